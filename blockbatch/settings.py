@@ -1,0 +1,106 @@
+"""Configuration from the environment, read once at the entry points.
+
+Every process (worker, starter, stack manager, tests) builds one :class:`Settings`.
+Secrets are held as ``SecretStr`` so they never appear in a ``repr`` or a log line.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+#: The API key the embedded stack hands the simulator. Not a secret: the simulator
+#: accepts any key unless a scenario says otherwise.
+SIMULATOR_API_KEY = "sim-local-key"
+
+
+class Settings(BaseSettings):
+    """All knobs of blockbatch. Each field is read from the environment variable of the
+    same name (case-insensitive)."""
+
+    model_config = SettingsConfigDict(extra="ignore", case_sensitive=False)
+
+    # Where the local stack keeps its data, logs and pid files.
+    blockbatch_data_dir: Path = Path(".data")
+
+    # Postgres.
+    database_url: str | None = Field(
+        default=None,
+        description="postgresql://user@host:port/db; unset = the embedded Postgres of `make up`.",
+    )
+    pg_port: int = 55432
+    pg_database: str = "blockbatch"
+
+    # Temporal.
+    temporal_address: str | None = None
+    temporal_namespace: str = "default"
+    temporal_port: int = 7233
+    temporal_ui_port: int = 8233
+    temporal_ui_url: str | None = None
+    temporal_task_queue: str = "blockbatch"
+
+    # Claude (real or simulated).
+    anthropic_api_key: SecretStr | None = None
+    anthropic_base_url: str | None = None
+    simulator_port: int = 8765
+    anthropic_timeout_s: float = 600.0
+
+    # Worker concurrency.
+    worker_max_concurrent_activities: int = 20
+    worker_max_concurrent_workflow_tasks: int = 50
+
+    @cached_property
+    def data_dir(self) -> Path:
+        return self.blockbatch_data_dir.resolve()
+
+    @property
+    def resolved_database_url(self) -> str:
+        return self.database_url or (
+            f"postgresql://postgres@127.0.0.1:{self.pg_port}/{self.pg_database}"
+        )
+
+    @property
+    def resolved_temporal_address(self) -> str:
+        return self.temporal_address or f"127.0.0.1:{self.temporal_port}"
+
+    @property
+    def resolved_temporal_ui_url(self) -> str:
+        return (self.temporal_ui_url or f"http://localhost:{self.temporal_ui_port}").rstrip("/")
+
+    @property
+    def uses_simulator(self) -> bool:
+        """True when no real API key is configured: the embedded simulator stands in."""
+        return self.anthropic_api_key is None and self.anthropic_base_url is None
+
+    @property
+    def resolved_anthropic_base_url(self) -> str | None:
+        if self.uses_simulator:
+            return f"http://127.0.0.1:{self.simulator_port}"
+        return self.anthropic_base_url
+
+    def resolved_api_key(self) -> str:
+        """The key to hand the anthropic client. Never log the result."""
+        if self.anthropic_api_key is not None:
+            return self.anthropic_api_key.get_secret_value()
+        if self.anthropic_base_url is None or self.uses_simulator:
+            return SIMULATOR_API_KEY
+        raise RuntimeError(
+            "ANTHROPIC_BASE_URL is set but ANTHROPIC_API_KEY is not: set ANTHROPIC_API_KEY, "
+            "or unset ANTHROPIC_BASE_URL to use the local simulator."
+        )
+
+    def run_url(self, workflow_id: str) -> str:
+        """Temporal UI link of one workflow."""
+        from urllib.parse import quote
+
+        return (
+            f"{self.resolved_temporal_ui_url}/namespaces/{self.temporal_namespace}"
+            f"/workflows/{quote(workflow_id, safe='')}"
+        )
+
+
+def load_settings() -> Settings:
+    return Settings()
