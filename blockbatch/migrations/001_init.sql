@@ -38,6 +38,7 @@ create table runs (
     settings                    jsonb not null default '{}',
     workflow_id                 text,
     error                       text,
+    cancel_requested_at         timestamptz,
     blocks_total                integer not null default 0,
     blocks_ai_complete          integer not null default 0,
     blocks_failed               integer not null default 0,

@@ -1,0 +1,209 @@
+"""Typed inputs and outputs of every workflow and activity.
+
+Everything that crosses Temporal is small: ids, counts and short lists of block_uids.
+Block content, prompts and responses stay in Postgres.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from blockbatch.registry import DEFAULT_MODEL
+
+RunStatus = Literal["created", "planning", "running", "cancelling", "completed", "cancelled",
+                    "failed"]
+CacheTtl = Literal["5m", "1h"]
+
+
+class RunOptions(BaseModel):
+    """How a run is planned and executed; stored in ``runs.settings``."""
+
+    model: str = DEFAULT_MODEL
+    pack_size: int | None = Field(default=None, ge=1)
+    batching_enabled: bool = True
+    estimated_output_per_block: int | None = Field(default=None, ge=1)
+    max_concurrent_packs: int = Field(default=8, ge=1, le=1000)
+    max_block_attempts: int = Field(default=3, ge=1, le=20)
+    output_budget: int = Field(default=8192, ge=256)
+    safety_margin: float = Field(default=0.8, gt=0, le=1)
+    hard_cap: int = Field(default=50, ge=1)
+    cache_ttl: CacheTtl = "5m"
+
+
+class Totals(BaseModel):
+    """Counters a pack reports up and the run sums; Postgres stays the source of truth."""
+
+    blocks_done: int = 0
+    blocks_failed: int = 0
+    packs_done: int = 0
+    calls: int = 0
+    splits: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def add(self, other: "Totals") -> None:
+        for name in type(self).model_fields:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+class RunInput(BaseModel):
+    """Input of RunWorkflow; also its state carried across continue-as-new."""
+
+    run_id: str
+    max_concurrent_packs: int = 8
+    max_block_attempts: int = 3
+    #: Packs started per workflow run before continuing as new (keeps history small).
+    packs_per_history: int = 400
+    pack_count: int | None = None
+    block_count: int = 0
+    next_pack: int = 0
+    totals: Totals = Field(default_factory=Totals)
+
+
+class RunProgress(BaseModel):
+    """Answer of the ``progress`` query."""
+
+    run_id: str
+    status: str
+    blocks_total: int
+    blocks_done: int
+    blocks_failed: int
+    blocks_pending: int
+    packs_total: int
+    packs_done: int
+    packs_running: int
+    calls: int
+    splits: int
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+    cost_usd: float
+    error: str | None = None
+
+
+class RunResult(BaseModel):
+    """What a finished run reports; recomputed from Postgres by ``finish_run``."""
+
+    run_id: str
+    status: RunStatus
+    error: str | None = None
+    blocks_total: int = 0
+    blocks_ai_complete: int = 0
+    blocks_failed: int = 0
+    blocks_cancelled: int = 0
+    pack_count: int = 0
+    calls: int = 0
+    split_events: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+class PlanRunInput(BaseModel):
+    run_id: str
+
+
+class PlanRunOutput(BaseModel):
+    pack_count: int
+    block_count: int
+
+
+class ProcessPackInput(BaseModel):
+    run_id: str
+    pack_path: str
+    #: Blocks of a halved pack; ``None`` for a planned pack (its blocks are read by pack_index).
+    block_uids: list[str] | None = None
+    pack_index: int
+    max_block_attempts: int = 3
+
+
+class PackOutcome(BaseModel):
+    pack_path: str
+    totals: Totals = Field(default_factory=Totals)
+    cancelled: bool = False
+    #: Set when the whole run must stop (the API key was rejected).
+    fatal_error: str | None = None
+
+
+CallOutcome = Literal["answered", "overflow", "request_error", "oversized", "cancelled", "empty"]
+
+
+class CallModelInput(BaseModel):
+    run_id: str
+    pack_path: str
+    pack_index: int
+    pack_attempt: int = 1
+    block_uids: list[str] | None = None
+
+
+class CallModelOutput(BaseModel):
+    """Small summary of one call; the request and the raw response are in the ledger."""
+
+    outcome: CallOutcome
+    block_uids: list[str]
+    call_id: int | None = None
+    message: str | None = None
+    stop_reason: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cost_usd: float = 0.0
+    #: True when this answer was already in the ledger (pay once: no new call was made).
+    reused: bool = False
+
+
+class ApplyResultsInput(BaseModel):
+    run_id: str
+    call_id: int
+    pack_path: str
+    max_block_attempts: int = 3
+
+
+class ApplyResultsOutput(BaseModel):
+    completed: int
+    failed: list[str] = Field(default_factory=list)
+    #: Blocks that still need work (in block order).
+    remaining: list[str] = Field(default_factory=list)
+    mapping_failed: bool = False
+    reason: str = ""
+
+
+class FailBlocksInput(BaseModel):
+    run_id: str
+    #: ``None``: every still-pending block of ``pack_index``.
+    block_uids: list[str] | None
+    pack_index: int
+    reason: str
+    pack_path: str
+
+
+class FailBlocksOutput(BaseModel):
+    failed: int
+
+
+class RecordSplitInput(BaseModel):
+    run_id: str
+    pack_path: str
+    reason: str
+    block_count: int
+    child_paths: list[str]
+
+
+class MarkCancellingInput(BaseModel):
+    run_id: str
+    reason: str = "cancel requested"
+
+
+class FinishRunInput(BaseModel):
+    run_id: str
+    status: Literal["completed", "cancelled", "failed"]
+    error: str | None = None

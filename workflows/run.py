@@ -1,0 +1,206 @@
+"""RunWorkflow: plan a run, fan out ProcessPack children, roll up from Postgres.
+
+The plan lives in Postgres (each overlay row has its ``pack_index``); the workflow only
+knows how many packs there are and which is next. At most ``max_concurrent_packs``
+children run at once. Every ``packs_per_history`` packs the workflow drains its children
+and continues as new, so a 100,000-block run keeps a small history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import ChildWorkflowError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.db import DbActivities
+    from blockbatch.models import (
+        FinishRunInput,
+        MarkCancellingInput,
+        PackOutcome,
+        PlanRunInput,
+        ProcessPackInput,
+        RunInput,
+        RunProgress,
+        RunResult,
+    )
+    from workflows.pack import DB_RETRY, DB_TIMEOUT, ProcessPackWorkflow
+
+PLAN_TIMEOUT = timedelta(minutes=5)
+RUN_ID_KEY = SearchAttributeKey.for_keyword("BlockbatchRunId")
+PACK_KEY = SearchAttributeKey.for_keyword("BlockbatchPack")
+
+
+def run_workflow_id(run_id: str) -> str:
+    return f"run-{run_id}"
+
+
+@workflow.defn(name="RunWorkflow")
+class RunWorkflow:
+    def __init__(self) -> None:
+        self._state: RunInput | None = None
+        self._running: dict[int, workflow.ChildWorkflowHandle] = {}
+        self._cancel_requested = False
+        self._fatal_error: str | None = None
+        self._status = "planning"
+
+    @workflow.signal
+    def cancel(self) -> None:
+        """Stop starting packs; running packs stop before their next call."""
+        self._cancel_requested = True
+
+    @workflow.query
+    def progress(self) -> RunProgress:
+        state = self._state
+        assert state is not None
+        t = state.totals
+        total = state.block_count
+        return RunProgress(
+            run_id=state.run_id,
+            status=self._status,
+            blocks_total=total,
+            blocks_done=t.blocks_done,
+            blocks_failed=t.blocks_failed,
+            blocks_pending=max(total - t.blocks_done - t.blocks_failed, 0),
+            packs_total=state.pack_count or 0,
+            packs_done=t.packs_done,
+            packs_running=len(self._running),
+            calls=t.calls,
+            splits=t.splits,
+            input_tokens=t.input_tokens,
+            output_tokens=t.output_tokens,
+            cache_creation_input_tokens=t.cache_creation_input_tokens,
+            cache_read_input_tokens=t.cache_read_input_tokens,
+            cost_usd=round(t.cost_usd, 6),
+            error=self._fatal_error,
+        )
+
+    @workflow.run
+    async def run(self, inp: RunInput) -> RunResult:
+        self._state = inp
+        if inp.pack_count is None:
+            plan = await workflow.execute_activity_method(
+                DbActivities.plan_run,
+                PlanRunInput(run_id=inp.run_id),
+                start_to_close_timeout=PLAN_TIMEOUT,
+                retry_policy=DB_RETRY,
+                summary="plan_run: size packs from block and output estimates",
+            )
+            inp.pack_count, inp.block_count = plan.pack_count, plan.block_count
+        self._status = "running"
+        self._show()
+
+        started_here = 0
+        while inp.next_pack < inp.pack_count and not self._stopping():
+            await workflow.wait_condition(
+                lambda: len(self._running) < inp.max_concurrent_packs or self._stopping()
+            )
+            if self._stopping() or started_here >= inp.packs_per_history:
+                break
+            index = inp.next_pack
+            inp.next_pack += 1
+            started_here += 1
+            await self._start_pack(index)
+
+        if self._stopping():
+            await self._stop_children()
+        await workflow.wait_condition(lambda: not self._running)
+        if inp.next_pack < inp.pack_count and not self._stopping():
+            workflow.continue_as_new(inp)
+
+        if self._fatal_error:
+            status, error = "failed", self._fatal_error
+        elif self._cancel_requested:
+            status, error = "cancelled", "cancelled by request"
+        else:
+            status, error = "completed", None
+        self._status = status
+        result = await workflow.execute_activity_method(
+            DbActivities.finish_run,
+            FinishRunInput(run_id=inp.run_id, status=status, error=error),
+            start_to_close_timeout=DB_TIMEOUT,
+            retry_policy=DB_RETRY,
+            summary=f"finish_run: {status}, recount from Postgres",
+        )
+        self._show(result)
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return result
+
+    def _stopping(self) -> bool:
+        return self._cancel_requested or self._fatal_error is not None
+
+    async def _start_pack(self, index: int) -> None:
+        inp = self._state
+        assert inp is not None
+        pack_id = f"{run_workflow_id(inp.run_id)}/pack-{index}"
+        handle = await workflow.start_child_workflow(
+            ProcessPackWorkflow.run,
+            ProcessPackInput(
+                run_id=inp.run_id,
+                pack_path=str(index),
+                pack_index=index,
+                max_block_attempts=inp.max_block_attempts,
+            ),
+            id=pack_id,
+            static_summary=f"pack {index} of {inp.pack_count} for run {inp.run_id}",
+            search_attributes=TypedSearchAttributes(
+                [SearchAttributePair(RUN_ID_KEY, inp.run_id),
+                 SearchAttributePair(PACK_KEY, str(index))]
+            ),
+        )
+        self._running[index] = handle
+        asyncio.get_running_loop().create_task(self._await_pack(index, handle))
+
+    async def _await_pack(self, index: int, handle: workflow.ChildWorkflowHandle) -> None:
+        inp = self._state
+        assert inp is not None
+        try:
+            outcome: PackOutcome = await handle
+        except ChildWorkflowError as err:
+            # A pack workflow itself failed (a bug, not a model failure): its blocks stay
+            # pending and finish_run reports them; the run goes on.
+            workflow.logger.error("pack %s failed: %s", index, err)
+            outcome = PackOutcome(pack_path=str(index))
+        inp.totals.add(outcome.totals)
+        inp.totals.packs_done += 1
+        if outcome.fatal_error and not self._fatal_error:
+            self._fatal_error = outcome.fatal_error
+        del self._running[index]
+        self._show()
+
+    async def _stop_children(self) -> None:
+        inp = self._state
+        assert inp is not None
+        reason = self._fatal_error or "cancel requested"
+        await workflow.execute_activity_method(
+            DbActivities.mark_run_cancelling,
+            MarkCancellingInput(run_id=inp.run_id, reason=reason),
+            start_to_close_timeout=DB_TIMEOUT,
+            retry_policy=DB_RETRY,
+            summary="mark_run_cancelling: no new Claude call may start",
+        )
+        for handle in list(self._running.values()):
+            try:
+                await handle.signal(ProcessPackWorkflow.cancel)
+            except Exception:  # noqa: BLE001 - the child may have just finished
+                workflow.logger.debug("cancel not delivered to %s", handle.id)
+
+    def _show(self, result: RunResult | None = None) -> None:
+        p = self.progress()
+        if result is not None:
+            workflow.set_current_details(
+                f"**{result.status}** · {result.blocks_ai_complete}/{result.blocks_total} "
+                f"blocks ok · {result.blocks_failed} failed · {result.blocks_cancelled} "
+                f"cancelled · {result.calls} calls · {result.split_events} splits · "
+                f"${result.cost_usd:.4f}"
+            )
+            return
+        workflow.set_current_details(
+            f"**{p.status}** · {p.blocks_done}/{p.blocks_total} blocks done · "
+            f"{p.blocks_failed} failed · packs {p.packs_done}/{p.packs_total} "
+            f"({p.packs_running} running) · {p.calls} calls · {p.splits} splits · "
+            f"${p.cost_usd:.4f}"
+        )
