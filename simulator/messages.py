@@ -1,0 +1,111 @@
+"""``POST /v1/messages`` and ``/v1/messages/count_tokens``: checks, faults, answer, latency."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from simulator.errors import ApiError, invalid
+from simulator.state import SimState
+from simulator.validate import check_auth, check_version
+
+
+def parse_json(raw: bytes) -> Any:
+    """The request body as JSON, or a 400 like the API's."""
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise invalid(f"There was an error parsing the body of your request: {exc}") from None
+
+
+def check_headers(state: SimState, headers: Mapping[str, str]) -> None:
+    """Authentication, then the ``anthropic-version`` header."""
+    check_auth(headers, state.scenario.auth)
+    check_version(headers)
+
+
+async def count_tokens(state: SimState, headers: Mapping[str, str], raw: bytes) -> dict[str, Any]:
+    """``{"input_tokens": N}``, the same total /v1/messages would bill."""
+    check_headers(state, headers)
+    prepared = state.engine.prepare(parse_json(raw), count_only=True)
+    return {"input_tokens": prepared.prompt.total_tokens}
+
+
+async def create_message(
+    state: SimState, headers: Mapping[str, str], raw: bytes, request_id: str
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Answer one Messages request; returns the Message JSON and extra headers.
+
+    Raises:
+        ApiError: validation errors, rate limits and injected failures.
+    """
+    entry: dict[str, Any] = {
+        "request_id": request_id,
+        "time": state.clock(),
+        "model": None,
+        "status": None,
+        "block_uids": [],
+        "stop_reason": None,
+        "usage": None,
+        "faults": [],
+    }
+    state.stats.log.append(entry)
+    try:
+        message, extra = await _answer(state, headers, raw, entry)
+    except ApiError as error:
+        entry["status"] = error.status
+        if error.fault and error.fault not in entry["faults"]:
+            entry["faults"].append(error.fault)
+            state.stats.count_faults([error.fault])
+        raise
+    entry["status"] = 200
+    return message, extra
+
+
+async def _answer(
+    state: SimState, headers: Mapping[str, str], raw: bytes, entry: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    check_headers(state, headers)
+    body = parse_json(raw)
+    if isinstance(body, dict) and isinstance(body.get("model"), str):
+        entry["model"] = body["model"]
+    engine, scenario = state.engine, state.scenario
+    prepared = engine.prepare(body)
+    entry["block_uids"] = [block.uid for block in prepared.prompt.blocks]
+    dice = engine.dice_for(body)
+    uncached = engine.peek_uncached_tokens(prepared)
+    state.limiter.admit(scenario.limits, uncached)
+
+    errors = scenario.errors
+    if dice.chance(errors.rate_timeout, "timeout"):
+        entry["status"] = 529
+        entry["faults"].append("timeout")
+        state.stats.count_faults(["timeout"])
+        await asyncio.sleep(errors.timeout_s)
+        raise ApiError("overloaded_error", "Overloaded")
+    if dice.chance(errors.rate_429, "rate_429"):
+        raise state.limiter.injected(scenario.limits, errors.retry_after_s)
+    if dice.chance(errors.rate_529, "rate_529"):
+        raise ApiError("overloaded_error", "Overloaded", fault="rate_529")
+    if dice.chance(errors.rate_500, "rate_500"):
+        raise ApiError("api_error", "Internal server error", fault="rate_500")
+
+    outcome = engine.answer(prepared, dice)
+    state.limiter.record(uncached, outcome.output_tokens)
+    stats = state.stats
+    stats.count_usage(outcome.usage)
+    stats.count_cache(eligible=outcome.cache.eligible, read=outcome.cache.read)
+    stats.count_faults(outcome.faults)
+    stats.stop_reasons[outcome.stop_reason] += 1
+    entry.update(stop_reason=outcome.stop_reason, usage=outcome.usage)
+    entry["faults"].extend(outcome.faults)
+
+    latency_ms = (
+        scenario.latency.ttft_ms + scenario.latency.per_output_token_ms * outcome.output_tokens
+    )
+    delay = latency_ms * scenario.speed_factor / 1000
+    if delay > 0:
+        await asyncio.sleep(delay)
+    return outcome.message, state.limiter.headers(scenario.limits)

@@ -1,0 +1,140 @@
+"""Reading a (validated) Messages request: token accounting, cache breakpoints, blocks.
+
+The prompt is a sequence of segments in the API's prefix order (tools, then system, then
+messages); a segment that carries ``cache_control`` ends a cacheable prefix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from simulator.tokenizer import count_tokens
+
+#: Fixed tokens per message for the role markers around it.
+MESSAGE_OVERHEAD = 3
+
+
+@dataclass(frozen=True)
+class Breakpoint:
+    """The end of a cacheable prefix: its length in tokens, its hash and its TTL."""
+
+    tokens: int
+    prefix_hash: str
+    ttl: str
+
+
+@dataclass(frozen=True)
+class Block:
+    """One document block found in the request."""
+
+    uid: str
+    type: str
+    content: str
+
+
+@dataclass
+class Prompt:
+    """What the engine needs to know about a request's prompt."""
+
+    total_tokens: int = 0
+    breakpoints: list[Breakpoint] = field(default_factory=list)
+    blocks: list[Block] = field(default_factory=list)
+    user_text: str = ""
+
+
+def _canon(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _without_cache_control(part: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in part.items() if k != "cache_control"}
+
+
+def tool_tokens(tool: dict[str, Any]) -> int:
+    """Tokens of one tool definition: name, description and JSON of its input schema."""
+    schema = json.dumps(tool.get("input_schema", {}), ensure_ascii=False)
+    return (
+        count_tokens(str(tool.get("name", "")))
+        + count_tokens(str(tool.get("description", "")))
+        + count_tokens(schema)
+    )
+
+
+def content_block_tokens(block: dict[str, Any]) -> int:
+    """Tokens of one content block (text counts its text; others their JSON)."""
+    if block.get("type") == "text":
+        return count_tokens(str(block.get("text", "")))
+    return count_tokens(_canon(_without_cache_control(block)))
+
+
+def _content_parts(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return list(content)
+
+
+def analyse(body: dict[str, Any]) -> Prompt:
+    """Count tokens, find cache breakpoints and blocks of a validated request body."""
+    prompt = Prompt()
+    digest = hashlib.sha256()
+
+    def add(tokens: int, key: Any, part: dict[str, Any] | None) -> None:
+        prompt.total_tokens += tokens
+        digest.update(_canon(key).encode())
+        control = (part or {}).get("cache_control")
+        if isinstance(control, dict):
+            ttl = control.get("ttl", "5m")
+            prompt.breakpoints.append(
+                Breakpoint(prompt.total_tokens, digest.copy().hexdigest(), ttl)
+            )
+
+    for tool in body.get("tools") or []:
+        add(tool_tokens(tool), ["tool", _without_cache_control(tool)], tool)
+    system = body.get("system")
+    if system:
+        for part in _content_parts(system):
+            add(content_block_tokens(part), ["system", _without_cache_control(part)], part)
+    for message in body["messages"]:
+        add(MESSAGE_OVERHEAD, ["role", message["role"]], None)
+        for part in _content_parts(message["content"]):
+            add(content_block_tokens(part), ["content", _without_cache_control(part)], part)
+
+    last_user = next((m for m in reversed(body["messages"]) if m["role"] == "user"), None)
+    if last_user is not None:
+        texts = [
+            str(p.get("text", ""))
+            for p in _content_parts(last_user["content"])
+            if p.get("type") == "text"
+        ]
+        prompt.user_text = "\n".join(texts)
+        prompt.blocks = find_blocks(texts)
+    return prompt
+
+
+def find_blocks(texts: list[str]) -> list[Block]:
+    """The blocks of the first text that is a JSON array of ``{"block_uid", ...}`` objects."""
+    for text in texts:
+        try:
+            value = json.loads(text)
+        except ValueError:
+            continue
+        if not isinstance(value, list) or not value:
+            continue
+        if not all(isinstance(item, dict) and "block_uid" in item for item in value):
+            continue
+        return [
+            Block(
+                uid=str(item["block_uid"]),
+                type=str(item.get("block_type", "")),
+                content=_as_text(item.get("block_content", "")),
+            )
+            for item in value
+        ]
+    return []
+
+
+def _as_text(value: Any) -> str:
+    return value if isinstance(value, str) else _canon(value)

@@ -1,0 +1,99 @@
+"""The scenario: every knob of the simulator's latency, faults and limits.
+
+A scenario is plain JSON (``--scenario FILE.json`` or ``PUT /_sim/scenario``); every field
+is optional and unknown keys are rejected, so a typo fails loudly instead of silently
+doing nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Rate = float  # a probability in [0, 1]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Latency(_Strict):
+    """Simulated generation speed, before ``speed_factor``."""
+
+    ttft_ms: float = Field(default=500, ge=0)
+    per_output_token_ms: float = Field(default=12, ge=0)
+
+
+class Errors(_Strict):
+    """Per-request probabilities of whole-request failures."""
+
+    rate_429: Rate = Field(default=0.0, ge=0, le=1)
+    rate_529: Rate = Field(default=0.0, ge=0, le=1)
+    rate_500: Rate = Field(default=0.0, ge=0, le=1)
+    retry_after_s: int = Field(default=1, ge=0)
+    rate_timeout: Rate = Field(default=0.0, ge=0, le=1)
+    timeout_s: float = Field(default=30, ge=0)
+
+
+class Faults(_Strict):
+    """Probabilities of model misbehaviour: per block, except where noted."""
+
+    skip_block: Rate = Field(default=0.0, ge=0, le=1)
+    duplicate_uid: Rate = Field(default=0.0, ge=0, le=1)
+    unknown_uid: Rate = Field(default=0.0, ge=0, le=1)
+    bleed: Rate = Field(default=0.0, ge=0, le=1)
+    #: Per request.
+    malformed_tool_input: Rate = Field(default=0.0, ge=0, le=1)
+    #: Per request.
+    truncate: Rate = Field(default=0.0, ge=0, le=1)
+
+
+class Quality(_Strict):
+    """Quality that degrades with pack size: more blocks, more skips and bleeds."""
+
+    enabled: bool = False
+    free_blocks: int = Field(default=20, ge=0)
+    skip_per_extra_block: Rate = Field(default=0.002, ge=0, le=1)
+    bleed_per_extra_block: Rate = Field(default=0.001, ge=0, le=1)
+
+
+class Limits(_Strict):
+    """Rate limits over a sliding 60 s window; ``None`` means unlimited."""
+
+    rpm: int | None = Field(default=None, ge=1)
+    input_tpm: int | None = Field(default=None, ge=1)
+    output_tpm: int | None = Field(default=None, ge=1)
+
+
+class Auth(_Strict):
+    """Which API keys are accepted; ``valid_keys=None`` accepts any non-empty key."""
+
+    valid_keys: list[str] | None = None
+    forbidden_keys: list[str] = Field(default_factory=list)
+
+
+class Batch(_Strict):
+    """Message Batches behaviour."""
+
+    processing_delay_s: float = Field(default=2.0, ge=0)
+    errored_rate: Rate = Field(default=0.0, ge=0, le=1)
+    expired_rate: Rate = Field(default=0.0, ge=0, le=1)
+
+
+class Scenario(_Strict):
+    """Everything configurable about the simulator; the defaults are a well-behaved API."""
+
+    seed: int = 0
+    #: Multiplies every latency; 0 never sleeps (tests).
+    speed_factor: float = Field(default=0.0, ge=0)
+    latency: Latency = Field(default_factory=Latency)
+    errors: Errors = Field(default_factory=Errors)
+    faults: Faults = Field(default_factory=Faults)
+    quality: Quality = Field(default_factory=Quality)
+    truncation_mode: Literal["partial", "empty"] = "partial"
+    always_skip_uids: list[str] = Field(default_factory=list)
+    always_malformed_uids: list[str] = Field(default_factory=list)
+    limits: Limits = Field(default_factory=Limits)
+    auth: Auth = Field(default_factory=Auth)
+    batch: Batch = Field(default_factory=Batch)

@@ -1,0 +1,36 @@
+"""Everything one simulator instance holds: scenario, engine, limits, stats, batches."""
+
+from __future__ import annotations
+
+from simulator.batches import BatchStore
+from simulator.clock import Clock, system_clock
+from simulator.engine import Engine
+from simulator.limits import RateLimiter
+from simulator.scenario import Scenario
+from simulator.stats import Stats
+
+
+class SimState:
+    """The mutable state of one simulator; the scenario survives :meth:`reset`."""
+
+    def __init__(self, scenario: Scenario | None = None, clock: Clock | None = None) -> None:
+        self.clock: Clock = clock or system_clock
+        self.engine = Engine(scenario or Scenario(), self.clock)
+        self.limiter = RateLimiter(self.clock)
+        self.stats = Stats()
+        self.batches = BatchStore(self.engine, self.stats)
+
+    @property
+    def scenario(self) -> Scenario:
+        return self.engine.scenario
+
+    @scenario.setter
+    def scenario(self, scenario: Scenario) -> None:
+        self.engine.scenario = scenario
+
+    def reset(self) -> None:
+        """Clear stats, the prompt cache, rate-limit windows and batches."""
+        self.stats.reset()
+        self.engine.reset()
+        self.limiter.clear()
+        self.batches.clear()
