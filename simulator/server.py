@@ -19,7 +19,7 @@ from simulator.state import SimState
 log = logging.getLogger("simulator")
 
 STATE: web.AppKey[SimState] = web.AppKey("simulator_state", SimState)
-_REQUEST_ID = "simulator_request_id"
+_REQUEST_ID: web.RequestKey[str] = web.RequestKey("simulator_request_id", str)
 _HTTP_ERRORS = {404: "not_found_error", 405: "invalid_request_error", 413: "request_too_large"}
 
 
