@@ -104,6 +104,10 @@ class RunWorkflow:
             inp.next_pack += 1
             started_here += 1
             await self._start_pack(index)
+            if index == 0 and inp.pack_count > 1:
+                # The first call writes the prompt cache; the rest then read it instead of
+                # each paying for their own cache write.
+                await workflow.wait_condition(lambda: not self._running or self._stopping())
 
         if self._stopping():
             await self._stop_children()

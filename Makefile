@@ -1,0 +1,51 @@
+# blockbatch: the two commands are `make demo` and `make test`; the rest serve them.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+PYTEST_ARGS ?=
+
+.PHONY: demo test install up down status worker lint clean-data compose-tool bench
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install -q --upgrade pip
+	@$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+## demo: start the embedded stack and a worker, run the sample document, print the summary.
+demo: install
+	@$(BIN)/python -m blockbatch.demo
+
+## test: the whole suite against real Postgres, Temporal dev server and simulator.
+test: install compose-tool
+	@$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## up / down / status: the local stack (Postgres, Temporal + UI, simulator); data stays in .data/.
+up: install
+	@$(BIN)/python -m blockbatch.stack up
+
+down: install
+	@$(BIN)/python -m blockbatch.stack down
+
+status: install
+	@$(BIN)/python -m blockbatch.stack status
+
+## worker: one worker in the foreground (Ctrl-C stops it gracefully).
+worker: up
+	@$(BIN)/python worker.py
+
+lint: install
+	@$(BIN)/ruff check .
+
+# The compose file is validated by a test with Debian's docker-compose (no engine needed).
+compose-tool:
+	@command -v docker-compose >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian's docker-compose (validates docker-compose.yml)"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose) >/dev/null; \
+	  else \
+	    echo "docker-compose is missing: run 'sudo apt-get install docker-compose' (tests/test_compose.py needs it)"; \
+	  fi; }

@@ -1,0 +1,102 @@
+"""Connecting to Temporal and building the worker, shared by worker.py, starter.py and tests."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+import anthropic
+import asyncpg
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+
+from activities.db import DbActivities
+from activities.llm import LlmActivities
+from blockbatch.settings import Settings
+from blockbatch.stack import SEARCH_ATTRIBUTES
+from workflows.pack import ProcessPackWorkflow
+from workflows.run import RunWorkflow
+
+
+class TemporalUnavailable(RuntimeError):
+    """Temporal could not be reached; the message says where and what to do."""
+
+
+async def connect(settings: Settings) -> Client:
+    address = settings.resolved_temporal_address
+    try:
+        return await Client.connect(
+            address,
+            namespace=settings.temporal_namespace,
+            data_converter=pydantic_data_converter,
+        )
+    except RuntimeError as exc:
+        raise TemporalUnavailable(
+            f"cannot connect to Temporal at {address} ({exc}); start the local stack with "
+            "`make up`, or set TEMPORAL_ADDRESS"
+        ) from exc
+
+
+async def ensure_search_attributes(client: Client, namespace: str) -> None:
+    """Register blockbatch's search attributes if the namespace lacks them."""
+    from temporalio.api.enums.v1 import IndexedValueType
+    from temporalio.api.operatorservice.v1 import (
+        AddSearchAttributesRequest,
+        ListSearchAttributesRequest,
+    )
+
+    listed = await client.operator_service.list_search_attributes(
+        ListSearchAttributesRequest(namespace=namespace)
+    )
+    missing = {k: v for k, v in SEARCH_ATTRIBUTES.items() if k not in listed.custom_attributes}
+    if not missing:
+        return
+    kinds = {"Keyword": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD}
+    await client.operator_service.add_search_attributes(
+        AddSearchAttributesRequest(
+            namespace=namespace,
+            search_attributes={k: kinds[v] for k, v in missing.items()},
+        )
+    )
+
+
+def anthropic_client(settings: Settings) -> anthropic.AsyncAnthropic:
+    """The one Claude client of a worker process; retries belong to Temporal."""
+    return anthropic.AsyncAnthropic(
+        api_key=settings.resolved_api_key(),
+        base_url=settings.resolved_anthropic_base_url,
+        max_retries=0,
+        timeout=settings.anthropic_timeout_s,
+    )
+
+
+def build_worker(
+    client: Client,
+    task_queue: str,
+    pool: asyncpg.Pool,
+    llm: anthropic.AsyncAnthropic,
+    *,
+    max_concurrent_activities: int = 20,
+    max_concurrent_workflow_tasks: int = 50,
+) -> Worker:
+    db_acts = DbActivities(pool)
+    llm_acts = LlmActivities(pool, llm)
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[RunWorkflow, ProcessPackWorkflow],
+        activities=[
+            db_acts.plan_run,
+            db_acts.apply_results,
+            db_acts.fail_blocks,
+            db_acts.record_split,
+            db_acts.mark_run_cancelling,
+            db_acts.finish_run,
+            llm_acts.call_model,
+        ],
+        max_concurrent_activities=max_concurrent_activities,
+        max_concurrent_workflow_tasks=max_concurrent_workflow_tasks,
+        activity_executor=ThreadPoolExecutor(4),
+        graceful_shutdown_timeout=timedelta(seconds=30),
+    )

@@ -1,0 +1,173 @@
+"""Shared fixtures: a real Postgres, a real Temporal dev server and the simulator.
+
+Each is started once per test session from the installed binaries; every test gets its own
+database (cloned from a migrated template) and its own task queue, so nothing depends on
+test order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+import pytest_asyncio
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from blockbatch import stack
+from blockbatch.api import Blockbatch
+from blockbatch.db import create_pool, migrate
+from blockbatch.settings import Settings
+from blockbatch.temporal import anthropic_client, build_worker
+
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATE_DB = "bb_template"
+_db_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stack.PostgresInstance]:
+    base = tmp_path_factory.mktemp("pg")
+    instance = stack.start_postgres(base / "data", stack.free_port(), base / "pg.log",
+                                    fsync=False)
+    stack.ensure_database(instance, TEMPLATE_DB)
+
+    async def _migrate() -> None:
+        conn = await asyncpg.connect(instance.url(TEMPLATE_DB))
+        try:
+            await migrate(conn)
+        finally:
+            await conn.close()
+
+    asyncio.run(_migrate())
+    yield instance
+    stack.stop_postgres(instance.data_dir)
+
+
+@pytest_asyncio.fixture(scope="session")
+async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
+    extra: list[str] = []
+    for name, kind in stack.SEARCH_ATTRIBUTES.items():
+        extra += ["--search-attribute", f"{name}={kind}"]
+    extra += ["--dynamic-config-value", "frontend.namespaceRPS=10000"]
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(stack.temporal_cli_path()),
+        data_converter=pydantic_data_converter,
+        dev_server_extra_args=extra,
+    )
+    yield env
+    await env.shutdown()
+
+
+@dataclass
+class SimulatorProcess:
+    base_url: str
+    proc: subprocess.Popen[bytes]
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.base_url + path, data=data, method=method,
+                                     headers={"content-type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as resp:  # noqa: S310 - loopback
+            text = resp.read().decode()
+        return json.loads(text) if text else None
+
+    def scenario(self, **settings: Any) -> None:
+        """Replace the scenario (defaults for everything not given)."""
+        self.call("PUT", "/_sim/scenario", settings)
+
+    def stats(self) -> dict[str, Any]:
+        return self.call("GET", "/_sim/stats")
+
+    def requests(self) -> list[dict[str, Any]]:
+        return self.call("GET", "/_sim/requests")
+
+
+@pytest.fixture(scope="session")
+def simulator_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimulatorProcess]:
+    port = stack.free_port()
+    log = tmp_path_factory.mktemp("sim") / "simulator.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(  # noqa: S603
+            [sys.executable, "-m", "simulator", "--host", "127.0.0.1", "--port", str(port)],
+            stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
+        )
+    base = f"http://127.0.0.1:{port}"
+    stack._wait_until(lambda: stack._http_ok(base + "/health"), 30, "simulator", log)
+    yield SimulatorProcess(base, proc)
+    proc.terminate()
+    proc.wait(10)
+
+
+@pytest.fixture
+def sim(simulator_process: SimulatorProcess) -> SimulatorProcess:
+    """The simulator with the default scenario and zeroed counters."""
+    simulator_process.scenario()
+    simulator_process.call("POST", "/_sim/reset")
+    return simulator_process
+
+
+@pytest_asyncio.fixture
+async def db_url(pg: stack.PostgresInstance) -> AsyncIterator[str]:
+    name = f"t_{os.getpid()}_{next(_db_counter)}"
+    conn = await asyncpg.connect(pg.url("postgres"))
+    try:
+        await conn.execute(f'create database "{name}" template "{TEMPLATE_DB}"')
+    finally:
+        await conn.close()
+    yield pg.url(name)
+
+
+@pytest_asyncio.fixture
+async def pool(db_url: str) -> AsyncIterator[asyncpg.Pool]:
+    p = await create_pool(db_url, max_size=20)
+    yield p
+    await p.close()
+
+
+@dataclass
+class Stack:
+    """Everything a pipeline test needs, wired like production."""
+
+    settings: Settings
+    client: Client
+    pool: asyncpg.Pool
+    bb: Blockbatch
+    sim: SimulatorProcess
+    task_queue: str
+
+    def worker(self, **kwargs: Any) -> Worker:
+        llm = anthropic_client(self.settings)
+        return build_worker(self.client, self.task_queue, self.pool, llm, **kwargs)
+
+
+@pytest_asyncio.fixture
+async def bbstack(
+    temporal_env: WorkflowEnvironment, pool: asyncpg.Pool, db_url: str, sim: SimulatorProcess,
+    tmp_path: Path,
+) -> AsyncIterator[Stack]:
+    task_queue = f"tq-{uuid.uuid4().hex[:8]}"
+    settings = Settings(
+        database_url=db_url,
+        temporal_address=temporal_env.client.service_client.config.target_host,
+        temporal_task_queue=task_queue,
+        anthropic_base_url=sim.base_url,
+        anthropic_api_key="sim-test-key",  # type: ignore[arg-type]
+        blockbatch_data_dir=tmp_path / "data",
+    )
+    bb = Blockbatch(pool, temporal_env.client, settings)
+    yield Stack(settings, temporal_env.client, pool, bb, sim, task_queue)

@@ -1,0 +1,66 @@
+"""Builders for test documents and schemas."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+_WORDS = (
+    "incident pager rotation escalation runbook latency budget alert dashboard owner "
+    "service deploy rollback postmortem customer impact severity database replica queue "
+    "backlog timeout retry capacity region failover certificate rotation audit handoff"
+).split()
+
+
+def markdown_doc(n_blocks: int, seed: int = 7) -> bytes:
+    """A Markdown document of exactly ``n_blocks`` blocks (headings and paragraphs)."""
+    rng = random.Random(seed)
+    parts = []
+    for i in range(n_blocks):
+        if i % 10 == 0:
+            parts.append(f"## Section {i // 10 + 1}: {rng.choice(_WORDS).title()}")
+        else:
+            words = [rng.choice(_WORDS) for _ in range(rng.randint(8, 60))]
+            parts.append(f"Paragraph {i}. " + " ".join(words).capitalize() + ".")
+    return ("\n\n".join(parts) + "\n").encode()
+
+
+def long_instructions(approx_words: int) -> str:
+    rng = random.Random(3)
+    sentences = []
+    while sum(len(s.split()) for s in sentences) < approx_words:
+        words = [rng.choice(_WORDS) for _ in range(14)]
+        sentences.append("When a block mentions " + " ".join(words) + ", classify it carefully.")
+    return " ".join(sentences)
+
+
+def extract_schema(instruction_words: int = 1500, **prompt: Any) -> dict[str, Any]:
+    """An extraction schema whose fields the simulator computes from each block's content."""
+    return {
+        "name": "test-extract",
+        "properties": {
+            "word_count": {"type": "integer", "minimum": 0},
+            "char_count": {"type": "integer", "minimum": 0},
+            "first_40_chars": {"type": "string", "maxLength": 40},
+            "block_type": {"type": "string"},
+            "summary": {"type": "string", "maxLength": 200},
+        },
+        "prompt_config": {
+            "system_instructions": "You annotate blocks of an on-call handbook. "
+            + long_instructions(instruction_words),
+            "per_block_prompt": "Annotate each block.",
+            **prompt,
+        },
+    }
+
+
+def revise_schema(instruction_words: int = 800) -> dict[str, Any]:
+    return {
+        "name": "test-revise",
+        "properties": {
+            "revised_text": {"type": "string", "description": "The block rewritten."},
+            "word_count": {"type": "integer"},
+        },
+        "prompt_config": {"system_instructions": "Edit for clarity. "
+                          + long_instructions(instruction_words)},
+    }

@@ -1,0 +1,191 @@
+"""The run pipeline end to end: real Postgres, Temporal dev server and simulated Claude."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from blockbatch.models import RunOptions, RunResult
+from tests.conftest import Stack
+from tests.helpers import extract_schema, markdown_doc
+
+DETERMINISTIC = ("word_count", "char_count", "first_40_chars", "block_type")
+
+
+async def run_doc(
+    s: Stack, n_blocks: int, schema: dict[str, Any] | None = None, **options: Any
+) -> tuple[str, RunResult]:
+    doc = await s.bb.ingest_bytes(markdown_doc(n_blocks), name="doc.md", fmt="markdown")
+    schema_id = await s.bb.add_schema(schema or extract_schema())
+    run_id = await s.bb.start_run(doc, schema_id, RunOptions(**options))
+    async with s.worker():
+        result = await s.bb.wait(run_id)
+    return run_id, result
+
+
+async def overlays(s: Stack, run_id: str) -> list[dict[str, Any]]:
+    rows = await s.pool.fetch(
+        """select o.block_uid, o.status, o.staging, o.attempt_count, o.last_error,
+                  b.block_content, b.block_type
+           from overlays o join blocks b using (block_uid)
+           where run_id = $1 order by o.block_index""",
+        run_id,
+    )
+    return [dict(r) for r in rows]
+
+
+def assert_true_to_content(rows: list[dict[str, Any]]) -> None:
+    """Each overlay's deterministic fields come from its own block (no bleed, no shift)."""
+    for r in rows:
+        if r["status"] != "ai_complete":
+            continue
+        content = r["block_content"]
+        assert r["staging"]["word_count"] == len(content.split()), r["block_uid"]
+        assert r["staging"]["first_40_chars"] == content[:40], r["block_uid"]
+
+
+async def test_run_completes_every_block_with_few_calls_and_cache_reads(bbstack: Stack) -> None:
+    run_id, result = await run_doc(bbstack, 200, extract_schema(instruction_words=1500))
+    assert result.status == "completed"
+    assert result.blocks_total == 200
+    assert result.blocks_ai_complete == 200
+    assert result.calls <= 200 / 5, result
+    rows = await overlays(bbstack, run_id)
+    assert all(r["status"] == "ai_complete" for r in rows)
+    assert_true_to_content(rows)
+    calls = await bbstack.pool.fetch(
+        """select cache_creation_input_tokens, cache_read_input_tokens from llm_calls
+           where run_id = $1 and status = 'succeeded' order by call_id""",
+        run_id,
+    )
+    assert calls[0]["cache_creation_input_tokens"] > 0
+    assert all(c["cache_read_input_tokens"] > 0 for c in calls[1:])
+    assert result.cache_read_input_tokens > 0 and result.cost_usd > 0
+
+
+async def test_no_batching_gives_same_values_one_call_per_block(bbstack: Stack) -> None:
+    schema = extract_schema(instruction_words=300)
+    batched_id, batched = await run_doc(bbstack, 40, schema)
+    single_id, single = await run_doc(bbstack, 40, schema, batching_enabled=False)
+    assert single.status == batched.status == "completed"
+    assert single.calls == 40
+    assert batched.calls < 40
+    a = {r["block_uid"]: r["staging"] for r in await overlays(bbstack, batched_id)}
+    b = {r["block_uid"]: r["staging"] for r in await overlays(bbstack, single_id)}
+    assert a.keys() == b.keys()
+    for uid in a:
+        for field in DETERMINISTIC:
+            assert a[uid][field] == b[uid][field], (uid, field)
+
+
+async def _faulty_run(s: Stack) -> tuple[str, RunResult, list[dict[str, Any]]]:
+    run_id, result = await run_doc(s, 60, extract_schema(instruction_words=200),
+                                   pack_size=20)
+    return run_id, result, await overlays(s, run_id)
+
+
+async def _assert_exactly_once(s: Stack, run_id: str, result: RunResult) -> None:
+    assert result.status == "completed"
+    assert result.blocks_ai_complete + result.blocks_failed == result.blocks_total
+    # Pay once: never two answered calls for the same pack attempt.
+    dup = await s.pool.fetchval(
+        """select count(*) from (select 1 from llm_calls where run_id = $1 and status = 'succeeded'
+           group by pack_path, pack_attempt having count(*) > 1) d""",
+        run_id,
+    )
+    assert dup == 0
+
+
+async def test_truncated_output_is_halved_until_done(bbstack: Stack) -> None:
+    bbstack.sim.scenario(faults={"truncate": 0.5}, seed=1)
+    run_id, result, rows = await _faulty_run(bbstack)
+    await _assert_exactly_once(bbstack, run_id, result)
+    assert result.split_events > 0
+    assert all(r["status"] == "ai_complete" for r in rows)
+    assert_true_to_content(rows)
+
+
+async def test_skipped_duplicate_unknown_uids_end_with_every_block_once(bbstack: Stack) -> None:
+    bbstack.sim.scenario(
+        faults={"skip_block": 0.05, "duplicate_uid": 0.05, "unknown_uid": 0.05}, seed=2
+    )
+    run_id, result, rows = await _faulty_run(bbstack)
+    await _assert_exactly_once(bbstack, run_id, result)
+    assert result.split_events > 0
+    assert result.blocks_ai_complete == 60
+    assert_true_to_content(rows)
+    reasons = await bbstack.pool.fetch("select reason from split_events where run_id = $1", run_id)
+    text = " ".join(r["reason"] for r in reasons)
+    assert "missing" in text or "duplicate" in text
+
+
+async def test_malformed_tool_input_is_split_and_recovered(bbstack: Stack) -> None:
+    bbstack.sim.scenario(faults={"malformed_tool_input": 0.3}, seed=3)
+    run_id, result, rows = await _faulty_run(bbstack)
+    await _assert_exactly_once(bbstack, run_id, result)
+    assert result.split_events > 0
+    assert result.blocks_ai_complete == 60
+    assert_true_to_content(rows)
+
+
+async def test_block_that_never_succeeds_fails_alone_with_reason(bbstack: Stack) -> None:
+    doc = await bbstack.bb.ingest_bytes(markdown_doc(30), name="doc.md", fmt="markdown")
+    bad = f"{doc}:7"
+    bbstack.sim.scenario(always_skip_uids=[bad])
+    schema_id = await bbstack.bb.add_schema(extract_schema(instruction_words=200))
+    run_id = await bbstack.bb.start_run(doc, schema_id, RunOptions(pack_size=10,
+                                                                   max_block_attempts=2))
+    async with bbstack.worker():
+        result = await bbstack.bb.wait(run_id)
+    assert result.status == "completed"
+    assert (result.blocks_ai_complete, result.blocks_failed) == (29, 1)
+    row = await bbstack.pool.fetchrow(
+        "select status, attempt_count, last_error from overlays where run_id = $1 and block_uid = $2",
+        run_id, bad,
+    )
+    assert row["status"] == "failed"
+    assert row["attempt_count"] == 2
+    assert "missing" in row["last_error"]
+
+
+async def test_cancel_mid_run_starts_no_call_after_signal(bbstack: Stack) -> None:
+    bbstack.sim.scenario(speed_factor=1.0, latency={"ttft_ms": 300, "per_output_token_ms": 0})
+    doc = await bbstack.bb.ingest_bytes(markdown_doc(120), name="doc.md", fmt="markdown")
+    schema_id = await bbstack.bb.add_schema(extract_schema(instruction_words=200))
+    run_id = await bbstack.bb.start_run(
+        doc, schema_id, RunOptions(pack_size=4, max_concurrent_packs=2)
+    )
+    async with bbstack.worker():
+        for _ in range(200):
+            done = await bbstack.pool.fetchval(
+                "select count(*) from overlays where run_id = $1 and status = 'ai_complete'", run_id
+            )
+            if done >= 12:
+                break
+            await asyncio.sleep(0.1)
+        await bbstack.bb.cancel(run_id)
+        result = await bbstack.bb.wait(run_id)
+    assert result.status == "cancelled"
+    assert result.blocks_cancelled > 0
+    assert result.blocks_ai_complete + result.blocks_cancelled == 120
+    late = await bbstack.pool.fetchval(
+        """select count(*) from llm_calls c join runs r using (run_id)
+           where c.run_id = $1 and c.started_at > r.cancel_requested_at""",
+        run_id,
+    )
+    assert late == 0
+    pending = await bbstack.pool.fetchval(
+        "select count(*) from overlays where run_id = $1 and status = 'pending'", run_id
+    )
+    assert pending == 0
+
+
+async def test_rejected_api_key_fails_run_fast_without_retry_storm(bbstack: Stack) -> None:
+    bbstack.sim.scenario(auth={"valid_keys": ["some-other-key"]})
+    run_id, result = await run_doc(bbstack, 60, extract_schema(instruction_words=200),
+                                   pack_size=10, max_concurrent_packs=3)
+    assert result.status == "failed"
+    assert "API key was rejected" in (result.error or "")
+    assert "sim-test-key" not in (result.error or "")
+    assert result.calls <= 3
+    assert result.blocks_cancelled == 60

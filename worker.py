@@ -1,0 +1,75 @@
+"""Run one blockbatch worker: registers the workflows and activities, then polls Temporal.
+
+Scale out by running more of these, on any machine that reaches Temporal and Postgres.
+Configuration comes from the environment (see README). SIGTERM/SIGINT shut it down
+gracefully: in-flight activities get up to 30 s to finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+
+from temporalio.client import Client
+
+from blockbatch.db import DatabaseUnavailable, create_pool
+from blockbatch.settings import Settings, load_settings
+from blockbatch.temporal import (
+    TemporalUnavailable,
+    anthropic_client,
+    build_worker,
+    connect,
+    ensure_search_attributes,
+)
+
+log = logging.getLogger("blockbatch.worker")
+
+
+async def main(settings: Settings | None = None, client: Client | None = None) -> None:
+    settings = settings or load_settings()
+    pool = await create_pool(
+        settings.resolved_database_url, max_size=settings.worker_max_concurrent_activities + 5
+    )
+    pid_file = settings.data_dir / "run" / f"worker-{os.getpid()}.pid"
+    try:
+        client = client or await connect(settings)
+        await ensure_search_attributes(client, settings.temporal_namespace)
+        llm = anthropic_client(settings)
+        worker = build_worker(
+            client,
+            settings.temporal_task_queue,
+            pool,
+            llm,
+            max_concurrent_activities=settings.worker_max_concurrent_activities,
+            max_concurrent_workflow_tasks=settings.worker_max_concurrent_workflow_tasks,
+        )
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        if settings.data_dir.exists():
+            pid_file.parent.mkdir(parents=True, exist_ok=True)
+            pid_file.write_text(str(os.getpid()))
+        claude = "simulator" if settings.uses_simulator else "Claude API"
+        log.info(
+            "worker %d polling %s on %s (namespace %s); Claude: %s %s",
+            os.getpid(), settings.temporal_task_queue, settings.resolved_temporal_address,
+            settings.temporal_namespace, claude, settings.resolved_anthropic_base_url or "",
+        )
+        async with worker:
+            await stop.wait()
+            log.info("shutting down: waiting for in-flight activities")
+        await llm.close()
+    finally:
+        pid_file.unlink(missing_ok=True)
+        await pool.close()
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:
+        asyncio.run(main())
+    except (DatabaseUnavailable, TemporalUnavailable) as exc:
+        raise SystemExit(f"error: {exc}") from None
