@@ -1,0 +1,371 @@
+"""Pack planning: which consecutive blocks share one model call, and what to ask for.
+
+Everything here is an estimate made before any call, without a tokenizer: each block's
+input, each block's expected output (from the schema's fields) and the model's limits
+from the registry. The plan is greedy over consecutive blocks and deterministic, so a
+replayed workflow computes the same packs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from blockbatch.registry import get_model
+from blockbatch.schema import SchemaSpec
+
+#: Added to every estimate: a text's first and last tokens rarely merge with neighbours.
+TEXT_CONSTANT_TOKENS = 3
+#: Input per block besides its content: the JSON item around it,
+#: ``{"block_uid": "<document>:<index>", "block_type": "...", "block_content": "..."},``.
+#: A document id that is a UUID alone is ~25 tokens.
+BLOCK_WRAPPER_TOKENS = 40
+#: Output per result besides its fields: ``{"block_uid": "<document>:<index>", ... },``.
+RESULT_OVERHEAD_TOKENS = 20
+#: Output per pack: ``{"results": [`` ... ``]}`` around the results.
+PACK_OUTPUT_OVERHEAD_TOKENS = 12
+
+_SYMBOL = re.compile(r"[^\w\s]")
+_NAME_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+_REVISION_WORDS = frozenset(
+    {
+        "revised",
+        "revision",
+        "rewrite",
+        "rewritten",
+        "corrected",
+        "translated",
+        "translation",
+        "normalized",
+        "normalised",
+        "edited",
+    }
+)
+#: "text" in a field's *name* (``text``, ``clean_text``) marks a rewrite; in a description
+#: it is too common ("the tone of the text") to mean anything.
+_REVISION_NAME_WORDS = _REVISION_WORDS | {"text"}
+
+
+def estimate_tokens(text: str) -> int:
+    """A conservative (high) estimate of the Claude tokens in ``text``.
+
+    Claude's tokenizer is a byte-pair encoding over UTF-8, so the estimate takes the
+    largest of three views, each tuned to overestimate its kind of text:
+
+    * characters: English merges to ~4 characters a token, so ``len / 3.5``; every byte
+      past the first of a non-ASCII character adds 0.6 (Cyrillic or Greek ~1 token per
+      2 characters, CJK ~1.2 per character, emoji ~2);
+    * words: ~1.35 tokens per whitespace-separated word (long or rare words split);
+    * symbols: code and JSON tokenize punctuation almost one token per symbol, so
+      ``(characters - symbols) / 4 + symbols``.
+
+    Plus a small constant. An overestimate costs a few more calls; an underestimate
+    costs a truncated answer, a split and a second call, so we lean high.
+    """
+    if not text:
+        return 0
+    chars = len(text)
+    extra_bytes = 0 if text.isascii() else len(text.encode("utf-8")) - chars
+    symbols = chars - len(_SYMBOL.sub("", text))
+    by_chars = chars / 3.5 + extra_bytes * 0.6
+    by_words = len(text.split()) * 1.35
+    by_symbols = (chars - symbols) / 4 + symbols + extra_bytes * 0.6
+    return math.ceil(max(by_chars, by_words, by_symbols)) + TEXT_CONSTANT_TOKENS
+
+
+def estimate_output_tokens(spec: SchemaSpec, block_tokens: int) -> int:
+    """The expected output tokens of one block's result under ``spec``.
+
+    ``prompt_config.max_tokens_per_block`` wins when set. Otherwise: the result's
+    overhead plus, per field, its key and its value: a rewrite of the block (a string
+    field whose name or description says revised, rewritten, corrected, translated,
+    normalized, edited, or a name with "text"; or ``"x-blockbatch-revision": true``)
+    costs about the block itself, ``block_tokens * 1.1 + 8``; other strings
+    ``min(maxLength / 3, 60)`` or 40; enums, numbers, integers and booleans ~6;
+    arrays and objects ~40 (more if their items or properties say so).
+
+    Args:
+        spec: the schema.
+        block_tokens: :func:`estimate_tokens` of the block's content.
+    """
+    if spec.prompt_config.max_tokens_per_block is not None:
+        return spec.prompt_config.max_tokens_per_block
+    total = RESULT_OVERHEAD_TOKENS
+    for name, field_schema in spec.properties.items():
+        total += estimate_tokens(json.dumps(name)) + 1
+        total += _value_tokens(name, field_schema, block_tokens)
+    return total
+
+
+def _value_tokens(name: str, schema: Any, block_tokens: int) -> int:
+    if not isinstance(schema, Mapping):
+        return 40
+    if _is_revision(name, schema):
+        rewrite = math.ceil(block_tokens * 1.1) + 8
+        max_length = schema.get("maxLength")
+        if isinstance(max_length, int) and max_length >= 0:
+            return min(rewrite, math.ceil(max_length / 3) + 8)
+        return rewrite
+    choices = [schema["const"]] if "const" in schema else schema.get("enum")
+    if isinstance(choices, list) and choices:
+        longest = max(estimate_tokens(json.dumps(c, ensure_ascii=False)) for c in choices)
+        return max(6, longest)
+    types = _types(schema)
+    if not types:
+        variants = [v for key in ("anyOf", "oneOf") for v in schema.get(key) or []]
+        return max((_value_tokens(name, v, block_tokens) for v in variants), default=40)
+    return max(_typed_tokens(t, name, schema, block_tokens) for t in types)
+
+
+def _typed_tokens(kind: str, name: str, schema: Mapping[str, Any], block_tokens: int) -> int:
+    if kind == "string":
+        max_length = schema.get("maxLength")
+        if isinstance(max_length, int) and max_length >= 0:
+            return max(1, min(math.ceil(max_length / 3), 60))
+        return 40
+    if kind == "array":
+        items = schema.get("items")
+        return max(40, _value_tokens(name, items, block_tokens) + 4 if items else 0)
+    if kind == "object":
+        properties = schema.get("properties")
+        if isinstance(properties, Mapping):
+            inner = sum(
+                estimate_tokens(json.dumps(k)) + 1 + _value_tokens(k, v, block_tokens)
+                for k, v in properties.items()
+            )
+            return max(40, inner + 4)
+        return 40
+    return 6  # number, integer, boolean, null
+
+
+def _types(schema: Mapping[str, Any]) -> list[str]:
+    declared = schema.get("type")
+    types = declared if isinstance(declared, list) else [declared] if declared else []
+    real = [t for t in types if isinstance(t, str) and t != "null"]
+    return real or [t for t in types if isinstance(t, str)]
+
+
+def _is_revision(name: str, schema: Mapping[str, Any]) -> bool:
+    flag = schema.get("x-blockbatch-revision")
+    if isinstance(flag, bool):
+        return flag
+    if "string" not in _types(schema) or "enum" in schema or "const" in schema:
+        return False
+    name_words = {w.lower() for w in _NAME_WORD.findall(name)}
+    if name_words & _REVISION_NAME_WORDS:
+        return True
+    description = schema.get("description")
+    if isinstance(description, str):
+        return bool(set(re.findall(r"[a-z]+", description.lower())) & _REVISION_WORDS)
+    return False
+
+
+@dataclass(frozen=True)
+class PlanLimits:
+    """The limits a plan respects.
+
+    Attributes:
+        context_window: the model's context window (input + output).
+        model_max_output: the most output tokens the model can produce in one call.
+        fixed_prompt_tokens: system prompt, tool definition and fixed user text, per call.
+        output_budget: ``max_tokens`` of a normal pack (short calls have lower latency),
+            capped at ``model_max_output``.
+        safety_margin: packs are filled to this fraction of each budget, by estimate.
+        hard_cap: the most blocks in one pack.
+        max_batch_size: the schema's cap; only ever lowers the pack size.
+        pack_size: a request's fixed pack size (replaces ``hard_cap``; still lowered
+            by ``max_batch_size`` and by what the model can physically take).
+        batching_enabled: ``False`` gives one block per pack.
+    """
+
+    context_window: int
+    model_max_output: int
+    fixed_prompt_tokens: int
+    output_budget: int = 8192
+    safety_margin: float = 0.8
+    hard_cap: int = 50
+    max_batch_size: int | None = None
+    pack_size: int | None = None
+    batching_enabled: bool = True
+
+    def __post_init__(self) -> None:
+        positive = {
+            "context_window": self.context_window,
+            "model_max_output": self.model_max_output,
+            "output_budget": self.output_budget,
+            "hard_cap": self.hard_cap,
+            "max_batch_size": self.max_batch_size,
+            "pack_size": self.pack_size,
+        }
+        for key, value in positive.items():
+            if value is not None and value < 1:
+                raise ValueError(f"PlanLimits.{key} must be at least 1, got {value}")
+        if self.fixed_prompt_tokens < 0:
+            raise ValueError("PlanLimits.fixed_prompt_tokens must not be negative")
+        if not 0 < self.safety_margin <= 1:
+            raise ValueError(
+                f"PlanLimits.safety_margin must be in (0, 1], got {self.safety_margin}"
+            )
+
+    @property
+    def budget(self) -> int:
+        """The ``max_tokens`` of a normal pack: ``output_budget`` capped by the model."""
+        return min(self.output_budget, self.model_max_output)
+
+    @property
+    def size_cap(self) -> int:
+        """The most blocks in one pack."""
+        if not self.batching_enabled:
+            return 1
+        cap = self.pack_size if self.pack_size is not None else self.hard_cap
+        return min(cap, self.max_batch_size) if self.max_batch_size is not None else cap
+
+
+def limits_for(
+    spec: SchemaSpec,
+    fixed_prompt_tokens: int,
+    *,
+    model: str | None = None,
+    pack_size: int | None = None,
+    batching_enabled: bool = True,
+    output_budget: int = 8192,
+    safety_margin: float = 0.8,
+    hard_cap: int = 50,
+) -> PlanLimits:
+    """The :class:`PlanLimits` for ``spec`` on its model (or ``model``) from the registry."""
+    info = get_model(model or spec.prompt_config.model)
+    return PlanLimits(
+        context_window=info.context_window,
+        model_max_output=info.max_output_tokens,
+        fixed_prompt_tokens=fixed_prompt_tokens,
+        output_budget=output_budget,
+        safety_margin=safety_margin,
+        hard_cap=hard_cap,
+        max_batch_size=spec.prompt_config.max_batch_size,
+        pack_size=pack_size,
+        batching_enabled=batching_enabled,
+    )
+
+
+@dataclass(frozen=True)
+class Pack:
+    """Consecutive blocks sent in one call.
+
+    Attributes:
+        positions: consecutive positions into the planned block list.
+        est_input_tokens: the whole request's input: fixed prompt plus the blocks.
+        est_output_tokens: the results of all the pack's blocks.
+        max_tokens: what to request (see :func:`max_tokens_for`).
+        oversized: a single block whose input cannot fit the context window at all.
+    """
+
+    positions: tuple[int, ...]
+    est_input_tokens: int
+    est_output_tokens: int
+    max_tokens: int
+    oversized: bool
+
+
+def max_tokens_for(output_tokens: Sequence[int], limits: PlanLimits) -> int:
+    """The ``max_tokens`` to request for blocks with these expected outputs.
+
+    The normal budget, unless the estimate exceeds what the budget holds with its
+    margin (only a lone block with a large output does, in a greedy plan): then enough
+    for the estimate with its margin, up to the model's maximum.
+    """
+    estimate = PACK_OUTPUT_OVERHEAD_TOKENS + sum(output_tokens)
+    if estimate <= limits.budget * limits.safety_margin:
+        return limits.budget
+    return min(limits.model_max_output, math.ceil(estimate / limits.safety_margin))
+
+
+def describe_pack(
+    positions: Sequence[int],
+    block_tokens: Sequence[int],
+    output_tokens: Sequence[int],
+    limits: PlanLimits,
+) -> Pack:
+    """The :class:`Pack` for these blocks, e.g. for one half of a split pack.
+
+    Args:
+        positions: the blocks' positions.
+        block_tokens: :func:`estimate_tokens` of each block's content, aligned with
+            ``positions``.
+        output_tokens: each block's :func:`estimate_output_tokens`, aligned likewise.
+        limits: the plan's limits.
+    """
+    if not (len(positions) == len(block_tokens) == len(output_tokens)) or not positions:
+        raise ValueError("positions, block_tokens and output_tokens must align and be non-empty")
+    max_tokens = max_tokens_for(output_tokens, limits)
+    est_input = limits.fixed_prompt_tokens + sum(t + BLOCK_WRAPPER_TOKENS for t in block_tokens)
+    return Pack(
+        positions=tuple(positions),
+        est_input_tokens=est_input,
+        est_output_tokens=PACK_OUTPUT_OVERHEAD_TOKENS + sum(output_tokens),
+        max_tokens=max_tokens,
+        oversized=est_input > limits.context_window - max_tokens,
+    )
+
+
+def plan_packs(
+    block_tokens: Sequence[int], output_tokens: Sequence[int], limits: PlanLimits
+) -> list[Pack]:
+    """Split blocks, in order, into packs of consecutive blocks.
+
+    Greedy: the next block joins the current pack while the pack's estimated output
+    stays within ``budget * safety_margin``, its input within
+    ``(context_window - fixed_prompt_tokens - budget) * safety_margin`` and its size
+    below :attr:`PlanLimits.size_cap`. A block too big to share goes alone. With a fixed
+    ``pack_size`` the budgets give way to what the model can take at all (its maximum
+    output, the context window), since ``max_tokens`` then grows with the pack.
+
+    Args:
+        block_tokens: :func:`estimate_tokens` of each block's content (the JSON item
+            around it is added here).
+        output_tokens: :func:`estimate_output_tokens` of each block.
+        limits: the limits to respect.
+
+    Returns:
+        Packs covering every position exactly once, in order. Same input, same plan.
+    """
+    if len(block_tokens) != len(output_tokens):
+        raise ValueError("block_tokens and output_tokens must have the same length")
+    fixed_size = limits.pack_size is not None
+    margin = limits.safety_margin
+    output_allowance = (limits.model_max_output if fixed_size else limits.budget) * margin
+    input_allowance = (limits.context_window - limits.fixed_prompt_tokens - limits.budget) * margin
+
+    def fits(output: int, input_: int) -> bool:
+        if PACK_OUTPUT_OVERHEAD_TOKENS + output > output_allowance:
+            return False
+        if fixed_size:
+            room = limits.context_window - limits.fixed_prompt_tokens
+            room -= max_tokens_for([output], limits)
+            return input_ <= room * margin
+        return input_ <= input_allowance
+
+    packs: list[Pack] = []
+    cap = limits.size_cap
+    start, count = 0, len(block_tokens)
+    while start < count:
+        end = start + 1
+        output = output_tokens[start]
+        input_ = block_tokens[start] + BLOCK_WRAPPER_TOKENS
+        while end < count and end - start < cap:
+            more_output = output + output_tokens[end]
+            more_input = input_ + block_tokens[end] + BLOCK_WRAPPER_TOKENS
+            if not fits(more_output, more_input):
+                break
+            output, input_ = more_output, more_input
+            end += 1
+        packs.append(
+            describe_pack(
+                range(start, end), block_tokens[start:end], output_tokens[start:end], limits
+            )
+        )
+        start = end
+    return packs

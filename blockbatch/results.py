@@ -1,0 +1,204 @@
+"""Turn one pack's raw model response into per-block overlays, strictly by block_uid.
+
+Nothing here trusts the order of the results: a result belongs to the block whose
+block_uid it carries, exactly once, or to nobody. What cannot be mapped is reported so
+the caller can keep the valid part and retry the rest in smaller packs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError, best_match
+
+from blockbatch.prompt import TOOL_NAME
+from blockbatch.schema import RESERVED_FIELD, SchemaSpec
+
+_REASON_LIMIT = 280
+
+
+@dataclass
+class PackResults:
+    """What one response says about each block of its pack.
+
+    Attributes:
+        valid: block_uid -> overlay (the fields only), valid against the overlay schema.
+        invalid: block_uid -> why its one result fails the schema (a per-block failure).
+        missing: expected uids without a result, in expected order.
+        duplicates: expected uids with more than one result; all copies are discarded.
+        unknown: uids in the results that were not in the pack, in order of appearance.
+        payload_error: why the payload as a whole is unusable (no tool call, input not
+            an object, results not a list, no item an object), else ``None``.
+        truncated: the response stopped at ``max_tokens``.
+        expected: the pack's uids, in order.
+        unmappable: result items that are not objects or lack a string block_uid.
+        notes: other observations worth a log line (merged tool calls, ...).
+    """
+
+    valid: dict[str, dict[str, Any]] = field(default_factory=dict)
+    invalid: dict[str, str] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+    duplicates: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+    payload_error: str | None = None
+    truncated: bool = False
+    expected: list[str] = field(default_factory=list)
+    unmappable: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def unfinished(self) -> list[str]:
+        """Expected uids without a valid overlay, in expected order."""
+        return [uid for uid in self.expected if uid not in self.valid]
+
+    @property
+    def mapping_failed(self) -> bool:
+        """Whether the pack as a whole went wrong (grounds to split, not a block's fault)."""
+        return bool(
+            self.missing
+            or self.duplicates
+            or self.unknown
+            or self.unmappable
+            or self.payload_error
+            or self.truncated
+        )
+
+    def summary(self) -> str:
+        """A short human reason, e.g. ``"max_tokens; 3 missing; 1 duplicate"``."""
+        parts: list[str] = []
+        if self.truncated:
+            parts.append("max_tokens")
+        if self.payload_error:
+            parts.append(self.payload_error)
+        counts = (
+            (len(self.missing), "missing", "missing"),
+            (len(self.duplicates), "duplicate", "duplicates"),
+            (len(self.unknown), "unknown uid", "unknown uids"),
+            (self.unmappable, "item without block_uid", "items without block_uid"),
+            (len(self.invalid), "invalid", "invalid"),
+        )
+        parts.extend(f"{n} {one if n == 1 else many}" for n, one, many in counts if n)
+        if not parts:
+            return f"ok: {len(self.valid)} valid"
+        return "; ".join(parts)
+
+
+def parse_results(
+    response: Mapping[str, Any], expected_uids: Sequence[str], spec: SchemaSpec
+) -> PackResults:
+    """Map a Messages API response to the pack's blocks by block_uid.
+
+    Args:
+        response: the raw response JSON as a dict (``content``, ``stop_reason``, ...).
+        expected_uids: the pack's block_uids.
+        spec: the schema the overlays must satisfy.
+
+    Returns:
+        The valid overlays and everything that kept the other blocks from having one.
+    """
+    expected = list(dict.fromkeys(expected_uids))
+    out = PackResults(expected=expected, truncated=response.get("stop_reason") == "max_tokens")
+    items = _result_items(response, out)
+    if items is None:
+        return _all_missing(out)
+
+    by_uid: dict[str, list[dict[str, Any]]] = {}
+    for item in items:
+        uid = item.get(RESERVED_FIELD) if isinstance(item, dict) else None
+        if not isinstance(uid, str):
+            out.unmappable += 1
+            continue
+        by_uid.setdefault(uid, []).append(item)
+    if items and out.unmappable == len(items):
+        out.payload_error = "no result item is an object with a string block_uid"
+        out.unmappable = 0
+        return _all_missing(out)
+
+    expected_set = set(expected)
+    out.unknown = [uid for uid in by_uid if uid not in expected_set]
+    validator = Draft202012Validator(spec.overlay_json_schema())
+    for uid in expected:
+        copies = by_uid.get(uid, [])
+        if not copies:
+            out.missing.append(uid)
+        elif len(copies) > 1:
+            out.duplicates.append(uid)
+        else:
+            overlay = {k: v for k, v in copies[0].items() if k != RESERVED_FIELD}
+            reason = _invalid_reason(validator, overlay)
+            if reason is None:
+                out.valid[uid] = overlay
+            else:
+                out.invalid[uid] = reason
+    return out
+
+
+def _all_missing(out: PackResults) -> PackResults:
+    # Nothing was mapped: every block is unfinished and none of it is the block's fault.
+    out.missing = list(out.expected)
+    return out
+
+
+def _result_items(response: Mapping[str, Any], out: PackResults) -> list[Any] | None:
+    """The result items of every call of our tool, or ``None`` with ``payload_error`` set."""
+    content = response.get("content")
+    if not isinstance(content, list):
+        out.payload_error = "the response has no content list"
+        return None
+    calls = [
+        block
+        for block in content
+        if isinstance(block, Mapping)
+        and block.get("type") == "tool_use"
+        and block.get("name") == TOOL_NAME
+    ]
+    if not calls:
+        stop = response.get("stop_reason")
+        out.payload_error = f"no {TOOL_NAME} tool call in the response (stop_reason={stop})"
+        return None
+    if len(calls) > 1:
+        out.notes.append(f"{len(calls)} {TOOL_NAME} calls; their results were merged")
+    items: list[Any] = []
+    for call in calls:
+        tool_input = call.get("input")
+        if not isinstance(tool_input, Mapping):
+            out.payload_error = "the tool input is not an object"
+            return None
+        results = tool_input.get("results")
+        if isinstance(results, str):
+            # Models sometimes send a nested array as JSON text; it is still their answer.
+            try:
+                results = json.loads(results)
+                out.notes.append("results arrived as a JSON string and were decoded")
+            except json.JSONDecodeError:
+                pass
+        if not isinstance(results, list):
+            kind = "missing" if results is None else type(results).__name__
+            out.payload_error = f"the tool input's results is not a list ({kind})"
+            return None
+        items.extend(results)
+    return items
+
+
+def _invalid_reason(validator: Draft202012Validator, overlay: dict[str, Any]) -> str | None:
+    errors = list(validator.iter_errors(overlay))
+    if not errors:
+        return None
+    error = best_match(errors)
+    reason = f"{_where(error)}: {_shorten(error.message)}"
+    if len(errors) > 1:
+        reason += f" (+{len(errors) - 1} more)"
+    return reason[:_REASON_LIMIT]
+
+
+def _where(error: ValidationError) -> str:
+    path = [str(p) for p in error.absolute_path]
+    return ".".join(path) if path else "result"
+
+
+def _shorten(message: str, limit: int = 200) -> str:
+    return message if len(message) <= limit else message[: limit - 1] + "…"
