@@ -1,0 +1,200 @@
+"""Validation and injected errors map to the SDK's exception classes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import anthropic
+import pytest
+import pytest_asyncio
+
+from simulator.scenario import Auth, Errors, Scenario
+from simulator.server import SimulatorServer
+from simulator.testing import make_blocks, pack_params
+
+MODEL = "claude-sonnet-4-5"
+HI = [{"role": "user", "content": "hi"}]
+
+
+@pytest_asyncio.fixture
+async def sim() -> AsyncIterator[SimulatorServer]:
+    async with SimulatorServer() as server:
+        yield server
+
+
+def sdk(sim: SimulatorServer, key: str = "test-key", **kwargs) -> anthropic.AsyncAnthropic:
+    return anthropic.AsyncAnthropic(base_url=sim.base_url, api_key=key, max_retries=0, **kwargs)
+
+
+def test_overloaded_error_class_exists():
+    assert issubclass(anthropic.OverloadedError, anthropic.InternalServerError)
+
+
+@pytest.mark.parametrize(
+    ("rate", "exception", "status"),
+    [
+        ("rate_429", anthropic.RateLimitError, 429),
+        ("rate_529", anthropic.OverloadedError, 529),
+        ("rate_500", anthropic.InternalServerError, 500),
+    ],
+)
+async def test_injected_errors_map_to_sdk_exceptions(sim, rate, exception, status):
+    sim.scenario = Scenario(errors=Errors(**{rate: 1.0, "retry_after_s": 7}))
+    with pytest.raises(exception) as caught:
+        await sdk(sim).messages.create(**pack_params(make_blocks(2)))
+    error = caught.value
+    assert error.status_code == status
+    assert error.body["type"] == "error"
+    assert error.body["error"]["type"] == {
+        429: "rate_limit_error",
+        529: "overloaded_error",
+        500: "api_error",
+    }[status]
+    if status == 429:
+        headers = error.response.headers
+        assert headers["retry-after"] == "7"
+        for kind in ("requests", "input-tokens", "output-tokens"):
+            for part in ("limit", "remaining", "reset"):
+                assert f"anthropic-ratelimit-{kind}-{part}" in headers
+    faults = sim.state.stats.snapshot()["faults"]
+    assert faults == {rate: 1}
+
+
+async def test_retried_identical_request_gets_a_fresh_draw(sim):
+    sim.scenario = Scenario(seed=3, errors=Errors(rate_529=0.5))
+    params = pack_params(make_blocks(3))
+    outcomes = []
+    for _ in range(24):
+        try:
+            await sdk(sim).messages.create(**params)
+            outcomes.append("ok")
+        except anthropic.OverloadedError:
+            outcomes.append("529")
+    assert "ok" in outcomes and "529" in outcomes
+
+
+async def test_fault_draws_replay_after_reset(sim):
+    sim.scenario = Scenario(seed=11, errors=Errors(rate_500=0.5))
+    params = pack_params(make_blocks(3))
+
+    async def run() -> list[str]:
+        outcomes = []
+        for _ in range(10):
+            try:
+                await sdk(sim).messages.create(**params)
+                outcomes.append("ok")
+            except anthropic.InternalServerError:
+                outcomes.append("500")
+        return outcomes
+
+    first = await run()
+    sim.state.reset()
+    assert await run() == first
+
+
+async def test_timeout_fault_hangs_until_the_client_gives_up(sim):
+    sim.scenario = Scenario(errors=Errors(rate_timeout=1.0, timeout_s=30))
+    client = sdk(sim, timeout=0.3)
+    with pytest.raises(anthropic.APITimeoutError):
+        await client.messages.create(**pack_params(make_blocks(1)))
+    await asyncio.sleep(0.05)
+    entry = sim.state.stats.log[-1]
+    assert entry["faults"] == ["timeout"] and entry["status"] == 529
+
+
+async def test_short_timeout_answers_529(sim):
+    sim.scenario = Scenario(errors=Errors(rate_timeout=1.0, timeout_s=0.05))
+    with pytest.raises(anthropic.OverloadedError):
+        await sdk(sim).messages.create(**pack_params(make_blocks(1)))
+
+
+async def test_missing_key_is_401(sim):
+    client = sdk(sim, default_headers={"Authorization": anthropic.Omit()})
+    with pytest.raises(anthropic.AuthenticationError) as caught:
+        await client.messages.create(model=MODEL, max_tokens=10, messages=HI)
+    assert caught.value.body["error"]["type"] == "authentication_error"
+
+
+async def test_bearer_and_x_api_key_both_accepted(sim):
+    sim.scenario = Scenario(auth=Auth(valid_keys=["good"]))
+    bearer = await sdk(sim, "good").messages.create(model=MODEL, max_tokens=100, messages=HI)
+    legacy = anthropic.AsyncAnthropic(
+        base_url=sim.base_url,
+        api_key="good",
+        max_retries=0,
+        default_headers={"Authorization": anthropic.Omit(), "X-Api-Key": "good"},
+    )
+    old_style = await legacy.messages.create(model=MODEL, max_tokens=100, messages=HI)
+    assert bearer.stop_reason == old_style.stop_reason == "end_turn"
+
+
+async def test_wrong_key_is_401_and_forbidden_key_is_403(sim):
+    sim.scenario = Scenario(auth=Auth(valid_keys=["good", "blocked"], forbidden_keys=["blocked"]))
+    with pytest.raises(anthropic.AuthenticationError) as caught:
+        await sdk(sim, "sk-secret-wrong").messages.create(model=MODEL, max_tokens=10, messages=HI)
+    assert "sk-secret-wrong" not in str(caught.value.body)
+    with pytest.raises(anthropic.PermissionDeniedError) as forbidden:
+        await sdk(sim, "blocked").messages.create(model=MODEL, max_tokens=10, messages=HI)
+    assert forbidden.value.body["error"]["type"] == "permission_error"
+    assert "sk-secret-wrong" not in str(list(sim.state.stats.log))
+
+
+async def test_missing_anthropic_version_is_400(sim):
+    client = sdk(sim, default_headers={"anthropic-version": anthropic.Omit()})
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        await client.messages.create(model=MODEL, max_tokens=10, messages=HI)
+    assert "anthropic-version" in caught.value.body["error"]["message"]
+
+
+async def test_unknown_model_is_404(sim):
+    with pytest.raises(anthropic.NotFoundError) as caught:
+        await sdk(sim).messages.create(model="xyz", max_tokens=10, messages=HI)
+    assert caught.value.body["error"] == {"type": "not_found_error", "message": "model: xyz"}
+
+
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        ({"max_tokens": 64_001}, "max_tokens: 64001 > 64000"),
+        ({"max_tokens": 0}, "max_tokens"),
+        ({"tool_choice": {"type": "tool", "name": "nope"}}, "nope"),
+        ({"messages": []}, "messages"),
+        ({"messages": [{"role": "robot", "content": "x"}]}, "role"),
+        ({"temperature": 3}, "temperature"),
+    ],
+)
+async def test_invalid_requests_are_400(sim, change, fragment):
+    params = {**pack_params(make_blocks(1)), **change}
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        # The raw post skips the SDK's own client-side checks (e.g. on large max_tokens).
+        await sdk(sim).post("/v1/messages", body=params, cast_to=object)
+    assert caught.value.body["error"]["type"] == "invalid_request_error"
+    assert fragment in caught.value.body["error"]["message"]
+
+
+async def test_missing_required_field_is_400(sim):
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        await sdk(sim).post("/v1/messages", body={"model": MODEL, "messages": HI}, cast_to=object)
+    assert caught.value.body["error"]["message"] == "max_tokens: Field required"
+
+
+async def test_too_many_cache_breakpoints_is_400(sim):
+    system = [
+        {"type": "text", "text": f"part {i}", "cache_control": {"type": "ephemeral"}}
+        for i in range(5)
+    ]
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        await sdk(sim).messages.create(model=MODEL, max_tokens=10, system=system, messages=HI)
+    assert "maximum of 4" in caught.value.body["error"]["message"]
+
+
+async def test_prompt_too_long_uses_the_real_message(sim):
+    huge = "word " * 200_001
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        await sdk(sim).messages.create(
+            model=MODEL, max_tokens=10, messages=[{"role": "user", "content": huge}]
+        )
+    message = caught.value.body["error"]["message"]
+    assert message.startswith("prompt is too long: ")
+    assert message.endswith(" tokens > 200000 maximum")
