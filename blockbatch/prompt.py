@@ -63,17 +63,19 @@ def field_definitions(spec: SchemaSpec) -> str:
     ]
     for name, schema in spec.properties.items():
         facts = [_type_label(schema), "required" if name in spec.required else "optional"]
-        line = f"- {name} ({', '.join(facts)})"
+        notes: list[str] = []
         description = schema.get("description")
         if isinstance(description, str) and description.strip():
-            line += f": {description.strip().rstrip('.')}."
+            notes.append(description.strip().rstrip(".") + ".")
         enum = schema.get("enum")
         if isinstance(enum, list) and enum:
-            values = ", ".join(json.dumps(v, ensure_ascii=False) for v in enum)
-            line += f" One of: {values}."
+            notes.append(
+                "One of: " + ", ".join(json.dumps(v, ensure_ascii=False) for v in enum) + "."
+            )
         limits = _limits(schema)
         if limits:
-            line += f" {limits[0].upper()}{limits[1:]}."
+            notes.append(f"{limits[0].upper()}{limits[1:]}.")
+        line = f"- {name} ({', '.join(facts)})" + (": " + " ".join(notes) if notes else "")
         lines.append(line)
     return "\n".join(lines)
 
