@@ -1,0 +1,136 @@
+"""Model misbehaviour on demand: truncation, skipped, duplicate, unknown, bled, malformed."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import anthropic
+import pytest_asyncio
+
+from simulator.scenario import Faults, Quality, Scenario
+from simulator.server import SimulatorServer
+from simulator.testing import make_blocks, pack_params, results_by_uid, tool_input
+
+BLOCKS = make_blocks(20)
+UIDS = [b["block_uid"] for b in BLOCKS]
+
+
+@pytest_asyncio.fixture
+async def sim() -> AsyncIterator[SimulatorServer]:
+    async with SimulatorServer() as server:
+        yield server
+
+
+@pytest_asyncio.fixture
+async def client(sim: SimulatorServer) -> anthropic.AsyncAnthropic:
+    return anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="k", max_retries=0)
+
+
+async def needed_output(client) -> int:
+    return (await client.messages.create(**pack_params(BLOCKS))).usage.output_tokens
+
+
+async def test_partial_truncation_keeps_only_complete_results(sim, client):
+    needed = await needed_output(client)
+    message = await client.messages.create(**pack_params(BLOCKS, max_tokens=needed // 2))
+    assert message.stop_reason == "max_tokens"
+    assert message.usage.output_tokens == needed // 2
+    results = tool_input(message)["results"]
+    assert 0 < len(results) < len(BLOCKS)
+    full = results_by_uid(await client.messages.create(**pack_params(BLOCKS)))
+    assert all(r == full[r["block_uid"]] for r in results)
+
+
+async def test_empty_truncation_sends_empty_input(sim, client):
+    sim.scenario = Scenario(truncation_mode="empty")
+    needed = await needed_output(client)
+    message = await client.messages.create(**pack_params(BLOCKS, max_tokens=needed - 1))
+    assert message.stop_reason == "max_tokens"
+    assert message.usage.output_tokens == needed - 1
+    assert tool_input(message) == {}
+
+
+async def test_exact_fit_is_not_truncated(client):
+    needed = await needed_output(client)
+    message = await client.messages.create(**pack_params(BLOCKS, max_tokens=needed))
+    assert message.stop_reason == "tool_use"
+    assert len(tool_input(message)["results"]) == len(BLOCKS)
+
+
+async def test_truncate_fault_stops_at_half_the_needed_output(sim, client):
+    needed = await needed_output(client)
+    sim.scenario = Scenario(faults=Faults(truncate=1.0))
+    message = await client.messages.create(**pack_params(BLOCKS))
+    assert message.stop_reason == "max_tokens"
+    assert message.usage.output_tokens == needed // 2
+    assert len(tool_input(message)["results"]) < len(BLOCKS)
+
+
+async def test_skip_duplicate_and_unknown_uid_faults_appear(sim, client):
+    sim.scenario = Scenario(
+        seed=5, faults=Faults(skip_block=0.2, duplicate_uid=0.2, unknown_uid=0.2)
+    )
+    results = tool_input(await client.messages.create(**pack_params(BLOCKS)))["results"]
+    returned = [r["block_uid"] for r in results]
+    assert set(UIDS) - set(returned), "some block was skipped or renamed"
+    assert len(returned) != len(set(returned)), "some uid appears twice"
+    assert [uid for uid in returned if uid not in UIDS], "some uid is unknown"
+    faults = sim.state.stats.snapshot()["faults"]
+    assert {"skip_block", "duplicate_uid", "unknown_uid"} <= set(faults)
+    assert sim.state.stats.log[-1]["faults"]
+
+
+async def test_bleed_takes_values_from_the_neighbouring_block(sim, client):
+    clean = results_by_uid(await client.messages.create(**pack_params(BLOCKS)))
+    sim.scenario = Scenario(faults=Faults(bleed=1.0))
+    bled = results_by_uid(await client.messages.create(**pack_params(BLOCKS)))
+    assert bled["doc:0"]["first_40_chars"] == clean["doc:1"]["first_40_chars"]
+    assert bled["doc:19"]["first_40_chars"] == clean["doc:18"]["first_40_chars"]
+
+
+async def test_malformed_tool_input_does_not_match_the_schema(sim, client):
+    sim.scenario = Scenario(seed=1, faults=Faults(malformed_tool_input=1.0))
+    seen = set()
+    for start in range(12):
+        payload = tool_input(await client.messages.create(**pack_params(BLOCKS[start:])))
+        results = payload.get("results")
+        if results == "oops":
+            seen.add("not-a-list")
+        elif results is None:
+            seen.add("no-results-key")
+        else:
+            assert any("word_count" not in r for r in results)
+            seen.add("missing-field")
+    assert len(seen) >= 2
+
+
+async def test_always_skip_and_always_malformed_uids(sim, client):
+    sim.scenario = Scenario(always_skip_uids=["doc:3"], always_malformed_uids=["doc:4"])
+    results = results_by_uid(await client.messages.create(**pack_params(BLOCKS)))
+    assert "doc:3" not in results
+    assert not isinstance(results["doc:4"]["word_count"], int)
+    assert isinstance(results["doc:5"]["word_count"], int)
+
+
+async def test_quality_model_skips_more_in_bigger_packs(sim, client):
+    sim.scenario = Scenario(
+        seed=2, quality=Quality(enabled=True, free_blocks=10, skip_per_extra_block=0.01)
+    )
+    small = await client.messages.create(**pack_params(make_blocks(10)))
+    assert len(tool_input(small)["results"]) == 10
+    big_blocks = make_blocks(80)
+    big = await client.messages.create(**pack_params(big_blocks))
+    assert len(tool_input(big)["results"]) < len(big_blocks)
+
+
+async def test_faults_are_reproducible_from_the_seed(sim, client):
+    scenario = Scenario(seed=9, faults=Faults(skip_block=0.3))
+    sim.scenario = scenario
+    first = tool_input(await client.messages.create(**pack_params(BLOCKS)))
+    sim.state.reset()
+    again = tool_input(await client.messages.create(**pack_params(BLOCKS)))
+    assert [r["block_uid"] for r in first["results"]] == [r["block_uid"] for r in again["results"]]
+    sim.scenario = scenario.model_copy(update={"seed": 10})
+    sim.state.reset()
+    other = tool_input(await client.messages.create(**pack_params(BLOCKS)))
+    assert [r["block_uid"] for r in other["results"]] != [r["block_uid"] for r in first["results"]]
