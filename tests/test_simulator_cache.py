@@ -111,7 +111,11 @@ async def test_longest_cached_prefix_is_read_and_the_rest_written(client):
     extended = {
         **base,
         "system": [
-            {"type": "text", "text": base["system"][0]["text"], "cache_control": {"type": "ephemeral"}},
+            {
+                "type": "text",
+                "text": base["system"][0]["text"],
+                "cache_control": {"type": "ephemeral"},
+            },
             {"type": "text", "text": "More rules. " * 50, "cache_control": {"type": "ephemeral"}},
         ],
     }

@@ -46,11 +46,14 @@ async def test_injected_errors_map_to_sdk_exceptions(sim, rate, exception, statu
     error = caught.value
     assert error.status_code == status
     assert error.body["type"] == "error"
-    assert error.body["error"]["type"] == {
-        429: "rate_limit_error",
-        529: "overloaded_error",
-        500: "api_error",
-    }[status]
+    assert (
+        error.body["error"]["type"]
+        == {
+            429: "rate_limit_error",
+            529: "overloaded_error",
+            500: "api_error",
+        }[status]
+    )
     if status == 429:
         headers = error.response.headers
         assert headers["retry-after"] == "7"

@@ -1,0 +1,152 @@
+"""The Message Batches API end to end through the SDK's client.messages.batches."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import anthropic
+import pytest
+import pytest_asyncio
+from anthropic.types.messages import MessageBatch
+
+from simulator.scenario import Batch, Scenario
+from simulator.server import SimulatorServer
+from simulator.testing import make_blocks, pack_params, results_by_uid
+
+
+@pytest_asyncio.fixture
+async def sim() -> AsyncIterator[SimulatorServer]:
+    async with SimulatorServer(scenario=Scenario(batch=Batch(processing_delay_s=0))) as server:
+        yield server
+
+
+@pytest_asyncio.fixture
+async def client(sim: SimulatorServer) -> anthropic.AsyncAnthropic:
+    return anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="k", max_retries=0)
+
+
+def requests(count: int) -> list[dict]:
+    return [
+        {"custom_id": f"pack-{i}", "params": pack_params(make_blocks(3, start=3 * i))}
+        for i in range(count)
+    ]
+
+
+async def wait_until_ended(client, batch_id: str) -> MessageBatch:
+    for _ in range(100):
+        batch = await client.messages.batches.retrieve(batch_id)
+        if batch.processing_status == "ended":
+            return batch
+        await asyncio.sleep(0.05)
+    raise AssertionError("batch did not end")
+
+
+async def test_batch_round_trip_gives_the_same_answers_as_messages(sim, client):
+    sim.scenario = Scenario(batch=Batch(processing_delay_s=0.2))
+    created = await client.messages.batches.create(requests=requests(3))
+    assert created.id.startswith("msgbatch_")
+    assert created.type == "message_batch"
+    assert created.processing_status == "in_progress"
+    assert created.request_counts.processing == 3
+    assert created.results_url is None and created.ended_at is None
+    assert created.expires_at > created.created_at
+
+    ended = await wait_until_ended(client, created.id)
+    assert ended.request_counts.succeeded == 3 and ended.request_counts.processing == 0
+    assert ended.ended_at is not None
+    assert ended.results_url == f"{sim.base_url}/v1/messages/batches/{created.id}/results"
+
+    lines = [line async for line in await client.messages.batches.results(created.id)]
+    assert sorted(line.custom_id for line in lines) == ["pack-0", "pack-1", "pack-2"]
+    for line in lines:
+        assert line.result.type == "succeeded"
+        assert line.result.message.usage.service_tier == "batch"
+    by_id = {line.custom_id: line.result.message for line in lines}
+    direct = await client.messages.create(**pack_params(make_blocks(3, start=3)))
+    assert results_by_uid(by_id["pack-1"]) == results_by_uid(direct)
+    assert sim.state.stats.snapshot()["batch_tokens"]["output"] > 0
+
+
+async def test_cancel_before_processing_cancels_every_request(sim, client):
+    sim.scenario = Scenario(batch=Batch(processing_delay_s=60))
+    created = await client.messages.batches.create(requests=requests(2))
+    canceling = await client.messages.batches.cancel(created.id)
+    assert canceling.processing_status == "canceling"
+    assert canceling.cancel_initiated_at is not None
+    ended = await wait_until_ended(client, created.id)
+    assert ended.request_counts.canceled == 2
+    lines = [line async for line in await client.messages.batches.results(created.id)]
+    assert {line.result.type for line in lines} == {"canceled"}
+
+
+async def test_errored_and_expired_requests(sim, client):
+    sim.scenario = Scenario(batch=Batch(processing_delay_s=0, errored_rate=0.4, expired_rate=0.3))
+    bad = {"custom_id": "bad-model", "params": {**pack_params(make_blocks(1)), "model": "xyz"}}
+    created = await client.messages.batches.create(requests=[*requests(20), bad])
+    ended = await wait_until_ended(client, created.id)
+    counts = ended.request_counts
+    assert counts.errored > 0 and counts.expired > 0 and counts.succeeded > 0
+    assert counts.errored + counts.expired + counts.succeeded == 21
+    lines = {
+        line.custom_id: line.result
+        async for line in await client.messages.batches.results(created.id)
+    }
+    assert lines["bad-model"].type in ("errored", "expired")
+
+
+async def test_invalid_params_error_only_their_own_request(client):
+    bad = {"custom_id": "bad-model", "params": {**pack_params(make_blocks(1)), "model": "xyz"}}
+    created = await client.messages.batches.create(requests=[*requests(1), bad])
+    await wait_until_ended(client, created.id)
+    lines = {
+        line.custom_id: line.result
+        async for line in await client.messages.batches.results(created.id)
+    }
+    assert lines["pack-0"].type == "succeeded"
+    assert lines["bad-model"].type == "errored"
+    assert lines["bad-model"].error.error.type == "not_found_error"
+    assert lines["bad-model"].error.error.message == "model: xyz"
+
+
+async def test_list_pages_newest_first(client):
+    ids = [(await client.messages.batches.create(requests=requests(1))).id for _ in range(5)]
+    page = await client.messages.batches.list(limit=2)
+    assert [b.id for b in page.data] == ids[::-1][:2]
+    assert page.has_more is True
+    assert page.first_id == ids[4] and page.last_id == ids[3]
+    every = [batch.id async for batch in await client.messages.batches.list(limit=2)]
+    assert every == ids[::-1]
+
+
+async def test_delete_only_after_the_batch_ended(sim, client):
+    sim.scenario = Scenario(batch=Batch(processing_delay_s=60))
+    pending = await client.messages.batches.create(requests=requests(1))
+    with pytest.raises(anthropic.BadRequestError):
+        await client.messages.batches.delete(pending.id)
+    await client.messages.batches.cancel(pending.id)
+    await wait_until_ended(client, pending.id)
+    deleted = await client.messages.batches.delete(pending.id)
+    assert deleted.id == pending.id and deleted.type == "message_batch_deleted"
+    with pytest.raises(anthropic.NotFoundError):
+        await client.messages.batches.retrieve(pending.id)
+
+
+@pytest.mark.parametrize(
+    ("batch_requests", "fragment"),
+    [
+        ([], "at least 1"),
+        ([{"custom_id": "has space", "params": {}}], "custom_id"),
+        ([{"custom_id": "a" * 65, "params": {}}], "custom_id"),
+        ([{"custom_id": "same", "params": {}}, {"custom_id": "same", "params": {}}], "duplicate"),
+    ],
+)
+async def test_invalid_batches_are_400(client, batch_requests, fragment):
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        await client.messages.batches.create(requests=batch_requests)
+    assert fragment in caught.value.body["error"]["message"]
+
+
+async def test_results_of_unknown_batch_is_404(client):
+    with pytest.raises(anthropic.NotFoundError):
+        await client.messages.batches.retrieve("msgbatch_nope")
