@@ -125,12 +125,12 @@ class SchemaSpec(BaseModel):
     def content_hash(self) -> str:
         """SHA-256 of the canonical JSON of the whole spec, name included.
 
-        Two uploads that mean the same thing (same keys in any order, defaults spelled
-        out or left out) hash alike, so an upload can be deduplicated.
+        Two uploads that mean the same thing (keys and ``required`` in any order, defaults
+        spelled out or left out) hash alike, so an upload can be deduplicated.
         """
-        canonical = json.dumps(
-            self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False
-        )
+        data = self.model_dump(mode="json")
+        data["required"] = sorted(data["required"])  # a set in JSON Schema's eyes
+        canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 

@@ -246,7 +246,9 @@ _code_line = st.one_of(_line, st.just(""), _line.map(lambda s: "# " + s), _line.
 
 @st.composite
 def _md_block(draw: st.DrawFn) -> tuple[str, str, str]:
-    kind = draw(st.sampled_from(["heading", "paragraph", "list_item", "code", "blockquote", "table"]))
+    kind = draw(
+        st.sampled_from(["heading", "paragraph", "list_item", "code", "blockquote", "table"])
+    )
     if kind == "heading":
         text = draw(_line)
         return kind, text, "#" * draw(st.integers(1, 6)) + " " + text

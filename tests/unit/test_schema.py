@@ -1,0 +1,237 @@
+"""Schema loading: a usable schema becomes a SchemaSpec; a bad one names every problem."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from blockbatch.registry import DEFAULT_MODEL
+from blockbatch.schema import PromptConfig, SchemaError, SchemaSpec, load_schema
+
+
+def schema(**overrides: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "name": "tone",
+        "properties": {
+            "sentiment": {"type": "string", "enum": ["positive", "negative", "neutral"]},
+            "summary": {"type": "string", "maxLength": 200},
+        },
+        "prompt_config": {"system_instructions": "Rate the tone of each block."},
+    }
+    base.update(overrides)
+    return {k: v for k, v in base.items() if v is not None}
+
+
+def problems(source: Any) -> list[str]:
+    with pytest.raises(SchemaError) as err:
+        load_schema(source)
+    return err.value.problems
+
+
+def test_minimal_schema_loads_with_defaults() -> None:
+    spec = load_schema(schema())
+    assert spec.name == "tone"
+    assert spec.required == ["sentiment", "summary"]
+    assert spec.prompt_config.model == DEFAULT_MODEL
+    assert spec.prompt_config.per_block_prompt == ""
+    assert spec.prompt_config.temperature is None
+
+
+def test_json_text_and_bytes_load_alike() -> None:
+    text = json.dumps(schema())
+    assert load_schema(text) == load_schema(text.encode()) == load_schema(schema())
+
+
+def test_name_argument_wins_then_name_then_title_then_default() -> None:
+    assert load_schema(schema(), name="given").name == "given"
+    assert load_schema(schema(name=None, title="Titled")).name == "Titled"
+    assert load_schema(schema(name=None)).name == "schema"
+
+
+def test_explicit_required_is_kept() -> None:
+    assert load_schema(schema(required=["sentiment"])).required == ["sentiment"]
+
+
+def test_overlay_json_schema_forbids_extra_fields() -> None:
+    spec = load_schema(schema(required=["sentiment"]))
+    overlay = spec.overlay_json_schema()
+    assert overlay == {
+        "type": "object",
+        "properties": spec.properties,
+        "required": ["sentiment"],
+        "additionalProperties": False,
+    }
+    overlay["properties"]["sentiment"]["enum"].append("mutated")
+    assert "mutated" not in spec.properties["sentiment"]["enum"]
+
+
+def test_content_hash_ignores_key_order_and_spelled_out_defaults() -> None:
+    a = load_schema(schema())
+    reordered = json.loads(json.dumps(schema()), object_pairs_hook=lambda p: dict(reversed(p)))
+    b = load_schema(reordered)
+    explicit = schema()
+    explicit["prompt_config"] = {**explicit["prompt_config"], "model": DEFAULT_MODEL}
+    c = load_schema(explicit)
+    assert a.content_hash() == b.content_hash() == c.content_hash()
+    assert len(a.content_hash()) == 64
+
+
+def test_content_hash_changes_with_instructions() -> None:
+    other = schema(prompt_config={"system_instructions": "Something else."})
+    assert load_schema(schema()).content_hash() != load_schema(other).content_hash()
+
+
+def test_spec_survives_a_dump_and_validate_round_trip() -> None:
+    spec = load_schema(schema(description="d", required=["summary"]))
+    assert SchemaSpec.model_validate_json(spec.model_dump_json()) == spec
+
+
+def test_full_prompt_config_is_accepted() -> None:
+    config = {
+        "system_instructions": "x",
+        "per_block_prompt": "y",
+        "model": "claude-haiku-4-5-20251001",
+        "temperature": 0,
+        "max_tokens_per_block": 300,
+        "max_batch_size": 5,
+    }
+    spec = load_schema(schema(prompt_config=config))
+    assert spec.prompt_config == PromptConfig(**config)
+
+
+# --- errors --------------------------------------------------------------------------
+
+
+def test_bad_json_error_names_line_and_column() -> None:
+    with pytest.raises(SchemaError, match=r"not valid JSON: .* at line 2, column 15"):
+        load_schema('{"name": "x",\n "properties" {}}')
+
+
+def test_non_object_json_is_rejected() -> None:
+    assert "got an array" in problems("[1, 2]")[0]
+
+
+def test_missing_properties_is_an_error() -> None:
+    assert any("'properties' is missing or empty" in p for p in problems(schema(properties={})))
+    missing = schema()
+    del missing["properties"]
+    assert any("'properties' is missing" in p for p in problems(missing))
+
+
+def test_properties_not_an_object_is_an_error() -> None:
+    assert any("got an array" in p for p in problems(schema(properties=["a"])))
+
+
+def test_invalid_property_schema_names_the_property() -> None:
+    found = problems(schema(properties={"score": {"type": "number", "minimum": "low"}}))
+    assert len(found) == 1
+    assert "property 'score'" in found[0] and "minimum" in found[0]
+
+
+def test_unknown_type_names_the_property_and_the_types() -> None:
+    found = problems(schema(properties={"x": {"type": "strng"}}))
+    assert found == [
+        (
+            "property 'x' has unknown type 'strng'; use one of string, number, integer, boolean, "
+            "array, object, null"
+        )
+    ]
+
+
+def test_property_that_is_not_an_object_is_rejected() -> None:
+    assert "property 'x' must be a JSON Schema object" in problems(schema(properties={"x": 3}))[0]
+
+
+def test_block_uid_property_is_reserved() -> None:
+    found = problems(schema(properties={"block_uid": {"type": "string"}}))
+    assert any("'block_uid' is reserved" in p for p in found)
+
+
+def test_required_naming_unknown_property_is_rejected() -> None:
+    found = problems(schema(required=["sentiment", "score"]))
+    assert found == [
+        (
+            "'required' names 'score', which is not in 'properties'; add the field or remove it "
+            "from 'required'"
+        )
+    ]
+
+
+def test_ref_is_rejected() -> None:
+    found = problems(schema(properties={"x": {"$ref": "#/$defs/y"}}))
+    assert "uses $ref" in found[0]
+
+
+def test_missing_prompt_config_is_an_error() -> None:
+    assert any("'prompt_config' is missing" in p for p in problems(schema(prompt_config=None)))
+
+
+def test_missing_or_blank_system_instructions_is_an_error() -> None:
+    assert problems(schema(prompt_config={"model": DEFAULT_MODEL})) == [
+        (
+            "prompt_config.system_instructions is missing; write the instructions the model "
+            "follows for every block"
+        )
+    ]
+    blank = problems(schema(prompt_config={"system_instructions": "  "}))
+    assert blank[0].startswith("prompt_config.system_instructions is empty")
+
+
+def test_unknown_model_lists_known_models() -> None:
+    found = problems(schema(prompt_config={"system_instructions": "x", "model": "gpt-4o"}))
+    assert found[0].startswith("prompt_config.model: unknown model 'gpt-4o'; known models: ")
+    assert DEFAULT_MODEL in found[0]
+
+
+@pytest.mark.parametrize("size", [0, -3, 2.5, True, "4"])
+def test_max_batch_size_must_be_a_positive_integer(size: Any) -> None:
+    found = problems(schema(prompt_config={"system_instructions": "x", "max_batch_size": size}))
+    assert found[0].startswith("prompt_config.max_batch_size: ")
+
+
+@pytest.mark.parametrize("temperature", [-0.1, 1.5, "0.5"])
+def test_temperature_out_of_range_is_rejected(temperature: Any) -> None:
+    config = {"system_instructions": "x", "temperature": temperature}
+    assert problems(schema(prompt_config=config))[0].startswith("prompt_config.temperature: ")
+
+
+def test_unknown_prompt_config_key_lists_allowed_keys() -> None:
+    found = problems(schema(prompt_config={"system_instructions": "x", "max_batch": 5}))
+    assert found[0].startswith("prompt_config.max_batch is not a known key; allowed keys: ")
+    assert "max_batch_size" in found[0]
+
+
+def test_unknown_top_level_keys_are_named() -> None:
+    found = problems(schema(fields={}, prompt={}))
+    assert found[0].startswith("unknown top-level key(s) 'fields', 'prompt'; allowed: ")
+
+
+def test_allowed_top_level_keys_are_accepted() -> None:
+    extra = {
+        "title": "T",
+        "description": "D",
+        "type": "object",
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "additionalProperties": False,
+    }
+    spec = load_schema(schema(**extra))
+    assert spec.description == "D"
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    bad = {
+        "properties": {"block_uid": {"type": "string"}},
+        "required": ["nope"],
+        "prompt_config": {"system_instructions": "x", "temperature": 3},
+        "extra": 1,
+    }
+    with pytest.raises(SchemaError) as err:
+        load_schema(bad)
+    assert len(err.value.problems) == 4
+    assert "has 4 problems" in str(err.value)
+
+
+def test_schema_error_is_a_value_error() -> None:
+    assert issubclass(SchemaError, ValueError)
