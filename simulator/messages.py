@@ -80,6 +80,7 @@ async def _answer(
 
     errors = scenario.errors
     if dice.chance(errors.rate_timeout, "timeout"):
+        # A real hang, whatever the speed factor: the client's own timeout must fire.
         entry["status"] = 529
         entry["faults"].append("timeout")
         state.stats.count_faults(["timeout"])
@@ -107,5 +108,5 @@ async def _answer(
     )
     delay = latency_ms * scenario.speed_factor / 1000
     if delay > 0:
-        await asyncio.sleep(delay)
+        await state.sleep(delay)
     return outcome.message, state.limiter.headers(scenario.limits)

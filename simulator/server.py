@@ -14,7 +14,7 @@ from simulator.batches import validate_batch_requests
 from simulator.clock import Clock
 from simulator.errors import ApiError, error_body, invalid, new_id
 from simulator.scenario import Scenario
-from simulator.state import SimState
+from simulator.state import SimState, Sleep
 
 log = logging.getLogger("simulator")
 
@@ -180,15 +180,18 @@ async def reset(request: web.Request) -> web.Response:
     return web.json_response({"status": "reset"})
 
 
-def build_app(scenario: Scenario | None = None, clock: Clock | None = None) -> web.Application:
+def build_app(
+    scenario: Scenario | None = None, clock: Clock | None = None, sleep: Sleep | None = None
+) -> web.Application:
     """The simulator as an aiohttp application; its state is ``app[STATE]``.
 
     Args:
         scenario: faults, latency and limits; the default is a well-behaved API.
         clock: unix-seconds clock for cache TTLs, rate windows and timestamps.
+        sleep: how simulated latency is waited for (default ``asyncio.sleep``).
     """
     app = web.Application(middlewares=[api_middleware], client_max_size=256 * 1024**2)
-    app[STATE] = SimState(scenario, clock)
+    app[STATE] = SimState(scenario, clock, sleep)
     app.router.add_get("/health", health)
     app.router.add_post("/v1/messages", create_message)
     app.router.add_post("/v1/messages/count_tokens", count_tokens)
@@ -220,10 +223,11 @@ class SimulatorServer:
         port: int = 0,
         scenario: Scenario | None = None,
         clock: Clock | None = None,
+        sleep: Sleep | None = None,
     ) -> None:
         self.host = host
         self.port = port
-        self.app = build_app(scenario, clock)
+        self.app = build_app(scenario, clock, sleep)
         self._runner: web.AppRunner | None = None
 
     @property

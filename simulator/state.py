@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
+
 from simulator.batches import BatchStore
 from simulator.clock import Clock, system_clock
 from simulator.engine import Engine
@@ -9,12 +12,21 @@ from simulator.limits import RateLimiter
 from simulator.scenario import Scenario
 from simulator.stats import Stats
 
+#: How simulated latency is waited for; tests may inject one that only records.
+Sleep = Callable[[float], Awaitable[None]]
+
 
 class SimState:
     """The mutable state of one simulator; the scenario survives :meth:`reset`."""
 
-    def __init__(self, scenario: Scenario | None = None, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        scenario: Scenario | None = None,
+        clock: Clock | None = None,
+        sleep: Sleep | None = None,
+    ) -> None:
         self.clock: Clock = clock or system_clock
+        self.sleep: Sleep = sleep or asyncio.sleep
         self.engine = Engine(scenario or Scenario(), self.clock)
         self.limiter = RateLimiter(self.clock)
         self.stats = Stats()

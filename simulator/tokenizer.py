@@ -1,9 +1,9 @@
 """The simulator's own deterministic tokenizer.
 
 Not Claude's tokenizer (that one is not public), but shaped like a BPE tokenizer's
-output: a word is one token up to :data:`WORD_CHUNK` characters and one token per
-:data:`WORD_CHUNK` characters beyond; digits come in groups of up to three; every other
-non-space character is its own token; whitespace is free. Every token count the
+output: letters are split into chunks of :data:`WORD_CHUNK` characters, digits into groups
+of :data:`DIGIT_CHUNK`, runs of punctuation into pairs (so JSON's ``{"`` and ``",`` are one
+token each, as in a BPE vocabulary); whitespace is free. Every token count the
 simulator reports (usage, count_tokens, limits, caching) comes from here.
 """
 
@@ -14,18 +14,17 @@ from collections.abc import Iterator
 
 WORD_CHUNK = 4
 DIGIT_CHUNK = 3
+PUNCT_CHUNK = 2
 
-_PIECES = re.compile(r"(?P<word>[^\W\d_]+)|(?P<digits>\d+)|(?P<other>[^\s])")
+_PIECES = re.compile(r"(?P<word>[^\W\d_]+)|(?P<digits>\d+)|(?P<other>(?:[^\w\s]|_)+)")
+_CHUNK = {"word": WORD_CHUNK, "digits": DIGIT_CHUNK, "other": PUNCT_CHUNK}
 
 
 def iter_token_spans(text: str) -> Iterator[tuple[int, int]]:
     """Yield ``(start, end)`` character spans of the tokens of ``text``, in order."""
     for match in _PIECES.finditer(text):
         start, end = match.span()
-        if match.lastgroup == "other":
-            yield start, end
-            continue
-        chunk = WORD_CHUNK if match.lastgroup == "word" else DIGIT_CHUNK
+        chunk = _CHUNK[match.lastgroup or "other"]
         for pos in range(start, end, chunk):
             yield pos, min(pos + chunk, end)
 

@@ -11,7 +11,7 @@ from anthropic.types import Message, MessageTokensCount
 
 from simulator.scenario import Scenario
 from simulator.server import SimulatorServer
-from simulator.testing import make_blocks, pack_params, results_by_uid, tool_input
+from simulator.testing import make_blocks, pack_params, results_by_uid
 
 MODEL = "claude-sonnet-4-5"
 
