@@ -167,7 +167,8 @@ def generate(schema: dict[str, Any], content: str, path: str) -> Any:
 
 
 def _array(schema: dict[str, Any], content: str, path: str, h: int) -> list[Any]:
-    items = schema.get("items") if isinstance(schema.get("items"), dict) else {}
+    raw_items = schema.get("items")
+    items: dict[str, Any] = raw_items if isinstance(raw_items, dict) else {}
     low = int(schema.get("minItems", 1))
     high = int(schema.get("maxItems", max(low, 3)))
     count = low + h % (max(low, high) - low + 1)

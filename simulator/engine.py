@@ -170,8 +170,8 @@ class Engine:
 
 
 def _forced_tool(body: dict[str, Any]) -> dict[str, Any] | None:
-    choice = body.get("tool_choice") or {}
-    tools = body.get("tools") or []
+    choice: dict[str, Any] = body.get("tool_choice") or {}
+    tools: list[dict[str, Any]] = body.get("tools") or []
     if choice.get("type") == "tool":
         return next(t for t in tools if t["name"] == choice["name"])
     if choice.get("type") == "any" and tools:

@@ -13,7 +13,7 @@ from simulator.scenario import Limits
 
 WINDOW_S = 60.0
 #: Limits advertised in the headers of an injected 429 when none are configured.
-NOMINAL = Limits(rpm=4000, input_tpm=2_000_000, output_tpm=400_000)
+NOMINAL = {"requests": 4000, "input-tokens": 2_000_000, "output-tokens": 400_000}
 
 
 @dataclass
@@ -110,16 +110,11 @@ class RateLimiter:
             "input-tokens": limits.input_tpm,
             "output-tokens": limits.output_tpm,
         }
-        nominal = {
-            "requests": NOMINAL.rpm,
-            "input-tokens": NOMINAL.input_tpm,
-            "output-tokens": NOMINAL.output_tpm,
-        }
         headers: dict[str, str] = {}
         for kind, limit in configured.items():
             if limit is None and not exhausted:
                 continue
-            value = limit if limit is not None else nominal[kind]
+            value = limit if limit is not None else NOMINAL[kind]
             remaining = 0 if exhausted and limit is None else max(0, value - used[kind])
             headers[f"anthropic-ratelimit-{kind}-limit"] = str(value)
             headers[f"anthropic-ratelimit-{kind}-remaining"] = str(remaining)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Self
+from collections.abc import Awaitable, Callable
+from typing import Self
 
 from aiohttp import web
 from pydantic import ValidationError
@@ -17,6 +18,7 @@ from simulator.scenario import Scenario
 from simulator.state import SimState, Sleep
 
 log = logging.getLogger("simulator")
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 STATE: web.AppKey[SimState] = web.AppKey("simulator_state", SimState)
 _REQUEST_ID: web.RequestKey[str] = web.RequestKey("simulator_request_id", str)
@@ -37,7 +39,7 @@ def _endpoint(request: web.Request) -> str:
 
 
 @web.middleware
-async def api_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
+async def api_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Give every answer a request-id, shape every error like the API, count everything."""
     request_id = new_id("req_")
     request[_REQUEST_ID] = request_id
