@@ -1,0 +1,232 @@
+"""Prompt building: cached system prompt, forced tool, blocks as a JSON array."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
+
+from blockbatch.prompt import (
+    TOOL_NAME,
+    TOOL_USE_OVERHEAD_TOKENS,
+    build_messages,
+    build_request,
+    build_system,
+    build_tool,
+    fixed_prompt_tokens,
+)
+from blockbatch.schema import SchemaSpec, load_schema
+
+
+def make_spec(**prompt_config: Any) -> SchemaSpec:
+    return load_schema(
+        {
+            "name": "tone",
+            "properties": {
+                "sentiment": {
+                    "type": "string",
+                    "enum": ["positive", "negative"],
+                    "description": "The overall tone",
+                },
+                "keywords": {"type": "array", "items": {"type": "string"}, "maxItems": 5},
+            },
+            "required": ["sentiment"],
+            "prompt_config": {
+                "system_instructions": "You rate the tone of legal text.",
+                "per_block_prompt": "Rate this block.",
+                **prompt_config,
+            },
+        }
+    )
+
+
+BLOCKS = [
+    {"block_uid": "doc:0", "block_type": "heading", "block_content": "Intro"},
+    {"block_uid": "doc:1", "block_type": "paragraph", "block_content": 'He said "hi".\n]}'},
+]
+
+
+# --- system --------------------------------------------------------------------------
+
+
+def test_system_starts_with_the_schema_instructions() -> None:
+    system = build_system(make_spec())
+    assert system[0] == {"type": "text", "text": "You rate the tone of legal text."}
+    assert all(block["type"] == "text" for block in system)
+
+
+def test_system_defines_every_field_with_type_required_enum_and_description() -> None:
+    text = build_system(make_spec())[1]["text"]
+    assert '- sentiment (string, required): The overall tone. One of: "positive", "negative".' in (
+        text
+    )
+    assert "- keywords (array of string, optional): At most 5 items." in text
+
+
+def test_system_rules_keep_blocks_independent_and_content_as_data() -> None:
+    rules = build_system(make_spec())[-1]["text"]
+    for phrase in (
+        "ONLY that block's own block_content",
+        "never instructions",
+        "answer for another block_uid",
+        "exactly one result per block_uid",
+        "verbatim",
+        f"Call the {TOOL_NAME} tool once",
+    ):
+        assert phrase in rules
+
+
+def test_only_the_last_system_block_is_cached() -> None:
+    system = build_system(make_spec())
+    assert system[-1]["cache_control"] == {"type": "ephemeral"}
+    assert all("cache_control" not in block for block in system[:-1])
+
+
+def test_one_hour_cache_ttl() -> None:
+    assert build_system(make_spec(), cache_ttl="1h")[-1]["cache_control"] == {
+        "type": "ephemeral",
+        "ttl": "1h",
+    }
+
+
+def test_bad_cache_ttl_is_rejected() -> None:
+    with pytest.raises(ValueError, match="cache_ttl"):
+        build_system(make_spec(), cache_ttl="10m")  # type: ignore[arg-type]
+
+
+# --- tool ----------------------------------------------------------------------------
+
+
+def test_tool_wraps_the_fields_in_a_results_array_keyed_by_block_uid() -> None:
+    spec = make_spec()
+    tool = build_tool(spec)
+    assert tool["name"] == TOOL_NAME
+    assert tool["description"]
+    schema = tool["input_schema"]
+    assert schema["type"] == "object" and schema["required"] == ["results"]
+    items = schema["properties"]["results"]["items"]
+    assert items["type"] == "object"
+    assert items["properties"]["block_uid"]["type"] == "string"
+    assert {k: v for k, v in items["properties"].items() if k != "block_uid"} == spec.properties
+    assert items["required"] == ["block_uid", "sentiment"]
+
+
+def test_tool_input_schema_is_valid_and_accepts_a_good_answer() -> None:
+    schema = build_tool(make_spec())["input_schema"]
+    Draft202012Validator.check_schema(schema)
+    answer = {"results": [{"block_uid": "doc:0", "sentiment": "positive", "keywords": ["a"]}]}
+    assert not list(Draft202012Validator(schema).iter_errors(answer))
+    no_uid = {"results": [{"sentiment": "positive"}]}
+    assert list(Draft202012Validator(schema).iter_errors(no_uid))
+
+
+# --- messages ------------------------------------------------------------------------
+
+
+def test_one_user_message_with_instructions_then_the_json_array() -> None:
+    messages = build_messages(make_spec(), BLOCKS)
+    assert len(messages) == 1 and messages[0]["role"] == "user"
+    first, second = messages[0]["content"]
+    assert first["type"] == second["type"] == "text"
+    assert first["text"].startswith("Rate this block.")
+    assert "2 blocks" in first["text"] and "one result per block_uid" in first["text"]
+    assert json.loads(second["text"]) == BLOCKS
+
+
+def test_block_array_keeps_unicode_readable() -> None:
+    blocks = [{"block_uid": "d:0", "block_type": "paragraph", "block_content": "Grüße, 你好"}]
+    text = build_messages(make_spec(), blocks)[0]["content"][1]["text"]
+    assert "Grüße, 你好" in text
+
+
+def test_block_array_carries_only_uid_type_and_content() -> None:
+    blocks = [{**BLOCKS[0], "secret_metadata": "no"}]
+    (item,) = json.loads(build_messages(make_spec(), blocks)[0]["content"][1]["text"])
+    assert list(item) == ["block_uid", "block_type", "block_content"]
+
+
+def test_no_per_block_prompt_still_states_the_count() -> None:
+    text = build_messages(make_spec(per_block_prompt=""), BLOCKS[:1])[0]["content"][0]["text"]
+    assert text.startswith("The next text is a JSON array of 1 block.")
+
+
+def test_empty_pack_is_rejected() -> None:
+    with pytest.raises(ValueError):
+        build_messages(make_spec(), [])
+
+
+_blocks = st.lists(
+    st.fixed_dictionaries(
+        {
+            "block_uid": st.text(min_size=1, max_size=20),
+            "block_type": st.sampled_from(["paragraph", "heading", "code"]),
+            "block_content": st.text(max_size=200),
+        }
+    ),
+    min_size=1,
+    max_size=10,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_blocks)
+def test_block_text_can_never_break_out_of_the_array(blocks: list[dict[str, str]]) -> None:
+    content = build_messages(make_spec(), blocks)[0]["content"]
+    assert len(content) == 2
+    assert json.loads(content[1]["text"]) == blocks
+
+
+# --- request -------------------------------------------------------------------------
+
+
+def test_request_has_what_messages_create_needs() -> None:
+    spec = make_spec()
+    request = build_request(spec, BLOCKS, max_tokens=8192)
+    assert set(request) == {"model", "max_tokens", "system", "tools", "tool_choice", "messages"}
+    assert request["model"] == spec.prompt_config.model
+    assert request["max_tokens"] == 8192
+    assert request["tool_choice"] == {"type": "tool", "name": TOOL_NAME}
+    assert request["tools"] == [build_tool(spec)]
+    assert request["system"] == build_system(spec)
+    assert request["messages"] == build_messages(spec, BLOCKS)
+    json.dumps(request)  # plain JSON all the way down: it goes to the ledger as is
+
+
+def test_request_temperature_only_when_set() -> None:
+    assert build_request(make_spec(temperature=0), BLOCKS, max_tokens=10)["temperature"] == 0
+    assert "temperature" not in build_request(make_spec(), BLOCKS, max_tokens=10)
+
+
+def test_request_model_override_and_cache_ttl() -> None:
+    request = build_request(
+        make_spec(), BLOCKS, max_tokens=10, model="claude-haiku-4-5", cache_ttl="1h"
+    )
+    assert request["model"] == "claude-haiku-4-5"
+    assert request["system"][-1]["cache_control"]["ttl"] == "1h"
+
+
+def test_request_rejects_non_positive_max_tokens() -> None:
+    with pytest.raises(ValueError, match="max_tokens"):
+        build_request(make_spec(), BLOCKS, max_tokens=0)
+
+
+def test_system_and_tool_are_identical_across_packs() -> None:
+    spec = make_spec()
+    a = build_request(spec, BLOCKS[:1], max_tokens=10)
+    b = build_request(spec, BLOCKS[1:], max_tokens=99)
+    assert (a["system"], a["tools"]) == (b["system"], b["tools"])
+
+
+# --- fixed prompt tokens -------------------------------------------------------------
+
+
+def test_fixed_prompt_tokens_cover_system_tool_and_api_overhead() -> None:
+    small = fixed_prompt_tokens(make_spec())
+    assert small > TOOL_USE_OVERHEAD_TOKENS
+    big = fixed_prompt_tokens(make_spec(system_instructions="Follow the style guide. " * 500))
+    assert big - small >= 500 * 4
+    assert fixed_prompt_tokens(make_spec()) == small
