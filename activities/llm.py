@@ -181,7 +181,7 @@ class LlmActivities:
         heartbeat = asyncio.create_task(_heartbeat_forever())
         try:
             raw = await self.client.messages.with_raw_response.create(**request)
-            message = raw.parse().model_dump(mode="json")
+            message = (await raw.parse()).model_dump(mode="json")
             request_id = raw.headers.get("request-id")
         except anthropic.APIStatusError as err:
             return await self._record_error(call_id, uids, err, started)

@@ -6,7 +6,6 @@ Used by the API (ingest, create run) and by activities (load a run's context).
 from __future__ import annotations
 
 import hashlib
-import json
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -73,22 +72,18 @@ async def save_document(
         )
         if inserted is None:
             return document_id
-        await conn.copy_records_to_table(
-            "blocks",
-            records=[
-                (
-                    f"{document_id}:{b.block_index}",
-                    document_id,
-                    b.block_index,
-                    b.block_type,
-                    b.block_content,
-                    json.dumps(b.metadata),
-                    estimate_tokens(b.block_content),
-                )
-                for b in blocks
-            ],
-            columns=["block_uid", "document_id", "block_index", "block_type", "block_content",
-                     "metadata", "est_tokens"],
+        await conn.execute(
+            """insert into blocks (block_uid, document_id, block_index, block_type,
+                                   block_content, metadata, est_tokens)
+               select $1 || ':' || i, $1, i, t, c, m, e
+               from unnest($2::int[], $3::text[], $4::text[], $5::jsonb[], $6::int[])
+                    as x(i, t, c, m, e)""",
+            document_id,
+            [b.block_index for b in blocks],
+            [b.block_type for b in blocks],
+            [b.block_content for b in blocks],
+            [b.metadata for b in blocks],
+            [estimate_tokens(b.block_content) for b in blocks],
         )
     return document_id
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import cached_property
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 #: The API key the embedded stack hands the simulator. Not a secret: the simulator
@@ -51,6 +51,13 @@ class Settings(BaseSettings):
     # Worker concurrency.
     worker_max_concurrent_activities: int = 20
     worker_max_concurrent_workflow_tasks: int = 50
+
+    @field_validator("anthropic_api_key", "anthropic_base_url", "database_url",
+                     "temporal_address", "temporal_ui_url", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        # `FOO=` in a shell or a compose file means "not set", not "the empty string".
+        return None if isinstance(value, str) and not value.strip() else value
 
     @cached_property
     def data_dir(self) -> Path:
