@@ -1,0 +1,253 @@
+"""Result parsing: strictly by block_uid, valid part kept, the rest reported."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from blockbatch.prompt import TOOL_NAME
+from blockbatch.results import PackResults, parse_results
+from blockbatch.schema import SchemaSpec, load_schema
+
+SPEC: SchemaSpec = load_schema(
+    {
+        "properties": {
+            "sentiment": {"type": "string", "enum": ["positive", "negative"]},
+            "summary": {"type": "string", "maxLength": 50},
+        },
+        "required": ["sentiment"],
+        "prompt_config": {"system_instructions": "Rate the tone."},
+    }
+)
+UIDS = ["doc:0", "doc:1", "doc:2"]
+
+
+def ok(uid: str, **extra: Any) -> dict[str, Any]:
+    return {"block_uid": uid, "sentiment": "positive", **extra}
+
+
+def response(results: Any, stop_reason: str = "tool_use", *, text: bool = False) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    if text:
+        content.append({"type": "text", "text": "Here are the results."})
+    content.append(
+        {"type": "tool_use", "id": "toolu_1", "name": TOOL_NAME, "input": {"results": results}}
+    )
+    return {"type": "message", "role": "assistant", "content": content, "stop_reason": stop_reason}
+
+
+def parse(resp: dict[str, Any], uids: list[str] | None = None) -> PackResults:
+    return parse_results(resp, UIDS if uids is None else uids, SPEC)
+
+
+def test_all_results_valid() -> None:
+    got = parse(response([ok(u) for u in UIDS], text=True))
+    assert got.valid == {u: {"sentiment": "positive"} for u in UIDS}
+    assert not (got.invalid or got.missing or got.duplicates or got.unknown)
+    assert got.payload_error is None and not got.truncated
+    assert got.unfinished == [] and not got.mapping_failed
+    assert got.summary() == "ok: 3 valid"
+
+
+def test_results_map_by_uid_not_by_position() -> None:
+    results = [ok("doc:2", summary="two"), ok("doc:0", summary="zero"), ok("doc:1", summary="one")]
+    got = parse(response(results))
+    assert got.valid["doc:0"]["summary"] == "zero"
+    assert got.valid["doc:2"]["summary"] == "two"
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.permutations(range(6)))
+def test_any_order_of_results_maps_the_same(order: list[int]) -> None:
+    uids = [f"d:{i}" for i in range(6)]
+    results = [ok(uids[i], summary=f"s{i}") for i in order]
+    got = parse(response(results), uids)
+    assert got.valid == {f"d:{i}": {"sentiment": "positive", "summary": f"s{i}"} for i in range(6)}
+
+
+def test_overlay_excludes_block_uid() -> None:
+    got = parse(response([ok(u) for u in UIDS]))
+    assert all("block_uid" not in overlay for overlay in got.valid.values())
+
+
+def test_missing_uid_is_listed_in_expected_order() -> None:
+    got = parse(response([ok("doc:1")]))
+    assert got.missing == ["doc:0", "doc:2"]
+    assert got.unfinished == ["doc:0", "doc:2"]
+    assert got.mapping_failed
+    assert got.summary() == "2 missing"
+
+
+def test_duplicate_uid_discards_both_copies() -> None:
+    results = [ok("doc:0"), ok("doc:1", summary="a"), ok("doc:1", summary="b"), ok("doc:2")]
+    got = parse(response(results))
+    assert got.duplicates == ["doc:1"]
+    assert "doc:1" not in got.valid and "doc:1" not in got.invalid
+    assert set(got.valid) == {"doc:0", "doc:2"}
+    assert got.unfinished == ["doc:1"]
+    assert got.mapping_failed
+
+
+def test_unknown_uid_is_a_mapping_failure_but_keeps_the_valid_part() -> None:
+    got = parse(response([*[ok(u) for u in UIDS], ok("doc:99"), ok("other:0")]))
+    assert got.unknown == ["doc:99", "other:0"]
+    assert set(got.valid) == set(UIDS)
+    assert got.unfinished == []
+    assert got.mapping_failed
+    assert got.summary() == "2 unknown uids"
+
+
+def test_uid_must_match_verbatim() -> None:
+    got = parse(response([ok(" doc:0"), ok("doc:1"), ok("doc:2")]))
+    assert got.missing == ["doc:0"] and got.unknown == [" doc:0"]
+
+
+def test_result_failing_the_schema_is_invalid_with_a_reason() -> None:
+    results = [ok("doc:0"), {"block_uid": "doc:1", "sentiment": "meh"}, ok("doc:2")]
+    got = parse(response(results))
+    assert set(got.valid) == {"doc:0", "doc:2"}
+    assert got.invalid["doc:1"].startswith("sentiment: 'meh' is not one of")
+    assert got.unfinished == ["doc:1"]
+    assert not got.mapping_failed, "a per-block failure is not the pack's fault"
+    assert got.summary() == "1 invalid"
+
+
+def test_missing_required_field_names_it() -> None:
+    got = parse(response([{"block_uid": "doc:0", "summary": "x"}]), ["doc:0"])
+    assert got.invalid["doc:0"] == "result: 'sentiment' is a required property"
+
+
+def test_extra_field_is_invalid() -> None:
+    got = parse(response([ok("doc:0", mood="happy")]), ["doc:0"])
+    assert "mood" in got.invalid["doc:0"]
+    assert "Additional properties" in got.invalid["doc:0"]
+
+
+def test_invalid_reason_is_short_even_for_huge_values() -> None:
+    results = [{"block_uid": "doc:0", "sentiment": "x" * 5_000, "summary": "y" * 5_000}]
+    reason = parse(response(results), ["doc:0"]).invalid["doc:0"]
+    assert len(reason) < 300
+    assert "more" in reason
+
+
+def test_truncated_response_keeps_complete_results() -> None:
+    got = parse(response([ok("doc:0")], stop_reason="max_tokens"))
+    assert got.truncated and got.mapping_failed
+    assert set(got.valid) == {"doc:0"}
+    assert got.unfinished == ["doc:1", "doc:2"]
+    assert got.summary() == "max_tokens; 2 missing"
+
+
+def test_summary_reads_like_a_report() -> None:
+    results = [
+        ok("doc:1"),
+        ok("doc:1"),
+        ok("x:1"),
+        ok("x:2"),
+    ]
+    got = parse(response(results, stop_reason="max_tokens"), ["doc:0", "doc:1", "doc:2", "doc:3"])
+    assert got.summary() == "max_tokens; 3 missing; 1 duplicate; 2 unknown uids"
+
+
+def test_no_tool_call_is_a_payload_error_and_nothing_is_finished() -> None:
+    resp = {"content": [{"type": "text", "text": "I can't"}], "stop_reason": "end_turn"}
+    got = parse(resp)
+    assert got.payload_error is not None and "end_turn" in got.payload_error
+    assert got.unfinished == UIDS and got.missing == UIDS
+    assert got.mapping_failed
+
+
+def test_tool_call_with_another_name_is_ignored() -> None:
+    resp = response([ok(u) for u in UIDS])
+    resp["content"][0]["name"] = "something_else"
+    assert parse(resp).payload_error is not None
+
+
+def test_tool_input_not_an_object_is_a_payload_error() -> None:
+    resp = response([])
+    resp["content"][0]["input"] = ["not", "an", "object"]
+    got = parse(resp)
+    assert got.payload_error == "the tool input is not an object"
+    assert got.unfinished == UIDS
+
+
+def test_results_not_a_list_is_a_payload_error() -> None:
+    got = parse(response({"doc:0": {"sentiment": "positive"}}))
+    assert got.payload_error == "the tool input's results is not a list (dict)"
+    resp = response([])
+    del resp["content"][0]["input"]["results"]
+    assert parse(resp).payload_error == "the tool input's results is not a list (missing)"
+
+
+def test_results_sent_as_json_text_are_decoded() -> None:
+    got = parse(response(json.dumps([ok(u) for u in UIDS])))
+    assert set(got.valid) == set(UIDS)
+    assert got.notes and not got.mapping_failed
+
+
+def test_response_without_content_is_a_payload_error() -> None:
+    got = parse({"type": "error", "error": {"type": "overloaded_error"}})
+    assert got.payload_error == "the response has no content list"
+
+
+def test_item_without_string_uid_cannot_be_mapped() -> None:
+    results = [ok("doc:0"), ok("doc:1"), ok("doc:2"), {"sentiment": "positive"}, ok(7), "junk"]
+    got = parse(response(results))
+    assert got.unmappable == 3
+    assert set(got.valid) == set(UIDS)
+    assert got.mapping_failed
+    assert "3 items without block_uid" in got.summary()
+
+
+def test_items_that_are_all_unmappable_are_a_payload_error() -> None:
+    got = parse(response(["a", "b", 3]))
+    assert got.payload_error is not None
+    assert got.unfinished == UIDS
+
+
+def test_empty_results_means_all_missing() -> None:
+    got = parse(response([]))
+    assert got.missing == UIDS and got.payload_error is None and got.mapping_failed
+
+
+def test_several_tool_calls_are_merged() -> None:
+    resp = response([ok("doc:0")])
+    resp["content"].append(
+        {"type": "tool_use", "id": "toolu_2", "name": TOOL_NAME, "input": {"results": [ok("doc:1"), ok("doc:2")]}}
+    )  # fmt: skip
+    got = parse(resp)
+    assert set(got.valid) == set(UIDS)
+    assert got.notes
+
+
+def test_repeated_expected_uid_counts_once() -> None:
+    got = parse(response([ok("doc:0")]), ["doc:0", "doc:0"])
+    assert got.expected == ["doc:0"] and got.unfinished == []
+
+
+# Every expected uid ends in exactly one bucket, whatever the model does.
+
+_item = st.one_of(
+    st.builds(ok, st.sampled_from([*UIDS, "x:1", "x:2"])),
+    st.fixed_dictionaries(
+        {"block_uid": st.sampled_from(UIDS), "sentiment": st.sampled_from(["meh", 3])}
+    ),
+    st.just({"sentiment": "positive"}),
+    st.integers(),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_item, max_size=10), st.sampled_from(["tool_use", "max_tokens"]))
+def test_every_expected_uid_lands_in_exactly_one_bucket(items: list[Any], stop: str) -> None:
+    got = parse(response(items, stop_reason=stop))
+    buckets = [set(got.valid), set(got.invalid), set(got.missing), set(got.duplicates)]
+    assert sum(len(b) for b in buckets) == len(UIDS)
+    assert set().union(*buckets) == set(UIDS)
+    assert got.unfinished == [u for u in UIDS if u not in got.valid]
+    assert not set(got.unknown) & set(UIDS)
+    for reason in got.invalid.values():
+        assert len(reason) < 300
