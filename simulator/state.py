@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
+from aiohttp import web
+
 from simulator.batches import BatchStore
 from simulator.clock import Clock, system_clock
 from simulator.engine import Engine
@@ -46,3 +48,12 @@ class SimState:
         self.engine.reset()
         self.limiter.clear()
         self.batches.clear()
+
+
+#: Where an app keeps its :class:`SimState`.
+STATE: web.AppKey[SimState] = web.AppKey("simulator_state", SimState)
+
+
+def state_of(request: web.Request) -> SimState:
+    """The simulator state of the app serving ``request``."""
+    return request.app[STATE]

@@ -1,0 +1,91 @@
+"""Routes of the Message Batches API: thin HTTP wrappers over :mod:`simulator.batches`."""
+
+from __future__ import annotations
+
+import json
+
+from aiohttp import web
+
+from simulator import messages
+from simulator.batches import validate_batch_requests
+from simulator.errors import invalid
+from simulator.state import state_of
+
+
+def _base_url(request: web.Request) -> str:
+    return f"{request.scheme}://{request.host}"
+
+
+async def create_batch(request: web.Request) -> web.Response:
+    state = state_of(request)
+    messages.check_headers(state, request.headers)
+    requests = validate_batch_requests(messages.parse_json(await request.read()))
+    record = state.batches.create(requests)
+    return web.json_response(record.to_json(_base_url(request)))
+
+
+async def get_batch(request: web.Request) -> web.Response:
+    state = state_of(request)
+    messages.check_headers(state, request.headers)
+    record = state.batches.get(request.match_info["batch_id"])
+    return web.json_response(record.to_json(_base_url(request)))
+
+
+async def list_batches(request: web.Request) -> web.Response:
+    state = state_of(request)
+    messages.check_headers(state, request.headers)
+    try:
+        limit = int(request.query.get("limit", "20"))
+    except ValueError:
+        raise invalid("limit: Input should be a valid integer") from None
+    if not 1 <= limit <= 1000:
+        raise invalid("limit: Input should be between 1 and 1000")
+    page, has_more = state.batches.list(
+        limit=limit,
+        after_id=request.query.get("after_id"),
+        before_id=request.query.get("before_id"),
+    )
+    data = [record.to_json(_base_url(request)) for record in page]
+    return web.json_response(
+        {
+            "data": data,
+            "has_more": has_more,
+            "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None,
+        }
+    )
+
+
+async def cancel_batch(request: web.Request) -> web.Response:
+    state = state_of(request)
+    messages.check_headers(state, request.headers)
+    record = state.batches.cancel(request.match_info["batch_id"])
+    return web.json_response(record.to_json(_base_url(request)))
+
+
+async def delete_batch(request: web.Request) -> web.Response:
+    state = state_of(request)
+    messages.check_headers(state, request.headers)
+    batch_id = request.match_info["batch_id"]
+    state.batches.delete(batch_id)
+    return web.json_response({"id": batch_id, "type": "message_batch_deleted"})
+
+
+async def batch_results(request: web.Request) -> web.Response:
+    state = state_of(request)
+    messages.check_headers(state, request.headers)
+    record = state.batches.get(request.match_info["batch_id"])
+    if record.status != "ended":
+        raise invalid(f"message batch {record.id} has not ended yet; results are not available")
+    lines = "".join(json.dumps(line) + "\n" for line in record.results)
+    return web.Response(text=lines, content_type="application/binary")
+
+
+def add_batch_routes(app: web.Application) -> None:
+    """Register ``/v1/messages/batches`` and its sub-routes."""
+    app.router.add_post("/v1/messages/batches", create_batch)
+    app.router.add_get("/v1/messages/batches", list_batches)
+    app.router.add_get("/v1/messages/batches/{batch_id}", get_batch)
+    app.router.add_delete("/v1/messages/batches/{batch_id}", delete_batch)
+    app.router.add_post("/v1/messages/batches/{batch_id}/cancel", cancel_batch)
+    app.router.add_get("/v1/messages/batches/{batch_id}/results", batch_results)

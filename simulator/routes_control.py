@@ -1,0 +1,66 @@
+"""Routes of the simulator itself: ``/health`` and the ``/_sim/*`` control endpoints.
+
+They need no API key: they are for tests, benchmarks and the local stack.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+from pydantic import ValidationError
+
+from simulator import messages
+from simulator.errors import invalid
+from simulator.scenario import Scenario
+from simulator.state import state_of
+
+
+async def health(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+async def get_scenario(request: web.Request) -> web.Response:
+    return web.json_response(state_of(request).scenario.model_dump(mode="json"))
+
+
+async def put_scenario(request: web.Request) -> web.Response:
+    state = state_of(request)
+    raw = messages.parse_json(await request.read())
+    try:
+        state.scenario = Scenario.model_validate(raw)
+    except ValidationError as exc:
+        raise invalid(f"invalid scenario: {_describe(exc)}") from None
+    return web.json_response(state.scenario.model_dump(mode="json"))
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error["loc"]) or "(root)"
+        parts.append(f"{where}: {error['msg']}")
+    return "; ".join(parts)
+
+
+async def get_stats(request: web.Request) -> web.Response:
+    return web.json_response(state_of(request).stats.snapshot())
+
+
+async def get_requests(request: web.Request) -> web.Response:
+    log_entries = list(state_of(request).stats.log)
+    if "limit" in request.query:
+        log_entries = log_entries[-max(0, int(request.query["limit"])) :]
+    return web.json_response(log_entries)
+
+
+async def reset(request: web.Request) -> web.Response:
+    state_of(request).reset()
+    return web.json_response({"status": "reset"})
+
+
+def add_control_routes(app: web.Application) -> None:
+    """Register ``/health`` and ``/_sim/*``."""
+    app.router.add_get("/health", health)
+    app.router.add_get("/_sim/scenario", get_scenario)
+    app.router.add_put("/_sim/scenario", put_scenario)
+    app.router.add_get("/_sim/stats", get_stats)
+    app.router.add_get("/_sim/requests", get_requests)
+    app.router.add_post("/_sim/reset", reset)
