@@ -185,16 +185,16 @@ def load_schema(source: Mapping[str, Any] | str | bytes, *, name: str | None = N
     prompt_config = _check_prompt_config(data, problems)
     if properties is not None and required is not None:
         problems.extend(field_problems(properties, required))
-    if problems:
+    if problems or properties is None or required is None or prompt_config is None:
         raise _schema_error(resolved, problems)
 
     try:
         return SchemaSpec(
             name=resolved,
             description=description,
-            properties=dict(properties),  # type: ignore[arg-type]
-            required=required,  # type: ignore[arg-type]
-            prompt_config=prompt_config,  # type: ignore[arg-type]
+            properties=dict(properties),
+            required=required,
+            prompt_config=prompt_config,
         )
     except ValidationError as exc:  # pragma: no cover - the checks above come first
         raise _schema_error(resolved, [_pydantic_problem(e, "") for e in exc.errors()]) from None

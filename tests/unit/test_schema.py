@@ -89,7 +89,7 @@ def test_spec_survives_a_dump_and_validate_round_trip() -> None:
 
 
 def test_full_prompt_config_is_accepted() -> None:
-    config = {
+    config: dict[str, Any] = {
         "system_instructions": "x",
         "per_block_prompt": "y",
         "model": "claude-haiku-4-5-20251001",
