@@ -47,7 +47,11 @@ async def get_stats(request: web.Request) -> web.Response:
 async def get_requests(request: web.Request) -> web.Response:
     log_entries = list(state_of(request).stats.log)
     if "limit" in request.query:
-        log_entries = log_entries[-max(0, int(request.query["limit"])) :]
+        try:
+            limit = int(request.query["limit"])
+        except ValueError:
+            raise invalid("limit: Input should be a valid integer") from None
+        log_entries = log_entries[-limit:] if limit > 0 else []
     return web.json_response(log_entries)
 
 

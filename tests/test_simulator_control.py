@@ -101,6 +101,11 @@ async def test_stats_requests_log_and_reset(sim, http):
     }
     assert "sk-do-not-log" not in raw
 
+    async with http.get(f"{sim.base_url}/_sim/requests?limit=1") as response:
+        assert [entry["status"] for entry in await response.json()] == [404]
+    async with http.get(f"{sim.base_url}/_sim/requests?limit=x") as response:
+        assert response.status == 400
+
     async with http.post(f"{sim.base_url}/_sim/reset") as response:
         assert response.status == 200
     async with http.get(f"{sim.base_url}/_sim/requests") as response:
