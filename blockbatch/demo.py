@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from blockbatch.stack import LocalStack, StackError, _read_pid, _spawn
+from blockbatch.stack import LocalStack, StackError, _spawn, _stop_pid
 from blockbatch.settings import load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,11 +23,9 @@ SAMPLE_SCHEMA = ROOT / "samples" / "extract.json"
 
 
 def ensure_worker(stack: LocalStack) -> int:
-    """Start one background worker for the demo unless one is already running."""
+    """(Re)start the demo's background worker, so it always runs the current code."""
     pid_file = stack.pid_file("demo-worker")
-    pid = _read_pid(pid_file)
-    if pid is not None:
-        return pid
+    _stop_pid(pid_file)
     return _spawn([sys.executable, str(ROOT / "worker.py")], stack.log("worker"), pid_file,
                   env={"PYTHONUNBUFFERED": "1"})
 

