@@ -35,7 +35,10 @@ async def main(settings: Settings | None = None, client: Client | None = None) -
     pid_file = settings.data_dir / "run" / f"worker-{os.getpid()}.pid"
     try:
         client = client or await connect(settings)
-        await ensure_search_attributes(client, settings.temporal_namespace)
+        try:
+            await ensure_search_attributes(client, settings.temporal_namespace)
+        except TemporalUnavailable as exc:
+            log.warning("%s", exc)  # runs will fail to start until they exist
         llm = anthropic_client(settings)
         worker = build_worker(
             client,

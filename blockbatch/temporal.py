@@ -8,6 +8,7 @@ from datetime import timedelta
 import anthropic
 import asyncpg
 from temporalio.client import Client
+from temporalio.service import RPCError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
@@ -53,12 +54,22 @@ async def ensure_search_attributes(client: Client, namespace: str) -> None:
     if not missing:
         return
     kinds = {"Keyword": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD}
-    await client.operator_service.add_search_attributes(
-        AddSearchAttributesRequest(
-            namespace=namespace,
-            search_attributes={k: kinds[v] for k, v in missing.items()},
+    try:
+        await client.operator_service.add_search_attributes(
+            AddSearchAttributesRequest(
+                namespace=namespace,
+                search_attributes={k: kinds[v] for k, v in missing.items()},
+            )
         )
-    )
+    except RPCError as exc:
+        commands = "; ".join(
+            f"temporal operator search-attribute create --namespace {namespace} "
+            f"--name {k} --type {v}" for k, v in missing.items()
+        )
+        raise TemporalUnavailable(
+            f"namespace {namespace!r} lacks blockbatch's search attributes and they could not "
+            f"be added ({exc.message}); ask a Temporal admin to run: {commands}"
+        ) from exc
 
 
 def anthropic_client(settings: Settings) -> anthropic.AsyncAnthropic:
