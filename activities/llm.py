@@ -21,8 +21,8 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from blockbatch.models import CallModelInput, CallModelOutput
-from blockbatch.planning import estimate_output_tokens, max_tokens_for
-from blockbatch.prompt import build_request, fixed_prompt_tokens
+from blockbatch.planning import describe_pack, estimate_output_tokens
+from blockbatch.prompt import build_request
 from blockbatch.registry import Usage, cost_usd
 from blockbatch.repo import RunContext, load_run_context
 
@@ -92,20 +92,21 @@ class LlmActivities:
             ctx.options.estimated_output_per_block or estimate_output_tokens(spec, b["est_tokens"])
             for b in blocks
         ]
-        limits_max = max_tokens_for(outputs, ctx.plan_limits())
-        est_input = fixed_prompt_tokens(spec) + sum(b["est_tokens"] for b in blocks)
-        if len(blocks) == 1 and est_input + limits_max > model.context_window:
+        pack = describe_pack(range(len(blocks)), [b["est_tokens"] for b in blocks], outputs,
+                             ctx.plan_limits())
+        if len(blocks) == 1 and pack.oversized:
             return CallModelOutput(
                 outcome="oversized", block_uids=uids,
-                message=(f"block is too large for {model.id}: about {est_input:,} input tokens "
-                         f"+ {limits_max:,} output tokens exceed the {model.context_window:,}-"
-                         "token context window; split the block in the source document"),
+                message=(f"block is too large for {model.id}: about {pack.est_input_tokens:,} "
+                         f"input tokens + {pack.max_tokens:,} output tokens exceed the "
+                         f"{model.context_window:,}-token context window; split the block "
+                         "in the source document"),
             )
         request = build_request(
             spec,
             [{"block_uid": b["block_uid"], "block_type": b["block_type"],
               "block_content": b["block_content"]} for b in blocks],
-            max_tokens=limits_max,
+            max_tokens=pack.max_tokens,
             model=model.id,
             cache_ttl=ctx.options.cache_ttl,
         )

@@ -48,7 +48,7 @@ class Totals(BaseModel):
     cache_read_input_tokens: int = 0
     cost_usd: float = 0.0
 
-    def add(self, other: "Totals") -> None:
+    def add(self, other: Totals) -> None:
         for name in type(self).model_fields:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 

@@ -123,7 +123,7 @@ class Usage(BaseModel):
     #: Of cache_creation_input_tokens, how many were written with the 1-hour TTL.
     cache_creation_1h_tokens: int = 0
 
-    def __add__(self, other: "Usage") -> "Usage":
+    def __add__(self, other: Usage) -> Usage:
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,

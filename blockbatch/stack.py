@@ -134,7 +134,7 @@ def _wait_until(check, timeout: float, what: str, log: Path | None = None) -> No
 
 def _http_ok(url: str) -> bool:
     try:
-        with urllib.request.urlopen(url, timeout=1) as resp:  # noqa: S310 - loopback only
+        with urllib.request.urlopen(url, timeout=1) as resp:
             return 200 <= resp.status < 300
     except OSError:
         return False
@@ -144,7 +144,7 @@ def _spawn(cmd: list[str], log: Path, pid_file: Path, env: dict[str, str] | None
     log.parent.mkdir(parents=True, exist_ok=True)
     pid_file.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
-        proc = subprocess.Popen(  # noqa: S603 - our own binaries
+        proc = subprocess.Popen(
             cmd,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -188,7 +188,7 @@ def _pg_run(args: list[str], *, check: bool = True) -> subprocess.CompletedProce
     kwargs: dict = {}
     if os.geteuid() == 0:
         kwargs["user"] = PG_SYSTEM_USER
-    return subprocess.run(  # noqa: S603
+    return subprocess.run(
         args, check=check, capture_output=True, text=True, timeout=120, **kwargs
     )
 
@@ -273,12 +273,12 @@ def ensure_database(instance: PostgresInstance, database: str) -> None:
     psql = str(postgres_bin_dir() / "psql")
     base = [psql, "-h", "127.0.0.1", "-p", str(instance.port), "-U", "postgres", "-d", "postgres",
             "-tAc"]
-    exists = subprocess.run(  # noqa: S603
+    exists = subprocess.run(
         [*base, f"select 1 from pg_database where datname = '{database}'"],
         capture_output=True, text=True, check=True,
     ).stdout.strip()
     if exists != "1":
-        subprocess.run(  # noqa: S603
+        subprocess.run(
             [*base, f'create database "{database}"'], capture_output=True, text=True, check=True
         )
 
@@ -311,7 +311,7 @@ def temporal_ready(port: int) -> bool:
     """True once the frontend answers a health check over gRPC."""
     if not port_in_use(port):
         return False
-    proc = subprocess.run(  # noqa: S603
+    proc = subprocess.run(
         [str(temporal_cli_path()), "operator", "cluster", "health", "--address",
          f"127.0.0.1:{port}"],
         capture_output=True, text=True, check=False, timeout=15,

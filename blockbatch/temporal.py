@@ -8,8 +8,8 @@ from datetime import timedelta
 import anthropic
 import asyncpg
 from temporalio.client import Client
-from temporalio.service import RPCError
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from activities.db import DbActivities

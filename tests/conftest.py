@@ -82,7 +82,7 @@ class SimulatorProcess:
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.base_url + path, data=data, method=method,
                                      headers={"content-type": "application/json"})
-        with urllib.request.urlopen(req, timeout=10) as resp:  # noqa: S310 - loopback
+        with urllib.request.urlopen(req, timeout=10) as resp:
             text = resp.read().decode()
         return json.loads(text) if text else None
 
@@ -102,7 +102,7 @@ def simulator_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Simu
     port = stack.free_port()
     log = tmp_path_factory.mktemp("sim") / "simulator.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen(  # noqa: S603
+        proc = subprocess.Popen(
             [sys.executable, "-m", "simulator", "--host", "127.0.0.1", "--port", str(port)],
             stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
         )

@@ -5,11 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-_WORDS = (
-    "incident pager rotation escalation runbook latency budget alert dashboard owner "
-    "service deploy rollback postmortem customer impact severity database replica queue "
-    "backlog timeout retry capacity region failover certificate rotation audit handoff"
-).split()
+_WORDS = ["incident", "pager", "rotation", "escalation", "runbook", "latency", "budget", "alert", "dashboard", "owner", "service", "deploy", "rollback", "postmortem", "customer", "impact", "severity", "database", "replica", "queue", "backlog", "timeout", "retry", "capacity", "region", "failover", "certificate", "rotation", "audit", "handoff"]
 
 
 def markdown_doc(n_blocks: int, seed: int = 7) -> bytes:

@@ -182,7 +182,7 @@ async def test_cancel_mid_run_starts_no_call_after_signal(bbstack: Stack) -> Non
 
 async def test_rejected_api_key_fails_run_fast_without_retry_storm(bbstack: Stack) -> None:
     bbstack.sim.scenario(auth={"valid_keys": ["some-other-key"]})
-    run_id, result = await run_doc(bbstack, 60, extract_schema(instruction_words=200),
+    _, result = await run_doc(bbstack, 60, extract_schema(instruction_words=200),
                                    pack_size=10, max_concurrent_packs=3)
     assert result.status == "failed"
     assert "API key was rejected" in (result.error or "")

@@ -24,6 +24,7 @@ def stack_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProce
     return subprocess.run(
         [sys.executable, "-m", "blockbatch.stack", *args],
         capture_output=True, text=True, cwd=ROOT, env={**os.environ, **env}, timeout=180,
+        check=False,
     )
 
 

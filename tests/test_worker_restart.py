@@ -25,7 +25,7 @@ async def start_worker_process(s: Stack, log: Path) -> asyncio.subprocess.Proces
         "ANTHROPIC_API_KEY": "sim-test-key",
         "BLOCKBATCH_DATA_DIR": str(log.parent / "data"),
     }
-    out = open(log, "ab")  # noqa: SIM115 - closed with the process
+    out = log.open("ab")
     return await asyncio.create_subprocess_exec(
         sys.executable, str(ROOT / "worker.py"), env=env, stdout=out, stderr=out, cwd=ROOT
     )
