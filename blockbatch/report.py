@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+from urllib.parse import quote
+
 import asyncpg
 
 from blockbatch.models import RunResult
 from blockbatch.registry import Usage, cost_usd, get_model
+from blockbatch.settings import Settings
 
 
 async def baseline_cost(pool: asyncpg.Pool, run_id: str) -> float | None:
@@ -43,25 +47,56 @@ async def baseline_cost(pool: asyncpg.Pool, run_id: str) -> float | None:
     return cost_usd(get_model(row["model"]), usage)
 
 
-def summary_lines(result: RunResult, *, baseline: float | None, ui_url: str,
-                  duration_s: float | None = None) -> list[str]:
+def run_links(settings: Settings, run_id: str) -> dict[str, str]:
+    """Temporal UI links: the run's workflow, and the list of its packs."""
+    ui = settings.resolved_temporal_ui_url
+    query = quote(f'BlockbatchRunId = "{run_id}"', safe="")
+    return {
+        "run": settings.run_url(f"run-{run_id}"),
+        "packs": f"{ui}/namespaces/{settings.temporal_namespace}/workflows?query={query}",
+    }
+
+
+def cache_hit_ratio(result: RunResult) -> float:
     prompt = (result.input_tokens + result.cache_creation_input_tokens
               + result.cache_read_input_tokens)
-    hit = result.cache_read_input_tokens / prompt if prompt else 0.0
-    lines = [
-        f"run {result.run_id}: {result.status}" + (f" ({result.error})" if result.error else ""),
-        f"  blocks      {result.blocks_ai_complete} ok · {result.blocks_failed} failed · "
-        f"{result.blocks_cancelled} cancelled · {result.blocks_total} total",
-        f"  calls       {result.calls} calls for {result.blocks_total} blocks "
-        f"({result.pack_count} packs, {result.split_events} split events)",
-        f"  tokens      in {result.input_tokens:,} · out {result.output_tokens:,} · "
-        f"cache write {result.cache_creation_input_tokens:,} · "
-        f"cache read {result.cache_read_input_tokens:,} (cache hit ratio {hit:.0%})",
-        f"  cost        ${result.cost_usd:.4f}"
-        + (f" vs ${baseline:.4f} at one call per block without caching "
-           f"({1 - result.cost_usd / baseline:.0%} saved)" if baseline else ""),
+    return result.cache_read_input_tokens / prompt if prompt else 0.0
+
+
+def summary_dict(result: RunResult, *, baseline: float | None, links: dict[str, str],
+                 duration_s: float | None = None) -> dict[str, Any]:
+    """The summary as data (``--json``)."""
+    return {
+        **result.model_dump(mode="json"),
+        "cache_hit_ratio": round(cache_hit_ratio(result), 4),
+        "baseline_cost_usd": round(baseline, 6) if baseline is not None else None,
+        "duration_s": round(duration_s, 3) if duration_s is not None else None,
+        "temporal_ui": links,
+    }
+
+
+def summary_lines(result: RunResult, *, baseline: float | None, links: dict[str, str],
+                  duration_s: float | None = None) -> list[str]:
+    """The end-of-run table the starter and the demo print."""
+    r = result
+    per_call = f"{r.blocks_total / r.calls:.1f} blocks per call; " if r.calls else ""
+    cost = f"${r.cost_usd:.4f}"
+    if baseline:
+        cost += (f"   (one call per block, no caching: ${baseline:.4f}; "
+                 f"{1 - r.cost_usd / baseline:.0%} saved)")
+    rows = [
+        ("blocks", (f"{r.blocks_ai_complete} ok · {r.blocks_failed} failed · "
+                   f"{r.blocks_cancelled} cancelled · {r.blocks_total} total")),
+        ("calls", (f"{r.calls} calls for {r.blocks_total} blocks ({per_call}{r.pack_count} "
+                  f"packs, {r.split_events} split events)")),
+        ("tokens", (f"input {r.input_tokens:,} · output {r.output_tokens:,} · "
+                   f"cache write {r.cache_creation_input_tokens:,} · "
+                   f"cache read {r.cache_read_input_tokens:,}")),
+        ("cache hits", f"{cache_hit_ratio(r):.0%} of prompt tokens read from the cache"),
+        ("cost", cost),
     ]
     if duration_s is not None:
-        lines.append(f"  duration    {duration_s:.1f}s")
-    lines.append(f"  Temporal UI {ui_url}")
-    return lines
+        rows.append(("duration", f"{duration_s:.1f}s"))
+    rows += [("Temporal UI", links["run"]), ("its packs", links["packs"])]
+    head = f"run {r.run_id}: {r.status}" + (f" ({r.error})" if r.error else "")
+    return [head] + [f"  {k:<12} {v}" for k, v in rows]

@@ -1,31 +1,46 @@
-"""The Python API: ingest a document, register a schema, start, follow and read a run.
+"""The Python API: ingest, start, follow, review, confirm and export runs.
 
-Small and async; ``starter.py`` is built on it and so can any program::
+``starter.py`` is built on it and so can any program::
 
     async with await Blockbatch.connect() as bb:
         doc = await bb.ingest_file("handbook.md")
-        schema = await bb.add_schema_file("extract.json")
+        schema = await bb.add_schema("extract.json")
         run_id = await bb.start_run(doc, schema, RunOptions())
         result = await bb.wait(run_id)
+        await bb.confirm(run_id)
+        await bb.export(run_id, "handbook.jsonl")
+
+For a list of items in one call, see :func:`llm_batch` / :func:`allm_batch`.
 """
 
 from __future__ import annotations
 
+import errno
+import json
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Self, TextIO
 
 import asyncpg
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
 from blockbatch import repo
+from blockbatch.api import reads, review
+from blockbatch.api.errors import BadRequest, NotFound, StackUnavailable, TemporalUnavailable
 from blockbatch.db import create_pool
-from blockbatch.ingest import detect_format, parse_document
+from blockbatch.ingest import ParsedBlock, detect_format, parse_document
 from blockbatch.models import RunInput, RunOptions, RunProgress, RunResult
 from blockbatch.schema import SchemaSpec, load_schema
 from blockbatch.settings import Settings, load_settings
 from blockbatch.temporal import connect, ensure_search_attributes
 from workflows.run import RunWorkflow, run_workflow_id
+
+if TYPE_CHECKING:
+    from blockbatch.api.items import BatchResult, ItemResult, allm_batch, llm_batch
 
 _KEYS = {
     "run": SearchAttributeKey.for_keyword("BlockbatchRunId"),
@@ -33,37 +48,53 @@ _KEYS = {
     "schema": SearchAttributeKey.for_keyword("BlockbatchSchema"),
     "model": SearchAttributeKey.for_keyword("BlockbatchModel"),
 }
+SchemaSource = dict[str, Any] | SchemaSpec | str | Path
 
 
 class Blockbatch:
-    """One connection to Postgres and Temporal; use as an async context manager."""
+    """One connection to Postgres and (lazily) Temporal; use as an async context manager."""
 
-    def __init__(self, pool: asyncpg.Pool, client: Client, settings: Settings) -> None:
+    def __init__(self, pool: asyncpg.Pool, client: Client | None, settings: Settings) -> None:
         self.pool = pool
-        self.client = client
+        self._client = client
         self.settings = settings
         self._owns_pool = False
 
     @classmethod
     async def connect(
-        cls, settings: Settings | None = None, client: Client | None = None
-    ) -> "Blockbatch":
+        cls, settings: Settings | None = None, client: Client | None = None, *,
+        temporal: bool = True, pool_size: int = 4,
+    ) -> Blockbatch:
+        """Connect to Postgres (migrating it) and, unless ``temporal=False``, to Temporal."""
         settings = settings or load_settings()
-        pool = await create_pool(settings.resolved_database_url, max_size=4)
+        pool = await create_pool(settings.resolved_database_url, max_size=pool_size)
+        bb = cls(pool, client, settings)
+        bb._owns_pool = True
         try:
-            client = client or await connect(settings)
+            if temporal:
+                await bb.temporal()
         except Exception:
             await pool.close()
             raise
-        bb = cls(pool, client, settings)
-        bb._owns_pool = True
         return bb
+
+    async def temporal(self) -> Client:
+        """The Temporal client, connecting on first use."""
+        if self._client is None:
+            self._client = await connect(self.settings)
+        return self._client
+
+    @property
+    def client(self) -> Client:
+        if self._client is None:
+            raise TemporalUnavailable("not connected to Temporal yet: await bb.temporal() first")
+        return self._client
 
     async def close(self) -> None:
         if self._owns_pool:
             await self.pool.close()
 
-    async def __aenter__(self) -> "Blockbatch":
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -75,7 +106,13 @@ class Blockbatch:
         self, data: bytes, *, name: str, fmt: str, text_field: str = "text"
     ) -> str:
         """Parse and store a document; return its id (the same bytes give the same id)."""
-        blocks = parse_document(data, fmt, text_field=text_field)
+        return await self.ingest_blocks(data, parse_document(data, fmt, text_field=text_field),
+                                        name=name, fmt=fmt)
+
+    async def ingest_blocks(
+        self, data: bytes, blocks: list[ParsedBlock], *, name: str, fmt: str
+    ) -> str:
+        """Store already parsed blocks; ``data`` is the source the document id is hashed from."""
         async with self.pool.acquire() as conn:
             return await repo.save_document(conn, name, fmt, data, blocks)
 
@@ -87,16 +124,13 @@ class Blockbatch:
         return await self.ingest_bytes(path.read_bytes(), name=path.name, fmt=fmt,
                                        text_field=text_field)
 
-    async def add_schema(self, source: dict[str, Any] | SchemaSpec, name: str | None = None) -> str:
-        spec = source if isinstance(source, SchemaSpec) else load_schema(source, name=name)
+    async def add_schema(self, source: SchemaSource, name: str | None = None) -> str:
+        """Validate and store a schema (a dict, a SchemaSpec, JSON text or a file path)."""
         async with self.pool.acquire() as conn:
-            return await repo.save_schema(conn, spec)
+            return await repo.save_schema(conn, as_schema(source, name))
 
     async def add_schema_file(self, path: str | Path) -> str:
-        path = Path(path)
-        spec = load_schema(path.read_bytes(), name=path.stem)
-        async with self.pool.acquire() as conn:
-            return await repo.save_schema(conn, spec)
+        return await self.add_schema(Path(path))
 
     # ------------------------------------------------------------------ runs
 
@@ -108,32 +142,39 @@ class Blockbatch:
         *,
         run_id: str | None = None,
         packs_per_history: int = 400,
+        task_queue: str | None = None,
     ) -> str:
-        """Create the run row and start its RunWorkflow; return the run id."""
+        """Create the run row and start its RunWorkflow; return the run id.
+
+        ``options.model`` left at the default takes the schema's ``prompt_config.model``.
+        A run whose workflow cannot be started is deleted again.
+        """
         options = options or RunOptions()
+        client = await self.temporal()
         async with self.pool.acquire() as conn:
-            if options.model == RunOptions().model:
-                row = await conn.fetchrow(
-                    "select definition from schemas where schema_id = $1", schema_id
-                )
-                if row is not None and row["definition"]["prompt_config"].get("model"):
-                    options = options.model_copy(
-                        update={"model": row["definition"]["prompt_config"]["model"]}
-                    )
+            names = await conn.fetchrow(
+                """select d.name as document, s.name as schema, s.definition
+                   from documents d, schemas s where d.document_id = $1 and s.schema_id = $2""",
+                document_id, schema_id,
+            )
+            if names is None:
+                raise NotFound(f"unknown document {document_id!r} or schema {schema_id!r}")
+            schema_model = names["definition"]["prompt_config"].get("model")
+            if options.model == RunOptions().model and schema_model:
+                options = options.model_copy(update={"model": schema_model})
             run_id = await repo.create_run(conn, document_id, schema_id, options, run_id=run_id)
-        await ensure_search_attributes(self.client, self.settings.temporal_namespace)
         try:
-            await self.client.start_workflow(
+            await ensure_search_attributes(client, self.settings.temporal_namespace)
+            await client.start_workflow(
                 RunWorkflow.run,
-                RunInput(
-                    run_id=run_id,
-                    max_concurrent_packs=options.max_concurrent_packs,
-                    max_block_attempts=options.max_block_attempts,
-                    packs_per_history=packs_per_history,
-                ),
+                RunInput(run_id=run_id, max_concurrent_packs=options.max_concurrent_packs,
+                         max_block_attempts=options.max_block_attempts,
+                         packs_per_history=packs_per_history),
                 id=run_workflow_id(run_id),
-                task_queue=self.settings.temporal_task_queue,
-                static_summary=f"blockbatch run {run_id}: {document_id} x {schema_id}",
+                task_queue=task_queue or self.settings.temporal_task_queue,
+                static_summary=f"run {run_id}: {names['document']} × {names['schema']} "
+                               f"({options.model})",
+                static_details=_run_details(run_id, document_id, schema_id, options),
                 search_attributes=TypedSearchAttributes([
                     SearchAttributePair(_KEYS["run"], run_id),
                     SearchAttributePair(_KEYS["document"], document_id),
@@ -151,16 +192,119 @@ class Blockbatch:
     def handle(self, run_id: str) -> WorkflowHandle[Any, RunResult]:
         return self.client.get_workflow_handle_for(RunWorkflow.run, run_workflow_id(run_id))
 
-    async def progress(self, run_id: str) -> RunProgress:
-        return await self.handle(run_id).query(RunWorkflow.progress)
+    async def progress(self, run_id: str, *, timeout_s: float = 5.0) -> RunProgress:
+        """Live counters from the running workflow (needs a worker to answer)."""
+        await self.temporal()
+        return await self.handle(run_id).query(
+            RunWorkflow.progress, rpc_timeout=timedelta(seconds=timeout_s)
+        )
 
     async def wait(self, run_id: str) -> RunResult:
+        await self.temporal()
         return await self.handle(run_id).result()
 
-    async def cancel(self, run_id: str) -> None:
-        await self.handle(run_id).signal(RunWorkflow.cancel)
+    async def cancel(self, run_id: str) -> reads.RunInfo:
+        """Ask a run to stop (no new Claude call starts); return the run as it was."""
+        info = await self.run(run_id)
+        if info.active:
+            await self.temporal()
+            await self.handle(run_id).signal(RunWorkflow.cancel)
+        return info
+
+    async def workers_polling(self, task_queue: str | None = None) -> int:
+        """How many workers polled the task queue recently (0: runs would wait)."""
+        client = await self.temporal()
+        resp = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
+            namespace=self.settings.temporal_namespace,
+            task_queue=TaskQueue(name=task_queue or self.settings.temporal_task_queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        ))
+        return len(resp.pollers)
+
+    # ------------------------------------------------------------------ reading and review
+
+    async def run(self, run_id: str) -> reads.RunInfo:
+        return await reads.get_run(self.pool, run_id)
+
+    async def runs(self, *, limit: int = 20, status: str | None = None) -> list[reads.RunInfo]:
+        return await reads.list_runs(self.pool, limit=limit, status=status)
+
+    async def result(self, run_id: str) -> RunResult:
+        """The run's counters from Postgres (final once it has finished)."""
+        return (await self.run(run_id)).result()
+
+    async def review(self, run_id: str, **filters: Any) -> reads.ReviewPage:
+        """Blocks next to their overlays; see :func:`reads.review_page` for the filters."""
+        return await reads.review_page(self.pool, run_id, **filters)
+
+    async def calls(self, run_id: str, **filters: Any) -> tuple[int, list[reads.CallRow]]:
+        return await reads.list_calls(self.pool, run_id, **filters)
+
+    async def confirm(
+        self, run_id: str, blocks: list[str] | None = None
+    ) -> review.ConfirmOutcome:
+        """Staging -> confirmed for ``blocks`` (uids or indexes), or all ai_complete blocks."""
+        return await review.confirm(self.pool, run_id, blocks)
+
+    async def export(
+        self, run_id: str, out: str | Path | TextIO, *, staged: bool = False
+    ) -> review.ExportSummary:
+        """JSONL, one line per block in order; a path also gets a ``.meta.json`` sidecar."""
+        if isinstance(out, str | Path):
+            return await review.export_run_to_file(self.pool, run_id, out, staged=staged)
+        return await review.export_run(self.pool, run_id, out, staged=staged)
+
+
+def as_schema(source: SchemaSource, name: str | None = None) -> SchemaSpec:
+    """A validated schema from a dict, a SchemaSpec, JSON text, or a path to a JSON file."""
+    if isinstance(source, SchemaSpec):
+        return source
+    if isinstance(source, str) and source.lstrip().startswith("{"):
+        return load_schema(source, name=name)
+    if isinstance(source, str | Path):
+        path = Path(source)
+        if not path.is_file():
+            raise FileNotFoundError(errno.ENOENT, "no such schema file", str(path))
+        raw = path.read_bytes()
+        return load_schema(raw, name=name or _unnamed(raw, path.stem))
+    return load_schema(source, name=name)
+
+
+def _unnamed(raw: bytes, fallback: str) -> str | None:
+    """``fallback`` when the schema JSON names itself neither by "name" nor "title"."""
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return fallback
+    return None if isinstance(data, dict) and (data.get("name") or data.get("title")) \
+        else fallback
+
+
+def _run_details(run_id: str, document_id: str, schema_id: str, options: RunOptions) -> str:
+    opts = json.dumps(options.model_dump(mode="json", exclude_defaults=True)) or "{}"
+    return (
+        f"document `{document_id}` · schema `{schema_id}` · model `{options.model}`\n\n"
+        f"options: `{opts}`\n\n"
+        f'packs: list filter `BlockbatchRunId = "{run_id}"`, or workflow ids '
+        f"`run-{run_id}/pack-<n>` (halves: `.../pack-<n>.0`, `.1`)"
+    )
 
 
 async def open_default() -> Blockbatch:
     """Connect with settings from the environment."""
     return await Blockbatch.connect(load_settings())
+
+
+def __getattr__(name: str) -> Any:
+    # The item-list API imports this module; load it on first use to avoid a cycle.
+    if name in ("llm_batch", "allm_batch", "ItemResult", "BatchResult"):
+        from blockbatch.api import items
+
+        return getattr(items, name)
+    raise AttributeError(name)
+
+
+__all__ = [
+    "BadRequest", "BatchResult", "Blockbatch", "ItemResult", "NotFound", "RunOptions",
+    "StackUnavailable", "allm_batch", "as_schema", "llm_batch",
+]

@@ -1,0 +1,198 @@
+"""Read models of runs, overlays and the ledger, straight from Postgres (the source of truth)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+from pydantic import BaseModel
+
+from blockbatch.models import RunResult
+from blockbatch.repo import NotFound
+
+ACTIVE = ("created", "planning", "running", "cancelling")
+OVERLAY_STATUSES = ("pending", "ai_complete", "failed", "cancelled", "confirmed")
+
+
+class RunInfo(BaseModel):
+    """One run as stored: what was asked, where it stands, what it cost."""
+
+    run_id: str
+    status: str
+    error: str | None
+    document_id: str
+    document_name: str
+    schema_id: str
+    schema_name: str
+    model: str
+    settings: dict[str, Any]
+    workflow_id: str | None
+    #: Live overlay counts by status (pending, ai_complete, failed, cancelled, confirmed).
+    blocks: dict[str, int]
+    blocks_total: int
+    pack_count: int
+    calls: int
+    split_events: int
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+    cost_usd: float
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    cancel_requested_at: datetime | None
+
+    @property
+    def active(self) -> bool:
+        return self.status in ACTIVE
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.finished_at is None:
+            return None
+        return (self.finished_at - self.created_at).total_seconds()
+
+    def result(self) -> RunResult:
+        """The run's counters as a :class:`RunResult` (final once the run has finished)."""
+        b = self.blocks
+        return RunResult.model_validate({
+            **self.model_dump(include=set(RunResult.model_fields)),
+            "blocks_ai_complete": b.get("ai_complete", 0) + b.get("confirmed", 0),
+            "blocks_failed": b.get("failed", 0),
+            "blocks_cancelled": b.get("cancelled", 0),
+        })
+
+
+_RUN_SQL = """
+select r.run_id, r.status, r.error, r.document_id, d.name as document_name, r.schema_id,
+       s.name as schema_name, r.model, r.settings, r.workflow_id, r.blocks_total, r.pack_count,
+       r.calls, r.split_events, r.input_tokens, r.output_tokens,
+       r.cache_creation_input_tokens, r.cache_read_input_tokens, r.cost_usd::float8 as cost_usd,
+       r.created_at, r.started_at, r.finished_at, r.cancel_requested_at,
+       coalesce((select jsonb_object_agg(status, n) from (
+           select status, count(*) as n from overlays o where o.run_id = r.run_id
+           group by status) c), '{}') as blocks
+from runs r join documents d using (document_id) join schemas s using (schema_id)
+"""
+
+
+def _run(row: asyncpg.Record) -> RunInfo:
+    data = dict(row)
+    data["blocks"] = {k: data["blocks"].get(k, 0) for k in OVERLAY_STATUSES}
+    data["blocks_total"] = data["blocks_total"] or sum(data["blocks"].values())
+    return RunInfo.model_validate(data)
+
+
+async def get_run(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> RunInfo:
+    row = await conn.fetchrow(_RUN_SQL + " where r.run_id = $1", run_id)
+    if row is None:
+        raise NotFound(f"no run {run_id!r}: list runs with `python starter.py list`")
+    return _run(row)
+
+
+async def list_runs(
+    pool: asyncpg.Pool, *, limit: int = 20, status: str | None = None
+) -> list[RunInfo]:
+    rows = await pool.fetch(
+        _RUN_SQL + " where $2::text is null or r.status = $2"
+        " order by r.created_at desc, r.run_id desc limit $1",
+        limit, status,
+    )
+    return [_run(r) for r in rows]
+
+
+class ReviewItem(BaseModel):
+    """A block and its overlay in one run."""
+
+    block_uid: str
+    block_index: int
+    block_type: str
+    block_content: str
+    metadata: dict[str, Any]
+    status: str
+    staging: dict[str, Any] | None
+    confirmed: dict[str, Any] | None
+    attempt_count: int
+    last_error: str | None
+    pack_path: str | None
+
+
+class ReviewPage(BaseModel):
+    run_id: str
+    offset: int
+    total: int
+    #: The schema's fields in their declared order (jsonb does not keep key order).
+    fields: list[str]
+    items: list[ReviewItem]
+
+
+async def review_page(
+    pool: asyncpg.Pool, run_id: str, *, offset: int = 0, limit: int = 20,
+    statuses: list[str] | None = None, block_uids: list[str] | None = None,
+) -> ReviewPage:
+    """Blocks of a run next to their overlays, in block order, filtered and paged."""
+    run = await get_run(pool, run_id)
+    definition = await pool.fetchval(
+        "select definition from schemas where schema_id = $1", run.schema_id
+    )
+    fields = list(dict.fromkeys([*definition.get("required", []), *definition["properties"]]))
+    where = """o.run_id = $1 and ($2::text[] is null or o.status = any($2::text[]))
+               and ($3::text[] is null or o.block_uid = any($3::text[]))"""
+    total = await pool.fetchval(f"select count(*) from overlays o where {where}",
+                                run_id, statuses, block_uids)
+    rows = await pool.fetch(
+        f"""select o.block_uid, o.block_index, b.block_type, b.block_content, b.metadata,
+                   o.status, o.staging, o.confirmed, o.attempt_count, o.last_error, o.pack_path
+            from overlays o join blocks b using (block_uid)
+            where {where} order by o.block_index offset $4 limit $5""",
+        run_id, statuses, block_uids, offset, limit,
+    )
+    return ReviewPage(run_id=run_id, offset=offset, total=total, fields=fields,
+                      items=[ReviewItem.model_validate(dict(r)) for r in rows])
+
+
+class CallRow(BaseModel):
+    """One ledger row: a request sent to Claude and what came back."""
+
+    call_id: int
+    pack_path: str
+    pack_attempt: int
+    blocks: int
+    status: str
+    stop_reason: str | None
+    http_status: int | None
+    error_type: str | None
+    error_message: str | None
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+    cost_usd: float
+    latency_ms: int | None
+    workflow_id: str | None
+    workflow_run_id: str | None
+    activity_id: str | None
+    activity_attempt: int | None
+    started_at: datetime
+
+
+async def list_calls(
+    pool: asyncpg.Pool, run_id: str, *, offset: int = 0, limit: int = 100,
+    pack: str | None = None,
+) -> tuple[int, list[CallRow]]:
+    """(total, page) of a run's ledger in call order; ``pack`` keeps a pack and its halves."""
+    await get_run(pool, run_id)
+    where = "run_id = $1 and ($2::text is null or pack_path = $2 or pack_path like $2 || '.%')"
+    total = await pool.fetchval(f"select count(*) from llm_calls where {where}", run_id, pack)
+    rows = await pool.fetch(
+        f"""select call_id, pack_path, pack_attempt, cardinality(block_uids) as blocks, status,
+                   stop_reason, http_status, error_type, error_message, input_tokens,
+                   output_tokens, cache_creation_input_tokens, cache_read_input_tokens,
+                   cost_usd::float8 as cost_usd, latency_ms, workflow_id, workflow_run_id,
+                   activity_id, activity_attempt, started_at
+            from llm_calls where {where} order by call_id offset $3 limit $4""",
+        run_id, pack, offset, limit,
+    )
+    return total, [CallRow.model_validate(dict(r)) for r in rows]

@@ -1,0 +1,82 @@
+"""`starter.py`: the command line front door (run, watch, status, list, cancel, review,
+confirm, export, calls). ``main(argv, client)`` runs one command and returns its exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from blockbatch.api.errors import BAD_INPUT, UNAVAILABLE, NotFound
+from blockbatch.cli.console import Console
+from blockbatch.cli.inspect import cmd_calls, cmd_list, cmd_status
+from blockbatch.cli.parser import build_parser
+from blockbatch.cli.review import cmd_confirm, cmd_export, cmd_review
+from blockbatch.cli.run import cmd_cancel, cmd_run, cmd_watch
+from blockbatch.cli.session import Session
+from blockbatch.settings import Settings, load_settings
+
+EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_UNAVAILABLE = 0, 1, 2, 3, 4
+EXIT_INTERRUPTED = 130
+
+Command = Callable[[argparse.Namespace, Session], Awaitable[int]]
+COMMANDS: dict[str, Command] = {
+    "run": cmd_run, "watch": cmd_watch, "status": cmd_status, "list": cmd_list,
+    "cancel": cmd_cancel, "review": cmd_review, "confirm": cmd_confirm, "export": cmd_export,
+    "calls": cmd_calls,
+}
+
+
+def classify(exc: BaseException, settings: Settings) -> tuple[int, str] | None:
+    """(exit code, one-line message) for errors a user can cause or fix; None for bugs."""
+    if isinstance(exc, UNAVAILABLE):
+        return EXIT_UNAVAILABLE, str(exc)
+    if isinstance(exc, NotFound):
+        return EXIT_NOT_FOUND, str(exc)
+    if isinstance(exc, BAD_INPUT):
+        return EXIT_USAGE, str(exc)
+    if isinstance(exc, FileNotFoundError):
+        return EXIT_USAGE, f"{exc.strerror or 'no such file'}: {exc.filename or exc}"
+    if isinstance(exc, RPCError) and exc.status in (RPCStatusCode.UNAVAILABLE,
+                                                    RPCStatusCode.DEADLINE_EXCEEDED):
+        return EXIT_UNAVAILABLE, (f"lost contact with Temporal at "
+                                  f"{settings.resolved_temporal_address} ({exc.message}); "
+                                  "check that it is running (`make up`)")
+    if isinstance(exc, ConnectionError | OSError) and "connect" in str(exc).lower():
+        return EXIT_UNAVAILABLE, f"lost a connection ({exc}); check the stack (`make status`)"
+    return None
+
+
+async def amain(argv: Sequence[str] | None = None, client: Client | None = None,
+                settings: Settings | None = None) -> int:
+    """Run one command in the current event loop; return its exit code."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exit_:  # --help, or a usage error already printed by argparse
+        return int(exit_.code or 0)
+    con = Console(json_mode=args.json)
+    settings = settings or load_settings()
+    session = Session(settings, con, client)
+    try:
+        return await COMMANDS[args.command](args, session)
+    except Exception as exc:
+        known = classify(exc, settings)
+        if known is None:
+            raise
+        con.error(known[1], known[0])
+        return known[0]
+    finally:
+        await session.close()
+
+
+def main(argv: Sequence[str] | None = None, client: Client | None = None) -> int:
+    """Entry point of ``python starter.py``; settings come from the environment."""
+    try:
+        return asyncio.run(amain(argv, client))
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+        return EXIT_INTERRUPTED

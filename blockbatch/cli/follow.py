@@ -1,0 +1,154 @@
+"""Following a run to its end: live progress, Ctrl-C (cancel or detach), the summary."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import time
+from collections.abc import Awaitable
+from typing import Any, Literal, Self
+
+from temporalio.service import RPCError, RPCStatusCode
+
+from blockbatch.api import Blockbatch
+from blockbatch.cli.console import Console
+from blockbatch.cli.parser import PROG
+from blockbatch.cli.progress import ProgressView
+from blockbatch.report import baseline_cost, run_links, summary_dict, summary_lines
+
+#: Without an answer to the progress query for this long, say a worker may be missing.
+_SILENT_NOTE_S = 10.0
+_LOST = (RPCStatusCode.UNAVAILABLE,)
+
+
+class Interrupts:
+    """Turns SIGINT into an event while following (and back to KeyboardInterrupt after)."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+        self._installed = False
+
+    def __enter__(self) -> Self:
+        try:
+            asyncio.get_running_loop().add_signal_handler(signal.SIGINT, self.event.set)
+            self._installed = True
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass  # not the main thread (an in-process caller): no Ctrl-C handling
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._installed:
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
+
+
+async def _first(*aws: Awaitable[Any] | asyncio.Event, timeout: float | None = None) -> None:
+    """Wait until any of futures/events is done (or the timeout passes)."""
+    tasks = [asyncio.ensure_future(a.wait() if isinstance(a, asyncio.Event) else a)
+             for a in aws]
+    try:
+        await asyncio.wait(tasks, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t, a in zip(tasks, aws):
+            if isinstance(a, asyncio.Event):
+                t.cancel()
+
+
+async def ask(con: Console, interrupts: Interrupts) -> Literal["cancel", "detach", "resume"]:
+    """After Ctrl-C: cancel the run, detach, or keep watching (a second Ctrl-C detaches)."""
+    if not _stdin_is_tty():
+        return "detach"
+    con.err.write("\nCtrl-C: [c]ancel the run · [d]etach (it keeps running) · "
+                  "[Enter] keep watching: ")
+    con.err.flush()
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[str] = loop.create_future()
+    fd = sys.stdin.fileno()
+    loop.add_reader(fd, lambda: answer.done() or answer.set_result(sys.stdin.readline()))
+    interrupts.event.clear()
+    try:
+        await _first(answer, interrupts.event)
+    finally:
+        loop.remove_reader(fd)
+    if not answer.done() or answer.result() == "":  # second Ctrl-C, or end of input
+        return "detach"
+    choice = answer.result().strip().lower()[:1]
+    return "cancel" if choice == "c" else "detach" if choice == "d" else "resume"
+
+
+def _stdin_is_tty() -> bool:
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+async def follow(bb: Blockbatch, run_id: str, con: Console) -> Literal["finished", "detached"]:
+    """Show progress until the run's workflow ends, or the user detaches."""
+    await bb.temporal()
+    view = ProgressView(con)
+    done = asyncio.ensure_future(bb.wait(run_id))
+    silent_since = time.monotonic()
+    noted = False
+    try:
+        with Interrupts() as interrupts:
+            while not done.done():
+                if interrupts.event.is_set():
+                    view.clear()
+                    choice = await ask(con, interrupts)
+                    interrupts.event.clear()
+                    if choice == "detach":
+                        return "detached"
+                    if choice == "cancel":
+                        await bb.cancel(run_id)
+                        view.message(f"cancel requested for run {run_id}: no new Claude call "
+                                     "starts; waiting for running packs to stop…")
+                try:
+                    view.update(await bb.progress(run_id, timeout_s=3))
+                    silent_since = time.monotonic()
+                except RPCError as err:
+                    if err.status in _LOST:
+                        raise
+                    if not noted and time.monotonic() - silent_since > _SILENT_NOTE_S:
+                        view.message("no progress from the run yet: is a worker running? "
+                                     "(`make worker` or `python worker.py`)")
+                        noted = True
+                await _first(done, interrupts.event, timeout=view.interval)
+    finally:
+        view.close()
+        if not done.done():
+            done.cancel()
+    if (err := done.exception()) is not None and isinstance(err, RPCError) \
+            and err.status in _LOST:
+        raise err
+    return "finished"
+
+
+def say_detached(con: Console, run_id: str) -> None:
+    if con.json:
+        con.data({"run_id": run_id, "status": "detached"})
+    con.note(f"detached: run {run_id} keeps running.\n"
+             f"  re-attach: {PROG} watch {run_id}\n"
+             f"  cancel:    {PROG} cancel {run_id}")
+
+
+async def report(bb: Blockbatch, run_id: str, con: Console) -> int:
+    """Print the end-of-run summary; 0 when the run completed, 1 otherwise."""
+    info = await bb.run(run_id)
+    result = info.result()
+    baseline = await baseline_cost(bb.pool, run_id)
+    links = run_links(bb.settings, run_id)
+    if con.json:
+        con.data(summary_dict(result, baseline=baseline, links=links,
+                              duration_s=info.duration_s))
+    else:
+        con.line()
+        lines = summary_lines(result, baseline=baseline, links=links,
+                              duration_s=info.duration_s)
+        con.line(lines[0].replace(result.status, con.status(result.status), 1))
+        for line in lines[1:]:
+            con.line(line)
+    if info.active:
+        con.note(f"the workflow of run {run_id} ended but the run is still {info.status}: "
+                 f"see {links['run']}")
+    return 0 if info.status == "completed" else 1

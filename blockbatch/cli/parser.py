@@ -1,0 +1,127 @@
+"""The command line: every command, option and help text of ``starter.py``."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from blockbatch.ingest import FORMATS
+
+PROG = "python starter.py"
+
+EPILOG = """\
+exit codes:
+  0  done (for run/watch: the run completed)    2  usage error or bad input (file, schema)
+  1  the run failed or was cancelled            3  unknown run id or block uid
+  4  the stack is unavailable (Postgres, Temporal, Claude/simulator): try `make up`
+
+configuration comes from the environment: DATABASE_URL, TEMPORAL_ADDRESS,
+TEMPORAL_NAMESPACE, TEMPORAL_TASK_QUEUE, TEMPORAL_UI_URL, ANTHROPIC_API_KEY,
+ANTHROPIC_BASE_URL (unset: the embedded stack of `make up` and its simulated Claude).
+"""
+
+
+def _at_least(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+_positive, _not_negative = _at_least(1), _at_least(0)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true",
+                        help="print machine-readable JSON on stdout instead of text")
+    parser = argparse.ArgumentParser(
+        prog=PROG, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run an LLM over every block of a document, follow the run, review, "
+                    "confirm and export the results. `COMMAND --help` describes each command.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help_: str, description: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[common], help=help_, description=description,
+                              epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    run = command("run", "ingest a document, start a run and follow it",
+                  "Ingest FILE, start a run of SCHEMA over every block and follow it with a "
+                  "live progress bar. Ctrl-C asks whether to cancel the run or detach from it.")
+    run.add_argument("file", metavar="FILE", help="document: .md, .txt, .jsonl or .csv")
+    run.add_argument("--schema", required=True, metavar="SCHEMA.json",
+                     help="the schema: fields to produce per block plus prompt_config")
+    run.add_argument("--model", help="Claude model (default: the schema's, else the default)")
+    run.add_argument("--pack-size", type=_positive, metavar="N",
+                     help="blocks per call (default: sized from the blocks and the model)")
+    run.add_argument("--no-batching", action="store_true",
+                     help="one block per call: the baseline, through the same code path")
+    run.add_argument("--max-concurrent-packs", type=_positive, metavar="N",
+                     help="packs in flight at once (default 8)")
+    run.add_argument("--mode", choices=["sync", "batch"], default="sync",
+                     help="sync: one Messages call per pack; batch: Message Batches API")
+    run.add_argument("--format", choices=list(FORMATS),
+                     help="document format (default: from the file extension)")
+    run.add_argument("--text-field", default="text", metavar="F",
+                     help="JSONL key / CSV column holding each block's text (default: text)")
+    run.add_argument("--no-wait", action="store_true",
+                     help="start the run and return; follow it later with `watch`")
+
+    def run_id_command(name: str, help_: str, description: str) -> argparse.ArgumentParser:
+        p = command(name, help_, description)
+        p.add_argument("run_id", metavar="RUN_ID")
+        return p
+
+    run_id_command("status", "show one run: state, counters, cost, links",
+                   "Show a run's state and counters (live progress while it runs).")
+    lst = command("list", "list recent runs", "List runs, newest first.")
+    lst.add_argument("--limit", type=_positive, default=20, help="how many (default 20)")
+    lst.add_argument("--status", help="only runs in this state (e.g. running, completed)")
+    cancel = run_id_command("cancel", "ask a run to stop",
+                            "Signal the run to stop: no new Claude call starts, running packs "
+                            "finish or stop, pending blocks end cancelled.")
+    cancel.add_argument("--wait", action="store_true", help="follow the run until it stops")
+    run_id_command("watch", "re-attach to a run and follow it to the end",
+                   "Follow a run with the live progress bar, then print its summary.")
+
+    review = run_id_command("review", "show blocks next to their staged overlays",
+                            "Show each block with its staged overlay, failures with reasons.")
+    review.add_argument("--limit", type=_positive, default=20, help="blocks per page (20)")
+    review.add_argument("--offset", type=_not_negative, default=0, help="skip this many blocks")
+    review.add_argument("--status", action="append", metavar="STATUS",
+                        choices=["pending", "ai_complete", "failed", "cancelled", "confirmed"],
+                        help="only blocks in this state (repeatable)")
+    review.add_argument("--failed", action="store_true", help="only failed blocks")
+    review.add_argument("--block", action="extend", nargs="+", metavar="UID",
+                        help="only these blocks (uid, or block index)")
+    review.add_argument("--full", action="store_true", help="do not shorten block content")
+
+    confirm = run_id_command("confirm", "confirm staged overlays",
+                             "Copy staged overlays to confirmed: the given blocks, or every "
+                             "ai_complete block. An unknown block changes nothing.")
+    confirm.add_argument("--block", action="extend", nargs="+", metavar="UID",
+                         help="blocks to confirm (uid, or block index); default: all")
+
+    export = run_id_command("export", "write the run as JSONL, one line per block",
+                            "Write one JSON line per block in block order: "
+                            '{"immutable": {...block...}, "user_defined": {...overlay...}}, '
+                            "plus run metadata in FILE.meta.json.")
+    export.add_argument("--out", metavar="FILE",
+                        help="output file (default RUN_ID.jsonl; '-' for stdout, no sidecar)")
+    export.add_argument("--staged", action="store_true",
+                        help="export staged overlays instead of confirmed ones")
+
+    calls = run_id_command("calls", "show the run's LLM call ledger",
+                           "One line per Claude call: pack path, attempt, stop reason, tokens, "
+                           "cost, latency, status and the Temporal workflow/activity ids.")
+    calls.add_argument("--limit", type=_positive, default=50, help="calls per page (50)")
+    calls.add_argument("--offset", type=_not_negative, default=0, help="skip this many calls")
+    calls.add_argument("--pack", metavar="PATH", help="only this pack and its halves")
+    return parser

@@ -1,0 +1,109 @@
+"""`review`, `confirm` and `export`: look at results, accept them, take them away."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import textwrap
+from typing import Any
+
+from blockbatch.api.reads import ReviewItem
+from blockbatch.api.review import resolve_block_refs
+from blockbatch.cli.console import Console
+from blockbatch.cli.inspect import page_footer
+from blockbatch.cli.parser import PROG
+from blockbatch.cli.session import Session
+
+
+def _value(v: Any) -> str:
+    return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+
+
+def show_item(con: Console, item: ReviewItem, fields: list[str], *, full: bool) -> None:
+    width = max(shutil.get_terminal_size((100, 20)).columns - 6, 40)
+    where = f"pack {item.pack_path}, " if item.pack_path else ""
+    attempts = f"{item.attempt_count} attempt{'s' if item.attempt_count != 1 else ''}"
+    con.line(con.style(f"#{item.block_index}", "bold") + f"  {item.block_uid}  "
+             f"{item.block_type}  {con.status(item.status)}  ({where}{attempts})")
+    lines = [ln for para in item.block_content.splitlines()
+             for ln in (textwrap.wrap(para, width) or [""])]
+    if not full and len(lines) > 4:
+        lines = lines[:4] + [f"… ({len(item.block_content):,} characters; --full shows all)"]
+    for ln in lines:
+        con.line(con.style("  │ ", "dim") + ln)
+    overlay = item.confirmed if item.status == "confirmed" else item.staging
+    if overlay:
+        key_width = max(len(k) for k in overlay)
+        order = [f for f in fields if f in overlay] + [k for k in overlay if k not in fields]
+        for key in order:
+            value = overlay[key]
+            text = _value(value)
+            if not full and len(text) > width - key_width:
+                text = text[: width - key_width - 1] + "…"
+            con.line(f"  → {key:<{key_width}}  {text}")
+    if item.last_error and item.status != "ai_complete":
+        con.line(con.style(f"  ✗ {item.last_error}", "red"))
+    con.line()
+
+
+async def cmd_review(args: argparse.Namespace, s: Session) -> int:
+    bb = await s.bb(temporal=False)
+    statuses = list(dict.fromkeys((args.status or []) + (["failed"] if args.failed else [])))
+    blocks = None
+    if args.block:
+        blocks = resolve_block_refs((await bb.run(args.run_id)).document_id, args.block)
+    page = await bb.review(args.run_id, offset=args.offset, limit=args.limit,
+                           statuses=statuses or None, block_uids=blocks)
+    if s.con.json:
+        s.con.data(page.model_dump(mode="json"))
+        return 0
+    for item in page.items:
+        show_item(s.con, item, page.fields, full=args.full)
+    info = await bb.run(args.run_id)
+    counts = " · ".join(f"{k} {v}" for k, v in info.blocks.items() if v)
+    again = f"review {args.run_id}" + "".join(f" --status {st}" for st in statuses) + (
+        f" --limit {args.limit}" if args.limit != 20 else "")
+    page_footer(s.con, args.offset, len(page.items), page.total, "blocks", again)
+    s.con.line(s.con.style(f"run {info.run_id} is {info.status}: {counts}", "dim"))
+    if info.blocks["ai_complete"]:
+        s.con.line(s.con.style(f"confirm: {PROG} confirm {info.run_id} [--block UID ...]",
+                               "dim"))
+    return 0
+
+
+async def cmd_confirm(args: argparse.Namespace, s: Session) -> int:
+    bb = await s.bb(temporal=False)
+    outcome = await bb.confirm(args.run_id, args.block)
+    if s.con.json:
+        s.con.data(outcome.model_dump(mode="json"))
+        return 0
+    n = len(outcome.confirmed)
+    s.con.line(f"confirmed {n} block{'s' if n != 1 else ''} of run {outcome.run_id}; "
+               f"{outcome.total_confirmed} confirmed in all")
+    if outcome.already_confirmed:
+        s.con.line(f"  already confirmed before: {', '.join(outcome.already_confirmed[:10])}")
+    if not n and not outcome.already_confirmed:
+        s.con.line("  nothing to confirm: no block has an unconfirmed AI result")
+    s.con.line(f"  export: {PROG} export {outcome.run_id}")
+    return 0
+
+
+async def cmd_export(args: argparse.Namespace, s: Session) -> int:
+    bb = await s.bb(temporal=False)
+    if args.out == "-":
+        summary = await bb.export(args.run_id, sys.stdout, staged=args.staged)
+        return 0
+    out = args.out or f"{args.run_id}.jsonl"
+    summary = await bb.export(args.run_id, out, staged=args.staged)
+    if s.con.json:
+        s.con.data({"path": out, "meta_path": f"{out}.meta.json", **summary.meta()})
+        return 0
+    s.con.line(f"wrote {summary.lines} lines to {out} ({summary.with_overlay} with "
+               f"{summary.overlays} overlays, {summary.lines - summary.with_overlay} without)")
+    s.con.line(f"  run metadata: {out}.meta.json")
+    if not args.staged and summary.with_overlay < summary.lines:
+        s.con.line(f"  unconfirmed blocks export null; confirm them with `{PROG} confirm "
+                   f"{args.run_id}`, or export staging with --staged")
+    return 0

@@ -1,0 +1,131 @@
+"""`run`, `watch` and `cancel`: start a run, follow it, stop it."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import errno
+import urllib.request
+from pathlib import Path
+
+from blockbatch.api import as_schema
+from blockbatch.api.errors import StackUnavailable
+from blockbatch.cli.follow import follow, report, say_detached
+from blockbatch.cli.parser import PROG
+from blockbatch.cli.session import Session
+from blockbatch.ingest import detect_format, parse_document
+from blockbatch.models import RunOptions
+from blockbatch.registry import get_model
+from blockbatch.report import run_links
+from blockbatch.settings import Settings
+
+
+def _options(args: argparse.Namespace) -> RunOptions:
+    fields: dict[str, object] = {"mode": args.mode, "batching_enabled": not args.no_batching}
+    if args.model:
+        fields["model"] = get_model(args.model).id
+    if args.pack_size:
+        fields["pack_size"] = args.pack_size
+    if args.max_concurrent_packs:
+        fields["max_concurrent_packs"] = args.max_concurrent_packs
+    return RunOptions.model_validate(fields)
+
+
+def _read(path: Path, what: str) -> bytes:
+    if not path.is_file():
+        raise FileNotFoundError(errno.ENOENT, f"no such {what} file", str(path))
+    return path.read_bytes()
+
+
+async def check_claude(settings: Settings) -> None:
+    """Fail early when no worker could call Claude: no key and no simulator answering."""
+    try:
+        settings.resolved_api_key()
+    except RuntimeError as exc:
+        raise StackUnavailable(str(exc)) from None
+    if not settings.uses_simulator:
+        return
+    url = f"{settings.resolved_anthropic_base_url}/health"
+
+    def ok() -> bool:
+        try:
+            with urllib.request.urlopen(url, timeout=3):
+                return True
+        except OSError:
+            return False
+
+    if not await asyncio.to_thread(ok):
+        raise StackUnavailable(
+            f"no ANTHROPIC_API_KEY is set and the local Claude simulator is not answering at "
+            f"{settings.resolved_anthropic_base_url}: start it with `make up`, or set "
+            "ANTHROPIC_API_KEY to use Claude"
+        )
+
+
+async def cmd_run(args: argparse.Namespace, s: Session) -> int:
+    # Everything a user can get wrong is checked before anything is written.
+    path = Path(args.file)
+    data = _read(path, "document")
+    fmt = args.format or detect_format(path.name)
+    blocks = parse_document(data, fmt, text_field=args.text_field)
+    spec = as_schema(Path(args.schema))
+    options = _options(args)
+    bb = await s.bb()
+    await check_claude(s.settings)
+    if not await bb.workers_polling():
+        s.con.note(f"note: no worker is polling task queue {s.settings.temporal_task_queue!r}; "
+                   "the run waits until one does (`make worker` or `python worker.py`)")
+    doc = await bb.ingest_blocks(data, blocks, name=path.name, fmt=fmt)
+    schema_id = await bb.add_schema(spec)
+    run_id = await bb.start_run(doc, schema_id, options)
+    links = run_links(s.settings, run_id)
+    if args.no_wait:
+        if s.con.json:
+            s.con.data({"run_id": run_id, "status": "started", "document_id": doc,
+                        "schema_id": schema_id, "blocks": len(blocks), "temporal_ui": links})
+        else:
+            s.con.line(f"started run {run_id}: {len(blocks)} blocks of {path.name} x "
+                       f"{spec.name}")
+            s.con.line(f"  follow it:   {PROG} watch {run_id}")
+            s.con.line(f"  cancel it:   {PROG} cancel {run_id}")
+            s.con.line(f"  Temporal UI: {links['run']}")
+        return 0
+    if not s.con.json:
+        s.con.line(f"started run {run_id}: {len(blocks)} blocks of {path.name} x {spec.name}")
+        s.con.line(f"  Temporal UI: {links['run']}")
+    return await _follow_to_end(s, run_id)
+
+
+async def _follow_to_end(s: Session, run_id: str) -> int:
+    bb = await s.bb()
+    if await follow(bb, run_id, s.con) == "detached":
+        say_detached(s.con, run_id)
+        return 0
+    return await report(bb, run_id, s.con)
+
+
+async def cmd_watch(args: argparse.Namespace, s: Session) -> int:
+    bb = await s.bb(temporal=False)
+    info = await bb.run(args.run_id)
+    if info.active:
+        return await _follow_to_end(s, info.run_id)
+    return await report(bb, info.run_id, s.con)
+
+
+async def cmd_cancel(args: argparse.Namespace, s: Session) -> int:
+    bb = await s.bb(temporal=False)
+    info = await bb.cancel(args.run_id)
+    if not info.active:
+        if s.con.json:
+            s.con.data({"run_id": info.run_id, "status": info.status, "cancel_sent": False})
+        else:
+            s.con.line(f"run {info.run_id} already {info.status}: nothing to cancel")
+        return 0
+    if s.con.json and not args.wait:
+        s.con.data({"run_id": info.run_id, "status": "cancelling", "cancel_sent": True})
+    elif not s.con.json:
+        s.con.line(f"cancel requested for run {info.run_id}: no new Claude call starts; "
+                   "running packs finish or stop and pending blocks end cancelled")
+        if not args.wait:
+            s.con.line(f"  follow it: {PROG} watch {info.run_id}")
+    return await _follow_to_end(s, info.run_id) if args.wait else 0
