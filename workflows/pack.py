@@ -13,7 +13,7 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RetryPolicy, SearchAttributeKey, SearchAttributePair
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -47,6 +47,8 @@ DB_RETRY = RetryPolicy(
     maximum_attempts=0,  # Postgres restarts are waited out, never turned into lost blocks.
 )
 DB_TIMEOUT = timedelta(seconds=60)
+RUN_ID_KEY = SearchAttributeKey.for_keyword("BlockbatchRunId")
+PACK_KEY = SearchAttributeKey.for_keyword("BlockbatchPack")
 
 
 @workflow.defn(name="ProcessPack")
@@ -132,11 +134,18 @@ class ProcessPackWorkflow:
                     ),
                     start_to_close_timeout=DB_TIMEOUT,
                     retry_policy=DB_RETRY,
-                    summary=f"apply_results {len(uids)} blocks: {call.stop_reason}",
+                    summary=f"apply_results {len(uids)} blocks, {_tokens(call)} "
+                            f"({call.stop_reason})",
                 )
                 totals.blocks_done += applied.completed
                 totals.blocks_failed += len(applied.failed)
                 remaining, reason = applied.remaining, applied.reason
+                workflow.set_current_details(
+                    f"attempt {attempt}: {applied.completed}/{len(uids)} blocks ok, "
+                    f"{len(applied.failed)} failed, {len(remaining)} left"
+                    + (f" ({reason})" if remaining else "") + f" · {_tokens(call)} · "
+                    f"${totals.cost_usd:.4f}"
+                )
             if not remaining:
                 return outcome
             if len(uids) == 1:
@@ -181,6 +190,9 @@ class ProcessPackWorkflow:
                 id=child_id,
                 static_summary=f"pack {path}: {len(part)} blocks (half of {inp.pack_path})",
                 static_details=f"split because: {reason}",
+                search_attributes=workflow.info().typed_search_attributes.updated(
+                    SearchAttributePair(RUN_ID_KEY, inp.run_id), SearchAttributePair(PACK_KEY, path)
+                ),
             )
             self._children.append(child_id)
             handles.append(handle)
@@ -213,3 +225,10 @@ class ProcessPackWorkflow:
         totals.cache_creation_input_tokens += call.cache_creation_input_tokens
         totals.cache_read_input_tokens += call.cache_read_input_tokens
         totals.cost_usd += call.cost_usd
+
+
+def _tokens(call: CallModelOutput) -> str:
+    """A call's tokens as ``3,412 in / 1,890 out tokens`` (in: all prompt tokens)."""
+    prompt = (call.input_tokens + call.cache_creation_input_tokens
+              + call.cache_read_input_tokens)
+    return f"{prompt:,} in / {call.output_tokens:,} out tokens"

@@ -12,7 +12,7 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.common import SearchAttributeKey, SearchAttributePair
 from temporalio.exceptions import ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
@@ -150,9 +150,10 @@ class RunWorkflow:
             ),
             id=pack_id,
             static_summary=f"pack {index} of {inp.pack_count} for run {inp.run_id}",
-            search_attributes=TypedSearchAttributes(
-                [SearchAttributePair(RUN_ID_KEY, inp.run_id),
-                 SearchAttributePair(PACK_KEY, str(index))]
+            # The run's own attributes (document, schema, model) plus run id and pack.
+            search_attributes=workflow.info().typed_search_attributes.updated(
+                SearchAttributePair(RUN_ID_KEY, inp.run_id),
+                SearchAttributePair(PACK_KEY, str(index)),
             ),
         )
         self._running[index] = handle
