@@ -50,10 +50,10 @@ class DbActivities:
             )
             if run is None:
                 raise ValueError(f"no run {inp.run_id!r}")
+            ctx = await self.context(conn, inp.run_id)
             if run["pack_count"] > 0:
                 return PlanRunOutput(pack_count=run["pack_count"],
-                                     block_count=run["blocks_total"])
-            ctx = await self.context(conn, inp.run_id)
+                                     block_count=run["blocks_total"], mode=ctx.options.mode)
             blocks = await conn.fetch(
                 """select block_uid, block_index, est_tokens from blocks
                    where document_id = $1 order by block_index""",
@@ -89,7 +89,8 @@ class DbActivities:
             )
         activity.logger.info("run %s planned: %d blocks in %d packs", inp.run_id,
                              len(blocks), len(packs))
-        return PlanRunOutput(pack_count=len(packs), block_count=len(blocks))
+        return PlanRunOutput(pack_count=len(packs), block_count=len(blocks),
+                             mode=opts.mode)
 
     @activity.defn
     async def apply_results(self, inp: ApplyResultsInput) -> ApplyResultsOutput:

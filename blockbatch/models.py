@@ -32,6 +32,8 @@ class RunOptions(BaseModel):
     cache_ttl: CacheTtl = "5m"
     #: "sync": one Messages API call per pack; "batch": Message Batches at half price.
     mode: Literal["sync", "batch"] = "sync"
+    #: Batch-mode settings (polling, batch limits); ``None`` means the defaults.
+    batch: BatchOptions | None = None
 
 
 class Totals(BaseModel):
@@ -65,6 +67,8 @@ class RunInput(BaseModel):
     block_count: int = 0
     next_pack: int = 0
     totals: Totals = Field(default_factory=Totals)
+    #: Set in batch mode (``RunOptions.mode == "batch"``): the round reached.
+    batch: BatchRunState | None = None
 
 
 class RunProgress(BaseModel):
@@ -87,6 +91,8 @@ class RunProgress(BaseModel):
     cache_read_input_tokens: int
     cost_usd: float
     error: str | None = None
+    #: Batch mode only: round, provider batches and their request counts.
+    batch: BatchProgress | None = None
 
 
 class RunResult(BaseModel):
@@ -116,6 +122,7 @@ class PlanRunInput(BaseModel):
 class PlanRunOutput(BaseModel):
     pack_count: int
     block_count: int
+    mode: Literal["sync", "batch"] = "sync"
 
 
 class ProcessPackInput(BaseModel):
@@ -209,3 +216,122 @@ class FinishRunInput(BaseModel):
     run_id: str
     status: Literal["completed", "cancelled", "failed"]
     error: str | None = None
+
+
+# ---------------------------------------------------------------- provider batch mode
+
+
+class BatchOptions(BaseModel):
+    """Provider batch mode (``RunOptions(mode="batch")``): polling and batch limits.
+
+    The defaults suit real runs; tests shorten the polling interval.
+    """
+
+    #: First wait before looking at a submitted batch; doubles up to ``poll_max_s``.
+    poll_initial_s: float = Field(default=5.0, gt=0, le=3600)
+    poll_max_s: float = Field(default=300.0, gt=0, le=3600)
+    #: The API takes at most 100,000 requests and 256 MB per batch; a larger round is
+    #: submitted as several batches. The byte limit keeps a margin for the JSON framing.
+    max_requests_per_batch: int = Field(default=100_000, ge=1, le=100_000)
+    max_batch_bytes: int = Field(default=250_000_000, ge=10_000, le=256_000_000)
+    #: How often one pack is resubmitted after an errored (not invalid_request), expired
+    #: or externally canceled result before its blocks fail.
+    max_resubmits: int = Field(default=5, ge=0, le=50)
+
+
+class BatchRunState(BaseModel):
+    """RunWorkflow's batch-mode state, carried across continue-as-new."""
+
+    round: int = 1
+    opened: bool = False
+    options: BatchOptions = Field(default_factory=BatchOptions)
+
+
+class BatchCounts(BaseModel):
+    """Request counts of the provider batches of a round, as the API reports them."""
+
+    processing: int = 0
+    succeeded: int = 0
+    errored: int = 0
+    canceled: int = 0
+    expired: int = 0
+
+
+class BatchProgress(BaseModel):
+    """The batch part of the ``progress`` query."""
+
+    round: int
+    #: opening / submitting / processing / canceling / collecting / applying / done
+    phase: str
+    provider_batch_ids: list[str] = Field(default_factory=list)
+    requests: int = 0
+    counts: BatchCounts = Field(default_factory=BatchCounts)
+    #: Seconds until the next look at the batch, while waiting.
+    next_poll_s: float | None = None
+
+
+class OpenBatchRunInput(BaseModel):
+    run_id: str
+
+
+class OpenBatchRunOutput(BaseModel):
+    options: BatchOptions
+    requests: int
+    blocks: int
+    #: Blocks failed at once because they cannot fit the model's context window.
+    failed: int = 0
+
+
+class BatchRoundInput(BaseModel):
+    run_id: str
+    round: int
+
+
+class ProviderBatchRef(BaseModel):
+    part: int
+    provider_batch_id: str
+    requests: int
+
+
+class SubmitRoundOutput(BaseModel):
+    batches: list[ProviderBatchRef] = Field(default_factory=list)
+    requests: int = 0
+    #: The run stopped (cancel) before every part was submitted.
+    refused: bool = False
+
+
+class PollRoundOutput(BaseModel):
+    counts: BatchCounts
+    statuses: list[str]
+    ended: bool
+
+
+class CollectRoundOutput(BaseModel):
+    counts: BatchCounts
+    #: Calls, tokens and cost (batch prices) of the round, from the ledger.
+    totals: Totals
+
+
+class ApplyRoundInput(BaseModel):
+    run_id: str
+    round: int
+    max_block_attempts: int = 3
+    max_resubmits: int = 5
+    #: False once the run is stopping: apply what arrived, schedule nothing more.
+    schedule_next: bool = True
+
+
+class ApplyRoundOutput(BaseModel):
+    completed: int = 0
+    failed: int = 0
+    splits: int = 0
+    resubmitted: int = 0
+    next_requests: int = 0
+    next_blocks: int = 0
+    packs_done: int = 0
+    fatal_error: str | None = None
+
+
+RunOptions.model_rebuild()
+RunInput.model_rebuild()
+RunProgress.model_rebuild()

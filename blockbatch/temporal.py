@@ -12,6 +12,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
+from activities.batches import BatchActivities
 from activities.db import DbActivities
 from activities.llm import LlmActivities
 from blockbatch.settings import Settings
@@ -93,6 +94,7 @@ def build_worker(
 ) -> Worker:
     db_acts = DbActivities(pool)
     llm_acts = LlmActivities(pool, llm)
+    batch_acts = BatchActivities(pool, llm)
     return Worker(
         client,
         task_queue=task_queue,
@@ -105,6 +107,12 @@ def build_worker(
             db_acts.mark_run_cancelling,
             db_acts.finish_run,
             llm_acts.call_model,
+            batch_acts.open_batch_run,
+            batch_acts.submit_round,
+            batch_acts.poll_round,
+            batch_acts.cancel_round,
+            batch_acts.collect_round,
+            batch_acts.apply_round,
         ],
         max_concurrent_activities=max_concurrent_activities,
         max_concurrent_workflow_tasks=max_concurrent_workflow_tasks,

@@ -18,6 +18,7 @@ from temporalio.exceptions import ChildWorkflowError
 with workflow.unsafe.imports_passed_through():
     from activities.db import DbActivities
     from blockbatch.models import (
+        BatchRunState,
         FinishRunInput,
         MarkCancellingInput,
         PackOutcome,
@@ -27,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
         RunProgress,
         RunResult,
     )
+    from workflows.batch import BatchRounds
     from workflows.pack import DB_RETRY, DB_TIMEOUT, ProcessPackWorkflow
 
 PLAN_TIMEOUT = timedelta(minutes=5)
@@ -46,6 +48,7 @@ class RunWorkflow:
         self._cancel_requested = False
         self._fatal_error: str | None = None
         self._status = "planning"
+        self._batch: BatchRounds | None = None
 
     @workflow.signal
     def cancel(self) -> None:
@@ -76,6 +79,7 @@ class RunWorkflow:
             cache_read_input_tokens=t.cache_read_input_tokens,
             cost_usd=round(t.cost_usd, 6),
             error=self._fatal_error,
+            batch=self._batch.progress() if self._batch is not None else None,
         )
 
     @workflow.run
@@ -90,8 +94,16 @@ class RunWorkflow:
                 summary="plan_run: size packs from block and output estimates",
             )
             inp.pack_count, inp.block_count = plan.pack_count, plan.block_count
+            if plan.mode == "batch":
+                inp.batch = BatchRunState()
         self._status = "running"
         self._show()
+        if inp.batch is not None:
+            # Provider batch mode (workflows/batch.py): rounds of Message Batches replace
+            # the ProcessPack children; every planned pack goes into round 1.
+            self._batch = BatchRounds(inp, lambda: self._cancel_requested)
+            self._fatal_error = await self._batch.run()
+            inp.next_pack = inp.pack_count
 
         started_here = 0
         while inp.next_pack < inp.pack_count and not self._stopping():
@@ -109,7 +121,7 @@ class RunWorkflow:
                 # each paying for their own cache write.
                 await workflow.wait_condition(lambda: not self._running or self._stopping())
 
-        if self._stopping():
+        if self._stopping() and self._batch is None:
             await self._stop_children()
         await workflow.wait_condition(lambda: not self._running)
         if inp.next_pack < inp.pack_count and not self._stopping():

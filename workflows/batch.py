@@ -1,0 +1,245 @@
+"""Batch mode of RunWorkflow: rounds of Anthropic Message Batches, at half the price.
+
+RunWorkflow hands a ``mode="batch"`` run to :class:`BatchRounds`. Round 1 holds one
+request per planned pack. Each round is submitted as provider batches, waited for with
+durable timers (the interval doubles from ``poll_initial_s`` to ``poll_max_s``; a batch
+may take up to 24 h, and an expired request is simply resubmitted), its results are
+streamed into the ledger and applied, and whatever is unfinished (halves of truncated
+or mis-mapped packs, single-block retries, errored or expired requests) is round n + 1.
+A round's membership lives in Postgres; only the round number crosses Temporal, and it
+travels in ``RunInput.batch`` across continue-as-new. A cancel signal cancels the
+provider batches; results that did arrive are applied, the rest ends ``cancelled``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.batches import BATCH_REJECTED, BatchActivities
+    from activities.db import DbActivities
+    from activities.llm import API_KEY_REJECTED
+    from blockbatch.models import (
+        ApplyRoundInput,
+        BatchProgress,
+        BatchRoundInput,
+        MarkCancellingInput,
+        OpenBatchRunInput,
+        RunInput,
+    )
+    from workflows.pack import DB_RETRY, DB_TIMEOUT
+
+#: Creating a batch uploads up to 256 MB; API errors are retried, a refusal is not.
+SUBMIT_TIMEOUT = timedelta(hours=1)
+SUBMIT_HEARTBEAT = timedelta(minutes=1)
+SUBMIT_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=2),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(minutes=2),
+    maximum_attempts=20,
+    non_retryable_error_types=[API_KEY_REJECTED, BATCH_REJECTED],
+)
+#: Looking at, canceling and reading batches is harmless to repeat: retried until it works.
+API_TIMEOUT = timedelta(minutes=2)
+API_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=5),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(minutes=5),
+    maximum_attempts=0,
+    non_retryable_error_types=[API_KEY_REJECTED, BATCH_REJECTED],
+)
+#: Streaming and applying a round of many thousand results; heartbeats show progress.
+LONG_TIMEOUT = timedelta(hours=2)
+LONG_HEARTBEAT = timedelta(minutes=2)
+#: Past this many history events the run continues as new at the next round boundary.
+HISTORY_EVENTS_PER_RUN = 5000
+
+
+class BatchRounds:
+    """The batch-mode body of one RunWorkflow execution (deterministic workflow code)."""
+
+    def __init__(self, inp: RunInput, cancel_requested: Callable[[], bool]) -> None:
+        assert inp.batch is not None
+        self._inp = inp
+        self._state = inp.batch
+        self._cancel_requested = cancel_requested
+        self._marked_stopping = False
+        self._cancel_sent = False
+        self._progress = BatchProgress(round=self._state.round, phase="opening")
+
+    def progress(self) -> BatchProgress:
+        return self._progress.model_copy(deep=True)
+
+    async def run(self) -> str | None:
+        """Run rounds until nothing is left or the run stops; return a fatal error, if any."""
+        try:
+            return await self._rounds()
+        except ActivityError as err:
+            cause = err.cause
+            message = cause.message if isinstance(cause, ApplicationError) else str(err)
+            workflow.logger.error("batch mode stops the run: %s", message)
+            await self._stop(message)
+            return message
+
+    async def _rounds(self) -> str | None:
+        st, inp = self._state, self._inp
+        if not st.opened:
+            opened = await workflow.execute_activity_method(
+                BatchActivities.open_batch_run,
+                OpenBatchRunInput(run_id=inp.run_id),
+                start_to_close_timeout=LONG_TIMEOUT,
+                retry_policy=DB_RETRY,
+                summary="open_batch_run: round 1 is one request per planned pack",
+            )
+            st.options, st.opened = opened.options, True
+            inp.totals.blocks_failed += opened.failed
+        while True:
+            self._progress = BatchProgress(round=st.round, phase="submitting")
+            self._cancel_sent = False
+            self._show()
+            if self._cancel_requested():
+                await self._stop("cancel requested")
+                return None
+            ref = BatchRoundInput(run_id=inp.run_id, round=st.round)
+            submitted = await workflow.execute_activity_method(
+                BatchActivities.submit_round, ref,
+                start_to_close_timeout=SUBMIT_TIMEOUT,
+                heartbeat_timeout=SUBMIT_HEARTBEAT,
+                retry_policy=SUBMIT_RETRY,
+                summary=f"submit_round {st.round}: Message Batches built from Postgres",
+            )
+            self._progress.provider_batch_ids = [b.provider_batch_id for b in submitted.batches]
+            self._progress.requests = submitted.requests
+            if submitted.batches:
+                await self._wait(ref)
+                fatal = await self._collect_and_apply(ref)
+                if fatal:
+                    await self._stop(fatal)
+                    return fatal
+            if self._cancel_requested() or submitted.refused:
+                await self._stop("cancel requested")
+                return None
+            if st.round == ref.round:
+                self._progress.phase = "done"
+                self._show()
+                return None
+            if workflow.info().get_current_history_length() > HISTORY_EVENTS_PER_RUN:
+                workflow.continue_as_new(inp)
+
+    async def _wait(self, ref: BatchRoundInput) -> None:
+        """Durable timers between looks at the batches, until every one has ended."""
+        options = self._state.options
+        interval = options.poll_initial_s
+        while True:
+            if self._cancel_requested() and not self._cancel_sent:
+                await self._stop("cancel requested")
+                interval = options.poll_initial_s
+            self._progress.phase = "canceling" if self._cancel_sent else "processing"
+            self._progress.next_poll_s = interval
+            self._show()
+            try:
+                await workflow.wait_condition(
+                    lambda: self._cancel_requested() and not self._cancel_sent,
+                    timeout=timedelta(seconds=interval),
+                    timeout_summary=f"wait {interval:g} s for batch round {ref.round}",
+                )
+                continue  # a cancel arrived: cancel the batches before looking again
+            except TimeoutError:
+                pass
+            polled = await workflow.execute_activity_method(
+                BatchActivities.poll_round, ref,
+                start_to_close_timeout=API_TIMEOUT,
+                retry_policy=API_RETRY,
+                summary=f"poll_round {ref.round}",
+            )
+            self._progress.counts = polled.counts
+            if polled.ended:
+                self._progress.next_poll_s = None
+                return
+            interval = min(interval * 2, options.poll_max_s)
+
+    async def _collect_and_apply(self, ref: BatchRoundInput) -> str | None:
+        """Results into the ledger, then applied; returns a fatal error, if any."""
+        inp, st = self._inp, self._state
+        self._progress.phase = "collecting"
+        self._show()
+        collected = await workflow.execute_activity_method(
+            BatchActivities.collect_round, ref,
+            start_to_close_timeout=LONG_TIMEOUT,
+            heartbeat_timeout=LONG_HEARTBEAT,
+            retry_policy=API_RETRY,
+            summary=f"collect_round {ref.round}: results into the ledger",
+        )
+        t = collected.totals
+        for name in ("calls", "input_tokens", "output_tokens", "cache_creation_input_tokens",
+                     "cache_read_input_tokens", "cost_usd"):
+            setattr(inp.totals, name, getattr(inp.totals, name) + getattr(t, name))
+        self._progress.phase = "applying"
+        self._show()
+        applied = await workflow.execute_activity_method(
+            BatchActivities.apply_round,
+            ApplyRoundInput(run_id=inp.run_id, round=ref.round,
+                            max_block_attempts=inp.max_block_attempts,
+                            max_resubmits=st.options.max_resubmits,
+                            schedule_next=not self._cancel_requested()),
+            start_to_close_timeout=LONG_TIMEOUT,
+            heartbeat_timeout=LONG_HEARTBEAT,
+            retry_policy=DB_RETRY,
+            summary=f"apply_round {ref.round}: validate by block_uid, plan round "
+                    f"{ref.round + 1}",
+        )
+        inp.totals.blocks_done += applied.completed
+        inp.totals.blocks_failed += applied.failed
+        inp.totals.splits += applied.splits
+        inp.totals.packs_done = applied.packs_done
+        if applied.next_requests and not applied.fatal_error:
+            st.round += 1
+        return applied.fatal_error
+
+    async def _stop(self, reason: str) -> None:
+        """No new batch may start; cancel the current round's batches (once)."""
+        if not self._marked_stopping:
+            await workflow.execute_activity_method(
+                DbActivities.mark_run_cancelling,
+                MarkCancellingInput(run_id=self._inp.run_id, reason=reason),
+                start_to_close_timeout=DB_TIMEOUT,
+                retry_policy=DB_RETRY,
+                summary="mark_run_cancelling: no new batch may be created",
+            )
+            self._marked_stopping = True
+        if self._cancel_sent:
+            return
+        self._cancel_sent = True
+        if not self._progress.provider_batch_ids:
+            return
+        self._progress.phase = "canceling"
+        try:
+            polled = await workflow.execute_activity_method(
+                BatchActivities.cancel_round,
+                BatchRoundInput(run_id=self._inp.run_id, round=self._progress.round),
+                start_to_close_timeout=API_TIMEOUT,
+                retry_policy=API_RETRY,
+                summary=f"cancel_round {self._progress.round}: cancel the provider batches",
+            )
+            self._progress.counts = polled.counts
+        except ActivityError as err:
+            workflow.logger.error("could not cancel the provider batches: %s", err.cause)
+        self._show()
+
+    def _show(self) -> None:
+        p, t, inp = self._progress, self._inp.totals, self._inp
+        c = p.counts
+        ids = ", ".join(p.provider_batch_ids) or "none yet"
+        poll = f" · next look in {p.next_poll_s:g} s" if p.next_poll_s else ""
+        workflow.set_current_details(
+            f"**batch round {p.round}: {p.phase}** · batches {ids} · {p.requests} requests: "
+            f"{c.processing} processing, {c.succeeded} succeeded, {c.errored} errored, "
+            f"{c.expired} expired, {c.canceled} canceled{poll} · blocks "
+            f"{t.blocks_done}/{inp.block_count} done, {t.blocks_failed} failed · "
+            f"{t.calls} calls · {t.splits} splits · ${t.cost_usd:.4f} at batch prices"
+        )
