@@ -1,0 +1,97 @@
+"""starter.py run / watch / status / list / cancel / calls, as a subprocess on the real stack."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+from tests.conftest import Stack
+from tests.starter_fixtures import Cli, cli  # noqa: F401 - the fixture
+
+
+async def test_run_follows_to_a_summary_and_lists_its_calls(cli: Cli, bbstack: Stack) -> None:
+    async with bbstack.worker():
+        run = await cli("run", cli.doc(60), "--schema", cli.schema(), "--pack-size", "10")
+    assert run.code == 0, run.err
+    run_id = run.run_id
+    for text in ("completed", "60 ok · 0 failed · 0 cancelled · 60 total", "calls for 60 blocks",
+                 "cache read", "cache hits", "one call per block, no caching",
+                 f"/workflows/run-{run_id}", f"BlockbatchRunId%20%3D%20%22{run_id}%22"):
+        assert text in run.out, (text, run.out)
+
+    status = await cli("status", run_id)
+    assert status.code == 0 and "completed" in status.out and "doc.md" in status.out
+    listed = await cli("list")
+    assert listed.code == 0 and run_id in listed.out
+
+    calls = await cli("calls", run_id)
+    assert calls.code == 0, calls.err
+    n_calls = await bbstack.pool.fetchval("select count(*) from llm_calls where run_id = $1",
+                                          run_id)
+    assert n_calls == 6
+    for pack in range(6):
+        assert f"run-{run_id}/pack-{pack}" in calls.out
+    assert "tool_use" in calls.out and "showing calls 1-6 of 6" in calls.out
+    as_json = (await cli("calls", run_id, "--json", "--pack", "2")).json()
+    assert [c["pack_path"] for c in as_json["calls"]] == ["2"]
+    assert as_json["calls"][0]["workflow_id"] == f"run-{run_id}/pack-2"
+
+
+async def test_no_wait_then_watch_and_json_summary(cli: Cli, bbstack: Stack) -> None:
+    started = await cli("run", cli.doc(30), "--schema", cli.schema(), "--no-wait", "--json",
+                        "--no-batching")
+    assert started.code == 0, started.err
+    info = started.json()
+    assert info["status"] == "started" and info["blocks"] == 30
+    run_id = info["run_id"]
+    # No worker polls yet: the run waits, and status says so.
+    status = await cli("status", run_id, "--json")
+    assert status.json()["run"]["status"] in ("created", "planning", "running")
+    async with bbstack.worker():
+        watched = await cli("watch", run_id, "--json")
+    assert watched.code == 0, watched.err
+    summary = watched.json()
+    assert summary["status"] == "completed" and summary["run_id"] == run_id
+    assert summary["calls"] == 30 and summary["blocks_ai_complete"] == 30
+    assert summary["temporal_ui"]["run"].endswith(f"run-{run_id}")
+    again = await cli("watch", run_id)  # a finished run: just the summary
+    assert again.code == 0 and "completed" in again.out
+
+
+async def test_ctrl_c_detaches_then_cancel_and_watch_end_cancelled(
+    cli: Cli, bbstack: Stack
+) -> None:
+    bbstack.sim.scenario(speed_factor=1.0, latency={"ttft_ms": 300, "per_output_token_ms": 0})
+    async with bbstack.worker():
+        proc = await cli.start("run", cli.doc(120), "--schema", cli.schema(),
+                               "--pack-size", "4", "--max-concurrent-packs", "2")
+        assert proc.stdout is not None
+        seen = ""
+        while "blocks (" not in seen:  # a progress line: the follower is live
+            line = await asyncio.wait_for(proc.stdout.readline(), 60)
+            assert line, seen
+            seen += line.decode()
+        proc.send_signal(signal.SIGINT)
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 0, err
+        run_id = cli_run_id(seen)
+        assert "detached" in err.decode()
+        assert f"watch {run_id}" in err.decode() and f"cancel {run_id}" in err.decode()
+        status = await bbstack.pool.fetchval("select status from runs where run_id = $1",
+                                             run_id)
+        assert status in ("planning", "running")  # detaching left it running
+
+        cancel = await cli("cancel", run_id)
+        assert cancel.code == 0 and "cancel requested" in cancel.out
+        watched = await cli("watch", run_id)
+    assert watched.code == 1, watched.err
+    assert "cancelled" in watched.out
+    row = await bbstack.pool.fetchrow(
+        "select status, blocks_cancelled from runs where run_id = $1", run_id)
+    assert row["status"] == "cancelled" and row["blocks_cancelled"] > 0
+    late = await cli("cancel", run_id)
+    assert late.code == 0 and "already cancelled" in late.out
+
+
+def cli_run_id(out: str) -> str:
+    return out.split("started run ", 1)[1].split(":", 1)[0]
