@@ -31,6 +31,11 @@ API_KEY_REJECTED = "ApiKeyRejected"
 RETRYABLE = "ClaudeUnavailable"
 _HEARTBEAT_EVERY_S = 5.0
 _ACTIVE_STATUSES = ("created", "planning", "running")
+#: Postgres is unreachable for now (restarting, connection lost): worth waiting for.
+_DB_UNAVAILABLE = (OSError, TimeoutError, asyncpg.InterfaceError,
+                   asyncpg.PostgresConnectionError, asyncpg.OperatorInterventionError)
+#: How long a received (paid) answer waits for Postgres before the activity gives up.
+_RECORD_PATIENCE_S = 300.0
 
 
 def _usage_of(message: dict[str, Any]) -> Usage:
@@ -181,22 +186,57 @@ class LlmActivities:
         started = time.monotonic()
         heartbeat = asyncio.create_task(_heartbeat_forever())
         try:
-            raw = await self.client.messages.with_raw_response.create(**request)
-            message = (await raw.parse()).model_dump(mode="json")
-            request_id = raw.headers.get("request-id")
-        except anthropic.APIStatusError as err:
-            return await self._record_error(call_id, uids, err, started)
-        except anthropic.APIConnectionError as err:
-            await self._finish_failed(call_id, None, type(err).__name__, str(err), None, started)
-            raise ApplicationError(
-                f"could not reach Claude ({type(err).__name__}); will retry",
-                type=RETRYABLE,
-            ) from None
+            try:
+                raw = await self.client.messages.with_raw_response.create(**request)
+                message = (await raw.parse()).model_dump(mode="json")
+                request_id = raw.headers.get("request-id")
+            except anthropic.APIStatusError as err:
+                return await self._record_error(call_id, uids, err, started)
+            except anthropic.APIConnectionError as err:
+                await self._finish_failed(call_id, None, type(err).__name__, str(err), None,
+                                          started)
+                raise ApplicationError(
+                    f"could not reach Claude ({type(err).__name__}); will retry",
+                    type=RETRYABLE,
+                ) from None
+            # Still heartbeating: the ledger write may have to wait for Postgres.
+            return await self._record_answer(ctx, call_id, message, request_id, started)
         finally:
             heartbeat.cancel()
+
+    async def _record_answer(
+        self, ctx: RunContext, call_id: int, message: dict[str, Any], request_id: str | None,
+        started: float,
+    ) -> CallModelOutput:
+        """Write a received answer to the ledger, waiting out a Postgres outage.
+
+        The answer is already paid for: failing the activity here would make its retry call
+        Claude again, so a lost connection (Postgres restarting) is retried in place.
+        """
         usage = _usage_of(message)
         cost = cost_usd(ctx.model, usage)
         latency_ms = int((time.monotonic() - started) * 1000)
+        deadline = time.monotonic() + _RECORD_PATIENCE_S
+        delay = 0.5
+        while True:
+            try:
+                row = await self._write_answer(call_id, message, request_id, usage, cost,
+                                               latency_ms)
+                return self._summary(row, reused=False)
+            except _DB_UNAVAILABLE as exc:
+                if time.monotonic() + delay > deadline:
+                    raise
+                activity.logger.warning(
+                    "cannot record the answer of call %s yet (%s); retrying in %.1fs",
+                    call_id, type(exc).__name__, delay,
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    async def _write_answer(
+        self, call_id: int, message: dict[str, Any], request_id: str | None, usage: Usage,
+        cost: float, latency_ms: int,
+    ) -> asyncpg.Record:
         async with self.pool.acquire() as conn:
             try:
                 row = await conn.fetchrow(
@@ -225,7 +265,7 @@ class LlmActivities:
                 )
                 raise ApplicationError("pack attempt answered twice; retrying to reuse the "
                                        "recorded answer", type=RETRYABLE) from None
-        return self._summary(row, reused=False)
+        return row
 
     async def _record_error(
         self, call_id: int, uids: list[str], err: anthropic.APIStatusError, started: float
