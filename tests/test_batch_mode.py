@@ -7,6 +7,7 @@ from typing import Any
 
 from blockbatch.models import BatchOptions, RunOptions, RunResult
 from blockbatch.registry import Usage, cost_usd, get_model
+from blockbatch.temporal import anthropic_client
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
 
@@ -117,3 +118,148 @@ async def test_batch_mode_gives_the_same_overlays_as_sync_at_batch_prices(bbstac
     assert all(c["cache_read_input_tokens"] > 0 for c in calls[1:])
     assert batch.cost_usd < sync.cost_usd
     await assert_paid_once(bbstack, batch_id)
+
+
+async def test_truncated_and_skipped_results_are_halved_into_a_second_round(
+    bbstack: Stack,
+) -> None:
+    bbstack.sim.scenario(batch={"processing_delay_s": 0.5}, seed=4,
+                         faults={"truncate": 0.4, "skip_block": 0.05})
+    run_id, result = await run_batch(bbstack, 60, pack_size=12)
+    assert result.status == "completed"
+    assert result.blocks_ai_complete == 60
+    assert result.split_events > 0
+    rows = await overlays(bbstack, run_id)
+    assert_true_to_content(rows)
+    batches = await provider_batches(bbstack, run_id)
+    rounds = [b["round"] for b in batches]
+    assert rounds == list(range(1, max(rounds) + 1)), "one provider batch per round"
+    assert max(rounds) >= 2
+    # The halves of round 1 went into round 2 under their own pack paths.
+    halves = await bbstack.pool.fetch(
+        "select pack_path, pack_attempt from batch_requests where run_id = $1 and round = 2",
+        run_id,
+    )
+    assert halves and all("." in h["pack_path"] or h["pack_attempt"] > 1 for h in halves)
+    reasons = " ".join(r["reason"] for r in await bbstack.pool.fetch(
+        "select reason from split_events where run_id = $1", run_id))
+    assert "max_tokens" in reasons
+    # Splits do not consume attempts: a block done after halving was charged once.
+    assert max(r["attempt_count"] for r in rows) <= 2
+    await assert_paid_once(bbstack, run_id)
+
+
+async def test_errored_and_expired_requests_are_resubmitted_without_losing_blocks(
+    bbstack: Stack,
+) -> None:
+    bbstack.sim.scenario(batch={"processing_delay_s": 0.3, "errored_rate": 0.3,
+                                "expired_rate": 0.2}, seed=5)
+    run_id, result = await run_batch(bbstack, 60, pack_size=6)
+    assert result.status == "completed"
+    assert result.blocks_ai_complete == 60
+    kinds = {r["error_type"]: r["n"] for r in await bbstack.pool.fetch(
+        """select error_type, count(*) as n from llm_calls
+           where run_id = $1 and status = 'failed' group by error_type""", run_id)}
+    assert kinds.get("api_error", 0) > 0 and kinds.get("expired", 0) > 0, kinds
+    assert len(await provider_batches(bbstack, run_id)) >= 2
+    # Resubmissions are new pack attempts of the same pack path, and cost no block attempt.
+    resubmitted = await bbstack.pool.fetchval(
+        "select count(*) from batch_requests where run_id = $1 and resubmits > 0", run_id
+    )
+    assert resubmitted > 0
+    rows = await overlays(bbstack, run_id)
+    assert all(r["attempt_count"] == 1 for r in rows)
+    assert_true_to_content(rows)
+    await assert_paid_once(bbstack, run_id)
+
+
+async def test_round_larger_than_the_batch_limit_is_split_into_several_batches(
+    bbstack: Stack,
+) -> None:
+    bbstack.sim.scenario(batch={"processing_delay_s": 0.2})
+    options = FAST.model_copy(update={"max_requests_per_batch": 3})
+    run_id, result = await run_batch(bbstack, 50, pack_size=5, batch=options)
+    assert result.status == "completed" and result.blocks_ai_complete == 50
+    batches = await provider_batches(bbstack, run_id)
+    assert [(b["round"], b["part"], b["request_count"]) for b in batches] == [
+        (1, 0, 3), (1, 1, 3), (1, 2, 3), (1, 3, 1)]
+    assert len({b["provider_batch_id"] for b in batches}) == 4
+    await assert_paid_once(bbstack, run_id)
+
+
+async def wait_for_batch(s: Stack, run_id: str, timeout_s: float = 30) -> dict[str, Any]:
+    """The first provider batch of the run, once it has an id."""
+    for _ in range(int(timeout_s / 0.1)):
+        row = await s.pool.fetchrow(
+            """select * from provider_batches where run_id = $1
+               and provider_batch_id is not null order by round, part limit 1""", run_id,
+        )
+        if row is not None:
+            return dict(row)
+        await asyncio.sleep(0.1)
+    raise AssertionError("no provider batch was submitted")
+
+
+async def test_cancel_while_processing_cancels_the_provider_batch(bbstack: Stack) -> None:
+    bbstack.sim.scenario(batch={"processing_delay_s": 120})
+    run_id = await start(bbstack, 30, pack_size=5)
+    async with bbstack.worker():
+        pb = await wait_for_batch(bbstack, run_id)
+        progress = await bbstack.bb.progress(run_id)
+        for _ in range(50):
+            if progress.batch and progress.batch.phase == "processing":
+                break
+            await asyncio.sleep(0.1)
+            progress = await bbstack.bb.progress(run_id)
+        assert progress.batch is not None
+        assert progress.batch.phase == "processing"
+        assert progress.batch.provider_batch_ids == [pb["provider_batch_id"]]
+        assert progress.batch.requests == 6
+        await bbstack.bb.cancel(run_id)
+        result = await bbstack.bb.wait(run_id)
+    assert result.status == "cancelled"
+    assert result.blocks_cancelled == 30 and result.blocks_ai_complete == 0
+
+    client = anthropic_client(bbstack.settings)
+    batch = await client.messages.batches.retrieve(pb["provider_batch_id"])
+    assert batch.processing_status in ("canceling", "ended")
+    assert batch.cancel_initiated_at is not None
+    if batch.processing_status == "ended":
+        assert batch.request_counts.canceled == 6
+    [row] = await provider_batches(bbstack, run_id)
+    assert row["status"] == "ended" and row["canceled"] == 6
+    assert row["cancel_requested_at"] is not None
+    # Every submitted request is closed in the ledger; no new batch after the cancel.
+    ledger = await bbstack.pool.fetch(
+        "select status, error_type from llm_calls where run_id = $1", run_id
+    )
+    assert {(r["status"], r["error_type"]) for r in ledger} == {("abandoned", "canceled")}
+    assert len(await provider_batches(bbstack, run_id)) == 1
+    rows = await overlays(bbstack, run_id)
+    assert {r["status"] for r in rows} == {"cancelled"}
+    await client.close()
+
+
+async def test_worker_restart_while_waiting_resumes_polling_without_resubmitting(
+    bbstack: Stack,
+) -> None:
+    bbstack.sim.scenario(batch={"processing_delay_s": 2.0}, seed=6, faults={"truncate": 0.3})
+    run_id = await start(bbstack, 40, pack_size=8)
+    async with bbstack.worker():
+        await wait_for_batch(bbstack, run_id)
+    # No worker while the batch is processing; the workflow is waiting on a durable timer.
+    await asyncio.sleep(2.5)
+    async with bbstack.worker():
+        result = await bbstack.bb.wait(run_id)
+    assert result.status == "completed" and result.blocks_ai_complete == 40
+    batches = await provider_batches(bbstack, run_id)
+    assert [b["round"] for b in batches] == list(range(1, len(batches) + 1))
+    assert all(b["submit_attempts"] == 1 for b in batches)
+    client = anthropic_client(bbstack.settings)
+    listed = [b async for b in client.messages.batches.list(limit=100)]
+    await client.close()
+    ours = {b["provider_batch_id"] for b in batches}
+    assert ours <= {b.id for b in listed}
+    assert len(listed) == len(ours), "the simulator holds no batch we did not record"
+    await assert_paid_once(bbstack, run_id)
+
