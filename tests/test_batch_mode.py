@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from blockbatch.models import BatchOptions, RunOptions, RunResult
 from blockbatch.registry import Usage, cost_usd, get_model
 from blockbatch.temporal import anthropic_client
@@ -263,3 +265,22 @@ async def test_worker_restart_while_waiting_resumes_polling_without_resubmitting
     assert len(listed) == len(ours), "the simulator holds no batch we did not record"
     await assert_paid_once(bbstack, run_id)
 
+
+
+async def test_rounds_continue_as_new_with_their_state(
+    bbstack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import workflows.batch
+
+    monkeypatch.setattr(workflows.batch, "HISTORY_EVENTS_PER_RUN", 1)
+    bbstack.sim.scenario(batch={"processing_delay_s": 0.2}, seed=7, faults={"truncate": 0.5})
+    run_id, result = await run_batch(bbstack, 40, pack_size=10)
+    assert result.status == "completed" and result.blocks_ai_complete == 40
+    rounds = await bbstack.pool.fetchval(
+        "select max(round) from provider_batches where run_id = $1", run_id)
+    assert rounds >= 2
+    history = await bbstack.bb.handle(run_id).fetch_history()
+    started = history.events[0].workflow_execution_started_event_attributes
+    assert started.continued_execution_run_id, "the last round ran in a continued run"
+    assert started.input.payloads  # RunInput carried the round across
+    await assert_paid_once(bbstack, run_id)
