@@ -6,33 +6,41 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING
 
 from temporalio.client import Client
-from temporalio.service import RPCError, RPCStatusCode
 
-from blockbatch.api.errors import BAD_INPUT, UNAVAILABLE, NotFound
 from blockbatch.cli.console import Console
-from blockbatch.cli.inspect import cmd_calls, cmd_list, cmd_status
 from blockbatch.cli.parser import build_parser
-from blockbatch.cli.review import cmd_confirm, cmd_export, cmd_review
-from blockbatch.cli.run import cmd_cancel, cmd_run, cmd_watch
-from blockbatch.cli.session import Session
 from blockbatch.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from blockbatch.cli.session import Session
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_UNAVAILABLE = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED = 130
 
-Command = Callable[[argparse.Namespace, Session], Awaitable[int]]
-COMMANDS: dict[str, Command] = {
-    "run": cmd_run, "watch": cmd_watch, "status": cmd_status, "list": cmd_list,
-    "cancel": cmd_cancel, "review": cmd_review, "confirm": cmd_confirm, "export": cmd_export,
-    "calls": cmd_calls,
-}
+Command = Callable[[argparse.Namespace, "Session"], Awaitable[int]]
+#: Command -> module of its ``cmd_<command>``; imported on use so `--help` stays quick.
+COMMANDS = {"run": "run", "watch": "run", "cancel": "run", "status": "inspect",
+            "list": "inspect", "calls": "inspect", "review": "review", "confirm": "review",
+            "export": "review"}
+
+
+def command(name: str) -> Command:
+    module = importlib.import_module(f"blockbatch.cli.{COMMANDS[name]}")
+    handler: Command = getattr(module, f"cmd_{name}")
+    return handler
 
 
 def classify(exc: BaseException, settings: Settings) -> tuple[int, str] | None:
     """(exit code, one-line message) for errors a user can cause or fix; None for bugs."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from blockbatch.api.errors import BAD_INPUT, UNAVAILABLE, NotFound
+
     if isinstance(exc, UNAVAILABLE):
         return EXIT_UNAVAILABLE, str(exc)
     if isinstance(exc, NotFound):
@@ -58,11 +66,13 @@ async def amain(argv: Sequence[str] | None = None, client: Client | None = None,
         args = build_parser().parse_args(argv)
     except SystemExit as exit_:  # --help, or a usage error already printed by argparse
         return int(exit_.code or 0)
+    from blockbatch.cli.session import Session
+
     con = Console(json_mode=args.json)
     settings = settings or load_settings()
     session = Session(settings, con, client)
     try:
-        return await COMMANDS[args.command](args, session)
+        return await command(args.command)(args, session)
     except Exception as exc:
         known = classify(exc, settings)
         if known is None:
