@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -183,10 +183,11 @@ def _api_error(err: anthropic.APIError, doing: str) -> ApplicationError:
     """Map an API failure to the error Temporal retries (or does not)."""
     if isinstance(err, anthropic.APIStatusError):
         status = err.status_code
-        body = err.body if isinstance(err.body, dict) else {}
-        error = body.get("error") if isinstance(body.get("error"), dict) else {}
-        text = f"{status} {error.get('type') or type(err).__name__}: " \
-               f"{error.get('message') or err.message}"
+        body: dict[str, Any] = err.body if isinstance(err.body, dict) else {}
+        raw = body.get("error")
+        error: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        text = (f"{status} {error.get('type') or type(err).__name__}: "
+                f"{error.get('message') or err.message}")
         if status in (401, 403):
             return ApplicationError(
                 f"the API key was rejected by Claude while {doing} ({text}); set a valid "
@@ -374,7 +375,7 @@ class BatchActivities:
 
     async def _parts(
         self, ctx: RunContext, inp: BatchRoundInput, options: BatchOptions
-    ) -> AsyncIterator[_Part]:
+    ) -> AsyncGenerator[_Part, None]:
         """The round's requests, streamed from Postgres, cut into parts by count and size.
 
         The order is fixed (pack_index, pack_path), so a retry cuts the same parts.

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from blockbatch.models import BatchOptions, RunOptions, RunResult
+from blockbatch.models import BatchOptions, RunOptions, RunProgress, RunResult
 from blockbatch.registry import Usage, cost_usd, get_model
 from blockbatch.temporal import anthropic_client
 from tests.conftest import Stack
@@ -202,19 +202,23 @@ async def wait_for_batch(s: Stack, run_id: str, timeout_s: float = 30) -> dict[s
     raise AssertionError("no provider batch was submitted")
 
 
+async def wait_for_phase(s: Stack, run_id: str, phase: str) -> RunProgress:
+    """The run's progress once its batch round is in ``phase``."""
+    for _ in range(100):
+        progress = await s.bb.progress(run_id)
+        if progress.batch is not None and progress.batch.phase == phase:
+            return progress
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"the batch round never reached {phase!r}: {progress.batch}")
+
+
 async def test_cancel_while_processing_cancels_the_provider_batch(bbstack: Stack) -> None:
     bbstack.sim.scenario(batch={"processing_delay_s": 120})
     run_id = await start(bbstack, 30, pack_size=5)
     async with bbstack.worker():
         pb = await wait_for_batch(bbstack, run_id)
-        progress = await bbstack.bb.progress(run_id)
-        for _ in range(50):
-            if progress.batch and progress.batch.phase == "processing":
-                break
-            await asyncio.sleep(0.1)
-            progress = await bbstack.bb.progress(run_id)
+        progress = await wait_for_phase(bbstack, run_id, "processing")
         assert progress.batch is not None
-        assert progress.batch.phase == "processing"
         assert progress.batch.provider_batch_ids == [pb["provider_batch_id"]]
         assert progress.batch.requests == 6
         await bbstack.bb.cancel(run_id)
@@ -249,6 +253,7 @@ async def test_worker_restart_while_waiting_resumes_polling_without_resubmitting
     run_id = await start(bbstack, 40, pack_size=8)
     async with bbstack.worker():
         await wait_for_batch(bbstack, run_id)
+        await wait_for_phase(bbstack, run_id, "processing")
     # No worker while the batch is processing; the workflow is waiting on a durable timer.
     await asyncio.sleep(2.5)
     async with bbstack.worker():
@@ -283,4 +288,25 @@ async def test_rounds_continue_as_new_with_their_state(
     started = history.events[0].workflow_execution_started_event_attributes
     assert started.continued_execution_run_id, "the last round ran in a continued run"
     assert started.input.payloads  # RunInput carried the round across
+    await assert_paid_once(bbstack, run_id)
+
+
+async def test_block_that_never_succeeds_fails_alone_after_its_attempts(bbstack: Stack) -> None:
+    doc = await bbstack.bb.ingest_bytes(markdown_doc(20), name="doc.md", fmt="markdown")
+    bad = f"{doc}:7"
+    bbstack.sim.scenario(batch={"processing_delay_s": 0.1}, always_skip_uids=[bad])
+    run_id, result = await run_batch(bbstack, 20, pack_size=10, max_block_attempts=2)
+    assert result.status == "completed"
+    assert (result.blocks_ai_complete, result.blocks_failed) == (19, 1)
+    row = await bbstack.pool.fetchrow(
+        """select status, attempt_count, last_error, pack_path from overlays
+           where run_id = $1 and block_uid = $2""", run_id, bad)
+    # Halving 10 -> 5 -> 3 -> 2 -> 1 cost no attempt; the lone block then had two.
+    assert row["status"] == "failed" and row["attempt_count"] == 2
+    assert "missing" in row["last_error"]
+    attempts = await bbstack.pool.fetch(
+        """select round, pack_attempt from batch_requests
+           where run_id = $1 and pack_path = $2 order by round""", run_id, row["pack_path"])
+    assert [a["pack_attempt"] for a in attempts] == [1, 2]
+    assert attempts[1]["round"] == attempts[0]["round"] + 1
     await assert_paid_once(bbstack, run_id)

@@ -128,7 +128,9 @@ class BatchRounds:
                 self._progress.phase = "done"
                 self._show()
                 return None
-            if workflow.info().get_current_history_length() > HISTORY_EVENTS_PER_RUN:
+            info = workflow.info()
+            if (info.get_current_history_length() > HISTORY_EVENTS_PER_RUN
+                    or info.is_continue_as_new_suggested()):
                 workflow.continue_as_new(inp)
 
     async def _wait(self, ref: BatchRoundInput) -> None:
