@@ -91,6 +91,6 @@ def stack_env(s: Stack) -> dict[str, str]:
     }
 
 
-@pytest.fixture
-def cli(bbstack: Stack, tmp_path: Path) -> Cli:
+@pytest.fixture(name="cli")
+def cli_fixture(bbstack: Stack, tmp_path: Path) -> Cli:
     return Cli(env=stack_env(bbstack), tmp=tmp_path, s=bbstack)

@@ -6,7 +6,7 @@ import asyncio
 
 from blockbatch.stack import free_port
 from tests.conftest import Stack
-from tests.starter_fixtures import Cli, cli  # noqa: F401 - the fixture
+from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
 
 COMMANDS = ["run", "status", "list", "cancel", "watch", "review", "confirm", "export", "calls"]
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from tests.conftest import Stack
 from tests.helpers import markdown_doc
-from tests.starter_fixtures import Cli, cli  # noqa: F401 - the fixture
+from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

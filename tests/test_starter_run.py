@@ -6,7 +6,7 @@ import asyncio
 import signal
 
 from tests.conftest import Stack
-from tests.starter_fixtures import Cli, cli  # noqa: F401 - the fixture
+from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
 
 
 async def test_run_follows_to_a_summary_and_lists_its_calls(cli: Cli, bbstack: Stack) -> None:
@@ -72,7 +72,7 @@ async def test_ctrl_c_detaches_then_cancel_and_watch_end_cancelled(
             assert line, seen
             seen += line.decode()
         proc.send_signal(signal.SIGINT)
-        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        _, err = await asyncio.wait_for(proc.communicate(), 60)
         assert proc.returncode == 0, err
         run_id = cli_run_id(seen)
         assert "detached" in err.decode()

@@ -29,8 +29,10 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
 from blockbatch import repo
-from blockbatch.api import reads, review
+from blockbatch.api import reads
+from blockbatch.api import review as review_ops
 from blockbatch.api.errors import BadRequest, NotFound, StackUnavailable, TemporalUnavailable
+from blockbatch.api.review import ConfirmOutcome, ExportSummary
 from blockbatch.db import create_pool
 from blockbatch.ingest import ParsedBlock, detect_format, parse_document
 from blockbatch.models import RunInput, RunOptions, RunProgress, RunResult
@@ -242,17 +244,17 @@ class Blockbatch:
 
     async def confirm(
         self, run_id: str, blocks: list[str] | None = None
-    ) -> review.ConfirmOutcome:
+    ) -> ConfirmOutcome:
         """Staging -> confirmed for ``blocks`` (uids or indexes), or all ai_complete blocks."""
-        return await review.confirm(self.pool, run_id, blocks)
+        return await review_ops.confirm(self.pool, run_id, blocks)
 
     async def export(
         self, run_id: str, out: str | Path | TextIO, *, staged: bool = False
-    ) -> review.ExportSummary:
+    ) -> ExportSummary:
         """JSONL, one line per block in order; a path also gets a ``.meta.json`` sidecar."""
         if isinstance(out, str | Path):
-            return await review.export_run_to_file(self.pool, run_id, out, staged=staged)
-        return await review.export_run(self.pool, run_id, out, staged=staged)
+            return await review_ops.export_run_to_file(self.pool, run_id, out, staged=staged)
+        return await review_ops.export_run(self.pool, run_id, out, staged=staged)
 
 
 def as_schema(source: SchemaSource, name: str | None = None) -> SchemaSpec:

@@ -64,7 +64,12 @@ async def ask(con: Console, interrupts: Interrupts) -> Literal["cancel", "detach
     loop = asyncio.get_running_loop()
     answer: asyncio.Future[str] = loop.create_future()
     fd = sys.stdin.fileno()
-    loop.add_reader(fd, lambda: answer.done() or answer.set_result(sys.stdin.readline()))
+
+    def on_input() -> None:
+        if not answer.done():
+            answer.set_result(sys.stdin.readline())
+
+    loop.add_reader(fd, on_input)
     interrupts.event.clear()
     try:
         await _first(answer, interrupts.event)
@@ -118,9 +123,9 @@ async def follow(bb: Blockbatch, run_id: str, con: Console) -> Literal["finished
         view.close()
         if not done.done():
             done.cancel()
-    if (err := done.exception()) is not None and isinstance(err, RPCError) \
-            and err.status in _LOST:
-        raise err
+    failure = done.exception()
+    if isinstance(failure, RPCError) and failure.status in _LOST:
+        raise failure
     return "finished"
 
 
