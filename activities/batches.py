@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -70,6 +71,8 @@ BATCH_CACHE_TTL: Literal["1h"] = "1h"
 _ACTIVE_STATUSES = ("created", "planning", "running")
 _HEARTBEAT_EVERY_S = 5.0
 _FLUSH_EVERY = 200
+#: Pack attempts read per query while building a batch.
+_PAGE_REQUESTS = 200
 #: Clock skew allowed between us and the provider when looking for an orphan batch.
 _ORPHAN_SKEW = timedelta(minutes=2)
 _ORPHAN_MAX_SCANNED = 2000
@@ -238,7 +241,6 @@ class BatchActivities:
         self.client = client
         self._db = DbActivities(pool)
         self._contexts: dict[str, RunContext] = {}
-        self._progress = ""
 
     async def _context(self, conn: asyncpg.Connection, run_id: str) -> RunContext:
         ctx = self._contexts.get(run_id)
@@ -376,39 +378,44 @@ class BatchActivities:
     async def _parts(
         self, ctx: RunContext, inp: BatchRoundInput, options: BatchOptions
     ) -> AsyncGenerator[_Part, None]:
-        """The round's requests, streamed from Postgres, cut into parts by count and size.
+        """The round's requests, read from Postgres a page at a time, cut into parts.
 
-        The order is fixed (pack_index, pack_path), so a retry cuts the same parts.
+        The order is fixed (pack_index, pack_path), so a retry cuts the same parts. No
+        connection is held while a part is being submitted.
         """
         part = _Part(0)
-        pack: list[asyncpg.Record] = []
-        async with self.pool.acquire() as conn, conn.transaction(readonly=True):
-            rows = conn.cursor(
-                """select r.custom_id, r.max_tokens, b.block_uid, b.block_type,
-                          b.block_content
-                   from batch_requests r
-                   cross join lateral unnest(r.block_uids) with ordinality as u(uid, ord)
-                   join blocks b on b.block_uid = u.uid
-                   where r.run_id = $1 and r.round = $2
-                   order by r.pack_index, r.pack_path, u.ord""",
-                inp.run_id, inp.round, prefetch=1000,
-            )
-            async for row in _with_end(rows):
-                if pack and (row is None or row["custom_id"] != pack[0]["custom_id"]):
-                    item, stored = self._request(ctx, pack)
-                    size = len(json.dumps(item, ensure_ascii=False).encode()) + 1
-                    if part.requests and (
-                        len(part.requests) >= options.max_requests_per_batch
-                        or part.nbytes + size > options.max_batch_bytes
-                    ):
-                        yield part
-                        part = _Part(part.index + 1)
-                    part.requests.append(item)
-                    part.stored.append(stored)
-                    part.nbytes += size
-                    pack = []
-                if row is not None:
-                    pack.append(row)
+        after: tuple[int, str] = (-1, "")
+        while True:
+            async with self.pool.acquire() as conn:
+                rows = await conn.fetch(
+                    """with page as (
+                           select custom_id, pack_index, pack_path, max_tokens, block_uids
+                           from batch_requests
+                           where run_id = $1 and round = $2 and (pack_index, pack_path) > ($3, $4)
+                           order by pack_index, pack_path limit $5)
+                       select p.custom_id, p.pack_index, p.pack_path, p.max_tokens,
+                              b.block_uid, b.block_type, b.block_content
+                       from page p
+                       cross join lateral unnest(p.block_uids) with ordinality as u(uid, ord)
+                       join blocks b on b.block_uid = u.uid
+                       order by p.pack_index, p.pack_path, u.ord""",
+                    inp.run_id, inp.round, *after, _PAGE_REQUESTS,
+                )
+            if not rows:
+                break
+            for _, group in itertools.groupby(rows, key=lambda r: r["custom_id"]):
+                item, stored = self._request(ctx, list(group))
+                size = len(json.dumps(item, ensure_ascii=False).encode()) + 1
+                if part.requests and (
+                    len(part.requests) >= options.max_requests_per_batch
+                    or part.nbytes + size > options.max_batch_bytes
+                ):
+                    yield part
+                    part = _Part(part.index + 1)
+                part.requests.append(item)
+                part.stored.append(stored)
+                part.nbytes += size
+            after = (rows[-1]["pack_index"], rows[-1]["pack_path"])
         if part.requests:
             yield part
 
@@ -888,13 +895,6 @@ class BatchActivities:
                 f"{decision.step}: {decision.reason}"[:1000] if decision.reason
                 else decision.step,
             )
-
-
-async def _with_end(rows: Any) -> AsyncIterator[asyncpg.Record | None]:
-    """The rows, then ``None``: lets the caller finish its last group inside the loop."""
-    async for row in rows:
-        yield row
-    yield None
 
 
 async def _heartbeat_forever(status: list[str]) -> None:
