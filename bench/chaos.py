@@ -1,0 +1,389 @@
+"""Chaos run: prove that a crash or a misbehaving model never loses, duplicates or pays twice.
+
+One command::
+
+    .venv/bin/python bench/chaos.py [--blocks 1000] [--seed 1]
+
+It starts its own throw-away stack on free ports (embedded Postgres, a file-backed
+Temporal dev server, the simulated Claude, two ``python worker.py`` processes), runs the
+document once without faults (the reference), then runs it again while it injects, on a
+schedule drawn from the seed:
+
+* workers SIGKILLed and restarted (one of two; both at once);
+* the Temporal dev server stopped and restarted (its history stays in its SQLite file);
+* Postgres stopped (cleanly, and crash-like with ``-m immediate``) and restarted;
+* the simulator answering 429 (with retry-after), 529, 500, hanging past the client's
+  timeout, truncating output, skipping / duplicating / inventing block_uids and sending
+  malformed tool input, at the rates below (``--set faults.truncate=0.1`` to change one).
+
+Then it checks the invariants from Postgres, the ledger and the simulator's request log
+(see ``bench/chaos_check.py``), prints one table and saves it to
+``bench/results/chaos.json``. Exit status 1 when an invariant is broken.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import asyncpg  # noqa: E402
+
+from bench.chaos_check import (  # noqa: E402
+    check_run,
+    fault_free_reference,
+    install_audit,
+    violations,
+)
+from bench.chaos_stack import ChaosStack, chaos_document, chaos_schema  # noqa: E402
+from blockbatch.api import Blockbatch  # noqa: E402
+from blockbatch.db import create_pool  # noqa: E402
+from blockbatch.models import RunOptions  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results" / "chaos.json"
+
+#: The simulator's misbehaviour during the chaos run (per request, or per block for the
+#: uid faults). The latency makes the run last long enough to be disturbed.
+DEFAULT_SCENARIO: dict[str, Any] = {
+    "speed_factor": 0.5,
+    "latency": {"ttft_ms": 500, "per_output_token_ms": 12},
+    "errors": {"rate_429": 0.04, "rate_529": 0.04, "rate_500": 0.03, "retry_after_s": 1,
+               "rate_timeout": 0.015, "timeout_s": 30},
+    "faults": {"truncate": 0.05, "malformed_tool_input": 0.03, "skip_block": 0.004,
+               "duplicate_uid": 0.004, "unknown_uid": 0.004},
+}
+
+
+# --------------------------------------------------------------------------- the schedule
+
+
+@dataclass
+class Event:
+    """One disruption, fired once the run has finished ``at`` of its blocks."""
+
+    kind: str  # kill_worker | kill_all_workers | restart_temporal | restart_postgres
+    at: float
+    arg: str = ""
+    down_s: float = 0.0
+    fired_at_s: float | None = None
+    progress: float | None = None
+    took_s: float | None = None
+
+    def label(self) -> str:
+        return {
+            "kill_worker": f"SIGKILL worker {self.arg}, restart after {self.down_s:.1f}s",
+            "kill_all_workers": f"SIGKILL every worker, restart after {self.down_s:.1f}s",
+            "restart_temporal": f"stop Temporal, start again after {self.down_s:.1f}s",
+            "restart_postgres": f"stop Postgres ({self.arg}), start again after "
+                                f"{self.down_s:.1f}s",
+        }[self.kind]
+
+
+def schedule(seed: int, workers: list[str]) -> list[Event]:
+    """The disruptions of one chaos run, in firing order; same seed, same schedule."""
+    rng = random.Random(seed)
+    kinds: list[tuple[str, str]] = [
+        ("kill_worker", rng.choice(workers)),  # the other worker carries on
+        ("restart_temporal", ""),
+        ("restart_postgres", "fast"),
+        ("kill_all_workers", ""),
+        ("restart_postgres", "immediate"),
+        ("kill_worker", rng.choice(workers)),
+    ]
+    rng.shuffle(kinds)
+    marks = sorted(rng.uniform(0.04, 0.8) for _ in kinds)
+    events = []
+    for (kind, arg), at in zip(kinds, marks):
+        down = rng.uniform(0.5, 3.0) if kind.startswith("kill") else rng.uniform(2.0, 6.0)
+        events.append(Event(kind, round(at, 3), arg, round(down, 1)))
+    return events
+
+
+# --------------------------------------------------------------------------- the driver
+
+
+@dataclass
+class Chaos:
+    stack: ChaosStack
+    worker_names: list[str]
+    t0: float = field(default_factory=time.monotonic)
+    worker_exits: int = 0
+    #: Workers deliberately down (killed by an event, not yet due for restart).
+    held: set[str] = field(default_factory=set)
+
+    def now(self) -> float:
+        return round(time.monotonic() - self.t0, 1)
+
+    def say(self, text: str) -> None:
+        print(f"  [{self.now():6.1f}s] {text}", flush=True)
+
+    async def supervise(self) -> None:
+        """Restart workers that exited on their own, like a process supervisor would."""
+        for name in self.worker_names:
+            if name in self.held or self.stack.worker_alive(name):
+                continue
+            code = self.stack.workers[name].returncode if name in self.stack.workers else None
+            if name in self.stack.workers:
+                self.worker_exits += 1
+                self.say(f"worker {name} exited on its own (code {code}); restarting it")
+                await asyncio.sleep(1.0)
+            self.stack.start_worker(name)
+
+    async def fire(self, event: Event) -> None:
+        st = self.stack
+        if event.kind in ("kill_worker", "kill_all_workers"):
+            names = self.worker_names if event.kind == "kill_all_workers" else [event.arg]
+            self.held.update(names)
+            for name in names:
+                st.kill_worker(name, signal.SIGKILL)
+            await asyncio.sleep(event.down_s)
+            for name in names:
+                st.start_worker(name)
+                self.held.discard(name)
+        elif event.kind == "restart_temporal":
+            await asyncio.to_thread(st.stop_temporal)
+            await asyncio.sleep(event.down_s)
+            await asyncio.to_thread(st.start_temporal)
+        elif event.kind == "restart_postgres":
+            await asyncio.to_thread(st.stop_postgres, event.arg)
+            await asyncio.sleep(event.down_s)
+            await asyncio.to_thread(st.start_postgres)
+
+
+async def progress(url: str, run_id: str) -> tuple[str, int, int] | None:
+    """(run status, blocks finished, blocks planned), or None while Postgres is away."""
+    try:
+        conn = await asyncpg.connect(url, timeout=3)
+    except (OSError, asyncpg.PostgresError, TimeoutError):
+        return None
+    try:
+        status = await conn.fetchval("select status from runs where run_id = $1", run_id)
+        row = await conn.fetchrow(
+            """select count(*) filter (where status <> 'pending') as done, count(*) as total
+               from overlays where run_id = $1""",
+            run_id,
+        )
+        return status, row["done"], row["total"]
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
+        return None
+    finally:
+        try:
+            await conn.close()
+        except Exception:  # noqa: BLE001 - the server may be going away
+            pass
+
+
+async def wait_result(bb: Blockbatch, run_id: str, timeout: float) -> dict[str, Any] | None:
+    """The RunWorkflow's own result, retrying while Temporal comes back."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            result = await asyncio.wait_for(bb.wait(run_id), timeout=30)
+            return result.model_dump(mode="json")
+        except Exception:  # noqa: BLE001 - reconnecting
+            await asyncio.sleep(1)
+    return None
+
+
+async def run_chaos(args: argparse.Namespace) -> dict[str, Any]:
+    started_at = datetime.now(timezone.utc)
+    wall0 = time.monotonic()
+    st = ChaosStack.create(anthropic_timeout_s=args.client_timeout)
+    workers = [chr(ord("a") + i) for i in range(args.workers)]
+    print(f"chaos: {args.blocks} blocks, seed {args.seed}, {len(workers)} workers, "
+          f"stack in {st.root}", flush=True)
+    try:
+        st.start()
+        for name in workers:
+            st.start_worker(name)
+        for name in workers:
+            st.wait_worker_ready(name)
+        bb = await Blockbatch.connect(st.settings())
+        await install_audit(bb.pool)  # type: ignore[arg-type]
+        doc = await bb.ingest_bytes(chaos_document(args.blocks, args.seed), name="chaos.md",
+                                    fmt="markdown")
+        schema_id = await bb.add_schema(chaos_schema())
+        options = RunOptions(pack_size=args.pack_size,
+                             max_concurrent_packs=args.max_concurrent_packs)
+
+        # 1. the reference: the same document, no faults, no latency
+        st.sim("PUT", "/_sim/scenario", {"seed": args.seed})
+        t = time.monotonic()
+        ref_id = await bb.start_run(doc, schema_id, options, run_id=f"fault-free-{args.seed}-"
+                                    f"{int(time.time())}")
+        ref_result = await bb.wait(ref_id)
+        reference = await fault_free_reference(bb.pool, ref_id)  # type: ignore[arg-type]
+        print(f"fault-free run: {ref_result.status}, {reference['calls']} calls, "
+              f"{time.monotonic() - t:.1f}s", flush=True)
+
+        # 2. the chaos run
+        scenario = {**args.scenario, "seed": args.seed}
+        st.sim("POST", "/_sim/reset")
+        st.sim("PUT", "/_sim/scenario", scenario)
+        events = schedule(args.seed, workers)
+        print("schedule: " + "; ".join(f"{e.at:.0%}: {e.label()}" for e in events), flush=True)
+        chaos = Chaos(st, workers)
+        run_id = await bb.start_run(doc, schema_id, options,
+                                    run_id=f"chaos-{args.seed}-{int(time.time())}")
+        chaos.say(f"run {run_id} started")
+        pending_events = list(events)
+        last_event_end = time.monotonic()
+        last_print = 0.0
+        finished = False
+        deadline = time.monotonic() + args.timeout
+        while time.monotonic() < deadline:
+            await chaos.supervise()
+            p = await progress(st.database_url, run_id)
+            if p is not None:
+                status, done, total = p
+                if status in ("completed", "failed", "cancelled"):
+                    finished = True
+                    chaos.say(f"run {status}: {done}/{total} blocks")
+                    break
+                frac = done / total if total else 0.0
+                if time.monotonic() - last_print > 10:
+                    chaos.say(f"{done}/{total} blocks finished")
+                    last_print = time.monotonic()
+                if (pending_events and frac >= pending_events[0].at
+                        and time.monotonic() - last_event_end >= args.min_gap):
+                    event = pending_events.pop(0)
+                    event.fired_at_s, event.progress = chaos.now(), round(frac, 3)
+                    chaos.say(f"{frac:.0%} done: {event.label()}")
+                    t = time.monotonic()
+                    await chaos.fire(event)
+                    event.took_s = round(time.monotonic() - t, 1)
+                    chaos.say(f"  back after {event.took_s}s")
+                    last_event_end = time.monotonic()
+            await asyncio.sleep(0.5)
+        wall = time.monotonic() - chaos.t0
+        workflow_result = await wait_result(bb, run_id, 120) if finished else None
+        await bb.close()
+        sim_log = st.sim("GET", "/_sim/requests")
+        sim_stats = st.sim("GET", "/_sim/stats")
+        # A fresh pool: the driver's own connections did not survive the Postgres restarts.
+        pool = await create_pool(st.database_url, max_size=2)
+        try:
+            async with pool.acquire() as conn:
+                check = await check_run(conn, run_id, sim_log=sim_log, fault_free=reference)
+        finally:
+            await pool.close()
+        fired = [e for e in events if e.fired_at_s is not None]
+        injected = {
+            "worker_sigkill": sum(1 if e.kind == "kill_worker" else len(workers)
+                                  for e in fired if e.kind.startswith("kill")),
+            "temporal_restart": sum(1 for e in fired if e.kind == "restart_temporal"),
+            "postgres_restart": sum(1 for e in fired if e.kind == "restart_postgres"),
+            "worker_exited_on_its_own": chaos.worker_exits,
+            **{f"sim_{k}": v for k, v in sorted(sim_stats["faults"].items())},
+        }
+        return {
+            "date": started_at.strftime("%Y-%m-%d %H:%M UTC"),
+            "args": {k: v for k, v in vars(args).items() if k != "scenario"},
+            "scenario": scenario,
+            "finished": finished,
+            "run_wall_s": round(wall, 1),
+            "total_wall_s": round(time.monotonic() - wall0, 1),
+            "schedule": [e.__dict__ | {"label": e.label()} for e in events],
+            "injected": injected,
+            "workflow_result": workflow_result,
+            "simulator": {"requests": sim_stats["requests"].get("POST /v1/messages", {}),
+                          "stop_reasons": sim_stats["stop_reasons"]},
+            **check,
+        }
+    finally:
+        st.close(keep=args.keep)
+
+
+# --------------------------------------------------------------------------- the table
+
+
+def table(r: dict[str, Any]) -> str:
+    b, c, inj = r["blocks"], r["calls"], r["injected"]
+    lines = [("blocks total", b["total"]),
+             ("  ai_complete", b["ai_complete"]),
+             ("  failed", b["failed"])]
+    lines += [(f"    {reason}", n) for reason, n in b["failed_reasons"].items()]
+    lines += [
+        ("  cancelled", b["cancelled"]),
+        ("  lost (must be 0)", b["lost"]),
+        ("  written twice (must be 0)", b["written_twice"]),
+        ("  values differing from the fault-free run", r["values"]["differs_from_fault_free"]),
+        ("calls made (ledger rows)", c["ledger_rows"]),
+        ("  answered", c["succeeded"]),
+        ("  errors (retried)", sum(c["errors"].values())),
+        ("  abandoned (worker lost mid-call)", c["by_status"].get("abandoned", 0)),
+        ("calls a fault-free run needs", c["fault_free"]),
+        ("  packs planned / split events", f"{c['packs_planned']} / {c['split_events']}"),
+        ("calls paid twice for one pack attempt (must be 0)", c["paid_twice_same_attempt"]),
+        ("answers lost with a SIGKILLed worker (re-asked)", c["answers_lost_with_killed_worker"]),
+        ("cost (fault-free cost)", f"${c['cost_usd']:.4f} (${c['fault_free_cost_usd']:.4f})"),
+    ]
+    lines.append(("faults injected", ""))
+    lines += [(f"  {k}", v) for k, v in inj.items()]
+    lines.append(("wall time of the chaos run", f"{r['run_wall_s']} s"))
+    width = max(len(k) for k, _ in lines) + 2
+    out = [f"chaos run {r['run_id']} ({r['date']}): {r['run_status']}"]
+    out += [f"{k:<{width}}{v}" for k, v in lines]
+    return "\n".join(out)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bench/chaos.py", description=__doc__.split("\n")[0])
+    parser.add_argument("--blocks", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--pack-size", type=int, default=10)
+    parser.add_argument("--max-concurrent-packs", type=int, default=8)
+    parser.add_argument("--client-timeout", type=float, default=15.0,
+                        help="the workers' anthropic timeout (s); a simulated hang exceeds it")
+    parser.add_argument("--min-gap", type=float, default=4.0,
+                        help="seconds of undisturbed running between two events")
+    parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a scenario value, e.g. --set faults.truncate=0.1")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--keep", action="store_true", help="keep the stack's directory")
+    args = parser.parse_args(argv)
+    scenario = json.loads(json.dumps(DEFAULT_SCENARIO))
+    for item in args.set:
+        key, _, value = item.partition("=")
+        node = scenario
+        *path, last = key.split(".")
+        for part in path:
+            node = node.setdefault(part, {})
+        node[last] = json.loads(value)
+    args.scenario = scenario
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    result = asyncio.run(run_chaos(args))
+    problems = violations(result)
+    if not result["finished"]:
+        problems.insert(0, f"the run did not finish within {args.timeout:.0f}s")
+    result["violations"] = problems
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    print()
+    print(table(result))
+    print(f"\nsaved to {args.out}")
+    for problem in problems:
+        print(f"VIOLATION: {problem}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

