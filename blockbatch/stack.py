@@ -115,6 +115,13 @@ def _read_pid(pid_file: Path) -> int | None:
         return None
     except PermissionError:
         return pid
+    try:
+        # A service this process started and that has exited stays a zombie (and answers
+        # kill(0)) until reaped: reap it, so stopping it does not wait for a dead process.
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return None
+    except ChildProcessError:
+        pass  # not our child: its parent (or init) reaps it
     return pid
 
 
