@@ -14,6 +14,7 @@ Every service is its own process, on free ports, under one temporary directory:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -113,7 +114,7 @@ class ChaosStack:
 
     def stop_postgres(self, mode: str = "fast") -> None:
         """Stop Postgres: ``fast`` is a clean shutdown, ``immediate`` a crash (WAL recovery)."""
-        stack._pg_run(  # noqa: SLF001 - the stack's own way of running pg_ctl as its user
+        stack._pg_run(
             [str(stack.postgres_bin_dir() / "pg_ctl"), "-D", str(self.pg_dir.resolve()),
              "-m", mode, "-w", "stop"]
         )
@@ -124,14 +125,14 @@ class ChaosStack:
 
     def stop_temporal(self) -> None:
         """SIGTERM the dev server and wait for it to exit (history stays in the db file)."""
-        stack._stop_pid(self.pid_file("temporal"))  # noqa: SLF001
+        stack._stop_pid(self.pid_file("temporal"))
 
     def sim(self, method: str, path: str, body: Any = None) -> Any:
         """Call the simulator's control API (``/_sim/...``)."""
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.sim_url + path, data=data, method=method,
                                      headers={"content-type": "application/json"})
-        with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 - loopback
+        with urllib.request.urlopen(req, timeout=30) as resp:
             text = resp.read().decode()
         return json.loads(text) if text else None
 
@@ -160,7 +161,7 @@ class ChaosStack:
         log = self.log(f"worker-{name}")
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as out:
-            proc = subprocess.Popen(  # noqa: S603 - our own entry point
+            proc = subprocess.Popen(
                 argv or [sys.executable, str(ROOT / "worker.py")],
                 cwd=ROOT, env=self.env_for_workers(), stdout=out, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True,
@@ -212,25 +213,24 @@ class ChaosStack:
             self.kill_worker(name, signal.SIGTERM, timeout=15)
         for name in ("temporal", "simulator"):
             try:
-                stack._stop_pid(self.pid_file(name))  # noqa: SLF001
+                stack._stop_pid(self.pid_file(name))
             except OSError:
                 pass
-        try:
+        with contextlib.suppress(Exception):  # best effort at teardown
             if stack.pg_is_running(self.pg_dir.resolve()):
                 self.stop_postgres("fast")
-        except Exception:  # noqa: BLE001 - best effort at teardown
-            pass
         if not keep:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------- inputs
 
-_WORDS = (
-    "incident pager rotation escalation runbook latency budget alert dashboard owner "
-    "service deploy rollback postmortem customer impact severity database replica queue "
-    "backlog timeout retry capacity region failover certificate rotation audit handoff"
-).split()
+_WORDS = [
+    "incident", "pager", "rotation", "escalation", "runbook", "latency", "budget", "alert",
+    "dashboard", "owner", "service", "deploy", "rollback", "postmortem", "customer", "impact",
+    "severity", "database", "replica", "queue", "backlog", "timeout", "retry", "capacity",
+    "region", "failover", "certificate", "rotation", "audit", "handoff",
+]
 
 
 def chaos_document(n_blocks: int, seed: int = 1) -> bytes:
