@@ -12,9 +12,9 @@ Nothing here trusts blockbatch's counters: every figure is recomputed from rows.
   validly by two applied calls.
 * **paid twice**: a pack attempt ``(run, pack_path, pack_attempt)`` with more than one
   answered ledger row (``succeeded``, or an answer discarded as ``duplicate_attempt``).
-  Separately, answers the simulator sent that no ledger row holds: a worker killed while
-  waiting for Claude cannot record what it was about to receive, so that attempt is asked
-  again. Those are counted, not hidden.
+  Separately, answers the simulator generated (and billed) that no ledger row holds: a
+  worker SIGKILLed while waiting for Claude cannot record what it was about to receive, so
+  Temporal runs that attempt again and it is asked again. Those are counted, not hidden.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 
 import asyncpg
 
+from blockbatch.registry import ModelInfo, Usage, cost_usd
 from blockbatch.repo import load_run_context
 from blockbatch.results import parse_results
 
@@ -159,8 +160,11 @@ async def check_run(
         if c["status"] == "succeeded" or c["error_type"] == "duplicate_attempt"
     )
     recorded_ids = {c["request_id"] for c in calls if c["request_id"]}
-    sim_answered = [e for e in (sim_log or []) if e.get("status") == 200]
-    answered_not_recorded = [e for e in sim_answered if e["request_id"] not in recorded_ids]
+    # An answer the simulator generated (and billed) that no ledger row holds: sent to a
+    # worker that was killed while waiting, or cut off when its connection closed.
+    generated = [e for e in (sim_log or []) if e.get("stop_reason") is not None]
+    never_recorded = [e for e in generated if e["request_id"] not in recorded_ids]
+    billed = sum(_cost(ctx.model, e["usage"]) for e in generated)
     out: dict[str, Any] = {
         "run_id": run_id,
         "run_status": run["status"],
@@ -186,13 +190,13 @@ async def check_run(
                 "select count(*) from split_events where run_id = $1", run_id),
             "fault_free": (fault_free or {}).get("calls"),
             "simulator_requests": len(sim_log) if sim_log is not None else None,
-            "simulator_answers": len(sim_answered) if sim_log is not None else None,
+            "simulator_answers": len(generated) if sim_log is not None else None,
             "paid_twice_same_attempt": sum(1 for n in answered.values() if n > 1),
             "answers_discarded_duplicate_attempt": sum(
                 1 for c in calls if c["error_type"] == "duplicate_attempt"),
-            "answers_lost_with_killed_worker": (
-                len(answered_not_recorded) if sim_log is not None else None),
+            "answers_never_recorded": len(never_recorded) if sim_log is not None else None,
             "cost_usd": float(sum(c["cost_usd"] for c in calls)),
+            "billed_by_simulator_usd": round(billed, 6) if sim_log is not None else None,
             "fault_free_cost_usd": (fault_free or {}).get("cost_usd"),
         },
         "values": {
@@ -200,6 +204,17 @@ async def check_run(
         },
     }
     return out
+
+
+def _cost(model: ModelInfo, usage: dict[str, Any]) -> float:
+    creation = usage.get("cache_creation") or {}
+    return cost_usd(model, Usage(
+        input_tokens=usage["input_tokens"],
+        output_tokens=usage["output_tokens"],
+        cache_creation_input_tokens=usage["cache_creation_input_tokens"],
+        cache_read_input_tokens=usage["cache_read_input_tokens"],
+        cache_creation_1h_tokens=creation.get("ephemeral_1h_input_tokens") or 0,
+    ))
 
 
 async def _has_audit(conn: asyncpg.Connection) -> bool:

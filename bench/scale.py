@@ -1,0 +1,251 @@
+"""Scale: a 100,000-block run completes, and no workflow nears Temporal's limits.
+
+At zero model latency, one run over ``--blocks`` blocks (the sample handbook repeated)
+with ``samples/extract.json``, on ``worker.py`` subprocesses. Reported: wall time (ingest,
+run, history inspection), the largest history of any workflow of the run (events and
+bytes; every ProcessPack listed by ``BlockbatchRunId`` and every run of RunWorkflow's
+continue-as-new chain, fetched with ``fetch_history``), the most children pending at once,
+peak RSS of each worker and of the Temporal server, and the rows written to Postgres.
+Temporal warns at 10,240 events or 10 MB of history and at 2,000 pending children.
+
+    .venv/bin/python bench/scale.py                              # 100,000 blocks
+    .venv/bin/python bench/scale.py --blocks 2000 --packs-per-history 20 --out /tmp/s.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from temporalio.api.enums.v1 import EventType  # noqa: E402
+from temporalio.api.history.v1 import History  # noqa: E402
+from temporalio.client import Client  # noqa: E402
+
+from bench.common import (  # noqa: E402
+    BenchStack,
+    Recorder,
+    common_args,
+    cpu_delta,
+    handbook_document,
+    ledger_figures,
+    new_pool,
+    proc_status,
+    sample_schema,
+)
+from blockbatch.models import RunOptions  # noqa: E402
+from workflows.run import run_workflow_id  # noqa: E402
+
+WARN_EVENTS = 10_240
+WARN_BYTES = 10 * 1024 * 1024
+WARN_PENDING_CHILDREN = 2_000
+
+_CHILD_OPENED = {EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED}
+_CHILD_CLOSED = {
+    EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_FAILED,
+    EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED,
+    EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_FAILED,
+    EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_CANCELED,
+    EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_TIMED_OUT,
+    EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_TERMINATED,
+}
+
+
+async def history_of(client: Client, workflow_id: str, run_id: str | None) -> dict[str, Any]:
+    """Events, bytes (serialized History proto), most pending children, previous CAN run."""
+    history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+    pending = peak = 0
+    for event in history.events:
+        if event.event_type in _CHILD_OPENED:
+            pending += 1
+            peak = max(peak, pending)
+        elif event.event_type in _CHILD_CLOSED:
+            pending -= 1
+    first = history.events[0].workflow_execution_started_event_attributes
+    return {
+        "workflow_id": workflow_id,
+        "run_id": history.run_id,
+        "events": len(history.events),
+        "bytes": History(events=history.events).ByteSize(),
+        "max_pending_children": peak,
+        "continued_from": first.continued_execution_run_id or None,
+    }
+
+
+async def inspect_histories(bs: BenchStack, run_id: str, parallel: int) -> dict[str, Any]:
+    client = bs.bb.client
+    # RunWorkflow's continue-as-new chain, newest run first, followed back to the first.
+    chain: list[dict[str, Any]] = []
+    wf_id, wf_run = run_workflow_id(run_id), None
+    while True:
+        h = await history_of(client, wf_id, wf_run)
+        chain.append(h)
+        if not h["continued_from"]:
+            break
+        wf_run = h["continued_from"]
+    chain.reverse()
+    # Every workflow tagged with the run (packs; the run's own executions are skipped here).
+    listed = [(w.id, w.run_id) async for w in
+              client.list_workflows(f'BlockbatchRunId = "{run_id}"')]
+    packs = [(i, r) for i, r in listed if i != wf_id]
+    sem = asyncio.Semaphore(parallel)
+
+    async def one(workflow_id: str, rid: str) -> dict[str, Any]:
+        async with sem:
+            return await history_of(client, workflow_id, rid)
+
+    pack_histories = await asyncio.gather(*(one(i, r) for i, r in packs))
+    every = chain + list(pack_histories)
+    largest_events = max(every, key=lambda h: h["events"])
+    largest_bytes = max(every, key=lambda h: h["bytes"])
+    return {
+        "run_workflow_chain": [{k: v for k, v in h.items() if k != "continued_from"}
+                               for h in chain],
+        "workflows_listed": len(listed),
+        "pack_workflows_inspected": len(pack_histories),
+        "largest_events": {k: largest_events[k] for k in ("workflow_id", "events", "bytes")},
+        "largest_bytes": {k: largest_bytes[k] for k in ("workflow_id", "events", "bytes")},
+        "largest_pack_events": max((h["events"] for h in pack_histories), default=0),
+        "largest_pack_bytes": max((h["bytes"] for h in pack_histories), default=0),
+        "max_pending_children": max(h["max_pending_children"] for h in every),
+    }
+
+
+async def postgres_rows(pool: Any) -> dict[str, Any]:
+    tables = await pool.fetch(
+        """select relname, n_live_tup, n_tup_ins, n_tup_upd, n_tup_del
+           from pg_stat_user_tables order by relname"""
+    )
+    per_table = {t["relname"]: {"rows": t["n_live_tup"], "inserted": t["n_tup_ins"],
+                                "updated": t["n_tup_upd"], "deleted": t["n_tup_del"]}
+                 for t in tables}
+    size = await pool.fetchval("select pg_database_size(current_database())")
+    return {
+        "inserted": sum(t["inserted"] for t in per_table.values()),
+        "updated": sum(t["updated"] for t in per_table.values()),
+        "database_bytes": size,
+        "per_table": per_table,
+    }
+
+
+async def main(args: argparse.Namespace) -> int:
+    rec = Recorder("scale", args)
+    async with BenchStack("scale", fsync=args.fsync, temporal_file=args.temporal_file,
+                          scenario={"speed_factor": 0.0}, keep=args.keep) as bs:
+        rec.data["stack"] = bs.describe()
+        rec.data["stack"]["workers"] = f"{args.workers} worker.py subprocess(es), defaults"
+        pool = await new_pool(bs, 5)
+        try:
+            await bs.start_workers(args.workers)
+            schema_id = await bs.bb.add_schema(sample_schema("extract"))
+            t0 = time.monotonic()
+            doc = handbook_document(args.blocks)
+            document_id = await bs.bb.ingest_bytes(doc, name=f"handbook-{args.blocks}.md",
+                                                   fmt="markdown")
+            ingest_s = time.monotonic() - t0
+            print(f"ingested {args.blocks:,} blocks ({len(doc) / 1e6:.1f} MB) in {ingest_s:.1f}s",
+                  flush=True)
+            before = bs.cpu_snapshot()
+            t1 = time.monotonic()
+            run_id = await bs.bb.start_run(
+                document_id, schema_id, RunOptions(max_concurrent_packs=args.concurrency),
+                packs_per_history=args.packs_per_history,
+            )
+            waiter = asyncio.ensure_future(bs.bb.wait(run_id))
+            while not waiter.done():
+                await asyncio.wait([waiter], timeout=args.progress_every)
+                if not waiter.done():
+                    try:
+                        p = await bs.bb.progress(run_id)
+                        print(f"  {time.monotonic() - t1:6.0f}s  {p.blocks_done:,}/"
+                              f"{p.blocks_total:,} blocks, packs {p.packs_done}/{p.packs_total}"
+                              f" (since the last continue-as-new)", flush=True)
+                    except Exception as exc:  # noqa: BLE001 - progress is best effort
+                        print(f"  progress unavailable: {exc}", flush=True)
+            result = waiter.result()
+            run_s = time.monotonic() - t1
+            cpu = cpu_delta(before, bs.cpu_snapshot())
+            temporal_rss = proc_status(bs.temporal_pid).get("VmHWM", 0)
+            await bs.stop_workers()  # their Postgres statistics are flushed on exit
+            worker_rss = [w.peak_rss for w in bs.workers]
+            figures = await ledger_figures(pool, run_id)
+            t2 = time.monotonic()
+            histories = await inspect_histories(bs, run_id, args.history_parallelism)
+            history_s = time.monotonic() - t2
+            rows = await postgres_rows(pool)
+        finally:
+            await pool.close()
+
+    chain = histories["run_workflow_chain"]
+    limits_ok = (max(histories["largest_events"]["events"], 0) < WARN_EVENTS
+                 and histories["largest_bytes"]["bytes"] < WARN_BYTES
+                 and histories["max_pending_children"] < WARN_PENDING_CHILDREN)
+    rec.data.update(
+        run_id=run_id, status=result.status, blocks=args.blocks,
+        blocks_ok=figures["blocks"].get("ai_complete", 0), packs=figures["pack_count"],
+        calls=figures["calls_ok"], split_events=figures["split_events"],
+        ingest_s=round(ingest_s, 1), run_wall_s=round(run_s, 1),
+        history_inspection_s=round(history_s, 1),
+        blocks_per_s=args.blocks / run_s, packs_per_s=figures["pack_count"] / run_s,
+        histories=histories, worker_peak_rss_bytes=worker_rss,
+        temporal_peak_rss_bytes=temporal_rss, postgres=rows, cpu_s=cpu,
+        under_temporal_warning_thresholds=limits_ok,
+        thresholds={"events": WARN_EVENTS, "bytes": WARN_BYTES,
+                    "pending_children": WARN_PENDING_CHILDREN},
+    )
+    mib = 1024 * 1024
+    rows_out = [
+        ["run", f"{result.status}: {rec.data['blocks_ok']:,}/{args.blocks:,} blocks ok, "
+                f"{figures['pack_count']:,} packs, {figures['calls_ok']:,} calls, "
+                f"{figures['split_events']} splits"],
+        ["wall time", f"ingest {ingest_s:.0f} s, run {run_s:.0f} s ({run_s / 60:.1f} min; "
+                      f"{args.blocks / run_s:.0f} blocks/s, "
+                      f"{figures['pack_count'] / run_s:.1f} packs/s)"],
+        ["RunWorkflow chain", f"{len(chain)} runs (continue-as-new every "
+                              f"{args.packs_per_history} packs); largest "
+                              f"{max(h['events'] for h in chain):,} events / "
+                              f"{max(h['bytes'] for h in chain) / 1024:,.0f} KiB"],
+        ["largest history", f"{histories['largest_events']['events']:,} events "
+                            f"({histories['largest_events']['workflow_id']}); "
+                            f"{histories['largest_bytes']['bytes'] / 1024:,.0f} KiB "
+                            f"({histories['largest_bytes']['workflow_id']})"],
+        ["largest ProcessPack history", f"{histories['largest_pack_events']:,} events / "
+                                        f"{histories['largest_pack_bytes'] / 1024:,.1f} KiB "
+                                        f"({histories['pack_workflows_inspected']:,} inspected)"],
+        ["most pending children", f"{histories['max_pending_children']:,}"],
+        ["under Temporal's warnings", f"{'yes' if limits_ok else 'NO'} (10,240 events, 10 MB, "
+                                      "2,000 pending children)"],
+        ["worker peak RSS", ", ".join(f"{r / mib:,.0f} MiB" for r in worker_rss)],
+        ["Temporal server peak RSS", f"{temporal_rss / mib:,.0f} MiB"],
+        ["Postgres rows written", f"{rows['inserted']:,} inserted, {rows['updated']:,} updated;"
+                                  f" database {rows['database_bytes'] / mib:,.0f} MiB"],
+        ["CPU s", ", ".join(f"{k} {v:.0f}" for k, v in cpu.items())],
+    ]
+    rec.print_table(f"Scale: {args.blocks:,} blocks, zero model latency, {args.workers} "
+                    f"worker process(es), concurrency {args.concurrency}",
+                    ["figure", "value"], rows_out)
+    rec.write()
+    return 0 if result.status == "completed" and limits_ok else 1
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--blocks", type=int, default=100_000)
+    parser.add_argument("--workers", type=int, default=2, help="worker.py subprocesses")
+    parser.add_argument("--packs-per-history", type=int, default=400,
+                        help="RunWorkflow continues as new every this many packs")
+    parser.add_argument("--concurrency", type=int, default=RunOptions().max_concurrent_packs,
+                        help="max_concurrent_packs (default: the RunOptions default)")
+    parser.add_argument("--progress-every", type=float, default=30.0)
+    parser.add_argument("--history-parallelism", type=int, default=16)
+    common_args(parser, "scale")
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(parse_args())))
