@@ -1,0 +1,242 @@
+"""Chaos in CI: workers SIGKILLed, Postgres and Temporal restarted under live workers, a
+misbehaving model; nothing lost, nothing written twice, no pack attempt paid twice.
+
+Each test runs real ``python worker.py`` processes against a throw-away stack of its own
+module (bench/chaos_stack.py), so Postgres and Temporal can be stopped without touching
+the session's services. The invariants are recomputed from rows (bench/chaos_check.py).
+bench/chaos.py is the full-size version (1,000 blocks, every disruption).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import asyncpg
+import pytest
+import pytest_asyncio
+
+from bench.chaos_check import check_run, fault_free_reference, install_audit, violations
+from bench.chaos_stack import ChaosStack, chaos_document, chaos_schema
+from blockbatch.api import Blockbatch
+from blockbatch.db import create_pool
+from blockbatch.models import RunOptions, RunResult
+
+MODEL_FAULTS: dict[str, Any] = {
+    "errors": {"rate_429": 0.05, "rate_529": 0.05, "rate_500": 0.04, "retry_after_s": 1},
+    "faults": {"truncate": 0.08, "malformed_tool_input": 0.05, "skip_block": 0.01,
+               "duplicate_uid": 0.01, "unknown_uid": 0.01},
+}
+
+
+@pytest.fixture(scope="module")
+def chaos_stack() -> Iterator[ChaosStack]:
+    st = ChaosStack.create(prefix="bb-chaos-test-", anthropic_timeout_s=15)
+    try:
+        st.start()
+        yield st
+    finally:
+        st.close()
+
+
+class Harness:
+    """One test's view of the chaos stack: its own task queue, workers and document."""
+
+    def __init__(self, st: ChaosStack, bb: Blockbatch) -> None:
+        self.st = st
+        self.bb = bb
+        self.names: list[str] = []
+
+    def start_workers(self, *names: str) -> None:
+        for name in names:
+            full = f"{self.st.task_queue}-{name}"
+            self.st.start_worker(full)
+            self.names.append(full)
+        for full in self.names:
+            self.st.wait_worker_ready(full)
+
+    def worker(self, name: str) -> str:
+        return f"{self.st.task_queue}-{name}"
+
+    async def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        await asyncio.to_thread(self.st.kill_worker, self.worker(name), sig)
+
+    def restart(self, name: str) -> None:
+        self.st.start_worker(self.worker(name))
+
+    def worker_log(self, name: str) -> str:
+        return self.st.log(f"worker-{self.worker(name)}").read_text(errors="replace")
+
+    async def document(self, blocks: int) -> tuple[str, str]:
+        doc = await self.bb.ingest_bytes(chaos_document(blocks, seed=blocks), name="chaos.md",
+                                         fmt="markdown")
+        return doc, await self.bb.add_schema(chaos_schema())
+
+    async def fault_free(self, doc: str, schema: str, options: RunOptions) -> dict[str, Any]:
+        self.st.sim("PUT", "/_sim/scenario", {})
+        run_id = await self.bb.start_run(doc, schema, options)
+        result = await asyncio.wait_for(self.bb.wait(run_id), 60)
+        assert result.status == "completed"
+        return await fault_free_reference(self.bb.pool, run_id)  # type: ignore[arg-type]
+
+    async def finished(self, run_id: str, timeout: float = 150) -> RunResult:
+        """The run's result, waiting through Temporal being away."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            try:
+                return await asyncio.wait_for(self.bb.wait(run_id), 20)
+            except Exception:  # Temporal may be restarting
+                if loop.time() > deadline:
+                    raise
+                await asyncio.sleep(1)
+
+    async def check(self, run_id: str, reference: dict[str, Any] | None) -> dict[str, Any]:
+        # A fresh pool: connections opened before a Postgres restart are gone.
+        pool = await create_pool(self.st.database_url, max_size=2)
+        try:
+            async with pool.acquire() as conn:
+                return await check_run(conn, run_id, sim_log=self.st.sim("GET", "/_sim/requests"),
+                                       fault_free=reference)
+        finally:
+            await pool.close()
+
+
+@pytest_asyncio.fixture
+async def harness(chaos_stack: ChaosStack) -> AsyncIterator[Harness]:
+    chaos_stack.task_queue = f"chaos-{uuid.uuid4().hex[:6]}"
+    bb = await Blockbatch.connect(chaos_stack.settings())
+    await install_audit(bb.pool)  # type: ignore[arg-type]
+    h = Harness(chaos_stack, bb)
+    try:
+        yield h
+    finally:
+        for name in h.names:
+            chaos_stack.kill_worker(name, signal.SIGKILL)
+        await bb.close()
+
+
+async def progress(url: str, run_id: str) -> int | None:
+    """Blocks of the run with a final status, or None while Postgres is away."""
+    try:
+        conn = await asyncpg.connect(url, timeout=3)
+    except (OSError, asyncpg.PostgresError, TimeoutError):
+        return None
+    try:
+        return int(await conn.fetchval(
+            "select count(*) from overlays where run_id = $1 and status <> 'pending'", run_id))
+    finally:
+        await conn.close()
+
+
+async def until(url: str, run_id: str, blocks: int = 0, in_flight: int = 0,
+                timeout: float = 90) -> None:
+    """Wait until ``blocks`` blocks are finished and ``in_flight`` calls are out."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        done = await progress(url, run_id)
+        calls = await _in_flight(url, run_id) if in_flight else 0
+        if done is not None and done >= blocks and calls is not None and calls >= in_flight:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"run {run_id} did not reach {blocks} blocks / {in_flight} calls")
+
+
+async def _in_flight(url: str, run_id: str) -> int | None:
+    conn = await asyncpg.connect(url, timeout=3)
+    try:
+        return int(await conn.fetchval(
+            "select count(*) from llm_calls where run_id = $1 and status = 'started'", run_id))
+    finally:
+        await conn.close()
+
+
+async def test_sigkilled_workers_and_a_faulty_model_lose_and_duplicate_nothing(
+    harness: Harness,
+) -> None:
+    h, st = harness, harness.st
+    h.start_workers("a", "b")
+    doc, schema = await h.document(200)
+    options = RunOptions(pack_size=5, max_concurrent_packs=8)
+    reference = await h.fault_free(doc, schema, options)
+
+    st.sim("POST", "/_sim/reset")
+    st.sim("PUT", "/_sim/scenario", {"seed": 11, "speed_factor": 0.5, **MODEL_FAULTS})
+    run_id = await h.bb.start_run(doc, schema, options)
+    await until(st.database_url, run_id, 40)
+    await h.kill("a")  # b carries on; a's calls move to b after the heartbeat timeout
+    await asyncio.sleep(1)
+    h.restart("a")
+    await until(st.database_url, run_id, 110)
+    await h.kill("a")
+    await h.kill("b")  # nobody left: the run waits, then resumes on the new workers
+    await asyncio.sleep(1)
+    h.restart("a")
+    h.restart("b")
+    result = await h.finished(run_id)
+
+    report = await h.check(run_id, reference)
+    assert violations(report) == []
+    assert result.blocks_ai_complete + result.blocks_failed == 200
+    assert report["blocks"]["lost"] == 0 and report["blocks"]["written_twice"] == 0
+    assert report["calls"]["paid_twice_same_attempt"] == 0
+    # The disruptions really happened: calls cut off by the kills, faults answered.
+    assert report["calls"]["by_status"].get("abandoned", 0) > 0
+    assert report["calls"]["errors"], report["calls"]
+    assert report["calls"]["split_events"] > 0
+
+
+async def test_postgres_restart_under_a_live_worker_keeps_every_paid_answer(
+    harness: Harness,
+) -> None:
+    h, st = harness, harness.st
+    h.start_workers("a")
+    doc, schema = await h.document(60)
+    options = RunOptions(pack_size=5, max_concurrent_packs=6)
+    st.sim("POST", "/_sim/reset")
+    # Each call takes 2.5 s, so the calls in flight are answered while Postgres is down.
+    st.sim("PUT", "/_sim/scenario", {"speed_factor": 1.0,
+                                     "latency": {"ttft_ms": 2500, "per_output_token_ms": 0}})
+    run_id = await h.bb.start_run(doc, schema, options)
+    await until(st.database_url, run_id, blocks=5, in_flight=3)
+    await asyncio.to_thread(st.stop_postgres, "immediate")  # a crash: connections drop
+    await asyncio.sleep(4)
+    await asyncio.to_thread(st.start_postgres)
+    result = await h.finished(run_id)
+
+    report = await h.check(run_id, None)
+    assert violations(report) == []
+    assert result.blocks_ai_complete == 60
+    assert "cannot record the answer" in h.worker_log("a")  # answers arrived during the outage
+    calls = report["calls"]
+    # Pay once: every answer Claude sent is in the ledger and none was asked for twice.
+    assert calls["answers_never_recorded"] == 0
+    assert calls["by_status"] == {"succeeded": calls["packs_planned"]}
+    assert st.worker_alive(h.worker("a"))
+
+
+async def test_temporal_restart_under_live_workers_finishes_the_run(harness: Harness) -> None:
+    h, st = harness, harness.st
+    h.start_workers("a")
+    doc, schema = await h.document(80)
+    options = RunOptions(pack_size=5, max_concurrent_packs=4)
+    st.sim("POST", "/_sim/reset")
+    st.sim("PUT", "/_sim/scenario", {"speed_factor": 1.0,
+                                     "latency": {"ttft_ms": 1500, "per_output_token_ms": 0}})
+    run_id = await h.bb.start_run(doc, schema, options)
+    await until(st.database_url, run_id, 10)
+    await asyncio.to_thread(st.stop_temporal)  # history stays in its SQLite file
+    await asyncio.sleep(3)
+    await asyncio.to_thread(st.start_temporal)
+    result = await h.finished(run_id)
+
+    report = await h.check(run_id, None)
+    assert violations(report) == []
+    assert result.blocks_ai_complete == 80
+    assert report["calls"]["paid_twice_same_attempt"] == 0
+    assert report["calls"]["answers_never_recorded"] == 0
+    assert st.worker_alive(h.worker("a"))  # the SDK reconnected; the worker did not exit
