@@ -85,12 +85,13 @@ def parity(base: dict[str, dict[str, Any] | None], other: dict[str, dict[str, An
             "per_field": per_field, "examples": mismatched[:5]}
 
 
-def usage_cost(model: Any, prefix: int, reads: int, content: int, output: int) -> float:
+def usage_cost(model: Any, prefix: int, reads: int, content: int, output: int,
+               *, batch: bool = False) -> float:
     """One cache write of the prefix, ``reads`` cache reads of it, content and output once."""
     return cost_usd(model, Usage(
         cache_creation_input_tokens=prefix, cache_read_input_tokens=prefix * reads,
         input_tokens=content, output_tokens=output,
-    ))
+    ), batch=batch)
 
 
 async def run_schema(bs: BenchStack, rec: Recorder, pool: Any, args: argparse.Namespace,
@@ -175,10 +176,13 @@ async def add_floor_and_savings(pool: Any, out: dict[str, Any], model: Any, docu
         if "calls_ok" not in figures:
             continue
         calls = max(figures["calls_ok"], 1)
-        own_floor = usage_cost(model, prefix, calls - 1, content, output)
+        # Message Batches are billed at half price: their floor is too.
+        batch = bool(figures.get("used_message_batches"))
+        own_floor = usage_cost(model, prefix, calls - 1, content, output, batch=batch)
+        min_floor = usage_cost(model, prefix, min_calls - 1, content, output, batch=batch)
         figures["floor_own_calls_usd"] = own_floor
         figures["x_floor_own_calls"] = figures["cost_usd"] / own_floor
-        figures["x_floor_min_calls"] = figures["cost_usd"] / out["floor"]["cost_at_min_calls"]
+        figures["x_floor_min_calls"] = figures["cost_usd"] / min_floor
         figures["savings_vs_baseline"] = 1 - figures["cost_usd"] / base["cost_usd"]
         figures["savings_vs_uncached_one_per_call"] = 1 - figures["cost_usd"] / uncached
 
@@ -212,7 +216,8 @@ def report(rec: Recorder, result: dict[str, Any], blocks: int) -> None:
             f"output {floor['output_tokens']:,}. Floor at the fewest calls the model allows "
             f"({floor['min_calls']}): ${floor['cost_at_min_calls']:.4f}. One call per block "
             f"without caching (the design's 'current', computed from the baseline's tokens): "
-            f"${result['uncached_one_per_call_usd']:.4f}."
+            f"${result['uncached_one_per_call_usd']:.4f}. The batch row's floor is at "
+            "Message Batches prices (half)."
         )
     if "batch" in modes and "calls_ok" in modes["batch"] and not modes["batch"].get(
             "used_message_batches"):

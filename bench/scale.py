@@ -117,16 +117,19 @@ async def inspect_histories(bs: BenchStack, run_id: str, parallel: int) -> dict[
 
 
 async def postgres_rows(pool: Any) -> dict[str, Any]:
+    """Rows now in each table (exact), plus inserts/updates as pg_stat_user_tables saw them."""
     tables = await pool.fetch(
-        """select relname, n_live_tup, n_tup_ins, n_tup_upd, n_tup_del
+        """select relname, n_tup_ins, n_tup_upd, n_tup_del
            from pg_stat_user_tables order by relname"""
     )
-    per_table = {t["relname"]: {"rows": t["n_live_tup"], "inserted": t["n_tup_ins"],
-                                "updated": t["n_tup_upd"], "deleted": t["n_tup_del"]}
-                 for t in tables}
+    per_table: dict[str, dict[str, int]] = {}
+    for t in tables:
+        rows = await pool.fetchval(f'select count(*) from "{t["relname"]}"')
+        per_table[t["relname"]] = {"rows": rows, "inserted": t["n_tup_ins"],
+                                   "updated": t["n_tup_upd"], "deleted": t["n_tup_del"]}
     size = await pool.fetchval("select pg_database_size(current_database())")
     return {
-        "inserted": sum(t["inserted"] for t in per_table.values()),
+        "rows": sum(t["rows"] for t in per_table.values()),
         "updated": sum(t["updated"] for t in per_table.values()),
         "database_bytes": size,
         "per_table": per_table,
@@ -222,8 +225,10 @@ async def main(args: argparse.Namespace) -> int:
                                       "2,000 pending children)"],
         ["worker peak RSS", ", ".join(f"{r / mib:,.0f} MiB" for r in worker_rss)],
         ["Temporal server peak RSS", f"{temporal_rss / mib:,.0f} MiB"],
-        ["Postgres rows written", f"{rows['inserted']:,} inserted, {rows['updated']:,} updated;"
-                                  f" database {rows['database_bytes'] / mib:,.0f} MiB"],
+        ["Postgres rows written", f"{rows['rows']:,} rows ("
+         + ", ".join(f"{k} {v['rows']:,}" for k, v in rows["per_table"].items() if v["rows"])
+         + f"), {rows['updated']:,} row updates; database {rows['database_bytes'] / mib:,.0f}"
+           " MiB"],
         ["CPU s", ", ".join(f"{k} {v:.0f}" for k, v in cpu.items())],
     ]
     rec.print_table(f"Scale: {args.blocks:,} blocks, zero model latency, {args.workers} "

@@ -1,0 +1,86 @@
+"""Each benchmark script runs end to end on tiny inputs and writes valid JSON.
+
+These check that the scripts work and what their JSON holds, never how fast anything was:
+benchmark figures live in ``bench/results`` and ``BENCHMARKS.md``, not in assertions.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_script(name: str, out: Path, *args: str, timeout: float = 280) -> dict[str, Any]:
+    proc = subprocess.run(  # noqa: S603 - our own scripts
+        [sys.executable, str(ROOT / "bench" / f"{name}.py"), *args, "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "| " in proc.stdout, "the script prints a table"
+    data = json.loads(out.read_text())
+    assert data["benchmark"] == name
+    for key in ("nproc", "ram_gib", "cpu_model", "python", "temporal_cli"):
+        assert key in data["machine"]
+    assert len(data["loadavg_start"]) == 3 and len(data["loadavg_end"]) == 3
+    assert data["parameters"] and data["tables_markdown"] and data["date"]
+    return data
+
+
+@pytest.mark.timeout(300)
+def test_cost_script_reports_every_mode_with_parity(tmp_path: Path) -> None:
+    data = run_script("cost", tmp_path / "cost.json", "--blocks", "12",
+                      "--system-tokens", "2000")
+    for schema in ("extract", "revise"):
+        result = data["schemas"][schema]
+        assert set(result["modes"]) == {"baseline", "pack10", "pack25", "auto", "batch"}
+        base = result["modes"]["baseline"]
+        assert base["calls_ok"] == 12 and base["blocks"] == {"ai_complete": 12}
+        for figures in result["modes"].values():
+            assert figures["status"] == "completed"
+            assert {"input_tokens", "output_tokens", "cache_write_tokens",
+                    "cache_read_tokens", "cost_usd", "split_events"} <= set(figures)
+            assert set(figures["parity"]["per_field"]) == set(result["fields"])
+            assert "x_floor_own_calls" in figures and "savings_vs_baseline" in figures
+        assert result["floor"]["min_calls"] >= 1
+
+
+@pytest.mark.timeout(300)
+def test_throughput_script_compares_runs_with_the_reference(tmp_path: Path) -> None:
+    data = run_script("throughput", tmp_path / "throughput.json", "--blocks", "20", "60",
+                      "--reference-children", "6")
+    assert [r["blocks"] for r in data["runs"]] == [20, 60]
+    assert all(r["status"] == "completed" and r["blocks_ok"] == r["blocks"]
+               for r in data["runs"])
+    assert {r["starts"] for r in data["reference"]} == {"parallel", "sequential"}
+    assert all("fraction_of_ceiling" in r and "ms_per_pack" in r for r in data["runs"])
+
+
+@pytest.mark.timeout(300)
+def test_scale_script_inspects_every_history(tmp_path: Path) -> None:
+    data = run_script("scale", tmp_path / "scale.json", "--blocks", "300",
+                      "--packs-per-history", "3", "--workers", "1")
+    assert data["status"] == "completed" and data["blocks_ok"] == 300
+    histories = data["histories"]
+    assert len(histories["run_workflow_chain"]) >= 2  # it continued as new
+    assert histories["pack_workflows_inspected"] == data["packs"]
+    assert data["under_temporal_warning_thresholds"] is True
+    assert data["worker_peak_rss_bytes"][0] > 0
+    assert data["postgres"]["per_table"]["overlays"]["rows"] == 300
+
+
+@pytest.mark.timeout(300)
+def test_ratelimits_script_reports_bound_and_429s(tmp_path: Path) -> None:
+    data = run_script("ratelimits", tmp_path / "ratelimits.json", "--blocks", "10",
+                      "--rpm", "1000", "--otpm", "1000000", "--ttft-ms", "20",
+                      "--per-token-ms", "0.1", "--workers", "1", "--concurrency", "4")
+    assert [r["mode"] for r in data["runs"]] == ["auto", "baseline"]
+    for run in data["runs"]:
+        assert run["status"] == "completed" and run["blocks_ok"] == 10
+        assert run["lower_bound_min"] > 0 and run["responses_429"] >= 0
