@@ -238,7 +238,9 @@ with o as (
            count(*) filter (where status = 'confirmed') as confirmed
     from overlays where run_id = $1),
 c as (
-    select count(*) filter (where status <> 'started') as calls,
+    -- A request the provider never processed (a cancelled or expired batch request) is not a call.
+    select count(*) filter (where status <> 'started'
+                            and coalesce(error_type, '') not in ('canceled', 'expired')) as calls,
            coalesce(sum(input_tokens), 0) as input_tokens,
            coalesce(sum(output_tokens), 0) as output_tokens,
            coalesce(sum(cache_creation_input_tokens), 0) as cache_creation_input_tokens,
