@@ -1,0 +1,151 @@
+"""The API key never leaves the worker's memory: not into Temporal history, the ledger or any
+other table, the logs, or an error message.
+
+A distinctive fake key (``sk-ant-test-SECRET-<random>``) is the only key the simulator
+accepts. One run succeeds with faults that halve packs (so halved child workflows exist
+and activities fail and retry with messages); a second run has its key rejected (401), so
+the rejection is surfaced as the run's error. Then every raw history event of every
+workflow of both runs, every row of every table, and the workers' logs (a ``worker.py``
+process with the SDK's debug logging on, and an in-process worker logging at DEBUG) are
+searched for the key and for its random part.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+from blockbatch.models import RunOptions
+from blockbatch.temporal import anthropic_client, build_worker
+from tests.conftest import ROOT, Stack
+from tests.helpers import extract_schema, markdown_doc
+
+
+def new_key() -> tuple[str, str]:
+    token = secrets.token_hex(12)
+    return f"sk-ant-test-SECRET-{token}", token
+
+
+def leaks(data: bytes | str, key: str, token: str) -> bool:
+    raw = data.encode() if isinstance(data, str) else data
+    return key.encode() in raw or token.encode() in raw
+
+
+async def histories(client: Client, workflow_id: str) -> dict[str, bytes]:
+    """Raw serialized history of a workflow and, recursively, of every child it started."""
+    out: dict[str, bytes] = {}
+    todo = [workflow_id]
+    while todo:
+        wid = todo.pop()
+        history = await client.get_workflow_handle(wid).fetch_history()
+        out[wid] = b"".join(e.SerializeToString() for e in history.events)
+        for event in history.events:
+            if event.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED:
+                attrs = event.child_workflow_execution_started_event_attributes
+                todo.append(attrs.workflow_execution.workflow_id)
+    return out
+
+
+async def every_row(s: Stack) -> dict[str, str]:
+    """Each table of the database as the text of all its rows."""
+    tables = [r["table_name"] for r in await s.pool.fetch(
+        """select table_name from information_schema.tables
+           where table_schema = 'public' and table_type = 'BASE TABLE'""")]
+    out = {}
+    for table in tables:
+        rows = await s.pool.fetch(f'select row_to_json(t)::text as j from "{table}" t')
+        out[table] = "\n".join(r["j"] for r in rows)
+    return out
+
+
+def start_worker_process(s: Stack, key: str, log: Path) -> subprocess.Popen[bytes]:
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")},
+        "DATABASE_URL": s.settings.resolved_database_url,
+        "TEMPORAL_ADDRESS": s.settings.resolved_temporal_address,
+        "TEMPORAL_TASK_QUEUE": s.task_queue,
+        "ANTHROPIC_BASE_URL": s.sim.base_url,
+        "ANTHROPIC_API_KEY": key,
+        "ANTHROPIC_LOG": "debug",  # the SDK's own request/response logging
+        "BLOCKBATCH_DATA_DIR": str(log.parent / "data"),
+        "PYTHONUNBUFFERED": "1",
+    }
+    with open(log, "wb") as out:
+        return subprocess.Popen(  # our own entry point
+            [sys.executable, str(ROOT / "worker.py")], cwd=ROOT, env=env, stdout=out,
+            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )
+
+
+async def test_api_key_is_nowhere_in_history_ledger_tables_logs_or_errors(
+    bbstack: Stack, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    key, token = new_key()
+    s = bbstack
+    doc = await s.bb.ingest_bytes(markdown_doc(40), name="doc.md", fmt="markdown")
+    schema_id = await s.bb.add_schema(extract_schema(200))
+
+    # 1. A run that succeeds, halving packs and retrying errors, on a worker.py process.
+    s.sim.scenario(auth={"valid_keys": [key]}, seed=5,
+                   faults={"truncate": 0.4, "skip_block": 0.05, "malformed_tool_input": 0.2},
+                   errors={"rate_429": 0.15, "rate_500": 0.1, "retry_after_s": 0})
+    log = tmp_path / "worker.log"
+    proc = start_worker_process(s, key, log)
+    try:
+        ok_id = await s.bb.start_run(doc, schema_id, RunOptions(pack_size=10))
+        ok = await asyncio.wait_for(s.bb.wait(ok_id), 150)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(proc.wait, 40)
+    assert ok.status == "completed" and ok.blocks_ai_complete + ok.blocks_failed == 40
+    assert ok.split_events > 0
+
+    # 2. A run whose key is rejected (401), on an in-process worker logging at DEBUG.
+    s.sim.scenario(auth={"valid_keys": ["another-key"]})
+    caplog.set_level(logging.DEBUG)
+    settings = s.settings.model_copy(update={"anthropic_api_key": SecretStr(key)})
+    assert key not in repr(settings) and key not in str(settings.model_dump())
+    worker = build_worker(s.client, s.task_queue, s.pool, anthropic_client(settings))
+    async with worker:
+        bad_id = await s.bb.start_run(doc, schema_id, RunOptions(pack_size=10))
+        bad = await asyncio.wait_for(s.bb.wait(bad_id), 60)
+    assert bad.status == "failed"
+    assert "API key was rejected" in (bad.error or "")
+    assert s.sim.stats()["requests"]["POST /v1/messages"].get("401", 0) > 0
+
+    # Temporal: every event of both runs and of every pack, halves included.
+    found: dict[str, bytes] = {}
+    for run_id in (ok_id, bad_id):
+        found.update(await histories(s.client, f"run-{run_id}"))
+    assert any("/pack-" in wid and "." in wid.rsplit("pack-", 1)[1] for wid in found), found.keys()
+    assert all(run_id.encode() in found[f"run-{run_id}"] for run_id in (ok_id, bad_id))
+    assert [wid for wid, raw in found.items() if leaks(raw, key, token)] == []
+
+    # Postgres: every row of every table (the ledger's request/response/errors included).
+    tables = await every_row(s)
+    assert tables["llm_calls"] and "rate_limit_error" in tables["llm_calls"]
+    assert "authentication_error" in tables["llm_calls"]
+    assert [t for t, text in tables.items() if leaks(text, key, token)] == []
+
+    # Logs: the worker process (with the SDK's debug log) and the in-process worker.
+    worker_log = log.read_text(errors="replace")
+    assert "HTTP Request" in worker_log or "Request options" in worker_log, worker_log[-2000:]
+    assert not leaks(worker_log, key, token)
+    assert "API key was rejected" in caplog.text
+    assert not leaks(caplog.text, key, token)
+
+    # Error messages, as the user sees them.
+    runs = await s.pool.fetch("select run_id, error from runs")
+    assert all(not leaks(r["error"] or "", key, token) for r in runs)
+    assert not leaks(bad.model_dump_json(), key, token)
