@@ -9,7 +9,8 @@ Temporal dev server, the simulated Claude, two ``python worker.py`` processes), 
 document once without faults (the reference), then runs it again while it injects, on a
 schedule drawn from the seed:
 
-* workers SIGKILLed and restarted (one of two; both at once);
+* workers SIGKILLed and restarted (one of two; both at once), and one stopped with SIGTERM
+  as a deploy would (graceful: in-flight calls finish first);
 * the Temporal dev server stopped and restarted (its history stays in its SQLite file);
 * Postgres stopped (cleanly, and crash-like with ``-m immediate``) and restarted;
 * the simulator answering 429 (with retry-after), 529, 500, hanging past the client's
