@@ -178,9 +178,9 @@ async def test_errored_and_expired_requests_are_resubmitted_without_losing_block
 async def test_round_larger_than_the_batch_limit_is_split_into_several_batches(
     bbstack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import activities.batches
+    import activities.batches.submit
 
-    monkeypatch.setattr(activities.batches, "_PAGE_REQUESTS", 2)  # read in small pages
+    monkeypatch.setattr(activities.batches.submit, "_PAGE_REQUESTS", 2)  # read in small pages
     bbstack.sim.scenario(batch={"processing_delay_s": 0.2})
     options = FAST.model_copy(update={"max_requests_per_batch": 3})
     run_id, result = await run_batch(bbstack, 50, pack_size=5, batch=options)

@@ -1,4 +1,4 @@
-"""Pure rules of batch mode: custom_ids, request params, what follows each result."""
+"""Pure rules of batch mode: custom_ids, request params, parts, ledger rows, what follows."""
 
 from __future__ import annotations
 
@@ -7,7 +7,17 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from activities.batches import batch_params, custom_id_for, decide
+from blockbatch.batching import (
+    PartCutter,
+    batch_params,
+    custom_id_for,
+    decide,
+    request_size,
+    result_row,
+    split_pack,
+)
+from blockbatch.models import BatchOptions, RunOptions
+from blockbatch.registry import Usage, cost_usd, get_model
 
 CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -65,3 +75,44 @@ def test_transient_errors_and_expiry_are_resubmitted_up_to_the_limit() -> None:
 def test_rejected_key_stops_the_run() -> None:
     d = decide("errored", blocks=2, error_type="authentication_error", error_message="bad key")
     assert d.step == "fatal" and "ANTHROPIC_API_KEY" in d.reason
+
+
+def test_parts_are_cut_at_the_request_count_and_the_byte_limit() -> None:
+    request = {"custom_id": "p0_a1-00000000", "params": {"text": "x" * 4_000}}
+    size = request_size(request)
+    cutter = PartCutter(BatchOptions(max_requests_per_batch=10, max_batch_bytes=10_000))
+    closed = [cutter.add(request, {}) for _ in range(4)]
+    assert [c.index if c else None for c in closed] == [None, None, 0, None]
+    assert closed[2] is not None and len(closed[2].requests) == 2
+    assert closed[2].nbytes == 2 * size <= 10_000
+    last = cutter.last()
+    assert last is not None and (last.index, len(last.requests)) == (1, 2)
+    by_count = PartCutter(BatchOptions(max_requests_per_batch=3))
+    closed = [by_count.add(request, {}) for _ in range(7)]
+    assert [len(c.requests) for c in closed if c] == [3, 3]
+    assert PartCutter(BatchOptions()).last() is None
+
+
+def test_split_pack_halves_into_numbered_children() -> None:
+    assert split_pack("3.1", ["a", "b", "c"]) == [("3.1.0", ["a", "b"]), ("3.1.1", ["c"])]
+    assert split_pack("2", ["a"]) == [("2.0", ["a"])]
+
+
+def test_result_rows_price_answers_at_batch_rates_and_explain_the_rest() -> None:
+    model = get_model(RunOptions().model)
+    usage = {"input_tokens": 1000, "output_tokens": 200, "cache_read_input_tokens": 50}
+    ok = result_row(7, "p0_a1-x", {"type": "succeeded", "message": {
+        "stop_reason": "tool_use", "usage": usage}}, model, 1500)
+    assert (ok.status, ok.http_status, ok.stop_reason, ok.latency_ms) == (
+        "succeeded", 200, "tool_use", 1500)
+    assert ok.cost_usd == cost_usd(model, Usage(**usage), batch=True)
+    errored = result_row(8, "p1_a1-x", {"type": "errored", "error": {
+        "request_id": "req_1", "error": {"type": "overloaded_error", "message": "busy"}}},
+        model, None)
+    assert (errored.status, errored.http_status, errored.error_type,
+            errored.error_message, errored.request_id) == (
+        "failed", 529, "overloaded_error", "busy", "req_1")
+    canceled = result_row(9, "p2_a1-x", {"type": "canceled"}, model, None)
+    assert (canceled.result_type, canceled.status) == ("canceled", "abandoned")
+    odd = result_row(10, "p3_a1-x", {"type": "surprise"}, model, None)
+    assert (odd.result_type, odd.status, odd.cost_usd) == ("missing", "failed", 0.0)

@@ -1,0 +1,254 @@
+"""Pure rules of batch mode (Message Batches): names, sizes, and what follows a result.
+
+No I/O here: the activities in ``activities/batches/`` read and write Postgres and talk
+to the provider; this module decides how requests are named and cut into batches, what
+the ledger records of each result line, and what happens next to each pack attempt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple
+
+from blockbatch.models import BatchOptions
+from blockbatch.registry import ModelInfo, Usage, cost_usd
+
+#: The system prompt is cached for an hour: a batch may take long to start processing.
+BATCH_CACHE_TTL: Literal["1h"] = "1h"
+#: The HTTP status a synchronous call would have had, by the error type of a result line.
+HTTP_STATUS = {"invalid_request_error": 400, "authentication_error": 401,
+               "permission_error": 403, "not_found_error": 404, "request_too_large": 413,
+               "rate_limit_error": 429, "api_error": 500, "overloaded_error": 529}
+
+
+def custom_id_for(run_id: str, pack_path: str, attempt: int) -> str:
+    """``p3_0_1_a1-<run tag>`` for pack 3.0.1 attempt 1; matches ``^[a-zA-Z0-9_-]{1,64}$``.
+
+    The tag (8 hex digits of the run id's hash) makes a result line of another run's
+    batch unmistakable.
+    """
+    tag = hashlib.sha256(run_id.encode()).hexdigest()[:8]
+    custom_id = f"p{pack_path.replace('.', '_')}_a{attempt}-{tag}"
+    if len(custom_id) > 64:
+        raise ValueError(f"pack path {pack_path!r} is too deep for a custom_id")
+    return custom_id
+
+
+def batch_params(request: dict[str, Any]) -> dict[str, Any]:
+    """``build_request`` keyword arguments as a batch request's ``params`` (no extra_body)."""
+    params = {k: v for k, v in request.items() if k != "extra_body"}
+    params.update(request.get("extra_body") or {})
+    return params
+
+
+def prefix_sha256(system: Any, tools: Any) -> str:
+    """The ``prompt_prefixes`` key of a system prompt and tools, stored once per run."""
+    return hashlib.sha256(
+        json.dumps({"system": system, "tools": tools}, sort_keys=True).encode()
+    ).hexdigest()
+
+
+# ------------------------------------------------------------------ rounds and parts
+
+
+@dataclass
+class PackAttempt:
+    """One pack attempt to put into a round (a ``batch_requests`` row)."""
+
+    path: str
+    index: int
+    attempt: int
+    resubmits: int
+    uids: list[str]
+
+
+def split_pack(path: str, uids: list[str]) -> list[tuple[str, list[str]]]:
+    """Halve a pack's blocks into children ``<path>.0`` and ``<path>.1`` (first half larger)."""
+    half = (len(uids) + 1) // 2
+    halves = [h for h in (uids[:half], uids[half:]) if h]
+    return [(f"{path}.{i}", h) for i, h in enumerate(halves)]
+
+
+def request_size(request: dict[str, Any]) -> int:
+    """Bytes one request adds to a batch's body: its JSON line."""
+    return len(json.dumps(request, ensure_ascii=False).encode()) + 1
+
+
+@dataclass
+class Part:
+    """One provider batch's worth of requests, and what the ledger keeps of each."""
+
+    index: int
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    stored: list[dict[str, Any]] = field(default_factory=list)
+    nbytes: int = 0
+
+
+class PartCutter:
+    """Cuts a round's requests, in their fixed order, into parts within the batch limits.
+
+    The same requests in the same order always give the same parts, so a retried
+    submission finds the parts it already created.
+    """
+
+    def __init__(self, options: BatchOptions) -> None:
+        self.options = options
+        self.part = Part(0)
+
+    def add(self, request: dict[str, Any], stored: dict[str, Any]) -> Part | None:
+        """Add one request; returns the part it closed when it did not fit there."""
+        size = request_size(request)
+        closed = None
+        if self.part.requests and (
+            len(self.part.requests) >= self.options.max_requests_per_batch
+            or self.part.nbytes + size > self.options.max_batch_bytes
+        ):
+            closed, self.part = self.part, Part(self.part.index + 1)
+        self.part.requests.append(request)
+        self.part.stored.append(stored)
+        self.part.nbytes += size
+        return closed
+
+    def last(self) -> Part | None:
+        """The part still open at the end, unless it is empty."""
+        return self.part if self.part.requests else None
+
+
+# ------------------------------------------------------------------ results
+
+
+def usage_of(message: dict[str, Any]) -> Usage:
+    """The token usage of an answer (a Message as JSON)."""
+    u = message.get("usage") or {}
+    creation = u.get("cache_creation") or {}
+    return Usage(
+        input_tokens=u.get("input_tokens") or 0,
+        output_tokens=u.get("output_tokens") or 0,
+        cache_creation_input_tokens=u.get("cache_creation_input_tokens") or 0,
+        cache_read_input_tokens=u.get("cache_read_input_tokens") or 0,
+        cache_creation_1h_tokens=creation.get("ephemeral_1h_input_tokens") or 0,
+    )
+
+
+class ResultRow(NamedTuple):
+    """One result line as recorded in ``llm_calls`` and ``batch_requests``."""
+
+    call_id: int
+    custom_id: str
+    result_type: str
+    status: str
+    response: dict[str, Any] | None
+    http_status: int | None
+    error_type: str | None
+    error_message: str | None
+    request_id: str | None
+    stop_reason: str | None
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+    cache_creation_1h_tokens: int
+    cost_usd: float
+    latency_ms: int | None
+
+
+_NOT_PROCESSED = {
+    "expired": ("failed", "the batch expired (24 h) before this request was processed"),
+    "canceled": ("abandoned", "the batch was canceled before this request was processed"),
+    "missing": ("failed", "the ended batch had no result for this request"),
+}
+
+
+def result_row(
+    call_id: int, custom_id: str, result: dict[str, Any], model: ModelInfo,
+    latency_ms: int | None,
+) -> ResultRow:
+    """The ledger row of one result line (``{"type": "missing"}`` when there was none)."""
+    kind = result.get("type", "missing")
+    if kind == "succeeded":
+        message = result["message"]
+        usage = usage_of(message)
+        return ResultRow(call_id, custom_id, kind, "succeeded", message, 200, None, None, None,
+                         message.get("stop_reason"), usage.input_tokens, usage.output_tokens,
+                         usage.cache_creation_input_tokens, usage.cache_read_input_tokens,
+                         usage.cache_creation_1h_tokens, cost_usd(model, usage, batch=True),
+                         latency_ms)
+    if kind == "errored":
+        body = result.get("error") or {}
+        error = body.get("error") or {}
+        error_type = str(error.get("type") or "api_error")
+        return ResultRow(call_id, custom_id, kind, "failed", None, HTTP_STATUS.get(error_type),
+                         error_type, str(error.get("message") or "")[:4000],
+                         body.get("request_id"), None, 0, 0, 0, 0, 0, 0.0, latency_ms)
+    ledger_status, text = _NOT_PROCESSED.get(kind, _NOT_PROCESSED["missing"])
+    return ResultRow(call_id, custom_id, kind if kind in _NOT_PROCESSED else "missing",
+                     ledger_status, None, None, kind, text, None, None, 0, 0, 0, 0, 0, 0.0,
+                     latency_ms)
+
+
+Step = Literal["done", "retry", "split", "resubmit", "fail", "keep", "fatal"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do with one pack attempt once its result is in (and applied)."""
+
+    step: Step
+    reason: str = ""
+
+
+def decide(
+    result_type: str,
+    *,
+    blocks: int,
+    remaining: int = 0,
+    reason: str = "",
+    error_type: str | None = None,
+    error_message: str | None = None,
+    resubmits: int = 0,
+    max_resubmits: int = 5,
+    stopping: bool = False,
+) -> Decision:
+    """The next step for a pack attempt, with the same rules as a sync ProcessPack.
+
+    Args:
+        result_type: ``succeeded``, ``errored``, ``expired``, ``canceled`` or ``missing``.
+        blocks: how many blocks the attempt held.
+        remaining: for ``succeeded``: blocks still pending after ``apply_results``.
+        reason: for ``succeeded``: ``apply_results``'s summary (why blocks remain).
+        error_type, error_message: for ``errored``: the API error.
+        resubmits: how often this pack was already resubmitted.
+        max_resubmits: the limit of resubmissions.
+        stopping: the run is cancelling: nothing new is scheduled.
+
+    Splits and resubmissions do not consume block attempts; ``retry`` follows a
+    per-block failure that ``apply_results`` already charged.
+    """
+    if result_type == "succeeded":
+        if not remaining:
+            return Decision("done")
+        if stopping:
+            return Decision("keep", reason)
+        return Decision("retry" if blocks == 1 else "split", reason)
+    message = error_message or ""
+    if result_type == "errored":
+        if error_type in ("authentication_error", "permission_error"):
+            return Decision("fatal", f"the API key was rejected by Claude ({error_type}: "
+                                     f"{message}); set a valid ANTHROPIC_API_KEY for the "
+                                     "workers and start a new run")
+        overflow = error_type == "request_too_large" or "too long" in message.lower()
+        if error_type in ("invalid_request_error", "request_too_large") and overflow:
+            if blocks == 1:
+                return Decision("fail", f"prompt too long: {message}")
+            return Decision("keep" if stopping else "split", f"prompt too long: {message}")
+        if error_type in ("invalid_request_error", "not_found_error"):
+            return Decision("fail", f"Claude rejected the request ({error_type}): {message}")
+    if stopping:
+        return Decision("keep", result_type)
+    what = f"{result_type} ({error_type}: {message})" if error_type else result_type
+    if resubmits >= max_resubmits:
+        return Decision("fail", f"Claude batch request {what} {resubmits + 1} times; "
+                                "giving up on these blocks")
+    return Decision("resubmit", what)
