@@ -13,7 +13,7 @@ from blockbatch.settings import Settings
 
 
 async def baseline_cost(pool: asyncpg.Pool, run_id: str) -> float | None:
-    """Estimated cost of the same run at one call per block without prompt caching.
+    """Estimated cost of the same blocks at one call per block without prompt caching.
 
     Every block would pay the full prompt prefix as plain input and its own output; we
     take the prefix size and the per-block output from what this run actually used.
@@ -39,7 +39,11 @@ async def baseline_cost(pool: asyncpg.Pool, run_id: str) -> float | None:
     ) or 0
     per_block_content = (row["prompt_tokens"] - prefix * row["calls"]) / max(row["blocks_sent"], 1)
     per_block_output = row["output_tokens"] / max(row["blocks_sent"], 1)
-    n = row["blocks_total"]
+    # Blocks that got an answer or failed trying; a cancelled block cost nothing either way.
+    n = await pool.fetchval(
+        """select count(*) from overlays where run_id = $1
+           and status in ('ai_complete', 'confirmed', 'failed')""", run_id,
+    )
     usage = Usage(
         input_tokens=int(n * (prefix + per_block_content)),
         output_tokens=int(n * per_block_output),
@@ -79,7 +83,8 @@ def summary_lines(result: RunResult, *, baseline: float | None, links: dict[str,
                   duration_s: float | None = None) -> list[str]:
     """The end-of-run table the starter and the demo print."""
     r = result
-    per_call = f"{r.blocks_total / r.calls:.1f} blocks per call; " if r.calls else ""
+    answered = r.blocks_ai_complete + r.blocks_failed
+    per_call = f"{answered / r.calls:.1f} blocks per call; " if r.calls else ""
     cost = f"${r.cost_usd:.4f}"
     if baseline:
         cost += (f"   (one call per block, no caching: ${baseline:.4f}; "
@@ -87,7 +92,7 @@ def summary_lines(result: RunResult, *, baseline: float | None, links: dict[str,
     rows = [
         ("blocks", (f"{r.blocks_ai_complete} ok · {r.blocks_failed} failed · "
                    f"{r.blocks_cancelled} cancelled · {r.blocks_total} total")),
-        ("calls", (f"{r.calls} calls for {r.blocks_total} blocks ({per_call}{r.pack_count} "
+        ("calls", (f"{r.calls} calls for {answered} blocks ({per_call}{r.pack_count} "
                   f"packs, {r.split_events} split events)")),
         ("tokens", (f"input {r.input_tokens:,} · output {r.output_tokens:,} · "
                    f"cache write {r.cache_creation_input_tokens:,} · "

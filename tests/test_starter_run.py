@@ -67,7 +67,7 @@ async def test_ctrl_c_detaches_then_cancel_and_watch_end_cancelled(
                                "--pack-size", "4", "--max-concurrent-packs", "2")
         assert proc.stdout is not None
         seen = ""
-        while "blocks (" not in seen:  # a progress line: the follower is live
+        while " blocks · " not in seen:  # a progress line: the follower is live
             line = await asyncio.wait_for(proc.stdout.readline(), 60)
             assert line, seen
             seen += line.decode()

@@ -27,16 +27,19 @@ class Eta:
 
 
 def describe(p: RunProgress, eta: float | None) -> str:
+    """One line, most useful first (a narrow terminal cuts the end)."""
     if p.status == "planning" or not p.packs_total:
         return f"{p.status}: sizing packs…"
     tokens = (p.input_tokens + p.output_tokens + p.cache_creation_input_tokens
               + p.cache_read_input_tokens)
-    text = (f"{p.blocks_done + p.blocks_failed}/{p.blocks_total} blocks "
-            f"({p.blocks_failed} failed) · packs {p.packs_done}/{p.packs_total} "
-            f"({p.packs_running} running) · {p.calls} calls · {p.splits} splits · "
-            f"{human_tokens(tokens)} tokens · ${p.cost_usd:.4f}")
+    parts = [f"{p.blocks_done + p.blocks_failed}/{p.blocks_total} blocks",
+             f"{p.blocks_failed} failed"]
     if eta is not None:
-        text += f" · ETA {human_seconds(eta)}"
+        parts.append(f"ETA {human_seconds(eta)}")
+    parts += [f"${p.cost_usd:.4f}", (f"packs {p.packs_done}/{p.packs_total} "
+              f"({p.packs_running} running)"), f"{p.calls} calls", f"{p.splits} splits",
+              f"{human_tokens(tokens)} tokens"]
+    text = " · ".join(parts)
     return text if p.status == "running" else f"{p.status}: {text}"
 
 
@@ -61,7 +64,7 @@ class ProgressView:
         if self.tty:
             self._draw(self._bar(p) + " " + text)
             return
-        core = text.split(" · ETA")[0]
+        core = " · ".join(x for x in text.split(" · ") if not x.startswith("ETA"))
         changed = core != self._last_text
         if changed and (now - self._last_print >= 2.0 or p.status != "running"):
             self.con.line(text)
@@ -83,7 +86,8 @@ class ProgressView:
     def close(self) -> None:
         self.clear()
 
-    def _bar(self, p: RunProgress, width: int = 20) -> str:
+    def _bar(self, p: RunProgress) -> str:
+        width = min(20, shutil.get_terminal_size((100, 20)).columns // 8)
         done = p.blocks_done + p.blocks_failed
         frac = done / p.blocks_total if p.blocks_total else 0.0
         filled = int(frac * width)
