@@ -15,7 +15,6 @@ For a list of items in one call, see :func:`llm_batch` / :func:`allm_batch`.
 
 from __future__ import annotations
 
-import errno
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -27,16 +26,17 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.service import RPCError, RPCStatusCode
 
 from blockbatch import repo
 from blockbatch.api import reads
 from blockbatch.api import review as review_ops
 from blockbatch.api.errors import BadRequest, NotFound, StackUnavailable, TemporalUnavailable
+from blockbatch.api.inputs import SchemaSource, as_schema
 from blockbatch.api.review import ConfirmOutcome, ExportSummary
 from blockbatch.db import create_pool
 from blockbatch.ingest import ParsedBlock, detect_format, parse_document
 from blockbatch.models import RunInput, RunOptions, RunProgress, RunResult
-from blockbatch.schema import SchemaSpec, load_schema
 from blockbatch.settings import Settings, load_settings
 from blockbatch.temporal import connect, ensure_search_attributes
 from workflows.run import RunWorkflow, run_workflow_id
@@ -50,7 +50,6 @@ _KEYS = {
     "schema": SearchAttributeKey.for_keyword("BlockbatchSchema"),
     "model": SearchAttributeKey.for_keyword("BlockbatchModel"),
 }
-SchemaSource = dict[str, Any] | SchemaSpec | str | Path
 
 
 class Blockbatch:
@@ -210,7 +209,15 @@ class Blockbatch:
         info = await self.run(run_id)
         if info.active:
             await self.temporal()
-            await self.handle(run_id).signal(RunWorkflow.cancel)
+            try:
+                await self.handle(run_id).signal(RunWorkflow.cancel)
+            except RPCError as err:
+                if err.status != RPCStatusCode.NOT_FOUND:
+                    raise
+                raise BadRequest(
+                    f"run {run_id} is {info.status} but its workflow is not running "
+                    f"(terminated in the Temporal UI?): nothing to cancel"
+                ) from None
         return info
 
     async def workers_polling(self, task_queue: str | None = None) -> int:
@@ -255,31 +262,6 @@ class Blockbatch:
         if isinstance(out, str | Path):
             return await review_ops.export_run_to_file(self.pool, run_id, out, staged=staged)
         return await review_ops.export_run(self.pool, run_id, out, staged=staged)
-
-
-def as_schema(source: SchemaSource, name: str | None = None) -> SchemaSpec:
-    """A validated schema from a dict, a SchemaSpec, JSON text, or a path to a JSON file."""
-    if isinstance(source, SchemaSpec):
-        return source
-    if isinstance(source, str) and source.lstrip().startswith("{"):
-        return load_schema(source, name=name)
-    if isinstance(source, str | Path):
-        path = Path(source)
-        if not path.is_file():
-            raise FileNotFoundError(errno.ENOENT, "no such schema file", str(path))
-        raw = path.read_bytes()
-        return load_schema(raw, name=name or _unnamed(raw, path.stem))
-    return load_schema(source, name=name)
-
-
-def _unnamed(raw: bytes, fallback: str) -> str | None:
-    """``fallback`` when the schema JSON names itself neither by "name" nor "title"."""
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return fallback
-    return None if isinstance(data, dict) and (data.get("name") or data.get("title")) \
-        else fallback
 
 
 def _run_details(run_id: str, document_id: str, schema_id: str, options: RunOptions) -> str:

@@ -36,6 +36,15 @@ def describe(p: RunProgress, eta: float | None) -> str:
              f"{p.blocks_failed} failed"]
     if eta is not None:
         parts.append(f"ETA {human_seconds(eta)}")
+    if (batch := getattr(p, "batch", None)) is not None:  # --mode batch: Message Batches
+        c = batch.counts
+        ended = c.succeeded + c.errored + c.canceled + c.expired
+        text = f"batch round {batch.round} {batch.phase}"
+        if batch.requests:
+            text += f" ({ended}/{batch.requests} requests back)"
+        if batch.next_poll_s:
+            text += f", next look in {human_seconds(batch.next_poll_s)}"
+        parts.append(text)
     parts += [f"${p.cost_usd:.4f}", (f"packs {p.packs_done}/{p.packs_total} "
               f"({p.packs_running} running)"), f"{p.calls} calls", f"{p.splits} splits",
               f"{human_tokens(tokens)} tokens"]
