@@ -22,7 +22,7 @@ from blockbatch.models import (
     RunResult,
 )
 from blockbatch.planning import estimate_output_tokens, plan_packs
-from blockbatch.repo import RunContext, load_run_context
+from blockbatch.repo import RunContext, cached_run_context
 from blockbatch.results import parse_results
 
 
@@ -31,14 +31,9 @@ class DbActivities:
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self.pool = pool
-        self._contexts: dict[str, RunContext] = {}
 
     async def context(self, conn: asyncpg.Connection, run_id: str) -> RunContext:
-        ctx = self._contexts.get(run_id)
-        if ctx is None:
-            ctx = await load_run_context(conn, run_id)
-            self._contexts[run_id] = ctx
-        return ctx
+        return await cached_run_context(conn, run_id)
 
     @activity.defn
     async def plan_run(self, inp: PlanRunInput) -> PlanRunOutput:

@@ -9,11 +9,10 @@ with ``max_retries=0`` and retryable failures are raised with the server's retry
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import time
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import anthropic
 import asyncpg
@@ -22,9 +21,9 @@ from temporalio.exceptions import ApplicationError
 
 from blockbatch.models import CallModelInput, CallModelOutput
 from blockbatch.planning import describe_pack, estimate_output_tokens
-from blockbatch.prompt import build_request
+from blockbatch.prompt import build_request, prefix_sha256
 from blockbatch.registry import Usage, cost_usd
-from blockbatch.repo import RunContext, load_run_context
+from blockbatch.repo import RunContext, cached_run_context
 
 #: ApplicationError type that stops the whole run (401/403): retrying cannot help.
 API_KEY_REJECTED = "ApiKeyRejected"
@@ -36,18 +35,11 @@ _DB_UNAVAILABLE = (OSError, TimeoutError, asyncpg.InterfaceError,
                    asyncpg.PostgresConnectionError, asyncpg.OperatorInterventionError)
 #: How long a received (paid) answer waits for Postgres before the activity gives up.
 _RECORD_PATIENCE_S = 300.0
-
-
-def _usage_of(message: dict[str, Any]) -> Usage:
-    u = message.get("usage") or {}
-    creation = u.get("cache_creation") or {}
-    return Usage(
-        input_tokens=u.get("input_tokens") or 0,
-        output_tokens=u.get("output_tokens") or 0,
-        cache_creation_input_tokens=u.get("cache_creation_input_tokens") or 0,
-        cache_read_input_tokens=u.get("cache_read_input_tokens") or 0,
-        cache_creation_1h_tokens=creation.get("ephemeral_1h_input_tokens") or 0,
-    )
+#: How long a call waits for Postgres before it starts (past that, the attempt fails).
+_PREPARE_PATIENCE_S = 120.0
+_T = TypeVar("_T")
+#: What ``_prepare`` hands ``_send``: the run, the ledger row, the pack and the request.
+_Prepared = tuple[RunContext, int, list[str], dict[str, Any]]
 
 
 def _retry_after(err: anthropic.APIStatusError) -> timedelta | None:
@@ -65,18 +57,22 @@ class LlmActivities:
     def __init__(self, pool: asyncpg.Pool, client: anthropic.AsyncAnthropic) -> None:
         self.pool = pool
         self.client = client
-        self._contexts: dict[str, RunContext] = {}
-
-    async def _context(self, conn: asyncpg.Connection, run_id: str) -> RunContext:
-        ctx = self._contexts.get(run_id)
-        if ctx is None:
-            ctx = await load_run_context(conn, run_id)
-            self._contexts[run_id] = ctx
-        return ctx
 
     @activity.defn
     async def call_model(self, inp: CallModelInput) -> CallModelOutput:
-        """Call Claude for one pack attempt and record request and answer in the ledger."""
+        """Call Claude for one pack attempt and record request and answer in the ledger.
+
+        Nothing is paid before the call, yet a Postgres outage there would fail the attempt
+        and use up retries that belong to Claude's errors: it is waited out in place.
+        """
+        prepared = await _patiently("prepare the call", _PREPARE_PATIENCE_S,
+                                    lambda: self._prepare(inp))
+        if isinstance(prepared, CallModelOutput):
+            return prepared
+        return await self._send(*prepared)
+
+    async def _prepare(self, inp: CallModelInput) -> CallModelOutput | _Prepared:
+        """Read the pack and open its ledger row; an outcome instead when not to call."""
         async with self.pool.acquire() as conn:
             previous = await conn.fetchrow(
                 """select call_id, block_uids, stop_reason, input_tokens, output_tokens,
@@ -87,7 +83,7 @@ class LlmActivities:
             )
             if previous is not None:
                 return self._summary(previous, reused=True)
-            ctx = await self._context(conn, inp.run_id)
+            ctx = await cached_run_context(conn, inp.run_id)
             blocks = await self._pending_blocks(conn, inp)
         if not blocks:
             return CallModelOutput(outcome="empty", block_uids=[])
@@ -119,7 +115,7 @@ class LlmActivities:
         if call_id is None:
             return CallModelOutput(outcome="cancelled", block_uids=uids,
                                    message="run is cancelling")
-        return await self._send(ctx, call_id, uids, request)
+        return ctx, call_id, uids, request
 
     async def _pending_blocks(
         self, conn: asyncpg.Connection, inp: CallModelInput
@@ -145,10 +141,7 @@ class LlmActivities:
     ) -> int | None:
         """Insert the ledger row, unless the run stopped; ``None`` means do not call."""
         info = activity.info()
-        prefix = {"system": request["system"], "tools": request["tools"]}
-        prefix_sha = hashlib.sha256(
-            json.dumps(prefix, sort_keys=True).encode()
-        ).hexdigest()
+        prefix_sha = prefix_sha256(request["system"], request["tools"])
         stored_request = {k: v for k, v in request.items() if k not in ("system", "tools")}
         async with self.pool.acquire() as conn, conn.transaction():
             status = await conn.fetchval(
@@ -213,25 +206,14 @@ class LlmActivities:
         The answer is already paid for: failing the activity here would make its retry call
         Claude again, so a lost connection (Postgres restarting) is retried in place.
         """
-        usage = _usage_of(message)
+        usage = Usage.from_message(message)
         cost = cost_usd(ctx.model, usage)
         latency_ms = int((time.monotonic() - started) * 1000)
-        deadline = time.monotonic() + _RECORD_PATIENCE_S
-        delay = 0.5
-        while True:
-            try:
-                row = await self._write_answer(call_id, message, request_id, usage, cost,
-                                               latency_ms)
-                return self._summary(row, reused=False)
-            except _DB_UNAVAILABLE as exc:
-                if time.monotonic() + delay > deadline:
-                    raise
-                activity.logger.warning(
-                    "cannot record the answer of call %s yet (%s); retrying in %.1fs",
-                    call_id, type(exc).__name__, delay,
-                )
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+        row = await _patiently(
+            f"record the answer of call {call_id}", _RECORD_PATIENCE_S,
+            lambda: self._write_answer(call_id, message, request_id, usage, cost, latency_ms),
+        )
+        return self._summary(row, reused=False)
 
     async def _write_answer(
         self, call_id: int, message: dict[str, Any], request_id: str | None, usage: Usage,
@@ -327,6 +309,23 @@ class LlmActivities:
             cost_usd=float(row["cost_usd"]),
             reused=reused,
         )
+
+
+async def _patiently(what: str, patience_s: float, step: Callable[[], Awaitable[_T]]) -> _T:
+    """Run ``step``, running it again while Postgres is unreachable, up to ``patience_s``."""
+    deadline = time.monotonic() + patience_s
+    delay = 0.5
+    while True:
+        try:
+            return await step()
+        except _DB_UNAVAILABLE as exc:
+            if time.monotonic() + delay > deadline:
+                raise
+            activity.logger.warning("cannot %s yet: Postgres unavailable (%s); retrying in "
+                                    "%.1fs", what, type(exc).__name__, delay)
+            activity.heartbeat()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
 
 
 async def _heartbeat_forever() -> None:

@@ -43,13 +43,6 @@ def batch_params(request: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
-def prefix_sha256(system: Any, tools: Any) -> str:
-    """The ``prompt_prefixes`` key of a system prompt and tools, stored once per run."""
-    return hashlib.sha256(
-        json.dumps({"system": system, "tools": tools}, sort_keys=True).encode()
-    ).hexdigest()
-
-
 # ------------------------------------------------------------------ rounds and parts
 
 
@@ -119,19 +112,6 @@ class PartCutter:
 # ------------------------------------------------------------------ results
 
 
-def usage_of(message: dict[str, Any]) -> Usage:
-    """The token usage of an answer (a Message as JSON)."""
-    u = message.get("usage") or {}
-    creation = u.get("cache_creation") or {}
-    return Usage(
-        input_tokens=u.get("input_tokens") or 0,
-        output_tokens=u.get("output_tokens") or 0,
-        cache_creation_input_tokens=u.get("cache_creation_input_tokens") or 0,
-        cache_read_input_tokens=u.get("cache_read_input_tokens") or 0,
-        cache_creation_1h_tokens=creation.get("ephemeral_1h_input_tokens") or 0,
-    )
-
-
 class ResultRow(NamedTuple):
     """One result line as recorded in ``llm_calls`` and ``batch_requests``."""
 
@@ -169,7 +149,7 @@ def result_row(
     kind = result.get("type", "missing")
     if kind == "succeeded":
         message = result["message"]
-        usage = usage_of(message)
+        usage = Usage.from_message(message)
         return ResultRow(call_id, custom_id, kind, "succeeded", message, 200, None, None, None,
                          message.get("stop_reason"), usage.input_tokens, usage.output_tokens,
                          usage.cache_creation_input_tokens, usage.cache_read_input_tokens,

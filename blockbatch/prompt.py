@@ -7,6 +7,7 @@ block text can pose as a delimiter or as another block.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -225,3 +226,10 @@ def fixed_prompt_tokens(spec: SchemaSpec) -> int:
         + estimate_tokens(user)
         + TOOL_USE_OVERHEAD_TOKENS
     )
+
+
+def prefix_sha256(system: Any, tools: Any) -> str:
+    """The ``prompt_prefixes`` key of a system prompt and tools, stored once per run."""
+    return hashlib.sha256(
+        json.dumps({"system": system, "tools": tools}, sort_keys=True).encode()
+    ).hexdigest()

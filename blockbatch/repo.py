@@ -150,3 +150,18 @@ async def load_run_context(conn: asyncpg.Connection, run_id: str) -> RunContext:
         spec=spec,
         model=get_model(options.model),
     )
+
+
+_CONTEXTS: dict[str, RunContext] = {}
+_CONTEXT_CACHE_SIZE = 256
+
+
+async def cached_run_context(conn: asyncpg.Connection, run_id: str) -> RunContext:
+    """:func:`load_run_context`, cached per process: a run's schema and options never change."""
+    ctx = _CONTEXTS.get(run_id)
+    if ctx is None:
+        ctx = await load_run_context(conn, run_id)
+        if len(_CONTEXTS) >= _CONTEXT_CACHE_SIZE:
+            _CONTEXTS.pop(next(iter(_CONTEXTS)))
+        _CONTEXTS[run_id] = ctx
+    return ctx

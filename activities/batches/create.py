@@ -25,8 +25,9 @@ from anthropic.types.messages import MessageBatch
 from temporalio import activity
 
 from activities.batches.base import ACTIVE_STATUSES, BatchBase, api_error
-from blockbatch.batching import Part, prefix_sha256
+from blockbatch.batching import Part
 from blockbatch.models import BatchRoundInput, ProviderBatchRef
+from blockbatch.prompt import prefix_sha256
 from blockbatch.repo import RunContext
 
 #: Clock skew allowed between us and the provider when looking for an orphan batch.
