@@ -39,25 +39,25 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # scripts run as `python bench/x.py`
     sys.path.insert(0, str(ROOT))
 
-import asyncpg  # noqa: E402
-from temporalio.worker import Worker  # noqa: E402
+import asyncpg
+from temporalio.worker import Worker
 
-from blockbatch import stack  # noqa: E402
-from blockbatch.api import Blockbatch  # noqa: E402
-from blockbatch.db import create_pool  # noqa: E402
-from blockbatch.ingest import parse_document  # noqa: E402
-from blockbatch.models import RunOptions, RunResult  # noqa: E402
-from blockbatch.prompt import build_system  # noqa: E402
-from blockbatch.schema import load_schema  # noqa: E402
-from blockbatch.settings import Settings  # noqa: E402
-from blockbatch.temporal import anthropic_client, build_worker  # noqa: E402
-from simulator.tokenizer import count_tokens  # noqa: E402
+from blockbatch import stack
+from blockbatch.api import Blockbatch
+from blockbatch.db import create_pool
+from blockbatch.ingest import parse_document
+from blockbatch.models import RunOptions, RunResult
+from blockbatch.prompt import build_system
+from blockbatch.schema import load_schema
+from blockbatch.settings import Settings
+from blockbatch.temporal import anthropic_client, build_worker
+from simulator.tokenizer import count_tokens
 
 # build_worker pairs 20 activity slots with a 4-thread executor that only sync activities use.
 warnings.filterwarnings("ignore", message=".*activity_executor's max_workers.*")
@@ -97,7 +97,7 @@ def _ram_gib() -> float:
 
 def _temporal_version() -> str:
     try:
-        out = subprocess.run(  # noqa: S603
+        out = subprocess.run(
             [str(stack.temporal_cli_path()), "--version"],
             capture_output=True, text=True, timeout=30, check=False,
         )
@@ -107,8 +107,8 @@ def _temporal_version() -> str:
 
 
 def _git(*args: str) -> str:
-    out = subprocess.run(  # noqa: S603
-        ["git", *args], cwd=ROOT, capture_output=True, text=True, check=False  # noqa: S607
+    out = subprocess.run(
+        ["git", *args], cwd=ROOT, capture_output=True, text=True, check=False
     )
     return out.stdout.strip()
 
@@ -319,7 +319,7 @@ class BenchStack:
             "simulator": "python -m simulator (subprocess)",
         }
 
-    async def __aenter__(self) -> BenchStack:
+    async def __aenter__(self) -> Self:
         self.root = Path(tempfile.mkdtemp(prefix=f"bb-bench-{self.name}-"))
         logs = self.root / "logs"
         try:
@@ -382,7 +382,7 @@ class BenchStack:
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.sim_url + path, data=data, method=method,
                                      headers={"content-type": "application/json"})
-        with urllib.request.urlopen(req, timeout=60) as resp:  # noqa: S310 - loopback
+        with urllib.request.urlopen(req, timeout=60) as resp:
             text = resp.read().decode()
         return json.loads(text) if text else None
 
@@ -421,15 +421,7 @@ class BenchStack:
     async def start_workers(self, count: int) -> None:
         """``count`` ``worker.py`` subprocesses; returns once each polls its task queue."""
         for _ in range(count):
-            n = len(self.workers)
-            log = self.root / "logs" / f"worker-{n}.log"
-            log.parent.mkdir(parents=True, exist_ok=True)
-            with open(log, "wb") as out:
-                proc = subprocess.Popen(  # noqa: S603
-                    [sys.executable, str(ROOT / "worker.py")], cwd=ROOT, env=self.worker_env(),
-                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                )
-            self.workers.append(WorkerProcess(proc, log))
+            self.workers.append(await asyncio.to_thread(self._spawn_worker, len(self.workers)))
         deadline = time.monotonic() + 60
         for w in self.workers:
             while "polling" not in w.log.read_text(errors="replace"):
@@ -439,6 +431,16 @@ class BenchStack:
                 await asyncio.sleep(0.2)
         if self._sampler is None:
             self._sampler = asyncio.create_task(self._sample_forever())
+
+    def _spawn_worker(self, n: int) -> WorkerProcess:
+        log = self.root / "logs" / f"worker-{n}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                [sys.executable, str(ROOT / "worker.py")], cwd=ROOT, env=self.worker_env(),
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            )
+        return WorkerProcess(proc, log)
 
     async def _sample_forever(self) -> None:
         while True:
@@ -505,6 +507,7 @@ async def ledger_figures(pool: asyncpg.Pool, run_id: str) -> dict[str, Any]:
                   coalesce(sum(input_tokens), 0) as input_tokens,
                   coalesce(sum(output_tokens), 0) as output_tokens,
                   coalesce(sum(cache_creation_input_tokens), 0) as cache_write_tokens,
+                  coalesce(sum(cache_creation_1h_tokens), 0) as cache_write_1h_tokens,
                   coalesce(sum(cache_read_input_tokens), 0) as cache_read_tokens,
                   coalesce(sum(cost_usd), 0)::float8 as cost_usd,
                   count(distinct pack_path) as pack_attempt_paths,

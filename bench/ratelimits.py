@@ -27,7 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import (  # noqa: E402
+from bench.common import (
     BenchStack,
     Recorder,
     common_args,
@@ -37,7 +37,7 @@ from bench.common import (  # noqa: E402
     run_once,
     sample_schema,
 )
-from blockbatch.models import RunOptions  # noqa: E402
+from blockbatch.models import RunOptions
 
 MODES = {"auto": {}, "baseline": {"batching_enabled": False}}
 
@@ -130,9 +130,9 @@ async def main(args: argparse.Namespace) -> int:
         ["mode", "max concurrent packs", "calls", "output tokens", "wall min", "bound min",
          "binding limit", "wall / bound", "429s", "call s mean / max", "blocks ok"],
         rows,
-        ["bound = max(calls / rpm, output tokens / otpm, uncached input / itpm, slowest "
+        [("bound = max(calls / rpm, output tokens / otpm, uncached input / itpm, slowest "
          "call), from what the run used; a sliding 60 s window admits a first minute's worth "
-         "at once, so a run can beat the rate terms by up to a minute."],
+         "at once, so a run can beat the rate terms by up to a minute.")],
     )
     rec.write()
     return 0 if all(r["status"] == "completed" for r in runs) else 1

@@ -23,11 +23,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from temporalio.api.enums.v1 import EventType  # noqa: E402
-from temporalio.api.history.v1 import History  # noqa: E402
-from temporalio.client import Client  # noqa: E402
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import History
+from temporalio.client import Client
 
-from bench.common import (  # noqa: E402
+from bench.common import (
     BenchStack,
     Recorder,
     common_args,
@@ -38,8 +38,8 @@ from bench.common import (  # noqa: E402
     proc_status,
     sample_schema,
 )
-from blockbatch.models import RunOptions  # noqa: E402
-from workflows.run import run_workflow_id  # noqa: E402
+from blockbatch.models import RunOptions
+from workflows.run import run_workflow_id
 
 WARN_EVENTS = 10_240
 WARN_BYTES = 10 * 1024 * 1024
@@ -166,8 +166,8 @@ async def main(args: argparse.Namespace) -> int:
                     try:
                         p = await bs.bb.progress(run_id)
                         print(f"  {time.monotonic() - t1:6.0f}s  {p.blocks_done:,}/"
-                              f"{p.blocks_total:,} blocks, packs {p.packs_done}/{p.packs_total}"
-                              f" (since the last continue-as-new)", flush=True)
+                              f"{p.blocks_total:,} blocks, packs {p.packs_done}/{p.packs_total}",
+                              flush=True)
                     except Exception as exc:  # noqa: BLE001 - progress is best effort
                         print(f"  progress unavailable: {exc}", flush=True)
             result = waiter.result()
@@ -203,26 +203,26 @@ async def main(args: argparse.Namespace) -> int:
     )
     mib = 1024 * 1024
     rows_out = [
-        ["run", f"{result.status}: {rec.data['blocks_ok']:,}/{args.blocks:,} blocks ok, "
+        ["run", (f"{result.status}: {rec.data['blocks_ok']:,}/{args.blocks:,} blocks ok, "
                 f"{figures['pack_count']:,} packs, {figures['calls_ok']:,} calls, "
-                f"{figures['split_events']} splits"],
-        ["wall time", f"ingest {ingest_s:.0f} s, run {run_s:.0f} s ({run_s / 60:.1f} min; "
+                f"{figures['split_events']} splits")],
+        ["wall time", (f"ingest {ingest_s:.0f} s, run {run_s:.0f} s ({run_s / 60:.1f} min; "
                       f"{args.blocks / run_s:.0f} blocks/s, "
-                      f"{figures['pack_count'] / run_s:.1f} packs/s)"],
-        ["RunWorkflow chain", f"{len(chain)} runs (continue-as-new every "
+                      f"{figures['pack_count'] / run_s:.1f} packs/s)")],
+        ["RunWorkflow chain", (f"{len(chain)} runs (continue-as-new every "
                               f"{args.packs_per_history} packs); largest "
                               f"{max(h['events'] for h in chain):,} events / "
-                              f"{max(h['bytes'] for h in chain) / 1024:,.0f} KiB"],
-        ["largest history", f"{histories['largest_events']['events']:,} events "
+                              f"{max(h['bytes'] for h in chain) / 1024:,.0f} KiB")],
+        ["largest history", (f"{histories['largest_events']['events']:,} events "
                             f"({histories['largest_events']['workflow_id']}); "
                             f"{histories['largest_bytes']['bytes'] / 1024:,.0f} KiB "
-                            f"({histories['largest_bytes']['workflow_id']})"],
-        ["largest ProcessPack history", f"{histories['largest_pack_events']:,} events / "
+                            f"({histories['largest_bytes']['workflow_id']})")],
+        ["largest ProcessPack history", (f"{histories['largest_pack_events']:,} events / "
                                         f"{histories['largest_pack_bytes'] / 1024:,.1f} KiB "
-                                        f"({histories['pack_workflows_inspected']:,} inspected)"],
+                                        f"({histories['pack_workflows_inspected']:,} inspected)")],
         ["most pending children", f"{histories['max_pending_children']:,}"],
-        ["under Temporal's warnings", f"{'yes' if limits_ok else 'NO'} (10,240 events, 10 MB, "
-                                      "2,000 pending children)"],
+        ["under Temporal's warnings", (f"{'yes' if limits_ok else 'NO'} (10,240 events, 10 MB, "
+                                      "2,000 pending children)")],
         ["worker peak RSS", ", ".join(f"{r / mib:,.0f} MiB" for r in worker_rss)],
         ["Temporal server peak RSS", f"{temporal_rss / mib:,.0f} MiB"],
         ["Postgres rows written", f"{rows['rows']:,} rows ("

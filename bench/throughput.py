@@ -24,9 +24,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from temporalio.worker import Worker  # noqa: E402
+from temporalio.worker import Worker
 
-from bench.common import (  # noqa: E402
+from bench.common import (
     BenchStack,
     Recorder,
     common_args,
@@ -37,8 +37,8 @@ from bench.common import (  # noqa: E402
     run_once,
     sample_schema,
 )
-from bench.reference import RefChildWorkflow, RefInput, RefParentWorkflow, noop  # noqa: E402
-from blockbatch.models import RunOptions  # noqa: E402
+from bench.reference import RefChildWorkflow, RefInput, RefParentWorkflow, noop
+from blockbatch.models import RunOptions
 
 
 async def reference(bs: BenchStack, children: int, concurrency: int,
@@ -140,13 +140,13 @@ async def main(args: argparse.Namespace) -> int:
     rec.print_table(
         f"Orchestration overhead (zero model latency, concurrency {args.concurrency})",
         ["what", "packs", "calls", "splits", "wall s", "blocks/s", "packs/s (children/s)",
-         "of ceiling", "ms per pack", "ms over reference", "CPU s (worker+bench / temporal / "
-         "postgres / simulator)"],
+         "of ceiling", "ms per pack", "ms over reference", ("CPU s (worker+bench / temporal / "
+         "postgres / simulator)")],
         rows,
-        [f"Ceiling: {ceiling:.1f} children/s (mean of the parallel-start reference before "
+        [(f"Ceiling: {ceiling:.1f} children/s (mean of the parallel-start reference before "
          "and after the pipeline runs). "
          "'ms per pack' is wall time / packs, with up to "
-         f"{args.concurrency} packs in flight."],
+         f"{args.concurrency} packs in flight.")],
     )
     rec.write()
     return 0 if all(r["status"] == "completed" for r in runs) else 1

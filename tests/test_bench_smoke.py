@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_script(name: str, out: Path, *args: str, timeout: float = 280) -> dict[str, Any]:
-    proc = subprocess.run(  # noqa: S603 - our own scripts
+    proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / f"{name}.py"), *args, "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False,
     )
