@@ -8,6 +8,7 @@ Prices are USD per million tokens, from Anthropic's public price list.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -122,6 +123,19 @@ class Usage(BaseModel):
     cache_read_input_tokens: int = 0
     #: Of cache_creation_input_tokens, how many were written with the 1-hour TTL.
     cache_creation_1h_tokens: int = 0
+
+    @classmethod
+    def from_message(cls, message: dict[str, Any]) -> Usage:
+        """The usage of an API answer (a Message as JSON)."""
+        u = message.get("usage") or {}
+        creation = u.get("cache_creation") or {}
+        return cls(
+            input_tokens=u.get("input_tokens") or 0,
+            output_tokens=u.get("output_tokens") or 0,
+            cache_creation_input_tokens=u.get("cache_creation_input_tokens") or 0,
+            cache_read_input_tokens=u.get("cache_read_input_tokens") or 0,
+            cache_creation_1h_tokens=creation.get("ephemeral_1h_input_tokens") or 0,
+        )
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
