@@ -613,5 +613,22 @@ class Recorder:
         return self.out
 
 
+def run_main(main: Any, args: argparse.Namespace) -> int:
+    """``asyncio.run(main(args))``, turning SIGTERM/SIGINT into a cancel so the stack stops."""
+
+    async def guarded() -> int:
+        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, task.cancel)  # type: ignore[union-attr]
+        try:
+            return int(await main(args))
+        except asyncio.CancelledError:
+            print("interrupted: the stack was stopped and its temp dir removed", file=sys.stderr)
+            return 130
+
+    return asyncio.run(guarded())
+
+
 async def new_pool(bs: BenchStack, size: int = 25) -> asyncpg.Pool:
     return await create_pool(bs.settings.resolved_database_url, max_size=size)

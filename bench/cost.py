@@ -20,7 +20,6 @@ field-by-field parity with the baseline's overlays; plus the theoretical floor.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import math
 import sys
@@ -36,6 +35,7 @@ from bench.common import (
     handbook_document,
     ledger_figures,
     new_pool,
+    run_main,
     run_once,
     sample_schema,
     system_prompt_tokens,
@@ -282,4 +282,4 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main(parse_args())))
+    sys.exit(run_main(main, parse_args()))

@@ -20,7 +20,6 @@ one-call-per-block run within a few minutes.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from bench.common import (
     handbook_document,
     ledger_figures,
     new_pool,
+    run_main,
     run_once,
     sample_schema,
 )
@@ -156,4 +156,4 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main(parse_args())))
+    sys.exit(run_main(main, parse_args()))

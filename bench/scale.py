@@ -36,6 +36,7 @@ from bench.common import (
     ledger_figures,
     new_pool,
     proc_status,
+    run_main,
     sample_schema,
 )
 from blockbatch.models import RunOptions
@@ -253,4 +254,4 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main(parse_args())))
+    sys.exit(run_main(main, parse_args()))

@@ -15,7 +15,6 @@ children/s is the figure of merit.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 import time
 import uuid
@@ -34,6 +33,7 @@ from bench.common import (
     handbook_document,
     ledger_figures,
     new_pool,
+    run_main,
     run_once,
     sample_schema,
 )
@@ -170,4 +170,4 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main(parse_args())))
+    sys.exit(run_main(main, parse_args()))
