@@ -63,8 +63,9 @@ async def test_ctrl_c_detaches_then_cancel_and_watch_end_cancelled(
 ) -> None:
     bbstack.sim.scenario(speed_factor=1.0, latency={"ttft_ms": 300, "per_output_token_ms": 0})
     async with bbstack.worker():
-        proc = await cli.start("run", cli.doc(120), "--schema", cli.schema(),
-                               "--pack-size", "4", "--max-concurrent-packs", "2")
+        # ~100 calls one at a time: still running long after the detach, even on a slow box.
+        proc = await cli.start("run", cli.doc(200), "--schema", cli.schema(),
+                               "--pack-size", "2", "--max-concurrent-packs", "1")
         assert proc.stdout is not None
         seen = ""
         while " blocks · " not in seen:  # a progress line: the follower is live
