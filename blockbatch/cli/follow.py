@@ -9,6 +9,7 @@ import time
 from collections.abc import Awaitable
 from typing import Any, Literal, Self
 
+from temporalio.client import WorkflowQueryFailedError, WorkflowQueryRejectedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from blockbatch.api import Blockbatch
@@ -111,8 +112,8 @@ async def follow(bb: Blockbatch, run_id: str, con: Console) -> Literal["finished
                 try:
                     view.update(await bb.progress(run_id, timeout_s=3))
                     silent_since = time.monotonic()
-                except RPCError as err:
-                    if err.status in _LOST:
+                except (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError) as err:
+                    if isinstance(err, RPCError) and err.status in _LOST:
                         raise
                     if not noted and time.monotonic() - silent_since > _SILENT_NOTE_S:
                         view.message("no progress from the run yet: is a worker running? "
