@@ -9,6 +9,7 @@ with ``max_retries=0`` and retryable failures are raised with the server's retry
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -48,7 +49,11 @@ def _retry_after(err: anthropic.APIStatusError) -> timedelta | None:
         seconds = float(value) if value is not None else None
     except ValueError:
         return None
-    return timedelta(seconds=min(max(seconds, 0.5), 300)) if seconds is not None else None
+    if seconds is None:
+        return None
+    # Jitter: callers told the same retry-after must not all come back in the same instant.
+    seconds = min(max(seconds, 0.5), 300) * (1 + random.uniform(0, 0.5))
+    return timedelta(seconds=seconds)
 
 
 class LlmActivities:

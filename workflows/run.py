@@ -116,7 +116,7 @@ class RunWorkflow:
             # own costs a server round trip per pack and capped a run at ~10 packs/s.
             count = min(inp.max_concurrent_packs - len(self._running),
                         inp.pack_count - inp.next_pack, inp.packs_per_history - started_here)
-            if inp.next_pack == 0 or not workflow.patched("start-free-slots-together"):
+            if inp.next_pack == 0:
                 count = 1
             indexes = range(inp.next_pack, inp.next_pack + count)
             inp.next_pack += count
