@@ -30,6 +30,7 @@ from typing import Any
 
 from blockbatch import stack
 from blockbatch.settings import Settings
+from blockbatch.synthetic import WORDS, markdown_document
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -225,27 +226,12 @@ class ChaosStack:
 
 # --------------------------------------------------------------------------- inputs
 
-_WORDS = [
-    "incident", "pager", "rotation", "escalation", "runbook", "latency", "budget", "alert",
-    "dashboard", "owner", "service", "deploy", "rollback", "postmortem", "customer", "impact",
-    "severity", "database", "replica", "queue", "backlog", "timeout", "retry", "capacity",
-    "region", "failover", "certificate", "rotation", "audit", "handoff",
-]
+_WORDS = WORDS
 
 
 def chaos_document(n_blocks: int, seed: int = 1) -> bytes:
     """A Markdown document of exactly ``n_blocks`` blocks (headings and paragraphs)."""
-    import random
-
-    rng = random.Random(seed)
-    parts = []
-    for i in range(n_blocks):
-        if i % 10 == 0:
-            parts.append(f"## Section {i // 10 + 1}: {rng.choice(_WORDS).title()}")
-        else:
-            words = [rng.choice(_WORDS) for _ in range(rng.randint(8, 60))]
-            parts.append(f"Paragraph {i}. " + " ".join(words).capitalize() + ".")
-    return ("\n\n".join(parts) + "\n").encode()
+    return markdown_document(n_blocks, seed)
 
 
 def chaos_schema() -> dict[str, Any]:

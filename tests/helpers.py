@@ -5,20 +5,14 @@ from __future__ import annotations
 import random
 from typing import Any
 
-_WORDS = ["incident", "pager", "rotation", "escalation", "runbook", "latency", "budget", "alert", "dashboard", "owner", "service", "deploy", "rollback", "postmortem", "customer", "impact", "severity", "database", "replica", "queue", "backlog", "timeout", "retry", "capacity", "region", "failover", "certificate", "rotation", "audit", "handoff"]
+from blockbatch.synthetic import WORDS, markdown_document
+
+_WORDS = WORDS
 
 
 def markdown_doc(n_blocks: int, seed: int = 7) -> bytes:
     """A Markdown document of exactly ``n_blocks`` blocks (headings and paragraphs)."""
-    rng = random.Random(seed)
-    parts = []
-    for i in range(n_blocks):
-        if i % 10 == 0:
-            parts.append(f"## Section {i // 10 + 1}: {rng.choice(_WORDS).title()}")
-        else:
-            words = [rng.choice(_WORDS) for _ in range(rng.randint(8, 60))]
-            parts.append(f"Paragraph {i}. " + " ".join(words).capitalize() + ".")
-    return ("\n\n".join(parts) + "\n").encode()
+    return markdown_document(n_blocks, seed)
 
 
 def long_instructions(approx_words: int) -> str:
