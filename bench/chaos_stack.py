@@ -30,7 +30,7 @@ from typing import Any
 
 from blockbatch import stack
 from blockbatch.settings import Settings
-from blockbatch.synthetic import WORDS, markdown_document
+from blockbatch.synthetic import WORDS, checkable_properties, markdown_document
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -238,13 +238,7 @@ def chaos_schema() -> dict[str, Any]:
     """Fields the simulator computes from each block's own content, so values can be checked."""
     return {
         "name": "chaos-extract",
-        "properties": {
-            "word_count": {"type": "integer", "minimum": 0},
-            "char_count": {"type": "integer", "minimum": 0},
-            "first_40_chars": {"type": "string", "maxLength": 40},
-            "block_type": {"type": "string"},
-            "summary": {"type": "string", "maxLength": 200},
-        },
+        "properties": checkable_properties(),
         "prompt_config": {
             "system_instructions": "You annotate blocks of an on-call handbook. "
             + " ".join(f"When a block mentions {w}, note it." for w in _WORDS * 12),

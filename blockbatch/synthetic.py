@@ -19,3 +19,15 @@ def markdown_document(n_blocks: int, seed: int = 7) -> bytes:
             words = [rng.choice(WORDS) for _ in range(rng.randint(8, 60))]
             parts.append(f"Paragraph {i}. " + " ".join(words).capitalize() + ".")
     return ("\n\n".join(parts) + "\n").encode()
+
+
+def checkable_properties() -> dict[str, dict[str, object]]:
+    """Schema fields the simulator computes from each block's own content, so every value
+    can be checked against the block (plus one free-text field)."""
+    return {
+        "word_count": {"type": "integer", "minimum": 0},
+        "char_count": {"type": "integer", "minimum": 0},
+        "first_40_chars": {"type": "string", "maxLength": 40},
+        "block_type": {"type": "string"},
+        "summary": {"type": "string", "maxLength": 200},
+    }

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from blockbatch.synthetic import WORDS, markdown_document
+from blockbatch.synthetic import WORDS, checkable_properties, markdown_document
 
 _WORDS = WORDS
 
@@ -28,13 +28,7 @@ def extract_schema(instruction_words: int = 1500, **prompt: Any) -> dict[str, An
     """An extraction schema whose fields the simulator computes from each block's content."""
     return {
         "name": "test-extract",
-        "properties": {
-            "word_count": {"type": "integer", "minimum": 0},
-            "char_count": {"type": "integer", "minimum": 0},
-            "first_40_chars": {"type": "string", "maxLength": 40},
-            "block_type": {"type": "string"},
-            "summary": {"type": "string", "maxLength": 200},
-        },
+        "properties": checkable_properties(),
         "prompt_config": {
             "system_instructions": "You annotate blocks of an on-call handbook. "
             + long_instructions(instruction_words),
