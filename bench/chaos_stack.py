@@ -15,7 +15,6 @@ Every service is its own process, on free ports, under one temporary directory:
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -23,7 +22,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +29,7 @@ from typing import Any
 from blockbatch import stack
 from blockbatch.settings import Settings
 from blockbatch.synthetic import WORDS, checkable_properties, markdown_document
+from simulator.testing import control
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -130,12 +129,7 @@ class ChaosStack:
 
     def sim(self, method: str, path: str, body: Any = None) -> Any:
         """Call the simulator's control API (``/_sim/...``)."""
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.sim_url + path, data=data, method=method,
-                                     headers={"content-type": "application/json"})
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            text = resp.read().decode()
-        return json.loads(text) if text else None
+        return control(self.sim_url, method, path, body, timeout=30)
 
     # ------------------------------------------------------------------ workers
 

@@ -33,7 +33,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 import warnings
 from collections.abc import Sequence
@@ -57,6 +56,7 @@ from blockbatch.prompt import build_system
 from blockbatch.schema import load_schema
 from blockbatch.settings import Settings
 from blockbatch.temporal import anthropic_client, build_worker
+from simulator.testing import control
 from simulator.tokenizer import count_tokens
 
 # build_worker pairs 20 activity slots with a 4-thread executor that only sync activities use.
@@ -379,12 +379,7 @@ class BenchStack:
     # ------------------------------------------------------------------ simulator
 
     def sim(self, method: str, path: str, body: Any = None) -> Any:
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.sim_url + path, data=data, method=method,
-                                     headers={"content-type": "application/json"})
-        with urllib.request.urlopen(req, timeout=60) as resp:
-            text = resp.read().decode()
-        return json.loads(text) if text else None
+        return control(self.sim_url, method, path, body, timeout=60)
 
     def sim_reset(self, scenario: dict[str, Any] | None = None) -> None:
         """Clear the simulator's counters, prompt cache and rate windows (and set a scenario)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import urllib.request
 from typing import Any
 
 TOOL_NAME = "record_block_results"
@@ -98,3 +99,14 @@ def results_by_uid(message: Any) -> dict[str, dict[str, Any]]:
 def tool_input(message: Any) -> Any:
     """The raw tool input of an SDK ``Message``."""
     return next(block for block in message.content if block.type == "tool_use").input
+
+
+def control(base_url: str, method: str, path: str, body: Any = None,
+            timeout: float = 30) -> Any:
+    """Call a running simulator's control API (``/_sim/...``) and return the decoded JSON."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(base_url + path, data=data, method=method,
+                                 headers={"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        text = resp.read().decode()
+    return json.loads(text) if text else None

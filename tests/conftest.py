@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import os
 import subprocess
 import sys
-import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -33,6 +31,7 @@ from blockbatch.api import Blockbatch
 from blockbatch.db import create_pool, migrate
 from blockbatch.settings import Settings
 from blockbatch.temporal import anthropic_client, build_worker
+from simulator.testing import control
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE_DB = "bb_template"
@@ -79,12 +78,7 @@ class SimulatorProcess:
     proc: subprocess.Popen[bytes]
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.base_url + path, data=data, method=method,
-                                     headers={"content-type": "application/json"})
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            text = resp.read().decode()
-        return json.loads(text) if text else None
+        return control(self.base_url, method, path, body, timeout=10)
 
     def scenario(self, **settings: Any) -> None:
         """Replace the scenario (defaults for everything not given)."""
