@@ -33,7 +33,7 @@ RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml
 COPY . .
 RUN pip install --no-cache-dir . \
  && rm -rf build ./*.egg-info \
- && python -c "import blockbatch, workflows, activities, simulator" \
+ && python -c "import core, store, activities, workflows, runtime, blockbatch, simulator" \
  && install -d -o blockbatch -g blockbatch /var/lib/blockbatch
 
 # Anything a process writes locally goes here, not into the (root-owned) source tree.

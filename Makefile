@@ -17,7 +17,7 @@ install: $(STAMP)
 
 ## demo: start the embedded stack and a worker, run the sample document, print the summary.
 demo: install
-	@$(BIN)/python -m blockbatch.demo
+	@$(BIN)/python -m devtools.demo
 
 ## test: the whole suite against real Postgres, Temporal dev server and simulator.
 test: install compose-tool
@@ -25,13 +25,13 @@ test: install compose-tool
 
 ## up / down / status: the local stack (Postgres, Temporal + UI, simulator); data stays in .data/.
 up: install
-	@$(BIN)/python -m blockbatch.stack up
+	@$(BIN)/python -m devtools.stack up
 
 down: install
-	@$(BIN)/python -m blockbatch.stack down
+	@$(BIN)/python -m devtools.stack down
 
 status: install
-	@$(BIN)/python -m blockbatch.stack status
+	@$(BIN)/python -m devtools.stack status
 
 ## worker: one worker in the foreground (Ctrl-C stops it gracefully).
 worker: up

@@ -14,15 +14,15 @@ import signal
 
 from temporalio.client import Client
 
-from blockbatch.db import DatabaseUnavailable, create_pool
-from blockbatch.settings import Settings, load_settings
-from blockbatch.temporal import (
+from runtime.settings import Settings, load_settings
+from runtime.temporal import (
     TemporalUnavailable,
     anthropic_client,
     build_worker,
     connect,
     ensure_search_attributes,
 )
+from store.db import DatabaseUnavailable, create_pool
 
 log = logging.getLogger("blockbatch.worker")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncpg
 from temporalio import activity
 
-from blockbatch.models import (
+from core.models import (
     ApplyResultsInput,
     ApplyResultsOutput,
     FailBlocksInput,
@@ -21,9 +21,9 @@ from blockbatch.models import (
     RecordSplitInput,
     RunResult,
 )
-from blockbatch.planning import estimate_output_tokens, plan_packs
-from blockbatch.repo import RunContext, cached_run_context
-from blockbatch.results import parse_results
+from core.planning import estimate_output_tokens, plan_packs
+from core.results import parse_results
+from store.repo import RunContext, cached_run_context
 
 
 class DbActivities:

@@ -20,11 +20,11 @@ import asyncpg
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from blockbatch.models import CallModelInput, CallModelOutput
-from blockbatch.planning import describe_pack, estimate_output_tokens
-from blockbatch.prompt import build_request, prefix_sha256
-from blockbatch.registry import Usage, cost_usd
-from blockbatch.repo import RunContext, cached_run_context
+from core.models import CallModelInput, CallModelOutput
+from core.planning import describe_pack, estimate_output_tokens
+from core.prompt import build_request, prefix_sha256
+from core.registry import Usage, cost_usd
+from store.repo import RunContext, cached_run_context
 
 #: ApplicationError type that stops the whole run (401/403): retrying cannot help.
 API_KEY_REJECTED = "ApiKeyRejected"

@@ -52,8 +52,8 @@ from bench.chaos_check import (
 )
 from bench.chaos_stack import ChaosStack, chaos_document, chaos_schema
 from blockbatch.api import Blockbatch
-from blockbatch.db import create_pool
-from blockbatch.models import RunOptions
+from core.models import RunOptions
+from store.db import create_pool
 
 RESULTS = ROOT / "bench" / "results" / "chaos.json"
 

@@ -24,9 +24,9 @@ from typing import Any
 
 import asyncpg
 
-from blockbatch.registry import ModelInfo, Usage, cost_usd
-from blockbatch.repo import load_run_context
-from blockbatch.results import parse_results
+from core.registry import ModelInfo, Usage, cost_usd
+from core.results import parse_results
+from store.repo import load_run_context
 
 AUDIT_SQL = """
 create table if not exists chaos_overlay_writes (

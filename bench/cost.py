@@ -40,8 +40,8 @@ from bench.common import (
     sample_schema,
     system_prompt_tokens,
 )
-from blockbatch.models import RunOptions
-from blockbatch.registry import Usage, cost_usd, get_model
+from core.models import RunOptions
+from core.registry import Usage, cost_usd, get_model
 from simulator.tokenizer import count_tokens
 
 MODES: dict[str, RunOptions] = {

@@ -37,7 +37,7 @@ from bench.common import (
     run_once,
     sample_schema,
 )
-from blockbatch.models import RunOptions
+from core.models import RunOptions
 
 MODES = {"auto": {}, "baseline": {"batching_enabled": False}}
 

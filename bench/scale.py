@@ -39,7 +39,7 @@ from bench.common import (
     run_main,
     sample_schema,
 )
-from blockbatch.models import RunOptions
+from core.models import RunOptions
 from workflows.run import run_workflow_id
 
 WARN_EVENTS = 10_240

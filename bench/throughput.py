@@ -38,7 +38,7 @@ from bench.common import (
     sample_schema,
 )
 from bench.reference import RefChildWorkflow, RefInput, RefParentWorkflow, noop
-from blockbatch.models import RunOptions
+from core.models import RunOptions
 
 
 async def reference(bs: BenchStack, children: int, concurrency: int,

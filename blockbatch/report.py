@@ -7,9 +7,9 @@ from urllib.parse import quote
 
 import asyncpg
 
-from blockbatch.models import RunResult
-from blockbatch.registry import Usage, cost_usd, get_model
-from blockbatch.settings import Settings
+from core.models import RunResult
+from core.registry import Usage, cost_usd, get_model
+from runtime.settings import Settings
 
 
 async def baseline_cost(pool: asyncpg.Pool, run_id: str) -> float | None:

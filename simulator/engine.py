@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from blockbatch.registry import ModelInfo
+from core.registry import ModelInfo
 from simulator.cache import CacheUsage, PromptCache
 from simulator.clock import Clock
 from simulator.content import generate

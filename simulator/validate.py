@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from blockbatch.registry import ModelInfo, UnknownModelError, get_model
+from core.registry import ModelInfo, UnknownModelError, get_model
 from simulator.errors import ApiError, invalid
 from simulator.scenario import Auth
 

@@ -26,12 +26,12 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from blockbatch import stack
 from blockbatch.api import Blockbatch
-from blockbatch.db import create_pool, migrate
-from blockbatch.settings import Settings
-from blockbatch.temporal import anthropic_client, build_worker
+from devtools import stack
+from runtime.settings import Settings
+from runtime.temporal import anthropic_client, build_worker
 from simulator.testing import control
+from store.db import create_pool, migrate
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE_DB = "bb_template"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from blockbatch.synthetic import WORDS, checkable_properties, markdown_document
+from devtools.synthetic import WORDS, checkable_properties, markdown_document
 
 _WORDS = WORDS
 

@@ -8,7 +8,7 @@ from typing import Any
 from blockbatch.api import Blockbatch, allm_batch, llm_batch
 from blockbatch.api.items import items_to_blocks
 from blockbatch.cli import amain
-from blockbatch.models import RunOptions
+from core.models import RunOptions
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
 

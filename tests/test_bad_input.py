@@ -17,10 +17,10 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus
 
 from blockbatch.api.errors import BAD_INPUT
-from blockbatch.ingest import IngestError
-from blockbatch.models import RunOptions
-from blockbatch.registry import UnknownModelError, get_model
-from blockbatch.schema import SchemaError
+from core.ingest import IngestError
+from core.models import RunOptions
+from core.registry import UnknownModelError, get_model
+from core.schema import SchemaError
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from blockbatch.models import BatchOptions, RunOptions, RunProgress, RunResult
-from blockbatch.registry import Usage, cost_usd, get_model
-from blockbatch.temporal import anthropic_client
+from core.models import BatchOptions, RunOptions, RunProgress, RunResult
+from core.registry import Usage, cost_usd, get_model
+from runtime.temporal import anthropic_client
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
 

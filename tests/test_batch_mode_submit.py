@@ -17,9 +17,9 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.batches import BatchActivities
 from activities.db import DbActivities
-from blockbatch import repo
-from blockbatch.models import BatchRoundInput, OpenBatchRunInput, PlanRunInput, RunOptions
-from blockbatch.temporal import anthropic_client
+from core.models import BatchRoundInput, OpenBatchRunInput, PlanRunInput, RunOptions
+from runtime.temporal import anthropic_client
+from store import repo
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
 

@@ -7,7 +7,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from blockbatch.batching import (
+from core.batching import (
     PartCutter,
     batch_params,
     custom_id_for,
@@ -16,8 +16,8 @@ from blockbatch.batching import (
     result_row,
     split_pack,
 )
-from blockbatch.models import BatchOptions, RunOptions
-from blockbatch.registry import Usage, cost_usd, get_model
+from core.models import BatchOptions, RunOptions
+from core.registry import Usage, cost_usd, get_model
 
 CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 

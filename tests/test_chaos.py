@@ -22,8 +22,8 @@ import pytest_asyncio
 from bench.chaos_check import check_run, fault_free_reference, install_audit, violations
 from bench.chaos_stack import ChaosStack, chaos_document, chaos_schema
 from blockbatch.api import Blockbatch
-from blockbatch.db import create_pool
-from blockbatch.models import RunOptions, RunResult
+from core.models import RunOptions, RunResult
+from store.db import create_pool
 
 MODEL_FAULTS: dict[str, Any] = {
     "errors": {"rate_429": 0.05, "rate_529": 0.05, "rate_500": 0.04, "retry_after_s": 1},

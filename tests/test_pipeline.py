@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from blockbatch.models import RunOptions, RunResult
+from core.models import RunOptions, RunResult
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
 

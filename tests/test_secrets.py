@@ -26,8 +26,8 @@ from pydantic import SecretStr
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from blockbatch.models import RunOptions
-from blockbatch.temporal import anthropic_client, build_worker
+from core.models import RunOptions
+from runtime.temporal import anthropic_client, build_worker
 from tests.conftest import ROOT, Stack
 from tests.helpers import extract_schema, markdown_doc
 

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import anthropic
 import pytest_asyncio
 
-from blockbatch.registry import get_model
+from core.registry import get_model
 from simulator.clock import FakeClock
 from simulator.server import SimulatorServer
 from simulator.testing import make_blocks, pack_params

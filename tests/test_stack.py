@@ -12,8 +12,8 @@ import asyncpg
 import pytest
 from temporalio.client import Client
 
-from blockbatch import stack
-from blockbatch.settings import Settings
+from devtools import stack
+from runtime.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -22,7 +22,7 @@ def stack_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProce
     import os
 
     return subprocess.run(
-        [sys.executable, "-m", "blockbatch.stack", *args],
+        [sys.executable, "-m", "devtools.stack", *args],
         capture_output=True, text=True, cwd=ROOT, env={**os.environ, **env}, timeout=180,
         check=False,
     )
@@ -89,7 +89,7 @@ def test_missing_temporal_binary_says_what_to_do(stack_env: dict[str, str]) -> N
 
 
 async def test_concurrent_migrations_apply_each_file_once(pg: stack.PostgresInstance) -> None:
-    from blockbatch.db import migrate, migration_files
+    from store.db import migrate, migration_files
 
     conn = await asyncpg.connect(pg.url("postgres"))
     await conn.execute("create database migrate_race")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from blockbatch.stack import free_port
+from devtools.stack import free_port
 from tests.conftest import Stack
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
 

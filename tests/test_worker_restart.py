@@ -8,7 +8,7 @@ import signal
 import sys
 from pathlib import Path
 
-from blockbatch.models import RunOptions
+from core.models import RunOptions
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
 

@@ -24,7 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.batches import BATCH_REJECTED, BatchActivities
     from activities.db import DbActivities
     from activities.llm import API_KEY_REJECTED
-    from blockbatch.models import (
+    from core.models import (
         ApplyRoundInput,
         BatchProgress,
         BatchRoundInput,

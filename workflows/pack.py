@@ -19,7 +19,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from activities.db import DbActivities
     from activities.llm import API_KEY_REJECTED, LlmActivities
-    from blockbatch.models import (
+    from core.models import (
         ApplyResultsInput,
         CallModelInput,
         CallModelOutput,

@@ -17,7 +17,7 @@ from temporalio.exceptions import ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from activities.db import DbActivities
-    from blockbatch.models import (
+    from core.models import (
         BatchRunState,
         FinishRunInput,
         MarkCancellingInput,

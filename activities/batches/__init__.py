@@ -16,7 +16,7 @@ them; whatever is unfinished becomes round n + 1. Only ids and counts cross Temp
 | ``base.py`` | pool, client, run context, heartbeats, API error mapping |
 
 The pure rules (custom_ids, part sizes, ledger rows, decisions) are in
-``blockbatch/batching.py``.
+``core/batching.py``.
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ from temporalio import activity
 
 from activities.batches.base import BatchBase, heartbeating
 from activities.batches.rounds import enqueue, fail_blocks, round_size
-from blockbatch.batching import PackAttempt, decide, split_pack
-from blockbatch.models import ApplyResultsInput, ApplyRoundInput, ApplyRoundOutput
-from blockbatch.repo import RunContext
+from core.batching import PackAttempt, decide, split_pack
+from core.models import ApplyResultsInput, ApplyRoundInput, ApplyRoundOutput
+from store.repo import RunContext
 
 
 class ApplyActivities(BatchBase):

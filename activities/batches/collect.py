@@ -11,9 +11,9 @@ import asyncpg
 from temporalio import activity
 
 from activities.batches.base import BatchBase, api_error, heartbeating
-from blockbatch.batching import ResultRow, result_row
-from blockbatch.models import BatchCounts, BatchRoundInput, CollectRoundOutput, Totals
-from blockbatch.repo import RunContext
+from core.batching import ResultRow, result_row
+from core.models import BatchCounts, BatchRoundInput, CollectRoundOutput, Totals
+from store.repo import RunContext
 
 _FLUSH_EVERY = 200
 

@@ -25,10 +25,10 @@ from anthropic.types.messages import MessageBatch
 from temporalio import activity
 
 from activities.batches.base import ACTIVE_STATUSES, BatchBase, api_error
-from blockbatch.batching import Part
-from blockbatch.models import BatchRoundInput, ProviderBatchRef
-from blockbatch.prompt import prefix_sha256
-from blockbatch.repo import RunContext
+from core.batching import Part
+from core.models import BatchRoundInput, ProviderBatchRef
+from core.prompt import prefix_sha256
+from store.repo import RunContext
 
 #: Clock skew allowed between us and the provider when looking for an orphan batch.
 _ORPHAN_SKEW = timedelta(minutes=2)

@@ -11,9 +11,9 @@ from typing import Any
 
 import asyncpg
 
-from blockbatch.batching import PackAttempt, custom_id_for
-from blockbatch.planning import describe_pack, estimate_output_tokens
-from blockbatch.repo import RunContext
+from core.batching import PackAttempt, custom_id_for
+from core.planning import describe_pack, estimate_output_tokens
+from store.repo import RunContext
 
 
 async def enqueue(

@@ -14,8 +14,8 @@ from temporalio import activity
 from activities.batches.base import heartbeating
 from activities.batches.create import BatchCreation
 from activities.batches.rounds import enqueue, round_size
-from blockbatch.batching import BATCH_CACHE_TTL, PackAttempt, Part, PartCutter, batch_params
-from blockbatch.models import (
+from core.batching import BATCH_CACHE_TTL, PackAttempt, Part, PartCutter, batch_params
+from core.models import (
     BatchOptions,
     BatchRoundInput,
     OpenBatchRunInput,
@@ -23,8 +23,8 @@ from blockbatch.models import (
     ProviderBatchRef,
     SubmitRoundOutput,
 )
-from blockbatch.prompt import build_request
-from blockbatch.repo import RunContext
+from core.prompt import build_request
+from store.repo import RunContext
 
 #: Pack attempts read per query while building a batch.
 _PAGE_REQUESTS = 200

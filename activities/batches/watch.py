@@ -8,7 +8,7 @@ from anthropic.types.messages import MessageBatch
 from temporalio import activity
 
 from activities.batches.base import BatchBase, api_error
-from blockbatch.models import BatchCounts, BatchRoundInput, PollRoundOutput
+from core.models import BatchCounts, BatchRoundInput, PollRoundOutput
 
 
 class WatchActivities(BatchBase):

@@ -28,17 +28,17 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
-from blockbatch import repo
 from blockbatch.api import reads
 from blockbatch.api import review as review_ops
 from blockbatch.api.errors import BadRequest, NotFound, StackUnavailable, TemporalUnavailable
 from blockbatch.api.inputs import SchemaSource, as_schema
 from blockbatch.api.review import ConfirmOutcome, ExportSummary
-from blockbatch.db import create_pool
-from blockbatch.ingest import ParsedBlock, detect_format, parse_document
-from blockbatch.models import RunInput, RunOptions, RunProgress, RunResult
-from blockbatch.settings import Settings, load_settings
-from blockbatch.temporal import connect, ensure_search_attributes
+from core.ingest import ParsedBlock, detect_format, parse_document
+from core.models import RunInput, RunOptions, RunProgress, RunResult
+from runtime.settings import Settings, load_settings
+from runtime.temporal import connect, ensure_search_attributes
+from store import repo
+from store.db import create_pool
 from workflows.run import RunWorkflow, run_workflow_id
 
 if TYPE_CHECKING:

@@ -5,12 +5,12 @@ The CLI maps them to exit codes: bad input 2, not found 3, stack unavailable 4.
 
 from __future__ import annotations
 
-from blockbatch.db import DatabaseUnavailable
-from blockbatch.ingest import IngestError
-from blockbatch.registry import UnknownModelError
-from blockbatch.repo import NotFound
-from blockbatch.schema import SchemaError
-from blockbatch.temporal import TemporalUnavailable
+from core.ingest import IngestError
+from core.registry import UnknownModelError
+from core.schema import SchemaError
+from runtime.temporal import TemporalUnavailable
+from store.db import DatabaseUnavailable
+from store.repo import NotFound
 
 
 class BadRequest(ValueError):

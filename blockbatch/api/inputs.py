@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from blockbatch.schema import SchemaSpec, load_schema
+from core.schema import SchemaSpec, load_schema
 
 SchemaSource = dict[str, Any] | SchemaSpec | str | Path
 

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from typing import Any, overload
 
 from blockbatch.api import Blockbatch, SchemaSource, as_schema
-from blockbatch.ingest import IngestError, ParsedBlock
-from blockbatch.models import RunOptions, RunResult
-from blockbatch.settings import Settings, load_settings
-from blockbatch.temporal import anthropic_client, build_worker
+from core.ingest import IngestError, ParsedBlock
+from core.models import RunOptions, RunResult
+from runtime.settings import Settings, load_settings
+from runtime.temporal import anthropic_client, build_worker
 
 Item = str | dict[str, Any]
 

@@ -8,8 +8,8 @@ from typing import Any
 import asyncpg
 from pydantic import BaseModel
 
-from blockbatch.models import RunResult
-from blockbatch.repo import NotFound
+from core.models import RunResult
+from store.repo import NotFound
 
 ACTIVE = ("created", "planning", "running", "cancelling")
 OVERLAY_STATUSES = ("pending", "ai_complete", "failed", "cancelled", "confirmed")

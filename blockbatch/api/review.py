@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from blockbatch.api.errors import BadRequest
 from blockbatch.api.reads import get_run
-from blockbatch.repo import NotFound
+from store.repo import NotFound
 
 
 class ConfirmOutcome(BaseModel):

@@ -14,7 +14,7 @@ from temporalio.client import Client
 
 from blockbatch.cli.console import Console
 from blockbatch.cli.parser import build_parser
-from blockbatch.settings import Settings, load_settings
+from runtime.settings import Settings, load_settings
 
 if TYPE_CHECKING:
     from blockbatch.cli.session import Session

@@ -10,8 +10,8 @@ from blockbatch.cli.console import Console, human_seconds, human_tokens
 from blockbatch.cli.parser import PROG
 from blockbatch.cli.progress import describe
 from blockbatch.cli.session import Session
-from blockbatch.models import RunProgress
 from blockbatch.report import run_links
+from core.models import RunProgress
 
 
 def _when(t: datetime | None) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from blockbatch.ingest import FORMATS
+from core.ingest import FORMATS
 
 PROG = "python starter.py"
 

@@ -6,7 +6,7 @@ import shutil
 import time
 
 from blockbatch.cli.console import Console, human_seconds, human_tokens
-from blockbatch.models import RunProgress
+from core.models import RunProgress
 
 
 class Eta:

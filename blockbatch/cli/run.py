@@ -13,11 +13,11 @@ from blockbatch.api.errors import StackUnavailable
 from blockbatch.cli.follow import follow, report, say_detached
 from blockbatch.cli.parser import PROG
 from blockbatch.cli.session import Session
-from blockbatch.ingest import detect_format, parse_document
-from blockbatch.models import RunOptions
-from blockbatch.registry import get_model
 from blockbatch.report import run_links
-from blockbatch.settings import Settings
+from core.ingest import detect_format, parse_document
+from core.models import RunOptions
+from core.registry import get_model
+from runtime.settings import Settings
 
 
 def _options(args: argparse.Namespace) -> RunOptions:

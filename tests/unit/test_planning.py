@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from blockbatch.planning import (
+from core.planning import (
     BLOCK_WRAPPER_TOKENS,
     PACK_OUTPUT_OVERHEAD_TOKENS,
     PlanLimits,
@@ -21,8 +21,8 @@ from blockbatch.planning import (
     max_tokens_for,
     plan_packs,
 )
-from blockbatch.registry import get_model
-from blockbatch.schema import SchemaSpec, load_schema
+from core.registry import get_model
+from core.schema import SchemaSpec, load_schema
 
 
 def spec_with(properties: dict[str, Any], **prompt_config: Any) -> SchemaSpec:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from blockbatch.prompt import (
+from core.prompt import (
     TOOL_NAME,
     TOOL_USE_OVERHEAD_TOKENS,
     build_messages,
@@ -19,7 +19,7 @@ from blockbatch.prompt import (
     build_tool,
     fixed_prompt_tokens,
 )
-from blockbatch.schema import SchemaSpec, load_schema
+from core.schema import SchemaSpec, load_schema
 
 
 def make_spec(**prompt_config: Any) -> SchemaSpec:

@@ -8,9 +8,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from blockbatch.prompt import TOOL_NAME
-from blockbatch.results import PackResults, parse_results
-from blockbatch.schema import SchemaSpec, load_schema
+from core.prompt import TOOL_NAME
+from core.results import PackResults, parse_results
+from core.schema import SchemaSpec, load_schema
 
 SPEC: SchemaSpec = load_schema(
     {

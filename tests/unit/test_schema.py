@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from blockbatch.registry import DEFAULT_MODEL
-from blockbatch.schema import PromptConfig, SchemaError, SchemaSpec, load_schema
+from core.registry import DEFAULT_MODEL
+from core.schema import PromptConfig, SchemaError, SchemaSpec, load_schema
 
 
 def schema(**overrides: Any) -> dict[str, Any]:

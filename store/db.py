@@ -1,6 +1,6 @@
 """Postgres access: one pool per process and forward-only migrations.
 
-Migrations are the numbered ``.sql`` files in ``blockbatch/migrations``. They are applied
+Migrations are the numbered ``.sql`` files in ``store/migrations``. They are applied
 at start-up by the worker and the starter under a transaction-scoped advisory lock, so two
 processes starting at once apply each file exactly once.
 """

@@ -12,8 +12,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from blockbatch.planning import estimate_tokens
-from blockbatch.schema import RESERVED_FIELD, SchemaSpec
+from core.planning import estimate_tokens
+from core.schema import RESERVED_FIELD, SchemaSpec
 
 TOOL_NAME = "record_block_results"
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from blockbatch.settings import load_settings
-from blockbatch.stack import LocalStack, StackError, _spawn, _stop_pid
+from devtools.stack import LocalStack, StackError, _spawn, _stop_pid
+from runtime.settings import load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_DOC = ROOT / "samples" / "handbook.md"

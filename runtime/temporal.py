@@ -15,8 +15,8 @@ from temporalio.worker import Worker
 from activities.batches import BatchActivities
 from activities.db import DbActivities
 from activities.llm import LlmActivities
-from blockbatch.settings import Settings
-from blockbatch.stack import SEARCH_ATTRIBUTES
+from devtools.stack import SEARCH_ATTRIBUTES
+from runtime.settings import Settings
 from workflows.pack import ProcessPackWorkflow
 from workflows.run import RunWorkflow
 

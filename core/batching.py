@@ -12,8 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
-from blockbatch.models import BatchOptions
-from blockbatch.registry import ModelInfo, Usage, cost_usd
+from core.models import BatchOptions
+from core.registry import ModelInfo, Usage, cost_usd
 
 #: The system prompt is cached for an hour: a batch may take long to start processing.
 BATCH_CACHE_TTL: Literal["1h"] = "1h"

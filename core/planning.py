@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from blockbatch.registry import get_model
-from blockbatch.schema import SchemaSpec
+from core.registry import get_model
+from core.schema import SchemaSpec
 
 #: Added to every estimate: a text's first and last tokens rarely merge with neighbours.
 TEXT_CONSTANT_TOKENS = 3

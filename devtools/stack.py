@@ -7,7 +7,7 @@ file under ``<data>/run`` and a log under ``<data>/logs``, and keeps its data un
 
 The same functions start throw-away instances for the test suite (other ports, other dirs).
 
-Usage: ``python -m blockbatch.stack up|down|status``.
+Usage: ``python -m devtools.stack up|down|status``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from blockbatch.settings import Settings, load_settings
+from runtime.settings import Settings, load_settings
 
 #: Search attributes blockbatch sets on its workflows (registered when the dev server starts).
 SEARCH_ATTRIBUTES = {
@@ -467,7 +467,7 @@ class LocalStack:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m blockbatch.stack", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m devtools.stack", description=__doc__)
     parser.add_argument("command", choices=["up", "down", "status"])
     parser.add_argument("--json", action="store_true", help="machine-readable status")
     args = parser.parse_args(argv)

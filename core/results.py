@@ -15,8 +15,8 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 
-from blockbatch.prompt import TOOL_NAME
-from blockbatch.schema import RESERVED_FIELD, SchemaSpec
+from core.prompt import TOOL_NAME
+from core.schema import RESERVED_FIELD, SchemaSpec
 
 _REASON_LIMIT = 280
 

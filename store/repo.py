@@ -13,12 +13,12 @@ from typing import Any
 
 import asyncpg
 
-from blockbatch.ingest import ParsedBlock
-from blockbatch.models import RunOptions
-from blockbatch.planning import PlanLimits, estimate_tokens
-from blockbatch.prompt import fixed_prompt_tokens
-from blockbatch.registry import ModelInfo, get_model
-from blockbatch.schema import SchemaSpec, load_schema
+from core.ingest import ParsedBlock
+from core.models import RunOptions
+from core.planning import PlanLimits, estimate_tokens
+from core.prompt import fixed_prompt_tokens
+from core.registry import ModelInfo, get_model
+from core.schema import SchemaSpec, load_schema
 
 
 class NotFound(LookupError):

@@ -18,7 +18,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError as JsonSchemaError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from blockbatch.registry import DEFAULT_MODEL, UnknownModelError, get_model
+from core.registry import DEFAULT_MODEL, UnknownModelError, get_model
 
 #: The key every result carries to name its block; no field may use it.
 RESERVED_FIELD = "block_uid"

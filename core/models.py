@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from blockbatch.registry import DEFAULT_MODEL
+from core.registry import DEFAULT_MODEL
 
 RunStatus = Literal["created", "planning", "running", "cancelling", "completed", "cancelled",
                     "failed"]

@@ -1,0 +1,1 @@
+"""Worker wiring: settings from the environment, the Temporal connection, the worker."""

@@ -1,0 +1,1 @@
+"""The persistence layer: every SQL statement and every overlay state transition."""
