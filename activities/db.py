@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncpg
 from temporalio import activity
 
+from core.context import RunContext
 from core.models import (
     ApplyResultsInput,
     ApplyResultsOutput,
@@ -23,7 +24,7 @@ from core.models import (
 )
 from core.planning import estimate_output_tokens, plan_packs
 from core.results import parse_results
-from store.repo import RunContext, cached_run_context
+from store.runs import cached_run_context
 
 
 class DbActivities:

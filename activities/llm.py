@@ -20,11 +20,12 @@ import asyncpg
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from core.context import RunContext
 from core.models import CallModelInput, CallModelOutput
 from core.planning import describe_pack, estimate_output_tokens
 from core.prompt import build_request, prefix_sha256
 from core.registry import Usage, cost_usd
-from store.repo import RunContext, cached_run_context
+from store.runs import cached_run_context
 
 #: ApplicationError type that stops the whole run (401/403): retrying cannot help.
 API_KEY_REJECTED = "ApiKeyRejected"

@@ -26,7 +26,7 @@ import asyncpg
 
 from core.registry import ModelInfo, Usage, cost_usd
 from core.results import parse_results
-from store.repo import load_run_context
+from store.runs import load_run_context
 
 AUDIT_SQL = """
 create table if not exists chaos_overlay_writes (

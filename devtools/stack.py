@@ -27,15 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runtime.settings import Settings, load_settings
-
-#: Search attributes blockbatch sets on its workflows (registered when the dev server starts).
-SEARCH_ATTRIBUTES = {
-    "BlockbatchRunId": "Keyword",
-    "BlockbatchDocument": "Keyword",
-    "BlockbatchSchema": "Keyword",
-    "BlockbatchModel": "Keyword",
-    "BlockbatchPack": "Keyword",
-}
+from workflows.attributes import SEARCH_ATTRIBUTES
 
 PG_SYSTEM_USER = "embedded_postgres"
 

@@ -15,8 +15,8 @@ from temporalio.worker import Worker
 from activities.batches import BatchActivities
 from activities.db import DbActivities
 from activities.llm import LlmActivities
-from devtools.stack import SEARCH_ATTRIBUTES
 from runtime.settings import Settings
+from workflows.attributes import SEARCH_ATTRIBUTES
 from workflows.pack import ProcessPackWorkflow
 from workflows.run import RunWorkflow
 

@@ -7,49 +7,19 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 import asyncpg
 
 from core.ingest import ParsedBlock
 from core.models import RunOptions
-from core.planning import PlanLimits, estimate_tokens
-from core.prompt import fixed_prompt_tokens
-from core.registry import ModelInfo, get_model
-from core.schema import SchemaSpec, load_schema
+from core.planning import estimate_tokens
+from core.registry import get_model
+from core.schema import SchemaSpec
 
 
 class NotFound(LookupError):
     """An id that is not in the database; the message says which and what to do."""
-
-
-@dataclass(frozen=True)
-class RunContext:
-    """What activities need to know about a run (cached per process; runs are immutable)."""
-
-    run_id: str
-    document_id: str
-    schema_id: str
-    options: RunOptions
-    spec: SchemaSpec
-    model: ModelInfo
-
-    def plan_limits(self) -> PlanLimits:
-        """Pack sizing limits for this run (planning and re-planned halves alike)."""
-        opts = self.options
-        return PlanLimits(
-            context_window=self.model.context_window,
-            model_max_output=self.model.max_output_tokens,
-            fixed_prompt_tokens=fixed_prompt_tokens(self.spec),
-            output_budget=min(opts.output_budget, self.model.max_output_tokens),
-            safety_margin=opts.safety_margin,
-            hard_cap=opts.hard_cap,
-            max_batch_size=self.spec.prompt_config.max_batch_size,
-            pack_size=opts.pack_size,
-            batching_enabled=opts.batching_enabled,
-        )
 
 
 def _sha256(data: bytes) -> str:
@@ -129,39 +99,3 @@ async def create_run(
     except asyncpg.ForeignKeyViolationError as exc:
         raise NotFound(f"unknown document or schema for the run: {exc.detail}") from None
     return run_id
-
-
-async def load_run_context(conn: asyncpg.Connection, run_id: str) -> RunContext:
-    row = await conn.fetchrow(
-        """select r.run_id, r.document_id, r.schema_id, r.settings, s.definition, s.name
-           from runs r join schemas s using (schema_id) where r.run_id = $1""",
-        run_id,
-    )
-    if row is None:
-        raise NotFound(f"no run {run_id!r}: list runs with `python starter.py list`")
-    options = RunOptions.model_validate(row["settings"])
-    definition: dict[str, Any] = dict(row["definition"])
-    spec = load_schema(definition, name=row["name"])
-    return RunContext(
-        run_id=row["run_id"],
-        document_id=row["document_id"],
-        schema_id=row["schema_id"],
-        options=options,
-        spec=spec,
-        model=get_model(options.model),
-    )
-
-
-_CONTEXTS: dict[str, RunContext] = {}
-_CONTEXT_CACHE_SIZE = 256
-
-
-async def cached_run_context(conn: asyncpg.Connection, run_id: str) -> RunContext:
-    """:func:`load_run_context`, cached per process: a run's schema and options never change."""
-    ctx = _CONTEXTS.get(run_id)
-    if ctx is None:
-        ctx = await load_run_context(conn, run_id)
-        if len(_CONTEXTS) >= _CONTEXT_CACHE_SIZE:
-            _CONTEXTS.pop(next(iter(_CONTEXTS)))
-        _CONTEXTS[run_id] = ctx
-    return ctx

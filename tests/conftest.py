@@ -32,6 +32,7 @@ from runtime.settings import Settings
 from runtime.temporal import anthropic_client, build_worker
 from simulator.testing import control
 from store.db import create_pool, migrate
+from workflows.attributes import SEARCH_ATTRIBUTES
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE_DB = "bb_template"
@@ -60,7 +61,7 @@ def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stack.PostgresInsta
 @pytest_asyncio.fixture(scope="session")
 async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
     extra: list[str] = []
-    for name, kind in stack.SEARCH_ATTRIBUTES.items():
+    for name, kind in SEARCH_ATTRIBUTES.items():
         extra += ["--search-attribute", f"{name}={kind}"]
     extra += ["--dynamic-config-value", "frontend.namespaceRPS=10000"]
     env = await WorkflowEnvironment.start_local(

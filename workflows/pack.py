@@ -13,7 +13,7 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributeKey, SearchAttributePair
+from temporalio.common import RetryPolicy, SearchAttributePair
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         RecordSplitInput,
         Totals,
     )
+    from workflows import attributes
 
 #: Rate limits, overload and 5xx are retried here, honouring retry-after (next_retry_delay).
 CALL_MODEL_RETRY = RetryPolicy(
@@ -47,8 +48,6 @@ DB_RETRY = RetryPolicy(
     maximum_attempts=0,  # Postgres restarts are waited out, never turned into lost blocks.
 )
 DB_TIMEOUT = timedelta(seconds=60)
-RUN_ID_KEY = SearchAttributeKey.for_keyword("BlockbatchRunId")
-PACK_KEY = SearchAttributeKey.for_keyword("BlockbatchPack")
 
 
 @workflow.defn(name="ProcessPack")
@@ -191,7 +190,7 @@ class ProcessPackWorkflow:
                 static_summary=f"pack {path}: {len(part)} blocks (half of {inp.pack_path})",
                 static_details=f"split because: {reason}",
                 search_attributes=workflow.info().typed_search_attributes.updated(
-                    SearchAttributePair(RUN_ID_KEY, inp.run_id), SearchAttributePair(PACK_KEY, path)
+                    SearchAttributePair(attributes.RUN_ID, inp.run_id), SearchAttributePair(attributes.PACK, path)
                 ),
             )
             self._children.append(child_id)

@@ -12,7 +12,7 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import SearchAttributeKey, SearchAttributePair
+from temporalio.common import SearchAttributePair
 from temporalio.exceptions import ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
@@ -28,12 +28,11 @@ with workflow.unsafe.imports_passed_through():
         RunProgress,
         RunResult,
     )
+    from workflows import attributes
     from workflows.batch import BatchRounds
     from workflows.pack import DB_RETRY, DB_TIMEOUT, ProcessPackWorkflow
 
 PLAN_TIMEOUT = timedelta(minutes=5)
-RUN_ID_KEY = SearchAttributeKey.for_keyword("BlockbatchRunId")
-PACK_KEY = SearchAttributeKey.for_keyword("BlockbatchPack")
 
 
 def run_workflow_id(run_id: str) -> str:
@@ -170,8 +169,8 @@ class RunWorkflow:
             static_summary=f"pack {index} of {inp.pack_count} for run {inp.run_id}",
             # The run's own attributes (document, schema, model) plus run id and pack.
             search_attributes=workflow.info().typed_search_attributes.updated(
-                SearchAttributePair(RUN_ID_KEY, inp.run_id),
-                SearchAttributePair(PACK_KEY, str(index)),
+                SearchAttributePair(attributes.RUN_ID, inp.run_id),
+                SearchAttributePair(attributes.PACK, str(index)),
             ),
         )
         self._running[index] = handle

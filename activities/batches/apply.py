@@ -9,8 +9,8 @@ from temporalio import activity
 from activities.batches.base import BatchBase, heartbeating
 from activities.batches.rounds import enqueue, fail_blocks, round_size
 from core.batching import PackAttempt, decide, split_pack
+from core.context import RunContext
 from core.models import ApplyResultsInput, ApplyRoundInput, ApplyRoundOutput
-from store.repo import RunContext
 
 
 class ApplyActivities(BatchBase):

@@ -15,7 +15,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.db import DbActivities
 from activities.llm import API_KEY_REJECTED, RETRYABLE
-from store.repo import RunContext
+from core.context import RunContext
 
 #: The create call was refused for a reason retrying cannot fix (400/413/404).
 BATCH_REJECTED = "BatchRejected"

@@ -12,8 +12,8 @@ from temporalio import activity
 
 from activities.batches.base import BatchBase, api_error, heartbeating
 from core.batching import ResultRow, result_row
+from core.context import RunContext
 from core.models import BatchCounts, BatchRoundInput, CollectRoundOutput, Totals
-from store.repo import RunContext
 
 _FLUSH_EVERY = 200
 

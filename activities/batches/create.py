@@ -26,9 +26,9 @@ from temporalio import activity
 
 from activities.batches.base import ACTIVE_STATUSES, BatchBase, api_error
 from core.batching import Part
+from core.context import RunContext
 from core.models import BatchRoundInput, ProviderBatchRef
 from core.prompt import prefix_sha256
-from store.repo import RunContext
 
 #: Clock skew allowed between us and the provider when looking for an orphan batch.
 _ORPHAN_SKEW = timedelta(minutes=2)

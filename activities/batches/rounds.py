@@ -12,8 +12,8 @@ from typing import Any
 import asyncpg
 
 from core.batching import PackAttempt, custom_id_for
+from core.context import RunContext
 from core.planning import describe_pack, estimate_output_tokens
-from store.repo import RunContext
 
 
 async def enqueue(

@@ -15,6 +15,7 @@ from activities.batches.base import heartbeating
 from activities.batches.create import BatchCreation
 from activities.batches.rounds import enqueue, round_size
 from core.batching import BATCH_CACHE_TTL, PackAttempt, Part, PartCutter, batch_params
+from core.context import RunContext
 from core.models import (
     BatchOptions,
     BatchRoundInput,
@@ -24,7 +25,6 @@ from core.models import (
     SubmitRoundOutput,
 )
 from core.prompt import build_request
-from store.repo import RunContext
 
 #: Pack attempts read per query while building a batch.
 _PAGE_REQUESTS = 200

@@ -25,7 +25,7 @@ from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowHandle
-from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
 from blockbatch.api import reads
@@ -39,17 +39,12 @@ from runtime.settings import Settings, load_settings
 from runtime.temporal import connect, ensure_search_attributes
 from store import repo
 from store.db import create_pool
+from workflows import attributes
 from workflows.run import RunWorkflow, run_workflow_id
 
 if TYPE_CHECKING:
     from blockbatch.api.items import BatchResult, ItemResult, allm_batch, llm_batch
 
-_KEYS = {
-    "run": SearchAttributeKey.for_keyword("BlockbatchRunId"),
-    "document": SearchAttributeKey.for_keyword("BlockbatchDocument"),
-    "schema": SearchAttributeKey.for_keyword("BlockbatchSchema"),
-    "model": SearchAttributeKey.for_keyword("BlockbatchModel"),
-}
 
 
 class Blockbatch:
@@ -177,10 +172,10 @@ class Blockbatch:
                                f"({options.model})",
                 static_details=_run_details(run_id, document_id, schema_id, options),
                 search_attributes=TypedSearchAttributes([
-                    SearchAttributePair(_KEYS["run"], run_id),
-                    SearchAttributePair(_KEYS["document"], document_id),
-                    SearchAttributePair(_KEYS["schema"], schema_id),
-                    SearchAttributePair(_KEYS["model"], options.model),
+                    SearchAttributePair(attributes.RUN_ID, run_id),
+                    SearchAttributePair(attributes.DOCUMENT, document_id),
+                    SearchAttributePair(attributes.SCHEMA, schema_id),
+                    SearchAttributePair(attributes.MODEL, options.model),
                 ]),
             )
         except Exception:

@@ -1,0 +1,67 @@
+"""What everything below the front doors needs to know about one run: :class:`RunContext`.
+
+Loaded from Postgres by ``store.runs.run_context`` (cached per process: a run's schema and
+options never change); the rules here are pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from core.models import RunOptions
+from core.planning import Pack, PlanLimits, describe_pack, estimate_output_tokens, plan_packs
+from core.policy import oversized_message
+from core.prompt import fixed_prompt_tokens
+from core.registry import ModelInfo
+from core.schema import SchemaSpec
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """A run's options, schema and model, and the sizing rules that follow from them."""
+
+    run_id: str
+    document_id: str
+    schema_id: str
+    options: RunOptions
+    spec: SchemaSpec
+    model: ModelInfo
+
+    def plan_limits(self) -> PlanLimits:
+        """Pack sizing limits for this run (planning and re-planned halves alike)."""
+        opts = self.options
+        return PlanLimits(
+            context_window=self.model.context_window,
+            model_max_output=self.model.max_output_tokens,
+            fixed_prompt_tokens=fixed_prompt_tokens(self.spec),
+            output_budget=min(opts.output_budget, self.model.max_output_tokens),
+            safety_margin=opts.safety_margin,
+            hard_cap=opts.hard_cap,
+            max_batch_size=self.spec.prompt_config.max_batch_size,
+            pack_size=opts.pack_size,
+            batching_enabled=opts.batching_enabled,
+        )
+
+    def output_estimate(self, block_tokens: int) -> int:
+        """Expected output tokens of one block: the run's setting, else the schema's."""
+        return (self.options.estimated_output_per_block
+                or estimate_output_tokens(self.spec, block_tokens))
+
+    def plan(self, block_tokens: Sequence[int]) -> list[Pack]:
+        """The run's packs over its blocks' token estimates, in block order."""
+        outputs = [self.output_estimate(t) for t in block_tokens]
+        return plan_packs(block_tokens, outputs, self.plan_limits())
+
+    def pack(self, block_tokens: Sequence[int]) -> Pack:
+        """The shape (``max_tokens``, input estimate) of one pack of these blocks."""
+        outputs = [self.output_estimate(t) for t in block_tokens]
+        return describe_pack(range(len(block_tokens)), block_tokens, outputs,
+                             self.plan_limits())
+
+    def too_large(self, pack: Pack, blocks: int) -> str | None:
+        """Why a lone block cannot be sent at all (``None`` when it can)."""
+        if blocks != 1 or not pack.oversized:
+            return None
+        return oversized_message(self.model.id, pack.est_input_tokens, pack.max_tokens,
+                                 self.model.context_window)

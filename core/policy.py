@@ -1,0 +1,116 @@
+"""The pack policy: what follows one pack attempt. One pure function for both modes.
+
+A sync ``ProcessPack`` (workflows/pack.py) and a batch round (``apply_round`` in
+activities/batches/apply.py) both ask :func:`decide` what to do once an attempt has a
+result, and only carry the answer out:
+
+| the attempt | step |
+|---|---|
+| nothing left to do (every block already finished) | ``done`` |
+| answered, every block finished | ``done`` |
+| answered, blocks left, run stopping | ``keep`` (they end ``cancelled``) |
+| answered, blocks left, one block | ``retry`` (``apply_results`` charged the attempt) |
+| answered, blocks left, several | ``split`` into halves (no attempt charged) |
+| a single block too large for the model | ``fail`` |
+| the API key was rejected (401/403) | ``fatal``: the run stops |
+| prompt too long / request too large, several blocks | ``split`` (``keep`` when stopping) |
+| prompt too long / request too large, one block | ``fail`` |
+| rejected request (other 4xx) | ``fail`` with Claude's message |
+| run stopping before or instead of a call | ``keep`` |
+| transient error (429, 5xx, 529, no answer, batch expired/canceled/missing), retries left | ``resubmit`` |
+| transient error, no retries left | ``fail`` |
+
+Retries of transient errors in sync mode belong to Temporal (the activity's retry policy);
+the workflow sees such an error only once those retries are spent, as ``retries_left=False``.
+Splits and resubmissions never consume a block's attempts; per-block failures do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from core.claude_errors import ClaudeError
+
+Step = Literal["done", "retry", "split", "resubmit", "fail", "keep", "fatal"]
+#: What became of an attempt: ``answered`` (then applied), ``errored`` (a classified
+#: Claude error), ``not_processed`` (a batch request that expired, was canceled or has no
+#: result line), ``nothing_left``, ``oversized`` (a lone block beyond the model's limits),
+#: ``stopped`` (the run is cancelling: no call was made).
+AttemptResult = Literal["answered", "errored", "not_processed", "nothing_left", "oversized",
+                        "stopped"]
+
+_NOT_PROCESSED = {"expired": "the batch expired (24 h) before this request was processed",
+                  "canceled": "the batch was canceled before this request was processed",
+                  "missing": "the ended batch had no result for this request"}
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do with one pack attempt once its result is in (and applied)."""
+
+    step: Step
+    reason: str = ""
+
+
+def decide(
+    result: AttemptResult,
+    *,
+    blocks: int,
+    remaining: int = 0,
+    reason: str = "",
+    error: ClaudeError | None = None,
+    retries_left: bool = False,
+    stopping: bool = False,
+) -> Decision:
+    """The next step for a pack attempt (see the table in the module docstring).
+
+    Args:
+        result: what became of the attempt.
+        blocks: how many blocks the attempt held.
+        remaining: for ``answered``: blocks still pending after ``apply_results``.
+        reason: for ``answered``: ``apply_results``'s summary of why blocks remain; for
+            ``oversized`` and ``not_processed``: the readable message or the batch result
+            kind (``expired``, ``canceled``, ``missing``).
+        error: for ``errored``: the classified error.
+        retries_left: whether a transient failure may be tried again.
+        stopping: the run is cancelling or failing: nothing new is started.
+    """
+    if result == "nothing_left":
+        return Decision("done")
+    if result == "answered":
+        if not remaining:
+            return Decision("done")
+        if stopping:
+            return Decision("keep", reason)
+        return Decision("retry" if blocks == 1 else "split", reason)
+    if result == "oversized":
+        return Decision("fail", reason)
+    if result == "stopped":
+        return Decision("keep", reason or "run is cancelling")
+    if result == "errored":
+        assert error is not None, "an errored attempt carries its error"
+        if error.kind == "key_rejected":
+            return Decision("fatal", error.describe())
+        if error.kind == "overflow":
+            if blocks == 1:
+                return Decision("fail", error.describe())
+            return Decision("keep" if stopping else "split", error.describe())
+        if error.kind == "rejected":
+            return Decision("fail", error.describe())
+        what = error.describe()
+    else:
+        what = _NOT_PROCESSED.get(reason, reason)
+    if stopping:
+        return Decision("keep", what)
+    if retries_left:
+        return Decision("resubmit", what)
+    return Decision("fail", f"Claude call failed after retries: {what}")
+
+
+def oversized_message(model_id: str, est_input_tokens: int, max_tokens: int,
+                      context_window: int) -> str:
+    """Why a lone block cannot be sent, and what to do about it."""
+    return (f"block is too large for {model_id}: about {est_input_tokens:,} input tokens + "
+            f"{max_tokens:,} output tokens exceed the {context_window:,}-token context "
+            "window; split the block in the source document")
