@@ -16,8 +16,9 @@ No I/O: the activities turn a classified error into an ``ApplicationError`` or a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
 
 ErrorKind = Literal["key_rejected", "retryable", "overflow", "rejected"]
 
@@ -33,9 +34,14 @@ RETRY_AFTER_JITTER = 0.5
 SET_A_VALID_KEY = "set a valid ANTHROPIC_API_KEY for the workers and start a new run"
 
 
-@dataclass(frozen=True)
-class ClaudeError:
-    """A classified Claude error; ``text`` is ``"<status> <type>: <message>"``."""
+class ClaudeError(BaseModel):
+    """A classified Claude error; ``text`` is ``"<status> <type>: <message>"``.
+
+    Small and typed, so it travels through Temporal (in an activity's output, or as the
+    details of the ``ApplicationError`` that reports it).
+    """
+
+    model_config = ConfigDict(frozen=True)
 
     kind: ErrorKind
     status: int | None
@@ -83,15 +89,16 @@ def classify(
     if status is None and error_type in HTTP_STATUS:
         status = HTTP_STATUS[error_type]
     if status is None:
-        return ClaudeError("retryable", None, error_type, message)
+        return ClaudeError(kind="retryable", status=None, error_type=error_type, message=message)
     if status in (401, 403):
-        return ClaudeError("key_rejected", status, error_type, message)
+        return ClaudeError(kind="key_rejected", status=status, error_type=error_type,
+                           message=message)
     if status in (408, 409, 429) or status >= 500:
-        return ClaudeError("retryable", status, error_type, message,
-                           _seconds(retry_after))
+        return ClaudeError(kind="retryable", status=status, error_type=error_type,
+                           message=message, retry_after_s=_seconds(retry_after))
     if status == 413 or (status == 400 and "too long" in message.lower()):
-        return ClaudeError("overflow", status, error_type, message)
-    return ClaudeError("rejected", status, error_type, message)
+        return ClaudeError(kind="overflow", status=status, error_type=error_type, message=message)
+    return ClaudeError(kind="rejected", status=status, error_type=error_type, message=message)
 
 
 def retry_delay_s(error: ClaudeError, jitter: float) -> float | None:

@@ -1,0 +1,35 @@
+"""How a classified Claude error (``core.claude_errors``) reaches Temporal.
+
+The ``ApplicationError`` types below are what retry policies name in
+``non_retryable_error_types``; the classified error travels as the error's first detail,
+so a workflow that sees the failure can hand it to the pack policy unchanged.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+
+from temporalio.exceptions import ApplicationError
+
+from core.claude_errors import ClaudeError, retry_delay_s
+
+#: The API key was rejected (401/403): the run stops, retrying cannot help.
+API_KEY_REJECTED = "ApiKeyRejected"
+#: Claude is unavailable for now (429, 5xx, 529, no answer): Temporal retries with backoff.
+RETRYABLE = "ClaudeUnavailable"
+#: A batch management call was refused for a reason retrying cannot fix (400/404/413).
+BATCH_REJECTED = "BatchRejected"
+
+
+def application_error(error: ClaudeError, doing: str = "") -> ApplicationError:
+    """The ``ApplicationError`` an activity raises for ``error`` (retry-after jittered)."""
+    if error.kind == "key_rejected":
+        return ApplicationError(error.describe(doing), error, type=API_KEY_REJECTED,
+                                non_retryable=True)
+    if error.kind == "retryable":
+        delay = retry_delay_s(error, random.random())
+        return ApplicationError(error.describe(doing), error, type=RETRYABLE,
+                                next_retry_delay=timedelta(seconds=delay) if delay else None)
+    return ApplicationError(error.describe(doing), error, type=BATCH_REJECTED,
+                            non_retryable=True)
