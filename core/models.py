@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from core.claude_errors import ClaudeError
 from core.registry import DEFAULT_MODEL
 
 RunStatus = Literal["created", "planning", "running", "cancelling", "completed", "cancelled",
@@ -168,6 +169,18 @@ class CallModelOutput(BaseModel):
     cost_usd: float = 0.0
     #: True when this answer was already in the ledger (pay once: no new call was made).
     reused: bool = False
+    #: The classified Claude error of an ``overflow`` or ``request_error`` outcome.
+    error: ClaudeError | None = None
+
+    def totals(self) -> Totals:
+        """What this call adds to a pack's totals: nothing unless a new call was made."""
+        if self.call_id is None or self.reused:
+            return Totals()
+        return Totals(calls=1, input_tokens=self.input_tokens,
+                      output_tokens=self.output_tokens,
+                      cache_creation_input_tokens=self.cache_creation_input_tokens,
+                      cache_read_input_tokens=self.cache_read_input_tokens,
+                      cost_usd=self.cost_usd)
 
 
 class ApplyResultsInput(BaseModel):
