@@ -70,9 +70,11 @@ def decide(
         blocks: how many blocks the attempt held.
         remaining: for ``answered``: blocks still pending after ``apply_results``.
         reason: for ``answered``: ``apply_results``'s summary of why blocks remain; for
-            ``oversized`` and ``not_processed``: the readable message or the batch result
-            kind (``expired``, ``canceled``, ``missing``).
-        error: for ``errored``: the classified error.
+            ``oversized``: the readable message; for ``not_processed``: the batch result
+            kind (``expired``, ``canceled``, ``missing``); for ``errored``: the readable
+            message when the caller already has one (else the error's own description).
+        error: for ``errored``: the classified error (``None``: not a Claude error, e.g. a
+            worker-side failure; treated as transient).
         retries_left: whether a transient failure may be tried again.
         stopping: the run is cancelling or failing: nothing new is started.
     """
@@ -89,16 +91,17 @@ def decide(
     if result == "stopped":
         return Decision("keep", reason or "run is cancelling")
     if result == "errored":
-        assert error is not None, "an errored attempt carries its error"
-        if error.kind == "key_rejected":
-            return Decision("fatal", error.describe())
-        if error.kind == "overflow":
+        # An error that was not classified (a worker-side failure) counts as transient.
+        what = reason or (error.describe() if error is not None else "unknown error")
+        kind = error.kind if error is not None else "retryable"
+        if kind == "key_rejected":
+            return Decision("fatal", what)
+        if kind == "overflow":
             if blocks == 1:
-                return Decision("fail", error.describe())
-            return Decision("keep" if stopping else "split", error.describe())
-        if error.kind == "rejected":
-            return Decision("fail", error.describe())
-        what = error.describe()
+                return Decision("fail", what)
+            return Decision("keep" if stopping else "split", what)
+        if kind == "rejected":
+            return Decision("fail", what)
     else:
         what = _NOT_PROCESSED.get(reason, reason)
     if stopping:

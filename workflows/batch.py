@@ -1,6 +1,7 @@
 """Batch mode of RunWorkflow: rounds of Anthropic Message Batches, at half the price.
 
-RunWorkflow hands a ``mode="batch"`` run to :class:`BatchRounds`. Round 1 holds one
+RunWorkflow hands a ``mode="batch"`` run to :class:`BatchRounds`, whose ``run`` says how the
+rounds ended (:class:`BatchEnd`); RunWorkflow decides about continue-as-new and finishing. Round 1 holds one
 request per planned pack. Each round is submitted as provider batches, waited for with
 durable timers (the interval doubles from ``poll_initial_s`` to ``poll_max_s``; a batch
 may take up to 24 h, and an expired request is simply resubmitted), its results are
@@ -14,6 +15,7 @@ provider batches; results that did arrive are applied, the rest ends ``cancelled
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 
 from temporalio import workflow
@@ -21,9 +23,9 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.batches import BATCH_REJECTED, BatchActivities
+    from activities.batches import BatchActivities
     from activities.db import DbActivities
-    from activities.llm import API_KEY_REJECTED
+    from activities.errors import API_KEY_REJECTED, BATCH_REJECTED
     from core.models import (
         ApplyRoundInput,
         BatchProgress,
@@ -32,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
         OpenBatchRunInput,
         RunInput,
     )
-    from workflows.pack import DB_RETRY, DB_TIMEOUT
+    from workflows.retries import DB_RETRY, DB_TIMEOUT
 
 #: Creating a batch uploads up to 256 MB; API errors are retried, a refusal is not.
 SUBMIT_TIMEOUT = timedelta(hours=1)
@@ -60,6 +62,16 @@ LONG_HEARTBEAT = timedelta(minutes=2)
 HISTORY_EVENTS_PER_RUN = 5000
 
 
+@dataclass(frozen=True)
+class BatchEnd:
+    """How the rounds of one workflow run ended."""
+
+    #: Rounds are left, and this history is long enough: continue as new.
+    more: bool = False
+    #: The run must stop (the API key was rejected, a batch was refused).
+    fatal_error: str | None = None
+
+
 class BatchRounds:
     """The batch-mode body of one RunWorkflow execution (deterministic workflow code)."""
 
@@ -75,8 +87,8 @@ class BatchRounds:
     def progress(self) -> BatchProgress:
         return self._progress.model_copy(deep=True)
 
-    async def run(self) -> str | None:
-        """Run rounds until nothing is left or the run stops; return a fatal error, if any."""
+    async def run(self) -> BatchEnd:
+        """Run rounds until nothing is left, the run stops, or the history is long enough."""
         try:
             return await self._rounds()
         except ActivityError as err:
@@ -84,9 +96,9 @@ class BatchRounds:
             message = cause.message if isinstance(cause, ApplicationError) else str(err)
             workflow.logger.error("batch mode stops the run: %s", message)
             await self._stop(message)
-            return message
+            return BatchEnd(fatal_error=message)
 
-    async def _rounds(self) -> str | None:
+    async def _rounds(self) -> BatchEnd:
         st, inp = self._state, self._inp
         if not st.opened:
             opened = await workflow.execute_activity_method(
@@ -104,7 +116,7 @@ class BatchRounds:
             self._show()
             if self._cancel_requested():
                 await self._stop("cancel requested")
-                return None
+                return BatchEnd()
             ref = BatchRoundInput(run_id=inp.run_id, round=st.round)
             submitted = await workflow.execute_activity_method(
                 BatchActivities.submit_round, ref,
@@ -120,18 +132,18 @@ class BatchRounds:
                 fatal = await self._collect_and_apply(ref)
                 if fatal:
                     await self._stop(fatal)
-                    return fatal
+                    return BatchEnd(fatal_error=fatal)
             if self._cancel_requested() or submitted.refused:
                 await self._stop("cancel requested")
-                return None
+                return BatchEnd()
             if st.round == ref.round:
                 self._progress.phase = "done"
                 self._show()
-                return None
+                return BatchEnd()
             info = workflow.info()
             if (info.get_current_history_length() > HISTORY_EVENTS_PER_RUN
                     or info.is_continue_as_new_suggested()):
-                workflow.continue_as_new(inp)
+                return BatchEnd(more=True)
 
     async def _wait(self, ref: BatchRoundInput) -> None:
         """Durable timers between looks at the batches, until every one has ended."""
@@ -177,10 +189,7 @@ class BatchRounds:
             retry_policy=API_RETRY,
             summary=f"collect_round {ref.round}: results into the ledger",
         )
-        t = collected.totals
-        for name in ("calls", "input_tokens", "output_tokens", "cache_creation_input_tokens",
-                     "cache_read_input_tokens", "cost_usd"):
-            setattr(inp.totals, name, getattr(inp.totals, name) + getattr(t, name))
+        inp.totals.add(collected.totals)  # calls, tokens and cost of the round
         self._progress.phase = "applying"
         self._show()
         applied = await workflow.execute_activity_method(

@@ -1,24 +1,27 @@
 """ProcessPack: one LLM call for a pack of blocks, then halving until every block is done.
 
-A pack calls the model once (``call_model`` writes the request and the raw answer to the
-ledger), applies the answer (``apply_results`` validates it by block_uid and writes the
-overlays), and hands whatever is still unfinished to two child ProcessPack workflows
-(``.../pack-3.0`` and ``.../pack-3.1``). A single block retries in place until its attempts
-run out. Splits do not consume attempts; per-block failures do.
+The story of one attempt: **call** the model (``call_model`` writes the request and the raw
+answer to the ledger), **apply** the answer (``apply_results`` validates it by block_uid and
+writes the overlays), **decide** with the pack policy (``core.policy.decide``, the same rules
+as batch mode), then **split** what is unfinished into two child ProcessPack workflows
+(``.../pack-3.0`` and ``.../pack-3.1``), **retry** a single block in place, **fail** the
+blocks, or **finish**. Splits do not consume attempts; per-block failures do.
 """
 
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 
+from pydantic import ValidationError
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributePair
+from temporalio.common import SearchAttributePair
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.db import DbActivities
-    from activities.llm import API_KEY_REJECTED, LlmActivities
+    from activities.errors import API_KEY_REJECTED
+    from activities.llm import LlmActivities
+    from core.claude_errors import ClaudeError
     from core.models import (
         ApplyResultsInput,
         CallModelInput,
@@ -29,25 +32,15 @@ with workflow.unsafe.imports_passed_through():
         RecordSplitInput,
         Totals,
     )
+    from core.policy import Decision, decide
     from workflows import attributes
-
-#: Rate limits, overload and 5xx are retried here, honouring retry-after (next_retry_delay).
-CALL_MODEL_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=2),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=60),
-    maximum_attempts=12,
-    non_retryable_error_types=[API_KEY_REJECTED],
-)
-CALL_MODEL_TIMEOUT = timedelta(minutes=10)
-#: A killed worker is noticed within this time and the call moves to another worker.
-CALL_MODEL_HEARTBEAT = timedelta(seconds=20)
-DB_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    maximum_interval=timedelta(seconds=30),
-    maximum_attempts=0,  # Postgres restarts are waited out, never turned into lost blocks.
-)
-DB_TIMEOUT = timedelta(seconds=60)
+    from workflows.retries import (
+        CALL_MODEL_HEARTBEAT,
+        CALL_MODEL_RETRY,
+        CALL_MODEL_TIMEOUT,
+        DB_RETRY,
+        DB_TIMEOUT,
+    )
 
 
 @workflow.defn(name="ProcessPack")
@@ -62,96 +55,98 @@ class ProcessPackWorkflow:
         self._cancelled = True
         for child_id in list(self._children):
             try:
-                await workflow.get_external_workflow_handle(child_id).signal("cancel")
+                await workflow.get_external_workflow_handle_for(
+                    ProcessPackWorkflow.run, child_id).signal(ProcessPackWorkflow.cancel)
             except Exception:  # noqa: BLE001 - a finished child needs no signal
                 workflow.logger.debug("cancel not delivered to %s", child_id)
 
     @workflow.run
     async def run(self, inp: ProcessPackInput) -> PackOutcome:
-        outcome = await self._process(inp)
+        outcome = PackOutcome(pack_path=inp.pack_path)
+        uids, attempt = inp.block_uids, 1
+        while not self._cancelled:
+            uids, decision = await self._attempt(inp, uids, attempt, outcome.totals)
+            if decision.step == "retry":
+                attempt += 1  # a single block retries in place; apply_results charged it
+                continue
+            if decision.step == "split":
+                assert uids is not None
+                await self._split(inp, uids, decision.reason, outcome)
+            elif decision.step == "fail":
+                await self._fail(inp, uids, decision.reason, outcome.totals)
+            elif decision.step == "fatal":
+                outcome.fatal_error = decision.reason
+            elif decision.step == "keep":
+                outcome.cancelled = True
+            break
+        else:
+            outcome.cancelled = True
         await workflow.wait_condition(workflow.all_handlers_finished)
         return outcome
 
-    async def _process(self, inp: ProcessPackInput) -> PackOutcome:
-        totals = Totals()
-        outcome = PackOutcome(pack_path=inp.pack_path, totals=totals)
-        uids = inp.block_uids
-        attempt = 1
-        while True:
-            if self._cancelled:
-                outcome.cancelled = True
-                return outcome
-            try:
-                call = await workflow.execute_activity_method(
-                    LlmActivities.call_model,
-                    CallModelInput(
-                        run_id=inp.run_id,
-                        pack_path=inp.pack_path,
-                        pack_index=inp.pack_index,
-                        pack_attempt=attempt,
-                        block_uids=uids,
-                    ),
-                    start_to_close_timeout=CALL_MODEL_TIMEOUT,
-                    heartbeat_timeout=CALL_MODEL_HEARTBEAT,
-                    retry_policy=CALL_MODEL_RETRY,
-                    summary=f"call_model pack {inp.pack_path} attempt {attempt}"
-                    + (f", {len(uids)} blocks" if uids else ""),
-                )
-            except ActivityError as err:
-                cause = err.cause
-                if isinstance(cause, ApplicationError) and cause.type == API_KEY_REJECTED:
-                    outcome.fatal_error = cause.message
-                    return outcome
-                # Retries exhausted (API down for minutes): fail these blocks, not the run.
-                message = cause.message if isinstance(cause, ApplicationError) else str(err)
-                await self._fail(inp, uids, f"Claude call failed after retries: {message}",
-                                 totals)
-                return outcome
-            self._count_call(call, totals)
-            uids = call.block_uids
-            if call.outcome == "empty":
-                return outcome
-            if call.outcome == "cancelled":
-                outcome.cancelled = True
-                return outcome
-            if call.outcome in ("oversized", "request_error") or (
-                call.outcome == "overflow" and len(uids) == 1
-            ):
-                await self._fail(inp, uids, call.message or call.outcome, totals)
-                return outcome
-            if call.outcome == "overflow":
-                remaining, reason = uids, call.message or "prompt too long"
-            else:
-                assert call.call_id is not None
-                applied = await workflow.execute_activity_method(
-                    DbActivities.apply_results,
-                    ApplyResultsInput(
-                        run_id=inp.run_id,
-                        call_id=call.call_id,
-                        pack_path=inp.pack_path,
-                        max_block_attempts=inp.max_block_attempts,
-                    ),
-                    start_to_close_timeout=DB_TIMEOUT,
-                    retry_policy=DB_RETRY,
-                    summary=f"apply_results {len(uids)} blocks, {_tokens(call)} "
-                            f"({call.stop_reason})",
-                )
-                totals.blocks_done += applied.completed
-                totals.blocks_failed += len(applied.failed)
-                remaining, reason = applied.remaining, applied.reason
-                workflow.set_current_details(
-                    f"attempt {attempt}: {applied.completed}/{len(uids)} blocks ok, "
-                    f"{len(applied.failed)} failed, {len(remaining)} left"
-                    + (f" ({reason})" if remaining else "") + f" · {_tokens(call)} · "
-                    f"${totals.cost_usd:.4f}"
-                )
-            if not remaining:
-                return outcome
-            if len(uids) == 1:
-                attempt += 1  # a single block retries in place; apply_results counted it
-                continue
-            await self._split(inp, remaining, reason, outcome)
-            return outcome
+    async def _attempt(
+        self, inp: ProcessPackInput, uids: list[str] | None, attempt: int, totals: Totals
+    ) -> tuple[list[str] | None, Decision]:
+        """Call, apply, decide: the pack's blocks as the attempt found them, and what next."""
+        try:
+            call = await workflow.execute_activity_method(
+                LlmActivities.call_model,
+                CallModelInput(run_id=inp.run_id, pack_path=inp.pack_path,
+                               pack_index=inp.pack_index, pack_attempt=attempt,
+                               block_uids=uids),
+                start_to_close_timeout=CALL_MODEL_TIMEOUT,
+                heartbeat_timeout=CALL_MODEL_HEARTBEAT,
+                retry_policy=CALL_MODEL_RETRY,
+                summary=f"call_model pack {inp.pack_path} attempt {attempt}"
+                + (f", {len(uids)} blocks" if uids else ""),
+            )
+        except ActivityError as err:
+            # Temporal's retries are spent (or the key was rejected): the policy decides.
+            error, message = _claude_error(err)
+            return uids, decide("errored", blocks=len(uids or ()), error=error,
+                                reason=message, retries_left=False)
+        totals.add(call.totals())
+        uids = call.block_uids
+        if call.outcome == "answered":
+            return uids, await self._apply(inp, call, attempt, totals)
+        if call.outcome == "empty":
+            return uids, decide("nothing_left", blocks=0)
+        if call.outcome == "cancelled":
+            return uids, decide("stopped", blocks=len(uids), reason=call.message or "")
+        if call.outcome == "oversized":
+            return uids, decide("oversized", blocks=len(uids), reason=call.message or "")
+        # overflow (prompt too long, request too large) or a rejected request
+        kind = "overflow" if call.outcome == "overflow" else "rejected"
+        error = call.error or ClaudeError(kind=kind, status=None, error_type=call.outcome,
+                                          message=call.message or call.outcome)
+        return uids, decide("errored", blocks=len(uids), error=error,
+                            reason=call.message or call.outcome)
+
+    async def _apply(
+        self, inp: ProcessPackInput, call: CallModelOutput, attempt: int, totals: Totals
+    ) -> Decision:
+        assert call.call_id is not None
+        uids = call.block_uids
+        applied = await workflow.execute_activity_method(
+            DbActivities.apply_results,
+            ApplyResultsInput(run_id=inp.run_id, call_id=call.call_id,
+                              pack_path=inp.pack_path,
+                              max_block_attempts=inp.max_block_attempts),
+            start_to_close_timeout=DB_TIMEOUT,
+            retry_policy=DB_RETRY,
+            summary=f"apply_results {len(uids)} blocks, {_tokens(call)} ({call.stop_reason})",
+        )
+        totals.blocks_done += applied.completed
+        totals.blocks_failed += len(applied.failed)
+        left = applied.remaining
+        workflow.set_current_details(
+            f"attempt {attempt}: {applied.completed}/{len(uids)} blocks ok, "
+            f"{len(applied.failed)} failed, {len(left)} left"
+            + (f" ({applied.reason})" if left else "") + f" · {_tokens(call)} · "
+            f"${totals.cost_usd:.4f}"
+        )
+        # Not ``stopping`` even after a cancel: halves see the cancel before their first call.
+        return decide("answered", blocks=len(uids), remaining=len(left), reason=applied.reason)
 
     async def _split(
         self, inp: ProcessPackInput, remaining: list[str], reason: str, outcome: PackOutcome
@@ -161,36 +156,26 @@ class ProcessPackWorkflow:
         paths = [f"{inp.pack_path}.{i}" for i in range(len(parts))]
         await workflow.execute_activity_method(
             DbActivities.record_split,
-            RecordSplitInput(
-                run_id=inp.run_id,
-                pack_path=inp.pack_path,
-                reason=reason,
-                block_count=len(remaining),
-                child_paths=paths,
-            ),
+            RecordSplitInput(run_id=inp.run_id, pack_path=inp.pack_path, reason=reason,
+                             block_count=len(remaining), child_paths=paths),
             start_to_close_timeout=DB_TIMEOUT,
             retry_policy=DB_RETRY,
         )
         outcome.totals.splits += 1
-        parent_id = workflow.info().workflow_id
-        base = parent_id.rsplit("/pack-", 1)[0]
+        base = workflow.info().workflow_id.rsplit("/pack-", 1)[0]
         handles = []
-        for path, part in zip(paths, parts):
+        for path, part in zip(paths, parts, strict=True):
             child_id = f"{base}/pack-{path}"
             handle = await workflow.start_child_workflow(
                 ProcessPackWorkflow.run,
-                ProcessPackInput(
-                    run_id=inp.run_id,
-                    pack_path=path,
-                    pack_index=inp.pack_index,
-                    block_uids=part,
-                    max_block_attempts=inp.max_block_attempts,
-                ),
+                ProcessPackInput(run_id=inp.run_id, pack_path=path, pack_index=inp.pack_index,
+                                 block_uids=part, max_block_attempts=inp.max_block_attempts),
                 id=child_id,
                 static_summary=f"pack {path}: {len(part)} blocks (half of {inp.pack_path})",
                 static_details=f"split because: {reason}",
                 search_attributes=workflow.info().typed_search_attributes.updated(
-                    SearchAttributePair(attributes.RUN_ID, inp.run_id), SearchAttributePair(attributes.PACK, path)
+                    SearchAttributePair(attributes.RUN_ID, inp.run_id),
+                    SearchAttributePair(attributes.PACK, path),
                 ),
             )
             self._children.append(child_id)
@@ -214,16 +199,21 @@ class ProcessPackWorkflow:
         )
         totals.blocks_failed += failed.failed
 
-    @staticmethod
-    def _count_call(call: CallModelOutput, totals: Totals) -> None:
-        if call.call_id is None or call.reused:
-            return
-        totals.calls += 1
-        totals.input_tokens += call.input_tokens
-        totals.output_tokens += call.output_tokens
-        totals.cache_creation_input_tokens += call.cache_creation_input_tokens
-        totals.cache_read_input_tokens += call.cache_read_input_tokens
-        totals.cost_usd += call.cost_usd
+
+def _claude_error(err: ActivityError) -> tuple[ClaudeError | None, str]:
+    """The classified error an activity reported (its first detail), and its message."""
+    cause = err.cause
+    if not isinstance(cause, ApplicationError):
+        return None, str(err)
+    if cause.details:
+        try:
+            return ClaudeError.model_validate(cause.details[0]), cause.message
+        except ValidationError:
+            pass
+    if cause.type == API_KEY_REJECTED:
+        return ClaudeError(kind="key_rejected", status=None, error_type=API_KEY_REJECTED,
+                           message=cause.message), cause.message
+    return None, cause.message
 
 
 def _tokens(call: CallModelOutput) -> str:

@@ -1,15 +1,17 @@
-"""RunWorkflow: plan a run, fan out ProcessPack children, roll up from Postgres.
+"""RunWorkflow: plan a run, do its packs in one of two modes, roll up from Postgres.
 
-The plan lives in Postgres (each overlay row has its ``pack_index``); the workflow only
-knows how many packs there are and which is next. At most ``max_concurrent_packs``
-children run at once. Every ``packs_per_history`` packs the workflow drains its children
-and continues as new, so a 100,000-block run keeps a small history.
+``run`` reads as the whole story: plan (``plan_run``), then either **sync mode**
+(``_run_packs``: ProcessPack children, at most ``max_concurrent_packs`` at once) or
+**batch mode** (``_run_batch_rounds``: rounds of Message Batches, workflows/batch.py),
+then continue as new if work is left and this history is long enough, else
+``finish_run``. The plan lives in Postgres (each overlay row has its ``pack_index``); the
+workflow only knows how many packs there are and which is next. Sync mode continues as new
+every ``packs_per_history`` packs, so a 100,000-block run keeps a small history.
 """
 
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import SearchAttributePair
@@ -30,9 +32,8 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows import attributes
     from workflows.batch import BatchRounds
-    from workflows.pack import DB_RETRY, DB_TIMEOUT, ProcessPackWorkflow
-
-PLAN_TIMEOUT = timedelta(minutes=5)
+    from workflows.pack import ProcessPackWorkflow
+    from workflows.retries import DB_RETRY, DB_TIMEOUT, PLAN_TIMEOUT
 
 
 def run_workflow_id(run_id: str) -> str:
@@ -85,25 +86,38 @@ class RunWorkflow:
     async def run(self, inp: RunInput) -> RunResult:
         self._state = inp
         if inp.pack_count is None:
-            plan = await workflow.execute_activity_method(
-                DbActivities.plan_run,
-                PlanRunInput(run_id=inp.run_id),
-                start_to_close_timeout=PLAN_TIMEOUT,
-                retry_policy=DB_RETRY,
-                summary="plan_run: size packs from block and output estimates",
-            )
-            inp.pack_count, inp.block_count = plan.pack_count, plan.block_count
-            if plan.mode == "batch":
-                inp.batch = BatchRunState()
+            await self._plan(inp)
         self._status = "running"
         self._show()
         if inp.batch is not None:
-            # Provider batch mode (workflows/batch.py): rounds of Message Batches replace
-            # the ProcessPack children; every planned pack goes into round 1.
-            self._batch = BatchRounds(inp, lambda: self._cancel_requested)
-            self._fatal_error = await self._batch.run()
-            inp.next_pack = inp.pack_count
+            finished = await self._run_batch_rounds(inp)
+        else:
+            finished = await self._run_packs(inp)
+        if not finished:
+            # Work is left and this history is long enough: go on with a fresh one.
+            workflow.continue_as_new(inp)
+        return await self._finish(inp)
 
+    async def _plan(self, inp: RunInput) -> None:
+        plan = await workflow.execute_activity_method(
+            DbActivities.plan_run,
+            PlanRunInput(run_id=inp.run_id),
+            start_to_close_timeout=PLAN_TIMEOUT,
+            retry_policy=DB_RETRY,
+            summary="plan_run: size packs from block and output estimates",
+        )
+        inp.pack_count, inp.block_count = plan.pack_count, plan.block_count
+        if plan.mode == "batch":
+            inp.batch = BatchRunState()
+
+    async def _run_packs(self, inp: RunInput) -> bool:
+        """Sync mode: ProcessPack children, at most ``max_concurrent_packs`` at once.
+
+        Returns:
+            False when ``packs_per_history`` packs were started here and packs are left
+            (the caller continues as new); True when the run has nothing left to start.
+        """
+        assert inp.pack_count is not None
         started_here = 0
         while inp.next_pack < inp.pack_count and not self._stopping():
             await workflow.wait_condition(
@@ -125,13 +139,23 @@ class RunWorkflow:
                 # The first call writes the prompt cache; the rest then read it instead of
                 # each paying for their own cache write.
                 await workflow.wait_condition(lambda: not self._running or self._stopping())
-
-        if self._stopping() and self._batch is None:
+        if self._stopping():
             await self._stop_children()
         await workflow.wait_condition(lambda: not self._running)
-        if inp.next_pack < inp.pack_count and not self._stopping():
-            workflow.continue_as_new(inp)
+        return inp.next_pack >= inp.pack_count or self._stopping()
 
+    async def _run_batch_rounds(self, inp: RunInput) -> bool:
+        """Batch mode (workflows/batch.py): rounds of Message Batches replace the children.
+
+        Returns:
+            False when this history is long enough and rounds are left (continue as new).
+        """
+        self._batch = BatchRounds(inp, lambda: self._cancel_requested)
+        end = await self._batch.run()
+        self._fatal_error = end.fatal_error
+        return not end.more
+
+    async def _finish(self, inp: RunInput) -> RunResult:
         if self._fatal_error:
             status, error = "failed", self._fatal_error
         elif self._cancel_requested:

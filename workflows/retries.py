@@ -1,0 +1,36 @@
+"""Timeouts and retry policies shared by the workflows: declared once, named for their use.
+
+Batch-mode policies (submitting, polling, collecting Message Batches) live next to the
+batch workflow code in ``workflows/batch.py``.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from activities.errors import API_KEY_REJECTED
+
+#: Rate limits, overload and 5xx are retried here, honouring retry-after (next_retry_delay).
+CALL_MODEL_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=2),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=60),
+    maximum_attempts=12,
+    non_retryable_error_types=[API_KEY_REJECTED],
+)
+CALL_MODEL_TIMEOUT = timedelta(minutes=10)
+#: A killed worker is noticed within this time and the call moves to another worker.
+CALL_MODEL_HEARTBEAT = timedelta(seconds=20)
+#: Postgres restarts are waited out, never turned into lost blocks.
+DB_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=0,
+)
+DB_TIMEOUT = timedelta(seconds=60)
+#: Planning reads every block of the document once.
+PLAN_TIMEOUT = timedelta(minutes=5)
