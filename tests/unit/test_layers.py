@@ -100,16 +100,18 @@ def test_no_sql_outside_the_persistence_layer() -> None:
 
 def test_no_import_cycle_between_modules() -> None:
     modules = {_module(p): p for layer in LAYERS for p in _files(layer)}
-    graph = {m: {n for _, name in _imports(p) for n in _candidates(name) if n in modules
-                 and n != m}
+    graph = {m: {n for _, name in _imports(p) if (n := _resolve(name, modules)) not in (None, m)}
              for m, p in modules.items()}
     cycles = _cycles(graph)
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
 
 
-def _candidates(name: str) -> list[str]:
-    parts = name.split(".")
-    return [".".join(parts[:i]) for i in range(len(parts), 0, -1)][:2]
+def _resolve(name: str, modules: dict[str, Path]) -> str | None:
+    """The project module an imported name is (``pkg.mod``) or lives in (``pkg.mod.Name``)."""
+    if name in modules:
+        return name
+    parent = name.rpartition(".")[0]
+    return parent if parent in modules else None
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
