@@ -10,6 +10,7 @@ import asyncpg
 from core.models import RunResult
 from core.registry import Usage, cost_usd, get_model
 from runtime.settings import Settings
+from store.reads import baseline_inputs
 
 
 async def baseline_cost(pool: asyncpg.Pool, run_id: str) -> float | None:
@@ -18,37 +19,17 @@ async def baseline_cost(pool: asyncpg.Pool, run_id: str) -> float | None:
     Every block would pay the full prompt prefix as plain input and its own output; we
     take the prefix size and the per-block output from what this run actually used.
     """
-    row = await pool.fetchrow(
-        """select r.model, r.blocks_total,
-                  sum(c.input_tokens + c.cache_creation_input_tokens
-                      + c.cache_read_input_tokens) as prompt_tokens,
-                  sum(c.output_tokens) as output_tokens,
-                  sum(cardinality(c.block_uids)) as blocks_sent,
-                  count(*) as calls
-           from runs r join llm_calls c using (run_id)
-           where r.run_id = $1 and c.status = 'succeeded'
-           group by r.model, r.blocks_total""",
-        run_id,
-    )
-    if row is None or not row["calls"]:
+    b = await baseline_inputs(pool, run_id)
+    if b is None:
         return None
-    prefix = await pool.fetchval(
-        """select min(cache_creation_input_tokens + cache_read_input_tokens)
-           from llm_calls where run_id = $1 and status = 'succeeded'""",
-        run_id,
-    ) or 0
-    per_block_content = (row["prompt_tokens"] - prefix * row["calls"]) / max(row["blocks_sent"], 1)
-    per_block_output = row["output_tokens"] / max(row["blocks_sent"], 1)
-    # Blocks that got an answer or failed trying; a cancelled block cost nothing either way.
-    n = await pool.fetchval(
-        """select count(*) from overlays where run_id = $1
-           and status in ('ai_complete', 'confirmed', 'failed')""", run_id,
-    )
+    per_block_content = (b.prompt_tokens - b.prefix_tokens * b.calls) / max(b.blocks_sent, 1)
+    per_block_output = b.output_tokens / max(b.blocks_sent, 1)
+    n = b.blocks_answered
     usage = Usage(
-        input_tokens=int(n * (prefix + per_block_content)),
+        input_tokens=int(n * (b.prefix_tokens + per_block_content)),
         output_tokens=int(n * per_block_output),
     )
-    return cost_usd(get_model(row["model"]), usage)
+    return cost_usd(get_model(b.model), usage)
 
 
 def run_links(settings: Settings, run_id: str) -> dict[str, str]:

@@ -1,13 +1,16 @@
 """Thin repository: documents, schemas and runs in, typed rows out.
 
-Used by the API (ingest, create run) and by activities (load a run's context).
+Used by the API (ingest, create and delete a run); reads for the front doors live in
+:mod:`store.reads`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import secrets
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import asyncpg
 
@@ -70,7 +73,35 @@ async def save_schema(conn: asyncpg.Connection, spec: SchemaSpec) -> str:
     return schema_id
 
 
+@dataclass(frozen=True)
+class RunInputs:
+    """What starting a run needs to know of its document and schema."""
+
+    document_name: str
+    schema_name: str
+    #: The stored schema definition (its ``prompt_config`` may name a model).
+    definition: dict[str, Any]
+
+
+async def run_inputs(conn: asyncpg.Connection, document_id: str, schema_id: str) -> RunInputs:
+    """The names of a run's document and schema, and the schema's definition.
+
+    Raises:
+        NotFound: the document or the schema is not stored.
+    """
+    names = await conn.fetchrow(
+        """select d.name as document, s.name as schema, s.definition
+           from documents d, schemas s where d.document_id = $1 and s.schema_id = $2""",
+        document_id, schema_id,
+    )
+    if names is None:
+        raise NotFound(f"unknown document {document_id!r} or schema {schema_id!r}")
+    return RunInputs(document_name=names["document"], schema_name=names["schema"],
+                     definition=names["definition"])
+
+
 def new_run_id() -> str:
+    """A fresh run id: UTC time to the second plus six random hex digits."""
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     return f"{stamp}-{secrets.token_hex(3)}"
 
@@ -99,3 +130,8 @@ async def create_run(
     except asyncpg.ForeignKeyViolationError as exc:
         raise NotFound(f"unknown document or schema for the run: {exc.detail}") from None
     return run_id
+
+
+async def delete_run(conn: asyncpg.Connection, run_id: str) -> None:
+    """Remove a run row that never got a workflow (nothing else refers to it yet)."""
+    await conn.execute("delete from runs where run_id = $1", run_id)

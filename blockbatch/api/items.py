@@ -23,7 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, overload
 
-from blockbatch.api import Blockbatch, SchemaSource, as_schema
+from blockbatch.api.client import Blockbatch
+from blockbatch.api.inputs import SchemaSource, as_schema
 from core.ingest import IngestError, ParsedBlock
 from core.models import RunOptions, RunResult
 from runtime.settings import Settings, load_settings

@@ -12,7 +12,7 @@ import asyncpg
 from pydantic import BaseModel
 
 from blockbatch.api.errors import BadRequest
-from blockbatch.api.reads import get_run
+from store.reads import ExportRow, export_snapshot, get_run
 from store.repo import NotFound
 
 
@@ -117,15 +117,7 @@ class ExportSummary(BaseModel):
         return data
 
 
-_EXPORT_SQL = """
-select b.block_uid, b.block_index, b.block_type, b.block_content, b.metadata,
-       o.status, o.staging, o.confirmed, o.last_error
-from blocks b left join overlays o on o.block_uid = b.block_uid and o.run_id = $1
-where b.document_id = $2 order by b.block_index
-"""
-
-
-def export_line(row: asyncpg.Record | dict[str, Any], *, staged: bool) -> dict[str, Any]:
+def export_line(row: ExportRow, *, staged: bool) -> dict[str, Any]:
     """One block as ``{"immutable": {...}, "user_defined": {...} | null[, "status": ...]}``."""
     immutable = {**(row["metadata"] or {}), "block_uid": row["block_uid"],
                  "block_index": row["block_index"], "block_type": row["block_type"],
@@ -142,21 +134,17 @@ async def export_run(
     pool: asyncpg.Pool, run_id: str, out: TextIO, *, staged: bool = False
 ) -> ExportSummary:
     """Write the run's blocks as JSONL to ``out`` in block order (a consistent snapshot)."""
-    async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read",
-                                                         readonly=True):
-        run = await get_run(conn, run_id)
+    async with export_snapshot(pool, run_id) as snapshot:
+        run = snapshot.run
         lines = with_overlay = 0
-        async for row in conn.cursor(_EXPORT_SQL, run_id, run.document_id, prefetch=500):
+        async for row in snapshot.rows():
             line = export_line(row, staged=staged)
             out.write(json.dumps(line, ensure_ascii=False) + "\n")
             lines += 1
             with_overlay += line["user_defined"] is not None
-        doc = await conn.fetchrow(
-            "select document_id, name, format, content_sha256, block_count from documents "
-            "where document_id = $1", run.document_id,
-        )
+        doc = await snapshot.document()
     return ExportSummary(
-        run_id=run_id, document=dict(doc),
+        run_id=run_id, document=doc,
         schema_={"schema_id": run.schema_id, "name": run.schema_name}, model=run.model,
         status=run.status, error=run.error, overlays="staging" if staged else "confirmed",
         lines=lines, with_overlay=with_overlay,

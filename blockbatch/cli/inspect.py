@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from datetime import datetime
 
-from blockbatch.api.reads import RunInfo
+from blockbatch.api import RunInfo
 from blockbatch.cli.console import Console, human_seconds, human_tokens
 from blockbatch.cli.parser import PROG
 from blockbatch.cli.progress import describe

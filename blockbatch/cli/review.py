@@ -9,7 +9,7 @@ import sys
 import textwrap
 from typing import Any
 
-from blockbatch.api.reads import ReviewItem
+from blockbatch.api import ReviewItem
 from blockbatch.api.review import resolve_block_refs
 from blockbatch.cli.console import Console
 from blockbatch.cli.inspect import page_footer

@@ -1,7 +1,14 @@
-"""Read models of runs, overlays and the ledger, straight from Postgres (the source of truth)."""
+"""Read models of runs, overlays and the ledger, straight from Postgres (the source of truth).
+
+The front doors (the API, the CLI, the run report) ask for what they show by name here;
+every statement they need lives in this module or in :mod:`store.repo` (writes).
+"""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -46,10 +53,12 @@ class RunInfo(BaseModel):
 
     @property
     def active(self) -> bool:
+        """Whether the run may still change (created, planning, running or cancelling)."""
         return self.status in ACTIVE
 
     @property
     def duration_s(self) -> float | None:
+        """Seconds from creation to the end; None while the run has not finished."""
         if self.finished_at is None:
             return None
         return (self.finished_at - self.created_at).total_seconds()
@@ -86,6 +95,11 @@ def _run(row: asyncpg.Record) -> RunInfo:
 
 
 async def get_run(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> RunInfo:
+    """One run with its live overlay counts.
+
+    Raises:
+        NotFound: no run has this id.
+    """
     row = await conn.fetchrow(_RUN_SQL + " where r.run_id = $1", run_id)
     if row is None:
         raise NotFound(f"no run {run_id!r}: list runs with `python starter.py list`")
@@ -95,6 +109,7 @@ async def get_run(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> RunIn
 async def list_runs(
     pool: asyncpg.Pool, *, limit: int = 20, status: str | None = None
 ) -> list[RunInfo]:
+    """The newest ``limit`` runs, optionally only those in ``status``."""
     rows = await pool.fetch(
         _RUN_SQL + " where $2::text is null or r.status = $2"
         " order by r.created_at desc, r.run_id desc limit $1",
@@ -120,6 +135,8 @@ class ReviewItem(BaseModel):
 
 
 class ReviewPage(BaseModel):
+    """One page of a run's blocks next to their overlays."""
+
     run_id: str
     offset: int
     total: int
@@ -196,3 +213,104 @@ async def list_calls(
         run_id, pack, offset, limit,
     )
     return total, [CallRow.model_validate(dict(r)) for r in rows]
+
+
+# ---------------------------------------------------------------------- export
+
+_EXPORT_SQL = """
+select b.block_uid, b.block_index, b.block_type, b.block_content, b.metadata,
+       o.status, o.staging, o.confirmed, o.last_error
+from blocks b left join overlays o on o.block_uid = b.block_uid and o.run_id = $1
+where b.document_id = $2 order by b.block_index
+"""
+
+#: One block of an export: block_uid, block_index, block_type, block_content, metadata,
+#: and its overlay's status, staging, confirmed, last_error (all None without an overlay).
+ExportRow = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ExportSnapshot:
+    """A run read inside one repeatable-read, read-only transaction."""
+
+    conn: asyncpg.Connection
+    run: RunInfo
+
+    async def rows(self, prefetch: int = 500) -> AsyncIterator[ExportRow]:
+        """Every block of the run's document in block order, with the run's overlay."""
+        async for row in self.conn.cursor(_EXPORT_SQL, self.run.run_id, self.run.document_id,
+                                          prefetch=prefetch):
+            yield row
+
+    async def document(self) -> dict[str, Any]:
+        """The document row: document_id, name, format, content_sha256, block_count."""
+        doc = await self.conn.fetchrow(
+            "select document_id, name, format, content_sha256, block_count from documents "
+            "where document_id = $1", self.run.document_id,
+        )
+        return dict(doc)
+
+
+@asynccontextmanager
+async def export_snapshot(pool: asyncpg.Pool, run_id: str) -> AsyncIterator[ExportSnapshot]:
+    """A consistent snapshot of one run for an export.
+
+    Raises:
+        NotFound: no run has this id.
+    """
+    async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read",
+                                                         readonly=True):
+        yield ExportSnapshot(conn, await get_run(conn, run_id))
+
+
+# ---------------------------------------------------------------------- baseline cost
+
+
+@dataclass(frozen=True)
+class BaselineInputs:
+    """What a run's succeeded calls used, to price the same blocks at one call per block."""
+
+    model: str
+    calls: int
+    #: Input, cache write and cache read tokens of all succeeded calls.
+    prompt_tokens: int
+    output_tokens: int
+    #: Blocks sent in succeeded calls (a block sent twice counts twice).
+    blocks_sent: int
+    #: The smallest cached prefix of a succeeded call (the shared prompt).
+    prefix_tokens: int
+    #: Blocks that got an answer or failed trying (ai_complete, confirmed, failed).
+    blocks_answered: int
+
+
+async def baseline_inputs(pool: asyncpg.Pool, run_id: str) -> BaselineInputs | None:
+    """The figures :func:`blockbatch.report.baseline_cost` needs; None without a succeeded call."""
+    row = await pool.fetchrow(
+        """select r.model, r.blocks_total,
+                  sum(c.input_tokens + c.cache_creation_input_tokens
+                      + c.cache_read_input_tokens) as prompt_tokens,
+                  sum(c.output_tokens) as output_tokens,
+                  sum(cardinality(c.block_uids)) as blocks_sent,
+                  count(*) as calls
+           from runs r join llm_calls c using (run_id)
+           where r.run_id = $1 and c.status = 'succeeded'
+           group by r.model, r.blocks_total""",
+        run_id,
+    )
+    if row is None or not row["calls"]:
+        return None
+    prefix = await pool.fetchval(
+        """select min(cache_creation_input_tokens + cache_read_input_tokens)
+           from llm_calls where run_id = $1 and status = 'succeeded'""",
+        run_id,
+    ) or 0
+    # Blocks that got an answer or failed trying; a cancelled block cost nothing either way.
+    answered = await pool.fetchval(
+        """select count(*) from overlays where run_id = $1
+           and status in ('ai_complete', 'confirmed', 'failed')""", run_id,
+    )
+    return BaselineInputs(
+        model=row["model"], calls=row["calls"], prompt_tokens=row["prompt_tokens"],
+        output_tokens=row["output_tokens"], blocks_sent=row["blocks_sent"],
+        prefix_tokens=prefix, blocks_answered=answered,
+    )

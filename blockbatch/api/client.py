@@ -1,0 +1,263 @@
+"""The :class:`Blockbatch` client: ingest, start, follow, review, confirm and export runs."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Self, TextIO
+
+import asyncpg
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.service import RPCError, RPCStatusCode
+
+from blockbatch.api import review as review_ops
+from blockbatch.api.errors import BadRequest, TemporalUnavailable
+from blockbatch.api.inputs import SchemaSource, as_schema
+from blockbatch.api.review import ConfirmOutcome, ExportSummary
+from core.ingest import ParsedBlock, detect_format, parse_document
+from core.models import RunInput, RunOptions, RunProgress, RunResult
+from runtime.settings import Settings, load_settings
+from runtime.temporal import connect, ensure_search_attributes
+from store import reads, repo
+from store.db import create_pool
+from workflows import attributes
+from workflows.run import RunWorkflow, run_workflow_id
+
+
+class Blockbatch:
+    """One connection to Postgres and (lazily) Temporal; use as an async context manager."""
+
+    def __init__(self, pool: asyncpg.Pool, client: Client | None, settings: Settings) -> None:
+        self.pool = pool
+        self._client = client
+        self.settings = settings
+        self._owns_pool = False
+
+    @classmethod
+    async def connect(
+        cls, settings: Settings | None = None, client: Client | None = None, *,
+        temporal: bool = True, pool_size: int = 4,
+    ) -> Blockbatch:
+        """Connect to Postgres (migrating it) and, unless ``temporal=False``, to Temporal."""
+        settings = settings or load_settings()
+        pool = await create_pool(settings.resolved_database_url, max_size=pool_size)
+        bb = cls(pool, client, settings)
+        bb._owns_pool = True
+        try:
+            if temporal:
+                await bb.temporal()
+        except Exception:
+            await pool.close()
+            raise
+        return bb
+
+    async def temporal(self) -> Client:
+        """The Temporal client, connecting on first use."""
+        if self._client is None:
+            self._client = await connect(self.settings)
+        return self._client
+
+    @property
+    def client(self) -> Client:
+        """The Temporal client once connected.
+
+        Raises:
+            TemporalUnavailable: :meth:`temporal` has not connected yet.
+        """
+        if self._client is None:
+            raise TemporalUnavailable("not connected to Temporal yet: await bb.temporal() first")
+        return self._client
+
+    async def close(self) -> None:
+        """Close the Postgres pool if this client opened it."""
+        if self._owns_pool:
+            await self.pool.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ inputs
+
+    async def ingest_bytes(
+        self, data: bytes, *, name: str, fmt: str, text_field: str = "text"
+    ) -> str:
+        """Parse and store a document; return its id (the same bytes give the same id)."""
+        return await self.ingest_blocks(data, parse_document(data, fmt, text_field=text_field),
+                                        name=name, fmt=fmt)
+
+    async def ingest_blocks(
+        self, data: bytes, blocks: list[ParsedBlock], *, name: str, fmt: str
+    ) -> str:
+        """Store already parsed blocks; ``data`` is the source the document id is hashed from."""
+        async with self.pool.acquire() as conn:
+            return await repo.save_document(conn, name, fmt, data, blocks)
+
+    async def ingest_file(
+        self, path: str | Path, *, fmt: str | None = None, text_field: str = "text"
+    ) -> str:
+        """Parse and store a file (format from its extension unless given); return its id."""
+        path = Path(path)
+        fmt = fmt or detect_format(path.name)
+        return await self.ingest_bytes(path.read_bytes(), name=path.name, fmt=fmt,
+                                       text_field=text_field)
+
+    async def add_schema(self, source: SchemaSource, name: str | None = None) -> str:
+        """Validate and store a schema (a dict, a SchemaSpec, JSON text or a file path)."""
+        async with self.pool.acquire() as conn:
+            return await repo.save_schema(conn, as_schema(source, name))
+
+    async def add_schema_file(self, path: str | Path) -> str:
+        """Validate and store the schema in a JSON file; return its id."""
+        return await self.add_schema(Path(path))
+
+    # ------------------------------------------------------------------ runs
+
+    async def start_run(
+        self,
+        document_id: str,
+        schema_id: str,
+        options: RunOptions | None = None,
+        *,
+        run_id: str | None = None,
+        packs_per_history: int = 400,
+        task_queue: str | None = None,
+    ) -> str:
+        """Create the run row and start its RunWorkflow; return the run id.
+
+        ``options.model`` left at the default takes the schema's ``prompt_config.model``.
+        A run whose workflow cannot be started is deleted again.
+        """
+        options = options or RunOptions()
+        client = await self.temporal()
+        async with self.pool.acquire() as conn:
+            names = await repo.run_inputs(conn, document_id, schema_id)
+            schema_model = names.definition["prompt_config"].get("model")
+            if options.model == RunOptions().model and schema_model:
+                options = options.model_copy(update={"model": schema_model})
+            run_id = await repo.create_run(conn, document_id, schema_id, options, run_id=run_id)
+        try:
+            await ensure_search_attributes(client, self.settings.temporal_namespace)
+            await client.start_workflow(
+                RunWorkflow.run,
+                RunInput(run_id=run_id, max_concurrent_packs=options.max_concurrent_packs,
+                         max_block_attempts=options.max_block_attempts,
+                         packs_per_history=packs_per_history),
+                id=run_workflow_id(run_id),
+                task_queue=task_queue or self.settings.temporal_task_queue,
+                static_summary=f"run {run_id}: {names.document_name} × {names.schema_name} "
+                               f"({options.model})",
+                static_details=_run_details(run_id, document_id, schema_id, options),
+                search_attributes=TypedSearchAttributes([
+                    SearchAttributePair(attributes.RUN_ID, run_id),
+                    SearchAttributePair(attributes.DOCUMENT, document_id),
+                    SearchAttributePair(attributes.SCHEMA, schema_id),
+                    SearchAttributePair(attributes.MODEL, options.model),
+                ]),
+            )
+        except Exception:
+            # Leave no half-created run behind: a run row without a workflow is removed.
+            async with self.pool.acquire() as conn:
+                await repo.delete_run(conn, run_id)
+            raise
+        return run_id
+
+    def handle(self, run_id: str) -> WorkflowHandle[Any, RunResult]:
+        """The Temporal handle of a run's RunWorkflow."""
+        return self.client.get_workflow_handle_for(RunWorkflow.run, run_workflow_id(run_id))
+
+    async def progress(self, run_id: str, *, timeout_s: float = 5.0) -> RunProgress:
+        """Live counters from the running workflow (needs a worker to answer)."""
+        await self.temporal()
+        return await self.handle(run_id).query(
+            RunWorkflow.progress, rpc_timeout=timedelta(seconds=timeout_s)
+        )
+
+    async def wait(self, run_id: str) -> RunResult:
+        """Wait for a run's workflow to end and return its result."""
+        await self.temporal()
+        return await self.handle(run_id).result()
+
+    async def cancel(self, run_id: str) -> reads.RunInfo:
+        """Ask a run to stop (no new Claude call starts); return the run as it was."""
+        info = await self.run(run_id)
+        if info.active:
+            await self.temporal()
+            try:
+                await self.handle(run_id).signal(RunWorkflow.cancel)
+            except RPCError as err:
+                if err.status != RPCStatusCode.NOT_FOUND:
+                    raise
+                raise BadRequest(
+                    f"run {run_id} is {info.status} but its workflow is not running "
+                    f"(terminated in the Temporal UI?): nothing to cancel"
+                ) from None
+        return info
+
+    async def workers_polling(self, task_queue: str | None = None) -> int:
+        """How many workers polled the task queue recently (0: runs would wait)."""
+        client = await self.temporal()
+        resp = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
+            namespace=self.settings.temporal_namespace,
+            task_queue=TaskQueue(name=task_queue or self.settings.temporal_task_queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        ))
+        return len(resp.pollers)
+
+    # ------------------------------------------------------------------ reading and review
+
+    async def run(self, run_id: str) -> reads.RunInfo:
+        """One run as stored (raises NotFound for an unknown id)."""
+        return await reads.get_run(self.pool, run_id)
+
+    async def runs(self, *, limit: int = 20, status: str | None = None) -> list[reads.RunInfo]:
+        """The newest runs, optionally only those in ``status``."""
+        return await reads.list_runs(self.pool, limit=limit, status=status)
+
+    async def result(self, run_id: str) -> RunResult:
+        """The run's counters from Postgres (final once it has finished)."""
+        return (await self.run(run_id)).result()
+
+    async def review(self, run_id: str, **filters: Any) -> reads.ReviewPage:
+        """Blocks next to their overlays; see :func:`store.reads.review_page` for the filters."""
+        return await reads.review_page(self.pool, run_id, **filters)
+
+    async def calls(self, run_id: str, **filters: Any) -> tuple[int, list[reads.CallRow]]:
+        """(total, page) of the run's call ledger; see :func:`store.reads.list_calls`."""
+        return await reads.list_calls(self.pool, run_id, **filters)
+
+    async def confirm(
+        self, run_id: str, blocks: list[str] | None = None
+    ) -> ConfirmOutcome:
+        """Staging -> confirmed for ``blocks`` (uids or indexes), or all ai_complete blocks."""
+        return await review_ops.confirm(self.pool, run_id, blocks)
+
+    async def export(
+        self, run_id: str, out: str | Path | TextIO, *, staged: bool = False
+    ) -> ExportSummary:
+        """JSONL, one line per block in order; a path also gets a ``.meta.json`` sidecar."""
+        if isinstance(out, str | Path):
+            return await review_ops.export_run_to_file(self.pool, run_id, out, staged=staged)
+        return await review_ops.export_run(self.pool, run_id, out, staged=staged)
+
+
+def _run_details(run_id: str, document_id: str, schema_id: str, options: RunOptions) -> str:
+    opts = json.dumps(options.model_dump(mode="json", exclude_defaults=True)) or "{}"
+    return (
+        f"document `{document_id}` · schema `{schema_id}` · model `{options.model}`\n\n"
+        f"options: `{opts}`\n\n"
+        f'packs: list filter `BlockbatchRunId = "{run_id}"`, or workflow ids '
+        f"`run-{run_id}/pack-<n>` (halves: `.../pack-<n>.0`, `.1`)"
+    )
+
+
+async def open_default() -> Blockbatch:
+    """Connect with settings from the environment."""
+    return await Blockbatch.connect(load_settings())
