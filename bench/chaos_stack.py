@@ -125,7 +125,7 @@ class ChaosStack:
 
     def stop_temporal(self) -> None:
         """SIGTERM the dev server and wait for it to exit (history stays in the db file)."""
-        stack._stop_pid(self.pid_file("temporal"))
+        stack.stop_pid(self.pid_file("temporal"))
 
     def sim(self, method: str, path: str, body: Any = None) -> Any:
         """Call the simulator's control API (``/_sim/...``)."""
@@ -208,7 +208,7 @@ class ChaosStack:
             self.kill_worker(name, signal.SIGTERM, timeout=15)
         for name in ("temporal", "simulator"):
             try:
-                stack._stop_pid(self.pid_file(name))
+                stack.stop_pid(self.pid_file(name))
             except OSError:
                 pass
         with contextlib.suppress(Exception):  # best effort at teardown

@@ -359,7 +359,7 @@ class BenchStack:
 
     def _stop_services(self) -> None:
         for name in ("simulator", "temporal"):
-            stack._stop_pid(self.root / "run" / f"{name}.pid")
+            stack.stop_pid(self.root / "run" / f"{name}.pid")
         if (self.root / "pg" / "PG_VERSION").exists():
             try:
                 stack.stop_postgres(self.root / "pg")

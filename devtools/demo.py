@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from devtools.stack import LocalStack, StackError, _spawn, _stop_pid
+from devtools.stack import LocalStack, StackError, spawn, stop_pid
 from runtime.settings import load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,8 +21,8 @@ SAMPLE_SCHEMA = ROOT / "samples" / "extract.json"
 def ensure_worker(stack: LocalStack) -> int:
     """(Re)start the demo's background worker, so it always runs the current code."""
     pid_file = stack.pid_file("demo-worker")
-    _stop_pid(pid_file)
-    return _spawn([sys.executable, str(ROOT / "worker.py")], stack.log("worker"), pid_file,
+    stop_pid(pid_file)
+    return spawn([sys.executable, str(ROOT / "worker.py")], stack.log("worker"), pid_file,
                   env={"PYTHONUNBUFFERED": "1"})
 
 

@@ -139,7 +139,15 @@ def _http_ok(url: str) -> bool:
         return False
 
 
-def _spawn(cmd: list[str], log: Path, pid_file: Path, env: dict[str, str] | None = None) -> int:
+def spawn(cmd: list[str], log: Path, pid_file: Path, env: dict[str, str] | None = None) -> int:
+    """Start ``cmd`` in its own session, output appended to ``log``; write and return its pid.
+
+    Args:
+        cmd: the command line.
+        log: file that receives stdout and stderr.
+        pid_file: where the pid is written, for :func:`stop_pid`.
+        env: variables added to this process's environment.
+    """
     log.parent.mkdir(parents=True, exist_ok=True)
     pid_file.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
@@ -155,7 +163,12 @@ def _spawn(cmd: list[str], log: Path, pid_file: Path, env: dict[str, str] | None
     return proc.pid
 
 
-def _stop_pid(pid_file: Path, timeout: float = 20.0) -> bool:
+def stop_pid(pid_file: Path, timeout: float = 20.0) -> bool:
+    """Stop the process named in ``pid_file`` (SIGTERM, then SIGKILL after ``timeout``).
+
+    Returns:
+        True when a live process was stopped, False when none was running.
+    """
     pid = _read_pid(pid_file)
     if pid is None:
         pid_file.unlink(missing_ok=True)
@@ -333,7 +346,7 @@ def start_temporal(
             )
     if db_file is not None:
         db_file.parent.mkdir(parents=True, exist_ok=True)
-    pid = _spawn(temporal_command(port, ui_port, db_file), log, pid_file)
+    pid = spawn(temporal_command(port, ui_port, db_file), log, pid_file)
     _wait_until(lambda: temporal_ready(port), 90, f"Temporal dev server on port {port}", log)
     return pid
 
@@ -354,7 +367,7 @@ def start_simulator(port: int, log: Path, pid_file: Path, scenario: Path | None 
     cmd = [sys.executable, "-m", "simulator", "--host", "127.0.0.1", "--port", str(port)]
     if scenario is not None:
         cmd += ["--scenario", str(scenario)]
-    pid = _spawn(cmd, log, pid_file)
+    pid = spawn(cmd, log, pid_file)
     _wait_until(lambda: _http_ok(url), 30, f"simulator on port {port}", log)
     return pid
 
@@ -424,7 +437,7 @@ class LocalStack:
     def down(self) -> list[str]:
         lines = []
         for name in ("demo-worker", "simulator", "temporal"):
-            stopped = _stop_pid(self.pid_file(name))
+            stopped = stop_pid(self.pid_file(name))
             lines.append(f"{name:<10} {'stopped' if stopped else 'not running'}")
         if self.manages_postgres():
             stopped = stop_postgres(self.pg_dir) if self.pg_dir.exists() else False
