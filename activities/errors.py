@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import random
 from datetime import timedelta
+from typing import Any
 
+import anthropic
 from temporalio.exceptions import ApplicationError
 
-from core.claude_errors import ClaudeError, retry_delay_s
+from core.claude_errors import ClaudeError, classify, retry_delay_s
 
 #: The API key was rejected (401/403): the run stops, retrying cannot help.
 API_KEY_REJECTED = "ApiKeyRejected"
@@ -33,3 +35,15 @@ def application_error(error: ClaudeError, doing: str = "") -> ApplicationError:
                                 next_retry_delay=timedelta(seconds=delay) if delay else None)
     return ApplicationError(error.describe(doing), error, type=BATCH_REJECTED,
                             non_retryable=True)
+
+
+def from_api_error(err: anthropic.APIError) -> ClaudeError:
+    """Classify a failure of the anthropic client: an error answer, or no answer at all."""
+    if not isinstance(err, anthropic.APIStatusError):
+        return classify(None, type(err).__name__, str(err))
+    body: dict[str, Any] = err.body if isinstance(err.body, dict) else {}
+    raw = body.get("error")
+    detail: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    return classify(err.status_code, str(detail.get("type") or type(err).__name__),
+                    str(detail.get("message") or err.message),
+                    retry_after=err.response.headers.get("retry-after"))

@@ -1,8 +1,9 @@
-"""Pure rules of batch mode (Message Batches): names, sizes, and what follows a result.
+"""Pure rules of batch mode (Message Batches): names, sizes, and the ledger row of a result.
 
 No I/O here: the activities in ``activities/batches/`` read and write Postgres and talk
-to the provider; this module decides how requests are named and cut into batches, what
-the ledger records of each result line, and what happens next to each pack attempt.
+to the provider; this module decides how requests are named and cut into batches and
+what the ledger records of each result line. What happens next to each pack attempt is
+the one pack policy, ``core.policy.decide``, shared with sync mode.
 """
 
 from __future__ import annotations
@@ -12,15 +13,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
+from core.claude_errors import HTTP_STATUS
 from core.models import BatchOptions
 from core.registry import ModelInfo, Usage, cost_usd
 
 #: The system prompt is cached for an hour: a batch may take long to start processing.
 BATCH_CACHE_TTL: Literal["1h"] = "1h"
-#: The HTTP status a synchronous call would have had, by the error type of a result line.
-HTTP_STATUS = {"invalid_request_error": 400, "authentication_error": 401,
-               "permission_error": 403, "not_found_error": 404, "request_too_large": 413,
-               "rate_limit_error": 429, "api_error": 500, "overloaded_error": 529}
 
 
 def custom_id_for(run_id: str, pack_path: str, attempt: int) -> str:
@@ -166,69 +164,3 @@ def result_row(
     return ResultRow(call_id, custom_id, kind if kind in _NOT_PROCESSED else "missing",
                      ledger_status, None, None, kind, text, None, None, 0, 0, 0, 0, 0, 0.0,
                      latency_ms)
-
-
-Step = Literal["done", "retry", "split", "resubmit", "fail", "keep", "fatal"]
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What to do with one pack attempt once its result is in (and applied)."""
-
-    step: Step
-    reason: str = ""
-
-
-def decide(
-    result_type: str,
-    *,
-    blocks: int,
-    remaining: int = 0,
-    reason: str = "",
-    error_type: str | None = None,
-    error_message: str | None = None,
-    resubmits: int = 0,
-    max_resubmits: int = 5,
-    stopping: bool = False,
-) -> Decision:
-    """The next step for a pack attempt, with the same rules as a sync ProcessPack.
-
-    Args:
-        result_type: ``succeeded``, ``errored``, ``expired``, ``canceled`` or ``missing``.
-        blocks: how many blocks the attempt held.
-        remaining: for ``succeeded``: blocks still pending after ``apply_results``.
-        reason: for ``succeeded``: ``apply_results``'s summary (why blocks remain).
-        error_type, error_message: for ``errored``: the API error.
-        resubmits: how often this pack was already resubmitted.
-        max_resubmits: the limit of resubmissions.
-        stopping: the run is cancelling: nothing new is scheduled.
-
-    Splits and resubmissions do not consume block attempts; ``retry`` follows a
-    per-block failure that ``apply_results`` already charged.
-    """
-    if result_type == "succeeded":
-        if not remaining:
-            return Decision("done")
-        if stopping:
-            return Decision("keep", reason)
-        return Decision("retry" if blocks == 1 else "split", reason)
-    message = error_message or ""
-    if result_type == "errored":
-        if error_type in ("authentication_error", "permission_error"):
-            return Decision("fatal", f"the API key was rejected by Claude ({error_type}: "
-                                     f"{message}); set a valid ANTHROPIC_API_KEY for the "
-                                     "workers and start a new run")
-        overflow = error_type == "request_too_large" or "too long" in message.lower()
-        if error_type in ("invalid_request_error", "request_too_large") and overflow:
-            if blocks == 1:
-                return Decision("fail", f"prompt too long: {message}")
-            return Decision("keep" if stopping else "split", f"prompt too long: {message}")
-        if error_type in ("invalid_request_error", "not_found_error"):
-            return Decision("fail", f"Claude rejected the request ({error_type}): {message}")
-    if stopping:
-        return Decision("keep", result_type)
-    what = f"{result_type} ({error_type}: {message})" if error_type else result_type
-    if resubmits >= max_resubmits:
-        return Decision("fail", f"Claude batch request {what} {resubmits + 1} times; "
-                                "giving up on these blocks")
-    return Decision("resubmit", what)

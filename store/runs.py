@@ -1,19 +1,26 @@
-"""Runs as the layers below the front doors see them: the cached :class:`RunContext`."""
+"""Runs as the layers below the front doors see them: the cached :class:`RunContext`, the
+active statuses, the plan's size, cancelling and the final rollup."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 
 from core.context import RunContext
-from core.models import RunOptions
+from core.models import RunOptions, RunResult, RunStatus
 from core.registry import get_model
 from core.schema import load_schema
 from store.repo import NotFound
 
 
 async def load_run_context(conn: asyncpg.Connection, run_id: str) -> RunContext:
+    """A run's options, schema and model, read from Postgres.
+
+    Raises:
+        NotFound: no such run.
+    """
     row = await conn.fetchrow(
         """select r.run_id, r.document_id, r.schema_id, r.settings, s.definition, s.name
            from runs r join schemas s using (schema_id) where r.run_id = $1""",
@@ -47,3 +54,137 @@ async def cached_run_context(conn: asyncpg.Connection, run_id: str) -> RunContex
             _CONTEXTS.pop(next(iter(_CONTEXTS)))
         _CONTEXTS[run_id] = ctx
     return ctx
+
+
+# ------------------------------------------------------------------ status and plan
+
+#: A run in one of these states may still start work (a call, a batch); once it is
+#: ``cancelling`` (or finished) nothing new starts.
+ACTIVE_STATUSES = ("created", "planning", "running")
+
+
+async def status_for_share(conn: asyncpg.Connection, run_id: str) -> str | None:
+    """The run's status under a share lock (held until the caller's transaction ends).
+
+    :func:`mark_cancelling` waits for that lock, so work started under it while the run
+    is active has been recorded before the run reads as cancelling.
+    """
+    return await conn.fetchval("select status from runs where run_id = $1 for share", run_id)
+
+
+async def lock_run(conn: asyncpg.Connection, run_id: str) -> None:
+    """Lock the run row (``for update``) until the caller's transaction ends."""
+    await conn.execute("select 1 from runs where run_id = $1 for update", run_id)
+
+
+@dataclass(frozen=True)
+class PlanState:
+    """A run's plan as stored: ``pack_count`` is 0 until the run is planned."""
+
+    status: str
+    pack_count: int
+    blocks_total: int
+
+
+async def lock_for_planning(conn: asyncpg.Connection, run_id: str) -> PlanState | None:
+    """The run's plan state, row locked ``for update``; ``None`` for an unknown run."""
+    row = await conn.fetchrow(
+        "select status, pack_count, blocks_total from runs where run_id = $1 for update",
+        run_id,
+    )
+    return None if row is None else PlanState(row["status"], row["pack_count"],
+                                              row["blocks_total"])
+
+
+@dataclass(frozen=True)
+class BlockSize:
+    """One block of a document as planning sees it."""
+
+    block_uid: str
+    block_index: int
+    est_tokens: int
+
+
+async def document_blocks(conn: asyncpg.Connection, document_id: str) -> list[BlockSize]:
+    """Every block of a document, in block order."""
+    rows = await conn.fetch(
+        """select block_uid, block_index, est_tokens from blocks
+           where document_id = $1 order by block_index""",
+        document_id,
+    )
+    return [BlockSize(r["block_uid"], r["block_index"], r["est_tokens"]) for r in rows]
+
+
+async def save_plan(
+    conn: asyncpg.Connection, run_id: str, pack_count: int, block_count: int
+) -> None:
+    """Record the plan's size and move a new run to ``running``."""
+    await conn.execute(
+        """update runs set status = case when status in ('created', 'planning')
+               then 'running' else status end,
+               pack_count = $2, blocks_total = $3, started_at = coalesce(started_at, now())
+           where run_id = $1""",
+        run_id, pack_count, block_count,
+    )
+
+
+async def mark_cancelling(conn: asyncpg.Connection, run_id: str, reason: str | None) -> None:
+    """Move an active run to ``cancelling``; after this commits no new call starts.
+
+    It waits for the share locks of :func:`status_for_share` held by calls being opened.
+    """
+    await conn.execute(
+        """update runs set status = 'cancelling', error = coalesce(error, $2),
+                  cancel_requested_at = coalesce(cancel_requested_at, clock_timestamp())
+           where run_id = $1 and status = any($3::text[])""",
+        run_id, reason, list(ACTIVE_STATUSES),
+    )
+
+
+# ------------------------------------------------------------------ rollup
+
+ROLLUP_SQL = """
+with o as (
+    select count(*) as total,
+           count(*) filter (where status in ('ai_complete', 'confirmed')) as ok,
+           count(*) filter (where status = 'failed') as failed,
+           count(*) filter (where status = 'cancelled') as cancelled,
+           count(*) filter (where status = 'confirmed') as confirmed
+    from overlays where run_id = $1),
+c as (
+    -- A request the provider never processed (a cancelled or expired batch request) is not a call.
+    select count(*) filter (where status <> 'started'
+                            and coalesce(error_type, '') not in ('canceled', 'expired')) as calls,
+           coalesce(sum(input_tokens), 0) as input_tokens,
+           coalesce(sum(output_tokens), 0) as output_tokens,
+           coalesce(sum(cache_creation_input_tokens), 0) as cache_creation_input_tokens,
+           coalesce(sum(cache_read_input_tokens), 0) as cache_read_input_tokens,
+           coalesce(sum(cost_usd), 0) as cost_usd
+    from llm_calls where run_id = $1),
+s as (select count(*) as splits from split_events where run_id = $1)
+update runs r set
+    status = $2, error = $3, finished_at = now(),
+    blocks_total = o.total, blocks_ai_complete = o.ok, blocks_failed = o.failed,
+    blocks_cancelled = o.cancelled, blocks_confirmed = o.confirmed,
+    calls = c.calls, split_events = s.splits,
+    input_tokens = c.input_tokens, output_tokens = c.output_tokens,
+    cache_creation_input_tokens = c.cache_creation_input_tokens,
+    cache_read_input_tokens = c.cache_read_input_tokens, cost_usd = c.cost_usd
+from o, c, s
+where r.run_id = $1
+returning r.run_id, r.status, r.error, r.blocks_total, r.blocks_ai_complete, r.blocks_failed,
+          r.blocks_cancelled, r.pack_count, r.calls, r.split_events, r.input_tokens,
+          r.output_tokens, r.cache_creation_input_tokens, r.cache_read_input_tokens, r.cost_usd
+"""
+
+
+async def close_run(
+    conn: asyncpg.Connection, run_id: str, status: RunStatus, error: str | None
+) -> RunResult:
+    """Set the run's final status and recompute every counter from Postgres.
+
+    Overlays, the ledger and split events are the source of truth; the counters a
+    workflow carried along are not trusted.
+    """
+    row = await conn.fetchrow(ROLLUP_SQL, run_id, status, error)
+    return RunResult.model_validate({**dict(row), "cost_usd": float(row["cost_usd"])})

@@ -1,4 +1,4 @@
-"""Pure rules of batch mode: custom_ids, request params, parts, ledger rows, what follows."""
+"""Pure rules of batch mode: custom_ids, request params, parts, ledger rows, and what the\none pack policy (``core.policy.decide``) makes of each batch result."""
 
 from __future__ import annotations
 
@@ -11,12 +11,13 @@ from core.batching import (
     PartCutter,
     batch_params,
     custom_id_for,
-    decide,
     request_size,
     result_row,
     split_pack,
 )
+from core.claude_errors import classify
 from core.models import BatchOptions, RunOptions
+from core.policy import Decision, decide
 from core.registry import Usage, cost_usd, get_model
 
 CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -42,38 +43,56 @@ def test_batch_params_carry_temperature_in_the_body() -> None:
     assert params == {"model": "m", "max_tokens": 5, "temperature": 0}
 
 
+def after_result(result_type: str, *, blocks: int, remaining: int = 0, reason: str = "",
+                 error_type: str | None = None, error_message: str = "", resubmits: int = 0,
+                 max_resubmits: int = 5, stopping: bool = False) -> Decision:
+    """What ``apply_round`` asks the pack policy for one batch result."""
+    retries_left = resubmits < max_resubmits
+    if result_type == "succeeded":
+        return decide("answered", blocks=blocks, remaining=remaining, reason=reason,
+                      stopping=stopping)
+    if result_type == "errored":
+        return decide("errored", blocks=blocks,
+                      error=classify(None, error_type, error_message),
+                      retries_left=retries_left, stopping=stopping)
+    return decide("not_processed", blocks=blocks, reason=result_type,
+                  retries_left=retries_left, stopping=stopping)
+
+
 def test_answer_with_remaining_blocks_splits_a_pack_and_retries_a_single_block() -> None:
-    assert decide("succeeded", blocks=8, remaining=0).step == "done"
-    assert decide("succeeded", blocks=8, remaining=3, reason="max_tokens").step == "split"
-    assert decide("succeeded", blocks=1, remaining=1).step == "retry"
-    assert decide("succeeded", blocks=8, remaining=3, stopping=True).step == "keep"
+    assert after_result("succeeded", blocks=8, remaining=0).step == "done"
+    assert after_result("succeeded", blocks=8, remaining=3, reason="max_tokens").step == "split"
+    assert after_result("succeeded", blocks=1, remaining=1).step == "retry"
+    assert after_result("succeeded", blocks=8, remaining=3, stopping=True).step == "keep"
 
 
 def test_invalid_request_fails_the_blocks_with_the_message() -> None:
-    d = decide("errored", blocks=4, error_type="invalid_request_error",
-               error_message="tools.0: bad schema")
+    d = after_result("errored", blocks=4, error_type="invalid_request_error",
+                     error_message="tools.0: bad schema")
     assert d.step == "fail" and "tools.0: bad schema" in d.reason
 
 
 def test_prompt_too_long_splits_until_a_single_block_fails() -> None:
     msg = "prompt is too long: 210000 tokens > 200000 maximum"
-    assert decide("errored", blocks=4, error_type="invalid_request_error",
-                  error_message=msg).step == "split"
-    single = decide("errored", blocks=1, error_type="invalid_request_error", error_message=msg)
+    assert after_result("errored", blocks=4, error_type="invalid_request_error",
+                        error_message=msg).step == "split"
+    single = after_result("errored", blocks=1, error_type="invalid_request_error",
+                          error_message=msg)
     assert single.step == "fail" and "too long" in single.reason
 
 
 def test_transient_errors_and_expiry_are_resubmitted_up_to_the_limit() -> None:
     for kind, error in (("errored", "api_error"), ("errored", "overloaded_error"),
                         ("expired", None), ("canceled", None), ("missing", None)):
-        assert decide(kind, blocks=3, error_type=error, resubmits=0).step == "resubmit"
-        last = decide(kind, blocks=3, error_type=error, resubmits=5, max_resubmits=5)
-        assert last.step == "fail" and "giving up" in last.reason
-        assert decide(kind, blocks=3, error_type=error, stopping=True).step == "keep"
+        assert after_result(kind, blocks=3, error_type=error, resubmits=0).step == "resubmit"
+        last = after_result(kind, blocks=3, error_type=error, resubmits=5, max_resubmits=5)
+        assert last.step == "fail" and "failed after retries" in last.reason
+        assert after_result(kind, blocks=3, error_type=error, stopping=True).step == "keep"
 
 
 def test_rejected_key_stops_the_run() -> None:
-    d = decide("errored", blocks=2, error_type="authentication_error", error_message="bad key")
+    d = after_result("errored", blocks=2, error_type="authentication_error",
+                     error_message="bad key")
     assert d.step == "fatal" and "ANTHROPIC_API_KEY" in d.reason
 
 

@@ -11,27 +11,71 @@ them; whatever is unfinished becomes round n + 1. Only ids and counts cross Temp
 | ``create.py`` | one provider batch created exactly once (orphan adoption after a crash) |
 | ``watch.py`` | ``poll_round``, ``cancel_round`` |
 | ``collect.py`` | ``collect_round``: results into the ledger |
-| ``apply.py`` | ``apply_round``: overlays, then halves, retries, resubmissions |
+| ``apply.py`` | ``apply_round``: overlays, then ``core.policy.decide`` for each request |
 | ``rounds.py`` | a round's membership (``batch_requests``) |
-| ``base.py`` | pool, client, run context, heartbeats, API error mapping |
 
-The pure rules (custom_ids, part sizes, ledger rows, decisions) are in
-``core/batching.py``.
+The pure rules (custom_ids, part sizes, ledger rows) are in ``core/batching.py``, the
+pack policy in ``core/policy.py``; every statement is in ``store/``.
 """
 
 from __future__ import annotations
 
-from activities.batches.apply import ApplyActivities
-from activities.batches.base import BATCH_REJECTED
-from activities.batches.collect import CollectActivities
-from activities.batches.submit import SubmitActivities
-from activities.batches.watch import WatchActivities
+import anthropic
+import asyncpg
+from temporalio import activity
+
+from activities.batches import apply, collect, submit, watch
+from activities.errors import BATCH_REJECTED
+from core.models import (
+    ApplyRoundInput,
+    ApplyRoundOutput,
+    BatchRoundInput,
+    CollectRoundOutput,
+    OpenBatchRunInput,
+    OpenBatchRunOutput,
+    PollRoundOutput,
+    SubmitRoundOutput,
+)
 
 __all__ = ["BATCH_REJECTED", "BatchActivities"]
 
 
-class BatchActivities(SubmitActivities, WatchActivities, CollectActivities, ApplyActivities):
-    """Message Batches activities; built as ``BatchActivities(pool, client)`` in worker.py.
+class BatchActivities:
+    """Message Batches activities; built as ``BatchActivities(pool, client)`` in the worker.
 
-    open_batch_run, submit_round, poll_round, cancel_round, collect_round, apply_round.
+    Each activity is a thin method over a plain function of its module.
     """
+
+    def __init__(self, pool: asyncpg.Pool, client: anthropic.AsyncAnthropic) -> None:
+        self.pool = pool
+        self.client = client
+
+    @activity.defn
+    async def open_batch_run(self, inp: OpenBatchRunInput) -> OpenBatchRunOutput:
+        """Form round 1 from the plan: one request per planned pack (idempotent)."""
+        return await submit.open_batch_run(self.pool, inp)
+
+    @activity.defn
+    async def submit_round(self, inp: BatchRoundInput) -> SubmitRoundOutput:
+        """Submit a round as provider batches; a retry returns the batches already made."""
+        return await submit.submit_round(self.pool, self.client, inp)
+
+    @activity.defn
+    async def poll_round(self, inp: BatchRoundInput) -> PollRoundOutput:
+        """Look at the round's provider batches and record their state."""
+        return await watch.poll_round(self.pool, self.client, inp)
+
+    @activity.defn
+    async def cancel_round(self, inp: BatchRoundInput) -> PollRoundOutput:
+        """Cancel the round's unfinished provider batches; what already ran is kept."""
+        return await watch.cancel_round(self.pool, self.client, inp)
+
+    @activity.defn
+    async def collect_round(self, inp: BatchRoundInput) -> CollectRoundOutput:
+        """Stream the ended batches' results into the ledger (resumes where it stopped)."""
+        return await collect.collect_round(self.pool, self.client, inp)
+
+    @activity.defn
+    async def apply_round(self, inp: ApplyRoundInput) -> ApplyRoundOutput:
+        """Apply each answer, then schedule round n + 1 from the rest."""
+        return await apply.apply_round(self.pool, inp)

@@ -1,109 +1,98 @@
-"""Applying a collected round (``apply_round``): overlays via the same ``apply_results`` as
-sync mode, then whatever is unfinished becomes round n + 1 (see ``batching.decide``)."""
+"""Applying a collected round (``apply_round``): overlays through the same
+``store.overlays.apply_answer`` as sync mode's ``apply_results``, then what follows each
+request is asked of the one pack policy (``core.policy.decide``); whatever is unfinished
+becomes round n + 1."""
 
 from __future__ import annotations
 
 import asyncpg
-from temporalio import activity
 
-from activities.batches.base import BatchBase, heartbeating
-from activities.batches.rounds import enqueue, fail_blocks, round_size
-from core.batching import PackAttempt, decide, split_pack
+from activities.batches.rounds import enqueue
+from activities.shared import heartbeating
+from core.batching import PackAttempt, split_pack
+from core.claude_errors import classify
 from core.context import RunContext
-from core.models import ApplyResultsInput, ApplyRoundInput, ApplyRoundOutput
+from core.models import ApplyRoundInput, ApplyRoundOutput
+from core.policy import Decision, decide
+from store import batches, overlays, splits
+from store.runs import cached_run_context
 
 
-class ApplyActivities(BatchBase):
-    """``apply_round``."""
+async def apply_round(pool: asyncpg.Pool, inp: ApplyRoundInput) -> ApplyRoundOutput:
+    """Apply each answer, then schedule round n + 1 from the rest.
 
-    @activity.defn
-    async def apply_round(self, inp: ApplyRoundInput) -> ApplyRoundOutput:
-        """Apply each answer (``apply_results``), then schedule round n + 1 from the rest."""
-        out = ApplyRoundOutput()
-        async with (
-            heartbeating(f"round {inp.round}: applying") as status,
-            self.pool.acquire() as conn,
-        ):
-            ctx = await self._context(conn, inp.run_id)
-            todo = await conn.fetch(
-                """select r.custom_id, r.pack_path, r.pack_index, r.pack_attempt,
-                          r.resubmits, r.block_uids, r.call_id, r.result_type,
-                          c.error_type, c.error_message
-                   from batch_requests r left join llm_calls c using (call_id)
-                   where r.run_id = $1 and r.round = $2 and r.handled_at is null
-                     and r.result_type is not null
-                   order by r.pack_index, r.pack_path""",
-                inp.run_id, inp.round,
-            )
-            for n, r in enumerate(todo):
-                status[0] = f"round {inp.round}: applied {n} of {len(todo)}"
-                await self._handle(conn, ctx, inp, r, out)
-            out.next_requests, out.next_blocks = await round_size(
-                conn, inp.run_id, inp.round + 1)
-            out.packs_done = await conn.fetchval(
-                """select count(*) from (select pack_index from overlays where run_id = $1
-                   group by pack_index having bool_and(status <> 'pending')) d""",
-                inp.run_id,
-            )
-        return out
+    Every request is handled once (``handled_at``): a retry goes on with the rest.
+    """
+    out = ApplyRoundOutput()
+    async with (
+        heartbeating(f"round {inp.round}: applying") as status,
+        pool.acquire() as conn,
+    ):
+        ctx = await cached_run_context(conn, inp.run_id)
+        todo = await batches.results_to_handle(conn, inp.run_id, inp.round)
+        for n, r in enumerate(todo):
+            status[0] = f"round {inp.round}: applied {n} of {len(todo)}"
+            await _handle(conn, ctx, inp, r, out)
+        out.next_requests, out.next_blocks = await batches.round_size(
+            conn, inp.run_id, inp.round + 1)
+        out.packs_done = await overlays.packs_done(conn, inp.run_id)
+    return out
 
-    async def _handle(
-        self, conn: asyncpg.Connection, ctx: RunContext, inp: ApplyRoundInput,
-        r: asyncpg.Record, out: ApplyRoundOutput,
-    ) -> None:
-        uids: list[str] = list(r["block_uids"])
-        remaining, reason = uids, ""
-        if r["result_type"] == "succeeded":
-            applied = await self._db.apply_results(ApplyResultsInput(
-                run_id=inp.run_id, call_id=r["call_id"], pack_path=r["pack_path"],
-                max_block_attempts=inp.max_block_attempts,
-            ))
-            out.completed += applied.completed
-            out.failed += len(applied.failed)
-            remaining, reason = applied.remaining, applied.reason
-        decision = decide(
-            r["result_type"], blocks=len(uids), remaining=len(remaining), reason=reason,
-            error_type=r["error_type"], error_message=r["error_message"],
-            resubmits=r["resubmits"], max_resubmits=inp.max_resubmits,
-            stopping=not inp.schedule_next,
-        )
-        path, index, nxt = r["pack_path"], r["pack_index"], inp.round + 1
-        async with conn.transaction():
-            if decision.step == "retry":
-                out.failed += await enqueue(conn, ctx, nxt, [
-                    PackAttempt(path, index, r["pack_attempt"] + 1, r["resubmits"], remaining)])
-            elif decision.step == "resubmit":
-                still = await conn.fetchval(
-                    """select coalesce(array_agg(block_uid order by block_index), '{}')
-                       from overlays where run_id = $1 and block_uid = any($2::text[])
-                         and status = 'pending'""",
-                    inp.run_id, uids,
-                )
-                if still:
-                    out.resubmitted += 1
-                    out.failed += await enqueue(conn, ctx, nxt, [
-                        PackAttempt(path, index, r["pack_attempt"] + 1, r["resubmits"] + 1,
-                                    list(still))])
-            elif decision.step == "split":
-                halves = split_pack(path, remaining)
-                await conn.execute(
-                    """insert into split_events (run_id, pack_path, reason, block_count,
-                           child_paths) values ($1, $2, $3, $4, $5) on conflict do nothing""",
-                    inp.run_id, path, decision.reason[:1000], len(remaining),
-                    [child for child, _ in halves],
-                )
-                out.splits += 1
-                out.failed += await enqueue(conn, ctx, nxt, [
-                    PackAttempt(child, index, 1, 0, h) for child, h in halves])
-            elif decision.step == "fail":
-                out.failed += await fail_blocks(conn, inp.run_id, remaining, path,
-                                                decision.reason)
-            elif decision.step == "fatal":
-                out.fatal_error = out.fatal_error or decision.reason
-            await conn.execute(
-                """update batch_requests set handled_at = clock_timestamp(), outcome = $3
-                   where run_id = $1 and custom_id = $2""",
-                inp.run_id, r["custom_id"],
-                f"{decision.step}: {decision.reason}"[:1000] if decision.reason
-                else decision.step,
-            )
+
+async def _handle(
+    conn: asyncpg.Connection, ctx: RunContext, inp: ApplyRoundInput, r: batches.Collected,
+    out: ApplyRoundOutput,
+) -> None:
+    """Apply one request's result (when it has an answer) and carry out the decision."""
+    remaining = r.block_uids
+    stopping = not inp.schedule_next
+    if r.result_type == "succeeded":
+        assert r.call_id is not None
+        applied = await overlays.apply_answer(conn, inp.run_id, r.call_id, r.pack_path,
+                                              inp.max_block_attempts, ctx.spec)
+        out.completed += applied.completed
+        out.failed += len(applied.failed)
+        remaining = applied.remaining
+        decision = decide("answered", blocks=len(r.block_uids), remaining=len(remaining),
+                          reason=applied.reason, stopping=stopping)
+    elif r.result_type == "errored":
+        decision = decide("errored", blocks=len(r.block_uids),
+                          error=classify(None, r.error_type, r.error_message or ""),
+                          retries_left=r.resubmits < inp.max_resubmits, stopping=stopping)
+    else:  # expired, canceled, missing
+        decision = decide("not_processed", blocks=len(r.block_uids), reason=r.result_type,
+                          retries_left=r.resubmits < inp.max_resubmits, stopping=stopping)
+    async with conn.transaction():
+        await _carry_out(conn, ctx, inp, r, remaining, decision, out)
+        await batches.mark_handled(
+            conn, inp.run_id, r.custom_id,
+            f"{decision.step}: {decision.reason}" if decision.reason else decision.step)
+
+
+async def _carry_out(
+    conn: asyncpg.Connection, ctx: RunContext, inp: ApplyRoundInput, r: batches.Collected,
+    remaining: list[str], decision: Decision, out: ApplyRoundOutput,
+) -> None:
+    """Do what the policy decided: retry, resubmit, split, fail, or stop the run."""
+    path, index, nxt = r.pack_path, r.pack_index, inp.round + 1
+    if decision.step == "retry":
+        out.failed += await enqueue(conn, ctx, nxt, [
+            PackAttempt(path, index, r.pack_attempt + 1, r.resubmits, remaining)])
+    elif decision.step == "resubmit":
+        still = await overlays.still_pending(conn, inp.run_id, r.block_uids)
+        if still:
+            out.resubmitted += 1
+            out.failed += await enqueue(conn, ctx, nxt, [
+                PackAttempt(path, index, r.pack_attempt + 1, r.resubmits + 1, still)])
+    elif decision.step == "split":
+        halves = split_pack(path, remaining)
+        await splits.record_split(conn, inp.run_id, path, decision.reason, len(remaining),
+                                  [child for child, _ in halves])
+        out.splits += 1
+        out.failed += await enqueue(conn, ctx, nxt, [
+            PackAttempt(child, index, 1, 0, h) for child, h in halves])
+    elif decision.step == "fail":
+        out.failed += await overlays.fail_pending(conn, inp.run_id, decision.reason, path,
+                                                  block_uids=remaining)
+    elif decision.step == "fatal":
+        out.fatal_error = out.fatal_error or decision.reason

@@ -1,0 +1,185 @@
+"""Batch mode in Postgres: a round's requests (``batch_requests``): membership, the
+requests as submitted, and what became of each result. The provider batches that carry
+them are in ``store/provider_batches.py``.
+
+Every write is idempotent (``on conflict do nothing``, ``result_type is null``), so a
+retried activity finds what an earlier attempt already wrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import asyncpg
+
+from core.models import (
+    BatchCounts,
+    CollectRoundOutput,
+    Totals,
+)
+
+# ------------------------------------------------------------------ a round's requests
+
+
+class NewRequest(NamedTuple):
+    """One pack attempt to add to a round."""
+
+    custom_id: str
+    pack_path: str
+    pack_index: int
+    pack_attempt: int
+    resubmits: int
+    block_uids: list[str]
+    max_tokens: int
+
+
+async def add_requests(
+    conn: asyncpg.Connection, run_id: str, round_: int, requests: Sequence[NewRequest]
+) -> None:
+    """Add pack attempts to a round (a request already there is left as it is)."""
+    await conn.executemany(
+        """insert into batch_requests (run_id, round, custom_id, pack_path, pack_index,
+               pack_attempt, resubmits, block_uids, max_tokens)
+           values ($1, $2, $3, $4, $5, $6, $7, $8, $9) on conflict do nothing""",
+        [(run_id, round_, *r) for r in requests],
+    )
+
+
+async def block_tokens(conn: asyncpg.Connection, uids: list[str]) -> dict[str, int]:
+    """Each block's estimated input tokens, by block_uid."""
+    if not uids:
+        return {}
+    return dict(await conn.fetch(
+        "select block_uid, est_tokens from blocks where block_uid = any($1::text[])", uids
+    ))
+
+
+async def round_size(conn: asyncpg.Connection, run_id: str, round_: int) -> tuple[int, int]:
+    """How many requests and blocks a round holds."""
+    row = await conn.fetchrow(
+        """select count(*) as n, coalesce(sum(cardinality(block_uids)), 0) as blocks
+           from batch_requests where run_id = $1 and round = $2""",
+        run_id, round_,
+    )
+    return int(row["n"]), int(row["blocks"])
+
+
+class RequestBlock(NamedTuple):
+    """One block of one request of a round, as a page of :func:`request_page` lists it."""
+
+    custom_id: str
+    pack_index: int
+    pack_path: str
+    max_tokens: int
+    block_uid: str
+    block_type: str
+    block_content: str
+
+
+async def request_page(
+    conn: asyncpg.Connection, run_id: str, round_: int, after: tuple[int, str], limit: int
+) -> list[RequestBlock]:
+    """Up to ``limit`` requests after ``after`` (pack_index, pack_path), block by block.
+
+    The order is fixed (pack_index, pack_path, then the blocks' order in the request), so
+    a retry reads the same requests in the same order.
+    """
+    rows = await conn.fetch(
+        """with page as (
+               select custom_id, pack_index, pack_path, max_tokens, block_uids
+               from batch_requests
+               where run_id = $1 and round = $2 and (pack_index, pack_path) > ($3, $4)
+               order by pack_index, pack_path limit $5)
+           select p.custom_id, p.pack_index, p.pack_path, p.max_tokens,
+                  b.block_uid, b.block_type, b.block_content
+           from page p
+           cross join lateral unnest(p.block_uids) with ordinality as u(uid, ord)
+           join blocks b on b.block_uid = u.uid
+           order by p.pack_index, p.pack_path, u.ord""",
+        run_id, round_, *after, limit,
+    )
+    return [RequestBlock(*r) for r in rows]
+
+
+@dataclass(frozen=True)
+class Collected:
+    """A request of a round whose result is recorded but not yet handled."""
+
+    custom_id: str
+    pack_path: str
+    pack_index: int
+    pack_attempt: int
+    resubmits: int
+    block_uids: list[str]
+    call_id: int | None
+    result_type: str
+    error_type: str | None
+    error_message: str | None
+
+
+async def results_to_handle(
+    conn: asyncpg.Connection, run_id: str, round_: int
+) -> list[Collected]:
+    """The round's recorded results not handled yet, in pack order."""
+    rows = await conn.fetch(
+        """select r.custom_id, r.pack_path, r.pack_index, r.pack_attempt,
+                  r.resubmits, r.block_uids, r.call_id, r.result_type,
+                  c.error_type, c.error_message
+           from batch_requests r left join llm_calls c using (call_id)
+           where r.run_id = $1 and r.round = $2 and r.handled_at is null
+             and r.result_type is not null
+           order by r.pack_index, r.pack_path""",
+        run_id, round_,
+    )
+    return [Collected(**{**dict(r), "block_uids": list(r["block_uids"])}) for r in rows]
+
+
+async def mark_handled(
+    conn: asyncpg.Connection, run_id: str, custom_id: str, outcome: str
+) -> None:
+    """Record what followed a request's result (``<step>: <reason>``)."""
+    await conn.execute(
+        """update batch_requests set handled_at = clock_timestamp(), outcome = $3
+           where run_id = $1 and custom_id = $2""",
+        run_id, custom_id, outcome[:1000],
+    )
+
+
+async def uncollected_requests(
+    conn: asyncpg.Connection, run_id: str, provider_batch_id: str
+) -> dict[str, int]:
+    """The call_id of each request of a provider batch with no result recorded yet."""
+    return dict(await conn.fetch(
+        """select custom_id, call_id from batch_requests
+           where run_id = $1 and provider_batch_id = $2 and result_type is null""",
+        run_id, provider_batch_id,
+    ))
+
+
+async def round_totals(conn: asyncpg.Connection, run_id: str, round_: int) -> CollectRoundOutput:
+    """Result counts, calls, tokens and cost (batch prices) of a round, from the ledger."""
+    row = await conn.fetchrow(
+        """select count(*) filter (where c.status <> 'started') as calls,
+                  coalesce(sum(c.input_tokens), 0) as input_tokens,
+                  coalesce(sum(c.output_tokens), 0) as output_tokens,
+                  coalesce(sum(c.cache_creation_input_tokens), 0)
+                      as cache_creation_input_tokens,
+                  coalesce(sum(c.cache_read_input_tokens), 0) as cache_read_input_tokens,
+                  coalesce(sum(c.cost_usd), 0)::float8 as cost_usd,
+                  count(*) filter (where r.result_type = 'succeeded') as succeeded,
+                  count(*) filter (where r.result_type = 'errored') as errored,
+                  count(*) filter (where r.result_type = 'canceled') as canceled,
+                  count(*) filter (where r.result_type in ('expired', 'missing'))
+                      as expired
+           from batch_requests r join llm_calls c using (call_id)
+           where r.run_id = $1 and r.round = $2""",
+        run_id, round_,
+    )
+    totals = Totals(**{k: row[k] for k in (
+        "calls", "input_tokens", "output_tokens", "cache_creation_input_tokens",
+        "cache_read_input_tokens", "cost_usd")})
+    counts = BatchCounts(**{k: row[k] for k in ("succeeded", "errored", "canceled",
+                                                 "expired")})
+    return CollectRoundOutput(counts=counts, totals=totals)

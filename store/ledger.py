@@ -1,0 +1,276 @@
+"""The LLM call ledger (``llm_calls``, ``prompt_prefixes``): every request and every answer.
+
+Pay once: an answer is written here before anything parses it, and a pack attempt that
+already has a ``succeeded`` row is answered from it instead of calling again. A call is
+opened only while the run is active, under a share lock on the run row (see
+:func:`open_call`). Never the API key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from core.batching import ResultRow
+from core.models import ApplyResultsOutput
+from core.registry import Usage
+from store.runs import ACTIVE_STATUSES, status_for_share
+
+_ANSWER_COLUMNS = """call_id, block_uids, stop_reason, input_tokens, output_tokens,
+                     cache_creation_input_tokens, cache_read_input_tokens, cost_usd"""
+
+
+@dataclass(frozen=True)
+class Origin:
+    """The Temporal workflow and activity that made a call (recorded with it)."""
+
+    workflow_id: str
+    workflow_run_id: str | None
+    activity_id: str
+    activity_attempt: int
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A recorded answer: what a caller reports of it (the response stays here)."""
+
+    call_id: int
+    block_uids: list[str]
+    stop_reason: str | None
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+    cost_usd: float
+
+    @classmethod
+    def from_row(cls, row: asyncpg.Record) -> Answer:
+        return cls(row["call_id"], list(row["block_uids"]), row["stop_reason"],
+                   row["input_tokens"], row["output_tokens"],
+                   row["cache_creation_input_tokens"], row["cache_read_input_tokens"],
+                   float(row["cost_usd"]))
+
+
+async def recorded_answer(
+    conn: asyncpg.Connection, run_id: str, pack_path: str, pack_attempt: int
+) -> Answer | None:
+    """The answer this pack attempt already received, if any (pay once)."""
+    row = await conn.fetchrow(
+        f"""select {_ANSWER_COLUMNS}
+            from llm_calls where run_id = $1 and pack_path = $2 and pack_attempt = $3
+              and status = 'succeeded'""",
+        run_id, pack_path, pack_attempt,
+    )
+    return None if row is None else Answer.from_row(row)
+
+
+async def save_prefix(
+    conn: asyncpg.Connection, sha256: str, system: Any, tools: Any
+) -> None:
+    """Keep a system prompt and tools once, by hash (the ledger rows refer to it)."""
+    await conn.execute(
+        """insert into prompt_prefixes (sha256, system, tools) values ($1, $2, $3)
+           on conflict do nothing""",
+        sha256, system, tools,
+    )
+
+
+async def open_call(
+    conn: asyncpg.Connection, *, run_id: str, pack_path: str, pack_attempt: int,
+    block_uids: list[str], model: str, prefix: tuple[str, Any, Any],
+    request: dict[str, Any], origin: Origin,
+) -> int | None:
+    """Insert a ``started`` ledger row for a call about to be sent, unless the run stopped.
+
+    In one transaction holding a share lock on the run row: ``mark_cancelling`` waits
+    for it, so a call is either recorded before the run reads as cancelling or never
+    starts. An earlier ``started`` row of the same attempt lost its worker mid-call and
+    is marked ``abandoned``.
+
+    Args:
+        conn: the connection.
+        run_id, pack_path, pack_attempt: the pack attempt.
+        block_uids: the blocks sent.
+        model: the model id.
+        prefix: ``(sha256, system, tools)`` of the cached prompt prefix.
+        request: the request without system and tools.
+        origin: the workflow and activity making the call.
+
+    Returns:
+        The new ``call_id``; ``None`` when the run is no longer active (do not call).
+    """
+    async with conn.transaction():
+        if await status_for_share(conn, run_id) not in ACTIVE_STATUSES:
+            return None
+        await save_prefix(conn, *prefix)
+        await mark_abandoned(conn, run_id, pack_path, pack_attempt)
+        return await conn.fetchval(
+            """insert into llm_calls (run_id, pack_path, pack_attempt, block_uids, model,
+                   prefix_sha256, request, status, workflow_id, workflow_run_id,
+                   activity_id, activity_attempt)
+               values ($1, $2, $3, $4, $5, $6, $7, 'started', $8, $9, $10, $11)
+               returning call_id""",
+            run_id, pack_path, pack_attempt, block_uids, model, prefix[0], request,
+            origin.workflow_id, origin.workflow_run_id, origin.activity_id,
+            origin.activity_attempt,
+        )
+
+
+async def mark_abandoned(
+    conn: asyncpg.Connection, run_id: str, pack_path: str, pack_attempt: int
+) -> None:
+    """Mark a ``started`` row of this attempt ``abandoned``: its worker was lost mid-call."""
+    await conn.execute(
+        """update llm_calls set status = 'abandoned', finished_at = now(),
+                  error_message = 'worker lost before the answer was recorded'
+           where run_id = $1 and pack_path = $2 and pack_attempt = $3
+             and status = 'started'""",
+        run_id, pack_path, pack_attempt,
+    )
+
+
+async def record_answer(
+    conn: asyncpg.Connection, call_id: int, message: dict[str, Any], request_id: str | None,
+    usage: Usage, cost: float, latency_ms: int,
+) -> Answer | None:
+    """Record a received answer (before anyone parses it).
+
+    Returns:
+        The recorded answer; ``None`` when another worker already recorded an answer for
+        this pack attempt: this one is then kept as ``failed`` (``duplicate_attempt``)
+        and the caller should reuse the recorded one.
+    """
+    try:
+        row = await conn.fetchrow(
+            f"""update llm_calls set status = 'succeeded', response = $2, http_status = 200,
+                       request_id = $3, stop_reason = $4, input_tokens = $5,
+                       output_tokens = $6, cache_creation_input_tokens = $7,
+                       cache_read_input_tokens = $8, cache_creation_1h_tokens = $9,
+                       cost_usd = $10, latency_ms = $11, finished_at = now()
+                where call_id = $1
+                returning {_ANSWER_COLUMNS}""",
+            call_id, message, request_id, message.get("stop_reason"),
+            usage.input_tokens, usage.output_tokens, usage.cache_creation_input_tokens,
+            usage.cache_read_input_tokens, usage.cache_creation_1h_tokens, cost, latency_ms,
+        )
+    except asyncpg.UniqueViolationError:
+        await conn.execute(
+            """update llm_calls set status = 'failed', response = $2,
+                      error_type = 'duplicate_attempt', finished_at = now(),
+                      error_message = 'answer discarded: this pack attempt was already '
+                                      || 'answered by another worker'
+               where call_id = $1""",
+            call_id, message,
+        )
+        return None
+    return Answer.from_row(row)
+
+
+async def record_error(
+    conn: asyncpg.Connection, call_id: int, status: int | None, error_type: str,
+    message: str, request_id: str | None, latency_ms: int,
+) -> None:
+    """Record that a call failed (an error answer, or no answer at all)."""
+    await conn.execute(
+        """update llm_calls set status = 'failed', http_status = $2, error_type = $3,
+                  error_message = $4, request_id = $5, latency_ms = $6,
+                  finished_at = now()
+           where call_id = $1""",
+        call_id, status, error_type, message[:4000], request_id, latency_ms,
+    )
+
+
+@dataclass(frozen=True)
+class ToApply:
+    """A recorded answer about to be applied; ``outcome`` is set once it was."""
+
+    block_uids: list[str]
+    response: dict[str, Any]
+    outcome: ApplyResultsOutput | None
+
+
+async def answer_to_apply(conn: asyncpg.Connection, run_id: str, call_id: int) -> ToApply:
+    """The answer of ``call_id``, its row locked ``for update`` until the transaction ends.
+
+    Raises:
+        ValueError: no such call, or it has no response.
+    """
+    call = await conn.fetchrow(
+        """select block_uids, response, stop_reason, apply_outcome, applied_at
+           from llm_calls where call_id = $1 and run_id = $2 for update""",
+        call_id, run_id,
+    )
+    if call is None or call["response"] is None:
+        raise ValueError(f"ledger call {call_id} has no response to apply")
+    outcome = (ApplyResultsOutput.model_validate(call["apply_outcome"])
+               if call["applied_at"] is not None else None)
+    return ToApply(list(call["block_uids"]), call["response"], outcome)
+
+
+async def save_apply_outcome(
+    conn: asyncpg.Connection, call_id: int, outcome: ApplyResultsOutput
+) -> None:
+    """Record what applying the answer did (a repeat returns it unchanged)."""
+    await conn.execute(
+        "update llm_calls set apply_outcome = $2, applied_at = now() where call_id = $1",
+        call_id, outcome.model_dump(mode="json"),
+    )
+
+
+async def record_results(
+    conn: asyncpg.Connection, run_id: str, rows: Sequence[ResultRow]
+) -> None:
+    """Record batch result lines in the ledger and on their requests (one transaction).
+
+    Only a ``started`` ledger row, and a request without a result, is written: a line
+    recorded by an earlier attempt is left as it is.
+    """
+    if not rows:
+        return
+    async with conn.transaction():
+        await conn.executemany(
+            """update llm_calls set status = $2, response = $3, http_status = $4,
+                      error_type = $5, error_message = $6, request_id = $7,
+                      stop_reason = $8, input_tokens = $9, output_tokens = $10,
+                      cache_creation_input_tokens = $11, cache_read_input_tokens = $12,
+                      cache_creation_1h_tokens = $13, cost_usd = $14, latency_ms = $15,
+                      finished_at = clock_timestamp()
+               where call_id = $1 and status = 'started'""",
+            [(r.call_id, *r[3:]) for r in rows],
+        )
+        await conn.executemany(
+            """update batch_requests set result_type = $3
+               where run_id = $1 and custom_id = $2 and result_type is null""",
+            [(run_id, r.custom_id, r.result_type) for r in rows],
+        )
+
+
+async def open_batch_calls(
+    conn: asyncpg.Connection, *, run_id: str, custom_ids: list[str],
+    stored: list[dict[str, Any]], model: str, prefix_sha: str, origin: Origin,
+    provider_batch_id: str, part: int,
+) -> None:
+    """Insert a ``started`` ledger row per request of a created provider batch, and map
+    each ``batch_requests`` row to its call and batch (call inside the caller's
+    transaction, with the batch id)."""
+    await conn.execute(
+        """with ins as (
+               insert into llm_calls (run_id, pack_path, pack_attempt, block_uids,
+                   model, prefix_sha256, request, status, workflow_id,
+                   workflow_run_id, activity_id, activity_attempt,
+                   provider_batch_id, custom_id)
+               select r.run_id, r.pack_path, r.pack_attempt, r.block_uids, $4, $5,
+                      t.req, 'started', $6, $7, $8, $9, $10, r.custom_id
+               from unnest($2::text[], $3::jsonb[]) as t(cid, req)
+               join batch_requests r on r.run_id = $1 and r.custom_id = t.cid
+               returning call_id, custom_id)
+           update batch_requests r set call_id = ins.call_id, part = $11,
+                  provider_batch_id = $10
+           from ins where r.run_id = $1 and r.custom_id = ins.custom_id""",
+        run_id, custom_ids, stored, model, prefix_sha, origin.workflow_id,
+        origin.workflow_run_id, origin.activity_id, origin.activity_attempt,
+        provider_batch_id, part,
+    )

@@ -1,0 +1,306 @@
+"""Overlays: one row per run x block, and every change of its state.
+
+The transitions, all of them here and nowhere else::
+
+    (planned)    -> pending        insert_plan
+    pending      -> ai_complete    apply_answer (a valid result; charges one attempt)
+    pending      -> pending        apply_answer (an invalid result; charges one attempt)
+    pending      -> failed         apply_answer (attempts used up), fail_pending (a reason
+                                   such as "block is too large"), end_pending at the end
+                                   of a completed run ("no pack finished this block")
+    pending      -> cancelled      end_pending at the end of a cancelled or failed run
+    ai_complete  -> confirmed      confirm (a person accepted the staged result)
+
+Every write is conditional on the state it leaves (``status = 'pending'``,
+``status = 'ai_complete'``), so a retried activity, or a second worker running a stale
+attempt, never writes a block twice. A result maps to its block by ``block_uid`` only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from core.models import ApplyResultsOutput, RunStatus
+from core.results import parse_results
+from core.schema import SchemaSpec
+from store import ledger
+from store.runs import BlockSize, lock_run
+
+
+async def insert_plan(
+    conn: asyncpg.Connection, run_id: str, blocks: Sequence[BlockSize], pack_of: Sequence[int]
+) -> None:
+    """Create the run's overlays as ``pending``, block ``i`` in pack ``pack_of[i]``."""
+    await conn.execute(
+        """insert into overlays (run_id, block_uid, block_index, pack_index)
+           select $1, u, i, p
+           from unnest($2::text[], $3::int[], $4::int[]) as t(u, i, p)
+           on conflict do nothing""",
+        run_id, [b.block_uid for b in blocks], [b.block_index for b in blocks], list(pack_of),
+    )
+
+
+@dataclass(frozen=True)
+class PendingBlock:
+    """A block still to be answered, with what a request needs of it."""
+
+    block_uid: str
+    block_type: str
+    block_content: str
+    est_tokens: int
+
+
+async def pending_blocks(
+    conn: asyncpg.Connection, run_id: str, pack_index: int, block_uids: list[str] | None
+) -> list[PendingBlock]:
+    """The pending blocks of a pack (``block_uids=None``: all of ``pack_index``), in order."""
+    if block_uids is None:
+        rows = await conn.fetch(
+            """select b.block_uid, b.block_type, b.block_content, b.est_tokens
+               from overlays o join blocks b using (block_uid)
+               where o.run_id = $1 and o.pack_index = $2 and o.status = 'pending'
+               order by o.block_index""",
+            run_id, pack_index,
+        )
+    else:
+        rows = await conn.fetch(
+            """select b.block_uid, b.block_type, b.block_content, b.est_tokens
+               from overlays o join blocks b using (block_uid)
+               where o.run_id = $1 and o.block_uid = any($2::text[]) and o.status = 'pending'
+               order by o.block_index""",
+            run_id, block_uids,
+        )
+    return [PendingBlock(r["block_uid"], r["block_type"], r["block_content"], r["est_tokens"])
+            for r in rows]
+
+
+async def pending_by_pack(conn: asyncpg.Connection, run_id: str) -> dict[int, list[str]]:
+    """The run's pending block_uids by planned pack, both in order."""
+    rows = await conn.fetch(
+        """select block_uid, pack_index from overlays
+           where run_id = $1 and status = 'pending' order by pack_index, block_index""",
+        run_id,
+    )
+    packs: dict[int, list[str]] = {}
+    for r in rows:
+        packs.setdefault(r["pack_index"], []).append(r["block_uid"])
+    return packs
+
+
+async def still_pending(conn: asyncpg.Connection, run_id: str, uids: list[str]) -> list[str]:
+    """Those of ``uids`` that are still pending, in block order."""
+    return list(await conn.fetchval(
+        """select coalesce(array_agg(block_uid order by block_index), '{}')
+           from overlays where run_id = $1 and block_uid = any($2::text[])
+             and status = 'pending'""",
+        run_id, uids,
+    ))
+
+
+async def packs_done(conn: asyncpg.Connection, run_id: str) -> int:
+    """How many planned packs have no pending block left."""
+    return int(await conn.fetchval(
+        """select count(*) from (select pack_index from overlays where run_id = $1
+           group by pack_index having bool_and(status <> 'pending')) d""",
+        run_id,
+    ))
+
+
+async def apply_answer(
+    conn: asyncpg.Connection, run_id: str, call_id: int, pack_path: str,
+    max_block_attempts: int, spec: SchemaSpec,
+) -> ApplyResultsOutput:
+    """Validate a ledger answer by block_uid and write the valid overlays to staging.
+
+    One transaction, holding the ledger row ``for update``: applied once, and a repeat
+    returns the recorded outcome. Per-block failures consume an attempt (an invalid
+    result, or any failure of a pack of one); missing or duplicate results in a larger
+    pack do not (the pack is split instead).
+
+    Raises:
+        ValueError: the call has no recorded response.
+    """
+    async with conn.transaction():
+        call = await ledger.answer_to_apply(conn, run_id, call_id)
+        if call.outcome is not None:
+            return call.outcome
+        parsed = parse_results(call.response, call.block_uids, spec)
+        completed = await _complete(conn, run_id, parsed.valid, pack_path, call_id)
+        charged: dict[str, str] = dict(parsed.invalid)
+        if len(call.block_uids) == 1:
+            for uid in parsed.unfinished:
+                charged.setdefault(uid, parsed.summary())
+        failed = await _charge(conn, run_id, charged, pack_path, call_id, max_block_attempts)
+        pending = set(await still_pending(conn, run_id, parsed.unfinished))
+        outcome = ApplyResultsOutput(
+            completed=completed,
+            failed=failed,
+            remaining=[u for u in parsed.unfinished if u in pending],
+            mapping_failed=parsed.mapping_failed,
+            reason=parsed.summary(),
+        )
+        await ledger.save_apply_outcome(conn, call_id, outcome)
+    return outcome
+
+
+async def _complete(
+    conn: asyncpg.Connection, run_id: str, valid: dict[str, dict[str, Any]], pack_path: str,
+    call_id: int,
+) -> int:
+    """pending -> ai_complete for the valid results; returns how many moved."""
+    uids = list(valid)
+    return int(await conn.fetchval(
+        """with v as (
+               select u, o from unnest($2::text[], $3::jsonb[]) as t(u, o))
+           , upd as (
+               update overlays set status = 'ai_complete', staging = v.o,
+                      attempt_count = attempt_count + 1, last_error = null,
+                      pack_path = $4, call_id = $5, updated_at = now()
+               from v where run_id = $1 and block_uid = v.u and status = 'pending'
+               returning 1)
+           select count(*) from upd""",
+        run_id, uids, [valid[u] for u in uids], pack_path, call_id,
+    ))
+
+
+async def _charge(
+    conn: asyncpg.Connection, run_id: str, charged: dict[str, str], pack_path: str,
+    call_id: int, max_block_attempts: int,
+) -> list[str]:
+    """Charge one attempt to each block with its reason; returns those now ``failed``."""
+    if not charged:
+        return []
+    rows = await conn.fetch(
+        """with c as (select u, r from unnest($2::text[], $3::text[]) as t(u, r))
+           update overlays set attempt_count = attempt_count + 1,
+                  last_error = c.r, pack_path = $4, call_id = $5,
+                  status = case when attempt_count + 1 >= $6 then 'failed'
+                                else status end,
+                  updated_at = now()
+           from c where run_id = $1 and block_uid = c.u and status = 'pending'
+           returning block_uid, status""",
+        run_id, list(charged), list(charged.values()), pack_path, call_id,
+        max_block_attempts,
+    )
+    return [r["block_uid"] for r in rows if r["status"] == "failed"]
+
+
+async def fail_pending(
+    conn: asyncpg.Connection, run_id: str, reason: str, pack_path: str, *,
+    block_uids: list[str] | None = None, pack_index: int | None = None,
+) -> int:
+    """pending -> failed with a readable reason (one attempt charged); returns how many.
+
+    Args:
+        conn: the connection.
+        run_id: the run.
+        reason: the ``last_error`` (cut to 2,000 characters).
+        pack_path: the pack that gave up on the blocks.
+        block_uids: these blocks; when ``None``, every pending block of ``pack_index``.
+        pack_index: the planned pack, used when ``block_uids`` is ``None``.
+    """
+    if block_uids is None:
+        result = await conn.execute(
+            """update overlays set status = 'failed', last_error = $3, pack_path = $4,
+                      attempt_count = attempt_count + 1, updated_at = now()
+               where run_id = $1 and pack_index = $2 and status = 'pending'""",
+            run_id, pack_index, reason[:2000], pack_path,
+        )
+    else:
+        result = await conn.execute(
+            """update overlays set status = 'failed', last_error = $3, pack_path = $4,
+                      attempt_count = attempt_count + 1, updated_at = now()
+               where run_id = $1 and block_uid = any($2::text[]) and status = 'pending'""",
+            run_id, block_uids, reason[:2000], pack_path,
+        )
+    return int(result.split()[-1])
+
+
+async def end_pending(
+    conn: asyncpg.Connection, run_id: str, status: RunStatus, error: str | None
+) -> None:
+    """End the blocks still pending when the run ends.
+
+    A completed run: ``failed`` (a pack ended without finishing them, say so); a
+    cancelled or failed run: ``cancelled``, with the run's error as the reason.
+    """
+    if status == "completed":
+        await conn.execute(
+            """update overlays set status = 'failed', updated_at = now(),
+                      last_error = coalesce(last_error || '; ', '')
+                                   || 'no pack finished this block'
+               where run_id = $1 and status = 'pending'""",
+            run_id,
+        )
+    else:
+        await conn.execute(
+            """update overlays set status = 'cancelled', updated_at = now(),
+                      last_error = coalesce(last_error, $2)
+               where run_id = $1 and status = 'pending'""",
+            run_id, f"run {status}: {error}" if error else None,
+        )
+
+
+@dataclass
+class Confirmation:
+    """What :func:`confirm` did; nothing changed when ``unknown`` or ``unready`` is set."""
+
+    #: Blocks moved from staging to confirmed, in block order.
+    confirmed: list[str]
+    #: Asked-for blocks that were confirmed before (left as they were).
+    already_confirmed: list[str]
+    #: Asked-for block_uids the run does not have.
+    unknown: list[str]
+    #: Asked-for blocks without an AI result, as ``"<uid> (<status>)"``.
+    unready: list[str]
+    #: Confirmed blocks of the run afterwards (``None`` when nothing was done).
+    total_confirmed: int | None
+
+
+async def confirm(
+    conn: asyncpg.Connection, run_id: str, uids: list[str] | None
+) -> Confirmation:
+    """ai_complete -> confirmed (staging copied to confirmed), all or nothing.
+
+    Args:
+        conn: the connection; the run row is locked until the transaction ends.
+        run_id: the run (the caller checks that it exists).
+        uids: these blocks (each must be ``ai_complete`` or already ``confirmed``);
+            ``None``: every ``ai_complete`` block of the run.
+    """
+    async with conn.transaction():
+        await lock_run(conn, run_id)
+        already: list[str] = []
+        if uids is not None:
+            rows = await conn.fetch(
+                """select block_uid, status from overlays
+                   where run_id = $1 and block_uid = any($2::text[])""",
+                run_id, uids,
+            )
+            status = {r["block_uid"]: r["status"] for r in rows}
+            unknown = [u for u in uids if u not in status]
+            unready = [f"{u} ({status[u]})" for u in uids if u in status
+                       and status[u] not in ("ai_complete", "confirmed")]
+            if unknown or unready:
+                return Confirmation([], [], unknown, unready, None)
+            already = [u for u in uids if status[u] == "confirmed"]
+        done = await conn.fetch(
+            """update overlays set status = 'confirmed', confirmed = staging,
+                      confirmed_at = now(), updated_at = now()
+               where run_id = $1 and status = 'ai_complete'
+                 and ($2::text[] is null or block_uid = any($2::text[]))
+               returning block_uid, block_index""",
+            run_id, uids,
+        )
+        total = await conn.fetchval(
+            """update runs set blocks_confirmed = (select count(*) from overlays
+                   where run_id = $1 and status = 'confirmed')
+               where run_id = $1 returning blocks_confirmed""",
+            run_id,
+        )
+    ordered = [r["block_uid"] for r in sorted(done, key=lambda r: r["block_index"])]
+    return Confirmation(ordered, already, [], [], total)
