@@ -10,15 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import asyncpg
 
-from core.models import (
-    BatchCounts,
-    CollectRoundOutput,
-    Totals,
-)
+from core.batching import ResultRow
+from core.models import BatchCounts, CollectRoundOutput, Totals
+from store import ledger
 
 # ------------------------------------------------------------------ a round's requests
 
@@ -183,3 +181,62 @@ async def round_totals(conn: asyncpg.Connection, run_id: str, round_: int) -> Co
     counts = BatchCounts(**{k: row[k] for k in ("succeeded", "errored", "canceled",
                                                  "expired")})
     return CollectRoundOutput(counts=counts, totals=totals)
+
+
+# ------------------------------------------------------------------ ledger rows of a round
+
+
+async def open_batch_calls(
+    conn: asyncpg.Connection, *, run_id: str, custom_ids: list[str],
+    stored: list[dict[str, Any]], model: str, prefix_sha: str, origin: ledger.Origin,
+    provider_batch_id: str, part: int,
+) -> None:
+    """Insert a ``started`` ledger row per request of a created provider batch, and map
+    each ``batch_requests`` row to its call and batch (call inside the caller's
+    transaction, with the batch id)."""
+    await conn.execute(
+        """with ins as (
+               insert into llm_calls (run_id, pack_path, pack_attempt, block_uids,
+                   model, prefix_sha256, request, status, workflow_id,
+                   workflow_run_id, activity_id, activity_attempt,
+                   provider_batch_id, custom_id)
+               select r.run_id, r.pack_path, r.pack_attempt, r.block_uids, $4, $5,
+                      t.req, 'started', $6, $7, $8, $9, $10, r.custom_id
+               from unnest($2::text[], $3::jsonb[]) as t(cid, req)
+               join batch_requests r on r.run_id = $1 and r.custom_id = t.cid
+               returning call_id, custom_id)
+           update batch_requests r set call_id = ins.call_id, part = $11,
+                  provider_batch_id = $10
+           from ins where r.run_id = $1 and r.custom_id = ins.custom_id""",
+        run_id, custom_ids, stored, model, prefix_sha, origin.workflow_id,
+        origin.workflow_run_id, origin.activity_id, origin.activity_attempt,
+        provider_batch_id, part,
+    )
+
+
+async def record_results(
+    conn: asyncpg.Connection, run_id: str, rows: Sequence[ResultRow]
+) -> None:
+    """Record batch result lines in the ledger and on their requests (one transaction).
+
+    Only a ``started`` ledger row, and a request without a result, is written: a line
+    recorded by an earlier attempt is left as it is.
+    """
+    if not rows:
+        return
+    async with conn.transaction():
+        await conn.executemany(
+            """update llm_calls set status = $2, response = $3, http_status = $4,
+                      error_type = $5, error_message = $6, request_id = $7,
+                      stop_reason = $8, input_tokens = $9, output_tokens = $10,
+                      cache_creation_input_tokens = $11, cache_read_input_tokens = $12,
+                      cache_creation_1h_tokens = $13, cost_usd = $14, latency_ms = $15,
+                      finished_at = clock_timestamp()
+               where call_id = $1 and status = 'started'""",
+            [(r.call_id, *r[3:]) for r in rows],
+        )
+        await conn.executemany(
+            """update batch_requests set result_type = $3
+               where run_id = $1 and custom_id = $2 and result_type is null""",
+            [(run_id, r.custom_id, r.result_type) for r in rows],
+        )

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 import asyncpg
 
 from core.models import BatchCounts, PollRoundOutput, ProviderBatchRef
-from store import ledger
+from store import batches, ledger
 
 #: A part of a round: (run_id, round, part).
 PartKey = tuple[str, int, int]
@@ -241,7 +241,7 @@ async def record_created(
         await ledger.save_prefix(conn, *prefix)
         for start in range(0, len(custom_ids), 500):
             chunk = slice(start, start + 500)
-            await ledger.open_batch_calls(
+            await batches.open_batch_calls(
                 conn, run_id=key[0], custom_ids=list(custom_ids[chunk]),
                 stored=list(stored[chunk]), model=model, prefix_sha=prefix[0], origin=origin,
                 provider_batch_id=batch.provider_batch_id, part=key[2],

@@ -15,7 +15,7 @@ from activities.shared import heartbeating
 from core.batching import ResultRow, result_row
 from core.context import RunContext
 from core.models import BatchRoundInput, CollectRoundOutput
-from store import batches, ledger, provider_batches
+from store import batches, provider_batches
 from store.runs import cached_run_context
 
 _FLUSH_EVERY = 200
@@ -71,5 +71,5 @@ async def _collect_part(
 
 
 async def _flush(conn: asyncpg.Connection, run_id: str, rows: list[ResultRow]) -> None:
-    await ledger.record_results(conn, run_id, rows)
+    await batches.record_results(conn, run_id, rows)
     rows.clear()
