@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import os
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -21,6 +23,8 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_UNAVAILABLE = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED = 130
+#: Stdout closed by the reader (``| head``): 128 + SIGPIPE, as a shell reports it.
+EXIT_PIPE_CLOSED = 141
 
 Command = Callable[[argparse.Namespace, "Session"], Awaitable[int]]
 #: Command -> module of its ``cmd_<command>``; imported on use so `--help` stays quick.
@@ -73,6 +77,8 @@ async def amain(argv: Sequence[str] | None = None, client: Client | None = None,
     session = Session(settings, con, client)
     try:
         return await command(args.command)(args, session)
+    except BrokenPipeError:
+        raise  # stdout closed by its reader: not an error to report, see main()
     except Exception as exc:
         known = classify(exc, settings)
         if known is None:
@@ -90,3 +96,10 @@ def main(argv: Sequence[str] | None = None, client: Client | None = None) -> int
     except KeyboardInterrupt:
         print("interrupted", flush=True)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`review RUN | head`): stop quietly, like any Unix tool.
+        # Point stdout at /dev/null so the interpreter's last flush cannot fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_PIPE_CLOSED

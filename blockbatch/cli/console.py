@@ -1,4 +1,8 @@
-"""Where the CLI writes: text or JSON on stdout, notes and errors on stderr, plain ANSI."""
+"""Where the CLI writes: text or JSON on stdout, notes and errors on stderr, styled by rich.
+
+Colours and bold only on a terminal and only without ``NO_COLOR``; piped output is plain
+text, byte for byte what a script may parse.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +12,37 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-_COLORS = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
+from rich.console import Console as RichConsole
+from rich.measure import Measurement
+from rich.table import Table
+from rich.text import Text
+
 STATUS_COLORS = {"completed": "green", "ai_complete": "green", "confirmed": "green",
                  "failed": "red", "cancelled": "yellow", "cancelling": "yellow",
                  "running": "cyan", "planning": "cyan", "pending": "dim", "succeeded": "green"}
+#: Wider than any table we print: tables keep their natural width (a pipe has no width).
+_UNBOUNDED = 1_000_000
+
+Part = str | Text
+
+
+class _Rich(RichConsole):
+    """A rich console that lets a closed stdout surface as :class:`BrokenPipeError`.
+
+    rich's default exits the process with status 1 from inside the write; the CLI's
+    ``main`` handles a closed pipe in one place instead (quietly, status 141).
+    """
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def rich_console(out: TextIO, *, tty: bool, color: bool, width: int | None = None) -> RichConsole:
+    """A rich console on ``out``: no markup or highlighting, ANSI styles only if ``color``."""
+    return _Rich(file=out, force_terminal=tty, force_interactive=tty, color_system="auto" if color else None,
+                 no_color=not color, width=width, markup=False, highlight=False, emoji=False,
+                 soft_wrap=True)
 
 
 class Console:
@@ -24,53 +55,71 @@ class Console:
         self.err = err or sys.stderr
         self.tty = _isatty(self.out)
         self.color = self.tty and not os.environ.get("NO_COLOR")
+        self.rich = rich_console(self.out, tty=self.tty, color=self.color)
+        self.err_tty = _isatty(self.err)
+        self.rich_err = rich_console(self.err, tty=self.err_tty,
+                                     color=self.err_tty and not os.environ.get("NO_COLOR"))
 
-    def line(self, text: str = "") -> None:
-        print(text, file=self.out, flush=True)
+    def line(self, *parts: Part) -> None:
+        """One line on stdout; ``parts`` are plain strings or styled :class:`Text`.
+
+        Piped, the text goes out exactly as given; on a terminal rich styles it (and drops
+        control characters a block's content might carry).
+        """
+        _emit(self.rich, self.out, self.tty, parts)
 
     def note(self, text: str) -> None:
         """A remark for the person at the terminal (stderr, so JSON on stdout stays clean)."""
-        print(text, file=self.err, flush=True)
+        _emit(self.rich_err, self.err, self.err_tty, (text,))
 
     def error(self, message: str, code: int) -> None:
-        print(f"error: {message}", file=self.err, flush=True)
+        """``error: message`` on stderr; in JSON mode also ``{"error", "exit_code"}``."""
+        _emit(self.rich_err, self.err, self.err_tty, (Text("error:", "bold red"), f" {message}"))
         if self.json:
             self.data({"error": message, "exit_code": code})
 
     def data(self, obj: Any) -> None:
-        print(json.dumps(obj, indent=2, default=str, ensure_ascii=False), file=self.out,
-              flush=True)
+        """``obj`` as indented JSON on stdout (plain, never styled)."""
+        self.out.write(json.dumps(obj, indent=2, default=str, ensure_ascii=False) + "\n")
+        self.out.flush()
 
-    def style(self, text: str, *names: str) -> str:
-        if not self.color or not names:
-            return text
-        codes = ";".join(_COLORS[n] for n in names if n in _COLORS)
-        return f"\x1b[{codes}m{text}\x1b[0m"
+    def style(self, text: str, *names: str) -> Text:
+        """``text`` in rich styles (``"bold"``, ``"dim"``, ``"red"`` ...), shown on a terminal."""
+        return Text(text, style=" ".join(n for n in names if n))
 
-    def status(self, status: str) -> str:
+    def status(self, status: str) -> Text:
+        """A run, block or call status in its colour."""
         return self.style(status, STATUS_COLORS.get(status, ""))
 
     def table(self, headers: Sequence[str], rows: Sequence[Sequence[Any]],
               right: Sequence[int] = ()) -> None:
-        """Columns padded to their widest cell; ``right`` are right-aligned column numbers."""
-        cells = [[str(c) for c in headers]] + [["" if c is None else str(c) for c in r]
-                                              for r in rows]
-        widths = [max(len(_plain(r[i])) for r in cells) for i in range(len(headers))]
-        for n, row in enumerate(cells):
-            parts = []
-            for i, cell in enumerate(row):
-                pad = " " * (widths[i] - len(_plain(cell)))
-                parts.append(pad + cell if i in right else cell + pad)
-            text = "  ".join(parts).rstrip()
-            self.line(self.style(text, "bold") if n == 0 else text)
+        """Columns as wide as their widest cell, two spaces apart; ``right`` are right-aligned.
+
+        The table keeps its natural width (ids are never cut); lines carry no trailing blanks.
+        """
+        table = Table(box=None, pad_edge=False, padding=(0, 1), show_edge=False,
+                      header_style="bold" if self.color else "")
+        for i, header in enumerate(headers):
+            table.add_column(header, justify="right" if i in right else "left", no_wrap=True)
+        for row in rows:
+            table.add_row(*(c if isinstance(c, Text) else Text("" if c is None else str(c))
+                            for c in row))
+        width = Measurement.get(self.rich, self.rich.options.update_width(_UNBOUNDED),
+                                table).maximum
+        sized = rich_console(self.out, tty=self.tty, color=self.color, width=max(width, 1))
+        with sized.capture() as captured:
+            sized.print(table)
+        for text in captured.get().splitlines():
+            self.out.write(text.rstrip() + "\n")
+        self.out.flush()
 
 
-def _plain(text: str) -> str:
-    while "\x1b[" in text:
-        start = text.index("\x1b[")
-        end = text.index("m", start)
-        text = text[:start] + text[end + 1:]
-    return text
+def _emit(rich: RichConsole, stream: TextIO, tty: bool, parts: Sequence[Part]) -> None:
+    if tty:
+        rich.print(Text.assemble(*parts))
+    else:
+        stream.write("".join(p.plain if isinstance(p, Text) else p for p in parts) + "\n")
+    stream.flush()
 
 
 def _isatty(stream: TextIO) -> bool:
@@ -81,6 +130,7 @@ def _isatty(stream: TextIO) -> bool:
 
 
 def human_tokens(n: int) -> str:
+    """A token count in a few characters: 950, 1.2k, 12k, 1.3M."""
     if n >= 1_000_000:
         return f"{n / 1_000_000:.1f}M"
     if n >= 10_000:
@@ -91,6 +141,7 @@ def human_tokens(n: int) -> str:
 
 
 def human_seconds(s: float) -> str:
+    """A duration in a few characters: 42s, 3m05s, 1h02m."""
     s = round(s)
     if s < 60:
         return f"{s}s"

@@ -151,7 +151,8 @@ async def report(bb: Blockbatch, run_id: str, con: Console) -> int:
         con.line()
         lines = summary_lines(result, baseline=baseline, links=links,
                               duration_s=info.duration_s)
-        con.line(lines[0].replace(result.status, con.status(result.status), 1))
+        head, _, tail = lines[0].partition(result.status)
+        con.line(head, con.status(result.status), tail)
         for line in lines[1:]:
             con.line(line)
     if info.active:

@@ -42,7 +42,7 @@ async def cmd_status(args: argparse.Namespace, s: Session) -> int:
                     "temporal_ui": links})
         return 0
     con = s.con
-    con.line(f"run {info.run_id}: {con.status(info.status)}")
+    con.line(f"run {info.run_id}: ", con.status(info.status))
     rows = [
         ("document", f"{info.document_name} ({info.document_id})"),
         ("schema", f"{info.schema_name} ({info.schema_id})"),

@@ -1,9 +1,11 @@
-"""The live view of a running run: a redrawn bar on a terminal, plain lines otherwise."""
+"""The live view of a running run: a rich progress bar on a terminal, plain lines otherwise."""
 
 from __future__ import annotations
 
-import shutil
 import time
+
+from rich.progress import BarColumn, Progress, TaskID, TextColumn
+from rich.table import Column
 
 from blockbatch.cli.console import Console, human_seconds, human_tokens
 from core.models import RunProgress
@@ -53,7 +55,11 @@ def describe(p: RunProgress, eta: float | None) -> str:
 
 
 class ProgressView:
-    """Shows :class:`RunProgress` updates; silent in JSON mode."""
+    """Shows :class:`RunProgress` updates; silent in JSON mode.
+
+    On a terminal: a rich progress bar redrawn in place with :func:`describe` beside it.
+    Piped: a plain :func:`describe` line when the counters change (at most every 2 s).
+    """
 
     def __init__(self, console: Console) -> None:
         self.con = console
@@ -61,17 +67,19 @@ class ProgressView:
         self.tty = console.tty
         self.interval = 0.5 if self.tty else 1.0
         self._eta = Eta()
-        self._drawn = False
+        self._live: Progress | None = None
+        self._task: TaskID | None = None
         self._last_text = ""
         self._last_print = 0.0
 
     def update(self, p: RunProgress) -> None:
+        """Show the latest counters (the ETA needs every update, shown or not)."""
         now = time.monotonic()
         text = describe(p, self._eta.estimate(p, now))
         if not self.enabled:
             return
         if self.tty:
-            self._draw(self._bar(p) + " " + text)
+            self._draw(p, text)
             return
         core = " · ".join(x for x in text.split(" · ") if not x.startswith("ETA"))
         changed = core != self._last_text
@@ -83,43 +91,32 @@ class ProgressView:
         """A line of its own, above the bar."""
         if not self.enabled:
             return
-        self.clear()
-        self.con.line(text)
+        self.con.line(text)  # rich prints it above a live bar and redraws the bar below
 
     def clear(self) -> None:
-        if self._drawn:
-            self.con.out.write("\r\x1b[2K")
-            self.con.out.flush()
-            self._drawn = False
+        """Take the bar off the screen (the next update draws it again)."""
+        if self._live is not None:
+            self._live.stop()
+            self._live, self._task = None, None
 
     def close(self) -> None:
+        """Done following: leave the screen as it was before the bar."""
         self.clear()
 
-    def _bar(self, p: RunProgress) -> str:
-        width = min(20, shutil.get_terminal_size((100, 20)).columns // 8)
-        done = p.blocks_done + p.blocks_failed
-        frac = done / p.blocks_total if p.blocks_total else 0.0
-        filled = int(frac * width)
-        return self.con.style("█" * filled, "green") + self.con.style("░" * (width - filled),
-                                                                        "dim")
-
-    def _draw(self, text: str) -> None:
-        columns = shutil.get_terminal_size((100, 20)).columns
-        self.con.out.write("\r\x1b[2K" + _fit(text, columns - 1))
-        self.con.out.flush()
-        self._drawn = True
-
-
-def _fit(text: str, columns: int) -> str:
-    """Cut ``text`` to ``columns`` visible characters, keeping ANSI codes intact."""
-    out, visible, i = [], 0, 0
-    while i < len(text) and visible < columns:
-        if text.startswith("\x1b[", i):
-            end = text.index("m", i) + 1
-            out.append(text[i:end])
-            i = end
-            continue
-        out.append(text[i])
-        visible += 1
-        i += 1
-    return "".join(out) + "\x1b[0m"
+    def _draw(self, p: RunProgress, text: str) -> None:
+        if self._live is None:
+            self._live = Progress(
+                BarColumn(bar_width=min(20, self.con.rich.width // 8),
+                          complete_style="green", finished_style="green"),
+                TextColumn("{task.description}", markup=False,
+                           table_column=Column(no_wrap=True, overflow="crop")),
+                console=self.con.rich, auto_refresh=False, transient=True,
+                redirect_stdout=False, redirect_stderr=False,
+            )
+            self._task = self._live.add_task(text, total=None)
+            self._live.start()
+        assert self._task is not None
+        # No total while planning: rich shows an indeterminate (pulsing) bar.
+        self._live.update(self._task, description=text, total=p.blocks_total or None,
+                          completed=p.blocks_done + p.blocks_failed)
+        self._live.refresh()

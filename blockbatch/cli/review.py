@@ -25,14 +25,15 @@ def show_item(con: Console, item: ReviewItem, fields: list[str], *, full: bool) 
     width = max(shutil.get_terminal_size((100, 20)).columns - 6, 40)
     where = f"pack {item.pack_path}, " if item.pack_path else ""
     attempts = f"{item.attempt_count} attempt{'s' if item.attempt_count != 1 else ''}"
-    con.line(con.style(f"#{item.block_index}", "bold") + f"  {item.block_uid}  "
-             f"{item.block_type}  {con.status(item.status)}  ({where}{attempts})")
+    con.line(con.style(f"#{item.block_index}", "bold"),
+             f"  {item.block_uid}  {item.block_type}  ", con.status(item.status),
+             f"  ({where}{attempts})")
     lines = [ln for para in item.block_content.splitlines()
              for ln in (textwrap.wrap(para, width) or [""])]
     if not full and len(lines) > 4:
         lines = lines[:4] + [f"… ({len(item.block_content):,} characters; --full shows all)"]
     for ln in lines:
-        con.line(con.style("  │ ", "dim") + ln)
+        con.line(con.style("  │ ", "dim"), ln)
     overlay = item.confirmed if item.status == "confirmed" else item.staging
     if overlay:
         key_width = max(len(k) for k in overlay)
@@ -93,7 +94,8 @@ async def cmd_confirm(args: argparse.Namespace, s: Session) -> int:
 async def cmd_export(args: argparse.Namespace, s: Session) -> int:
     bb = await s.bb(temporal=False)
     if args.out == "-":
-        summary = await bb.export(args.run_id, sys.stdout, staged=args.staged)
+        await bb.export(args.run_id, sys.stdout, staged=args.staged)
+        sys.stdout.flush()  # a closed pipe shows here, inside the command, not at exit
         return 0
     out = args.out or f"{args.run_id}.jsonl"
     summary = await bb.export(args.run_id, out, staged=args.staged)
