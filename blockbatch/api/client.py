@@ -15,10 +15,15 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
-from blockbatch.api import review as review_ops
 from blockbatch.api.errors import BadRequest, TemporalUnavailable
 from blockbatch.api.inputs import SchemaSource, as_schema
-from blockbatch.api.review import ConfirmOutcome, ExportSummary
+from blockbatch.api.review import (
+    ConfirmOutcome,
+    ExportSummary,
+    confirm,
+    export_run,
+    export_run_to_file,
+)
 from core.ingest import ParsedBlock, detect_format, parse_document
 from core.models import RunInput, RunOptions, RunProgress, RunResult
 from runtime.settings import Settings, load_settings
@@ -237,15 +242,15 @@ class Blockbatch:
         self, run_id: str, blocks: list[str] | None = None
     ) -> ConfirmOutcome:
         """Staging -> confirmed for ``blocks`` (uids or indexes), or all ai_complete blocks."""
-        return await review_ops.confirm(self.pool, run_id, blocks)
+        return await confirm(self.pool, run_id, blocks)
 
     async def export(
         self, run_id: str, out: str | Path | TextIO, *, staged: bool = False
     ) -> ExportSummary:
         """JSONL, one line per block in order; a path also gets a ``.meta.json`` sidecar."""
         if isinstance(out, str | Path):
-            return await review_ops.export_run_to_file(self.pool, run_id, out, staged=staged)
-        return await review_ops.export_run(self.pool, run_id, out, staged=staged)
+            return await export_run_to_file(self.pool, run_id, out, staged=staged)
+        return await export_run(self.pool, run_id, out, staged=staged)
 
 
 def _run_details(run_id: str, document_id: str, schema_id: str, options: RunOptions) -> str:

@@ -12,6 +12,7 @@ import asyncpg
 from pydantic import BaseModel
 
 from blockbatch.api.errors import BadRequest
+from store import overlays
 from store.reads import ExportRow, export_snapshot, get_run
 from store.repo import NotFound
 
@@ -42,49 +43,24 @@ async def confirm(
         NotFound: unknown run or block uid.
         BadRequest: a block that has no result to confirm (pending, failed, cancelled).
     """
-    async with pool.acquire() as conn, conn.transaction():
+    async with pool.acquire() as conn:
         run = await get_run(conn, run_id)
-        await conn.execute("select 1 from runs where run_id = $1 for update", run_id)
         uids = resolve_block_refs(run.document_id, block_refs) if block_refs else None
-        already: list[str] = []
-        if uids is not None:
-            rows = await conn.fetch(
-                """select block_uid, status from overlays
-                   where run_id = $1 and block_uid = any($2::text[])""",
-                run_id, uids,
-            )
-            status = {r["block_uid"]: r["status"] for r in rows}
-            unknown = [u for u in uids if u not in status]
-            if unknown:
-                raise NotFound(
-                    f"run {run_id} has no block {_few(unknown)}; nothing was confirmed. "
-                    f"See the blocks with `python starter.py review {run_id}`"
-                )
-            unready = [f"{u} ({status[u]})" for u in uids
-                       if status[u] not in ("ai_complete", "confirmed")]
-            if unready:
-                raise BadRequest(
-                    f"only blocks with an AI result (ai_complete) can be confirmed, not "
-                    f"{_few(unready)}; nothing was confirmed"
-                )
-            already = [u for u in uids if status[u] == "confirmed"]
-        done = await conn.fetch(
-            """update overlays set status = 'confirmed', confirmed = staging,
-                      confirmed_at = now(), updated_at = now()
-               where run_id = $1 and status = 'ai_complete'
-                 and ($2::text[] is null or block_uid = any($2::text[]))
-               returning block_uid, block_index""",
-            run_id, uids,
+        done = await overlays.confirm(conn, run_id, uids)
+    if done.unknown:
+        raise NotFound(
+            f"run {run_id} has no block {_few(done.unknown)}; nothing was confirmed. "
+            f"See the blocks with `python starter.py review {run_id}`"
         )
-        total = await conn.fetchval(
-            """update runs set blocks_confirmed = (select count(*) from overlays
-                   where run_id = $1 and status = 'confirmed')
-               where run_id = $1 returning blocks_confirmed""",
-            run_id,
+    if done.unready:
+        raise BadRequest(
+            f"only blocks with an AI result (ai_complete) can be confirmed, not "
+            f"{_few(done.unready)}; nothing was confirmed"
         )
-    ordered = [r["block_uid"] for r in sorted(done, key=lambda r: r["block_index"])]
-    return ConfirmOutcome(run_id=run_id, confirmed=ordered, already_confirmed=already,
-                          total_confirmed=total)
+    assert done.total_confirmed is not None  # set whenever the confirm went through
+    return ConfirmOutcome(run_id=run_id, confirmed=done.confirmed,
+                          already_confirmed=done.already_confirmed,
+                          total_confirmed=done.total_confirmed)
 
 
 def _few(items: list[str], n: int = 5) -> str:
