@@ -15,6 +15,7 @@ from typing import Any, Literal, NamedTuple
 
 from core.claude_errors import HTTP_STATUS
 from core.models import BatchOptions
+from core.policy import NOT_PROCESSED
 from core.registry import ModelInfo, Usage, cost_usd
 
 #: The system prompt is cached for an hour: a batch may take long to start processing.
@@ -132,11 +133,9 @@ class ResultRow(NamedTuple):
     latency_ms: int | None
 
 
-_NOT_PROCESSED = {
-    "expired": ("failed", "the batch expired (24 h) before this request was processed"),
-    "canceled": ("abandoned", "the batch was canceled before this request was processed"),
-    "missing": ("failed", "the ended batch had no result for this request"),
-}
+#: What the ledger records of a request the provider never processed: (status, why).
+_NOT_PROCESSED = {kind: ("abandoned" if kind == "canceled" else "failed", text)
+                  for kind, text in NOT_PROCESSED.items()}
 
 
 def result_row(

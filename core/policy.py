@@ -40,7 +40,8 @@ Step = Literal["done", "retry", "split", "resubmit", "fail", "keep", "fatal"]
 AttemptResult = Literal["answered", "errored", "not_processed", "nothing_left", "oversized",
                         "stopped"]
 
-_NOT_PROCESSED = {"expired": "the batch expired (24 h) before this request was processed",
+#: Why a batch request was not processed, by its result kind.
+NOT_PROCESSED = {"expired": "the batch expired (24 h) before this request was processed",
                   "canceled": "the batch was canceled before this request was processed",
                   "missing": "the ended batch had no result for this request"}
 
@@ -103,7 +104,7 @@ def decide(
         if kind == "rejected":
             return Decision("fail", what)
     else:
-        what = _NOT_PROCESSED.get(reason, reason)
+        what = NOT_PROCESSED.get(reason, reason)
     if stopping:
         return Decision("keep", what)
     if retries_left:
