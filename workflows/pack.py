@@ -87,7 +87,7 @@ class ProcessPackWorkflow:
     async def _attempt(
         self, inp: ProcessPackInput, uids: list[str] | None, attempt: int, totals: Totals
     ) -> tuple[list[str] | None, Decision]:
-        """Call, apply, decide: the pack's blocks as the attempt found them, and what next."""
+        """Call, apply, decide: the blocks the next step is about, and what it is."""
         try:
             call = await workflow.execute_activity_method(
                 LlmActivities.call_model,
@@ -108,7 +108,7 @@ class ProcessPackWorkflow:
         totals.add(call.totals())
         uids = call.block_uids
         if call.outcome == "answered":
-            return uids, await self._apply(inp, call, attempt, totals)
+            return await self._apply(inp, call, attempt, totals)
         if call.outcome == "empty":
             return uids, decide("nothing_left", blocks=0)
         if call.outcome == "cancelled":
@@ -124,7 +124,8 @@ class ProcessPackWorkflow:
 
     async def _apply(
         self, inp: ProcessPackInput, call: CallModelOutput, attempt: int, totals: Totals
-    ) -> Decision:
+    ) -> tuple[list[str], Decision]:
+        """Apply an answer; the blocks it left unfinished, and what next."""
         assert call.call_id is not None
         uids = call.block_uids
         applied = await workflow.execute_activity_method(
@@ -146,7 +147,8 @@ class ProcessPackWorkflow:
             f"${totals.cost_usd:.4f}"
         )
         # Not ``stopping`` even after a cancel: halves see the cancel before their first call.
-        return decide("answered", blocks=len(uids), remaining=len(left), reason=applied.reason)
+        return left, decide("answered", blocks=len(uids), remaining=len(left),
+                            reason=applied.reason)
 
     async def _split(
         self, inp: ProcessPackInput, remaining: list[str], reason: str, outcome: PackOutcome
