@@ -20,6 +20,7 @@ from runtime.temporal import (
     anthropic_client,
     build_worker,
     connect,
+    deployment_version,
     ensure_search_attributes,
 )
 from store.db import DatabaseUnavailable, create_pool
@@ -29,6 +30,7 @@ log = logging.getLogger("blockbatch.worker")
 
 async def main(settings: Settings | None = None, client: Client | None = None) -> None:
     settings = settings or load_settings()
+    deployment = deployment_version(settings)  # a half-set version fails before any I/O
     pool = await create_pool(
         settings.resolved_database_url, max_size=settings.worker_max_concurrent_activities + 5
     )
@@ -47,6 +49,7 @@ async def main(settings: Settings | None = None, client: Client | None = None) -
             llm,
             max_concurrent_activities=settings.worker_max_concurrent_activities,
             max_concurrent_workflow_tasks=settings.worker_max_concurrent_workflow_tasks,
+            deployment=deployment,
         )
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
@@ -56,10 +59,12 @@ async def main(settings: Settings | None = None, client: Client | None = None) -
             pid_file.parent.mkdir(parents=True, exist_ok=True)
             pid_file.write_text(str(os.getpid()))
         claude = "simulator" if settings.uses_simulator else "Claude API"
+        version = deployment.to_canonical_string() if deployment else "unversioned"
         log.info(
-            "worker %d polling %s on %s (namespace %s); Claude: %s %s",
-            os.getpid(), settings.temporal_task_queue, settings.resolved_temporal_address,
-            settings.temporal_namespace, claude, settings.resolved_anthropic_base_url or "",
+            "worker %d (%s) polling %s on %s (namespace %s); Claude: %s %s",
+            os.getpid(), version, settings.temporal_task_queue,
+            settings.resolved_temporal_address, settings.temporal_namespace, claude,
+            settings.resolved_anthropic_base_url or "",
         )
         async with worker:
             await stop.wait()
@@ -74,5 +79,5 @@ if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
         asyncio.run(main())
-    except (DatabaseUnavailable, TemporalUnavailable) as exc:
+    except (DatabaseUnavailable, TemporalUnavailable, ValueError) as exc:
         raise SystemExit(f"error: {exc}") from None

@@ -52,8 +52,14 @@ class Settings(BaseSettings):
     worker_max_concurrent_activities: int = 20
     worker_max_concurrent_workflow_tasks: int = 50
 
+    # Worker Versioning (docs/VERSIONING.md): set both to register this worker as one build
+    # of a deployment; unset, the worker is unversioned (local stack, tests).
+    worker_deployment_name: str | None = None
+    worker_build_id: str | None = None
+
     @field_validator("anthropic_api_key", "anthropic_base_url", "database_url",
-                     "temporal_address", "temporal_ui_url", mode="before")
+                     "temporal_address", "temporal_ui_url", "worker_deployment_name",
+                     "worker_build_id", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         # `FOO=` in a shell or a compose file means "not set", not "the empty string".

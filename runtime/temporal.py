@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import anthropic
 import asyncpg
 from temporalio.client import Client
+from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
-from temporalio.worker import Worker
+from temporalio.worker import Worker, WorkerDeploymentConfig
 
 from activities.batches import BatchActivities
 from activities.db import DbActivities
@@ -19,6 +19,12 @@ from runtime.settings import Settings
 from workflows.attributes import SEARCH_ATTRIBUTES
 from workflows.pack import ProcessPackWorkflow
 from workflows.run import RunWorkflow
+
+#: Every workflow type a blockbatch worker runs; the workflow and replay tests use the same list.
+WORKFLOWS: list[type] = [RunWorkflow, ProcessPackWorkflow]
+#: With Worker Versioning, a run and its packs stay on the build that started them
+#: (docs/VERSIONING.md says why and how a new build is rolled out).
+VERSIONING_BEHAVIOR = VersioningBehavior.PINNED
 
 
 class TemporalUnavailable(RuntimeError):
@@ -83,6 +89,24 @@ def anthropic_client(settings: Settings) -> anthropic.AsyncAnthropic:
     )
 
 
+def deployment_version(settings: Settings) -> WorkerDeploymentVersion | None:
+    """The Worker Versioning version this worker registers as, or ``None`` (unversioned).
+
+    Raises:
+        ValueError: only one of the deployment name and the build id is set.
+    """
+    name, build_id = settings.worker_deployment_name, settings.worker_build_id
+    if name is None and build_id is None:
+        return None
+    if name is None or build_id is None:
+        raise ValueError(
+            "Worker Versioning needs both WORKER_DEPLOYMENT_NAME and WORKER_BUILD_ID "
+            f"(got deployment name {name!r}, build id {build_id!r}): set both, or neither "
+            "for an unversioned worker"
+        )
+    return WorkerDeploymentVersion(deployment_name=name, build_id=build_id)
+
+
 def build_worker(
     client: Client,
     task_queue: str,
@@ -91,14 +115,21 @@ def build_worker(
     *,
     max_concurrent_activities: int = 20,
     max_concurrent_workflow_tasks: int = 50,
+    deployment: WorkerDeploymentVersion | None = None,
 ) -> Worker:
+    """The blockbatch worker: both workflows and every activity on ``task_queue``.
+
+    Args:
+        deployment: register with Worker Versioning as this deployment version; ``None``
+            for an unversioned worker (tests, the local stack).
+    """
     db_acts = DbActivities(pool)
     llm_acts = LlmActivities(pool, llm)
     batch_acts = BatchActivities(pool, llm)
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[RunWorkflow, ProcessPackWorkflow],
+        workflows=WORKFLOWS,
         activities=[
             db_acts.plan_run,
             db_acts.apply_results,
@@ -116,6 +147,13 @@ def build_worker(
         ],
         max_concurrent_activities=max_concurrent_activities,
         max_concurrent_workflow_tasks=max_concurrent_workflow_tasks,
-        activity_executor=ThreadPoolExecutor(4),
+        # Every activity is async and runs on the event loop, so no activity_executor: a
+        # thread pool would sit unused (and a 4-thread one made the SDK warn about 20 slots).
+        # A sync activity added later makes Worker() refuse to start until one is given.
+        deployment_config=None if deployment is None else WorkerDeploymentConfig(
+            version=deployment,
+            use_worker_versioning=True,
+            default_versioning_behavior=VERSIONING_BEHAVIOR,
+        ),
         graceful_shutdown_timeout=timedelta(seconds=30),
     )

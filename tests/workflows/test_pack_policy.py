@@ -1,0 +1,119 @@
+"""Every exit of a pack's policy, run through RunWorkflow with scripted fake activities."""
+
+from __future__ import annotations
+
+from core.claude_errors import SET_A_VALID_KEY
+from tests.workflows.conftest import Harness
+from tests.workflows.fakes import (
+    KEY_REJECTED,
+    OVERLOADED,
+    TRUNCATED,
+    Answer,
+    FakeWorld,
+    Hold,
+    Outcome,
+    Raise,
+    Split,
+)
+
+TOO_LONG = "prompt too long: 210000 tokens > 200000 maximum"
+
+
+async def test_answered_pack_is_done_in_one_call(wf: Harness, run_id: str) -> None:
+    world = FakeWorld(run_id, [4, 3])
+    result = await wf.run(world)
+    assert result.status == "completed"
+    assert (result.blocks_ai_complete, result.blocks_failed, result.calls) == (7, 0, 2)
+    assert world.splits == [] and world.called_paths() == ["0", "1"]
+
+
+async def test_answer_with_remaining_blocks_is_halved_into_children(
+    wf: Harness, run_id: str
+) -> None:
+    world = FakeWorld(run_id, [5], {"0": [Answer(ok=1)], "0.1": [Outcome("overflow", TOO_LONG)]})
+    result = await wf.run(world)
+    assert result.status == "completed" and result.blocks_ai_complete == 5
+    assert world.splits == [Split("0", ["0.0", "0.1"], TRUNCATED, 4),
+                            Split("0.1", ["0.1.0", "0.1.1"], TOO_LONG, 2)]
+    halves = {c.pack_path: c.block_uids for c in world.calls if c.pack_path != "0"}
+    assert halves == {"0.0": ["b0-1", "b0-2"], "0.1": ["b0-3", "b0-4"],
+                      "0.1.0": ["b0-3"], "0.1.1": ["b0-4"]}
+    assert result.split_events == 2 and result.calls == 3  # the overflow was not paid
+
+
+async def test_single_block_is_retried_in_place_then_done(wf: Harness, run_id: str) -> None:
+    world = FakeWorld(run_id, [1], {"0": [Answer(ok=0, reason="block_uid missing"),
+                                          Answer(ok=0, reason="block_uid missing")]})
+    result = await wf.run(world)
+    assert result.status == "completed" and result.blocks_ai_complete == 1
+    assert [(c.pack_path, c.pack_attempt) for c in world.calls] == [("0", 1), ("0", 2), ("0", 3)]
+    assert world.splits == []
+
+
+async def test_overflowing_pack_is_split(wf: Harness, run_id: str) -> None:
+    world = FakeWorld(run_id, [2], {"0": [Outcome("overflow", TOO_LONG)]})
+    result = await wf.run(world)
+    assert result.status == "completed" and result.blocks_ai_complete == 2
+    assert world.splits == [Split("0", ["0.0", "0.1"], TOO_LONG, 2)]
+
+
+async def test_overflowing_single_block_fails_with_the_message(wf: Harness, run_id: str) -> None:
+    world = FakeWorld(run_id, [1, 1], {"1": [Outcome("overflow", TOO_LONG)]})
+    result = await wf.run(world)
+    assert result.status == "completed"
+    assert (result.blocks_ai_complete, result.blocks_failed) == (1, 1)
+    assert world.failed == {"b1-0": TOO_LONG} and world.splits == []
+
+
+async def test_rejected_request_fails_the_packs_blocks(wf: Harness, run_id: str) -> None:
+    message = "Claude rejected the request (400 invalid_request_error: bad schema)"
+    world = FakeWorld(run_id, [3], {"0": [Outcome("request_error", message)]})
+    result = await wf.run(world)
+    assert (result.status, result.blocks_failed) == ("completed", 3)
+    assert world.failed == {f"b0-{j}": message for j in range(3)}
+
+
+async def test_oversized_block_fails_with_what_to_do(wf: Harness, run_id: str) -> None:
+    message = "block is too large for claude: split the block in the source document"
+    world = FakeWorld(run_id, [1], {"0": [Outcome("oversized", message)]})
+    result = await wf.run(world)
+    assert (result.status, result.blocks_failed, result.calls) == ("completed", 1, 0)
+    assert world.failed == {"b0-0": message}
+
+
+async def test_pack_with_nothing_pending_is_done_without_a_call(
+    wf: Harness, run_id: str
+) -> None:
+    world = FakeWorld(run_id, [2, 2])
+    world.done.update(world.packs[0])  # e.g. finished before a worker restart
+    result = await wf.run(world)
+    assert (result.status, result.blocks_ai_complete, result.calls) == ("completed", 4, 1)
+
+
+async def test_claude_unavailable_past_retries_fails_blocks_not_the_run(
+    wf: Harness, run_id: str
+) -> None:
+    world = FakeWorld(run_id, [2, 1], {"0": [Raise(OVERLOADED)]})
+    result = await wf.run(world)
+    assert result.status == "completed"
+    assert (result.blocks_ai_complete, result.blocks_failed) == (1, 2)
+    assert len([c for c in world.calls if c.pack_path == "0"]) > 1  # retried with backoff
+    reasons = set(world.failed.values())
+    assert len(reasons) == 1
+    reason = reasons.pop()
+    assert reason.startswith("Claude call failed after retries") and "529" in reason, reason
+
+
+async def test_rejected_api_key_fails_the_run_and_stops_the_other_packs(
+    wf: Harness, run_id: str
+) -> None:
+    world = FakeWorld(run_id, [2, 2, 2, 2],
+                      {"1": [Raise(KEY_REJECTED)], "2": [Hold("cancelling")]})
+    result = await wf.run(world, max_concurrent_packs=2)
+    assert result.status == "failed"
+    assert result.error is not None and "API key was rejected" in result.error
+    assert SET_A_VALID_KEY in result.error
+    assert [c.pack_path for c in world.calls if c.pack_path == "1"] == ["1"]  # not retried
+    assert "3" not in world.called_paths()
+    assert (result.blocks_ai_complete, result.blocks_failed, result.blocks_cancelled) == (2, 0, 6)
+    assert world.cancelling == result.error

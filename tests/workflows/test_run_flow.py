@@ -1,0 +1,139 @@
+"""RunWorkflow around its packs: cancel at each stage, continue-as-new, batch rounds."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from temporalio.client import WorkflowExecutionStatus
+
+from tests.workflows.conftest import Harness
+from tests.workflows.fakes import Answer, BatchRound, FakeWorld, Hold
+
+
+async def test_cancel_before_planning_finishes_calls_nothing(wf: Harness, run_id: str) -> None:
+    world = FakeWorld(run_id, [2, 2], hold_plan=True)
+    async with wf.worker(world):
+        handle = await wf.start(world)
+        await world.in_flight.wait()
+        await handle.signal("cancel")
+        world.release.set()
+        result = await handle.result()
+    assert result.status == "cancelled" and result.error == "cancelled by request"
+    assert world.calls == []
+    assert (result.blocks_ai_complete, result.blocks_cancelled) == (0, 4)
+
+
+async def test_cancel_while_packs_run_keeps_answers_in_flight_and_starts_no_pack(
+    wf: Harness, run_id: str
+) -> None:
+    world = FakeWorld(run_id, [2, 2, 2], {"0": [Hold("released")]})
+    async with wf.worker(world):
+        handle = await wf.start(world, max_concurrent_packs=1)
+        await world.in_flight.wait()
+        await handle.signal("cancel")
+        await world.cancel_marked.wait()  # no Claude call may start from here on
+        world.release.set()
+        result = await handle.result()
+    assert result.status == "cancelled"
+    assert world.called_paths() == ["0"]
+    assert world.done == {"b0-0", "b0-1"}  # the answer already paid for is applied
+    assert (result.blocks_ai_complete, result.blocks_cancelled) == (2, 4)
+
+
+async def test_cancel_during_a_split_stops_the_halves(wf: Harness, run_id: str) -> None:
+    world = FakeWorld(run_id, [4, 1], {
+        "0": [Answer(ok=0)],
+        "0.0": [Hold("released", then=Answer(ok=1))],  # one block left: would go on
+        "0.1": [Hold("released")],
+    })
+    async with wf.worker(world):
+        handle = await wf.start(world, max_concurrent_packs=1)
+        await world.held("0.0", "0.1")
+        await handle.signal("cancel")
+        await world.cancel_marked.wait()
+        world.release.set()
+        result = await handle.result()
+    assert result.status == "cancelled"
+    assert world.done == {"b0-0", "b0-2", "b0-3"}
+    assert "1" not in world.called_paths()
+    assert (result.blocks_ai_complete, result.blocks_cancelled, result.calls) == (3, 2, 3)
+
+
+async def test_cancel_while_the_last_pack_runs_stops_it(wf: Harness, run_id: str) -> None:
+    # Every pack has started: the cancel must still reach the running one, whose halves
+    # then make no call.
+    world = FakeWorld(run_id, [4], {"0": [Hold("released", then=Answer(ok=0))]})
+    async with wf.worker(world):
+        handle = await wf.start(world)
+        await world.in_flight.wait()
+        await handle.signal("cancel")
+        with contextlib.suppress(TimeoutError):
+            # A hang guard, not a speed check: marking takes one activity.
+            await asyncio.wait_for(world.cancel_marked.wait(), 10)
+        marked_while_running = world.cancel_marked.is_set()
+        world.release.set()
+        result = await handle.result()
+    assert marked_while_running, "the run did not mark itself cancelling while its last pack ran"
+    assert result.status == "cancelled"
+    assert (result.blocks_ai_complete, result.blocks_cancelled) == (0, 4)
+
+
+async def test_run_continues_as_new_and_still_finishes_every_pack(
+    wf: Harness, run_id: str
+) -> None:
+    world = FakeWorld(run_id, [1, 2, 1, 2, 1])
+    async with wf.worker(world):
+        handle = await wf.start(world, packs_per_history=2, max_concurrent_packs=2)
+        result = await handle.result()
+        first = await wf.env.client.get_workflow_handle(
+            handle.id, run_id=handle.result_run_id).describe()
+        last = await wf.env.client.get_workflow_handle(handle.id).describe()
+    assert result.status == "completed"
+    assert (result.blocks_ai_complete, result.calls) == (7, 5)
+    assert sorted(world.called_paths()) == ["0", "1", "2", "3", "4"]
+    assert first.status == WorkflowExecutionStatus.CONTINUED_AS_NEW
+    assert last.run_id != handle.result_run_id
+
+
+async def test_batch_round_resubmits_errored_and_expired_requests(
+    wf: Harness, run_id: str
+) -> None:
+    world = FakeWorld(run_id, [2, 3, 1], mode="batch",
+                      rounds={1: BatchRound(errored=["1"], expired=["2"], polls=3)})
+    result = await wf.run(world)
+    assert result.status == "completed"
+    assert (result.blocks_ai_complete, result.blocks_failed) == (6, 0)
+    assert world.round_members == {1: ["0", "1", "2"], 2: ["1", "2"]}
+    assert [a.round for a in world.applied] == [1, 2]
+    assert world.calls == []  # batch mode makes no synchronous call
+
+
+async def test_batch_requests_that_keep_failing_fail_their_blocks(
+    wf: Harness, run_id: str
+) -> None:
+    rounds = {n: BatchRound(errored=["0"]) for n in (1, 2, 3)}
+    world = FakeWorld(run_id, [2, 1], mode="batch", rounds=rounds)
+    result = await wf.run(world)
+    assert result.status == "completed"
+    assert (result.blocks_ai_complete, result.blocks_failed) == (1, 2)
+    assert [a.round for a in world.applied] == [1, 2, 3]
+
+
+async def test_cancel_while_a_batch_round_is_processing_cancels_the_batch(
+    wf: Harness, run_id: str
+) -> None:
+    world = FakeWorld(run_id, [2, 2, 2], mode="batch",
+                      rounds={1: BatchRound(polls=None, done_before_cancel=["1"])})
+    async with wf.worker(world):
+        handle = await wf.start(world)
+        # Waiting on the result lets the server skip the polling timers.
+        result_task = asyncio.create_task(handle.result())
+        await world.in_flight.wait()
+        await handle.signal("cancel")
+        result = await result_task
+    assert result.status == "cancelled"
+    assert world.canceled_rounds == [1]
+    assert world.done == {"b1-0", "b1-1"}  # what the batch finished before the cancel
+    assert world.applied[-1].schedule_next is False and 2 not in world.round_members
+    assert (result.blocks_ai_complete, result.blocks_cancelled) == (2, 4)
