@@ -1,0 +1,230 @@
+"""Record real workflow histories for the replay test (tests/workflows/test_replay.py).
+
+    .venv/bin/python -m tests.histories.record
+
+Starts a throw-away stack (Postgres, Temporal dev server, simulator) under a temp dir, runs
+one real run of each kind through the real worker, and writes each workflow's history as
+``tests/histories/<name>.json`` (``WorkflowHistory.to_json()``; the workflow ids, which
+replay needs because child ids derive from them, go into ``workflow_ids.json``):
+
+* ``sync_splits.run``: a sync run whose truncated answers are halved;
+  ``sync_splits.pack_split``: a ProcessPack that halved itself; ``sync_splits.pack_half``:
+  one of its halves (``.../pack-N.0``).
+* ``cancelled.run``: a run cancelled while its packs run.
+* ``batch_rounds.run``: a batch-mode run with more than one round.
+* ``continue_as_new.first`` / ``continue_as_new.last``: the first and last runs of a
+  RunWorkflow that continued as new (``packs_per_history=2``).
+
+Re-record after any change to ``workflows/`` that is meant to change histories, and only
+once the old histories' runs can no longer be in flight (docs/VERSIONING.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from blockbatch.api import Blockbatch
+from core.models import BatchOptions, RunOptions
+from devtools import stack
+from runtime.settings import Settings
+from runtime.temporal import anthropic_client, build_worker
+from simulator.testing import control
+from store.db import create_pool, migrate
+from tests.helpers import extract_schema, markdown_doc
+from workflows.attributes import SEARCH_ATTRIBUTES
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+
+
+@dataclass
+class Recorder:
+    bb: Blockbatch
+    client: Client
+    settings: Settings
+    sim_url: str
+    pool: asyncpg.Pool
+
+    def scenario(self, **settings: Any) -> None:
+        control(self.sim_url, "PUT", "/_sim/scenario", settings, timeout=10)
+
+    async def start(self, n_blocks: int, options: RunOptions, **kwargs: Any) -> str:
+        doc = await self.bb.ingest_bytes(markdown_doc(n_blocks), name="doc.md", fmt="markdown")
+        schema_id = await self.bb.add_schema(extract_schema(instruction_words=300))
+        return await self.bb.start_run(doc, schema_id, options, **kwargs)
+
+    def worker(self) -> Any:
+        return build_worker(self.client, self.settings.temporal_task_queue, self.pool,
+                            anthropic_client(self.settings))
+
+    async def history(self, workflow_id: str, run_id: str | None = None) -> WorkflowHistory:
+        return await self.client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+
+
+IDS = HERE / "workflow_ids.json"
+
+
+def save(name: str, history: WorkflowHistory) -> None:
+    path = HERE / f"{name}.json"
+    path.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
+    ids = json.loads(IDS.read_text()) if IDS.exists() else {}
+    ids[name] = history.workflow_id
+    IDS.write_text(json.dumps(dict(sorted(ids.items())), indent=1) + "\n")
+    print(f"{path.relative_to(ROOT)}: {len(history.events)} events, "
+          f"{path.stat().st_size:,} bytes ({history.workflow_id})")
+
+
+def _has(history: WorkflowHistory, event_type: int) -> bool:
+    return any(e.event_type == event_type for e in history.events)
+
+
+async def record_sync_splits(r: Recorder) -> None:
+    r.scenario(faults={"truncate": 0.5}, seed=1)
+    run_id = await r.start(12, RunOptions(pack_size=4, max_concurrent_packs=2))
+    async with r.worker():
+        result = await r.bb.wait(run_id)
+    assert result.status == "completed" and result.split_events > 0, result
+    save("sync_splits.run", await r.history(f"run-{run_id}"))
+    paths = [row["pack_path"] for row in await r.pool.fetch(
+        "select distinct pack_path from llm_calls where run_id = $1 order by pack_path",
+        run_id)]
+    split = half = None
+    for path in paths:
+        history = await r.history(f"run-{run_id}/pack-{path}")
+        started_child = _has(history,
+                             EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED)
+        if split is None and started_child:
+            split = history
+        if half is None and "." in path:
+            half = history
+    assert split is not None and half is not None, paths
+    save("sync_splits.pack_split", split)
+    save("sync_splits.pack_half", half)
+
+
+async def record_cancelled(r: Recorder) -> None:
+    r.scenario(speed_factor=1.0, latency={"ttft_ms": 400, "per_output_token_ms": 0})
+    run_id = await r.start(24, RunOptions(pack_size=3, max_concurrent_packs=2))
+    async with r.worker():
+        while not (await r.pool.fetchval(
+                "select count(*) from llm_calls where run_id = $1 and status = 'succeeded'",
+                run_id)):
+            await asyncio.sleep(0.1)
+        await r.bb.cancel(run_id)
+        result = await r.bb.wait(run_id)
+    assert result.status == "cancelled", result
+    save("cancelled.run", await r.history(f"run-{run_id}"))
+
+
+async def record_batch_rounds(r: Recorder) -> None:
+    r.scenario(faults={"truncate": 0.5}, seed=2)
+    run_id = await r.start(12, RunOptions(mode="batch", pack_size=4,
+                                          batch=BatchOptions(poll_initial_s=0.2, poll_max_s=1)))
+    async with r.worker():
+        result = await r.bb.wait(run_id)
+    history = await r.history(f"run-{run_id}")
+    rounds = sum(1 for e in history.events
+                 if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+                 and e.activity_task_scheduled_event_attributes.activity_type.name
+                 == "submit_round")
+    assert result.status == "completed" and rounds > 1, (result, rounds)
+    save("batch_rounds.run", history)
+
+
+async def record_continue_as_new(r: Recorder) -> None:
+    r.scenario()
+    run_id = await r.start(10, RunOptions(pack_size=2, max_concurrent_packs=2),
+                           packs_per_history=2)
+    async with r.worker():
+        result = await r.bb.wait(run_id)
+    assert result.status == "completed", result
+    wid = f"run-{run_id}"
+    last = await r.history(wid)
+    first, run = last, last
+    while (prev := run.events[0].workflow_execution_started_event_attributes
+           .continued_execution_run_id):
+        run = await r.history(wid, prev)
+        first = run
+    assert _has(first, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW)
+    save("continue_as_new.first", first)
+    save("continue_as_new.last", last)
+
+
+def _start_simulator(log: Path, port: int) -> subprocess.Popen[bytes]:
+    with open(log, "wb") as out:
+        return subprocess.Popen([sys.executable, "-m", "simulator", "--host", "127.0.0.1",
+                                 "--port", str(port)], stdout=out, stderr=subprocess.STDOUT,
+                                cwd=ROOT)
+
+
+@asynccontextmanager
+async def throwaway_stack(base: Path) -> AsyncIterator[Recorder]:
+    pg = stack.start_postgres(base / "pg", stack.free_port(), base / "pg.log", fsync=False)
+    sim_port = stack.free_port()
+    sim = _start_simulator(base / "simulator.log", sim_port)
+    env: WorkflowEnvironment | None = None
+    pool: asyncpg.Pool | None = None
+    try:
+        stack.ensure_database(pg, "bb")
+        conn = await asyncpg.connect(pg.url("bb"))
+        try:
+            await migrate(conn)
+        finally:
+            await conn.close()
+        extra: list[str] = []
+        for name, kind in SEARCH_ATTRIBUTES.items():
+            extra += ["--search-attribute", f"{name}={kind}"]
+        env = await WorkflowEnvironment.start_local(
+            dev_server_existing_path=str(stack.temporal_cli_path()),
+            data_converter=pydantic_data_converter, dev_server_extra_args=extra)
+        sim_url = f"http://127.0.0.1:{sim_port}"
+        stack._wait_until(lambda: stack._http_ok(sim_url + "/health"), 30, "simulator",
+                          base / "simulator.log")
+        settings = Settings(
+            database_url=pg.url("bb"),
+            temporal_address=env.client.service_client.config.target_host,
+            temporal_task_queue=f"record-{uuid.uuid4().hex[:8]}",
+            anthropic_base_url=sim_url,
+            anthropic_api_key="sim-record-key",  # type: ignore[arg-type]
+            blockbatch_data_dir=base / "data",
+        )
+        pool = await create_pool(pg.url("bb"), max_size=20)
+        yield Recorder(Blockbatch(pool, env.client, settings), env.client, settings, sim_url,
+                       pool)
+    finally:
+        if pool is not None:
+            await pool.close()
+        if env is not None:
+            await env.shutdown()
+        sim.terminate()
+        sim.wait(10)
+        stack.stop_postgres(pg.data_dir)
+
+
+async def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="bb-record-") as tmp:
+        async with throwaway_stack(Path(tmp)) as r:
+            await record_sync_splits(r)
+            await record_cancelled(r)
+            await record_batch_rounds(r)
+            await record_continue_as_new(r)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
