@@ -38,7 +38,7 @@ async def test_answer_with_remaining_blocks_is_halved_into_children(
     halves = {c.pack_path: c.block_uids for c in world.calls if c.pack_path != "0"}
     assert halves == {"0.0": ["b0-1", "b0-2"], "0.1": ["b0-3", "b0-4"],
                       "0.1.0": ["b0-3"], "0.1.1": ["b0-4"]}
-    assert result.split_events == 2 and result.calls == 3  # the overflow was not paid
+    assert result.split_events == 2 and result.calls == 4  # the overflow was not paid
 
 
 async def test_single_block_is_retried_in_place_then_done(wf: Harness, run_id: str) -> None:
