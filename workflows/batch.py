@@ -1,8 +1,8 @@
 """Batch mode of RunWorkflow: rounds of Anthropic Message Batches, at half the price.
 
-RunWorkflow hands a ``mode="batch"`` run to :class:`BatchRounds`, whose ``run`` says how the
-rounds ended (:class:`BatchEnd`); RunWorkflow decides about continue-as-new and finishing. Round 1 holds one
-request per planned pack. Each round is submitted as provider batches, waited for with
+RunWorkflow hands a ``mode="batch"`` run to :class:`BatchRounds`, whose ``run`` says how
+the rounds ended (:class:`BatchEnd`); RunWorkflow decides about continue-as-new and
+finishing. Round 1 holds one request per planned pack. Each round is submitted as provider batches, waited for with
 durable timers (the interval doubles from ``poll_initial_s`` to ``poll_max_s``; a batch
 may take up to 24 h, and an expired request is simply resubmitted), its results are
 streamed into the ledger and applied, and whatever is unfinished (halves of truncated

@@ -16,6 +16,7 @@ import asyncio
 from temporalio import workflow
 from temporalio.common import SearchAttributePair
 from temporalio.exceptions import ChildWorkflowError
+from temporalio.workflow import ContinueAsNewVersioningBehavior
 
 with workflow.unsafe.imports_passed_through():
     from activities.db import DbActivities
@@ -34,6 +35,10 @@ with workflow.unsafe.imports_passed_through():
     from workflows.batch import BatchRounds
     from workflows.pack import ProcessPackWorkflow
     from workflows.retries import DB_RETRY, DB_TIMEOUT, PLAN_TIMEOUT
+
+
+#: ``workflow.patched`` id: a cancel during the last packs reaches them (was lost before).
+CANCEL_REACHES_LAST_PACKS = "cancel-reaches-last-packs"
 
 
 def run_workflow_id(run_id: str) -> str:
@@ -94,8 +99,10 @@ class RunWorkflow:
         else:
             finished = await self._run_packs(inp)
         if not finished:
-            # Work is left and this history is long enough: go on with a fresh one.
-            workflow.continue_as_new(inp)
+            # Work is left and this history is long enough: go on with a fresh one, on the
+            # deployment's current build (a run is pinned to its build only between these).
+            workflow.continue_as_new(
+                inp, initial_versioning_behavior=ContinueAsNewVersioningBehavior.AUTO_UPGRADE)
         return await self._finish(inp)
 
     async def _plan(self, inp: RunInput) -> None:
@@ -141,6 +148,13 @@ class RunWorkflow:
                 await workflow.wait_condition(lambda: not self._running or self._stopping())
         if self._stopping():
             await self._stop_children()
+        elif workflow.patched(CANCEL_REACHES_LAST_PACKS):
+            # Every pack has started (or this history is full): a cancel that arrives while
+            # the last ones run must still reach them. Runs started before this change
+            # replay without it.
+            await workflow.wait_condition(lambda: not self._running or self._stopping())
+            if self._stopping():
+                await self._stop_children()
         await workflow.wait_condition(lambda: not self._running)
         return inp.next_pack >= inp.pack_count or self._stopping()
 
