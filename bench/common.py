@@ -34,7 +34,6 @@ import sys
 import tempfile
 import time
 import uuid
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,9 +57,6 @@ from runtime.temporal import anthropic_client, build_worker
 from simulator.testing import control
 from simulator.tokenizer import count_tokens
 from store.db import create_pool
-
-# build_worker pairs 20 activity slots with a 4-thread executor that only sync activities use.
-warnings.filterwarnings("ignore", message=".*activity_executor's max_workers.*")
 
 RESULTS_DIR = ROOT / "bench" / "results"
 SAMPLES = ROOT / "samples"
