@@ -56,13 +56,6 @@ class PackAttempt:
     uids: list[str]
 
 
-def split_pack(path: str, uids: list[str]) -> list[tuple[str, list[str]]]:
-    """Halve a pack's blocks into children ``<path>.0`` and ``<path>.1`` (first half larger)."""
-    half = (len(uids) + 1) // 2
-    halves = [h for h in (uids[:half], uids[half:]) if h]
-    return [(f"{path}.{i}", h) for i, h in enumerate(halves)]
-
-
 def request_size(request: dict[str, Any]) -> int:
     """Bytes one request adds to a batch's body: its JSON line."""
     return len(json.dumps(request, ensure_ascii=False).encode()) + 1

@@ -112,6 +112,13 @@ def decide(
     return Decision("fail", f"Claude call failed after retries: {what}")
 
 
+def split_pack(path: str, uids: list[str]) -> list[tuple[str, list[str]]]:
+    """Halve a pack's blocks into children ``<path>.0`` and ``<path>.1`` (first half larger)."""
+    half = (len(uids) + 1) // 2
+    halves = [h for h in (uids[:half], uids[half:]) if h]
+    return [(f"{path}.{i}", h) for i, h in enumerate(halves)]
+
+
 def oversized_message(model_id: str, est_input_tokens: int, max_tokens: int,
                       context_window: int) -> str:
     """Why a lone block cannot be sent, and what to do about it."""

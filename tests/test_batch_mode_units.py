@@ -13,11 +13,10 @@ from core.batching import (
     custom_id_for,
     request_size,
     result_row,
-    split_pack,
 )
 from core.claude_errors import classify
 from core.models import BatchOptions, RunOptions
-from core.policy import Decision, decide
+from core.policy import Decision, decide, split_pack
 from core.registry import Usage, cost_usd, get_model
 
 CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")

@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
         RecordSplitInput,
         Totals,
     )
-    from core.policy import Decision, decide
+    from core.policy import Decision, decide, split_pack
     from workflows import attributes
     from workflows.retries import (
         CALL_MODEL_HEARTBEAT,
@@ -153,9 +153,8 @@ class ProcessPackWorkflow:
     async def _split(
         self, inp: ProcessPackInput, remaining: list[str], reason: str, outcome: PackOutcome
     ) -> None:
-        half = (len(remaining) + 1) // 2
-        parts = [p for p in (remaining[:half], remaining[half:]) if p]
-        paths = [f"{inp.pack_path}.{i}" for i in range(len(parts))]
+        halves = split_pack(inp.pack_path, remaining)
+        paths = [path for path, _ in halves]
         await workflow.execute_activity_method(
             DbActivities.record_split,
             RecordSplitInput(run_id=inp.run_id, pack_path=inp.pack_path, reason=reason,
@@ -166,7 +165,7 @@ class ProcessPackWorkflow:
         outcome.totals.splits += 1
         base = workflow.info().workflow_id.rsplit("/pack-", 1)[0]
         handles = []
-        for path, part in zip(paths, parts, strict=True):
+        for path, part in halves:
             child_id = f"{base}/pack-{path}"
             handle = await workflow.start_child_workflow(
                 ProcessPackWorkflow.run,

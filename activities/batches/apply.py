@@ -9,11 +9,11 @@ import asyncpg
 
 from activities.batches.rounds import enqueue
 from activities.shared import heartbeating
-from core.batching import PackAttempt, split_pack
+from core.batching import PackAttempt
 from core.claude_errors import classify
 from core.context import RunContext
 from core.models import ApplyRoundInput, ApplyRoundOutput
-from core.policy import Decision, decide
+from core.policy import Decision, decide, split_pack
 from store import batches, overlays, splits
 from store.runs import cached_run_context
 
