@@ -17,8 +17,10 @@ from pydantic import BaseModel
 
 from core.models import RunResult
 from store.repo import NotFound
+from store.runs import ACTIVE_STATUSES
 
-ACTIVE = ("created", "planning", "running", "cancelling")
+#: A run in one of these has not finished yet (a cancelling run still winds down).
+UNFINISHED = (*ACTIVE_STATUSES, "cancelling")
 OVERLAY_STATUSES = ("pending", "ai_complete", "failed", "cancelled", "confirmed")
 
 
@@ -54,7 +56,7 @@ class RunInfo(BaseModel):
     @property
     def active(self) -> bool:
         """Whether the run may still change (created, planning, running or cancelling)."""
-        return self.status in ACTIVE
+        return self.status in UNFINISHED
 
     @property
     def duration_s(self) -> float | None:
