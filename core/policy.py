@@ -15,7 +15,8 @@ result, and only carry the answer out:
 | the API key was rejected (401/403) | ``fatal``: the run stops |
 | prompt too long / request too large, several blocks | ``split`` (``keep`` when stopping) |
 | prompt too long / request too large, one block | ``fail`` |
-| rejected request (other 4xx) | ``fail`` with Claude's message |
+| rejected request (other 4xx), several blocks | ``split``: one block's content may be why |
+| rejected request (other 4xx), one block | ``fail`` with Claude's message |
 | run stopping before or instead of a call | ``keep`` |
 | transient error (429, 5xx, 529, no answer, batch expired/canceled/missing), retries left | ``resubmit`` |
 | transient error, no retries left | ``fail`` |
@@ -63,6 +64,7 @@ def decide(
     error: ClaudeError | None = None,
     retries_left: bool = False,
     stopping: bool = False,
+    isolate_rejected: bool = True,
 ) -> Decision:
     """The next step for a pack attempt (see the table in the module docstring).
 
@@ -78,6 +80,8 @@ def decide(
             worker-side failure; treated as transient).
         retries_left: whether a transient failure may be tried again.
         stopping: the run is cancelling or failing: nothing new is started.
+        isolate_rejected: halve a rejected request of several blocks (``False``: fail them
+            all, as runs started before this rule did).
     """
     if result == "nothing_left":
         return Decision("done")
@@ -102,7 +106,11 @@ def decide(
                 return Decision("fail", what)
             return Decision("keep" if stopping else "split", what)
         if kind == "rejected":
-            return Decision("fail", what)
+            # A request can be refused for one block's content: halve it like an overflow,
+            # so only the block whose own request is refused fails.
+            if blocks == 1 or not isolate_rejected:
+                return Decision("fail", what)
+            return Decision("keep" if stopping else "split", what)
     else:
         what = NOT_PROCESSED.get(reason, reason)
     if stopping:

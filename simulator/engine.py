@@ -11,7 +11,7 @@ from core.registry import ModelInfo
 from simulator.cache import CacheUsage, PromptCache
 from simulator.clock import Clock
 from simulator.content import generate
-from simulator.errors import new_id
+from simulator.errors import invalid, new_id
 from simulator.faults import Dice, answer_blocks, malform
 from simulator.prompt import Prompt, analyse
 from simulator.scenario import Scenario
@@ -79,6 +79,10 @@ class Engine:
         model = validate_body(body, count_only=count_only)
         prompt = analyse(body)
         check_context_window(prompt.total_tokens, model)
+        marker = self.scenario.reject_marker
+        if marker and any(marker in block.content for block in prompt.blocks):
+            raise invalid("messages.0.content: the request was refused because of the "
+                          "content of one of its blocks")
         return Prepared(body=body, model=model, prompt=prompt)
 
     def peek_uncached_tokens(self, prepared: Prepared) -> int:

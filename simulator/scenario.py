@@ -94,6 +94,9 @@ class Scenario(_Strict):
     truncation_mode: Literal["partial", "empty"] = "partial"
     always_skip_uids: list[str] = Field(default_factory=list)
     always_malformed_uids: list[str] = Field(default_factory=list)
+    #: A request with a block containing this text is refused with a 400, as the API
+    #: refuses a request for one block's content (``None``: never).
+    reject_marker: str | None = None
     limits: Limits = Field(default_factory=Limits)
     auth: Auth = Field(default_factory=Auth)
     batch: Batch = Field(default_factory=Batch)

@@ -43,6 +43,10 @@ with workflow.unsafe.imports_passed_through():
     )
 
 
+#: ``workflow.patched`` id: a rejected request of several blocks is halved, not failed whole.
+ISOLATE_REJECTED_REQUESTS = "isolate-rejected-requests"
+
+
 @workflow.defn(name="ProcessPack")
 class ProcessPackWorkflow:
     def __init__(self) -> None:
@@ -119,8 +123,12 @@ class ProcessPackWorkflow:
         kind = "overflow" if call.outcome == "overflow" else "rejected"
         error = call.error or ClaudeError(kind=kind, status=None, error_type=call.outcome,
                                           message=call.message or call.outcome)
+        # Halving a rejected pack (instead of failing it whole) is new: runs started before
+        # it replay without it.
+        isolate = (kind == "rejected" and len(uids) > 1
+                   and workflow.patched(ISOLATE_REJECTED_REQUESTS))
         return uids, decide("errored", blocks=len(uids), error=error,
-                            reason=call.message or call.outcome)
+                            reason=call.message or call.outcome, isolate_rejected=isolate)
 
     async def _apply(
         self, inp: ProcessPackInput, call: CallModelOutput, attempt: int, totals: Totals

@@ -76,10 +76,14 @@ def test_prompt_too_long_splits_until_a_single_block_fails() -> None:
     assert single.step == "fail" and "too long" in single.reason
 
 
-def test_rejected_request_fails_the_blocks_with_claudes_message() -> None:
-    d = decide("errored", blocks=4, error=classify(400, "invalid_request_error",
-                                                   "tools.0: bad schema"))
-    assert d.step == "fail" and "tools.0: bad schema" in d.reason
+def test_rejected_request_is_halved_until_a_single_block_fails_with_claudes_message() -> None:
+    error = classify(400, "invalid_request_error", "tools.0: bad schema")
+    assert decide("errored", blocks=4, error=error).step == "split"
+    assert decide("errored", blocks=4, error=error, stopping=True).step == "keep"
+    single = decide("errored", blocks=1, error=error)
+    assert single.step == "fail" and "tools.0: bad schema" in single.reason
+    # Runs started before halving rejected requests existed replay without it.
+    assert decide("errored", blocks=4, error=error, isolate_rejected=False).step == "fail"
 
 
 def test_rejected_key_stops_the_run() -> None:

@@ -65,12 +65,21 @@ async def test_overflowing_single_block_fails_with_the_message(wf: Harness, run_
     assert world.failed == {"b1-0": TOO_LONG} and world.splits == []
 
 
-async def test_rejected_request_fails_the_packs_blocks(wf: Harness, run_id: str) -> None:
-    message = "Claude rejected the request (400 invalid_request_error: bad schema)"
-    world = FakeWorld(run_id, [3], {"0": [Outcome("request_error", message)]})
+async def test_rejected_request_is_halved_until_only_the_guilty_block_fails(
+    wf: Harness, run_id: str
+) -> None:
+    message = "Claude rejected the request (400 invalid_request_error: content of a block)"
+    # Any request that holds b0-2 is refused; the others are answered once alone.
+    world = FakeWorld(run_id, [4], {
+        "0": [Outcome("request_error", message)],
+        "0.1": [Outcome("request_error", message)],
+        "0.1.0": [Outcome("request_error", message)],
+    })
     result = await wf.run(world)
-    assert (result.status, result.blocks_failed) == ("completed", 3)
-    assert world.failed == {f"b0-{j}": message for j in range(3)}
+    assert (result.status, result.blocks_ai_complete, result.blocks_failed) == (
+        "completed", 3, 1)
+    assert world.failed == {"b0-2": message}
+    assert [s.pack_path for s in world.splits] == ["0", "0.1"]
 
 
 async def test_oversized_block_fails_with_what_to_do(wf: Harness, run_id: str) -> None:

@@ -1,0 +1,44 @@
+"""A request Claude refuses because of one block's content fails that block alone.
+
+The simulator refuses (400 ``invalid_request_error``) any request holding a block with a
+marker string; the pack is halved like an overflow until the block is alone, in sync and
+batch mode, and every other block of the document ends done.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from core.models import BatchOptions, RunOptions
+from tests.conftest import Stack
+from tests.helpers import extract_schema
+
+MARKER = "FORBIDDEN-CONTENT"
+
+
+def document(n_blocks: int, guilty: int) -> bytes:
+    paragraphs = [f"Paragraph {i} of the runbook about restarting service {i}."
+                  for i in range(n_blocks)]
+    paragraphs[guilty] += f" {MARKER}"
+    return "\n\n".join(paragraphs).encode()
+
+
+@pytest.mark.parametrize("mode", ["sync", "batch"])
+async def test_a_request_rejected_for_one_block_fails_that_block_alone(
+    bbstack: Stack, mode: str
+) -> None:
+    bbstack.sim.scenario(reject_marker=MARKER, batch={"processing_delay_s": 0.2})
+    doc = await bbstack.bb.ingest_bytes(document(16, guilty=11), name="r.md", fmt="markdown")
+    schema_id = await bbstack.bb.add_schema(extract_schema(instruction_words=200))
+    options = RunOptions(pack_size=8, mode=mode,  # type: ignore[arg-type]
+                         batch=BatchOptions(poll_initial_s=0.2, poll_max_s=1.0))
+    run_id = await bbstack.bb.start_run(doc, schema_id, options)
+    async with bbstack.worker():
+        result = await bbstack.bb.wait(run_id)
+    assert (result.status, result.blocks_ai_complete, result.blocks_failed) == (
+        "completed", 15, 1)
+    failed = await bbstack.pool.fetch(
+        "select block_index, last_error from overlays where run_id = $1 and status = 'failed'",
+        run_id)
+    assert [r["block_index"] for r in failed] == [11]
+    assert "refused because of the content" in failed[0]["last_error"]
