@@ -1,0 +1,31 @@
+"""Why a block did not end done: one small, documented set of reason codes.
+
+Every ``failed`` or ``cancelled`` overlay carries one of these in ``reason_code`` next to its
+readable ``last_error``; the run summary, ``review``, ``export``, ``--json`` and the API's
+per-item errors show them, and scripts may rely on them.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+ReasonCode = Literal[
+    "missing_from_answer", "invalid_value", "malformed_answer", "truncated",
+    "prompt_too_long", "oversized", "request_rejected", "api_unavailable", "key_rejected",
+    "cancelled", "unfinished",
+]
+
+#: Each code and what it means for the user (the README's table is built from this).
+REASONS: dict[ReasonCode, str] = {
+    "missing_from_answer": "the model's answers never included this block (after retries)",
+    "invalid_value": "the model's result for this block did not validate against the schema",
+    "malformed_answer": "the model's answer could not be parsed as the tool's input",
+    "truncated": "the answer was cut off at max_tokens even with the block alone",
+    "prompt_too_long": "the request was too long for the model even with the block alone",
+    "oversized": "the block alone exceeds the model's context window; split it in the source",
+    "request_rejected": "Claude refused the request holding this block alone (a 4xx)",
+    "api_unavailable": "Claude stayed unavailable (429/5xx/529/no answer) through every retry",
+    "key_rejected": "the API key was rejected (401/403); the run stopped",
+    "cancelled": "the run was cancelled before this block was done",
+    "unfinished": "no pack finished this block (a bug: please report it)",
+}
