@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from core.claude_errors import ClaudeError
+from core.reasons import ReasonCode
 
 Step = Literal["done", "retry", "split", "resubmit", "fail", "keep", "fatal"]
 #: What became of an attempt: ``answered`` (then applied), ``errored`` (a classified
@@ -53,6 +54,9 @@ class Decision:
 
     step: Step
     reason: str = ""
+    #: For ``fail``, ``keep`` and ``fatal``: the reason code the blocks end with
+    #: (``keep``: ``cancelled``, what they end as unless the run says otherwise).
+    code: ReasonCode | None = None
 
 
 def decide(
@@ -89,35 +93,39 @@ def decide(
         if not remaining:
             return Decision("done")
         if stopping:
-            return Decision("keep", reason)
+            return Decision("keep", reason, "cancelled")
         return Decision("retry" if blocks == 1 else "split", reason)
     if result == "oversized":
-        return Decision("fail", reason)
+        return Decision("fail", reason, "oversized")
     if result == "stopped":
-        return Decision("keep", reason or "run is cancelling")
+        return Decision("keep", reason or "run is cancelling", "cancelled")
     if result == "errored":
         # An error that was not classified (a worker-side failure) counts as transient.
         what = reason or (error.describe() if error is not None else "unknown error")
         kind = error.kind if error is not None else "retryable"
         if kind == "key_rejected":
-            return Decision("fatal", what)
+            return Decision("fatal", what, "key_rejected")
         if kind == "overflow":
             if blocks == 1:
-                return Decision("fail", what)
-            return Decision("keep" if stopping else "split", what)
+                return Decision("fail", what, "prompt_too_long")
+            return _split_or_keep(what, stopping)
         if kind == "rejected":
             # A request can be refused for one block's content: halve it like an overflow,
             # so only the block whose own request is refused fails.
             if blocks == 1 or not isolate_rejected:
-                return Decision("fail", what)
-            return Decision("keep" if stopping else "split", what)
+                return Decision("fail", what, "request_rejected")
+            return _split_or_keep(what, stopping)
     else:
         what = NOT_PROCESSED.get(reason, reason)
     if stopping:
-        return Decision("keep", what)
+        return Decision("keep", what, "cancelled")
     if retries_left:
         return Decision("resubmit", what)
-    return Decision("fail", f"Claude call failed after retries: {what}")
+    return Decision("fail", f"Claude call failed after retries: {what}", "api_unavailable")
+
+
+def _split_or_keep(what: str, stopping: bool) -> Decision:
+    return Decision("keep", what, "cancelled") if stopping else Decision("split", what)
 
 
 def split_pack(path: str, uids: list[str]) -> list[tuple[str, list[str]]]:

@@ -16,6 +16,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 
 from core.prompt import TOOL_NAME
+from core.reasons import ReasonCode
 from core.schema import RESERVED_FIELD, SchemaSpec
 
 _REASON_LIMIT = 280
@@ -66,6 +67,24 @@ class PackResults:
             or self.payload_error
             or self.truncated
         )
+
+    def reason_code(self, uid: str) -> ReasonCode | None:
+        """Why ``uid`` has no valid overlay, as a reason code (``None``: it has one).
+
+        A block's own invalid result is ``invalid_value``; otherwise what went wrong with
+        the answer as a whole: cut off at ``max_tokens`` (``truncated``), an unusable
+        payload or an ambiguous (duplicated) result (``malformed_answer``), or no result
+        for the block (``missing_from_answer``). Meant for a block that failed alone.
+        """
+        if uid in self.valid:
+            return None
+        if uid in self.invalid:
+            return "invalid_value"
+        if self.truncated:
+            return "truncated"
+        if self.payload_error or uid in self.duplicates:
+            return "malformed_answer"
+        return "missing_from_answer"
 
     def summary(self) -> str:
         """A short human reason, e.g. ``"max_tokens; 3 missing; 1 duplicate"``."""

@@ -56,39 +56,50 @@ def test_a_rejected_key_message_says_what_to_do() -> None:
 def test_answer_with_remaining_blocks_splits_a_pack_and_retries_a_single_block() -> None:
     assert decide("answered", blocks=8, remaining=0).step == "done"
     split = decide("answered", blocks=8, remaining=3, reason="max_tokens")
-    assert (split.step, split.reason) == ("split", "max_tokens")
+    assert (split.step, split.reason, split.code) == ("split", "max_tokens", None)
     assert decide("answered", blocks=1, remaining=1).step == "retry"
-    assert decide("answered", blocks=8, remaining=3, stopping=True).step == "keep"
+    keep = decide("answered", blocks=8, remaining=3, stopping=True)
+    assert (keep.step, keep.code) == ("keep", "cancelled")
 
 
 def test_nothing_left_oversized_and_stopped_attempts() -> None:
     assert decide("nothing_left", blocks=0).step == "done"
     too_big = decide("oversized", blocks=1, reason="block is too large for m")
     assert (too_big.step, too_big.reason) == ("fail", "block is too large for m")
-    assert decide("stopped", blocks=4).step == "keep"
+    assert too_big.code == "oversized"
+    stopped = decide("stopped", blocks=4)
+    assert (stopped.step, stopped.code) == ("keep", "cancelled")
 
 
 def test_prompt_too_long_splits_until_a_single_block_fails() -> None:
     error = classify(400, "invalid_request_error", TOO_LONG)
     assert decide("errored", blocks=4, error=error).step == "split"
-    assert decide("errored", blocks=4, error=error, stopping=True).step == "keep"
+    assert decide("errored", blocks=4, error=error).code is None
+    assert decide("errored", blocks=4, error=error, stopping=True).code == "cancelled"
     single = decide("errored", blocks=1, error=error)
     assert single.step == "fail" and "too long" in single.reason
+    assert single.code == "prompt_too_long"
+    too_large = decide("errored", blocks=1, error=classify(413, "request_too_large", "big"))
+    assert (too_large.step, too_large.code) == ("fail", "prompt_too_long")
 
 
 def test_rejected_request_is_halved_until_a_single_block_fails_with_claudes_message() -> None:
     error = classify(400, "invalid_request_error", "tools.0: bad schema")
     assert decide("errored", blocks=4, error=error).step == "split"
-    assert decide("errored", blocks=4, error=error, stopping=True).step == "keep"
+    keep = decide("errored", blocks=4, error=error, stopping=True)
+    assert (keep.step, keep.code) == ("keep", "cancelled")
     single = decide("errored", blocks=1, error=error)
     assert single.step == "fail" and "tools.0: bad schema" in single.reason
+    assert single.code == "request_rejected"
     # Runs started before halving rejected requests existed replay without it.
-    assert decide("errored", blocks=4, error=error, isolate_rejected=False).step == "fail"
+    whole = decide("errored", blocks=4, error=error, isolate_rejected=False)
+    assert (whole.step, whole.code) == ("fail", "request_rejected")
 
 
 def test_rejected_key_stops_the_run() -> None:
     d = decide("errored", blocks=2, error=classify(401, "authentication_error", "bad key"))
     assert d.step == "fatal" and "ANTHROPIC_API_KEY" in d.reason
+    assert d.code == "key_rejected"
 
 
 @pytest.mark.parametrize("result", ["errored", "not_processed"])
@@ -96,20 +107,46 @@ def test_transient_failures_are_retried_while_retries_are_left(result: str) -> N
     error = classify(529, "overloaded_error", "busy") if result == "errored" else None
     reason = "" if result == "errored" else "expired"
     kwargs = {"blocks": 3, "error": error, "reason": reason}
-    assert decide(result, retries_left=True, **kwargs).step == "resubmit"  # type: ignore[arg-type]
+    again = decide(result, retries_left=True, **kwargs)  # type: ignore[arg-type]
+    assert (again.step, again.code) == ("resubmit", None)
     last = decide(result, retries_left=False, **kwargs)  # type: ignore[arg-type]
     assert last.step == "fail" and "failed after retries" in last.reason
-    assert decide(result, retries_left=True, stopping=True,  # type: ignore[arg-type]
-                  **kwargs).step == "keep"
+    assert last.code == "api_unavailable"
+    keep = decide(result, retries_left=True, stopping=True,  # type: ignore[arg-type]
+                  **kwargs)
+    assert (keep.step, keep.code) == ("keep", "cancelled")
 
 
 def test_an_unclassified_worker_failure_counts_as_transient() -> None:
     d = decide("errored", blocks=2, error=None, reason="Postgres unavailable")
     assert d.step == "fail" and d.reason == "Claude call failed after retries: " \
                                             "Postgres unavailable"
+    assert d.code == "api_unavailable"
 
 
 def test_the_caller_message_wins_over_the_errors_own_description() -> None:
     error = classify(400, "invalid_request_error", TOO_LONG)
     assert decide("errored", blocks=1, error=error, reason="prompt too long: x").reason == \
         "prompt too long: x"
+
+
+def test_every_fail_keep_and_fatal_step_carries_a_documented_code() -> None:
+    from core.reasons import REASONS
+    cases = [
+        decide("answered", blocks=2, remaining=1, stopping=True),
+        decide("oversized", blocks=1, reason="x"),
+        decide("stopped", blocks=1),
+        *(decide("errored", blocks=b, error=classify(s, t, m), retries_left=r, stopping=st)
+          for b in (1, 3) for r in (False, True) for st in (False, True)
+          for s, t, m in [(401, "authentication_error", "k"), (529, "overloaded_error", "b"),
+                          (400, "invalid_request_error", TOO_LONG),
+                          (400, "invalid_request_error", "bad")]),
+        *(decide("not_processed", blocks=2, reason=k, retries_left=r, stopping=st)
+          for k in ("expired", "canceled", "missing") for r in (False, True)
+          for st in (False, True)),
+    ]
+    for d in cases:
+        if d.step in ("fail", "keep", "fatal"):
+            assert d.code in REASONS, d
+        else:
+            assert d.code is None, d

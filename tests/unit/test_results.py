@@ -251,3 +251,25 @@ def test_every_expected_uid_lands_in_exactly_one_bucket(items: list[Any], stop: 
     assert not set(got.unknown) & set(UIDS)
     for reason in got.invalid.values():
         assert len(reason) < 300
+
+
+def test_reason_code_per_block() -> None:
+    got = parse(response([ok("doc:0"), {"block_uid": "doc:1", "sentiment": "meh"}]))
+    assert got.reason_code("doc:0") is None
+    assert got.reason_code("doc:1") == "invalid_value"
+    assert got.reason_code("doc:2") == "missing_from_answer"
+
+
+def test_reason_code_of_a_truncated_or_malformed_answer() -> None:
+    assert parse(response([], stop_reason="max_tokens"), ["doc:0"]).reason_code(
+        "doc:0") == "truncated"
+    assert parse(response("not json"), ["doc:0"]).reason_code("doc:0") == "malformed_answer"
+    assert parse(response([ok("doc:0"), ok("doc:0")]), ["doc:0"]).reason_code(
+        "doc:0") == "malformed_answer"
+    no_tool = {"type": "message", "content": [{"type": "text", "text": "no"}],
+               "stop_reason": "end_turn"}
+    assert parse(no_tool, ["doc:0"]).reason_code("doc:0") == "malformed_answer"
+    # An invalid result stays the block's own fault even in a cut-off answer.
+    got = parse(response([{"block_uid": "doc:0", "sentiment": 3}], stop_reason="max_tokens"),
+                ["doc:0"])
+    assert got.reason_code("doc:0") == "invalid_value"
