@@ -13,8 +13,10 @@ from pydantic import BaseModel, Field
 from core.claude_errors import ClaudeError
 from core.registry import DEFAULT_MODEL
 
-RunStatus = Literal["created", "planning", "running", "cancelling", "completed", "cancelled",
-                    "failed"]
+#: A finished run is ``completed`` (every block done), ``completed_with_failures`` (some
+#: blocks done, some failed), ``failed`` (nothing done, or a fatal error) or ``cancelled``.
+RunStatus = Literal["created", "planning", "running", "cancelling", "completed",
+                    "completed_with_failures", "cancelled", "failed"]
 CacheTtl = Literal["5m", "1h"]
 
 
@@ -114,6 +116,8 @@ class RunResult(BaseModel):
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
     cost_usd: float = 0.0
+    #: Reason code -> how many failed or cancelled blocks carry it (``unknown``: no code).
+    failure_reasons: dict[str, int] = Field(default_factory=dict)
 
 
 class PlanRunInput(BaseModel):
@@ -206,6 +210,9 @@ class FailBlocksInput(BaseModel):
     pack_index: int
     reason: str
     pack_path: str
+    #: The reason code (core/reasons.py) the blocks fail with; optional so that histories
+    #: recorded before codes existed still replay (``None``: derived from ``reason``).
+    reason_code: str | None = None
 
 
 class FailBlocksOutput(BaseModel):

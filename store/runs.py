@@ -178,13 +178,86 @@ returning r.run_id, r.status, r.error, r.blocks_total, r.blocks_ai_complete, r.b
 """
 
 
+#: Statuses of a block that ended without a result.
+NOT_DONE = ("failed", "cancelled")
+
+
+async def failure_reasons(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> dict[str, int]:
+    """Reason code -> count over the run's failed and cancelled blocks, most frequent first.
+
+    A block without a code (before codes were recorded) counts as ``unknown``.
+    """
+    rows = await conn.fetch(
+        """select coalesce(reason_code, 'unknown') as reason, count(*) as n from overlays
+           where run_id = $1 and status = any($2::text[])
+           group by 1 order by 2 desc, 1""",
+        run_id, list(NOT_DONE),
+    )
+    return {r["reason"]: r["n"] for r in rows}
+
+
+async def block_reasons(
+    conn: asyncpg.Connection | asyncpg.Pool, run_id: str
+) -> dict[str, str | None]:
+    """block_uid -> reason code of each failed or cancelled block (``None``: no code)."""
+    rows = await conn.fetch(
+        """select block_uid, reason_code from overlays
+           where run_id = $1 and status = any($2::text[])""",
+        run_id, list(NOT_DONE),
+    )
+    return {r["block_uid"]: r["reason_code"] for r in rows}
+
+
+def grouped(reasons: dict[str, int]) -> str:
+    """``28 api_unavailable, 3 invalid_value``."""
+    return ", ".join(f"{n} {code}" for code, n in reasons.items())
+
+
+def final_status(
+    asked: RunStatus, error: str | None, *, total: int, done: int, failed: int,
+    cancelled: int, reasons: dict[str, int],
+) -> tuple[RunStatus, str | None]:
+    """The status a finishing run ends in, from its blocks.
+
+    A run the workflow ends as ``completed`` is ``completed`` when every block is done,
+    ``completed_with_failures`` when some are, and ``failed`` ("nothing done") when none
+    is. ``cancelled`` and ``failed`` (a fatal error) stay as they are.
+    """
+    if asked != "completed" or done >= total:
+        return asked, error
+    if done > 0:
+        return "completed_with_failures", error
+    parts = [f"{failed} block{'s' if failed != 1 else ''} failed"]
+    if cancelled:
+        parts.append(f"{cancelled} cancelled")
+    why = f" ({grouped(reasons)})" if reasons else ""
+    return "failed", f"nothing done: {' and '.join(parts)}{why}"
+
+
+_COUNTS_SQL = """
+select count(*) as total,
+       count(*) filter (where status in ('ai_complete', 'confirmed')) as done,
+       count(*) filter (where status = 'failed') as failed,
+       count(*) filter (where status = 'cancelled') as cancelled
+from overlays where run_id = $1
+"""
+
+
 async def close_run(
     conn: asyncpg.Connection, run_id: str, status: RunStatus, error: str | None
 ) -> RunResult:
     """Set the run's final status and recompute every counter from Postgres.
 
     Overlays, the ledger and split events are the source of truth; the counters a
-    workflow carried along are not trusted.
+    workflow carried along are not trusted. A run the workflow calls ``completed`` ends in
+    the status its blocks say (:func:`final_status`).
     """
+    counts = await conn.fetchrow(_COUNTS_SQL, run_id)
+    reasons = await failure_reasons(conn, run_id)
+    status, error = final_status(
+        status, error, total=counts["total"], done=counts["done"], failed=counts["failed"],
+        cancelled=counts["cancelled"], reasons=reasons,
+    )
     row = await conn.fetchrow(ROLLUP_SQL, run_id, status, error)
-    return RunResult.model_validate({**dict(row), "cost_usd": float(row["cost_usd"])})
+    return RunResult.model_validate({**dict(row), "cost_usd": float(row["cost_usd"]),
+                                     "failure_reasons": reasons})

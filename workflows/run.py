@@ -184,6 +184,9 @@ class RunWorkflow:
             retry_policy=DB_RETRY,
             summary=f"finish_run: {status}, recount from Postgres",
         )
+        # The final status comes from Postgres (finish_run): "completed" may end as
+        # completed_with_failures, or failed when nothing was done.
+        self._status = result.status
         self._show(result)
         await workflow.wait_condition(workflow.all_handlers_finished)
         return result
@@ -251,12 +254,18 @@ class RunWorkflow:
     def _show(self, result: RunResult | None = None) -> None:
         p = self.progress()
         if result is not None:
-            workflow.set_current_details(
+            details = (
                 f"**{result.status}** · {result.blocks_ai_complete}/{result.blocks_total} "
                 f"blocks ok · {result.blocks_failed} failed · {result.blocks_cancelled} "
                 f"cancelled · {result.calls} calls · {result.split_events} splits · "
                 f"${result.cost_usd:.4f}"
             )
+            if result.failure_reasons:
+                details += "\n\nnot done: " + ", ".join(
+                    f"{n} {code}" for code, n in result.failure_reasons.items())
+            if result.error:
+                details += f"\n\n{result.error}"
+            workflow.set_current_details(details)
             return
         workflow.set_current_details(
             f"**{p.status}** · {p.blocks_done}/{p.blocks_total} blocks done · "
