@@ -22,6 +22,8 @@ from core.models import (
     RecordSplitInput,
     RunResult,
 )
+from core.policy import code_of_failure
+from core.reasons import REASONS, ReasonCode
 from store import overlays, runs, splits
 from store.runs import cached_run_context
 
@@ -66,11 +68,12 @@ class DbActivities:
 
     @activity.defn
     async def fail_blocks(self, inp: FailBlocksInput) -> FailBlocksOutput:
-        """End still-pending blocks as ``failed`` with a readable reason."""
+        """End still-pending blocks as ``failed`` with a readable reason and its code."""
         async with self.pool.acquire() as conn:
             failed = await overlays.fail_pending(
-                conn, inp.run_id, inp.reason, inp.pack_path, block_uids=inp.block_uids,
-                pack_index=inp.pack_index,
+                conn, inp.run_id, inp.reason, inp.pack_path,
+                reason_code=_code(inp.reason_code) or code_of_failure(inp.reason),
+                block_uids=inp.block_uids, pack_index=inp.pack_index,
             )
         return FailBlocksOutput(failed=failed)
 
@@ -93,3 +96,8 @@ class DbActivities:
         async with self.pool.acquire() as conn, conn.transaction():
             await overlays.end_pending(conn, inp.run_id, inp.status, inp.error)
             return await runs.close_run(conn, inp.run_id, inp.status, inp.error)
+
+
+def _code(code: str | None) -> ReasonCode | None:
+    """A reason code from an activity input (``None``, or unknown: derive it instead)."""
+    return code if code in REASONS else None  # type: ignore[return-value]

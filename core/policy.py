@@ -128,6 +128,21 @@ def _split_or_keep(what: str, stopping: bool) -> Decision:
     return Decision("keep", what, "cancelled") if stopping else Decision("split", what)
 
 
+def code_of_failure(reason: str) -> ReasonCode:
+    """The code of a ``fail`` step from its readable reason alone.
+
+    For ``fail_blocks`` inputs recorded before decisions carried a code; the texts are
+    the ones :func:`decide` and :func:`oversized_message` write.
+    """
+    if reason.startswith("block is too large"):
+        return "oversized"
+    if reason.startswith("Claude call failed after retries"):
+        return "api_unavailable"
+    if reason.startswith(("prompt too long", "request too large")):
+        return "prompt_too_long"
+    return "request_rejected"
+
+
 def split_pack(path: str, uids: list[str]) -> list[tuple[str, list[str]]]:
     """Halve a pack's blocks into children ``<path>.0`` and ``<path>.1`` (first half larger)."""
     half = (len(uids) + 1) // 2

@@ -11,6 +11,12 @@ The transitions, all of them here and nowhere else::
     pending      -> cancelled      end_pending at the end of a cancelled or failed run
     ai_complete  -> confirmed      confirm (a person accepted the staged result)
 
+Every move to ``failed`` or ``cancelled`` also sets ``reason_code`` (core/reasons.py):
+apply_answer from what the answer said of the block (``invalid_value``,
+``missing_from_answer``, ``truncated``, ``malformed_answer``), fail_pending from its
+caller (the pack policy's ``Decision.code``), end_pending from how the run ended
+(``unfinished``, ``cancelled``, ``key_rejected``). A move to ``ai_complete`` clears it.
+
 Every write is conditional on the state it leaves (``status = 'pending'``,
 ``status = 'ai_complete'``), so a retried activity, or a second worker running a stale
 attempt, never writes a block twice. A result maps to its block by ``block_uid`` only.
@@ -25,6 +31,7 @@ from typing import Any
 import asyncpg
 
 from core.models import ApplyResultsOutput, RunStatus
+from core.reasons import ReasonCode
 from core.results import parse_results
 from core.schema import SchemaSpec
 from store import ledger
@@ -134,7 +141,9 @@ async def apply_answer(
         if len(call.block_uids) == 1:
             for uid in parsed.unfinished:
                 charged.setdefault(uid, parsed.summary())
-        failed = await _charge(conn, run_id, charged, pack_path, call_id, max_block_attempts)
+        codes = {uid: parsed.reason_code(uid) or "unfinished" for uid in charged}
+        failed = await _charge(conn, run_id, charged, codes, pack_path, call_id,
+                               max_block_attempts)
         pending = set(await still_pending(conn, run_id, parsed.unfinished))
         outcome = ApplyResultsOutput(
             completed=completed,
@@ -159,7 +168,7 @@ async def _complete(
            , upd as (
                update overlays set status = 'ai_complete', staging = v.o,
                       attempt_count = attempt_count + 1, last_error = null,
-                      pack_path = $4, call_id = $5, updated_at = now()
+                      reason_code = null, pack_path = $4, call_id = $5, updated_at = now()
                from v where run_id = $1 and block_uid = v.u and status = 'pending'
                returning 1)
            select count(*) from upd""",
@@ -168,30 +177,38 @@ async def _complete(
 
 
 async def _charge(
-    conn: asyncpg.Connection, run_id: str, charged: dict[str, str], pack_path: str,
-    call_id: int, max_block_attempts: int,
+    conn: asyncpg.Connection, run_id: str, charged: dict[str, str],
+    codes: dict[str, ReasonCode], pack_path: str, call_id: int, max_block_attempts: int,
 ) -> list[str]:
-    """Charge one attempt to each block with its reason; returns those now ``failed``."""
+    """Charge one attempt to each block with its reason; returns those now ``failed``.
+
+    A block that fails now gets its code in ``reason_code``; one left pending keeps none.
+    """
     if not charged:
         return []
+    uids = list(charged)
     rows = await conn.fetch(
-        """with c as (select u, r from unnest($2::text[], $3::text[]) as t(u, r))
+        """with c as (select u, r, k from unnest($2::text[], $3::text[], $7::text[])
+                      as t(u, r, k))
            update overlays set attempt_count = attempt_count + 1,
                   last_error = c.r, pack_path = $4, call_id = $5,
                   status = case when attempt_count + 1 >= $6 then 'failed'
                                 else status end,
+                  reason_code = case when attempt_count + 1 >= $6 then c.k
+                                     else reason_code end,
                   updated_at = now()
            from c where run_id = $1 and block_uid = c.u and status = 'pending'
            returning block_uid, status""",
-        run_id, list(charged), list(charged.values()), pack_path, call_id,
-        max_block_attempts,
+        run_id, uids, [charged[u] for u in uids], pack_path, call_id,
+        max_block_attempts, [codes[u] for u in uids],
     )
     return [r["block_uid"] for r in rows if r["status"] == "failed"]
 
 
 async def fail_pending(
     conn: asyncpg.Connection, run_id: str, reason: str, pack_path: str, *,
-    block_uids: list[str] | None = None, pack_index: int | None = None,
+    reason_code: ReasonCode, block_uids: list[str] | None = None,
+    pack_index: int | None = None,
 ) -> int:
     """pending -> failed with a readable reason (one attempt charged); returns how many.
 
@@ -200,22 +217,24 @@ async def fail_pending(
         run_id: the run.
         reason: the ``last_error`` (cut to 2,000 characters).
         pack_path: the pack that gave up on the blocks.
+        reason_code: the ``reason_code`` (``oversized``, ``prompt_too_long``,
+            ``request_rejected``, ``api_unavailable``, ...).
         block_uids: these blocks; when ``None``, every pending block of ``pack_index``.
         pack_index: the planned pack, used when ``block_uids`` is ``None``.
     """
     if block_uids is None:
         result = await conn.execute(
             """update overlays set status = 'failed', last_error = $3, pack_path = $4,
-                      attempt_count = attempt_count + 1, updated_at = now()
+                      reason_code = $5, attempt_count = attempt_count + 1, updated_at = now()
                where run_id = $1 and pack_index = $2 and status = 'pending'""",
-            run_id, pack_index, reason[:2000], pack_path,
+            run_id, pack_index, reason[:2000], pack_path, reason_code,
         )
     else:
         result = await conn.execute(
             """update overlays set status = 'failed', last_error = $3, pack_path = $4,
-                      attempt_count = attempt_count + 1, updated_at = now()
+                      reason_code = $5, attempt_count = attempt_count + 1, updated_at = now()
                where run_id = $1 and block_uid = any($2::text[]) and status = 'pending'""",
-            run_id, block_uids, reason[:2000], pack_path,
+            run_id, block_uids, reason[:2000], pack_path, reason_code,
         )
     return int(result.split()[-1])
 
@@ -225,24 +244,35 @@ async def end_pending(
 ) -> None:
     """End the blocks still pending when the run ends.
 
-    A completed run: ``failed`` (a pack ended without finishing them, say so); a
-    cancelled or failed run: ``cancelled``, with the run's error as the reason.
+    A completed run: ``failed`` (a pack ended without finishing them, say so; code
+    ``unfinished``); a cancelled or failed run: ``cancelled``, with the run's error as the
+    reason (code ``key_rejected`` when a rejected key stopped the run, else ``cancelled``).
     """
-    if status == "completed":
+    if status in ("completed", "completed_with_failures"):
         await conn.execute(
             """update overlays set status = 'failed', updated_at = now(),
                       last_error = coalesce(last_error || '; ', '')
-                                   || 'no pack finished this block'
+                                   || 'no pack finished this block',
+                      reason_code = 'unfinished'
                where run_id = $1 and status = 'pending'""",
             run_id,
         )
     else:
         await conn.execute(
             """update overlays set status = 'cancelled', updated_at = now(),
-                      last_error = coalesce(last_error, $2)
+                      last_error = coalesce(last_error, $2), reason_code = $3
                where run_id = $1 and status = 'pending'""",
-            run_id, f"run {status}: {error}" if error else None,
+            run_id, f"run {status}: {error}" if error else None, end_code(status, error),
         )
+
+
+def end_code(status: RunStatus, error: str | None) -> ReasonCode:
+    """The reason code of the blocks a run ends without finishing (see :func:`end_pending`)."""
+    if status in ("completed", "completed_with_failures"):
+        return "unfinished"
+    if error and error.startswith("the API key was rejected"):
+        return "key_rejected"
+    return "cancelled"
 
 
 @dataclass

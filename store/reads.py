@@ -16,6 +16,7 @@ import asyncpg
 from pydantic import BaseModel
 
 from core.models import RunResult
+from core.reasons import REASONS
 from store.repo import NotFound
 from store.runs import ACTIVE_STATUSES
 
@@ -133,6 +134,8 @@ class ReviewItem(BaseModel):
     confirmed: dict[str, Any] | None
     attempt_count: int
     last_error: str | None
+    #: Why a failed or cancelled block is not done (core/reasons.py); ``None`` otherwise.
+    reason_code: str | None = None
     pack_path: str | None
 
 
@@ -150,23 +153,36 @@ class ReviewPage(BaseModel):
 async def review_page(
     pool: asyncpg.Pool, run_id: str, *, offset: int = 0, limit: int = 20,
     statuses: list[str] | None = None, block_uids: list[str] | None = None,
+    reasons: list[str] | None = None,
 ) -> ReviewPage:
-    """Blocks of a run next to their overlays, in block order, filtered and paged."""
+    """Blocks of a run next to their overlays, in block order, filtered and paged.
+
+    ``reasons``: only blocks whose ``reason_code`` is one of these.
+
+    Raises:
+        ValueError: a reason that is not a code of core/reasons.py.
+    """
+    unknown = [r for r in reasons or () if r not in REASONS]
+    if unknown:
+        raise ValueError(f"unknown reason code {', '.join(unknown)}; the codes are: "
+                         + ", ".join(REASONS))
     run = await get_run(pool, run_id)
     definition = await pool.fetchval(
         "select definition from schemas where schema_id = $1", run.schema_id
     )
     fields = list(dict.fromkeys([*definition.get("required", []), *definition["properties"]]))
     where = """o.run_id = $1 and ($2::text[] is null or o.status = any($2::text[]))
-               and ($3::text[] is null or o.block_uid = any($3::text[]))"""
+               and ($3::text[] is null or o.block_uid = any($3::text[]))
+               and ($4::text[] is null or o.reason_code = any($4::text[]))"""
     total = await pool.fetchval(f"select count(*) from overlays o where {where}",
-                                run_id, statuses, block_uids)
+                                run_id, statuses, block_uids, reasons or None)
     rows = await pool.fetch(
         f"""select o.block_uid, o.block_index, b.block_type, b.block_content, b.metadata,
-                   o.status, o.staging, o.confirmed, o.attempt_count, o.last_error, o.pack_path
+                   o.status, o.staging, o.confirmed, o.attempt_count, o.last_error,
+                   o.reason_code, o.pack_path
             from overlays o join blocks b using (block_uid)
-            where {where} order by o.block_index offset $4 limit $5""",
-        run_id, statuses, block_uids, offset, limit,
+            where {where} order by o.block_index offset $5 limit $6""",
+        run_id, statuses, block_uids, reasons or None, offset, limit,
     )
     return ReviewPage(run_id=run_id, offset=offset, total=total, fields=fields,
                       items=[ReviewItem.model_validate(dict(r)) for r in rows])
@@ -221,13 +237,14 @@ async def list_calls(
 
 _EXPORT_SQL = """
 select b.block_uid, b.block_index, b.block_type, b.block_content, b.metadata,
-       o.status, o.staging, o.confirmed, o.last_error
+       o.status, o.staging, o.confirmed, o.last_error, o.reason_code
 from blocks b left join overlays o on o.block_uid = b.block_uid and o.run_id = $1
 where b.document_id = $2 order by b.block_index
 """
 
 #: One block of an export: block_uid, block_index, block_type, block_content, metadata,
-#: and its overlay's status, staging, confirmed, last_error (all None without an overlay).
+#: and its overlay's status, staging, confirmed, last_error, reason_code (all None without
+#: an overlay).
 ExportRow = Mapping[str, Any]
 
 

@@ -77,7 +77,7 @@ class ProcessPackWorkflow:
                 assert uids is not None
                 await self._split(inp, uids, decision.reason, outcome)
             elif decision.step == "fail":
-                await self._fail(inp, uids, decision.reason, outcome.totals)
+                await self._fail(inp, uids, decision, outcome.totals)
             elif decision.step == "fatal":
                 outcome.fatal_error = decision.reason
             elif decision.step == "keep":
@@ -197,12 +197,14 @@ class ProcessPackWorkflow:
             outcome.fatal_error = outcome.fatal_error or child.fatal_error
 
     async def _fail(
-        self, inp: ProcessPackInput, uids: list[str] | None, reason: str, totals: Totals
+        self, inp: ProcessPackInput, uids: list[str] | None, decision: Decision,
+        totals: Totals,
     ) -> None:
         failed = await workflow.execute_activity_method(
             DbActivities.fail_blocks,
             FailBlocksInput(run_id=inp.run_id, block_uids=uids, pack_index=inp.pack_index,
-                            reason=reason, pack_path=inp.pack_path),
+                            reason=decision.reason, pack_path=inp.pack_path,
+                            reason_code=decision.code),
             start_to_close_timeout=DB_TIMEOUT,
             retry_policy=DB_RETRY,
         )

@@ -93,6 +93,7 @@ async def _carry_out(
             PackAttempt(child, index, 1, 0, h) for child, h in halves])
     elif decision.step == "fail":
         out.failed += await overlays.fail_pending(conn, inp.run_id, decision.reason, path,
+                                                  reason_code=decision.code or "unfinished",
                                                   block_uids=remaining)
     elif decision.step == "fatal":
         out.fatal_error = out.fatal_error or decision.reason

@@ -31,6 +31,7 @@ async def enqueue(
         too_large = ctx.too_large(pack, len(p.uids))
         if too_large is not None:
             failed += await overlays.fail_pending(conn, ctx.run_id, too_large, p.path,
+                                                  reason_code="oversized",
                                                   block_uids=p.uids)
             continue
         requests.append(batches.NewRequest(

@@ -102,7 +102,7 @@ def export_line(row: ExportRow, *, staged: bool) -> dict[str, Any]:
     line: dict[str, Any] = {"immutable": immutable, "user_defined": overlay}
     if overlay is None:
         line["status"] = {"status": row["status"] or "not_planned",
-                          "last_error": row["last_error"]}
+                          "last_error": row["last_error"], "reason_code": row["reason_code"]}
     return line
 
 

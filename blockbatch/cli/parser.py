@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Callable
 
 from core.ingest import FORMATS
+from core.reasons import REASONS
 
 PROG = "python starter.py"
 
@@ -99,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
                         choices=["pending", "ai_complete", "failed", "cancelled", "confirmed"],
                         help="only blocks in this state (repeatable)")
     review.add_argument("--failed", action="store_true", help="only failed blocks")
+    review.add_argument("--reason", action="append", metavar="CODE", choices=list(REASONS),
+                        help="only blocks that failed or were cancelled with this reason "
+                             "code (repeatable): " + ", ".join(REASONS))
     review.add_argument("--block", action="extend", nargs="+", metavar="UID",
                         help="only these blocks (uid, or block index)")
     review.add_argument("--full", action="store_true", help="do not shorten block content")

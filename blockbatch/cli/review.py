@@ -15,6 +15,7 @@ from blockbatch.cli.console import Console
 from blockbatch.cli.inspect import page_footer
 from blockbatch.cli.parser import PROG
 from blockbatch.cli.session import Session
+from core.reasons import REASONS
 
 
 def _value(v: Any) -> str:
@@ -44,7 +45,10 @@ def show_item(con: Console, item: ReviewItem, fields: list[str], *, full: bool) 
             if not full and len(text) > width - key_width:
                 text = text[: width - key_width - 1] + "…"
             con.line(f"  → {key:<{key_width}}  {text}")
-    if item.last_error and item.status != "ai_complete":
+    if item.reason_code and item.status in ("failed", "cancelled"):
+        why = item.last_error or {str(k): v for k, v in REASONS.items()}.get(item.reason_code)
+        con.line(con.style(f"  ✗ {item.status} [{item.reason_code}]: {why}", "red"))
+    elif item.last_error and item.status != "ai_complete":
         con.line(con.style(f"  ✗ {item.last_error}", "red"))
     con.line()
 
@@ -55,8 +59,9 @@ async def cmd_review(args: argparse.Namespace, s: Session) -> int:
     blocks = None
     if args.block:
         blocks = resolve_block_refs((await bb.run(args.run_id)).document_id, args.block)
+    reasons = list(dict.fromkeys(args.reason or [])) or None
     page = await bb.review(args.run_id, offset=args.offset, limit=args.limit,
-                           statuses=statuses or None, block_uids=blocks)
+                           statuses=statuses or None, block_uids=blocks, reasons=reasons)
     if s.con.json:
         s.con.data(page.model_dump(mode="json"))
         return 0
@@ -64,7 +69,8 @@ async def cmd_review(args: argparse.Namespace, s: Session) -> int:
         show_item(s.con, item, page.fields, full=args.full)
     info = await bb.run(args.run_id)
     counts = " · ".join(f"{k} {v}" for k, v in info.blocks.items() if v)
-    again = f"review {args.run_id}" + "".join(f" --status {st}" for st in statuses) + (
+    again = f"review {args.run_id}" + "".join(f" --status {st}" for st in statuses) + "".join(
+        f" --reason {r}" for r in reasons or ()) + (
         f" --limit {args.limit}" if args.limit != 20 else "")
     page_footer(s.con, args.offset, len(page.items), page.total, "blocks", again)
     s.con.line(s.con.style(f"run {info.run_id} is {info.status}: {counts}", "dim"))

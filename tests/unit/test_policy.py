@@ -150,3 +150,16 @@ def test_every_fail_keep_and_fatal_step_carries_a_documented_code() -> None:
             assert d.code in REASONS, d
         else:
             assert d.code is None, d
+
+
+def test_the_code_of_a_recorded_failure_follows_from_its_text() -> None:
+    from core.policy import code_of_failure, oversized_message
+    error = classify(400, "invalid_request_error", TOO_LONG)
+    for d in [decide("oversized", blocks=1, reason=oversized_message("m", 300_000, 8_000,
+                                                                        200_000)),
+              decide("errored", blocks=1, error=error),
+              decide("errored", blocks=1, error=classify(413, "request_too_large", "big")),
+              decide("errored", blocks=1, error=classify(400, "invalid_request_error", "no")),
+              decide("errored", blocks=2, error=classify(529, "overloaded_error", "busy")),
+              decide("not_processed", blocks=2, reason="expired")]:
+        assert d.step == "fail" and code_of_failure(d.reason) == d.code, d
