@@ -7,6 +7,7 @@ from urllib.parse import quote
 
 import asyncpg
 
+from blockbatch.cli.parser import PROG
 from core.models import RunResult
 from core.registry import Usage, cost_usd, get_model
 from runtime.settings import Settings
@@ -48,11 +49,44 @@ def cache_hit_ratio(result: RunResult) -> float:
     return result.cache_read_input_tokens / prompt if prompt else 0.0
 
 
+def grouped_reasons(reasons: dict[str, int]) -> str:
+    """``28 api_unavailable, 3 invalid_value``: reason codes with counts, most first."""
+    ordered = sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"{n} {code}" for code, n in ordered)
+
+
+def not_done_line(result: RunResult) -> str | None:
+    """``31 failed: 28 api_unavailable, 3 invalid_value`` (None when every block is done)."""
+    r = result
+    if not r.blocks_failed and not r.blocks_cancelled:
+        return None
+    parts = [f"{r.blocks_failed} failed"] if r.blocks_failed else []
+    if r.blocks_cancelled:
+        parts.append(f"{r.blocks_cancelled} cancelled")
+    line = " · ".join(parts)
+    return f"{line}: {grouped_reasons(r.failure_reasons)}" if r.failure_reasons else line
+
+
+def next_command(result: RunResult) -> str | None:
+    """The command to run next, given how the run ended (None while it is not finished)."""
+    r, run = result, result.run_id
+    if r.status in ("completed", "completed_with_failures") and not r.blocks_failed:
+        return f"{PROG} review {run}, then {PROG} confirm {run}"
+    if r.blocks_failed:
+        return f"{PROG} review {run} --failed"
+    if r.blocks_cancelled:
+        return f"{PROG} review {run} --status cancelled"
+    if r.status == "failed":
+        return f"{PROG} calls {run}"
+    return None
+
+
 def summary_dict(result: RunResult, *, baseline: float | None, links: dict[str, str],
                  duration_s: float | None = None) -> dict[str, Any]:
     """The summary as data (``--json``)."""
     return {
         **result.model_dump(mode="json"),
+        "next": next_command(result),
         "cache_hit_ratio": round(cache_hit_ratio(result), 4),
         "baseline_cost_usd": round(baseline, 6) if baseline is not None else None,
         "duration_s": round(duration_s, 3) if duration_s is not None else None,
@@ -83,6 +117,12 @@ def summary_lines(result: RunResult, *, baseline: float | None, links: dict[str,
     ]
     if duration_s is not None:
         rows.append(("duration", f"{duration_s:.1f}s"))
+    not_done = not_done_line(r)
+    if not_done:
+        rows.insert(1, ("not done", not_done))
     rows += [("Temporal UI", links["run"]), ("its packs", links["packs"])]
+    following = next_command(r)
+    if following:
+        rows.append(("next", following))
     head = f"run {r.run_id}: {r.status}" + (f" ({r.error})" if r.error else "")
     return [head] + [f"  {k:<12} {v}" for k, v in rows]

@@ -16,7 +16,7 @@ For a list of items in one call, see :func:`llm_batch` / :func:`allm_batch`.
 from __future__ import annotations
 
 from blockbatch.api.client import Blockbatch, open_default
-from blockbatch.api.errors import BadRequest, NotFound, StackUnavailable
+from blockbatch.api.errors import AllItemsFailed, BadRequest, NotFound, StackUnavailable
 from blockbatch.api.inputs import SchemaSource, as_schema
 from blockbatch.api.items import BatchResult, ItemResult, allm_batch, llm_batch
 from blockbatch.api.review import ConfirmOutcome, ExportSummary
@@ -24,7 +24,7 @@ from core.models import RunOptions, RunResult
 from store.reads import CallRow, ReviewItem, ReviewPage, RunInfo
 
 __all__ = [
-    "BadRequest", "BatchResult", "Blockbatch", "CallRow", "ConfirmOutcome", "ExportSummary",
+    "AllItemsFailed", "BadRequest", "BatchResult", "Blockbatch", "CallRow", "ConfirmOutcome", "ExportSummary",
     "ItemResult", "NotFound", "ReviewItem", "ReviewPage", "RunInfo", "RunOptions", "RunResult",
     "SchemaSource", "StackUnavailable", "allm_batch", "as_schema", "llm_batch", "open_default",
 ]

@@ -28,7 +28,7 @@ from core.ingest import ParsedBlock, detect_format, parse_document
 from core.models import RunInput, RunOptions, RunProgress, RunResult
 from runtime.settings import Settings, load_settings
 from runtime.temporal import connect, ensure_search_attributes
-from store import reads, repo
+from store import reads, repo, runs
 from store.db import create_pool
 from workflows import attributes
 from workflows.run import RunWorkflow, run_workflow_id
@@ -227,8 +227,17 @@ class Blockbatch:
         return await reads.list_runs(self.pool, limit=limit, status=status)
 
     async def result(self, run_id: str) -> RunResult:
-        """The run's counters from Postgres (final once it has finished)."""
-        return (await self.run(run_id)).result()
+        """The run's counters and failure reasons from Postgres (final once it has finished)."""
+        result = (await self.run(run_id)).result()
+        return result.model_copy(update={"failure_reasons": await self.failure_reasons(run_id)})
+
+    async def failure_reasons(self, run_id: str) -> dict[str, int]:
+        """Reason code -> count over the run's failed and cancelled blocks, most first."""
+        return await runs.failure_reasons(self.pool, run_id)
+
+    async def block_reasons(self, run_id: str) -> dict[str, str | None]:
+        """block_uid -> reason code of each failed or cancelled block of the run."""
+        return await runs.block_reasons(self.pool, run_id)
 
     async def review(self, run_id: str, **filters: Any) -> reads.ReviewPage:
         """Blocks next to their overlays; see :func:`store.reads.review_page` for the filters."""

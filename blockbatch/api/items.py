@@ -11,6 +11,11 @@ block metadata). The run needs a worker polling the task queue (``make worker``)
 ``with_worker=True`` to run one inside this process for the duration of the call (handy in
 notebooks; it uses a private task queue, so it only serves this run). In a notebook or any
 running event loop, prefer ``await allm_batch(...)``.
+
+When some items fail, the result says so: ``out.all_succeeded``, ``out.successes``,
+``out.error_count``, and ``print(out.error_report())`` groups the errors by reason code
+(``item.reason``). When every item fails, :class:`~blockbatch.api.errors.AllItemsFailed`
+is raised; its ``errors`` are the per-item results and its ``result`` the whole batch.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, overload
 
 from blockbatch.api.client import Blockbatch
+from blockbatch.api.errors import AllItemsFailed
 from blockbatch.api.inputs import SchemaSource, as_schema
 from core.ingest import IngestError, ParsedBlock
 from core.models import RunOptions, RunResult
@@ -43,6 +49,9 @@ class ItemResult:
     error: str | None
     block_uid: str | None
     status: str
+    #: Why the item has no result: the block's reason code (core/reasons.py), ``skipped``
+    #: for an item with empty text, None when ``ok`` (or no code was recorded).
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -72,7 +81,48 @@ class BatchResult(Sequence[ItemResult]):
 
     @property
     def errors(self) -> list[ItemResult]:
+        """The items without a result, in input order."""
         return [r for r in self.items if not r.ok]
+
+    @property
+    def successes(self) -> list[ItemResult]:
+        """The items with a result, in input order."""
+        return [r for r in self.items if r.ok]
+
+    @property
+    def error_count(self) -> int:
+        return sum(1 for r in self.items if not r.ok)
+
+    @property
+    def all_succeeded(self) -> bool:
+        """Whether every item has a result."""
+        return all(r.ok for r in self.items)
+
+    def errors_by_reason(self) -> dict[str, list[ItemResult]]:
+        """Failed items grouped by reason code (``unknown``: none recorded), most first."""
+        groups: dict[str, list[ItemResult]] = {}
+        for r in self.errors:
+            groups.setdefault(r.reason or "unknown", []).append(r)
+        return dict(sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])))
+
+    def error_report(self, examples: int = 2) -> str:
+        """The errors grouped by reason with counts and up to ``examples`` messages each.
+
+        ``""`` when every item succeeded.
+        """
+        groups = self.errors_by_reason()
+        if not groups:
+            return ""
+        head = (f"{self.error_count} of {len(self.items)} items failed "
+                f"(run {self.run_id}, {self.run.status}):")
+        lines = [head]
+        for code, items in groups.items():
+            lines.append(f"  {len(items)} {code}")
+            for r in items[:examples]:
+                lines.append(f"    item {r.index}: {r.error}")
+            if len(items) > examples:
+                lines.append(f"    ... and {len(items) - examples} more")
+        return "\n".join(lines)
 
 
 def items_to_blocks(
@@ -125,6 +175,9 @@ async def allm_batch(
             ``batching_enabled=``, ``mode=`` ...) override single fields.
         with_worker: run a worker in this process (private task queue) while waiting.
         bb: an open :class:`Blockbatch` to use; default: connect from ``settings``.
+
+    Raises:
+        AllItemsFailed: no item got a result (it carries the per-item errors).
     """
     spec = as_schema(schema)
     data, blocks, skipped = items_to_blocks(items, text_field)
@@ -151,12 +204,14 @@ async def allm_batch(
             finally:
                 await llm.close()
         page = await bb.review(run_id, limit=len(blocks) + 1)
+        # Each failed block's reason code (also on the review rows once they carry it).
+        reasons = await bb.block_reasons(run_id)
     finally:
         if own:
             await bb.close()
     results: dict[int, ItemResult] = {
         i: ItemResult(index=i, ok=False, value=None, error=why, block_uid=None,
-                      status="skipped") for i, why in skipped.items()
+                      status="skipped", reason="skipped") for i, why in skipped.items()
     }
     for row in page.items:
         i = int(row.metadata["item_index"])
@@ -165,8 +220,13 @@ async def allm_batch(
             index=i, ok=ok, value=row.staging if ok else None,
             error=None if ok else (row.last_error or f"block ended {row.status}"),
             block_uid=row.block_uid, status=row.status,
+            reason=None if ok else (getattr(row, "reason_code", None)
+                                    or reasons.get(row.block_uid)),
         )
-    return BatchResult(run_id=run_id, run=run, items=[results[i] for i in range(len(items))])
+    out = BatchResult(run_id=run_id, run=run, items=[results[i] for i in range(len(items))])
+    if not out.successes:
+        raise AllItemsFailed(out)
+    return out
 
 
 def llm_batch(items: Sequence[Item], schema: SchemaSource, **kwargs: Any) -> BatchResult:

@@ -15,16 +15,26 @@ from typing import TYPE_CHECKING
 from temporalio.client import Client
 
 from blockbatch.cli.console import Console
-from blockbatch.cli.parser import build_parser
+from blockbatch.cli.parser import (
+    EXIT_INTERRUPTED,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_PIPE_CLOSED,
+    EXIT_RUN_FAILED,
+    EXIT_UNAVAILABLE,
+    EXIT_USAGE,
+    EXIT_WITH_FAILURES,
+    build_parser,
+)
 from runtime.settings import Settings, load_settings
 
 if TYPE_CHECKING:
     from blockbatch.cli.session import Session
 
-EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_UNAVAILABLE = 0, 1, 2, 3, 4
-EXIT_INTERRUPTED = 130
-#: Stdout closed by the reader (``| head``): 128 + SIGPIPE, as a shell reports it.
-EXIT_PIPE_CLOSED = 141
+__all__ = [
+    "EXIT_INTERRUPTED", "EXIT_NOT_FOUND", "EXIT_OK", "EXIT_PIPE_CLOSED", "EXIT_RUN_FAILED",
+    "EXIT_UNAVAILABLE", "EXIT_USAGE", "EXIT_WITH_FAILURES", "amain", "main",
+]
 
 Command = Callable[[argparse.Namespace, "Session"], Awaitable[int]]
 #: Command -> module of its ``cmd_<command>``; imported on use so `--help` stays quick.

@@ -14,7 +14,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from blockbatch.api import Blockbatch
 from blockbatch.cli.console import Console
-from blockbatch.cli.parser import PROG
+from blockbatch.cli.parser import EXIT_OK, EXIT_RUN_FAILED, EXIT_WITH_FAILURES, PROG
 from blockbatch.cli.progress import ProgressView
 from blockbatch.report import baseline_cost, run_links, summary_dict, summary_lines
 
@@ -138,10 +138,20 @@ def say_detached(con: Console, run_id: str) -> None:
              f"  cancel:    {PROG} cancel {run_id}")
 
 
+def exit_code(status: str) -> int:
+    """A followed run's exit code: 0 every block done, 5 done with failures, 1 otherwise."""
+    if status == "completed":
+        return EXIT_OK
+    if status == "completed_with_failures":
+        return EXIT_WITH_FAILURES
+    return EXIT_RUN_FAILED
+
+
 async def report(bb: Blockbatch, run_id: str, con: Console) -> int:
-    """Print the end-of-run summary; 0 when the run completed, 1 otherwise."""
+    """Print the end-of-run summary; return the run's :func:`exit_code`."""
     info = await bb.run(run_id)
-    result = info.result()
+    result = info.result().model_copy(
+        update={"failure_reasons": await bb.failure_reasons(run_id)})
     baseline = await baseline_cost(bb.pool, run_id)
     links = run_links(bb.settings, run_id)
     if con.json:
@@ -158,4 +168,4 @@ async def report(bb: Blockbatch, run_id: str, con: Console) -> int:
     if info.active:
         con.note(f"the workflow of run {run_id} ended but the run is still {info.status}: "
                  f"see {links['run']}")
-    return 0 if info.status == "completed" else 1
+    return exit_code(info.status)

@@ -10,7 +10,7 @@ from blockbatch.cli.console import Console, human_seconds, human_tokens
 from blockbatch.cli.parser import PROG
 from blockbatch.cli.progress import describe
 from blockbatch.cli.session import Session
-from blockbatch.report import run_links
+from blockbatch.report import next_command, not_done_line, run_links
 from core.models import RunProgress
 
 
@@ -36,8 +36,12 @@ async def cmd_status(args: argparse.Namespace, s: Session) -> int:
         except Exception as exc:  # noqa: BLE001 - the stored state is still worth showing
             live_error = f"no live progress ({type(exc).__name__}); is a worker running?"
     links = run_links(s.settings, info.run_id)
+    result = info.result().model_copy(
+        update={"failure_reasons": await bb.failure_reasons(info.run_id)})
     if s.con.json:
         s.con.data({"run": info.model_dump(mode="json"),
+                    "failure_reasons": result.failure_reasons,
+                    "next": None if info.active else next_command(result),
                     "progress": progress.model_dump(mode="json") if progress else None,
                     "temporal_ui": links})
         return 0
@@ -49,6 +53,9 @@ async def cmd_status(args: argparse.Namespace, s: Session) -> int:
         ("model", f"{info.model} · mode {info.settings.get('mode', 'sync')}"),
         ("blocks", _blocks(info)),
     ]
+    not_done = not_done_line(result)
+    if not_done:
+        rows.append(("not done", not_done))
     if progress is not None:
         rows.append(("progress", describe(progress, None)))
     elif live_error:
@@ -71,6 +78,8 @@ async def cmd_status(args: argparse.Namespace, s: Session) -> int:
         con.line(f"  {key:<12} {value}")
     if info.active:
         con.line(f"  follow it with `{PROG} watch {info.run_id}`")
+    elif following := next_command(result):
+        con.line(f"  {'next':<12} {following}")
     return 0
 
 

@@ -10,11 +10,24 @@ from core.reasons import REASONS
 
 PROG = "python starter.py"
 
+#: Exit codes. For a command that follows a run to its end (run, watch, cancel --wait):
+#: 0 every block done, 5 done with some blocks failed, 1 nothing done, failed or cancelled.
+EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_UNAVAILABLE = 0, 1, 2, 3, 4
+EXIT_WITH_FAILURES = 5
+EXIT_INTERRUPTED = 130
+#: Stdout closed by the reader (``| head``): 128 + SIGPIPE, as a shell reports it.
+EXIT_PIPE_CLOSED = 141
+
 EPILOG = """\
 exit codes:
-  0  done (for run/watch: the run completed)    2  usage error or bad input (file, schema)
-  1  the run failed or was cancelled            3  unknown run id or block uid
+  0  done (run/watch/cancel --wait: every block done, the run is `completed`)
+  5  run/watch/cancel --wait: done with failures (`completed_with_failures`): some blocks
+     failed; see `review RUN_ID --failed`
+  1  run/watch/cancel --wait: nothing done (`failed`: every block failed, or a fatal error
+     such as a rejected API key) or the run was `cancelled`
+  2  usage error or bad input (file, schema)    3  unknown run id or block uid
   4  the stack is unavailable (Postgres, Temporal, Claude/simulator): try `make up`
+  130 interrupted (Ctrl-C)                      141 stdout closed by its reader (`| head`)
 
 configuration comes from the environment: DATABASE_URL, TEMPORAL_ADDRESS,
 TEMPORAL_NAMESPACE, TEMPORAL_TASK_QUEUE, TEMPORAL_UI_URL, ANTHROPIC_API_KEY,
@@ -84,7 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "Show a run's state and counters (live progress while it runs).")
     lst = command("list", "list recent runs", "List runs, newest first.")
     lst.add_argument("--limit", type=_positive, default=20, help="how many (default 20)")
-    lst.add_argument("--status", help="only runs in this state (e.g. running, completed)")
+    lst.add_argument("--status", help="only runs in this state: created, planning, running, "
+                     "cancelling, completed, completed_with_failures, failed, cancelled")
     cancel = run_id_command("cancel", "ask a run to stop",
                             "Signal the run to stop: no new Claude call starts, running packs "
                             "finish or stop, pending blocks end cancelled.")
