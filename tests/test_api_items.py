@@ -28,7 +28,7 @@ async def test_allm_batch_returns_one_result_per_item_in_order(bbstack: Stack) -
     bbstack.sim.scenario(always_skip_uids=[f"{doc}:3"])  # the 5th item: block 3
     out = await allm_batch(ITEMS, extract_schema(instruction_words=200), bb=bbstack.bb,
                            with_worker=True, pack_size=2, max_block_attempts=1)
-    assert out.run.status == "completed"
+    assert out.run.status == "completed_with_failures"  # block 3 failed
     assert len(out) == len(ITEMS) == len(out.values)
     assert [r.index for r in out] == list(range(len(ITEMS)))
     assert [r.ok for r in out] == [True, True, False, True, False, True]

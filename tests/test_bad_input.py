@@ -139,7 +139,7 @@ async def test_block_larger_than_the_context_window_fails_alone_with_a_reason(
     async with bbstack.worker():
         result = await bbstack.bb.wait(run_id)
 
-    assert result.status == "completed"
+    assert result.status == "completed_with_failures"
     assert (result.blocks_ai_complete, result.blocks_failed) == (12, 1)
     rows = {r["block_uid"]: r for r in await bbstack.pool.fetch(
         "select block_uid, status, pack_index, last_error from overlays where run_id = $1",

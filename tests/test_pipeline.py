@@ -137,7 +137,7 @@ async def test_block_that_never_succeeds_fails_alone_with_reason(bbstack: Stack)
                                                                    max_block_attempts=2))
     async with bbstack.worker():
         result = await bbstack.bb.wait(run_id)
-    assert result.status == "completed"
+    assert result.status == "completed_with_failures"
     assert (result.blocks_ai_complete, result.blocks_failed) == (29, 1)
     row = await bbstack.pool.fetchrow(
         "select status, attempt_count, last_error from overlays where run_id = $1 and block_uid = $2",

@@ -36,7 +36,7 @@ async def test_a_request_rejected_for_one_block_fails_that_block_alone(
     async with bbstack.worker():
         result = await bbstack.bb.wait(run_id)
     assert (result.status, result.blocks_ai_complete, result.blocks_failed) == (
-        "completed", 15, 1)
+        "completed_with_failures", 15, 1)
     failed = await bbstack.pool.fetch(
         "select block_index, last_error from overlays where run_id = $1 and status = 'failed'",
         run_id)

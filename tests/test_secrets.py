@@ -108,7 +108,9 @@ async def test_api_key_is_nowhere_in_history_ledger_tables_logs_or_errors(
     finally:
         proc.send_signal(signal.SIGTERM)
         await asyncio.to_thread(proc.wait, 40)
-    assert ok.status == "completed" and ok.blocks_ai_complete + ok.blocks_failed == 40
+    # Faults may leave a block failed: then the run is done with failures.
+    assert ok.blocks_ai_complete + ok.blocks_failed == 40
+    assert ok.status == ("completed" if not ok.blocks_failed else "completed_with_failures")
     assert ok.split_events > 0
 
     # 2. A run whose key is rejected (401), on an in-process worker logging at DEBUG.
