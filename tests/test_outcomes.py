@@ -76,13 +76,17 @@ async def test_an_endpoint_that_rejects_everything_ends_the_run_nothing_done(
     doc = write_doc(cli, 4, marked={0, 1, 2, 3})
     async with bbstack.worker():
         run = await cli("run", doc, "--schema", cli.schema(), "--pack-size", "2")
+        meta = await bbstack.bb.handle(run.run_id).query("__temporal_workflow_metadata")
     assert run.code == 1, run.out + run.err
     run_id = run.run_id
+    assert meta.current_details.startswith("**failed** · 0/4 blocks ok · 4 failed")
+    assert "nothing done: 4 blocks failed" in meta.current_details
     row = await bbstack.pool.fetchrow(
         "select status, error, blocks_failed, blocks_ai_complete from runs where run_id = $1",
         run_id)
     reasons = await reasons_in_postgres(bbstack, run_id)
     (code,) = reasons
+    assert code == "request_rejected"
     assert (row["status"], row["blocks_failed"], row["blocks_ai_complete"]) == ("failed", 4, 0)
     assert row["error"] == f"nothing done: 4 blocks failed (4 {code})"
     assert f"run {run_id}: failed (nothing done: 4 blocks failed (4 {code}))" in run.out
@@ -125,10 +129,14 @@ async def test_a_run_with_a_failed_block_is_done_with_failures_and_exits_5(
     doc = write_doc(cli, 8, marked={5})
     async with bbstack.worker():
         run = await cli("run", doc, "--schema", cli.schema(), "--pack-size", "4")
+        # The Temporal UI shows the same status and reasons in the run's details.
+        meta = await bbstack.bb.handle(run.run_id).query("__temporal_workflow_metadata")
     assert run.code == 5, run.out + run.err
     run_id = run.run_id
     reasons = await reasons_in_postgres(bbstack, run_id)
     (code,) = reasons
+    assert meta.current_details.startswith("**completed_with_failures** · 7/8 blocks ok")
+    assert meta.current_details.endswith(f"not done: 1 {code}")
     assert f"run {run_id}: completed_with_failures" in run.out
     assert "7 ok · 1 failed · 0 cancelled · 8 total" in run.out
     assert f"1 failed: 1 {code}" in run.out
