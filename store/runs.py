@@ -196,18 +196,6 @@ async def failure_reasons(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) 
     return {r["reason"]: r["n"] for r in rows}
 
 
-async def block_reasons(
-    conn: asyncpg.Connection | asyncpg.Pool, run_id: str
-) -> dict[str, str | None]:
-    """block_uid -> reason code of each failed or cancelled block (``None``: no code)."""
-    rows = await conn.fetch(
-        """select block_uid, reason_code from overlays
-           where run_id = $1 and status = any($2::text[])""",
-        run_id, list(NOT_DONE),
-    )
-    return {r["block_uid"]: r["reason_code"] for r in rows}
-
-
 def grouped(reasons: dict[str, int]) -> str:
     """``28 api_unavailable, 3 invalid_value``."""
     return ", ".join(f"{n} {code}" for code, n in reasons.items())

@@ -235,10 +235,6 @@ class Blockbatch:
         """Reason code -> count over the run's failed and cancelled blocks, most first."""
         return await runs.failure_reasons(self.pool, run_id)
 
-    async def block_reasons(self, run_id: str) -> dict[str, str | None]:
-        """block_uid -> reason code of each failed or cancelled block of the run."""
-        return await runs.block_reasons(self.pool, run_id)
-
     async def review(self, run_id: str, **filters: Any) -> reads.ReviewPage:
         """Blocks next to their overlays; see :func:`store.reads.review_page` for the filters."""
         return await reads.review_page(self.pool, run_id, **filters)

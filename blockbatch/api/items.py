@@ -204,8 +204,6 @@ async def allm_batch(
             finally:
                 await llm.close()
         page = await bb.review(run_id, limit=len(blocks) + 1)
-        # Each failed block's reason code (also on the review rows once they carry it).
-        reasons = await bb.block_reasons(run_id)
     finally:
         if own:
             await bb.close()
@@ -220,8 +218,7 @@ async def allm_batch(
             index=i, ok=ok, value=row.staging if ok else None,
             error=None if ok else (row.last_error or f"block ended {row.status}"),
             block_uid=row.block_uid, status=row.status,
-            reason=None if ok else (getattr(row, "reason_code", None)
-                                    or reasons.get(row.block_uid)),
+            reason=None if ok else row.reason_code,
         )
     out = BatchResult(run_id=run_id, run=run, items=[results[i] for i in range(len(items))])
     if not out.successes:
