@@ -253,7 +253,7 @@ async def run_chaos(args: argparse.Namespace) -> dict[str, Any]:
             p = await progress(st.database_url, run_id)
             if p is not None:
                 status, done, total = p
-                if status in ("completed", "failed", "cancelled"):
+                if status in ("completed", "completed_with_failures", "failed", "cancelled"):
                     finished = True
                     chaos.say(f"run {status}: {done}/{total} blocks")
                     break

@@ -65,8 +65,11 @@ def test_answer_with_remaining_blocks_splits_a_pack_and_retries_a_single_block()
     assert after_result("succeeded", blocks=8, remaining=3, stopping=True).step == "keep"
 
 
-def test_invalid_request_fails_the_blocks_with_the_message() -> None:
-    d = after_result("errored", blocks=4, error_type="invalid_request_error",
+def test_invalid_request_is_halved_until_a_single_block_fails_with_the_message() -> None:
+    several = after_result("errored", blocks=4, error_type="invalid_request_error",
+                           error_message="tools.0: bad schema")
+    assert several.step == "split"
+    d = after_result("errored", blocks=1, error_type="invalid_request_error",
                      error_message="tools.0: bad schema")
     assert d.step == "fail" and "tools.0: bad schema" in d.reason
 
