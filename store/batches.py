@@ -199,9 +199,10 @@ async def open_batch_calls(
                insert into llm_calls (run_id, pack_path, pack_attempt, block_uids,
                    model, prefix_sha256, request, status, workflow_id,
                    workflow_run_id, activity_id, activity_attempt,
-                   provider_batch_id, custom_id)
+                   provider_batch_id, custom_id, purpose, provider, api)
                select r.run_id, r.pack_path, r.pack_attempt, r.block_uids, $4, $5,
-                      t.req, 'started', $6, $7, $8, $9, $10, r.custom_id
+                      t.req, 'started', $6, $7, $8, $9, $10, r.custom_id,
+                      'batch_request', 'anthropic', 'message_batches'
                from unnest($2::text[], $3::jsonb[]) as t(cid, req)
                join batch_requests r on r.run_id = $1 and r.custom_id = t.cid
                returning call_id, custom_id)

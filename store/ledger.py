@@ -80,7 +80,8 @@ async def save_prefix(
 async def open_call(
     conn: asyncpg.Connection, *, run_id: str, pack_path: str, pack_attempt: int,
     block_uids: list[str], model: str, prefix: tuple[str, Any, Any],
-    request: dict[str, Any], origin: Origin,
+    request: dict[str, Any], origin: Origin, purpose: str = "pack",
+    provider: str = "anthropic",
 ) -> int | None:
     """Insert a ``started`` ledger row for a call about to be sent, unless the run stopped.
 
@@ -97,6 +98,8 @@ async def open_call(
         prefix: ``(sha256, system, tools)`` of the cached prompt prefix.
         request: the request without system and tools.
         origin: the workflow and activity making the call.
+        purpose, provider: what the call is for (``pack``) and whom it goes to; the
+            Messages API (batch requests are opened in ``store/batches.py``).
 
     Returns:
         The new ``call_id``; ``None`` when the run is no longer active (do not call).
@@ -109,12 +112,13 @@ async def open_call(
         return await conn.fetchval(
             """insert into llm_calls (run_id, pack_path, pack_attempt, block_uids, model,
                    prefix_sha256, request, status, workflow_id, workflow_run_id,
-                   activity_id, activity_attempt)
-               values ($1, $2, $3, $4, $5, $6, $7, 'started', $8, $9, $10, $11)
+                   activity_id, activity_attempt, purpose, provider, api)
+               values ($1, $2, $3, $4, $5, $6, $7, 'started', $8, $9, $10, $11, $12, $13,
+                       'messages')
                returning call_id""",
             run_id, pack_path, pack_attempt, block_uids, model, prefix[0], request,
             origin.workflow_id, origin.workflow_run_id, origin.activity_id,
-            origin.activity_attempt,
+            origin.activity_attempt, purpose, provider,
         )
 
 

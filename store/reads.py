@@ -6,6 +6,8 @@ every statement they need lives in this module or in :mod:`store.repo` (writes).
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -195,6 +197,11 @@ class CallRow(BaseModel):
     pack_path: str
     pack_attempt: int
     blocks: int
+    #: What the row was for: ``pack`` (a sync pack call), ``batch_request``, ...
+    purpose: str
+    provider: str
+    #: ``messages`` or ``message_batches``.
+    api: str | None
     status: str
     stop_reason: str | None
     http_status: int | None
@@ -222,8 +229,8 @@ async def list_calls(
     where = "run_id = $1 and ($2::text is null or pack_path = $2 or pack_path like $2 || '.%')"
     total = await pool.fetchval(f"select count(*) from llm_calls where {where}", run_id, pack)
     rows = await pool.fetch(
-        f"""select call_id, pack_path, pack_attempt, cardinality(block_uids) as blocks, status,
-                   stop_reason, http_status, error_type, error_message, input_tokens,
+        f"""select call_id, pack_path, pack_attempt, cardinality(block_uids) as blocks,
+                   purpose, provider, api, status, stop_reason, http_status, error_type, error_message, input_tokens,
                    output_tokens, cache_creation_input_tokens, cache_read_input_tokens,
                    cost_usd::float8 as cost_usd, latency_ms, workflow_id, workflow_run_id,
                    activity_id, activity_attempt, started_at
@@ -231,6 +238,99 @@ async def list_calls(
         run_id, pack, offset, limit,
     )
     return total, [CallRow.model_validate(dict(r)) for r in rows]
+
+
+#: How many characters of an elided system prompt or tool definition are shown.
+ELIDE_AT = 200
+
+
+class PromptPart(BaseModel):
+    """The system prompt or the tool definitions of a call, elided unless asked in full."""
+
+    #: Characters of ``text`` in full, and the sha256 of its UTF-8 bytes.
+    length: int
+    sha256: str
+    elided: bool
+    #: The text (system: its text blocks joined; tools: JSON), cut at ``ELIDE_AT`` when elided.
+    text: str
+    #: The stored JSON as sent (only in full).
+    value: Any = None
+
+    @classmethod
+    def of(cls, value: Any, *, full: bool, as_text: bool) -> PromptPart | None:
+        if value is None:
+            return None
+        if isinstance(value, str):
+            text = value
+        elif as_text and isinstance(value, list) and all(
+                isinstance(b, dict) and isinstance(b.get("text"), str) for b in value):
+            text = "\n\n".join(b["text"] for b in value)
+        else:
+            text = json.dumps(value, ensure_ascii=False, indent=2)
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        elided = not full and len(text) > ELIDE_AT
+        return cls(length=len(text), sha256=digest, elided=elided,
+                   text=text[:ELIDE_AT] + "…" if elided else text,
+                   value=value if full else None)
+
+
+class CallDetail(CallRow):
+    """One ledger row in full: the request as sent (system and tools joined from
+    ``prompt_prefixes``), and the raw response or the error. Never the API key: request
+    headers are not stored."""
+
+    run_id: str
+    model: str
+    block_uids: list[str]
+    request_id: str | None
+    cache_creation_1h_tokens: int
+    finished_at: datetime | None
+    provider_batch_id: str | None
+    custom_id: str | None
+    prefix_sha256: str | None
+    #: The request without system and tools, as stored.
+    request: dict[str, Any]
+    system: PromptPart | None
+    tools: PromptPart | None
+    #: The raw answer (a Messages response, or a batch result line's content).
+    response: Any
+    apply_outcome: Any
+
+
+async def get_call(
+    pool: asyncpg.Pool, run_id: str, call_id: int, *, full: bool = False
+) -> CallDetail:
+    """One ledger row of a run in full; system prompt and tools elided unless ``full``.
+
+    Raises:
+        NotFound: no such run, or no such call in this run.
+    """
+    await get_run(pool, run_id)
+    row = await pool.fetchrow(
+        """select c.call_id, c.run_id, c.pack_path, c.pack_attempt,
+                  cardinality(c.block_uids) as blocks, c.block_uids, c.purpose, c.provider,
+                  c.api, c.status, c.model, c.stop_reason, c.http_status, c.error_type,
+                  c.error_message, c.request_id, c.input_tokens, c.output_tokens,
+                  c.cache_creation_input_tokens, c.cache_read_input_tokens,
+                  c.cache_creation_1h_tokens, c.cost_usd::float8 as cost_usd, c.latency_ms,
+                  c.workflow_id, c.workflow_run_id, c.activity_id, c.activity_attempt,
+                  c.started_at, c.finished_at, c.provider_batch_id, c.custom_id,
+                  c.prefix_sha256, c.request, c.response, c.apply_outcome,
+                  p.system as prefix_system, p.tools as prefix_tools
+           from llm_calls c left join prompt_prefixes p on p.sha256 = c.prefix_sha256
+           where c.run_id = $1 and c.call_id = $2""",
+        run_id, call_id,
+    )
+    if row is None:
+        raise NotFound(f"no call {call_id} in run {run_id!r}: list its calls with "
+                       f"`python starter.py calls {run_id}`")
+    data = dict(row)
+    system, tools = data.pop("prefix_system"), data.pop("prefix_tools")
+    return CallDetail(
+        **{**data, "block_uids": list(data["block_uids"])},
+        system=PromptPart.of(system, full=full, as_text=True),
+        tools=PromptPart.of(tools, full=full, as_text=False),
+    )
 
 
 # ---------------------------------------------------------------------- export

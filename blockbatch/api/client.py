@@ -243,6 +243,13 @@ class Blockbatch:
         """(total, page) of the run's call ledger; see :func:`store.reads.list_calls`."""
         return await reads.list_calls(self.pool, run_id, **filters)
 
+    async def call(self, run_id: str, call_id: int, full: bool = False) -> reads.CallDetail:
+        """One ledger row of the run in full: purpose, provider, status, timing, tokens,
+        cost, Temporal ids, the request as sent and the raw response or error. The system
+        prompt and tool definitions are elided (first characters, length, sha256) unless
+        ``full``. Raises NotFound for an unknown run or a call that is not the run's."""
+        return await reads.get_call(self.pool, run_id, call_id, full=full)
+
     async def confirm(
         self, run_id: str, blocks: list[str] | None = None
     ) -> ConfirmOutcome:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 from datetime import datetime
+from typing import Any
 
 from blockbatch.api import RunInfo
 from blockbatch.cli.console import Console, human_seconds, human_tokens
@@ -12,6 +14,7 @@ from blockbatch.cli.progress import describe
 from blockbatch.cli.session import Session
 from blockbatch.report import next_command, not_done_line, run_links
 from core.models import RunProgress
+from store.reads import PromptPart
 
 
 def _when(t: datetime | None) -> str:
@@ -106,6 +109,10 @@ async def cmd_list(args: argparse.Namespace, s: Session) -> int:
 
 async def cmd_calls(args: argparse.Namespace, s: Session) -> int:
     bb = await s.bb(temporal=False)
+    if args.show is not None:
+        return await _show_call(args, s, bb)
+    if args.full:
+        s.con.note("--full applies to --show CALL_ID; ignored")
     total, calls = await bb.calls(args.run_id, offset=args.offset, limit=args.limit,
                                   pack=args.pack)
     con: Console = s.con
@@ -116,21 +123,88 @@ async def cmd_calls(args: argparse.Namespace, s: Session) -> int:
     rows = []
     for c in calls:
         outcome = c.stop_reason or c.error_type or "-"
-        rows.append([c.call_id, c.pack_path, c.pack_attempt, c.blocks, con.status(c.status),
+        rows.append([c.call_id, c.pack_path, c.pack_attempt, c.blocks, c.purpose, c.api or "-",
+                     con.status(c.status),
                      outcome, human_tokens(c.input_tokens), human_tokens(c.output_tokens),
                      human_tokens(c.cache_creation_input_tokens),
                      human_tokens(c.cache_read_input_tokens), f"${c.cost_usd:.4f}",
                      f"{c.latency_ms}ms" if c.latency_ms is not None else "-",
                      f"{c.workflow_id or '-'} {c.activity_id or '-'}#{c.activity_attempt or 0}"])
-    con.table(["CALL", "PACK", "TRY", "BLOCKS", "STATUS", "STOP", "IN", "OUT", "C.WRITE",
-               "C.READ", "COST", "LATENCY", "WORKFLOW ACTIVITY#ATTEMPT"], rows,
-              right=[0, 2, 3, 6, 7, 8, 9, 10, 11])
+    con.table(["CALL", "PACK", "TRY", "BLOCKS", "PURPOSE", "API", "STATUS", "STOP", "IN", "OUT",
+               "C.WRITE", "C.READ", "COST", "LATENCY", "WORKFLOW ACTIVITY#ATTEMPT"], rows,
+              right=[0, 2, 3, 8, 9, 10, 11, 12, 13])
     for c in calls:
         if c.error_message:
             con.line(f"  call {c.call_id}: {c.error_message}")
     again = f"calls {args.run_id}" + (f" --pack {args.pack}" if args.pack else "") + (
         f" --limit {args.limit}" if args.limit != 50 else "")
     page_footer(con, args.offset, len(calls), total, "calls", again)
+    con.line(con.style(f"one call in full: {PROG} calls {args.run_id} --show CALL_ID", "dim"))
+    return 0
+
+
+def _json_block(con: Console, title: str, value: Any) -> None:
+    con.line(con.style(title, "bold"))
+    for text in json.dumps(value, indent=2, ensure_ascii=False, default=str).splitlines():
+        con.line(f"  {text}")
+
+
+def _prompt_part(con: Console, title: str, part: PromptPart | None) -> None:
+    if part is None:
+        con.line(con.style(title, "bold"), " -")
+        return
+    how = "elided" if part.elided else "whole"
+    con.line(con.style(title, "bold"),
+             f" ({part.length:,} characters, sha256 {part.sha256}, {how}"
+             + ("; --full prints it whole)" if part.elided else ")"))
+    for text in part.text.splitlines() or [""]:
+        con.line(f"  {text}")
+
+
+async def _show_call(args: argparse.Namespace, s: Session, bb: Any) -> int:
+    c = await bb.call(args.run_id, args.show, full=args.full)
+    con: Console = s.con
+    if con.json:
+        con.data(c.model_dump(mode="json"))
+        return 0
+    con.line(f"call {c.call_id} of run {c.run_id}: ", con.status(c.status))
+    duration = (f"{_when(c.started_at)} → {_when(c.finished_at)}"
+                + (f" ({c.latency_ms}ms)" if c.latency_ms is not None else ""))
+    rows = [
+        ("pack", f"{c.pack_path} · attempt {c.pack_attempt} · {c.blocks} blocks"),
+        ("purpose", f"{c.purpose} · provider {c.provider} · api {c.api or '-'}"),
+        ("model", c.model),
+        ("timing", duration),
+        ("tokens", (f"input {c.input_tokens:,} · output {c.output_tokens:,} · cache write "
+                    f"{c.cache_creation_input_tokens:,} (1h {c.cache_creation_1h_tokens:,}) · "
+                    f"cache read {c.cache_read_input_tokens:,}")),
+        ("cost", f"${c.cost_usd:.6f}"),
+        ("stop", c.stop_reason or "-"),
+        ("temporal", (f"workflow {c.workflow_id or '-'} (run {c.workflow_run_id or '-'}) · "
+                      f"activity {c.activity_id or '-'}#{c.activity_attempt or 0}")),
+        ("request id", c.request_id or "-"),
+    ]
+    if c.custom_id or c.provider_batch_id:
+        rows.append(("batch", f"{c.provider_batch_id or '-'} · custom_id {c.custom_id or '-'}"))
+    if c.http_status is not None and (c.error_type or c.error_message):
+        rows.append(("error", f"http {c.http_status} · {c.error_type or '-'}"))
+    elif c.error_type or c.error_message:
+        rows.append(("error", c.error_type or "-"))
+    if c.error_message:
+        rows.append(("message", c.error_message))
+    rows.append(("blocks", ", ".join(c.block_uids)))
+    for key, value in rows:
+        con.line(f"  {key:<12} {value}")
+    con.line(con.style(f"request as sent (prefix sha256 {c.prefix_sha256 or '-'})", "bold"))
+    _prompt_part(con, "system", c.system)
+    _prompt_part(con, "tools", c.tools)
+    _json_block(con, "request (without system and tools)", c.request)
+    if c.response is not None:
+        _json_block(con, "response (raw)", c.response)
+    elif c.status == "failed":
+        con.line(con.style("response", "bold"), " none: the call failed (see error above)")
+    else:
+        con.line(con.style("response", "bold"), f" none yet ({c.status})")
     return 0
 
 

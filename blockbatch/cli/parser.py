@@ -137,9 +137,16 @@ def build_parser() -> argparse.ArgumentParser:
                         help="export staged overlays instead of confirmed ones")
 
     calls = run_id_command("calls", "show the run's LLM call ledger",
-                           "One line per Claude call: pack path, attempt, stop reason, tokens, "
-                           "cost, latency, status and the Temporal workflow/activity ids.")
+                           "One line per Claude call: pack path, attempt, purpose, API, stop "
+                           "reason, tokens, cost, latency, status and the Temporal "
+                           "workflow/activity ids. --show CALL_ID prints one call in full: "
+                           "the request as sent and the raw response or error.")
     calls.add_argument("--limit", type=_positive, default=50, help="calls per page (50)")
     calls.add_argument("--offset", type=_not_negative, default=0, help="skip this many calls")
     calls.add_argument("--pack", metavar="PATH", help="only this pack and its halves")
+    calls.add_argument("--show", type=_positive, metavar="CALL_ID",
+                       help="print this call in full: request as sent, raw response or error")
+    calls.add_argument("--full", action="store_true",
+                       help="with --show: print the system prompt and tool definitions whole "
+                            "(default: their first 200 characters, length and sha256)")
     return parser
