@@ -21,10 +21,10 @@ from blockbatch.api.inputs import SchemaSource, as_schema
 from blockbatch.api.items import BatchResult, ItemResult, allm_batch, llm_batch
 from blockbatch.api.review import ConfirmOutcome, ExportSummary
 from core.models import RunOptions, RunResult
-from store.reads import CallRow, ReviewItem, ReviewPage, RunInfo
+from store.reads import CallDetail, CallRow, ReviewItem, ReviewPage, RunInfo
 
 __all__ = [
-    "AllItemsFailed", "BadRequest", "BatchResult", "Blockbatch", "CallRow", "ConfirmOutcome", "ExportSummary",
-    "ItemResult", "NotFound", "ReviewItem", "ReviewPage", "RunInfo", "RunOptions", "RunResult",
+    "AllItemsFailed", "BadRequest", "BatchResult", "Blockbatch", "CallDetail", "CallRow",
+    "ConfirmOutcome", "ExportSummary", "ItemResult", "NotFound", "ReviewItem", "ReviewPage", "RunInfo", "RunOptions", "RunResult",
     "SchemaSource", "StackUnavailable", "allm_batch", "as_schema", "llm_batch", "open_default",
 ]
