@@ -87,8 +87,10 @@ async def open_call(
 
     In one transaction holding a share lock on the run row: ``mark_cancelling`` waits
     for it, so a call is either recorded before the run reads as cancelling or never
-    starts. An earlier ``started`` row of the same attempt lost its worker mid-call and
-    is marked ``abandoned``.
+    starts. A ``started`` row this same activity attempt opened before (its connection
+    dropped before the insert was confirmed) is reused: nothing was sent for it. Any other
+    ``started`` row of the same pack attempt lost its worker mid-call and is marked
+    ``abandoned``.
 
     Args:
         conn: the connection.
@@ -108,6 +110,19 @@ async def open_call(
         if await status_for_share(conn, run_id) not in ACTIVE_STATUSES:
             return None
         await save_prefix(conn, *prefix)
+        # This very activity attempt opened a row already and lost its connection before
+        # hearing back (Postgres restarting): nothing was sent for it, so it is this call.
+        mine = await conn.fetchval(
+            """update llm_calls set block_uids = $4, request = $5
+               where run_id = $1 and pack_path = $2 and pack_attempt = $3
+                 and status = 'started' and workflow_run_id is not distinct from $6
+                 and activity_id = $7 and activity_attempt = $8
+               returning call_id""",
+            run_id, pack_path, pack_attempt, block_uids, request, origin.workflow_run_id,
+            origin.activity_id, origin.activity_attempt,
+        )
+        if mine is not None:
+            return int(mine)
         await mark_abandoned(conn, run_id, pack_path, pack_attempt)
         return await conn.fetchval(
             """insert into llm_calls (run_id, pack_path, pack_attempt, block_uids, model,
