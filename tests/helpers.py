@@ -15,6 +15,21 @@ def markdown_doc(n_blocks: int, seed: int = 7) -> bytes:
     return markdown_document(n_blocks, seed)
 
 
+#: The simulator refuses any request holding a block with this text (scenario ``reject_marker``).
+REJECT_MARKER = "FORBIDDEN-CONTENT"
+
+
+def marked_paragraphs(n: int, marked: set[int]) -> list[str]:
+    """``n`` short paragraphs; those at ``marked`` carry :data:`REJECT_MARKER`."""
+    return [f"Paragraph {i} of the runbook about restarting service {i}."
+            + (f" {REJECT_MARKER}" if i in marked else "") for i in range(n)]
+
+
+def marked_document(n: int, marked: set[int]) -> bytes:
+    """A Markdown document of :func:`marked_paragraphs`, one block each."""
+    return "\n\n".join(marked_paragraphs(n, marked)).encode()
+
+
 def long_instructions(approx_words: int) -> str:
     rng = random.Random(3)
     sentences = []

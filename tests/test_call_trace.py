@@ -16,16 +16,7 @@ from blockbatch.api import NotFound
 from blockbatch.cli import EXIT_NOT_FOUND, amain
 from core.models import BatchOptions, RunOptions
 from tests.conftest import Stack
-from tests.helpers import extract_schema
-
-MARKER = "FORBIDDEN-CONTENT"
-
-
-def document(n_blocks: int, guilty: int) -> bytes:
-    paragraphs = [f"Paragraph {i} of the runbook about restarting service {i}."
-                  for i in range(n_blocks)]
-    paragraphs[guilty] += f" {MARKER}"
-    return "\n\n".join(paragraphs).encode()
+from tests.helpers import REJECT_MARKER, extract_schema, marked_document
 
 
 async def cli(s: Stack, capsys: Any, *argv: str) -> tuple[int, str, str]:
@@ -36,7 +27,7 @@ async def cli(s: Stack, capsys: Any, *argv: str) -> tuple[int, str, str]:
 
 
 async def run(s: Stack, mode: str) -> str:
-    doc = await s.bb.ingest_bytes(document(8, guilty=5), name="t.md", fmt="markdown")
+    doc = await s.bb.ingest_bytes(marked_document(8, {5}), name="t.md", fmt="markdown")
     schema_id = await s.bb.add_schema(extract_schema(instruction_words=200))
     options = RunOptions(pack_size=4, mode=mode,  # type: ignore[arg-type]
                          batch=BatchOptions(poll_initial_s=0.2, poll_max_s=1.0))
@@ -48,7 +39,7 @@ async def run(s: Stack, mode: str) -> str:
 
 
 async def test_show_a_call_its_request_response_and_error(bbstack: Stack, capsys: Any) -> None:
-    bbstack.sim.scenario(reject_marker=MARKER, batch={"processing_delay_s": 0.2})
+    bbstack.sim.scenario(reject_marker=REJECT_MARKER, batch={"processing_delay_s": 0.2})
     run_id = await run(bbstack, "sync")
     _, calls = await bbstack.bb.calls(run_id)
     assert {(c.purpose, c.provider, c.api) for c in calls} == {
@@ -100,7 +91,7 @@ async def test_show_a_call_its_request_response_and_error(bbstack: Stack, capsys
     # The rejected call: http 400 and the API's message.
     code, out, _ = await cli(bbstack, capsys, "calls", run_id, "--show", str(bad.call_id))
     assert code == 0 and "http 400" in out and "refused because of the content" in out
-    assert MARKER in out  # the request as sent holds the guilty block
+    assert REJECT_MARKER in out  # the request as sent holds the guilty block
 
     # Unknown call, or a call id of no such run: one line, exit 3.
     code, _, err = await cli(bbstack, capsys, "calls", run_id, "--show", "999999")

@@ -16,20 +16,13 @@ from blockbatch.api import AllItemsFailed, allm_batch
 from blockbatch.cli.follow import exit_code
 from store.runs import final_status
 from tests.conftest import Stack
-from tests.helpers import extract_schema
+from tests.helpers import REJECT_MARKER, extract_schema, marked_document, marked_paragraphs
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
-
-MARKER = "FORBIDDEN-CONTENT"
-
-
-def paragraphs(n: int, marked: set[int]) -> list[str]:
-    return [f"Paragraph {i} of the runbook about restarting service {i}."
-            + (f" {MARKER}" if i in marked else "") for i in range(n)]
 
 
 def write_doc(cli: Cli, n: int, marked: set[int]) -> str:
     path = cli.tmp / "doc.md"
-    path.write_text("\n\n".join(paragraphs(n, marked)))
+    path.write_bytes(marked_document(n, marked))
     return str(path)
 
 
@@ -72,7 +65,7 @@ def test_final_status_follows_the_blocks() -> None:
 async def test_an_endpoint_that_rejects_everything_ends_the_run_nothing_done(
     bbstack: Stack, cli: Cli
 ) -> None:
-    bbstack.sim.scenario(reject_marker=MARKER)
+    bbstack.sim.scenario(reject_marker=REJECT_MARKER)
     doc = write_doc(cli, 4, marked={0, 1, 2, 3})
     async with bbstack.worker():
         run = await cli("run", doc, "--schema", cli.schema(), "--pack-size", "2")
@@ -104,8 +97,8 @@ async def test_an_endpoint_that_rejects_everything_ends_the_run_nothing_done(
 
 
 async def test_llm_batch_raises_when_every_item_failed(bbstack: Stack) -> None:
-    bbstack.sim.scenario(reject_marker=MARKER)
-    items = paragraphs(3, marked={0, 1, 2})
+    bbstack.sim.scenario(reject_marker=REJECT_MARKER)
+    items = marked_paragraphs(3, marked={0, 1, 2})
     with pytest.raises(AllItemsFailed) as caught:
         await allm_batch(items, extract_schema(instruction_words=200), bb=bbstack.bb,
                          with_worker=True, pack_size=3)
@@ -125,7 +118,7 @@ async def test_llm_batch_raises_when_every_item_failed(bbstack: Stack) -> None:
 async def test_a_run_with_a_failed_block_is_done_with_failures_and_exits_5(
     bbstack: Stack, cli: Cli
 ) -> None:
-    bbstack.sim.scenario(reject_marker=MARKER)
+    bbstack.sim.scenario(reject_marker=REJECT_MARKER)
     doc = write_doc(cli, 8, marked={5})
     async with bbstack.worker():
         run = await cli("run", doc, "--schema", cli.schema(), "--pack-size", "4")
@@ -156,8 +149,8 @@ async def test_a_run_with_a_failed_block_is_done_with_failures_and_exits_5(
 
 
 async def test_llm_batch_with_some_failures_reports_them_grouped(bbstack: Stack) -> None:
-    bbstack.sim.scenario(reject_marker=MARKER)
-    items: list[str] = [*paragraphs(6, marked={2, 4}), "   "]
+    bbstack.sim.scenario(reject_marker=REJECT_MARKER)
+    items: list[str] = [*marked_paragraphs(6, marked={2, 4}), "   "]
     out = await allm_batch(items, extract_schema(instruction_words=200), bb=bbstack.bb,
                            with_worker=True, pack_size=3)
     assert out.run.status == "completed_with_failures"
@@ -188,7 +181,7 @@ async def test_a_clean_run_is_completed_and_exits_0(bbstack: Stack, cli: Cli) ->
     assert run.code == 0, run.out + run.err
     assert f"run {run.run_id}: completed" in run.out and "not done" not in run.out
     assert f"python starter.py confirm {run.run_id}" in run.out
-    out = await allm_batch(paragraphs(3, marked=set()), extract_schema(instruction_words=200),
+    out = await allm_batch(marked_paragraphs(3, marked=set()), extract_schema(instruction_words=200),
                            bb=bbstack.bb, with_worker=True)
     assert out.all_succeeded and out.error_count == 0 and len(out.successes) == 3
     assert out.error_report() == "" and out.run.failure_reasons == {}

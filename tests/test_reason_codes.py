@@ -17,7 +17,7 @@ from core.models import BatchOptions, RunOptions, RunResult
 from core.reasons import REASONS
 from core.registry import get_model
 from tests.conftest import Stack
-from tests.helpers import extract_schema, markdown_doc
+from tests.helpers import REJECT_MARKER, extract_schema, markdown_doc
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
 
 
@@ -117,8 +117,8 @@ async def test_oversized_block(bbstack: Stack) -> None:
 
 
 async def test_request_rejected_for_one_block(bbstack: Stack) -> None:
-    bbstack.sim.scenario(reject_marker="FORBIDDEN-CONTENT")
-    run_id, uids, _ = await run(bbstack, paragraphs(4, {1: "Paragraph FORBIDDEN-CONTENT."}),
+    bbstack.sim.scenario(reject_marker=REJECT_MARKER)
+    run_id, uids, _ = await run(bbstack, paragraphs(4, {1: f"Paragraph {REJECT_MARKER}."}),
                                 pack_size=4)
     found = await codes(bbstack, run_id)
     assert found[uids[1]] == ("failed", "request_rejected")

@@ -11,24 +11,15 @@ import pytest
 
 from core.models import BatchOptions, RunOptions
 from tests.conftest import Stack
-from tests.helpers import extract_schema
-
-MARKER = "FORBIDDEN-CONTENT"
-
-
-def document(n_blocks: int, guilty: int) -> bytes:
-    paragraphs = [f"Paragraph {i} of the runbook about restarting service {i}."
-                  for i in range(n_blocks)]
-    paragraphs[guilty] += f" {MARKER}"
-    return "\n\n".join(paragraphs).encode()
+from tests.helpers import REJECT_MARKER, extract_schema, marked_document
 
 
 @pytest.mark.parametrize("mode", ["sync", "batch"])
 async def test_a_request_rejected_for_one_block_fails_that_block_alone(
     bbstack: Stack, mode: str
 ) -> None:
-    bbstack.sim.scenario(reject_marker=MARKER, batch={"processing_delay_s": 0.2})
-    doc = await bbstack.bb.ingest_bytes(document(16, guilty=11), name="r.md", fmt="markdown")
+    bbstack.sim.scenario(reject_marker=REJECT_MARKER, batch={"processing_delay_s": 0.2})
+    doc = await bbstack.bb.ingest_bytes(marked_document(16, {11}), name="r.md", fmt="markdown")
     schema_id = await bbstack.bb.add_schema(extract_schema(instruction_words=200))
     options = RunOptions(pack_size=8, mode=mode,  # type: ignore[arg-type]
                          batch=BatchOptions(poll_initial_s=0.2, poll_max_s=1.0))
