@@ -37,6 +37,20 @@ class RunOptions(BaseModel):
     mode: Literal["sync", "batch"] = "sync"
     #: Batch-mode settings (polling, batch limits); ``None`` means the defaults.
     batch: BatchOptions | None = None
+    #: Riding out an outage (sync mode): when a pack's calls keep failing with 5xx, 529 or
+    #: no answer, the run pauses and probes the API, first after ``probe_initial_s``, then
+    #: at doubling intervals up to ``probe_max_s``, and resumes when a probe is answered.
+    outage: OutageOptions | None = None
+
+
+class OutageOptions(BaseModel):
+    """How a run rides out an outage of the API (``RunOptions.outage``)."""
+
+    #: Consecutive 5xx/529/no-answer failures of one pack call before its pack stops
+    #: retrying on its own and the run pauses (Temporal's backoff: about 14 s for 4).
+    failures_to_pause: int = Field(default=4, ge=1, le=12)
+    probe_initial_s: float = Field(default=5.0, gt=0, le=3600)
+    probe_max_s: float = Field(default=30.0, gt=0, le=3600)
 
 
 class Totals(BaseModel):
@@ -72,6 +86,8 @@ class RunInput(BaseModel):
     totals: Totals = Field(default_factory=Totals)
     #: Set in batch mode (``RunOptions.mode == "batch"``): the round reached.
     batch: BatchRunState | None = None
+    #: How the run rides out an outage of the API (sync mode).
+    outage: OutageOptions = Field(default_factory=lambda: OutageOptions())
 
 
 class RunProgress(BaseModel):

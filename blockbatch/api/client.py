@@ -25,7 +25,7 @@ from blockbatch.api.review import (
     export_run_to_file,
 )
 from core.ingest import ParsedBlock, detect_format, parse_document
-from core.models import RunInput, RunOptions, RunProgress, RunResult
+from core.models import OutageOptions, RunInput, RunOptions, RunProgress, RunResult
 from runtime.settings import Settings, load_settings
 from runtime.temporal import connect, ensure_search_attributes
 from store import reads, repo, runs
@@ -154,7 +154,8 @@ class Blockbatch:
                 RunWorkflow.run,
                 RunInput(run_id=run_id, max_concurrent_packs=options.max_concurrent_packs,
                          max_block_attempts=options.max_block_attempts,
-                         packs_per_history=packs_per_history),
+                         packs_per_history=packs_per_history,
+                         outage=options.outage or OutageOptions()),
                 id=run_workflow_id(run_id),
                 task_queue=task_queue or self.settings.temporal_task_queue,
                 static_summary=f"run {run_id}: {names.document_name} × {names.schema_name} "
