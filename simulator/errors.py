@@ -26,6 +26,8 @@ class ApiError(Exception):
         status: the HTTP status that goes with ``error_type``.
         headers: extra response headers (``retry-after``, rate-limit headers).
         fault: the injected fault that caused it, if any (for stats and the request log).
+        status: the HTTP status when not the one of ``error_type`` (a 503 is an
+            ``api_error`` too).
     """
 
     def __init__(
@@ -35,11 +37,12 @@ class ApiError(Exception):
         *,
         headers: dict[str, str] | None = None,
         fault: str | None = None,
+        status: int | None = None,
     ) -> None:
         super().__init__(message)
         self.error_type = error_type
         self.message = message
-        self.status = STATUS_BY_TYPE[error_type]
+        self.status = status if status is not None else STATUS_BY_TYPE[error_type]
         self.headers = headers or {}
         self.fault = fault
 

@@ -79,6 +79,11 @@ async def _answer(
     state.limiter.admit(scenario.limits, uncached)
 
     errors = scenario.errors
+    if errors.outage_status is not None:
+        status = errors.outage_status
+        raise ApiError("overloaded_error" if status == 529 else "api_error",
+                       "Overloaded" if status == 529 else "Service unavailable",
+                       fault="outage", status=status)
     if dice.chance(errors.rate_timeout, "timeout"):
         # A real hang, whatever the speed factor: the client's own timeout must fire.
         entry["status"] = 529

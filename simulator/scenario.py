@@ -34,6 +34,9 @@ class Errors(_Strict):
     retry_after_s: int = Field(default=1, ge=0)
     rate_timeout: Rate = Field(default=0.0, ge=0, le=1)
     timeout_s: float = Field(default=30, ge=0)
+    #: An outage: every Messages request is answered with this status (500, 502, 503,
+    #: 504 as ``api_error``, 529 as ``overloaded_error``) until the scenario changes.
+    outage_status: int | None = Field(default=None, ge=500, le=599)
 
 
 class Faults(_Strict):

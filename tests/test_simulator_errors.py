@@ -201,3 +201,21 @@ async def test_prompt_too_long_uses_the_real_message(sim):
     message = caught.value.body["error"]["message"]
     assert message.startswith("prompt is too long: ")
     assert message.endswith(" tokens > 200000 maximum")
+
+
+async def test_an_outage_answers_every_request_with_its_status_until_lifted(sim):
+    sim.scenario = Scenario(errors=Errors(outage_status=503))
+    client = sdk(sim)
+    for _ in range(3):
+        with pytest.raises(anthropic.InternalServerError) as caught:
+            await client.messages.create(**pack_params(make_blocks(2)))
+        assert caught.value.status_code == 503
+        assert caught.value.body["error"]["type"] == "api_error"
+    # A probe-sized request is answered too once the outage is lifted.
+    sim.scenario = Scenario()
+    message = await client.messages.create(model=MODEL, max_tokens=1, messages=HI)
+    assert message.usage.output_tokens <= 1
+    assert sim.state.stats.snapshot()["faults"] == {"outage": 3}
+    sim.scenario = Scenario(errors=Errors(outage_status=529))
+    with pytest.raises(anthropic.OverloadedError):
+        await client.messages.create(**pack_params(make_blocks(1)))
