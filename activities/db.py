@@ -1,4 +1,5 @@
-"""Activities that touch only Postgres: planning, applying results, failing, rolling up.
+"""Activities that touch only Postgres: planning, applying results, failing, rolling up,
+and claiming a retry of a finished run.
 
 They compose the persistence layer (``store/``), which owns every statement and every
 overlay state transition; each write there is idempotent and conditional on state, so a
@@ -9,23 +10,38 @@ from __future__ import annotations
 
 import asyncpg
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
+from activities.batches.rounds import enqueue
+from core.batching import PackAttempt
+from core.context import RunContext
 from core.models import (
     ApplyResultsInput,
     ApplyResultsOutput,
+    BatchOptions,
     FailBlocksInput,
     FailBlocksOutput,
     FinishRunInput,
     MarkCancellingInput,
+    PlanRetryInput,
+    PlanRetryOutput,
     PlanRunInput,
     PlanRunOutput,
     RecordSplitInput,
+    RetryRequest,
     RunResult,
 )
 from core.policy import code_of_failure
 from core.reasons import REASONS, ReasonCode
-from store import overlays, runs, splits
-from store.runs import cached_run_context
+from core.retry import FINISHED_STATUSES, describe_blocks, selection_text
+from store import batches, overlays, retries, runs, splits
+from store.runs import PlanState, cached_run_context
+
+#: ``plan_retry`` refuses (non-retryable, nothing changed): the run has not finished and
+#: is not claimed by this execution (another retry runs), nothing it asked for is left to
+#: retry, or there is no such run.
+RUN_NOT_FINISHED, NOTHING_TO_RETRY, RETRY_REFUSED = "RunNotFinished", "NothingToRetry", \
+    "RetryRefused"
 
 
 class DbActivities:
@@ -95,7 +111,94 @@ class DbActivities:
         """Close the run and recompute every counter from Postgres, the source of truth."""
         async with self.pool.acquire() as conn, conn.transaction():
             await overlays.end_pending(conn, inp.run_id, inp.status, inp.error)
-            return await runs.close_run(conn, inp.run_id, inp.status, inp.error)
+            result = await runs.close_run(conn, inp.run_id, inp.status, inp.error)
+            await retries.close_open(conn, inp.run_id, result.status)
+            return result
+
+    @activity.defn
+    async def plan_retry(self, inp: PlanRetryInput) -> PlanRetryOutput:
+        """Claim a retry of a finished run and plan it, in one transaction.
+
+        Under the run row's ``for update`` lock: the blocks the retry takes go back to
+        ``pending`` and are packed with the run's own sizing into new packs after the
+        run's existing ones (so pack paths, and the ledger's pack attempt keys, never meet
+        the earlier execution's); batch mode puts them into a new round after the last
+        one. The run is ``running`` again and ``run_retries`` records the claim by this
+        RunWorkflow execution (its Temporal run id). A retried attempt (a worker crashed)
+        finds that claim and returns the same plan without changing anything. A run that
+        is not finished and not claimed by this execution (a retry already running), or
+        a selection with nothing left in it, is refused (non-retryable); nothing changes.
+        """
+        claim = activity.info().workflow_run_id
+        async with self.pool.acquire() as conn, conn.transaction():
+            state = await runs.lock_for_planning(conn, inp.run_id)
+            if state is None:
+                raise ApplicationError(f"no run {inp.run_id!r}", type=RETRY_REFUSED,
+                                       non_retryable=True)
+            ctx = await cached_run_context(conn, inp.run_id)
+            record = await retries.claimed_by(conn, inp.run_id, claim)
+            if record is None:
+                record = await _claim_retry(conn, ctx, state, claim, inp.retry)
+                activity.logger.info("run %s retry %d: %d blocks in packs %d..%d",
+                                     inp.run_id, record.retry, record.block_count,
+                                     record.first_pack, record.pack_count - 1)
+            totals = await runs.current_totals(conn, inp.run_id, record.first_pack)
+        batch = ctx.options.mode == "batch"
+        return PlanRetryOutput(
+            retry=record.retry, blocks=record.block_count, first_pack=record.first_pack,
+            pack_count=record.pack_count, block_count=state.blocks_total,
+            mode=ctx.options.mode, first_round=record.first_round,
+            batch_options=(ctx.options.batch or BatchOptions()) if batch else None,
+            totals=totals,
+        )
+
+
+async def _claim_retry(
+    conn: asyncpg.Connection, ctx: RunContext, state: PlanState, claim: str,
+    request: RetryRequest,
+) -> retries.RetryRecord:
+    """Reset, pack and record a retry (inside :meth:`DbActivities.plan_retry`'s transaction)."""
+    run_id = ctx.run_id
+    if state.status not in FINISHED_STATUSES:
+        raise ApplicationError(
+            f"run {run_id} is {state.status}: a retry can start only once the run has "
+            "finished (is another retry under way?); nothing was changed",
+            type=RUN_NOT_FINISHED, non_retryable=True)
+    blocks = await retries.blocks_to_retry(conn, run_id, request)
+    if not blocks:
+        counts = await retries.block_counts(conn, run_id)
+        raise ApplicationError(
+            f"run {run_id} has no {selection_text(request)} left to retry "
+            f"({describe_blocks(counts)}); nothing was changed",
+            type=NOTHING_TO_RETRY, non_retryable=True)
+    packs = ctx.plan([b.est_tokens for b in blocks])
+    first = state.pack_count
+    pack_of = [0] * len(blocks)
+    for offset, pack in enumerate(packs):
+        for pos in pack.positions:
+            pack_of[pos] = first + offset
+    uids = [b.block_uid for b in blocks]
+    await overlays.reset_for_retry(conn, run_id, uids, pack_of, request.statuses())
+    first_round = None
+    if ctx.options.mode == "batch":
+        # Round numbers are part of the provider batches' keys: the retry's requests go
+        # into a round after every earlier one, and only they are in it.
+        first_round = await batches.last_round(conn, run_id) + 1
+        await enqueue(conn, ctx, first_round, [
+            PackAttempt(str(first + offset), first + offset, 1, 0,
+                        [uids[pos] for pos in pack.positions])
+            for offset, pack in enumerate(packs)])
+    await runs.reopen_for_retry(conn, run_id, first + len(packs))
+    reasons: dict[str, int] = {}
+    for b in blocks:
+        reasons[b.reason_code or "unknown"] = reasons.get(b.reason_code or "unknown", 0) + 1
+    return await retries.record_claim(
+        conn, run_id=run_id, workflow_run_id=claim, request=request,
+        reasons=dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
+        block_count=len(blocks), first_pack=first, pack_count=first + len(packs),
+        first_round=first_round, previous_status=state.status,
+        previous_error=state.error,
+    )
 
 
 def _code(code: str | None) -> ReasonCode | None:

@@ -137,6 +137,7 @@ def build_worker(
             db_acts.record_split,
             db_acts.mark_run_cancelling,
             db_acts.finish_run,
+            db_acts.plan_retry,
             llm_acts.call_model,
             batch_acts.open_batch_run,
             batch_acts.submit_round,

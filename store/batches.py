@@ -45,6 +45,16 @@ async def add_requests(
     )
 
 
+async def last_round(conn: asyncpg.Connection, run_id: str) -> int:
+    """The highest round the run has used so far (0 before its first)."""
+    return int(await conn.fetchval(
+        """select greatest(
+               (select coalesce(max(round), 0) from batch_requests where run_id = $1),
+               (select coalesce(max(round), 0) from provider_batches where run_id = $1))""",
+        run_id,
+    ))
+
+
 async def block_tokens(conn: asyncpg.Connection, uids: list[str]) -> dict[str, int]:
     """Each block's estimated input tokens, by block_uid."""
     if not uids:

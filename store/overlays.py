@@ -10,12 +10,18 @@ The transitions, all of them here and nowhere else::
                                    of a completed run ("no pack finished this block")
     pending      -> cancelled      end_pending at the end of a cancelled or failed run
     ai_complete  -> confirmed      confirm (a person accepted the staged result)
+    failed       -> pending        reset_for_retry (a retry of the finished run; also
+    cancelled    -> pending        cancelled blocks when asked): attempts, reason, error,
+                                   staging and call cleared, a new pack_index
 
 Every move to ``failed`` or ``cancelled`` also sets ``reason_code`` (core/reasons.py):
 apply_answer from what the answer said of the block (``invalid_value``,
 ``missing_from_answer``, ``truncated``, ``malformed_answer``), fail_pending from its
 caller (the pack policy's ``Decision.code``), end_pending from how the run ended
 (``unfinished``, ``cancelled``, ``key_rejected``). A move to ``ai_complete`` clears it.
+
+Every change of status, staging or confirmed also leaves a row in ``overlay_changes``,
+written by a trigger (migration 005), so no transition here can go unrecorded.
 
 Every write is conditional on the state it leaves (``status = 'pending'``,
 ``status = 'ai_complete'``), so a retried activity, or a second worker running a stale
@@ -273,6 +279,27 @@ def end_code(status: RunStatus, error: str | None) -> ReasonCode:
     if error and error.startswith("the API key was rejected"):
         return "key_rejected"
     return "cancelled"
+
+
+async def reset_for_retry(
+    conn: asyncpg.Connection, run_id: str, uids: Sequence[str], pack_of: Sequence[int],
+    statuses: Sequence[str],
+) -> int:
+    """failed (or cancelled) -> pending for a retry, block ``uids[i]`` in pack ``pack_of[i]``.
+
+    Everything the earlier attempts left is cleared (attempts, reason code, last error,
+    staging, pack path, call); the ledger and ``overlay_changes`` keep that history. Only
+    blocks still in one of ``statuses`` move; returns how many did.
+    """
+    result = await conn.execute(
+        """update overlays o set status = 'pending', pack_index = t.p, attempt_count = 0,
+                  reason_code = null, last_error = null, staging = null, pack_path = null,
+                  call_id = null, updated_at = now()
+           from unnest($2::text[], $3::int[]) as t(u, p)
+           where o.run_id = $1 and o.block_uid = t.u and o.status = any($4::text[])""",
+        run_id, list(uids), list(pack_of), list(statuses),
+    )
+    return int(result.split()[-1])
 
 
 @dataclass

@@ -9,7 +9,7 @@ from typing import Any
 import asyncpg
 
 from core.context import RunContext
-from core.models import RunOptions, RunResult, RunStatus
+from core.models import RunOptions, RunResult, RunStatus, Totals
 from core.registry import get_model
 from core.schema import load_schema
 from store.repo import NotFound
@@ -84,16 +84,19 @@ class PlanState:
     status: str
     pack_count: int
     blocks_total: int
+    #: The error the run ended with (a finished run about to be retried).
+    error: str | None = None
 
 
 async def lock_for_planning(conn: asyncpg.Connection, run_id: str) -> PlanState | None:
     """The run's plan state, row locked ``for update``; ``None`` for an unknown run."""
     row = await conn.fetchrow(
-        "select status, pack_count, blocks_total from runs where run_id = $1 for update",
+        """select status, pack_count, blocks_total, error from runs where run_id = $1
+           for update""",
         run_id,
     )
     return None if row is None else PlanState(row["status"], row["pack_count"],
-                                              row["blocks_total"])
+                                              row["blocks_total"], row["error"])
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,49 @@ async def save_plan(
            where run_id = $1""",
         run_id, pack_count, block_count,
     )
+
+
+async def reopen_for_retry(conn: asyncpg.Connection, run_id: str, pack_count: int) -> None:
+    """A finished run goes back to ``running`` for a retry, its packs now ``pack_count``.
+
+    Its error, end time and cancel request belong to the execution that ended; the retry's
+    record (``run_retries``) keeps the status and error it had.
+    """
+    await conn.execute(
+        """update runs set status = 'running', pack_count = $2, error = null,
+                  finished_at = null, cancel_requested_at = null
+           where run_id = $1""",
+        run_id, pack_count,
+    )
+
+
+_TOTALS_SQL = """
+select (select count(*) from overlays where run_id = $1
+            and status in ('ai_complete', 'confirmed')) as blocks_done,
+       (select count(*) from overlays where run_id = $1
+            and status in ('failed', 'cancelled')) as blocks_failed,
+       (select count(*) from split_events where run_id = $1) as splits,
+       c.*
+from (select count(*) filter (where status <> 'started'
+                              and coalesce(error_type, '') not in ('canceled', 'expired'))
+                 as calls,
+             coalesce(sum(input_tokens), 0) as input_tokens,
+             coalesce(sum(output_tokens), 0) as output_tokens,
+             coalesce(sum(cache_creation_input_tokens), 0) as cache_creation_input_tokens,
+             coalesce(sum(cache_read_input_tokens), 0) as cache_read_input_tokens,
+             coalesce(sum(cost_usd), 0)::float8 as cost_usd
+      from llm_calls where run_id = $1) c
+"""
+
+
+async def current_totals(conn: asyncpg.Connection, run_id: str, packs_done: int) -> Totals:
+    """The run's counters now, for a live view that starts part-way (a retry).
+
+    ``blocks_failed`` counts every block that ended without a result (failed or
+    cancelled), so that the blocks still to do are the pending ones.
+    """
+    row = await conn.fetchrow(_TOTALS_SQL, run_id)
+    return Totals(**dict(row), packs_done=packs_done)
 
 
 async def mark_cancelling(conn: asyncpg.Connection, run_id: str, reason: str | None) -> None:

@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
         FinishRunInput,
         MarkCancellingInput,
         PackOutcome,
+        PlanRetryInput,
         PlanRunInput,
         ProcessPackInput,
         RunInput,
@@ -106,6 +107,24 @@ class RunWorkflow:
         return await self._finish(inp)
 
     async def _plan(self, inp: RunInput) -> None:
+        if inp.retry is not None:
+            # A retry of a finished run (``starter.py retry``): the blocks it takes, in new
+            # packs after the run's packs; in batch mode, a new round after the last one.
+            retry = await workflow.execute_activity_method(
+                DbActivities.plan_retry,
+                PlanRetryInput(run_id=inp.run_id, retry=inp.retry),
+                start_to_close_timeout=PLAN_TIMEOUT,
+                retry_policy=DB_RETRY,
+                summary="plan_retry: claim the run, reset the blocks to retry, pack them "
+                        "after its packs",
+            )
+            inp.pack_count, inp.block_count = retry.pack_count, retry.block_count
+            inp.next_pack, inp.totals = retry.first_pack, retry.totals
+            if retry.mode == "batch":
+                assert retry.first_round is not None and retry.batch_options is not None
+                inp.batch = BatchRunState(round=retry.first_round, opened=True,
+                                          options=retry.batch_options)
+            return
         plan = await workflow.execute_activity_method(
             DbActivities.plan_run,
             PlanRunInput(run_id=inp.run_id),
