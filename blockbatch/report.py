@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -12,6 +13,7 @@ from core.models import RunResult
 from core.registry import Usage, cost_usd, get_model
 from runtime.settings import Settings
 from store.reads import baseline_inputs
+from store.retries import RetryRecord
 
 
 async def baseline_cost(pool: asyncpg.Pool, run_id: str) -> float | None:
@@ -67,6 +69,26 @@ def not_done_line(result: RunResult) -> str | None:
     return f"{line}: {grouped_reasons(r.failure_reasons)}" if r.failure_reasons else line
 
 
+def retries_line(retries: Sequence[RetryRecord]) -> str | None:
+    """``retried 1×: 4 blocks (request_rejected) → completed`` (None when never retried)."""
+    if not retries:
+        return None
+    parts = []
+    for r in retries:
+        why = (next(iter(r.reasons)) if len(r.reasons) == 1
+               else grouped_reasons(r.reasons))
+        end = r.final_status or "running"
+        took = f" in {r.duration_s:.1f}s" if r.duration_s is not None else ""
+        parts.append(f"{r.block_count} block{'s' if r.block_count != 1 else ''} ({why}) "
+                     f"→ {end}{took}")
+    return f"retried {len(retries)}×: " + "; ".join(parts)
+
+
+def retries_data(retries: Sequence[RetryRecord]) -> list[dict[str, Any]]:
+    """The run's retries as data (``--json``)."""
+    return [r.model_dump(mode="json") | {"duration_s": r.duration_s} for r in retries]
+
+
 def next_command(result: RunResult) -> str | None:
     """The command to run next, given how the run ended (None while it is not finished)."""
     r, run = result, result.run_id
@@ -82,7 +104,8 @@ def next_command(result: RunResult) -> str | None:
 
 
 def summary_dict(result: RunResult, *, baseline: float | None, links: dict[str, str],
-                 duration_s: float | None = None) -> dict[str, Any]:
+                 duration_s: float | None = None,
+                 retries: Sequence[RetryRecord] = ()) -> dict[str, Any]:
     """The summary as data (``--json``)."""
     return {
         **result.model_dump(mode="json"),
@@ -90,13 +113,16 @@ def summary_dict(result: RunResult, *, baseline: float | None, links: dict[str, 
         "cache_hit_ratio": round(cache_hit_ratio(result), 4),
         "baseline_cost_usd": round(baseline, 6) if baseline is not None else None,
         "duration_s": round(duration_s, 3) if duration_s is not None else None,
+        "retries": retries_data(retries),
         "temporal_ui": links,
     }
 
 
 def summary_lines(result: RunResult, *, baseline: float | None, links: dict[str, str],
-                  duration_s: float | None = None) -> list[str]:
-    """The end-of-run table the starter and the demo print."""
+                  duration_s: float | None = None,
+                  retries: Sequence[RetryRecord] = ()) -> list[str]:
+    """The end-of-run table the starter and the demo print (counters of the whole run,
+    its retries included)."""
     r = result
     answered = r.blocks_ai_complete + r.blocks_failed
     per_call = f"{answered / r.calls:.1f} blocks per call; " if r.calls else ""
@@ -120,6 +146,9 @@ def summary_lines(result: RunResult, *, baseline: float | None, links: dict[str,
     not_done = not_done_line(r)
     if not_done:
         rows.insert(1, ("not done", not_done))
+    retried = retries_line(retries)
+    if retried:
+        rows.append(("retries", retried))
     rows += [("Temporal UI", links["run"]), ("its packs", links["packs"])]
     following = next_command(r)
     if following:

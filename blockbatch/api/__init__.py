@@ -9,6 +9,7 @@
         result = await bb.wait(run_id)
         await bb.confirm(run_id)
         await bb.export(run_id, "handbook.jsonl")
+        await bb.retry(run_id)        # a finished run's failed blocks, again, in the run
 
 For a list of items in one call, see :func:`llm_batch` / :func:`allm_batch`.
 """
@@ -16,15 +17,32 @@ For a list of items in one call, see :func:`llm_batch` / :func:`allm_batch`.
 from __future__ import annotations
 
 from blockbatch.api.client import Blockbatch, open_default
-from blockbatch.api.errors import AllItemsFailed, BadRequest, NotFound, StackUnavailable
+from blockbatch.api.errors import (
+    AllItemsFailed,
+    BadRequest,
+    BlockNotRetryable,
+    NotFound,
+    NothingToRetry,
+    RetryRefused,
+    RetryUnderWay,
+    RunStillActive,
+    StackUnavailable,
+    UnknownBlock,
+    UnknownReason,
+)
 from blockbatch.api.inputs import SchemaSource, as_schema
 from blockbatch.api.items import BatchResult, ItemResult, allm_batch, llm_batch
+from blockbatch.api.retry import RetryStarted
 from blockbatch.api.review import ConfirmOutcome, ExportSummary
 from core.models import RunOptions, RunResult
 from store.reads import CallDetail, CallRow, ReviewItem, ReviewPage, RunInfo
+from store.retries import RetryRecord
 
 __all__ = [
-    "AllItemsFailed", "BadRequest", "BatchResult", "Blockbatch", "CallDetail", "CallRow",
-    "ConfirmOutcome", "ExportSummary", "ItemResult", "NotFound", "ReviewItem", "ReviewPage", "RunInfo", "RunOptions", "RunResult",
-    "SchemaSource", "StackUnavailable", "allm_batch", "as_schema", "llm_batch", "open_default",
+    "AllItemsFailed", "BadRequest", "BatchResult", "BlockNotRetryable", "Blockbatch",
+    "CallDetail", "CallRow", "ConfirmOutcome", "ExportSummary", "ItemResult", "NotFound",
+    "NothingToRetry", "RetryRecord", "RetryRefused", "RetryStarted", "RetryUnderWay",
+    "ReviewItem", "ReviewPage", "RunInfo", "RunOptions", "RunResult", "RunStillActive",
+    "SchemaSource", "StackUnavailable", "UnknownBlock", "UnknownReason", "allm_batch",
+    "as_schema", "llm_batch", "open_default",
 ]

@@ -11,12 +11,32 @@ import asyncpg
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-from temporalio.client import Client, WorkflowHandle
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+)
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+from temporalio.exceptions import ApplicationError, FailureError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from blockbatch.api.errors import BadRequest, TemporalUnavailable
+from activities.db import NOTHING_TO_RETRY, RUN_NOT_FINISHED
+from blockbatch.api.errors import (
+    BadRequest,
+    NothingToRetry,
+    RetryRefused,
+    RetryUnderWay,
+    RunStillActive,
+    TemporalUnavailable,
+)
 from blockbatch.api.inputs import SchemaSource, as_schema
+from blockbatch.api.retry import CheckedRetry, RetryStarted, check_retry_request
 from blockbatch.api.review import (
     ConfirmOutcome,
     ExportSummary,
@@ -29,7 +49,9 @@ from core.models import OutageOptions, RunInput, RunOptions, RunProgress, RunRes
 from runtime.settings import Settings, load_settings
 from runtime.temporal import connect, ensure_search_attributes
 from store import reads, repo, runs
+from store import retries as retry_log
 from store.db import create_pool
+from store.retries import RetryRecord
 from workflows import attributes
 from workflows.run import RunWorkflow, run_workflow_id
 
@@ -174,6 +196,137 @@ class Blockbatch:
                 await repo.delete_run(conn, run_id)
             raise
         return run_id
+
+    async def retry(
+        self,
+        run_id: str,
+        *,
+        reasons: list[str] | None = None,
+        blocks: list[str] | None = None,
+        include_cancelled: bool = False,
+        packs_per_history: int = 400,
+        task_queue: str | None = None,
+    ) -> RetryStarted:
+        """Run a finished run's failed blocks again, in the same run; return at once.
+
+        Only blocks that ended ``failed`` are taken (and ``cancelled`` ones with
+        ``include_cancelled``), narrowed to those with one of ``reasons`` and to ``blocks``
+        (uids or block indexes) when given. Blocks that succeeded are never sent again.
+        The request is checked first, read-only; then a new execution of the run's
+        workflow (same id, ``run-<run_id>``) claims the retry, resets those blocks and
+        runs them in new packs. Its counters, ledger and cost add to the run's. Follow it
+        with :meth:`wait` and :meth:`progress` like any run.
+
+        Raises:
+            UnknownReason: a reason code that is not in core/reasons.py.
+            NotFound: no such run (``UnknownBlock``: no such block in it).
+            RunStillActive: the run has not finished; ``RetryUnderWay``: a retry of it is
+                already running (two retries at once: one starts, the other gets this).
+            NothingToRetry: nothing in the run matches the request.
+            BlockNotRetryable: a named block did not fail (or is not in the selection).
+        """
+        checked = await self.check_retry(run_id, reasons=reasons, blocks=blocks,
+                                         include_cancelled=include_cancelled)
+        client = await self.temporal()
+        run = checked.run
+        options = RunOptions.model_validate(run.settings)
+        reasons_text = ", ".join(f"{n} {code}" for code, n in checked.reasons.items())
+        await ensure_search_attributes(client, self.settings.temporal_namespace)
+        try:
+            # The run's workflow id again: a closed id may be reused (ALLOW_DUPLICATE), a
+            # running one may not (FAIL), so two retries at once never both start.
+            handle = await client.start_workflow(
+                RunWorkflow.run,
+                RunInput(run_id=run_id, max_concurrent_packs=options.max_concurrent_packs,
+                         max_block_attempts=options.max_block_attempts,
+                         packs_per_history=packs_per_history,
+                         outage=options.outage or OutageOptions(), retry=checked.request),
+                id=run_workflow_id(run_id),
+                task_queue=task_queue or self.settings.temporal_task_queue,
+                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+                static_summary=f"run {run_id}: retry {checked.number} of {checked.blocks} "
+                               f"block{'s' if checked.blocks != 1 else ''} ({reasons_text}) · "
+                               f"{run.document_name} × {run.schema_name} ({options.model})",
+                static_details=(
+                    f"retry {checked.number} of run {run_id}, which was {run.status}: "
+                    f"{checked.blocks} blocks ({reasons_text}); asked for "
+                    f"`{checked.request.model_dump_json(exclude_defaults=True)}`\n\n"
+                    + _run_details(run_id, run.document_id, run.schema_id, options)),
+                search_attributes=TypedSearchAttributes([
+                    SearchAttributePair(attributes.RUN_ID, run_id),
+                    SearchAttributePair(attributes.DOCUMENT, run.document_id),
+                    SearchAttributePair(attributes.SCHEMA, run.schema_id),
+                    SearchAttributePair(attributes.MODEL, options.model),
+                ]),
+            )
+        except WorkflowAlreadyStartedError:
+            raise RetryUnderWay(
+                f"a retry of run {run_id} is already under way (its workflow "
+                f"{run_workflow_id(run_id)} is running): follow it with "
+                f"`python starter.py watch {run_id}`"
+            ) from None
+        assert handle.result_run_id is not None
+        return RetryStarted(run_id=run_id, retry=checked.number, blocks=checked.blocks,
+                            reasons=checked.reasons, request=checked.request,
+                            workflow_id=handle.id, workflow_run_id=handle.result_run_id)
+
+    async def check_retry(
+        self, run_id: str, *, reasons: list[str] | None = None,
+        blocks: list[str] | None = None, include_cancelled: bool = False,
+    ) -> CheckedRetry:
+        """What :meth:`retry` would take (blocks, by reason), read-only; raises as it would."""
+        async with self.pool.acquire() as conn:
+            return await check_retry_request(conn, run_id, reasons=reasons, blocks=blocks,
+                                             include_cancelled=include_cancelled)
+
+    async def retries(self, run_id: str) -> list[RetryRecord]:
+        """Every retry of the run, first first (what it took, when, how it ended)."""
+        return await retry_log.history(self.pool, run_id)
+
+    async def retry_claimed(self, started: RetryStarted) -> RetryRecord | None:
+        """The retry as claimed by its workflow; ``None`` while (or if never) claimed."""
+        return await retry_log.claimed_by(self.pool, started.run_id, started.workflow_run_id)
+
+    async def retry_refusal(self, started: RetryStarted) -> RetryRefused | None:
+        """Why a started retry ended without claiming the run; ``None`` if it claimed it.
+
+        The request is checked before the retry starts, but the run can change in between
+        (another retry finished first): the new execution then refuses in ``plan_retry``,
+        changes nothing, and fails; this turns that failure into the error to show.
+        """
+        if await self.retry_claimed(started) is not None:
+            return None
+        handle = self.client.get_workflow_handle(started.workflow_id,
+                                                 run_id=started.workflow_run_id)
+        try:
+            await handle.result(follow_runs=False)
+        except WorkflowFailureError as err:
+            cause: BaseException | None = err.cause
+            while cause is not None and not isinstance(cause, ApplicationError):
+                cause = cause.__cause__ if not isinstance(cause, FailureError) else cause.cause
+            if isinstance(cause, ApplicationError):
+                kind: type[RetryRefused] = {RUN_NOT_FINISHED: RunStillActive,
+                                            NOTHING_TO_RETRY: NothingToRetry}.get(
+                    cause.type or "", RetryRefused)
+                return kind(f"retry {started.retry} of run {started.run_id} was refused: "
+                            f"{cause.message}")
+            return RetryRefused(f"retry {started.retry} of run {started.run_id} ended "
+                                f"without running: {err.cause or err}")
+        return RetryRefused(f"retry {started.retry} of run {started.run_id} ended without "
+                            "claiming the run")
+
+    async def workflow_running(self, run_id: str) -> bool:
+        """Whether the run's workflow (its latest execution) is running, e.g. a retry that
+        has started but not yet claimed the run."""
+        await self.temporal()
+        try:
+            described = await self.handle(run_id).describe()
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+        return described.status == WorkflowExecutionStatus.RUNNING
 
     def handle(self, run_id: str) -> WorkflowHandle[Any, RunResult]:
         """The Temporal handle of a run's RunWorkflow."""

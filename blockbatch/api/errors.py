@@ -1,6 +1,7 @@
 """Errors a user of the API (or the CLI) can hit, each with a message that says what to do.
 
-The CLI maps them to exit codes: bad input 2, not found 3, stack unavailable 4.
+The CLI maps them to exit codes: bad input 2, not found 3, stack unavailable 4; a refused
+retry: run still active 6, nothing to retry 7, a block that cannot be retried 8.
 """
 
 from __future__ import annotations
@@ -21,6 +22,34 @@ class BadRequest(ValueError):
 
 class StackUnavailable(RuntimeError):
     """A service the request needs is not reachable or not configured (e.g. Claude)."""
+
+
+class UnknownReason(BadRequest):
+    """A reason code that is not one of core/reasons.py; the message lists the codes."""
+
+
+class RetryRefused(BadRequest):
+    """A retry that cannot start as asked; nothing was changed."""
+
+
+class RunStillActive(RetryRefused):
+    """The run has not finished (created, planning, running or cancelling)."""
+
+
+class RetryUnderWay(RunStillActive):
+    """Another retry of the run is already running (its workflow id is taken)."""
+
+
+class NothingToRetry(RetryRefused):
+    """The run has no failed (or, when asked, cancelled) block that the selection takes."""
+
+
+class BlockNotRetryable(RetryRefused):
+    """A block asked for by name did not fail (or is not in the selection)."""
+
+
+class UnknownBlock(NotFound):
+    """A block asked for by name is not a block of the run."""
 
 
 class AllItemsFailed(RuntimeError):
@@ -53,6 +82,8 @@ UNAVAILABLE: tuple[type[Exception], ...] = (
 )
 
 __all__ = [
-    "BAD_INPUT", "UNAVAILABLE", "AllItemsFailed", "BadRequest", "DatabaseUnavailable",
-    "IngestError", "NotFound", "SchemaError", "StackUnavailable", "TemporalUnavailable", "UnknownModelError",
+    "BAD_INPUT", "UNAVAILABLE", "AllItemsFailed", "BadRequest", "BlockNotRetryable",
+    "DatabaseUnavailable", "IngestError", "NotFound", "NothingToRetry", "RetryRefused",
+    "RetryUnderWay", "RunStillActive", "SchemaError", "StackUnavailable",
+    "TemporalUnavailable", "UnknownBlock", "UnknownModelError", "UnknownReason",
 ]

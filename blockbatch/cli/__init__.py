@@ -1,5 +1,5 @@
-"""`starter.py`: the command line front door (run, watch, status, list, cancel, review,
-confirm, export, calls). ``main(argv, client)`` runs one command and returns its exit code.
+"""`starter.py`: the command line front door (run, watch, retry, status, list, cancel,
+review, confirm, export, calls). ``main(argv, client)`` runs one command and returns its exit code.
 """
 
 from __future__ import annotations
@@ -18,8 +18,11 @@ from blockbatch.cli.console import Console
 from blockbatch.cli.parser import (
     EXIT_INTERRUPTED,
     EXIT_NOT_FOUND,
+    EXIT_NOT_RETRYABLE,
+    EXIT_NOTHING_TO_RETRY,
     EXIT_OK,
     EXIT_PIPE_CLOSED,
+    EXIT_RUN_ACTIVE,
     EXIT_RUN_FAILED,
     EXIT_UNAVAILABLE,
     EXIT_USAGE,
@@ -32,13 +35,14 @@ if TYPE_CHECKING:
     from blockbatch.cli.session import Session
 
 __all__ = [
-    "EXIT_INTERRUPTED", "EXIT_NOT_FOUND", "EXIT_OK", "EXIT_PIPE_CLOSED", "EXIT_RUN_FAILED",
-    "EXIT_UNAVAILABLE", "EXIT_USAGE", "EXIT_WITH_FAILURES", "amain", "main",
+    "EXIT_INTERRUPTED", "EXIT_NOTHING_TO_RETRY", "EXIT_NOT_FOUND", "EXIT_NOT_RETRYABLE",
+    "EXIT_OK", "EXIT_PIPE_CLOSED", "EXIT_RUN_ACTIVE", "EXIT_RUN_FAILED", "EXIT_UNAVAILABLE",
+    "EXIT_USAGE", "EXIT_WITH_FAILURES", "amain", "main",
 ]
 
 Command = Callable[[argparse.Namespace, "Session"], Awaitable[int]]
 #: Command -> module of its ``cmd_<command>``; imported on use so `--help` stays quick.
-COMMANDS = {"run": "run", "watch": "run", "cancel": "run", "status": "inspect",
+COMMANDS = {"run": "run", "watch": "run", "cancel": "run", "retry": "run", "status": "inspect",
             "list": "inspect", "calls": "inspect", "review": "review", "confirm": "review",
             "export": "review"}
 
@@ -53,10 +57,23 @@ def classify(exc: BaseException, settings: Settings) -> tuple[int, str] | None:
     """(exit code, one-line message) for errors a user can cause or fix; None for bugs."""
     from temporalio.service import RPCError, RPCStatusCode
 
-    from blockbatch.api.errors import BAD_INPUT, UNAVAILABLE, NotFound
+    from blockbatch.api.errors import (
+        BAD_INPUT,
+        UNAVAILABLE,
+        BlockNotRetryable,
+        NotFound,
+        NothingToRetry,
+        RunStillActive,
+    )
 
     if isinstance(exc, UNAVAILABLE):
         return EXIT_UNAVAILABLE, str(exc)
+    if isinstance(exc, RunStillActive):
+        return EXIT_RUN_ACTIVE, str(exc)
+    if isinstance(exc, NothingToRetry):
+        return EXIT_NOTHING_TO_RETRY, str(exc)
+    if isinstance(exc, BlockNotRetryable):
+        return EXIT_NOT_RETRYABLE, str(exc)
     if isinstance(exc, NotFound):
         return EXIT_NOT_FOUND, str(exc)
     if isinstance(exc, BAD_INPUT):

@@ -154,13 +154,14 @@ async def report(bb: Blockbatch, run_id: str, con: Console) -> int:
         update={"failure_reasons": await bb.failure_reasons(run_id)})
     baseline = await baseline_cost(bb.pool, run_id)
     links = run_links(bb.settings, run_id)
+    retries = await bb.retries(run_id)
     if con.json:
         con.data(summary_dict(result, baseline=baseline, links=links,
-                              duration_s=info.duration_s))
+                              duration_s=info.duration_s, retries=retries))
     else:
         con.line()
         lines = summary_lines(result, baseline=baseline, links=links,
-                              duration_s=info.duration_s)
+                              duration_s=info.duration_s, retries=retries)
         head, _, tail = lines[0].partition(result.status)
         con.line(head, con.status(result.status), tail)
         for line in lines[1:]:

@@ -12,7 +12,13 @@ from blockbatch.cli.console import Console, human_seconds, human_tokens
 from blockbatch.cli.parser import PROG
 from blockbatch.cli.progress import describe
 from blockbatch.cli.session import Session
-from blockbatch.report import next_command, not_done_line, run_links
+from blockbatch.report import (
+    next_command,
+    not_done_line,
+    retries_data,
+    retries_line,
+    run_links,
+)
 from core.models import RunProgress
 from store.reads import PromptPart
 
@@ -41,9 +47,11 @@ async def cmd_status(args: argparse.Namespace, s: Session) -> int:
     links = run_links(s.settings, info.run_id)
     result = info.result().model_copy(
         update={"failure_reasons": await bb.failure_reasons(info.run_id)})
+    retries = await bb.retries(info.run_id)
     if s.con.json:
         s.con.data({"run": info.model_dump(mode="json"),
                     "failure_reasons": result.failure_reasons,
+                    "retries": retries_data(retries),
                     "next": None if info.active else next_command(result),
                     "progress": progress.model_dump(mode="json") if progress else None,
                     "temporal_ui": links})
@@ -59,6 +67,8 @@ async def cmd_status(args: argparse.Namespace, s: Session) -> int:
     not_done = not_done_line(result)
     if not_done:
         rows.append(("not done", not_done))
+    if retried := retries_line(retries):
+        rows.append(("retries", retried))
     if progress is not None:
         rows.append(("progress", describe(progress, None)))
     elif live_error:

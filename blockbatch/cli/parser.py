@@ -14,19 +14,25 @@ PROG = "python starter.py"
 #: 0 every block done, 5 done with some blocks failed, 1 nothing done, failed or cancelled.
 EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_UNAVAILABLE = 0, 1, 2, 3, 4
 EXIT_WITH_FAILURES = 5
+#: A refused retry (nothing changed): the run has not finished (or a retry of it is under
+#: way), it has nothing to retry, or a block asked for did not fail.
+EXIT_RUN_ACTIVE, EXIT_NOTHING_TO_RETRY, EXIT_NOT_RETRYABLE = 6, 7, 8
 EXIT_INTERRUPTED = 130
 #: Stdout closed by the reader (``| head``): 128 + SIGPIPE, as a shell reports it.
 EXIT_PIPE_CLOSED = 141
 
 EPILOG = """\
 exit codes:
-  0  done (run/watch/cancel --wait: every block done, the run is `completed`)
-  5  run/watch/cancel --wait: done with failures (`completed_with_failures`): some blocks
-     failed; see `review RUN_ID --failed`
-  1  run/watch/cancel --wait: nothing done (`failed`: every block failed, or a fatal error
-     such as a rejected API key) or the run was `cancelled`
-  2  usage error or bad input (file, schema)    3  unknown run id or block uid
+  0  done (run/watch/retry/cancel --wait: every block done, the run is `completed`)
+  5  run/watch/retry/cancel --wait: done with failures (`completed_with_failures`): some
+     blocks failed; see `review RUN_ID --failed`, then `retry RUN_ID`
+  1  run/watch/retry/cancel --wait: nothing done (`failed`: every block failed, or a fatal
+     error such as a rejected API key) or the run was `cancelled`
+  2  usage error or bad input (file, schema, reason code)   3  unknown run id or block uid
   4  the stack is unavailable (Postgres, Temporal, Claude/simulator): try `make up`
+  6  retry: the run has not finished, or a retry of it is already under way
+  7  retry: nothing to retry (no failed block, or none with the given reasons)
+  8  retry: a block given with --block did not fail (or is not in the selection)
   130 interrupted (Ctrl-C)                      141 stdout closed by its reader (`| head`)
 
 configuration comes from the environment: DATABASE_URL, TEMPORAL_ADDRESS,
@@ -105,6 +111,22 @@ def build_parser() -> argparse.ArgumentParser:
     cancel.add_argument("--wait", action="store_true", help="follow the run until it stops")
     run_id_command("watch", "re-attach to a run and follow it to the end",
                    "Follow a run with the live progress bar, then print its summary.")
+    retry = run_id_command(
+        "retry", "run a finished run's failed blocks again, in the same run",
+        "Run the failed blocks of a finished run again (and its cancelled ones with "
+        "--cancelled), in the same run: its history, counters, ledger and cost include the "
+        "retry. Blocks that succeeded are never sent or paid for again. Follows the retry "
+        "like `run`. A run still active, or with nothing to retry, is refused and nothing "
+        "changes.")
+    retry.add_argument("--reason", action="append", metavar="CODE",
+                       help="only blocks that failed with this reason code (repeatable): "
+                            + ", ".join(REASONS))
+    retry.add_argument("--block", action="extend", nargs="+", metavar="UID",
+                       help="only these blocks (uid, or block index); each must have failed")
+    retry.add_argument("--cancelled", action="store_true",
+                       help="cancelled blocks too (by default only failed ones)")
+    retry.add_argument("--no-wait", action="store_true",
+                       help="start the retry and return; follow it later with `watch`")
 
     review = run_id_command("review", "show blocks next to their staged overlays",
                             "Show each block with its staged overlay, failures with reasons.")

@@ -1,4 +1,4 @@
-"""`run`, `watch` and `cancel`: start a run, follow it, stop it."""
+"""`run`, `watch`, `retry` and `cancel`: start a run, follow it, retry what failed, stop it."""
 
 from __future__ import annotations
 
@@ -8,12 +8,14 @@ import errno
 import urllib.request
 from pathlib import Path
 
-from blockbatch.api import as_schema
-from blockbatch.api.errors import StackUnavailable
+from temporalio.service import RPCError
+
+from blockbatch.api import Blockbatch, RunInfo, as_schema
+from blockbatch.api.errors import StackUnavailable, TemporalUnavailable
 from blockbatch.cli.follow import follow, report, say_detached
 from blockbatch.cli.parser import PROG
 from blockbatch.cli.session import Session
-from blockbatch.report import run_links
+from blockbatch.report import grouped_reasons, run_links
 from core.ingest import detect_format, parse_document
 from core.models import RunOptions
 from core.registry import get_model
@@ -107,9 +109,59 @@ async def _follow_to_end(s: Session, run_id: str) -> int:
 async def cmd_watch(args: argparse.Namespace, s: Session) -> int:
     bb = await s.bb(temporal=False)
     info = await bb.run(args.run_id)
-    if info.active:
+    if info.active or await _retry_starting(bb, info):
         return await _follow_to_end(s, info.run_id)
     return await report(bb, info.run_id, s.con)
+
+
+async def _retry_starting(bb: Blockbatch, info: RunInfo) -> bool:
+    """A finished run whose workflow runs again: a retry no worker has claimed yet."""
+    if info.status == "completed":
+        return False  # every block done: nothing a retry could take, no need to ask
+    try:
+        return await bb.workflow_running(info.run_id)
+    except (TemporalUnavailable, RPCError):
+        return False  # the stored state is still worth showing
+
+
+async def cmd_retry(args: argparse.Namespace, s: Session) -> int:
+    bb = await s.bb(temporal=False)
+    # Everything a user can get wrong is checked before anything starts.
+    checked = await bb.check_retry(args.run_id, reasons=args.reason, blocks=args.block,
+                                   include_cancelled=args.cancelled)
+    await check_claude(s.settings)
+    await bb.temporal()
+    if not await bb.workers_polling():
+        s.con.note(f"note: no worker is polling task queue {s.settings.temporal_task_queue!r}; "
+                   "the retry waits until one does (`make worker` or `python worker.py`)")
+    started = await bb.retry(args.run_id, reasons=args.reason, blocks=args.block,
+                             include_cancelled=args.cancelled)
+    run_id = started.run_id
+    what = (f"retry {started.retry} of run {run_id}: {started.blocks} "
+            f"{'failed or cancelled' if args.cancelled else 'failed'} "
+            f"block{'s' if started.blocks != 1 else ''} ({grouped_reasons(started.reasons)}) "
+            f"of {checked.run.blocks_total}")
+    links = run_links(s.settings, run_id)
+    if args.no_wait:
+        if s.con.json:
+            s.con.data({**started.model_dump(mode="json"), "status": "started",
+                        "temporal_ui": links})
+        else:
+            s.con.line(f"started {what}")
+            s.con.line(f"  follow it:   {PROG} watch {run_id}")
+            s.con.line(f"  cancel it:   {PROG} cancel {run_id}")
+            s.con.line(f"  Temporal UI: {links['run']}")
+        return 0
+    if not s.con.json:
+        s.con.line(f"started {what}")
+        s.con.line(f"  Temporal UI: {links['run']}")
+    if await follow(bb, run_id, s.con) == "detached":
+        say_detached(s.con, run_id)
+        return 0
+    refusal = await bb.retry_refusal(started)
+    if refusal is not None:
+        raise refusal
+    return await report(bb, run_id, s.con)
 
 
 async def cmd_cancel(args: argparse.Namespace, s: Session) -> int:
