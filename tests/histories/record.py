@@ -14,6 +14,8 @@ replay needs because child ids derive from them, go into ``workflow_ids.json``):
 * ``batch_rounds.run``: a batch-mode run with more than one round.
 * ``continue_as_new.first`` / ``continue_as_new.last``: the first and last runs of a
   RunWorkflow that continued as new (``packs_per_history=2``).
+* ``retry.run`` / ``retry.batch_run``: the RunWorkflow execution of ``starter.py retry``
+  after a run (sync; batch mode) ended with failed blocks.
 
 Re-record after any change to ``workflows/`` that is meant to change histories, and only
 once the old histories' runs can no longer be in flight (docs/VERSIONING.md).
@@ -46,7 +48,7 @@ from runtime.settings import Settings
 from runtime.temporal import anthropic_client, build_worker
 from simulator.testing import control
 from store.db import create_pool, migrate
-from tests.helpers import extract_schema, markdown_doc
+from tests.helpers import REJECT_MARKER, extract_schema, markdown_doc, marked_document
 from workflows.attributes import SEARCH_ATTRIBUTES
 
 HERE = Path(__file__).resolve().parent
@@ -166,6 +168,26 @@ async def record_continue_as_new(r: Recorder) -> None:
     save("continue_as_new.last", last)
 
 
+async def record_retry(r: Recorder) -> None:
+    for name, options in (("retry.run", RunOptions(pack_size=4, max_concurrent_packs=2)),
+                          ("retry.batch_run", RunOptions(
+                              mode="batch", pack_size=4,
+                              batch=BatchOptions(poll_initial_s=0.2, poll_max_s=1)))):
+        r.scenario(reject_marker=REJECT_MARKER, batch={"processing_delay_s": 0.2})
+        doc = await r.bb.ingest_bytes(marked_document(8, {2, 5}), name=f"{name}.md",
+                                      fmt="markdown")
+        schema_id = await r.bb.add_schema(extract_schema(instruction_words=300))
+        run_id = await r.bb.start_run(doc, schema_id, options)
+        async with r.worker():
+            first = await r.bb.wait(run_id)
+            assert first.status == "completed_with_failures", first
+            r.scenario(batch={"processing_delay_s": 0.2})
+            started = await r.bb.retry(run_id)
+            result = await r.bb.wait(run_id)
+        assert result.status == "completed" and started.blocks == 2, (result, started)
+        save(name, await r.history(f"run-{run_id}", started.workflow_run_id))
+
+
 def _start_simulator(log: Path, port: int) -> subprocess.Popen[bytes]:
     with open(log, "wb") as out:
         return subprocess.Popen([sys.executable, "-m", "simulator", "--host", "127.0.0.1",
@@ -224,6 +246,7 @@ async def main() -> None:
             await record_cancelled(r)
             await record_batch_rounds(r)
             await record_continue_as_new(r)
+            await record_retry(r)
 
 
 if __name__ == "__main__":
