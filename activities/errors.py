@@ -14,18 +14,30 @@ from typing import Any
 import anthropic
 from temporalio.exceptions import ApplicationError
 
-from core.claude_errors import ClaudeError, classify, retry_delay_s
+from core.claude_errors import ClaudeError, classify, is_outage, retry_delay_s
 
 #: The API key was rejected (401/403): the run stops, retrying cannot help.
 API_KEY_REJECTED = "ApiKeyRejected"
 #: Claude is unavailable for now (429, 5xx, 529, no answer): Temporal retries with backoff.
 RETRYABLE = "ClaudeUnavailable"
+#: Claude is down (5xx, 529, no answer) and this pack call has failed often enough: the
+#: activity stops retrying so its run can pause and probe (``core.outage``).
+API_UNAVAILABLE = "ClaudeDown"
 #: A batch management call was refused for a reason retrying cannot fix (400/404/413).
 BATCH_REJECTED = "BatchRejected"
 
 
-def application_error(error: ClaudeError, doing: str = "") -> ApplicationError:
-    """The ``ApplicationError`` an activity raises for ``error`` (retry-after jittered)."""
+def application_error(
+    error: ClaudeError, doing: str = "", *, give_up: bool = False
+) -> ApplicationError:
+    """The ``ApplicationError`` an activity raises for ``error`` (retry-after jittered).
+
+    ``give_up``: Claude is down and the caller has tried often enough; the error is
+    ``API_UNAVAILABLE`` and not retried, so the workflow can pause instead.
+    """
+    if give_up and is_outage(error):
+        return ApplicationError(error.describe(doing), error, type=API_UNAVAILABLE,
+                                non_retryable=True)
     if error.kind == "key_rejected":
         return ApplicationError(error.describe(doing), error, type=API_KEY_REJECTED,
                                 non_retryable=True)

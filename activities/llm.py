@@ -21,17 +21,24 @@ import asyncpg
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.errors import API_KEY_REJECTED, RETRYABLE, application_error, from_api_error
+from activities.errors import (
+    API_KEY_REJECTED,
+    API_UNAVAILABLE,
+    RETRYABLE,
+    application_error,
+    from_api_error,
+)
 from activities.shared import heartbeating, origin
+from core.claude_errors import is_outage
 from core.context import RunContext
-from core.models import CallModelInput, CallModelOutput
+from core.models import CallModelInput, CallModelOutput, ProbeApiInput, ProbeApiOutput
 from core.prompt import build_request, prefix_sha256
 from core.registry import Usage, cost_usd
 from store import ledger, overlays
 from store.runs import cached_run_context
 
 # Workflows import these from here too; they live in activities.errors.
-__all__ = ["API_KEY_REJECTED", "RETRYABLE", "LlmActivities"]
+__all__ = ["API_KEY_REJECTED", "API_UNAVAILABLE", "RETRYABLE", "LlmActivities"]
 
 #: Postgres is unreachable for now (restarting, connection lost): worth waiting for.
 _DB_UNAVAILABLE = (OSError, TimeoutError, asyncpg.InterfaceError,
@@ -63,7 +70,42 @@ class LlmActivities:
                                     lambda: self._prepare(inp))
         if isinstance(prepared, CallModelOutput):
             return prepared
-        return await self._send(*prepared)
+        give_up = (inp.outage_attempts is not None
+                   and activity.info().attempt >= inp.outage_attempts)
+        return await self._send(*prepared, give_up=give_up)
+
+    @activity.defn
+    async def probe_api(self, inp: ProbeApiInput) -> ProbeApiOutput:
+        """One small call (``max_tokens=1``) to learn whether Claude is back; in the ledger.
+
+        Claude is *up* when it answers anything but 5xx, 529 or nothing: a 429 or a 4xx is
+        an answer, and the packs that resume deal with it as they always do.
+        """
+        async with self.pool.acquire() as conn:
+            ctx = await cached_run_context(conn, inp.run_id)
+            request: dict[str, Any] = {
+                "model": ctx.model.id, "max_tokens": 1,
+                "messages": [{"role": "user", "content": "Reply with OK."}],
+            }
+            call_id = await ledger.open_probe(conn, run_id=inp.run_id, model=ctx.model.id,
+                                              request=request, origin=origin())
+        if call_id is None:
+            return ProbeApiOutput(up=False, message="run is no longer active")
+        started = time.monotonic()
+        try:
+            raw = await self.client.messages.with_raw_response.create(**request)
+            message = (await raw.parse()).model_dump(mode="json")
+        except anthropic.APIError as err:
+            error = from_api_error(err)
+            request_id = err.request_id if isinstance(err, anthropic.APIStatusError) else None
+            await self._finish_failed(call_id, error.status, error.error_type, error.message,
+                                      request_id, started)
+            return ProbeApiOutput(up=not is_outage(error), message=error.describe(),
+                                  call_id=call_id)
+        answer = await self._record_answer(ctx, call_id, message, raw.headers.get("request-id"),
+                                           started)
+        return ProbeApiOutput(up=True, message="Claude answered", call_id=call_id,
+                              cost_usd=answer.cost_usd)
 
     async def _prepare(self, inp: CallModelInput) -> CallModelOutput | _Prepared:
         """Read the pack and open its ledger row; an outcome instead when not to call."""
@@ -111,8 +153,10 @@ class LlmActivities:
             )
 
     async def _send(
-        self, ctx: RunContext, call_id: int, uids: list[str], request: dict[str, Any]
+        self, ctx: RunContext, call_id: int, uids: list[str], request: dict[str, Any], *,
+        give_up: bool = False,
     ) -> CallModelOutput:
+        """Send the request; ``give_up``: if Claude is down, report it instead of retrying."""
         started = time.monotonic()
         async with heartbeating(f"call {call_id}: waiting for Claude") as status:
             try:
@@ -120,11 +164,11 @@ class LlmActivities:
                 message = (await raw.parse()).model_dump(mode="json")
                 request_id = raw.headers.get("request-id")
             except anthropic.APIStatusError as err:
-                return await self._record_error(call_id, uids, err, started)
+                return await self._record_error(call_id, uids, err, started, give_up)
             except anthropic.APIConnectionError as err:
                 await self._finish_failed(call_id, None, type(err).__name__, str(err), None,
                                           started)
-                raise application_error(from_api_error(err)) from None
+                raise application_error(from_api_error(err), give_up=give_up) from None
             # Still heartbeating: the ledger write may have to wait for Postgres.
             status[0] = f"call {call_id}: recording the answer"
             return await self._record_answer(ctx, call_id, message, request_id, started)
@@ -156,14 +200,15 @@ class LlmActivities:
         return _answered(answer, reused=False)
 
     async def _record_error(
-        self, call_id: int, uids: list[str], err: anthropic.APIStatusError, started: float
+        self, call_id: int, uids: list[str], err: anthropic.APIStatusError, started: float,
+        give_up: bool,
     ) -> CallModelOutput:
         """Record Claude's error answer; raise it, or return it as the attempt's outcome."""
         error = from_api_error(err)
         await self._finish_failed(call_id, error.status, error.error_type, error.message,
                                   err.request_id, started)
         if error.kind in ("key_rejected", "retryable"):
-            raise application_error(error)
+            raise application_error(error, give_up=give_up)
         return CallModelOutput(
             outcome="overflow" if error.kind == "overflow" else "request_error",
             block_uids=uids, call_id=call_id, message=error.describe(), error=error,

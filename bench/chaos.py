@@ -15,7 +15,10 @@ schedule drawn from the seed:
 * Postgres stopped (cleanly, and crash-like with ``-m immediate``) and restarted;
 * the simulator answering 429 (with retry-after), 529, 500, hanging past the client's
   timeout, truncating output, skipping / duplicating / inventing block_uids and sending
-  malformed tool input, at the rates below (``--set faults.truncate=0.1`` to change one).
+  malformed tool input, at the rates below (``--set faults.truncate=0.1`` to change one);
+* an outage of Claude: every call answered 503 for ``--outage-s`` seconds (180; 0: none)
+  in the middle of the run. The run must pause, probe, resume by itself, and no block may
+  fail or be charged an attempt because of it.
 
 Then it checks the invariants from Postgres, the ledger and the simulator's request log
 (see ``bench/chaos_check.py``), prints one table and saves it to
@@ -53,6 +56,7 @@ from bench.chaos_check import (
 from bench.chaos_stack import ChaosStack, chaos_document, chaos_schema
 from blockbatch.api import Blockbatch
 from core.models import RunOptions
+from core.outage import waiting_text
 from store.db import create_pool
 
 RESULTS = ROOT / "bench" / "results" / "chaos.json"
@@ -76,7 +80,7 @@ DEFAULT_SCENARIO: dict[str, Any] = {
 class Event:
     """One disruption, fired once the run has finished ``at`` of its blocks."""
 
-    kind: str  # kill_worker | kill_all_workers | restart_temporal | restart_postgres
+    kind: str  # kill_worker | kill_all_workers | restart_temporal | restart_postgres | outage
     at: float
     arg: str = ""
     down_s: float = 0.0
@@ -93,11 +97,15 @@ class Event:
             "restart_temporal": f"stop Temporal, start again after {self.down_s:.1f}s",
             "restart_postgres": f"stop Postgres ({self.arg}), start again after "
                                 f"{self.down_s:.1f}s",
+            "outage": f"Claude down: every call answered {self.arg} for {self.down_s:.0f}s",
         }[self.kind]
 
 
-def schedule(seed: int, workers: list[str]) -> list[Event]:
-    """The disruptions of one chaos run, in firing order; same seed, same schedule."""
+def schedule(seed: int, workers: list[str], outage_s: float = 0.0) -> list[Event]:
+    """The disruptions of one chaos run, in firing order; same seed, same schedule.
+
+    An outage (``outage_s`` > 0) comes on top, at 40% of the blocks: in the middle.
+    """
     rng = random.Random(seed)
     kinds: list[tuple[str, str]] = [
         ("kill_worker", rng.choice(workers)),  # the other worker carries on
@@ -114,6 +122,9 @@ def schedule(seed: int, workers: list[str]) -> list[Event]:
     for (kind, arg), at in zip(kinds, marks):
         down = rng.uniform(2.0, 6.0) if kind.startswith("restart") else rng.uniform(0.5, 3.0)
         events.append(Event(kind, round(at, 3), arg, round(down, 1)))
+    if outage_s > 0:
+        events.append(Event("outage", 0.4, "503", outage_s))
+        events.sort(key=lambda e: e.at)
     return events
 
 
@@ -128,6 +139,12 @@ class Chaos:
     worker_exits: int = 0
     #: Workers deliberately down (killed by an event, not yet due for restart).
     held: set[str] = field(default_factory=set)
+    #: The simulator's chaos scenario (an outage is set on top of it, then taken off).
+    scenario: dict[str, Any] = field(default_factory=dict)
+    #: What the run said while Claude was down (``progress`` queries), and when it was.
+    outage_seen: list[dict[str, Any]] = field(default_factory=list)
+    outage_window: tuple[datetime, datetime] | None = None
+    look: Any = None  # async () -> RunProgress | None
 
     def now(self) -> float:
         return round(time.monotonic() - self.t0, 1)
@@ -167,6 +184,30 @@ class Chaos:
             await asyncio.to_thread(st.stop_postgres, event.arg)
             await asyncio.sleep(event.down_s)
             await asyncio.to_thread(st.start_postgres)
+        elif event.kind == "outage":
+            await self.outage(int(event.arg), event.down_s)
+
+    async def outage(self, status: int, seconds: float) -> None:
+        """Every Claude call answered ``status`` for ``seconds``; watch the run meanwhile."""
+        errors = {**self.scenario.get("errors", {}), "outage_status": status}
+        start = datetime.now(UTC)
+        self.stack.sim("PUT", "/_sim/scenario", {**self.scenario, "errors": errors})
+        end_at = time.monotonic() + seconds
+        while time.monotonic() < end_at:
+            await asyncio.sleep(min(5.0, max(end_at - time.monotonic(), 0)))
+            with contextlib.suppress(Exception):  # a query may time out: look again later
+                p = await self.look()
+                self.outage_seen.append({
+                    "t_s": round((datetime.now(UTC) - start).total_seconds(), 1),
+                    "status": p.status,
+                    "text": None if p.outage is None else waiting_text(
+                        p.outage, datetime.now(UTC))})
+        self.stack.sim("PUT", "/_sim/scenario", self.scenario)
+        self.outage_window = (start, datetime.now(UTC))
+        paused = [s for s in self.outage_seen if s["status"] == "waiting_for_api"]
+        self.say(f"Claude is back; the run was seen paused {len(paused)}/"
+                 f"{len(self.outage_seen)} times" + (f": {paused[-1]['text']}" if paused
+                                                     else ""))
 
 
 async def progress(url: str, run_id: str) -> tuple[str, int, int] | None:
@@ -237,12 +278,13 @@ async def run_chaos(args: argparse.Namespace) -> dict[str, Any]:
         scenario = {**args.scenario, "seed": args.seed}
         st.sim("POST", "/_sim/reset")
         st.sim("PUT", "/_sim/scenario", scenario)
-        events = schedule(args.seed, workers)
+        events = schedule(args.seed, workers, args.outage_s)
         print("schedule: " + "; ".join(f"{e.at:.0%}: {e.label()}" for e in events), flush=True)
-        chaos = Chaos(st, workers)
+        chaos = Chaos(st, workers, scenario=scenario)
         run_id = await bb.start_run(doc, schema_id, options,
                                     run_id=f"chaos-{args.seed}-{int(time.time())}")
         chaos.say(f"run {run_id} started")
+        chaos.look = lambda: bb.progress(run_id, timeout_s=3)
         pending_events = list(events)
         last_event_end = time.monotonic()
         last_print = 0.0
@@ -282,6 +324,7 @@ async def run_chaos(args: argparse.Namespace) -> dict[str, Any]:
         try:
             async with pool.acquire() as conn:
                 check = await check_run(conn, run_id, sim_log=sim_log, fault_free=reference)
+                outage = await outage_figures(conn, run_id, chaos, workflow_result)
         finally:
             await pool.close()
         fired = [e for e in events if e.fired_at_s is not None]
@@ -304,12 +347,54 @@ async def run_chaos(args: argparse.Namespace) -> dict[str, Any]:
             "schedule": [e.__dict__ | {"label": e.label()} for e in events],
             "injected": injected,
             "workflow_result": workflow_result,
+            "outage": outage,
             "simulator": {"requests": sim_stats["requests"].get("POST /v1/messages", {}),
                           "stop_reasons": sim_stats["stop_reasons"]},
             **check,
         }
     finally:
         st.close(keep=args.keep)
+
+
+async def outage_figures(conn: asyncpg.Connection, run_id: str, chaos: Chaos,
+                         workflow_result: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What the outage cost: calls during it, probes, pause, time to resume, blocks hurt."""
+    if chaos.outage_window is None:
+        return None
+    start, end = chaos.outage_window
+    row = await conn.fetchrow(
+        """select count(*) filter (where purpose = 'pack' and http_status = 503)
+                      as pack_calls_503,
+                  count(*) filter (where purpose = 'probe') as probes,
+                  count(*) filter (where purpose = 'probe' and status = 'succeeded')
+                      as probes_answered,
+                  min(started_at) filter (where purpose = 'pack' and status = 'succeeded'
+                                          and started_at > $2) as first_answer_after
+           from llm_calls where run_id = $1""", run_id, end)
+    worst = await conn.fetchval(
+        """select coalesce(max(n), 0) from (select count(*) as n from llm_calls
+           where run_id = $1 and purpose = 'pack' and http_status = 503
+           group by pack_path, pack_attempt) as per_attempt""", run_id)
+    api_unavailable = await conn.fetchval(
+        """select count(*) from overlays where run_id = $1 and status = 'failed'
+           and reason_code = 'api_unavailable'""", run_id)
+    first = row["first_answer_after"]
+    wr = workflow_result or {}
+    return {
+        "outage_s": round((end - start).total_seconds(), 1),
+        "seen_paused": sum(1 for s in chaos.outage_seen if s["status"] == "waiting_for_api"),
+        "looks": len(chaos.outage_seen),
+        "looks_detail": chaos.outage_seen,
+        "pack_calls_answered_503": row["pack_calls_503"],
+        "most_503_for_one_pack_attempt": worst,
+        "probes": row["probes"],
+        "probes_answered": row["probes_answered"],
+        "pauses": wr.get("outages"),
+        "paused_s": wr.get("paused_s"),
+        "resumed_after_s": (round((first - end).total_seconds(), 1)
+                            if first is not None else None),
+        "blocks_failed_api_unavailable": api_unavailable,
+    }
 
 
 # --------------------------------------------------------------------------- the table
@@ -338,6 +423,19 @@ def table(r: dict[str, Any]) -> str:
         ("  billed by the simulator", f"${c['billed_by_simulator_usd']:.4f}"),
         ("  fault-free run", f"${c['fault_free_cost_usd']:.4f}"),
     ]
+    o = r.get("outage")
+    if o:
+        lines += [
+            (f"outage: every call 503 for {o['outage_s']} s", ""),
+            ("  run seen paused (waiting_for_api)", f"{o['seen_paused']}/{o['looks']} looks"),
+            ("  pauses / seconds paused", f"{o['pauses']} / {o['paused_s']} s"),
+            ("  pack calls answered 503", o["pack_calls_answered_503"]),
+            ("  most 503s for one pack attempt", o["most_503_for_one_pack_attempt"]),
+            ("  probes (answered)", f"{o['probes']} ({o['probes_answered']})"),
+            ("  first pack answer after Claude was back", f"{o['resumed_after_s']} s"),
+            ("  blocks failed api_unavailable (must be 0)",
+             o["blocks_failed_api_unavailable"]),
+        ]
     lines.append(("faults injected", ""))
     lines += [(f"  {k}", v) for k, v in inj.items()]
     lines.append(("wall time of the chaos run", f"{r['run_wall_s']} s"))
@@ -358,7 +456,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="the workers' anthropic timeout (s); a simulated hang exceeds it")
     parser.add_argument("--min-gap", type=float, default=4.0,
                         help="seconds of undisturbed running between two events")
-    parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--timeout", type=float, default=1200.0)
+    parser.add_argument("--outage-s", type=float, default=180.0,
+                        help="an outage of this many seconds (every call 503) mid-run; 0: none")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a scenario value, e.g. --set faults.truncate=0.1")
     parser.add_argument("--out", type=Path, default=RESULTS)

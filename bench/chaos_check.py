@@ -253,4 +253,13 @@ def violations(result: dict[str, Any]) -> list[str]:
     if result["values"]["differs_from_fault_free"]:
         out.append(f"{result['values']['differs_from_fault_free']} overlays differ from "
                    "the fault-free run")
+    o = result.get("outage")
+    if o:
+        if o["blocks_failed_api_unavailable"]:
+            out.append(f"{o['blocks_failed_api_unavailable']} blocks failed because Claude "
+                       "was down (the run should have paused)")
+        if not o["seen_paused"]:
+            out.append("the run was never seen paused (waiting_for_api) during the outage")
+        if not o["probes_answered"]:
+            out.append("no probe was answered: the run did not resume by itself")
     return out

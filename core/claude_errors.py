@@ -101,6 +101,17 @@ def classify(
     return ClaudeError(kind="rejected", status=status, error_type=error_type, message=message)
 
 
+def is_outage(error: ClaudeError) -> bool:
+    """Whether ``error`` says Claude is down (5xx, 529, timeout, no answer), not busy (429).
+
+    A run of these across packs pauses the run instead of failing blocks
+    (``core.outage``); a rate limit is Claude answering, and is only waited for.
+    """
+    if error.kind != "retryable":
+        return False
+    return error.status is None or error.status >= 500 or error.status == 408
+
+
 def retry_delay_s(error: ClaudeError, jitter: float) -> float | None:
     """How long to wait before retrying, from ``retry-after``; ``None``: the default backoff.
 

@@ -6,6 +6,7 @@ Block content, prompts and responses stay in Postgres.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -66,6 +67,10 @@ class Totals(BaseModel):
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
     cost_usd: float = 0.0
+    #: Outages ridden out (sync mode): how many pauses, probes, and seconds paused.
+    outages: int = 0
+    probes: int = 0
+    paused_s: float = 0.0
 
     def add(self, other: Totals) -> None:
         for name in type(self).model_fields:
@@ -114,6 +119,8 @@ class RunProgress(BaseModel):
     error: str | None = None
     #: Batch mode only: round, provider batches and their request counts.
     batch: BatchProgress | None = None
+    #: Set while the run is paused because Claude is down (status ``waiting_for_api``).
+    outage: OutageProgress | None = None
 
 
 class RunResult(BaseModel):
@@ -136,6 +143,9 @@ class RunResult(BaseModel):
     cost_usd: float = 0.0
     #: Reason code -> how many failed or cancelled blocks carry it (``unknown``: no code).
     failure_reasons: dict[str, int] = Field(default_factory=dict)
+    #: Outages of the API this run paused for (sync mode; this execution of the run).
+    outages: int = 0
+    paused_s: float = 0.0
 
 
 class PlanRunInput(BaseModel):
@@ -148,6 +158,40 @@ class PlanRunOutput(BaseModel):
     mode: Literal["sync", "batch"] = "sync"
 
 
+class ApiDownReport(BaseModel):
+    """What a pack tells its run when its call kept failing because Claude is down."""
+
+    pack_workflow_id: str
+    pack_path: str
+    #: Consecutive failed attempts of the pack's call, the first of them at ``since``.
+    failures: int
+    since: datetime
+    error: str
+
+
+class ProbeApiInput(BaseModel):
+    run_id: str
+
+
+class ProbeApiOutput(BaseModel):
+    """One probe of the API: ``up`` once Claude answers anything but 5xx/529/no answer."""
+
+    up: bool
+    message: str
+    call_id: int | None = None
+    cost_usd: float = 0.0
+
+
+class OutageProgress(BaseModel):
+    """A paused run's outage, as ``progress`` and the Temporal UI show it."""
+
+    since: datetime
+    failures: int
+    probes: int
+    last_error: str
+    next_probe_at: datetime | None = None
+
+
 class ProcessPackInput(BaseModel):
     run_id: str
     pack_path: str
@@ -155,6 +199,9 @@ class ProcessPackInput(BaseModel):
     block_uids: list[str] | None = None
     pack_index: int
     max_block_attempts: int = 3
+    #: ``OutageOptions.failures_to_pause`` of the run: a call failing that often because
+    #: Claude is down waits for the run to resume; ``None``: its blocks fail, as before.
+    failures_to_pause: int | None = None
 
 
 class PackOutcome(BaseModel):
@@ -174,6 +221,10 @@ class CallModelInput(BaseModel):
     pack_index: int
     pack_attempt: int = 1
     block_uids: list[str] | None = None
+    #: After this many consecutive outage failures (5xx, 529, no answer) the activity stops
+    #: retrying and reports ``ClaudeDown`` so the run can pause; ``None``: Temporal's
+    #: retry policy alone decides (runs started before outages paused).
+    outage_attempts: int | None = None
 
 
 class CallModelOutput(BaseModel):

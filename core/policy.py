@@ -19,6 +19,7 @@ result, and only carry the answer out:
 | rejected request (other 4xx), one block | ``fail`` with Claude's message |
 | run stopping before or instead of a call | ``keep`` |
 | transient error (429, 5xx, 529, no answer, batch expired/canceled/missing), retries left | ``resubmit`` |
+| Claude down (5xx, 529, no answer), no retries left, the run can pause | ``wait``: the run pauses and probes; the attempt is made again once Claude answers |
 | transient error, no retries left | ``fail`` |
 
 Retries of transient errors in sync mode belong to Temporal (the activity's retry policy);
@@ -31,10 +32,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from core.claude_errors import ClaudeError
+from core.claude_errors import ClaudeError, is_outage
 from core.reasons import ReasonCode
 
-Step = Literal["done", "retry", "split", "resubmit", "fail", "keep", "fatal"]
+Step = Literal["done", "retry", "split", "resubmit", "wait", "fail", "keep", "fatal"]
 #: What became of an attempt: ``answered`` (then applied), ``errored`` (a classified
 #: Claude error), ``not_processed`` (a batch request that expired, was canceled or has no
 #: result line), ``nothing_left``, ``oversized`` (a lone block beyond the model's limits),
@@ -69,6 +70,7 @@ def decide(
     retries_left: bool = False,
     stopping: bool = False,
     isolate_rejected: bool = True,
+    can_pause: bool = False,
 ) -> Decision:
     """The next step for a pack attempt (see the table in the module docstring).
 
@@ -86,6 +88,8 @@ def decide(
         stopping: the run is cancelling or failing: nothing new is started.
         isolate_rejected: halve a rejected request of several blocks (``False``: fail them
             all, as runs started before this rule did).
+        can_pause: the run rides out outages (sync mode): a pack whose call failed because
+            Claude is down waits for the run to resume instead of failing its blocks.
     """
     if result == "nothing_left":
         return Decision("done")
@@ -121,6 +125,8 @@ def decide(
         return Decision("keep", what, "cancelled")
     if retries_left:
         return Decision("resubmit", what)
+    if can_pause and result == "errored" and error is not None and is_outage(error):
+        return Decision("wait", what)
     return Decision("fail", f"Claude call failed after retries: {what}", "api_unavailable")
 
 

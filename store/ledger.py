@@ -137,6 +137,36 @@ async def open_call(
         )
 
 
+async def open_probe(
+    conn: asyncpg.Connection, *, run_id: str, model: str, request: dict[str, Any],
+    origin: Origin,
+) -> int | None:
+    """Insert a ``started`` row for a probe of the API (purpose ``probe``), numbered in order.
+
+    A probe is the one call a paused run makes to learn whether Claude is back; it holds no
+    blocks (``pack_path`` ``probe``, ``pack_attempt`` the probe's number in the run). Like a
+    pack call it starts only while the run is active.
+
+    Returns:
+        The new ``call_id``; ``None`` when the run is no longer active (do not call).
+    """
+    async with conn.transaction():
+        if await status_for_share(conn, run_id) not in ACTIVE_STATUSES:
+            return None
+        # One probe at a time per run (the run's probe loop): max + 1 does not race.
+        return await conn.fetchval(
+            """insert into llm_calls (run_id, pack_path, pack_attempt, block_uids, model,
+                   request, status, workflow_id, workflow_run_id, activity_id,
+                   activity_attempt, purpose, provider, api)
+               select $1, 'probe', coalesce(max(pack_attempt), 0) + 1, '{}', $2, $3,
+                      'started', $4, $5, $6, $7, 'probe', 'anthropic', 'messages'
+               from llm_calls where run_id = $1 and pack_path = 'probe'
+               returning call_id""",
+            run_id, model, request, origin.workflow_id, origin.workflow_run_id,
+            origin.activity_id, origin.activity_attempt,
+        )
+
+
 async def mark_abandoned(
     conn: asyncpg.Connection, run_id: str, pack_path: str, pack_attempt: int
 ) -> None:

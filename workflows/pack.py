@@ -11,6 +11,7 @@ blocks, or **finish**. Splits do not consume attempts; per-block failures do.
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 
 from pydantic import ValidationError
 from temporalio import workflow
@@ -19,10 +20,11 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.db import DbActivities
-    from activities.errors import API_KEY_REJECTED
+    from activities.errors import API_KEY_REJECTED, API_UNAVAILABLE
     from activities.llm import LlmActivities
     from core.claude_errors import ClaudeError
     from core.models import (
+        ApiDownReport,
         ApplyResultsInput,
         CallModelInput,
         CallModelOutput,
@@ -45,13 +47,23 @@ with workflow.unsafe.imports_passed_through():
 
 #: ``workflow.patched`` id: a rejected request of several blocks is halved, not failed whole.
 ISOLATE_REJECTED_REQUESTS = "isolate-rejected-requests"
+#: ``workflow.patched`` id: a call that fails because Claude is down waits for the run to
+#: resume (workflows/outage.py) instead of failing its blocks with ``api_unavailable``.
+RIDE_OUT_OUTAGES = "ride-out-outages"
 
 
 @workflow.defn(name="ProcessPack")
 class ProcessPackWorkflow:
     def __init__(self) -> None:
         self._cancelled = False
+        self._resumed = False
+        self._call_started: datetime | None = None
         self._children: list[str] = []
+
+    @workflow.signal
+    def resume(self) -> None:
+        """Claude answered the run's probe: make the call that failed again."""
+        self._resumed = True
 
     @workflow.signal
     async def cancel(self) -> None:
@@ -73,6 +85,14 @@ class ProcessPackWorkflow:
             if decision.step == "retry":
                 attempt += 1  # a single block retries in place; apply_results charged it
                 continue
+            if decision.step == "wait":
+                # Claude is down: the run pauses and probes; the same attempt goes again
+                # once it answers (no block is charged for the outage).
+                if await self._wait_for_api(inp, decision.reason):
+                    continue
+                await self._fail(inp, uids, decide("errored", blocks=len(uids or ()),
+                                                   reason=decision.reason), outcome.totals)
+                break
             if decision.step == "split":
                 assert uids is not None
                 await self._split(inp, uids, decision.reason, outcome)
@@ -92,12 +112,17 @@ class ProcessPackWorkflow:
         self, inp: ProcessPackInput, uids: list[str] | None, attempt: int, totals: Totals
     ) -> tuple[list[str] | None, Decision]:
         """Call, apply, decide: the blocks the next step is about, and what it is."""
+        # Runs started before outages paused them replay without it.
+        can_pause = (inp.failures_to_pause is not None
+                     and workflow.patched(RIDE_OUT_OUTAGES))
+        self._call_started = workflow.now()
         try:
             call = await workflow.execute_activity_method(
                 LlmActivities.call_model,
                 CallModelInput(run_id=inp.run_id, pack_path=inp.pack_path,
                                pack_index=inp.pack_index, pack_attempt=attempt,
-                               block_uids=uids),
+                               block_uids=uids,
+                               outage_attempts=inp.failures_to_pause if can_pause else None),
                 start_to_close_timeout=CALL_MODEL_TIMEOUT,
                 heartbeat_timeout=CALL_MODEL_HEARTBEAT,
                 retry_policy=CALL_MODEL_RETRY,
@@ -108,7 +133,8 @@ class ProcessPackWorkflow:
             # Temporal's retries are spent (or the key was rejected): the policy decides.
             error, message = _claude_error(err)
             return uids, decide("errored", blocks=len(uids or ()), error=error,
-                                reason=message, retries_left=False)
+                                reason=message, retries_left=False,
+                                can_pause=can_pause and _gave_up(err))
         totals.add(call.totals())
         uids = call.block_uids
         if call.outcome == "answered":
@@ -158,6 +184,27 @@ class ProcessPackWorkflow:
         return left, decide("answered", blocks=len(uids), remaining=len(left),
                             reason=applied.reason)
 
+    async def _wait_for_api(self, inp: ProcessPackInput, reason: str) -> bool:
+        """Tell the run Claude is down and wait for its ``resume`` (False: could not tell)."""
+        assert inp.failures_to_pause is not None
+        info = workflow.info()
+        run_workflow_id = info.workflow_id.rsplit("/pack-", 1)[0]
+        assert self._call_started is not None
+        report = ApiDownReport(pack_workflow_id=info.workflow_id, pack_path=inp.pack_path,
+                               failures=inp.failures_to_pause, since=self._call_started,
+                               error=reason)
+        self._resumed = False
+        try:
+            await workflow.get_external_workflow_handle(run_workflow_id).signal(
+                "api_down", report)
+        except Exception as err:  # noqa: BLE001 - no run to wait for: fail as before
+            workflow.logger.error("cannot tell run %s that Claude is down: %s",
+                                  run_workflow_id, err)
+            return False
+        workflow.set_current_details(f"waiting for the API (the run probes it): {reason}")
+        await workflow.wait_condition(lambda: self._resumed or self._cancelled)
+        return True
+
     async def _split(
         self, inp: ProcessPackInput, remaining: list[str], reason: str, outcome: PackOutcome
     ) -> None:
@@ -178,7 +225,8 @@ class ProcessPackWorkflow:
             handle = await workflow.start_child_workflow(
                 ProcessPackWorkflow.run,
                 ProcessPackInput(run_id=inp.run_id, pack_path=path, pack_index=inp.pack_index,
-                                 block_uids=part, max_block_attempts=inp.max_block_attempts),
+                                 block_uids=part, max_block_attempts=inp.max_block_attempts,
+                                 failures_to_pause=inp.failures_to_pause),
                 id=child_id,
                 static_summary=f"pack {path}: {len(part)} blocks (half of {inp.pack_path})",
                 static_details=f"split because: {reason}",
@@ -209,6 +257,12 @@ class ProcessPackWorkflow:
             retry_policy=DB_RETRY,
         )
         totals.blocks_failed += failed.failed
+
+
+def _gave_up(err: ActivityError) -> bool:
+    """Whether ``call_model`` stopped retrying because Claude is down (``ClaudeDown``)."""
+    cause = err.cause
+    return isinstance(cause, ApplicationError) and cause.type == API_UNAVAILABLE
 
 
 def _claude_error(err: ActivityError) -> tuple[ClaudeError | None, str]:

@@ -21,6 +21,7 @@ from temporalio.workflow import ContinueAsNewVersioningBehavior
 with workflow.unsafe.imports_passed_through():
     from activities.db import DbActivities
     from core.models import (
+        ApiDownReport,
         BatchRunState,
         FinishRunInput,
         MarkCancellingInput,
@@ -32,8 +33,10 @@ with workflow.unsafe.imports_passed_through():
         RunProgress,
         RunResult,
     )
+    from core.outage import paused_text, waiting_text
     from workflows import attributes
     from workflows.batch import BatchRounds
+    from workflows.outage import OutageWatch
     from workflows.pack import ProcessPackWorkflow
     from workflows.retries import DB_RETRY, DB_TIMEOUT, PLAN_TIMEOUT
 
@@ -55,11 +58,21 @@ class RunWorkflow:
         self._fatal_error: str | None = None
         self._status = "planning"
         self._batch: BatchRounds | None = None
+        self._outage: OutageWatch | None = None
 
     @workflow.signal
     def cancel(self) -> None:
         """Stop starting packs; running packs stop before their next call."""
         self._cancel_requested = True
+
+    @workflow.signal
+    async def api_down(self, report: ApiDownReport) -> None:
+        """A pack's call kept failing because Claude is down: pause, probe, resume."""
+        assert self._outage is not None
+        await self._outage.report(report)
+
+    def _paused(self) -> bool:
+        return self._outage is not None and self._outage.paused
 
     @workflow.query
     def progress(self) -> RunProgress:
@@ -67,9 +80,10 @@ class RunWorkflow:
         assert state is not None
         t = state.totals
         total = state.block_count
+        outage = self._outage.current if self._outage is not None else None
         return RunProgress(
             run_id=state.run_id,
-            status=self._status,
+            status="waiting_for_api" if outage is not None else self._status,
             blocks_total=total,
             blocks_done=t.blocks_done,
             blocks_failed=t.blocks_failed,
@@ -86,11 +100,13 @@ class RunWorkflow:
             cost_usd=round(t.cost_usd, 6),
             error=self._fatal_error,
             batch=self._batch.progress() if self._batch is not None else None,
+            outage=outage.model_copy() if outage is not None else None,
         )
 
     @workflow.run
     async def run(self, inp: RunInput) -> RunResult:
         self._state = inp
+        self._outage = OutageWatch(inp, self._stopping, self._show)
         if inp.pack_count is None:
             await self._plan(inp)
         self._status = "running"
@@ -102,6 +118,7 @@ class RunWorkflow:
         if not finished:
             # Work is left and this history is long enough: go on with a fresh one, on the
             # deployment's current build (a run is pinned to its build only between these).
+            await workflow.wait_condition(workflow.all_handlers_finished)
             workflow.continue_as_new(
                 inp, initial_versioning_behavior=ContinueAsNewVersioningBehavior.AUTO_UPGRADE)
         return await self._finish(inp)
@@ -146,8 +163,10 @@ class RunWorkflow:
         assert inp.pack_count is not None
         started_here = 0
         while inp.next_pack < inp.pack_count and not self._stopping():
+            # While Claude is down (the run paused, probing) no pack starts.
             await workflow.wait_condition(
-                lambda: len(self._running) < inp.max_concurrent_packs or self._stopping()
+                lambda: (len(self._running) < inp.max_concurrent_packs
+                         and not self._paused()) or self._stopping()
             )
             if self._stopping() or started_here >= inp.packs_per_history:
                 break
@@ -206,6 +225,7 @@ class RunWorkflow:
         # The final status comes from Postgres (finish_run): "completed" may end as
         # completed_with_failures, or failed when nothing was done.
         self._status = result.status
+        result.outages, result.paused_s = inp.totals.outages, round(inp.totals.paused_s, 1)
         self._show(result)
         await workflow.wait_condition(workflow.all_handlers_finished)
         return result
@@ -224,6 +244,7 @@ class RunWorkflow:
                 pack_path=str(index),
                 pack_index=index,
                 max_block_attempts=inp.max_block_attempts,
+                failures_to_pause=inp.outage.failures_to_pause,
             ),
             id=pack_id,
             static_summary=f"pack {index} of {inp.pack_count} for run {inp.run_id}",
@@ -279,12 +300,22 @@ class RunWorkflow:
                 f"cancelled · {result.calls} calls · {result.split_events} splits · "
                 f"${result.cost_usd:.4f}"
             )
+            if result.outages:
+                probes = self._state.totals.probes if self._state is not None else 0
+                details += (f"\n\nrode out {result.outages} outage(s) of the API: paused "
+                            f"{paused_text(result.paused_s)}, {probes} probe(s)")
             if result.failure_reasons:
                 details += "\n\nnot done: " + ", ".join(
                     f"{n} {code}" for code, n in result.failure_reasons.items())
             if result.error:
                 details += f"\n\n{result.error}"
             workflow.set_current_details(details)
+            return
+        if p.outage is not None:
+            workflow.set_current_details(
+                f"**{waiting_text(p.outage, workflow.now())}** · {p.blocks_done}/"
+                f"{p.blocks_total} blocks done · {p.packs_running} packs held · "
+                f"${p.cost_usd:.4f}")
             return
         workflow.set_current_details(
             f"**{p.status}** · {p.blocks_done}/{p.blocks_total} blocks done · "

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from rich.table import Column
 
 from blockbatch.cli.console import Console, human_seconds, human_tokens
 from core.models import RunProgress
+from core.outage import waiting_text
 
 
 class Eta:
@@ -32,6 +34,10 @@ def describe(p: RunProgress, eta: float | None) -> str:
     """One line, most useful first (a narrow terminal cuts the end)."""
     if p.status == "planning" or not p.packs_total:
         return f"{p.status}: sizing packs…"
+    if p.outage is not None:  # paused: Claude is down, the run probes it
+        return (f"{waiting_text(p.outage, datetime.now(UTC))} · "
+                f"{p.blocks_done + p.blocks_failed}/{p.blocks_total} blocks · "
+                f"{p.blocks_failed} failed")
     tokens = (p.input_tokens + p.output_tokens + p.cache_creation_input_tokens
               + p.cache_read_input_tokens)
     parts = [f"{p.blocks_done + p.blocks_failed}/{p.blocks_total} blocks",

@@ -14,8 +14,12 @@ replay needs because child ids derive from them, go into ``workflow_ids.json``):
 * ``batch_rounds.run``: a batch-mode run with more than one round.
 * ``continue_as_new.first`` / ``continue_as_new.last``: the first and last runs of a
   RunWorkflow that continued as new (``packs_per_history=2``).
+* ``outage.run`` / ``outage.pack``: a run that paused for an outage (every call 503),
+  probed and resumed, and one of the packs that waited for it.
 * ``retry.run`` / ``retry.batch_run``: the RunWorkflow execution of ``starter.py retry``
   after a run (sync; batch mode) ended with failed blocks.
+
+``python -m tests.histories.record outage`` records only the kinds named.
 
 Re-record after any change to ``workflows/`` that is meant to change histories, and only
 once the old histories' runs can no longer be in flight (docs/VERSIONING.md).
@@ -42,7 +46,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from blockbatch.api import Blockbatch
-from core.models import BatchOptions, RunOptions
+from core.models import BatchOptions, OutageOptions, RunOptions
 from devtools import stack
 from runtime.settings import Settings
 from runtime.temporal import anthropic_client, build_worker
@@ -168,6 +172,29 @@ async def record_continue_as_new(r: Recorder) -> None:
     save("continue_as_new.last", last)
 
 
+async def record_outage(r: Recorder) -> None:
+    slow = {"speed_factor": 1.0, "latency": {"ttft_ms": 300, "per_output_token_ms": 0}}
+    r.scenario(**slow)
+    run_id = await r.start(16, RunOptions(pack_size=4, max_concurrent_packs=2,
+                                          outage=OutageOptions(probe_initial_s=0.5,
+                                                               probe_max_s=1)))
+    async with r.worker():
+        while (await r.bb.progress(run_id)).packs_done < 1:
+            await asyncio.sleep(0.1)
+        r.scenario(**slow, errors={"outage_status": 503})
+        while (await r.bb.progress(run_id)).status != "waiting_for_api":
+            await asyncio.sleep(0.2)
+        await asyncio.sleep(2)  # a probe or two goes unanswered
+        r.scenario(**slow)
+        result = await r.bb.wait(run_id)
+    assert result.status == "completed" and result.outages == 1, result
+    save("outage.run", await r.history(f"run-{run_id}"))
+    waited = await r.pool.fetchval(
+        """select pack_path from llm_calls where run_id = $1 and purpose = 'pack'
+           and http_status = 503 order by call_id limit 1""", run_id)
+    save("outage.pack", await r.history(f"run-{run_id}/pack-{waited}"))
+
+
 async def record_retry(r: Recorder) -> None:
     for name, options in (("retry.run", RunOptions(pack_size=4, max_concurrent_packs=2)),
                           ("retry.batch_run", RunOptions(
@@ -239,15 +266,21 @@ async def throwaway_stack(base: Path) -> AsyncIterator[Recorder]:
         stack.stop_postgres(pg.data_dir)
 
 
-async def main() -> None:
+RECORDERS = {"sync_splits": record_sync_splits, "cancelled": record_cancelled,
+             "batch_rounds": record_batch_rounds, "continue_as_new": record_continue_as_new,
+             "outage": record_outage, "retry": record_retry}
+
+
+async def main(names: list[str]) -> None:
+    unknown = set(names) - set(RECORDERS)
+    if unknown:
+        sys.exit(f"unknown kinds {sorted(unknown)}; known: {', '.join(RECORDERS)}")
     with tempfile.TemporaryDirectory(prefix="bb-record-") as tmp:
         async with throwaway_stack(Path(tmp)) as r:
-            await record_sync_splits(r)
-            await record_cancelled(r)
-            await record_batch_rounds(r)
-            await record_continue_as_new(r)
-            await record_retry(r)
+            for name, record in RECORDERS.items():
+                if not names or name in names:
+                    await record(r)
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(sys.argv[1:]))

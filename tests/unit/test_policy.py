@@ -163,3 +163,26 @@ def test_the_code_of_a_recorded_failure_follows_from_its_text() -> None:
               decide("errored", blocks=2, error=classify(529, "overloaded_error", "busy")),
               decide("not_processed", blocks=2, reason="expired")]:
         assert d.step == "fail" and code_of_failure(d.reason) == d.code, d
+
+
+def test_claude_down_past_retries_waits_when_the_run_can_pause() -> None:
+    for status, kind in [(500, "api_error"), (503, "api_error"), (529, "overloaded_error"),
+                         (None, "APITimeoutError"), (None, "APIConnectionError")]:
+        error = classify(status, kind, "down")
+        d = decide("errored", blocks=3, error=error, can_pause=True)
+        assert d.step == "wait" and d.code is None, (status, kind)
+        # Stopping still wins, and runs that cannot pause fail the blocks as before.
+        assert decide("errored", blocks=3, error=error, can_pause=True,
+                      stopping=True).step == "keep"
+        assert decide("errored", blocks=3, error=error).code == "api_unavailable"
+
+
+def test_claude_busy_or_refusing_never_waits() -> None:
+    for error, step in [(classify(429, "rate_limit_error", "slow down"), "fail"),
+                        (classify(400, "invalid_request_error", "bad"), "split"),
+                        (classify(401, "authentication_error", "key"), "fatal")]:
+        assert decide("errored", blocks=2, error=error, can_pause=True).step == step
+    # A worker-side failure (no classified error) is not evidence that Claude is down.
+    assert decide("errored", blocks=2, reason="worker lost", can_pause=True).step == "fail"
+    # Neither is a batch request that expired.
+    assert decide("not_processed", blocks=2, reason="expired", can_pause=True).step == "fail"

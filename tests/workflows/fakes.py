@@ -41,6 +41,8 @@ from core.models import (
     PlanRunInput,
     PlanRunOutput,
     PollRoundOutput,
+    ProbeApiInput,
+    ProbeApiOutput,
     ProviderBatchRef,
     RecordSplitInput,
     RunResult,
@@ -49,6 +51,8 @@ from core.models import (
 )
 
 TRUNCATED = "answer truncated (max_tokens)"
+OUTAGE = classify(503, "api_error", "Service unavailable")
+RATE_LIMITED = classify(429, "rate_limit_error", "Number of requests has exceeded your rate limit")
 OVERLOADED = classify(529, "overloaded_error", "Overloaded")
 KEY_REJECTED = classify(401, "authentication_error", "invalid x-api-key")
 
@@ -93,6 +97,22 @@ Step = Answer | Outcome | Raise | Hold
 
 
 @dataclass
+class Outage:
+    """Claude is down (every call 503) from the ``after_calls``-th answered call until
+    ``probes_down`` probes went unanswered; ``hold_probe``: the first probe waits for
+    ``FakeWorld.release`` (the test looks at the paused run meanwhile)."""
+
+    after_calls: int = 0
+    probes_down: int = 2
+    hold_probe: bool = False
+    down: bool = False
+    failed_calls: int = 0
+    probes: int = 0
+    #: Pack paths whose call started while the run was paused (must stay empty).
+    started_while_paused: list[str] = field(default_factory=list)
+
+
+@dataclass
 class BatchRound:
     """One provider batch round: which planned packs' requests errored or expired, after
     how many looks the batch ends (``None``: only once canceled) and which packs had
@@ -124,6 +144,7 @@ class FakeWorld:
         mode: Literal["sync", "batch"] = "sync",
         rounds: dict[int, BatchRound] | None = None,
         hold_plan: bool = False,
+        outage: Outage | None = None,
     ) -> None:
         self.run_id = run_id
         self.mode = mode
@@ -131,6 +152,7 @@ class FakeWorld:
         self.script = {path: list(steps) for path, steps in (script or {}).items()}
         self.rounds = rounds or {}
         self.hold_plan = hold_plan
+        self.outage = outage
         self.done: set[str] = set()
         self.failed: dict[str, str] = {}
         self.splits: list[Split] = []
@@ -169,7 +191,7 @@ class FakeWorld:
 
     def activities(self) -> list[Callable[..., Any]]:
         return [self.plan_run, self.apply_results, self.fail_blocks, self.record_split,
-                self.mark_run_cancelling, self.finish_run, self.call_model,
+                self.mark_run_cancelling, self.finish_run, self.call_model, self.probe_api,
                 self.open_batch_run, self.submit_round, self.poll_round, self.cancel_round,
                 self.collect_round, self.apply_round]
 
@@ -269,17 +291,44 @@ class FakeWorld:
                 return CallModelOutput(outcome="cancelled", block_uids=uids,
                                        message="run is cancelling")
             step = step.then or Answer()
+        if self.outage is not None and self.outage.down:
+            first_call = sum(c.pack_path == inp.pack_path for c in self.calls) == 1
+            if self.outage.probes and first_call:
+                self.outage.started_while_paused.append(inp.pack_path)
+            step = Raise(OUTAGE)
         if isinstance(step, Raise):
-            raise application_error(step.error)
+            # Like the real call_model: Claude down that often hands back to the run.
+            give_up = (inp.outage_attempts is not None
+                       and activity.info().attempt >= inp.outage_attempts)
+            if isinstance(step.error, ClaudeError) and self.outage is not None:
+                self.outage.failed_calls += 1
+            raise application_error(step.error, give_up=give_up)
         if isinstance(step, Outcome):
             return CallModelOutput(outcome=step.outcome, block_uids=uids, message=step.message)
         call_id = next(self._call_ids)
         self._answers[call_id] = (uids, step)
         self.paid_calls += 1
+        if self.outage is not None and self.paid_calls == self.outage.after_calls:
+            self.outage.down = True
         return CallModelOutput(outcome="answered", block_uids=uids, call_id=call_id,
                                stop_reason="max_tokens" if step.ok is not None else "end_turn",
                                input_tokens=100 * len(uids), output_tokens=50 * len(uids),
                                cost_usd=0.001 * len(uids))
+
+    @activity.defn(name="probe_api")
+    async def probe_api(self, inp: ProbeApiInput) -> ProbeApiOutput:
+        outage = self.outage
+        if outage is None:  # a scripted error that never ends: Claude stays down
+            return ProbeApiOutput(up=False, message=OUTAGE.describe(), call_id=0)
+        outage.probes += 1
+        if outage.hold_probe and outage.probes == 1:
+            self.in_flight.set()
+            await _heartbeating(self.release)
+        if outage.probes > outage.probes_down:
+            outage.down = False
+            return ProbeApiOutput(up=True, message="Claude answered", call_id=0,
+                                  cost_usd=0.0001)
+        return ProbeApiOutput(up=False, message=OUTAGE.describe(), call_id=0)
 
     # ------------------------------------------------------------ BatchActivities
 

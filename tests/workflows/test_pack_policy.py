@@ -6,7 +6,7 @@ from core.claude_errors import SET_A_VALID_KEY
 from tests.workflows.conftest import Harness
 from tests.workflows.fakes import (
     KEY_REJECTED,
-    OVERLOADED,
+    RATE_LIMITED,
     TRUNCATED,
     Answer,
     FakeWorld,
@@ -99,10 +99,11 @@ async def test_pack_with_nothing_pending_is_done_without_a_call(
     assert (result.status, result.blocks_ai_complete, result.calls) == ("completed", 4, 1)
 
 
-async def test_claude_unavailable_past_retries_fails_blocks_not_the_run(
+async def test_claude_busy_past_retries_fails_blocks_not_the_run(
     wf: Harness, run_id: str
 ) -> None:
-    world = FakeWorld(run_id, [2, 1], {"0": [Raise(OVERLOADED)]})
+    # Rate limited past every retry (Claude answers, it is not down: nothing pauses).
+    world = FakeWorld(run_id, [2, 1], {"0": [Raise(RATE_LIMITED)]})
     result = await wf.run(world)
     assert result.status == "completed"
     assert (result.blocks_ai_complete, result.blocks_failed) == (1, 2)
@@ -110,7 +111,7 @@ async def test_claude_unavailable_past_retries_fails_blocks_not_the_run(
     reasons = set(world.failed.values())
     assert len(reasons) == 1
     reason = reasons.pop()
-    assert reason.startswith("Claude call failed after retries") and "529" in reason, reason
+    assert reason.startswith("Claude call failed after retries") and "429" in reason, reason
 
 
 async def test_rejected_api_key_fails_the_run_and_stops_the_other_packs(

@@ -1,0 +1,65 @@
+"""Riding out an outage: the run pauses, probes, resumes; no block fails for it."""
+
+from __future__ import annotations
+
+from core.models import RunProgress
+from tests.workflows.conftest import Harness
+from tests.workflows.fakes import Answer, FakeWorld, Outage
+
+
+async def test_outage_pauses_the_run_and_every_block_ends_done(wf: Harness, run_id: str) -> None:
+    outage = Outage(after_calls=1, probes_down=3)
+    world = FakeWorld(run_id, [2] * 6, outage=outage)
+    result = await wf.run(world, max_concurrent_packs=2)
+    assert result.status == "completed"
+    assert (result.blocks_ai_complete, result.blocks_failed) == (12, 0)
+    assert world.failed == {}
+    assert outage.probes == 4 and not outage.down
+    # Only the two packs in flight when Claude went down called during the outage, each
+    # the four times its activity tries before handing back; then only probes.
+    assert outage.failed_calls == 2 * 4
+    assert outage.started_while_paused == []
+    assert result.outages == 1 and result.paused_s > 0
+
+
+async def test_paused_run_says_why_in_progress_and_resumes(wf: Harness, run_id: str) -> None:
+    outage = Outage(after_calls=1, probes_down=0, hold_probe=True)
+    world = FakeWorld(run_id, [2] * 4, outage=outage)
+    async with wf.worker(world):
+        handle = await wf.start(world, max_concurrent_packs=2)
+        await world.in_flight.wait()  # the first probe is out: the run is paused
+        progress = await handle.query("progress", result_type=RunProgress)
+        meta = await handle.query("__temporal_workflow_metadata")
+        world.release.set()
+        result = await handle.result()
+    assert progress.status == "waiting_for_api"
+    assert progress.outage is not None and progress.outage.failures >= 4
+    assert "503" in progress.outage.last_error
+    # The Temporal UI shows the same under the run's current details.
+    assert meta.current_details.startswith("**waiting for the API: ")
+    assert "consecutive failures since" in meta.current_details
+    assert result.status == "completed" and result.blocks_failed == 0
+
+
+async def test_cancel_while_paused_cancels_blocks_and_fails_none(wf: Harness, run_id: str) -> None:
+    outage = Outage(after_calls=1, probes_down=10**6, hold_probe=True)
+    world = FakeWorld(run_id, [2] * 4, outage=outage)
+    async with wf.worker(world):
+        handle = await wf.start(world, max_concurrent_packs=2)
+        await world.in_flight.wait()
+        await handle.signal("cancel")
+        await world.cancel_marked.wait()
+        world.release.set()
+        result = await handle.result()
+    assert result.status == "cancelled"
+    assert world.failed == {}
+    assert (result.blocks_ai_complete, result.blocks_cancelled) == (2, 6)
+
+
+async def test_a_pack_split_in_halves_rides_out_the_outage_too(wf: Harness, run_id: str) -> None:
+    outage = Outage(after_calls=1, probes_down=2)
+    world = FakeWorld(run_id, [4], {"0": [Answer(ok=0)]}, outage=outage)
+    result = await wf.run(world)
+    assert result.status == "completed" and result.blocks_failed == 0
+    assert {s.pack_path for s in world.splits} == {"0"}
+    assert outage.probes == 3
