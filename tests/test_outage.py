@@ -1,4 +1,4 @@
-"""An outage of Claude mid-run (every call 503): the run pauses, probes, resumes, and every
+"""An outage of Claude in the middle of a 500-block run (every call 503): the run pauses, probes, resumes, and every
 block ends done; no block fails and no block is charged an attempt for it.
 
 Time-compressed: probes every 0.5-1 s instead of 5-30 s; the packs' own retries before the
@@ -29,16 +29,16 @@ async def _until(what: str, check: Callable[[], Awaitable[RunProgress]],
 
 async def test_an_outage_mid_run_pauses_it_and_every_block_ends_done(bbstack: Stack) -> None:
     bbstack.sim.scenario(**SLOW)
-    doc = await bbstack.bb.ingest_bytes(marked_document(40, set()), name="o.md", fmt="markdown")
+    doc = await bbstack.bb.ingest_bytes(marked_document(500, set()), name="o.md", fmt="markdown")
     schema_id = await bbstack.bb.add_schema(extract_schema(instruction_words=200))
-    options = RunOptions(pack_size=4, max_concurrent_packs=2,
+    options = RunOptions(pack_size=10, max_concurrent_packs=4,
                          outage=OutageOptions(probe_initial_s=0.5, probe_max_s=1.0))
     run_id = await bbstack.bb.start_run(doc, schema_id, options)
     async with bbstack.worker():
         def progress() -> Awaitable[RunProgress]:
             return bbstack.bb.progress(run_id)
 
-        await _until("two packs done", progress, lambda p: p.packs_done >= 2)
+        await _until("a tenth of the packs done", progress, lambda p: p.packs_done >= 5)
         bbstack.sim.scenario(**SLOW, errors={"outage_status": 503})
         paused = await _until("the run paused", progress,
                               lambda p: p.status == "waiting_for_api")
@@ -59,7 +59,7 @@ async def test_an_outage_mid_run_pauses_it_and_every_block_ends_done(bbstack: St
     assert paused.blocks_failed == 0
     assert started_while_paused == 0  # no pack started while Claude was down
     assert (result.status, result.blocks_ai_complete, result.blocks_failed) == (
-        "completed", 40, 0)
+        "completed", 500, 0)
     assert result.outages == 1 and result.paused_s > 0
     # Probes are in the ledger as such: the unanswered ones with the 503, the last answered.
     probes = await bbstack.pool.fetch(
