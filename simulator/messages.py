@@ -75,43 +75,50 @@ async def _answer(
     prepared = engine.prepare(body)
     entry["block_uids"] = [block.uid for block in prepared.prompt.blocks]
     dice = engine.dice_for(body)
-    uncached = engine.peek_uncached_tokens(prepared)
-    state.limiter.admit(scenario.limits, uncached)
+    limiter = state.limiter
+    reservation = limiter.admit(engine.peek_uncached_tokens(prepared), body["max_tokens"])
+    output_tokens = 0
+    try:
+        errors = scenario.errors
+        if errors.outage_status is not None:
+            status = errors.outage_status
+            raise ApiError("overloaded_error" if status == 529 else "api_error",
+                           "Overloaded" if status == 529 else "Service unavailable",
+                           fault="outage", status=status)
+        if dice.chance(errors.rate_timeout, "timeout"):
+            # A real hang, whatever the speed factor: the client's own timeout must fire.
+            entry["status"] = 529
+            entry["faults"].append("timeout")
+            state.stats.count_faults(["timeout"])
+            await asyncio.sleep(errors.timeout_s)
+            raise ApiError("overloaded_error", "Overloaded")
+        if dice.chance(errors.rate_429, "rate_429"):
+            # A 429 admits nothing, so the request gives back all it took.
+            limiter.cancel(reservation)
+            raise limiter.injected(errors.retry_after_s)
+        if dice.chance(errors.rate_529, "rate_529"):
+            raise ApiError("overloaded_error", "Overloaded", fault="rate_529")
+        if dice.chance(errors.rate_500, "rate_500"):
+            raise ApiError("api_error", "Internal server error", fault="rate_500")
 
-    errors = scenario.errors
-    if errors.outage_status is not None:
-        status = errors.outage_status
-        raise ApiError("overloaded_error" if status == 529 else "api_error",
-                       "Overloaded" if status == 529 else "Service unavailable",
-                       fault="outage", status=status)
-    if dice.chance(errors.rate_timeout, "timeout"):
-        # A real hang, whatever the speed factor: the client's own timeout must fire.
-        entry["status"] = 529
-        entry["faults"].append("timeout")
-        state.stats.count_faults(["timeout"])
-        await asyncio.sleep(errors.timeout_s)
-        raise ApiError("overloaded_error", "Overloaded")
-    if dice.chance(errors.rate_429, "rate_429"):
-        raise state.limiter.injected(scenario.limits, errors.retry_after_s)
-    if dice.chance(errors.rate_529, "rate_529"):
-        raise ApiError("overloaded_error", "Overloaded", fault="rate_529")
-    if dice.chance(errors.rate_500, "rate_500"):
-        raise ApiError("api_error", "Internal server error", fault="rate_500")
+        outcome = engine.answer(prepared, dice)
+        output_tokens = outcome.output_tokens
+        stats = state.stats
+        stats.count_usage(outcome.usage)
+        stats.count_cache(eligible=outcome.cache.eligible, read=outcome.cache.read)
+        stats.count_faults(outcome.faults)
+        stats.stop_reasons[outcome.stop_reason] += 1
+        entry.update(stop_reason=outcome.stop_reason, usage=outcome.usage)
+        entry["faults"].extend(outcome.faults)
 
-    outcome = engine.answer(prepared, dice)
-    state.limiter.record(uncached, outcome.output_tokens)
-    stats = state.stats
-    stats.count_usage(outcome.usage)
-    stats.count_cache(eligible=outcome.cache.eligible, read=outcome.cache.read)
-    stats.count_faults(outcome.faults)
-    stats.stop_reasons[outcome.stop_reason] += 1
-    entry.update(stop_reason=outcome.stop_reason, usage=outcome.usage)
-    entry["faults"].extend(outcome.faults)
-
-    latency_ms = (
-        scenario.latency.ttft_ms + scenario.latency.per_output_token_ms * outcome.output_tokens
-    )
-    delay = latency_ms * scenario.speed_factor / 1000
-    if delay > 0:
-        await state.sleep(delay)
-    return outcome.message, state.limiter.headers(scenario.limits)
+        latency_ms = (
+            scenario.latency.ttft_ms + scenario.latency.per_output_token_ms * output_tokens
+        )
+        delay = latency_ms * scenario.speed_factor / 1000
+        if delay > 0:
+            await state.sleep(delay)
+    finally:
+        # The output reservation is held while the answer is generated, as the API holds
+        # ``max_tokens`` until the end of a request; a failure produced no output.
+        limiter.settle(reservation, output_tokens)
+    return outcome.message, limiter.headers()

@@ -62,11 +62,14 @@ class Quality(_Strict):
 
 
 class Limits(_Strict):
-    """Rate limits over a sliding 60 s window; ``None`` means unlimited."""
+    """Per-minute rate limits, enforced as token buckets like the API's; ``None`` is unlimited."""
 
     rpm: int | None = Field(default=None, ge=1)
     input_tpm: int | None = Field(default=None, ge=1)
     output_tpm: int | None = Field(default=None, ge=1)
+    #: The share of every limit used by another client of the same account: the buckets'
+    #: capacity and refill rate shrink by it (the headers still give the account's limit).
+    others_share: float = Field(default=0.0, ge=0, lt=1)
 
 
 class Auth(_Strict):

@@ -30,7 +30,7 @@ class SimState:
         self.clock: Clock = clock or system_clock
         self.sleep: Sleep = sleep or asyncio.sleep
         self.engine = Engine(scenario or Scenario(), self.clock)
-        self.limiter = RateLimiter(self.clock)
+        self.limiter = RateLimiter(self.clock, self.engine.scenario.limits)
         self.stats = Stats()
         self.batches = BatchStore(self.engine, self.stats)
 
@@ -40,10 +40,12 @@ class SimState:
 
     @scenario.setter
     def scenario(self, scenario: Scenario) -> None:
+        """Replace the scenario; the rate-limit buckets keep their levels (see ``limits``)."""
         self.engine.scenario = scenario
+        self.limiter.configure(scenario.limits)
 
     def reset(self) -> None:
-        """Clear stats, the prompt cache, rate-limit windows and batches."""
+        """Clear stats, the prompt cache and batches; refill the rate-limit buckets."""
         self.stats.reset()
         self.engine.reset()
         self.limiter.clear()

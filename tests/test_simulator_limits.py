@@ -1,22 +1,32 @@
-"""Rate limits over a sliding 60 s window, with a correct retry-after."""
+"""Rate limits as token buckets, like the API's: refill, reservations, headers, retry-after.
+
+Every test drives the buckets with a fake clock, so nothing here depends on how fast the
+machine is.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import urllib.error
 from collections.abc import AsyncIterator
+from typing import Any
 
 import anthropic
 import pytest
 import pytest_asyncio
 
 from simulator.clock import FakeClock
+from simulator.limits import rfc3339
 from simulator.scenario import Limits, Scenario
 from simulator.server import SimulatorServer
-from simulator.testing import make_blocks, pack_params
+from simulator.testing import control, make_blocks, pack_params
+
+START = 1_700_000_000.0
 
 
 @pytest_asyncio.fixture
 async def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(start=START)
 
 
 @pytest_asyncio.fixture
@@ -30,60 +40,279 @@ async def client(sim: SimulatorServer) -> anthropic.AsyncAnthropic:
     return anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="k", max_retries=0)
 
 
-async def test_requests_per_minute_are_enforced(sim, client, clock):
-    sim.scenario = Scenario(limits=Limits(rpm=3))
-    params = pack_params(make_blocks(1))
-    for second in range(3):
-        raw = await client.messages.with_raw_response.create(**params)
-        assert raw.headers["anthropic-ratelimit-requests-limit"] == "3"
-        assert raw.headers["anthropic-ratelimit-requests-remaining"] == str(2 - second)
-        clock.advance(10)
+async def create(client: anthropic.AsyncAnthropic, params: dict[str, Any]) -> Any:
+    """One request; returns the raw response (headers; ``await .parse()`` for the message)."""
+    return await client.messages.with_raw_response.create(**params)
+
+
+async def refused(client: anthropic.AsyncAnthropic, params: dict[str, Any]) -> Any:
+    """One request that must be answered 429; returns the SDK's error."""
     with pytest.raises(anthropic.RateLimitError) as caught:
         await client.messages.create(**params)
-    # The first request (t=0) leaves the window at t=60; now is t=30.
-    assert caught.value.response.headers["retry-after"] == "30"
     assert caught.value.body["error"]["type"] == "rate_limit_error"
-    clock.advance(30)
-    await client.messages.create(**params)
+    return caught.value
 
 
-async def test_input_tokens_per_minute_are_enforced(sim, client, clock):
+async def prompt_tokens(client: anthropic.AsyncAnthropic, params: dict[str, Any]) -> int:
+    counted = {k: v for k, v in params.items() if k != "max_tokens"}
+    return (await client.messages.count_tokens(**counted)).input_tokens
+
+
+async def generating_started(sim: SimulatorServer) -> None:
+    """Until the last logged request has been answered and is waiting out its latency."""
+    log = sim.state.stats.log
+    while not log or log[-1]["usage"] is None:
+        await asyncio.sleep(0.01)
+
+
+async def test_requests_refill_continuously_not_at_a_window_edge(sim, client, clock):
+    sim.scenario = Scenario(limits=Limits(rpm=6))
+    params = pack_params(make_blocks(1))
+    for left in range(5, -1, -1):
+        raw = await create(client, params)
+        assert raw.headers["anthropic-ratelimit-requests-remaining"] == str(left)
+    error = await refused(client, params)
+    assert error.response.headers["retry-after"] == "10"  # one request every 10 s
+    assert "6 requests per minute" in error.body["error"]["message"]
+    clock.advance(30)  # half a minute after draining, half the capacity is back
+    for left in (2, 1, 0):
+        raw = await create(client, params)
+        assert raw.headers["anthropic-ratelimit-requests-remaining"] == str(left)
+    await refused(client, params)
+
+
+async def test_input_tokens_refill_at_a_sixtieth_of_the_limit_per_second(sim, client, clock):
     params = pack_params(make_blocks(2), cache_ttl=None)
-    prompt = (
-        await client.messages.count_tokens(**{k: v for k, v in params.items() if k != "max_tokens"})
-    ).input_tokens
-    sim.scenario = Scenario(limits=Limits(input_tpm=prompt * 2 + 1))
-    await client.messages.create(**params)
-    clock.advance(5)
-    await client.messages.create(**params)
-    clock.advance(5)
-    with pytest.raises(anthropic.RateLimitError) as caught:
-        await client.messages.create(**params)
-    assert caught.value.response.headers["retry-after"] == "50"
-    assert "input tokens per minute" in caught.value.body["error"]["message"]
-    clock.advance(50)
-    await client.messages.create(**params)
+    prompt = await prompt_tokens(client, params)
+    sim.scenario = Scenario(limits=Limits(input_tpm=prompt * 2))
+    await create(client, params)
+    await create(client, params)
+    error = await refused(client, params)
+    assert error.response.headers["retry-after"] == "30"  # half the limit comes back in 30 s
+    assert f"{prompt * 2:,} input tokens per minute" in error.body["error"]["message"]
+    clock.advance(30)
+    await create(client, params)
+    await refused(client, params)
 
 
-async def test_output_tokens_per_minute_are_enforced(sim, client, clock):
-    sim.scenario = Scenario(limits=Limits(output_tpm=50))
-    params = pack_params(make_blocks(3))
-    first = await client.messages.create(**params)
-    assert first.usage.output_tokens > 50
-    with pytest.raises(anthropic.RateLimitError) as caught:
-        await client.messages.create(**params)
-    assert caught.value.response.headers["retry-after"] == "60"
-    clock.advance(60)
-    await client.messages.create(**params)
-
-
-async def test_cache_reads_do_not_count_against_input_tokens(sim, client):
+async def test_cache_writes_count_against_input_tokens_and_reads_do_not(sim, client):
     params = pack_params(make_blocks(1), system_repeat=300)
-    first = await client.messages.create(**params)
-    uncached = first.usage.input_tokens + first.usage.cache_creation_input_tokens
-    sim.scenario = Scenario(limits=Limits(input_tpm=uncached + first.usage.input_tokens + 1))
-    second = await client.messages.create(**params)
-    assert second.usage.cache_read_input_tokens > 0
+    prompt = await prompt_tokens(client, params)
+    limit = prompt + 500
+    sim.scenario = Scenario(limits=Limits(input_tpm=limit))
+    first = await create(client, params)
+    usage = (await first.parse()).usage
+    assert usage.cache_creation_input_tokens > 0
+    after_first = limit - usage.input_tokens - usage.cache_creation_input_tokens
+    assert first.headers["anthropic-ratelimit-input-tokens-remaining"] == str(after_first)
+    # The whole prompt no longer fits, but a cache hit costs only what follows the cache.
+    assert after_first < prompt
+    second = await create(client, params)
+    usage = (await second.parse()).usage
+    assert usage.cache_read_input_tokens > 0
+    remaining = int(second.headers["anthropic-ratelimit-input-tokens-remaining"])
+    assert remaining == after_first - usage.input_tokens
+
+
+async def test_output_reserves_max_tokens_and_gives_back_the_unused_part(clock):
+    gate = asyncio.Event()
+
+    async def generating(_seconds: float) -> None:  # the answer takes until the gate opens
+        await gate.wait()
+
+    scenario = Scenario(speed_factor=1.0, limits=Limits(output_tpm=10_000))
+    async with SimulatorServer(scenario=scenario, clock=clock, sleep=generating) as sim:
+        client = anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="k", max_retries=0)
+        params = pack_params(make_blocks(3), max_tokens=8_000)
+        running = asyncio.create_task(create(client, params))
+        await asyncio.wait_for(generating_started(sim), timeout=30)
+        # Its whole max_tokens is held while it runs: 2,000 are left, 8,000 are needed,
+        # and 6,000 take 36 s to come back at 10,000 per minute.
+        error = await refused(client, params)
+        assert "10,000 output tokens per minute" in error.body["error"]["message"]
+        assert error.response.headers["retry-after"] == "36"
+        assert error.response.headers["anthropic-ratelimit-output-tokens-remaining"] == "2000"
+        gate.set()
+        first = await running
+        output = (await first.parse()).usage.output_tokens
+        assert 0 < output < 2_000
+        # At its end the unused part of the reservation came back, at once.
+        remaining = 10_000 - output
+        assert first.headers["anthropic-ratelimit-output-tokens-remaining"] == str(remaining)
+        second = await create(client, params)
+        assert second.headers["anthropic-ratelimit-output-tokens-remaining"] == str(
+            remaining - output
+        )
+
+
+async def test_retry_after_is_exact_refused_a_second_before_admitted_at_it(sim, client, clock):
+    sim.scenario = Scenario(limits=Limits(rpm=2))
+    params = pack_params(make_blocks(1))
+    await create(client, params)
+    await create(client, params)
+    clock.advance(7)
+    error = await refused(client, params)
+    retry_after = int(error.response.headers["retry-after"])
+    assert retry_after == 23  # one request per 30 s; 7 s of it are already back
+    clock.advance(retry_after - 1)
+    error = await refused(client, params)
+    assert error.response.headers["retry-after"] == "1"
+    clock.advance(1)
+    await create(client, params)
+
+
+async def test_the_429_names_the_limit_that_binds_longest(sim, client, clock):
+    answer = await client.messages.create(**pack_params(make_blocks(1)))
+    needed = answer.usage.output_tokens
+    limit = needed + 10
+    params = pack_params(make_blocks(1), max_tokens=limit)
+    # After one request, the requests bucket (2 per minute) needs 30 s for the next one,
+    # while the output bucket needs the answer's output back: more than 30 s.
+    sim.scenario = Scenario(limits=Limits(rpm=2, output_tpm=limit))
+    await create(client, params)
+    output_wait = -(-needed * 60 // limit)  # ceil
+    assert output_wait > 30
+    error = await refused(client, params)
+    assert f"{limit:,} output tokens per minute" in error.body["error"]["message"]
+    assert error.response.headers["retry-after"] == str(output_wait)
+    clock.advance(output_wait - 1)
+    await refused(client, params)
+    clock.advance(1)
+    await create(client, params)
+
+    # With 1 request per minute, the requests bucket binds longest instead.
+    sim.state.reset()
+    sim.scenario = Scenario(limits=Limits(rpm=1, output_tpm=limit))
+    await create(client, params)
+    error = await refused(client, params)
+    assert "1 requests per minute" in error.body["error"]["message"]
+    assert error.response.headers["retry-after"] == "60"
+
+
+@pytest.mark.parametrize("kind", ["input", "output"])
+async def test_a_request_larger_than_the_whole_limit_is_refused_clearly(sim, client, clock, kind):
+    params = pack_params(make_blocks(2), max_tokens=4_000)
+    prompt = await prompt_tokens(client, params)
+    limits = Limits(input_tpm=prompt - 1) if kind == "input" else Limits(output_tpm=3_999)
+    sim.scenario = Scenario(limits=limits)
+    error = await refused(client, params)
+    message = error.body["error"]["message"]
+    assert f"{kind} tokens per minute" in message
+    assert "more than the limit can ever hold" in message
+    assert error.response.headers["retry-after"] == "60"
+    clock.advance(600)  # waiting does not help
+    await refused(client, params)
+    stats = sim.state.stats.snapshot()
+    assert stats["requests"]["POST /v1/messages"] == {"429": 2}
+
+
+async def test_every_answer_carries_the_buckets_in_headers(sim, client, clock):
+    params = pack_params(make_blocks(2))
+    plain = await create(client, params)
+    assert not [h for h in plain.headers if h.startswith("anthropic-ratelimit-")]
+
+    sim.scenario = Scenario(limits=Limits(rpm=100, input_tpm=60_000, output_tpm=12_000))
+    raw = await create(client, params)
+    usage = (await raw.parse()).usage
+    uncached = usage.input_tokens + usage.cache_creation_input_tokens
+    h = raw.headers
+    expected = {
+        # limit, remaining, seconds until full (refill: limit / 60 per second)
+        "requests": (100, 99, 0.6),
+        "input-tokens": (60_000, 60_000 - uncached, uncached / 1_000),
+        "output-tokens": (12_000, 12_000 - usage.output_tokens, usage.output_tokens / 200),
+    }
+    for kind, (limit, remaining, full_in) in expected.items():
+        assert h[f"anthropic-ratelimit-{kind}-limit"] == str(limit)
+        assert h[f"anthropic-ratelimit-{kind}-remaining"] == str(remaining)
+        assert h[f"anthropic-ratelimit-{kind}-reset"] == rfc3339(-(-(START + full_in) // 1))
+    # tokens-*: input and output together, as the API's answers give them.
+    assert h["anthropic-ratelimit-tokens-limit"] == "72000"
+    assert h["anthropic-ratelimit-tokens-remaining"] == str(
+        72_000 - uncached - usage.output_tokens
+    )
+    later = max(uncached / 1_000, usage.output_tokens / 200)
+    assert h["anthropic-ratelimit-tokens-reset"] == rfc3339(-(-(START + later) // 1))
+
+    clock.advance(60)  # a minute later every bucket is full again
+    raw = await create(client, params)
+    assert raw.headers["anthropic-ratelimit-requests-remaining"] == "99"
+
+
+async def test_a_limit_change_mid_run_keeps_the_bucket_levels(sim, client, clock):
+    params = pack_params(make_blocks(1))
+    sim.scenario = Scenario(limits=Limits(rpm=10))
+    for _ in range(10):
+        await create(client, params)
+    # The account is upgraded through the control API: the drained bucket stays drained
+    # and refills at the new rate (20 per minute: one every 3 s).
+    body = {"limits": {"rpm": 20}}
+    await asyncio.to_thread(control, sim.base_url, "PUT", "/_sim/scenario", body)
+    error = await refused(client, params)
+    assert error.response.headers["retry-after"] == "3"
+    assert error.response.headers["anthropic-ratelimit-requests-limit"] == "20"
+    clock.advance(30)
+    for _ in range(10):
+        await create(client, params)
+    await refused(client, params)
+
+    # Halved: a full bucket is clamped to the new, smaller capacity.
+    clock.advance(60)
+    sim.scenario = Scenario(limits=Limits(rpm=4))
+    for left in (3, 2, 1, 0):
+        raw = await create(client, params)
+        assert raw.headers["anthropic-ratelimit-requests-remaining"] == str(left)
+    await refused(client, params)
+
+
+async def test_others_share_shrinks_capacity_and_refill_but_not_the_stated_limit(
+    sim, client, clock
+):
+    params = pack_params(make_blocks(1))
+    sim.scenario = Scenario(limits=Limits(rpm=10, others_share=0.5))
+    for left in (4, 3, 2, 1, 0):
+        raw = await create(client, params)
+        assert raw.headers["anthropic-ratelimit-requests-limit"] == "10"
+        assert raw.headers["anthropic-ratelimit-requests-remaining"] == str(left)
+    error = await refused(client, params)
+    assert error.response.headers["retry-after"] == "12"  # 5 per minute are ours
+    clock.advance(120)  # long enough to refill the whole account: half of it is ours
+    for _ in range(5):
+        await create(client, params)
+    await refused(client, params)
+
+    # The other client stops: our share grows, from the level we had.
+    sim.scenario = Scenario(limits=Limits(rpm=10))
+    error = await refused(client, params)
+    assert error.response.headers["retry-after"] == "6"
+
+
+async def test_others_share_must_leave_something(sim):
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        await asyncio.to_thread(control, sim.base_url, "PUT", "/_sim/scenario",
+                                {"limits": {"rpm": 10, "others_share": 1.0}})
+    assert caught.value.code == 400
+
+
+async def test_an_injected_429_takes_nothing_from_the_buckets(sim, client):
+    params = pack_params(make_blocks(1))
+    sim.scenario = Scenario(limits=Limits(rpm=2), errors={"rate_429": 1.0})
+    error = await refused(client, params)
+    assert error.response.headers["anthropic-ratelimit-requests-remaining"] == "2"
+    sim.scenario = Scenario(limits=Limits(rpm=2))
+    await create(client, params)
+    await create(client, params)
+    await refused(client, params)
+
+
+async def test_reset_refills_every_bucket(sim, client):
+    params = pack_params(make_blocks(1))
+    sim.scenario = Scenario(limits=Limits(rpm=1))
+    await create(client, params)
+    await refused(client, params)
+    sim.state.reset()
+    raw = await create(client, params)
+    assert raw.headers["anthropic-ratelimit-requests-remaining"] == "0"
 
 
 async def test_refused_requests_are_not_answered_and_are_counted(sim, client):
