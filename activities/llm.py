@@ -28,11 +28,13 @@ from activities.errors import (
     application_error,
     from_api_error,
 )
+from activities.limiter import FleetLimiter
 from activities.shared import heartbeating, origin
 from core.claude_errors import is_outage
 from core.context import RunContext
 from core.models import CallModelInput, CallModelOutput, ProbeApiInput, ProbeApiOutput
 from core.prompt import build_request, prefix_sha256
+from core.ratelimit import Need
 from core.registry import Usage, cost_usd
 from store import ledger, overlays
 from store.runs import cached_run_context
@@ -48,16 +50,20 @@ _RECORD_PATIENCE_S = 300.0
 #: How long a call waits for Postgres before it starts (past that, the attempt fails).
 _PREPARE_PATIENCE_S = 120.0
 _T = TypeVar("_T")
-#: What ``_prepare`` hands ``_send``: the run, the ledger row, the pack and the request.
-_Prepared = tuple[RunContext, int, list[str], dict[str, Any]]
+#: What ``_prepare`` hands ``_send``: the run, the ledger row, the pack, the request and
+#: what it will count against the rate limits.
+_Prepared = tuple[RunContext, int, list[str], dict[str, Any], Need]
 
 
 class LlmActivities:
     """Activities that call Claude; one anthropic client and one pool per worker process."""
 
-    def __init__(self, pool: asyncpg.Pool, client: anthropic.AsyncAnthropic) -> None:
+    def __init__(self, pool: asyncpg.Pool, client: anthropic.AsyncAnthropic,
+                 limiter: FleetLimiter | None = None) -> None:
         self.pool = pool
         self.client = client
+        #: The fleet's shared rate limiter (``None``: calls go out unpaced).
+        self.limiter = limiter
 
     @activity.defn
     async def call_model(self, inp: CallModelInput) -> CallModelOutput:
@@ -136,7 +142,7 @@ class LlmActivities:
         if call_id is None:
             return CallModelOutput(outcome="cancelled", block_uids=uids,
                                    message="run is cancelling")
-        return ctx, call_id, uids, request
+        return ctx, call_id, uids, request, _need(ctx, pack.est_input_tokens, pack.max_tokens)
 
     async def _open_call(
         self, ctx: RunContext, inp: CallModelInput, uids: list[str], request: dict[str, Any]
@@ -153,25 +159,70 @@ class LlmActivities:
             )
 
     async def _send(
-        self, ctx: RunContext, call_id: int, uids: list[str], request: dict[str, Any], *,
-        give_up: bool = False,
+        self, ctx: RunContext, call_id: int, uids: list[str], request: dict[str, Any],
+        need: Need, *, give_up: bool = False,
     ) -> CallModelOutput:
-        """Send the request; ``give_up``: if Claude is down, report it instead of retrying."""
-        started = time.monotonic()
+        """Send the request once the fleet's limiter admits it, then settle.
+
+        ``give_up``: if Claude is down, report it instead of retrying.
+        """
         async with heartbeating(f"call {call_id}: waiting for Claude") as status:
+            reservation = await self._reserve(ctx, need, status)
+            started = time.monotonic()
             try:
                 raw = await self.client.messages.with_raw_response.create(**request)
                 message = (await raw.parse()).model_dump(mode="json")
                 request_id = raw.headers.get("request-id")
             except anthropic.APIStatusError as err:
+                await self._settle_error(reservation, err)
                 return await self._record_error(call_id, uids, err, started, give_up)
             except anthropic.APIConnectionError as err:
+                await self._settle(reservation, used=None)
                 await self._finish_failed(call_id, None, type(err).__name__, str(err), None,
                                           started)
                 raise application_error(from_api_error(err), give_up=give_up) from None
             # Still heartbeating: the ledger write may have to wait for Postgres.
             status[0] = f"call {call_id}: recording the answer"
-            return await self._record_answer(ctx, call_id, message, request_id, started)
+            answer = await self._record_answer(ctx, call_id, message, request_id, started)
+            await self._settle(reservation, used=_used(message), headers=raw.headers,
+                               answered=True)
+            return answer
+
+    async def _reserve(self, ctx: RunContext, need: Need, status: list[str]) -> int | None:
+        """Wait for the fleet's limiter to admit the call (its reservation id)."""
+        if self.limiter is None:
+            return None
+        reservation, waited = await self.limiter.acquire(
+            run_id=ctx.run_id, model=ctx.model.id, need=need, weight=ctx.options.weight,
+            status=status)
+        if waited >= 1:
+            activity.logger.info("rate limiter: waited %.1f s", waited)
+        return reservation
+
+    async def _settle(self, reservation: int | None, *, used: Need | None,
+                      headers: Any = None, throttled_after_s: float | None = None,
+                      answered: bool = False) -> None:
+        """Best effort: a reservation left unsettled costs the fleet one refill, no more."""
+        if self.limiter is None or reservation is None:
+            return
+        try:
+            await self.limiter.settle(reservation, used=used,
+                                      headers=dict(headers) if headers is not None else None,
+                                      throttled_after_s=throttled_after_s, answered=answered)
+        except (*_DB_UNAVAILABLE, asyncpg.PostgresError) as exc:
+            activity.logger.warning("rate limiter: reservation %s not settled (%s)",
+                                    reservation, type(exc).__name__)
+
+    async def _settle_error(self, reservation: int | None, err: anthropic.APIStatusError) -> None:
+        headers = err.response.headers
+        if err.status_code == 429:
+            error = from_api_error(err)
+            await self._settle(reservation, used=None, headers=headers,
+                               throttled_after_s=error.retry_after_s or 0.0)
+        else:
+            # Answered (a 4xx) or not (5xx): the request counted, its tokens did not.
+            await self._settle(reservation, used=Need(1, 0, 0), headers=headers,
+                               answered=err.status_code < 500)
 
     async def _record_answer(
         self, ctx: RunContext, call_id: int, message: dict[str, Any], request_id: str | None,
@@ -221,6 +272,25 @@ class LlmActivities:
         async with self.pool.acquire() as conn:
             await ledger.record_error(conn, call_id, status, error_type, message, request_id,
                                       int((time.monotonic() - started) * 1000))
+
+
+def _need(ctx: RunContext, est_input_tokens: int, max_tokens: int) -> Need:
+    """What a pack call will count: its input less a cached prompt prefix, and max_tokens.
+
+    Cache reads do not count against the input-token limit on current models; a prefix
+    long enough to be cached is assumed read (settling corrects a first call's write).
+    """
+    fixed = ctx.plan_limits().fixed_prompt_tokens
+    cached = fixed if fixed >= ctx.model.min_cacheable_tokens else 0
+    return Need(requests=1, input=max(est_input_tokens - cached, 1), output=max_tokens)
+
+
+def _used(message: dict[str, Any]) -> Need:
+    """What the API counted for an answer (uncached input and cache writes; output)."""
+    usage = Usage.from_message(message)
+    return Need(requests=1,
+                input=usage.input_tokens + usage.cache_creation_input_tokens,
+                output=usage.output_tokens)
 
 
 def _answered(answer: ledger.Answer, *, reused: bool) -> CallModelOutput:

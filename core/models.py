@@ -38,6 +38,9 @@ class RunOptions(BaseModel):
     mode: Literal["sync", "batch"] = "sync"
     #: Batch-mode settings (polling, batch limits); ``None`` means the defaults.
     batch: BatchOptions | None = None
+    #: This run's share of the fleet's rate limits against other runs on the same API key
+    #: (equal by default; 2.0 gets twice the calls of a run at 1.0 while both wait).
+    weight: float = Field(default=1.0, gt=0, le=100)
     #: Riding out an outage (sync mode): when a pack's calls keep failing with 5xx, 529 or
     #: no answer, the run pauses and probes the API, first after ``probe_initial_s``, then
     #: at doubling intervals up to ``probe_max_s``, and resumes when a probe is answered.

@@ -14,6 +14,7 @@ from temporalio.worker import Worker, WorkerDeploymentConfig
 
 from activities.batches import BatchActivities
 from activities.db import DbActivities
+from activities.limiter import FleetLimiter
 from activities.llm import LlmActivities
 from runtime.settings import Settings
 from workflows.attributes import SEARCH_ATTRIBUTES
@@ -124,7 +125,7 @@ def build_worker(
             for an unversioned worker (tests, the local stack).
     """
     db_acts = DbActivities(pool)
-    llm_acts = LlmActivities(pool, llm)
+    llm_acts = LlmActivities(pool, llm, FleetLimiter(pool, llm.api_key))
     batch_acts = BatchActivities(pool, llm)
     return Worker(
         client,

@@ -1,0 +1,69 @@
+"""The fleet limiter as a Claude call sees it: reserve before sending, settle after.
+
+Every worker process has one :class:`FleetLimiter` (built in ``runtime/temporal.py``); all
+of them share the buckets in Postgres (``store/ratelimits.py``), per API key hash and model.
+A call waits here, heartbeating, until the fleet may send it; so the number of calls in
+flight follows what the account's limits admit, whatever ``max_concurrent_packs`` is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+from collections.abc import Mapping
+
+import asyncpg
+
+from core.ratelimit import Need
+from store import ratelimits
+
+#: A waiting call looks again after the wait the buckets said, within these bounds (s).
+_MIN_POLL_S, _MAX_POLL_S = 0.2, 5.0
+
+
+def key_hash(api_key: str | None) -> str:
+    """What identifies an account's limits: a hash prefix of its API key, never the key."""
+    if not api_key:
+        return "no-key"
+    return hashlib.sha256(api_key.encode()).hexdigest()[:16]
+
+
+class FleetLimiter:
+    """Reservations against the fleet's shared buckets for one API key."""
+
+    def __init__(self, pool: asyncpg.Pool, api_key: str | None) -> None:
+        self.pool = pool
+        self.key_hash = key_hash(api_key)
+
+    async def acquire(self, *, run_id: str, model: str, need: Need, weight: float,
+                      status: list[str]) -> tuple[int, float]:
+        """Wait until the fleet may send this call; its reservation id and seconds waited.
+
+        ``status[0]`` is what the activity heartbeats meanwhile (see ``heartbeating``).
+        """
+        waited = 0.0
+        first = status[0]
+        while True:
+            async with self.pool.acquire() as conn:
+                attempt = await ratelimits.try_reserve(
+                    conn, key_hash=self.key_hash, model=model, run_id=run_id, need=need,
+                    weight=weight)
+            if attempt.reservation_id is not None:
+                status[0] = first
+                return attempt.reservation_id, waited
+            delay = min(max(attempt.wait_s, _MIN_POLL_S), _MAX_POLL_S)
+            delay *= 1 + 0.25 * random.random()  # callers told the same wait spread out
+            why = ("other runs' fair share" if attempt.reason == "fair_share"
+                   else f"the {attempt.binding} per minute limit")
+            status[0] = f"waiting {waited:.0f} s for the rate limiter ({why})"
+            await asyncio.sleep(delay)
+            waited += delay
+
+    async def settle(self, reservation_id: int, *, used: Need | None,
+                     headers: Mapping[str, str] | None = None,
+                     throttled_after_s: float | None = None, answered: bool = False) -> None:
+        """Square the reservation with what the API counted, learn limits, AIMD."""
+        async with self.pool.acquire() as conn:
+            await ratelimits.settle(conn, reservation_id, used=used, headers=headers,
+                                    throttled_after_s=throttled_after_s, answered=answered)

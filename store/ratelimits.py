@@ -1,0 +1,239 @@
+"""The fleet's rate limiter in Postgres (``rate_limiters``, ``rate_reservations``,
+``rate_waiters``): every worker and run using one API key and model shares one row.
+
+The bucket arithmetic is ``core/ratelimit.py``; here it runs under a row lock (``for
+update``) so concurrent reservations from any worker see each other, on the database clock.
+Fair shares: while several runs wait, the one served least in the last minute (per its
+weight) goes first; a run that is ahead waits a moment instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from core.ratelimit import KINDS, Admission, Buckets, Kind, Need, fresh
+from core.ratelimit import answered as aimd_answered
+from core.ratelimit import learn as learn_limits
+from core.ratelimit import reserve as reserve_buckets
+from core.ratelimit import settle as settle_buckets
+from core.ratelimit import throttled as aimd_throttled
+
+#: A run counts as waiting while it asked within this many seconds.
+WAITING_S = 10.0
+#: The window over which a run's share is counted (seconds).
+SHARE_WINDOW_S = 60.0
+#: A run ahead of the least-served waiting run by more than this many calls (per weight)
+#: lets it go first.
+FAIR_SLACK = 1.0
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One try to reserve: ``reservation_id`` when admitted, else how long to wait."""
+
+    reservation_id: int | None
+    wait_s: float
+    binding: Kind | None
+    #: ``fair_share``: capacity may be there, but a less-served run waits and goes first.
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class LimiterView:
+    """One limiter as ``starter.py limits`` and a run's progress show it."""
+
+    key_hash: str
+    model: str
+    limits: dict[str, int]
+    levels: dict[str, float]
+    factor: float
+    learned: bool
+    admitted: int
+    throttled: int
+    in_flight: int
+    #: run_id -> calls admitted in the last minute.
+    shares: dict[str, int]
+    waiting_runs: list[str]
+
+
+async def _now(conn: asyncpg.Connection) -> float:
+    return float(await conn.fetchval("select extract(epoch from clock_timestamp())"))
+
+
+async def _lock(conn: asyncpg.Connection, key_hash: str, model: str,
+                defaults: Mapping[Kind, int] | None, now: float) -> Buckets:
+    """The limiter row, locked until the transaction ends (created full if new)."""
+    start = fresh(defaults, now)
+    await conn.execute(
+        """insert into rate_limiters (key_hash, model, requests_limit, input_limit,
+               output_limit, requests_level, input_level, output_level, at)
+           values ($1, $2, $3::integer, $4::integer, $5::integer, $3::float8, $4::float8,
+                   $5::float8, $6) on conflict do nothing""",
+        key_hash, model, start.limits["requests"], start.limits["input"],
+        start.limits["output"], now)
+    row = await conn.fetchrow(
+        "select * from rate_limiters where key_hash = $1 and model = $2 for update",
+        key_hash, model)
+    return Buckets(limits={k: row[f"{k}_limit"] for k in KINDS},
+                   levels={k: row[f"{k}_level"] for k in KINDS},
+                   at=row["at"], factor=row["factor"], last_cut_at=row["last_cut_at"])
+
+
+async def _save(conn: asyncpg.Connection, key_hash: str, model: str, b: Buckets,
+                **counters: Any) -> None:
+    extra = "".join(f", {name} = {name} + {int(n)}" for name, n in counters.items())
+    await conn.execute(
+        f"""update rate_limiters set requests_limit = $3, input_limit = $4, output_limit = $5,
+                   requests_level = $6, input_level = $7, output_level = $8, at = $9,
+                   factor = $10, last_cut_at = $11{extra}
+            where key_hash = $1 and model = $2""",
+        key_hash, model, b.limits["requests"], b.limits["input"], b.limits["output"],
+        b.levels["requests"], b.levels["input"], b.levels["output"], b.at, b.factor,
+        b.last_cut_at)
+
+
+async def try_reserve(
+    conn: asyncpg.Connection, *, key_hash: str, model: str, run_id: str, need: Need,
+    weight: float = 1.0, defaults: Mapping[Kind, int] | None = None,
+    expires_s: float = 600.0,
+) -> Attempt:
+    """Reserve ``need`` for one call of ``run_id`` now, or say how long to wait."""
+    async with conn.transaction():
+        now = await _now(conn)
+        buckets = await _lock(conn, key_hash, model, defaults, now)
+        await conn.execute(
+            """insert into rate_waiters (key_hash, model, run_id, weight, seen_at)
+               values ($1, $2, $3, $4, now())
+               on conflict (key_hash, model, run_id)
+               do update set weight = excluded.weight, seen_at = now()""",
+            key_hash, model, run_id, weight)
+        if not await _my_turn(conn, key_hash, model, run_id):
+            await _save(conn, key_hash, model, buckets.refilled(now))
+            return Attempt(None, 0.5, None, "fair_share")
+        admission: Admission = reserve_buckets(buckets, need, now)
+        if not admission.admitted:
+            await _save(conn, key_hash, model, admission.buckets)
+            return Attempt(None, admission.wait_s, admission.binding, "limit")
+        await _save(conn, key_hash, model, admission.buckets, admitted=1)
+        await conn.execute(
+            "delete from rate_waiters where key_hash = $1 and model = $2 and run_id = $3",
+            key_hash, model, run_id)
+        reservation_id = await conn.fetchval(
+            """insert into rate_reservations (key_hash, model, run_id, requests, input_tokens,
+                   output_tokens, expires_at)
+               values ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7))
+               returning reservation_id""",
+            key_hash, model, run_id, need.requests, need.input, need.output, expires_s)
+        return Attempt(int(reservation_id), 0.0, admission.binding)
+
+
+async def _my_turn(conn: asyncpg.Connection, key_hash: str, model: str, run_id: str) -> bool:
+    """Whether ``run_id`` is among the least served of the runs waiting right now."""
+    rows = await conn.fetch(
+        """select w.run_id, w.weight,
+                  (select count(*) from rate_reservations r
+                    where r.key_hash = w.key_hash and r.model = w.model
+                      and r.run_id = w.run_id
+                      and r.created_at > now() - make_interval(secs => $4)) as served
+           from rate_waiters w
+           where w.key_hash = $1 and w.model = $2
+             and (w.seen_at > now() - make_interval(secs => $3) or w.run_id = $5)""",
+        key_hash, model, WAITING_S, SHARE_WINDOW_S, run_id)
+    if len(rows) < 2:
+        return True
+    served = {r["run_id"]: r["served"] / max(r["weight"], 1e-6) for r in rows}
+    slack = FAIR_SLACK / max(next(r["weight"] for r in rows if r["run_id"] == run_id), 1e-6)
+    return served[run_id] <= min(served.values()) + slack
+
+
+async def settle(
+    conn: asyncpg.Connection, reservation_id: int, *, used: Need | None,
+    headers: Mapping[str, str] | None, throttled_after_s: float | None = None,
+    answered: bool = False,
+) -> None:
+    """Close a reservation: give back what was not used, learn the limits, AIMD.
+
+    Args:
+        used: what the API counted (``None``: nothing, e.g. refused or never answered).
+        headers: the answer's headers (``anthropic-ratelimit-*``), if any.
+        throttled_after_s: set for a 429: its retry-after (``0`` when absent).
+        answered: the API answered (not a 429): the fleet's rate recovers a little.
+    """
+    async with conn.transaction():
+        res = await conn.fetchrow(
+            """select key_hash, model, requests, input_tokens, output_tokens, settled_at
+               from rate_reservations where reservation_id = $1 for update""",
+            reservation_id)
+        if res is None or res["settled_at"] is not None:
+            return  # settled already (a retried activity)
+        now = await _now(conn)
+        key_hash, model = res["key_hash"], res["model"]
+        b = await _lock(conn, key_hash, model, None, now)
+        reserved = Need(res["requests"], res["input_tokens"], res["output_tokens"])
+        b = settle_buckets(b, reserved, used or Need(0, 0, 0), now)
+        learned = False
+        if headers and any(h.startswith("anthropic-ratelimit-") for h in headers):
+            b, learned = learn_limits(b, headers, now), True
+        counters = {}
+        if throttled_after_s is not None:
+            b = aimd_throttled(b, now, throttled_after_s)
+            counters["throttled"] = 1
+        elif answered:
+            b = aimd_answered(b, now)
+        await _save(conn, key_hash, model, b, **counters)
+        if learned:
+            await conn.execute(
+                "update rate_limiters set learned_at = now() where key_hash = $1 and model = $2",
+                key_hash, model)
+        await conn.execute(
+            "update rate_reservations set settled_at = now() where reservation_id = $1",
+            reservation_id)
+
+
+async def views(conn: asyncpg.Connection | asyncpg.Pool,
+                key_hash: str | None = None) -> list[LimiterView]:
+    """Every limiter (or one key's), refilled to now, with calls in flight and shares."""
+    now = await conn.fetchval("select extract(epoch from clock_timestamp())")
+    rows = await conn.fetch(
+        """select * from rate_limiters where $1::text is null or key_hash = $1
+           order by key_hash, model""", key_hash)
+    out = []
+    for row in rows:
+        b = Buckets(limits={k: row[f"{k}_limit"] for k in KINDS},
+                    levels={k: row[f"{k}_level"] for k in KINDS},
+                    at=row["at"], factor=row["factor"]).refilled(float(now))
+        shares = {r["run_id"]: r["n"] for r in await conn.fetch(
+            """select run_id, count(*) as n from rate_reservations
+               where key_hash = $1 and model = $2
+                 and created_at > now() - make_interval(secs => $3)
+               group by run_id order by n desc""",
+            row["key_hash"], row["model"], SHARE_WINDOW_S)}
+        in_flight = await conn.fetchval(
+            """select count(*) from rate_reservations where key_hash = $1 and model = $2
+               and settled_at is null and expires_at > now()""",
+            row["key_hash"], row["model"])
+        waiting = [r["run_id"] for r in await conn.fetch(
+            """select run_id from rate_waiters where key_hash = $1 and model = $2
+               and seen_at > now() - make_interval(secs => $3) order by run_id""",
+            row["key_hash"], row["model"], WAITING_S)]
+        out.append(LimiterView(
+            key_hash=row["key_hash"], model=row["model"], limits=dict(b.limits),
+            levels={k: round(v, 1) for k, v in b.levels.items()}, factor=round(b.factor, 3),
+            learned=row["learned_at"] is not None, admitted=row["admitted"],
+            throttled=row["throttled"], in_flight=in_flight, shares=shares,
+            waiting_runs=waiting))
+    return out
+
+
+async def prune(conn: asyncpg.Connection, older_than_s: float = 3600.0) -> int:
+    """Drop settled or expired reservations older than ``older_than_s`` (housekeeping)."""
+    done = await conn.execute(
+        """delete from rate_reservations
+           where created_at < now() - make_interval(secs => $1)
+             and (settled_at is not null or expires_at < now())""", older_than_s)
+    return int(done.split()[-1])
+

@@ -1,0 +1,86 @@
+"""The fleet limiter in Postgres: shared by concurrent callers, fair between runs, not
+shrunk for good by a worker that died holding a reservation, learning from answers."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+
+from core.ratelimit import Need
+from store import ratelimits
+
+KEY, MODEL = "k-test", "claude-sonnet-4-5"
+LIMITS = {"requests": 10, "input": 1_000_000, "output": 1_000_000}
+ONE_CALL = Need(1, 100, 100)
+
+
+async def _try(pool: asyncpg.Pool, run_id: str, need: Need = ONE_CALL,
+               weight: float = 1.0) -> ratelimits.Attempt:
+    async with pool.acquire() as conn:
+        return await ratelimits.try_reserve(conn, key_hash=KEY, model=MODEL, run_id=run_id,
+                                            need=need, weight=weight, defaults=LIMITS)
+
+
+async def test_concurrent_callers_never_get_more_than_the_limit(pool: asyncpg.Pool) -> None:
+    attempts = await asyncio.gather(*(_try(pool, "r1") for _ in range(30)))
+    admitted = [a for a in attempts if a.reservation_id is not None]
+    assert len(admitted) == 10
+    refused = [a for a in attempts if a.reservation_id is None]
+    assert all(a.binding == "requests" and 0 < a.wait_s <= 6.1 for a in refused)
+
+
+async def test_a_dead_workers_reservation_costs_one_refill_at_most(pool: asyncpg.Pool) -> None:
+    # A worker reserves the whole minute and dies: never settles.
+    for _ in range(10):
+        assert (await _try(pool, "r1")).reservation_id is not None
+    assert (await _try(pool, "r1")).reservation_id is None
+    # A minute later (moved back on the database clock) the fleet has its full rate again.
+    await pool.execute("update rate_limiters set at = at - 60")
+    admitted = [await _try(pool, "r2") for _ in range(10)]
+    assert all(a.reservation_id is not None for a in admitted)
+
+
+async def test_waiting_runs_are_served_least_served_first(pool: asyncpg.Pool) -> None:
+    big = [await _try(pool, "big") for _ in range(10)]
+    assert all(a.reservation_id is not None for a in big)
+    # The minute's requests are gone: the small run waits too.
+    assert (await _try(pool, "small")).reason == "limit"
+    await pool.execute("update rate_limiters set at = at - 12")  # two requests back
+    # The small run had nothing this minute: the big one lets it go first.
+    turn = await _try(pool, "big")
+    assert turn.reservation_id is None and turn.reason == "fair_share"
+    assert (await _try(pool, "small")).reservation_id is not None
+    # The small run is served and no longer waiting: the big run may take the next one.
+    assert (await _try(pool, "big")).reservation_id is not None
+    # A run's weight scales its share: at weight 20, 10 calls count as half of one.
+    assert (await _try(pool, "small")).reason == "limit"
+    await pool.execute("update rate_limiters set at = at - 6")
+    assert (await _try(pool, "big", weight=20.0)).reservation_id is not None
+
+
+async def test_settling_learns_the_accounts_limits_and_a_429_cuts_the_rate(
+    pool: asyncpg.Pool
+) -> None:
+    first = await _try(pool, "r1", Need(1, 100, 5_000))
+    async with pool.acquire() as conn:
+        await ratelimits.settle(
+            conn, first.reservation_id, used=Need(1, 120, 700), answered=True,
+            headers={"anthropic-ratelimit-requests-limit": "50",
+                     "anthropic-ratelimit-input-tokens-limit": "30000",
+                     "anthropic-ratelimit-output-tokens-limit": "8000",
+                     "anthropic-ratelimit-requests-remaining": "49"})
+        # Settling twice (a retried activity) changes nothing.
+        await ratelimits.settle(conn, first.reservation_id, used=Need(1, 120, 700),
+                                headers=None, answered=True)
+        [view] = await ratelimits.views(conn, KEY)
+    assert view.limits == {"requests": 50, "input": 30_000, "output": 8_000}
+    assert view.learned and view.admitted == 1 and view.in_flight == 0
+    assert view.levels["requests"] <= 49.1
+    second = await _try(pool, "r1")
+    async with pool.acquire() as conn:
+        await ratelimits.settle(conn, second.reservation_id, used=None, headers=None,
+                                throttled_after_s=3.0)
+        [view] = await ratelimits.views(conn, KEY)
+    assert view.throttled == 1 and view.factor == 0.5
+    assert (await _try(pool, "r1")).reservation_id is None  # nothing before retry-after

@@ -1,0 +1,91 @@
+"""The fleet limiter's arithmetic: token buckets, settling, learning limits, AIMD."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.ratelimit import (
+    CUT_COOLDOWN_S,
+    MIN_FACTOR,
+    Need,
+    answered,
+    fresh,
+    learn,
+    reserve,
+    settle,
+    throttled,
+)
+
+LIMITS = {"requests": 60, "input": 60_000, "output": 6_000}
+
+
+def test_reservations_take_from_every_bucket_until_one_is_short() -> None:
+    b = fresh(LIMITS, now=0.0)
+    need = Need(1, 10_000, 2_000)
+    for _ in range(3):  # output (6,000) allows three
+        adm = reserve(b, need, now=0.0)
+        assert adm.admitted
+        b = adm.buckets
+    refused = reserve(b, need, now=0.0)
+    assert not refused.admitted and refused.binding == "output"
+    # 2,000 output tokens at 6,000 per minute: 20 s.
+    assert refused.wait_s == pytest.approx(20.0)
+    assert reserve(b, need, now=20.0).admitted
+
+
+def test_buckets_refill_continuously_not_per_minute() -> None:
+    b = reserve(fresh(LIMITS, 0.0), Need(60, 0, 0), 0.0).buckets
+    assert b.levels["requests"] == 0
+    assert b.refilled(15.0).levels["requests"] == pytest.approx(15)
+    assert b.refilled(600.0).levels["requests"] == 60  # never above the limit
+
+
+def test_a_need_larger_than_a_bucket_waits_for_a_full_one_then_goes_alone() -> None:
+    b = reserve(fresh(LIMITS, 0.0), Need(1, 0, 3_000), 0.0).buckets
+    big = Need(1, 0, 9_000)
+    adm = reserve(b, big, 0.0)
+    assert not adm.admitted and adm.wait_s == pytest.approx(30.0)
+    assert reserve(b, big, 30.0).admitted
+
+
+def test_settling_gives_back_unused_output_and_takes_unexpected_input() -> None:
+    b = reserve(fresh(LIMITS, 0.0), Need(1, 1_000, 4_000), 0.0).buckets
+    after = settle(b, Need(1, 1_000, 4_000), Need(1, 5_000, 500), 0.0)
+    assert after.levels["output"] == pytest.approx(6_000 - 500)
+    assert after.levels["input"] == pytest.approx(60_000 - 5_000)
+
+
+def test_limits_are_learned_from_headers_and_remaining_caps_the_level() -> None:
+    b = fresh(None, 0.0)  # generous defaults until an answer says otherwise
+    learned = learn(b, {"anthropic-ratelimit-requests-limit": "50",
+                        "anthropic-ratelimit-requests-remaining": "12",
+                        "anthropic-ratelimit-input-tokens-limit": "30000",
+                        "anthropic-ratelimit-output-tokens-limit": "8000",
+                        "anthropic-ratelimit-output-tokens-remaining": "not a number"}, 0.0)
+    assert dict(learned.limits) == {"requests": 50, "input": 30_000, "output": 8_000}
+    assert learned.levels["requests"] == 12  # another client used the rest
+    assert learned.levels["input"] == 30_000 and learned.levels["output"] == 8_000
+
+
+def test_a_429_cuts_the_rate_once_per_burst_and_recovery_is_additive() -> None:
+    b = fresh(LIMITS, 0.0)
+    cut = throttled(b, 10.0, retry_after_s=6)
+    assert cut.factor == 0.5
+    # Nothing goes out before retry-after, even one request.
+    assert not reserve(cut, Need(1, 0, 0), 15.9).admitted
+    assert reserve(cut, Need(1, 0, 0), 16.0 + 2.1).admitted
+    again = throttled(cut, 10.0 + CUT_COOLDOWN_S / 2, retry_after_s=1)
+    assert again.factor == 0.5  # the same burst: no second cut
+    later = throttled(cut, 10.0 + CUT_COOLDOWN_S, retry_after_s=1)
+    assert later.factor == 0.25
+    floor = b
+    for i in range(20):
+        floor = throttled(floor, 100.0 * i, None)
+    assert floor.factor == MIN_FACTOR
+    up = later
+    for _ in range(10):
+        up = answered(up, 100.0)
+    assert up.factor == pytest.approx(0.45)
+    for _ in range(100):
+        up = answered(up, 100.0)
+    assert up.factor == 1.0
