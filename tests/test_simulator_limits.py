@@ -116,9 +116,13 @@ async def test_cache_writes_count_against_input_tokens_and_reads_do_not(sim, cli
 
 async def test_output_reserves_max_tokens_and_gives_back_the_unused_part(clock):
     gate = asyncio.Event()
+    calls = 0
 
-    async def generating(_seconds: float) -> None:  # the answer takes until the gate opens
-        await gate.wait()
+    async def generating(_seconds: float) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:  # the first answer takes until the gate opens; later ones no time
+            await gate.wait()
 
     scenario = Scenario(speed_factor=1.0, limits=Limits(output_tpm=10_000))
     async with SimulatorServer(scenario=scenario, clock=clock, sleep=generating) as sim:
