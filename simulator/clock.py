@@ -1,4 +1,4 @@
-"""Injectable wall clocks, so tests can expire caches and rate windows without sleeping."""
+"""Injectable wall clocks, so tests can expire caches and rate-limit buckets without sleeping."""
 
 from __future__ import annotations
 

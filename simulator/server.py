@@ -72,7 +72,7 @@ def build_app(
 
     Args:
         scenario: faults, latency and limits; the default is a well-behaved API.
-        clock: unix-seconds clock for cache TTLs, rate windows and timestamps.
+        clock: unix-seconds clock for cache TTLs, rate-limit buckets and timestamps.
         sleep: how simulated latency is waited for (default ``asyncio.sleep``).
     """
     app = web.Application(middlewares=[api_middleware], client_max_size=256 * 1024**2)
