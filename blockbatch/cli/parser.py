@@ -22,12 +22,12 @@ EXIT_INTERRUPTED = 130
 EXIT_PIPE_CLOSED = 141
 
 EPILOG = """\
-exit codes:
-  0  done (run/watch/retry/cancel --wait: every block done, the run is `completed`)
-  5  run/watch/retry/cancel --wait: done with failures (`completed_with_failures`): some
-     blocks failed; see `review RUN_ID --failed`, then `retry RUN_ID`
-  1  run/watch/retry/cancel --wait: nothing done (`failed`: every block failed, or a fatal
-     error such as a rejected API key) or the run was `cancelled`
+exit codes (retry, once it has run, exits as run and watch do):
+  0  done (run/watch/cancel --wait: every block done, the run is `completed`)
+  5  run/watch/cancel --wait: done with failures (`completed_with_failures`): some blocks
+     failed; see `review RUN_ID --failed`, then `retry RUN_ID`
+  1  run/watch/cancel --wait: nothing done (`failed`: every block failed, or a fatal error
+     such as a rejected API key) or the run was `cancelled`
   2  usage error or bad input (file, schema, reason code)   3  unknown run id or block uid
   4  the stack is unavailable (Postgres, Temporal, Claude/simulator): try `make up`
   6  retry: the run has not finished, or a retry of it is already under way
