@@ -193,6 +193,12 @@ async def test_retry_sends_only_the_failed_blocks_and_leaves_the_successes_uncha
     first = await bbstack.client.get_workflow_handle(
         f"run-{run_id}", run_id=first_execution).describe()
     assert first.status == WorkflowExecutionStatus.COMPLETED
+    latest = await bbstack.bb.handle(run_id).describe()
+    assert (await latest.static_summary() or "").startswith(
+        f"run {run_id}: retry 1 of 2 blocks (2 request_rejected)")
+    ours = [{p.key.name: p.value for p in d.typed_search_attributes.search_attributes
+             if p.key.name.startswith("Blockbatch")} for d in (first, latest)]
+    assert ours[0] == ours[1] and ours[0]["BlockbatchRunId"] == run_id
     history = await bbstack.bb.handle(run_id).fetch_history()
     activities = {e.activity_task_scheduled_event_attributes.activity_type.name
                   for e in history.events if e.HasField("activity_task_scheduled_event_attributes")}
