@@ -32,7 +32,14 @@ from activities.limiter import FleetLimiter
 from activities.shared import heartbeating, origin
 from core.claude_errors import is_outage
 from core.context import RunContext
-from core.models import CallModelInput, CallModelOutput, ProbeApiInput, ProbeApiOutput
+from core.models import (
+    CallModelInput,
+    CallModelOutput,
+    ProbeApiInput,
+    ProbeApiOutput,
+    WarmCacheInput,
+    WarmCacheOutput,
+)
 from core.prompt import build_request, prefix_sha256
 from core.ratelimit import Need
 from core.registry import Usage, cost_usd
@@ -50,6 +57,8 @@ _RECORD_PATIENCE_S = 300.0
 #: How long a call waits for Postgres before it starts (past that, the attempt fails).
 _PREPARE_PATIENCE_S = 120.0
 _T = TypeVar("_T")
+#: The ledger's pack path of a run's warm-up call (``warm_cache``).
+WARM_UP_PATH = "warm-up"
 #: What ``_prepare`` hands ``_send``: the run, the ledger row, the pack, the request and
 #: what it will count against the rate limits.
 _Prepared = tuple[RunContext, int, list[str], dict[str, Any], Need]
@@ -112,6 +121,37 @@ class LlmActivities:
                                            started)
         return ProbeApiOutput(up=True, message="Claude answered", call_id=call_id,
                               cost_usd=answer.cost_usd)
+
+    @activity.defn
+    async def warm_cache(self, inp: WarmCacheInput) -> WarmCacheOutput:
+        """Write the run's prompt cache with one small call, so every pack can start at once.
+
+        The request is a pack's (same system prompt and tool, so the same cache prefix) with
+        no blocks and ``max_tokens=1``; the ledger holds it as purpose ``warm_up``, and a
+        retried activity reuses its recorded answer (pay once).
+        """
+        async with self.pool.acquire() as conn:
+            ctx = await cached_run_context(conn, inp.run_id)
+            previous = await ledger.recorded_answer(conn, inp.run_id, WARM_UP_PATH, 1)
+        if previous is not None:
+            return _warmed(previous)
+        if ctx.plan_limits().fixed_prompt_tokens < ctx.model.min_cacheable_tokens:
+            return WarmCacheOutput(called=False)
+        request = build_request(ctx.spec, [], max_tokens=1, model=ctx.model.id,
+                                cache_ttl=ctx.options.cache_ttl)
+        prefix = (prefix_sha256(request["system"], request["tools"]), request["system"],
+                  request["tools"])
+        stored = {k: v for k, v in request.items() if k not in ("system", "tools")}
+        async with self.pool.acquire() as conn:
+            call_id = await ledger.open_call(
+                conn, run_id=inp.run_id, pack_path=WARM_UP_PATH, pack_attempt=1,
+                block_uids=[], model=ctx.model.id, prefix=prefix, request=stored,
+                origin=origin(), purpose="warm_up")
+        if call_id is None:
+            return WarmCacheOutput(called=False)
+        fixed = ctx.plan_limits().fixed_prompt_tokens
+        answer = await self._send(ctx, call_id, [], request, Need(1, fixed, 1))
+        return WarmCacheOutput(called=True, call_id=answer.call_id, totals=answer.totals())
 
     async def _prepare(self, inp: CallModelInput) -> CallModelOutput | _Prepared:
         """Read the pack and open its ledger row; an outcome instead when not to call."""
@@ -272,6 +312,11 @@ class LlmActivities:
         async with self.pool.acquire() as conn:
             await ledger.record_error(conn, call_id, status, error_type, message, request_id,
                                       int((time.monotonic() - started) * 1000))
+
+
+def _warmed(answer: ledger.Answer) -> WarmCacheOutput:
+    return WarmCacheOutput(called=True, call_id=answer.call_id,
+                           totals=_answered(answer, reused=True).totals())
 
 
 def _need(ctx: RunContext, est_input_tokens: int, max_tokens: int) -> Need:

@@ -28,7 +28,8 @@ class RunOptions(BaseModel):
     pack_size: int | None = Field(default=None, ge=1)
     batching_enabled: bool = True
     estimated_output_per_block: int | None = Field(default=None, ge=1)
-    max_concurrent_packs: int = Field(default=8, ge=1, le=1000)
+    #: A cap: how many calls are really in flight follows the fleet's rate limiter.
+    max_concurrent_packs: int = Field(default=32, ge=1, le=1000)
     max_block_attempts: int = Field(default=3, ge=1, le=20)
     output_budget: int = Field(default=8192, ge=256)
     safety_margin: float = Field(default=0.8, gt=0, le=1)
@@ -84,7 +85,7 @@ class RunInput(BaseModel):
     """Input of RunWorkflow; also its state carried across continue-as-new."""
 
     run_id: str
-    max_concurrent_packs: int = 8
+    max_concurrent_packs: int = 32
     max_block_attempts: int = 3
     #: Packs started per workflow run before continuing as new (keeps history small).
     packs_per_history: int = 400
@@ -170,6 +171,19 @@ class ApiDownReport(BaseModel):
     failures: int
     since: datetime
     error: str
+
+
+class WarmCacheInput(BaseModel):
+    run_id: str
+
+
+class WarmCacheOutput(BaseModel):
+    """The run's one warm-up call: it writes the prompt cache so every pack can start at
+    once and read it (``called=False``: the prompt is too short to cache; nothing sent)."""
+
+    called: bool
+    call_id: int | None = None
+    totals: Totals = Field(default_factory=lambda: Totals())
 
 
 class ProbeApiInput(BaseModel):

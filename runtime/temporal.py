@@ -141,6 +141,7 @@ def build_worker(
             db_acts.plan_retry,
             llm_acts.call_model,
             llm_acts.probe_api,
+            llm_acts.warm_cache,
             batch_acts.open_batch_run,
             batch_acts.submit_round,
             batch_acts.poll_round,

@@ -23,6 +23,13 @@ CALL_MODEL_RETRY = RetryPolicy(
     non_retryable_error_types=[API_KEY_REJECTED],
 )
 CALL_MODEL_TIMEOUT = timedelta(minutes=10)
+#: The warm-up call is worth a few tries; past them pack 0 goes first instead.
+WARM_UP_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=2),
+    backoff_coefficient=2.0,
+    maximum_attempts=3,
+    non_retryable_error_types=[API_KEY_REJECTED],
+)
 #: A killed worker is noticed within this time and the call moves to another worker.
 CALL_MODEL_HEARTBEAT = timedelta(seconds=20)
 #: Postgres restarts are waited out, never turned into lost blocks.

@@ -15,11 +15,12 @@ import asyncio
 
 from temporalio import workflow
 from temporalio.common import SearchAttributePair
-from temporalio.exceptions import ChildWorkflowError
+from temporalio.exceptions import ActivityError, ChildWorkflowError
 from temporalio.workflow import ContinueAsNewVersioningBehavior
 
 with workflow.unsafe.imports_passed_through():
     from activities.db import DbActivities
+    from activities.llm import LlmActivities
     from core.models import (
         ApiDownReport,
         BatchRunState,
@@ -32,17 +33,27 @@ with workflow.unsafe.imports_passed_through():
         RunInput,
         RunProgress,
         RunResult,
+        WarmCacheInput,
     )
     from core.outage import paused_text, waiting_text
     from workflows import attributes
     from workflows.batch import BatchRounds
     from workflows.outage import OutageWatch
     from workflows.pack import ProcessPackWorkflow
-    from workflows.retries import DB_RETRY, DB_TIMEOUT, PLAN_TIMEOUT
+    from workflows.retries import (
+        CALL_MODEL_HEARTBEAT,
+        CALL_MODEL_TIMEOUT,
+        DB_RETRY,
+        DB_TIMEOUT,
+        PLAN_TIMEOUT,
+        WARM_UP_RETRY,
+    )
 
 
 #: ``workflow.patched`` id: a cancel during the last packs reaches them (was lost before).
 CANCEL_REACHES_LAST_PACKS = "cancel-reaches-last-packs"
+#: ``workflow.patched`` id: a warm-up call writes the prompt cache; no pack runs alone.
+WARM_CACHE_FIRST = "warm-cache-first"
 
 
 def run_workflow_id(run_id: str) -> str:
@@ -162,6 +173,12 @@ class RunWorkflow:
         """
         assert inp.pack_count is not None
         started_here = 0
+        # Pack 0 went first, alone, so that its call wrote the prompt cache for the rest.
+        # Now one small warm-up call writes it and every pack starts at once; runs started
+        # before this change replay without it.
+        serial_first = inp.next_pack == 0 and inp.pack_count > 1
+        if serial_first and not self._stopping() and workflow.patched(WARM_CACHE_FIRST):
+            serial_first = not await self._warm_cache(inp)
         while inp.next_pack < inp.pack_count and not self._stopping():
             # While Claude is down (the run paused, probing) no pack starts.
             await workflow.wait_condition(
@@ -174,13 +191,13 @@ class RunWorkflow:
             # own costs a server round trip per pack and capped a run at ~10 packs/s.
             count = min(inp.max_concurrent_packs - len(self._running),
                         inp.pack_count - inp.next_pack, inp.packs_per_history - started_here)
-            if inp.next_pack == 0:
+            if inp.next_pack == 0 and serial_first:
                 count = 1
             indexes = range(inp.next_pack, inp.next_pack + count)
             inp.next_pack += count
             started_here += count
             await asyncio.gather(*(self._start_pack(index) for index in indexes))
-            if indexes[0] == 0 and inp.pack_count > 1:
+            if indexes[0] == 0 and serial_first:
                 # The first call writes the prompt cache; the rest then read it instead of
                 # each paying for their own cache write.
                 await workflow.wait_condition(lambda: not self._running or self._stopping())
@@ -195,6 +212,24 @@ class RunWorkflow:
                 await self._stop_children()
         await workflow.wait_condition(lambda: not self._running)
         return inp.next_pack >= inp.pack_count or self._stopping()
+
+    async def _warm_cache(self, inp: RunInput) -> bool:
+        """One small call writes the prompt cache (False: it failed; pack 0 goes first)."""
+        try:
+            out = await workflow.execute_activity_method(
+                LlmActivities.warm_cache,
+                WarmCacheInput(run_id=inp.run_id),
+                start_to_close_timeout=CALL_MODEL_TIMEOUT,
+                heartbeat_timeout=CALL_MODEL_HEARTBEAT,
+                retry_policy=WARM_UP_RETRY,
+                summary="warm_cache: write the prompt cache once, then start every pack",
+            )
+        except ActivityError as err:
+            workflow.logger.warning("warm-up call failed (%s): pack 0 goes first instead",
+                                    err.cause or err)
+            return False
+        inp.totals.add(out.totals)
+        return True
 
     async def _run_batch_rounds(self, inp: RunInput) -> bool:
         """Batch mode (workflows/batch.py): rounds of Message Batches replace the children.

@@ -48,6 +48,8 @@ from core.models import (
     RunResult,
     SubmitRoundOutput,
     Totals,
+    WarmCacheInput,
+    WarmCacheOutput,
 )
 
 TRUNCATED = "answer truncated (max_tokens)"
@@ -158,6 +160,9 @@ class FakeWorld:
         self.splits: list[Split] = []
         self.calls: list[CallModelInput] = []
         self.paid_calls = 0
+        self.warm_ups = 0
+        #: The warm-up call fails with this (every attempt) when set.
+        self.warm_error: ClaudeError | None = None
         self.cancelling: str | None = None
         self.finished: FinishRunInput | None = None
         # The test watches and steers in-flight work with these.
@@ -192,6 +197,7 @@ class FakeWorld:
     def activities(self) -> list[Callable[..., Any]]:
         return [self.plan_run, self.apply_results, self.fail_blocks, self.record_split,
                 self.mark_run_cancelling, self.finish_run, self.call_model, self.probe_api,
+                self.warm_cache,
                 self.open_batch_run, self.submit_round, self.poll_round, self.cancel_round,
                 self.collect_round, self.apply_round]
 
@@ -314,6 +320,13 @@ class FakeWorld:
                                stop_reason="max_tokens" if step.ok is not None else "end_turn",
                                input_tokens=100 * len(uids), output_tokens=50 * len(uids),
                                cost_usd=0.001 * len(uids))
+
+    @activity.defn(name="warm_cache")
+    async def warm_cache(self, inp: WarmCacheInput) -> WarmCacheOutput:
+        self.warm_ups += 1
+        if self.warm_error is not None:
+            raise application_error(self.warm_error)
+        return WarmCacheOutput(called=True, call_id=0)
 
     @activity.defn(name="probe_api")
     async def probe_api(self, inp: ProbeApiInput) -> ProbeApiOutput:

@@ -8,7 +8,7 @@ import contextlib
 from temporalio.client import WorkflowExecutionStatus
 
 from tests.workflows.conftest import Harness
-from tests.workflows.fakes import Answer, BatchRound, FakeWorld, Hold
+from tests.workflows.fakes import OVERLOADED, Answer, BatchRound, FakeWorld, Hold
 
 
 async def test_cancel_before_planning_finishes_calls_nothing(wf: Harness, run_id: str) -> None:
@@ -137,3 +137,31 @@ async def test_cancel_while_a_batch_round_is_processing_cancels_the_batch(
     assert world.done == {"b1-0", "b1-1"}  # what the batch finished before the cancel
     assert world.applied[-1].schedule_next is False and 2 not in world.round_members
     assert (result.blocks_ai_complete, result.blocks_cancelled) == (2, 4)
+
+
+async def test_a_warm_up_call_writes_the_cache_and_every_pack_starts_at_once(
+    wf: Harness, run_id: str
+) -> None:
+    world = FakeWorld(run_id, [2] * 4, {str(i): [Hold("released")] for i in range(4)})
+    async with wf.worker(world):
+        handle = await wf.start(world, max_concurrent_packs=4)
+        await world.held("0", "1", "2", "3")  # all four in flight together: none waits
+        world.release.set()
+        result = await handle.result()
+    assert world.warm_ups == 1
+    assert result.status == "completed" and result.blocks_ai_complete == 8
+
+
+async def test_when_the_warm_up_fails_pack_zero_goes_first_as_before(
+    wf: Harness, run_id: str
+) -> None:
+    world = FakeWorld(run_id, [2] * 3, {"0": [Hold("released")]})
+    world.warm_error = OVERLOADED
+    async with wf.worker(world):
+        handle = await wf.start(world, max_concurrent_packs=3)
+        await world.held("0")
+        assert world.called_paths() == ["0"]  # the others wait for pack 0's cache write
+        world.release.set()
+        result = await handle.result()
+    assert world.warm_ups == 3  # its retry policy's attempts
+    assert result.status == "completed" and world.called_paths() == ["0", "1", "2"]
