@@ -57,8 +57,11 @@ _RECORD_PATIENCE_S = 300.0
 #: How long a call waits for Postgres before it starts (past that, the attempt fails).
 _PREPARE_PATIENCE_S = 120.0
 _T = TypeVar("_T")
-#: The ledger's pack path of a run's warm-up call (``warm_cache``).
+#: The ledger's pack path of a run's warm-up call (``warm_cache``), and the one stand-in
+#: block it carries (the cache prefix is the system prompt and tool, whatever the blocks).
 WARM_UP_PATH = "warm-up"
+_WARM_UP_BLOCK = {"block_uid": "warm-up", "block_type": "paragraph",
+                  "block_content": "(no block: this call only writes the prompt cache)"}
 #: What ``_prepare`` hands ``_send``: the run, the ledger row, the pack, the request and
 #: what it will count against the rate limits.
 _Prepared = tuple[RunContext, int, list[str], dict[str, Any], Need]
@@ -127,7 +130,7 @@ class LlmActivities:
         """Write the run's prompt cache with one small call, so every pack can start at once.
 
         The request is a pack's (same system prompt and tool, so the same cache prefix) with
-        no blocks and ``max_tokens=1``; the ledger holds it as purpose ``warm_up``, and a
+        one stand-in block and ``max_tokens=1``; the ledger holds it as purpose ``warm_up``, and a
         retried activity reuses its recorded answer (pay once).
         """
         async with self.pool.acquire() as conn:
@@ -137,7 +140,7 @@ class LlmActivities:
             return _warmed(previous)
         if ctx.plan_limits().fixed_prompt_tokens < ctx.model.min_cacheable_tokens:
             return WarmCacheOutput(called=False)
-        request = build_request(ctx.spec, [], max_tokens=1, model=ctx.model.id,
+        request = build_request(ctx.spec, [_WARM_UP_BLOCK], max_tokens=1, model=ctx.model.id,
                                 cache_ttl=ctx.options.cache_ttl)
         prefix = (prefix_sha256(request["system"], request["tools"]), request["system"],
                   request["tools"])

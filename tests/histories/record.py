@@ -14,6 +14,8 @@ replay needs because child ids derive from them, go into ``workflow_ids.json``):
 * ``batch_rounds.run``: a batch-mode run with more than one round.
 * ``continue_as_new.first`` / ``continue_as_new.last``: the first and last runs of a
   RunWorkflow that continued as new (``packs_per_history=2``).
+* ``warm_start.run``: a sync run whose warm-up call wrote the prompt cache before every
+  pack started at once.
 * ``outage.run`` / ``outage.pack``: a run that paused for an outage (every call 503),
   probed and resumed, and one of the packs that waited for it.
 * ``retry.run`` / ``retry.batch_run``: the RunWorkflow execution of ``starter.py retry``
@@ -70,9 +72,10 @@ class Recorder:
     def scenario(self, **settings: Any) -> None:
         control(self.sim_url, "PUT", "/_sim/scenario", settings, timeout=10)
 
-    async def start(self, n_blocks: int, options: RunOptions, **kwargs: Any) -> str:
+    async def start(self, n_blocks: int, options: RunOptions, *, words: int = 300,
+                    **kwargs: Any) -> str:
         doc = await self.bb.ingest_bytes(markdown_doc(n_blocks), name="doc.md", fmt="markdown")
-        schema_id = await self.bb.add_schema(extract_schema(instruction_words=300))
+        schema_id = await self.bb.add_schema(extract_schema(instruction_words=words))
         return await self.bb.start_run(doc, schema_id, options, **kwargs)
 
     def worker(self) -> Any:
@@ -172,6 +175,19 @@ async def record_continue_as_new(r: Recorder) -> None:
     save("continue_as_new.last", last)
 
 
+async def record_warm_start(r: Recorder) -> None:
+    r.scenario()
+    # A prompt long enough to be cached (1,024 tokens and more): the warm-up writes it.
+    run_id = await r.start(12, RunOptions(pack_size=3), words=1500)
+    async with r.worker():
+        result = await r.bb.wait(run_id)
+    assert result.status == "completed", result
+    purposes = {row["purpose"] for row in await r.pool.fetch(
+        "select purpose from llm_calls where run_id = $1", run_id)}
+    assert "warm_up" in purposes, purposes
+    save("warm_start.run", await r.history(f"run-{run_id}"))
+
+
 async def record_outage(r: Recorder) -> None:
     slow = {"speed_factor": 1.0, "latency": {"ttft_ms": 300, "per_output_token_ms": 0}}
     r.scenario(**slow)
@@ -266,7 +282,8 @@ async def throwaway_stack(base: Path) -> AsyncIterator[Recorder]:
         stack.stop_postgres(pg.data_dir)
 
 
-RECORDERS = {"sync_splits": record_sync_splits, "cancelled": record_cancelled,
+RECORDERS = {"warm_start": record_warm_start,
+             "sync_splits": record_sync_splits, "cancelled": record_cancelled,
              "batch_rounds": record_batch_rounds, "continue_as_new": record_continue_as_new,
              "outage": record_outage, "retry": record_retry}
 
