@@ -135,7 +135,8 @@ class LlmActivities:
         """
         async with self.pool.acquire() as conn:
             ctx = await cached_run_context(conn, inp.run_id)
-            previous = await ledger.recorded_answer(conn, inp.run_id, WARM_UP_PATH, 1)
+            previous = await ledger.recorded_answer(conn, inp.run_id, WARM_UP_PATH,
+                                                    inp.first_pack + 1)
         if previous is not None:
             return _warmed(previous)
         if ctx.plan_limits().fixed_prompt_tokens < ctx.model.min_cacheable_tokens:
@@ -147,7 +148,8 @@ class LlmActivities:
         stored = {k: v for k, v in request.items() if k not in ("system", "tools")}
         async with self.pool.acquire() as conn:
             call_id = await ledger.open_call(
-                conn, run_id=inp.run_id, pack_path=WARM_UP_PATH, pack_attempt=1,
+                conn, run_id=inp.run_id, pack_path=WARM_UP_PATH,
+                pack_attempt=inp.first_pack + 1,
                 block_uids=[], model=ctx.model.id, prefix=prefix, request=stored,
                 origin=origin(), purpose="warm_up")
         if call_id is None:

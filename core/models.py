@@ -175,6 +175,8 @@ class ApiDownReport(BaseModel):
 
 class WarmCacheInput(BaseModel):
     run_id: str
+    #: The first pack this execution starts (0; a retry's first new pack): one warm-up each.
+    first_pack: int = 0
 
 
 class WarmCacheOutput(BaseModel):

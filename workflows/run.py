@@ -176,8 +176,12 @@ class RunWorkflow:
         # Pack 0 went first, alone, so that its call wrote the prompt cache for the rest.
         # Now one small warm-up call writes it and every pack starts at once; runs started
         # before this change replay without it.
+        # A retry's first execution warms the cache too (it may have been cold for hours);
+        # a continued-as-new execution finds it warm.
         serial_first = inp.next_pack == 0 and inp.pack_count > 1
-        if serial_first and not self._stopping() and workflow.patched(WARM_CACHE_FIRST):
+        fresh = (workflow.info().continued_run_id is None
+                 and inp.pack_count - inp.next_pack > 1)
+        if fresh and not self._stopping() and workflow.patched(WARM_CACHE_FIRST):
             serial_first = not await self._warm_cache(inp)
         while inp.next_pack < inp.pack_count and not self._stopping():
             # While Claude is down (the run paused, probing) no pack starts.
@@ -218,7 +222,7 @@ class RunWorkflow:
         try:
             out = await workflow.execute_activity_method(
                 LlmActivities.warm_cache,
-                WarmCacheInput(run_id=inp.run_id),
+                WarmCacheInput(run_id=inp.run_id, first_pack=inp.next_pack),
                 start_to_close_timeout=CALL_MODEL_TIMEOUT,
                 heartbeat_timeout=CALL_MODEL_HEARTBEAT,
                 retry_policy=WARM_UP_RETRY,
