@@ -501,7 +501,8 @@ async def ledger_figures(pool: asyncpg.Pool, run_id: str) -> dict[str, Any]:
                   coalesce(sum(cache_creation_1h_tokens), 0) as cache_write_1h_tokens,
                   coalesce(sum(cache_read_input_tokens), 0) as cache_read_tokens,
                   coalesce(sum(cost_usd), 0)::float8 as cost_usd,
-                  count(distinct pack_path) as pack_attempt_paths,
+                  count(distinct pack_path) filter (where purpose = 'pack')
+                      as pack_attempt_paths,
                   coalesce(max(cardinality(block_uids)), 0) as largest_pack,
                   min(started_at) as first_call, max(finished_at) as last_call
            from llm_calls where run_id = $1""",

@@ -91,7 +91,7 @@ async def test_packs_and_halves_are_findable_in_the_ui_by_run_id(bbstack: Stack)
 
 async def _pack_paths(s: Stack, run_id: str) -> set[str]:
     rows = await s.pool.fetch(
-        """select pack_path from llm_calls where run_id = $1
+        """select pack_path from llm_calls where run_id = $1 and purpose = 'pack'
            union select pack_path from split_events where run_id = $1""", run_id)
     return {r["pack_path"] for r in rows}
 

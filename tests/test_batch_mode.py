@@ -83,7 +83,8 @@ async def test_batch_mode_gives_the_same_overlays_as_sync_at_batch_prices(bbstac
         sync = await bbstack.bb.wait(sync_id)
     assert sync.status == batch.status == "completed"
     assert batch.blocks_ai_complete == 40
-    assert batch.calls == sync.calls == 5
+    # Sync mode adds one warm-up call that writes the prompt cache before the packs start.
+    assert (batch.calls, sync.calls) == (5, 6)
     a = {r["block_uid"]: r["staging"] for r in await overlays(bbstack, sync_id)}
     b = {r["block_uid"]: r["staging"] for r in await overlays(bbstack, batch_id)}
     assert a.keys() == b.keys()

@@ -4,11 +4,14 @@ shrunk for good by a worker that died holding a reservation, learning from answe
 from __future__ import annotations
 
 import asyncio
+import json
 
 import asyncpg
 
 from core.ratelimit import Need
 from store import ratelimits
+from tests.conftest import Stack
+from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
 
 KEY, MODEL = "k-test", "claude-sonnet-4-5"
 LIMITS = {"requests": 10, "input": 1_000_000, "output": 1_000_000}
@@ -84,3 +87,23 @@ async def test_settling_learns_the_accounts_limits_and_a_429_cuts_the_rate(
         [view] = await ratelimits.views(conn, KEY)
     assert view.throttled == 1 and view.factor == 0.5
     assert (await _try(pool, "r1")).reservation_id is None  # nothing before retry-after
+
+
+async def test_limits_shows_what_the_fleet_learned_from_claudes_answers(
+    bbstack: Stack, cli: Cli
+) -> None:
+    empty = await cli("limits")
+    assert empty.code == 0 and "no rate limiter yet" in empty.out
+    bbstack.sim.scenario(limits={"rpm": 500, "input_tpm": 400_000, "output_tpm": 80_000})
+    async with bbstack.worker():
+        run = await cli("run", cli.doc(6), "--schema", cli.schema(), "--pack-size", "2")
+    assert run.code == 0, run.out + run.err
+    shown = await cli("limits")
+    assert shown.code == 0, shown.err
+    assert "learned" in shown.out and "500 / 400k / 80k" in shown.out
+    as_json = await cli("limits", "--json")
+    [view] = json.loads(as_json.out)
+    assert view["limits"] == {"requests": 500, "input": 400_000, "output": 80_000}
+    assert view["learned"] and view["admitted"] >= 3 and view["throttled"] == 0
+    assert view["shares"] == {run.run_id: view["admitted"]}
+    assert "sim-test-key" not in shown.out + as_json.out  # only a hash of the key

@@ -48,7 +48,7 @@ from core.ingest import ParsedBlock, detect_format, parse_document
 from core.models import OutageOptions, RunInput, RunOptions, RunProgress, RunResult
 from runtime.settings import Settings, load_settings
 from runtime.temporal import connect, ensure_search_attributes
-from store import reads, repo, runs
+from store import ratelimits, reads, repo, runs
 from store import retries as retry_log
 from store.db import create_pool
 from store.retries import RetryRecord
@@ -384,6 +384,10 @@ class Blockbatch:
         """The run's counters and failure reasons from Postgres (final once it has finished)."""
         result = (await self.run(run_id)).result()
         return result.model_copy(update={"failure_reasons": await self.failure_reasons(run_id)})
+
+    async def limits(self) -> list[ratelimits.LimiterView]:
+        """The fleet's rate limiters (per API key hash and model), refilled to now."""
+        return await ratelimits.views(self.pool)
 
     async def failure_reasons(self, run_id: str) -> dict[str, int]:
         """Reason code -> count over the run's failed and cancelled blocks, most first."""

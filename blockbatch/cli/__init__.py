@@ -44,7 +44,7 @@ Command = Callable[[argparse.Namespace, "Session"], Awaitable[int]]
 #: Command -> module of its ``cmd_<command>``; imported on use so `--help` stays quick.
 COMMANDS = {"run": "run", "watch": "run", "cancel": "run", "retry": "run", "status": "inspect",
             "list": "inspect", "calls": "inspect", "review": "review", "confirm": "review",
-            "export": "review"}
+            "export": "review", "limits": "inspect"}
 
 
 def command(name: str) -> Command:

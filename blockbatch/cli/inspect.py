@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from datetime import datetime
 from typing import Any
@@ -93,6 +94,36 @@ async def cmd_status(args: argparse.Namespace, s: Session) -> int:
         con.line(f"  follow it with `{PROG} watch {info.run_id}`")
     elif following := next_command(result):
         con.line(f"  {'next':<12} {following}")
+    return 0
+
+
+async def cmd_limits(args: argparse.Namespace, s: Session) -> int:
+    bb = await s.bb(temporal=False)
+    views = await bb.limits()
+    if s.con.json:
+        s.con.data([dataclasses.asdict(v) for v in views])
+        return 0
+    if not views:
+        s.con.line("no rate limiter yet: the first Claude call of a worker creates one")
+        return 0
+    rows = []
+    for v in views:
+        lim, now = v.limits, {k: max(n, 0.0) for k, n in v.levels.items()}
+        limits = (f"{lim['requests']:,} / {human_tokens(lim['input'])} / "
+                  f"{human_tokens(lim['output'])}")
+        available = (f"{now['requests']:,.0f} / {human_tokens(int(now['input']))} / "
+                     f"{human_tokens(int(now['output']))}")
+        rows.append([v.key_hash, v.model, limits, "learned" if v.learned else "assumed",
+                     available, f"{v.factor:.0%}", f"{v.admitted:,}", f"{v.throttled:,}",
+                     str(v.in_flight)])
+    s.con.table(["KEY", "MODEL", "LIMITS/MIN (REQ/IN/OUT)", "", "AVAILABLE NOW",
+                 "RATE", "ADMITTED", "429s", "IN FLIGHT"], rows, right=[5, 6, 7, 8])
+    for v in views:
+        if v.shares or v.waiting_runs:
+            shares = ", ".join(f"{run} {n}" for run, n in v.shares.items()) or "none"
+            waiting = ", ".join(v.waiting_runs) or "none"
+            s.con.line(f"  {v.key_hash} {v.model}: calls in the last minute by run: "
+                       f"{shares}; waiting now: {waiting}")
     return 0
 
 

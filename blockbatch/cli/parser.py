@@ -101,6 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     run_id_command("status", "show one run: state, counters, cost, links",
                    "Show a run's state and counters (live progress while it runs).")
+    command("limits", "the fleet's rate limiters",
+            "The rate limits every worker shares, per API key (by hash) and model: the limits "
+            "learned from Claude's answers, what is available now, the rate the fleet allows "
+            "itself after 429s (AIMD), calls in flight and each run's share of the last "
+            "minute.")
     lst = command("list", "list recent runs", "List runs, newest first.")
     lst.add_argument("--limit", type=_positive, default=20, help="how many (default 20)")
     lst.add_argument("--status", help="only runs in this state: created, planning, running, "

@@ -111,7 +111,8 @@ async def record_sync_splits(r: Recorder) -> None:
     assert result.status == "completed" and result.split_events > 0, result
     save("sync_splits.run", await r.history(f"run-{run_id}"))
     paths = [row["pack_path"] for row in await r.pool.fetch(
-        "select distinct pack_path from llm_calls where run_id = $1 order by pack_path",
+        "select distinct pack_path from llm_calls where run_id = $1 and purpose = 'pack' "
+        "order by pack_path",
         run_id)]
     split = half = None
     for path in paths:
