@@ -68,7 +68,7 @@ async def test_no_batching_gives_same_values_one_call_per_block(bbstack: Stack) 
     batched_id, batched = await run_doc(bbstack, 40, schema)
     single_id, single = await run_doc(bbstack, 40, schema, batching_enabled=False)
     assert single.status == batched.status == "completed"
-    assert single.calls == 40
+    assert single.calls == 40 + 1  # and the warm-up call that writes the prompt cache
     assert batched.calls < 40
     a = {r["block_uid"]: r["staging"] for r in await overlays(bbstack, batched_id)}
     b = {r["block_uid"]: r["staging"] for r in await overlays(bbstack, single_id)}

@@ -28,10 +28,11 @@ async def test_run_follows_to_a_summary_and_lists_its_calls(cli: Cli, bbstack: S
     assert calls.code == 0, calls.err
     n_calls = await bbstack.pool.fetchval("select count(*) from llm_calls where run_id = $1",
                                           run_id)
-    assert n_calls == 6
+    assert n_calls == 7  # 6 packs and the warm-up call that writes the prompt cache
     for pack in range(6):
         assert f"run-{run_id}/pack-{pack}" in calls.out
-    assert "tool_use" in calls.out and "showing calls 1-6 of 6" in calls.out
+    assert "warm_up" in calls.out
+    assert "tool_use" in calls.out and "showing calls 1-7 of 7" in calls.out
     as_json = (await cli("calls", run_id, "--json", "--pack", "2")).json()
     assert [c["pack_path"] for c in as_json["calls"]] == ["2"]
     assert as_json["calls"][0]["workflow_id"] == f"run-{run_id}/pack-2"
@@ -52,7 +53,7 @@ async def test_no_wait_then_watch_and_json_summary(cli: Cli, bbstack: Stack) -> 
     assert watched.code == 0, watched.err
     summary = watched.json()
     assert summary["status"] == "completed" and summary["run_id"] == run_id
-    assert summary["calls"] == 30 and summary["blocks_ai_complete"] == 30
+    assert summary["calls"] == 31 and summary["blocks_ai_complete"] == 30  # + the warm-up
     assert summary["temporal_ui"]["run"].endswith(f"run-{run_id}")
     again = await cli("watch", run_id)  # a finished run: just the summary
     assert again.code == 0 and "completed" in again.out
