@@ -107,3 +107,6 @@ async def test_limits_shows_what_the_fleet_learned_from_claudes_answers(
     assert view["learned"] and view["admitted"] >= 3 and view["throttled"] == 0
     assert view["shares"] == {run.run_id: view["admitted"]}
     assert "sim-test-key" not in shown.out + as_json.out  # only a hash of the key
+    status = await cli("status", run.run_id)
+    assert status.code == 0 and f"{view['admitted']} of {view['admitted']} calls in the last " \
+        "minute" in status.out, status.out

@@ -21,6 +21,7 @@ from blockbatch.report import (
     run_links,
 )
 from core.models import RunProgress
+from store.ratelimits import LimiterView
 from store.reads import PromptPart
 
 
@@ -70,6 +71,10 @@ async def cmd_status(args: argparse.Namespace, s: Session) -> int:
         rows.append(("not done", not_done))
     if retried := retries_line(retries):
         rows.append(("retries", retried))
+    for limiter in await bb.limits():
+        if limiter.model == info.model and (info.run_id in limiter.shares
+                                            or info.run_id in limiter.waiting_runs):
+            rows.append(("rate limits", limiter_line(info.run_id, limiter)))
     if progress is not None:
         rows.append(("progress", describe(progress, None)))
     elif live_error:
@@ -125,6 +130,16 @@ async def cmd_limits(args: argparse.Namespace, s: Session) -> int:
             s.con.line(f"  {v.key_hash} {v.model}: calls in the last minute by run: "
                        f"{shares}; waiting now: {waiting}")
     return 0
+
+
+def limiter_line(run_id: str, v: LimiterView) -> str:
+    """The run's share of the fleet's limiter: ``12 of 40 calls in the last minute ...``."""
+    mine, total = v.shares.get(run_id, 0), sum(v.shares.values())
+    text = f"{mine} of {total} calls in the last minute on key {v.key_hash}"
+    if run_id in v.waiting_runs:
+        text += " · waiting for its turn"
+    return (f"{text} · fleet at {v.factor:.0%} of the learned limits · {v.throttled} × 429 "
+            f"· {v.in_flight} in flight")
 
 
 async def cmd_list(args: argparse.Namespace, s: Session) -> int:
