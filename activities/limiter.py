@@ -20,6 +20,8 @@ from store import ratelimits
 
 #: A waiting call looks again after the wait the buckets said, within these bounds (s).
 _MIN_POLL_S, _MAX_POLL_S = 0.2, 5.0
+#: Every this many settled calls a worker drops reservations older than an hour.
+_PRUNE_EVERY = 1000
 
 
 def key_hash(api_key: str | None) -> str:
@@ -35,6 +37,7 @@ class FleetLimiter:
     def __init__(self, pool: asyncpg.Pool, api_key: str | None) -> None:
         self.pool = pool
         self.key_hash = key_hash(api_key)
+        self._settled = 0
 
     async def acquire(self, *, run_id: str, model: str, need: Need, weight: float,
                       status: list[str]) -> tuple[int, float]:
@@ -67,3 +70,6 @@ class FleetLimiter:
         async with self.pool.acquire() as conn:
             await ratelimits.settle(conn, reservation_id, used=used, headers=headers,
                                     throttled_after_s=throttled_after_s, answered=answered)
+            self._settled += 1
+            if self._settled % _PRUNE_EVERY == 0:
+                await ratelimits.prune(conn)

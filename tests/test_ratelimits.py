@@ -110,3 +110,16 @@ async def test_limits_shows_what_the_fleet_learned_from_claudes_answers(
     status = await cli("status", run.run_id)
     assert status.code == 0 and f"{view['admitted']} of {view['admitted']} calls in the last " \
         "minute" in status.out, status.out
+
+
+async def test_old_reservations_are_pruned_recent_and_open_ones_kept(pool: asyncpg.Pool) -> None:
+    ids = [(await _try(pool, "r1")).reservation_id for _ in range(3)]
+    async with pool.acquire() as conn:
+        await ratelimits.settle(conn, ids[0], used=ONE_CALL, headers=None, answered=True)
+        await conn.execute("update rate_reservations set created_at = now() - interval '2 hours'"
+                           " where reservation_id = any($1::bigint[])", ids[:2])
+        dropped = await ratelimits.prune(conn)
+    left = {r["reservation_id"] for r in await pool.fetch(
+        "select reservation_id from rate_reservations")}
+    # Settled and old: dropped. Old but open and not expired: kept. Recent: kept.
+    assert dropped == 1 and left == {ids[1], ids[2]}
