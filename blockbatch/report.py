@@ -95,7 +95,7 @@ def next_command(result: RunResult) -> str | None:
     if r.status in ("completed", "completed_with_failures") and not r.blocks_failed:
         return f"{PROG} review {run}, then {PROG} confirm {run}"
     if r.blocks_failed:
-        return f"{PROG} review {run} --failed"
+        return f"{PROG} review {run} --failed, then {PROG} retry {run}"
     if r.blocks_cancelled:
         return f"{PROG} review {run} --status cancelled"
     if r.status == "failed":

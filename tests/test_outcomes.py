@@ -84,14 +84,16 @@ async def test_an_endpoint_that_rejects_everything_ends_the_run_nothing_done(
     assert row["error"] == f"nothing done: 4 blocks failed (4 {code})"
     assert f"run {run_id}: failed (nothing done: 4 blocks failed (4 {code}))" in run.out
     assert f"4 failed: 4 {code}" in run.out
-    assert f"python starter.py review {run_id} --failed" in run.out
+    assert (f"python starter.py review {run_id} --failed, then python starter.py retry "
+            f"{run_id}") in run.out
 
     # watch and status say the same; --json carries the grouped reasons.
     watched = await cli("watch", run_id, "--json")
     assert watched.code == 1
     summary = watched.json()
     assert summary["status"] == "failed" and summary["failure_reasons"] == {code: 4}
-    assert summary["next"] == f"python starter.py review {run_id} --failed"
+    assert summary["next"] == (f"python starter.py review {run_id} --failed, then "
+                               f"python starter.py retry {run_id}")
     status = await cli("status", run_id)
     assert status.code == 0 and "failed" in status.out and f"4 failed: 4 {code}" in status.out
 
@@ -133,7 +135,8 @@ async def test_a_run_with_a_failed_block_is_done_with_failures_and_exits_5(
     assert f"run {run_id}: completed_with_failures" in run.out
     assert "7 ok · 1 failed · 0 cancelled · 8 total" in run.out
     assert f"1 failed: 1 {code}" in run.out
-    assert f"next         python starter.py review {run_id} --failed" in run.out
+    assert (f"next         python starter.py review {run_id} --failed, then python "
+            f"starter.py retry {run_id}") in run.out
     row = await bbstack.pool.fetchrow("select status, error from runs where run_id = $1",
                                       run_id)
     assert (row["status"], row["error"]) == ("completed_with_failures", None)
