@@ -33,9 +33,11 @@ RECOVER = 0.02
 MIN_FACTOR = 0.05
 #: 429s closer together than this are one event (they come from one burst).
 CUT_COOLDOWN_S = 5.0
-#: Limits assumed until an answer's headers tell the real ones (per minute): generous, as
-#: the first answer corrects them and a 429 before that cuts the rate (AIMD).
-DEFAULT_LIMITS = {"requests": 4_000, "input": 2_000_000, "output": 400_000}
+#: Limits assumed until an answer's headers tell the real ones (per minute): far above any
+#: tier, so nothing is held back on a guess. The first answer (a run's warm-up call) teaches
+#: the account's limits, and a 429 before that cuts the rate (AIMD). An endpoint that sends
+#: no rate-limit headers at all is paced by its 429s alone.
+DEFAULT_LIMITS = {"requests": 400_000, "input": 200_000_000, "output": 40_000_000}
 
 
 @dataclass(frozen=True)
