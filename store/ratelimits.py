@@ -44,7 +44,7 @@ class Attempt:
 
 @dataclass(frozen=True)
 class LimiterView:
-    """One limiter as ``starter.py limits`` and a run's progress show it."""
+    """One limiter as ``starter.py limits`` and ``starter.py status`` show it."""
 
     key_hash: str
     model: str
