@@ -30,7 +30,7 @@ from activities.errors import (
 )
 from activities.limiter import FleetLimiter
 from activities.shared import heartbeating, origin
-from core.claude_errors import is_outage
+from core.claude_errors import ClaudeError, is_outage
 from core.context import RunContext
 from core.models import (
     CallModelInput,
@@ -137,25 +137,19 @@ class LlmActivities:
             ctx = await cached_run_context(conn, inp.run_id)
             previous = await ledger.recorded_answer(conn, inp.run_id, WARM_UP_PATH,
                                                     inp.first_pack + 1)
-        if previous is not None:
-            return _warmed(previous)
-        if ctx.plan_limits().fixed_prompt_tokens < ctx.model.min_cacheable_tokens:
+        if previous is not None:  # recorded by an earlier attempt: counted then, not again
+            return WarmCacheOutput(called=True, call_id=previous.call_id)
+        if not ctx.cacheable_prefix_tokens:
             return WarmCacheOutput(called=False)
         request = build_request(ctx.spec, [_WARM_UP_BLOCK], max_tokens=1, model=ctx.model.id,
                                 cache_ttl=ctx.options.cache_ttl)
-        prefix = (prefix_sha256(request["system"], request["tools"]), request["system"],
-                  request["tools"])
-        stored = {k: v for k, v in request.items() if k not in ("system", "tools")}
-        async with self.pool.acquire() as conn:
-            call_id = await ledger.open_call(
-                conn, run_id=inp.run_id, pack_path=WARM_UP_PATH,
-                pack_attempt=inp.first_pack + 1,
-                block_uids=[], model=ctx.model.id, prefix=prefix, request=stored,
-                origin=origin(), purpose="warm_up")
+        call_id = await self._open_call(ctx, inp.run_id, WARM_UP_PATH, inp.first_pack + 1, [],
+                                        request, purpose="warm_up")
         if call_id is None:
             return WarmCacheOutput(called=False)
-        fixed = ctx.plan_limits().fixed_prompt_tokens
-        answer = await self._send(ctx, call_id, [], request, Need(1, fixed, 1))
+        # The warm-up writes the prefix to the cache: the API counts it as input.
+        answer = await self._send(ctx, call_id, [], request,
+                                  Need(1, ctx.cacheable_prefix_tokens, 1))
         return WarmCacheOutput(called=True, call_id=answer.call_id, totals=answer.totals())
 
     async def _prepare(self, inp: CallModelInput) -> CallModelOutput | _Prepared:
@@ -183,14 +177,16 @@ class LlmActivities:
             model=ctx.model.id,
             cache_ttl=ctx.options.cache_ttl,
         )
-        call_id = await self._open_call(ctx, inp, uids, request)
+        call_id = await self._open_call(ctx, inp.run_id, inp.pack_path, inp.pack_attempt,
+                                        uids, request)
         if call_id is None:
             return CallModelOutput(outcome="cancelled", block_uids=uids,
                                    message="run is cancelling")
         return ctx, call_id, uids, request, _need(ctx, pack.est_input_tokens, pack.max_tokens)
 
     async def _open_call(
-        self, ctx: RunContext, inp: CallModelInput, uids: list[str], request: dict[str, Any]
+        self, ctx: RunContext, run_id: str, pack_path: str, pack_attempt: int,
+        uids: list[str], request: dict[str, Any], *, purpose: str = "pack",
     ) -> int | None:
         """Insert the ledger row, unless the run stopped; ``None`` means do not call."""
         prefix = (prefix_sha256(request["system"], request["tools"]), request["system"],
@@ -198,9 +194,9 @@ class LlmActivities:
         stored_request = {k: v for k, v in request.items() if k not in ("system", "tools")}
         async with self.pool.acquire() as conn:
             return await ledger.open_call(
-                conn, run_id=inp.run_id, pack_path=inp.pack_path,
-                pack_attempt=inp.pack_attempt, block_uids=uids, model=ctx.model.id,
-                prefix=prefix, request=stored_request, origin=origin(),
+                conn, run_id=run_id, pack_path=pack_path, pack_attempt=pack_attempt,
+                block_uids=uids, model=ctx.model.id, prefix=prefix, request=stored_request,
+                origin=origin(), purpose=purpose,
             )
 
     async def _send(
@@ -219,8 +215,9 @@ class LlmActivities:
                 message = (await raw.parse()).model_dump(mode="json")
                 request_id = raw.headers.get("request-id")
             except anthropic.APIStatusError as err:
-                await self._settle_error(reservation, err)
-                return await self._record_error(call_id, uids, err, started, give_up)
+                error = from_api_error(err)
+                await self._settle_error(reservation, error, err.response.headers)
+                return await self._record_error(call_id, uids, err, error, started, give_up)
             except anthropic.APIConnectionError as err:
                 await self._settle(reservation, used=None)
                 await self._finish_failed(call_id, None, type(err).__name__, str(err), None,
@@ -258,16 +255,16 @@ class LlmActivities:
             activity.logger.warning("rate limiter: reservation %s not settled (%s)",
                                     reservation, type(exc).__name__)
 
-    async def _settle_error(self, reservation: int | None, err: anthropic.APIStatusError) -> None:
-        headers = err.response.headers
-        if err.status_code == 429:
-            error = from_api_error(err)
+    async def _settle_error(self, reservation: int | None, error: ClaudeError,
+                            headers: Any) -> None:
+        status = error.status or 0
+        if status == 429:
             await self._settle(reservation, used=None, headers=headers,
                                throttled_after_s=error.retry_after_s or 0.0)
         else:
             # Answered (a 4xx) or not (5xx): the request counted, its tokens did not.
             await self._settle(reservation, used=Need(1, 0, 0), headers=headers,
-                               answered=err.status_code < 500)
+                               answered=status < 500)
 
     async def _record_answer(
         self, ctx: RunContext, call_id: int, message: dict[str, Any], request_id: str | None,
@@ -296,11 +293,10 @@ class LlmActivities:
         return _answered(answer, reused=False)
 
     async def _record_error(
-        self, call_id: int, uids: list[str], err: anthropic.APIStatusError, started: float,
-        give_up: bool,
+        self, call_id: int, uids: list[str], err: anthropic.APIStatusError, error: ClaudeError,
+        started: float, give_up: bool,
     ) -> CallModelOutput:
         """Record Claude's error answer; raise it, or return it as the attempt's outcome."""
-        error = from_api_error(err)
         await self._finish_failed(call_id, error.status, error.error_type, error.message,
                                   err.request_id, started)
         if error.kind in ("key_rejected", "retryable"):
@@ -319,20 +315,14 @@ class LlmActivities:
                                       int((time.monotonic() - started) * 1000))
 
 
-def _warmed(answer: ledger.Answer) -> WarmCacheOutput:
-    return WarmCacheOutput(called=True, call_id=answer.call_id,
-                           totals=_answered(answer, reused=True).totals())
-
-
 def _need(ctx: RunContext, est_input_tokens: int, max_tokens: int) -> Need:
     """What a pack call will count: its input less a cached prompt prefix, and max_tokens.
 
     Cache reads do not count against the input-token limit on current models; a prefix
     long enough to be cached is assumed read (settling corrects a first call's write).
     """
-    fixed = ctx.plan_limits().fixed_prompt_tokens
-    cached = fixed if fixed >= ctx.model.min_cacheable_tokens else 0
-    return Need(requests=1, input=max(est_input_tokens - cached, 1), output=max_tokens)
+    return Need(requests=1, input=max(est_input_tokens - ctx.cacheable_prefix_tokens, 1),
+                output=max_tokens)
 
 
 def _used(message: dict[str, Any]) -> Need:

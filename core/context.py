@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from core.models import RunOptions
 from core.planning import Pack, PlanLimits, describe_pack, estimate_output_tokens, plan_packs
@@ -28,13 +29,24 @@ class RunContext:
     spec: SchemaSpec
     model: ModelInfo
 
+    @cached_property
+    def fixed_prompt_tokens(self) -> int:
+        """Input every call of the run carries (system prompt, tool, fixed text); once."""
+        return fixed_prompt_tokens(self.spec)
+
+    @cached_property
+    def cacheable_prefix_tokens(self) -> int:
+        """The prompt prefix a call reads from the cache (0: too short to be cached)."""
+        fixed = self.fixed_prompt_tokens
+        return fixed if fixed >= self.model.min_cacheable_tokens else 0
+
     def plan_limits(self) -> PlanLimits:
         """Pack sizing limits for this run (planning and re-planned halves alike)."""
         opts = self.options
         return PlanLimits(
             context_window=self.model.context_window,
             model_max_output=self.model.max_output_tokens,
-            fixed_prompt_tokens=fixed_prompt_tokens(self.spec),
+            fixed_prompt_tokens=self.fixed_prompt_tokens,
             output_budget=min(opts.output_budget, self.model.max_output_tokens),
             safety_margin=opts.safety_margin,
             hard_cap=opts.hard_cap,
