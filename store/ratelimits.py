@@ -60,7 +60,7 @@ class LimiterView:
     waiting_runs: list[str]
 
 
-async def _now(conn: asyncpg.Connection) -> float:
+async def _now(conn: asyncpg.Connection | asyncpg.Pool) -> float:
     return float(await conn.fetchval("select extract(epoch from clock_timestamp())"))
 
 
@@ -78,14 +78,22 @@ async def _lock(conn: asyncpg.Connection, key_hash: str, model: str,
     row = await conn.fetchrow(
         "select * from rate_limiters where key_hash = $1 and model = $2 for update",
         key_hash, model)
+    return _buckets(row)
+
+
+def _buckets(row: asyncpg.Record) -> Buckets:
+    """A ``rate_limiters`` row as the buckets it holds (levels as of its ``at``)."""
     return Buckets(limits={k: row[f"{k}_limit"] for k in KINDS},
                    levels={k: row[f"{k}_level"] for k in KINDS},
                    at=row["at"], factor=row["factor"], last_cut_at=row["last_cut_at"])
 
 
-async def _save(conn: asyncpg.Connection, key_hash: str, model: str, b: Buckets,
-                **counters: Any) -> None:
+async def _save(conn: asyncpg.Connection, key_hash: str, model: str, b: Buckets, *,
+                learned: bool = False, **counters: Any) -> None:
+    """Write the buckets back; ``learned``: an answer's headers set the limits just now."""
     extra = "".join(f", {name} = {name} + {int(n)}" for name, n in counters.items())
+    if learned:
+        extra += ", learned_at = now()"
     await conn.execute(
         f"""update rate_limiters set requests_limit = $3, input_limit = $4, output_limit = $5,
                    requests_level = $6, input_level = $7, output_level = $8, at = $9,
@@ -184,11 +192,7 @@ async def settle(
             counters["throttled"] = 1
         elif answered:
             b = aimd_answered(b, now)
-        await _save(conn, key_hash, model, b, **counters)
-        if learned:
-            await conn.execute(
-                "update rate_limiters set learned_at = now() where key_hash = $1 and model = $2",
-                key_hash, model)
+        await _save(conn, key_hash, model, b, learned=learned, **counters)
         await conn.execute(
             "update rate_reservations set settled_at = now() where reservation_id = $1",
             reservation_id)
@@ -197,15 +201,13 @@ async def settle(
 async def views(conn: asyncpg.Connection | asyncpg.Pool,
                 key_hash: str | None = None) -> list[LimiterView]:
     """Every limiter (or one key's), refilled to now, with calls in flight and shares."""
-    now = await conn.fetchval("select extract(epoch from clock_timestamp())")
+    now = await _now(conn)
     rows = await conn.fetch(
         """select * from rate_limiters where $1::text is null or key_hash = $1
            order by key_hash, model""", key_hash)
     out = []
     for row in rows:
-        b = Buckets(limits={k: row[f"{k}_limit"] for k in KINDS},
-                    levels={k: row[f"{k}_level"] for k in KINDS},
-                    at=row["at"], factor=row["factor"]).refilled(float(now))
+        b = _buckets(row).refilled(now)
         shares = {r["run_id"]: r["n"] for r in await conn.fetch(
             """select run_id, count(*) as n from rate_reservations
                where key_hash = $1 and model = $2
