@@ -7,6 +7,7 @@ import asyncio
 import errno
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from temporalio.service import RPCError
 
@@ -80,22 +81,31 @@ async def cmd_run(args: argparse.Namespace, s: Session) -> int:
     doc = await bb.ingest_blocks(data, blocks, name=path.name, fmt=fmt)
     schema_id = await bb.add_schema(spec)
     run_id = await bb.start_run(doc, schema_id, options)
-    links = run_links(s.settings, run_id)
+    _say_started(s, run_id, f"run {run_id}: {len(blocks)} blocks of {path.name} x {spec.name}",
+                 {"run_id": run_id, "document_id": doc, "schema_id": schema_id,
+                  "blocks": len(blocks)}, no_wait=args.no_wait)
     if args.no_wait:
-        if s.con.json:
-            s.con.data({"run_id": run_id, "status": "started", "document_id": doc,
-                        "schema_id": schema_id, "blocks": len(blocks), "temporal_ui": links})
-        else:
-            s.con.line(f"started run {run_id}: {len(blocks)} blocks of {path.name} x "
-                       f"{spec.name}")
-            s.con.line(f"  follow it:   {PROG} watch {run_id}")
-            s.con.line(f"  cancel it:   {PROG} cancel {run_id}")
-            s.con.line(f"  Temporal UI: {links['run']}")
         return 0
-    if not s.con.json:
-        s.con.line(f"started run {run_id}: {len(blocks)} blocks of {path.name} x {spec.name}")
-        s.con.line(f"  Temporal UI: {links['run']}")
     return await _follow_to_end(s, run_id)
+
+
+def _say_started(s: Session, run_id: str, what: str, data: dict[str, Any], *,
+                 no_wait: bool) -> None:
+    """Announce a started run (or retry); when not followed here, how to follow or cancel it.
+
+    ``--json``: only with ``--no-wait``, as ``data`` with its status and Temporal UI links
+    (a followed run prints its summary instead).
+    """
+    links = run_links(s.settings, run_id)
+    if s.con.json:
+        if no_wait:
+            s.con.data({**data, "status": "started", "temporal_ui": links})
+        return
+    s.con.line(f"started {what}")
+    if no_wait:
+        s.con.line(f"  follow it:   {PROG} watch {run_id}")
+        s.con.line(f"  cancel it:   {PROG} cancel {run_id}")
+    s.con.line(f"  Temporal UI: {links['run']}")
 
 
 async def _follow_to_end(s: Session, run_id: str) -> int:
@@ -141,20 +151,9 @@ async def cmd_retry(args: argparse.Namespace, s: Session) -> int:
             f"{'failed or cancelled' if args.cancelled else 'failed'} "
             f"block{'s' if started.blocks != 1 else ''} ({grouped_reasons(started.reasons)}) "
             f"of {checked.run.blocks_total}")
-    links = run_links(s.settings, run_id)
+    _say_started(s, run_id, what, started.model_dump(mode="json"), no_wait=args.no_wait)
     if args.no_wait:
-        if s.con.json:
-            s.con.data({**started.model_dump(mode="json"), "status": "started",
-                        "temporal_ui": links})
-        else:
-            s.con.line(f"started {what}")
-            s.con.line(f"  follow it:   {PROG} watch {run_id}")
-            s.con.line(f"  cancel it:   {PROG} cancel {run_id}")
-            s.con.line(f"  Temporal UI: {links['run']}")
         return 0
-    if not s.con.json:
-        s.con.line(f"started {what}")
-        s.con.line(f"  Temporal UI: {links['run']}")
     if await follow(bb, run_id, s.con) == "detached":
         say_detached(s.con, run_id)
         return 0
