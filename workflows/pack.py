@@ -187,10 +187,9 @@ class ProcessPackWorkflow:
     async def _wait_for_api(self, inp: ProcessPackInput, reason: str) -> bool:
         """Tell the run Claude is down and wait for its ``resume`` (False: could not tell)."""
         assert inp.failures_to_pause is not None
-        info = workflow.info()
-        run_workflow_id = info.workflow_id.rsplit("/pack-", 1)[0]
+        run_workflow_id = _run_workflow_id()
         assert self._call_started is not None
-        report = ApiDownReport(pack_workflow_id=info.workflow_id, pack_path=inp.pack_path,
+        report = ApiDownReport(pack_workflow_id=workflow.info().workflow_id, pack_path=inp.pack_path,
                                failures=inp.failures_to_pause, since=self._call_started,
                                error=reason)
         self._resumed = False
@@ -218,7 +217,7 @@ class ProcessPackWorkflow:
             retry_policy=DB_RETRY,
         )
         outcome.totals.splits += 1
-        base = workflow.info().workflow_id.rsplit("/pack-", 1)[0]
+        base = _run_workflow_id()
         handles = []
         for path, part in halves:
             child_id = f"{base}/pack-{path}"
@@ -257,6 +256,11 @@ class ProcessPackWorkflow:
             retry_policy=DB_RETRY,
         )
         totals.blocks_failed += failed.failed
+
+
+def _run_workflow_id() -> str:
+    """The id of the run this pack belongs to (``run-<id>``, from ``run-<id>/pack-3.0``)."""
+    return workflow.info().workflow_id.rsplit("/pack-", 1)[0]
 
 
 def _gave_up(err: ActivityError) -> bool:

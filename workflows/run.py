@@ -111,7 +111,7 @@ class RunWorkflow:
             cost_usd=round(t.cost_usd, 6),
             error=self._fatal_error,
             batch=self._batch.progress() if self._batch is not None else None,
-            outage=outage.model_copy() if outage is not None else None,
+            outage=outage,
         )
 
     @workflow.run
