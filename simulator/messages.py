@@ -117,6 +117,7 @@ async def _answer(
         delay = latency_ms * scenario.speed_factor / 1000
         if delay > 0:
             await state.sleep(delay)
+        await state.pass_gate()
     finally:
         # The output reservation is held while the answer is generated, as the API holds
         # ``max_tokens`` until the end of a request; a failure produced no output.

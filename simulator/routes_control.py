@@ -55,6 +55,26 @@ async def get_requests(request: web.Request) -> web.Response:
     return web.json_response(log_entries)
 
 
+async def hold(request: web.Request) -> web.Response:
+    """Hold every answer back once it is ready, until ``/_sim/release``."""
+    state = state_of(request)
+    state.gate.clear()
+    return web.json_response({"holding": True, "held": state.held})
+
+
+async def release(request: web.Request) -> web.Response:
+    """Send the held answers and hold no more."""
+    state = state_of(request)
+    held = state.held
+    state.gate.set()
+    return web.json_response({"holding": False, "released": held})
+
+
+async def get_hold(request: web.Request) -> web.Response:
+    state = state_of(request)
+    return web.json_response({"holding": not state.gate.is_set(), "held": state.held})
+
+
 async def reset(request: web.Request) -> web.Response:
     state_of(request).reset()
     return web.json_response({"status": "reset"})
@@ -68,3 +88,6 @@ def add_control_routes(app: web.Application) -> None:
     app.router.add_get("/_sim/stats", get_stats)
     app.router.add_get("/_sim/requests", get_requests)
     app.router.add_post("/_sim/reset", reset)
+    app.router.add_get("/_sim/hold", get_hold)
+    app.router.add_post("/_sim/hold", hold)
+    app.router.add_post("/_sim/release", release)

@@ -33,6 +33,21 @@ class SimState:
         self.limiter = RateLimiter(self.clock, self.engine.scenario.limits)
         self.stats = Stats()
         self.batches = BatchStore(self.engine, self.stats)
+        #: Open unless a test holds answers back (``POST /_sim/hold``).
+        self.gate = asyncio.Event()
+        self.gate.set()
+        #: Answers ready and waiting at the closed gate.
+        self.held = 0
+
+    async def pass_gate(self) -> None:
+        """Wait while answers are held; count the ones waiting."""
+        if self.gate.is_set():
+            return
+        self.held += 1
+        try:
+            await self.gate.wait()
+        finally:
+            self.held -= 1
 
     @property
     def scenario(self) -> Scenario:
@@ -50,6 +65,7 @@ class SimState:
         self.engine.reset()
         self.limiter.clear()
         self.batches.clear()
+        self.gate.set()
 
 
 #: Where an app keeps its :class:`SimState`.

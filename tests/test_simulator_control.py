@@ -180,3 +180,23 @@ async def test_bad_scenario_file_exits_with_a_message(tmp_path):
     _, stderr = await asyncio.wait_for(process.communicate(), timeout=20)
     assert process.returncode != 0
     assert b"speed" in stderr
+
+
+async def test_hold_keeps_ready_answers_back_until_released(sim, http):
+    client = anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="k", max_retries=0)
+    async with http.post(f"{sim.base_url}/_sim/hold") as response:
+        assert await response.json() == {"holding": True, "held": 0}
+    calls = [asyncio.create_task(client.messages.create(**pack_params(make_blocks(2, start=i))))
+             for i in (0, 10)]
+    for _ in range(100):
+        async with http.get(f"{sim.base_url}/_sim/hold") as response:
+            if (await response.json())["held"] == 2:
+                break
+        await asyncio.sleep(0.02)
+    assert not any(call.done() for call in calls)
+    async with http.post(f"{sim.base_url}/_sim/release") as response:
+        assert await response.json() == {"holding": False, "released": 2}
+    answers = await asyncio.gather(*calls)
+    assert [answer.type for answer in answers] == ["message", "message"]
+    async with http.get(f"{sim.base_url}/_sim/hold") as response:
+        assert await response.json() == {"holding": False, "held": 0}
