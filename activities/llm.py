@@ -165,7 +165,7 @@ class LlmActivities:
         if not blocks:
             return CallModelOutput(outcome="empty", block_uids=[])
         uids = [b.block_uid for b in blocks]
-        pack = ctx.pack([b.est_tokens for b in blocks])
+        pack = ctx.pack([b.est_tokens for b in blocks], inp.pack_attempt)
         too_large = ctx.too_large(pack, len(blocks))
         if too_large is not None:
             return CallModelOutput(outcome="oversized", block_uids=uids, message=too_large)

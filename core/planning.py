@@ -270,17 +270,30 @@ class Pack:
     oversized: bool
 
 
-def max_tokens_for(output_tokens: Sequence[int], limits: PlanLimits) -> int:
+#: A first attempt asks for this many times its output estimate (at least
+#: :data:`MIN_MAX_TOKENS`), not the whole budget: the API counts ``max_tokens`` against the
+#: output-tokens-per-minute limit for as long as a call runs, so a single block asking for
+#: 8,192 tokens to write ~120 holds back 68 times what it uses.
+OUTPUT_HEADROOM = 2.0
+MIN_MAX_TOKENS = 256
+
+
+def max_tokens_for(output_tokens: Sequence[int], limits: PlanLimits, *,
+                   generous: bool = False) -> int:
     """The ``max_tokens`` to request for blocks with these expected outputs.
 
-    The normal budget, unless the estimate exceeds what the budget holds with its
-    margin (only a lone block with a large output does, in a greedy plan): then enough
-    for the estimate with its margin, up to the model's maximum.
+    :data:`OUTPUT_HEADROOM` times the estimate (at least :data:`MIN_MAX_TOKENS`), up to
+    the normal budget; ``generous`` (a later attempt, e.g. after a truncated answer) asks
+    for the whole budget. When the estimate exceeds what the budget holds with its margin
+    (only a lone block with a large output does, in a greedy plan): enough for the
+    estimate with its margin, up to the model's maximum.
     """
     estimate = PACK_OUTPUT_OVERHEAD_TOKENS + sum(output_tokens)
-    if estimate <= limits.budget * limits.safety_margin:
+    if estimate > limits.budget * limits.safety_margin:
+        return min(limits.model_max_output, math.ceil(estimate / limits.safety_margin))
+    if generous:
         return limits.budget
-    return min(limits.model_max_output, math.ceil(estimate / limits.safety_margin))
+    return min(limits.budget, max(MIN_MAX_TOKENS, math.ceil(estimate * OUTPUT_HEADROOM)))
 
 
 def describe_pack(
@@ -288,6 +301,8 @@ def describe_pack(
     block_tokens: Sequence[int],
     output_tokens: Sequence[int],
     limits: PlanLimits,
+    *,
+    generous: bool = False,
 ) -> Pack:
     """The :class:`Pack` for these blocks, e.g. for one half of a split pack.
 
@@ -297,11 +312,17 @@ def describe_pack(
             ``positions``.
         output_tokens: each block's :func:`estimate_output_tokens`, aligned likewise.
         limits: the plan's limits.
+        generous: a later attempt: ``max_tokens`` is the whole budget where the context
+            window leaves room for it (see :func:`max_tokens_for`).
     """
     if not (len(positions) == len(block_tokens) == len(output_tokens)) or not positions:
         raise ValueError("positions, block_tokens and output_tokens must align and be non-empty")
-    max_tokens = max_tokens_for(output_tokens, limits)
     est_input = limits.fixed_prompt_tokens + sum(t + BLOCK_WRAPPER_TOKENS for t in block_tokens)
+    max_tokens = max_tokens_for(output_tokens, limits)
+    if generous:
+        room = limits.context_window - est_input
+        max_tokens = max(max_tokens, min(max_tokens_for(output_tokens, limits, generous=True),
+                                         room))
     return Pack(
         positions=tuple(positions),
         est_input_tokens=est_input,

@@ -27,7 +27,7 @@ async def enqueue(
     requests: list[batches.NewRequest] = []
     failed = 0
     for p in packs:
-        pack = ctx.pack([est[u] for u in p.uids])
+        pack = ctx.pack([est[u] for u in p.uids], p.attempt)
         too_large = ctx.too_large(pack, len(p.uids))
         if too_large is not None:
             failed += await overlays.fail_pending(conn, ctx.run_id, too_large, p.path,

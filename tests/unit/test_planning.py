@@ -170,7 +170,8 @@ def test_output_budget_is_capped_by_the_model() -> None:
 def test_small_blocks_fill_packs_up_to_the_hard_cap() -> None:
     packs = plan_packs([50] * 120, [60] * 120, limits())
     assert [len(p.positions) for p in packs] == [50, 50, 20]
-    assert all(p.max_tokens == 8192 and not p.oversized for p in packs)
+    assert [p.max_tokens for p in packs] == [6024, 6024, 2424]  # twice the estimate
+    assert not any(p.oversized for p in packs)
 
 
 def test_output_budget_limits_the_pack() -> None:
@@ -219,7 +220,7 @@ def test_block_with_large_output_goes_alone_with_a_larger_max_tokens() -> None:
     packs = plan_packs([10, 10, 10], [100, 9_000, 100], limits())
     assert [p.positions for p in packs] == [(0,), (1,), (2,)]
     assert packs[1].max_tokens == math.ceil((9_000 + PACK_OUTPUT_OVERHEAD_TOKENS) / 0.8)
-    assert packs[0].max_tokens == 8192
+    assert packs[0].max_tokens == 256  # twice 112, raised to the minimum
 
 
 def test_lone_block_max_tokens_is_capped_at_model_max_output() -> None:
@@ -252,6 +253,18 @@ def test_no_blocks_no_packs() -> None:
 def test_mismatched_lengths_are_rejected() -> None:
     with pytest.raises(ValueError):
         plan_packs([1, 2], [1], limits())
+
+
+def test_a_first_attempt_asks_for_twice_its_estimate_a_later_one_for_the_budget() -> None:
+    lone = describe_pack([7], [100], [120], limits())
+    assert lone.max_tokens == 2 * (120 + PACK_OUTPUT_OVERHEAD_TOKENS)
+    assert describe_pack([7], [100], [120], limits(), generous=True).max_tokens == 8192
+    assert describe_pack([7], [100], [20], limits()).max_tokens == 256
+    # A later attempt never asks for more than the context window leaves.
+    crowded = limits(context_window=20_000)
+    big = describe_pack([7], [15_000], [120], crowded, generous=True)
+    assert big.max_tokens == 20_000 - big.est_input_tokens
+    assert not big.oversized
 
 
 def test_max_tokens_for_a_half_matches_describe_pack() -> None:
@@ -318,13 +331,14 @@ def test_shared_packs_stay_within_budgets(plan: Any) -> None:
     for pack in plan_packs(block_tokens, output_tokens, lim):
         blocks_input = pack.est_input_tokens - lim.fixed_prompt_tokens
         assert pack.max_tokens <= lim.model_max_output
-        assert pack.max_tokens >= min(lim.budget, lim.model_max_output)
+        # Room for the estimate: twice it, or the budget when that is less.
+        assert pack.max_tokens >= min(lim.budget, 2 * pack.est_output_tokens)
         if len(pack.positions) == 1:
             continue
         assert not pack.oversized
         if lim.pack_size is None:
             assert pack.est_output_tokens <= lim.budget * lim.safety_margin
-            assert pack.max_tokens == lim.budget
+            assert pack.max_tokens <= lim.budget
             room = lim.context_window - lim.fixed_prompt_tokens - lim.budget
             assert blocks_input <= room * lim.safety_margin
         else:
@@ -376,8 +390,12 @@ def test_max_tokens_and_oversized_follow_the_rule(plan: Any) -> None:
         if estimate > lim.budget * lim.safety_margin:
             expected = min(lim.model_max_output, math.ceil(estimate / lim.safety_margin))
             assert pack.max_tokens == expected
+            assert max_tokens_for(outputs, lim, generous=True) == expected
         else:
-            assert pack.max_tokens == lim.budget
+            # Twice the estimate (at least 256) up to the budget; a later attempt: the budget.
+            assert pack.max_tokens == min(lim.budget, max(256, math.ceil(2 * estimate)))
+            assert pack.max_tokens >= min(lim.budget, estimate)
+            assert max_tokens_for(outputs, lim, generous=True) == lim.budget
         assert pack.oversized == (pack.est_input_tokens > lim.context_window - pack.max_tokens)
 
 
