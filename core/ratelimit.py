@@ -33,6 +33,14 @@ RECOVER = 0.02
 MIN_FACTOR = 0.05
 #: 429s closer together than this are one event (they come from one burst).
 CUT_COOLDOWN_S = 5.0
+#: A call is admitted only while every bucket would keep this many seconds of its refill
+#: after taking the call's need. The API counts a request when it arrives, a moment after
+#: the fleet's reckoning (tens to hundreds of ms when many calls start at once), so after a
+#: burst from a full bucket the API's bucket starts refilling later than the fleet's and is
+#: that much lower. Admitting the instant the fleet's bucket holds the need drew a 429 by a
+#: hair, and its AIMD cut halved the fleet's rate for dozens of answers. It costs a second of
+#: refill once, from a full bucket; the steady rate is the refill rate either way.
+ADMIT_MARGIN_S = 1.0
 #: Limits assumed until an answer's headers tell the real ones (per minute): far above any
 #: tier, so nothing is held back on a guess. The first answer (a run's warm-up call) teaches
 #: the account's limits, and a 429 before that cuts the rate (AIMD). An endpoint that sends
@@ -88,13 +96,15 @@ class Admission:
 def reserve(buckets: Buckets, need: Need, now: float) -> Admission:
     """Take ``need`` from the buckets if all three hold enough; else how long to wait.
 
-    A need larger than a whole bucket can never fit: it waits for a full bucket and is then
-    admitted alone (the API answers such a request too when nothing else runs).
+    Every bucket must also keep :data:`ADMIT_MARGIN_S` of its refill after the take. A need
+    larger than a whole bucket (with that margin) can never fit: it waits for a full bucket
+    and is then admitted alone (the API answers such a request too when nothing else runs).
     """
     b = buckets.refilled(now)
     waits: dict[Kind, float] = {}
     for kind in KINDS:
-        want = min(need.of(kind), b.capacity(kind))
+        margin = b.capacity(kind) * ADMIT_MARGIN_S / 60.0 if need.of(kind) else 0.0
+        want = min(need.of(kind) + margin, b.capacity(kind))
         short = want - b.levels[kind]
         if short > 1e-9:
             waits[kind] = short / (b.capacity(kind) / 60.0) if b.capacity(kind) else math.inf

@@ -28,26 +28,29 @@ async def _try(pool: asyncpg.Pool, run_id: str, need: Need = ONE_CALL,
 async def test_concurrent_callers_never_get_more_than_the_limit(pool: asyncpg.Pool) -> None:
     attempts = await asyncio.gather(*(_try(pool, "r1") for _ in range(30)))
     admitted = [a for a in attempts if a.reservation_id is not None]
-    assert len(admitted) == 10
+    # The tenth waits until the bucket also holds a second of refill to spare (unless the
+    # thirty tries took that long).
+    assert 9 <= len(admitted) <= 10
     refused = [a for a in attempts if a.reservation_id is None]
-    assert all(a.binding == "requests" and 0 < a.wait_s <= 6.1 for a in refused)
+    assert all(a.binding == "requests" and 0 < a.wait_s <= 7.1 for a in refused)
 
 
 async def test_a_dead_workers_reservation_costs_one_refill_at_most(pool: asyncpg.Pool) -> None:
-    # A worker reserves the whole minute and dies: never settles.
-    for _ in range(10):
+    # A worker reserves the whole minute (less the admission margin) and dies: never settles.
+    for _ in range(9):
         assert (await _try(pool, "r1")).reservation_id is not None
     assert (await _try(pool, "r1")).reservation_id is None
     # A minute later (moved back on the database clock) the fleet has its full rate again.
     await pool.execute("update rate_limiters set at = at - 60")
-    admitted = [await _try(pool, "r2") for _ in range(10)]
+    admitted = [await _try(pool, "r2") for _ in range(9)]
     assert all(a.reservation_id is not None for a in admitted)
 
 
 async def test_waiting_runs_are_served_least_served_first(pool: asyncpg.Pool) -> None:
-    big = [await _try(pool, "big") for _ in range(10)]
+    big = [await _try(pool, "big") for _ in range(9)]
     assert all(a.reservation_id is not None for a in big)
-    # The minute's requests are gone: the small run waits too.
+    # The minute's requests are gone (one is left, less than one with the admission
+    # margin): the small run waits too.
     assert (await _try(pool, "small")).reason == "limit"
     await pool.execute("update rate_limiters set at = at - 12")  # two requests back
     # The small run had nothing this minute: the big one lets it go first.

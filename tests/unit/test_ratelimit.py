@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from core.ratelimit import (
+    ADMIT_MARGIN_S,
     CUT_COOLDOWN_S,
     MIN_FACTOR,
     Need,
@@ -22,15 +23,36 @@ LIMITS = {"requests": 60, "input": 60_000, "output": 6_000}
 def test_reservations_take_from_every_bucket_until_one_is_short() -> None:
     b = fresh(LIMITS, now=0.0)
     need = Need(1, 10_000, 2_000)
-    for _ in range(3):  # output (6,000) allows three
+    for _ in range(2):
         adm = reserve(b, need, now=0.0)
         assert adm.admitted
         b = adm.buckets
+    # The 2,000 left would fit a third, but not with a second's refill (100) to spare.
     refused = reserve(b, need, now=0.0)
+    assert not refused.admitted and refused.binding == "output"
+    assert refused.wait_s == pytest.approx(ADMIT_MARGIN_S)
+    adm = reserve(b, need, now=ADMIT_MARGIN_S)
+    assert adm.admitted
+    b = adm.buckets
+    refused = reserve(b, need, now=ADMIT_MARGIN_S)
     assert not refused.admitted and refused.binding == "output"
     # 2,000 output tokens at 6,000 per minute: 20 s.
     assert refused.wait_s == pytest.approx(20.0)
-    assert reserve(b, need, now=20.0).admitted
+    assert reserve(b, need, now=ADMIT_MARGIN_S + 20.0).admitted
+
+
+def test_a_call_is_admitted_with_a_second_of_refill_to_spare() -> None:
+    # The API counts a request when it arrives, a moment after the fleet admitted it: after
+    # a burst from a full bucket its bucket refills from later on and is a little lower.
+    b = fresh(LIMITS, now=0.0)
+    for _ in range(59):
+        b = reserve(b, Need(1, 0, 0), now=0.0).buckets
+    assert b.levels["requests"] == pytest.approx(1.0)
+    last = reserve(b, Need(1, 0, 0), now=0.0)
+    assert not last.admitted and last.wait_s == pytest.approx(ADMIT_MARGIN_S)
+    assert reserve(b, Need(1, 0, 0), now=ADMIT_MARGIN_S).admitted
+    # What a call does not count against (no input here) needs no margin.
+    assert reserve(fresh(LIMITS, 0.0), Need(1, 0, 6_000 - 100), now=0.0).admitted
 
 
 def test_buckets_refill_continuously_not_per_minute() -> None:
@@ -71,9 +93,10 @@ def test_a_429_cuts_the_rate_once_per_burst_and_recovery_is_additive() -> None:
     b = fresh(LIMITS, 0.0)
     cut = throttled(b, 10.0, retry_after_s=6)
     assert cut.factor == 0.5
-    # Nothing goes out before retry-after, even one request.
+    # Nothing goes out before retry-after, even one request (then with the admission margin:
+    # half a request at the cut rate of 30 a minute, another second).
     assert not reserve(cut, Need(1, 0, 0), 15.9).admitted
-    assert reserve(cut, Need(1, 0, 0), 16.0 + 2.1).admitted
+    assert reserve(cut, Need(1, 0, 0), 16.0 + 2.0 + ADMIT_MARGIN_S + 0.1).admitted
     again = throttled(cut, 10.0 + CUT_COOLDOWN_S / 2, retry_after_s=1)
     assert again.factor == 0.5  # the same burst: no second cut
     later = throttled(cut, 10.0 + CUT_COOLDOWN_S, retry_after_s=1)
