@@ -129,7 +129,16 @@ async def run_figures(pool: Any, run_id: str) -> dict[str, Any]:
                  as created_at,
              extract(epoch from (select finished_at from runs where run_id = $1))
                  as finished_at,
-             extract(epoch from max(finished_at)) as last_answer_at
+             extract(epoch from max(finished_at)) as last_answer_at,
+             extract(epoch from max(applied_at)) as last_applied_at,
+             avg(extract(epoch from applied_at - finished_at))
+                 filter (where purpose = 'pack') as apply_lag_mean_s,
+             max(extract(epoch from applied_at - finished_at))
+                 filter (where purpose = 'pack') as apply_lag_max_s,
+             (select extract(epoch from max(created_at)) from rate_reservations
+               where run_id = $1) as last_admitted_at,
+             (select extract(epoch from min(started_at)) from llm_calls
+               where run_id = $1 and http_status = 429) as first_429_at
            from llm_calls where run_id = $1""", run_id))
 
 
@@ -205,6 +214,13 @@ async def main(args: argparse.Namespace) -> int:
                     "mean_pack_s": float(times["mean_pack_s"] or 0),
                     "warm_up_s": float(times["warm_up_s"] or 0),
                     "cost_usd": figures["cost_usd"],
+                    # Where the time went, in seconds from the common start (database clock).
+                    **{f"{k}_s": (round(float(times[f"{k}_at"]) - t0_db, 1)
+                                  if times[f"{k}_at"] is not None else None)
+                       for k in ("last_admitted", "last_answer", "last_applied", "finished",
+                                 "first_429")},
+                    "apply_lag_mean_s": round(float(times["apply_lag_mean_s"] or 0), 2),
+                    "apply_lag_max_s": round(float(times["apply_lag_max_s"] or 0), 2),
                 })
             windows = await share_windows(pool, run_ids, t0_db)
         finally:
@@ -239,6 +255,16 @@ async def main(args: argparse.Namespace) -> int:
           "the start, refilled at the limit per minute, split equally among the runs still "
           "needing it) has supplied what the run used, plus its fastest pack call; and its "
           "warm-up plus its slowest pack call.")],
+    )
+    rec.print_table(
+        "Where each run's time went (seconds from the common start)",
+        ["blocks", "last call admitted", "last answer", "last answer applied",
+         "run finished", "answer -> applied mean / max", "first 429"],
+        [[f"{r['blocks']:,}", r["last_admitted_s"], r["last_answer_s"], r["last_applied_s"],
+          r["finished_s"], f"{r['apply_lag_mean_s']:.1f} / {r['apply_lag_max_s']:.1f}",
+          r["first_429_s"] if r["first_429_s"] is not None else "-"] for r in runs],
+        [("answer -> applied: from a pack's answer in the ledger (finished_at) to its "
+          "apply_results activity writing it (applied_at).")],
     )
     ids = [r["run_id"] for r in runs]
     share_rows = []
