@@ -223,6 +223,14 @@ async def main(args: argparse.Namespace) -> int:
                     "apply_lag_max_s": round(float(times["apply_lag_max_s"] or 0), 2),
                 })
             windows = await share_windows(pool, run_ids, t0_db)
+            throttled = [
+                {"run_id": r["run_id"], "at_s": round(float(r["at"]) - t0_db, 1),
+                 "pack_path": r["pack_path"], "message": r["error_message"]}
+                for r in await pool.fetch(
+                    """select run_id, pack_path, error_message,
+                              extract(epoch from started_at) as at
+                       from llm_calls where run_id = any($1::text[]) and http_status = 429
+                       order by started_at""", run_ids)]
         finally:
             await pool.close()
     terms = fair_bounds(runs, args)
@@ -237,7 +245,7 @@ async def main(args: argparse.Namespace) -> int:
     rec.data.update({
         "runs": runs, "sim_requests": by_status,
         "responses_429_total": int(by_status.get("429", 0)),
-        "share_windows": windows, "limiter_samples": samples,
+        "share_windows": windows, "limiter_samples": samples, "ledger_429s": throttled,
     })
     rows = [[f"{r['blocks']:,}", r["calls"], r["output_tokens"], f"{r['wall_s']:.1f}",
              f"{r['bound_s']:.1f}", r["binding"], f"{r['wall_over_bound']:.2f}",
