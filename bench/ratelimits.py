@@ -54,9 +54,10 @@ from core.models import RunOptions
 MODES = {"auto": {}, "baseline": {"batching_enabled": False}}
 #: Mid-run limit changes (``--change``): the limits before and after, as factors of
 #: ``--rpm``/``--otpm``/``--itpm``, and the share another client of the account takes. The
-#: factors are below 1 so that the requests bucket is empty (its first minute's worth spent)
-#: well before the change: one call per block reaches ~11 calls a second here at 32
-#: concurrent packs, and at 500 rpm (8.3/s) the first minute's 500 would last three minutes.
+#: factors are below 1 so that the limits bind soon after the start: one call per block
+#: sends ~6-11 calls a second here at 32 concurrent packs, and at 500 rpm (8.3/s) the first
+#: minute's 500 would last minutes. At 150 rpm the bucket is spent before a change at 75 s;
+#: at 300 rpm it may not be (the API's leftover is then spent after the change).
 CHANGES: dict[str, dict[str, Any]] = {
     # The account is upgraded: every limit doubles (150 -> 300 rpm at the defaults).
     "upgrade": {"before": {"scale": 0.3, "others_share": 0.0},
