@@ -69,6 +69,24 @@ async def timeline(pool: Any, run_id: str) -> dict[str, Any]:
             "packs": [dict(c) for c in packs], "calls": len(calls)}
 
 
+async def pack_workflows(bs: BenchStack, run_id: str, packs: int) -> list[dict[str, float]]:
+    """Each planned pack's workflow start and its first activity's scheduling (Temporal)."""
+    from temporalio.api.enums.v1 import EventType
+
+    out = []
+    for index in range(packs):
+        handle = bs.bb.client.get_workflow_handle(f"run-{run_id}/pack-{index}")
+        desc = await handle.describe()
+        scheduled = None
+        async for event in handle.fetch_history_events():
+            if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                scheduled = event.event_time.ToDatetime().timestamp()
+                break
+        out.append({"index": index, "started_at": desc.start_time.timestamp(),
+                    "activity_scheduled_at": scheduled})
+    return out
+
+
 def measure(t: dict[str, Any], workflow_start: float) -> dict[str, Any]:
     """Offsets from the workflow's start (s), the round trip and the excess."""
     run, warm, packs = t["run"], t["warm_up"], t["packs"]
@@ -99,6 +117,14 @@ def measure(t: dict[str, Any], workflow_start: float) -> dict[str, Any]:
         "median_pack_sent_s": rel(statistics.median(sent)),
         "pack_call_s_mean": round(statistics.mean(p["latency_ms"] for p in packs) / 1000, 3),
     })
+    children = t.get("pack_workflows") or []
+    if children:
+        starts = sorted(c["started_at"] for c in children)
+        scheduled = sorted(c["activity_scheduled_at"] for c in children
+                           if c["activity_scheduled_at"] is not None)
+        out.update({"first_pack_workflow_s": rel(starts[0]),
+                    "last_pack_workflow_s": rel(starts[-1]),
+                    "last_call_scheduled_s": rel(scheduled[-1]) if scheduled else None})
     excess = sent[-1] - w["finished_at"]
     out["excess_s"] = round(excess, 3)
     out["excess_round_trips"] = round(excess / round_trip, 2) if round_trip else None
@@ -135,6 +161,8 @@ async def main(args: argparse.Namespace) -> int:
                                        timeout_s=args.run_timeout)
                 desc = await bs.bb.handle(timed.run_id).describe()
                 t = await timeline(pool, timed.run_id)
+                t["pack_workflows"] = await pack_workflows(bs, timed.run_id,
+                                                           t["run"]["pack_count"])
                 m = measure(t, desc.start_time.timestamp())
                 m.update({"run_id": timed.run_id, "status": timed.result.status,
                           "wall_s": round(timed.wall_s, 2),
@@ -168,6 +196,20 @@ async def main(args: argparse.Namespace) -> int:
         rows,
         [("ideal: last pack sent = warm-up answered (excess 0); goal: excess within one "
           "round trip (the warm-up's own duration). Sent = ledger finished_at - latency_ms.")],
+    )
+    stage_rows = [[i + 1, *(f"{r[k]:.2f}" if r.get(k) is not None else "-" for k in (
+        "warm_up_answered_s", "first_pack_workflow_s", "last_pack_workflow_s",
+        "last_call_scheduled_s", "last_pack_opened_s", "last_pack_sent_s"))]
+        for i, r in enumerate(ok)]
+    rec.print_table(
+        "Where the start goes: seconds from the workflow start",
+        ["run", "warm-up answered", "first pack workflow started",
+         "last pack workflow started", "last call_model scheduled", "last ledger row opened",
+         "last pack sent"],
+        stage_rows,
+        [("pack workflow started: Temporal's start time of the child; call_model scheduled: "
+          "its history's ActivityTaskScheduled; ledger row opened: the activity has read "
+          "the pack and is about to ask the fleet limiter.")],
     )
     rec.write()
     return 0 if all(r["status"] == "completed" for r in results) else 1
