@@ -99,6 +99,10 @@ class RunInput(BaseModel):
     outage: OutageOptions = Field(default_factory=lambda: OutageOptions())
     #: Set when this execution retries what failed in a finished run (``starter.py retry``).
     retry: RetryRequest | None = None
+    #: Packs an earlier execution started that were still running when it continued as
+    #: new; they report their outcome by signal (``pack_done``) to whichever execution is
+    #: current.
+    running: list[int] = Field(default_factory=list)
 
 
 class RunProgress(BaseModel):
@@ -221,6 +225,9 @@ class ProcessPackInput(BaseModel):
     #: ``OutageOptions.failures_to_pause`` of the run: a call failing that often because
     #: Claude is down waits for the run to resume; ``None``: its blocks fail, as before.
     failures_to_pause: int | None = None
+    #: A planned pack of a run that may continue as new while it runs: it signals its
+    #: outcome to the run (``pack_done``) before it returns. ``False``: the run awaits it.
+    report_to_run: bool = False
 
 
 class PackOutcome(BaseModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from core.models import RunOptions, RunResult
+from core.models import RunInput, RunOptions, RunResult
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
 
@@ -189,3 +189,40 @@ async def test_rejected_api_key_fails_run_fast_without_retry_storm(bbstack: Stac
     assert "sim-test-key" not in (result.error or "")
     assert result.calls <= 3
     assert result.blocks_cancelled == 60
+
+
+async def test_packs_in_flight_outlive_continue_as_new_on_the_dev_server(bbstack: Stack) -> None:
+    # Each call takes a while, so packs are in flight whenever an execution is full
+    # (2 packs a history): they carry over and report to the next execution.
+    bbstack.sim.scenario(speed_factor=1.0, latency={"ttft_ms": 400, "per_output_token_ms": 0})
+    doc = await bbstack.bb.ingest_bytes(markdown_doc(24), name="doc.md", fmt="markdown")
+    schema_id = await bbstack.bb.add_schema(extract_schema())
+    run_id = await bbstack.bb.start_run(doc, schema_id,
+                                        RunOptions(pack_size=2, max_concurrent_packs=4),
+                                        packs_per_history=2)
+    async with bbstack.worker():
+        result = await bbstack.bb.wait(run_id)
+        progress = await bbstack.bb.progress(run_id)  # a query: the worker answers it
+    assert result.status == "completed" and result.blocks_ai_complete == 24
+    carried = []
+    history = await bbstack.bb.handle(run_id).fetch_history()
+    run_ids = []
+    while True:
+        started = history.events[0].workflow_execution_started_event_attributes
+        carried.append(started)
+        if not started.continued_execution_run_id:
+            break
+        run_ids.append(started.continued_execution_run_id)
+        history = await bbstack.bb.client.get_workflow_handle(
+            f"run-{run_id}", run_id=started.continued_execution_run_id).fetch_history()
+    assert len(run_ids) >= 5  # 12 packs, 2 per history
+    # Some execution started with packs still running from the one before.
+    inputs = [await bbstack.bb.client.data_converter.decode(s.input.payloads, [RunInput])
+              for s in carried]
+    assert any(inp[0].running for inp in inputs)
+    rows = await overlays(bbstack, run_id)
+    assert_true_to_content(rows)
+    calls = await bbstack.pool.fetchval(
+        "select count(*) from llm_calls where run_id = $1 and purpose = 'pack'", run_id)
+    assert calls == 12  # each pack called once, whichever execution it reported to
+    assert (progress.packs_done, progress.blocks_done) == (12, 24)

@@ -16,7 +16,7 @@ from datetime import datetime
 from pydantic import ValidationError
 from temporalio import workflow
 from temporalio.common import SearchAttributePair
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from activities.db import DbActivities
@@ -78,6 +78,27 @@ class ProcessPackWorkflow:
 
     @workflow.run
     async def run(self, inp: ProcessPackInput) -> PackOutcome:
+        if not inp.report_to_run:
+            return await self._run(inp)
+        # The run may have continued as new since it started this pack: it learns the
+        # outcome by signal, even when the pack fails or is cancelled outright.
+        try:
+            outcome = await self._run(inp)
+        except (FailureError, asyncio.CancelledError):
+            await self._report(PackOutcome(pack_path=inp.pack_path))
+            raise
+        await self._report(outcome)
+        return outcome
+
+    async def _report(self, outcome: PackOutcome) -> None:
+        run_id = _run_workflow_id()
+        try:
+            await workflow.get_external_workflow_handle(run_id).signal("pack_done", outcome)
+        except Exception as err:  # noqa: BLE001 - the run ended (terminated): nobody to tell
+            workflow.logger.error("cannot report pack %s to run %s: %s", outcome.pack_path,
+                                  run_id, err)
+
+    async def _run(self, inp: ProcessPackInput) -> PackOutcome:
         outcome = PackOutcome(pack_path=inp.pack_path)
         uids, attempt = inp.block_uids, 1
         while not self._cancelled:

@@ -54,22 +54,38 @@ with workflow.unsafe.imports_passed_through():
 CANCEL_REACHES_LAST_PACKS = "cancel-reaches-last-packs"
 #: ``workflow.patched`` id: a warm-up call writes the prompt cache; no pack runs alone.
 WARM_CACHE_FIRST = "warm-cache-first"
+#: ``workflow.patched`` id: packs outlive continue-as-new (parent close policy ABANDON) and
+#: report by signal, so the window of packs in flight stays full across it (it drained).
+PACKS_OUTLIVE_CONTINUE_AS_NEW = "packs-outlive-continue-as-new"
 
 
 def run_workflow_id(run_id: str) -> str:
     return f"run-{run_id}"
 
 
+def _pack_id(run_id: str, index: int) -> str:
+    return f"{run_workflow_id(run_id)}/pack-{index}"
+
+
 @workflow.defn(name="RunWorkflow")
 class RunWorkflow:
-    def __init__(self) -> None:
-        self._state: RunInput | None = None
-        self._running: dict[int, workflow.ChildWorkflowHandle] = {}
+    @workflow.init
+    def __init__(self, inp: RunInput) -> None:
+        # Set here, not in ``run``: a pack's signal may be handled before ``run`` begins.
+        self._state: RunInput | None = inp
+        #: Packs in flight: their handle, or ``None`` for one an earlier execution started
+        #: (it reports by ``pack_done``, as every pack does once the patch is in).
+        self._running: dict[int, workflow.ChildWorkflowHandle | None] = dict.fromkeys(
+            inp.running)
         self._cancel_requested = False
         self._fatal_error: str | None = None
         self._status = "planning"
         self._batch: BatchRounds | None = None
-        self._outage: OutageWatch | None = None
+        self._outage: OutageWatch | None = OutageWatch(inp, self._stopping, self._show)
+        self._outlive = False
+        #: Packs this execution started whose workflows have not closed yet (a pack that
+        #: reports by signal closes just after it; the run closes after its packs).
+        self._open: set[int] = set()
 
     @workflow.signal
     def cancel(self) -> None:
@@ -81,6 +97,11 @@ class RunWorkflow:
         """A pack's call kept failing because Claude is down: pause, probe, resume."""
         assert self._outage is not None
         await self._outage.report(report)
+
+    @workflow.signal
+    def pack_done(self, outcome: PackOutcome) -> None:
+        """A planned pack ended (sent by packs that may outlive an execution)."""
+        self._pack_ended(int(outcome.pack_path), outcome)
 
     def _paused(self) -> bool:
         return self._outage is not None and self._outage.paused
@@ -116,8 +137,6 @@ class RunWorkflow:
 
     @workflow.run
     async def run(self, inp: RunInput) -> RunResult:
-        self._state = inp
-        self._outage = OutageWatch(inp, self._stopping, self._show)
         if inp.pack_count is None:
             await self._plan(inp)
         self._status = "running"
@@ -173,6 +192,9 @@ class RunWorkflow:
         """
         assert inp.pack_count is not None
         started_here = 0
+        # Packs outlive continue-as-new and report by signal; before this change the run
+        # waited for every pack before continuing (the window drained), and replays so.
+        self._outlive = workflow.patched(PACKS_OUTLIVE_CONTINUE_AS_NEW)
         # Pack 0 went first, alone, so that its call wrote the prompt cache for the rest.
         # Now one small warm-up call writes it and every pack starts at once; runs started
         # before this change replay without it.
@@ -207,6 +229,19 @@ class RunWorkflow:
                 await workflow.wait_condition(lambda: not self._running or self._stopping())
         if self._stopping():
             await self._stop_children()
+        elif self._outlive and inp.next_pack < inp.pack_count:
+            # This history is full: continue as new with the packs still running; they
+            # report to the next execution. Not while paused: the held packs wait for
+            # this execution's probe to resume them.
+            # Packs that have reported close within a workflow task: let them, so that
+            # only packs still at work outlive this execution.
+            await workflow.wait_condition(
+                lambda: (not self._paused() and self._open <= self._running.keys())
+                or self._stopping())
+            if not self._stopping():
+                inp.running = sorted(self._running)
+                return False
+            await self._stop_children()
         elif workflow.patched(CANCEL_REACHES_LAST_PACKS):
             # Every pack has started (or this history is full): a cancel that arrives while
             # the last ones run must still reach them. Runs started before this change
@@ -214,7 +249,7 @@ class RunWorkflow:
             await workflow.wait_condition(lambda: not self._running or self._stopping())
             if self._stopping():
                 await self._stop_children()
-        await workflow.wait_condition(lambda: not self._running)
+        await workflow.wait_condition(lambda: not self._running and not self._open)
         return inp.next_pack >= inp.pack_count or self._stopping()
 
     async def _warm_cache(self, inp: RunInput) -> bool:
@@ -275,7 +310,6 @@ class RunWorkflow:
     async def _start_pack(self, index: int) -> None:
         inp = self._state
         assert inp is not None
-        pack_id = f"{run_workflow_id(inp.run_id)}/pack-{index}"
         handle = await workflow.start_child_workflow(
             ProcessPackWorkflow.run,
             ProcessPackInput(
@@ -284,8 +318,13 @@ class RunWorkflow:
                 pack_index=index,
                 max_block_attempts=inp.max_block_attempts,
                 failures_to_pause=inp.outage.failures_to_pause,
+                report_to_run=self._outlive,
             ),
-            id=pack_id,
+            id=_pack_id(inp.run_id, index),
+            # A pack outlives the execution that started it (continue-as-new); it is
+            # cancelled by the run's cancel signal, never by the parent closing.
+            parent_close_policy=(workflow.ParentClosePolicy.ABANDON if self._outlive
+                                 else workflow.ParentClosePolicy.TERMINATE),
             static_summary=f"pack {index} of {inp.pack_count} for run {inp.run_id}",
             # The run's own attributes (document, schema, model) plus run id and pack.
             search_attributes=workflow.info().typed_search_attributes.updated(
@@ -294,11 +333,10 @@ class RunWorkflow:
             ),
         )
         self._running[index] = handle
+        self._open.add(index)
         asyncio.get_running_loop().create_task(self._await_pack(index, handle))
 
     async def _await_pack(self, index: int, handle: workflow.ChildWorkflowHandle) -> None:
-        inp = self._state
-        assert inp is not None
         try:
             outcome: PackOutcome = await handle
         except ChildWorkflowError as err:
@@ -306,6 +344,16 @@ class RunWorkflow:
             # pending and finish_run reports them; the run goes on.
             workflow.logger.error("pack %s failed: %s", index, err)
             outcome = PackOutcome(pack_path=str(index))
+        self._open.discard(index)
+        # A pack that reports by signal has been counted already (its signal comes first).
+        self._pack_ended(index, outcome)
+
+    def _pack_ended(self, index: int, outcome: PackOutcome) -> None:
+        """Count a pack's outcome once, whether it came by signal or as its result."""
+        inp = self._state
+        assert inp is not None
+        if index not in self._running:
+            return
         inp.totals.add(outcome.totals)
         inp.totals.packs_done += 1
         if outcome.fatal_error and not self._fatal_error:
@@ -324,11 +372,16 @@ class RunWorkflow:
             retry_policy=DB_RETRY,
             summary="mark_run_cancelling: no new Claude call may start",
         )
-        for handle in list(self._running.values()):
+        for index, handle in list(self._running.items()):
             try:
-                await handle.signal(ProcessPackWorkflow.cancel)
+                if handle is not None:
+                    await handle.signal(ProcessPackWorkflow.cancel)
+                else:  # started by an earlier execution of this run
+                    await workflow.get_external_workflow_handle_for(
+                        ProcessPackWorkflow.run, _pack_id(inp.run_id, index)
+                    ).signal(ProcessPackWorkflow.cancel)
             except Exception:  # noqa: BLE001 - the child may have just finished
-                workflow.logger.debug("cancel not delivered to %s", handle.id)
+                workflow.logger.debug("cancel not delivered to pack %s", index)
 
     def _show(self, result: RunResult | None = None) -> None:
         p = self.progress()

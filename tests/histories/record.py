@@ -14,6 +14,9 @@ replay needs because child ids derive from them, go into ``workflow_ids.json``):
 * ``batch_rounds.run``: a batch-mode run with more than one round.
 * ``continue_as_new.first`` / ``continue_as_new.last``: the first and last runs of a
   RunWorkflow that continued as new (``packs_per_history=2``).
+* ``outlive.first`` / ``outlive.last`` / ``outlive.pack``: the first and last executions
+  of a RunWorkflow that continued as new with packs in flight (they outlive it and report
+  by signal), and a pack that reported to a later execution than the one that started it.
 * ``warm_start.run``: a sync run whose warm-up call wrote the prompt cache before every
   pack started at once.
 * ``outage.run`` / ``outage.pack``: a run that paused for an outage (every call 503),
@@ -176,6 +179,29 @@ async def record_continue_as_new(r: Recorder) -> None:
     save("continue_as_new.last", last)
 
 
+async def record_outlive(r: Recorder) -> None:
+    r.scenario(speed_factor=1.0, latency={"ttft_ms": 400, "per_output_token_ms": 0})
+    run_id = await r.start(12, RunOptions(pack_size=2, max_concurrent_packs=4),
+                           packs_per_history=2)
+    async with r.worker():
+        result = await r.bb.wait(run_id)
+    assert result.status == "completed", result
+    wid = f"run-{run_id}"
+    last = await r.history(wid)
+    first, run = last, last
+    while (prev := run.events[0].workflow_execution_started_event_attributes
+           .continued_execution_run_id):
+        run = await r.history(wid, prev)
+        first = run
+    assert _has(first, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW)
+    # Pack 0 started in the first execution; it reported to a later one.
+    pack = await r.history(f"{wid}/pack-0")
+    assert _has(pack, EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED)
+    save("outlive.first", first)
+    save("outlive.last", last)
+    save("outlive.pack", pack)
+
+
 async def record_warm_start(r: Recorder) -> None:
     r.scenario()
     # A prompt long enough to be cached (1,024 tokens and more): the warm-up writes it.
@@ -286,7 +312,7 @@ async def throwaway_stack(base: Path) -> AsyncIterator[Recorder]:
 RECORDERS = {"warm_start": record_warm_start,
              "sync_splits": record_sync_splits, "cancelled": record_cancelled,
              "batch_rounds": record_batch_rounds, "continue_as_new": record_continue_as_new,
-             "outage": record_outage, "retry": record_retry}
+             "outage": record_outage, "retry": record_retry, "outlive": record_outlive}
 
 
 async def main(names: list[str]) -> None:

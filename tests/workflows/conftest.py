@@ -7,9 +7,11 @@ test waits for a result, so a run that would take hours of polling finishes in s
 
 from __future__ import annotations
 
+import asyncio
 import importlib.metadata
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,8 +20,9 @@ import pytest
 import pytest_asyncio
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
-from temporalio.client import WorkflowHandle
+from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -41,6 +44,12 @@ def time_skipping_server_path() -> Path:
 
 @pytest_asyncio.fixture(scope="session")
 async def ts_env() -> AsyncIterator[WorkflowEnvironment]:
+    async with _time_skipping_env() as env:
+        yield env
+
+
+@asynccontextmanager
+async def _time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
     env = await WorkflowEnvironment.start_time_skipping(
         test_server_existing_path=str(time_skipping_server_path()),
         data_converter=pydantic_data_converter,
@@ -63,9 +72,26 @@ class Harness:
     env: WorkflowEnvironment
     task_queue: str
 
-    def worker(self, world: FakeWorld) -> Worker:
-        return Worker(self.env.client, task_queue=self.task_queue, workflows=WORKFLOWS,
-                      activities=world.activities())
+    @asynccontextmanager
+    async def worker(self, world: FakeWorld) -> AsyncIterator[Worker]:
+        """A worker for ``world``'s activities; on leaving, it first lets every pack close.
+
+        A pack that outlived the execution which started it (continue-as-new) reports to
+        the run just before it closes, so the run may end first; a pack left open with no
+        worker would stop time skipping for every later test.
+        """
+        async with Worker(self.env.client, task_queue=self.task_queue, workflows=WORKFLOWS,
+                          activities=world.activities()) as worker:
+            yield worker
+            for path in world.called_paths():
+                pack = self.env.client.get_workflow_handle(f"run-{world.run_id}/pack-{path}")
+                for _ in range(500):
+                    try:
+                        if (await pack.describe()).status != WorkflowExecutionStatus.RUNNING:
+                            break
+                    except RPCError:  # a pack the test started on its own, not as a child
+                        break
+                    await asyncio.sleep(0.02)
 
     async def start(self, world: FakeWorld, **run_input: Any) -> WorkflowHandle[Any, RunResult]:
         return await self.env.client.start_workflow(
@@ -83,6 +109,19 @@ class Harness:
 def wf(ts_env: WorkflowEnvironment) -> Harness:
     """A harness with its own task queue."""
     return Harness(ts_env, f"wf-{uuid.uuid4().hex[:8]}")
+
+
+@pytest_asyncio.fixture
+async def wf_alone() -> AsyncIterator[Harness]:
+    """A harness on a test server of its own, for runs whose packs outlive an execution.
+
+    The time-skipping test server stops skipping time for good once a child that its
+    parent abandoned (continue-as-new, ``ParentClosePolicy.ABANDON``) completes: every
+    later test that waits on a timer would hang. The real server has no such trouble
+    (tests/test_pipeline.py runs the same on the dev server).
+    """
+    async with _time_skipping_env() as env:
+        yield Harness(env, f"wf-{uuid.uuid4().hex[:8]}")
 
 
 @pytest.fixture

@@ -96,6 +96,50 @@ async def test_run_continues_as_new_and_still_finishes_every_pack(
     assert last.run_id != handle.result_run_id
 
 
+async def test_packs_in_flight_outlive_continue_as_new_and_the_window_stays_full(
+    wf_alone: Harness, run_id: str
+) -> None:
+    wf = wf_alone
+    # Pack 0 is held in flight across continue-as-new: the next executions start packs
+    # 2, 3, ... without waiting for it, and its outcome reaches the execution then current.
+    world = FakeWorld(run_id, [1, 1, 1, 1, 1, 1], {"0": [Hold("released")]})
+    async with wf.worker(world):
+        handle = await wf.start(world, packs_per_history=2, max_concurrent_packs=3)
+        await world.held("0")
+        # Every other pack is done while pack 0, started by the first execution, is held.
+        while len(world.done) < 5:
+            await asyncio.sleep(0.02)
+        while (running := await handle.query("progress"))["packs_done"] < 5:
+            await asyncio.sleep(0.1)
+        world.release.set()
+        result = await handle.result()
+        progress = await handle.query("progress")
+        first = await wf.env.client.get_workflow_handle(
+            handle.id, run_id=handle.result_run_id).describe()
+    assert first.status == WorkflowExecutionStatus.CONTINUED_AS_NEW
+    assert running["packs_running"] == 1 and running["packs_done"] == 5
+    assert result.status == "completed" and result.blocks_ai_complete == 6
+    # Each pack counted once, whichever execution it reported to.
+    assert (progress["packs_done"], progress["calls"], progress["blocks_done"]) == (6, 6, 6)
+
+
+async def test_a_cancel_reaches_a_pack_started_before_continue_as_new(
+    wf_alone: Harness, run_id: str
+) -> None:
+    wf = wf_alone
+    world = FakeWorld(run_id, [2, 2, 2], {"0": [Hold("cancelling")]})
+    async with wf.worker(world):
+        handle = await wf.start(world, packs_per_history=1, max_concurrent_packs=2)
+        await world.held("0")
+        while len(world.called_paths()) < 3:
+            await asyncio.sleep(0.02)
+        await handle.signal("cancel")
+        result = await handle.result()
+    assert result.status == "cancelled"
+    assert (result.blocks_ai_complete, result.blocks_cancelled) == (4, 2)
+    assert world.cancelling is not None
+
+
 async def test_batch_round_resubmits_errored_and_expired_requests(
     wf: Harness, run_id: str
 ) -> None:
