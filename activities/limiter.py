@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
+import uuid
 from collections.abc import Mapping
 
 import asyncpg
@@ -47,11 +48,12 @@ class FleetLimiter:
         """
         waited = 0.0
         first = status[0]
+        waiter = uuid.uuid4().hex  # this call, among its run's waiting calls
         while True:
             async with self.pool.acquire() as conn:
                 attempt = await ratelimits.try_reserve(
                     conn, key_hash=self.key_hash, model=model, run_id=run_id, need=need,
-                    weight=weight)
+                    weight=weight, waiter=waiter)
             if attempt.reservation_id is not None:
                 status[0] = first
                 return attempt.reservation_id, waited

@@ -107,18 +107,22 @@ async def _save(conn: asyncpg.Connection, key_hash: str, model: str, b: Buckets,
 async def try_reserve(
     conn: asyncpg.Connection, *, key_hash: str, model: str, run_id: str, need: Need,
     weight: float = 1.0, defaults: Mapping[Kind, int] | None = None,
-    expires_s: float = 600.0,
+    expires_s: float = 600.0, waiter: str = "",
 ) -> Attempt:
-    """Reserve ``need`` for one call of ``run_id`` now, or say how long to wait."""
+    """Reserve ``need`` for one call of ``run_id`` now, or say how long to wait.
+
+    ``waiter`` names the waiting call (the same on each try): its run counts as waiting
+    while any of its calls does, for the fair turn.
+    """
     async with conn.transaction():
         now = await _now(conn)
         buckets = await _lock(conn, key_hash, model, defaults, now)
         await conn.execute(
-            """insert into rate_waiters (key_hash, model, run_id, weight, seen_at)
-               values ($1, $2, $3, $4, now())
-               on conflict (key_hash, model, run_id)
+            """insert into rate_waiters (key_hash, model, run_id, waiter, weight, seen_at)
+               values ($1, $2, $3, $4, $5, now())
+               on conflict (key_hash, model, run_id, waiter)
                do update set weight = excluded.weight, seen_at = now()""",
-            key_hash, model, run_id, weight)
+            key_hash, model, run_id, waiter, weight)
         if not await _my_turn(conn, key_hash, model, run_id):
             await _save(conn, key_hash, model, buckets.refilled(now))
             return Attempt(None, 0.5, None, "fair_share")
@@ -128,8 +132,9 @@ async def try_reserve(
             return Attempt(None, admission.wait_s, admission.binding, "limit")
         await _save(conn, key_hash, model, admission.buckets, admitted=1)
         await conn.execute(
-            "delete from rate_waiters where key_hash = $1 and model = $2 and run_id = $3",
-            key_hash, model, run_id)
+            """delete from rate_waiters
+               where key_hash = $1 and model = $2 and run_id = $3 and waiter = $4""",
+            key_hash, model, run_id, waiter)
         reservation_id = await conn.fetchval(
             """insert into rate_reservations (key_hash, model, run_id, requests, input_tokens,
                    output_tokens, expires_at)
@@ -142,14 +147,14 @@ async def try_reserve(
 async def _my_turn(conn: asyncpg.Connection, key_hash: str, model: str, run_id: str) -> bool:
     """Whether ``run_id`` is among the least served of the runs waiting right now."""
     rows = await conn.fetch(
-        """select w.run_id, w.weight,
+        """select w.run_id, max(w.weight) as weight,
                   (select count(*) from rate_reservations r
-                    where r.key_hash = w.key_hash and r.model = w.model
-                      and r.run_id = w.run_id
+                    where r.key_hash = $1 and r.model = $2 and r.run_id = w.run_id
                       and r.created_at > now() - make_interval(secs => $4)) as served
            from rate_waiters w
            where w.key_hash = $1 and w.model = $2
-             and (w.seen_at > now() - make_interval(secs => $3) or w.run_id = $5)""",
+             and (w.seen_at > now() - make_interval(secs => $3) or w.run_id = $5)
+           group by w.run_id""",
         key_hash, model, WAITING_S, SHARE_WINDOW_S, run_id)
     if len(rows) < 2:
         return True
@@ -219,7 +224,7 @@ async def views(conn: asyncpg.Connection | asyncpg.Pool,
                and settled_at is null and expires_at > now()""",
             row["key_hash"], row["model"])
         waiting = [r["run_id"] for r in await conn.fetch(
-            """select run_id from rate_waiters where key_hash = $1 and model = $2
+            """select distinct run_id from rate_waiters where key_hash = $1 and model = $2
                and seen_at > now() - make_interval(secs => $3) order by run_id""",
             row["key_hash"], row["model"], WAITING_S)]
         out.append(LimiterView(

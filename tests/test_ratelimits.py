@@ -19,10 +19,11 @@ ONE_CALL = Need(1, 100, 100)
 
 
 async def _try(pool: asyncpg.Pool, run_id: str, need: Need = ONE_CALL,
-               weight: float = 1.0) -> ratelimits.Attempt:
+               weight: float = 1.0, waiter: str = "") -> ratelimits.Attempt:
     async with pool.acquire() as conn:
         return await ratelimits.try_reserve(conn, key_hash=KEY, model=MODEL, run_id=run_id,
-                                            need=need, weight=weight, defaults=LIMITS)
+                                            need=need, weight=weight, defaults=LIMITS,
+                                            waiter=waiter)
 
 
 async def test_concurrent_callers_never_get_more_than_the_limit(pool: asyncpg.Pool) -> None:
@@ -63,6 +64,24 @@ async def test_waiting_runs_are_served_least_served_first(pool: asyncpg.Pool) ->
     assert (await _try(pool, "small")).reason == "limit"
     await pool.execute("update rate_limiters set at = at - 6")
     assert (await _try(pool, "big", weight=20.0)).reservation_id is not None
+
+
+async def test_a_run_keeps_waiting_while_any_of_its_calls_waits(pool: asyncpg.Pool) -> None:
+    for _ in range(9):
+        assert (await _try(pool, "big")).reservation_id is not None
+    # Two calls of the small run wait; so does the big run.
+    assert (await _try(pool, "small", waiter="s1")).reason == "limit"
+    assert (await _try(pool, "small", waiter="s2")).reason == "limit"
+    await pool.execute("update rate_limiters set at = at - 18")  # three requests back
+    assert (await _try(pool, "big")).reason == "fair_share"
+    assert (await _try(pool, "small", waiter="s1")).reservation_id is not None
+    # s2 still waits: the small run is still in the turn (it was dropped with one row a run).
+    async with pool.acquire() as conn:
+        (view,) = await ratelimits.views(conn, KEY)
+    assert "small" in view.waiting_runs
+    assert (await _try(pool, "big")).reason == "fair_share"
+    assert (await _try(pool, "small", waiter="s2")).reservation_id is not None
+    assert (await _try(pool, "big")).reservation_id is not None
 
 
 async def test_settling_learns_the_accounts_limits_and_a_429_cuts_the_rate(
