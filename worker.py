@@ -32,7 +32,7 @@ async def main(settings: Settings | None = None, client: Client | None = None) -
     settings = settings or load_settings()
     deployment = deployment_version(settings)  # a half-set version fails before any I/O
     pool = await create_pool(
-        settings.resolved_database_url, max_size=settings.worker_max_concurrent_activities + 5
+        settings.resolved_database_url, max_size=settings.worker_db_pool_size
     )
     pid_file = settings.data_dir / "run" / f"worker-{os.getpid()}.pid"
     try:

@@ -48,8 +48,12 @@ class Settings(BaseSettings):
     simulator_port: int = 8765
     anthropic_timeout_s: float = 600.0
 
-    # Worker concurrency.
-    worker_max_concurrent_activities: int = 20
+    # Worker concurrency. A Claude call that waits for the fleet's rate limiter waits inside
+    # its activity and holds a slot: with few slots, other runs' short database steps queue
+    # behind the waiting calls (BENCHMARKS 4d). Slots are cheap (asyncio); connections are
+    # not: the pool is sized apart, as no activity holds a connection while it waits.
+    worker_max_concurrent_activities: int = 100
+    worker_db_pool_size: int = 30
     worker_max_concurrent_workflow_tasks: int = 50
 
     # Worker Versioning (docs/VERSIONING.md): set both to register this worker as one build

@@ -114,7 +114,7 @@ def build_worker(
     pool: asyncpg.Pool,
     llm: anthropic.AsyncAnthropic,
     *,
-    max_concurrent_activities: int = 20,
+    max_concurrent_activities: int = 100,
     max_concurrent_workflow_tasks: int = 50,
     deployment: WorkerDeploymentVersion | None = None,
 ) -> Worker:
