@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
+import time
 import uuid
 from collections.abc import Mapping
+from typing import Any
 
 import asyncpg
 
@@ -23,6 +25,8 @@ from store import ratelimits
 _MIN_POLL_S, _MAX_POLL_S = 0.2, 5.0
 #: Every this many settled calls a worker drops reservations older than an hour.
 _PRUNE_EVERY = 1000
+#: A run's view of the limiter (its share, its 429s) is read at most this often per worker.
+_NOTE_EVERY_S = 5.0
 
 
 def key_hash(api_key: str | None) -> str:
@@ -39,16 +43,22 @@ class FleetLimiter:
         self.pool = pool
         self.key_hash = key_hash(api_key)
         self._settled = 0
+        self._notes: dict[str, tuple[float, dict[str, Any]]] = {}
 
     async def acquire(self, *, run_id: str, model: str, need: Need, weight: float,
-                      status: list[str]) -> tuple[int, float]:
-        """Wait until the fleet may send this call; its reservation id and seconds waited.
+                      status: list[str]) -> tuple[int, float, str | None]:
+        """Wait until the fleet may send this call.
+
+        Returns:
+            The reservation id, the seconds waited and the limit waited for last
+            (``fair_share`` when it waited for other runs; ``None``: not at all).
 
         ``status[0]`` is what the activity heartbeats meanwhile (see ``heartbeating``).
         """
         waited = 0.0
         first = status[0]
         waiter = uuid.uuid4().hex  # this call, among its run's waiting calls
+        binding: str | None = None
         while True:
             async with self.pool.acquire() as conn:
                 attempt = await ratelimits.try_reserve(
@@ -56,9 +66,10 @@ class FleetLimiter:
                     weight=weight, waiter=waiter)
             if attempt.reservation_id is not None:
                 status[0] = first
-                return attempt.reservation_id, waited
+                return attempt.reservation_id, waited, binding
             delay = min(max(attempt.wait_s, _MIN_POLL_S), _MAX_POLL_S)
             delay *= 1 + 0.25 * random.random()  # callers told the same wait spread out
+            binding = "fair_share" if attempt.reason == "fair_share" else attempt.binding
             why = ("other runs' fair share" if attempt.reason == "fair_share"
                    else f"the {attempt.binding} per minute limit")
             status[0] = f"waiting {waited:.0f} s for the rate limiter ({why})"
@@ -75,3 +86,19 @@ class FleetLimiter:
             self._settled += 1
             if self._settled % _PRUNE_EVERY == 0:
                 await ratelimits.prune(conn)
+
+    async def note(self, run_id: str, model: str) -> dict[str, Any] | None:
+        """The limiter as ``run_id`` sees it (limits, rate, its share and 429s); read from
+        Postgres at most every few seconds per run and worker."""
+        now = time.monotonic()
+        cached = self._notes.get(run_id)
+        if cached is not None and now - cached[0] < _NOTE_EVERY_S:
+            return cached[1]
+        async with self.pool.acquire() as conn:
+            note = await ratelimits.run_note(conn, self.key_hash, model, run_id)
+        if note is None:
+            return None
+        if len(self._notes) > 1000:  # runs come and go; forget them all now and then
+            self._notes.clear()
+        self._notes[run_id] = (now, note)
+        return note

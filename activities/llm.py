@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import anthropic
@@ -35,6 +36,7 @@ from core.context import RunContext
 from core.models import (
     CallModelInput,
     CallModelOutput,
+    LimiterNote,
     ProbeApiInput,
     ProbeApiOutput,
     WarmCacheInput,
@@ -208,7 +210,7 @@ class LlmActivities:
         ``give_up``: if Claude is down, report it instead of retrying.
         """
         async with heartbeating(f"call {call_id}: waiting for Claude") as status:
-            reservation = await self._reserve(ctx, need, status)
+            reservation, waited, binding = await self._reserve(ctx, need, status)
             started = time.monotonic()
             try:
                 raw = await self.client.messages.with_raw_response.create(**request)
@@ -228,18 +230,35 @@ class LlmActivities:
             answer = await self._record_answer(ctx, call_id, message, request_id, started)
             await self._settle(reservation, used=_used(message), headers=raw.headers,
                                answered=True)
+            answer.limiter_wait_s = round(waited, 1)
+            answer.limiter = await self._note(ctx, binding)
             return answer
 
-    async def _reserve(self, ctx: RunContext, need: Need, status: list[str]) -> int | None:
-        """Wait for the fleet's limiter to admit the call (its reservation id)."""
+    async def _reserve(self, ctx: RunContext, need: Need,
+                       status: list[str]) -> tuple[int | None, float, str | None]:
+        """Wait for the fleet's limiter to admit the call: its reservation id, the seconds
+        waited and the limit waited for."""
         if self.limiter is None:
-            return None
-        reservation, waited = await self.limiter.acquire(
+            return None, 0.0, None
+        reservation, waited, binding = await self.limiter.acquire(
             run_id=ctx.run_id, model=ctx.model.id, need=need, weight=ctx.options.weight,
             status=status)
         if waited >= 1:
-            activity.logger.info("rate limiter: waited %.1f s", waited)
-        return reservation
+            activity.logger.info("rate limiter: waited %.1f s (%s)", waited, binding)
+        return reservation, waited, binding
+
+    async def _note(self, ctx: RunContext, binding: str | None) -> LimiterNote | None:
+        """Best effort: the limiter as the run sees it, for its progress and the UI."""
+        if self.limiter is None:
+            return None
+        try:
+            note = await self.limiter.note(ctx.run_id, ctx.model.id)
+        except (*_DB_UNAVAILABLE, asyncpg.PostgresError) as exc:
+            activity.logger.debug("rate limiter: no note (%s)", type(exc).__name__)
+            return None
+        if note is None:
+            return None
+        return LimiterNote(at=datetime.now(UTC), binding=binding, **note)
 
     async def _settle(self, reservation: int | None, *, used: Need | None,
                       headers: Any = None, throttled_after_s: float | None = None,

@@ -58,6 +58,25 @@ class OutageOptions(BaseModel):
     probe_max_s: float = Field(default=30.0, gt=0, le=3600)
 
 
+class LimiterNote(BaseModel):
+    """The fleet's rate limiter as one of a run's calls saw it (progress, Temporal UI)."""
+
+    at: datetime
+    #: Requests, input and output tokens per minute: learned from Claude's answers, or
+    #: the assumed ones (far above any tier) until an answer taught them.
+    limits: dict[str, int]
+    learned: bool
+    #: The share of the limits the fleet admits now (AIMD: cut on a 429, regained slowly).
+    rate: float
+    #: The limit this call waited for (``None``: admitted at once).
+    binding: str | None = None
+    #: This run's share of the fleet's calls in the last minute, and how many runs shared.
+    run_share: float = 0.0
+    runs: int = 1
+    #: 429s this run's calls were answered with so far (Temporal retried them).
+    run_throttled: int = 0
+
+
 class Totals(BaseModel):
     """Counters a pack reports up and the run sums; Postgres stays the source of truth."""
 
@@ -75,6 +94,8 @@ class Totals(BaseModel):
     outages: int = 0
     probes: int = 0
     paused_s: float = 0.0
+    #: Seconds the run's calls waited for the fleet's rate limiter, summed over calls.
+    limiter_wait_s: float = 0.0
 
     def add(self, other: Totals) -> None:
         for name in type(self).model_fields:
@@ -129,6 +150,10 @@ class RunProgress(BaseModel):
     batch: BatchProgress | None = None
     #: Set while the run is paused because Claude is down (status ``waiting_for_api``).
     outage: OutageProgress | None = None
+    #: Sync mode: the fleet's rate limiter as the run's latest answered call saw it, and
+    #: the seconds its calls waited for it, summed.
+    limiter: LimiterNote | None = None
+    limiter_wait_s: float = 0.0
 
 
 class RunResult(BaseModel):
@@ -233,6 +258,8 @@ class ProcessPackInput(BaseModel):
 class PackOutcome(BaseModel):
     pack_path: str
     totals: Totals = Field(default_factory=Totals)
+    #: The limiter as the pack's latest call saw it.
+    limiter: LimiterNote | None = None
     cancelled: bool = False
     #: Set when the whole run must stop (the API key was rejected).
     fatal_error: str | None = None
@@ -270,12 +297,16 @@ class CallModelOutput(BaseModel):
     reused: bool = False
     #: The classified Claude error of an ``overflow`` or ``request_error`` outcome.
     error: ClaudeError | None = None
+    #: The fleet's limiter as this call saw it, and how long the call waited for it.
+    limiter: LimiterNote | None = None
+    limiter_wait_s: float = 0.0
 
     def totals(self) -> Totals:
         """What this call adds to a pack's totals: nothing unless a new call was made."""
         if self.call_id is None or self.reused:
             return Totals()
-        return Totals(calls=1, input_tokens=self.input_tokens,
+        return Totals(calls=1, limiter_wait_s=self.limiter_wait_s,
+                      input_tokens=self.input_tokens,
                       output_tokens=self.output_tokens,
                       cache_creation_input_tokens=self.cache_creation_input_tokens,
                       cache_read_input_tokens=self.cache_read_input_tokens,

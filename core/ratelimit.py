@@ -175,3 +175,27 @@ def _int(value: str | None) -> int | None:
         return int(value) if value is not None else None
     except ValueError:
         return None
+
+
+def _short(n: int) -> str:
+    return f"{n / 1_000_000:g}M" if n >= 1_000_000 else (f"{n / 1000:g}k" if n >= 1000
+                                                         else str(n))
+
+
+def limiter_text(limits: Mapping[str, int], *, learned: bool, rate: float,
+                 run_share: float, runs: int, run_throttled: int, wait_s: float,
+                 binding: str | None) -> str:
+    """One line on the fleet's limiter for a run's progress and its Temporal UI details.
+
+    ``limiter 500 rpm · 450k in · 90k out /min (learned) · admitting 100% · this run 47%
+    of calls (3 runs) · waited 12 s (last: output) · 0 429s``
+    """
+    where = "learned" if learned else "assumed until an answer says"
+    text = (f"limiter {limits['requests']:,} rpm · {_short(limits['input'])} in · "
+            f"{_short(limits['output'])} out /min ({where}) · admitting {rate:.0%}")
+    if runs > 1:
+        text += f" · this run {run_share:.0%} of calls ({runs} runs)"
+    text += f" · waited {wait_s:,.0f} s"
+    if binding:
+        text += f" (last: {'fair share' if binding == 'fair_share' else binding})"
+    return text + f" · {run_throttled} 429s"

@@ -236,6 +236,32 @@ async def views(conn: asyncpg.Connection | asyncpg.Pool,
     return out
 
 
+async def run_note(conn: asyncpg.Connection, key_hash: str, model: str,
+                   run_id: str) -> dict[str, Any] | None:
+    """What a run's progress shows of the limiter: limits, rate, its share, its 429s."""
+    row = await conn.fetchrow(
+        """select requests_limit, input_limit, output_limit, factor, learned_at
+           from rate_limiters where key_hash = $1 and model = $2""", key_hash, model)
+    if row is None:
+        return None
+    calls = await conn.fetchrow(
+        """select count(*) filter (where run_id = $3) as mine, count(*) as all,
+                  count(distinct run_id) as runs
+           from rate_reservations
+           where key_hash = $1 and model = $2
+             and created_at > now() - make_interval(secs => $4)""",
+        key_hash, model, run_id, SHARE_WINDOW_S)
+    throttled = await conn.fetchval(
+        "select count(*) from llm_calls where run_id = $1 and http_status = 429", run_id)
+    return {
+        "limits": {"requests": row["requests_limit"], "input": row["input_limit"],
+                   "output": row["output_limit"]},
+        "learned": row["learned_at"] is not None, "rate": round(row["factor"], 3),
+        "run_share": round(calls["mine"] / calls["all"], 3) if calls["all"] else 0.0,
+        "runs": max(int(calls["runs"]), 1), "run_throttled": int(throttled),
+    }
+
+
 async def prune(conn: asyncpg.Connection, older_than_s: float = 3600.0) -> int:
     """Drop settled or expired reservations older than ``older_than_s`` (housekeeping)."""
     done = await conn.execute(

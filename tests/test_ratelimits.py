@@ -8,9 +8,11 @@ import json
 
 import asyncpg
 
+from core.models import RunOptions
 from core.ratelimit import Need
 from store import ratelimits
 from tests.conftest import Stack
+from tests.helpers import extract_schema, markdown_doc
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
 
 KEY, MODEL = "k-test", "claude-sonnet-4-5"
@@ -145,3 +147,22 @@ async def test_old_reservations_are_pruned_recent_and_open_ones_kept(pool: async
         "select reservation_id from rate_reservations")}
     # Settled and old: dropped. Old but open and not expired: kept. Recent: kept.
     assert dropped == 1 and left == {ids[1], ids[2]}
+
+
+async def test_a_runs_progress_and_ui_details_show_the_limiter(bbstack: Stack) -> None:
+    bbstack.sim.scenario(limits={"rpm": 500, "input_tpm": 400_000, "output_tpm": 80_000})
+    doc = await bbstack.bb.ingest_bytes(markdown_doc(8), name="doc.md", fmt="markdown")
+    schema_id = await bbstack.bb.add_schema(extract_schema())
+    run_id = await bbstack.bb.start_run(doc, schema_id, RunOptions(pack_size=2))
+    async with bbstack.worker():
+        await bbstack.bb.wait(run_id)
+        progress = await bbstack.bb.progress(run_id)
+        metadata = await bbstack.bb.handle(run_id).query("__temporal_workflow_metadata")
+    note = progress.limiter
+    assert note is not None and note.learned
+    assert note.limits == {"requests": 500, "input": 400_000, "output": 80_000}
+    assert (note.runs, note.run_share, note.run_throttled) == (1, 1.0, 0)
+    assert progress.limiter_wait_s == 0
+    # The run's details in the Temporal UI say it too.
+    assert ("limiter 500 rpm · 400k in · 80k out /min (learned) · admitting 100% · "
+            "waited 0 s · 0 429s") in metadata.current_details

@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         CallModelInput,
         CallModelOutput,
         FailBlocksInput,
+        LimiterNote,
         PackOutcome,
         ProcessPackInput,
         RecordSplitInput,
@@ -59,6 +60,8 @@ class ProcessPackWorkflow:
         self._resumed = False
         self._call_started: datetime | None = None
         self._children: list[str] = []
+        #: The limiter as this pack's latest answered call saw it (the run shows it).
+        self._limiter: LimiterNote | None = None
 
     @workflow.signal
     def resume(self) -> None:
@@ -126,6 +129,7 @@ class ProcessPackWorkflow:
             break
         else:
             outcome.cancelled = True
+        outcome.limiter = latest(outcome.limiter, self._limiter)
         await workflow.wait_condition(workflow.all_handlers_finished)
         return outcome
 
@@ -157,6 +161,8 @@ class ProcessPackWorkflow:
                                 reason=message, retries_left=False,
                                 can_pause=can_pause and _gave_up(err))
         totals.add(call.totals())
+        if call.limiter is not None:
+            self._limiter = call.limiter
         uids = call.block_uids
         if call.outcome == "answered":
             return await self._apply(inp, call, attempt, totals)
@@ -263,6 +269,7 @@ class ProcessPackWorkflow:
             outcome.totals.add(child.totals)
             outcome.cancelled = outcome.cancelled or child.cancelled
             outcome.fatal_error = outcome.fatal_error or child.fatal_error
+            outcome.limiter = latest(outcome.limiter, child.limiter)
 
     async def _fail(
         self, inp: ProcessPackInput, uids: list[str] | None, decision: Decision,
@@ -277,6 +284,13 @@ class ProcessPackWorkflow:
             retry_policy=DB_RETRY,
         )
         totals.blocks_failed += failed.failed
+
+
+def latest(a: LimiterNote | None, b: LimiterNote | None) -> LimiterNote | None:
+    """The later of two views of the limiter."""
+    if a is None or (b is not None and b.at > a.at):
+        return b
+    return a
 
 
 def _run_workflow_id() -> str:

@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
         ApiDownReport,
         BatchRunState,
         FinishRunInput,
+        LimiterNote,
         MarkCancellingInput,
         PackOutcome,
         PlanRetryInput,
@@ -36,10 +37,11 @@ with workflow.unsafe.imports_passed_through():
         WarmCacheInput,
     )
     from core.outage import paused_text, waiting_text
+    from core.ratelimit import limiter_text
     from workflows import attributes
     from workflows.batch import BatchRounds
     from workflows.outage import OutageWatch
-    from workflows.pack import ProcessPackWorkflow
+    from workflows.pack import ProcessPackWorkflow, latest
     from workflows.retries import (
         CALL_MODEL_HEARTBEAT,
         CALL_MODEL_TIMEOUT,
@@ -83,6 +85,8 @@ class RunWorkflow:
         self._batch: BatchRounds | None = None
         self._outage: OutageWatch | None = OutageWatch(inp, self._stopping, self._show)
         self._outlive = False
+        #: The limiter as the run's latest reported call saw it (progress, UI details).
+        self._limiter: LimiterNote | None = None
         #: Packs this execution started whose workflows have not closed yet (a pack that
         #: reports by signal closes just after it; the run closes after its packs).
         self._open: set[int] = set()
@@ -133,6 +137,8 @@ class RunWorkflow:
             error=self._fatal_error,
             batch=self._batch.progress() if self._batch is not None else None,
             outage=outage,
+            limiter=self._limiter,
+            limiter_wait_s=round(t.limiter_wait_s, 1),
         )
 
     @workflow.run
@@ -358,6 +364,7 @@ class RunWorkflow:
         inp.totals.packs_done += 1
         if outcome.fatal_error and not self._fatal_error:
             self._fatal_error = outcome.fatal_error
+        self._limiter = latest(self._limiter, outcome.limiter)
         del self._running[index]
         self._show()
 
@@ -401,6 +408,7 @@ class RunWorkflow:
                     f"{n} {code}" for code, n in result.failure_reasons.items())
             if result.error:
                 details += f"\n\n{result.error}"
+            details += self._limiter_line(p)
             workflow.set_current_details(details)
             return
         if p.outage is not None:
@@ -409,9 +417,20 @@ class RunWorkflow:
                 f"{p.blocks_total} blocks done · {p.packs_running} packs held · "
                 f"${p.cost_usd:.4f}")
             return
-        workflow.set_current_details(
+        details = (
             f"**{p.status}** · {p.blocks_done}/{p.blocks_total} blocks done · "
             f"{p.blocks_failed} failed · packs {p.packs_done}/{p.packs_total} "
             f"({p.packs_running} running) · {p.calls} calls · {p.splits} splits · "
             f"${p.cost_usd:.4f}"
         )
+        workflow.set_current_details(details + self._limiter_line(p))
+
+    @staticmethod
+    def _limiter_line(p: RunProgress) -> str:
+        note = p.limiter
+        if note is None:
+            return ""
+        return "\n\n" + limiter_text(
+            note.limits, learned=note.learned, rate=note.rate, run_share=note.run_share,
+            runs=note.runs, run_throttled=note.run_throttled, wait_s=p.limiter_wait_s,
+            binding=note.binding)

@@ -12,6 +12,7 @@ from core.ratelimit import (
     answered,
     fresh,
     learn,
+    limiter_text,
     reserve,
     settle,
     throttled,
@@ -112,3 +113,39 @@ def test_a_429_cuts_the_rate_once_per_burst_and_recovery_is_additive() -> None:
     for _ in range(100):
         up = answered(up, 100.0)
     assert up.factor == 1.0
+
+
+def test_limiter_text_says_limits_rate_share_wait_and_429s() -> None:
+    text = limiter_text({"requests": 500, "input": 450_000, "output": 90_000}, learned=True,
+                        rate=0.5, run_share=0.47, runs=3, run_throttled=2, wait_s=12.4,
+                        binding="output")
+    assert text == ("limiter 500 rpm · 450k in · 90k out /min (learned) · admitting 50% · "
+                    "this run 47% of calls (3 runs) · waited 12 s (last: output) · 2 429s")
+    alone = limiter_text({"requests": 400_000, "input": 200_000_000, "output": 40_000_000},
+                         learned=False, rate=1.0, run_share=1.0, runs=1, run_throttled=0,
+                         wait_s=0, binding=None)
+    assert alone == ("limiter 400,000 rpm · 200M in · 40M out /min (assumed until an answer "
+                     "says) · admitting 100% · waited 0 s · 0 429s")
+
+
+def test_watch_shows_the_limiter_once_it_held_the_run_back() -> None:
+    from datetime import UTC, datetime
+
+    from blockbatch.cli.progress import describe
+    from core.models import LimiterNote, RunProgress
+    base = {"run_id": "r", "status": "running", "blocks_total": 500, "blocks_done": 210,
+            "blocks_failed": 0, "blocks_pending": 290, "packs_total": 50, "packs_done": 21,
+            "packs_running": 8, "calls": 29, "splits": 0, "input_tokens": 0,
+            "output_tokens": 0, "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0, "cost_usd": 0.5}
+    limits = {"requests": 500, "input": 450_000, "output": 90_000}
+    at = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)
+    idle = RunProgress(**base, limiter=LimiterNote(at=at, limits=limits, learned=True,
+                                                   rate=1.0, run_share=1.0))
+    assert "limiter" not in describe(idle, None)  # it never held this run back
+    held = RunProgress(**base, limiter_wait_s=41.5, limiter=LimiterNote(
+        at=at, limits=limits, learned=True, rate=0.5, binding="output", run_share=0.3,
+        runs=3, run_throttled=1))
+    assert describe(held, None).endswith(
+        "limiter 500 rpm · 450k in · 90k out /min (learned) · admitting 50% · this run 30% "
+        "of calls (3 runs) · waited 42 s (last: output) · 1 429s")
