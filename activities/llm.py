@@ -48,6 +48,11 @@ from core.registry import Usage, cost_usd
 from store import ledger, overlays
 from store.runs import cached_run_context
 
+#: A run sizes max_tokens from its own answers once this many pack calls were answered,
+#: read from the ledger at most every this many seconds per worker.
+_OBSERVED_AFTER = 3
+_OBSERVED_EVERY_S = 5.0
+
 # Workflows import these from here too; they live in activities.errors.
 __all__ = ["API_KEY_REJECTED", "API_UNAVAILABLE", "RETRYABLE", "LlmActivities"]
 
@@ -78,6 +83,8 @@ class LlmActivities:
         self.client = client
         #: The fleet's shared rate limiter (``None``: calls go out unpaced).
         self.limiter = limiter
+        #: run_id -> (when read, what its answers wrote per estimated output token).
+        self._observed: dict[str, tuple[float, float | None]] = {}
 
     @activity.defn
     async def call_model(self, inp: CallModelInput) -> CallModelOutput:
@@ -164,10 +171,11 @@ class LlmActivities:
             ctx = await cached_run_context(conn, inp.run_id)
             blocks = await overlays.pending_blocks(conn, inp.run_id, inp.pack_index,
                                                    inp.block_uids)
+            observed = await self._observed_output(conn, inp.run_id) if blocks else None
         if not blocks:
             return CallModelOutput(outcome="empty", block_uids=[])
         uids = [b.block_uid for b in blocks]
-        pack = ctx.pack([b.est_tokens for b in blocks], inp.pack_attempt)
+        pack = ctx.pack([b.est_tokens for b in blocks], inp.pack_attempt, observed)
         too_large = ctx.too_large(pack, len(blocks))
         if too_large is not None:
             return CallModelOutput(outcome="oversized", block_uids=uids, message=too_large)
@@ -180,15 +188,31 @@ class LlmActivities:
             cache_ttl=ctx.options.cache_ttl,
         )
         call_id = await self._open_call(ctx, inp.run_id, inp.pack_path, inp.pack_attempt,
-                                        uids, request)
+                                        uids, request, est_output_tokens=pack.est_output_tokens)
         if call_id is None:
             return CallModelOutput(outcome="cancelled", block_uids=uids,
                                    message="run is cancelling")
         return ctx, call_id, uids, request, _need(ctx, pack.est_input_tokens, pack.max_tokens)
 
+    async def _observed_output(self, conn: asyncpg.Connection, run_id: str) -> float | None:
+        """What the run's answers wrote per estimated output token, once
+        :data:`_OBSERVED_AFTER` of them are in (read at most every few seconds)."""
+        now = time.monotonic()
+        cached = self._observed.get(run_id)
+        if cached is not None and now - cached[0] < _OBSERVED_EVERY_S:
+            return cached[1]
+        seen = await ledger.observed_output(conn, run_id)
+        if seen is None or seen[0] < _OBSERVED_AFTER:
+            return None  # not remembered: the next call looks again
+        if len(self._observed) > 1000:  # runs come and go
+            self._observed.clear()
+        self._observed[run_id] = (now, seen[1])
+        return seen[1]
+
     async def _open_call(
         self, ctx: RunContext, run_id: str, pack_path: str, pack_attempt: int,
         uids: list[str], request: dict[str, Any], *, purpose: str = "pack",
+        est_output_tokens: int | None = None,
     ) -> int | None:
         """Insert the ledger row, unless the run stopped; ``None`` means do not call."""
         prefix = (prefix_sha256(request["system"], request["tools"]), request["system"],
@@ -198,7 +222,7 @@ class LlmActivities:
             return await ledger.open_call(
                 conn, run_id=run_id, pack_path=pack_path, pack_attempt=pack_attempt,
                 block_uids=uids, model=ctx.model.id, prefix=prefix, request=stored_request,
-                origin=origin(), purpose=purpose,
+                origin=origin(), purpose=purpose, est_output_tokens=est_output_tokens,
             )
 
     async def _send(

@@ -65,15 +65,17 @@ class RunContext:
         outputs = [self.output_estimate(t) for t in block_tokens]
         return plan_packs(block_tokens, outputs, self.plan_limits())
 
-    def pack(self, block_tokens: Sequence[int], attempt: int = 1) -> Pack:
+    def pack(self, block_tokens: Sequence[int], attempt: int = 1,
+             observed: float | None = None) -> Pack:
         """The shape (``max_tokens``, input estimate) of one pack of these blocks.
 
-        A first attempt asks for twice its output estimate; a later one (after a
-        truncated answer, say) for the whole output budget.
+        A first attempt asks for twice its output estimate, or, once the run has answers
+        (``observed``: output written per estimated token), for what they say with some
+        headroom; a later attempt (after a truncated answer, say) for the whole budget.
         """
         outputs = [self.output_estimate(t) for t in block_tokens]
         return describe_pack(range(len(block_tokens)), block_tokens, outputs,
-                             self.plan_limits(), generous=attempt > 1)
+                             self.plan_limits(), generous=attempt > 1, observed=observed)
 
     def too_large(self, pack: Pack, blocks: int) -> str | None:
         """Why a lone block cannot be sent at all (``None`` when it can)."""

@@ -278,22 +278,35 @@ OUTPUT_HEADROOM = 2.0
 MIN_MAX_TOKENS = 256
 
 
+def learned_headroom(blocks: int) -> float:
+    """Headroom over what a run's answers say a pack of ``blocks`` blocks will write:
+    ``1.25 + 0.75 / sqrt(blocks)``, 2x for one block, 1.36x for 50 (a pack's total
+    varies less than one block's)."""
+    return 1.25 + 0.75 / math.sqrt(max(blocks, 1))
+
+
 def max_tokens_for(output_tokens: Sequence[int], limits: PlanLimits, *,
-                   generous: bool = False) -> int:
+                   generous: bool = False, observed: float | None = None) -> int:
     """The ``max_tokens`` to request for blocks with these expected outputs.
 
     :data:`OUTPUT_HEADROOM` times the estimate (at least :data:`MIN_MAX_TOKENS`), up to
-    the normal budget; ``generous`` (a later attempt, e.g. after a truncated answer) asks
-    for the whole budget. When the estimate exceeds what the budget holds with its margin
-    (only a lone block with a large output does, in a greedy plan): enough for the
-    estimate with its margin, up to the model's maximum.
+    the normal budget. ``observed`` (what the run's answers wrote per estimated token so
+    far): the estimate times ``observed`` times :func:`learned_headroom` instead.
+    ``generous`` (a later attempt, e.g. after a truncated answer) asks for the whole
+    budget. When the estimate exceeds what the budget holds with its margin (only a lone
+    block with a large output does, in a greedy plan): enough for the estimate with its
+    margin, up to the model's maximum.
     """
     estimate = PACK_OUTPUT_OVERHEAD_TOKENS + sum(output_tokens)
     if estimate > limits.budget * limits.safety_margin:
         return min(limits.model_max_output, math.ceil(estimate / limits.safety_margin))
     if generous:
         return limits.budget
-    return min(limits.budget, max(MIN_MAX_TOKENS, math.ceil(estimate * OUTPUT_HEADROOM)))
+    if observed is not None:
+        want = estimate * observed * learned_headroom(len(output_tokens))
+    else:
+        want = estimate * OUTPUT_HEADROOM
+    return min(limits.budget, max(MIN_MAX_TOKENS, math.ceil(want)))
 
 
 def describe_pack(
@@ -303,6 +316,7 @@ def describe_pack(
     limits: PlanLimits,
     *,
     generous: bool = False,
+    observed: float | None = None,
 ) -> Pack:
     """The :class:`Pack` for these blocks, e.g. for one half of a split pack.
 
@@ -314,11 +328,12 @@ def describe_pack(
         limits: the plan's limits.
         generous: a later attempt: ``max_tokens`` is the whole budget where the context
             window leaves room for it (see :func:`max_tokens_for`).
+        observed: what the run's answers wrote per estimated output token so far.
     """
     if not (len(positions) == len(block_tokens) == len(output_tokens)) or not positions:
         raise ValueError("positions, block_tokens and output_tokens must align and be non-empty")
     est_input = limits.fixed_prompt_tokens + sum(t + BLOCK_WRAPPER_TOKENS for t in block_tokens)
-    max_tokens = max_tokens_for(output_tokens, limits)
+    max_tokens = max_tokens_for(output_tokens, limits, observed=observed)
     if generous:
         room = limits.context_window - est_input
         max_tokens = max(max_tokens, min(max_tokens_for(output_tokens, limits, generous=True),

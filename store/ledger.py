@@ -81,7 +81,7 @@ async def open_call(
     conn: asyncpg.Connection, *, run_id: str, pack_path: str, pack_attempt: int,
     block_uids: list[str], model: str, prefix: tuple[str, Any, Any],
     request: dict[str, Any], origin: Origin, purpose: str = "pack",
-    provider: str = "anthropic",
+    provider: str = "anthropic", est_output_tokens: int | None = None,
 ) -> int | None:
     """Insert a ``started`` ledger row for a call about to be sent, unless the run stopped.
 
@@ -102,6 +102,7 @@ async def open_call(
         origin: the workflow and activity making the call.
         purpose, provider: what the call is for (``pack``) and whom it goes to; the
             Messages API (batch requests are opened in ``store/batches.py``).
+        est_output_tokens: the planner's estimate of the answer's output tokens.
 
     Returns:
         The new ``call_id``; ``None`` when the run is no longer active (do not call).
@@ -113,13 +114,13 @@ async def open_call(
         # This very activity attempt opened a row already and lost its connection before
         # hearing back (Postgres restarting): nothing was sent for it, so it is this call.
         mine = await conn.fetchval(
-            """update llm_calls set block_uids = $4, request = $5
+            """update llm_calls set block_uids = $4, request = $5, est_output_tokens = $9
                where run_id = $1 and pack_path = $2 and pack_attempt = $3
                  and status = 'started' and workflow_run_id is not distinct from $6
                  and activity_id = $7 and activity_attempt = $8
                returning call_id""",
             run_id, pack_path, pack_attempt, block_uids, request, origin.workflow_run_id,
-            origin.activity_id, origin.activity_attempt,
+            origin.activity_id, origin.activity_attempt, est_output_tokens,
         )
         if mine is not None:
             return int(mine)
@@ -127,14 +128,33 @@ async def open_call(
         return await conn.fetchval(
             """insert into llm_calls (run_id, pack_path, pack_attempt, block_uids, model,
                    prefix_sha256, request, status, workflow_id, workflow_run_id,
-                   activity_id, activity_attempt, purpose, provider, api)
+                   activity_id, activity_attempt, purpose, provider, api, est_output_tokens)
                values ($1, $2, $3, $4, $5, $6, $7, 'started', $8, $9, $10, $11, $12, $13,
-                       'messages')
+                       'messages', $14)
                returning call_id""",
             run_id, pack_path, pack_attempt, block_uids, model, prefix[0], request,
             origin.workflow_id, origin.workflow_run_id, origin.activity_id,
-            origin.activity_attempt, purpose, provider,
+            origin.activity_attempt, purpose, provider, est_output_tokens,
         )
+
+
+async def observed_output(conn: asyncpg.Connection, run_id: str) -> tuple[int, float] | None:
+    """How a run's answers compare with the planner's estimates so far.
+
+    Returns:
+        ``(answered pack calls, output tokens written / output tokens estimated)`` over
+        its pack calls answered in full (a truncated answer says only "more"); ``None``
+        before any.
+    """
+    row = await conn.fetchrow(
+        """select count(*) as n, sum(output_tokens) as written, sum(est_output_tokens) as est
+           from llm_calls
+           where run_id = $1 and purpose = 'pack' and status = 'succeeded'
+             and est_output_tokens > 0 and stop_reason is distinct from 'max_tokens'""",
+        run_id)
+    if not row["n"]:
+        return None
+    return int(row["n"]), float(row["written"]) / float(row["est"])
 
 
 async def open_probe(

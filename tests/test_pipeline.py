@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Any
+
+import pytest
 
 from core.models import RunInput, RunOptions, RunResult
 from tests.conftest import Stack
@@ -226,3 +229,28 @@ async def test_packs_in_flight_outlive_continue_as_new_on_the_dev_server(bbstack
         "select count(*) from llm_calls where run_id = $1 and purpose = 'pack'", run_id)
     assert calls == 12  # each pack called once, whichever execution it reported to
     assert (progress.packs_done, progress.blocks_done) == (12, 24)
+
+
+async def test_max_tokens_follows_what_the_runs_answers_wrote(
+    bbstack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import activities.llm
+    from core.planning import PACK_OUTPUT_OVERHEAD_TOKENS, learned_headroom
+
+    monkeypatch.setattr(activities.llm, "_OBSERVED_EVERY_S", 0.0)  # read the ledger each call
+    # One pack at a time, so each call sees every answer before it.
+    run_id, result = await run_doc(bbstack, 24, pack_size=4, max_concurrent_packs=1)
+    assert result.status == "completed" and result.blocks_ai_complete == 24
+    calls = await bbstack.pool.fetch(
+        """select (request->>'max_tokens')::int as max_tokens, est_output_tokens as est,
+                  output_tokens, stop_reason
+           from llm_calls where run_id = $1 and purpose = 'pack' order by call_id""", run_id)
+    assert len(calls) == 6 and all(c["stop_reason"] == "tool_use" for c in calls)
+    for i, call in enumerate(calls):
+        if i < 3:  # before three answers: twice the estimate
+            assert call["max_tokens"] == max(256, 2 * call["est"])
+            continue
+        ratio = sum(c["output_tokens"] for c in calls[:i]) / sum(c["est"] for c in calls[:i])
+        want = math.ceil(call["est"] * ratio * learned_headroom(4))
+        assert call["max_tokens"] == min(8192, max(256, want)), (i, ratio)
+    assert calls[0]["est"] > PACK_OUTPUT_OVERHEAD_TOKENS

@@ -411,3 +411,17 @@ def test_max_batch_size_only_lowers(plan: Any, cap: int) -> None:
             (len(p.positions) for p in uncapped), default=0
         )
         assert len(capped) >= len(uncapped)
+
+
+def test_once_a_run_has_answers_a_first_attempt_asks_for_what_they_say() -> None:
+    outputs = [250] * 26
+    estimate = PACK_OUTPUT_OVERHEAD_TOKENS + 250 * 26
+    # Answers wrote 46% of what was estimated: 1.25 + 0.75/sqrt(26) headroom over that.
+    assert max_tokens_for(outputs, limits(), observed=0.46) == math.ceil(
+        estimate * 0.46 * (1.25 + 0.75 / math.sqrt(26)))
+    assert max_tokens_for([120], limits(), observed=1.0) == 264  # one block: twice
+    assert max_tokens_for([20], limits(), observed=0.5) == 256  # never below the minimum
+    # Estimates too low: the answers ask for more, up to the budget.
+    assert max_tokens_for(outputs, limits(), observed=3.0) == 8192
+    # A later attempt still asks for the whole budget.
+    assert max_tokens_for(outputs, limits(), observed=0.46, generous=True) == 8192
