@@ -160,6 +160,17 @@ async def record_batch_rounds(r: Recorder) -> None:
     save("batch_rounds.run", history)
 
 
+async def _first_and_last(r: Recorder, wid: str) -> tuple[WorkflowHistory, WorkflowHistory]:
+    """The first and the last execution of a workflow that continued as new."""
+    last = await r.history(wid)
+    first = last
+    while (prev := first.events[0].workflow_execution_started_event_attributes
+           .continued_execution_run_id):
+        first = await r.history(wid, prev)
+    assert _has(first, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW)
+    return first, last
+
+
 async def record_continue_as_new(r: Recorder) -> None:
     r.scenario()
     run_id = await r.start(10, RunOptions(pack_size=2, max_concurrent_packs=2),
@@ -167,14 +178,7 @@ async def record_continue_as_new(r: Recorder) -> None:
     async with r.worker():
         result = await r.bb.wait(run_id)
     assert result.status == "completed", result
-    wid = f"run-{run_id}"
-    last = await r.history(wid)
-    first, run = last, last
-    while (prev := run.events[0].workflow_execution_started_event_attributes
-           .continued_execution_run_id):
-        run = await r.history(wid, prev)
-        first = run
-    assert _has(first, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW)
+    first, last = await _first_and_last(r, f"run-{run_id}")
     save("continue_as_new.first", first)
     save("continue_as_new.last", last)
 
@@ -187,13 +191,7 @@ async def record_outlive(r: Recorder) -> None:
         result = await r.bb.wait(run_id)
     assert result.status == "completed", result
     wid = f"run-{run_id}"
-    last = await r.history(wid)
-    first, run = last, last
-    while (prev := run.events[0].workflow_execution_started_event_attributes
-           .continued_execution_run_id):
-        run = await r.history(wid, prev)
-        first = run
-    assert _has(first, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW)
+    first, last = await _first_and_last(r, wid)
     # Pack 0 started in the first execution; it reported to a later one.
     pack = await r.history(f"{wid}/pack-0")
     assert _has(pack, EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED)
