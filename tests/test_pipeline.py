@@ -83,7 +83,7 @@ async def test_no_batching_gives_same_values_one_call_per_block(bbstack: Stack) 
 
 async def _faulty_run(s: Stack) -> tuple[str, RunResult, list[dict[str, Any]]]:
     run_id, result = await run_doc(s, 60, extract_schema(instruction_words=200),
-                                   pack_size=20)
+                                   pack_size=20, max_block_attempts=6)
     return run_id, result, await overlays(s, run_id)
 
 
