@@ -15,6 +15,7 @@ children/s is the figure of merit.
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
 import time
 import uuid
@@ -39,6 +40,12 @@ from bench.common import (
 )
 from bench.reference import RefChildWorkflow, RefInput, RefParentWorkflow, noop
 from core.models import RunOptions
+from runtime.temporal import build_worker
+
+# The slot counts build_worker gives a blockbatch worker (read, not copied, so the reference
+# follows them when they change).
+_BUILD_DEFAULTS = {name: p.default for name, p in inspect.signature(build_worker).parameters.items()
+                   if name in ("max_concurrent_activities", "max_concurrent_workflow_tasks")}
 
 
 async def reference(bs: BenchStack, children: int, concurrency: int,
@@ -49,7 +56,7 @@ async def reference(bs: BenchStack, children: int, concurrency: int,
         bs.bb.client, task_queue=task_queue,
         workflows=[RefParentWorkflow, RefChildWorkflow], activities=[noop],
         # The same slot counts build_worker gives a blockbatch worker.
-        max_concurrent_activities=20, max_concurrent_workflow_tasks=50,
+        **_BUILD_DEFAULTS,
     )
     async with worker:
         before = bs.cpu_snapshot()
@@ -96,10 +103,14 @@ async def main(args: argparse.Namespace) -> int:
     async with BenchStack("throughput", fsync=args.fsync, temporal_file=args.temporal_file,
                           scenario={"speed_factor": 0.0}, keep=args.keep) as bs:
         rec.data["stack"] = bs.describe()
-        rec.data["stack"]["workers"] = ("one in-process worker (build_worker defaults: 20 "
-                                        "activity slots, 50 workflow-task slots), shared with "
-                                        "the reference's in-process worker")
-        pool = await new_pool(bs)
+        rec.data["stack"]["workers"] = (
+            "one in-process worker (build_worker defaults: "
+            f"{_BUILD_DEFAULTS['max_concurrent_activities']} activity slots, "
+            f"{_BUILD_DEFAULTS['max_concurrent_workflow_tasks']} workflow-task slots; the "
+            "reference's worker has the same; Postgres pool of "
+            f"{bs.settings.worker_db_pool_size}, as worker.py), sharing the process with "
+            "the reference's in-process worker")
+        pool = await new_pool(bs, bs.settings.worker_db_pool_size)
         try:
             schema_id = await bs.bb.add_schema(sample_schema("extract"))
             refs = [await reference(bs, args.reference_children, args.concurrency)]
