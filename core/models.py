@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from core.claude_errors import ClaudeError
+from core.ratelimit import limiter_text
 from core.registry import DEFAULT_MODEL
 
 #: A finished run is ``completed`` (every block done), ``completed_with_failures`` (some
@@ -75,6 +76,13 @@ class LimiterNote(BaseModel):
     runs: int = 1
     #: 429s this run's calls were answered with so far (Temporal retried them).
     run_throttled: int = 0
+
+    def text(self, wait_s: float) -> str:
+        """The one line progress and the Temporal UI show (:func:`limiter_text`)."""
+        return limiter_text(self.limits, learned=self.learned, rate=self.rate,
+                            run_share=self.run_share, runs=self.runs,
+                            run_throttled=self.run_throttled, wait_s=wait_s,
+                            binding=self.binding)
 
 
 class Totals(BaseModel):

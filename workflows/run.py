@@ -37,7 +37,6 @@ with workflow.unsafe.imports_passed_through():
         WarmCacheInput,
     )
     from core.outage import paused_text, waiting_text
-    from core.ratelimit import limiter_text
     from workflows import attributes
     from workflows.batch import BatchRounds
     from workflows.outage import OutageWatch
@@ -427,10 +426,4 @@ class RunWorkflow:
 
     @staticmethod
     def _limiter_line(p: RunProgress) -> str:
-        note = p.limiter
-        if note is None:
-            return ""
-        return "\n\n" + limiter_text(
-            note.limits, learned=note.learned, rate=note.rate, run_share=note.run_share,
-            runs=note.runs, run_throttled=note.run_throttled, wait_s=p.limiter_wait_s,
-            binding=note.binding)
+        return "" if p.limiter is None else "\n\n" + p.limiter.text(p.limiter_wait_s)

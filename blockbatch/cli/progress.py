@@ -11,7 +11,6 @@ from rich.table import Column
 from blockbatch.cli.console import Console, human_seconds, human_tokens
 from core.models import RunProgress
 from core.outage import waiting_text
-from core.ratelimit import limiter_text
 
 
 class Eta:
@@ -60,10 +59,7 @@ def describe(p: RunProgress, eta: float | None) -> str:
     if (note := getattr(p, "limiter", None)) is not None and (
             note.binding or note.run_throttled or note.runs > 1 or p.limiter_wait_s >= 1):
         # The limiter is worth a line only when it did something to this run.
-        parts.append(limiter_text(
-            note.limits, learned=note.learned, rate=note.rate, run_share=note.run_share,
-            runs=note.runs, run_throttled=note.run_throttled, wait_s=p.limiter_wait_s,
-            binding=note.binding))
+        parts.append(note.text(p.limiter_wait_s))
     text = " · ".join(parts)
     return text if p.status == "running" else f"{p.status}: {text}"
 
