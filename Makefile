@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: demo test install up down status worker lint compose-tool
+.PHONY: demo test install up down status worker lint compose-tool browser serve screenshots
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,7 +20,7 @@ demo: install
 	@$(BIN)/python -m devtools.demo
 
 ## test: the whole suite against real Postgres, Temporal dev server and simulator.
-test: install compose-tool
+test: install compose-tool browser
 	@$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 ## up / down / status: the local stack (Postgres, Temporal + UI, simulator); data stays in .data/.
@@ -37,6 +37,17 @@ status: install
 worker: up
 	@$(BIN)/python worker.py
 
+## serve: the review web app on http://127.0.0.1:8780 (HOST=0.0.0.0 needs BLOCKBATCH_SERVE_TOKEN).
+HOST ?= 127.0.0.1
+PORT ?= 8780
+serve: up
+	@$(BIN)/python starter.py serve --host $(HOST) --port $(PORT)
+
+## screenshots: the README's pictures of the review app, taken by its browser test.
+screenshots: install browser
+	@BLOCKBATCH_SCREENSHOTS=docs/screenshots $(BIN)/python -m pytest -q \
+	  tests/test_review_web.py -k browser
+
 lint: install
 	@$(BIN)/ruff check .
 
@@ -48,4 +59,14 @@ compose-tool:
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose) >/dev/null; \
 	  else \
 	    echo "docker-compose is missing: run 'sudo apt-get install docker-compose' (tests/test_compose.py needs it)"; \
+	  fi; }
+
+# The review app's browser tests drive Debian's chromium with Playwright (no browser download).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian's chromium (the review app's browser tests)"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null; \
+	  else \
+	    echo "chromium is missing: run 'sudo apt-get install chromium' (tests/test_review_web.py needs it)"; \
 	  fi; }

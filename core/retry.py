@@ -14,6 +14,7 @@ from typing import Literal
 
 from core.models import RetryRequest
 from core.reasons import REASONS
+from core.review import ANSWERED
 
 #: A run may be retried only once it has finished (not while it may still change).
 FINISHED_STATUSES = ("completed", "completed_with_failures", "cancelled", "failed")
@@ -109,7 +110,7 @@ def describe_blocks(counts: Mapping[BlockState, int]) -> str:
     """``140 done, 3 failed: 2 invalid_value, 1 truncated, 1 cancelled: 1 cancelled``."""
     by_status: dict[str, dict[str, int]] = {}
     for (status, code), n in counts.items():
-        key = "done" if status in ("ai_complete", "confirmed") else status
+        key = "done" if status in ANSWERED else status
         reasons = by_status.setdefault(key, {})
         reasons[code or "unknown"] = reasons.get(code or "unknown", 0) + n
     parts = []

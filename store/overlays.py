@@ -9,7 +9,12 @@ The transitions, all of them here and nowhere else::
                                    such as "block is too large"), end_pending at the end
                                    of a completed run ("no pack finished this block")
     pending      -> cancelled      end_pending at the end of a cancelled or failed run
-    ai_complete  -> confirmed      confirm (a person accepted the staged result)
+    ai_complete  -> ai_complete    edit_staging (a person changed one staged field; the
+                                   value is checked against the schema first)
+    ai_complete  -> confirmed      decide "confirm" (a person accepted the staged result:
+                                   staging copied to confirmed)
+    ai_complete  -> rejected       decide "reject" (a person refused it: staging kept for
+                                   the record, nothing confirmed)
     failed       -> pending        reset_for_retry (a retry of the finished run; also
     cancelled    -> pending        cancelled blocks when asked): attempts, reason, error,
                                    staging and call cleared, a new pack_index
@@ -21,7 +26,9 @@ caller (the pack policy's ``Decision.code``), end_pending from how the run ended
 (``unfinished``, ``cancelled``, ``key_rejected``). A move to ``ai_complete`` clears it.
 
 Every change of status, staging or confirmed also leaves a row in ``overlay_changes``,
-written by a trigger (migration 005), so no transition here can go unrecorded.
+written by a trigger (migration 005), so no transition here can go unrecorded. The three
+review transitions also write a ``review_actions`` row (who, when, before, after;
+migration 009) in the same statement or transaction as the overlay.
 
 Every write is conditional on the state it leaves (``status = 'pending'``,
 ``status = 'ai_complete'``), so a retried activity, or a second worker running a stale
@@ -32,15 +39,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import asyncpg
 
 from core.models import ApplyResultsOutput, RunStatus
 from core.reasons import ReasonCode
 from core.results import parse_results
+from core.review import REVIEWABLE, EditError, edited_overlay
 from core.schema import SchemaSpec
 from store import ledger
+from store.repo import NotFound
 from store.runs import BlockSize, lock_run
 
 
@@ -303,32 +312,68 @@ async def reset_for_retry(
 
 
 @dataclass
-class Confirmation:
-    """What :func:`confirm` did; nothing changed when ``unknown`` or ``unready`` is set."""
+class Decided:
+    """What :func:`decide` did; nothing changed when ``unknown`` or ``unready`` is set."""
 
-    #: Blocks moved from staging to confirmed, in block order.
-    confirmed: list[str]
-    #: Asked-for blocks that were confirmed before (left as they were).
-    already_confirmed: list[str]
+    #: Blocks moved by this decision, in block order.
+    moved: list[str]
+    #: Asked-for blocks already in the decision's status (left as they were).
+    already: list[str]
     #: Asked-for block_uids the run does not have.
     unknown: list[str]
-    #: Asked-for blocks without an AI result, as ``"<uid> (<status>)"``.
+    #: Asked-for blocks that cannot take the decision, as ``"<uid> (<status>)"``.
     unready: list[str]
     #: Confirmed blocks of the run afterwards (``None`` when nothing was done).
     total_confirmed: int | None
 
 
-async def confirm(
-    conn: asyncpg.Connection, run_id: str, uids: list[str] | None
-) -> Confirmation:
-    """ai_complete -> confirmed (staging copied to confirmed), all or nothing.
+#: Each decision's statement: move the blocks and log each move (confirm: before null,
+#: after the confirmed overlay; reject: before the staged overlay, after null).
+_DECIDE_SQL = {
+    "confirm": """
+        with done as (
+            update overlays set status = 'confirmed', confirmed = staging,
+                   confirmed_at = now(), updated_at = now()
+            where run_id = $1 and status = 'ai_complete'
+              and ($2::text[] is null or block_uid = any($2::text[]))
+            returning block_uid, block_index, staging),
+        logged as (
+            insert into review_actions (run_id, block_uid, action, reviewer, before, after,
+                                        old_status, new_status)
+            select $1, block_uid, 'confirm', $3, null, staging, 'ai_complete', 'confirmed'
+            from done)
+        select block_uid from done order by block_index""",
+    "reject": """
+        with done as (
+            update overlays set status = 'rejected', updated_at = now()
+            where run_id = $1 and status = 'ai_complete'
+              and ($2::text[] is null or block_uid = any($2::text[]))
+            returning block_uid, block_index, staging),
+        logged as (
+            insert into review_actions (run_id, block_uid, action, reviewer, before, after,
+                                        old_status, new_status)
+            select $1, block_uid, 'reject', $3, staging, null, 'ai_complete', 'rejected'
+            from done)
+        select block_uid from done order by block_index""",
+}
+_DECIDED_STATUS = {"confirm": "confirmed", "reject": "rejected"}
+
+
+async def decide(
+    conn: asyncpg.Connection, run_id: str, uids: list[str] | None,
+    decision: Literal["confirm", "reject"], reviewer: str,
+) -> Decided:
+    """ai_complete -> confirmed or rejected, all or nothing, each move logged for ``reviewer``.
 
     Args:
         conn: the connection; the run row is locked until the transaction ends.
         run_id: the run (the caller checks that it exists).
-        uids: these blocks (each must be ``ai_complete`` or already ``confirmed``);
+        uids: these blocks (each must be ``ai_complete`` or already decided the same way);
             ``None``: every ``ai_complete`` block of the run.
+        decision: ``confirm`` (staging copied to confirmed) or ``reject``.
+        reviewer: who decided (recorded in ``review_actions``).
     """
+    target = _DECIDED_STATUS[decision]
     async with conn.transaction():
         await lock_run(conn, run_id)
         already: list[str] = []
@@ -341,23 +386,74 @@ async def confirm(
             status = {r["block_uid"]: r["status"] for r in rows}
             unknown = [u for u in uids if u not in status]
             unready = [f"{u} ({status[u]})" for u in uids if u in status
-                       and status[u] not in ("ai_complete", "confirmed")]
+                       and status[u] not in ("ai_complete", target)]
             if unknown or unready:
-                return Confirmation([], [], unknown, unready, None)
-            already = [u for u in uids if status[u] == "confirmed"]
-        done = await conn.fetch(
-            """update overlays set status = 'confirmed', confirmed = staging,
-                      confirmed_at = now(), updated_at = now()
-               where run_id = $1 and status = 'ai_complete'
-                 and ($2::text[] is null or block_uid = any($2::text[]))
-               returning block_uid, block_index""",
-            run_id, uids,
-        )
+                return Decided([], [], unknown, unready, None)
+            already = [u for u in uids if status[u] == target]
+        moved = [r["block_uid"] for r in
+                 await conn.fetch(_DECIDE_SQL[decision], run_id, uids, reviewer)]
         total = await conn.fetchval(
             """update runs set blocks_confirmed = (select count(*) from overlays
                    where run_id = $1 and status = 'confirmed')
                where run_id = $1 returning blocks_confirmed""",
             run_id,
         )
-    ordered = [r["block_uid"] for r in sorted(done, key=lambda r: r["block_index"])]
-    return Confirmation(ordered, already, [], [], total)
+    return Decided(moved, already, [], [], total)
+
+
+@dataclass(frozen=True)
+class Edited:
+    """What :func:`edit_staging` did."""
+
+    block_uid: str
+    field: str
+    before: Any
+    after: Any
+    #: False when the value was already the staged one (nothing written, nothing logged).
+    changed: bool
+
+
+async def edit_staging(
+    conn: asyncpg.Connection, run_id: str, uid: str, field: str, value: Any,
+    spec: SchemaSpec, reviewer: str,
+) -> Edited:
+    """Change one staged field of an ``ai_complete`` block, checked against the schema.
+
+    One transaction holding the overlay row ``for update``: the whole edited overlay is
+    validated (:func:`core.review.edited_overlay`) before anything is written, and the
+    new staging and its ``review_actions`` row are written together.
+
+    Raises:
+        NotFound: the run has no block ``uid``.
+        EditError: the block is not ``ai_complete``, or the edited overlay does not
+            validate against ``spec``; nothing was changed.
+    """
+    async with conn.transaction():
+        row = await conn.fetchrow(
+            """select status, staging from overlays where run_id = $1 and block_uid = $2
+               for update""",
+            run_id, uid,
+        )
+        if row is None:
+            raise NotFound(f"run {run_id} has no block {uid}; nothing was changed")
+        if row["status"] != REVIEWABLE:
+            raise EditError(f"block {uid} is {row['status']}: only a staged result "
+                            f"({REVIEWABLE}) can be edited; nothing was changed")
+        staged: dict[str, Any] = row["staging"] or {}
+        overlay = edited_overlay(spec, staged, field, value)
+        before = staged.get(field)
+        if field in staged and before == value and type(before) is type(value):
+            return Edited(uid, field, before, value, changed=False)
+        await conn.execute(
+            """update overlays set staging = $3, updated_at = now()
+               where run_id = $1 and block_uid = $2 and status = 'ai_complete'""",
+            run_id, uid, overlay,
+        )
+        await conn.execute(
+            """insert into review_actions (run_id, block_uid, action, reviewer, field,
+                                           before, after, old_status, new_status)
+               values ($1, $2, 'edit', $3, $4, $5::jsonb, $6::jsonb, 'ai_complete',
+                       'ai_complete')""",
+            run_id, uid, reviewer, field, before, value,
+        )
+    return Edited(uid, field, before, value, changed=True)

@@ -19,12 +19,13 @@ from pydantic import BaseModel
 
 from core.models import RunResult
 from core.reasons import REASONS
+from core.review import ANSWERED, OVERLAY_STATUSES
 from store.repo import NotFound
 from store.runs import ACTIVE_STATUSES
 
 #: A run in one of these has not finished yet (a cancelling run still winds down).
 UNFINISHED = (*ACTIVE_STATUSES, "cancelling")
-OVERLAY_STATUSES = ("pending", "ai_complete", "failed", "cancelled", "confirmed")
+
 
 
 class RunInfo(BaseModel):
@@ -40,7 +41,8 @@ class RunInfo(BaseModel):
     model: str
     settings: dict[str, Any]
     workflow_id: str | None
-    #: Live overlay counts by status (pending, ai_complete, failed, cancelled, confirmed).
+    #: Live overlay counts by status (pending, ai_complete, failed, cancelled, confirmed,
+    #: rejected).
     blocks: dict[str, int]
     blocks_total: int
     pack_count: int
@@ -73,7 +75,7 @@ class RunInfo(BaseModel):
         b = self.blocks
         return RunResult.model_validate({
             **self.model_dump(include=set(RunResult.model_fields)),
-            "blocks_ai_complete": b.get("ai_complete", 0) + b.get("confirmed", 0),
+            "blocks_ai_complete": sum(b.get(s, 0) for s in ANSWERED),
             "blocks_failed": b.get("failed", 0),
             "blocks_cancelled": b.get("cancelled", 0),
         })
@@ -121,6 +123,11 @@ async def list_runs(
         limit, status,
     )
     return [_run(r) for r in rows]
+
+
+def schema_fields(definition: Mapping[str, Any]) -> list[str]:
+    """A stored schema's fields in their declared order (jsonb does not keep key order)."""
+    return list(dict.fromkeys([*definition.get("required", []), *definition["properties"]]))
 
 
 class ReviewItem(BaseModel):
@@ -172,7 +179,7 @@ async def review_page(
     definition = await pool.fetchval(
         "select definition from schemas where schema_id = $1", run.schema_id
     )
-    fields = list(dict.fromkeys([*definition.get("required", []), *definition["properties"]]))
+    fields = schema_fields(definition)
     where = """o.run_id = $1 and ($2::text[] is null or o.status = any($2::text[]))
                and ($3::text[] is null or o.block_uid = any($3::text[]))
                and ($4::text[] is null or o.reason_code = any($4::text[]))"""
@@ -337,14 +344,20 @@ async def get_call(
 
 _EXPORT_SQL = """
 select b.block_uid, b.block_index, b.block_type, b.block_content, b.metadata,
-       o.status, o.staging, o.confirmed, o.last_error, o.reason_code
+       o.status, o.staging, o.confirmed, o.last_error, o.reason_code,
+       (select jsonb_agg(jsonb_build_object(
+                   'action', a.action, 'reviewer', a.reviewer, 'at', a.at, 'field', a.field,
+                   'before', a.before, 'after', a.after, 'old_status', a.old_status,
+                   'new_status', a.new_status) order by a.id)
+        from review_actions a where a.run_id = $1 and a.block_uid = b.block_uid) as review
 from blocks b left join overlays o on o.block_uid = b.block_uid and o.run_id = $1
 where b.document_id = $2 order by b.block_index
 """
 
 #: One block of an export: block_uid, block_index, block_type, block_content, metadata,
 #: and its overlay's status, staging, confirmed, last_error, reason_code (all None without
-#: an overlay).
+#: an overlay), and ``review``: its review actions in order (edit / confirm / reject: who,
+#: when, field, before, after), None when nobody reviewed it.
 ExportRow = Mapping[str, Any]
 
 
@@ -360,6 +373,12 @@ class ExportSnapshot:
         async for row in self.conn.cursor(_EXPORT_SQL, self.run.run_id, self.run.document_id,
                                           prefetch=prefetch):
             yield row
+
+    async def fields(self) -> list[str]:
+        """The run schema's fields in their declared order."""
+        definition = await self.conn.fetchval(
+            "select definition from schemas where schema_id = $1", self.run.schema_id)
+        return schema_fields(definition)
 
     async def document(self) -> dict[str, Any]:
         """The document row: document_id, name, format, content_sha256, block_count."""
@@ -426,7 +445,7 @@ async def baseline_inputs(pool: asyncpg.Pool, run_id: str) -> BaselineInputs | N
     # Blocks that got an answer or failed trying; a cancelled block cost nothing either way.
     answered = await pool.fetchval(
         """select count(*) from overlays where run_id = $1
-           and status in ('ai_complete', 'confirmed', 'failed')""", run_id,
+           and status in ('ai_complete', 'confirmed', 'rejected', 'failed')""", run_id,
     )
     return BaselineInputs(
         model=row["model"], calls=row["calls"], prompt_tokens=row["prompt_tokens"],

@@ -147,7 +147,7 @@ async def reopen_for_retry(conn: asyncpg.Connection, run_id: str, pack_count: in
 
 _TOTALS_SQL = """
 select (select count(*) from overlays where run_id = $1
-            and status in ('ai_complete', 'confirmed')) as blocks_done,
+            and status in ('ai_complete', 'confirmed', 'rejected')) as blocks_done,
        (select count(*) from overlays where run_id = $1
             and status in ('failed', 'cancelled')) as blocks_failed,
        (select count(*) from split_events where run_id = $1) as splits,
@@ -192,7 +192,7 @@ async def mark_cancelling(conn: asyncpg.Connection, run_id: str, reason: str | N
 ROLLUP_SQL = """
 with o as (
     select count(*) as total,
-           count(*) filter (where status in ('ai_complete', 'confirmed')) as ok,
+           count(*) filter (where status in ('ai_complete', 'confirmed', 'rejected')) as ok,
            count(*) filter (where status = 'failed') as failed,
            count(*) filter (where status = 'cancelled') as cancelled,
            count(*) filter (where status = 'confirmed') as confirmed
@@ -270,7 +270,7 @@ def final_status(
 
 _COUNTS_SQL = """
 select count(*) as total,
-       count(*) filter (where status in ('ai_complete', 'confirmed')) as done,
+       count(*) filter (where status in ('ai_complete', 'confirmed', 'rejected')) as done,
        count(*) filter (where status = 'failed') as failed,
        count(*) filter (where status = 'cancelled') as cancelled
 from overlays where run_id = $1

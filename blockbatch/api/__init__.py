@@ -7,7 +7,9 @@
         schema = await bb.add_schema("extract.json")
         run_id = await bb.start_run(doc, schema, RunOptions())
         result = await bb.wait(run_id)
-        await bb.confirm(run_id)
+        await bb.edit(run_id, "7", "summary", "A better summary")   # one staged value
+        await bb.reject(run_id, ["12"])  # refuse a staged result
+        await bb.confirm(run_id)         # confirm the rest (each act recorded: who, when)
         await bb.export(run_id, "handbook.jsonl")
         await bb.retry(run_id)        # a finished run's failed blocks, again, in the run
 
@@ -33,16 +35,17 @@ from blockbatch.api.errors import (
 from blockbatch.api.inputs import SchemaSource, as_schema
 from blockbatch.api.items import BatchResult, ItemResult, allm_batch, llm_batch
 from blockbatch.api.retry import RetryStarted
-from blockbatch.api.review import ConfirmOutcome, ExportSummary
+from blockbatch.api.review import ConfirmOutcome, EditOutcome, ExportSummary, RejectOutcome
 from core.models import RunOptions, RunResult
+from core.review import EditError
 from store.reads import CallDetail, CallRow, ReviewItem, ReviewPage, RunInfo
 from store.retries import RetryRecord
 
 __all__ = [
     "AllItemsFailed", "BadRequest", "BatchResult", "BlockNotRetryable", "Blockbatch",
-    "CallDetail", "CallRow", "ConfirmOutcome", "ExportSummary", "ItemResult", "NotFound",
-    "NothingToRetry", "RetryRecord", "RetryRefused", "RetryStarted", "RetryUnderWay",
-    "ReviewItem", "ReviewPage", "RunInfo", "RunOptions", "RunResult", "RunStillActive",
-    "SchemaSource", "StackUnavailable", "UnknownBlock", "UnknownReason", "allm_batch",
-    "as_schema", "llm_batch", "open_default",
+    "CallDetail", "CallRow", "ConfirmOutcome", "EditError", "EditOutcome", "ExportSummary",
+    "ItemResult", "NotFound", "NothingToRetry", "RejectOutcome", "RetryRecord",
+    "RetryRefused", "RetryStarted", "RetryUnderWay", "ReviewItem", "ReviewPage", "RunInfo",
+    "RunOptions", "RunResult", "RunStillActive", "SchemaSource", "StackUnavailable",
+    "UnknownBlock", "UnknownReason", "allm_batch", "as_schema", "llm_batch", "open_default",
 ]

@@ -39,16 +39,21 @@ from blockbatch.api.inputs import SchemaSource, as_schema
 from blockbatch.api.retry import CheckedRetry, RetryStarted, check_retry_request
 from blockbatch.api.review import (
     ConfirmOutcome,
+    EditOutcome,
+    ExportFormat,
     ExportSummary,
+    RejectOutcome,
     confirm,
-    export_run,
+    edit,
     export_run_to_file,
+    export_to,
+    reject,
 )
 from core.ingest import ParsedBlock, detect_format, parse_document
 from core.models import OutageOptions, RunInput, RunOptions, RunProgress, RunResult
 from runtime.settings import Settings, load_settings
 from runtime.temporal import connect, ensure_search_attributes
-from store import ratelimits, reads, repo, runs
+from store import ratelimits, reads, repo, review, runs
 from store import retries as retry_log
 from store.db import create_pool
 from store.retries import RetryRecord
@@ -409,18 +414,64 @@ class Blockbatch:
         return await reads.get_call(self.pool, run_id, call_id, full=full)
 
     async def confirm(
-        self, run_id: str, blocks: list[str] | None = None
+        self, run_id: str, blocks: list[str] | None = None, *, reviewer: str | None = None,
     ) -> ConfirmOutcome:
-        """Staging -> confirmed for ``blocks`` (uids or indexes), or all ai_complete blocks."""
-        return await confirm(self.pool, run_id, blocks)
+        """Staging -> confirmed for ``blocks`` (uids or indexes), or all ai_complete blocks;
+        each recorded for ``reviewer`` (default ``$BLOCKBATCH_REVIEWER``, else the OS user)."""
+        return await confirm(self.pool, run_id, blocks, reviewer)
+
+    async def reject(
+        self, run_id: str, blocks: list[str] | None, *, reviewer: str | None = None,
+    ) -> RejectOutcome:
+        """Staging -> rejected for ``blocks`` (uids or indexes; ``None``: every ai_complete
+        block), all or nothing, each recorded for ``reviewer``."""
+        return await reject(self.pool, run_id, blocks, reviewer)
+
+    async def edit(
+        self, run_id: str, block: str, field: str, value: Any, *,
+        reviewer: str | None = None, as_text: bool = False,
+    ) -> EditOutcome:
+        """Set one staged field of an ai_complete block (uid or index); the overlay must
+        still validate against the run's schema, else :class:`EditError` and nothing
+        changes. ``as_text``: ``value`` is typed text (as is for a string field, else
+        JSON). Recorded for ``reviewer`` with the value before and after."""
+        return await edit(self.pool, run_id, block, field, value, reviewer=reviewer,
+                          as_text=as_text)
+
+    async def review_actions(
+        self, run_id: str, block: str | None = None, *, limit: int = 200,
+    ) -> list[review.ReviewAction]:
+        """The run's recorded review acts (or one block's, by uid), newest first."""
+        await self.run(run_id)
+        return await review.review_actions(self.pool, run_id, block, limit=limit)
+
+    async def grid(
+        self, run_id: str, *, status: str | None = None, reason: str | None = None,
+        block_type: str | None = None, limit: int = 50, after: int | None = None,
+        before: int | None = None,
+    ) -> review.GridPage:
+        """A page of the run's blocks and overlays, paged by block index (keyset)."""
+        flt = review.GridFilter(status=status, reason=reason, block_type=block_type)
+        return await review.grid_page(self.pool, run_id, flt, limit=limit, after=after,
+                                      before=before)
+
+    async def live_costs(self, run_ids: list[str]) -> dict[str, float]:
+        """Cost so far of each run, from its ledger (for runs still going)."""
+        return await review.live_costs(self.pool, run_ids)
+
+    async def block_types(self, run_id: str) -> list[str]:
+        """The block types of the run's document."""
+        return await review.block_types(self.pool, (await self.run(run_id)).document_id)
 
     async def export(
-        self, run_id: str, out: str | Path | TextIO, *, staged: bool = False
+        self, run_id: str, out: str | Path | TextIO, *, staged: bool = False,
+        fmt: ExportFormat = "jsonl",
     ) -> ExportSummary:
-        """JSONL, one line per block in order; a path also gets a ``.meta.json`` sidecar."""
+        """JSONL (or CSV with ``fmt="csv"``), one line per block in order, review acts
+        included; a path also gets a ``.meta.json`` sidecar."""
         if isinstance(out, str | Path):
-            return await export_run_to_file(self.pool, run_id, out, staged=staged)
-        return await export_run(self.pool, run_id, out, staged=staged)
+            return await export_run_to_file(self.pool, run_id, out, staged=staged, fmt=fmt)
+        return await export_to(self.pool, run_id, out, staged=staged, fmt=fmt)
 
 
 def _run_details(run_id: str, document_id: str, schema_id: str, options: RunOptions) -> str:

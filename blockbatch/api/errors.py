@@ -10,6 +10,7 @@ from typing import Any
 
 from core.ingest import IngestError
 from core.registry import UnknownModelError
+from core.review import EditError
 from core.schema import SchemaError
 from runtime.temporal import TemporalUnavailable
 from store.db import DatabaseUnavailable
@@ -75,7 +76,9 @@ class AllItemsFailed(RuntimeError):
 
 
 #: Errors caused by what the user asked for or gave (exit code 2 in the CLI).
-BAD_INPUT: tuple[type[Exception], ...] = (BadRequest, SchemaError, IngestError, UnknownModelError)
+BAD_INPUT: tuple[type[Exception], ...] = (
+    BadRequest, SchemaError, IngestError, UnknownModelError, EditError,
+)
 #: Errors caused by a service being down or unconfigured (exit code 4 in the CLI).
 UNAVAILABLE: tuple[type[Exception], ...] = (
     StackUnavailable, DatabaseUnavailable, TemporalUnavailable,
@@ -83,7 +86,7 @@ UNAVAILABLE: tuple[type[Exception], ...] = (
 
 __all__ = [
     "BAD_INPUT", "UNAVAILABLE", "AllItemsFailed", "BadRequest", "BlockNotRetryable",
-    "DatabaseUnavailable", "IngestError", "NotFound", "NothingToRetry", "RetryRefused",
+    "DatabaseUnavailable", "EditError", "IngestError", "NotFound", "NothingToRetry", "RetryRefused",
     "RetryUnderWay", "RunStillActive", "SchemaError", "StackUnavailable",
     "TemporalUnavailable", "UnknownBlock", "UnknownModelError", "UnknownReason",
 ]

@@ -1,20 +1,56 @@
-"""Confirming staged overlays and exporting a run as JSONL (one line per block)."""
+"""Reviewing a run (edit a staged value, confirm, reject: each act recorded with who, when,
+before and after) and exporting it as JSONL or CSV (one line per block)."""
 
 from __future__ import annotations
 
+import csv
+import getpass
 import json
 import os
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 import asyncpg
 from pydantic import BaseModel
 
 from blockbatch.api.errors import BadRequest
+from core.review import parse_field_input
 from store import overlays
-from store.reads import ExportRow, export_snapshot, get_run
+from store.reads import ExportRow, ExportSnapshot, export_snapshot, get_run
 from store.repo import NotFound
+from store.runs import cached_run_context
+
+#: The environment variable naming who reviews, when no reviewer is given.
+REVIEWER_ENV = "BLOCKBATCH_REVIEWER"
+
+
+def default_reviewer() -> str:
+    """Who is reviewing when nobody said: ``$BLOCKBATCH_REVIEWER``, else the OS user."""
+    name = os.environ.get(REVIEWER_ENV, "").strip()
+    if name:
+        return name
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry and no LOGNAME/USER: a bare container
+        return f"uid-{os.getuid()}"
+
+
+def checked_reviewer(name: str | None) -> str:
+    """``name`` trimmed and checked (``None``: :func:`default_reviewer`).
+
+    Raises:
+        BadRequest: an empty name, or one over 200 characters.
+    """
+    if name is None:
+        return default_reviewer()
+    name = name.strip()
+    if not name:
+        raise BadRequest("the reviewer name is empty: give one (--reviewer NAME or "
+                         f"{REVIEWER_ENV}), it is recorded with every review action")
+    if len(name) > 200:
+        raise BadRequest(f"the reviewer name is {len(name)} characters long; 200 at most")
+    return name
 
 
 class ConfirmOutcome(BaseModel):
@@ -25,6 +61,28 @@ class ConfirmOutcome(BaseModel):
     already_confirmed: list[str]
     #: Confirmed blocks of the run after this request.
     total_confirmed: int
+    #: Who confirmed them (recorded in review_actions).
+    reviewer: str = ""
+
+
+class RejectOutcome(BaseModel):
+    run_id: str
+    #: Blocks moved from staging to rejected by this request.
+    rejected: list[str]
+    #: Asked-for blocks that were rejected before (left as they were).
+    already_rejected: list[str]
+    reviewer: str
+
+
+class EditOutcome(BaseModel):
+    run_id: str
+    block_uid: str
+    field: str
+    before: Any
+    after: Any
+    #: False when the value was already the staged one (nothing recorded).
+    changed: bool
+    reviewer: str
 
 
 def resolve_block_refs(document_id: str, refs: list[str]) -> list[str]:
@@ -32,35 +90,102 @@ def resolve_block_refs(document_id: str, refs: list[str]) -> list[str]:
     return list(dict.fromkeys(f"{document_id}:{r}" if r.isdigit() else r for r in refs))
 
 
-async def confirm(
-    pool: asyncpg.Pool, run_id: str, block_refs: list[str] | None = None
-) -> ConfirmOutcome:
-    """Copy staging to confirmed for the given blocks, or for every ``ai_complete`` block.
-
-    All or nothing: an unknown block, or one without an AI result, changes nothing.
-
-    Raises:
-        NotFound: unknown run or block uid.
-        BadRequest: a block that has no result to confirm (pending, failed, cancelled).
-    """
+async def _decide(
+    pool: asyncpg.Pool, run_id: str, block_refs: list[str] | None,
+    decision: Literal["confirm", "reject"], reviewer: str,
+) -> overlays.Decided:
     async with pool.acquire() as conn:
         run = await get_run(conn, run_id)
         uids = resolve_block_refs(run.document_id, block_refs) if block_refs else None
-        done = await overlays.confirm(conn, run_id, uids)
+        done = await overlays.decide(conn, run_id, uids, decision, reviewer)
+    verb = "confirmed" if decision == "confirm" else "rejected"
     if done.unknown:
         raise NotFound(
-            f"run {run_id} has no block {_few(done.unknown)}; nothing was confirmed. "
+            f"run {run_id} has no block {_few(done.unknown)}; nothing was {verb}. "
             f"See the blocks with `python starter.py review {run_id}`"
         )
     if done.unready:
         raise BadRequest(
-            f"only blocks with an AI result (ai_complete) can be confirmed, not "
-            f"{_few(done.unready)}; nothing was confirmed"
+            f"only blocks with an AI result (ai_complete) can be {verb}, not "
+            f"{_few(done.unready)}; nothing was {verb}"
         )
-    assert done.total_confirmed is not None  # set whenever the confirm went through
-    return ConfirmOutcome(run_id=run_id, confirmed=done.confirmed,
-                          already_confirmed=done.already_confirmed,
-                          total_confirmed=done.total_confirmed)
+    return done
+
+
+async def confirm(
+    pool: asyncpg.Pool, run_id: str, block_refs: list[str] | None = None,
+    reviewer: str | None = None,
+) -> ConfirmOutcome:
+    """Copy staging to confirmed for the given blocks, or for every ``ai_complete`` block.
+
+    All or nothing: an unknown block, or one without an AI result, changes nothing. Each
+    block confirmed is recorded in ``review_actions`` for ``reviewer`` (default:
+    :func:`default_reviewer`).
+
+    Raises:
+        NotFound: unknown run or block uid.
+        BadRequest: a block that has no result to confirm (pending, failed, cancelled,
+            rejected), or an empty reviewer name.
+    """
+    who = checked_reviewer(reviewer)
+    done = await _decide(pool, run_id, block_refs, "confirm", who)
+    assert done.total_confirmed is not None  # set whenever the decision went through
+    return ConfirmOutcome(run_id=run_id, confirmed=done.moved, already_confirmed=done.already,
+                          total_confirmed=done.total_confirmed, reviewer=who)
+
+
+async def reject(
+    pool: asyncpg.Pool, run_id: str, block_refs: list[str] | None, reviewer: str | None = None,
+) -> RejectOutcome:
+    """Reject the staged results of the given blocks (``None``: every ``ai_complete`` one).
+
+    All or nothing, like :func:`confirm`; a rejected block keeps its staged values for
+    the record, exports as ``null`` with status ``rejected``, and is recorded in
+    ``review_actions``.
+
+    Raises:
+        NotFound: unknown run or block uid.
+        BadRequest: a block without a staged result to reject, or an empty reviewer name.
+    """
+    who = checked_reviewer(reviewer)
+    done = await _decide(pool, run_id, block_refs, "reject", who)
+    return RejectOutcome(run_id=run_id, rejected=done.moved, already_rejected=done.already,
+                         reviewer=who)
+
+
+async def edit(
+    pool: asyncpg.Pool, run_id: str, block_ref: str, field: str, value: Any, *,
+    reviewer: str | None = None, as_text: bool = False,
+) -> EditOutcome:
+    """Change one staged field of an ``ai_complete`` block; the whole overlay must still
+    validate against the run's schema, else nothing changes.
+
+    Args:
+        pool: the pool.
+        run_id: the run.
+        block_ref: the block's uid or block index.
+        field: a field of the run's schema.
+        value: the new value; with ``as_text`` it is text as a person typed it (taken as
+            is for a string field, else parsed as JSON: see
+            :func:`core.review.parse_field_input`).
+        reviewer: who edits (default: :func:`default_reviewer`).
+        as_text: parse ``value`` from text.
+
+    Raises:
+        NotFound: unknown run or block.
+        EditError: not a field of the schema, text that is not JSON for a non-string field,
+            a value the schema refuses, or a block that is not ``ai_complete``.
+    """
+    who = checked_reviewer(reviewer)
+    async with pool.acquire() as conn:
+        run = await get_run(conn, run_id)
+        uid = resolve_block_refs(run.document_id, [block_ref])[0]
+        spec = (await cached_run_context(conn, run_id)).spec
+        if as_text:
+            value = parse_field_input(spec, field, str(value))
+        done = await overlays.edit_staging(conn, run_id, uid, field, value, spec, who)
+    return EditOutcome(run_id=run_id, block_uid=uid, field=field, before=done.before,
+                       after=done.after, changed=done.changed, reviewer=who)
 
 
 def _few(items: list[str], n: int = 5) -> str:
@@ -98,12 +223,63 @@ def export_line(row: ExportRow, *, staged: bool) -> dict[str, Any]:
     immutable = {**(row["metadata"] or {}), "block_uid": row["block_uid"],
                  "block_index": row["block_index"], "block_type": row["block_type"],
                  "block_content": row["block_content"]}
-    overlay = row["staging"] if staged else row["confirmed"]
+    overlay = _overlay(row, staged=staged)
     line: dict[str, Any] = {"immutable": immutable, "user_defined": overlay}
     if overlay is None:
         line["status"] = {"status": row["status"] or "not_planned",
                           "last_error": row["last_error"], "reason_code": row["reason_code"]}
+    if row["review"]:
+        line["review"] = row["review"]
     return line
+
+
+def _overlay(row: ExportRow, *, staged: bool) -> dict[str, Any] | None:
+    """The exported values: confirmed (or staging); a rejected result exports none."""
+    if row["status"] == "rejected":
+        return None
+    value: dict[str, Any] | None = row["staging"] if staged else row["confirmed"]
+    return value
+
+
+#: The CSV columns before the schema's fields, and after them.
+CSV_HEAD = ("block_uid", "block_index", "block_type", "block_content", "status",
+            "reason_code", "last_error")
+CSV_TAIL = ("review_actions", "last_reviewer", "last_reviewed_at")
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+async def export_csv(
+    pool: asyncpg.Pool, run_id: str, out: TextIO, *, staged: bool = False
+) -> ExportSummary:
+    """Write the run as CSV: one row per block in order, one column per schema field.
+
+    Columns: :data:`CSV_HEAD`, the schema's fields (strings as they are, other values as
+    JSON, empty without an exported value), then :data:`CSV_TAIL` (how many review acts,
+    the last reviewer and when). The JSONL export carries every act in full.
+    """
+    async with export_snapshot(pool, run_id) as snapshot:
+        fields = await snapshot.fields()
+        writer = csv.writer(out)
+        writer.writerow([*CSV_HEAD, *fields, *CSV_TAIL])
+        lines = with_overlay = 0
+        async for row in snapshot.rows():
+            overlay = _overlay(row, staged=staged)
+            review = row["review"] or []
+            writer.writerow([
+                *(_cell(row[c]) for c in CSV_HEAD[:4]), row["status"] or "not_planned",
+                _cell(row["reason_code"]), _cell(row["last_error"]),
+                *(_cell(overlay.get(f)) if overlay else "" for f in fields),
+                len(review), review[-1]["reviewer"] if review else "",
+                review[-1]["at"] if review else "",
+            ])
+            lines += 1
+            with_overlay += overlay is not None
+        return await _summary(snapshot, staged=staged, lines=lines, with_overlay=with_overlay)
 
 
 async def export_run(
@@ -111,16 +287,21 @@ async def export_run(
 ) -> ExportSummary:
     """Write the run's blocks as JSONL to ``out`` in block order (a consistent snapshot)."""
     async with export_snapshot(pool, run_id) as snapshot:
-        run = snapshot.run
         lines = with_overlay = 0
         async for row in snapshot.rows():
             line = export_line(row, staged=staged)
             out.write(json.dumps(line, ensure_ascii=False) + "\n")
             lines += 1
             with_overlay += line["user_defined"] is not None
-        doc = await snapshot.document()
+        return await _summary(snapshot, staged=staged, lines=lines, with_overlay=with_overlay)
+
+
+async def _summary(snapshot: ExportSnapshot, *, staged: bool, lines: int,
+                   with_overlay: int) -> ExportSummary:
+    run = snapshot.run
+    doc = await snapshot.document()
     return ExportSummary(
-        run_id=run_id, document=doc,
+        run_id=run.run_id, document=doc,
         schema_={"schema_id": run.schema_id, "name": run.schema_name}, model=run.model,
         status=run.status, error=run.error, overlays="staging" if staged else "confirmed",
         lines=lines, with_overlay=with_overlay,
@@ -135,16 +316,31 @@ async def export_run(
     )
 
 
-async def export_run_to_file(
-    pool: asyncpg.Pool, run_id: str, path: str | Path, *, staged: bool = False
+ExportFormat = Literal["jsonl", "csv"]
+
+
+async def export_to(
+    pool: asyncpg.Pool, run_id: str, out: TextIO, *, staged: bool = False,
+    fmt: ExportFormat = "jsonl",
 ) -> ExportSummary:
-    """Write ``path`` (JSONL) and ``path.meta.json``; a failed export leaves neither behind."""
+    """:func:`export_run` (JSONL) or :func:`export_csv` to ``out``."""
+    if fmt == "csv":
+        return await export_csv(pool, run_id, out, staged=staged)
+    return await export_run(pool, run_id, out, staged=staged)
+
+
+async def export_run_to_file(
+    pool: asyncpg.Pool, run_id: str, path: str | Path, *, staged: bool = False,
+    fmt: ExportFormat = "jsonl",
+) -> ExportSummary:
+    """Write ``path`` (JSONL or CSV) and ``path.meta.json``; a failed export leaves neither
+    behind."""
     path = Path(path)
     meta_path = Path(f"{path}.meta.json")
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with tmp.open("w", encoding="utf-8") as out:
-            summary = await export_run(pool, run_id, out, staged=staged)
+        with tmp.open("w", encoding="utf-8", newline="") as out:
+            summary = await export_to(pool, run_id, out, staged=staged, fmt=fmt)
         meta_path.write_text(json.dumps(summary.meta(), indent=2, ensure_ascii=False) + "\n")
         tmp.replace(path)
     finally:

@@ -1,5 +1,5 @@
 """`starter.py`: the command line front door (run, watch, retry, status, list, cancel,
-review, confirm, export, calls). ``main(argv, client)`` runs one command and returns its exit code.
+review, edit, confirm, reject, export, calls, serve). ``main(argv, client)`` runs one command and returns its exit code.
 """
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ Command = Callable[[argparse.Namespace, "Session"], Awaitable[int]]
 #: Command -> module of its ``cmd_<command>``; imported on use so `--help` stays quick.
 COMMANDS = {"run": "run", "watch": "run", "cancel": "run", "retry": "run", "status": "inspect",
             "list": "inspect", "calls": "inspect", "review": "review", "confirm": "review",
-            "export": "review", "limits": "inspect"}
+            "reject": "review", "edit": "review", "export": "review", "limits": "inspect",
+            "serve": "serve"}
 
 
 def command(name: str) -> Command:

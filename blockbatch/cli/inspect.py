@@ -31,7 +31,9 @@ def _when(t: datetime | None) -> str:
 
 def _blocks(info: RunInfo) -> str:
     b = info.blocks
-    return (f"{b['ai_complete'] + b['confirmed']} ok ({b['confirmed']} confirmed) · "
+    rejected = f", {b['rejected']} rejected" if b["rejected"] else ""
+    return (f"{b['ai_complete'] + b['confirmed'] + b['rejected']} ok ({b['confirmed']} "
+            f"confirmed{rejected}) · "
             f"{b['failed']} failed · {b['cancelled']} cancelled · {b['pending']} pending · "
             f"{info.blocks_total} total")
 
@@ -156,7 +158,7 @@ async def cmd_list(args: argparse.Namespace, s: Session) -> int:
     for r in runs:
         b = r.blocks
         rows.append([r.run_id, s.con.status(r.status), r.document_name, r.schema_name, r.model,
-                     f"{b['ai_complete'] + b['confirmed']}/{b['failed']}/{r.blocks_total}",
+                     f"{b['ai_complete'] + b['confirmed'] + b['rejected']}/{b['failed']}/{r.blocks_total}",
                      f"${r.cost_usd:.4f}", _when(r.created_at)])
     s.con.table(["RUN", "STATUS", "DOCUMENT", "SCHEMA", "MODEL", "OK/FAILED/TOTAL", "COST",
                  "CREATED"], rows, right=[5, 6])

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from core.ingest import FORMATS
 from core.reasons import REASONS
+from core.review import OVERLAY_STATUSES
 
 PROG = "python starter.py"
 
@@ -138,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     review.add_argument("--limit", type=_positive, default=20, help="blocks per page (20)")
     review.add_argument("--offset", type=_not_negative, default=0, help="skip this many blocks")
     review.add_argument("--status", action="append", metavar="STATUS",
-                        choices=["pending", "ai_complete", "failed", "cancelled", "confirmed"],
+                        choices=list(OVERLAY_STATUSES),
                         help="only blocks in this state (repeatable)")
     review.add_argument("--failed", action="store_true", help="only failed blocks")
     review.add_argument("--reason", action="append", metavar="CODE", choices=list(REASONS),
@@ -148,11 +149,35 @@ def build_parser() -> argparse.ArgumentParser:
                         help="only these blocks (uid, or block index)")
     review.add_argument("--full", action="store_true", help="do not shorten block content")
 
+    reviewer_help = ("who is reviewing, recorded with each act (default: "
+                     "$BLOCKBATCH_REVIEWER, else your OS user name)")
     confirm = run_id_command("confirm", "confirm staged overlays",
                              "Copy staged overlays to confirmed: the given blocks, or every "
-                             "ai_complete block. An unknown block changes nothing.")
+                             "ai_complete block. All or nothing: an unknown block, or one "
+                             "without a staged result, changes nothing. Each block confirmed "
+                             "is recorded (who, when, the value) and exported with the run.")
     confirm.add_argument("--block", action="extend", nargs="+", metavar="UID",
                          help="blocks to confirm (uid, or block index); default: all")
+    confirm.add_argument("--reviewer", metavar="NAME", help=reviewer_help)
+    reject = run_id_command("reject", "reject staged overlays",
+                            "Reject the staged results of the given blocks (or of every "
+                            "ai_complete block with --all): they export as null with status "
+                            "rejected. All or nothing, like confirm; each act is recorded.")
+    which = reject.add_mutually_exclusive_group(required=True)
+    which.add_argument("--block", action="extend", nargs="+", metavar="UID",
+                       help="blocks to reject (uid, or block index)")
+    which.add_argument("--all", action="store_true", help="every ai_complete block")
+    reject.add_argument("--reviewer", metavar="NAME", help=reviewer_help)
+    edit = run_id_command("edit", "change one staged value of a block",
+                          "Set FIELD of BLOCK's staged overlay to VALUE before confirming it. "
+                          "VALUE is taken as typed for a string field, else as JSON (12, "
+                          "true, [\"a\"], null). The overlay must still validate against "
+                          "the run's schema, else nothing changes (exit 2). Recorded with "
+                          "who, when, the value before and after.")
+    edit.add_argument("block", metavar="BLOCK", help="the block: uid, or block index")
+    edit.add_argument("field", metavar="FIELD", help="a field of the run's schema")
+    edit.add_argument("value", metavar="VALUE", help="the new value")
+    edit.add_argument("--reviewer", metavar="NAME", help=reviewer_help)
 
     export = run_id_command("export", "write the run as JSONL, one line per block",
                             "Write one JSON line per block in block order: "
@@ -162,6 +187,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="output file (default RUN_ID.jsonl; '-' for stdout, no sidecar)")
     export.add_argument("--staged", action="store_true",
                         help="export staged overlays instead of confirmed ones")
+    export.add_argument("--format", dest="fmt", choices=["jsonl", "csv"], default="jsonl",
+                        help="jsonl (default; review acts in full) or csv (one column per "
+                             "schema field; the last reviewer and when)")
 
     calls = run_id_command("calls", "show the run's LLM call ledger",
                            "One line per Claude call: pack path, attempt, purpose, API, stop "
@@ -176,4 +204,15 @@ def build_parser() -> argparse.ArgumentParser:
     calls.add_argument("--full", action="store_true",
                        help="with --show: print the system prompt and tool definitions whole "
                             "(default: their first 200 characters, length and sha256)")
+    serve = command("serve", "serve the review web app",
+                    "Serve the review web app: runs, each run's blocks in a grid (filter, "
+                    "edit staged values, confirm or reject), exports and the call ledger. "
+                    "Bound to 127.0.0.1 unless --host says otherwise; any other address "
+                    "needs BLOCKBATCH_SERVE_TOKEN set (people then sign in with it).")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to bind (default 127.0.0.1: this machine only)")
+    serve.add_argument("--port", type=_positive, default=8780, help="port (default 8780)")
+    serve.add_argument("--reviewer", metavar="NAME",
+                       help="the name acts are recorded under unless a person sets theirs "
+                            "on the page (default: $BLOCKBATCH_REVIEWER, else the OS user)")
     return parser

@@ -1,4 +1,5 @@
-"""`review`, `confirm` and `export`: look at results, accept them, take them away."""
+"""`review`, `edit`, `confirm`, `reject` and `export`: look at results, correct them, accept
+or refuse them, take them away."""
 
 from __future__ import annotations
 
@@ -82,13 +83,13 @@ async def cmd_review(args: argparse.Namespace, s: Session) -> int:
 
 async def cmd_confirm(args: argparse.Namespace, s: Session) -> int:
     bb = await s.bb(temporal=False)
-    outcome = await bb.confirm(args.run_id, args.block)
+    outcome = await bb.confirm(args.run_id, args.block, reviewer=args.reviewer)
     if s.con.json:
         s.con.data(outcome.model_dump(mode="json"))
         return 0
     n = len(outcome.confirmed)
-    s.con.line(f"confirmed {n} block{'s' if n != 1 else ''} of run {outcome.run_id}; "
-               f"{outcome.total_confirmed} confirmed in all")
+    s.con.line(f"confirmed {n} block{'s' if n != 1 else ''} of run {outcome.run_id} as "
+               f"{outcome.reviewer}; {outcome.total_confirmed} confirmed in all")
     if outcome.already_confirmed:
         s.con.line(f"  already confirmed before: {', '.join(outcome.already_confirmed[:10])}")
     if not n and not outcome.already_confirmed:
@@ -97,14 +98,48 @@ async def cmd_confirm(args: argparse.Namespace, s: Session) -> int:
     return 0
 
 
+async def cmd_reject(args: argparse.Namespace, s: Session) -> int:
+    bb = await s.bb(temporal=False)
+    outcome = await bb.reject(args.run_id, None if args.all else args.block,
+                              reviewer=args.reviewer)
+    if s.con.json:
+        s.con.data(outcome.model_dump(mode="json"))
+        return 0
+    n = len(outcome.rejected)
+    s.con.line(f"rejected {n} block{'s' if n != 1 else ''} of run {outcome.run_id} as "
+               f"{outcome.reviewer}")
+    if outcome.already_rejected:
+        s.con.line(f"  already rejected before: {', '.join(outcome.already_rejected[:10])}")
+    if not n and not outcome.already_rejected:
+        s.con.line("  nothing to reject: no block has an unconfirmed AI result")
+    return 0
+
+
+async def cmd_edit(args: argparse.Namespace, s: Session) -> int:
+    bb = await s.bb(temporal=False)
+    outcome = await bb.edit(args.run_id, args.block, args.field, args.value,
+                            reviewer=args.reviewer, as_text=True)
+    if s.con.json:
+        s.con.data(outcome.model_dump(mode="json"))
+        return 0
+    if not outcome.changed:
+        s.con.line(f"{outcome.block_uid} {outcome.field} is already {_value(outcome.after)}; "
+                   "nothing changed")
+        return 0
+    s.con.line(f"{outcome.block_uid} {outcome.field}: {_value(outcome.before)} → "
+               f"{_value(outcome.after)} (staged, by {outcome.reviewer})")
+    s.con.line(f"  confirm: {PROG} confirm {outcome.run_id} --block {outcome.block_uid}")
+    return 0
+
+
 async def cmd_export(args: argparse.Namespace, s: Session) -> int:
     bb = await s.bb(temporal=False)
     if args.out == "-":
-        await bb.export(args.run_id, sys.stdout, staged=args.staged)
+        await bb.export(args.run_id, sys.stdout, staged=args.staged, fmt=args.fmt)
         sys.stdout.flush()  # a closed pipe shows here, inside the command, not at exit
         return 0
-    out = args.out or f"{args.run_id}.jsonl"
-    summary = await bb.export(args.run_id, out, staged=args.staged)
+    out = args.out or f"{args.run_id}.{args.fmt}"
+    summary = await bb.export(args.run_id, out, staged=args.staged, fmt=args.fmt)
     if s.con.json:
         s.con.data({"path": out, "meta_path": f"{out}.meta.json", **summary.meta()})
         return 0

@@ -1,0 +1,43 @@
+"""`serve`: the review web app, on 127.0.0.1 unless told otherwise (see blockbatch/web)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+
+import uvicorn
+
+from blockbatch.api.errors import BadRequest
+from blockbatch.api.review import checked_reviewer
+from blockbatch.cli.session import Session
+from blockbatch.web.app import create_app
+from blockbatch.web.security import TOKEN_ENV, check_bind
+
+
+def _check_port_free(host: str, port: int) -> None:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as err:
+            raise BadRequest(f"cannot listen on {host}:{port} ({err.strerror}): choose another "
+                             "port with --port, or another address with --host") from None
+
+
+async def cmd_serve(args: argparse.Namespace, s: Session) -> int:
+    token = os.environ.get(TOKEN_ENV) or None
+    check_bind(args.host, token)  # before anything listens or connects
+    reviewer = checked_reviewer(args.reviewer)
+    _check_port_free(args.host, args.port)
+    bb = await s.bb(temporal=False)
+    app = create_app(bb, s.settings, token=token, reviewer=reviewer)
+    shown = f"[{args.host}]" if ":" in args.host else args.host
+    access = f"sign-in with {TOKEN_ENV}" if token else "no sign-in: this machine only"
+    s.con.line(f"review app on http://{shown}:{args.port}/ ({access}; acts are recorded as "
+               f"{reviewer} unless a person sets a name on the page); Ctrl-C stops it")
+    server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port,
+                                           log_level="warning", access_log=False))
+    await server.serve()
+    return 0

@@ -1,0 +1,334 @@
+"""The review web app: runs, a run's blocks in a grid, review acts, exports, the call ledger.
+
+Server-rendered (Starlette + Jinja2 templates with autoescape on; a few lines of inline
+script, no build step). Every page reads through the :class:`~blockbatch.api.Blockbatch`
+API and every change goes through it too (``edit``, ``confirm``, ``reject``), so the web
+app, the CLI and a Python program follow the same rules and leave the same record.
+``security.py`` says how it is kept safe; ``starter.py serve`` starts it.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlencode
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.background import BackgroundTask
+from starlette.datastructures import FormData
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from blockbatch.api import BadRequest, Blockbatch, EditError, NotFound
+from blockbatch.api.review import checked_reviewer
+from blockbatch.report import run_links
+from blockbatch.web.security import (
+    CSRF_FIELD,
+    SESSION_COOKIE,
+    GuardMiddleware,
+    csrf_protected,
+    session_value,
+)
+from core.reasons import REASONS
+from core.review import OVERLAY_STATUSES, REVIEWABLE
+from runtime.settings import Settings
+from store.review import MAX_PAGE
+
+#: The grid's query parameters; the only ones carried from a form back to the grid.
+GRID_PARAMS = ("status", "reason", "type", "after", "before", "limit")
+REVIEWER_COOKIE = "bb_reviewer"
+PAGE_SIZE = 50
+
+
+def _field_text(value: Any) -> str:
+    """A value as a person edits it: a string as is, anything else as JSON."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _templates() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+        autoescape=True,  # block text and model output are data, never markup
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters["field_text"] = _field_text
+    env.filters["pretty"] = lambda v: json.dumps(v, ensure_ascii=False, indent=2)
+    return env
+
+
+class GridQuery:
+    """The grid's filter and page, parsed and checked from query parameters."""
+
+    def __init__(self, params: dict[str, str]) -> None:
+        self.params = {k: params[k] for k in GRID_PARAMS if params.get(k)}
+        p = self.params
+        if p.get("status") and p["status"] not in OVERLAY_STATUSES:
+            raise BadRequest(f"unknown status {p['status']!r}; one of: "
+                             + ", ".join(OVERLAY_STATUSES))
+        if p.get("reason") and p["reason"] not in REASONS:
+            raise BadRequest(f"unknown reason code {p['reason']!r}; one of: "
+                             + ", ".join(REASONS))
+        self.after = self._int("after", 0)
+        self.before = self._int("before", 0)
+        self.limit = self._int("limit", 1) or PAGE_SIZE
+        if self.limit > MAX_PAGE:
+            raise BadRequest(f"limit: at most {MAX_PAGE} blocks a page")
+
+    def _int(self, key: str, minimum: int) -> int | None:
+        text = self.params.get(key)
+        if text is None:
+            return None
+        if not text.isdigit() or int(text) < minimum:
+            raise BadRequest(f"{key}: {text!r} is not a whole number of at least {minimum}")
+        return int(text)
+
+    def url(self, run_id: str, **changes: Any) -> str:
+        """The grid URL with this query, ``changes`` applied (``None`` drops a key)."""
+        params = {**self.params, **{k: v for k, v in changes.items()}}
+        query = urlencode({k: v for k, v in params.items() if v not in (None, "")})
+        return f"/runs/{quote(run_id, safe='')}" + (f"?{query}" if query else "")
+
+    def back(self) -> str:
+        """This query as a form's ``back`` field."""
+        return urlencode(self.params)
+
+    @classmethod
+    def from_back(cls, back: str) -> GridQuery:
+        return cls(dict(parse_qsl(back)))
+
+
+class ReviewApp:
+    """The pages and actions, over one :class:`Blockbatch`."""
+
+    def __init__(self, bb: Blockbatch, settings: Settings, *, token: str | None,
+                 reviewer: str) -> None:
+        self.bb = bb
+        self.settings = settings
+        self.token = token
+        self.reviewer = reviewer
+        self.env = _templates()
+
+    # ------------------------------------------------------------------ helpers
+
+    def who(self, request: Request) -> str:
+        """Who is reviewing: the name this browser set, else the server's reviewer."""
+        name = request.cookies.get(REVIEWER_COOKIE, "").strip()
+        return name[:100] if name else self.reviewer
+
+    def render(self, request: Request, name: str, status_code: int = 200,
+               **context: Any) -> HTMLResponse:
+        html = self.env.get_template(name).render(
+            csrf=request.state.csrf, csrf_field=CSRF_FIELD, nonce=request.state.nonce,
+            reviewer=self.who(request), signed_in=bool(self.token), **context)
+        return HTMLResponse(html, status_code=status_code)
+
+    def problem(self, request: Request, status_code: int, message: str) -> HTMLResponse:
+        return self.render(request, "error.html", status_code, message=message)
+
+    def _form_text(self, form: FormData, key: str) -> str:
+        value = form.get(key)
+        return value if isinstance(value, str) else ""
+
+    # ------------------------------------------------------------------ pages
+
+    async def runs(self, request: Request) -> Response:
+        runs = await self.bb.runs(limit=100)
+        active = [r.run_id for r in runs if r.active]
+        live = await self.bb.live_costs(active) if active else {}
+        rows = [{"run": r, "links": run_links(self.settings, r.run_id),
+                 "cost": live.get(r.run_id, r.cost_usd)} for r in runs]
+        return self.render(request, "runs.html", rows=rows, refresh=bool(active))
+
+    async def grid(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        try:
+            query = GridQuery(dict(request.query_params))
+        except BadRequest as err:
+            return self.problem(request, 400, str(err))
+        return await self.render_grid(request, run_id, query,
+                                      note=request.query_params.get("note"))
+
+    async def render_grid(
+        self, request: Request, run_id: str, query: GridQuery, *, status_code: int = 200,
+        note: str | None = None, error: str | None = None,
+        field_errors: dict[tuple[str, str], str] | None = None,
+        typed: dict[tuple[str, str], str] | None = None,
+    ) -> Response:
+        try:
+            run = await self.bb.run(run_id)
+        except NotFound as err:
+            return self.problem(request, 404, str(err))
+        page = await self.bb.grid(
+            run_id, status=query.params.get("status"), reason=query.params.get("reason"),
+            block_type=query.params.get("type"), limit=query.limit, after=query.after,
+            before=query.before)
+        return self.render(
+            request, "grid.html", status_code, run=run, page=page, query=query,
+            types=await self.bb.block_types(run_id),
+            reasons=await self.bb.failure_reasons(run_id),
+            statuses=OVERLAY_STATUSES, reviewable=REVIEWABLE,
+            actions=await self.bb.review_actions(run_id, limit=20),
+            links=run_links(self.settings, run_id), note=note, error=error,
+            field_errors=field_errors or {}, typed=typed or {},
+        )
+
+    async def calls(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        pack = request.query_params.get("pack") or None
+        offset_text = request.query_params.get("offset", "0")
+        if not offset_text.isdigit():
+            return self.problem(request, 400, f"offset: {offset_text!r} is not a number")
+        try:
+            run = await self.bb.run(run_id)
+            total, rows = await self.bb.calls(run_id, pack=pack, offset=int(offset_text),
+                                              limit=PAGE_SIZE)
+        except NotFound as err:
+            return self.problem(request, 404, str(err))
+        return self.render(request, "calls.html", run=run, pack=pack, total=total,
+                           rows=rows, offset=int(offset_text), page_size=PAGE_SIZE)
+
+    async def call(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        full = request.query_params.get("full") == "1"
+        try:
+            detail = await self.bb.call(run_id, request.path_params["call_id"], full=full)
+        except NotFound as err:
+            return self.problem(request, 404, str(err))
+        return self.render(request, "call.html", call=detail, full=full)
+
+    async def export(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        fmt = request.query_params.get("format", "jsonl")
+        if fmt not in ("jsonl", "csv"):
+            return self.problem(request, 400, f"format: {fmt!r}; jsonl or csv")
+        staged = request.query_params.get("staged") == "1"
+        tmp = tempfile.TemporaryDirectory(prefix="bb-export-")
+        path = Path(tmp.name) / f"{run_id}.{fmt}"
+        try:
+            await self.bb.export(run_id, path, staged=staged, fmt=fmt)  # type: ignore[arg-type]
+        except NotFound as err:
+            tmp.cleanup()
+            return self.problem(request, 404, str(err))
+        name = f"{run_id}{'-staged' if staged else ''}.{fmt}"
+        media = "text/csv; charset=utf-8" if fmt == "csv" else "application/x-ndjson"
+        return FileResponse(path, media_type=media, filename=name,
+                            background=BackgroundTask(tmp.cleanup))
+
+    async def login_page(self, request: Request) -> Response:
+        if not self.token:
+            return RedirectResponse("/", status_code=303)
+        return self.render(request, "login.html", next=_local(request.query_params.get("next")),
+                           error=None)
+
+    # ------------------------------------------------------------------ actions
+
+    async def login(self, request: Request, form: FormData) -> Response:
+        if not self.token:
+            return RedirectResponse("/", status_code=303)
+        target = _local(self._form_text(form, "next"))
+        if not hmac.compare_digest(self._form_text(form, "token").encode(),
+                                   self.token.encode()):
+            return self.render(request, "login.html", 401, next=target,
+                               error="that is not the token this server was started with")
+        response = RedirectResponse(target, status_code=303)
+        response.set_cookie(SESSION_COOKIE, session_value(self.token), httponly=True,
+                            samesite="strict")
+        return response
+
+    async def set_reviewer(self, request: Request, form: FormData) -> Response:
+        target = _local(self._form_text(form, "next"))
+        try:
+            name = checked_reviewer(self._form_text(form, "reviewer"))
+        except BadRequest as err:
+            return self.problem(request, 400, str(err))
+        response = RedirectResponse(target, status_code=303)
+        response.set_cookie(REVIEWER_COOKIE, name[:100], httponly=True, samesite="strict")
+        return response
+
+    async def edit(self, request: Request, form: FormData) -> Response:
+        run_id = request.path_params["run_id"]
+        query = GridQuery.from_back(self._form_text(form, "back"))
+        block, field = self._form_text(form, "block"), self._form_text(form, "field")
+        value = self._form_text(form, "value")
+        try:
+            done = await self.bb.edit(run_id, block, field, value, as_text=True,
+                                      reviewer=self.who(request))
+        except EditError as err:
+            return await self.render_grid(
+                request, run_id, query, status_code=422,
+                error=f"nothing was changed: {err}",
+                field_errors={(block, field): str(err)}, typed={(block, field): value})
+        except NotFound as err:
+            return self.problem(request, 404, str(err))
+        note = (f"{done.block_uid} {field}: {_field_text(done.before)} → "
+                f"{_field_text(done.after)}" if done.changed
+                else f"{done.block_uid} {field} unchanged")
+        return RedirectResponse(query.url(run_id, note=note), status_code=303)
+
+    async def decide(self, request: Request, form: FormData) -> Response:
+        run_id = request.path_params["run_id"]
+        query = GridQuery.from_back(self._form_text(form, "back"))
+        # act: confirm / reject the selected (or one row's) blocks, or "-shown": every
+        # block on the page that has a staged result.
+        act = self._form_text(form, "act")
+        decision, _, scope = act.partition("-")
+        if decision not in ("confirm", "reject") or scope not in ("", "shown"):
+            return self.problem(request, 400, f"act: {act!r}; confirm, reject, "
+                                "confirm-shown or reject-shown")
+        key = "shown" if scope == "shown" else "block"
+        blocks = [b for b in form.getlist(key) if isinstance(b, str) and b]
+        if not blocks:
+            return await self.render_grid(
+                request, run_id, query, status_code=400,
+                error=f"nothing to {decision}: select blocks first (or use "
+                      f"'{decision} all shown')")
+        try:
+            if decision == "confirm":
+                confirmed = await self.bb.confirm(run_id, blocks, reviewer=self.who(request))
+                moved = len(confirmed.confirmed)
+            else:
+                rejected = await self.bb.reject(run_id, blocks, reviewer=self.who(request))
+                moved = len(rejected.rejected)
+        except NotFound as err:
+            return await self.render_grid(request, run_id, query, status_code=404,
+                                          error=str(err))
+        except BadRequest as err:
+            return await self.render_grid(request, run_id, query, status_code=409,
+                                          error=str(err))
+        verb = "confirmed" if decision == "confirm" else "rejected"
+        note = f"{verb} {moved} block{'s' if moved != 1 else ''}"
+        return RedirectResponse(query.url(run_id, note=note), status_code=303)
+
+
+def _local(target: str | None) -> str:
+    """A same-site path to go back to (anything else, e.g. ``//evil``, becomes ``/``)."""
+    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return "/"
+    return target
+
+
+def create_app(bb: Blockbatch, settings: Settings, *, token: str | None = None,
+               reviewer: str) -> Starlette:
+    """The ASGI app. ``token``: require sign-in with it; ``reviewer``: the name acts are
+    recorded under unless a browser set its own."""
+    app = ReviewApp(bb, settings, token=token, reviewer=reviewer)
+    routes = [
+        Route("/", app.runs),
+        Route("/runs/{run_id}", app.grid),
+        Route("/runs/{run_id}/export", app.export),
+        Route("/runs/{run_id}/calls", app.calls),
+        Route("/runs/{run_id}/calls/{call_id:int}", app.call),
+        Route("/login", app.login_page),
+        # Every route that changes something is a POST behind the CSRF check.
+        Route("/login", csrf_protected(app.login), methods=["POST"]),
+        Route("/reviewer", csrf_protected(app.set_reviewer), methods=["POST"]),
+        Route("/runs/{run_id}/edit", csrf_protected(app.edit), methods=["POST"]),
+        Route("/runs/{run_id}/decide", csrf_protected(app.decide), methods=["POST"]),
+    ]
+    return Starlette(routes=routes, middleware=[Middleware(GuardMiddleware, token=token)])

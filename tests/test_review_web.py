@@ -1,0 +1,275 @@
+"""The review web app in a real headless browser (Debian's chromium via Playwright) against
+a finished run on the real stack: open, filter, edit (a bad value refused with the schema's
+error and nothing changed), confirm a selection, reject, export, read a pack's ledger;
+block text that is a <script> tag shown as text; a change without the CSRF token refused;
+sign-in when a token is set; a non-local bind without a token refused.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from playwright.async_api import Page, async_playwright, expect
+from yarl import URL
+
+from blockbatch.web.app import create_app
+from blockbatch.web.security import CSRF_COOKIE, CSRF_FIELD
+from tests.conftest import ROOT, Stack
+from tests.web_helpers import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    FAILED_BLOCK,
+    SCRIPT_BLOCK,
+    finished_run,
+    screenshot_dir,
+    serving,
+)
+
+needs_chromium = pytest.mark.skipif(
+    not Path(CHROMIUM).exists(),
+    reason="Debian's chromium is missing: `make test` installs it as root, else "
+           "`sudo apt-get install chromium`")
+
+
+async def overlay(s: Stack, run_id: str, index: int) -> dict[str, Any]:
+    row = await s.pool.fetchrow(
+        "select status, staging, confirmed from overlays where run_id = $1 and block_index = $2",
+        run_id, index)
+    return dict(row)
+
+
+async def actions(s: Stack, run_id: str) -> list[dict[str, Any]]:
+    rows = await s.pool.fetch(
+        """select block_uid, action, reviewer, field, before, after, old_status, new_status
+           from review_actions where run_id = $1 order by id""", run_id)
+    return [dict(r) for r in rows]
+
+
+def browser_like() -> aiohttp.ClientSession:
+    """An HTTP client that keeps cookies of 127.0.0.1, as a browser does."""
+    return aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True))
+
+
+async def shot(page: Page, name: str) -> None:
+    folder = screenshot_dir()
+    if folder is not None:
+        await page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+
+
+@needs_chromium
+async def test_review_a_run_in_the_browser(bbstack: Stack, tmp_path: Path) -> None:
+    run_id, doc = await finished_run(bbstack)
+    app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
+    async with serving(app) as base, async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = await browser.new_page(accept_downloads=True,
+                                          viewport={"width": 1500, "height": 900})
+            await _walk_through(page, base, bbstack, run_id, doc, tmp_path)
+        finally:
+            await browser.close()
+
+
+async def _walk_through(page: Page, base: str, s: Stack, run_id: str, doc: str,
+                        tmp: Path) -> None:
+    # The runs page lists the finished run with its counts and Temporal UI links.
+    await page.goto(base + "/")
+    row = page.locator(f"tr[data-run='{run_id}']")
+    await expect(row).to_contain_text("completed_with_failures")
+    assert await row.locator("a", has_text="run").last.get_attribute("href") == \
+        s.settings.run_url(f"run-{run_id}")
+    await shot(page, "runs")
+    await row.locator(f"a[href='/runs/{run_id}']").click()
+
+    # The grid: every block beside its staged fields; the <script> block is text, not run.
+    await expect(page.locator("#grid tr[data-uid]")).to_have_count(10)
+    assert await page.locator("#content-2").inner_text() == SCRIPT_BLOCK
+    assert await page.evaluate("typeof window.__pwned") == "undefined"
+    original = (await overlay(s, run_id, 1))["staging"]
+    assert await page.locator("#v-1-word_count").input_value() == str(original["word_count"])
+    await shot(page, "grid")
+
+    # Filters: by status, by reason code, by block type.
+    await page.select_option("#f-status", "failed")
+    await page.click("#apply-filter")
+    await expect(page.locator("#grid tr[data-uid]")).to_have_count(1)
+    await expect(page.locator(f"#row-{FAILED_BLOCK}")).to_contain_text("missing_from_answer")
+    await page.select_option("#f-status", "")
+    await page.select_option("#f-reason", "missing_from_answer")
+    await page.click("#apply-filter")
+    await expect(page.locator("#grid tr[data-uid]")).to_have_count(1)
+    await page.goto(f"{base}/runs/{run_id}?type=heading")
+    await expect(page.locator("#grid tr[data-uid]")).to_have_count(2)
+    assert await page.locator("#grid tr[data-uid]").evaluate_all(
+        "rows => rows.map(r => r.id)") == ["row-0", "row-6"]
+    await page.goto(f"{base}/runs/{run_id}?limit=4&after=3")  # keyset: blocks 4..7
+    assert await page.locator("#grid tr[data-uid]").evaluate_all(
+        "rows => rows.map(r => r.id)") == ["row-4", "row-5", "row-6", "row-7"]
+    await page.click("#next-page")
+    assert await page.locator("#grid tr[data-uid]").evaluate_all(
+        "rows => rows.map(r => r.id)") == ["row-8", "row-9"]
+    await page.goto(f"{base}/runs/{run_id}")
+
+    # A value the schema refuses: its error beside the field, and nothing changed.
+    await page.fill("#v-1-word_count", "-3")
+    await page.click("#save-1-word_count")
+    error = page.locator("#err-1-word_count")
+    await expect(error).to_contain_text("minimum of 0")
+    assert await page.locator("#v-1-word_count").input_value() == "-3"  # what was typed
+    await page.fill("#v-1-word_count", "many")
+    await page.click("#save-1-word_count")
+    await expect(page.locator("#err-1-word_count")).to_contain_text("not a JSON value")
+    assert (await overlay(s, run_id, 1))["staging"] == original
+    assert await actions(s, run_id) == []
+    await shot(page, "edit-error")
+
+    # A good value is staged and recorded; a string field takes the text as typed.
+    await page.fill("#v-1-word_count", "999")
+    await page.click("#save-1-word_count")
+    await expect(page.locator("#note")).to_contain_text("→ 999")
+    await page.fill("#v-1-summary", 'Drain first, then "restart" <one> at a time')
+    await page.click("#save-1-summary")
+    await expect(page.locator("#note")).to_be_visible()
+    staged = (await overlay(s, run_id, 1))["staging"]
+    assert staged == {**original, "word_count": 999,
+                      "summary": 'Drain first, then "restart" <one> at a time'}
+
+    # Confirm a selection (blocks 1 and 2), reject one block (3) from its row.
+    await page.check("#row-1 input.pick")
+    await page.check("#row-2 input.pick")
+    await page.click("#confirm-selected")
+    await expect(page.locator("#note")).to_contain_text("confirmed 2 blocks")
+    await page.click("#reject-3")
+    await expect(page.locator("#note")).to_contain_text("rejected 1 block")
+    await shot(page, "grid-reviewed")
+
+    statuses = {i: (await overlay(s, run_id, i))["status"] for i in range(10)}
+    assert statuses == {0: "ai_complete", 1: "confirmed", 2: "confirmed", 3: "rejected",
+                        4: "ai_complete", 5: "ai_complete", 6: "ai_complete",
+                        7: "ai_complete", 8: "failed", 9: "ai_complete"}
+    assert (await overlay(s, run_id, 1))["confirmed"] == staged
+    acts = await actions(s, run_id)
+    uid = f"{doc}:1"
+    assert [(a["block_uid"], a["action"], a["field"]) for a in acts] == [
+        (uid, "edit", "word_count"), (uid, "edit", "summary"), (uid, "confirm", None),
+        (f"{doc}:2", "confirm", None), (f"{doc}:3", "reject", None)]
+    assert {a["reviewer"] for a in acts} == {"ada"}
+    assert (acts[0]["before"], acts[0]["after"]) == (original["word_count"], 999)
+    assert acts[2]["after"] == staged and acts[4]["before"] is not None
+
+    # Export: JSONL and CSV downloads show exactly that.
+    async with page.expect_download() as info:
+        await page.click("#export-jsonl")
+    jsonl = tmp / "export.jsonl"
+    await (await info.value).save_as(jsonl)
+    lines = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert [ln["immutable"]["block_index"] for ln in lines] == list(range(10))
+    assert lines[1]["user_defined"] == staged
+    assert [r["action"] for r in lines[1]["review"]] == ["edit", "edit", "confirm"]
+    assert lines[1]["review"][0]["reviewer"] == "ada"
+    assert lines[1]["review"][0]["before"] == original["word_count"]
+    assert lines[3]["user_defined"] is None and lines[3]["status"]["status"] == "rejected"
+    assert lines[3]["review"][0]["action"] == "reject"
+    others = [ln for i, ln in enumerate(lines) if i not in (1, 2, 3)]
+    assert all(ln["user_defined"] is None and "review" not in ln for ln in others)
+    async with page.expect_download() as info:
+        await page.click("#export-csv")
+    table = list(csv.DictReader(io.StringIO(
+        Path(await (await info.value).path()).read_text())))
+    assert table[1]["word_count"] == "999" and table[1]["last_reviewer"] == "ada"
+    assert table[1]["review_actions"] == "3" and table[3]["status"] == "rejected"
+    assert table[2]["block_content"] == SCRIPT_BLOCK and table[0]["word_count"] == ""
+
+    # The ledger of block 4's pack, and one call with its request and response.
+    await page.click("#row-4 a[href*='/calls?pack=']")
+    await expect(page.locator("#calls")).to_be_visible()
+    await page.locator("#calls a").first.click()
+    await expect(page.locator("#request")).to_contain_text(f"{doc}:4")
+    await expect(page.locator("#response")).to_contain_text("tool_use")
+    assert "sim-test-key" not in await page.content()
+    await shot(page, "call")
+
+
+async def test_changes_need_the_csrf_token(bbstack: Stack) -> None:
+    run_id, doc = await finished_run(bbstack)
+    app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
+    # Every route that changes something is behind the CSRF check.
+    posts = [r for r in app.routes if "POST" in (getattr(r, "methods", None) or ())]
+    assert posts and all(getattr(r.endpoint, "csrf_protected", False) for r in posts)
+    async with serving(app) as base, browser_like() as http:
+        page = await http.get(f"{base}/runs/{run_id}")
+        assert page.status == 200
+        token = http.cookie_jar.filter_cookies(URL(base))[CSRF_COOKIE].value
+        assert f'name="{CSRF_FIELD}" value="{token}"' in await page.text()
+        form = {"act": "confirm", "block": f"{doc}:0", "back": ""}
+        missing = await http.post(f"{base}/runs/{run_id}/decide", data=form,
+                                  allow_redirects=False)
+        assert missing.status == 403 and "CSRF" in await missing.text()
+        wrong = await http.post(f"{base}/runs/{run_id}/decide",
+                                data={**form, CSRF_FIELD: "x" + token[1:]},
+                                allow_redirects=False)
+        assert wrong.status == 403
+        edit = await http.post(f"{base}/runs/{run_id}/edit", data={
+            "block": f"{doc}:0", "field": "word_count", "value": "5"}, allow_redirects=False)
+        assert edit.status == 403
+        assert (await overlay(bbstack, run_id, 0))["status"] == "ai_complete"
+        assert await actions(bbstack, run_id) == []
+        # The same form with the token goes through.
+        ok = await http.post(f"{base}/runs/{run_id}/decide", data={**form, CSRF_FIELD: token},
+                             allow_redirects=False)
+        assert ok.status == 303
+        assert (await overlay(bbstack, run_id, 0))["status"] == "confirmed"
+
+
+async def test_with_a_token_every_page_needs_sign_in(bbstack: Stack) -> None:
+    secret = "a-long-enough-serve-token"
+    app = create_app(bbstack.bb, bbstack.settings, token=secret, reviewer="ada")
+    async with serving(app) as base, browser_like() as http:
+        first = await http.get(f"{base}/", allow_redirects=False)
+        assert first.status == 303 and first.headers["location"] == "/login?next=/"
+        login = await http.get(f"{base}/login")
+        assert login.status == 200
+        csrf = http.cookie_jar.filter_cookies(URL(base))[CSRF_COOKIE].value
+        bad = await http.post(f"{base}/login", data={CSRF_FIELD: csrf, "token": "guess",
+                                                     "next": "/"}, allow_redirects=False)
+        assert bad.status == 401
+        assert (await http.get(f"{base}/", allow_redirects=False)).status == 303
+        good = await http.post(f"{base}/login", data={CSRF_FIELD: csrf, "token": secret,
+                                                      "next": "//elsewhere.example"},
+                               allow_redirects=False)
+        assert good.status == 303 and good.headers["location"] == "/"  # never off-site
+        page = await http.get(f"{base}/", allow_redirects=False)
+        assert page.status == 200 and "Runs" in await page.text()
+        assert secret not in await page.text()
+        async with aiohttp.ClientSession() as script:  # a script sends the token instead
+            bearer = await script.get(f"{base}/", allow_redirects=False,
+                                      headers={"Authorization": f"Bearer {secret}"})
+            assert bearer.status == 200
+            wrong = await script.get(f"{base}/", allow_redirects=False,
+                                     headers={"Authorization": "Bearer guess"})
+            assert wrong.status == 303
+
+
+def test_a_non_local_bind_without_a_token_is_refused(tmp_path: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "NO_COLOR": "1",
+           "DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"}
+    refused = subprocess.run([sys.executable, "starter.py", "serve", "--host", "0.0.0.0"],
+                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+                             check=False)
+    assert refused.returncode == 2
+    assert "refusing to serve on 0.0.0.0" in refused.stderr
+    assert "BLOCKBATCH_SERVE_TOKEN" in refused.stderr
+    short = subprocess.run([sys.executable, "starter.py", "serve", "--host", "0.0.0.0"],
+                           cwd=ROOT, env={**env, "BLOCKBATCH_SERVE_TOKEN": "short"},
+                           capture_output=True, text=True, timeout=60, check=False)
+    assert short.returncode == 2 and "16 or more" in short.stderr
+    assert re.search(r"Traceback", refused.stderr + short.stderr) is None

@@ -1,0 +1,89 @@
+"""Serving the review app inside a test, a finished run to review, and the headless browser.
+
+The browser is Debian's ``chromium`` driven by Playwright (its own browser download does
+not work offline); ``make test`` installs the package when it runs as root.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import uvicorn
+from starlette.applications import Starlette
+
+from core.models import RunOptions
+from devtools import stack
+from tests.conftest import Stack
+from tests.helpers import extract_schema
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+#: Set to a folder to have the browser test save a screenshot of each page there
+#: (``make screenshots`` writes the README's into docs/screenshots).
+SCREENSHOTS_ENV = "BLOCKBATCH_SCREENSHOTS"
+
+#: A small document with a heading, list items and a block that is an HTML script tag.
+SCRIPT_BLOCK = "<script>window.__pwned = 1</script>"
+_PARAGRAPHS = [
+    "# Restarting the queue workers",
+    "Drain the queue before you restart any worker on the east cluster.",
+    SCRIPT_BLOCK,
+    "- check the dashboard for stuck jobs",
+    "- page the on-call engineer when the backlog grows",
+    "Restart one worker at a time and watch the error rate for five minutes.",
+    "## Rolling back",
+    "Roll back with the previous image tag when the error rate stays above one percent.",
+    "This paragraph is skipped by the simulated model and so fails.",
+    "Write down what happened in the incident log before you hand over.",
+]
+DOCUMENT = "\n\n".join(_PARAGRAPHS).encode()
+#: Block index of the block the simulator always skips (it ends ``failed``).
+FAILED_BLOCK = 8
+
+
+async def finished_run(s: Stack) -> tuple[str, str]:
+    """(run_id, document_id) of a finished run of :data:`DOCUMENT`: 9 blocks ai_complete,
+    block :data:`FAILED_BLOCK` failed (``missing_from_answer``)."""
+    doc = await s.bb.ingest_bytes(DOCUMENT, name="runbook.md", fmt="markdown")
+    schema = await s.bb.add_schema(extract_schema(instruction_words=200))
+    s.sim.scenario(always_skip_uids=[f"{doc}:{FAILED_BLOCK}"])
+    async with s.worker():
+        run_id = await s.bb.start_run(doc, schema, RunOptions(pack_size=4))
+        await s.bb.wait(run_id)
+    return run_id, doc
+
+
+@contextlib.asynccontextmanager
+async def serving(app: Starlette) -> AsyncIterator[str]:
+    """Serve ``app`` on a free loopback port in this event loop; yield its base URL."""
+    port = stack.free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
+                                           log_level="warning", access_log=False))
+    # The test process keeps its own signal handling (uvicorn would swap SIGINT's).
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
+    task = asyncio.create_task(server.serve())
+    try:
+        for _ in range(200):
+            if server.started or task.done():
+                break
+            await asyncio.sleep(0.05)
+        assert server.started, "the review app did not start"
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task
+
+
+def screenshot_dir() -> Path | None:
+    folder = os.environ.get(SCREENSHOTS_ENV)
+    if not folder:
+        return None
+    path = Path(folder)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
