@@ -2,7 +2,8 @@
 
 Scale out by running more of these, on any machine that reaches Temporal and Postgres.
 Configuration comes from the environment (see README). SIGTERM/SIGINT shut it down
-gracefully: in-flight activities get up to 30 s to finish.
+gracefully: in-flight activities get up to 30 s to finish. With ``METRICS_PORT`` set it
+serves Prometheus metrics, Temporal's and blockbatch's, on ``/metrics`` (runtime/metrics.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import signal
 
 from temporalio.client import Client
 
+from runtime.metrics import MetricsUnavailable, metrics_runtime
 from runtime.settings import Settings, load_settings
 from runtime.temporal import (
     TemporalUnavailable,
@@ -29,14 +31,24 @@ log = logging.getLogger("blockbatch.worker")
 
 
 async def main(settings: Settings | None = None, client: Client | None = None) -> None:
+    """Run the worker until SIGTERM/SIGINT.
+
+    Args:
+        settings: the configuration; ``None`` reads it from the environment.
+        client: a connected client to use; its runtime then decides about metrics
+            (``METRICS_PORT`` applies only to the client this function connects).
+    """
     settings = settings or load_settings()
     deployment = deployment_version(settings)  # a half-set version fails before any I/O
+    # A port in use fails here, before any I/O, with a message that says what to do.
+    runtime = (metrics_runtime(settings.metrics_host, settings.metrics_port)
+               if client is None and settings.metrics_port is not None else None)
     pool = await create_pool(
         settings.resolved_database_url, max_size=settings.worker_db_pool_size
     )
     pid_file = settings.data_dir / "run" / f"worker-{os.getpid()}.pid"
     try:
-        client = client or await connect(settings)
+        client = client or await connect(settings, runtime)
         try:
             await ensure_search_attributes(client, settings.temporal_namespace)
         except TemporalUnavailable as exc:
@@ -66,6 +78,9 @@ async def main(settings: Settings | None = None, client: Client | None = None) -
             settings.resolved_temporal_address, settings.temporal_namespace, claude,
             settings.resolved_anthropic_base_url or "",
         )
+        if runtime is not None:
+            log.info("metrics on http://%s:%d/metrics", settings.metrics_host,
+                     settings.metrics_port)
         async with worker:
             await stop.wait()
             log.info("shutting down: waiting for in-flight activities")
@@ -79,5 +94,5 @@ if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
         asyncio.run(main())
-    except (DatabaseUnavailable, TemporalUnavailable, ValueError) as exc:
+    except (DatabaseUnavailable, TemporalUnavailable, MetricsUnavailable, ValueError) as exc:
         raise SystemExit(f"error: {exc}") from None

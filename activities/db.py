@@ -87,8 +87,7 @@ class DbActivities:
         """End still-pending blocks as ``failed`` with a readable reason and its code."""
         async with self.pool.acquire() as conn:
             failed = await overlays.fail_pending(
-                conn, inp.run_id, inp.reason, inp.pack_path,
-                reason_code=_code(inp.reason_code) or code_of_failure(inp.reason),
+                conn, inp.run_id, inp.reason, inp.pack_path, reason_code=failure_code(inp),
                 block_uids=inp.block_uids, pack_index=inp.pack_index,
             )
         return FailBlocksOutput(failed=failed)
@@ -201,6 +200,9 @@ async def _claim_retry(
     )
 
 
-def _code(code: str | None) -> ReasonCode | None:
-    """A reason code from an activity input (``None``, or unknown: derive it instead)."""
-    return code if code in REASONS else None  # type: ignore[return-value]
+def failure_code(inp: FailBlocksInput) -> ReasonCode:
+    """The reason code ``fail_blocks`` gives its blocks: the input's, or (``None`` or
+    unknown) the one derived from its reason. The worker's metrics count by it too."""
+    if inp.reason_code in REASONS:
+        return inp.reason_code  # type: ignore[return-value]
+    return code_of_failure(inp.reason)

@@ -61,9 +61,15 @@ class Settings(BaseSettings):
     worker_deployment_name: str | None = None
     worker_build_id: str | None = None
 
+    # Metrics (README "Metrics"): a worker serves Prometheus metrics, Temporal's and
+    # blockbatch's, on http://METRICS_HOST:METRICS_PORT/metrics; unset = no endpoint.
+    # Localhost unless told otherwise (a container sets 0.0.0.0 for Prometheus to reach it).
+    metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    metrics_host: str = "127.0.0.1"
+
     @field_validator("anthropic_api_key", "anthropic_base_url", "database_url",
                      "temporal_address", "temporal_ui_url", "worker_deployment_name",
-                     "worker_build_id", mode="before")
+                     "worker_build_id", "metrics_port", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         # `FOO=` in a shell or a compose file means "not set", not "the empty string".

@@ -9,6 +9,7 @@ import asyncpg
 from temporalio.client import Client
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 from temporalio.worker import Worker, WorkerDeploymentConfig
 
@@ -16,6 +17,7 @@ from activities.batches import BatchActivities
 from activities.db import DbActivities
 from activities.limiter import FleetLimiter
 from activities.llm import LlmActivities
+from runtime.metrics import BlockbatchMetrics, MetricsInterceptor, metric_meter
 from runtime.settings import Settings
 from workflows.attributes import SEARCH_ATTRIBUTES
 from workflows.pack import ProcessPackWorkflow
@@ -32,13 +34,16 @@ class TemporalUnavailable(RuntimeError):
     """Temporal could not be reached; the message says where and what to do."""
 
 
-async def connect(settings: Settings) -> Client:
+async def connect(settings: Settings, runtime: Runtime | None = None) -> Client:
+    """A client of the configured namespace; ``runtime``: one that serves metrics
+    (``runtime.metrics.metrics_runtime``), else the SDK's default."""
     address = settings.resolved_temporal_address
     try:
         return await Client.connect(
             address,
             namespace=settings.temporal_namespace,
             data_converter=pydantic_data_converter,
+            runtime=runtime,
         )
     except RuntimeError as exc:
         raise TemporalUnavailable(
@@ -120,10 +125,14 @@ def build_worker(
 ) -> Worker:
     """The blockbatch worker: both workflows and every activity on ``task_queue``.
 
+    When ``client``'s runtime serves metrics (``METRICS_PORT``), blockbatch's own metrics
+    are counted on it too (``runtime/metrics.py``).
+
     Args:
         deployment: register with Worker Versioning as this deployment version; ``None``
             for an unversioned worker (tests, the local stack).
     """
+    meter = metric_meter(client)
     db_acts = DbActivities(pool)
     llm_acts = LlmActivities(pool, llm, FleetLimiter(pool, llm.api_key))
     batch_acts = BatchActivities(pool, llm)
@@ -149,6 +158,8 @@ def build_worker(
             batch_acts.collect_round,
             batch_acts.apply_round,
         ],
+        interceptors=[] if meter is None else [
+            MetricsInterceptor(BlockbatchMetrics(meter), pool)],
         max_concurrent_activities=max_concurrent_activities,
         max_concurrent_workflow_tasks=max_concurrent_workflow_tasks,
         # Every activity is async and runs on the event loop, so no activity_executor: a

@@ -1,0 +1,223 @@
+"""A worker's Prometheus endpoint agrees with the ledger after real runs.
+
+One ``worker.py`` process with ``METRICS_PORT`` set serves two runs: a sync run through
+429s, a few 500s and truncated answers (so packs are halved) with one block Claude refuses,
+and a batch-mode run. The endpoint is then scraped over HTTP, and blockbatch's counters are
+compared with the ledger's rows and the overlays (calls by purpose and status, tokens by
+kind, cost, API errors by status, splits, blocks by outcome and reason); the same scrape
+carries the Temporal SDK's own worker metrics, and never the API key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+from core.models import BatchOptions, RunOptions
+from devtools.stack import free_port
+from runtime.metrics import METRICS, status_class
+from tests.conftest import ROOT, Stack
+from tests.helpers import REJECT_MARKER, extract_schema, marked_document
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)$")
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def parse(text: str) -> Samples:
+    """Prometheus text format -> {(name, labels): value}, without the runtime's service_name."""
+    out: Samples = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = _SAMPLE.match(line)
+        assert m, line
+        labels = frozenset((k, v) for k, v in _LABEL.findall(m.group(2) or "")
+                           if k != "service_name")
+        out[(m.group(1), labels)] = float(m.group(3))
+    return out
+
+
+def by(samples: Samples, name: str, *labels: str) -> dict[tuple[str, ...], float]:
+    """The samples of ``name`` keyed by the values of ``labels`` (summed over the rest)."""
+    out: Counter[tuple[str, ...]] = Counter()
+    for (n, ls), value in samples.items():
+        if n == name:
+            d = dict(ls)
+            out[tuple(d.get(label, "") for label in labels)] += value
+    return {k: v for k, v in out.items() if v}
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        return str(resp.read().decode())
+
+
+def start_worker(s: Stack, key: str, port: int, log: Path) -> subprocess.Popen[bytes]:
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "METRICS_"))},
+        "DATABASE_URL": s.settings.resolved_database_url,
+        "TEMPORAL_ADDRESS": s.settings.resolved_temporal_address,
+        "TEMPORAL_TASK_QUEUE": s.task_queue,
+        "ANTHROPIC_BASE_URL": s.sim.base_url,
+        "ANTHROPIC_API_KEY": key,
+        "BLOCKBATCH_DATA_DIR": str(log.parent / "data"),
+        "METRICS_PORT": str(port),
+    }
+    with open(log, "wb") as out:
+        return subprocess.Popen([sys.executable, str(ROOT / "worker.py")], cwd=ROOT, env=env,
+                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
+async def wait_for_endpoint(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
+    for _ in range(300):
+        assert proc.poll() is None, log.read_text()
+        try:
+            scrape(port)
+            return
+        except OSError:
+            await asyncio.sleep(0.1)
+    raise AssertionError(f"no metrics endpoint on port {port}: {log.read_text()}")
+
+
+async def ledger(s: Stack, run_ids: list[str]) -> dict[str, dict[tuple[str, ...], float]]:
+    """The same figures as the metrics, recomputed from the ledger and the overlays."""
+    q = s.pool.fetch
+    calls = await q("""select purpose, status, count(*) as n from llm_calls
+                       where run_id = any($1) and status in ('succeeded', 'failed')
+                       group by 1, 2""", run_ids)
+    usage = await q("""select purpose, sum(input_tokens) as input, sum(output_tokens) as output,
+                              sum(cache_read_input_tokens) as cache_read,
+                              sum(cache_creation_input_tokens) as cache_write,
+                              sum(cost_usd)::float8 as cost
+                       from llm_calls where run_id = any($1)
+                         and status in ('succeeded', 'failed') group by 1""", run_ids)
+    errors = await q("""select http_status from llm_calls where run_id = any($1)
+                          and status = 'failed' and purpose <> 'batch_request'
+                          and error_type is distinct from 'duplicate_attempt'""", run_ids)
+    blocks = await q("""select status, coalesce(reason_code, '') as reason, count(*) as n
+                        from overlays where run_id = any($1) group by 1, 2""", run_ids)
+    splits = await s.pool.fetchval(
+        "select count(*) from split_events where run_id = any($1)", run_ids)
+    tokens = {(r["purpose"], kind): float(r[kind]) for r in usage
+              for kind in ("input", "output", "cache_read", "cache_write") if r[kind]}
+    return {
+        "calls": {(r["purpose"], r["status"]): float(r["n"]) for r in calls},
+        "tokens": tokens,
+        "cost": {(r["purpose"],): r["cost"] for r in usage if r["cost"]},
+        "api_errors": {(k,): float(n) for k, n in
+                       Counter(status_class(r["http_status"]) for r in errors).items()},
+        "splits": {(): float(splits)} if splits else {},
+        "done": {(): float(sum(r["n"] for r in blocks if r["status"] == "ai_complete"))},
+        "failed": {(r["reason"],): float(r["n"]) for r in blocks if r["status"] == "failed"},
+        "cancelled": {(r["reason"],): float(r["n"]) for r in blocks
+                      if r["status"] == "cancelled"},
+    }
+
+
+async def test_scraped_metrics_agree_with_the_ledger_after_faulty_runs(
+    bbstack: Stack, tmp_path: Path
+) -> None:
+    s = bbstack
+    key = f"sk-ant-test-SECRET-{secrets.token_hex(12)}"
+    s.sim.scenario(seed=11, reject_marker=REJECT_MARKER, batch={"processing_delay_s": 0.2},
+                   errors={"rate_429": 0.25, "rate_500": 0.03, "retry_after_s": 0},
+                   faults={"truncate": 0.25},
+                   # A 429 teaches the limiter the limits its headers show: high ones here,
+                   # so that calls wait for the limiter little after it.
+                   limits={"rpm": 50_000, "input_tpm": 50_000_000, "output_tpm": 10_000_000})
+    schema_id = await s.bb.add_schema(extract_schema(instruction_words=300))
+    sync_doc = await s.bb.ingest_bytes(marked_document(40, {13}), name="s.md", fmt="markdown")
+    batch_doc = await s.bb.ingest_bytes(marked_document(6, {2}), name="b.md", fmt="markdown")
+    port, log = free_port(), tmp_path / "worker.log"
+    proc = start_worker(s, key, port, log)
+    try:
+        await wait_for_endpoint(port, proc, log)
+        sync_id = await s.bb.start_run(sync_doc, schema_id, RunOptions(pack_size=8))
+        sync = await asyncio.wait_for(s.bb.wait(sync_id), 150)
+        batch_id = await s.bb.start_run(batch_doc, schema_id, RunOptions(
+            pack_size=4, mode="batch", batch=BatchOptions(poll_initial_s=0.2, poll_max_s=1.0)))
+        batch = await asyncio.wait_for(s.bb.wait(batch_id), 120)
+        text = scrape(port)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(proc.wait, 40)
+    assert (sync.status, batch.status) == ("completed_with_failures",) * 2
+
+    samples = parse(text)
+    want = await ledger(s, [sync_id, batch_id])
+    got = {
+        "calls": by(samples, "blockbatch_llm_calls_total", "purpose", "status"),
+        "tokens": by(samples, "blockbatch_llm_tokens_total", "purpose", "kind"),
+        "cost": {k: v / 1e6 for k, v in
+                 by(samples, "blockbatch_llm_cost_microdollars_total", "purpose").items()},
+        "api_errors": by(samples, "blockbatch_api_errors_total", "status"),
+        "splits": by(samples, "blockbatch_splits_total"),
+        "done": by(samples, "blockbatch_blocks_done_total"),
+        "failed": by(samples, "blockbatch_blocks_failed_total", "reason"),
+        "cancelled": by(samples, "blockbatch_blocks_cancelled_total", "reason"),
+    }
+    for figure in ("calls", "tokens", "api_errors", "splits", "done", "failed", "cancelled"):
+        assert got[figure] == want[figure], figure
+    assert got["cost"].keys() == want["cost"].keys()
+    for purpose, usd in want["cost"].items():  # an integer counter of micro-dollars
+        assert abs(got["cost"][purpose] - usd) <= 2e-6, (purpose, got["cost"], usd)
+
+    # The faults happened and were counted: 429s, a refusal (4xx), halved packs, a
+    # block that failed alone, and both modes' calls.
+    assert got["api_errors"][("429",)] > 0 and got["api_errors"][("4xx",)] > 0
+    assert got["splits"][()] > 0
+    assert got["failed"][("request_rejected",)] == 2
+    assert got["done"][()] == sync.blocks_ai_complete + batch.blocks_ai_complete == 44
+    assert {p for p, _ in got["calls"]} >= {"pack", "warm_up", "batch_request"}
+    assert by(samples, "blockbatch_runs_finished_total", "status") == {
+        ("completed_with_failures",): 2.0}
+    # The limiter as the latest answered call saw it.
+    assert 0 < by(samples, "blockbatch_limiter_rate")[()] <= 1
+    assert set(by(samples, "blockbatch_limiter_limit", "limit")) == {
+        ("requests",), ("input",), ("output",)}
+    assert by(samples, "blockbatch_limiter_wait_seconds_count")[()] == sum(
+        n for (p, st), n in got["calls"].items() if p == "pack" and st == "succeeded")
+
+    # Every blockbatch metric served is documented, and all those this run must have moved
+    # are there; Temporal's own worker metrics are served beside them.
+    names = {n for n, _ in samples}
+    documented = {name + suffix for name, metric in METRICS.items() for suffix in (
+        ("_bucket", "_sum", "_count") if metric.type == "histogram" else ("",))}
+    assert {n for n in names if n.startswith("blockbatch_")} <= documented
+    unmoved = {"blockbatch_blocks_cancelled_total", "blockbatch_limiter_waits_total",
+               "blockbatch_limiter_wait_seconds"}
+    assert set(METRICS) - unmoved <= names
+    assert "temporal_worker_task_slots_available" in names
+    assert any(n.startswith("temporal_activity_execution_latency") for n in names)
+    # Labels stay few: no run id, block uid or key in any of blockbatch's samples.
+    labels = {k for (n, ls), _ in samples.items() if n.startswith("blockbatch_") for k, _ in ls}
+    assert labels <= {"purpose", "status", "kind", "reason", "limit", "binding", "le"}
+    for secret in (key, key[-24:], sync_id, batch_id):
+        assert secret not in text
+
+
+async def test_a_metrics_port_in_use_stops_the_worker_with_a_clear_message(
+    bbstack: Stack, tmp_path: Path
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = start_worker(bbstack, "sim-test-key", port, tmp_path / "worker.log")
+        code = await asyncio.to_thread(proc.wait, 60)
+    out = (tmp_path / "worker.log").read_text()
+    assert code == 1, out
+    assert f"error: cannot serve metrics on 127.0.0.1:{port}" in out
+    assert "set METRICS_PORT to a free port" in out
+    assert "Traceback" not in out
