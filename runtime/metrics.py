@@ -138,11 +138,17 @@ def metrics_runtime(host: str, port: int) -> Runtime:
     """
     address = f"{host}:{port}"
     try:
-        return Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(
-            bind_address=address,
-            counters_total_suffix=True,
-            histogram_bucket_overrides={"blockbatch_limiter_wait_seconds": WAIT_BUCKETS_S},
-        )))
+        return Runtime(telemetry=TelemetryConfig(
+            # Prometheus names the worker (job, instance); "temporal-core-sdk" on every
+            # sample, blockbatch's included, would say nothing.
+            attach_service_name=False,
+            metrics=PrometheusConfig(
+                bind_address=address,
+                counters_total_suffix=True,
+                histogram_bucket_overrides={
+                    "blockbatch_limiter_wait_seconds": WAIT_BUCKETS_S},
+            ),
+        ))
     except (ValueError, RuntimeError) as exc:
         raise MetricsUnavailable(
             f"cannot serve metrics on {address} ({exc}); set METRICS_PORT to a free port "

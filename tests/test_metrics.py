@@ -200,6 +200,9 @@ async def test_scraped_metrics_agree_with_the_ledger_after_faulty_runs(
     assert set(METRICS) - unmoved <= names
     assert "temporal_worker_task_slots_available" in names
     assert any(n.startswith("temporal_activity_execution_latency") for n in names)
+    # The dashboard's Temporal panels ask for metrics the SDK really serves.
+    dashboard = (ROOT / "deploy" / "grafana" / "dashboards" / "blockbatch.json").read_text()
+    assert set(re.findall(r"\b(temporal_\w+)", dashboard)) <= names
     # Labels stay few: no run id, block uid or key in any of blockbatch's samples.
     labels = {k for (n, ls), _ in samples.items() if n.startswith("blockbatch_") for k, _ in ls}
     assert labels <= {"purpose", "status", "kind", "reason", "limit", "binding", "le"}
