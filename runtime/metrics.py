@@ -294,9 +294,11 @@ class BlockbatchMetrics:
                                            about("blockbatch_limiter_runs"))
         self._wait = meter.create_histogram_float(
             "blockbatch_limiter_wait_seconds", about("blockbatch_limiter_wait_seconds"), "s")
-        #: Cost below a micro-dollar, per purpose, carried to the next call (an integer
-        #: counter: the total stays within a micro-dollar of the ledger's).
-        self._cost_carry: dict[str, float] = {}
+        #: Cost per purpose in the ledger's unit (1e-8 USD, ``numeric(16, 8)``), summed as
+        #: integers, and the micro-dollars counted of it so far: the counter stays within a
+        #: micro-dollar below the ledger's sum, however many calls (no float drift).
+        self._cost_units: dict[str, int] = {}
+        self._cost_counted: dict[str, int] = {}
 
     def call(self, call: Call) -> None:
         if call.count:
@@ -305,11 +307,12 @@ class BlockbatchMetrics:
             if n:
                 self._tokens.add(n, {"purpose": call.purpose, "kind": kind})
         if call.cost_usd:
-            carry = self._cost_carry.get(call.purpose, 0.0) + call.cost_usd * 1_000_000
-            whole = int(carry)
-            self._cost_carry[call.purpose] = carry - whole
-            if whole:
-                self._cost.add(whole, {"purpose": call.purpose})
+            p = call.purpose
+            self._cost_units[p] = self._cost_units.get(p, 0) + round(call.cost_usd * 1e8)
+            micro = self._cost_units[p] // 100 - self._cost_counted.get(p, 0)
+            if micro > 0:
+                self._cost.add(micro, {"purpose": p})
+                self._cost_counted[p] = self._cost_counted.get(p, 0) + micro
         if call.error is not None:
             self.api_error(call.error)
 

@@ -7,7 +7,8 @@ and activities fail and retry with messages); a second run has its key rejected 
 the rejection is surfaced as the run's error. Then every raw history event of every
 workflow of both runs, every row of every table, and the workers' logs (a ``worker.py``
 process with the SDK's debug logging on, and an in-process worker logging at DEBUG) are
-searched for the key and for its random part.
+searched for the key and for its random part, and so is the worker's Prometheus
+endpoint (``METRICS_PORT``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from core.models import RunOptions
+from devtools.stack import free_port
 from runtime.temporal import anthropic_client, build_worker
 from tests.conftest import ROOT, Stack
 from tests.helpers import extract_schema, markdown_doc
@@ -69,7 +72,8 @@ async def every_row(s: Stack) -> dict[str, str]:
     return out
 
 
-def start_worker_process(s: Stack, key: str, log: Path) -> subprocess.Popen[bytes]:
+def start_worker_process(s: Stack, key: str, log: Path,
+                         metrics_port: int | None = None) -> subprocess.Popen[bytes]:
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")},
         "DATABASE_URL": s.settings.resolved_database_url,
@@ -80,6 +84,7 @@ def start_worker_process(s: Stack, key: str, log: Path) -> subprocess.Popen[byte
         "ANTHROPIC_LOG": "debug",  # the SDK's own request/response logging
         "BLOCKBATCH_DATA_DIR": str(log.parent / "data"),
         "PYTHONUNBUFFERED": "1",
+        **({"METRICS_PORT": str(metrics_port)} if metrics_port else {}),
     }
     with open(log, "wb") as out:
         return subprocess.Popen(  # our own entry point
@@ -101,10 +106,15 @@ async def test_api_key_is_nowhere_in_history_ledger_tables_logs_or_errors(
                    faults={"truncate": 0.4, "skip_block": 0.05, "malformed_tool_input": 0.2},
                    errors={"rate_429": 0.15, "rate_500": 0.1, "retry_after_s": 0})
     log = tmp_path / "worker.log"
-    proc = start_worker_process(s, key, log)
+    metrics_port = free_port()
+    proc = start_worker_process(s, key, log, metrics_port)
     try:
         ok_id = await s.bb.start_run(doc, schema_id, RunOptions(pack_size=10))
         ok = await asyncio.wait_for(s.bb.wait(ok_id), 150)
+        # The worker's Prometheus endpoint, after calls that were answered and that failed.
+        metrics = await asyncio.to_thread(
+            lambda: urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
+                                           timeout=10).read())
     finally:
         proc.send_signal(signal.SIGTERM)
         await asyncio.to_thread(proc.wait, 40)
@@ -139,6 +149,10 @@ async def test_api_key_is_nowhere_in_history_ledger_tables_logs_or_errors(
     assert tables["llm_calls"] and "rate_limit_error" in tables["llm_calls"]
     assert "authentication_error" in tables["llm_calls"]
     assert [t for t, text in tables.items() if leaks(text, key, token)] == []
+
+    # Metrics: served names and labels, with the calls counted.
+    assert b"blockbatch_llm_calls_total" in metrics and b'status="429"' in metrics
+    assert not leaks(metrics, key, token)
 
     # Logs: the worker process (with the SDK's debug log) and the in-process worker.
     worker_log = log.read_text(errors="replace")
