@@ -433,11 +433,10 @@ class _ObservedActivity(ActivityInboundInterceptor):
                 m.call(call)
                 if call.status == "succeeded":
                     m.limiter(out.limiter, out.limiter_wait_s)
-        elif isinstance(out, WarmCacheOutput | ProbeApiOutput):
-            made = out.call_id is not None and (
-                isinstance(out, ProbeApiOutput) or out.totals.calls > 0)
-            if made:
-                record = await reads.call_record(self.pool, out.call_id)  # type: ignore[arg-type]
+        elif isinstance(out, WarmCacheOutput | ProbeApiOutput) and out.call_id is not None:
+            # A warm-up that reused an earlier attempt's answer made no call this time.
+            if isinstance(out, ProbeApiOutput) or out.totals.calls > 0:
+                record = await reads.call_record(self.pool, out.call_id)
                 call = call_of_record(record) if record is not None else None
                 if call is not None:
                     m.call(call)
