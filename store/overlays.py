@@ -151,7 +151,7 @@ async def apply_answer(
         if call.outcome is not None:
             return call.outcome
         parsed = parse_results(call.response, call.block_uids, spec)
-        completed = await _complete(conn, run_id, parsed.valid, pack_path, call_id)
+        completed = await stage_valid(conn, run_id, parsed.valid, pack_path, call_id)
         charged: dict[str, str] = dict(parsed.invalid)
         if len(call.block_uids) == 1:
             for uid in parsed.unfinished:
@@ -171,11 +171,12 @@ async def apply_answer(
     return outcome
 
 
-async def _complete(
+async def stage_valid(
     conn: asyncpg.Connection, run_id: str, valid: dict[str, dict[str, Any]], pack_path: str,
     call_id: int,
 ) -> int:
-    """pending -> ai_complete for the valid results; returns how many moved."""
+    """pending -> ai_complete for valid results (apply_answer's write; bench/review_page.py
+    seeds a large run with it); returns how many moved."""
     uids = list(valid)
     return int(await conn.fetchval(
         """with v as (

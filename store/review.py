@@ -15,7 +15,7 @@ from typing import Any
 import asyncpg
 from pydantic import BaseModel
 
-from store.reads import get_run, schema_fields
+from store.reads import RunInfo, get_run, schema_fields
 
 #: The most blocks one grid page may hold.
 MAX_PAGE = 500
@@ -50,11 +50,12 @@ class GridFilter(BaseModel):
 class GridPage(BaseModel):
     """One page of the grid in block order, with the keys of the pages around it."""
 
-    run_id: str
+    run: RunInfo
     fields: list[str]
     rows: list[GridRow]
-    #: Blocks matching the filter in the whole run.
+    #: Blocks matching the filter in the whole run (at most COUNT_CAP when ``capped``).
     total: int
+    capped: bool = False
     #: ``after=`` for the next page, ``before=`` for the previous one (None: no such page).
     next_after: int | None
     prev_before: int | None
@@ -75,13 +76,34 @@ def _grid_query(document_id: str, flt: GridFilter) -> tuple[list[str], list[Any]
         args.append(flt.reason)
         conds.append(f"o.reason_code = ${len(args) + 1}")
     if flt.block_type is not None:
-        # Driven by blocks (document_id, block_type, block_index); the join's equality on
-        # block_index lets either side's index order the page.
-        args += [document_id, flt.block_type]
-        conds += [f"b.document_id = ${len(args)}", f"b.block_type = ${len(args) + 1}",
-                  "b.block_index = o.block_index"]
-        order = "b.block_index"
+        args.append(flt.block_type)
+        conds.append(f"b.block_type = ${len(args) + 1}")
+        if flt.status is None and flt.reason is None:
+            # Type alone: driven by blocks (document_id, block_type, block_index). With a
+            # status or reason the overlays index drives and the type is checked per row.
+            args.append(document_id)
+            conds += [f"b.document_id = ${len(args) + 1}", "b.block_index = o.block_index"]
+            order = "b.block_index"
     return conds, args, order
+
+
+#: A filtered count stops here ("1,000+"): counting every match of a broad filter over a
+#: large run would cost more than the page itself.
+COUNT_CAP = 1_000
+
+
+async def _total(conn: asyncpg.Connection, run: RunInfo, flt: GridFilter, where: str,
+                 args: list[Any]) -> tuple[int, bool]:
+    """(matches, whether the count stopped at COUNT_CAP)."""
+    if flt.reason is None and flt.block_type is None:
+        # The run's live counts by status already say it.
+        n = run.blocks.get(flt.status, 0) if flt.status else sum(run.blocks.values())
+        return n, False
+    n = await conn.fetchval(
+        f"select count(*) from (select 1 from overlays o join blocks b "
+        f"on b.block_uid = o.block_uid where {where} limit {COUNT_CAP + 1}) m",
+        run.run_id, *args)
+    return min(n, COUNT_CAP), n > COUNT_CAP
 
 
 _ROW_SQL = """
@@ -115,9 +137,7 @@ async def grid_page(
             "select definition from schemas where schema_id = $1", run.schema_id)
         conds, args, order = _grid_query(run.document_id, flt)
         where = " and ".join(conds)
-        total = await conn.fetchval(
-            f"select count(*) from overlays o join blocks b on b.block_uid = o.block_uid "
-            f"where {where}", run_id, *args)
+        total, capped = await _total(conn, run, flt, where, args)
         key = len(args) + 2
         if before is not None:
             sql = (f"{_ROW_SQL} where {where} and {order} < ${key} "
@@ -134,10 +154,26 @@ async def grid_page(
             rows = rows[:limit]
     items = [GridRow.model_validate(dict(r)) for r in rows]
     return GridPage(
-        run_id=run_id, fields=schema_fields(definition), rows=items, total=total,
+        run=run, fields=schema_fields(definition), rows=items, total=total, capped=capped,
         next_after=items[-1].block_index if items and more_after else None,
         prev_before=items[0].block_index if items and more_before else None,
     )
+
+
+async def explain_grid(
+    pool: asyncpg.Pool, run_id: str, flt: GridFilter, *, limit: int = 50,
+    after: int | None = None,
+) -> list[str]:
+    """The plan Postgres runs for a grid page (``EXPLAIN ANALYZE``), for the benchmark."""
+    async with pool.acquire() as conn:
+        run = await get_run(conn, run_id)
+        conds, args, order = _grid_query(run.document_id, flt)
+        key = len(args) + 2
+        sql = (f"explain (analyze, costs off, timing off) {_ROW_SQL} "
+               f"where {' and '.join(conds)} and {order} > ${key} "
+               f"order by {order} limit ${key + 1}")
+        rows = await conn.fetch(sql, run_id, *args, -1 if after is None else after, limit + 1)
+    return [r[0] for r in rows]
 
 
 async def block_types(pool: asyncpg.Pool, document_id: str) -> list[str]:
@@ -176,13 +212,16 @@ async def review_actions(
     pool: asyncpg.Pool, run_id: str, block_uid: str | None = None, *, limit: int = 200,
 ) -> list[ReviewAction]:
     """The run's review acts (or one block's), newest first."""
-    rows = await pool.fetch(
-        """select id, block_uid, action, reviewer, at, field, before, after, old_status,
-                  new_status
-           from review_actions where run_id = $1 and ($2::text is null or block_uid = $2)
-           order by id desc limit $3""",
-        run_id, block_uid, limit,
-    )
+    # Two statements, each one index range (a "$2 is null or" form would defeat both).
+    columns = """select id, block_uid, action, reviewer, at, field, before, after,
+                        old_status, new_status from review_actions"""
+    if block_uid is None:
+        rows = await pool.fetch(f"{columns} where run_id = $1 order by id desc limit $2",
+                                run_id, limit)
+    else:
+        rows = await pool.fetch(
+            f"{columns} where run_id = $1 and block_uid = $2 order by id desc limit $3",
+            run_id, block_uid, limit)
     return [ReviewAction.model_validate(dict(r)) for r in rows]
 
 
@@ -195,3 +234,13 @@ async def live_costs(pool: asyncpg.Pool, run_ids: list[str]) -> dict[str, float]
         run_ids,
     )
     return {r["run_id"]: r["cost"] for r in rows}
+
+
+async def refresh_statistics(pool: asyncpg.Pool) -> None:
+    """``VACUUM ANALYZE`` the tables the grid reads, after a bulk load.
+
+    Autovacuum does the same within a minute or so of a large change; the benchmark does
+    it at once so that its figures do not depend on when autovacuum got there.
+    """
+    for table in ("blocks", "overlays", "review_actions"):
+        await pool.execute(f"vacuum analyze {table}")

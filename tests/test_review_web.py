@@ -273,3 +273,20 @@ def test_a_non_local_bind_without_a_token_is_refused(tmp_path: Path) -> None:
                            capture_output=True, text=True, timeout=60, check=False)
     assert short.returncode == 2 and "16 or more" in short.stderr
     assert re.search(r"Traceback", refused.stderr + short.stderr) is None
+
+
+@pytest.mark.timeout(240)
+def test_the_review_page_benchmark_runs_on_a_small_run(tmp_path: Path) -> None:
+    out = tmp_path / "review_page.json"
+    proc = subprocess.run(
+        [sys.executable, "bench/review_page.py", "--blocks", "300", "--repeat", "1",
+         "--warmup", "0", "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=220, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert data["benchmark"] == "review_page" and data["loaded"]["blocks"] == 300
+    assert data["loaded"]["failed"] == 9 and data["loaded"]["confirmed"] == 29
+    pages = {p["case"]: p for p in data["pages"]}
+    assert pages["first page"]["rows"] == 50 and pages["status=failed, first"]["rows"] == 9
+    assert all(p["plan"] and p["median_ms"] > 0 for p in data["pages"])
+    assert "| first page" in proc.stdout

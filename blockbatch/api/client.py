@@ -441,8 +441,8 @@ class Blockbatch:
     async def review_actions(
         self, run_id: str, block: str | None = None, *, limit: int = 200,
     ) -> list[review.ReviewAction]:
-        """The run's recorded review acts (or one block's, by uid), newest first."""
-        await self.run(run_id)
+        """The run's recorded review acts (or one block's, by uid), newest first (none for
+        an unknown run)."""
         return await review.review_actions(self.pool, run_id, block, limit=limit)
 
     async def grid(
@@ -461,7 +461,11 @@ class Blockbatch:
 
     async def block_types(self, run_id: str) -> list[str]:
         """The block types of the run's document."""
-        return await review.block_types(self.pool, (await self.run(run_id)).document_id)
+        return await self.block_types_of((await self.run(run_id)).document_id)
+
+    async def block_types_of(self, document_id: str) -> list[str]:
+        """The block types of a document."""
+        return await review.block_types(self.pool, document_id)
 
     async def export(
         self, run_id: str, out: str | Path | TextIO, *, staged: bool = False,

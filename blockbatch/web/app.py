@@ -161,16 +161,15 @@ class ReviewApp:
         typed: dict[tuple[str, str], str] | None = None,
     ) -> Response:
         try:
-            run = await self.bb.run(run_id)
+            page = await self.bb.grid(
+                run_id, status=query.params.get("status"), reason=query.params.get("reason"),
+                block_type=query.params.get("type"), limit=query.limit, after=query.after,
+                before=query.before)
         except NotFound as err:
             return self.problem(request, 404, str(err))
-        page = await self.bb.grid(
-            run_id, status=query.params.get("status"), reason=query.params.get("reason"),
-            block_type=query.params.get("type"), limit=query.limit, after=query.after,
-            before=query.before)
         return self.render(
-            request, "grid.html", status_code, run=run, page=page, query=query,
-            types=await self.bb.block_types(run_id),
+            request, "grid.html", status_code, run=page.run, page=page, query=query,
+            types=await self.bb.block_types_of(page.run.document_id),
             reasons=await self.bb.failure_reasons(run_id),
             statuses=OVERLAY_STATUSES, reviewable=REVIEWABLE,
             actions=await self.bb.review_actions(run_id, limit=20),
