@@ -1,11 +1,12 @@
 """A worker's Prometheus endpoint agrees with the ledger after real runs.
 
-One ``worker.py`` process with ``METRICS_PORT`` set serves two runs: a sync run through
-429s, a few 500s and truncated answers (so packs are halved) with one block Claude refuses,
-a batch-mode run, and a run cancelled half-way. The endpoint is then scraped over HTTP, and blockbatch's counters are
-compared with the ledger's rows and the overlays (calls by purpose and status, tokens by
-kind, cost, API errors by status, splits, blocks by outcome and reason); the same scrape
-carries the Temporal SDK's own worker metrics, and never the API key.
+One ``worker.py`` process with ``METRICS_PORT`` set serves three runs: a sync run through
+429s, a few 500s and truncated answers (so packs are halved), with one block Claude refuses
+and one it never answers; a batch-mode run; and a run cancelled half-way. The endpoint is
+then scraped over HTTP, and blockbatch's counters are compared with the ledger's rows and
+the overlays (calls by purpose and status, tokens by kind, cost, API errors by status,
+splits, blocks by outcome and reason); the same scrape carries the Temporal SDK's own
+worker metrics, and never the API key.
 """
 
 from __future__ import annotations
@@ -130,15 +131,17 @@ async def test_scraped_metrics_agree_with_the_ledger_after_faulty_runs(
 ) -> None:
     s = bbstack
     key = f"sk-ant-test-SECRET-{secrets.token_hex(12)}"
-    s.sim.scenario(seed=11, reject_marker=REJECT_MARKER, batch={"processing_delay_s": 0.2},
-                   errors={"rate_429": 0.25, "rate_500": 0.03, "retry_after_s": 0},
-                   faults={"truncate": 0.25},
-                   # A 429 teaches the limiter the limits its headers show: high ones here,
-                   # so that calls wait for the limiter little after it.
-                   limits={"rpm": 50_000, "input_tpm": 50_000_000, "output_tpm": 10_000_000})
     schema_id = await s.bb.add_schema(extract_schema(instruction_words=300))
     sync_doc = await s.bb.ingest_bytes(marked_document(40, {13}), name="s.md", fmt="markdown")
     batch_doc = await s.bb.ingest_bytes(marked_document(6, {2}), name="b.md", fmt="markdown")
+    s.sim.scenario(seed=11, reject_marker=REJECT_MARKER, batch={"processing_delay_s": 0.2},
+                   errors={"rate_429": 0.25, "rate_500": 0.03, "retry_after_s": 0},
+                   faults={"truncate": 0.25},
+                   # Block 30 is never answered: it fails alone, as missing_from_answer.
+                   always_skip_uids=[f"{sync_doc}:30"],
+                   # A 429 teaches the limiter the limits its headers show: high ones here,
+                   # so that calls wait for the limiter little after it.
+                   limits={"rpm": 50_000, "input_tpm": 50_000_000, "output_tpm": 10_000_000})
     port, log = free_port(), tmp_path / "worker.log"
     proc = start_worker(s, key, port, log)
     try:
@@ -192,7 +195,7 @@ async def test_scraped_metrics_agree_with_the_ledger_after_faulty_runs(
     # block that failed alone, and both modes' calls.
     assert got["api_errors"][("429",)] > 0 and got["api_errors"][("4xx",)] > 0
     assert got["splits"][()] > 0
-    assert got["failed"][("request_rejected",)] == 2
+    assert got["failed"] == {("request_rejected",): 2, ("missing_from_answer",): 1}
     assert got["done"][()] == sum(r.blocks_ai_complete for r in (sync, batch, cancelled))
     assert got["cancelled"] == {("cancelled",): cancelled.blocks_cancelled}
     assert {p for p, _ in got["calls"]} >= {"pack", "warm_up", "batch_request"}
