@@ -189,6 +189,15 @@ async def _walk_through(page: Page, base: str, s: Stack, run_id: str, doc: str,
     assert table[1]["review_actions"] == "3" and table[3]["status"] == "rejected"
     assert table[2]["block_content"] == SCRIPT_BLOCK and table[0]["word_count"] == ""
 
+    # "confirm all shown" takes exactly the staged blocks the filter shows.
+    await page.goto(f"{base}/runs/{run_id}?type=heading&status=ai_complete")
+    await page.click("#confirm-shown")
+    await expect(page.locator("#note")).to_contain_text("confirmed 2 blocks")
+    assert [(await overlay(s, run_id, i))["status"] for i in (0, 5, 6)] == [
+        "confirmed", "ai_complete", "confirmed"]
+    await expect(page.locator("#grid tr[data-uid]")).to_have_count(0)  # none left to show
+    await page.goto(f"{base}/runs/{run_id}")
+
     # The ledger of block 4's pack, and one call with its request and response.
     await page.click("#row-4 a[href*='/calls?pack=']")
     await expect(page.locator("#calls")).to_be_visible()

@@ -26,7 +26,7 @@ from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Re
 from starlette.routing import Route
 
 from blockbatch.api import BadRequest, Blockbatch, EditError, NotFound
-from blockbatch.api.review import checked_reviewer
+from blockbatch.api.review import ExportFormat, checked_reviewer
 from blockbatch.report import run_links
 from blockbatch.web.security import (
     CSRF_FIELD,
@@ -100,7 +100,11 @@ class GridQuery:
 
     @classmethod
     def from_back(cls, back: str) -> GridQuery:
-        return cls(dict(parse_qsl(back)))
+        """The query a form came from; a tampered one falls back to the first page."""
+        try:
+            return cls(dict(parse_qsl(back)))
+        except BadRequest:
+            return cls({})
 
 
 class ReviewApp:
@@ -203,14 +207,15 @@ class ReviewApp:
 
     async def export(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
-        fmt = request.query_params.get("format", "jsonl")
-        if fmt not in ("jsonl", "csv"):
-            return self.problem(request, 400, f"format: {fmt!r}; jsonl or csv")
+        asked = request.query_params.get("format", "jsonl")
+        if asked not in ("jsonl", "csv"):
+            return self.problem(request, 400, f"format: {asked!r}; jsonl or csv")
+        fmt: ExportFormat = "csv" if asked == "csv" else "jsonl"
         staged = request.query_params.get("staged") == "1"
         tmp = tempfile.TemporaryDirectory(prefix="bb-export-")
         path = Path(tmp.name) / f"{run_id}.{fmt}"
         try:
-            await self.bb.export(run_id, path, staged=staged, fmt=fmt)  # type: ignore[arg-type]
+            await self.bb.export(run_id, path, staged=staged, fmt=fmt)
         except NotFound as err:
             tmp.cleanup()
             return self.problem(request, 404, str(err))
