@@ -54,6 +54,11 @@ async def actions(s: Stack, run_id: str) -> list[dict[str, Any]]:
     return [dict(r) for r in rows]
 
 
+def other_than(token: str) -> str:
+    """``token`` with its first character changed (a near miss)."""
+    return ("a" if token[0] != "a" else "b") + token[1:]
+
+
 def browser_like() -> aiohttp.ClientSession:
     """An HTTP client that keeps cookies of 127.0.0.1, as a browser does."""
     return aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True))
@@ -224,7 +229,7 @@ async def test_changes_need_the_csrf_token(bbstack: Stack) -> None:
                                   allow_redirects=False)
         assert missing.status == 403 and "CSRF" in await missing.text()
         wrong = await http.post(f"{base}/runs/{run_id}/decide",
-                                data={**form, CSRF_FIELD: "x" + token[1:]},
+                                data={**form, CSRF_FIELD: other_than(token)},
                                 allow_redirects=False)
         assert wrong.status == 403
         edit = await http.post(f"{base}/runs/{run_id}/edit", data={
