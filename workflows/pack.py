@@ -62,6 +62,9 @@ class ProcessPackWorkflow:
         self._children: list[str] = []
         #: The limiter as this pack's latest answered call saw it (the run shows it).
         self._limiter: LimiterNote | None = None
+        #: Report the outcome to the run by ``pack_done``: the execution that started this
+        #: pack continued as new (``report_to_run``), or the pack was started so.
+        self._report = False
 
     @workflow.signal
     def resume(self) -> None:
@@ -79,21 +82,33 @@ class ProcessPackWorkflow:
             except Exception:  # noqa: BLE001 - a finished child needs no signal
                 workflow.logger.debug("cancel not delivered to %s", child_id)
 
+    @workflow.signal
+    def report_to_run(self) -> None:
+        """The run continues as new: tell the next execution this pack's outcome by signal.
+
+        The parent execution sends it only if this pack is still running (a signal to a
+        closed workflow fails, and then the parent waits for this pack's result instead);
+        a pack cannot complete with the signal unseen, so one of the two always arrives.
+        """
+        self._report = True
+
     @workflow.run
     async def run(self, inp: ProcessPackInput) -> PackOutcome:
-        if not inp.report_to_run:
-            return await self._run(inp)
-        # The run may have continued as new since it started this pack: it learns the
-        # outcome by signal, even when the pack fails or is cancelled outright.
+        self._report = self._report or inp.report_to_run
+        # An execution of the run that has continued as new learns the outcome by signal,
+        # even when the pack fails or is cancelled outright. A pack that ends within the
+        # execution that started it sends none: its result reaches the parent anyway.
         try:
             outcome = await self._run(inp)
         except (FailureError, asyncio.CancelledError):
-            await self._report(PackOutcome(pack_path=inp.pack_path))
+            if self._report:
+                await self._report_outcome(PackOutcome(pack_path=inp.pack_path))
             raise
-        await self._report(outcome)
+        if self._report:
+            await self._report_outcome(outcome)
         return outcome
 
-    async def _report(self, outcome: PackOutcome) -> None:
+    async def _report_outcome(self, outcome: PackOutcome) -> None:
         run_id = _run_workflow_id()
         try:
             await workflow.get_external_workflow_handle(run_id).signal("pack_done", outcome)

@@ -58,6 +58,10 @@ WARM_CACHE_FIRST = "warm-cache-first"
 #: ``workflow.patched`` id: packs outlive continue-as-new (parent close policy ABANDON) and
 #: report by signal, so the window of packs in flight stays full across it (it drained).
 PACKS_OUTLIVE_CONTINUE_AS_NEW = "packs-outlive-continue-as-new"
+#: ``workflow.patched`` id: only the packs still running when the run continues as new
+#: report by signal (told so by ``report_to_run``); before, every pack did, which cost
+#: each pack a signal and a workflow task or two.
+REPORT_ONLY_WHEN_CARRIED_OVER = "report-only-when-carried-over"
 
 
 def run_workflow_id(run_id: str) -> str:
@@ -84,6 +88,8 @@ class RunWorkflow:
         self._batch: BatchRounds | None = None
         self._outage: OutageWatch | None = OutageWatch(inp, self._stopping, self._show)
         self._outlive = False
+        #: Packs report by signal only when told to at continue-as-new (``_hand_over``).
+        self._hand_over_at_can = False
         #: The limiter as the run's latest reported call saw it (progress, UI details).
         self._limiter: LimiterNote | None = None
         #: Packs this execution started whose workflows have not closed yet (a pack that
@@ -200,6 +206,8 @@ class RunWorkflow:
         # Packs outlive continue-as-new and report by signal; before this change the run
         # waited for every pack before continuing (the window drained), and replays so.
         self._outlive = workflow.patched(PACKS_OUTLIVE_CONTINUE_AS_NEW)
+        self._hand_over_at_can = self._outlive and workflow.patched(
+            REPORT_ONLY_WHEN_CARRIED_OVER)
         # Pack 0 went first, alone, so that its call wrote the prompt cache for the rest.
         # Now one small warm-up call writes it and every pack starts at once; runs started
         # before this change replay without it.
@@ -243,6 +251,9 @@ class RunWorkflow:
             await workflow.wait_condition(
                 lambda: (not self._paused() and self._open <= self._running.keys())
                 or self._stopping())
+            if self._hand_over_at_can and not self._stopping():
+                await self._hand_over()
+                await workflow.wait_condition(lambda: not self._paused() or self._stopping())
             if not self._stopping():
                 inp.running = sorted(self._running)
                 return False
@@ -256,6 +267,20 @@ class RunWorkflow:
                 await self._stop_children()
         await workflow.wait_condition(lambda: not self._running and not self._open)
         return inp.next_pack >= inp.pack_count or self._stopping()
+
+    async def _hand_over(self) -> None:
+        """Tell the packs this execution started to report to the next one by signal.
+
+        A pack the signal no longer reaches has closed: its result is on its way to this
+        execution, which waits for it, so that only packs that will report are carried over.
+        """
+        here = [(index, h) for index, h in self._running.items() if h is not None]
+        sent = await asyncio.gather(
+            *(h.signal(ProcessPackWorkflow.report_to_run) for _, h in here),
+            return_exceptions=True)
+        closed = {index for (index, _), r in zip(here, sent) if isinstance(r, BaseException)}
+        await workflow.wait_condition(
+            lambda: not (closed & self._running.keys()) or self._stopping())
 
     async def _warm_cache(self, inp: RunInput) -> bool:
         """One small call writes the prompt cache (False: it failed; pack 0 goes first)."""
@@ -323,7 +348,7 @@ class RunWorkflow:
                 pack_index=index,
                 max_block_attempts=inp.max_block_attempts,
                 failures_to_pause=inp.outage.failures_to_pause,
-                report_to_run=self._outlive,
+                report_to_run=self._outlive and not self._hand_over_at_can,
             ),
             id=_pack_id(inp.run_id, index),
             # A pack outlives the execution that started it (continue-as-new); it is

@@ -17,6 +17,9 @@ replay needs because child ids derive from them, go into ``workflow_ids.json``):
 * ``outlive.first`` / ``outlive.last`` / ``outlive.pack``: the first and last executions
   of a RunWorkflow that continued as new with packs in flight (they outlive it and report
   by signal), and a pack that reported to a later execution than the one that started it.
+* ``handover.first`` / ``handover.last`` / ``handover.pack``: the same, since only the packs
+  still running at continue-as-new report by signal (``report_to_run``, patch
+  ``report-only-when-carried-over``).
 * ``warm_start.run``: a sync run whose warm-up call wrote the prompt cache before every
   pack started at once.
 * ``outage.run`` / ``outage.pack``: a run that paused for an outage (every call 503),
@@ -183,7 +186,7 @@ async def record_continue_as_new(r: Recorder) -> None:
     save("continue_as_new.last", last)
 
 
-async def record_outlive(r: Recorder) -> None:
+async def record_outlive(r: Recorder, name: str = "outlive") -> None:
     r.scenario(speed_factor=1.0, latency={"ttft_ms": 400, "per_output_token_ms": 0})
     run_id = await r.start(12, RunOptions(pack_size=2, max_concurrent_packs=4),
                            packs_per_history=2)
@@ -195,9 +198,14 @@ async def record_outlive(r: Recorder) -> None:
     # Pack 0 started in the first execution; it reported to a later one.
     pack = await r.history(f"{wid}/pack-0")
     assert _has(pack, EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED)
-    save("outlive.first", first)
-    save("outlive.last", last)
-    save("outlive.pack", pack)
+    save(f"{name}.first", first)
+    save(f"{name}.last", last)
+    save(f"{name}.pack", pack)
+
+
+async def record_handover(r: Recorder) -> None:
+    # The same run since packs report by signal only when handed over at continue-as-new.
+    await record_outlive(r, "handover")
 
 
 async def record_warm_start(r: Recorder) -> None:
@@ -310,7 +318,8 @@ async def throwaway_stack(base: Path) -> AsyncIterator[Recorder]:
 RECORDERS = {"warm_start": record_warm_start,
              "sync_splits": record_sync_splits, "cancelled": record_cancelled,
              "batch_rounds": record_batch_rounds, "continue_as_new": record_continue_as_new,
-             "outage": record_outage, "retry": record_retry, "outlive": record_outlive}
+             "outage": record_outage, "retry": record_retry, "outlive": record_outlive,
+             "handover": record_handover}
 
 
 async def main(names: list[str]) -> None:

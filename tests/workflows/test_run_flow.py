@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus
 
 from tests.workflows.conftest import Harness
@@ -80,8 +81,10 @@ async def test_cancel_while_the_last_pack_runs_stops_it(wf: Harness, run_id: str
 
 
 async def test_run_continues_as_new_and_still_finishes_every_pack(
-    wf: Harness, run_id: str
+    wf_alone: Harness, run_id: str
 ) -> None:
+    # A pack may still run when the run continues as new: it outlives it (wf_alone).
+    wf = wf_alone
     world = FakeWorld(run_id, [1, 2, 1, 2, 1])
     async with wf.worker(world):
         handle = await wf.start(world, packs_per_history=2, max_concurrent_packs=2)
@@ -121,6 +124,8 @@ async def test_packs_in_flight_outlive_continue_as_new_and_the_window_stays_full
     assert result.status == "completed" and result.blocks_ai_complete == 6
     # Each pack counted once, whichever execution it reported to.
     assert (progress["packs_done"], progress["calls"], progress["blocks_done"]) == (6, 6, 6)
+    # Pack 0 outlived the execution that started it: it was told to report by signal.
+    assert await _signals_sent(wf, f"run-{run_id}/pack-0") == 1
 
 
 async def test_a_cancel_reaches_a_pack_started_before_continue_as_new(
@@ -194,6 +199,9 @@ async def test_a_warm_up_call_writes_the_cache_and_every_pack_starts_at_once(
         result = await handle.result()
     assert world.warm_ups == 1
     assert result.status == "completed" and result.blocks_ai_complete == 8
+    # No continue-as-new: every pack's result reached its parent, and none signalled it.
+    for index in range(4):
+        assert await _signals_sent(wf, f"run-{run_id}/pack-{index}") == 0
 
 
 async def test_when_the_warm_up_fails_pack_zero_goes_first_as_before(
@@ -208,4 +216,13 @@ async def test_when_the_warm_up_fails_pack_zero_goes_first_as_before(
         world.release.set()
         result = await handle.result()
     assert world.warm_ups == 3  # its retry policy's attempts
-    assert result.status == "completed" and world.called_paths() == ["0", "1", "2"]
+    # Packs 1 and 2 start together once pack 0 is done: either may call first.
+    paths = world.called_paths()
+    assert result.status == "completed" and paths[0] == "0" and sorted(paths) == ["0", "1", "2"]
+
+
+async def _signals_sent(wf: Harness, workflow_id: str) -> int:
+    """How many signals a workflow sent to others (``pack_done``, ``api_down``)."""
+    history = await wf.env.client.get_workflow_handle(workflow_id).fetch_history()
+    return sum(1 for e in history.events if e.event_type
+               == EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED)
