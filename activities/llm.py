@@ -188,7 +188,7 @@ class LlmActivities:
             cache_ttl=ctx.options.cache_ttl,
         )
         call_id = await self._open_call(ctx, inp.run_id, inp.pack_path, inp.pack_attempt,
-                                        uids, request, est_output_tokens=pack.est_output_tokens)
+                                        uids, request, est_output_tokens=pack.learn_output_tokens)
         if call_id is None:
             return CallModelOutput(outcome="cancelled", block_uids=uids,
                                    message="run is cancelling")

@@ -74,8 +74,12 @@ class RunContext:
         headroom; a later attempt (after a truncated answer, say) for the whole budget.
         """
         outputs = [self.output_estimate(t) for t in block_tokens]
+        # Learned against the schema's shape of each answer (its fields, the block's
+        # length), not a flat per-block setting that cannot tell a heading from a page.
+        shape = [estimate_output_tokens(self.spec, t, setting=False) for t in block_tokens]
         return describe_pack(range(len(block_tokens)), block_tokens, outputs,
-                             self.plan_limits(), generous=attempt > 1, observed=observed)
+                             self.plan_limits(), generous=attempt > 1, observed=observed,
+                             shape=shape)
 
     def too_large(self, pack: Pack, blocks: int) -> str | None:
         """Why a lone block cannot be sent at all (``None`` when it can)."""

@@ -77,10 +77,12 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(max(by_chars, by_words, by_symbols)) + TEXT_CONSTANT_TOKENS
 
 
-def estimate_output_tokens(spec: SchemaSpec, block_tokens: int) -> int:
+def estimate_output_tokens(spec: SchemaSpec, block_tokens: int, *,
+                           setting: bool = True) -> int:
     """The expected output tokens of one block's result under ``spec``.
 
-    ``prompt_config.max_tokens_per_block`` wins when set. Otherwise: the result's
+    ``prompt_config.max_tokens_per_block`` wins when set (unless ``setting`` is False: the
+    shape of the answers, which a run learns its ``max_tokens`` against). Otherwise: the result's
     overhead plus, per field, its key and its value: a rewrite of the block (a string
     field whose name or description says revised, rewritten, corrected, translated,
     normalized, edited, or a name with "text"; or ``"x-blockbatch-revision": true``)
@@ -92,7 +94,7 @@ def estimate_output_tokens(spec: SchemaSpec, block_tokens: int) -> int:
         spec: the schema.
         block_tokens: :func:`estimate_tokens` of the block's content.
     """
-    if spec.prompt_config.max_tokens_per_block is not None:
+    if setting and spec.prompt_config.max_tokens_per_block is not None:
         return spec.prompt_config.max_tokens_per_block
     total = RESULT_OVERHEAD_TOKENS
     for name, field_schema in spec.properties.items():
@@ -261,6 +263,8 @@ class Pack:
         est_output_tokens: the results of all the pack's blocks.
         max_tokens: what to request (see :func:`max_tokens_for`).
         oversized: a single block whose input cannot fit the context window at all.
+        learn_output_tokens: the estimate a run's answers are compared with to learn
+            ``max_tokens`` (:func:`max_tokens_for`'s ``shape``; in the ledger).
     """
 
     positions: tuple[int, ...]
@@ -268,6 +272,7 @@ class Pack:
     est_output_tokens: int
     max_tokens: int
     oversized: bool
+    learn_output_tokens: int = 0
 
 
 #: A first attempt asks for this many times its output estimate (at least
@@ -286,12 +291,16 @@ def learned_headroom(blocks: int) -> float:
 
 
 def max_tokens_for(output_tokens: Sequence[int], limits: PlanLimits, *,
-                   generous: bool = False, observed: float | None = None) -> int:
+                   generous: bool = False, observed: float | None = None,
+                   shape: Sequence[int] | None = None) -> int:
     """The ``max_tokens`` to request for blocks with these expected outputs.
 
     :data:`OUTPUT_HEADROOM` times the estimate (at least :data:`MIN_MAX_TOKENS`), up to
     the normal budget. ``observed`` (what the run's answers wrote per estimated token so
-    far): the estimate times ``observed`` times :func:`learned_headroom` instead.
+    far): the estimate times ``observed`` times :func:`learned_headroom` instead, where
+    the estimate is ``shape`` when given (the blocks' estimates from the schema's fields
+    and their lengths, without a fixed ``max_tokens_per_block``: a long block's rewrite
+    writes more than a heading's, which a flat 800 a block cannot tell).
     ``generous`` (a later attempt, e.g. after a truncated answer) asks for the whole
     budget. When the estimate exceeds what the budget holds with its margin (only a lone
     block with a large output does, in a greedy plan): enough for the estimate with its
@@ -303,7 +312,8 @@ def max_tokens_for(output_tokens: Sequence[int], limits: PlanLimits, *,
     if generous:
         return limits.budget
     if observed is not None:
-        want = estimate * observed * learned_headroom(len(output_tokens))
+        base = PACK_OUTPUT_OVERHEAD_TOKENS + sum(shape) if shape is not None else estimate
+        want = base * observed * learned_headroom(len(output_tokens))
     else:
         want = estimate * OUTPUT_HEADROOM
     return min(limits.budget, max(MIN_MAX_TOKENS, math.ceil(want)))
@@ -317,6 +327,7 @@ def describe_pack(
     *,
     generous: bool = False,
     observed: float | None = None,
+    shape: Sequence[int] | None = None,
 ) -> Pack:
     """The :class:`Pack` for these blocks, e.g. for one half of a split pack.
 
@@ -329,11 +340,15 @@ def describe_pack(
         generous: a later attempt: ``max_tokens`` is the whole budget where the context
             window leaves room for it (see :func:`max_tokens_for`).
         observed: what the run's answers wrote per estimated output token so far.
+        shape: each block's estimate that ``observed`` is measured against (default
+            ``output_tokens``; see :func:`max_tokens_for`).
     """
     if not (len(positions) == len(block_tokens) == len(output_tokens)) or not positions:
         raise ValueError("positions, block_tokens and output_tokens must align and be non-empty")
     est_input = limits.fixed_prompt_tokens + sum(t + BLOCK_WRAPPER_TOKENS for t in block_tokens)
-    max_tokens = max_tokens_for(output_tokens, limits, observed=observed)
+    if shape is not None and len(shape) != len(output_tokens):
+        raise ValueError("shape must align with output_tokens")
+    max_tokens = max_tokens_for(output_tokens, limits, observed=observed, shape=shape)
     if generous:
         room = limits.context_window - est_input
         max_tokens = max(max_tokens, min(max_tokens_for(output_tokens, limits, generous=True),
@@ -344,6 +359,8 @@ def describe_pack(
         est_output_tokens=PACK_OUTPUT_OVERHEAD_TOKENS + sum(output_tokens),
         max_tokens=max_tokens,
         oversized=est_input > limits.context_window - max_tokens,
+        learn_output_tokens=PACK_OUTPUT_OVERHEAD_TOKENS + sum(
+            shape if shape is not None else output_tokens),
     )
 
 

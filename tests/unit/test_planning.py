@@ -17,6 +17,7 @@ from core.planning import (
     describe_pack,
     estimate_output_tokens,
     estimate_tokens,
+    learned_headroom,
     limits_for,
     max_tokens_for,
     plan_packs,
@@ -83,6 +84,29 @@ def test_estimate_is_at_least_chars_over_three_and_a_half(text: str) -> None:
 def test_max_tokens_per_block_overrides_the_estimate() -> None:
     spec = spec_with({"revised_text": {"type": "string"}}, max_tokens_per_block=777)
     assert estimate_output_tokens(spec, 5_000) == 777
+    # ... but not the shape of the answers that a run learns its max_tokens against.
+    assert estimate_output_tokens(spec, 5_000, setting=False) > 5_000
+    assert estimate_output_tokens(spec, 10, setting=False) < 777
+
+
+def test_learned_max_tokens_follow_each_blocks_length_not_a_flat_setting() -> None:
+    # A rewrite schema says 800 a block; answers wrote 0.8 of the length-aware estimate.
+    # A lone long paragraph then gets room for its rewrite, a heading far less than 800.
+    lim = limits()  # budget 8,192
+    short, long_ = [15], [1_200]
+    shape_short = [estimate_output_tokens(spec_with({"revised_text": {"type": "string"}}),
+                                          t) for t in short]
+    shape_long = [estimate_output_tokens(spec_with({"revised_text": {"type": "string"}}),
+                                         t) for t in long_]
+    heading = describe_pack([0], short, [800], lim, observed=0.8, shape=shape_short)
+    page = describe_pack([1], long_, [800], lim, observed=0.8, shape=shape_long)
+    assert heading.max_tokens == 256  # the minimum: far below 2 x 800
+    want = (PACK_OUTPUT_OVERHEAD_TOKENS + shape_long[0]) * 0.8 * learned_headroom(1)
+    assert page.max_tokens == math.ceil(want) > 1_600
+    assert page.learn_output_tokens == PACK_OUTPUT_OVERHEAD_TOKENS + shape_long[0]
+    # Before any answers, both ask for twice the setting, as before.
+    assert describe_pack([0], short, [800], lim, shape=shape_short).max_tokens == 2 * (
+        PACK_OUTPUT_OVERHEAD_TOKENS + 800)
 
 
 @pytest.mark.parametrize(
