@@ -38,7 +38,9 @@ exit codes (retry, once it has run, exits as run and watch do):
 
 configuration comes from the environment: DATABASE_URL, TEMPORAL_ADDRESS,
 TEMPORAL_NAMESPACE, TEMPORAL_TASK_QUEUE, TEMPORAL_UI_URL, ANTHROPIC_API_KEY,
-ANTHROPIC_BASE_URL (unset: the embedded stack of `make up` and its simulated Claude).
+ANTHROPIC_BASE_URL (unset: the embedded stack of `make up` and its simulated Claude);
+BLOCKBATCH_REVIEWER (who edit/confirm/reject record, default your OS user name),
+BLOCKBATCH_SERVE_TOKEN (needed by `serve` on any address but 127.0.0.1/localhost).
 """
 
 
