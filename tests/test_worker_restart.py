@@ -1,4 +1,5 @@
-"""Killing the worker process mid-run: the run completes on a new worker, nothing twice."""
+"""Killing the worker process mid-run: the run completes on a new worker, nothing twice,
+and the limiter reservations it held cost the fleet one refill at most."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 from pathlib import Path
 
 from core.models import RunOptions
+from store import ratelimits
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
 
@@ -50,9 +52,14 @@ async def test_killed_worker_run_completes_without_double_writes_or_payments(
                               "and status = 'ai_complete'", run_id)
         in_flight = await count(s, "select count(*) from llm_calls where run_id = $1 "
                                    "and status = 'started'", run_id)
-        if done >= 30 and in_flight > 0:
+        reserved = await count(s, "select count(*) from rate_reservations where run_id = $1 "
+                                  "and settled_at is null", run_id)
+        if done >= 30 and in_flight > 0 and reserved > 0:
             break
         await asyncio.sleep(0.05)
+    limiter = await s.pool.fetchrow(
+        """select l.key_hash, l.model, l.factor from rate_limiters l join rate_reservations r
+           using (key_hash, model) where r.run_id = $1 limit 1""", run_id)
     first.send_signal(signal.SIGKILL)
     await first.wait()
     killed_at_done = done
@@ -65,6 +72,17 @@ async def test_killed_worker_run_completes_without_double_writes_or_payments(
         await second.wait()
 
     assert killed_at_done < 120, "the worker was killed before the run finished"
+    # The killed worker held limiter reservations it never settled. They cost the fleet one
+    # refill at most: a minute on (the database clock moved back), every bucket is full
+    # again, and the fleet's rate (its AIMD factor) was not cut for them.
+    assert await count(s, "select count(*) from rate_reservations where run_id = $1 "
+                          "and settled_at is null", run_id) >= 1
+    await s.pool.execute("update rate_limiters set at = at - 60 where key_hash = $1 "
+                         "and model = $2", limiter["key_hash"], limiter["model"])
+    (view,) = [v for v in await ratelimits.views(s.pool, limiter["key_hash"])
+               if v.model == limiter["model"]]
+    assert view.factor >= limiter["factor"]
+    assert all(view.levels[k] >= view.limits[k] - 1 for k in view.limits), view
     assert result.status == "completed"
     assert result.blocks_ai_complete == 120
     # Pay once: never two answered calls for one pack attempt.
