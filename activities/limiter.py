@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
-import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
 import asyncpg
 
+from activities.shared import PerRun
 from core.ratelimit import Need
 from store import ratelimits
 
@@ -43,7 +43,7 @@ class FleetLimiter:
         self.pool = pool
         self.key_hash = key_hash(api_key)
         self._settled = 0
-        self._notes: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._notes: PerRun[dict[str, Any]] = PerRun()
 
     async def acquire(self, *, run_id: str, model: str, need: Need, weight: float,
                       status: list[str]) -> tuple[int, float, str | None]:
@@ -90,15 +90,8 @@ class FleetLimiter:
     async def note(self, run_id: str, model: str) -> dict[str, Any] | None:
         """The limiter as ``run_id`` sees it (limits, rate, its share and 429s); read from
         Postgres at most every few seconds per run and worker."""
-        now = time.monotonic()
-        cached = self._notes.get(run_id)
-        if cached is not None and now - cached[0] < _NOTE_EVERY_S:
-            return cached[1]
-        async with self.pool.acquire() as conn:
-            note = await ratelimits.run_note(conn, self.key_hash, model, run_id)
-        if note is None:
-            return None
-        if len(self._notes) > 1000:  # runs come and go; forget them all now and then
-            self._notes.clear()
-        self._notes[run_id] = (now, note)
-        return note
+        async def read() -> dict[str, Any] | None:
+            async with self.pool.acquire() as conn:
+                return await ratelimits.run_note(conn, self.key_hash, model, run_id)
+
+        return await self._notes.get(run_id, _NOTE_EVERY_S, read)

@@ -30,7 +30,7 @@ from activities.errors import (
     from_api_error,
 )
 from activities.limiter import FleetLimiter
-from activities.shared import heartbeating, origin
+from activities.shared import PerRun, heartbeating, origin
 from core.claude_errors import ClaudeError, is_outage
 from core.context import RunContext
 from core.models import (
@@ -83,8 +83,8 @@ class LlmActivities:
         self.client = client
         #: The fleet's shared rate limiter (``None``: calls go out unpaced).
         self.limiter = limiter
-        #: run_id -> (when read, what its answers wrote per estimated output token).
-        self._observed: dict[str, tuple[float, float | None]] = {}
+        #: Per run: what its answers wrote per estimated output token.
+        self._observed: PerRun[float] = PerRun()
 
     @activity.defn
     async def call_model(self, inp: CallModelInput) -> CallModelOutput:
@@ -197,17 +197,12 @@ class LlmActivities:
     async def _observed_output(self, conn: asyncpg.Connection, run_id: str) -> float | None:
         """What the run's answers wrote per estimated output token, once
         :data:`_OBSERVED_AFTER` of them are in (read at most every few seconds)."""
-        now = time.monotonic()
-        cached = self._observed.get(run_id)
-        if cached is not None and now - cached[0] < _OBSERVED_EVERY_S:
-            return cached[1]
-        seen = await ledger.observed_output(conn, run_id)
-        if seen is None or seen[0] < _OBSERVED_AFTER:
-            return None  # not remembered: the next call looks again
-        if len(self._observed) > 1000:  # runs come and go
-            self._observed.clear()
-        self._observed[run_id] = (now, seen[1])
-        return seen[1]
+        async def read() -> float | None:
+            seen = await ledger.observed_output(conn, run_id)
+            # Too few yet: not remembered, the next call looks again.
+            return None if seen is None or seen[0] < _OBSERVED_AFTER else seen[1]
+
+        return await self._observed.get(run_id, _OBSERVED_EVERY_S, read)
 
     async def _open_call(
         self, ctx: RunContext, run_id: str, pack_path: str, pack_attempt: int,
