@@ -79,7 +79,7 @@ class RunWorkflow:
         # Set here, not in ``run``: a pack's signal may be handled before ``run`` begins.
         self._state: RunInput | None = inp
         #: Packs in flight: their handle, or ``None`` for one an earlier execution started
-        #: (it reports by ``pack_done``, as every pack does once the patch is in).
+        #: (it was handed over at continue-as-new and reports by ``pack_done``).
         self._running: dict[int, workflow.ChildWorkflowHandle | None] = dict.fromkeys(
             inp.running)
         self._cancel_requested = False
@@ -93,7 +93,8 @@ class RunWorkflow:
         #: The limiter as the run's latest reported call saw it (progress, UI details).
         self._limiter: LimiterNote | None = None
         #: Packs this execution started whose workflows have not closed yet (a pack that
-        #: reports by signal closes just after it; the run closes after its packs).
+        #: reports by signal, once handed over, closes just after; the run closes after
+        #: its packs).
         self._open: set[int] = set()
 
     @workflow.signal
