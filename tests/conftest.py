@@ -149,6 +149,34 @@ class Stack:
         llm = anthropic_client(self.settings)
         return build_worker(self.client, self.task_queue, self.pool, llm, **kwargs)
 
+    def worker_env(self, key: str, log: Path, **extra: str) -> dict[str, str]:
+        """The environment of a ``worker.py`` process on this stack with API key ``key``.
+
+        The shell's own ``ANTHROPIC_*`` and ``METRICS_*`` settings are left out: a second
+        worker would refuse an exported ``METRICS_PORT`` the first one holds.
+        """
+        return {
+            **{k: v for k, v in os.environ.items()
+               if not k.startswith(("ANTHROPIC_", "METRICS_"))},
+            "DATABASE_URL": self.settings.resolved_database_url,
+            "TEMPORAL_ADDRESS": self.settings.resolved_temporal_address,
+            "TEMPORAL_TASK_QUEUE": self.task_queue,
+            "ANTHROPIC_BASE_URL": self.sim.base_url,
+            "ANTHROPIC_API_KEY": key,
+            "BLOCKBATCH_DATA_DIR": str(log.parent / "data"),
+            **extra,
+        }
+
+    def start_worker_process(self, key: str, log: Path,
+                             **extra: str) -> subprocess.Popen[bytes]:
+        """``worker.py`` in a process of its own (see :meth:`worker_env`), output to ``log``."""
+        with open(log, "wb") as out:
+            return subprocess.Popen(  # our own entry point
+                [sys.executable, str(ROOT / "worker.py")], cwd=ROOT,
+                env=self.worker_env(key, log, **extra), stdout=out,
+                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            )
+
 
 @pytest_asyncio.fixture
 async def bbstack(

@@ -12,13 +12,11 @@ worker metrics, and never the API key.
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import secrets
 import signal
 import socket
 import subprocess
-import sys
 import urllib.request
 from collections import Counter
 from pathlib import Path
@@ -65,19 +63,7 @@ def scrape(port: int) -> str:
 
 
 def start_worker(s: Stack, key: str, port: int, log: Path) -> subprocess.Popen[bytes]:
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "METRICS_"))},
-        "DATABASE_URL": s.settings.resolved_database_url,
-        "TEMPORAL_ADDRESS": s.settings.resolved_temporal_address,
-        "TEMPORAL_TASK_QUEUE": s.task_queue,
-        "ANTHROPIC_BASE_URL": s.sim.base_url,
-        "ANTHROPIC_API_KEY": key,
-        "BLOCKBATCH_DATA_DIR": str(log.parent / "data"),
-        "METRICS_PORT": str(port),
-    }
-    with open(log, "wb") as out:
-        return subprocess.Popen([sys.executable, str(ROOT / "worker.py")], cwd=ROOT, env=env,
-                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    return s.start_worker_process(key, log, METRICS_PORT=str(port))
 
 
 async def wait_for_endpoint(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:

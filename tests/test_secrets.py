@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import secrets
 import signal
 import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
@@ -31,7 +29,7 @@ from temporalio.client import Client
 from core.models import RunOptions
 from devtools.stack import free_port
 from runtime.temporal import anthropic_client, build_worker
-from tests.conftest import ROOT, Stack
+from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
 
 
@@ -74,23 +72,12 @@ async def every_row(s: Stack) -> dict[str, str]:
 
 def start_worker_process(s: Stack, key: str, log: Path,
                          metrics_port: int | None = None) -> subprocess.Popen[bytes]:
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")},
-        "DATABASE_URL": s.settings.resolved_database_url,
-        "TEMPORAL_ADDRESS": s.settings.resolved_temporal_address,
-        "TEMPORAL_TASK_QUEUE": s.task_queue,
-        "ANTHROPIC_BASE_URL": s.sim.base_url,
-        "ANTHROPIC_API_KEY": key,
-        "ANTHROPIC_LOG": "debug",  # the SDK's own request/response logging
-        "BLOCKBATCH_DATA_DIR": str(log.parent / "data"),
-        "PYTHONUNBUFFERED": "1",
+    return s.start_worker_process(
+        key, log,
+        ANTHROPIC_LOG="debug",  # the SDK's own request/response logging
+        PYTHONUNBUFFERED="1",
         **({"METRICS_PORT": str(metrics_port)} if metrics_port else {}),
-    }
-    with open(log, "wb") as out:
-        return subprocess.Popen(  # our own entry point
-            [sys.executable, str(ROOT / "worker.py")], cwd=ROOT, env=env, stdout=out,
-            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        )
+    )
 
 
 async def test_api_key_is_nowhere_in_history_ledger_tables_logs_or_errors(

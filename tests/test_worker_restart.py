@@ -4,32 +4,21 @@ and the limiter reservations it held cost the fleet one refill at most."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sys
 from pathlib import Path
 
 from core.models import RunOptions
 from store import ratelimits
-from tests.conftest import Stack
+from tests.conftest import ROOT, Stack
 from tests.helpers import extract_schema, markdown_doc
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 async def start_worker_process(s: Stack, log: Path) -> asyncio.subprocess.Process:
-    env = {
-        **os.environ,
-        "DATABASE_URL": s.settings.resolved_database_url,
-        "TEMPORAL_ADDRESS": s.settings.resolved_temporal_address,
-        "TEMPORAL_TASK_QUEUE": s.task_queue,
-        "ANTHROPIC_BASE_URL": s.sim.base_url,
-        "ANTHROPIC_API_KEY": "sim-test-key",
-        "BLOCKBATCH_DATA_DIR": str(log.parent / "data"),
-    }
     out = log.open("ab")
     return await asyncio.create_subprocess_exec(
-        sys.executable, str(ROOT / "worker.py"), env=env, stdout=out, stderr=out, cwd=ROOT
+        sys.executable, str(ROOT / "worker.py"), env=s.worker_env("sim-test-key", log),
+        stdout=out, stderr=out, cwd=ROOT
     )
 
 
