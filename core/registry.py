@@ -8,6 +8,7 @@ Prices are USD per million tokens, from Anthropic's public price list.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import date
 from typing import Any
 
 from pydantic import BaseModel
@@ -27,6 +28,8 @@ class ModelInfo:
     price_cache_write_1h: float
     price_cache_read: float
     min_cacheable_tokens: int
+    #: The day the API stops serving the model (Anthropic's deprecation list), if announced.
+    end_of_life: date | None = None
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -34,6 +37,23 @@ class ModelInfo:
 
 
 MODELS: tuple[ModelInfo, ...] = (
+    # Sonnet 4.6 (released 2026-02-17): Sonnet 4.5's prices, a 1M-token context window and
+    # 128K of output (platform.claude.com's model page). The prompt-cache minimum is the
+    # documented 1,024 tokens; anthropic-sdk-python#1194 reports 2,048 observed.
+    # Sonnet 5 is cheaper ($2/$10) but answers 400 to a non-default temperature, which our
+    # schemas may set, and counts with a new tokenizer: not the default until both are handled.
+    ModelInfo(
+        id="claude-sonnet-4-6",
+        aliases=(),
+        context_window=1_000_000,
+        max_output_tokens=128_000,
+        price_input=3.0,
+        price_output=15.0,
+        price_cache_write_5m=3.75,
+        price_cache_write_1h=6.0,
+        price_cache_read=0.30,
+        min_cacheable_tokens=1024,
+    ),
     ModelInfo(
         id="claude-sonnet-4-5",
         aliases=("claude-sonnet-4-5-20250929",),
@@ -45,6 +65,7 @@ MODELS: tuple[ModelInfo, ...] = (
         price_cache_write_1h=6.0,
         price_cache_read=0.30,
         min_cacheable_tokens=1024,
+        end_of_life=date(2026, 11, 30),
     ),
     ModelInfo(
         id="claude-haiku-4-5",
@@ -84,7 +105,7 @@ MODELS: tuple[ModelInfo, ...] = (
     ),
 )
 
-DEFAULT_MODEL = "claude-sonnet-4-5"
+DEFAULT_MODEL = "claude-sonnet-4-6"
 
 #: Message Batches API price as a fraction of the standard price.
 BATCH_DISCOUNT = 0.5
@@ -112,6 +133,19 @@ def get_model(name: str) -> ModelInfo:
         raise UnknownModelError(
             f"unknown model {name!r}; known models: {', '.join(m.id for m in MODELS)}"
         ) from None
+
+
+def retirement_warning(model: ModelInfo, today: date) -> str | None:
+    """What to tell a user who starts a run on a model that is retiring (``None``: not)."""
+    if model.end_of_life is None:
+        return None
+    days = (model.end_of_life - today).days
+    if days > 90:
+        return None
+    when = (f"reached end-of-life on {model.end_of_life}" if days < 0
+            else f"reaches end-of-life on {model.end_of_life} (in {days} days)")
+    return (f"{model.id} {when}: the API will refuse it; set prompt_config.model in the "
+            f"schema or --model to {DEFAULT_MODEL}")
 
 
 class Usage(BaseModel):

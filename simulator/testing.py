@@ -58,7 +58,7 @@ def make_blocks(count: int, document: str = "doc", start: int = 0) -> list[dict[
 def pack_params(
     blocks: list[dict[str, Any]],
     *,
-    model: str = "claude-sonnet-4-5",
+    model: str = "claude-sonnet-4-6",
     max_tokens: int = 8000,
     system_text: str = "You extract fields from document blocks. ",
     system_repeat: int = 1,

@@ -125,7 +125,8 @@ async def test_unknown_model_in_run_options_creates_no_run_and_no_workflow(
 async def test_block_larger_than_the_context_window_fails_alone_with_a_reason(
     bbstack: Stack,
 ) -> None:
-    window = get_model("claude-sonnet-4-5").context_window
+    # A 200K-token window (the default model's is 1M: five times the text, same rule).
+    window = get_model("claude-haiku-4-5").context_window
     huge = "Giant paragraph " + " ".join(["runbook"] * int(window * 0.8)) + "."
     parts = markdown_doc(12).decode().split("\n\n")
     parts.insert(6, huge)
@@ -135,7 +136,7 @@ async def test_block_larger_than_the_context_window_fails_alone_with_a_reason(
         "select block_uid from blocks where document_id = $1 order by block_index", doc)]
     huge_uid = uids[6]
     schema_id = await bbstack.bb.add_schema(extract_schema(200))
-    run_id = await bbstack.bb.start_run(doc, schema_id, RunOptions())
+    run_id = await bbstack.bb.start_run(doc, schema_id, RunOptions(model="claude-haiku-4-5"))
     async with bbstack.worker():
         result = await bbstack.bb.wait(run_id)
 
@@ -149,7 +150,7 @@ async def test_block_larger_than_the_context_window_fails_alone_with_a_reason(
     assert alone == [huge_uid]
     # ...it failed with a reason that says what to do, and it was never sent.
     assert rows[huge_uid]["status"] == "failed"
-    assert "too large for claude-sonnet-4-5" in rows[huge_uid]["last_error"]
+    assert "too large for claude-haiku-4-5" in rows[huge_uid]["last_error"]
     assert "split the block in the source document" in rows[huge_uid]["last_error"]
     sent = await bbstack.pool.fetchval(
         "select count(*) from llm_calls where run_id = $1 and $2 = any(block_uids)",

@@ -30,6 +30,9 @@ async def start(s: Stack, content: bytes, **options: Any) -> tuple[str, list[str
     return run_id, uids
 
 
+SMALL_WINDOW = "claude-haiku-4-5"
+
+
 async def run(s: Stack, content: bytes, **options: Any) -> tuple[str, list[str], RunResult]:
     run_id, uids = await start(s, content, **options)
     async with s.worker():
@@ -108,9 +111,11 @@ async def test_missing_and_invalid_results_cli_review_json_and_export(
 
 
 async def test_oversized_block(bbstack: Stack) -> None:
-    window = get_model("claude-sonnet-4-5").context_window
+    # A 200K-token window (the default model's is 1M: a block too large for it would be
+    # five times the text for the same rule).
+    window = get_model(SMALL_WINDOW).context_window
     huge = "Giant paragraph " + " ".join(["runbook"] * int(window * 0.8)) + "."
-    run_id, uids, _ = await run(bbstack, paragraphs(4, {2: huge}))
+    run_id, uids, _ = await run(bbstack, paragraphs(4, {2: huge}), model=SMALL_WINDOW)
     found = await codes(bbstack, run_id)
     assert found[uids[2]] == ("failed", "oversized")
     assert [found[u][0] for u in uids if u != uids[2]] == ["ai_complete"] * 3

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+import warnings
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any, Self, TextIO
 
@@ -29,6 +30,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.db import NOTHING_TO_RETRY, RUN_NOT_FINISHED
 from blockbatch.api.errors import (
     BadRequest,
+    ModelRetiring,
     NothingToRetry,
     RetryRefused,
     RetryUnderWay,
@@ -51,6 +53,7 @@ from blockbatch.api.review import (
 )
 from core.ingest import ParsedBlock, detect_format, parse_document
 from core.models import OutageOptions, RunInput, RunOptions, RunProgress, RunResult
+from core.registry import get_model, retirement_warning
 from runtime.settings import Settings, load_settings
 from runtime.temporal import connect, ensure_search_attributes
 from store import ratelimits, reads, repo, review, runs
@@ -165,7 +168,8 @@ class Blockbatch:
         """Create the run row and start its RunWorkflow; return the run id.
 
         ``options.model`` left at the default takes the schema's ``prompt_config.model``.
-        A run whose workflow cannot be started is deleted again.
+        A run whose workflow cannot be started is deleted again. A model at or near its
+        end-of-life is started all the same, with a :class:`ModelRetiring` warning.
         """
         options = options or RunOptions()
         client = await self.temporal()
@@ -174,6 +178,9 @@ class Blockbatch:
             schema_model = names.definition["prompt_config"].get("model")
             if options.model == RunOptions().model and schema_model:
                 options = options.model_copy(update={"model": schema_model})
+            retiring = retirement_warning(get_model(options.model), date.today())
+            if retiring:
+                warnings.warn(retiring, ModelRetiring, stacklevel=2)
             run_id = await repo.create_run(conn, document_id, schema_id, options, run_id=run_id)
         try:
             await ensure_search_attributes(client, self.settings.temporal_namespace)

@@ -25,6 +25,10 @@ class StackUnavailable(RuntimeError):
     """A service the request needs is not reachable or not configured (e.g. Claude)."""
 
 
+class ModelRetiring(UserWarning):
+    """A run was started on a model that is at or near its end-of-life (a warning)."""
+
+
 class UnknownReason(BadRequest):
     """A reason code that is not one of core/reasons.py; the message lists the codes."""
 
@@ -86,7 +90,7 @@ UNAVAILABLE: tuple[type[Exception], ...] = (
 
 __all__ = [
     "BAD_INPUT", "UNAVAILABLE", "AllItemsFailed", "BadRequest", "BlockNotRetryable",
-    "DatabaseUnavailable", "EditError", "IngestError", "NotFound", "NothingToRetry", "RetryRefused",
+    "DatabaseUnavailable", "EditError", "IngestError", "ModelRetiring", "NotFound", "NothingToRetry", "RetryRefused",
     "RetryUnderWay", "RunStillActive", "SchemaError", "StackUnavailable",
     "TemporalUnavailable", "UnknownBlock", "UnknownModelError", "UnknownReason",
 ]

@@ -6,13 +6,14 @@ import argparse
 import asyncio
 import errno
 import urllib.request
+import warnings
 from pathlib import Path
 from typing import Any
 
 from temporalio.service import RPCError
 
 from blockbatch.api import Blockbatch, RunInfo, as_schema
-from blockbatch.api.errors import StackUnavailable, TemporalUnavailable
+from blockbatch.api.errors import ModelRetiring, StackUnavailable, TemporalUnavailable
 from blockbatch.cli.follow import follow, report, say_detached
 from blockbatch.cli.parser import PROG
 from blockbatch.cli.session import Session
@@ -80,7 +81,12 @@ async def cmd_run(args: argparse.Namespace, s: Session) -> int:
                    "the run waits until one does (`make worker` or `python worker.py`)")
     doc = await bb.ingest_blocks(data, blocks, name=path.name, fmt=fmt)
     schema_id = await bb.add_schema(spec)
-    run_id = await bb.start_run(doc, schema_id, options)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ModelRetiring)
+        run_id = await bb.start_run(doc, schema_id, options)
+    for w in caught:
+        if issubclass(w.category, ModelRetiring):
+            s.con.note(f"warning: {w.message}")
     _say_started(s, run_id, f"run {run_id}: {len(blocks)} blocks of {path.name} x {spec.name}",
                  {"run_id": run_id, "document_id": doc, "schema_id": schema_id,
                   "blocks": len(blocks)}, no_wait=args.no_wait)

@@ -449,3 +449,17 @@ def test_once_a_run_has_answers_a_first_attempt_asks_for_what_they_say() -> None
     assert max_tokens_for(outputs, limits(), observed=3.0) == 8192
     # A later attempt still asks for the whole budget.
     assert max_tokens_for(outputs, limits(), observed=0.46, generous=True) == 8192
+
+
+def test_a_retiring_model_is_named_with_its_date_and_the_default_to_move_to():
+    from datetime import date
+
+    from core.registry import DEFAULT_MODEL, get_model, retirement_warning
+
+    old = get_model("claude-sonnet-4-5")
+    assert retirement_warning(old, date(2026, 6, 1)) is None  # more than 90 days ahead
+    soon = retirement_warning(old, date(2026, 11, 23))
+    assert soon is not None and "2026-11-30 (in 7 days)" in soon and DEFAULT_MODEL in soon
+    gone = retirement_warning(old, date(2026, 12, 1))
+    assert gone is not None and "reached end-of-life on 2026-11-30" in gone
+    assert retirement_warning(get_model(DEFAULT_MODEL), date(2026, 12, 1)) is None
