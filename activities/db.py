@@ -8,6 +8,8 @@ retried activity (or a second worker running a stale attempt) never writes a blo
 
 from __future__ import annotations
 
+import dataclasses
+
 import asyncpg
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -28,18 +30,31 @@ from core.models import (
     PlanRunInput,
     PlanRunOutput,
     RecordSplitInput,
+    ReplanInput,
+    ReplanOutput,
     RetryRequest,
     RunResult,
+)
+from core.planning import (
+    PACK_OUTPUT_OVERHEAD_TOKENS,
+    OutputRatios,
+    answer_tokens,
+    estimate_output_tokens,
+    learn_ratios,
 )
 from core.policy import code_of_failure
 from core.reasons import REASONS, ReasonCode
 from core.retry import FINISHED_STATUSES, describe_blocks, selection_text
-from store import batches, overlays, retries, runs, splits
+from store import batches, overlays, replans, retries, runs, splits
 from store.runs import PlanState, cached_run_context
 
 #: ``plan_retry`` refuses (non-retryable, nothing changed): the run has not finished and
 #: is not claimed by this execution (another retry runs), nothing it asked for is left to
 #: retry, or there is no such run.
+#: A run plans from earlier runs of its schema on its model once they answered this many
+#: pack calls in full.
+_PRIOR_AFTER_CALLS = 3
+
 RUN_NOT_FINISHED, NOTHING_TO_RETRY, RETRY_REFUSED = "RunNotFinished", "NothingToRetry", \
     "RetryRefused"
 
@@ -62,17 +77,64 @@ class DbActivities:
                 return PlanRunOutput(pack_count=state.pack_count,
                                      block_count=state.blocks_total, mode=ctx.options.mode)
             blocks = await runs.document_blocks(conn, ctx.document_id)
-            packs = ctx.plan([b.est_tokens for b in blocks])
+            # Packs sized from the schema's estimate of each answer, or from what earlier
+            # runs of the schema on the model wrote; with neither, a learning pack first.
+            replans = ctx.learns_output()
+            prior = await prior_ratios(conn, inp.run_id) if replans else None
+            learning = replans and prior is None
+            packs = ctx.plan([b.est_tokens for b in blocks], prior, learning=learning)
             pack_of = [0] * len(blocks)
             for pack_index, pack in enumerate(packs):
                 for pos in pack.positions:
                     pack_of[pos] = pack_index
             await overlays.insert_plan(conn, inp.run_id, blocks, pack_of)
             await runs.save_plan(conn, inp.run_id, len(packs), len(blocks))
-        activity.logger.info("run %s planned: %d blocks in %d packs", inp.run_id,
-                             len(blocks), len(packs))
+        activity.logger.info("run %s planned: %d blocks in %d packs%s", inp.run_id,
+                             len(blocks), len(packs), "" if prior is None
+                             else f"; answers write {prior.text()}")
         return PlanRunOutput(pack_count=len(packs), block_count=len(blocks),
-                             mode=ctx.options.mode)
+                             mode=ctx.options.mode, learning=learning and len(packs) > 1,
+                             replans=replans)
+
+    @activity.defn
+    async def replan_run(self, inp: ReplanInput) -> ReplanOutput:
+        """Plan the packs not started yet again, from what the run's answers wrote.
+
+        Moves pending blocks of packs ``first_pack`` on to new packs when that changes how
+        many there are by at least a tenth (a pack at least); recorded in plan_changes, so a
+        retried activity returns the same plan.
+        """
+        async with self.pool.acquire() as conn, conn.transaction():
+            state = await runs.lock_for_planning(conn, inp.run_id)
+            if state is None:
+                raise ValueError(f"no run {inp.run_id!r}")
+            done = await replans.recorded_change(conn, inp.run_id, inp.first_pack)
+            if done is not None:
+                return ReplanOutput(pack_count=done.packs_after, text=done.text())
+            unchanged = ReplanOutput(pack_count=state.pack_count)
+            ctx = await cached_run_context(conn, inp.run_id)
+            ratios = learned_ratios(ctx, await replans.answers(conn, inp.run_id))
+            if ratios is None or state.status not in runs.ACTIVE_STATUSES:
+                return unchanged
+            blocks = await replans.unstarted_blocks(conn, inp.run_id, inp.first_pack)
+            if not blocks:
+                return unchanged
+            packs = ctx.plan([b.est_tokens for b in blocks], ratios,
+                             [b.block_type for b in blocks])
+            before = state.pack_count - inp.first_pack
+            if abs(len(packs) - before) < max(1, before // 10):
+                return unchanged
+            pack_of = [0] * len(blocks)
+            for n, pack in enumerate(packs):
+                for pos in pack.positions:
+                    pack_of[pos] = inp.first_pack + n
+            change = replans.PlanChange(inp.first_pack, state.pack_count,
+                                        inp.first_pack + len(packs), dataclasses.asdict(ratios))
+            await replans.repack(conn, inp.run_id, [b.block_uid for b in blocks], pack_of,
+                                 change)
+        text = change.text()
+        activity.logger.info("run %s: %s", inp.run_id, text)
+        return ReplanOutput(pack_count=change.packs_after, text=text)
 
     @activity.defn
     async def apply_results(self, inp: ApplyResultsInput) -> ApplyResultsOutput:
@@ -112,6 +174,7 @@ class DbActivities:
             await overlays.end_pending(conn, inp.run_id, inp.status, inp.error)
             result = await runs.close_run(conn, inp.run_id, inp.status, inp.error)
             await retries.close_open(conn, inp.run_id, result.status)
+            result.plan_changes = await replans.change_texts(conn, inp.run_id)
             return result
 
     @activity.defn
@@ -198,6 +261,23 @@ async def _claim_retry(
         first_round=first_round, previous_status=state.status,
         previous_error=state.error,
     )
+
+
+async def prior_ratios(conn: asyncpg.Connection, run_id: str) -> OutputRatios | None:
+    """What earlier runs of the run's schema on its model wrote (``None``: too few)."""
+    seen = await replans.prior_output(conn, run_id)
+    if seen is None or seen[0] < _PRIOR_AFTER_CALLS:
+        return None
+    return OutputRatios(overall=round(seen[1], 4), by_type={}, blocks=seen[2],
+                        source="earlier runs")
+
+
+def learned_ratios(ctx: RunContext, seen: replans.Answers) -> OutputRatios | None:
+    """:func:`core.planning.learn_ratios` over a run's answered blocks."""
+    samples = [(b.block_type, estimate_output_tokens(ctx.spec, b.est_tokens, setting=False),
+                answer_tokens(b.answer)) for b in seen.blocks]
+    written = seen.output_tokens - seen.calls * PACK_OUTPUT_OVERHEAD_TOKENS
+    return learn_ratios(samples, written)
 
 
 def failure_code(inp: FailBlocksInput) -> ReasonCode:

@@ -42,14 +42,16 @@ from core.models import (
     WarmCacheInput,
     WarmCacheOutput,
 )
+from core.planning import LEARNING_PACK_BLOCKS
 from core.prompt import build_request, prefix_sha256
 from core.ratelimit import Need
 from core.registry import Usage, cost_usd
 from store import ledger, overlays
 from store.runs import cached_run_context
 
-#: A run sizes max_tokens from its own answers once this many pack calls were answered,
-#: read from the ledger at most every this many seconds per worker.
+#: A run sizes max_tokens from its own answers once this many pack calls were answered, or
+#: a learning pack's worth of blocks (core.planning.LEARNING_PACK_BLOCKS), read from the
+#: ledger at most every this many seconds per worker.
 _OBSERVED_AFTER = 3
 _OBSERVED_EVERY_S = 5.0
 
@@ -200,7 +202,10 @@ class LlmActivities:
         async def read() -> float | None:
             seen = await ledger.observed_output(conn, run_id)
             # Too few yet: not remembered, the next call looks again.
-            return None if seen is None or seen[0] < _OBSERVED_AFTER else seen[1]
+            if seen is None or (seen[0] < _OBSERVED_AFTER
+                                and seen[1] < LEARNING_PACK_BLOCKS):
+                return None
+            return seen[2]
 
         return await self._observed.get(run_id, _OBSERVED_EVERY_S, read)
 

@@ -149,6 +149,8 @@ def summary_lines(result: RunResult, *, baseline: float | None, links: dict[str,
     retried = retries_line(retries)
     if retried:
         rows.append(("retries", retried))
+    rows += [("re-planned", change.replace(" re-planned", "", 1))
+             for change in r.plan_changes]
     rows += [("Temporal UI", links["run"]), ("its packs", links["packs"])]
     following = next_command(r)
     if following:

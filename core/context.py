@@ -6,12 +6,22 @@ options never change); the rules here are pure.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
 from core.models import RunOptions
-from core.planning import Pack, PlanLimits, describe_pack, estimate_output_tokens, plan_packs
+from core.planning import (
+    LEARNING_PACK_BLOCKS,
+    OutputRatios,
+    Pack,
+    PlanLimits,
+    describe_pack,
+    estimate_output_tokens,
+    plan_packs,
+)
 from core.policy import oversized_message
 from core.prompt import fixed_prompt_tokens
 from core.registry import ModelInfo
@@ -55,15 +65,53 @@ class RunContext:
             batching_enabled=opts.batching_enabled,
         )
 
-    def output_estimate(self, block_tokens: int) -> int:
-        """Expected output tokens of one block: the run's setting, else the schema's."""
-        return (self.options.estimated_output_per_block
-                or estimate_output_tokens(self.spec, block_tokens))
+    def output_estimate(self, block_tokens: int, ratios: OutputRatios | None = None,
+                        block_type: str | None = None) -> int:
+        """Expected output tokens of one block.
 
-    def plan(self, block_tokens: Sequence[int]) -> list[Pack]:
-        """The run's packs over its blocks' token estimates, in block order."""
-        outputs = [self.output_estimate(t) for t in block_tokens]
-        return plan_packs(block_tokens, outputs, self.plan_limits())
+        The run's ``estimated_output_per_block`` when set. Otherwise the schema's estimate of
+        the answer's shape (its fields, the block's length), times what the run's answers
+        (``ratios``) say it really writes, and never more than the schema's
+        ``max_tokens_per_block``, which bounds a block's share but is not the estimate: a
+        flat 800 a block planned 25 calls where 5 do.
+        """
+        if self.options.estimated_output_per_block:
+            return self.options.estimated_output_per_block
+        shape = estimate_output_tokens(self.spec, block_tokens, setting=False)
+        if ratios is not None:
+            shape = max(1, math.ceil(shape * ratios.of(block_type)))
+        cap = self.spec.prompt_config.max_tokens_per_block
+        return min(shape, cap) if cap is not None else shape
+
+    def learns_output(self) -> bool:
+        """Whether a plan without ``ratios`` starts with a learning pack (see
+        :data:`~core.planning.LEARNING_PACK_BLOCKS`): sync mode, packs sized by estimate
+        (no fixed ``pack_size``, batching on), and no set output per block."""
+        o = self.options
+        return (o.mode == "sync" and o.batching_enabled and o.pack_size is None
+                and not o.estimated_output_per_block)
+
+    def plan(self, block_tokens: Sequence[int], ratios: OutputRatios | None = None,
+             block_types: Sequence[str] | None = None, *, learning: bool = False) -> list[Pack]:
+        """The run's packs over its blocks' token estimates, in block order.
+
+        ``learning``: pack 0 is the first :data:`~core.planning.LEARNING_PACK_BLOCKS` blocks
+        of the plan's first pack, sent alone; the rest is planned again from its answer.
+        """
+        types = block_types or [None] * len(block_tokens)
+        outputs = [self.output_estimate(t, ratios, k) for t, k in zip(block_tokens, types)]
+        limits = self.plan_limits()
+        packs = plan_packs(block_tokens, outputs, limits)
+        if not learning or len(packs) < 2 or len(packs[0].positions) <= LEARNING_PACK_BLOCKS:
+            return packs
+        first = range(LEARNING_PACK_BLOCKS)
+        rest = plan_packs(block_tokens[LEARNING_PACK_BLOCKS:], outputs[LEARNING_PACK_BLOCKS:],
+                          limits)
+        shifted = [dataclasses.replace(p, positions=tuple(i + LEARNING_PACK_BLOCKS
+                                                          for i in p.positions))
+                   for p in rest]
+        return [describe_pack(first, block_tokens[:LEARNING_PACK_BLOCKS],
+                              outputs[:LEARNING_PACK_BLOCKS], limits), *shifted]
 
     def pack(self, block_tokens: Sequence[int], attempt: int = 1,
              observed: float | None = None) -> Pack:

@@ -132,6 +132,8 @@ class RunInput(BaseModel):
     #: new; they report their outcome by signal (``pack_done``) to whichever execution is
     #: current.
     running: list[int] = Field(default_factory=list)
+    #: The run re-plans its unstarted packs from its answers at each continue-as-new.
+    replans: bool = False
 
 
 class RunProgress(BaseModel):
@@ -187,6 +189,8 @@ class RunResult(BaseModel):
     #: Outages of the API this run paused for (sync mode; this execution of the run).
     outages: int = 0
     paused_s: float = 0.0
+    #: What the run's re-plans changed, in order (packs that learn from their answers).
+    plan_changes: list[str] = Field(default_factory=list)
 
 
 class PlanRunInput(BaseModel):
@@ -197,6 +201,25 @@ class PlanRunOutput(BaseModel):
     pack_count: int
     block_count: int
     mode: Literal["sync", "batch"] = "sync"
+    #: Pack 0 is a learning pack: sent alone first, then the rest is re-planned from its
+    #: answer (``replan_run``).
+    learning: bool = False
+    #: The run's packs are sized from its answers: its unstarted packs are re-planned at
+    #: each continue-as-new (sync mode, no fixed pack size or output per block).
+    replans: bool = False
+
+
+class ReplanInput(BaseModel):
+    run_id: str
+    #: The first pack to re-plan; it and every pack after it have not started.
+    first_pack: int
+
+
+class ReplanOutput(BaseModel):
+    """The run's packs after a re-plan (``text``: what changed; ``None``: nothing did)."""
+
+    pack_count: int
+    text: str | None = None
 
 
 class ApiDownReport(BaseModel):

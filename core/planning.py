@@ -166,6 +166,92 @@ def _is_revision(name: str, schema: Mapping[str, Any]) -> bool:
     return False
 
 
+#: A run whose output per block is not known yet (no setting, no earlier run of its schema
+#: on its model) first sends this many blocks alone: that pack writes the prompt cache, as the
+#: warm-up call would, and its answer says how much the schema's answers really write, so
+#: the rest is planned from that (:func:`learn_ratios`) instead of from the schema's guess.
+LEARNING_PACK_BLOCKS = 5
+#: A block type's own ratio is used once this many of its blocks were answered and it
+#: differs from the run's ratio by more than :data:`TYPE_RATIO_DIFFERS` (either way).
+TYPE_RATIO_MIN_BLOCKS = 5
+TYPE_RATIO_DIFFERS = 0.25
+
+
+@dataclass(frozen=True)
+class OutputRatios:
+    """What a run's answers write per token of the schema's estimate (its shape: fields and
+    block length, :func:`estimate_output_tokens` with ``setting=False``).
+
+    Attributes:
+        overall: over every answered block.
+        by_type: block types whose answers differ from ``overall`` (see
+            :data:`TYPE_RATIO_DIFFERS`).
+        blocks: how many answered blocks the ratios come from.
+        source: ``"run"`` (this run's answers) or ``"earlier runs"`` (of its schema and model).
+    """
+
+    overall: float
+    by_type: dict[str, float]
+    blocks: int
+    source: str = "run"
+
+    def of(self, block_type: str | None) -> float:
+        return self.by_type.get(block_type or "", self.overall)
+
+    def text(self) -> str:
+        """``0.62x the schema's estimate (from 5 answered blocks; heading 1.40x)``."""
+        kinds = "".join(f"; {t} {r:.2f}x" for t, r in sorted(self.by_type.items()))
+        return (f"{self.overall:.2f}x the schema's estimate (from {self.blocks} answered "
+                f"blocks of {self.source}{kinds})")
+
+
+def learn_ratios(samples: Sequence[tuple[str, int, int]], written_tokens: int,
+                 *, source: str = "run") -> OutputRatios | None:
+    """Output ratios from answered blocks (``None``: no usable sample).
+
+    Args:
+        samples: per answered block, ``(block_type, shape, answer_estimate)``: the schema's
+            estimate of its answer and :func:`estimate_tokens` of the answer it got (the
+            answer's JSON), which spreads ``written_tokens`` over the blocks.
+        written_tokens: what the API counted for those answers (the calls' output tokens,
+            less each call's ``{"results": [...]}`` wrapper).
+    """
+    shape_total = sum(shape for _, shape, _ in samples)
+    answer_total = sum(answer for _, _, answer in samples)
+    if not samples or shape_total <= 0 or answer_total <= 0 or written_tokens <= 0:
+        return None
+    scale = written_tokens / answer_total
+    overall = written_tokens / shape_total
+    by_type: dict[str, float] = {}
+    kinds: dict[str, list[tuple[int, int]]] = {}
+    for kind, shape, answer in samples:
+        kinds.setdefault(kind, []).append((shape, answer))
+    for kind, rows in kinds.items():
+        shape_sum = sum(sh for sh, _ in rows)
+        if len(rows) < TYPE_RATIO_MIN_BLOCKS or shape_sum <= 0:
+            continue
+        ratio = sum(a for _, a in rows) * scale / shape_sum
+        if abs(ratio / overall - 1) > TYPE_RATIO_DIFFERS:
+            by_type[kind] = round(ratio, 4)
+    return OutputRatios(overall=round(overall, 4), by_type=by_type, blocks=len(samples),
+                        source=source)
+
+
+def answer_tokens(answer: Any) -> int:
+    """:func:`estimate_tokens` of one block's answer as the tool input carries it, which
+    spreads a call's counted output over its blocks (:func:`learn_ratios`)."""
+    return estimate_tokens(json.dumps(answer, ensure_ascii=False)) + RESULT_OVERHEAD_TOKENS
+
+
+def replan_text(first_pack: int, packs_before: int, packs_after: int,
+                ratios: OutputRatios) -> str:
+    """``packs 1-24 re-planned as 1-4: answers write 0.62x the schema's estimate (...)``."""
+    def span(end: int) -> str:
+        return f"{first_pack}" if end - 1 == first_pack else f"{first_pack}-{end - 1}"
+    return (f"packs {span(packs_before)} re-planned as {span(packs_after)}: answers write "
+            f"{ratios.text()}")
+
+
 @dataclass(frozen=True)
 class PlanLimits:
     """The limits a plan respects.

@@ -142,6 +142,7 @@ def build_worker(
         workflows=WORKFLOWS,
         activities=[
             db_acts.plan_run,
+            db_acts.replan_run,
             db_acts.apply_results,
             db_acts.fail_blocks,
             db_acts.record_split,

@@ -138,23 +138,25 @@ async def open_call(
         )
 
 
-async def observed_output(conn: asyncpg.Connection, run_id: str) -> tuple[int, float] | None:
+async def observed_output(conn: asyncpg.Connection,
+                          run_id: str) -> tuple[int, int, float] | None:
     """How a run's answers compare with the planner's estimates so far.
 
     Returns:
-        ``(answered pack calls, output tokens written / output tokens estimated)`` over
-        its pack calls answered in full (a truncated answer says only "more"); ``None``
-        before any.
+        ``(answered pack calls, their blocks, output tokens written / output tokens
+        estimated)`` over its pack calls answered in full (a truncated answer says only
+        "more"); ``None`` before any.
     """
     row = await conn.fetchrow(
-        """select count(*) as n, sum(output_tokens) as written, sum(est_output_tokens) as est
+        """select count(*) as n, sum(cardinality(block_uids)) as blocks,
+                  sum(output_tokens) as written, sum(est_output_tokens) as est
            from llm_calls
            where run_id = $1 and purpose = 'pack' and status = 'succeeded'
              and est_output_tokens > 0 and stop_reason is distinct from 'max_tokens'""",
         run_id)
     if not row["n"]:
         return None
-    return int(row["n"]), float(row["written"]) / float(row["est"])
+    return int(row["n"]), int(row["blocks"]), float(row["written"]) / float(row["est"])
 
 
 async def open_probe(

@@ -181,7 +181,13 @@ async def test_scraped_metrics_agree_with_the_ledger_after_faulty_runs(
     # block that failed alone, and both modes' calls.
     assert got["api_errors"][("429",)] > 0 and got["api_errors"][("4xx",)] > 0
     assert got["splits"][()] > 0
-    assert got["failed"] == {("request_rejected",): 2, ("missing_from_answer",): 1}
+    failed = dict(got["failed"])
+    assert failed.pop(("request_rejected",)) == 2
+    # Block 30, never answered, fails alone: missing from its answers, or cut off by the
+    # truncate fault on its last attempt (which of the two follows the seeded dice, which
+    # roll on each request's bytes).
+    assert list(failed.values()) == [1]
+    assert set(failed) <= {("missing_from_answer",), ("truncated",)}
     assert got["done"][()] == sum(r.blocks_ai_complete for r in (sync, batch, cancelled))
     assert got["cancelled"] == {("cancelled",): cancelled.blocks_cancelled}
     assert {p for p, _ in got["calls"]} >= {"pack", "warm_up", "batch_request"}

@@ -48,7 +48,9 @@ def assert_true_to_content(rows: list[dict[str, Any]]) -> None:
 
 
 async def test_run_completes_every_block_with_few_calls_and_cache_reads(bbstack: Stack) -> None:
-    run_id, result = await run_doc(bbstack, 200, extract_schema(instruction_words=1500))
+    # output_budget 2,048: packs bound by output, so that what the answers write matters.
+    schema = extract_schema(instruction_words=1500)
+    run_id, result = await run_doc(bbstack, 200, schema, output_budget=2048)
     assert result.status == "completed"
     assert result.blocks_total == 200
     assert result.blocks_ai_complete == 200
@@ -64,6 +66,29 @@ async def test_run_completes_every_block_with_few_calls_and_cache_reads(bbstack:
     assert calls[0]["cache_creation_input_tokens"] > 0
     assert all(c["cache_read_input_tokens"] > 0 for c in calls[1:])
     assert result.cache_read_input_tokens > 0 and result.cost_usd > 0
+
+    # Packs that learn: the schema's first run sends a learning pack of 5 blocks first (no
+    # warm-up call), then plans the rest from what it wrote, and says so.
+    first = await bbstack.pool.fetch(
+        """select purpose, cardinality(block_uids) as n, pack_path from llm_calls
+           where run_id = $1 order by call_id limit 2""", run_id)
+    assert [(r["purpose"], r["n"], r["pack_path"]) for r in first][0] == ("pack", 5, "0")
+    planned = await bbstack.pool.fetchrow(
+        "select packs_before, packs_after, ratios from plan_changes where run_id = $1",
+        run_id)
+    assert planned is not None and planned["packs_after"] < planned["packs_before"], planned
+    assert 0 < planned["ratios"]["overall"] < 1  # the schema's estimate leans high
+    assert result.pack_count == planned["packs_after"]
+    assert result.plan_changes and result.plan_changes[0].startswith(
+        f"packs 1-{planned['packs_before'] - 1} re-planned as 1-{planned['packs_after'] - 1}")
+    assert (await bbstack.bb.result(run_id)).plan_changes == result.plan_changes
+    # A later run of the same schema and model plans from what this one wrote at once: the
+    # warm-up start, no learning pack, about as many packs for the same blocks.
+    again_id, again = await run_doc(bbstack, 200, schema, output_budget=2048)
+    purposes = [r["purpose"] for r in await bbstack.pool.fetch(
+        "select purpose from llm_calls where run_id = $1 order by call_id", again_id)]
+    assert again.status == "completed" and purposes[0] == "warm_up"
+    assert abs(again.pack_count - result.pack_count) <= 2 and again.plan_changes == []
 
 
 async def test_no_batching_gives_same_values_one_call_per_block(bbstack: Stack) -> None:
@@ -101,7 +126,12 @@ async def _assert_exactly_once(s: Stack, run_id: str, result: RunResult) -> None
 
 async def test_truncated_output_is_halved_until_done(bbstack: Stack) -> None:
     bbstack.sim.scenario(faults={"truncate": 0.5}, seed=1)
-    run_id, result, rows = await _faulty_run(bbstack)
+    # Besides the fault (its dice roll on each request's bytes), a first guess of 10 output
+    # tokens a block: packs of 20 ask for far less than they write and are cut off for real.
+    run_id, result = await run_doc(bbstack, 60, extract_schema(instruction_words=200),
+                                   pack_size=20, max_block_attempts=6,
+                                   estimated_output_per_block=10)
+    rows = await overlays(bbstack, run_id)
     await _assert_exactly_once(bbstack, run_id, result)
     assert result.split_events > 0
     assert all(r["status"] == "ai_complete" for r in rows)

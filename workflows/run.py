@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
         PlanRetryInput,
         PlanRunInput,
         ProcessPackInput,
+        ReplanInput,
         RunInput,
         RunProgress,
         RunResult,
@@ -62,6 +63,11 @@ PACKS_OUTLIVE_CONTINUE_AS_NEW = "packs-outlive-continue-as-new"
 #: report by signal (told so by ``report_to_run``); before, every pack did, which cost
 #: each pack a signal and a workflow task or two.
 REPORT_ONLY_WHEN_CARRIED_OVER = "report-only-when-carried-over"
+#: ``workflow.patched`` id: packs learn from the run's answers. A run whose output per block
+#: is not known yet sends a small learning pack first (it writes the prompt cache, as the
+#: warm-up did) and re-plans the rest from its answer (``replan_run``); a run sized from
+#: its answers re-plans its unstarted packs again at each continue-as-new.
+PACKS_LEARN = "packs-learn-from-answers"
 
 
 def run_workflow_id(run_id: str) -> str:
@@ -96,6 +102,9 @@ class RunWorkflow:
         #: reports by signal, once handed over, closes just after; the run closes after
         #: its packs).
         self._open: set[int] = set()
+        #: Pack 0 is a learning pack (``plan_run``); what the latest re-plan changed.
+        self._learning = False
+        self._replanned: str | None = None
 
     @workflow.signal
     def cancel(self) -> None:
@@ -192,6 +201,7 @@ class RunWorkflow:
             summary="plan_run: size packs from block and output estimates",
         )
         inp.pack_count, inp.block_count = plan.pack_count, plan.block_count
+        inp.replans, self._learning = plan.replans, plan.learning
         if plan.mode == "batch":
             inp.batch = BatchRunState()
 
@@ -215,10 +225,17 @@ class RunWorkflow:
         # A retry's first execution warms the cache too (it may have been cold for hours);
         # a continued-as-new execution finds it warm.
         serial_first = inp.next_pack == 0 and inp.pack_count > 1
-        fresh = (workflow.info().continued_run_id is None
-                 and inp.pack_count - inp.next_pack > 1)
+        continued = workflow.info().continued_run_id is not None
+        fresh = not continued and inp.pack_count - inp.next_pack > 1
+        learn = False
         if fresh and not self._stopping() and workflow.patched(WARM_CACHE_FIRST):
-            serial_first = not await self._warm_cache(inp)
+            # With no idea yet of what the answers write, pack 0 is a few blocks sent alone:
+            # it writes the prompt cache like the warm-up call and teaches the plan.
+            learn = self._learning and workflow.patched(PACKS_LEARN)
+            serial_first = learn or not await self._warm_cache(inp)
+        elif (continued and inp.replans and inp.next_pack < inp.pack_count
+              and not self._stopping() and workflow.patched(PACKS_LEARN)):
+            await self._replan(inp)
         while inp.next_pack < inp.pack_count and not self._stopping():
             # While Claude is down (the run paused, probing) no pack starts.
             await workflow.wait_condition(
@@ -241,6 +258,8 @@ class RunWorkflow:
                 # The first call writes the prompt cache; the rest then read it instead of
                 # each paying for their own cache write.
                 await workflow.wait_condition(lambda: not self._running or self._stopping())
+                if learn and not self._stopping():
+                    await self._replan(inp)
         if self._stopping():
             await self._stop_children()
         elif self._outlive and inp.next_pack < inp.pack_count:
@@ -282,6 +301,20 @@ class RunWorkflow:
         closed = {index for (index, _), r in zip(here, sent) if isinstance(r, BaseException)}
         await workflow.wait_condition(
             lambda: not (closed & self._running.keys()) or self._stopping())
+
+    async def _replan(self, inp: RunInput) -> None:
+        """Plan the packs not started yet again, from what the run's answers wrote."""
+        out = await workflow.execute_activity_method(
+            DbActivities.replan_run,
+            ReplanInput(run_id=inp.run_id, first_pack=inp.next_pack),
+            start_to_close_timeout=PLAN_TIMEOUT,
+            retry_policy=DB_RETRY,
+            summary=f"replan_run: packs {inp.next_pack} on, from what the answers wrote",
+        )
+        inp.pack_count = out.pack_count
+        if out.text is not None:
+            self._replanned = out.text
+            self._show()
 
     async def _warm_cache(self, inp: RunInput) -> bool:
         """One small call writes the prompt cache (False: it failed; pack 0 goes first)."""
@@ -433,6 +466,8 @@ class RunWorkflow:
                     f"{n} {code}" for code, n in result.failure_reasons.items())
             if result.error:
                 details += f"\n\n{result.error}"
+            for change in result.plan_changes:
+                details += f"\n\n{change}"
             details += self._limiter_line(p)
             workflow.set_current_details(details)
             return
@@ -448,6 +483,8 @@ class RunWorkflow:
             f"({p.packs_running} running) · {p.calls} calls · {p.splits} splits · "
             f"${p.cost_usd:.4f}"
         )
+        if self._replanned is not None:
+            details += f"\n\n{self._replanned}"
         workflow.set_current_details(details + self._limiter_line(p))
 
     @staticmethod

@@ -56,7 +56,7 @@ from core.models import OutageOptions, RunInput, RunOptions, RunProgress, RunRes
 from core.registry import get_model, retirement_warning
 from runtime.settings import Settings, load_settings
 from runtime.temporal import connect, ensure_search_attributes
-from store import ratelimits, reads, repo, review, runs
+from store import ratelimits, reads, replans, repo, review, runs
 from store import retries as retry_log
 from store.db import create_pool
 from store.retries import RetryRecord
@@ -395,11 +395,16 @@ class Blockbatch:
     async def result(self, run_id: str) -> RunResult:
         """The run's counters and failure reasons from Postgres (final once it has finished)."""
         result = (await self.run(run_id)).result()
-        return result.model_copy(update={"failure_reasons": await self.failure_reasons(run_id)})
+        return result.model_copy(update={"failure_reasons": await self.failure_reasons(run_id),
+                                         "plan_changes": await self.plan_changes(run_id)})
 
     async def limits(self) -> list[ratelimits.LimiterView]:
         """The fleet's rate limiters (per API key hash and model), refilled to now."""
         return await ratelimits.views(self.pool)
+
+    async def plan_changes(self, run_id: str) -> list[str]:
+        """What the run's re-plans changed (packs that learn from the run's answers)."""
+        return await replans.change_texts(self.pool, run_id)
 
     async def failure_reasons(self, run_id: str) -> dict[str, int]:
         """Reason code -> count over the run's failed and cancelled blocks, most first."""

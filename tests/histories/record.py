@@ -221,6 +221,25 @@ async def record_warm_start(r: Recorder) -> None:
     save("warm_start.run", await r.history(f"run-{run_id}"))
 
 
+async def record_learning(r: Recorder) -> None:
+    r.scenario()
+    # Packs sized by estimate, no earlier run of the schema: a learning pack goes first
+    # (no warm-up), the rest is re-planned from its answer, and again at continue-as-new.
+    run_id = await r.start(150, RunOptions(max_concurrent_packs=2, output_budget=1024), words=1500,
+                           packs_per_history=3)
+    async with r.worker():
+        result = await r.bb.wait(run_id)
+    assert result.status == "completed", result
+    first, last = await _first_and_last(r, f"run-{run_id}")
+    for history in (first, last):
+        scheduled = [e.activity_task_scheduled_event_attributes.activity_type.name
+                     for e in history.events
+                     if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
+        assert "replan_run" in scheduled and "warm_cache" not in scheduled, scheduled
+    save("learning.first", first)
+    save("learning.last", last)
+
+
 async def record_outage(r: Recorder) -> None:
     slow = {"speed_factor": 1.0, "latency": {"ttft_ms": 300, "per_output_token_ms": 0}}
     r.scenario(**slow)
@@ -319,7 +338,7 @@ RECORDERS = {"warm_start": record_warm_start,
              "sync_splits": record_sync_splits, "cancelled": record_cancelled,
              "batch_rounds": record_batch_rounds, "continue_as_new": record_continue_as_new,
              "outage": record_outage, "retry": record_retry, "outlive": record_outlive,
-             "handover": record_handover}
+             "handover": record_handover, "learning": record_learning}
 
 
 async def main(names: list[str]) -> None:

@@ -32,6 +32,18 @@ def spec_with(properties: dict[str, Any], **prompt_config: Any) -> SchemaSpec:
     )
 
 
+def _context(**prompt_config: Any) -> Any:
+    """A RunContext over a rewrite schema (revised text, count, short summary)."""
+    from core.context import RunContext
+    from core.models import RunOptions
+
+    config = {k: v for k, v in prompt_config.items() if v is not None}
+    spec = spec_with({"revised_text": {"type": "string"}, "word_count": {"type": "integer"},
+                      "change_summary": {"type": "string", "maxLength": 160}}, **config)
+    return RunContext(run_id="r", document_id="d", schema_id="s", options=RunOptions(),
+                      spec=spec, model=get_model("claude-sonnet-4-6"))
+
+
 def limits(**overrides: Any) -> PlanLimits:
     base: dict[str, Any] = {
         "context_window": 200_000,
@@ -463,3 +475,49 @@ def test_a_retiring_model_is_named_with_its_date_and_the_default_to_move_to():
     gone = retirement_warning(old, date(2026, 12, 1))
     assert gone is not None and "reached end-of-life on 2026-11-30" in gone
     assert retirement_warning(get_model(DEFAULT_MODEL), date(2026, 12, 1)) is None
+
+
+# ------------------------------------------------------------------ packs that learn
+
+
+def test_learned_ratios_spread_the_counted_output_over_blocks_by_their_answers():
+    from core.planning import learn_ratios
+
+    # Paragraphs answer at half the schema's estimate, headings at twice: with five of each
+    # both differ from the run's ratio by more than a quarter and keep their own.
+    samples = [("paragraph", 200, 100)] * 5 + [("heading", 50, 100)] * 5
+    ratios = learn_ratios(samples, written_tokens=1000)
+    assert ratios is not None and ratios.blocks == 10
+    assert ratios.overall == pytest.approx(1000 / 1250)
+    assert ratios.by_type == {"paragraph": pytest.approx(0.5), "heading": pytest.approx(2.0)}
+    assert ratios.of("heading") == pytest.approx(2.0) and ratios.of("table") == ratios.overall
+    # Fewer than five of a type: the run's ratio serves it.
+    assert learn_ratios(samples[:4] + samples[5:9], 800).by_type == {}
+    assert learn_ratios([], 100) is None and learn_ratios(samples, 0) is None
+
+
+def test_the_schema_setting_bounds_a_blocks_estimate_but_is_no_longer_the_estimate():
+    from core.planning import OutputRatios
+
+    ctx = _context(max_tokens_per_block=800)
+    shape = estimate_output_tokens(ctx.spec, 100, setting=False)
+    assert ctx.output_estimate(100) == shape < 800
+    half = OutputRatios(overall=0.5, by_type={"heading": 3.0}, blocks=5)
+    assert ctx.output_estimate(100, half) == math.ceil(shape * 0.5)
+    assert ctx.output_estimate(5000, OutputRatios(overall=9.0, by_type={}, blocks=5)) == 800
+    assert ctx.output_estimate(100, half, "heading") == min(800, math.ceil(shape * 3.0))
+
+
+def test_a_learning_plan_sends_a_few_blocks_first_and_covers_every_block_once():
+    from core.planning import LEARNING_PACK_BLOCKS
+
+    ctx = _context(max_tokens_per_block=None)
+    tokens = [90] * 200
+    plain = ctx.plan(tokens)
+    learning = ctx.plan(tokens, learning=True)
+    assert len(plain[0].positions) > LEARNING_PACK_BLOCKS
+    assert learning[0].positions == tuple(range(LEARNING_PACK_BLOCKS))
+    covered = [p for pack in learning for p in pack.positions]
+    assert covered == list(range(200))
+    # Too few blocks for a pack of their own: the plan as it is.
+    assert ctx.plan([90] * 3, learning=True) == ctx.plan([90] * 3)

@@ -45,6 +45,8 @@ from core.models import (
     ProbeApiOutput,
     ProviderBatchRef,
     RecordSplitInput,
+    ReplanInput,
+    ReplanOutput,
     RunResult,
     SubmitRoundOutput,
     Totals,
@@ -147,8 +149,16 @@ class FakeWorld:
         rounds: dict[int, BatchRound] | None = None,
         hold_plan: bool = False,
         outage: Outage | None = None,
+        learning: bool = False,
+        replan_sizes: list[int] | None = None,
     ) -> None:
         self.run_id = run_id
+        #: plan_run says pack 0 is a learning pack; replan_run then regroups the blocks of
+        #: the unstarted packs into packs of ``replan_sizes`` (once).
+        self.learning = learning
+        self.replan_sizes = replan_sizes
+        self.replans: list[ReplanInput] = []
+        self.plan_changes: list[str] = []
         self.mode = mode
         self.packs = {i: [f"b{i}-{j}" for j in range(n)] for i, n in enumerate(pack_sizes)}
         self.script = {path: list(steps) for path, steps in (script or {}).items()}
@@ -195,7 +205,7 @@ class FakeWorld:
         return list(dict.fromkeys(c.pack_path for c in self.calls))
 
     def activities(self) -> list[Callable[..., Any]]:
-        return [self.plan_run, self.apply_results, self.fail_blocks, self.record_split,
+        return [self.plan_run, self.replan_run, self.apply_results, self.fail_blocks, self.record_split,
                 self.mark_run_cancelling, self.finish_run, self.call_model, self.probe_api,
                 self.warm_cache,
                 self.open_batch_run, self.submit_round, self.poll_round, self.cancel_round,
@@ -215,7 +225,26 @@ class FakeWorld:
             self.in_flight.set()
             await self.release.wait()
         return PlanRunOutput(pack_count=len(self.packs), block_count=len(self.uids),
-                             mode=self.mode)
+                             mode=self.mode, learning=self.learning, replans=self.learning)
+
+    @activity.defn(name="replan_run")
+    async def replan_run(self, inp: ReplanInput) -> ReplanOutput:
+        self.replans.append(inp)
+        sizes, self.replan_sizes = self.replan_sizes, None
+        if sizes is None:
+            return ReplanOutput(pack_count=len(self.packs))
+        rest = [u for i, blocks in self.packs.items() if i >= inp.first_pack for u in blocks]
+        assert sum(sizes) == len(rest), "replan_sizes must cover the unstarted blocks"
+        before = len(self.packs)
+        for i in [i for i in self.packs if i >= inp.first_pack]:
+            del self.packs[i]
+        for n, size in enumerate(sizes):
+            self.packs[inp.first_pack + n] = rest[:size]
+            rest = rest[size:]
+        text = (f"packs {inp.first_pack}-{before - 1} re-planned as "
+                f"{inp.first_pack}-{len(self.packs) - 1}")
+        self.plan_changes.append(text)
+        return ReplanOutput(pack_count=len(self.packs), text=text)
 
     @activity.defn(name="apply_results")
     async def apply_results(self, inp: ApplyResultsInput) -> ApplyResultsOutput:
@@ -260,6 +289,7 @@ class FakeWorld:
             blocks_ai_complete=len(self.done), blocks_failed=len(self.failed),
             blocks_cancelled=pending if inp.status != "completed" else 0,
             pack_count=len(self.packs), calls=self.paid_calls, split_events=len(self.splits),
+            plan_changes=self.plan_changes,
         )
 
     # ------------------------------------------------------------ LlmActivities

@@ -221,6 +221,42 @@ async def test_when_the_warm_up_fails_pack_zero_goes_first_as_before(
     assert result.status == "completed" and paths[0] == "0" and sorted(paths) == ["0", "1", "2"]
 
 
+async def test_a_learning_pack_goes_first_alone_and_the_rest_is_planned_from_its_answer(
+    wf: Harness, run_id: str
+) -> None:
+    # Pack 0 (a few blocks) writes the cache instead of a warm-up call; its answer re-plans
+    # the five packs of two into two packs of five, which then start together.
+    world = FakeWorld(run_id, [2] * 6, {"0": [Hold("released")]}, learning=True,
+                      replan_sizes=[5, 5])
+    async with wf.worker(world):
+        handle = await wf.start(world, max_concurrent_packs=8)
+        await world.held("0")
+        assert world.called_paths() == ["0"] and world.replans == []
+        world.release.set()
+        result = await handle.result()
+        meta = await handle.query("__temporal_workflow_metadata")
+    assert world.warm_ups == 0
+    assert [r.first_pack for r in world.replans] == [1]
+    assert sorted(world.called_paths()) == ["0", "1", "2"]
+    assert result.status == "completed" and result.blocks_ai_complete == 12
+    assert result.plan_changes == ["packs 1-5 re-planned as 1-2"]
+    assert "packs 1-5 re-planned as 1-2" in meta.current_details
+
+
+async def test_a_run_sized_from_its_answers_replans_at_each_continue_as_new(
+    wf_alone: Harness, run_id: str
+) -> None:
+    wf = wf_alone
+    world = FakeWorld(run_id, [1, 1, 1, 1, 1], learning=True)
+    async with wf.worker(world):
+        handle = await wf.start(world, packs_per_history=2, max_concurrent_packs=2)
+        result = await handle.result()
+    assert result.status == "completed" and result.blocks_ai_complete == 5
+    # After the learning pack, then at each continue-as-new with packs left to start.
+    firsts = [r.first_pack for r in world.replans]
+    assert firsts[0] == 1 and len(firsts) >= 2 and firsts == sorted(firsts)
+
+
 async def _signals_sent(wf: Harness, workflow_id: str) -> int:
     """How many signals a workflow sent to others (``pack_done``, ``api_down``)."""
     history = await wf.env.client.get_workflow_handle(workflow_id).fetch_history()

@@ -1,0 +1,161 @@
+"""Packs that learn: what a run's answers wrote, and re-planning the packs not started yet.
+
+Tables: plan_changes (one row per re-plan), overlays (``pack_index`` of pending blocks),
+llm_calls (output tokens of answered pack calls), blocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from core.planning import OutputRatios, replan_text
+
+#: Samples are the blocks of a run's latest answered pack calls, at most this many calls.
+_SAMPLE_CALLS = 200
+#: Prior ratios come from the latest answered pack calls of earlier runs, at most this many.
+_PRIOR_CALLS = 100
+
+
+@dataclass(frozen=True)
+class AnsweredBlock:
+    """A block a run's pack call answered: its type and size, and the answer it got."""
+
+    block_type: str
+    est_tokens: int
+    answer: Any
+
+
+@dataclass(frozen=True)
+class Answers:
+    """The blocks of a run's latest answered pack calls, and what those calls wrote."""
+
+    blocks: list[AnsweredBlock]
+    calls: int
+    output_tokens: int
+
+
+async def answers(conn: asyncpg.Connection, run_id: str) -> Answers:
+    """The answered blocks of the run's latest pack calls answered in full (a truncated
+    answer says only "more"), with those calls' output tokens."""
+    rows = await conn.fetch(
+        """with calls as (
+               select call_id, output_tokens from llm_calls
+               where run_id = $1 and purpose = 'pack' and status = 'succeeded'
+                 and stop_reason is distinct from 'max_tokens'
+               order by call_id desc limit $2)
+           select b.block_type, b.est_tokens, o.staging, c.call_id, c.output_tokens
+           from calls c
+           join overlays o on o.run_id = $1 and o.call_id = c.call_id
+                          and o.status in ('ai_complete', 'confirmed', 'rejected')
+           join blocks b on b.block_uid = o.block_uid""",
+        run_id, _SAMPLE_CALLS)
+    outputs = {r["call_id"]: r["output_tokens"] or 0 for r in rows}
+    return Answers(
+        blocks=[AnsweredBlock(r["block_type"], r["est_tokens"], r["staging"])
+                for r in rows],
+        calls=len(outputs), output_tokens=sum(outputs.values()))
+
+
+async def prior_output(conn: asyncpg.Connection,
+                       run_id: str) -> tuple[int, float, int] | None:
+    """What earlier runs of this run's schema on its model wrote per token of the schema's
+    estimate: ``(answered pack calls, ratio, blocks)`` over their latest calls answered in
+    full (``None``: no such run answered yet)."""
+    row = await conn.fetchrow(
+        """with latest as (
+               select c.output_tokens, c.est_output_tokens,
+                      cardinality(c.block_uids) as blocks
+               from runs r
+               join runs e on e.schema_id = r.schema_id and e.model = r.model
+                          and e.run_id <> r.run_id
+               join llm_calls c on c.run_id = e.run_id
+               where r.run_id = $1 and c.purpose = 'pack' and c.status = 'succeeded'
+                 and c.est_output_tokens > 0 and c.stop_reason is distinct from 'max_tokens'
+               order by c.call_id desc limit $2)
+           select count(*) as n, sum(output_tokens) as written,
+                  sum(est_output_tokens) as est, sum(blocks) as blocks from latest""",
+        run_id, _PRIOR_CALLS)
+    if not row["n"] or not row["est"]:
+        return None
+    return int(row["n"]), float(row["written"]) / float(row["est"]), int(row["blocks"])
+
+
+@dataclass(frozen=True)
+class UnstartedBlock:
+    block_uid: str
+    block_type: str
+    est_tokens: int
+
+
+async def unstarted_blocks(conn: asyncpg.Connection, run_id: str,
+                           first_pack: int) -> list[UnstartedBlock]:
+    """The run's pending blocks in packs from ``first_pack`` on (none of them started), in
+    block order."""
+    rows = await conn.fetch(
+        """select o.block_uid, b.block_type, b.est_tokens
+           from overlays o join blocks b using (block_uid)
+           where o.run_id = $1 and o.pack_index >= $2 and o.status = 'pending'
+           order by o.block_index""",
+        run_id, first_pack)
+    return [UnstartedBlock(r["block_uid"], r["block_type"], r["est_tokens"]) for r in rows]
+
+
+@dataclass(frozen=True)
+class PlanChange:
+    first_pack: int
+    packs_before: int
+    packs_after: int
+    ratios: dict[str, Any]
+
+    def text(self) -> str:
+        """What changed, as the summary and the Temporal UI say it."""
+        return replan_text(self.first_pack, self.packs_before, self.packs_after,
+                           OutputRatios(**self.ratios))
+
+
+async def recorded_change(conn: asyncpg.Connection, run_id: str,
+                          first_pack: int) -> PlanChange | None:
+    """The re-plan already made from ``first_pack`` (an activity retried after it)."""
+    row = await conn.fetchrow(
+        """select first_pack, packs_before, packs_after, ratios from plan_changes
+           where run_id = $1 and first_pack = $2""", run_id, first_pack)
+    return _change(row) if row is not None else None
+
+
+async def repack(conn: asyncpg.Connection, run_id: str, uids: Sequence[str],
+                 packs: Sequence[int], change: PlanChange) -> None:
+    """Move the unstarted blocks to their new packs, set the run's pack count and record
+    the change, in the caller's transaction (the run row locked for planning)."""
+    await conn.execute(
+        """update overlays o set pack_index = t.p
+           from unnest($2::text[], $3::int[]) as t(u, p)
+           where o.run_id = $1 and o.block_uid = t.u and o.status = 'pending'""",
+        run_id, list(uids), list(packs))
+    await conn.execute("update runs set pack_count = $2 where run_id = $1",
+                       run_id, change.packs_after)
+    await conn.execute(
+        """insert into plan_changes (run_id, first_pack, packs_before, packs_after, ratios)
+           values ($1, $2, $3, $4, $5)""",
+        run_id, change.first_pack, change.packs_before, change.packs_after, change.ratios)
+
+
+async def changes(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> list[PlanChange]:
+    """The run's re-plans, in order."""
+    rows = await conn.fetch(
+        """select first_pack, packs_before, packs_after, ratios from plan_changes
+           where run_id = $1 order by first_pack""", run_id)
+    return [_change(r) for r in rows]
+
+
+async def change_texts(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> list[str]:
+    """What the run's re-plans changed, in order (:meth:`PlanChange.text`)."""
+    return [c.text() for c in await changes(conn, run_id)]
+
+
+def _change(row: asyncpg.Record) -> PlanChange:
+    return PlanChange(row["first_pack"], row["packs_before"], row["packs_after"],
+                      row["ratios"])
