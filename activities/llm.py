@@ -69,8 +69,8 @@ _T = TypeVar("_T")
 #: The ledger's pack path of a run's warm-up call (``warm_cache``), and the one stand-in
 #: block it carries (the cache prefix is the system prompt and tool, whatever the blocks).
 WARM_UP_PATH = "warm-up"
-_WARM_UP_BLOCK = {"block_uid": "warm-up", "block_type": "paragraph",
-                  "block_content": "(no block: this call only writes the prompt cache)"}
+WARM_UP_BLOCK = {"block_uid": "warm-up", "block_type": "paragraph",
+                 "block_content": "(no block: this call only writes the prompt cache)"}
 #: What ``_prepare`` hands ``_send``: the run, the ledger row, the pack, the request and
 #: what it will count against the rate limits.
 _Prepared = tuple[RunContext, int, list[str], dict[str, Any], Need]
@@ -152,8 +152,7 @@ class LlmActivities:
             return WarmCacheOutput(called=True, call_id=previous.call_id)
         if not ctx.cacheable_prefix_tokens:
             return WarmCacheOutput(called=False)
-        request = build_request(ctx.spec, [_WARM_UP_BLOCK], max_tokens=1, model=ctx.model.id,
-                                cache_ttl=ctx.options.cache_ttl)
+        request = warm_up_request(ctx)
         call_id = await self._open_call(ctx, inp.run_id, WARM_UP_PATH, inp.first_pack + 1, [],
                                         request, purpose="warm_up")
         if call_id is None:
@@ -356,6 +355,13 @@ class LlmActivities:
         async with self.pool.acquire() as conn:
             await ledger.record_error(conn, call_id, status, error_type, message, request_id,
                                       int((time.monotonic() - started) * 1000))
+
+
+def warm_up_request(ctx: RunContext) -> dict[str, Any]:
+    """The warm-up call's request: a pack's (same system prompt and tool) with the one
+    stand-in block and ``max_tokens=1``; ``estimate`` counts the same request."""
+    return build_request(ctx.spec, [WARM_UP_BLOCK], max_tokens=1, model=ctx.model.id,
+                         cache_ttl=ctx.options.cache_ttl)
 
 
 def _need(ctx: RunContext, est_input_tokens: int, max_tokens: int) -> Need:

@@ -29,12 +29,23 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def document_id_for(fmt: str, raw: bytes) -> str:
+    """The id a document gets when stored: the same bytes and format, the same id."""
+    digest = _sha256(fmt.encode() + b"\0" + raw)
+    return f"doc-{digest[:12]}"
+
+
+def schema_id_for(spec: SchemaSpec) -> str:
+    """The id a schema gets when stored: the same content, the same id."""
+    return f"schema-{spec.content_hash()[:12]}"
+
+
 async def save_document(
     conn: asyncpg.Connection, name: str, fmt: str, raw: bytes, blocks: list[ParsedBlock]
 ) -> str:
     """Store a parsed document once (same bytes + format -> same id) and return its id."""
     digest = _sha256(fmt.encode() + b"\0" + raw)
-    document_id = f"doc-{digest[:12]}"
+    document_id = document_id_for(fmt, raw)
     async with conn.transaction():
         inserted = await conn.fetchval(
             """insert into documents (document_id, name, format, content_sha256, block_count)
@@ -64,7 +75,7 @@ async def save_document(
 async def save_schema(conn: asyncpg.Connection, spec: SchemaSpec) -> str:
     """Store a validated schema once (by content) and return its id."""
     digest = spec.content_hash()
-    schema_id = f"schema-{digest[:12]}"
+    schema_id = schema_id_for(spec)
     await conn.execute(
         """insert into schemas (schema_id, name, definition, content_sha256)
            values ($1, $2, $3, $4) on conflict do nothing""",

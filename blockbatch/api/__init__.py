@@ -3,6 +3,7 @@
 ``starter.py`` is built on it and so can any program::
 
     async with await Blockbatch.connect() as bb:
+        quote = await bb.estimate("handbook.md", "extract.json")  # calls, tokens, $ first
         doc = await bb.ingest_file("handbook.md")
         schema = await bb.add_schema("extract.json")
         run_id = await bb.start_run(doc, schema, RunOptions())
@@ -34,9 +35,11 @@ from blockbatch.api.errors import (
 )
 from blockbatch.api.inputs import SchemaSource, as_schema
 from blockbatch.api.items import BatchResult, ItemResult, allm_batch, llm_batch
+from blockbatch.api.quote import estimate
 from blockbatch.api.retry import RetryStarted
 from blockbatch.api.review import ConfirmOutcome, EditOutcome, ExportSummary, RejectOutcome
 from core.models import RunOptions, RunResult
+from core.quote import ModeQuote, Quote
 from core.review import EditError
 from store.reads import CallDetail, CallRow, ReviewItem, ReviewPage, RunInfo
 from store.retries import RetryRecord
@@ -44,8 +47,8 @@ from store.retries import RetryRecord
 __all__ = [
     "AllItemsFailed", "BadRequest", "BatchResult", "BlockNotRetryable", "Blockbatch",
     "CallDetail", "CallRow", "ConfirmOutcome", "EditError", "EditOutcome", "ExportSummary",
-    "ItemResult", "NotFound", "NothingToRetry", "RejectOutcome", "RetryRecord",
+    "ItemResult", "ModeQuote", "NotFound", "NothingToRetry", "Quote", "RejectOutcome", "RetryRecord",
     "RetryRefused", "RetryStarted", "RetryUnderWay", "ReviewItem", "ReviewPage", "RunInfo",
     "RunOptions", "RunResult", "RunStillActive", "SchemaSource", "StackUnavailable",
-    "UnknownBlock", "UnknownReason", "allm_batch", "as_schema", "llm_batch", "open_default",
+    "UnknownBlock", "UnknownReason", "allm_batch", "as_schema", "estimate", "llm_batch", "open_default",
 ]

@@ -37,7 +37,8 @@ from blockbatch.api.errors import (
     RunStillActive,
     TemporalUnavailable,
 )
-from blockbatch.api.inputs import SchemaSource, as_schema
+from blockbatch.api.inputs import SchemaSource, as_schema, with_schema_model
+from blockbatch.api.quote import Document, estimate
 from blockbatch.api.retry import CheckedRetry, RetryStarted, check_retry_request
 from blockbatch.api.review import (
     ConfirmOutcome,
@@ -53,6 +54,7 @@ from blockbatch.api.review import (
 )
 from core.ingest import ParsedBlock, detect_format, parse_document
 from core.models import OutageOptions, RunInput, RunOptions, RunProgress, RunResult
+from core.quote import Quote
 from core.registry import get_model, retirement_warning
 from runtime.settings import Settings, load_settings
 from runtime.temporal import connect, ensure_search_attributes
@@ -153,6 +155,20 @@ class Blockbatch:
         """Validate and store the schema in a JSON file; return its id."""
         return await self.add_schema(Path(path))
 
+    # ------------------------------------------------------------------ quotes
+
+    async def estimate(self, document: Document, schema: SchemaSource,
+                       options: RunOptions | None = None, **kwargs: Any) -> Quote:
+        """What a run would do and cost, sync and batch side by side; creates nothing.
+
+        ``document`` is a path or bytes (then ``fmt=``); earlier runs of the same schema and
+        model in this database calibrate the expected output. See
+        :func:`blockbatch.api.quote.estimate` for the keyword arguments (``count``,
+        ``history``, ``fmt``, ``text_field``, ``name``).
+        """
+        return await estimate(document, schema, options, settings=self.settings,
+                              pool=self.pool, **kwargs)
+
     # ------------------------------------------------------------------ runs
 
     async def start_run(
@@ -175,9 +191,8 @@ class Blockbatch:
         client = await self.temporal()
         async with self.pool.acquire() as conn:
             names = await repo.run_inputs(conn, document_id, schema_id)
-            schema_model = names.definition["prompt_config"].get("model")
-            if options.model == RunOptions().model and schema_model:
-                options = options.model_copy(update={"model": schema_model})
+            options = with_schema_model(options,
+                                        names.definition["prompt_config"].get("model"))
             retiring = retirement_warning(get_model(options.model), date.today())
             if retiring:
                 warnings.warn(retiring, ModelRetiring, stacklevel=2)

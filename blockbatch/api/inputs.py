@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from core.models import RunOptions
 from core.schema import SchemaSpec, load_schema
 
 SchemaSource = dict[str, Any] | SchemaSpec | str | Path
@@ -35,3 +36,10 @@ def _unnamed(raw: bytes, fallback: str) -> str | None:
         return fallback
     return None if isinstance(data, dict) and (data.get("name") or data.get("title")) \
         else fallback
+
+
+def with_schema_model(options: RunOptions, schema_model: str | None) -> RunOptions:
+    """``options.model`` left at the default takes the schema's ``prompt_config.model``."""
+    if options.model == RunOptions().model and schema_model:
+        return options.model_copy(update={"model": schema_model})
+    return options

@@ -1,4 +1,4 @@
-"""`starter.py`: the command line front door (run, watch, retry, status, list, cancel,
+"""`starter.py`: the command line front door (run, estimate, watch, retry, status, list, cancel,
 review, edit, confirm, reject, export, calls, serve). ``main(argv, client)`` runs one command and returns its exit code.
 """
 
@@ -42,7 +42,7 @@ __all__ = [
 
 Command = Callable[[argparse.Namespace, "Session"], Awaitable[int]]
 #: Command -> module of its ``cmd_<command>``; imported on use so `--help` stays quick.
-COMMANDS = {"run": "run", "watch": "run", "cancel": "run", "retry": "run", "status": "inspect",
+COMMANDS = {"run": "run", "estimate": "run", "watch": "run", "cancel": "run", "retry": "run", "status": "inspect",
             "list": "inspect", "calls": "inspect", "review": "review", "confirm": "review",
             "reject": "review", "edit": "review", "export": "review", "limits": "inspect",
             "serve": "serve"}

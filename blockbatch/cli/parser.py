@@ -60,6 +60,26 @@ def _at_least(minimum: int) -> Callable[[str], int]:
 _positive, _not_negative = _at_least(1), _at_least(0)
 
 
+def _run_inputs(p: argparse.ArgumentParser) -> None:
+    """A run's document, schema and options: the same for `run` and `estimate`."""
+    p.add_argument("file", metavar="FILE", help="document: .md, .txt, .jsonl or .csv")
+    p.add_argument("--schema", required=True, metavar="SCHEMA.json",
+                   help="the schema: fields to produce per block plus prompt_config")
+    p.add_argument("--model", help="Claude model (default: the schema's, else the default)")
+    p.add_argument("--pack-size", type=_positive, metavar="N",
+                   help="blocks per call (default: sized from the blocks and the model)")
+    p.add_argument("--no-batching", action="store_true",
+                   help="one block per call: the baseline, through the same code path")
+    p.add_argument("--max-concurrent-packs", type=_positive, metavar="N",
+                   help="packs in flight at once (default 8)")
+    p.add_argument("--mode", choices=["sync", "batch"], default="sync",
+                   help="sync: one Messages call per pack; batch: Message Batches API")
+    p.add_argument("--format", choices=list(FORMATS),
+                   help="document format (default: from the file extension)")
+    p.add_argument("--text-field", default="text", metavar="F",
+                   help="JSONL key / CSV column holding each block's text (default: text)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true",
@@ -78,24 +98,25 @@ def build_parser() -> argparse.ArgumentParser:
     run = command("run", "ingest a document, start a run and follow it",
                   "Ingest FILE, start a run of SCHEMA over every block and follow it with a "
                   "live progress bar. Ctrl-C asks whether to cancel the run or detach from it.")
-    run.add_argument("file", metavar="FILE", help="document: .md, .txt, .jsonl or .csv")
-    run.add_argument("--schema", required=True, metavar="SCHEMA.json",
-                     help="the schema: fields to produce per block plus prompt_config")
-    run.add_argument("--model", help="Claude model (default: the schema's, else the default)")
-    run.add_argument("--pack-size", type=_positive, metavar="N",
-                     help="blocks per call (default: sized from the blocks and the model)")
-    run.add_argument("--no-batching", action="store_true",
-                     help="one block per call: the baseline, through the same code path")
-    run.add_argument("--max-concurrent-packs", type=_positive, metavar="N",
-                     help="packs in flight at once (default 8)")
-    run.add_argument("--mode", choices=["sync", "batch"], default="sync",
-                     help="sync: one Messages call per pack; batch: Message Batches API")
-    run.add_argument("--format", choices=list(FORMATS),
-                     help="document format (default: from the file extension)")
-    run.add_argument("--text-field", default="text", metavar="F",
-                     help="JSONL key / CSV column holding each block's text (default: text)")
+    _run_inputs(run)
+    run.add_argument("--dry-run", action="store_true",
+                     help="print the quote (as `estimate` does) and stop: nothing is stored, "
+                          "nothing is started")
     run.add_argument("--no-wait", action="store_true",
                      help="start the run and return; follow it later with `watch`")
+
+    estimate = command(
+        "estimate", "quote a run before running it: calls, tokens, cost",
+        "Plan the packs exactly as a run would and quote its calls, input / output / cache "
+        "tokens and cost, sync and batch side by side. Input is counted with the API's "
+        "token-counting endpoint (a few requests; the only Claude calls it makes), output "
+        "is the planner's estimate, or what earlier runs of the same schema and model wrote "
+        "when Postgres has any. Stores nothing, starts nothing.")
+    _run_inputs(estimate)
+    estimate.add_argument("--no-count", action="store_true",
+                          help="do not call the token-counting endpoint: planner estimates")
+    estimate.add_argument("--no-history", action="store_true",
+                          help="do not learn the expected output from earlier runs")
 
     def run_id_command(name: str, help_: str, description: str) -> argparse.ArgumentParser:
         p = command(name, help_, description)

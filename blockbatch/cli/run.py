@@ -1,10 +1,10 @@
-"""`run`, `watch`, `retry` and `cancel`: start a run, follow it, retry what failed, stop it."""
+"""`run`, `estimate`, `watch`, `retry` and `cancel`: quote a run, start it, follow it, retry what
+failed, stop it."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import errno
 import urllib.request
 import warnings
 from pathlib import Path
@@ -14,11 +14,13 @@ from temporalio.service import RPCError
 
 from blockbatch.api import Blockbatch, RunInfo, as_schema
 from blockbatch.api.errors import ModelRetiring, StackUnavailable, TemporalUnavailable
+from blockbatch.api.quote import read_document
 from blockbatch.cli.follow import follow, report, say_detached
 from blockbatch.cli.parser import PROG
+from blockbatch.cli.quote import show_quote
 from blockbatch.cli.session import Session
 from blockbatch.report import grouped_reasons, run_links
-from core.ingest import detect_format, parse_document
+from core.ingest import parse_document
 from core.models import RunOptions
 from core.registry import get_model
 from runtime.settings import Settings
@@ -33,12 +35,6 @@ def _options(args: argparse.Namespace) -> RunOptions:
     if args.max_concurrent_packs:
         fields["max_concurrent_packs"] = args.max_concurrent_packs
     return RunOptions.model_validate(fields)
-
-
-def _read(path: Path, what: str) -> bytes:
-    if not path.is_file():
-        raise FileNotFoundError(errno.ENOENT, f"no such {what} file", str(path))
-    return path.read_bytes()
 
 
 async def check_claude(settings: Settings) -> None:
@@ -66,11 +62,17 @@ async def check_claude(settings: Settings) -> None:
         )
 
 
+async def cmd_estimate(args: argparse.Namespace, s: Session) -> int:
+    return await show_quote(args, s, _options(args), count=not args.no_count,
+                            history=not args.no_history)
+
+
 async def cmd_run(args: argparse.Namespace, s: Session) -> int:
+    if args.dry_run:
+        return await show_quote(args, s, _options(args))
     # Everything a user can get wrong is checked before anything is written.
     path = Path(args.file)
-    data = _read(path, "document")
-    fmt = args.format or detect_format(path.name)
+    data, _, fmt = read_document(path, fmt=args.format)
     blocks = parse_document(data, fmt, text_field=args.text_field)
     spec = as_schema(Path(args.schema))
     options = _options(args)

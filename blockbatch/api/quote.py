@@ -1,0 +1,206 @@
+"""A quote before running (``starter.py estimate``, ``run --dry-run``, ``Blockbatch.estimate``).
+
+Parses the document and the schema as a run would, counts the input with the Messages
+token-counting endpoint when a Claude endpoint is configured, reads what earlier runs of the
+same schema wrote when Postgres is there, and hands the figures to :func:`core.quote.quote`.
+
+It creates nothing: no document, schema or run row, no workflow, and no Claude call other
+than token counting (which is free and does not touch the prompt cache).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import asyncpg
+
+from activities.llm import WARM_UP_BLOCK, warm_up_request
+from blockbatch.api.errors import BadRequest
+from blockbatch.api.inputs import SchemaSource, as_schema, with_schema_model
+from core.context import RunContext
+from core.ingest import ParsedBlock, detect_format, parse_document
+from core.models import RunOptions
+from core.planning import estimate_tokens
+from core.quote import (
+    OutputHistory,
+    PromptTokens,
+    Quote,
+    count_plan,
+    counted_tokens,
+    planner_tokens,
+    quote,
+    quote_context,
+)
+from core.registry import get_model
+from runtime.settings import Settings, load_settings
+from store import quotes
+from store.db import redact_url
+from store.repo import document_id_for, schema_id_for
+
+#: Token-counting requests in flight at once.
+COUNT_CONCURRENCY = 4
+#: Seconds a token-counting request, or reaching Postgres for the history, may take.
+COUNT_TIMEOUT_S = 60.0
+DB_TIMEOUT_S = 5.0
+
+Document = str | Path | bytes
+
+
+def read_document(document: Document, *, name: str | None = None,
+                  fmt: str | None = None) -> tuple[bytes, str, str]:
+    """A document's bytes, name and format, from a path or from bytes (``fmt`` required).
+
+    Raises:
+        FileNotFoundError: no such file.
+        BadRequest: a file that cannot be read, or bytes without a format.
+    """
+    if isinstance(document, bytes):
+        if fmt is None:
+            raise BadRequest("a document given as bytes needs its format (fmt=...)")
+        return document, name or "document", fmt
+    path = Path(document)
+    if not path.is_file():
+        if path.exists():
+            raise BadRequest(f"{path} is not a file: give a document file")
+        raise FileNotFoundError(errno.ENOENT, "no such document file", str(path))
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise BadRequest(f"cannot read the document {path}: {exc.strerror or exc}; check "
+                         "its permissions") from None
+    return data, name or path.name, fmt or detect_format(path.name)
+
+
+async def estimate(
+    document: Document,
+    schema: SchemaSource,
+    options: RunOptions | None = None,
+    *,
+    name: str | None = None,
+    fmt: str | None = None,
+    text_field: str = "text",
+    blocks: list[ParsedBlock] | None = None,
+    settings: Settings | None = None,
+    pool: asyncpg.Pool | None = None,
+    count: bool = True,
+    history: bool = True,
+    client: anthropic.AsyncAnthropic | None = None,
+) -> Quote:
+    """Quote a run of ``schema`` over ``document`` with ``options``, creating nothing.
+
+    Args:
+        document: a path, or the file's bytes (then ``fmt`` is required).
+        schema: a schema dict, :class:`SchemaSpec`, JSON text or path.
+        options: the run's options (the model left at the default takes the schema's).
+        name, fmt, text_field: as for ingesting the document.
+        blocks: the document already parsed (the CLI parses once for checks and quote).
+        settings: where Claude and Postgres are (default: the environment).
+        pool: a Postgres pool to read earlier runs from; without one a connection is tried
+            (read only, no migration) and its absence only noted.
+        count: count input tokens with the API (``False``: the planner's estimates).
+        history: learn the expected output from earlier runs of the schema in the ledger.
+        client: the anthropic client to count with (default: one from ``settings``).
+
+    Raises:
+        FileNotFoundError, BadRequest, IngestError, SchemaError, UnknownModelError: bad
+            input; nothing was created.
+    """
+    settings = settings or load_settings()
+    data, name, fmt = read_document(document, name=name, fmt=fmt)
+    parsed = blocks if blocks is not None else parse_document(data, fmt, text_field=text_field)
+    spec = as_schema(schema)
+    options = with_schema_model(options or RunOptions(), spec.prompt_config.model)
+    model = get_model(options.model)
+    options = options.model_copy(update={"model": model.id})
+    ctx = quote_context(options, spec, model)
+    document_id = document_id_for(fmt, data)
+    block_tokens = [estimate_tokens(b.block_content) for b in parsed]
+    notes: list[str] = []
+    tokens: PromptTokens | None = None
+    if count:
+        wire = [{"block_uid": f"{document_id}:{b.block_index}", "block_type": b.block_type,
+                 "block_content": b.block_content} for b in parsed]
+        tokens, why = await _count(ctx, wire, block_tokens, settings, client)
+        if why:
+            notes.append(why)
+    else:
+        notes.append("input not counted (--no-count): the planner's estimates")
+    if tokens is None:
+        tokens = planner_tokens(ctx, block_tokens, WARM_UP_BLOCK["block_content"])
+    seen: OutputHistory | None = None
+    if history:
+        seen, why = await _history(schema_id_for(spec), model.id, settings, pool)
+        if why:
+            notes.append(why)
+    return quote(ctx, block_tokens, tokens, document=name, history=seen, notes=notes)
+
+
+async def _count(ctx: RunContext, wire: list[dict[str, str]], block_tokens: list[int],
+                 settings: Settings, client: anthropic.AsyncAnthropic | None,
+                 ) -> tuple[PromptTokens | None, str | None]:
+    """The input counted by the API, or ``None`` and why not (the caller estimates)."""
+    plan = count_plan(ctx, wire, block_tokens, warm_up_request(ctx))
+    own = client is None
+    if client is None:
+        try:
+            key = settings.resolved_api_key()
+        except RuntimeError as exc:
+            return None, f"input not counted ({exc}): the planner's estimates"
+        client = anthropic.AsyncAnthropic(api_key=key,
+                                          base_url=settings.resolved_anthropic_base_url,
+                                          max_retries=2, timeout=COUNT_TIMEOUT_S)
+    gate = asyncio.Semaphore(COUNT_CONCURRENCY)
+
+    async def one(request: dict[str, Any]) -> int:
+        async with gate:
+            counted = await client.messages.count_tokens(**request)
+            return counted.input_tokens
+
+    try:
+        answers = await asyncio.gather(*(one(r) for r in plan.requests))
+    except anthropic.APIStatusError as exc:
+        return None, (f"input not counted (the token-counting endpoint answered "
+                      f"{exc.status_code}: {_api_message(exc)}): the planner's estimates")
+    except anthropic.APIConnectionError as exc:
+        where = settings.resolved_anthropic_base_url or "the Claude API"
+        return None, (f"input not counted ({where} is not answering: {type(exc).__name__}): "
+                      "the planner's estimates")
+    finally:
+        if own:
+            await client.close()
+    return counted_tokens(plan, answers), None
+
+
+def _api_message(exc: anthropic.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return str(error["message"])[:200]
+    return str(exc.message)[:200]
+
+
+async def _history(schema_id: str, model: str, settings: Settings,
+                   pool: asyncpg.Pool | None) -> tuple[OutputHistory | None, str | None]:
+    """Earlier runs' output against the planner's estimate, or ``None`` and why not."""
+    try:
+        if pool is not None:
+            async with pool.acquire() as conn:
+                return await quotes.output_history(conn, schema_id, model), None
+        url = settings.resolved_database_url
+        try:
+            conn = await asyncpg.connect(url, timeout=DB_TIMEOUT_S)
+        except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
+            return None, (f"no earlier runs read (Postgres at {redact_url(url)} is not "
+                          f"reachable: {type(exc).__name__}): the planner's output estimate")
+        try:
+            return await quotes.output_history(conn, schema_id, model), None
+        finally:
+            await conn.close()
+    except (asyncpg.UndefinedTableError, asyncpg.UndefinedColumnError):
+        return None, ("no earlier runs read (the database has no ledger yet, or an old one): "
+                      "the planner's output estimate")

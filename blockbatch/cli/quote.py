@@ -1,0 +1,71 @@
+"""`estimate` and `run --dry-run`: the quote of a run, as a table or as JSON."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from blockbatch.api.quote import estimate
+from blockbatch.cli.console import Console
+from blockbatch.cli.parser import EXIT_OK
+from blockbatch.cli.session import Session
+from core.models import RunOptions
+from core.quote import ModeQuote, Quote
+
+
+async def show_quote(args: argparse.Namespace, s: Session, options: RunOptions, *,
+                     count: bool = True, history: bool = True) -> int:
+    """Quote the run ``args`` describe and print it; nothing is stored or started."""
+    q = await estimate(Path(args.file), Path(args.schema), options, fmt=args.format,
+                       text_field=args.text_field, settings=s.settings, count=count,
+                       history=history)
+    if s.con.json:
+        s.con.data(q.model_dump(mode="json"))
+    else:
+        print_quote(s.con, q)
+    return EXIT_OK
+
+
+def print_quote(con: Console, q: Quote) -> None:
+    """The quote as a few lines and one row per mode (the chosen one marked ``*``)."""
+    con.line(con.style(f"quote: {q.blocks:,} blocks of {q.document} x {q.schema_name} on "
+                       f"{q.model}", "bold"), "  (nothing stored, nothing started)")
+    low, high = q.blocks_per_pack
+    each = f"{low}" if low == high else f"{low}-{high}"
+    con.line(f"  packs   {q.packs:,} ({each} blocks each), planned as the run plans them")
+    if q.input_source == "count_tokens":
+        source = f"counted with the token-counting endpoint ({q.count_requests} requests)"
+    else:
+        source = "the planner's estimates (not counted)"
+    con.line(f"  input   {source}: prefix {q.prefix_tokens:,} tokens (system prompt and "
+             f"tool), blocks {q.block_tokens:,}")
+    if q.output_source == "ledger" and q.output_history is not None:
+        h = q.output_history
+        output = (f"learned from {int(h['runs'])} earlier run{'s' if h['runs'] != 1 else ''}"
+                  f" of this schema and model ({int(h['calls']):,} answers wrote "
+                  f"{h['ratio']:.2f} x the planner's shape estimate)")
+    else:
+        output = "the planner's estimate, the one the run plans with"
+    con.line(f"  output  {output}")
+    cache = (f"prefix cached (model minimum {q.min_cacheable_tokens:,} tokens)"
+             if q.sync.cached else
+             f"NOT cached: prefix below the model's minimum of {q.min_cacheable_tokens:,}")
+    con.line(f"  cache   {cache}")
+    con.line()
+    con.table(["MODE", "CALLS", "INPUT", "CACHE WRITE", "CACHE READ", "OUTPUT", "EXPECTED",
+               "AT MOST"],
+              [_row(m, chosen=m.mode == q.mode) for m in (q.sync, q.batch)],
+              right=range(1, 8))
+    for note in q.notes:
+        con.line(con.style(f"  note: {note}", "dim"))
+
+
+def _row(m: ModeQuote, *, chosen: bool) -> list[str]:
+    calls = f"{m.calls:,}" + (" (1 warm-up)" if m.warm_up else "")
+    return [m.mode + (" *" if chosen else ""), calls, f"{m.input_tokens:,}", f"{m.cache_write_tokens:,}",
+            f"{m.cache_read_tokens:,}", f"{m.output_tokens:,}", _usd(m.cost_usd),
+            _usd(m.max_cost_usd)]
+
+
+def _usd(value: float) -> str:
+    return f"${value:.4f}" if value < 10 else f"${value:,.2f}"

@@ -1,0 +1,336 @@
+"""A quote before running: the calls, tokens and cost of a run, sync and batch side by side.
+
+Pure: the front door (``blockbatch/api/quote.py``) parses the document, counts tokens with
+the API when it can, reads what earlier runs wrote, and hands the figures here. Nothing is
+stored and no run is created.
+
+What the quote is made of, and why each part can be trusted:
+
+* **The packs** are the run's own: :meth:`RunContext.plan` over the blocks' planner
+  estimates, exactly what ``plan_run`` computes, so the number of calls is the run's.
+* **Input tokens** come from the Messages token-counting endpoint when a Claude endpoint
+  is configured (:func:`count_plan`: the warm-up request with and without its system prompt
+  and tool, which isolates the cacheable prefix; one pack message with no block; and the
+  document's blocks in a few large pack messages: a handful of requests, not one a block),
+  else from the planner's estimates (the ones the run sizes its packs with).
+* **Output tokens** cannot be counted before they are written. The expectation is the
+  planner's estimate the run plans with, or, when earlier runs of the same schema content
+  and model are in the ledger, its shape estimate scaled by what those runs' answers wrote
+  against it (:class:`OutputHistory`). The quote says which.
+* **Caching** follows the run: in sync mode a warm-up call writes the prompt cache (when
+  the run's estimate of the prefix reaches the model's minimum) and every pack reads it;
+  in batch mode the first request writes it with the 1-hour TTL and the others read it,
+  best effort. A prefix below the model's ``min_cacheable_tokens`` is not cached by the
+  API, silently: the quote prices every call uncached and says so.
+* **The range**: the expected cost, and the most the planned calls can cost: every call
+  writing its whole ``max_tokens`` (and in batch mode, every request missing the cache).
+  Retries and halved packs are not in either figure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from core.batching import BATCH_CACHE_TTL
+from core.context import RunContext
+from core.models import RunOptions
+from core.planning import BLOCK_WRAPPER_TOKENS, Pack, estimate_tokens
+from core.prompt import build_messages, user_instructions
+from core.registry import ModelInfo, Usage, cost_usd
+from core.schema import SchemaSpec
+
+#: A token-counting request holds blocks up to this share of the model's context window,
+#: by the planner's (high) estimate, so a request always fits.
+COUNT_CHUNK_SHARE = 0.5
+#: Earlier answers needed before their ratio replaces the planner's output estimate.
+MIN_HISTORY_CALLS = 3
+
+Mode = Literal["sync", "batch"]
+
+
+def quote_context(options: RunOptions, spec: SchemaSpec, model: ModelInfo) -> RunContext:
+    """The :class:`RunContext` a run with these options would have, without a run."""
+    return RunContext(run_id="", document_id="", schema_id="", options=options, spec=spec,
+                      model=model)
+
+
+# ------------------------------------------------------------------ input tokens
+
+
+@dataclass(frozen=True)
+class PromptTokens:
+    """A run's input tokens by part, counted by the API or estimated by the planner.
+
+    Attributes:
+        source: ``count_tokens`` (the API's token-counting endpoint) or ``planner``.
+        prefix: the cacheable prefix every call carries: tool definitions (with the API's
+            tool-use prompt) and the system prompt.
+        per_call: the rest of every call's fixed input (instructions, message framing).
+        blocks: every block's JSON item, once.
+        warm_up: the whole input of the sync warm-up call.
+        requests: token-counting requests made.
+    """
+
+    source: Literal["count_tokens", "planner"]
+    prefix: int
+    per_call: int
+    blocks: int
+    warm_up: int
+    requests: int = 0
+
+
+def planner_tokens(ctx: RunContext, block_tokens: Sequence[int],
+                   warm_up_content: str) -> PromptTokens:
+    """Input by the planner's estimates: the run's own view of its prefix and packs."""
+    return PromptTokens(
+        source="planner",
+        prefix=ctx.fixed_prompt_tokens,
+        per_call=0,
+        blocks=sum(t + BLOCK_WRAPPER_TOKENS for t in block_tokens),
+        warm_up=ctx.pack([estimate_tokens(warm_up_content)]).est_input_tokens,
+    )
+
+
+@dataclass(frozen=True)
+class CountPlan:
+    """The token-counting requests of a quote: keyword arguments of
+    ``client.messages.count_tokens``, in the order :func:`counted_tokens` reads the answers.
+
+    Attributes:
+        requests: the warm-up request; its messages alone; a pack message holding no
+            block; then the document's blocks as pack messages, ``chunks`` of them.
+        chunks: how many requests hold blocks.
+    """
+
+    requests: list[dict[str, Any]]
+    chunks: int
+
+
+def count_plan(ctx: RunContext, blocks: Sequence[Mapping[str, str]],
+               block_tokens: Sequence[int], warm_up: Mapping[str, Any]) -> CountPlan:
+    """The few requests that count a run's input.
+
+    The warm-up request with and without its system prompt and tool differ by exactly the
+    cacheable prefix; a pack message with an empty array is every call's own fixed part;
+    the blocks go in consecutive chunks of up to :data:`COUNT_CHUNK_SHARE` of the context
+    window (by estimate), each a pack message as the run sends it.
+
+    Args:
+        ctx: the run's context.
+        blocks: ``block_uid``, ``block_type`` and ``block_content`` of every block.
+        block_tokens: the planner's estimate of each block.
+        warm_up: the run's warm-up request (``activities.llm.warm_up_request``).
+    """
+    model = ctx.model.id
+    with_prefix = {"model": model, "system": warm_up["system"], "tools": warm_up["tools"],
+                   "tool_choice": warm_up["tool_choice"], "messages": warm_up["messages"]}
+    empty = [{"role": "user", "content": [
+        {"type": "text", "text": user_instructions(ctx.spec, 1)}, {"type": "text", "text": "[]"}]}]
+    requests: list[dict[str, Any]] = [
+        with_prefix,
+        {"model": model, "messages": warm_up["messages"]},
+        {"model": model, "messages": empty},
+    ]
+    budget = max(1, int(ctx.model.context_window * COUNT_CHUNK_SHARE))
+    start = 0
+    while start < len(blocks):
+        end, size = start + 1, block_tokens[start]
+        while end < len(blocks) and size + block_tokens[end] <= budget:
+            size += block_tokens[end]
+            end += 1
+        requests.append({"model": model, "messages": build_messages(ctx.spec, blocks[start:end])})
+        start = end
+    return CountPlan(requests=requests, chunks=len(requests) - 3)
+
+
+def counted_tokens(plan: CountPlan, answers: Sequence[int]) -> PromptTokens:
+    """The input by part from the answers to :func:`count_plan`'s requests, in order."""
+    if len(answers) != len(plan.requests):
+        raise ValueError(f"expected {len(plan.requests)} counts, got {len(answers)}")
+    warm_up, warm_up_bare, empty, *chunks = answers
+    return PromptTokens(
+        source="count_tokens",
+        prefix=max(warm_up - warm_up_bare, 0),
+        per_call=empty,
+        blocks=sum(max(c - empty, 0) for c in chunks),
+        warm_up=warm_up,
+        requests=len(answers),
+    )
+
+
+# ------------------------------------------------------------------ output tokens
+
+
+@dataclass(frozen=True)
+class OutputHistory:
+    """What earlier runs' answers wrote against the planner's shape estimate.
+
+    Read from the ledger (``store.quotes.output_history``): runs of the same schema
+    content and model, pack calls answered in full (a truncated answer only says "more").
+    """
+
+    runs: int
+    calls: int
+    estimated: int
+    written: int
+
+    @property
+    def ratio(self) -> float:
+        return self.written / self.estimated if self.estimated else 1.0
+
+
+# ------------------------------------------------------------------ the quote
+
+
+class ModeQuote(BaseModel):
+    """One mode's calls, tokens and cost."""
+
+    mode: Mode
+    calls: int
+    warm_up: bool
+    cache_ttl: str
+    #: Whether the prompt prefix is cached at all (the API skips a prefix below its minimum).
+    cached: bool
+    input_tokens: int
+    cache_write_tokens: int
+    cache_read_tokens: int
+    output_tokens: int
+    #: Output if every call wrote its whole ``max_tokens``.
+    max_output_tokens: int
+    cost_usd: float
+    #: The most the planned calls can cost (no retries, no halving counted).
+    max_cost_usd: float
+
+
+class Quote(BaseModel):
+    """What a run would do and cost, before it runs."""
+
+    document: str
+    blocks: int
+    schema_name: str
+    model: str
+    #: The mode the options ask for; both are quoted.
+    mode: Mode
+    packs: int
+    blocks_per_pack: tuple[int, int]
+    input_source: Literal["count_tokens", "planner"]
+    count_requests: int = 0
+    output_source: Literal["ledger", "planner"]
+    #: With ``output_source == "ledger"``: runs and calls it came from, written / estimated.
+    output_history: dict[str, float] | None = None
+    prefix_tokens: int
+    min_cacheable_tokens: int
+    block_tokens: int
+    oversized_blocks: int = 0
+    sync: ModeQuote
+    batch: ModeQuote
+    notes: list[str] = Field(default_factory=list)
+
+    def chosen(self) -> ModeQuote:
+        """The quote of the mode the options ask for."""
+        return self.sync if self.mode == "sync" else self.batch
+
+
+def quote(ctx: RunContext, block_tokens: Sequence[int], tokens: PromptTokens, *,
+          document: str, history: OutputHistory | None = None,
+          notes: Sequence[str] = ()) -> Quote:
+    """Quote a run of ``ctx`` over blocks with these planner estimates.
+
+    Args:
+        ctx: the run's context (:func:`quote_context`).
+        block_tokens: each block's planner estimate, in block order (as ``plan_run`` reads
+            them from ``blocks.est_tokens``).
+        tokens: the input, counted or estimated.
+        document: the document's name, for the reader.
+        history: earlier runs' output against the planner's shape estimate, if any.
+        notes: what the caller has to say (why tokens were not counted, say).
+    """
+    if not block_tokens:
+        raise ValueError("a quote needs at least one block")
+    packs = ctx.plan(block_tokens)
+    model = ctx.model
+    said = list(notes)
+    use_history = history is not None and history.calls >= MIN_HISTORY_CALLS
+    if use_history:
+        assert history is not None
+        output = sum(min(math.ceil(p.learn_output_tokens * history.ratio), p.max_tokens)
+                     for p in packs)
+    else:
+        output = sum(p.est_output_tokens for p in packs)
+    ceiling = sum(p.max_tokens for p in packs)
+    cached = tokens.prefix >= model.min_cacheable_tokens
+    if not cached:
+        said.append(
+            f"the cacheable prefix (system prompt and tool) is {tokens.prefix:,} tokens, "
+            f"below {model.id}'s minimum of {model.min_cacheable_tokens:,}: the API skips "
+            "caching without saying so, so every call is priced with the whole prompt at the "
+            "input price")
+    warm_up = ctx.cacheable_prefix_tokens > 0
+    sync = _mode_quote("sync", ctx, packs, tokens, output, ceiling, cached=cached,
+                       warm_up=warm_up)
+    batch = _mode_quote("batch", ctx, packs, tokens, output, ceiling, cached=cached,
+                        warm_up=False)
+    if warm_up and not cached:
+        said.append("sync: the run still makes its warm-up call (its own estimate of the "
+                    "prefix reaches the minimum); it writes nothing to the cache")
+    if cached and not warm_up:
+        said.append("sync: no warm-up call (the run's estimate of the prefix is below the "
+                    "minimum); the first pack writes the cache and runs alone first")
+    if cached:
+        said.append("batch: Message Batches read the cache best effort; the maximum prices "
+                    "every request as a cache write")
+    oversized = sum(1 for p in packs if p.oversized)
+    if oversized:
+        said.append(f"{oversized} block{'s' if oversized != 1 else ''} cannot fit "
+                    f"{model.id}'s context window: the run will fail "
+                    f"{'them' if oversized != 1 else 'it'} without a call")
+    sizes = [len(p.positions) for p in packs]
+    return Quote(
+        document=document, blocks=len(block_tokens), schema_name=ctx.spec.name,
+        model=model.id, mode=ctx.options.mode, packs=len(packs),
+        blocks_per_pack=(min(sizes), max(sizes)), input_source=tokens.source,
+        count_requests=tokens.requests, output_source="ledger" if use_history else "planner",
+        output_history=({"runs": history.runs, "calls": history.calls,
+                         "ratio": round(history.ratio, 4)}
+                        if use_history and history is not None else None),
+        prefix_tokens=tokens.prefix, min_cacheable_tokens=model.min_cacheable_tokens,
+        block_tokens=tokens.blocks, oversized_blocks=oversized, sync=sync, batch=batch,
+        notes=said,
+    )
+
+
+def _mode_quote(mode: Mode, ctx: RunContext, packs: Sequence[Pack], tokens: PromptTokens,
+                output: int, ceiling: int, *, cached: bool, warm_up: bool) -> ModeQuote:
+    model, batch = ctx.model, mode == "batch"
+    ttl = BATCH_CACHE_TTL if batch else ctx.options.cache_ttl
+    calls = len(packs) + (1 if warm_up else 0)
+    # Every call's prompt: the prefix, its own fixed part, its blocks (once over the packs).
+    plain = len(packs) * tokens.per_call + tokens.blocks
+    warm_rest = tokens.warm_up - tokens.prefix if warm_up else 0
+    if cached:
+        writes, reads, uncached = tokens.prefix, tokens.prefix * (calls - 1), plain + warm_rest
+    else:
+        writes, reads = 0, 0
+        uncached = plain + len(packs) * tokens.prefix + (tokens.warm_up if warm_up else 0)
+    warm_out = 1 if warm_up else 0
+
+    def cost(out: int, writes: int, reads: int) -> float:
+        usage = Usage(input_tokens=uncached, output_tokens=out,
+                      cache_creation_input_tokens=writes, cache_read_input_tokens=reads,
+                      cache_creation_1h_tokens=writes if ttl == "1h" else 0)
+        return round(cost_usd(model, usage, batch=batch), 6)
+
+    worst_writes, worst_reads = (tokens.prefix * calls, 0) if batch and cached else (writes, reads)
+    return ModeQuote(
+        mode=mode, calls=calls, warm_up=warm_up, cache_ttl=ttl, cached=cached,
+        input_tokens=uncached, cache_write_tokens=writes, cache_read_tokens=reads,
+        output_tokens=output + warm_out, max_output_tokens=ceiling + warm_out,
+        cost_usd=cost(output + warm_out, writes, reads),
+        max_cost_usd=cost(ceiling + warm_out, worst_writes, worst_reads),
+    )
+
