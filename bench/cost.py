@@ -13,6 +13,14 @@ prompt grown to ``--system-tokens`` tokens (simulator tokenizer), this runs:
 For each: calls, tokens by kind, cost at the registry's prices, savings, split events and
 field-by-field parity with the baseline's overlays; plus the theoretical floor.
 
+Each run is preceded by its quote (``Blockbatch.estimate`` with the same options, what
+``starter.py estimate`` prints): once as a user would get it (the output learned from the
+ledger's earlier runs of the schema, when there are any: every mode after the first) and
+once from the planner alone. The JSON and the tables give quoted against actual cost.
+Then the same for ``samples/adversarial.md`` (fake delimiters, JSON-looking text, very long
+and very short blocks, unicode, emoji, CJK) in the ``auto`` and ``batch`` modes, after the
+handbook runs (``--no-adversarial`` skips it).
+
     .venv/bin/python bench/cost.py                # 200 blocks, 25k-token prompts
     .venv/bin/python bench/cost.py --blocks 20 --system-tokens 2000 --out /tmp/c.json
 """
@@ -41,6 +49,7 @@ from bench.common import (
     system_prompt_tokens,
 )
 from core.models import RunOptions
+from core.quote import Quote
 from core.registry import Usage, cost_usd, get_model
 from simulator.tokenizer import count_tokens
 
@@ -54,6 +63,77 @@ MODES: dict[str, RunOptions] = {
 SCHEMAS = ("extract", "revise")
 #: The design estimate quoted in the issue: caching + batching saves 94% on this shape.
 DESIGN_ESTIMATE_SAVINGS = 0.94
+ADVERSARIAL = Path(__file__).resolve().parent.parent / "samples" / "adversarial.md"
+ADVERSARIAL_MODES = ("auto", "batch")
+#: The issue's target: the quote within this fraction of what the run then spent.
+ESTIMATE_TOLERANCE = 0.15
+
+
+def quoted(q: Quote, mode: str, actual: dict[str, Any]) -> dict[str, Any]:
+    """One quote of a mode against what its run spent."""
+    m = q.batch if MODES[mode].mode == "batch" else q.sync
+    return {
+        "cost_usd": m.cost_usd, "max_cost_usd": m.max_cost_usd,
+        "x_actual": m.cost_usd / actual["cost_usd"] if actual.get("cost_usd") else None,
+        "calls": m.calls, "input_tokens": m.input_tokens, "output_tokens": m.output_tokens,
+        "cache_write_tokens": m.cache_write_tokens, "cache_read_tokens": m.cache_read_tokens,
+        "input_source": q.input_source, "output_source": q.output_source,
+        "output_history": q.output_history, "count_requests": q.count_requests,
+        "notes": q.notes,
+    }
+
+
+async def quote_then_run(bs: BenchStack, pool: Any, args: argparse.Namespace, label: str,
+                         document: tuple[bytes, str], document_id: str,
+                         definition: dict[str, Any], schema_id: str, mode: str,
+                         ) -> dict[str, Any] | None:
+    """The quote of a run (with and without the ledger's history), then the run itself.
+
+    The simulator is reset first: a cold prompt cache and zeroed counters, so its counters
+    show that quoting made no Messages call (only token counting).
+    """
+    options = MODES[mode]
+    bs.sim_reset()
+    data, name = document
+    learned = await bs.bb.estimate(data, definition, options, fmt="markdown", name=name)
+    planner = await bs.bb.estimate(data, definition, options, fmt="markdown", name=name,
+                                   history=False)
+    before = bs.sim_stats()["requests"]
+    try:
+        timed = await run_once(bs, document_id, schema_id, options, timeout_s=args.run_timeout)
+    except TimeoutError:
+        print(f"  {label}/{mode}: timed out", flush=True)
+        return None
+    figures = await ledger_figures(pool, timed.run_id)
+    stats = bs.sim_stats()
+    figures.update(run_id=timed.run_id, wall_s=round(timed.wall_s, 2),
+                   options=options.model_dump(exclude_defaults=True),
+                   sim_requests=stats["requests"], sim_cache=stats["cache"],
+                   sim_batch_results=stats.get("batch_results"))
+    if mode == "batch":
+        batch_requests = sum(stats["requests"].get("POST /v1/messages/batches", {}).values())
+        figures["used_message_batches"] = batch_requests > 0
+    # Truncated answers (paid, then their blocks sent again in halves): no quote foresees them.
+    figures["truncated"] = await pool.fetchval(
+        """select count(*) from llm_calls where run_id = $1 and stop_reason = 'max_tokens'
+             and purpose <> 'warm_up'""", timed.run_id)
+    figures["truncated_output_tokens"] = await pool.fetchval(
+        """select coalesce(sum(output_tokens), 0) from llm_calls where run_id = $1
+             and stop_reason = 'max_tokens' and purpose <> 'warm_up'""", timed.run_id)
+    figures["estimate"] = {
+        "quote": quoted(learned, mode, figures),
+        "planner_only": quoted(planner, mode, figures),
+        "sim_requests_while_quoting": before,
+        "messages_calls_while_quoting": sum(
+            sum(by_status.values()) for endpoint, by_status in before.items()
+            if endpoint.startswith("POST /v1/messages")
+            and endpoint != "POST /v1/messages/count_tokens"),
+    }
+    est = figures["estimate"]["quote"]
+    print(f"  {label}/{mode}: {timed.result.status}, {figures['calls_ok']} calls, "
+          f"${figures['cost_usd']:.4f} (quoted ${est['cost_usd']:.4f}, "
+          f"{est['x_actual']:.2f}x, {est['output_source']}), {timed.wall_s:.1f}s", flush=True)
+    return figures
 
 
 async def overlays(pool: Any, run_id: str) -> dict[str, dict[str, Any] | None]:
@@ -96,7 +176,8 @@ def usage_cost(model: Any, prefix: int, reads: int, content: int, output: int,
 
 
 async def run_schema(bs: BenchStack, rec: Recorder, pool: Any, args: argparse.Namespace,
-                     schema_name: str, document_id: str) -> dict[str, Any]:
+                     schema_name: str, document: tuple[bytes, str],
+                     document_id: str) -> dict[str, Any]:
     definition = sample_schema(schema_name, args.system_tokens)
     fields = list(definition["properties"])
     schema_id = await bs.bb.add_schema(definition)
@@ -108,32 +189,17 @@ async def run_schema(bs: BenchStack, rec: Recorder, pool: Any, args: argparse.Na
     }
     base_overlays: dict[str, Any] | None = None
     for mode in args.modes:
-        options = MODES[mode]
-        bs.sim_reset()  # a cold prompt cache and zeroed counters for every mode
-        try:
-            timed = await run_once(bs, document_id, schema_id, options,
-                                   timeout_s=args.run_timeout)
-        except TimeoutError:
+        figures = await quote_then_run(bs, pool, args, schema_name, document, document_id,
+                                       definition, schema_id, mode)
+        if figures is None:
             out["modes"][mode] = {"error": f"did not finish within {args.run_timeout}s"}
-            print(f"  {schema_name}/{mode}: timed out", flush=True)
             continue
-        figures = await ledger_figures(pool, timed.run_id)
-        stats = bs.sim_stats()
-        figures.update(run_id=timed.run_id, wall_s=round(timed.wall_s, 2),
-                       options=options.model_dump(exclude_defaults=True),
-                       sim_requests=stats["requests"], sim_cache=stats["cache"],
-                       sim_batch_results=stats.get("batch_results"))
-        if mode == "batch":
-            batch_requests = sum(stats["requests"].get("POST /v1/messages/batches", {}).values())
-            figures["used_message_batches"] = batch_requests > 0
-        got = await overlays(pool, timed.run_id)
+        got = await overlays(pool, figures["run_id"])
         if mode == "baseline":
             base_overlays = got
         if base_overlays is not None:
             figures["parity"] = parity(base_overlays, got, fields)
         out["modes"][mode] = figures
-        print(f"  {schema_name}/{mode}: {timed.result.status}, {figures['calls_ok']} calls, "
-              f"${figures['cost_usd']:.4f}, {timed.wall_s:.1f}s", flush=True)
 
     base = out["modes"].get("baseline")
     if base and "calls_ok" in base:
@@ -238,6 +304,76 @@ def report(rec: Recorder, result: dict[str, Any], blocks: int) -> None:
     )
 
 
+async def run_adversarial(bs: BenchStack, rec: Recorder, pool: Any,
+                          args: argparse.Namespace) -> dict[str, Any]:
+    """Quote and run ``samples/adversarial.md`` with each schema, ``auto`` and ``batch``."""
+    data = ADVERSARIAL.read_bytes()
+    document = (data, ADVERSARIAL.name)
+    document_id = await bs.bb.ingest_bytes(data, name=ADVERSARIAL.name, fmt="markdown")
+    blocks = await pool.fetchval("select block_count from documents where document_id = $1",
+                                 document_id)
+    out: dict[str, Any] = {"document": f"samples/{ADVERSARIAL.name}", "id": document_id,
+                           "blocks": blocks, "schemas": {}}
+    for name in args.schemas:
+        definition = sample_schema(name, args.system_tokens)
+        schema_id = await bs.bb.add_schema(definition)
+        modes: dict[str, Any] = {}
+        for mode in ADVERSARIAL_MODES:
+            figures = await quote_then_run(bs, pool, args, f"adversarial/{name}",
+                                           document, document_id, definition, schema_id, mode)
+            modes[mode] = figures or {"error": f"did not finish within {args.run_timeout}s"}
+        out["schemas"][name] = {"modes": modes}
+        report_estimates(rec, f"estimate vs actual: adversarial document ({blocks} blocks), "
+                              f"{name} schema", modes)
+    return out
+
+
+def report_estimates(rec: Recorder, title: str, modes: dict[str, Any]) -> None:
+    """Quoted against actual cost, one row per mode."""
+    rows = []
+    for mode, f in modes.items():
+        if "estimate" not in f:
+            continue
+        q, p = f["estimate"]["quote"], f["estimate"]["planner_only"]
+        source = q["output_source"] + (f" ({q['output_history']['ratio']:.2f}x)"
+                                       if q["output_history"] else "")
+        rows.append([
+            mode, q["calls"], f["calls_ok"], q["output_tokens"], f["output_tokens"],
+            round(q["cost_usd"], 4), round(f["cost_usd"], 4), f"{q['x_actual']:.2f}", source,
+            round(p["cost_usd"], 4), f"{p['x_actual']:.2f}", round(q["max_cost_usd"], 4),
+            f["estimate"]["messages_calls_while_quoting"],
+        ])
+    rec.print_table(
+        title,
+        ["mode", "calls quoted", "calls", "output quoted", "output", "quoted $", "actual $",
+         "quoted / actual", "output from", "planner-only $", "planner-only / actual",
+         "at most $", "Messages calls while quoting"],
+        rows,
+        [("Quoted: `Blockbatch.estimate` with the run's options just before it (input counted "
+         "with count_tokens; output from the ledger's earlier runs of the schema when there "
+         "are any, else the planner). Planner-only: the same quote without the ledger.")],
+    )
+
+
+def estimate_summary(data: dict[str, Any]) -> dict[str, Any]:
+    """Every quote's ratio to the actual cost, and whether all are within the target."""
+    ratios: dict[str, dict[str, float]] = {}
+    suites = {f"handbook/{k}": v["modes"] for k, v in data.get("schemas", {}).items()}
+    suites.update({f"adversarial/{k}": v["modes"]
+                   for k, v in data.get("adversarial", {}).get("schemas", {}).items()})
+    for suite, modes in suites.items():
+        for mode, f in modes.items():
+            if "estimate" in f:
+                ratios[f"{suite}/{mode}"] = {
+                    "quote": round(f["estimate"]["quote"]["x_actual"], 4),
+                    "planner_only": round(f["estimate"]["planner_only"]["x_actual"], 4)}
+    def within(kind: str) -> bool:
+        return all(abs(r[kind] - 1) <= ESTIMATE_TOLERANCE for r in ratios.values())
+    return {"tolerance": ESTIMATE_TOLERANCE, "x_actual": ratios,
+            "all_quotes_within": within("quote") if ratios else None,
+            "all_planner_only_within": within("planner_only") if ratios else None}
+
+
 async def main(args: argparse.Namespace) -> int:
     rec = Recorder("cost", args)
     scenario = {"seed": args.seed}
@@ -247,20 +383,25 @@ async def main(args: argparse.Namespace) -> int:
         rec.data["scenario"] = scenario
         pool = await new_pool(bs)
         try:
-            document_id = await bs.bb.ingest_bytes(handbook_document(args.blocks),
-                                                   name=f"handbook-{args.blocks}.md",
+            handbook = (handbook_document(args.blocks), f"handbook-{args.blocks}.md")
+            document_id = await bs.bb.ingest_bytes(handbook[0], name=handbook[1],
                                                    fmt="markdown")
             rec.data["document"] = {"id": document_id, "blocks": args.blocks,
                                     "source": "samples/handbook.md repeated and cut"}
             rec.data["schemas"] = {}
             async with bs.inprocess_worker(pool):
                 for name in args.schemas:
-                    result = await run_schema(bs, rec, pool, args, name, document_id)
+                    result = await run_schema(bs, rec, pool, args, name, handbook, document_id)
                     rec.data["schemas"][name] = result
                     report(rec, result, args.blocks)
+                    report_estimates(rec, f"estimate vs actual: {name} schema, "
+                                          f"{args.blocks} blocks", result["modes"])
+                if args.adversarial:
+                    rec.data["adversarial"] = await run_adversarial(bs, rec, pool, args)
         finally:
             await pool.close()
     rec.data["design_estimate_savings"] = DESIGN_ESTIMATE_SAVINGS
+    rec.data["estimate_summary"] = estimate_summary(rec.data)
     rec.write()
     ok = all("calls_ok" in f and f["status"] == "completed"
              for s in rec.data["schemas"].values() for m, f in s["modes"].items()
@@ -277,6 +418,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--schemas", nargs="+", choices=SCHEMAS, default=list(SCHEMAS))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--run-timeout", type=float, default=900.0)
+    parser.add_argument("--no-adversarial", dest="adversarial", action="store_false",
+                        help="skip the runs of samples/adversarial.md")
     common_args(parser, "cost")
     return parser.parse_args(argv)
 

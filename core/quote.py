@@ -22,9 +22,12 @@ What the quote is made of, and why each part can be trusted:
   in batch mode the first request writes it with the 1-hour TTL and the others read it,
   best effort. A prefix below the model's ``min_cacheable_tokens`` is not cached by the
   API, silently: the quote prices every call uncached and says so.
-* **The range**: the expected cost, and the most the planned calls can cost: every call
+* **Truncation**: a pack expected to write more than the ``max_tokens`` it asks for is
+  quoted as the run will handle it: a truncated answer, paid, then its blocks in halves
+  (:func:`expected_attempts`).
+* **The range**: the expected cost, and the most the expected calls can cost: every call
   writing its whole ``max_tokens`` (and in batch mode, every request missing the cache).
-  Retries and halved packs are not in either figure.
+  Retries and halvings that no estimate foresees are in neither figure.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from pydantic import BaseModel, Field
 from core.batching import BATCH_CACHE_TTL
 from core.context import RunContext
 from core.models import RunOptions
-from core.planning import BLOCK_WRAPPER_TOKENS, Pack, estimate_tokens
+from core.planning import BLOCK_WRAPPER_TOKENS, PACK_OUTPUT_OVERHEAD_TOKENS, estimate_tokens
 from core.prompt import build_messages, user_instructions
 from core.registry import ModelInfo, Usage, cost_usd
 from core.schema import SchemaSpec
@@ -227,6 +230,8 @@ class Quote(BaseModel):
     min_cacheable_tokens: int
     block_tokens: int
     oversized_blocks: int = 0
+    #: Calls expected to stop at max_tokens (and be halved): counted in the figures.
+    truncations: int = 0
     sync: ModeQuote
     batch: ModeQuote
     notes: list[str] = Field(default_factory=list)
@@ -234,6 +239,65 @@ class Quote(BaseModel):
     def chosen(self) -> ModeQuote:
         """The quote of the mode the options ask for."""
         return self.sync if self.mode == "sync" else self.batch
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One call the run is expected to make: a planned pack, or a half of a truncated one.
+
+    Attributes:
+        positions: the blocks it carries.
+        output: the output tokens it is expected to write (a truncated answer: all of
+            ``max_tokens``, paid for all the same).
+        max_tokens: what it asks for.
+        truncated: expected to stop at ``max_tokens``; the run then halves its blocks.
+    """
+
+    positions: tuple[int, ...]
+    output: int
+    max_tokens: int
+    truncated: bool = False
+
+
+def expected_attempts(ctx: RunContext, block_tokens: Sequence[int],
+                      history: OutputHistory | None = None) -> list[Attempt]:
+    """The calls a run of ``ctx`` is expected to make, in plan order, with their output.
+
+    Each planned pack sized as ``call_model`` sizes it (``ctx.pack``; with ``history``, as
+    a run that has seen such answers: ``observed`` is their ratio). Its expected output is
+    the planner's estimate, or, with ``history``, its shape estimate times what earlier
+    answers wrote against it. A pack expected to write more than its ``max_tokens`` (the
+    budget caps it) is truncated: it pays ``max_tokens``, the results that fit are kept,
+    and the rest are halved as ``core.policy.split_pack`` does; a lone block asks for the
+    whole budget.
+    """
+    ratio = history.ratio if history is not None else None
+
+    def block_output(i: int) -> float:
+        assert ratio is not None
+        alone = ctx.pack([block_tokens[i]])
+        return (alone.learn_output_tokens - PACK_OUTPUT_OVERHEAD_TOKENS) * ratio
+
+    def attempts(positions: tuple[int, ...]) -> list[Attempt]:
+        sizes = [block_tokens[i] for i in positions]
+        pack = ctx.pack(sizes, observed=ratio)
+        want = (math.ceil(pack.learn_output_tokens * ratio) if ratio is not None
+                else pack.est_output_tokens)
+        if len(positions) == 1 and want > pack.max_tokens:
+            pack = ctx.pack(sizes, attempt=2)
+        if want <= pack.max_tokens or len(positions) == 1:
+            return [Attempt(positions, min(want, pack.max_tokens), pack.max_tokens)]
+        kept, written = 0, float(PACK_OUTPUT_OVERHEAD_TOKENS)
+        while kept < len(positions) and written + block_output(positions[kept]) <= \
+                pack.max_tokens:
+            written += block_output(positions[kept])
+            kept += 1
+        rest = positions[kept:]
+        half = (len(rest) + 1) // 2
+        return [Attempt(positions, pack.max_tokens, pack.max_tokens, truncated=True),
+                *(a for part in (rest[:half], rest[half:]) if part for a in attempts(part))]
+
+    return [a for p in ctx.plan(block_tokens) for a in attempts(p.positions)]
 
 
 def quote(ctx: RunContext, block_tokens: Sequence[int], tokens: PromptTokens, *,
@@ -247,7 +311,8 @@ def quote(ctx: RunContext, block_tokens: Sequence[int], tokens: PromptTokens, *,
             them from ``blocks.est_tokens``).
         tokens: the input, counted or estimated.
         document: the document's name, for the reader.
-        history: earlier runs' output against the planner's shape estimate, if any.
+        history: earlier runs' output against the planner's shape estimate, if any (used
+            from :data:`MIN_HISTORY_CALLS` answers on).
         notes: what the caller has to say (why tokens were not counted, say).
     """
     if not block_tokens:
@@ -255,14 +320,8 @@ def quote(ctx: RunContext, block_tokens: Sequence[int], tokens: PromptTokens, *,
     packs = ctx.plan(block_tokens)
     model = ctx.model
     said = list(notes)
-    use_history = history is not None and history.calls >= MIN_HISTORY_CALLS
-    if use_history:
-        assert history is not None
-        output = sum(min(math.ceil(p.learn_output_tokens * history.ratio), p.max_tokens)
-                     for p in packs)
-    else:
-        output = sum(p.est_output_tokens for p in packs)
-    ceiling = sum(p.max_tokens for p in packs)
+    learned = history if history is not None and history.calls >= MIN_HISTORY_CALLS else None
+    attempts = expected_attempts(ctx, block_tokens, learned)
     cached = tokens.prefix >= model.min_cacheable_tokens
     if not cached:
         said.append(
@@ -270,20 +329,27 @@ def quote(ctx: RunContext, block_tokens: Sequence[int], tokens: PromptTokens, *,
             f"below {model.id}'s minimum of {model.min_cacheable_tokens:,}: the API skips "
             "caching without saying so, so every call is priced with the whole prompt at the "
             "input price")
-    warm_up = ctx.cacheable_prefix_tokens > 0
-    sync = _mode_quote("sync", ctx, packs, tokens, output, ceiling, cached=cached,
-                       warm_up=warm_up)
-    batch = _mode_quote("batch", ctx, packs, tokens, output, ceiling, cached=cached,
-                        warm_up=False)
+    # The run's own rule (RunWorkflow._run_packs): a warm-up call when its estimate of the
+    # prefix can be cached and more than one pack would read it.
+    warm_up = ctx.cacheable_prefix_tokens > 0 and len(packs) > 1
+    share = _BlockShare(block_tokens, tokens.blocks)
+    sync = _mode_quote("sync", ctx, attempts, tokens, share, cached=cached, warm_up=warm_up)
+    batch = _mode_quote("batch", ctx, attempts, tokens, share, cached=cached, warm_up=False)
     if warm_up and not cached:
         said.append("sync: the run still makes its warm-up call (its own estimate of the "
                     "prefix reaches the minimum); it writes nothing to the cache")
-    if cached and not warm_up:
+    if cached and not warm_up and len(packs) > 1:
         said.append("sync: no warm-up call (the run's estimate of the prefix is below the "
                     "minimum); the first pack writes the cache and runs alone first")
+    truncated = sum(1 for a in attempts if a.truncated)
+    if truncated:
+        said.append(f"{truncated} call{'s are' if truncated != 1 else ' is'} expected to "
+                    "write more than its max_tokens: quoted as a truncated answer (paid, the "
+                    "results that fit kept) and the rest of its blocks sent again in halves")
     if cached:
         said.append("batch: Message Batches read the cache best effort; the maximum prices "
                     "every request as a cache write")
+    said.append("retries and halvings nobody can foresee are in neither figure")
     oversized = sum(1 for p in packs if p.oversized)
     if oversized:
         said.append(f"{oversized} block{'s' if oversized != 1 else ''} cannot fit "
@@ -294,30 +360,42 @@ def quote(ctx: RunContext, block_tokens: Sequence[int], tokens: PromptTokens, *,
         document=document, blocks=len(block_tokens), schema_name=ctx.spec.name,
         model=model.id, mode=ctx.options.mode, packs=len(packs),
         blocks_per_pack=(min(sizes), max(sizes)), input_source=tokens.source,
-        count_requests=tokens.requests, output_source="ledger" if use_history else "planner",
-        output_history=({"runs": history.runs, "calls": history.calls,
-                         "ratio": round(history.ratio, 4)}
-                        if use_history and history is not None else None),
+        count_requests=tokens.requests, output_source="ledger" if learned else "planner",
+        output_history=({"runs": learned.runs, "calls": learned.calls,
+                         "ratio": round(learned.ratio, 4)} if learned else None),
         prefix_tokens=tokens.prefix, min_cacheable_tokens=model.min_cacheable_tokens,
-        block_tokens=tokens.blocks, oversized_blocks=oversized, sync=sync, batch=batch,
-        notes=said,
+        block_tokens=tokens.blocks, oversized_blocks=oversized, truncations=truncated,
+        sync=sync, batch=batch, notes=said,
     )
 
 
-def _mode_quote(mode: Mode, ctx: RunContext, packs: Sequence[Pack], tokens: PromptTokens,
-                output: int, ceiling: int, *, cached: bool, warm_up: bool) -> ModeQuote:
+class _BlockShare:
+    """A call's share of the blocks' (counted) input: the total spread by the estimates."""
+
+    def __init__(self, block_tokens: Sequence[int], total: int) -> None:
+        self._est = [t + BLOCK_WRAPPER_TOKENS for t in block_tokens]
+        self._scale = total / sum(self._est)
+
+    def __call__(self, positions: Sequence[int]) -> int:
+        return round(sum(self._est[i] for i in positions) * self._scale)
+
+
+def _mode_quote(mode: Mode, ctx: RunContext, attempts: Sequence[Attempt], tokens: PromptTokens,
+                share: _BlockShare, *, cached: bool, warm_up: bool) -> ModeQuote:
     model, batch = ctx.model, mode == "batch"
     ttl = BATCH_CACHE_TTL if batch else ctx.options.cache_ttl
-    calls = len(packs) + (1 if warm_up else 0)
-    # Every call's prompt: the prefix, its own fixed part, its blocks (once over the packs).
-    plain = len(packs) * tokens.per_call + tokens.blocks
-    warm_rest = tokens.warm_up - tokens.prefix if warm_up else 0
+    calls = len(attempts) + (1 if warm_up else 0)
+    # Every call's prompt: the prefix, its own fixed part and its blocks.
+    plain = sum(tokens.per_call + share(a.positions) for a in attempts)
     if cached:
-        writes, reads, uncached = tokens.prefix, tokens.prefix * (calls - 1), plain + warm_rest
+        writes, reads = tokens.prefix, tokens.prefix * (calls - 1)
+        uncached = plain + (tokens.warm_up - tokens.prefix if warm_up else 0)
     else:
         writes, reads = 0, 0
-        uncached = plain + len(packs) * tokens.prefix + (tokens.warm_up if warm_up else 0)
+        uncached = plain + len(attempts) * tokens.prefix + (tokens.warm_up if warm_up else 0)
     warm_out = 1 if warm_up else 0
+    output = sum(a.output for a in attempts) + warm_out
+    ceiling = sum(a.max_tokens for a in attempts) + warm_out
 
     def cost(out: int, writes: int, reads: int) -> float:
         usage = Usage(input_tokens=uncached, output_tokens=out,
@@ -329,8 +407,6 @@ def _mode_quote(mode: Mode, ctx: RunContext, packs: Sequence[Pack], tokens: Prom
     return ModeQuote(
         mode=mode, calls=calls, warm_up=warm_up, cache_ttl=ttl, cached=cached,
         input_tokens=uncached, cache_write_tokens=writes, cache_read_tokens=reads,
-        output_tokens=output + warm_out, max_output_tokens=ceiling + warm_out,
-        cost_usd=cost(output + warm_out, writes, reads),
-        max_cost_usd=cost(ceiling + warm_out, worst_writes, worst_reads),
+        output_tokens=output, max_output_tokens=ceiling, cost_usd=cost(output, writes, reads),
+        max_cost_usd=cost(ceiling, worst_writes, worst_reads),
     )
-
