@@ -376,8 +376,8 @@ class _BlockShare:
         self._est = [t + BLOCK_WRAPPER_TOKENS for t in block_tokens]
         self._scale = total / sum(self._est)
 
-    def __call__(self, positions: Sequence[int]) -> int:
-        return round(sum(self._est[i] for i in positions) * self._scale)
+    def __call__(self, positions: Sequence[int]) -> float:
+        return sum(self._est[i] for i in positions) * self._scale
 
 
 def _mode_quote(mode: Mode, ctx: RunContext, attempts: Sequence[Attempt], tokens: PromptTokens,
@@ -386,7 +386,7 @@ def _mode_quote(mode: Mode, ctx: RunContext, attempts: Sequence[Attempt], tokens
     ttl = BATCH_CACHE_TTL if batch else ctx.options.cache_ttl
     calls = len(attempts) + (1 if warm_up else 0)
     # Every call's prompt: the prefix, its own fixed part and its blocks.
-    plain = sum(tokens.per_call + share(a.positions) for a in attempts)
+    plain = round(sum(tokens.per_call + share(a.positions) for a in attempts))
     if cached:
         writes, reads = tokens.prefix, tokens.prefix * (calls - 1)
         uncached = plain + (tokens.warm_up - tokens.prefix if warm_up else 0)

@@ -8,7 +8,7 @@ from devtools.stack import free_port
 from tests.conftest import Stack
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
 
-COMMANDS = ["run", "status", "list", "cancel", "watch", "review", "confirm", "export", "calls"]
+COMMANDS = ["run", "estimate", "status", "list", "cancel", "watch", "review", "confirm", "export", "calls"]
 
 
 async def _nothing_written(s: Stack) -> None:
@@ -50,6 +50,25 @@ async def test_missing_files_and_bad_schema_write_nothing(cli: Cli, bbstack: Sta
     fmt = await cli("run", cli.doc(5, name="doc.pdf"), "--schema", cli.schema())
     assert fmt.code == 2 and "--format" not in fmt.err and "extension" in fmt.err
     await _nothing_written(bbstack)
+
+
+async def test_estimate_of_bad_input_exits_2_and_creates_nothing(cli: Cli, bbstack: Stack) -> None:
+    schema = cli.schema()
+    empty = cli.tmp / "empty.md"
+    empty.write_text("  \n\n")
+    results = await asyncio.gather(
+        cli("estimate", cli.doc(5), "--schema", schema, "--model", "gpt-4"),
+        cli("estimate", str(empty), "--schema", schema),
+        cli("estimate", str(cli.tmp), "--schema", schema),  # a directory: no file to read
+        cli("estimate", cli.doc(5), "--schema",
+            cli.schema("bad.json", data={"name": "bad", "properties": {"x": {}}})),
+    )
+    expected = ["known models", "document has no blocks", "is not a file", "prompt_config"]
+    for result, text in zip(results, expected, strict=True):
+        assert result.code == 2 and text in result.err, (text, result.err)
+        assert "Traceback" not in result.err
+    await _nothing_written(bbstack)
+    assert "POST /v1/messages" not in bbstack.sim.stats()["requests"]
 
 
 async def test_unknown_run_id_exits_3(cli: Cli) -> None:

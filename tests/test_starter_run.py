@@ -10,10 +10,38 @@ from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cl
 
 
 async def test_run_follows_to_a_summary_and_lists_its_calls(cli: Cli, bbstack: Stack) -> None:
+    doc, schema = cli.doc(60), cli.schema()
+    # The quote first: it counts tokens, stores nothing, and calls Claude for nothing else.
+    quoted = await cli("estimate", doc, "--schema", schema, "--pack-size", "10", "--json")
+    assert quoted.code == 0, quoted.err
+    q = quoted.json()
+    assert q["input_source"] == "count_tokens" and q["packs"] == 6
+    assert q["sync"]["calls"] == 7 and q["batch"]["calls"] == 6
+    requests = {k: v for k, v in bbstack.sim.stats()["requests"].items() if "/v1/" in k}
+    assert set(requests) == {"POST /v1/messages/count_tokens"}, requests
+    assert sum(requests["POST /v1/messages/count_tokens"].values()) == q["count_requests"] == 4
+    dry = await cli("run", doc, "--schema", schema, "--pack-size", "10", "--dry-run")
+    assert dry.code == 0 and "quote: 60 blocks of doc.md" in dry.out and "sync *" in dry.out
+    assert await bbstack.pool.fetchval("select count(*) from documents") == 0
+    assert await bbstack.pool.fetchval("select count(*) from runs") == 0
+
     async with bbstack.worker():
-        run = await cli("run", cli.doc(60), "--schema", cli.schema(), "--pack-size", "10")
+        run = await cli("run", doc, "--schema", schema, "--pack-size", "10")
     assert run.code == 0, run.err
     run_id = run.run_id
+    spent = await bbstack.pool.fetchrow(
+        """select count(*) as calls, sum(input_tokens) as input, sum(cost_usd)::float8 as cost,
+                  sum(cache_creation_input_tokens) as writes,
+                  sum(cache_read_input_tokens) as reads from llm_calls where run_id = $1""",
+        run_id)
+    sync = q["sync"]
+    assert sync["calls"] == spent["calls"]
+    # The simulator counts as it bills: the prefix and the blocks were counted exactly.
+    assert (sync["cache_write_tokens"], sync["cache_read_tokens"]) == (spent["writes"],
+                                                                       spent["reads"])
+    assert abs(sync["input_tokens"] - spent["input"]) <= 0.02 * spent["input"]
+    # Output is the planner's estimate (no earlier run of this schema): high, not wild.
+    assert spent["cost"] <= sync["cost_usd"] <= 2 * spent["cost"] <= 2 * sync["max_cost_usd"]
     for text in ("completed", "60 ok · 0 failed · 0 cancelled · 60 total", "calls for 60 blocks",
                  "cache read", "cache hits", "one call per block, no caching",
                  f"/workflows/run-{run_id}", f"BlockbatchRunId%20%3D%20%22{run_id}%22"):

@@ -1,0 +1,182 @@
+"""The quote before a run (core/quote.py): the run's own plan, its calls, tokens and cost."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from core.batching import BATCH_CACHE_TTL
+from core.models import RunOptions
+from core.quote import (
+    CountPlan,
+    OutputHistory,
+    PromptTokens,
+    count_plan,
+    counted_tokens,
+    expected_attempts,
+    planner_tokens,
+    quote,
+    quote_context,
+)
+from core.registry import Usage, cost_usd, get_model
+from core.schema import load_schema
+from tests.helpers import extract_schema, revise_schema
+
+MODEL = get_model("claude-sonnet-4-6")
+
+
+def ctx_for(definition: dict[str, Any] | None = None, **options: Any) -> Any:
+    spec = load_schema(definition or extract_schema(1500))
+    return quote_context(RunOptions(model=MODEL.id, **options), spec, MODEL)
+
+
+def counted(prefix: int = 5_000, per_call: int = 60, blocks: int = 20_000) -> PromptTokens:
+    return PromptTokens(source="count_tokens", prefix=prefix, per_call=per_call,
+                        blocks=blocks, warm_up=prefix + per_call + 30, requests=4)
+
+
+def test_quote_plans_with_the_runs_own_plan_and_counts_the_warm_up() -> None:
+    ctx = ctx_for(pack_size=10)
+    tokens = [50] * 95
+    q = quote(ctx, tokens, counted(), document="d.md")
+    assert q.packs == len(ctx.plan(tokens)) == 10
+    assert q.blocks_per_pack == (5, 10)
+    assert q.sync.warm_up and q.sync.calls == 11
+    assert not q.batch.warm_up and q.batch.calls == 10
+    # Sync: the warm-up writes the prefix once, the ten packs read it.
+    assert q.sync.cache_write_tokens == 5_000 and q.sync.cache_read_tokens == 10 * 5_000
+    assert q.sync.input_tokens == 10 * 60 + 20_000 + 90
+    assert q.batch.cache_write_tokens == 5_000 and q.batch.cache_read_tokens == 9 * 5_000
+    assert q.batch.cache_ttl == BATCH_CACHE_TTL
+
+
+def test_costs_are_the_registry_prices_and_batch_is_half_with_the_one_hour_write() -> None:
+    ctx = ctx_for(pack_size=25)
+    q = quote(ctx, [50] * 100, counted(), document="d.md")
+    s = q.sync
+    assert s.cost_usd == pytest.approx(cost_usd(MODEL, Usage(
+        input_tokens=s.input_tokens, output_tokens=s.output_tokens,
+        cache_creation_input_tokens=s.cache_write_tokens,
+        cache_read_input_tokens=s.cache_read_tokens)), abs=1e-6)
+    b = q.batch
+    assert b.cost_usd == pytest.approx(cost_usd(MODEL, Usage(
+        input_tokens=b.input_tokens, output_tokens=b.output_tokens,
+        cache_creation_input_tokens=b.cache_write_tokens,
+        cache_creation_1h_tokens=b.cache_write_tokens,
+        cache_read_input_tokens=b.cache_read_tokens), batch=True), abs=1e-6)
+    assert b.cost_usd < s.cost_usd
+    for m in (s, b):
+        assert m.cost_usd < m.max_cost_usd and m.output_tokens < m.max_output_tokens
+    # At most, every batch request misses the cache and writes the prefix.
+    assert q.batch.max_cost_usd > cost_usd(MODEL, Usage(
+        output_tokens=b.max_output_tokens, input_tokens=b.input_tokens,
+        cache_creation_input_tokens=5_000 * b.calls, cache_creation_1h_tokens=5_000 * b.calls,
+    ), batch=True) - 1e-6
+
+
+def test_a_prefix_below_the_models_minimum_is_priced_uncached_and_said() -> None:
+    haiku = get_model("claude-haiku-4-5")  # minimum 4,096
+    ctx = quote_context(RunOptions(model=haiku.id, pack_size=10),
+                        load_schema(extract_schema(100)), haiku)
+    q = quote(ctx, [50] * 40, counted(prefix=1_500), document="d.md")
+    assert not q.sync.cached and q.sync.cache_write_tokens == q.sync.cache_read_tokens == 0
+    assert q.batch.cache_write_tokens == 0
+    assert q.sync.input_tokens == 4 * (1_500 + 60) + 20_000 + (q.sync.calls - 4) * 1_590
+    assert any("below claude-haiku-4-5's minimum of 4,096" in n and "skips caching" in n
+               for n in q.notes)
+
+
+def test_the_warm_up_follows_the_runs_rule_not_the_count() -> None:
+    haiku = get_model("claude-haiku-4-5")  # minimum 4,096
+    ctx = quote_context(RunOptions(model=haiku.id, pack_size=10),
+                        load_schema(extract_schema(20)), haiku)
+    assert ctx.cacheable_prefix_tokens == 0  # the run's estimate: below the minimum
+    q = quote(ctx, [50] * 30, counted(prefix=5_000), document="d.md")
+    assert not q.sync.warm_up and q.sync.calls == 3 and q.sync.cached
+    assert any("first pack writes the cache" in n for n in q.notes)
+    one_pack = quote(ctx_for(pack_size=10), [50] * 5, counted(), document="d.md")
+    assert one_pack.packs == 1 and not one_pack.sync.warm_up and one_pack.sync.calls == 1
+    assert one_pack.sync.cache_read_tokens == 0
+
+
+def test_output_comes_from_the_planner_unless_earlier_runs_say_otherwise() -> None:
+    ctx = ctx_for(pack_size=10)
+    tokens = [60] * 50
+    planned = quote(ctx, tokens, counted(), document="d.md")
+    assert planned.output_source == "planner" and planned.output_history is None
+    assert planned.sync.output_tokens == sum(p.est_output_tokens for p in ctx.plan(tokens)) + 1
+    too_few = quote(ctx, tokens, counted(), document="d.md",
+                    history=OutputHistory(runs=1, calls=2, estimated=1000, written=500))
+    assert too_few.output_source == "planner"
+    learned = quote(ctx, tokens, counted(), document="d.md",
+                    history=OutputHistory(runs=2, calls=40, estimated=10_000, written=5_000))
+    assert learned.output_source == "ledger" and learned.output_history == {
+        "runs": 2, "calls": 40, "ratio": 0.5}
+    shape = sum(ctx.pack([tokens[i] for i in p.positions]).learn_output_tokens
+                for p in ctx.plan(tokens))
+    assert learned.sync.output_tokens == pytest.approx(shape * 0.5 + 1, abs=len(ctx.plan(tokens)))
+
+
+def test_a_pack_expected_to_overflow_is_quoted_truncated_then_halved() -> None:
+    # The schema says 400 tokens a block; these long blocks' rewrites need ~3,300 each.
+    definition = revise_schema(800)
+    definition["prompt_config"]["max_tokens_per_block"] = 400
+    ctx = ctx_for(definition)
+    tokens = [30] * 4 + [3_000] * 4
+    assert len(ctx.plan(tokens)) == 1
+    history = OutputHistory(runs=1, calls=10, estimated=1_000, written=1_000)
+    attempts = expected_attempts(ctx, tokens, history)
+    first = attempts[0]
+    assert first.truncated and first.output == first.max_tokens
+    rest = attempts[1:]
+    assert not any(a.truncated for a in rest)
+    kept = set(range(8)) - {i for a in rest for i in a.positions}
+    assert kept and kept == set(range(len(kept)))  # the results that fit, in order
+    q = quote(ctx, tokens, counted(), document="d.md", history=history)
+    assert q.truncations == 1 and q.sync.calls == len(attempts)  # one pack: no warm-up
+    assert any("truncated answer" in n for n in q.notes)
+
+
+def test_oversized_blocks_are_said() -> None:
+    ctx = ctx_for()
+    q = quote(ctx, [50, 1_500_000], counted(), document="d.md")
+    assert q.oversized_blocks == 1 and any("context window" in n for n in q.notes)
+
+
+def test_count_plan_is_a_few_requests_and_the_answers_split_into_parts() -> None:
+    ctx = ctx_for()
+    blocks = [{"block_uid": f"doc-x:{i}", "block_type": "paragraph",
+               "block_content": "word " * 200} for i in range(2_000)]
+    tokens = [300] * 2_000  # 600k estimated: two chunks in half of a 1M window
+    warm = {"system": [{"type": "text", "text": "s"}], "tools": [{"name": "t"}],
+            "tool_choice": {"type": "tool", "name": "t"},
+            "messages": [{"role": "user", "content": "w"}]}
+    plan = count_plan(ctx, blocks, tokens, warm)
+    assert isinstance(plan, CountPlan) and plan.chunks == 2 and len(plan.requests) == 5
+    assert "system" in plan.requests[0] and "tools" in plan.requests[0]
+    assert all("system" not in r and "tools" not in r for r in plan.requests[1:])
+    assert all("max_tokens" not in r for r in plan.requests)
+    got = counted_tokens(plan, [5_300, 300, 80, 100_080, 90_080])
+    assert (got.prefix, got.per_call, got.blocks, got.warm_up) == (5_000, 80, 190_000, 5_300)
+    assert got.source == "count_tokens" and got.requests == 5
+    with pytest.raises(ValueError, match="expected 5 counts"):
+        counted_tokens(plan, [1, 2])
+
+
+def test_planner_tokens_are_the_runs_own_estimates() -> None:
+    ctx = ctx_for(pack_size=10)
+    tokens = [50] * 20
+    est = planner_tokens(ctx, tokens, "warm")
+    assert est.source == "planner" and est.prefix == ctx.fixed_prompt_tokens
+    q = quote(ctx, tokens, est, document="d.md")
+    packs = ctx.plan(tokens)
+    # Uncached input plus cache reads and writes: every planned call's estimated input.
+    pack_input = sum(p.est_input_tokens for p in packs)
+    total = q.batch.input_tokens + q.batch.cache_write_tokens + q.batch.cache_read_tokens
+    assert total == pack_input
+
+
+def test_an_empty_document_cannot_be_quoted() -> None:
+    with pytest.raises(ValueError, match="at least one block"):
+        quote(ctx_for(), [], counted(), document="d.md")
