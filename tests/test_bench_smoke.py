@@ -36,7 +36,7 @@ def run_script(name: str, out: Path, *args: str, timeout: float = 280) -> dict[s
 @pytest.mark.timeout(300)
 def test_cost_script_reports_every_mode_with_parity(tmp_path: Path) -> None:
     data = run_script("cost", tmp_path / "cost.json", "--blocks", "12",
-                      "--system-tokens", "2000")
+                      "--system-tokens", "2000", "--no-adversarial")
     for schema in ("extract", "revise"):
         result = data["schemas"][schema]
         assert set(result["modes"]) == {"baseline", "pack10", "pack25", "auto", "batch"}
@@ -49,7 +49,14 @@ def test_cost_script_reports_every_mode_with_parity(tmp_path: Path) -> None:
                     "cache_read_tokens", "cost_usd", "split_events"} <= set(figures)
             assert set(figures["parity"]["per_field"]) == set(result["fields"])
             assert "x_floor_own_calls" in figures and "savings_vs_baseline" in figures
+            quoted = figures["estimate"]
+            assert quoted["messages_calls_while_quoting"] == 0
+            assert quoted["quote"]["cost_usd"] > 0 and quoted["quote"]["x_actual"] > 0
+        assert result["modes"]["pack10"]["estimate"]["quote"]["output_source"] == "ledger"
         assert result["floor"]["min_calls"] >= 1
+    assert set(data["estimate_summary"]["x_actual"]) == {
+        f"handbook/{s}/{m}" for s in ("extract", "revise")
+        for m in ("baseline", "pack10", "pack25", "auto", "batch")}
 
 
 @pytest.mark.timeout(300)
