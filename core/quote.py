@@ -32,6 +32,7 @@ What the quote is made of, and why each part can be trusted:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -42,7 +43,13 @@ from pydantic import BaseModel, Field
 from core.batching import BATCH_CACHE_TTL
 from core.context import RunContext
 from core.models import RunOptions
-from core.planning import BLOCK_WRAPPER_TOKENS, PACK_OUTPUT_OVERHEAD_TOKENS, estimate_tokens
+from core.planning import (
+    BLOCK_WRAPPER_TOKENS,
+    PACK_OUTPUT_OVERHEAD_TOKENS,
+    OutputRatios,
+    Pack,
+    estimate_tokens,
+)
 from core.prompt import build_messages, user_instructions
 from core.registry import ModelInfo, Usage, cost_usd
 from core.schema import SchemaSpec
@@ -194,6 +201,8 @@ class ModeQuote(BaseModel):
     """One mode's calls, tokens and cost."""
 
     mode: Mode
+    #: Packs as planned (``calls`` adds the warm-up and the halves of expected truncations).
+    packs: int
     calls: int
     warm_up: bool
     cache_ttl: str
@@ -260,7 +269,8 @@ class Attempt:
 
 
 def expected_attempts(ctx: RunContext, block_tokens: Sequence[int],
-                      history: OutputHistory | None = None) -> list[Attempt]:
+                      history: OutputHistory | None = None,
+                      packs: Sequence[Pack] | None = None) -> list[Attempt]:
     """The calls a run of ``ctx`` is expected to make, in plan order, with their output.
 
     Each planned pack sized as ``call_model`` sizes it (``ctx.pack``; with ``history``, as
@@ -297,7 +307,8 @@ def expected_attempts(ctx: RunContext, block_tokens: Sequence[int],
         return [Attempt(positions, pack.max_tokens, pack.max_tokens, truncated=True),
                 *(a for part in (rest[:half], rest[half:]) if part for a in attempts(part))]
 
-    return [a for p in ctx.plan(block_tokens) for a in attempts(p.positions)]
+    planned = ctx.plan(block_tokens) if packs is None else packs
+    return [a for p in planned for a in attempts(p.positions)]
 
 
 def quote(ctx: RunContext, block_tokens: Sequence[int], tokens: PromptTokens, *,
@@ -317,11 +328,20 @@ def quote(ctx: RunContext, block_tokens: Sequence[int], tokens: PromptTokens, *,
     """
     if not block_tokens:
         raise ValueError("a quote needs at least one block")
-    packs = ctx.plan(block_tokens)
     model = ctx.model
     said = list(notes)
     learned = history if history is not None and history.calls >= MIN_HISTORY_CALLS else None
-    attempts = expected_attempts(ctx, block_tokens, learned)
+    ratios = (OutputRatios(overall=round(learned.ratio, 4), by_type={}, blocks=learned.calls,
+                           source="earlier runs") if learned else None)
+    # Each mode planned as plan_run plans it: sync sizes from earlier runs' answers when
+    # there are any, else it sends a learning pack first; batch plans from the estimate.
+    plans: dict[Mode, tuple[RunContext, list[Pack], bool]] = {}
+    for mode in ("sync", "batch"):
+        mctx = dataclasses.replace(ctx, options=ctx.options.model_copy(update={"mode": mode}))
+        prior = ratios if mctx.learns_output() else None
+        learning = mctx.learns_output() and prior is None
+        packs = mctx.plan(block_tokens, prior, learning=learning)
+        plans[mode] = (mctx, packs, learning and len(packs) > 1)
     cached = tokens.prefix >= model.min_cacheable_tokens
     if not cached:
         said.append(
@@ -330,17 +350,32 @@ def quote(ctx: RunContext, block_tokens: Sequence[int], tokens: PromptTokens, *,
             "caching without saying so, so every call is priced with the whole prompt at the "
             "input price")
     # The run's own rule (RunWorkflow._run_packs): a warm-up call when its estimate of the
-    # prefix can be cached and more than one pack would read it.
-    warm_up = ctx.cacheable_prefix_tokens > 0 and len(packs) > 1
+    # prefix can be cached and more than one pack would read it, unless a learning pack
+    # goes first (it writes the cache).
+    sync_ctx, sync_packs, learning_pack = plans["sync"]
+    batch_ctx, batch_packs, _ = plans["batch"]
+    warm_up = (ctx.cacheable_prefix_tokens > 0 and len(sync_packs) > 1
+               and not learning_pack)
     share = _BlockShare(block_tokens, tokens.blocks)
-    sync = _mode_quote("sync", ctx, attempts, tokens, share, cached=cached, warm_up=warm_up)
-    batch = _mode_quote("batch", ctx, attempts, tokens, share, cached=cached, warm_up=False)
+    sync_attempts = expected_attempts(sync_ctx, block_tokens, learned, sync_packs)
+    batch_attempts = expected_attempts(batch_ctx, block_tokens, learned, batch_packs)
+    sync = _mode_quote("sync", ctx, sync_attempts, tokens, share, cached=cached,
+                       warm_up=warm_up, packs=len(sync_packs))
+    batch = _mode_quote("batch", ctx, batch_attempts, tokens, share, cached=cached,
+                        warm_up=False, packs=len(batch_packs))
+    if learning_pack:
+        said.append("sync: the schema's first run on this model sends a learning pack "
+                    f"({len(sync_packs[0].positions)} blocks) first, which writes the cache, "
+                    "and plans the rest again from its answer; the quote plans the rest from "
+                    "the schema's estimate")
     if warm_up and not cached:
         said.append("sync: the run still makes its warm-up call (its own estimate of the "
                     "prefix reaches the minimum); it writes nothing to the cache")
-    if cached and not warm_up and len(packs) > 1:
+    if cached and not warm_up and not learning_pack and len(sync_packs) > 1:
         said.append("sync: no warm-up call (the run's estimate of the prefix is below the "
                     "minimum); the first pack writes the cache and runs alone first")
+    _, packs, _ = plans[ctx.options.mode]
+    attempts = sync_attempts if ctx.options.mode == "sync" else batch_attempts
     truncated = sum(1 for a in attempts if a.truncated)
     if truncated:
         said.append(f"{truncated} call{'s are' if truncated != 1 else ' is'} expected to "
@@ -381,7 +416,7 @@ class _BlockShare:
 
 
 def _mode_quote(mode: Mode, ctx: RunContext, attempts: Sequence[Attempt], tokens: PromptTokens,
-                share: _BlockShare, *, cached: bool, warm_up: bool) -> ModeQuote:
+                share: _BlockShare, *, cached: bool, warm_up: bool, packs: int) -> ModeQuote:
     model, batch = ctx.model, mode == "batch"
     ttl = BATCH_CACHE_TTL if batch else ctx.options.cache_ttl
     calls = len(attempts) + (1 if warm_up else 0)
@@ -405,7 +440,7 @@ def _mode_quote(mode: Mode, ctx: RunContext, attempts: Sequence[Attempt], tokens
 
     worst_writes, worst_reads = (tokens.prefix * calls, 0) if batch and cached else (writes, reads)
     return ModeQuote(
-        mode=mode, calls=calls, warm_up=warm_up, cache_ttl=ttl, cached=cached,
+        mode=mode, packs=packs, calls=calls, warm_up=warm_up, cache_ttl=ttl, cached=cached,
         input_tokens=uncached, cache_write_tokens=writes, cache_read_tokens=reads,
         output_tokens=output, max_output_tokens=ceiling, cost_usd=cost(output, writes, reads),
         max_cost_usd=cost(ceiling, worst_writes, worst_reads),

@@ -9,8 +9,8 @@ import asyncpg
 
 from core.quote import OutputHistory
 
-#: The most recent runs of a schema and model a quote learns from.
-HISTORY_RUNS = 20
+#: The latest answered calls a quote learns from, as many as a run's plan does.
+HISTORY_CALLS = 100
 
 
 async def output_history(conn: asyncpg.Connection, schema_id: str,
@@ -22,17 +22,21 @@ async def output_history(conn: asyncpg.Connection, schema_id: str,
     (``est_output_tokens``), and a truncated answer says only "more". ``None`` when there
     are none.
     """
+    # The calls plan_run learns from (store.replans.prior_output), found by schema and
+    # model instead of by a run: a quote has none.
     row = await conn.fetchrow(
-        """select count(distinct c.run_id) as runs, count(*) as calls,
-                  sum(c.est_output_tokens) as estimated, sum(c.output_tokens) as written
-           from llm_calls c
-           where c.run_id = any(array(
-                     select run_id from runs where schema_id = $1 and model = $2
-                     order by created_at desc limit $3))
-             and c.purpose = 'pack' and c.status = 'succeeded' and c.est_output_tokens > 0
-             and c.stop_reason is distinct from 'max_tokens'""",
-        schema_id, model, HISTORY_RUNS)
-    if row is None or not row["calls"]:
+        """with latest as (
+               select c.run_id, c.output_tokens, c.est_output_tokens
+               from runs e join llm_calls c on c.run_id = e.run_id
+               where e.schema_id = $1 and e.model = $2 and c.purpose = 'pack'
+                 and c.status = 'succeeded' and c.est_output_tokens > 0
+                 and c.stop_reason is distinct from 'max_tokens'
+               order by c.call_id desc limit $3)
+           select count(distinct run_id) as runs, count(*) as calls,
+                  sum(est_output_tokens) as estimated, sum(output_tokens) as written
+           from latest""",
+        schema_id, model, HISTORY_CALLS)
+    if row is None or not row["calls"] or not row["estimated"]:
         return None
     return OutputHistory(runs=int(row["runs"]), calls=int(row["calls"]),
                          estimated=int(row["estimated"]), written=int(row["written"]))
