@@ -180,3 +180,18 @@ def test_planner_tokens_are_the_runs_own_estimates() -> None:
 def test_an_empty_document_cannot_be_quoted() -> None:
     with pytest.raises(ValueError, match="at least one block"):
         quote(ctx_for(), [], counted(), document="d.md")
+
+
+def test_a_schemas_first_sync_run_is_quoted_with_its_learning_pack() -> None:
+    ctx = ctx_for()  # sync, packs sized by estimate: the run learns its output
+    tokens = [50] * 300
+    first = quote(ctx, tokens, counted(), document="d.md")
+    assert first.sync.packs > 1 and not first.sync.warm_up
+    assert first.sync.calls == first.sync.packs  # the learning pack writes the cache
+    assert any("learning pack (5 blocks)" in n for n in first.notes)
+    assert first.batch.packs == len(quote_context(
+        ctx.options.model_copy(update={"mode": "batch"}), ctx.spec, MODEL).plan(tokens))
+    later = quote(ctx, tokens, counted(), document="d.md",
+                  history=OutputHistory(runs=1, calls=20, estimated=10_000, written=5_000))
+    assert later.sync.warm_up and later.sync.calls == later.sync.packs + 1
+    assert not any("learning pack" in n for n in later.notes)
