@@ -266,9 +266,9 @@ async def _claim_retry(
 async def prior_ratios(conn: asyncpg.Connection, run_id: str) -> OutputRatios | None:
     """What earlier runs of the run's schema on its model wrote (``None``: too few)."""
     seen = await replans.prior_output(conn, run_id)
-    if seen is None or seen[0] < _PRIOR_AFTER_CALLS:
+    if seen is None or seen.calls < _PRIOR_AFTER_CALLS:
         return None
-    return OutputRatios(overall=round(seen[1], 4), by_type={}, blocks=seen[2],
+    return OutputRatios(overall=round(seen.ratio, 4), by_type={}, blocks=seen.blocks,
                         source="earlier runs")
 
 

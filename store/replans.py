@@ -60,28 +60,54 @@ async def answers(conn: asyncpg.Connection, run_id: str) -> Answers:
         calls=len(outputs), output_tokens=sum(outputs.values()))
 
 
-async def prior_output(conn: asyncpg.Connection,
-                       run_id: str) -> tuple[int, float, int] | None:
-    """What earlier runs of this run's schema on its model wrote per token of the schema's
-    estimate: ``(answered pack calls, ratio, blocks)`` over their latest calls answered in
-    full (``None``: no such run answered yet)."""
+@dataclass(frozen=True)
+class SchemaOutput:
+    """What the latest answered pack calls of a schema's runs on a model wrote, against the
+    planner's estimate of the answers' shape (``est_output_tokens``)."""
+
+    runs: int
+    calls: int
+    blocks: int
+    estimated: int
+    written: int
+
+    @property
+    def ratio(self) -> float:
+        return self.written / self.estimated
+
+
+async def schema_output(conn: asyncpg.Connection, schema_id: str, model: str, *,
+                        except_run: str | None = None) -> SchemaOutput | None:
+    """What runs of this schema (by content: its id is its content hash) on this model
+    wrote, over their latest :data:`_PRIOR_CALLS` pack calls answered in full (a truncated
+    answer says only "more"); ``None`` when there are none. Plans (``prior_output``) and
+    quotes (``store.quotes``) read the same calls."""
     row = await conn.fetchrow(
         """with latest as (
-               select c.output_tokens, c.est_output_tokens,
+               select c.run_id, c.output_tokens, c.est_output_tokens,
                       cardinality(c.block_uids) as blocks
-               from runs r
-               join runs e on e.schema_id = r.schema_id and e.model = r.model
-                          and e.run_id <> r.run_id
-               join llm_calls c on c.run_id = e.run_id
-               where r.run_id = $1 and c.purpose = 'pack' and c.status = 'succeeded'
+               from runs e join llm_calls c on c.run_id = e.run_id
+               where e.schema_id = $1 and e.model = $2 and e.run_id is distinct from $3
+                 and c.purpose = 'pack' and c.status = 'succeeded'
                  and c.est_output_tokens > 0 and c.stop_reason is distinct from 'max_tokens'
-               order by c.call_id desc limit $2)
-           select count(*) as n, sum(output_tokens) as written,
-                  sum(est_output_tokens) as est, sum(blocks) as blocks from latest""",
-        run_id, _PRIOR_CALLS)
-    if not row["n"] or not row["est"]:
+               order by c.call_id desc limit $4)
+           select count(distinct run_id) as runs, count(*) as calls, sum(blocks) as blocks,
+                  sum(est_output_tokens) as estimated, sum(output_tokens) as written
+           from latest""",
+        schema_id, model, except_run, _PRIOR_CALLS)
+    if row is None or not row["calls"] or not row["estimated"]:
         return None
-    return int(row["n"]), float(row["written"]) / float(row["est"]), int(row["blocks"])
+    return SchemaOutput(runs=int(row["runs"]), calls=int(row["calls"]),
+                        blocks=int(row["blocks"]), estimated=int(row["estimated"]),
+                        written=int(row["written"]))
+
+
+async def prior_output(conn: asyncpg.Connection, run_id: str) -> SchemaOutput | None:
+    """What earlier runs of this run's schema on its model wrote (:func:`schema_output`)."""
+    run = await conn.fetchrow("select schema_id, model from runs where run_id = $1", run_id)
+    if run is None:
+        return None
+    return await schema_output(conn, run["schema_id"], run["model"], except_run=run_id)
 
 
 @dataclass(frozen=True)
