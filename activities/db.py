@@ -45,6 +45,7 @@ from core.planning import (
 from core.policy import code_of_failure
 from core.reasons import REASONS, ReasonCode
 from core.retry import FINISHED_STATUSES, describe_blocks, selection_text
+from core.reuse import answer_key, prompt_digest
 from store import batches, overlays, replans, retries, runs, splits
 from store.runs import PlanState, cached_run_context
 
@@ -67,34 +68,54 @@ class DbActivities:
 
     @activity.defn
     async def plan_run(self, inp: PlanRunInput) -> PlanRunOutput:
-        """Size the packs and persist each block's pack_index; the same plan on retry."""
+        """Reuse earlier answers, size the packs of the rest and persist each block's
+        pack_index, in one transaction; the same plan on retry.
+
+        Every block gets its answer key (core/reuse.py). With ``reuse_answers`` (the
+        default), a block whose key an earlier run answered gets that model answer at once
+        (``ai_complete``, marked reused; store.overlays.stage_reused) and is in no pack;
+        only the others are packed and called.
+        """
         async with self.pool.acquire() as conn, conn.transaction():
             state = await runs.lock_for_planning(conn, inp.run_id)
             if state is None:
                 raise ValueError(f"no run {inp.run_id!r}")
             ctx = await cached_run_context(conn, inp.run_id)
-            if state.pack_count > 0:
+            if state.pack_count > 0 or state.blocks_total > 0:
+                # Planned already (every block reused leaves no pack, hence blocks_total).
+                reused = await runs.reuse_totals(conn, inp.run_id)
                 return PlanRunOutput(pack_count=state.pack_count,
-                                     block_count=state.blocks_total, mode=ctx.options.mode)
+                                     block_count=state.blocks_total, mode=ctx.options.mode,
+                                     reused=reused.blocks_reused,
+                                     reuse_saved_usd=reused.reuse_saved_usd)
             blocks = await runs.document_blocks(conn, ctx.document_id)
+            prompt = prompt_digest(ctx.spec, ctx.model.id)
+            keys = [answer_key(prompt, b.content_sha256) for b in blocks]
+            found = (await overlays.reusable_answers(conn, keys)
+                     if ctx.options.reuse_answers else {})
+            to_call = [pos for pos, key in enumerate(keys) if key not in found]
             # Packs sized from the schema's estimate of each answer, or from what earlier
             # runs of the schema on the model wrote; with neither, a learning pack first.
             replans = ctx.learns_output()
             prior = await prior_ratios(conn, inp.run_id) if replans else None
             learning = replans and prior is None
-            packs = ctx.plan([b.est_tokens for b in blocks], prior, learning=learning)
-            pack_of = [0] * len(blocks)
+            packs = ctx.plan([blocks[pos].est_tokens for pos in to_call], prior,
+                             learning=learning)
+            pack_of: list[int | None] = [None] * len(blocks)
             for pack_index, pack in enumerate(packs):
                 for pos in pack.positions:
-                    pack_of[pos] = pack_index
-            await overlays.insert_plan(conn, inp.run_id, blocks, pack_of)
-            await runs.save_plan(conn, inp.run_id, len(packs), len(blocks))
-        activity.logger.info("run %s planned: %d blocks in %d packs%s", inp.run_id,
-                             len(blocks), len(packs), "" if prior is None
+                    pack_of[to_call[pos]] = pack_index
+            await overlays.insert_plan(conn, inp.run_id, blocks, pack_of, keys)
+            await overlays.stage_reused(conn, inp.run_id, {
+                b.block_uid: found[key] for b, key in zip(blocks, keys) if key in found})
+            reused = await runs.save_plan(conn, inp.run_id, len(packs), len(blocks))
+        activity.logger.info("run %s planned: %d blocks in %d packs, %d reused%s", inp.run_id,
+                             len(blocks), len(packs), reused.blocks_reused, "" if prior is None
                              else f"; answers write {prior.text()}")
         return PlanRunOutput(pack_count=len(packs), block_count=len(blocks),
                              mode=ctx.options.mode, learning=learning and len(packs) > 1,
-                             replans=replans)
+                             replans=replans, reused=reused.blocks_reused,
+                             reuse_saved_usd=reused.reuse_saved_usd)
 
     @activity.defn
     async def replan_run(self, inp: ReplanInput) -> ReplanOutput:

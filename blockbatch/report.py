@@ -69,6 +69,15 @@ def not_done_line(result: RunResult) -> str | None:
     return f"{line}: {grouped_reasons(r.failure_reasons)}" if r.failure_reasons else line
 
 
+def reused_line(result: RunResult) -> str | None:
+    """``12 blocks answered by earlier runs, no call · saved $0.0312`` (None: nothing reused)."""
+    r = result
+    if not r.blocks_reused:
+        return None
+    return (f"{r.blocks_reused} block{'s' if r.blocks_reused != 1 else ''} answered by "
+            f"earlier runs, no call · saved ${r.reuse_saved_usd:.4f}")
+
+
 def retries_line(retries: Sequence[RetryRecord]) -> str | None:
     """``retried 1×: 4 blocks (request_rejected) → completed`` (None when never retried)."""
     if not retries:
@@ -124,7 +133,8 @@ def summary_lines(result: RunResult, *, baseline: float | None, links: dict[str,
     """The end-of-run table the starter and the demo print (counters of the whole run,
     its retries included)."""
     r = result
-    answered = r.blocks_ai_complete + r.blocks_failed
+    # Reused blocks were answered by earlier runs' calls, not by this run's.
+    answered = r.blocks_ai_complete + r.blocks_failed - r.blocks_reused
     per_call = f"{answered / r.calls:.1f} blocks per call; " if r.calls else ""
     cost = f"${r.cost_usd:.4f}"
     if baseline:
@@ -146,6 +156,8 @@ def summary_lines(result: RunResult, *, baseline: float | None, links: dict[str,
     not_done = not_done_line(r)
     if not_done:
         rows.insert(1, ("not done", not_done))
+    if reused := reused_line(r):
+        rows.insert(1, ("reused", reused))
     retried = retries_line(retries)
     if retried:
         rows.append(("retries", retried))

@@ -47,6 +47,10 @@ class RunOptions(BaseModel):
     #: no answer, the run pauses and probes the API, first after ``probe_initial_s``, then
     #: at doubling intervals up to ``probe_max_s``, and resumes when a probe is answered.
     outage: OutageOptions | None = None
+    #: Incremental re-runs (core/reuse.py): a block whose answer key matches an answer of
+    #: an earlier run (same content and type, same prompt, same model) gets that answer
+    #: instead of a call. False sends every block.
+    reuse_answers: bool = True
 
 
 class OutageOptions(BaseModel):
@@ -104,6 +108,10 @@ class Totals(BaseModel):
     paused_s: float = 0.0
     #: Seconds the run's calls waited for the fleet's rate limiter, summed over calls.
     limiter_wait_s: float = 0.0
+    #: Blocks answered at planning by an earlier run's answer (counted in ``blocks_done``),
+    #: and their share of what the calls that answered them cost.
+    blocks_reused: int = 0
+    reuse_saved_usd: float = 0.0
 
     def add(self, other: Totals) -> None:
         for name in type(self).model_fields:
@@ -164,6 +172,9 @@ class RunProgress(BaseModel):
     #: the seconds its calls waited for it, summed.
     limiter: LimiterNote | None = None
     limiter_wait_s: float = 0.0
+    #: Blocks answered by an earlier run's answer (in ``blocks_done``), and what that saved.
+    blocks_reused: int = 0
+    reuse_saved_usd: float = 0.0
 
 
 class RunResult(BaseModel):
@@ -191,6 +202,10 @@ class RunResult(BaseModel):
     paused_s: float = 0.0
     #: What the run's re-plans changed, in order (packs that learn from their answers).
     plan_changes: list[str] = Field(default_factory=list)
+    #: Blocks whose earlier answer was reused instead of a call (in ``blocks_ai_complete``),
+    #: and the reused blocks' share of what their source calls cost.
+    blocks_reused: int = 0
+    reuse_saved_usd: float = 0.0
 
 
 class PlanRunInput(BaseModel):
@@ -207,6 +222,10 @@ class PlanRunOutput(BaseModel):
     #: The run's packs are sized from its answers: its unstarted packs are re-planned at
     #: each continue-as-new (sync mode, no fixed pack size or output per block).
     replans: bool = False
+    #: Blocks answered at planning by an earlier run's answer (not packed), and the reused
+    #: blocks' share of what their source calls cost.
+    reused: int = 0
+    reuse_saved_usd: float = 0.0
 
 
 class ReplanInput(BaseModel):

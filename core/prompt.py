@@ -17,6 +17,12 @@ from core.schema import RESERVED_FIELD, SchemaSpec
 
 TOOL_NAME = "record_block_results"
 
+#: The version of what a request looks like beyond its rendered texts (how blocks are named
+#: and laid out in the user message, the answer's shape). Part of every answer key
+#: (core/reuse.py): change it with any change here that could change a model's answer, so
+#: that earlier answers are not reused for a request that is no longer the same.
+PROMPT_FORMAT_VERSION = 1
+
 #: Anthropic adds a tool-use system prompt of ~350 tokens when tools are present
 #: (documented per model); plus the message framing.
 TOOL_USE_OVERHEAD_TOKENS = 360

@@ -2,15 +2,19 @@
 
 The transitions, all of them here and nowhere else::
 
-    (planned)    -> pending        insert_plan
+    (planned)    -> pending        insert_plan (with each block's answer key)
     pending      -> ai_complete    apply_answer (a valid result; charges one attempt)
+    pending      -> ai_complete    stage_reused at planning (reused: an earlier run's model
+                                   answer for the same answer key, core/reuse.py; no
+                                   attempt, no pack, the source run and call recorded)
     pending      -> pending        apply_answer (an invalid result; charges one attempt)
     pending      -> failed         apply_answer (attempts used up), fail_pending (a reason
                                    such as "block is too large"), end_pending at the end
                                    of a completed run ("no pack finished this block")
     pending      -> cancelled      end_pending at the end of a cancelled or failed run
     ai_complete  -> ai_complete    edit_staging (a person changed one staged field; the
-                                   value is checked against the schema first)
+                                   value is checked against the schema first; the model's
+                                   own answer is kept in model_answer)
     ai_complete  -> confirmed      decide "confirm" (a person accepted the staged result:
                                    staging copied to confirmed)
     ai_complete  -> rejected       decide "reject" (a person refused it: staging kept for
@@ -46,6 +50,7 @@ import asyncpg
 from core.models import ApplyResultsOutput, RunStatus
 from core.reasons import ReasonCode
 from core.results import parse_results
+from core.reuse import REUSABLE
 from core.review import REVIEWABLE, EditError, edited_overlay
 from core.schema import SchemaSpec
 from store import ledger
@@ -54,16 +59,83 @@ from store.runs import BlockSize, lock_run
 
 
 async def insert_plan(
-    conn: asyncpg.Connection, run_id: str, blocks: Sequence[BlockSize], pack_of: Sequence[int]
+    conn: asyncpg.Connection, run_id: str, blocks: Sequence[BlockSize],
+    pack_of: Sequence[int | None], keys: Sequence[str | None] | None = None,
 ) -> None:
-    """Create the run's overlays as ``pending``, block ``i`` in pack ``pack_of[i]``."""
+    """Create the run's overlays as ``pending``, block ``i`` in pack ``pack_of[i]`` (``None``:
+    in no pack, its answer is reused) with answer key ``keys[i]``."""
     await conn.execute(
-        """insert into overlays (run_id, block_uid, block_index, pack_index)
-           select $1, u, i, p
-           from unnest($2::text[], $3::int[], $4::int[]) as t(u, i, p)
+        """insert into overlays (run_id, block_uid, block_index, pack_index, answer_key)
+           select $1, u, i, p, k
+           from unnest($2::text[], $3::int[], $4::int[], $5::text[]) as t(u, i, p, k)
            on conflict do nothing""",
         run_id, [b.block_uid for b in blocks], [b.block_index for b in blocks], list(pack_of),
+        list(keys) if keys is not None else [None] * len(blocks),
     )
+
+
+#: The statuses are spelled out (not a parameter) so that Postgres can match the partial
+#: index ``overlays_answer_key`` of migration 010, whose predicate lists the same ones.
+_REUSABLE_SQL = f"""
+select distinct on (answer_key) answer_key, coalesce(model_answer, staging) as answer,
+       coalesce(reused_from_run_id, run_id) as run_id,
+       coalesce(reused_from_call_id, call_id) as call_id
+from overlays
+where answer_key = any($1::text[]) and answer_key is not null
+  and status in ({", ".join(f"'{s}'" for s in REUSABLE)})
+order by answer_key, coalesce(reused_from_call_id, call_id) desc nulls last
+"""
+
+
+@dataclass(frozen=True)
+class ReusableAnswer:
+    """An earlier run's model answer for one answer key, and the call that paid for it."""
+
+    answer: dict[str, Any]
+    run_id: str
+    call_id: int | None
+
+
+async def reusable_answers(
+    conn: asyncpg.Connection, keys: Sequence[str]
+) -> dict[str, ReusableAnswer]:
+    """For each of ``keys`` that an earlier overlay answered: that answer (one index scan).
+
+    Only overlays the model answered and nobody rejected (``core.reuse.REUSABLE``), and of
+    them the model's own answer (``model_answer`` once a person edited staging). An answer
+    that was itself reused names the run and call that first paid for it. Where several
+    runs answered a key, the newest paid answer wins.
+    """
+    rows = await conn.fetch(_REUSABLE_SQL, list(set(keys)))
+    return {r["answer_key"]: ReusableAnswer(r["answer"], r["run_id"], r["call_id"])
+            for r in rows if r["answer"] is not None}
+
+
+async def stage_reused(
+    conn: asyncpg.Connection, run_id: str, reused: dict[str, ReusableAnswer]
+) -> int:
+    """pending -> ai_complete with an earlier run's answer, block uid -> answer; how many.
+
+    The staged value is the earlier model answer as it is; the overlay records the source
+    run and ledger call, charges no attempt and is in no pack. Reviewed like any other.
+    """
+    if not reused:
+        return 0
+    uids = list(reused)
+    return int(await conn.fetchval(
+        """with v as (
+               select u, a, r, c
+               from unnest($2::text[], $3::jsonb[], $4::text[], $5::bigint[]) as t(u, a, r, c))
+           , upd as (
+               update overlays set status = 'ai_complete', staging = v.a, pack_index = null,
+                      reused_from_run_id = v.r, reused_from_call_id = v.c, last_error = null,
+                      reason_code = null, updated_at = now()
+               from v where run_id = $1 and block_uid = v.u and status = 'pending'
+               returning 1)
+           select count(*) from upd""",
+        run_id, uids, [reused[u].answer for u in uids], [reused[u].run_id for u in uids],
+        [reused[u].call_id for u in uids],
+    ))
 
 
 @dataclass(frozen=True)
@@ -126,7 +198,8 @@ async def still_pending(conn: asyncpg.Connection, run_id: str, uids: list[str]) 
 async def packs_done(conn: asyncpg.Connection, run_id: str) -> int:
     """How many planned packs have no pending block left."""
     return int(await conn.fetchval(
-        """select count(*) from (select pack_index from overlays where run_id = $1
+        """select count(*) from (select pack_index from overlays
+           where run_id = $1 and pack_index is not null
            group by pack_index having bool_and(status <> 'pending')) d""",
         run_id,
     ))
@@ -445,8 +518,11 @@ async def edit_staging(
         before = staged.get(field)
         if field in staged and before == value and type(before) is type(value):
             return Edited(uid, field, before, value, changed=False)
+        # The model's own answer stays reusable by later runs (core/reuse.py): kept
+        # before the first edit changes staging.
         await conn.execute(
-            """update overlays set staging = $3, updated_at = now()
+            """update overlays set model_answer = coalesce(model_answer, staging),
+                      staging = $3, updated_at = now()
                where run_id = $1 and block_uid = $2 and status = 'ai_complete'""",
             run_id, uid, overlay,
         )

@@ -53,6 +53,9 @@ class RunInfo(BaseModel):
     cache_creation_input_tokens: int
     cache_read_input_tokens: int
     cost_usd: float
+    #: Blocks answered at planning by an earlier run's answer, and what that saved.
+    blocks_reused: int = 0
+    reuse_saved_usd: float = 0.0
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -86,7 +89,7 @@ select r.run_id, r.status, r.error, r.document_id, d.name as document_name, r.sc
        s.name as schema_name, r.model, r.settings, r.workflow_id, r.blocks_total, r.pack_count,
        r.calls, r.split_events, r.input_tokens, r.output_tokens,
        r.cache_creation_input_tokens, r.cache_read_input_tokens, r.cost_usd::float8 as cost_usd,
-       r.created_at, r.started_at, r.finished_at, r.cancel_requested_at,
+       r.blocks_reused, r.reuse_saved_usd::float8 as reuse_saved_usd, r.created_at, r.started_at, r.finished_at, r.cancel_requested_at,
        coalesce((select jsonb_object_agg(status, n) from (
            select status, count(*) as n from overlays o where o.run_id = r.run_id
            group by status) c), '{}') as blocks
@@ -345,6 +348,7 @@ async def get_call(
 _EXPORT_SQL = """
 select b.block_uid, b.block_index, b.block_type, b.block_content, b.metadata,
        o.status, o.staging, o.confirmed, o.last_error, o.reason_code,
+       o.reused_from_run_id, o.reused_from_call_id,
        (select jsonb_agg(jsonb_build_object(
                    'action', a.action, 'reviewer', a.reviewer, 'at', a.at, 'field', a.field,
                    'before', a.before, 'after', a.after, 'old_status', a.old_status,
@@ -355,8 +359,9 @@ where b.document_id = $2 order by b.block_index
 """
 
 #: One block of an export: block_uid, block_index, block_type, block_content, metadata,
-#: and its overlay's status, staging, confirmed, last_error, reason_code (all None without
-#: an overlay), and ``review``: its review actions in order (edit / confirm / reject: who,
+#: and its overlay's status, staging, confirmed, last_error, reason_code,
+#: reused_from_run_id and reused_from_call_id (set when the overlay reused an earlier run's
+#: answer; all None without an overlay), and ``review``: its review actions in order (edit / confirm / reject: who,
 #: when, field, before, after), None when nobody reviewed it.
 ExportRow = Mapping[str, Any]
 

@@ -18,6 +18,7 @@ from core.ingest import ParsedBlock
 from core.models import RunOptions
 from core.planning import estimate_tokens
 from core.registry import get_model
+from core.reuse import block_digest
 from core.schema import SchemaSpec
 
 
@@ -58,16 +59,17 @@ async def save_document(
             return document_id
         await conn.execute(
             """insert into blocks (block_uid, document_id, block_index, block_type,
-                                   block_content, metadata, est_tokens)
-               select $1 || ':' || i, $1, i, t, c, m, e
-               from unnest($2::int[], $3::text[], $4::text[], $5::jsonb[], $6::int[])
-                    as x(i, t, c, m, e)""",
+                                   block_content, metadata, est_tokens, content_sha256)
+               select $1 || ':' || i, $1, i, t, c, m, e, h
+               from unnest($2::int[], $3::text[], $4::text[], $5::jsonb[], $6::int[],
+                           $7::text[]) as x(i, t, c, m, e, h)""",
             document_id,
             [b.block_index for b in blocks],
             [b.block_type for b in blocks],
             [b.block_content for b in blocks],
             [b.metadata for b in blocks],
             [estimate_tokens(b.block_content) for b in blocks],
+            [block_digest(b.block_type, b.block_content) for b in blocks],
         )
     return document_id
 

@@ -106,29 +106,58 @@ class BlockSize:
     block_uid: str
     block_index: int
     est_tokens: int
+    #: ``core.reuse.block_digest`` of the block's type and content.
+    content_sha256: str = ""
 
 
 async def document_blocks(conn: asyncpg.Connection, document_id: str) -> list[BlockSize]:
     """Every block of a document, in block order."""
     rows = await conn.fetch(
-        """select block_uid, block_index, est_tokens from blocks
+        """select block_uid, block_index, est_tokens, content_sha256 from blocks
            where document_id = $1 order by block_index""",
         document_id,
     )
-    return [BlockSize(r["block_uid"], r["block_index"], r["est_tokens"]) for r in rows]
+    return [BlockSize(r["block_uid"], r["block_index"], r["est_tokens"], r["content_sha256"])
+            for r in rows]
+
+
+#: How many of a run's blocks reused an earlier answer, and their share of what the calls
+#: that answered them cost (each source call's cost over the blocks it carried).
+_REUSED_SQL = """
+select count(*) as blocks_reused,
+       coalesce(sum(c.cost_usd / greatest(cardinality(c.block_uids), 1)), 0)
+           as reuse_saved_usd
+from overlays o left join llm_calls c on c.call_id = o.reused_from_call_id
+where o.run_id = $1 and o.reused_from_run_id is not null
+"""
 
 
 async def save_plan(
     conn: asyncpg.Connection, run_id: str, pack_count: int, block_count: int
-) -> None:
-    """Record the plan's size and move a new run to ``running``."""
-    await conn.execute(
-        """update runs set status = case when status in ('created', 'planning')
+) -> Totals:
+    """Record the plan's size and what it reused, and move a new run to ``running``.
+
+    Returns the reuse counters (``blocks_reused``, ``reuse_saved_usd``) as stored.
+    """
+    row = await conn.fetchrow(
+        f"""with r as ({_REUSED_SQL})
+           update runs set status = case when status in ('created', 'planning')
                then 'running' else status end,
-               pack_count = $2, blocks_total = $3, started_at = coalesce(started_at, now())
-           where run_id = $1""",
+               pack_count = $2, blocks_total = $3, started_at = coalesce(started_at, now()),
+               blocks_reused = r.blocks_reused, reuse_saved_usd = r.reuse_saved_usd
+           from r where run_id = $1
+           returning runs.blocks_reused, runs.reuse_saved_usd::float8 as reuse_saved_usd""",
         run_id, pack_count, block_count,
     )
+    return Totals(blocks_reused=row["blocks_reused"], reuse_saved_usd=row["reuse_saved_usd"])
+
+
+async def reuse_totals(conn: asyncpg.Connection, run_id: str) -> Totals:
+    """The reuse counters :func:`save_plan` stored (a repeated ``plan_run`` returns them)."""
+    row = await conn.fetchrow(
+        """select blocks_reused, reuse_saved_usd::float8 as reuse_saved_usd from runs
+           where run_id = $1""", run_id)
+    return Totals(blocks_reused=row["blocks_reused"], reuse_saved_usd=row["reuse_saved_usd"])
 
 
 async def reopen_for_retry(conn: asyncpg.Connection, run_id: str, pack_count: int) -> None:
@@ -151,6 +180,8 @@ select (select count(*) from overlays where run_id = $1
        (select count(*) from overlays where run_id = $1
             and status in ('failed', 'cancelled')) as blocks_failed,
        (select count(*) from split_events where run_id = $1) as splits,
+       (select blocks_reused from runs where run_id = $1) as blocks_reused,
+       (select reuse_saved_usd::float8 from runs where run_id = $1) as reuse_saved_usd,
        c.*
 from (select count(*) filter (where status <> 'started'
                               and coalesce(error_type, '') not in ('canceled', 'expired'))
@@ -189,7 +220,7 @@ async def mark_cancelling(conn: asyncpg.Connection, run_id: str, reason: str | N
 
 # ------------------------------------------------------------------ rollup
 
-ROLLUP_SQL = """
+ROLLUP_SQL = f"""
 with o as (
     select count(*) as total,
            count(*) filter (where status in ('ai_complete', 'confirmed', 'rejected')) as ok,
@@ -207,7 +238,8 @@ c as (
            coalesce(sum(cache_read_input_tokens), 0) as cache_read_input_tokens,
            coalesce(sum(cost_usd), 0) as cost_usd
     from llm_calls where run_id = $1),
-s as (select count(*) as splits from split_events where run_id = $1)
+s as (select count(*) as splits from split_events where run_id = $1),
+u as ({_REUSED_SQL})
 update runs r set
     status = $2, error = $3, finished_at = now(),
     blocks_total = o.total, blocks_ai_complete = o.ok, blocks_failed = o.failed,
@@ -215,12 +247,14 @@ update runs r set
     calls = c.calls, split_events = s.splits,
     input_tokens = c.input_tokens, output_tokens = c.output_tokens,
     cache_creation_input_tokens = c.cache_creation_input_tokens,
-    cache_read_input_tokens = c.cache_read_input_tokens, cost_usd = c.cost_usd
-from o, c, s
+    cache_read_input_tokens = c.cache_read_input_tokens, cost_usd = c.cost_usd,
+    blocks_reused = u.blocks_reused, reuse_saved_usd = u.reuse_saved_usd
+from o, c, s, u
 where r.run_id = $1
 returning r.run_id, r.status, r.error, r.blocks_total, r.blocks_ai_complete, r.blocks_failed,
           r.blocks_cancelled, r.pack_count, r.calls, r.split_events, r.input_tokens,
-          r.output_tokens, r.cache_creation_input_tokens, r.cache_read_input_tokens, r.cost_usd
+          r.output_tokens, r.cache_creation_input_tokens, r.cache_read_input_tokens, r.cost_usd,
+          r.blocks_reused, r.reuse_saved_usd
 """
 
 
@@ -294,4 +328,5 @@ async def close_run(
     )
     row = await conn.fetchrow(ROLLUP_SQL, run_id, status, error)
     return RunResult.model_validate({**dict(row), "cost_usd": float(row["cost_usd"]),
+                                     "reuse_saved_usd": float(row["reuse_saved_usd"]),
                                      "failure_reasons": reasons})

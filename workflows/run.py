@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         RunInput,
         RunProgress,
         RunResult,
+        Totals,
         WarmCacheInput,
     )
     from core.outage import paused_text, waiting_text
@@ -154,6 +155,8 @@ class RunWorkflow:
             outage=outage,
             limiter=self._limiter,
             limiter_wait_s=round(t.limiter_wait_s, 1),
+            blocks_reused=t.blocks_reused,
+            reuse_saved_usd=round(t.reuse_saved_usd, 6),
         )
 
     @workflow.run
@@ -202,6 +205,9 @@ class RunWorkflow:
         )
         inp.pack_count, inp.block_count = plan.pack_count, plan.block_count
         inp.replans, self._learning = plan.replans, plan.learning
+        # Blocks answered at planning by an earlier run's answer are done (no pack).
+        inp.totals.add(Totals(blocks_done=plan.reused, blocks_reused=plan.reused,
+                              reuse_saved_usd=plan.reuse_saved_usd))
         if plan.mode == "batch":
             inp.batch = BatchRunState()
 
@@ -457,6 +463,7 @@ class RunWorkflow:
                 f"cancelled · {result.calls} calls · {result.split_events} splits · "
                 f"${result.cost_usd:.4f}"
             )
+            details += self._reused_line(result.blocks_reused, result.reuse_saved_usd)
             if result.outages:
                 probes = self._state.totals.probes if self._state is not None else 0
                 details += (f"\n\nrode out {result.outages} outage(s) of the API: paused "
@@ -485,7 +492,13 @@ class RunWorkflow:
         )
         if self._replanned is not None:
             details += f"\n\n{self._replanned}"
+        details += self._reused_line(p.blocks_reused, p.reuse_saved_usd)
         workflow.set_current_details(details + self._limiter_line(p))
+
+    @staticmethod
+    def _reused_line(reused: int, saved: float) -> str:
+        return ("" if not reused else
+                f"\n\n{reused} blocks reused from earlier runs (saved ${saved:.4f})")
 
     @staticmethod
     def _limiter_line(p: RunProgress) -> str:

@@ -228,6 +228,9 @@ def export_line(row: ExportRow, *, staged: bool) -> dict[str, Any]:
     if overlay is None:
         line["status"] = {"status": row["status"] or "not_planned",
                           "last_error": row["last_error"], "reason_code": row["reason_code"]}
+    if row["reused_from_run_id"] is not None:
+        line["reused"] = {"run_id": row["reused_from_run_id"],
+                          "call_id": row["reused_from_call_id"]}
     if row["review"]:
         line["review"] = row["review"]
     return line
@@ -244,7 +247,8 @@ def _overlay(row: ExportRow, *, staged: bool) -> dict[str, Any] | None:
 #: The CSV columns before the schema's fields, and after them.
 CSV_HEAD = ("block_uid", "block_index", "block_type", "block_content", "status",
             "reason_code", "last_error")
-CSV_TAIL = ("review_actions", "last_reviewer", "last_reviewed_at")
+CSV_TAIL = ("review_actions", "last_reviewer", "last_reviewed_at", "reused_from_run_id",
+            "reused_from_call_id")
 
 
 def _cell(value: Any) -> str:
@@ -260,7 +264,8 @@ async def export_csv(
 
     Columns: :data:`CSV_HEAD`, the schema's fields (strings as they are, other values as
     JSON, empty without an exported value), then :data:`CSV_TAIL` (how many review acts,
-    the last reviewer and when). The JSONL export carries every act in full.
+    the last reviewer and when; the run and call whose answer a reused overlay took). The
+    JSONL export carries every act in full.
     """
     async with export_snapshot(pool, run_id) as snapshot:
         fields = await snapshot.fields()
@@ -275,7 +280,8 @@ async def export_csv(
                 _cell(row["reason_code"]), _cell(row["last_error"]),
                 *(_cell(overlay.get(f)) if overlay else "" for f in fields),
                 len(review), review[-1]["reviewer"] if review else "",
-                review[-1]["at"] if review else "",
+                review[-1]["at"] if review else "", _cell(row["reused_from_run_id"]),
+                _cell(row["reused_from_call_id"]),
             ])
             lines += 1
             with_overlay += overlay is not None
@@ -310,7 +316,9 @@ async def _summary(snapshot: ExportSnapshot, *, staged: bool, lines: int,
                   "split_events": run.split_events, "input_tokens": run.input_tokens,
                   "output_tokens": run.output_tokens,
                   "cache_creation_input_tokens": run.cache_creation_input_tokens,
-                  "cache_read_input_tokens": run.cache_read_input_tokens},
+                  "cache_read_input_tokens": run.cache_read_input_tokens,
+                  "blocks_reused": run.blocks_reused,
+                  "reuse_saved_usd": run.reuse_saved_usd},
         cost_usd=run.cost_usd, settings=run.settings, created_at=run.created_at,
         finished_at=run.finished_at, exported_at=datetime.now(UTC),
     )

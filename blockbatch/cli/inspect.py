@@ -18,6 +18,7 @@ from blockbatch.report import (
     not_done_line,
     retries_data,
     retries_line,
+    reused_line,
     run_links,
 )
 from core.models import RunProgress
@@ -72,6 +73,8 @@ async def cmd_status(args: argparse.Namespace, s: Session) -> int:
     not_done = not_done_line(result)
     if not_done:
         rows.append(("not done", not_done))
+    if reused := reused_line(result):
+        rows.append(("reused", reused))
     if retried := retries_line(retries):
         rows.append(("retries", retried))
     for limiter in await bb.limits():

@@ -74,6 +74,9 @@ def _run_inputs(p: argparse.ArgumentParser) -> None:
                    help="packs in flight at once (default 8)")
     p.add_argument("--mode", choices=["sync", "batch"], default="sync",
                    help="sync: one Messages call per pack; batch: Message Batches API")
+    p.add_argument("--no-reuse", action="store_true",
+                   help="call Claude for every block, even those an earlier run answered "
+                        "with the same content, schema and model (default: reuse them)")
     p.add_argument("--format", choices=list(FORMATS),
                    help="document format (default: from the file extension)")
     p.add_argument("--text-field", default="text", metavar="F",

@@ -20,7 +20,8 @@ class Eta:
         self._first: tuple[float, int] | None = None
 
     def estimate(self, p: RunProgress, now: float) -> float | None:
-        done = p.blocks_done + p.blocks_failed
+        # Reused blocks are done at planning, all at once: they say nothing of the rate.
+        done = p.blocks_done + p.blocks_failed - p.blocks_reused
         if self._first is None:
             self._first = (now, done)
             return None
@@ -32,7 +33,7 @@ class Eta:
 
 def describe(p: RunProgress, eta: float | None) -> str:
     """One line, most useful first (a narrow terminal cuts the end)."""
-    if p.status == "planning" or not p.packs_total:
+    if p.status == "planning" or not (p.packs_total or p.blocks_reused):
         return f"{p.status}: sizing packs…"
     if p.outage is not None:  # paused: Claude is down, the run probes it
         return (f"{waiting_text(p.outage, datetime.now(UTC))} · "
@@ -42,6 +43,8 @@ def describe(p: RunProgress, eta: float | None) -> str:
               + p.cache_read_input_tokens)
     parts = [f"{p.blocks_done + p.blocks_failed}/{p.blocks_total} blocks",
              f"{p.blocks_failed} failed"]
+    if p.blocks_reused:
+        parts.append(f"{p.blocks_reused} reused")
     if eta is not None:
         parts.append(f"ETA {human_seconds(eta)}")
     if (batch := getattr(p, "batch", None)) is not None:  # --mode batch: Message Batches
