@@ -73,7 +73,7 @@ class DbActivities:
 
         Every block gets its answer key (core/reuse.py). With ``reuse_answers`` (the
         default), a block whose key an earlier run answered gets that model answer at once
-        (``ai_complete``, marked reused; store.overlays.stage_reused) and is in no pack;
+        (``ai_complete``, marked reused; store.overlays.insert_plan) and is in no pack;
         only the others are packed and called.
         """
         async with self.pool.acquire() as conn, conn.transaction():
@@ -105,9 +105,9 @@ class DbActivities:
             for pack_index, pack in enumerate(packs):
                 for pos in pack.positions:
                     pack_of[to_call[pos]] = pack_index
-            await overlays.insert_plan(conn, inp.run_id, blocks, pack_of, keys)
-            await overlays.stage_reused(conn, inp.run_id, {
-                b.block_uid: found[key] for b, key in zip(blocks, keys) if key in found})
+            await overlays.insert_plan(
+                conn, inp.run_id, blocks, pack_of, keys,
+                {b.block_uid: found[key] for b, key in zip(blocks, keys) if key in found})
             reused = await runs.save_plan(conn, inp.run_id, len(packs), len(blocks))
         activity.logger.info("run %s planned: %d blocks in %d packs, %d reused%s", inp.run_id,
                              len(blocks), len(packs), reused.blocks_reused, "" if prior is None

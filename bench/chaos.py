@@ -261,8 +261,10 @@ async def run_chaos(args: argparse.Namespace) -> dict[str, Any]:
         doc = await bb.ingest_bytes(chaos_document(args.blocks, args.seed), name="chaos.md",
                                     fmt="markdown")
         schema_id = await bb.add_schema(chaos_schema())
+        # Reuse off: the chaos run sends the blocks the reference run answered.
         options = RunOptions(pack_size=args.pack_size,
-                             max_concurrent_packs=args.max_concurrent_packs)
+                             max_concurrent_packs=args.max_concurrent_packs,
+                             reuse_answers=False)
 
         # 1. the reference: the same document, no faults, no latency
         st.sim("PUT", "/_sim/scenario", {"seed": args.seed})

@@ -10,6 +10,9 @@ prompt grown to ``--system-tokens`` tokens (simulator tokenizer), this runs:
 * ``auto``: ``RunOptions()``, pack size from the planner;
 * ``batch``: ``RunOptions(mode="batch")`` when the pipeline implements Message Batches.
 
+Every mode runs with ``reuse_answers=False``: each sends every block (they all run the same
+document, and would otherwise reuse the first mode's answers).
+
 For each: calls, tokens by kind, cost at the registry's prices, savings, split events and
 field-by-field parity with the baseline's overlays; plus the theoretical floor.
 
@@ -20,6 +23,14 @@ once from the planner alone. The JSON and the tables give quoted against actual 
 Then the same for ``samples/adversarial.md`` (fake delimiters, JSON-looking text, very long
 and very short blocks, unicode, emoji, CJK) in the ``auto`` and ``batch`` modes, after the
 handbook runs (``--no-adversarial`` skips it).
+
+Then, per schema, **incremental re-runs**: a first run of the document (every block sent,
+automatic sizing), then the same document with ``--edit-share`` (5%) of its blocks edited
+(deterministically: evenly spaced paragraphs), ingested as a new document and run with
+answer reuse on, right after the first (prompt cache warm), and once more with another 5%
+edited after the simulator's prompt cache was emptied (cold). Reported: the re-run's cost
+against the first run's, the blocks reused and sent (the ledger), what reuse saved, and
+whether every unchanged block's overlay is identical to the first run's.
 
     .venv/bin/python bench/cost.py                # 200 blocks, 25k-token prompts
     .venv/bin/python bench/cost.py --blocks 20 --system-tokens 2000 --out /tmp/c.json
@@ -48,17 +59,18 @@ from bench.common import (
     sample_schema,
     system_prompt_tokens,
 )
+from core.ingest import parse_document
 from core.models import RunOptions
 from core.quote import Quote
 from core.registry import Usage, cost_usd, get_model
 from simulator.tokenizer import count_tokens
 
 MODES: dict[str, RunOptions] = {
-    "baseline": RunOptions(batching_enabled=False),
-    "pack10": RunOptions(pack_size=10),
-    "pack25": RunOptions(pack_size=25),
-    "auto": RunOptions(),
-    "batch": RunOptions(mode="batch"),
+    "baseline": RunOptions(batching_enabled=False, reuse_answers=False),
+    "pack10": RunOptions(pack_size=10, reuse_answers=False),
+    "pack25": RunOptions(pack_size=25, reuse_answers=False),
+    "auto": RunOptions(reuse_answers=False),
+    "batch": RunOptions(mode="batch", reuse_answers=False),
 }
 SCHEMAS = ("extract", "revise")
 #: The design estimate quoted in the issue: caching + batching saves 94% on this shape.
@@ -204,6 +216,96 @@ async def run_schema(bs: BenchStack, rec: Recorder, pool: Any, args: argparse.Na
     base = out["modes"].get("baseline")
     if base and "calls_ok" in base:
         await add_floor_and_savings(pool, out, model, document_id, base, base_overlays or {})
+    if args.edit_share > 0:
+        out["rerun"] = await rerun(bs, pool, args, schema_name, schema_id, document_id)
+    return out
+
+
+def edited_document(blocks: int, share: float, tag: str) -> tuple[bytes, list[int]]:
+    """The handbook document with ``share`` of its blocks edited, and their indexes.
+
+    Evenly spaced paragraphs get ``Revised (<tag> <index>):`` in front of their text, so
+    each edit is unique (the handbook repeats) and the block stays a paragraph.
+    """
+    text = handbook_document(blocks)
+    parsed = parse_document(text, "markdown")
+    paragraphs = [b for b in parsed if b.block_type == "paragraph"]
+    want = max(1, round(blocks * share))
+    step = max(1, len(paragraphs) // want)
+    chosen = paragraphs[::step][:want]
+    lines = text.decode().splitlines(keepends=True)
+    for b in chosen:
+        line = b.metadata["source_line"] - 1
+        lines[line] = f"Revised ({tag} {b.block_index}): {lines[line]}"
+    edited = "".join(lines).encode()
+    again = parse_document(edited, "markdown")
+    indexes = [b.block_index for b in chosen]
+    changed = [i for i, (a, b) in enumerate(zip(parsed, again, strict=True))
+               if (a.block_type, a.block_content) != (b.block_type, b.block_content)]
+    if changed != indexes:  # pragma: no cover - a parser change would show up here
+        raise RuntimeError(f"editing blocks {indexes} changed blocks {changed}")
+    return edited, indexes
+
+
+async def sent_blocks(pool: Any, run_id: str) -> list[int]:
+    """Block indexes the run's pack calls carried (the ledger; the warm-up carries none)."""
+    return sorted(await pool.fetchval(
+        """select coalesce(array_agg(split_part(u, ':', 2)::int), '{}')
+           from llm_calls, unnest(block_uids) as u
+           where run_id = $1 and purpose <> 'warm_up' and status = 'succeeded'""", run_id))
+
+
+async def staged_by_index(pool: Any, run_id: str) -> dict[int, Any]:
+    rows = await pool.fetch(
+        "select block_index, staging from overlays where run_id = $1", run_id)
+    return {r["block_index"]: r["staging"] for r in rows}
+
+
+async def rerun(bs: BenchStack, pool: Any, args: argparse.Namespace, schema_name: str,
+                schema_id: str, document_id: str) -> dict[str, Any]:
+    """A first run, then the document with ``--edit-share`` of its blocks edited, re-run
+    with answer reuse (cache warm, then another edit with the cache cold)."""
+    bs.sim_reset()
+    first = await run_once(bs, document_id, schema_id, RunOptions(reuse_answers=False),
+                           timeout_s=args.run_timeout)
+    first_figures = await ledger_figures(pool, first.run_id)
+    first_staged = await staged_by_index(pool, first.run_id)
+    out: dict[str, Any] = {
+        "edit_share": args.edit_share,
+        "first": {"run_id": first.run_id, "status": first.result.status,
+                  "calls": first_figures["calls_ok"], "cost_usd": first_figures["cost_usd"],
+                  "wall_s": round(first.wall_s, 2)},
+        "reruns": {},
+    }
+    print(f"  {schema_name}/first run: {first.result.status}, {first_figures['calls_ok']} "
+          f"calls, ${first_figures['cost_usd']:.4f}", flush=True)
+    for cache in ("warm", "cold"):
+        edited, indexes = edited_document(args.blocks, args.edit_share, f"{cache} cache")
+        doc = await bs.bb.ingest_bytes(edited, name=f"handbook-{args.blocks}-{cache}.md",
+                                       fmt="markdown")
+        if cache == "cold":
+            bs.sim_reset()  # the prompt cache is empty: the re-run writes it again
+        timed = await run_once(bs, doc, schema_id, RunOptions(), timeout_s=args.run_timeout)
+        figures = await ledger_figures(pool, timed.run_id)
+        staged = await staged_by_index(pool, timed.run_id)
+        unchanged = [i for i in first_staged if i not in indexes]
+        differing = [i for i in unchanged if staged.get(i) != first_staged[i]]
+        r = timed.result
+        out["reruns"][cache] = {
+            "run_id": timed.run_id, "document_id": doc, "status": r.status,
+            "edited_blocks": indexes, "sent_blocks": await sent_blocks(pool, timed.run_id),
+            "blocks_reused": r.blocks_reused, "reuse_saved_usd": r.reuse_saved_usd,
+            "calls": figures["calls_ok"], "cost_usd": figures["cost_usd"],
+            "cost_vs_first": figures["cost_usd"] / first_figures["cost_usd"],
+            "cache_write_tokens": figures["cache_write_tokens"],
+            "cache_read_tokens": figures["cache_read_tokens"],
+            "unchanged_blocks": len(unchanged), "unchanged_differing": len(differing),
+            "differing_examples": differing[:5], "wall_s": round(timed.wall_s, 2),
+        }
+        print(f"  {schema_name}/re-run ({cache} cache): {r.status}, {r.blocks_reused} reused, "
+              f"{figures['calls_ok']} calls, ${figures['cost_usd']:.4f} "
+              f"({figures['cost_usd'] / first_figures['cost_usd']:.1%} of the first run)",
+              flush=True)
     return out
 
 
@@ -294,6 +396,8 @@ def report(rec: Recorder, result: dict[str, Any], blocks: int) -> None:
             "used_message_batches"):
         notes.append("batch: RunOptions(mode='batch') was accepted but no Message Batch was "
                      "created: the run went through the synchronous path.")
+    if "rerun" in result:
+        report_rerun(rec, result, blocks)
     rec.print_table(
         f"{result['schema']} schema ({result['system_prompt_tokens']:,}-token system prompt, "
         f"{blocks} blocks, {result['model']})",
@@ -374,6 +478,32 @@ def estimate_summary(data: dict[str, Any]) -> dict[str, Any]:
             "all_planner_only_within": within("planner_only") if ratios else None}
 
 
+def report_rerun(rec: Recorder, result: dict[str, Any], blocks: int) -> None:
+    rr = result["rerun"]
+    first = rr["first"]
+    rows = [["first run (every block sent)", "-", blocks, 0, first["calls"],
+             round(first["cost_usd"], 4), "100%", "-", "-"]]
+    for cache, f in rr["reruns"].items():
+        rows.append([
+            f"{rr['edit_share']:.0%} edited, cache {cache}", len(f["edited_blocks"]),
+            len(f["sent_blocks"]), f["blocks_reused"], f["calls"], round(f["cost_usd"], 4),
+            f"{f['cost_vs_first']:.1%}", round(f["reuse_saved_usd"], 4),
+            f"{f['unchanged_differing']} of {f['unchanged_blocks']}",
+        ])
+    rec.print_table(
+        f"{result['schema']} schema: re-run of the document with {rr['edit_share']:.0%} of "
+        f"its {blocks} blocks edited",
+        ["run", "edited", "blocks sent", "reused", "calls", "cost $", "of first run",
+         "reuse saved $", "unchanged blocks differing"],
+        rows,
+        ["Blocks sent (the ledger's pack calls) are exactly the edited blocks: "
+         + ("yes" if all(f["sent_blocks"] == f["edited_blocks"]
+                         for f in rr["reruns"].values()) else "NO")
+         + ". Cache warm: right after the first run (the prefix is read from the cache); "
+         "cold: the simulator's prompt cache emptied first (the re-run writes it again)."],
+    )
+
+
 async def main(args: argparse.Namespace) -> int:
     rec = Recorder("cost", args)
     scenario = {"seed": args.seed}
@@ -406,6 +536,10 @@ async def main(args: argparse.Namespace) -> int:
     ok = all("calls_ok" in f and f["status"] == "completed"
              for s in rec.data["schemas"].values() for m, f in s["modes"].items()
              if m != "batch")
+    ok = ok and all(f["status"] == "completed" and f["unchanged_differing"] == 0
+                    and f["sent_blocks"] == f["edited_blocks"]
+                    for s in rec.data["schemas"].values()
+                    for f in s.get("rerun", {}).get("reruns", {}).values())
     return 0 if ok else 1
 
 
@@ -417,6 +551,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES))
     parser.add_argument("--schemas", nargs="+", choices=SCHEMAS, default=list(SCHEMAS))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--edit-share", type=float, default=0.05,
+                        help="share of blocks edited for the re-run figures (0: skip them)")
     parser.add_argument("--run-timeout", type=float, default=900.0)
     parser.add_argument("--no-adversarial", dest="adversarial", action="store_false",
                         help="skip the runs of samples/adversarial.md")

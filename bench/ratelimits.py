@@ -51,7 +51,9 @@ from bench.common import (
 )
 from core.models import RunOptions
 
-MODES = {"auto": {}, "baseline": {"batching_enabled": False}}
+#: Reuse off: every run sends the same blocks, and is measured doing so.
+MODES = {"auto": {"reuse_answers": False},
+         "baseline": {"batching_enabled": False, "reuse_answers": False}}
 #: Mid-run limit changes (``--change``): the limits before and after, as factors of
 #: ``--rpm``/``--otpm``/``--itpm``, and the share another client of the account takes. The
 #: factors are below 1 so that the limits bind soon after the start: one call per block

@@ -151,7 +151,8 @@ async def main(args: argparse.Namespace) -> int:
             document_id = await bs.bb.ingest_bytes(handbook_document(args.blocks),
                                                    name=f"handbook-{args.blocks}.md",
                                                    fmt="markdown")
-            options = RunOptions(pack_size=args.pack_size)
+            # Reuse off: every repeat sends every block (the repeats measure the pipeline).
+            options = RunOptions(pack_size=args.pack_size, reuse_answers=False)
             if args.max_concurrent_packs:
                 options = options.model_copy(
                     update={"max_concurrent_packs": args.max_concurrent_packs})

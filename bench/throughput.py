@@ -82,7 +82,8 @@ async def pipeline(bs: BenchStack, pool: Any, blocks: int, schema_id: str,
     bs.sim_reset()
     before = bs.cpu_snapshot()
     timed = await run_once(bs, document_id, schema_id,
-                           RunOptions(max_concurrent_packs=concurrency))
+                           RunOptions(max_concurrent_packs=concurrency,
+                                      reuse_answers=False))
     cpu = cpu_delta(before, bs.cpu_snapshot())
     figures = await ledger_figures(pool, timed.run_id)
     packs = figures["pack_count"]

@@ -3,10 +3,12 @@
 The transitions, all of them here and nowhere else::
 
     (planned)    -> pending        insert_plan (with each block's answer key)
+    (planned)    -> ai_complete    insert_plan, reused: an earlier run's model answer for
+                                   the same answer key (core/reuse.py, reusable_answers);
+                                   no attempt, no pack, the source run and call recorded
+                                   on the row (born so, like a pending one: one write per
+                                   block, so a 100,000-block run still plans in seconds)
     pending      -> ai_complete    apply_answer (a valid result; charges one attempt)
-    pending      -> ai_complete    stage_reused at planning (reused: an earlier run's model
-                                   answer for the same answer key, core/reuse.py; no
-                                   attempt, no pack, the source run and call recorded)
     pending      -> pending        apply_answer (an invalid result; charges one attempt)
     pending      -> failed         apply_answer (attempts used up), fail_pending (a reason
                                    such as "block is too large"), end_pending at the end
@@ -41,7 +43,7 @@ attempt, never writes a block twice. A result maps to its block by ``block_uid``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -61,17 +63,29 @@ from store.runs import BlockSize, lock_run
 async def insert_plan(
     conn: asyncpg.Connection, run_id: str, blocks: Sequence[BlockSize],
     pack_of: Sequence[int | None], keys: Sequence[str | None] | None = None,
-) -> None:
-    """Create the run's overlays as ``pending``, block ``i`` in pack ``pack_of[i]`` (``None``:
-    in no pack, its answer is reused) with answer key ``keys[i]``."""
+    reused: Mapping[str, ReusableAnswer] | None = None,
+) -> int:
+    """Create the run's overlays: block ``i`` with answer key ``keys[i]``, ``pending`` in
+    pack ``pack_of[i]``, or, when ``reused`` has an earlier answer for its block_uid,
+    ``ai_complete`` with that answer as it is, in no pack, no attempt charged, the source
+    run and call recorded (reviewed like any other). Returns how many were reused."""
+    reused = reused or {}
+    uids = [b.block_uid for b in blocks]
+    found = [reused.get(u) for u in uids]
     await conn.execute(
-        """insert into overlays (run_id, block_uid, block_index, pack_index, answer_key)
-           select $1, u, i, p, k
-           from unnest($2::text[], $3::int[], $4::int[], $5::text[]) as t(u, i, p, k)
+        """insert into overlays (run_id, block_uid, block_index, pack_index, answer_key,
+                                 status, staging, reused_from_run_id, reused_from_call_id)
+           select $1, u, i, p, k, case when r is null then 'pending' else 'ai_complete' end,
+                  a, r, c
+           from unnest($2::text[], $3::int[], $4::int[], $5::text[], $6::jsonb[],
+                       $7::text[], $8::bigint[]) as t(u, i, p, k, a, r, c)
            on conflict do nothing""",
-        run_id, [b.block_uid for b in blocks], [b.block_index for b in blocks], list(pack_of),
+        run_id, uids, [b.block_index for b in blocks], list(pack_of),
         list(keys) if keys is not None else [None] * len(blocks),
+        [f.answer if f else None for f in found], [f.run_id if f else None for f in found],
+        [f.call_id if f else None for f in found],
     )
+    return sum(f is not None for f in found)
 
 
 #: The statuses are spelled out (not a parameter) so that Postgres can match the partial
@@ -109,33 +123,6 @@ async def reusable_answers(
     rows = await conn.fetch(_REUSABLE_SQL, list(set(keys)))
     return {r["answer_key"]: ReusableAnswer(r["answer"], r["run_id"], r["call_id"])
             for r in rows if r["answer"] is not None}
-
-
-async def stage_reused(
-    conn: asyncpg.Connection, run_id: str, reused: dict[str, ReusableAnswer]
-) -> int:
-    """pending -> ai_complete with an earlier run's answer, block uid -> answer; how many.
-
-    The staged value is the earlier model answer as it is; the overlay records the source
-    run and ledger call, charges no attempt and is in no pack. Reviewed like any other.
-    """
-    if not reused:
-        return 0
-    uids = list(reused)
-    return int(await conn.fetchval(
-        """with v as (
-               select u, a, r, c
-               from unnest($2::text[], $3::jsonb[], $4::text[], $5::bigint[]) as t(u, a, r, c))
-           , upd as (
-               update overlays set status = 'ai_complete', staging = v.a, pack_index = null,
-                      reused_from_run_id = v.r, reused_from_call_id = v.c, last_error = null,
-                      reason_code = null, updated_at = now()
-               from v where run_id = $1 and block_uid = v.u and status = 'pending'
-               returning 1)
-           select count(*) from upd""",
-        run_id, uids, [reused[u].answer for u in uids], [reused[u].run_id for u in uids],
-        [reused[u].call_id for u in uids],
-    ))
 
 
 @dataclass(frozen=True)

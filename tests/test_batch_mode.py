@@ -79,7 +79,8 @@ async def test_batch_mode_gives_the_same_overlays_as_sync_at_batch_prices(bbstac
             doc, schema_id, RunOptions(pack_size=8, mode="batch", batch=FAST)
         )
         batch = await bbstack.bb.wait(batch_id)
-        sync_id = await bbstack.bb.start_run(doc, schema_id, RunOptions(pack_size=8))
+        sync_id = await bbstack.bb.start_run(doc, schema_id,
+                                             RunOptions(pack_size=8, reuse_answers=False))
         sync = await bbstack.bb.wait(sync_id)
     assert sync.status == batch.status == "completed"
     assert batch.blocks_ai_complete == 40

@@ -54,6 +54,13 @@ def test_cost_script_reports_every_mode_with_parity(tmp_path: Path) -> None:
             assert quoted["quote"]["cost_usd"] > 0 and quoted["quote"]["x_actual"] > 0
         assert result["modes"]["pack10"]["estimate"]["quote"]["output_source"] == "ledger"
         assert result["floor"]["min_calls"] >= 1
+        # The re-run of the edited document sends the edited blocks and reuses the others.
+        reruns = result["rerun"]["reruns"]
+        assert set(reruns) == {"warm", "cold"}
+        for f in reruns.values():
+            assert f["status"] == "completed" and f["sent_blocks"] == f["edited_blocks"]
+            assert f["blocks_reused"] == 12 - len(f["edited_blocks"])
+            assert f["unchanged_differing"] == 0 and f["reuse_saved_usd"] > 0
     assert set(data["estimate_summary"]["x_actual"]) == {
         f"handbook/{s}/{m}" for s in ("extract", "revise")
         for m in ("baseline", "pack10", "pack25", "auto", "batch")}

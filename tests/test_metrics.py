@@ -134,15 +134,18 @@ async def test_scraped_metrics_agree_with_the_ledger_after_faulty_runs(
         await wait_for_endpoint(port, proc, log)
         sync_id = await s.bb.start_run(sync_doc, schema_id, RunOptions(pack_size=8))
         sync = await asyncio.wait_for(s.bb.wait(sync_id), 150)
+        # Reuse off: these documents share blocks with the first, whose answers would stand in.
         batch_id = await s.bb.start_run(batch_doc, schema_id, RunOptions(
-            pack_size=4, mode="batch", batch=BatchOptions(poll_initial_s=0.2, poll_max_s=1.0)))
+            pack_size=4, mode="batch", batch=BatchOptions(poll_initial_s=0.2, poll_max_s=1.0),
+            reuse_answers=False))
         batch = await asyncio.wait_for(s.bb.wait(batch_id), 120)
         # A third run, cancelled once a few blocks are done: the rest end `cancelled`.
         s.sim.scenario(speed_factor=1.0, latency={"ttft_ms": 300, "per_output_token_ms": 0})
         cancel_doc = await s.bb.ingest_bytes(marked_document(24, set()), name="c.md",
                                              fmt="markdown")
         cancel_id = await s.bb.start_run(cancel_doc, schema_id,
-                                         RunOptions(pack_size=4, max_concurrent_packs=1))
+                                         RunOptions(pack_size=4, max_concurrent_packs=1,
+                                                    reuse_answers=False))
         for _ in range(1200):
             if await s.pool.fetchval("""select count(*) >= 4 from overlays
                                         where run_id = $1 and status = 'ai_complete'""",

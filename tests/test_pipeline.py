@@ -94,7 +94,9 @@ async def test_run_completes_every_block_with_few_calls_and_cache_reads(bbstack:
 async def test_no_batching_gives_same_values_one_call_per_block(bbstack: Stack) -> None:
     schema = extract_schema(instruction_words=300)
     batched_id, batched = await run_doc(bbstack, 40, schema)
-    single_id, single = await run_doc(bbstack, 40, schema, batching_enabled=False)
+    # The same blocks again: reuse off, or the first run's answers would stand in.
+    single_id, single = await run_doc(bbstack, 40, schema, batching_enabled=False,
+                                      reuse_answers=False)
     assert single.status == batched.status == "completed"
     assert single.calls == 40 + 1  # and the warm-up call that writes the prompt cache
     assert batched.calls < 40

@@ -117,7 +117,8 @@ async def test_api_key_is_nowhere_in_history_ledger_tables_logs_or_errors(
     assert key not in repr(settings) and key not in str(settings.model_dump())
     worker = build_worker(s.client, s.task_queue, s.pool, anthropic_client(settings))
     async with worker:
-        bad_id = await s.bb.start_run(doc, schema_id, RunOptions(pack_size=10))
+        bad_id = await s.bb.start_run(doc, schema_id,
+                                      RunOptions(pack_size=10, reuse_answers=False))
         bad = await asyncio.wait_for(s.bb.wait(bad_id), 60)
     assert bad.status == "failed"
     assert "API key was rejected" in (bad.error or "")

@@ -1,0 +1,141 @@
+"""Incremental re-runs end to end: a re-ingested, edited document calls Claude only for the
+blocks whose answer no earlier run has (real Postgres, Temporal dev server, simulator)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+import pytest
+
+from blockbatch.api.errors import NothingToRetry
+from blockbatch.report import summary_lines
+from core.models import RunOptions, RunResult
+from tests.conftest import Stack
+from tests.helpers import extract_schema, markdown_doc
+
+EDITED = (4, 17, 25)
+#: In run 1 a reviewer edits one block (its model answer is still reusable) and rejects
+#: another (its answer is not: run 2 calls for it again).
+EDITED_BY_REVIEWER, REJECTED = 8, 12
+
+
+def documents() -> tuple[bytes, bytes]:
+    """A 31-block document (one with non-ASCII text) and the same with EDITED changed."""
+    blocks = markdown_doc(30).decode().strip().split("\n\n")
+    blocks.append("Überweisung prüfen: ✓ 漢字 — the runbook's last paragraph.")
+    edited = [b + " Edited in review." if i in EDITED else b for i, b in enumerate(blocks)]
+    return ("\n\n".join(blocks) + "\n").encode(), ("\n\n".join(edited) + "\n").encode()
+
+
+async def run(s: Stack, doc: str, schema_id: str, **options: Any) -> tuple[str, RunResult]:
+    run_id = await s.bb.start_run(doc, schema_id, RunOptions(**options))
+    return run_id, await s.bb.wait(run_id)
+
+
+async def sent_blocks(s: Stack, run_id: str) -> list[int]:
+    """Block indexes of the blocks the run's calls carried (the ledger)."""
+    return sorted(await s.pool.fetchval(
+        """select coalesce(array_agg(split_part(u, ':', 2)::int), '{}')
+           from llm_calls, unnest(block_uids) as u
+           where run_id = $1 and purpose <> 'warm_up' and status = 'succeeded'""", run_id))
+
+
+async def overlays(s: Stack, run_id: str) -> dict[int, dict[str, Any]]:
+    rows = await s.pool.fetch(
+        """select block_index, status, staging, attempt_count, pack_index, reused_from_run_id,
+                  reused_from_call_id, answer_key from overlays where run_id = $1""", run_id)
+    return {r["block_index"]: dict(r) for r in rows}
+
+
+async def test_a_re_run_of_an_edited_document_calls_only_for_changed_blocks(
+    bbstack: Stack,
+) -> None:
+    s = bbstack
+    original, edited = documents()
+    schema_id = await s.bb.add_schema(extract_schema(instruction_words=200))
+    doc1 = await s.bb.ingest_bytes(original, name="handbook.md", fmt="markdown")
+    async with s.worker():
+        run1, first = await run(s, doc1, schema_id, pack_size=8)
+        assert (first.status, first.blocks_reused, first.reuse_saved_usd) == ("completed", 0, 0)
+        before = await overlays(s, run1)
+        await s.bb.edit(run1, str(EDITED_BY_REVIEWER), "summary", "a reviewer's summary",
+                        reviewer="ann")
+        await s.bb.reject(run1, [str(REJECTED)], reviewer="ann")
+
+        # The edited document is a new document: new id, new block uids.
+        doc2 = await s.bb.ingest_bytes(edited, name="handbook.md", fmt="markdown")
+        assert doc2 != doc1
+        run2, second = await run(s, doc2, schema_id, pack_size=8)
+        # A third run of the same: every block is answered already, no pack, no call.
+        run3, third = await run(s, doc2, schema_id, pack_size=8)
+        # Reuse off: every block is sent.
+        run4, fourth = await run(s, doc2, schema_id, pack_size=8, reuse_answers=False)
+
+    # Ingest stored each block's digest as migration 010 computes it for older blocks.
+    assert await s.pool.fetchval(
+        """select count(*) from blocks where content_sha256 <> encode(sha256(convert_to(
+               length(block_type)::text || ':' || block_type || block_content, 'UTF8')),
+               'hex')""") == 0
+
+    # Run 2 called Claude for the edited blocks and the rejected one only.
+    assert await sent_blocks(s, run2) == sorted([*EDITED, REJECTED])
+    assert second.status == "completed" and second.blocks_ai_complete == 31
+    assert second.blocks_reused == 31 - len(EDITED) - 1
+    after = await overlays(s, run2)
+    calls1 = {r["call_id"]: r for r in await s.pool.fetch(
+        """select call_id, cost_usd::float8 as cost, block_uids from llm_calls
+           where run_id = $1""", run1)}
+    saved = 0.0
+    for i, o in after.items():
+        if i in EDITED or i == REJECTED:
+            assert o["reused_from_run_id"] is None and o["attempt_count"] == 1
+            assert o["answer_key"] != before[i]["answer_key"] or i == REJECTED
+            continue
+        # Unchanged blocks: the identical model answer (for the edited one, the model's,
+        # not the reviewer's), marked with the run and the call that paid for it.
+        assert o["staging"] == before[i]["staging"], i
+        assert o["answer_key"] == before[i]["answer_key"]
+        assert (o["status"], o["attempt_count"], o["pack_index"]) == ("ai_complete", 0, None)
+        assert o["reused_from_run_id"] == run1
+        call = calls1[o["reused_from_call_id"]]
+        assert f"{doc1}:{i}" in call["block_uids"]
+        saved += call["cost"] / len(call["block_uids"])
+    assert second.reuse_saved_usd == pytest.approx(saved, abs=1e-5)
+    assert second.calls == 1 and second.cost_usd < first.cost_usd / 3
+    assert any(line.split()[0] == "reused" and f"{second.blocks_reused} blocks" in line
+               for line in summary_lines(second, baseline=None,
+                                         links={"run": "", "packs": ""}))
+
+    # Run 3: all reused, from the runs that paid (run 1, or run 2 for the blocks it sent).
+    assert (third.status, third.blocks_reused, third.calls, third.pack_count) == (
+        "completed", 31, 0, 0)
+    assert third.blocks_ai_complete == 31
+    sources = {o["reused_from_run_id"] for o in (await overlays(s, run3)).values()}
+    assert sources == {run1, run2}
+    # Run 4: reuse off, every block sent, nothing reused.
+    assert await sent_blocks(s, run4) == list(range(31))
+    assert (fourth.blocks_reused, fourth.reuse_saved_usd) == (0, 0)
+
+    # A reused block is reviewed like any other, and never retried: nothing failed.
+    await s.bb.confirm(run2, ["0"], reviewer="bob")
+    with pytest.raises(NothingToRetry):
+        await s.bb.check_retry(run2)
+
+    # The export says which overlays were reused, and from which run and call.
+    out = io.StringIO()
+    await s.bb.export(run2, out, staged=True)
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    reused = {ln["immutable"]["block_index"]: ln["reused"] for ln in lines if "reused" in ln}
+    assert sorted(reused) == sorted(set(range(31)) - {*EDITED, REJECTED})
+    assert all(r["run_id"] == run1 and r["call_id"] in calls1 for r in reused.values())
+    assert lines[0]["user_defined"] == before[0]["staging"]
+    out = io.StringIO()
+    await s.bb.export(run2, out, fmt="csv", staged=True)
+    table = list(csv.DictReader(io.StringIO(out.getvalue())))
+    assert [row["reused_from_run_id"] for row in table] == [
+        "" if i in (*EDITED, REJECTED) else run1 for i in range(31)]
+    info = await s.bb.run(run2)
+    assert (info.blocks_reused, info.reuse_saved_usd) == (30 - len(EDITED), pytest.approx(saved, abs=1e-5))
