@@ -35,6 +35,9 @@ class GridRow(BaseModel):
     last_error: str | None
     reason_code: str | None
     pack_path: str | None
+    #: Set when the overlay reused an earlier run's answer: that run and its ledger call.
+    reused_from_run_id: str | None = None
+    reused_from_call_id: int | None = None
     #: The last review act: ``{"action", "reviewer", "at"}``, None when never reviewed.
     last_action: dict[str, Any] | None
 
@@ -109,6 +112,7 @@ async def _total(conn: asyncpg.Connection, run: RunInfo, flt: GridFilter, where:
 _ROW_SQL = """
 select o.block_uid, o.block_index, b.block_type, b.block_content, o.status, o.staging,
        o.confirmed, o.attempt_count, o.last_error, o.reason_code, o.pack_path,
+       o.reused_from_run_id, o.reused_from_call_id,
        (select jsonb_build_object('action', a.action, 'reviewer', a.reviewer, 'at', a.at)
         from review_actions a where a.run_id = o.run_id and a.block_uid = o.block_uid
         order by a.id desc limit 1) as last_action
