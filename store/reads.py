@@ -149,6 +149,8 @@ class ReviewItem(BaseModel):
     #: Why a failed or cancelled block is not done (core/reasons.py); ``None`` otherwise.
     reason_code: str | None = None
     pack_path: str | None
+    #: Set when the overlay reused an earlier run's answer: that run.
+    reused_from_run_id: str | None = None
 
 
 class ReviewPage(BaseModel):
@@ -191,7 +193,7 @@ async def review_page(
     rows = await pool.fetch(
         f"""select o.block_uid, o.block_index, b.block_type, b.block_content, b.metadata,
                    o.status, o.staging, o.confirmed, o.attempt_count, o.last_error,
-                   o.reason_code, o.pack_path
+                   o.reason_code, o.pack_path, o.reused_from_run_id
             from overlays o join blocks b using (block_uid)
             where {where} order by o.block_index offset $5 limit $6""",
         run_id, statuses, block_uids, reasons or None, offset, limit,

@@ -27,6 +27,8 @@ def show_item(con: Console, item: ReviewItem, fields: list[str], *, full: bool) 
     width = max(shutil.get_terminal_size((100, 20)).columns - 6, 40)
     where = f"pack {item.pack_path}, " if item.pack_path else ""
     attempts = f"{item.attempt_count} attempt{'s' if item.attempt_count != 1 else ''}"
+    if item.reused_from_run_id:
+        attempts = f"answer reused from run {item.reused_from_run_id}"
     con.line(con.style(f"#{item.block_index}", "bold"),
              f"  {item.block_uid}  {item.block_type}  ", con.status(item.status),
              f"  ({where}{attempts})")
