@@ -69,8 +69,9 @@ async def test_a_re_run_of_an_edited_document_calls_only_for_changed_blocks(
         doc2 = await s.bb.ingest_bytes(edited, name="handbook.md", fmt="markdown")
         assert doc2 != doc1
         run2, second = await run(s, doc2, schema_id, pack_size=8)
-        # A third run of the same: every block is answered already, no pack, no call.
-        run3, third = await run(s, doc2, schema_id, pack_size=8)
+        # A third run of the same (batch mode): every block is answered already, no pack,
+        # no request, no call.
+        run3, third = await run(s, doc2, schema_id, pack_size=8, mode="batch")
         # Reuse off: every block is sent.
         run4, fourth = await run(s, doc2, schema_id, pack_size=8, reuse_answers=False)
 
