@@ -84,7 +84,9 @@ async def test_run_completes_every_block_with_few_calls_and_cache_reads(bbstack:
     assert (await bbstack.bb.result(run_id)).plan_changes == result.plan_changes
     # A later run of the same schema and model plans from what this one wrote at once: the
     # warm-up start, no learning pack, about as many packs for the same blocks.
-    again_id, again = await run_doc(bbstack, 200, schema, output_budget=2048)
+    # (Reuse off: the same blocks again would take this run's answers, no pack at all.)
+    again_id, again = await run_doc(bbstack, 200, schema, output_budget=2048,
+                                    reuse_answers=False)
     purposes = [r["purpose"] for r in await bbstack.pool.fetch(
         "select purpose from llm_calls where run_id = $1 order by call_id", again_id)]
     assert again.status == "completed" and purposes[0] == "warm_up"
