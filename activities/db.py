@@ -83,9 +83,16 @@ class DbActivities:
             ctx = await cached_run_context(conn, inp.run_id)
             if state.pack_count > 0 or state.blocks_total > 0:
                 # Planned already (every block reused leaves no pack, hence blocks_total).
+                # The same flags too: the plan had a learning pack when nothing told it
+                # what answers write (no earlier run then; none since, barring a race).
                 reused = await runs.reuse_totals(conn, inp.run_id)
+                learns = ctx.learns_output()
+                learning = (learns and state.pack_count > 1
+                            and await prior_ratios(conn, inp.run_id) is None
+                            and not await replans.changes(conn, inp.run_id))
                 return PlanRunOutput(pack_count=state.pack_count,
                                      block_count=state.blocks_total, mode=ctx.options.mode,
+                                     learning=learning, replans=learns,
                                      reused=reused.blocks_reused,
                                      reuse_saved_usd=reused.reuse_saved_usd)
             blocks = await runs.document_blocks(conn, ctx.document_id)
@@ -96,9 +103,9 @@ class DbActivities:
             to_call = [pos for pos, key in enumerate(keys) if key not in found]
             # Packs sized from the schema's estimate of each answer, or from what earlier
             # runs of the schema on the model wrote; with neither, a learning pack first.
-            replans = ctx.learns_output()
-            prior = await prior_ratios(conn, inp.run_id) if replans else None
-            learning = replans and prior is None
+            learns = ctx.learns_output()
+            prior = await prior_ratios(conn, inp.run_id) if learns else None
+            learning = learns and prior is None
             packs = ctx.plan([blocks[pos].est_tokens for pos in to_call], prior,
                              learning=learning)
             pack_of: list[int | None] = [None] * len(blocks)
@@ -114,7 +121,7 @@ class DbActivities:
                              else f"; answers write {prior.text()}")
         return PlanRunOutput(pack_count=len(packs), block_count=len(blocks),
                              mode=ctx.options.mode, learning=learning and len(packs) > 1,
-                             replans=replans, reused=reused.blocks_reused,
+                             replans=learns, reused=reused.blocks_reused,
                              reuse_saved_usd=reused.reuse_saved_usd)
 
     @activity.defn

@@ -65,6 +65,12 @@ async def test_a_re_run_of_an_edited_document_calls_only_for_changed_blocks(
                         reviewer="ann")
         await s.bb.reject(run1, [str(REJECTED)], reviewer="ann")
 
+        # The quote of the edited document prices only what would be sent: the three
+        # edited blocks and the rejected one.
+        quoted = await s.bb.estimate(edited, extract_schema(instruction_words=200),
+                                     RunOptions(pack_size=8), fmt="markdown", count=False)
+        assert ("27 of 31 blocks have an earlier run's answer and are reused, not sent: "
+                "the figures are for the other 4") in quoted.notes, quoted.notes
         # The edited document is a new document: new id, new block uids.
         doc2 = await s.bb.ingest_bytes(edited, name="handbook.md", fmt="markdown")
         assert doc2 != doc1

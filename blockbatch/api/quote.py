@@ -36,8 +36,10 @@ from core.quote import (
     quote_context,
 )
 from core.registry import get_model
+from core.reuse import answer_key, block_digest, prompt_digest
+from core.schema import SchemaSpec, load_schema
 from runtime.settings import Settings, load_settings
-from store import quotes
+from store import overlays, quotes
 from store.db import redact_url
 from store.repo import document_id_for, schema_id_for
 
@@ -118,8 +120,22 @@ async def estimate(
     options = options.model_copy(update={"model": model.id})
     ctx = quote_context(options, spec, model)
     document_id = document_id_for(fmt, data)
-    block_tokens = [estimate_tokens(b.block_content) for b in parsed]
     notes: list[str] = []
+    if history and options.reuse_answers:
+        # Blocks an earlier run answered under the same prompt and model get that answer
+        # (incremental re-runs): they are not sent, so not quoted.
+        reusable, why = await _reusable(parsed, spec, model.id, settings, pool)
+        if why:
+            notes.append(why)
+        elif reusable and len(reusable) == len(parsed):
+            notes.append(f"all {len(parsed)} blocks have an earlier run's answer: the run "
+                         "reuses them and makes no call; the figures are for --no-reuse")
+        elif reusable:
+            notes.append(f"{len(reusable)} of {len(parsed)} blocks have an earlier run's "
+                         "answer and are reused, not sent: the figures are for the other "
+                         f"{len(parsed) - len(reusable)}")
+            parsed = [b for i, b in enumerate(parsed) if i not in reusable]
+    block_tokens = [estimate_tokens(b.block_content) for b in parsed]
     tokens: PromptTokens | None = None
     if count:
         wire = [{"block_uid": f"{document_id}:{b.block_index}", "block_type": b.block_type,
@@ -182,6 +198,40 @@ def _api_message(exc: anthropic.APIStatusError) -> str:
         if isinstance(error, dict) and isinstance(error.get("message"), str):
             return str(error["message"])[:200]
     return str(exc.message)[:200]
+
+
+async def _reusable(parsed: list[ParsedBlock], spec: SchemaSpec, model_id: str,
+                    settings: Settings, pool: asyncpg.Pool | None,
+                    ) -> tuple[set[int], str | None]:
+    """Positions of the blocks a run would reuse an earlier answer for, or why not known."""
+    async def read(conn: asyncpg.Connection) -> set[int]:
+        # The schema as a run reads it back from Postgres: jsonb keeps object keys in its
+        # own order, so the prompt (fields in that order) and its digest are the run's.
+        stored = load_schema(await conn.fetchval("select $1::jsonb",
+                                                 spec.model_dump(mode="json")), name=spec.name)
+        prompt = prompt_digest(stored, model_id)
+        keys = [answer_key(prompt, block_digest(b.block_type, b.block_content))
+                for b in parsed]
+        found = await overlays.reusable_answers(conn, keys)
+        return {i for i, key in enumerate(keys) if key in found}
+
+    try:
+        if pool is not None:
+            async with pool.acquire() as conn:
+                return await read(conn), None
+        url = settings.resolved_database_url
+        try:
+            conn = await asyncpg.connect(url, timeout=DB_TIMEOUT_S)
+        except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
+            return set(), (f"reuse of earlier answers not checked (Postgres at "
+                           f"{redact_url(url)} is not reachable: {type(exc).__name__}): "
+                           "every block quoted")
+        try:
+            return await read(conn), None
+        finally:
+            await conn.close()
+    except (asyncpg.UndefinedTableError, asyncpg.UndefinedColumnError):
+        return set(), None  # a database from before incremental re-runs: nothing to reuse
 
 
 async def _history(schema_id: str, model: str, settings: Settings,
