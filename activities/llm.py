@@ -43,7 +43,7 @@ from core.models import (
     WarmCacheOutput,
 )
 from core.planning import LEARNING_PACK_BLOCKS
-from core.prompt import build_request, prefix_sha256
+from core.prompt import alias_map, build_request, prefix_sha256
 from core.ratelimit import Need
 from core.registry import Usage, cost_usd
 from store import ledger, overlays
@@ -180,6 +180,8 @@ class LlmActivities:
         too_large = ctx.too_large(pack, len(blocks))
         if too_large is not None:
             return CallModelOutput(outcome="oversized", block_uids=uids, message=too_large)
+        # Short ids: decided here, once, and kept on the ledger row the answer is parsed with.
+        aliases = alias_map(uids) if ctx.options.short_ids else None
         request = build_request(
             ctx.spec,
             [{"block_uid": b.block_uid, "block_type": b.block_type,
@@ -187,9 +189,11 @@ class LlmActivities:
             max_tokens=pack.max_tokens,
             model=ctx.model.id,
             cache_ttl=ctx.options.cache_ttl,
+            aliases=aliases,
         )
         call_id = await self._open_call(ctx, inp.run_id, inp.pack_path, inp.pack_attempt,
-                                        uids, request, est_output_tokens=pack.learn_output_tokens)
+                                        uids, request, est_output_tokens=pack.learn_output_tokens,
+                                        block_aliases=aliases)
         if call_id is None:
             return CallModelOutput(outcome="cancelled", block_uids=uids,
                                    message="run is cancelling")
@@ -211,7 +215,7 @@ class LlmActivities:
     async def _open_call(
         self, ctx: RunContext, run_id: str, pack_path: str, pack_attempt: int,
         uids: list[str], request: dict[str, Any], *, purpose: str = "pack",
-        est_output_tokens: int | None = None,
+        est_output_tokens: int | None = None, block_aliases: dict[str, str] | None = None,
     ) -> int | None:
         """Insert the ledger row, unless the run stopped; ``None`` means do not call."""
         prefix = (prefix_sha256(request["system"], request["tools"]), request["system"],
@@ -222,6 +226,7 @@ class LlmActivities:
                 conn, run_id=run_id, pack_path=pack_path, pack_attempt=pack_attempt,
                 block_uids=uids, model=ctx.model.id, prefix=prefix, request=stored_request,
                 origin=origin(), purpose=purpose, est_output_tokens=est_output_tokens,
+                block_aliases=block_aliases,
             )
 
     async def _send(
@@ -359,9 +364,11 @@ class LlmActivities:
 
 def warm_up_request(ctx: RunContext) -> dict[str, Any]:
     """The warm-up call's request: a pack's (same system prompt and tool) with the one
-    stand-in block and ``max_tokens=1``; ``estimate`` counts the same request."""
+    stand-in block and ``max_tokens=1``; ``estimate`` counts the same request. With short
+    ids its system prompt and tool say so, like the packs', so it writes their prefix."""
+    aliases = alias_map([WARM_UP_BLOCK["block_uid"]]) if ctx.options.short_ids else None
     return build_request(ctx.spec, [WARM_UP_BLOCK], max_tokens=1, model=ctx.model.id,
-                         cache_ttl=ctx.options.cache_ttl)
+                         cache_ttl=ctx.options.cache_ttl, aliases=aliases)
 
 
 def _need(ctx: RunContext, est_input_tokens: int, max_tokens: int) -> Need:

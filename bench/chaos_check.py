@@ -113,7 +113,8 @@ async def check_run(
     # --- written twice: the ledger
     ctx = await load_run_context(conn, run_id)
     calls = await conn.fetch(
-        """select call_id, pack_path, pack_attempt, block_uids, status, response, error_type,
+        """select call_id, pack_path, pack_attempt, block_uids, block_aliases, status,
+                  response, error_type,
                   http_status, request_id, applied_at, cost_usd
            from llm_calls where run_id = $1 order by call_id""",
         run_id,
@@ -122,7 +123,8 @@ async def check_run(
     claims: Counter[str] = Counter()
     for c in calls:
         if c["status"] == "succeeded" and c["applied_at"] is not None:
-            parsed = parse_results(c["response"], list(c["block_uids"]), ctx.spec)
+            parsed = parse_results(c["response"], list(c["block_uids"]), ctx.spec,
+                                   c["block_aliases"])
             valid_by_call[c["call_id"]] = parsed.valid
             claims.update(parsed.valid.keys())
     call_of = {c["call_id"]: c for c in calls}

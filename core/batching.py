@@ -63,11 +63,13 @@ def request_size(request: dict[str, Any]) -> int:
 
 @dataclass
 class Part:
-    """One provider batch's worth of requests, and what the ledger keeps of each."""
+    """One provider batch's worth of requests, and what the ledger keeps of each: the
+    request as stored, and its short ids (alias -> block_uid, ``None`` without)."""
 
     index: int
     requests: list[dict[str, Any]] = field(default_factory=list)
     stored: list[dict[str, Any]] = field(default_factory=list)
+    aliases: list[dict[str, str] | None] = field(default_factory=list)
     nbytes: int = 0
 
 
@@ -82,7 +84,10 @@ class PartCutter:
         self.options = options
         self.part = Part(0)
 
-    def add(self, request: dict[str, Any], stored: dict[str, Any]) -> Part | None:
+    def add(
+        self, request: dict[str, Any], stored: dict[str, Any],
+        aliases: dict[str, str] | None = None,
+    ) -> Part | None:
         """Add one request; returns the part it closed when it did not fit there."""
         size = request_size(request)
         closed = None
@@ -93,6 +98,7 @@ class PartCutter:
             closed, self.part = self.part, Part(self.part.index + 1)
         self.part.requests.append(request)
         self.part.stored.append(stored)
+        self.part.aliases.append(aliases)
         self.part.nbytes += size
         return closed
 

@@ -51,6 +51,10 @@ class RunOptions(BaseModel):
     #: an earlier run (same content and type, same prompt, same model) gets that answer
     #: instead of a call. False sends every block.
     reuse_answers: bool = True
+    #: Name each block by a short id (``b1``, ``b2``, … per call) in the request and the
+    #: answer instead of its block_uid: fewer tokens, mapped back through the call's ledger
+    #: row. ``False`` sends full block_uids (the benchmark compares both).
+    short_ids: bool = True
 
 
 class OutageOptions(BaseModel):

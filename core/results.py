@@ -3,6 +3,11 @@
 Nothing here trusts the order of the results: a result belongs to the block whose
 block_uid it carries, exactly once, or to nobody. What cannot be mapped is reported so
 the caller can keep the valid part and retry the rest in smaller packs.
+
+A call sent with short ids (``b1``, ``b2``, …; ``core.prompt.alias_map``) is parsed with
+the alias map its ledger row recorded: a result's id is looked up in that map and nowhere
+else, so an alias the call did not use, or a full block_uid where aliases were sent, is
+an unknown id, exactly like a wrong block_uid.
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ class PackResults:
         invalid: block_uid -> why its one result fails the schema (a per-block failure).
         missing: expected uids without a result, in expected order.
         duplicates: expected uids with more than one result; all copies are discarded.
-        unknown: uids in the results that were not in the pack, in order of appearance.
+        unknown: ids in the results that name no block of the pack, as received, in
+            order of appearance.
         payload_error: why the payload as a whole is unusable (no tool call, input not
             an object, results not a list, no item an object), else ``None``.
         truncated: the response stopped at ``max_tokens``.
@@ -107,7 +113,10 @@ class PackResults:
 
 
 def parse_results(
-    response: Mapping[str, Any], expected_uids: Sequence[str], spec: SchemaSpec
+    response: Mapping[str, Any],
+    expected_uids: Sequence[str],
+    spec: SchemaSpec,
+    aliases: Mapping[str, str] | None = None,
 ) -> PackResults:
     """Map a Messages API response to the pack's blocks by block_uid.
 
@@ -115,30 +124,41 @@ def parse_results(
         response: the raw response JSON as a dict (``content``, ``stop_reason``, ...).
         expected_uids: the pack's block_uids.
         spec: the schema the overlays must satisfy.
+        aliases: the short ids the call was sent with (alias -> block_uid), as its
+            ledger row recorded them; ``None`` when it named blocks by block_uid.
 
     Returns:
-        The valid overlays and everything that kept the other blocks from having one.
+        The valid overlays and everything that kept the other blocks from having one,
+        by block_uid (``unknown`` lists ids as the answer wrote them).
+
+    Raises:
+        ValueError: ``aliases`` does not name each expected block exactly once (the
+            record of the call is inconsistent; nothing can be mapped safely).
     """
     expected = list(dict.fromkeys(expected_uids))
+    if aliases is not None and sorted(aliases.values()) != sorted(expected):
+        raise ValueError("the call's alias map does not name each of its blocks exactly once")
     out = PackResults(expected=expected, truncated=response.get("stop_reason") == "max_tokens")
     items = _result_items(response, out)
     if items is None:
         return _all_missing(out)
 
-    by_uid: dict[str, list[dict[str, Any]]] = {}
+    by_id: dict[str, list[dict[str, Any]]] = {}
     for item in items:
-        uid = item.get(RESERVED_FIELD) if isinstance(item, dict) else None
-        if not isinstance(uid, str):
+        wire_id = item.get(RESERVED_FIELD) if isinstance(item, dict) else None
+        if not isinstance(wire_id, str):
             out.unmappable += 1
             continue
-        by_uid.setdefault(uid, []).append(item)
+        by_id.setdefault(wire_id, []).append(item)
     if items and out.unmappable == len(items):
         out.payload_error = "no result item is an object with a string block_uid"
         out.unmappable = 0
         return _all_missing(out)
 
-    expected_set = set(expected)
-    out.unknown = [uid for uid in by_uid if uid not in expected_set]
+    # The id each block was sent under: its alias, or its block_uid.
+    known = dict(aliases) if aliases is not None else {uid: uid for uid in expected}
+    out.unknown = [wire_id for wire_id in by_id if wire_id not in known]
+    by_uid = {known[wire_id]: copies for wire_id, copies in by_id.items() if wire_id in known}
     validator = Draft202012Validator(spec.overlay_json_schema())
     for uid in expected:
         copies = by_uid.get(uid, [])

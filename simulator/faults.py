@@ -55,12 +55,14 @@ def answer_blocks(
     extra = max(0, len(blocks) - quality.free_blocks) if quality.enabled else 0
     p_skip = min(1.0, faults.skip_block + quality.skip_per_extra_block * extra)
     p_bleed = min(1.0, faults.bleed + quality.bleed_per_extra_block * extra)
-    always_skip = set(scenario.always_skip_uids)
+    always_skip, skip_contents = set(scenario.always_skip_uids), set(scenario.always_skip_contents)
     always_malformed = set(scenario.always_malformed_uids)
+    malformed_contents = set(scenario.always_malformed_contents)
     answer = Answer()
     for index, block in enumerate(blocks):
+        # The id the request names the block with (its block_uid or a short id): echoed.
         uid = block.uid
-        if uid in always_skip:
+        if uid in always_skip or block.content in skip_contents:
             answer.faults.append("always_skip")
             continue
         if dice.chance(p_skip, "skip_block", uid):
@@ -72,7 +74,7 @@ def answer_blocks(
             source = Block(uid=uid, type=block.type, content=neighbour.content)
             answer.faults.append("bleed")
         result = block_result(source, properties)
-        if uid in always_malformed:
+        if uid in always_malformed or block.content in malformed_contents:
             _corrupt_one_field(result, properties)
             answer.faults.append("always_malformed")
         if dice.chance(faults.unknown_uid, "unknown_uid", uid):

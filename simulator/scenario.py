@@ -98,8 +98,13 @@ class Scenario(_Strict):
     faults: Faults = Field(default_factory=Faults)
     quality: Quality = Field(default_factory=Quality)
     truncation_mode: Literal["partial", "empty"] = "partial"
+    #: Blocks by the id the request names them with (a block_uid, or a short id such as
+    #: ``b3`` when the request uses those; the simulator only echoes what it is sent).
     always_skip_uids: list[str] = Field(default_factory=list)
     always_malformed_uids: list[str] = Field(default_factory=list)
+    #: Blocks by their exact ``block_content``, whatever id a request gives them.
+    always_skip_contents: list[str] = Field(default_factory=list)
+    always_malformed_contents: list[str] = Field(default_factory=list)
     #: A request with a block containing this text is refused with a 400, as the API
     #: refuses a request for one block's content (``None``: never).
     reject_marker: str | None = None

@@ -199,21 +199,22 @@ async def round_totals(conn: asyncpg.Connection, run_id: str, round_: int) -> Co
 async def open_batch_calls(
     conn: asyncpg.Connection, *, run_id: str, custom_ids: list[str],
     stored: list[dict[str, Any]], model: str, prefix_sha: str, origin: ledger.Origin,
-    provider_batch_id: str, part: int,
+    provider_batch_id: str, part: int, aliases: list[dict[str, str] | None] | None = None,
 ) -> None:
     """Insert a ``started`` ledger row per request of a created provider batch, and map
     each ``batch_requests`` row to its call and batch (call inside the caller's
-    transaction, with the batch id)."""
+    transaction, with the batch id). ``aliases``: each request's short ids (alias ->
+    block_uid), the record its answer is mapped back with; ``None``: none use them."""
     await conn.execute(
         """with ins as (
                insert into llm_calls (run_id, pack_path, pack_attempt, block_uids,
                    model, prefix_sha256, request, status, workflow_id,
                    workflow_run_id, activity_id, activity_attempt,
-                   provider_batch_id, custom_id, purpose, provider, api)
+                   provider_batch_id, custom_id, purpose, provider, api, block_aliases)
                select r.run_id, r.pack_path, r.pack_attempt, r.block_uids, $4, $5,
                       t.req, 'started', $6, $7, $8, $9, $10, r.custom_id,
-                      'batch_request', 'anthropic', 'message_batches'
-               from unnest($2::text[], $3::jsonb[]) as t(cid, req)
+                      'batch_request', 'anthropic', 'message_batches', t.aliases
+               from unnest($2::text[], $3::jsonb[], $12::jsonb[]) as t(cid, req, aliases)
                join batch_requests r on r.run_id = $1 and r.custom_id = t.cid
                returning call_id, custom_id)
            update batch_requests r set call_id = ins.call_id, part = $11,
@@ -221,7 +222,7 @@ async def open_batch_calls(
            from ins where r.run_id = $1 and r.custom_id = ins.custom_id""",
         run_id, custom_ids, stored, model, prefix_sha, origin.workflow_id,
         origin.workflow_run_id, origin.activity_id, origin.activity_attempt,
-        provider_batch_id, part,
+        provider_batch_id, part, aliases or [None] * len(custom_ids),
     )
 
 

@@ -3,7 +3,9 @@
 Pay once: an answer is written here before anything parses it, and a pack attempt that
 already has a ``succeeded`` row is answered from it instead of calling again. A call is
 opened only while the run is active, under a share lock on the run row (see
-:func:`open_call`). Never the API key. The ledger rows of batch requests are opened
+:func:`open_call`). Never the API key. A call sent with short ids keeps its alias map
+(alias -> block_uid, ``block_aliases``) on its row from the moment it is opened: the only
+place an answer's aliases are mapped back from (:func:`answer_to_apply`). The ledger rows of batch requests are opened
 and completed with their round, in ``store/batches.py``.
 """
 
@@ -82,6 +84,7 @@ async def open_call(
     block_uids: list[str], model: str, prefix: tuple[str, Any, Any],
     request: dict[str, Any], origin: Origin, purpose: str = "pack",
     provider: str = "anthropic", est_output_tokens: int | None = None,
+    block_aliases: dict[str, str] | None = None,
 ) -> int | None:
     """Insert a ``started`` ledger row for a call about to be sent, unless the run stopped.
 
@@ -103,6 +106,8 @@ async def open_call(
         purpose, provider: what the call is for (``pack``) and whom it goes to; the
             Messages API (batch requests are opened in ``store/batches.py``).
         est_output_tokens: the planner's estimate of the answer's output tokens.
+        block_aliases: the short ids the request names the blocks by (alias ->
+            block_uid); ``None`` when it names them by block_uid.
 
     Returns:
         The new ``call_id``; ``None`` when the run is no longer active (do not call).
@@ -114,13 +119,14 @@ async def open_call(
         # This very activity attempt opened a row already and lost its connection before
         # hearing back (Postgres restarting): nothing was sent for it, so it is this call.
         mine = await conn.fetchval(
-            """update llm_calls set block_uids = $4, request = $5, est_output_tokens = $9
+            """update llm_calls set block_uids = $4, request = $5, est_output_tokens = $9,
+                      block_aliases = $10
                where run_id = $1 and pack_path = $2 and pack_attempt = $3
                  and status = 'started' and workflow_run_id is not distinct from $6
                  and activity_id = $7 and activity_attempt = $8
                returning call_id""",
             run_id, pack_path, pack_attempt, block_uids, request, origin.workflow_run_id,
-            origin.activity_id, origin.activity_attempt, est_output_tokens,
+            origin.activity_id, origin.activity_attempt, est_output_tokens, block_aliases,
         )
         if mine is not None:
             return int(mine)
@@ -128,13 +134,14 @@ async def open_call(
         return await conn.fetchval(
             """insert into llm_calls (run_id, pack_path, pack_attempt, block_uids, model,
                    prefix_sha256, request, status, workflow_id, workflow_run_id,
-                   activity_id, activity_attempt, purpose, provider, api, est_output_tokens)
+                   activity_id, activity_attempt, purpose, provider, api, est_output_tokens,
+                   block_aliases)
                values ($1, $2, $3, $4, $5, $6, $7, 'started', $8, $9, $10, $11, $12, $13,
-                       'messages', $14)
+                       'messages', $14, $15)
                returning call_id""",
             run_id, pack_path, pack_attempt, block_uids, model, prefix[0], request,
             origin.workflow_id, origin.workflow_run_id, origin.activity_id,
-            origin.activity_attempt, purpose, provider, est_output_tokens,
+            origin.activity_attempt, purpose, provider, est_output_tokens, block_aliases,
         )
 
 
@@ -255,11 +262,16 @@ async def record_error(
 
 @dataclass(frozen=True)
 class ToApply:
-    """A recorded answer about to be applied; ``outcome`` is set once it was."""
+    """A recorded answer about to be applied; ``outcome`` is set once it was.
+
+    ``block_aliases``: the short ids the call was sent with (alias -> block_uid), as
+    recorded when it was opened; ``None`` when it named its blocks by block_uid.
+    """
 
     block_uids: list[str]
     response: dict[str, Any]
     outcome: ApplyResultsOutput | None
+    block_aliases: dict[str, str] | None = None
 
 
 async def answer_to_apply(conn: asyncpg.Connection, run_id: str, call_id: int) -> ToApply:
@@ -269,7 +281,7 @@ async def answer_to_apply(conn: asyncpg.Connection, run_id: str, call_id: int) -
         ValueError: no such call, or it has no response.
     """
     call = await conn.fetchrow(
-        """select block_uids, response, stop_reason, apply_outcome, applied_at
+        """select block_uids, block_aliases, response, stop_reason, apply_outcome, applied_at
            from llm_calls where call_id = $1 and run_id = $2 for update""",
         call_id, run_id,
     )
@@ -277,7 +289,8 @@ async def answer_to_apply(conn: asyncpg.Connection, run_id: str, call_id: int) -
         raise ValueError(f"ledger call {call_id} has no response to apply")
     outcome = (ApplyResultsOutput.model_validate(call["apply_outcome"])
                if call["applied_at"] is not None else None)
-    return ToApply(list(call["block_uids"]), call["response"], outcome)
+    return ToApply(list(call["block_uids"]), call["response"], outcome,
+                   call["block_aliases"])
 
 
 async def save_apply_outcome(

@@ -198,6 +198,9 @@ async def apply_answer(
 ) -> ApplyResultsOutput:
     """Validate a ledger answer by block_uid and write the valid overlays to staging.
 
+    An answer to a call sent with short ids is mapped back through the alias map recorded
+    on that call's ledger row (``ledger.answer_to_apply``).
+
     One transaction, holding the ledger row ``for update``: applied once, and a repeat
     returns the recorded outcome. Per-block failures consume an attempt (an invalid
     result, or any failure of a pack of one); missing or duplicate results in a larger
@@ -210,7 +213,8 @@ async def apply_answer(
         call = await ledger.answer_to_apply(conn, run_id, call_id)
         if call.outcome is not None:
             return call.outcome
-        parsed = parse_results(call.response, call.block_uids, spec)
+        # Short ids map back through the call's own ledger record, nothing else.
+        parsed = parse_results(call.response, call.block_uids, spec, call.block_aliases)
         completed = await stage_valid(conn, run_id, parsed.valid, pack_path, call_id)
         charged: dict[str, str] = dict(parsed.invalid)
         if len(call.block_uids) == 1:

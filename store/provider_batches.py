@@ -227,8 +227,13 @@ async def record_created(
     conn: asyncpg.Connection, key: PartKey, batch: CreatedBatch, note: str | None, *,
     prefix: tuple[str, Any, Any], model: str, origin: ledger.Origin,
     custom_ids: Sequence[str], stored: Sequence[dict[str, Any]],
+    aliases: Sequence[dict[str, str] | None] | None = None,
 ) -> None:
-    """Batch id, request mapping and ledger rows, in one transaction."""
+    """Batch id, request mapping and ledger rows, in one transaction.
+
+    ``aliases``: each request's short ids (alias -> block_uid, ``None``: none), kept on
+    its ledger row; ``None`` when no request uses them.
+    """
     async with conn.transaction():
         await conn.execute(
             """update provider_batches set provider_batch_id = $4, status = $5,
@@ -245,4 +250,5 @@ async def record_created(
                 conn, run_id=key[0], custom_ids=list(custom_ids[chunk]),
                 stored=list(stored[chunk]), model=model, prefix_sha=prefix[0], origin=origin,
                 provider_batch_id=batch.provider_batch_id, part=key[2],
+                aliases=None if aliases is None else list(aliases[chunk]),
             )

@@ -294,6 +294,9 @@ class CallDetail(CallRow):
     run_id: str
     model: str
     block_uids: list[str]
+    #: The short ids the request named its blocks by (alias -> block_uid), as recorded
+    #: before it was sent; ``None`` when it named them by block_uid.
+    block_aliases: dict[str, str] | None = None
     request_id: str | None
     cache_creation_1h_tokens: int
     finished_at: datetime | None
@@ -308,6 +311,15 @@ class CallDetail(CallRow):
     response: Any
     apply_outcome: Any
 
+    @property
+    def named_blocks(self) -> list[str]:
+        """The blocks as a person reads them: ``b1 = doc:0`` for a block sent under a short
+        id (the answer's ids map back through this record), else the block_uid."""
+        if not self.block_aliases:
+            return list(self.block_uids)
+        by_uid = {uid: alias for alias, uid in self.block_aliases.items()}
+        return [f"{by_uid[u]} = {u}" if u in by_uid else u for u in self.block_uids]
+
 
 async def get_call(
     pool: asyncpg.Pool, run_id: str, call_id: int, *, full: bool = False
@@ -320,7 +332,8 @@ async def get_call(
     await get_run(pool, run_id)
     row = await pool.fetchrow(
         """select c.call_id, c.run_id, c.pack_path, c.pack_attempt,
-                  cardinality(c.block_uids) as blocks, c.block_uids, c.purpose, c.provider,
+                  cardinality(c.block_uids) as blocks, c.block_uids, c.block_aliases,
+                  c.purpose, c.provider,
                   c.api, c.status, c.model, c.stop_reason, c.http_status, c.error_type,
                   c.error_message, c.request_id, c.input_tokens, c.output_tokens,
                   c.cache_creation_input_tokens, c.cache_read_input_tokens,

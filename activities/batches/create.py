@@ -136,5 +136,5 @@ async def _record(
                      batch.request_counts.processing),
         note, prefix=(prefix_sha256(system, tools), system, tools), model=ctx.model.id,
         origin=origin(), custom_ids=[q["custom_id"] for q in part.requests],
-        stored=part.stored,
+        stored=part.stored, aliases=part.aliases,
     )

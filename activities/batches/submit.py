@@ -23,7 +23,7 @@ from core.models import (
     OpenBatchRunOutput,
     SubmitRoundOutput,
 )
-from core.prompt import build_request
+from core.prompt import alias_map, build_request
 from store import batches, overlays, provider_batches
 from store.runs import cached_run_context, lock_run
 
@@ -106,8 +106,14 @@ async def _parts(
 
 def _request(
     ctx: RunContext, pack: list[batches.RequestBlock]
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The batch request of one pack attempt, and what the ledger keeps of it."""
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, str] | None]:
+    """The batch request of one pack attempt, and what the ledger keeps of it: the request
+    without system and tools, and its short ids (alias -> block_uid, ``None`` without).
+
+    The aliases follow the request's block order, which is fixed (``request_page``): an
+    orphan batch adopted after a crash was built with the same ones as recorded here.
+    """
+    aliases = alias_map([r.block_uid for r in pack]) if ctx.options.short_ids else None
     request = build_request(
         ctx.spec,
         [{"block_uid": r.block_uid, "block_type": r.block_type,
@@ -115,7 +121,8 @@ def _request(
         max_tokens=pack[0].max_tokens,
         model=ctx.model.id,
         cache_ttl=BATCH_CACHE_TTL,
+        aliases=aliases,
     )
     params = batch_params(request)
     stored = {k: v for k, v in params.items() if k not in ("system", "tools")}
-    return {"custom_id": pack[0].custom_id, "params": params}, stored
+    return {"custom_id": pack[0].custom_id, "params": params}, stored, aliases

@@ -254,7 +254,7 @@ async def _show_call(args: argparse.Namespace, s: Session, bb: Any) -> int:
         rows.append(("error", c.error_type or "-"))
     if c.error_message:
         rows.append(("message", c.error_message))
-    rows.append(("blocks", ", ".join(c.block_uids)))
+    rows.append(("blocks", ", ".join(c.named_blocks)))
     for key, value in rows:
         con.line(f"  {key:<12} {value}")
     con.line(con.style(f"request as sent (prefix sha256 {c.prefix_sha256 or '-'})", "bold"))

@@ -70,6 +70,9 @@ def _run_inputs(p: argparse.ArgumentParser) -> None:
                    help="blocks per call (default: sized from the blocks and the model)")
     p.add_argument("--no-batching", action="store_true",
                    help="one block per call: the baseline, through the same code path")
+    p.add_argument("--no-short-ids", action="store_true",
+                   help="name blocks by their full block_uid in requests and answers "
+                        "instead of short ids (b1, b2, ... per call)")
     p.add_argument("--max-concurrent-packs", type=_positive, metavar="N",
                    help="packs in flight at once (default 8)")
     p.add_argument("--mode", choices=["sync", "batch"], default="sync",

@@ -28,7 +28,8 @@ from runtime.settings import Settings
 
 def _options(args: argparse.Namespace) -> RunOptions:
     fields: dict[str, object] = {"mode": args.mode, "batching_enabled": not args.no_batching,
-                                 "reuse_answers": not args.no_reuse}
+                                 "reuse_answers": not args.no_reuse,
+                                 "short_ids": not args.no_short_ids}
     if args.model:
         fields["model"] = get_model(args.model).id
     if args.pack_size:
