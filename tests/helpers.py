@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import asyncpg
+
 from devtools.synthetic import WORDS, checkable_properties, markdown_document
 
 _WORDS = WORDS
@@ -13,6 +15,15 @@ _WORDS = WORDS
 def markdown_doc(n_blocks: int, seed: int = 7) -> bytes:
     """A Markdown document of exactly ``n_blocks`` blocks (headings and paragraphs)."""
     return markdown_document(n_blocks, seed)
+
+
+async def block_content(pool: asyncpg.Pool, block_uid: str) -> str:
+    """A block's text. Requests name blocks by short ids (``b1``, ``b2``, … per call), so a
+    test picks one block for the simulator by its text (``always_skip_contents``)."""
+    content = await pool.fetchval("select block_content from blocks where block_uid = $1",
+                                  block_uid)
+    assert content is not None, f"no block {block_uid}"
+    return str(content)
 
 
 #: The simulator refuses any request holding a block with this text (scenario ``reject_marker``).

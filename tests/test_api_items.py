@@ -10,7 +10,7 @@ from blockbatch.api.items import items_to_blocks
 from blockbatch.cli import amain
 from core.models import RunOptions
 from tests.conftest import Stack
-from tests.helpers import extract_schema, markdown_doc
+from tests.helpers import block_content, extract_schema, markdown_doc
 
 ITEMS: list[Any] = [
     "Page the primary on call when the queue backs up.",
@@ -25,7 +25,8 @@ ITEMS: list[Any] = [
 async def test_allm_batch_returns_one_result_per_item_in_order(bbstack: Stack) -> None:
     data, blocks, _ = items_to_blocks(ITEMS)
     doc = await bbstack.bb.ingest_blocks(data, blocks, name="items", fmt="items")
-    bbstack.sim.scenario(always_skip_uids=[f"{doc}:3"])  # the 5th item: block 3
+    # The 5th item: block 3.
+    bbstack.sim.scenario(always_skip_contents=[await block_content(bbstack.pool, f"{doc}:3")])
     out = await allm_batch(ITEMS, extract_schema(instruction_words=200), bb=bbstack.bb,
                            with_worker=True, pack_size=2, max_block_attempts=1)
     assert out.run.status == "completed_with_failures"  # block 3 failed

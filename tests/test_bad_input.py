@@ -157,7 +157,8 @@ async def test_block_larger_than_the_context_window_fails_alone_with_a_reason(
         run_id, huge_uid)
     assert sent == 0
     assert all(r["status"] == "ai_complete" for u, r in rows.items() if u != huge_uid)
-    assert all(u != huge_uid for req in bbstack.sim.requests() for u in req["block_uids"])
+    # The simulator (which sees short ids) was sent the twelve others, once each, no more.
+    assert sum(len(req["block_uids"]) for req in bbstack.sim.requests()) == 12
 
 
 # --------------------------------------------------------------------------- injection
@@ -202,21 +203,26 @@ async def test_block_posing_as_delimiters_results_or_instructions_stays_data(
         assert "pwned" not in json.dumps(row["staging"])
 
     # The request carried each block's text only as a string inside the JSON array.
-    request = await bbstack.pool.fetchval(
-        "select request from llm_calls where run_id = $1 and status = 'succeeded'", run_id)
-    (message,) = request["messages"]
+    call = await bbstack.pool.fetchrow(
+        """select request, block_aliases from llm_calls
+           where run_id = $1 and status = 'succeeded' and purpose = 'pack'""", run_id)
+    (message,) = call["request"]["messages"]
     assert message["role"] == "user"
     instructions, array_text = message["content"]
     assert instructions["type"] == array_text["type"] == "text"
     items = json.loads(array_text["text"])
-    assert [i["block_uid"] for i in items] == sorted(blocks, key=lambda u: int(u.split(":")[1]))
-    assert all(i["block_content"] == blocks[i["block_uid"]] for i in items)
+    # Blocks travel under short ids; the call's ledger row maps each back to its block_uid.
+    aliases = call["block_aliases"]
+    assert [i["block_uid"] for i in items] == [f"b{n}" for n in range(1, 9)]
+    assert [aliases[i["block_uid"]] for i in items] == sorted(
+        blocks, key=lambda u: int(u.split(":")[1]))
+    assert all(i["block_content"] == blocks[aliases[i["block_uid"]]] for i in items)
     for text in blocks.values():
         assert text not in instructions["text"]
     assert "FAKE:1" not in {i["block_uid"] for i in items}
     # The simulator, reading the same request, saw the same eight blocks and no others.
     (seen,) = bbstack.sim.requests()
-    assert sorted(seen["block_uids"]) == sorted(blocks)
+    assert sorted(seen["block_uids"]) == sorted(aliases)
 
 
 # --------------------------------------------------------------------------- run ids

@@ -11,7 +11,7 @@ from core.models import BatchOptions, RunOptions, RunProgress, RunResult
 from core.registry import Usage, cost_usd, get_model
 from runtime.temporal import anthropic_client
 from tests.conftest import Stack
-from tests.helpers import extract_schema, markdown_doc
+from tests.helpers import block_content, extract_schema, markdown_doc
 
 DETERMINISTIC = ("word_count", "char_count", "first_40_chars", "block_type")
 #: Fast polling for tests; real runs start at 5 s and back off to 5 minutes.
@@ -302,7 +302,8 @@ async def test_rounds_continue_as_new_with_their_state(
 async def test_block_that_never_succeeds_fails_alone_after_its_attempts(bbstack: Stack) -> None:
     doc = await bbstack.bb.ingest_bytes(markdown_doc(20), name="doc.md", fmt="markdown")
     bad = f"{doc}:7"
-    bbstack.sim.scenario(batch={"processing_delay_s": 0.1}, always_skip_uids=[bad])
+    bbstack.sim.scenario(batch={"processing_delay_s": 0.1},
+                         always_skip_contents=[await block_content(bbstack.pool, bad)])
     run_id, result = await run_batch(bbstack, 20, pack_size=10, max_block_attempts=2)
     assert result.status == "completed_with_failures"
     assert (result.blocks_ai_complete, result.blocks_failed) == (19, 1)

@@ -25,7 +25,7 @@ from core.models import BatchOptions, RunOptions
 from devtools.stack import free_port
 from runtime.metrics import METRICS, status_class
 from tests.conftest import ROOT, Stack
-from tests.helpers import REJECT_MARKER, extract_schema, marked_document
+from tests.helpers import REJECT_MARKER, block_content, extract_schema, marked_document
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)$")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
@@ -124,7 +124,7 @@ async def test_scraped_metrics_agree_with_the_ledger_after_faulty_runs(
                    errors={"rate_429": 0.25, "rate_500": 0.03, "retry_after_s": 0},
                    faults={"truncate": 0.25},
                    # Block 30 is never answered: it fails alone, as missing_from_answer.
-                   always_skip_uids=[f"{sync_doc}:30"],
+                   always_skip_contents=[await block_content(s.pool, f"{sync_doc}:30")],
                    # A 429 teaches the limiter the limits its headers show: high ones here,
                    # so that calls wait for the limiter little after it.
                    limits={"rpm": 50_000, "input_tpm": 50_000_000, "output_tpm": 10_000_000})

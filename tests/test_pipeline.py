@@ -10,7 +10,7 @@ import pytest
 
 from core.models import RunInput, RunOptions, RunResult
 from tests.conftest import Stack
-from tests.helpers import extract_schema, markdown_doc
+from tests.helpers import block_content, extract_schema, markdown_doc
 
 DETERMINISTIC = ("word_count", "char_count", "first_40_chars", "block_type")
 
@@ -168,7 +168,7 @@ async def test_malformed_tool_input_is_split_and_recovered(bbstack: Stack) -> No
 async def test_block_that_never_succeeds_fails_alone_with_reason(bbstack: Stack) -> None:
     doc = await bbstack.bb.ingest_bytes(markdown_doc(30), name="doc.md", fmt="markdown")
     bad = f"{doc}:7"
-    bbstack.sim.scenario(always_skip_uids=[bad])
+    bbstack.sim.scenario(always_skip_contents=[await block_content(bbstack.pool, bad)])
     schema_id = await bbstack.bb.add_schema(extract_schema(instruction_words=200))
     run_id = await bbstack.bb.start_run(doc, schema_id, RunOptions(pack_size=10,
                                                                    max_block_attempts=2))

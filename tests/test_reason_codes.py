@@ -17,7 +17,7 @@ from core.models import BatchOptions, RunOptions, RunResult
 from core.reasons import REASONS
 from core.registry import get_model
 from tests.conftest import Stack
-from tests.helpers import REJECT_MARKER, extract_schema, markdown_doc
+from tests.helpers import REJECT_MARKER, block_content, extract_schema, markdown_doc
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
 
 
@@ -79,7 +79,8 @@ async def test_missing_and_invalid_results_cli_review_json_and_export(
 ) -> None:
     doc = await bbstack.bb.ingest_bytes(markdown_doc(6), name="doc.md", fmt="markdown")
     skipped, corrupt = f"{doc}:1", f"{doc}:4"
-    bbstack.sim.scenario(always_skip_uids=[skipped], always_malformed_uids=[corrupt])
+    bbstack.sim.scenario(always_skip_contents=[await block_content(bbstack.pool, skipped)],
+                         always_malformed_contents=[await block_content(bbstack.pool, corrupt)])
     async with bbstack.worker():
         started = await cli("run", cli.doc(6), "--schema", cli.schema(), "--pack-size", "3")
     run_id = started.run_id

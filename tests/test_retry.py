@@ -2,7 +2,7 @@
 
 Runs end with failures because the simulator refuses any request holding a marker string
 (``reject_marker``), returns a wrongly typed field for chosen blocks
-(``always_malformed_uids``) or rejects the API key; the scenario is then fixed and the run
+(``always_malformed_contents``) or rejects the API key; the scenario is then fixed and the run
 retried in place. What the retry sent is read from the ledger (rows after the retry
 began); what it changed, from the overlay change log (``overlay_changes``, written by a
 trigger, so nothing can change an overlay unseen).
@@ -45,7 +45,7 @@ from core.models import (
 from core.schema import load_schema
 from store import overlays, repo, retries, runs
 from tests.conftest import Stack
-from tests.helpers import REJECT_MARKER, extract_schema, marked_document
+from tests.helpers import REJECT_MARKER, block_content, extract_schema, marked_document
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
 from workflows.run import RunWorkflow
 
@@ -220,7 +220,8 @@ async def test_retry_by_reason_then_by_block_takes_only_those(bbstack: Stack, cl
     doc = await bbstack.bb.ingest_bytes(marked_document(8, {5}), name="doc.md",
                                         fmt="markdown")
     corrupt, rejected = f"{doc}:1", f"{doc}:5"
-    bbstack.sim.scenario(reject_marker=REJECT_MARKER, always_malformed_uids=[corrupt])
+    bbstack.sim.scenario(reject_marker=REJECT_MARKER,
+                         always_malformed_contents=[await block_content(pool, corrupt)])
     run_id, _ = await finished_run(bbstack, 8, {5})
     found = await states(pool, run_id)
     assert (found[corrupt], found[rejected]) == (("failed", "invalid_value"),

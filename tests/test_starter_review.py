@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import Stack
-from tests.helpers import markdown_doc
+from tests.helpers import block_content, markdown_doc
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
 
 
@@ -17,7 +17,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 async def _run_with_one_failure(cli: Cli, bbstack: Stack) -> tuple[str, str]:
     doc = await bbstack.bb.ingest_bytes(markdown_doc(30), name="doc.md", fmt="markdown")
-    bbstack.sim.scenario(always_skip_uids=[f"{doc}:7"])
+    bbstack.sim.scenario(always_skip_contents=[await block_content(bbstack.pool, f"{doc}:7")])
     async with bbstack.worker():
         run = await cli("run", cli.doc(30), "--schema", cli.schema(), "--pack-size", "10")
     assert run.code == 5, run.err  # done with failures

@@ -18,7 +18,7 @@ from starlette.applications import Starlette
 from core.models import RunOptions
 from devtools import stack
 from tests.conftest import Stack
-from tests.helpers import extract_schema
+from tests.helpers import block_content, extract_schema
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
@@ -52,7 +52,7 @@ async def finished_run(s: Stack) -> tuple[str, str]:
     block :data:`FAILED_BLOCK` failed (``missing_from_answer``)."""
     doc = await s.bb.ingest_bytes(DOCUMENT, name="runbook.md", fmt="markdown")
     schema = await s.bb.add_schema(extract_schema(instruction_words=200))
-    s.sim.scenario(always_skip_uids=[f"{doc}:{FAILED_BLOCK}"])
+    s.sim.scenario(always_skip_contents=[await block_content(s.pool, f"{doc}:{FAILED_BLOCK}")])
     async with s.worker():
         run_id = await s.bb.start_run(doc, schema, RunOptions(pack_size=4))
         await s.bb.wait(run_id)

@@ -13,6 +13,7 @@ from jsonschema import Draft202012Validator
 from core.prompt import (
     TOOL_NAME,
     TOOL_USE_OVERHEAD_TOKENS,
+    alias_map,
     build_messages,
     build_request,
     build_system,
@@ -231,3 +232,51 @@ def test_fixed_prompt_tokens_cover_system_tool_and_api_overhead() -> None:
     big = fixed_prompt_tokens(make_spec(system_instructions="Follow the style guide. " * 500))
     assert big - small >= 500 * 4
     assert fixed_prompt_tokens(make_spec()) == small
+
+
+# --- short ids -------------------------------------------------------------------------
+
+
+def test_alias_map_names_blocks_b1_b2_in_call_order() -> None:
+    assert alias_map(["doc-1ae73d87050a:1234", "doc-1ae73d87050a:7"]) == {
+        "b1": "doc-1ae73d87050a:1234", "b2": "doc-1ae73d87050a:7"}
+    with pytest.raises(ValueError, match="distinct"):
+        alias_map(["doc:0", "doc:0"])
+
+
+def test_short_ids_replace_block_uids_on_the_wire() -> None:
+    aliases = {"b1": "doc:0", "b2": "doc:1"}
+    request = build_request(make_spec(), BLOCKS, max_tokens=100, aliases=aliases)
+    items = json.loads(request["messages"][0]["content"][1]["text"])
+    assert [i["block_uid"] for i in items] == ["b1", "b2"]
+    assert [i["block_content"] for i in items] == [b["block_content"] for b in BLOCKS]
+    assert "doc:" not in json.dumps(request)  # no full uid anywhere in the request
+    # The instructions and the tool ask for the short id in each result.
+    rules = request["system"][-1]["text"]
+    assert "short id for this request only: b1, b2" in rules
+    uid_field = request["tools"][0]["input_schema"]["properties"]["results"]["items"][
+        "properties"]["block_uid"]
+    assert "b1, b2" in uid_field["description"]
+
+
+def test_without_short_ids_the_request_is_unchanged() -> None:
+    plain = build_request(make_spec(), BLOCKS, max_tokens=100)
+    items = json.loads(plain["messages"][0]["content"][1]["text"])
+    assert [i["block_uid"] for i in items] == ["doc:0", "doc:1"]
+    assert "short id" not in plain["system"][-1]["text"]
+    assert plain["system"] == build_system(make_spec())
+
+
+def test_alias_map_must_name_exactly_the_blocks_sent() -> None:
+    for wrong in ({"b1": "doc:0"}, {"b1": "doc:0", "b2": "doc:9"},
+                  {"b1": "doc:0", "b2": "doc:0"},
+                  {"b1": "doc:0", "b2": "doc:1", "b3": "doc:2"}):
+        with pytest.raises(ValueError, match="alias map"):
+            build_request(make_spec(), BLOCKS, max_tokens=100, aliases=wrong)
+
+
+def test_short_id_prefix_is_the_same_for_every_pack() -> None:
+    spec = make_spec()
+    a = build_request(spec, BLOCKS[:1], max_tokens=10, aliases=alias_map(["doc:0"]))
+    b = build_request(spec, BLOCKS, max_tokens=10, aliases=alias_map(["doc:0", "doc:1"]))
+    assert (a["system"], a["tools"]) == (b["system"], b["tools"])

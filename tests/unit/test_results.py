@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -273,3 +274,86 @@ def test_reason_code_of_a_truncated_or_malformed_answer() -> None:
     got = parse(response([{"block_uid": "doc:0", "sentiment": 3}], stop_reason="max_tokens"),
                 ["doc:0"])
     assert got.reason_code("doc:0") == "invalid_value"
+
+
+# --- short ids: mapped back through the call's recorded alias map only -------------------
+
+ALIASES = {"b1": "doc:0", "b2": "doc:1", "b3": "doc:2"}
+
+
+def parse_aliased(results: list[Any]) -> PackResults:
+    return parse_results(response(results), UIDS, SPEC, ALIASES)
+
+
+def test_aliases_map_back_to_block_uids_not_by_position() -> None:
+    got = parse_aliased([ok("b3", summary="two"), ok("b1", summary="zero"),
+                         ok("b2", summary="one")])
+    assert got.valid == {"doc:0": {"sentiment": "positive", "summary": "zero"},
+                         "doc:1": {"sentiment": "positive", "summary": "one"},
+                         "doc:2": {"sentiment": "positive", "summary": "two"}}
+    assert not got.mapping_failed
+
+
+def test_the_map_decides_not_the_alias_number() -> None:
+    # A recorded map need not follow b1 = first block: the record is what counts.
+    got = parse_results(response([ok("b1", summary="x")]), ["doc:0", "doc:1"], SPEC,
+                        {"b1": "doc:1", "b2": "doc:0"})
+    assert set(got.valid) == {"doc:1"} and got.missing == ["doc:0"]
+
+
+def test_missing_alias_is_a_mapping_failure_reported_by_uid() -> None:
+    got = parse_aliased([ok("b1"), ok("b3")])
+    assert got.missing == ["doc:1"] and set(got.valid) == {"doc:0", "doc:2"}
+    assert got.mapping_failed and got.reason_code("doc:1") == "missing_from_answer"
+
+
+def test_duplicate_alias_discards_both_copies() -> None:
+    got = parse_aliased([ok("b1"), ok("b2", summary="a"), ok("b2", summary="b"), ok("b3")])
+    assert got.duplicates == ["doc:1"] and set(got.valid) == {"doc:0", "doc:2"}
+    assert got.mapping_failed and got.reason_code("doc:1") == "malformed_answer"
+
+
+def test_unknown_or_wrong_alias_is_a_mapping_failure_keeping_the_valid_part() -> None:
+    got = parse_aliased([ok("b1"), ok("b2"), ok("b3"), ok("b4"), ok("B1"), ok(" b2")])
+    assert got.unknown == ["b4", "B1", " b2"]
+    assert set(got.valid) == set(UIDS) and got.mapping_failed
+    assert got.summary() == "3 unknown uids"
+
+
+def test_full_block_uid_is_unknown_when_aliases_were_sent() -> None:
+    got = parse_aliased([ok("doc:0"), ok("b2"), ok("b3")])
+    assert got.unknown == ["doc:0"] and got.missing == ["doc:0"]
+    assert set(got.valid) == {"doc:1", "doc:2"} and got.mapping_failed
+
+
+def test_alias_is_unknown_when_the_call_was_sent_with_full_uids() -> None:
+    # A ledger row recorded without aliases (before short ids, or with them off).
+    got = parse_results(response([ok("b1"), ok("doc:1"), ok("doc:2")]), UIDS, SPEC, None)
+    assert got.unknown == ["b1"] and got.missing == ["doc:0"]
+
+
+def test_an_alias_map_that_does_not_match_the_call_is_refused() -> None:
+    for wrong in ({"b1": "doc:0", "b2": "doc:1"}, {"b1": "doc:0", "b2": "doc:1", "b3": "doc:9"},
+                  {"b1": "doc:0", "b2": "doc:0", "b3": "doc:2"}):
+        with pytest.raises(ValueError, match="alias map"):
+            parse_results(response([ok("b1")]), UIDS, SPEC, wrong)
+
+
+@settings(max_examples=60, deadline=None)
+@given(order=st.permutations(list(range(3))),
+       items=st.lists(st.sampled_from(["b1", "b2", "b3", "b4", "doc:0", 7]), max_size=8))
+def test_every_block_lands_in_exactly_one_bucket_with_aliases(
+    order: list[int], items: list[Any]
+) -> None:
+    aliases = dict(zip([f"b{i + 1}" for i in order], UIDS, strict=True))
+    got = parse_results(response([ok(i) if isinstance(i, str) else {"block_uid": i}
+                                  for i in items]), UIDS, SPEC, aliases)
+    for uid in UIDS:
+        buckets = [uid in got.valid, uid in got.invalid, uid in got.missing,
+                   uid in got.duplicates]
+        assert sum(buckets) == 1
+    sent = [i for i in items if isinstance(i, str)]
+    assert got.unknown == list(dict.fromkeys(i for i in sent if i not in aliases))
+    for alias, uid in aliases.items():
+        if sent.count(alias) == 1:
+            assert uid in got.valid
