@@ -7,6 +7,9 @@ from collections.abc import AsyncIterator
 import anthropic
 import pytest_asyncio
 
+from core.prompt import alias_map, build_request
+from core.results import parse_results
+from core.schema import load_schema
 from simulator.scenario import Faults, Quality, Scenario
 from simulator.server import SimulatorServer
 from simulator.testing import make_blocks, pack_params, results_by_uid, tool_input
@@ -134,3 +137,28 @@ async def test_faults_are_reproducible_from_the_seed(sim, client):
     sim.state.reset()
     other = tool_input(await client.messages.create(**pack_params(BLOCKS)))
     assert [r["block_uid"] for r in other["results"]] != [r["block_uid"] for r in first["results"]]
+
+
+async def test_faults_on_short_ids_are_mapping_failures_after_the_recorded_map(sim, client):
+    """A blockbatch request with short ids: the simulator echoes b1, b2, … and its skipped,
+    duplicated and invented ids come back as missing, duplicate and unknown block_uids."""
+    spec = load_schema({"properties": {"word_count": {"type": "integer"},
+                                       "summary": {"type": "string"}},
+                        "prompt_config": {"system_instructions": "Annotate."}})
+    aliases = alias_map(UIDS)
+    request = build_request(spec, BLOCKS, max_tokens=8000, aliases=aliases)
+    clean = (await client.messages.create(**request)).model_dump(mode="json")
+    parsed = parse_results(clean, UIDS, spec, aliases)
+    assert set(parsed.valid) == set(UIDS) and not parsed.mapping_failed
+    assert parsed.valid["doc:3"]["word_count"] == len(BLOCKS[3]["block_content"].split())
+
+    sim.scenario = Scenario(seed=1, faults=Faults(skip_block=0.2, duplicate_uid=0.2,
+                                                  unknown_uid=0.2),
+                            always_skip_contents=[BLOCKS[7]["block_content"]])
+    message = await client.messages.create(**request)
+    ids = [r["block_uid"] for r in tool_input(message)["results"]]
+    assert all(i in aliases or i.startswith("unknown-") for i in ids)
+    parsed = parse_results(message.model_dump(mode="json"), UIDS, spec, aliases)
+    assert parsed.missing and parsed.duplicates and parsed.unknown
+    assert "doc:7" in parsed.missing  # picked by its content, whatever its id on the wire
+    assert parsed.mapping_failed and set(parsed.valid) < set(UIDS)
