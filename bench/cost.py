@@ -8,13 +8,18 @@ prompt grown to ``--system-tokens`` tokens (simulator tokenizer), this runs:
 * ``baseline``: ``RunOptions(batching_enabled=False)``, one block per call (with caching);
 * ``pack10`` / ``pack25``: ``RunOptions(pack_size=10 | 25)``;
 * ``auto``: ``RunOptions()``, pack size from the planner;
-* ``batch``: ``RunOptions(mode="batch")`` when the pipeline implements Message Batches.
+* ``batch``: ``RunOptions(mode="batch")`` when the pipeline implements Message Batches;
+* ``auto_full_ids`` / ``batch_full_ids``: ``auto`` and ``batch`` with ``short_ids=False``,
+  blocks named by their full block_uid on the wire instead of ``b1``, ``b2``, … (every
+  other mode uses short ids, the default).
 
 Every mode runs with ``reuse_answers=False``: each sends every block (they all run the same
 document, and would otherwise reuse the first mode's answers).
 
 For each: calls, tokens by kind, cost at the registry's prices, savings, split events and
-field-by-field parity with the baseline's overlays; plus the theoretical floor.
+field-by-field parity with the baseline's overlays; plus the theoretical floor, and the
+tokens per block on the wire (``wire``: uncached input and output per block sent, and the
+block array's own tokens per block) compared with and without short ids.
 
 Each run is preceded by its quote (``Blockbatch.estimate`` with the same options, what
 ``starter.py estimate`` prints): once as a user would get it (the output learned from the
@@ -71,7 +76,11 @@ MODES: dict[str, RunOptions] = {
     "pack25": RunOptions(pack_size=25, reuse_answers=False),
     "auto": RunOptions(reuse_answers=False),
     "batch": RunOptions(mode="batch", reuse_answers=False),
+    "auto_full_ids": RunOptions(short_ids=False, reuse_answers=False),
+    "batch_full_ids": RunOptions(mode="batch", short_ids=False, reuse_answers=False),
 }
+#: Short ids against full block_uids: each pair is the same mode with and without them.
+ID_PAIRS = (("auto", "auto_full_ids"), ("batch", "batch_full_ids"))
 SCHEMAS = ("extract", "revise")
 #: The design estimate quoted in the issue: caching + batching saves 94% on this shape.
 DESIGN_ESTIMATE_SAVINGS = 0.94
@@ -117,12 +126,13 @@ async def quote_then_run(bs: BenchStack, pool: Any, args: argparse.Namespace, la
         print(f"  {label}/{mode}: timed out", flush=True)
         return None
     figures = await ledger_figures(pool, timed.run_id)
+    figures["wire"] = await wire_figures(pool, timed.run_id)
     stats = bs.sim_stats()
     figures.update(run_id=timed.run_id, wall_s=round(timed.wall_s, 2),
                    options=options.model_dump(exclude_defaults=True),
                    sim_requests=stats["requests"], sim_cache=stats["cache"],
                    sim_batch_results=stats.get("batch_results"))
-    if mode == "batch":
+    if options.mode == "batch":
         batch_requests = sum(stats["requests"].get("POST /v1/messages/batches", {}).values())
         figures["used_message_batches"] = batch_requests > 0
     # Truncated answers (paid, then their blocks sent again in halves): no quote foresees them.
@@ -177,6 +187,50 @@ def parity(base: dict[str, dict[str, Any] | None], other: dict[str, dict[str, An
             "per_field": per_field, "examples": mismatched[:5]}
 
 
+async def wire_figures(pool: Any, run_id: str) -> dict[str, Any]:
+    """Tokens per block on the wire over a run's answered pack calls (sync and batch).
+
+    ``input_per_block`` / ``output_per_block``: the ledger's uncached input and output
+    tokens (what is paid at full price) per block sent; ``block_array_per_block``: the
+    simulator tokenizer's count of the request's JSON array of blocks per block, the part
+    the ids live in.
+    """
+    rows = await pool.fetch(
+        """select cardinality(block_uids) as n, input_tokens, output_tokens, request
+           from llm_calls where run_id = $1 and status = 'succeeded'
+             and purpose in ('pack', 'batch_request')""", run_id)
+    blocks = sum(r["n"] for r in rows)
+    if not blocks:
+        return {"blocks_sent": 0}
+    array = sum(count_tokens(r["request"]["messages"][0]["content"][1]["text"]) for r in rows)
+    return {
+        "blocks_sent": blocks,
+        "input_per_block": round(sum(r["input_tokens"] for r in rows) / blocks, 2),
+        "output_per_block": round(sum(r["output_tokens"] for r in rows) / blocks, 2),
+        "block_array_per_block": round(array / blocks, 2),
+    }
+
+
+def compare_ids(modes: dict[str, Any]) -> dict[str, Any]:
+    """Each mode with short ids against the same mode with full block_uids."""
+    out: dict[str, Any] = {}
+    for short, full in ID_PAIRS:
+        a, b = modes.get(short, {}), modes.get(full, {})
+        if "wire" not in a or "wire" not in b or not a["wire"].get("blocks_sent"):
+            continue
+        wa, wb = a["wire"], b["wire"]
+        out[short] = {
+            key: {"short_ids": wa[key], "full_ids": wb[key],
+                  "saved": round(wb[key] - wa[key], 2),
+                  "saved_share": round(1 - wa[key] / wb[key], 4) if wb[key] else None}
+            for key in ("input_per_block", "output_per_block", "block_array_per_block")
+        }
+        out[short]["cost_usd"] = {"short_ids": a["cost_usd"], "full_ids": b["cost_usd"],
+                                  "saved_share": round(1 - a["cost_usd"] / b["cost_usd"], 4)}
+        out[short]["calls"] = {"short_ids": a["calls_ok"], "full_ids": b["calls_ok"]}
+    return out
+
+
 def usage_cost(model: Any, prefix: int, reads: int, content: int, output: int,
                *, batch: bool = False, one_hour: bool = False) -> float:
     """One cache write of the prefix, ``reads`` cache reads of it, content and output once."""
@@ -216,6 +270,7 @@ async def run_schema(bs: BenchStack, rec: Recorder, pool: Any, args: argparse.Na
     base = out["modes"].get("baseline")
     if base and "calls_ok" in base:
         await add_floor_and_savings(pool, out, model, document_id, base, base_overlays or {})
+    out["short_ids"] = compare_ids(out["modes"])
     if args.edit_share > 0:
         out["rerun"] = await rerun(bs, pool, args, schema_name, schema_id, document_id)
     return out
@@ -332,13 +387,30 @@ async def add_floor_and_savings(pool: Any, out: dict[str, Any], model: Any, docu
         input_tokens=base["input_tokens"] + base["cache_write_tokens"] + base["cache_read_tokens"],
         output_tokens=base["output_tokens"],
     ))
+    # The same floor with each block named by a short id (b1 ... bN, one call's worth).
+    ordered = sorted(blocks, key=lambda b: b["block_uid"])
+    alias = {b["block_uid"]: f"b{n}" for n, b in enumerate(ordered, start=1)}
+    short_content = sum(count_tokens(json.dumps(
+        {"block_uid": alias[b["block_uid"]], "block_type": b["block_type"],
+         "block_content": b["block_content"]}, ensure_ascii=False)) for b in blocks)
+    short_output = sum(count_tokens(json.dumps({"block_uid": alias[uid], **(o or {})},
+                                               ensure_ascii=False))
+                       for uid, o in base_overlays.items() if uid in alias)
     out["floor"] = {
         "prefix_tokens": prefix, "content_tokens": content, "output_tokens": output,
         "min_calls": min_calls,
         "cost_at_min_calls": usage_cost(model, prefix, min_calls - 1, content, output),
         "definition": "one cache write of the prefix (system + tools), a cache read of it "
                       "for every other call, each block's JSON item as input once and its "
-                      "result item as output once (simulator tokenizer), registry prices",
+                      "result item as output once (simulator tokenizer), registry prices; "
+                      "items name blocks by their full block_uid (the issue's targets are "
+                      "set against this floor)",
+        "short_ids": {
+            "content_tokens": short_content, "output_tokens": short_output,
+            "cost_at_min_calls": usage_cost(model, prefix, min_calls - 1, short_content,
+                                            short_output),
+            "definition": "the same floor with items naming blocks by short ids (b1, b2, ...)",
+        },
     }
     out["uncached_one_per_call_usd"] = uncached
     for figures in out["modes"].values():
@@ -392,6 +464,12 @@ def report(rec: Recorder, result: dict[str, Any], blocks: int) -> None:
             f"${result['uncached_one_per_call_usd']:.4f}. The batch row's floor is at "
             "Message Batches prices (half), with the 1-hour cache write it uses."
         )
+    if floor.get("short_ids"):
+        s = floor["short_ids"]
+        notes.append(
+            f"With short ids in its items the floor's block content is {s['content_tokens']:,} "
+            f"tokens and its output {s['output_tokens']:,}: ${s['cost_at_min_calls']:.4f} at "
+            f"{floor['min_calls']} call(s). The x-floor columns use the full-uid floor above.")
     if "batch" in modes and "calls_ok" in modes["batch"] and not modes["batch"].get(
             "used_message_batches"):
         notes.append("batch: RunOptions(mode='batch') was accepted but no Message Batch was "
@@ -406,6 +484,29 @@ def report(rec: Recorder, result: dict[str, Any], blocks: int) -> None:
          "x floor (own calls)", "x floor (min calls)", "blocks ok", "wall s"],
         rows, notes,
     )
+    id_rows = []
+    for mode, c in result.get("short_ids", {}).items():
+        id_rows.append([mode, *(_change(c[key], digits) for key, digits in (
+            ("input_per_block", 1), ("block_array_per_block", 1), ("output_per_block", 1),
+            ("calls", 0), ("cost_usd", 4)))])
+    if id_rows:
+        rec.print_table(
+            f"{result['schema']} schema: tokens per block on the wire, full block_uids -> "
+            "short ids",
+            ["mode", "uncached input / block", "block array / block", "output / block",
+             "calls", "cost $"],
+            id_rows,
+            [("Per block sent in answered pack calls (ledger); the block array is the "
+              "request's JSON array of blocks (simulator tokenizer). Parity of both against "
+              "the baseline is in the table above.")],
+        )
+
+
+def _change(figure: dict[str, Any], digits: int) -> str:
+    """``full -> short (saved%)`` of one short-ids comparison."""
+    text = f"{figure['full_ids']:.{digits}f} -> {figure['short_ids']:.{digits}f}"
+    share = figure.get("saved_share")
+    return text + (f" ({share:.1%})" if share is not None else "")
 
 
 async def run_adversarial(bs: BenchStack, rec: Recorder, pool: Any,
