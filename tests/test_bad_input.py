@@ -157,8 +157,11 @@ async def test_block_larger_than_the_context_window_fails_alone_with_a_reason(
         run_id, huge_uid)
     assert sent == 0
     assert all(r["status"] == "ai_complete" for u, r in rows.items() if u != huge_uid)
-    # The simulator (which sees short ids) was sent the twelve others, once each, no more.
-    assert sum(len(req["block_uids"]) for req in bbstack.sim.requests()) == 12
+    # The simulator (which sees short ids) was sent the twelve others, once each, no more
+    # (and the warm-up call's one stand-in block).
+    warm_ups = await bbstack.pool.fetchval(
+        "select count(*) from llm_calls where run_id = $1 and purpose = 'warm_up'", run_id)
+    assert sum(len(req["block_uids"]) for req in bbstack.sim.requests()) == 12 + warm_ups
 
 
 # --------------------------------------------------------------------------- injection

@@ -60,9 +60,14 @@ async def test_show_a_call_its_request_response_and_error(bbstack: Stack, capsys
     assert f"call {ok.call_id} of run {run_id}: succeeded" in out
     assert "pack · provider anthropic · api messages" in out
     assert "Paragraph 0 of the runbook" in out and '"tool_use"' in out
+    # Blocks went out under short ids; the call reads back to its block_uids through its row.
+    detail = await bbstack.bb.call(run_id, ok.call_id)
+    ok_uids = detail.block_uids
+    assert detail.block_aliases == {f"b{n}": u for n, u in enumerate(ok_uids, start=1)}
+    assert f"blocks       b1 = {ok_uids[0]}, b2 = {ok_uids[1]}" in out
+    assert '"block_uid": "b1"' in out and f'"block_uid": "{ok_uids[0]}"' not in out
     assert "elided; --full prints it whole" in out
     assert "restarting service" not in out.split("request (without")[0].split("system")[1]
-    detail = await bbstack.bb.call(run_id, ok.call_id)
     assert detail.system is not None and detail.system.elided
     assert len(detail.system.text) <= 201 and detail.system.length > 1000
     assert detail.system.value is None and detail.tools is not None and detail.tools.elided

@@ -207,7 +207,9 @@ async def _walk_through(page: Page, base: str, s: Stack, run_id: str, doc: str,
     await page.click("#row-4 a[href*='/calls?pack=']")
     await expect(page.locator("#calls")).to_be_visible()
     await page.locator("#calls a").first.click()
-    await expect(page.locator("#request")).to_contain_text(f"{doc}:4")
+    # Sent under short ids: the request says b1, the page maps it back to the block.
+    await expect(page.locator("#blocks")).to_contain_text(f"b1 = {doc}:4")
+    await expect(page.locator("#request")).to_contain_text('\\"block_uid\\": \\"b1\\"')
     await expect(page.locator("#response")).to_contain_text("tool_use")
     assert "sim-test-key" not in await page.content()
     await shot(page, "call")
