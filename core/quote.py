@@ -50,7 +50,7 @@ from core.planning import (
     Pack,
     estimate_tokens,
 )
-from core.prompt import build_messages, user_instructions
+from core.prompt import alias_map, build_messages, user_instructions
 from core.registry import ModelInfo, Usage, cost_usd
 from core.schema import SchemaSpec
 
@@ -153,7 +153,12 @@ def count_plan(ctx: RunContext, blocks: Sequence[Mapping[str, str]],
         while end < len(blocks) and size + block_tokens[end] <= budget:
             size += block_tokens[end]
             end += 1
-        requests.append({"model": model, "messages": build_messages(ctx.spec, blocks[start:end])})
+        chunk = blocks[start:end]
+        # Named as the run names them: short ids (b1, b2, ...) unless they are off.
+        aliases = (alias_map([b["block_uid"] for b in chunk]) if ctx.options.short_ids
+                   else None)
+        requests.append({"model": model,
+                         "messages": build_messages(ctx.spec, chunk, aliases)})
         start = end
     return CountPlan(requests=requests, chunks=len(requests) - 3)
 

@@ -39,7 +39,13 @@ def test_cost_script_reports_every_mode_with_parity(tmp_path: Path) -> None:
                       "--system-tokens", "2000", "--no-adversarial")
     for schema in ("extract", "revise"):
         result = data["schemas"][schema]
-        assert set(result["modes"]) == {"baseline", "pack10", "pack25", "auto", "batch"}
+        assert set(result["modes"]) == {"baseline", "pack10", "pack25", "auto", "batch",
+                                        "auto_full_ids", "batch_full_ids"}
+        # Short ids write fewer output tokens per block than full block_uids, same values.
+        for mode in ("auto", "batch"):
+            ids = result["short_ids"][mode]
+            assert ids["output_per_block"]["saved"] > 0 and ids["input_per_block"]["saved"] > 0
+            assert result["modes"][f"{mode}_full_ids"]["parity"]["mismatching_blocks"] == 0
         base = result["modes"]["baseline"]
         # One call per block, plus the warm-up call that writes the prompt cache.
         assert base["calls_ok"] == 13 and base["blocks"] == {"ai_complete": 12}
@@ -63,7 +69,8 @@ def test_cost_script_reports_every_mode_with_parity(tmp_path: Path) -> None:
             assert f["unchanged_differing"] == 0 and f["reuse_saved_usd"] > 0
     assert set(data["estimate_summary"]["x_actual"]) == {
         f"handbook/{s}/{m}" for s in ("extract", "revise")
-        for m in ("baseline", "pack10", "pack25", "auto", "batch")}
+        for m in ("baseline", "pack10", "pack25", "auto", "batch", "auto_full_ids",
+                  "batch_full_ids")}
 
 
 @pytest.mark.timeout(300)
