@@ -94,6 +94,9 @@ def test_the_key_has_no_run_option_but_the_model() -> None:
         "pack_size", "batching_enabled", "estimated_output_per_block", "max_concurrent_packs",
         "max_block_attempts", "output_budget", "safety_margin", "hard_cap", "cache_ttl",
         "mode", "batch", "weight", "outage", "reuse_answers",
+        # How blocks are named on the wire (b1 or their block_uid): not what a block's
+        # answer is (core.prompt.PROMPT_FORMAT_VERSION says why).
+        "short_ids",
     }, ("a RunOptions field was added or removed: if it changes what a block's answer is, "
         "put it into core.reuse.prompt_digest; either way, list it here")
 
