@@ -268,6 +268,9 @@ async def _claim_retry(
         for pos in pack.positions:
             pack_of[pos] = first + offset
     uids = [b.block_uid for b in blocks]
+    if request.max_cost_usd is not None:
+        # A raised budget (`retry --max-cost`) holds for the whole run from now on.
+        await runs.set_budget(conn, run_id, request.max_cost_usd)
     await overlays.reset_for_retry(conn, run_id, uids, pack_of, request.statuses())
     first_round = None
     if ctx.options.mode == "batch":

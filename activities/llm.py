@@ -6,7 +6,10 @@ cancelling: it is opened under a share lock on the run row that ``mark_run_cance
 must wait for (``store.ledger.open_call``). A call that lost its worker mid-call is marked
 abandoned when its attempt is tried again. Retries belong to Temporal: the client runs
 with ``max_retries=0`` and retryable failures are raised with the server's retry-after
-(``activities.errors``).
+(``activities.errors``). A run with a budget reserves every call's worst case before it is
+sent (``store.ledger.open_call``, core/budget.py): a call the budget cannot hold is not
+made, and says so (``over_budget``); one that would fit once the run's open calls are
+answered waits for them first.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from activities.errors import (
 )
 from activities.limiter import FleetLimiter
 from activities.shared import PerRun, heartbeating, origin
+from core.budget import pack_worst_case, probe_worst_case, refusal_text, warm_up_worst_case
 from core.claude_errors import ClaudeError, is_outage
 from core.context import RunContext
 from core.models import (
@@ -65,6 +69,11 @@ _DB_UNAVAILABLE = (OSError, TimeoutError, asyncpg.InterfaceError,
 _RECORD_PATIENCE_S = 300.0
 #: How long a call waits for Postgres before it starts (past that, the attempt fails).
 _PREPARE_PATIENCE_S = 120.0
+#: A budgeted call that fits once the run's open calls are answered looks again this often,
+#: for at most this long (a call left open by a lost worker is marked abandoned when its
+#: attempt is retried; past the patience the budget counts as exhausted).
+_BUDGET_POLL_S = 0.5
+_BUDGET_PATIENCE_S = 300.0
 _T = TypeVar("_T")
 #: The ledger's pack path of a run's warm-up call (``warm_cache``), and the one stand-in
 #: block it carries (the cache prefix is the system prompt and tool, whatever the blocks).
@@ -116,8 +125,13 @@ class LlmActivities:
                 "model": ctx.model.id, "max_tokens": 1,
                 "messages": [{"role": "user", "content": "Reply with OK."}],
             }
-            call_id = await ledger.open_probe(conn, run_id=inp.run_id, model=ctx.model.id,
-                                              request=request, origin=origin())
+            try:
+                call_id = await ledger.open_probe(conn, run_id=inp.run_id, model=ctx.model.id,
+                                                  request=request, origin=origin(),
+                                                  worst_case_usd=probe_worst_case(ctx))
+            except ledger.OverBudget as over:
+                return ProbeApiOutput(up=False, over_budget=True, message=refusal_text(
+                    over.budget, recorded=over.recorded, need=over.need))
         if call_id is None:
             return ProbeApiOutput(up=False, message="run is no longer active")
         started = time.monotonic()
@@ -153,8 +167,12 @@ class LlmActivities:
         if not ctx.cacheable_prefix_tokens:
             return WarmCacheOutput(called=False)
         request = warm_up_request(ctx)
-        call_id = await self._open_call(ctx, inp.run_id, WARM_UP_PATH, inp.first_pack + 1, [],
-                                        request, purpose="warm_up")
+        try:
+            call_id = await self._open_call(ctx, inp.run_id, WARM_UP_PATH, inp.first_pack + 1,
+                                            [], request, purpose="warm_up",
+                                            worst_case_usd=warm_up_worst_case(ctx))
+        except ledger.OverBudget:
+            return WarmCacheOutput(called=False, over_budget=True)
         if call_id is None:
             return WarmCacheOutput(called=False)
         # The warm-up writes the prefix to the cache: the API counts it as input.
@@ -191,9 +209,15 @@ class LlmActivities:
             cache_ttl=ctx.options.cache_ttl,
             aliases=aliases,
         )
-        call_id = await self._open_call(ctx, inp.run_id, inp.pack_path, inp.pack_attempt,
-                                        uids, request, est_output_tokens=pack.learn_output_tokens,
-                                        block_aliases=aliases)
+        try:
+            call_id = await self._open_call(ctx, inp.run_id, inp.pack_path, inp.pack_attempt,
+                                            uids, request,
+                                            est_output_tokens=pack.learn_output_tokens,
+                                            worst_case_usd=pack_worst_case(ctx, pack),
+                                            block_aliases=aliases)
+        except ledger.OverBudget as over:
+            return CallModelOutput(outcome="over_budget", block_uids=uids, message=refusal_text(
+                over.budget, recorded=over.recorded, need=over.need))
         if call_id is None:
             return CallModelOutput(outcome="cancelled", block_uids=uids,
                                    message="run is cancelling")
@@ -216,18 +240,35 @@ class LlmActivities:
         self, ctx: RunContext, run_id: str, pack_path: str, pack_attempt: int,
         uids: list[str], request: dict[str, Any], *, purpose: str = "pack",
         est_output_tokens: int | None = None, block_aliases: dict[str, str] | None = None,
+        worst_case_usd: float | None = None,
     ) -> int | None:
-        """Insert the ledger row, unless the run stopped; ``None`` means do not call."""
+        """Insert the ledger row, unless the run stopped; ``None`` means do not call.
+
+        Raises:
+            ledger.OverBudget: the run's budget cannot hold the call (after waiting, as
+                long as the run's open calls may still leave room for it).
+        """
         prefix = (prefix_sha256(request["system"], request["tools"]), request["system"],
                   request["tools"])
         stored_request = {k: v for k, v in request.items() if k not in ("system", "tools")}
-        async with self.pool.acquire() as conn:
-            return await ledger.open_call(
-                conn, run_id=run_id, pack_path=pack_path, pack_attempt=pack_attempt,
-                block_uids=uids, model=ctx.model.id, prefix=prefix, request=stored_request,
-                origin=origin(), purpose=purpose, est_output_tokens=est_output_tokens,
-                block_aliases=block_aliases,
-            )
+        deadline = time.monotonic() + _BUDGET_PATIENCE_S
+        while True:
+            try:
+                async with self.pool.acquire() as conn:
+                    return await ledger.open_call(
+                        conn, run_id=run_id, pack_path=pack_path, pack_attempt=pack_attempt,
+                        block_uids=uids, model=ctx.model.id, prefix=prefix,
+                        request=stored_request, origin=origin(), purpose=purpose,
+                        est_output_tokens=est_output_tokens, block_aliases=block_aliases,
+                        worst_case_usd=worst_case_usd,
+                    )
+            except ledger.OverBudget as over:
+                # Open calls hold the room this one needs; they usually cost far less than
+                # their worst case, so wait for their answers before giving up.
+                if not over.wait or time.monotonic() > deadline:
+                    raise
+            activity.heartbeat(f"{pack_path}: waiting for the run's open calls (budget)")
+            await asyncio.sleep(_BUDGET_POLL_S)
 
     async def _send(
         self, ctx: RunContext, call_id: int, uids: list[str], request: dict[str, Any],

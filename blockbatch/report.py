@@ -9,6 +9,7 @@ from urllib.parse import quote
 import asyncpg
 
 from blockbatch.cli.parser import PROG
+from core.budget import left_text, suggested_budget
 from core.models import RunResult
 from core.registry import Usage, cost_usd, get_model
 from runtime.settings import Settings
@@ -101,6 +102,8 @@ def retries_data(retries: Sequence[RetryRecord]) -> list[dict[str, Any]]:
 def next_command(result: RunResult) -> str | None:
     """The command to run next, given how the run ended (None while it is not finished)."""
     r, run = result, result.run_id
+    if r.budget is not None:
+        return f"{PROG} retry {run} --max-cost {suggested_budget(r.budget):.2f}"
     if r.status in ("completed", "completed_with_failures") and not r.blocks_failed:
         return f"{PROG} review {run}, then {PROG} confirm {run}"
     if r.blocks_failed:
@@ -158,6 +161,8 @@ def summary_lines(result: RunResult, *, baseline: float | None, links: dict[str,
         rows.insert(1, ("not done", not_done))
     if reused := reused_line(r):
         rows.insert(1, ("reused", reused))
+    if r.budget is not None:
+        rows.insert(1, ("budget", left_text(r.budget)))
     retried = retries_line(retries)
     if retried:
         rows.append(("retries", retried))
@@ -167,5 +172,6 @@ def summary_lines(result: RunResult, *, baseline: float | None, links: dict[str,
     following = next_command(r)
     if following:
         rows.append(("next", following))
-    head = f"run {r.run_id}: {r.status}" + (f" ({r.error})" if r.error else "")
+    error = r.error if r.budget is None else None  # the budget row says it
+    head = f"run {r.run_id}: {r.status}" + (f" ({error})" if error else "")
     return [head] + [f"  {k:<12} {v}" for k, v in rows]

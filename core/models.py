@@ -16,9 +16,10 @@ from core.ratelimit import limiter_text
 from core.registry import DEFAULT_MODEL
 
 #: A finished run is ``completed`` (every block done), ``completed_with_failures`` (some
-#: blocks done, some failed), ``failed`` (nothing done, or a fatal error) or ``cancelled``.
+#: blocks done, some failed), ``failed`` (nothing done, or a fatal error), ``cancelled`` or
+#: ``budget_exhausted`` (its ``max_cost_usd`` ran out before every block was done).
 RunStatus = Literal["created", "planning", "running", "cancelling", "completed",
-                    "completed_with_failures", "cancelled", "failed"]
+                    "completed_with_failures", "cancelled", "failed", "budget_exhausted"]
 CacheTtl = Literal["5m", "1h"]
 
 
@@ -55,6 +56,10 @@ class RunOptions(BaseModel):
     #: answer instead of its block_uid: fewer tokens, mapped back through the call's ledger
     #: row. ``False`` sends full block_uids (the benchmark compares both).
     short_ids: bool = True
+    #: The most the run may spend, in US dollars (``None``: no limit). Each call's worst
+    #: case is reserved against it before the call (core/budget.py); when the next call
+    #: cannot fit, the run stops starting calls and ends ``budget_exhausted``.
+    max_cost_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
 
 
 class OutageOptions(BaseModel):
@@ -146,6 +151,8 @@ class RunInput(BaseModel):
     running: list[int] = Field(default_factory=list)
     #: The run re-plans its unstarted packs from its answers at each continue-as-new.
     replans: bool = False
+    #: A call was refused because the run's budget could not hold it: no pack starts.
+    budget_exhausted: bool = False
 
 
 class RunProgress(BaseModel):
@@ -181,6 +188,19 @@ class RunProgress(BaseModel):
     reuse_saved_usd: float = 0.0
 
 
+class BudgetLeft(BaseModel):
+    """What a run stopped by its budget has left to do, and what finishing would cost."""
+
+    max_cost_usd: float
+    spent_usd: float
+    blocks_done: int
+    blocks_left: int
+    #: The run's own cost per block done so far (``None``: no block done yet).
+    cost_per_block_usd: float | None = None
+    #: ``cost_per_block_usd`` times ``blocks_left`` (``None`` without a rate yet).
+    to_finish_usd: float | None = None
+
+
 class RunResult(BaseModel):
     """What a finished run reports; recomputed from Postgres by ``finish_run``."""
 
@@ -210,6 +230,8 @@ class RunResult(BaseModel):
     #: and the reused blocks' share of what their source calls cost.
     blocks_reused: int = 0
     reuse_saved_usd: float = 0.0
+    #: Set when the run ended ``budget_exhausted``: what is left and what it would cost.
+    budget: BudgetLeft | None = None
 
 
 class PlanRunInput(BaseModel):
@@ -269,6 +291,8 @@ class WarmCacheOutput(BaseModel):
     called: bool
     call_id: int | None = None
     totals: Totals = Field(default_factory=lambda: Totals())
+    #: The run's budget could not hold the warm-up: nothing was sent, the run stops.
+    over_budget: bool = False
 
 
 class ProbeApiInput(BaseModel):
@@ -282,6 +306,8 @@ class ProbeApiOutput(BaseModel):
     message: str
     call_id: int | None = None
     cost_usd: float = 0.0
+    #: The run's budget could not hold the probe: nothing was sent, the run stops.
+    over_budget: bool = False
 
 
 class OutageProgress(BaseModel):
@@ -317,9 +343,13 @@ class PackOutcome(BaseModel):
     cancelled: bool = False
     #: Set when the whole run must stop (the API key was rejected).
     fatal_error: str | None = None
+    #: A call of this pack was refused by the run's budget (its blocks ended
+    #: ``budget_exhausted``): the run starts no more packs.
+    budget_exhausted: bool = False
 
 
-CallOutcome = Literal["answered", "overflow", "request_error", "oversized", "cancelled", "empty"]
+CallOutcome = Literal["answered", "overflow", "request_error", "oversized", "cancelled", "empty",
+                      "over_budget"]
 
 
 class CallModelInput(BaseModel):
@@ -414,7 +444,7 @@ class MarkCancellingInput(BaseModel):
 
 class FinishRunInput(BaseModel):
     run_id: str
-    status: Literal["completed", "cancelled", "failed"]
+    status: Literal["completed", "cancelled", "failed", "budget_exhausted"]
     error: str | None = None
 
 
@@ -498,6 +528,9 @@ class SubmitRoundOutput(BaseModel):
     requests: int = 0
     #: The run stopped (cancel) before every part was submitted.
     refused: bool = False
+    #: Blocks the round could not take within the run's budget (they ended
+    #: ``budget_exhausted``); the run stops after this round.
+    over_budget: int = 0
 
 
 class PollRoundOutput(BaseModel):
@@ -549,6 +582,9 @@ class RetryRequest(BaseModel):
     blocks: list[str] | None = None
     #: Cancelled blocks too; by default only failed ones.
     include_cancelled: bool = False
+    #: A new budget for the run, in US dollars (its whole cost, earlier executions
+    #: included); ``None``: the run keeps the budget it had.
+    max_cost_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
 
     def statuses(self) -> list[str]:
         """The overlay statuses a block may be retried from."""

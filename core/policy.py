@@ -18,6 +18,7 @@ result, and only carry the answer out:
 | rejected request (other 4xx), several blocks | ``split``: one block's content may be why |
 | rejected request (other 4xx), one block | ``fail`` with Claude's message |
 | run stopping before or instead of a call | ``keep`` |
+| the run's budget cannot hold the call (no call made) | ``fail`` with ``budget_exhausted``; the run starts no more packs |
 | transient error (429, 5xx, 529, no answer, batch expired/canceled/missing), retries left | ``resubmit`` |
 | Claude down (5xx, 529, no answer), no retries left, the run can pause | ``wait``: the run pauses and probes; the attempt is made again once Claude answers |
 | transient error, no retries left | ``fail`` |
@@ -39,9 +40,10 @@ Step = Literal["done", "retry", "split", "resubmit", "wait", "fail", "keep", "fa
 #: What became of an attempt: ``answered`` (then applied), ``errored`` (a classified
 #: Claude error), ``not_processed`` (a batch request that expired, was canceled or has no
 #: result line), ``nothing_left``, ``oversized`` (a lone block beyond the model's limits),
-#: ``stopped`` (the run is cancelling: no call was made).
+#: ``stopped`` (the run is cancelling: no call was made), ``over_budget`` (the run's
+#: budget could not hold the call: no call was made).
 AttemptResult = Literal["answered", "errored", "not_processed", "nothing_left", "oversized",
-                        "stopped"]
+                        "stopped", "over_budget"]
 
 #: Why a batch request was not processed, by its result kind.
 NOT_PROCESSED = {"expired": "the batch expired (24 h) before this request was processed",
@@ -79,7 +81,7 @@ def decide(
         blocks: how many blocks the attempt held.
         remaining: for ``answered``: blocks still pending after ``apply_results``.
         reason: for ``answered``: ``apply_results``'s summary of why blocks remain; for
-            ``oversized``: the readable message; for ``not_processed``: the batch result
+            ``oversized`` and ``over_budget``: the readable message; for ``not_processed``: the batch result
             kind (``expired``, ``canceled``, ``missing``); for ``errored``: the readable
             message when the caller already has one (else the error's own description).
         error: for ``errored``: the classified error (``None``: not a Claude error, e.g. a
@@ -103,6 +105,10 @@ def decide(
         return Decision("fail", reason, "oversized")
     if result == "stopped":
         return Decision("keep", reason or "run is cancelling", "cancelled")
+    if result == "over_budget":
+        # Nothing was sent; the blocks end failed (not cancelled), so that a retry with a
+        # raised budget takes them.
+        return Decision("fail", reason or "the run's budget is spent", "budget_exhausted")
     if result == "errored":
         # An error that was not classified (a worker-side failure) counts as transient.
         what = reason or (error.describe() if error is not None else "unknown error")

@@ -12,7 +12,7 @@ from typing import Literal
 ReasonCode = Literal[
     "missing_from_answer", "invalid_value", "malformed_answer", "truncated",
     "prompt_too_long", "oversized", "request_rejected", "api_unavailable", "key_rejected",
-    "cancelled", "unfinished",
+    "cancelled", "budget_exhausted", "unfinished",
 ]
 
 #: Each code and what it means for the user (the README's table is built from this).
@@ -27,5 +27,7 @@ REASONS: dict[ReasonCode, str] = {
     "api_unavailable": "Claude stayed unavailable (429/5xx/529/no answer) through every retry",
     "key_rejected": "the API key was rejected (401/403); the run stopped",
     "cancelled": "the run was cancelled before this block was done",
+    "budget_exhausted": "the run's budget (--max-cost) could not hold the call for this block; "
+                        "no call was made (`retry RUN_ID --max-cost USD` finishes it)",
     "unfinished": "no pack finished this block (a bug: please report it)",
 }

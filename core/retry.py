@@ -17,7 +17,8 @@ from core.reasons import REASONS
 from core.review import ANSWERED
 
 #: A run may be retried only once it has finished (not while it may still change).
-FINISHED_STATUSES = ("completed", "completed_with_failures", "cancelled", "failed")
+FINISHED_STATUSES = ("completed", "completed_with_failures", "cancelled", "failed",
+                     "budget_exhausted")
 
 RefusalKind = Literal["unknown_reason", "active", "unknown_block", "not_retryable", "nothing"]
 

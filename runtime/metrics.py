@@ -104,7 +104,7 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
            "blocks that ended `cancelled`, by reason code (`cancelled`, `key_rejected`)"),
     Metric("blockbatch_runs_finished_total", "counter", ("status",),
            "run executions finished: `completed`, `completed_with_failures`, `failed`, "
-           "`cancelled`"),
+           "`cancelled`, `budget_exhausted`"),
     Metric("blockbatch_limiter_rate", "gauge", (),
            "the share of the limits the fleet's rate limiter admits now (AIMD: halved on "
            "a 429, regained slowly), as this worker's latest answered call saw it"),
@@ -460,8 +460,8 @@ class _ObservedActivity(ActivityInboundInterceptor):
                                                                           arg.run_id)))
         elif isinstance(out, RunResult) and isinstance(arg, FinishRunInput):
             if before:
-                if arg.status == "completed":
-                    m.blocks_failed({"unfinished": before})
+                if arg.status in ("completed", "budget_exhausted"):
+                    m.blocks_failed({end_code(arg.status, arg.error): before})
                 else:
                     m.blocks_cancelled({end_code(arg.status, arg.error): before})
             m.run_finished(out.status)

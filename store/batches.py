@@ -74,6 +74,35 @@ async def round_size(conn: asyncpg.Connection, run_id: str, round_: int) -> tupl
     return int(row["n"]), int(row["blocks"])
 
 
+class RoundRequest(NamedTuple):
+    """A request of a round as budgeting sees it."""
+
+    custom_id: str
+    pack_path: str
+    block_uids: list[str]
+    max_tokens: int
+
+
+async def round_requests(conn: asyncpg.Connection, run_id: str, round_: int) -> list[RoundRequest]:
+    """A round's requests in submission order (pack_index, pack_path)."""
+    rows = await conn.fetch(
+        """select custom_id, pack_path, block_uids, max_tokens from batch_requests
+           where run_id = $1 and round = $2 order by pack_index, pack_path""",
+        run_id, round_)
+    return [RoundRequest(r["custom_id"], r["pack_path"], list(r["block_uids"]), r["max_tokens"])
+            for r in rows]
+
+
+async def drop_requests(
+    conn: asyncpg.Connection, run_id: str, round_: int, custom_ids: list[str]
+) -> None:
+    """Take requests out of a round not yet submitted (the run's budget cannot hold them)."""
+    await conn.execute(
+        """delete from batch_requests where run_id = $1 and round = $2
+             and custom_id = any($3::text[]) and provider_batch_id is null""",
+        run_id, round_, custom_ids)
+
+
 class RequestBlock(NamedTuple):
     """One block of one request of a round, as a page of :func:`request_page` lists it."""
 

@@ -16,9 +16,10 @@ from typing import Any
 
 import asyncpg
 
+from core.budget import verdict
 from core.models import ApplyResultsOutput
 from core.registry import Usage
-from store.runs import ACTIVE_STATUSES, status_for_share
+from store.runs import ACTIVE_STATUSES, budget_for_share
 
 _ANSWER_COLUMNS = """call_id, block_uids, stop_reason, input_tokens, output_tokens,
                      cache_creation_input_tokens, cache_read_input_tokens, cost_usd"""
@@ -32,6 +33,65 @@ class Origin:
     workflow_run_id: str | None
     activity_id: str
     activity_attempt: int
+
+
+class OverBudget(Exception):
+    """The run's budget cannot hold this call now; nothing was written.
+
+    ``wait``: it would fit once the run's open calls are answered (try again shortly);
+    otherwise the budget is exhausted.
+    """
+
+    def __init__(self, budget: float, recorded: float, open_reserved: float, need: float,
+                 wait: bool) -> None:
+        super().__init__(f"budget ${budget:.4f}: ${recorded:.4f} recorded, "
+                         f"${open_reserved:.4f} open, this call up to ${need:.4f}")
+        self.budget, self.recorded, self.open_reserved = budget, recorded, open_reserved
+        self.need, self.wait = need, wait
+
+
+async def budget_use(conn: asyncpg.Connection, run_id: str) -> tuple[float, float]:
+    """``(recorded, open)``: what the run's ledger holds against its budget, under the run's
+    budget lock (held until the transaction ends; see :func:`_reserve`)."""
+    await conn.execute("select pg_advisory_xact_lock(hashtextextended($1, 11))",
+                       f"budget:{run_id}")
+    row = await conn.fetchrow(
+        """select coalesce(sum(case when status = 'abandoned'
+                                    then greatest(cost_usd, coalesce(reserved_usd, 0))
+                                    else cost_usd end)
+                           filter (where status <> 'started'), 0)::float8 as recorded,
+                  coalesce(sum(coalesce(reserved_usd, 0)) filter (where status = 'started'),
+                           0)::float8 as open_reserved
+           from llm_calls where run_id = $1""",
+        run_id)
+    return row["recorded"], row["open_reserved"]
+
+
+async def _reserve(conn: asyncpg.Connection, run_id: str, budget: float | None,
+                   need: float | None) -> float | None:
+    """Reserve a call's worst case against the run's budget (inside the opening transaction).
+
+    Budget decisions of one run are serialised by a transaction-scoped advisory lock taken
+    only when the run has a budget, so a run without one pays nothing. It is taken after
+    the run row's share lock (every path takes the two in that order), and the run row is
+    not locked ``for update``: opening calls keep sharing it, and ``mark_cancelling`` still
+    waits for them. The recorded cost (a call lost with its worker, ``abandoned``, at its
+    worst case: it may have been paid), plus the worst cases of the run's calls still
+    open, plus ``need`` must stay within the budget.
+
+    Returns:
+        What to record as the call's ``reserved_usd`` (``None``: no budget).
+
+    Raises:
+        OverBudget: the call does not fit; nothing is written.
+    """
+    if budget is None or need is None:
+        return None
+    recorded, open_reserved = await budget_use(conn, run_id)
+    decided = verdict(budget, recorded=recorded, open_reserved=open_reserved, need=need)
+    if decided != "fits":
+        raise OverBudget(budget, recorded, open_reserved, need, wait=decided == "wait")
+    return need
 
 
 @dataclass(frozen=True)
@@ -85,6 +145,7 @@ async def open_call(
     request: dict[str, Any], origin: Origin, purpose: str = "pack",
     provider: str = "anthropic", est_output_tokens: int | None = None,
     block_aliases: dict[str, str] | None = None,
+    worst_case_usd: float | None = None,
 ) -> int | None:
     """Insert a ``started`` ledger row for a call about to be sent, unless the run stopped.
 
@@ -93,7 +154,8 @@ async def open_call(
     starts. A ``started`` row this same activity attempt opened before (its connection
     dropped before the insert was confirmed) is reused: nothing was sent for it. Any other
     ``started`` row of the same pack attempt lost its worker mid-call and is marked
-    ``abandoned``.
+    ``abandoned``. A run with a budget reserves the call's worst case first (see
+    :func:`_reserve`).
 
     Args:
         conn: the connection.
@@ -108,12 +170,18 @@ async def open_call(
         est_output_tokens: the planner's estimate of the answer's output tokens.
         block_aliases: the short ids the request names the blocks by (alias ->
             block_uid); ``None`` when it names them by block_uid.
+        worst_case_usd: the most this call can cost (core/budget.py), reserved against
+            the run's budget when it has one.
 
     Returns:
         The new ``call_id``; ``None`` when the run is no longer active (do not call).
+
+    Raises:
+        OverBudget: the run's budget cannot hold the call (nothing written).
     """
     async with conn.transaction():
-        if await status_for_share(conn, run_id) not in ACTIVE_STATUSES:
+        status, budget = await budget_for_share(conn, run_id)
+        if status not in ACTIVE_STATUSES:
             return None
         await save_prefix(conn, *prefix)
         # This very activity attempt opened a row already and lost its connection before
@@ -131,17 +199,19 @@ async def open_call(
         if mine is not None:
             return int(mine)
         await mark_abandoned(conn, run_id, pack_path, pack_attempt)
+        reserved = await _reserve(conn, run_id, budget, worst_case_usd)
         return await conn.fetchval(
             """insert into llm_calls (run_id, pack_path, pack_attempt, block_uids, model,
                    prefix_sha256, request, status, workflow_id, workflow_run_id,
                    activity_id, activity_attempt, purpose, provider, api, est_output_tokens,
-                   block_aliases)
+                   block_aliases, reserved_usd)
                values ($1, $2, $3, $4, $5, $6, $7, 'started', $8, $9, $10, $11, $12, $13,
-                       'messages', $14, $15)
+                       'messages', $14, $15, $16)
                returning call_id""",
             run_id, pack_path, pack_attempt, block_uids, model, prefix[0], request,
             origin.workflow_id, origin.workflow_run_id, origin.activity_id,
             origin.activity_attempt, purpose, provider, est_output_tokens, block_aliases,
+            reserved,
         )
 
 
@@ -168,7 +238,7 @@ async def observed_output(conn: asyncpg.Connection,
 
 async def open_probe(
     conn: asyncpg.Connection, *, run_id: str, model: str, request: dict[str, Any],
-    origin: Origin,
+    origin: Origin, worst_case_usd: float | None = None,
 ) -> int | None:
     """Insert a ``started`` row for a probe of the API (purpose ``probe``), numbered in order.
 
@@ -178,21 +248,26 @@ async def open_probe(
 
     Returns:
         The new ``call_id``; ``None`` when the run is no longer active (do not call).
+
+    Raises:
+        OverBudget: the run's budget cannot hold the probe (nothing written).
     """
     async with conn.transaction():
-        if await status_for_share(conn, run_id) not in ACTIVE_STATUSES:
+        status, budget = await budget_for_share(conn, run_id)
+        if status not in ACTIVE_STATUSES:
             return None
+        reserved = await _reserve(conn, run_id, budget, worst_case_usd)
         # One probe at a time per run (the run's probe loop): max + 1 does not race.
         return await conn.fetchval(
             """insert into llm_calls (run_id, pack_path, pack_attempt, block_uids, model,
                    request, status, workflow_id, workflow_run_id, activity_id,
-                   activity_attempt, purpose, provider, api)
+                   activity_attempt, purpose, provider, api, reserved_usd)
                select $1, 'probe', coalesce(max(pack_attempt), 0) + 1, '{}', $2, $3,
-                      'started', $4, $5, $6, $7, 'probe', 'anthropic', 'messages'
+                      'started', $4, $5, $6, $7, 'probe', 'anthropic', 'messages', $8
                from llm_calls where run_id = $1 and pack_path = 'probe'
                returning call_id""",
             run_id, model, request, origin.workflow_id, origin.workflow_run_id,
-            origin.activity_id, origin.activity_attempt,
+            origin.activity_id, origin.activity_attempt, reserved,
         )
 
 

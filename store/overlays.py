@@ -328,6 +328,17 @@ async def end_pending(
     ``unfinished``); a cancelled or failed run: ``cancelled``, with the run's error as the
     reason (code ``key_rejected`` when a rejected key stopped the run, else ``cancelled``).
     """
+    if status == "budget_exhausted":
+        # Packs the run never started once its budget ran out: no call was made for them;
+        # they end failed, so that `retry --max-cost` takes them.
+        await conn.execute(
+            """update overlays set status = 'failed', updated_at = now(),
+                      last_error = $2, reason_code = 'budget_exhausted'
+               where run_id = $1 and status = 'pending'""",
+            run_id, "the run's budget ran out before this block was sent; no call was "
+                    "made for it (`starter.py retry RUN_ID --max-cost USD` finishes it)",
+        )
+        return
     if status in ("completed", "completed_with_failures"):
         await conn.execute(
             """update overlays set status = 'failed', updated_at = now(),
@@ -348,6 +359,8 @@ async def end_pending(
 
 def end_code(status: RunStatus, error: str | None) -> ReasonCode:
     """The reason code of the blocks a run ends without finishing (see :func:`end_pending`)."""
+    if status == "budget_exhausted":
+        return "budget_exhausted"
     if status in ("completed", "completed_with_failures"):
         return "unfinished"
     if error and error.startswith("the API key was rejected"):

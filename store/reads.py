@@ -17,7 +17,8 @@ from typing import Any
 import asyncpg
 from pydantic import BaseModel
 
-from core.models import RunResult
+from core.budget import left_to_do
+from core.models import BudgetLeft, RunResult
 from core.reasons import REASONS
 from core.review import ANSWERED, OVERLAY_STATUSES
 from store.repo import NotFound
@@ -76,12 +77,29 @@ class RunInfo(BaseModel):
     def result(self) -> RunResult:
         """The run's counters as a :class:`RunResult` (final once the run has finished)."""
         b = self.blocks
+        done = sum(b.get(s, 0) for s in ANSWERED)
         return RunResult.model_validate({
             **self.model_dump(include=set(RunResult.model_fields)),
-            "blocks_ai_complete": sum(b.get(s, 0) for s in ANSWERED),
+            "blocks_ai_complete": done,
             "blocks_failed": b.get("failed", 0),
             "blocks_cancelled": b.get("cancelled", 0),
+            "budget": self.budget_left(done),
         })
+
+    @property
+    def max_cost_usd(self) -> float | None:
+        """The run's budget (``None``: none)."""
+        value = self.settings.get("max_cost_usd")
+        return float(value) if value is not None else None
+
+    def budget_left(self, done: int | None = None) -> BudgetLeft | None:
+        """What a run stopped by its budget has left to do (``None`` for any other run)."""
+        if self.status != "budget_exhausted":
+            return None
+        if done is None:
+            done = sum(self.blocks.get(s, 0) for s in ANSWERED)
+        return left_to_do(self.max_cost_usd or 0.0, spent=self.cost_usd, blocks_done=done,
+                          blocks_left=self.blocks_total - done)
 
 
 _RUN_SQL = """

@@ -8,6 +8,7 @@ from typing import Any
 
 import asyncpg
 
+from core.budget import left_text, left_to_do
 from core.context import RunContext
 from core.models import RunOptions, RunResult, RunStatus, Totals
 from core.registry import get_model
@@ -70,6 +71,19 @@ async def status_for_share(conn: asyncpg.Connection, run_id: str) -> str | None:
     is active has been recorded before the run reads as cancelling.
     """
     return await conn.fetchval("select status from runs where run_id = $1 for share", run_id)
+
+
+async def budget_for_share(
+    conn: asyncpg.Connection, run_id: str
+) -> tuple[str | None, float | None]:
+    """:func:`status_for_share`, and the run's budget (``max_cost_usd``; ``None``: none).
+
+    Read from the row, not the cached :class:`RunContext`: a retry may raise the budget.
+    """
+    row = await conn.fetchrow(
+        """select status, (settings->>'max_cost_usd')::float8 as budget from runs
+           where run_id = $1 for share""", run_id)
+    return (None, None) if row is None else (row["status"], row["budget"])
 
 
 async def lock_run(conn: asyncpg.Connection, run_id: str) -> None:
@@ -158,6 +172,14 @@ async def reuse_totals(conn: asyncpg.Connection, run_id: str) -> Totals:
         """select blocks_reused, reuse_saved_usd::float8 as reuse_saved_usd from runs
            where run_id = $1""", run_id)
     return Totals(blocks_reused=row["blocks_reused"], reuse_saved_usd=row["reuse_saved_usd"])
+
+
+async def set_budget(conn: asyncpg.Connection, run_id: str, max_cost_usd: float) -> None:
+    """Set the run's budget (``settings.max_cost_usd``): a retry raising it."""
+    await conn.execute(
+        """update runs set settings = settings || jsonb_build_object('max_cost_usd', $2::float8)
+           where run_id = $1""",
+        run_id, max_cost_usd)
 
 
 async def reopen_for_retry(conn: asyncpg.Connection, run_id: str, pack_count: int) -> None:
@@ -289,8 +311,15 @@ def final_status(
 
     A run the workflow ends as ``completed`` is ``completed`` when every block is done,
     ``completed_with_failures`` when some are, and ``failed`` ("nothing done") when none
-    is. ``cancelled`` and ``failed`` (a fatal error) stay as they are.
+    is. ``cancelled`` and ``failed`` (a fatal error) stay as they are; so does
+    ``budget_exhausted`` unless every block got done after all (then ``completed``).
     """
+    if asked == "budget_exhausted" and done >= total:
+        return "completed", None
+    if asked == "completed" and reasons.get("budget_exhausted"):
+        # A budget refusal the workflow did not hear of (a batch round cut, then its
+        # activity retried): the blocks say the budget ran out.
+        return "budget_exhausted", error
     if asked != "completed" or done >= total:
         return asked, error
     if done > 0:
@@ -326,7 +355,18 @@ async def close_run(
         status, error, total=counts["total"], done=counts["done"], failed=counts["failed"],
         cancelled=counts["cancelled"], reasons=reasons,
     )
+    budget = None
+    if status == "budget_exhausted":
+        # What is left and what finishing would cost, from the run's own cost per block.
+        max_cost = await conn.fetchval(
+            "select (settings->>'max_cost_usd')::float8 from runs where run_id = $1", run_id)
+        spent = float(await conn.fetchval(
+            "select coalesce(sum(cost_usd), 0)::float8 from llm_calls where run_id = $1",
+            run_id))
+        budget = left_to_do(max_cost or 0.0, spent=spent, blocks_done=counts["done"],
+                            blocks_left=counts["total"] - counts["done"])
+        error = left_text(budget)
     row = await conn.fetchrow(ROLLUP_SQL, run_id, status, error)
     return RunResult.model_validate({**dict(row), "cost_usd": float(row["cost_usd"]),
                                      "reuse_saved_usd": float(row["reuse_saved_usd"]),
-                                     "failure_reasons": reasons})
+                                     "failure_reasons": reasons, "budget": budget})

@@ -9,7 +9,9 @@ streamed into the ledger and applied, and whatever is unfinished (halves of trun
 or mis-mapped packs, single-block retries, errored or expired requests) is round n + 1.
 A round's membership lives in Postgres; only the round number crosses Temporal, and it
 travels in ``RunInput.batch`` across continue-as-new. A cancel signal cancels the
-provider batches; results that did arrive are applied, the rest ends ``cancelled``.
+provider batches; results that did arrive are applied, the rest ends ``cancelled``. A run
+with a budget submits each round sized to fit it (``submit_round``); once a round had to be
+cut, the run stops after it and finishes ``budget_exhausted``.
 """
 
 from __future__ import annotations
@@ -70,6 +72,8 @@ class BatchEnd:
     more: bool = False
     #: The run must stop (the API key was rejected, a batch was refused).
     fatal_error: str | None = None
+    #: A round was cut to fit the run's budget: the run finishes ``budget_exhausted``.
+    budget_exhausted: bool = False
 
 
 class BatchRounds:
@@ -136,6 +140,12 @@ class BatchRounds:
             if self._cancel_requested() or submitted.refused:
                 await self._stop("cancel requested")
                 return BatchEnd()
+            if submitted.over_budget:
+                # The budget held only part of this round: what is left ends
+                # budget_exhausted when the run finishes.
+                self._progress.phase = "budget exhausted"
+                self._show()
+                return BatchEnd(budget_exhausted=True)
             if st.round == ref.round:
                 self._progress.phase = "done"
                 self._show()

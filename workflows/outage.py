@@ -5,7 +5,8 @@ waits. :class:`OutageWatch` then pauses the run (RunWorkflow starts no pack whil
 ``paused``), holds every pack that reports, and probes with one small call at growing
 intervals; the first answered probe resumes every held pack. A report about a call that
 began failing before the last answered probe is resumed at once: Claude was back already.
-A cancel ends the pause; the held packs then get the run's cancel like any other pack.
+A cancel ends the pause; the held packs then get the run's cancel like any other pack. A
+probe the run's budget cannot hold resumes them too: the budget then refuses their calls.
 """
 
 from __future__ import annotations
@@ -111,6 +112,11 @@ class OutageWatch:
         totals.probes += 1
         totals.calls += 1 if result.call_id is not None else 0
         totals.cost_usd += result.cost_usd
+        if result.over_budget:
+            # The budget cannot hold even a probe: resume the held packs, whose calls the
+            # budget then refuses (their blocks end budget_exhausted, the run stops).
+            workflow.logger.warning("probe %d not made: %s", number, result.message)
+            return True
         if not result.up:
             self.current.probes += 1
             self.current.failures += 1

@@ -5,7 +5,9 @@ answer to the ledger), **apply** the answer (``apply_results`` validates it by b
 writes the overlays), **decide** with the pack policy (``core.policy.decide``, the same rules
 as batch mode), then **split** what is unfinished into two child ProcessPack workflows
 (``.../pack-3.0`` and ``.../pack-3.1``), **retry** a single block in place, **fail** the
-blocks, or **finish**. Splits do not consume attempts; per-block failures do.
+blocks, or **finish**. Splits do not consume attempts; per-block failures do. A call the
+run's budget cannot hold is not made: the blocks end ``budget_exhausted`` and the outcome
+tells the run to start no more packs.
 """
 
 from __future__ import annotations
@@ -137,6 +139,9 @@ class ProcessPackWorkflow:
                 await self._split(inp, uids, decision.reason, outcome)
             elif decision.step == "fail":
                 await self._fail(inp, uids, decision, outcome.totals)
+                # The run's budget cannot hold this pack's next call: the run stops
+                # starting packs (and ends budget_exhausted).
+                outcome.budget_exhausted = decision.code == "budget_exhausted"
             elif decision.step == "fatal":
                 outcome.fatal_error = decision.reason
             elif decision.step == "keep":
@@ -187,6 +192,8 @@ class ProcessPackWorkflow:
             return uids, decide("stopped", blocks=len(uids), reason=call.message or "")
         if call.outcome == "oversized":
             return uids, decide("oversized", blocks=len(uids), reason=call.message or "")
+        if call.outcome == "over_budget":
+            return uids, decide("over_budget", blocks=len(uids), reason=call.message or "")
         # overflow (prompt too long, request too large) or a rejected request
         kind = "overflow" if call.outcome == "overflow" else "rejected"
         error = call.error or ClaudeError(kind=kind, status=None, error_type=call.outcome,
@@ -284,6 +291,7 @@ class ProcessPackWorkflow:
             outcome.totals.add(child.totals)
             outcome.cancelled = outcome.cancelled or child.cancelled
             outcome.fatal_error = outcome.fatal_error or child.fatal_error
+            outcome.budget_exhausted = outcome.budget_exhausted or child.budget_exhausted
             outcome.limiter = latest(outcome.limiter, child.limiter)
 
     async def _fail(

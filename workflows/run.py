@@ -4,7 +4,9 @@
 (``_run_packs``: ProcessPack children, at most ``max_concurrent_packs`` at once) or
 **batch mode** (``_run_batch_rounds``: rounds of Message Batches, workflows/batch.py),
 then continue as new if work is left and this history is long enough, else
-``finish_run``. The plan lives in Postgres (each overlay row has its ``pack_index``); the
+``finish_run``. A run with a budget whose next call cannot fit it (a pack or the warm-up
+says ``budget_exhausted``) starts no more packs, lets the running ones end, and finishes
+``budget_exhausted``. The plan lives in Postgres (each overlay row has its ``pack_index``); the
 workflow only knows how many packs there are and which is next. Sync mode continues as new
 every ``packs_per_history`` packs, so a 100,000-block run keeps a small history.
 """
@@ -91,6 +93,8 @@ class RunWorkflow:
             inp.running)
         self._cancel_requested = False
         self._fatal_error: str | None = None
+        #: A call was refused by the run's budget: no pack starts (carried over).
+        self._budget_exhausted = inp.budget_exhausted
         self._status = "planning"
         self._batch: BatchRounds | None = None
         self._outage: OutageWatch | None = OutageWatch(inp, self._stopping, self._show)
@@ -242,13 +246,13 @@ class RunWorkflow:
         elif (continued and inp.replans and inp.next_pack < inp.pack_count
               and not self._stopping() and workflow.patched(PACKS_LEARN)):
             await self._replan(inp)
-        while inp.next_pack < inp.pack_count and not self._stopping():
+        while inp.next_pack < inp.pack_count and not self._halted():
             # While Claude is down (the run paused, probing) no pack starts.
             await workflow.wait_condition(
                 lambda: (len(self._running) < inp.max_concurrent_packs
-                         and not self._paused()) or self._stopping()
+                         and not self._paused()) or self._halted()
             )
-            if self._stopping() or started_here >= inp.packs_per_history:
+            if self._halted() or started_here >= inp.packs_per_history:
                 break
             # Every free slot's pack starts in one workflow task: awaiting each start on its
             # own costs a server round trip per pack and capped a run at ~10 packs/s.
@@ -268,7 +272,7 @@ class RunWorkflow:
                     await self._replan(inp)
         if self._stopping():
             await self._stop_children()
-        elif self._outlive and inp.next_pack < inp.pack_count:
+        elif self._outlive and inp.next_pack < inp.pack_count and not self._budget_exhausted:
             # This history is full: continue as new with the packs still running; they
             # report to the next execution. Not while paused: the held packs wait for
             # this execution's probe to resume them.
@@ -282,6 +286,7 @@ class RunWorkflow:
                 await workflow.wait_condition(lambda: not self._paused() or self._stopping())
             if not self._stopping():
                 inp.running = sorted(self._running)
+                inp.budget_exhausted = self._budget_exhausted
                 return False
             await self._stop_children()
         elif workflow.patched(CANCEL_REACHES_LAST_PACKS):
@@ -292,7 +297,8 @@ class RunWorkflow:
             if self._stopping():
                 await self._stop_children()
         await workflow.wait_condition(lambda: not self._running and not self._open)
-        return inp.next_pack >= inp.pack_count or self._stopping()
+        # Out of budget: the packs never started end budget_exhausted in finish_run.
+        return inp.next_pack >= inp.pack_count or self._stopping() or self._budget_exhausted
 
     async def _hand_over(self) -> None:
         """Tell the packs this execution started to report to the next one by signal.
@@ -337,6 +343,8 @@ class RunWorkflow:
             workflow.logger.warning("warm-up call failed (%s): pack 0 goes first instead",
                                     err.cause or err)
             return False
+        if out.over_budget:
+            self._budget_out()
         inp.totals.add(out.totals)
         return True
 
@@ -349,6 +357,7 @@ class RunWorkflow:
         self._batch = BatchRounds(inp, lambda: self._cancel_requested)
         end = await self._batch.run()
         self._fatal_error = end.fatal_error
+        self._budget_exhausted = self._budget_exhausted or end.budget_exhausted
         return not end.more
 
     async def _finish(self, inp: RunInput) -> RunResult:
@@ -356,6 +365,9 @@ class RunWorkflow:
             status, error = "failed", self._fatal_error
         elif self._cancel_requested:
             status, error = "cancelled", "cancelled by request"
+        elif self._budget_exhausted:
+            # finish_run says what is left and what finishing would cost.
+            status, error = "budget_exhausted", None
         else:
             status, error = "completed", None
         self._status = status
@@ -376,6 +388,17 @@ class RunWorkflow:
 
     def _stopping(self) -> bool:
         return self._cancel_requested or self._fatal_error is not None
+
+    def _halted(self) -> bool:
+        """No pack may start: the run is stopping, or its budget is exhausted."""
+        return self._stopping() or self._budget_exhausted
+
+    def _budget_out(self) -> None:
+        if not self._budget_exhausted:
+            workflow.logger.warning("the run's budget cannot hold its next call: no more "
+                                    "packs start")
+        self._budget_exhausted = True
+        self._show()
 
     async def _start_pack(self, index: int) -> None:
         inp = self._state
@@ -428,6 +451,8 @@ class RunWorkflow:
         inp.totals.packs_done += 1
         if outcome.fatal_error and not self._fatal_error:
             self._fatal_error = outcome.fatal_error
+        if outcome.budget_exhausted:
+            self._budget_out()
         self._limiter = latest(self._limiter, outcome.limiter)
         del self._running[index]
         self._show()
@@ -471,6 +496,10 @@ class RunWorkflow:
             if result.failure_reasons:
                 details += "\n\nnot done: " + ", ".join(
                     f"{n} {code}" for code, n in result.failure_reasons.items())
+            if result.budget is not None:
+                details += (f"\n\n**budget exhausted**: {result.budget.blocks_left} blocks "
+                            f"left, about ${result.budget.to_finish_usd or 0:.4f} to finish; "
+                            f"continue with `starter.py retry {result.run_id} --max-cost USD`")
             if result.error:
                 details += f"\n\n{result.error}"
             for change in result.plan_changes:
@@ -484,8 +513,11 @@ class RunWorkflow:
                 f"{p.blocks_total} blocks done · {p.packs_running} packs held · "
                 f"${p.cost_usd:.4f}")
             return
+        status = p.status
+        if self._budget_exhausted and status == "running":
+            status = "running: budget exhausted, no more packs start"
         details = (
-            f"**{p.status}** · {p.blocks_done}/{p.blocks_total} blocks done · "
+            f"**{status}** · {p.blocks_done}/{p.blocks_total} blocks done · "
             f"{p.blocks_failed} failed · packs {p.packs_done}/{p.packs_total} "
             f"({p.packs_running} running) · {p.calls} calls · {p.splits} splits · "
             f"${p.cost_usd:.4f}"

@@ -15,6 +15,7 @@ from activities.batches.create import submit_part
 from activities.batches.rounds import enqueue
 from activities.shared import heartbeating
 from core.batching import BATCH_CACHE_TTL, PackAttempt, Part, PartCutter, batch_params
+from core.budget import refusal_text, worst_case_usd
 from core.context import RunContext
 from core.models import (
     BatchOptions,
@@ -24,8 +25,8 @@ from core.models import (
     SubmitRoundOutput,
 )
 from core.prompt import alias_map, build_request
-from store import batches, overlays, provider_batches
-from store.runs import cached_run_context, lock_run
+from store import batches, ledger, overlays, provider_batches
+from store.runs import budget_for_share, cached_run_context, lock_run
 
 #: Pack attempts read per query while building a batch.
 _PAGE_REQUESTS = 200
@@ -53,12 +54,18 @@ async def open_batch_run(pool: asyncpg.Pool, inp: OpenBatchRunInput) -> OpenBatc
 async def submit_round(
     pool: asyncpg.Pool, client: anthropic.AsyncAnthropic, inp: BatchRoundInput
 ) -> SubmitRoundOutput:
-    """Submit a round as provider batches; a retry returns the batches already made."""
+    """Submit a round as provider batches; a retry returns the batches already made.
+
+    A run with a budget first sizes the round to fit it (:func:`fit_budget`).
+    """
     async with pool.acquire() as conn:
         ctx = await cached_run_context(conn, inp.run_id)
-        requests, _ = await batches.round_size(conn, inp.run_id, inp.round)
         done = await provider_batches.submitted_refs(conn, inp.run_id, inp.round)
-    out = SubmitRoundOutput(requests=requests, batches=list(done.values()))
+    over_budget = 0 if done else await fit_budget(pool, ctx, inp)
+    async with pool.acquire() as conn:
+        requests, _ = await batches.round_size(conn, inp.run_id, inp.round)
+    out = SubmitRoundOutput(requests=requests, batches=list(done.values()),
+                            over_budget=over_budget)
     if sum(b.requests for b in out.batches) == requests:
         return out  # every part is already submitted (or the round is empty)
     options = ctx.options.batch or BatchOptions()
@@ -76,6 +83,46 @@ async def submit_round(
                 break
             out.batches.append(ref)
     return out
+
+
+async def fit_budget(pool: asyncpg.Pool, ctx: RunContext, inp: BatchRoundInput) -> int:
+    """Size a round not yet submitted to the run's budget, at batch prices (worst case).
+
+    Under the run's budget lock (``store.ledger.budget_use``): the round keeps its requests,
+    in submission order, while what the ledger holds plus their worst cases fits the
+    budget; the rest are taken out of the round and their blocks end ``budget_exhausted``
+    (no request is made for them). Rounds run one at a time, so nothing else of the run
+    is open meanwhile. Returns how many blocks ended so (0: the round fits, or no budget).
+    """
+    async with pool.acquire() as conn, conn.transaction():
+        _, budget = await budget_for_share(conn, inp.run_id)
+        if budget is None:
+            return 0
+        recorded, open_reserved = await ledger.budget_use(conn, inp.run_id)
+        requests = await batches.round_requests(conn, inp.run_id, inp.round)
+        est = await batches.block_tokens(conn, [u for r in requests for u in r.block_uids])
+        held = recorded + open_reserved
+        for cut, r in enumerate(requests):
+            pack = ctx.pack([est[u] for u in r.block_uids])
+            need = worst_case_usd(ctx.model, input_tokens=pack.est_input_tokens,
+                                  max_tokens=r.max_tokens,
+                                  prefix_tokens=ctx.cacheable_prefix_tokens,
+                                  cache_ttl=BATCH_CACHE_TTL, batch=True)
+            if held + need > budget:
+                break
+            held += need
+        else:
+            return 0
+        dropped = requests[cut:]
+        await batches.drop_requests(conn, inp.run_id, inp.round,
+                                    [r.custom_id for r in dropped])
+        reason = refusal_text(budget, recorded=held, need=need)
+        failed = 0
+        for r in dropped:
+            failed += await overlays.fail_pending(conn, inp.run_id, reason, r.pack_path,
+                                                  reason_code="budget_exhausted",
+                                                  block_uids=r.block_uids)
+        return failed
 
 
 async def _parts(

@@ -28,6 +28,7 @@ from temporalio.exceptions import ApplicationError, FailureError, WorkflowAlread
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.db import NOTHING_TO_RETRY, RUN_NOT_FINISHED
+from blockbatch.api.budget import check_start_budget
 from blockbatch.api.errors import (
     BadRequest,
     ModelRetiring,
@@ -186,6 +187,10 @@ class Blockbatch:
         ``options.model`` left at the default takes the schema's ``prompt_config.model``.
         A run whose workflow cannot be started is deleted again. A model at or near its
         end-of-life is started all the same, with a :class:`ModelRetiring` warning.
+
+        Raises:
+            BudgetError: ``options.max_cost_usd`` cannot pay for the run's first call (the
+                message names the smallest budget that can); nothing is created.
         """
         options = options or RunOptions()
         client = await self.temporal()
@@ -193,6 +198,7 @@ class Blockbatch:
             names = await repo.run_inputs(conn, document_id, schema_id)
             options = with_schema_model(options,
                                         names.definition["prompt_config"].get("model"))
+            await check_start_budget(conn, document_id, schema_id, names.definition, options)
             retiring = retirement_warning(get_model(options.model), date.today())
             if retiring:
                 warnings.warn(retiring, ModelRetiring, stacklevel=2)
@@ -231,6 +237,7 @@ class Blockbatch:
         reasons: list[str] | None = None,
         blocks: list[str] | None = None,
         include_cancelled: bool = False,
+        max_cost_usd: float | None = None,
         packs_per_history: int = 400,
         task_queue: str | None = None,
     ) -> RetryStarted:
@@ -242,7 +249,9 @@ class Blockbatch:
         The request is checked first, read-only; then a new execution of the run's
         workflow (same id, ``run-<run_id>``) claims the retry, resets those blocks and
         runs them in new packs. Its counters, ledger and cost add to the run's. Follow it
-        with :meth:`wait` and :meth:`progress` like any run.
+        with :meth:`wait` and :meth:`progress` like any run. ``max_cost_usd`` sets a new
+        budget for the whole run (what it spent already included): a run that ended
+        ``budget_exhausted`` finishes its blocks within it.
 
         Raises:
             UnknownReason: a reason code that is not in core/reasons.py.
@@ -251,9 +260,11 @@ class Blockbatch:
                 already running (two retries at once: one starts, the other gets this).
             NothingToRetry: nothing in the run matches the request.
             BlockNotRetryable: a named block did not fail (or is not in the selection).
+            BudgetError: the budget cannot pay for the retry's first call.
         """
         checked = await self.check_retry(run_id, reasons=reasons, blocks=blocks,
-                                         include_cancelled=include_cancelled)
+                                         include_cancelled=include_cancelled,
+                                         max_cost_usd=max_cost_usd)
         client = await self.temporal()
         run = checked.run
         options = RunOptions.model_validate(run.settings)
@@ -301,11 +312,13 @@ class Blockbatch:
     async def check_retry(
         self, run_id: str, *, reasons: list[str] | None = None,
         blocks: list[str] | None = None, include_cancelled: bool = False,
+        max_cost_usd: float | None = None,
     ) -> CheckedRetry:
         """What :meth:`retry` would take (blocks, by reason), read-only; raises as it would."""
         async with self.pool.acquire() as conn:
             return await check_retry_request(conn, run_id, reasons=reasons, blocks=blocks,
-                                             include_cancelled=include_cancelled)
+                                             include_cancelled=include_cancelled,
+                                             max_cost_usd=max_cost_usd)
 
     async def retries(self, run_id: str) -> list[RetryRecord]:
         """Every retry of the run, first first (what it took, when, how it ended)."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import asyncpg
 from pydantic import BaseModel
 
+from blockbatch.api.budget import check_retry_budget
 from blockbatch.api.errors import (
     BlockNotRetryable,
     NothingToRetry,
@@ -20,6 +21,7 @@ from blockbatch.api.errors import (
     UnknownReason,
 )
 from blockbatch.api.review import resolve_block_refs
+from core.budget import parse_budget
 from core.models import RetryRequest
 from core.retry import RefusalKind, check_retry, unknown_reasons
 from store import reads, retries
@@ -62,7 +64,7 @@ class CheckedRetry:
 
 async def check_retry_request(
     conn: asyncpg.Connection, run_id: str, *, reasons: list[str] | None,
-    blocks: list[str] | None, include_cancelled: bool,
+    blocks: list[str] | None, include_cancelled: bool, max_cost_usd: float | None = None,
 ) -> CheckedRetry:
     """Check a retry request against the run as it is now; change nothing.
 
@@ -75,9 +77,13 @@ async def check_retry_request(
         UnknownBlock: a block the run does not have.
         BlockNotRetryable: a block that did not fail (or is not in the selection).
         NothingToRetry: the selection takes no block.
+        BudgetError: the budget (``max_cost_usd``, else the run's) is not a positive
+            number or cannot pay for the retry's first call on top of what was spent.
     """
     request = RetryRequest(reasons=list(dict.fromkeys(reasons)) if reasons else None,
-                           include_cancelled=include_cancelled)
+                           include_cancelled=include_cancelled,
+                           max_cost_usd=(parse_budget(max_cost_usd)
+                                         if max_cost_usd is not None else None))
     refusal = unknown_reasons(request)
     if refusal is not None:
         raise UnknownReason(refusal.message)
@@ -90,6 +96,7 @@ async def check_retry_request(
     checked = check_retry(run_id, run.status, counts, named, request)
     if checked.refusal is not None:
         raise _ERRORS.get(checked.refusal.kind, RetryRefused)(checked.refusal.message)
+    await check_retry_budget(conn, run, request)
     number = await retries.retries_so_far(conn, run_id) + 1
     return CheckedRetry(run=run, request=request, number=number, blocks=checked.blocks,
                         reasons=checked.reasons)

@@ -16,6 +16,7 @@ from temporalio.client import Client
 
 from blockbatch.cli.console import Console
 from blockbatch.cli.parser import (
+    EXIT_BUDGET_EXHAUSTED,
     EXIT_INTERRUPTED,
     EXIT_NOT_FOUND,
     EXIT_NOT_RETRYABLE,
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from blockbatch.cli.session import Session
 
 __all__ = [
-    "EXIT_INTERRUPTED", "EXIT_NOTHING_TO_RETRY", "EXIT_NOT_FOUND", "EXIT_NOT_RETRYABLE",
+    "EXIT_BUDGET_EXHAUSTED", "EXIT_INTERRUPTED", "EXIT_NOTHING_TO_RETRY", "EXIT_NOT_FOUND", "EXIT_NOT_RETRYABLE",
     "EXIT_OK", "EXIT_PIPE_CLOSED", "EXIT_RUN_ACTIVE", "EXIT_RUN_FAILED", "EXIT_UNAVAILABLE",
     "EXIT_USAGE", "EXIT_WITH_FAILURES", "amain", "main",
 ]

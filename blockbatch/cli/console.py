@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 STATUS_COLORS = {"completed": "green", "ai_complete": "green", "confirmed": "green",
-                 "completed_with_failures": "yellow",
+                 "completed_with_failures": "yellow", "budget_exhausted": "yellow",
                  "failed": "red", "cancelled": "yellow", "cancelling": "yellow", "rejected": "yellow",
                  "running": "cyan", "planning": "cyan", "pending": "dim", "succeeded": "green"}
 #: Wider than any table we print: tables keep their natural width (a pipe has no width).

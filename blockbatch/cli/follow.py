@@ -14,7 +14,13 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from blockbatch.api import Blockbatch
 from blockbatch.cli.console import Console
-from blockbatch.cli.parser import EXIT_OK, EXIT_RUN_FAILED, EXIT_WITH_FAILURES, PROG
+from blockbatch.cli.parser import (
+    EXIT_BUDGET_EXHAUSTED,
+    EXIT_OK,
+    EXIT_RUN_FAILED,
+    EXIT_WITH_FAILURES,
+    PROG,
+)
 from blockbatch.cli.progress import ProgressView
 from blockbatch.report import baseline_cost, run_links, summary_dict, summary_lines
 
@@ -139,9 +145,12 @@ def say_detached(con: Console, run_id: str) -> None:
 
 
 def exit_code(status: str) -> int:
-    """A followed run's exit code: 0 every block done, 5 done with failures, 1 otherwise."""
+    """A followed run's exit code: 0 every block done, 5 done with failures, 9 stopped by
+    its budget, 1 otherwise."""
     if status == "completed":
         return EXIT_OK
+    if status == "budget_exhausted":
+        return EXIT_BUDGET_EXHAUSTED
     if status == "completed_with_failures":
         return EXIT_WITH_FAILURES
     return EXIT_RUN_FAILED

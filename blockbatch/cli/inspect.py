@@ -21,6 +21,7 @@ from blockbatch.report import (
     reused_line,
     run_links,
 )
+from core.budget import left_text
 from core.models import RunProgress
 from store.ratelimits import LimiterView
 from store.reads import PromptPart
@@ -57,6 +58,8 @@ async def cmd_status(args: argparse.Namespace, s: Session) -> int:
     if s.con.json:
         s.con.data({"run": info.model_dump(mode="json"),
                     "failure_reasons": result.failure_reasons,
+                    "budget": (result.budget.model_dump(mode="json")
+                               if result.budget is not None else None),
                     "retries": retries_data(retries),
                     "next": None if info.active else next_command(result),
                     "progress": progress.model_dump(mode="json") if progress else None,
@@ -75,6 +78,10 @@ async def cmd_status(args: argparse.Namespace, s: Session) -> int:
         rows.append(("not done", not_done))
     if reused := reused_line(result):
         rows.append(("reused", reused))
+    if result.budget is not None:
+        rows.append(("budget", left_text(result.budget)))
+    elif info.max_cost_usd is not None:
+        rows.append(("budget", f"${info.max_cost_usd:.4f} (--max-cost)"))
     if retried := retries_line(retries):
         rows.append(("retries", retried))
     for limiter in await bb.limits():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from core.budget import BudgetError, parse_budget
 from core.ingest import FORMATS
 from core.reasons import REASONS
 from core.review import OVERLAY_STATUSES
@@ -18,6 +19,8 @@ EXIT_WITH_FAILURES = 5
 #: A refused retry (nothing changed): the run has not finished (or a retry of it is under
 #: way), it has nothing to retry, or a block asked for did not fail.
 EXIT_RUN_ACTIVE, EXIT_NOTHING_TO_RETRY, EXIT_NOT_RETRYABLE = 6, 7, 8
+#: A followed run stopped by its budget (``budget_exhausted``): some blocks are left.
+EXIT_BUDGET_EXHAUSTED = 9
 EXIT_INTERRUPTED = 130
 #: Stdout closed by the reader (``| head``): 128 + SIGPIPE, as a shell reports it.
 EXIT_PIPE_CLOSED = 141
@@ -34,6 +37,8 @@ exit codes (retry, once it has run, exits as run and watch do):
   6  retry: the run has not finished, or a retry of it is already under way
   7  retry: nothing to retry (no failed block, or none with the given reasons)
   8  retry: a block given with --block did not fail (or is not in the selection)
+  9  run/watch/retry: the budget (--max-cost) ran out (`budget_exhausted`): blocks are
+     left; `retry RUN_ID --max-cost USD` with a higher budget finishes them
   130 interrupted (Ctrl-C)                      141 stdout closed by its reader (`| head`)
 
 configuration comes from the environment: DATABASE_URL, TEMPORAL_ADDRESS,
@@ -58,6 +63,18 @@ def _at_least(minimum: int) -> Callable[[str], int]:
 
 
 _positive, _not_negative = _at_least(1), _at_least(0)
+
+
+def _budget(text: str) -> float:
+    try:
+        return parse_budget(text)
+    except BudgetError as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("--max-cost ")) from None
+
+
+_MAX_COST_HELP = ("the most the run may spend, in US dollars: each call's worst case is "
+                  "reserved against it before the call; when the next call cannot fit, the "
+                  "run stops starting calls and ends budget_exhausted, saying what is left")
 
 
 def _run_inputs(p: argparse.ArgumentParser) -> None:
@@ -108,6 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--dry-run", action="store_true",
                      help="print the quote (as `estimate` does) and stop: nothing is stored, "
                           "nothing is started")
+    run.add_argument("--max-cost", type=_budget, metavar="USD", help=_MAX_COST_HELP)
     run.add_argument("--no-wait", action="store_true",
                      help="start the run and return; follow it later with `watch`")
 
@@ -139,7 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
     lst = command("list", "list recent runs", "List runs, newest first.")
     lst.add_argument("--limit", type=_positive, default=20, help="how many (default 20)")
     lst.add_argument("--status", help="only runs in this state: created, planning, running, "
-                     "cancelling, completed, completed_with_failures, failed, cancelled")
+                     "cancelling, completed, completed_with_failures, failed, cancelled, "
+                     "budget_exhausted")
     cancel = run_id_command("cancel", "ask a run to stop",
                             "Signal the run to stop: no new Claude call starts, running packs "
                             "finish or stop, pending blocks end cancelled.")
@@ -160,6 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="only these blocks (uid, or block index); each must have failed")
     retry.add_argument("--cancelled", action="store_true",
                        help="cancelled blocks too (by default only failed ones)")
+    retry.add_argument("--max-cost", type=_budget, metavar="USD",
+                       help="a new budget for the whole run, what it spent included (a run "
+                            "that ended budget_exhausted: raise it to finish the run); "
+                            "default: the run's own")
     retry.add_argument("--no-wait", action="store_true",
                        help="start the retry and return; follow it later with `watch`")
 

@@ -36,6 +36,8 @@ def _options(args: argparse.Namespace) -> RunOptions:
         fields["pack_size"] = args.pack_size
     if args.max_concurrent_packs:
         fields["max_concurrent_packs"] = args.max_concurrent_packs
+    if args.max_cost is not None:
+        fields["max_cost_usd"] = args.max_cost
     return RunOptions.model_validate(fields)
 
 
@@ -148,14 +150,14 @@ async def cmd_retry(args: argparse.Namespace, s: Session) -> int:
     bb = await s.bb(temporal=False)
     # Everything a user can get wrong is checked before anything starts.
     checked = await bb.check_retry(args.run_id, reasons=args.reason, blocks=args.block,
-                                   include_cancelled=args.cancelled)
+                                   include_cancelled=args.cancelled, max_cost_usd=args.max_cost)
     await check_claude(s.settings)
     await bb.temporal()
     if not await bb.workers_polling():
         s.con.note(f"note: no worker is polling task queue {s.settings.temporal_task_queue!r}; "
                    "the retry waits until one does (`make worker` or `python worker.py`)")
     started = await bb.retry(args.run_id, reasons=args.reason, blocks=args.block,
-                             include_cancelled=args.cancelled)
+                             include_cancelled=args.cancelled, max_cost_usd=args.max_cost)
     run_id = started.run_id
     what = (f"retry {started.retry} of run {run_id}: {started.blocks} "
             f"{'failed or cancelled' if args.cancelled else 'failed'} "

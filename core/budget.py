@@ -1,0 +1,194 @@
+"""A budget that holds (``RunOptions.max_cost_usd``): the worst case of a call, and whether
+the next one fits. Pure rules; ``store/ledger.py`` decides atomically with them.
+
+Before every Claude call of a budgeted run (a pack's call, the warm-up, an outage probe) the
+call's **worst case** is reserved against the budget: what the ledger has recorded for the
+run, plus the worst cases of its calls still open (sent, not yet answered, or lost with their
+worker), plus this call's worst case must stay within the budget. The worst case of a call
+(:func:`worst_case_usd`) is its input as if nothing were read from the cache, its cacheable
+prefix at the cache-write price where a write can happen, and ``max_tokens`` of output at
+the output price; input estimates are the planner's (already leaning high) times
+:data:`INPUT_MARGIN`. The answer's real cost replaces the reservation when it is recorded,
+so the ledger total stays within the budget however many packs and workers run at once.
+
+A call that does not fit (:func:`verdict`) waits while calls still open hold the room it
+needs (they usually cost far less than their worst case), and is refused when even the
+recorded cost alone leaves no room: then the run's budget is exhausted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Literal
+
+from core.context import RunContext
+from core.models import BudgetLeft
+from core.planning import Pack
+from core.registry import BATCH_DISCOUNT, ModelInfo
+
+#: Real input counts may exceed the planner's estimate a little (it leans high, but it is
+#: not Claude's tokenizer): a worst case takes this much more input than estimated.
+INPUT_MARGIN = 1.25
+
+Verdict = Literal["fits", "wait", "exhausted"]
+
+
+class BudgetError(ValueError):
+    """A budget a run cannot use (not a number, not positive, or below one call)."""
+
+
+def worst_case_usd(
+    model: ModelInfo, *, input_tokens: int, max_tokens: int, prefix_tokens: int = 0,
+    cache_ttl: str = "5m", batch: bool = False,
+) -> float:
+    """The most one call can cost.
+
+    Args:
+        model: the model (its prices).
+        input_tokens: the request's estimated input (prefix included).
+        max_tokens: the request's ``max_tokens``: output is billed up to it.
+        prefix_tokens: the cacheable prompt prefix (0: too short to be cached): billed at
+            the cache-write price, the dearer of the ways it can be billed.
+        cache_ttl: ``5m`` or ``1h``: the write price.
+        batch: Message Batches prices (half).
+    """
+    prefix = min(max(prefix_tokens, 0), max(input_tokens, 0))
+    write = model.price_cache_write_1h if cache_ttl == "1h" else model.price_cache_write_5m
+    prefix_price = max(write, model.price_input) if prefix else 0.0
+    rest = max(input_tokens, 0) - prefix
+    total = (INPUT_MARGIN * (prefix * prefix_price + rest * model.price_input)
+             + max(max_tokens, 0) * model.price_output) / 1_000_000
+    return total * (BATCH_DISCOUNT if batch else 1.0)
+
+
+def verdict(budget: float, *, recorded: float, open_reserved: float, need: float) -> Verdict:
+    """Whether a call of worst case ``need`` may start now.
+
+    ``fits`` when recorded + open + need is within the budget; ``wait`` when it would fit
+    once the open calls are answered (at no more than the recorded cost alone);
+    ``exhausted`` when not even that.
+    """
+    if recorded + open_reserved + need <= budget + 1e-12:
+        return "fits"
+    if recorded + need <= budget + 1e-12 and open_reserved > 0:
+        return "wait"
+    return "exhausted"
+
+
+def refusal_text(budget: float, *, recorded: float, need: float) -> str:
+    """The readable reason a block ends ``budget_exhausted`` with."""
+    return (f"the run's budget of ${budget:.4f} is spent up to ${recorded:.4f}: the next call "
+            f"could cost up to ${need:.4f}, so it was not made; raise the budget with "
+            "`starter.py retry RUN_ID --max-cost USD`")
+
+
+def parse_budget(value: object) -> float:
+    """A budget as given (text or number): a positive, finite number of US dollars.
+
+    Raises:
+        BudgetError: not a number, not finite, zero or negative.
+    """
+    if isinstance(value, bool):
+        raise BudgetError(f"--max-cost must be a number of US dollars, got {value!r}")
+    try:
+        usd = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise BudgetError(f"--max-cost must be a number of US dollars (e.g. 2.50), got "
+                          f"{value!r}") from None
+    if not math.isfinite(usd) or usd <= 0:
+        raise BudgetError(f"--max-cost must be more than $0, got {value!r}")
+    return usd
+
+
+def check_minimum(budget: float, minimum: float, first_call: str, *,
+                  spent: float = 0.0) -> None:
+    """Refuse a budget that cannot pay for the run's first call (after ``spent``).
+
+    Raises:
+        BudgetError: naming the smallest budget that can.
+    """
+    if spent + minimum <= budget:
+        return
+    floor = math.ceil((spent + minimum) * 10_000) / 10_000
+    already = f"${spent:.4f} already spent plus " if spent else ""
+    raise BudgetError(
+        f"--max-cost ${budget:.4f} cannot pay for the run's first call ({first_call}), which "
+        f"could cost up to ${minimum:.4f}: the smallest budget is {already}that, "
+        f"--max-cost {floor:.4f}; nothing was started")
+
+
+def left_to_do(budget: float, *, spent: float, blocks_done: int, blocks_left: int) -> BudgetLeft:
+    """What is left of a run stopped by its budget: blocks, and an estimate from its own
+    cost per block so far."""
+    per_block = spent / blocks_done if blocks_done else None
+    return BudgetLeft(
+        max_cost_usd=budget, spent_usd=round(spent, 6), blocks_done=blocks_done,
+        blocks_left=blocks_left,
+        cost_per_block_usd=round(per_block, 6) if per_block is not None else None,
+        to_finish_usd=round(per_block * blocks_left, 4) if per_block is not None else None,
+    )
+
+
+def left_text(left: BudgetLeft) -> str:
+    """``budget $0.50 ran out at $0.4870: 96 blocks left, about $0.4675 to finish``."""
+    head = (f"budget ${left.max_cost_usd:.4f} ran out at ${left.spent_usd:.4f}: "
+            f"{left.blocks_left} block{'s' if left.blocks_left != 1 else ''} left")
+    if left.to_finish_usd is None:
+        return head + " (no block done yet to estimate the rest from)"
+    return (head + f", about ${left.to_finish_usd:.4f} to finish "
+                   f"(${left.cost_per_block_usd:.5f} a block so far)")
+
+
+def suggested_budget(left: BudgetLeft) -> float:
+    """A budget that should finish the run: what was spent plus half again the estimate
+    to finish (calls reserve their worst case, so the last ones need room), in cents."""
+    more = (left.to_finish_usd or left.max_cost_usd) * 1.5
+    return math.ceil((left.spent_usd + more) * 100) / 100
+
+
+#: Input tokens of the warm-up's one stand-in block with its JSON wrapper (a few words).
+WARM_UP_BLOCK_TOKENS = 64
+
+
+def warm_up_worst_case(ctx: RunContext) -> float:
+    """The warm-up call's worst case: the prompt prefix written, one stand-in block, one
+    output token."""
+    return worst_case_usd(ctx.model, input_tokens=ctx.fixed_prompt_tokens + WARM_UP_BLOCK_TOKENS,
+                          max_tokens=1, prefix_tokens=ctx.cacheable_prefix_tokens,
+                          cache_ttl=ctx.options.cache_ttl)
+
+
+def pack_worst_case(ctx: RunContext, pack: Pack, *, batch: bool = False) -> float:
+    """A pack call's worst case, from its input estimate and ``max_tokens``."""
+    return worst_case_usd(ctx.model, input_tokens=pack.est_input_tokens,
+                          max_tokens=pack.max_tokens, prefix_tokens=ctx.cacheable_prefix_tokens,
+                          cache_ttl="5m" if batch else ctx.options.cache_ttl, batch=batch)
+
+
+#: A probe of the API (an outage): "Reply with OK." and one output token.
+PROBE_INPUT_TOKENS = 16
+
+
+def probe_worst_case(ctx: RunContext) -> float:
+    return worst_case_usd(ctx.model, input_tokens=PROBE_INPUT_TOKENS, max_tokens=1)
+
+
+def first_call(ctx: RunContext, block_tokens: Sequence[int]) -> tuple[str, float]:
+    """The first call a run over these blocks makes, and its worst case.
+
+    A run of more than one pack whose prompt is long enough to be cached starts with the
+    warm-up call; otherwise with its first pack (batch mode: its first request, at batch
+    prices).
+    """
+    packs = ctx.plan(block_tokens)
+    if not packs:
+        return "no call", 0.0
+    batch = ctx.options.mode == "batch"
+    if not batch and len(packs) > 1 and ctx.cacheable_prefix_tokens:
+        return "the warm-up call that writes the prompt cache", warm_up_worst_case(ctx)
+    first = packs[0]
+    pack = ctx.pack([block_tokens[p] for p in first.positions])
+    what = (f"{'batch request' if batch else 'pack'} 0 of {len(first.positions)} "
+            f"block{'s' if len(first.positions) != 1 else ''}")
+    return what, pack_worst_case(ctx, pack, batch=batch)
