@@ -173,6 +173,10 @@ class FakeWorld:
         self.warm_ups = 0
         #: The warm-up call fails with this (every attempt) when set.
         self.warm_error: ClaudeError | None = None
+        #: The run's budget cannot hold the warm-up call.
+        self.warm_over_budget = False
+        #: Batch mode: packs the run's budget cuts from a round (their blocks fail).
+        self.budget_cut: dict[int, list[str]] = {}
         self.cancelling: str | None = None
         self.finished: FinishRunInput | None = None
         # The test watches and steers in-flight work with these.
@@ -283,6 +287,9 @@ class FakeWorld:
     async def finish_run(self, inp: FinishRunInput) -> RunResult:
         self.finished = inp
         total = len(self.uids)
+        if inp.status == "budget_exhausted":  # like end_pending: the rest end failed
+            for uid in self._pending(self.uids):
+                self.failed[uid] = "the run's budget ran out before this block was sent"
         pending = total - len(self.done) - len(self.failed)
         return RunResult(
             run_id=inp.run_id, status=inp.status, error=inp.error, blocks_total=total,
@@ -356,6 +363,8 @@ class FakeWorld:
         self.warm_ups += 1
         if self.warm_error is not None:
             raise application_error(self.warm_error)
+        if self.warm_over_budget:
+            return WarmCacheOutput(called=False, over_budget=True)
         return WarmCacheOutput(called=True, call_id=0)
 
     @activity.defn(name="probe_api")
@@ -387,12 +396,18 @@ class FakeWorld:
         members = self.round_members.get(inp.round, [])
         if self.cancelling:
             return SubmitRoundOutput(refused=True)
+        over_budget = 0
+        for path in self.budget_cut.pop(inp.round, []):  # like fit_budget
+            members.remove(path)
+            for uid in self._pending(self._pack_blocks(path)):
+                self.failed[uid] = "the run's budget cannot hold this request"
+                over_budget += 1
         if not members:
-            return SubmitRoundOutput()
+            return SubmitRoundOutput(over_budget=over_budget)
         return SubmitRoundOutput(
             batches=[ProviderBatchRef(part=0, provider_batch_id=f"msgbatch_r{inp.round}",
                                       requests=len(members))],
-            requests=len(members),
+            requests=len(members), over_budget=over_budget,
         )
 
     def _counts(self, round_: int) -> BatchCounts:

@@ -1,0 +1,113 @@
+"""A budget that holds: the worst case of a call, whether the next one fits, what is left."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.budget import (
+    INPUT_MARGIN,
+    BudgetError,
+    check_minimum,
+    first_call,
+    left_text,
+    left_to_do,
+    parse_budget,
+    suggested_budget,
+    verdict,
+    warm_up_worst_case,
+    worst_case_usd,
+)
+from core.context import RunContext
+from core.models import RunOptions
+from core.policy import decide
+from core.reasons import REASONS
+from core.registry import get_model
+from core.schema import load_schema
+
+SONNET = get_model("claude-sonnet-4-5")
+
+
+def test_worst_case_bills_the_prefix_as_a_cache_write_the_rest_as_input_and_all_of_max_tokens():
+    # 10,000 input tokens of which 8,000 a cacheable prefix; 1,000 max_tokens.
+    cost = worst_case_usd(SONNET, input_tokens=10_000, prefix_tokens=8_000, max_tokens=1_000)
+    expected = (INPUT_MARGIN * (8_000 * 3.75 + 2_000 * 3.0) + 1_000 * 15.0) / 1e6
+    assert cost == pytest.approx(expected)
+    # A 1-hour cache write is dearer; no prefix: all plain input; batch: half of it all.
+    assert worst_case_usd(SONNET, input_tokens=10_000, prefix_tokens=8_000, max_tokens=1_000,
+                          cache_ttl="1h") > cost
+    plain = worst_case_usd(SONNET, input_tokens=10_000, max_tokens=1_000)
+    assert plain == pytest.approx((INPUT_MARGIN * 30_000 + 15_000) / 1e6)
+    assert worst_case_usd(SONNET, input_tokens=10_000, prefix_tokens=8_000, max_tokens=1_000,
+                          batch=True) == pytest.approx(cost / 2)
+    # A prefix can never be more than the input.
+    assert worst_case_usd(SONNET, input_tokens=100, prefix_tokens=5_000, max_tokens=0) == \
+        pytest.approx(INPUT_MARGIN * 100 * 3.75 / 1e6)
+
+
+def test_worst_case_is_never_below_what_the_api_can_bill_for_the_same_call():
+    from core.registry import Usage, cost_usd
+    for usage in (Usage(input_tokens=2_000, cache_creation_input_tokens=8_000, output_tokens=1_000),
+                  Usage(input_tokens=2_000, cache_read_input_tokens=8_000, output_tokens=1_000),
+                  Usage(input_tokens=10_000, output_tokens=1_000)):
+        assert cost_usd(SONNET, usage) <= worst_case_usd(
+            SONNET, input_tokens=10_000, prefix_tokens=8_000, max_tokens=1_000)
+
+
+def test_a_call_fits_waits_for_open_calls_or_finds_the_budget_exhausted():
+    assert verdict(1.0, recorded=0.5, open_reserved=0.2, need=0.3) == "fits"
+    # It would fit once the open calls are answered (they usually cost less).
+    assert verdict(1.0, recorded=0.5, open_reserved=0.3, need=0.3) == "wait"
+    # Not even the recorded cost leaves room: exhausted, whatever is open.
+    assert verdict(1.0, recorded=0.8, open_reserved=0.0, need=0.3) == "exhausted"
+    assert verdict(1.0, recorded=0.8, open_reserved=0.5, need=0.3) == "exhausted"
+
+
+@pytest.mark.parametrize("bad", ["abc", "", "-1", "0", "nan", "inf", "-0.01", None, True])
+def test_a_budget_must_be_a_positive_number_of_dollars(bad: object):
+    with pytest.raises(BudgetError, match="--max-cost"):
+        parse_budget(bad)
+
+
+def test_a_budget_below_the_first_call_names_the_minimum():
+    assert parse_budget("2.5") == 2.5
+    check_minimum(0.10, 0.10, "pack 0")
+    with pytest.raises(BudgetError, match=r"smallest budget is that, --max-cost 0\.1235"):
+        check_minimum(0.05, 0.12345, "pack 0 of 3 blocks")
+    with pytest.raises(BudgetError, match=r"\$0\.5000 already spent plus that, --max-cost 0\.6"):
+        check_minimum(0.55, 0.1, "the warm-up call", spent=0.5)
+
+
+def _ctx(**options: object) -> RunContext:
+    spec = load_schema({"properties": {"summary": {"type": "string"}},
+                        "prompt_config": {"system_instructions": "Summarise. " * 800,
+                                          "per_block_prompt": "One sentence."}})
+    opts = RunOptions.model_validate(options)
+    return RunContext("r", "d", "s", opts, spec, get_model(opts.model))
+
+
+def test_the_first_call_is_the_warm_up_when_the_prompt_is_cached_else_the_first_pack():
+    ctx = _ctx(pack_size=2)
+    what, cost = first_call(ctx, [100] * 6)
+    assert "warm-up" in what and cost == pytest.approx(warm_up_worst_case(ctx))
+    what, cost = first_call(ctx, [100] * 2)  # one pack: no warm-up
+    assert what == "pack 0 of 2 blocks" and cost > warm_up_worst_case(ctx)
+    what, batch_cost = first_call(_ctx(pack_size=2, mode="batch"), [100] * 6)
+    assert what == "batch request 0 of 2 blocks"
+    assert batch_cost == pytest.approx(
+        first_call(_ctx(pack_size=2), [100] * 2)[1] / 2, rel=0.2)
+
+
+def test_what_is_left_is_estimated_from_the_runs_own_cost_per_block():
+    left = left_to_do(1.0, spent=0.96, blocks_done=48, blocks_left=52)
+    assert (left.cost_per_block_usd, left.to_finish_usd) == (0.02, 1.04)
+    assert "52 blocks left, about $1.0400 to finish" in left_text(left)
+    assert suggested_budget(left) == pytest.approx(0.96 + 1.56)
+    none_done = left_to_do(0.01, spent=0.0, blocks_done=0, blocks_left=3)
+    assert none_done.to_finish_usd is None and "no block done yet" in left_text(none_done)
+
+
+def test_policy_a_call_the_budget_cannot_hold_fails_its_blocks_as_budget_exhausted():
+    decision = decide("over_budget", blocks=5, reason="budget $1 spent")
+    assert (decision.step, decision.code, decision.reason) == (
+        "fail", "budget_exhausted", "budget $1 spent")
+    assert "budget_exhausted" in REASONS
