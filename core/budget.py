@@ -103,7 +103,7 @@ def parse_budget(value: object) -> float:
 
 def check_minimum(budget: float, minimum: float, first_call: str, *,
                   spent: float = 0.0) -> None:
-    """Refuse a budget that cannot pay for the run's first call (after ``spent``).
+    """Refuse a budget that cannot pay for the run's first calls (after ``spent``).
 
     Raises:
         BudgetError: naming the smallest budget that can.
@@ -114,7 +114,7 @@ def check_minimum(budget: float, minimum: float, first_call: str, *,
     already = f"${spent:.4f} already spent plus " if spent else ""
     raise BudgetError(
         f"--max-cost ${budget:.4f} cannot pay for the run's first call ({first_call}), which "
-        f"could cost up to ${minimum:.4f}: the smallest budget is {already}that, "
+        f"could cost up to ${minimum:.4f} (worst case): the smallest budget is {already}that, "
         f"--max-cost {floor:.4f}; nothing was started")
 
 
@@ -175,20 +175,23 @@ def probe_worst_case(ctx: RunContext) -> float:
 
 
 def first_call(ctx: RunContext, block_tokens: Sequence[int]) -> tuple[str, float]:
-    """The first call a run over these blocks makes, and its worst case.
+    """The calls a run over these blocks makes before its first block can be answered, and
+    their worst case: the smallest budget that can do any work.
 
-    A run of more than one pack whose prompt is long enough to be cached starts with the
-    warm-up call; otherwise with its first pack (batch mode: its first request, at batch
-    prices).
+    Its first pack (batch mode: its first request, at batch prices), after the warm-up call
+    when a run of more than one pack has a prompt long enough to be cached (a budget that
+    paid for the warm-up alone would buy nothing).
     """
     packs = ctx.plan(block_tokens)
     if not packs:
         return "no call", 0.0
     batch = ctx.options.mode == "batch"
-    if not batch and len(packs) > 1 and ctx.cacheable_prefix_tokens:
-        return "the warm-up call that writes the prompt cache", warm_up_worst_case(ctx)
     first = packs[0]
     pack = ctx.pack([block_tokens[p] for p in first.positions])
     what = (f"{'batch request' if batch else 'pack'} 0 of {len(first.positions)} "
             f"block{'s' if len(first.positions) != 1 else ''}")
-    return what, pack_worst_case(ctx, pack, batch=batch)
+    worst = pack_worst_case(ctx, pack, batch=batch)
+    if not batch and len(packs) > 1 and ctx.cacheable_prefix_tokens:
+        return f"the warm-up call that writes the prompt cache, then {what}", \
+            warm_up_worst_case(ctx) + worst
+    return what, worst

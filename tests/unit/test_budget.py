@@ -85,16 +85,16 @@ def _ctx(**options: object) -> RunContext:
     return RunContext("r", "d", "s", opts, spec, get_model(opts.model))
 
 
-def test_the_first_call_is_the_warm_up_when_the_prompt_is_cached_else_the_first_pack():
+def test_the_first_calls_are_the_warm_up_and_pack_0_when_the_prompt_is_cached():
     ctx = _ctx(pack_size=2)
     what, cost = first_call(ctx, [100] * 6)
-    assert "warm-up" in what and cost == pytest.approx(warm_up_worst_case(ctx))
-    what, cost = first_call(ctx, [100] * 2)  # one pack: no warm-up
-    assert what == "pack 0 of 2 blocks" and cost > warm_up_worst_case(ctx)
+    one_pack_what, one_pack = first_call(ctx, [100] * 2)  # one pack: no warm-up
+    assert one_pack_what == "pack 0 of 2 blocks"
+    assert what == "the warm-up call that writes the prompt cache, then pack 0 of 2 blocks"
+    assert cost == pytest.approx(warm_up_worst_case(ctx) + one_pack)
     what, batch_cost = first_call(_ctx(pack_size=2, mode="batch"), [100] * 6)
     assert what == "batch request 0 of 2 blocks"
-    assert batch_cost == pytest.approx(
-        first_call(_ctx(pack_size=2), [100] * 2)[1] / 2, rel=0.2)
+    assert batch_cost == pytest.approx(one_pack / 2)
 
 
 def test_what_is_left_is_estimated_from_the_runs_own_cost_per_block():
@@ -111,3 +111,18 @@ def test_policy_a_call_the_budget_cannot_hold_fails_its_blocks_as_budget_exhaust
     assert (decision.step, decision.code, decision.reason) == (
         "fail", "budget_exhausted", "budget $1 spent")
     assert "budget_exhausted" in REASONS
+
+
+@pytest.mark.parametrize(("bad", "says"), [("-1", "must be more than $0"),
+                                            ("abc", "must be a number of US dollars"),
+                                            ("0", "must be more than $0"),
+                                            ("nan", "must be more than $0")])
+def test_the_cli_refuses_a_bad_budget_before_anything_runs(
+    bad: str, says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from blockbatch.cli.parser import EXIT_USAGE, build_parser
+    for command in (["run", "doc.md", "--schema", "s.json"], ["retry", "RUN"]):
+        with pytest.raises(SystemExit) as exit_:
+            build_parser().parse_args([*command, "--max-cost", bad])
+        assert exit_.value.code == EXIT_USAGE
+        assert says in capsys.readouterr().err
