@@ -37,6 +37,12 @@ edited after the simulator's prompt cache was emptied (cold). Reported: the re-r
 against the first run's, the blocks reused and sent (the ledger), what reuse saved, and
 whether every unchanged block's overlay is identical to the first run's.
 
+Then **a budget that holds** (``--budget-mode``, default ``pack10``; ``--budget-mode none``
+skips it), on the first schema: the same run again with ``max_cost_usd`` at half of that mode's unbudgeted cost
+(ledger total against the budget, what the run says is left), then ``retry`` with the
+budget the run suggests, which finishes it: total calls and cost, and blocks paid twice
+(``store.reads.blocks_paid_twice``: a block sent again after the call whose answer it took).
+
     .venv/bin/python bench/cost.py                # 200 blocks, 25k-token prompts
     .venv/bin/python bench/cost.py --blocks 20 --system-tokens 2000 --out /tmp/c.json
 """
@@ -44,6 +50,7 @@ whether every unchanged block's overlay is identical to the first run's.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import math
 import sys
@@ -64,11 +71,13 @@ from bench.common import (
     sample_schema,
     system_prompt_tokens,
 )
+from core.budget import BudgetError, suggested_budget
 from core.ingest import parse_document
 from core.models import RunOptions
 from core.quote import Quote
 from core.registry import Usage, cost_usd, get_model
 from simulator.tokenizer import count_tokens
+from store.reads import blocks_paid_twice
 
 MODES: dict[str, RunOptions] = {
     "baseline": RunOptions(batching_enabled=False, reuse_answers=False),
@@ -271,6 +280,11 @@ async def run_schema(bs: BenchStack, rec: Recorder, pool: Any, args: argparse.Na
     if base and "calls_ok" in base:
         await add_floor_and_savings(pool, out, model, document_id, base, base_overlays or {})
     out["short_ids"] = compare_ids(out["modes"])
+    free = out["modes"].get(args.budget_mode)
+    if (free and "calls_ok" in free and free.get("status") == "completed"
+            and schema_name == args.schemas[0]):
+        out["budget"] = await budget_step(bs, pool, args, schema_id, document_id,
+                                          args.budget_mode, free)
     if args.edit_share > 0:
         out["rerun"] = await rerun(bs, pool, args, schema_name, schema_id, document_id)
     return out
@@ -362,6 +376,94 @@ async def rerun(bs: BenchStack, pool: Any, args: argparse.Namespace, schema_name
               f"({figures['cost_usd'] / first_figures['cost_usd']:.1%} of the first run)",
               flush=True)
     return out
+
+
+async def budget_step(bs: BenchStack, pool: Any, args: argparse.Namespace, schema_id: str,
+                      document_id: str, mode: str, free: dict[str, Any]) -> dict[str, Any]:
+    """Half of ``mode``'s unbudgeted cost as the budget; then a retry with a raised one."""
+    budget = round(free["cost_usd"] / 2, 6)
+    options = MODES[mode].model_copy(update={"max_cost_usd": budget})
+    bs.sim_reset()
+    try:
+        stopped = await run_once(bs, document_id, schema_id, options,
+                                 timeout_s=args.run_timeout)
+    except BudgetError as err:  # half the cost cannot pay for the first calls' worst case
+        print(f"  budget {mode}: ${budget:.4f} refused: {err}", flush=True)
+        return {"mode": mode, "unbudgeted_cost_usd": free["cost_usd"], "budget_usd": budget,
+                "refused": str(err), "within_budget": True}
+    run_id = stopped.run_id
+    at_stop = await ledger_figures(pool, run_id)
+    left = stopped.result.budget
+    out: dict[str, Any] = {
+        "mode": mode, "unbudgeted_cost_usd": free["cost_usd"],
+        "unbudgeted_calls": free["calls_ok"], "budget_usd": budget, "run_id": run_id,
+        "status": stopped.result.status, "error": stopped.result.error,
+        "calls": at_stop["calls_ok"], "cost_usd": at_stop["cost_usd"],
+        "within_budget": at_stop["cost_usd"] <= budget,
+        "blocks_done": stopped.result.blocks_ai_complete,
+        "left": left.model_dump(mode="json") if left is not None else None,
+        "wall_s": round(stopped.wall_s, 2),
+    }
+    if left is None:
+        return out
+    raised = suggested_budget(left)
+    started = await bs.bb.retry(run_id, max_cost_usd=raised)
+    finished = await asyncio.wait_for(bs.bb.wait(run_id), args.run_timeout)
+    total = await ledger_figures(pool, run_id)
+    out["retry"] = {
+        "max_cost_usd": raised, "blocks": started.blocks, "status": finished.status,
+        "calls": total["calls_ok"] - at_stop["calls_ok"],
+        "cost_usd": total["cost_usd"] - at_stop["cost_usd"],
+        "estimate_was_usd": left.to_finish_usd,
+    }
+    out["total"] = {
+        "calls": total["calls_ok"], "cost_usd": total["cost_usd"],
+        "within_budget": total["cost_usd"] <= raised,
+        "blocks_ok": finished.blocks_ai_complete,
+        "blocks_paid_twice": await blocks_paid_twice(pool, run_id),
+        "x_unbudgeted_cost": total["cost_usd"] / free["cost_usd"],
+    }
+    print(f"  budget {mode}: ${budget:.4f} -> {stopped.result.status} at "
+          f"${at_stop['cost_usd']:.4f}; retry to ${raised:.2f} -> {finished.status}, total "
+          f"${total['cost_usd']:.4f}", flush=True)
+    return out
+
+
+def report_budget(rec: Recorder, result: dict[str, Any], blocks: int) -> None:
+    b = result.get("budget")
+    if not b:
+        return
+    if "refused" in b:
+        rec.print_table(f"{result['schema']} schema, {b['mode']}: a budget of half its cost",
+                        ["budget $", "refused"], [[f"{b['budget_usd']:.4f}", b["refused"]]])
+        return
+    left, retry, total = b.get("left") or {}, b.get("retry") or {}, b.get("total") or {}
+    rows = [
+        ["unbudgeted", "-", b["unbudgeted_calls"], round(b["unbudgeted_cost_usd"], 4),
+         "completed", f"{blocks}/{blocks}", "-", "-"],
+        ["max_cost = half", f"{b['budget_usd']:.4f}", b["calls"], round(b["cost_usd"], 4),
+         b["status"], f"{b['blocks_done']}/{blocks}",
+         f"{left.get('blocks_left', '-')} left, ~${left.get('to_finish_usd') or 0:.4f}",
+         "yes" if b["within_budget"] else "NO"],
+    ]
+    if retry:
+        rows.append(["retry --max-cost", f"{retry['max_cost_usd']:.2f}", retry["calls"],
+                     round(retry["cost_usd"], 4), retry["status"],
+                     f"{retry['blocks']} retried", "-", "-"])
+        rows.append(["stopped + retry", "-", total["calls"], round(total["cost_usd"], 4),
+                     retry["status"], f"{total['blocks_ok']}/{blocks}",
+                     f"paid twice: {total['blocks_paid_twice']}",
+                     "yes" if total["within_budget"] else "NO"])
+    notes = [("The run stops when its next call's worst case (prefix as a cache write, "
+              "input +25%, all of max_tokens) cannot fit; the estimate to finish is its own "
+              "cost per block so far times the blocks left.")]
+    if total:
+        notes.append(f"Stopping and finishing cost {total['x_unbudgeted_cost']:.2f}x the "
+                     "unbudgeted run (the retry writes the prompt cache again).")
+    rec.print_table(
+        f"{result['schema']} schema, {b['mode']}: a budget of half its cost, then retry",
+        ["run", "budget $", "calls", "cost $", "status", "blocks ok", "left / paid twice",
+         "ledger <= budget"], rows, notes)
 
 
 async def add_floor_and_savings(pool: Any, out: dict[str, Any], model: Any, document_id: str,
@@ -625,6 +727,7 @@ async def main(args: argparse.Namespace) -> int:
                     result = await run_schema(bs, rec, pool, args, name, handbook, document_id)
                     rec.data["schemas"][name] = result
                     report(rec, result, args.blocks)
+                    report_budget(rec, result, args.blocks)
                     report_estimates(rec, f"estimate vs actual: {name} schema, "
                                           f"{args.blocks} blocks", result["modes"])
                 if args.adversarial:
@@ -641,6 +744,9 @@ async def main(args: argparse.Namespace) -> int:
                     and f["sent_blocks"] == f["edited_blocks"]
                     for s in rec.data["schemas"].values()
                     for f in s.get("rerun", {}).get("reruns", {}).values())
+    ok = ok and all(b["within_budget"] and b.get("total", {}).get("within_budget", True)
+                    and not b.get("total", {}).get("blocks_paid_twice")
+                    for s in rec.data["schemas"].values() if (b := s.get("budget")))
     return 0 if ok else 1
 
 
@@ -657,6 +763,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--run-timeout", type=float, default=900.0)
     parser.add_argument("--no-adversarial", dest="adversarial", action="store_false",
                         help="skip the runs of samples/adversarial.md")
+    parser.add_argument("--budget-mode", choices=[*MODES, "none"], default="pack10",
+                        help="the mode run again with half its cost as the budget, then "
+                             "retried with a raised one (default %(default)s)")
     common_args(parser, "cost")
     return parser.parse_args(argv)
 

@@ -71,6 +71,13 @@ def test_cost_script_reports_every_mode_with_parity(tmp_path: Path) -> None:
         f"handbook/{s}/{m}" for s in ("extract", "revise")
         for m in ("baseline", "pack10", "pack25", "auto", "batch", "auto_full_ids",
                   "batch_full_ids")}
+    # A budget of half pack10's cost holds, and a raised one finishes the run.
+    budget = data["schemas"]["extract"]["budget"]
+    assert budget["within_budget"] and "budget" not in data["schemas"]["revise"]
+    if "refused" not in budget:
+        assert budget["status"] == "budget_exhausted" and budget["left"]["blocks_left"] > 0
+        assert budget["retry"]["status"] == "completed"
+        assert budget["total"]["within_budget"] and budget["total"]["blocks_paid_twice"] == 0
 
 
 @pytest.mark.timeout(300)
