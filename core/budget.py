@@ -118,15 +118,28 @@ def check_minimum(budget: float, minimum: float, first_call: str, *,
         f"--max-cost {floor:.4f}; nothing was started")
 
 
-def left_to_do(budget: float, *, spent: float, blocks_done: int, blocks_left: int) -> BudgetLeft:
+def left_to_do(budget: float, *, spent: float, blocks_done: int, blocks_left: int,
+               work_spent: float | None = None, restart_usd: float = 0.0) -> BudgetLeft:
     """What is left of a run stopped by its budget: blocks, and an estimate from its own
-    cost per block so far."""
-    per_block = spent / blocks_done if blocks_done else None
+    cost per block so far.
+
+    Args:
+        budget, spent: the budget and the run's whole cost so far.
+        blocks_done, blocks_left: blocks answered, and not.
+        work_spent: the cost of the calls that answered blocks (packs, batch requests);
+            ``None``: all of ``spent``. One-off calls (the warm-up's cache write, probes)
+            would otherwise inflate the cost per block.
+        restart_usd: what continuing pays once before its first block (a new warm-up:
+            the run's own warm-up cost).
+    """
+    work = spent if work_spent is None else work_spent
+    per_block = work / blocks_done if blocks_done else None
+    to_finish = per_block * blocks_left + restart_usd if per_block is not None else None
     return BudgetLeft(
         max_cost_usd=budget, spent_usd=round(spent, 6), blocks_done=blocks_done,
         blocks_left=blocks_left,
         cost_per_block_usd=round(per_block, 6) if per_block is not None else None,
-        to_finish_usd=round(per_block * blocks_left, 4) if per_block is not None else None,
+        to_finish_usd=round(to_finish, 4) if to_finish is not None else None,
     )
 
 

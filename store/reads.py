@@ -61,6 +61,9 @@ class RunInfo(BaseModel):
     started_at: datetime | None
     finished_at: datetime | None
     cancel_requested_at: datetime | None
+    #: A run stopped by its budget: the cost of its calls that answered blocks (``work``)
+    #: and of its first warm-up (``warm_up``), for what finishing would cost.
+    budget_costs: dict[str, float] | None = None
 
     @property
     def active(self) -> bool:
@@ -98,8 +101,10 @@ class RunInfo(BaseModel):
             return None
         if done is None:
             done = sum(self.blocks.get(s, 0) for s in ANSWERED)
+        costs = self.budget_costs or {}
         return left_to_do(self.max_cost_usd or 0.0, spent=self.cost_usd, blocks_done=done,
-                          blocks_left=self.blocks_total - done)
+                          blocks_left=self.blocks_total - done,
+                          work_spent=costs.get("work"), restart_usd=costs.get("warm_up", 0.0))
 
 
 _RUN_SQL = """
@@ -108,6 +113,13 @@ select r.run_id, r.status, r.error, r.document_id, d.name as document_name, r.sc
        r.calls, r.split_events, r.input_tokens, r.output_tokens,
        r.cache_creation_input_tokens, r.cache_read_input_tokens, r.cost_usd::float8 as cost_usd,
        r.blocks_reused, r.reuse_saved_usd::float8 as reuse_saved_usd, r.created_at, r.started_at, r.finished_at, r.cancel_requested_at,
+       case when r.status = 'budget_exhausted' then (
+           select jsonb_build_object('work', coalesce(sum(cost_usd) filter (
+                      where purpose in ('pack', 'batch_request')), 0),
+                  'warm_up', coalesce((select w.cost_usd from llm_calls w
+                      where w.run_id = r.run_id and w.purpose = 'warm_up'
+                        and w.status = 'succeeded' order by w.call_id limit 1), 0))
+           from llm_calls c where c.run_id = r.run_id) end as budget_costs,
        coalesce((select jsonb_object_agg(status, n) from (
            select status, count(*) as n from overlays o where o.run_id = r.run_id
            group by status) c), '{}') as blocks

@@ -331,6 +331,17 @@ def final_status(
     return "failed", f"nothing done: {' and '.join(parts)}{why}"
 
 
+#: A run's cost so far, the part of it that answered blocks, and its first warm-up's cost
+#: (what continuing pays again before its first block).
+BUDGET_COSTS_SQL = """
+select coalesce(sum(cost_usd), 0)::float8 as spent,
+       coalesce(sum(cost_usd) filter (where purpose in ('pack', 'batch_request')), 0)::float8
+           as work,
+       coalesce((select cost_usd from llm_calls w where w.run_id = $1 and w.purpose = 'warm_up'
+                   and w.status = 'succeeded' order by call_id limit 1), 0)::float8 as warm_up
+from llm_calls where run_id = $1
+"""
+
 _COUNTS_SQL = """
 select count(*) as total,
        count(*) filter (where status in ('ai_complete', 'confirmed', 'rejected')) as done,
@@ -360,10 +371,9 @@ async def close_run(
         # What is left and what finishing would cost, from the run's own cost per block.
         max_cost = await conn.fetchval(
             "select (settings->>'max_cost_usd')::float8 from runs where run_id = $1", run_id)
-        spent = float(await conn.fetchval(
-            "select coalesce(sum(cost_usd), 0)::float8 from llm_calls where run_id = $1",
-            run_id))
-        budget = left_to_do(max_cost or 0.0, spent=spent, blocks_done=counts["done"],
+        spent = await conn.fetchrow(BUDGET_COSTS_SQL, run_id)
+        budget = left_to_do(max_cost or 0.0, spent=spent["spent"], work_spent=spent["work"],
+                            restart_usd=spent["warm_up"], blocks_done=counts["done"],
                             blocks_left=counts["total"] - counts["done"])
         error = left_text(budget)
     row = await conn.fetchrow(ROLLUP_SQL, run_id, status, error)

@@ -53,7 +53,14 @@ async def test_a_budget_stops_the_run_and_a_raised_one_finishes_it_paying_no_blo
     assert stopped.failure_reasons == {"budget_exhausted": BLOCKS - done}
     left = stopped.budget
     assert left is not None and (left.blocks_left, left.blocks_done) == (BLOCKS - done, done)
-    assert left.to_finish_usd == pytest.approx(spent / done * (BLOCKS - done), rel=1e-3)
+    # The estimate: what its pack calls cost per block done, for the blocks left, plus the
+    # warm-up that continuing pays again.
+    work, warm_up = await pool.fetchrow(
+        """select sum(cost_usd) filter (where purpose = 'pack')::float8,
+                  sum(cost_usd) filter (where purpose = 'warm_up')::float8
+           from llm_calls where run_id = $1""", run_id)
+    assert left.to_finish_usd == pytest.approx(work / done * (BLOCKS - done) + warm_up,
+                                               rel=1e-3)
     assert f"{BLOCKS - done} blocks left, about ${left.to_finish_usd:.4f} to finish" in (
         stopped.error or "")
     # Every call the budget refused was never sent: no ledger row holds its blocks.

@@ -102,6 +102,10 @@ def test_what_is_left_is_estimated_from_the_runs_own_cost_per_block():
     assert (left.cost_per_block_usd, left.to_finish_usd) == (0.02, 1.04)
     assert "52 blocks left, about $1.0400 to finish" in left_text(left)
     assert suggested_budget(left) == pytest.approx(0.96 + 1.56)
+    # One-off calls (the warm-up's cache write) do not count per block; continuing pays one.
+    left = left_to_do(1.0, spent=0.96, work_spent=0.48, restart_usd=0.1, blocks_done=48,
+                      blocks_left=52)
+    assert (left.cost_per_block_usd, left.to_finish_usd) == (0.01, 0.62)
     none_done = left_to_do(0.01, spent=0.0, blocks_done=0, blocks_left=3)
     assert none_done.to_finish_usd is None and "no block done yet" in left_text(none_done)
 
