@@ -459,7 +459,10 @@ def report_budget(rec: Recorder, result: dict[str, Any], blocks: int) -> None:
               "cost per block so far times the blocks left.")]
     if total:
         notes.append(f"Stopping and finishing cost {total['x_unbudgeted_cost']:.2f}x the "
-                     "unbudgeted run (the retry writes the prompt cache again).")
+                     "unbudgeted run (the retry makes a warm-up call of its own; here the "
+                     "prompt cache was still warm, so it read the prefix instead of writing "
+                     f"it). The estimate to finish was ${retry['estimate_was_usd']:.4f}; the "
+                     f"retry cost ${retry['cost_usd']:.4f}.")
     rec.print_table(
         f"{result['schema']} schema, {b['mode']}: a budget of half its cost, then retry",
         ["run", "budget $", "calls", "cost $", "status", "blocks ok", "left / paid twice",

@@ -26,6 +26,9 @@ replay needs because child ids derive from them, go into ``workflow_ids.json``):
   probed and resumed, and one of the packs that waited for it.
 * ``retry.run`` / ``retry.batch_run``: the RunWorkflow execution of ``starter.py retry``
   after a run (sync; batch mode) ended with failed blocks.
+* ``budget.run`` / ``budget.pack``: a run given half of its unbudgeted cost
+  (``max_cost_usd``) that stopped starting packs when the budget could not hold the next
+  call and ended ``budget_exhausted``, and a pack whose call the budget refused.
 
 ``python -m tests.histories.record outage`` records only the kinds named.
 
@@ -283,6 +286,24 @@ async def record_retry(r: Recorder) -> None:
         save(name, await r.history(f"run-{run_id}", started.workflow_run_id))
 
 
+async def record_budget(r: Recorder) -> None:
+    r.scenario()
+    options = RunOptions(pack_size=2, max_concurrent_packs=2)
+    async with r.worker():
+        free = await r.bb.wait(await r.start(40, options, words=200))
+        run_id = await r.start(40, options.model_copy(
+            update={"max_cost_usd": round(free.cost_usd / 2, 6)}), words=200)
+        result = await r.bb.wait(run_id)
+    assert result.status == "budget_exhausted" and result.blocks_ai_complete > 0, result
+    save("budget.run", await r.history(f"run-{run_id}"))
+    refused = await r.pool.fetchval(
+        """select pack_path from overlays where run_id = $1 and reason_code = 'budget_exhausted'
+             and last_error like 'the run''s budget of %' order by block_index limit 1""",
+        run_id)
+    assert refused is not None
+    save("budget.pack", await r.history(f"run-{run_id}/pack-{refused}"))
+
+
 def _start_simulator(log: Path, port: int) -> subprocess.Popen[bytes]:
     with open(log, "wb") as out:
         return subprocess.Popen([sys.executable, "-m", "simulator", "--host", "127.0.0.1",
@@ -338,7 +359,8 @@ RECORDERS = {"warm_start": record_warm_start,
              "sync_splits": record_sync_splits, "cancelled": record_cancelled,
              "batch_rounds": record_batch_rounds, "continue_as_new": record_continue_as_new,
              "outage": record_outage, "retry": record_retry, "outlive": record_outlive,
-             "handover": record_handover, "learning": record_learning}
+             "handover": record_handover, "learning": record_learning,
+             "budget": record_budget}
 
 
 async def main(names: list[str]) -> None:
