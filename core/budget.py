@@ -110,7 +110,7 @@ def check_minimum(budget: float, minimum: float, first_call: str, *,
     """
     if spent + minimum <= budget:
         return
-    floor = math.ceil((spent + minimum) * 10_000) / 10_000
+    floor = math.ceil(round((spent + minimum) * 10_000, 6)) / 10_000
     already = f"${spent:.4f} already spent plus " if spent else ""
     raise BudgetError(
         f"--max-cost ${budget:.4f} cannot pay for the run's first call ({first_call}), which "
@@ -119,7 +119,8 @@ def check_minimum(budget: float, minimum: float, first_call: str, *,
 
 
 def left_to_do(budget: float, *, spent: float, blocks_done: int, blocks_left: int,
-               work_spent: float | None = None, restart_usd: float = 0.0) -> BudgetLeft:
+               work_spent: float | None = None, restart_usd: float = 0.0,
+               largest_call_usd: float = 0.0) -> BudgetLeft:
     """What is left of a run stopped by its budget: blocks, and an estimate from its own
     cost per block so far.
 
@@ -131,6 +132,7 @@ def left_to_do(budget: float, *, spent: float, blocks_done: int, blocks_left: in
             would otherwise inflate the cost per block.
         restart_usd: what continuing pays once before its first block (a new warm-up:
             the run's own warm-up cost).
+        largest_call_usd: the largest worst case a call of the run reserved.
     """
     work = spent if work_spent is None else work_spent
     per_block = work / blocks_done if blocks_done else None
@@ -140,6 +142,7 @@ def left_to_do(budget: float, *, spent: float, blocks_done: int, blocks_left: in
         blocks_left=blocks_left,
         cost_per_block_usd=round(per_block, 6) if per_block is not None else None,
         to_finish_usd=round(to_finish, 4) if to_finish is not None else None,
+        largest_call_usd=round(largest_call_usd, 6),
     )
 
 
@@ -154,10 +157,11 @@ def left_text(left: BudgetLeft) -> str:
 
 
 def suggested_budget(left: BudgetLeft) -> float:
-    """A budget that should finish the run: what was spent plus half again the estimate
-    to finish (calls reserve their worst case, so the last ones need room), in cents."""
-    more = (left.to_finish_usd or left.max_cost_usd) * 1.5
-    return math.ceil((left.spent_usd + more) * 100) / 100
+    """A budget that should finish the run, in whole cents: what was spent, the estimate to
+    finish (without one, the old budget again), and room for the largest call's worst case
+    (every call reserves it before it is made, the last ones too)."""
+    more = left.to_finish_usd if left.to_finish_usd is not None else left.max_cost_usd
+    return math.ceil(round((left.spent_usd + more + left.largest_call_usd) * 100, 6)) / 100
 
 
 #: Input tokens of the warm-up's one stand-in block with its JSON wrapper (a few words).

@@ -197,8 +197,11 @@ class BudgetLeft(BaseModel):
     blocks_left: int
     #: The run's own cost per block done so far (``None``: no block done yet).
     cost_per_block_usd: float | None = None
-    #: ``cost_per_block_usd`` times ``blocks_left`` (``None`` without a rate yet).
+    #: ``cost_per_block_usd`` times ``blocks_left``, plus one warm-up (``None`` without a
+    #: rate yet).
     to_finish_usd: float | None = None
+    #: The largest worst case a call of the run reserved: the room its calls need.
+    largest_call_usd: float = 0.0
 
 
 class RunResult(BaseModel):

@@ -61,8 +61,9 @@ class RunInfo(BaseModel):
     started_at: datetime | None
     finished_at: datetime | None
     cancel_requested_at: datetime | None
-    #: A run stopped by its budget: the cost of its calls that answered blocks (``work``)
-    #: and of its first warm-up (``warm_up``), for what finishing would cost.
+    #: A run stopped by its budget: the cost of its calls that answered blocks (``work``),
+    #: of its first warm-up (``warm_up``) and its largest reservation (``largest_call``),
+    #: for what finishing would cost.
     budget_costs: dict[str, float] | None = None
 
     @property
@@ -104,7 +105,8 @@ class RunInfo(BaseModel):
         costs = self.budget_costs or {}
         return left_to_do(self.max_cost_usd or 0.0, spent=self.cost_usd, blocks_done=done,
                           blocks_left=self.blocks_total - done,
-                          work_spent=costs.get("work"), restart_usd=costs.get("warm_up", 0.0))
+                          work_spent=costs.get("work"), restart_usd=costs.get("warm_up", 0.0),
+                          largest_call_usd=costs.get("largest_call", 0.0))
 
 
 _RUN_SQL = """
@@ -118,7 +120,8 @@ select r.run_id, r.status, r.error, r.document_id, d.name as document_name, r.sc
                       where purpose in ('pack', 'batch_request')), 0),
                   'warm_up', coalesce((select w.cost_usd from llm_calls w
                       where w.run_id = r.run_id and w.purpose = 'warm_up'
-                        and w.status = 'succeeded' order by w.call_id limit 1), 0))
+                        and w.status = 'succeeded' order by w.call_id limit 1), 0),
+                  'largest_call', coalesce(max(reserved_usd), 0))
            from llm_calls c where c.run_id = r.run_id) end as budget_costs,
        coalesce((select jsonb_object_agg(status, n) from (
            select status, count(*) as n from overlays o where o.run_id = r.run_id

@@ -338,7 +338,8 @@ select coalesce(sum(cost_usd), 0)::float8 as spent,
        coalesce(sum(cost_usd) filter (where purpose in ('pack', 'batch_request')), 0)::float8
            as work,
        coalesce((select cost_usd from llm_calls w where w.run_id = $1 and w.purpose = 'warm_up'
-                   and w.status = 'succeeded' order by call_id limit 1), 0)::float8 as warm_up
+                   and w.status = 'succeeded' order by call_id limit 1), 0)::float8 as warm_up,
+       coalesce(max(reserved_usd), 0)::float8 as largest_call
 from llm_calls where run_id = $1
 """
 
@@ -373,7 +374,8 @@ async def close_run(
             "select (settings->>'max_cost_usd')::float8 from runs where run_id = $1", run_id)
         spent = await conn.fetchrow(BUDGET_COSTS_SQL, run_id)
         budget = left_to_do(max_cost or 0.0, spent=spent["spent"], work_spent=spent["work"],
-                            restart_usd=spent["warm_up"], blocks_done=counts["done"],
+                            restart_usd=spent["warm_up"], largest_call_usd=spent["largest_call"],
+                            blocks_done=counts["done"],
                             blocks_left=counts["total"] - counts["done"])
         error = left_text(budget)
     row = await conn.fetchrow(ROLLUP_SQL, run_id, status, error)

@@ -23,6 +23,7 @@ from temporalio.workflow import ContinueAsNewVersioningBehavior
 with workflow.unsafe.imports_passed_through():
     from activities.db import DbActivities
     from activities.llm import LlmActivities
+    from core.budget import suggested_budget
     from core.models import (
         ApiDownReport,
         BatchRunState,
@@ -499,7 +500,8 @@ class RunWorkflow:
             if result.budget is not None:
                 details += (f"\n\n**budget exhausted**: {result.budget.blocks_left} blocks "
                             f"left, about ${result.budget.to_finish_usd or 0:.4f} to finish; "
-                            f"continue with `starter.py retry {result.run_id} --max-cost USD`")
+                            f"continue with `starter.py retry {result.run_id} --max-cost "
+                            f"{suggested_budget(result.budget):.2f}`")
             if result.error:
                 details += f"\n\n{result.error}"
             for change in result.plan_changes:
