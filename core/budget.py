@@ -195,11 +195,15 @@ def first_call(ctx: RunContext, block_tokens: Sequence[int]) -> tuple[str, float
     """The calls a run over these blocks makes before its first block can be answered, and
     their worst case: the smallest budget that can do any work.
 
-    Its first pack (batch mode: its first request, at batch prices), after the warm-up call
-    when a run of more than one pack has a prompt long enough to be cached (a budget that
-    paid for the warm-up alone would buy nothing).
+    Its first pack (batch mode: its first request, at batch prices; a run that learns its
+    output: the learning pack, which writes the prompt cache itself), after the warm-up
+    call when a run of more than one pack has a prompt long enough to be cached (a budget
+    that paid for the warm-up alone would buy nothing). A schema that earlier runs taught
+    is planned from their answers instead of a learning pack: its first calls may then be
+    the warm-up and a larger pack 0, which the run's budget still holds.
     """
-    packs = ctx.plan(block_tokens)
+    learning = ctx.learns_output()
+    packs = ctx.plan(block_tokens, learning=learning)
     if not packs:
         return "no call", 0.0
     batch = ctx.options.mode == "batch"
@@ -208,7 +212,9 @@ def first_call(ctx: RunContext, block_tokens: Sequence[int]) -> tuple[str, float
     what = (f"{'batch request' if batch else 'pack'} 0 of {len(first.positions)} "
             f"block{'s' if len(first.positions) != 1 else ''}")
     worst = pack_worst_case(ctx, pack, batch=batch)
-    if not batch and len(packs) > 1 and ctx.cacheable_prefix_tokens:
+    warm_up = (not batch and len(packs) > 1 and ctx.cacheable_prefix_tokens > 0
+               and not learning)
+    if warm_up:
         return f"the warm-up call that writes the prompt cache, then {what}", \
             warm_up_worst_case(ctx) + worst
     return what, worst

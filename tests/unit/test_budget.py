@@ -132,3 +132,11 @@ def test_the_cli_refuses_a_bad_budget_before_anything_runs(
             build_parser().parse_args([*command, "--max-cost", bad])
         assert exit_.value.code == EXIT_USAGE
         assert says in capsys.readouterr().err
+
+
+def test_a_run_that_learns_its_output_starts_with_the_learning_pack_not_a_warm_up():
+    ctx = _ctx()  # sized by estimate: the first run of a schema sends a learning pack
+    assert ctx.learns_output()
+    what, cost = first_call(ctx, [100] * 200)
+    assert what.startswith("pack 0 of") and "warm-up" not in what
+    assert cost < warm_up_worst_case(ctx) + cost
