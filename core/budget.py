@@ -120,7 +120,7 @@ def check_minimum(budget: float, minimum: float, first_call: str, *,
 
 def left_to_do(budget: float, *, spent: float, blocks_done: int, blocks_left: int,
                work_spent: float | None = None, restart_usd: float = 0.0,
-               largest_call_usd: float = 0.0) -> BudgetLeft:
+               largest_call_usd: float = 0.0, reused: int = 0) -> BudgetLeft:
     """What is left of a run stopped by its budget: blocks, and an estimate from its own
     cost per block so far.
 
@@ -133,9 +133,12 @@ def left_to_do(budget: float, *, spent: float, blocks_done: int, blocks_left: in
         restart_usd: what continuing pays once before its first block (a new warm-up:
             the run's own warm-up cost).
         largest_call_usd: the largest worst case a call of the run reserved.
+        reused: of ``blocks_done``, blocks answered by an earlier run's answer (no call):
+            not counted in the cost per block.
     """
     work = spent if work_spent is None else work_spent
-    per_block = work / blocks_done if blocks_done else None
+    paid = blocks_done - reused
+    per_block = work / paid if paid > 0 else None
     to_finish = per_block * blocks_left + restart_usd if per_block is not None else None
     return BudgetLeft(
         max_cost_usd=budget, spent_usd=round(spent, 6), blocks_done=blocks_done,

@@ -106,7 +106,8 @@ class RunInfo(BaseModel):
         return left_to_do(self.max_cost_usd or 0.0, spent=self.cost_usd, blocks_done=done,
                           blocks_left=self.blocks_total - done,
                           work_spent=costs.get("work"), restart_usd=costs.get("warm_up", 0.0),
-                          largest_call_usd=costs.get("largest_call", 0.0))
+                          largest_call_usd=costs.get("largest_call", 0.0),
+                          reused=self.blocks_reused)
 
 
 _RUN_SQL = """

@@ -370,12 +370,14 @@ async def close_run(
     budget = None
     if status == "budget_exhausted":
         # What is left and what finishing would cost, from the run's own cost per block.
-        max_cost = await conn.fetchval(
-            "select (settings->>'max_cost_usd')::float8 from runs where run_id = $1", run_id)
+        run = await conn.fetchrow(
+            """select (settings->>'max_cost_usd')::float8 as max_cost, blocks_reused from runs
+               where run_id = $1""", run_id)
+        max_cost = run["max_cost"]
         spent = await conn.fetchrow(BUDGET_COSTS_SQL, run_id)
         budget = left_to_do(max_cost or 0.0, spent=spent["spent"], work_spent=spent["work"],
                             restart_usd=spent["warm_up"], largest_call_usd=spent["largest_call"],
-                            blocks_done=counts["done"],
+                            blocks_done=counts["done"], reused=run["blocks_reused"] or 0,
                             blocks_left=counts["total"] - counts["done"])
         error = left_text(budget)
     row = await conn.fetchrow(ROLLUP_SQL, run_id, status, error)

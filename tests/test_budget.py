@@ -22,7 +22,7 @@ from tests.helpers import extract_schema, marked_document
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
 
 BLOCKS = 40
-OPTIONS = {"pack_size": 2, "max_concurrent_packs": 2}
+OPTIONS = {"pack_size": 2, "max_concurrent_packs": 2, "reuse_answers": False}
 
 
 async def ledger_total(pool: asyncpg.Pool, run_id: str) -> float:

@@ -36,7 +36,7 @@ def _options(args: argparse.Namespace) -> RunOptions:
         fields["pack_size"] = args.pack_size
     if args.max_concurrent_packs:
         fields["max_concurrent_packs"] = args.max_concurrent_packs
-    if args.max_cost is not None:
+    if getattr(args, "max_cost", None) is not None:  # `estimate` has no budget
         fields["max_cost_usd"] = args.max_cost
     return RunOptions.model_validate(fields)
 

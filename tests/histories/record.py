@@ -288,7 +288,7 @@ async def record_retry(r: Recorder) -> None:
 
 async def record_budget(r: Recorder) -> None:
     r.scenario()
-    options = RunOptions(pack_size=2, max_concurrent_packs=2)
+    options = RunOptions(pack_size=2, max_concurrent_packs=2, reuse_answers=False)
     async with r.worker():
         free = await r.bb.wait(await r.start(40, options, words=200))
         run_id = await r.start(40, options.model_copy(

@@ -97,6 +97,8 @@ def test_the_key_has_no_run_option_but_the_model() -> None:
         # How blocks are named on the wire (b1 or their block_uid): not what a block's
         # answer is (core.prompt.PROMPT_FORMAT_VERSION says why).
         "short_ids",
+        # How much the run may spend: which blocks get a call, never what it answers.
+        "max_cost_usd",
     }, ("a RunOptions field was added or removed: if it changes what a block's answer is, "
         "put it into core.reuse.prompt_digest; either way, list it here")
 
