@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import json
 from pathlib import Path
 from typing import Any
 
@@ -207,8 +208,10 @@ async def _reusable(parsed: list[ParsedBlock], spec: SchemaSpec, model_id: str,
     async def read(conn: asyncpg.Connection) -> set[int]:
         # The schema as a run reads it back from Postgres: jsonb keeps object keys in its
         # own order, so the prompt (fields in that order) and its digest are the run's.
-        stored = load_schema(await conn.fetchval("select $1::jsonb",
-                                                 spec.model_dump(mode="json")), name=spec.name)
+        # (A connection of its own has no json codec: text in, text out.)
+        back = await conn.fetchval("select ($1::text)::jsonb::text",
+                                   json.dumps(spec.model_dump(mode="json")))
+        stored = load_schema(json.loads(back), name=spec.name)
         prompt = prompt_digest(stored, model_id)
         keys = [answer_key(prompt, block_digest(b.block_type, b.block_content))
                 for b in parsed]
