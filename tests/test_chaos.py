@@ -183,7 +183,8 @@ async def test_sigkilled_workers_and_a_faulty_model_lose_and_duplicate_nothing(
     h, st = harness, harness.st
     h.start_workers("a", "b")
     doc, schema = await h.document(200)
-    options = RunOptions(pack_size=5, max_concurrent_packs=8)
+    # reuse off: the run after the fault-free reference must call for every block.
+    options = RunOptions(pack_size=5, max_concurrent_packs=8, reuse_answers=False)
     reference = await h.fault_free(doc, schema, options)
 
     st.sim("POST", "/_sim/reset")
@@ -218,7 +219,8 @@ async def test_postgres_restart_under_a_live_worker_keeps_every_paid_answer(
     h, st = harness, harness.st
     h.start_workers("a")
     doc, schema = await h.document(60)
-    options = RunOptions(pack_size=5, max_concurrent_packs=6)
+    # reuse off: the run after the fault-free reference must call for every block.
+    options = RunOptions(pack_size=5, max_concurrent_packs=6, reuse_answers=False)
     st.sim("POST", "/_sim/reset")
     st.sim("PUT", "/_sim/scenario", {"speed_factor": 1.0,
                                      "latency": {"ttft_ms": 200, "per_output_token_ms": 0}})
@@ -253,7 +255,8 @@ async def test_temporal_restart_under_live_workers_finishes_the_run(harness: Har
     h, st = harness, harness.st
     h.start_workers("a")
     doc, schema = await h.document(80)
-    options = RunOptions(pack_size=5, max_concurrent_packs=4)
+    # reuse off: the run after the fault-free reference must call for every block.
+    options = RunOptions(pack_size=5, max_concurrent_packs=4, reuse_answers=False)
     st.sim("POST", "/_sim/reset")
     st.sim("PUT", "/_sim/scenario", {"speed_factor": 1.0,
                                      "latency": {"ttft_ms": 1500, "per_output_token_ms": 0}})

@@ -95,7 +95,8 @@ async def test_minimum_depends_on_the_model(client):
 
 
 async def test_cache_is_per_model_and_per_prefix(client):
-    sonnet = pack_params(make_blocks(1), system_text=SYSTEM, system_repeat=200)
+    sonnet = pack_params(make_blocks(1), model="claude-sonnet-4-5", system_text=SYSTEM,
+                         system_repeat=200)
     await client.messages.create(**sonnet)
     other_model = {**sonnet, "model": "claude-opus-4-1"}
     assert (await client.messages.create(**other_model)).usage.cache_read_input_tokens == 0

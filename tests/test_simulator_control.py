@@ -88,7 +88,7 @@ async def test_stats_requests_log_and_reset(sim, http):
     assert first["block_uids"] == ["doc:0", "doc:1", "doc:2"]
     assert first["stop_reason"] == "tool_use"
     assert first["usage"]["output_tokens"] == message.usage.output_tokens
-    assert first["model"] == "claude-sonnet-4-5" and isinstance(first["time"], float)
+    assert first["model"] == "claude-sonnet-4-6" and isinstance(first["time"], float)
     assert set(first) == {
         "request_id",
         "time",

@@ -159,7 +159,7 @@ async def test_unknown_model_is_404(sim):
 @pytest.mark.parametrize(
     ("change", "fragment"),
     [
-        ({"max_tokens": 64_001}, "max_tokens: 64001 > 64000"),
+        ({"max_tokens": 128_001}, "max_tokens: 128001 > 128000"),
         ({"max_tokens": 0}, "max_tokens"),
         ({"tool_choice": {"type": "tool", "name": "nope"}}, "nope"),
         ({"messages": []}, "messages"),
