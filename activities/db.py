@@ -41,6 +41,7 @@ from core.planning import (
     answer_tokens,
     estimate_output_tokens,
     learn_ratios,
+    pack_numbers,
 )
 from core.policy import code_of_failure
 from core.reasons import REASONS, ReasonCode
@@ -49,13 +50,13 @@ from core.reuse import answer_key, prompt_digest
 from store import batches, overlays, replans, retries, runs, splits
 from store.runs import PlanState, cached_run_context
 
-#: ``plan_retry`` refuses (non-retryable, nothing changed): the run has not finished and
-#: is not claimed by this execution (another retry runs), nothing it asked for is left to
-#: retry, or there is no such run.
 #: A run plans from earlier runs of its schema on its model once they answered this many
 #: pack calls in full.
 _PRIOR_AFTER_CALLS = 3
 
+#: ``plan_retry`` refuses (non-retryable, nothing changed): the run has not finished and
+#: is not claimed by this execution (another retry runs), nothing it asked for is left to
+#: retry, or there is no such run.
 RUN_NOT_FINISHED, NOTHING_TO_RETRY, RETRY_REFUSED = "RunNotFinished", "NothingToRetry", \
     "RetryRefused"
 
@@ -109,9 +110,8 @@ class DbActivities:
             packs = ctx.plan([blocks[pos].est_tokens for pos in to_call], prior,
                              learning=learning)
             pack_of: list[int | None] = [None] * len(blocks)
-            for pack_index, pack in enumerate(packs):
-                for pos in pack.positions:
-                    pack_of[to_call[pos]] = pack_index
+            for pos, number in zip(to_call, pack_numbers(packs)):
+                pack_of[pos] = number
             await overlays.insert_plan(
                 conn, inp.run_id, blocks, pack_of, keys,
                 {b.block_uid: found[key] for b, key in zip(blocks, keys) if key in found})
@@ -152,14 +152,10 @@ class DbActivities:
             before = state.pack_count - inp.first_pack
             if abs(len(packs) - before) < max(1, before // 10):
                 return unchanged
-            pack_of = [0] * len(blocks)
-            for n, pack in enumerate(packs):
-                for pos in pack.positions:
-                    pack_of[pos] = inp.first_pack + n
             change = replans.PlanChange(inp.first_pack, state.pack_count,
                                         inp.first_pack + len(packs), dataclasses.asdict(ratios))
-            await replans.repack(conn, inp.run_id, [b.block_uid for b in blocks], pack_of,
-                                 change)
+            await replans.repack(conn, inp.run_id, [b.block_uid for b in blocks],
+                                 pack_numbers(packs, inp.first_pack), change)
         text = change.text()
         activity.logger.info("run %s: %s", inp.run_id, text)
         return ReplanOutput(pack_count=change.packs_after, text=text)
@@ -263,10 +259,7 @@ async def _claim_retry(
             type=NOTHING_TO_RETRY, non_retryable=True)
     packs = ctx.plan([b.est_tokens for b in blocks])
     first = state.pack_count
-    pack_of = [0] * len(blocks)
-    for offset, pack in enumerate(packs):
-        for pos in pack.positions:
-            pack_of[pos] = first + offset
+    pack_of = pack_numbers(packs, first)
     uids = [b.block_uid for b in blocks]
     if request.max_cost_usd is not None:
         # A raised budget (`retry --max-cost`) holds for the whole run from now on.

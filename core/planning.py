@@ -450,6 +450,16 @@ def describe_pack(
     )
 
 
+def pack_numbers(packs: Sequence[Pack], first: int = 0) -> list[int]:
+    """The pack index of each planned position, in position order; packs numbered from
+    ``first`` (a retry's or a re-plan's packs follow the run's earlier ones)."""
+    numbers = [0] * sum(len(p.positions) for p in packs)
+    for n, pack in enumerate(packs):
+        for pos in pack.positions:
+            numbers[pos] = first + n
+    return numbers
+
+
 def plan_packs(
     block_tokens: Sequence[int], output_tokens: Sequence[int], limits: PlanLimits
 ) -> list[Pack]:

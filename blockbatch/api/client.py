@@ -422,9 +422,14 @@ class Blockbatch:
 
     async def result(self, run_id: str) -> RunResult:
         """The run's counters and failure reasons from Postgres (final once it has finished)."""
-        result = (await self.run(run_id)).result()
-        return result.model_copy(update={"failure_reasons": await self.failure_reasons(run_id),
-                                         "plan_changes": await self.plan_changes(run_id)})
+        return await self.result_of(await self.run(run_id))
+
+    async def result_of(self, info: reads.RunInfo) -> RunResult:
+        """:meth:`result` of a run already read (``info``): its failure reasons and re-plans
+        read beside it."""
+        return info.result().model_copy(update={
+            "failure_reasons": await self.failure_reasons(info.run_id),
+            "plan_changes": await self.plan_changes(info.run_id)})
 
     async def limits(self) -> list[ratelimits.LimiterView]:
         """The fleet's rate limiters (per API key hash and model), refilled to now."""

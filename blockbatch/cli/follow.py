@@ -159,9 +159,7 @@ def exit_code(status: str) -> int:
 async def report(bb: Blockbatch, run_id: str, con: Console) -> int:
     """Print the end-of-run summary; return the run's :func:`exit_code`."""
     info = await bb.run(run_id)
-    result = info.result().model_copy(
-        update={"failure_reasons": await bb.failure_reasons(run_id),
-                "plan_changes": await bb.plan_changes(run_id)})
+    result = await bb.result_of(info)
     baseline = await baseline_cost(bb.pool, run_id)
     links = run_links(bb.settings, run_id)
     retries = await bb.retries(run_id)

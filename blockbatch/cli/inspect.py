@@ -51,9 +51,7 @@ async def cmd_status(args: argparse.Namespace, s: Session) -> int:
         except Exception as exc:  # noqa: BLE001 - the stored state is still worth showing
             live_error = f"no live progress ({type(exc).__name__}); is a worker running?"
     links = run_links(s.settings, info.run_id)
-    result = info.result().model_copy(
-        update={"failure_reasons": await bb.failure_reasons(info.run_id),
-                "plan_changes": await bb.plan_changes(info.run_id)})
+    result = await bb.result_of(info)
     retries = await bb.retries(info.run_id)
     if s.con.json:
         s.con.data({"run": info.model_dump(mode="json"),
