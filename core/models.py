@@ -60,6 +60,23 @@ class RunOptions(BaseModel):
     #: case is reserved against it before the call (core/budget.py); when the next call
     #: cannot fit, the run stops starting calls and ends ``budget_exhausted``.
     max_cost_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    #: Does packing cost quality (core/agreement.py): a sample of the run's blocks is also
+    #: asked alone and its answers compared with the packed ones; ``None`` means the
+    #: defaults (``QualityOptions``).
+    quality: QualityOptions | None = None
+
+
+class QualityOptions(BaseModel):
+    """The quality probe of a run (``RunOptions.quality``): packed against single answers."""
+
+    #: The share of a run's blocks also asked alone, one block per call (0: no probe).
+    probe_rate: float = Field(default=0.03, ge=0, le=1)
+    #: At least this many blocks are probed (capped at the run's blocks) when the probe
+    #: is on.
+    probe_minimum: int = Field(default=5, ge=0)
+    #: The quality gate: the least agreement (0-1] the run accepts before it lowers its
+    #: pack size (``None``: no gate).
+    min_agreement: float | None = Field(default=None, gt=0, le=1)
 
 
 class OutageOptions(BaseModel):
