@@ -203,6 +203,37 @@ def _string(schema: dict[str, Any], content: str, name: str, h: int) -> str:
     return " ".join(words[start : start + 1 + h % 3])
 
 
+#: Words of the decoy texts that wrong answers are generated from: a block's own words
+#: would leave a wrong summary too close to the right one.
+_DECOY_WORDS = (
+    "amber", "basalt", "cobalt", "delta", "ember", "fjord", "garnet", "harbor", "indigo",
+    "juniper", "kelp", "lagoon", "meadow", "nectar", "obsidian", "pebble", "quartz", "raven",
+    "saffron", "tundra", "umber", "velvet", "willow", "xenon", "yarrow", "zephyr", "canyon",
+    "orchid", "lantern", "mosaic", "prairie", "thistle",
+)
+
+
+def decoy_value(name: str, schema: dict[str, Any], value: Any, key: str, attempt: int) -> Any:
+    """A value of ``schema``'s type for field ``name`` that is likely not ``value``.
+
+    For a model's plausible mistake: another ``enum`` member, the boolean flipped, a number
+    or text generated from a decoy text (``key`` and ``attempt`` pick it). ``None`` when
+    the schema allows nothing else (a ``const``, a one-member ``enum``). The caller checks
+    that the value really differs and conforms.
+    """
+    h = stable_hash("decoy", key, str(attempt), name)
+    if "const" in schema:
+        return None
+    members = schema.get("enum")
+    if isinstance(members, list):
+        others = [m for m in members if m != value]
+        return others[h % len(others)] if others else None
+    if _schema_type(schema) == "boolean" and isinstance(value, bool):
+        return not value
+    words = [_DECOY_WORDS[stable_hash(str(h), str(i)) % len(_DECOY_WORDS)] for i in range(12)]
+    return generate(schema, " ".join(words), name)
+
+
 def wrong_type(schema: dict[str, Any]) -> Any:
     """A value that certainly does not match ``schema``'s type (for malformed answers)."""
     kind = _schema_type(schema)

@@ -12,7 +12,7 @@ from simulator.cache import CacheUsage, PromptCache
 from simulator.clock import Clock
 from simulator.content import generate
 from simulator.errors import invalid, new_id
-from simulator.faults import Dice, answer_blocks, malform
+from simulator.faults import Answer, Dice, answer_blocks, malform
 from simulator.prompt import Prompt, analyse
 from simulator.scenario import Scenario
 from simulator.tokenizer import count_tokens, truncate_to_tokens
@@ -37,6 +37,9 @@ class Outcome:
     usage: dict[str, Any]
     cache: CacheUsage
     faults: list[str] = field(default_factory=list)
+    #: The blocks' results as delivered (not truncated or malformed), with their true
+    #: disagreement; ``None`` when the answer holds no whole set of block results.
+    quality: Answer | None = None
 
     @property
     def output_tokens(self) -> int:
@@ -103,12 +106,15 @@ class Engine:
         )
         tool = _forced_tool(body)
         faults: list[str] = []
+        quality: Answer | None = None
         if tool is None:
             text, faults = _text_answer(prompt), []
             block, output, stop = _fit_text(text, body["max_tokens"])
         else:
-            tool_input, faults = self._tool_input(tool, prompt, dice)
+            tool_input, faults, quality = self._tool_input(tool, prompt, dice)
             block, output, stop = self._fit_tool(tool, tool_input, body["max_tokens"], dice, faults)
+            if stop != "tool_use":
+                quality = None
         usage = {
             "input_tokens": prompt.total_tokens - cache.cached_upto,
             "output_tokens": output,
@@ -130,22 +136,23 @@ class Engine:
             "stop_sequence": None,
             "usage": usage,
         }
-        return Outcome(message=message, stop_reason=stop, usage=usage, cache=cache, faults=faults)
+        return Outcome(message=message, stop_reason=stop, usage=usage, cache=cache, faults=faults,
+                       quality=quality)
 
     def _tool_input(
         self, tool: dict[str, Any], prompt: Prompt, dice: Dice
-    ) -> tuple[dict[str, Any], list[str]]:
+    ) -> tuple[dict[str, Any], list[str], Answer | None]:
         schema = tool["input_schema"]
         items = _results_items(schema)
         if items is None:
-            return generate(schema, prompt.user_text, tool["name"]), []
+            return generate(schema, prompt.user_text, tool["name"]), [], None
         properties = items.get("properties") or {}
         answer = answer_blocks(prompt.blocks, properties, self.scenario, dice)
         if dice.chance(self.scenario.faults.malformed_tool_input, "malformed_tool_input"):
             answer.faults.append("malformed_tool_input")
             required = [r for r in items.get("required", []) if isinstance(r, str)]
-            return malform(answer.results, required, dice), answer.faults
-        return {"results": answer.results}, answer.faults
+            return malform(answer.results, required, dice), answer.faults, None
+        return {"results": answer.results}, answer.faults, answer
 
     def _fit_tool(
         self,

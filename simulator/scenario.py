@@ -53,12 +53,41 @@ class Faults(_Strict):
 
 
 class Quality(_Strict):
-    """Quality that degrades with pack size: more blocks, more skips and bleeds."""
+    """Quality that degrades with pack size, when ``enabled``.
+
+    Two effects, each off unless its rates are set:
+
+    - skips and whole-result bleeds: their per-block probabilities grow by
+      ``*_per_extra_block`` for each block beyond ``free_blocks`` (drawn per request);
+    - wrong answers, a model that is wrong like a model: in a call of ``n >= 2`` blocks,
+      the block at position ``k`` (1 for the first) gets one plausible, valid, wrong field
+      with probability ``p = min(wrong_max, wrong_base + wrong_per_extra_block *
+      max(0, n - free_blocks) + wrong_per_position * (k - 1))``. The die is the block's
+      own (seed, type and content), not the request's, so a block is wrong at every
+      (size, position) whose ``p`` exceeds its die: the same block in the same place gets
+      the same verdict whatever else the request holds, and a call of one block is
+      always right. A share ``wrong_bleed_share`` of the wrong fields is the value the
+      neighbouring block of the pack has (bleed); the rest are another valid value.
+    """
 
     enabled: bool = False
     free_blocks: int = Field(default=20, ge=0)
     skip_per_extra_block: Rate = Field(default=0.002, ge=0, le=1)
     bleed_per_extra_block: Rate = Field(default=0.001, ge=0, le=1)
+    wrong_base: Rate = Field(default=0.0, ge=0, le=1)
+    wrong_per_extra_block: Rate = Field(default=0.0, ge=0, le=1)
+    wrong_per_position: Rate = Field(default=0.0, ge=0, le=1)
+    wrong_max: Rate = Field(default=1.0, ge=0, le=1)
+    wrong_bleed_share: Rate = Field(default=0.5, ge=0, le=1)
+
+    def wrong_rate(self, size: int, position: int) -> float:
+        """The chance that the block at ``position`` (1-based) of a call of ``size``
+        blocks is answered wrongly (0 for a call of one block, or when disabled)."""
+        if not self.enabled or size < 2:
+            return 0.0
+        p = (self.wrong_base + self.wrong_per_extra_block * max(0, size - self.free_blocks)
+             + self.wrong_per_position * max(0, position - 1))
+        return min(self.wrong_max, p)
 
 
 class Limits(_Strict):

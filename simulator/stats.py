@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict, deque
 from typing import Any
 
+from core.agreement import position_bucket
+
 REQUEST_LOG_SIZE = 10_000
 
 
@@ -23,6 +25,10 @@ class Stats:
         self.faults: Counter[str] = Counter()
         self.stop_reasons: Counter[str] = Counter()
         self.batch_results: Counter[str] = Counter()
+        #: The true disagreement: blocks answered and blocks whose answer differs from
+        #: their answer alone, per pack size and per position bucket.
+        self.quality: defaultdict[str, Counter[str]] = defaultdict(Counter)
+        self.quality_positions: defaultdict[str, Counter[str]] = defaultdict(Counter)
         self.log: deque[dict[str, Any]] = deque(maxlen=REQUEST_LOG_SIZE)
 
     def count_request(self, endpoint: str, status: int) -> None:
@@ -51,6 +57,29 @@ class Stats:
         """Injected faults, by kind."""
         self.faults.update(faults)
 
+    def count_quality(self, pack_size: int, checked: list[tuple[int, bool]]) -> None:
+        """The blocks of one delivered answer: (position, differs from alone) each."""
+        if not checked:
+            return
+        by_size = self.quality[str(pack_size)]
+        for position, altered in checked:
+            by_size["answered"] += 1
+            by_size["altered"] += int(altered)
+            by_position = self.quality_positions[position_bucket(position)]
+            by_position["answered"] += 1
+            by_position["altered"] += int(altered)
+
+    def quality_snapshot(self) -> dict[str, Any]:
+        """``quality`` of ``GET /_sim/stats``: answered and altered blocks, overall, per
+        pack size (sizes as strings, ascending) and per position bucket."""
+        sizes = sorted(self.quality, key=int)
+        return {
+            "answered": sum(self.quality[s]["answered"] for s in sizes),
+            "altered": sum(self.quality[s]["altered"] for s in sizes),
+            "by_pack_size": {s: _answered(self.quality[s]) for s in sizes},
+            "by_position": {p: _answered(c) for p, c in self.quality_positions.items()},
+        }
+
     def snapshot(self) -> dict[str, Any]:
         """The JSON of ``GET /_sim/stats``."""
         return {
@@ -63,7 +92,12 @@ class Stats:
             "faults": dict(self.faults),
             "stop_reasons": dict(self.stop_reasons),
             "batch_results": dict(self.batch_results),
+            "quality": self.quality_snapshot(),
         }
+
+
+def _answered(counter: Counter[str]) -> dict[str, int]:
+    return {"answered": counter["answered"], "altered": counter["altered"]}
 
 
 def _tokens(counter: Counter[str]) -> dict[str, int]:

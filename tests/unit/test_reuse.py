@@ -99,6 +99,8 @@ def test_the_key_has_no_run_option_but_the_model() -> None:
         "short_ids",
         # How much the run may spend: which blocks get a call, never what it answers.
         "max_cost_usd",
+        # The quality probe and gate: which blocks are also asked alone, and pack sizes.
+        "quality",
     }, ("a RunOptions field was added or removed: if it changes what a block's answer is, "
         "put it into core.reuse.prompt_digest; either way, list it here")
 

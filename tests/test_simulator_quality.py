@@ -1,0 +1,141 @@
+"""The simulator's quality model: wrong like a model in big packs, right alone, and honest
+about how often (``/_sim/stats`` quality)."""
+
+from __future__ import annotations
+
+import anthropic
+from jsonschema import Draft202012Validator
+
+from core.agreement import compare_properties
+from simulator.content import block_result
+from simulator.faults import Dice, answer_blocks
+from simulator.prompt import Block
+from simulator.scenario import Quality, Scenario
+from simulator.server import SimulatorServer
+from simulator.testing import DEFAULT_FIELDS, make_blocks, pack_params, tool_input
+
+FIELDS = {
+    **DEFAULT_FIELDS,
+    "tags": {"type": "array", "items": {"type": "string", "enum": ["a", "b", "c"]},
+             "maxItems": 2},
+    "published": {"type": "string", "format": "date"},
+}
+
+
+def blocks(count: int, start: int = 0, ids: str = "uid") -> list[Block]:
+    made = make_blocks(count, start=start)
+    return [Block(uid=(b["block_uid"] if ids == "uid" else f"b{i + 1}"),
+                  type=b["block_type"], content=b["block_content"])
+            for i, b in enumerate(made)]
+
+
+def scenario(**quality: float) -> Scenario:
+    return Scenario(seed=7, quality=Quality(enabled=True, free_blocks=1, skip_per_extra_block=0,
+                                            bleed_per_extra_block=0, **quality))
+
+
+def dice(body: str = "body") -> Dice:
+    return Dice(seed=7, body_hash=body, occurrence=0)
+
+
+def differs(result: dict, block: Block) -> bool:
+    truth = block_result(block, FIELDS)
+    return not all(v.agree for v in compare_properties(FIELDS, result, truth))
+
+
+def test_wrong_rate_grows_with_size_and_position_and_is_capped():
+    quality = Quality(enabled=True, free_blocks=5, wrong_base=0.01, wrong_per_extra_block=0.002,
+                      wrong_per_position=0.001, wrong_max=0.2)
+    assert quality.wrong_rate(1, 1) == 0.0
+    assert quality.wrong_rate(5, 1) == 0.01
+    assert quality.wrong_rate(25, 1) == 0.01 + 0.002 * 20
+    assert quality.wrong_rate(25, 11) == 0.01 + 0.002 * 20 + 0.001 * 10
+    assert quality.wrong_rate(200, 150) == 0.2
+    assert Quality(wrong_base=1.0).wrong_rate(50, 50) == 0.0  # not enabled
+
+
+def test_a_call_of_one_block_is_always_right():
+    block = blocks(1)
+    answer = answer_blocks(block, FIELDS, scenario(wrong_base=1.0), dice())
+    assert answer.results == [block_result(block[0], FIELDS)]
+    assert answer.checked == [(1, False)]
+
+
+def test_wrong_answers_validate_and_disagree_some_by_bleeding_from_a_neighbour():
+    pack = blocks(40)
+    answer = answer_blocks(pack, FIELDS, scenario(wrong_base=1.0), dice())
+    validator = Draft202012Validator({"type": "object", "properties": FIELDS,
+                                      "required": list(FIELDS)})
+    assert all(validator.is_valid(r) for r in answer.results)
+    assert all(differs(r, b) for r, b in zip(answer.results, pack, strict=True))
+    assert answer.checked == [(i + 1, True) for i in range(40)]
+    assert {"wrong_bleed", "wrong_value"} <= set(answer.faults)
+    # a bled field holds the neighbour's true value
+    truths = [block_result(b, FIELDS) for b in pack]
+    bled = 0
+    for i, result in enumerate(answer.results[:-1]):
+        changed = [k for k in FIELDS if result[k] != truths[i][k]]
+        assert len(changed) == 1
+        if result[changed[0]] == truths[i + 1][changed[0]]:
+            bled += 1
+    assert bled > 5
+
+
+def test_the_verdict_is_the_blocks_own_whatever_the_ids_and_the_other_blocks():
+    quality = scenario(wrong_base=0.3)
+    by_uid = answer_blocks(blocks(10), FIELDS, quality, dice("one"))
+    short = answer_blocks(blocks(10, ids="short"), FIELDS, quality, dice("two"))
+    mixed = blocks(10)
+    mixed[5:] = blocks(5, start=100)  # other neighbours after position 5
+    other = answer_blocks(mixed, FIELDS, quality, dice("three"))
+    assert [c for _, c in by_uid.checked] == [c for _, c in short.checked]
+    assert [c for _, c in by_uid.checked][:4] == [c for _, c in other.checked][:4]
+    assert any(c for _, c in by_uid.checked) and not all(c for _, c in by_uid.checked)
+    strip = [{k: v for k, v in r.items() if k != "block_uid"} for r in by_uid.results]
+    assert strip == [{k: v for k, v in r.items() if k != "block_uid"} for r in short.results]
+
+
+def test_bigger_packs_and_later_positions_are_wrong_more_often():
+    quality = scenario(wrong_per_extra_block=0.004, wrong_per_position=0.004)
+    many = blocks(400)
+
+    def altered(size: int) -> list[tuple[int, bool]]:
+        out = []
+        for start in range(0, len(many), size):
+            out += answer_blocks(many[start:start + size], FIELDS, quality, dice()).checked
+        return out
+
+    def share(checked: list[tuple[int, bool]]) -> float:
+        return sum(c for _, c in checked) / len(checked)
+
+    small, big = altered(5), altered(50)
+    assert share(small) < 0.06 < share(big)
+    assert share([c for c in big if c[0] <= 10]) < share([c for c in big if c[0] > 40])
+
+
+def test_off_by_default_every_answer_is_the_single_answer():
+    pack = blocks(60)
+    answer = answer_blocks(pack, FIELDS, Scenario(), dice())
+    assert answer.results == [block_result(b, FIELDS) for b in pack]
+    assert not any(c for _, c in answer.checked) and not answer.faults
+
+
+async def test_stats_report_the_true_disagreement_per_pack_size():
+    async with SimulatorServer(scenario=Scenario(seed=3, quality=Quality(
+            enabled=True, free_blocks=1, skip_per_extra_block=0, bleed_per_extra_block=0,
+            wrong_per_extra_block=0.01))) as sim:
+        client = anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="k", max_retries=0)
+        altered_seen = 0
+        for start in range(0, 60, 20):
+            message = await client.messages.create(**pack_params(make_blocks(20, start=start)))
+            truth = {b["block_uid"]: block_result(
+                Block(b["block_uid"], b["block_type"], b["block_content"]), DEFAULT_FIELDS)
+                for b in make_blocks(20, start=start)}
+            altered_seen += sum(r != truth[r["block_uid"]] for r in tool_input(message)["results"])
+        await client.messages.create(**pack_params(make_blocks(1)))
+        quality = sim.state.stats.snapshot()["quality"]
+        assert quality["by_pack_size"]["20"] == {"answered": 60, "altered": altered_seen}
+        assert quality["by_pack_size"]["1"] == {"answered": 1, "altered": 0}
+        assert (quality["answered"], quality["altered"]) == (61, altered_seen)
+        assert altered_seen > 0
+        assert sum(p["answered"] for p in quality["by_position"].values()) == 61
