@@ -11,9 +11,9 @@ import random
 from datetime import timedelta
 from typing import Any
 
-import anthropic
 from temporalio.exceptions import ApplicationError
 
+from activities.sdk import anthropic
 from core.claude_errors import ClaudeError, classify, is_outage, retry_delay_s
 
 #: The API key was rejected (401/403): the run stops, retrying cannot help.

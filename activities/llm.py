@@ -20,7 +20,6 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-import anthropic
 import asyncpg
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -33,6 +32,7 @@ from activities.errors import (
     from_api_error,
 )
 from activities.limiter import FleetLimiter
+from activities.sdk import anthropic
 from activities.shared import PerRun, heartbeating, origin
 from core.budget import pack_worst_case, probe_worst_case, refusal_text, warm_up_worst_case
 from core.claude_errors import ClaudeError, is_outage

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import anthropic
 import asyncpg
 from temporalio.client import Client
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
@@ -17,6 +16,7 @@ from activities.batches import BatchActivities
 from activities.db import DbActivities
 from activities.limiter import FleetLimiter
 from activities.llm import LlmActivities
+from activities.sdk import anthropic
 from runtime.metrics import BlockbatchMetrics, MetricsInterceptor, metric_meter
 from runtime.settings import Settings
 from workflows.attributes import SEARCH_ATTRIBUTES

@@ -20,12 +20,12 @@ pack policy in ``core/policy.py``; every statement is in ``store/``.
 
 from __future__ import annotations
 
-import anthropic
 import asyncpg
 from temporalio import activity
 
 from activities.batches import apply, collect, submit, watch
 from activities.errors import BATCH_REJECTED
+from activities.sdk import anthropic
 from core.models import (
     ApplyRoundInput,
     ApplyRoundOutput,

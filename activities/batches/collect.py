@@ -6,11 +6,11 @@ and a request with no result line is recorded as ``missing`` (resubmitted next r
 
 from __future__ import annotations
 
-import anthropic
 import asyncpg
 from temporalio import activity
 
 from activities.errors import application_error, from_api_error
+from activities.sdk import anthropic
 from activities.shared import heartbeating
 from core.batching import ResultRow, result_row
 from core.context import RunContext

@@ -18,13 +18,13 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
-import anthropic
 import asyncpg
-from anthropic.types.messages import MessageBatch
 from temporalio import activity
 
 from activities.errors import application_error, from_api_error
+from activities.sdk import anthropic
 from activities.shared import origin
 from core.batching import Part
 from core.context import RunContext
@@ -37,6 +37,9 @@ from store.runs import ACTIVE_STATUSES, status_for_share
 #: Clock skew allowed between us and the provider when looking for an orphan batch.
 _ORPHAN_SKEW = timedelta(minutes=2)
 _ORPHAN_MAX_SCANNED = 2000
+
+if TYPE_CHECKING:
+    from anthropic.types.messages import MessageBatch
 
 
 async def submit_part(

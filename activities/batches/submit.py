@@ -8,11 +8,11 @@ from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Any
 
-import anthropic
 import asyncpg
 
 from activities.batches.create import submit_part
 from activities.batches.rounds import enqueue
+from activities.sdk import anthropic
 from activities.shared import heartbeating
 from core.batching import BATCH_CACHE_TTL, PackAttempt, Part, PartCutter, batch_params
 from core.budget import refusal_text, worst_case_usd

@@ -5,14 +5,18 @@ Both are harmless to repeat and retried until they work.
 
 from __future__ import annotations
 
-import anthropic
+from typing import TYPE_CHECKING
+
 import asyncpg
-from anthropic.types.messages import MessageBatch
 
 from activities.errors import application_error, from_api_error
+from activities.sdk import anthropic
 from core.models import BatchCounts, BatchRoundInput, PollRoundOutput
 from store import provider_batches
 from store.provider_batches import BatchState
+
+if TYPE_CHECKING:
+    from anthropic.types.messages import MessageBatch
 
 
 async def poll_round(

@@ -16,10 +16,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import anthropic
 import asyncpg
 
 from activities.llm import WARM_UP_BLOCK, warm_up_request
+from activities.sdk import anthropic
 from blockbatch.api.errors import BadRequest
 from blockbatch.api.inputs import SchemaSource, as_schema, with_schema_model
 from core.context import RunContext

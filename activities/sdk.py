@@ -1,0 +1,34 @@
+"""The ``anthropic`` SDK, loaded on first use.
+
+Importing ``anthropic`` costs about 2.7 s of CPU on a small machine (its thousands of
+pydantic types), three quarters of what ``starter.py`` spends starting. Most commands
+(``status``, ``list``, ``review``, ``export``, ``cancel`` …) never call Claude, yet reach the
+SDK through the activity modules the workflows name. Every module of ours refers to the SDK
+through :data:`anthropic` here, a module that :class:`importlib.util.LazyLoader` executes the
+first time an attribute is read (a client is built, an ``except anthropic.APIError`` clause
+meets an exception); type names come from ``anthropic`` under ``TYPE_CHECKING`` only.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from types import ModuleType
+
+
+def _lazy(name: str) -> ModuleType:
+    """``name`` as found in ``sys.modules``, else a module that loads on first use."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{name} is not installed: run `make install`")
+    loader = importlib.util.LazyLoader(spec.loader)
+    spec.loader = loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    loader.exec_module(module)
+    return module
+
+
+anthropic = _lazy("anthropic")
