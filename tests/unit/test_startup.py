@@ -1,0 +1,36 @@
+"""``starter.py``'s commands that never call Claude do not load the anthropic SDK.
+
+Its imports cost about 2.7 s of CPU, three quarters of the CLI's start (activities/sdk.py).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+
+_CHECK = """
+import importlib, importlib.util, sys
+
+def sdk_state():
+    sdk = sys.modules.get("anthropic")
+    return "not-loaded" if sdk is None or isinstance(sdk, importlib.util._LazyModule) \\
+        else "loaded"
+
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+print(sdk_state())
+from activities.sdk import anthropic
+anthropic.APIError
+print(sdk_state())
+"""
+
+
+def test_the_cli_imports_without_the_sdk_which_loads_on_first_use() -> None:
+    modules = ["blockbatch.cli", "blockbatch.cli.session", "blockbatch.cli.run",
+               "blockbatch.cli.inspect", "blockbatch.cli.review", "blockbatch.cli.follow",
+               "blockbatch.api", "workflows.run", "activities.llm"]
+    out = subprocess.run([sys.executable, "-c", _CHECK, *modules], cwd=ROOT, check=True,
+                         capture_output=True, text=True).stdout
+    assert out.split() == ["not-loaded", "loaded"]
