@@ -10,7 +10,8 @@ A block's **answer key** is a hash over everything that decides the model's answ
   schema (instructions, field definitions with types, enums and limits, the fixed rules),
   the user message's fixed text (``per_block_prompt``), ``temperature``, the model the
   run calls, and :data:`core.prompt.PROMPT_FORMAT_VERSION` for what the rendered texts do
-  not show (how blocks are named and laid out on the wire).
+  not show (how blocks are named and laid out on the wire), and ``layout`` for question
+  mode (``prompt_config.questions``: blocks sent as questions with their contexts).
 
 Left out on purpose, because they do not change what a block's answer is: the schema's
 name, ``max_tokens_per_block``, ``max_batch_size`` and its default ``model`` (the run's
@@ -68,6 +69,10 @@ def prompt_digest(spec: SchemaSpec, model_id: str) -> str:
         "user": user_instructions(spec, 1),
         "temperature": spec.prompt_config.temperature,
     }
+    if spec.prompt_config.questions:
+        # Blocks laid out as questions with their contexts (core/prompt.py); only then, so
+        # the digests of schema runs stay as they were.
+        material["layout"] = "questions"
     return _sha256(json.dumps(material, sort_keys=True, ensure_ascii=False))
 
 

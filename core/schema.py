@@ -68,6 +68,10 @@ class PromptConfig(BaseModel):
     max_tokens_per_block: int | None = Field(default=None, ge=1, strict=True)
     #: The most blocks in one call; only ever lowers the computed pack size.
     max_batch_size: int | None = Field(default=None, ge=1, strict=True)
+    #: Question mode: each block's text is a question (an instruction to follow for that
+    #: block's answer only), not data; the request lays blocks out as questions with their
+    #: own contexts (core/prompt.py, core/questions.py). False: blocks are data.
+    questions: bool = Field(default=False, strict=True)
 
     @field_validator("system_instructions")
     @classmethod
@@ -130,6 +134,9 @@ class SchemaSpec(BaseModel):
         """
         data = self.model_dump(mode="json")
         data["required"] = sorted(data["required"])  # a set in JSON Schema's eyes
+        if not data["prompt_config"]["questions"]:
+            # Added later: left out when off, so schemas stored before hash as they did.
+            del data["prompt_config"]["questions"]
         canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 

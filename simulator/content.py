@@ -5,7 +5,8 @@ Some fields are computed for real from the block (``word_count``, ``char_count``
 ``uid_echo``) so tests can check correctness; every other field gets a plausible value
 of the right JSON type, chosen by a hash of the block's content. Values depend only on
 the block itself, never on its pack or position: parity between batched and
-one-per-call runs relies on it.
+one-per-call runs relies on it. A question (question mode) gets a plain-text ``answer``
+from its own question and context only (simulator/questions.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import hashlib
 from typing import Any
 
 from simulator.prompt import Block
+from simulator.questions import answer_question
 
 _SUMMARY_NAMES = ("summary", "description", "abstract", "gist", "synopsis")
 _SCORE_NAMES = ("confidence", "score", "probability", "ratio")
@@ -66,7 +68,12 @@ def block_result(block: Block, properties: dict[str, Any]) -> dict[str, Any]:
 
 
 def field_value(name: str, schema: dict[str, Any], block: Block) -> Any:
-    """The value of field ``name`` for ``block``, conforming to ``schema``."""
+    """The value of field ``name`` for ``block``, conforming to ``schema``.
+
+    A question's string field ``answer`` is its plain-text answer (simulator/questions.py).
+    """
+    if block.question and name == "answer" and _schema_type(schema) == "string":
+        return _fit_string(answer_question(block.content, block.context), schema)
     if name in COMPUTED:
         value = COMPUTED[name](block)
         if _schema_type(schema) == "string" and isinstance(value, int) and "enum" not in schema:

@@ -92,7 +92,8 @@ def answer_blocks(
         source = block
         if len(blocks) > 1 and dice.chance(p_bleed, "bleed", uid):
             neighbour = blocks[index + 1] if index + 1 < len(blocks) else blocks[index - 1]
-            source = Block(uid=uid, type=block.type, content=neighbour.content)
+            source = Block(uid=uid, type=block.type, content=neighbour.content,
+                           question=neighbour.question, context=neighbour.context)
             answer.faults.append("bleed")
         result = block_result(source, properties)
         wrong = _answer_wrongly(blocks, index, result, properties, quality, scenario.seed)

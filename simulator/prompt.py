@@ -28,11 +28,14 @@ class Breakpoint:
 
 @dataclass(frozen=True)
 class Block:
-    """One document block found in the request."""
+    """One document block found in the request (or one question, in question mode:
+    ``content`` is the question and ``context`` its own context, if any)."""
 
     uid: str
     type: str
     content: str
+    question: bool = False
+    context: str | None = None
 
 
 @dataclass
@@ -115,7 +118,10 @@ def analyse(body: dict[str, Any]) -> Prompt:
 
 
 def find_blocks(texts: list[str]) -> list[Block]:
-    """The blocks of the first text that is a JSON array of ``{"block_uid", ...}`` objects."""
+    """The blocks of the first text that is a JSON array of ``{"block_uid", ...}`` objects.
+
+    An array whose items carry ``question`` (question mode) gives question blocks.
+    """
     for text in texts:
         try:
             value = json.loads(text)
@@ -125,6 +131,13 @@ def find_blocks(texts: list[str]) -> list[Block]:
             continue
         if not all(isinstance(item, dict) and "block_uid" in item for item in value):
             continue
+        if all("question" in item for item in value):
+            return [
+                Block(uid=str(item["block_uid"]), type="question",
+                      content=_as_text(item["question"]), question=True,
+                      context=_as_text(item["context"]) if "context" in item else None)
+                for item in value
+            ]
         return [
             Block(
                 uid=str(item["block_uid"]),

@@ -520,3 +520,62 @@ async def blocks_paid_twice(conn: asyncpg.Connection | asyncpg.Pool, run_id: str
                 and c.started_at >= a.finished_at
            where o.run_id = $1 and o.status in ('ai_complete', 'confirmed', 'rejected')""",
         run_id))
+
+
+class ItemUsage(BaseModel):
+    """One block's share of its run's calls (``llm_batch``'s per-item usage).
+
+    Each call's tokens and cost are split over the blocks it was sent with, by their
+    estimated tokens; a call sent without blocks (the warm-up, a probe) over all the run's
+    blocks the same way. So the shares of a run's blocks add up to the run's usage (tokens
+    rounded per block). A reused answer's block has nothing of this run's calls.
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cost_usd: float = 0.0
+    #: How many of the run's pack calls the block was sent in (more than one after a
+    #: split or a retry).
+    calls: int = 0
+
+
+async def item_usage(conn: asyncpg.Connection | asyncpg.Pool, run_id: str
+                     ) -> dict[str, ItemUsage]:
+    """block_uid -> its :class:`ItemUsage` in the run (blocks that shared no call: absent)."""
+    rows = await conn.fetch(
+        """with run_blocks as (
+               select o.block_uid, greatest(b.est_tokens, 1)::float8 as weight
+               from overlays o join blocks b using (block_uid) where o.run_id = $1
+           ), members as (
+               select c.call_id, u.block_uid, true as sent
+               from llm_calls c cross join lateral unnest(c.block_uids) as u (block_uid)
+               where c.run_id = $1
+               union all
+               select c.call_id, rb.block_uid, false
+               from llm_calls c cross join run_blocks rb
+               where c.run_id = $1 and cardinality(c.block_uids) = 0
+           ), shares as (
+               select m.call_id, m.block_uid, m.sent,
+                      rb.weight / sum(rb.weight) over (partition by m.call_id) as share
+               from members m join run_blocks rb using (block_uid)
+           )
+           select s.block_uid,
+                  round(sum(s.share * c.input_tokens))::bigint as input_tokens,
+                  round(sum(s.share * c.output_tokens))::bigint as output_tokens,
+                  round(sum(s.share * c.cache_creation_input_tokens))::bigint as cache_write,
+                  round(sum(s.share * c.cache_read_input_tokens))::bigint as cache_read,
+                  sum(s.share * c.cost_usd::float8) as cost_usd,
+                  count(*) filter (where s.sent) as calls
+           from shares s join llm_calls c using (call_id)
+           group by s.block_uid""",
+        run_id,
+    )
+    return {
+        r["block_uid"]: ItemUsage(
+            input_tokens=r["input_tokens"], output_tokens=r["output_tokens"],
+            cache_creation_input_tokens=r["cache_write"], cache_read_input_tokens=r["cache_read"],
+            cost_usd=round(r["cost_usd"], 8), calls=r["calls"])
+        for r in rows
+    }

@@ -14,7 +14,8 @@
         await bb.export(run_id, "handbook.jsonl")
         await bb.retry(run_id)        # a finished run's failed blocks, again, in the run
 
-For a list of items in one call, see :func:`llm_batch` / :func:`allm_batch`.
+For many questions (plain-text answers) or a list of items under a schema in one call,
+see :func:`llm_batch` / :func:`allm_batch` (alias :func:`llm_query_batched`).
 """
 
 from __future__ import annotations
@@ -34,21 +35,28 @@ from blockbatch.api.errors import (
     UnknownReason,
 )
 from blockbatch.api.inputs import SchemaSource, as_schema
-from blockbatch.api.items import BatchResult, ItemResult, allm_batch, llm_batch
+from blockbatch.api.items import (
+    BatchResult,
+    ItemResult,
+    allm_batch,
+    llm_batch,
+    llm_query_batched,
+)
 from blockbatch.api.quote import estimate
 from blockbatch.api.retry import RetryStarted
 from blockbatch.api.review import ConfirmOutcome, EditOutcome, ExportSummary, RejectOutcome
 from core.models import RunOptions, RunResult
 from core.quote import ModeQuote, Quote
 from core.review import EditError
-from store.reads import CallDetail, CallRow, ReviewItem, ReviewPage, RunInfo
+from store.reads import CallDetail, CallRow, ItemUsage, ReviewItem, ReviewPage, RunInfo
 from store.retries import RetryRecord
 
 __all__ = [
     "AllItemsFailed", "BadRequest", "BatchResult", "BlockNotRetryable", "Blockbatch",
     "CallDetail", "CallRow", "ConfirmOutcome", "EditError", "EditOutcome", "ExportSummary",
-    "ItemResult", "ModeQuote", "NotFound", "NothingToRetry", "Quote", "RejectOutcome", "RetryRecord",
+    "ItemResult", "ItemUsage", "ModeQuote", "NotFound", "NothingToRetry", "Quote", "RejectOutcome", "RetryRecord",
     "RetryRefused", "RetryStarted", "RetryUnderWay", "ReviewItem", "ReviewPage", "RunInfo",
     "RunOptions", "RunResult", "RunStillActive", "SchemaSource", "StackUnavailable",
-    "UnknownBlock", "UnknownReason", "allm_batch", "as_schema", "estimate", "llm_batch", "open_default",
+    "UnknownBlock", "UnknownReason", "allm_batch", "as_schema", "estimate", "llm_batch", "llm_query_batched",
+    "open_default",
 ]
