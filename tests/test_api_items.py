@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from blockbatch.api import Blockbatch, allm_batch, llm_batch
+import pytest
+
+from blockbatch.api import AllItemsFailed, Blockbatch, allm_batch, llm_batch, llm_query_batched
 from blockbatch.api.items import items_to_blocks
 from blockbatch.cli import amain
 from core.models import RunOptions
+from simulator.questions import WORDS
 from tests.conftest import Stack
-from tests.helpers import block_content, extract_schema, markdown_doc
+from tests.helpers import REJECT_MARKER, block_content, extract_schema, markdown_doc
 
 ITEMS: list[Any] = [
     "Page the primary on call when the queue backs up.",
@@ -58,6 +61,83 @@ async def test_llm_batch_blocking_form_with_in_process_worker(bbstack: Stack) ->
     assert [r.ok for r in out] == [True, True]
     assert [v["word_count"] for v in out.values if v] == [3, 2]
     assert out.run.calls == 1 and out.run_id
+
+
+async def test_llm_batch_answers_questions_in_plain_text_in_input_order(bbstack: Stack) -> None:
+    # No schema: each prompt is a question; the blocking form, as a script calls it.
+    out = await asyncio.to_thread(
+        llm_query_batched, ["What is 2+2?", "Name a colour."],
+        settings=bbstack.settings, with_worker=True,
+    )
+    assert out.all_succeeded and out.error_count == 0
+    assert out.values[0] == "4" and out.values[1] in WORDS["colour"]["en"]
+    assert [r.index for r in out.successes] == [0, 1]
+    # Both questions shared one call, and each carries its share of it.
+    calls = await bbstack.pool.fetch(
+        "select block_uids, cost_usd::float8 as cost from llm_calls where run_id = $1 "
+        "and purpose = 'pack'", out.run_id)
+    assert [sorted(c["block_uids"]) for c in calls] == [sorted(r.block_uid or "" for r in out)]
+    assert all(r.usage.calls == 1 and r.usage.cost_usd > 0 and r.usage.input_tokens > 0
+               for r in out)
+    assert abs(sum(r.usage.cost_usd for r in out) - out.run.cost_usd) < 1e-6
+    assert sum(r.usage.output_tokens for r in out) == pytest.approx(out.run.output_tokens, abs=2)
+
+
+async def test_questions_keep_their_own_instructions_and_contexts_in_one_pack(
+    bbstack: Stack,
+) -> None:
+    questions = ["Answer only in French: name a colour.", "Answer in English: name a fruit.",
+                 "Summarise in English.", "Summarise in English.", "", "What is 6*7?",
+                 "Name an animal in German.", "Answer in Spanish: name a fruit."]
+    contexts = [None, None, "The storm reached the harbour at dawn.",
+                "The harvest was late this year.", None, None, None, None]
+    # The model leaves one question out of its answer: a mapping failure, the pack halves.
+    bbstack.sim.scenario(always_skip_contents=["Name an animal in German."])
+    out = await allm_batch(questions, contexts, bb=bbstack.bb, with_worker=True,
+                           max_parallel=3, max_block_attempts=1)
+    assert out.run.status == "completed_with_failures" and out.run.split_events >= 1
+    sent = await bbstack.pool.fetchval(
+        "select cardinality(block_uids) from llm_calls where run_id = $1 and purpose = 'pack' "
+        "order by call_id limit 1", out.run_id)
+    assert sent == 7  # every question with text went in the first call
+    answers = out.values
+    assert answers[0] in WORDS["colour"]["fr"]  # French asked, a colour asked
+    assert answers[1] in WORDS["fruit"]["en"]   # not French: the first one's rule stayed there
+    assert answers[7] in WORDS["fruit"]["es"]
+    assert answers[2] == ("Answer: Summarise in English. "
+                          "(from the context: The storm reached the harbour at dawn.)")
+    assert answers[3] == ("Answer: Summarise in English. "
+                          "(from the context: The harvest was late this year.)")
+    assert answers[5] == "42"
+    assert (out[4].status, out[4].reason) == ("skipped", "skipped")
+    assert out[6].status == "failed" and out[6].value is None
+    assert out[6].reason == "missing_from_answer" and out[6].usage.calls >= 2
+    assert [r.index for r in out.errors] == [4, 6] and out.error_count == 2
+    assert "missing_from_answer" in out.error_report()
+    settings = await bbstack.pool.fetchval(
+        "select settings from runs where run_id = $1", out.run_id)
+    assert settings["max_concurrent_packs"] == 3
+    assert abs(sum(r.usage.cost_usd for r in out) - out.run.cost_usd) < 1e-6
+
+
+async def test_llm_batch_raises_with_every_error_when_every_question_failed(
+    bbstack: Stack,
+) -> None:
+    bbstack.sim.scenario(reject_marker=REJECT_MARKER)
+    questions = [f"{REJECT_MARKER} question {n}?" for n in range(3)]
+    with pytest.raises(AllItemsFailed) as caught:
+        await allm_batch(questions, bb=bbstack.bb, with_worker=True)
+    exc = caught.value
+    assert [e.index for e in exc.errors] == [0, 1, 2]
+    assert all(e.status == "failed" and e.error and e.reason for e in exc.errors)
+    assert sum(exc.reasons.values()) == 3 and exc.result.run.status == "failed"
+    # Bad input is refused before anything is stored.
+    runs = await bbstack.pool.fetchval("select count(*) from runs")
+    with pytest.raises(ValueError, match="1 context for 2 prompts"):
+        await allm_batch(["a?", "b?"], ["only one"], bb=bbstack.bb)
+    with pytest.raises(TypeError, match="wrap a single one in a list"):
+        await allm_batch("What is 2+2?", bb=bbstack.bb)  # type: ignore[arg-type]
+    assert await bbstack.pool.fetchval("select count(*) from runs") == runs
 
 
 async def test_packs_and_halves_are_findable_in_the_ui_by_run_id(bbstack: Stack) -> None:
