@@ -148,7 +148,8 @@ def _answer_wrongly(
         schema, value = properties[name], result.get(name)
         candidates: list[tuple[str, Any]] = []
         if bleed:
-            twin = Block(uid=block.uid, type=neighbour.type, content=neighbour.content)
+            twin = Block(uid=block.uid, type=neighbour.type, content=neighbour.content,
+                         question=neighbour.question, context=neighbour.context)
             candidates.append(("wrong_bleed", field_value(name, schema, twin)))
         candidates += [("wrong_value", decoy_value(name, schema, value, key, attempt))
                        for attempt in range(_DECOY_ATTEMPTS)]
