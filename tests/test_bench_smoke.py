@@ -113,3 +113,17 @@ def test_ratelimits_script_reports_bound_and_429s(tmp_path: Path) -> None:
     for run in data["runs"]:
         assert run["status"] == "completed" and run["blocks_ok"] == 10
         assert run["lower_bound_min"] > 0 and run["responses_429"] >= 0
+
+
+@pytest.mark.timeout(300)
+def test_questions_script_compares_packed_with_one_call_each(tmp_path: Path) -> None:
+    data = run_script("questions", tmp_path / "questions.json", "--questions", "8",
+                      "--ttft-ms", "0", "--per-token-ms", "0")
+    packed, single = data["modes"]
+    assert (packed["mode"], single["mode"]) == ("packed", "one per call")
+    assert packed["answered"] == single["answered"] == 8
+    assert packed["largest_pack"] == 8 and single["largest_pack"] == 1
+    assert single["pack_count"] == 8 and packed["calls"] < single["calls"]
+    assert data["parity"] == {"questions": 8, "answers_differing": 0}
+    for mode in (packed, single):
+        assert abs(mode["item_usage_cost_sum_usd"] - mode["cost_usd"]) < 1e-5
