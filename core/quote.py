@@ -41,6 +41,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from core.batching import BATCH_CACHE_TTL
+from core.calibration import CalibrationNote
 from core.context import RunContext
 from core.models import RunOptions
 from core.planning import (
@@ -249,6 +250,8 @@ class Quote(BaseModel):
     sync: ModeQuote
     batch: ModeQuote
     notes: list[str] = Field(default_factory=list)
+    #: The latest calibration of this schema and model (``starter.py calibrate``), if any.
+    calibration: CalibrationNote | None = None
 
     def chosen(self) -> ModeQuote:
         """The quote of the mode the options ask for."""

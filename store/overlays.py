@@ -110,6 +110,21 @@ class ReusableAnswer:
     call_id: int | None
 
 
+async def withhold_from_reuse(conn: asyncpg.Connection | asyncpg.Pool,
+                              run_ids: Sequence[str]) -> None:
+    """Keep these runs' answers out of reuse (their answer keys cleared; no state changes).
+
+    ``calibrate``'s packed runs answer at sizes chosen to find where answers go wrong:
+    a later run must not reuse one of those answers for a block (its alone answer, from
+    the calibration's baseline run, stays reusable).
+    """
+    await conn.execute(
+        "update overlays set answer_key = null where run_id = any($1::text[]) "
+        "and answer_key is not null",
+        list(run_ids),
+    )
+
+
 async def reusable_answers(
     conn: asyncpg.Connection, keys: Sequence[str]
 ) -> dict[str, ReusableAnswer]:

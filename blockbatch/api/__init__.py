@@ -8,6 +8,7 @@
         schema = await bb.add_schema("extract.json")
         run_id = await bb.start_run(doc, schema, RunOptions())
         result = await bb.wait(run_id)
+        cal = await bb.calibrate("handbook.md", "extract.json")  # which pack size keeps quality
         await bb.edit(run_id, "7", "summary", "A better summary")   # one staged value
         await bb.reject(run_id, ["12"])  # refuse a staged result
         await bb.confirm(run_id)         # confirm the rest (each act recorded: who, when)
@@ -45,6 +46,7 @@ from blockbatch.api.items import (
 from blockbatch.api.quote import estimate
 from blockbatch.api.retry import RetryStarted
 from blockbatch.api.review import ConfirmOutcome, EditOutcome, ExportSummary, RejectOutcome
+from core.calibration import Calibration, CalibrationError
 from core.models import RunOptions, RunResult
 from core.quote import ModeQuote, Quote
 from core.review import EditError
@@ -53,6 +55,7 @@ from store.retries import RetryRecord
 
 __all__ = [
     "AllItemsFailed", "BadRequest", "BatchResult", "BlockNotRetryable", "Blockbatch",
+    "Calibration", "CalibrationError",
     "CallDetail", "CallRow", "ConfirmOutcome", "EditError", "EditOutcome", "ExportSummary",
     "ItemResult", "ItemUsage", "ModeQuote", "NotFound", "NothingToRetry", "Quote", "RejectOutcome", "RetryRecord",
     "RetryRefused", "RetryStarted", "RetryUnderWay", "ReviewItem", "ReviewPage", "RunInfo",

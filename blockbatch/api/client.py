@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Sequence
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any, Self, TextIO
@@ -29,6 +30,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.db import NOTHING_TO_RETRY, RUN_NOT_FINISHED
 from blockbatch.api.budget import check_start_budget
+from blockbatch.api.calibrate import prepare, run_calibration
 from blockbatch.api.errors import (
     BadRequest,
     ModelRetiring,
@@ -53,6 +55,7 @@ from blockbatch.api.review import (
     export_to,
     reject,
 )
+from core.calibration import DEFAULT_SAMPLE, DEFAULT_SIZES, DEFAULT_TARGET, Calibration
 from core.ingest import ParsedBlock, detect_format, parse_document
 from core.models import OutageOptions, RunInput, RunOptions, RunProgress, RunResult
 from core.quote import Quote
@@ -169,6 +172,26 @@ class Blockbatch:
         """
         return await estimate(document, schema, options, settings=self.settings,
                               pool=self.pool, **kwargs)
+
+    async def calibrate(
+        self, document: Document, schema: SchemaSource, *, sample: int = DEFAULT_SAMPLE,
+        sizes: Sequence[int] | str = DEFAULT_SIZES, target: float = DEFAULT_TARGET,
+        model: str | None = None, fmt: str | None = None, name: str | None = None,
+        text_field: str = "text", task_queue: str | None = None,
+    ) -> Calibration:
+        """Which pack size keeps the answers a block gets alone? Runs a sample of
+        ``sample`` blocks alone and at each of ``sizes`` (real runs, every call made), and
+        recommends the largest size whose agreement with the alone answers meets
+        ``target`` (see :mod:`blockbatch.api.calibrate`). Stored, so a quote of the schema
+        and model mentions it.
+
+        Raises:
+            CalibrationError, BadRequest, SchemaError, IngestError, UnknownModelError,
+                FileNotFoundError: bad input; nothing was created.
+        """
+        plan = prepare(document, schema, sample=sample, sizes=sizes, target=target,
+                       model=model, name=name, fmt=fmt, text_field=text_field)
+        return await run_calibration(self, plan, task_queue=task_queue)
 
     # ------------------------------------------------------------------ runs
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.budget import BudgetError
+from core.calibration import CalibrationError
 from core.ingest import IngestError
 from core.registry import UnknownModelError
 from core.review import EditError
@@ -83,6 +84,7 @@ class AllItemsFailed(RuntimeError):
 #: Errors caused by what the user asked for or gave (exit code 2 in the CLI).
 BAD_INPUT: tuple[type[Exception], ...] = (
     BadRequest, SchemaError, IngestError, UnknownModelError, EditError, BudgetError,
+    CalibrationError,
 )
 #: Errors caused by a service being down or unconfigured (exit code 4 in the CLI).
 UNAVAILABLE: tuple[type[Exception], ...] = (
@@ -91,7 +93,7 @@ UNAVAILABLE: tuple[type[Exception], ...] = (
 
 __all__ = [
     "BAD_INPUT", "UNAVAILABLE", "AllItemsFailed", "BadRequest", "BlockNotRetryable",
-    "BudgetError",
+    "BudgetError", "CalibrationError",
     "DatabaseUnavailable", "EditError", "IngestError", "ModelRetiring", "NotFound", "NothingToRetry", "RetryRefused",
     "RetryUnderWay", "RunStillActive", "SchemaError", "StackUnavailable",
     "TemporalUnavailable", "UnknownBlock", "UnknownModelError", "UnknownReason",

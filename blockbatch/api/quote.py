@@ -22,6 +22,7 @@ from activities.llm import WARM_UP_BLOCK, warm_up_request
 from activities.sdk import anthropic
 from blockbatch.api.errors import BadRequest
 from blockbatch.api.inputs import SchemaSource, as_schema, with_schema_model
+from core.calibration import CalibrationNote
 from core.context import RunContext
 from core.ingest import ParsedBlock, detect_format, parse_document
 from core.models import RunOptions
@@ -40,7 +41,7 @@ from core.registry import get_model
 from core.reuse import answer_key, block_digest, prompt_digest
 from core.schema import SchemaSpec, load_schema
 from runtime.settings import Settings, load_settings
-from store import overlays, quotes
+from store import calibrations, overlays, quotes
 from store.db import redact_url
 from store.repo import document_id_for, schema_id_for
 
@@ -149,11 +150,15 @@ async def estimate(
     if tokens is None:
         tokens = planner_tokens(ctx, block_tokens, WARM_UP_BLOCK["block_content"])
     seen: OutputHistory | None = None
+    calibrated: CalibrationNote | None = None
     if history:
         seen, why = await _history(schema_id_for(spec), model.id, settings, pool)
         if why:
             notes.append(why)
-    return quote(ctx, block_tokens, tokens, document=name, history=seen, notes=notes)
+        else:
+            calibrated = await _calibration(schema_id_for(spec), model.id, settings, pool)
+    q = quote(ctx, block_tokens, tokens, document=name, history=seen, notes=notes)
+    return q.model_copy(update={"calibration": calibrated})
 
 
 async def _count(ctx: RunContext, wire: list[dict[str, str]], block_tokens: list[int],
@@ -235,6 +240,26 @@ async def _reusable(parsed: list[ParsedBlock], spec: SchemaSpec, model_id: str,
             await conn.close()
     except (asyncpg.UndefinedTableError, asyncpg.UndefinedColumnError):
         return set(), None  # a database from before incremental re-runs: nothing to reuse
+
+
+async def _calibration(schema_id: str, model: str, settings: Settings,
+                       pool: asyncpg.Pool | None) -> CalibrationNote | None:
+    """The latest calibration of the schema and model (``starter.py calibrate``), if any;
+    ``None`` also when Postgres cannot say (``_history`` has noted why)."""
+    try:
+        if pool is not None:
+            async with pool.acquire() as conn:
+                return await calibrations.latest(conn, schema_id, model)
+        try:
+            conn = await asyncpg.connect(settings.resolved_database_url, timeout=DB_TIMEOUT_S)
+        except (OSError, asyncpg.PostgresError, TimeoutError):
+            return None
+        try:
+            return await calibrations.latest(conn, schema_id, model)
+        finally:
+            await conn.close()
+    except (asyncpg.UndefinedTableError, asyncpg.UndefinedColumnError):
+        return None  # a database from before calibrations
 
 
 async def _history(schema_id: str, model: str, settings: Settings,

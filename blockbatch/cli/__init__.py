@@ -1,5 +1,5 @@
-"""`starter.py`: the command line front door (run, estimate, watch, retry, status, list, cancel,
-review, edit, confirm, reject, export, calls, serve). ``main(argv, client)`` runs one command and returns its exit code.
+"""`starter.py`: the command line front door (run, estimate, calibrate, watch, retry, status,
+list, cancel, review, edit, confirm, reject, export, calls, serve). ``main(argv, client)`` runs one command and returns its exit code.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ Command = Callable[[argparse.Namespace, "Session"], Awaitable[int]]
 COMMANDS = {"run": "run", "estimate": "run", "watch": "run", "cancel": "run", "retry": "run", "status": "inspect",
             "list": "inspect", "calls": "inspect", "review": "review", "confirm": "review",
             "reject": "review", "edit": "review", "export": "review", "limits": "inspect",
-            "serve": "serve"}
+            "serve": "serve", "calibrate": "calibrate"}
 
 
 def command(name: str) -> Command:

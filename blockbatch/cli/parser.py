@@ -65,6 +65,18 @@ def _at_least(minimum: int) -> Callable[[str], int]:
 _positive, _not_negative = _at_least(1), _at_least(0)
 
 
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; give a share such as "
+                                         "0.95") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{value} is not in (0, 1]; give a share such as "
+                                         "0.95")
+    return value
+
+
 def _budget(text: str) -> float:
     try:
         return parse_budget(text)
@@ -141,6 +153,32 @@ def build_parser() -> argparse.ArgumentParser:
                           help="do not call the token-counting endpoint: planner estimates")
     estimate.add_argument("--no-history", action="store_true",
                           help="do not learn the expected output from earlier runs")
+
+    calibrate = command(
+        "calibrate", "find the largest pack size that keeps the answers blocks get alone",
+        "Run a deterministic sample of FILE's blocks alone (one block a call) and at each "
+        "pack size of --sizes, through the real pipeline (one run per size, every call "
+        "made and in the ledger), compare each size's answers with the alone answers field "
+        "by field, and print agreement, calls and cost per size and the largest size that "
+        "meets --target. Costs about (1 + number of sizes) x --sample blocks of calls. "
+        "Stored: `estimate` of the same schema and model mentions it.")
+    calibrate.add_argument("file", metavar="FILE", help="document: .md, .txt, .jsonl or .csv")
+    calibrate.add_argument("--schema", required=True, metavar="SCHEMA.json",
+                           help="the schema: fields to produce per block plus prompt_config")
+    calibrate.add_argument("--model",
+                           help="Claude model (default: the schema's, else the default)")
+    calibrate.add_argument("--sample", type=_positive, default=40, metavar="N",
+                           help="blocks in the sample (default 40)")
+    calibrate.add_argument("--sizes", default="5,10,20,40", metavar="N,N,...",
+                           help="pack sizes to try, each 2 or more (default 5,10,20,40)")
+    calibrate.add_argument("--target", type=_share, default=0.95, metavar="SHARE",
+                           help="the agreement with the alone answers to reach, in (0, 1] "
+                                "(default 0.95)")
+    calibrate.add_argument("--format", choices=list(FORMATS),
+                           help="document format (default: from the file extension)")
+    calibrate.add_argument("--text-field", default="text", metavar="F",
+                           help="JSONL key / CSV column holding each block's text "
+                                "(default: text)")
 
     def run_id_command(name: str, help_: str, description: str) -> argparse.ArgumentParser:
         p = command(name, help_, description)

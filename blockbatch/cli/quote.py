@@ -56,6 +56,8 @@ def print_quote(con: Console, q: Quote) -> None:
                "AT MOST"],
               [_row(m, chosen=m.mode == q.mode) for m in (q.sync, q.batch)],
               right=range(1, 8))
+    if q.calibration is not None:
+        con.line(f"  {q.calibration.text()}")
     for note in q.notes:
         con.line(con.style(f"  note: {note}", "dim"))
 
@@ -63,9 +65,10 @@ def print_quote(con: Console, q: Quote) -> None:
 def _row(m: ModeQuote, *, chosen: bool) -> list[str]:
     calls = f"{m.calls:,}" + (" (1 warm-up)" if m.warm_up else "")
     return [m.mode + (" *" if chosen else ""), calls, f"{m.input_tokens:,}", f"{m.cache_write_tokens:,}",
-            f"{m.cache_read_tokens:,}", f"{m.output_tokens:,}", _usd(m.cost_usd),
-            _usd(m.max_cost_usd)]
+            f"{m.cache_read_tokens:,}", f"{m.output_tokens:,}", usd(m.cost_usd),
+            usd(m.max_cost_usd)]
 
 
-def _usd(value: float) -> str:
+def usd(value: float) -> str:
+    """Dollars: four decimals below $10, cents above."""
     return f"${value:.4f}" if value < 10 else f"${value:,.2f}"
