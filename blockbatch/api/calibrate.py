@@ -27,7 +27,9 @@ import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
+
+import asyncpg
 
 from blockbatch.api.inputs import SchemaSource, as_schema, with_schema_model
 from blockbatch.api.quote import Document, estimate, read_document
@@ -44,14 +46,32 @@ from core.calibration import (
     size_result,
 )
 from core.ingest import ParsedBlock, parse_document
-from core.models import QualityOptions, RunOptions
+from core.models import QualityOptions, RunOptions, RunResult
 from core.registry import get_model
 from core.schema import SchemaSpec
+from runtime.settings import Settings
 from store import calibrations, overlays
 from store.repo import document_id_for
 
-if TYPE_CHECKING:
-    from blockbatch.api.client import Blockbatch
+
+class Runner(Protocol):
+    """What a calibration needs of :class:`~blockbatch.api.client.Blockbatch`."""
+
+    pool: asyncpg.Pool
+    settings: Settings
+
+    async def ingest_blocks(self, data: bytes, blocks: list[ParsedBlock], *, name: str,
+                            fmt: str) -> str: ...
+
+    async def add_schema(self, source: SchemaSource, name: str | None = None) -> str: ...
+
+    async def start_run(self, document_id: str, schema_id: str,
+                        options: RunOptions | None = None, *, run_id: str | None = None,
+                        packs_per_history: int = 400, task_queue: str | None = None) -> str: ...
+
+    async def cancel(self, run_id: str) -> Any: ...
+
+    async def wait(self, run_id: str) -> RunResult: ...
 
 
 @dataclass(frozen=True)
@@ -118,7 +138,7 @@ def run_options(plan: CalibrationPlan, size: int) -> RunOptions:
                       quality=QualityOptions(probe_rate=0.0, probe_minimum=0))
 
 
-async def run_calibration(bb: Blockbatch, plan: CalibrationPlan, *,
+async def run_calibration(bb: Runner, plan: CalibrationPlan, *,
                           task_queue: str | None = None,
                           say: Callable[[str], None] | None = None) -> Calibration:
     """Run a prepared calibration to its end, store it and return it."""
