@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 from core.claude_errors import ClaudeError
 from core.ratelimit import limiter_text
 from core.registry import DEFAULT_MODEL
+from core.streams import Buffered, StreamTriggers, TriggerReason
 
 #: A finished run is ``completed`` (every block done), ``completed_with_failures`` (some
 #: blocks done, some failed), ``failed`` (nothing done, or a fatal error), ``cancelled`` or
@@ -170,6 +171,44 @@ class RunInput(BaseModel):
     replans: bool = False
     #: A call was refused because the run's budget could not hold it: no pack starts.
     budget_exhausted: bool = False
+
+
+class StreamInput(RunInput):
+    """Input of StreamWorkflow (a run whose document grows); its state across
+    continue-as-new. ``pack_count`` is the packs formed so far (``next_pack`` too)."""
+
+    triggers: StreamTriggers = Field(default_factory=StreamTriggers)
+    #: Looks at the buffer (``poll_stream``) per execution before continuing as new: an
+    #: idle stream that runs for days keeps a small history too.
+    polls_per_history: int = 1000
+
+
+class PollStreamInput(BaseModel):
+    run_id: str
+
+
+class PollStreamOutput(BaseModel):
+    buffered: Buffered
+
+
+class FormPackInput(BaseModel):
+    """Give the oldest buffered rows pack ``pack_index`` (the workflow's next pack)."""
+
+    run_id: str
+    pack_index: int
+    reason: TriggerReason
+    #: At most this many rows (``None``: the run's pack rules alone).
+    max_rows: int | None = None
+    #: At most this many estimated input tokens of rows (at least one row).
+    max_tokens: int | None = None
+
+
+class FormPackOutput(BaseModel):
+    pack_index: int
+    #: Rows in the pack (0: nothing was buffered; the pack number is not used).
+    blocks: int
+    #: Rows accepted by the stream so far.
+    accepted: int
 
 
 class RunProgress(BaseModel):

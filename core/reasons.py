@@ -12,7 +12,7 @@ from typing import Literal
 ReasonCode = Literal[
     "missing_from_answer", "invalid_value", "malformed_answer", "truncated",
     "prompt_too_long", "oversized", "request_rejected", "api_unavailable", "key_rejected",
-    "cancelled", "budget_exhausted", "unfinished",
+    "cancelled", "budget_exhausted", "unfinished", "invalid_row",
 ]
 
 #: Each code and what it means for the user (the README's table is built from this).
@@ -30,4 +30,6 @@ REASONS: dict[ReasonCode, str] = {
     "budget_exhausted": "the run's budget (--max-cost) could not hold the call for this block; "
                         "no call was made (`retry RUN_ID --max-cost USD` finishes it)",
     "unfinished": "no pack finished this block (a bug: please report it)",
+    "invalid_row": "a stream row that was not JSON, or had no text in its text field; it was "
+                   "never stored, the stream went on",
 }

@@ -17,14 +17,16 @@ from activities.db import DbActivities
 from activities.limiter import FleetLimiter
 from activities.llm import LlmActivities
 from activities.sdk import anthropic
+from activities.streams import StreamActivities
 from runtime.metrics import BlockbatchMetrics, MetricsInterceptor, metric_meter
 from runtime.settings import Settings
 from workflows.attributes import SEARCH_ATTRIBUTES
 from workflows.pack import ProcessPackWorkflow
 from workflows.run import RunWorkflow
+from workflows.stream import StreamWorkflow
 
 #: Every workflow type a blockbatch worker runs; the workflow and replay tests use the same list.
-WORKFLOWS: list[type] = [RunWorkflow, ProcessPackWorkflow]
+WORKFLOWS: list[type] = [RunWorkflow, ProcessPackWorkflow, StreamWorkflow]
 #: With Worker Versioning, a run and its packs stay on the build that started them
 #: (docs/VERSIONING.md says why and how a new build is rolled out).
 VERSIONING_BEHAVIOR = VersioningBehavior.PINNED
@@ -123,7 +125,7 @@ def build_worker(
     max_concurrent_workflow_tasks: int = 50,
     deployment: WorkerDeploymentVersion | None = None,
 ) -> Worker:
-    """The blockbatch worker: both workflows and every activity on ``task_queue``.
+    """The blockbatch worker: every workflow and every activity on ``task_queue``.
 
     When ``client``'s runtime serves metrics (``METRICS_PORT``), blockbatch's own metrics
     are counted on it too (``runtime/metrics.py``).
@@ -136,6 +138,7 @@ def build_worker(
     db_acts = DbActivities(pool)
     llm_acts = LlmActivities(pool, llm, FleetLimiter(pool, llm.api_key))
     batch_acts = BatchActivities(pool, llm)
+    stream_acts = StreamActivities(pool)
     return Worker(
         client,
         task_queue=task_queue,
@@ -158,6 +161,8 @@ def build_worker(
             batch_acts.cancel_round,
             batch_acts.collect_round,
             batch_acts.apply_round,
+            stream_acts.poll_stream,
+            stream_acts.form_pack,
         ],
         interceptors=[] if meter is None else [
             MetricsInterceptor(BlockbatchMetrics(meter), pool)],

@@ -113,6 +113,19 @@ async def run_inputs(conn: asyncpg.Connection, document_id: str, schema_id: str)
                      definition=names["definition"])
 
 
+async def schema_definition(conn: asyncpg.Connection, schema_id: str) -> dict[str, Any]:
+    """A stored schema's definition.
+
+    Raises:
+        NotFound: no such schema.
+    """
+    definition = await conn.fetchval("select definition from schemas where schema_id = $1",
+                                     schema_id)
+    if definition is None:
+        raise NotFound(f"unknown schema {schema_id!r}")
+    return dict(definition)
+
+
 def new_run_id() -> str:
     """A fresh run id: UTC time to the second plus six random hex digits."""
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")

@@ -275,19 +275,8 @@ class RunWorkflow:
             await self._stop_children()
         elif self._outlive and inp.next_pack < inp.pack_count and not self._budget_exhausted:
             # This history is full: continue as new with the packs still running; they
-            # report to the next execution. Not while paused: the held packs wait for
-            # this execution's probe to resume them.
-            # Packs that have reported close within a workflow task: let them, so that
-            # only packs still at work outlive this execution.
-            await workflow.wait_condition(
-                lambda: (not self._paused() and self._open <= self._running.keys())
-                or self._stopping())
-            if self._hand_over_at_can and not self._stopping():
-                await self._hand_over()
-                await workflow.wait_condition(lambda: not self._paused() or self._stopping())
-            if not self._stopping():
-                inp.running = sorted(self._running)
-                inp.budget_exhausted = self._budget_exhausted
+            # report to the next execution.
+            if await self._carry_over(inp):
                 return False
             await self._stop_children()
         elif workflow.patched(CANCEL_REACHES_LAST_PACKS):
@@ -300,6 +289,25 @@ class RunWorkflow:
         await workflow.wait_condition(lambda: not self._running and not self._open)
         # Out of budget: the packs never started end budget_exhausted in finish_run.
         return inp.next_pack >= inp.pack_count or self._stopping() or self._budget_exhausted
+
+    async def _carry_over(self, inp: RunInput) -> bool:
+        """Get the packs in flight ready to outlive this execution; False: stopping instead.
+
+        Packs that have reported close within a workflow task: let them, so that only
+        packs still at work are carried over (``inp.running``). Not while paused: the
+        held packs wait for this execution's probe to resume them.
+        """
+        await workflow.wait_condition(
+            lambda: (not self._paused() and self._open <= self._running.keys())
+            or self._stopping())
+        if self._hand_over_at_can and not self._stopping():
+            await self._hand_over()
+            await workflow.wait_condition(lambda: not self._paused() or self._stopping())
+        if self._stopping():
+            return False
+        inp.running = sorted(self._running)
+        inp.budget_exhausted = self._budget_exhausted
+        return True
 
     async def _hand_over(self) -> None:
         """Tell the packs this execution started to report to the next one by signal.

@@ -17,6 +17,7 @@
 
 For many questions (plain-text answers) or a list of items under a schema in one call,
 see :func:`llm_batch` / :func:`allm_batch` (alias :func:`llm_query_batched`).
+For rows that arrive over time, :meth:`Blockbatch.open_stream` (:mod:`blockbatch.api.streams`).
 """
 
 from __future__ import annotations
@@ -26,12 +27,14 @@ from blockbatch.api.errors import (
     AllItemsFailed,
     BadRequest,
     BlockNotRetryable,
+    InvalidRow,
     NotFound,
     NothingToRetry,
     RetryRefused,
     RetryUnderWay,
     RunStillActive,
     StackUnavailable,
+    StreamClosed,
     UnknownBlock,
     UnknownReason,
 )
@@ -46,6 +49,7 @@ from blockbatch.api.items import (
 from blockbatch.api.quote import estimate
 from blockbatch.api.retry import RetryStarted
 from blockbatch.api.review import ConfirmOutcome, EditOutcome, ExportSummary, RejectOutcome
+from blockbatch.api.streams import Stream, StreamRow
 from core.calibration import Calibration, CalibrationError
 from core.models import RunOptions, RunResult
 from core.quote import ModeQuote, Quote
@@ -57,9 +61,9 @@ __all__ = [
     "AllItemsFailed", "BadRequest", "BatchResult", "BlockNotRetryable", "Blockbatch",
     "Calibration", "CalibrationError",
     "CallDetail", "CallRow", "ConfirmOutcome", "EditError", "EditOutcome", "ExportSummary",
-    "ItemResult", "ItemUsage", "ModeQuote", "NotFound", "NothingToRetry", "Quote", "RejectOutcome", "RetryRecord",
+    "InvalidRow", "ItemResult", "ItemUsage", "ModeQuote", "NotFound", "NothingToRetry", "Quote", "RejectOutcome", "RetryRecord",
     "RetryRefused", "RetryStarted", "RetryUnderWay", "ReviewItem", "ReviewPage", "RunInfo",
     "RunOptions", "RunResult", "RunStillActive", "SchemaSource", "StackUnavailable",
-    "UnknownBlock", "UnknownReason", "allm_batch", "as_schema", "estimate", "llm_batch", "llm_query_batched",
+    "Stream", "StreamClosed", "StreamRow", "UnknownBlock", "UnknownReason", "allm_batch", "as_schema", "estimate", "llm_batch", "llm_query_batched",
     "open_default",
 ]

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Self, TextIO
 
 import asyncpg
+from pydantic import ValidationError
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
@@ -55,19 +56,30 @@ from blockbatch.api.review import (
     export_to,
     reject,
 )
+from blockbatch.api.streams import Stream, load_stream
 from core.calibration import DEFAULT_SAMPLE, DEFAULT_SIZES, DEFAULT_TARGET, Calibration
 from core.ingest import ParsedBlock, detect_format, parse_document
-from core.models import OutageOptions, RunInput, RunOptions, RunProgress, RunResult
+from core.models import (
+    OutageOptions,
+    RunInput,
+    RunOptions,
+    RunProgress,
+    RunResult,
+    StreamInput,
+)
 from core.quote import Quote
 from core.registry import get_model, retirement_warning
+from core.streams import StreamTriggers
 from runtime.settings import Settings, load_settings
 from runtime.temporal import connect, ensure_search_attributes
 from store import ratelimits, reads, replans, repo, review, runs
 from store import retries as retry_log
+from store import streams as stream_store
 from store.db import create_pool
 from store.retries import RetryRecord
 from workflows import attributes
 from workflows.run import RunWorkflow, run_workflow_id
+from workflows.stream import StreamWorkflow
 
 
 class Blockbatch:
@@ -252,6 +264,84 @@ class Blockbatch:
                 await repo.delete_run(conn, run_id)
             raise
         return run_id
+
+    async def open_stream(
+        self,
+        schema: SchemaSource,
+        *,
+        max_rows: int | None = None,
+        max_tokens: int | None = None,
+        max_wait_s: float = 2.0,
+        max_buffered: int = 5000,
+        text_field: str = "text",
+        options: RunOptions | None = None,
+        name: str | None = None,
+        run_id: str | None = None,
+        packs_per_history: int = 400,
+        task_queue: str | None = None,
+    ) -> Stream:
+        """Open a stream: a run whose rows are put while it runs (see
+        :mod:`blockbatch.api.streams`); its StreamWorkflow is started at once.
+
+        A pack forms when ``max_rows`` rows are buffered (``None``: a full pack by the
+        model's rules), their estimated tokens reach ``max_tokens``, or the oldest has
+        waited ``max_wait_s``; ``put`` waits while more than ``max_buffered`` rows are not
+        done. Everything else is the run's ``options``, as for :meth:`start_run`.
+
+        Raises:
+            BadRequest: triggers that cannot hold (``max_rows`` above ``max_buffered``).
+        """
+        try:
+            triggers = StreamTriggers(max_rows=max_rows, max_tokens=max_tokens,
+                                      max_wait_s=max_wait_s, max_buffered=max_buffered)
+        except ValidationError as err:
+            raise BadRequest(f"stream triggers: {err.errors()[0]['msg']}") from None
+        schema_id = await self.add_schema(schema)
+        client = await self.temporal()
+        run_id = run_id or repo.new_run_id()
+        async with self.pool.acquire() as conn:
+            definition = await repo.schema_definition(conn, schema_id)
+            options = with_schema_model(options or RunOptions(),
+                                        definition["prompt_config"].get("model"))
+            retiring = retirement_warning(get_model(options.model), date.today())
+            if retiring:
+                warnings.warn(retiring, ModelRetiring, stacklevel=2)
+            document_id = await stream_store.create_stream(
+                conn, run_id, schema_id, options, triggers, text_field=text_field, name=name)
+        try:
+            await ensure_search_attributes(client, self.settings.temporal_namespace)
+            await client.start_workflow(
+                StreamWorkflow.run,
+                StreamInput(run_id=run_id, max_concurrent_packs=options.max_concurrent_packs,
+                            max_block_attempts=options.max_block_attempts,
+                            packs_per_history=packs_per_history, pack_count=0,
+                            outage=options.outage or OutageOptions(), triggers=triggers),
+                id=run_workflow_id(run_id),
+                task_queue=task_queue or self.settings.temporal_task_queue,
+                static_summary=f"stream {run_id}: rows × {schema_id} ({options.model})",
+                static_details=_run_details(run_id, document_id, schema_id, options)
+                + f"\n\nstream triggers: `{triggers.model_dump_json(exclude_none=True)}`",
+                search_attributes=TypedSearchAttributes([
+                    SearchAttributePair(attributes.RUN_ID, run_id),
+                    SearchAttributePair(attributes.DOCUMENT, document_id),
+                    SearchAttributePair(attributes.SCHEMA, schema_id),
+                    SearchAttributePair(attributes.MODEL, options.model),
+                ]),
+            )
+        except Exception:
+            async with self.pool.acquire() as conn:
+                await stream_store.delete_stream(conn, run_id)
+            raise
+        return await load_stream(self, run_id)
+
+    async def stream(self, run_id: str) -> Stream:
+        """An existing stream (e.g. after the producing process restarted): put more rows
+        (re-putting a row under its key stores nothing twice), close it, read results.
+
+        Raises:
+            NotFound: no stream with this run id.
+        """
+        return await load_stream(self, run_id)
 
     async def retry(
         self,

@@ -59,6 +59,21 @@ class UnknownBlock(NotFound):
     """A block asked for by name is not a block of the run."""
 
 
+class StreamClosed(BadRequest):
+    """A put to a stream that accepts no more rows (closed, cancelled or finished)."""
+
+
+class InvalidRow(BadRequest):
+    """A stream row that cannot be accepted (not an object with text, ...); nothing of the
+    call was stored. ``reason`` is its reason code (``invalid_row``), ``position`` its place
+    in the call's rows."""
+
+    def __init__(self, message: str, reason: str = "invalid_row", position: int = 0) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.position = position
+
+
 class AllItemsFailed(RuntimeError):
     """``llm_batch``/``allm_batch``: no item got a result (every item failed or was skipped).
 
@@ -94,7 +109,7 @@ UNAVAILABLE: tuple[type[Exception], ...] = (
 __all__ = [
     "BAD_INPUT", "UNAVAILABLE", "AllItemsFailed", "BadRequest", "BlockNotRetryable",
     "BudgetError", "CalibrationError",
-    "DatabaseUnavailable", "EditError", "IngestError", "ModelRetiring", "NotFound", "NothingToRetry", "RetryRefused",
-    "RetryUnderWay", "RunStillActive", "SchemaError", "StackUnavailable",
+    "DatabaseUnavailable", "EditError", "IngestError", "InvalidRow", "ModelRetiring", "NotFound", "NothingToRetry", "RetryRefused",
+    "RetryUnderWay", "RunStillActive", "SchemaError", "StackUnavailable", "StreamClosed",
     "TemporalUnavailable", "UnknownBlock", "UnknownModelError", "UnknownReason",
 ]

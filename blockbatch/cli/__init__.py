@@ -1,5 +1,5 @@
 """`starter.py`: the command line front door (run, estimate, calibrate, watch, retry, status,
-list, cancel, review, edit, confirm, reject, export, calls, serve). ``main(argv, client)`` runs one command and returns its exit code.
+list, cancel, review, edit, confirm, reject, export, calls, serve, stream). ``main(argv, client)`` runs one command and returns its exit code.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ Command = Callable[[argparse.Namespace, "Session"], Awaitable[int]]
 COMMANDS = {"run": "run", "estimate": "run", "watch": "run", "cancel": "run", "retry": "run", "status": "inspect",
             "list": "inspect", "calls": "inspect", "review": "review", "confirm": "review",
             "reject": "review", "edit": "review", "export": "review", "limits": "inspect",
-            "serve": "serve", "calibrate": "calibrate"}
+            "serve": "serve", "calibrate": "calibrate",
+            "stream": "stream"}
 
 
 def command(name: str) -> Command:

@@ -77,6 +77,23 @@ def _share(text: str) -> float:
     return value
 
 
+def _duration(text: str) -> float:
+    """``500ms``, ``2s``, ``1m`` or plain seconds (``2.5``) as seconds."""
+    t = text.strip().lower()
+    scale = 1.0
+    for suffix, factor in (("ms", 0.001), ("s", 1.0), ("m", 60.0)):
+        if t.endswith(suffix):
+            t, scale = t[: -len(suffix)], factor
+            break
+    try:
+        value = float(t) * scale
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (500ms, 2s, 1m)") from None
+    if not 0 < value <= 86_400:
+        raise argparse.ArgumentTypeError(f"must be above 0 and at most a day, got {text!r}")
+    return value
+
+
 def _budget(text: str) -> float:
     try:
         return parse_budget(text)
@@ -223,6 +240,46 @@ def build_parser() -> argparse.ArgumentParser:
                             "default: the run's own")
     retry.add_argument("--no-wait", action="store_true",
                        help="start the retry and return; follow it later with `watch`")
+
+    stream = command(
+        "stream", "a durable stream: JSONL rows in, one result line out per row",
+        "Read JSONL rows from stdin (or follow FILE with --follow, tail -f style, until "
+        "Ctrl-C) into a durable stream and write one JSON line per row to stdout as rows "
+        "finish: {id, index, ok, value | error: {reason, error}, usage}. A row's id is its "
+        "`id` field, else `line:N`. Packs form when --max-rows rows are buffered, their "
+        "estimated tokens reach --max-tokens, or the oldest waited --max-wait. A bad line "
+        "(not JSON, no text) gets an `invalid_row` line and the stream goes on. At the end "
+        "of the input the stream closes, drains and prints a summary to stderr. The stream "
+        "is a run: watch, cancel, review and export take its id.")
+    stream.add_argument("--schema", metavar="SCHEMA.json",
+                        help="the schema (needed unless --resume)")
+    stream.add_argument("--max-rows", type=_positive, metavar="N",
+                        help="form a pack once N rows are buffered (default: a full pack "
+                             "by the model's rules)")
+    stream.add_argument("--max-tokens", type=_positive, metavar="T",
+                        help="... or once the buffered rows' estimated tokens reach T")
+    stream.add_argument("--max-wait", type=_duration, default=2.0, metavar="2s",
+                        help="... or once the oldest buffered row waited this long "
+                             "(default 2s; 500ms, 2s, 1m)")
+    stream.add_argument("--max-buffered", type=_positive, default=5000, metavar="N",
+                        help="puts wait while more than N rows are not done (default 5000)")
+    stream.add_argument("--text-field", default="text", metavar="F",
+                        help="the JSON key holding each row's text (default: text)")
+    stream.add_argument("--ordered", action="store_true",
+                        help="print results in input order (default: as rows finish)")
+    stream.add_argument("--follow", metavar="FILE",
+                        help="follow FILE as it grows instead of reading stdin; Ctrl-C "
+                             "closes the stream and drains it")
+    stream.add_argument("--resume", metavar="RUN_ID",
+                        help="continue an open stream whose producer died: feed the same "
+                             "input again; rows already accepted (same id) are not stored "
+                             "twice, and every finished row is printed")
+    stream.add_argument("--model", help="Claude model (default: the schema's, else the "
+                                        "default)")
+    stream.add_argument("--max-concurrent-packs", type=_positive, metavar="N",
+                        help="packs in flight at once")
+    stream.add_argument("--no-reuse", action="store_true",
+                        help="call Claude for every row, even those an earlier run answered")
 
     review = run_id_command("review", "show blocks next to their staged overlays",
                             "Show each block with its staged overlay, failures with reasons.")

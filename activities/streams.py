@@ -1,0 +1,41 @@
+"""Activities of a stream (workflows/stream.py): look at what is buffered, form a pack.
+
+Rows are accepted by the API straight into Postgres (``store.streams.append_rows``), never
+through Temporal; these two activities are all the workflow needs of them. ``form_pack``
+is keyed by the pack number the workflow chose, so a retried attempt (a worker died after
+its commit) finds its pack and returns it, and no row is ever in two packs.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+from temporalio import activity
+
+from core.models import FormPackInput, FormPackOutput, PollStreamInput, PollStreamOutput
+from store import streams
+from store.runs import cached_run_context
+
+
+class StreamActivities:
+    """Activities over one asyncpg pool (built in runtime/temporal.py)."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool = pool
+
+    @activity.defn
+    async def poll_stream(self, inp: PollStreamInput) -> PollStreamOutput:
+        """What the stream holds in no pack yet (rows, tokens, the oldest's wait, closed)."""
+        async with self.pool.acquire() as conn:
+            ctx = await cached_run_context(conn, inp.run_id)
+            return PollStreamOutput(buffered=await streams.buffered(conn, ctx))
+
+    @activity.defn
+    async def form_pack(self, inp: FormPackInput) -> FormPackOutput:
+        """Give the oldest buffered rows pack ``inp.pack_index`` (the same on a retry)."""
+        async with self.pool.acquire() as conn:
+            ctx = await cached_run_context(conn, inp.run_id)
+            blocks, accepted = await streams.form_pack(
+                conn, ctx, inp.pack_index, max_rows=inp.max_rows, max_tokens=inp.max_tokens)
+        activity.logger.info("stream %s: pack %d of %d rows (%s)", inp.run_id, inp.pack_index,
+                             blocks, inp.reason)
+        return FormPackOutput(pack_index=inp.pack_index, blocks=blocks, accepted=accepted)

@@ -1,0 +1,134 @@
+"""Streams end to end: rows put while the stream runs, through a worker SIGKILL and a
+producer that restarts, each answered exactly once and paid once; bad input never kills it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from blockbatch.api import Blockbatch, InvalidRow, StreamClosed, StreamRow
+from core.models import RunOptions
+from tests.conftest import ROOT, Stack
+from tests.helpers import extract_schema
+from tests.starter_fixtures import Cli, Result, cli_fixture  # noqa: F401 - provides `cli`
+from tests.test_worker_restart import start_worker_process
+
+
+def row(i: int) -> dict[str, Any]:
+    return {"id": f"r{i}", "text": f"Row {i}: the pager rotates weekly; escalate to the "
+                                   f"on-call lead after {i % 30 + 5} minutes."}
+
+
+async def test_stream_answers_every_row_once_through_a_worker_kill_and_a_producer_restart(
+    bbstack: Stack, tmp_path: Path
+) -> None:
+    s = bbstack
+    s.sim.scenario(speed_factor=1.0, latency={"ttft_ms": 150, "per_output_token_ms": 0})
+    schema = extract_schema(instruction_words=200)
+    stream = await s.bb.open_stream(
+        schema, max_rows=20, max_wait_s=0.3, max_buffered=120, task_queue=s.task_queue,
+        options=RunOptions(max_concurrent_packs=3, reuse_answers=False))
+    run_id = stream.run_id
+    worker = await start_worker_process(s, tmp_path / "worker1.log")
+    try:
+        # The first producer puts rows 0..179 (backpressure holds it at 120 not done),
+        # the worker is killed once some are answered, and the producer dies too.
+        for i in range(0, 180, 15):
+            await stream.put_many([row(j) for j in range(i, i + 15)],
+                                  keys=[f"r{j}" for j in range(i, i + 15)])
+            done = await s.pool.fetchval(
+                "select count(*) from overlays where run_id = $1 and status <> 'pending'",
+                run_id)
+            if done >= 40 and worker.returncode is None:
+                worker.send_signal(signal.SIGKILL)
+                await worker.wait()
+                worker = await start_worker_process(s, tmp_path / "worker2.log")
+        await stream.flush()
+        assert worker.returncode is None
+        # A restarted producer (a new client) feeds the input again from row 150: the 30
+        # rows it accepted before are recognised by key, the rest are new.
+        async with await Blockbatch.connect(s.settings, s.client) as bb2:
+            again = await bb2.stream(run_id)
+            indexes = await again.put_many([row(j) for j in range(150, 300)],
+                                           keys=[f"r{j}" for j in range(150, 300)])
+            assert indexes == list(range(150, 300))
+            with pytest.raises(InvalidRow) as bad:
+                await again.put({"body": "no text field"})
+            assert bad.value.reason == "invalid_row"
+            results: list[StreamRow] = []
+            reader = asyncio.create_task(_collect(again, results))
+            assert await again.close()
+            with pytest.raises(StreamClosed):
+                await again.put(row(999))
+            await asyncio.wait_for(reader, 120)
+            result = await asyncio.wait_for(again.wait(), 120)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        await worker.wait()
+
+    assert result.status == "completed", result
+    assert (result.blocks_total, result.blocks_ai_complete) == (300, 300)
+    assert sorted(r.key or "" for r in results) == sorted(f"r{j}" for j in range(300))
+    assert all(r.ok and r.value for r in results)
+    assert sum(r.usage["cost_usd"] for r in results) == pytest.approx(
+        result.cost_usd - await _warm_cost(s, run_id), rel=0.01, abs=1e-6)
+    # Paid once: no block is in two answered calls; the ledger's rows match the run's.
+    twice = await s.pool.fetchval(
+        """select count(*) from (select u from llm_calls, unnest(block_uids) u
+           where run_id = $1 and status = 'succeeded' group by u having count(*) > 1) d""",
+        run_id)
+    assert twice == 0
+    blocks = await s.pool.fetchval(
+        "select count(*) from blocks where document_id = $1", f"doc-stream-{run_id}")
+    assert blocks == 300
+    # A stream is a run: export writes every row.
+    out = tmp_path / "stream.jsonl"
+    summary = await s.bb.export(run_id, out, staged=True)
+    assert summary.lines == 300
+
+
+async def _warm_cost(s: Stack, run_id: str) -> float:
+    return float(await s.pool.fetchval(
+        """select coalesce(sum(cost_usd), 0) from llm_calls where run_id = $1
+           and purpose <> 'pack'""", run_id))
+
+
+async def _collect(stream: Any, into: list[StreamRow]) -> None:
+    async for r in stream.results():
+        into.append(r)
+
+
+async def test_stream_cli_prints_one_line_per_input_line_and_survives_bad_ones(
+    bbstack: Stack, cli: Cli, tmp_path: Path
+) -> None:
+    s = bbstack
+    lines = [json.dumps(row(i)) for i in range(12)]
+    lines[3] = "{not json"
+    lines[6] = json.dumps({"id": "nofield", "body": "x"})
+    lines[9] = json.dumps({"id": "huge", "text": "word " * 300_000})  # > the context window
+    source = tmp_path / "rows.jsonl"
+    source.write_text("\n".join(lines) + "\n")
+    async with s.worker():
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "starter.py", "stream", "--schema", cli.schema(), "--max-rows", "4",
+            "--max-wait", "300ms", "--ordered", "--model", "claude-haiku-4-5", cwd=ROOT, env=cli.env,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE)
+        stdout, stderr = await asyncio.wait_for(proc.communicate(source.read_bytes()), 120)
+    res = Result(proc.returncode or 0, stdout.decode(), stderr.decode())
+    out = [json.loads(x) for x in res.out.splitlines()]
+    assert len(out) == 12, res.err
+    by_id = {o["id"]: o for o in out}
+    assert by_id["line:4"]["error"]["reason"] == "invalid_row"
+    assert by_id["nofield"]["error"]["reason"] == "invalid_row"
+    assert by_id["huge"]["error"]["reason"] == "oversized"
+    assert all(by_id[f"r{i}"]["ok"] for i in range(12) if i not in (3, 6, 9))
+    assert res.code == 5, res.err  # some rows failed
+    assert "invalid lines" in res.err

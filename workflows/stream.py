@@ -1,0 +1,144 @@
+"""StreamWorkflow: a run whose document grows; packs form as triggers fire.
+
+A stream is a run (same run row, same workflow id ``run-<run_id>``, so progress, watch,
+cancel, retry, export and the packs' ``pack_done`` / ``api_down`` signals all address it
+as they address any run). Rows are accepted straight into Postgres by the API
+(``store.streams.append_rows``), never through Temporal: rows are data and stay out of
+the history, and a put is accepted even while this workflow is busy or continuing as new.
+``rows_added`` only nudges it; it also looks again when the oldest row's wait runs out
+(``core.streams.next_check``), so a lost signal delays a pack, never loses a row.
+
+``run`` reads as the story: look at the buffer (``poll_stream``), and when a trigger fires
+(``core.streams.due``: rows, tokens, a full pack, the oldest row's wait, or closed) give the
+oldest rows the next pack number (``form_pack``) and start a ProcessPack child for it
+exactly as RunWorkflow does (its ``_start_pack``: the same ids, halving, ledger, limits,
+outage pause, cancel). Continue as new every ``packs_per_history`` packs or
+``polls_per_history`` looks, or when Temporal suggests it, carrying the packs in flight over
+as RunWorkflow does (``_carry_over``). Once closed and drained, wait for the packs and
+``finish_run`` as any run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.workflow import ContinueAsNewVersioningBehavior
+
+with workflow.unsafe.imports_passed_through():
+    from activities.streams import StreamActivities
+    from core.models import (
+        FormPackInput,
+        PollStreamInput,
+        RunResult,
+        StreamInput,
+    )
+    from core.streams import Buffered, TriggerReason, due, next_check
+    from workflows.retries import DB_RETRY, DB_TIMEOUT
+    from workflows.run import RunWorkflow
+
+
+@workflow.defn(name="StreamWorkflow")
+class StreamWorkflow(RunWorkflow):
+    @workflow.init
+    def __init__(self, inp: StreamInput) -> None:
+        super().__init__(inp)
+        # Packs always outlive an execution and report by signal once handed over (no
+        # old histories to replay without it).
+        self._outlive = self._hand_over_at_can = True
+        self._nudged = False
+        self._buffered = Buffered()
+
+    @workflow.signal
+    def rows_added(self, count: int) -> None:
+        """Rows were accepted (in Postgres already): look at the buffer now."""
+        self._nudged = True
+
+    @workflow.signal
+    def close_stream(self) -> None:
+        """The stream was closed (in Postgres already): drain what is buffered, then end."""
+        self._nudged = True
+
+    @workflow.run
+    async def run(self, inp: StreamInput) -> RunResult:  # type: ignore[override]
+        self._status = "running"
+        self._show()
+        if not await self._run_stream(inp):
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            workflow.continue_as_new(
+                inp, initial_versioning_behavior=ContinueAsNewVersioningBehavior.AUTO_UPGRADE)
+        return await self._finish(inp)
+
+    async def _run_stream(self, inp: StreamInput) -> bool:
+        """Form and start packs until closed and drained (True) or this history is long
+        enough (False: the caller continues as new, the packs in flight carried over)."""
+        formed_here = polls_here = 0
+        while not self._halted():
+            self._nudged = False  # before the look: a put after it nudges again
+            buffered = await self._poll(inp)
+            polls_here += 1
+            reason = due(buffered, inp.triggers)
+            if reason is None and buffered.closed:
+                break  # closed, nothing buffered: drained
+            if (formed_here >= inp.packs_per_history or polls_here >= inp.polls_per_history
+                    or workflow.info().is_continue_as_new_suggested()):
+                if await self._carry_over(inp):
+                    return False
+                break
+            if reason is None:
+                # Until a put nudges, or the oldest row's wait runs out (then look anyway).
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await workflow.wait_condition(
+                        lambda: self._nudged or self._halted(),
+                        timeout=timedelta(seconds=next_check(buffered, inp.triggers)))
+                continue
+            # While Claude is down (the run paused, probing) no pack starts.
+            await workflow.wait_condition(
+                lambda: (len(self._running) < inp.max_concurrent_packs
+                         and not self._paused()) or self._halted())
+            if self._halted():
+                break
+            if await self._form_pack(inp, reason):
+                formed_here += 1
+        if not self._stopping():
+            # A cancel that arrives while the last packs run must still reach them.
+            await workflow.wait_condition(lambda: not self._running or self._stopping())
+        if self._stopping():
+            await self._stop_children()
+        await workflow.wait_condition(lambda: not self._running and not self._open)
+        return True
+
+    async def _poll(self, inp: StreamInput) -> Buffered:
+        out = await workflow.execute_activity_method(
+            StreamActivities.poll_stream,
+            PollStreamInput(run_id=inp.run_id),
+            start_to_close_timeout=DB_TIMEOUT,
+            retry_policy=DB_RETRY,
+            summary="poll_stream: rows buffered, their tokens, the oldest's wait",
+        )
+        self._buffered = out.buffered
+        inp.block_count = max(inp.block_count, out.buffered.accepted)
+        if out.buffered.closed and self._status == "running":
+            self._status = "draining"
+        return out.buffered
+
+    async def _form_pack(self, inp: StreamInput, reason: TriggerReason) -> bool:
+        """Give the oldest buffered rows the next pack and start it (False: none buffered)."""
+        index = inp.next_pack
+        out = await workflow.execute_activity_method(
+            StreamActivities.form_pack,
+            FormPackInput(run_id=inp.run_id, pack_index=index, reason=reason,
+                          max_rows=inp.triggers.max_rows, max_tokens=inp.triggers.max_tokens),
+            start_to_close_timeout=DB_TIMEOUT,
+            retry_policy=DB_RETRY,
+            summary=f"form_pack {index}: the oldest buffered rows ({reason})",
+        )
+        inp.block_count = max(inp.block_count, out.accepted)
+        if not out.blocks:
+            return False
+        inp.next_pack = inp.pack_count = index + 1
+        await self._start_pack(index)
+        self._show()
+        return True
