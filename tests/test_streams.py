@@ -30,48 +30,46 @@ async def test_stream_answers_every_row_once_through_a_worker_kill_and_a_produce
     bbstack: Stack, tmp_path: Path
 ) -> None:
     s = bbstack
+    # A worker process of its own (SIGKILLed below), started first: it takes a while.
+    worker = await start_worker_process(s, tmp_path / "worker.log")
     s.sim.scenario(speed_factor=1.0, latency={"ttft_ms": 150, "per_output_token_ms": 0})
-    schema = extract_schema(instruction_words=200)
     stream = await s.bb.open_stream(
-        schema, max_rows=20, max_wait_s=0.3, max_buffered=120, task_queue=s.task_queue,
-        options=RunOptions(max_concurrent_packs=3, reuse_answers=False))
+        extract_schema(instruction_words=200), max_rows=20, max_wait_s=0.3, max_buffered=120,
+        task_queue=s.task_queue, options=RunOptions(max_concurrent_packs=3,
+                                                    reuse_answers=False))
     run_id = stream.run_id
-    worker = await start_worker_process(s, tmp_path / "worker1.log")
     try:
-        # The first producer puts rows 0..179 (backpressure holds it at 120 not done),
-        # the worker is killed once some are answered, and the producer dies too.
-        for i in range(0, 180, 15):
+        # The first producer puts rows 0..149; backpressure holds it at 120 rows not done
+        # until the worker answers some. Then the worker is SIGKILLed, packs in flight.
+        for i in range(0, 150, 15):
             await stream.put_many([row(j) for j in range(i, i + 15)],
                                   keys=[f"r{j}" for j in range(i, i + 15)])
-            done = await s.pool.fetchval(
-                "select count(*) from overlays where run_id = $1 and status <> 'pending'",
-                run_id)
-            if done >= 40 and worker.returncode is None:
-                worker.send_signal(signal.SIGKILL)
-                await worker.wait()
-                worker = await start_worker_process(s, tmp_path / "worker2.log")
         await stream.flush()
-        assert worker.returncode is None
-        # A restarted producer (a new client) feeds the input again from row 150: the 30
-        # rows it accepted before are recognised by key, the rest are new.
-        async with await Blockbatch.connect(s.settings, s.client) as bb2:
-            again = await bb2.stream(run_id)
-            indexes = await again.put_many([row(j) for j in range(150, 300)],
-                                           keys=[f"r{j}" for j in range(150, 300)])
-            assert indexes == list(range(150, 300))
-            with pytest.raises(InvalidRow) as bad:
-                await again.put({"body": "no text field"})
-            assert bad.value.reason == "invalid_row"
-            results: list[StreamRow] = []
-            reader = asyncio.create_task(_collect(again, results))
-            assert await again.close()
-            with pytest.raises(StreamClosed):
-                await again.put(row(999))
-            await asyncio.wait_for(reader, 120)
-            result = await asyncio.wait_for(again.wait(), 120)
+        assert await s.pool.fetchval(
+            "select count(*) from overlays where run_id = $1 and status = 'pending'",
+            run_id) > 0
     finally:
-        worker.send_signal(signal.SIGTERM)
+        worker.send_signal(signal.SIGKILL)
         await worker.wait()
+    # The producer dies here; a new one (a new client) feeds its input again from row
+    # 120: the 30 rows accepted before are recognised by key, the rest are new.
+    async with s.worker(), await Blockbatch.connect(s.settings, s.client) as bb2:
+        again = await bb2.stream(run_id)
+        indexes = []
+        for i in range(120, 300, 15):
+            indexes += await again.put_many([row(j) for j in range(i, i + 15)],
+                                            keys=[f"r{j}" for j in range(i, i + 15)])
+        assert indexes == list(range(120, 300))
+        with pytest.raises(InvalidRow) as bad:
+            await again.put({"body": "no text field"})
+        assert bad.value.reason == "invalid_row"
+        results: list[StreamRow] = []
+        reader = asyncio.create_task(_collect(again, results))
+        assert await again.close()
+        with pytest.raises(StreamClosed):
+            await again.put(row(999))
+        await asyncio.wait_for(reader, 120)
+        result = await asyncio.wait_for(again.wait(), 120)
 
     assert result.status == "completed", result
     assert (result.blocks_total, result.blocks_ai_complete) == (300, 300)
