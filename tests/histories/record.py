@@ -29,6 +29,10 @@ replay needs because child ids derive from them, go into ``workflow_ids.json``):
 * ``budget.run`` / ``budget.pack``: a run given half of its unbudgeted cost
   (``max_cost_usd``) that stopped starting packs when the budget could not hold the next
   call and ended ``budget_exhausted``, and a pack whose call the budget refused.
+* ``stream.first`` / ``stream.last``: the first and last executions of a StreamWorkflow
+  (``packs_per_history=2``) whose rows were put while it ran: packs formed by the row
+  trigger and by the oldest row's wait, continue-as-new with packs in flight, then closed
+  and drained.
 
 ``python -m tests.histories.record outage`` records only the kinds named.
 
@@ -355,12 +359,30 @@ async def throwaway_stack(base: Path) -> AsyncIterator[Recorder]:
         stack.stop_postgres(pg.data_dir)
 
 
+async def record_stream(r: Recorder) -> None:
+    r.scenario(speed_factor=1.0, latency={"ttft_ms": 300, "per_output_token_ms": 0})
+    stream = await r.bb.open_stream(extract_schema(instruction_words=300), max_rows=3,
+                                    max_wait_s=0.5, packs_per_history=2,
+                                    options=RunOptions(max_concurrent_packs=2))
+    async with r.worker():
+        for i in range(4):
+            await stream.put_many([{"id": f"{i}-{j}", "text": f"Row {i}.{j}: page the lead."}
+                                   for j in range(3 if i < 3 else 2)])
+            await asyncio.sleep(0.2)
+        await stream.close()
+        result = await stream.wait()
+    assert result.status == "completed" and result.blocks_ai_complete == 11, result
+    first, last = await _first_and_last(r, f"run-{stream.run_id}")
+    save("stream.first", first)
+    save("stream.last", last)
+
+
 RECORDERS = {"warm_start": record_warm_start,
              "sync_splits": record_sync_splits, "cancelled": record_cancelled,
              "batch_rounds": record_batch_rounds, "continue_as_new": record_continue_as_new,
              "outage": record_outage, "retry": record_retry, "outlive": record_outlive,
              "handover": record_handover, "learning": record_learning,
-             "budget": record_budget}
+             "budget": record_budget, "stream": record_stream}
 
 
 async def main(names: list[str]) -> None:

@@ -33,7 +33,7 @@ def test_every_kind_of_run_is_recorded() -> None:
     assert {p.stem for p in RECORDED} >= {
         "sync_splits.run", "sync_splits.pack_split", "sync_splits.pack_half",
         "cancelled.run", "batch_rounds.run", "continue_as_new.first", "continue_as_new.last",
-        "budget.run", "budget.pack",
+        "budget.run", "budget.pack", "stream.first", "stream.last",
     }
 
 
