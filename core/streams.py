@@ -22,6 +22,9 @@ TriggerReason = Literal["rows", "tokens", "pack_full", "wait", "closed"]
 #: While nothing is buffered the workflow looks at Postgres at least this often, even
 #: without a ``rows_added`` signal (a producer that died between commit and signal).
 IDLE_RECHECK_S = 10.0
+#: A look at the buffer is this much after the oldest row's wait runs out, so that the
+#: database clock (which measures the wait) agrees it has.
+NEXT_LOOK_MARGIN_S = 0.05
 
 
 class StreamTriggers(BaseModel):
@@ -82,7 +85,7 @@ def next_check(buffered: Buffered, triggers: StreamTriggers) -> float:
     remaining wait, or :data:`IDLE_RECHECK_S` (at least) when nothing is buffered."""
     if buffered.rows <= 0:
         return max(IDLE_RECHECK_S, triggers.max_wait_s)
-    return max(triggers.max_wait_s - buffered.oldest_wait_s, 0.05)
+    return max(triggers.max_wait_s - buffered.oldest_wait_s, 0.0) + NEXT_LOOK_MARGIN_S
 
 
 class RowError(ValueError):
