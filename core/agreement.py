@@ -235,7 +235,11 @@ class Tally:
         z2 = z * z
         centre = (p + z2 / (2 * n)) / (1 + z2 / n)
         half = z / (1 + z2 / n) * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
-        return (max(0.0, centre - half), min(1.0, centre + half))
+        # At 0 or n agreeing the bound is exactly 0 or 1 (centre - half and centre + half
+        # are that only up to rounding, and a true rate of 100% must lie inside).
+        low = 0.0 if self.agreed == 0 else max(0.0, centre - half)
+        high = 1.0 if self.agreed == n else min(1.0, centre + half)
+        return (low, high)
 
     def add(self, agree: bool) -> None:
         """Count one more comparison."""

@@ -127,3 +127,18 @@ def test_questions_script_compares_packed_with_one_call_each(tmp_path: Path) -> 
     assert data["parity"] == {"questions": 8, "answers_differing": 0}
     for mode in (packed, single):
         assert abs(mode["item_usage_cost_sum_usd"] - mode["cost_usd"]) < 1e-5
+
+
+@pytest.mark.timeout(300)
+def test_quality_script_compares_calibrate_with_the_simulators_truth(tmp_path: Path) -> None:
+    data = run_script("quality", tmp_path / "quality.json", "--seeds", "1", "--blocks", "10",
+                      "--sample", "10", "--sizes", "5,10")
+    cal = data["calibration"]
+    assert cal["cases"] == 2 and len(cal["seeds"]) == 1
+    seed = cal["seeds"][0]
+    for size in ("5", "10"):
+        figures = seed["sizes"][size]
+        # The sample's truth is what calibrate measured: every injected wrong value disagrees.
+        assert figures["measured"] == figures["sample_true"]
+        assert figures["run"]["answered"] == 10
+    assert isinstance(seed["recommended_meets_target"], bool)

@@ -123,6 +123,12 @@ def test_wilson_interval_matches_known_values(agreed, total, low, high):
     assert got == pytest.approx((low, high), abs=1e-4)
 
 
+def test_the_interval_of_all_or_none_agreeing_reaches_exactly_1_or_0():
+    for n in (1, 7, 40, 100, 400):
+        assert Tally(n, n).interval()[1] == 1.0
+        assert Tally(0, n).interval()[0] == 0.0
+
+
 def test_an_empty_tally_has_no_rate():
     tally = Tally()
     assert tally.rate is None and tally.interval() == (0.0, 1.0)
