@@ -132,7 +132,7 @@ def test_questions_script_compares_packed_with_one_call_each(tmp_path: Path) -> 
 @pytest.mark.timeout(300)
 def test_quality_script_compares_calibrate_with_the_simulators_truth(tmp_path: Path) -> None:
     data = run_script("quality", tmp_path / "quality.json", "--seeds", "1", "--blocks", "10",
-                      "--sample", "10", "--sizes", "5,10")
+                      "--sample", "10", "--sizes", "5,10", "--no-fsync", "--temporal-memory")
     cal = data["calibration"]
     assert cal["cases"] == 2 and len(cal["seeds"]) == 1
     seed = cal["seeds"][0]
