@@ -30,7 +30,9 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import asyncpg
+from temporalio.service import RPCError
 
+from blockbatch.api.errors import BadRequest
 from blockbatch.api.inputs import SchemaSource, as_schema, with_schema_model
 from blockbatch.api.quote import Document, estimate, read_document
 from core.agreement import Sample, compare_answers, sample_blocks
@@ -157,12 +159,17 @@ async def run_calibration(bb: Runner, plan: CalibrationPlan, *,
             run_ids.append(await bb.start_run(sample_doc, schema_id, run_options(plan, size),
                                               task_queue=task_queue))
     except BaseException:
-        for run_id in run_ids:  # leave no half of a calibration running
-            await bb.cancel(run_id)
+        await _cancel_all(bb, run_ids)
         raise
     say(f"started {len(run_ids)} runs of the {plan.sample}-block sample (pack sizes "
         f"{', '.join(str(s) for s in plan.runs)}): {', '.join(run_ids)}")
-    results = await asyncio.gather(*(bb.wait(run_id) for run_id in run_ids))
+    try:
+        results = await asyncio.gather(*(bb.wait(run_id) for run_id in run_ids))
+    except BaseException:
+        # Interrupted (Ctrl-C), or a run that could not be followed: the runs of a
+        # calibration are worth nothing apart, so none is left running on.
+        await _cancel_all(bb, run_ids)
+        raise
     uids = [f"{plan.document_id}:{plan.blocks[i].block_index}" for i in plan.chosen]
     alone = await calibrations.run_answers(bb.pool, run_ids[0])
     sizes: list[SizeResult] = []
@@ -207,3 +214,13 @@ async def run_calibration(bb: Runner, plan: CalibrationPlan, *,
     )
     await calibrations.save(bb.pool, calibration, sample_doc)
     return calibration
+
+
+async def _cancel_all(bb: Runner, run_ids: Sequence[str]) -> None:
+    """Ask every run of a calibration to stop; best effort (the error that brought us
+    here is the one to report)."""
+    for run_id in run_ids:
+        try:
+            await bb.cancel(run_id)
+        except (BadRequest, RPCError, OSError, asyncpg.PostgresError):
+            continue  # its workflow already ended, or Temporal is gone: the next one
