@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from core.calibration import (
+    Calibration,
     CalibrationError,
     CalibrationNote,
     SizeResult,
@@ -63,3 +64,15 @@ def test_the_quote_line():
     assert note.text() == "calibrated: size 20 meets 95.0% (calibration of 2026-11-23)"
     none = note.model_copy(update={"recommended": None})
     assert "no pack size met 95.0%" in none.text() and "use 1" in none.text()
+
+
+def test_the_advice_names_the_size_or_says_none_meets_the_target():
+    at = datetime(2026, 11, 23, 18, 0, tzinfo=UTC)
+    calibration = Calibration(calibration_id="c", document="d.md", document_id="doc-1",
+                              schema_name="s", schema_id="schema-1", model="m", sample=40,
+                              seed="x", target=0.95, sizes=[result(1, None), result(5, 0.9)],
+                              recommended=None, created_at=at)
+    assert calibration.advice() == ("none meets the target of 95.0%: use 1 (--no-batching) "
+                                    "or lower the target")
+    assert "recommended pack size: 5" in calibration.model_copy(
+        update={"recommended": 5}).advice()
