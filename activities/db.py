@@ -44,10 +44,11 @@ from core.planning import (
     pack_numbers,
 )
 from core.policy import code_of_failure
+from core.quality import halved, planned_sample
 from core.reasons import REASONS, ReasonCode
 from core.retry import FINISHED_STATUSES, describe_blocks, selection_text
 from core.reuse import answer_key, prompt_digest
-from store import batches, overlays, replans, retries, runs, splits
+from store import batches, overlays, quality, replans, retries, runs, splits
 from store.runs import PlanState, cached_run_context
 
 #: A run plans from earlier runs of its schema on its model once they answered this many
@@ -90,7 +91,7 @@ class DbActivities:
                 learns = ctx.learns_output()
                 learning = (learns and state.pack_count > 1
                             and await prior_ratios(conn, inp.run_id) is None
-                            and not await replans.changes(conn, inp.run_id))
+                            and not await replans.changes(conn, inp.run_id, kind="learned"))
                 return PlanRunOutput(pack_count=state.pack_count,
                                      block_count=state.blocks_total, mode=ctx.options.mode,
                                      learning=learning, replans=learns,
@@ -115,6 +116,12 @@ class DbActivities:
             await overlays.insert_plan(
                 conn, inp.run_id, blocks, pack_of, keys,
                 {b.block_uid: found[key] for b, key in zip(blocks, keys) if key in found})
+            if ctx.options.mode == "sync":
+                # The quality probe's sample, of the blocks called (core/quality.py).
+                q = ctx.options.quality
+                await quality.plan_sample(conn, inp.run_id, planned_sample(
+                    [blocks[pos].block_uid for pos in to_call], q.probe_rate, q.probe_minimum,
+                    inp.run_id))
             reused = await runs.save_plan(conn, inp.run_id, len(packs), len(blocks))
         activity.logger.info("run %s planned: %d blocks in %d packs, %d reused%s", inp.run_id,
                              len(blocks), len(packs), reused.blocks_reused, "" if prior is None
@@ -130,8 +137,11 @@ class DbActivities:
 
         Moves pending blocks of packs ``first_pack`` on to new packs when that changes how
         many there are by at least a tenth (a pack at least); recorded in plan_changes, so a
-        retried activity returns the same plan.
+        retried activity returns the same plan. Never above the quality gate's pack size.
+        With ``gate`` set, the quality gate's re-plan instead (:meth:`_gate_replan`).
         """
+        if inp.gate is not None:
+            return await self._gate_replan(inp)
         async with self.pool.acquire() as conn, conn.transaction():
             state = await runs.lock_for_planning(conn, inp.run_id)
             if state is None:
@@ -148,7 +158,8 @@ class DbActivities:
             if not blocks:
                 return unchanged
             packs = ctx.plan([b.est_tokens for b in blocks], ratios,
-                             [b.block_type for b in blocks])
+                             [b.block_type for b in blocks],
+                             cap=await replans.gate_size(conn, inp.run_id))
             before = state.pack_count - inp.first_pack
             if abs(len(packs) - before) < max(1, before // 10):
                 return unchanged
@@ -159,6 +170,45 @@ class DbActivities:
         text = change.text()
         activity.logger.info("run %s: %s", inp.run_id, text)
         return ReplanOutput(pack_count=change.packs_after, text=text)
+
+    async def _gate_replan(self, inp: ReplanInput) -> ReplanOutput:
+        """The quality gate tripped: re-plan the unstarted packs at half the largest one's
+        size (never below 1), sized from what the answers wrote when the run learns that;
+        recorded in plan_changes (kind ``quality_gate``), so a retry returns the same."""
+        assert inp.gate is not None
+        async with self.pool.acquire() as conn, conn.transaction():
+            state = await runs.lock_for_planning(conn, inp.run_id)
+            if state is None:
+                raise ValueError(f"no run {inp.run_id!r}")
+            done = await replans.recorded_change(conn, inp.run_id, inp.first_pack,
+                                                 "quality_gate")
+            if done is not None:
+                return ReplanOutput(pack_count=done.packs_after, text=done.text(),
+                                    pack_size=done.pack_size)
+            unchanged = ReplanOutput(pack_count=state.pack_count)
+            was = await quality.largest_pack(conn, inp.run_id, inp.first_pack)
+            if was <= 1 or state.status not in runs.ACTIVE_STATUSES:
+                return unchanged
+            ctx = await cached_run_context(conn, inp.run_id)
+            ratios = (learned_ratios(ctx, await replans.answers(conn, inp.run_id))
+                      if ctx.learns_output() else None)
+            blocks = await replans.unstarted_blocks(conn, inp.run_id, inp.first_pack)
+            size = halved(was)
+            packs = ctx.plan([b.est_tokens for b in blocks], ratios,
+                             [b.block_type for b in blocks], cap=size)
+            pack_of = [0] * len(blocks)
+            for n, pack in enumerate(packs):
+                for pos in pack.positions:
+                    pack_of[pos] = inp.first_pack + n
+            change = replans.PlanChange(inp.first_pack, state.pack_count,
+                                        inp.first_pack + len(packs), {"was": was},
+                                        kind="quality_gate", pack_size=size,
+                                        gate=inp.gate.model_dump(mode="json"))
+            await replans.repack(conn, inp.run_id, [b.block_uid for b in blocks], pack_of,
+                                 change)
+        text = change.text()
+        activity.logger.info("run %s: %s", inp.run_id, text)
+        return ReplanOutput(pack_count=change.packs_after, text=text, pack_size=size)
 
     @activity.defn
     async def apply_results(self, inp: ApplyResultsInput) -> ApplyResultsOutput:
@@ -199,6 +249,7 @@ class DbActivities:
             result = await runs.close_run(conn, inp.run_id, inp.status, inp.error)
             await retries.close_open(conn, inp.run_id, result.status)
             result.plan_changes = await replans.change_texts(conn, inp.run_id)
+            result.quality = await quality.result(conn, inp.run_id)
             return result
 
     @activity.defn
@@ -257,7 +308,7 @@ async def _claim_retry(
             f"run {run_id} has no {selection_text(request)} left to retry "
             f"({describe_blocks(counts)}); nothing was changed",
             type=NOTHING_TO_RETRY, non_retryable=True)
-    packs = ctx.plan([b.est_tokens for b in blocks])
+    packs = ctx.plan([b.est_tokens for b in blocks], cap=await replans.gate_size(conn, run_id))
     first = state.pack_count
     pack_of = pack_numbers(packs, first)
     uids = [b.block_uid for b in blocks]

@@ -15,6 +15,7 @@ answered waits for them first.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -34,6 +35,7 @@ from activities.errors import (
 from activities.limiter import FleetLimiter
 from activities.sdk import anthropic
 from activities.shared import PerRun, heartbeating, origin
+from core.agreement import compare_answers
 from core.budget import pack_worst_case, probe_worst_case, refusal_text, warm_up_worst_case
 from core.claude_errors import ClaudeError, is_outage
 from core.context import RunContext
@@ -43,14 +45,19 @@ from core.models import (
     LimiterNote,
     ProbeApiInput,
     ProbeApiOutput,
+    QualityProbeInput,
+    QualityProbeOutput,
+    Totals,
     WarmCacheInput,
     WarmCacheOutput,
 )
 from core.planning import LEARNING_PACK_BLOCKS
 from core.prompt import alias_map, build_request, prefix_sha256
+from core.quality import PROBE_ATTEMPTS, pack_sample
 from core.ratelimit import Need
 from core.registry import Usage, cost_usd
-from store import ledger, overlays
+from core.results import parse_results
+from store import ledger, overlays, quality
 from store.runs import cached_run_context
 
 #: A run sizes max_tokens from its own answers once this many pack calls were answered, or
@@ -75,6 +82,8 @@ _PREPARE_PATIENCE_S = 120.0
 _BUDGET_POLL_S = 0.5
 _BUDGET_PATIENCE_S = 300.0
 _T = TypeVar("_T")
+#: A pack's probe calls in flight at once (they go through the fleet's limiter too).
+_PROBES_AT_ONCE = 4
 #: The ledger's pack path of a run's warm-up call (``warm_cache``), and the one stand-in
 #: block it carries (the cache prefix is the system prompt and tool, whatever the blocks).
 WARM_UP_PATH = "warm-up"
@@ -179,6 +188,112 @@ class LlmActivities:
         answer = await self._send(ctx, call_id, [], request,
                                   Need(1, ctx.cacheable_prefix_tokens, 1))
         return WarmCacheOutput(called=True, call_id=answer.call_id, totals=answer.totals())
+
+    @activity.defn
+    async def probe_quality(self, inp: QualityProbeInput) -> QualityProbeOutput:
+        """Ask a pack's sampled blocks again alone, one block per call, and compare answers.
+
+        Called once the pack applied its answers (core/quality.py says which blocks). Each
+        call is a pack call of one block: the same system prompt and tool, so it reads the
+        cached prefix; opened in the ledger first (purpose ``quality_probe``, pack path
+        ``quality-<block_index>``, attempt 1: a retried activity reuses a recorded answer,
+        pay once), under the run's budget and through the fleet's limiter. The packed answer
+        stays the overlay; the comparison goes to ``quality_samples``. A call that fails is
+        raised for Temporal to retry, and on the activity's last attempt recorded against
+        its sample as ``failed`` instead: the probe never fails the pack or the run.
+        """
+        async with self.pool.acquire() as conn:
+            ctx = await cached_run_context(conn, inp.run_id)
+            if inp.at_least:
+                # The quality gate's per-pack samples, chosen the same on every attempt.
+                answered = await quality.answered_uids(conn, inp.run_id, inp.pack_index)
+                await quality.plan_sample(conn, inp.run_id, pack_sample(
+                    answered, inp.at_least, f"{inp.run_id}/{inp.pack_index}"))
+            blocks = await quality.to_probe(conn, inp.run_id, inp.pack_index)
+        last = activity.info().attempt >= PROBE_ATTEMPTS
+        gate = asyncio.Semaphore(_PROBES_AT_ONCE)
+
+        async def one(block: quality.ProbeBlock) -> Totals:
+            async with gate:
+                return await self._probe_block(ctx, block, last)
+
+        done = await asyncio.gather(*(one(b) for b in blocks), return_exceptions=True)
+        totals = Totals()
+        for outcome in done:
+            if isinstance(outcome, BaseException):
+                raise outcome  # the others are recorded: a retry asks only this one again
+            totals.add(outcome)
+        async with self.pool.acquire() as conn:
+            sampled, agreeing, failed = await quality.pack_tally(conn, inp.run_id,
+                                                                 inp.pack_index)
+        totals.quality_sampled, totals.quality_agreeing = sampled, agreeing
+        return QualityProbeOutput(sampled=sampled, agreeing=agreeing, failed=failed,
+                                  totals=totals)
+
+    async def _probe_block(self, ctx: RunContext, block: quality.ProbeBlock,
+                           last: bool) -> Totals:
+        """One sampled block asked alone and compared (its sample row says how it went)."""
+        run_id, uid = ctx.run_id, block.block_uid
+        path = quality.probe_path(block.block_index)
+
+        async def not_compared(status: str, error: str, call_id: int | None = None) -> None:
+            async with self.pool.acquire() as conn:
+                await quality.record_not_compared(conn, run_id, block, status=status,
+                                                  error=error, call_id=call_id)
+
+        async with self.pool.acquire() as conn:
+            previous = await ledger.recorded_answer(conn, run_id, path, 1)
+        spent = Totals()
+        if previous is not None:  # answered on an earlier attempt: counted then
+            call_id = previous.call_id
+        else:
+            pack = ctx.pack([block.est_tokens])
+            aliases = alias_map([uid]) if ctx.options.short_ids else None
+            request = build_request(
+                ctx.spec, [{"block_uid": uid, "block_type": block.block_type,
+                            "block_content": block.block_content}],
+                max_tokens=pack.max_tokens, model=ctx.model.id,
+                cache_ttl=ctx.options.cache_ttl, aliases=aliases)
+            try:
+                opened = await self._open_call(ctx, run_id, path, 1, [uid], request,
+                                               purpose=quality.QUALITY_PROBE,
+                                               worst_case_usd=pack_worst_case(ctx, pack),
+                                               block_aliases=aliases)
+            except ledger.OverBudget:
+                await not_compared("skipped", "the run's budget cannot hold the probe call")
+                return spent
+            if opened is None:
+                await not_compared("skipped", "the run stopped before the probe call")
+                return spent
+            call_id = opened
+            try:
+                out = await self._send(ctx, call_id, [uid], request,
+                                       _need(ctx, pack.est_input_tokens, pack.max_tokens))
+            except ApplicationError as err:
+                if not (last or err.non_retryable):
+                    raise
+                await not_compared("failed", err.message, call_id)
+                return Totals(calls=1, quality_calls=1)
+            spent = out.totals()
+            spent.quality_calls, spent.quality_cost_usd = spent.calls, spent.cost_usd
+            if out.outcome != "answered":
+                await not_compared("failed", out.message or out.outcome, call_id)
+                return spent
+        async with self.pool.acquire() as conn:
+            answer = await ledger.answer_to_apply(conn, run_id, call_id)
+        parsed = parse_results(answer.response, [uid], ctx.spec, answer.block_aliases)
+        single = parsed.valid.get(uid)
+        if single is None:
+            await not_compared("failed", f"the single answer is unusable: {parsed.summary()}",
+                               call_id)
+            return spent
+        fields = compare_answers(ctx.spec, block.packed, single)
+        async with self.pool.acquire() as conn:
+            await quality.record_compared(
+                conn, run_id, block, single=single,
+                fields=[dataclasses.asdict(f) for f in fields],
+                agrees=all(f.agree for f in fields), call_id=call_id)
+        return spent
 
     async def _prepare(self, inp: CallModelInput) -> CallModelOutput | _Prepared:
         """Read the pack and open its ledger row; an outcome instead when not to call."""

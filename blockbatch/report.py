@@ -11,6 +11,7 @@ import asyncpg
 from blockbatch.cli.parser import PROG
 from core.budget import left_text, suggested_budget
 from core.models import RunResult
+from core.quality import probe_cost_text
 from core.registry import Usage, cost_usd, get_model
 from runtime.settings import Settings
 from store.reads import baseline_inputs
@@ -77,6 +78,40 @@ def reused_line(result: RunResult) -> str | None:
         return None
     return (f"{r.blocks_reused} block{'s' if r.blocks_reused != 1 else ''} answered by "
             f"earlier runs, no call · saved ${r.reuse_saved_usd:.4f}")
+
+
+def quality_rows(result: RunResult) -> list[tuple[str, str]]:
+    """The quality probe's rows: ``agreement 98.6% on 40 sampled blocks; lowest: summary
+    92%``, ``quality probe: 12 calls, $0.0123 (2.1% of the run)`` and the pack size the run
+    settled on (none when the run probed nothing)."""
+    q = result.quality
+    if q is None:
+        return []
+    text = q.text or "no block compared"
+    if q.agreement.low is not None and q.agreement.high is not None:
+        text += f" (block-level CI {100 * q.agreement.low:.0f}-{100 * q.agreement.high:.0f}%)"
+    if q.failed:
+        text += f"; {q.failed} probe{'s' if q.failed != 1 else ''} failed"
+    if q.sampled and q.sampled > q.agreement.agreeing:
+        text += f"; see `{PROG} review {result.run_id} --disagreeing`"
+    rows = [("quality", text),
+            ("probe", probe_cost_text(q.probe_calls, q.probe_cost_usd, q.run_cost_usd)
+             .removeprefix("quality probe: "))]
+    if q.pack_size:
+        gate = f" (quality gate, target {q.min_agreement:.0%})" if q.gate else ""
+        rows.append(("pack size", f"settled on {q.pack_size} blocks{gate}"))
+    return rows
+
+
+def change_rows(changes: Sequence[str]) -> list[tuple[str, str]]:
+    """The re-plans as rows: ``re-planned`` (from the answers) or ``quality gate``."""
+    rows = []
+    for change in changes:
+        if change.startswith("quality gate: "):
+            rows.append(("quality gate", change.removeprefix("quality gate: ")))
+        else:
+            rows.append(("re-planned", change.replace(" re-planned", "", 1)))
+    return rows
 
 
 def retries_line(retries: Sequence[RetryRecord]) -> str | None:
@@ -166,8 +201,8 @@ def summary_lines(result: RunResult, *, baseline: float | None, links: dict[str,
     retried = retries_line(retries)
     if retried:
         rows.append(("retries", retried))
-    rows += [("re-planned", change.replace(" re-planned", "", 1))
-             for change in r.plan_changes]
+    rows += change_rows(r.plan_changes)
+    rows += quality_rows(r)
     rows += [("Temporal UI", links["run"]), ("its packs", links["packs"])]
     following = next_command(r)
     if following:

@@ -92,15 +92,21 @@ class RunContext:
                 and not o.estimated_output_per_block)
 
     def plan(self, block_tokens: Sequence[int], ratios: OutputRatios | None = None,
-             block_types: Sequence[str] | None = None, *, learning: bool = False) -> list[Pack]:
+             block_types: Sequence[str] | None = None, *, learning: bool = False,
+             cap: int | None = None) -> list[Pack]:
         """The run's packs over its blocks' token estimates, in block order.
 
         ``learning``: pack 0 is the first :data:`~core.planning.LEARNING_PACK_BLOCKS` blocks
         of the plan's first pack, sent alone; the rest is planned again from its answer.
+        ``cap``: at most this many blocks a pack (the quality gate's pack size).
         """
         types = block_types or [None] * len(block_tokens)
         outputs = [self.output_estimate(t, ratios, k) for t, k in zip(block_tokens, types)]
         limits = self.plan_limits()
+        if cap is not None:
+            limits = dataclasses.replace(
+                limits, hard_cap=min(limits.hard_cap, cap),
+                pack_size=None if limits.pack_size is None else min(limits.pack_size, cap))
         packs = plan_packs(block_tokens, outputs, limits)
         if not learning or len(packs) < 2 or len(packs[0].positions) <= LEARNING_PACK_BLOCKS:
             return packs

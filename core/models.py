@@ -139,6 +139,12 @@ class Totals(BaseModel):
     #: and their share of what the calls that answered them cost.
     blocks_reused: int = 0
     reuse_saved_usd: float = 0.0
+    #: The quality probe (in ``calls`` and ``cost_usd`` too): blocks compared, how many of
+    #: them agreed, and its calls and their cost.
+    quality_sampled: int = 0
+    quality_agreeing: int = 0
+    quality_calls: int = 0
+    quality_cost_usd: float = 0.0
 
     def add(self, other: Totals) -> None:
         for name in type(self).model_fields:
@@ -171,6 +177,26 @@ class RunInput(BaseModel):
     replans: bool = False
     #: A call was refused because the run's budget could not hold it: no pack starts.
     budget_exhausted: bool = False
+    #: The quality probe and gate (sync mode); ``None``: no probe (older runs too).
+    quality: QualityRunState | None = None
+
+
+class QualityRunState(BaseModel):
+    """A run's quality probe and gate (``RunInput.quality``), carried across continue-as-new.
+
+    The gate (``min_agreement``) counts the samples of packs from ``since_pack`` on: the
+    first pack of its latest re-plan, so that only packs at the current size count.
+    """
+
+    probe: bool = True
+    min_agreement: float | None = None
+    since_pack: int = 0
+    sampled: int = 0
+    agreeing: int = 0
+    #: The pack size the gate set last (``None``: the plan's).
+    pack_size: int | None = None
+    #: What the gate did last, as the UI says it.
+    text: str | None = None
 
 
 class StreamInput(RunInput):
@@ -242,6 +268,51 @@ class RunProgress(BaseModel):
     #: Blocks answered by an earlier run's answer (in ``blocks_done``), and what that saved.
     blocks_reused: int = 0
     reuse_saved_usd: float = 0.0
+    #: The quality probe so far: blocks compared, agreeing, its calls and their cost; what
+    #: the quality gate did last.
+    quality_sampled: int = 0
+    quality_agreeing: int = 0
+    quality_calls: int = 0
+    quality_cost_usd: float = 0.0
+    quality_gate: str | None = None
+
+
+class AgreementRate(BaseModel):
+    """How often packed and single answers agreed over some samples, with its 95% Wilson
+    interval (``rate``, ``low``, ``high`` are ``None`` without samples)."""
+
+    samples: int = 0
+    agreeing: int = 0
+    rate: float | None = None
+    low: float | None = None
+    high: float | None = None
+
+
+class QualityResult(BaseModel):
+    """What a run's quality probe found (``RunResult.quality``; core/quality.py)."""
+
+    #: Blocks compared (their packed and single answers); samples whose probe failed.
+    sampled: int = 0
+    failed: int = 0
+    #: Block-level agreement: every field agreed.
+    agreement: AgreementRate = Field(default_factory=AgreementRate)
+    by_field: dict[str, AgreementRate] = Field(default_factory=dict)
+    #: By pack-size bucket (``1-5``, ``6-10``, ...) and position bucket (``first 5``, ...).
+    by_pack_size: dict[str, AgreementRate] = Field(default_factory=dict)
+    by_position: dict[str, AgreementRate] = Field(default_factory=dict)
+    #: The field that agreed least (``None``: no samples).
+    lowest_field: str | None = None
+    #: ``agreement 98.6% on 40 sampled blocks; lowest: summary 92%``.
+    text: str = ""
+    #: The probe's calls (ledger purpose ``quality_probe``), their cost and the run's.
+    probe_calls: int = 0
+    probe_cost_usd: float = 0.0
+    run_cost_usd: float = 0.0
+    #: The pack size the run settled on: the quality gate's last, else the plan's largest.
+    pack_size: int | None = None
+    #: The gate's target, and what it did (each re-plan's text).
+    min_agreement: float | None = None
+    gate: list[str] = Field(default_factory=list)
 
 
 class BudgetLeft(BaseModel):
@@ -291,6 +362,8 @@ class RunResult(BaseModel):
     reuse_saved_usd: float = 0.0
     #: Set when the run ended ``budget_exhausted``: what is left and what it would cost.
     budget: BudgetLeft | None = None
+    #: What the quality probe found (``None``: the run probed nothing).
+    quality: QualityResult | None = None
 
 
 class PlanRunInput(BaseModel):
@@ -317,6 +390,20 @@ class ReplanInput(BaseModel):
     run_id: str
     #: The first pack to re-plan; it and every pack after it have not started.
     first_pack: int
+    #: Set by the quality gate: re-plan at half the largest unstarted pack's size (instead of
+    #: from what the answers wrote), because the agreement it saw is below its target.
+    gate: GateReading | None = None
+
+
+class GateReading(BaseModel):
+    """What the quality gate saw when it tripped: block-level agreement over ``samples``
+    (packs at the current size), its 95% Wilson interval and the target."""
+
+    samples: int
+    agreeing: int
+    low: float
+    high: float
+    target: float
 
 
 class ReplanOutput(BaseModel):
@@ -324,6 +411,26 @@ class ReplanOutput(BaseModel):
 
     pack_count: int
     text: str | None = None
+    #: A quality gate re-plan: the pack size it set (``None``: unchanged, or not the gate).
+    pack_size: int | None = None
+
+
+class QualityProbeInput(BaseModel):
+    run_id: str
+    pack_index: int
+    #: Probe at least this many of the pack's answered blocks (the quality gate's per-pack
+    #: samples), besides the run's planned sample.
+    at_least: int = 0
+
+
+class QualityProbeOutput(BaseModel):
+    """The probe of one pack's sampled blocks: compared, agreeing, failed (calls and cost,
+    also under ``quality_*``, in ``totals``)."""
+
+    sampled: int = 0
+    agreeing: int = 0
+    failed: int = 0
+    totals: Totals = Field(default_factory=lambda: Totals())
 
 
 class ApiDownReport(BaseModel):
@@ -392,6 +499,10 @@ class ProcessPackInput(BaseModel):
     #: A planned pack of a run that may continue as new while it runs: it signals its
     #: outcome to the run (``pack_done``) before it returns. ``False``: the run awaits it.
     report_to_run: bool = False
+    #: Once applied, probe the pack's sampled blocks alone (``probe_quality``), at least
+    #: ``probe_at_least`` of them (the quality gate's per-pack samples).
+    quality_probe: bool = False
+    probe_at_least: int = 0
 
 
 class PackOutcome(BaseModel):
@@ -678,3 +789,4 @@ class PlanRetryOutput(BaseModel):
 RunOptions.model_rebuild()
 RunInput.model_rebuild()
 RunProgress.model_rebuild()
+ReplanInput.model_rebuild()

@@ -155,6 +155,7 @@ def build_worker(
             llm_acts.call_model,
             llm_acts.probe_api,
             llm_acts.warm_cache,
+            llm_acts.probe_quality,
             batch_acts.open_batch_run,
             batch_acts.submit_round,
             batch_acts.poll_round,

@@ -12,7 +12,9 @@ from typing import Any
 
 import asyncpg
 
+from core.models import GateReading
 from core.planning import OutputRatios, replan_text
+from core.quality import gate_text
 
 #: Samples are the blocks of a run's latest answered pack calls, at most this many calls.
 _SAMPLE_CALLS = 200
@@ -132,24 +134,44 @@ async def unstarted_blocks(conn: asyncpg.Connection, run_id: str,
 
 @dataclass(frozen=True)
 class PlanChange:
+    """One re-plan of a run's unstarted packs: from what the answers wrote (``learned``,
+    with the ``ratios`` it used), or by the quality gate (``quality_gate``: the
+    ``pack_size`` it set, the size before in ``ratios["was"]``, and what it saw)."""
+
     first_pack: int
     packs_before: int
     packs_after: int
     ratios: dict[str, Any]
+    kind: str = "learned"
+    pack_size: int | None = None
+    gate: dict[str, Any] | None = None
 
     def text(self) -> str:
         """What changed, as the summary and the Temporal UI say it."""
+        if self.kind == "quality_gate":
+            assert self.gate is not None and self.pack_size is not None
+            return gate_text(GateReading.model_validate(self.gate), self.first_pack,
+                             self.packs_after, self.pack_size, int(self.ratios["was"]))
         return replan_text(self.first_pack, self.packs_before, self.packs_after,
                            OutputRatios(**self.ratios))
 
 
-async def recorded_change(conn: asyncpg.Connection, run_id: str,
-                          first_pack: int) -> PlanChange | None:
-    """The re-plan already made from ``first_pack`` (an activity retried after it)."""
+async def recorded_change(conn: asyncpg.Connection, run_id: str, first_pack: int,
+                          kind: str = "learned") -> PlanChange | None:
+    """The re-plan of ``kind`` already made from ``first_pack`` (an activity retried after
+    it)."""
     row = await conn.fetchrow(
-        """select first_pack, packs_before, packs_after, ratios from plan_changes
-           where run_id = $1 and first_pack = $2""", run_id, first_pack)
+        f"""select {_CHANGE_COLUMNS} from plan_changes
+            where run_id = $1 and first_pack = $2 and kind = $3""", run_id, first_pack, kind)
     return _change(row) if row is not None else None
+
+
+async def gate_size(conn: asyncpg.Connection, run_id: str) -> int | None:
+    """The pack size the quality gate set last (``None``: it never did): later re-plans
+    stay within it."""
+    return await conn.fetchval(
+        """select pack_size from plan_changes where run_id = $1 and kind = 'quality_gate'
+           order by first_pack desc limit 1""", run_id)
 
 
 async def repack(conn: asyncpg.Connection, run_id: str, uids: Sequence[str],
@@ -164,16 +186,23 @@ async def repack(conn: asyncpg.Connection, run_id: str, uids: Sequence[str],
     await conn.execute("update runs set pack_count = $2 where run_id = $1",
                        run_id, change.packs_after)
     await conn.execute(
-        """insert into plan_changes (run_id, first_pack, packs_before, packs_after, ratios)
-           values ($1, $2, $3, $4, $5)""",
-        run_id, change.first_pack, change.packs_before, change.packs_after, change.ratios)
+        """insert into plan_changes (run_id, first_pack, packs_before, packs_after, ratios,
+                                     kind, pack_size, gate)
+           values ($1, $2, $3, $4, $5, $6, $7, $8)""",
+        run_id, change.first_pack, change.packs_before, change.packs_after, change.ratios,
+        change.kind, change.pack_size, change.gate)
 
 
-async def changes(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> list[PlanChange]:
-    """The run's re-plans, in order."""
+_CHANGE_COLUMNS = "first_pack, packs_before, packs_after, ratios, kind, pack_size, gate"
+
+
+async def changes(conn: asyncpg.Connection | asyncpg.Pool, run_id: str, *,
+                  kind: str | None = None) -> list[PlanChange]:
+    """The run's re-plans (only those of ``kind`` when given), in order."""
     rows = await conn.fetch(
-        """select first_pack, packs_before, packs_after, ratios from plan_changes
-           where run_id = $1 order by first_pack""", run_id)
+        f"""select {_CHANGE_COLUMNS} from plan_changes
+            where run_id = $1 and ($2::text is null or kind = $2)
+            order by first_pack, changed_at""", run_id, kind)
     return [_change(r) for r in rows]
 
 
@@ -184,4 +213,4 @@ async def change_texts(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> 
 
 def _change(row: asyncpg.Record) -> PlanChange:
     return PlanChange(row["first_pack"], row["packs_before"], row["packs_after"],
-                      row["ratios"])
+                      row["ratios"], row["kind"], row["pack_size"], row["gate"])

@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         LimiterNote,
         PackOutcome,
         ProcessPackInput,
+        QualityProbeInput,
         RecordSplitInput,
         Totals,
     )
@@ -45,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
         CALL_MODEL_TIMEOUT,
         DB_RETRY,
         DB_TIMEOUT,
+        QUALITY_PROBE_RETRY,
     )
 
 
@@ -53,6 +55,9 @@ ISOLATE_REJECTED_REQUESTS = "isolate-rejected-requests"
 #: ``workflow.patched`` id: a call that fails because Claude is down waits for the run to
 #: resume (workflows/outage.py) instead of failing its blocks with ``api_unavailable``.
 RIDE_OUT_OUTAGES = "ride-out-outages"
+#: ``workflow.patched`` id: once a planned pack is done, its sampled blocks are asked alone
+#: and compared (``probe_quality``); the run's quality gate may re-plan its unstarted packs.
+QUALITY_PROBE = "quality-probe"
 
 
 @workflow.defn(name="ProcessPack")
@@ -149,6 +154,12 @@ class ProcessPackWorkflow:
             break
         else:
             outcome.cancelled = True
+        # A planned pack (its halves included) is done: probe its sampled blocks. Not after
+        # a cancel, a fatal error or a budget refusal.
+        if (inp.quality_probe and inp.block_uids is None and not self._cancelled
+                and not (outcome.cancelled or outcome.fatal_error or outcome.budget_exhausted)
+                and workflow.patched(QUALITY_PROBE)):
+            await self._probe_quality(inp, outcome)
         outcome.limiter = latest(outcome.limiter, self._limiter)
         await workflow.wait_condition(workflow.all_handlers_finished)
         return outcome
@@ -232,6 +243,31 @@ class ProcessPackWorkflow:
         # Not ``stopping`` even after a cancel: halves see the cancel before their first call.
         return left, decide("answered", blocks=len(uids), remaining=len(left),
                             reason=applied.reason)
+
+    async def _probe_quality(self, inp: ProcessPackInput, outcome: PackOutcome) -> None:
+        """Ask the pack's sampled blocks alone and compare (core/quality.py); the packed
+        answers stay the overlays. A probe that fails never fails the pack."""
+        try:
+            probe = await workflow.execute_activity_method(
+                LlmActivities.probe_quality,
+                QualityProbeInput(run_id=inp.run_id, pack_index=inp.pack_index,
+                                  at_least=inp.probe_at_least),
+                start_to_close_timeout=CALL_MODEL_TIMEOUT,
+                heartbeat_timeout=CALL_MODEL_HEARTBEAT,
+                retry_policy=QUALITY_PROBE_RETRY,
+                summary=f"probe_quality pack {inp.pack_path}: its sampled blocks asked alone",
+            )
+        except ActivityError as err:
+            workflow.logger.warning("quality probe of pack %s failed: %s", inp.pack_path,
+                                    err.cause or err)
+            return
+        outcome.totals.add(probe.totals)
+        if probe.sampled or probe.failed:
+            workflow.set_current_details(
+                f"quality probe: {probe.agreeing}/{probe.sampled} sampled blocks agree with "
+                f"their single answers" + (f", {probe.failed} probe(s) failed"
+                                           if probe.failed else "")
+                + f" · ${probe.totals.quality_cost_usd:.4f}")
 
     async def _wait_for_api(self, inp: ProcessPackInput, reason: str) -> bool:
         """Tell the run Claude is down and wait for its ``resume`` (False: could not tell)."""

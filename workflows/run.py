@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
         ApiDownReport,
         BatchRunState,
         FinishRunInput,
+        GateReading,
         LimiterNote,
         MarkCancellingInput,
         PackOutcome,
@@ -42,10 +43,19 @@ with workflow.unsafe.imports_passed_through():
         WarmCacheInput,
     )
     from core.outage import paused_text, waiting_text
+    from core.quality import (
+        GATE_PROBATION_PACKS,
+        GATE_SAMPLES_PER_PACK,
+        gate_reading,
+        on_probation,
+        probe_cost_text,
+        reading_text,
+        running_text,
+    )
     from workflows import attributes
     from workflows.batch import BatchRounds
     from workflows.outage import OutageWatch
-    from workflows.pack import ProcessPackWorkflow, latest
+    from workflows.pack import QUALITY_PROBE, ProcessPackWorkflow, latest
     from workflows.retries import (
         CALL_MODEL_HEARTBEAT,
         CALL_MODEL_TIMEOUT,
@@ -111,6 +121,8 @@ class RunWorkflow:
         #: Pack 0 is a learning pack (``plan_run``); what the latest re-plan changed.
         self._learning = False
         self._replanned: str | None = None
+        #: The run has a quality gate (``RunInput.quality.min_agreement``; patched).
+        self._gated = False
 
     @workflow.signal
     def cancel(self) -> None:
@@ -162,6 +174,11 @@ class RunWorkflow:
             limiter_wait_s=round(t.limiter_wait_s, 1),
             blocks_reused=t.blocks_reused,
             reuse_saved_usd=round(t.reuse_saved_usd, 6),
+            quality_sampled=t.quality_sampled,
+            quality_agreeing=t.quality_agreeing,
+            quality_calls=t.quality_calls,
+            quality_cost_usd=round(t.quality_cost_usd, 6),
+            quality_gate=state.quality.text if state.quality is not None else None,
         )
 
     @workflow.run
@@ -247,17 +264,25 @@ class RunWorkflow:
         elif (continued and inp.replans and inp.next_pack < inp.pack_count
               and not self._stopping() and workflow.patched(PACKS_LEARN)):
             await self._replan(inp)
+        q = inp.quality
+        self._gated = (q is not None and q.min_agreement is not None
+                       and workflow.patched(QUALITY_PROBE))
         while inp.next_pack < inp.pack_count and not self._halted():
             # While Claude is down (the run paused, probing) no pack starts.
             await workflow.wait_condition(
-                lambda: (len(self._running) < inp.max_concurrent_packs
+                lambda: (len(self._running) < self._window(inp)
                          and not self._paused()) or self._halted()
             )
             if self._halted() or started_here >= inp.packs_per_history:
                 break
+            reading = self._gate_reading(inp)
+            if reading is not None:
+                # Agreement below the target: the packs not started yet get smaller.
+                await self._gate(inp, reading)
+                continue
             # Every free slot's pack starts in one workflow task: awaiting each start on its
             # own costs a server round trip per pack and capped a run at ~10 packs/s.
-            count = min(inp.max_concurrent_packs - len(self._running),
+            count = min(self._window(inp) - len(self._running),
                         inp.pack_count - inp.next_pack, inp.packs_per_history - started_here)
             if inp.next_pack == 0 and serial_first:
                 count = 1
@@ -308,6 +333,42 @@ class RunWorkflow:
         inp.running = sorted(self._running)
         inp.budget_exhausted = self._budget_exhausted
         return True
+
+    def _window(self, inp: RunInput) -> int:
+        """Packs in flight at most: fewer while the quality gate lacks samples at the
+        current pack size (core/quality.py)."""
+        q = inp.quality
+        if self._gated and q is not None and on_probation(q.sampled):
+            return min(inp.max_concurrent_packs, GATE_PROBATION_PACKS)
+        return inp.max_concurrent_packs
+
+    def _gate_reading(self, inp: RunInput) -> GateReading | None:
+        """What the quality gate saw, when it trips now (``None``: it does not)."""
+        q = inp.quality
+        if (not self._gated or q is None or q.min_agreement is None or q.pack_size == 1
+                or inp.pack_count is None or inp.next_pack >= inp.pack_count):
+            return None
+        return gate_reading(q.agreeing, q.sampled, q.min_agreement)
+
+    async def _gate(self, inp: RunInput, reading: GateReading) -> None:
+        """Re-plan the packs not started yet at half the size; count again from them."""
+        q = inp.quality
+        assert q is not None
+        out = await workflow.execute_activity_method(
+            DbActivities.replan_run,
+            ReplanInput(run_id=inp.run_id, first_pack=inp.next_pack, gate=reading),
+            start_to_close_timeout=PLAN_TIMEOUT,
+            retry_policy=DB_RETRY,
+            summary=f"replan_run: quality gate, {reading_text(reading)}",
+        )
+        inp.pack_count = out.pack_count
+        q.since_pack, q.sampled, q.agreeing = inp.next_pack, 0, 0
+        # No smaller size to go to (packs of one block): the gate has done what it can.
+        q.pack_size = out.pack_size or 1
+        if out.text is not None:
+            q.text = out.text
+            workflow.logger.warning("run %s: %s", inp.run_id, out.text)
+        self._show()
 
     async def _hand_over(self) -> None:
         """Tell the packs this execution started to report to the next one by signal.
@@ -421,6 +482,8 @@ class RunWorkflow:
                 max_block_attempts=inp.max_block_attempts,
                 failures_to_pause=inp.outage.failures_to_pause,
                 report_to_run=self._outlive and not self._hand_over_at_can,
+                quality_probe=inp.quality is not None and inp.quality.probe,
+                probe_at_least=GATE_SAMPLES_PER_PACK if self._gated else 0,
             ),
             id=_pack_id(inp.run_id, index),
             # A pack outlives the execution that started it (continue-as-new); it is
@@ -462,6 +525,11 @@ class RunWorkflow:
             self._fatal_error = outcome.fatal_error
         if outcome.budget_exhausted:
             self._budget_out()
+        q = inp.quality
+        if q is not None and index >= q.since_pack:
+            # The gate counts the samples of packs at the current size.
+            q.sampled += outcome.totals.quality_sampled
+            q.agreeing += outcome.totals.quality_agreeing
         self._limiter = latest(self._limiter, outcome.limiter)
         del self._running[index]
         self._show()
@@ -514,6 +582,12 @@ class RunWorkflow:
                 details += f"\n\n{result.error}"
             for change in result.plan_changes:
                 details += f"\n\n{change}"
+            if result.quality is not None:
+                qr = result.quality
+                details += (f"\n\n{qr.text} · "
+                            + probe_cost_text(qr.probe_calls, qr.probe_cost_usd,
+                                              qr.run_cost_usd)
+                            + (f" · pack size {qr.pack_size}" if qr.pack_size else ""))
             details += self._limiter_line(p)
             workflow.set_current_details(details)
             return
@@ -534,6 +608,11 @@ class RunWorkflow:
         )
         if self._replanned is not None:
             details += f"\n\n{self._replanned}"
+        if p.quality_sampled or p.quality_calls:
+            details += (f"\n\n{running_text(p.quality_agreeing, p.quality_sampled)} · "
+                        + probe_cost_text(p.quality_calls, p.quality_cost_usd, p.cost_usd))
+        if p.quality_gate is not None:
+            details += f"\n\n{p.quality_gate}"
         details += self._reused_line(p.blocks_reused, p.reuse_saved_usd)
         workflow.set_current_details(details + self._limiter_line(p))
 

@@ -61,6 +61,8 @@ from core.calibration import DEFAULT_SAMPLE, DEFAULT_SIZES, DEFAULT_TARGET, Cali
 from core.ingest import ParsedBlock, detect_format, parse_document
 from core.models import (
     OutageOptions,
+    QualityResult,
+    QualityRunState,
     RunInput,
     RunOptions,
     RunProgress,
@@ -72,7 +74,7 @@ from core.registry import get_model, retirement_warning
 from core.streams import StreamTriggers
 from runtime.settings import Settings, load_settings
 from runtime.temporal import connect, ensure_search_attributes
-from store import ratelimits, reads, replans, repo, review, runs
+from store import quality, ratelimits, reads, replans, repo, review, runs
 from store import retries as retry_log
 from store import streams as stream_store
 from store.db import create_pool
@@ -245,7 +247,8 @@ class Blockbatch:
                 RunInput(run_id=run_id, max_concurrent_packs=options.max_concurrent_packs,
                          max_block_attempts=options.max_block_attempts,
                          packs_per_history=packs_per_history,
-                         outage=options.outage or OutageOptions()),
+                         outage=options.outage or OutageOptions(),
+                         quality=quality_state(options)),
                 id=run_workflow_id(run_id),
                 task_queue=task_queue or self.settings.temporal_task_queue,
                 static_summary=f"run {run_id}: {names.document_name} × {names.schema_name} "
@@ -391,7 +394,8 @@ class Blockbatch:
                 RunInput(run_id=run_id, max_concurrent_packs=options.max_concurrent_packs,
                          max_block_attempts=options.max_block_attempts,
                          packs_per_history=packs_per_history,
-                         outage=options.outage or OutageOptions(), retry=checked.request),
+                         outage=options.outage or OutageOptions(), retry=checked.request,
+                         quality=quality_state(options)),
                 id=run_workflow_id(run_id),
                 task_queue=task_queue or self.settings.temporal_task_queue,
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
@@ -538,11 +542,24 @@ class Blockbatch:
         return await self.result_of(await self.run(run_id))
 
     async def result_of(self, info: reads.RunInfo) -> RunResult:
-        """:meth:`result` of a run already read (``info``): its failure reasons and re-plans
-        read beside it."""
+        """:meth:`result` of a run already read (``info``): its failure reasons, re-plans
+        and quality probe read beside it."""
         return info.result().model_copy(update={
             "failure_reasons": await self.failure_reasons(info.run_id),
-            "plan_changes": await self.plan_changes(info.run_id)})
+            "plan_changes": await self.plan_changes(info.run_id),
+            "quality": await self.quality(info.run_id)})
+
+    async def quality(self, run_id: str) -> QualityResult | None:
+        """What the run's quality probe found so far: agreement overall (with its 95%
+        interval), per field, pack size and position; the probe's calls and cost; the pack
+        size the run settled on and what the quality gate did (``None``: no probe)."""
+        return await quality.result(self.pool, run_id)
+
+    async def disagreeing(self, run_id: str, *, limit: int = 50,
+                          offset: int = 0) -> tuple[int, list[quality.Disagreement]]:
+        """``(total, page)`` of the run's sampled blocks whose packed and single answers
+        differ, both answers side by side with the comparison per field."""
+        return await quality.disagreeing(self.pool, run_id, limit=limit, offset=offset)
 
     async def limits(self) -> list[ratelimits.LimiterView]:
         """The fleet's rate limiters (per API key hash and model), refilled to now."""
@@ -634,6 +651,16 @@ class Blockbatch:
         if isinstance(out, str | Path):
             return await export_run_to_file(self.pool, run_id, out, staged=staged, fmt=fmt)
         return await export_to(self.pool, run_id, out, staged=staged, fmt=fmt)
+
+
+def quality_state(options: RunOptions) -> QualityRunState | None:
+    """The run's quality probe and gate as its workflow carries them (``None``: no probe:
+    ``probe_rate`` 0 without a gate, or batch mode, which the probe does not cover). A gate
+    probes every pack's own samples even at ``probe_rate`` 0."""
+    q = options.quality
+    if options.mode != "sync" or (q.probe_rate <= 0 and q.min_agreement is None):
+        return None
+    return QualityRunState(min_agreement=q.min_agreement)
 
 
 def _run_details(run_id: str, document_id: str, schema_id: str, options: RunOptions) -> str:

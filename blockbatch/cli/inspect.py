@@ -14,8 +14,10 @@ from blockbatch.cli.parser import PROG
 from blockbatch.cli.progress import describe
 from blockbatch.cli.session import Session
 from blockbatch.report import (
+    change_rows,
     next_command,
     not_done_line,
+    quality_rows,
     retries_data,
     retries_line,
     reused_line,
@@ -59,6 +61,9 @@ async def cmd_status(args: argparse.Namespace, s: Session) -> int:
                     "budget": (result.budget.model_dump(mode="json")
                                if result.budget is not None else None),
                     "retries": retries_data(retries),
+                    "plan_changes": result.plan_changes,
+                    "quality": (result.quality.model_dump(mode="json")
+                                if result.quality is not None else None),
                     "next": None if info.active else next_command(result),
                     "progress": progress.model_dump(mode="json") if progress else None,
                     "temporal_ui": links})
@@ -82,6 +87,8 @@ async def cmd_status(args: argparse.Namespace, s: Session) -> int:
         rows.append(("budget", f"${info.max_cost_usd:.4f} (--max-cost)"))
     if retried := retries_line(retries):
         rows.append(("retries", retried))
+    rows += change_rows(result.plan_changes)
+    rows += quality_rows(result)
     for limiter in await bb.limits():
         if limiter.model == info.model and (info.run_id in limiter.shares
                                             or info.run_id in limiter.waiting_runs):

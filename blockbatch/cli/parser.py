@@ -101,6 +101,22 @@ def _budget(text: str) -> float:
         raise argparse.ArgumentTypeError(str(err).removeprefix("--max-cost ")) from None
 
 
+def _share(name: str, *, zero: bool) -> Callable[[str], float]:
+    """A fraction: in [0, 1] (``zero``), else in (0, 1]."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not (0 <= value <= 1 if zero else 0 < value <= 1) or value != value:
+            interval = "[0, 1]" if zero else "(0, 1]"
+            raise argparse.ArgumentTypeError(
+                f"{name} must be a fraction in {interval}, e.g. 0.95 for 95%; got {text}")
+        return value
+
+    return parse
+
+
 _MAX_COST_HELP = ("the most the run may spend, in US dollars: each call's worst case is "
                   "reserved against it before the call; when the next call cannot fit, the "
                   "run stops starting calls and ends budget_exhausted, saying what is left")
@@ -155,6 +171,17 @@ def build_parser() -> argparse.ArgumentParser:
                      help="print the quote (as `estimate` does) and stop: nothing is stored, "
                           "nothing is started")
     run.add_argument("--max-cost", type=_budget, metavar="USD", help=_MAX_COST_HELP)
+    run.add_argument("--probe-rate", type=_share("--probe-rate", zero=True), metavar="R",
+                     help="quality probe: the share of blocks also asked alone, one block "
+                          "per call, and compared with their packed answers (default 0.03, "
+                          "at least 5 blocks; 0: off). Sync mode only")
+    run.add_argument("--no-probe", action="store_true",
+                     help="no quality probe (the same as --probe-rate 0)")
+    run.add_argument("--min-agreement", type=_share("--min-agreement", zero=False),
+                     metavar="A",
+                     help="quality gate: when the probe's agreement is below A (e.g. 0.95) "
+                          "with enough samples to say so, the packs not started yet are "
+                          "re-planned at half the size (again if needed)")
     run.add_argument("--no-wait", action="store_true",
                      help="start the run and return; follow it later with `watch`")
 

@@ -38,6 +38,15 @@ def _options(args: argparse.Namespace) -> RunOptions:
         fields["max_concurrent_packs"] = args.max_concurrent_packs
     if getattr(args, "max_cost", None) is not None:  # `estimate` has no budget
         fields["max_cost_usd"] = args.max_cost
+    quality: dict[str, object] = {}
+    if getattr(args, "probe_rate", None) is not None:
+        quality["probe_rate"] = args.probe_rate
+    if getattr(args, "no_probe", False):
+        quality["probe_rate"] = 0.0
+    if getattr(args, "min_agreement", None) is not None:
+        quality["min_agreement"] = args.min_agreement
+    if quality:
+        fields["quality"] = quality
     return RunOptions.model_validate(fields)
 
 
