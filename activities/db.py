@@ -29,6 +29,7 @@ from core.models import (
     PlanRetryOutput,
     PlanRunInput,
     PlanRunOutput,
+    QualityOptions,
     RecordSplitInput,
     ReplanInput,
     ReplanOutput,
@@ -118,7 +119,7 @@ class DbActivities:
                 {b.block_uid: found[key] for b, key in zip(blocks, keys) if key in found})
             if ctx.options.mode == "sync":
                 # The quality probe's sample, of the blocks called (core/quality.py).
-                q = ctx.options.quality
+                q = ctx.options.quality or QualityOptions()
                 await quality.plan_sample(conn, inp.run_id, planned_sample(
                     [blocks[pos].block_uid for pos in to_call], q.probe_rate, q.probe_minimum,
                     inp.run_id))
@@ -196,16 +197,12 @@ class DbActivities:
             size = halved(was)
             packs = ctx.plan([b.est_tokens for b in blocks], ratios,
                              [b.block_type for b in blocks], cap=size)
-            pack_of = [0] * len(blocks)
-            for n, pack in enumerate(packs):
-                for pos in pack.positions:
-                    pack_of[pos] = inp.first_pack + n
             change = replans.PlanChange(inp.first_pack, state.pack_count,
                                         inp.first_pack + len(packs), {"was": was},
                                         kind="quality_gate", pack_size=size,
                                         gate=inp.gate.model_dump(mode="json"))
-            await replans.repack(conn, inp.run_id, [b.block_uid for b in blocks], pack_of,
-                                 change)
+            await replans.repack(conn, inp.run_id, [b.block_uid for b in blocks],
+                                 pack_numbers(packs, inp.first_pack), change)
         text = change.text()
         activity.logger.info("run %s: %s", inp.run_id, text)
         return ReplanOutput(pack_count=change.packs_after, text=text, pack_size=size)

@@ -61,6 +61,7 @@ from core.calibration import DEFAULT_SAMPLE, DEFAULT_SIZES, DEFAULT_TARGET, Cali
 from core.ingest import ParsedBlock, detect_format, parse_document
 from core.models import (
     OutageOptions,
+    QualityOptions,
     QualityResult,
     QualityRunState,
     RunInput,
@@ -657,7 +658,7 @@ def quality_state(options: RunOptions) -> QualityRunState | None:
     """The run's quality probe and gate as its workflow carries them (``None``: no probe:
     ``probe_rate`` 0 without a gate, or batch mode, which the probe does not cover). A gate
     probes every pack's own samples even at ``probe_rate`` 0."""
-    q = options.quality
+    q = options.quality or QualityOptions()
     if options.mode != "sync" or (q.probe_rate <= 0 and q.min_agreement is None):
         return None
     return QualityRunState(min_agreement=q.min_agreement)

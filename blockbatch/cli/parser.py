@@ -108,7 +108,7 @@ def _share(name: str, *, zero: bool) -> Callable[[str], float]:
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not (0 <= value <= 1 if zero else 0 < value <= 1) or value != value:
+        if not (0 <= value <= 1 if zero else 0 < value <= 1):  # NaN too
             interval = "[0, 1]" if zero else "(0, 1]"
             raise argparse.ArgumentTypeError(
                 f"{name} must be a fraction in {interval}, e.g. 0.95 for 95%; got {text}")

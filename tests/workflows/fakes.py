@@ -44,6 +44,8 @@ from core.models import (
     ProbeApiInput,
     ProbeApiOutput,
     ProviderBatchRef,
+    QualityProbeInput,
+    QualityProbeOutput,
     RecordSplitInput,
     ReplanInput,
     ReplanOutput,
@@ -151,6 +153,7 @@ class FakeWorld:
         outage: Outage | None = None,
         learning: bool = False,
         replan_sizes: list[int] | None = None,
+        agrees_up_to: int | None = None,
     ) -> None:
         self.run_id = run_id
         #: plan_run says pack 0 is a learning pack; replan_run then regroups the blocks of
@@ -159,6 +162,12 @@ class FakeWorld:
         self.replan_sizes = replan_sizes
         self.replans: list[ReplanInput] = []
         self.plan_changes: list[str] = []
+        #: The quality probe: a probed block's packed and single answers agree when its
+        #: pack has at most ``agrees_up_to`` blocks (``None``: always); ``probes`` records
+        #: each probe_quality call; ``probe_error`` makes every attempt fail.
+        self.agrees_up_to = agrees_up_to
+        self.probes: list[QualityProbeInput] = []
+        self.probe_error: ClaudeError | None = None
         self.mode = mode
         self.packs = {i: [f"b{i}-{j}" for j in range(n)] for i, n in enumerate(pack_sizes)}
         self.script = {path: list(steps) for path, steps in (script or {}).items()}
@@ -211,7 +220,7 @@ class FakeWorld:
     def activities(self) -> list[Callable[..., Any]]:
         return [self.plan_run, self.replan_run, self.apply_results, self.fail_blocks, self.record_split,
                 self.mark_run_cancelling, self.finish_run, self.call_model, self.probe_api,
-                self.warm_cache,
+                self.warm_cache, self.probe_quality,
                 self.open_batch_run, self.submit_round, self.poll_round, self.cancel_round,
                 self.collect_round, self.apply_round]
 
@@ -234,6 +243,18 @@ class FakeWorld:
     @activity.defn(name="replan_run")
     async def replan_run(self, inp: ReplanInput) -> ReplanOutput:
         self.replans.append(inp)
+        if inp.gate is not None:  # the quality gate: half the largest unstarted pack
+            rest = [u for i, blocks in self.packs.items() if i >= inp.first_pack
+                    for u in blocks]
+            was = max(len(b) for i, b in self.packs.items() if i >= inp.first_pack)
+            size = max(1, was // 2)
+            self.replan_sizes = [size] * (len(rest) // size) + (
+                [len(rest) % size] if len(rest) % size else [])
+            out = await self.replan_run(inp.model_copy(update={"gate": None}))
+            self.replans.pop()
+            text = f"quality gate: packs re-planned at {size} blocks (was {was})"
+            self.plan_changes[-1] = text
+            return out.model_copy(update={"pack_size": size, "text": text})
         sizes, self.replan_sizes = self.replan_sizes, None
         if sizes is None:
             return ReplanOutput(pack_count=len(self.packs))
@@ -357,6 +378,21 @@ class FakeWorld:
                                stop_reason="max_tokens" if step.ok is not None else "end_turn",
                                input_tokens=100 * len(uids), output_tokens=50 * len(uids),
                                cost_usd=0.001 * len(uids))
+
+    @activity.defn(name="probe_quality")
+    async def probe_quality(self, inp: QualityProbeInput) -> QualityProbeOutput:
+        self.probes.append(inp)
+        if self.probe_error is not None:
+            raise application_error(self.probe_error)
+        blocks = [u for u in self.packs[inp.pack_index] if u in self.done]
+        sampled = min(len(blocks), max(inp.at_least, 1))
+        agree = self.agrees_up_to is None or len(self.packs[inp.pack_index]) <= self.agrees_up_to
+        agreeing = sampled if agree else 0
+        return QualityProbeOutput(
+            sampled=sampled, agreeing=agreeing,
+            totals=Totals(calls=sampled, cost_usd=0.0001 * sampled, quality_calls=sampled,
+                          quality_cost_usd=0.0001 * sampled, quality_sampled=sampled,
+                          quality_agreeing=agreeing))
 
     @activity.defn(name="warm_cache")
     async def warm_cache(self, inp: WarmCacheInput) -> WarmCacheOutput:
