@@ -117,8 +117,9 @@ class DbActivities:
             await overlays.insert_plan(
                 conn, inp.run_id, blocks, pack_of, keys,
                 {b.block_uid: found[key] for b, key in zip(blocks, keys) if key in found})
-            if ctx.options.mode == "sync":
-                # The quality probe's sample, of the blocks called (core/quality.py).
+            if ctx.options.mode == "sync" and ctx.plan_limits().size_cap > 1:
+                # The quality probe's sample, of the blocks called (core/quality.py); none
+                # when every pack is one block (its answer is a single answer already).
                 q = ctx.options.quality or QualityOptions()
                 await quality.plan_sample(conn, inp.run_id, planned_sample(
                     [blocks[pos].block_uid for pos in to_call], q.probe_rate, q.probe_minimum,

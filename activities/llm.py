@@ -241,6 +241,11 @@ class LlmActivities:
                 await quality.record_not_compared(conn, run_id, block, status=status,
                                                   error=error, call_id=call_id)
 
+        if block.pack_size < 2:
+            # Halved down to a pack of one: its answer is already a single answer.
+            await not_compared("skipped", "answered alone (a pack of one): nothing to compare")
+            return Totals()
+
         async with self.pool.acquire() as conn:
             previous = await ledger.recorded_answer(conn, run_id, path, 1)
         spent = Totals()

@@ -173,7 +173,9 @@ def summary_lines(result: RunResult, *, baseline: float | None, links: dict[str,
     r = result
     # Reused blocks were answered by earlier runs' calls, not by this run's.
     answered = r.blocks_ai_complete + r.blocks_failed - r.blocks_reused
-    per_call = f"{answered / r.calls:.1f} blocks per call; " if r.calls else ""
+    # The quality probe's calls ask blocks a second time: not counted per block here.
+    work_calls = r.calls - (r.quality.probe_calls if r.quality is not None else 0)
+    per_call = f"{answered / work_calls:.1f} blocks per call; " if work_calls > 0 else ""
     cost = f"${r.cost_usd:.4f}"
     if baseline:
         cost += (f"   (one call per block, no caching: ${baseline:.4f}; "

@@ -7,7 +7,9 @@ of blocks (:func:`planned_sample`). Once a pack has applied its answer, its samp
 that were answered (not failed) are asked again alone, one block per call, with the pack's
 own system prompt and tool (so the call reads the cached prefix), and each packed answer is
 compared field by field with the single one (``compare_answers``). The packed answer stays
-the overlay. Sync mode only: a batch-mode run samples nothing.
+the overlay. A block answered in a call of one block (``--no-batching``, ``--pack-size 1``,
+or halved down to one) already has a single answer: it is not compared. Sync mode only: a
+batch-mode run samples nothing.
 
 **The gate** (``QualityOptions.min_agreement``). It counts block-level agreement (every
 field agreed) over the samples of the packs at the run's current pack size. When it has at

@@ -45,12 +45,14 @@ async def plan_sample(conn: asyncpg.Connection, run_id: str, uids: Sequence[str]
 
 
 async def answered_uids(conn: asyncpg.Connection, run_id: str, pack_index: int) -> list[str]:
-    """The blocks a pack answered itself (not reused, not failed), in block order."""
+    """The blocks a pack answered itself in a call of two or more (not reused, not failed,
+    not answered alone after halving), in block order."""
     rows = await conn.fetch(
-        """select block_uid from overlays
-           where run_id = $1 and pack_index = $2 and reused_from_run_id is null
-             and status in ('ai_complete', 'confirmed', 'rejected')
-           order by block_index""",
+        """select o.block_uid from overlays o join llm_calls c on c.call_id = o.call_id
+           where o.run_id = $1 and o.pack_index = $2 and o.reused_from_run_id is null
+             and o.status in ('ai_complete', 'confirmed', 'rejected')
+             and cardinality(c.block_uids) >= 2
+           order by o.block_index""",
         run_id, pack_index)
     return [r["block_uid"] for r in rows]
 

@@ -67,6 +67,27 @@ async def test_run_completes_every_block_with_few_calls_and_cache_reads(bbstack:
     assert all(c["cache_read_input_tokens"] > 0 for c in calls[1:])
     assert result.cache_read_input_tokens > 0 and result.cost_usd > 0
 
+    # The quality probe, at its default (3%, at least 5): 6 of the 200 blocks asked again
+    # alone once their pack was applied, reading the cached prompt; each single answer
+    # compared with the packed one, which stays the overlay.
+    samples = await bbstack.pool.fetch(
+        """select q.status, q.agrees, q.pack_size, q.position, q.packed, q.single, o.staging,
+                  c.purpose, cardinality(c.block_uids) as n, c.cache_read_input_tokens
+           from quality_samples q
+           join overlays o on o.run_id = q.run_id and o.block_uid = q.block_uid
+           join llm_calls c on c.call_id = q.llm_call_id
+           where q.run_id = $1""", run_id)
+    assert len(samples) == 6 and all(r["status"] == "compared" for r in samples), samples
+    assert all(r["agrees"] and r["packed"] == r["staging"] == r["single"] for r in samples)
+    assert all((r["purpose"], r["n"]) == ("quality_probe", 1) and r["pack_size"] >= 2
+               and 1 <= r["position"] <= r["pack_size"] and r["cache_read_input_tokens"] > 0
+               for r in samples)
+    q = result.quality
+    assert q is not None and (q.sampled, q.agreement.agreeing, q.probe_calls) == (6, 6, 6)
+    assert 0 < q.probe_cost_usd < 0.05 * result.cost_usd
+    assert q.text.startswith("agreement 100.0% on 6 sampled blocks")
+    assert (await bbstack.bb.result(run_id)).quality == q
+
     # Packs that learn: the schema's first run sends a learning pack of 5 blocks first (no
     # warm-up call), then plans the rest from what it wrote, and says so.
     first = await bbstack.pool.fetch(

@@ -1,0 +1,112 @@
+"""The quality probe's and the quality gate's rules (core/quality.py), and how a run says them."""
+
+from __future__ import annotations
+
+import pytest
+
+from blockbatch.report import change_rows, quality_rows, summary_lines
+from core.agreement import FieldAgreement, Sample, summarize
+from core.models import GateReading, RunResult
+from core.quality import (
+    GATE_MIN_SAMPLES,
+    gate_reading,
+    gate_text,
+    halved,
+    on_probation,
+    pack_sample,
+    planned_sample,
+    probe_cost_text,
+    quality_result,
+)
+
+UIDS = [f"d:{i}" for i in range(400)]
+
+
+def test_the_planned_sample_is_deterministic_and_off_at_rate_zero() -> None:
+    sample = planned_sample(UIDS, 0.03, 5, "run-a")
+    assert len(sample) == 12 and sample == planned_sample(UIDS, 0.03, 5, "run-a")
+    assert sample != planned_sample(UIDS, 0.03, 5, "run-b")
+    assert len(planned_sample(UIDS[:50], 0.03, 5, "run-a")) == 5  # the minimum
+    assert len(planned_sample(UIDS[:3], 0.03, 5, "run-a")) == 3  # capped at the blocks
+    assert planned_sample(UIDS, 0.0, 5, "run-a") == []  # probe off
+    assert pack_sample(UIDS[:8], 2, "run-a/3") == pack_sample(UIDS[:8], 2, "run-a/3")
+    assert len(pack_sample(UIDS[:8], 2, "run-a/3")) == 2 and pack_sample(UIDS[:1], 2, "s") == [
+        "d:0"]
+
+
+def test_the_gate_trips_only_with_enough_samples_clearly_below_its_target() -> None:
+    # Too few samples to say so, however bad.
+    assert gate_reading(0, GATE_MIN_SAMPLES - 1, 0.95) is None
+    reading = gate_reading(2, 10, 0.95)
+    assert reading is not None and reading.high < 0.95 and reading.low < 0.2 < reading.high
+    # 9 of 10 agree: 90% could well be 95% or more (the interval reaches past it).
+    assert gate_reading(9, 10, 0.95) is None
+    # The same 90% on 200 samples is clearly below 95%.
+    assert gate_reading(180, 200, 0.95) is not None
+    assert gate_reading(40, 40, 1.0) is None
+    assert on_probation(GATE_MIN_SAMPLES - 1) and not on_probation(GATE_MIN_SAMPLES)
+    assert [halved(n) for n in (40, 3, 2, 1)] == [20, 1, 1, 1]
+
+
+def test_the_gate_and_the_probe_say_what_they_did() -> None:
+    reading = GateReading(samples=25, agreeing=22, low=0.70, high=0.96, target=0.95)
+    assert gate_text(reading, 12, 31, 10, 40) == (
+        "quality gate: agreement 88% (CI 70-96%) < 95% on 25 samples: packs 12-30 "
+        "re-planned at 10 blocks (was 40)")
+    assert gate_text(reading, 12, 13, 1, 2).endswith("pack 12 re-planned at 1 block (was 2)")
+    assert probe_cost_text(12, 0.0123, 0.5857) == "quality probe: 12 calls, $0.0123 (2.1% of the run)"
+
+
+def _result() -> RunResult:
+    samples = [Sample(f"d:{i}", 20, i % 20 + 1,
+                      [FieldAgreement("label", "exact", True),
+                       FieldAgreement("summary", "text", i % 10 != 0, 0.4 if i % 10 == 0 else 0.9)])
+               for i in range(40)]
+    quality = quality_result(summarize(samples), failed=1, probe_calls=41, probe_cost_usd=0.0123,
+                             run_cost_usd=0.5857, pack_size=10, min_agreement=0.95,
+                             gate=["quality gate: agreement 88% ..."])
+    return RunResult(run_id="r1", status="completed", blocks_total=1000, blocks_ai_complete=1000,
+                     calls=141, pack_count=100, cost_usd=0.5857, quality=quality,
+                     plan_changes=["quality gate: agreement 88% ..."])
+
+
+def test_the_summary_shows_the_agreement_the_probe_cost_and_the_settled_pack_size() -> None:
+    result = _result()
+    q = result.quality
+    assert q is not None and q.sampled == 40 and q.agreement.agreeing == 36
+    assert q.lowest_field == "summary" and q.by_field["label"].rate == 1.0
+    assert q.agreement.low is not None and q.agreement.low < 0.9 < q.agreement.high
+    assert list(q.by_pack_size) == ["11-20"]
+    rows = dict(quality_rows(result))
+    assert rows["quality"].startswith("agreement 90.0% on 40 sampled blocks (95% CI ")
+    assert "lowest: summary 90%" in rows["quality"] and "1 probe failed" in rows["quality"]
+    assert "review r1 --disagreeing" in rows["quality"]
+    assert rows["probe"] == "41 calls, $0.0123 (2.1% of the run)"
+    assert rows["pack size"] == "settled on 10 blocks (quality gate, target 95%)"
+    assert change_rows(result.plan_changes) == [("quality gate", "agreement 88% ...")]
+    lines = "\n".join(summary_lines(result, baseline=None,
+                                    links={"run": "u", "packs": "p"}))
+    # Blocks per call over the packs' calls, not the probe's.
+    assert "141 calls for 1000 blocks (10.0 blocks per call" in lines
+    assert "quality gate" in lines and "probe" in lines
+
+
+def test_a_run_without_the_probe_shows_no_quality_rows() -> None:
+    assert quality_rows(RunResult(run_id="r", status="completed")) == []
+
+
+@pytest.mark.parametrize(("flag", "bad", "says"), [
+    ("--min-agreement", "0", "(0, 1]"), ("--min-agreement", "1.5", "(0, 1]"),
+    ("--min-agreement", "nan", "(0, 1]"), ("--min-agreement", "high", "not a number"),
+    ("--probe-rate", "-0.1", "[0, 1]"), ("--probe-rate", "2", "[0, 1]")])
+def test_the_cli_refuses_a_bad_quality_setting_before_anything_runs(
+    flag: str, bad: str, says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from blockbatch.cli.parser import EXIT_USAGE, build_parser
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args(["run", "doc.md", "--schema", "s.json", flag, bad])
+    assert exit_.value.code == EXIT_USAGE
+    assert says in capsys.readouterr().err
+    args = build_parser().parse_args(["run", "doc.md", "--schema", "s.json",
+                                      "--min-agreement", "1", "--probe-rate", "0"])
+    assert (args.min_agreement, args.probe_rate) == (1.0, 0.0)
