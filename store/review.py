@@ -48,6 +48,8 @@ class GridFilter(BaseModel):
     status: str | None = None
     reason: str | None = None
     block_type: str | None = None
+    #: Only blocks the quality probe found disagreeing (store/quality.py).
+    disagreeing: bool = False
 
 
 class GridPage(BaseModel):
@@ -87,6 +89,9 @@ def _grid_query(document_id: str, flt: GridFilter) -> tuple[list[str], list[Any]
             args.append(document_id)
             conds += [f"b.document_id = ${len(args) + 1}", "b.block_index = o.block_index"]
             order = "b.block_index"
+    if flt.disagreeing:
+        conds.append("exists (select 1 from quality_samples q where q.run_id = o.run_id "
+                     "and q.block_uid = o.block_uid and q.agrees = false)")
     return conds, args, order
 
 
@@ -98,7 +103,7 @@ COUNT_CAP = 1_000
 async def _total(conn: asyncpg.Connection, run: RunInfo, flt: GridFilter, where: str,
                  args: list[Any]) -> tuple[int, bool]:
     """(matches, whether the count stopped at COUNT_CAP)."""
-    if flt.reason is None and flt.block_type is None:
+    if flt.reason is None and flt.block_type is None and not flt.disagreeing:
         # The run's live counts by status already say it.
         n = run.blocks.get(flt.status, 0) if flt.status else sum(run.blocks.values())
         return n, False

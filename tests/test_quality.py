@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
-from core.models import QualityOptions, RunOptions
 from tests.conftest import Stack
-from tests.helpers import extract_schema, markdown_doc
+from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
 
 
-async def test_the_gate_halves_the_pack_size_when_large_packs_disagree(bbstack: Stack) -> None:
+async def test_the_gate_halves_the_pack_size_when_large_packs_disagree(
+    cli: Cli, bbstack: Stack
+) -> None:
     # Packs of 16 answer most blocks wrongly (valid values, some from a neighbour), packs
     # of 8 or fewer answer right; single calls are always right.
     bbstack.sim.scenario(seed=3, quality={
         "enabled": True, "free_blocks": 8, "wrong_per_extra_block": 0.1,
         "skip_per_extra_block": 0, "bleed_per_extra_block": 0})
-    doc = await bbstack.bb.ingest_bytes(markdown_doc(160), name="doc.md", fmt="markdown")
-    schema_id = await bbstack.bb.add_schema(extract_schema())
-    run_id = await bbstack.bb.start_run(doc, schema_id, RunOptions(
-        pack_size=16, max_concurrent_packs=2, reuse_answers=False,
-        quality=QualityOptions(min_agreement=0.9)))
     async with bbstack.worker():
-        result = await bbstack.bb.wait(run_id)
+        run = await cli("run", cli.doc(160), "--schema", cli.schema(), "--pack-size", "16",
+                        "--max-concurrent-packs", "2", "--min-agreement", "0.9")
+    assert run.code == 0, run.err
+    run_id = run.run_id
+    result = await bbstack.bb.result(run_id)
     assert result.status == "completed" and result.blocks_ai_complete == 160
     change = await bbstack.pool.fetchrow(
         """select first_pack, pack_size, gate from plan_changes
@@ -42,3 +42,15 @@ async def test_the_gate_halves_the_pack_size_when_large_packs_disagree(bbstack: 
     assert "re-planned at 8 blocks (was 16)" in q.gate[0]
     assert q.gate[0] in result.plan_changes
     assert q.by_pack_size["6-10"].rate == 1.0 and q.by_pack_size["11-20"].rate < 0.5
+    # The summary, status and review say it.
+    assert "quality gate agreement " in run.out and "pack size    settled on 8 blocks" in run.out
+    assert "quality      agreement " in run.out and "probe        " in run.out
+    status = await cli("status", run_id)
+    assert status.code == 0 and "re-planned at 8 blocks (was 16)" in status.out
+    total, page = await bbstack.bb.disagreeing(run_id)
+    assert total == q.sampled - q.agreement.agreeing > 0 and all(d.pack_size == 16 for d in page)
+    grid = await bbstack.bb.grid(run_id, disagreeing=True)
+    assert grid.total == total and {r.block_uid for r in grid.rows} == {d.block_uid for d in page}
+    review = await cli("review", run_id, "--disagreeing")
+    assert review.code == 0 and f"showing disagreeing blocks 1-{min(total, 20)} of {total}" in review.out
+    assert "packed: " in review.out and "alone:  " in review.out and "✗ " in review.out

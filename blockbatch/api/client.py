@@ -624,10 +624,12 @@ class Blockbatch:
     async def grid(
         self, run_id: str, *, status: str | None = None, reason: str | None = None,
         block_type: str | None = None, limit: int = 50, after: int | None = None,
-        before: int | None = None,
+        before: int | None = None, disagreeing: bool = False,
     ) -> review.GridPage:
-        """A page of the run's blocks and overlays, paged by block index (keyset)."""
-        flt = review.GridFilter(status=status, reason=reason, block_type=block_type)
+        """A page of the run's blocks and overlays, paged by block index (keyset);
+        ``disagreeing``: only those the quality probe found disagreeing."""
+        flt = review.GridFilter(status=status, reason=reason, block_type=block_type,
+                                disagreeing=disagreeing)
         return await review.grid_page(self.pool, run_id, flt, limit=limit, after=after,
                                       before=before)
 

@@ -322,6 +322,10 @@ def build_parser() -> argparse.ArgumentParser:
     review.add_argument("--block", action="extend", nargs="+", metavar="UID",
                         help="only these blocks (uid, or block index)")
     review.add_argument("--full", action="store_true", help="do not shorten block content")
+    review.add_argument("--disagreeing", action="store_true",
+                        help="only blocks the quality probe found disagreeing: the packed "
+                             "answer (the overlay) and the answer alone, side by side, per "
+                             "field")
 
     reviewer_help = ("who is reviewing, recorded with each act (default: "
                      "$BLOCKBATCH_REVIEWER, else your OS user name)")

@@ -4,6 +4,7 @@ or refuse them, take them away."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shutil
 import sys
@@ -17,6 +18,7 @@ from blockbatch.cli.inspect import page_footer
 from blockbatch.cli.parser import PROG
 from blockbatch.cli.session import Session
 from core.reasons import REASONS
+from store.quality import Disagreement
 
 
 def _value(v: Any) -> str:
@@ -56,7 +58,64 @@ def show_item(con: Console, item: ReviewItem, fields: list[str], *, full: bool) 
     con.line()
 
 
+def show_disagreement(con: Console, d: Disagreement, *, full: bool) -> None:
+    """A disagreeing block: its content, then each field packed vs alone (``✗`` where they
+    disagree, with the free-text similarity)."""
+    width = max(shutil.get_terminal_size((100, 20)).columns - 6, 40)
+    con.line(con.style(f"#{d.block_index}", "bold"),
+             f"  {d.block_uid}  {d.block_type}  (block {d.position} of {d.pack_size} in its "
+             f"pack)")
+    lines = [ln for para in d.block_content.splitlines()
+             for ln in (textwrap.wrap(para, width) or [""])]
+    if not full and len(lines) > 4:
+        lines = lines[:4] + [f"… ({len(d.block_content):,} characters; --full shows all)"]
+    for ln in lines:
+        con.line(con.style("  │ ", "dim"), ln)
+    key_width = max((len(f["field"]) for f in d.fields), default=0)
+    half = max((width - key_width - 12) // 2, 20)
+    for f in d.fields:
+        name = f["field"]
+        packed, single = _value(d.packed.get(name)), _value(d.single.get(name))
+        if not full:
+            packed = packed if len(packed) <= half else packed[: half - 1] + "…"
+            single = single if len(single) <= half else single[: half - 1] + "…"
+        mark = "  " if f["agree"] else con.style("✗ ", "red")
+        similarity = (f" (similarity {f['similarity']:.2f})"
+                      if f.get("similarity") is not None and not f["agree"] else "")
+        con.line(f"  {mark}{name:<{key_width}}  packed: {packed}")
+        if not f["agree"]:
+            con.line(f"    {'':<{key_width}}  alone:  {single}{similarity}")
+    con.line()
+
+
+async def cmd_disagreeing(args: argparse.Namespace, s: Session) -> int:
+    bb = await s.bb(temporal=False)
+    total, page = await bb.disagreeing(args.run_id, limit=args.limit, offset=args.offset)
+    if s.con.json:
+        s.con.data({"run_id": args.run_id, "total": total, "offset": args.offset,
+                    "items": [dataclasses.asdict(d) for d in page]})
+        return 0
+    for d in page:
+        show_disagreement(s.con, d, full=args.full)
+    quality = await bb.quality(args.run_id)
+    page_footer(s.con, args.offset, len(page), total, "disagreeing blocks",
+                f"review {args.run_id} --disagreeing"
+                + (f" --limit {args.limit}" if args.limit != 20 else ""))
+    if quality is None:
+        s.con.line(s.con.style(f"run {args.run_id} probed no block (probe off, or batch "
+                               "mode)", "dim"))
+    else:
+        s.con.line(s.con.style(f"run {args.run_id}: {quality.text}", "dim"))
+        if total:
+            s.con.line(s.con.style(
+                f"the packed answer is the overlay: correct it with `{PROG} edit "
+                f"{args.run_id} BLOCK FIELD VALUE`, or reject it", "dim"))
+    return 0
+
+
 async def cmd_review(args: argparse.Namespace, s: Session) -> int:
+    if getattr(args, "disagreeing", False):
+        return await cmd_disagreeing(args, s)
     bb = await s.bb(temporal=False)
     statuses = list(dict.fromkeys((args.status or []) + (["failed"] if args.failed else [])))
     blocks = None

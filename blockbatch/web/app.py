@@ -41,7 +41,7 @@ from runtime.settings import Settings
 from store.review import MAX_PAGE
 
 #: The grid's query parameters; the only ones carried from a form back to the grid.
-GRID_PARAMS = ("status", "reason", "type", "after", "before", "limit")
+GRID_PARAMS = ("status", "reason", "type", "disagreeing", "after", "before", "limit")
 REVIEWER_COOKIE = "bb_reviewer"
 PAGE_SIZE = 50
 
@@ -74,6 +74,8 @@ class GridQuery:
         if p.get("reason") and p["reason"] not in REASONS:
             raise BadRequest(f"unknown reason code {p['reason']!r}; one of: "
                              + ", ".join(REASONS))
+        if p.get("disagreeing") not in (None, "1"):
+            raise BadRequest("disagreeing: 1 or nothing")
         self.after = self._int("after", 0)
         self.before = self._int("before", 0)
         self.limit = self._int("limit", 1) or PAGE_SIZE
@@ -168,7 +170,7 @@ class ReviewApp:
             page = await self.bb.grid(
                 run_id, status=query.params.get("status"), reason=query.params.get("reason"),
                 block_type=query.params.get("type"), limit=query.limit, after=query.after,
-                before=query.before)
+                before=query.before, disagreeing=query.params.get("disagreeing") == "1")
         except NotFound as err:
             return self.problem(request, 404, str(err))
         return self.render(

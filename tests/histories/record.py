@@ -33,6 +33,9 @@ replay needs because child ids derive from them, go into ``workflow_ids.json``):
   (``packs_per_history=2``) whose rows were put while it ran: packs formed by the row
   trigger and by the oldest row's wait, continue-as-new with packs in flight, then closed
   and drained.
+* ``quality.run`` / ``quality.pack``: a run with a quality gate (``min_agreement``) on the
+  simulator's quality model whose gate re-planned its unstarted packs at half the size, and
+  a pack that probed its sampled blocks alone after applying (patch ``quality-probe``).
 
 ``python -m tests.histories.record outage`` records only the kinds named.
 
@@ -61,7 +64,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from blockbatch.api import Blockbatch
-from core.models import BatchOptions, OutageOptions, RunOptions
+from core.models import BatchOptions, OutageOptions, QualityOptions, RunOptions
 from devtools import stack
 from runtime.settings import Settings
 from runtime.temporal import anthropic_client, build_worker
@@ -308,6 +311,25 @@ async def record_budget(r: Recorder) -> None:
     save("budget.pack", await r.history(f"run-{run_id}/pack-{refused}"))
 
 
+async def record_quality(r: Recorder) -> None:
+    # Packs of 8 answer most blocks wrongly, packs of 4 right: the gate halves the rest.
+    r.scenario(seed=3, quality={"enabled": True, "free_blocks": 4,
+                                "wrong_per_extra_block": 0.2, "skip_per_extra_block": 0,
+                                "bleed_per_extra_block": 0})
+    run_id = await r.start(80, RunOptions(pack_size=8, max_concurrent_packs=2,
+                                          reuse_answers=False,
+                                          quality=QualityOptions(min_agreement=0.9)))
+    async with r.worker():
+        result = await r.bb.wait(run_id)
+    assert result.status == "completed" and result.quality is not None, result
+    assert result.quality.gate and result.quality.pack_size == 4, result.quality
+    save("quality.run", await r.history(f"run-{run_id}"))
+    probed = await r.pool.fetchval(
+        """select min(o.pack_index) from quality_samples q join overlays o
+           using (run_id, block_uid) where q.run_id = $1 and q.status = 'compared'""", run_id)
+    save("quality.pack", await r.history(f"run-{run_id}/pack-{probed}"))
+
+
 def _start_simulator(log: Path, port: int) -> subprocess.Popen[bytes]:
     with open(log, "wb") as out:
         return subprocess.Popen([sys.executable, "-m", "simulator", "--host", "127.0.0.1",
@@ -382,7 +404,7 @@ RECORDERS = {"warm_start": record_warm_start,
              "batch_rounds": record_batch_rounds, "continue_as_new": record_continue_as_new,
              "outage": record_outage, "retry": record_retry, "outlive": record_outlive,
              "handover": record_handover, "learning": record_learning,
-             "budget": record_budget, "stream": record_stream}
+             "budget": record_budget, "stream": record_stream, "quality": record_quality}
 
 
 async def main(names: list[str]) -> None:
