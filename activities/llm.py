@@ -196,11 +196,12 @@ class LlmActivities:
         Called once the pack applied its answers (core/quality.py says which blocks). Each
         call is a pack call of one block: the same system prompt and tool, so it reads the
         cached prefix; opened in the ledger first (purpose ``quality_probe``, pack path
-        ``quality-<block_index>``, attempt 1: a retried activity reuses a recorded answer,
-        pay once), under the run's budget and through the fleet's limiter. The packed answer
-        stays the overlay; the comparison goes to ``quality_samples``. A call that fails is
-        raised for Temporal to retry, and on the activity's last attempt recorded against
-        its sample as ``failed`` instead: the probe never fails the pack or the run.
+        ``quality-<block_index>``, attempts 1, 2, ...: a retried activity reuses a recorded
+        answer, pay once), under the run's budget and through the fleet's limiter. The
+        packed answer stays the overlay; the comparison goes to ``quality_samples``. A call
+        that fails is tried again here (up to :data:`~core.quality.PROBE_ATTEMPTS`, after
+        the server's retry-after) and then recorded against its sample as ``failed``: the
+        probe never fails the pack or the run.
         """
         async with self.pool.acquire() as conn:
             ctx = await cached_run_context(conn, inp.run_id)
@@ -210,29 +211,27 @@ class LlmActivities:
                 await quality.plan_sample(conn, inp.run_id, pack_sample(
                     answered, inp.at_least, f"{inp.run_id}/{inp.pack_index}"))
             blocks = await quality.to_probe(conn, inp.run_id, inp.pack_index)
-        last = activity.info().attempt >= PROBE_ATTEMPTS
         gate = asyncio.Semaphore(_PROBES_AT_ONCE)
+        calls: list[int] = []
 
         async def one(block: quality.ProbeBlock) -> Totals:
             async with gate:
-                return await self._probe_block(ctx, block, last)
+                return await self._probe_block(ctx, block, calls)
 
-        done = await asyncio.gather(*(one(b) for b in blocks), return_exceptions=True)
         totals = Totals()
-        for outcome in done:
-            if isinstance(outcome, BaseException):
-                raise outcome  # the others are recorded: a retry asks only this one again
-            totals.add(outcome)
+        for spent in await asyncio.gather(*(one(b) for b in blocks)):
+            totals.add(spent)
         async with self.pool.acquire() as conn:
             sampled, agreeing, failed = await quality.pack_tally(conn, inp.run_id,
                                                                  inp.pack_index)
         totals.quality_sampled, totals.quality_agreeing = sampled, agreeing
         return QualityProbeOutput(sampled=sampled, agreeing=agreeing, failed=failed,
-                                  totals=totals)
+                                  totals=totals, call_ids=calls)
 
     async def _probe_block(self, ctx: RunContext, block: quality.ProbeBlock,
-                           last: bool) -> Totals:
-        """One sampled block asked alone and compared (its sample row says how it went)."""
+                           calls: list[int]) -> Totals:
+        """One sampled block asked alone and compared (its sample row says how it went);
+        the ledger ids of the calls it made are appended to ``calls``."""
         run_id, uid = ctx.run_id, block.block_uid
         path = quality.probe_path(block.block_index)
 
@@ -245,22 +244,23 @@ class LlmActivities:
             # Halved down to a pack of one: its answer is already a single answer.
             await not_compared("skipped", "answered alone (a pack of one): nothing to compare")
             return Totals()
-
-        async with self.pool.acquire() as conn:
-            previous = await ledger.recorded_answer(conn, run_id, path, 1)
+        pack = ctx.pack([block.est_tokens])
+        aliases = alias_map([uid]) if ctx.options.short_ids else None
+        request = build_request(
+            ctx.spec, [{"block_uid": uid, "block_type": block.block_type,
+                        "block_content": block.block_content}],
+            max_tokens=pack.max_tokens, model=ctx.model.id, cache_ttl=ctx.options.cache_ttl,
+            aliases=aliases)
         spent = Totals()
-        if previous is not None:  # answered on an earlier attempt: counted then
-            call_id = previous.call_id
-        else:
-            pack = ctx.pack([block.est_tokens])
-            aliases = alias_map([uid]) if ctx.options.short_ids else None
-            request = build_request(
-                ctx.spec, [{"block_uid": uid, "block_type": block.block_type,
-                            "block_content": block.block_content}],
-                max_tokens=pack.max_tokens, model=ctx.model.id,
-                cache_ttl=ctx.options.cache_ttl, aliases=aliases)
+        call_id: int | None = None
+        for attempt in range(1, PROBE_ATTEMPTS + 1):
+            async with self.pool.acquire() as conn:
+                previous = await ledger.recorded_answer(conn, run_id, path, attempt)
+            if previous is not None:  # answered before this activity attempt: counted then
+                call_id = previous.call_id
+                break
             try:
-                opened = await self._open_call(ctx, run_id, path, 1, [uid], request,
+                opened = await self._open_call(ctx, run_id, path, attempt, [uid], request,
                                                purpose=quality.QUALITY_PROBE,
                                                worst_case_usd=pack_worst_case(ctx, pack),
                                                block_aliases=aliases)
@@ -270,20 +270,28 @@ class LlmActivities:
             if opened is None:
                 await not_compared("skipped", "the run stopped before the probe call")
                 return spent
-            call_id = opened
+            calls.append(opened)
             try:
-                out = await self._send(ctx, call_id, [uid], request,
+                out = await self._send(ctx, opened, [uid], request,
                                        _need(ctx, pack.est_input_tokens, pack.max_tokens))
             except ApplicationError as err:
-                if not (last or err.non_retryable):
-                    raise
-                await not_compared("failed", err.message, call_id)
-                return Totals(calls=1, quality_calls=1)
-            spent = out.totals()
-            spent.quality_calls, spent.quality_cost_usd = spent.calls, spent.cost_usd
+                spent.add(Totals(calls=1, quality_calls=1))
+                if err.non_retryable or attempt == PROBE_ATTEMPTS:
+                    await not_compared("failed", err.message, opened)
+                    return spent
+                await _pause(err.next_retry_delay.total_seconds() if err.next_retry_delay
+                             else 2.0 * 2 ** (attempt - 1))
+                continue
+            answer_totals = out.totals()
+            answer_totals.quality_calls = answer_totals.calls
+            answer_totals.quality_cost_usd = answer_totals.cost_usd
+            spent.add(answer_totals)
             if out.outcome != "answered":
-                await not_compared("failed", out.message or out.outcome, call_id)
+                await not_compared("failed", out.message or out.outcome, opened)
                 return spent
+            call_id = opened
+            break
+        assert call_id is not None
         async with self.pool.acquire() as conn:
             answer = await ledger.answer_to_apply(conn, run_id, call_id)
         parsed = parse_results(answer.response, [uid], ctx.spec, answer.block_aliases)
@@ -563,6 +571,14 @@ def _answered(answer: ledger.Answer, *, reused: bool) -> CallModelOutput:
         cost_usd=answer.cost_usd,
         reused=reused,
     )
+
+
+async def _pause(seconds: float) -> None:
+    """Wait before a probe call's next attempt (at most 30 s), heartbeating meanwhile."""
+    deadline = time.monotonic() + min(max(seconds, 0.5), 30.0)
+    while (left := deadline - time.monotonic()) > 0:
+        activity.heartbeat("quality probe: waiting to try again")
+        await asyncio.sleep(min(left, 5.0))
 
 
 async def _patiently(what: str, patience_s: float, step: Callable[[], Awaitable[_T]]) -> _T:

@@ -73,20 +73,24 @@ from bench.common import (
 )
 from core.budget import BudgetError, suggested_budget
 from core.ingest import parse_document
-from core.models import RunOptions
+from core.models import QualityOptions, RunOptions
 from core.quote import Quote
 from core.registry import Usage, cost_usd, get_model
 from simulator.tokenizer import count_tokens
 from store.reads import blocks_paid_twice
 
+#: Packing's economics, without the quality probe's calls (on by default in sync runs:
+#: bench/quality.py measures what it adds).
+NO_PROBE = QualityOptions(probe_rate=0)
 MODES: dict[str, RunOptions] = {
-    "baseline": RunOptions(batching_enabled=False, reuse_answers=False),
-    "pack10": RunOptions(pack_size=10, reuse_answers=False),
-    "pack25": RunOptions(pack_size=25, reuse_answers=False),
-    "auto": RunOptions(reuse_answers=False),
-    "batch": RunOptions(mode="batch", reuse_answers=False),
-    "auto_full_ids": RunOptions(short_ids=False, reuse_answers=False),
-    "batch_full_ids": RunOptions(mode="batch", short_ids=False, reuse_answers=False),
+    "baseline": RunOptions(batching_enabled=False, reuse_answers=False, quality=NO_PROBE),
+    "pack10": RunOptions(pack_size=10, reuse_answers=False, quality=NO_PROBE),
+    "pack25": RunOptions(pack_size=25, reuse_answers=False, quality=NO_PROBE),
+    "auto": RunOptions(reuse_answers=False, quality=NO_PROBE),
+    "batch": RunOptions(mode="batch", reuse_answers=False, quality=NO_PROBE),
+    "auto_full_ids": RunOptions(short_ids=False, reuse_answers=False, quality=NO_PROBE),
+    "batch_full_ids": RunOptions(mode="batch", short_ids=False, reuse_answers=False,
+                                 quality=NO_PROBE),
 }
 #: Short ids against full block_uids: each pair is the same mode with and without them.
 ID_PAIRS = (("auto", "auto_full_ids"), ("batch", "batch_full_ids"))
@@ -335,7 +339,8 @@ async def rerun(bs: BenchStack, pool: Any, args: argparse.Namespace, schema_name
     """A first run, then the document with ``--edit-share`` of its blocks edited, re-run
     with answer reuse (cache warm, then another edit with the cache cold)."""
     bs.sim_reset()
-    first = await run_once(bs, document_id, schema_id, RunOptions(reuse_answers=False),
+    first = await run_once(bs, document_id, schema_id,
+                           RunOptions(reuse_answers=False, quality=NO_PROBE),
                            timeout_s=args.run_timeout)
     first_figures = await ledger_figures(pool, first.run_id)
     first_staged = await staged_by_index(pool, first.run_id)
@@ -354,7 +359,7 @@ async def rerun(bs: BenchStack, pool: Any, args: argparse.Namespace, schema_name
                                        fmt="markdown")
         if cache == "cold":
             bs.sim_reset()  # the prompt cache is empty: the re-run writes it again
-        timed = await run_once(bs, doc, schema_id, RunOptions(), timeout_s=args.run_timeout)
+        timed = await run_once(bs, doc, schema_id, RunOptions(quality=NO_PROBE), timeout_s=args.run_timeout)
         figures = await ledger_figures(pool, timed.run_id)
         staged = await staged_by_index(pool, timed.run_id)
         unchanged = [i for i in first_staged if i not in indexes]

@@ -431,6 +431,8 @@ class QualityProbeOutput(BaseModel):
     agreeing: int = 0
     failed: int = 0
     totals: Totals = Field(default_factory=lambda: Totals())
+    #: The ledger rows of the calls this attempt made (the worker's metrics count them).
+    call_ids: list[int] = Field(default_factory=list)
 
 
 class ApiDownReport(BaseModel):

@@ -31,8 +31,8 @@ from collections.abc import Sequence
 from core.agreement import AgreementSummary, Tally, agreement_text, sample_blocks
 from core.models import AgreementRate, GateReading, QualityResult
 
-#: Attempts of a pack's probe activity; on the last, a sample whose call fails is recorded
-#: ``failed`` instead of retried (the run never fails for its probe).
+#: Attempts of one probe call (429, 529, 5xx, no answer: after the retry-after); then its
+#: sample is recorded ``failed`` (the run never fails for its probe).
 PROBE_ATTEMPTS = 3
 #: The gate decides on no fewer samples than this (at the current pack size).
 GATE_MIN_SAMPLES = 10

@@ -55,6 +55,7 @@ from core.models import (
     LimiterNote,
     OpenBatchRunOutput,
     ProbeApiOutput,
+    QualityProbeOutput,
     RunResult,
     WarmCacheOutput,
 )
@@ -369,7 +370,7 @@ class MetricsInterceptor(Interceptor):
 
 
 #: The ledger purpose of the calls each calling activity makes.
-_CALL_PURPOSE = {"call_model": "pack", "warm_cache": "warm_up"}
+_CALL_PURPOSE = {"call_model": "pack", "warm_cache": "warm_up", "probe_quality": "quality_probe"}
 #: Batch-mode activities whose failed blocks are counted as before/after reason counts
 #: (once per round; nothing else writes the run's overlays meanwhile).
 _BATCH_FAILING = ("open_batch_run", "apply_round")
@@ -437,6 +438,12 @@ class _ObservedActivity(ActivityInboundInterceptor):
             # A warm-up that reused an earlier attempt's answer made no call this time.
             if isinstance(out, ProbeApiOutput) or out.totals.calls > 0:
                 record = await reads.call_record(self.pool, out.call_id)
+                call = call_of_record(record) if record is not None else None
+                if call is not None:
+                    m.call(call)
+        elif isinstance(out, QualityProbeOutput):
+            for call_id in out.call_ids:
+                record = await reads.call_record(self.pool, call_id)
                 call = call_of_record(record) if record is not None else None
                 if call is not None:
                     m.call(call)

@@ -510,14 +510,16 @@ async def baseline_inputs(pool: asyncpg.Pool, run_id: str) -> BaselineInputs | N
 
 async def blocks_paid_twice(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> int:
     """Blocks of the run sent again in a call answered after the call whose answer they
-    took (``overlays.call_id``): 0 when no block's answer was paid for twice."""
+    took (``overlays.call_id``): 0 when no block's answer was paid for twice. The quality
+    probe's calls (purpose ``quality_probe``) ask sampled blocks again on purpose, for a
+    second answer that never replaces the first: they are not counted."""
     return int(await conn.fetchval(
         """select count(distinct o.block_uid)
            from overlays o
            join llm_calls a on a.call_id = o.call_id
            join llm_calls c on c.run_id = o.run_id and c.call_id <> a.call_id
                 and c.status = 'succeeded' and o.block_uid = any(c.block_uids)
-                and c.started_at >= a.finished_at
+                and c.started_at >= a.finished_at and c.purpose <> 'quality_probe'
            where o.run_id = $1 and o.status in ('ai_complete', 'confirmed', 'rejected')""",
         run_id))
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from core.models import BatchOptions, RunOptions, RunProgress, RunResult
+from core.models import BatchOptions, QualityOptions, RunOptions, RunProgress, RunResult
 from core.registry import Usage, cost_usd, get_model
 from runtime.temporal import anthropic_client
 from tests.conftest import Stack
@@ -80,7 +80,8 @@ async def test_batch_mode_gives_the_same_overlays_as_sync_at_batch_prices(bbstac
         )
         batch = await bbstack.bb.wait(batch_id)
         sync_id = await bbstack.bb.start_run(doc, schema_id,
-                                             RunOptions(pack_size=8, reuse_answers=False))
+                                             RunOptions(pack_size=8, reuse_answers=False,
+                                                        quality=QualityOptions(probe_rate=0)))
         sync = await bbstack.bb.wait(sync_id)
     assert sync.status == batch.status == "completed"
     assert batch.blocks_ai_complete == 40

@@ -42,8 +42,10 @@ async def test_show_a_call_its_request_response_and_error(bbstack: Stack, capsys
     bbstack.sim.scenario(reject_marker=REJECT_MARKER, batch={"processing_delay_s": 0.2})
     run_id = await run(bbstack, "sync")
     _, calls = await bbstack.bb.calls(run_id)
+    # The quality probe's calls (a few blocks asked alone) are in the ledger too.
     assert {(c.purpose, c.provider, c.api) for c in calls} == {
-        ("pack", "anthropic", "messages"), ("warm_up", "anthropic", "messages")}
+        ("pack", "anthropic", "messages"), ("warm_up", "anthropic", "messages"),
+        ("quality_probe", "anthropic", "messages")}
     ok = next(c for c in calls if c.status == "succeeded" and c.purpose == "pack")
     bad = next(c for c in calls if c.status == "failed" and c.http_status == 400)
 
@@ -52,7 +54,7 @@ async def test_show_a_call_its_request_response_and_error(bbstack: Stack, capsys
     assert code == 0 and "PURPOSE" in out and "messages" in out
     code, out, _ = await cli(bbstack, capsys, "calls", run_id, "--json")
     assert {(c["purpose"], c["api"]) for c in json.loads(out)["calls"]} == {
-        ("pack", "messages"), ("warm_up", "messages")}
+        ("pack", "messages"), ("warm_up", "messages"), ("quality_probe", "messages")}
 
     # One succeeded call: its blocks as sent, the raw tool_use answer, system elided.
     code, out, _ = await cli(bbstack, capsys, "calls", run_id, "--show", str(ok.call_id))

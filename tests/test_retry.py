@@ -38,6 +38,7 @@ from core.models import (
     FinishRunInput,
     PlanRetryInput,
     PlanRunInput,
+    QualityOptions,
     RetryRequest,
     RunInput,
     RunOptions,
@@ -56,7 +57,9 @@ async def start(s: Stack, n: int, marked: set[int], **options: Any) -> tuple[str
     """Start a run of ``n`` paragraphs (``marked`` ones carry the reject marker)."""
     doc = await s.bb.ingest_bytes(marked_document(n, marked), name="doc.md", fmt="markdown")
     schema_id = await s.bb.add_schema(extract_schema(instruction_words=200))
-    run_id = await s.bb.start_run(doc, schema_id, RunOptions(**{"pack_size": 4, **options}))
+    # No quality probe: a retry's calls are checked to hold only the blocks it retried.
+    run_id = await s.bb.start_run(doc, schema_id, RunOptions(
+        **{"pack_size": 4, "quality": QualityOptions(probe_rate=0), **options}))
     return run_id, [f"{doc}:{i}" for i in range(n)]
 
 

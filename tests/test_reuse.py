@@ -12,7 +12,7 @@ import pytest
 
 from blockbatch.api.errors import NothingToRetry
 from blockbatch.report import summary_lines
-from core.models import RunOptions, RunResult
+from core.models import QualityOptions, RunOptions, RunResult
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
 
@@ -31,7 +31,9 @@ def documents() -> tuple[bytes, bytes]:
 
 
 async def run(s: Stack, doc: str, schema_id: str, **options: Any) -> tuple[str, RunResult]:
-    run_id = await s.bb.start_run(doc, schema_id, RunOptions(**options))
+    # No quality probe: the calls counted here are the ones reuse saves or makes.
+    run_id = await s.bb.start_run(doc, schema_id, RunOptions(
+        **{"quality": QualityOptions(probe_rate=0), **options}))
     return run_id, await s.bb.wait(run_id)
 
 

@@ -3,16 +3,19 @@ and reads it (before, pack 0 ran alone first, a whole pack's latency on every ru
 
 from __future__ import annotations
 
-from core.models import RunOptions
+from core.models import QualityOptions, RunOptions
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
+
+#: This run is about the warm-up and the packs: no quality probe's calls among them.
+NO_PROBE = QualityOptions(probe_rate=0)
 
 
 async def test_a_warm_up_call_writes_the_cache_and_every_pack_reads_it(bbstack: Stack) -> None:
     bbstack.sim.scenario(speed_factor=1.0, latency={"ttft_ms": 400, "per_output_token_ms": 0})
     doc = await bbstack.bb.ingest_bytes(markdown_doc(16), name="w.md", fmt="markdown")
     schema_id = await bbstack.bb.add_schema(extract_schema(instruction_words=1500))
-    run_id = await bbstack.bb.start_run(doc, schema_id, RunOptions(pack_size=4))
+    run_id = await bbstack.bb.start_run(doc, schema_id, RunOptions(pack_size=4, quality=NO_PROBE))
     async with bbstack.worker():
         result = await bbstack.bb.wait(run_id)
     assert result.status == "completed" and result.blocks_ai_complete == 16

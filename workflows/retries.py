@@ -13,7 +13,6 @@ from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities.errors import API_KEY_REJECTED
-    from core.quality import PROBE_ATTEMPTS
 
 #: Rate limits, overload and 5xx are retried here, honouring retry-after (next_retry_delay).
 CALL_MODEL_RETRY = RetryPolicy(
@@ -31,12 +30,12 @@ WARM_UP_RETRY = RetryPolicy(
     maximum_attempts=3,
     non_retryable_error_types=[API_KEY_REJECTED],
 )
-#: The quality probe's calls are worth a few tries; past them a sample is recorded failed
-#: (on the activity's last attempt), and the pack goes on either way.
+#: The probe activity retries its calls itself (core.quality.PROBE_ATTEMPTS each); this
+#: covers a lost worker or Postgres, and the pack goes on either way.
 QUALITY_PROBE_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=2),
     backoff_coefficient=2.0,
-    maximum_attempts=PROBE_ATTEMPTS,
+    maximum_attempts=3,
     non_retryable_error_types=[API_KEY_REJECTED],
 )
 #: A killed worker is noticed within this time and the call moves to another worker.

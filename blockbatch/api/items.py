@@ -34,6 +34,7 @@ travel along as block metadata). ``max_parallel`` caps the calls in flight
 (``RunOptions.max_concurrent_packs``; the fleet's rate limiter may admit fewer),
 ``model=None`` is the schema's model or the default model, and any other ``RunOptions``
 field may be passed by name (``pack_size=``, ``mode="batch"``, ``max_cost_usd=`` ...).
+The quality probe is off here unless asked for (``quality=QualityOptions(probe_rate=0.03)``).
 
 The run needs a worker polling the task queue (``make worker``), or pass
 ``with_worker=True`` to run one inside this process for the duration of the call (handy in
@@ -65,7 +66,7 @@ from blockbatch.api.client import Blockbatch
 from blockbatch.api.errors import AllItemsFailed
 from blockbatch.api.inputs import SchemaSource, as_schema
 from core.ingest import IngestError, ParsedBlock
-from core.models import RunOptions, RunResult
+from core.models import QualityOptions, RunOptions, RunResult
 from core.questions import ANSWER_FIELD, QUESTION_SCHEMA, question_block
 from core.schema import SchemaSpec
 from runtime.settings import Settings, load_settings
@@ -290,7 +291,11 @@ def run_options(options: RunOptions | None, option_fields: dict[str, Any], *,
         if name in fields:
             raise TypeError(f"{name} is given twice; pass max_parallel= / model= only")
         fields[name] = value
-    return RunOptions.model_validate({**(options or RunOptions()).model_dump(), **fields})
+    # No quality probe unless asked for (``quality=QualityOptions(...)`` or in ``options``):
+    # each item's usage is its own answer's, and a small batch would pay its minimum of
+    # five single calls (README, "Quality").
+    base = options or RunOptions(quality=QualityOptions(probe_rate=0.0))
+    return RunOptions.model_validate({**base.model_dump(), **fields})
 
 
 async def allm_batch(
