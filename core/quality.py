@@ -19,9 +19,10 @@ samples to say so": the run re-plans the packs it has not started at half the la
 one's size (never below 1; :func:`halved`) and counts again from the first re-planned pack,
 so the gate can halve again. To have samples early, a gated run probes at least
 :data:`GATE_SAMPLES_PER_PACK` blocks of every pack (:func:`pack_sample`), and until the
-gate has its :data:`GATE_MIN_SAMPLES` at the current size, at most
-:data:`GATE_PROBATION_PACKS` packs are in flight. Packs answered before a re-plan are not
-asked again at the smaller size.
+gate has its :data:`GATE_MIN_SAMPLES` at the current size, and while their agreement is below
+the target without enough samples to say so, at most :data:`GATE_PROBATION_PACKS` packs are
+in flight (:func:`on_probation`): the packs a trip would make smaller have not started yet.
+Packs answered before a re-plan are not asked again at the smaller size.
 """
 
 from __future__ import annotations
@@ -80,9 +81,12 @@ def gate_reading(agreeing: int, samples: int, target: float) -> GateReading | No
     return GateReading(samples=samples, agreeing=agreeing, low=low, high=high, target=target)
 
 
-def on_probation(samples: int) -> bool:
-    """Whether a gated run still needs samples at its current size (few packs in flight)."""
-    return samples < GATE_MIN_SAMPLES
+def on_probation(agreeing: int, samples: int, target: float) -> bool:
+    """Whether a gated run keeps few packs in flight at its current size: it has fewer than
+    :data:`GATE_MIN_SAMPLES` samples there, or their agreement is below the target without
+    enough of them yet to say so (the gate has not tripped). Packs started meanwhile are
+    the ones a trip would make smaller."""
+    return samples < GATE_MIN_SAMPLES or agreeing < target * samples
 
 
 def halved(size: int) -> int:

@@ -338,7 +338,9 @@ class RunWorkflow:
         """Packs in flight at most: fewer while the quality gate lacks samples at the
         current pack size (core/quality.py)."""
         q = inp.quality
-        if self._gated and q is not None and on_probation(q.sampled):
+        # Packs of one block are not compared: no samples will come, and no smaller size.
+        if (self._gated and q is not None and q.min_agreement is not None
+                and q.pack_size != 1 and on_probation(q.agreeing, q.sampled, q.min_agreement)):
             return min(inp.max_concurrent_packs, GATE_PROBATION_PACKS)
         return inp.max_concurrent_packs
 

@@ -44,7 +44,10 @@ def test_the_gate_trips_only_with_enough_samples_clearly_below_its_target() -> N
     # The same 90% on 200 samples is clearly below 95%.
     assert gate_reading(180, 200, 0.95) is not None
     assert gate_reading(40, 40, 1.0) is None
-    assert on_probation(GATE_MIN_SAMPLES - 1) and not on_probation(GATE_MIN_SAMPLES)
+    # Few packs in flight until the samples at this size say the target is met.
+    assert on_probation(GATE_MIN_SAMPLES - 1, GATE_MIN_SAMPLES - 1, 0.95)
+    assert not on_probation(GATE_MIN_SAMPLES, GATE_MIN_SAMPLES, 0.95)
+    assert on_probation(9, 10, 0.95) and not on_probation(19, 20, 0.95)
     assert [halved(n) for n in (40, 3, 2, 1)] == [20, 1, 1, 1]
 
 
