@@ -4,6 +4,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
+# Test workers (pytest-xdist), each with its own Postgres, Temporal dev server and simulator.
+TEST_WORKERS ?= 2
 
 .PHONY: demo test install up down status worker lint compose-tool browser serve screenshots
 
@@ -21,7 +23,7 @@ demo: install
 
 ## test: the whole suite against real Postgres, Temporal dev server and simulator.
 test: install compose-tool browser
-	@$(BIN)/python -m pytest $(PYTEST_ARGS)
+	@$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 ## up / down / status: the local stack (Postgres, Temporal + UI, simulator); data stays in .data/.
 up: install
