@@ -87,9 +87,7 @@ def quality_rows(result: RunResult) -> list[tuple[str, str]]:
     q = result.quality
     if q is None:
         return []
-    text = q.text or "no block compared"
-    if q.agreement.low is not None and q.agreement.high is not None:
-        text += f" (block-level CI {100 * q.agreement.low:.0f}-{100 * q.agreement.high:.0f}%)"
+    text = q.text or "no block compared"  # with its 95% CI (core.agreement.agreement_text)
     if q.failed:
         text += f"; {q.failed} probe{'s' if q.failed != 1 else ''} failed"
     if q.sampled and q.sampled > q.agreement.agreeing:
