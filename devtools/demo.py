@@ -26,6 +26,29 @@ def ensure_worker(stack: LocalStack) -> int:
                   env={"PYTHONUNBUFFERED": "1"})
 
 
+def wait_for_worker(timeout_s: float = 60.0) -> bool:
+    """Wait until the worker just started polls the task queue (it imports the SDK and
+    connects first), so the run does not begin with a "no worker is polling" note."""
+    import asyncio
+    import time
+
+    from blockbatch.api import open_default
+
+    async def polling() -> bool:
+        bb = await open_default()
+        try:
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline:
+                if await bb.workers_polling():
+                    return True
+                await asyncio.sleep(0.5)
+            return False
+        finally:
+            await bb.close()
+
+    return asyncio.run(polling())
+
+
 def run_sample() -> int:
     """Run the sample through exactly what `python starter.py run` does, summary included."""
     from blockbatch.cli import main as starter
@@ -48,6 +71,8 @@ def main() -> int:
         return 1
     pid = ensure_worker(stack)
     print(f"worker     running  pid {pid}  (log {stack.log('worker')})")
+    if not wait_for_worker():
+        print(f"worker     not polling yet: see {stack.log('worker')}", file=sys.stderr)
     return run_sample()
 
 
