@@ -11,8 +11,11 @@ from __future__ import annotations
 import asyncpg
 from temporalio import activity
 
+from activities.db import learned_ratios, prior_ratios
+from core.context import RunContext
 from core.models import FormPackInput, FormPackOutput, PollStreamInput, PollStreamOutput
-from store import streams
+from core.planning import OutputRatios
+from store import replans, streams
 from store.runs import cached_run_context
 
 
@@ -27,7 +30,8 @@ class StreamActivities:
         """What the stream holds in no pack yet (rows, tokens, the oldest's wait, closed)."""
         async with self.pool.acquire() as conn:
             ctx = await cached_run_context(conn, inp.run_id)
-            return PollStreamOutput(buffered=await streams.buffered(conn, ctx))
+            return PollStreamOutput(buffered=await streams.buffered(
+                conn, ctx, await _ratios(conn, ctx)))
 
     @activity.defn
     async def form_pack(self, inp: FormPackInput) -> FormPackOutput:
@@ -35,7 +39,18 @@ class StreamActivities:
         async with self.pool.acquire() as conn:
             ctx = await cached_run_context(conn, inp.run_id)
             blocks, accepted = await streams.form_pack(
-                conn, ctx, inp.pack_index, max_rows=inp.max_rows, max_tokens=inp.max_tokens)
+                conn, ctx, inp.pack_index, max_rows=inp.max_rows, max_tokens=inp.max_tokens,
+                ratios=await _ratios(conn, ctx))
         activity.logger.info("stream %s: pack %d of %d rows (%s)", inp.run_id, inp.pack_index,
                              blocks, inp.reason)
         return FormPackOutput(pack_index=inp.pack_index, blocks=blocks, accepted=accepted)
+
+
+async def _ratios(conn: asyncpg.Connection, ctx: RunContext) -> OutputRatios | None:
+    """What answers write per estimated token: the stream's latest answers (packs learn,
+    as a run's do), else earlier runs of its schema on its model; ``None``: the schema's
+    estimate alone. Without this a stream's packs stay as small as a first plan's."""
+    if not ctx.learns_output():
+        return None
+    return (learned_ratios(ctx, await replans.answers(conn, ctx.run_id))
+            or await prior_ratios(conn, ctx.run_id))

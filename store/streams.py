@@ -23,7 +23,7 @@ import asyncpg
 
 from core.context import RunContext
 from core.models import RunOptions
-from core.planning import estimate_tokens
+from core.planning import OutputRatios, estimate_tokens
 from core.reuse import answer_key, block_digest, prompt_digest
 from core.streams import Buffered, StreamTriggers
 from store import overlays
@@ -229,13 +229,15 @@ from streams s where s.run_id = $1
 _HEAD = 1001
 
 
-async def buffered(conn: asyncpg.Connection, ctx: RunContext) -> Buffered:
-    """What the stream holds in no pack yet; ``full_pack`` by the run's pack rules."""
+async def buffered(conn: asyncpg.Connection, ctx: RunContext,
+                   ratios: OutputRatios | None = None) -> Buffered:
+    """What the stream holds in no pack yet; ``full_pack`` by the run's pack rules (with
+    what its answers write, ``ratios``, once known)."""
     row = await conn.fetchrow(_BUFFERED_SQL, ctx.run_id, _HEAD)
     if row is None:
         raise NotFound(f"no stream {ctx.run_id!r}")
     head = list(row["head"] or [])
-    full = len(head) > 1 and len(ctx.plan(head)) > 1
+    full = len(head) > 1 and len(ctx.plan(head, ratios)) > 1
     return Buffered(rows=row["rows"], tokens=row["tokens"],
                     oldest_wait_s=max(row["oldest_wait_s"] or 0.0, 0.0), full_pack=full,
                     closed=row["closed"], accepted=row["accepted"])
@@ -243,12 +245,13 @@ async def buffered(conn: asyncpg.Connection, ctx: RunContext) -> Buffered:
 
 async def form_pack(
     conn: asyncpg.Connection, ctx: RunContext, pack_index: int, *,
-    max_rows: int | None, max_tokens: int | None,
+    max_rows: int | None, max_tokens: int | None, ratios: OutputRatios | None = None,
 ) -> tuple[int, int]:
     """Give the oldest buffered rows pack ``pack_index``; (rows in it, rows accepted).
 
-    The rows are the first pack the run's rules (:meth:`RunContext.plan`) make of the
-    oldest buffered rows, cut to ``max_rows`` and ``max_tokens`` (one row at least).
+    The rows are the first pack the run's rules (:meth:`RunContext.plan`, with ``ratios``:
+    what the stream's answers, or earlier runs', write) make of the oldest buffered rows,
+    cut to ``max_rows`` and ``max_tokens`` (one row at least).
     Idempotent: a pack number that has rows already returns them unchanged (a retried
     activity), so a row is never in two packs and a pack never takes rows twice.
     """
@@ -278,7 +281,7 @@ async def form_pack(
                     break
                 total, cut = total + t, cut + 1
             tokens = tokens[:cut]
-        first = ctx.plan(tokens)[0]
+        first = ctx.plan(tokens, ratios)[0]
         uids = [head[p]["block_uid"] for p in first.positions]
         await conn.execute(
             """update overlays set pack_index = $2
