@@ -20,6 +20,12 @@ schedule drawn from the seed:
   in the middle of the run. The run must pause, probe, resume by itself, and no block may
   fail or be charged an attempt because of it.
 
+``--stream`` runs the stream scenario instead: the document's blocks are put as rows into a
+stream (``Blockbatch.open_stream``) by a producer that is killed half-way and replaced by a
+new client re-putting its last rows (keys dedupe them), while the simulator misbehaves as
+above (no outage) and each worker is SIGKILLed once; every row must end answered exactly
+once (blocks, the iterator's results) and no pack attempt paid twice.
+
 Then it checks the invariants from Postgres, the ledger and the simulator's request log
 (see ``bench/chaos_check.py``), prints one table and saves it to
 ``bench/results/chaos.json``. Exit status 1 when an invariant is broken.
@@ -36,6 +42,7 @@ import random
 import signal
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -55,6 +62,7 @@ from bench.chaos_check import (
 )
 from bench.chaos_stack import ChaosStack, chaos_document, chaos_schema
 from blockbatch.api import Blockbatch
+from core.ingest import parse_document
 from core.models import RunOptions
 from core.outage import waiting_text
 from store.db import create_pool
@@ -402,6 +410,138 @@ async def outage_figures(conn: asyncpg.Connection, run_id: str, chaos: Chaos,
 # --------------------------------------------------------------------------- the table
 
 
+async def run_stream_chaos(args: argparse.Namespace) -> dict[str, Any]:
+    """``--stream``: rows put into a stream while workers are SIGKILLed and the producing
+    process dies and restarts; every row must be answered exactly once and paid once."""
+    started_at = datetime.now(UTC)
+    st = ChaosStack.create(anthropic_timeout_s=args.client_timeout)
+    workers = [chr(ord("a") + i) for i in range(args.workers)]
+    blocks = parse_document(chaos_document(args.blocks, args.seed), "markdown")
+    rows = [{"id": f"r{i}", "text": b.block_content} for i, b in enumerate(blocks)]
+    n = len(rows)
+    print(f"chaos stream: {n} rows, seed {args.seed}, {len(workers)} workers, stack in "
+          f"{st.root}", flush=True)
+    events: list[dict[str, Any]] = []
+    t0 = time.monotonic()
+
+    def say(text: str) -> None:
+        print(f"[{time.monotonic() - t0:6.1f}s] {text}", flush=True)
+
+    try:
+        st.start()
+        for name in workers:
+            st.start_worker(name)
+        for name in workers:
+            st.wait_worker_ready(name)
+        st.sim("PUT", "/_sim/scenario", {**args.scenario, "seed": args.seed})
+        bb = await Blockbatch.connect(st.settings())
+        await install_audit(bb.pool)  # type: ignore[arg-type]
+        stream = await bb.open_stream(
+            chaos_schema(), max_rows=args.pack_size, max_wait_s=1.0, max_buffered=200,
+            options=RunOptions(max_concurrent_packs=args.max_concurrent_packs,
+                               reuse_answers=False))
+        run_id = stream.run_id
+        say(f"stream {run_id} open")
+        seen: Counter[str] = Counter()
+
+        async def read() -> None:
+            async for row in stream.results():
+                seen[row.key or ""] += 1
+
+        async def produce(first: int) -> None:
+            async with await Blockbatch.connect(st.settings()) as mine:
+                producer = await mine.stream(run_id)
+                for i in range(first, n, 10):
+                    batch = rows[i:i + 10]
+                    await producer.put_many(batch, keys=[r["id"] for r in batch])
+                    await asyncio.sleep(0.1)
+                await producer.flush()
+
+        reader = asyncio.create_task(read())
+        first = asyncio.create_task(produce(0))
+        killed_producer = False
+        plan = [(0.3, workers[0]), (0.7, workers[-1])]
+        while True:
+            done, accepted = await _stream_counts(bb.pool, run_id)
+            if not killed_producer and accepted >= n // 2:
+                first.cancel()  # the producer dies: its client is dropped, nothing flushed
+                with contextlib.suppress(asyncio.CancelledError):
+                    await first
+                restart_at = max(accepted - 25, 0)
+                events.append({"event": "producer killed and restarted", "rows_accepted":
+                               accepted, "re_put_from": restart_at, "at_s": round(
+                                   time.monotonic() - t0, 1)})
+                say(f"producer killed at {accepted} rows accepted; a new one re-puts from "
+                    f"row {restart_at}")
+                second = asyncio.create_task(produce(restart_at))
+                killed_producer = True
+            if plan and done >= plan[0][0] * n:
+                _, name = plan.pop(0)
+                say(f"{done}/{n} rows done: SIGKILL worker {name}, restart after 2 s")
+                st.kill_worker(name)
+                events.append({"event": f"SIGKILL worker {name}", "rows_done": done,
+                               "at_s": round(time.monotonic() - t0, 1)})
+                await asyncio.sleep(2)
+                st.start_worker(name)
+            if killed_producer and second.done():
+                second.result()
+                break
+            await asyncio.sleep(0.5)
+        await stream.close()
+        say("stream closed; draining")
+        result = await asyncio.wait_for(stream.wait(), args.timeout)
+        await asyncio.wait_for(reader, 120)
+        say(f"stream {result.status}: {result.blocks_ai_complete}/{result.blocks_total} ok")
+        await bb.close()
+        sim_log = st.sim("GET", "/_sim/requests")
+        pool = await create_pool(st.database_url, max_size=2)
+        try:
+            async with pool.acquire() as conn:
+                check = await check_run(conn, run_id, sim_log=sim_log)
+        finally:
+            await pool.close()
+        return {
+            "date": started_at.strftime("%Y-%m-%d %H:%M UTC"), "mode": "stream",
+            "args": {k: v for k, v in vars(args).items() if k != "scenario"},
+            "scenario": args.scenario, "finished": True, "events": events,
+            "rows": n, "results_yielded": sum(seen.values()),
+            "results_missing": sum(1 for r in rows if not seen[r["id"]]),
+            "results_twice": sum(1 for v in seen.values() if v > 1),
+            "run_wall_s": round(time.monotonic() - t0, 1), **check,
+        }
+    finally:
+        st.close(keep=args.keep)
+
+
+async def _stream_counts(pool: Any, run_id: str) -> tuple[int, int]:
+    """(rows done, rows accepted) of a stream, read from Postgres."""
+    async with pool.acquire() as conn:
+        row = await conn.fetchrow(
+            """select count(*) filter (where status <> 'pending') as done, count(*) as rows
+               from overlays where run_id = $1""", run_id)
+    return row["done"], row["rows"]
+
+
+def stream_table(r: dict[str, Any]) -> str:
+    b, c = r["blocks"], r["calls"]
+    lines = [
+        ("rows put (distinct)", r["rows"]), ("rows accepted (blocks)", b["total"]),
+        ("  ai_complete", b["ai_complete"]), ("  failed", b["failed"]),
+        ("  lost (must be 0)", b["lost"]), ("  written twice (must be 0)", b["written_twice"]),
+        ("results yielded by the iterator", r["results_yielded"]),
+        ("  rows with no result (must be 0)", r["results_missing"]),
+        ("  rows with two results (must be 0)", r["results_twice"]),
+        ("calls made (ledger rows)", c["ledger_rows"]), ("  answered", c["succeeded"]),
+        ("calls paid twice for one pack attempt (must be 0)", c["paid_twice_same_attempt"]),
+        ("cost in the ledger", f"${c['cost_usd']:.4f}"),
+    ]
+    lines += [(f"event: {e['event']}", f"at {e['at_s']} s") for e in r["events"]]
+    lines.append(("wall time", f"{r['run_wall_s']} s"))
+    width = max(len(k) for k, _ in lines) + 2
+    return "\n".join([f"chaos stream {r['run_id']} ({r['date']}): {r['run_status']}"]
+                     + [f"{k:<{width}}{v}" for k, v in lines])
+
+
 def table(r: dict[str, Any]) -> str:
     b, c, inj = r["blocks"], r["calls"], r["injected"]
     lines = [("blocks total", b["total"]),
@@ -465,7 +605,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="override a scenario value, e.g. --set faults.truncate=0.1")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--keep", action="store_true", help="keep the stack's directory")
+    parser.add_argument("--stream", action="store_true",
+                        help="the stream scenario: rows put into a stream while workers are "
+                             "SIGKILLed and the producer dies and restarts (no outage, no "
+                             "fault-free reference); saved to bench/results/chaos_stream.json")
     args = parser.parse_args(argv)
+    if args.stream and args.out == RESULTS:
+        args.out = RESULTS.with_name("chaos_stream.json")
     scenario = json.loads(json.dumps(DEFAULT_SCENARIO))
     for item in args.set:
         key, _, value = item.partition("=")
@@ -483,6 +629,19 @@ def main(argv: list[str] | None = None) -> int:
     # The driver's pool complains while Postgres is down on purpose; the workers' logs
     # (under the stack's logs/ with --keep) are where to look.
     logging.getLogger("asyncpg.pool").setLevel(logging.CRITICAL)
+    if args.stream:
+        result = asyncio.run(run_stream_chaos(args))
+        problems = violations(result)
+        problems += [f"{result[k]} rows {what}" for k, what in (
+            ("results_missing", "never yielded a result"),
+            ("results_twice", "yielded twice")) if result[k]]
+        result["violations"] = problems
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2, default=str) + "\n")
+        print("\n" + stream_table(result) + f"\n\nsaved to {args.out}")
+        for problem in problems:
+            print(f"VIOLATION: {problem}")
+        return 1 if problems else 0
     result = asyncio.run(run_chaos(args))
     problems = violations(result)
     if not result["finished"]:

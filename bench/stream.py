@@ -73,6 +73,9 @@ async def stream_through_cli(
     assert proc.stdin and proc.stdout and proc.stderr
     sent: dict[str, float] = {}
     got: dict[str, tuple[float, dict[str, Any]]] = {}
+    # Rows are fed once the stream is open (the CLI's start-up is not the stream's latency).
+    opened = (await proc.stderr.readline()).decode()
+    run_id = opened.split("stream ", 1)[1].split(":", 1)[0]
     started = time.monotonic()
 
     async def feed() -> None:
@@ -98,7 +101,6 @@ async def stream_through_cli(
     await asyncio.gather(feed(), read())
     code = await proc.wait()
     err = (await err_task).decode()
-    run_id = err.split("stream ", 1)[1].split(":", 1)[0]
     return {"run_id": run_id, "exit_code": code, "stderr": err.strip().splitlines()[-1],
             "wall_s": round(time.monotonic() - started, 1), "sent": sent, "got": got}
 
