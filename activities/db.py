@@ -54,7 +54,7 @@ from store.runs import PlanState, cached_run_context
 
 #: A run plans from earlier runs of its schema on its model once they answered this many
 #: pack calls in full.
-_PRIOR_AFTER_CALLS = 3
+PRIOR_AFTER_CALLS = 3
 
 #: ``plan_retry`` refuses (non-retryable, nothing changed): the run has not finished and
 #: is not claimed by this execution (another retry runs), nothing it asked for is left to
@@ -339,7 +339,7 @@ async def _claim_retry(
 async def prior_ratios(conn: asyncpg.Connection, run_id: str) -> OutputRatios | None:
     """What earlier runs of the run's schema on its model wrote (``None``: too few)."""
     seen = await replans.prior_output(conn, run_id)
-    if seen is None or seen.calls < _PRIOR_AFTER_CALLS:
+    if seen is None or seen.calls < PRIOR_AFTER_CALLS:
         return None
     return OutputRatios(overall=round(seen.ratio, 4), by_type={}, blocks=seen.blocks,
                         source="earlier runs")

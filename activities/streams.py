@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncpg
 from temporalio import activity
 
-from activities.db import learned_ratios, prior_ratios
+from activities.db import PRIOR_AFTER_CALLS, prior_ratios
 from core.context import RunContext
 from core.models import FormPackInput, FormPackOutput, PollStreamInput, PollStreamOutput
 from core.planning import OutputRatios
-from store import replans, streams
+from store import ledger, streams
 from store.runs import cached_run_context
 
 
@@ -47,10 +47,17 @@ class StreamActivities:
 
 
 async def _ratios(conn: asyncpg.Connection, ctx: RunContext) -> OutputRatios | None:
-    """What answers write per estimated token: the stream's latest answers (packs learn,
-    as a run's do), else earlier runs of its schema on its model; ``None``: the schema's
-    estimate alone. Without this a stream's packs stay as small as a first plan's."""
+    """What answers write per token of the schema's estimate: the stream's own answered
+    calls (``llm_calls.est_output_tokens`` against what they wrote: one aggregate, cheap
+    enough for every look), else earlier runs of its schema on its model; ``None``: the
+    schema's estimate alone. Without this a stream's packs stay as small as a first plan's.
+    (``learned_ratios``, which a run's re-plan uses, reads and measures every answer: a
+    second or more per call here, which throttled a stream to a pack every few seconds.)
+    """
     if not ctx.learns_output():
         return None
-    return (learned_ratios(ctx, await replans.answers(conn, ctx.run_id))
-            or await prior_ratios(conn, ctx.run_id))
+    seen = await ledger.observed_output(conn, ctx.run_id)
+    if seen is not None and seen[0] >= PRIOR_AFTER_CALLS:
+        _, blocks, ratio = seen
+        return OutputRatios(overall=round(ratio, 4), by_type={}, blocks=blocks, source="run")
+    return await prior_ratios(conn, ctx.run_id)

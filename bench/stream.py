@@ -98,8 +98,13 @@ async def stream_through_cli(
             got[str(obj["id"])] = (time.monotonic(), obj)
 
     err_task = asyncio.create_task(proc.stderr.read())
-    await asyncio.gather(feed(), read())
-    code = await proc.wait()
+    try:
+        await asyncio.gather(feed(), read())
+        code = await proc.wait()
+    finally:
+        if proc.returncode is None:  # interrupted: leave no CLI behind
+            proc.kill()
+            await proc.wait()
     err = (await err_task).decode()
     return {"run_id": run_id, "exit_code": code, "stderr": err.strip().splitlines()[-1],
             "wall_s": round(time.monotonic() - started, 1), "sent": sent, "got": got}

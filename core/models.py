@@ -206,7 +206,7 @@ class StreamInput(RunInput):
     triggers: StreamTriggers = Field(default_factory=StreamTriggers)
     #: Looks at the buffer (``poll_stream``) per execution before continuing as new: an
     #: idle stream that runs for days keeps a small history too.
-    polls_per_history: int = 1000
+    polls_per_history: int = 500
 
 
 class PollStreamInput(BaseModel):

@@ -225,15 +225,21 @@ select s.closed_at is not null as closed, s.rows as accepted,
 from streams s where s.run_id = $1
 """
 
-#: How many of the oldest buffered rows a pack (or the full-pack check) looks at.
+#: How many of the oldest buffered rows a pack (or the full-pack check) looks at, at most.
 _HEAD = 1001
+
+
+def _head(ctx: RunContext) -> int:
+    """Rows enough to fill one pack and see that it is full: no pack holds more than the
+    hard cap (or a set ``pack_size``)."""
+    return min(_HEAD, max(ctx.options.hard_cap, ctx.options.pack_size or 0) + 1)
 
 
 async def buffered(conn: asyncpg.Connection, ctx: RunContext,
                    ratios: OutputRatios | None = None) -> Buffered:
     """What the stream holds in no pack yet; ``full_pack`` by the run's pack rules (with
     what its answers write, ``ratios``, once known)."""
-    row = await conn.fetchrow(_BUFFERED_SQL, ctx.run_id, _HEAD)
+    row = await conn.fetchrow(_BUFFERED_SQL, ctx.run_id, _head(ctx))
     if row is None:
         raise NotFound(f"no stream {ctx.run_id!r}")
     head = list(row["head"] or [])
@@ -270,7 +276,7 @@ async def form_pack(
                from overlays o join blocks b on b.block_uid = o.block_uid
                where o.run_id = $1 and o.pack_index is null and o.status = 'pending'
                order by o.block_index limit $2""",
-            ctx.run_id, min(max_rows or _HEAD, _HEAD))
+            ctx.run_id, min(max_rows or _HEAD, _head(ctx)))
         if not head:
             return 0, accepted
         tokens = [r["est_tokens"] for r in head]
