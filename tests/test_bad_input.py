@@ -18,12 +18,15 @@ from temporalio.client import WorkflowExecutionStatus
 
 from blockbatch.api.errors import BAD_INPUT
 from core.ingest import IngestError
-from core.models import RunOptions
+from core.models import QualityOptions, RunOptions
 from core.registry import UnknownModelError, get_model
 from core.schema import SchemaError
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
+
+#: These tests count the requests sent: no quality probe calls among them.
+NO_PROBE = QualityOptions(probe_rate=0)
 
 
 async def count(s: Stack, table: str) -> int:
@@ -136,7 +139,8 @@ async def test_block_larger_than_the_context_window_fails_alone_with_a_reason(
         "select block_uid from blocks where document_id = $1 order by block_index", doc)]
     huge_uid = uids[6]
     schema_id = await bbstack.bb.add_schema(extract_schema(200))
-    run_id = await bbstack.bb.start_run(doc, schema_id, RunOptions(model="claude-haiku-4-5"))
+    run_id = await bbstack.bb.start_run(doc, schema_id, RunOptions(model="claude-haiku-4-5",
+                                                                   quality=NO_PROBE))
     async with bbstack.worker():
         result = await bbstack.bb.wait(run_id)
 
@@ -193,7 +197,7 @@ async def test_block_posing_as_delimiters_results_or_instructions_stays_data(
         "select block_uid, block_content from blocks where document_id = $1", doc)}
     assert len(blocks) == 8
     schema_id = await bbstack.bb.add_schema(extract_schema(200))
-    run_id = await bbstack.bb.start_run(doc, schema_id, RunOptions())
+    run_id = await bbstack.bb.start_run(doc, schema_id, RunOptions(quality=NO_PROBE))
     async with bbstack.worker():
         result = await bbstack.bb.wait(run_id)
 

@@ -38,7 +38,7 @@ async def test_calibrate_recommends_the_largest_size_that_truly_meets_the_target
     for args, words in ((("--sizes", "1,8"), "2 or more"), (("--sizes", "4,x"), "whole numbers"),
                         (("--sample", "41"), "more than the document's 40 blocks"),
                         (("--sample", "8", "--sizes", "4,16"), "larger than the sample"),
-                        (("--target", "1.5"), "not in (0, 1]"),
+                        (("--target", "1.5"), "--target must be a fraction in (0, 1]"),
                         (("--model", "claude-nonesuch"), "claude-nonesuch")):
         code, _, err = await cli(bbstack, capsys, "calibrate", doc, "--schema", schema, *args)
         assert code == 2 and words in err, (args, err)

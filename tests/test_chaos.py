@@ -22,7 +22,7 @@ import pytest_asyncio
 from bench.chaos_check import check_run, fault_free_reference, install_audit, violations
 from bench.chaos_stack import ChaosStack, chaos_document, chaos_schema
 from blockbatch.api import Blockbatch
-from core.models import RunOptions, RunResult
+from core.models import QualityOptions, RunOptions, RunResult
 from store.db import create_pool
 
 MODEL_FAULTS: dict[str, Any] = {
@@ -220,7 +220,9 @@ async def test_postgres_restart_under_a_live_worker_keeps_every_paid_answer(
     h.start_workers("a")
     doc, schema = await h.document(60)
     # reuse off: the run after the fault-free reference must call for every block.
-    options = RunOptions(pack_size=5, max_concurrent_packs=6, reuse_answers=False)
+    # The quality probe off: the check below counts one call per pack and the warm-up.
+    options = RunOptions(pack_size=5, max_concurrent_packs=6, reuse_answers=False,
+                         quality=QualityOptions(probe_rate=0))
     st.sim("POST", "/_sim/reset")
     st.sim("PUT", "/_sim/scenario", {"speed_factor": 1.0,
                                      "latency": {"ttft_ms": 200, "per_output_token_ms": 0}})

@@ -65,18 +65,6 @@ def _at_least(minimum: int) -> Callable[[str], int]:
 _positive, _not_negative = _at_least(1), _at_least(0)
 
 
-def _share(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number; give a share such as "
-                                         "0.95") from None
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"{value} is not in (0, 1]; give a share such as "
-                                         "0.95")
-    return value
-
-
 def _duration(text: str) -> float:
     """``500ms``, ``2s``, ``1m`` or plain seconds (``2.5``) as seconds."""
     t = text.strip().lower()
@@ -215,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
                            help="blocks in the sample (default 40)")
     calibrate.add_argument("--sizes", default="5,10,20,40", metavar="N,N,...",
                            help="pack sizes to try, each 2 or more (default 5,10,20,40)")
-    calibrate.add_argument("--target", type=_share, default=0.95, metavar="SHARE",
+    calibrate.add_argument("--target", type=_share("--target", zero=False), default=0.95, metavar="SHARE",
                            help="the agreement with the alone answers to reach, in (0, 1] "
                                 "(default 0.95)")
     calibrate.add_argument("--format", choices=list(FORMATS),
