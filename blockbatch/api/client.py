@@ -255,12 +255,7 @@ class Blockbatch:
                 static_summary=f"run {run_id}: {names.document_name} × {names.schema_name} "
                                f"({options.model})",
                 static_details=_run_details(run_id, document_id, schema_id, options),
-                search_attributes=TypedSearchAttributes([
-                    SearchAttributePair(attributes.RUN_ID, run_id),
-                    SearchAttributePair(attributes.DOCUMENT, document_id),
-                    SearchAttributePair(attributes.SCHEMA, schema_id),
-                    SearchAttributePair(attributes.MODEL, options.model),
-                ]),
+                search_attributes=_run_attributes(run_id, document_id, schema_id, options.model),
             )
         except Exception:
             # Leave no half-created run behind: a run row without a workflow is removed.
@@ -325,12 +320,7 @@ class Blockbatch:
                 static_summary=f"stream {run_id}: rows × {schema_id} ({options.model})",
                 static_details=_run_details(run_id, document_id, schema_id, options)
                 + f"\n\nstream triggers: `{triggers.model_dump_json(exclude_none=True)}`",
-                search_attributes=TypedSearchAttributes([
-                    SearchAttributePair(attributes.RUN_ID, run_id),
-                    SearchAttributePair(attributes.DOCUMENT, document_id),
-                    SearchAttributePair(attributes.SCHEMA, schema_id),
-                    SearchAttributePair(attributes.MODEL, options.model),
-                ]),
+                search_attributes=_run_attributes(run_id, document_id, schema_id, options.model),
             )
         except Exception:
             async with self.pool.acquire() as conn:
@@ -664,6 +654,17 @@ def quality_state(options: RunOptions) -> QualityRunState | None:
     if options.mode != "sync" or (q.probe_rate <= 0 and q.min_agreement is None):
         return None
     return QualityRunState(min_agreement=q.min_agreement)
+
+
+def _run_attributes(run_id: str, document_id: str, schema_id: str,
+                    model: str) -> TypedSearchAttributes:
+    """The search attributes of a run's (or stream's) workflow: its packs carry the same."""
+    return TypedSearchAttributes([
+        SearchAttributePair(attributes.RUN_ID, run_id),
+        SearchAttributePair(attributes.DOCUMENT, document_id),
+        SearchAttributePair(attributes.SCHEMA, schema_id),
+        SearchAttributePair(attributes.MODEL, model),
+    ])
 
 
 def _run_details(run_id: str, document_id: str, schema_id: str, options: RunOptions) -> str:
