@@ -45,7 +45,7 @@ from core.planning import (
     pack_numbers,
 )
 from core.policy import code_of_failure
-from core.quality import halved, planned_sample
+from core.quality import halved, probe_plan
 from core.reasons import REASONS, ReasonCode
 from core.retry import FINISHED_STATUSES, describe_blocks, selection_text
 from core.reuse import answer_key, prompt_digest
@@ -120,10 +120,14 @@ class DbActivities:
             if ctx.options.mode == "sync" and ctx.plan_limits().size_cap > 1:
                 # The quality probe's sample, of the blocks called (core/quality.py); none
                 # when every pack is one block (its answer is a single answer already).
+                # Capped by cost: its expected calls within probe_max_share of the run's.
                 q = ctx.options.quality or QualityOptions()
-                await quality.plan_sample(conn, inp.run_id, planned_sample(
-                    [blocks[pos].block_uid for pos in to_call], q.probe_rate, q.probe_minimum,
-                    inp.run_id))
+                sample, sizing = probe_plan(
+                    ctx, [blocks[pos].block_uid for pos in to_call],
+                    [blocks[pos].est_tokens for pos in to_call], packs, q, inp.run_id)
+                await quality.plan_sample(conn, inp.run_id, sample)
+                if sizing.wanted:
+                    await quality.save_plan(conn, inp.run_id, sizing)
             reused = await runs.save_plan(conn, inp.run_id, len(packs), len(blocks))
         activity.logger.info("run %s planned: %d blocks in %d packs, %d reused%s", inp.run_id,
                              len(blocks), len(packs), reused.blocks_reused, "" if prior is None
@@ -176,7 +180,10 @@ class DbActivities:
     async def _gate_replan(self, inp: ReplanInput) -> ReplanOutput:
         """The quality gate tripped: re-plan the unstarted packs at half the largest one's
         size (never below 1), sized from what the answers wrote when the run learns that;
-        recorded in plan_changes (kind ``quality_gate``), so a retry returns the same."""
+        recorded in plan_changes (kind ``quality_gate``), so a retry returns the same.
+        With ``reask``, the blocks earlier packs answered in calls larger than the new
+        size (their unreviewed model answers) go back to pending into the new packs too,
+        in the same transaction (store.overlays.reask_for_gate)."""
         assert inp.gate is not None
         async with self.pool.acquire() as conn, conn.transaction():
             state = await runs.lock_for_planning(conn, inp.run_id)
@@ -194,16 +201,34 @@ class DbActivities:
             ctx = await cached_run_context(conn, inp.run_id)
             ratios = (learned_ratios(ctx, await replans.answers(conn, inp.run_id))
                       if ctx.learns_output() else None)
-            blocks = await replans.unstarted_blocks(conn, inp.run_id, inp.first_pack)
             size = halved(was)
+            unstarted = await replans.unstarted_blocks(conn, inp.run_id, inp.first_pack)
+            # With re-asks, the blocks earlier packs answered in larger calls go back to
+            # pending and are packed at the new size with the unstarted ones, in block order.
+            again = (await replans.answered_in_larger_packs(conn, inp.run_id, inp.first_pack,
+                                                            size) if inp.reask else [])
+            blocks: list[replans.UnstartedBlock | replans.AnsweredLarger] = [*again, *unstarted]
+            blocks.sort(key=lambda b: b.block_index)
             packs = ctx.plan([b.est_tokens for b in blocks], ratios,
                              [b.block_type for b in blocks], cap=size)
+            ratios_info: dict[str, object] = {"was": was}
+            if again:
+                call_sizes = [b.call_size for b in again]
+                ratios_info |= {"reasked": len(again),
+                                "reasked_sizes": [min(call_sizes), max(call_sizes)]}
             change = replans.PlanChange(inp.first_pack, state.pack_count,
-                                        inp.first_pack + len(packs), {"was": was},
+                                        inp.first_pack + len(packs), ratios_info,
                                         kind="quality_gate", pack_size=size,
                                         gate=inp.gate.model_dump(mode="json"))
-            await replans.repack(conn, inp.run_id, [b.block_uid for b in blocks],
-                                 pack_numbers(packs, inp.first_pack), change)
+            pack_of = dict(zip((b.block_uid for b in blocks),
+                               pack_numbers(packs, inp.first_pack)))
+            if again:
+                moved = await overlays.reask_for_gate(
+                    conn, inp.run_id, [b.block_uid for b in again],
+                    [pack_of[b.block_uid] for b in again])
+                assert moved == len(again), "re-asked blocks changed under the run's lock"
+            await replans.repack(conn, inp.run_id, [b.block_uid for b in unstarted],
+                                 [pack_of[b.block_uid] for b in unstarted], change)
         text = change.text()
         activity.logger.info("run %s: %s", inp.run_id, text)
         return ReplanOutput(pack_count=change.packs_after, text=text, pack_size=size)

@@ -93,7 +93,9 @@ def quality_rows(result: RunResult) -> list[tuple[str, str]]:
     if q.sampled and q.sampled > q.agreement.agreeing:
         text += f"; see `{PROG} review {result.run_id} --disagreeing`"
     rows = [("quality", text),
-            ("probe", probe_cost_text(q.probe_calls, q.probe_cost_usd, q.run_cost_usd)
+            ("probe", probe_cost_text(q.probe_calls, q.probe_cost_usd, q.run_cost_usd,
+                                      max_share=q.probe_max_share, capped=q.sample_capped,
+                                      gated=q.min_agreement is not None)
              .removeprefix("quality probe: "))]
     if q.pack_size:
         gate = f" (quality gate, target {q.min_agreement:.0%})" if q.gate else ""

@@ -78,6 +78,13 @@ class QualityOptions(BaseModel):
     #: The quality gate: the least agreement (0-1] the run accepts before it lowers its
     #: pack size (``None``: no gate).
     min_agreement: float | None = Field(default=None, gt=0, le=1)
+    #: The most the probe's planned sample may cost, as a share (0-1] of the run's
+    #: expected pack calls: the sample is capped below it (the cap wins over
+    #: ``probe_rate`` and ``probe_minimum``; a gate's per-pack samples are not capped).
+    probe_max_share: float = Field(default=0.05, gt=0, le=1)
+    #: When the gate trips, also re-ask the blocks already answered in packs larger than
+    #: the new size (their unreviewed model answers), at that size.
+    reask: bool = True
 
 
 class OutageOptions(BaseModel):
@@ -197,6 +204,8 @@ class QualityRunState(BaseModel):
     pack_size: int | None = None
     #: What the gate did last, as the UI says it.
     text: str | None = None
+    #: The gate re-asks the blocks answered in larger packs (``QualityOptions.reask``).
+    reask: bool = True
 
 
 class StreamInput(RunInput):
@@ -313,6 +322,18 @@ class QualityResult(BaseModel):
     #: The gate's target, and what it did (each re-plan's text).
     min_agreement: float | None = None
     gate: list[str] = Field(default_factory=list)
+    #: How the planned sample was sized (``None``: a run planned before the cost cap):
+    #: the blocks the rate and minimum wanted, those planned, the effective rate (planned
+    #: per block called), the cost cap's share, and whether it cut the sample.
+    sample_wanted: int | None = None
+    sample_planned: int | None = None
+    probe_rate: float | None = None
+    probe_max_share: float | None = None
+    sample_capped: bool = False
+    #: The probe cost more than ``probe_max_share`` of the run (a gate's per-pack samples).
+    probe_over_share: bool = False
+    #: Blocks the quality gate re-asked at a smaller pack size.
+    blocks_reasked: int = 0
 
 
 class BudgetLeft(BaseModel):
@@ -393,6 +414,9 @@ class ReplanInput(BaseModel):
     #: Set by the quality gate: re-plan at half the largest unstarted pack's size (instead of
     #: from what the answers wrote), because the agreement it saw is below its target.
     gate: GateReading | None = None
+    #: With ``gate``: also re-ask the blocks earlier packs answered in larger calls (the
+    #: workflow let its packs in flight end first).
+    reask: bool = False
 
 
 class GateReading(BaseModel):

@@ -3,7 +3,13 @@
 **The probe.** A run samples its blocks once, when it is planned: ``sample_blocks`` over the
 blocks it will call (not those reused from an earlier run), seeded with the run id, at
 ``QualityOptions.probe_rate`` (default 3%) with ``probe_minimum`` (5), capped at the number
-of blocks (:func:`planned_sample`). Once a pack has applied its answer, its sampled blocks
+of blocks (:func:`planned_sample`), and capped again by cost (:func:`probe_plan`): the sample's
+expected probe calls stay within ``QualityOptions.probe_max_share`` (default 5%) of the
+run's expected pack calls. **The cap wins** over the rate and the minimum: a run whose
+probe calls would cost more than that share probes fewer blocks (even none). A probe call
+is priced as a pack of its one block (``RunContext.pack``): the cached prefix at the
+cache-read price, the block's input and its output estimate; the run as its planned packs
+priced the same way. The summary says when the sample was capped. Once a pack has applied its answer, its sampled blocks
 that were answered (not failed) are asked again alone, one block per call, with the pack's
 own system prompt and tool (so the call reads the cached prefix), and each packed answer is
 compared field by field with the single one (``compare_answers``). The packed answer stays
@@ -22,15 +28,30 @@ so the gate can halve again. To have samples early, a gated run probes at least
 gate has its :data:`GATE_MIN_SAMPLES` at the current size, and while their agreement is below
 the target without enough samples to say so, at most :data:`GATE_PROBATION_PACKS` packs are
 in flight (:func:`on_probation`): the packs a trip would make smaller have not started yet.
-Packs answered before a re-plan are not asked again at the smaller size.
+With a gate, its per-pack samples are not capped: the gate's sampling needs win over
+``probe_max_share``, and the summary says when the probe cost more than that share.
+
+**Re-asks** (``QualityOptions.reask``, on by default). When the gate trips, the run first
+lets its packs in flight end, then re-plans, together with its unstarted packs and at the
+new size, the blocks its earlier packs answered in calls larger than that size: their
+model answers go back to ``pending`` (store/overlays.py: only ``ai_complete`` answers no
+person edited; never confirmed, rejected or edited ones, never reused ones), in new packs,
+so that the run ends answered at the size it settled on. A re-asked block's earlier
+comparison stays in its pack size's tally. ``reask=False`` (``--no-reask``): packs
+answered before a re-plan are not asked again.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from core.agreement import AgreementSummary, Tally, agreement_text, sample_blocks
-from core.models import AgreementRate, GateReading, QualityResult
+from core.agreement import AgreementSummary, Tally, agreement_text, sample_blocks, sample_size
+from core.context import RunContext
+from core.models import AgreementRate, GateReading, QualityOptions, QualityResult
+from core.planning import Pack
+from core.registry import Usage, cost_usd
 
 #: Attempts of one probe call (429, 529, 5xx, no answer: after the retry-after); then its
 #: sample is recorded ``failed`` (the run never fails for its probe).
@@ -48,6 +69,69 @@ def planned_sample(uids: Sequence[str], rate: float, minimum: int, seed: str) ->
     if rate <= 0 or not uids:
         return []
     return list(sample_blocks(list(uids), rate, minimum, seed))
+
+
+def expected_call_usd(ctx: RunContext, pack: Pack) -> float:
+    """A sync call's expected cost: its cacheable prefix read from the cache, the rest of
+    its input (``pack.est_input_tokens``) and its output estimate at the model's prices."""
+    prefix = ctx.cacheable_prefix_tokens
+    return cost_usd(ctx.model, Usage(input_tokens=max(0, pack.est_input_tokens - prefix),
+                                     output_tokens=pack.est_output_tokens,
+                                     cache_read_input_tokens=prefix))
+
+
+@dataclass(frozen=True)
+class ProbePlan:
+    """How a run's probe sample was sized (:func:`probe_plan`; stored in quality_plans).
+
+    Attributes:
+        wanted: the blocks ``probe_rate`` and ``probe_minimum`` ask for.
+        planned: the blocks sampled once capped (at most ``wanted``).
+        max_share: ``QualityOptions.probe_max_share``.
+        est_probe_usd: the expected cost of the planned sample's probe calls.
+        est_run_usd: the expected cost of the run's planned pack calls.
+    """
+
+    wanted: int
+    planned: int
+    max_share: float
+    est_probe_usd: float
+    est_run_usd: float
+
+    @property
+    def capped(self) -> bool:
+        return self.planned < self.wanted
+
+    @property
+    def rate(self) -> float:
+        """The effective probe rate: planned blocks per block called."""
+        return self.planned / self.blocks if self.blocks else 0.0
+
+    blocks: int = 0
+
+
+def probe_plan(ctx: RunContext, uids: Sequence[str], block_tokens: Sequence[int],
+               packs: Sequence[Pack], q: QualityOptions, seed: str) -> tuple[list[str], ProbePlan]:
+    """The run's probe sample (``uids[i]`` has ``block_tokens[i]``; ``packs`` their plan, by
+    position) and how it was sized: :func:`planned_sample`'s, then as many of its blocks (in
+    their sampling order, so a smaller sample is part of the larger one) as keep the sample's
+    expected cost within ``q.probe_max_share`` of the run's expected pack calls."""
+    run_usd = sum(expected_call_usd(ctx, ctx.pack([block_tokens[i] for i in p.positions]))
+                  for p in packs)
+    wanted = sample_size(len(uids), q.probe_rate, q.probe_minimum) if q.probe_rate > 0 else 0
+    if not wanted:
+        return [], ProbePlan(0, 0, q.probe_max_share, 0.0, round(run_usd, 6), len(uids))
+    tokens = dict(zip(uids, block_tokens))
+    full = planned_sample(uids, q.probe_rate, q.probe_minimum, seed)
+    costs = {u: expected_call_usd(ctx, ctx.pack([tokens[u]])) for u in full}
+    mean = sum(costs.values()) / len(costs)
+    room = q.probe_max_share * run_usd
+    # round first: 0.05 * 1.0 / 0.0125 must not become 3.9999999
+    fits = math.floor(round(room / mean, 9)) if mean > 0 else wanted
+    planned = full if fits >= wanted else list(sample_blocks(list(uids), 0.0, fits, seed))
+    return planned, ProbePlan(wanted, len(planned), q.probe_max_share,
+                              round(sum(costs[u] for u in planned), 6), round(run_usd, 6),
+                              len(uids))
 
 
 def pack_sample(uids: Sequence[str], at_least: int, seed: str) -> list[str]:
@@ -105,13 +189,20 @@ def reading_text(r: GateReading) -> str:
             f"{100 * r.high:.0f}%) < {_pct(r.target)} on {r.samples} samples")
 
 
-def gate_text(r: GateReading, first_pack: int, packs_after: int, size: int, was: int) -> str:
+def gate_text(r: GateReading, first_pack: int, packs_after: int, size: int, was: int,
+              reasked: int = 0, reasked_sizes: tuple[int, int] | None = None) -> str:
     """``quality gate: agreement 88% (CI 80-93%) < 95% on 25 samples: packs 12-30
-    re-planned at 10 blocks (was 40)``."""
+    re-planned at 10 blocks (was 40); 320 blocks answered in packs of 40 re-asked``."""
     span = (f"pack {first_pack}" if packs_after - 1 == first_pack
             else f"packs {first_pack}-{packs_after - 1}")
-    return (f"quality gate: {reading_text(r)}: {span} re-planned at {size} block"
+    text = (f"quality gate: {reading_text(r)}: {span} re-planned at {size} block"
             f"{'s' if size != 1 else ''} (was {was})")
+    if reasked:
+        low, high = reasked_sizes or (0, 0)
+        sizes = f"{high}" if low == high else f"{low}-{high}"
+        text += (f"; {reasked} block{'s' if reasked != 1 else ''} answered in packs of "
+                 f"{sizes} re-asked")
+    return text
 
 
 def running_text(agreeing: int, samples: int) -> str:
@@ -121,9 +212,21 @@ def running_text(agreeing: int, samples: int) -> str:
     return f"agreement {_pct(agreeing / samples)} on {samples} sampled blocks so far"
 
 
-def probe_cost_text(calls: int, cost_usd: float, run_cost_usd: float) -> str:
-    """``quality probe: 12 calls, $0.0123 (2.1% of the run)``."""
-    share = f" ({100 * cost_usd / run_cost_usd:.1f}% of the run)" if run_cost_usd else ""
+def probe_cost_text(calls: int, cost_usd: float, run_cost_usd: float, *,
+                    max_share: float | None = None, capped: bool = False,
+                    gated: bool = False) -> str:
+    """``quality probe: 3 calls, $0.0120 (4.1% of the run; sample capped at 5% of the run's
+    cost)``; a gated run whose per-pack samples cost more than the share: ``(7.2% of the
+    run; above its 5% share: the quality gate samples every pack)``."""
+    notes = []
+    if run_cost_usd:
+        notes.append(f"{100 * cost_usd / run_cost_usd:.1f}% of the run")
+        if max_share is not None and cost_usd > max_share * run_cost_usd:
+            notes.append(f"above its {_pct(max_share)} share"
+                         + (": the quality gate samples every pack" if gated else ""))
+    if capped and max_share is not None:
+        notes.append(f"sample capped at {_pct(max_share)} of the run's cost")
+    share = f" ({'; '.join(notes)})" if notes else ""
     return f"quality probe: {calls} call{'s' if calls != 1 else ''}, ${cost_usd:.4f}{share}"
 
 
@@ -133,7 +236,8 @@ def _rates(tallies: dict[str, Tally]) -> dict[str, AgreementRate]:
 
 def quality_result(summary: AgreementSummary, *, failed: int, probe_calls: int,
                    probe_cost_usd: float, run_cost_usd: float, pack_size: int | None,
-                   min_agreement: float | None, gate: Sequence[str]) -> QualityResult:
+                   min_agreement: float | None, gate: Sequence[str],
+                   plan: ProbePlan | None = None, reasked: int = 0) -> QualityResult:
     """The run's :class:`~core.models.QualityResult` from its samples' summary."""
     blocks = summary.blocks
     return QualityResult(
@@ -143,4 +247,12 @@ def quality_result(summary: AgreementSummary, *, failed: int, probe_calls: int,
         by_position=_rates(summary.by_position), lowest_field=summary.lowest_field,
         text=agreement_text(summary), probe_calls=probe_calls,
         probe_cost_usd=round(probe_cost_usd, 6), run_cost_usd=round(run_cost_usd, 6),
-        pack_size=pack_size, min_agreement=min_agreement, gate=list(gate))
+        pack_size=pack_size, min_agreement=min_agreement, gate=list(gate),
+        sample_wanted=plan.wanted if plan is not None else None,
+        sample_planned=plan.planned if plan is not None else None,
+        probe_rate=round(plan.rate, 6) if plan is not None else None,
+        probe_max_share=plan.max_share if plan is not None else None,
+        sample_capped=plan is not None and plan.capped,
+        probe_over_share=(plan is not None and run_cost_usd > 0
+                          and probe_cost_usd > plan.max_share * run_cost_usd),
+        blocks_reasked=reasked)

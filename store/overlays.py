@@ -24,6 +24,14 @@ The transitions, all of them here and nowhere else::
     failed       -> pending        reset_for_retry (a retry of the finished run; also
     cancelled    -> pending        cancelled blocks when asked): attempts, reason, error,
                                    staging and call cleared, a new pack_index
+    ai_complete  -> pending        reask_for_gate: only by the quality gate's re-plan, in
+                                   its transaction (core/quality.py), only for the model's
+                                   own unreviewed answers (not edited: no model_answer;
+                                   not reused), never confirmed, rejected or edited ones:
+                                   a block answered in a pack larger than the gate's new
+                                   size goes to a new pack at that size; attempts, staging,
+                                   pack path and call cleared (the ledger and
+                                   overlay_changes keep the earlier answer)
 
 Every move to ``failed`` or ``cancelled`` also sets ``reason_code`` (core/reasons.py):
 apply_answer from what the answer said of the block (``invalid_value``,
@@ -400,6 +408,27 @@ async def reset_for_retry(
            from unnest($2::text[], $3::int[]) as t(u, p)
            where o.run_id = $1 and o.block_uid = t.u and o.status = any($4::text[])""",
         run_id, list(uids), list(pack_of), list(statuses),
+    )
+    return int(result.split()[-1])
+
+
+async def reask_for_gate(conn: asyncpg.Connection, run_id: str, uids: Sequence[str],
+                         pack_of: Sequence[int]) -> int:
+    """ai_complete -> pending for the quality gate's re-ask, block ``uids[i]`` in pack
+    ``pack_of[i]``, in the caller's transaction (the run row locked for planning).
+
+    Only the model's own answers move: ``ai_complete``, never edited (``model_answer``
+    unset), not reused from an earlier run; a person's confirmed, rejected or edited
+    block stays as it is. Returns how many moved.
+    """
+    result = await conn.execute(
+        """update overlays o set status = 'pending', pack_index = t.p, attempt_count = 0,
+                  reason_code = null, last_error = null, staging = null, pack_path = null,
+                  call_id = null, updated_at = now()
+           from unnest($2::text[], $3::int[]) as t(u, p)
+           where o.run_id = $1 and o.block_uid = t.u and o.status = 'ai_complete'
+             and o.model_answer is null and o.reused_from_run_id is null""",
+        run_id, list(uids), list(pack_of),
     )
     return int(result.split()[-1])
 

@@ -19,7 +19,7 @@ import asyncpg
 
 from core.agreement import FieldAgreement, Sample, summarize
 from core.models import QualityResult
-from core.quality import quality_result
+from core.quality import ProbePlan, quality_result
 from store.replans import changes, gate_size
 
 #: The ledger's purpose of a probe call (``probe`` is the outage probe).
@@ -44,6 +44,30 @@ async def plan_sample(conn: asyncpg.Connection, run_id: str, uids: Sequence[str]
     return len(rows)
 
 
+async def save_plan(conn: asyncpg.Connection, run_id: str, plan: ProbePlan) -> None:
+    """How the run's sample was sized (core.quality.probe_plan), in the planning
+    transaction; once."""
+    await conn.execute(
+        """insert into quality_plans (run_id, wanted, planned, max_share, est_probe_usd,
+                                      est_run_usd)
+           values ($1, $2, $3, $4, $5, $6) on conflict (run_id) do nothing""",
+        run_id, plan.wanted, plan.planned, plan.max_share, plan.est_probe_usd, plan.est_run_usd)
+
+
+async def sample_plan(conn: asyncpg.Connection | asyncpg.Pool,
+                      run_id: str) -> ProbePlan | None:
+    """How the run's sample was sized (``None``: not recorded)."""
+    row = await conn.fetchrow(
+        """select p.wanted, p.planned, p.max_share, p.est_probe_usd, p.est_run_usd,
+                  (select count(*) from overlays o where o.run_id = p.run_id
+                   and o.pack_index is not null) as blocks
+           from quality_plans p where p.run_id = $1""", run_id)
+    if row is None:
+        return None
+    return ProbePlan(row["wanted"], row["planned"], row["max_share"], row["est_probe_usd"],
+                     row["est_run_usd"], int(row["blocks"]))
+
+
 async def answered_uids(conn: asyncpg.Connection, run_id: str, pack_index: int) -> list[str]:
     """The blocks a pack answered itself in a call of two or more (not reused, not failed,
     not answered alone after halving), in block order."""
@@ -52,6 +76,11 @@ async def answered_uids(conn: asyncpg.Connection, run_id: str, pack_index: int) 
            where o.run_id = $1 and o.pack_index = $2 and o.reused_from_run_id is null
              and o.status in ('ai_complete', 'confirmed', 'rejected')
              and cardinality(c.block_uids) >= 2
+             -- a block the gate re-asked, compared in its earlier pack: not again
+             and not exists (select 1 from quality_samples q
+                             where q.run_id = o.run_id and q.block_uid = o.block_uid
+                               and q.pack_index is not null and q.pack_index <> $2
+                               and q.status <> 'planned')
            order by o.block_index""",
         run_id, pack_index)
     return [r["block_uid"] for r in rows]
@@ -71,6 +100,8 @@ class ProbeBlock:
     #: Blocks in the call that answered it, and its position there (1 for the first).
     pack_size: int
     position: int
+    #: The pack that answered it.
+    pack_index: int | None = None
 
 
 async def to_probe(conn: asyncpg.Connection, run_id: str, pack_index: int) -> list[ProbeBlock]:
@@ -91,7 +122,8 @@ async def to_probe(conn: asyncpg.Connection, run_id: str, pack_index: int) -> li
            order by o.block_index""",
         run_id, pack_index)
     return [ProbeBlock(r["block_uid"], r["block_index"], r["block_type"], r["block_content"],
-                       r["est_tokens"], r["packed"], r["pack_size"], r["position"] or 1)
+                       r["est_tokens"], r["packed"], r["pack_size"], r["position"] or 1,
+                       pack_index)
             for r in rows]
 
 
@@ -103,10 +135,10 @@ async def record_compared(
     await conn.execute(
         """update quality_samples set status = 'compared', pack_size = $3, position = $4,
                   packed = $5, single = $6, fields = $7, agrees = $8, llm_call_id = $9,
-                  error = null, compared_at = now()
+                  error = null, compared_at = now(), pack_index = $10
            where run_id = $1 and block_uid = $2 and status = 'planned'""",
         run_id, block.block_uid, block.pack_size, block.position, block.packed, single,
-        fields, agrees, call_id)
+        fields, agrees, call_id, block.pack_index)
 
 
 async def record_not_compared(
@@ -117,23 +149,25 @@ async def record_not_compared(
     ``skipped`` (the run stopped, or its budget could not hold the call)."""
     await conn.execute(
         """update quality_samples set status = $3, pack_size = $4, position = $5,
-                  packed = $6, error = $7, llm_call_id = $8, compared_at = now()
+                  packed = $6, error = $7, llm_call_id = $8, compared_at = now(),
+                  pack_index = $9
            where run_id = $1 and block_uid = $2 and status = 'planned'""",
         run_id, block.block_uid, status, block.pack_size, block.position, block.packed,
-        error[:2000], call_id)
+        error[:2000], call_id, block.pack_index)
 
 
 async def pack_tally(conn: asyncpg.Connection, run_id: str,
                      pack_index: int) -> tuple[int, int, int]:
     """``(compared, agreeing, failed)`` over the samples of one pack (the gate counts the
-    first two)."""
+    first two): those that compared its answers (a block the gate re-asked into it keeps
+    its earlier pack's comparison there)."""
     row = await conn.fetchrow(
         """select count(*) filter (where q.status = 'compared') as n,
                   count(*) filter (where q.status = 'compared' and q.agrees) as agreeing,
                   count(*) filter (where q.status = 'failed') as failed
            from quality_samples q
            join overlays o on o.run_id = q.run_id and o.block_uid = q.block_uid
-           where q.run_id = $1 and o.pack_index = $2""",
+           where q.run_id = $1 and coalesce(q.pack_index, o.pack_index) = $2""",
         run_id, pack_index)
     return int(row["n"]), int(row["agreeing"]), int(row["failed"])
 
@@ -267,4 +301,5 @@ async def result(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> Qualit
     return quality_result(summary, failed=cost.failed, probe_calls=cost.calls,
                           probe_cost_usd=cost.cost_usd, run_cost_usd=cost.run_cost_usd,
                           pack_size=size or None, min_agreement=target,
-                          gate=[c.text() for c in gate])
+                          gate=[c.text() for c in gate], plan=await sample_plan(conn, run_id),
+                          reasked=sum(c.reasked for c in gate))

@@ -117,6 +117,7 @@ class UnstartedBlock:
     block_uid: str
     block_type: str
     est_tokens: int
+    block_index: int = 0
 
 
 async def unstarted_blocks(conn: asyncpg.Connection, run_id: str,
@@ -124,19 +125,53 @@ async def unstarted_blocks(conn: asyncpg.Connection, run_id: str,
     """The run's pending blocks in packs from ``first_pack`` on (none of them started), in
     block order."""
     rows = await conn.fetch(
-        """select o.block_uid, b.block_type, b.est_tokens
+        """select o.block_uid, b.block_type, b.est_tokens, o.block_index
            from overlays o join blocks b using (block_uid)
            where o.run_id = $1 and o.pack_index >= $2 and o.status = 'pending'
            order by o.block_index""",
         run_id, first_pack)
-    return [UnstartedBlock(r["block_uid"], r["block_type"], r["est_tokens"]) for r in rows]
+    return [UnstartedBlock(r["block_uid"], r["block_type"], r["est_tokens"], r["block_index"])
+            for r in rows]
+
+
+@dataclass(frozen=True)
+class AnsweredLarger:
+    """A block a run's earlier pack answered in a call of more blocks than the gate's new
+    size, its model answer unreviewed: the gate re-asks it."""
+
+    block_uid: str
+    block_index: int
+    block_type: str
+    est_tokens: int
+    call_size: int
+
+
+async def answered_in_larger_packs(conn: asyncpg.Connection, run_id: str, first_pack: int,
+                                   size: int) -> list[AnsweredLarger]:
+    """The run's blocks answered by its packs before ``first_pack`` in calls of more than
+    ``size`` blocks whose answers only the model wrote (``ai_complete``, not edited: no
+    ``model_answer``; not reused), in block order."""
+    rows = await conn.fetch(
+        """select o.block_uid, o.block_index, b.block_type, b.est_tokens,
+                  cardinality(c.block_uids) as call_size
+           from overlays o join blocks b using (block_uid)
+           join llm_calls c on c.call_id = o.call_id
+           where o.run_id = $1 and o.pack_index < $2 and o.status = 'ai_complete'
+             and o.model_answer is null and o.reused_from_run_id is null
+             and c.purpose = 'pack' and cardinality(c.block_uids) > $3
+           order by o.block_index""",
+        run_id, first_pack, size)
+    return [AnsweredLarger(r["block_uid"], r["block_index"], r["block_type"], r["est_tokens"],
+                           r["call_size"]) for r in rows]
 
 
 @dataclass(frozen=True)
 class PlanChange:
     """One re-plan of a run's unstarted packs: from what the answers wrote (``learned``,
     with the ``ratios`` it used), or by the quality gate (``quality_gate``: the
-    ``pack_size`` it set, the size before in ``ratios["was"]``, and what it saw)."""
+    ``pack_size`` it set, the size before in ``ratios["was"]``, and what it saw; the
+    blocks it re-asked in ``ratios["reasked"]``, the sizes of the calls that had answered
+    them in ``ratios["reasked_sizes"]``, smallest and largest)."""
 
     first_pack: int
     packs_before: int
@@ -146,12 +181,19 @@ class PlanChange:
     pack_size: int | None = None
     gate: dict[str, Any] | None = None
 
+    @property
+    def reasked(self) -> int:
+        """Blocks the quality gate re-asked with this re-plan (``ratios["reasked"]``)."""
+        return int(self.ratios.get("reasked", 0)) if self.kind == "quality_gate" else 0
+
     def text(self) -> str:
         """What changed, as the summary and the Temporal UI say it."""
         if self.kind == "quality_gate":
             assert self.gate is not None and self.pack_size is not None
+            sizes = self.ratios.get("reasked_sizes")
             return gate_text(GateReading.model_validate(self.gate), self.first_pack,
-                             self.packs_after, self.pack_size, int(self.ratios["was"]))
+                             self.packs_after, self.pack_size, int(self.ratios["was"]),
+                             self.reasked, tuple(sizes) if sizes else None)
         return replan_text(self.first_pack, self.packs_before, self.packs_after,
                            OutputRatios(**self.ratios))
 

@@ -84,6 +84,12 @@ REPORT_ONLY_WHEN_CARRIED_OVER = "report-only-when-carried-over"
 PACKS_LEARN = "packs-learn-from-answers"
 
 
+#: ``workflow.patched`` id: a quality gate that trips re-asks, at its new size, the blocks
+#: earlier packs answered in larger calls (``QualityRunState.reask``): it lets the packs in
+#: flight end first, so that every block answered at the old size is re-asked.
+GATE_REASKS = "quality-gate-reasks"
+
+
 def run_workflow_id(run_id: str) -> str:
     return f"run-{run_id}"
 
@@ -353,12 +359,20 @@ class RunWorkflow:
         return gate_reading(q.agreeing, q.sampled, q.min_agreement)
 
     async def _gate(self, inp: RunInput, reading: GateReading) -> None:
-        """Re-plan the packs not started yet at half the size; count again from them."""
+        """Re-plan the packs not started yet at half the size; count again from them.
+        With re-asks, the packs in flight end first, and the blocks answered in larger
+        packs are re-planned at the new size too (new packs after ``next_pack``)."""
         q = inp.quality
         assert q is not None
+        reask = q.reask and workflow.patched(GATE_REASKS)
+        if reask:
+            await workflow.wait_condition(lambda: not self._running or self._stopping())
+            if self._stopping():
+                return
         out = await workflow.execute_activity_method(
             DbActivities.replan_run,
-            ReplanInput(run_id=inp.run_id, first_pack=inp.next_pack, gate=reading),
+            ReplanInput(run_id=inp.run_id, first_pack=inp.next_pack, gate=reading,
+                        reask=reask),
             start_to_close_timeout=PLAN_TIMEOUT,
             retry_policy=DB_RETRY,
             summary=f"replan_run: quality gate, {reading_text(reading)}",
@@ -588,7 +602,9 @@ class RunWorkflow:
                 qr = result.quality
                 details += (f"\n\n{qr.text} · "
                             + probe_cost_text(qr.probe_calls, qr.probe_cost_usd,
-                                              qr.run_cost_usd)
+                                              qr.run_cost_usd, max_share=qr.probe_max_share,
+                                              capped=qr.sample_capped,
+                                              gated=qr.min_agreement is not None)
                             + (f" · pack size {qr.pack_size}" if qr.pack_size else ""))
             details += self._limiter_line(p)
             workflow.set_current_details(details)

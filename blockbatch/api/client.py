@@ -653,7 +653,7 @@ def quality_state(options: RunOptions) -> QualityRunState | None:
     q = options.quality or QualityOptions()
     if options.mode != "sync" or (q.probe_rate <= 0 and q.min_agreement is None):
         return None
-    return QualityRunState(min_agreement=q.min_agreement)
+    return QualityRunState(min_agreement=q.min_agreement, reask=q.reask)
 
 
 def _run_attributes(run_id: str, document_id: str, schema_id: str,

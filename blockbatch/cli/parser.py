@@ -165,11 +165,20 @@ def build_parser() -> argparse.ArgumentParser:
                           "at least 5 blocks; 0: off). Sync mode only")
     run.add_argument("--no-probe", action="store_true",
                      help="no quality probe (the same as --probe-rate 0)")
+    run.add_argument("--probe-max-share", type=_share("--probe-max-share", zero=False),
+                     metavar="S",
+                     help="the most the probe's sample may cost, as a share of the run's "
+                          "expected cost (default 0.05): the sample is capped below it, "
+                          "whatever --probe-rate says (a quality gate's own samples are not)")
     run.add_argument("--min-agreement", type=_share("--min-agreement", zero=False),
                      metavar="A",
                      help="quality gate: when the probe's agreement is below A (e.g. 0.95) "
                           "with enough samples to say so, the packs not started yet are "
-                          "re-planned at half the size (again if needed)")
+                          "re-planned at half the size (again if needed), and the blocks "
+                          "already answered in larger packs are asked again at that size")
+    run.add_argument("--no-reask", action="store_true",
+                     help="with --min-agreement: do not ask again the blocks already answered "
+                          "in packs larger than the size the gate sets")
     run.add_argument("--no-wait", action="store_true",
                      help="start the run and return; follow it later with `watch`")
 

@@ -45,6 +45,10 @@ def _options(args: argparse.Namespace) -> RunOptions:
         quality["probe_rate"] = 0.0
     if getattr(args, "min_agreement", None) is not None:
         quality["min_agreement"] = args.min_agreement
+    if getattr(args, "probe_max_share", None) is not None:
+        quality["probe_max_share"] = args.probe_max_share
+    if getattr(args, "no_reask", False):
+        quality["reask"] = False
     if quality:
         fields["quality"] = quality
     return RunOptions.model_validate(fields)

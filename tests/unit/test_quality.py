@@ -113,3 +113,85 @@ def test_the_cli_refuses_a_bad_quality_setting_before_anything_runs(
     args = build_parser().parse_args(["run", "doc.md", "--schema", "s.json",
                                       "--min-agreement", "1", "--probe-rate", "0"])
     assert (args.min_agreement, args.probe_rate) == (1.0, 0.0)
+
+
+# ---------------------------------------------------------------- the probe's cost cap
+
+def _plan_ctx(prefix_tokens: int, **options: object) -> object:
+    from core.models import RunOptions
+    from core.quote import quote_context
+    from core.registry import get_model
+    from core.schema import load_schema
+    from tests.helpers import extract_schema
+
+    model = get_model("claude-sonnet-4-6")
+    return quote_context(RunOptions(model=model.id, **options),  # type: ignore[arg-type]
+                         load_schema(extract_schema(prefix_tokens)), model)
+
+
+def test_the_probe_sample_is_capped_at_its_share_of_the_runs_cost() -> None:
+    from core.models import QualityOptions
+    from core.quality import expected_call_usd, probe_plan
+
+    ctx = _plan_ctx(25_000, pack_size=40)
+    uids, tokens = UIDS[:200], [120] * 200
+    packs = ctx.plan(tokens)
+    q = QualityOptions()  # 3%, at least 5, at most 5% of the run's cost
+    sample, plan = probe_plan(ctx, uids, tokens, packs, q, "run-a")
+    run_usd = sum(expected_call_usd(ctx, ctx.pack(tokens[:40])) for _ in packs)
+    assert plan.est_run_usd == pytest.approx(run_usd, abs=1e-6)
+    # A probe call reads the whole cached prefix: 6 of them cost more than 5% of 5 packs.
+    assert plan.wanted == 6 and plan.capped and 0 < plan.planned < 6 == len(
+        planned_sample(uids, 0.03, 5, "run-a"))
+    assert len(sample) == plan.planned and plan.est_probe_usd <= 0.05 * plan.est_run_usd
+    # One more block would not have fitted: the cap is the largest sample within the share.
+    one_call = expected_call_usd(ctx, ctx.pack([120]))
+    assert plan.est_probe_usd + one_call > 0.05 * plan.est_run_usd
+    # The capped sample is part of the uncapped one (the same ranking), in block order.
+    assert set(sample) <= set(planned_sample(uids, 0.03, 5, "run-a"))
+    assert sample == sorted(sample, key=uids.index)
+    assert plan.rate == pytest.approx(plan.planned / 200)
+    # At a share of 1 the rate and minimum decide again; a larger share never samples less.
+    wide, uncapped = probe_plan(ctx, uids, tokens, packs, QualityOptions(probe_max_share=1),
+                                "run-a")
+    assert not uncapped.capped and wide == planned_sample(uids, 0.03, 5, "run-a")
+    tight, tiny = probe_plan(ctx, uids, tokens, packs,
+                             QualityOptions(probe_max_share=0.001), "run-a")
+    assert tight == [] and tiny.planned == 0 and tiny.wanted == 6
+
+
+def test_a_cheap_probe_is_not_capped_and_rate_zero_samples_nothing() -> None:
+    from core.models import QualityOptions
+    from core.quality import probe_plan
+
+    ctx = _plan_ctx(1500, pack_size=10)
+    uids, tokens = UIDS, [400] * len(UIDS)
+    sample, plan = probe_plan(ctx, uids, tokens, ctx.plan(tokens), QualityOptions(), "r")
+    assert not plan.capped and plan.planned == plan.wanted == 12 == len(sample)
+    none, off = probe_plan(ctx, uids, tokens, ctx.plan(tokens),
+                           QualityOptions(probe_rate=0), "r")
+    assert none == [] and off.wanted == off.planned == 0
+    with pytest.raises(ValueError):
+        QualityOptions(probe_max_share=0)
+    with pytest.raises(ValueError):
+        QualityOptions(probe_max_share=1.5)
+
+
+def test_the_summary_says_when_the_sample_was_capped_or_the_gate_went_over() -> None:
+    assert probe_cost_text(3, 0.012, 0.2927, max_share=0.05, capped=True) == (
+        "quality probe: 3 calls, $0.0120 (4.1% of the run; sample capped at 5% of the "
+        "run's cost)")
+    assert probe_cost_text(9, 0.0216, 0.3, max_share=0.05, gated=True) == (
+        "quality probe: 9 calls, $0.0216 (7.2% of the run; above its 5% share: the quality "
+        "gate samples every pack)")
+    assert probe_cost_text(3, 0.012, 0.5, max_share=0.05) == (
+        "quality probe: 3 calls, $0.0120 (2.4% of the run)")
+
+
+def test_the_gate_text_says_how_many_blocks_it_re_asked() -> None:
+    reading = GateReading(samples=25, agreeing=22, low=0.7, high=0.93, target=0.95)
+    assert gate_text(reading, 8, 22, 20, 40, 320, (40, 40)).endswith(
+        "packs 8-21 re-planned at 20 blocks (was 40); 320 blocks answered in packs of 40 "
+        "re-asked")
+    assert gate_text(reading, 8, 9, 10, 20, 1, (12, 20)).endswith(
+        "; 1 block answered in packs of 12-20 re-asked")
