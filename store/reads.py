@@ -512,7 +512,11 @@ async def blocks_paid_twice(conn: asyncpg.Connection | asyncpg.Pool, run_id: str
     """Blocks of the run sent again in a call answered after the call whose answer they
     took (``overlays.call_id``): 0 when no block's answer was paid for twice. The quality
     probe's calls (purpose ``quality_probe``) ask sampled blocks again on purpose, for a
-    second answer that never replaces the first: they are not counted."""
+    second answer that never replaces the first: they are not counted. Nor are the blocks
+    the quality gate re-asked (store.overlays.reask_for_gate, recorded in plan_changes and
+    overlay_changes as ai_complete -> pending): their answer is the re-ask's, and the call
+    that answered them before came earlier; a block paid again after its re-ask's answer
+    still counts."""
     return int(await conn.fetchval(
         """select count(distinct o.block_uid)
            from overlays o
