@@ -6,11 +6,17 @@ Three sections, one function each:
   against the simulator's true rate (``/_sim/stats`` quality: blocks its answers altered,
   over every pack call of two or more blocks) at three pack sizes, on a document whose
   answers go wrong more often in larger packs and further down a pack. The probe's rate is
-  raised (``--estimate-rate``) so each size has a few dozen samples.
+  raised (``--estimate-rate``) so each size has a few dozen samples, and its cost cap is
+  lifted (``probe_max_share=1``): the cap would cut that sample back to a share of the
+  run's cost, and this section measures the estimate, not the cost (the ``cost`` section
+  measures that, at the defaults).
 * ``gate``: the same document where large packs degrade more, at a fixed pack size of 40,
-  without a gate and with ``min_agreement`` (``--target``): the true disagreement, the cost
-  and the pack size the run settled on.
-* ``cost``: the probe at its default rate (3%, at least 5) on the cost suites
+  without a gate, with ``min_agreement`` (``--target``) and re-asks (the default), and with
+  the gate but ``reask=False``: the true disagreement over every call and of the final
+  answers (the calls of the settled size or smaller: with re-asks, every block's answer
+  comes from one), the cost, the blocks re-asked and the pack size the run settled on.
+* ``cost``: the probe at its defaults (3%, at least 5, capped at 5% of the run's expected
+  cost) on the cost suites
   (bench/cost.py's document and schemas, automatic sizing, its ``--system-tokens`` prompt):
   the probe's calls and cost as a share of the run's, and the run's cost against the same run
   without the probe. The simulator's quality model is off here (the parity scenario).
@@ -59,6 +65,15 @@ def true_rate(stats: dict[str, Any]) -> tuple[int, int]:
     return answered, altered
 
 
+def final_rate(stats: dict[str, Any], settled: int) -> dict[str, Any]:
+    """Answered and altered blocks over the simulator's calls of 2 to ``settled`` blocks."""
+    sizes = stats["quality"]["by_pack_size"]
+    answered = sum(v["answered"] for s, v in sizes.items() if 2 <= int(s) <= settled)
+    altered = sum(v["altered"] for s, v in sizes.items() if 2 <= int(s) <= settled)
+    return {"answered": answered, "altered": altered,
+            "disagreement": round(altered / answered, 4) if answered else None}
+
+
 def probe_figures(result: RunResult) -> dict[str, Any]:
     q = result.quality
     if q is None:
@@ -71,6 +86,9 @@ def probe_figures(result: RunResult) -> dict[str, Any]:
         else [round(1 - a.high, 4), round(1 - a.low, 4)],
         "probe_calls": q.probe_calls, "probe_cost_usd": q.probe_cost_usd,
         "pack_size": q.pack_size, "gate": q.gate, "text": q.text,
+        "sample_wanted": q.sample_wanted, "sample_planned": q.sample_planned,
+        "sample_capped": q.sample_capped, "probe_rate": q.probe_rate,
+        "blocks_reasked": q.blocks_reasked,
         "by_pack_size": {k: v.model_dump() for k, v in q.by_pack_size.items()},
     }
 
@@ -79,12 +97,16 @@ async def _run(bs: BenchStack, document_id: str, schema_id: str, options: RunOpt
                scenario: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     bs.sim_reset(scenario)
     timed = await run_once(bs, document_id, schema_id, options, timeout_s=timeout_s)
-    answered, altered = true_rate(bs.sim_stats())
+    stats = bs.sim_stats()
+    answered, altered = true_rate(stats)
     r = timed.result
+    settled = r.quality.pack_size if r.quality is not None else None
+    final = final_rate(stats, settled) if settled else None
     return {"run_id": r.run_id, "status": r.status, "blocks": r.blocks_ai_complete,
             "calls": r.calls, "cost_usd": round(r.cost_usd, 6), "wall_s": round(timed.wall_s, 1),
             "true": {"answered": answered, "altered": altered,
                      "disagreement": round(altered / answered, 4) if answered else None},
+            "final": final,
             "probe": probe_figures(r)}
 
 
@@ -96,7 +118,8 @@ async def estimate(bs: BenchStack, rec: Recorder, document_id: str, schema_id: s
     for seed in args.seeds:
         for size in args.sizes:
             options = RunOptions(pack_size=size, reuse_answers=False,
-                                 quality=QualityOptions(probe_rate=args.estimate_rate))
+                                 quality=QualityOptions(probe_rate=args.estimate_rate,
+                                                        probe_max_share=1.0))
             got = await _run(bs, document_id, schema_id, options,
                              {"seed": seed, "quality": ESTIMATE_QUALITY}, args.run_timeout)
             p, t = got["probe"], got["true"]
@@ -130,21 +153,31 @@ async def gate(bs: BenchStack, rec: Recorder, document_id: str, schema_id: str,
         "gate": await _run(bs, document_id, schema_id, RunOptions(
             pack_size=40, reuse_answers=False,
             quality=QualityOptions(min_agreement=args.target)), scenario, args.run_timeout),
+        "gate_no_reask": await _run(bs, document_id, schema_id, RunOptions(
+            pack_size=40, reuse_answers=False,
+            quality=QualityOptions(min_agreement=args.target, reask=False)), scenario,
+            args.run_timeout),
     }
     rows = []
     for label, got in out.items():
         p, t = got["probe"], got["true"]
-        rows.append([label, got["status"], t["disagreement"], p.get("disagreement"),
-                     p.get("pack_size"), got["calls"], got["cost_usd"],
+        f = got["final"] or {}
+        rows.append([label, got["status"], t["disagreement"], f.get("disagreement"),
+                     f.get("answered"), p.get("disagreement"), p.get("pack_size"),
+                     p.get("blocks_reasked", 0), got["calls"], got["cost_usd"],
                      p.get("probe_cost_usd"), "; ".join(p.get("gate") or []) or "-"])
         print(f"  gate {label}: true {t['disagreement']}, settled {p.get('pack_size')}, "
               f"${got['cost_usd']:.4f}", flush=True)
     rec.print_table(
         f"quality gate --min-agreement {args.target} at pack size 40 ({args.blocks} blocks)",
-        ["run", "status", "true disagreement", "probe's", "settled pack size", "calls",
+        ["run", "status", "true disagreement (every call)", "true disagreement (final)",
+         "final answers counted", "probe's", "settled pack size", "blocks re-asked", "calls",
          "cost $", "probe $", "gate"], rows,
-        [("True disagreement: over every pack call of the run, the blocks answered before "
-         "the gate re-planned included (they are not asked again).")])
+        [("True disagreement (every call): over every pack call of the run, re-asked "
+          "answers included. (final): over the calls of the settled size or smaller, whose "
+          "answers are the run's final ones (with re-asks, every block's; without, the "
+          "blocks answered before the gate are missing from it and keep their larger "
+          "packs' answers).")])
     return out
 
 
@@ -169,13 +202,16 @@ async def cost(bs: BenchStack, rec: Recorder, pool: Any, args: argparse.Namespac
         out[name] = {"without": without, "with": with_probe,
                      "probe_share": None if share is None else round(share, 4),
                      "added_over_without": None if added is None else round(added, 4)}
-        rows.append([name, p["sampled"], p["probe_calls"], p["probe_cost_usd"],
+        rows.append([name, f"{p['sampled']} of {p.get('sample_wanted')}"
+                     + (" (capped)" if p.get("sample_capped") else ""),
+                     p["probe_calls"], p["probe_cost_usd"],
                      with_probe["cost_usd"], f"{100 * share:.1f}%" if share is not None else "-",
                      without["cost_usd"], f"{100 * added:+.1f}%" if added is not None else "-"])
         print(f"  cost {name}: probe ${p['probe_cost_usd']:.4f} of ${with_probe['cost_usd']:.4f}"
               f" ({share:.1%})", flush=True)
     rec.print_table(
-        f"the probe's cost at its default rate (3%, at least 5): {args.cost_blocks} blocks, "
+        f"the probe's cost at its defaults (3%, at least 5, capped at 5% of the run's "
+        f"expected cost): {args.cost_blocks} blocks, "
         f"{args.system_tokens:,}-token prompts, automatic sizing",
         ["schema", "sampled", "probe calls", "probe $", "run $", "probe's share",
          "run without probe $", "with vs without"], rows)
