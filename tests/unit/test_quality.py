@@ -101,7 +101,8 @@ def test_a_run_without_the_probe_shows_no_quality_rows() -> None:
 @pytest.mark.parametrize(("flag", "bad", "says"), [
     ("--min-agreement", "0", "(0, 1]"), ("--min-agreement", "1.5", "(0, 1]"),
     ("--min-agreement", "nan", "(0, 1]"), ("--min-agreement", "high", "not a number"),
-    ("--probe-rate", "-0.1", "[0, 1]"), ("--probe-rate", "2", "[0, 1]")])
+    ("--probe-rate", "-0.1", "[0, 1]"), ("--probe-rate", "2", "[0, 1]"),
+    ("--probe-max-share", "0", "(0, 1]"), ("--probe-max-share", "1.01", "(0, 1]")])
 def test_the_cli_refuses_a_bad_quality_setting_before_anything_runs(
     flag: str, bad: str, says: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -113,6 +114,12 @@ def test_the_cli_refuses_a_bad_quality_setting_before_anything_runs(
     args = build_parser().parse_args(["run", "doc.md", "--schema", "s.json",
                                       "--min-agreement", "1", "--probe-rate", "0"])
     assert (args.min_agreement, args.probe_rate) == (1.0, 0.0)
+    from blockbatch.cli.run import _options
+    opts = _options(build_parser().parse_args(
+        ["run", "doc.md", "--schema", "s.json", "--min-agreement", "0.9",
+         "--probe-max-share", "0.02", "--no-reask"]))
+    assert opts.quality is not None and (opts.quality.probe_max_share, opts.quality.reask,
+                                         opts.quality.min_agreement) == (0.02, False, 0.9)
 
 
 # ---------------------------------------------------------------- the probe's cost cap
