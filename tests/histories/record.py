@@ -36,6 +36,8 @@ replay needs because child ids derive from them, go into ``workflow_ids.json``):
 * ``quality.run`` / ``quality.pack``: a run with a quality gate (``min_agreement``) on the
   simulator's quality model whose gate re-planned its unstarted packs at half the size, and
   a pack that probed its sampled blocks alone after applying (patch ``quality-probe``).
+* ``quality_reask.run``: the same run since the gate re-asks the blocks answered in larger
+  packs, once its packs in flight ended (patch ``quality-gate-reasks``).
 
 ``python -m tests.histories.record outage`` records only the kinds named.
 
@@ -330,6 +332,22 @@ async def record_quality(r: Recorder) -> None:
     save("quality.pack", await r.history(f"run-{run_id}/pack-{probed}"))
 
 
+async def record_quality_reask(r: Recorder) -> None:
+    # The same document: the gate halves the rest and re-asks the blocks packs of 8
+    # answered, after its packs in flight end (patch ``quality-gate-reasks``).
+    r.scenario(seed=3, quality={"enabled": True, "free_blocks": 4,
+                                "wrong_per_extra_block": 0.2, "skip_per_extra_block": 0,
+                                "bleed_per_extra_block": 0})
+    run_id = await r.start(80, RunOptions(pack_size=8, max_concurrent_packs=2,
+                                          reuse_answers=False,
+                                          quality=QualityOptions(min_agreement=0.9)))
+    async with r.worker():
+        result = await r.bb.wait(run_id)
+    q = result.quality
+    assert result.status == "completed" and q is not None and q.blocks_reasked, result
+    save("quality_reask.run", await r.history(f"run-{run_id}"))
+
+
 def _start_simulator(log: Path, port: int) -> subprocess.Popen[bytes]:
     with open(log, "wb") as out:
         return subprocess.Popen([sys.executable, "-m", "simulator", "--host", "127.0.0.1",
@@ -404,7 +422,8 @@ RECORDERS = {"warm_start": record_warm_start,
              "batch_rounds": record_batch_rounds, "continue_as_new": record_continue_as_new,
              "outage": record_outage, "retry": record_retry, "outlive": record_outlive,
              "handover": record_handover, "learning": record_learning,
-             "budget": record_budget, "stream": record_stream, "quality": record_quality}
+             "budget": record_budget, "stream": record_stream, "quality": record_quality,
+             "quality_reask": record_quality_reask}
 
 
 async def main(names: list[str]) -> None:
