@@ -161,6 +161,10 @@ class FakeWorld:
         self.learning = learning
         self.replan_sizes = replan_sizes
         self.replans: list[ReplanInput] = []
+        #: The quality gate: blocks it re-asked, and the blocks of started packs still
+        #: unanswered when it re-planned (each time).
+        self.reasked: list[str] = []
+        self.gate_saw_pending: list[int] = []
         self.plan_changes: list[str] = []
         #: The quality probe: a probed block's packed and single answers agree when its
         #: pack has at most ``agrees_up_to`` blocks (``None``: always); ``probes`` records
@@ -244,10 +248,21 @@ class FakeWorld:
     async def replan_run(self, inp: ReplanInput) -> ReplanOutput:
         self.replans.append(inp)
         if inp.gate is not None:  # the quality gate: half the largest unstarted pack
-            rest = [u for i, blocks in self.packs.items() if i >= inp.first_pack
-                    for u in blocks]
+            # Blocks of the started packs not answered yet (packs in flight) as it saw them.
+            self.gate_saw_pending.append(sum(
+                len(self._pending(b)) for i, b in self.packs.items() if i < inp.first_pack))
             was = max(len(b) for i, b in self.packs.items() if i >= inp.first_pack)
             size = max(1, was // 2)
+            if inp.reask:  # like reask_for_gate: answered in larger packs, asked again
+                again = [u for i, b in self.packs.items() if i < inp.first_pack
+                         and len(b) > size for u in b if u in self.done]
+                for i in [i for i in self.packs if i < inp.first_pack]:
+                    self.packs[i] = [u for u in self.packs[i] if u not in again]
+                self.done.difference_update(again)
+                self.reasked += again
+                self.packs[inp.first_pack] = again + self.packs[inp.first_pack]
+            rest = [u for i, blocks in self.packs.items() if i >= inp.first_pack
+                    for u in blocks]
             self.replan_sizes = [size] * (len(rest) // size) + (
                 [len(rest) % size] if len(rest) % size else [])
             out = await self.replan_run(inp.model_copy(update={"gate": None}))

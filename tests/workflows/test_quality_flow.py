@@ -62,3 +62,35 @@ async def test_the_gate_halves_the_unstarted_packs_when_agreement_is_below_its_t
     assert result.status == "completed" and result.blocks_ai_complete == 96
     assert any(c.startswith("quality gate: ") for c in result.plan_changes)
     assert progress["quality_gate"] == "quality gate: packs re-planned at 4 blocks (was 8)"
+
+
+async def test_the_gate_re_asks_what_larger_packs_answered_once_its_packs_in_flight_end(
+    wf: Harness, run_id: str
+) -> None:
+    # With re-asks (the default), the gate waits for the packs in flight, then the blocks
+    # the packs of 8 answered go into the new packs of 4 and the run starts them all.
+    world = FakeWorld(run_id, [8] * 12, agrees_up_to=4)
+    result = await wf.run(world, max_concurrent_packs=8,
+                          quality=QualityRunState(min_agreement=0.95))
+    gate = next(r for r in world.replans if r.gate is not None)
+    assert gate.reask and world.gate_saw_pending == [0]
+    assert len(world.reasked) == 8 * gate.first_pack
+    assert all(world.packs[i] == [] for i in range(gate.first_pack))
+    assert all(len(world.packs[i]) == 4 for i in world.packs if i >= gate.first_pack)
+    assert result.status == "completed" and result.blocks_ai_complete == 96
+    assert result.pack_count == gate.first_pack + 96 // 4
+    called = {u for c in world.calls if c.pack_index >= gate.first_pack
+              for u in world.packs[c.pack_index]}
+    assert set(world.reasked) <= called
+
+
+async def test_without_re_asks_the_gate_re_plans_at_once_and_asks_nothing_again(
+    wf: Harness, run_id: str
+) -> None:
+    world = FakeWorld(run_id, [8] * 12, agrees_up_to=4)
+    result = await wf.run(world, max_concurrent_packs=8,
+                          quality=QualityRunState(min_agreement=0.95, reask=False))
+    gate = next(r for r in world.replans if r.gate is not None)
+    assert not gate.reask and world.reasked == []
+    assert all(len(world.packs[i]) == 8 for i in range(gate.first_pack))
+    assert result.status == "completed" and result.blocks_ai_complete == 96
