@@ -124,7 +124,8 @@ class DbActivities:
                 q = ctx.options.quality or QualityOptions()
                 sample, sizing = probe_plan(
                     ctx, [blocks[pos].block_uid for pos in to_call],
-                    [blocks[pos].est_tokens for pos in to_call], packs, q, inp.run_id)
+                    [blocks[pos].est_tokens for pos in to_call], packs, q, inp.run_id,
+                    prior)
                 await quality.plan_sample(conn, inp.run_id, sample)
                 if sizing.wanted:
                     await quality.save_plan(conn, inp.run_id, sizing)

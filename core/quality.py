@@ -7,9 +7,10 @@ of blocks (:func:`planned_sample`), and capped again by cost (:func:`probe_plan`
 expected probe calls stay within ``QualityOptions.probe_max_share`` (default 5%) of the
 run's expected pack calls. **The cap wins** over the rate and the minimum: a run whose
 probe calls would cost more than that share probes fewer blocks (even none). A probe call
-is priced as a pack of its one block (``RunContext.pack``): the cached prefix at the
-cache-read price, the block's input and its output estimate; the run as its planned packs
-priced the same way. The summary says when the sample was capped. Once a pack has applied its answer, its sampled blocks
+is priced as the plan of its one block (``RunContext.plan``, with the output ratios the
+run's plan used: what earlier runs of the schema wrote, when there are some): the cached
+prefix at the cache-read price, the block's input and its output estimate; the run as its
+planned packs priced the same way. The summary says when the sample was capped. Once a pack has applied its answer, its sampled blocks
 that were answered (not failed) are asked again alone, one block per call, with the pack's
 own system prompt and tool (so the call reads the cached prefix), and each packed answer is
 compared field by field with the single one (``compare_answers``). The packed answer stays
@@ -50,7 +51,7 @@ from dataclasses import dataclass
 from core.agreement import AgreementSummary, Tally, agreement_text, sample_blocks, sample_size
 from core.context import RunContext
 from core.models import AgreementRate, GateReading, QualityOptions, QualityResult
-from core.planning import Pack
+from core.planning import OutputRatios, Pack
 from core.registry import Usage, cost_usd
 
 #: Attempts of one probe call (429, 529, 5xx, no answer: after the retry-after); then its
@@ -111,19 +112,26 @@ class ProbePlan:
 
 
 def probe_plan(ctx: RunContext, uids: Sequence[str], block_tokens: Sequence[int],
-               packs: Sequence[Pack], q: QualityOptions, seed: str) -> tuple[list[str], ProbePlan]:
-    """The run's probe sample (``uids[i]`` has ``block_tokens[i]``; ``packs`` their plan, by
-    position) and how it was sized: :func:`planned_sample`'s, then as many of its blocks (in
-    their sampling order, so a smaller sample is part of the larger one) as keep the sample's
-    expected cost within ``q.probe_max_share`` of the run's expected pack calls."""
-    run_usd = sum(expected_call_usd(ctx, ctx.pack([block_tokens[i] for i in p.positions]))
-                  for p in packs)
+               packs: Sequence[Pack], q: QualityOptions, seed: str,
+               ratios: OutputRatios | None = None,
+               block_types: Sequence[str] | None = None) -> tuple[list[str], ProbePlan]:
+    """The run's probe sample (``uids[i]`` has ``block_tokens[i]``; ``packs`` their plan, as
+    ``ctx.plan`` made it with ``ratios``) and how it was sized: :func:`planned_sample`'s,
+    then as many of its blocks (in their sampling order, so a smaller sample is part of the
+    larger one) as keep the sample's expected cost within ``q.probe_max_share`` of the
+    run's expected pack calls. A probe call is priced as ``ctx.plan`` would plan its one
+    block, with the same ``ratios`` (what earlier runs of the schema wrote), so both sides
+    use the same output estimate."""
+    run_usd = sum(expected_call_usd(ctx, p) for p in packs)
     wanted = sample_size(len(uids), q.probe_rate, q.probe_minimum) if q.probe_rate > 0 else 0
     if not wanted:
         return [], ProbePlan(0, 0, q.probe_max_share, 0.0, round(run_usd, 6), len(uids))
-    tokens = dict(zip(uids, block_tokens))
+    types = list(block_types) if block_types is not None else [None] * len(uids)
+    shape = {u: (t, k) for u, t, k in zip(uids, block_tokens, types)}
     full = planned_sample(uids, q.probe_rate, q.probe_minimum, seed)
-    costs = {u: expected_call_usd(ctx, ctx.pack([tokens[u]])) for u in full}
+    costs = {u: expected_call_usd(ctx, ctx.plan([shape[u][0]], ratios,
+                                                [shape[u][1]] if shape[u][1] else None)[0])
+             for u in full}
     mean = sum(costs.values()) / len(costs)
     room = q.probe_max_share * run_usd
     # round first: 0.05 * 1.0 / 0.0125 must not become 3.9999999
