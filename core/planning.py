@@ -201,8 +201,9 @@ class OutputRatios:
     def text(self) -> str:
         """``0.62x the schema's estimate (from 5 answered blocks; heading 1.40x)``."""
         kinds = "".join(f"; {t} {r:.2f}x" for t, r in sorted(self.by_type.items()))
+        where = "this run" if self.source == "run" else self.source
         return (f"{self.overall:.2f}x the schema's estimate (from {self.blocks} answered "
-                f"blocks of {self.source}{kinds})")
+                f"blocks of {where}{kinds})")
 
 
 def learn_ratios(samples: Sequence[tuple[str, int, int]], written_tokens: int,

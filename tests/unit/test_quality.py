@@ -187,7 +187,11 @@ def test_a_cheap_probe_is_not_capped_and_rate_zero_samples_nothing() -> None:
 def test_the_summary_says_when_the_sample_was_capped_or_the_gate_went_over() -> None:
     assert probe_cost_text(3, 0.012, 0.2927, max_share=0.05, capped=True) == (
         "quality probe: 3 calls, $0.0120 (4.1% of the run; sample capped at 5% of the "
-        "run's cost)")
+        "run's expected cost)")
+    # Capped on the expected cost, a little over at the actual cost is no breach.
+    assert probe_cost_text(4, 0.0159, 0.3111, max_share=0.05, capped=True) == (
+        "quality probe: 4 calls, $0.0159 (5.1% of the run; sample capped at 5% of the "
+        "run's expected cost)")
     assert probe_cost_text(9, 0.0216, 0.3, max_share=0.05, gated=True) == (
         "quality probe: 9 calls, $0.0216 (7.2% of the run; above its 5% share: the quality "
         "gate samples every pack)")
