@@ -14,7 +14,7 @@ import pytest
 
 from blockbatch.api import NotFound
 from blockbatch.cli import EXIT_NOT_FOUND, amain
-from core.models import BatchOptions, RunOptions
+from core.models import BatchOptions, QualityOptions, RunOptions
 from tests.conftest import Stack
 from tests.helpers import REJECT_MARKER, extract_schema, marked_document
 
@@ -29,8 +29,10 @@ async def cli(s: Stack, capsys: Any, *argv: str) -> tuple[int, str, str]:
 async def run(s: Stack, mode: str) -> str:
     doc = await s.bb.ingest_bytes(marked_document(8, {5}), name="t.md", fmt="markdown")
     schema_id = await s.bb.add_schema(extract_schema(instruction_words=200))
+    # The probe's cost cap lifted: on 8 blocks it would leave no block to probe.
     options = RunOptions(pack_size=4, mode=mode,  # type: ignore[arg-type]
-                         batch=BatchOptions(poll_initial_s=0.2, poll_max_s=1.0))
+                         batch=BatchOptions(poll_initial_s=0.2, poll_max_s=1.0),
+                         quality=QualityOptions(probe_max_share=1))
     run_id = await s.bb.start_run(doc, schema_id, options)
     async with s.worker():
         result = await s.bb.wait(run_id)
