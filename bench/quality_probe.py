@@ -76,8 +76,12 @@ def final_rate(stats: dict[str, Any], settled: int) -> dict[str, Any]:
 
 def probe_figures(result: RunResult) -> dict[str, Any]:
     q = result.quality
-    if q is None:
-        return {"sampled": 0}
+    if q is None:  # nothing sampled (the cost cap can leave a small run no probe)
+        return {"sampled": 0, "agreeing": 0, "failed": 0, "disagreement": None, "ci": None,
+                "probe_calls": 0, "probe_cost_usd": 0.0, "pack_size": None, "gate": [],
+                "text": None, "sample_wanted": None, "sample_planned": 0,
+                "sample_capped": None, "probe_rate": None, "blocks_reasked": 0,
+                "by_pack_size": {}}
     a = q.agreement
     return {
         "sampled": q.sampled, "agreeing": a.agreeing, "failed": q.failed,

@@ -142,3 +142,34 @@ def test_quality_script_compares_calibrate_with_the_simulators_truth(tmp_path: P
         assert figures["measured"] == figures["sample_true"]
         assert figures["run"]["answered"] == 10
     assert isinstance(seed["recommended_meets_target"], bool)
+
+
+@pytest.mark.timeout(300)
+def test_stream_script_reports_the_steady_stream_and_the_trickle(tmp_path: Path) -> None:
+    data = run_script("stream", tmp_path / "stream.json", "--rows", "30", "--rate", "50",
+                      "--max-rows", "10", "--trickle-rows", "2", "--trickle-every", "1",
+                      "--ttft-ms", "0", "--ms-per-token", "0", "--no-fsync",
+                      "--temporal-memory")
+    stream, document = data["steady"]["stream"], data["steady"]["document"]
+    assert stream["exit_code"] == 0 and stream["rows_sent"] == stream["result_lines"] == 30
+    assert stream["ok"] == stream["rows_done"] == document["rows_done"] == 30
+    assert stream["packs_full"] == 3 and stream["rows_per_call"] == 10.0
+    assert data["steady"]["cost_ratio"] > 0
+    trickle = data["trickle"]
+    assert trickle["rows"] == 2 and len(trickle["per_row"]) == 2
+
+
+@pytest.mark.timeout(300)
+def test_quality_probe_script_reports_estimate_gate_and_cost(tmp_path: Path) -> None:
+    data = run_script("quality_probe", tmp_path / "quality_probe.json", "--blocks", "40",
+                      "--sizes", "5", "10", "--cost-blocks", "20", "--system-tokens", "2000",
+                      "--no-fsync", "--temporal-memory")
+    for size in ("5", "10"):
+        case = data["estimate"][f"seed1/pack{size}"]
+        assert case["status"] == "completed" and case["true"]["answered"] == 40
+        assert case["probe"]["sampled"] > 0 and case["probe"]["ci"] is not None
+    assert data["gate"]["no_gate"]["status"] == "completed"
+    for name in ("extract", "revise"):
+        cost = data["cost"][name]
+        assert cost["without"]["probe"]["probe_calls"] == 0
+        assert cost["with"]["cost_usd"] > 0
