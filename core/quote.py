@@ -25,6 +25,11 @@ What the quote is made of, and why each part can be trusted:
 * **Truncation**: a pack expected to write more than the ``max_tokens`` it asks for is
   quoted as the run will handle it: a truncated answer, paid, then its blocks in halves
   (:func:`expected_attempts`).
+* **The quality probe** (sync only): its sample sized by the run's own rule
+  (:func:`core.quality.probe_plan`: ``probe_rate``, ``probe_minimum``, capped at
+  ``probe_max_share`` of the run's expected cost), each sampled block a call of its own,
+  in the sync figures and apart as ``probe_calls`` / ``probe_cost_usd``
+  (:func:`probe_attempts`). Which blocks a run samples is its own (seeded with its id).
 * **The range**: the expected cost, and the most the expected calls can cost: every call
   writing its whole ``max_tokens`` (and in batch mode, every request missing the cache).
   Retries and halvings that no estimate foresees are in neither figure.
@@ -43,7 +48,7 @@ from pydantic import BaseModel, Field
 from core.batching import BATCH_CACHE_TTL
 from core.calibration import CalibrationNote
 from core.context import RunContext
-from core.models import RunOptions
+from core.models import QualityOptions, RunOptions
 from core.planning import (
     BLOCK_WRAPPER_TOKENS,
     PACK_OUTPUT_OVERHEAD_TOKENS,
@@ -52,6 +57,7 @@ from core.planning import (
     estimate_tokens,
 )
 from core.prompt import alias_map, build_messages, user_instructions
+from core.quality import GATE_SAMPLES_PER_PACK, ProbePlan, probe_plan
 from core.registry import ModelInfo, Usage, cost_usd
 from core.schema import SchemaSpec
 
@@ -60,6 +66,9 @@ from core.schema import SchemaSpec
 COUNT_CHUNK_SHARE = 0.5
 #: Earlier answers needed before their ratio replaces the planner's output estimate.
 MIN_HISTORY_CALLS = 3
+#: The seed of the quote's probe sample (a run seeds its own with its run id: the same
+#: size, other blocks).
+PROBE_SEED = "quote"
 
 Mode = Literal["sync", "batch"]
 
@@ -207,7 +216,8 @@ class ModeQuote(BaseModel):
     """One mode's calls, tokens and cost."""
 
     mode: Mode
-    #: Packs as planned (``calls`` adds the warm-up and the halves of expected truncations).
+    #: Packs as planned (``calls`` adds the warm-up, the halves of expected truncations
+    #: and the quality probe's calls).
     packs: int
     calls: int
     warm_up: bool
@@ -223,6 +233,10 @@ class ModeQuote(BaseModel):
     cost_usd: float
     #: The most the planned calls can cost (no retries, no halving counted).
     max_cost_usd: float
+    #: The quality probe (sync only; in ``calls``, the tokens and both costs): its blocks
+    #: asked alone, one a call, and their expected cost.
+    probe_calls: int = 0
+    probe_cost_usd: float = 0.0
 
 
 class Quote(BaseModel):
@@ -367,8 +381,15 @@ def quote(ctx: RunContext, block_tokens: Sequence[int], tokens: PromptTokens, *,
     share = _BlockShare(block_tokens, tokens.blocks)
     sync_attempts = expected_attempts(sync_ctx, block_tokens, learned, sync_packs)
     batch_attempts = expected_attempts(batch_ctx, block_tokens, learned, batch_packs)
-    sync = _mode_quote("sync", ctx, sync_attempts, tokens, share, cached=cached,
+    probe, sizing = probe_attempts(sync_ctx, block_tokens, sync_packs,
+                                   ratios if sync_ctx.learns_output() else None, learned)
+    without = _mode_quote("sync", ctx, sync_attempts, tokens, share, cached=cached,
+                          warm_up=warm_up, packs=len(sync_packs))
+    sync = _mode_quote("sync", ctx, [*sync_attempts, *probe], tokens, share, cached=cached,
                        warm_up=warm_up, packs=len(sync_packs))
+    sync = sync.model_copy(update={
+        "probe_calls": len(probe),
+        "probe_cost_usd": round(sync.cost_usd - without.cost_usd, 6)})
     batch = _mode_quote("batch", ctx, batch_attempts, tokens, share, cached=cached,
                         warm_up=False, packs=len(batch_packs))
     if learning_pack:
@@ -382,6 +403,17 @@ def quote(ctx: RunContext, block_tokens: Sequence[int], tokens: PromptTokens, *,
     if cached and not warm_up and not learning_pack and len(sync_packs) > 1:
         said.append("sync: no warm-up call (the run's estimate of the prefix is below the "
                     "minimum); the first pack writes the cache and runs alone first")
+    if sizing is not None and sizing.wanted:
+        capped = (f"; capped from {sizing.wanted} at {sizing.max_share:.0%} of the run's "
+                  "expected cost" if sizing.capped else "")
+        said.append(f"sync: the quality probe asks {sizing.planned} of the blocks again alone, "
+                    f"one a call (counted in the sync figures){capped}; the run draws its own "
+                    "sample, of the same size")
+    quality = ctx.options.quality or QualityOptions()
+    if sizing is not None and quality.min_agreement is not None:
+        said.append(f"sync: the quality gate also probes at least {GATE_SAMPLES_PER_PACK} "
+                    "blocks of every pack, whatever its cost: those calls are not in the "
+                    "figures")
     _, packs, _ = plans[ctx.options.mode]
     attempts = sync_attempts if ctx.options.mode == "sync" else batch_attempts
     truncated = sum(1 for a in attempts if a.truncated)
@@ -410,6 +442,25 @@ def quote(ctx: RunContext, block_tokens: Sequence[int], tokens: PromptTokens, *,
         block_tokens=tokens.blocks, oversized_blocks=oversized, truncations=truncated,
         sync=sync, batch=batch, notes=said,
     )
+
+
+def probe_attempts(ctx: RunContext, block_tokens: Sequence[int], packs: Sequence[Pack],
+                   ratios: OutputRatios | None, history: OutputHistory | None = None,
+                   ) -> tuple[list[Attempt], ProbePlan | None]:
+    """The quality probe's calls a sync run of ``ctx`` is expected to make, and how its
+    sample was sized: ``plan_run``'s rule (:func:`core.quality.probe_plan`: the rate, the
+    minimum and the cost cap over ``packs`` planned with ``ratios``), the sample drawn with
+    :data:`PROBE_SEED`; each sampled block a call of its own, planned and expected to
+    write as :func:`expected_attempts` has it. None in batch mode, with the probe off, or
+    when every pack is one block (``None`` then: no sample is planned)."""
+    if ctx.options.mode != "sync" or ctx.plan_limits().size_cap <= 1:
+        return [], None
+    q = ctx.options.quality or QualityOptions()
+    sample, sizing = probe_plan(ctx, [str(i) for i in range(len(block_tokens))],
+                                block_tokens, packs, q, PROBE_SEED, ratios)
+    alone = [dataclasses.replace(ctx.plan([block_tokens[int(u)]], ratios)[0],
+                                 positions=(int(u),)) for u in sample]
+    return expected_attempts(ctx, block_tokens, history, alone), sizing
 
 
 class _BlockShare:

@@ -7,8 +7,10 @@ from typing import Any
 import pytest
 
 from core.batching import BATCH_CACHE_TTL
-from core.models import RunOptions
+from core.models import QualityOptions, RunOptions
+from core.quality import probe_plan
 from core.quote import (
+    PROBE_SEED,
     CountPlan,
     OutputHistory,
     PromptTokens,
@@ -27,6 +29,9 @@ MODEL = get_model("claude-sonnet-4-6")
 
 
 def ctx_for(definition: dict[str, Any] | None = None, **options: Any) -> Any:
+    """The context of a quote; the quality probe off unless ``quality`` is given (the
+    probe's own tests below), so the pack figures stand alone."""
+    options.setdefault("quality", {"probe_rate": 0.0})
     spec = load_schema(definition or extract_schema(1500))
     return quote_context(RunOptions(model=MODEL.id, **options), spec, MODEL)
 
@@ -195,3 +200,47 @@ def test_a_schemas_first_sync_run_is_quoted_with_its_learning_pack() -> None:
                   history=OutputHistory(runs=1, calls=20, estimated=10_000, written=5_000))
     assert later.sync.warm_up and later.sync.calls == later.sync.packs + 1
     assert not any("learning pack" in n for n in later.notes)
+
+
+def test_the_sync_quote_counts_the_quality_probe_by_the_runs_own_rule() -> None:
+    ctx = ctx_for(pack_size=10, quality={"probe_max_share": 1.0})
+    tokens = [50] * 400
+    q = quote(ctx, tokens, counted(), document="d.md")
+    off = quote(ctx_for(pack_size=10), tokens, counted(), document="d.md")
+    packs = ctx.plan(tokens)
+    sample, sizing = probe_plan(ctx, [str(i) for i in range(400)], tokens, packs,
+                                QualityOptions(probe_max_share=1.0), PROBE_SEED)
+    assert q.sync.probe_calls == len(sample) == sizing.planned == 12  # 3% of 400
+    assert q.sync.calls == off.sync.calls + 12
+    # Each probe call reads the cached prefix and carries one block.
+    assert q.sync.cache_read_tokens == off.sync.cache_read_tokens + 12 * 5_000
+    assert q.sync.probe_cost_usd > 0
+    assert q.sync.cost_usd == pytest.approx(off.sync.cost_usd + q.sync.probe_cost_usd)
+    assert q.sync.max_cost_usd > off.sync.max_cost_usd + q.sync.probe_cost_usd
+    assert any("quality probe asks 12 of the blocks" in n for n in q.notes)
+    # Batch mode does not probe.
+    assert q.batch.probe_calls == 0 and q.batch == off.batch
+
+
+def test_the_probe_in_the_quote_is_capped_at_its_share_of_the_cost() -> None:
+    tokens = [50] * 400
+    full = quote(ctx_for(pack_size=10, quality={"probe_max_share": 1.0}), tokens, counted(),
+                 document="d.md")
+    q = quote(ctx_for(pack_size=10, quality={"probe_max_share": 0.01}), tokens, counted(),
+              document="d.md")
+    assert 0 < q.sync.probe_calls < full.sync.probe_calls
+    assert q.sync.probe_cost_usd <= 0.01 * (q.sync.cost_usd - q.sync.probe_cost_usd) * 1.1
+    assert any(f"capped from {full.sync.probe_calls} at 1%" in n for n in q.notes)
+
+
+def test_no_probe_in_the_quote_when_it_is_off_or_every_pack_is_one_block() -> None:
+    tokens = [50] * 400
+    for ctx in (ctx_for(pack_size=10), ctx_for(pack_size=1, quality={}),
+                ctx_for(batching_enabled=False, quality={})):
+        q = quote(ctx, tokens, counted(), document="d.md")
+        assert q.sync.probe_calls == 0 and q.sync.probe_cost_usd == 0
+        assert not any("quality probe" in n for n in q.notes)
+    gated = quote(ctx_for(pack_size=10, quality={"min_agreement": 0.9}), tokens, counted(),
+                  document="d.md")
+    assert gated.sync.probe_calls > 0
+    assert any("gate also probes at least 2 blocks of every pack" in n for n in gated.notes)
