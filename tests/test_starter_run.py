@@ -12,21 +12,26 @@ from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cl
 async def test_run_follows_to_a_summary_and_lists_its_calls(cli: Cli, bbstack: Stack) -> None:
     doc, schema = cli.doc(60), cli.schema()
     # The quote first: it counts tokens, stores nothing, and calls Claude for nothing else.
-    quoted = await cli("estimate", doc, "--schema", schema, "--pack-size", "10", "--json")
+    # The run below makes no quality probe, so neither does its quote (the probe is quoted
+    # by default: the dry run below).
+    quoted = await cli("estimate", doc, "--schema", schema, "--pack-size", "10", "--no-probe",
+                       "--json")
     assert quoted.code == 0, quoted.err
     q = quoted.json()
     assert q["input_source"] == "count_tokens" and q["packs"] == 6
     assert q["sync"]["calls"] == 7 and q["batch"]["calls"] == 6
+    assert q["sync"]["probe_calls"] == q["batch"]["probe_calls"] == 0
     requests = {k: v for k, v in bbstack.sim.stats()["requests"].items() if "/v1/" in k}
     assert set(requests) == {"POST /v1/messages/count_tokens"}, requests
     assert sum(requests["POST /v1/messages/count_tokens"].values()) == q["count_requests"] == 4
     dry = await cli("run", doc, "--schema", schema, "--pack-size", "10", "--dry-run")
     assert dry.code == 0 and "quote: 60 blocks of doc.md" in dry.out and "sync *" in dry.out
+    assert "quality-probe call" in dry.out, dry.out
     assert await bbstack.pool.fetchval("select count(*) from documents") == 0
     assert await bbstack.pool.fetchval("select count(*) from runs") == 0
 
     async with bbstack.worker():
-        # No quality probe: the quote (which leaves it out) is checked against the calls.
+        # No quality probe, as quoted: the quote is checked against the calls.
         run = await cli("run", doc, "--schema", schema, "--pack-size", "10", "--no-probe")
     assert run.code == 0, run.err
     run_id = run.run_id

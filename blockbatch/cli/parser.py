@@ -136,6 +136,31 @@ def _run_inputs(p: argparse.ArgumentParser) -> None:
                    help="JSONL key / CSV column holding each block's text (default: text)")
 
 
+def _quality_inputs(p: argparse.ArgumentParser) -> None:
+    """The quality probe and gate of a run: the same for `run` and `estimate` (which
+    quotes the probe's calls)."""
+    p.add_argument("--probe-rate", type=_share("--probe-rate", zero=True), metavar="R",
+                   help="quality probe: the share of blocks also asked alone, one block "
+                        "per call, and compared with their packed answers (default 0.03, "
+                        "at least 5 blocks; 0: off). Sync mode only")
+    p.add_argument("--no-probe", action="store_true",
+                   help="no quality probe (the same as --probe-rate 0)")
+    p.add_argument("--probe-max-share", type=_share("--probe-max-share", zero=False),
+                   metavar="S",
+                   help="the most the probe's sample may cost, as a share of the run's "
+                        "expected cost (default 0.05): the sample is capped below it, "
+                        "whatever --probe-rate says (a quality gate's own samples are not)")
+    p.add_argument("--min-agreement", type=_share("--min-agreement", zero=False),
+                   metavar="A",
+                   help="quality gate: when the probe's agreement is below A (e.g. 0.95) "
+                        "with enough samples to say so, the packs not started yet are "
+                        "re-planned at half the size (again if needed), and the blocks "
+                        "already answered in larger packs are asked again at that size")
+    p.add_argument("--no-reask", action="store_true",
+                   help="with --min-agreement: do not ask again the blocks already answered "
+                        "in packs larger than the size the gate sets")
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true",
@@ -159,26 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="print the quote (as `estimate` does) and stop: nothing is stored, "
                           "nothing is started")
     run.add_argument("--max-cost", type=_budget, metavar="USD", help=_MAX_COST_HELP)
-    run.add_argument("--probe-rate", type=_share("--probe-rate", zero=True), metavar="R",
-                     help="quality probe: the share of blocks also asked alone, one block "
-                          "per call, and compared with their packed answers (default 0.03, "
-                          "at least 5 blocks; 0: off). Sync mode only")
-    run.add_argument("--no-probe", action="store_true",
-                     help="no quality probe (the same as --probe-rate 0)")
-    run.add_argument("--probe-max-share", type=_share("--probe-max-share", zero=False),
-                     metavar="S",
-                     help="the most the probe's sample may cost, as a share of the run's "
-                          "expected cost (default 0.05): the sample is capped below it, "
-                          "whatever --probe-rate says (a quality gate's own samples are not)")
-    run.add_argument("--min-agreement", type=_share("--min-agreement", zero=False),
-                     metavar="A",
-                     help="quality gate: when the probe's agreement is below A (e.g. 0.95) "
-                          "with enough samples to say so, the packs not started yet are "
-                          "re-planned at half the size (again if needed), and the blocks "
-                          "already answered in larger packs are asked again at that size")
-    run.add_argument("--no-reask", action="store_true",
-                     help="with --min-agreement: do not ask again the blocks already answered "
-                          "in packs larger than the size the gate sets")
+    _quality_inputs(run)
     run.add_argument("--no-wait", action="store_true",
                      help="start the run and return; follow it later with `watch`")
 
@@ -190,6 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
         "is the planner's estimate, or what earlier runs of the same schema and model wrote "
         "when Postgres has any. Stores nothing, starts nothing.")
     _run_inputs(estimate)
+    _quality_inputs(estimate)
     estimate.add_argument("--no-count", action="store_true",
                           help="do not call the token-counting endpoint: planner estimates")
     estimate.add_argument("--no-history", action="store_true",

@@ -51,6 +51,10 @@ def print_quote(con: Console, q: Quote) -> None:
              if q.sync.cached else
              f"NOT cached: prefix below the model's minimum of {q.min_cacheable_tokens:,}")
     con.line(f"  cache   {cache}")
+    if q.sync.probe_calls:
+        con.line(f"  probe   sync: {q.sync.probe_calls:,} quality-probe call"
+                 f"{'s' if q.sync.probe_calls != 1 else ''} (blocks asked alone), "
+                 f"{usd(q.sync.probe_cost_usd)} expected, in the sync row; batch does not probe")
     con.line()
     con.table(["MODE", "CALLS", "INPUT", "CACHE WRITE", "CACHE READ", "OUTPUT", "EXPECTED",
                "AT MOST"],
@@ -63,7 +67,9 @@ def print_quote(con: Console, q: Quote) -> None:
 
 
 def _row(m: ModeQuote, *, chosen: bool) -> list[str]:
-    calls = f"{m.calls:,}" + (" (1 warm-up)" if m.warm_up else "")
+    extra = (["1 warm-up"] if m.warm_up else []) + (
+        [f"{m.probe_calls:,} probe"] if m.probe_calls else [])
+    calls = f"{m.calls:,}" + (f" ({', '.join(extra)})" if extra else "")
     return [m.mode + (" *" if chosen else ""), calls, f"{m.input_tokens:,}", f"{m.cache_write_tokens:,}",
             f"{m.cache_read_tokens:,}", f"{m.output_tokens:,}", usd(m.cost_usd),
             usd(m.max_cost_usd)]
