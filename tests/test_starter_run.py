@@ -12,15 +12,13 @@ from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cl
 async def test_run_follows_to_a_summary_and_lists_its_calls(cli: Cli, bbstack: Stack) -> None:
     doc, schema = cli.doc(60), cli.schema()
     # The quote first: it counts tokens, stores nothing, and calls Claude for nothing else.
-    # The run below makes no quality probe, so neither does its quote (the probe is quoted
-    # by default: the dry run below).
-    quoted = await cli("estimate", doc, "--schema", schema, "--pack-size", "10", "--no-probe",
-                       "--json")
+    quoted = await cli("estimate", doc, "--schema", schema, "--pack-size", "10", "--json")
     assert quoted.code == 0, quoted.err
     q = quoted.json()
     assert q["input_source"] == "count_tokens" and q["packs"] == 6
-    assert q["sync"]["calls"] == 7 and q["batch"]["calls"] == 6
-    assert q["sync"]["probe_calls"] == q["batch"]["probe_calls"] == 0
+    probe = q["sync"]["probe_calls"]
+    assert probe > 0 and q["batch"]["probe_calls"] == 0
+    assert q["sync"]["calls"] == 7 + probe and q["batch"]["calls"] == 6
     requests = {k: v for k, v in bbstack.sim.stats()["requests"].items() if "/v1/" in k}
     assert set(requests) == {"POST /v1/messages/count_tokens"}, requests
     assert sum(requests["POST /v1/messages/count_tokens"].values()) == q["count_requests"] == 4
@@ -31,8 +29,9 @@ async def test_run_follows_to_a_summary_and_lists_its_calls(cli: Cli, bbstack: S
     assert await bbstack.pool.fetchval("select count(*) from runs") == 0
 
     async with bbstack.worker():
-        # No quality probe, as quoted: the quote is checked against the calls.
-        run = await cli("run", doc, "--schema", schema, "--pack-size", "10", "--no-probe")
+        # The quote is checked against the calls, the quality probe's too (its sample is
+        # the run's own, of the size quoted).
+        run = await cli("run", doc, "--schema", schema, "--pack-size", "10")
     assert run.code == 0, run.err
     run_id = run.run_id
     spent = await bbstack.pool.fetchrow(
@@ -62,11 +61,12 @@ async def test_run_follows_to_a_summary_and_lists_its_calls(cli: Cli, bbstack: S
     assert calls.code == 0, calls.err
     n_calls = await bbstack.pool.fetchval("select count(*) from llm_calls where run_id = $1",
                                           run_id)
-    assert n_calls == 7  # 6 packs and the warm-up call that writes the prompt cache
+    # 6 packs, the warm-up call that writes the prompt cache and the probe's calls.
+    assert n_calls == 7 + probe
     for pack in range(6):
         assert f"run-{run_id}/pack-{pack}" in calls.out
     assert "warm_up" in calls.out
-    assert "tool_use" in calls.out and "showing calls 1-7 of 7" in calls.out
+    assert "tool_use" in calls.out and f"showing calls 1-{n_calls} of {n_calls}" in calls.out
     as_json = (await cli("calls", run_id, "--json", "--pack", "2")).json()
     assert [c["pack_path"] for c in as_json["calls"]] == ["2"]
     assert as_json["calls"][0]["workflow_id"] == f"run-{run_id}/pack-2"
