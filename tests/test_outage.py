@@ -69,13 +69,15 @@ async def test_an_outage_mid_run_pauses_it_and_every_block_ends_done(bbstack: St
     assert [p["status"] for p in probes[:-1]] == ["failed"] * (len(probes) - 1)
     assert {p["http_status"] for p in probes[:-1]} == {503}
     assert probes[-1]["status"] == "succeeded"
-    # No pack call failed more often than the outage forced: the four tries of each pack in
-    # flight when Claude went down (the same attempt made again after the pause succeeds).
+    # No pack call failed more often than the outage forced: at most the four tries of each
+    # pack in flight when Claude went down (the same attempt made again after the pause
+    # succeeds); a pack that started late may have had fewer when Claude came back.
     failed = await bbstack.pool.fetch(
         """select pack_path, pack_attempt, count(*) as n from llm_calls
            where run_id = $1 and purpose = 'pack' and status = 'failed'
            group by 1, 2""", run_id)
-    assert failed and all(r["n"] == 4 and r["pack_attempt"] == 1 for r in failed), failed
+    assert failed and all(1 <= r["n"] <= 4 and r["pack_attempt"] == 1 for r in failed), failed
+    assert any(r["n"] == 4 for r in failed), failed  # the packs that paused the run
     assert len(failed) <= options.max_concurrent_packs
     # Each block is charged the one attempt that answered it, as in a run without outage.
     charged = await bbstack.pool.fetchval(
