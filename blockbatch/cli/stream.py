@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
-import signal
 import sys
 import threading
 from pathlib import Path
 from typing import Any, TextIO
 
 from blockbatch.api.streams import Stream
+from blockbatch.cli.follow import Interrupts
 from blockbatch.cli.parser import EXIT_OK, EXIT_RUN_FAILED, EXIT_WITH_FAILURES
 from blockbatch.cli.session import Session
 from core.models import RunOptions
@@ -53,23 +52,20 @@ async def cmd_stream(args: argparse.Namespace, s: Session) -> int:
     print(f"stream {stream.run_id}: {'resumed' if args.resume else 'open'} "
           f"(text field {stream.info.text_field!r}); results on stdout", file=err, flush=True)
     out = Output(sys.stdout)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    with contextlib.suppress(NotImplementedError, RuntimeError):
-        loop.add_signal_handler(signal.SIGINT, stop.set)
-    writer = loop.create_task(_write_results(stream, out, ordered=args.ordered))
-    try:
-        lines = (_follow(Path(args.follow), stop) if args.follow else _stdin_lines(stop))
-        invalid = await _put_lines(stream, lines, out, stop)
-        await stream.close()
-        await writer
-        result = await stream.wait()
-    finally:
-        stop.set()  # ends the input's helper tasks
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.remove_signal_handler(signal.SIGINT)
-        if not writer.done():
-            writer.cancel()
+    with Interrupts() as interrupts:  # Ctrl-C ends the input, then the stream drains
+        stop = interrupts.event
+        writer = asyncio.get_running_loop().create_task(
+            _write_results(stream, out, ordered=args.ordered))
+        try:
+            lines = (_follow(Path(args.follow), stop) if args.follow else _stdin_lines(stop))
+            invalid = await _put_lines(stream, lines, out, stop)
+            await stream.close()
+            await writer
+            result = await stream.wait()
+        finally:
+            stop.set()  # ends the input's helper tasks
+            if not writer.done():
+                writer.cancel()
     blocks_per_call = (result.blocks_ai_complete / result.calls) if result.calls else 0.0
     reasons = ", ".join(f"{n} {code}" for code, n in result.failure_reasons.items())
     print(f"stream {stream.run_id} {result.status}: {result.blocks_total} rows, "

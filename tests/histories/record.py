@@ -66,7 +66,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from blockbatch.api import Blockbatch
-from core.models import BatchOptions, OutageOptions, QualityOptions, RunOptions
+from core.models import BatchOptions, OutageOptions, QualityOptions, RunOptions, RunResult
 from devtools import stack
 from runtime.settings import Settings
 from runtime.temporal import anthropic_client, build_worker
@@ -313,8 +313,9 @@ async def record_budget(r: Recorder) -> None:
     save("budget.pack", await r.history(f"run-{run_id}/pack-{refused}"))
 
 
-async def record_quality(r: Recorder) -> None:
-    # Packs of 8 answer most blocks wrongly, packs of 4 right: the gate halves the rest.
+async def _gated_run(r: Recorder) -> tuple[str, RunResult]:
+    """80 blocks where packs of 8 answer most blocks wrongly and packs of 4 right, with a
+    quality gate at 90%: the gate halves the rest."""
     r.scenario(seed=3, quality={"enabled": True, "free_blocks": 4,
                                 "wrong_per_extra_block": 0.2, "skip_per_extra_block": 0,
                                 "bleed_per_extra_block": 0})
@@ -322,7 +323,11 @@ async def record_quality(r: Recorder) -> None:
                                           reuse_answers=False,
                                           quality=QualityOptions(min_agreement=0.9)))
     async with r.worker():
-        result = await r.bb.wait(run_id)
+        return run_id, await r.bb.wait(run_id)
+
+
+async def record_quality(r: Recorder) -> None:
+    run_id, result = await _gated_run(r)
     assert result.status == "completed" and result.quality is not None, result
     assert result.quality.gate and result.quality.pack_size == 4, result.quality
     save("quality.run", await r.history(f"run-{run_id}"))
@@ -333,16 +338,9 @@ async def record_quality(r: Recorder) -> None:
 
 
 async def record_quality_reask(r: Recorder) -> None:
-    # The same document: the gate halves the rest and re-asks the blocks packs of 8
-    # answered, after its packs in flight end (patch ``quality-gate-reasks``).
-    r.scenario(seed=3, quality={"enabled": True, "free_blocks": 4,
-                                "wrong_per_extra_block": 0.2, "skip_per_extra_block": 0,
-                                "bleed_per_extra_block": 0})
-    run_id = await r.start(80, RunOptions(pack_size=8, max_concurrent_packs=2,
-                                          reuse_answers=False,
-                                          quality=QualityOptions(min_agreement=0.9)))
-    async with r.worker():
-        result = await r.bb.wait(run_id)
+    # The same run: the gate also re-asks the blocks packs of 8 answered, after its packs
+    # in flight end (patch ``quality-gate-reasks``).
+    run_id, result = await _gated_run(r)
     q = result.quality
     assert result.status == "completed" and q is not None and q.blocks_reasked, result
     save("quality_reask.run", await r.history(f"run-{run_id}"))
