@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from core.claude_errors import ClaudeError
 from core.ratelimit import limiter_text
-from core.registry import DEFAULT_MODEL
+from core.registry import DEFAULT_MODEL, Effort
 from core.streams import Buffered, StreamTriggers, TriggerReason
 
 #: A finished run is ``completed`` (every block done), ``completed_with_failures`` (some
@@ -65,6 +65,9 @@ class RunOptions(BaseModel):
     #: asked alone and its answers compared with the packed ones; ``None`` means the
     #: defaults (``QualityOptions``).
     quality: QualityOptions | None = None
+    #: The run's ``output_config.effort`` (``None``: ``core.answer.default_effort``, the
+    #: cheapest that keeps the answers). Fixed for the whole run: part of the cached prefix.
+    effort: Effort | None = None
 
 
 class QualityOptions(BaseModel):
