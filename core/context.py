@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
+from core.answer import CallShape, call_shape
 from core.models import RunOptions
 from core.planning import (
     LEARNING_PACK_BLOCKS,
@@ -23,7 +24,7 @@ from core.planning import (
     plan_packs,
 )
 from core.policy import oversized_message
-from core.prompt import fixed_prompt_tokens
+from core.prompt import fixed_prompt_tokens, strict_fits
 from core.registry import ModelInfo
 from core.schema import SchemaSpec
 
@@ -40,9 +41,15 @@ class RunContext:
     model: ModelInfo
 
     @cached_property
+    def shape(self) -> CallShape:
+        """How every call of the run asks for its answer: channel, thinking, effort."""
+        return call_shape(self.model, self.options.effort, strict_fits=strict_fits(self.spec))
+
+    @cached_property
     def fixed_prompt_tokens(self) -> int:
-        """Input every call of the run carries (system prompt, tool, fixed text); once."""
-        return fixed_prompt_tokens(self.spec)
+        """Input every call of the run carries (system prompt, tool or output format,
+        fixed text); once."""
+        return fixed_prompt_tokens(self.spec, self.shape.channel)
 
     @cached_property
     def cacheable_prefix_tokens(self) -> int:

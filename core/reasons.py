@@ -12,7 +12,7 @@ from typing import Literal
 ReasonCode = Literal[
     "missing_from_answer", "invalid_value", "malformed_answer", "truncated",
     "prompt_too_long", "oversized", "request_rejected", "api_unavailable", "key_rejected",
-    "cancelled", "budget_exhausted", "unfinished", "invalid_row",
+    "cancelled", "budget_exhausted", "unfinished", "invalid_row", "refused",
 ]
 
 #: Each code and what it means for the user (the README's table is built from this).
@@ -32,4 +32,6 @@ REASONS: dict[ReasonCode, str] = {
     "unfinished": "no pack finished this block (a bug: please report it)",
     "invalid_row": "a stream row that was not JSON, or had no text in its text field; it was "
                    "never stored, the stream went on",
+    "refused": "the model refused to answer for this block (stop_reason refusal; the "
+               "category is in last_error); not asked again on the same model",
 }
