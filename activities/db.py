@@ -99,7 +99,7 @@ class DbActivities:
                                      reused=reused.blocks_reused,
                                      reuse_saved_usd=reused.reuse_saved_usd)
             blocks = await runs.document_blocks(conn, ctx.document_id)
-            prompt = prompt_digest(ctx.spec, ctx.model.id)
+            prompt = prompt_digest(ctx.spec, ctx.model.id, ctx.shape)
             keys = [answer_key(prompt, b.content_sha256) for b in blocks]
             found = (await overlays.reusable_answers(conn, keys)
                      if ctx.options.reuse_answers else {})

@@ -237,6 +237,5 @@ def chaos_schema() -> dict[str, Any]:
             "system_instructions": "You annotate blocks of an on-call handbook. "
             + " ".join(f"When a block mentions {w}, note it." for w in _WORDS * 12),
             "per_block_prompt": "Annotate each block.",
-            "temperature": 0,
         },
     }

@@ -36,10 +36,16 @@ def custom_id_for(run_id: str, pack_path: str, attempt: int) -> str:
 
 
 def batch_params(request: dict[str, Any]) -> dict[str, Any]:
-    """``build_request`` keyword arguments as a batch request's ``params`` (no extra_body)."""
-    params = {k: v for k, v in request.items() if k != "extra_body"}
-    params.update(request.get("extra_body") or {})
-    return params
+    """``build_request`` keyword arguments as a batch request's ``params``: the same body
+    a sync call sends (no sampling parameter: the API removed them, contract §4), never
+    streamed and never a ``max_tokens: 0`` warm-up (batches take neither, contract §5).
+
+    Raises:
+        ValueError: ``request`` asks for streaming or for ``max_tokens`` below 1.
+    """
+    if request.get("stream") or request.get("max_tokens", 0) < 1:
+        raise ValueError("a batch request is never streamed and asks for at least one token")
+    return dict(request)
 
 
 # ------------------------------------------------------------------ rounds and parts

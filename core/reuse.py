@@ -7,11 +7,13 @@ A block's **answer key** is a hash over everything that decides the model's answ
   document with new uids, and its unchanged blocks must still match. Not its metadata,
   which is never sent;
 * the prompt (:func:`prompt_digest`): the system prompt and the tool as built for the
-  schema (instructions, field definitions with types, enums and limits, the fixed rules),
-  the user message's fixed text (``per_block_prompt``), ``temperature``, the model the
-  run calls, and :data:`core.prompt.PROMPT_FORMAT_VERSION` for what the rendered texts do
-  not show (how blocks are named and laid out on the wire), and ``layout`` for question
-  mode (``prompt_config.questions``: blocks sent as questions with their contexts).
+  schema (instructions, field definitions with types, enums and limits, the fixed rules
+  with the channel's answer rule), the user message's fixed text (``per_block_prompt``),
+  the model the run calls, the run's call shape (``core.answer.CallShape.key``: the
+  answer channel, thinking and effort), and :data:`core.prompt.PROMPT_FORMAT_VERSION` for
+  what the rendered texts do not show (how blocks are named and laid out on the wire),
+  and ``layout`` for question mode (``prompt_config.questions``: blocks sent as questions
+  with their contexts). Not ``temperature``: it is never sent (the API removed it).
 
 Left out on purpose, because they do not change what a block's answer is: the schema's
 name, ``max_tokens_per_block``, ``max_batch_size`` and its default ``model`` (the run's
@@ -32,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+from core.answer import CallShape
 from core.prompt import PROMPT_FORMAT_VERSION, build_system, build_tool, user_instructions
 from core.schema import SchemaSpec
 
@@ -53,21 +56,24 @@ def block_digest(block_type: str, block_content: str) -> str:
     return _sha256(f"{len(block_type)}:{block_type}{block_content}")
 
 
-def prompt_digest(spec: SchemaSpec, model_id: str) -> str:
+def prompt_digest(spec: SchemaSpec, model_id: str, shape: CallShape) -> str:
     """The digest of everything a run's requests share that decides an answer.
 
     Args:
         spec: the run's schema.
         model_id: the model the run calls (``ModelInfo.id``, as sent).
+        shape: the run's call shape (``RunContext.shape``).
     """
     material = {
         "format": PROMPT_FORMAT_VERSION,
         "model": model_id,
+        "shape": shape.key(),
         # The texts without their cache marker: cache_ttl does not change an answer.
-        "system": [block["text"] for block in build_system(spec)],
+        "system": [block["text"] for block in build_system(spec, channel=shape.channel)],
+        # The user's fields as the answer's schema; on a strict channel the API's copy is
+        # their translation (core/structured.py), which the channel in the shape names.
         "tool": build_tool(spec),
         "user": user_instructions(spec, 1),
-        "temperature": spec.prompt_config.temperature,
     }
     if spec.prompt_config.questions:
         # Blocks laid out as questions with their contexts (core/prompt.py); only then, so

@@ -38,6 +38,11 @@ ALLOWED_TOP_LEVEL_KEYS: tuple[str, ...] = (
 
 _JSON_TYPES = ("string", "number", "integer", "boolean", "array", "object", "null")
 
+#: Said (run, estimate) of a schema that sets ``prompt_config.temperature``.
+TEMPERATURE_NOTICE = ("prompt_config.temperature is ignored: the Claude API (version "
+                      "2026-10-21) no longer takes sampling parameters; remove it from "
+                      "the schema")
+
 _HINTS = {
     "system_instructions": "write the instructions the model follows for every block",
 }
@@ -63,6 +68,8 @@ class PromptConfig(BaseModel):
     system_instructions: str = Field(strict=True)
     per_block_prompt: str = Field(default="", strict=True)
     model: str = Field(default=DEFAULT_MODEL, strict=True)
+    #: Accepted from older schemas and never sent: the API version the SDK speaks
+    #: (2026-10-21) removed sampling parameters (:data:`TEMPERATURE_NOTICE`).
     temperature: float | None = Field(default=None, ge=0, le=1, strict=True)
     #: The expected output tokens per block; overrides the estimate from the fields.
     max_tokens_per_block: int | None = Field(default=None, ge=1, strict=True)
@@ -116,6 +123,11 @@ class SchemaSpec(BaseModel):
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    @property
+    def notices(self) -> list[str]:
+        """What a user should know of this schema that is no error, one line each."""
+        return [TEMPERATURE_NOTICE] if self.prompt_config.temperature is not None else []
 
     def overlay_json_schema(self) -> dict[str, Any]:
         """The JSON Schema one block's overlay must satisfy (a fresh copy)."""

@@ -174,7 +174,7 @@ async def append_rows(
             [r.metadata for _, r in new], [estimate_tokens(r.text) for _, r in new],
             digests, [r.key for _, r in new],
         )
-        prompt = prompt_digest(ctx.spec, ctx.model.id)
+        prompt = prompt_digest(ctx.spec, ctx.model.id, ctx.shape)
         answer_keys = [answer_key(prompt, d) for d in digests]
         found = (await overlays.reusable_answers(conn, answer_keys)
                  if ctx.options.reuse_answers else {})

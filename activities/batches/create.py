@@ -132,7 +132,9 @@ async def _record(
     note: str | None,
 ) -> None:
     """Batch id, request mapping and ledger rows, in one transaction."""
-    system, tools = part.requests[0]["params"]["system"], part.requests[0]["params"]["tools"]
+    params = part.requests[0]["params"]
+    # No tools on the json channel: its output format is stored with each request.
+    system, tools = params["system"], params.get("tools", [])
     await provider_batches.record_created(
         conn, key,
         CreatedBatch(batch.id, batch.processing_status, batch.expires_at,

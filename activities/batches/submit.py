@@ -167,9 +167,11 @@ def _request(
           "block_content": r.block_content} for r in pack],
         max_tokens=pack[0].max_tokens,
         model=ctx.model.id,
+        shape=ctx.shape,
         cache_ttl=BATCH_CACHE_TTL,
         aliases=aliases,
     )
     params = batch_params(request)
+    # The prefix (system prompt and tools) is the ledger's once per run (activities/llm.py).
     stored = {k: v for k, v in params.items() if k not in ("system", "tools")}
     return {"custom_id": pack[0].custom_id, "params": params}, stored, aliases

@@ -22,6 +22,7 @@ from activities.llm import WARM_UP_BLOCK, warm_up_request
 from activities.sdk import anthropic
 from blockbatch.api.errors import BadRequest
 from blockbatch.api.inputs import SchemaSource, as_schema, with_schema_model
+from core.answer import CallShape
 from core.calibration import CalibrationNote
 from core.context import RunContext
 from core.ingest import ParsedBlock, detect_format, parse_document
@@ -122,11 +123,11 @@ async def estimate(
     options = options.model_copy(update={"model": model.id})
     ctx = quote_context(options, spec, model)
     document_id = document_id_for(fmt, data)
-    notes: list[str] = []
+    notes: list[str] = list(spec.notices)
     if history and options.reuse_answers:
         # Blocks an earlier run answered under the same prompt and model get that answer
         # (incremental re-runs): they are not sent, so not quoted.
-        reusable, why = await _reusable(parsed, spec, model.id, settings, pool)
+        reusable, why = await _reusable(parsed, spec, model.id, ctx.shape, settings, pool)
         if why:
             notes.append(why)
         elif reusable and len(reusable) == len(parsed):
@@ -207,7 +208,7 @@ def _api_message(exc: anthropic.APIStatusError) -> str:
 
 
 async def _reusable(parsed: list[ParsedBlock], spec: SchemaSpec, model_id: str,
-                    settings: Settings, pool: asyncpg.Pool | None,
+                    shape: CallShape, settings: Settings, pool: asyncpg.Pool | None,
                     ) -> tuple[set[int], str | None]:
     """Positions of the blocks a run would reuse an earlier answer for, or why not known."""
     async def read(conn: asyncpg.Connection) -> set[int]:
@@ -217,7 +218,7 @@ async def _reusable(parsed: list[ParsedBlock], spec: SchemaSpec, model_id: str,
         back = await conn.fetchval("select ($1::text)::jsonb::text",
                                    json.dumps(spec.model_dump(mode="json")))
         stored = load_schema(json.loads(back), name=spec.name)
-        prompt = prompt_digest(stored, model_id)
+        prompt = prompt_digest(stored, model_id, shape)
         keys = [answer_key(prompt, block_digest(b.block_type, b.block_content))
                 for b in parsed]
         found = await overlays.reusable_answers(conn, keys)

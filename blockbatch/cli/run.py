@@ -92,6 +92,8 @@ async def cmd_run(args: argparse.Namespace, s: Session) -> int:
     data, _, fmt = read_document(path, fmt=args.format)
     blocks = parse_document(data, fmt, text_field=args.text_field)
     spec = as_schema(Path(args.schema))
+    for notice in spec.notices:
+        s.con.note(f"note: {notice}")
     options = _options(args)
     bb = await s.bb()
     await check_claude(s.settings)
