@@ -10,6 +10,10 @@ with ``max_retries=0`` and retryable failures are raised with the server's retry
 sent (``store.ledger.open_call``, core/budget.py): a call the budget cannot hold is not
 made, and says so (``over_budget``); one that would fit once the run's open calls are
 answered waits for them first.
+
+A call whose ``max_tokens`` could run past ten minutes streams (``core.prompt.needs_streaming``,
+the SDK's own rule) and records its final message like any other answer, with the
+stream's request-id and rate-limit headers.
 """
 
 from __future__ import annotations
@@ -52,7 +56,8 @@ from core.models import (
     WarmCacheOutput,
 )
 from core.planning import LEARNING_PACK_BLOCKS
-from core.prompt import alias_map, build_request, prefix_sha256
+from core.planning import estimate_tokens
+from core.prompt import alias_map, build_request, needs_streaming, prefix_sha256
 from core.quality import PROBE_ATTEMPTS, pack_sample
 from core.ratelimit import Need
 from core.registry import Usage, cost_usd
@@ -82,6 +87,8 @@ _PREPARE_PATIENCE_S = 120.0
 _BUDGET_POLL_S = 0.5
 _BUDGET_PATIENCE_S = 300.0
 _T = TypeVar("_T")
+#: Past this many runs a worker forgets which had an uncached prefix (runs come and go).
+_UNCACHED_KEPT = 1000
 #: A pack's probe calls in flight at once (they go through the fleet's limiter too).
 _PROBES_AT_ONCE = 4
 #: The ledger's pack path of a run's warm-up call (``warm_cache``), and the one stand-in
@@ -105,6 +112,9 @@ class LlmActivities:
         self.limiter = limiter
         #: Per run: what its answers wrote per estimated output token.
         self._observed: PerRun[float] = PerRun()
+        #: Runs whose prompt prefix this worker saw answered uncached (no cache write or
+        #: read at all): their calls count the prefix as input against the rate limits.
+        self._uncached: set[str] = set()
 
     @activity.defn
     async def call_model(self, inp: CallModelInput) -> CallModelOutput:
@@ -134,6 +144,9 @@ class LlmActivities:
                 "model": ctx.model.id, "max_tokens": 1,
                 "messages": [{"role": "user", "content": "Reply with OK."}],
             }
+            if ctx.shape.thinking is not None:
+                # Thinking off the way the run turns it off: the one output token answers.
+                request["thinking"] = dict(ctx.shape.thinking)
             try:
                 call_id = await ledger.open_probe(conn, run_id=inp.run_id, model=ctx.model.id,
                                                   request=request, origin=origin(),
@@ -163,31 +176,46 @@ class LlmActivities:
     async def warm_cache(self, inp: WarmCacheInput) -> WarmCacheOutput:
         """Write the run's prompt cache with one small call, so every pack can start at once.
 
-        The request is a pack's (same system prompt and tool, so the same cache prefix) with
-        one stand-in block and ``max_tokens=1``; the ledger holds it as purpose ``warm_up``, and a
-        retried activity reuses its recorded answer (pay once).
+        The request is :func:`warm_up_request` (the packs' cache prefix, ``max_tokens: 0``
+        where the channel allows it); the ledger holds it as purpose ``warm_up``, and a
+        retried activity reuses its recorded answer (pay once). Its usage says whether the
+        prefix is in the cache at all (a prefix under the model's minimum is processed
+        uncached, with no error: contract §5): ``WarmCacheOutput.cached``, and this worker
+        stops counting the run's prefix as read when it is not.
         """
         async with self.pool.acquire() as conn:
             ctx = await cached_run_context(conn, inp.run_id)
             previous = await ledger.recorded_answer(conn, inp.run_id, WARM_UP_PATH,
                                                     inp.first_pack + 1)
         if previous is not None:  # recorded by an earlier attempt: counted then, not again
-            return WarmCacheOutput(called=True, call_id=previous.call_id)
+            cached = (previous.cache_creation_input_tokens
+                      + previous.cache_read_input_tokens) > 0
+            self._prefix_seen(ctx.run_id, cached)
+            return WarmCacheOutput(called=True, call_id=previous.call_id, cached=cached)
         if not ctx.cacheable_prefix_tokens:
             return WarmCacheOutput(called=False)
         request = warm_up_request(ctx)
         try:
-            call_id = await self._open_call(ctx, inp.run_id, WARM_UP_PATH, inp.first_pack + 1,
-                                            [], request, purpose="warm_up",
-                                            worst_case_usd=warm_up_worst_case(ctx))
+            call_id = await self._open_call(
+                ctx, inp.run_id, WARM_UP_PATH, inp.first_pack + 1, [], request,
+                purpose="warm_up",
+                worst_case_usd=warm_up_worst_case(ctx, max_tokens=request["max_tokens"]))
         except ledger.OverBudget:
             return WarmCacheOutput(called=False, over_budget=True)
         if call_id is None:
             return WarmCacheOutput(called=False)
         # The warm-up writes the prefix to the cache: the API counts it as input.
         answer = await self._send(ctx, call_id, [], request,
-                                  Need(1, ctx.cacheable_prefix_tokens, 1))
-        return WarmCacheOutput(called=True, call_id=answer.call_id, totals=answer.totals())
+                                  Need(1, ctx.cacheable_prefix_tokens,
+                                       max(request["max_tokens"], 1)))
+        cached = (answer.cache_creation_input_tokens + answer.cache_read_input_tokens) > 0
+        if not cached:
+            activity.logger.warning(
+                "run %s: the warm-up wrote nothing to the prompt cache (the prefix is under "
+                "%s's minimum cacheable length?): calls count their prefix as uncached input",
+                ctx.run_id, ctx.model.id)
+        return WarmCacheOutput(called=True, call_id=answer.call_id, totals=answer.totals(),
+                               cached=cached)
 
     @activity.defn
     async def probe_quality(self, inp: QualityProbeInput) -> QualityProbeOutput:
@@ -249,8 +277,8 @@ class LlmActivities:
         request = build_request(
             ctx.spec, [{"block_uid": uid, "block_type": block.block_type,
                         "block_content": block.block_content}],
-            max_tokens=pack.max_tokens, model=ctx.model.id, cache_ttl=ctx.options.cache_ttl,
-            aliases=aliases)
+            max_tokens=pack.max_tokens, model=ctx.model.id, shape=ctx.shape,
+            cache_ttl=ctx.options.cache_ttl, aliases=aliases)
         spent = Totals()
         call_id: int | None = None
         for attempt in range(1, PROBE_ATTEMPTS + 1):
@@ -273,7 +301,7 @@ class LlmActivities:
             calls.append(opened)
             try:
                 out = await self._send(ctx, opened, [uid], request,
-                                       _need(ctx, pack.est_input_tokens, pack.max_tokens))
+                                       self._need(ctx, pack.est_input_tokens, pack.max_tokens))
             except ApplicationError as err:
                 spent.add(Totals(calls=1, quality_calls=1))
                 if err.non_retryable or attempt == PROBE_ATTEMPTS:
@@ -334,6 +362,7 @@ class LlmActivities:
               "block_content": b.block_content} for b in blocks],
             max_tokens=pack.max_tokens,
             model=ctx.model.id,
+            shape=ctx.shape,
             cache_ttl=ctx.options.cache_ttl,
             aliases=aliases,
         )
@@ -349,7 +378,8 @@ class LlmActivities:
         if call_id is None:
             return CallModelOutput(outcome="cancelled", block_uids=uids,
                                    message="run is cancelling")
-        return ctx, call_id, uids, request, _need(ctx, pack.est_input_tokens, pack.max_tokens)
+        return ctx, call_id, uids, request, self._need(ctx, pack.est_input_tokens,
+                                                        pack.max_tokens)
 
     async def _observed_output(self, conn: asyncpg.Connection, run_id: str) -> float | None:
         """What the run's answers wrote per estimated output token, once
@@ -376,8 +406,9 @@ class LlmActivities:
             ledger.OverBudget: the run's budget cannot hold the call (after waiting, as
                 long as the run's open calls may still leave room for it).
         """
-        prefix = (prefix_sha256(request["system"], request["tools"]), request["system"],
-                  request["tools"])
+        # No tools on the json channel: its output format is stored with each call.
+        tools = request.get("tools", [])
+        prefix = (prefix_sha256(request["system"], tools), request["system"], tools)
         stored_request = {k: v for k, v in request.items() if k not in ("system", "tools")}
         deadline = time.monotonic() + _BUDGET_PATIENCE_S
         while True:
@@ -410,9 +441,8 @@ class LlmActivities:
             reservation, waited, binding = await self._reserve(ctx, need, status)
             started = time.monotonic()
             try:
-                raw = await self.client.messages.with_raw_response.create(**request)
-                message = (await raw.parse()).model_dump(mode="json")
-                request_id = raw.headers.get("request-id")
+                message, headers = await self._call(request)
+                request_id = headers.get("request-id")
             except anthropic.APIStatusError as err:
                 error = from_api_error(err)
                 await self._settle_error(reservation, error, err.response.headers)
@@ -425,11 +455,51 @@ class LlmActivities:
             # Still heartbeating: the ledger write may have to wait for Postgres.
             status[0] = f"call {call_id}: recording the answer"
             answer = await self._record_answer(ctx, call_id, message, request_id, started)
-            await self._settle(reservation, used=_used(message), headers=raw.headers,
+            self._learn_prefix(ctx, message)
+            await self._settle(reservation, used=_used(message), headers=headers,
                                answered=True)
             answer.limiter_wait_s = round(waited, 1)
             answer.limiter = await self._note(ctx, binding)
             return answer
+
+    async def _call(self, request: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+        """Send one request: the answer as JSON and the response headers.
+
+        A request whose ``max_tokens`` the SDK would not send without streaming (it
+        could run past ten minutes) streams, and its final message is the answer.
+        """
+        limit = anthropic._constants.MODEL_NONSTREAMING_TOKENS.get(request["model"])
+        if needs_streaming(request["max_tokens"], limit):
+            async with self.client.messages.stream(**request) as stream:
+                final = await stream.get_final_message()
+                return final.model_dump(mode="json"), stream.response.headers
+        raw = await self.client.messages.with_raw_response.create(**request)
+        return (await raw.parse()).model_dump(mode="json"), raw.headers
+
+    def _need(self, ctx: RunContext, est_input_tokens: int, max_tokens: int) -> Need:
+        """What a pack call will count: its input less a cached prompt prefix, and max_tokens.
+
+        Cache reads do not count against the input-token limit on current models; a prefix
+        long enough to be cached is assumed read (settling corrects a first call's write),
+        unless this worker saw the run's prefix answered uncached.
+        """
+        cached = ctx.cacheable_prefix_tokens if ctx.run_id not in self._uncached else 0
+        return Need(requests=1, input=max(est_input_tokens - cached, 1), output=max_tokens)
+
+    def _prefix_seen(self, run_id: str, cached: bool) -> None:
+        if cached:
+            self._uncached.discard(run_id)
+            return
+        if len(self._uncached) > _UNCACHED_KEPT:
+            self._uncached.clear()
+        self._uncached.add(run_id)
+
+    def _learn_prefix(self, ctx: RunContext, message: dict[str, Any]) -> None:
+        """Whether an answer shows the run's prefix in the cache (written or read)."""
+        if ctx.cacheable_prefix_tokens:
+            usage = Usage.from_message(message)
+            self._prefix_seen(ctx.run_id, usage.cache_creation_input_tokens
+                              + usage.cache_read_input_tokens > 0)
 
     async def _reserve(self, ctx: RunContext, need: Need,
                        status: list[str]) -> tuple[int | None, float, str | None]:
@@ -531,23 +601,44 @@ class LlmActivities:
                                       int((time.monotonic() - started) * 1000))
 
 
-def warm_up_request(ctx: RunContext) -> dict[str, Any]:
-    """The warm-up call's request: a pack's (same system prompt and tool) with the one
-    stand-in block and ``max_tokens=1``; ``estimate`` counts the same request. With short
-    ids its system prompt and tool say so, like the packs', so it writes their prefix."""
+def stand_in_request(ctx: RunContext) -> dict[str, Any]:
+    """The request of a pack holding only the stand-in block: the run's system prompt,
+    answer channel, thinking and effort (its cache prefix), room for one result. The
+    quote counts it (``core.quote.count_plan``); the warm-up is made from it."""
     aliases = alias_map([WARM_UP_BLOCK["block_uid"]]) if ctx.options.short_ids else None
-    return build_request(ctx.spec, [WARM_UP_BLOCK], max_tokens=1, model=ctx.model.id,
-                         cache_ttl=ctx.options.cache_ttl, aliases=aliases)
+    max_tokens = ctx.pack([estimate_tokens(WARM_UP_BLOCK["block_content"])]).max_tokens
+    return build_request(ctx.spec, [WARM_UP_BLOCK], max_tokens=max_tokens, model=ctx.model.id,
+                         shape=ctx.shape, cache_ttl=ctx.options.cache_ttl, aliases=aliases)
 
 
-def _need(ctx: RunContext, est_input_tokens: int, max_tokens: int) -> Need:
-    """What a pack call will count: its input less a cached prompt prefix, and max_tokens.
+def warm_up_request(ctx: RunContext) -> dict[str, Any]:
+    """The warm-up call's request: it writes the packs' cache prefix (contract §5).
 
-    Cache reads do not count against the input-token limit on current models; a prefix
-    long enough to be cached is assumed read (settling corrects a first call's write).
+    ``max_tokens: 0`` (the prompt processed and cached, nothing generated, no output
+    billed) wherever the API takes it: it refuses it with a forced ``tool_choice``, with
+    ``output_config.format``, with ``thinking.type: enabled`` (never sent), with streaming
+    and in batches (the warm-up is neither).
+
+    - forced tool (``tool``, ``strict_tool``): the packs' system prompt and tools with
+      ``tool_choice: auto``, which changes only the messages layer of the cache, not the
+      tools and system the packs read;
+    - ``auto_tool``: the packs' request as it is, with ``max_tokens: 0``;
+    - ``json``: the stand-in pack itself (:func:`stand_in_request`), a real call with room
+      for one result. The format adds a hidden system prompt, so a warm-up without it
+      would most likely cache another prefix (the contract marks this [??]); one small
+      answer costs far less than the first wave of packs each writing the prefix at the
+      cache-write price instead of reading it.
+
+    With short ids its system prompt and tool say so, like the packs', so it writes
+    their prefix.
     """
-    return Need(requests=1, input=max(est_input_tokens - ctx.cacheable_prefix_tokens, 1),
-                output=max_tokens)
+    request = stand_in_request(ctx)
+    if ctx.shape.channel == "json":
+        return request
+    request["max_tokens"] = 0
+    if ctx.shape.forced:
+        request["tool_choice"] = {"type": "auto", "disable_parallel_tool_use": True}
+    return request
 
 
 def _used(message: dict[str, Any]) -> Need:

@@ -488,6 +488,10 @@ class WarmCacheOutput(BaseModel):
     totals: Totals = Field(default_factory=lambda: Totals())
     #: The run's budget could not hold the warm-up: nothing was sent, the run stops.
     over_budget: bool = False
+    #: Whether the warm-up's answer shows the prefix in the cache (written or read;
+    #: ``None``: no warm-up answer). ``False``: the prefix is processed uncached (under the
+    #: model's minimum), and the run's calls do not count on reading it.
+    cached: bool | None = None
 
 
 class ProbeApiInput(BaseModel):

@@ -482,6 +482,22 @@ def fixed_prompt_tokens(spec: SchemaSpec, channel: Channel = "tool") -> int:
     return estimate_tokens(system) + estimate_tokens(answer) + estimate_tokens(user) + overhead
 
 
+#: The SDK's rule for a call it will not make without streaming
+#: (``anthropic._base_client._calculate_nonstreaming_timeout``): one that may take over ten
+#: minutes, reckoned at 128,000 output tokens an hour, or that asks for more than the
+#: model's own non-streaming limit (``anthropic._constants.MODEL_NONSTREAMING_TOKENS``).
+#: blockbatch's client sets its own timeout, which skips the SDK's check, so it applies
+#: the rule itself: a long call streams rather than risk a dropped idle connection.
+NONSTREAMING_SECONDS = 600
+TOKENS_PER_HOUR = 128_000
+
+
+def needs_streaming(max_tokens: int, model_limit: int | None = None) -> bool:
+    """Whether a call asking for ``max_tokens`` must stream (the SDK's rule above)."""
+    expected_s = 60 * 60 * max_tokens / TOKENS_PER_HOUR
+    return expected_s > NONSTREAMING_SECONDS or bool(model_limit and max_tokens > model_limit)
+
+
 def prefix_sha256(system: Any, tools: Any) -> str:
     """The ``prompt_prefixes`` key of a system prompt and tools, stored once per run."""
     return hashlib.sha256(

@@ -131,6 +131,10 @@ class CountPlan:
     chunks: int
 
 
+#: What a pack request carries that count_tokens counts too (not max_tokens).
+_COUNTED = ("system", "tools", "tool_choice", "output_config", "thinking", "messages")
+
+
 def count_plan(ctx: RunContext, blocks: Sequence[Mapping[str, str]],
                block_tokens: Sequence[int], warm_up: Mapping[str, Any]) -> CountPlan:
     """The few requests that count a run's input.
@@ -144,11 +148,11 @@ def count_plan(ctx: RunContext, blocks: Sequence[Mapping[str, str]],
         ctx: the run's context.
         blocks: ``block_uid``, ``block_type`` and ``block_content`` of every block.
         block_tokens: the planner's estimate of each block.
-        warm_up: the run's warm-up request (``activities.llm.warm_up_request``).
+        warm_up: the run's stand-in pack request (``activities.llm.stand_in_request``):
+            its system prompt and answer channel (tools, or the output format) as sent.
     """
     model = ctx.model.id
-    with_prefix = {"model": model, "system": warm_up["system"], "tools": warm_up["tools"],
-                   "tool_choice": warm_up["tool_choice"], "messages": warm_up["messages"]}
+    with_prefix = {"model": model, **{key: warm_up[key] for key in _COUNTED if key in warm_up}}
     empty = [{"role": "user", "content": [
         {"type": "text", "text": user_instructions(ctx.spec, 1)}, {"type": "text", "text": "[]"}]}]
     requests: list[dict[str, Any]] = [

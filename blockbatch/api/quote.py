@@ -18,7 +18,7 @@ from typing import Any
 
 import asyncpg
 
-from activities.llm import WARM_UP_BLOCK, warm_up_request
+from activities.llm import WARM_UP_BLOCK, stand_in_request
 from activities.sdk import anthropic
 from blockbatch.api.errors import BadRequest
 from blockbatch.api.inputs import SchemaSource, as_schema, with_schema_model
@@ -166,7 +166,7 @@ async def _count(ctx: RunContext, wire: list[dict[str, str]], block_tokens: list
                  settings: Settings, client: anthropic.AsyncAnthropic | None,
                  ) -> tuple[PromptTokens | None, str | None]:
     """The input counted by the API, or ``None`` and why not (the caller estimates)."""
-    plan = count_plan(ctx, wire, block_tokens, warm_up_request(ctx))
+    plan = count_plan(ctx, wire, block_tokens, stand_in_request(ctx))
     own = client is None
     if client is None:
         try:
