@@ -229,9 +229,9 @@ def _result_items(response: Mapping[str, Any], out: PackResults) -> list[Any] | 
     if calls:
         return _tool_items(calls, out)
     text = "".join(t for t in texts if isinstance(t, str)).strip()
-    if text:
-        return _text_items(text, out)
     stop = response.get("stop_reason")
+    if text:
+        return _text_items(text, out, stop)
     out.payload_error = (f"no {TOOL_NAME} tool call and no JSON answer in the response "
                          f"(stop_reason={stop})")
     return None
@@ -253,7 +253,7 @@ def _tool_items(calls: list[Mapping[str, Any]], out: PackResults) -> list[Any] |
     return items
 
 
-def _text_items(text: str, out: PackResults) -> list[Any] | None:
+def _text_items(text: str, out: PackResults, stop: Any) -> list[Any] | None:
     """The results of a JSON text answer; a text cut off by truncation keeps the results
     it holds in full."""
     try:
@@ -267,7 +267,8 @@ def _text_items(text: str, out: PackResults) -> list[Any] | None:
                 return leading
             out.payload_error = "the JSON answer was cut off before any complete result"
         else:
-            out.payload_error = f"the text answer is not JSON ({err.msg} at {err.pos})"
+            out.payload_error = (f"the answer is neither a {TOOL_NAME} tool call nor JSON "
+                                 f"text ({err.msg} at {err.pos}; stop_reason={stop})")
         return None
     if not isinstance(answer, Mapping):
         out.payload_error = "the JSON answer is not an object"

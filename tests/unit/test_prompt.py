@@ -20,6 +20,7 @@ from core.prompt import (
     build_tool,
     fixed_prompt_tokens,
 )
+from core.registry import MODELS
 from core.schema import SchemaSpec, load_schema
 
 
@@ -185,22 +186,25 @@ def test_block_text_can_never_break_out_of_the_array(blocks: list[dict[str, str]
 
 
 def test_request_has_what_messages_create_needs() -> None:
-    spec = make_spec()
+    spec = make_spec()  # the default model (Haiku 5.5): a strict, forced tool
     request = build_request(spec, BLOCKS, max_tokens=8192)
     assert set(request) == {"model", "max_tokens", "system", "tools", "tool_choice", "messages"}
     assert request["model"] == spec.prompt_config.model
     assert request["max_tokens"] == 8192
-    assert request["tool_choice"] == {"type": "tool", "name": TOOL_NAME}
-    assert request["tools"] == [build_tool(spec)]
+    assert request["tool_choice"] == {"type": "tool", "name": TOOL_NAME,
+                                      "disable_parallel_tool_use": True}
+    assert request["tools"] == [build_tool(spec, strict=True)]
     assert request["system"] == build_system(spec)
     assert request["messages"] == build_messages(spec, BLOCKS)
     json.dumps(request)  # plain JSON all the way down: it goes to the ledger as is
 
 
-def test_request_temperature_only_when_set() -> None:
-    request = build_request(make_spec(temperature=0), BLOCKS, max_tokens=10)
-    assert request["extra_body"] == {"temperature": 0}
-    assert "extra_body" not in build_request(make_spec(), BLOCKS, max_tokens=10)
+@pytest.mark.parametrize("model", [m.id for m in MODELS])
+def test_no_sampling_parameter_is_ever_sent(model: str) -> None:
+    request = build_request(make_spec(temperature=0), BLOCKS, max_tokens=10, model=model)
+    wire = json.dumps(request)
+    assert not {"temperature", "top_p", "top_k", "extra_body"} & set(request)
+    assert "temperature" not in wire and "top_p" not in wire and "top_k" not in wire
 
 
 def test_request_model_override_and_cache_ttl() -> None:

@@ -16,7 +16,7 @@ from blockbatch.api.items import (
     split_arguments,
 )
 from core.ingest import IngestError
-from core.prompt import alias_map, build_request, build_system, fixed_prompt_tokens
+from core.prompt import alias_map, build_request, build_system, fixed_prompt_tokens, shape_for
 from core.questions import (
     QUESTION_IN_CONTEXT_TYPE,
     QUESTION_SCHEMA,
@@ -53,8 +53,10 @@ def wire_items(request: dict[str, Any]) -> list[dict[str, str]]:
 
 
 def test_schema_runs_send_the_same_bytes_as_before_question_mode() -> None:
-    # Digests of main's requests before question mode (PROMPT_FORMAT_VERSION 1): a schema
-    # without "questions" must not change on the wire, in its answer key or in its hash.
+    # Digests of main's requests (PROMPT_FORMAT_VERSION 2): a schema without "questions"
+    # must not change on the wire, in its answer key or in its hash. Its temperature is
+    # never sent, yet stays in its hash (an upload means what it meant before); the hash
+    # holds the default model (claude-haiku-5-5), which make_spec leaves unset.
     spec = make_spec(temperature=0.2)
     digests = [
         hashlib.sha256(json.dumps(build_request(
@@ -62,12 +64,12 @@ def test_schema_runs_send_the_same_bytes_as_before_question_mode() -> None:
             sort_keys=True, ensure_ascii=False).encode()).hexdigest()
         for aliases in (None, alias_map(["doc:0", "doc:1"]))
     ]
-    assert digests == ["b5f6ef43ce1d958ca34983a7559c0d6cc69f204281de8ea7ac48a1b86be444ed",
-                       "2eb93a89c4cb375e34e28de8bb973b0d7d40e8ebfb7c2e31d11ab5782dbfee04"]
-    assert prompt_digest(spec, "claude-sonnet-4-6") == (
-        "0bf62af74eb4f60f95223165bc24bcbc9a23e3794027b0ff9314b4b8e0b32bdf")
+    assert digests == ["61a1175b0b4b6090618565ad1ef6d1b6d94611cdb89d4b966e5f263954a95eaa",
+                       "501c7362b946a822fdad9b86d1240448beba22cc7623a2e77bc1e098244df425"]
+    assert prompt_digest(spec, "claude-sonnet-4-6", shape_for(spec, "claude-sonnet-4-6")) == (
+        "29e53e04aa52e681ce34de5f29c6eb2eb63eee5f10618aae3229d523ae7908a7")
     assert spec.content_hash() == (
-        "61cd3c14b0e45a308dff44a84abf59f70e9b208f97554b5ccf9bcff72a82428d")
+        "e64c007874eed562ee9861e94d3973e06c1ff4d3ff01e07397795d828216d204")
 
 
 def test_question_system_prompt_says_each_question_stands_alone() -> None:
@@ -103,7 +105,9 @@ def test_questions_travel_with_their_own_context_and_no_block_type() -> None:
 def test_question_mode_has_its_own_answer_key_and_fixed_tokens() -> None:
     plain = load_schema({**QUESTION_SCHEMA, "prompt_config": {
         **QUESTION_SCHEMA["prompt_config"], "questions": False}})
-    assert prompt_digest(SPEC, "claude-sonnet-4-6") != prompt_digest(plain, "claude-sonnet-4-6")
+    model = "claude-sonnet-4-6"
+    assert (prompt_digest(SPEC, model, shape_for(SPEC, model))
+            != prompt_digest(plain, model, shape_for(plain, model)))
     assert SPEC.content_hash() != plain.content_hash()
     assert fixed_prompt_tokens(SPEC) > 0
 

@@ -10,7 +10,10 @@ import pytest
 
 import core.prompt
 import core.reuse
+from core.answer import CallShape, call_shape
 from core.models import RunOptions
+from core.prompt import shape_for
+from core.registry import get_model
 from core.reuse import answer_key, block_digest, prompt_digest
 from core.schema import load_schema
 
@@ -33,8 +36,9 @@ BASE: dict[str, Any] = {
 
 
 def key(schema: dict[str, Any] = BASE, model: str = MODEL, block_type: str = "paragraph",
-        content: str = "The tenant shall pay the rent.") -> str:
-    prompt = prompt_digest(load_schema(copy.deepcopy(schema)), model)
+        content: str = "The tenant shall pay the rent.", shape: CallShape | None = None) -> str:
+    spec = load_schema(copy.deepcopy(schema))
+    prompt = prompt_digest(spec, model, shape or shape_for(spec, model))
     return answer_key(prompt, block_digest(block_type, content))
 
 
@@ -55,7 +59,7 @@ def changed(path: list[str], value: Any) -> dict[str, Any]:
                                          "You rate the tone of contracts."))),
     ("per-block prompt", lambda: key(changed(["prompt_config", "per_block_prompt"],
                                              "Rate it."))),
-    ("temperature", lambda: key(changed(["prompt_config", "temperature"], 0.7))),
+    ("channel", lambda: key(shape=call_shape(get_model(MODEL), strict_fits=False))),
     ("a field's enum", lambda: key(changed(["properties", "sentiment", "enum"],
                                            ["positive", "negative", "neutral"]))),
     ("a field's description", lambda: key(changed(["properties", "sentiment", "description"],
@@ -66,6 +70,13 @@ def changed(path: list[str], value: Any) -> dict[str, Any]:
 ])
 def test_what_decides_the_answer_changes_the_key(what: str, other: Any) -> None:
     assert other() != key(), what
+
+
+def test_effort_and_thinking_change_the_key() -> None:
+    sonnet = get_model("claude-sonnet-5-5")
+    keys = {key(model=sonnet.id, shape=call_shape(sonnet, effort))
+            for effort in ("low", "high", "max")}  # max: thinking cannot be turned off
+    assert len(keys) == 3
 
 
 def test_the_prompt_format_version_is_part_of_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -81,6 +92,8 @@ def test_the_prompt_format_version_is_part_of_the_key(monkeypatch: pytest.Monkey
     ("max_batch_size", changed(["prompt_config", "max_batch_size"], 5)),
     # The run's model is in the key; the schema's default model only picks it.
     ("the schema's default model", changed(["prompt_config", "model"], "claude-haiku-4-5")),
+    # Never sent: the API no longer takes sampling parameters.
+    ("temperature", changed(["prompt_config", "temperature"], 0.7)),
 ])
 def test_what_only_sizes_or_names_leaves_the_key_alone(what: str, schema: dict[str, Any]
                                                        ) -> None:
@@ -90,7 +103,8 @@ def test_what_only_sizes_or_names_leaves_the_key_alone(what: str, schema: dict[s
 def test_the_key_has_no_run_option_but_the_model() -> None:
     # Everything else a run sets changes packing, pacing or price, never the request a
     # block's answer comes from; a new option must be placed on one side of this line.
-    assert set(RunOptions.model_fields) - {"model"} == {
+    # The effort is in the key as part of the run's call shape (core.answer.CallShape.key).
+    assert set(RunOptions.model_fields) - {"model", "effort"} == {
         "pack_size", "batching_enabled", "estimated_output_per_block", "max_concurrent_packs",
         "max_block_attempts", "output_budget", "safety_margin", "hard_cap", "cache_ttl",
         "mode", "batch", "weight", "outage", "reuse_answers",
