@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -17,7 +19,9 @@ from core.batching import (
 from core.claude_errors import classify
 from core.models import BatchOptions, RunOptions
 from core.policy import Decision, decide, split_pack
+from core.prompt import build_request
 from core.registry import Usage, cost_usd, get_model
+from core.schema import load_schema
 
 CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -37,9 +41,17 @@ def test_custom_id_always_matches_the_api_pattern(index: int, halves: list[str],
     assert CUSTOM_ID.match(custom_id_for("run", path, attempt))
 
 
-def test_batch_params_carry_temperature_in_the_body() -> None:
-    params = batch_params({"model": "m", "max_tokens": 5, "extra_body": {"temperature": 0}})
-    assert params == {"model": "m", "max_tokens": 5, "temperature": 0}
+def test_batch_params_are_the_sync_request_without_sampling_parameters() -> None:
+    spec = load_schema({"properties": {"s": {"type": "string"}},
+                        "prompt_config": {"system_instructions": "x", "temperature": 0}})
+    request = build_request(spec, [{"block_uid": "d:0", "block_type": "p",
+                                    "block_content": "c"}], max_tokens=5)
+    params = batch_params(request)
+    assert params == request and "temperature" not in json.dumps(params)
+    # Batches take neither a streamed request nor a max_tokens 0 warm-up (contract §5).
+    for wrong in ({**request, "max_tokens": 0}, {**request, "stream": True}):
+        with pytest.raises(ValueError, match="batch"):
+            batch_params(wrong)
 
 
 def after_result(result_type: str, *, blocks: int, remaining: int = 0, reason: str = "",

@@ -10,7 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
+from core.answer import CallShape, call_shape
 from core.prompt import (
+    JSON_FORMAT_OVERHEAD_TOKENS,
     TOOL_NAME,
     TOOL_USE_OVERHEAD_TOKENS,
     alias_map,
@@ -19,8 +21,12 @@ from core.prompt import (
     build_system,
     build_tool,
     fixed_prompt_tokens,
+    needs_streaming,
+    shape_for,
+    strict_fits,
+    strict_schema,
 )
-from core.registry import MODELS
+from core.registry import MODELS, get_model
 from core.schema import SchemaSpec, load_schema
 
 
@@ -284,3 +290,124 @@ def test_short_id_prefix_is_the_same_for_every_pack() -> None:
     a = build_request(spec, BLOCKS[:1], max_tokens=10, aliases=alias_map(["doc:0"]))
     b = build_request(spec, BLOCKS, max_tokens=10, aliases=alias_map(["doc:0", "doc:1"]))
     assert (a["system"], a["tools"]) == (b["system"], b["tools"])
+
+
+# --- the answer channel -----------------------------------------------------------------
+
+
+def shape(model: str, effort: Any = None, *, strict_fits: bool = True) -> CallShape:
+    return call_shape(get_model(model), effort, strict_fits=strict_fits)
+
+
+def test_strict_tool_channel_forces_a_strict_tool_in_the_subset() -> None:
+    spec = make_spec()
+    request = build_request(spec, BLOCKS, max_tokens=100, model="claude-haiku-5-5",
+                            shape=shape("claude-haiku-5-5"))
+    tool = request["tools"][0]
+    assert tool["strict"] is True and tool["input_schema"] == strict_schema(spec)
+    # The subset drops the item bound; the field definitions still say it.
+    keywords = tool["input_schema"]["properties"]["results"]["items"]["properties"]["keywords"]
+    assert "maxItems" not in keywords
+    assert "At most 5 items." in request["system"][1]["text"]
+    assert request["tool_choice"] == {"type": "tool", "name": TOOL_NAME,
+                                      "disable_parallel_tool_use": True}
+    assert "output_config" not in request and "thinking" not in request
+
+
+def test_tool_channel_when_the_schema_does_not_fit() -> None:
+    spec = make_spec()
+    request = build_request(spec, BLOCKS, max_tokens=100, model="claude-haiku-5-5",
+                            shape=shape("claude-haiku-5-5", strict_fits=False))
+    assert request["tools"] == [build_tool(spec)] and "strict" not in request["tools"][0]
+    assert request["tool_choice"]["type"] == "tool"
+
+
+def test_json_channel_sends_the_results_schema_as_the_output_format() -> None:
+    spec = make_spec()
+    request = build_request(spec, BLOCKS, max_tokens=100, model="claude-sonnet-5-5",
+                            shape=shape("claude-sonnet-5-5"))
+    assert "tools" not in request and "tool_choice" not in request
+    assert request["output_config"] == {"format": {"type": "json_schema",
+                                                   "schema": strict_schema(spec)}}
+    assert request["thinking"] == {"type": "between_tools"}
+    rules = request["system"][-1]["text"]
+    assert 'Answer with one JSON object and nothing else: {"results": [...]}' in rules
+    assert TOOL_NAME not in rules
+    answer = {"results": [{"block_uid": "doc:0", "sentiment": "positive"}]}
+    Draft202012Validator(request["output_config"]["format"]["schema"]).validate(answer)
+
+
+def test_auto_tool_channel_where_a_forced_tool_is_refused_and_the_schema_does_not_fit() -> None:
+    request = build_request(make_spec(), BLOCKS, max_tokens=100, model="claude-opus-5-5",
+                            shape=shape("claude-opus-5-5", "high", strict_fits=False))
+    assert request["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": True}
+    assert "strict" not in request["tools"][0]
+    # Opus 5.5 cannot stop thinking: no thinking switch is sent, only the effort.
+    assert "thinking" not in request and request["output_config"] == {"effort": "high"}
+
+
+def test_effort_and_format_share_the_output_config() -> None:
+    request = build_request(make_spec(), BLOCKS, max_tokens=100, model="claude-opus-5-5",
+                            shape=shape("claude-opus-5-5"))
+    assert set(request["output_config"]) == {"format", "effort"}
+    assert request["output_config"]["effort"] == "low"
+
+
+@pytest.mark.parametrize("model", [m.id for m in MODELS])
+@pytest.mark.parametrize("fits", [True, False])
+def test_the_prefix_is_byte_stable_across_packs_on_every_channel(model: str,
+                                                                  fits: bool) -> None:
+    spec = make_spec()
+    run = shape(model, strict_fits=fits)
+    a = build_request(spec, BLOCKS[:1], max_tokens=10, model=model, shape=run,
+                      aliases=alias_map(["doc:0"]))
+    b = build_request(spec, BLOCKS, max_tokens=99, model=model, shape=run,
+                      aliases=alias_map(["doc:0", "doc:1"]))
+    prefix = ("system", "tools", "tool_choice", "thinking", "output_config")
+    assert json.dumps([a.get(k) for k in prefix]) == json.dumps([b.get(k) for k in prefix])
+
+
+def test_a_schema_outside_the_subset_cannot_take_a_strict_channel() -> None:
+    spec = load_schema({"properties": {"meta": {"type": "object"}},
+                        "prompt_config": {"system_instructions": "x"}})
+    assert strict_schema(spec) is None and not strict_fits(spec)
+    assert shape_for(spec, "claude-haiku-5-5").channel == "tool"
+    assert shape_for(spec, "claude-sonnet-5-5").channel == "auto_tool"
+    with pytest.raises(ValueError, match="subset"):
+        build_request(spec, BLOCKS, max_tokens=10, shape=shape("claude-sonnet-5-5"))
+
+
+def test_fixed_prompt_tokens_by_channel() -> None:
+    spec = make_spec()
+    tool = fixed_prompt_tokens(spec, "tool")
+    strict = fixed_prompt_tokens(spec, "strict_tool")
+    json_channel = fixed_prompt_tokens(spec, "json")
+    assert tool > TOOL_USE_OVERHEAD_TOKENS and strict > TOOL_USE_OVERHEAD_TOKENS
+    assert json_channel > JSON_FORMAT_OVERHEAD_TOKENS
+    # No tool-use prompt without tools: the format's own (estimated) prompt instead.
+    assert json_channel - JSON_FORMAT_OVERHEAD_TOKENS < tool - TOOL_USE_OVERHEAD_TOKENS + 20
+
+
+# --- streaming -------------------------------------------------------------------------
+
+
+def test_streaming_starts_where_the_sdk_refuses_a_plain_call() -> None:
+    # The SDK: expected time = 1 h * max_tokens / 128,000, refused above 10 minutes.
+    assert not needs_streaming(21_333) and needs_streaming(21_334)
+    assert not needs_streaming(0) and not needs_streaming(8_192)
+    assert needs_streaming(128_000)
+    # A model with its own non-streaming limit (the SDK's MODEL_NONSTREAMING_TOKENS).
+    assert needs_streaming(8_193, 8_192) and not needs_streaming(8_192, 8_192)
+
+
+def test_streaming_rule_matches_the_sdk() -> None:
+    from anthropic import Anthropic
+
+    client = Anthropic(api_key="x")
+    for max_tokens in (1, 8_192, 21_333, 21_334, 64_000, 128_000):
+        try:
+            client._calculate_nonstreaming_timeout(max_tokens, None)
+            refused = False
+        except ValueError:
+            refused = True
+        assert refused == needs_streaming(max_tokens), max_tokens

@@ -357,3 +357,81 @@ def test_every_block_lands_in_exactly_one_bucket_with_aliases(
     for alias, uid in aliases.items():
         if sent.count(alias) == 1:
             assert uid in got.valid
+
+
+# --- channels and stop reasons ---------------------------------------------------------
+
+THINKING = {"type": "thinking", "thinking": "", "signature": "sig"}
+
+
+def json_response(text: str, stop_reason: str = "end_turn") -> dict[str, Any]:
+    return {"type": "message", "role": "assistant", "stop_reason": stop_reason,
+            "content": [THINKING, {"type": "text", "text": text}]}
+
+
+def test_blocks_are_picked_by_type_after_thinking() -> None:
+    resp = response([ok(u) for u in UIDS])
+    resp["content"].insert(0, THINKING)
+    got = parse(resp)
+    assert set(got.valid) == set(UIDS) and not got.mapping_failed
+
+
+def test_a_json_text_answer_maps_by_block_uid_like_a_tool_call() -> None:
+    text = json.dumps({"results": [ok("doc:2"), ok("doc:0"), ok("doc:1", summary="fine")]})
+    got = parse(json_response(text))
+    assert set(got.valid) == set(UIDS) and not got.mapping_failed
+    assert got.valid["doc:1"] == {"sentiment": "positive", "summary": "fine"}
+
+
+def test_a_json_answer_keeps_the_same_uid_validation() -> None:
+    text = json.dumps({"results": [ok("doc:0"), ok("doc:0"), ok("doc:9"),
+                                   ok("doc:2", summary="x" * 60)]})
+    got = parse(json_response(text))
+    assert got.duplicates == ["doc:0"] and got.unknown == ["doc:9"]
+    assert got.missing == ["doc:1"] and "doc:2" in got.invalid and got.mapping_failed
+
+
+def test_a_json_answer_cut_off_keeps_its_complete_results() -> None:
+    whole = json.dumps({"results": [ok("doc:0"), ok("doc:1"), ok("doc:2")]})
+    cut = whole[: whole.index('"doc:2"') + 3]
+    got = parse(json_response(cut, "max_tokens"))
+    assert got.truncated and got.payload_error is None
+    assert set(got.valid) == {"doc:0", "doc:1"} and got.missing == ["doc:2"]
+    assert got.reason_code("doc:2") == "truncated"
+
+
+def test_a_json_answer_cut_before_any_result_is_a_truncated_payload_error() -> None:
+    got = parse(json_response('{"resu', "max_tokens"))
+    assert got.truncated and got.payload_error is not None
+    assert got.missing == UIDS
+
+
+def test_text_that_is_not_json_is_a_payload_error() -> None:
+    got = parse(json_response("Sure! Here are the results: ..."))
+    assert got.payload_error is not None and "JSON" in got.payload_error
+    assert got.reason_code("doc:0") == "malformed_answer"
+    for text in ('["not", "an object"]', '{"results": {"doc:0": 1}}'):
+        assert parse(json_response(text)).payload_error is not None
+
+
+def test_the_context_window_stop_is_a_truncation() -> None:
+    got = parse(response([ok("doc:0")], stop_reason="model_context_window_exceeded"))
+    assert got.truncated and got.mapping_failed and got.reason_code("doc:1") == "truncated"
+
+
+def test_a_refusal_fails_every_unfinished_block_as_refused_with_its_category() -> None:
+    resp = json_response('{"results": [', "refusal")
+    resp["stop_details"] = {"type": "refusal", "category": "cyber", "explanation": None}
+    got = parse(resp)
+    assert got.refusal == "cyber" and got.mapping_failed
+    assert {got.reason_code(u) for u in UIDS} == {"refused"}
+    assert got.summary().startswith("refused (cyber)")
+    bare = parse(response([ok("doc:0")], stop_reason="refusal"))
+    assert bare.refusal == "unspecified" and "doc:0" in bare.valid
+    assert bare.reason_code("doc:1") == "refused" and bare.reason_code("doc:0") is None
+
+
+def test_pause_turn_leaves_no_answer() -> None:
+    got = parse(response([ok(u) for u in UIDS], stop_reason="pause_turn"))
+    assert got.payload_error is not None and "pause_turn" in got.payload_error
+    assert got.missing == UIDS and not got.valid

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from core.registry import DEFAULT_MODEL
-from core.schema import PromptConfig, SchemaError, SchemaSpec, load_schema
+from core.schema import TEMPERATURE_NOTICE, PromptConfig, SchemaError, SchemaSpec, load_schema
 
 
 def schema(**overrides: Any) -> dict[str, Any]:
@@ -235,3 +235,11 @@ def test_every_problem_is_reported_at_once() -> None:
 
 def test_schema_error_is_a_value_error() -> None:
     assert issubclass(SchemaError, ValueError)
+
+
+def test_an_old_schemas_temperature_is_accepted_with_a_notice() -> None:
+    config = {"system_instructions": "x", "temperature": 0.2}
+    spec = load_schema(schema(prompt_config=config))
+    assert spec.notices == [TEMPERATURE_NOTICE]
+    assert "no longer takes sampling parameters" in TEMPERATURE_NOTICE
+    assert load_schema(schema()).notices == []
