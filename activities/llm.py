@@ -55,8 +55,7 @@ from core.models import (
     WarmCacheInput,
     WarmCacheOutput,
 )
-from core.planning import LEARNING_PACK_BLOCKS
-from core.planning import estimate_tokens
+from core.planning import LEARNING_PACK_BLOCKS, estimate_tokens
 from core.prompt import alias_map, build_request, needs_streaming, prefix_sha256
 from core.quality import PROBE_ATTEMPTS, pack_sample
 from core.ratelimit import Need

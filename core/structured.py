@@ -175,9 +175,8 @@ def _node(node: Any, tally: _Tally) -> dict[str, Any]:
             if not isinstance(value, str) or not value.startswith("#/"):
                 raise _Unfit("a $ref that is not local")
             out[key] = value
-        elif key == "additionalProperties":
-            if value is not False:
-                raise _Unfit("additionalProperties other than false (a map)")
+        elif key == "additionalProperties" and value is not False:
+            raise _Unfit("additionalProperties other than false (a map)")
         # Anything else is dropped: a bound we check after the answer (DROPPED), or a
         # keyword no validator gives a meaning.
     types = _types(node)
