@@ -614,6 +614,9 @@ class ApplyResultsOutput(BaseModel):
     remaining: list[str] = Field(default_factory=list)
     mapping_failed: bool = False
     reason: str = ""
+    #: The model refused (``stop_reason`` ``refusal``): its category, or ``"unspecified"``
+    #: (``core.results.PackResults.refusal``); the unfinished blocks' reason is ``refused``.
+    refusal: str | None = None
 
 
 class FailBlocksInput(BaseModel):

@@ -253,6 +253,7 @@ async def apply_answer(
             remaining=[u for u in parsed.unfinished if u in pending],
             mapping_failed=parsed.mapping_failed,
             reason=parsed.summary(),
+            refusal=parsed.refusal,
         )
         await ledger.save_apply_outcome(conn, call_id, outcome)
     return outcome
