@@ -287,7 +287,7 @@ async def test_rounds_continue_as_new_with_their_state(
     import workflows.batch
 
     monkeypatch.setattr(workflows.batch, "HISTORY_EVENTS_PER_RUN", 1)
-    bbstack.sim.scenario(batch={"processing_delay_s": 0.2}, seed=7, faults={"truncate": 0.5})
+    bbstack.sim.scenario(batch={"processing_delay_s": 0.2}, seed=8, faults={"truncate": 0.5})
     run_id, result = await run_batch(bbstack, 40, pack_size=10, max_block_attempts=8)
     assert result.status == "completed" and result.blocks_ai_complete == 40
     rounds = await bbstack.pool.fetchval(
