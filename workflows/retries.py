@@ -22,7 +22,10 @@ CALL_MODEL_RETRY = RetryPolicy(
     maximum_attempts=12,
     non_retryable_error_types=[API_KEY_REJECTED],
 )
-CALL_MODEL_TIMEOUT = timedelta(minutes=10)
+#: A call whose max_tokens could run past ten minutes streams (``core.prompt.needs_streaming``),
+#: for up to the hour the SDK reckons 128,000 output tokens take; the heartbeat
+#: (:data:`CALL_MODEL_HEARTBEAT`) notices a lost worker long before this.
+CALL_MODEL_TIMEOUT = timedelta(minutes=65)
 #: The warm-up call is worth a few tries; past them pack 0 goes first instead.
 WARM_UP_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=2),
