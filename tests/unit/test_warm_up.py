@@ -151,3 +151,13 @@ def test_a_call_past_the_sdks_ten_minutes_streams_and_answers_the_same() -> None
     # The ledger gets the request-id, the limiter the rate-limit headers, either way.
     assert long_headers.get("request-id") == short_headers.get("request-id") == "req_1"
     assert long_headers.get("anthropic-ratelimit-requests-limit") == "50"
+
+
+def test_the_estimate_says_an_old_schemas_temperature_is_ignored() -> None:
+    from blockbatch.api.quote import estimate
+    from core.schema import TEMPERATURE_NOTICE
+
+    old = {**SCHEMA, "prompt_config": {**SCHEMA["prompt_config"], "temperature": 0}}
+    q = asyncio.run(estimate(b"# A\n\nSome text.\n", old, fmt="markdown", count=False,
+                             history=False))
+    assert TEMPERATURE_NOTICE in q.notes
