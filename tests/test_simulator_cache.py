@@ -98,7 +98,7 @@ async def test_cache_is_per_model_and_per_prefix(client):
     sonnet = pack_params(make_blocks(1), model="claude-sonnet-4-5", system_text=SYSTEM,
                          system_repeat=200)
     await client.messages.create(**sonnet)
-    other_model = {**sonnet, "model": "claude-opus-4-1"}
+    other_model = {**sonnet, "model": "claude-opus-4-5"}
     assert (await client.messages.create(**other_model)).usage.cache_read_input_tokens == 0
     other_prefix = pack_params(make_blocks(1), system_text=SYSTEM + "!", system_repeat=200)
     assert (await client.messages.create(**other_prefix)).usage.cache_read_input_tokens == 0
