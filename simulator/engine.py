@@ -139,7 +139,7 @@ class Engine:
         """
         model = validate_body(body, count_only=count_only)
         tokenizer = tokenizer_for(model)
-        prompt = analyse(body, tokenizer)
+        prompt = analyse(body, tokenizer, model.default_effort)
         check_context_window(prompt.total_tokens, model)
         marker = self.scenario.reject_marker
         if marker and any(marker in block.content for block in prompt.blocks):

@@ -17,6 +17,10 @@ from simulator.tokenizer import OLD, Tokenizer
 
 #: Fixed tokens per message for the role markers around it.
 MESSAGE_OVERHEAD = 3
+#: Tokens of the hidden system prompt ``output_config.format`` adds besides the schema's
+#: own JSON (contract §2 "Prompt caching": billed as input). An assumption: the API does
+#: not publish its size.
+FORMAT_PROMPT_TOKENS = 40
 
 
 @dataclass(frozen=True)
@@ -81,9 +85,18 @@ def _content_parts(content: Any) -> list[dict[str, Any]]:
     return list(content)
 
 
-def analyse(body: dict[str, Any], tokenizer: Tokenizer = OLD) -> Prompt:
+def analyse(body: dict[str, Any], tokenizer: Tokenizer = OLD,
+            default_effort: str | None = None) -> Prompt:
     """Count tokens (with the request model's ``tokenizer``), find cache breakpoints and
-    blocks of a validated request body."""
+    blocks of a validated request body.
+
+    The prefix follows contract §5's layers: tools, then ``output_config.format``'s
+    hidden prompt (a format change invalidates the cache of the whole thread, §2), then
+    system, then messages. ``thinking``, the effort (``default_effort`` when the request
+    names none: sending the default equals omitting it, §3) and ``tool_choice`` key the
+    messages layer only: changing them misses every breakpoint in the messages, never
+    one on the tools or system.
+    """
     prompt = Prompt()
     digest = hashlib.sha256()
 
@@ -99,11 +112,19 @@ def analyse(body: dict[str, Any], tokenizer: Tokenizer = OLD) -> Prompt:
 
     for tool in body.get("tools") or []:
         add(tool_tokens(tool, tokenizer), ["tool", _without_cache_control(tool)], tool)
+    output_config = body.get("output_config") or {}
+    output_format = output_config.get("format")
+    if isinstance(output_format, dict):
+        add(FORMAT_PROMPT_TOKENS + tokenizer.count(_canon(output_format)),
+            ["format", output_format], None)
     system = body.get("system")
     if system:
         for part in _content_parts(system):
             add(content_block_tokens(part, tokenizer),
                 ["system", _without_cache_control(part)], part)
+    effort = output_config.get("effort") or default_effort
+    digest.update(_canon(["shape", body.get("thinking"), effort,
+                          body.get("tool_choice")]).encode())
     for message in body["messages"]:
         add(MESSAGE_OVERHEAD, ["role", message["role"]], None)
         for part in _content_parts(message["content"]):
