@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.registry import Effort
+
 Rate = float  # a probability in [0, 1]
 
 
@@ -121,7 +123,6 @@ class Batch(_Strict):
 
 
 # sim-b:
-Effort = Literal["low", "medium", "high", "xhigh", "max"]
 RefusalCategory = Literal["cyber", "bio", "frontier_llm", "reasoning_extraction", "general_harms"]
 
 
