@@ -1,4 +1,8 @@
-"""``POST /v1/messages`` and ``/v1/messages/count_tokens``: checks, faults, answer, latency."""
+"""``POST /v1/messages`` and ``/v1/messages/count_tokens``: checks, faults, answer, latency.
+
+A streamed request (``stream: true``) gets the same Message, written as events by
+``simulator/streaming.py``; the latency counts every output token, thinking included.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +22,12 @@ def parse_json(raw: bytes) -> Any:
         return json.loads(raw)
     except ValueError as exc:
         raise invalid(f"There was an error parsing the body of your request: {exc}") from None
+
+
+def wants_stream(raw: bytes) -> bool:
+    """Whether a (validated) Messages request asks for Server-Sent Events (contract §8)."""
+    body = json.loads(raw)
+    return isinstance(body, dict) and body.get("stream") is True
 
 
 def check_headers(state: SimState, headers: Mapping[str, str]) -> None:

@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.registry import Effort
+
 Rate = float  # a probability in [0, 1]
 
 
@@ -50,6 +52,10 @@ class Faults(_Strict):
     malformed_tool_input: Rate = Field(default=0.0, ge=0, le=1)
     #: Per request.
     truncate: Rate = Field(default=0.0, ge=0, le=1)
+    # sim-b:
+    #: Per request: with ``tool_choice: auto`` the model answers in text instead of
+    #: calling the tool (contract §2: only a forced tool guarantees the call).
+    auto_tool_text_rate: Rate = Field(default=0.0, ge=0, le=1)
 
 
 class Quality(_Strict):
@@ -116,6 +122,28 @@ class Batch(_Strict):
     expired_rate: Rate = Field(default=0.0, ge=0, le=1)
 
 
+# sim-b:
+RefusalCategory = Literal["cyber", "bio", "frontier_llm", "reasoning_extraction", "general_harms"]
+
+
+class Thinking(_Strict):
+    """How many thinking tokens a thinking answer spends (contract §3).
+
+    Assumptions, not measurements: no numeric effort figures are published. A call thinks
+    ``base[effort] + per_block[effort] * blocks`` tokens, times a jitter in
+    ``[1 - jitter, 1 + jitter]`` drawn from the request's hash (the same request thinks
+    the same amount), at least one token. Adaptive thinking at effort ``low`` skips
+    thinking on a request of at most one block with probability ``low_effort_skip``.
+    """
+
+    base: dict[Effort, int] = Field(default_factory=lambda: {
+        "low": 40, "medium": 120, "high": 300, "xhigh": 700, "max": 1500})
+    per_block: dict[Effort, int] = Field(default_factory=lambda: {
+        "low": 4, "medium": 12, "high": 30, "xhigh": 60, "max": 120})
+    jitter: float = Field(default=0.2, ge=0, lt=1)
+    low_effort_skip: Rate = Field(default=0.5, ge=0, le=1)
+
+
 class Scenario(_Strict):
     """Everything configurable about the simulator; the defaults are a well-behaved API."""
 
@@ -140,3 +168,13 @@ class Scenario(_Strict):
     limits: Limits = Field(default_factory=Limits)
     auth: Auth = Field(default_factory=Auth)
     batch: Batch = Field(default_factory=Batch)
+    # sim-b:
+    #: A request holding a block whose content is one of these, or contains
+    #: ``refuse_marker``, is refused like the API's streaming classifiers refuse: HTTP 200,
+    #: ``stop_reason: "refusal"`` with ``stop_details`` (contract §2 failure modes).
+    refuse_contents: list[str] = Field(default_factory=list)
+    refuse_marker: str | None = None
+    refusal_category: RefusalCategory | None = "cyber"
+    refusal_explanation: str | None = (
+        "The request was declined because it may enable harm in this category.")
+    thinking: Thinking = Field(default_factory=Thinking)

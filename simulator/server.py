@@ -15,6 +15,7 @@ from simulator.routes_batches import add_batch_routes
 from simulator.routes_control import add_control_routes
 from simulator.scenario import Scenario
 from simulator.state import STATE, SimState, Sleep, state_of
+from simulator.streaming import send_stream
 
 log = logging.getLogger("simulator")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -52,11 +53,14 @@ async def api_middleware(request: web.Request, handler: Handler) -> web.StreamRe
     return response
 
 
-async def create_message(request: web.Request) -> web.Response:
+async def create_message(request: web.Request) -> web.StreamResponse:
     state = state_of(request)
+    raw = await request.read()
     message, headers = await messages.create_message(
-        state, request.headers, await request.read(), request[_REQUEST_ID]
+        state, request.headers, raw, request[_REQUEST_ID]
     )
+    if messages.wants_stream(raw):
+        return await send_stream(request, message, {**headers, "request-id": request[_REQUEST_ID]})
     return web.json_response(message, headers=headers)
 
 

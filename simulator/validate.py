@@ -59,14 +59,14 @@ def validate_body(body: Any, *, count_only: bool = False) -> ModelInfo:
             raise invalid(f"{name}: Field required")
     if not isinstance(body["model"], str):
         raise invalid("model: Input should be a valid string")
-    if body.get("stream"):
-        raise invalid("stream: streaming is not supported by the simulator; use stream=false")
+    if "stream" in body and not isinstance(body["stream"], bool):
+        raise invalid("stream: Input should be a valid boolean")
     if not count_only:
         max_tokens = body["max_tokens"]
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool):
             raise invalid("max_tokens: Input should be a valid integer")
-        if max_tokens < 1:
-            raise invalid("max_tokens: Input should be greater than or equal to 1")
+        if max_tokens < 0:
+            raise invalid("max_tokens: Input should be greater than or equal to 0")
     _check_messages(body["messages"])
     _check_system(body.get("system"))
     tool_names = _check_tools(body.get("tools"))

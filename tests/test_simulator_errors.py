@@ -160,7 +160,7 @@ async def test_unknown_model_is_404(sim):
     ("change", "fragment"),
     [
         ({"max_tokens": 128_001}, "max_tokens: 128001 > 128000"),
-        ({"max_tokens": 0}, "max_tokens"),
+        ({"max_tokens": -1}, "max_tokens"),
         ({"tool_choice": {"type": "tool", "name": "nope"}}, "nope"),
         ({"messages": []}, "messages"),
         ({"messages": [{"role": "robot", "content": "x"}]}, "role"),
