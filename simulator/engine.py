@@ -16,7 +16,7 @@ from simulator.faults import Answer, Dice, answer_blocks, malform
 from simulator.prompt import Prompt, analyse
 from simulator.scenario import Scenario
 from simulator.tokenizer import count_tokens, truncate_to_tokens
-from simulator.validate import check_context_window, validate_body
+from simulator.validate import ApiContext, check_context_window, validate_body
 
 
 @dataclass
@@ -73,13 +73,19 @@ class Engine:
         self._seen[digest] = occurrence + 1
         return Dice(seed=self.scenario.seed, body_hash=digest, occurrence=occurrence)
 
-    def prepare(self, body: Any, *, count_only: bool = False) -> Prepared:
+    def prepare(
+        self, body: Any, *, count_only: bool = False, context: ApiContext | None = None
+    ) -> Prepared:
         """Validate ``body`` and analyse its prompt.
+
+        ``context`` (sim-a hook): the API version, betas and batch membership the request
+        is validated under, and the scenario's models (:mod:`simulator.validate`).
 
         Raises:
             ApiError: with the API's error type and message.
         """
-        model = validate_body(body, count_only=count_only)
+        model = validate_body(body, count_only=count_only, scenario=self.scenario,
+                              context=context)
         prompt = analyse(body)
         check_context_window(prompt.total_tokens, model)
         marker = self.scenario.reject_marker

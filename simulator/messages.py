@@ -9,7 +9,7 @@ from typing import Any
 
 from simulator.errors import ApiError, invalid
 from simulator.state import SimState
-from simulator.validate import check_auth, check_version
+from simulator.validate import ApiContext, check_auth, check_version
 
 
 def parse_json(raw: bytes) -> Any:
@@ -29,7 +29,8 @@ def check_headers(state: SimState, headers: Mapping[str, str]) -> None:
 async def count_tokens(state: SimState, headers: Mapping[str, str], raw: bytes) -> dict[str, Any]:
     """``{"input_tokens": N}``, the same total /v1/messages would bill."""
     check_headers(state, headers)
-    prepared = state.engine.prepare(parse_json(raw), count_only=True)
+    prepared = state.engine.prepare(parse_json(raw), count_only=True,
+                                    context=ApiContext.from_headers(headers))
     return {"input_tokens": prepared.prompt.total_tokens}
 
 
@@ -72,7 +73,7 @@ async def _answer(
     if isinstance(body, dict) and isinstance(body.get("model"), str):
         entry["model"] = body["model"]
     engine, scenario = state.engine, state.scenario
-    prepared = engine.prepare(body)
+    prepared = engine.prepare(body, context=ApiContext.from_headers(headers))
     entry["block_uids"] = [block.uid for block in prepared.prompt.blocks]
     dice = engine.dice_for(body)
     limiter = state.limiter
