@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from simulator.errors import ApiError, invalid
+from simulator.refusals import refuse_by_scenario
 from simulator.state import SimState
 from simulator.validate import ApiContext, check_auth, check_version
 
@@ -86,6 +87,7 @@ async def _answer(
             raise ApiError("overloaded_error" if status == 529 else "api_error",
                            "Overloaded" if status == 529 else "Service unavailable",
                            fault="outage", status=status)
+        refuse_by_scenario(errors, dice, limiter, reservation)  # sim-a hook
         if dice.chance(errors.rate_timeout, "timeout"):
             # A real hang, whatever the speed factor: the client's own timeout must fire.
             entry["status"] = 529
