@@ -319,3 +319,73 @@ async def test_refused_requests_are_not_answered_and_are_counted(sim, client):
     stats = sim.state.stats.snapshot()
     assert stats["requests"]["POST /v1/messages"] == {"200": 1, "429": 1}
     assert stats["stop_reasons"] == {"tool_use": 1}
+
+
+async def test_per_second_enforces_a_sixtieth_of_each_limit_per_second(sim, client, clock):
+    # Contract §6: "60 RPM may be enforced as 1 request per second".
+    params = pack_params(make_blocks(1))
+    sim.scenario = Scenario(limits=Limits(rpm=120, per_second=True))
+    await create(client, params)
+    await create(client, params)
+    error = await refused(client, params)  # a third within the same second
+    assert error.response.headers["retry-after"] == "1"
+    assert "enforced as 2 per second" in error.body["error"]["message"]
+    assert error.response.headers["anthropic-ratelimit-requests-remaining"] == "0"
+    clock.advance(1)
+    await create(client, params)
+    # Off by default: the minute bucket alone allows a burst.
+    sim.scenario = Scenario(limits=Limits(rpm=120))
+    for _ in range(5):
+        await create(client, params)
+
+
+async def test_per_second_lets_the_first_request_of_a_second_through_whatever_its_size(
+    sim, client, clock
+):
+    params = pack_params(make_blocks(2), cache_ttl=None)
+    prompt = await prompt_tokens(client, params)
+    sim.scenario = Scenario(limits=Limits(input_tpm=prompt * 3, per_second=True))
+    await create(client, params)  # far more than a sixtieth of the limit, but first
+    await refused(client, params)
+    clock.advance(1)
+    await create(client, params)
+
+
+async def test_the_ramp_limit_refuses_a_sharp_rise_from_idle(sim, client, clock):
+    params = pack_params(make_blocks(1))
+    sim.scenario = Scenario(limits=Limits(ramp_floor_rps=2))
+    await create(client, params)
+    await create(client, params)
+    with pytest.raises(anthropic.RateLimitError) as caught:
+        await client.messages.create(**params)
+    assert caught.value.error_code == "ramp_limit_exceeded"
+    assert caught.value.response.headers["retry-after"] == "1"
+    clock.advance(1)
+    await create(client, params)
+
+
+async def test_the_ramp_limit_lets_a_gradual_ramp_grow(sim, client, clock):
+    params = pack_params(make_blocks(1))
+    sim.scenario = Scenario(limits=Limits(ramp_floor_rps=2, ramp_factor=2.0,
+                                          ramp_baseline_s=10))
+    # Ten seconds at 2 per second: the baseline is 2 per second, so 4 pass in the next.
+    for _ in range(10):
+        await create(client, params)
+        await create(client, params)
+        clock.advance(1)
+    for _ in range(4):
+        await create(client, params)
+    with pytest.raises(anthropic.RateLimitError) as caught:
+        await client.messages.create(**params)
+    assert caught.value.error_code == "ramp_limit_exceeded"
+
+
+async def test_token_remaining_can_be_rounded_to_thousands(sim, client):
+    params = pack_params(make_blocks(2))
+    sim.scenario = Scenario(limits=Limits(input_tpm=60_000, output_tpm=12_000,
+                                          round_token_remaining=True))
+    raw = await create(client, params)
+    h = raw.headers
+    for kind in ("input-tokens", "output-tokens", "tokens"):
+        assert int(h[f"anthropic-ratelimit-{kind}-remaining"]) % 1000 == 0
+    assert h["anthropic-ratelimit-input-tokens-remaining"] == "59000"
