@@ -70,11 +70,8 @@ def resolve(name: str, scenario: Scenario) -> ServedModel:
 
 
 def _apply(name: str, base: ModelInfo | None, facts: ModelFacts) -> ServedModel:
-    if facts.based_on is not None:
-        try:
-            base = replace(get_model(facts.based_on), id=name, aliases=())
-        except UnknownModelError:
-            raise ValueError(f"models.{name}.based_on: unknown model {facts.based_on}") from None
+    if facts.based_on is not None:  # a known model: the scenario checks it
+        base = replace(get_model(facts.based_on), id=name, aliases=())
     if base is None:
         base = configured_model(name, {"input": 1.0, "output": 5.0}, {})
     changes: dict[str, Any] = {}

@@ -7,8 +7,8 @@ import json
 from aiohttp import web
 
 from simulator import messages
-from simulator.bodies import BATCH_MAX_BYTES, read_body
 from simulator.batches import validate_batch_requests
+from simulator.bodies import BATCH_MAX_BYTES, read_body
 from simulator.errors import account_error, invalid
 from simulator.state import state_of
 from simulator.validate import ApiContext

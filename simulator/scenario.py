@@ -10,7 +10,9 @@ from __future__ import annotations
 from datetime import date
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from core.registry import known_model_names
 
 Rate = float  # a probability in [0, 1]
 
@@ -172,6 +174,13 @@ class ModelFacts(_Strict):
     batch: bool | None = None
     end_of_life: date | None = None
     released: date | None = None
+
+    @field_validator("based_on")
+    @classmethod
+    def _known(cls, name: str | None) -> str | None:
+        if name is not None and name not in known_model_names():
+            raise ValueError(f"unknown model {name!r}; known: {', '.join(known_model_names())}")
+        return name
 
 
 class Scenario(_Strict):

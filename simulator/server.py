@@ -9,8 +9,8 @@ from typing import Self
 from aiohttp import web
 
 from simulator import messages, models_api
-from simulator.clock import Clock
 from simulator.bodies import BATCH_MAX_BYTES, MESSAGES_MAX_BYTES, read_body
+from simulator.clock import Clock
 from simulator.errors import ApiError, error_body, invalid, new_id
 from simulator.routes_batches import add_batch_routes
 from simulator.routes_control import add_control_routes

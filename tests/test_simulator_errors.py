@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 import anthropic
 import pytest
 import pytest_asyncio
-
 from anthropic._error_classes import (
     ContractSpendLimitReachedError,
     EnforcedSpendLimitReachedError,
@@ -18,9 +17,8 @@ from anthropic._error_classes import (
 
 from simulator.bodies import MESSAGES_MAX_BYTES
 from simulator.scenario import Auth, Errors, Scenario
-from simulator.testing import control
 from simulator.server import SimulatorServer
-from simulator.testing import make_blocks, pack_params
+from simulator.testing import control, make_blocks, pack_params
 
 MODEL = "claude-haiku-4-5"  # 200K context; no retirement announced
 HI = [{"role": "user", "content": "hi"}]

@@ -10,7 +10,7 @@ import anthropic
 import pytest
 import pytest_asyncio
 
-from core.registry import MODELS, with_api_facts, get_model
+from core.registry import MODELS, get_model, with_api_facts
 from simulator.scenario import Scenario
 from simulator.server import SimulatorServer
 from simulator.testing import make_blocks, pack_params
