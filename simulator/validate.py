@@ -56,8 +56,8 @@ class ApiContext:
                    batch=batch)
 
     @property
-    def removes_sampling(self) -> bool:
-        """2026-10-21 and later remove ``temperature``, ``top_p`` and ``top_k`` (§4)."""
+    def breaking_2026_10_21(self) -> bool:
+        """The breaking changes of 2026-10-21 apply (this version or a later one, §4)."""
         return self.version >= CURRENT_VERSION
 
 def check_auth(headers: Mapping[str, str], auth: Auth) -> None:
@@ -158,7 +158,7 @@ def check_sampling_shape(body: dict[str, Any], context: ApiContext) -> None:
     for name in SAMPLING:
         if name not in body:
             continue
-        if context.removes_sampling:
+        if context.breaking_2026_10_21:
             raise invalid(f"{name}: Extra inputs are not permitted")
         value = body[name]
         if name == "top_k":
@@ -178,7 +178,7 @@ def _pins_sampling(model: ModelInfo) -> bool:
 def _check_sampling_for_model(body: dict[str, Any], model: ModelInfo,
                               context: ApiContext) -> None:
     sent = [name for name in SAMPLING if name in body]
-    if context.removes_sampling or not sent or not _pins_sampling(model):
+    if context.breaking_2026_10_21 or not sent or not _pins_sampling(model):
         return
     if model.id == "claude-haiku-5-5":
         # Haiku 5.5 takes temperature=1 or top_p=0.99, never both (contract §4).
@@ -330,7 +330,7 @@ def _check_messages(messages: Any, context: ApiContext) -> None:
         if "content" not in message:
             raise invalid(f"messages.{index}.content: Field required")
         _check_content(message["content"], f"messages.{index}.content")
-        if context.removes_sampling and isinstance(message["content"], list):
+        if context.breaking_2026_10_21 and isinstance(message["content"], list):
             _check_turn_blocks(message["role"], message["content"], f"messages.{index}.content")
     if messages[0]["role"] != "user":
         raise invalid('messages: first message must use the "user" role')
