@@ -44,7 +44,7 @@ from simulator.faults import Answer, Dice, answer_blocks, malform
 from simulator.prompt import Prompt, analyse
 from simulator.scenario import Scenario
 from simulator.tokenizer import Tokenizer, tokenizer_for
-from simulator.validate import check_context_window, validate_body
+from simulator.validate import ApiContext, check_context_window, validate_body
 
 #: What the model says when it refuses (a refusal bills a little output, contract §2).
 REFUSAL_TEXT = "I can't help with this request."
@@ -131,13 +131,19 @@ class Engine:
         self._seen[digest] = occurrence + 1
         return Dice(seed=self.scenario.seed, body_hash=digest, occurrence=occurrence)
 
-    def prepare(self, body: Any, *, count_only: bool = False) -> Prepared:
+    def prepare(
+        self, body: Any, *, count_only: bool = False, context: ApiContext | None = None
+    ) -> Prepared:
         """Validate ``body`` and analyse its prompt with its model's tokenizer.
+
+        ``context`` (sim-a hook): the API version, betas and batch membership the request
+        is validated under, and the scenario's models (:mod:`simulator.validate`).
 
         Raises:
             ApiError: with the API's error type and message.
         """
-        model = validate_body(body, count_only=count_only)
+        model = validate_body(body, count_only=count_only, scenario=self.scenario,
+                              context=context)
         tokenizer = tokenizer_for(model)
         prompt = analyse(body, tokenizer, model.default_effort)
         check_context_window(prompt.total_tokens, model)
