@@ -93,7 +93,7 @@ def test_the_calls_row_says_which_calls_the_ratio_leaves_out() -> None:
                        blocks_ai_complete=144, pack_count=4, calls=9, quality=_quality(5),
                        cost_usd=0.02)
     lines = "\n".join(summary_lines(result, baseline=None, links=LINKS))
-    assert ("9 calls: 4 for 144 blocks (36.0 blocks per call; 4 packs, 0 split events), "
+    assert ("9 calls: 4 calls for 144 blocks (36.0 blocks per call; 4 packs, 0 split events), "
             "5 quality probe calls") in lines
 
 
