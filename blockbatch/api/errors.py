@@ -74,6 +74,25 @@ class InvalidRow(BadRequest):
         self.position = position
 
 
+class NoWorker(UserWarning):
+    """A run was started on a task queue no worker polls: it waits until one does."""
+
+
+class RunTimedOut(TimeoutError):
+    """``llm_batch``/``allm_batch``: the run did not finish within ``timeout`` seconds.
+
+    Attributes:
+        run_id: the run; without ``with_worker`` it keeps going (follow or cancel it by id),
+            with it the run was cancelled (its private task queue had no other worker).
+        status: the run's status when the wait ended.
+    """
+
+    def __init__(self, message: str, run_id: str, status: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.status = status
+
+
 class AllItemsFailed(RuntimeError):
     """``llm_batch``/``allm_batch``: no item got a result (every item failed or was skipped).
 
@@ -108,6 +127,7 @@ UNAVAILABLE: tuple[type[Exception], ...] = (
 
 __all__ = [
     "BAD_INPUT", "UNAVAILABLE", "AllItemsFailed", "BadRequest", "BlockNotRetryable",
+    "NoWorker", "RunTimedOut",
     "BudgetError", "CalibrationError",
     "DatabaseUnavailable", "EditError", "IngestError", "InvalidRow", "ModelRetiring", "NotFound", "NothingToRetry", "RetryRefused",
     "RetryUnderWay", "RunStillActive", "SchemaError", "StackUnavailable", "StreamClosed",
