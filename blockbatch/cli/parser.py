@@ -406,8 +406,9 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--staged", action="store_true",
                         help="export staged overlays instead of confirmed ones")
     export.add_argument("--format", dest="fmt", choices=["jsonl", "csv"], default="jsonl",
-                        help="jsonl (default; review acts in full) or csv (one column per "
-                             "schema field; the last reviewer and when)")
+                        help="jsonl (default; review acts in full) or csv (the input's own "
+                             "columns, one column per schema field; the last reviewer and "
+                             "when)")
 
     calls = run_id_command("calls", "show the run's LLM call ledger",
                            "One line per Claude call: pack path, attempt, purpose, API, stop "
