@@ -73,3 +73,23 @@ async def test_an_input_column_named_like_an_export_column_is_kept_under_its_own
     assert len(set(header)) == len(header)
     assert record["input_status"] == "open" and record["input_summary"] == "a note"
     assert record["status"] == "ai_complete" and record["summary"] != "a note"
+
+
+async def test_the_temporal_ui_names_no_pack_total_a_re_plan_made_wrong(bbstack: Stack) -> None:
+    # Pack 0 starts before the re-plan from its answers: "pack 0 of 6" beside "pack 1 of 4".
+    doc = await bbstack.bb.ingest_file(ROOT / "samples" / "handbook.md")
+    schema = await bbstack.bb.add_schema(ROOT / "samples" / "extract.json")
+    async with bbstack.worker():
+        run_id = await bbstack.bb.start_run(doc, schema, RunOptions())
+        result = await bbstack.bb.wait(run_id)
+    assert result.plan_changes, "the run did not re-plan: the test needs one"
+    summaries: dict[int, tuple[str, str]] = {}
+    for index in range(result.pack_count):
+        handle = bbstack.client.get_workflow_handle(f"run-{run_id}/pack-{index}")
+        described = await handle.describe()
+        summaries[index] = (await described.static_summary() or "",
+                            await described.static_details() or "")
+    assert all(summary == f"pack {i} of run {run_id}"
+               for i, (summary, _) in summaries.items()), summaries
+    assert "planned as pack 0 of " in summaries[0][1]
+    assert "re-plan" in summaries[0][1]
