@@ -293,3 +293,22 @@ def test_the_shipped_samples_still_load() -> None:
     samples = Path(__file__).resolve().parents[2] / "samples"
     for path in sorted(samples.glob("*.json")):
         assert load_schema(path.read_bytes()).properties, path
+
+
+def test_the_schema_docs_name_only_keywords_and_keys_a_schema_may_use() -> None:
+    import re
+    from pathlib import Path
+
+    from core.schema import FIELD_KEYWORDS
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "SCHEMAS.md").read_text()
+    keywords = docs.split("## Field types and keywords")[1].split("The rest of draft")[0]
+    table = [line for line in keywords.splitlines() if line.startswith("| ")][1:]
+    named = {re.match(r'"?([$\w-]+)', k).group(1)  # type: ignore[union-attr]
+             for line in table for k in re.findall(r"`([^`]+)`", line.split("|")[2])}
+    types = {"date", "date-time", "email", "uri", "uuid"}  # format values, not keywords
+    assert named - types <= FIELD_KEYWORDS, (named - types) - FIELD_KEYWORDS
+    assert {"enum", "maxLength", "x-blockbatch-revision"} <= named
+    config = docs.split("## `prompt_config`")[1].split("## Field types")[0]
+    keys = set(re.findall(r"^\| `(\w+)` \|", config, re.MULTILINE))
+    assert keys == set(PromptConfig.model_fields)
