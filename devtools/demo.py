@@ -67,8 +67,8 @@ def closing_words() -> str:
         "The stack is still up. Explore the run in the Temporal UI at " + ui + ", or try:",
         f"  `{starter} list`",
         f"  `{starter} review RUN_ID`   (then `confirm`, `export` and `calls`)",
-        "Run `source .venv/bin/activate` first and the commands the summary suggests work "
-        "as printed; `make down` stops everything.",
+        ("Run `source .venv/bin/activate` first and the commands the summary suggests "
+         "work as printed; `make down` stops everything."),
     ])
 
 

@@ -127,9 +127,8 @@ UNAVAILABLE: tuple[type[Exception], ...] = (
 
 __all__ = [
     "BAD_INPUT", "UNAVAILABLE", "AllItemsFailed", "BadRequest", "BlockNotRetryable",
-    "NoWorker", "RunTimedOut",
     "BudgetError", "CalibrationError",
-    "DatabaseUnavailable", "EditError", "IngestError", "InvalidRow", "ModelRetiring", "NotFound", "NothingToRetry", "RetryRefused",
-    "RetryUnderWay", "RunStillActive", "SchemaError", "StackUnavailable", "StreamClosed",
+    "DatabaseUnavailable", "EditError", "IngestError", "InvalidRow", "ModelRetiring", "NoWorker", "NotFound", "NothingToRetry", "RetryRefused",
+    "RetryUnderWay", "RunStillActive", "RunTimedOut", "SchemaError", "StackUnavailable", "StreamClosed",
     "TemporalUnavailable", "UnknownBlock", "UnknownModelError", "UnknownReason",
 ]

@@ -69,9 +69,9 @@ from pathlib import Path
 from typing import Any, overload
 
 from blockbatch.api.client import Blockbatch
-from blockbatch.cli.parser import PROG
 from blockbatch.api.errors import AllItemsFailed, NoWorker, RunTimedOut
 from blockbatch.api.inputs import SchemaSource, as_schema
+from blockbatch.cli.parser import PROG
 from core.ingest import IngestError, ParsedBlock
 from core.models import QualityOptions, RunOptions, RunResult
 from core.questions import ANSWER_FIELD, QUESTION_SCHEMA, question_block

@@ -244,10 +244,8 @@ def test_a_typo_inside_a_property_is_refused_with_did_you_mean() -> None:
     found = problems(schema(properties={
         "sentiment": {"type": "string", "enums": ["positive", "negative"]},
     }))
-    assert found == [
-        "property 'sentiment' has unknown keyword 'enums' (did you mean 'enum'?); "
-        "see docs/SCHEMAS.md for the keywords a field may use"
-    ]
+    assert found == [("property 'sentiment' has unknown keyword 'enums' (did you mean "
+                      "'enum'?); see docs/SCHEMAS.md for the keywords a field may use")]
 
 
 def test_a_typo_in_a_nested_schema_names_its_path() -> None:
