@@ -184,3 +184,17 @@ def test_the_demo_prints_commands_that_work_as_printed() -> None:
                                capture_output=True, text=True, check=False)
         assert probe.returncode == 0, (command, probe.stderr)
         assert (ROOT / argv[1]).is_file(), command
+
+
+def test_watch_verbose_prints_the_limiter_on_a_line_of_its_own() -> None:
+    import io
+
+    from blockbatch.cli.console import Console
+    from blockbatch.cli.progress import ProgressView
+
+    held = _progress(limiter_wait_s=41.5, limiter=_held())
+    quiet, loud = io.StringIO(), io.StringIO()
+    ProgressView(Console(out=quiet)).update(held)
+    ProgressView(Console(out=loud), verbose=True).update(held)
+    assert "rpm" not in quiet.getvalue() and "rate-limited" in quiet.getvalue()
+    assert "limiter 500 rpm" in loud.getvalue()
