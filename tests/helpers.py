@@ -65,6 +65,15 @@ def extract_schema(instruction_words: int = 1500, **prompt: Any) -> dict[str, An
     }
 
 
+def loose_schema(instruction_words: int = 200) -> dict[str, Any]:
+    """An extraction schema outside the structured-outputs subset (a lookahead pattern):
+    its runs take the plain forced tool, whose input a model can get wrong. A strict
+    tool's input always fits its schema (the simulator suppresses malformed faults there)."""
+    schema = extract_schema(instruction_words=instruction_words)
+    schema["properties"]["block_type"] = {"type": "string", "pattern": "^(?!zzz)"}
+    return schema
+
+
 def revise_schema(instruction_words: int = 800) -> dict[str, Any]:
     return {
         "name": "test-revise",

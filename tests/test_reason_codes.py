@@ -17,7 +17,13 @@ from core.models import BatchOptions, RunOptions, RunResult
 from core.reasons import REASONS
 from core.registry import get_model
 from tests.conftest import Stack
-from tests.helpers import REJECT_MARKER, block_content, extract_schema, markdown_doc
+from tests.helpers import (
+    REJECT_MARKER,
+    block_content,
+    extract_schema,
+    loose_schema,
+    markdown_doc,
+)
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
 
 
@@ -81,13 +87,8 @@ async def test_missing_and_invalid_results_cli_review_json_and_export(
     skipped, corrupt = f"{doc}:1", f"{doc}:4"
     bbstack.sim.scenario(always_skip_contents=[await block_content(bbstack.pool, skipped)],
                          always_malformed_contents=[await block_content(bbstack.pool, corrupt)])
-    # A strict tool's input always fits its schema (the simulator suppresses the fault
-    # there): a lookahead puts the schema outside the structured-outputs subset, so the
-    # run takes the plain forced tool, whose values a model can get wrong.
-    loose = extract_schema(instruction_words=200)
-    loose["properties"]["block_type"] = {"type": "string", "pattern": "^(?!zzz)"}
     async with bbstack.worker():
-        started = await cli("run", cli.doc(6), "--schema", cli.schema(data=loose),
+        started = await cli("run", cli.doc(6), "--schema", cli.schema(data=loose_schema()),
                             "--pack-size", "3")
     run_id = started.run_id
     found = await codes(bbstack, run_id)

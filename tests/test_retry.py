@@ -46,17 +46,24 @@ from core.models import (
 from core.schema import load_schema
 from store import overlays, repo, retries, runs
 from tests.conftest import Stack
-from tests.helpers import REJECT_MARKER, block_content, extract_schema, marked_document
+from tests.helpers import (
+    REJECT_MARKER,
+    block_content,
+    extract_schema,
+    loose_schema,
+    marked_document,
+)
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
 from workflows.run import RunWorkflow
 
 BATCH = BatchOptions(poll_initial_s=0.2, poll_max_s=1.0)
 
 
-async def start(s: Stack, n: int, marked: set[int], **options: Any) -> tuple[str, list[str]]:
+async def start(s: Stack, n: int, marked: set[int], schema: dict[str, Any] | None = None,
+                **options: Any) -> tuple[str, list[str]]:
     """Start a run of ``n`` paragraphs (``marked`` ones carry the reject marker)."""
     doc = await s.bb.ingest_bytes(marked_document(n, marked), name="doc.md", fmt="markdown")
-    schema_id = await s.bb.add_schema(extract_schema(instruction_words=200))
+    schema_id = await s.bb.add_schema(schema or extract_schema(instruction_words=200))
     # No quality probe: a retry's calls are checked to hold only the blocks it retried.
     run_id = await s.bb.start_run(doc, schema_id, RunOptions(
         **{"pack_size": 4, "quality": QualityOptions(probe_rate=0), **options}))
@@ -225,7 +232,7 @@ async def test_retry_by_reason_then_by_block_takes_only_those(bbstack: Stack, cl
     corrupt, rejected = f"{doc}:1", f"{doc}:5"
     bbstack.sim.scenario(reject_marker=REJECT_MARKER,
                          always_malformed_contents=[await block_content(pool, corrupt)])
-    run_id, _ = await finished_run(bbstack, 8, {5})
+    run_id, _ = await finished_run(bbstack, 8, {5}, schema=loose_schema())
     found = await states(pool, run_id)
     assert (found[corrupt], found[rejected]) == (("failed", "invalid_value"),
                                                  ("failed", "request_rejected"))
