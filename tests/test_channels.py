@@ -45,3 +45,20 @@ async def test_a_run_finishes_on_the_channel_its_model_takes(bbstack: Stack, mod
     assert "temperature" not in json.dumps(request)
     # The warm-up wrote the prefix the packs read.
     assert all(c["cache_read_input_tokens"] > 0 for c in packs)
+
+
+async def test_a_batch_run_on_the_json_channel_keeps_the_format_in_each_request(
+    bbstack: Stack,
+) -> None:
+    bbstack.sim.scenario(batch={"processing_delay_s": 0.1})
+    doc = await bbstack.bb.ingest_bytes(markdown_doc(8), name="b.md", fmt="markdown")
+    schema_id = await bbstack.bb.add_schema(extract_schema(instruction_words=600))
+    run_id = await bbstack.bb.start_run(doc, schema_id, RunOptions(
+        model="claude-sonnet-5-5", mode="batch", pack_size=4))
+    async with bbstack.worker():
+        result = await bbstack.bb.wait(run_id)
+    assert result.status == "completed" and result.blocks_ai_complete == 8
+    rows = await bbstack.pool.fetch(
+        "select request from llm_calls where run_id = $1 and purpose = 'batch_request'",
+        run_id)
+    assert rows and all("format" in _json(r["request"])["output_config"] for r in rows)
