@@ -435,3 +435,23 @@ def test_pause_turn_leaves_no_answer() -> None:
     got = parse(response([ok(u) for u in UIDS], stop_reason="pause_turn"))
     assert got.payload_error is not None and "pause_turn" in got.payload_error
     assert got.missing == UIDS and not got.valid
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(UIDS + ["x:9"]), max_size=6), st.data())
+def test_a_json_answer_cut_anywhere_keeps_only_whole_results(order: list[str],
+                                                             data: st.DataObject) -> None:
+    whole = json.dumps({"results": [ok(u, summary="é, ] } \" ok") for u in order]})
+    cut = data.draw(st.integers(0, len(whole)))
+    got = parse(json_response(whole[:cut], "max_tokens"))
+    assert got.truncated and got.mapping_failed
+    # Only results wholly inside the text, each mapped to its own uid, never invented.
+    complete, at = [], 0
+    for r in json.loads(whole)["results"]:
+        at = whole.index(json.dumps(r), at) + len(json.dumps(r))
+        if at <= cut:
+            complete.append(r)
+    single = {u for u in UIDS if [r["block_uid"] for r in complete].count(u) == 1}
+    assert set(got.valid) == single
+    buckets = [set(got.valid), set(got.invalid), set(got.missing), set(got.duplicates)]
+    assert sorted(u for b in buckets for u in b) == sorted(UIDS)
