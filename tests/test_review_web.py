@@ -7,6 +7,7 @@ sign-in when a token is set; a non-local bind without a token refused.
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import json
@@ -21,8 +22,12 @@ import pytest
 from playwright.async_api import Page, async_playwright, expect
 from yarl import URL
 
+from blockbatch.api import Blockbatch
 from blockbatch.web.app import create_app
 from blockbatch.web.security import CSRF_COOKIE, CSRF_FIELD
+from devtools import stack
+from runtime.settings import Settings
+from store.db import create_pool
 from tests.conftest import ROOT, Stack
 from tests.web_helpers import (
     CHROMIUM,
@@ -306,3 +311,40 @@ def test_the_review_page_benchmark_runs_on_a_small_run(tmp_path: Path) -> None:
     assert pages["first page"]["rows"] == 50 and pages["status=failed, first"]["rows"] == 9
     assert all(p["plan"] and p["median_ms"] > 0 for p in data["pages"])
     assert "| first page" in proc.stdout
+
+
+@pytest.mark.timeout(180)
+async def test_with_postgres_down_the_app_says_so_and_recovers(tmp_path: Path) -> None:
+    # A Postgres of this test's own, so stopping it leaves every other test's alone.
+    port = stack.free_port()
+    data, log = tmp_path / "pg", tmp_path / "pg.log"
+    pg = await asyncio.to_thread(stack.start_postgres, data, port, log, fsync=False)
+    settings = Settings(database_url=pg.url("postgres"), blockbatch_data_dir=tmp_path / "bb")
+    pool = await create_pool(settings.resolved_database_url, max_size=2)
+    app = create_app(Blockbatch(pool, None, settings), settings, reviewer="ada")
+    try:
+        async with serving(app) as base, browser_like() as http:
+            assert (await http.get(f"{base}/")).status == 200
+            csrf = http.cookie_jar.filter_cookies(URL(base))[CSRF_COOKIE].value
+            await asyncio.to_thread(stack.stop_postgres, data)
+
+            for path in ("/", "/runs/some-run?status=failed", "/runs/some-run/calls"):
+                down = await http.get(base + path)
+                text = await down.text()
+                assert down.status == 503, (path, text[:500])
+                assert f"cannot connect to Postgres at postgresql://postgres@127.0.0.1:{port}" \
+                    in text and "make up" in text, text
+                assert "tries again every 5 seconds" in text and 'http-equiv="refresh"' in text
+                assert "nonce-" in down.headers["content-security-policy"]
+            change = await http.post(f"{base}/runs/some-run/decide", allow_redirects=False,
+                                     data={CSRF_FIELD: csrf, "act": "confirm", "block": "d:1"})
+            text = await change.text()
+            assert change.status == 503 and "cannot connect to Postgres" in text
+            assert "may not have been saved" in text and "http-equiv" not in text
+
+            await asyncio.to_thread(stack.start_postgres, data, port, log, fsync=False)
+            back = await http.get(f"{base}/")
+            assert back.status == 200 and "No runs yet" in await back.text()
+    finally:
+        await pool.close()
+        await asyncio.to_thread(stack.stop_postgres, data)

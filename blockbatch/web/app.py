@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode
 
+import asyncpg
 import jinja2
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
@@ -38,6 +39,7 @@ from blockbatch.web.security import (
 from core.reasons import REASONS
 from core.review import OVERLAY_STATUSES, REVIEWABLE
 from runtime.settings import Settings
+from store.db import connection_lost, unavailable
 from store.review import MAX_PAGE
 
 #: The grid's query parameters; the only ones carried from a form back to the grid.
@@ -136,6 +138,20 @@ class ReviewApp:
 
     def problem(self, request: Request, status_code: int, message: str) -> HTMLResponse:
         return self.render(request, "error.html", status_code, message=message)
+
+    async def database_down(self, request: Request, exc: Exception) -> Response:
+        """Postgres is down or out of reach: the CLI's message, 503, and a page that tries
+        again by itself (the pool reconnects on the next request once Postgres is back).
+        Any other error is not this page's to explain."""
+        if not connection_lost(exc):
+            raise exc
+        message = str(unavailable(self.settings.resolved_database_url, exc))
+        changing = request.method not in ("GET", "HEAD")
+        response = self.render(
+            request, "error.html", 503, message=message, heading="The database is not answering",
+            changing=changing, refresh=not changing)
+        response.headers["retry-after"] = "5"
+        return response
 
     def _form_text(self, form: FormData, key: str) -> str:
         value = form.get(key)
@@ -337,4 +353,7 @@ def create_app(bb: Blockbatch, settings: Settings, *, token: str | None = None,
         Route("/runs/{run_id}/edit", csrf_protected(app.edit), methods=["POST"]),
         Route("/runs/{run_id}/decide", csrf_protected(app.decide), methods=["POST"]),
     ]
-    return Starlette(routes=routes, middleware=[Middleware(GuardMiddleware, token=token)])
+    # Errors that may mean Postgres went away; database_down lets through the ones that don't.
+    down = {OSError: app.database_down, asyncpg.PostgresError: app.database_down}
+    return Starlette(routes=routes, middleware=[Middleware(GuardMiddleware, token=token)],
+                     exception_handlers=down)
