@@ -239,8 +239,9 @@ async def test_the_grid_in_the_browser_with_the_demos_eight_fields(bbstack: Stac
         try:
             for width in (1400, 1920):
                 page = await browser.new_page(viewport={"width": width, "height": 1000})
-                await page.goto(f"{base}/runs/{run_id}?limit=8")
-                await _reads_well(page, width)
+                response = await page.goto(f"{base}/runs/{run_id}?limit=8")
+                assert response is not None
+                await _reads_well(page, width, response.headers["content-security-policy"])
                 await shot(page, f"grid-{width}")
                 await page.close()
             page = await browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -249,7 +250,7 @@ async def test_the_grid_in_the_browser_with_the_demos_eight_fields(bbstack: Stac
             await browser.close()
 
 
-async def _reads_well(page: Page, width: int) -> None:
+async def _reads_well(page: Page, width: int, csp: str) -> None:
     # The run page names the model the run used.
     run = await page.locator("#run-model").inner_text()
     assert run.strip() == "claude-sonnet-4-6"
@@ -273,6 +274,10 @@ async def _reads_well(page: Page, width: int) -> None:
         assert box is not None and box["width"] >= 90, (field, box)
     assert await page.locator("#row-1 button[value=save]").count() == 1
     assert await page.locator("#grid button[value=save]").count() == 8
+    # The page's script runs under this response's nonce; no inline handlers.
+    assert re.search(r"<[^>]*\son[a-z]+=", await page.content()) is None
+    nonce = await page.evaluate("document.querySelector('main script').nonce")
+    assert nonce and f"'nonce-{nonce}'" in csp
 
 
 async def _review_with_the_demos_schema(page: Page, base: str, s: Stack, run_id: str,
