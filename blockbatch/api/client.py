@@ -50,11 +50,13 @@ from blockbatch.api.review import (
     ExportFormat,
     ExportSummary,
     RejectOutcome,
+    ReopenOutcome,
     confirm,
     edit,
     export_run_to_file,
     export_to,
     reject,
+    reopen,
 )
 from blockbatch.api.streams import Stream, load_stream
 from core.calibration import DEFAULT_SAMPLE, DEFAULT_SIZES, DEFAULT_TARGET, Calibration
@@ -593,6 +595,13 @@ class Blockbatch:
         block), all or nothing, each recorded for ``reviewer``."""
         return await reject(self.pool, run_id, blocks, reviewer)
 
+    async def reopen(
+        self, run_id: str, blocks: list[str], *, reviewer: str | None = None,
+    ) -> ReopenOutcome:
+        """Confirmed -> staged (ai_complete) for ``blocks`` (uids or indexes), to correct
+        them and confirm again; all or nothing, each recorded for ``reviewer``."""
+        return await reopen(self.pool, run_id, blocks, reviewer)
+
     async def edit(
         self, run_id: str, block: str, field: str, value: Any, *,
         reviewer: str | None = None, as_text: bool = False,
@@ -610,6 +619,13 @@ class Blockbatch:
         """The run's recorded review acts (or one block's, by uid), newest first (none for
         an unknown run)."""
         return await review.review_actions(self.pool, run_id, block, limit=limit)
+
+    async def review_activity(
+        self, run_id: str, *, limit: int = 20,
+    ) -> list[review.ReviewActivity]:
+        """The run's latest review acts as they were done, newest first: a bulk confirm
+        of many blocks is one entry (with how many), an edit is one with its values."""
+        return await review.review_activity(self.pool, run_id, limit=limit)
 
     async def grid(
         self, run_id: str, *, status: str | None = None, reason: str | None = None,
