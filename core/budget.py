@@ -149,7 +149,7 @@ def left_to_do(budget: float, *, spent: float, blocks_done: int, blocks_left: in
         max_cost_usd=budget, spent_usd=round(spent, 6), blocks_done=blocks_done,
         blocks_left=blocks_left,
         cost_per_block_usd=round(per_block, 6) if per_block is not None else None,
-        to_finish_usd=round(to_finish, 4) if to_finish is not None else None,
+        to_finish_usd=round(to_finish, 6) if to_finish is not None else None,
         largest_call_usd=round(largest_call_usd, 6),
     )
 
