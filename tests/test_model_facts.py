@@ -120,7 +120,7 @@ async def test_a_run_context_takes_the_facts_kept_for_its_model(
 
 async def _nothing_created(s: Stack) -> None:
     for table in ("runs", "llm_calls"):
-        assert await s.pool.fetchval(f"select count(*) from {table}") == 0  # noqa: S608
+        assert await s.pool.fetchval(f"select count(*) from {table}") == 0
     assert s.sim.stats()["requests"].get("POST /v1/messages", 0) == 0
 
 
