@@ -47,6 +47,13 @@ def print_quote(con: Console, q: Quote) -> None:
     else:
         output = "the planner's estimate, the one the run plans with"
     con.line(f"  output  {output}")
+    if q.thinking_per_call:
+        chosen = q.chosen()
+        where = ("earlier runs" if q.thinking_source == "ledger"
+                 else "assumed for the effort")
+        con.line(f"  thinks  ~{q.thinking_per_call:,} tokens a call ({where}), in OUTPUT: "
+                 f"{chosen.thinking_tokens:,} over {chosen.calls:,} calls; one block per call "
+                 f"would think {q.thinking_unpacked_tokens:,}")
     cache = (f"prefix cached (model minimum {q.min_cacheable_tokens:,} tokens)"
              if q.sync.cached else
              f"NOT cached: prefix below the model's minimum of {q.min_cacheable_tokens:,}")
