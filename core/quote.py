@@ -476,6 +476,9 @@ def quote(ctx: RunContext, block_tokens: Sequence[int], tokens: PromptTokens, *,
         said.append(f"{long_prompt} block{'s' if long_prompt != 1 else ''} alone cross "
                     f"{model.id}'s long-prompt line of {model.long_prompt_threshold:,} "
                     f"tokens: priced at {model.long_prompt_multiplier:g}x on every line")
+    if not model.priced:
+        said.append(f"{model.id} is not in blockbatch's registry: priced from configuration "
+                    "(BLOCKBATCH_MODEL_PRICES), its limits from the Models API")
     said.append("retries and halvings nobody can foresee are in neither figure")
     oversized = sum(1 for p in packs if p.oversized)
     if oversized:

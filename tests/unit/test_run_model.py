@@ -12,6 +12,7 @@ import pytest
 
 from activities.models import ModelFacts
 from activities.sdk import anthropic
+from core.models import RunOptions
 from core.registry import RetiredModelError, UnknownModelError, get_model
 from core.run_model import check_usable, run_model
 from core.schema import SchemaError, load_schema
@@ -54,6 +55,13 @@ def test_a_model_the_registry_does_not_price_runs_on_configured_prices() -> None
     assert (model.price_input, model.price_output, model.price_cache_read) == (0.2, 1.0,
                                                                                pytest.approx(0.02))
     assert model.context_window == 400_000
+    # Its quote says where its prices came from.
+    from core.quote import PromptTokens, quote, quote_context
+    from tests.helpers import extract_schema
+    ctx = quote_context(RunOptions(model=model.id), load_schema(extract_schema(200)), model)
+    q = quote(ctx, [100] * 10, PromptTokens(source="planner", prefix=500, per_call=0,
+                                            blocks=1_400, warm_up=600), document="d.md")
+    assert any("priced from configuration" in n for n in q.notes)
     # Without prices, or without the API describing it, it does not run, and says why.
     with pytest.raises(UnknownModelError, match="BLOCKBATCH_MODEL_PRICES has no prices"):
         run_model("claude-haiku-6", facts, {})
