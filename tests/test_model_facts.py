@@ -145,3 +145,23 @@ async def test_a_retired_model_is_refused_before_anything_is_created(bbstack: St
         await s.bb.estimate(data, extract_schema(200), RunOptions(model="claude-haiku-4-5"),
                             fmt="markdown")
     await _nothing_created(s)
+
+
+async def test_a_worker_reads_the_models_api_on_a_runs_first_load(pool: asyncpg.Pool) -> None:
+    asked: list[str] = []
+
+    async def refresh(conn: asyncpg.Connection, model_id: str) -> dict[str, Any] | None:
+        asked.append(model_id)
+        return {"id": model_id, "lifecycle": "active", "max_tokens": 20_000}
+
+    run_id = await _run(pool, "claude-sonnet-5-5")
+    before = runs._MODELS
+    runs.configure_models(runs.ModelSource(refresh=refresh))
+    try:
+        async with pool.acquire() as conn:
+            ctx = await runs.cached_run_context(conn, run_id)
+            again = await runs.cached_run_context(conn, run_id)
+    finally:
+        runs.configure_models(before)
+    assert asked == ["claude-sonnet-5-5"]  # once per run per process
+    assert ctx.model.max_output_tokens == again.model.max_output_tokens == 20_000
