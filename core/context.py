@@ -54,10 +54,11 @@ class RunContext:
         return scaled_tokens(self.model, fixed_prompt_tokens(self.spec))
 
     def thinking_per_call(self, observed: float | None = None) -> int:
-        """The thinking tokens one call of the run is expected to write (0: its calls do
-        not think): ``observed`` (the run's calls so far, per call) or the planner's
-        assumption for the run's effort (``core.planning.EXPECTED_THINKING_TOKENS``)."""
-        if not self.shape.thinks:
+        """The thinking tokens one call of the run is expected to write: ``observed`` (the
+        run's calls so far, per call: it wins, also on a run whose calls were not expected
+        to think) or, where they think (``shape.thinks``), the planner's assumption for
+        the run's effort (``core.planning.EXPECTED_THINKING_TOKENS``); else 0."""
+        if not self.shape.thinks and not observed:
             return 0
         return expected_thinking(self.shape.effort, observed)
 
@@ -86,7 +87,7 @@ class RunContext:
             batching_enabled=opts.batching_enabled,
             tokenizer_scale=self.model.tokenizer_scale,
             thinking_tokens=(thinking_allowance(self.shape.effort, thinking)
-                             if self.shape.thinks else 0),
+                             if self.shape.thinks or thinking else 0),
             max_prompt_tokens=price_line(self.model),
         )
 

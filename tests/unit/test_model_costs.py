@@ -224,3 +224,11 @@ def test_every_call_of_a_quote_is_priced_at_its_own_tier() -> None:
             + q.sync.cache_write_tokens * HAIKU.price_cache_write_5m
             + q.sync.cache_read_tokens * HAIKU.price_cache_read) / 1e6
     assert q.sync.cost_usd == pytest.approx(base, rel=1e-3)  # 1x: no call crosses the line
+
+
+def test_calls_that_think_unexpectedly_get_room_once_the_run_has_seen_it() -> None:
+    haiku = ctx(HAIKU.id)
+    assert not haiku.shape.thinks
+    assert haiku.pack([300] * 4).thinking_tokens == 0
+    assert haiku.pack([300] * 4, thinking=200.0).thinking_tokens == 400
+    assert haiku.thinking_per_call(200.0) == 200 and haiku.thinking_per_call() == 0
