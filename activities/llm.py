@@ -110,7 +110,7 @@ class LlmActivities:
         #: The fleet's shared rate limiter (``None``: calls go out unpaced).
         self.limiter = limiter
         #: Per run: what its answers wrote per estimated output token.
-        self._observed: PerRun[float] = PerRun()
+        self._observed: PerRun[ledger.Observed] = PerRun()
         #: Runs whose prompt prefix this worker saw answered uncached (no cache write or
         #: read at all): their calls count the prefix as input against the rate limits.
         self._uncached: set[str] = set()
@@ -349,7 +349,9 @@ class LlmActivities:
         if not blocks:
             return CallModelOutput(outcome="empty", block_uids=[])
         uids = [b.block_uid for b in blocks]
-        pack = ctx.pack([b.est_tokens for b in blocks], inp.pack_attempt, observed)
+        pack = ctx.pack([b.est_tokens for b in blocks], inp.pack_attempt,
+                        observed.ratio if observed is not None else None,
+                        observed.thinking if observed is not None else None)
         too_large = ctx.too_large(pack, len(blocks))
         if too_large is not None:
             return CallModelOutput(outcome="oversized", block_uids=uids, message=too_large)
@@ -380,16 +382,18 @@ class LlmActivities:
         return ctx, call_id, uids, request, self._need(ctx, pack.est_input_tokens,
                                                         pack.max_tokens)
 
-    async def _observed_output(self, conn: asyncpg.Connection, run_id: str) -> float | None:
-        """What the run's answers wrote per estimated output token, once
-        :data:`_OBSERVED_AFTER` of them are in (read at most every few seconds)."""
-        async def read() -> float | None:
+    async def _observed_output(self, conn: asyncpg.Connection,
+                               run_id: str) -> ledger.Observed | None:
+        """What the run's answers wrote per estimated output token, and what its calls
+        thought per call, once :data:`_OBSERVED_AFTER` of them are in (read at most every
+        few seconds)."""
+        async def read() -> ledger.Observed | None:
             seen = await ledger.observed_output(conn, run_id)
             # Too few yet: not remembered, the next call looks again.
-            if seen is None or (seen[0] < _OBSERVED_AFTER
-                                and seen[1] < LEARNING_PACK_BLOCKS):
+            if seen is None or (seen.calls < _OBSERVED_AFTER
+                                and seen.blocks < LEARNING_PACK_BLOCKS):
                 return None
-            return seen[2]
+            return seen
 
         return await self._observed.get(run_id, _OBSERVED_EVERY_S, read)
 
@@ -658,6 +662,7 @@ def _answered(answer: ledger.Answer, *, reused: bool) -> CallModelOutput:
         output_tokens=answer.output_tokens,
         cache_creation_input_tokens=answer.cache_creation_input_tokens,
         cache_read_input_tokens=answer.cache_read_input_tokens,
+        thinking_tokens=answer.thinking_tokens,
         cost_usd=answer.cost_usd,
         reused=reused,
     )

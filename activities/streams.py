@@ -58,6 +58,6 @@ async def _ratios(conn: asyncpg.Connection, ctx: RunContext) -> OutputRatios | N
         return None
     seen = await ledger.observed_output(conn, ctx.run_id)
     if seen is not None and seen[0] >= PRIOR_AFTER_CALLS:
-        _, blocks, ratio = seen
-        return OutputRatios(overall=round(ratio, 4), by_type={}, blocks=blocks, source="run")
+        return OutputRatios(overall=round(seen.ratio, 4), by_type={}, blocks=seen.blocks,
+                            source="run")
     return await prior_ratios(conn, ctx.run_id)

@@ -111,6 +111,7 @@ def quoted(q: Quote, mode: str, actual: dict[str, Any]) -> dict[str, Any]:
         "x_actual": m.cost_usd / actual["cost_usd"] if actual.get("cost_usd") else None,
         "calls": m.calls, "input_tokens": m.input_tokens, "output_tokens": m.output_tokens,
         "cache_write_tokens": m.cache_write_tokens, "cache_read_tokens": m.cache_read_tokens,
+        "thinking_tokens": m.thinking_tokens, "thinking_per_call": q.thinking_per_call,
         "input_source": q.input_source, "output_source": q.output_source,
         "output_history": q.output_history, "count_requests": q.count_requests,
         "notes": q.notes,
@@ -253,12 +254,21 @@ def with_model(definition: dict[str, Any], model: str | None) -> dict[str, Any]:
 
 def usage_cost(model: Any, prefix: int, reads: int, content: int, output: int,
                *, batch: bool = False, one_hour: bool = False) -> float:
-    """One cache write of the prefix, ``reads`` cache reads of it, content and output once."""
-    return cost_usd(model, Usage(
-        cache_creation_input_tokens=prefix, cache_read_input_tokens=prefix * reads,
-        cache_creation_1h_tokens=prefix if one_hour else 0,
-        input_tokens=content, output_tokens=output,
-    ), batch=batch)
+    """One cache write of the prefix, ``reads`` cache reads of it, content and output once,
+    over ``reads + 1`` calls that share content and output evenly: each call priced on its
+    own, since a request pays its own price tier (Haiku 5.5 above 100,000 prompt tokens,
+    contract §1), and a sum priced as one would cross a line no call does."""
+    calls = reads + 1
+    total = 0.0
+    for i in range(calls):
+        total += cost_usd(model, Usage(
+            cache_creation_input_tokens=prefix if i == 0 else 0,
+            cache_read_input_tokens=prefix if i else 0,
+            cache_creation_1h_tokens=prefix if one_hour and i == 0 else 0,
+            input_tokens=content // calls + (1 if i < content % calls else 0),
+            output_tokens=output // calls + (1 if i < output % calls else 0),
+        ), batch=batch)
+    return total
 
 
 async def run_schema(bs: BenchStack, rec: Recorder, pool: Any, args: argparse.Namespace,
@@ -498,13 +508,20 @@ async def add_floor_and_savings(pool: Any, out: dict[str, Any], model: Any, docu
         """select max(cache_creation_input_tokens + cache_read_input_tokens) from llm_calls
            where run_id = $1 and status = 'succeeded'""", base["run_id"],
     )
-    # The fewest calls the model's limits allow: output per call within max output, and
-    # prefix + content + output within the context window.
+    # The fewest calls the model's limits allow: output per call within max output,
+    # prefix + content + output within the context window, and a prompt within the model's
+    # long-prompt price line (a floor that crossed it would not be the cheapest).
     min_calls = max(1, math.ceil(output / model.max_output_tokens),
                     math.ceil((content + output) / (model.context_window - prefix)))
-    uncached = cost_usd(model, Usage(
-        input_tokens=base["input_tokens"] + base["cache_write_tokens"] + base["cache_read_tokens"],
-        output_tokens=base["output_tokens"],
+    if model.long_prompt_threshold and prefix < model.long_prompt_threshold:
+        min_calls = max(min_calls,
+                        math.ceil(content / (model.long_prompt_threshold - prefix)))
+    # One call per block, uncached: each call priced on its own (its own tier).
+    base_calls = max(int(base.get("calls_ok") or 1), 1)
+    uncached = base_calls * cost_usd(model, Usage(
+        input_tokens=round((base["input_tokens"] + base["cache_write_tokens"]
+                            + base["cache_read_tokens"]) / base_calls),
+        output_tokens=round(base["output_tokens"] / base_calls),
     ))
     # The same floor with each block named by a short id (b1 ... bN, one call's worth).
     ordered = sorted(blocks, key=lambda b: b["block_uid"])

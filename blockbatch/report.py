@@ -12,7 +12,7 @@ from blockbatch.cli.parser import PROG
 from core.budget import left_text, suggested_budget
 from core.models import RunResult
 from core.quality import probe_cost_text
-from core.registry import Usage, cost_usd, get_model
+from core.registry import UnknownModelError, Usage, cost_usd, get_model
 from runtime.settings import Settings
 from store.reads import baseline_inputs
 from store.retries import RetryRecord
@@ -22,19 +22,22 @@ async def baseline_cost(pool: asyncpg.Pool, run_id: str) -> float | None:
     """Estimated cost of the same blocks at one call per block without prompt caching.
 
     Every block would pay the full prompt prefix as plain input and its own output; we
-    take the prefix size and the per-block output from what this run actually used.
+    take the prefix size and the per-block output from what this run actually used. Each
+    of those calls is priced on its own (a request pays its own price tier, contract §1),
+    then times the blocks.
     """
     b = await baseline_inputs(pool, run_id)
     if b is None:
         return None
     per_block_content = (b.prompt_tokens - b.prefix_tokens * b.calls) / max(b.blocks_sent, 1)
     per_block_output = b.output_tokens / max(b.blocks_sent, 1)
-    n = b.blocks_answered
-    usage = Usage(
-        input_tokens=int(n * (b.prefix_tokens + per_block_content)),
-        output_tokens=int(n * per_block_output),
-    )
-    return cost_usd(get_model(b.model), usage)
+    one_call = Usage(input_tokens=round(b.prefix_tokens + per_block_content),
+                     output_tokens=round(per_block_output))
+    try:
+        model = get_model(b.model)
+    except UnknownModelError:  # priced from configuration: not known here
+        return None
+    return cost_usd(model, one_call) * b.blocks_answered
 
 
 def run_links(settings: Settings, run_id: str) -> dict[str, str]:
@@ -75,6 +78,23 @@ def not_done_line(result: RunResult) -> str | None:
     if reasons.get("cancelled") == r.blocks_cancelled:
         del reasons["cancelled"]
     return f"{line}: {grouped_reasons(reasons)}" if reasons else line
+
+
+def tokens_line(result: RunResult) -> str:
+    """``input 1,200 · output 340 (thinking 120) · cache write 0 · cache read 5,000``."""
+    r = result
+    thinking = f" (thinking {r.thinking_tokens:,})" if r.thinking_tokens else ""
+    return (f"input {r.input_tokens:,} · output {r.output_tokens:,}{thinking} · "
+            f"cache write {r.cache_creation_input_tokens:,} · "
+            f"cache read {r.cache_read_input_tokens:,}")
+
+
+def model_line(result: RunResult) -> str:
+    """``claude-haiku-5-5``, and where its prices came from when not from the registry."""
+    model = result.model or "unknown model"
+    if result.priced_from_configuration:
+        model += " (priced from configuration: BLOCKBATCH_MODEL_PRICES)"
+    return model
 
 
 def reused_line(result: RunResult) -> str | None:
@@ -209,12 +229,11 @@ def summary_lines(result: RunResult, *, baseline: float | None, links: dict[str,
         cost += (f"   (one call per block, no caching: ${baseline:.4f}; "
                  f"{_saving(r.cost_usd, baseline)})")
     rows = [
+        ("model", model_line(r)),
         ("blocks", (f"{r.blocks_ai_complete} ok · {r.blocks_failed} failed · "
                    f"{r.blocks_cancelled} cancelled · {r.blocks_total} total")),
         ("calls", calls),
-        ("tokens", (f"input {r.input_tokens:,} · output {r.output_tokens:,} · "
-                   f"cache write {r.cache_creation_input_tokens:,} · "
-                   f"cache read {r.cache_read_input_tokens:,}")),
+        ("tokens", tokens_line(r)),
         ("cache hits", f"{cache_hit_ratio(r):.0%} of prompt tokens read from the cache"),
         ("cost", cost),
     ]
@@ -222,11 +241,11 @@ def summary_lines(result: RunResult, *, baseline: float | None, links: dict[str,
         rows.append(("duration", f"{duration_s:.1f}s"))
     not_done = not_done_line(r)
     if not_done:
-        rows.insert(1, ("not done", not_done))
+        rows.insert(2, ("not done", not_done))
     if reused := reused_line(r):
-        rows.insert(1, ("reused", reused))
+        rows.insert(2, ("reused", reused))
     if r.budget is not None:
-        rows.insert(1, ("budget", left_text(r.budget)))
+        rows.insert(2, ("budget", left_text(r.budget)))
     retried = retries_line(retries)
     if retried:
         rows.append(("retries", retried))

@@ -136,6 +136,8 @@ class ResultRow(NamedTuple):
     cache_creation_1h_tokens: int
     cost_usd: float
     latency_ms: int | None
+    #: Of output_tokens, thinking (``usage.output_tokens_details.thinking_tokens``).
+    thinking_tokens: int = 0
 
 
 #: What the ledger records of a request the provider never processed: (status, why).
@@ -156,7 +158,7 @@ def result_row(
                          message.get("stop_reason"), usage.input_tokens, usage.output_tokens,
                          usage.cache_creation_input_tokens, usage.cache_read_input_tokens,
                          usage.cache_creation_1h_tokens, cost_usd(model, usage, batch=True),
-                         latency_ms)
+                         latency_ms, usage.thinking_tokens)
     if kind == "errored":
         body = result.get("error") or {}
         error = body.get("error") or {}

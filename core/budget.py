@@ -7,8 +7,10 @@ run, plus the worst cases of its calls still open (sent, not yet answered, or lo
 worker), plus this call's worst case must stay within the budget. The worst case of a call
 (:func:`worst_case_usd`) is its input as if nothing were read from the cache, its cacheable
 prefix at the cache-write price where a write can happen, and ``max_tokens`` of output at
-the output price; input estimates are the planner's (already leaning high) times
-:data:`INPUT_MARGIN`. The answer's real cost replaces the reservation when it is recorded,
+the output price (thinking included: a thinking call's ``max_tokens`` holds it, and it is
+billed as output); input estimates are the planner's (already leaning high, in the model's
+tokens) times :data:`INPUT_MARGIN`, and a prompt that could cross the model's long-prompt
+line is priced at the higher tier (one request, one tier: contract §1). The answer's real cost replaces the reservation when it is recorded,
 so the ledger total stays within the budget however many packs and workers run at once.
 
 A call that does not fit (:func:`verdict`) waits while calls still open hold the room it
@@ -22,10 +24,11 @@ import math
 from collections.abc import Sequence
 from typing import Literal
 
+from core.batching import BATCH_CACHE_TTL
 from core.context import RunContext
 from core.models import BudgetLeft
 from core.planning import Pack
-from core.registry import BATCH_DISCOUNT, ModelInfo
+from core.registry import BATCH_DISCOUNT, ModelInfo, price_multiplier
 
 #: Real input counts may exceed the planner's estimate a little (it leans high, but it is
 #: not Claude's tokenizer): a worst case takes this much more input than estimated.
@@ -47,7 +50,8 @@ def worst_case_usd(
     Args:
         model: the model (its prices).
         input_tokens: the request's estimated input (prefix included).
-        max_tokens: the request's ``max_tokens``: output is billed up to it.
+        max_tokens: the request's ``max_tokens``: output (thinking included) is billed up
+            to it.
         prefix_tokens: the cacheable prompt prefix (0: too short to be cached): billed at
             the cache-write price, the dearer of the ways it can be billed.
         cache_ttl: ``5m`` or ``1h``: the write price.
@@ -59,7 +63,8 @@ def worst_case_usd(
     rest = max(input_tokens, 0) - prefix
     total = (INPUT_MARGIN * (prefix * prefix_price + rest * model.price_input)
              + max(max_tokens, 0) * model.price_output) / 1_000_000
-    return total * (BATCH_DISCOUNT if batch else 1.0)
+    tier = price_multiplier(model, math.ceil(INPUT_MARGIN * max(input_tokens, 0)))
+    return total * tier * (BATCH_DISCOUNT if batch else 1.0)
 
 
 def verdict(budget: float, *, recorded: float, open_reserved: float, need: float) -> Verdict:
@@ -144,7 +149,7 @@ def left_to_do(budget: float, *, spent: float, blocks_done: int, blocks_left: in
         max_cost_usd=budget, spent_usd=round(spent, 6), blocks_done=blocks_done,
         blocks_left=blocks_left,
         cost_per_block_usd=round(per_block, 6) if per_block is not None else None,
-        to_finish_usd=round(to_finish, 4) if to_finish is not None else None,
+        to_finish_usd=round(to_finish, 6) if to_finish is not None else None,
         largest_call_usd=round(largest_call_usd, 6),
     )
 
@@ -180,10 +185,12 @@ def warm_up_worst_case(ctx: RunContext, max_tokens: int = 1) -> float:
 
 
 def pack_worst_case(ctx: RunContext, pack: Pack, *, batch: bool = False) -> float:
-    """A pack call's worst case, from its input estimate and ``max_tokens``."""
+    """A pack call's worst case, from its input estimate and ``max_tokens`` (its thinking
+    allowance included); a batch request writes with the batch TTL (``BATCH_CACHE_TTL``)."""
     return worst_case_usd(ctx.model, input_tokens=pack.est_input_tokens,
                           max_tokens=pack.max_tokens, prefix_tokens=ctx.cacheable_prefix_tokens,
-                          cache_ttl="5m" if batch else ctx.options.cache_ttl, batch=batch)
+                          cache_ttl=BATCH_CACHE_TTL if batch else ctx.options.cache_ttl,
+                          batch=batch)
 
 
 #: A probe of the API (an outage): "Reply with OK." and one output token.

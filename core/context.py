@@ -21,11 +21,14 @@ from core.planning import (
     PlanLimits,
     describe_pack,
     estimate_output_tokens,
+    expected_thinking,
     plan_packs,
+    price_line,
+    thinking_allowance,
 )
 from core.policy import oversized_message
 from core.prompt import fixed_prompt_tokens, strict_fits
-from core.registry import ModelInfo
+from core.registry import ModelInfo, scaled_tokens
 from core.schema import SchemaSpec
 
 
@@ -47,9 +50,19 @@ class RunContext:
 
     @cached_property
     def fixed_prompt_tokens(self) -> int:
-        """Input every call of the run carries (system prompt, tool or output format,
-        fixed text); once."""
-        return fixed_prompt_tokens(self.spec, self.shape.channel)
+        """Input every call of the run carries (system prompt, tool or output format, fixed
+        text), in the run model's tokens (the planner's estimate, scaled for its tokenizer);
+        once."""
+        return scaled_tokens(self.model, fixed_prompt_tokens(self.spec, self.shape.channel))
+
+    def thinking_per_call(self, observed: float | None = None) -> int:
+        """The thinking tokens one call of the run is expected to write: ``observed`` (the
+        run's calls so far, per call: it wins, also on a run whose calls were not expected
+        to think) or, where they think (``shape.thinks``), the planner's assumption for
+        the run's effort (``core.planning.EXPECTED_THINKING_TOKENS``); else 0."""
+        if not self.shape.thinks and not observed:
+            return 0
+        return expected_thinking(self.shape.effort, observed)
 
     @cached_property
     def cacheable_prefix_tokens(self) -> int:
@@ -57,8 +70,12 @@ class RunContext:
         fixed = self.fixed_prompt_tokens
         return fixed if fixed >= self.model.min_cacheable_tokens else 0
 
-    def plan_limits(self) -> PlanLimits:
-        """Pack sizing limits for this run (planning and re-planned halves alike)."""
+    def plan_limits(self, thinking: float | None = None) -> PlanLimits:
+        """Pack sizing limits for this run (planning and re-planned halves alike).
+
+        ``thinking``: what the run's calls thought per call so far (``None``: the planner's
+        assumption); every call's ``max_tokens`` holds it, with headroom, where they think.
+        """
         opts = self.options
         return PlanLimits(
             context_window=self.model.context_window,
@@ -70,23 +87,30 @@ class RunContext:
             max_batch_size=self.spec.prompt_config.max_batch_size,
             pack_size=opts.pack_size,
             batching_enabled=opts.batching_enabled,
+            tokenizer_scale=self.model.tokenizer_scale,
+            thinking_tokens=(thinking_allowance(self.shape.effort, thinking)
+                             if self.shape.thinks or thinking else 0),
+            max_prompt_tokens=price_line(self.model),
         )
 
     def output_estimate(self, block_tokens: int, ratios: OutputRatios | None = None,
                         block_type: str | None = None) -> int:
-        """Expected output tokens of one block.
+        """Expected output tokens of one block, in the run model's tokens.
 
         The run's ``estimated_output_per_block`` when set. Otherwise the schema's estimate of
         the answer's shape (its fields, the block's length), times what the run's answers
-        (``ratios``) say it really writes, and never more than the schema's
-        ``max_tokens_per_block``, which bounds a block's share but is not the estimate: a
-        flat 800 a block planned 25 calls where 5 do.
+        (``ratios``) say it really writes (they were counted by the run's model, so they
+        carry its tokenizer), else scaled for the model's tokenizer; and never more than
+        the schema's ``max_tokens_per_block``, which bounds a block's share but is not the
+        estimate: a flat 800 a block planned 25 calls where 5 do.
         """
         if self.options.estimated_output_per_block:
             return self.options.estimated_output_per_block
         shape = estimate_output_tokens(self.spec, block_tokens, setting=False)
         if ratios is not None:
             shape = max(1, math.ceil(shape * ratios.of(block_type)))
+        else:
+            shape = scaled_tokens(self.model, shape)
         cap = self.spec.prompt_config.max_tokens_per_block
         return min(shape, cap) if cap is not None else shape
 
@@ -127,20 +151,22 @@ class RunContext:
                               outputs[:LEARNING_PACK_BLOCKS], limits), *shifted]
 
     def pack(self, block_tokens: Sequence[int], attempt: int = 1,
-             observed: float | None = None) -> Pack:
+             observed: float | None = None, thinking: float | None = None) -> Pack:
         """The shape (``max_tokens``, input estimate) of one pack of these blocks.
 
         A first attempt asks for twice its output estimate, or, once the run has answers
         (``observed``: output written per estimated token), for what they say with some
         headroom; a later attempt (after a truncated answer, say) for the whole budget.
+        Where the run's calls think, ``max_tokens`` also holds the thinking allowance
+        (``thinking``: what its calls thought per call so far).
         """
         outputs = [self.output_estimate(t) for t in block_tokens]
         # Learned against the schema's shape of each answer (its fields, the block's
         # length), not a flat per-block setting that cannot tell a heading from a page.
         shape = [estimate_output_tokens(self.spec, t, setting=False) for t in block_tokens]
         return describe_pack(range(len(block_tokens)), block_tokens, outputs,
-                             self.plan_limits(), generous=attempt > 1, observed=observed,
-                             shape=shape)
+                             self.plan_limits(thinking), generous=attempt > 1,
+                             observed=observed, shape=shape)
 
     def too_large(self, pack: Pack, blocks: int) -> str | None:
         """Why a lone block cannot be sent at all (``None`` when it can)."""

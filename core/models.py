@@ -139,6 +139,8 @@ class Totals(BaseModel):
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
     cost_usd: float = 0.0
+    #: Of ``output_tokens``, thinking (billed as output all the same).
+    thinking_tokens: int = 0
     #: Outages ridden out (sync mode): how many pauses, probes, and seconds paused.
     outages: int = 0
     probes: int = 0
@@ -361,6 +363,11 @@ class RunResult(BaseModel):
     run_id: str
     status: RunStatus
     error: str | None = None
+    #: The model the run used (its API id).
+    model: str | None = None
+    #: The run's prices came from configuration (``BLOCKBATCH_MODEL_PRICES``), not from the
+    #: registry: a model the Models API describes but blockbatch does not price.
+    priced_from_configuration: bool = False
     blocks_total: int = 0
     blocks_ai_complete: int = 0
     blocks_failed: int = 0
@@ -373,6 +380,8 @@ class RunResult(BaseModel):
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
     cost_usd: float = 0.0
+    #: Of ``output_tokens``, thinking (billed as output all the same).
+    thinking_tokens: int = 0
     #: Reason code -> how many failed or cancelled blocks carry it (``unknown``: no code).
     failure_reasons: dict[str, int] = Field(default_factory=dict)
     #: Outages of the API this run paused for (sync mode; this execution of the run).
@@ -580,6 +589,8 @@ class CallModelOutput(BaseModel):
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
     cost_usd: float = 0.0
+    #: Of ``output_tokens``, thinking.
+    thinking_tokens: int = 0
     #: True when this answer was already in the ledger (pay once: no new call was made).
     reused: bool = False
     #: The classified Claude error of an ``overflow`` or ``request_error`` outcome.
@@ -597,6 +608,7 @@ class CallModelOutput(BaseModel):
                       output_tokens=self.output_tokens,
                       cache_creation_input_tokens=self.cache_creation_input_tokens,
                       cache_read_input_tokens=self.cache_read_input_tokens,
+                      thinking_tokens=self.thinking_tokens,
                       cost_usd=self.cost_usd)
 
 

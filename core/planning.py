@@ -4,6 +4,19 @@ Everything here is an estimate made before any call, without a tokenizer: each b
 input, each block's expected output (from the schema's fields) and the model's limits
 from the registry. The plan is greedy over consecutive blocks and deterministic, so a
 replayed workflow computes the same packs.
+
+Units: :func:`estimate_tokens` and :func:`estimate_output_tokens` count in the old
+tokenizer's tokens; a model of the new tokenizer counts more for the same text (contract
+§0 rule 8), so every estimate compared with a model's limits or priced is scaled by
+:attr:`PlanLimits.tokenizer_scale` first (``core.registry.scaled_tokens``).
+
+Thinking: where a run's calls think (``core.answer.CallShape.thinks``), every call's
+``max_tokens`` holds its thinking on top of its answers (:attr:`PlanLimits.thinking_tokens`);
+thinking is paid per call, whatever the number of blocks in it.
+
+Price tiers: a model priced by prompt length (Haiku 5.5: 5x on every line above 100,000
+prompt tokens, contract §1 rule 7) gets a hard line (:attr:`PlanLimits.max_prompt_tokens`)
+that no pack's prompt crosses by estimate, with the safety margin.
 """
 
 from __future__ import annotations
@@ -15,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.registry import get_model
+from core.registry import Effort, ModelInfo, get_model
 from core.schema import SchemaSpec
 
 #: Added to every estimate: a text's first and last tokens rarely merge with neighbours.
@@ -28,6 +41,34 @@ BLOCK_WRAPPER_TOKENS = 40
 RESULT_OVERHEAD_TOKENS = 20
 #: Output per pack: ``{"results": [`` ... ``]}`` around the results.
 PACK_OUTPUT_OVERHEAD_TOKENS = 12
+
+#: Thinking tokens one call is expected to write, by effort, where the run's calls think.
+#: Our assumption, not a published figure: the API documents that effort governs how much
+#: a model thinks but publishes no numbers (contract §3, "No numeric multipliers are
+#: published"). A run replaces it with what its own calls thought (the ledger's
+#: ``thinking_tokens``, :func:`thinking_allowance` with ``observed``).
+EXPECTED_THINKING_TOKENS: dict[str, int] = {
+    "low": 1_000, "medium": 2_000, "high": 4_000, "xhigh": 8_000, "max": 16_000}
+#: ``max_tokens`` holds this many times the expected thinking: one call's thinking varies
+#: far more than its answers, and thinking cut off by ``max_tokens`` leaves no answer.
+THINKING_HEADROOM = 2.0
+
+
+def expected_thinking(effort: Effort | None, observed: float | None = None) -> int:
+    """The thinking tokens one call of a thinking run is expected to write.
+
+    ``observed``: what the run's calls thought on average so far (wins); else
+    :data:`EXPECTED_THINKING_TOKENS` for ``effort`` (``None``: as ``high``).
+    """
+    if observed is not None:
+        return max(0, math.ceil(observed))
+    return EXPECTED_THINKING_TOKENS[effort or "high"]
+
+
+def thinking_allowance(effort: Effort | None, observed: float | None = None) -> int:
+    """What a thinking call's ``max_tokens`` holds for its thinking: the expected thinking
+    (:func:`expected_thinking`) times :data:`THINKING_HEADROOM`."""
+    return math.ceil(expected_thinking(effort, observed) * THINKING_HEADROOM)
 
 _SYMBOL = re.compile(r"[^\w\s]")
 _NAME_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
@@ -269,6 +310,15 @@ class PlanLimits:
         pack_size: a request's fixed pack size (replaces ``hard_cap``; still lowered
             by ``max_batch_size`` and by what the model can physically take).
         batching_enabled: ``False`` gives one block per pack.
+        tokenizer_scale: the model's tokens per old-tokenizer token (1.3 on the new
+            tokenizer): block estimates are scaled by it wherever they meet a limit.
+        thinking_tokens: what every call's ``max_tokens`` holds for thinking on top of
+            its answers (0: the run's calls do not think).
+        max_prompt_tokens: the model's long-prompt price line (Haiku 5.5: 100,000): no
+            pack's prompt (fixed prompt and blocks, in the model's tokens) crosses it by
+            estimate with the safety margin; ``None``: one price at any length.
+
+    ``fixed_prompt_tokens`` is in the model's tokens already (``RunContext`` scales it).
     """
 
     context_window: int
@@ -280,6 +330,9 @@ class PlanLimits:
     max_batch_size: int | None = None
     pack_size: int | None = None
     batching_enabled: bool = True
+    tokenizer_scale: float = 1.0
+    thinking_tokens: int = 0
+    max_prompt_tokens: int | None = None
 
     def __post_init__(self) -> None:
         positive = {
@@ -289,6 +342,7 @@ class PlanLimits:
             "hard_cap": self.hard_cap,
             "max_batch_size": self.max_batch_size,
             "pack_size": self.pack_size,
+            "max_prompt_tokens": self.max_prompt_tokens,
         }
         for key, value in positive.items():
             if value is not None and value < 1:
@@ -299,11 +353,31 @@ class PlanLimits:
             raise ValueError(
                 f"PlanLimits.safety_margin must be in (0, 1], got {self.safety_margin}"
             )
+        if self.tokenizer_scale <= 0:
+            raise ValueError("PlanLimits.tokenizer_scale must be positive")
+        if self.thinking_tokens < 0:
+            raise ValueError("PlanLimits.thinking_tokens must not be negative")
 
     @property
     def budget(self) -> int:
         """The ``max_tokens`` of a normal pack: ``output_budget`` capped by the model."""
         return min(self.output_budget, self.model_max_output)
+
+    def scaled(self, old_tokens: float) -> int:
+        """An old-tokenizer estimate in the model's tokens."""
+        return math.ceil(old_tokens * self.tokenizer_scale)
+
+    def prompt_tokens(self, blocks_input: float) -> int:
+        """A call's whole prompt in the model's tokens: the fixed prompt and the blocks'
+        input (old-tokenizer estimate, JSON items included)."""
+        return self.fixed_prompt_tokens + self.scaled(blocks_input)
+
+    @property
+    def prompt_allowance(self) -> float | None:
+        """The most prompt tokens a pack may be planned with under the price line."""
+        if self.max_prompt_tokens is None:
+            return None
+        return self.max_prompt_tokens * self.safety_margin
 
     @property
     def size_cap(self) -> int:
@@ -325,19 +399,30 @@ def limits_for(
     safety_margin: float = 0.8,
     hard_cap: int = 50,
 ) -> PlanLimits:
-    """The :class:`PlanLimits` for ``spec`` on its model (or ``model``) from the registry."""
+    """The :class:`PlanLimits` for ``spec`` on its model (or ``model``) from the registry;
+    ``fixed_prompt_tokens`` is an old-tokenizer estimate (scaled here)."""
     info = get_model(model or spec.prompt_config.model)
     return PlanLimits(
         context_window=info.context_window,
         model_max_output=info.max_output_tokens,
-        fixed_prompt_tokens=fixed_prompt_tokens,
+        fixed_prompt_tokens=math.ceil(fixed_prompt_tokens * info.tokenizer_scale),
         output_budget=output_budget,
         safety_margin=safety_margin,
         hard_cap=hard_cap,
         max_batch_size=spec.prompt_config.max_batch_size,
         pack_size=pack_size,
         batching_enabled=batching_enabled,
+        tokenizer_scale=info.tokenizer_scale,
+        max_prompt_tokens=price_line(info),
     )
+
+
+def price_line(model: ModelInfo) -> int | None:
+    """The prompt length a pack on ``model`` stays within: its long-prompt threshold, where
+    a longer prompt pays more on every line (``None``: one price at any length)."""
+    if model.long_prompt_threshold is None or model.long_prompt_multiplier <= 1.0:
+        return None
+    return model.long_prompt_threshold
 
 
 @dataclass(frozen=True)
@@ -346,12 +431,16 @@ class Pack:
 
     Attributes:
         positions: consecutive positions into the planned block list.
-        est_input_tokens: the whole request's input: fixed prompt plus the blocks.
-        est_output_tokens: the results of all the pack's blocks.
-        max_tokens: what to request (see :func:`max_tokens_for`).
+        est_input_tokens: the whole request's input, in the model's tokens: fixed prompt
+            plus the blocks.
+        est_output_tokens: the results of all the pack's blocks (thinking not included).
+        max_tokens: what to request (see :func:`max_tokens_for`): answers and thinking.
         oversized: a single block whose input cannot fit the context window at all.
         learn_output_tokens: the estimate a run's answers are compared with to learn
             ``max_tokens`` (:func:`max_tokens_for`'s ``shape``; in the ledger).
+        thinking_tokens: of ``max_tokens``, what is held for thinking.
+        over_price_line: a lone block whose prompt alone crosses the model's long-prompt
+            price line (it is sent, and paid at the higher tier).
     """
 
     positions: tuple[int, ...]
@@ -360,6 +449,8 @@ class Pack:
     max_tokens: int
     oversized: bool
     learn_output_tokens: int = 0
+    thinking_tokens: int = 0
+    over_price_line: bool = False
 
 
 #: A first attempt asks for this many times its output estimate (at least
@@ -382,28 +473,34 @@ def max_tokens_for(output_tokens: Sequence[int], limits: PlanLimits, *,
                    shape: Sequence[int] | None = None) -> int:
     """The ``max_tokens`` to request for blocks with these expected outputs.
 
-    :data:`OUTPUT_HEADROOM` times the estimate (at least :data:`MIN_MAX_TOKENS`), up to
-    the normal budget. ``observed`` (what the run's answers wrote per estimated token so
-    far): the estimate times ``observed`` times :func:`learned_headroom` instead, where
-    the estimate is ``shape`` when given (the blocks' estimates from the schema's fields
-    and their lengths, without a fixed ``max_tokens_per_block``: a long block's rewrite
-    writes more than a heading's, which a flat 800 a block cannot tell).
-    ``generous`` (a later attempt, e.g. after a truncated answer) asks for the whole
-    budget. When the estimate exceeds what the budget holds with its margin (only a lone
-    block with a large output does, in a greedy plan): enough for the estimate with its
-    margin, up to the model's maximum.
+    For the answers: :data:`OUTPUT_HEADROOM` times the estimate (at least
+    :data:`MIN_MAX_TOKENS`), up to the normal budget. ``observed`` (what the run's answers
+    wrote per estimated token so far): the estimate times ``observed`` times
+    :func:`learned_headroom` instead, where the estimate is ``shape`` when given (the
+    blocks' estimates from the schema's fields and their lengths, without a fixed
+    ``max_tokens_per_block``: a long block's rewrite writes more than a heading's, which a
+    flat 800 a block cannot tell). ``generous`` (a later attempt, e.g. after a truncated
+    answer) asks for the whole budget. When the estimate exceeds what the budget holds
+    with its margin (only a lone block with a large output does, in a greedy plan): enough
+    for the estimate with its margin. Then the thinking allowance
+    (:attr:`PlanLimits.thinking_tokens`) on top, all up to the model's maximum.
+
+    ``output_tokens`` are in the model's tokens; ``shape`` in the planner's (``observed``
+    was measured against it, so it carries the model's tokenizer already).
     """
     estimate = PACK_OUTPUT_OVERHEAD_TOKENS + sum(output_tokens)
     if estimate > limits.budget * limits.safety_margin:
-        return min(limits.model_max_output, math.ceil(estimate / limits.safety_margin))
-    if generous:
-        return limits.budget
-    if observed is not None:
-        base = PACK_OUTPUT_OVERHEAD_TOKENS + sum(shape) if shape is not None else estimate
-        want = base * observed * learned_headroom(len(output_tokens))
+        answers = math.ceil(estimate / limits.safety_margin)
+    elif generous:
+        answers = limits.budget
     else:
-        want = estimate * OUTPUT_HEADROOM
-    return min(limits.budget, max(MIN_MAX_TOKENS, math.ceil(want)))
+        if observed is not None:
+            base = PACK_OUTPUT_OVERHEAD_TOKENS + sum(shape) if shape is not None else estimate
+            want = base * observed * learned_headroom(len(output_tokens))
+        else:
+            want = estimate * OUTPUT_HEADROOM
+        answers = min(limits.budget, max(MIN_MAX_TOKENS, math.ceil(want)))
+    return min(limits.model_max_output, answers + limits.thinking_tokens)
 
 
 def describe_pack(
@@ -421,8 +518,8 @@ def describe_pack(
     Args:
         positions: the blocks' positions.
         block_tokens: :func:`estimate_tokens` of each block's content, aligned with
-            ``positions``.
-        output_tokens: each block's :func:`estimate_output_tokens`, aligned likewise.
+            ``positions`` (old-tokenizer tokens; scaled here).
+        output_tokens: each block's expected output in the model's tokens, aligned likewise.
         limits: the plan's limits.
         generous: a later attempt: ``max_tokens`` is the whole budget where the context
             window leaves room for it (see :func:`max_tokens_for`).
@@ -432,7 +529,7 @@ def describe_pack(
     """
     if not (len(positions) == len(block_tokens) == len(output_tokens)) or not positions:
         raise ValueError("positions, block_tokens and output_tokens must align and be non-empty")
-    est_input = limits.fixed_prompt_tokens + sum(t + BLOCK_WRAPPER_TOKENS for t in block_tokens)
+    est_input = limits.prompt_tokens(sum(t + BLOCK_WRAPPER_TOKENS for t in block_tokens))
     if shape is not None and len(shape) != len(output_tokens):
         raise ValueError("shape must align with output_tokens")
     max_tokens = max_tokens_for(output_tokens, limits, observed=observed, shape=shape)
@@ -448,6 +545,9 @@ def describe_pack(
         oversized=est_input > limits.context_window - max_tokens,
         learn_output_tokens=PACK_OUTPUT_OVERHEAD_TOKENS + sum(
             shape if shape is not None else output_tokens),
+        thinking_tokens=min(limits.thinking_tokens, max_tokens),
+        over_price_line=(limits.max_prompt_tokens is not None
+                         and est_input > limits.max_prompt_tokens),
     )
 
 
@@ -468,15 +568,17 @@ def plan_packs(
 
     Greedy: the next block joins the current pack while the pack's estimated output
     stays within ``budget * safety_margin``, its input within
-    ``(context_window - fixed_prompt_tokens - budget) * safety_margin`` and its size
-    below :attr:`PlanLimits.size_cap`. A block too big to share goes alone. With a fixed
-    ``pack_size`` the budgets give way to what the model can take at all (its maximum
-    output, the context window), since ``max_tokens`` then grows with the pack.
+    ``(context_window - fixed_prompt_tokens - budget - thinking_tokens) * safety_margin``,
+    its whole prompt within ``max_prompt_tokens * safety_margin`` (the price line: a hard
+    line, whatever else allows) and its size below :attr:`PlanLimits.size_cap`. A block
+    too big to share goes alone. With a fixed ``pack_size`` the budgets give way to what
+    the model can take at all (its maximum output, the context window), since
+    ``max_tokens`` then grows with the pack; the price line holds all the same.
 
     Args:
         block_tokens: :func:`estimate_tokens` of each block's content (the JSON item
-            around it is added here).
-        output_tokens: :func:`estimate_output_tokens` of each block.
+            around it is added here, and both scaled to the model's tokenizer).
+        output_tokens: each block's expected output, in the model's tokens.
         limits: the limits to respect.
 
     Returns:
@@ -487,16 +589,20 @@ def plan_packs(
     fixed_size = limits.pack_size is not None
     margin = limits.safety_margin
     output_allowance = (limits.model_max_output if fixed_size else limits.budget) * margin
-    input_allowance = (limits.context_window - limits.fixed_prompt_tokens - limits.budget) * margin
+    input_allowance = (limits.context_window - limits.fixed_prompt_tokens - limits.budget
+                       - limits.thinking_tokens) * margin
+    prompt_allowance = limits.prompt_allowance
 
     def fits(output: int, input_: int) -> bool:
         if PACK_OUTPUT_OVERHEAD_TOKENS + output > output_allowance:
             return False
+        if prompt_allowance is not None and limits.prompt_tokens(input_) > prompt_allowance:
+            return False
         if fixed_size:
             room = limits.context_window - limits.fixed_prompt_tokens
             room -= max_tokens_for([output], limits)
-            return input_ <= room * margin
-        return input_ <= input_allowance
+            return limits.scaled(input_) <= room * margin
+        return limits.scaled(input_) <= input_allowance
 
     packs: list[Pack] = []
     cap = limits.size_cap

@@ -22,6 +22,15 @@ What the quote is made of, and why each part can be trusted:
   in batch mode the first request writes it with the 1-hour TTL and the others read it,
   best effort. A prefix below the model's ``min_cacheable_tokens`` is not cached by the
   API, silently: the quote prices every call uncached and says so.
+* **Thinking** (where the run's calls think, ``RunContext.shape.thinks``): every call is
+  expected to think :meth:`RunContext.thinking_per_call` tokens, billed as output; earlier
+  runs of the schema on the model at the same effort replace the planner's assumption
+  (:class:`OutputHistory`). Thinking is paid per call, not per block: the quote says what
+  one call per block would think (:attr:`Quote.thinking_per_call`,
+  :attr:`Quote.thinking_unpacked_tokens`).
+* **Tokens and prices**: the planner's estimates are scaled for the model's tokenizer, and
+  every call is priced on its own (a long prompt pays its tier on every line; a sum of
+  calls is never priced as one request).
 * **Truncation**: a pack expected to write more than the ``max_tokens`` it asks for is
   quoted as the run will handle it: a truncated answer, paid, then its blocks in halves
   (:func:`expected_attempts`).
@@ -58,7 +67,7 @@ from core.planning import (
 )
 from core.prompt import alias_map, build_messages, user_instructions
 from core.quality import GATE_SAMPLES_PER_PACK, ProbePlan, probe_plan
-from core.registry import ModelInfo, Usage, cost_usd
+from core.registry import ModelInfo, Usage, cost_usd, scaled_tokens
 from core.schema import SchemaSpec
 
 #: A token-counting request holds blocks up to this share of the model's context window,
@@ -106,12 +115,13 @@ class PromptTokens:
 
 def planner_tokens(ctx: RunContext, block_tokens: Sequence[int],
                    warm_up_content: str) -> PromptTokens:
-    """Input by the planner's estimates: the run's own view of its prefix and packs."""
+    """Input by the planner's estimates, scaled for the run model's tokenizer: the run's
+    own view of its prefix and packs."""
     return PromptTokens(
         source="planner",
         prefix=ctx.fixed_prompt_tokens,
         per_call=0,
-        blocks=sum(t + BLOCK_WRAPPER_TOKENS for t in block_tokens),
+        blocks=scaled_tokens(ctx.model, sum(t + BLOCK_WRAPPER_TOKENS for t in block_tokens)),
         warm_up=ctx.pack([estimate_tokens(warm_up_content)]).est_input_tokens,
     )
 
@@ -160,7 +170,9 @@ def count_plan(ctx: RunContext, blocks: Sequence[Mapping[str, str]],
         {"model": model, "messages": warm_up["messages"]},
         {"model": model, "messages": empty},
     ]
-    budget = max(1, int(ctx.model.context_window * COUNT_CHUNK_SHARE))
+    # The planner's estimates are old-tokenizer tokens: the window is the model's.
+    budget = max(1, int(ctx.model.context_window * COUNT_CHUNK_SHARE
+                        / ctx.model.tokenizer_scale))
     start = 0
     while start < len(blocks):
         end, size = start + 1, block_tokens[start]
@@ -207,6 +219,9 @@ class OutputHistory:
     calls: int
     estimated: int
     written: int
+    #: Thinking tokens per call of those runs' calls at the quoted run's effort (``None``:
+    #: none of them thought, or none ran at that effort).
+    thinking_per_call: float | None = None
 
     @property
     def ratio(self) -> float:
@@ -234,6 +249,8 @@ class ModeQuote(BaseModel):
     output_tokens: int
     #: Output if every call wrote its whole ``max_tokens``.
     max_output_tokens: int
+    #: Of ``output_tokens``, the expected thinking (0: the calls do not think).
+    thinking_tokens: int = 0
     cost_usd: float
     #: The most the planned calls can cost (no retries, no halving counted).
     max_cost_usd: float
@@ -265,6 +282,13 @@ class Quote(BaseModel):
     oversized_blocks: int = 0
     #: Calls expected to stop at max_tokens (and be halved): counted in the figures.
     truncations: int = 0
+    #: Thinking tokens one call is expected to write (0: the run's calls do not think),
+    #: and where the figure comes from: ``planner`` (an assumption by effort) or ``ledger``.
+    thinking_per_call: int = 0
+    thinking_source: Literal["ledger", "planner"] = "planner"
+    #: What the chosen mode's blocks would think at one block per call: thinking is paid
+    #: per call, so packing divides it (compare ``chosen().thinking_tokens``).
+    thinking_unpacked_tokens: int = 0
     sync: ModeQuote
     batch: ModeQuote
     notes: list[str] = Field(default_factory=list)
@@ -282,16 +306,18 @@ class Attempt:
 
     Attributes:
         positions: the blocks it carries.
-        output: the output tokens it is expected to write (a truncated answer: all of
-            ``max_tokens``, paid for all the same).
+        output: the output tokens it is expected to write, thinking included (a truncated
+            answer: all of ``max_tokens``, paid for all the same).
         max_tokens: what it asks for.
         truncated: expected to stop at ``max_tokens``; the run then halves its blocks.
+        thinking: of ``output``, thinking.
     """
 
     positions: tuple[int, ...]
     output: int
     max_tokens: int
     truncated: bool = False
+    thinking: int = 0
 
 
 def expected_attempts(ctx: RunContext, block_tokens: Sequence[int],
@@ -305,9 +331,12 @@ def expected_attempts(ctx: RunContext, block_tokens: Sequence[int],
     answers wrote against it. A pack expected to write more than its ``max_tokens`` (the
     budget caps it) is truncated: it pays ``max_tokens``, the results that fit are kept,
     and the rest are halved as ``core.policy.split_pack`` does; a lone block asks for the
-    whole budget.
+    whole budget. A thinking call also writes its expected thinking
+    (:meth:`RunContext.thinking_per_call`), which its ``max_tokens`` holds.
     """
     ratio = history.ratio if history is not None else None
+    seen_thinking = history.thinking_per_call if history is not None else None
+    thinking = ctx.thinking_per_call(seen_thinking)
 
     def block_output(i: int) -> float:
         assert ratio is not None
@@ -316,21 +345,23 @@ def expected_attempts(ctx: RunContext, block_tokens: Sequence[int],
 
     def attempts(positions: tuple[int, ...]) -> list[Attempt]:
         sizes = [block_tokens[i] for i in positions]
-        pack = ctx.pack(sizes, observed=ratio)
+        pack = ctx.pack(sizes, observed=ratio, thinking=seen_thinking)
         want = (math.ceil(pack.learn_output_tokens * ratio) if ratio is not None
-                else pack.est_output_tokens)
+                else pack.est_output_tokens) + thinking
         if len(positions) == 1 and want > pack.max_tokens:
-            pack = ctx.pack(sizes, attempt=2)
+            pack = ctx.pack(sizes, attempt=2, thinking=seen_thinking)
         if want <= pack.max_tokens or len(positions) == 1:
-            return [Attempt(positions, min(want, pack.max_tokens), pack.max_tokens)]
-        kept, written = 0, float(PACK_OUTPUT_OVERHEAD_TOKENS)
+            return [Attempt(positions, min(want, pack.max_tokens), pack.max_tokens,
+                            thinking=min(thinking, pack.max_tokens))]
+        kept, written = 0, float(PACK_OUTPUT_OVERHEAD_TOKENS + thinking)
         while kept < len(positions) and written + block_output(positions[kept]) <= \
                 pack.max_tokens:
             written += block_output(positions[kept])
             kept += 1
         rest = positions[kept:]
         half = (len(rest) + 1) // 2
-        return [Attempt(positions, pack.max_tokens, pack.max_tokens, truncated=True),
+        return [Attempt(positions, pack.max_tokens, pack.max_tokens, truncated=True,
+                        thinking=min(thinking, pack.max_tokens)),
                 *(a for part in (rest[:half], rest[half:]) if part for a in attempts(part))]
 
     planned = ctx.plan(block_tokens) if packs is None else packs
@@ -428,6 +459,30 @@ def quote(ctx: RunContext, block_tokens: Sequence[int], tokens: PromptTokens, *,
     if cached:
         said.append("batch: Message Batches read the cache best effort; the maximum prices "
                     "every request as a cache write")
+    chosen_attempts = sync_attempts if ctx.options.mode == "sync" else batch_attempts
+    per_call = max((a.thinking for a in chosen_attempts), default=0)
+    thinking_source: Literal["ledger", "planner"] = (
+        "ledger" if learned is not None and learned.thinking_per_call is not None
+        else "planner")
+    unpacked = per_call * len(block_tokens)
+    if per_call:
+        packed = sum(a.thinking for a in chosen_attempts)
+        where = ("earlier runs of this schema at this effort" if thinking_source == "ledger"
+                 else f"our assumption for effort {ctx.shape.effort or 'high'}: the API "
+                      "publishes no figures")
+        said.append(
+            f"{model.id} thinks on these calls: about {per_call:,} thinking tokens a call "
+            f"({where}), billed as output and held in every call's max_tokens; thinking is "
+            f"paid per call: {len(chosen_attempts)} calls think about {packed:,} tokens, one "
+            f"block per call would think about {unpacked:,}")
+    long_prompt = sum(1 for p in packs if p.over_price_line)
+    if long_prompt:
+        said.append(f"{long_prompt} block{'s' if long_prompt != 1 else ''} alone cross "
+                    f"{model.id}'s long-prompt line of {model.long_prompt_threshold:,} "
+                    f"tokens: priced at {model.long_prompt_multiplier:g}x on every line")
+    if not model.priced:
+        said.append(f"{model.id} is not in blockbatch's registry: priced from configuration "
+                    "(BLOCKBATCH_MODEL_PRICES), its limits from the Models API")
     said.append("retries and halvings nobody can foresee are in neither figure")
     oversized = sum(1 for p in packs if p.oversized)
     if oversized:
@@ -444,6 +499,8 @@ def quote(ctx: RunContext, block_tokens: Sequence[int], tokens: PromptTokens, *,
                          "ratio": round(learned.ratio, 4)} if learned else None),
         prefix_tokens=tokens.prefix, min_cacheable_tokens=model.min_cacheable_tokens,
         block_tokens=tokens.blocks, oversized_blocks=oversized, truncations=truncated,
+        thinking_per_call=per_call, thinking_source=thinking_source,
+        thinking_unpacked_tokens=unpacked,
         sync=sync, batch=batch, notes=said,
     )
 
@@ -480,31 +537,43 @@ class _BlockShare:
 
 def _mode_quote(mode: Mode, ctx: RunContext, attempts: Sequence[Attempt], tokens: PromptTokens,
                 share: _BlockShare, *, cached: bool, warm_up: bool, packs: int) -> ModeQuote:
+    """One mode's figures, each call priced on its own (``cost_usd`` prices one request at
+    its tier: a sum of calls priced at once would cross a long-prompt line no call does)."""
     model, batch = ctx.model, mode == "batch"
     ttl = BATCH_CACHE_TTL if batch else ctx.options.cache_ttl
     calls = len(attempts) + (1 if warm_up else 0)
-    # Every call's prompt: the prefix, its own fixed part and its blocks.
-    plain = round(sum(tokens.per_call + share(a.positions) for a in attempts))
-    if cached:
-        writes, reads = tokens.prefix, tokens.prefix * (calls - 1)
-        uncached = plain + (tokens.warm_up - tokens.prefix if warm_up else 0)
-    else:
-        writes, reads = 0, 0
-        uncached = plain + len(attempts) * tokens.prefix + (tokens.warm_up if warm_up else 0)
-    warm_out = 1 if warm_up else 0
-    output = sum(a.output for a in attempts) + warm_out
-    ceiling = sum(a.max_tokens for a in attempts) + warm_out
+    # Every call: its uncached prompt, whether it writes or reads the prefix, its output and
+    # its ceiling. The warm-up (sync) or else the first call writes the prefix; the others
+    # read it (batch: best effort, so the maximum has every request write it).
+    planned: list[tuple[int, bool, int, int]] = []
+    if warm_up:
+        own = tokens.warm_up - tokens.prefix if cached else tokens.warm_up
+        planned.append((own, True, 1, 1))
+    # Blocks' shares rounded as a running total, so the calls add up to the whole count.
+    running, rounded = 0.0, 0
+    for a in attempts:
+        running += tokens.per_call + share(a.positions)
+        own, rounded = round(running) - rounded, round(running)
+        planned.append((own + (0 if cached else tokens.prefix), not planned, a.output,
+                        a.max_tokens))
 
-    def cost(out: int, writes: int, reads: int) -> float:
-        usage = Usage(input_tokens=uncached, output_tokens=out,
-                      cache_creation_input_tokens=writes, cache_read_input_tokens=reads,
-                      cache_creation_1h_tokens=writes if ttl == "1h" else 0)
-        return round(cost_usd(model, usage, batch=batch), 6)
+    def usage(own: int, write: bool, out: int) -> Usage:
+        writes = tokens.prefix if cached and write else 0
+        return Usage(input_tokens=own, output_tokens=out, cache_creation_input_tokens=writes,
+                     cache_read_input_tokens=tokens.prefix if cached and not write else 0,
+                     cache_creation_1h_tokens=writes if ttl == "1h" else 0)
 
-    worst_writes, worst_reads = (tokens.prefix * calls, 0) if batch and cached else (writes, reads)
+    expected = [usage(own, write, out) for own, write, out, _ in planned]
+    worst = [usage(own, write or (batch and cached), ceiling)
+             for own, write, _, ceiling in planned]
     return ModeQuote(
         mode=mode, packs=packs, calls=calls, warm_up=warm_up, cache_ttl=ttl, cached=cached,
-        input_tokens=uncached, cache_write_tokens=writes, cache_read_tokens=reads,
-        output_tokens=output, max_output_tokens=ceiling, cost_usd=cost(output, writes, reads),
-        max_cost_usd=cost(ceiling, worst_writes, worst_reads),
+        input_tokens=sum(u.input_tokens for u in expected),
+        cache_write_tokens=sum(u.cache_creation_input_tokens for u in expected),
+        cache_read_tokens=sum(u.cache_read_input_tokens for u in expected),
+        output_tokens=sum(u.output_tokens for u in expected),
+        max_output_tokens=sum(u.output_tokens for u in worst),
+        thinking_tokens=sum(a.thinking for a in attempts),
+        cost_usd=round(sum(cost_usd(model, u, batch=batch) for u in expected), 6),
+        max_cost_usd=round(sum(cost_usd(model, u, batch=batch) for u in worst), 6),
     )

@@ -1,9 +1,10 @@
 """Review rules: what a person may do to a block's overlay, and checking an edited value.
 
 A person reviews a run's staged overlays (``ai_complete``): edits a field in place, then
-confirms the block (staging copied to confirmed) or rejects it. These are pure rules; the
+confirms the block (staging copied to confirmed) or rejects it, and may reopen a confirmed
+block to correct it (back to staged). These are pure rules; the
 state transitions themselves live in ``store/overlays.py`` and every act is recorded in
-``review_actions`` (migration 009).
+``review_actions`` (migrations 009, 022).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from jsonschema.exceptions import best_match
 
 from core.schema import SchemaSpec
 
-ReviewAction = Literal["edit", "confirm", "reject"]
+ReviewAction = Literal["edit", "confirm", "reject", "reopen"]
 
 #: Every overlay status, in the order pages show them.
 OVERLAY_STATUSES = ("pending", "ai_complete", "failed", "cancelled", "confirmed", "rejected")

@@ -47,6 +47,12 @@ class Settings(BaseSettings):
     anthropic_base_url: str | None = None
     simulator_port: int = 8765
     anthropic_timeout_s: float = 600.0
+    #: Prices of models the registry does not price but the Models API describes (a model
+    #: released after this version), USD per million tokens, as JSON:
+    #: ``{"claude-x-6": {"input": 1.0, "output": 5.0, "cache_read": 0.1}}`` (``input`` and
+    #: ``output`` required; cache writes and reads default to 1.25x, 2x and 0.1x input).
+    #: A run on such a model says it is priced from configuration.
+    blockbatch_model_prices: dict[str, dict[str, float]] = Field(default_factory=dict)
 
     # Worker concurrency. A Claude call that waits for the fleet's rate limiter waits inside
     # its activity and holds a slot: with few slots, other runs' short database steps queue
@@ -74,6 +80,11 @@ class Settings(BaseSettings):
     def _empty_is_unset(cls, value: object) -> object:
         # `FOO=` in a shell or a compose file means "not set", not "the empty string".
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("blockbatch_model_prices", mode="before")
+    @classmethod
+    def _no_prices(cls, value: object) -> object:
+        return {} if value is None or (isinstance(value, str) and not value.strip()) else value
 
     @cached_property
     def data_dir(self) -> Path:

@@ -197,14 +197,16 @@ class Thinking(_Strict):
     Assumptions, not measurements: no numeric effort figures are published. A call thinks
     ``base[effort] + per_block[effort] * blocks`` tokens, times a jitter in
     ``[1 - jitter, 1 + jitter]`` drawn from the request's hash (the same request thinks
-    the same amount), at least one token. Adaptive thinking at effort ``low`` skips
+    the same amount), at least one token. The defaults sit near the planner's own guess
+    (``core.planning.EXPECTED_THINKING_TOKENS``, also an assumption) so that a quote is
+    tested against a model that thinks about as much per call as the planner expects. Adaptive thinking at effort ``low`` skips
     thinking on a request of at most one block with probability ``low_effort_skip``.
     """
 
     base: dict[Effort, int] = Field(default_factory=lambda: {
-        "low": 40, "medium": 120, "high": 300, "xhigh": 700, "max": 1500})
+        "low": 700, "medium": 1500, "high": 3000, "xhigh": 6000, "max": 12000})
     per_block: dict[Effort, int] = Field(default_factory=lambda: {
-        "low": 4, "medium": 12, "high": 30, "xhigh": 60, "max": 120})
+        "low": 10, "medium": 20, "high": 40, "xhigh": 80, "max": 160})
     jitter: float = Field(default=0.2, ge=0, lt=1)
     low_effort_skip: Rate = Field(default=0.5, ge=0, le=1)
 

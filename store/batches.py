@@ -201,6 +201,7 @@ async def round_totals(conn: asyncpg.Connection, run_id: str, round_: int) -> Co
         """select count(*) filter (where c.status <> 'started') as calls,
                   coalesce(sum(c.input_tokens), 0) as input_tokens,
                   coalesce(sum(c.output_tokens), 0) as output_tokens,
+                  coalesce(sum(c.thinking_tokens), 0) as thinking_tokens,
                   coalesce(sum(c.cache_creation_input_tokens), 0)
                       as cache_creation_input_tokens,
                   coalesce(sum(c.cache_read_input_tokens), 0) as cache_read_input_tokens,
@@ -215,8 +216,8 @@ async def round_totals(conn: asyncpg.Connection, run_id: str, round_: int) -> Co
         run_id, round_,
     )
     totals = Totals(**{k: row[k] for k in (
-        "calls", "input_tokens", "output_tokens", "cache_creation_input_tokens",
-        "cache_read_input_tokens", "cost_usd")})
+        "calls", "input_tokens", "output_tokens", "thinking_tokens",
+        "cache_creation_input_tokens", "cache_read_input_tokens", "cost_usd")})
     counts = BatchCounts(**{k: row[k] for k in ("succeeded", "errored", "canceled",
                                                  "expired")})
     return CollectRoundOutput(counts=counts, totals=totals)
@@ -272,7 +273,7 @@ async def record_results(
                       stop_reason = $8, input_tokens = $9, output_tokens = $10,
                       cache_creation_input_tokens = $11, cache_read_input_tokens = $12,
                       cache_creation_1h_tokens = $13, cost_usd = $14, latency_ms = $15,
-                      finished_at = clock_timestamp()
+                      thinking_tokens = $16, finished_at = clock_timestamp()
                where call_id = $1 and status = 'started'""",
             [(r.call_id, *r[3:]) for r in rows],
         )

@@ -7,8 +7,10 @@ processes starting at once apply each file exactly once.
 
 from __future__ import annotations
 
+import errno
 import json
 import re
+import socket
 from pathlib import Path
 
 import asyncpg
@@ -20,6 +22,31 @@ _FILE_RE = re.compile(r"^(\d{3,})_[a-z0-9_]+\.sql$")
 
 class DatabaseUnavailable(RuntimeError):
     """Postgres could not be reached; the message says which URL and what to do."""
+
+
+def unavailable(url: str, exc: BaseException) -> DatabaseUnavailable:
+    """The error every entry point shows when Postgres at ``url`` cannot be reached."""
+    return DatabaseUnavailable(
+        f"cannot connect to Postgres at {redact_url(url)} ({exc.__class__.__name__}: {exc}); "
+        "start the local stack with `make up`, or set DATABASE_URL"
+    )
+
+
+#: The errno values of a plain ``OSError`` that mean the server is out of reach (asyncpg
+#: raises a plain one, errno None, when every address of a host refused).
+_UNREACHABLE = {None, errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH,
+                errno.EADDRNOTAVAIL, errno.ETIMEDOUT, errno.ECONNRESET}
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` says Postgres is down or out of reach (not a bad query, not a full
+    disk): a new connection refused or timed out, or the server ended ours (shut down,
+    crashed, still starting)."""
+    if isinstance(exc, ConnectionError | TimeoutError | socket.gaierror
+                  | asyncpg.PostgresConnectionError | asyncpg.CannotConnectNowError
+                  | asyncpg.AdminShutdownError | asyncpg.CrashShutdownError):
+        return True
+    return type(exc) is OSError and exc.errno in _UNREACHABLE
 
 
 def migration_files() -> list[tuple[int, str, str]]:
@@ -76,10 +103,7 @@ async def create_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> asy
     try:
         conn = await asyncpg.connect(url, timeout=10)
     except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
-        raise DatabaseUnavailable(
-            f"cannot connect to Postgres at {redact_url(url)} ({exc.__class__.__name__}: {exc}); "
-            "start the local stack with `make up`, or set DATABASE_URL"
-        ) from exc
+        raise unavailable(url, exc) from exc
     try:
         await migrate(conn)
     finally:

@@ -12,7 +12,7 @@ and completed with their round, in ``store/batches.py``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import asyncpg
 
@@ -22,7 +22,8 @@ from core.registry import Usage
 from store.runs import ACTIVE_STATUSES, budget_for_share
 
 _ANSWER_COLUMNS = """call_id, block_uids, stop_reason, input_tokens, output_tokens,
-                     cache_creation_input_tokens, cache_read_input_tokens, cost_usd"""
+                     cache_creation_input_tokens, cache_read_input_tokens, cost_usd,
+                     thinking_tokens"""
 
 
 @dataclass(frozen=True)
@@ -106,13 +107,15 @@ class Answer:
     cache_creation_input_tokens: int
     cache_read_input_tokens: int
     cost_usd: float
+    #: Of ``output_tokens``, thinking.
+    thinking_tokens: int = 0
 
     @classmethod
     def from_row(cls, row: asyncpg.Record) -> Answer:
         return cls(row["call_id"], list(row["block_uids"]), row["stop_reason"],
                    row["input_tokens"], row["output_tokens"],
                    row["cache_creation_input_tokens"], row["cache_read_input_tokens"],
-                   float(row["cost_usd"]))
+                   float(row["cost_usd"]), row["thinking_tokens"])
 
 
 async def recorded_answer(
@@ -215,25 +218,41 @@ async def open_call(
         )
 
 
-async def observed_output(conn: asyncpg.Connection,
-                          run_id: str) -> tuple[int, int, float] | None:
-    """How a run's answers compare with the planner's estimates so far.
+class Observed(NamedTuple):
+    """How a run's answered pack calls compare with the planner's estimates so far."""
 
-    Returns:
-        ``(answered pack calls, their blocks, output tokens written / output tokens
-        estimated)`` over its pack calls answered in full (a truncated answer says only
-        "more"); ``None`` before any.
-    """
+    #: Answered pack calls (in full: a truncated answer says only "more") and their blocks.
+    calls: int
+    blocks: int
+    #: Answer tokens written (thinking left out) per answer token estimated.
+    ratio: float
+    #: Thinking tokens per call (``None``: no call of the run thought).
+    thinking: float | None = None
+
+
+async def observed_output(conn: asyncpg.Connection, run_id: str) -> Observed | None:
+    """How a run's answers compare with the planner's estimates so far, and how much its
+    calls think (thinking is billed as output but is not the answers: it is learned per
+    call, the answers per estimated token); ``None`` before any answered pack call."""
+    # Thinking is read over every answered pack call, a truncated one too: thinking that
+    # ran into max_tokens is what the allowance must learn most.
     row = await conn.fetchrow(
-        """select count(*) as n, sum(cardinality(block_uids)) as blocks,
-                  sum(output_tokens) as written, sum(est_output_tokens) as est
-           from llm_calls
-           where run_id = $1 and purpose = 'pack' and status = 'succeeded'
-             and est_output_tokens > 0 and stop_reason is distinct from 'max_tokens'""",
+        """select count(*) filter (where full_answer) as n,
+                  sum(cardinality(block_uids)) filter (where full_answer) as blocks,
+                  sum(output_tokens - thinking_tokens) filter (where full_answer) as written,
+                  sum(est_output_tokens) filter (where full_answer) as est,
+                  count(*) as thought_calls, sum(thinking_tokens) as thinking
+           from (select *, est_output_tokens > 0
+                           and stop_reason is distinct from 'max_tokens' as full_answer
+                 from llm_calls
+                 where run_id = $1 and purpose = 'pack' and status = 'succeeded') c""",
         run_id)
     if not row["n"]:
         return None
-    return int(row["n"]), int(row["blocks"]), float(row["written"]) / float(row["est"])
+    thinking = int(row["thinking"] or 0)
+    return Observed(int(row["n"]), int(row["blocks"]),
+                    float(row["written"]) / float(row["est"]),
+                    thinking / int(row["thought_calls"]) if thinking else None)
 
 
 async def open_probe(
@@ -301,12 +320,14 @@ async def record_answer(
                        request_id = $3, stop_reason = $4, input_tokens = $5,
                        output_tokens = $6, cache_creation_input_tokens = $7,
                        cache_read_input_tokens = $8, cache_creation_1h_tokens = $9,
-                       cost_usd = $10, latency_ms = $11, finished_at = now()
+                       cost_usd = $10, latency_ms = $11, thinking_tokens = $12,
+                       finished_at = now()
                 where call_id = $1
                 returning {_ANSWER_COLUMNS}""",
             call_id, message, request_id, message.get("stop_reason"),
             usage.input_tokens, usage.output_tokens, usage.cache_creation_input_tokens,
             usage.cache_read_input_tokens, usage.cache_creation_1h_tokens, cost, latency_ms,
+            usage.thinking_tokens,
         )
     except asyncpg.UniqueViolationError:
         await conn.execute(

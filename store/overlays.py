@@ -21,6 +21,10 @@ The transitions, all of them here and nowhere else::
                                    staging copied to confirmed)
     ai_complete  -> rejected       decide "reject" (a person refused it: staging kept for
                                    the record, nothing confirmed)
+    confirmed    -> ai_complete    reopen (a person takes a confirmed block back to correct
+                                   it: confirmed cleared, the staged values stay; the
+                                   staged answer is kept in model_answer, so the quality
+                                   gate never re-asks a block a person has reviewed)
     failed       -> pending        reset_for_retry (a retry of the finished run; also
     cancelled    -> pending        cancelled blocks when asked): attempts, reason, error,
                                    staging and call cleared, a new pack_index
@@ -40,9 +44,10 @@ caller (the pack policy's ``Decision.code``), end_pending from how the run ended
 (``unfinished``, ``cancelled``, ``key_rejected``). A move to ``ai_complete`` clears it.
 
 Every change of status, staging or confirmed also leaves a row in ``overlay_changes``,
-written by a trigger (migration 005), so no transition here can go unrecorded. The three
-review transitions also write a ``review_actions`` row (who, when, before, after;
-migration 009) in the same statement or transaction as the overlay.
+written by a trigger (migration 005), so no transition here can go unrecorded. The four
+review transitions (edit, confirm, reject, reopen) also write a ``review_actions`` row (who,
+when, before, after; migrations 009 and 022) in the same statement or transaction as the
+overlay.
 
 Every write is conditional on the state it leaves (``status = 'pending'``,
 ``status = 'ai_complete'``), so a retried activity, or a second worker running a stale
@@ -515,12 +520,64 @@ async def decide(
             already = [u for u in uids if status[u] == target]
         moved = [r["block_uid"] for r in
                  await conn.fetch(_DECIDE_SQL[decision], run_id, uids, reviewer)]
-        total = await conn.fetchval(
-            """update runs set blocks_confirmed = (select count(*) from overlays
-                   where run_id = $1 and status = 'confirmed')
-               where run_id = $1 returning blocks_confirmed""",
-            run_id,
+        total = await _recount_confirmed(conn, run_id)
+    return Decided(moved, already, [], [], total)
+
+
+async def _recount_confirmed(conn: asyncpg.Connection, run_id: str) -> int:
+    """The run's ``blocks_confirmed`` counted again after a review decision; returns it."""
+    total: int = await conn.fetchval(
+        """update runs set blocks_confirmed = (select count(*) from overlays
+               where run_id = $1 and status = 'confirmed')
+           where run_id = $1 returning blocks_confirmed""",
+        run_id,
+    )
+    return total
+
+
+_REOPEN_SQL = """
+    with done as (
+        update overlays o set status = 'ai_complete', confirmed = null, confirmed_at = null,
+               model_answer = coalesce(o.model_answer, o.staging), updated_at = now()
+        from overlays old
+        where o.run_id = $1 and o.status = 'confirmed' and o.block_uid = any($2::text[])
+          and old.run_id = o.run_id and old.block_uid = o.block_uid
+        returning o.block_uid, o.block_index, old.confirmed),
+    logged as (
+        insert into review_actions (run_id, block_uid, action, reviewer, before, after,
+                                    old_status, new_status)
+        select $1, block_uid, 'reopen', $3, confirmed, null, 'confirmed', 'ai_complete'
+        from done)
+    select block_uid from done order by block_index"""
+
+
+async def reopen(conn: asyncpg.Connection, run_id: str, uids: list[str],
+                 reviewer: str) -> Decided:
+    """confirmed -> ai_complete, all or nothing, each move logged for ``reviewer`` (before:
+    the confirmed overlay; after: null), so a person can correct a confirmed block.
+
+    Args:
+        conn: the connection; the run row is locked until the transaction ends.
+        run_id: the run (the caller checks that it exists).
+        uids: these blocks, each ``confirmed`` or already ``ai_complete`` (left as it is).
+        reviewer: who reopened them.
+    """
+    async with conn.transaction():
+        await lock_run(conn, run_id)
+        rows = await conn.fetch(
+            """select block_uid, status from overlays
+               where run_id = $1 and block_uid = any($2::text[])""",
+            run_id, uids,
         )
+        status = {r["block_uid"]: r["status"] for r in rows}
+        unknown = [u for u in uids if u not in status]
+        unready = [f"{u} ({status[u]})" for u in uids if u in status
+                   and status[u] not in ("confirmed", REVIEWABLE)]
+        if unknown or unready:
+            return Decided([], [], unknown, unready, None)
+        already = [u for u in uids if status[u] == REVIEWABLE]
+        moved = [r["block_uid"] for r in await conn.fetch(_REOPEN_SQL, run_id, uids, reviewer)]
+        total = await _recount_confirmed(conn, run_id)
     return Decided(moved, already, [], [], total)
 
 

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from core.budget import left_to_do
 from core.models import BudgetLeft, RunResult
 from core.reasons import REASONS
+from core.registry import known_model_names
 from core.review import ANSWERED, OVERLAY_STATUSES
 from store.repo import NotFound
 from store.runs import ACTIVE_STATUSES
@@ -54,6 +55,8 @@ class RunInfo(BaseModel):
     cache_creation_input_tokens: int
     cache_read_input_tokens: int
     cost_usd: float
+    #: Of ``output_tokens``, thinking.
+    thinking_tokens: int = 0
     #: Blocks answered at planning by an earlier run's answer, and what that saved.
     blocks_reused: int = 0
     reuse_saved_usd: float = 0.0
@@ -88,6 +91,7 @@ class RunInfo(BaseModel):
             "blocks_failed": b.get("failed", 0),
             "blocks_cancelled": b.get("cancelled", 0),
             "budget": self.budget_left(done),
+            "priced_from_configuration": self.model not in known_model_names(),
         })
 
     @property
@@ -113,7 +117,7 @@ class RunInfo(BaseModel):
 _RUN_SQL = """
 select r.run_id, r.status, r.error, r.document_id, d.name as document_name, r.schema_id,
        s.name as schema_name, r.model, r.settings, r.workflow_id, r.blocks_total, r.pack_count,
-       r.calls, r.split_events, r.input_tokens, r.output_tokens,
+       r.calls, r.split_events, r.input_tokens, r.output_tokens, r.thinking_tokens,
        r.cache_creation_input_tokens, r.cache_read_input_tokens, r.cost_usd::float8 as cost_usd,
        r.blocks_reused, r.reuse_saved_usd::float8 as reuse_saved_usd, r.created_at, r.started_at, r.finished_at, r.cancel_requested_at,
        case when r.status = 'budget_exhausted' then (

@@ -42,10 +42,12 @@ class Answers:
 
 async def answers(conn: asyncpg.Connection, run_id: str) -> Answers:
     """The answered blocks of the run's latest pack calls answered in full (a truncated
-    answer says only "more"), with those calls' output tokens."""
+    answer says only "more"), with those calls' output tokens less their thinking (the
+    answers' share: thinking is learned per call, ``ledger.observed_output``)."""
     rows = await conn.fetch(
         """with calls as (
-               select call_id, output_tokens from llm_calls
+               select call_id, output_tokens - thinking_tokens as output_tokens
+               from llm_calls
                where run_id = $1 and purpose = 'pack' and status = 'succeeded'
                  and stop_reason is distinct from 'max_tokens'
                order by call_id desc limit $2)
@@ -71,7 +73,10 @@ class SchemaOutput:
     calls: int
     blocks: int
     estimated: int
+    #: Answer tokens written (thinking left out).
     written: int
+    #: Thinking tokens per call of those calls made at ``effort`` (``None``: none thought).
+    thinking_per_call: float | None = None
 
     @property
     def ratio(self) -> float:
@@ -79,14 +84,19 @@ class SchemaOutput:
 
 
 async def schema_output(conn: asyncpg.Connection, schema_id: str, model: str, *,
-                        except_run: str | None = None) -> SchemaOutput | None:
+                        except_run: str | None = None,
+                        effort: str | None = None) -> SchemaOutput | None:
     """What runs of this schema (by content: its id is its content hash) on this model
     wrote, over their latest :data:`_PRIOR_CALLS` pack calls answered in full (a truncated
     answer says only "more"); ``None`` when there are none. Plans (``prior_output``) and
-    quotes (``store.quotes``) read the same calls."""
+    quotes (``store.quotes``) read the same calls. Their thinking per call counts only the
+    runs at ``effort`` (the run option; ``None``: none set), which governs how much a
+    call thinks."""
     row = await conn.fetchrow(
         """with latest as (
-               select c.run_id, c.output_tokens, c.est_output_tokens,
+               select c.run_id, c.output_tokens - c.thinking_tokens as output_tokens,
+                      c.est_output_tokens, c.thinking_tokens,
+                      e.settings->>'effort' is not distinct from $5 as same_effort,
                       cardinality(c.block_uids) as blocks
                from runs e join llm_calls c on c.run_id = e.run_id
                where e.schema_id = $1 and e.model = $2 and e.run_id is distinct from $3
@@ -94,14 +104,19 @@ async def schema_output(conn: asyncpg.Connection, schema_id: str, model: str, *,
                  and c.est_output_tokens > 0 and c.stop_reason is distinct from 'max_tokens'
                order by c.call_id desc limit $4)
            select count(distinct run_id) as runs, count(*) as calls, sum(blocks) as blocks,
-                  sum(est_output_tokens) as estimated, sum(output_tokens) as written
+                  sum(est_output_tokens) as estimated, sum(output_tokens) as written,
+                  count(*) filter (where same_effort) as effort_calls,
+                  sum(thinking_tokens) filter (where same_effort) as thinking
            from latest""",
-        schema_id, model, except_run, _PRIOR_CALLS)
+        schema_id, model, except_run, _PRIOR_CALLS, effort)
     if row is None or not row["calls"] or not row["estimated"]:
         return None
+    thinking = int(row["thinking"] or 0)
     return SchemaOutput(runs=int(row["runs"]), calls=int(row["calls"]),
                         blocks=int(row["blocks"]), estimated=int(row["estimated"]),
-                        written=int(row["written"]))
+                        written=int(row["written"]),
+                        thinking_per_call=(thinking / int(row["effort_calls"])
+                                           if thinking else None))
 
 
 async def prior_output(conn: asyncpg.Connection, run_id: str) -> SchemaOutput | None:

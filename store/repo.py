@@ -17,7 +17,7 @@ import asyncpg
 from core.ingest import ParsedBlock
 from core.models import RunOptions
 from core.planning import estimate_tokens
-from core.registry import get_model
+from core.registry import RetiredModelError, UnknownModelError, get_model
 from core.reuse import block_digest
 from core.schema import SchemaSpec
 
@@ -141,7 +141,12 @@ async def create_run(
 ) -> str:
     """Insert a run row (status ``created``); planning happens in the workflow."""
     run_id = run_id or new_run_id()
-    get_model(options.model)
+    try:
+        get_model(options.model)
+    except RetiredModelError:
+        raise
+    except UnknownModelError:
+        pass  # a model the front door priced from configuration (core.run_model)
     try:
         await conn.execute(
             """insert into runs (run_id, document_id, schema_id, model, settings, workflow_id)

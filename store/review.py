@@ -1,5 +1,5 @@
 """Read models of the review web app: a run's blocks as a grid paged by keyset, the filters'
-choices, and the review actions recorded against a block.
+choices, and the review acts recorded against a block, one by one or as they were done.
 
 The grid pages by ``block_index`` (``after`` / ``before`` a block, never an offset), and
 each filter has an index that keeps it a range scan (migration 009): a page of a
@@ -15,6 +15,7 @@ from typing import Any
 import asyncpg
 from pydantic import BaseModel
 
+from core.schema import SchemaSpec, load_schema
 from store.reads import RunInfo, get_run, schema_fields
 
 #: The most blocks one grid page may hold.
@@ -31,6 +32,8 @@ class GridRow(BaseModel):
     status: str
     staging: dict[str, Any] | None
     confirmed: dict[str, Any] | None
+    #: The model's own answer once a person edited staging (None: never edited).
+    model_answer: dict[str, Any] | None = None
     attempt_count: int
     last_error: str | None
     reason_code: str | None
@@ -57,6 +60,9 @@ class GridPage(BaseModel):
 
     run: RunInfo
     fields: list[str]
+    #: The run's schema: each field's type, enum and bounds (how the grid edits it) and
+    #: the rules an edited overlay must meet.
+    spec: SchemaSpec
     rows: list[GridRow]
     #: Blocks matching the filter in the whole run (at most COUNT_CAP when ``capped``).
     total: int
@@ -116,7 +122,7 @@ async def _total(conn: asyncpg.Connection, run: RunInfo, flt: GridFilter, where:
 
 _ROW_SQL = """
 select o.block_uid, o.block_index, b.block_type, b.block_content, o.status, o.staging,
-       o.confirmed, o.attempt_count, o.last_error, o.reason_code, o.pack_path,
+       o.confirmed, o.model_answer, o.attempt_count, o.last_error, o.reason_code, o.pack_path,
        o.reused_from_run_id, o.reused_from_call_id,
        (select jsonb_build_object('action', a.action, 'reviewer', a.reviewer, 'at', a.at)
         from review_actions a where a.run_id = o.run_id and a.block_uid = o.block_uid
@@ -142,8 +148,8 @@ async def grid_page(
         raise ValueError("page either after a block or before one, not both")
     async with pool.acquire() as conn:
         run = await get_run(conn, run_id)
-        definition = await conn.fetchval(
-            "select definition from schemas where schema_id = $1", run.schema_id)
+        schema = await conn.fetchrow(
+            "select definition, name from schemas where schema_id = $1", run.schema_id)
         conds, args, order = _grid_query(run.document_id, flt)
         where = " and ".join(conds)
         total, capped = await _total(conn, run, flt, where, args)
@@ -163,7 +169,9 @@ async def grid_page(
             rows = rows[:limit]
     items = [GridRow.model_validate(dict(r)) for r in rows]
     return GridPage(
-        run=run, fields=schema_fields(definition), rows=items, total=total, capped=capped,
+        run=run, fields=schema_fields(schema["definition"]),
+        spec=load_schema(schema["definition"], name=schema["name"]), rows=items,
+        total=total, capped=capped,
         next_after=items[-1].block_index if items and more_after else None,
         prev_before=items[0].block_index if items and more_before else None,
     )
@@ -232,6 +240,49 @@ async def review_actions(
             f"{columns} where run_id = $1 and block_uid = $2 order by id desc limit $3",
             run_id, block_uid, limit)
     return [ReviewAction.model_validate(dict(r)) for r in rows]
+
+
+class ReviewActivity(BaseModel):
+    """Review acts done together (one statement: a bulk confirm of many blocks, or one
+    edit): what, who, when, on how many blocks; the first block's act in full."""
+
+    action: str
+    reviewer: str
+    at: datetime
+    blocks: int
+    first_block: str
+    last_block: str
+    #: The first act's field and values (an edit: the field's value before and after).
+    field: str | None
+    before: Any
+    after: Any
+
+
+async def review_activity(pool: asyncpg.Pool, run_id: str, *,
+                          limit: int = 20) -> list[ReviewActivity]:
+    """The run's latest ``limit`` review acts as they were done, newest first.
+
+    Acts done in one transaction share its time (``now()``), so a bulk confirm of 10,000
+    blocks is one entry and the edits before it stay in view. Read off the index
+    ``review_actions_run_at`` (migration 022): the groups come in order, and the values
+    are read for one act a group, never for the whole of a bulk act.
+    """
+    rows = await pool.fetch(
+        """with acts as (
+               select at, action, reviewer, count(*) as blocks, min(id) as first_id,
+                      max(id) as last_id
+               from review_actions where run_id = $1
+               group by at, action, reviewer
+               order by at desc, action, reviewer limit $2)
+           select acts.action, acts.reviewer, acts.at, acts.blocks,
+                  f.block_uid as first_block, l.block_uid as last_block, f.field,
+                  f.before, f.after
+           from acts join review_actions f on f.id = acts.first_id
+                     join review_actions l on l.id = acts.last_id
+           order by acts.at desc, acts.last_id desc""",
+        run_id, limit,
+    )
+    return [ReviewActivity.model_validate(dict(r)) for r in rows]
 
 
 async def live_costs(pool: asyncpg.Pool, run_ids: list[str]) -> dict[str, float]:

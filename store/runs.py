@@ -3,7 +3,8 @@ active statuses, the plan's size, cancelling and the final rollup."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
@@ -11,16 +12,59 @@ import asyncpg
 from core.budget import left_text, left_to_do
 from core.context import RunContext
 from core.models import RunOptions, RunResult, RunStatus, Totals
-from core.registry import get_model
+from core.registry import known_model_names
+from core.run_model import FACTS_MAX_AGE_S, run_model
 from core.schema import load_schema
+from store import model_facts
 from store.repo import NotFound
+
+#: Reads the fresh Models API facts of a model, from the API when the kept ones are old
+#: (``activities.models.ModelFacts.refresh``); ``None`` facts: the registry stands.
+FactsReader = Callable[[asyncpg.Connection, str], Awaitable[dict[str, Any] | None]]
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a process's run contexts get their model from, besides the registry.
+
+    Attributes:
+        prices: prices from configuration (``BLOCKBATCH_MODEL_PRICES``) of models the
+            registry does not price: ``{model: {"input": ..., "output": ...}}``.
+        refresh: reads the Models API when the kept facts are old (a worker's, wired at
+            start); ``None``: only the facts kept in Postgres are used.
+    """
+
+    prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    refresh: FactsReader | None = None
+
+
+_MODELS = ModelSource()
+
+
+def configure_models(source: ModelSource) -> None:
+    """Set where this process's run contexts get their model from (at process start)."""
+    global _MODELS
+    _MODELS = source
+
+
+async def model_facts_for(conn: asyncpg.Connection, model_id: str) -> dict[str, Any] | None:
+    """The fresh Models API facts of ``model_id`` as this process reads them."""
+    if _MODELS.refresh is not None:
+        return await _MODELS.refresh(conn, model_id)
+    return await model_facts.fresh(conn, model_id, FACTS_MAX_AGE_S)
 
 
 async def load_run_context(conn: asyncpg.Connection, run_id: str) -> RunContext:
     """A run's options, schema and model, read from Postgres.
 
+    The model is the registry's entry with the Models API's fresh facts taking over, or a
+    model the registry does not price with the configured prices (``core.run_model``).
+    A model that retired since the run started is not refused here: its calls are, by the
+    API, and say so.
+
     Raises:
         NotFound: no such run.
+        UnknownModelError: a model neither the registry nor configuration prices.
     """
     row = await conn.fetchrow(
         """select r.run_id, r.document_id, r.schema_id, r.settings, s.definition, s.name
@@ -38,7 +82,8 @@ async def load_run_context(conn: asyncpg.Connection, run_id: str) -> RunContext:
         schema_id=row["schema_id"],
         options=options,
         spec=spec,
-        model=get_model(options.model),
+        model=run_model(options.model, await model_facts_for(conn, options.model),
+                        _MODELS.prices),
     )
 
 
@@ -210,6 +255,7 @@ from (select count(*) filter (where status <> 'started'
                  as calls,
              coalesce(sum(input_tokens), 0) as input_tokens,
              coalesce(sum(output_tokens), 0) as output_tokens,
+             coalesce(sum(thinking_tokens), 0) as thinking_tokens,
              coalesce(sum(cache_creation_input_tokens), 0) as cache_creation_input_tokens,
              coalesce(sum(cache_read_input_tokens), 0) as cache_read_input_tokens,
              coalesce(sum(cost_usd), 0)::float8 as cost_usd
@@ -256,6 +302,7 @@ c as (
                             and coalesce(error_type, '') not in ('canceled', 'expired')) as calls,
            coalesce(sum(input_tokens), 0) as input_tokens,
            coalesce(sum(output_tokens), 0) as output_tokens,
+           coalesce(sum(thinking_tokens), 0) as thinking_tokens,
            coalesce(sum(cache_creation_input_tokens), 0) as cache_creation_input_tokens,
            coalesce(sum(cache_read_input_tokens), 0) as cache_read_input_tokens,
            coalesce(sum(cost_usd), 0) as cost_usd
@@ -268,15 +315,16 @@ update runs r set
     blocks_cancelled = o.cancelled, blocks_confirmed = o.confirmed,
     calls = c.calls, split_events = s.splits,
     input_tokens = c.input_tokens, output_tokens = c.output_tokens,
+    thinking_tokens = c.thinking_tokens,
     cache_creation_input_tokens = c.cache_creation_input_tokens,
     cache_read_input_tokens = c.cache_read_input_tokens, cost_usd = c.cost_usd,
     blocks_reused = u.blocks_reused, reuse_saved_usd = u.reuse_saved_usd
 from o, c, s, u
 where r.run_id = $1
-returning r.run_id, r.status, r.error, r.blocks_total, r.blocks_ai_complete, r.blocks_failed,
-          r.blocks_cancelled, r.pack_count, r.calls, r.split_events, r.input_tokens,
-          r.output_tokens, r.cache_creation_input_tokens, r.cache_read_input_tokens, r.cost_usd,
-          r.blocks_reused, r.reuse_saved_usd
+returning r.run_id, r.status, r.error, r.model, r.blocks_total, r.blocks_ai_complete,
+          r.blocks_failed, r.blocks_cancelled, r.pack_count, r.calls, r.split_events,
+          r.input_tokens, r.output_tokens, r.thinking_tokens, r.cache_creation_input_tokens,
+          r.cache_read_input_tokens, r.cost_usd, r.blocks_reused, r.reuse_saved_usd
 """
 
 
@@ -383,4 +431,11 @@ async def close_run(
     row = await conn.fetchrow(ROLLUP_SQL, run_id, status, error)
     return RunResult.model_validate({**dict(row), "cost_usd": float(row["cost_usd"]),
                                      "reuse_saved_usd": float(row["reuse_saved_usd"]),
+                                     "priced_from_configuration": priced_elsewhere(row["model"]),
                                      "failure_reasons": reasons, "budget": budget})
+
+
+def priced_elsewhere(model: str | None) -> bool:
+    """Whether a run of ``model`` was priced from configuration: the registry has no
+    prices of it (a model the Models API describes, ``BLOCKBATCH_MODEL_PRICES`` prices)."""
+    return model is not None and model not in known_model_names()

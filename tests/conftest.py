@@ -194,3 +194,4 @@ async def bbstack(
     )
     bb = Blockbatch(pool, temporal_env.client, settings)
     yield Stack(settings, temporal_env.client, pool, bb, sim, task_queue)
+    await bb.close()  # its Models API client; the pool is the fixture's

@@ -7,6 +7,7 @@ sign-in when a token is set; a non-local bind without a token refused.
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import json
@@ -21,14 +22,19 @@ import pytest
 from playwright.async_api import Page, async_playwright, expect
 from yarl import URL
 
+from blockbatch.api import BadRequest, Blockbatch, NotFound
 from blockbatch.web.app import create_app
 from blockbatch.web.security import CSRF_COOKIE, CSRF_FIELD
+from devtools import stack
+from runtime.settings import Settings
+from store.db import create_pool
 from tests.conftest import ROOT, Stack
 from tests.web_helpers import (
     CHROMIUM,
     CHROMIUM_ARGS,
     FAILED_BLOCK,
     SCRIPT_BLOCK,
+    demo_run,
     finished_run,
     screenshot_dir,
     serving,
@@ -124,25 +130,29 @@ async def _walk_through(page: Page, base: str, s: Stack, run_id: str, doc: str,
         "rows => rows.map(r => r.id)") == ["row-8", "row-9"]
     await page.goto(f"{base}/runs/{run_id}")
 
-    # A value the schema refuses: its error beside the field, and nothing changed.
+    # A value the schema refuses: its error beside the field, and nothing changed, not even
+    # the row's other field that was fine.
     await page.fill("#v-1-word_count", "-3")
-    await page.click("#save-1-word_count")
+    await page.fill("#v-1-summary", "A summary that would be fine")
+    await page.click("#save-1")
     error = page.locator("#err-1-word_count")
     await expect(error).to_contain_text("minimum of 0")
     assert await page.locator("#v-1-word_count").input_value() == "-3"  # what was typed
+    assert await page.locator("#v-1-summary").input_value() == "A summary that would be fine"
     await page.fill("#v-1-word_count", "many")
-    await page.click("#save-1-word_count")
+    await page.click("#save-1")
     await expect(page.locator("#err-1-word_count")).to_contain_text("not a JSON value")
     assert (await overlay(s, run_id, 1))["staging"] == original
     assert await actions(s, run_id) == []
     await shot(page, "edit-error")
 
     # A good value is staged and recorded; a string field takes the text as typed.
+    await page.goto(f"{base}/runs/{run_id}")
     await page.fill("#v-1-word_count", "999")
-    await page.click("#save-1-word_count")
+    await page.click("#save-1")
     await expect(page.locator("#note")).to_contain_text("→ 999")
     await page.fill("#v-1-summary", 'Drain first, then "restart" <one> at a time')
-    await page.click("#save-1-summary")
+    await page.click("#save-1")
     await expect(page.locator("#note")).to_be_visible()
     staged = (await overlay(s, run_id, 1))["staging"]
     assert staged == {**original, "word_count": 999,
@@ -154,7 +164,7 @@ async def _walk_through(page: Page, base: str, s: Stack, run_id: str, doc: str,
     await page.click("#confirm-selected")
     await expect(page.locator("#note")).to_contain_text("confirmed 2 blocks")
     await page.click("#reject-3")
-    await expect(page.locator("#note")).to_contain_text("rejected 1 block")
+    await expect(page.locator("#note")).to_contain_text("block 3 rejected")
     await shot(page, "grid-reviewed")
 
     statuses = {i: (await overlay(s, run_id, i))["status"] for i in range(10)}
@@ -215,6 +225,128 @@ async def _walk_through(page: Page, base: str, s: Stack, run_id: str, doc: str,
     await shot(page, "call")
 
 
+#: The demo schema's fields that have a fixed set of values (enums, a boolean, 0..3).
+CHOICE_FIELDS = ("block_type", "topic", "action_required", "risk_level")
+
+
+@needs_chromium
+@pytest.mark.timeout(300)
+async def test_the_grid_in_the_browser_with_the_demos_eight_fields(bbstack: Stack) -> None:
+    run_id, doc = await demo_run(bbstack)
+    app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
+    async with serving(app) as base, async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            for width in (1400, 1920):
+                page = await browser.new_page(viewport={"width": width, "height": 1000})
+                response = await page.goto(f"{base}/runs/{run_id}?limit=8")
+                assert response is not None
+                await _reads_well(page, width, response.headers["content-security-policy"])
+                await shot(page, f"grid-{width}")
+                await page.close()
+            page = await browser.new_page(viewport={"width": 1400, "height": 1000})
+            await _review_with_the_demos_schema(page, base, bbstack, run_id, doc)
+        finally:
+            await browser.close()
+
+
+async def _reads_well(page: Page, width: int, csp: str) -> None:
+    # The run page names the model the run used.
+    run = await page.locator("#run-model").inner_text()
+    assert run.strip() == "claude-sonnet-4-6"
+    # Nothing runs off the side, and the block text (what a reviewer judges by) keeps a
+    # third of the page however many fields there are.
+    assert await page.evaluate("document.documentElement.scrollWidth") <= width
+    text = await page.locator("#content-1").bounding_box()
+    assert text is not None and text["width"] >= width / 3, text
+    # Fields with a fixed set of values are choices, the others text boxes.
+    for field in CHOICE_FIELDS:
+        assert await page.locator(f"#v-1-{field}").evaluate("e => e.tagName") == "SELECT"
+    topic = await page.locator("#v-1-topic option").all_inner_texts()
+    assert "incident_response" in topic and len(topic) == 7
+    assert await page.locator("#v-1-risk_level option").all_inner_texts() == \
+        ["0", "1", "2", "3"]
+    assert await page.locator("#v-1-word_count").evaluate("e => e.tagName") == "INPUT"
+    assert await page.locator("#v-1-summary").evaluate("e => e.tagName") == "TEXTAREA"
+    # Every field box is wide enough to read its value, and one save serves each row.
+    for field in ("word_count", "first_40_chars", "topic"):
+        box = await page.locator(f"#v-1-{field}").bounding_box()
+        assert box is not None and box["width"] >= 90, (field, box)
+    assert await page.locator("#row-1 button[value=save]").count() == 1
+    assert await page.locator("#grid button[value=save]").count() == 8
+    # The page's script runs under this response's nonce; no inline handlers.
+    assert re.search(r"<[^>]*\son[a-z]+=", await page.content()) is None
+    nonce = await page.evaluate("document.querySelector('main script').nonce")
+    assert nonce and f"'nonce-{nonce}'" in csp
+
+
+async def _review_with_the_demos_schema(page: Page, base: str, s: Stack, run_id: str,
+                                        doc: str) -> None:
+    await page.goto(f"{base}/runs/{run_id}?limit=8")
+    before = (await overlay(s, run_id, 1))["staging"]
+    topic = "post_incident_review" if before["topic"] != "post_incident_review" \
+        else "general"
+    # Change two fields of a row (a choice and a number) and confirm it in one click.
+    await page.select_option("#v-1-topic", topic)
+    await page.fill("#v-1-word_count", str(before["word_count"] + 1))
+    await expect(page.locator("#row-1")).to_have_class(re.compile("dirty"))
+    await page.click("#confirm-1")
+    await expect(page.locator("#note")).to_contain_text(f"topic {before['topic']} → {topic}")
+    await expect(page.locator("#note")).to_contain_text("confirmed")
+    row1 = await overlay(s, run_id, 1)
+    assert row1["status"] == "confirmed"
+    assert row1["confirmed"] == {**before, "topic": topic,
+                                 "word_count": before["word_count"] + 1}
+
+    # A bulk confirm with a row's change not saved is refused in the page, not lost.
+    risk = (await overlay(s, run_id, 2))["staging"]["risk_level"]
+    await page.select_option("#v-2-risk_level", str((risk + 1) % 4))
+    await page.click("#confirm-shown")
+    await expect(page.locator("#bulk-warning")).to_contain_text("#2 has changes not saved")
+    assert (await overlay(s, run_id, 2))["status"] == "ai_complete"
+
+    # Confirm every block shown (more than the review acts list holds): one line in the
+    # review acts, the edits before it still in view.
+    await page.goto(f"{base}/runs/{run_id}?limit=30")
+    await page.click("#confirm-shown")
+    await expect(page.locator("#note")).to_contain_text("confirmed 29 blocks")
+    acts = page.locator("#acts tbody tr")
+    texts = await acts.all_inner_texts()
+    assert any("29 blocks" in t and "confirm" in t for t in texts), texts
+    assert sum("edit" in t for t in texts) == 2, texts  # topic and word_count of block 1
+
+    # A confirmed block can be reopened, corrected and confirmed again.
+    await page.goto(f"{base}/runs/{run_id}?limit=8")
+    await expect(page.locator("#reopen-1")).to_be_visible()
+    await page.click("#reopen-1")
+    await expect(page.locator("#note")).to_contain_text("block 1 reopened")
+    row1 = await overlay(s, run_id, 1)
+    assert row1["status"] == "ai_complete" and row1["confirmed"] is None
+    assert row1["staging"]["topic"] == topic  # the corrected values are still staged
+    await expect(page.locator("#row-1 .edited-mark")).to_have_count(2)
+    await page.select_option("#v-1-action_required", "true"
+                             if not row1["staging"]["action_required"] else "false")
+    await page.click("#save-1")
+    await expect(page.locator("#note")).to_contain_text("action_required")
+    await page.fill("#v-1-word_count", "-1")
+    await page.click("#save-1")
+    await expect(page.locator("#err-1-word_count")).to_contain_text("minimum of 0")
+    await shot(page, "grid-review-1400")
+    await page.set_viewport_size({"width": 1920, "height": 1000})
+    await shot(page, "grid-review-1920")
+
+    recorded = [(a["block_uid"], a["action"]) for a in await actions(s, run_id)]
+    uid = f"{doc}:1"
+    assert recorded[:3] == [(uid, "edit"), (uid, "edit"), (uid, "confirm")]
+    assert recorded[-2:] == [(uid, "reopen"), (uid, "edit")]
+    reopened = [a for a in await actions(s, run_id) if a["action"] == "reopen"]
+    assert reopened[0]["before"]["topic"] == topic and reopened[0]["after"] is None
+    assert (reopened[0]["old_status"], reopened[0]["new_status"]) == ("confirmed",
+                                                                      "ai_complete")
+    info = await s.bb.run(run_id)
+    assert info.blocks["confirmed"] == 29
+
+
 async def test_changes_need_the_csrf_token(bbstack: Stack) -> None:
     run_id, doc = await finished_run(bbstack)
     app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
@@ -234,8 +366,9 @@ async def test_changes_need_the_csrf_token(bbstack: Stack) -> None:
                                 data={**form, CSRF_FIELD: other_than(token)},
                                 allow_redirects=False)
         assert wrong.status == 403
-        edit = await http.post(f"{base}/runs/{run_id}/edit", data={
-            "block": f"{doc}:0", "field": "word_count", "value": "5"}, allow_redirects=False)
+        edit = await http.post(f"{base}/runs/{run_id}/review", data={
+            "block": f"{doc}:0", "index": "0", "act": "save", "v:word_count": "5"},
+            allow_redirects=False)
         assert edit.status == 403
         assert (await overlay(bbstack, run_id, 0))["status"] == "ai_complete"
         assert await actions(bbstack, run_id) == []
@@ -306,3 +439,72 @@ def test_the_review_page_benchmark_runs_on_a_small_run(tmp_path: Path) -> None:
     assert pages["first page"]["rows"] == 50 and pages["status=failed, first"]["rows"] == 9
     assert all(p["plan"] and p["median_ms"] > 0 for p in data["pages"])
     assert "| first page" in proc.stdout
+
+
+@pytest.mark.timeout(180)
+async def test_with_postgres_down_the_app_says_so_and_recovers(tmp_path: Path) -> None:
+    # A Postgres of this test's own, so stopping it leaves every other test's alone.
+    port = stack.free_port()
+    data, log = tmp_path / "pg", tmp_path / "pg.log"
+    pg = await asyncio.to_thread(stack.start_postgres, data, port, log, fsync=False)
+    settings = Settings(database_url=pg.url("postgres"), blockbatch_data_dir=tmp_path / "bb")
+    pool = await create_pool(settings.resolved_database_url, max_size=2)
+    app = create_app(Blockbatch(pool, None, settings), settings, reviewer="ada")
+    try:
+        async with serving(app) as base, browser_like() as http:
+            assert (await http.get(f"{base}/")).status == 200
+            csrf = http.cookie_jar.filter_cookies(URL(base))[CSRF_COOKIE].value
+            await asyncio.to_thread(stack.stop_postgres, data)
+
+            for path in ("/", "/runs/some-run?status=failed", "/runs/some-run/calls"):
+                down = await http.get(base + path)
+                text = await down.text()
+                assert down.status == 503, (path, text[:500])
+                assert f"cannot connect to Postgres at postgresql://postgres@127.0.0.1:{port}" \
+                    in text and "make up" in text, text
+                assert "tries again every 5 seconds" in text and 'http-equiv="refresh"' in text
+                assert "nonce-" in down.headers["content-security-policy"]
+            change = await http.post(f"{base}/runs/some-run/decide", allow_redirects=False,
+                                     data={CSRF_FIELD: csrf, "act": "confirm", "block": "d:1"})
+            text = await change.text()
+            assert change.status == 503 and "cannot connect to Postgres" in text
+            assert "may not have been saved" in text and "http-equiv" not in text
+
+            await asyncio.to_thread(stack.start_postgres, data, port, log, fsync=False)
+            back = await http.get(f"{base}/")
+            assert back.status == 200 and "No runs yet" in await back.text()
+    finally:
+        await pool.close()
+        await asyncio.to_thread(stack.stop_postgres, data)
+
+
+async def test_reopen_takes_only_confirmed_blocks_back_and_records_it(bbstack: Stack) -> None:
+    run_id, doc = await finished_run(bbstack)
+    bb = bbstack.bb
+    await bb.confirm(run_id, ["1", "2"], reviewer="ada")
+    # All or nothing: a block that is not confirmed, or not the run's, changes nothing.
+    with pytest.raises(BadRequest, match=rf"not {doc}:{FAILED_BLOCK} \(failed\)"):
+        await bb.reopen(run_id, ["1", str(FAILED_BLOCK)], reviewer="bo")
+    with pytest.raises(NotFound, match="has no block"):
+        await bb.reopen(run_id, ["1", "nope:3"], reviewer="bo")
+    with pytest.raises(BadRequest, match="name the confirmed blocks"):
+        await bb.reopen(run_id, [], reviewer="bo")
+    assert (await overlay(bbstack, run_id, 1))["status"] == "confirmed"
+
+    done = await bb.reopen(run_id, ["1", "0"], reviewer="bo")  # 0 was never confirmed
+    assert done.reopened == [f"{doc}:1"] and done.already_open == [f"{doc}:0"]
+    assert done.total_confirmed == 1 and (await bb.run(run_id)).blocks["confirmed"] == 1
+    row = await overlay(bbstack, run_id, 1)
+    assert row["status"] == "ai_complete" and row["confirmed"] is None
+    last = (await actions(bbstack, run_id))[-1]
+    assert (last["action"], last["reviewer"], last["old_status"], last["new_status"]) == \
+        ("reopen", "bo", "confirmed", "ai_complete")
+    assert last["before"] == row["staging"] and last["after"] is None
+    # Reopened, it is reviewed like any staged block: edited, then confirmed again.
+    await bb.edit(run_id, "1", "word_count", 5, reviewer="bo")
+    await bb.confirm(run_id, ["1"], reviewer="bo")
+    assert (await overlay(bbstack, run_id, 1))["confirmed"]["word_count"] == 5
+    activity = await bb.review_activity(run_id)
+    assert [(a.action, a.blocks) for a in activity] == [
+        ("confirm", 1), ("edit", 1), ("reopen", 1), ("confirm", 2)]
+    assert (activity[1].field, activity[1].after) == ("word_count", 5)

@@ -164,7 +164,9 @@ async def test_json_format_answers_conforming_json_text_required_properties_firs
         assert result["word_count"] == len(block["block_content"].split())
 
 
-async def test_json_cut_at_max_tokens_is_invalid_json_with_stop_max_tokens(client):
+async def test_json_cut_at_max_tokens_is_invalid_json_with_stop_max_tokens(sim, client):
+    # No jitter: the cut request (another max_tokens) thinks exactly as much as the full one.
+    sim.scenario = Scenario(thinking=Thinking(jitter=0))
     blocks = make_blocks(10)
     full = await client.messages.create(**json_params(blocks, "claude-sonnet-5-5"))
     cut = await client.messages.create(

@@ -17,7 +17,7 @@ from starlette.applications import Starlette
 
 from core.models import RunOptions
 from devtools import stack
-from tests.conftest import Stack
+from tests.conftest import ROOT, Stack
 from tests.helpers import block_content, extract_schema
 
 CHROMIUM = "/usr/bin/chromium"
@@ -55,6 +55,22 @@ async def finished_run(s: Stack) -> tuple[str, str]:
     s.sim.scenario(always_skip_contents=[await block_content(s.pool, f"{doc}:{FAILED_BLOCK}")])
     async with s.worker():
         run_id = await s.bb.start_run(doc, schema, RunOptions(pack_size=4))
+        await s.bb.wait(run_id)
+    return run_id, doc
+
+
+#: The demo's document and schema (`make demo`): the grid is judged with its eight fields.
+DEMO_DOCUMENT = ROOT / "samples" / "handbook.md"
+DEMO_SCHEMA = ROOT / "samples" / "extract.json"
+
+
+async def demo_run(s: Stack) -> tuple[str, str]:
+    """(run_id, document_id) of a finished run of the demo's document and schema, every
+    block answered (``ai_complete``)."""
+    doc = await s.bb.ingest_file(DEMO_DOCUMENT)
+    schema = await s.bb.add_schema_file(DEMO_SCHEMA)
+    async with s.worker():
+        run_id = await s.bb.start_run(doc, schema, RunOptions())
         await s.bb.wait(run_id)
     return run_id, doc
 

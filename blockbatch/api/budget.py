@@ -14,7 +14,7 @@ import asyncpg
 from core.budget import BudgetError, check_minimum, first_call, parse_budget
 from core.context import RunContext
 from core.models import RetryRequest, RunOptions
-from core.registry import get_model
+from core.registry import ModelInfo, get_model
 from core.schema import load_schema
 from store import retries, runs
 from store.reads import RunInfo
@@ -24,9 +24,12 @@ __all__ = ["BudgetError", "check_retry_budget", "check_start_budget"]
 
 async def check_start_budget(
     conn: asyncpg.Connection, document_id: str, schema_id: str, definition: dict[str, Any],
-    options: RunOptions,
+    options: RunOptions, model: ModelInfo | None = None,
 ) -> None:
     """Refuse a budget a new run cannot use (nothing is written either way).
+
+    ``model``: the run's model as the front door resolved it (the Models API's facts,
+    configured prices); default: the registry's entry for ``options.model``.
 
     Raises:
         BudgetError: not a positive number, or below the worst case of the run's first
@@ -38,7 +41,7 @@ async def check_start_budget(
     blocks = await runs.document_blocks(conn, document_id)
     ctx = RunContext(run_id="(new run)", document_id=document_id, schema_id=schema_id,
                      options=options, spec=load_schema(definition),
-                     model=get_model(options.model))
+                     model=model or get_model(options.model))
     what, worst = first_call(ctx, [b.est_tokens for b in blocks])
     check_minimum(budget, worst, what)
 

@@ -30,6 +30,8 @@ from temporalio.exceptions import ApplicationError, FailureError, WorkflowAlread
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.db import NOTHING_TO_RETRY, RUN_NOT_FINISHED
+from activities.models import READ_TIMEOUT_S, ModelFacts
+from activities.sdk import anthropic
 from blockbatch.api.budget import check_start_budget
 from blockbatch.api.calibrate import prepare, run_calibration
 from blockbatch.api.errors import (
@@ -42,7 +44,7 @@ from blockbatch.api.errors import (
     TemporalUnavailable,
 )
 from blockbatch.api.inputs import SchemaSource, as_schema, with_schema_model
-from blockbatch.api.quote import Document, estimate
+from blockbatch.api.quote import Document, checked_model, estimate
 from blockbatch.api.retry import CheckedRetry, RetryStarted, check_retry_request
 from blockbatch.api.review import (
     ConfirmOutcome,
@@ -50,11 +52,13 @@ from blockbatch.api.review import (
     ExportFormat,
     ExportSummary,
     RejectOutcome,
+    ReopenOutcome,
     confirm,
     edit,
     export_run_to_file,
     export_to,
     reject,
+    reopen,
 )
 from blockbatch.api.streams import Stream, load_stream
 from core.calibration import DEFAULT_SAMPLE, DEFAULT_SIZES, DEFAULT_TARGET, Calibration
@@ -71,7 +75,7 @@ from core.models import (
     StreamInput,
 )
 from core.quote import Quote
-from core.registry import get_model, retirement_warning
+from core.registry import ModelInfo, retirement_warning
 from core.streams import StreamTriggers
 from runtime.settings import Settings, load_settings
 from runtime.temporal import connect, ensure_search_attributes
@@ -93,6 +97,8 @@ class Blockbatch:
         self._client = client
         self.settings = settings
         self._owns_pool = False
+        #: Reads the Models API (its own anthropic client), made on first use.
+        self._models: ModelFacts | None = None
 
     @classmethod
     async def connect(
@@ -130,7 +136,11 @@ class Blockbatch:
         return self._client
 
     async def close(self) -> None:
-        """Close the Postgres pool if this client opened it."""
+        """Close the Models API client if one was made, and the Postgres pool if this
+        client opened it."""
+        if self._models is not None:
+            await self._models.client.close()
+            self._models = None
         if self._owns_pool:
             await self.pool.close()
 
@@ -174,6 +184,28 @@ class Blockbatch:
         """Validate and store the schema in a JSON file; return its id."""
         return await self.add_schema(Path(path))
 
+    # ------------------------------------------------------------------ models
+
+    async def run_model(self, name: str) -> ModelInfo:
+        """The model a run of ``name`` would use, checked before anything is created
+        (:func:`blockbatch.api.quote.checked_model`: the Models API's facts first, where it
+        answers; configured prices for a model the registry does not price).
+
+        Raises:
+            RetiredModelError: retired; the message names the model to move to.
+            UnknownModelError: neither the registry nor configuration prices it.
+        """
+        if self._models is None:
+            try:
+                key = self.settings.resolved_api_key()
+            except RuntimeError:  # no credentials: only facts kept by others
+                key = None
+            if key is not None:
+                self._models = ModelFacts(anthropic.AsyncAnthropic(
+                    api_key=key, base_url=self.settings.resolved_anthropic_base_url,
+                    max_retries=0, timeout=READ_TIMEOUT_S))
+        return await checked_model(name, self.settings, self.pool, self._models)
+
     # ------------------------------------------------------------------ quotes
 
     async def estimate(self, document: Document, schema: SchemaSource,
@@ -185,8 +217,10 @@ class Blockbatch:
         :func:`blockbatch.api.quote.estimate` for the keyword arguments (``count``,
         ``history``, ``fmt``, ``text_field``, ``name``).
         """
+        chosen = with_schema_model(options or RunOptions(), as_schema(schema).prompt_config.model)
+        model = await self.run_model(chosen.model)
         return await estimate(document, schema, options, settings=self.settings,
-                              pool=self.pool, **kwargs)
+                              pool=self.pool, model=model, **kwargs)
 
     async def calibrate(
         self, document: Document, schema: SchemaSource, *, sample: int = DEFAULT_SAMPLE,
@@ -223,10 +257,15 @@ class Blockbatch:
         """Create the run row and start its RunWorkflow; return the run id.
 
         ``options.model`` left at the default takes the schema's ``prompt_config.model``.
-        A run whose workflow cannot be started is deleted again. A model at or near its
-        end-of-life is started all the same, with a :class:`ModelRetiring` warning.
+        A run whose workflow cannot be started is deleted again. A model near its
+        end-of-life is started all the same, with a :class:`ModelRetiring` warning; a
+        retired one is refused. The Models API is read first where it answers
+        (:meth:`run_model`).
 
         Raises:
+            RetiredModelError: the model is retired (the message names the one to move
+                to); nothing is created.
+            UnknownModelError: neither the registry nor configuration prices the model.
             BudgetError: ``options.max_cost_usd`` cannot pay for the run's first call (the
                 message names the smallest budget that can); nothing is created.
         """
@@ -236,8 +275,11 @@ class Blockbatch:
             names = await repo.run_inputs(conn, document_id, schema_id)
             options = with_schema_model(options,
                                         names.definition["prompt_config"].get("model"))
-            await check_start_budget(conn, document_id, schema_id, names.definition, options)
-            retiring = retirement_warning(get_model(options.model), date.today())
+            model = await self.run_model(options.model)
+            options = options.model_copy(update={"model": model.id})
+            await check_start_budget(conn, document_id, schema_id, names.definition, options,
+                                     model)
+            retiring = retirement_warning(model, date.today())
             if retiring:
                 warnings.warn(retiring, ModelRetiring, stacklevel=2)
             run_id = await repo.create_run(conn, document_id, schema_id, options, run_id=run_id)
@@ -302,7 +344,9 @@ class Blockbatch:
             definition = await repo.schema_definition(conn, schema_id)
             options = with_schema_model(options or RunOptions(),
                                         definition["prompt_config"].get("model"))
-            retiring = retirement_warning(get_model(options.model), date.today())
+            model = await self.run_model(options.model)
+            options = options.model_copy(update={"model": model.id})
+            retiring = retirement_warning(model, date.today())
             if retiring:
                 warnings.warn(retiring, ModelRetiring, stacklevel=2)
             document_id = await stream_store.create_stream(
@@ -593,6 +637,13 @@ class Blockbatch:
         block), all or nothing, each recorded for ``reviewer``."""
         return await reject(self.pool, run_id, blocks, reviewer)
 
+    async def reopen(
+        self, run_id: str, blocks: list[str], *, reviewer: str | None = None,
+    ) -> ReopenOutcome:
+        """Confirmed -> staged (ai_complete) for ``blocks`` (uids or indexes), to correct
+        them and confirm again; all or nothing, each recorded for ``reviewer``."""
+        return await reopen(self.pool, run_id, blocks, reviewer)
+
     async def edit(
         self, run_id: str, block: str, field: str, value: Any, *,
         reviewer: str | None = None, as_text: bool = False,
@@ -610,6 +661,13 @@ class Blockbatch:
         """The run's recorded review acts (or one block's, by uid), newest first (none for
         an unknown run)."""
         return await review.review_actions(self.pool, run_id, block, limit=limit)
+
+    async def review_activity(
+        self, run_id: str, *, limit: int = 20,
+    ) -> list[review.ReviewActivity]:
+        """The run's latest review acts as they were done, newest first: a bulk confirm
+        of many blocks is one entry (with how many), an edit is one with its values."""
+        return await review.review_activity(self.pool, run_id, limit=limit)
 
     async def grid(
         self, run_id: str, *, status: str | None = None, reason: str | None = None,

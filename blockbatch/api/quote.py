@@ -5,7 +5,8 @@ token-counting endpoint when a Claude endpoint is configured, reads what earlier
 same schema wrote when Postgres is there, and hands the figures to :func:`core.quote.quote`.
 
 It creates nothing: no document, schema or run row, no workflow, and no Claude call other
-than token counting (which is free and does not touch the prompt cache).
+than token counting (which is free and does not touch the prompt cache) and reading the
+Models API's facts of the model (kept in ``model_facts`` when Postgres is there).
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ from __future__ import annotations
 import asyncio
 import errno
 import json
+from datetime import date
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 
 from activities.llm import WARM_UP_BLOCK, stand_in_request
+from activities.models import READ_TIMEOUT_S, ModelFacts
 from activities.sdk import anthropic
 from blockbatch.api.errors import BadRequest
 from blockbatch.api.inputs import SchemaSource, as_schema, with_schema_model
@@ -38,11 +41,12 @@ from core.quote import (
     quote,
     quote_context,
 )
-from core.registry import get_model
+from core.registry import RETIRED, ModelInfo
 from core.reuse import answer_key, block_digest, prompt_digest
+from core.run_model import FACTS_MAX_AGE_S, check_usable, run_model
 from core.schema import SchemaSpec, load_schema
 from runtime.settings import Settings, load_settings
-from store import calibrations, overlays, quotes
+from store import calibrations, model_facts, overlays, quotes
 from store.db import redact_url
 from store.repo import document_id_for, schema_id_for
 
@@ -94,6 +98,7 @@ async def estimate(
     count: bool = True,
     history: bool = True,
     client: anthropic.AsyncAnthropic | None = None,
+    model: ModelInfo | None = None,
 ) -> Quote:
     """Quote a run of ``schema`` over ``document`` with ``options``, creating nothing.
 
@@ -109,17 +114,21 @@ async def estimate(
         count: count input tokens with the API (``False``: the planner's estimates).
         history: learn the expected output from earlier runs of the schema in the ledger.
         client: the anthropic client to count with (default: one from ``settings``).
+        model: the run's model as the caller checked it (:func:`checked_model`); default:
+            checked here.
 
     Raises:
         FileNotFoundError, BadRequest, IngestError, SchemaError, UnknownModelError: bad
             input; nothing was created.
+        RetiredModelError: a retired model (the message names the one to move to).
     """
     settings = settings or load_settings()
     data, name, fmt = read_document(document, name=name, fmt=fmt)
     parsed = blocks if blocks is not None else parse_document(data, fmt, text_field=text_field)
     spec = as_schema(schema)
     options = with_schema_model(options or RunOptions(), spec.prompt_config.model)
-    model = get_model(options.model)
+    if model is None:
+        model = await checked_model(options.model, settings, pool)
     options = options.model_copy(update={"model": model.id})
     ctx = quote_context(options, spec, model)
     document_id = document_id_for(fmt, data)
@@ -153,13 +162,61 @@ async def estimate(
     seen: OutputHistory | None = None
     calibrated: CalibrationNote | None = None
     if history:
-        seen, why = await _history(schema_id_for(spec), model.id, settings, pool)
+        seen, why = await _history(schema_id_for(spec), model.id, settings, pool,
+                                   options.effort)
         if why:
             notes.append(why)
         else:
             calibrated = await _calibration(schema_id_for(spec), model.id, settings, pool)
     q = quote(ctx, block_tokens, tokens, document=name, history=seen, notes=notes)
     return q.model_copy(update={"calibration": calibrated})
+
+
+async def checked_model(name: str, settings: Settings, pool: asyncpg.Pool | None = None,
+                        reader: ModelFacts | None = None) -> ModelInfo:
+    """The model a run of ``name`` would use, refused when retired, before anything else.
+
+    The Models API's facts of it are read first (``GET /v1/models/{id}``; kept in Postgres
+    for a day when ``pool`` is given) where Claude is configured; an API without the
+    endpoint, or not answering, leaves the registry as it is. A model the registry does not
+    price runs with the prices of ``BLOCKBATCH_MODEL_PRICES`` (``core.run_model``).
+
+    Args:
+        reader: the Models API reader to use (default: one of its own, closed after).
+
+    Raises:
+        RetiredModelError: retired (the registry's list or end-of-life day, or the Models
+            API's ``lifecycle``); the message names the model to move to.
+        UnknownModelError: neither the registry nor configuration prices it.
+    """
+    facts = None if name in RETIRED else await _model_facts(name, settings, pool, reader)
+    model = run_model(name, facts, settings.blockbatch_model_prices)
+    check_usable(model, facts, date.today())
+    return model
+
+
+async def _model_facts(name: str, settings: Settings, pool: asyncpg.Pool | None,
+                       reader: ModelFacts | None) -> dict[str, Any] | None:
+    own = reader is None
+    if reader is None:
+        try:
+            key = settings.resolved_api_key()
+        except RuntimeError:  # no credentials: only facts kept by others
+            key = None
+        if key is not None:
+            reader = ModelFacts(anthropic.AsyncAnthropic(
+                api_key=key, base_url=settings.resolved_anthropic_base_url, max_retries=0,
+                timeout=READ_TIMEOUT_S))
+    try:
+        if pool is not None:
+            async with pool.acquire() as conn:
+                if reader is None:
+                    return await model_facts.fresh(conn, name, FACTS_MAX_AGE_S)
+                return await reader.refresh(conn, name)
+        return await reader.fetch(name) if reader is not None else None
+    finally:
+        if own and reader is not None:
+            await reader.client.close()
 
 
 async def _count(ctx: RunContext, wire: list[dict[str, str]], block_tokens: list[int],
@@ -264,12 +321,13 @@ async def _calibration(schema_id: str, model: str, settings: Settings,
 
 
 async def _history(schema_id: str, model: str, settings: Settings,
-                   pool: asyncpg.Pool | None) -> tuple[OutputHistory | None, str | None]:
+                   pool: asyncpg.Pool | None, effort: str | None = None,
+                   ) -> tuple[OutputHistory | None, str | None]:
     """Earlier runs' output against the planner's estimate, or ``None`` and why not."""
     try:
         if pool is not None:
             async with pool.acquire() as conn:
-                return await quotes.output_history(conn, schema_id, model), None
+                return await quotes.output_history(conn, schema_id, model, effort), None
         url = settings.resolved_database_url
         try:
             conn = await asyncpg.connect(url, timeout=DB_TIMEOUT_S)
@@ -277,7 +335,7 @@ async def _history(schema_id: str, model: str, settings: Settings,
             return None, (f"no earlier runs read (Postgres at {redact_url(url)} is not "
                           f"reachable: {type(exc).__name__}): the planner's output estimate")
         try:
-            return await quotes.output_history(conn, schema_id, model), None
+            return await quotes.output_history(conn, schema_id, model, effort), None
         finally:
             await conn.close()
     except (asyncpg.UndefinedTableError, asyncpg.UndefinedColumnError):

@@ -74,6 +74,17 @@ class RejectOutcome(BaseModel):
     reviewer: str
 
 
+class ReopenOutcome(BaseModel):
+    run_id: str
+    #: Blocks moved from confirmed back to staged (ai_complete) by this request.
+    reopened: list[str]
+    #: Asked-for blocks that were staged already (left as they were).
+    already_open: list[str]
+    #: Confirmed blocks of the run after this request.
+    total_confirmed: int
+    reviewer: str
+
+
 class EditOutcome(BaseModel):
     run_id: str
     block_uid: str
@@ -151,6 +162,36 @@ async def reject(
     done = await _decide(pool, run_id, block_refs, "reject", who)
     return RejectOutcome(run_id=run_id, rejected=done.moved, already_rejected=done.already,
                          reviewer=who)
+
+
+async def reopen(
+    pool: asyncpg.Pool, run_id: str, block_refs: list[str], reviewer: str | None = None,
+) -> ReopenOutcome:
+    """Take confirmed blocks back to staged (``ai_complete``) so a person can correct them
+    and confirm again: the confirmed values are cleared from the export, the staged ones
+    stay. All or nothing; each block reopened is recorded in ``review_actions`` (before:
+    the confirmed overlay).
+
+    Raises:
+        NotFound: unknown run or block uid.
+        BadRequest: no blocks given, a block that is neither confirmed nor staged (pending,
+            failed, cancelled, rejected), or an empty reviewer name.
+    """
+    who = checked_reviewer(reviewer)
+    if not block_refs:
+        raise BadRequest("name the confirmed blocks to reopen; nothing was reopened")
+    async with pool.acquire() as conn:
+        run = await get_run(conn, run_id)
+        uids = resolve_block_refs(run.document_id, block_refs)
+        done = await overlays.reopen(conn, run_id, uids, who)
+    if done.unknown:
+        raise NotFound(f"run {run_id} has no block {_few(done.unknown)}; nothing was reopened")
+    if done.unready:
+        raise BadRequest(f"only confirmed blocks can be reopened, not {_few(done.unready)}; "
+                         "nothing was reopened")
+    assert done.total_confirmed is not None  # set whenever the reopen went through
+    return ReopenOutcome(run_id=run_id, reopened=done.moved, already_open=done.already,
+                         total_confirmed=done.total_confirmed, reviewer=who)
 
 
 async def edit(

@@ -15,6 +15,7 @@ from blockbatch.cli.progress import describe
 from blockbatch.cli.session import Session
 from blockbatch.report import (
     change_rows,
+    model_line,
     next_command,
     not_done_line,
     quality_rows,
@@ -22,6 +23,7 @@ from blockbatch.report import (
     retries_line,
     reused_line,
     run_links,
+    tokens_line,
 )
 from core.budget import left_text
 from core.models import RunProgress
@@ -73,7 +75,7 @@ async def cmd_status(args: argparse.Namespace, s: Session) -> int:
     rows = [
         ("document", f"{info.document_name} ({info.document_id})"),
         ("schema", f"{info.schema_name} ({info.schema_id})"),
-        ("model", f"{info.model} · mode {info.settings.get('mode', 'sync')}"),
+        ("model", f"{model_line(result)} · mode {info.settings.get('mode', 'sync')}"),
         ("blocks", _blocks(info)),
     ]
     not_done = not_done_line(result)
@@ -98,9 +100,7 @@ async def cmd_status(args: argparse.Namespace, s: Session) -> int:
     elif live_error:
         rows.append(("progress", live_error))
     if not info.active:
-        tokens = (f"input {info.input_tokens:,} · output {info.output_tokens:,} · cache write "
-                  f"{info.cache_creation_input_tokens:,} · cache read "
-                  f"{info.cache_read_input_tokens:,}")
+        tokens = tokens_line(result)
         rows += [("calls", (f"{info.calls} calls · {info.pack_count} packs · "
                            f"{info.split_events} split events")),
                  ("tokens", tokens), ("cost", f"${info.cost_usd:.4f}")]

@@ -47,6 +47,14 @@ def print_quote(con: Console, q: Quote) -> None:
     else:
         output = "the planner's estimate, the one the run plans with"
     con.line(f"  output  {output}")
+    if q.thinking_per_call:
+        chosen = q.chosen()
+        where = ("earlier runs" if q.thinking_source == "ledger"
+                 else "assumed for the effort")
+        thinking_calls = chosen.calls - (1 if chosen.warm_up else 0)  # not the warm-up
+        con.line(f"  thinks  ~{q.thinking_per_call:,} tokens a call ({where}), in OUTPUT: "
+                 f"{chosen.thinking_tokens:,} over {thinking_calls:,} calls; one block per "
+                 f"call would think {q.thinking_unpacked_tokens:,}")
     cache = (f"prefix cached (model minimum {q.min_cacheable_tokens:,} tokens)"
              if q.sync.cached else
              f"NOT cached: prefix below the model's minimum of {q.min_cacheable_tokens:,}")

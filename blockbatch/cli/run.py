@@ -14,6 +14,7 @@ from temporalio.service import RPCError
 
 from blockbatch.api import Blockbatch, RunInfo, as_schema
 from blockbatch.api.errors import ModelRetiring, StackUnavailable, TemporalUnavailable
+from blockbatch.api.inputs import with_schema_model
 from blockbatch.api.quote import read_document
 from blockbatch.cli.follow import follow, report, say_detached
 from blockbatch.cli.parser import PROG
@@ -22,7 +23,7 @@ from blockbatch.cli.session import Session
 from blockbatch.report import grouped_reasons, run_links
 from core.ingest import parse_document
 from core.models import RunOptions
-from core.registry import get_model
+from core.registry import RetiredModelError, UnknownModelError, get_model
 from runtime.settings import Settings
 
 
@@ -31,7 +32,15 @@ def _options(args: argparse.Namespace) -> RunOptions:
                                  "reuse_answers": not args.no_reuse,
                                  "short_ids": not args.no_short_ids}
     if args.model:
-        fields["model"] = get_model(args.model).id
+        try:
+            fields["model"] = get_model(args.model).id
+        except RetiredModelError:
+            raise
+        except UnknownModelError:
+            # Not in the registry: it may be a model the Models API describes and
+            # BLOCKBATCH_MODEL_PRICES prices; the start (or the quote) decides, before
+            # anything is created.
+            fields["model"] = args.model
     if args.pack_size:
         fields["pack_size"] = args.pack_size
     if args.max_concurrent_packs:
@@ -97,6 +106,8 @@ async def cmd_run(args: argparse.Namespace, s: Session) -> int:
     options = _options(args)
     bb = await s.bb()
     await check_claude(s.settings)
+    # A retired model is refused before the document or the schema is stored.
+    await bb.run_model(with_schema_model(options, spec.prompt_config.model).model)
     if not await bb.workers_polling():
         s.con.note(f"note: no worker is polling task queue {s.settings.temporal_task_queue!r}; "
                    "the run waits until one does (`make worker` or `python worker.py`)")

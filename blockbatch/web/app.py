@@ -2,9 +2,12 @@
 
 Server-rendered (Starlette + Jinja2 templates with autoescape on; a few lines of inline
 script, no build step). Every page reads through the :class:`~blockbatch.api.Blockbatch`
-API and every change goes through it too (``edit``, ``confirm``, ``reject``), so the web
-app, the CLI and a Python program follow the same rules and leave the same record.
-``security.py`` says how it is kept safe; ``starter.py serve`` starts it.
+API and every change goes through it too (``edit``, ``confirm``, ``reject``, ``reopen``),
+so the web app, the CLI and a Python program follow the same rules and leave the same
+record. In the grid each block is one row: its text wide enough to judge by, its fields
+as the controls their schema asks for (``fields.py``), and one form that saves the row's
+changes together, optionally confirming it. ``security.py`` says how it is kept safe;
+``starter.py serve`` starts it.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode
 
+import asyncpg
 import jinja2
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
@@ -28,6 +32,7 @@ from starlette.routing import Route
 from blockbatch.api import BadRequest, Blockbatch, EditError, NotFound
 from blockbatch.api.review import ExportFormat, checked_reviewer
 from blockbatch.report import run_links
+from blockbatch.web.fields import input_text, planned_edits, widget
 from blockbatch.web.security import (
     CSRF_FIELD,
     SESSION_COOKIE,
@@ -38,7 +43,8 @@ from blockbatch.web.security import (
 from core.reasons import REASONS
 from core.review import OVERLAY_STATUSES, REVIEWABLE
 from runtime.settings import Settings
-from store.review import MAX_PAGE
+from store.db import connection_lost, unavailable
+from store.review import MAX_PAGE, GridPage, GridRow
 
 #: The grid's query parameters; the only ones carried from a form back to the grid.
 GRID_PARAMS = ("status", "reason", "type", "disagreeing", "after", "before", "limit")
@@ -58,6 +64,9 @@ def _templates() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
     )
     env.filters["field_text"] = _field_text
+    env.globals["input_text"] = input_text
+    env.globals["done_verbs"] = {"edit": "edited", "confirm": "confirmed",
+                                 "reject": "rejected", "reopen": "reopened"}
     env.filters["pretty"] = lambda v: json.dumps(v, ensure_ascii=False, indent=2)
     return env
 
@@ -137,6 +146,20 @@ class ReviewApp:
     def problem(self, request: Request, status_code: int, message: str) -> HTMLResponse:
         return self.render(request, "error.html", status_code, message=message)
 
+    async def database_down(self, request: Request, exc: Exception) -> Response:
+        """Postgres is down or out of reach: the CLI's message, 503, and a page that tries
+        again by itself (the pool reconnects on the next request once Postgres is back).
+        Any other error is not this page's to explain."""
+        if not connection_lost(exc):
+            raise exc
+        message = str(unavailable(self.settings.resolved_database_url, exc))
+        changing = request.method not in ("GET", "HEAD")
+        response = self.render(
+            request, "error.html", 503, message=message, heading="The database is not answering",
+            changing=changing, refresh=not changing)
+        response.headers["retry-after"] = "5"
+        return response
+
     def _form_text(self, form: FormData, key: str) -> str:
         value = form.get(key)
         return value if isinstance(value, str) else ""
@@ -178,7 +201,8 @@ class ReviewApp:
             types=await self.bb.block_types_of(page.run.document_id),
             reasons=await self.bb.failure_reasons(run_id),
             statuses=OVERLAY_STATUSES, reviewable=REVIEWABLE,
-            actions=await self.bb.review_actions(run_id, limit=20),
+            widgets={f: widget(page.spec.properties[f]) for f in page.fields},
+            activity=await self.bb.review_activity(run_id, limit=20),
             links=run_links(self.settings, run_id), note=note, error=error,
             field_errors=field_errors or {}, typed=typed or {},
         )
@@ -257,25 +281,78 @@ class ReviewApp:
         response.set_cookie(REVIEWER_COOKIE, name[:100], httponly=True, samesite="strict")
         return response
 
-    async def edit(self, request: Request, form: FormData) -> Response:
+    async def review_row(self, request: Request, form: FormData) -> Response:
+        """One block's form: ``save`` its changed fields, ``confirm`` (save, then confirm),
+        ``reject``, or ``reopen`` a confirmed block. A save writes every change or none."""
         run_id = request.path_params["run_id"]
         query = GridQuery.from_back(self._form_text(form, "back"))
-        block, field = self._form_text(form, "block"), self._form_text(form, "field")
-        value = self._form_text(form, "value")
+        uid, act = self._form_text(form, "block"), self._form_text(form, "act")
+        if act not in ("save", "confirm", "reject", "reopen"):
+            return self.problem(request, 400, f"act: {act!r}; save, confirm, reject or reopen")
+        who = self.who(request)
         try:
-            done = await self.bb.edit(run_id, block, field, value, as_text=True,
-                                      reviewer=self.who(request))
-        except EditError as err:
+            if act == "reject":  # what was typed in a rejected row is not kept
+                await self.bb.reject(run_id, [uid], reviewer=who)
+                note = f"{_block(uid)} rejected"
+            elif act == "reopen":
+                await self.bb.reopen(run_id, [uid], reviewer=who)
+                note = f"{_block(uid)} reopened: correct it, then confirm it again"
+            else:
+                saved = await self._save_row(request, run_id, uid, form, query)
+                if not isinstance(saved, list):
+                    return saved  # the row with the schema's refusals beside its fields
+                if act == "confirm":
+                    await self.bb.confirm(run_id, [uid], reviewer=who)
+                done = "; ".join(saved) if saved else "nothing changed"
+                note = f"{_block(uid)}: {done}" + ("; confirmed" if act == "confirm" else "")
+        except NotFound as err:
+            return await self.render_grid(request, run_id, query, status_code=404,
+                                          error=str(err))
+        except BadRequest as err:
+            return await self.render_grid(request, run_id, query, status_code=409,
+                                          error=str(err))
+        return RedirectResponse(query.url(run_id, note=note), status_code=303)
+
+    async def _save_row(self, request: Request, run_id: str, uid: str, form: FormData,
+                        query: GridQuery) -> list[str] | Response:
+        """Write the row's changed fields (each ``"field before → after"``), or the grid
+        again with each refused field's reason beside it and nothing written."""
+        page, row = await self._row(run_id, uid, self._form_text(form, "index"))
+        typed = {f: self._form_text(form, f"v:{f}") for f in page.fields
+                 if f"v:{f}" in form}
+        if row.status != REVIEWABLE:
+            raise BadRequest(f"{_block(uid)} is {row.status}: only a staged result can be "
+                             "changed" + ("; reopen it first" if row.status == "confirmed"
+                                          else "") + "; nothing was changed")
+        plan = planned_edits(page.spec, row.staging or {}, typed)
+        if plan.errors:
             return await self.render_grid(
                 request, run_id, query, status_code=422,
-                error=f"nothing was changed: {err}",
-                field_errors={(block, field): str(err)}, typed={(block, field): value})
-        except NotFound as err:
-            return self.problem(request, 404, str(err))
-        note = (f"{done.block_uid} {field}: {_field_text(done.before)} → "
-                f"{_field_text(done.after)}" if done.changed
-                else f"{done.block_uid} {field} unchanged")
-        return RedirectResponse(query.url(run_id, note=note), status_code=303)
+                error=f"{_block(uid)}: nothing was changed: " + "; ".join(plan.errors.values()),
+                field_errors={(uid, f): e for f, e in plan.errors.items()},
+                typed={(uid, f): t for f, t in typed.items()})
+        saved = []
+        for field, value in plan.changes.items():
+            try:
+                done = await self.bb.edit(run_id, uid, field, value,
+                                          reviewer=self.who(request))
+            except EditError as err:  # changed under us since the page was read
+                kept = f" ({'; '.join(saved)} saved)" if saved else ""
+                raise BadRequest(f"{_block(uid)} {field}: {err}{kept}") from None
+            if done.changed:
+                saved.append(f"{field} {_field_text(done.before)} → {_field_text(done.after)}")
+        return saved
+
+    async def _row(self, run_id: str, uid: str, index_text: str) -> tuple[GridPage, GridRow]:
+        """The grid page of one block (its schema with it) and the block's row."""
+        if not index_text.isdigit():
+            raise BadRequest(f"index: {index_text!r} is not a block index")
+        index = int(index_text)
+        page = await self.bb.grid(run_id, limit=1, after=index - 1 if index else None)
+        if not page.rows or page.rows[0].block_uid != uid:
+            raise NotFound(f"run {run_id} has no block {uid} at index {index}; "
+                           "nothing was changed")
+        return page, page.rows[0]
 
     async def decide(self, request: Request, form: FormData) -> Response:
         run_id = request.path_params["run_id"]
@@ -312,6 +389,11 @@ class ReviewApp:
         return RedirectResponse(query.url(run_id, note=note), status_code=303)
 
 
+def _block(uid: str) -> str:
+    """A block as a note names it: ``block 7`` for ``<document>:7``."""
+    return f"block {uid.rpartition(':')[2]}"
+
+
 def _local(target: str | None) -> str:
     """A same-site path to go back to (anything else, e.g. ``//evil``, becomes ``/``)."""
     if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
@@ -334,7 +416,10 @@ def create_app(bb: Blockbatch, settings: Settings, *, token: str | None = None,
         # Every route that changes something is a POST behind the CSRF check.
         Route("/login", csrf_protected(app.login), methods=["POST"]),
         Route("/reviewer", csrf_protected(app.set_reviewer), methods=["POST"]),
-        Route("/runs/{run_id}/edit", csrf_protected(app.edit), methods=["POST"]),
+        Route("/runs/{run_id}/review", csrf_protected(app.review_row), methods=["POST"]),
         Route("/runs/{run_id}/decide", csrf_protected(app.decide), methods=["POST"]),
     ]
-    return Starlette(routes=routes, middleware=[Middleware(GuardMiddleware, token=token)])
+    # Errors that may mean Postgres went away; database_down lets through the ones that don't.
+    down = {OSError: app.database_down, asyncpg.PostgresError: app.database_down}
+    return Starlette(routes=routes, middleware=[Middleware(GuardMiddleware, token=token)],
+                     exception_handlers=down)

@@ -92,9 +92,14 @@ def test_the_first_calls_are_the_warm_up_and_pack_0_when_the_prompt_is_cached():
     assert one_pack_what == "pack 0 of 2 blocks"
     assert what == "the warm-up call that writes the prompt cache, then pack 0 of 2 blocks"
     assert cost == pytest.approx(warm_up_worst_case(ctx) + one_pack)
-    what, batch_cost = first_call(_ctx(pack_size=2, mode="batch"), [100] * 6)
+    batch_ctx = _ctx(pack_size=2, mode="batch")
+    what, batch_cost = first_call(batch_ctx, [100] * 6)
     assert what == "batch request 0 of 2 blocks"
-    assert batch_cost == pytest.approx(one_pack / 2)
+    # Half price, its prefix written with the batch requests' 1-hour TTL.
+    pack = batch_ctx.pack([100, 100])
+    assert batch_cost == pytest.approx(worst_case_usd(
+        batch_ctx.model, input_tokens=pack.est_input_tokens, max_tokens=pack.max_tokens,
+        prefix_tokens=batch_ctx.cacheable_prefix_tokens, cache_ttl="1h") / 2)
 
 
 def test_what_is_left_is_estimated_from_the_runs_own_cost_per_block():

@@ -178,12 +178,17 @@ def test_more_fields_cost_more() -> None:
 
 
 def test_limits_for_reads_the_registry_and_the_schema_cap() -> None:
-    spec = spec_with({"a": {"type": "string"}}, model="claude-opus-4-1", max_batch_size=7)
+    spec = spec_with({"a": {"type": "string"}}, model="claude-haiku-4-5", max_batch_size=7)
     got = limits_for(spec, 1_234, pack_size=3)
-    model = get_model("claude-opus-4-1")
+    model = get_model("claude-haiku-4-5")
     assert got.context_window == model.context_window
     assert got.model_max_output == model.max_output_tokens
     assert (got.fixed_prompt_tokens, got.max_batch_size, got.pack_size) == (1_234, 7, 3)
+    assert got.max_prompt_tokens is None  # one price at any length
+    # A new-tokenizer model counts 1.3x the fixed prompt, and Haiku 5.5 has its price line.
+    haiku = limits_for(spec, 1_000, model="claude-haiku-5-5")
+    assert (haiku.fixed_prompt_tokens, haiku.tokenizer_scale) == (1_300, 1.3)
+    assert haiku.max_prompt_tokens == 100_000
 
 
 @pytest.mark.parametrize(
@@ -463,17 +468,26 @@ def test_once_a_run_has_answers_a_first_attempt_asks_for_what_they_say() -> None
     assert max_tokens_for(outputs, limits(), observed=0.46, generous=True) == 8192
 
 
-def test_a_retiring_model_is_named_with_its_date_and_the_default_to_move_to():
+def test_a_retiring_model_is_named_with_its_date_and_the_model_to_move_to():
     from datetime import date
 
-    from core.registry import DEFAULT_MODEL, get_model, retirement_warning
+    from core.registry import (
+        DEFAULT_MODEL,
+        RetiredModelError,
+        check_not_retired,
+        get_model,
+        retirement_warning,
+    )
 
     old = get_model("claude-sonnet-4-5")
     assert retirement_warning(old, date(2026, 6, 1)) is None  # more than 90 days ahead
     soon = retirement_warning(old, date(2026, 11, 23))
-    assert soon is not None and "2026-11-30 (in 7 days)" in soon and DEFAULT_MODEL in soon
-    gone = retirement_warning(old, date(2026, 12, 1))
-    assert gone is not None and "reached end-of-life on 2026-11-30" in gone
+    assert soon is not None and "2026-11-30 (in 7 days)" in soon
+    assert "claude-sonnet-5-5" in soon
+    # Past its end-of-life it is refused, not warned about, with its replacement named.
+    assert retirement_warning(old, date(2026, 12, 1)) is None
+    with pytest.raises(RetiredModelError, match="claude-sonnet-5-5"):
+        check_not_retired(old, date(2026, 12, 1))
     assert retirement_warning(get_model(DEFAULT_MODEL), date(2026, 12, 1)) is None
 
 
