@@ -181,7 +181,7 @@ async def test_skipped_duplicate_unknown_uids_end_with_every_block_once(bbstack:
 
 
 async def test_malformed_tool_input_is_split_and_recovered(bbstack: Stack) -> None:
-    bbstack.sim.scenario(faults={"malformed_tool_input": 0.3}, seed=5)
+    bbstack.sim.scenario(faults={"malformed_tool_input": 0.4}, seed=6)
     run_id, result, rows = await _faulty_run(bbstack, loose_schema())
     await _assert_exactly_once(bbstack, run_id, result)
     assert result.split_events > 0
