@@ -141,7 +141,7 @@ async def test_llm_batch_raises_with_every_error_when_every_question_failed(
 
 
 async def test_packs_and_halves_are_findable_in_the_ui_by_run_id(bbstack: Stack) -> None:
-    bbstack.sim.scenario(faults={"truncate": 0.5}, seed=2)
+    bbstack.sim.scenario(faults={"truncate": 0.5}, seed=3)
     bb: Blockbatch = bbstack.bb
     doc = await bb.ingest_bytes(markdown_doc(24), name="ui.md", fmt="markdown")
     schema_id = await bb.add_schema(extract_schema(instruction_words=200))
