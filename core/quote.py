@@ -382,7 +382,8 @@ def quote(ctx: RunContext, block_tokens: Sequence[int], tokens: PromptTokens, *,
     sync_attempts = expected_attempts(sync_ctx, block_tokens, learned, sync_packs)
     batch_attempts = expected_attempts(batch_ctx, block_tokens, learned, batch_packs)
     probe, sizing = probe_attempts(sync_ctx, block_tokens, sync_packs,
-                                   ratios if sync_ctx.learns_output() else None, learned)
+                                   ratios if sync_ctx.learns_output() else None, learned,
+                                   cached=cached)
     without = _mode_quote("sync", ctx, sync_attempts, tokens, share, cached=cached,
                           warm_up=warm_up, packs=len(sync_packs))
     sync = _mode_quote("sync", ctx, [*sync_attempts, *probe], tokens, share, cached=cached,
@@ -446,18 +447,20 @@ def quote(ctx: RunContext, block_tokens: Sequence[int], tokens: PromptTokens, *,
 
 def probe_attempts(ctx: RunContext, block_tokens: Sequence[int], packs: Sequence[Pack],
                    ratios: OutputRatios | None, history: OutputHistory | None = None,
+                   *, cached: bool | None = None,
                    ) -> tuple[list[Attempt], ProbePlan | None]:
     """The quality probe's calls a sync run of ``ctx`` is expected to make, and how its
     sample was sized: ``plan_run``'s rule (:func:`core.quality.probe_plan`: the rate, the
     minimum and the cost cap over ``packs`` planned with ``ratios``), the sample drawn with
     :data:`PROBE_SEED`; each sampled block a call of its own, planned and expected to
     write as :func:`expected_attempts` has it. None in batch mode, with the probe off, or
-    when every pack is one block (``None`` then: no sample is planned)."""
+    when every pack is one block (``None`` then: no sample is planned). ``cached``: whether
+    the counted prefix reaches the model's minimum (an uncached probe call pays it all)."""
     if ctx.options.mode != "sync" or ctx.plan_limits().size_cap <= 1:
         return [], None
     q = ctx.options.quality or QualityOptions()
     sample, sizing = probe_plan(ctx, [str(i) for i in range(len(block_tokens))],
-                                block_tokens, packs, q, PROBE_SEED, ratios)
+                                block_tokens, packs, q, PROBE_SEED, ratios, cached=cached)
     alone = [dataclasses.replace(ctx.plan([block_tokens[int(u)]], ratios)[0],
                                  positions=(int(u),)) for u in sample]
     return expected_attempts(ctx, block_tokens, history, alone), sizing

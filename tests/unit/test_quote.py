@@ -244,3 +244,20 @@ def test_no_probe_in_the_quote_when_it_is_off_or_every_pack_is_one_block() -> No
                   document="d.md")
     assert gated.sync.probe_calls > 0
     assert any("gate also probes at least 2 blocks of every pack" in n for n in gated.notes)
+
+
+def test_an_uncached_prefix_keeps_the_quoted_probe_within_its_share() -> None:
+    """Issue 28, bug 2: the ticket schema's prefix counts 779 tokens on claude-sonnet-4-6
+    (minimum 1,024; the planner's estimate reaches it): the quote priced each probe call
+    as a cache read and quoted a probe at 8% of the run, "capped at 5%"."""
+    import json
+    from pathlib import Path
+
+    spec = load_schema(json.loads(
+        (Path(__file__).parents[1] / "fixtures" / "ticket.json").read_text()))
+    ctx = quote_context(RunOptions(model=MODEL.id), spec, MODEL)
+    tokens = PromptTokens(source="count_tokens", prefix=779, per_call=50, blocks=1_590,
+                          warm_up=900)
+    q = quote(ctx, [50] * 30, tokens, document="tickets.csv")
+    assert not q.sync.cached
+    assert q.sync.probe_cost_usd <= 0.05 * (q.sync.cost_usd - q.sync.probe_cost_usd)
