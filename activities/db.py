@@ -128,7 +128,7 @@ class DbActivities:
                 q = ctx.options.quality or QualityOptions()
                 warm_up = warm_up_request(ctx)
                 seen = await quality.prefix_cache_seen(
-                    conn, prefix_sha256(warm_up["system"], warm_up["tools"]))
+                    conn, prefix_sha256(warm_up["system"], warm_up["tools"]), ctx.model.id)
                 sample, sizing = probe_plan(
                     ctx, [blocks[pos].block_uid for pos in to_call],
                     [blocks[pos].est_tokens for pos in to_call], packs, q, inp.run_id,

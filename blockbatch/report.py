@@ -14,24 +14,40 @@ from core.models import RunResult
 from core.quality import probe_cost_text
 from core.registry import Usage, cost_usd, get_model
 from runtime.settings import Settings
-from store.reads import baseline_inputs
+from store.reads import baseline_inputs, prefix_to_count
+from store.repo import save_prefix_tokens
 from store.retries import RetryRecord
 
 
-async def baseline_cost(pool: asyncpg.Pool, run_id: str) -> float | None:
+async def baseline_cost(pool: asyncpg.Pool, run_id: str,
+                        settings: Settings | None = None) -> float | None:
     """Estimated cost of the same blocks at one call per block without prompt caching.
 
     Every block would pay the full prompt prefix as plain input and its own output; we
-    take the prefix size and the per-block output from what this run actually used.
+    take the per-block input and output from what this run actually used, and the prefix
+    from the request: its counted size, cached or not. A prefix the API did not cache and
+    nobody counted yet is counted now with ``settings``' endpoint (two free requests) and
+    kept; ``None`` when its size cannot be known (no baseline beats a wrong one).
     """
     b = await baseline_inputs(pool, run_id)
     if b is None:
         return None
-    per_block_content = (b.prompt_tokens - b.prefix_tokens * b.calls) / max(b.blocks_sent, 1)
+    prefix = b.prefix_tokens
+    if prefix is None and settings is not None:
+        to_count = await prefix_to_count(pool, run_id)
+        if to_count is not None:
+            from blockbatch.api.quote import count_prefix  # the SDK only when counting
+
+            prefix = await count_prefix(settings, to_count)
+            if prefix is not None:
+                await save_prefix_tokens(pool, to_count.sha256, prefix)
+    if prefix is None:
+        return None
+    per_block_content = (b.prompt_tokens - prefix * b.calls) / max(b.blocks_sent, 1)
     per_block_output = b.output_tokens / max(b.blocks_sent, 1)
     n = b.blocks_answered
     usage = Usage(
-        input_tokens=int(n * (b.prefix_tokens + per_block_content)),
+        input_tokens=int(n * (prefix + max(per_block_content, 0))),
         output_tokens=int(n * per_block_output),
     )
     return cost_usd(get_model(b.model), usage)

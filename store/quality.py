@@ -305,19 +305,20 @@ async def result(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> Qualit
                           reasked=sum(c.reasked for c in gate))
 
 
-async def prefix_cache_seen(conn: asyncpg.Connection | asyncpg.Pool,
-                            prefix_sha256: str) -> bool | None:
-    """What the API did with this prompt prefix before: ``True`` when an answered call of it
-    read or wrote the cache, ``False`` when calls of it answered with neither (below the
-    model's minimum: the API skips caching silently), ``None`` before any such call."""
+async def prefix_cache_seen(conn: asyncpg.Connection | asyncpg.Pool, prefix_sha256: str,
+                            model: str) -> bool | None:
+    """What the API did with this prompt prefix on ``model`` before (the minimum is the
+    model's): ``True`` when an answered call of it read or wrote the cache, ``False`` when
+    calls of it answered with neither (below the minimum: the API skips caching silently),
+    ``None`` before any such call."""
     row = await conn.fetchrow(
-        """select exists(select 1 from llm_calls where prefix_sha256 = $1
+        """select exists(select 1 from llm_calls where prefix_sha256 = $1 and model = $2
                          and status = 'succeeded'
                          and cache_creation_input_tokens + cache_read_input_tokens > 0)
                       as cached,
-                  exists(select 1 from llm_calls where prefix_sha256 = $1
+                  exists(select 1 from llm_calls where prefix_sha256 = $1 and model = $2
                          and status = 'succeeded') as answered""",
-        prefix_sha256)
+        prefix_sha256, model)
     if row["cached"]:
         return True
     return False if row["answered"] else None

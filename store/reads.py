@@ -469,14 +469,22 @@ class BaselineInputs:
     output_tokens: int
     #: Blocks sent in succeeded calls (a block sent twice counts twice).
     blocks_sent: int
-    #: The smallest cached prefix of a succeeded call (the shared prompt).
-    prefix_tokens: int
+    #: The prompt prefix every call carries (system prompt and tools, as the API counts
+    #: them), cached or not: the prefix's counted size (``prompt_prefixes.input_tokens``),
+    #: else a cached call's cache write + read; ``None`` until one of them is known (an
+    #: uncached prefix not counted yet: :func:`prefix_to_count`).
+    prefix_tokens: int | None
     #: Blocks that got an answer or failed trying (ai_complete, confirmed, failed).
     blocks_answered: int
 
 
 async def baseline_inputs(pool: asyncpg.Pool, run_id: str) -> BaselineInputs | None:
-    """The figures :func:`blockbatch.report.baseline_cost` needs; None without a succeeded call."""
+    """The figures :func:`blockbatch.report.baseline_cost` needs; None without a succeeded call.
+
+    The baseline sends every block alone with the whole prefix, so the prefix's size comes
+    from the request, not from what was cached: a prefix below the model's cache minimum
+    is in every call's input, and its cache write + read are 0.
+    """
     row = await pool.fetchrow(
         """select r.model, r.blocks_total,
                   sum(c.input_tokens + c.cache_creation_input_tokens
@@ -491,11 +499,15 @@ async def baseline_inputs(pool: asyncpg.Pool, run_id: str) -> BaselineInputs | N
     )
     if row is None or not row["calls"]:
         return None
+    # Every call of a run carries the same prefix; a cached call's write + read is all of it.
     prefix = await pool.fetchval(
-        """select min(cache_creation_input_tokens + cache_read_input_tokens)
-           from llm_calls where run_id = $1 and status = 'succeeded'""",
+        """select coalesce(max(p.input_tokens),
+                           nullif(max(c.cache_creation_input_tokens
+                                      + c.cache_read_input_tokens), 0))
+           from llm_calls c left join prompt_prefixes p on p.sha256 = c.prefix_sha256
+           where c.run_id = $1 and c.status = 'succeeded' and c.prefix_sha256 is not null""",
         run_id,
-    ) or 0
+    )
     # Blocks that got an answer or failed trying; a cancelled block cost nothing either way.
     answered = await pool.fetchval(
         """select count(*) from overlays where run_id = $1
@@ -506,6 +518,32 @@ async def baseline_inputs(pool: asyncpg.Pool, run_id: str) -> BaselineInputs | N
         output_tokens=row["output_tokens"], blocks_sent=row["blocks_sent"],
         prefix_tokens=prefix, blocks_answered=answered,
     )
+
+
+class PrefixToCount(BaseModel):
+    """A run's prompt prefix and one of its requests, for the token-counting endpoint:
+    the request counted with and without its system prompt and tools differs by the
+    prefix (``blockbatch.api.quote.count_prefix``)."""
+
+    sha256: str
+    model: str
+    system: Any
+    tools: Any
+    #: The stored request (without system and tools): its messages and tool_choice.
+    request: dict[str, Any]
+
+
+async def prefix_to_count(pool: asyncpg.Pool, run_id: str) -> PrefixToCount | None:
+    """The prefix of the run's first answered call whose size is not known yet (``None``:
+    known, or no such call)."""
+    row = await pool.fetchrow(
+        """select p.sha256, c.model, p.system, p.tools, c.request
+           from llm_calls c join prompt_prefixes p on p.sha256 = c.prefix_sha256
+           where c.run_id = $1 and c.status = 'succeeded' and p.input_tokens is null
+           order by c.call_id limit 1""",
+        run_id,
+    )
+    return PrefixToCount.model_validate(dict(row)) if row is not None else None
 
 
 async def blocks_paid_twice(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> int:

@@ -43,6 +43,7 @@ from core.schema import SchemaSpec, load_schema
 from runtime.settings import Settings, load_settings
 from store import calibrations, overlays, quotes
 from store.db import redact_url
+from store.reads import PrefixToCount
 from store.repo import document_id_for, schema_id_for
 
 #: Token-counting requests in flight at once.
@@ -195,6 +196,32 @@ async def _count(ctx: RunContext, wire: list[dict[str, str]], block_tokens: list
         if own:
             await client.close()
     return counted_tokens(plan, answers), None
+
+
+async def count_prefix(settings: Settings, prefix: PrefixToCount) -> int | None:
+    """A run's prompt prefix as the API counts it: one of its requests counted with and
+    without its system prompt and tools (two free token-counting requests); ``None`` when
+    the endpoint cannot say (no key, not answering, an error)."""
+    try:
+        key = settings.resolved_api_key()
+    except RuntimeError:
+        return None
+    messages = prefix.request.get("messages")
+    if not messages:
+        return None
+    with_prefix: dict[str, Any] = {"model": prefix.model, "messages": messages,
+                                   "system": prefix.system, "tools": prefix.tools}
+    if prefix.request.get("tool_choice") is not None:
+        with_prefix["tool_choice"] = prefix.request["tool_choice"]
+    async with anthropic.AsyncAnthropic(api_key=key, max_retries=2, timeout=COUNT_TIMEOUT_S,
+                                        base_url=settings.resolved_anthropic_base_url) as client:
+        try:
+            full, bare = await asyncio.gather(
+                client.messages.count_tokens(**with_prefix),
+                client.messages.count_tokens(model=prefix.model, messages=messages))
+        except anthropic.APIError:
+            return None
+    return max(full.input_tokens - bare.input_tokens, 0)
 
 
 def _api_message(exc: anthropic.APIStatusError) -> str:
