@@ -335,7 +335,7 @@ def expected_attempts(ctx: RunContext, block_tokens: Sequence[int],
 
 def quote(ctx: RunContext, block_tokens: Sequence[int], tokens: PromptTokens, *,
           document: str, history: OutputHistory | None = None,
-          notes: Sequence[str] = ()) -> Quote:
+          notes: Sequence[str] = (), prefix_seen: bool | None = None) -> Quote:
     """Quote a run of ``ctx`` over blocks with these planner estimates.
 
     Args:
@@ -347,6 +347,9 @@ def quote(ctx: RunContext, block_tokens: Sequence[int], tokens: PromptTokens, *,
         history: earlier runs' output against the planner's shape estimate, if any (used
             from :data:`MIN_HISTORY_CALLS` answers on).
         notes: what the caller has to say (why tokens were not counted, say).
+        prefix_seen: what the API did with the run's prefix on this model before (cached
+            or not; ``None``: no call yet): the probe's sample is sized as the run sizes
+            it (:func:`core.quality.prefix_expected_cached`), its calls priced as counted.
     """
     if not block_tokens:
         raise ValueError("a quote needs at least one block")
@@ -383,7 +386,7 @@ def quote(ctx: RunContext, block_tokens: Sequence[int], tokens: PromptTokens, *,
     batch_attempts = expected_attempts(batch_ctx, block_tokens, learned, batch_packs)
     probe, sizing = probe_attempts(sync_ctx, block_tokens, sync_packs,
                                    ratios if sync_ctx.learns_output() else None, learned,
-                                   cached=cached)
+                                   cached=prefix_seen)
     without = _mode_quote("sync", ctx, sync_attempts, tokens, share, cached=cached,
                           warm_up=warm_up, packs=len(sync_packs))
     sync = _mode_quote("sync", ctx, [*sync_attempts, *probe], tokens, share, cached=cached,
@@ -455,7 +458,8 @@ def probe_attempts(ctx: RunContext, block_tokens: Sequence[int], packs: Sequence
     :data:`PROBE_SEED`; each sampled block a call of its own, planned and expected to
     write as :func:`expected_attempts` has it. None in batch mode, with the probe off, or
     when every pack is one block (``None`` then: no sample is planned). ``cached``: whether
-    the counted prefix reaches the model's minimum (an uncached probe call pays it all)."""
+    the run takes its prefix as cached when it sizes the sample (``None``: what the run
+    decides without a call of it: :func:`core.quality.prefix_expected_cached`)."""
     if ctx.options.mode != "sync" or ctx.plan_limits().size_cap <= 1:
         return [], None
     q = ctx.options.quality or QualityOptions()

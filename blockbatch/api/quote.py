@@ -27,6 +27,7 @@ from core.context import RunContext
 from core.ingest import ParsedBlock, detect_format, parse_document
 from core.models import RunOptions
 from core.planning import estimate_tokens
+from core.prompt import prefix_sha256
 from core.quote import (
     OutputHistory,
     PromptTokens,
@@ -41,7 +42,7 @@ from core.registry import get_model
 from core.reuse import answer_key, block_digest, prompt_digest
 from core.schema import SchemaSpec, load_schema
 from runtime.settings import Settings, load_settings
-from store import calibrations, overlays, quotes
+from store import calibrations, overlays, quality, quotes
 from store.db import redact_url
 from store.reads import PrefixToCount
 from store.repo import document_id_for, schema_id_for
@@ -158,7 +159,9 @@ async def estimate(
             notes.append(why)
         else:
             calibrated = await _calibration(schema_id_for(spec), model.id, settings, pool)
-    q = quote(ctx, block_tokens, tokens, document=name, history=seen, notes=notes)
+    prefix_seen = await _prefix_seen(ctx, settings, pool) if history else None
+    q = quote(ctx, block_tokens, tokens, document=name, history=seen, notes=notes,
+              prefix_seen=prefix_seen)
     return q.model_copy(update={"calibration": calibrated})
 
 
@@ -287,6 +290,28 @@ async def _calibration(schema_id: str, model: str, settings: Settings,
             await conn.close()
     except (asyncpg.UndefinedTableError, asyncpg.UndefinedColumnError):
         return None  # a database from before calibrations
+
+
+async def _prefix_seen(ctx: RunContext, settings: Settings,
+                       pool: asyncpg.Pool | None) -> bool | None:
+    """What the API did with the run's prompt prefix on its model before, as ``plan_run``
+    reads it (store.quality.prefix_cache_seen); ``None`` also when Postgres cannot say."""
+    request = warm_up_request(ctx)
+    sha = prefix_sha256(request["system"], request["tools"])
+    try:
+        if pool is not None:
+            async with pool.acquire() as conn:
+                return await quality.prefix_cache_seen(conn, sha, ctx.model.id)
+        try:
+            conn = await asyncpg.connect(settings.resolved_database_url, timeout=DB_TIMEOUT_S)
+        except (OSError, asyncpg.PostgresError, TimeoutError):
+            return None
+        try:
+            return await quality.prefix_cache_seen(conn, sha, ctx.model.id)
+        finally:
+            await conn.close()
+    except (asyncpg.UndefinedTableError, asyncpg.UndefinedColumnError):
+        return None  # a database from before the ledger
 
 
 async def _history(schema_id: str, model: str, settings: Settings,
