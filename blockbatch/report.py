@@ -10,6 +10,7 @@ import asyncpg
 
 from blockbatch.cli.parser import PROG
 from core.budget import left_text, suggested_budget
+from core.endpoint import answered_text
 from core.models import RunResult
 from core.quality import probe_cost_text
 from core.registry import Usage, cost_usd, get_model
@@ -175,6 +176,7 @@ def summary_dict(result: RunResult, *, baseline: float | None, links: dict[str, 
         "next": next_command(result),
         "cache_hit_ratio": round(cache_hit_ratio(result), 4),
         "baseline_cost_usd": round(baseline, 6) if baseline is not None else None,
+        "simulated": result.simulated,
         "duration_s": round(duration_s, 3) if duration_s is not None else None,
         "retries": retries_data(retries),
         "temporal_ui": links,
@@ -221,10 +223,13 @@ def summary_lines(result: RunResult, *, baseline: float | None, links: dict[str,
         rows.append(("retries", retried))
     rows += change_rows(r.plan_changes)
     rows += quality_rows(r)
+    if answered := answered_text(r.endpoints):
+        rows.insert(0, ("answered by", answered))
     rows += [("Temporal UI", links["run"]), ("its packs", links["packs"])]
     following = next_command(r)
     if following:
         rows.append(("next", following))
     error = r.error if r.budget is None else None  # the budget row says it
-    head = f"run {r.run_id}: {r.status}" + (f" ({error})" if error else "")
+    head = (f"run {r.run_id}: {r.status}" + (f" ({error})" if error else "")
+            + (" · SIMULATED answers, not Claude's" if r.simulated else ""))
     return [head] + [f"  {k:<12} {v}" for k, v in rows]

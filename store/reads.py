@@ -57,6 +57,9 @@ class RunInfo(BaseModel):
     #: Blocks answered at planning by an earlier run's answer, and what that saved.
     blocks_reused: int = 0
     reuse_saved_usd: float = 0.0
+    #: Who answered the run's calls (core/endpoint.py ``Endpoint.label``: ``anthropic``,
+    #: ``simulator 127.0.0.1:8765``), from its ledger.
+    endpoints: list[str] = []
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -65,6 +68,11 @@ class RunInfo(BaseModel):
     #: of its first warm-up (``warm_up``) and its largest reservation (``largest_call``),
     #: for what finishing would cost.
     budget_costs: dict[str, float] | None = None
+
+    @property
+    def simulated(self) -> bool:
+        """Whether the simulator answered any of the run's calls."""
+        return any(e.split(" ", 1)[0] == "simulator" for e in self.endpoints)
 
     @property
     def active(self) -> bool:
@@ -126,7 +134,10 @@ select r.run_id, r.status, r.error, r.document_id, d.name as document_name, r.sc
            from llm_calls c where c.run_id = r.run_id) end as budget_costs,
        coalesce((select jsonb_object_agg(status, n) from (
            select status, count(*) as n from overlays o where o.run_id = r.run_id
-           group by status) c), '{}') as blocks
+           group by status) c), '{}') as blocks,
+       array(select distinct c.provider || coalesce(' ' || c.endpoint_host, '')
+             from llm_calls c where c.run_id = r.run_id and c.status = 'succeeded'
+             order by 1) as endpoints
 from runs r join documents d using (document_id) join schemas s using (schema_id)
 """
 
@@ -245,7 +256,10 @@ class CallRow(BaseModel):
     blocks: int
     #: What the row was for: ``pack`` (a sync pack call), ``batch_request``, ...
     purpose: str
+    #: Who answered: ``anthropic`` (the Claude API) or ``simulator``.
     provider: str
+    #: The base URL's host when it is not Anthropic's own API.
+    endpoint_host: str | None = None
     #: ``messages`` or ``message_batches``.
     api: str | None
     status: str
@@ -276,7 +290,7 @@ async def list_calls(
     total = await pool.fetchval(f"select count(*) from llm_calls where {where}", run_id, pack)
     rows = await pool.fetch(
         f"""select call_id, pack_path, pack_attempt, cardinality(block_uids) as blocks,
-                   purpose, provider, api, status, stop_reason, http_status, error_type, error_message, input_tokens,
+                   purpose, provider, endpoint_host, api, status, stop_reason, http_status, error_type, error_message, input_tokens,
                    output_tokens, cache_creation_input_tokens, cache_read_input_tokens,
                    cost_usd::float8 as cost_usd, latency_ms, workflow_id, workflow_run_id,
                    activity_id, activity_attempt, started_at
@@ -367,7 +381,7 @@ async def get_call(
     row = await pool.fetchrow(
         """select c.call_id, c.run_id, c.pack_path, c.pack_attempt,
                   cardinality(c.block_uids) as blocks, c.block_uids, c.block_aliases,
-                  c.purpose, c.provider,
+                  c.purpose, c.provider, c.endpoint_host,
                   c.api, c.status, c.model, c.stop_reason, c.http_status, c.error_type,
                   c.error_message, c.request_id, c.input_tokens, c.output_tokens,
                   c.cache_creation_input_tokens, c.cache_read_input_tokens,

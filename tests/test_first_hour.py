@@ -36,3 +36,63 @@ async def test_the_saving_of_an_uncached_prompt_counts_its_prefix(cli: Cli,
     # cost 11% of the run, "capped at 5%".
     share = re.search(r"probe +\d+ calls?, \$[\d.]+ \(([\d.]+)% of the run", run.out)
     assert share is None or float(share.group(1)) <= 5.0, run.out
+
+
+async def test_answers_of_the_simulator_say_so_wherever_they_are_shown(
+        cli: Cli, bbstack: Stack) -> None:
+    """Bug 3: a run answered by the simulator read as Claude's everywhere (the ledger said
+    ``provider anthropic``)."""
+    import aiohttp
+
+    from blockbatch.web.app import create_app
+    from tests.web_helpers import serving
+
+    host = bbstack.sim.base_url.removeprefix("http://")
+    async with bbstack.worker():
+        run = await cli("run", TICKETS, "--schema", TICKET_SCHEMA)
+    assert run.code == 0, run.err
+    run_id = run.run_id
+    assert "SIMULATED answers, not Claude's" in run.out.splitlines()[-14:][0] or \
+        f"run {run_id}: completed · SIMULATED" in run.out, run.out
+    assert f"simulated: the simulator at {host} answered, not Claude" in run.out, run.out
+    rows = await bbstack.pool.fetch(
+        "select distinct provider, endpoint_host from llm_calls where run_id = $1", run_id)
+    assert [tuple(r) for r in rows] == [("simulator", host)]
+    status = await cli("status", run_id)
+    assert "SIMULATED" in status.out.splitlines()[0] and host in status.out, status.out
+    calls = await cli("calls", run_id)
+    assert f"answered by the simulator at {host}, not by Claude" in calls.out, calls.out
+    assert "messages (simulated)" in calls.out
+    as_json = (await cli("status", run_id, "--json")).json()
+    assert as_json["run"]["endpoints"] == [f"simulator {host}"]
+    app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
+    async with serving(app) as base, aiohttp.ClientSession() as http:
+        page = await (await http.get(f"{base}/runs/{run_id}")).text()
+        header = page[page.index("<h1>"):page.index("</h1>")]
+        assert 'id="simulated"' in header and ">simulated<" in header
+        listed = await (await http.get(f"{base}/")).text()
+        assert ">simulated<" in listed
+
+
+async def test_a_starter_set_for_claude_warns_when_the_workers_call_the_simulator(
+        cli: Cli, bbstack: Stack) -> None:
+    """Bug 3: after `make demo` (a worker on the simulator), `export ANTHROPIC_API_KEY=...`
+    then `run` was answered by the simulator without a word."""
+    from runtime.endpoint import announced
+    from runtime.temporal import anthropic_client
+
+    llm = anthropic_client(bbstack.settings)
+    async with announced(bbstack.pool, bbstack.task_queue, llm) as endpoint:
+        assert endpoint.simulated
+        claude = await cli("run", TICKETS, "--schema", TICKET_SCHEMA, "--no-wait",
+                           ANTHROPIC_API_KEY="sk-ant-api03-mine", ANTHROPIC_BASE_URL="")
+        same = await cli("run", TICKETS, "--schema", TICKET_SCHEMA, "--no-wait")
+    assert claude.code == 0 and same.code == 0, claude.err + same.err
+    assert "warning: the workers on task queue" in claude.err, claude.err
+    assert f"call the simulator at {bbstack.sim.base_url.removeprefix('http://')}" in claude.err
+    assert "not the Claude API" in claude.err and "SIMULATED" in claude.err
+    assert "sk-ant" not in claude.err + claude.out  # never the key, nor part of it
+    assert "warning: the workers" not in same.err, same.err
+    # A stopped worker's row is gone: nothing to compare with, nothing said.
+    assert await bbstack.pool.fetchval("select count(*) from worker_endpoints") == 0
+    await llm.close()

@@ -24,6 +24,7 @@ from blockbatch.report import (
     run_links,
 )
 from core.budget import left_text
+from core.endpoint import answered_text
 from core.models import RunProgress
 from store.ratelimits import LimiterView
 from store.reads import PromptPart
@@ -69,8 +70,10 @@ async def cmd_status(args: argparse.Namespace, s: Session) -> int:
                     "temporal_ui": links})
         return 0
     con = s.con
-    con.line(f"run {info.run_id}: ", con.status(info.status))
+    con.line(f"run {info.run_id}: ", con.status(info.status),
+             " · SIMULATED answers, not Claude's" if result.simulated else "")
     rows = [
+        *([("answered by", answered)] if (answered := answered_text(info.endpoints)) else []),
         ("document", f"{info.document_name} ({info.document_id})"),
         ("schema", f"{info.schema_name} ({info.schema_id})"),
         ("model", f"{info.model} · mode {info.settings.get('mode', 'sync')}"),
@@ -194,10 +197,17 @@ async def cmd_calls(args: argparse.Namespace, s: Session) -> int:
         con.data({"run_id": args.run_id, "total": total, "offset": args.offset,
                   "calls": [c.model_dump(mode="json") for c in calls]})
         return 0
+    if any(c.provider == "simulator" for c in calls):
+        hosts = sorted({c.endpoint_host or "?" for c in calls if c.provider == "simulator"})
+        con.line(con.style(f"SIMULATED: these calls were answered by the simulator at "
+                           f"{', '.join(hosts)}, not by Claude", "bold"))
     rows = []
     for c in calls:
         outcome = c.stop_reason or c.error_type or "-"
-        rows.append([c.call_id, c.pack_path, c.pack_attempt, c.blocks, c.purpose, c.api or "-",
+        api = c.api or "-"
+        if c.provider == "simulator":
+            api += " (simulated)"
+        rows.append([c.call_id, c.pack_path, c.pack_attempt, c.blocks, c.purpose, api,
                      con.status(c.status),
                      outcome, human_tokens(c.input_tokens), human_tokens(c.output_tokens),
                      human_tokens(c.cache_creation_input_tokens),
@@ -246,7 +256,10 @@ async def _show_call(args: argparse.Namespace, s: Session, bb: Any) -> int:
                 + (f" ({c.latency_ms}ms)" if c.latency_ms is not None else ""))
     rows = [
         ("pack", f"{c.pack_path} · attempt {c.pack_attempt} · {c.blocks} blocks"),
-        ("purpose", f"{c.purpose} · provider {c.provider} · api {c.api or '-'}"),
+        ("purpose", f"{c.purpose} · provider {c.provider}"
+                    + (f" {c.endpoint_host}" if c.endpoint_host else "")
+                    + (" (SIMULATED, not Claude)" if c.provider == "simulator" else "")
+                    + f" · api {c.api or '-'}"),
         ("model", c.model),
         ("timing", duration),
         ("tokens", (f"input {c.input_tokens:,} · output {c.output_tokens:,} · cache write "

@@ -98,6 +98,8 @@ async def cmd_run(args: argparse.Namespace, s: Session) -> int:
     if not await bb.workers_polling():
         s.con.note(f"note: no worker is polling task queue {s.settings.temporal_task_queue!r}; "
                    "the run waits until one does (`make worker` or `python worker.py`)")
+    if (differ := await bb.endpoint_warning()) is not None:
+        s.con.note(f"warning: {differ}")
     doc = await bb.ingest_blocks(data, blocks, name=path.name, fmt=fmt)
     schema_id = await bb.add_schema(spec)
     with warnings.catch_warnings(record=True) as caught:
