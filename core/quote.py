@@ -203,6 +203,10 @@ class OutputHistory:
     calls: int
     estimated: int
     written: int
+    #: Whose answers: ``schema`` (this schema on this model: the run plans with them too),
+    #: ``model`` (other schemas on this model) or ``any`` (other schemas, other models): a
+    #: first run's expectation only (:func:`quote`'s ``prior``).
+    scope: Literal["schema", "model", "any"] = "schema"
 
     @property
     def ratio(self) -> float:
@@ -252,9 +256,13 @@ class Quote(BaseModel):
     blocks_per_pack: tuple[int, int]
     input_source: Literal["count_tokens", "planner"]
     count_requests: int = 0
-    output_source: Literal["ledger", "planner"]
-    #: With ``output_source == "ledger"``: runs and calls it came from, written / estimated.
+    #: ``ledger``: this schema's earlier answers; ``other_schemas``: a first run's, from
+    #: what other schemas' answers wrote against their shape estimate; ``planner``: none.
+    output_source: Literal["ledger", "other_schemas", "planner"]
+    #: Unless ``planner``: runs and calls it came from, written / estimated.
     output_history: dict[str, float] | None = None
+    #: With ``other_schemas``: ``model`` (on this model) or ``any`` (on other models).
+    output_scope: str | None = None
     prefix_tokens: int
     min_cacheable_tokens: int
     block_tokens: int
@@ -304,6 +312,9 @@ def expected_attempts(ctx: RunContext, block_tokens: Sequence[int],
     whole budget.
     """
     ratio = history.ratio if history is not None else None
+    # Only the schema's own answers size max_tokens (the run observes them); another
+    # schema's say what to expect, not what a first run asks for.
+    observed = ratio if history is not None and history.scope == "schema" else None
 
     def block_output(i: int) -> float:
         assert ratio is not None
@@ -312,7 +323,7 @@ def expected_attempts(ctx: RunContext, block_tokens: Sequence[int],
 
     def attempts(positions: tuple[int, ...]) -> list[Attempt]:
         sizes = [block_tokens[i] for i in positions]
-        pack = ctx.pack(sizes, observed=ratio)
+        pack = ctx.pack(sizes, observed=observed)
         want = (math.ceil(pack.learn_output_tokens * ratio) if ratio is not None
                 else pack.est_output_tokens)
         if len(positions) == 1 and want > pack.max_tokens:
@@ -335,7 +346,8 @@ def expected_attempts(ctx: RunContext, block_tokens: Sequence[int],
 
 def quote(ctx: RunContext, block_tokens: Sequence[int], tokens: PromptTokens, *,
           document: str, history: OutputHistory | None = None,
-          notes: Sequence[str] = (), prefix_seen: bool | None = None) -> Quote:
+          notes: Sequence[str] = (), prefix_seen: bool | None = None,
+          prior: OutputHistory | None = None) -> Quote:
     """Quote a run of ``ctx`` over blocks with these planner estimates.
 
     Args:
@@ -350,12 +362,20 @@ def quote(ctx: RunContext, block_tokens: Sequence[int], tokens: PromptTokens, *,
         prefix_seen: what the API did with the run's prefix on this model before (cached
             or not; ``None``: no call yet): the probe's sample is sized as the run sizes
             it (:func:`core.quality.prefix_expected_cached`), its calls priced as counted.
+        prior: what other schemas' answers wrote against their shape estimate (used from
+            :data:`MIN_HISTORY_CALLS` answers on, when ``history`` is not): the planner's
+            shape estimate leans high on purpose, so a schema's first quote expects what
+            answers write against it. The run's plan is not changed by it (it plans its
+            learning pack from the estimate and learns its own ratio).
     """
     if not block_tokens:
         raise ValueError("a quote needs at least one block")
     model = ctx.model
     said = list(notes)
     learned = history if history is not None and history.calls >= MIN_HISTORY_CALLS else None
+    # What the calls are expected to write: the schema's own answers, else other schemas'.
+    expected = learned or (prior if prior is not None and prior.calls >= MIN_HISTORY_CALLS
+                           else None)
     ratios = (OutputRatios(overall=round(learned.ratio, 4), by_type={}, blocks=learned.calls,
                            source="earlier runs") if learned else None)
     # Each mode planned as plan_run plans it: sync sizes from earlier runs' answers when
@@ -382,10 +402,10 @@ def quote(ctx: RunContext, block_tokens: Sequence[int], tokens: PromptTokens, *,
     warm_up = (ctx.cacheable_prefix_tokens > 0 and len(sync_packs) > 1
                and not learning_pack)
     share = _BlockShare(block_tokens, tokens.blocks)
-    sync_attempts = expected_attempts(sync_ctx, block_tokens, learned, sync_packs)
-    batch_attempts = expected_attempts(batch_ctx, block_tokens, learned, batch_packs)
+    sync_attempts = expected_attempts(sync_ctx, block_tokens, expected, sync_packs)
+    batch_attempts = expected_attempts(batch_ctx, block_tokens, expected, batch_packs)
     probe, sizing = probe_attempts(sync_ctx, block_tokens, sync_packs,
-                                   ratios if sync_ctx.learns_output() else None, learned,
+                                   ratios if sync_ctx.learns_output() else None, expected,
                                    cached=prefix_seen)
     without = _mode_quote("sync", ctx, sync_attempts, tokens, share, cached=cached,
                           warm_up=warm_up, packs=len(sync_packs))
@@ -439,9 +459,11 @@ def quote(ctx: RunContext, block_tokens: Sequence[int], tokens: PromptTokens, *,
         document=document, blocks=len(block_tokens), schema_name=ctx.spec.name,
         model=model.id, mode=ctx.options.mode, packs=len(packs),
         blocks_per_pack=(min(sizes), max(sizes)), input_source=tokens.source,
-        count_requests=tokens.requests, output_source="ledger" if learned else "planner",
-        output_history=({"runs": learned.runs, "calls": learned.calls,
-                         "ratio": round(learned.ratio, 4)} if learned else None),
+        count_requests=tokens.requests,
+        output_source="ledger" if learned else "other_schemas" if expected else "planner",
+        output_history=({"runs": expected.runs, "calls": expected.calls,
+                         "ratio": round(expected.ratio, 4)} if expected else None),
+        output_scope=expected.scope if expected is not None and not learned else None,
         prefix_tokens=tokens.prefix, min_cacheable_tokens=model.min_cacheable_tokens,
         block_tokens=tokens.blocks, oversized_blocks=oversized, truncations=truncated,
         sync=sync, batch=batch, notes=said,

@@ -29,6 +29,7 @@ from core.models import RunOptions
 from core.planning import estimate_tokens
 from core.prompt import prefix_sha256
 from core.quote import (
+    MIN_HISTORY_CALLS,
     OutputHistory,
     PromptTokens,
     Quote,
@@ -160,8 +161,11 @@ async def estimate(
         else:
             calibrated = await _calibration(schema_id_for(spec), model.id, settings, pool)
     prefix_seen = await _prefix_seen(ctx, settings, pool) if history else None
+    # A schema's first quote: what other schemas' answers wrote against their estimate.
+    prior = (await _other_schemas(schema_id_for(spec), model.id, settings, pool)
+             if history and (seen is None or seen.calls < MIN_HISTORY_CALLS) else None)
     q = quote(ctx, block_tokens, tokens, document=name, history=seen, notes=notes,
-              prefix_seen=prefix_seen)
+              prefix_seen=prefix_seen, prior=prior)
     return q.model_copy(update={"calibration": calibrated})
 
 
@@ -290,6 +294,26 @@ async def _calibration(schema_id: str, model: str, settings: Settings,
             await conn.close()
     except (asyncpg.UndefinedTableError, asyncpg.UndefinedColumnError):
         return None  # a database from before calibrations
+
+
+async def _other_schemas(schema_id: str, model: str, settings: Settings,
+                         pool: asyncpg.Pool | None) -> OutputHistory | None:
+    """What other schemas' answers wrote (store.quotes.other_schemas_output); ``None`` also
+    when Postgres cannot say (``_history`` has noted why)."""
+    try:
+        if pool is not None:
+            async with pool.acquire() as conn:
+                return await quotes.other_schemas_output(conn, schema_id, model)
+        try:
+            conn = await asyncpg.connect(settings.resolved_database_url, timeout=DB_TIMEOUT_S)
+        except (OSError, asyncpg.PostgresError, TimeoutError):
+            return None
+        try:
+            return await quotes.other_schemas_output(conn, schema_id, model)
+        finally:
+            await conn.close()
+    except (asyncpg.UndefinedTableError, asyncpg.UndefinedColumnError):
+        return None
 
 
 async def _prefix_seen(ctx: RunContext, settings: Settings,
