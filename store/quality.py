@@ -287,7 +287,9 @@ async def result(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> Qualit
     per field, pack size and position, the probe's cost, the pack size the run settled on
     and what the quality gate did."""
     cost = await probe_cost(conn, run_id)
-    if not cost.planned and not cost.calls:
+    plan = await sample_plan(conn, run_id)
+    # A sample its cost cap left empty is said too (the summary says why nothing was probed).
+    if not cost.planned and not cost.calls and not (plan is not None and plan.capped):
         return None
     rows = await samples(conn, run_id)
     summary = summarize([
@@ -301,7 +303,7 @@ async def result(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> Qualit
     return quality_result(summary, failed=cost.failed, probe_calls=cost.calls,
                           probe_cost_usd=cost.cost_usd, run_cost_usd=cost.run_cost_usd,
                           pack_size=size or None, min_agreement=target,
-                          gate=[c.text() for c in gate], plan=await sample_plan(conn, run_id),
+                          gate=[c.text() for c in gate], plan=plan,
                           reasked=sum(c.reasked for c in gate))
 
 

@@ -34,8 +34,11 @@ async def test_the_saving_of_an_uncached_prompt_counts_its_prefix(cli: Cli,
     assert int(saved.group(2)) >= 50, run.out
     # Bug 2: the probe's cap priced the uncached prefix as a cache read, and its one call
     # cost 11% of the run, "capped at 5%".
+    # Priced as input, one probe call costs more than 5% of this run: none is made, and
+    # the summary says why.
     share = re.search(r"probe +\d+ calls?, \$[\d.]+ \(([\d.]+)% of the run", run.out)
     assert share is None or float(share.group(1)) <= 5.0, run.out
+    assert "quality      not probed: one probe call would cost more than 5%" in run.out
 
 
 async def test_answers_of_the_simulator_say_so_wherever_they_are_shown(
