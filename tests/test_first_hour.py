@@ -99,3 +99,24 @@ async def test_a_starter_set_for_claude_warns_when_the_workers_call_the_simulato
     # A stopped worker's row is gone: nothing to compare with, nothing said.
     assert await bbstack.pool.fetchval("select count(*) from worker_endpoints") == 0
     await llm.close()
+
+
+async def test_a_schemas_first_quote_expects_what_answers_write(cli: Cli,
+                                                                bbstack: Stack) -> None:
+    """The first quote of the ticket schema was 2.1x the run's cost: its output was the
+    planner's shape estimate, which leans high on purpose. After another schema's run (the
+    demo's, say), the first quote expects what answers wrote against their estimate."""
+    async with bbstack.worker():
+        other = await cli("run", cli.doc(40), "--schema", cli.schema(), "--pack-size", "10")
+        assert other.code == 0, other.err
+        quoted = await cli("estimate", TICKETS, "--schema", TICKET_SCHEMA, "--json")
+        assert quoted.code == 0, quoted.err
+        run = await cli("run", TICKETS, "--schema", TICKET_SCHEMA)
+    assert run.code == 0, run.err
+    q = quoted.json()
+    assert q["output_source"] == "other_schemas" and q["output_scope"] == "model"
+    spent = await bbstack.pool.fetchrow(
+        """select sum(output_tokens) as output, sum(cost_usd)::float8 as cost
+           from llm_calls where run_id = $1""", run.run_id)
+    assert 0.8 * spent["output"] <= q["sync"]["output_tokens"] <= 1.25 * spent["output"]
+    assert 0.8 * spent["cost"] <= q["sync"]["cost_usd"] <= 1.3 * spent["cost"], (q, spent)
