@@ -51,7 +51,7 @@ from core.quality import halved, probe_plan
 from core.reasons import REASONS, ReasonCode
 from core.retry import FINISHED_STATUSES, describe_blocks, selection_text
 from core.reuse import answer_key, prompt_digest
-from store import batches, overlays, quality, replans, retries, runs, splits
+from store import batches, overlays, quality, reads, replans, retries, runs, splits
 from store.runs import PlanState, cached_run_context
 
 #: A run plans from earlier runs of its schema on its model once they answered this many
@@ -281,6 +281,7 @@ class DbActivities:
             await retries.close_open(conn, inp.run_id, result.status)
             result.plan_changes = await replans.change_texts(conn, inp.run_id)
             result.quality = await quality.result(conn, inp.run_id)
+            result.endpoints = await reads.run_endpoints(conn, inp.run_id)
             return result
 
     @activity.defn

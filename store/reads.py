@@ -118,6 +118,18 @@ class RunInfo(BaseModel):
                           reused=self.blocks_reused)
 
 
+#: Who answered a run's calls (``core.endpoint.Endpoint.label``), in order.
+_ENDPOINTS_SQL = """select distinct c.provider || coalesce(' ' || c.endpoint_host, '')
+             from llm_calls c where c.run_id = {run} and c.status = 'succeeded'
+             order by 1"""
+
+
+async def run_endpoints(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> list[str]:
+    """Who answered the run's calls: ``anthropic``, ``simulator 127.0.0.1:8765``, ..."""
+    return list(await conn.fetchval(f"select array({_ENDPOINTS_SQL.format(run='$1')})",
+                                    run_id))
+
+
 _RUN_SQL = """
 select r.run_id, r.status, r.error, r.document_id, d.name as document_name, r.schema_id,
        s.name as schema_name, r.model, r.settings, r.workflow_id, r.blocks_total, r.pack_count,
@@ -135,9 +147,7 @@ select r.run_id, r.status, r.error, r.document_id, d.name as document_name, r.sc
        coalesce((select jsonb_object_agg(status, n) from (
            select status, count(*) as n from overlays o where o.run_id = r.run_id
            group by status) c), '{}') as blocks,
-       array(select distinct c.provider || coalesce(' ' || c.endpoint_host, '')
-             from llm_calls c where c.run_id = r.run_id and c.status = 'succeeded'
-             order by 1) as endpoints
+       array(""" + _ENDPOINTS_SQL.format(run="r.run_id") + """) as endpoints
 from runs r join documents d using (document_id) join schemas s using (schema_id)
 """
 

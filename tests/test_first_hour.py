@@ -68,6 +68,9 @@ async def test_answers_of_the_simulator_say_so_wherever_they_are_shown(
     assert "messages (simulated)" in calls.out
     as_json = (await cli("status", run_id, "--json")).json()
     assert as_json["run"]["endpoints"] == [f"simulator {host}"]
+    # The workflow's result (what `Blockbatch.wait` and `llm_batch` hand back) says so too.
+    result = await bbstack.bb.wait(run_id)
+    assert result.simulated and result.endpoints == [f"simulator {host}"]
     app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
     async with serving(app) as base, aiohttp.ClientSession() as http:
         page = await (await http.get(f"{base}/runs/{run_id}")).text()
