@@ -25,6 +25,7 @@ import asyncpg
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.endpoint import client_endpoint
 from activities.errors import (
     API_KEY_REJECTED,
     API_UNAVAILABLE,
@@ -32,7 +33,6 @@ from activities.errors import (
     application_error,
     from_api_error,
 )
-from activities.endpoint import client_endpoint
 from activities.limiter import FleetLimiter
 from activities.sdk import anthropic
 from activities.shared import PerRun, heartbeating, origin

@@ -106,8 +106,8 @@ def quality_rows(result: RunResult) -> list[tuple[str, str]]:
         return []
     if not q.sampled and not q.probe_calls and q.sample_capped:
         share = f"{100 * (q.probe_max_share or 0):g}%"
-        return [("quality", f"not probed: one probe call would cost more than {share} of "
-                            "the run's expected cost (--probe-max-share)")]
+        return [("quality", (f"not probed: one probe call would cost more than {share} of "
+                             "the run's expected cost (--probe-max-share)"))]
     text = q.text or "no block compared"  # with its 95% CI (core.agreement.agreement_text)
     if q.failed:
         text += f"; {q.failed} probe{'s' if q.failed != 1 else ''} failed"
