@@ -10,7 +10,7 @@ import asyncpg
 
 from blockbatch.cli.parser import PROG
 from core.budget import left_text, suggested_budget
-from core.endpoint import answered_text
+from core.endpoint import answered_text, endpoint_host
 from core.models import RunResult
 from core.quality import probe_cost_text
 from core.registry import Usage, cost_usd, get_model
@@ -36,7 +36,9 @@ async def baseline_cost(pool: asyncpg.Pool, run_id: str,
     prefix = b.prefix_tokens
     if prefix is None and settings is not None:
         to_count = await prefix_to_count(pool, run_id)
-        if to_count is not None:
+        # Counted where the run was answered: another endpoint has another tokenizer.
+        if (to_count is not None
+                and to_count.endpoint_host == endpoint_host(settings.resolved_anthropic_base_url)):
             from blockbatch.api.quote import count_prefix  # the SDK only when counting
 
             prefix = await count_prefix(settings, to_count)

@@ -555,13 +555,16 @@ class PrefixToCount(BaseModel):
     tools: Any
     #: The stored request (without system and tools): its messages and tool_choice.
     request: dict[str, Any]
+    #: Where the call went (its ``endpoint_host``; ``None``: Anthropic's own API): a count
+    #: elsewhere would use another tokenizer.
+    endpoint_host: str | None = None
 
 
 async def prefix_to_count(pool: asyncpg.Pool, run_id: str) -> PrefixToCount | None:
     """The prefix of the run's first answered call whose size is not known yet (``None``:
     known, or no such call)."""
     row = await pool.fetchrow(
-        """select p.sha256, c.model, p.system, p.tools, c.request
+        """select p.sha256, c.model, p.system, p.tools, c.request, c.endpoint_host
            from llm_calls c join prompt_prefixes p on p.sha256 = c.prefix_sha256
            where c.run_id = $1 and c.status = 'succeeded' and p.input_tokens is null
            order by c.call_id limit 1""",
