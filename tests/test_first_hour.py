@@ -68,6 +68,12 @@ async def test_answers_of_the_simulator_say_so_wherever_they_are_shown(
     assert "messages (simulated)" in calls.out
     as_json = (await cli("status", run_id, "--json")).json()
     assert as_json["run"]["endpoints"] == [f"simulator {host}"]
+    out = str(cli.tmp / "tickets.jsonl")
+    exported = await cli("export", run_id, "--staged", "--out", out)
+    assert exported.code == 0 and "SIMULATED: these answers are the simulator's" in exported.out
+    import json
+    meta = json.loads(Path(out + ".meta.json").read_text())
+    assert meta["simulated"] is True and meta["endpoints"] == [f"simulator {host}"]
     # The workflow's result (what `Blockbatch.wait` and `llm_batch` hand back) says so too.
     result = await bbstack.bb.wait(run_id)
     assert result.simulated and result.endpoints == [f"simulator {host}"]
@@ -78,6 +84,10 @@ async def test_answers_of_the_simulator_say_so_wherever_they_are_shown(
         assert 'id="simulated"' in header and ">simulated<" in header
         listed = await (await http.get(f"{base}/")).text()
         assert ">simulated<" in listed
+        call_id = await bbstack.pool.fetchval(
+            "select min(call_id) from llm_calls where run_id = $1", run_id)
+        call = await (await http.get(f"{base}/runs/{run_id}/calls/{call_id}")).text()
+        assert 'id="simulated"' in call[call.index("<h1>"):call.index("</h1>")]
 
 
 async def test_a_starter_set_for_claude_warns_when_the_workers_call_the_simulator(
