@@ -8,9 +8,11 @@ expected probe calls stay within ``QualityOptions.probe_max_share`` (default 5%)
 run's expected pack calls. **The cap wins** over the rate and the minimum: a run whose
 probe calls would cost more than that share probes fewer blocks (even none). A probe call
 is priced as the plan of its one block (``RunContext.plan``, with the output ratios the
-run's plan used: what earlier runs of the schema wrote, when there are some): the cached
-prefix at the cache-read price, the block's input and its output estimate; the run as its
-planned packs priced the same way. The summary says when the sample was capped. Once a pack has applied its answer, its sampled blocks
+run's plan used: what earlier runs of the schema wrote, when there are some): its prefix at
+the cache-read price only when the prefix is cached (what earlier calls of the prefix on the
+model showed, else :func:`prefix_expected_cached` of the estimate), else at the input price,
+since every call then pays it again; the block's input and its output estimate; the run as
+its planned packs priced the same way. The summary says when the sample was capped. Once a pack has applied its answer, its sampled blocks
 that were answered (not failed) are asked again alone, one block per call, with the pack's
 own system prompt and tool (so the call reads the cached prefix), and each packed answer is
 compared field by field with the single one (``compare_answers``). The packed answer stays
