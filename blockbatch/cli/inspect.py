@@ -176,7 +176,8 @@ async def cmd_list(args: argparse.Namespace, s: Session) -> int:
     rows = []
     for r in runs:
         b = r.blocks
-        rows.append([r.run_id, s.con.status(r.status), r.document_name, r.schema_name, r.model,
+        model = f"{r.model} (simulated)" if r.simulated else r.model
+        rows.append([r.run_id, s.con.status(r.status), r.document_name, r.schema_name, model,
                      f"{b['ai_complete'] + b['confirmed'] + b['rejected']}/{b['failed']}/{r.blocks_total}",
                      f"${r.cost_usd:.4f}", _when(r.created_at)])
     s.con.table(["RUN", "STATUS", "DOCUMENT", "SCHEMA", "MODEL", "OK/FAILED/TOTAL", "COST",
