@@ -1,5 +1,6 @@
 """The fleet's rate limiter in Postgres (``rate_limiters``, ``rate_reservations``,
-``rate_waiters``): every worker and run using one API key and model shares one row.
+``rate_waiters``): every worker and run using one API key and rate-limit class
+(``core.ratelimit.rate_class``, in the ``model`` column) shares one row.
 
 The bucket arithmetic is ``core/ratelimit.py``; here it runs under a row lock (``for
 update``) so concurrent reservations from any worker see each other, on the database clock.
@@ -15,9 +16,10 @@ from typing import Any
 
 import asyncpg
 
-from core.ratelimit import KINDS, Admission, Buckets, Kind, Need, fresh
+from core.ratelimit import KINDS, Admission, Buckets, Kind, Need, Throttle, expected, fresh
 from core.ratelimit import answered as aimd_answered
 from core.ratelimit import learn as learn_limits
+from core.ratelimit import learn_output
 from core.ratelimit import reserve as reserve_buckets
 from core.ratelimit import settle as settle_buckets
 from core.ratelimit import throttled as aimd_throttled
@@ -47,10 +49,13 @@ class LimiterView:
     """One limiter as ``starter.py limits`` and ``starter.py status`` show it."""
 
     key_hash: str
+    #: The rate-limit class (``core.ratelimit.rate_class``).
     model: str
     limits: dict[str, int]
     levels: dict[str, float]
     factor: float
+    #: The ramp's share of the minute capacity open now (core/ratelimit.py).
+    ramp: float
     learned: bool
     admitted: int
     throttled: int
@@ -70,11 +75,14 @@ async def _lock(conn: asyncpg.Connection, key_hash: str, model: str,
     start = fresh(defaults, now)
     await conn.execute(
         """insert into rate_limiters (key_hash, model, requests_limit, input_limit,
-               output_limit, requests_level, input_level, output_level, at)
-           values ($1, $2, $3::integer, $4::integer, $5::integer, $3::float8, $4::float8,
-                   $5::float8, $6) on conflict do nothing""",
+               output_limit, tokens_limit, requests_level, input_level, output_level,
+               tokens_level, at, ramp, second_level, last_admit_at)
+           values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+           on conflict do nothing""",
         key_hash, model, start.limits["requests"], start.limits["input"],
-        start.limits["output"], now)
+        start.limits["output"], start.limits["tokens"], start.levels["requests"],
+        start.levels["input"], start.levels["output"], start.levels["tokens"], now,
+        start.ramp, start.second_level, start.last_admit_at)
     row = await conn.fetchrow(
         "select * from rate_limiters where key_hash = $1 and model = $2 for update",
         key_hash, model)
@@ -85,7 +93,9 @@ def _buckets(row: asyncpg.Record) -> Buckets:
     """A ``rate_limiters`` row as the buckets it holds (levels as of its ``at``)."""
     return Buckets(limits={k: row[f"{k}_limit"] for k in KINDS},
                    levels={k: row[f"{k}_level"] for k in KINDS},
-                   at=row["at"], factor=row["factor"], last_cut_at=row["last_cut_at"])
+                   at=row["at"], factor=row["factor"], last_cut_at=row["last_cut_at"],
+                   ramp=row["ramp"], second_level=row["second_level"],
+                   last_admit_at=row["last_admit_at"], output_share=row["output_share"])
 
 
 async def _save(conn: asyncpg.Connection, key_hash: str, model: str, b: Buckets, *,
@@ -96,12 +106,15 @@ async def _save(conn: asyncpg.Connection, key_hash: str, model: str, b: Buckets,
         extra += ", learned_at = now()"
     await conn.execute(
         f"""update rate_limiters set requests_limit = $3, input_limit = $4, output_limit = $5,
-                   requests_level = $6, input_level = $7, output_level = $8, at = $9,
-                   factor = $10, last_cut_at = $11{extra}
+                   tokens_limit = $6, requests_level = $7, input_level = $8,
+                   output_level = $9, tokens_level = $10, at = $11, factor = $12,
+                   last_cut_at = $13, ramp = $14, second_level = $15, last_admit_at = $16,
+                   output_share = $17{extra}
             where key_hash = $1 and model = $2""",
         key_hash, model, b.limits["requests"], b.limits["input"], b.limits["output"],
-        b.levels["requests"], b.levels["input"], b.levels["output"], b.at, b.factor,
-        b.last_cut_at)
+        b.limits["tokens"], b.levels["requests"], b.levels["input"], b.levels["output"],
+        b.levels["tokens"], b.at, b.factor, b.last_cut_at, b.ramp, b.second_level,
+        b.last_admit_at, b.output_share)
 
 
 async def try_reserve(
@@ -110,6 +123,9 @@ async def try_reserve(
     expires_s: float = 600.0, waiter: str = "",
 ) -> Attempt:
     """Reserve ``need`` for one call of ``run_id`` now, or say how long to wait.
+
+    ``model`` is the limiter's key: the rate-limit class. What is reserved is the call's
+    expected output, not all of ``need.output`` (``core.ratelimit.expected``).
 
     ``waiter`` names the waiting call (the same on each try): its run counts as waiting
     while any of its calls does, for the fair turn.
@@ -126,6 +142,7 @@ async def try_reserve(
         if not await _my_turn(conn, key_hash, model, run_id):
             await _save(conn, key_hash, model, buckets.refilled(now))
             return Attempt(None, 0.5, None, "fair_share")
+        need = expected(buckets, need)
         admission: Admission = reserve_buckets(buckets, need, now)
         if not admission.admitted:
             await _save(conn, key_hash, model, admission.buckets)
@@ -166,7 +183,7 @@ async def _my_turn(conn: asyncpg.Connection, key_hash: str, model: str, run_id: 
 async def settle(
     conn: asyncpg.Connection, reservation_id: int, *, used: Need | None,
     headers: Mapping[str, str] | None, throttled_after_s: float | None = None,
-    answered: bool = False,
+    answered: bool = False, throttle: Throttle = "cut",
 ) -> None:
     """Close a reservation: give back what was not used, learn the limits, AIMD.
 
@@ -175,6 +192,7 @@ async def settle(
         headers: the answer's headers (``anthropic-ratelimit-*``), if any.
         throttled_after_s: set for a 429: its retry-after (``0`` when absent).
         answered: the API answered (not a 429): the fleet's rate recovers a little.
+        throttle: for a 429, what it does to the fleet (``core.ratelimit.throttle_of``).
     """
     async with conn.transaction():
         res = await conn.fetchrow(
@@ -188,12 +206,14 @@ async def settle(
         b = await _lock(conn, key_hash, model, None, now)
         reserved = Need(res["requests"], res["input_tokens"], res["output_tokens"])
         b = settle_buckets(b, reserved, used or Need(0, 0, 0), now)
+        if answered and used is not None:
+            b = learn_output(b, reserved, used)
         learned = False
         if headers and any(h.startswith("anthropic-ratelimit-") for h in headers):
             b, learned = learn_limits(b, headers, now), True
         counters = {}
         if throttled_after_s is not None:
-            b = aimd_throttled(b, now, throttled_after_s)
+            b = aimd_throttled(b, now, throttled_after_s, throttle)
             counters["throttled"] = 1
         elif answered:
             b = aimd_answered(b, now)
@@ -230,6 +250,7 @@ async def views(conn: asyncpg.Connection | asyncpg.Pool,
         out.append(LimiterView(
             key_hash=row["key_hash"], model=row["model"], limits=dict(b.limits),
             levels={k: round(v, 1) for k, v in b.levels.items()}, factor=round(b.factor, 3),
+            ramp=round(b.ramp, 3),
             learned=row["learned_at"] is not None, admitted=row["admitted"],
             throttled=row["throttled"], in_flight=in_flight, shares=shares,
             waiting_runs=waiting))

@@ -6,18 +6,35 @@ from __future__ import annotations
 import asyncio
 import json
 
+from typing import Any
+
 import asyncpg
+import pytest_asyncio
 
 from core.models import RunOptions
-from core.ratelimit import Need
+from core.ratelimit import RAMP_START, Need
 from store import ratelimits
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
 
-KEY, MODEL = "k-test", "claude-sonnet-4-5"
-LIMITS = {"requests": 10, "input": 1_000_000, "output": 1_000_000}
+KEY, MODEL = "k-test", "sonnet-4"
+#: Ten calls a minute, counted by their input (requests are far from their limit, so the
+#: one-second request bucket never binds here).
+LIMITS = {"requests": 6_000, "input": 1_000, "output": 1_000_000}
 ONE_CALL = Need(1, 100, 100)
+
+
+@pytest_asyncio.fixture
+async def pool(pool: asyncpg.Pool) -> asyncpg.Pool:
+    """The shared pool, with this key's limiter past its ramp and full."""
+    await _try(pool, "setup", Need(0, 0, 0))
+    await pool.execute(
+        """update rate_limiters set ramp = 1, requests_level = requests_limit,
+                  input_level = input_limit, output_level = output_limit,
+                  tokens_level = tokens_limit, admitted = 0 where key_hash = $1""", KEY)
+    await pool.execute("delete from rate_reservations where run_id = 'setup'")
+    return pool
 
 
 async def _try(pool: asyncpg.Pool, run_id: str, need: Need = ONE_CALL,
@@ -35,11 +52,30 @@ async def test_concurrent_callers_never_get_more_than_the_limit(pool: asyncpg.Po
     # thirty tries took that long).
     assert 9 <= len(admitted) <= 10
     refused = [a for a in attempts if a.reservation_id is None]
-    assert all(a.binding == "requests" and 0 < a.wait_s <= 7.1 for a in refused)
+    assert all(a.binding == "input" and 0 < a.wait_s <= 7.1 for a in refused)
+
+
+async def test_a_new_limiter_ramps_up_and_paces_requests_per_second(
+    pool: asyncpg.Pool
+) -> None:
+    async with pool.acquire() as conn:
+        def attempt(model: str) -> Any:
+            return ratelimits.try_reserve(
+                conn, key_hash=KEY, model=model, run_id="r1", need=Need(1, 0, 0),
+                defaults={"requests": 600, "input": 10**6, "output": 10**6})
+        # Ten requests a second at 600 a minute, whatever the minute bucket holds.
+        admitted = [await attempt("fresh") for _ in range(12)]
+        assert sum(a.reservation_id is not None for a in admitted) == 10
+        assert admitted[-1].binding == "requests" and admitted[-1].wait_s <= 0.11
+        # A new limiter opens a quarter of its minute: 150 of 600 requests.
+        [view] = [v for v in await ratelimits.views(conn, KEY) if v.model == "fresh"]
+    assert view.ramp == RAMP_START
+    assert view.levels["requests"] <= 600 * RAMP_START - 10 + 1
 
 
 async def test_a_dead_workers_reservation_costs_one_refill_at_most(pool: asyncpg.Pool) -> None:
     # A worker reserves the whole minute (less the admission margin) and dies: never settles.
+    # (The limiter's ten calls a minute are its input: 1,000 tokens, 100 a call.)
     for _ in range(9):
         assert (await _try(pool, "r1")).reservation_id is not None
     assert (await _try(pool, "r1")).reservation_id is None
@@ -96,12 +132,14 @@ async def test_settling_learns_the_accounts_limits_and_a_429_cuts_the_rate(
             headers={"anthropic-ratelimit-requests-limit": "50",
                      "anthropic-ratelimit-input-tokens-limit": "30000",
                      "anthropic-ratelimit-output-tokens-limit": "8000",
+                     "anthropic-ratelimit-tokens-limit": "38000",
                      "anthropic-ratelimit-requests-remaining": "49"})
         # Settling twice (a retried activity) changes nothing.
         await ratelimits.settle(conn, first.reservation_id, used=Need(1, 120, 700),
                                 headers=None, answered=True)
         [view] = await ratelimits.views(conn, KEY)
-    assert view.limits == {"requests": 50, "input": 30_000, "output": 8_000}
+    assert view.limits == {"requests": 50, "input": 30_000, "output": 8_000,
+                           "tokens": 38_000}
     assert view.learned and view.admitted == 1 and view.in_flight == 0
     assert view.levels["requests"] <= 49.1
     second = await _try(pool, "r1")
@@ -111,6 +149,39 @@ async def test_settling_learns_the_accounts_limits_and_a_429_cuts_the_rate(
         [view] = await ratelimits.views(conn, KEY)
     assert view.throttled == 1 and view.factor == 0.5
     assert (await _try(pool, "r1")).reservation_id is None  # nothing before retry-after
+
+
+async def test_a_spend_cap_429_cuts_nothing_and_a_ramp_limit_holds_without_a_cut(
+    pool: asyncpg.Pool
+) -> None:
+    first = await _try(pool, "r1")
+    async with pool.acquire() as conn:
+        await ratelimits.settle(conn, first.reservation_id, used=None, headers=None,
+                                throttled_after_s=0.0, throttle="none")
+        [view] = await ratelimits.views(conn, KEY)
+    assert view.throttled == 1 and view.factor == 1.0
+    assert (await _try(pool, "r1")).reservation_id is not None
+    held = await _try(pool, "r1")
+    async with pool.acquire() as conn:
+        await ratelimits.settle(conn, held.reservation_id, used=None, headers=None,
+                                throttled_after_s=5.0, throttle="hold")
+        [view] = await ratelimits.views(conn, KEY)
+    assert view.throttled == 2 and view.factor == 1.0
+    assert (await _try(pool, "r1")).reservation_id is None  # nothing before retry-after
+
+
+async def test_answers_teach_the_output_to_reserve(pool: asyncpg.Pool) -> None:
+    for _ in range(5):
+        attempt = await _try(pool, "r1", Need(1, 1, 10_000))
+        async with pool.acquire() as conn:
+            await ratelimits.settle(conn, attempt.reservation_id, used=Need(1, 1, 1_000),
+                                    headers=None, answered=True)
+    later = await _try(pool, "r1", Need(1, 1, 10_000))
+    reserved = await pool.fetchval(
+        "select output_tokens from rate_reservations where reservation_id = $1",
+        later.reservation_id)
+    # 10,000 at first; answers wrote a tenth, so the reservation shrinks towards it.
+    assert 1_000 < reserved < 7_000
 
 
 async def test_limits_shows_what_the_fleet_learned_from_claudes_answers(
@@ -127,7 +198,8 @@ async def test_limits_shows_what_the_fleet_learned_from_claudes_answers(
     assert "learned" in shown.out and "500 / 400k / 80k" in shown.out
     as_json = await cli("limits", "--json")
     [view] = json.loads(as_json.out)
-    assert view["limits"] == {"requests": 500, "input": 400_000, "output": 80_000}
+    assert view["limits"] == {"requests": 500, "input": 400_000, "output": 80_000,
+                              "tokens": 480_000}
     assert view["learned"] and view["admitted"] >= 3 and view["throttled"] == 0
     assert view["shares"] == {run.run_id: view["admitted"]}
     assert "sim-test-key" not in shown.out + as_json.out  # only a hash of the key
