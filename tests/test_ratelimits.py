@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import asyncpg
+import pytest
 import pytest_asyncio
 
 from core.models import RunOptions
@@ -26,15 +27,14 @@ ONE_CALL = Need(1, 100, 100)
 
 
 @pytest_asyncio.fixture
-async def pool(pool: asyncpg.Pool) -> asyncpg.Pool:
-    """The shared pool, with this key's limiter past its ramp and full."""
+async def full_limiter(pool: asyncpg.Pool) -> None:
+    """This key's limiter, past its ramp and full."""
     await _try(pool, "setup", Need(0, 0, 0))
     await pool.execute(
         """update rate_limiters set ramp = 1, requests_level = requests_limit,
                   input_level = input_limit, output_level = output_limit,
                   tokens_level = tokens_limit, admitted = 0 where key_hash = $1""", KEY)
     await pool.execute("delete from rate_reservations where run_id = 'setup'")
-    return pool
 
 
 async def _try(pool: asyncpg.Pool, run_id: str, need: Need = ONE_CALL,
@@ -45,6 +45,7 @@ async def _try(pool: asyncpg.Pool, run_id: str, need: Need = ONE_CALL,
                                             waiter=waiter)
 
 
+@pytest.mark.usefixtures("full_limiter")
 async def test_concurrent_callers_never_get_more_than_the_limit(pool: asyncpg.Pool) -> None:
     attempts = await asyncio.gather(*(_try(pool, "r1") for _ in range(30)))
     admitted = [a for a in attempts if a.reservation_id is not None]
@@ -55,6 +56,7 @@ async def test_concurrent_callers_never_get_more_than_the_limit(pool: asyncpg.Po
     assert all(a.binding == "input" and 0 < a.wait_s <= 7.1 for a in refused)
 
 
+@pytest.mark.usefixtures("full_limiter")
 async def test_a_new_limiter_ramps_up_and_paces_requests_per_second(
     pool: asyncpg.Pool
 ) -> None:
@@ -73,6 +75,7 @@ async def test_a_new_limiter_ramps_up_and_paces_requests_per_second(
     assert view.levels["requests"] <= 600 * RAMP_START - 10 + 1
 
 
+@pytest.mark.usefixtures("full_limiter")
 async def test_a_dead_workers_reservation_costs_one_refill_at_most(pool: asyncpg.Pool) -> None:
     # A worker reserves the whole minute (less the admission margin) and dies: never settles.
     # (The limiter's ten calls a minute are its input: 1,000 tokens, 100 a call.)
@@ -85,6 +88,7 @@ async def test_a_dead_workers_reservation_costs_one_refill_at_most(pool: asyncpg
     assert all(a.reservation_id is not None for a in admitted)
 
 
+@pytest.mark.usefixtures("full_limiter")
 async def test_waiting_runs_are_served_least_served_first(pool: asyncpg.Pool) -> None:
     big = [await _try(pool, "big") for _ in range(9)]
     assert all(a.reservation_id is not None for a in big)
@@ -104,6 +108,7 @@ async def test_waiting_runs_are_served_least_served_first(pool: asyncpg.Pool) ->
     assert (await _try(pool, "big", weight=20.0)).reservation_id is not None
 
 
+@pytest.mark.usefixtures("full_limiter")
 async def test_a_run_keeps_waiting_while_any_of_its_calls_waits(pool: asyncpg.Pool) -> None:
     for _ in range(9):
         assert (await _try(pool, "big")).reservation_id is not None
@@ -122,6 +127,7 @@ async def test_a_run_keeps_waiting_while_any_of_its_calls_waits(pool: asyncpg.Po
     assert (await _try(pool, "big")).reservation_id is not None
 
 
+@pytest.mark.usefixtures("full_limiter")
 async def test_settling_learns_the_accounts_limits_and_a_429_cuts_the_rate(
     pool: asyncpg.Pool
 ) -> None:
@@ -151,6 +157,7 @@ async def test_settling_learns_the_accounts_limits_and_a_429_cuts_the_rate(
     assert (await _try(pool, "r1")).reservation_id is None  # nothing before retry-after
 
 
+@pytest.mark.usefixtures("full_limiter")
 async def test_a_spend_cap_429_cuts_nothing_and_a_ramp_limit_holds_without_a_cut(
     pool: asyncpg.Pool
 ) -> None:
@@ -170,6 +177,7 @@ async def test_a_spend_cap_429_cuts_nothing_and_a_ramp_limit_holds_without_a_cut
     assert (await _try(pool, "r1")).reservation_id is None  # nothing before retry-after
 
 
+@pytest.mark.usefixtures("full_limiter")
 async def test_answers_teach_the_output_to_reserve(pool: asyncpg.Pool) -> None:
     for _ in range(5):
         attempt = await _try(pool, "r1", Need(1, 1, 10_000))
@@ -208,6 +216,7 @@ async def test_limits_shows_what_the_fleet_learned_from_claudes_answers(
         "minute" in status.out, status.out
 
 
+@pytest.mark.usefixtures("full_limiter")
 async def test_old_reservations_are_pruned_recent_and_open_ones_kept(pool: asyncpg.Pool) -> None:
     ids = [(await _try(pool, "r1")).reservation_id for _ in range(3)]
     async with pool.acquire() as conn:
