@@ -9,7 +9,6 @@ import anthropic
 import httpx2 as httpx
 
 from activities.errors import (
-    API_KEY_REJECTED,
     BATCH_REJECTED,
     RETRYABLE,
     RUN_STOPPED,
@@ -50,7 +49,7 @@ def test_overloaded_is_retried_after_a_jittered_retry_after_with_the_error_attac
 def test_rejected_key_stops_the_run_and_says_what_to_do() -> None:
     err = application_error(from_api_error(status_error(401, "authentication_error", "bad")),
                             "creating a message batch")
-    assert err.type == API_KEY_REJECTED and err.non_retryable
+    assert err.type == RUN_STOPPED and err.non_retryable
     assert "while creating a message batch" in err.message
     assert "ANTHROPIC_API_KEY" in err.message
 
@@ -87,7 +86,7 @@ def test_the_sdks_spend_cap_is_fatal_by_its_error_code_with_no_retry() -> None:
     assert (error.kind, error.code, error.error_code) == (
         "fatal", "spend_limit", "enforced_spend_limit_reached")
     err = application_error(error)
-    assert err.type == RUN_STOPPED == API_KEY_REJECTED and err.non_retryable
+    assert err.type == RUN_STOPPED and err.non_retryable
     assert "raise the limit in the Claude Console" in err.message
 
 
