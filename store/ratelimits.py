@@ -16,10 +16,19 @@ from typing import Any
 
 import asyncpg
 
-from core.ratelimit import KINDS, Admission, Buckets, Kind, Need, Throttle, expected, fresh
+from core.ratelimit import (
+    KINDS,
+    Admission,
+    Buckets,
+    Kind,
+    Need,
+    Throttle,
+    expected,
+    fresh,
+    learn_output,
+)
 from core.ratelimit import answered as aimd_answered
 from core.ratelimit import learn as learn_limits
-from core.ratelimit import learn_output
 from core.ratelimit import reserve as reserve_buckets
 from core.ratelimit import settle as settle_buckets
 from core.ratelimit import throttled as aimd_throttled

@@ -20,7 +20,6 @@ from temporalio import activity
 
 from activities.errors import application_error
 from core.claude_errors import ClaudeError, classify
-from core.policy import attempt_limit
 from core.models import (
     ApplyResultsInput,
     ApplyResultsOutput,
@@ -56,6 +55,7 @@ from core.models import (
     WarmCacheInput,
     WarmCacheOutput,
 )
+from core.policy import attempt_limit
 
 TRUNCATED = "answer truncated (max_tokens)"
 OUTAGE = classify(503, "api_error", "Service unavailable")

@@ -9,8 +9,8 @@ from tests.workflows.conftest import Harness
 from tests.workflows.fakes import (
     BILLING,
     KEY_REJECTED,
-    SPEND_CAP,
     RATE_LIMITED,
+    SPEND_CAP,
     TRUNCATED,
     Answer,
     FakeWorld,
