@@ -168,4 +168,9 @@ def _hint(counts: Mapping[BlockState, int], request: RetryRequest) -> str:
     cancelled = any(status == "cancelled" and n for (status, _), n in counts.items())
     if cancelled and not request.include_cancelled:
         return " (cancelled blocks are retried only when asked: --cancelled)"
+    named = [code for code in ASKED_BY_NAME
+             if any(c == code and n for (_, c), n in counts.items())]
+    if named and not request.reasons:
+        return (f" ({', '.join(named)} blocks are retried only when named: "
+                + " ".join(f"--reason {c}" for c in named) + ")")
     return ""

@@ -325,3 +325,20 @@ def test_claude_busy_or_refusing_never_waits() -> None:
     assert decide("errored", blocks=2, reason="worker lost", can_pause=True).step == "fail"
     # Neither is a batch request that expired.
     assert decide("not_processed", blocks=2, reason="expired", can_pause=True).step == "fail"
+
+
+def test_retry_takes_refused_blocks_only_when_named_and_fatal_leftovers_with_cancelled() -> None:
+    from core.models import RetryRequest
+    from core.retry import check_retry
+    counts = {("ai_complete", None): 5, ("failed", "refused"): 2,
+              ("failed", "invalid_value"): 1, ("cancelled", "spend_limit"): 4}
+    plain = check_retry("r", "failed", counts, {}, RetryRequest())
+    assert (plain.blocks, plain.reasons) == (1, {"invalid_value": 1})
+    named = check_retry("r", "failed", counts, {}, RetryRequest(reasons=["refused"]))
+    assert (named.blocks, named.reasons) == (2, {"refused": 2})
+    cancelled = check_retry("r", "failed", counts, {}, RetryRequest(include_cancelled=True))
+    assert cancelled.reasons == {"spend_limit": 4, "invalid_value": 1}
+    only_refused = check_retry("r", "completed_with_failures",
+                               {("failed", "refused"): 1}, {}, RetryRequest())
+    assert only_refused.refusal is not None
+    assert "--reason refused" in only_refused.refusal.message
