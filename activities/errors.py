@@ -61,26 +61,24 @@ def from_api_error(err: anthropic.APIError) -> ClaudeError:
     By the SDK's typed fields (``type``, ``error_code``: SDK 2.14 ``APIStatusError``); a
     body that is not the API's (a proxy's page) falls back to the class name.
     """
-    model, model_call = _asked(err)
     if not isinstance(err, anthropic.APIStatusError):
         # No answer: a connection error, or the client's read timeout (APITimeoutError).
-        return classify(None, type(err).__name__, str(err), model=model)
+        return classify(None, type(err).__name__, str(err))
+    # A 404 of a Messages call is a model Claude does not serve: name it (and so its
+    # replacement); a 404 of a batch management call is a missing batch.
+    model_call = "/batches" not in err.request.url.path
+    model = _model_asked(err) if err.status_code == 404 and model_call else None
     return classify(err.status_code, str(err.type or type(err).__name__),
                     str(err.api_message or err.message),
                     retry_after=err.response.headers.get("retry-after"),
                     error_code=err.error_code, model=model, model_call=model_call)
 
 
-def _asked(err: anthropic.APIError) -> tuple[str | None, bool]:
-    """The model the failed request named, and whether it asked a model (not a batch
-    management call: a 404 there is a missing batch)."""
-    request = getattr(err, "request", None)
-    if request is None:
-        return None, True
-    model_call = "/batches" not in request.url.path
+def _model_asked(err: anthropic.APIStatusError) -> str | None:
+    """The model the failed request named (from its JSON body), if it can be read."""
     try:
-        body: Any = json.loads(request.content or b"null")
-    except (ValueError, UnicodeDecodeError, RuntimeError):
-        return None, model_call
+        body: Any = json.loads(err.request.content or b"null")
+    except (ValueError, UnicodeDecodeError, RuntimeError):  # RuntimeError: a streamed body
+        return None
     model = body.get("model") if isinstance(body, dict) else None
-    return (model if isinstance(model, str) else None), model_call
+    return model if isinstance(model, str) else None
