@@ -61,7 +61,10 @@ def grouped_reasons(reasons: dict[str, int]) -> str:
 
 
 def not_done_line(result: RunResult) -> str | None:
-    """``31 failed: 28 api_unavailable, 3 invalid_value`` (None when every block is done)."""
+    """``31 failed: 28 api_unavailable, 3 invalid_value`` (None when every block is done).
+
+    The ``cancelled`` reason is left out when it only repeats the cancelled count.
+    """
     r = result
     if not r.blocks_failed and not r.blocks_cancelled:
         return None
@@ -69,7 +72,10 @@ def not_done_line(result: RunResult) -> str | None:
     if r.blocks_cancelled:
         parts.append(f"{r.blocks_cancelled} cancelled")
     line = " · ".join(parts)
-    return f"{line}: {grouped_reasons(r.failure_reasons)}" if r.failure_reasons else line
+    reasons = dict(r.failure_reasons)
+    if reasons.get("cancelled") == r.blocks_cancelled:
+        del reasons["cancelled"]
+    return f"{line}: {grouped_reasons(reasons)}" if reasons else line
 
 
 def reused_line(result: RunResult) -> str | None:
@@ -146,13 +152,28 @@ def next_command(result: RunResult) -> str | None:
         return f"{PROG} retry {run} --cancelled, once the limit or billing is fixed"
     if r.status in ("completed", "completed_with_failures") and not r.blocks_failed:
         return f"{PROG} review {run}, then {PROG} confirm {run}"
+    # `retry --cancelled` takes the failed blocks and the cancelled ones.
+    again = f"{PROG} retry {run}" + (" --cancelled" if r.blocks_cancelled else "")
     if r.blocks_failed:
-        return f"{PROG} review {run} --failed, then {PROG} retry {run}"
+        return f"{PROG} review {run} --failed, then {again}"
     if r.blocks_cancelled:
-        return f"{PROG} review {run} --status cancelled"
+        return again
     if r.status == "failed":
         return f"{PROG} calls {run}"
     return None
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 pack``, ``4 packs``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _saving(cost: float, baseline: float) -> str:
+    """``70% saved``, ``4% more``, or ``about the same`` when it rounds to 0%."""
+    saved = 1 - cost / baseline
+    if round(saved * 100) == 0:
+        return "about the same"
+    return f"{saved:.0%} saved" if saved > 0 else f"{-saved:.0%} more"
 
 
 def summary_dict(result: RunResult, *, baseline: float | None, links: dict[str, str],
@@ -178,18 +199,24 @@ def summary_lines(result: RunResult, *, baseline: float | None, links: dict[str,
     r = result
     # Reused blocks were answered by earlier runs' calls, not by this run's.
     answered = r.blocks_ai_complete + r.blocks_failed - r.blocks_reused
-    # The quality probe's calls ask blocks a second time: not counted per block here.
-    work_calls = r.calls - (r.quality.probe_calls if r.quality is not None else 0)
+    # The quality probe's calls ask blocks a second time: not counted per block, and the
+    # row says so.
+    probe_calls = r.quality.probe_calls if r.quality is not None else 0
+    work_calls = r.calls - probe_calls
     per_call = f"{answered / work_calls:.1f} blocks per call; " if work_calls > 0 else ""
+    calls = (f"{_count(work_calls, 'call')} for {_count(answered, 'block')} ({per_call}"
+             f"{_count(r.pack_count, 'pack')}, {_count(r.split_events, 'split event')})")
+    if probe_calls:
+        calls = (f"{_count(r.calls, 'call')}: {calls}, "
+                 f"{_count(probe_calls, 'quality probe call')}")
     cost = f"${r.cost_usd:.4f}"
     if baseline:
         cost += (f"   (one call per block, no caching: ${baseline:.4f}; "
-                 f"{1 - r.cost_usd / baseline:.0%} saved)")
+                 f"{_saving(r.cost_usd, baseline)})")
     rows = [
         ("blocks", (f"{r.blocks_ai_complete} ok · {r.blocks_failed} failed · "
                    f"{r.blocks_cancelled} cancelled · {r.blocks_total} total")),
-        ("calls", (f"{r.calls} calls for {answered} blocks ({per_call}{r.pack_count} "
-                  f"packs, {r.split_events} split events)")),
+        ("calls", calls),
         ("tokens", (f"input {r.input_tokens:,} · output {r.output_tokens:,} · "
                    f"cache write {r.cache_creation_input_tokens:,} · "
                    f"cache read {r.cache_read_input_tokens:,}")),

@@ -102,9 +102,8 @@ def call_shape(model: ModelInfo, effort: Effort | None = None, *,
         channel = "json" if structured else "auto_tool"
     can_turn_off = effort is None or effort in EFFORTS_THINKING_OFF
     thinking: dict[str, Any] | None = None
-    if not model.thinks_by_default:
-        thinks = False
-    elif channel in FORCED_CHANNELS and model.forced_tool_skips_thinking:
+    if not model.thinks_by_default or (channel in FORCED_CHANNELS
+                                       and model.forced_tool_skips_thinking):
         thinks = False
     elif model.thinking_off is not None and can_turn_off:
         thinking, thinks = {"type": model.thinking_off}, False

@@ -83,11 +83,13 @@ def parse_document(data: bytes, fmt: str, *, text_field: str = "text") -> list[P
         text_field: for JSONL and CSV, the key / column holding each block's text.
 
     Returns:
-        Blocks in document order, numbered from 0; whitespace-only blocks are skipped.
+        Blocks in document order, numbered from 0; whitespace-only markdown and text
+        blocks are skipped (blank lines of JSONL and CSV too: they are not records).
 
     Raises:
         IngestError: unknown format, bytes that are not UTF-8, malformed JSONL/CSV, a
-            missing text field, or a document without any block.
+            missing text field, a JSONL/CSV record whose text is empty (every such line
+            named), or a document without any block.
     """
     if fmt not in FORMATS:
         raise IngestError(f"unknown format {fmt!r}; supported formats: {', '.join(FORMATS)}")
@@ -97,9 +99,9 @@ def parse_document(data: bytes, fmt: str, *, text_field: str = "text") -> list[P
     elif fmt == "text":
         raw = list(_parse_text(text))
     elif fmt == "jsonl":
-        raw = list(_parse_jsonl(text, text_field))
+        raw = _refuse_empty(_parse_jsonl(text, text_field), text_field)
     else:
-        raw = list(_parse_csv(text, text_field))
+        raw = _refuse_empty(_parse_csv(text, text_field), text_field)
     blocks = [
         ParsedBlock(block_index=i, block_type=t, block_content=c, metadata=m)
         for i, (t, c, m) in enumerate(raw)
@@ -147,12 +149,42 @@ def _check_storable(block: ParsedBlock) -> None:
 def _why_empty(text: str, fmt: str) -> str:
     if not text.strip():
         return "the file is empty or contains only whitespace; upload a file with some text"
-    if fmt in ("jsonl", "csv"):
-        return "every record's text is empty or whitespace; check the text field"
+    if fmt == "csv":
+        return "it has a header row but no rows below it; add the rows to process"
+    if fmt == "jsonl":
+        return "it has no JSON lines; add one JSON object per line"
     return "it contains no text outside markup; upload a file with some text"
 
 
 _Raw = tuple[str, str, dict[str, Any]]
+
+
+def _refuse_empty(records: Iterator[_Raw | int], text_field: str) -> list[_Raw]:
+    """The records, or an error naming every line whose text is empty.
+
+    A JSONL/CSV record is a row the user will join results back to by its position or its
+    own columns: dropping one would shift every later block index off its row, and sending
+    it would pay for an answer about nothing. So the upload is refused before anything is
+    stored, and the message names the lines to fix. A parser yields such a record as its
+    line number.
+    """
+    kept: list[_Raw] = []
+    empty: list[int] = []
+    for record in records:
+        if isinstance(record, int):
+            empty.append(record)
+        else:
+            kept.append(record)
+    if not empty:
+        return kept
+    shown = ", ".join(str(n) for n in empty[:10]) + (
+        f" and {len(empty) - 10} more" if len(empty) > 10 else "")
+    which = f"line {shown} has" if len(empty) == 1 else f"lines {shown} have"
+    raise IngestError(
+        f"{which} an empty {text_field!r}: every record needs text to send to the model. "
+        "Fill it in or remove the record, then upload again (nothing is stored); "
+        f"{len(kept)} record{'s' if len(kept) != 1 else ''} had text"
+    )
 
 
 # --- plain text ----------------------------------------------------------------------
@@ -174,7 +206,7 @@ def _parse_text(text: str) -> Iterator[_Raw]:
 # --- JSONL ---------------------------------------------------------------------------
 
 
-def _parse_jsonl(text: str, text_field: str) -> Iterator[_Raw]:
+def _parse_jsonl(text: str, text_field: str) -> Iterator[_Raw | int]:
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
@@ -192,6 +224,7 @@ def _parse_jsonl(text: str, text_field: str) -> Iterator[_Raw]:
             )
         content = _record_text(record, text_field, f"line {number}", "key")
         if content is None:
+            yield number  # refused by _refuse_empty, with every other such line
             continue
         block_type, metadata = _record_rest(record, text_field)
         metadata.setdefault("source_line", number)
@@ -229,7 +262,7 @@ def _record_rest(record: dict[str, Any], text_field: str) -> tuple[str, dict[str
 # --- CSV -----------------------------------------------------------------------------
 
 
-def _parse_csv(text: str, text_field: str) -> Iterator[_Raw]:
+def _parse_csv(text: str, text_field: str) -> Iterator[_Raw | int]:
     if csv.field_size_limit() < _CSV_FIELD_LIMIT:
         csv.field_size_limit(_CSV_FIELD_LIMIT)
     reader = csv.reader(io.StringIO(text, newline=""))
@@ -251,6 +284,7 @@ def _parse_csv(text: str, text_field: str) -> Iterator[_Raw]:
             record = dict(zip(header, row, strict=True))
             content = _record_text(record, text_field, f"line {start}", "column")
             if content is None:
+                yield start  # refused by _refuse_empty, with every other such line
                 continue
             block_type, metadata = _record_rest(record, text_field)
             metadata.setdefault("source_line", start)

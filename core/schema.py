@@ -9,6 +9,7 @@ it into a :class:`SchemaSpec`; every problem it finds is named in one
 from __future__ import annotations
 
 import copy
+import difflib
 import hashlib
 import json
 from collections.abc import Mapping
@@ -37,6 +38,24 @@ ALLOWED_TOP_LEVEL_KEYS: tuple[str, ...] = (
 )
 
 _JSON_TYPES = ("string", "number", "integer", "boolean", "array", "object", "null")
+
+#: Keywords a field's schema may use: every keyword the overlay's validation
+#: (``Draft202012Validator``) acts on, the annotations of JSON Schema 2020-12, and our own
+#: extension (``x-blockbatch-revision``, core/planning.py). Anything else, such as
+#: ``"enums"``, is most likely a typo that would silently loosen the field.
+FIELD_KEYWORDS: frozenset[str] = frozenset({
+    *Draft202012Validator.VALIDATORS,
+    "then", "else", "title", "description", "default", "examples", "deprecated",
+    "readOnly", "writeOnly", "$comment", "contentEncoding", "contentMediaType",
+    "contentSchema", "$schema", "$id", "$anchor", "$dynamicAnchor", "$defs", "definitions",
+    "x-blockbatch-revision",
+})
+#: Keywords whose value is a schema, a list of schemas, or a map of names to schemas.
+_SUBSCHEMA = ("items", "additionalProperties", "not", "if", "then", "else", "contains",
+              "propertyNames", "unevaluatedItems", "unevaluatedProperties", "contentSchema")
+_SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
+_SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions",
+                   "dependentSchemas")
 
 _HINTS = {
     "system_instructions": "write the instructions the model follows for every block",
@@ -227,6 +246,7 @@ def field_problems(properties: Mapping[str, Any], required: list[str]) -> list[s
             )
             continue
         problems.extend(_type_problems(where, field_schema))
+        problems.extend(_keyword_problems(where, field_schema, ""))
         if _has_ref(field_schema):
             problems.append(f"{where} uses $ref, which is not supported; inline the schema")
     seen: set[str] = set()
@@ -270,6 +290,37 @@ def _type_problems(where: str, field_schema: Mapping[str, Any]) -> list[str]:
     if bad:
         return [f"{where} has unknown type {bad[0]!r}; use one of {', '.join(_JSON_TYPES)}"]
     return []
+
+
+def _keyword_problems(where: str, node: Mapping[str, Any], at: str) -> list[str]:
+    """Unknown keywords in a field's schema and the schemas nested in it, with a guess."""
+    problems = []
+    for key in node:
+        if key in FIELD_KEYWORDS:
+            continue
+        guess = difflib.get_close_matches(key, sorted(FIELD_KEYWORDS), n=1, cutoff=0.6)
+        if not guess:
+            lowered = {k.lower(): k for k in FIELD_KEYWORDS}
+            guess = [lowered[key.lower()]] if key.lower() in lowered else []
+        hint = f" (did you mean {guess[0]!r}?)" if guess else ""
+        place = f" at {at}" if at else ""
+        problems.append(f"{where} has unknown keyword {key!r}{place}{hint}; see "
+                        "docs/SCHEMAS.md for the keywords a field may use")
+    children: list[tuple[str, Any]] = []
+    for key in _SUBSCHEMA:
+        children.append((key, node.get(key)))
+    for key in _SUBSCHEMA_LISTS:
+        value = node.get(key)
+        if isinstance(value, list):
+            children.extend((f"{key}/{i}", v) for i, v in enumerate(value))
+    for key in _SUBSCHEMA_MAPS:
+        value = node.get(key)
+        if isinstance(value, Mapping):
+            children.extend((f"{key}/{name}", v) for name, v in value.items())
+    for path, child in children:
+        if isinstance(child, Mapping):
+            problems.extend(_keyword_problems(where, child, f"{at}/{path}" if at else path))
+    return problems
 
 
 def _has_ref(node: Any) -> bool:

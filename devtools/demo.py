@@ -49,15 +49,36 @@ def wait_for_worker(timeout_s: float = 60.0) -> bool:
     return asyncio.run(polling())
 
 
+def as_typed(path: Path) -> str:
+    """``path`` as a user types it here: relative to the current directory when inside it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def closing_words() -> str:
+    """What to try next, in commands that work as printed: this interpreter (the project's
+    environment, where the packages are), not whichever ``python`` the shell finds."""
+    # Not resolved: a .venv that is a symlink keeps its short name.
+    starter = f"{as_typed(Path(sys.executable).absolute())} {as_typed(ROOT / 'starter.py')}"
+    ui = load_settings().resolved_temporal_ui_url
+    return "\n".join([
+        "The stack is still up. Explore the run in the Temporal UI at " + ui + ", or try:",
+        f"  `{starter} list`",
+        f"  `{starter} review RUN_ID`   (then `confirm`, `export` and `calls`)",
+        ("Run `source .venv/bin/activate` first and the commands the summary suggests "
+         "work as printed; `make down` stops everything."),
+    ])
+
+
 def run_sample() -> int:
-    """Run the sample through exactly what `python starter.py run` does, summary included."""
+    """Run the sample through exactly what `starter.py run` does, summary included."""
     from blockbatch.cli import main as starter
 
     code = starter(["run", str(SAMPLE_DOC), "--schema", str(SAMPLE_SCHEMA)])
     print()
-    print("The stack is still up: explore the run in the UI, or try "
-          "`python starter.py list`, `review`, `confirm`, `export` and `calls`; "
-          "`make down` stops everything.")
+    print(closing_words())
     return code
 
 

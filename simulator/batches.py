@@ -1,22 +1,40 @@
 """The Message Batches API: a store of batches, processed with the same engine.
 
 A batch becomes ``ended`` ``processing_delay_s`` real seconds after creation (checked
-lazily whenever it is looked at); only then is each request answered, so a batch
-canceled before that ends with every request ``canceled``. Batch requests see the
-cache like /v1/messages but no rate limits, no latency and no injected HTTP errors.
+lazily whenever it is looked at); only then is each request answered. Processing is taken
+to advance evenly over that delay: a batch canceled after a share ``s`` of it keeps, and
+bills, its first ``floor(s * n)`` requests as processed (``succeeded``, or ``errored`` /
+``expired`` as drawn) and ends the rest ``canceled`` (contract §7, "a cancelled batch
+ends ``ended`` with partial results").
+
+Every request is validated against the ``anthropic-version`` of the batch's creation
+(contract §4, "Where it applies"): at creation, a request that carries sampling
+parameters under 2026-10-21, or ``max_tokens: 0`` (contract §5), fails the whole create
+call with a 400 naming the request; the rest of a request's checks run when it is
+processed and error only that request.
+
+Batch requests see the cache like /v1/messages, but a hit is best-effort (contract §5,
+"Batches": "30% to 98%"): a request that would read the cache does so with probability
+``batch.cache_hit_rate`` (drawn per request); otherwise it is answered as a miss, writing
+and paying its prefix as input, and the shared cache is left as it was. No rate limits,
+no latency and no injected HTTP errors apply.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from simulator.engine import Engine
+from simulator.cache import PromptCache
+from simulator.engine import Engine, Outcome, Prepared
 from simulator.errors import ApiError, error_body, invalid, new_id
+from simulator.faults import Dice
 from simulator.limits import rfc3339
 from simulator.stats import Stats
+from simulator.validate import ApiContext, check_sampling_shape
 
 MAX_REQUESTS = 100_000
 EXPIRY_S = 24 * 3600
@@ -31,6 +49,12 @@ class BatchRecord:
     created_at: float
     ready_at: float  # time.monotonic() deadline
     requests: list[dict[str, Any]]
+    #: The version and betas of the create call, which every request is validated under.
+    context: ApiContext = field(default_factory=lambda: ApiContext(batch=True))
+    #: time.monotonic() at creation: processing advances evenly until ``ready_at``.
+    started: float = 0.0
+    #: Requests processed before a cancel took effect.
+    processed_on_cancel: int = 0
     status: str = "in_progress"
     cancel_initiated_at: float | None = None
     ended_at: float | None = None
@@ -64,12 +88,20 @@ class BatchRecord:
         }
 
 
-def validate_batch_requests(body: Any) -> list[dict[str, Any]]:
+def validate_batch_requests(
+    body: Any, context: ApiContext | None = None
+) -> list[dict[str, Any]]:
     """Check the create body's ``requests``; return them.
 
+    Args:
+        body: the parsed create body.
+        context: the create call's version and betas (``batch=True``).
+
     Raises:
-        ApiError: 400 for a missing list, a bad or duplicate custom_id, too many requests.
+        ApiError: 400 for a missing list, a bad or duplicate custom_id, too many requests,
+            or a request the batch's API version refuses (named by its index).
     """
+    context = context or ApiContext(batch=True)
     if not isinstance(body, dict) or "requests" not in body:
         raise invalid("requests: Field required")
     requests = body["requests"]
@@ -94,8 +126,16 @@ def validate_batch_requests(body: Any) -> list[dict[str, Any]]:
         if custom_id in seen:
             raise invalid(f"requests: duplicate custom_id {custom_id!r}; each must be unique")
         seen.add(custom_id)
-        if not isinstance(item.get("params"), dict):
+        params = item.get("params")
+        if not isinstance(params, dict):
             raise invalid(f"requests.{index}.params: Field required")
+        try:
+            check_sampling_shape(params, context)
+        except ApiError as error:
+            raise invalid(f"requests.{index}.params.{error.message}") from None
+        if params.get("max_tokens") == 0 and not isinstance(params.get("max_tokens"), bool):
+            raise invalid(f"requests.{index}.params.max_tokens: 0 is not supported in a "
+                          "Message Batch")
     return requests
 
 
@@ -111,14 +151,19 @@ class BatchStore:
         """Forget every batch."""
         self._batches.clear()
 
-    def create(self, requests: list[dict[str, Any]]) -> BatchRecord:
-        """A new ``in_progress`` batch."""
+    def create(
+        self, requests: list[dict[str, Any]], context: ApiContext | None = None
+    ) -> BatchRecord:
+        """A new ``in_progress`` batch, its requests to be validated under ``context``."""
         delay = self._engine.scenario.batch.processing_delay_s
+        now = time.monotonic()
         record = BatchRecord(
             id=new_id("msgbatch_"),
             created_at=self._engine.clock(),
-            ready_at=time.monotonic() + delay,
+            ready_at=now + delay,
             requests=requests,
+            context=replace(context or ApiContext(), batch=True),
+            started=now,
         )
         self._batches[record.id] = record
         return record
@@ -161,6 +206,9 @@ class BatchStore:
         if record.status == "in_progress":
             record.status = "canceling"
             record.cancel_initiated_at = self._engine.clock()
+            span = record.ready_at - record.started
+            done = 1.0 if span <= 0 else min(1.0, (time.monotonic() - record.started) / span)
+            record.processed_on_cancel = math.floor(done * len(record.requests))
         return record
 
     def delete(self, batch_id: str) -> None:
@@ -178,13 +226,15 @@ class BatchStore:
 
     def _advance(self, record: BatchRecord) -> None:
         if record.status == "canceling":
-            record.results = [
+            done = record.processed_on_cancel
+            record.results = [self._process(r, record.context) for r in record.requests[:done]]
+            record.results += [
                 {"custom_id": r["custom_id"], "result": {"type": "canceled"}}
-                for r in record.requests
+                for r in record.requests[done:]
             ]
             self._end(record)
         elif record.status == "in_progress" and time.monotonic() >= record.ready_at:
-            record.results = [self._process(r) for r in record.requests]
+            record.results = [self._process(r, record.context) for r in record.requests]
             self._end(record)
 
     def _end(self, record: BatchRecord) -> None:
@@ -192,7 +242,7 @@ class BatchStore:
         record.ended_at = self._engine.clock()
         self._stats.batch_results.update(line["result"]["type"] for line in record.results)
 
-    def _process(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _process(self, request: dict[str, Any], context: ApiContext) -> dict[str, Any]:
         custom_id, params = request["custom_id"], request["params"]
         batch_settings = self._engine.scenario.batch
         dice = self._engine.dice_for(params)
@@ -201,11 +251,12 @@ class BatchStore:
         try:
             if dice.chance(batch_settings.errored_rate, "batch_errored"):
                 raise ApiError("api_error", "Internal server error (simulated)")
-            prepared = self._engine.prepare(params)
+            prepared = self._engine.prepare(params, context=context)
         except ApiError as error:
-            error_json = error_body(error.error_type, error.message, new_id("req_"))
+            error_json = error_body(error.error_type, error.message, new_id("req_"),
+                                    error.error_code)
             return {"custom_id": custom_id, "result": {"type": "errored", "error": error_json}}
-        outcome = self._engine.answer(prepared, dice, service_tier="batch")
+        outcome = self._answer(prepared, dice)
         self._stats.count_usage(outcome.usage, batch=True)
         self._stats.count_cache(eligible=outcome.cache.eligible, read=outcome.cache.read)
         self._stats.count_faults(outcome.faults)
@@ -213,3 +264,24 @@ class BatchStore:
             self._stats.count_quality(outcome.quality.pack_size, outcome.quality.checked)
         self._stats.stop_reasons[outcome.stop_reason] += 1
         return {"custom_id": custom_id, "result": {"type": "succeeded", "message": outcome.message}}
+
+    def _answer(self, prepared: Prepared, dice: Dice) -> Outcome:
+        """Answer a batch request; a cache hit happens with ``batch.cache_hit_rate``.
+
+        A missed hit is answered against an empty cache of its own (the request ran where
+        the prefix was not cached): it writes and pays the prefix, and the shared cache,
+        which other requests read, is left as it was.
+        """
+        engine = self._engine
+        model, prompt = prepared.model, prepared.prompt
+        peek = engine.cache.lookup(model.id, prompt.breakpoints, model.min_cacheable_tokens,
+                                   commit=False)
+        rate = engine.scenario.batch.cache_hit_rate
+        if peek.read == 0 or dice.chance(rate, "batch_cache_hit"):
+            return engine.answer(prepared, dice, service_tier="batch")
+        shared = engine.cache
+        engine.cache = PromptCache(engine.clock)
+        try:
+            return engine.answer(prepared, dice, service_tier="batch")
+        finally:
+            engine.cache = shared

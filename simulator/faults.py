@@ -43,6 +43,11 @@ class Dice:
         """True with probability ``rate``."""
         return rate > 0 and self.roll(decision, uid) < rate
 
+    def steady(self, decision: str) -> float:
+        """A uniform number in [0, 1) for ``decision`` that is the same at every arrival
+        of the request (for what the request itself decides, e.g. how long it thinks)."""
+        return stable_hash(str(self.seed), self.body_hash, decision) / _SCALE
+
     def pick(self, count: int, decision: str) -> int:
         """An index in ``range(count)``."""
         return int(self.roll(decision) * count)
@@ -69,9 +74,16 @@ class Answer:
 
 
 def answer_blocks(
-    blocks: list[Block], properties: dict[str, Any], scenario: Scenario, dice: Dice
+    blocks: list[Block], properties: dict[str, Any], scenario: Scenario, dice: Dice,
+    *, strict: bool = False,
 ) -> Answer:
-    """One result per block, with the scenario's per-block faults applied."""
+    """One result per block, with the scenario's per-block faults applied.
+
+    ``strict``: structured outputs (contract §2) hold the answer to its schema, so a
+    wrongly typed field (``always_malformed``) cannot happen: it is recorded as
+    ``always_malformed_suppressed`` and the result stays valid. Faults the schema cannot
+    prevent (skipped, duplicated, unknown ids, bleeds, wrong values) still happen.
+    """
     faults, quality = scenario.faults, scenario.quality
     extra = max(0, len(blocks) - quality.free_blocks) if quality.enabled else 0
     p_skip = min(1.0, faults.skip_block + quality.skip_per_extra_block * extra)
@@ -101,9 +113,12 @@ def answer_blocks(
             answer.faults.append(wrong)
         valid = True
         if uid in always_malformed or block.content in malformed_contents:
-            _corrupt_one_field(result, properties)
-            answer.faults.append("always_malformed")
-            valid = False
+            if strict:
+                answer.faults.append("always_malformed_suppressed")
+            else:
+                _corrupt_one_field(result, properties)
+                answer.faults.append("always_malformed")
+                valid = False
         if dice.chance(faults.unknown_uid, "unknown_uid", uid):
             result["block_uid"] = f"unknown-{stable_hash(uid, 'unknown') % 10**8:08d}"
             answer.faults.append("unknown_uid")

@@ -1,22 +1,47 @@
-"""Rate limits as the API enforces them: three token buckets, answered like the API's 429s.
+"""Rate limits as the API enforces them: token buckets, answered like the API's 429s.
 
 The API limits requests, input tokens and output tokens per minute with the token bucket
-algorithm: each bucket holds at most its per-minute limit and is refilled continuously at
-``limit / 60`` per second (not reset at fixed intervals, not a sliding window). A request
-is admitted only if every bucket holds what it will cost, and then takes it at once:
+algorithm (contract §6): each bucket holds at most its per-minute limit and is refilled
+continuously at ``limit / 60`` per second (not reset at fixed intervals, not a sliding
+window). A request is admitted only if every bucket holds what it costs at admission:
 
 - 1 from the requests bucket;
 - its uncached input (input after the last cache breakpoint plus cache writes; cache
   reads do not count on current models) from the input bucket;
-- its whole ``max_tokens`` from the output bucket, since output is estimated from
-  ``max_tokens`` at the start. At the end of the request the unused part is given back
-  (:meth:`RateLimiter.settle`), so a generous ``max_tokens`` costs capacity only while
-  the request runs.
+- nothing from the output bucket, which need only not be below zero: OTPM
+  counts the *actual* output and ``max_tokens`` is not reserved (contract §3, "Billing",
+  from the current rate-limits page). Older official copies said OTPM is estimated from
+  ``max_tokens`` at the start and adjusted at the end (api_findings.md §7); the contract
+  is the newer source, so it is followed. The output is taken when the answer is done
+  (:meth:`RateLimiter.settle`); the bucket may go below zero then, and refuses until it
+  has refilled to zero.
 
 A refused request takes nothing. Its 429 names the limit that binds (the bucket that needs
 longest to hold enough) and carries ``retry-after``: the whole seconds until every bucket
-holds enough. A request that needs more than a bucket can ever hold is refused the same
-way, with a message that says so.
+holds enough; the binding limit's ``remaining`` header is 0. A request that needs more
+input than the bucket can ever hold is refused the same way, with a message that says so.
+
+Two more rules, each off unless the scenario's ``limits`` switch it on (so the per-minute
+arithmetic above stays exact in tests):
+
+- ``per_second``: every limit is also enforced per 1-second window (``floor(now)``) as
+  ``limit / 60`` of it, at least 1 request ("60 RPM may be enforced as 1 request per
+  second", contract §6). The first request of a window passes this check whatever its
+  tokens (the minute buckets still apply); a refusal has ``retry-after: 1``.
+- the acceleration (ramp) limit, ``ramp_floor_rps`` (contract §6, "Acceleration (ramp)
+  limits"): a request is refused with 429 ``rate_limit_error``,
+  ``error.details.error_code: "ramp_limit_exceeded"`` and ``retry-after: 1`` when the
+  requests admitted in the last second number at least
+  ``max(ramp_floor_rps, ramp_factor * baseline)``, where ``baseline`` is the mean number
+  of requests per second admitted over the ``ramp_baseline_s`` seconds before that
+  second. A sharp rise from idle (baseline 0) is allowed ``ramp_floor_rps`` per second;
+  a client that ramps up gradually is never refused.
+
+Headers: ``anthropic-ratelimit-{requests,input-tokens,output-tokens}-*`` give each bucket;
+``anthropic-ratelimit-tokens-*`` gives the most restrictive of input and output (the one
+with the smaller share of its limit remaining; contract §6, "tokens-* shows the most
+restrictive active limit"). With ``round_token_remaining`` the token ``remaining`` values
+are rounded down to a multiple of 1,000, as the API does.
 
 The buckets survive a change of limits (:meth:`RateLimiter.configure`): their levels are
 kept, clamped to the new capacity, so a benchmark can upgrade or halve the account mid-run.
@@ -29,6 +54,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -99,6 +125,10 @@ class _Bucket:
     def remaining(self) -> int:
         return max(0, math.floor(self.level + _EPS))
 
+    @property
+    def share_left(self) -> float:
+        return max(0.0, self.level) / self.capacity if self.capacity else 0.0
+
 
 @dataclass
 class Reservation:
@@ -111,6 +141,8 @@ class Reservation:
 
     taken: dict[Kind, int] = field(default_factory=dict)
     open: bool = True
+    #: When it was admitted (the ramp limit counts admissions).
+    at: float | None = None
 
 
 class RateLimiter:
@@ -120,6 +152,11 @@ class RateLimiter:
         self._clock = clock
         self._limits = limits or Limits()
         self._buckets: dict[Kind, _Bucket] = {}
+        #: The current 1-second window (``per_second``) and what it has used.
+        self._window = -1
+        self._window_used: dict[Kind, int] = dict.fromkeys(KINDS, 0)
+        #: When admitted requests arrived, for the ramp limit.
+        self._admitted: deque[float] = deque()
         self.clear()
 
     @property
@@ -133,6 +170,8 @@ class RateLimiter:
         self._buckets = {kind: _Bucket(limit, share, now)
                          for kind, limit in _configured(self._limits).items()
                          if limit is not None}
+        self._window = -1
+        self._admitted.clear()
 
     def configure(self, limits: Limits) -> None:
         """Apply new limits, keeping each bucket's level (clamped to its new capacity).
@@ -160,22 +199,25 @@ class RateLimiter:
             bucket.refill(now)
 
     def admit(self, input_tokens: int, max_tokens: int) -> Reservation:
-        """Take what a request costs from every bucket, or raise a 429 and take nothing.
+        """Take what a request costs at admission from every bucket, or raise a 429 and
+        take nothing.
 
         Args:
             input_tokens: the request's uncached input: tokens after the last cache
                 breakpoint plus cache writes (cache reads are not counted).
-            max_tokens: the request's ``max_tokens``, reserved from the output bucket
-                until :meth:`settle`.
+            max_tokens: the request's ``max_tokens``; not reserved (OTPM counts actual
+                output, contract §3): the output bucket need only hold more than zero.
 
         Raises:
-            ApiError: a 429 ``rate_limit_error`` naming the binding limit, with
-                ``retry-after`` and the ``anthropic-ratelimit-*`` headers.
+            ApiError: a 429 ``rate_limit_error`` naming the binding limit (or with
+                ``error_code: "ramp_limit_exceeded"``), with ``retry-after`` and the
+                ``anthropic-ratelimit-*`` headers.
         """
+        del max_tokens  # not reserved; see the module docstring
         now = self._clock()
         self._refill(now)
         cost: dict[Kind, int] = {"requests": 1, "input-tokens": input_tokens,
-                                 "output-tokens": max_tokens}
+                                   "output-tokens": 0}
         for kind, bucket in self._buckets.items():
             if cost[kind] > bucket.capacity + _EPS:
                 # Never admitted at these limits, however long the client waits.
@@ -184,19 +226,74 @@ class RateLimiter:
         binding = max(waits, key=waits.__getitem__, default=None)
         if binding is not None and waits[binding] > 0:
             raise self._refusal(binding, waits[binding])
-        taken: dict[Kind, int] = {}
+        self._check_window(now, input_tokens)
+        self._check_ramp(now)
+        taken: dict[Kind, int] = {"requests": 1, "input-tokens": input_tokens}
+        for kind, amount in taken.items():
+            if kind in self._buckets:
+                self._buckets[kind].level -= amount
+        self._window_used["requests"] += 1
+        self._window_used["input-tokens"] += input_tokens
+        self._admitted.append(now)
+        return Reservation(taken={k: v for k, v in taken.items() if k in self._buckets}, at=now)
+
+    def _roll_window(self, now: float) -> None:
+        window = math.floor(now)
+        if window != self._window:
+            self._window = window
+            self._window_used = dict.fromkeys(KINDS, 0)
+
+    def _check_window(self, now: float, input_tokens: int) -> None:
+        """``per_second``: each limit as ``limit / 60`` per 1-second window (module doc)."""
+        if not self._limits.per_second:
+            return
+        self._roll_window(now)
+        cost: dict[Kind, int] = {"requests": 1, "input-tokens": input_tokens,
+                                 "output-tokens": 0}
         for kind, bucket in self._buckets.items():
-            bucket.level -= cost[kind]
-            taken[kind] = cost[kind]
-        return Reservation(taken=taken)
+            allowance = max(1.0, bucket.limit / REFILL_PERIOD_S)
+            used = self._window_used[kind]
+            if used > 0 and used + cost[kind] > allowance + _EPS:
+                raise self._refusal(kind, 1.0, per_second=allowance)
+
+    def _check_ramp(self, now: float) -> None:
+        """The acceleration limit (module doc); off while ``ramp_floor_rps`` is None."""
+        limits = self._limits
+        admitted = self._admitted
+        while admitted and admitted[0] <= now - limits.ramp_baseline_s - 1:
+            admitted.popleft()
+        if limits.ramp_floor_rps is None:
+            return
+        last_second = sum(1 for t in admitted if t > now - 1)
+        baseline = (len(admitted) - last_second) / limits.ramp_baseline_s
+        if last_second >= max(limits.ramp_floor_rps, limits.ramp_factor * baseline):
+            raise self.ramp_refusal(1)
+
+    def ramp_refusal(self, retry_after_s: float, *, fault: str | None = None) -> ApiError:
+        """A 429 of the acceleration limit: ``ramp_limit_exceeded``, with ``retry-after``."""
+        retry_after = max(1, math.ceil(retry_after_s))
+        headers = self.headers()
+        headers["retry-after"] = str(retry_after)
+        message = ("Your usage is rising too fast: this request would exceed your "
+                   "organization's acceleration limit (simulated). Ramp up gradually; "
+                   "retry after the time in the retry-after header.")
+        return ApiError("rate_limit_error", message, headers=headers, fault=fault,
+                        error_code="ramp_limit_exceeded")
 
     def settle(self, reservation: Reservation, output_tokens: int) -> None:
-        """End of a request: give back the part of ``max_tokens`` it did not produce."""
+        """End of a request: take the output it produced from the output bucket."""
         if not reservation.open:
             return
         reservation.open = False
-        unused = reservation.taken.get("output-tokens", 0) - output_tokens
-        self._give_back("output-tokens", unused)
+        bucket = self._buckets.get("output-tokens")
+        now = self._clock()
+        if self._limits.per_second:
+            self._roll_window(now)
+            self._window_used["output-tokens"] += output_tokens
+        if bucket is None or output_tokens <= 0:
+            return
+        bucket.refill(now)
+        bucket.level -= output_tokens
 
     def cancel(self, reservation: Reservation) -> None:
         """Give back everything a request took (it was answered with an injected 429)."""
@@ -205,6 +302,8 @@ class RateLimiter:
         reservation.open = False
         for kind, amount in reservation.taken.items():
             self._give_back(kind, amount)
+        if reservation.at is not None and reservation.at in self._admitted:
+            self._admitted.remove(reservation.at)
 
     def _give_back(self, kind: Kind, amount: int) -> None:
         bucket = self._buckets.get(kind)
@@ -213,32 +312,43 @@ class RateLimiter:
         bucket.refill(self._clock())
         bucket.level = min(bucket.capacity, bucket.level + amount)
 
-    def headers(self, *, refusal_retry_after: float | None = None) -> dict[str, str]:
+    def headers(self, *, refusal_retry_after: float | None = None,
+                binding: Kind | None = None) -> dict[str, str]:
         """The ``anthropic-ratelimit-*`` headers: the buckets as they are now.
 
         ``limit`` is the account's per-minute limit, ``remaining`` the bucket's level
-        (rounded down) and ``reset`` when the bucket will be full again. A kind without
-        a configured limit is left out, except on a 429 (``refusal_retry_after`` given),
+        (rounded down; with ``round_token_remaining``, token kinds to a multiple of
+        1,000) and ``reset`` when the bucket will be full again. A kind without a
+        configured limit is left out, except on a 429 (``refusal_retry_after`` given),
         where it gets a nominal limit, nothing remaining, and ``reset`` at the
-        ``retry-after``. ``anthropic-ratelimit-tokens-*`` combines input and output
-        tokens (limits and remainings added, the later reset), as the API's answers do.
+        ``retry-after``; the ``binding`` limit of a 429 reports 0 remaining.
+        ``anthropic-ratelimit-tokens-*`` repeats the most restrictive of input and
+        output tokens: the one with the smaller share of its limit left (contract §6).
         """
         now = self._clock()
         self._refill(now)
         values: dict[Kind, tuple[int, int, float]] = {}
+        shares: dict[Kind, float] = {}
         for kind in KINDS:
             bucket = self._buckets.get(kind)
             if bucket is not None:
-                values[kind] = (bucket.limit, bucket.remaining(), now + bucket.until_full())
+                remaining = 0 if kind == binding else bucket.remaining()
+                values[kind] = (bucket.limit, remaining, now + bucket.until_full())
+                shares[kind] = 0.0 if kind == binding else bucket.share_left
             elif refusal_retry_after is not None:
                 values[kind] = (NOMINAL[kind], 0, now + refusal_retry_after)
-        token_kinds = [values[k] for k in ("input-tokens", "output-tokens") if k in values]
-        headers: dict[str, str] = {}
+                shares[kind] = 1.0  # not a limit of this account: never the tighter one
+        if self._limits.round_token_remaining:
+            for kind in ("input-tokens", "output-tokens"):
+                if kind in values:
+                    limit, remaining, reset = values[kind]
+                    values[kind] = (limit, remaining // 1000 * 1000, reset)
         named: list[tuple[str, tuple[int, int, float]]] = list(values.items())
+        token_kinds: list[Kind] = [k for k in ("input-tokens", "output-tokens") if k in values]
         if token_kinds:
-            named.append(("tokens", (sum(v[0] for v in token_kinds),
-                                     sum(v[1] for v in token_kinds),
-                                     max(v[2] for v in token_kinds))))
+            tightest = min(token_kinds, key=lambda k: (shares[k], values[k][1]))
+            named.append(("tokens", values[tightest]))
+        headers: dict[str, str] = {}
         for name, (limit, remaining, reset) in named:
             headers[f"anthropic-ratelimit-{name}-limit"] = str(limit)
             headers[f"anthropic-ratelimit-{name}-remaining"] = str(remaining)
@@ -254,14 +364,16 @@ class RateLimiter:
         message = "This request would exceed your organization's rate limit (simulated, injected)."
         return ApiError("rate_limit_error", message, headers=headers, fault="rate_429")
 
-    def _refusal(self, kind: Kind, wait: float, *, too_large: int | None = None) -> ApiError:
+    def _refusal(self, kind: Kind, wait: float, *, too_large: int | None = None,
+                 per_second: float | None = None) -> ApiError:
         retry_after = max(1, math.ceil(wait - _EPS))
-        headers = self.headers(refusal_retry_after=retry_after)
+        headers = self.headers(refusal_retry_after=retry_after, binding=kind)
         headers["retry-after"] = str(retry_after)
         limit = self._buckets[kind].limit
         message = (
             f"This request would exceed your organization's rate limit of {limit:,} "
-            f"{_UNIT[kind]} per minute (simulated). "
+            f"{_UNIT[kind]} per minute (simulated"
+            + (f", enforced as {per_second:,.0f} per second). " if per_second else "). ")
         )
         if too_large is not None:
             share = self._limits.others_share

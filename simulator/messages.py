@@ -1,4 +1,8 @@
-"""``POST /v1/messages`` and ``/v1/messages/count_tokens``: checks, faults, answer, latency."""
+"""``POST /v1/messages`` and ``/v1/messages/count_tokens``: checks, faults, answer, latency.
+
+A streamed request (``stream: true``) gets the same Message, written as events by
+``simulator/streaming.py``; the latency counts every output token, thinking included.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from simulator.errors import ApiError, invalid
+from simulator.refusals import refuse_by_scenario
 from simulator.state import SimState
-from simulator.validate import check_auth, check_version
+from simulator.validate import ApiContext, check_auth, check_version
 
 
 def parse_json(raw: bytes) -> Any:
@@ -18,6 +23,12 @@ def parse_json(raw: bytes) -> Any:
         return json.loads(raw)
     except ValueError as exc:
         raise invalid(f"There was an error parsing the body of your request: {exc}") from None
+
+
+def wants_stream(raw: bytes) -> bool:
+    """Whether a (validated) Messages request asks for Server-Sent Events (contract §8)."""
+    body = json.loads(raw)
+    return isinstance(body, dict) and body.get("stream") is True
 
 
 def check_headers(state: SimState, headers: Mapping[str, str]) -> None:
@@ -29,7 +40,8 @@ def check_headers(state: SimState, headers: Mapping[str, str]) -> None:
 async def count_tokens(state: SimState, headers: Mapping[str, str], raw: bytes) -> dict[str, Any]:
     """``{"input_tokens": N}``, the same total /v1/messages would bill."""
     check_headers(state, headers)
-    prepared = state.engine.prepare(parse_json(raw), count_only=True)
+    prepared = state.engine.prepare(parse_json(raw), count_only=True,
+                                    context=ApiContext.from_headers(headers))
     return {"input_tokens": prepared.prompt.total_tokens}
 
 
@@ -72,7 +84,7 @@ async def _answer(
     if isinstance(body, dict) and isinstance(body.get("model"), str):
         entry["model"] = body["model"]
     engine, scenario = state.engine, state.scenario
-    prepared = engine.prepare(body)
+    prepared = engine.prepare(body, context=ApiContext.from_headers(headers))
     entry["block_uids"] = [block.uid for block in prepared.prompt.blocks]
     dice = engine.dice_for(body)
     limiter = state.limiter
@@ -85,6 +97,7 @@ async def _answer(
             raise ApiError("overloaded_error" if status == 529 else "api_error",
                            "Overloaded" if status == 529 else "Service unavailable",
                            fault="outage", status=status)
+        refuse_by_scenario(errors, dice, limiter, reservation)  # sim-a hook
         if dice.chance(errors.rate_timeout, "timeout"):
             # A real hang, whatever the speed factor: the client's own timeout must fire.
             entry["status"] = 529

@@ -1,7 +1,9 @@
 """Reading a (validated) Messages request: token accounting, cache breakpoints, blocks.
 
 The prompt is a sequence of segments in the API's prefix order (tools, then system, then
-messages); a segment that carries ``cache_control`` ends a cacheable prefix.
+messages); a segment that carries ``cache_control`` ends a cacheable prefix. Every count
+is the request model's tokenizer's (contract §0 rule 8, ``simulator/tokenizer.py``); the
+per-message role markers are a fixed number of tokens on either generation.
 """
 
 from __future__ import annotations
@@ -11,10 +13,14 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from simulator.tokenizer import count_tokens
+from simulator.tokenizer import OLD, Tokenizer
 
 #: Fixed tokens per message for the role markers around it.
 MESSAGE_OVERHEAD = 3
+#: Tokens of the hidden system prompt ``output_config.format`` adds besides the schema's
+#: own JSON (contract §2 "Prompt caching": billed as input). An assumption: the API does
+#: not publish its size.
+FORMAT_PROMPT_TOKENS = 40
 
 
 @dataclass(frozen=True)
@@ -56,21 +62,21 @@ def _without_cache_control(part: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in part.items() if k != "cache_control"}
 
 
-def tool_tokens(tool: dict[str, Any]) -> int:
+def tool_tokens(tool: dict[str, Any], tokenizer: Tokenizer = OLD) -> int:
     """Tokens of one tool definition: name, description and JSON of its input schema."""
     schema = json.dumps(tool.get("input_schema", {}), ensure_ascii=False)
     return (
-        count_tokens(str(tool.get("name", "")))
-        + count_tokens(str(tool.get("description", "")))
-        + count_tokens(schema)
+        tokenizer.count(str(tool.get("name", "")))
+        + tokenizer.count(str(tool.get("description", "")))
+        + tokenizer.count(schema)
     )
 
 
-def content_block_tokens(block: dict[str, Any]) -> int:
+def content_block_tokens(block: dict[str, Any], tokenizer: Tokenizer = OLD) -> int:
     """Tokens of one content block (text counts its text; others their JSON)."""
     if block.get("type") == "text":
-        return count_tokens(str(block.get("text", "")))
-    return count_tokens(_canon(_without_cache_control(block)))
+        return tokenizer.count(str(block.get("text", "")))
+    return tokenizer.count(_canon(_without_cache_control(block)))
 
 
 def _content_parts(content: Any) -> list[dict[str, Any]]:
@@ -79,8 +85,18 @@ def _content_parts(content: Any) -> list[dict[str, Any]]:
     return list(content)
 
 
-def analyse(body: dict[str, Any]) -> Prompt:
-    """Count tokens, find cache breakpoints and blocks of a validated request body."""
+def analyse(body: dict[str, Any], tokenizer: Tokenizer = OLD,
+            default_effort: str | None = None) -> Prompt:
+    """Count tokens (with the request model's ``tokenizer``), find cache breakpoints and
+    blocks of a validated request body.
+
+    The prefix follows contract §5's layers: tools, then ``output_config.format``'s
+    hidden prompt (a format change invalidates the cache of the whole thread, §2), then
+    system, then messages. ``thinking``, the effort (``default_effort`` when the request
+    names none: sending the default equals omitting it, §3) and ``tool_choice`` key the
+    messages layer only: changing them misses every breakpoint in the messages, never
+    one on the tools or system.
+    """
     prompt = Prompt()
     digest = hashlib.sha256()
 
@@ -95,15 +111,25 @@ def analyse(body: dict[str, Any]) -> Prompt:
             )
 
     for tool in body.get("tools") or []:
-        add(tool_tokens(tool), ["tool", _without_cache_control(tool)], tool)
+        add(tool_tokens(tool, tokenizer), ["tool", _without_cache_control(tool)], tool)
+    output_config = body.get("output_config") or {}
+    output_format = output_config.get("format")
+    if isinstance(output_format, dict):
+        add(FORMAT_PROMPT_TOKENS + tokenizer.count(_canon(output_format)),
+            ["format", output_format], None)
     system = body.get("system")
     if system:
         for part in _content_parts(system):
-            add(content_block_tokens(part), ["system", _without_cache_control(part)], part)
+            add(content_block_tokens(part, tokenizer),
+                ["system", _without_cache_control(part)], part)
+    effort = output_config.get("effort") or default_effort
+    digest.update(_canon(["shape", body.get("thinking"), effort,
+                          body.get("tool_choice")]).encode())
     for message in body["messages"]:
         add(MESSAGE_OVERHEAD, ["role", message["role"]], None)
         for part in _content_parts(message["content"]):
-            add(content_block_tokens(part), ["content", _without_cache_control(part)], part)
+            add(content_block_tokens(part, tokenizer),
+                ["content", _without_cache_control(part)], part)
 
     last_user = next((m for m in reversed(body["messages"]) if m["role"] == "user"), None)
     if last_user is not None:

@@ -8,8 +8,10 @@ from aiohttp import web
 
 from simulator import messages
 from simulator.batches import validate_batch_requests
-from simulator.errors import invalid
+from simulator.bodies import BATCH_MAX_BYTES, read_body
+from simulator.errors import account_error, invalid
 from simulator.state import state_of
+from simulator.validate import ApiContext
 
 
 def _base_url(request: web.Request) -> str:
@@ -18,9 +20,13 @@ def _base_url(request: web.Request) -> str:
 
 async def create_batch(request: web.Request) -> web.Response:
     state = state_of(request)
+    raw = await read_body(request, BATCH_MAX_BYTES)
     messages.check_headers(state, request.headers)
-    requests = validate_batch_requests(messages.parse_json(await request.read()))
-    record = state.batches.create(requests)
+    if state.scenario.errors.account_error is not None:
+        raise account_error(state.scenario.errors.account_error)
+    context = ApiContext.from_headers(request.headers, batch=True)
+    requests = validate_batch_requests(messages.parse_json(raw), context)
+    record = state.batches.create(requests, context)
     return web.json_response(record.to_json(_base_url(request)))
 
 

@@ -5,6 +5,8 @@ They need no API key: they are for tests, benchmarks and the local stack.
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiohttp import web
 from pydantic import ValidationError
 
@@ -30,6 +32,33 @@ async def put_scenario(request: web.Request) -> web.Response:
     except ValidationError as exc:
         raise invalid(f"invalid scenario: {_describe(exc)}") from None
     return web.json_response(state.scenario.model_dump(mode="json"))
+
+
+async def patch_scenario(request: web.Request) -> web.Response:
+    """Change only the fields given (nested objects merged), so a test can switch one
+    fault on mid-run, e.g. ``{"errors": {"account_error": "billing_error"}}``; the rest
+    of the scenario stays as it is."""
+    state = state_of(request)
+    raw = messages.parse_json(await request.read())
+    if not isinstance(raw, dict):
+        raise invalid("invalid scenario: (root): Input should be a valid dictionary")
+    merged = _merge(state.scenario.model_dump(mode="json"), raw)
+    try:
+        state.scenario = Scenario.model_validate(merged)
+    except ValidationError as exc:
+        raise invalid(f"invalid scenario: {_describe(exc)}") from None
+    return web.json_response(state.scenario.model_dump(mode="json"))
+
+
+def _merge(base: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in change.items():
+        old = merged.get(key)
+        if isinstance(old, dict) and isinstance(value, dict) and key != "models":
+            merged[key] = _merge(old, value)
+        else:
+            merged[key] = value
+    return merged
 
 
 def _describe(exc: ValidationError) -> str:
@@ -85,6 +114,7 @@ def add_control_routes(app: web.Application) -> None:
     app.router.add_get("/health", health)
     app.router.add_get("/_sim/scenario", get_scenario)
     app.router.add_put("/_sim/scenario", put_scenario)
+    app.router.add_patch("/_sim/scenario", patch_scenario)
     app.router.add_get("/_sim/stats", get_stats)
     app.router.add_get("/_sim/requests", get_requests)
     app.router.add_post("/_sim/reset", reset)

@@ -7,9 +7,12 @@ doing nothing.
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from core.registry import Effort, known_model_names
 
 Rate = float  # a probability in [0, 1]
 
@@ -25,6 +28,17 @@ class Latency(_Strict):
     per_output_token_ms: float = Field(default=12, ge=0)
 
 
+#: Account-level refusals (contract §6 and api_findings.md §3): ``billing_error`` (402),
+#: the tier cap ``enforced_spend_limit_reached`` (429, no retry-after), the contract cap
+#: ``contract_spend_limit_reached`` (429), the linked organisation's cap
+#: ``linked_organization_spend_limit_reached`` (402), a self-set spend limit
+#: ``self_spend_limit`` (400 invalid_request_error, no error_code).
+AccountError = Literal[
+    "billing_error", "enforced_spend_limit_reached", "contract_spend_limit_reached",
+    "linked_organization_spend_limit_reached", "self_spend_limit",
+]
+
+
 class Errors(_Strict):
     """Per-request probabilities of whole-request failures."""
 
@@ -37,6 +51,14 @@ class Errors(_Strict):
     #: An outage: every Messages request is answered with this status (500, 502, 503,
     #: 504 as ``api_error``, 529 as ``overloaded_error``) until the scenario changes.
     outage_status: int | None = Field(default=None, ge=500, le=599)
+    # sim-a:
+    #: The account's state: every Messages request and batch creation is refused with
+    #: it until the scenario changes (contract §6, "Spend limits"; :mod:`simulator.errors`).
+    account_error: AccountError | None = None
+    #: Per-request probability of a 504 ``timeout_error`` (contract §6).
+    rate_504: Rate = Field(default=0.0, ge=0, le=1)
+    #: Per-request probability of an injected 429 ``ramp_limit_exceeded`` (contract §6).
+    rate_ramp: Rate = Field(default=0.0, ge=0, le=1)
 
 
 class Faults(_Strict):
@@ -50,6 +72,10 @@ class Faults(_Strict):
     malformed_tool_input: Rate = Field(default=0.0, ge=0, le=1)
     #: Per request.
     truncate: Rate = Field(default=0.0, ge=0, le=1)
+    # sim-b:
+    #: Per request: with ``tool_choice: auto`` the model answers in text instead of
+    #: calling the tool (contract §2: only a forced tool guarantees the call).
+    auto_tool_text_rate: Rate = Field(default=0.0, ge=0, le=1)
 
 
 class Quality(_Strict):
@@ -99,6 +125,17 @@ class Limits(_Strict):
     #: The share of every limit used by another client of the same account: the buckets'
     #: capacity and refill rate shrink by it (the headers still give the account's limit).
     others_share: float = Field(default=0.0, ge=0, lt=1)
+    # sim-a:
+    #: Enforce each limit also per second, as ``limit / 60`` per 1-second window (at
+    #: least 1): "60 RPM may be enforced as 1 request per second" (contract §6).
+    per_second: bool = False
+    #: The acceleration (ramp) limit, off when ``None``: see :mod:`simulator.limits`.
+    ramp_floor_rps: int | None = Field(default=None, ge=1)
+    ramp_factor: float = Field(default=2.0, gt=1)
+    ramp_baseline_s: float = Field(default=60.0, gt=1)
+    #: Round ``anthropic-ratelimit-*tokens-remaining`` down to a multiple of 1,000, as
+    #: the API does (contract §6); off so tests can check exact bucket levels.
+    round_token_remaining: bool = False
 
 
 class Auth(_Strict):
@@ -114,6 +151,62 @@ class Batch(_Strict):
     processing_delay_s: float = Field(default=2.0, ge=0)
     errored_rate: Rate = Field(default=0.0, ge=0, le=1)
     expired_rate: Rate = Field(default=0.0, ge=0, le=1)
+    # sim-a:
+    #: The share of batch requests that read the cache when they could: hits in a batch
+    #: are best-effort, "30% to 98%" (contract §5); the others write and pay input instead.
+    cache_hit_rate: Rate = Field(default=0.7, ge=0, le=1)
+
+
+class ModelFacts(_Strict):
+    """What the simulator says of one model, over the registry's entry (or for a model the
+    registry does not know): served by ``/v1/models`` and enforced by ``/v1/messages``.
+
+    ``based_on`` names the registry entry the rest starts from (default: the entry of the
+    same id, else a careful guess, :func:`core.registry.configured_model`); every other
+    field left ``None`` keeps that entry's value.
+    """
+
+    based_on: str | None = None
+    display_name: str | None = None
+    max_input_tokens: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    structured_outputs: bool | None = None
+    forced_tool: bool | None = None
+    prefill: bool | None = None
+    thinking_types: list[Literal["adaptive", "between_tools", "disabled", "enabled"]] | None = None
+    default_effort: Literal["low", "medium", "high", "xhigh", "max"] | None = None
+    batch: bool | None = None
+    end_of_life: date | None = None
+    released: date | None = None
+
+    @field_validator("based_on")
+    @classmethod
+    def _known(cls, name: str | None) -> str | None:
+        if name is not None and name not in known_model_names():
+            raise ValueError(f"unknown model {name!r}; known: {', '.join(known_model_names())}")
+        return name
+
+
+# sim-b:
+RefusalCategory = Literal["cyber", "bio", "frontier_llm", "reasoning_extraction", "general_harms"]
+
+
+class Thinking(_Strict):
+    """How many thinking tokens a thinking answer spends (contract §3).
+
+    Assumptions, not measurements: no numeric effort figures are published. A call thinks
+    ``base[effort] + per_block[effort] * blocks`` tokens, times a jitter in
+    ``[1 - jitter, 1 + jitter]`` drawn from the request's hash (the same request thinks
+    the same amount), at least one token. Adaptive thinking at effort ``low`` skips
+    thinking on a request of at most one block with probability ``low_effort_skip``.
+    """
+
+    base: dict[Effort, int] = Field(default_factory=lambda: {
+        "low": 40, "medium": 120, "high": 300, "xhigh": 700, "max": 1500})
+    per_block: dict[Effort, int] = Field(default_factory=lambda: {
+        "low": 4, "medium": 12, "high": 30, "xhigh": 60, "max": 120})
+    jitter: float = Field(default=0.2, ge=0, lt=1)
+    low_effort_skip: Rate = Field(default=0.5, ge=0, le=1)
 
 
 class Scenario(_Strict):
@@ -140,3 +233,18 @@ class Scenario(_Strict):
     limits: Limits = Field(default_factory=Limits)
     auth: Auth = Field(default_factory=Auth)
     batch: Batch = Field(default_factory=Batch)
+    # sim-b:
+    #: A request holding a block whose content is one of these, or contains
+    #: ``refuse_marker``, is refused like the API's streaming classifiers refuse: HTTP 200,
+    #: ``stop_reason: "refusal"`` with ``stop_details`` (contract §2 failure modes).
+    refuse_contents: list[str] = Field(default_factory=list)
+    refuse_marker: str | None = None
+    refusal_category: RefusalCategory | None = "cyber"
+    refusal_explanation: str | None = (
+        "The request was declined because it may enable harm in this category.")
+    thinking: Thinking = Field(default_factory=Thinking)
+    # sim-a:
+    #: The simulator's today, for retirement (``end_of_life``); ``None``: the real UTC date.
+    today: date | None = None
+    #: Models by id: overrides of registry facts, or models the registry does not know.
+    models: dict[str, ModelFacts] = Field(default_factory=dict)

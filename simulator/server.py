@@ -8,21 +8,21 @@ from typing import Self
 
 from aiohttp import web
 
-from simulator import messages
+from simulator import messages, models_api
+from simulator.bodies import BATCH_MAX_BYTES, MESSAGES_MAX_BYTES, read_body
 from simulator.clock import Clock
-from simulator.errors import ApiError, error_body, new_id
+from simulator.errors import ApiError, error_body, invalid, new_id
 from simulator.routes_batches import add_batch_routes
 from simulator.routes_control import add_control_routes
 from simulator.scenario import Scenario
 from simulator.state import STATE, SimState, Sleep, state_of
+from simulator.streaming import send_stream
 
 log = logging.getLogger("simulator")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 _REQUEST_ID: web.RequestKey[str] = web.RequestKey("simulator_request_id", str)
 _HTTP_ERRORS = {404: "not_found_error", 405: "invalid_request_error", 413: "request_too_large"}
-
-
 def _endpoint(request: web.Request) -> str:
     resource = request.match_info.route.resource
     return f"{request.method} {resource.canonical if resource is not None else 'unmatched'}"
@@ -52,17 +52,44 @@ async def api_middleware(request: web.Request, handler: Handler) -> web.StreamRe
     return response
 
 
-async def create_message(request: web.Request) -> web.Response:
+async def create_message(request: web.Request) -> web.StreamResponse:
     state = state_of(request)
+    raw = await read_body(request, MESSAGES_MAX_BYTES)
     message, headers = await messages.create_message(
-        state, request.headers, await request.read(), request[_REQUEST_ID]
+        state, request.headers, raw, request[_REQUEST_ID]
     )
+    if messages.wants_stream(raw):
+        return await send_stream(request, message, {**headers, "request-id": request[_REQUEST_ID]})
     return web.json_response(message, headers=headers)
 
 
 async def count_tokens(request: web.Request) -> web.Response:
-    body = await messages.count_tokens(state_of(request), request.headers, await request.read())
+    raw = await read_body(request, MESSAGES_MAX_BYTES)
+    body = await messages.count_tokens(state_of(request), request.headers, raw)
     return web.json_response(body)
+
+
+async def get_model(request: web.Request) -> web.Response:
+    """``GET /v1/models/{model_id}`` (contract §1, "Check at run time")."""
+    state = state_of(request)
+    messages.check_headers(state, request.headers)
+    return web.json_response(models_api.retrieve(request.match_info["model_id"], state.scenario))
+
+
+async def list_models(request: web.Request) -> web.Response:
+    """``GET /v1/models[?limit&after_id&before_id]``."""
+    state = state_of(request)
+    messages.check_headers(state, request.headers)
+    try:
+        limit = int(request.query.get("limit", "20"))
+    except ValueError:
+        raise invalid("limit: Input should be a valid integer") from None
+    if not 1 <= limit <= 1000:
+        raise invalid("limit: Input should be between 1 and 1000")
+    page = models_api.list_page(state.scenario, limit=limit,
+                                after_id=request.query.get("after_id"),
+                                before_id=request.query.get("before_id"))
+    return web.json_response(page)
 
 
 def build_app(
@@ -75,10 +102,13 @@ def build_app(
         clock: unix-seconds clock for cache TTLs, rate-limit buckets and timestamps.
         sleep: how simulated latency is waited for (default ``asyncio.sleep``).
     """
-    app = web.Application(middlewares=[api_middleware], client_max_size=256 * 1024**2)
+    # aiohttp's own cap sits above the largest body any route takes; routes check theirs.
+    app = web.Application(middlewares=[api_middleware], client_max_size=BATCH_MAX_BYTES + 1)
     app[STATE] = SimState(scenario, clock, sleep)
     app.router.add_post("/v1/messages", create_message)
     app.router.add_post("/v1/messages/count_tokens", count_tokens)
+    app.router.add_get("/v1/models", list_models)
+    app.router.add_get("/v1/models/{model_id}", get_model)
     add_batch_routes(app)
     add_control_routes(app)
     return app

@@ -45,6 +45,7 @@ class Stats:
         tokens["cache_creation_5m"] += creation.get("ephemeral_5m_input_tokens", 0)
         tokens["cache_creation_1h"] += creation.get("ephemeral_1h_input_tokens", 0)
         tokens["cache_read"] += usage["cache_read_input_tokens"]
+        tokens["thinking"] += (usage.get("output_tokens_details") or {}).get("thinking_tokens", 0)
 
     def count_cache(self, *, eligible: bool, read: int) -> None:
         """A hit when anything was read from the cache; a miss when it could have been."""
@@ -108,5 +109,6 @@ def _tokens(counter: Counter[str]) -> dict[str, int]:
         "cache_creation_5m",
         "cache_creation_1h",
         "cache_read",
+        "thinking",
     )
     return {kind: counter[kind] for kind in kinds}

@@ -1,22 +1,64 @@
 """Request validation with the real API's error types and messages.
 
 The checks run in the API's order: authentication, the ``anthropic-version`` header,
-the body's shape, the model, then limits that need the model (max_tokens, context window).
+the body's shape (including what the API version removed), the model (404 for an unknown
+or retired one), then what the model allows (contract §0–§5): sampling parameters,
+prefill, forced ``tool_choice``, ``thinking``, ``output_config`` and structured-output
+schemas, ``max_tokens`` and the context window.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from core.registry import ModelInfo, UnknownModelError, get_model
+from core.registry import EFFORTS, ModelInfo
 from simulator.errors import ApiError, invalid
-from simulator.scenario import Auth
+from simulator.models_api import resolve
+from simulator.scenario import Auth, Scenario
+from simulator.strict_schema import check_strict_schemas
 
 MAX_CACHE_BREAKPOINTS = 4
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
+#: The version SDK 2.x sends (contract §4); the one before it.
+CURRENT_VERSION = "2026-10-21"
+LEGACY_VERSION = "2023-06-01"
+SAMPLING = ("temperature", "top_p", "top_k")
+#: The beta that lets the deprecated ``output_format`` through (contract §2).
+OUTPUT_FORMAT_BETA = "structured-outputs-2025-11-13"
+THINKING_TYPES = ("adaptive", "between_tools", "disabled", "enabled")
+MIN_BUDGET_TOKENS = 1024
 
+
+@dataclass(frozen=True)
+class ApiContext:
+    """What a request's headers (or its batch's) say about how to read its body.
+
+    Attributes:
+        version: ``anthropic-version``; a batch request keeps the one of the batch's
+            creation (contract §4, "Where it applies").
+        betas: the ``anthropic-beta`` values.
+        batch: the request is one of a Message Batch (``max_tokens: 0`` is refused there,
+            contract §5).
+    """
+
+    version: str = CURRENT_VERSION
+    betas: frozenset[str] = frozenset()
+    batch: bool = False
+
+    @classmethod
+    def from_headers(cls, headers: Mapping[str, str], *, batch: bool = False) -> ApiContext:
+        betas = frozenset(b.strip() for b in headers.get("anthropic-beta", "").split(",")
+                          if b.strip())
+        return cls(version=headers.get("anthropic-version") or CURRENT_VERSION, betas=betas,
+                   batch=batch)
+
+    @property
+    def breaking_2026_10_21(self) -> bool:
+        """The breaking changes of 2026-10-21 apply (this version or a later one, §4)."""
+        return self.version >= CURRENT_VERSION
 
 def check_auth(headers: Mapping[str, str], auth: Auth) -> None:
     """Accept ``x-api-key: KEY`` or ``Authorization: Bearer KEY``; never echo the key."""
@@ -41,16 +83,25 @@ def check_version(headers: Mapping[str, str]) -> None:
         raise invalid("anthropic-version: header is required")
 
 
-def validate_body(body: Any, *, count_only: bool = False) -> ModelInfo:
-    """Check a Messages request body; return the model's registry entry.
+def validate_body(
+    body: Any, *, count_only: bool = False, scenario: Scenario | None = None,
+    context: ApiContext | None = None,
+) -> ModelInfo:
+    """Check a Messages request body; return the model's entry (the scenario's facts over
+    the registry's, :func:`simulator.models_api.resolve`).
 
     Args:
         body: the parsed JSON body.
         count_only: for ``/v1/messages/count_tokens`` (no ``max_tokens``).
+        scenario: the models and today the simulator serves (default: a plain scenario).
+        context: the API version, betas and whether the request is part of a batch.
 
     Raises:
-        ApiError: 400 invalid_request_error, or 404 not_found_error for an unknown model.
+        ApiError: 400 invalid_request_error, or 404 not_found_error for an unknown or
+            retired model.
     """
+    scenario = scenario or Scenario()
+    context = context or ApiContext()
     if not isinstance(body, dict):
         raise invalid("Input should be a valid dictionary")
     required = ("model", "messages") if count_only else ("model", "max_tokens", "messages")
@@ -59,34 +110,190 @@ def validate_body(body: Any, *, count_only: bool = False) -> ModelInfo:
             raise invalid(f"{name}: Field required")
     if not isinstance(body["model"], str):
         raise invalid("model: Input should be a valid string")
-    if body.get("stream"):
-        raise invalid("stream: streaming is not supported by the simulator; use stream=false")
+    if "stream" in body and not isinstance(body["stream"], bool):
+        raise invalid("stream: Input should be a valid boolean")
     if not count_only:
         max_tokens = body["max_tokens"]
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool):
             raise invalid("max_tokens: Input should be a valid integer")
-        if max_tokens < 1:
-            raise invalid("max_tokens: Input should be greater than or equal to 1")
-    _check_messages(body["messages"])
+        if max_tokens < 0:
+            raise invalid("max_tokens: Input should be greater than or equal to 0")
+    check_sampling_shape(body, context)
+    _check_messages(body["messages"], context)
     _check_system(body.get("system"))
     tool_names = _check_tools(body.get("tools"))
     _check_tool_choice(body.get("tool_choice"), tool_names)
     _check_cache_controls(body)
-    temperature = body.get("temperature")
-    if temperature is not None and not (
-        isinstance(temperature, int | float) and 0 <= temperature <= 1
-    ):
-        raise invalid("temperature: Input should be less than or equal to 1")
-    try:
-        model = get_model(body["model"])
-    except UnknownModelError:
-        raise ApiError("not_found_error", f"model: {body['model']}") from None
-    if not count_only and body["max_tokens"] > model.max_output_tokens:
+    thinking = _check_thinking_shape(body.get("thinking"))
+    effort, schema = _check_output_config(body, context)
+    model = resolve(body["model"], scenario).info
+    _check_sampling_for_model(body, model, context)
+    if body["messages"][-1]["role"] == "assistant" and not model.prefill:
+        # Contract §4 (model-dependent at any version): no prefill on 4.6+ and 5.x.
+        raise invalid("This model does not support assistant message prefill. The "
+                      "conversation must end with a user message.")
+    choice = body.get("tool_choice")
+    forced = isinstance(choice, dict) and choice.get("type") in ("tool", "any")
+    if forced and not model.forced_tool:
+        raise invalid('tool_choice: type "tool" and "any" are not supported for this model')
+    _check_thinking_for_model(thinking, effort, model, body, count_only)
+    if effort is not None and model.default_effort is None:
+        raise invalid("output_config.effort: effort is not supported for this model")
+    strict = [(f"tools.{i}.input_schema", t["input_schema"])
+              for i, t in enumerate(body.get("tools") or []) if t.get("strict") is True]
+    if (schema is not None or strict) and not model.structured_outputs:
+        where = "output_config.format" if schema is not None else "tools.strict"
+        raise invalid(f"{where}: structured outputs are not supported for this model")
+    check_strict_schemas(strict + ([("output_config.format.schema", schema)]
+                                   if schema is not None else []))
+    if not count_only:
+        _check_max_tokens(body, model, context, thinking, schema, forced)
+    return model
+
+
+def check_sampling_shape(body: dict[str, Any], context: ApiContext) -> None:
+    """Under 2026-10-21, ``temperature``, ``top_p`` and ``top_k`` are removed: any of them
+    is a 400, even at its default value (contract §0 rule 1, §4; api_findings.md §1 for
+    the message). Under 2023-06-01 they are checked for range here and per model later."""
+    for name in SAMPLING:
+        if name not in body:
+            continue
+        if context.breaking_2026_10_21:
+            raise invalid(f"{name}: Extra inputs are not permitted")
+        value = body[name]
+        if name == "top_k":
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise invalid("top_k: Input should be greater than or equal to 0")
+        elif not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= 1:
+            raise invalid(f"{name}: Input should be less than or equal to 1")
+
+
+def _pins_sampling(model: ModelInfo) -> bool:
+    """Whether a 2023-06-01 request may carry only default sampling: Sonnet 5/5.5, Haiku 5.5
+    and Opus 4.7+ (contract §4, "Pinning 2023-06-01"), exactly the models of the new
+    tokenizer (contract §0 rule 8: "the 5.x models and the 4.7+ models")."""
+    return model.tokenizer == "new"
+
+
+def _check_sampling_for_model(body: dict[str, Any], model: ModelInfo,
+                              context: ApiContext) -> None:
+    sent = [name for name in SAMPLING if name in body]
+    if context.breaking_2026_10_21 or not sent or not _pins_sampling(model):
+        return
+    if model.id == "claude-haiku-5-5":
+        # Haiku 5.5 takes temperature=1 or top_p=0.99, never both (contract §4).
+        allowed = {"temperature": 1, "top_p": 0.99}
+        if len(sent) > 1 or body[sent[0]] != allowed.get(sent[0]):
+            raise invalid(f"{sent[0]}: only temperature=1 or top_p=0.99 (not both) are "
+                          "supported for this model")
+        return
+    for name in sent:
+        if not (name == "temperature" and body[name] == 1):
+            raise invalid(f"{name}: Extra inputs are not permitted")
+
+
+def _check_thinking_shape(thinking: Any) -> dict[str, Any] | None:
+    """The ``thinking`` union of SDK 2.14 (contract §3): each type's own fields only."""
+    if thinking is None:
+        return None
+    if not isinstance(thinking, dict) or thinking.get("type") not in THINKING_TYPES:
+        raise invalid("thinking: Input tag does not match any of 'adaptive', "
+                      "'between_tools', 'disabled', 'enabled'")
+    kind = thinking["type"]
+    allowed = {"adaptive": {"display"}, "enabled": {"budget_tokens", "display"},
+               "disabled": set(), "between_tools": set()}[kind]
+    for name in thinking:
+        if name != "type" and name not in allowed:
+            raise invalid(f"thinking.{kind}.{name}: Extra inputs are not permitted")
+    if "display" in thinking and thinking["display"] not in ("summarized", "omitted"):
+        raise invalid(f"thinking.{kind}.display: Input should be 'summarized' or 'omitted'")
+    if kind == "enabled":
+        budget = thinking.get("budget_tokens")
+        if not isinstance(budget, int) or isinstance(budget, bool):
+            raise invalid("thinking.enabled.budget_tokens: Field required")
+        if budget < MIN_BUDGET_TOKENS:
+            raise invalid("thinking.enabled.budget_tokens: Input should be greater than or "
+                          f"equal to {MIN_BUDGET_TOKENS}")
+    return thinking
+
+
+def _check_thinking_for_model(thinking: dict[str, Any] | None, effort: str | None,
+                              model: ModelInfo, body: dict[str, Any], count_only: bool) -> None:
+    if thinking is None:
+        return
+    kind = thinking["type"]
+    if kind not in model.thinking_types:
+        # Opus 5.5's wording (api_findings.md §5).
+        raise invalid(f'"thinking.type.{kind}" is not supported for this model. Use '
+                      '"thinking.type.adaptive" and "output_config.effort" to control '
+                      "thinking behavior.")
+    if kind in ("disabled", "between_tools") and effort in ("xhigh", "max"):
+        raise invalid(f'output_config.effort: "{effort}" is not supported with '
+                      f'thinking.type "{kind}"; use effort "high" or lower')
+    if kind == "enabled" and not count_only and thinking["budget_tokens"] >= body["max_tokens"]:
+        raise invalid("max_tokens: must be greater than thinking.budget_tokens")
+
+
+def _check_output_config(body: dict[str, Any],
+                         context: ApiContext) -> tuple[str | None, dict[str, Any] | None]:
+    """``output_config`` (contract §2, §3): its effort and its format's schema, if any.
+    The deprecated ``output_format`` needs its beta (contract §2) and is read as a format."""
+    effort: str | None = None
+    schema: dict[str, Any] | None = None
+    if "output_format" in body:
+        if OUTPUT_FORMAT_BETA not in context.betas:
+            raise invalid(f"output_format: Extra inputs are not permitted (the deprecated "
+                          f"output_format needs the {OUTPUT_FORMAT_BETA} beta; use "
+                          "output_config.format)")
+        schema = _format_schema(body["output_format"], "output_format")
+    config = body.get("output_config")
+    if config is None:
+        return effort, schema
+    if not isinstance(config, dict):
+        raise invalid("output_config: Input should be a valid dictionary")
+    for name in config:
+        if name not in ("effort", "format"):
+            raise invalid(f"output_config.{name}: Extra inputs are not permitted")
+    if "effort" in config:
+        if config["effort"] not in EFFORTS:
+            raise invalid("output_config.effort: Input should be 'low', 'medium', 'high', "
+                          "'xhigh' or 'max'")
+        effort = config["effort"]
+    if config.get("format") is not None:
+        schema = _format_schema(config["format"], "output_config.format")
+    return effort, schema
+
+
+def _format_schema(fmt: Any, where: str) -> dict[str, Any]:
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
+        raise invalid(f"{where}.type: Input should be 'json_schema'")
+    if not isinstance(fmt.get("schema"), dict):
+        raise invalid(f"{where}.schema: Field required")
+    return fmt["schema"]
+
+
+def _check_max_tokens(body: dict[str, Any], model: ModelInfo, context: ApiContext,
+                      thinking: dict[str, Any] | None, schema: dict[str, Any] | None,
+                      forced: bool) -> None:
+    max_tokens = body["max_tokens"]
+    if max_tokens > model.max_output_tokens:
         raise invalid(
-            f"max_tokens: {body['max_tokens']} > {model.max_output_tokens}, which is the "
+            f"max_tokens: {max_tokens} > {model.max_output_tokens}, which is the "
             f"maximum allowed number of output tokens for {body['model']}"
         )
-    return model
+    if max_tokens != 0:
+        return
+    # max_tokens: 0 pre-warms the cache, but not with these (contract §5).
+    conflicts = [
+        ("in a Message Batch", context.batch),
+        ("with stream", body.get("stream") is True),
+        ('with thinking.type "enabled"', thinking is not None and thinking["type"] == "enabled"),
+        ("with output_config.format", schema is not None),
+        ('with tool_choice "tool" or "any"', forced),
+    ]
+    for what, present in conflicts:
+        if present:
+            raise invalid(f"max_tokens: 0 is not supported {what}")
 
 
 def check_context_window(total_tokens: int, model: ModelInfo) -> None:
@@ -110,7 +317,7 @@ def _check_content(content: Any, where: str) -> None:
                 raise invalid(f"{where}: text content blocks must be non-empty")
 
 
-def _check_messages(messages: Any) -> None:
+def _check_messages(messages: Any, context: ApiContext) -> None:
     if not isinstance(messages, list):
         raise invalid("messages: Input should be a valid list")
     if not messages:
@@ -123,8 +330,22 @@ def _check_messages(messages: Any) -> None:
         if "content" not in message:
             raise invalid(f"messages.{index}.content: Field required")
         _check_content(message["content"], f"messages.{index}.content")
+        if context.breaking_2026_10_21 and isinstance(message["content"], list):
+            _check_turn_blocks(message["role"], message["content"], f"messages.{index}.content")
     if messages[0]["role"] != "user":
         raise invalid('messages: first message must use the "user" role')
+
+
+def _check_turn_blocks(role: str, content: list[Any], where: str) -> None:
+    """2026-10-21: no ``document`` block directly in an assistant turn, no ``text`` block
+    with citations in a user turn (contract §4, breaking changes 2 and 3)."""
+    for index, part in enumerate(content):
+        if role == "assistant" and part["type"] == "document":
+            raise invalid(f"{where}.{index}: document blocks are not permitted in assistant "
+                          "messages")
+        if role == "user" and part["type"] == "text" and part.get("citations"):
+            raise invalid(f"{where}.{index}.citations: text blocks with citations are not "
+                          "permitted in user messages")
 
 
 def _check_system(system: Any) -> None:
@@ -155,6 +376,8 @@ def _check_tools(tools: Any) -> set[str]:
             raise invalid(f"tools.{index}.input_schema: Field required")
         if schema.get("type") != "object":
             raise invalid(f"tools.{index}.input_schema.type: Input should be 'object'")
+        if "strict" in tool and not isinstance(tool["strict"], bool):
+            raise invalid(f"tools.{index}.strict: Input should be a valid boolean")
         if name in names:
             raise invalid("tools: Tool names must be unique.")
         names.add(name)
@@ -166,6 +389,10 @@ def _check_tool_choice(choice: Any, tool_names: set[str]) -> None:
         return
     if not isinstance(choice, dict) or choice.get("type") not in ("auto", "any", "tool", "none"):
         raise invalid("tool_choice: Input tag does not match any of 'auto', 'any', 'tool', 'none'")
+    parallel = choice.get("disable_parallel_tool_use")
+    if parallel is not None and not isinstance(parallel, bool):
+        raise invalid(f"tool_choice.{choice['type']}.disable_parallel_tool_use: Input should "
+                      "be a valid boolean")
     if choice["type"] in ("any", "tool") and not tool_names:
         raise invalid("tool_choice: tool_choice may only be specified while providing tools.")
     if choice["type"] == "tool":

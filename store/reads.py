@@ -434,6 +434,17 @@ class ExportSnapshot:
             "select definition from schemas where schema_id = $1", self.run.schema_id)
         return schema_fields(definition)
 
+    async def metadata_keys(self) -> list[str]:
+        """Every key of the document's block metadata (a CSV's other columns, a JSONL
+        record's other keys, ``source_line`` ...), each once, sorted."""
+        rows = await self.conn.fetch(
+            """select distinct k.key from blocks b
+                 cross join lateral jsonb_object_keys(b.metadata) as k(key)
+               where b.document_id = $1 and jsonb_typeof(b.metadata) = 'object'
+               order by k.key""",
+            self.run.document_id)
+        return [r["key"] for r in rows]
+
     async def document(self) -> dict[str, Any]:
         """The document row: document_id, name, format, content_sha256, block_count."""
         doc = await self.conn.fetchrow(

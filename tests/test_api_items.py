@@ -180,3 +180,30 @@ async def _pack_paths(s: Stack, run_id: str) -> set[str]:
 async def test_cli_runs_in_process_with_a_given_client(bbstack: Stack, capsys: Any) -> None:
     code = await amain(["list", "--json"], client=bbstack.client, settings=bbstack.settings)
     assert code == 0 and capsys.readouterr().out.strip() == "[]"
+
+
+async def test_llm_batch_without_a_worker_warns_and_gives_up_after_its_timeout(
+    bbstack: Stack,
+) -> None:
+    # bbstack's task queue has no worker: the run would wait forever, silently.
+    from blockbatch.api import NoWorker, RunTimedOut
+
+    with pytest.warns(NoWorker, match="no worker is polling task queue .*with_worker=True"), \
+            pytest.raises(RunTimedOut, match=r"did not finish within 1\.5 s") as err:
+        await allm_batch(["What is 2+2?"], bb=bbstack.bb, timeout=1.5)
+    run_id = err.value.run_id
+    assert f"starter.py cancel {run_id}" in str(err.value)
+    assert (await bbstack.bb.run(run_id)).active  # it keeps waiting for a worker
+    await bbstack.client.get_workflow_handle(f"run-{run_id}").terminate("test done")
+
+
+async def test_an_in_process_worker_run_that_times_out_is_cancelled(bbstack: Stack) -> None:
+    # Its private task queue dies with the call: a run left behind would never end.
+    from blockbatch.api import RunTimedOut
+
+    bbstack.sim.scenario(speed_factor=1.0, latency={"ttft_ms": 4000})
+    with pytest.raises(RunTimedOut, match="cancelled") as err:
+        await allm_batch(["What is 2+2?", "Name a colour."], bb=bbstack.bb,
+                         with_worker=True, timeout=1.0)
+    info = await bbstack.bb.run(err.value.run_id)
+    assert not info.active

@@ -71,7 +71,8 @@ async def assert_paid_once(s: Stack, run_id: str) -> None:
 
 
 async def test_batch_mode_gives_the_same_overlays_as_sync_at_batch_prices(bbstack: Stack) -> None:
-    bbstack.sim.scenario(batch={"processing_delay_s": 0.5})
+    # Every batch request reads the cache here (the default, 0.7, is best-effort like the API).
+    bbstack.sim.scenario(batch={"processing_delay_s": 0.5, "cache_hit_rate": 1.0})
     doc = await bbstack.bb.ingest_bytes(markdown_doc(40), name="doc.md", fmt="markdown")
     schema_id = await bbstack.bb.add_schema(extract_schema(instruction_words=1500))
     async with bbstack.worker():

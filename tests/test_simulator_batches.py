@@ -150,3 +150,85 @@ async def test_invalid_batches_are_400(client, batch_requests, fragment):
 async def test_results_of_unknown_batch_is_404(client):
     with pytest.raises(anthropic.NotFoundError):
         await client.messages.batches.retrieve("msgbatch_nope")
+
+
+def cached_requests(count: int) -> list[dict]:
+    """Requests sharing a system prompt long enough to be cached."""
+    return [
+        {"custom_id": f"pack-{i}",
+         "params": pack_params(make_blocks(3, start=3 * i), system_repeat=300)}
+        for i in range(count)
+    ]
+
+
+async def batch_usages(client, batch_id: str) -> list:
+    await wait_until_ended(client, batch_id)
+    return [line.result.message.usage
+            async for line in await client.messages.batches.results(batch_id)]
+
+
+@pytest.mark.parametrize(("rate", "low", "high"), [(1.0, 19, 19), (0.0, 0, 0), (0.5, 4, 15)])
+async def test_batch_cache_hits_are_best_effort(sim, client, rate, low, high):
+    # Contract §5, "Batches": hits are best-effort ("30% to 98%"); a missed hit writes
+    # and pays the prefix instead.
+    sim.scenario = Scenario(batch=Batch(processing_delay_s=0, cache_hit_rate=rate))
+    created = await client.messages.batches.create(requests=cached_requests(20))
+    usages = await batch_usages(client, created.id)
+    reads = [u for u in usages if u.cache_read_input_tokens > 0]
+    assert low <= len(reads) <= high
+    writes = [u for u in usages if u.cache_creation_input_tokens > 0]
+    assert len(reads) + len(writes) == 20
+
+
+async def test_the_default_batch_cache_hit_rate_misses_some_hits(sim, client):
+    assert Scenario().batch.cache_hit_rate == 0.7
+    created = await client.messages.batches.create(requests=cached_requests(30))
+    reads = [u for u in await batch_usages(client, created.id) if u.cache_read_input_tokens]
+    assert 10 <= len(reads) < 29
+
+
+async def test_a_canceled_batch_keeps_and_bills_what_it_processed(sim, client):
+    sim.scenario = Scenario(batch=Batch(processing_delay_s=4))
+    created = await client.messages.batches.create(requests=requests(10))
+    await asyncio.sleep(1)  # about a quarter of the processing time
+    await client.messages.batches.cancel(created.id)
+    ended = await wait_until_ended(client, created.id)
+    counts = ended.request_counts
+    assert 0 < counts.succeeded < 10
+    assert counts.succeeded + counts.canceled == 10
+    lines = [line async for line in await client.messages.batches.results(created.id)]
+    assert sum(line.result.type == "succeeded" for line in lines) == counts.succeeded
+    assert sim.state.stats.snapshot()["batch_tokens"]["output"] > 0
+
+
+@pytest.mark.parametrize("field", ["temperature", "top_p", "top_k"])
+async def test_sampling_in_a_batch_fails_the_create_call_naming_the_request(client, field):
+    # Contract §4: each request of a batch is validated against the version at creation.
+    bad = {"custom_id": "hot", "params": {**pack_params(make_blocks(1)), field: 1}}
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        await client.messages.batches.create(requests=[*requests(2), bad])
+    assert caught.value.api_message == f"requests.2.params.{field}: Extra inputs are not permitted"
+
+
+async def test_a_batch_created_under_2023_06_01_keeps_its_sampling_rules(client):
+    legacy = {"anthropic-version": "2023-06-01"}
+    ok = {"custom_id": "warm", "params": {**pack_params(make_blocks(1)), "temperature": 0.2}}
+    hot = {"custom_id": "hot", "params": {**pack_params(make_blocks(1), model="claude-sonnet-5"),
+                                          "temperature": 0.2,
+                                          "tool_choice": {"type": "auto"}}}
+    created = await client.messages.batches.create(requests=[ok, hot], extra_headers=legacy)
+    await wait_until_ended(client, created.id)
+    lines = {line.custom_id: line.result
+             async for line in await client.messages.batches.results(created.id)}
+    assert lines["warm"].type == "succeeded"
+    assert lines["hot"].type == "errored"
+    assert lines["hot"].error.error.message.startswith("temperature: ")
+
+
+async def test_max_tokens_zero_in_a_batch_is_400(client):
+    warm = {"custom_id": "warm", "params": {**pack_params(make_blocks(1)), "max_tokens": 0,
+                                            "tool_choice": {"type": "auto"}}}
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        await client.messages.batches.create(requests=[warm])
+    assert caught.value.api_message == ("requests.0.params.max_tokens: 0 is not supported in "
+                                        "a Message Batch")

@@ -62,6 +62,25 @@ async def test_put_scenario_replaces_and_validates(sim, http):
         assert (await response.json())["seed"] == 4
 
 
+async def test_patch_scenario_changes_only_what_it_names(sim, http):
+    url = f"{sim.base_url}/_sim/scenario"
+    async with http.put(url, json={"seed": 4, "errors": {"rate_529": 0.5}}) as response:
+        assert response.status == 200
+    patch = {"errors": {"account_error": "billing_error"}, "today": "2026-12-01"}
+    async with http.patch(url, json=patch) as response:
+        assert response.status == 200
+        current = await response.json()
+    assert current["seed"] == 4 and current["errors"]["rate_529"] == 0.5
+    assert current["errors"]["account_error"] == "billing_error"
+    assert current["today"] == "2026-12-01"
+    for bad in ({"errors": {"account_error": "broke"}}, [1]):
+        async with http.patch(url, json=bad) as response:
+            assert response.status == 400
+            assert (await response.json())["error"]["message"].startswith("invalid scenario: ")
+    async with http.get(url) as response:
+        assert (await response.json())["errors"]["account_error"] == "billing_error"
+
+
 async def test_stats_requests_log_and_reset(sim, http):
     client = anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="sk-do-not-log", max_retries=0)
     message = await client.messages.create(**pack_params(make_blocks(3), system_repeat=300))

@@ -8,12 +8,19 @@ from collections.abc import AsyncIterator
 import anthropic
 import pytest
 import pytest_asyncio
+from anthropic._error_classes import (
+    ContractSpendLimitReachedError,
+    EnforcedSpendLimitReachedError,
+    LinkedOrganizationSpendLimitReachedError,
+    RampLimitExceededError,
+)
 
+from simulator.bodies import MESSAGES_MAX_BYTES
 from simulator.scenario import Auth, Errors, Scenario
 from simulator.server import SimulatorServer
-from simulator.testing import make_blocks, pack_params
+from simulator.testing import control, make_blocks, pack_params
 
-MODEL = "claude-sonnet-4-5"
+MODEL = "claude-haiku-4-5"  # 200K context; no retirement announced
 HI = [{"role": "user", "content": "hi"}]
 
 
@@ -160,7 +167,7 @@ async def test_unknown_model_is_404(sim):
     ("change", "fragment"),
     [
         ({"max_tokens": 128_001}, "max_tokens: 128001 > 128000"),
-        ({"max_tokens": 0}, "max_tokens"),
+        ({"max_tokens": -1}, "max_tokens"),
         ({"tool_choice": {"type": "tool", "name": "nope"}}, "nope"),
         ({"messages": []}, "messages"),
         ({"messages": [{"role": "robot", "content": "x"}]}, "role"),
@@ -219,3 +226,82 @@ async def test_an_outage_answers_every_request_with_its_status_until_lifted(sim)
     sim.scenario = Scenario(errors=Errors(outage_status=529))
     with pytest.raises(anthropic.OverloadedError):
         await client.messages.create(**pack_params(make_blocks(1)))
+
+
+# Contract §6 ("Spend limits", "Error types") and api_findings.md §3: each account
+# refusal maps to its SDK class and error_code, and none carries retry-after.
+@pytest.mark.parametrize(
+    ("kind", "exception", "status", "error_type", "error_code"),
+    [
+        ("billing_error", anthropic.PaymentRequiredError, 402, "billing_error", None),
+        ("enforced_spend_limit_reached", EnforcedSpendLimitReachedError, 429,
+         "rate_limit_error", "enforced_spend_limit_reached"),
+        ("contract_spend_limit_reached", ContractSpendLimitReachedError, 429,
+         "rate_limit_error", "contract_spend_limit_reached"),
+        ("linked_organization_spend_limit_reached", LinkedOrganizationSpendLimitReachedError,
+         402, "billing_error", "linked_organization_spend_limit_reached"),
+        ("self_spend_limit", anthropic.BadRequestError, 400, "invalid_request_error", None),
+    ],
+)
+async def test_account_refusals_map_to_the_sdk_classes(sim, kind, exception, status,
+                                                       error_type, error_code):
+    client = sdk(sim)
+    await client.messages.create(**pack_params(make_blocks(1)))
+    # Switched on mid-run through the control API; the rest of the scenario stays.
+    await asyncio.to_thread(control, sim.base_url, "PATCH", "/_sim/scenario",
+                            {"errors": {"account_error": kind}})
+    for call in (client.messages.create(**pack_params(make_blocks(1))),
+                 client.messages.batches.create(requests=[
+                     {"custom_id": "a", "params": pack_params(make_blocks(1))}])):
+        with pytest.raises(exception) as caught:
+            await call
+        error = caught.value
+        assert type(error) is exception
+        assert (error.status_code, error.type, error.error_code) == (status, error_type,
+                                                                      error_code)
+        assert "retry-after" not in error.response.headers
+        assert error.request_id == error.body["request_id"] == error.response.headers["request-id"]
+        if error_code is None:
+            assert "details" not in error.body["error"]
+        else:
+            assert error.body["error"]["details"] == {"error_code": error_code}
+    if kind == "self_spend_limit":
+        assert error.api_message == "You have reached your specified API usage limits."
+    await asyncio.to_thread(control, sim.base_url, "PATCH", "/_sim/scenario",
+                            {"errors": {"account_error": None}})
+    await client.messages.create(**pack_params(make_blocks(1)))
+
+
+async def test_a_504_is_a_timeout_error(sim):
+    sim.scenario = Scenario(errors=Errors(rate_504=1.0))
+    with pytest.raises(anthropic.GatewayTimeoutError) as caught:
+        await sdk(sim).messages.create(**pack_params(make_blocks(1)))
+    assert caught.value.status_code == 504 and caught.value.type == "timeout_error"
+
+
+async def test_an_injected_ramp_limit_is_retried_after_its_retry_after(sim):
+    sim.scenario = Scenario(errors=Errors(rate_ramp=1.0, retry_after_s=3))
+    with pytest.raises(RampLimitExceededError) as caught:
+        await sdk(sim).messages.create(**pack_params(make_blocks(1)))
+    assert caught.value.error_code == "ramp_limit_exceeded"
+    assert caught.value.response.headers["retry-after"] == "3"
+
+
+async def test_a_body_above_32_mb_is_413_request_too_large(sim):
+    params = pack_params(make_blocks(1))
+    params["messages"][0]["content"][0]["text"] = "x" * (MESSAGES_MAX_BYTES + 1)
+    for path in ("/v1/messages", "/v1/messages/count_tokens"):
+        with pytest.raises(anthropic.ContentTooLargeError) as caught:
+            await sdk(sim).post(path, body=params, cast_to=object)
+        assert caught.value.status_code == 413
+        assert caught.value.body["error"]["type"] == "request_too_large"
+
+
+async def test_a_batch_above_256_mb_is_413(sim, monkeypatch):
+    # The route checks the limit it is given; a smaller one keeps the test light.
+    import simulator.routes_batches as routes
+
+    monkeypatch.setattr(routes, "BATCH_MAX_BYTES", 1000)
+    requests = [{"custom_id": "a", "params": pack_params(make_blocks(5))}]
+    with pytest.raises(anthropic.ContentTooLargeError):
+        await sdk(sim).messages.batches.create(requests=requests)

@@ -166,3 +166,26 @@ async def test_faults_on_short_ids_are_mapping_failures_after_the_recorded_map(s
     assert parsed.missing and parsed.duplicates and parsed.unknown
     assert "doc:7" in parsed.missing  # picked by its content, whatever its id on the wire
     assert parsed.mapping_failed and set(parsed.valid) < set(UIDS)
+
+
+async def test_a_strict_tool_suppresses_only_the_faults_its_schema_forbids(sim, client):
+    """Contract §2: structured outputs conform to the schema, so wrongly typed or misshaped
+    input cannot happen; skipped, duplicated and unknown ids can, and still do."""
+    sim.scenario = Scenario(seed=5, always_malformed_uids=["doc:4"],
+                            faults=Faults(malformed_tool_input=1.0, unknown_uid=0.2,
+                                          duplicate_uid=0.2))
+    fields = {"word_count": {"type": "integer"},
+              "sentiment": {"type": "string", "enum": ["positive", "negative", "neutral"]}}
+    params = pack_params(BLOCKS, model="claude-haiku-5-5", fields=fields)
+    schema = params["tools"][0]["input_schema"]
+    schema["additionalProperties"] = False
+    schema["properties"]["results"]["items"]["additionalProperties"] = False
+    params["tools"][0]["strict"] = True
+    results = tool_input(await client.messages.create(**params))["results"]
+    assert all(isinstance(r["word_count"], int) for r in results)
+    returned = [r["block_uid"] for r in results]
+    assert any(uid not in UIDS for uid in returned)
+    assert len(returned) != len(set(returned))
+    faults = sim.state.stats.log[-1]["faults"]
+    assert {"always_malformed_suppressed", "malformed_tool_input_suppressed"} <= set(faults)
+    assert not {"always_malformed", "malformed_tool_input"} & set(faults)

@@ -70,3 +70,13 @@ async def test_concurrent_requests_wait_at_the_same_time(sim, client, sleep):
     sleep.release.set()
     messages = await asyncio.gather(*calls)
     assert all(m.stop_reason == "tool_use" for m in messages)
+
+
+async def test_thinking_tokens_take_generation_time_too(sim, client, sleep):
+    sim.scenario = Scenario(speed_factor=1.0, latency=Latency(ttft_ms=0, per_output_token_ms=10))
+    params = pack_params(make_blocks(3), model="claude-opus-5-5")
+    del params["tools"], params["tool_choice"]  # Opus 5.5 takes no forced tool; it thinks
+    message = await client.messages.create(**params)
+    thinking = message.usage.output_tokens_details.thinking_tokens
+    assert 0 < thinking < message.usage.output_tokens
+    assert sleep.delays == [pytest.approx(10 * message.usage.output_tokens / 1000)]

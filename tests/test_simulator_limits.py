@@ -114,39 +114,32 @@ async def test_cache_writes_count_against_input_tokens_and_reads_do_not(sim, cli
     assert remaining == after_first - usage.input_tokens
 
 
-async def test_output_reserves_max_tokens_and_gives_back_the_unused_part(clock):
-    gate = asyncio.Event()
-    calls = 0
-
-    async def generating(_seconds: float) -> None:
-        nonlocal calls
-        calls += 1
-        if calls == 1:  # the first answer takes until the gate opens; later ones no time
-            await gate.wait()
-
-    scenario = Scenario(speed_factor=1.0, limits=Limits(output_tpm=10_000))
-    async with SimulatorServer(scenario=scenario, clock=clock, sleep=generating) as sim:
-        client = anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="k", max_retries=0)
-        params = pack_params(make_blocks(3), max_tokens=8_000)
-        running = asyncio.create_task(create(client, params))
-        await asyncio.wait_for(generating_started(sim), timeout=30)
-        # Its whole max_tokens is held while it runs: 2,000 are left, 8,000 are needed,
-        # and 6,000 take 36 s to come back at 10,000 per minute.
-        error = await refused(client, params)
-        assert "10,000 output tokens per minute" in error.body["error"]["message"]
-        assert error.response.headers["retry-after"] == "36"
-        assert error.response.headers["anthropic-ratelimit-output-tokens-remaining"] == "2000"
-        gate.set()
-        first = await running
-        output = (await first.parse()).usage.output_tokens
-        assert 0 < output < 2_000
-        # At its end the unused part of the reservation came back, at once.
-        remaining = 10_000 - output
-        assert first.headers["anthropic-ratelimit-output-tokens-remaining"] == str(remaining)
-        second = await create(client, params)
-        assert second.headers["anthropic-ratelimit-output-tokens-remaining"] == str(
-            remaining - output
-        )
+async def test_output_counts_the_actual_output_and_reserves_no_max_tokens(sim, client, clock):
+    # Contract §3: OTPM counts actual output; max_tokens is not reserved.
+    answer = await client.messages.create(**pack_params(make_blocks(3)))
+    output = answer.usage.output_tokens
+    limit = output + output // 2  # room for one and a half answers
+    sim.scenario = Scenario(limits=Limits(output_tpm=limit))
+    params = pack_params(make_blocks(3), max_tokens=8_000)  # above the whole limit
+    first = await create(client, params)
+    assert first.headers["anthropic-ratelimit-output-tokens-remaining"] == str(limit - output)
+    # Something is left, so the next one is admitted, and its output takes the bucket
+    # below zero.
+    second = await create(client, params)
+    assert second.headers["anthropic-ratelimit-output-tokens-remaining"] == "0"
+    error = await refused(client, params)
+    deficit = 2 * output - limit
+    wait = -(-deficit * 60 // limit)  # ceil: until the bucket is back at zero
+    assert error.response.headers["retry-after"] == str(wait)
+    assert f"{limit:,} output tokens per minute" in error.body["error"]["message"]
+    # The binding limit reports nothing remaining, and tokens-* is that limit.
+    assert error.response.headers["anthropic-ratelimit-output-tokens-remaining"] == "0"
+    assert error.response.headers["anthropic-ratelimit-tokens-remaining"] == "0"
+    assert error.response.headers["anthropic-ratelimit-tokens-limit"] == str(limit)
+    clock.advance(wait - 1)
+    await refused(client, params)
+    clock.advance(1)
+    await create(client, params)
 
 
 async def test_retry_after_is_exact_refused_a_second_before_admitted_at_it(sim, client, clock):
@@ -168,17 +161,18 @@ async def test_retry_after_is_exact_refused_a_second_before_admitted_at_it(sim, 
 async def test_the_429_names_the_limit_that_binds_longest(sim, client, clock):
     answer = await client.messages.create(**pack_params(make_blocks(1)))
     needed = answer.usage.output_tokens
-    limit = needed + 10
-    params = pack_params(make_blocks(1), max_tokens=limit)
+    limit = needed // 2
+    params = pack_params(make_blocks(1))
     # After one request, the requests bucket (2 per minute) needs 30 s for the next one,
-    # while the output bucket needs the answer's output back: more than 30 s.
+    # while the output bucket needs what the answer took beyond the limit back: longer.
     sim.scenario = Scenario(limits=Limits(rpm=2, output_tpm=limit))
     await create(client, params)
-    output_wait = -(-needed * 60 // limit)  # ceil
+    output_wait = -(-(needed - limit) * 60 // limit)  # ceil
     assert output_wait > 30
     error = await refused(client, params)
     assert f"{limit:,} output tokens per minute" in error.body["error"]["message"]
     assert error.response.headers["retry-after"] == str(output_wait)
+    assert error.response.headers["anthropic-ratelimit-output-tokens-remaining"] == "0"
     clock.advance(output_wait - 1)
     await refused(client, params)
     clock.advance(1)
@@ -186,22 +180,21 @@ async def test_the_429_names_the_limit_that_binds_longest(sim, client, clock):
 
     # With 1 request per minute, the requests bucket binds longest instead.
     sim.state.reset()
-    sim.scenario = Scenario(limits=Limits(rpm=1, output_tpm=limit))
+    sim.scenario = Scenario(limits=Limits(rpm=1, output_tpm=100_000))
     await create(client, params)
     error = await refused(client, params)
     assert "1 requests per minute" in error.body["error"]["message"]
     assert error.response.headers["retry-after"] == "60"
+    assert error.response.headers["anthropic-ratelimit-requests-remaining"] == "0"
 
 
-@pytest.mark.parametrize("kind", ["input", "output"])
-async def test_a_request_larger_than_the_whole_limit_is_refused_clearly(sim, client, clock, kind):
+async def test_a_request_larger_than_the_whole_limit_is_refused_clearly(sim, client, clock):
     params = pack_params(make_blocks(2), max_tokens=4_000)
     prompt = await prompt_tokens(client, params)
-    limits = Limits(input_tpm=prompt - 1) if kind == "input" else Limits(output_tpm=3_999)
-    sim.scenario = Scenario(limits=limits)
+    sim.scenario = Scenario(limits=Limits(input_tpm=prompt - 1))
     error = await refused(client, params)
     message = error.body["error"]["message"]
-    assert f"{kind} tokens per minute" in message
+    assert "input tokens per minute" in message
     assert "more than the limit can ever hold" in message
     assert error.response.headers["retry-after"] == "60"
     clock.advance(600)  # waiting does not help
@@ -230,13 +223,11 @@ async def test_every_answer_carries_the_buckets_in_headers(sim, client, clock):
         assert h[f"anthropic-ratelimit-{kind}-limit"] == str(limit)
         assert h[f"anthropic-ratelimit-{kind}-remaining"] == str(remaining)
         assert h[f"anthropic-ratelimit-{kind}-reset"] == rfc3339(-(-(START + full_in) // 1))
-    # tokens-*: input and output together, as the API's answers give them.
-    assert h["anthropic-ratelimit-tokens-limit"] == "72000"
-    assert h["anthropic-ratelimit-tokens-remaining"] == str(
-        72_000 - uncached - usage.output_tokens
-    )
-    later = max(uncached / 1_000, usage.output_tokens / 200)
-    assert h["anthropic-ratelimit-tokens-reset"] == rfc3339(-(-(START + later) // 1))
+    # tokens-*: the most restrictive of input and output, the smaller share left.
+    tightest = min(("input-tokens", "output-tokens"),
+                   key=lambda k: expected[k][1] / expected[k][0])
+    for part in ("limit", "remaining", "reset"):
+        assert h[f"anthropic-ratelimit-tokens-{part}"] == h[f"anthropic-ratelimit-{tightest}-{part}"]
 
     clock.advance(60)  # a minute later every bucket is full again
     raw = await create(client, params)
@@ -328,3 +319,73 @@ async def test_refused_requests_are_not_answered_and_are_counted(sim, client):
     stats = sim.state.stats.snapshot()
     assert stats["requests"]["POST /v1/messages"] == {"200": 1, "429": 1}
     assert stats["stop_reasons"] == {"tool_use": 1}
+
+
+async def test_per_second_enforces_a_sixtieth_of_each_limit_per_second(sim, client, clock):
+    # Contract §6: "60 RPM may be enforced as 1 request per second".
+    params = pack_params(make_blocks(1))
+    sim.scenario = Scenario(limits=Limits(rpm=120, per_second=True))
+    await create(client, params)
+    await create(client, params)
+    error = await refused(client, params)  # a third within the same second
+    assert error.response.headers["retry-after"] == "1"
+    assert "enforced as 2 per second" in error.body["error"]["message"]
+    assert error.response.headers["anthropic-ratelimit-requests-remaining"] == "0"
+    clock.advance(1)
+    await create(client, params)
+    # Off by default: the minute bucket alone allows a burst.
+    sim.scenario = Scenario(limits=Limits(rpm=120))
+    for _ in range(5):
+        await create(client, params)
+
+
+async def test_per_second_lets_the_first_request_of_a_second_through_whatever_its_size(
+    sim, client, clock
+):
+    params = pack_params(make_blocks(2), cache_ttl=None)
+    prompt = await prompt_tokens(client, params)
+    sim.scenario = Scenario(limits=Limits(input_tpm=prompt * 3, per_second=True))
+    await create(client, params)  # far more than a sixtieth of the limit, but first
+    await refused(client, params)
+    clock.advance(1)
+    await create(client, params)
+
+
+async def test_the_ramp_limit_refuses_a_sharp_rise_from_idle(sim, client, clock):
+    params = pack_params(make_blocks(1))
+    sim.scenario = Scenario(limits=Limits(ramp_floor_rps=2))
+    await create(client, params)
+    await create(client, params)
+    with pytest.raises(anthropic.RateLimitError) as caught:
+        await client.messages.create(**params)
+    assert caught.value.error_code == "ramp_limit_exceeded"
+    assert caught.value.response.headers["retry-after"] == "1"
+    clock.advance(1)
+    await create(client, params)
+
+
+async def test_the_ramp_limit_lets_a_gradual_ramp_grow(sim, client, clock):
+    params = pack_params(make_blocks(1))
+    sim.scenario = Scenario(limits=Limits(ramp_floor_rps=2, ramp_factor=2.0,
+                                          ramp_baseline_s=10))
+    # Ten seconds at 2 per second: the baseline is 2 per second, so 4 pass in the next.
+    for _ in range(10):
+        await create(client, params)
+        await create(client, params)
+        clock.advance(1)
+    for _ in range(4):
+        await create(client, params)
+    with pytest.raises(anthropic.RateLimitError) as caught:
+        await client.messages.create(**params)
+    assert caught.value.error_code == "ramp_limit_exceeded"
+
+
+async def test_token_remaining_can_be_rounded_to_thousands(sim, client):
+    params = pack_params(make_blocks(2))
+    sim.scenario = Scenario(limits=Limits(input_tpm=60_000, output_tpm=12_000,
+                                          round_token_remaining=True))
+    raw = await create(client, params)
+    h = raw.headers
+    for kind in ("input-tokens", "output-tokens", "tokens"):
+        assert int(h[f"anthropic-ratelimit-{kind}-remaining"]) % 1000 == 0
+    assert h["anthropic-ratelimit-input-tokens-remaining"] == "59000"

@@ -99,3 +99,13 @@ def test_scenario_defaults_and_strictness():
     assert scenario.latency.ttft_ms == 500 and scenario.batch.processing_delay_s == 2.0
     with pytest.raises(ValidationError):
         Scenario.model_validate({"faults": {"skip": 0.1}})
+
+
+def test_scenario_models_must_be_based_on_a_known_model():
+    from pydantic import ValidationError
+
+    from simulator.scenario import Scenario
+
+    Scenario(models={"claude-x": {"based_on": "claude-haiku-5-5"}})
+    with pytest.raises(ValidationError, match="unknown model 'claude-nope'"):
+        Scenario(models={"claude-x": {"based_on": "claude-nope"}})

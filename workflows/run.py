@@ -506,7 +506,11 @@ class RunWorkflow:
             # cancelled by the run's cancel signal, never by the parent closing.
             parent_close_policy=(workflow.ParentClosePolicy.ABANDON if self._outlive
                                  else workflow.ParentClosePolicy.TERMINATE),
-            static_summary=f"pack {index} of {inp.pack_count} for run {inp.run_id}",
+            # No total in the summary: it is fixed at start, and a re-plan (from the first
+            # answers, or the quality gate) changes how many packs follow.
+            static_summary=f"pack {index} of run {inp.run_id}",
+            static_details=(f"planned as pack {index} of {inp.pack_count}; a re-plan from "
+                            "the answers or the quality gate may change the packs after it"),
             # The run's own attributes (document, schema, model) plus run id and pack.
             search_attributes=workflow.info().typed_search_attributes.updated(
                 SearchAttributePair(attributes.RUN_ID, inp.run_id),

@@ -74,6 +74,25 @@ class InvalidRow(BadRequest):
         self.position = position
 
 
+class NoWorker(UserWarning):
+    """A run was started on a task queue no worker polls: it waits until one does."""
+
+
+class RunTimedOut(TimeoutError):
+    """``llm_batch``/``allm_batch``: the run did not finish within ``timeout`` seconds.
+
+    Attributes:
+        run_id: the run; without ``with_worker`` it keeps going (follow or cancel it by id),
+            with it the run was cancelled (its private task queue had no other worker).
+        status: the run's status when the wait ended.
+    """
+
+    def __init__(self, message: str, run_id: str, status: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.status = status
+
+
 class AllItemsFailed(RuntimeError):
     """``llm_batch``/``allm_batch``: no item got a result (every item failed or was skipped).
 
@@ -109,7 +128,7 @@ UNAVAILABLE: tuple[type[Exception], ...] = (
 __all__ = [
     "BAD_INPUT", "UNAVAILABLE", "AllItemsFailed", "BadRequest", "BlockNotRetryable",
     "BudgetError", "CalibrationError",
-    "DatabaseUnavailable", "EditError", "IngestError", "InvalidRow", "ModelRetiring", "NotFound", "NothingToRetry", "RetryRefused",
-    "RetryUnderWay", "RunStillActive", "SchemaError", "StackUnavailable", "StreamClosed",
+    "DatabaseUnavailable", "EditError", "IngestError", "InvalidRow", "ModelRetiring", "NoWorker", "NotFound", "NothingToRetry", "RetryRefused",
+    "RetryUnderWay", "RunStillActive", "RunTimedOut", "SchemaError", "StackUnavailable", "StreamClosed",
     "TemporalUnavailable", "UnknownBlock", "UnknownModelError", "UnknownReason",
 ]

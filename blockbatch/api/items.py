@@ -36,10 +36,15 @@ travel along as block metadata). ``max_parallel`` caps the calls in flight
 field may be passed by name (``pack_size=``, ``mode="batch"``, ``max_cost_usd=`` ...).
 The quality probe is off here unless asked for (``quality=QualityOptions(probe_rate=0.03)``).
 
-The run needs a worker polling the task queue (``make worker``), or pass
-``with_worker=True`` to run one inside this process for the duration of the call (handy in
-notebooks; it uses a private task queue, so it only serves this run). In a notebook or any
-running event loop, prefer ``await allm_batch(...)``.
+The run needs a worker polling the task queue (``make worker``, or a deployment's workers),
+or pass ``with_worker=True`` to run one inside this process for the duration of the call
+(handy in notebooks and scripts; it uses a private task queue, so it only serves this run).
+Without one, the call warns (:class:`~blockbatch.api.errors.NoWorker`, as the CLI does) and
+waits for a worker to come. ``timeout=`` (seconds) bounds the wait: past it,
+:class:`~blockbatch.api.errors.RunTimedOut` names the run, which keeps going on the shared
+queue (follow or cancel it by id) or, with ``with_worker=True``, is cancelled, since no
+other worker serves its private queue. In a notebook or any running event loop, prefer
+``await allm_batch(...)``.
 
 Each item carries its share of the run's usage (``item.usage``: tokens and cost, each
 call split over its blocks by their estimated tokens; store.reads.ItemUsage). When some
@@ -56,6 +61,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+import warnings
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -63,8 +69,9 @@ from pathlib import Path
 from typing import Any, overload
 
 from blockbatch.api.client import Blockbatch
-from blockbatch.api.errors import AllItemsFailed
+from blockbatch.api.errors import AllItemsFailed, NoWorker, RunTimedOut
 from blockbatch.api.inputs import SchemaSource, as_schema
+from blockbatch.cli.parser import PROG
 from core.ingest import IngestError, ParsedBlock
 from core.models import QualityOptions, RunOptions, RunResult
 from core.questions import ANSWER_FIELD, QUESTION_SCHEMA, question_block
@@ -309,6 +316,7 @@ async def allm_batch(
     text_field: str | None = None,
     name: str | None = None,
     with_worker: bool = False,
+    timeout: float | None = None,
     bb: Blockbatch | None = None,
     settings: Settings | None = None,
     **option_fields: Any,
@@ -327,9 +335,15 @@ async def allm_batch(
         text_field: with a schema, the key of a dict item's text (default ``"text"``).
         name: the document's name (default ``questions`` or ``items``).
         with_worker: run a worker in this process (private task queue) while waiting.
+        timeout: the most seconds to wait for the run (None: as long as it takes).
         bb: an open :class:`Blockbatch` to use; default: connect from ``settings``.
 
+    Warns:
+        NoWorker: without ``with_worker``, no worker polls the task queue: the run waits.
+
     Raises:
+        RunTimedOut: the run did not finish within ``timeout``; with ``with_worker`` it
+            was cancelled, else it keeps going.
         AllItemsFailed: no item got a result (it carries the per-item errors).
         IngestError: bad prompts or contexts (nothing is stored).
         TypeError: arguments of the wrong kind, or an unknown run option.
@@ -357,15 +371,21 @@ async def allm_batch(
             "questions" if questions else "items"), fmt="items")
         schema_id = await bb.add_schema(spec)
         if not with_worker:
+            queue = bb.settings.temporal_task_queue
+            if not await bb.workers_polling(queue):
+                warnings.warn(
+                    f"no worker is polling task queue {queue!r}: the run waits until one "
+                    "does (`make worker`), or pass with_worker=True to run one in this "
+                    "process", NoWorker, stacklevel=2)
             run_id = await bb.start_run(doc, schema_id, opts)
-            run = await bb.wait(run_id)
+            run = await _wait(bb, run_id, timeout, cancel=False)
         else:
             queue = f"{bb.settings.temporal_task_queue}-inproc-{uuid.uuid4().hex[:8]}"
             llm = anthropic_client(bb.settings)
             try:
                 async with build_worker(await bb.temporal(), queue, bb.pool, llm):
                     run_id = await bb.start_run(doc, schema_id, opts, task_queue=queue)
-                    run = await bb.wait(run_id)
+                    run = await _wait(bb, run_id, timeout, cancel=True)
             finally:
                 await llm.close()
         page = await bb.review(run_id, limit=len(blocks) + 1)
@@ -392,6 +412,37 @@ async def allm_batch(
     if not out.successes:
         raise AllItemsFailed(out)
     return out
+
+
+#: How long a timed-out run with an in-process worker gets to stop after its cancel.
+_CANCEL_GRACE_S = 30.0
+
+
+async def _wait(bb: Blockbatch, run_id: str, timeout: float | None, *,
+                cancel: bool) -> RunResult:
+    """The run's result, or :class:`RunTimedOut` after ``timeout`` seconds (``cancel``:
+    the run is cancelled first, and given a moment to stop while this process's worker
+    still serves it)."""
+    try:
+        return await asyncio.wait_for(bb.wait(run_id), timeout)
+    except TimeoutError:
+        pass
+    info = await bb.run(run_id)
+    done = f"{info.blocks.get('ai_complete', 0)} of {info.blocks_total} blocks done"
+    if cancel:
+        await bb.cancel(run_id)
+        try:
+            status = (await asyncio.wait_for(bb.wait(run_id), _CANCEL_GRACE_S)).status
+        except TimeoutError:
+            status = (await bb.run(run_id)).status
+        raise RunTimedOut(
+            f"run {run_id} did not finish within {timeout:g} s ({done}); it was cancelled "
+            f"({status}): its worker ran in this process. Pass a longer timeout, or run "
+            "a worker (`make worker`) and leave with_worker off", run_id, status)
+    raise RunTimedOut(
+        f"run {run_id} did not finish within {timeout:g} s (it is {info.status}, {done}); "
+        f"it keeps going: follow it with `{PROG} watch {run_id}`, cancel it with "
+        f"`{PROG} cancel {run_id}`", run_id, info.status)
 
 
 def llm_batch(

@@ -251,6 +251,25 @@ CSV_TAIL = ("review_actions", "last_reviewer", "last_reviewed_at", "reused_from_
             "reused_from_call_id")
 
 
+#: Metadata keys blockbatch adds itself: after the input's own columns.
+_OWN_METADATA = ("source_line", "item_index")
+
+
+def input_columns(keys: list[str], taken: set[str]) -> list[tuple[str, str]]:
+    """(metadata key, CSV column) for the input's own columns, then ``source_line`` and
+    ``item_index``; a key named like an export column gets an ``input_`` prefix."""
+    ordered = [k for k in keys if k not in _OWN_METADATA] + [
+        k for k in _OWN_METADATA if k in keys]
+    columns: list[tuple[str, str]] = []
+    for key in ordered:
+        column = key
+        while column in taken:
+            column = f"input_{column}"
+        taken.add(column)
+        columns.append((key, column))
+    return columns
+
+
 def _cell(value: Any) -> str:
     if value is None:
         return ""
@@ -262,22 +281,28 @@ async def export_csv(
 ) -> ExportSummary:
     """Write the run as CSV: one row per block in order, one column per schema field.
 
-    Columns: :data:`CSV_HEAD`, the schema's fields (strings as they are, other values as
-    JSON, empty without an exported value), then :data:`CSV_TAIL` (how many review acts,
-    the last reviewer and when; the run and call whose answer a reused overlay took). The
-    JSONL export carries every act in full.
+    Columns: :data:`CSV_HEAD`, the input's own columns (a CSV's other columns, a JSONL
+    record's other keys, as the JSONL export's ``immutable`` has them, so results join
+    back to the input's rows; see :func:`input_columns`), the schema's fields (strings as
+    they are, other values as JSON, empty without an exported value), then
+    :data:`CSV_TAIL` (how many review acts, the last reviewer and when; the run and call
+    whose answer a reused overlay took). The JSONL export carries every act in full.
     """
     async with export_snapshot(pool, run_id) as snapshot:
         fields = await snapshot.fields()
+        inputs = input_columns(await snapshot.metadata_keys(),
+                               {*CSV_HEAD, *fields, *CSV_TAIL})
         writer = csv.writer(out)
-        writer.writerow([*CSV_HEAD, *fields, *CSV_TAIL])
+        writer.writerow([*CSV_HEAD, *(c for _, c in inputs), *fields, *CSV_TAIL])
         lines = with_overlay = 0
         async for row in snapshot.rows():
             overlay = _overlay(row, staged=staged)
             review = row["review"] or []
+            metadata = row["metadata"] or {}
             writer.writerow([
                 *(_cell(row[c]) for c in CSV_HEAD[:4]), row["status"] or "not_planned",
                 _cell(row["reason_code"]), _cell(row["last_error"]),
+                *(_cell(metadata.get(key)) for key, _ in inputs),
                 *(_cell(overlay.get(f)) if overlay else "" for f in fields),
                 len(review), review[-1]["reviewer"] if review else "",
                 review[-1]["at"] if review else "", _cell(row["reused_from_run_id"]),

@@ -95,10 +95,12 @@ def _stdin_is_tty() -> bool:
         return False
 
 
-async def follow(bb: Blockbatch, run_id: str, con: Console) -> Literal["finished", "detached"]:
-    """Show progress until the run's workflow ends, or the user detaches."""
+async def follow(bb: Blockbatch, run_id: str, con: Console, *,
+                 verbose: bool = False) -> Literal["finished", "detached"]:
+    """Show progress until the run's workflow ends, or the user detaches (``verbose``:
+    the rate limiter's figures too)."""
     await bb.temporal()
-    view = ProgressView(con)
+    view = ProgressView(con, verbose=verbose)
     done = asyncio.ensure_future(bb.wait(run_id))
     silent_since = time.monotonic()
     noted = False

@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from pydantic import BaseModel
+
 from core.budget import BudgetError, parse_budget
 from core.ingest import FORMATS
+from core.models import QualityOptions, RunOptions
 from core.reasons import REASONS
 from core.review import OVERLAY_STATUSES
 
@@ -47,6 +50,25 @@ ANTHROPIC_BASE_URL (unset: the embedded stack of `make up` and its simulated Cla
 BLOCKBATCH_REVIEWER (who edit/confirm/reject record, default your OS user name),
 BLOCKBATCH_SERVE_TOKEN (needed by `serve` on any address but 127.0.0.1/localhost).
 """
+
+
+#: Options that set a field of the run's option models: their defaults in the help are
+#: those fields' defaults, read from the models, so the help cannot drift from what a run
+#: uses (tests/unit/test_first_hour.py checks every default the help states).
+OPTION_FIELDS: dict[str, tuple[type[BaseModel], str]] = {
+    "max_concurrent_packs": (RunOptions, "max_concurrent_packs"),
+    "mode": (RunOptions, "mode"),
+    "pack_size": (RunOptions, "pack_size"),
+    "probe_rate": (QualityOptions, "probe_rate"),
+    "probe_max_share": (QualityOptions, "probe_max_share"),
+    "min_agreement": (QualityOptions, "min_agreement"),
+}
+
+
+def _default(dest: str) -> object:
+    """The default a run uses for option ``dest`` (its option model field's default)."""
+    model, field = OPTION_FIELDS[dest]
+    return model.model_fields[field].default
 
 
 def _at_least(minimum: int) -> Callable[[str], int]:
@@ -110,6 +132,11 @@ _MAX_COST_HELP = ("the most the run may spend, in US dollars: each call's worst 
                   "run stops starting calls and ends budget_exhausted, saying what is left")
 
 
+_VERBOSE_HELP = ("while following: also the fleet's rate limiter (limits, the share it "
+                 "admits, this run's share and wait, 429s) on a line of its own when it "
+                 "held the run back; `status` shows it too")
+
+
 def _run_inputs(p: argparse.ArgumentParser) -> None:
     """A run's document, schema and options: the same for `run` and `estimate`."""
     p.add_argument("file", metavar="FILE", help="document: .md, .txt, .jsonl or .csv")
@@ -124,9 +151,12 @@ def _run_inputs(p: argparse.ArgumentParser) -> None:
                    help="name blocks by their full block_uid in requests and answers "
                         "instead of short ids (b1, b2, ... per call)")
     p.add_argument("--max-concurrent-packs", type=_positive, metavar="N",
-                   help="packs in flight at once (default 8)")
-    p.add_argument("--mode", choices=["sync", "batch"], default="sync",
-                   help="sync: one Messages call per pack; batch: Message Batches API")
+                   help=f"packs in flight at once, at most (default "
+                        f"{_default('max_concurrent_packs')}; the fleet's rate limiter may "
+                        "admit fewer)")
+    p.add_argument("--mode", choices=["sync", "batch"], default=_default("mode"),
+                   help="sync: one Messages call per pack; batch: Message Batches API "
+                        f"(default {_default('mode')})")
     p.add_argument("--no-reuse", action="store_true",
                    help="call Claude for every block, even those an earlier run answered "
                         "with the same content, schema and model (default: reuse them)")
@@ -141,14 +171,17 @@ def _quality_inputs(p: argparse.ArgumentParser) -> None:
     quotes the probe's calls)."""
     p.add_argument("--probe-rate", type=_share("--probe-rate", zero=True), metavar="R",
                    help="quality probe: the share of blocks also asked alone, one block "
-                        "per call, and compared with their packed answers (default 0.03, "
-                        "at least 5 blocks; 0: off). Sync mode only")
+                        "per call, and compared with their packed answers (default "
+                        f"{_default('probe_rate')}, at least "
+                        f"{QualityOptions.model_fields['probe_minimum'].default} blocks; "
+                        "0: off). Sync mode only")
     p.add_argument("--no-probe", action="store_true",
                    help="no quality probe (the same as --probe-rate 0)")
     p.add_argument("--probe-max-share", type=_share("--probe-max-share", zero=False),
                    metavar="S",
                    help="the most the probe's sample may cost, as a share of the run's "
-                        "expected cost (default 0.05): the sample is capped below it, "
+                        f"expected cost (default {_default('probe_max_share')}): the sample "
+                        "is capped below it, "
                         "whatever --probe-rate says (a quality gate's own samples are not)")
     p.add_argument("--min-agreement", type=_share("--min-agreement", zero=False),
                    metavar="A",
@@ -187,6 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     _quality_inputs(run)
     run.add_argument("--no-wait", action="store_true",
                      help="start the run and return; follow it later with `watch`")
+    run.add_argument("--verbose", action="store_true", help=_VERBOSE_HELP)
 
     estimate = command(
         "estimate", "quote a run before running it: calls, tokens, cost",
@@ -249,8 +283,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "Signal the run to stop: no new Claude call starts, running packs "
                             "finish or stop, pending blocks end cancelled.")
     cancel.add_argument("--wait", action="store_true", help="follow the run until it stops")
-    run_id_command("watch", "re-attach to a run and follow it to the end",
-                   "Follow a run with the live progress bar, then print its summary.")
+    watch = run_id_command("watch", "re-attach to a run and follow it to the end",
+                           "Follow a run with the live progress bar, then print its summary.")
+    watch.add_argument("--verbose", action="store_true", help=_VERBOSE_HELP)
     retry = run_id_command(
         "retry", "run a finished run's failed blocks again, in the same run",
         "Run the failed blocks of a finished run again (and its cancelled ones with "
@@ -308,7 +343,8 @@ def build_parser() -> argparse.ArgumentParser:
     stream.add_argument("--model", help="Claude model (default: the schema's, else the "
                                         "default)")
     stream.add_argument("--max-concurrent-packs", type=_positive, metavar="N",
-                        help="packs in flight at once")
+                        help=f"packs in flight at once, at most (default "
+                             f"{_default('max_concurrent_packs')})")
     stream.add_argument("--no-reuse", action="store_true",
                         help="call Claude for every row, even those an earlier run answered")
 
@@ -370,8 +406,9 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--staged", action="store_true",
                         help="export staged overlays instead of confirmed ones")
     export.add_argument("--format", dest="fmt", choices=["jsonl", "csv"], default="jsonl",
-                        help="jsonl (default; review acts in full) or csv (one column per "
-                             "schema field; the last reviewer and when)")
+                        help="jsonl (default; review acts in full) or csv (the input's own "
+                             "columns, one column per schema field; the last reviewer and "
+                             "when)")
 
     calls = run_id_command("calls", "show the run's LLM call ledger",
                            "One line per Claude call: pack path, attempt, purpose, API, stop "

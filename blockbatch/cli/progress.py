@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from rich.table import Column
 
-from blockbatch.cli.console import Console, human_seconds, human_tokens
+from blockbatch.cli.console import Console, human_seconds
 from core.models import RunProgress
 from core.outage import waiting_text
 
@@ -32,20 +32,26 @@ class Eta:
 
 
 def describe(p: RunProgress, eta: float | None) -> str:
-    """One line, most useful first (a narrow terminal cuts the end)."""
+    """One short line, most useful first (a narrow terminal cuts the end).
+
+    Zero counts a person need not read (no failures, no splits) are left out, and so are
+    tokens and packs (``status`` has them); the fleet's rate limiter is one word when it
+    held the run back, its figures are in :func:`limiter_detail` (``watch --verbose``,
+    ``status``). The ETA is only shown while
+    the run runs: a cancelling or finished run has none.
+    """
     if p.status == "planning" or not (p.packs_total or p.blocks_reused):
         return f"{p.status}: sizing packs…"
     if p.outage is not None:  # paused: Claude is down, the run probes it
         return (f"{waiting_text(p.outage, datetime.now(UTC))} · "
                 f"{p.blocks_done + p.blocks_failed}/{p.blocks_total} blocks · "
                 f"{p.blocks_failed} failed")
-    tokens = (p.input_tokens + p.output_tokens + p.cache_creation_input_tokens
-              + p.cache_read_input_tokens)
-    parts = [f"{p.blocks_done + p.blocks_failed}/{p.blocks_total} blocks",
-             f"{p.blocks_failed} failed"]
+    parts = [f"{p.blocks_done + p.blocks_failed}/{p.blocks_total} blocks"]
+    if p.blocks_failed:
+        parts.append(f"{p.blocks_failed} failed")
     if p.blocks_reused:
         parts.append(f"{p.blocks_reused} reused")
-    if eta is not None:
+    if eta is not None and p.status == "running":
         parts.append(f"ETA {human_seconds(eta)}")
     if (batch := getattr(p, "batch", None)) is not None:  # --mode batch: Message Batches
         c = batch.counts
@@ -56,15 +62,24 @@ def describe(p: RunProgress, eta: float | None) -> str:
         if batch.next_poll_s:
             text += f", next look in {human_seconds(batch.next_poll_s)}"
         parts.append(text)
-    parts += [f"${p.cost_usd:.4f}", (f"packs {p.packs_done}/{p.packs_total} "
-              f"({p.packs_running} running)"), f"{p.calls} calls", f"{p.splits} splits",
-              f"{human_tokens(tokens)} tokens"]
-    if (note := getattr(p, "limiter", None)) is not None and (
-            note.binding or note.run_throttled or note.runs > 1 or p.limiter_wait_s >= 1):
-        # The limiter is worth a line only when it did something to this run.
-        parts.append(note.text(p.limiter_wait_s))
+    parts += [f"${p.cost_usd:.4f}", f"{p.calls} call{'s' if p.calls != 1 else ''}"
+              + (f", {p.packs_running} in flight" if p.packs_running else "")]
+    if p.splits:
+        parts.append(f"{p.splits} split{'s' if p.splits != 1 else ''}")
+    if limiter_detail(p) is not None:
+        parts.append("rate-limited")
     text = " · ".join(parts)
     return text if p.status == "running" else f"{p.status}: {text}"
+
+
+def limiter_detail(p: RunProgress) -> str | None:
+    """The fleet's rate limiter as this run's calls saw it, when it did something to the
+    run (held a call back, answered 429, shared the fleet with other runs); else None."""
+    note = getattr(p, "limiter", None)
+    if note is None or not (note.binding or note.run_throttled or note.runs > 1
+                            or p.limiter_wait_s >= 1):
+        return None
+    return note.text(p.limiter_wait_s)
 
 
 class ProgressView:
@@ -72,10 +87,15 @@ class ProgressView:
 
     On a terminal: a rich progress bar redrawn in place with :func:`describe` beside it.
     Piped: a plain :func:`describe` line when the counters change (at most every 2 s).
+    ``verbose``: the rate limiter's figures (:func:`limiter_detail`) on a line of their own
+    when they change, at most every 10 s.
     """
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, *, verbose: bool = False) -> None:
         self.con = console
+        self.verbose = verbose
+        self._last_detail = ""
+        self._last_detail_at = float("-inf")
         self.enabled = not console.json
         self.tty = console.tty
         self.interval = 0.5 if self.tty else 1.0
@@ -91,6 +111,10 @@ class ProgressView:
         text = describe(p, self._eta.estimate(p, now))
         if not self.enabled:
             return
+        detail = limiter_detail(p) if self.verbose else None
+        if detail and detail != self._last_detail and now - self._last_detail_at >= 10.0:
+            self.message(detail)
+            self._last_detail, self._last_detail_at = detail, now
         if self.tty:
             self._draw(p, text)
             return

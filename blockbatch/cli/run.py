@@ -111,7 +111,7 @@ async def cmd_run(args: argparse.Namespace, s: Session) -> int:
                   "blocks": len(blocks)}, no_wait=args.no_wait)
     if args.no_wait:
         return 0
-    return await _follow_to_end(s, run_id)
+    return await _follow_to_end(s, run_id, verbose=args.verbose)
 
 
 def _say_started(s: Session, run_id: str, what: str, data: dict[str, Any], *,
@@ -133,9 +133,9 @@ def _say_started(s: Session, run_id: str, what: str, data: dict[str, Any], *,
     s.con.line(f"  Temporal UI: {links['run']}")
 
 
-async def _follow_to_end(s: Session, run_id: str) -> int:
+async def _follow_to_end(s: Session, run_id: str, *, verbose: bool = False) -> int:
     bb = await s.bb()
-    if await follow(bb, run_id, s.con) == "detached":
+    if await follow(bb, run_id, s.con, verbose=verbose) == "detached":
         say_detached(s.con, run_id)
         return 0
     return await report(bb, run_id, s.con)
@@ -145,7 +145,7 @@ async def cmd_watch(args: argparse.Namespace, s: Session) -> int:
     bb = await s.bb(temporal=False)
     info = await bb.run(args.run_id)
     if info.active or await _retry_starting(bb, info):
-        return await _follow_to_end(s, info.run_id)
+        return await _follow_to_end(s, info.run_id, verbose=args.verbose)
     return await report(bb, info.run_id, s.con)
 
 

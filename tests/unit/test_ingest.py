@@ -364,9 +364,9 @@ def test_jsonl_non_string_text_is_rejected() -> None:
         parse_document(b'{"text": 5}', "jsonl")
 
 
-def test_jsonl_null_or_blank_text_is_skipped() -> None:
-    blocks = parse_document(b'{"text": null}\n{"text": "  "}\n{"text": "x"}', "jsonl")
-    assert [(b.block_index, b.block_content) for b in blocks] == [(0, "x")]
+def test_jsonl_null_or_blank_text_is_refused_with_line_numbers() -> None:
+    with pytest.raises(IngestError, match=r"^lines 1, 2 have an empty 'text'"):
+        parse_document(b'{"text": null}\n{"text": "  "}\n{"text": "x"}', "jsonl")
 
 
 def test_jsonl_escaped_nul_is_rejected() -> None:
@@ -414,3 +414,23 @@ def test_csv_long_cells_are_accepted() -> None:
     long = "word " * 60_000
     blocks = parse_document(f'text\n"{long}"\n'.encode(), "csv")
     assert blocks[0].block_content == long.strip()
+
+
+# --- records without text ------------------------------------------------------------
+
+
+def test_csv_row_with_empty_text_is_refused_with_its_line_number() -> None:
+    # Dropping the row would shift every later block index off its row.
+    with pytest.raises(IngestError, match=r"line 3 has an empty 'text'") as err:
+        parse_document(b"id,text\n1,hello\n2,\n3,world\n", "csv")
+    assert "nothing is stored" in str(err.value)
+
+
+def test_every_empty_row_is_named_at_once() -> None:
+    with pytest.raises(IngestError, match=r"lines 2, 4 have an empty 'body'"):
+        parse_document(b"id,body\n1,  \n2,x\n3,\n", "csv", text_field="body")
+
+
+def test_a_csv_line_with_every_cell_empty_is_not_a_record() -> None:
+    blocks = parse_document(b"id,text\n1,a\n,\n2,b\n", "csv")
+    assert [b.block_content for b in blocks] == ["a", "b"]

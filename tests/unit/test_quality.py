@@ -89,8 +89,9 @@ def test_the_summary_shows_the_agreement_the_probe_cost_and_the_settled_pack_siz
     assert change_rows(result.plan_changes) == [("quality gate", "agreement 88% ...")]
     lines = "\n".join(summary_lines(result, baseline=None,
                                     links={"run": "u", "packs": "p"}))
-    # Blocks per call over the packs' calls, not the probe's.
-    assert "141 calls for 1000 blocks (10.0 blocks per call" in lines
+    # Blocks per call over the packs' calls, not the probe's, and the row says so.
+    assert "141 calls: 100 calls for 1000 blocks (10.0 blocks per call" in lines
+    assert "), 41 quality probe calls" in lines
     assert "quality gate" in lines and "probe" in lines
 
 

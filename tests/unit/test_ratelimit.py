@@ -241,7 +241,7 @@ def test_limiter_text_says_limits_rate_share_wait_and_429s() -> None:
 def test_watch_shows_the_limiter_once_it_held_the_run_back() -> None:
     from datetime import UTC, datetime
 
-    from blockbatch.cli.progress import describe
+    from blockbatch.cli.progress import describe, limiter_detail
     from core.models import LimiterNote, RunProgress
     base = {"run_id": "r", "status": "running", "blocks_total": 500, "blocks_done": 210,
             "blocks_failed": 0, "blocks_pending": 290, "packs_total": 50, "packs_done": 21,
@@ -252,10 +252,13 @@ def test_watch_shows_the_limiter_once_it_held_the_run_back() -> None:
     at = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)
     idle = RunProgress(**base, limiter=LimiterNote(at=at, limits=limits, learned=True,
                                                    rate=1.0, run_share=1.0))
-    assert "limiter" not in describe(idle, None)  # it never held this run back
+    assert "rate-limited" not in describe(idle, None)  # it never held this run back
     held = RunProgress(**base, limiter_wait_s=41.5, limiter=LimiterNote(
         at=at, limits=limits, learned=True, rate=0.5, binding="output", run_share=0.3,
         runs=3, run_throttled=1))
-    assert describe(held, None).endswith(
+    # The progress line says so in a word; the figures are for `watch --verbose`.
+    assert describe(held, None).endswith(" · rate-limited")
+    assert limiter_detail(idle) is None
+    assert limiter_detail(held) == (
         "limiter 500 rpm · 450k in · 90k out /min (learned) · admitting 50% · this run 30% "
         "of calls (3 runs) · waited 42 s (last: output) · 1 429s")

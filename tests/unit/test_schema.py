@@ -235,3 +235,78 @@ def test_every_problem_is_reported_at_once() -> None:
 
 def test_schema_error_is_a_value_error() -> None:
     assert issubclass(SchemaError, ValueError)
+
+
+# --- keywords inside a property ------------------------------------------------------
+
+
+def test_a_typo_inside_a_property_is_refused_with_did_you_mean() -> None:
+    found = problems(schema(properties={
+        "sentiment": {"type": "string", "enums": ["positive", "negative"]},
+    }))
+    assert found == [("property 'sentiment' has unknown keyword 'enums' (did you mean "
+                      "'enum'?); see docs/SCHEMAS.md for the keywords a field may use")]
+
+
+def test_a_typo_in_a_nested_schema_names_its_path() -> None:
+    found = problems(schema(properties={
+        "tags": {"type": "array", "items": {"type": "string", "maxLenght": 20}},
+        "who": {"type": "object", "properties": {"name": {"type": "string", "desc": "x"}},
+                "additionalProperties": False},
+    }))
+    assert any("property 'tags' has unknown keyword 'maxLenght' at items "
+               "(did you mean 'maxLength'?)" in p for p in found)
+    assert any("property 'who' has unknown keyword 'desc' at properties/name" in p
+               for p in found)
+
+
+def test_field_names_of_a_nested_object_are_not_keywords() -> None:
+    spec = load_schema(schema(properties={
+        "who": {"type": "object", "properties": {"enums": {"type": "string"}},
+                "required": ["enums"], "additionalProperties": False},
+    }))
+    assert "who" in spec.properties
+
+
+def test_every_keyword_the_docs_name_is_accepted() -> None:
+    spec = load_schema(schema(properties={
+        "label": {"type": "string", "enum": ["a", "b"], "description": "d", "title": "t",
+                  "default": "a", "examples": ["a"], "$comment": "c", "deprecated": False},
+        "text": {"type": "string", "minLength": 1, "maxLength": 9, "pattern": "^[a-z]+$",
+                 "format": "email"},
+        "score": {"type": "number", "minimum": 0, "maximum": 1, "exclusiveMinimum": -1,
+                  "exclusiveMaximum": 2, "multipleOf": 0.5},
+        "tags": {"type": "array", "items": {"type": "string"}, "minItems": 0,
+                 "maxItems": 3, "uniqueItems": True},
+        "kind": {"const": "x"},
+        "either": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+        "body": {"type": "string", "x-blockbatch-revision": True},
+    }))
+    assert len(spec.properties) == 7
+
+
+def test_the_shipped_samples_still_load() -> None:
+    from pathlib import Path
+
+    samples = Path(__file__).resolve().parents[2] / "samples"
+    for path in sorted(samples.glob("*.json")):
+        assert load_schema(path.read_bytes()).properties, path
+
+
+def test_the_schema_docs_name_only_keywords_and_keys_a_schema_may_use() -> None:
+    import re
+    from pathlib import Path
+
+    from core.schema import FIELD_KEYWORDS
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "SCHEMAS.md").read_text()
+    keywords = docs.split("## Field types and keywords")[1].split("The rest of draft")[0]
+    table = [line for line in keywords.splitlines() if line.startswith("| ")][1:]
+    named = {re.match(r'"?([$\w-]+)', k).group(1)  # type: ignore[union-attr]
+             for line in table for k in re.findall(r"`([^`]+)`", line.split("|")[2])}
+    types = {"date", "date-time", "email", "uri", "uuid"}  # format values, not keywords
+    assert named - types <= FIELD_KEYWORDS, (named - types) - FIELD_KEYWORDS
+    assert {"enum", "maxLength", "x-blockbatch-revision"} <= named
+    config = docs.split("## `prompt_config`")[1].split("## Field types")[0]
+    keys = set(re.findall(r"^\| `(\w+)` \|", config, re.MULTILINE))
+    assert keys == set(PromptConfig.model_fields)
