@@ -19,7 +19,11 @@ The rules, by the contract page (claude-api-2026-11.md):
   api_findings §7); a model not listed is its own class.
 - **``tokens-*``** (§6): ``anthropic-ratelimit-tokens-*`` shows the most restrictive token
   limit in force (a workspace's, for example). It is learned as a fourth bucket that every
-  call's input plus output counts against, so a workspace limit below the account's binds.
+  call's input plus output counts against, so a limit below the input and output limits
+  binds. Answers have shown it as the sum of the two limits, and the page's wording reads as
+  the tighter of them; either way it repeats what the input and output buckets hold, so a
+  ``tokens-limit`` equal to either limit, or at least their sum, is learned as their sum
+  (it never binds more than they do).
 - **Per second** (§6, audit #7): a rate of 60 RPM may be enforced as 1 request per second.
   Besides the minute bucket, requests pass a one-second bucket of ``limit / 60`` (at least
   one request), so a full minute bucket never opens as one burst.
@@ -270,6 +274,11 @@ def learn(buckets: Buckets, headers: Mapping[str, str], now: float) -> Buckets:
             limits[kind] = limit
         if remaining is not None:
             levels[kind] = min(levels[kind], float(remaining))
+    if (limits["tokens"] in (limits["input"], limits["output"])
+            or limits["tokens"] >= limits["input"] + limits["output"]):
+        # The input or output limit again, or both: no limit of its own (module docstring).
+        limits["tokens"] = limits["input"] + limits["output"]
+        levels["tokens"] = levels["input"] + levels["output"]
     learned = replace(b, limits=limits)
     levels = {k: min(levels[k], learned.capacity(k)) for k in KINDS}
     return replace(learned, levels=levels, second_level=min(b.second_level,

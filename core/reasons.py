@@ -12,7 +12,8 @@ from typing import Literal
 ReasonCode = Literal[
     "missing_from_answer", "invalid_value", "malformed_answer", "truncated",
     "prompt_too_long", "oversized", "request_rejected", "refused", "api_unavailable",
-    "key_rejected", "spend_limit", "billing", "model_unavailable", "cancelled", "budget_exhausted", "unfinished", "invalid_row",
+    "key_rejected", "spend_limit", "billing", "model_unavailable", "cancelled",
+    "budget_exhausted", "unfinished", "invalid_row",
 ]
 
 #: Each code and what it means for the user (the README's table is built from this).

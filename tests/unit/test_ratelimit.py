@@ -110,6 +110,16 @@ def test_limits_are_learned_from_headers_and_remaining_caps_the_level() -> None:
     assert learned.levels["tokens"] == 19_000
 
 
+@pytest.mark.parametrize("tokens", ["38000", "8000", "30000", "50000"])
+def test_a_tokens_limit_that_repeats_the_input_or_output_limit_adds_none(tokens: str) -> None:
+    # Read as their sum, or as the tighter of them: the input and output buckets hold it.
+    learned = learn(full(), {"anthropic-ratelimit-input-tokens-limit": "30000",
+                             "anthropic-ratelimit-output-tokens-limit": "8000",
+                             "anthropic-ratelimit-tokens-limit": tokens,
+                             "anthropic-ratelimit-tokens-remaining": "0"}, 0.0)
+    assert learned.limits["tokens"] == 38_000 and learned.levels["tokens"] == 38_000
+
+
 def test_the_most_restrictive_token_limit_binds_input_and_output_together() -> None:
     # A workspace limit of 12,000 tokens a minute under the account's 60,000 in / 6,000 out.
     b = learn(full(), {"anthropic-ratelimit-tokens-limit": "12000"}, 0.0)
