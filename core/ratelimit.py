@@ -25,8 +25,11 @@ The rules, by the contract page (claude-api-2026-11.md):
   ``tokens-limit`` equal to either limit, or at least their sum, is learned as their sum
   (it never binds more than they do).
 - **Per second** (§6, audit #7): a rate of 60 RPM may be enforced as 1 request per second.
-  Besides the minute bucket, requests pass a one-second bucket of ``limit / 60`` (at least
-  one request), so a full minute bucket never opens as one burst.
+  Besides the minute buckets, the admissions of the last second (a sliding window, so no
+  1-second window of the API's, however aligned, sees more) hold at most ``limit / 60`` of
+  the requests (at least one) and of the input tokens, at the ramp's share (:func:`per_second`);
+  the first admission of a second passes whatever its tokens, so a full minute bucket never
+  opens as one burst.
 - **Ramp** (§6, acceleration limits): a limiter that admitted nothing for
   :data:`RAMP_IDLE_S` (or a new one) starts at :data:`RAMP_START` of its minute capacity and
   grows by :data:`RAMP_GROWTH` with every answered call, so full capacity comes after about
@@ -160,8 +163,6 @@ class Buckets:
     last_cut_at: float = 0.0
     #: The ramp in [RAMP_START, 1]: the share of the minute capacity open now.
     ramp: float = 1.0
-    #: The one-second request bucket (at most ``per_second`` requests).
-    second_level: float = 1.0
     #: When a call was last admitted (0: never): idle past RAMP_IDLE_S restarts the ramp.
     last_admit_at: float = 0.0
     #: The share of ``Need.output`` answers write (learned; 1 until answers teach it).
@@ -169,11 +170,6 @@ class Buckets:
 
     def capacity(self, kind: Kind) -> float:
         return self.limits[kind] * self.factor * self.ramp
-
-    @property
-    def per_second(self) -> float:
-        """Requests admitted per second at most: the minute's rate over one second."""
-        return max(self.limits["requests"] * self.factor / 60.0, 1.0)
 
     def refilled(self, now: float) -> Buckets:
         """The buckets at ``now``: each refilled at its (factored) rate up to capacity; an
@@ -184,8 +180,7 @@ class Buckets:
         elapsed = max(now - b.at, 0.0)
         levels = {k: min(b.capacity(k), b.levels[k] + b.capacity(k) * elapsed / 60.0)
                   for k in KINDS}
-        second = min(b.per_second, b.second_level + b.per_second * elapsed)
-        return replace(b, levels=levels, second_level=second, at=max(now, b.at))
+        return replace(b, levels=levels, at=max(now, b.at))
 
 
 @dataclass(frozen=True)
@@ -210,8 +205,8 @@ def reserve(buckets: Buckets, need: Need, now: float) -> Admission:
     """Take ``need`` from the buckets if all of them hold enough; else how long to wait.
 
     ``need`` is what is reserved (see :func:`expected`). Every minute bucket must also keep
-    :data:`ADMIT_MARGIN_S` of its refill after the take, and the one-second request bucket
-    must hold the requests. A need larger than a whole bucket (with that margin) can never
+    :data:`ADMIT_MARGIN_S` of its refill after the take (the last second's admissions are
+    :func:`per_second`'s). A need larger than a whole bucket (with that margin) can never
     fit: it waits for a full bucket and is then admitted alone (the API answers such a
     request too when nothing else runs).
     """
@@ -223,16 +218,39 @@ def reserve(buckets: Buckets, need: Need, now: float) -> Admission:
         short = want - b.levels[kind]
         if short > 1e-9:
             waits[kind] = short / (b.capacity(kind) / 60.0) if b.capacity(kind) else math.inf
-    short_now = min(need.requests, b.per_second) - b.second_level
-    if short_now > 1e-9:
-        waits["requests"] = max(waits.get("requests", 0.0), short_now / b.per_second)
     if waits:
         binding = max(waits, key=lambda k: waits[k])
         return Admission(False, b, waits[binding], binding)
     levels = {k: b.levels[k] - need.of(k) for k in KINDS}
     tightest = min(KINDS, key=lambda k: levels[k] / b.capacity(k) if b.capacity(k) else 0)
-    return Admission(True, replace(b, levels=levels, second_level=b.second_level
-                                   - need.requests, last_admit_at=now), 0.0, tightest)
+    return Admission(True, replace(b, levels=levels, last_admit_at=now), 0.0, tightest)
+
+
+@dataclass(frozen=True)
+class LastSecond:
+    """The admissions of the last second: how many, their input, the oldest's age (s)."""
+
+    requests: int = 0
+    input: int = 0
+    oldest_age_s: float = 0.0
+
+
+def per_second(buckets: Buckets, need: Need, last: LastSecond) -> Admission | None:
+    """``None`` when the last second's admissions leave room for ``need``; else the wait.
+
+    Each of the requests and input limits allows ``limit / 60`` per second (requests at
+    least one) at the fleet's rate and ramp share; the first admission of a second passes.
+    """
+    if last.requests == 0:
+        return None
+    for kind, used in (("requests", last.requests), ("input", last.input)):
+        allowance = buckets.capacity(kind) / 60.0
+        if kind == "requests":
+            allowance = max(allowance, 1.0)
+        if used + need.of(kind) > allowance + 1e-9:
+            # Room comes when the oldest admission leaves the window.
+            return Admission(False, buckets, max(1.0 - last.oldest_age_s, 0.05), kind)
+    return None
 
 
 def settle(buckets: Buckets, reserved: Need, used: Need, now: float) -> Buckets:
@@ -281,8 +299,7 @@ def learn(buckets: Buckets, headers: Mapping[str, str], now: float) -> Buckets:
         levels["tokens"] = levels["input"] + levels["output"]
     learned = replace(b, limits=limits)
     levels = {k: min(levels[k], learned.capacity(k)) for k in KINDS}
-    return replace(learned, levels=levels, second_level=min(b.second_level,
-                                                            learned.per_second))
+    return replace(learned, levels=levels)
 
 
 def throttled(buckets: Buckets, now: float, retry_after_s: float | None,
@@ -297,7 +314,7 @@ def throttled(buckets: Buckets, now: float, retry_after_s: float | None,
     # Nothing more goes out before retry-after: levels that refill to zero at that time.
     wait = max(retry_after_s or 0.0, 0.0)
     levels = {k: min(b.levels[k], -b.capacity(k) * wait / 60.0) for k in KINDS}
-    return replace(b, levels=levels, second_level=min(b.second_level, -b.per_second * wait))
+    return replace(b, levels=levels)
 
 
 def answered(buckets: Buckets, now: float) -> Buckets:
@@ -315,8 +332,7 @@ def fresh(limits: Mapping[Kind, int] | None, now: float, *,
     chosen = {k: int(given[k]) for k in KINDS}
     b = Buckets(limits=chosen, levels={k: float(v) for k, v in chosen.items()}, at=now,
                 ramp=ramp, last_admit_at=now)
-    levels = {k: b.capacity(k) for k in KINDS}
-    return replace(b, levels=levels, second_level=b.per_second)
+    return replace(b, levels={k: b.capacity(k) for k in KINDS})
 
 
 def _int(value: str | None) -> int | None:

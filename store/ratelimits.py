@@ -21,11 +21,13 @@ from core.ratelimit import (
     Admission,
     Buckets,
     Kind,
+    LastSecond,
     Need,
     Throttle,
     expected,
     fresh,
     learn_output,
+    per_second,
 )
 from core.ratelimit import answered as aimd_answered
 from core.ratelimit import learn as learn_limits
@@ -85,13 +87,13 @@ async def _lock(conn: asyncpg.Connection, key_hash: str, model: str,
     await conn.execute(
         """insert into rate_limiters (key_hash, model, requests_limit, input_limit,
                output_limit, tokens_limit, requests_level, input_level, output_level,
-               tokens_level, at, ramp, second_level, last_admit_at)
-           values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+               tokens_level, at, ramp, last_admit_at)
+           values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
            on conflict do nothing""",
         key_hash, model, start.limits["requests"], start.limits["input"],
         start.limits["output"], start.limits["tokens"], start.levels["requests"],
         start.levels["input"], start.levels["output"], start.levels["tokens"], now,
-        start.ramp, start.second_level, start.last_admit_at)
+        start.ramp, start.last_admit_at)
     row = await conn.fetchrow(
         "select * from rate_limiters where key_hash = $1 and model = $2 for update",
         key_hash, model)
@@ -103,8 +105,8 @@ def _buckets(row: asyncpg.Record) -> Buckets:
     return Buckets(limits={k: row[f"{k}_limit"] for k in KINDS},
                    levels={k: row[f"{k}_level"] for k in KINDS},
                    at=row["at"], factor=row["factor"], last_cut_at=row["last_cut_at"],
-                   ramp=row["ramp"], second_level=row["second_level"],
-                   last_admit_at=row["last_admit_at"], output_share=row["output_share"])
+                   ramp=row["ramp"], last_admit_at=row["last_admit_at"],
+                   output_share=row["output_share"])
 
 
 async def _save(conn: asyncpg.Connection, key_hash: str, model: str, b: Buckets, *,
@@ -117,13 +119,13 @@ async def _save(conn: asyncpg.Connection, key_hash: str, model: str, b: Buckets,
         f"""update rate_limiters set requests_limit = $3, input_limit = $4, output_limit = $5,
                    tokens_limit = $6, requests_level = $7, input_level = $8,
                    output_level = $9, tokens_level = $10, at = $11, factor = $12,
-                   last_cut_at = $13, ramp = $14, second_level = $15, last_admit_at = $16,
-                   output_share = $17{extra}
+                   last_cut_at = $13, ramp = $14, last_admit_at = $15,
+                   output_share = $16{extra}
             where key_hash = $1 and model = $2""",
         key_hash, model, b.limits["requests"], b.limits["input"], b.limits["output"],
         b.limits["tokens"], b.levels["requests"], b.levels["input"], b.levels["output"],
-        b.levels["tokens"], b.at, b.factor, b.last_cut_at, b.ramp, b.second_level,
-        b.last_admit_at, b.output_share)
+        b.levels["tokens"], b.at, b.factor, b.last_cut_at, b.ramp, b.last_admit_at,
+        b.output_share)
 
 
 async def try_reserve(
@@ -152,7 +154,10 @@ async def try_reserve(
             await _save(conn, key_hash, model, buckets.refilled(now))
             return Attempt(None, 0.5, None, "fair_share")
         need = expected(buckets, need)
-        admission: Admission = reserve_buckets(buckets, need, now)
+        admission: Admission | None = per_second(
+            buckets.refilled(now), need, await _last_second(conn, key_hash, model))
+        if admission is None:
+            admission = reserve_buckets(buckets, need, now)
         if not admission.admitted:
             await _save(conn, key_hash, model, admission.buckets)
             return Attempt(None, admission.wait_s, admission.binding, "limit")
@@ -168,6 +173,18 @@ async def try_reserve(
                returning reservation_id""",
             key_hash, model, run_id, need.requests, need.input, need.output, expires_s)
         return Attempt(int(reservation_id), 0.0, admission.binding)
+
+
+async def _last_second(conn: asyncpg.Connection, key_hash: str, model: str) -> LastSecond:
+    """The limiter's admissions of the last second (``core.ratelimit.per_second``)."""
+    row = await conn.fetchrow(
+        """select count(*) as n, coalesce(sum(input_tokens), 0) as input,
+                  coalesce(extract(epoch from clock_timestamp() - min(created_at)), 0) as age
+           from rate_reservations
+           where key_hash = $1 and model = $2
+             and created_at > clock_timestamp() - interval '1 second'""",
+        key_hash, model)
+    return LastSecond(int(row["n"]), int(row["input"]), float(row["age"]))
 
 
 async def _my_turn(conn: asyncpg.Connection, key_hash: str, model: str, run_id: str) -> bool:

@@ -14,6 +14,7 @@ from core.ratelimit import (
     RAMP_IDLE_S,
     RAMP_START,
     Buckets,
+    LastSecond,
     Need,
     answered,
     expected,
@@ -21,6 +22,7 @@ from core.ratelimit import (
     learn,
     learn_output,
     limiter_text,
+    per_second,
     rate_class,
     reserve,
     settle,
@@ -130,20 +132,25 @@ def test_the_most_restrictive_token_limit_binds_input_and_output_together() -> N
     assert refused.wait_s == pytest.approx(1.0)
 
 
-def test_no_more_than_a_seconds_share_of_requests_goes_out_in_one_second() -> None:
-    # 600 a minute: ten a second, however full the minute bucket is.
-    b = full({"requests": 600, "input": 600_000, "output": 60_000})
-    for _ in range(10):
-        adm = reserve(b, Need(1, 0, 0), 0.0)
-        assert adm.admitted
-        b = adm.buckets
-    eleventh = reserve(b, Need(1, 0, 0), 0.0)
-    assert not eleventh.admitted and eleventh.binding == "requests"
-    assert eleventh.wait_s == pytest.approx(0.1)
-    assert reserve(b, Need(1, 0, 0), 0.1).admitted
-    # At least one request a second under any limit (60 a minute: one; 30: still one).
+def test_no_more_than_a_seconds_share_goes_out_in_any_second() -> None:
+    # 600 requests and 60,000 input tokens a minute: ten requests, 1,000 tokens a second.
+    b = full({"requests": 600, "input": 60_000, "output": 60_000})
+    assert per_second(b, Need(1, 100, 0), LastSecond()) is None
+    assert per_second(b, Need(1, 100, 0), LastSecond(9, 900, 0.4)) is None
+    tenth = per_second(b, Need(1, 100, 0), LastSecond(10, 900, 0.4))
+    assert tenth is not None and tenth.binding == "requests"
+    assert tenth.wait_s == pytest.approx(0.6)  # when the oldest leaves the window
+    heavy = per_second(b, Need(1, 200, 0), LastSecond(2, 900, 0.9))
+    assert heavy is not None and heavy.binding == "input"
+    # The first admission of a second passes whatever its tokens.
+    assert per_second(b, Need(1, 50_000, 0), LastSecond()) is None
+    # At least one request a second under any limit; the ramp's share applies.
     slow = full({"requests": 30, "input": 600_000, "output": 60_000})
-    assert reserve(slow, Need(1, 0, 0), 0.0).admitted
+    assert per_second(slow, Need(1, 0, 0), LastSecond(1, 0, 0.5)) is not None
+    ramping = fresh({"requests": 600, "input": 60_000, "output": 60_000}, 0.0)
+    # (a quarter of ten a second: two and a half)
+    assert per_second(ramping, Need(1, 0, 0), LastSecond(1, 0, 0.5)) is None
+    assert per_second(ramping, Need(1, 0, 0), LastSecond(2, 0, 0.5)) is not None
 
 
 def test_a_fresh_or_idle_limiter_ramps_up_from_a_start_share_with_its_answers() -> None:
