@@ -243,7 +243,10 @@ async def test_a_runs_progress_and_ui_details_show_the_limiter(bbstack: Stack) -
     assert note is not None and note.learned
     assert note.limits == {"requests": 500, "input": 400_000, "output": 80_000}
     assert (note.runs, note.run_share, note.run_throttled) == (1, 1.0, 0)
-    assert progress.limiter_wait_s == 0
+    # The limiter learned the limits from the warm-up and then ramped up: the first packs
+    # were paced a few seconds (a quarter of a second's share at first), none refused.
+    assert progress.limiter_wait_s < 15
     # The run's details in the Temporal UI say it too.
     assert ("limiter 500 rpm · 400k in · 80k out /min (learned) · admitting 100% · "
-            "waited 0 s · 0 429s") in metadata.current_details
+            f"waited {progress.limiter_wait_s:,.0f} s") in metadata.current_details
+    assert "· 0 429s" in metadata.current_details
