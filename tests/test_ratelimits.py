@@ -250,3 +250,18 @@ async def test_a_runs_progress_and_ui_details_show_the_limiter(bbstack: Stack) -
     assert ("limiter 500 rpm · 400k in · 80k out /min (learned) · admitting 100% · "
             f"waited {progress.limiter_wait_s:,.0f} s") in metadata.current_details
     assert "· 0 429s" in metadata.current_details
+
+
+async def test_a_run_against_per_second_windows_draws_no_429(bbstack: Stack) -> None:
+    # 120 requests a minute enforced as 2 a second (contract §6): the fleet paces its
+    # calls by the last second's admissions instead of opening its minute at once.
+    bbstack.sim.scenario(limits={"rpm": 120, "input_tpm": 2_000_000, "output_tpm": 400_000,
+                                 "per_second": True})
+    doc = await bbstack.bb.ingest_bytes(markdown_doc(12), name="doc.md", fmt="markdown")
+    schema_id = await bbstack.bb.add_schema(extract_schema())
+    run_id = await bbstack.bb.start_run(doc, schema_id, RunOptions(pack_size=1))
+    async with bbstack.worker():
+        result = await bbstack.bb.wait(run_id)
+    assert result.status == "completed"
+    assert await bbstack.pool.fetchval(
+        "select count(*) from llm_calls where run_id = $1 and http_status = 429", run_id) == 0
