@@ -30,11 +30,14 @@ The rules, by the contract page (claude-api-2026-11.md):
   the requests (at least one) and of the input tokens, at the ramp's share (:func:`per_second`);
   the first admission of a second passes whatever its tokens, so a full minute bucket never
   opens as one burst.
-- **Ramp** (§6, acceleration limits): a limiter that admitted nothing for
-  :data:`RAMP_IDLE_S` (or a new one) starts at :data:`RAMP_START` of its minute capacity and
-  grows by :data:`RAMP_GROWTH` with every answered call, so full capacity comes after about
-  eight answers. A ``ramp_limit_exceeded`` 429 holds the fleet until its retry-after and does
-  not cut the rate: the ramp is what answers it.
+- **Ramp** (§6, acceleration limits: "a sharp rise in usage can get 429s, so ramp up
+  gradually"): a limiter that admitted nothing for :data:`RAMP_IDLE_S` (or a new one) starts
+  at :data:`RAMP_START` of its minute capacity and grows by :data:`RAMP_GROWTH` with every
+  answered call, so full capacity comes after about eight answers; and no second admits more
+  than :data:`RAMP_ACCELERATION` times the mean per second of the minute before it, or the
+  start share of the per-second allowance, whichever is more (:func:`per_second`). A
+  ``ramp_limit_exceeded`` 429 holds the fleet until its retry-after and does not cut the
+  rate: the ramp is what answers it.
 - **OTPM** (§3, §6, newest copy): output-tokens-per-minute counts actual output and
   ``max_tokens`` is not reserved. Older official copies said OTPM is estimated from
   ``max_tokens`` and adjusted (api_findings §7); the contract's newer copy wins. The fleet
@@ -78,6 +81,8 @@ ADMIT_MARGIN_S = 1.0
 RAMP_START = 0.25
 RAMP_GROWTH = 1.2
 RAMP_IDLE_S = 60.0
+#: A second admits at most this many times the mean per second of the minute before it.
+RAMP_ACCELERATION = 2.0
 #: Expected output: reservations are ``Need.output`` times the learned share of it answers
 #: wrote, times this headroom, never more than ``Need.output``; the share is an average
 #: over answers (weight ``OUTPUT_LEARN_RATE`` each) of at least ``OUTPUT_LEARN_MIN``
@@ -228,25 +233,31 @@ def reserve(buckets: Buckets, need: Need, now: float) -> Admission:
 
 @dataclass(frozen=True)
 class LastSecond:
-    """The admissions of the last second: how many, their input, the oldest's age (s)."""
+    """The admissions of the last second (how many, their input, the oldest's age in
+    seconds) and of the minute before it."""
 
     requests: int = 0
     input: int = 0
     oldest_age_s: float = 0.0
+    minute_before: int = 0
 
 
 def per_second(buckets: Buckets, need: Need, last: LastSecond) -> Admission | None:
     """``None`` when the last second's admissions leave room for ``need``; else the wait.
 
     Each of the requests and input limits allows ``limit / 60`` per second (requests at
-    least one) at the fleet's rate and ramp share; the first admission of a second passes.
+    least one) at the fleet's rate and ramp share; requests also no more than
+    :data:`RAMP_ACCELERATION` times the minute before's mean per second, or the start
+    share of their allowance, whichever is more. The first admission of a second passes.
     """
     if last.requests == 0:
         return None
     for kind, used in (("requests", last.requests), ("input", last.input)):
         allowance = buckets.capacity(kind) / 60.0
         if kind == "requests":
-            allowance = max(allowance, 1.0)
+            floor = buckets.limits[kind] * buckets.factor * RAMP_START / 60.0
+            rising = max(floor, RAMP_ACCELERATION * last.minute_before / 60.0)
+            allowance = max(min(allowance, rising), 1.0)
         if used + need.of(kind) > allowance + 1e-9:
             # Room comes when the oldest admission leaves the window.
             return Admission(False, buckets, max(1.0 - last.oldest_age_s, 0.05), kind)

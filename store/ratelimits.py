@@ -176,15 +176,23 @@ async def try_reserve(
 
 
 async def _last_second(conn: asyncpg.Connection, key_hash: str, model: str) -> LastSecond:
-    """The limiter's admissions of the last second (``core.ratelimit.per_second``)."""
+    """The limiter's admissions of the last second and of the minute before it
+    (``core.ratelimit.per_second``)."""
     row = await conn.fetchrow(
-        """select count(*) as n, coalesce(sum(input_tokens), 0) as input,
-                  coalesce(extract(epoch from clock_timestamp() - min(created_at)), 0) as age
-           from rate_reservations
-           where key_hash = $1 and model = $2
-             and created_at > clock_timestamp() - interval '1 second'""",
+        """with recent as (
+               select created_at, input_tokens,
+                      created_at > clock_timestamp() - interval '1 second' as last
+               from rate_reservations
+               where key_hash = $1 and model = $2
+                 and created_at > clock_timestamp() - interval '61 seconds')
+           select count(*) filter (where last) as n,
+                  coalesce(sum(input_tokens) filter (where last), 0) as input,
+                  coalesce(extract(epoch from clock_timestamp()
+                                   - min(created_at) filter (where last)), 0) as age,
+                  count(*) filter (where not last) as before
+           from recent""",
         key_hash, model)
-    return LastSecond(int(row["n"]), int(row["input"]), float(row["age"]))
+    return LastSecond(int(row["n"]), int(row["input"]), float(row["age"]), int(row["before"]))
 
 
 async def _my_turn(conn: asyncpg.Connection, key_hash: str, model: str, run_id: str) -> bool:

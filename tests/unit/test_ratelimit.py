@@ -133,14 +133,16 @@ def test_the_most_restrictive_token_limit_binds_input_and_output_together() -> N
 
 
 def test_no_more_than_a_seconds_share_goes_out_in_any_second() -> None:
-    # 600 requests and 60,000 input tokens a minute: ten requests, 1,000 tokens a second.
+    # 600 requests and 60,000 input tokens a minute: ten requests, 1,000 tokens a second
+    # (the minute before ran at full rate: no ramp).
     b = full({"requests": 600, "input": 60_000, "output": 60_000})
+    steady = 600
     assert per_second(b, Need(1, 100, 0), LastSecond()) is None
-    assert per_second(b, Need(1, 100, 0), LastSecond(9, 900, 0.4)) is None
-    tenth = per_second(b, Need(1, 100, 0), LastSecond(10, 900, 0.4))
+    assert per_second(b, Need(1, 100, 0), LastSecond(9, 900, 0.4, steady)) is None
+    tenth = per_second(b, Need(1, 100, 0), LastSecond(10, 900, 0.4, steady))
     assert tenth is not None and tenth.binding == "requests"
     assert tenth.wait_s == pytest.approx(0.6)  # when the oldest leaves the window
-    heavy = per_second(b, Need(1, 200, 0), LastSecond(2, 900, 0.9))
+    heavy = per_second(b, Need(1, 200, 0), LastSecond(2, 900, 0.9, steady))
     assert heavy is not None and heavy.binding == "input"
     # The first admission of a second passes whatever its tokens.
     assert per_second(b, Need(1, 50_000, 0), LastSecond()) is None
@@ -151,6 +153,16 @@ def test_no_more_than_a_seconds_share_goes_out_in_any_second() -> None:
     # (a quarter of ten a second: two and a half)
     assert per_second(ramping, Need(1, 0, 0), LastSecond(1, 0, 0.5)) is None
     assert per_second(ramping, Need(1, 0, 0), LastSecond(2, 0, 0.5)) is not None
+
+
+def test_no_second_admits_more_than_twice_the_minute_befores_mean() -> None:
+    b = full({"requests": 600, "input": 600_000, "output": 60_000})
+    # From idle: the start share of ten a second (two and a half).
+    assert per_second(b, Need(1, 0, 0), LastSecond(2, 0, 0.5, 0)) is not None
+    # The minute before ran at 3 a second (180): up to 6 now, never over the limit's 10.
+    assert per_second(b, Need(1, 0, 0), LastSecond(5, 0, 0.5, 180)) is None
+    assert per_second(b, Need(1, 0, 0), LastSecond(6, 0, 0.5, 180)) is not None
+    assert per_second(b, Need(1, 0, 0), LastSecond(10, 0, 0.5, 6_000)) is not None
 
 
 def test_a_fresh_or_idle_limiter_ramps_up_from_a_start_share_with_its_answers() -> None:
