@@ -265,3 +265,20 @@ async def test_a_run_against_per_second_windows_draws_no_429(bbstack: Stack) -> 
     assert result.status == "completed"
     assert await bbstack.pool.fetchval(
         "select count(*) from llm_calls where run_id = $1 and http_status = 429", run_id) == 0
+
+
+async def test_a_run_from_idle_meets_the_acceleration_limit_with_a_ramp(bbstack: Stack) -> None:
+    # The simulator refuses a second with more than 3 requests, or twice the minute
+    # before's mean (contract §6, acceleration limits): the fleet starts at a quarter of
+    # its 10 a second and rises with its own past minute, so nothing is refused.
+    bbstack.sim.scenario(limits={"rpm": 600, "input_tpm": 2_000_000, "output_tpm": 400_000,
+                                 "per_second": True, "ramp_floor_rps": 3})
+    doc = await bbstack.bb.ingest_bytes(markdown_doc(30), name="doc.md", fmt="markdown")
+    schema_id = await bbstack.bb.add_schema(extract_schema())
+    run_id = await bbstack.bb.start_run(doc, schema_id, RunOptions(pack_size=1))
+    async with bbstack.worker():
+        result = await bbstack.bb.wait(run_id)
+    assert result.status == "completed"
+    assert await bbstack.pool.fetchval(
+        "select count(*) from llm_calls where run_id = $1 and http_status = 429", run_id) == 0
+    assert await bbstack.pool.fetchval("select min(factor) from rate_limiters") == 1.0
