@@ -252,7 +252,9 @@ def per_second(buckets: Buckets, need: Need, last: LastSecond) -> Admission | No
     """
     if last.requests == 0:
         return None
-    for kind, used in (("requests", last.requests), ("input", last.input)):
+    checks: tuple[tuple[Kind, int], ...] = (("requests", last.requests),
+                                            ("input", last.input))
+    for kind, used in checks:
         allowance = buckets.capacity(kind) / 60.0
         if kind == "requests":
             floor = buckets.limits[kind] * buckets.factor * RAMP_START / 60.0
