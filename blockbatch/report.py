@@ -10,6 +10,7 @@ import asyncpg
 
 from blockbatch.cli.parser import PROG
 from core.budget import left_text, suggested_budget
+from core.claude_errors import fatal_code_of
 from core.endpoint import answered_text, endpoint_host
 from core.models import RunResult
 from core.quality import probe_cost_text
@@ -188,6 +189,10 @@ def next_command(result: RunResult) -> str | None:
     r, run = result, result.run_id
     if r.budget is not None:
         return f"{PROG} retry {run} --max-cost {suggested_budget(r.budget):.2f}"
+    if r.status == "failed" and fatal_code_of(r.error) in ("spend_limit", "billing"):
+        # The account stopped the run (its error says how to fix it); then the blocks it
+        # left, cancelled, go again.
+        return f"{PROG} retry {run} --cancelled, once the limit or billing is fixed"
     if r.status in ("completed", "completed_with_failures") and not r.blocks_failed:
         return f"{PROG} review {run}, then {PROG} confirm {run}"
     # `retry --cancelled` takes the failed blocks and the cancelled ones.

@@ -28,6 +28,7 @@ from blockbatch.report import (
 from core.budget import left_text
 from core.endpoint import answered_text
 from core.models import RunProgress
+from core.ratelimit import rate_class
 from store.ratelimits import LimiterView
 from store.reads import PromptPart
 
@@ -95,7 +96,7 @@ async def cmd_status(args: argparse.Namespace, s: Session) -> int:
     rows += change_rows(result.plan_changes)
     rows += quality_rows(result)
     for limiter in await bb.limits():
-        if limiter.model == info.model and (info.run_id in limiter.shares
+        if limiter.model == rate_class(info.model) and (info.run_id in limiter.shares
                                             or info.run_id in limiter.waiting_runs):
             rows.append(("rate limits", limiter_line(info.run_id, limiter)))
     if progress is not None:
