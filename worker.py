@@ -15,6 +15,7 @@ import signal
 
 from temporalio.client import Client
 
+from runtime.endpoint import announced
 from runtime.metrics import MetricsUnavailable, metrics_runtime
 from runtime.settings import Settings, load_settings
 from runtime.temporal import (
@@ -71,18 +72,18 @@ async def main(settings: Settings | None = None, client: Client | None = None) -
         if settings.data_dir.exists():
             pid_file.parent.mkdir(parents=True, exist_ok=True)
             pid_file.write_text(str(os.getpid()))
-        claude = "simulator" if settings.uses_simulator else "Claude API"
         version = deployment.to_canonical_string() if deployment else "unversioned"
-        log.info(
-            "worker %d (%s) polling %s on %s (namespace %s); Claude: %s %s",
-            os.getpid(), version, settings.temporal_task_queue,
-            settings.resolved_temporal_address, settings.temporal_namespace, claude,
-            settings.resolved_anthropic_base_url or "",
-        )
         if runtime is not None:
             log.info("metrics on http://%s:%d/metrics", settings.metrics_host,
                      settings.metrics_port)
-        async with worker:
+        # Says in Postgres which endpoint it calls: a starter set otherwise warns.
+        async with announced(pool, settings.temporal_task_queue, llm) as endpoint, worker:
+            log.info(
+                "worker %d (%s) polling %s on %s (namespace %s); Claude: %s%s",
+                os.getpid(), version, settings.temporal_task_queue,
+                settings.resolved_temporal_address, settings.temporal_namespace,
+                endpoint.text(), " (answers are SIMULATED)" if endpoint.simulated else "",
+            )
             await stop.wait()
             log.info("shutting down: waiting for in-flight activities")
         await llm.close()

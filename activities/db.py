@@ -15,6 +15,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.batches.rounds import enqueue
+from activities.llm import warm_up_request
 from core.batching import PackAttempt
 from core.context import RunContext
 from core.models import (
@@ -45,11 +46,12 @@ from core.planning import (
     pack_numbers,
 )
 from core.policy import code_of_failure
+from core.prompt import prefix_sha256
 from core.quality import halved, probe_plan
 from core.reasons import REASONS, ReasonCode
 from core.retry import FINISHED_STATUSES, describe_blocks, selection_text
 from core.reuse import answer_key, prompt_digest
-from store import batches, overlays, quality, replans, retries, runs, splits
+from store import batches, overlays, quality, reads, replans, retries, runs, splits
 from store.runs import PlanState, cached_run_context
 
 #: A run plans from earlier runs of its schema on its model once they answered this many
@@ -121,11 +123,16 @@ class DbActivities:
                 # The quality probe's sample, of the blocks called (core/quality.py); none
                 # when every pack is one block (its answer is a single answer already).
                 # Capped by cost: its expected calls within probe_max_share of the run's.
+                # A probe call of a prefix the API does not cache pays all of it again:
+                # what earlier calls of this prefix showed, else the estimate decides.
                 q = ctx.options.quality or QualityOptions()
+                warm_up = warm_up_request(ctx)
+                seen = await quality.prefix_cache_seen(
+                    conn, prefix_sha256(warm_up["system"], warm_up["tools"]), ctx.model.id)
                 sample, sizing = probe_plan(
                     ctx, [blocks[pos].block_uid for pos in to_call],
                     [blocks[pos].est_tokens for pos in to_call], packs, q, inp.run_id,
-                    prior)
+                    prior, cached=seen)
                 await quality.plan_sample(conn, inp.run_id, sample)
                 if sizing.wanted:
                     await quality.save_plan(conn, inp.run_id, sizing)
@@ -274,6 +281,7 @@ class DbActivities:
             await retries.close_open(conn, inp.run_id, result.status)
             result.plan_changes = await replans.change_texts(conn, inp.run_id)
             result.quality = await quality.result(conn, inp.run_id)
+            result.endpoints = await reads.run_endpoints(conn, inp.run_id)
             return result
 
     @activity.defn

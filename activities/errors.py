@@ -7,6 +7,7 @@ so a workflow that sees the failure can hand it to the pack policy unchanged.
 
 from __future__ import annotations
 
+import json
 import random
 from datetime import timedelta
 from typing import Any
@@ -16,7 +17,12 @@ from temporalio.exceptions import ApplicationError
 from activities.sdk import anthropic
 from core.claude_errors import ClaudeError, classify, is_outage, retry_delay_s
 
-#: The API key was rejected (401/403): the run stops, retrying cannot help.
+#: Claude refused the account, not the request (a rejected key, a spend cap, billing, a
+#: model it does not serve): the run's calls stop, retrying cannot help. The first detail
+#: is the ``ClaudeError``; its ``code`` says which (core/reasons.py).
+RUN_STOPPED = "ClaudeStopsRun"
+#: The type a rejected key's failure had in runs recorded before the fatal errors shared
+#: one type (tests/histories/first_landing.*): read as a rejected key.
 API_KEY_REJECTED = "ApiKeyRejected"
 #: Claude is unavailable for now (429, 5xx, 529, no answer): Temporal retries with backoff.
 RETRYABLE = "ClaudeUnavailable"
@@ -38,8 +44,8 @@ def application_error(
     if give_up and is_outage(error):
         return ApplicationError(error.describe(doing), error, type=API_UNAVAILABLE,
                                 non_retryable=True)
-    if error.kind == "key_rejected":
-        return ApplicationError(error.describe(doing), error, type=API_KEY_REJECTED,
+    if error.kind == "fatal":
+        return ApplicationError(error.describe(doing), error, type=RUN_STOPPED,
                                 non_retryable=True)
     if error.kind == "retryable":
         delay = retry_delay_s(error, random.random())
@@ -50,12 +56,29 @@ def application_error(
 
 
 def from_api_error(err: anthropic.APIError) -> ClaudeError:
-    """Classify a failure of the anthropic client: an error answer, or no answer at all."""
+    """Classify a failure of the anthropic client: an error answer, or no answer at all.
+
+    By the SDK's typed fields (``type``, ``error_code``: SDK 2.14 ``APIStatusError``); a
+    body that is not the API's (a proxy's page) falls back to the class name.
+    """
     if not isinstance(err, anthropic.APIStatusError):
+        # No answer: a connection error, or the client's read timeout (APITimeoutError).
         return classify(None, type(err).__name__, str(err))
-    body: dict[str, Any] = err.body if isinstance(err.body, dict) else {}
-    raw = body.get("error")
-    detail: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    return classify(err.status_code, str(detail.get("type") or type(err).__name__),
-                    str(detail.get("message") or err.message),
-                    retry_after=err.response.headers.get("retry-after"))
+    # A 404 of a Messages call is a model Claude does not serve: name it (and so its
+    # replacement); a 404 of a batch management call is a missing batch.
+    model_call = "/batches" not in err.request.url.path
+    model = _model_asked(err) if err.status_code == 404 and model_call else None
+    return classify(err.status_code, str(err.type or type(err).__name__),
+                    str(err.api_message or err.message),
+                    retry_after=err.response.headers.get("retry-after"),
+                    error_code=err.error_code, model=model, model_call=model_call)
+
+
+def _model_asked(err: anthropic.APIStatusError) -> str | None:
+    """The model the failed request named (from its JSON body), if it can be read."""
+    try:
+        body: Any = json.loads(err.request.content or b"null")
+    except (ValueError, UnicodeDecodeError, RuntimeError):  # RuntimeError: a streamed body
+        return None
+    model = body.get("model") if isinstance(body, dict) else None
+    return model if isinstance(model, str) else None

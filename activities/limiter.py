@@ -1,7 +1,9 @@
 """The fleet limiter as a Claude call sees it: reserve before sending, settle after.
 
 Every worker process has one :class:`FleetLimiter` (built in ``runtime/temporal.py``); all
-of them share the buckets in Postgres (``store/ratelimits.py``), per API key hash and model.
+of them share the buckets in Postgres (``store/ratelimits.py``), per API key hash and
+rate-limit class (``core.ratelimit.rate_class``: limits belong to a model class, contract
+§6, so runs on two models of one class share one limiter).
 A call waits here, heartbeating, until the fleet may send it; so the number of calls in
 flight follows what the account's limits admit, whatever ``max_concurrent_packs`` is.
 """
@@ -18,7 +20,7 @@ from typing import Any
 import asyncpg
 
 from activities.shared import PerRun
-from core.ratelimit import Need
+from core.ratelimit import Need, rate_class, throttle_of
 from store import ratelimits
 
 #: A waiting call looks again after the wait the buckets said, within these bounds (s).
@@ -62,7 +64,8 @@ class FleetLimiter:
         while True:
             async with self.pool.acquire() as conn:
                 attempt = await ratelimits.try_reserve(
-                    conn, key_hash=self.key_hash, model=model, run_id=run_id, need=need,
+                    conn, key_hash=self.key_hash, model=rate_class(model), run_id=run_id,
+                    need=need,
                     weight=weight, waiter=waiter)
             if attempt.reservation_id is not None:
                 status[0] = first
@@ -78,11 +81,21 @@ class FleetLimiter:
 
     async def settle(self, reservation_id: int, *, used: Need | None,
                      headers: Mapping[str, str] | None = None,
-                     throttled_after_s: float | None = None, answered: bool = False) -> None:
-        """Square the reservation with what the API counted, learn limits, AIMD."""
+                     throttled_after_s: float | None = None, answered: bool = False,
+                     error_code: str | None = None) -> None:
+        """Square the reservation with what the API counted, learn limits, AIMD.
+
+        For a 429 (``throttled_after_s`` set), ``error_code`` (``error.details.error_code``)
+        says what it does to the fleet (``core.ratelimit.throttle_of``): a ramp limit holds
+        without a cut, a spend cap changes nothing. Without one, a 429 that names no
+        ``retry-after`` is a spend cap's (contract §6) and cuts nothing either.
+        """
+        retry_after_sent = any(k.lower() == "retry-after" for k in headers or {})
+        throttle = throttle_of(error_code, retry_after_sent)
         async with self.pool.acquire() as conn:
             await ratelimits.settle(conn, reservation_id, used=used, headers=headers,
-                                    throttled_after_s=throttled_after_s, answered=answered)
+                                    throttled_after_s=throttled_after_s, answered=answered,
+                                    throttle=throttle)
             self._settled += 1
             if self._settled % _PRUNE_EVERY == 0:
                 await ratelimits.prune(conn)
@@ -92,6 +105,7 @@ class FleetLimiter:
         Postgres at most every few seconds per run and worker."""
         async def read() -> dict[str, Any] | None:
             async with self.pool.acquire() as conn:
-                return await ratelimits.run_note(conn, self.key_hash, model, run_id)
+                return await ratelimits.run_note(conn, self.key_hash, rate_class(model),
+                                                 run_id)
 
         return await self._notes.get(run_id, _NOTE_EVERY_S, read)

@@ -29,6 +29,7 @@ import asyncpg
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.endpoint import client_endpoint
 from activities.errors import (
     API_KEY_REJECTED,
     API_UNAVAILABLE,
@@ -149,7 +150,8 @@ class LlmActivities:
             try:
                 call_id = await ledger.open_probe(conn, run_id=inp.run_id, model=ctx.model.id,
                                                   request=request, origin=origin(),
-                                                  worst_case_usd=probe_worst_case(ctx))
+                                                  worst_case_usd=probe_worst_case(ctx),
+                                                  endpoint=await client_endpoint(self.client))
             except ledger.OverBudget as over:
                 return ProbeApiOutput(up=False, over_budget=True, message=refusal_text(
                     over.budget, recorded=over.recorded, need=over.need))
@@ -423,6 +425,7 @@ class LlmActivities:
                         request=stored_request, origin=origin(), purpose=purpose,
                         est_output_tokens=est_output_tokens, block_aliases=block_aliases,
                         worst_case_usd=worst_case_usd,
+                        endpoint=await client_endpoint(self.client),
                     )
             except ledger.OverBudget as over:
                 # Open calls hold the room this one needs; they usually cost far less than

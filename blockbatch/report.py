@@ -10,28 +10,48 @@ import asyncpg
 
 from blockbatch.cli.parser import PROG
 from core.budget import left_text, suggested_budget
+from core.claude_errors import fatal_code_of
+from core.endpoint import answered_text, endpoint_host
 from core.models import RunResult
 from core.quality import probe_cost_text
 from core.registry import UnknownModelError, Usage, cost_usd, get_model
 from runtime.settings import Settings
-from store.reads import baseline_inputs
+from store.reads import baseline_inputs, prefix_to_count
+from store.repo import save_prefix_tokens
 from store.retries import RetryRecord
 
 
-async def baseline_cost(pool: asyncpg.Pool, run_id: str) -> float | None:
+async def baseline_cost(pool: asyncpg.Pool, run_id: str,
+                        settings: Settings | None = None) -> float | None:
     """Estimated cost of the same blocks at one call per block without prompt caching.
 
     Every block would pay the full prompt prefix as plain input and its own output; we
-    take the prefix size and the per-block output from what this run actually used. Each
-    of those calls is priced on its own (a request pays its own price tier, contract §1),
+    take the per-block input and output from what this run actually used, and the prefix
+    from the request: its counted size, cached or not. A prefix the API did not cache and
+    nobody counted yet is counted now with ``settings``' endpoint (two free requests) and
+    kept; ``None`` when its size cannot be known (no baseline beats a wrong one). Each of
+    those calls is priced on its own (a request pays its own price tier, contract §1),
     then times the blocks.
     """
     b = await baseline_inputs(pool, run_id)
     if b is None:
         return None
-    per_block_content = (b.prompt_tokens - b.prefix_tokens * b.calls) / max(b.blocks_sent, 1)
+    prefix = b.prefix_tokens
+    if prefix is None and settings is not None:
+        to_count = await prefix_to_count(pool, run_id)
+        # Counted where the run was answered: another endpoint has another tokenizer.
+        if (to_count is not None
+                and to_count.endpoint_host == endpoint_host(settings.resolved_anthropic_base_url)):
+            from blockbatch.api.quote import count_prefix  # the SDK only when counting
+
+            prefix = await count_prefix(settings, to_count)
+            if prefix is not None:
+                await save_prefix_tokens(pool, to_count.sha256, prefix)
+    if prefix is None:
+        return None
+    per_block_content = (b.prompt_tokens - prefix * b.calls) / max(b.blocks_sent, 1)
     per_block_output = b.output_tokens / max(b.blocks_sent, 1)
-    one_call = Usage(input_tokens=round(b.prefix_tokens + per_block_content),
+    one_call = Usage(input_tokens=round(prefix + max(per_block_content, 0)),
                      output_tokens=round(per_block_output))
     try:
         model = get_model(b.model)
@@ -113,6 +133,10 @@ def quality_rows(result: RunResult) -> list[tuple[str, str]]:
     q = result.quality
     if q is None:
         return []
+    if not q.sampled and not q.probe_calls and q.sample_capped:
+        share = f"{100 * (q.probe_max_share or 0):g}%"
+        return [("quality", (f"not probed: one probe call would cost more than {share} of "
+                             "the run's expected cost (--probe-max-share)"))]
     text = q.text or "no block compared"  # with its 95% CI (core.agreement.agreement_text)
     if q.failed:
         text += f"; {q.failed} probe{'s' if q.failed != 1 else ''} failed"
@@ -165,6 +189,10 @@ def next_command(result: RunResult) -> str | None:
     r, run = result, result.run_id
     if r.budget is not None:
         return f"{PROG} retry {run} --max-cost {suggested_budget(r.budget):.2f}"
+    if r.status == "failed" and fatal_code_of(r.error) in ("spend_limit", "billing"):
+        # The account stopped the run (its error says how to fix it); then the blocks it
+        # left, cancelled, go again.
+        return f"{PROG} retry {run} --cancelled, once the limit or billing is fixed"
     if r.status in ("completed", "completed_with_failures") and not r.blocks_failed:
         return f"{PROG} review {run}, then {PROG} confirm {run}"
     # `retry --cancelled` takes the failed blocks and the cancelled ones.
@@ -200,6 +228,7 @@ def summary_dict(result: RunResult, *, baseline: float | None, links: dict[str, 
         "next": next_command(result),
         "cache_hit_ratio": round(cache_hit_ratio(result), 4),
         "baseline_cost_usd": round(baseline, 6) if baseline is not None else None,
+        "simulated": result.simulated,
         "duration_s": round(duration_s, 3) if duration_s is not None else None,
         "retries": retries_data(retries),
         "temporal_ui": links,
@@ -251,10 +280,13 @@ def summary_lines(result: RunResult, *, baseline: float | None, links: dict[str,
         rows.append(("retries", retried))
     rows += change_rows(r.plan_changes)
     rows += quality_rows(r)
+    if answered := answered_text(r.endpoints):
+        rows.insert(0, ("answered by", answered))
     rows += [("Temporal UI", links["run"]), ("its packs", links["packs"])]
     following = next_command(r)
     if following:
         rows.append(("next", following))
     error = r.error if r.budget is None else None  # the budget row says it
-    head = f"run {r.run_id}: {r.status}" + (f" ({error})" if error else "")
+    head = (f"run {r.run_id}: {r.status}" + (f" ({error})" if error else "")
+            + (" · SIMULATED answers, not Claude's" if r.simulated else ""))
     return [head] + [f"  {k:<12} {v}" for k, v in rows]

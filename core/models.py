@@ -397,6 +397,15 @@ class RunResult(BaseModel):
     budget: BudgetLeft | None = None
     #: What the quality probe found (``None``: the run probed nothing).
     quality: QualityResult | None = None
+    #: Who answered the run's calls (``core.endpoint.Endpoint.label``: ``anthropic``,
+    #: ``simulator 127.0.0.1:8765``); read from the ledger by the front doors.
+    endpoints: list[str] = Field(default_factory=list)
+
+    @property
+    def simulated(self) -> bool:
+        """Whether the simulator answered any of the run's calls (its answers are not
+        Claude's)."""
+        return any(e.split(" ", 1)[0] == "simulator" for e in self.endpoints)
 
 
 class PlanRunInput(BaseModel):

@@ -1,7 +1,8 @@
 """Riding out an outage of the API: when to probe, and what a paused run says.
 
 A pack whose call keeps failing because Claude is down (5xx, 529, no answer:
-``core.claude_errors.is_outage``) stops retrying on its own after
+``core.claude_errors.is_outage``; a 504 or a client read-timeout is a slow call, not an
+outage, and is only retried) stops retrying on its own after
 ``OutageOptions.failures_to_pause`` attempts and reports to its run. The run then pauses:
 it starts no pack, holds every pack that reported, and probes the API with one small call,
 first after ``probe_initial_s`` and then at doubling intervals up to ``probe_max_s``. The

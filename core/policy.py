@@ -12,7 +12,9 @@ result, and only carry the answer out:
 | answered, blocks left, one block | ``retry`` (``apply_results`` charged the attempt) |
 | answered, blocks left, several | ``split`` into halves (no attempt charged) |
 | a single block too large for the model | ``fail`` |
-| the API key was rejected (401/403) | ``fatal``: the run stops |
+| Claude refused the account: a rejected key (401/403), a spend cap, billing (402), a model it does not serve (404) | ``fatal`` with the error's code (``key_rejected``, ``spend_limit``, ``billing``, ``model_unavailable``): the run's calls stop at once, no retry, no halving |
+| answered, refused (``stop_reason: refusal``), several blocks | ``split``: ``apply_results`` charged no attempt (a mapping failure) |
+| answered, refused, one block | ``apply_results`` failed it at once with ``refused`` (:func:`attempt_limit`), so ``done``: never asked again on the same model |
 | prompt too long / request too large, several blocks | ``split`` (``keep`` when stopping) |
 | prompt too long / request too large, one block | ``fail`` |
 | rejected request (other 4xx), several blocks | ``split``: one block's content may be why |
@@ -113,8 +115,11 @@ def decide(
         # An error that was not classified (a worker-side failure) counts as transient.
         what = reason or (error.describe() if error is not None else "unknown error")
         kind = error.kind if error is not None else "retryable"
-        if kind == "key_rejected":
-            return Decision("fatal", what, "key_rejected")
+        if kind == "fatal":
+            # The account, not the request: every call of the run would get the same
+            # answer, so neither retries nor halving can help (core/claude_errors.py).
+            return Decision("fatal", what, error.code if error is not None and error.code
+                            else "key_rejected")
         if kind == "overflow":
             if blocks == 1:
                 return Decision("fail", what, "prompt_too_long")
@@ -134,6 +139,16 @@ def decide(
     if can_pause and result == "errored" and error is not None and is_outage(error):
         return Decision("wait", what)
     return Decision("fail", f"Claude call failed after retries: {what}", "api_unavailable")
+
+
+def attempt_limit(blocks: int, refused: bool, max_block_attempts: int) -> int:
+    """The attempts a block may have once this answer is applied (``apply_results``).
+
+    A lone block the model refused (``stop_reason: refusal``, contract §0 rule 9, §2) fails
+    at once: the same model refuses the same content again, and every refusal is billed. In
+    a pack of several, a refusal charges nobody (the pack is halved, a mapping failure).
+    """
+    return 1 if refused and blocks == 1 else max_block_attempts
 
 
 def _split_or_keep(what: str, stopping: bool) -> Decision:

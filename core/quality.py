@@ -8,9 +8,11 @@ expected probe calls stay within ``QualityOptions.probe_max_share`` (default 5%)
 run's expected pack calls. **The cap wins** over the rate and the minimum: a run whose
 probe calls would cost more than that share probes fewer blocks (even none). A probe call
 is priced as the plan of its one block (``RunContext.plan``, with the output ratios the
-run's plan used: what earlier runs of the schema wrote, when there are some): the cached
-prefix at the cache-read price, the block's input and its output estimate; the run as its
-planned packs priced the same way. The summary says when the sample was capped. Once a pack has applied its answer, its sampled blocks
+run's plan used: what earlier runs of the schema wrote, when there are some): its prefix at
+the cache-read price only when the prefix is cached (what earlier calls of the prefix on the
+model showed, else :func:`prefix_expected_cached` of the estimate), else at the input price,
+since every call then pays it again; the block's input and its output estimate; the run as
+its planned packs priced the same way. The summary says when the sample was capped. Once a pack has applied its answer, its sampled blocks
 that were answered (not failed) are asked again alone, one block per call, with the pack's
 own system prompt and tool (so the call reads the cached prefix), and each packed answer is
 compared field by field with the single one (``compare_answers``). The packed answer stays
@@ -72,10 +74,34 @@ def planned_sample(uids: Sequence[str], rate: float, minimum: int, seed: str) ->
     return list(sample_blocks(list(uids), rate, minimum, seed))
 
 
-def expected_call_usd(ctx: RunContext, pack: Pack) -> float:
-    """A sync call's expected cost: its cacheable prefix read from the cache, the rest of
-    its input (``pack.est_input_tokens``) and its output estimate at the model's prices."""
-    prefix = ctx.cacheable_prefix_tokens
+#: The planner's estimate of a prompt prefix leans high (the ticket schema of issue 28:
+#: 1,217 estimated, 779 counted): without a count or an earlier call that says so, a
+#: prefix is expected cached only when its estimate reaches this multiple of the model's
+#: minimum. Nearer the minimum it is priced as input, which keeps a probe within its share
+#: whichever way the API decides.
+CACHED_ESTIMATE_MARGIN = 1.6
+
+
+def prefix_expected_cached(ctx: RunContext, seen: bool | None = None) -> bool:
+    """Whether a run's calls are expected to read their prefix from the cache.
+
+    ``seen``: what the API did with this very prefix before (an earlier call of it read or
+    wrote the cache, or answered without either), or a count against the model's minimum;
+    ``None``: nothing known, the planner's estimate with :data:`CACHED_ESTIMATE_MARGIN`.
+    """
+    if seen is not None:
+        return seen
+    return ctx.fixed_prompt_tokens >= CACHED_ESTIMATE_MARGIN * ctx.model.min_cacheable_tokens
+
+
+def expected_call_usd(ctx: RunContext, pack: Pack, *, cached: bool | None = None) -> float:
+    """A sync call's expected cost: its input (``pack.est_input_tokens``) and its output
+    estimate at the model's prices, its prefix at the cache-read price only when the prefix
+    is cached (``cached``; ``None``: :func:`prefix_expected_cached` of the estimate), else
+    at the input price like the rest."""
+    if cached is None:
+        cached = prefix_expected_cached(ctx)
+    prefix = min(ctx.fixed_prompt_tokens, pack.est_input_tokens) if cached else 0
     return cost_usd(ctx.model, Usage(input_tokens=max(0, pack.est_input_tokens - prefix),
                                      output_tokens=pack.est_output_tokens,
                                      cache_read_input_tokens=prefix))
@@ -114,15 +140,18 @@ class ProbePlan:
 def probe_plan(ctx: RunContext, uids: Sequence[str], block_tokens: Sequence[int],
                packs: Sequence[Pack], q: QualityOptions, seed: str,
                ratios: OutputRatios | None = None,
-               block_types: Sequence[str] | None = None) -> tuple[list[str], ProbePlan]:
+               block_types: Sequence[str] | None = None, *,
+               cached: bool | None = None) -> tuple[list[str], ProbePlan]:
     """The run's probe sample (``uids[i]`` has ``block_tokens[i]``; ``packs`` their plan, as
     ``ctx.plan`` made it with ``ratios``) and how it was sized: :func:`planned_sample`'s,
     then as many of its blocks (in their sampling order, so a smaller sample is part of the
     larger one) as keep the sample's expected cost within ``q.probe_max_share`` of the
     run's expected pack calls. A probe call is priced as ``ctx.plan`` would plan its one
     block, with the same ``ratios`` (what earlier runs of the schema wrote), so both sides
-    use the same output estimate."""
-    run_usd = sum(expected_call_usd(ctx, p) for p in packs)
+    use the same output estimate. ``cached``: whether the prefix is read from the cache
+    (:func:`expected_call_usd`); a probe call of an uncached prefix pays all of it again."""
+    cached = prefix_expected_cached(ctx, cached)
+    run_usd = sum(expected_call_usd(ctx, p, cached=cached) for p in packs)
     wanted = sample_size(len(uids), q.probe_rate, q.probe_minimum) if q.probe_rate > 0 else 0
     if not wanted:
         return [], ProbePlan(0, 0, q.probe_max_share, 0.0, round(run_usd, 6), len(uids))
@@ -130,7 +159,8 @@ def probe_plan(ctx: RunContext, uids: Sequence[str], block_tokens: Sequence[int]
     shape = {u: (t, k) for u, t, k in zip(uids, block_tokens, types)}
     full = planned_sample(uids, q.probe_rate, q.probe_minimum, seed)
     costs = {u: expected_call_usd(ctx, ctx.plan([shape[u][0]], ratios,
-                                                [shape[u][1]] if shape[u][1] else None)[0])
+                                                [shape[u][1]] if shape[u][1] else None)[0],
+                                  cached=cached)
              for u in full}
     mean = sum(costs.values()) / len(costs)
     room = q.probe_max_share * run_usd

@@ -222,6 +222,10 @@ class OutputHistory:
     #: Thinking tokens per call of those runs' calls at the quoted run's effort (``None``:
     #: none of them thought, or none ran at that effort).
     thinking_per_call: float | None = None
+    #: Whose answers: ``schema`` (this schema on this model: the run plans with them too),
+    #: ``model`` (other schemas on this model) or ``any`` (other schemas, other models): a
+    #: first run's expectation only (:func:`quote`'s ``prior``).
+    scope: Literal["schema", "model", "any"] = "schema"
 
     @property
     def ratio(self) -> float:
@@ -273,9 +277,13 @@ class Quote(BaseModel):
     blocks_per_pack: tuple[int, int]
     input_source: Literal["count_tokens", "planner"]
     count_requests: int = 0
-    output_source: Literal["ledger", "planner"]
-    #: With ``output_source == "ledger"``: runs and calls it came from, written / estimated.
+    #: ``ledger``: this schema's earlier answers; ``other_schemas``: a first run's, from
+    #: what other schemas' answers wrote against their shape estimate; ``planner``: none.
+    output_source: Literal["ledger", "other_schemas", "planner"]
+    #: Unless ``planner``: runs and calls it came from, written / estimated.
     output_history: dict[str, float] | None = None
+    #: With ``other_schemas``: ``model`` (on this model) or ``any`` (on other models).
+    output_scope: str | None = None
     prefix_tokens: int
     min_cacheable_tokens: int
     block_tokens: int
@@ -337,6 +345,9 @@ def expected_attempts(ctx: RunContext, block_tokens: Sequence[int],
     ratio = history.ratio if history is not None else None
     seen_thinking = history.thinking_per_call if history is not None else None
     thinking = ctx.thinking_per_call(seen_thinking)
+    # Only the schema's own answers size max_tokens (the run observes them); another
+    # schema's say what to expect, not what a first run asks for.
+    observed = ratio if history is not None and history.scope == "schema" else None
 
     def block_output(i: int) -> float:
         assert ratio is not None
@@ -345,7 +356,7 @@ def expected_attempts(ctx: RunContext, block_tokens: Sequence[int],
 
     def attempts(positions: tuple[int, ...]) -> list[Attempt]:
         sizes = [block_tokens[i] for i in positions]
-        pack = ctx.pack(sizes, observed=ratio, thinking=seen_thinking)
+        pack = ctx.pack(sizes, observed=observed, thinking=seen_thinking)
         want = (math.ceil(pack.learn_output_tokens * ratio) if ratio is not None
                 else pack.est_output_tokens) + thinking
         if len(positions) == 1 and want > pack.max_tokens:
@@ -370,7 +381,8 @@ def expected_attempts(ctx: RunContext, block_tokens: Sequence[int],
 
 def quote(ctx: RunContext, block_tokens: Sequence[int], tokens: PromptTokens, *,
           document: str, history: OutputHistory | None = None,
-          notes: Sequence[str] = ()) -> Quote:
+          notes: Sequence[str] = (), prefix_seen: bool | None = None,
+          prior: OutputHistory | None = None) -> Quote:
     """Quote a run of ``ctx`` over blocks with these planner estimates.
 
     Args:
@@ -382,12 +394,23 @@ def quote(ctx: RunContext, block_tokens: Sequence[int], tokens: PromptTokens, *,
         history: earlier runs' output against the planner's shape estimate, if any (used
             from :data:`MIN_HISTORY_CALLS` answers on).
         notes: what the caller has to say (why tokens were not counted, say).
+        prefix_seen: what the API did with the run's prefix on this model before (cached
+            or not; ``None``: no call yet): the probe's sample is sized as the run sizes
+            it (:func:`core.quality.prefix_expected_cached`), its calls priced as counted.
+        prior: what other schemas' answers wrote against their shape estimate (used from
+            :data:`MIN_HISTORY_CALLS` answers on, when ``history`` is not): the planner's
+            shape estimate leans high on purpose, so a schema's first quote expects what
+            answers write against it. The run's plan is not changed by it (it plans its
+            learning pack from the estimate and learns its own ratio).
     """
     if not block_tokens:
         raise ValueError("a quote needs at least one block")
     model = ctx.model
     said = list(notes)
     learned = history if history is not None and history.calls >= MIN_HISTORY_CALLS else None
+    # What the calls are expected to write: the schema's own answers, else other schemas'.
+    expected = learned or (prior if prior is not None and prior.calls >= MIN_HISTORY_CALLS
+                           else None)
     ratios = (OutputRatios(overall=round(learned.ratio, 4), by_type={}, blocks=learned.calls,
                            source="earlier runs") if learned else None)
     # Each mode planned as plan_run plans it: sync sizes from earlier runs' answers when
@@ -414,10 +437,11 @@ def quote(ctx: RunContext, block_tokens: Sequence[int], tokens: PromptTokens, *,
     warm_up = (ctx.cacheable_prefix_tokens > 0 and len(sync_packs) > 1
                and not learning_pack)
     share = _BlockShare(block_tokens, tokens.blocks)
-    sync_attempts = expected_attempts(sync_ctx, block_tokens, learned, sync_packs)
-    batch_attempts = expected_attempts(batch_ctx, block_tokens, learned, batch_packs)
+    sync_attempts = expected_attempts(sync_ctx, block_tokens, expected, sync_packs)
+    batch_attempts = expected_attempts(batch_ctx, block_tokens, expected, batch_packs)
     probe, sizing = probe_attempts(sync_ctx, block_tokens, sync_packs,
-                                   ratios if sync_ctx.learns_output() else None, learned)
+                                   ratios if sync_ctx.learns_output() else None, expected,
+                                   cached=prefix_seen)
     without = _mode_quote("sync", ctx, sync_attempts, tokens, share, cached=cached,
                           warm_up=warm_up, packs=len(sync_packs))
     sync = _mode_quote("sync", ctx, [*sync_attempts, *probe], tokens, share, cached=cached,
@@ -494,9 +518,11 @@ def quote(ctx: RunContext, block_tokens: Sequence[int], tokens: PromptTokens, *,
         document=document, blocks=len(block_tokens), schema_name=ctx.spec.name,
         model=model.id, mode=ctx.options.mode, packs=len(packs),
         blocks_per_pack=(min(sizes), max(sizes)), input_source=tokens.source,
-        count_requests=tokens.requests, output_source="ledger" if learned else "planner",
-        output_history=({"runs": learned.runs, "calls": learned.calls,
-                         "ratio": round(learned.ratio, 4)} if learned else None),
+        count_requests=tokens.requests,
+        output_source="ledger" if learned else "other_schemas" if expected else "planner",
+        output_history=({"runs": expected.runs, "calls": expected.calls,
+                         "ratio": round(expected.ratio, 4)} if expected else None),
+        output_scope=expected.scope if expected is not None and not learned else None,
         prefix_tokens=tokens.prefix, min_cacheable_tokens=model.min_cacheable_tokens,
         block_tokens=tokens.blocks, oversized_blocks=oversized, truncations=truncated,
         thinking_per_call=per_call, thinking_source=thinking_source,
@@ -507,18 +533,21 @@ def quote(ctx: RunContext, block_tokens: Sequence[int], tokens: PromptTokens, *,
 
 def probe_attempts(ctx: RunContext, block_tokens: Sequence[int], packs: Sequence[Pack],
                    ratios: OutputRatios | None, history: OutputHistory | None = None,
+                   *, cached: bool | None = None,
                    ) -> tuple[list[Attempt], ProbePlan | None]:
     """The quality probe's calls a sync run of ``ctx`` is expected to make, and how its
     sample was sized: ``plan_run``'s rule (:func:`core.quality.probe_plan`: the rate, the
     minimum and the cost cap over ``packs`` planned with ``ratios``), the sample drawn with
     :data:`PROBE_SEED`; each sampled block a call of its own, planned and expected to
     write as :func:`expected_attempts` has it. None in batch mode, with the probe off, or
-    when every pack is one block (``None`` then: no sample is planned)."""
+    when every pack is one block (``None`` then: no sample is planned). ``cached``: whether
+    the run takes its prefix as cached when it sizes the sample (``None``: what the run
+    decides without a call of it: :func:`core.quality.prefix_expected_cached`)."""
     if ctx.options.mode != "sync" or ctx.plan_limits().size_cap <= 1:
         return [], None
     q = ctx.options.quality or QualityOptions()
     sample, sizing = probe_plan(ctx, [str(i) for i in range(len(block_tokens))],
-                                block_tokens, packs, q, PROBE_SEED, ratios)
+                                block_tokens, packs, q, PROBE_SEED, ratios, cached=cached)
     alone = [dataclasses.replace(ctx.plan([block_tokens[int(u)]], ratios)[0],
                                  positions=(int(u),)) for u in sample]
     return expected_attempts(ctx, block_tokens, history, alone), sizing

@@ -3,7 +3,12 @@
 Pure rules; ``store/retries.py`` reads the run and ``blockbatch/api`` turns a
 :class:`Refusal` into the error a user sees. A retry takes the run's ``failed`` blocks (and
 its ``cancelled`` ones when asked), optionally only those with given reason codes or only
-given blocks; a block that succeeded is never taken.
+given blocks; a block that succeeded is never taken. A block whose code is in
+:data:`ASKED_BY_NAME` is taken only when the request names that code (``--reason``): the
+model refused it, and asking the same model again is billed and refused again.
+
+The blocks a fatal error left (``spend_limit``, ``billing``: the run stopped, the blocks
+ended ``cancelled``) are taken with ``--cancelled``, as the error's message says.
 """
 
 from __future__ import annotations
@@ -19,6 +24,9 @@ from core.review import ANSWERED
 #: A run may be retried only once it has finished (not while it may still change).
 FINISHED_STATUSES = ("completed", "completed_with_failures", "cancelled", "failed",
                      "budget_exhausted")
+
+#: Reason codes a retry takes only when the request names them.
+ASKED_BY_NAME = ("refused",)
 
 RefusalKind = Literal["unknown_reason", "active", "unknown_block", "not_retryable", "nothing"]
 
@@ -136,7 +144,9 @@ def few(items: list[str], n: int = 5) -> str:
 
 def _takes(state: BlockState, statuses: list[str], wanted: set[str]) -> bool:
     status, code = state
-    return status in statuses and (not wanted or code in wanted)
+    if wanted:
+        return status in statuses and code in wanted
+    return status in statuses and code not in ASKED_BY_NAME
 
 
 def _state(state: BlockState) -> str:
@@ -158,4 +168,9 @@ def _hint(counts: Mapping[BlockState, int], request: RetryRequest) -> str:
     cancelled = any(status == "cancelled" and n for (status, _), n in counts.items())
     if cancelled and not request.include_cancelled:
         return " (cancelled blocks are retried only when asked: --cancelled)"
+    named = [code for code in ASKED_BY_NAME
+             if any(c == code and n for (_, c), n in counts.items())]
+    if named and not request.reasons:
+        return (f" ({', '.join(named)} blocks are retried only when named: "
+                + " ".join(f"--reason {c}" for c in named) + ")")
     return ""

@@ -48,6 +48,7 @@ async def api_middleware(request: web.Request, handler: Handler) -> web.StreamRe
         body = error_body("api_error", "Internal server error", request_id)
         response = web.json_response(body, status=500)
     response.headers["request-id"] = request_id
+    response.headers["x-blockbatch-simulator"] = "1"  # not the API's: who answered (core/endpoint.py)
     state_of(request).stats.count_request(_endpoint(request), response.status)
     return response
 

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 import asyncpg
 
 from core.batching import ResultRow
+from core.endpoint import Endpoint
 from core.models import BatchCounts, CollectRoundOutput, Totals
 from store import ledger
 
@@ -230,6 +231,7 @@ async def open_batch_calls(
     conn: asyncpg.Connection, *, run_id: str, custom_ids: list[str],
     stored: list[dict[str, Any]], model: str, prefix_sha: str, origin: ledger.Origin,
     provider_batch_id: str, part: int, aliases: list[dict[str, str] | None] | None = None,
+    endpoint: Endpoint | None = None,
 ) -> None:
     """Insert a ``started`` ledger row per request of a created provider batch, and map
     each ``batch_requests`` row to its call and batch (call inside the caller's
@@ -240,10 +242,11 @@ async def open_batch_calls(
                insert into llm_calls (run_id, pack_path, pack_attempt, block_uids,
                    model, prefix_sha256, request, status, workflow_id,
                    workflow_run_id, activity_id, activity_attempt,
-                   provider_batch_id, custom_id, purpose, provider, api, block_aliases)
+                   provider_batch_id, custom_id, purpose, provider, api, block_aliases,
+                   endpoint_host)
                select r.run_id, r.pack_path, r.pack_attempt, r.block_uids, $4, $5,
                       t.req, 'started', $6, $7, $8, $9, $10, r.custom_id,
-                      'batch_request', 'anthropic', 'message_batches', t.aliases
+                      'batch_request', $13, 'message_batches', t.aliases, $14
                from unnest($2::text[], $3::jsonb[], $12::jsonb[]) as t(cid, req, aliases)
                join batch_requests r on r.run_id = $1 and r.custom_id = t.cid
                returning call_id, custom_id)
@@ -253,6 +256,7 @@ async def open_batch_calls(
         run_id, custom_ids, stored, model, prefix_sha, origin.workflow_id,
         origin.workflow_run_id, origin.activity_id, origin.activity_attempt,
         provider_batch_id, part, aliases or [None] * len(custom_ids),
+        endpoint.provider if endpoint else "anthropic", endpoint.host if endpoint else None,
     )
 
 

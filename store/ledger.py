@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import asyncpg
 
 from core.budget import verdict
+from core.endpoint import Endpoint
 from core.models import ApplyResultsOutput
 from core.registry import Usage
 from store.runs import ACTIVE_STATUSES, budget_for_share
@@ -148,7 +149,7 @@ async def open_call(
     request: dict[str, Any], origin: Origin, purpose: str = "pack",
     provider: str = "anthropic", est_output_tokens: int | None = None,
     block_aliases: dict[str, str] | None = None,
-    worst_case_usd: float | None = None,
+    worst_case_usd: float | None = None, endpoint: Endpoint | None = None,
 ) -> int | None:
     """Insert a ``started`` ledger row for a call about to be sent, unless the run stopped.
 
@@ -175,6 +176,8 @@ async def open_call(
             block_uid); ``None`` when it names them by block_uid.
         worst_case_usd: the most this call can cost (core/budget.py), reserved against
             the run's budget when it has one.
+        endpoint: who answers (core/endpoint.py): its provider replaces ``provider``, and
+            its host is kept when it is not Anthropic's own API.
 
     Returns:
         The new ``call_id``; ``None`` when the run is no longer active (do not call).
@@ -207,14 +210,14 @@ async def open_call(
             """insert into llm_calls (run_id, pack_path, pack_attempt, block_uids, model,
                    prefix_sha256, request, status, workflow_id, workflow_run_id,
                    activity_id, activity_attempt, purpose, provider, api, est_output_tokens,
-                   block_aliases, reserved_usd)
+                   block_aliases, reserved_usd, endpoint_host)
                values ($1, $2, $3, $4, $5, $6, $7, 'started', $8, $9, $10, $11, $12, $13,
-                       'messages', $14, $15, $16)
+                       'messages', $14, $15, $16, $17)
                returning call_id""",
             run_id, pack_path, pack_attempt, block_uids, model, prefix[0], request,
             origin.workflow_id, origin.workflow_run_id, origin.activity_id,
-            origin.activity_attempt, purpose, provider, est_output_tokens, block_aliases,
-            reserved,
+            origin.activity_attempt, purpose, endpoint.provider if endpoint else provider,
+            est_output_tokens, block_aliases, reserved, endpoint.host if endpoint else None,
         )
 
 
@@ -257,7 +260,7 @@ async def observed_output(conn: asyncpg.Connection, run_id: str) -> Observed | N
 
 async def open_probe(
     conn: asyncpg.Connection, *, run_id: str, model: str, request: dict[str, Any],
-    origin: Origin, worst_case_usd: float | None = None,
+    origin: Origin, worst_case_usd: float | None = None, endpoint: Endpoint | None = None,
 ) -> int | None:
     """Insert a ``started`` row for a probe of the API (purpose ``probe``), numbered in order.
 
@@ -280,13 +283,14 @@ async def open_probe(
         return await conn.fetchval(
             """insert into llm_calls (run_id, pack_path, pack_attempt, block_uids, model,
                    request, status, workflow_id, workflow_run_id, activity_id,
-                   activity_attempt, purpose, provider, api, reserved_usd)
+                   activity_attempt, purpose, provider, api, reserved_usd, endpoint_host)
                select $1, 'probe', coalesce(max(pack_attempt), 0) + 1, '{}', $2, $3,
-                      'started', $4, $5, $6, $7, 'probe', 'anthropic', 'messages', $8
+                      'started', $4, $5, $6, $7, 'probe', $9, 'messages', $8, $10
                from llm_calls where run_id = $1 and pack_path = 'probe'
                returning call_id""",
             run_id, model, request, origin.workflow_id, origin.workflow_run_id,
             origin.activity_id, origin.activity_attempt, reserved,
+            endpoint.provider if endpoint else "anthropic", endpoint.host if endpoint else None,
         )
 
 

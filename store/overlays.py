@@ -41,7 +41,7 @@ Every move to ``failed`` or ``cancelled`` also sets ``reason_code`` (core/reason
 apply_answer from what the answer said of the block (``invalid_value``,
 ``missing_from_answer``, ``truncated``, ``malformed_answer``), fail_pending from its
 caller (the pack policy's ``Decision.code``), end_pending from how the run ended
-(``unfinished``, ``cancelled``, ``key_rejected``). A move to ``ai_complete`` clears it.
+(``unfinished``, ``cancelled``, or a fatal error's code). A move to ``ai_complete`` clears it.
 
 Every change of status, staging or confirmed also leaves a row in ``overlay_changes``,
 written by a trigger (migration 005), so no transition here can go unrecorded. The four
@@ -62,7 +62,9 @@ from typing import Any, Literal
 
 import asyncpg
 
+from core.claude_errors import fatal_code_of
 from core.models import ApplyResultsOutput, RunStatus
+from core.policy import attempt_limit
 from core.reasons import ReasonCode
 from core.results import parse_results
 from core.reuse import REUSABLE
@@ -249,8 +251,11 @@ async def apply_answer(
             for uid in parsed.unfinished:
                 charged.setdefault(uid, parsed.summary())
         codes = {uid: parsed.reason_code(uid) or "unfinished" for uid in charged}
-        failed = await _charge(conn, run_id, charged, codes, pack_path, call_id,
-                               max_block_attempts)
+        # A lone refused block fails now: the same model refuses it again (core/policy.py).
+        # ``PackResults.refusal`` gives the unfinished blocks the code ``refused``.
+        limit = attempt_limit(len(call.block_uids), "refused" in codes.values(),
+                              max_block_attempts)
+        failed = await _charge(conn, run_id, charged, codes, pack_path, call_id, limit)
         pending = set(await still_pending(conn, run_id, parsed.unfinished))
         outcome = ApplyResultsOutput(
             completed=completed,
@@ -355,7 +360,8 @@ async def end_pending(
 
     A completed run: ``failed`` (a pack ended without finishing them, say so; code
     ``unfinished``); a cancelled or failed run: ``cancelled``, with the run's error as the
-    reason (code ``key_rejected`` when a rejected key stopped the run, else ``cancelled``).
+    reason (code of the fatal error that stopped the run, ``key_rejected``, ``spend_limit``,
+    ``billing`` or ``model_unavailable``, else ``cancelled``).
     """
     if status == "budget_exhausted":
         # Packs the run never started once its budget ran out: no call was made for them;
@@ -392,9 +398,7 @@ def end_code(status: RunStatus, error: str | None) -> ReasonCode:
         return "budget_exhausted"
     if status in ("completed", "completed_with_failures"):
         return "unfinished"
-    if error and error.startswith("the API key was rejected"):
-        return "key_rejected"
-    return "cancelled"
+    return fatal_code_of(error) or "cancelled"
 
 
 async def reset_for_retry(

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 import asyncpg
 
+from core.endpoint import Endpoint
 from core.models import BatchCounts, PollRoundOutput, ProviderBatchRef
 from store import batches, ledger
 
@@ -227,9 +228,10 @@ async def record_created(
     conn: asyncpg.Connection, key: PartKey, batch: CreatedBatch, note: str | None, *,
     prefix: tuple[str, Any, Any], model: str, origin: ledger.Origin,
     custom_ids: Sequence[str], stored: Sequence[dict[str, Any]],
-    aliases: Sequence[dict[str, str] | None] | None = None,
+    aliases: Sequence[dict[str, str] | None] | None = None, endpoint: Endpoint | None = None,
 ) -> None:
-    """Batch id, request mapping and ledger rows, in one transaction.
+    """Batch id, request mapping and ledger rows, in one transaction (``endpoint``: who
+    answers, core/endpoint.py).
 
     ``aliases``: each request's short ids (alias -> block_uid, ``None``: none), kept on
     its ledger row; ``None`` when no request uses them.
@@ -250,5 +252,5 @@ async def record_created(
                 conn, run_id=key[0], custom_ids=list(custom_ids[chunk]),
                 stored=list(stored[chunk]), model=model, prefix_sha=prefix[0], origin=origin,
                 provider_batch_id=batch.provider_batch_id, part=key[2],
-                aliases=None if aliases is None else list(aliases[chunk]),
+                aliases=None if aliases is None else list(aliases[chunk]), endpoint=endpoint,
             )

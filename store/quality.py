@@ -287,7 +287,9 @@ async def result(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> Qualit
     per field, pack size and position, the probe's cost, the pack size the run settled on
     and what the quality gate did."""
     cost = await probe_cost(conn, run_id)
-    if not cost.planned and not cost.calls:
+    plan = await sample_plan(conn, run_id)
+    # A sample its cost cap left empty is said too (the summary says why nothing was probed).
+    if not cost.planned and not cost.calls and not (plan is not None and plan.capped):
         return None
     rows = await samples(conn, run_id)
     summary = summarize([
@@ -301,5 +303,24 @@ async def result(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> Qualit
     return quality_result(summary, failed=cost.failed, probe_calls=cost.calls,
                           probe_cost_usd=cost.cost_usd, run_cost_usd=cost.run_cost_usd,
                           pack_size=size or None, min_agreement=target,
-                          gate=[c.text() for c in gate], plan=await sample_plan(conn, run_id),
+                          gate=[c.text() for c in gate], plan=plan,
                           reasked=sum(c.reasked for c in gate))
+
+
+async def prefix_cache_seen(conn: asyncpg.Connection | asyncpg.Pool, prefix_sha256: str,
+                            model: str) -> bool | None:
+    """What the API did with this prompt prefix on ``model`` before (the minimum is the
+    model's): ``True`` when an answered call of it read or wrote the cache, ``False`` when
+    calls of it answered with neither (below the minimum: the API skips caching silently),
+    ``None`` before any such call."""
+    row = await conn.fetchrow(
+        """select exists(select 1 from llm_calls where prefix_sha256 = $1 and model = $2
+                         and status = 'succeeded'
+                         and cache_creation_input_tokens + cache_read_input_tokens > 0)
+                      as cached,
+                  exists(select 1 from llm_calls where prefix_sha256 = $1 and model = $2
+                         and status = 'succeeded') as answered""",
+        prefix_sha256, model)
+    if row["cached"]:
+        return True
+    return False if row["answered"] else None

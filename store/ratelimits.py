@@ -1,5 +1,6 @@
 """The fleet's rate limiter in Postgres (``rate_limiters``, ``rate_reservations``,
-``rate_waiters``): every worker and run using one API key and model shares one row.
+``rate_waiters``): every worker and run using one API key and rate-limit class
+(``core.ratelimit.rate_class``, in the ``model`` column) shares one row.
 
 The bucket arithmetic is ``core/ratelimit.py``; here it runs under a row lock (``for
 update``) so concurrent reservations from any worker see each other, on the database clock.
@@ -15,7 +16,19 @@ from typing import Any
 
 import asyncpg
 
-from core.ratelimit import KINDS, Admission, Buckets, Kind, Need, fresh
+from core.ratelimit import (
+    KINDS,
+    Admission,
+    Buckets,
+    Kind,
+    LastSecond,
+    Need,
+    Throttle,
+    expected,
+    fresh,
+    learn_output,
+    per_second,
+)
 from core.ratelimit import answered as aimd_answered
 from core.ratelimit import learn as learn_limits
 from core.ratelimit import reserve as reserve_buckets
@@ -47,10 +60,13 @@ class LimiterView:
     """One limiter as ``starter.py limits`` and ``starter.py status`` show it."""
 
     key_hash: str
+    #: The rate-limit class (``core.ratelimit.rate_class``).
     model: str
     limits: dict[str, int]
     levels: dict[str, float]
     factor: float
+    #: The ramp's share of the minute capacity open now (core/ratelimit.py).
+    ramp: float
     learned: bool
     admitted: int
     throttled: int
@@ -70,11 +86,14 @@ async def _lock(conn: asyncpg.Connection, key_hash: str, model: str,
     start = fresh(defaults, now)
     await conn.execute(
         """insert into rate_limiters (key_hash, model, requests_limit, input_limit,
-               output_limit, requests_level, input_level, output_level, at)
-           values ($1, $2, $3::integer, $4::integer, $5::integer, $3::float8, $4::float8,
-                   $5::float8, $6) on conflict do nothing""",
+               output_limit, tokens_limit, requests_level, input_level, output_level,
+               tokens_level, at, ramp, last_admit_at)
+           values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+           on conflict do nothing""",
         key_hash, model, start.limits["requests"], start.limits["input"],
-        start.limits["output"], now)
+        start.limits["output"], start.limits["tokens"], start.levels["requests"],
+        start.levels["input"], start.levels["output"], start.levels["tokens"], now,
+        start.ramp, start.last_admit_at)
     row = await conn.fetchrow(
         "select * from rate_limiters where key_hash = $1 and model = $2 for update",
         key_hash, model)
@@ -85,7 +104,9 @@ def _buckets(row: asyncpg.Record) -> Buckets:
     """A ``rate_limiters`` row as the buckets it holds (levels as of its ``at``)."""
     return Buckets(limits={k: row[f"{k}_limit"] for k in KINDS},
                    levels={k: row[f"{k}_level"] for k in KINDS},
-                   at=row["at"], factor=row["factor"], last_cut_at=row["last_cut_at"])
+                   at=row["at"], factor=row["factor"], last_cut_at=row["last_cut_at"],
+                   ramp=row["ramp"], last_admit_at=row["last_admit_at"],
+                   output_share=row["output_share"])
 
 
 async def _save(conn: asyncpg.Connection, key_hash: str, model: str, b: Buckets, *,
@@ -96,12 +117,15 @@ async def _save(conn: asyncpg.Connection, key_hash: str, model: str, b: Buckets,
         extra += ", learned_at = now()"
     await conn.execute(
         f"""update rate_limiters set requests_limit = $3, input_limit = $4, output_limit = $5,
-                   requests_level = $6, input_level = $7, output_level = $8, at = $9,
-                   factor = $10, last_cut_at = $11{extra}
+                   tokens_limit = $6, requests_level = $7, input_level = $8,
+                   output_level = $9, tokens_level = $10, at = $11, factor = $12,
+                   last_cut_at = $13, ramp = $14, last_admit_at = $15,
+                   output_share = $16{extra}
             where key_hash = $1 and model = $2""",
         key_hash, model, b.limits["requests"], b.limits["input"], b.limits["output"],
-        b.levels["requests"], b.levels["input"], b.levels["output"], b.at, b.factor,
-        b.last_cut_at)
+        b.limits["tokens"], b.levels["requests"], b.levels["input"], b.levels["output"],
+        b.levels["tokens"], b.at, b.factor, b.last_cut_at, b.ramp, b.last_admit_at,
+        b.output_share)
 
 
 async def try_reserve(
@@ -110,6 +134,9 @@ async def try_reserve(
     expires_s: float = 600.0, waiter: str = "",
 ) -> Attempt:
     """Reserve ``need`` for one call of ``run_id`` now, or say how long to wait.
+
+    ``model`` is the limiter's key: the rate-limit class. What is reserved is the call's
+    expected output, not all of ``need.output`` (``core.ratelimit.expected``).
 
     ``waiter`` names the waiting call (the same on each try): its run counts as waiting
     while any of its calls does, for the fair turn.
@@ -126,7 +153,11 @@ async def try_reserve(
         if not await _my_turn(conn, key_hash, model, run_id):
             await _save(conn, key_hash, model, buckets.refilled(now))
             return Attempt(None, 0.5, None, "fair_share")
-        admission: Admission = reserve_buckets(buckets, need, now)
+        need = expected(buckets, need)
+        admission: Admission | None = per_second(
+            buckets.refilled(now), need, await _last_second(conn, key_hash, model))
+        if admission is None:
+            admission = reserve_buckets(buckets, need, now)
         if not admission.admitted:
             await _save(conn, key_hash, model, admission.buckets)
             return Attempt(None, admission.wait_s, admission.binding, "limit")
@@ -142,6 +173,26 @@ async def try_reserve(
                returning reservation_id""",
             key_hash, model, run_id, need.requests, need.input, need.output, expires_s)
         return Attempt(int(reservation_id), 0.0, admission.binding)
+
+
+async def _last_second(conn: asyncpg.Connection, key_hash: str, model: str) -> LastSecond:
+    """The limiter's admissions of the last second and of the minute before it
+    (``core.ratelimit.per_second``)."""
+    row = await conn.fetchrow(
+        """with recent as (
+               select created_at, input_tokens,
+                      created_at > clock_timestamp() - interval '1 second' as last
+               from rate_reservations
+               where key_hash = $1 and model = $2
+                 and created_at > clock_timestamp() - interval '61 seconds')
+           select count(*) filter (where last) as n,
+                  coalesce(sum(input_tokens) filter (where last), 0) as input,
+                  coalesce(extract(epoch from clock_timestamp()
+                                   - min(created_at) filter (where last)), 0) as age,
+                  count(*) filter (where not last) as before
+           from recent""",
+        key_hash, model)
+    return LastSecond(int(row["n"]), int(row["input"]), float(row["age"]), int(row["before"]))
 
 
 async def _my_turn(conn: asyncpg.Connection, key_hash: str, model: str, run_id: str) -> bool:
@@ -166,7 +217,7 @@ async def _my_turn(conn: asyncpg.Connection, key_hash: str, model: str, run_id: 
 async def settle(
     conn: asyncpg.Connection, reservation_id: int, *, used: Need | None,
     headers: Mapping[str, str] | None, throttled_after_s: float | None = None,
-    answered: bool = False,
+    answered: bool = False, throttle: Throttle = "cut",
 ) -> None:
     """Close a reservation: give back what was not used, learn the limits, AIMD.
 
@@ -175,6 +226,7 @@ async def settle(
         headers: the answer's headers (``anthropic-ratelimit-*``), if any.
         throttled_after_s: set for a 429: its retry-after (``0`` when absent).
         answered: the API answered (not a 429): the fleet's rate recovers a little.
+        throttle: for a 429, what it does to the fleet (``core.ratelimit.throttle_of``).
     """
     async with conn.transaction():
         res = await conn.fetchrow(
@@ -188,12 +240,14 @@ async def settle(
         b = await _lock(conn, key_hash, model, None, now)
         reserved = Need(res["requests"], res["input_tokens"], res["output_tokens"])
         b = settle_buckets(b, reserved, used or Need(0, 0, 0), now)
+        if answered and used is not None:
+            b = learn_output(b, reserved, used)
         learned = False
         if headers and any(h.startswith("anthropic-ratelimit-") for h in headers):
             b, learned = learn_limits(b, headers, now), True
         counters = {}
         if throttled_after_s is not None:
-            b = aimd_throttled(b, now, throttled_after_s)
+            b = aimd_throttled(b, now, throttled_after_s, throttle)
             counters["throttled"] = 1
         elif answered:
             b = aimd_answered(b, now)
@@ -230,6 +284,7 @@ async def views(conn: asyncpg.Connection | asyncpg.Pool,
         out.append(LimiterView(
             key_hash=row["key_hash"], model=row["model"], limits=dict(b.limits),
             levels={k: round(v, 1) for k, v in b.levels.items()}, factor=round(b.factor, 3),
+            ramp=round(b.ramp, 3),
             learned=row["learned_at"] is not None, admitted=row["admitted"],
             throttled=row["throttled"], in_flight=in_flight, shares=shares,
             waiting_runs=waiting))

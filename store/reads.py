@@ -60,6 +60,9 @@ class RunInfo(BaseModel):
     #: Blocks answered at planning by an earlier run's answer, and what that saved.
     blocks_reused: int = 0
     reuse_saved_usd: float = 0.0
+    #: Who answered the run's calls (core/endpoint.py ``Endpoint.label``: ``anthropic``,
+    #: ``simulator 127.0.0.1:8765``), from its ledger.
+    endpoints: list[str] = []
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -68,6 +71,11 @@ class RunInfo(BaseModel):
     #: of its first warm-up (``warm_up``) and its largest reservation (``largest_call``),
     #: for what finishing would cost.
     budget_costs: dict[str, float] | None = None
+
+    @property
+    def simulated(self) -> bool:
+        """Whether the simulator answered any of the run's calls."""
+        return any(e.split(" ", 1)[0] == "simulator" for e in self.endpoints)
 
     @property
     def active(self) -> bool:
@@ -114,6 +122,18 @@ class RunInfo(BaseModel):
                           reused=self.blocks_reused)
 
 
+#: Who answered a run's calls (``core.endpoint.Endpoint.label``), in order.
+_ENDPOINTS_SQL = """select distinct c.provider || coalesce(' ' || c.endpoint_host, '')
+             from llm_calls c where c.run_id = {run} and c.status = 'succeeded'
+             order by 1"""
+
+
+async def run_endpoints(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> list[str]:
+    """Who answered the run's calls: ``anthropic``, ``simulator 127.0.0.1:8765``, ..."""
+    return list(await conn.fetchval(f"select array({_ENDPOINTS_SQL.format(run='$1')})",
+                                    run_id))
+
+
 _RUN_SQL = """
 select r.run_id, r.status, r.error, r.document_id, d.name as document_name, r.schema_id,
        s.name as schema_name, r.model, r.settings, r.workflow_id, r.blocks_total, r.pack_count,
@@ -130,7 +150,8 @@ select r.run_id, r.status, r.error, r.document_id, d.name as document_name, r.sc
            from llm_calls c where c.run_id = r.run_id) end as budget_costs,
        coalesce((select jsonb_object_agg(status, n) from (
            select status, count(*) as n from overlays o where o.run_id = r.run_id
-           group by status) c), '{}') as blocks
+           group by status) c), '{}') as blocks,
+       array(""" + _ENDPOINTS_SQL.format(run="r.run_id") + """) as endpoints
 from runs r join documents d using (document_id) join schemas s using (schema_id)
 """
 
@@ -249,7 +270,10 @@ class CallRow(BaseModel):
     blocks: int
     #: What the row was for: ``pack`` (a sync pack call), ``batch_request``, ...
     purpose: str
+    #: Who answered: ``anthropic`` (the Claude API) or ``simulator``.
     provider: str
+    #: The base URL's host when it is not Anthropic's own API.
+    endpoint_host: str | None = None
     #: ``messages`` or ``message_batches``.
     api: str | None
     status: str
@@ -280,7 +304,7 @@ async def list_calls(
     total = await pool.fetchval(f"select count(*) from llm_calls where {where}", run_id, pack)
     rows = await pool.fetch(
         f"""select call_id, pack_path, pack_attempt, cardinality(block_uids) as blocks,
-                   purpose, provider, api, status, stop_reason, http_status, error_type, error_message, input_tokens,
+                   purpose, provider, endpoint_host, api, status, stop_reason, http_status, error_type, error_message, input_tokens,
                    output_tokens, cache_creation_input_tokens, cache_read_input_tokens,
                    cost_usd::float8 as cost_usd, latency_ms, workflow_id, workflow_run_id,
                    activity_id, activity_attempt, started_at
@@ -371,7 +395,7 @@ async def get_call(
     row = await pool.fetchrow(
         """select c.call_id, c.run_id, c.pack_path, c.pack_attempt,
                   cardinality(c.block_uids) as blocks, c.block_uids, c.block_aliases,
-                  c.purpose, c.provider,
+                  c.purpose, c.provider, c.endpoint_host,
                   c.api, c.status, c.model, c.stop_reason, c.http_status, c.error_type,
                   c.error_message, c.request_id, c.input_tokens, c.output_tokens,
                   c.cache_creation_input_tokens, c.cache_read_input_tokens,
@@ -484,14 +508,22 @@ class BaselineInputs:
     output_tokens: int
     #: Blocks sent in succeeded calls (a block sent twice counts twice).
     blocks_sent: int
-    #: The smallest cached prefix of a succeeded call (the shared prompt).
-    prefix_tokens: int
+    #: The prompt prefix every call carries (system prompt and tools, as the API counts
+    #: them), cached or not: the prefix's counted size (``prompt_prefixes.input_tokens``),
+    #: else a cached call's cache write + read; ``None`` until one of them is known (an
+    #: uncached prefix not counted yet: :func:`prefix_to_count`).
+    prefix_tokens: int | None
     #: Blocks that got an answer or failed trying (ai_complete, confirmed, failed).
     blocks_answered: int
 
 
 async def baseline_inputs(pool: asyncpg.Pool, run_id: str) -> BaselineInputs | None:
-    """The figures :func:`blockbatch.report.baseline_cost` needs; None without a succeeded call."""
+    """The figures :func:`blockbatch.report.baseline_cost` needs; None without a succeeded call.
+
+    The baseline sends every block alone with the whole prefix, so the prefix's size comes
+    from the request, not from what was cached: a prefix below the model's cache minimum
+    is in every call's input, and its cache write + read are 0.
+    """
     row = await pool.fetchrow(
         """select r.model, r.blocks_total,
                   sum(c.input_tokens + c.cache_creation_input_tokens
@@ -506,11 +538,15 @@ async def baseline_inputs(pool: asyncpg.Pool, run_id: str) -> BaselineInputs | N
     )
     if row is None or not row["calls"]:
         return None
+    # Every call of a run carries the same prefix; a cached call's write + read is all of it.
     prefix = await pool.fetchval(
-        """select min(cache_creation_input_tokens + cache_read_input_tokens)
-           from llm_calls where run_id = $1 and status = 'succeeded'""",
+        """select coalesce(max(p.input_tokens),
+                           nullif(max(c.cache_creation_input_tokens
+                                      + c.cache_read_input_tokens), 0))
+           from llm_calls c left join prompt_prefixes p on p.sha256 = c.prefix_sha256
+           where c.run_id = $1 and c.status = 'succeeded' and c.prefix_sha256 is not null""",
         run_id,
-    ) or 0
+    )
     # Blocks that got an answer or failed trying; a cancelled block cost nothing either way.
     answered = await pool.fetchval(
         """select count(*) from overlays where run_id = $1
@@ -521,6 +557,35 @@ async def baseline_inputs(pool: asyncpg.Pool, run_id: str) -> BaselineInputs | N
         output_tokens=row["output_tokens"], blocks_sent=row["blocks_sent"],
         prefix_tokens=prefix, blocks_answered=answered,
     )
+
+
+class PrefixToCount(BaseModel):
+    """A run's prompt prefix and one of its requests, for the token-counting endpoint:
+    the request counted with and without its system prompt and tools differs by the
+    prefix (``blockbatch.api.quote.count_prefix``)."""
+
+    sha256: str
+    model: str
+    system: Any
+    tools: Any
+    #: The stored request (without system and tools): its messages and tool_choice.
+    request: dict[str, Any]
+    #: Where the call went (its ``endpoint_host``; ``None``: Anthropic's own API): a count
+    #: elsewhere would use another tokenizer.
+    endpoint_host: str | None = None
+
+
+async def prefix_to_count(pool: asyncpg.Pool, run_id: str) -> PrefixToCount | None:
+    """The prefix of the run's first answered call whose size is not known yet (``None``:
+    known, or no such call)."""
+    row = await pool.fetchrow(
+        """select p.sha256, c.model, p.system, p.tools, c.request, c.endpoint_host
+           from llm_calls c join prompt_prefixes p on p.sha256 = c.prefix_sha256
+           where c.run_id = $1 and c.status = 'succeeded' and p.input_tokens is null
+           order by c.call_id limit 1""",
+        run_id,
+    )
+    return PrefixToCount.model_validate(dict(row)) if row is not None else None
 
 
 async def blocks_paid_twice(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> int:

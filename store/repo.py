@@ -166,3 +166,11 @@ async def create_run(
 async def delete_run(conn: asyncpg.Connection, run_id: str) -> None:
     """Remove a run row that never got a workflow (nothing else refers to it yet)."""
     await conn.execute("delete from runs where run_id = $1", run_id)
+
+
+async def save_prefix_tokens(conn: asyncpg.Connection | asyncpg.Pool, sha256: str,
+                             input_tokens: int) -> None:
+    """Keep a prompt prefix's counted size (``store.reads.prefix_to_count``); once."""
+    await conn.execute(
+        "update prompt_prefixes set input_tokens = $2 where sha256 = $1 and input_tokens is null",
+        sha256, input_tokens)

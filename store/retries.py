@@ -18,7 +18,7 @@ import asyncpg
 from pydantic import BaseModel
 
 from core.models import RetryRequest
-from core.retry import BlockState
+from core.retry import ASKED_BY_NAME, BlockState
 
 
 async def block_counts(
@@ -64,15 +64,18 @@ class RetryBlock:
 async def blocks_to_retry(
     conn: asyncpg.Connection, run_id: str, request: RetryRequest
 ) -> list[RetryBlock]:
-    """The run's blocks that ``request`` takes, in block order."""
+    """The run's blocks that ``request`` takes, in block order (core/retry.py's rules:
+    a code in ``ASKED_BY_NAME`` only when named)."""
     rows = await conn.fetch(
         """select o.block_uid, o.block_index, b.est_tokens, o.reason_code
            from overlays o join blocks b using (block_uid)
            where o.run_id = $1 and o.status = any($2::text[])
-             and ($3::text[] is null or o.reason_code = any($3::text[]))
+             and (o.reason_code = any($3::text[])
+                  or ($3::text[] is null
+                      and not coalesce(o.reason_code, '') = any($5::text[])))
              and ($4::text[] is null or o.block_uid = any($4::text[]))
            order by o.block_index""",
-        run_id, request.statuses(), request.reasons, request.blocks,
+        run_id, request.statuses(), request.reasons, request.blocks, list(ASKED_BY_NAME),
     )
     return [RetryBlock(r["block_uid"], r["block_index"], r["est_tokens"], r["reason_code"])
             for r in rows]

@@ -45,9 +45,10 @@ async def test_show_a_call_its_request_response_and_error(bbstack: Stack, capsys
     run_id = await run(bbstack, "sync")
     _, calls = await bbstack.bb.calls(run_id)
     # The quality probe's calls (a few blocks asked alone) are in the ledger too.
+    # The simulator answered them, and the ledger says so (issue 28).
     assert {(c.purpose, c.provider, c.api) for c in calls} == {
-        ("pack", "anthropic", "messages"), ("warm_up", "anthropic", "messages"),
-        ("quality_probe", "anthropic", "messages")}
+        ("pack", "simulator", "messages"), ("warm_up", "simulator", "messages"),
+        ("quality_probe", "simulator", "messages")}
     ok = next(c for c in calls if c.status == "succeeded" and c.purpose == "pack")
     bad = next(c for c in calls if c.status == "failed" and c.http_status == 400)
 
@@ -62,7 +63,8 @@ async def test_show_a_call_its_request_response_and_error(bbstack: Stack, capsys
     code, out, _ = await cli(bbstack, capsys, "calls", run_id, "--show", str(ok.call_id))
     assert code == 0
     assert f"call {ok.call_id} of run {run_id}: succeeded" in out
-    assert "pack · provider anthropic · api messages" in out
+    host = bbstack.sim.base_url.removeprefix("http://")
+    assert f"pack · provider simulator {host} (SIMULATED, not Claude) · api messages" in out
     assert "Paragraph 0 of the runbook" in out and '"tool_use"' in out
     # Blocks went out under short ids; the call reads back to its block_uids through its row.
     detail = await bbstack.bb.call(run_id, ok.call_id)
@@ -91,7 +93,7 @@ async def test_show_a_call_its_request_response_and_error(bbstack: Stack, capsys
                              "--json")
     data = json.loads(out)
     assert (data["purpose"], data["api"], data["provider"]) == ("pack", "messages",
-                                                                "anthropic")
+                                                                "simulator")
     assert data["system"]["elided"] and data["system"]["sha256"] == whole.system.sha256
     assert data["response"]["content"][0]["type"] == "tool_use"
     assert data["request"]["messages"] and "system" not in data["request"]
@@ -113,8 +115,8 @@ async def test_show_a_call_its_request_response_and_error(bbstack: Stack, capsys
     # A batch-mode run's rows are batch requests; its calls are not the first run's.
     batch_id = await run(bbstack, "batch")
     _, batch_calls = await bbstack.bb.calls(batch_id)
-    assert batch_calls and {(c.purpose, c.api) for c in batch_calls} == {
-        ("batch_request", "message_batches")}
+    assert batch_calls and {(c.purpose, c.api, c.provider) for c in batch_calls} == {
+        ("batch_request", "message_batches", "simulator")}
     code, out, _ = await cli(bbstack, capsys, "calls", batch_id, "--show",
                              str(batch_calls[0].call_id), "--json")
     assert code == 0 and json.loads(out)["custom_id"]

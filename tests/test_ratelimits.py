@@ -5,19 +5,37 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import asyncpg
+import pytest
+import pytest_asyncio
 
 from core.models import RunOptions
-from core.ratelimit import Need
+from core.ratelimit import RAMP_START, Need
 from store import ratelimits
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
 
-KEY, MODEL = "k-test", "claude-sonnet-4-5"
-LIMITS = {"requests": 10, "input": 1_000_000, "output": 1_000_000}
+KEY, MODEL = "k-test", "sonnet-4"
+#: Ten calls a minute, counted by their input (requests are far from their limit, so the
+#: one-second request bucket never binds here).
+LIMITS = {"requests": 6_000, "input": 1_000, "output": 1_000_000}
 ONE_CALL = Need(1, 100, 100)
+
+
+@pytest_asyncio.fixture
+async def full_limiter(pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """This key's limiter, past its ramp and full, and its minute buckets alone deciding
+    (these tests take many calls within a second; the per-second rule has its own test)."""
+    monkeypatch.setattr(ratelimits, "per_second", lambda *_: None)
+    await _try(pool, "setup", Need(0, 0, 0))
+    await pool.execute(
+        """update rate_limiters set ramp = 1, requests_level = requests_limit,
+                  input_level = input_limit, output_level = output_limit,
+                  tokens_level = tokens_limit, admitted = 0 where key_hash = $1""", KEY)
+    await pool.execute("delete from rate_reservations where run_id = 'setup'")
 
 
 async def _try(pool: asyncpg.Pool, run_id: str, need: Need = ONE_CALL,
@@ -28,6 +46,7 @@ async def _try(pool: asyncpg.Pool, run_id: str, need: Need = ONE_CALL,
                                             waiter=waiter)
 
 
+@pytest.mark.usefixtures("full_limiter")
 async def test_concurrent_callers_never_get_more_than_the_limit(pool: asyncpg.Pool) -> None:
     attempts = await asyncio.gather(*(_try(pool, "r1") for _ in range(30)))
     admitted = [a for a in attempts if a.reservation_id is not None]
@@ -35,11 +54,31 @@ async def test_concurrent_callers_never_get_more_than_the_limit(pool: asyncpg.Po
     # thirty tries took that long).
     assert 9 <= len(admitted) <= 10
     refused = [a for a in attempts if a.reservation_id is None]
-    assert all(a.binding == "requests" and 0 < a.wait_s <= 7.1 for a in refused)
+    assert all(a.binding == "input" and 0 < a.wait_s <= 7.1 for a in refused)
 
 
+
+async def test_a_new_limiter_ramps_up_and_paces_requests_per_second(
+    pool: asyncpg.Pool
+) -> None:
+    async with pool.acquire() as conn:
+        def attempt() -> Any:
+            return ratelimits.try_reserve(
+                conn, key_hash=KEY, model="fresh", run_id="r1", need=Need(1, 0, 0),
+                defaults={"requests": 2_400, "input": 10**6, "output": 10**6})
+        # 2,400 a minute is 40 a second; a new limiter opens a quarter of it: ten.
+        admitted = [await attempt() for _ in range(12)]
+        assert sum(a.reservation_id is not None for a in admitted) == 10
+        assert admitted[-1].binding == "requests" and 0 < admitted[-1].wait_s <= 1.0
+        [view] = [v for v in await ratelimits.views(conn, KEY) if v.model == "fresh"]
+    assert view.ramp == RAMP_START
+    assert view.levels["requests"] <= 2_400 * RAMP_START - 10 + 1
+
+
+@pytest.mark.usefixtures("full_limiter")
 async def test_a_dead_workers_reservation_costs_one_refill_at_most(pool: asyncpg.Pool) -> None:
     # A worker reserves the whole minute (less the admission margin) and dies: never settles.
+    # (The limiter's ten calls a minute are its input: 1,000 tokens, 100 a call.)
     for _ in range(9):
         assert (await _try(pool, "r1")).reservation_id is not None
     assert (await _try(pool, "r1")).reservation_id is None
@@ -49,6 +88,7 @@ async def test_a_dead_workers_reservation_costs_one_refill_at_most(pool: asyncpg
     assert all(a.reservation_id is not None for a in admitted)
 
 
+@pytest.mark.usefixtures("full_limiter")
 async def test_waiting_runs_are_served_least_served_first(pool: asyncpg.Pool) -> None:
     big = [await _try(pool, "big") for _ in range(9)]
     assert all(a.reservation_id is not None for a in big)
@@ -68,6 +108,7 @@ async def test_waiting_runs_are_served_least_served_first(pool: asyncpg.Pool) ->
     assert (await _try(pool, "big", weight=20.0)).reservation_id is not None
 
 
+@pytest.mark.usefixtures("full_limiter")
 async def test_a_run_keeps_waiting_while_any_of_its_calls_waits(pool: asyncpg.Pool) -> None:
     for _ in range(9):
         assert (await _try(pool, "big")).reservation_id is not None
@@ -86,6 +127,7 @@ async def test_a_run_keeps_waiting_while_any_of_its_calls_waits(pool: asyncpg.Po
     assert (await _try(pool, "big")).reservation_id is not None
 
 
+@pytest.mark.usefixtures("full_limiter")
 async def test_settling_learns_the_accounts_limits_and_a_429_cuts_the_rate(
     pool: asyncpg.Pool
 ) -> None:
@@ -96,12 +138,14 @@ async def test_settling_learns_the_accounts_limits_and_a_429_cuts_the_rate(
             headers={"anthropic-ratelimit-requests-limit": "50",
                      "anthropic-ratelimit-input-tokens-limit": "30000",
                      "anthropic-ratelimit-output-tokens-limit": "8000",
+                     "anthropic-ratelimit-tokens-limit": "38000",
                      "anthropic-ratelimit-requests-remaining": "49"})
         # Settling twice (a retried activity) changes nothing.
         await ratelimits.settle(conn, first.reservation_id, used=Need(1, 120, 700),
                                 headers=None, answered=True)
         [view] = await ratelimits.views(conn, KEY)
-    assert view.limits == {"requests": 50, "input": 30_000, "output": 8_000}
+    assert view.limits == {"requests": 50, "input": 30_000, "output": 8_000,
+                           "tokens": 38_000}
     assert view.learned and view.admitted == 1 and view.in_flight == 0
     assert view.levels["requests"] <= 49.1
     second = await _try(pool, "r1")
@@ -111,6 +155,41 @@ async def test_settling_learns_the_accounts_limits_and_a_429_cuts_the_rate(
         [view] = await ratelimits.views(conn, KEY)
     assert view.throttled == 1 and view.factor == 0.5
     assert (await _try(pool, "r1")).reservation_id is None  # nothing before retry-after
+
+
+@pytest.mark.usefixtures("full_limiter")
+async def test_a_spend_cap_429_cuts_nothing_and_a_ramp_limit_holds_without_a_cut(
+    pool: asyncpg.Pool
+) -> None:
+    first = await _try(pool, "r1")
+    async with pool.acquire() as conn:
+        await ratelimits.settle(conn, first.reservation_id, used=None, headers=None,
+                                throttled_after_s=0.0, throttle="none")
+        [view] = await ratelimits.views(conn, KEY)
+    assert view.throttled == 1 and view.factor == 1.0
+    assert (await _try(pool, "r1")).reservation_id is not None
+    held = await _try(pool, "r1")
+    async with pool.acquire() as conn:
+        await ratelimits.settle(conn, held.reservation_id, used=None, headers=None,
+                                throttled_after_s=5.0, throttle="hold")
+        [view] = await ratelimits.views(conn, KEY)
+    assert view.throttled == 2 and view.factor == 1.0
+    assert (await _try(pool, "r1")).reservation_id is None  # nothing before retry-after
+
+
+@pytest.mark.usefixtures("full_limiter")
+async def test_answers_teach_the_output_to_reserve(pool: asyncpg.Pool) -> None:
+    for _ in range(5):
+        attempt = await _try(pool, "r1", Need(1, 1, 10_000))
+        async with pool.acquire() as conn:
+            await ratelimits.settle(conn, attempt.reservation_id, used=Need(1, 1, 1_000),
+                                    headers=None, answered=True)
+    later = await _try(pool, "r1", Need(1, 1, 10_000))
+    reserved = await pool.fetchval(
+        "select output_tokens from rate_reservations where reservation_id = $1",
+        later.reservation_id)
+    # 10,000 at first; answers wrote a tenth, so the reservation shrinks towards it.
+    assert 1_000 < reserved < 7_000
 
 
 async def test_limits_shows_what_the_fleet_learned_from_claudes_answers(
@@ -127,7 +206,8 @@ async def test_limits_shows_what_the_fleet_learned_from_claudes_answers(
     assert "learned" in shown.out and "500 / 400k / 80k" in shown.out
     as_json = await cli("limits", "--json")
     [view] = json.loads(as_json.out)
-    assert view["limits"] == {"requests": 500, "input": 400_000, "output": 80_000}
+    assert view["limits"] == {"requests": 500, "input": 400_000, "output": 80_000,
+                              "tokens": 480_000}
     assert view["learned"] and view["admitted"] >= 3 and view["throttled"] == 0
     assert view["shares"] == {run.run_id: view["admitted"]}
     assert "sim-test-key" not in shown.out + as_json.out  # only a hash of the key
@@ -136,6 +216,7 @@ async def test_limits_shows_what_the_fleet_learned_from_claudes_answers(
         "minute" in status.out, status.out
 
 
+@pytest.mark.usefixtures("full_limiter")
 async def test_old_reservations_are_pruned_recent_and_open_ones_kept(pool: asyncpg.Pool) -> None:
     ids = [(await _try(pool, "r1")).reservation_id for _ in range(3)]
     async with pool.acquire() as conn:
@@ -162,7 +243,42 @@ async def test_a_runs_progress_and_ui_details_show_the_limiter(bbstack: Stack) -
     assert note is not None and note.learned
     assert note.limits == {"requests": 500, "input": 400_000, "output": 80_000}
     assert (note.runs, note.run_share, note.run_throttled) == (1, 1.0, 0)
-    assert progress.limiter_wait_s == 0
+    # The limiter learned the limits from the warm-up and then ramped up: the first packs
+    # were paced a few seconds (a quarter of a second's share at first), none refused.
+    assert progress.limiter_wait_s < 15
     # The run's details in the Temporal UI say it too.
     assert ("limiter 500 rpm · 400k in · 80k out /min (learned) · admitting 100% · "
-            "waited 0 s · 0 429s") in metadata.current_details
+            f"waited {progress.limiter_wait_s:,.0f} s") in metadata.current_details
+    assert "· 0 429s" in metadata.current_details
+
+
+async def test_a_run_against_per_second_windows_draws_no_429(bbstack: Stack) -> None:
+    # 120 requests a minute enforced as 2 a second (contract §6): the fleet paces its
+    # calls by the last second's admissions instead of opening its minute at once.
+    bbstack.sim.scenario(limits={"rpm": 120, "input_tpm": 2_000_000, "output_tpm": 400_000,
+                                 "per_second": True})
+    doc = await bbstack.bb.ingest_bytes(markdown_doc(12), name="doc.md", fmt="markdown")
+    schema_id = await bbstack.bb.add_schema(extract_schema())
+    run_id = await bbstack.bb.start_run(doc, schema_id, RunOptions(pack_size=1))
+    async with bbstack.worker():
+        result = await bbstack.bb.wait(run_id)
+    assert result.status == "completed"
+    assert await bbstack.pool.fetchval(
+        "select count(*) from llm_calls where run_id = $1 and http_status = 429", run_id) == 0
+
+
+async def test_a_run_from_idle_meets_the_acceleration_limit_with_a_ramp(bbstack: Stack) -> None:
+    # The simulator refuses a second with more than 3 requests, or twice the minute
+    # before's mean (contract §6, acceleration limits): the fleet starts at a quarter of
+    # its 10 a second and rises with its own past minute, so nothing is refused.
+    bbstack.sim.scenario(limits={"rpm": 600, "input_tpm": 2_000_000, "output_tpm": 400_000,
+                                 "per_second": True, "ramp_floor_rps": 3})
+    doc = await bbstack.bb.ingest_bytes(markdown_doc(30), name="doc.md", fmt="markdown")
+    schema_id = await bbstack.bb.add_schema(extract_schema())
+    run_id = await bbstack.bb.start_run(doc, schema_id, RunOptions(pack_size=1))
+    async with bbstack.worker():
+        result = await bbstack.bb.wait(run_id)
+    assert result.status == "completed"
+    assert await bbstack.pool.fetchval(
+        "select count(*) from llm_calls where run_id = $1 and http_status = 429", run_id) == 0
+    assert await bbstack.pool.fetchval("select min(factor) from rate_limiters") == 1.0

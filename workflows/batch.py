@@ -27,7 +27,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from activities.batches import BatchActivities
     from activities.db import DbActivities
-    from activities.errors import API_KEY_REJECTED, BATCH_REJECTED
+    from activities.errors import BATCH_REJECTED, RUN_STOPPED
     from core.models import (
         ApplyRoundInput,
         BatchProgress,
@@ -46,7 +46,7 @@ SUBMIT_RETRY = RetryPolicy(
     backoff_coefficient=2.0,
     maximum_interval=timedelta(minutes=2),
     maximum_attempts=20,
-    non_retryable_error_types=[API_KEY_REJECTED, BATCH_REJECTED],
+    non_retryable_error_types=[RUN_STOPPED, BATCH_REJECTED],
 )
 #: Looking at, canceling and reading batches is harmless to repeat: retried until it works.
 API_TIMEOUT = timedelta(minutes=2)
@@ -55,7 +55,7 @@ API_RETRY = RetryPolicy(
     backoff_coefficient=2.0,
     maximum_interval=timedelta(minutes=5),
     maximum_attempts=0,
-    non_retryable_error_types=[API_KEY_REJECTED, BATCH_REJECTED],
+    non_retryable_error_types=[RUN_STOPPED, BATCH_REJECTED],
 )
 #: Streaming and applying a round of many thousand results; heartbeats show progress.
 LONG_TIMEOUT = timedelta(hours=2)

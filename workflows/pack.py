@@ -22,7 +22,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from activities.db import DbActivities
-    from activities.errors import API_KEY_REJECTED, API_UNAVAILABLE
+    from activities.errors import API_KEY_REJECTED, API_UNAVAILABLE, RUN_STOPPED
     from activities.llm import LlmActivities
     from core.claude_errors import ClaudeError
     from core.models import (
@@ -373,9 +373,9 @@ def _claude_error(err: ActivityError) -> tuple[ClaudeError | None, str]:
             return ClaudeError.model_validate(cause.details[0]), cause.message
         except ValidationError:
             pass
-    if cause.type == API_KEY_REJECTED:
-        return ClaudeError(kind="key_rejected", status=None, error_type=API_KEY_REJECTED,
-                           message=cause.message), cause.message
+    if cause.type in (RUN_STOPPED, API_KEY_REJECTED):
+        return ClaudeError(kind="fatal", code="key_rejected", status=None,
+                           error_type=cause.type, message=cause.message), cause.message
     return None, cause.message
 
 

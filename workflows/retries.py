@@ -12,15 +12,16 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from activities.errors import API_KEY_REJECTED
+    from activities.errors import RUN_STOPPED
 
-#: Rate limits, overload and 5xx are retried here, honouring retry-after (next_retry_delay).
+#: Rate limits, overload and 5xx are retried here, honouring retry-after (next_retry_delay);
+#: an error that stops the run (a rejected key, a spend cap, billing, no such model) is not.
 CALL_MODEL_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=2),
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=60),
     maximum_attempts=12,
-    non_retryable_error_types=[API_KEY_REJECTED],
+    non_retryable_error_types=[RUN_STOPPED],
 )
 #: A call whose max_tokens could run past ten minutes streams (``core.prompt.needs_streaming``),
 #: for up to the hour the SDK reckons 128,000 output tokens take; the heartbeat
@@ -31,7 +32,7 @@ WARM_UP_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=2),
     backoff_coefficient=2.0,
     maximum_attempts=3,
-    non_retryable_error_types=[API_KEY_REJECTED],
+    non_retryable_error_types=[RUN_STOPPED],
 )
 #: The probe activity retries its calls itself (core.quality.PROBE_ATTEMPTS each); this
 #: covers a lost worker or Postgres, and the pack goes on either way.
@@ -39,7 +40,7 @@ QUALITY_PROBE_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=2),
     backoff_coefficient=2.0,
     maximum_attempts=3,
-    non_retryable_error_types=[API_KEY_REJECTED],
+    non_retryable_error_types=[RUN_STOPPED],
 )
 #: A killed worker is noticed within this time and the call moves to another worker.
 CALL_MODEL_HEARTBEAT = timedelta(seconds=20)

@@ -23,11 +23,13 @@ from typing import TYPE_CHECKING
 import asyncpg
 from temporalio import activity
 
+from activities.endpoint import client_endpoint
 from activities.errors import application_error, from_api_error
 from activities.sdk import anthropic
 from activities.shared import origin
 from core.batching import Part
 from core.context import RunContext
+from core.endpoint import Endpoint
 from core.models import BatchRoundInput, ProviderBatchRef
 from core.prompt import prefix_sha256
 from store import provider_batches
@@ -73,7 +75,8 @@ async def submit_part(
                         "before recording it") if batch else None
             if batch is None:
                 batch = await _create(conn, client, key, part)
-            await _record(conn, ctx, key, part, batch, note)
+            await _record(conn, ctx, key, part, batch, note,
+                          await client_endpoint(client))
     return ProviderBatchRef(part=part.index, provider_batch_id=batch.id,
                             requests=len(part.requests))
 
@@ -129,7 +132,7 @@ async def _find_orphan(
 
 async def _record(
     conn: asyncpg.Connection, ctx: RunContext, key: PartKey, part: Part, batch: MessageBatch,
-    note: str | None,
+    note: str | None, endpoint: Endpoint,
 ) -> None:
     """Batch id, request mapping and ledger rows, in one transaction."""
     params = part.requests[0]["params"]
@@ -141,5 +144,5 @@ async def _record(
                      batch.request_counts.processing),
         note, prefix=(prefix_sha256(system, tools), system, tools), model=ctx.model.id,
         origin=origin(), custom_ids=[q["custom_id"] for q in part.requests],
-        stored=part.stored, aliases=part.aliases,
+        stored=part.stored, aliases=part.aliases, endpoint=endpoint,
     )

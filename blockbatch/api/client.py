@@ -62,6 +62,7 @@ from blockbatch.api.review import (
 )
 from blockbatch.api.streams import Stream, load_stream
 from core.calibration import DEFAULT_SAMPLE, DEFAULT_SIZES, DEFAULT_TARGET, Calibration
+from core.endpoint import endpoint_of, mismatch_text
 from core.ingest import ParsedBlock, detect_format, parse_document
 from core.models import (
     OutageOptions,
@@ -79,7 +80,7 @@ from core.registry import ModelInfo, retirement_warning
 from core.streams import StreamTriggers
 from runtime.settings import Settings, load_settings
 from runtime.temporal import connect, ensure_search_attributes
-from store import quality, ratelimits, reads, replans, repo, review, runs
+from store import quality, ratelimits, reads, replans, repo, review, runs, workers
 from store import retries as retry_log
 from store import streams as stream_store
 from store.db import create_pool
@@ -561,6 +562,20 @@ class Blockbatch:
             task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
         ))
         return len(resp.pollers)
+
+    async def endpoint_warning(self, task_queue: str | None = None) -> str | None:
+        """Why this process's Claude settings (``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``)
+        are not the ones the live workers on the task queue call with (core/endpoint.py);
+        ``None`` when they agree or no worker said. The workers' answers are what a run
+        gets, whatever this process is set for."""
+        queue = task_queue or self.settings.temporal_task_queue
+        try:
+            key: str | None = self.settings.resolved_api_key()
+        except RuntimeError:
+            key = None
+        own = endpoint_of(self.settings.resolved_anthropic_base_url,
+                          simulated=self.settings.uses_simulator, api_key=key)
+        return mismatch_text(own, await workers.live(self.pool, queue), queue)
 
     # ------------------------------------------------------------------ reading and review
 

@@ -31,7 +31,9 @@ from core.context import RunContext
 from core.ingest import ParsedBlock, detect_format, parse_document
 from core.models import RunOptions
 from core.planning import estimate_tokens
+from core.prompt import prefix_sha256
 from core.quote import (
+    MIN_HISTORY_CALLS,
     OutputHistory,
     PromptTokens,
     Quote,
@@ -46,8 +48,9 @@ from core.reuse import answer_key, block_digest, prompt_digest
 from core.run_model import FACTS_MAX_AGE_S, check_usable, run_model
 from core.schema import SchemaSpec, load_schema
 from runtime.settings import Settings, load_settings
-from store import calibrations, model_facts, overlays, quotes
+from store import calibrations, model_facts, overlays, quality, quotes
 from store.db import redact_url
+from store.reads import PrefixToCount
 from store.repo import document_id_for, schema_id_for
 
 #: Token-counting requests in flight at once.
@@ -168,7 +171,12 @@ async def estimate(
             notes.append(why)
         else:
             calibrated = await _calibration(schema_id_for(spec), model.id, settings, pool)
-    q = quote(ctx, block_tokens, tokens, document=name, history=seen, notes=notes)
+    prefix_seen = await _prefix_seen(ctx, settings, pool) if history else None
+    # A schema's first quote: what other schemas' answers wrote against their estimate.
+    prior = (await _other_schemas(schema_id_for(spec), model.id, settings, pool)
+             if history and (seen is None or seen.calls < MIN_HISTORY_CALLS) else None)
+    q = quote(ctx, block_tokens, tokens, document=name, history=seen, notes=notes,
+              prefix_seen=prefix_seen, prior=prior)
     return q.model_copy(update={"calibration": calibrated})
 
 
@@ -255,6 +263,32 @@ async def _count(ctx: RunContext, wire: list[dict[str, str]], block_tokens: list
     return counted_tokens(plan, answers), None
 
 
+async def count_prefix(settings: Settings, prefix: PrefixToCount) -> int | None:
+    """A run's prompt prefix as the API counts it: one of its requests counted with and
+    without its system prompt and tools (two free token-counting requests); ``None`` when
+    the endpoint cannot say (no key, not answering, an error)."""
+    try:
+        key = settings.resolved_api_key()
+    except RuntimeError:
+        return None
+    messages = prefix.request.get("messages")
+    if not messages:
+        return None
+    with_prefix: dict[str, Any] = {"model": prefix.model, "messages": messages,
+                                   "system": prefix.system, "tools": prefix.tools}
+    if prefix.request.get("tool_choice") is not None:
+        with_prefix["tool_choice"] = prefix.request["tool_choice"]
+    async with anthropic.AsyncAnthropic(api_key=key, max_retries=2, timeout=COUNT_TIMEOUT_S,
+                                        base_url=settings.resolved_anthropic_base_url) as client:
+        try:
+            full, bare = await asyncio.gather(
+                client.messages.count_tokens(**with_prefix),
+                client.messages.count_tokens(model=prefix.model, messages=messages))
+        except anthropic.APIError:
+            return None
+    return max(full.input_tokens - bare.input_tokens, 0)
+
+
 def _api_message(exc: anthropic.APIStatusError) -> str:
     body = exc.body
     if isinstance(body, dict):
@@ -318,6 +352,48 @@ async def _calibration(schema_id: str, model: str, settings: Settings,
             await conn.close()
     except (asyncpg.UndefinedTableError, asyncpg.UndefinedColumnError):
         return None  # a database from before calibrations
+
+
+async def _other_schemas(schema_id: str, model: str, settings: Settings,
+                         pool: asyncpg.Pool | None) -> OutputHistory | None:
+    """What other schemas' answers wrote (store.quotes.other_schemas_output); ``None`` also
+    when Postgres cannot say (``_history`` has noted why)."""
+    try:
+        if pool is not None:
+            async with pool.acquire() as conn:
+                return await quotes.other_schemas_output(conn, schema_id, model)
+        try:
+            conn = await asyncpg.connect(settings.resolved_database_url, timeout=DB_TIMEOUT_S)
+        except (OSError, asyncpg.PostgresError, TimeoutError):
+            return None
+        try:
+            return await quotes.other_schemas_output(conn, schema_id, model)
+        finally:
+            await conn.close()
+    except (asyncpg.UndefinedTableError, asyncpg.UndefinedColumnError):
+        return None
+
+
+async def _prefix_seen(ctx: RunContext, settings: Settings,
+                       pool: asyncpg.Pool | None) -> bool | None:
+    """What the API did with the run's prompt prefix on its model before, as ``plan_run``
+    reads it (store.quality.prefix_cache_seen); ``None`` also when Postgres cannot say."""
+    request = warm_up_request(ctx)
+    sha = prefix_sha256(request["system"], request["tools"])
+    try:
+        if pool is not None:
+            async with pool.acquire() as conn:
+                return await quality.prefix_cache_seen(conn, sha, ctx.model.id)
+        try:
+            conn = await asyncpg.connect(settings.resolved_database_url, timeout=DB_TIMEOUT_S)
+        except (OSError, asyncpg.PostgresError, TimeoutError):
+            return None
+        try:
+            return await quality.prefix_cache_seen(conn, sha, ctx.model.id)
+        finally:
+            await conn.close()
+    except (asyncpg.UndefinedTableError, asyncpg.UndefinedColumnError):
+        return None  # a database from before the ledger
 
 
 async def _history(schema_id: str, model: str, settings: Settings,

@@ -252,6 +252,10 @@ class ExportSummary(BaseModel):
     created_at: datetime
     finished_at: datetime | None
     exported_at: datetime
+    #: Who answered the run's calls (core/endpoint.py labels), and whether the simulator
+    #: did: simulated answers are never passed off as Claude's, exported or not.
+    endpoints: list[str] = []
+    simulated: bool = False
 
     def meta(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")
@@ -387,6 +391,7 @@ async def _summary(snapshot: ExportSnapshot, *, staged: bool, lines: int,
                   "reuse_saved_usd": run.reuse_saved_usd},
         cost_usd=run.cost_usd, settings=run.settings, created_at=run.created_at,
         finished_at=run.finished_at, exported_at=datetime.now(UTC),
+        endpoints=run.endpoints, simulated=run.simulated,
     )
 
 

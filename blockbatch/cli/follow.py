@@ -162,7 +162,7 @@ async def report(bb: Blockbatch, run_id: str, con: Console) -> int:
     """Print the end-of-run summary; return the run's :func:`exit_code`."""
     info = await bb.run(run_id)
     result = await bb.result_of(info)
-    baseline = await baseline_cost(bb.pool, run_id)
+    baseline = await baseline_cost(bb.pool, run_id, bb.settings)
     links = run_links(bb.settings, run_id)
     retries = await bb.retries(run_id)
     if con.json:

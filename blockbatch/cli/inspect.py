@@ -26,7 +26,9 @@ from blockbatch.report import (
     tokens_line,
 )
 from core.budget import left_text
+from core.endpoint import answered_text
 from core.models import RunProgress
+from core.ratelimit import rate_class
 from store.ratelimits import LimiterView
 from store.reads import PromptPart
 
@@ -71,8 +73,10 @@ async def cmd_status(args: argparse.Namespace, s: Session) -> int:
                     "temporal_ui": links})
         return 0
     con = s.con
-    con.line(f"run {info.run_id}: ", con.status(info.status))
+    con.line(f"run {info.run_id}: ", con.status(info.status),
+             " · SIMULATED answers, not Claude's" if result.simulated else "")
     rows = [
+        *([("answered by", answered)] if (answered := answered_text(info.endpoints)) else []),
         ("document", f"{info.document_name} ({info.document_id})"),
         ("schema", f"{info.schema_name} ({info.schema_id})"),
         ("model", f"{model_line(result)} · mode {info.settings.get('mode', 'sync')}"),
@@ -92,7 +96,7 @@ async def cmd_status(args: argparse.Namespace, s: Session) -> int:
     rows += change_rows(result.plan_changes)
     rows += quality_rows(result)
     for limiter in await bb.limits():
-        if limiter.model == info.model and (info.run_id in limiter.shares
+        if limiter.model == rate_class(info.model) and (info.run_id in limiter.shares
                                             or info.run_id in limiter.waiting_runs):
             rows.append(("rate limits", limiter_line(info.run_id, limiter)))
     if progress is not None:
@@ -173,7 +177,8 @@ async def cmd_list(args: argparse.Namespace, s: Session) -> int:
     rows = []
     for r in runs:
         b = r.blocks
-        rows.append([r.run_id, s.con.status(r.status), r.document_name, r.schema_name, r.model,
+        model = f"{r.model} (simulated)" if r.simulated else r.model
+        rows.append([r.run_id, s.con.status(r.status), r.document_name, r.schema_name, model,
                      f"{b['ai_complete'] + b['confirmed'] + b['rejected']}/{b['failed']}/{r.blocks_total}",
                      f"${r.cost_usd:.4f}", _when(r.created_at)])
     s.con.table(["RUN", "STATUS", "DOCUMENT", "SCHEMA", "MODEL", "OK/FAILED/TOTAL", "COST",
@@ -194,10 +199,17 @@ async def cmd_calls(args: argparse.Namespace, s: Session) -> int:
         con.data({"run_id": args.run_id, "total": total, "offset": args.offset,
                   "calls": [c.model_dump(mode="json") for c in calls]})
         return 0
+    if any(c.provider == "simulator" for c in calls):
+        hosts = sorted({c.endpoint_host or "?" for c in calls if c.provider == "simulator"})
+        con.line(con.style(f"SIMULATED: these calls were answered by the simulator at "
+                           f"{', '.join(hosts)}, not by Claude", "bold"))
     rows = []
     for c in calls:
         outcome = c.stop_reason or c.error_type or "-"
-        rows.append([c.call_id, c.pack_path, c.pack_attempt, c.blocks, c.purpose, c.api or "-",
+        api = c.api or "-"
+        if c.provider == "simulator":
+            api += " (simulated)"
+        rows.append([c.call_id, c.pack_path, c.pack_attempt, c.blocks, c.purpose, api,
                      con.status(c.status),
                      outcome, human_tokens(c.input_tokens), human_tokens(c.output_tokens),
                      human_tokens(c.cache_creation_input_tokens),
@@ -246,7 +258,10 @@ async def _show_call(args: argparse.Namespace, s: Session, bb: Any) -> int:
                 + (f" ({c.latency_ms}ms)" if c.latency_ms is not None else ""))
     rows = [
         ("pack", f"{c.pack_path} · attempt {c.pack_attempt} · {c.blocks} blocks"),
-        ("purpose", f"{c.purpose} · provider {c.provider} · api {c.api or '-'}"),
+        ("purpose", f"{c.purpose} · provider {c.provider}"
+                    + (f" {c.endpoint_host}" if c.endpoint_host else "")
+                    + (" (SIMULATED, not Claude)" if c.provider == "simulator" else "")
+                    + f" · api {c.api or '-'}"),
         ("model", c.model),
         ("timing", duration),
         ("tokens", (f"input {c.input_tokens:,} · output {c.output_tokens:,} · cache write "

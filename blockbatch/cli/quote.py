@@ -44,8 +44,15 @@ def print_quote(con: Console, q: Quote) -> None:
         output = (f"learned from {int(h['runs'])} earlier run{'s' if h['runs'] != 1 else ''}"
                   f" of this schema and model ({int(h['calls']):,} answers wrote "
                   f"{h['ratio']:.2f} x the planner's shape estimate)")
+    elif q.output_source == "other_schemas" and q.output_history is not None:
+        h = q.output_history
+        where = "this model" if q.output_scope == "model" else "other models"
+        output = (f"the schema's first run: what {int(h['calls']):,} answers of other schemas "
+                  f"on {where} wrote, {h['ratio']:.2f} x the planner's shape estimate (the "
+                  "run plans with the estimate and learns its own)")
     else:
-        output = "the planner's estimate, the one the run plans with"
+        output = ("the planner's estimate, the one the run plans with (it leans high: no "
+                  "earlier answer says what this schema writes)")
     con.line(f"  output  {output}")
     if q.thinking_per_call:
         chosen = q.chosen()

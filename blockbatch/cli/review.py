@@ -207,6 +207,9 @@ async def cmd_export(args: argparse.Namespace, s: Session) -> int:
     s.con.line(f"wrote {summary.lines} lines to {out} ({summary.with_overlay} with "
                f"{summary.overlays} overlays, {summary.lines - summary.with_overlay} without)")
     s.con.line(f"  run metadata: {out}.meta.json")
+    if summary.simulated:
+        s.con.line(f"  SIMULATED: these answers are the simulator's ({', '.join(summary.endpoints)}),"
+                   " not Claude's (the metadata says \"simulated\": true)")
     if not args.staged and summary.with_overlay < summary.lines:
         s.con.line(f"  unconfirmed blocks export null; confirm them with `{PROG} confirm "
                    f"{args.run_id}`, or export staging with --staged")

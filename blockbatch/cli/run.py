@@ -111,6 +111,8 @@ async def cmd_run(args: argparse.Namespace, s: Session) -> int:
     if not await bb.workers_polling():
         s.con.note(f"note: no worker is polling task queue {s.settings.temporal_task_queue!r}; "
                    "the run waits until one does (`make worker` or `python worker.py`)")
+    if (differ := await bb.endpoint_warning()) is not None:
+        s.con.note(f"warning: {differ}")
     doc = await bb.ingest_blocks(data, blocks, name=path.name, fmt=fmt)
     schema_id = await bb.add_schema(spec)
     with warnings.catch_warnings(record=True) as caught:
@@ -182,6 +184,8 @@ async def cmd_retry(args: argparse.Namespace, s: Session) -> int:
     if not await bb.workers_polling():
         s.con.note(f"note: no worker is polling task queue {s.settings.temporal_task_queue!r}; "
                    "the retry waits until one does (`make worker` or `python worker.py`)")
+    if (differ := await bb.endpoint_warning()) is not None:
+        s.con.note(f"warning: {differ}")
     started = await bb.retry(args.run_id, reasons=args.reason, blocks=args.block,
                              include_cancelled=args.cancelled, max_cost_usd=args.max_cost)
     run_id = started.run_id

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from activities.errors import API_KEY_REJECTED, RETRYABLE, application_error
+from activities.errors import RETRYABLE, RUN_STOPPED, application_error
 from core.claude_errors import classify
 from core.models import BatchCounts, CallModelOutput, CollectRoundOutput, LimiterNote, Totals
 from runtime.metrics import (
@@ -72,7 +72,7 @@ def test_raised_claude_errors_are_failed_calls_with_their_status() -> None:
     lost = application_error(classify(None, "APITimeoutError", "timed out"))
     assert call_of_error("pack", lost) == Call("pack", "failed", error="no_answer")
     key = application_error(classify(401, "authentication_error", "bad key"))
-    assert key.type == API_KEY_REJECTED
+    assert key.type == RUN_STOPPED
     assert call_of_error("pack", key) == Call("pack", "failed", error="4xx")
 
 

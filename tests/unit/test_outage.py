@@ -9,13 +9,16 @@ from core.models import OutageOptions, OutageProgress
 from core.outage import paused_text, probe_delay_s, waiting_text
 
 
-def test_down_is_5xx_529_timeouts_and_no_answer_not_rate_limits_or_refusals() -> None:
+def test_down_is_5xx_529_408_and_no_answer_not_rate_limits_refusals_or_slow_calls() -> None:
     down = [classify(500, "api_error"), classify(503, "api_error"),
             classify(529, "overloaded_error"), classify(408, "timeout"),
             classify(None, "APIConnectionError"), classify(None, "api_error")]
     up = [classify(429, "rate_limit_error"), classify(409, "conflict"),
           classify(400, "invalid_request_error"), classify(401, "authentication_error"),
-          classify(413, "request_too_large")]
+          classify(413, "request_too_large"), classify(402, "billing_error"),
+          # A slow call is no outage: a gateway or client timeout (contract §6, §8).
+          classify(504, "timeout_error"), classify(None, "timeout_error"),
+          classify(None, "APITimeoutError")]
     assert all(is_outage(e) for e in down)
     assert not any(is_outage(e) for e in up)
 

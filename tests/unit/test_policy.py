@@ -4,36 +4,126 @@ from __future__ import annotations
 
 import pytest
 
-from core.claude_errors import RETRY_AFTER_JITTER, classify, retry_delay_s
-from core.policy import decide
+from core.claude_errors import (
+    HTTP_STATUS,
+    RETRY_AFTER_JITTER,
+    ClaudeError,
+    classify,
+    fatal_code_of,
+    retry_delay_s,
+)
+from core.policy import attempt_limit, decide
 
 TOO_LONG = "prompt is too long: 210000 tokens > 200000 maximum"
 
 
+SELF_SET_LIMIT = "You have reached your specified workspace API usage limits."
+
+
 @pytest.mark.parametrize(
-    ("status", "error_type", "message", "kind"),
+    ("status", "error_type", "message", "error_code", "kind", "code"),
     [
-        (401, "authentication_error", "invalid x-api-key", "key_rejected"),
-        (403, "permission_error", "no access", "key_rejected"),
-        (429, "rate_limit_error", "slow down", "retryable"),
-        (529, "overloaded_error", "overloaded", "retryable"),
-        (500, "api_error", "oops", "retryable"),
-        (408, "timeout", "", "retryable"),
-        (None, "APIConnectionError", "connection refused", "retryable"),
-        (400, "invalid_request_error", TOO_LONG, "overflow"),
-        (413, "request_too_large", "too big", "overflow"),
-        (400, "invalid_request_error", "tools.0: bad schema", "rejected"),
-        (404, "not_found_error", "no such model", "rejected"),
+        (401, "authentication_error", "invalid x-api-key", None, "fatal", "key_rejected"),
+        (403, "permission_error", "no access", None, "fatal", "key_rejected"),
+        (403, "permission_error", "scope", "api_key_scope_missing", "fatal", "key_rejected"),
+        # Spend caps: a tier's or a contract's (429), a linked organisation's (402), and the
+        # limit set in the Console (400, no error_code: the one case read from the message).
+        (429, "rate_limit_error", "cap", "enforced_spend_limit_reached", "fatal",
+         "spend_limit"),
+        (429, "rate_limit_error", "cap", "contract_spend_limit_reached", "fatal",
+         "spend_limit"),
+        (402, "billing_error", "cap", "linked_organization_spend_limit_reached", "fatal",
+         "spend_limit"),
+        (400, "invalid_request_error", SELF_SET_LIMIT, None, "fatal", "spend_limit"),
+        (400, "invalid_request_error", "You have reached your specified API usage limits.",
+         None, "fatal", "spend_limit"),
+        (402, "billing_error", "no credit", None, "fatal", "billing"),
+        (402, "billing_error", "unavailable", "linked_organization_billing_unavailable",
+         "fatal", "billing"),
+        (404, "not_found_error", "model: claude-opus-4-1", None, "fatal",
+         "model_unavailable"),
+        # A 404 with a code names something else (a file, an environment): no model fault.
+        (404, "not_found_error", "file expired", "file_expired", "rejected", None),
+        (429, "rate_limit_error", "slow down", None, "retryable", None),
+        (429, "rate_limit_error", "too sharp", "ramp_limit_exceeded", "retryable", None),
+        (529, "overloaded_error", "overloaded", None, "retryable", None),
+        (500, "api_error", "oops", None, "retryable", None),
+        (503, "api_error", "x", "registration_pending", "retryable", None),
+        (504, "timeout_error", "use streaming", None, "retryable", None),
+        (408, "timeout", "", None, "retryable", None),
+        (None, "APIConnectionError", "connection refused", None, "retryable", None),
+        (None, "APITimeoutError", "Request timed out", None, "retryable", None),
+        (400, "invalid_request_error", TOO_LONG, None, "overflow", None),
+        (413, "request_too_large", "too big", None, "overflow", None),
+        (413, "request_too_large", "x", "request_body_too_large_after_decoding", "overflow",
+         None),
+        (400, "invalid_request_error", "tools.0: bad schema", None, "rejected", None),
+        (400, "invalid_request_error", "bad", "image_dimensions_too_large", "rejected", None),
         # Batch result lines carry only the error type: the status follows from it.
-        (None, "invalid_request_error", TOO_LONG, "overflow"),
-        (None, "authentication_error", "bad key", "key_rejected"),
-        (None, "overloaded_error", "busy", "retryable"),
+        (None, "invalid_request_error", TOO_LONG, None, "overflow", None),
+        (None, "authentication_error", "bad key", None, "fatal", "key_rejected"),
+        (None, "billing_error", "no credit", None, "fatal", "billing"),
+        (None, "not_found_error", "no such model", None, "fatal", "model_unavailable"),
+        (None, "overloaded_error", "busy", None, "retryable", None),
+        (None, "timeout_error", "slow", None, "retryable", None),
     ],
 )
 def test_every_claude_error_gets_one_kind(
-    status: int | None, error_type: str, message: str, kind: str
+    status: int | None, error_type: str, message: str, error_code: str | None, kind: str,
+    code: str | None,
 ) -> None:
-    assert classify(status, error_type, message).kind == kind
+    error = classify(status, error_type, message, error_code=error_code)
+    assert (error.kind, error.code) == (kind, code)
+
+
+def test_a_missing_batch_is_no_missing_model() -> None:
+    error = classify(404, "not_found_error", "no such batch", model_call=False)
+    assert (error.kind, error.code) == ("rejected", None)
+
+
+def test_the_status_of_a_batch_line_error_type() -> None:
+    assert HTTP_STATUS["billing_error"] == 402 and HTTP_STATUS["timeout_error"] == 504
+
+
+def test_fatal_messages_say_what_to_do_and_the_code_reads_back() -> None:
+    cap = classify(429, "rate_limit_error", "cap", error_code="enforced_spend_limit_reached")
+    assert "raise the limit in the Claude Console" in cap.describe()
+    assert "python starter.py retry RUN_ID --cancelled" in cap.describe()
+    assert "enforced_spend_limit_reached" in cap.describe()
+    billing = classify(402, "billing_error", "no credit")
+    assert "Billing" in billing.describe() and "retry RUN_ID" in billing.describe()
+    retired = classify(404, "not_found_error", "model: claude-opus-4-1",
+                       model="claude-opus-4-1")
+    assert "move to claude-opus-5-5" in retired.describe()
+    assert "move to claude-sonnet-5-5" in classify(
+        404, "not_found_error", "x", model="claude-sonnet-4-5").describe()
+    assert "move to claude-haiku-5-5" in classify(
+        404, "not_found_error", "x", model="claude-nope").describe()
+    for error in (cap, billing, retired, classify(401, "authentication_error", "bad")):
+        assert fatal_code_of(error.describe("creating a message batch")) == error.code
+    assert fatal_code_of("cancel requested") is None and fatal_code_of(None) is None
+
+
+def test_a_recorded_key_rejected_error_reads_as_fatal() -> None:
+    old = ClaudeError.model_validate({"kind": "key_rejected", "status": 401,
+                                      "error_type": "authentication_error", "message": "x"})
+    assert (old.kind, old.code) == ("fatal", "key_rejected")
+
+
+def test_only_a_plain_429_cuts_the_fleets_rate() -> None:
+    assert classify(429, "rate_limit_error", "slow").cuts_rate
+    assert not classify(429, "rate_limit_error", "x", error_code="ramp_limit_exceeded").cuts_rate
+    assert not classify(429, "rate_limit_error", "x",
+                        error_code="enforced_spend_limit_reached").cuts_rate
+    assert not classify(529, "overloaded_error", "x").cuts_rate
+
+
+def test_a_ramp_limit_keeps_its_retry_after() -> None:
+    ramp = classify(429, "rate_limit_error", "x", error_code="ramp_limit_exceeded",
+                    retry_after="7")
+    assert retry_delay_s(ramp, 0.0) == 7.0
+    spend = classify(429, "rate_limit_error", "x", error_code="enforced_spend_limit_reached")
+    assert spend.retry_after_s is None
 
 
 def test_retry_after_is_honoured_bounded_and_jittered() -> None:
@@ -102,6 +192,53 @@ def test_rejected_key_stops_the_run() -> None:
     assert d.code == "key_rejected"
 
 
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (classify(429, "rate_limit_error", "cap", error_code="enforced_spend_limit_reached"),
+         "spend_limit"),
+        (classify(429, "rate_limit_error", "cap", error_code="contract_spend_limit_reached"),
+         "spend_limit"),
+        (classify(402, "billing_error", "x", error_code="linked_organization_spend_limit_reached"),
+         "spend_limit"),
+        (classify(400, "invalid_request_error", SELF_SET_LIMIT), "spend_limit"),
+        (classify(402, "billing_error", "no credit"), "billing"),
+        (classify(404, "not_found_error", "model: x"), "model_unavailable"),
+    ],
+)
+@pytest.mark.parametrize("blocks", [1, 6])
+def test_an_account_error_stops_the_run_without_retries_or_halving(
+    error: ClaudeError, code: str, blocks: int
+) -> None:
+    for retries_left in (False, True):
+        for can_pause in (False, True):
+            d = decide("errored", blocks=blocks, error=error, retries_left=retries_left,
+                       can_pause=can_pause)
+            assert (d.step, d.code) == ("fatal", code)
+    assert decide("errored", blocks=blocks, error=error, stopping=True).step == "fatal"
+
+
+def test_a_timeout_is_retried_and_fails_after_retries_but_never_pauses_the_run() -> None:
+    for error in (classify(504, "timeout_error", "slow"),
+                  classify(None, "APITimeoutError", "Request timed out")):
+        assert decide("errored", blocks=2, error=error, retries_left=True).step == "resubmit"
+        last = decide("errored", blocks=2, error=error, can_pause=True)
+        assert (last.step, last.code) == ("fail", "api_unavailable")
+    down = decide("errored", blocks=2, error=classify(None, "APIConnectionError", "x"),
+                  can_pause=True)
+    assert down.step == "wait"
+
+
+def test_a_refused_lone_block_gets_no_second_attempt_a_refused_pack_is_halved() -> None:
+    assert attempt_limit(1, True, 3) == 1
+    assert attempt_limit(4, True, 3) == 3
+    assert attempt_limit(1, False, 3) == 3
+    # A refused pack of several is a mapping failure: every block remains, none charged.
+    assert decide("answered", blocks=4, remaining=4, reason="refused").step == "split"
+    # A refused lone block failed in apply_results: nothing remains, nothing is asked again.
+    assert decide("answered", blocks=1, remaining=0).step == "done"
+
+
 @pytest.mark.parametrize("result", ["errored", "not_processed"])
 def test_transient_failures_are_retried_while_retries_are_left(result: str) -> None:
     error = classify(529, "overloaded_error", "busy") if result == "errored" else None
@@ -139,6 +276,8 @@ def test_every_fail_keep_and_fatal_step_carries_a_documented_code() -> None:
         *(decide("errored", blocks=b, error=classify(s, t, m), retries_left=r, stopping=st)
           for b in (1, 3) for r in (False, True) for st in (False, True)
           for s, t, m in [(401, "authentication_error", "k"), (529, "overloaded_error", "b"),
+                          (402, "billing_error", "b"), (404, "not_found_error", "m"),
+                          (400, "invalid_request_error", SELF_SET_LIMIT),
                           (400, "invalid_request_error", TOO_LONG),
                           (400, "invalid_request_error", "bad")]),
         *(decide("not_processed", blocks=2, reason=k, retries_left=r, stopping=st)
@@ -167,7 +306,7 @@ def test_the_code_of_a_recorded_failure_follows_from_its_text() -> None:
 
 def test_claude_down_past_retries_waits_when_the_run_can_pause() -> None:
     for status, kind in [(500, "api_error"), (503, "api_error"), (529, "overloaded_error"),
-                         (None, "APITimeoutError"), (None, "APIConnectionError")]:
+                         (None, "APIConnectionError")]:
         error = classify(status, kind, "down")
         d = decide("errored", blocks=3, error=error, can_pause=True)
         assert d.step == "wait" and d.code is None, (status, kind)
@@ -186,3 +325,20 @@ def test_claude_busy_or_refusing_never_waits() -> None:
     assert decide("errored", blocks=2, reason="worker lost", can_pause=True).step == "fail"
     # Neither is a batch request that expired.
     assert decide("not_processed", blocks=2, reason="expired", can_pause=True).step == "fail"
+
+
+def test_retry_takes_refused_blocks_only_when_named_and_fatal_leftovers_with_cancelled() -> None:
+    from core.models import RetryRequest
+    from core.retry import check_retry
+    counts = {("ai_complete", None): 5, ("failed", "refused"): 2,
+              ("failed", "invalid_value"): 1, ("cancelled", "spend_limit"): 4}
+    plain = check_retry("r", "failed", counts, {}, RetryRequest())
+    assert (plain.blocks, plain.reasons) == (1, {"invalid_value": 1})
+    named = check_retry("r", "failed", counts, {}, RetryRequest(reasons=["refused"]))
+    assert (named.blocks, named.reasons) == (2, {"refused": 2})
+    cancelled = check_retry("r", "failed", counts, {}, RetryRequest(include_cancelled=True))
+    assert cancelled.reasons == {"spend_limit": 4, "invalid_value": 1}
+    only_refused = check_retry("r", "completed_with_failures",
+                               {("failed", "refused"): 1}, {}, RetryRequest())
+    assert only_refused.refusal is not None
+    assert "--reason refused" in only_refused.refusal.message

@@ -207,3 +207,56 @@ def test_the_gate_text_says_how_many_blocks_it_re_asked() -> None:
         "re-asked")
     assert gate_text(reading, 8, 9, 10, 20, 1, (12, 20)).endswith(
         "; 1 block answered in packs of 12-20 re-asked")
+
+
+# ---------------------------------------------------------------- an uncached prompt
+
+
+def _ticket_ctx() -> object:
+    """The first hour's ticket schema (tests/fixtures/ticket.json) on claude-sonnet-4-6:
+    the planner's estimate of its prefix (which leans high) reaches the model's minimum
+    of 1,024; the API counts 779 tokens and does not cache it."""
+    import json
+    from pathlib import Path
+
+    from core.models import RunOptions
+    from core.quote import quote_context
+    from core.registry import get_model
+    from core.schema import load_schema
+
+    model = get_model("claude-sonnet-4-6")
+    spec = load_schema(json.loads(
+        (Path(__file__).parents[1] / "fixtures" / "ticket.json").read_text()))
+    return quote_context(RunOptions(model=model.id), spec, model)
+
+
+def _uncached_usd(ctx: object, pack: object) -> float:
+    """A call with no cache at all: its whole input at the input price."""
+    from core.registry import Usage, cost_usd
+
+    return cost_usd(ctx.model, Usage(input_tokens=pack.est_input_tokens,  # type: ignore[attr-defined]
+                                     output_tokens=pack.est_output_tokens))  # type: ignore[attr-defined]
+
+
+def test_an_uncached_prefix_is_priced_as_input_and_the_probe_keeps_its_share() -> None:
+    from core.models import QualityOptions
+    from core.quality import expected_call_usd, probe_plan
+
+    ctx = _ticket_ctx()
+    assert ctx.fixed_prompt_tokens >= ctx.model.min_cacheable_tokens  # type: ignore[attr-defined]
+    tokens = [50] * 30
+    uids = UIDS[:30]
+    packs = ctx.plan(tokens)  # type: ignore[attr-defined]
+    one = ctx.plan([50])[0]  # type: ignore[attr-defined]
+    # Told the prefix is not cached, a call pays all of it as input.
+    assert expected_call_usd(ctx, one, cached=False) == pytest.approx(_uncached_usd(ctx, one))
+    assert expected_call_usd(ctx, one, cached=True) < _uncached_usd(ctx, one)
+    # Not told, the run does not take a prefix so close to the minimum as cached: the
+    # sample it plans costs at most 5% of the run, priced with no cache at all.
+    sample, plan = probe_plan(ctx, uids, tokens, packs, QualityOptions(), "run-a")
+    run_usd = sum(_uncached_usd(ctx, p) for p in packs)
+    assert len(sample) * _uncached_usd(ctx, one) <= 0.05 * run_usd
+    assert plan.est_run_usd == pytest.approx(run_usd, abs=1e-6)
+    # A prefix the ledger saw cached is priced as a read, and the sample grows.
+    _, cached = probe_plan(ctx, uids, tokens, packs, QualityOptions(), "run-a", cached=True)
+    assert cached.est_run_usd < plan.est_run_usd

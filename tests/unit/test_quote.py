@@ -244,3 +244,48 @@ def test_no_probe_in_the_quote_when_it_is_off_or_every_pack_is_one_block() -> No
                   document="d.md")
     assert gated.sync.probe_calls > 0
     assert any("gate also probes at least 2 blocks of every pack" in n for n in gated.notes)
+
+
+def test_an_uncached_prefix_keeps_the_quoted_probe_within_its_share() -> None:
+    """Issue 28, bug 2: the ticket schema's prefix counts 779 tokens on claude-sonnet-4-6
+    (minimum 1,024; the planner's estimate reaches it): the quote priced each probe call
+    as a cache read and quoted a probe at 8% of the run, "capped at 5%"."""
+    import json
+    from pathlib import Path
+
+    spec = load_schema(json.loads(
+        (Path(__file__).parents[1] / "fixtures" / "ticket.json").read_text()))
+    ctx = quote_context(RunOptions(model=MODEL.id), spec, MODEL)
+    tokens = PromptTokens(source="count_tokens", prefix=779, per_call=50, blocks=1_590,
+                          warm_up=900)
+    q = quote(ctx, [50] * 30, tokens, document="tickets.csv")
+    assert not q.sync.cached
+    assert q.sync.probe_cost_usd <= 0.05 * (q.sync.cost_usd - q.sync.probe_cost_usd)
+
+
+def test_a_first_run_is_quoted_with_what_answers_of_other_schemas_wrote() -> None:
+    """Issue 28: the ticket schema's first quote was 2.1x the run's cost: with no earlier
+    run of the schema, its output was the planner's shape estimate, which leans high (an
+    underestimate costs a truncated call), and answers wrote 0.45 of it. What other
+    schemas' answers wrote against their own shape estimate is the expectation; the run's
+    plan (its learning pack) is unchanged, and the maximum still allows every max_tokens."""
+    ctx = ctx_for()
+    tokens = [60] * 200
+    planner = quote(ctx, tokens, counted(), document="d.md")
+    prior = OutputHistory(runs=2, calls=12, estimated=10_000, written=5_000, scope="model")
+    q = quote(ctx, tokens, counted(), document="d.md", prior=prior)
+    assert (q.packs, q.sync.calls, q.sync.packs) == (planner.packs, planner.sync.calls,
+                                                     planner.sync.packs)
+    assert any("learning pack" in n for n in q.notes)  # still the run's own plan
+    assert q.output_source == "other_schemas" and q.output_history is not None
+    assert q.output_history["ratio"] == 0.5
+    assert 0.45 * planner.sync.output_tokens < q.sync.output_tokens < 0.6 * planner.sync.output_tokens
+    assert q.sync.cost_usd < planner.sync.cost_usd
+    assert q.sync.max_cost_usd == pytest.approx(planner.sync.max_cost_usd, rel=0.05)
+    # The schema's own answers, when there are enough, win over other schemas'.
+    own = OutputHistory(runs=1, calls=5, estimated=10_000, written=8_000)
+    mine = quote(ctx, tokens, counted(), document="d.md", history=own, prior=prior)
+    assert mine.output_source == "ledger" and mine.output_history["ratio"] == 0.8  # type: ignore[index]
+    # Too few answers elsewhere: the planner's estimate, as before.
+    few = OutputHistory(runs=1, calls=2, estimated=1_000, written=500, scope="model")
+    assert quote(ctx, tokens, counted(), document="d.md", prior=few).output_source == "planner"

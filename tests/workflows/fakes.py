@@ -55,12 +55,16 @@ from core.models import (
     WarmCacheInput,
     WarmCacheOutput,
 )
+from core.policy import attempt_limit
 
 TRUNCATED = "answer truncated (max_tokens)"
 OUTAGE = classify(503, "api_error", "Service unavailable")
 RATE_LIMITED = classify(429, "rate_limit_error", "Number of requests has exceeded your rate limit")
 OVERLOADED = classify(529, "overloaded_error", "Overloaded")
 KEY_REJECTED = classify(401, "authentication_error", "invalid x-api-key")
+SPEND_CAP = classify(429, "rate_limit_error", "You have reached the monthly API usage "
+                     "threshold of your tier", error_code="enforced_spend_limit_reached")
+BILLING = classify(402, "billing_error", "Your credit balance is too low")
 
 
 @dataclass
@@ -71,6 +75,10 @@ class Answer:
     ok: int | None = None
     failed: int = 0
     reason: str = TRUNCATED
+    #: The model refused (``stop_reason: refusal``) with this category: nothing is done;
+    #: like the real ``apply_results``, a lone block fails at once (``attempt_limit``),
+    #: a pack's blocks all remain (a mapping failure, no attempt charged).
+    refused: str | None = None
 
 
 @dataclass
@@ -79,6 +87,8 @@ class Outcome:
 
     outcome: CallOutcome
     message: str | None = None
+    #: The classified error the real call_model attaches to a ``request_error``.
+    error: ClaudeError | None = None
 
 
 @dataclass
@@ -180,6 +190,8 @@ class FakeWorld:
         self.outage = outage
         self.done: set[str] = set()
         self.failed: dict[str, str] = {}
+        #: Blocks apply_results failed as refused (code ``refused``).
+        self.refused: set[str] = set()
         self.splits: list[Split] = []
         self.calls: list[CallModelInput] = []
         self.paid_calls = 0
@@ -290,6 +302,14 @@ class FakeWorld:
     async def apply_results(self, inp: ApplyResultsInput) -> ApplyResultsOutput:
         uids, answer = self._answers[inp.call_id]
         uids = self._pending(uids)  # idempotent, like the real one
+        if answer.refused is not None:
+            reason = f"the model refused the request ({answer.refused})"
+            if attempt_limit(len(uids), True, inp.max_block_attempts) <= 1:
+                self.failed.update(dict.fromkeys(uids, reason))
+                self.refused.update(uids)
+                return ApplyResultsOutput(completed=0, failed=uids, reason=reason)
+            return ApplyResultsOutput(completed=0, remaining=uids, mapping_failed=True,
+                                      reason=reason)
         failed = uids[: answer.failed]
         rest = uids[answer.failed:]
         ok = rest if answer.ok is None else rest[: answer.ok]
@@ -383,7 +403,8 @@ class FakeWorld:
                 self.outage.failed_calls += 1
             raise application_error(step.error, give_up=give_up)
         if isinstance(step, Outcome):
-            return CallModelOutput(outcome=step.outcome, block_uids=uids, message=step.message)
+            return CallModelOutput(outcome=step.outcome, block_uids=uids, message=step.message,
+                                   error=step.error)
         call_id = next(self._call_ids)
         self._answers[call_id] = (uids, step)
         self.paid_calls += 1

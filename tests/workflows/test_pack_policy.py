@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from core.claude_errors import SET_A_VALID_KEY
+import pytest
+
+from core.claude_errors import SET_A_VALID_KEY, ClaudeError, fatal_code_of
 from tests.workflows.conftest import Harness
 from tests.workflows.fakes import (
+    BILLING,
     KEY_REJECTED,
     RATE_LIMITED,
+    SPEND_CAP,
     TRUNCATED,
     Answer,
     FakeWorld,
@@ -127,3 +131,58 @@ async def test_rejected_api_key_fails_the_run_and_stops_the_other_packs(
     assert "3" not in world.called_paths()
     assert (result.blocks_ai_complete, result.blocks_failed, result.blocks_cancelled) == (2, 0, 6)
     assert world.cancelling == result.error
+
+
+async def test_a_spend_cap_ends_the_runs_calls_at_once_without_retries_or_halving(
+    wf: Harness, run_id: str
+) -> None:
+    world = FakeWorld(run_id, [4, 4, 4, 4],
+                      {"0": [Raise(SPEND_CAP)], "1": [Hold("cancelling")]})
+    result = await wf.run(world, max_concurrent_packs=2)
+    assert result.status == "failed" and result.error is not None
+    assert fatal_code_of(result.error) == "spend_limit"  # what its blocks end with
+    assert "raise the limit in the Claude Console" in result.error
+    assert "python starter.py retry RUN_ID --cancelled" in result.error
+    # Within one round: the capped call once, the pack in flight stopped, no pack started.
+    assert sorted(c.pack_path for c in world.calls) == ["0", "1"]
+    assert world.splits == [] and world.failed == {}
+    assert (result.blocks_ai_complete, result.blocks_cancelled) == (0, 16)
+    assert world.cancelling == result.error
+
+
+@pytest.mark.parametrize(("error", "code"), [(BILLING, "billing"), (SPEND_CAP, "spend_limit")])
+async def test_an_account_error_answered_to_a_pack_is_not_halved_into_single_blocks(
+    wf: Harness, run_id: str, error: ClaudeError, code: str
+) -> None:
+    # The real call_model hands a fatal error back as the attempt's outcome.
+    world = FakeWorld(run_id, [4, 2], {"0": [Outcome("request_error", error.describe(),
+                                                     error)]})
+    result = await wf.run(world, max_concurrent_packs=1)
+    assert result.status == "failed" and fatal_code_of(result.error) == code
+    assert world.splits == [] and world.called_paths() == ["0"]
+    assert world.failed == {} and result.blocks_cancelled == 6
+
+
+async def test_a_refused_lone_block_fails_with_refused_and_is_not_asked_again(
+    wf: Harness, run_id: str
+) -> None:
+    world = FakeWorld(run_id, [1, 2], {"0": [Answer(refused="cyber")]})
+    result = await wf.run(world)
+    assert result.status == "completed"
+    assert (result.blocks_ai_complete, result.blocks_failed) == (2, 1)
+    assert [c.pack_path for c in world.calls if c.pack_path == "0"] == ["0"]  # once
+    assert world.refused == {"b0-0"}
+    assert world.failed == {"b0-0": "the model refused the request (cyber)"}
+
+
+async def test_a_refused_pack_is_halved_until_the_refused_block_fails_alone(
+    wf: Harness, run_id: str
+) -> None:
+    refused = Answer(refused="bio")
+    world = FakeWorld(run_id, [4], {"0": [refused], "0.0": [refused], "0.0.1": [refused]})
+    result = await wf.run(world)
+    assert (result.status, result.blocks_ai_complete, result.blocks_failed) == (
+        "completed", 3, 1)
+    assert [s.pack_path for s in world.splits] == ["0", "0.0"]
+    assert world.refused == {"b0-1"}
+    assert [c.pack_path for c in world.calls].count("0.0.1") == 1
