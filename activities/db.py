@@ -46,7 +46,7 @@ from core.planning import (
     pack_numbers,
 )
 from core.policy import code_of_failure
-from core.prompt import prefix_sha256
+from core.prompt import request_prefix
 from core.quality import halved, probe_plan
 from core.reasons import REASONS, ReasonCode
 from core.retry import FINISHED_STATUSES, describe_blocks, selection_text
@@ -128,7 +128,7 @@ class DbActivities:
                 q = ctx.options.quality or QualityOptions()
                 warm_up = warm_up_request(ctx)
                 seen = await quality.prefix_cache_seen(
-                    conn, prefix_sha256(warm_up["system"], warm_up["tools"]), ctx.model.id)
+                    conn, request_prefix(warm_up)[0], ctx.model.id)
                 sample, sizing = probe_plan(
                     ctx, [blocks[pos].block_uid for pos in to_call],
                     [blocks[pos].est_tokens for pos in to_call], packs, q, inp.run_id,

@@ -57,7 +57,7 @@ from core.models import (
     WarmCacheOutput,
 )
 from core.planning import LEARNING_PACK_BLOCKS, estimate_tokens
-from core.prompt import alias_map, build_request, needs_streaming, prefix_sha256
+from core.prompt import alias_map, build_request, needs_streaming, request_prefix
 from core.quality import PROBE_ATTEMPTS, pack_sample
 from core.ratelimit import Need
 from core.registry import Usage, cost_usd
@@ -411,9 +411,7 @@ class LlmActivities:
             ledger.OverBudget: the run's budget cannot hold the call (after waiting, as
                 long as the run's open calls may still leave room for it).
         """
-        # No tools on the json channel: its output format is stored with each call.
-        tools = request.get("tools", [])
-        prefix = (prefix_sha256(request["system"], tools), request["system"], tools)
+        prefix = request_prefix(request)
         stored_request = {k: v for k, v in request.items() if k not in ("system", "tools")}
         deadline = time.monotonic() + _BUDGET_PATIENCE_S
         while True:

@@ -503,3 +503,11 @@ def prefix_sha256(system: Any, tools: Any) -> str:
     return hashlib.sha256(
         json.dumps({"system": system, "tools": tools}, sort_keys=True).encode()
     ).hexdigest()
+
+
+def request_prefix(request: Mapping[str, Any]) -> tuple[str, Any, Any]:
+    """``(sha256, system, tools)`` of a request's prompt prefix as the ledger keeps it once
+    per run (``prompt_prefixes``). The json channel has no tools (``[]``): its output
+    format is stored with each call's request."""
+    tools = request.get("tools", [])
+    return prefix_sha256(request["system"], tools), request["system"], tools

@@ -31,7 +31,7 @@ from core.batching import Part
 from core.context import RunContext
 from core.endpoint import Endpoint
 from core.models import BatchRoundInput, ProviderBatchRef
-from core.prompt import prefix_sha256
+from core.prompt import request_prefix
 from store import provider_batches
 from store.provider_batches import CreatedBatch, PartKey
 from store.runs import ACTIVE_STATUSES, status_for_share
@@ -135,14 +135,11 @@ async def _record(
     note: str | None, endpoint: Endpoint,
 ) -> None:
     """Batch id, request mapping and ledger rows, in one transaction."""
-    params = part.requests[0]["params"]
-    # No tools on the json channel: its output format is stored with each request.
-    system, tools = params["system"], params.get("tools", [])
     await provider_batches.record_created(
         conn, key,
         CreatedBatch(batch.id, batch.processing_status, batch.expires_at,
                      batch.request_counts.processing),
-        note, prefix=(prefix_sha256(system, tools), system, tools), model=ctx.model.id,
+        note, prefix=request_prefix(part.requests[0]["params"]), model=ctx.model.id,
         origin=origin(), custom_ids=[q["custom_id"] for q in part.requests],
         stored=part.stored, aliases=part.aliases, endpoint=endpoint,
     )

@@ -31,7 +31,7 @@ from core.context import RunContext
 from core.ingest import ParsedBlock, detect_format, parse_document
 from core.models import RunOptions
 from core.planning import estimate_tokens
-from core.prompt import prefix_sha256
+from core.prompt import request_prefix
 from core.quote import (
     MIN_HISTORY_CALLS,
     OutputHistory,
@@ -378,8 +378,7 @@ async def _prefix_seen(ctx: RunContext, settings: Settings,
                        pool: asyncpg.Pool | None) -> bool | None:
     """What the API did with the run's prompt prefix on its model before, as ``plan_run``
     reads it (store.quality.prefix_cache_seen); ``None`` also when Postgres cannot say."""
-    request = warm_up_request(ctx)
-    sha = prefix_sha256(request["system"], request["tools"])
+    sha = request_prefix(stand_in_request(ctx))[0]
     try:
         if pool is not None:
             async with pool.acquire() as conn:
