@@ -96,14 +96,17 @@ def prefix_expected_cached(ctx: RunContext, seen: bool | None = None) -> bool:
 
 def expected_call_usd(ctx: RunContext, pack: Pack, *, cached: bool | None = None) -> float:
     """A sync call's expected cost: its input (``pack.est_input_tokens``) and its output
-    estimate at the model's prices, its prefix at the cache-read price only when the prefix
-    is cached (``cached``; ``None``: :func:`prefix_expected_cached` of the estimate), else
-    at the input price like the rest."""
+    estimate at the model's prices, with the thinking a call of the run is expected to
+    write (``RunContext.thinking_per_call``: paid per call, so a probe's one-block call pays
+    as much of it as a pack), its prefix at the cache-read price only when the prefix is
+    cached (``cached``; ``None``: :func:`prefix_expected_cached` of the estimate), else at
+    the input price like the rest."""
     if cached is None:
         cached = prefix_expected_cached(ctx)
     prefix = min(ctx.fixed_prompt_tokens, pack.est_input_tokens) if cached else 0
     return cost_usd(ctx.model, Usage(input_tokens=max(0, pack.est_input_tokens - prefix),
-                                     output_tokens=pack.est_output_tokens,
+                                     output_tokens=pack.est_output_tokens
+                                     + ctx.thinking_per_call(),
                                      cache_read_input_tokens=prefix))
 
 

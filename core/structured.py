@@ -12,7 +12,8 @@ grammar compiled from the schema, and the API takes only a subset of JSON Schema
 | ``pattern`` | kept when simple (:func:`simple_pattern`), else the schema does not fit |
 | ``minItems`` | 0 or 1; a larger one becomes 1 |
 | every object | ``additionalProperties: false`` (a free-form object or a map does not fit) |
-| ``minLength``, ``maxLength``, ``minimum``, ``maximum``, ``exclusive*``, ``multipleOf``, ``maxItems``, ``uniqueItems``, ``*Properties``, ``contains`` ... | dropped (:data:`DROPPED`) |
+| ``minLength``, ``maxLength``, ``minimum``, ``maximum``, ``exclusive*``, ``multipleOf``, ``maxItems``, ``uniqueItems`` | dropped from the grammar and told in the node's ``description`` as the SDKs do (``{minimum: 0, maximum: 3}``, :data:`DESCRIBED`) |
+| ``*Properties``, ``contains``, ``examples`` ... | dropped (:data:`DROPPED`) |
 | ``not``, ``if``/``then``/``else``, ``patternProperties``, ``prefixItems``, ``unevaluated*``, ... | the schema does not fit (:data:`UNEXPRESSIBLE`) |
 | anything else | dropped: no validator gives it a meaning |
 
@@ -49,6 +50,11 @@ DROPPED = frozenset({
     "minContains", "maxContains", "examples", "$comment", "readOnly", "writeOnly",
     "deprecated", "contentEncoding", "contentMediaType", "contentSchema", "$schema", "$id",
 })
+#: Of those, the bounds told to the model in the node's description instead, as the SDKs'
+#: ``transform_schema`` writes them (``"A number\n\n{minimum: 1, maximum: 10}"``): the
+#: grammar does not hold them, but a model reads them next to the field they bound.
+DESCRIBED = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+             "minLength", "maxLength", "minItems", "maxItems", "uniqueItems")
 #: Structure the subset cannot say: a schema using one of these does not fit.
 UNEXPRESSIBLE = frozenset({
     "not", "if", "then", "else", "patternProperties", "propertyNames", "dependentRequired",
@@ -135,6 +141,7 @@ def _node(node: Any, tally: _Tally) -> dict[str, Any]:
     if "anyOf" in node and "oneOf" in node:
         raise _Unfit("both anyOf and oneOf")
     out: dict[str, Any] = {}
+    described: dict[str, Any] = {}
     for key, value in node.items():
         if key in UNEXPRESSIBLE:
             raise _Unfit(key)
@@ -157,6 +164,10 @@ def _node(node: Any, tally: _Tally) -> dict[str, Any]:
             out[key] = value
         elif key == "minItems":
             out[key] = min(value, 1) if isinstance(value, int) else value
+            if isinstance(value, int) and value > 1:
+                described[key] = value
+        elif key in DESCRIBED:
+            described[key] = value
         elif key in ("properties", "$defs", "definitions"):
             if not isinstance(value, Mapping):
                 raise _Unfit(key)
@@ -179,6 +190,11 @@ def _node(node: Any, tally: _Tally) -> dict[str, Any]:
             raise _Unfit("additionalProperties other than false (a map)")
         # Anything else is dropped: a bound we check after the answer (DROPPED), or a
         # keyword no validator gives a meaning.
+    if described:
+        told = "{" + ", ".join(f"{key}: {value}" for key, value in described.items()) + "}"
+        description = out.get("description")
+        out["description"] = f"{description}\n\n{told}" if isinstance(description, str) \
+            else told
     types = _types(node)
     if "object" in types or "properties" in node:
         if not isinstance(node.get("properties"), Mapping):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import re
 from typing import Any
 
 from simulator.prompt import Block
@@ -67,11 +68,43 @@ def block_result(block: Block, properties: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+#: Bounds a structured-outputs grammar cannot hold travel in the description instead, as
+#: the SDKs write them (``anthropic.lib._parse._transform.transform_schema``:
+#: ``"A number\n\n{minimum: 1, maximum: 10}"``; contract §2, "The Python/TS/Ruby/PHP SDKs
+#: can strip unsupported keywords into descriptions"). A model reads them like any
+#: instruction, and the simulated model follows them as it follows the schema's own.
+DESCRIBED_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+                    "minLength", "maxLength", "minItems", "maxItems")
+_DESCRIBED = re.compile(r"\{((?:[A-Za-z]+: [^{}]*?)(?:, [A-Za-z]+: [^{}]*?)*)\}\s*$")
+
+
+def described_bounds(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with the bounds its description carries (:data:`DESCRIBED_BOUNDS`)
+    added where the schema itself does not set them."""
+    description = schema.get("description")
+    match = _DESCRIBED.search(description) if isinstance(description, str) else None
+    if match is None:
+        return schema
+    extra: dict[str, Any] = {}
+    for part in match.group(1).split(", "):
+        key, _, raw = part.partition(": ")
+        if key in DESCRIBED_BOUNDS and key not in schema:
+            try:
+                extra[key] = int(raw)
+            except ValueError:
+                try:
+                    extra[key] = float(raw)
+                except ValueError:
+                    continue
+    return {**schema, **extra} if extra else schema
+
+
 def field_value(name: str, schema: dict[str, Any], block: Block) -> Any:
     """The value of field ``name`` for ``block``, conforming to ``schema``.
 
     A question's string field ``answer`` is its plain-text answer (simulator/questions.py).
     """
+    schema = described_bounds(schema)
     if block.question and name == "answer" and _schema_type(schema) == "string":
         return _fit_string(answer_question(block.content, block.context), schema)
     if name in COMPUTED:
@@ -140,6 +173,7 @@ def _bounds(schema: dict[str, Any], kind: str, name: str) -> tuple[float, float]
 
 def generate(schema: dict[str, Any], content: str, path: str) -> Any:
     """A deterministic value for ``schema``, chosen by a hash of ``content`` and ``path``."""
+    schema = described_bounds(schema)
     h = stable_hash(path, content)
     if "const" in schema:
         return schema["const"]
