@@ -533,14 +533,15 @@ class LlmActivities:
 
     async def _settle(self, reservation: int | None, *, used: Need | None,
                       headers: Any = None, throttled_after_s: float | None = None,
-                      answered: bool = False) -> None:
+                      answered: bool = False, error_code: str | None = None) -> None:
         """Best effort: a reservation left unsettled costs the fleet one refill, no more."""
         if self.limiter is None or reservation is None:
             return
         try:
             await self.limiter.settle(reservation, used=used,
                                       headers=dict(headers) if headers is not None else None,
-                                      throttled_after_s=throttled_after_s, answered=answered)
+                                      throttled_after_s=throttled_after_s, answered=answered,
+                                      error_code=error_code)
         except (*_DB_UNAVAILABLE, asyncpg.PostgresError) as exc:
             activity.logger.warning("rate limiter: reservation %s not settled (%s)",
                                     reservation, type(exc).__name__)
@@ -549,8 +550,11 @@ class LlmActivities:
                             headers: Any) -> None:
         status = error.status or 0
         if status == 429:
+            # The error code says what the 429 is: a ramp limit holds the fleet without a
+            # cut, a spend cap changes nothing (core.ratelimit.throttle_of).
             await self._settle(reservation, used=None, headers=headers,
-                               throttled_after_s=error.retry_after_s or 0.0)
+                               throttled_after_s=error.retry_after_s or 0.0,
+                               error_code=error.error_code)
         else:
             # Answered (a 4xx) or not (5xx): the request counted, its tokens did not.
             await self._settle(reservation, used=Need(1, 0, 0), headers=headers,
@@ -589,7 +593,9 @@ class LlmActivities:
         """Record Claude's error answer; raise it, or return it as the attempt's outcome."""
         await self._finish_failed(call_id, error.status, error.error_type, error.message,
                                   err.request_id, started)
-        if error.kind in ("key_rejected", "retryable"):
+        if error.kind in ("fatal", "retryable"):
+            # A fatal error (key, spend limit, billing, model) stops the run's calls; the
+            # rest is retried by Temporal, or decided by the pack policy.
             raise application_error(error, give_up=give_up)
         return CallModelOutput(
             outcome="overflow" if error.kind == "overflow" else "request_error",

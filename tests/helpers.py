@@ -59,7 +59,6 @@ def extract_schema(instruction_words: int = 1500, **prompt: Any) -> dict[str, An
             "system_instructions": "You annotate blocks of an on-call handbook. "
             + long_instructions(instruction_words),
             "per_block_prompt": "Annotate each block.",
-            "temperature": 0,
             **prompt,
         },
     }

@@ -94,7 +94,7 @@ def _schema_with_model(model: str) -> dict[str, Any]:
         (_schema_with("word_count", {"type": "integer", "minimum": "zero"}),
          "property 'word_count' is not a valid JSON Schema (at minimum)"),
         (_schema_with_model("claude-nope-9"),
-         "prompt_config.model: unknown model 'claude-nope-9'; known models: claude-sonnet"),
+         "prompt_config.model: unknown model 'claude-nope-9'; known models: claude-haiku-5-5"),
         ("{not json", "the schema is not valid JSON"),
     ],
     ids=["no-properties", "empty-properties", "unknown-type", "invalid-json-schema",
@@ -114,7 +114,7 @@ async def test_unknown_model_in_run_options_creates_no_run_and_no_workflow(
 ) -> None:
     doc = await bbstack.bb.ingest_bytes(markdown_doc(5), name="doc.md", fmt="markdown")
     schema_id = await bbstack.bb.add_schema(extract_schema(50))
-    with pytest.raises(UnknownModelError, match="unknown model 'claude-nope-9'; known models"):
+    with pytest.raises(UnknownModelError, match=r"unknown model 'claude-nope-9' \(the Models API does not describe it\); known models"):
         await bbstack.bb.start_run(doc, schema_id, RunOptions(model="claude-nope-9"),
                                    run_id="bad-model")
     assert await count(bbstack, "runs") == 0

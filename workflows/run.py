@@ -17,11 +17,12 @@ import asyncio
 
 from temporalio import workflow
 from temporalio.common import SearchAttributePair
-from temporalio.exceptions import ActivityError, ChildWorkflowError
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 from temporalio.workflow import ContinueAsNewVersioningBehavior
 
 with workflow.unsafe.imports_passed_through():
     from activities.db import DbActivities
+    from activities.errors import API_KEY_REJECTED, RUN_STOPPED
     from activities.llm import LlmActivities
     from core.budget import suggested_budget
     from core.models import (
@@ -426,6 +427,12 @@ class RunWorkflow:
                 summary="warm_cache: write the prompt cache once, then start every pack",
             )
         except ActivityError as err:
+            cause = err.cause
+            if isinstance(cause, ApplicationError) and cause.type in (RUN_STOPPED,
+                                                                      API_KEY_REJECTED):
+                # The key, the account or the model refuses every call: no pack starts.
+                self._fatal_error = cause.message
+                return False
             workflow.logger.warning("warm-up call failed (%s): pack 0 goes first instead",
                                     err.cause or err)
             return False
