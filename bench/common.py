@@ -497,6 +497,7 @@ async def ledger_figures(pool: asyncpg.Pool, run_id: str) -> dict[str, Any]:
                   count(*) filter (where status = 'abandoned') as calls_abandoned,
                   coalesce(sum(input_tokens), 0) as input_tokens,
                   coalesce(sum(output_tokens), 0) as output_tokens,
+                  coalesce(sum(thinking_tokens), 0) as thinking_tokens,
                   coalesce(sum(cache_creation_input_tokens), 0) as cache_write_tokens,
                   coalesce(sum(cache_creation_1h_tokens), 0) as cache_write_1h_tokens,
                   coalesce(sum(cache_read_input_tokens), 0) as cache_read_tokens,

@@ -573,12 +573,13 @@ def report(rec: Recorder, result: dict[str, Any], blocks: int) -> None:
     rows = []
     for mode, f in modes.items():
         if "calls_ok" not in f:
-            rows.append([mode, f.get("error", "?")] + [""] * 13)
+            rows.append([mode, f.get("error", "?")] + [""] * 14)
             continue
         p = f.get("parity", {})
         bad_fields = [k for k, v in p.get("per_field", {}).items() if v]
         rows.append([
-            mode, f["calls_ok"], f["input_tokens"], f["output_tokens"], f["cache_write_tokens"],
+            mode, f["calls_ok"], f["input_tokens"], f["output_tokens"],
+            f"{f.get('thinking_tokens', 0) / max(blocks, 1):.1f}", f["cache_write_tokens"],
             f["cache_read_tokens"], round(f["cost_usd"], 4),
             f"{f.get('savings_vs_baseline', 0):.1%}",
             f"{f.get('savings_vs_uncached_one_per_call', 0):.1%}",
@@ -615,7 +616,8 @@ def report(rec: Recorder, result: dict[str, Any], blocks: int) -> None:
     rec.print_table(
         f"{result['schema']} schema ({result['system_prompt_tokens']:,}-token system prompt, "
         f"{blocks} blocks, {result['model']})",
-        ["mode", "calls", "input", "output", "cache write", "cache read", "cost $",
+        ["mode", "calls", "input", "output", "thinking / block", "cache write", "cache read",
+         "cost $",
          "saved vs baseline", "saved vs 1/call uncached", "splits", "parity: blocks differing",
          "x floor (own calls)", "x floor (min calls)", "blocks ok", "wall s"],
         rows, notes,
