@@ -62,7 +62,8 @@ TOOL_NAME = "record_block_results"
 #: Short ids (below) did not change it: a block's answer is its fields, whatever id the
 #: request gives it, so answers recorded under block_uids stay reusable and vice versa.
 #: 2: the answer comes through a channel (strict tool, JSON output, ...), one tool call
-#: at most (``disable_parallel_tool_use``), no temperature.
+#: at most (``disable_parallel_tool_use``), no temperature; on a structured channel the
+#: bounds the grammar cannot hold are told in the fields' descriptions.
 PROMPT_FORMAT_VERSION = 2
 
 #: The alias of a call's n-th block is ``f"{ALIAS_PREFIX}{n}"`` (1-based).

@@ -129,7 +129,7 @@ async def test_batch_mode_gives_the_same_overlays_as_sync_at_batch_prices(bbstac
 async def test_truncated_and_skipped_results_are_halved_into_a_second_round(
     bbstack: Stack,
 ) -> None:
-    bbstack.sim.scenario(batch={"processing_delay_s": 0.5}, seed=4,
+    bbstack.sim.scenario(batch={"processing_delay_s": 0.5}, seed=1,
                          faults={"truncate": 0.4, "skip_block": 0.05})
     run_id, result = await run_batch(bbstack, 60, pack_size=12, max_block_attempts=6)
     assert result.status == "completed"

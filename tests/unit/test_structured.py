@@ -37,7 +37,7 @@ def test_every_object_gets_additional_properties_false() -> None:
     assert got["properties"]["c"]["items"]["additionalProperties"] is False
 
 
-def test_bounds_are_dropped_and_the_rest_kept() -> None:
+def test_bounds_leave_the_grammar_for_the_description_and_the_rest_is_kept() -> None:
     schema = obj({
         "name": {"type": "string", "minLength": 1, "maxLength": 40, "description": "who",
                  "pattern": "^[A-Z][a-z]+$", "format": "email", "default": "x"},
@@ -49,12 +49,16 @@ def test_bounds_are_dropped_and_the_rest_kept() -> None:
     })
     got = translate(schema)
     assert got is not None
-    assert got["properties"]["name"] == {"type": "string", "description": "who",
-                                         "pattern": "^[A-Z][a-z]+$", "format": "email",
-                                         "default": "x"}
-    assert got["properties"]["score"] == {"type": "number"}
-    assert got["properties"]["tags"] == {"type": "array", "minItems": 1,
-                                         "items": {"type": "string", "enum": ["a", "b"]}}
+    # As the SDKs' transform_schema writes them: the model still reads every bound.
+    assert got["properties"]["name"] == {
+        "type": "string", "description": "who\n\n{minLength: 1, maxLength: 40}",
+        "pattern": "^[A-Z][a-z]+$", "format": "email", "default": "x"}
+    assert got["properties"]["score"] == {
+        "type": "number",
+        "description": "{minimum: 0, maximum: 1, multipleOf: 0.5, exclusiveMaximum: 2}"}
+    assert got["properties"]["tags"] == {
+        "type": "array", "minItems": 1, "items": {"type": "string", "enum": ["a", "b"]},
+        "description": "{minItems: 3, maxItems: 5, uniqueItems: True}"}
     assert got["properties"]["kind"] == {"const": "k"}
 
 

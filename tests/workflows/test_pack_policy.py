@@ -28,7 +28,8 @@ async def test_answered_pack_is_done_in_one_call(wf: Harness, run_id: str) -> No
     result = await wf.run(world)
     assert result.status == "completed"
     assert (result.blocks_ai_complete, result.blocks_failed, result.calls) == (7, 0, 2)
-    assert world.splits == [] and world.called_paths() == ["0", "1"]
+    # Both packs start in one workflow task: their calls may reach the fakes in either order.
+    assert world.splits == [] and sorted(world.called_paths()) == ["0", "1"]
 
 
 async def test_answer_with_remaining_blocks_is_halved_into_children(
