@@ -592,7 +592,7 @@ class LlmActivities:
     ) -> CallModelOutput:
         """Record Claude's error answer; raise it, or return it as the attempt's outcome."""
         await self._finish_failed(call_id, error.status, error.error_type, error.message,
-                                  err.request_id, started)
+                                  err.request_id, started, error.error_code)
         if error.kind in ("fatal", "retryable"):
             # A fatal error (key, spend limit, billing, model) stops the run's calls; the
             # rest is retried by Temporal, or decided by the pack policy.
@@ -604,11 +604,11 @@ class LlmActivities:
 
     async def _finish_failed(
         self, call_id: int, status: int | None, error_type: str, message: str,
-        request_id: str | None, started: float,
+        request_id: str | None, started: float, error_code: str | None = None,
     ) -> None:
         async with self.pool.acquire() as conn:
             await ledger.record_error(conn, call_id, status, error_type, message, request_id,
-                                      int((time.monotonic() - started) * 1000))
+                                      int((time.monotonic() - started) * 1000), error_code)
 
 
 def stand_in_request(ctx: RunContext) -> dict[str, Any]:

@@ -138,6 +138,8 @@ class ResultRow(NamedTuple):
     latency_ms: int | None
     #: Of output_tokens, thinking (``usage.output_tokens_details.thinking_tokens``).
     thinking_tokens: int = 0
+    #: An errored line's ``error.details.error_code`` (a spend cap, ...).
+    error_code: str | None = None
 
 
 #: What the ledger records of a request the provider never processed: (status, why).
@@ -163,9 +165,12 @@ def result_row(
         body = result.get("error") or {}
         error = body.get("error") or {}
         error_type = str(error.get("type") or "api_error")
+        details = error.get("details")
+        code = details.get("error_code") if isinstance(details, dict) else None
         return ResultRow(call_id, custom_id, kind, "failed", None, HTTP_STATUS.get(error_type),
                          error_type, str(error.get("message") or "")[:4000],
-                         body.get("request_id"), None, 0, 0, 0, 0, 0, 0.0, latency_ms)
+                         body.get("request_id"), None, 0, 0, 0, 0, 0, 0.0, latency_ms,
+                         error_code=str(code) if code else None)
     ledger_status, text = _NOT_PROCESSED.get(kind, _NOT_PROCESSED["missing"])
     return ResultRow(call_id, custom_id, kind if kind in _NOT_PROCESSED else "missing",
                      ledger_status, None, None, kind, text, None, None, 0, 0, 0, 0, 0, 0.0,

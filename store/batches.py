@@ -155,6 +155,7 @@ class Collected:
     result_type: str
     error_type: str | None
     error_message: str | None
+    error_code: str | None = None
 
 
 async def results_to_handle(
@@ -164,7 +165,7 @@ async def results_to_handle(
     rows = await conn.fetch(
         """select r.custom_id, r.pack_path, r.pack_index, r.pack_attempt,
                   r.resubmits, r.block_uids, r.call_id, r.result_type,
-                  c.error_type, c.error_message
+                  c.error_type, c.error_message, c.error_code
            from batch_requests r left join llm_calls c using (call_id)
            where r.run_id = $1 and r.round = $2 and r.handled_at is null
              and r.result_type is not null
@@ -277,7 +278,8 @@ async def record_results(
                       stop_reason = $8, input_tokens = $9, output_tokens = $10,
                       cache_creation_input_tokens = $11, cache_read_input_tokens = $12,
                       cache_creation_1h_tokens = $13, cost_usd = $14, latency_ms = $15,
-                      thinking_tokens = $16, finished_at = clock_timestamp()
+                      thinking_tokens = $16, error_code = $17,
+                      finished_at = clock_timestamp()
                where call_id = $1 and status = 'started'""",
             [(r.call_id, *r[3:]) for r in rows],
         )

@@ -348,15 +348,16 @@ async def record_answer(
 
 async def record_error(
     conn: asyncpg.Connection, call_id: int, status: int | None, error_type: str,
-    message: str, request_id: str | None, latency_ms: int,
+    message: str, request_id: str | None, latency_ms: int, error_code: str | None = None,
 ) -> None:
-    """Record that a call failed (an error answer, or no answer at all)."""
+    """Record that a call failed (an error answer, or no answer at all), with the API's
+    ``error.details.error_code`` when it sent one."""
     await conn.execute(
         """update llm_calls set status = 'failed', http_status = $2, error_type = $3,
-                  error_message = $4, request_id = $5, latency_ms = $6,
+                  error_message = $4, request_id = $5, latency_ms = $6, error_code = $7,
                   finished_at = now()
            where call_id = $1""",
-        call_id, status, error_type, message[:4000], request_id, latency_ms,
+        call_id, status, error_type, message[:4000], request_id, latency_ms, error_code,
     )
 
 

@@ -149,3 +149,23 @@ def test_result_rows_price_answers_at_batch_rates_and_explain_the_rest() -> None
     assert (canceled.result_type, canceled.status) == ("canceled", "abandoned")
     odd = result_row(10, "p3_a1-x", {"type": "surprise"}, model, None)
     assert (odd.result_type, odd.status, odd.cost_usd) == ("missing", "failed", 0.0)
+
+
+def test_a_batch_lines_spend_cap_stops_the_run_like_a_synchronous_one() -> None:
+    # The line's error.details.error_code is kept (ledger: llm_calls.error_code) and read by
+    # the classifier: a spend cap ends the run's calls instead of being resubmitted.
+    model = get_model(RunOptions().model)
+    line = result_row(11, "p4_a1-x", {"type": "errored", "error": {"error": {
+        "type": "rate_limit_error", "message": "spend cap",
+        "details": {"error_code": "enforced_spend_limit_reached"}}}}, model, None)
+    assert (line.http_status, line.error_code) == (429, "enforced_spend_limit_reached")
+    error = classify(None, line.error_type, line.error_message or "",
+                     error_code=line.error_code)
+    assert (error.kind, error.code) == ("fatal", "spend_limit")
+    step = decide("errored", blocks=12, error=error, retries_left=True)
+    assert (step.step, step.code) == ("fatal", "spend_limit")
+    plain = result_row(12, "p5_a1-x", {"type": "errored", "error": {"error": {
+        "type": "rate_limit_error", "message": "slow down"}}}, model, None)
+    assert plain.error_code is None
+    assert decide("errored", blocks=12, retries_left=True,
+                  error=classify(None, plain.error_type, "slow down")).step == "resubmit"

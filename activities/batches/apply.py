@@ -57,7 +57,8 @@ async def _handle(
                           reason=applied.reason, stopping=stopping)
     elif r.result_type == "errored":
         decision = decide("errored", blocks=len(r.block_uids),
-                          error=classify(None, r.error_type, r.error_message or ""),
+                          error=classify(None, r.error_type, r.error_message or "",
+                                         error_code=r.error_code),
                           retries_left=r.resubmits < inp.max_resubmits, stopping=stopping)
     else:  # expired, canceled, missing
         decision = decide("not_processed", blocks=len(r.block_uids), reason=r.result_type,
