@@ -20,6 +20,11 @@ from core.registry import ModelInfo, Usage, cost_usd
 
 #: The system prompt is cached for an hour: a batch may take long to start processing.
 BATCH_CACHE_TTL: Literal["1h"] = "1h"
+#: The share of a batch's requests expected to read the cached prefix; the rest write it
+#: again. Batches read the cache best effort: "Users typically experience cache hit rates
+#: ranging from 30% to 98%" (contract §5, §7). Our assumption, inside that range; the quote
+#: prices a batch's expectation with it and its maximum as if every request wrote.
+BATCH_CACHE_HIT_RATE = 0.7
 
 
 def custom_id_for(run_id: str, pack_path: str, attempt: int) -> str:

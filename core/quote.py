@@ -20,7 +20,7 @@ What the quote is made of, and why each part can be trusted:
 * **Caching** follows the run: in sync mode a warm-up call writes the prompt cache (when
   the run's estimate of the prefix reaches the model's minimum) and every pack reads it;
   in batch mode the first request writes it with the 1-hour TTL and the others read it,
-  best effort. A prefix below the model's ``min_cacheable_tokens`` is not cached by the
+  best effort (``core.batching.BATCH_CACHE_HIT_RATE`` of them; the rest write it again). A prefix below the model's ``min_cacheable_tokens`` is not cached by the
   API, silently: the quote prices every call uncached and says so.
 * **Thinking** (where the run's calls think, ``RunContext.shape.thinks``): every call is
   expected to think :meth:`RunContext.thinking_per_call` tokens, billed as output; earlier
@@ -54,7 +54,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from core.batching import BATCH_CACHE_TTL
+from core.batching import BATCH_CACHE_HIT_RATE, BATCH_CACHE_TTL
 from core.calibration import CalibrationNote
 from core.context import RunContext
 from core.models import QualityOptions, RunOptions
@@ -481,8 +481,9 @@ def quote(ctx: RunContext, block_tokens: Sequence[int], tokens: PromptTokens, *,
                     "write more than its max_tokens: quoted as a truncated answer (paid, the "
                     "results that fit kept) and the rest of its blocks sent again in halves")
     if cached:
-        said.append("batch: Message Batches read the cache best effort; the maximum prices "
-                    "every request as a cache write")
+        said.append(f"batch: Message Batches read the cache best effort (30-98% of requests, "
+                    f"per Anthropic): expected as {BATCH_CACHE_HIT_RATE:.0%} reading it and "
+                    "the rest writing it again; the maximum prices every request as a write")
     chosen_attempts = sync_attempts if ctx.options.mode == "sync" else batch_attempts
     per_call = max((a.thinking for a in chosen_attempts), default=0)
     thinking_source: Literal["ledger", "planner"] = (
@@ -592,17 +593,26 @@ def _mode_quote(mode: Mode, ctx: RunContext, attempts: Sequence[Attempt], tokens
                      cache_read_input_tokens=tokens.prefix if cached and not write else 0,
                      cache_creation_1h_tokens=writes if ttl == "1h" else 0)
 
-    expected = [usage(own, write, out) for own, write, out, _ in planned]
+    # A batch's requests read the prefix best effort: BATCH_CACHE_HIT_RATE of them read it,
+    # the rest write it again; each expectation is that mix of the two requests' costs.
+    hit = BATCH_CACHE_HIT_RATE if batch else 1.0
+
+    def expectation(own: int, write: bool, out: int) -> list[tuple[float, Usage]]:
+        if write or not cached or hit >= 1:
+            return [(1.0, usage(own, write, out))]
+        return [(hit, usage(own, False, out)), (1 - hit, usage(own, True, out))]
+
+    expected = [pair for own, write, out, _ in planned for pair in expectation(own, write, out)]
     worst = [usage(own, write or (batch and cached), ceiling)
              for own, write, _, ceiling in planned]
     return ModeQuote(
         mode=mode, packs=packs, calls=calls, warm_up=warm_up, cache_ttl=ttl, cached=cached,
-        input_tokens=sum(u.input_tokens for u in expected),
-        cache_write_tokens=sum(u.cache_creation_input_tokens for u in expected),
-        cache_read_tokens=sum(u.cache_read_input_tokens for u in expected),
-        output_tokens=sum(u.output_tokens for u in expected),
+        input_tokens=round(sum(w * u.input_tokens for w, u in expected)),
+        cache_write_tokens=round(sum(w * u.cache_creation_input_tokens for w, u in expected)),
+        cache_read_tokens=round(sum(w * u.cache_read_input_tokens for w, u in expected)),
+        output_tokens=round(sum(w * u.output_tokens for w, u in expected)),
         max_output_tokens=sum(u.output_tokens for u in worst),
         thinking_tokens=sum(a.thinking for a in attempts),
-        cost_usd=round(sum(cost_usd(model, u, batch=batch) for u in expected), 6),
+        cost_usd=round(sum(w * cost_usd(model, u, batch=batch) for w, u in expected), 6),
         max_cost_usd=round(sum(cost_usd(model, u, batch=batch) for u in worst), 6),
     )
