@@ -61,6 +61,7 @@ from blockbatch.api.review import (
     reopen,
 )
 from blockbatch.api.streams import Stream, load_stream
+from core.answer import check_effort
 from core.calibration import DEFAULT_SAMPLE, DEFAULT_SIZES, DEFAULT_TARGET, Calibration
 from core.endpoint import endpoint_of, mismatch_text
 from core.ingest import ParsedBlock, detect_format, parse_document
@@ -277,6 +278,7 @@ class Blockbatch:
             options = with_schema_model(options,
                                         names.definition["prompt_config"].get("model"))
             model = await self.run_model(options.model)
+            check_effort(model, options.effort)
             options = options.model_copy(update={"model": model.id})
             await check_start_budget(conn, document_id, schema_id, names.definition, options,
                                      model)

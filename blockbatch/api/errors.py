@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.answer import EffortError
 from core.budget import BudgetError
 from core.calibration import CalibrationError
 from core.ingest import IngestError
@@ -118,7 +119,7 @@ class AllItemsFailed(RuntimeError):
 #: Errors caused by what the user asked for or gave (exit code 2 in the CLI).
 BAD_INPUT: tuple[type[Exception], ...] = (
     BadRequest, SchemaError, IngestError, UnknownModelError, EditError, BudgetError,
-    CalibrationError,
+    CalibrationError, EffortError,
 )
 #: Errors caused by a service being down or unconfigured (exit code 4 in the CLI).
 UNAVAILABLE: tuple[type[Exception], ...] = (

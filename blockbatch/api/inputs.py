@@ -39,7 +39,8 @@ def _unnamed(raw: bytes, fallback: str) -> str | None:
 
 
 def with_schema_model(options: RunOptions, schema_model: str | None) -> RunOptions:
-    """``options.model`` left at the default takes the schema's ``prompt_config.model``."""
-    if options.model == RunOptions().model and schema_model:
+    """``options.model`` left unset takes the schema's ``prompt_config.model``; a model
+    the caller names (``--model``, ``RunOptions(model=...)``) wins, even the default."""
+    if "model" not in options.model_fields_set and schema_model:
         return options.model_copy(update={"model": schema_model})
     return options

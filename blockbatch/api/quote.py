@@ -25,7 +25,7 @@ from activities.models import READ_TIMEOUT_S, ModelFacts
 from activities.sdk import anthropic
 from blockbatch.api.errors import BadRequest
 from blockbatch.api.inputs import SchemaSource, as_schema, with_schema_model
-from core.answer import CallShape
+from core.answer import CallShape, check_effort
 from core.calibration import CalibrationNote
 from core.context import RunContext
 from core.ingest import ParsedBlock, detect_format, parse_document
@@ -132,6 +132,7 @@ async def estimate(
     options = with_schema_model(options or RunOptions(), spec.prompt_config.model)
     if model is None:
         model = await checked_model(options.model, settings, pool)
+    check_effort(model, options.effort)
     options = options.model_copy(update={"model": model.id})
     ctx = quote_context(options, spec, model)
     document_id = document_id_for(fmt, data)

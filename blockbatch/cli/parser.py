@@ -11,6 +11,7 @@ from core.budget import BudgetError, parse_budget
 from core.ingest import FORMATS
 from core.models import QualityOptions, RunOptions
 from core.reasons import REASONS
+from core.registry import EFFORTS
 from core.review import OVERLAY_STATUSES
 
 PROG = "python starter.py"
@@ -143,6 +144,9 @@ def _run_inputs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--schema", required=True, metavar="SCHEMA.json",
                    help="the schema: fields to produce per block plus prompt_config")
     p.add_argument("--model", help="Claude model (default: the schema's, else the default)")
+    p.add_argument("--effort", choices=list(EFFORTS),
+                   help="the model's effort for the whole run (default: low where the model "
+                        "thinks anyway, else the model's own; part of the cached prefix)")
     p.add_argument("--pack-size", type=_positive, metavar="N",
                    help="blocks per call (default: sized from the blocks and the model)")
     p.add_argument("--no-batching", action="store_true",

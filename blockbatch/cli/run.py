@@ -41,6 +41,8 @@ def _options(args: argparse.Namespace) -> RunOptions:
             # BLOCKBATCH_MODEL_PRICES prices; the start (or the quote) decides, before
             # anything is created.
             fields["model"] = args.model
+    if getattr(args, "effort", None):
+        fields["effort"] = args.effort
     if args.pack_size:
         fields["pack_size"] = args.pack_size
     if args.max_concurrent_packs:
