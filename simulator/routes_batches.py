@@ -37,15 +37,21 @@ async def get_batch(request: web.Request) -> web.Response:
     return web.json_response(record.to_json(_base_url(request)))
 
 
-async def list_batches(request: web.Request) -> web.Response:
-    state = state_of(request)
-    messages.check_headers(state, request.headers)
+def page_limit(request: web.Request) -> int:
+    """A list endpoint's ``limit`` (1-1000, default 20), as the API checks it."""
     try:
         limit = int(request.query.get("limit", "20"))
     except ValueError:
         raise invalid("limit: Input should be a valid integer") from None
     if not 1 <= limit <= 1000:
         raise invalid("limit: Input should be between 1 and 1000")
+    return limit
+
+
+async def list_batches(request: web.Request) -> web.Response:
+    state = state_of(request)
+    messages.check_headers(state, request.headers)
+    limit = page_limit(request)
     page, has_more = state.batches.list(
         limit=limit,
         after_id=request.query.get("after_id"),

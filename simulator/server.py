@@ -11,8 +11,8 @@ from aiohttp import web
 from simulator import messages, models_api
 from simulator.bodies import BATCH_MAX_BYTES, MESSAGES_MAX_BYTES, read_body
 from simulator.clock import Clock
-from simulator.errors import ApiError, error_body, invalid, new_id
-from simulator.routes_batches import add_batch_routes
+from simulator.errors import ApiError, error_body, new_id
+from simulator.routes_batches import add_batch_routes, page_limit
 from simulator.routes_control import add_control_routes
 from simulator.scenario import Scenario
 from simulator.state import STATE, SimState, Sleep, state_of
@@ -81,12 +81,7 @@ async def list_models(request: web.Request) -> web.Response:
     """``GET /v1/models[?limit&after_id&before_id]``."""
     state = state_of(request)
     messages.check_headers(state, request.headers)
-    try:
-        limit = int(request.query.get("limit", "20"))
-    except ValueError:
-        raise invalid("limit: Input should be a valid integer") from None
-    if not 1 <= limit <= 1000:
-        raise invalid("limit: Input should be between 1 and 1000")
+    limit = page_limit(request)
     page = models_api.list_page(state.scenario, limit=limit,
                                 after_id=request.query.get("after_id"),
                                 before_id=request.query.get("before_id"))

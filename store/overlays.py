@@ -510,22 +510,33 @@ async def decide(
         await lock_run(conn, run_id)
         already: list[str] = []
         if uids is not None:
-            rows = await conn.fetch(
-                """select block_uid, status from overlays
-                   where run_id = $1 and block_uid = any($2::text[])""",
-                run_id, uids,
-            )
-            status = {r["block_uid"]: r["status"] for r in rows}
-            unknown = [u for u in uids if u not in status]
-            unready = [f"{u} ({status[u]})" for u in uids if u in status
-                       and status[u] not in ("ai_complete", target)]
-            if unknown or unready:
-                return Decided([], [], unknown, unready, None)
-            already = [u for u in uids if status[u] == target]
+            checked = await _already_at(conn, run_id, uids, source="ai_complete",
+                                        target=target)
+            if isinstance(checked, Decided):
+                return checked
+            already = checked
         moved = [r["block_uid"] for r in
                  await conn.fetch(_DECIDE_SQL[decision], run_id, uids, reviewer)]
         total = await _recount_confirmed(conn, run_id)
     return Decided(moved, already, [], [], total)
+
+
+async def _already_at(conn: asyncpg.Connection, run_id: str, uids: list[str], *,
+                      source: str, target: str) -> list[str] | Decided:
+    """The blocks of ``uids`` already at ``target``, when every one is at ``source`` or
+    ``target``; else the refusal, naming the unknown blocks and those in another status."""
+    rows = await conn.fetch(
+        """select block_uid, status from overlays
+           where run_id = $1 and block_uid = any($2::text[])""",
+        run_id, uids,
+    )
+    status = {r["block_uid"]: r["status"] for r in rows}
+    unknown = [u for u in uids if u not in status]
+    unready = [f"{u} ({status[u]})" for u in uids if u in status
+               and status[u] not in (source, target)]
+    if unknown or unready:
+        return Decided([], [], unknown, unready, None)
+    return [u for u in uids if status[u] == target]
 
 
 async def _recount_confirmed(conn: asyncpg.Connection, run_id: str) -> int:
@@ -568,18 +579,9 @@ async def reopen(conn: asyncpg.Connection, run_id: str, uids: list[str],
     """
     async with conn.transaction():
         await lock_run(conn, run_id)
-        rows = await conn.fetch(
-            """select block_uid, status from overlays
-               where run_id = $1 and block_uid = any($2::text[])""",
-            run_id, uids,
-        )
-        status = {r["block_uid"]: r["status"] for r in rows}
-        unknown = [u for u in uids if u not in status]
-        unready = [f"{u} ({status[u]})" for u in uids if u in status
-                   and status[u] not in ("confirmed", REVIEWABLE)]
-        if unknown or unready:
-            return Decided([], [], unknown, unready, None)
-        already = [u for u in uids if status[u] == REVIEWABLE]
+        already = await _already_at(conn, run_id, uids, source="confirmed", target=REVIEWABLE)
+        if isinstance(already, Decided):
+            return already
         moved = [r["block_uid"] for r in await conn.fetch(_REOPEN_SQL, run_id, uids, reviewer)]
         total = await _recount_confirmed(conn, run_id)
     return Decided(moved, already, [], [], total)
