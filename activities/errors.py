@@ -21,9 +21,6 @@ from core.claude_errors import ClaudeError, classify, is_outage, retry_delay_s
 #: model it does not serve): the run's calls stop, retrying cannot help. The first detail
 #: is the ``ClaudeError``; its ``code`` says which (core/reasons.py).
 RUN_STOPPED = "ClaudeStopsRun"
-#: The type a rejected key's failure had in runs recorded before the fatal errors shared
-#: one type (tests/histories/first_landing.*): read as a rejected key.
-API_KEY_REJECTED = "ApiKeyRejected"
 #: Claude is unavailable for now (429, 5xx, 529, no answer): Temporal retries with backoff.
 RETRYABLE = "ClaudeUnavailable"
 #: Claude is down (5xx, 529, no answer) and this pack call has failed often enough: the

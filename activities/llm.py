@@ -31,7 +31,6 @@ from temporalio.exceptions import ApplicationError
 
 from activities.endpoint import client_endpoint
 from activities.errors import (
-    API_KEY_REJECTED,
     API_UNAVAILABLE,
     RETRYABLE,
     application_error,
@@ -72,7 +71,7 @@ _OBSERVED_AFTER = 3
 _OBSERVED_EVERY_S = 5.0
 
 # Workflows import these from here too; they live in activities.errors.
-__all__ = ["API_KEY_REJECTED", "API_UNAVAILABLE", "RETRYABLE", "LlmActivities"]
+__all__ = ["API_UNAVAILABLE", "RETRYABLE", "LlmActivities"]
 
 #: Postgres is unreachable for now (restarting, connection lost): worth waiting for.
 _DB_UNAVAILABLE = (OSError, TimeoutError, asyncpg.InterfaceError,

@@ -27,9 +27,9 @@ No I/O: the activities turn a classified error into an ``ApplicationError`` or a
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict
 
 from core.registry import DEFAULT_MODEL, RETIRED, UnknownModelError, get_model
 
@@ -85,15 +85,6 @@ class ClaudeError(BaseModel):
     code: FatalCode | None = None
     #: The model the call asked for (names the replacement of a retired one).
     model: str | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _key_rejected_is_fatal(cls, data: Any) -> Any:
-        # Recorded workflow histories carry the kind ``key_rejected`` from before the
-        # fatal kinds shared one path.
-        if isinstance(data, dict) and data.get("kind") == "key_rejected":
-            return {**data, "kind": "fatal", "code": "key_rejected"}
-        return data
 
     @property
     def text(self) -> str:

@@ -547,9 +547,6 @@ class ProcessPackInput(BaseModel):
     #: ``OutageOptions.failures_to_pause`` of the run: a call failing that often because
     #: Claude is down waits for the run to resume; ``None``: its blocks fail, as before.
     failures_to_pause: int | None = None
-    #: A planned pack of a run that may continue as new while it runs: it signals its
-    #: outcome to the run (``pack_done``) before it returns. ``False``: the run awaits it.
-    report_to_run: bool = False
     #: Once applied, probe the pack's sampled blocks alone (``probe_quality``), at least
     #: ``probe_at_least`` of them (the quality gate's per-pack samples).
     quality_probe: bool = False

@@ -73,7 +73,6 @@ def decide(
     error: ClaudeError | None = None,
     retries_left: bool = False,
     stopping: bool = False,
-    isolate_rejected: bool = True,
     can_pause: bool = False,
 ) -> Decision:
     """The next step for a pack attempt (see the table in the module docstring).
@@ -90,8 +89,6 @@ def decide(
             worker-side failure; treated as transient).
         retries_left: whether a transient failure may be tried again.
         stopping: the run is cancelling or failing: nothing new is started.
-        isolate_rejected: halve a rejected request of several blocks (``False``: fail them
-            all, as runs started before this rule did).
         can_pause: the run rides out outages (sync mode): a pack whose call failed because
             Claude is down waits for the run to resume instead of failing its blocks.
     """
@@ -127,7 +124,7 @@ def decide(
         if kind == "rejected":
             # A request can be refused for one block's content: halve it like an overflow,
             # so only the block whose own request is refused fails.
-            if blocks == 1 or not isolate_rejected:
+            if blocks == 1:
                 return Decision("fail", what, "request_rejected")
             return _split_or_keep(what, stopping)
     else:

@@ -22,7 +22,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from activities.db import DbActivities
-    from activities.errors import API_KEY_REJECTED, API_UNAVAILABLE, RUN_STOPPED
+    from activities.errors import API_UNAVAILABLE, RUN_STOPPED
     from activities.llm import LlmActivities
     from core.claude_errors import ClaudeError
     from core.models import (
@@ -50,14 +50,6 @@ with workflow.unsafe.imports_passed_through():
     )
 
 
-#: ``workflow.patched`` id: a rejected request of several blocks is halved, not failed whole.
-ISOLATE_REJECTED_REQUESTS = "isolate-rejected-requests"
-#: ``workflow.patched`` id: a call that fails because Claude is down waits for the run to
-#: resume (workflows/outage.py) instead of failing its blocks with ``api_unavailable``.
-RIDE_OUT_OUTAGES = "ride-out-outages"
-#: ``workflow.patched`` id: once a planned pack is done, its sampled blocks are asked alone
-#: and compared (``probe_quality``); the run's quality gate may re-plan its unstarted packs.
-QUALITY_PROBE = "quality-probe"
 
 
 @workflow.defn(name="ProcessPack")
@@ -70,7 +62,7 @@ class ProcessPackWorkflow:
         #: The limiter as this pack's latest answered call saw it (the run shows it).
         self._limiter: LimiterNote | None = None
         #: Report the outcome to the run by ``pack_done``: the execution that started this
-        #: pack continued as new (``report_to_run``), or the pack was started so.
+        #: pack continued as new (``report_to_run``).
         self._report = False
 
     @workflow.signal
@@ -101,7 +93,6 @@ class ProcessPackWorkflow:
 
     @workflow.run
     async def run(self, inp: ProcessPackInput) -> PackOutcome:
-        self._report = self._report or inp.report_to_run
         # An execution of the run that has continued as new learns the outcome by signal,
         # even when the pack fails or is cancelled outright. A pack that ends within the
         # execution that started it sends none: its result reaches the parent anyway.
@@ -157,8 +148,7 @@ class ProcessPackWorkflow:
         # A planned pack (its halves included) is done: probe its sampled blocks. Not after
         # a cancel, a fatal error or a budget refusal.
         if (inp.quality_probe and inp.block_uids is None and not self._cancelled
-                and not (outcome.cancelled or outcome.fatal_error or outcome.budget_exhausted)
-                and workflow.patched(QUALITY_PROBE)):
+                and not (outcome.cancelled or outcome.fatal_error or outcome.budget_exhausted)):
             await self._probe_quality(inp, outcome)
         outcome.limiter = latest(outcome.limiter, self._limiter)
         await workflow.wait_condition(workflow.all_handlers_finished)
@@ -168,9 +158,7 @@ class ProcessPackWorkflow:
         self, inp: ProcessPackInput, uids: list[str] | None, attempt: int, totals: Totals
     ) -> tuple[list[str] | None, Decision]:
         """Call, apply, decide: the blocks the next step is about, and what it is."""
-        # Runs started before outages paused them replay without it.
-        can_pause = (inp.failures_to_pause is not None
-                     and workflow.patched(RIDE_OUT_OUTAGES))
+        can_pause = inp.failures_to_pause is not None
         self._call_started = workflow.now()
         try:
             call = await workflow.execute_activity_method(
@@ -209,12 +197,8 @@ class ProcessPackWorkflow:
         kind = "overflow" if call.outcome == "overflow" else "rejected"
         error = call.error or ClaudeError(kind=kind, status=None, error_type=call.outcome,
                                           message=call.message or call.outcome)
-        # Halving a rejected pack (instead of failing it whole) is new: runs started before
-        # it replay without it.
-        isolate = (kind == "rejected" and len(uids) > 1
-                   and workflow.patched(ISOLATE_REJECTED_REQUESTS))
         return uids, decide("errored", blocks=len(uids), error=error,
-                            reason=call.message or call.outcome, isolate_rejected=isolate)
+                            reason=call.message or call.outcome)
 
     async def _apply(
         self, inp: ProcessPackInput, call: CallModelOutput, attempt: int, totals: Totals
@@ -373,7 +357,7 @@ def _claude_error(err: ActivityError) -> tuple[ClaudeError | None, str]:
             return ClaudeError.model_validate(cause.details[0]), cause.message
         except ValidationError:
             pass
-    if cause.type in (RUN_STOPPED, API_KEY_REJECTED):
+    if cause.type == RUN_STOPPED:
         return ClaudeError(kind="fatal", code="key_rejected", status=None,
                            error_type=cause.type, message=cause.message), cause.message
     return None, cause.message

@@ -22,7 +22,7 @@ from temporalio.workflow import ContinueAsNewVersioningBehavior
 
 with workflow.unsafe.imports_passed_through():
     from activities.db import DbActivities
-    from activities.errors import API_KEY_REJECTED, RUN_STOPPED
+    from activities.errors import RUN_STOPPED
     from activities.llm import LlmActivities
     from core.budget import suggested_budget
     from core.models import (
@@ -56,7 +56,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import attributes
     from workflows.batch import BatchRounds
     from workflows.outage import OutageWatch
-    from workflows.pack import QUALITY_PROBE, ProcessPackWorkflow, latest
+    from workflows.pack import ProcessPackWorkflow, latest
     from workflows.retries import (
         CALL_MODEL_HEARTBEAT,
         CALL_MODEL_TIMEOUT,
@@ -65,30 +65,6 @@ with workflow.unsafe.imports_passed_through():
         PLAN_TIMEOUT,
         WARM_UP_RETRY,
     )
-
-
-#: ``workflow.patched`` id: a cancel during the last packs reaches them (was lost before).
-CANCEL_REACHES_LAST_PACKS = "cancel-reaches-last-packs"
-#: ``workflow.patched`` id: a warm-up call writes the prompt cache; no pack runs alone.
-WARM_CACHE_FIRST = "warm-cache-first"
-#: ``workflow.patched`` id: packs outlive continue-as-new (parent close policy ABANDON) and
-#: report by signal, so the window of packs in flight stays full across it (it drained).
-PACKS_OUTLIVE_CONTINUE_AS_NEW = "packs-outlive-continue-as-new"
-#: ``workflow.patched`` id: only the packs still running when the run continues as new
-#: report by signal (told so by ``report_to_run``); before, every pack did, which cost
-#: each pack a signal and a workflow task or two.
-REPORT_ONLY_WHEN_CARRIED_OVER = "report-only-when-carried-over"
-#: ``workflow.patched`` id: packs learn from the run's answers. A run whose output per block
-#: is not known yet sends a small learning pack first (it writes the prompt cache, as the
-#: warm-up did) and re-plans the rest from its answer (``replan_run``); a run sized from
-#: its answers re-plans its unstarted packs again at each continue-as-new.
-PACKS_LEARN = "packs-learn-from-answers"
-
-
-#: ``workflow.patched`` id: a quality gate that trips re-asks, at its new size, the blocks
-#: earlier packs answered in larger calls (``QualityRunState.reask``): it lets the packs in
-#: flight end first, so that every block answered at the old size is re-asked.
-GATE_REASKS = "quality-gate-reasks"
 
 
 def run_workflow_id(run_id: str) -> str:
@@ -116,9 +92,6 @@ class RunWorkflow:
         self._status = "planning"
         self._batch: BatchRounds | None = None
         self._outage: OutageWatch | None = OutageWatch(inp, self._stopping, self._show)
-        self._outlive = False
-        #: Packs report by signal only when told to at continue-as-new (``_hand_over``).
-        self._hand_over_at_can = False
         #: The limiter as the run's latest reported call saw it (progress, UI details).
         self._limiter: LimiterNote | None = None
         #: Packs this execution started whose workflows have not closed yet (a pack that
@@ -128,7 +101,7 @@ class RunWorkflow:
         #: Pack 0 is a learning pack (``plan_run``); what the latest re-plan changed.
         self._learning = False
         self._replanned: str | None = None
-        #: The run has a quality gate (``RunInput.quality.min_agreement``; patched).
+        #: The run has a quality gate (``RunInput.quality.min_agreement``).
         self._gated = False
 
     @workflow.signal
@@ -249,31 +222,24 @@ class RunWorkflow:
         """
         assert inp.pack_count is not None
         started_here = 0
-        # Packs outlive continue-as-new and report by signal; before this change the run
-        # waited for every pack before continuing (the window drained), and replays so.
-        self._outlive = workflow.patched(PACKS_OUTLIVE_CONTINUE_AS_NEW)
-        self._hand_over_at_can = self._outlive and workflow.patched(
-            REPORT_ONLY_WHEN_CARRIED_OVER)
-        # Pack 0 went first, alone, so that its call wrote the prompt cache for the rest.
-        # Now one small warm-up call writes it and every pack starts at once; runs started
-        # before this change replay without it.
-        # A retry's first execution warms the cache too (it may have been cold for hours);
-        # a continued-as-new execution finds it warm.
+        # One small warm-up call writes the prompt cache, then every pack starts at once
+        # (a learning pack goes first alone instead, when the plan needs one). A retry's
+        # first execution warms the cache too (it may have been cold for hours); a
+        # continued-as-new execution finds it warm.
         serial_first = inp.next_pack == 0 and inp.pack_count > 1
         continued = workflow.info().continued_run_id is not None
         fresh = not continued and inp.pack_count - inp.next_pack > 1
         learn = False
-        if fresh and not self._stopping() and workflow.patched(WARM_CACHE_FIRST):
+        if fresh and not self._stopping():
             # With no idea yet of what the answers write, pack 0 is a few blocks sent alone:
             # it writes the prompt cache like the warm-up call and teaches the plan.
-            learn = self._learning and workflow.patched(PACKS_LEARN)
+            learn = self._learning
             serial_first = learn or not await self._warm_cache(inp)
         elif (continued and inp.replans and inp.next_pack < inp.pack_count
-              and not self._stopping() and workflow.patched(PACKS_LEARN)):
+              and not self._stopping()):
             await self._replan(inp)
         q = inp.quality
-        self._gated = (q is not None and q.min_agreement is not None
-                       and workflow.patched(QUALITY_PROBE))
+        self._gated = q is not None and q.min_agreement is not None
         while inp.next_pack < inp.pack_count and not self._halted():
             # While Claude is down (the run paused, probing) no pack starts.
             await workflow.wait_condition(
@@ -305,16 +271,15 @@ class RunWorkflow:
                     await self._replan(inp)
         if self._stopping():
             await self._stop_children()
-        elif self._outlive and inp.next_pack < inp.pack_count and not self._budget_exhausted:
+        elif inp.next_pack < inp.pack_count and not self._budget_exhausted:
             # This history is full: continue as new with the packs still running; they
             # report to the next execution.
             if await self._carry_over(inp):
                 return False
             await self._stop_children()
-        elif workflow.patched(CANCEL_REACHES_LAST_PACKS):
+        else:
             # Every pack has started (or this history is full): a cancel that arrives while
-            # the last ones run must still reach them. Runs started before this change
-            # replay without it.
+            # the last ones run must still reach them.
             await workflow.wait_condition(lambda: not self._running or self._stopping())
             if self._stopping():
                 await self._stop_children()
@@ -332,7 +297,7 @@ class RunWorkflow:
         await workflow.wait_condition(
             lambda: (not self._paused() and self._open <= self._running.keys())
             or self._stopping())
-        if self._hand_over_at_can and not self._stopping():
+        if not self._stopping():
             await self._hand_over()
             await workflow.wait_condition(lambda: not self._paused() or self._stopping())
         if self._stopping():
@@ -365,7 +330,7 @@ class RunWorkflow:
         packs are re-planned at the new size too (new packs after ``next_pack``)."""
         q = inp.quality
         assert q is not None
-        reask = q.reask and workflow.patched(GATE_REASKS)
+        reask = q.reask
         if reask:
             await workflow.wait_condition(lambda: not self._running or self._stopping())
             if self._stopping():
@@ -428,8 +393,7 @@ class RunWorkflow:
             )
         except ActivityError as err:
             cause = err.cause
-            if isinstance(cause, ApplicationError) and cause.type in (RUN_STOPPED,
-                                                                      API_KEY_REJECTED):
+            if isinstance(cause, ApplicationError) and cause.type == RUN_STOPPED:
                 # The key, the account or the model refuses every call: no pack starts.
                 self._fatal_error = cause.message
                 return False
@@ -504,15 +468,13 @@ class RunWorkflow:
                 pack_index=index,
                 max_block_attempts=inp.max_block_attempts,
                 failures_to_pause=inp.outage.failures_to_pause,
-                report_to_run=self._outlive and not self._hand_over_at_can,
                 quality_probe=inp.quality is not None and inp.quality.probe,
                 probe_at_least=GATE_SAMPLES_PER_PACK if self._gated else 0,
             ),
             id=_pack_id(inp.run_id, index),
             # A pack outlives the execution that started it (continue-as-new); it is
             # cancelled by the run's cancel signal, never by the parent closing.
-            parent_close_policy=(workflow.ParentClosePolicy.ABANDON if self._outlive
-                                 else workflow.ParentClosePolicy.TERMINATE),
+            parent_close_policy=workflow.ParentClosePolicy.ABANDON,
             # No total in the summary: it is fixed at start, and a re-plan (from the first
             # answers, or the quality gate) changes how many packs follow.
             static_summary=f"pack {index} of run {inp.run_id}",

@@ -45,9 +45,6 @@ class StreamWorkflow(RunWorkflow):
     @workflow.init
     def __init__(self, inp: StreamInput) -> None:
         super().__init__(inp)
-        # Packs always outlive an execution and report by signal once handed over (no
-        # old histories to replay without it).
-        self._outlive = self._hand_over_at_can = True
         self._nudged = False
         self._buffered = Buffered()
 

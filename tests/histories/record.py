@@ -35,9 +35,9 @@ replay needs because child ids derive from them, go into ``workflow_ids.json``):
   and drained.
 * ``quality.run`` / ``quality.pack``: a run with a quality gate (``min_agreement``) on the
   simulator's quality model whose gate re-planned its unstarted packs at half the size, and
-  a pack that probed its sampled blocks alone after applying (patch ``quality-probe``).
+  a pack that probed its sampled blocks alone after applying.
 * ``quality_reask.run``: the same run since the gate re-asks the blocks answered in larger
-  packs, once its packs in flight ended (patch ``quality-gate-reasks``).
+  packs, once its packs in flight ended.
 
 ``python -m tests.histories.record outage`` records only the kinds named.
 
@@ -94,6 +94,10 @@ class Recorder:
                     **kwargs: Any) -> str:
         doc = await self.bb.ingest_bytes(markdown_doc(n_blocks), name="doc.md", fmt="markdown")
         schema_id = await self.bb.add_schema(extract_schema(instruction_words=words))
+        if "reuse_answers" not in options.model_fields_set:
+            # Every kind records the calls it makes: an earlier kind's answers to the same
+            # blocks would leave nothing to call.
+            options = options.model_copy(update={"reuse_answers": False})
         return await self.bb.start_run(doc, schema_id, options, **kwargs)
 
     def worker(self) -> Any:
@@ -237,7 +241,8 @@ async def record_learning(r: Recorder) -> None:
     r.scenario()
     # Packs sized by estimate, no earlier run of the schema: a learning pack goes first
     # (no warm-up), the rest is re-planned from its answer, and again at continue-as-new.
-    run_id = await r.start(150, RunOptions(max_concurrent_packs=2, output_budget=1024), words=1500,
+    # A schema no other kind runs (its own instruction length): no earlier answers of it.
+    run_id = await r.start(150, RunOptions(max_concurrent_packs=2, output_budget=1024), words=1450,
                            packs_per_history=3)
     async with r.worker():
         result = await r.bb.wait(run_id)
@@ -276,9 +281,10 @@ async def record_outage(r: Recorder) -> None:
 
 
 async def record_retry(r: Recorder) -> None:
-    for name, options in (("retry.run", RunOptions(pack_size=4, max_concurrent_packs=2)),
+    for name, options in (("retry.run", RunOptions(pack_size=4, max_concurrent_packs=2,
+                                                   reuse_answers=False)),
                           ("retry.batch_run", RunOptions(
-                              mode="batch", pack_size=4,
+                              mode="batch", pack_size=4, reuse_answers=False,
                               batch=BatchOptions(poll_initial_s=0.2, poll_max_s=1)))):
         r.scenario(reject_marker=REJECT_MARKER, batch={"processing_delay_s": 0.2})
         doc = await r.bb.ingest_bytes(marked_document(8, {2, 5}), name=f"{name}.md",
@@ -339,7 +345,7 @@ async def record_quality(r: Recorder) -> None:
 
 async def record_quality_reask(r: Recorder) -> None:
     # The same run: the gate also re-asks the blocks packs of 8 answered, after its packs
-    # in flight end (patch ``quality-gate-reasks``).
+    # in flight end.
     run_id, result = await _gated_run(r)
     q = result.quality
     assert result.status == "completed" and q is not None and q.blocks_reasked, result
