@@ -14,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import errno
 import json
+from collections.abc import Awaitable, Callable
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 
@@ -52,6 +53,8 @@ from store import calibrations, model_facts, overlays, quality, quotes
 from store.db import redact_url
 from store.reads import PrefixToCount
 from store.repo import document_id_for, schema_id_for
+
+T = TypeVar("T")
 
 #: Token-counting requests in flight at once.
 COUNT_CONCURRENCY = 4
@@ -335,65 +338,48 @@ async def _reusable(parsed: list[ParsedBlock], spec: SchemaSpec, model_id: str,
         return set(), None  # a database from before incremental re-runs: nothing to reuse
 
 
-async def _calibration(schema_id: str, model: str, settings: Settings,
-                       pool: asyncpg.Pool | None) -> CalibrationNote | None:
-    """The latest calibration of the schema and model (``starter.py calibrate``), if any;
-    ``None`` also when Postgres cannot say (``_history`` has noted why)."""
+async def _read_or_none(settings: Settings, pool: asyncpg.Pool | None,
+                        read: Callable[[asyncpg.Connection], Awaitable[T]]) -> T | None:
+    """``read`` on the pool's connection, or on one of its own when there is no pool;
+    ``None`` when Postgres cannot say (unreachable, or a database from before the tables
+    it reads: ``_history`` has noted why)."""
     try:
         if pool is not None:
             async with pool.acquire() as conn:
-                return await calibrations.latest(conn, schema_id, model)
+                return await read(conn)
         try:
             conn = await asyncpg.connect(settings.resolved_database_url, timeout=DB_TIMEOUT_S)
         except (OSError, asyncpg.PostgresError, TimeoutError):
             return None
         try:
-            return await calibrations.latest(conn, schema_id, model)
-        finally:
-            await conn.close()
-    except (asyncpg.UndefinedTableError, asyncpg.UndefinedColumnError):
-        return None  # a database from before calibrations
-
-
-async def _other_schemas(schema_id: str, model: str, settings: Settings,
-                         pool: asyncpg.Pool | None) -> OutputHistory | None:
-    """What other schemas' answers wrote (store.quotes.other_schemas_output); ``None`` also
-    when Postgres cannot say (``_history`` has noted why)."""
-    try:
-        if pool is not None:
-            async with pool.acquire() as conn:
-                return await quotes.other_schemas_output(conn, schema_id, model)
-        try:
-            conn = await asyncpg.connect(settings.resolved_database_url, timeout=DB_TIMEOUT_S)
-        except (OSError, asyncpg.PostgresError, TimeoutError):
-            return None
-        try:
-            return await quotes.other_schemas_output(conn, schema_id, model)
+            return await read(conn)
         finally:
             await conn.close()
     except (asyncpg.UndefinedTableError, asyncpg.UndefinedColumnError):
         return None
 
 
+async def _calibration(schema_id: str, model: str, settings: Settings,
+                       pool: asyncpg.Pool | None) -> CalibrationNote | None:
+    """The latest calibration of the schema and model (``starter.py calibrate``), if any."""
+    return await _read_or_none(settings, pool,
+                               lambda conn: calibrations.latest(conn, schema_id, model))
+
+
+async def _other_schemas(schema_id: str, model: str, settings: Settings,
+                         pool: asyncpg.Pool | None) -> OutputHistory | None:
+    """What other schemas' answers wrote (store.quotes.other_schemas_output)."""
+    return await _read_or_none(
+        settings, pool, lambda conn: quotes.other_schemas_output(conn, schema_id, model))
+
+
 async def _prefix_seen(ctx: RunContext, settings: Settings,
                        pool: asyncpg.Pool | None) -> bool | None:
     """What the API did with the run's prompt prefix on its model before, as ``plan_run``
-    reads it (store.quality.prefix_cache_seen); ``None`` also when Postgres cannot say."""
+    reads it (store.quality.prefix_cache_seen)."""
     sha = request_prefix(stand_in_request(ctx))[0]
-    try:
-        if pool is not None:
-            async with pool.acquire() as conn:
-                return await quality.prefix_cache_seen(conn, sha, ctx.model.id)
-        try:
-            conn = await asyncpg.connect(settings.resolved_database_url, timeout=DB_TIMEOUT_S)
-        except (OSError, asyncpg.PostgresError, TimeoutError):
-            return None
-        try:
-            return await quality.prefix_cache_seen(conn, sha, ctx.model.id)
-        finally:
-            await conn.close()
-    except (asyncpg.UndefinedTableError, asyncpg.UndefinedColumnError):
-        return None  # a database from before the ledger
+    return await _read_or_none(
+        settings, pool, lambda conn: quality.prefix_cache_seen(conn, sha, ctx.model.id))
 
 
 async def _history(schema_id: str, model: str, settings: Settings,
