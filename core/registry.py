@@ -103,16 +103,8 @@ class ModelInfo:
     def thinks_by_default(self) -> bool:
         return self.thinking_default != "off"
 
-    def max_output(self, *, batch: bool = False) -> int:
-        """The most output tokens one request may ask for (batch requests: the beta's)."""
-        if batch and self.batch_max_output_tokens:
-            return self.batch_max_output_tokens
-        return self.max_output_tokens
-
     def retired(self, today: date) -> bool:
         return self.end_of_life is not None and self.end_of_life <= today
-
-
 
 
 MODELS: tuple[ModelInfo, ...] = (
