@@ -2,7 +2,7 @@
 #
 #   docker build -t blockbatch:local .
 #   docker run --rm blockbatch:local                          # python worker.py
-#   docker run --rm blockbatch:local python -m simulator --host 0.0.0.0 --port 8765
+#   docker run --rm blockbatch:local python -m blockbatch.simulator --host 0.0.0.0 --port 8765
 #   docker run --rm -it blockbatch:local python starter.py --help
 #
 # Configuration comes only from the environment (DATABASE_URL, TEMPORAL_ADDRESS,
@@ -33,7 +33,7 @@ RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml
 COPY . .
 RUN pip install --no-cache-dir . \
  && rm -rf build ./*.egg-info \
- && python -c "import core, store, activities, workflows, runtime, blockbatch, simulator" \
+ && python -c "import blockbatch.core, blockbatch.store, blockbatch.simulator, activities, workflows" \
  && install -d -o blockbatch -g blockbatch /var/lib/blockbatch
 
 # Anything a process writes locally goes here, not into the (root-owned) source tree.

@@ -19,7 +19,7 @@ install: $(STAMP)
 
 ## demo: start the embedded stack and a worker, run the sample document, print the summary.
 demo: install
-	@$(BIN)/python -m devtools.demo
+	@$(BIN)/python -m blockbatch.devtools.demo
 
 ## test: the whole suite against real Postgres, Temporal dev server and simulator.
 test: install compose-tool browser
@@ -27,13 +27,13 @@ test: install compose-tool browser
 
 ## up / down / status: the local stack (Postgres, Temporal + UI, simulator); data stays in .data/.
 up: install
-	@$(BIN)/python -m devtools.stack up
+	@$(BIN)/python -m blockbatch.devtools.stack up
 
 down: install
-	@$(BIN)/python -m devtools.stack down
+	@$(BIN)/python -m blockbatch.devtools.stack down
 
 status: install
-	@$(BIN)/python -m devtools.stack status
+	@$(BIN)/python -m blockbatch.devtools.stack status
 
 ## worker: one worker in the foreground (Ctrl-C stops it gracefully).
 worker: up
@@ -51,6 +51,7 @@ screenshots: install browser
 	  tests/test_review_web.py -k browser
 
 lint: install
+	@$(BIN)/ruff format --check .
 	@$(BIN)/ruff check .
 
 # The compose file is validated by a test with Debian's docker-compose (no engine needed).

@@ -3,7 +3,7 @@
 Scale out by running more of these, on any machine that reaches Temporal and Postgres.
 Configuration comes from the environment (see README). SIGTERM/SIGINT shut it down
 gracefully: in-flight activities get up to 30 s to finish. With ``METRICS_PORT`` set it
-serves Prometheus metrics, Temporal's and blockbatch's, on ``/metrics`` (runtime/metrics.py).
+serves Prometheus metrics, Temporal's and blockbatch's, on ``/metrics`` (blockbatch/runtime/metrics.py).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import signal
 
 from temporalio.client import Client
 
-from runtime.endpoint import announced
-from runtime.metrics import MetricsUnavailable, metrics_runtime
-from runtime.settings import Settings, load_settings
-from runtime.temporal import (
+from blockbatch.runtime.endpoint import announced
+from blockbatch.runtime.metrics import MetricsUnavailable, metrics_runtime
+from blockbatch.runtime.settings import Settings, load_settings
+from blockbatch.runtime.temporal import (
     TemporalUnavailable,
     anthropic_client,
     build_worker,
@@ -26,7 +26,7 @@ from runtime.temporal import (
     deployment_version,
     ensure_search_attributes,
 )
-from store.db import DatabaseUnavailable, create_pool
+from blockbatch.store.db import DatabaseUnavailable, create_pool
 
 log = logging.getLogger("blockbatch.worker")
 
@@ -42,11 +42,12 @@ async def main(settings: Settings | None = None, client: Client | None = None) -
     settings = settings or load_settings()
     deployment = deployment_version(settings)  # a half-set version fails before any I/O
     # A port in use fails here, before any I/O, with a message that says what to do.
-    runtime = (metrics_runtime(settings.metrics_host, settings.metrics_port)
-               if client is None and settings.metrics_port is not None else None)
-    pool = await create_pool(
-        settings.resolved_database_url, max_size=settings.worker_db_pool_size
+    runtime = (
+        metrics_runtime(settings.metrics_host, settings.metrics_port)
+        if client is None and settings.metrics_port is not None
+        else None
     )
+    pool = await create_pool(settings.resolved_database_url, max_size=settings.worker_db_pool_size)
     pid_file = settings.data_dir / "run" / f"worker-{os.getpid()}.pid"
     try:
         client = client or await connect(settings, runtime)
@@ -74,15 +75,20 @@ async def main(settings: Settings | None = None, client: Client | None = None) -
             pid_file.write_text(str(os.getpid()))
         version = deployment.to_canonical_string() if deployment else "unversioned"
         if runtime is not None:
-            log.info("metrics on http://%s:%d/metrics", settings.metrics_host,
-                     settings.metrics_port)
+            log.info(
+                "metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port
+            )
         # Says in Postgres which endpoint it calls: a starter set otherwise warns.
         async with announced(pool, settings.temporal_task_queue, llm) as endpoint, worker:
             log.info(
                 "worker %d (%s) polling %s on %s (namespace %s); Claude: %s%s",
-                os.getpid(), version, settings.temporal_task_queue,
-                settings.resolved_temporal_address, settings.temporal_namespace,
-                endpoint.text(), " (answers are SIMULATED)" if endpoint.simulated else "",
+                os.getpid(),
+                version,
+                settings.temporal_task_queue,
+                settings.resolved_temporal_address,
+                settings.temporal_namespace,
+                endpoint.text(),
+                " (answers are SIMULATED)" if endpoint.simulated else "",
             )
             await stop.wait()
             log.info("shutting down: waiting for in-flight activities")

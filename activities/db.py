@@ -1,7 +1,7 @@
 """Activities that touch only Postgres: planning, applying results, failing, rolling up,
 and claiming a retry of a finished run.
 
-They compose the persistence layer (``store/``), which owns every statement and every
+They compose the persistence layer (``blockbatch/store/``), which owns every statement and every
 overlay state transition; each write there is idempotent and conditional on state, so a
 retried activity (or a second worker running a stale attempt) never writes a block twice.
 """
@@ -16,9 +16,9 @@ from temporalio.exceptions import ApplicationError
 
 from activities.batches.rounds import enqueue
 from activities.llm import warm_up_request
-from core.batching import PackAttempt
-from core.context import RunContext
-from core.models import (
+from blockbatch.core.batching import PackAttempt
+from blockbatch.core.context import RunContext
+from blockbatch.core.models import (
     ApplyResultsInput,
     ApplyResultsOutput,
     BatchOptions,
@@ -37,7 +37,7 @@ from core.models import (
     RetryRequest,
     RunResult,
 )
-from core.planning import (
+from blockbatch.core.planning import (
     PACK_OUTPUT_OVERHEAD_TOKENS,
     OutputRatios,
     answer_tokens,
@@ -45,14 +45,14 @@ from core.planning import (
     learn_ratios,
     pack_numbers,
 )
-from core.policy import code_of_failure
-from core.prompt import request_prefix
-from core.quality import halved, probe_plan
-from core.reasons import REASONS, ReasonCode
-from core.retry import FINISHED_STATUSES, describe_blocks, selection_text
-from core.reuse import answer_key, prompt_digest
-from store import batches, overlays, quality, reads, replans, retries, runs, splits
-from store.runs import PlanState, cached_run_context
+from blockbatch.core.policy import code_of_failure
+from blockbatch.core.prompt import request_prefix
+from blockbatch.core.quality import halved, probe_plan
+from blockbatch.core.reasons import REASONS, ReasonCode
+from blockbatch.core.retry import FINISHED_STATUSES, describe_blocks, selection_text
+from blockbatch.core.reuse import answer_key, prompt_digest
+from blockbatch.store import batches, overlays, quality, reads, replans, retries, runs, splits
+from blockbatch.store.runs import PlanState, cached_run_context
 
 #: A run plans from earlier runs of its schema on its model once they answered this many
 #: pack calls in full.
@@ -61,8 +61,11 @@ PRIOR_AFTER_CALLS = 3
 #: ``plan_retry`` refuses (non-retryable, nothing changed): the run has not finished and
 #: is not claimed by this execution (another retry runs), nothing it asked for is left to
 #: retry, or there is no such run.
-RUN_NOT_FINISHED, NOTHING_TO_RETRY, RETRY_REFUSED = "RunNotFinished", "NothingToRetry", \
-    "RetryRefused"
+RUN_NOT_FINISHED, NOTHING_TO_RETRY, RETRY_REFUSED = (
+    "RunNotFinished",
+    "NothingToRetry",
+    "RetryRefused",
+)
 
 
 class DbActivities:
@@ -76,7 +79,7 @@ class DbActivities:
         """Reuse earlier answers, size the packs of the rest and persist each block's
         pack_index, in one transaction; the same plan on retry.
 
-        Every block gets its answer key (core/reuse.py). With ``reuse_answers`` (the
+        Every block gets its answer key (blockbatch/core/reuse.py). With ``reuse_answers`` (the
         default), a block whose key an earlier run answered gets that model answer at once
         (``ai_complete``, marked reused; store.overlays.insert_plan) and is in no pack;
         only the others are packed and called.
@@ -92,35 +95,45 @@ class DbActivities:
                 # what answers write (no earlier run then; none since, barring a race).
                 reused = await runs.reuse_totals(conn, inp.run_id)
                 learns = ctx.learns_output()
-                learning = (learns and state.pack_count > 1
-                            and await prior_ratios(conn, inp.run_id) is None
-                            and not await replans.changes(conn, inp.run_id, kind="learned"))
-                return PlanRunOutput(pack_count=state.pack_count,
-                                     block_count=state.blocks_total, mode=ctx.options.mode,
-                                     learning=learning, replans=learns,
-                                     reused=reused.blocks_reused,
-                                     reuse_saved_usd=reused.reuse_saved_usd)
+                learning = (
+                    learns
+                    and state.pack_count > 1
+                    and await prior_ratios(conn, inp.run_id) is None
+                    and not await replans.changes(conn, inp.run_id, kind="learned")
+                )
+                return PlanRunOutput(
+                    pack_count=state.pack_count,
+                    block_count=state.blocks_total,
+                    mode=ctx.options.mode,
+                    learning=learning,
+                    replans=learns,
+                    reused=reused.blocks_reused,
+                    reuse_saved_usd=reused.reuse_saved_usd,
+                )
             blocks = await runs.document_blocks(conn, ctx.document_id)
             prompt = prompt_digest(ctx.spec, ctx.model.id, ctx.shape)
             keys = [answer_key(prompt, b.content_sha256) for b in blocks]
-            found = (await overlays.reusable_answers(conn, keys)
-                     if ctx.options.reuse_answers else {})
+            found = await overlays.reusable_answers(conn, keys) if ctx.options.reuse_answers else {}
             to_call = [pos for pos, key in enumerate(keys) if key not in found]
             # Packs sized from the schema's estimate of each answer, or from what earlier
             # runs of the schema on the model wrote; with neither, a learning pack first.
             learns = ctx.learns_output()
             prior = await prior_ratios(conn, inp.run_id) if learns else None
             learning = learns and prior is None
-            packs = ctx.plan([blocks[pos].est_tokens for pos in to_call], prior,
-                             learning=learning)
+            packs = ctx.plan([blocks[pos].est_tokens for pos in to_call], prior, learning=learning)
             pack_of: list[int | None] = [None] * len(blocks)
             for pos, number in zip(to_call, pack_numbers(packs)):
                 pack_of[pos] = number
             await overlays.insert_plan(
-                conn, inp.run_id, blocks, pack_of, keys,
-                {b.block_uid: found[key] for b, key in zip(blocks, keys) if key in found})
+                conn,
+                inp.run_id,
+                blocks,
+                pack_of,
+                keys,
+                {b.block_uid: found[key] for b, key in zip(blocks, keys) if key in found},
+            )
             if ctx.options.mode == "sync" and ctx.plan_limits().size_cap > 1:
-                # The quality probe's sample, of the blocks called (core/quality.py); none
+                # The quality probe's sample, of the blocks called (blockbatch/core/quality.py); none
                 # when every pack is one block (its answer is a single answer already).
                 # Capped by cost: its expected calls within probe_max_share of the run's.
                 # A probe call of a prefix the API does not cache pays all of it again:
@@ -128,22 +141,39 @@ class DbActivities:
                 q = ctx.options.quality or QualityOptions()
                 warm_up = warm_up_request(ctx)
                 seen = await quality.prefix_cache_seen(
-                    conn, request_prefix(warm_up)[0], ctx.model.id)
+                    conn, request_prefix(warm_up)[0], ctx.model.id
+                )
                 sample, sizing = probe_plan(
-                    ctx, [blocks[pos].block_uid for pos in to_call],
-                    [blocks[pos].est_tokens for pos in to_call], packs, q, inp.run_id,
-                    prior, cached=seen)
+                    ctx,
+                    [blocks[pos].block_uid for pos in to_call],
+                    [blocks[pos].est_tokens for pos in to_call],
+                    packs,
+                    q,
+                    inp.run_id,
+                    prior,
+                    cached=seen,
+                )
                 await quality.plan_sample(conn, inp.run_id, sample)
                 if sizing.wanted:
                     await quality.save_plan(conn, inp.run_id, sizing)
             reused = await runs.save_plan(conn, inp.run_id, len(packs), len(blocks))
-        activity.logger.info("run %s planned: %d blocks in %d packs, %d reused%s", inp.run_id,
-                             len(blocks), len(packs), reused.blocks_reused, "" if prior is None
-                             else f"; answers write {prior.text()}")
-        return PlanRunOutput(pack_count=len(packs), block_count=len(blocks),
-                             mode=ctx.options.mode, learning=learning and len(packs) > 1,
-                             replans=learns, reused=reused.blocks_reused,
-                             reuse_saved_usd=reused.reuse_saved_usd)
+        activity.logger.info(
+            "run %s planned: %d blocks in %d packs, %d reused%s",
+            inp.run_id,
+            len(blocks),
+            len(packs),
+            reused.blocks_reused,
+            "" if prior is None else f"; answers write {prior.text()}",
+        )
+        return PlanRunOutput(
+            pack_count=len(packs),
+            block_count=len(blocks),
+            mode=ctx.options.mode,
+            learning=learning and len(packs) > 1,
+            replans=learns,
+            reused=reused.blocks_reused,
+            reuse_saved_usd=reused.reuse_saved_usd,
+        )
 
     @activity.defn
     async def replan_run(self, inp: ReplanInput) -> ReplanOutput:
@@ -171,16 +201,28 @@ class DbActivities:
             blocks = await replans.unstarted_blocks(conn, inp.run_id, inp.first_pack)
             if not blocks:
                 return unchanged
-            packs = ctx.plan([b.est_tokens for b in blocks], ratios,
-                             [b.block_type for b in blocks],
-                             cap=await replans.gate_size(conn, inp.run_id))
+            packs = ctx.plan(
+                [b.est_tokens for b in blocks],
+                ratios,
+                [b.block_type for b in blocks],
+                cap=await replans.gate_size(conn, inp.run_id),
+            )
             before = state.pack_count - inp.first_pack
             if abs(len(packs) - before) < max(1, before // 10):
                 return unchanged
-            change = replans.PlanChange(inp.first_pack, state.pack_count,
-                                        inp.first_pack + len(packs), dataclasses.asdict(ratios))
-            await replans.repack(conn, inp.run_id, [b.block_uid for b in blocks],
-                                 pack_numbers(packs, inp.first_pack), change)
+            change = replans.PlanChange(
+                inp.first_pack,
+                state.pack_count,
+                inp.first_pack + len(packs),
+                dataclasses.asdict(ratios),
+            )
+            await replans.repack(
+                conn,
+                inp.run_id,
+                [b.block_uid for b in blocks],
+                pack_numbers(packs, inp.first_pack),
+                change,
+            )
         text = change.text()
         activity.logger.info("run %s: %s", inp.run_id, text)
         return ReplanOutput(pack_count=change.packs_after, text=text)
@@ -197,46 +239,67 @@ class DbActivities:
             state = await runs.lock_for_planning(conn, inp.run_id)
             if state is None:
                 raise ValueError(f"no run {inp.run_id!r}")
-            done = await replans.recorded_change(conn, inp.run_id, inp.first_pack,
-                                                 "quality_gate")
+            done = await replans.recorded_change(conn, inp.run_id, inp.first_pack, "quality_gate")
             if done is not None:
-                return ReplanOutput(pack_count=done.packs_after, text=done.text(),
-                                    pack_size=done.pack_size)
+                return ReplanOutput(
+                    pack_count=done.packs_after, text=done.text(), pack_size=done.pack_size
+                )
             unchanged = ReplanOutput(pack_count=state.pack_count)
             was = await quality.largest_pack(conn, inp.run_id, inp.first_pack)
             if was <= 1 or state.status not in runs.ACTIVE_STATUSES:
                 return unchanged
             ctx = await cached_run_context(conn, inp.run_id)
-            ratios = (learned_ratios(ctx, await replans.answers(conn, inp.run_id))
-                      if ctx.learns_output() else None)
+            ratios = (
+                learned_ratios(ctx, await replans.answers(conn, inp.run_id))
+                if ctx.learns_output()
+                else None
+            )
             size = halved(was)
             unstarted = await replans.unstarted_blocks(conn, inp.run_id, inp.first_pack)
             # With re-asks, the blocks earlier packs answered in larger calls go back to
             # pending and are packed at the new size with the unstarted ones, in block order.
-            again = (await replans.answered_in_larger_packs(conn, inp.run_id, inp.first_pack,
-                                                            size) if inp.reask else [])
+            again = (
+                await replans.answered_in_larger_packs(conn, inp.run_id, inp.first_pack, size)
+                if inp.reask
+                else []
+            )
             blocks: list[replans.UnstartedBlock | replans.AnsweredLarger] = [*again, *unstarted]
             blocks.sort(key=lambda b: b.block_index)
-            packs = ctx.plan([b.est_tokens for b in blocks], ratios,
-                             [b.block_type for b in blocks], cap=size)
+            packs = ctx.plan(
+                [b.est_tokens for b in blocks], ratios, [b.block_type for b in blocks], cap=size
+            )
             ratios_info: dict[str, object] = {"was": was}
             if again:
                 call_sizes = [b.call_size for b in again]
-                ratios_info |= {"reasked": len(again),
-                                "reasked_sizes": [min(call_sizes), max(call_sizes)]}
-            change = replans.PlanChange(inp.first_pack, state.pack_count,
-                                        inp.first_pack + len(packs), ratios_info,
-                                        kind="quality_gate", pack_size=size,
-                                        gate=inp.gate.model_dump(mode="json"))
-            pack_of = dict(zip((b.block_uid for b in blocks),
-                               pack_numbers(packs, inp.first_pack)))
+                ratios_info |= {
+                    "reasked": len(again),
+                    "reasked_sizes": [min(call_sizes), max(call_sizes)],
+                }
+            change = replans.PlanChange(
+                inp.first_pack,
+                state.pack_count,
+                inp.first_pack + len(packs),
+                ratios_info,
+                kind="quality_gate",
+                pack_size=size,
+                gate=inp.gate.model_dump(mode="json"),
+            )
+            pack_of = dict(zip((b.block_uid for b in blocks), pack_numbers(packs, inp.first_pack)))
             if again:
                 moved = await overlays.reask_for_gate(
-                    conn, inp.run_id, [b.block_uid for b in again],
-                    [pack_of[b.block_uid] for b in again])
+                    conn,
+                    inp.run_id,
+                    [b.block_uid for b in again],
+                    [pack_of[b.block_uid] for b in again],
+                )
                 assert moved == len(again), "re-asked blocks changed under the run's lock"
-            await replans.repack(conn, inp.run_id, [b.block_uid for b in unstarted],
-                                 [pack_of[b.block_uid] for b in unstarted], change)
+            await replans.repack(
+                conn,
+                inp.run_id,
+                [b.block_uid for b in unstarted],
+                [pack_of[b.block_uid] for b in unstarted],
+                change,
+            )
         text = change.text()
         activity.logger.info("run %s: %s", inp.run_id, text)
         return ReplanOutput(pack_count=change.packs_after, text=text, pack_size=size)
@@ -246,16 +309,22 @@ class DbActivities:
         """Validate a ledger answer by block_uid and write the valid overlays to staging."""
         async with self.pool.acquire() as conn:
             ctx = await cached_run_context(conn, inp.run_id)
-            return await overlays.apply_answer(conn, inp.run_id, inp.call_id, inp.pack_path,
-                                               inp.max_block_attempts, ctx.spec)
+            return await overlays.apply_answer(
+                conn, inp.run_id, inp.call_id, inp.pack_path, inp.max_block_attempts, ctx.spec
+            )
 
     @activity.defn
     async def fail_blocks(self, inp: FailBlocksInput) -> FailBlocksOutput:
         """End still-pending blocks as ``failed`` with a readable reason and its code."""
         async with self.pool.acquire() as conn:
             failed = await overlays.fail_pending(
-                conn, inp.run_id, inp.reason, inp.pack_path, reason_code=failure_code(inp),
-                block_uids=inp.block_uids, pack_index=inp.pack_index,
+                conn,
+                inp.run_id,
+                inp.reason,
+                inp.pack_path,
+                reason_code=failure_code(inp),
+                block_uids=inp.block_uids,
+                pack_index=inp.pack_index,
             )
         return FailBlocksOutput(failed=failed)
 
@@ -263,8 +332,9 @@ class DbActivities:
     async def record_split(self, inp: RecordSplitInput) -> None:
         """Record that a pack was halved (once per pack path)."""
         async with self.pool.acquire() as conn:
-            await splits.record_split(conn, inp.run_id, inp.pack_path, inp.reason,
-                                      inp.block_count, inp.child_paths)
+            await splits.record_split(
+                conn, inp.run_id, inp.pack_path, inp.reason, inp.block_count, inp.child_paths
+            )
 
     @activity.defn
     async def mark_run_cancelling(self, inp: MarkCancellingInput) -> None:
@@ -302,28 +372,41 @@ class DbActivities:
         async with self.pool.acquire() as conn, conn.transaction():
             state = await runs.lock_for_planning(conn, inp.run_id)
             if state is None:
-                raise ApplicationError(f"no run {inp.run_id!r}", type=RETRY_REFUSED,
-                                       non_retryable=True)
+                raise ApplicationError(
+                    f"no run {inp.run_id!r}", type=RETRY_REFUSED, non_retryable=True
+                )
             ctx = await cached_run_context(conn, inp.run_id)
             record = await retries.claimed_by(conn, inp.run_id, claim)
             if record is None:
                 record = await _claim_retry(conn, ctx, state, claim, inp.retry)
-                activity.logger.info("run %s retry %d: %d blocks in packs %d..%d",
-                                     inp.run_id, record.retry, record.block_count,
-                                     record.first_pack, record.pack_count - 1)
+                activity.logger.info(
+                    "run %s retry %d: %d blocks in packs %d..%d",
+                    inp.run_id,
+                    record.retry,
+                    record.block_count,
+                    record.first_pack,
+                    record.pack_count - 1,
+                )
             totals = await runs.current_totals(conn, inp.run_id, record.first_pack)
         batch = ctx.options.mode == "batch"
         return PlanRetryOutput(
-            retry=record.retry, blocks=record.block_count, first_pack=record.first_pack,
-            pack_count=record.pack_count, block_count=state.blocks_total,
-            mode=ctx.options.mode, first_round=record.first_round,
+            retry=record.retry,
+            blocks=record.block_count,
+            first_pack=record.first_pack,
+            pack_count=record.pack_count,
+            block_count=state.blocks_total,
+            mode=ctx.options.mode,
+            first_round=record.first_round,
             batch_options=(ctx.options.batch or BatchOptions()) if batch else None,
             totals=totals,
         )
 
 
 async def _claim_retry(
-    conn: asyncpg.Connection, ctx: RunContext, state: PlanState, claim: str,
+    conn: asyncpg.Connection,
+    ctx: RunContext,
+    state: PlanState,
+    claim: str,
     request: RetryRequest,
 ) -> retries.RetryRecord:
     """Reset, pack and record a retry (inside :meth:`DbActivities.plan_retry`'s transaction)."""
@@ -332,14 +415,18 @@ async def _claim_retry(
         raise ApplicationError(
             f"run {run_id} is {state.status}: a retry can start only once the run has "
             "finished (is another retry under way?); nothing was changed",
-            type=RUN_NOT_FINISHED, non_retryable=True)
+            type=RUN_NOT_FINISHED,
+            non_retryable=True,
+        )
     blocks = await retries.blocks_to_retry(conn, run_id, request)
     if not blocks:
         counts = await retries.block_counts(conn, run_id)
         raise ApplicationError(
             f"run {run_id} has no {selection_text(request)} left to retry "
             f"({describe_blocks(counts)}); nothing was changed",
-            type=NOTHING_TO_RETRY, non_retryable=True)
+            type=NOTHING_TO_RETRY,
+            non_retryable=True,
+        )
     packs = ctx.plan([b.est_tokens for b in blocks], cap=await replans.gate_size(conn, run_id))
     first = state.pack_count
     pack_of = pack_numbers(packs, first)
@@ -353,19 +440,32 @@ async def _claim_retry(
         # Round numbers are part of the provider batches' keys: the retry's requests go
         # into a round after every earlier one, and only they are in it.
         first_round = await batches.last_round(conn, run_id) + 1
-        await enqueue(conn, ctx, first_round, [
-            PackAttempt(str(first + offset), first + offset, 1, 0,
-                        [uids[pos] for pos in pack.positions])
-            for offset, pack in enumerate(packs)])
+        await enqueue(
+            conn,
+            ctx,
+            first_round,
+            [
+                PackAttempt(
+                    str(first + offset), first + offset, 1, 0, [uids[pos] for pos in pack.positions]
+                )
+                for offset, pack in enumerate(packs)
+            ],
+        )
     await runs.reopen_for_retry(conn, run_id, first + len(packs))
     reasons: dict[str, int] = {}
     for b in blocks:
         reasons[b.reason_code or "unknown"] = reasons.get(b.reason_code or "unknown", 0) + 1
     return await retries.record_claim(
-        conn, run_id=run_id, workflow_run_id=claim, request=request,
+        conn,
+        run_id=run_id,
+        workflow_run_id=claim,
+        request=request,
         reasons=dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
-        block_count=len(blocks), first_pack=first, pack_count=first + len(packs),
-        first_round=first_round, previous_status=state.status,
+        block_count=len(blocks),
+        first_pack=first,
+        pack_count=first + len(packs),
+        first_round=first_round,
+        previous_status=state.status,
         previous_error=state.error,
     )
 
@@ -375,14 +475,21 @@ async def prior_ratios(conn: asyncpg.Connection, run_id: str) -> OutputRatios | 
     seen = await replans.prior_output(conn, run_id)
     if seen is None or seen.calls < PRIOR_AFTER_CALLS:
         return None
-    return OutputRatios(overall=round(seen.ratio, 4), by_type={}, blocks=seen.blocks,
-                        source="earlier runs")
+    return OutputRatios(
+        overall=round(seen.ratio, 4), by_type={}, blocks=seen.blocks, source="earlier runs"
+    )
 
 
 def learned_ratios(ctx: RunContext, seen: replans.Answers) -> OutputRatios | None:
-    """:func:`core.planning.learn_ratios` over a run's answered blocks."""
-    samples = [(b.block_type, estimate_output_tokens(ctx.spec, b.est_tokens, setting=False),
-                answer_tokens(b.answer)) for b in seen.blocks]
+    """:func:`blockbatch.core.planning.learn_ratios` over a run's answered blocks."""
+    samples = [
+        (
+            b.block_type,
+            estimate_output_tokens(ctx.spec, b.est_tokens, setting=False),
+            answer_tokens(b.answer),
+        )
+        for b in seen.blocks
+    ]
     written = seen.output_tokens - seen.calls * PACK_OUTPUT_OVERHEAD_TOKENS
     return learn_ratios(samples, written)
 

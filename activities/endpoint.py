@@ -1,7 +1,7 @@
-"""Which endpoint a worker's Claude client talks to (core/endpoint.py), asked once.
+"""Which endpoint a worker's Claude client talks to (blockbatch/core/endpoint.py), asked once.
 
 One GET of ``/health`` on the client's base URL: the simulator answers it, like every
-request, with :data:`core.endpoint.SIMULATOR_HEADER`; the Claude API answers 404 without it.
+request, with :data:`blockbatch.core.endpoint.SIMULATOR_HEADER`; the Claude API answers 404 without it.
 It sends no prompt and costs nothing. An endpoint that does not answer is asked again
 next time (its calls fail meanwhile, whoever it is).
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import weakref
 
 from activities.sdk import anthropic
-from core.endpoint import SIMULATOR_HEADER, Endpoint, endpoint_of
+from blockbatch.core.endpoint import SIMULATOR_HEADER, Endpoint, endpoint_of
 
 #: Seconds the one question may take.
 ASK_TIMEOUT_S = 5.0
@@ -28,8 +28,9 @@ async def client_endpoint(client: anthropic.AsyncAnthropic) -> Endpoint:
 
     simulated, answered = False, True
     try:
-        response = await client.get("/health", cast_to=httpx2.Response,
-                                    options={"timeout": ASK_TIMEOUT_S, "max_retries": 0})
+        response = await client.get(
+            "/health", cast_to=httpx2.Response, options={"timeout": ASK_TIMEOUT_S, "max_retries": 0}
+        )
         simulated = SIMULATOR_HEADER in response.headers
     except anthropic.APIStatusError as err:
         simulated = SIMULATOR_HEADER in err.response.headers

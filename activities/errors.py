@@ -1,4 +1,4 @@
-"""How a classified Claude error (``core.claude_errors``) reaches Temporal.
+"""How a classified Claude error (``blockbatch.core.claude_errors``) reaches Temporal.
 
 The ``ApplicationError`` types below are what retry policies name in
 ``non_retryable_error_types``; the classified error travels as the error's first detail,
@@ -15,16 +15,16 @@ from typing import Any
 from temporalio.exceptions import ApplicationError
 
 from activities.sdk import anthropic
-from core.claude_errors import ClaudeError, classify, is_outage, retry_delay_s
+from blockbatch.core.claude_errors import ClaudeError, classify, is_outage, retry_delay_s
 
 #: Claude refused the account, not the request (a rejected key, a spend cap, billing, a
 #: model it does not serve): the run's calls stop, retrying cannot help. The first detail
-#: is the ``ClaudeError``; its ``code`` says which (core/reasons.py).
+#: is the ``ClaudeError``; its ``code`` says which (blockbatch/core/reasons.py).
 RUN_STOPPED = "ClaudeStopsRun"
 #: Claude is unavailable for now (429, 5xx, 529, no answer): Temporal retries with backoff.
 RETRYABLE = "ClaudeUnavailable"
 #: Claude is down (5xx, 529, no answer) and this pack call has failed often enough: the
-#: activity stops retrying so its run can pause and probe (``core.outage``).
+#: activity stops retrying so its run can pause and probe (``blockbatch.core.outage``).
 API_UNAVAILABLE = "ClaudeDown"
 #: A batch management call was refused for a reason retrying cannot fix (400/404/413).
 BATCH_REJECTED = "BatchRejected"
@@ -39,17 +39,20 @@ def application_error(
     ``API_UNAVAILABLE`` and not retried, so the workflow can pause instead.
     """
     if give_up and is_outage(error):
-        return ApplicationError(error.describe(doing), error, type=API_UNAVAILABLE,
-                                non_retryable=True)
+        return ApplicationError(
+            error.describe(doing), error, type=API_UNAVAILABLE, non_retryable=True
+        )
     if error.kind == "fatal":
-        return ApplicationError(error.describe(doing), error, type=RUN_STOPPED,
-                                non_retryable=True)
+        return ApplicationError(error.describe(doing), error, type=RUN_STOPPED, non_retryable=True)
     if error.kind == "retryable":
         delay = retry_delay_s(error, random.random())
-        return ApplicationError(error.describe(doing), error, type=RETRYABLE,
-                                next_retry_delay=timedelta(seconds=delay) if delay else None)
-    return ApplicationError(error.describe(doing), error, type=BATCH_REJECTED,
-                            non_retryable=True)
+        return ApplicationError(
+            error.describe(doing),
+            error,
+            type=RETRYABLE,
+            next_retry_delay=timedelta(seconds=delay) if delay else None,
+        )
+    return ApplicationError(error.describe(doing), error, type=BATCH_REJECTED, non_retryable=True)
 
 
 def from_api_error(err: anthropic.APIError) -> ClaudeError:
@@ -65,10 +68,15 @@ def from_api_error(err: anthropic.APIError) -> ClaudeError:
     # replacement); a 404 of a batch management call is a missing batch.
     model_call = "/batches" not in err.request.url.path
     model = _model_asked(err) if err.status_code == 404 and model_call else None
-    return classify(err.status_code, str(err.type or type(err).__name__),
-                    str(err.api_message or err.message),
-                    retry_after=err.response.headers.get("retry-after"),
-                    error_code=err.error_code, model=model, model_call=model_call)
+    return classify(
+        err.status_code,
+        str(err.type or type(err).__name__),
+        str(err.api_message or err.message),
+        retry_after=err.response.headers.get("retry-after"),
+        error_code=err.error_code,
+        model=model,
+        model_call=model_call,
+    )
 
 
 def _model_asked(err: anthropic.APIStatusError) -> str | None:

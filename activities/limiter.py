@@ -1,8 +1,8 @@
 """The fleet limiter as a Claude call sees it: reserve before sending, settle after.
 
-Every worker process has one :class:`FleetLimiter` (built in ``runtime/temporal.py``); all
-of them share the buckets in Postgres (``store/ratelimits.py``), per API key hash and
-rate-limit class (``core.ratelimit.rate_class``: limits belong to a model class, contract
+Every worker process has one :class:`FleetLimiter` (built in ``blockbatch/runtime/temporal.py``); all
+of them share the buckets in Postgres (``blockbatch/store/ratelimits.py``), per API key hash and
+rate-limit class (``blockbatch.core.ratelimit.rate_class``: limits belong to a model class, contract
 §6, so runs on two models of one class share one limiter).
 A call waits here, heartbeating, until the fleet may send it; so the number of calls in
 flight follows what the account's limits admit, whatever ``max_concurrent_packs`` is.
@@ -20,8 +20,8 @@ from typing import Any
 import asyncpg
 
 from activities.shared import PerRun
-from core.ratelimit import Need, rate_class, throttle_of
-from store import ratelimits
+from blockbatch.core.ratelimit import Need, rate_class, throttle_of
+from blockbatch.store import ratelimits
 
 #: A waiting call looks again after the wait the buckets said, within these bounds (s).
 _MIN_POLL_S, _MAX_POLL_S = 0.2, 5.0
@@ -47,8 +47,9 @@ class FleetLimiter:
         self._settled = 0
         self._notes: PerRun[dict[str, Any]] = PerRun()
 
-    async def acquire(self, *, run_id: str, model: str, need: Need, weight: float,
-                      status: list[str]) -> tuple[int, float, str | None]:
+    async def acquire(
+        self, *, run_id: str, model: str, need: Need, weight: float, status: list[str]
+    ) -> tuple[int, float, str | None]:
         """Wait until the fleet may send this call.
 
         Returns:
@@ -64,38 +65,58 @@ class FleetLimiter:
         while True:
             async with self.pool.acquire() as conn:
                 attempt = await ratelimits.try_reserve(
-                    conn, key_hash=self.key_hash, model=rate_class(model), run_id=run_id,
+                    conn,
+                    key_hash=self.key_hash,
+                    model=rate_class(model),
+                    run_id=run_id,
                     need=need,
-                    weight=weight, waiter=waiter)
+                    weight=weight,
+                    waiter=waiter,
+                )
             if attempt.reservation_id is not None:
                 status[0] = first
                 return attempt.reservation_id, waited, binding
             delay = min(max(attempt.wait_s, _MIN_POLL_S), _MAX_POLL_S)
             delay *= 1 + 0.25 * random.random()  # callers told the same wait spread out
             binding = "fair_share" if attempt.reason == "fair_share" else attempt.binding
-            why = ("other runs' fair share" if attempt.reason == "fair_share"
-                   else f"the {attempt.binding} per minute limit")
+            why = (
+                "other runs' fair share"
+                if attempt.reason == "fair_share"
+                else f"the {attempt.binding} per minute limit"
+            )
             status[0] = f"waiting {waited:.0f} s for the rate limiter ({why})"
             await asyncio.sleep(delay)
             waited += delay
 
-    async def settle(self, reservation_id: int, *, used: Need | None,
-                     headers: Mapping[str, str] | None = None,
-                     throttled_after_s: float | None = None, answered: bool = False,
-                     error_code: str | None = None) -> None:
+    async def settle(
+        self,
+        reservation_id: int,
+        *,
+        used: Need | None,
+        headers: Mapping[str, str] | None = None,
+        throttled_after_s: float | None = None,
+        answered: bool = False,
+        error_code: str | None = None,
+    ) -> None:
         """Square the reservation with what the API counted, learn limits, AIMD.
 
         For a 429 (``throttled_after_s`` set), ``error_code`` (``error.details.error_code``)
-        says what it does to the fleet (``core.ratelimit.throttle_of``): a ramp limit holds
+        says what it does to the fleet (``blockbatch.core.ratelimit.throttle_of``): a ramp limit holds
         without a cut, a spend cap changes nothing. Without one, a 429 that names no
         ``retry-after`` is a spend cap's (contract §6) and cuts nothing either.
         """
         retry_after_sent = any(k.lower() == "retry-after" for k in headers or {})
         throttle = throttle_of(error_code, retry_after_sent)
         async with self.pool.acquire() as conn:
-            await ratelimits.settle(conn, reservation_id, used=used, headers=headers,
-                                    throttled_after_s=throttled_after_s, answered=answered,
-                                    throttle=throttle)
+            await ratelimits.settle(
+                conn,
+                reservation_id,
+                used=used,
+                headers=headers,
+                throttled_after_s=throttled_after_s,
+                answered=answered,
+                throttle=throttle,
+            )
             self._settled += 1
             if self._settled % _PRUNE_EVERY == 0:
                 await ratelimits.prune(conn)
@@ -103,9 +124,9 @@ class FleetLimiter:
     async def note(self, run_id: str, model: str) -> dict[str, Any] | None:
         """The limiter as ``run_id`` sees it (limits, rate, its share and 429s); read from
         Postgres at most every few seconds per run and worker."""
+
         async def read() -> dict[str, Any] | None:
             async with self.pool.acquire() as conn:
-                return await ratelimits.run_note(conn, self.key_hash, rate_class(model),
-                                                 run_id)
+                return await ratelimits.run_note(conn, self.key_hash, rate_class(model), run_id)
 
         return await self._notes.get(run_id, _NOTE_EVERY_S, read)

@@ -1,11 +1,11 @@
 """The Models API at run time: ``GET /v1/models/{id}`` read through the SDK, kept in Postgres.
 
 What the API says of a model (its limits, capabilities, lifecycle and ``retires_at``)
-overrides the registry for a run (``core.run_model``); contract §1, "Check at run time".
+overrides the registry for a run (``blockbatch.core.run_model``); contract §1, "Check at run time".
 It is read where a run starts (``Blockbatch.start_run`` and ``estimate``, when they have API
 credentials) and by each worker process on the first call of a run it serves (the run
-context loader, ``store.runs.configure_models``): kept in ``model_facts`` and read again
-once older than ``core.run_model.FACTS_MAX_AGE_S``.
+context loader, ``blockbatch.store.runs.configure_models``): kept in ``model_facts`` and read again
+once older than ``blockbatch.core.run_model.FACTS_MAX_AGE_S``.
 
 An API that does not offer the endpoint (404 or 405), or does not answer, leaves the
 registry as it is: the facts are an improvement, never a condition for running. The
@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 
 from activities.sdk import anthropic
-from core.run_model import FACTS_MAX_AGE_S
-from store import model_facts
+from blockbatch.core.run_model import FACTS_MAX_AGE_S
+from blockbatch.store import model_facts
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
@@ -59,18 +59,26 @@ class ModelFacts:
         try:
             info = await self.client.models.retrieve(model_id, timeout=READ_TIMEOUT_S)
         except anthropic.APIStatusError as err:
-            log.info("Models API: %s answered %s for %s; the registry stands",
-                     "GET /v1/models/{id}", err.status_code, model_id)
+            log.info(
+                "Models API: %s answered %s for %s; the registry stands",
+                "GET /v1/models/{id}",
+                err.status_code,
+                model_id,
+            )
             return None
         except anthropic.APIError as err:  # no answer: connection refused, timed out
-            log.info("Models API: no answer for %s (%s); the registry stands", model_id,
-                     type(err).__name__)
+            log.info(
+                "Models API: no answer for %s (%s); the registry stands",
+                model_id,
+                type(err).__name__,
+            )
             return None
         facts: dict[str, Any] = info.model_dump(mode="json", exclude_none=True)
         return facts
 
-    async def refresh(self, conn: asyncpg.Connection | asyncpg.Pool,
-                      model_id: str) -> dict[str, Any] | None:
+    async def refresh(
+        self, conn: asyncpg.Connection | asyncpg.Pool, model_id: str
+    ) -> dict[str, Any] | None:
         """The fresh facts of ``model_id``: kept ones younger than ``max_age_s``, else read
         from the API and kept; ``None`` when there are none (the registry stands)."""
         kept = await model_facts.fresh(conn, model_id, self.max_age_s)

@@ -11,7 +11,7 @@ from typing import Generic, TypeVar
 
 from temporalio import activity
 
-from store.ledger import Origin
+from blockbatch.store.ledger import Origin
 
 _HEARTBEAT_EVERY_S = 5.0
 #: Past this many runs a :class:`PerRun` forgets every value at once (runs come and go).
@@ -52,8 +52,9 @@ class PerRun(Generic[T]):
     def __init__(self) -> None:
         self._values: dict[str, tuple[float, T]] = {}
 
-    async def get(self, run_id: str, every_s: float,
-                  read: Callable[[], Awaitable[T | None]]) -> T | None:
+    async def get(
+        self, run_id: str, every_s: float, read: Callable[[], Awaitable[T | None]]
+    ) -> T | None:
         now = time.monotonic()
         kept = self._values.get(run_id)
         if kept is not None and now - kept[0] < every_s:

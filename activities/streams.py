@@ -1,6 +1,6 @@
 """Activities of a stream (workflows/stream.py): look at what is buffered, form a pack.
 
-Rows are accepted by the API straight into Postgres (``store.streams.append_rows``), never
+Rows are accepted by the API straight into Postgres (``blockbatch.store.streams.append_rows``), never
 through Temporal; these two activities are all the workflow needs of them. ``form_pack``
 is keyed by the pack number the workflow chose, so a retried attempt (a worker died after
 its commit) finds its pack and returns it, and no row is ever in two packs.
@@ -12,15 +12,15 @@ import asyncpg
 from temporalio import activity
 
 from activities.db import PRIOR_AFTER_CALLS, prior_ratios
-from core.context import RunContext
-from core.models import FormPackInput, FormPackOutput, PollStreamInput, PollStreamOutput
-from core.planning import OutputRatios
-from store import ledger, streams
-from store.runs import cached_run_context
+from blockbatch.core.context import RunContext
+from blockbatch.core.models import FormPackInput, FormPackOutput, PollStreamInput, PollStreamOutput
+from blockbatch.core.planning import OutputRatios
+from blockbatch.store import ledger, streams
+from blockbatch.store.runs import cached_run_context
 
 
 class StreamActivities:
-    """Activities over one asyncpg pool (built in runtime/temporal.py)."""
+    """Activities over one asyncpg pool (built in blockbatch/runtime/temporal.py)."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self.pool = pool
@@ -30,8 +30,9 @@ class StreamActivities:
         """What the stream holds in no pack yet (rows, tokens, the oldest's wait, closed)."""
         async with self.pool.acquire() as conn:
             ctx = await cached_run_context(conn, inp.run_id)
-            return PollStreamOutput(buffered=await streams.buffered(
-                conn, ctx, await _ratios(conn, ctx)))
+            return PollStreamOutput(
+                buffered=await streams.buffered(conn, ctx, await _ratios(conn, ctx))
+            )
 
     @activity.defn
     async def form_pack(self, inp: FormPackInput) -> FormPackOutput:
@@ -39,10 +40,16 @@ class StreamActivities:
         async with self.pool.acquire() as conn:
             ctx = await cached_run_context(conn, inp.run_id)
             blocks, accepted = await streams.form_pack(
-                conn, ctx, inp.pack_index, max_rows=inp.max_rows, max_tokens=inp.max_tokens,
-                ratios=await _ratios(conn, ctx))
-        activity.logger.info("stream %s: pack %d of %d rows (%s)", inp.run_id, inp.pack_index,
-                             blocks, inp.reason)
+                conn,
+                ctx,
+                inp.pack_index,
+                max_rows=inp.max_rows,
+                max_tokens=inp.max_tokens,
+                ratios=await _ratios(conn, ctx),
+            )
+        activity.logger.info(
+            "stream %s: pack %d of %d rows (%s)", inp.run_id, inp.pack_index, blocks, inp.reason
+        )
         return FormPackOutput(pack_index=inp.pack_index, blocks=blocks, accepted=accepted)
 
 
@@ -58,6 +65,7 @@ async def _ratios(conn: asyncpg.Connection, ctx: RunContext) -> OutputRatios | N
         return None
     seen = await ledger.observed_output(conn, ctx.run_id)
     if seen is not None and seen[0] >= PRIOR_AFTER_CALLS:
-        return OutputRatios(overall=round(seen.ratio, 4), by_type={}, blocks=seen.blocks,
-                            source="run")
+        return OutputRatios(
+            overall=round(seen.ratio, 4), by_type={}, blocks=seen.blocks, source="run"
+        )
     return await prior_ratios(conn, ctx.run_id)

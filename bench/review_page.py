@@ -39,14 +39,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import aiohttp
 
 from bench.common import RESULTS_DIR, ROOT, Recorder, run_main
-from core.ingest import parse_document
-from core.models import RunOptions
-from core.schema import load_schema
-from devtools import stack
-from devtools.synthetic import checkable_properties, markdown_document
-from store import overlays, repo, runs
-from store.db import create_pool
-from store.review import GridFilter, explain_grid, refresh_statistics
+from blockbatch.core.ingest import parse_document
+from blockbatch.core.models import RunOptions
+from blockbatch.core.schema import load_schema
+from blockbatch.devtools import stack
+from blockbatch.devtools.synthetic import checkable_properties, markdown_document
+from blockbatch.store import overlays, repo, runs
+from blockbatch.store.db import create_pool
+from blockbatch.store.review import GridFilter, explain_grid, refresh_statistics
 
 PAGE = 50
 GOAL_MS = 300.0
@@ -54,9 +54,13 @@ BATCH = 10_000
 
 
 def _overlay(block_type: str, content: str) -> dict[str, Any]:
-    return {"word_count": len(content.split()), "char_count": len(content),
-            "first_40_chars": content[:40], "block_type": block_type,
-            "summary": f"About: {content[:60]}"}
+    return {
+        "word_count": len(content.split()),
+        "char_count": len(content),
+        "first_40_chars": content[:40],
+        "block_type": block_type,
+        "summary": f"About: {content[:60]}",
+    }
 
 
 async def load_run(url: str, n_blocks: int) -> tuple[str, dict[str, Any]]:
@@ -68,34 +72,57 @@ async def load_run(url: str, n_blocks: int) -> tuple[str, dict[str, Any]]:
         blocks = parse_document(raw, "markdown")
         async with pool.acquire() as conn:
             doc = await repo.save_document(conn, "big.md", "markdown", raw, blocks)
-            schema = await repo.save_schema(conn, load_schema({
-                "name": "bench-review", "properties": checkable_properties(),
-                "prompt_config": {"system_instructions": "Annotate each block."}}))
+            schema = await repo.save_schema(
+                conn,
+                load_schema(
+                    {
+                        "name": "bench-review",
+                        "properties": checkable_properties(),
+                        "prompt_config": {"system_instructions": "Annotate each block."},
+                    }
+                ),
+            )
             run_id = await repo.create_run(conn, doc, schema, RunOptions())
             sizes = await runs.document_blocks(conn, doc)
             await overlays.insert_plan(conn, run_id, sizes, [i // 20 for i in range(len(sizes))])
             failed = [b.block_uid for b in sizes if b.block_index % 33 == 7]
             failed_set = set(failed)
             for start in range(0, len(blocks), BATCH):
-                chunk = blocks[start:start + BATCH]
-                valid = {f"{doc}:{b.block_index}": _overlay(b.block_type, b.block_content)
-                         for b in chunk if f"{doc}:{b.block_index}" not in failed_set}
+                chunk = blocks[start : start + BATCH]
+                valid = {
+                    f"{doc}:{b.block_index}": _overlay(b.block_type, b.block_content)
+                    for b in chunk
+                    if f"{doc}:{b.block_index}" not in failed_set
+                }
                 await overlays.stage_valid(conn, run_id, valid, "bench", 0)
-            await overlays.fail_pending(conn, run_id, "word_count: -1 is less than the minimum "
-                                        "of 0", "bench", reason_code="invalid_value",
-                                        block_uids=failed)
-            confirm = [b.block_uid for b in sizes
-                       if b.block_index % 10 == 3 and b.block_uid not in failed_set]
+            await overlays.fail_pending(
+                conn,
+                run_id,
+                "word_count: -1 is less than the minimum of 0",
+                "bench",
+                reason_code="invalid_value",
+                block_uids=failed,
+            )
+            confirm = [
+                b.block_uid
+                for b in sizes
+                if b.block_index % 10 == 3 and b.block_uid not in failed_set
+            ]
             for start in range(0, len(confirm), BATCH):
-                await overlays.decide(conn, run_id, confirm[start:start + BATCH], "confirm",
-                                      "bench")
+                await overlays.decide(
+                    conn, run_id, confirm[start : start + BATCH], "confirm", "bench"
+                )
             result = await runs.close_run(conn, run_id, "completed", None)
         loaded_s = time.monotonic() - t0
         await refresh_statistics(pool)
         return run_id, {
-            "document_id": doc, "blocks": result.blocks_total, "failed": result.blocks_failed,
-            "confirmed": len(confirm), "status": result.status,
-            "load_s": round(loaded_s, 1), "analyze_s": round(time.monotonic() - t0 - loaded_s, 1),
+            "document_id": doc,
+            "blocks": result.blocks_total,
+            "failed": result.blocks_failed,
+            "confirmed": len(confirm),
+            "status": result.status,
+            "load_s": round(loaded_s, 1),
+            "analyze_s": round(time.monotonic() - t0 - loaded_s, 1),
         }
     finally:
         await pool.close()
@@ -109,16 +136,36 @@ def cases(n: int) -> list[tuple[str, dict[str, str], GridFilter, int | None]]:
         (f"deep page (after={deep})", {"after": deep}, GridFilter(), int(deep)),
         ("last page (before=end)", {"before": str(n)}, GridFilter(), None),
         ("status=failed, first", {"status": "failed"}, GridFilter(status="failed"), None),
-        (f"status=failed, after={deep}", {"status": "failed", "after": deep},
-         GridFilter(status="failed"), int(deep)),
-        (f"status=ai_complete, after={deep}", {"status": "ai_complete", "after": deep},
-         GridFilter(status="ai_complete"), int(deep)),
-        ("reason=invalid_value, first", {"reason": "invalid_value"},
-         GridFilter(reason="invalid_value"), None),
-        (f"type=heading, after={deep}", {"type": "heading", "after": deep},
-         GridFilter(block_type="heading"), int(deep)),
-        ("status=confirmed + type=paragraph", {"status": "confirmed", "type": "paragraph"},
-         GridFilter(status="confirmed", block_type="paragraph"), None),
+        (
+            f"status=failed, after={deep}",
+            {"status": "failed", "after": deep},
+            GridFilter(status="failed"),
+            int(deep),
+        ),
+        (
+            f"status=ai_complete, after={deep}",
+            {"status": "ai_complete", "after": deep},
+            GridFilter(status="ai_complete"),
+            int(deep),
+        ),
+        (
+            "reason=invalid_value, first",
+            {"reason": "invalid_value"},
+            GridFilter(reason="invalid_value"),
+            None,
+        ),
+        (
+            f"type=heading, after={deep}",
+            {"type": "heading", "after": deep},
+            GridFilter(block_type="heading"),
+            int(deep),
+        ),
+        (
+            "status=confirmed + type=paragraph",
+            {"status": "confirmed", "type": "paragraph"},
+            GridFilter(status="confirmed", block_type="paragraph"),
+            None,
+        ),
     ]
 
 
@@ -153,27 +200,45 @@ async def time_pages(base: str, run_id: str, args: argparse.Namespace) -> list[d
                     times.append(elapsed)
                 rows, size = len(re.findall(r"<tr id=\"row-", body)), len(body)
             times.sort()
-            out.append({"case": name, "query": query, "rows": rows, "bytes": size,
-                        "median_ms": round(statistics.median(times), 1),
-                        "p95_ms": round(times[min(len(times) - 1, int(len(times) * 0.95))], 1),
-                        "max_ms": round(times[-1], 1)})
+            out.append(
+                {
+                    "case": name,
+                    "query": query,
+                    "rows": rows,
+                    "bytes": size,
+                    "median_ms": round(statistics.median(times), 1),
+                    "p95_ms": round(times[min(len(times) - 1, int(len(times) * 0.95))], 1),
+                    "max_ms": round(times[-1], 1),
+                }
+            )
     return out
 
 
 async def plans(url: str, run_id: str, n: int) -> dict[str, list[str]]:
     pool = await create_pool(url, max_size=2)
     try:
-        return {name: await explain_grid(pool, run_id, flt, limit=PAGE, after=after)
-                for name, _, flt, after in cases(n)}
+        return {
+            name: await explain_grid(pool, run_id, flt, limit=PAGE, after=after)
+            for name, _, flt, after in cases(n)
+        }
     finally:
         await pool.close()
 
 
 def scans(plan: list[str]) -> str:
     """The scans of a plan, shortened: ``Index Scan using overlays_run_index on o``."""
-    found = [m.group(0) for line in plan
-             for m in [re.search(r"(Index Only Scan|Index Scan|Bitmap Heap Scan|Seq Scan)"
-                                 r"( Backward)?( using \w+)? on \w+", line)] if m]
+    found = [
+        m.group(0)
+        for line in plan
+        for m in [
+            re.search(
+                r"(Index Only Scan|Index Scan|Bitmap Heap Scan|Seq Scan)"
+                r"( Backward)?( using \w+)? on \w+",
+                line,
+            )
+        ]
+        if m
+    ]
     return "; ".join(dict.fromkeys(found))
 
 
@@ -190,13 +255,23 @@ async def main(args: argparse.Namespace) -> int:
         print(f"loaded run {run_id}: {loaded}", flush=True)
         port = stack.free_port()
         log = root / "serve.log"
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("DATABASE_", "BLOCKBATCH_", "ANTHROPIC_"))}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("DATABASE_", "BLOCKBATCH_", "ANTHROPIC_"))
+        }
         with log.open("wb") as out:
             server = await asyncio.create_subprocess_exec(
-                sys.executable, "starter.py", "serve", "--port", str(port), cwd=ROOT,
+                sys.executable,
+                "starter.py",
+                "serve",
+                "--port",
+                str(port),
+                cwd=ROOT,
                 env={**env, "DATABASE_URL": url, "BLOCKBATCH_REVIEWER": "bench"},
-                stdout=out, stderr=asyncio.subprocess.STDOUT)
+                stdout=out,
+                stderr=asyncio.subprocess.STDOUT,
+            )
         base = f"http://127.0.0.1:{port}"
         await wait_http(base + "/", server, log)
         figures = await time_pages(base, run_id, args)
@@ -212,12 +287,27 @@ async def main(args: argparse.Namespace) -> int:
             f"Review grid, {loaded['blocks']:,} blocks, {PAGE} a page, over HTTP "
             f"({args.repeat} requests a case after {args.warmup} warm-up)",
             ["page", "rows", "median ms", "p95 ms", "max ms", "KiB", "index scans"],
-            [[f["case"], f["rows"], f["median_ms"], f["p95_ms"], f["max_ms"],
-              round(f["bytes"] / 1024), f["scans"]] for f in figures],
-            notes=[(f"goal < {GOAL_MS:.0f} ms a page: "
+            [
+                [
+                    f["case"],
+                    f["rows"],
+                    f["median_ms"],
+                    f["p95_ms"],
+                    f["max_ms"],
+                    round(f["bytes"] / 1024),
+                    f["scans"],
+                ]
+                for f in figures
+            ],
+            notes=[
+                (
+                    f"goal < {GOAL_MS:.0f} ms a page: "
                     f"{'met' if worst < GOAL_MS else 'missed'} (worst p95 {worst} ms); "
                     f"loading the run took {loaded['load_s']} s, VACUUM ANALYZE "
-                    f"{loaded['analyze_s']} s")])
+                    f"{loaded['analyze_s']} s"
+                )
+            ],
+        )
         rec.write()
         return 0
     finally:

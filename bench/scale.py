@@ -39,7 +39,7 @@ from bench.common import (
     run_main,
     sample_schema,
 )
-from core.models import RunOptions
+from blockbatch.core.models import RunOptions
 from workflows.run import run_workflow_id
 
 WARN_EVENTS = 10_240
@@ -91,8 +91,9 @@ async def inspect_histories(bs: BenchStack, run_id: str, parallel: int) -> dict[
         wf_run = h["continued_from"]
     chain.reverse()
     # Every workflow tagged with the run (packs; the run's own executions are skipped here).
-    listed = [(w.id, w.run_id) async for w in
-              client.list_workflows(f'BlockbatchRunId = "{run_id}"')]
+    listed = [
+        (w.id, w.run_id) async for w in client.list_workflows(f'BlockbatchRunId = "{run_id}"')
+    ]
     packs = [(i, r) for i, r in listed if i != wf_id]
     sem = asyncio.Semaphore(parallel)
 
@@ -105,8 +106,9 @@ async def inspect_histories(bs: BenchStack, run_id: str, parallel: int) -> dict[
     largest_events = max(every, key=lambda h: h["events"])
     largest_bytes = max(every, key=lambda h: h["bytes"])
     return {
-        "run_workflow_chain": [{k: v for k, v in h.items() if k != "continued_from"}
-                               for h in chain],
+        "run_workflow_chain": [
+            {k: v for k, v in h.items() if k != "continued_from"} for h in chain
+        ],
         "workflows_listed": len(listed),
         "pack_workflows_inspected": len(pack_histories),
         "largest_events": {k: largest_events[k] for k in ("workflow_id", "events", "bytes")},
@@ -126,8 +128,12 @@ async def postgres_rows(pool: Any) -> dict[str, Any]:
     per_table: dict[str, dict[str, int]] = {}
     for t in tables:
         rows = await pool.fetchval(f'select count(*) from "{t["relname"]}"')
-        per_table[t["relname"]] = {"rows": rows, "inserted": t["n_tup_ins"],
-                                   "updated": t["n_tup_upd"], "deleted": t["n_tup_del"]}
+        per_table[t["relname"]] = {
+            "rows": rows,
+            "inserted": t["n_tup_ins"],
+            "updated": t["n_tup_upd"],
+            "deleted": t["n_tup_del"],
+        }
     size = await pool.fetchval("select pg_database_size(current_database())")
     return {
         "rows": sum(t["rows"] for t in per_table.values()),
@@ -139,8 +145,13 @@ async def postgres_rows(pool: Any) -> dict[str, Any]:
 
 async def main(args: argparse.Namespace) -> int:
     rec = Recorder("scale", args)
-    async with BenchStack("scale", fsync=args.fsync, temporal_file=args.temporal_file,
-                          scenario={"speed_factor": 0.0}, keep=args.keep) as bs:
+    async with BenchStack(
+        "scale",
+        fsync=args.fsync,
+        temporal_file=args.temporal_file,
+        scenario={"speed_factor": 0.0},
+        keep=args.keep,
+    ) as bs:
         rec.data["stack"] = bs.describe()
         rec.data["stack"]["workers"] = f"{args.workers} worker.py subprocess(es), defaults"
         pool = await new_pool(bs, 5)
@@ -149,15 +160,20 @@ async def main(args: argparse.Namespace) -> int:
             schema_id = await bs.bb.add_schema(sample_schema("extract"))
             t0 = time.monotonic()
             doc = handbook_document(args.blocks)
-            document_id = await bs.bb.ingest_bytes(doc, name=f"handbook-{args.blocks}.md",
-                                                   fmt="markdown")
+            document_id = await bs.bb.ingest_bytes(
+                doc, name=f"handbook-{args.blocks}.md", fmt="markdown"
+            )
             ingest_s = time.monotonic() - t0
-            print(f"ingested {args.blocks:,} blocks ({len(doc) / 1e6:.1f} MB) in {ingest_s:.1f}s",
-                  flush=True)
+            print(
+                f"ingested {args.blocks:,} blocks ({len(doc) / 1e6:.1f} MB) in {ingest_s:.1f}s",
+                flush=True,
+            )
             before = bs.cpu_snapshot()
             t1 = time.monotonic()
             run_id = await bs.bb.start_run(
-                document_id, schema_id, RunOptions(max_concurrent_packs=args.concurrency),
+                document_id,
+                schema_id,
+                RunOptions(max_concurrent_packs=args.concurrency),
                 packs_per_history=args.packs_per_history,
             )
             waiter = asyncio.ensure_future(bs.bb.wait(run_id))
@@ -166,9 +182,11 @@ async def main(args: argparse.Namespace) -> int:
                 if not waiter.done():
                     try:
                         p = await bs.bb.progress(run_id)
-                        print(f"  {time.monotonic() - t1:6.0f}s  {p.blocks_done:,}/"
-                              f"{p.blocks_total:,} blocks, packs {p.packs_done}/{p.packs_total}",
-                              flush=True)
+                        print(
+                            f"  {time.monotonic() - t1:6.0f}s  {p.blocks_done:,}/"
+                            f"{p.blocks_total:,} blocks, packs {p.packs_done}/{p.packs_total}",
+                            flush=True,
+                        )
                     except Exception as exc:  # noqa: BLE001 - progress is best effort
                         print(f"  progress unavailable: {exc}", flush=True)
             result = waiter.result()
@@ -186,55 +204,102 @@ async def main(args: argparse.Namespace) -> int:
             await pool.close()
 
     chain = histories["run_workflow_chain"]
-    limits_ok = (max(histories["largest_events"]["events"], 0) < WARN_EVENTS
-                 and histories["largest_bytes"]["bytes"] < WARN_BYTES
-                 and histories["max_pending_children"] < WARN_PENDING_CHILDREN)
+    limits_ok = (
+        max(histories["largest_events"]["events"], 0) < WARN_EVENTS
+        and histories["largest_bytes"]["bytes"] < WARN_BYTES
+        and histories["max_pending_children"] < WARN_PENDING_CHILDREN
+    )
     rec.data.update(
-        run_id=run_id, status=result.status, blocks=args.blocks,
-        blocks_ok=figures["blocks"].get("ai_complete", 0), packs=figures["pack_count"],
-        calls=figures["calls_ok"], split_events=figures["split_events"],
-        ingest_s=round(ingest_s, 1), run_wall_s=round(run_s, 1),
+        run_id=run_id,
+        status=result.status,
+        blocks=args.blocks,
+        blocks_ok=figures["blocks"].get("ai_complete", 0),
+        packs=figures["pack_count"],
+        calls=figures["calls_ok"],
+        split_events=figures["split_events"],
+        ingest_s=round(ingest_s, 1),
+        run_wall_s=round(run_s, 1),
         history_inspection_s=round(history_s, 1),
-        blocks_per_s=args.blocks / run_s, packs_per_s=figures["pack_count"] / run_s,
-        histories=histories, worker_peak_rss_bytes=worker_rss,
-        temporal_peak_rss_bytes=temporal_rss, postgres=rows, cpu_s=cpu,
+        blocks_per_s=args.blocks / run_s,
+        packs_per_s=figures["pack_count"] / run_s,
+        histories=histories,
+        worker_peak_rss_bytes=worker_rss,
+        temporal_peak_rss_bytes=temporal_rss,
+        postgres=rows,
+        cpu_s=cpu,
         under_temporal_warning_thresholds=limits_ok,
-        thresholds={"events": WARN_EVENTS, "bytes": WARN_BYTES,
-                    "pending_children": WARN_PENDING_CHILDREN},
+        thresholds={
+            "events": WARN_EVENTS,
+            "bytes": WARN_BYTES,
+            "pending_children": WARN_PENDING_CHILDREN,
+        },
     )
     mib = 1024 * 1024
     rows_out = [
-        ["run", (f"{result.status}: {rec.data['blocks_ok']:,}/{args.blocks:,} blocks ok, "
+        [
+            "run",
+            (
+                f"{result.status}: {rec.data['blocks_ok']:,}/{args.blocks:,} blocks ok, "
                 f"{figures['pack_count']:,} packs, {figures['calls_ok']:,} calls, "
-                f"{figures['split_events']} splits")],
-        ["wall time", (f"ingest {ingest_s:.0f} s, run {run_s:.0f} s ({run_s / 60:.1f} min; "
-                      f"{args.blocks / run_s:.0f} blocks/s, "
-                      f"{figures['pack_count'] / run_s:.1f} packs/s)")],
-        ["RunWorkflow chain", (f"{len(chain)} runs (continue-as-new every "
-                              f"{args.packs_per_history} packs); largest "
-                              f"{max(h['events'] for h in chain):,} events / "
-                              f"{max(h['bytes'] for h in chain) / 1024:,.0f} KiB")],
-        ["largest history", (f"{histories['largest_events']['events']:,} events "
-                            f"({histories['largest_events']['workflow_id']}); "
-                            f"{histories['largest_bytes']['bytes'] / 1024:,.0f} KiB "
-                            f"({histories['largest_bytes']['workflow_id']})")],
-        ["largest ProcessPack history", (f"{histories['largest_pack_events']:,} events / "
-                                        f"{histories['largest_pack_bytes'] / 1024:,.1f} KiB "
-                                        f"({histories['pack_workflows_inspected']:,} inspected)")],
+                f"{figures['split_events']} splits"
+            ),
+        ],
+        [
+            "wall time",
+            (
+                f"ingest {ingest_s:.0f} s, run {run_s:.0f} s ({run_s / 60:.1f} min; "
+                f"{args.blocks / run_s:.0f} blocks/s, "
+                f"{figures['pack_count'] / run_s:.1f} packs/s)"
+            ),
+        ],
+        [
+            "RunWorkflow chain",
+            (
+                f"{len(chain)} runs (continue-as-new every "
+                f"{args.packs_per_history} packs); largest "
+                f"{max(h['events'] for h in chain):,} events / "
+                f"{max(h['bytes'] for h in chain) / 1024:,.0f} KiB"
+            ),
+        ],
+        [
+            "largest history",
+            (
+                f"{histories['largest_events']['events']:,} events "
+                f"({histories['largest_events']['workflow_id']}); "
+                f"{histories['largest_bytes']['bytes'] / 1024:,.0f} KiB "
+                f"({histories['largest_bytes']['workflow_id']})"
+            ),
+        ],
+        [
+            "largest ProcessPack history",
+            (
+                f"{histories['largest_pack_events']:,} events / "
+                f"{histories['largest_pack_bytes'] / 1024:,.1f} KiB "
+                f"({histories['pack_workflows_inspected']:,} inspected)"
+            ),
+        ],
         ["most pending children", f"{histories['max_pending_children']:,}"],
-        ["under Temporal's warnings", (f"{'yes' if limits_ok else 'NO'} (10,240 events, 10 MB, "
-                                      "2,000 pending children)")],
+        [
+            "under Temporal's warnings",
+            (f"{'yes' if limits_ok else 'NO'} (10,240 events, 10 MB, 2,000 pending children)"),
+        ],
         ["worker peak RSS", ", ".join(f"{r / mib:,.0f} MiB" for r in worker_rss)],
         ["Temporal server peak RSS", f"{temporal_rss / mib:,.0f} MiB"],
-        ["Postgres rows written", f"{rows['rows']:,} rows ("
-         + ", ".join(f"{k} {v['rows']:,}" for k, v in rows["per_table"].items() if v["rows"])
-         + f"), {rows['updated']:,} row updates; database {rows['database_bytes'] / mib:,.0f}"
-           " MiB"],
+        [
+            "Postgres rows written",
+            f"{rows['rows']:,} rows ("
+            + ", ".join(f"{k} {v['rows']:,}" for k, v in rows["per_table"].items() if v["rows"])
+            + f"), {rows['updated']:,} row updates; database {rows['database_bytes'] / mib:,.0f}"
+            " MiB",
+        ],
         ["CPU s", ", ".join(f"{k} {v:.0f}" for k, v in cpu.items())],
     ]
-    rec.print_table(f"Scale: {args.blocks:,} blocks, zero model latency, {args.workers} "
-                    f"worker process(es), concurrency {args.concurrency}",
-                    ["figure", "value"], rows_out)
+    rec.print_table(
+        f"Scale: {args.blocks:,} blocks, zero model latency, {args.workers} "
+        f"worker process(es), concurrency {args.concurrency}",
+        ["figure", "value"],
+        rows_out,
+    )
     rec.write()
     return 0 if result.status == "completed" and limits_ok else 1
 
@@ -243,10 +308,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--blocks", type=int, default=100_000)
     parser.add_argument("--workers", type=int, default=2, help="worker.py subprocesses")
-    parser.add_argument("--packs-per-history", type=int, default=400,
-                        help="RunWorkflow continues as new every this many packs")
-    parser.add_argument("--concurrency", type=int, default=RunOptions().max_concurrent_packs,
-                        help="max_concurrent_packs (default: the RunOptions default)")
+    parser.add_argument(
+        "--packs-per-history",
+        type=int,
+        default=400,
+        help="RunWorkflow continues as new every this many packs",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=RunOptions().max_concurrent_packs,
+        help="max_concurrent_packs (default: the RunOptions default)",
+    )
     parser.add_argument("--progress-every", type=float, default=30.0)
     parser.add_argument("--history-parallelism", type=int, default=16)
     common_args(parser, "scale")

@@ -46,7 +46,7 @@ from bench.common import (
     run_once,
     sample_schema,
 )
-from core.models import RunOptions
+from blockbatch.core.models import RunOptions
 
 
 async def timeline(pool: Any, run_id: str) -> dict[str, Any]:
@@ -55,18 +55,29 @@ async def timeline(pool: Any, run_id: str) -> dict[str, Any]:
         """select extract(epoch from created_at)::float8 as created_at,
                   extract(epoch from started_at)::float8 as planned_at,
                   extract(epoch from finished_at)::float8 as finished_at, pack_count
-           from runs where run_id = $1""", run_id)
+           from runs where run_id = $1""",
+        run_id,
+    )
     calls = await pool.fetch(
         """select purpose, pack_path, pack_attempt, status, latency_ms,
                   extract(epoch from started_at)::float8 as opened_at,
                   extract(epoch from finished_at)::float8 as finished_at,
                   extract(epoch from finished_at)::float8 - latency_ms / 1000.0 as sent_at
-           from llm_calls where run_id = $1 order by started_at""", run_id)
+           from llm_calls where run_id = $1 order by started_at""",
+        run_id,
+    )
     warm = [c for c in calls if c["purpose"] == "warm_up"]
-    packs = [c for c in calls if c["purpose"] == "pack" and c["pack_attempt"] == 1
-             and "." not in c["pack_path"]]  # first attempts of the planned packs
-    return {"run": dict(run), "warm_up": [dict(c) for c in warm],
-            "packs": [dict(c) for c in packs], "calls": len(calls)}
+    packs = [
+        c
+        for c in calls
+        if c["purpose"] == "pack" and c["pack_attempt"] == 1 and "." not in c["pack_path"]
+    ]  # first attempts of the planned packs
+    return {
+        "run": dict(run),
+        "warm_up": [dict(c) for c in warm],
+        "packs": [dict(c) for c in packs],
+        "calls": len(calls),
+    }
 
 
 async def pack_workflows(bs: BenchStack, run_id: str, packs: int) -> list[dict[str, float]]:
@@ -82,16 +93,24 @@ async def pack_workflows(bs: BenchStack, run_id: str, packs: int) -> list[dict[s
             if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
                 scheduled = event.event_time.ToDatetime().timestamp()
                 break
-        out.append({"index": index, "started_at": desc.start_time.timestamp(),
-                    "activity_scheduled_at": scheduled})
+        out.append(
+            {
+                "index": index,
+                "started_at": desc.start_time.timestamp(),
+                "activity_scheduled_at": scheduled,
+            }
+        )
     return out
 
 
 def measure(t: dict[str, Any], workflow_start: float) -> dict[str, Any]:
     """Offsets from the workflow's start (s), the round trip and the excess."""
     run, warm, packs = t["run"], t["warm_up"], t["packs"]
-    out: dict[str, Any] = {"packs": len(packs), "pack_count": run["pack_count"],
-                           "calls": t["calls"]}
+    out: dict[str, Any] = {
+        "packs": len(packs),
+        "pack_count": run["pack_count"],
+        "calls": t["calls"],
+    }
 
     def rel(x: float | None) -> float | None:
         return None if x is None else round(x - workflow_start, 3)
@@ -105,26 +124,33 @@ def measure(t: dict[str, Any], workflow_start: float) -> dict[str, Any]:
     sent = sorted(p["sent_at"] for p in packs if p["sent_at"] is not None)
     opened = sorted(p["opened_at"] for p in packs)
     round_trip = w["latency_ms"] / 1000.0
-    out.update({
-        "warm_up_opened_s": rel(w["opened_at"]),
-        "warm_up_sent_s": rel(w["sent_at"]),
-        "warm_up_answered_s": rel(w["finished_at"]),
-        "round_trip_s": round_trip,
-        "first_pack_opened_s": rel(opened[0]),
-        "last_pack_opened_s": rel(opened[-1]),
-        "first_pack_sent_s": rel(sent[0]),
-        "last_pack_sent_s": rel(sent[-1]),
-        "median_pack_sent_s": rel(statistics.median(sent)),
-        "pack_call_s_mean": round(statistics.mean(p["latency_ms"] for p in packs) / 1000, 3),
-    })
+    out.update(
+        {
+            "warm_up_opened_s": rel(w["opened_at"]),
+            "warm_up_sent_s": rel(w["sent_at"]),
+            "warm_up_answered_s": rel(w["finished_at"]),
+            "round_trip_s": round_trip,
+            "first_pack_opened_s": rel(opened[0]),
+            "last_pack_opened_s": rel(opened[-1]),
+            "first_pack_sent_s": rel(sent[0]),
+            "last_pack_sent_s": rel(sent[-1]),
+            "median_pack_sent_s": rel(statistics.median(sent)),
+            "pack_call_s_mean": round(statistics.mean(p["latency_ms"] for p in packs) / 1000, 3),
+        }
+    )
     children = t.get("pack_workflows") or []
     if children:
         starts = sorted(c["started_at"] for c in children)
-        scheduled = sorted(c["activity_scheduled_at"] for c in children
-                           if c["activity_scheduled_at"] is not None)
-        out.update({"first_pack_workflow_s": rel(starts[0]),
-                    "last_pack_workflow_s": rel(starts[-1]),
-                    "last_call_scheduled_s": rel(scheduled[-1]) if scheduled else None})
+        scheduled = sorted(
+            c["activity_scheduled_at"] for c in children if c["activity_scheduled_at"] is not None
+        )
+        out.update(
+            {
+                "first_pack_workflow_s": rel(starts[0]),
+                "last_pack_workflow_s": rel(starts[-1]),
+                "last_call_scheduled_s": rel(scheduled[-1]) if scheduled else None,
+            }
+        )
     excess = sent[-1] - w["finished_at"]
     out["excess_s"] = round(excess, 3)
     out["excess_round_trips"] = round(excess / round_trip, 2) if round_trip else None
@@ -135,12 +161,19 @@ def measure(t: dict[str, Any], workflow_start: float) -> dict[str, Any]:
 async def main(args: argparse.Namespace) -> int:
     rec = Recorder("startup", args)
     limits = {"rpm": args.rpm, "output_tpm": args.otpm, "input_tpm": args.itpm}
-    scenario = {"speed_factor": 1.0,
-                "latency": {"ttft_ms": args.ttft_ms, "per_output_token_ms": args.per_token_ms},
-                "limits": limits}
+    scenario = {
+        "speed_factor": 1.0,
+        "latency": {"ttft_ms": args.ttft_ms, "per_output_token_ms": args.per_token_ms},
+        "limits": limits,
+    }
     results: list[dict[str, Any]] = []
-    async with BenchStack("startup", fsync=args.fsync, temporal_file=args.temporal_file,
-                          scenario=scenario, keep=args.keep) as bs:
+    async with BenchStack(
+        "startup",
+        fsync=args.fsync,
+        temporal_file=args.temporal_file,
+        scenario=scenario,
+        keep=args.keep,
+    ) as bs:
         rec.data["stack"] = bs.describe()
         rec.data["stack"]["workers"] = f"{args.workers} worker.py subprocess(es), defaults"
         rec.data["scenario"] = scenario
@@ -148,69 +181,135 @@ async def main(args: argparse.Namespace) -> int:
         try:
             await bs.start_workers(args.workers)
             schema_id = await bs.bb.add_schema(sample_schema("extract"))
-            document_id = await bs.bb.ingest_bytes(handbook_document(args.blocks),
-                                                   name=f"handbook-{args.blocks}.md",
-                                                   fmt="markdown")
+            document_id = await bs.bb.ingest_bytes(
+                handbook_document(args.blocks), name=f"handbook-{args.blocks}.md", fmt="markdown"
+            )
             # Reuse off: every repeat sends every block (the repeats measure the pipeline).
             options = RunOptions(pack_size=args.pack_size, reuse_answers=False)
             if args.max_concurrent_packs:
                 options = options.model_copy(
-                    update={"max_concurrent_packs": args.max_concurrent_packs})
+                    update={"max_concurrent_packs": args.max_concurrent_packs}
+                )
             for i in range(args.repeat):
                 bs.sim_reset()  # a cold prompt cache and full buckets for every run
-                timed = await run_once(bs, document_id, schema_id, options,
-                                       timeout_s=args.run_timeout)
+                timed = await run_once(
+                    bs, document_id, schema_id, options, timeout_s=args.run_timeout
+                )
                 desc = await bs.bb.handle(timed.run_id).describe()
                 t = await timeline(pool, timed.run_id)
-                t["pack_workflows"] = await pack_workflows(bs, timed.run_id,
-                                                           t["run"]["pack_count"])
+                t["pack_workflows"] = await pack_workflows(bs, timed.run_id, t["run"]["pack_count"])
                 m = measure(t, desc.start_time.timestamp())
-                m.update({"run_id": timed.run_id, "status": timed.result.status,
-                          "wall_s": round(timed.wall_s, 2),
-                          "max_concurrent_packs": options.max_concurrent_packs,
-                          "timeline": t})
+                m.update(
+                    {
+                        "run_id": timed.run_id,
+                        "status": timed.result.status,
+                        "wall_s": round(timed.wall_s, 2),
+                        "max_concurrent_packs": options.max_concurrent_packs,
+                        "timeline": t,
+                    }
+                )
                 results.append(m)
-                print(f"run {i + 1}: {timed.result.status}, {m.get('packs')} packs; last pack "
-                      f"sent {m.get('last_pack_sent_s')} s after the start, warm-up answered "
-                      f"at {m.get('warm_up_answered_s')} s; excess {m.get('excess_s')} s = "
-                      f"{m.get('excess_round_trips')} round trips", flush=True)
+                print(
+                    f"run {i + 1}: {timed.result.status}, {m.get('packs')} packs; last pack "
+                    f"sent {m.get('last_pack_sent_s')} s after the start, warm-up answered "
+                    f"at {m.get('warm_up_answered_s')} s; excess {m.get('excess_s')} s = "
+                    f"{m.get('excess_round_trips')} round trips",
+                    flush=True,
+                )
         finally:
             await pool.close()
     rec.data["runs"] = results
     ok = [r for r in results if "excess_s" in r]
-    rows = [[i + 1, r["packs"],
-             *(f"{r[k]:.2f}" for k in ("run_row_created_s", "warm_up_sent_s", "round_trip_s",
-                                       "warm_up_answered_s", "first_pack_sent_s",
-                                       "last_pack_sent_s", "excess_s", "excess_round_trips")),
-             f"{r['pack_call_s_mean']:.1f}", f"{r['wall_s']:.1f}"] for i, r in enumerate(ok)]
+    rows = [
+        [
+            i + 1,
+            r["packs"],
+            *(
+                f"{r[k]:.2f}"
+                for k in (
+                    "run_row_created_s",
+                    "warm_up_sent_s",
+                    "round_trip_s",
+                    "warm_up_answered_s",
+                    "first_pack_sent_s",
+                    "last_pack_sent_s",
+                    "excess_s",
+                    "excess_round_trips",
+                )
+            ),
+            f"{r['pack_call_s_mean']:.1f}",
+            f"{r['wall_s']:.1f}",
+        ]
+        for i, r in enumerate(ok)
+    ]
     if ok:
-        med = {k: statistics.median(r[k] for r in ok)
-               for k in ("excess_s", "excess_round_trips", "round_trip_s")}
+        med = {
+            k: statistics.median(r[k] for r in ok)
+            for k in ("excess_s", "excess_round_trips", "round_trip_s")
+        }
         rec.data["median"] = med
     rec.print_table(
         f"The start of a run: {args.blocks} blocks in packs of {args.pack_size}, "
         f"max_concurrent_packs {options.max_concurrent_packs}; latency {args.ttft_ms} ms + "
         f"{args.per_token_ms} ms/token, limits not binding; seconds from the workflow start",
-        ["run", "packs", "run row", "warm-up sent", "round trip", "warm-up answered",
-         "first pack sent", "last pack sent", "excess s", "excess / round trip",
-         "pack call s", "wall s"],
+        [
+            "run",
+            "packs",
+            "run row",
+            "warm-up sent",
+            "round trip",
+            "warm-up answered",
+            "first pack sent",
+            "last pack sent",
+            "excess s",
+            "excess / round trip",
+            "pack call s",
+            "wall s",
+        ],
         rows,
-        [("ideal: last pack sent = warm-up answered (excess 0); goal: excess within one "
-          "round trip (the warm-up's own duration). Sent = ledger finished_at - latency_ms.")],
+        [
+            (
+                "ideal: last pack sent = warm-up answered (excess 0); goal: excess within one "
+                "round trip (the warm-up's own duration). Sent = ledger finished_at - latency_ms."
+            )
+        ],
     )
-    stage_rows = [[i + 1, *(f"{r[k]:.2f}" if r.get(k) is not None else "-" for k in (
-        "warm_up_answered_s", "first_pack_workflow_s", "last_pack_workflow_s",
-        "last_call_scheduled_s", "last_pack_opened_s", "last_pack_sent_s"))]
-        for i, r in enumerate(ok)]
+    stage_rows = [
+        [
+            i + 1,
+            *(
+                f"{r[k]:.2f}" if r.get(k) is not None else "-"
+                for k in (
+                    "warm_up_answered_s",
+                    "first_pack_workflow_s",
+                    "last_pack_workflow_s",
+                    "last_call_scheduled_s",
+                    "last_pack_opened_s",
+                    "last_pack_sent_s",
+                )
+            ),
+        ]
+        for i, r in enumerate(ok)
+    ]
     rec.print_table(
         "Where the start goes: seconds from the workflow start",
-        ["run", "warm-up answered", "first pack workflow started",
-         "last pack workflow started", "last call_model scheduled", "last ledger row opened",
-         "last pack sent"],
+        [
+            "run",
+            "warm-up answered",
+            "first pack workflow started",
+            "last pack workflow started",
+            "last call_model scheduled",
+            "last ledger row opened",
+            "last pack sent",
+        ],
         stage_rows,
-        [("pack workflow started: Temporal's start time of the child; call_model scheduled: "
-          "its history's ActivityTaskScheduled; ledger row opened: the activity has read "
-          "the pack and is about to ask the fleet limiter.")],
+        [
+            (
+                "pack workflow started: Temporal's start time of the child; call_model scheduled: "
+                "its history's ActivityTaskScheduled; ledger row opened: the activity has read "
+                "the pack and is about to ask the fleet limiter."
+            )
+        ],
     )
     rec.write()
     return 0 if all(r["status"] == "completed" for r in results) else 1
@@ -220,8 +319,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--blocks", type=int, default=200)
     parser.add_argument("--pack-size", type=int, default=10)
-    parser.add_argument("--max-concurrent-packs", type=int, default=None,
-                        help="default: RunOptions' default (32)")
+    parser.add_argument(
+        "--max-concurrent-packs", type=int, default=None, help="default: RunOptions' default (32)"
+    )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--rpm", type=int, default=1_000_000)
     parser.add_argument("--otpm", type=int, default=100_000_000)

@@ -9,20 +9,21 @@ from urllib.parse import quote
 import asyncpg
 
 from blockbatch.cli.parser import PROG
-from core.budget import left_text, suggested_budget
-from core.claude_errors import fatal_code_of
-from core.endpoint import answered_text, endpoint_host
-from core.models import RunResult
-from core.quality import probe_cost_text
-from core.registry import UnknownModelError, Usage, cost_usd, get_model
-from runtime.settings import Settings
-from store.reads import baseline_inputs, prefix_to_count
-from store.repo import save_prefix_tokens
-from store.retries import RetryRecord
+from blockbatch.core.budget import left_text, suggested_budget
+from blockbatch.core.claude_errors import fatal_code_of
+from blockbatch.core.endpoint import answered_text, endpoint_host
+from blockbatch.core.models import RunResult
+from blockbatch.core.quality import probe_cost_text
+from blockbatch.core.registry import UnknownModelError, Usage, cost_usd, get_model
+from blockbatch.runtime.settings import Settings
+from blockbatch.store.reads import baseline_inputs, prefix_to_count
+from blockbatch.store.repo import save_prefix_tokens
+from blockbatch.store.retries import RetryRecord
 
 
-async def baseline_cost(pool: asyncpg.Pool, run_id: str,
-                        settings: Settings | None = None) -> float | None:
+async def baseline_cost(
+    pool: asyncpg.Pool, run_id: str, settings: Settings | None = None
+) -> float | None:
     """Estimated cost of the same blocks at one call per block without prompt caching.
 
     Every block would pay the full prompt prefix as plain input and its own output; we
@@ -40,8 +41,9 @@ async def baseline_cost(pool: asyncpg.Pool, run_id: str,
     if prefix is None and settings is not None:
         to_count = await prefix_to_count(pool, run_id)
         # Counted where the run was answered: another endpoint has another tokenizer.
-        if (to_count is not None
-                and to_count.endpoint_host == endpoint_host(settings.resolved_anthropic_base_url)):
+        if to_count is not None and to_count.endpoint_host == endpoint_host(
+            settings.resolved_anthropic_base_url
+        ):
             from blockbatch.api.quote import count_prefix  # the SDK only when counting
 
             prefix = await count_prefix(settings, to_count)
@@ -51,8 +53,10 @@ async def baseline_cost(pool: asyncpg.Pool, run_id: str,
         return None
     per_block_content = (b.prompt_tokens - prefix * b.calls) / max(b.blocks_sent, 1)
     per_block_output = b.output_tokens / max(b.blocks_sent, 1)
-    one_call = Usage(input_tokens=round(prefix + max(per_block_content, 0)),
-                     output_tokens=round(per_block_output))
+    one_call = Usage(
+        input_tokens=round(prefix + max(per_block_content, 0)),
+        output_tokens=round(per_block_output),
+    )
     try:
         model = get_model(b.model)
     except UnknownModelError:  # priced from configuration: not known here
@@ -71,8 +75,9 @@ def run_links(settings: Settings, run_id: str) -> dict[str, str]:
 
 
 def cache_hit_ratio(result: RunResult) -> float:
-    prompt = (result.input_tokens + result.cache_creation_input_tokens
-              + result.cache_read_input_tokens)
+    prompt = (
+        result.input_tokens + result.cache_creation_input_tokens + result.cache_read_input_tokens
+    )
     return result.cache_read_input_tokens / prompt if prompt else 0.0
 
 
@@ -104,9 +109,11 @@ def tokens_line(result: RunResult) -> str:
     """``input 1,200 · output 340 (thinking 120) · cache write 0 · cache read 5,000``."""
     r = result
     thinking = f" (thinking {r.thinking_tokens:,})" if r.thinking_tokens else ""
-    return (f"input {r.input_tokens:,} · output {r.output_tokens:,}{thinking} · "
-            f"cache write {r.cache_creation_input_tokens:,} · "
-            f"cache read {r.cache_read_input_tokens:,}")
+    return (
+        f"input {r.input_tokens:,} · output {r.output_tokens:,}{thinking} · "
+        f"cache write {r.cache_creation_input_tokens:,} · "
+        f"cache read {r.cache_read_input_tokens:,}"
+    )
 
 
 def model_line(result: RunResult) -> str:
@@ -122,8 +129,10 @@ def reused_line(result: RunResult) -> str | None:
     r = result
     if not r.blocks_reused:
         return None
-    return (f"{r.blocks_reused} block{'s' if r.blocks_reused != 1 else ''} answered by "
-            f"earlier runs, no call · saved ${r.reuse_saved_usd:.4f}")
+    return (
+        f"{r.blocks_reused} block{'s' if r.blocks_reused != 1 else ''} answered by "
+        f"earlier runs, no call · saved ${r.reuse_saved_usd:.4f}"
+    )
 
 
 def quality_rows(result: RunResult) -> list[tuple[str, str]]:
@@ -135,18 +144,34 @@ def quality_rows(result: RunResult) -> list[tuple[str, str]]:
         return []
     if not q.sampled and not q.probe_calls and q.sample_capped:
         share = f"{100 * (q.probe_max_share or 0):g}%"
-        return [("quality", (f"not probed: one probe call would cost more than {share} of "
-                             "the run's expected cost (--probe-max-share)"))]
+        return [
+            (
+                "quality",
+                (
+                    f"not probed: one probe call would cost more than {share} of "
+                    "the run's expected cost (--probe-max-share)"
+                ),
+            )
+        ]
     text = q.text or "no block compared"  # with its 95% CI (core.agreement.agreement_text)
     if q.failed:
         text += f"; {q.failed} probe{'s' if q.failed != 1 else ''} failed"
     if q.sampled and q.sampled > q.agreement.agreeing:
         text += f"; see `{PROG} review {result.run_id} --disagreeing`"
-    rows = [("quality", text),
-            ("probe", probe_cost_text(q.probe_calls, q.probe_cost_usd, q.run_cost_usd,
-                                      max_share=q.probe_max_share, capped=q.sample_capped,
-                                      gated=q.min_agreement is not None)
-             .removeprefix("quality probe: "))]
+    rows = [
+        ("quality", text),
+        (
+            "probe",
+            probe_cost_text(
+                q.probe_calls,
+                q.probe_cost_usd,
+                q.run_cost_usd,
+                max_share=q.probe_max_share,
+                capped=q.sample_capped,
+                gated=q.min_agreement is not None,
+            ).removeprefix("quality probe: "),
+        ),
+    ]
     if q.pack_size:
         gate = f" (quality gate, target {q.min_agreement:.0%})" if q.gate else ""
         rows.append(("pack size", f"settled on {q.pack_size} blocks{gate}"))
@@ -170,12 +195,12 @@ def retries_line(retries: Sequence[RetryRecord]) -> str | None:
         return None
     parts = []
     for r in retries:
-        why = (next(iter(r.reasons)) if len(r.reasons) == 1
-               else grouped_reasons(r.reasons))
+        why = next(iter(r.reasons)) if len(r.reasons) == 1 else grouped_reasons(r.reasons)
         end = r.final_status or "running"
         took = f" in {r.duration_s:.1f}s" if r.duration_s is not None else ""
-        parts.append(f"{r.block_count} block{'s' if r.block_count != 1 else ''} ({why}) "
-                     f"→ {end}{took}")
+        parts.append(
+            f"{r.block_count} block{'s' if r.block_count != 1 else ''} ({why}) → {end}{took}"
+        )
     return f"retried {len(retries)}×: " + "; ".join(parts)
 
 
@@ -219,9 +244,14 @@ def _saving(cost: float, baseline: float) -> str:
     return f"{saved:.0%} saved" if saved > 0 else f"{-saved:.0%} more"
 
 
-def summary_dict(result: RunResult, *, baseline: float | None, links: dict[str, str],
-                 duration_s: float | None = None,
-                 retries: Sequence[RetryRecord] = ()) -> dict[str, Any]:
+def summary_dict(
+    result: RunResult,
+    *,
+    baseline: float | None,
+    links: dict[str, str],
+    duration_s: float | None = None,
+    retries: Sequence[RetryRecord] = (),
+) -> dict[str, Any]:
     """The summary as data (``--json``)."""
     return {
         **result.model_dump(mode="json"),
@@ -235,9 +265,14 @@ def summary_dict(result: RunResult, *, baseline: float | None, links: dict[str, 
     }
 
 
-def summary_lines(result: RunResult, *, baseline: float | None, links: dict[str, str],
-                  duration_s: float | None = None,
-                  retries: Sequence[RetryRecord] = ()) -> list[str]:
+def summary_lines(
+    result: RunResult,
+    *,
+    baseline: float | None,
+    links: dict[str, str],
+    duration_s: float | None = None,
+    retries: Sequence[RetryRecord] = (),
+) -> list[str]:
     """The end-of-run table the starter and the demo print (counters of the whole run,
     its retries included)."""
     r = result
@@ -248,19 +283,26 @@ def summary_lines(result: RunResult, *, baseline: float | None, links: dict[str,
     probe_calls = r.quality.probe_calls if r.quality is not None else 0
     work_calls = r.calls - probe_calls
     per_call = f"{answered / work_calls:.1f} blocks per call; " if work_calls > 0 else ""
-    calls = (f"{_count(work_calls, 'call')} for {_count(answered, 'block')} ({per_call}"
-             f"{_count(r.pack_count, 'pack')}, {_count(r.split_events, 'split event')})")
+    calls = (
+        f"{_count(work_calls, 'call')} for {_count(answered, 'block')} ({per_call}"
+        f"{_count(r.pack_count, 'pack')}, {_count(r.split_events, 'split event')})"
+    )
     if probe_calls:
-        calls = (f"{_count(r.calls, 'call')}: {calls}, "
-                 f"{_count(probe_calls, 'quality probe call')}")
+        calls = f"{_count(r.calls, 'call')}: {calls}, {_count(probe_calls, 'quality probe call')}"
     cost = f"${r.cost_usd:.4f}"
     if baseline:
-        cost += (f"   (one call per block, no caching: ${baseline:.4f}; "
-                 f"{_saving(r.cost_usd, baseline)})")
+        cost += (
+            f"   (one call per block, no caching: ${baseline:.4f}; {_saving(r.cost_usd, baseline)})"
+        )
     rows = [
         ("model", model_line(r)),
-        ("blocks", (f"{r.blocks_ai_complete} ok · {r.blocks_failed} failed · "
-                   f"{r.blocks_cancelled} cancelled · {r.blocks_total} total")),
+        (
+            "blocks",
+            (
+                f"{r.blocks_ai_complete} ok · {r.blocks_failed} failed · "
+                f"{r.blocks_cancelled} cancelled · {r.blocks_total} total"
+            ),
+        ),
         ("calls", calls),
         ("tokens", tokens_line(r)),
         ("cache hits", f"{cache_hit_ratio(r):.0%} of prompt tokens read from the cache"),
@@ -287,6 +329,9 @@ def summary_lines(result: RunResult, *, baseline: float | None, links: dict[str,
     if following:
         rows.append(("next", following))
     error = r.error if r.budget is None else None  # the budget row says it
-    head = (f"run {r.run_id}: {r.status}" + (f" ({error})" if error else "")
-            + (" · SIMULATED answers, not Claude's" if r.simulated else ""))
+    head = (
+        f"run {r.run_id}: {r.status}"
+        + (f" ({error})" if error else "")
+        + (" · SIMULATED answers, not Claude's" if r.simulated else "")
+    )
     return [head] + [f"  {k:<12} {v}" for k, v in rows]

@@ -27,11 +27,11 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from blockbatch.api import Blockbatch
-from devtools import stack
-from runtime.settings import Settings
-from runtime.temporal import anthropic_client, build_worker
-from simulator.testing import control
-from store.db import create_pool, migrate
+from blockbatch.devtools import stack
+from blockbatch.runtime.settings import Settings
+from blockbatch.runtime.temporal import anthropic_client, build_worker
+from blockbatch.simulator.testing import control
+from blockbatch.store.db import create_pool, migrate
 from workflows.attributes import SEARCH_ATTRIBUTES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,8 +42,7 @@ _db_counter = itertools.count()
 @pytest.fixture(scope="session")
 def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stack.PostgresInstance]:
     base = tmp_path_factory.mktemp("pg")
-    instance = stack.start_postgres(base / "data", stack.free_port(), base / "pg.log",
-                                    fsync=False)
+    instance = stack.start_postgres(base / "data", stack.free_port(), base / "pg.log", fsync=False)
     stack.ensure_database(instance, TEMPLATE_DB)
 
     async def _migrate() -> None:
@@ -98,8 +97,18 @@ def simulator_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Simu
     log = tmp_path_factory.mktemp("sim") / "simulator.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "simulator", "--host", "127.0.0.1", "--port", str(port)],
-            stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
+            [
+                sys.executable,
+                "-m",
+                "blockbatch.simulator",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
         )
     base = f"http://127.0.0.1:{port}"
     stack._wait_until(lambda: stack._http_ok(base + "/health"), 30, "simulator", log)
@@ -156,8 +165,7 @@ class Stack:
         worker would refuse an exported ``METRICS_PORT`` the first one holds.
         """
         return {
-            **{k: v for k, v in os.environ.items()
-               if not k.startswith(("ANTHROPIC_", "METRICS_"))},
+            **{k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "METRICS_"))},
             "DATABASE_URL": self.settings.resolved_database_url,
             "TEMPORAL_ADDRESS": self.settings.resolved_temporal_address,
             "TEMPORAL_TASK_QUEUE": self.task_queue,
@@ -167,20 +175,25 @@ class Stack:
             **extra,
         }
 
-    def start_worker_process(self, key: str, log: Path,
-                             **extra: str) -> subprocess.Popen[bytes]:
+    def start_worker_process(self, key: str, log: Path, **extra: str) -> subprocess.Popen[bytes]:
         """``worker.py`` in a process of its own (see :meth:`worker_env`), output to ``log``."""
         with open(log, "wb") as out:
             return subprocess.Popen(  # our own entry point
-                [sys.executable, str(ROOT / "worker.py")], cwd=ROOT,
-                env=self.worker_env(key, log, **extra), stdout=out,
-                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                [sys.executable, str(ROOT / "worker.py")],
+                cwd=ROOT,
+                env=self.worker_env(key, log, **extra),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
             )
 
 
 @pytest_asyncio.fixture
 async def bbstack(
-    temporal_env: WorkflowEnvironment, pool: asyncpg.Pool, db_url: str, sim: SimulatorProcess,
+    temporal_env: WorkflowEnvironment,
+    pool: asyncpg.Pool,
+    db_url: str,
+    sim: SimulatorProcess,
     tmp_path: Path,
 ) -> AsyncIterator[Stack]:
     task_queue = f"tq-{uuid.uuid4().hex[:8]}"

@@ -7,7 +7,7 @@ from typing import Any
 
 import asyncpg
 
-from devtools.synthetic import WORDS, checkable_properties, markdown_document
+from blockbatch.devtools.synthetic import WORDS, checkable_properties, markdown_document
 
 _WORDS = WORDS
 
@@ -20,8 +20,9 @@ def markdown_doc(n_blocks: int, seed: int = 7) -> bytes:
 async def block_content(pool: asyncpg.Pool, block_uid: str) -> str:
     """A block's text. Requests name blocks by short ids (``b1``, ``b2``, … per call), so a
     test picks one block for the simulator by its text (``always_skip_contents``)."""
-    content = await pool.fetchval("select block_content from blocks where block_uid = $1",
-                                  block_uid)
+    content = await pool.fetchval(
+        "select block_content from blocks where block_uid = $1", block_uid
+    )
     assert content is not None, f"no block {block_uid}"
     return str(content)
 
@@ -32,8 +33,11 @@ REJECT_MARKER = "FORBIDDEN-CONTENT"
 
 def marked_paragraphs(n: int, marked: set[int]) -> list[str]:
     """``n`` short paragraphs; those at ``marked`` carry :data:`REJECT_MARKER`."""
-    return [f"Paragraph {i} of the runbook about restarting service {i}."
-            + (f" {REJECT_MARKER}" if i in marked else "") for i in range(n)]
+    return [
+        f"Paragraph {i} of the runbook about restarting service {i}."
+        + (f" {REJECT_MARKER}" if i in marked else "")
+        for i in range(n)
+    ]
 
 
 def marked_document(n: int, marked: set[int]) -> bytes:
@@ -80,6 +84,7 @@ def revise_schema(instruction_words: int = 800) -> dict[str, Any]:
             "revised_text": {"type": "string", "description": "The block rewritten."},
             "word_count": {"type": "integer"},
         },
-        "prompt_config": {"system_instructions": "Edit for clarity. "
-                          + long_instructions(instruction_words)},
+        "prompt_config": {
+            "system_instructions": "Edit for clarity. " + long_instructions(instruction_words)
+        },
     }

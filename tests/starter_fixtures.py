@@ -49,8 +49,13 @@ class Cli:
 
     async def start(self, *args: str, **env: str) -> asyncio.subprocess.Process:
         return await asyncio.create_subprocess_exec(
-            sys.executable, "starter.py", *args, cwd=ROOT, env={**self.env, **env},
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            sys.executable,
+            "starter.py",
+            *args,
+            cwd=ROOT,
+            env={**self.env, **env},
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
         )
 
@@ -67,15 +72,17 @@ class Cli:
 
     def schema(self, name: str = "schema.json", **kwargs: Any) -> str:
         path = self.tmp / name
-        data = kwargs.pop("data", None) or extract_schema(**{"instruction_words": 200,
-                                                              **kwargs})
+        data = kwargs.pop("data", None) or extract_schema(**{"instruction_words": 200, **kwargs})
         path.write_text(json.dumps(data))
         return str(path)
 
 
 def stack_env(s: Stack) -> dict[str, str]:
-    keep = {k: v for k, v in os.environ.items()
-            if not k.startswith(("ANTHROPIC_", "DATABASE_", "TEMPORAL_", "BLOCKBATCH_"))}
+    keep = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("ANTHROPIC_", "DATABASE_", "TEMPORAL_", "BLOCKBATCH_"))
+    }
     settings = s.settings
     assert settings.database_url and settings.temporal_address and settings.anthropic_base_url
     return {

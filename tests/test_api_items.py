@@ -10,8 +10,8 @@ import pytest
 from blockbatch.api import AllItemsFailed, Blockbatch, allm_batch, llm_batch, llm_query_batched
 from blockbatch.api.items import items_to_blocks
 from blockbatch.cli import amain
-from core.models import RunOptions
-from simulator.questions import WORDS
+from blockbatch.core.models import RunOptions
+from blockbatch.simulator.questions import WORDS
 from tests.conftest import Stack
 from tests.helpers import REJECT_MARKER, block_content, extract_schema, markdown_doc
 
@@ -30,8 +30,14 @@ async def test_allm_batch_returns_one_result_per_item_in_order(bbstack: Stack) -
     doc = await bbstack.bb.ingest_blocks(data, blocks, name="items", fmt="items")
     # The 5th item: block 3.
     bbstack.sim.scenario(always_skip_contents=[await block_content(bbstack.pool, f"{doc}:3")])
-    out = await allm_batch(ITEMS, extract_schema(instruction_words=200), bb=bbstack.bb,
-                           with_worker=True, pack_size=2, max_block_attempts=1)
+    out = await allm_batch(
+        ITEMS,
+        extract_schema(instruction_words=200),
+        bb=bbstack.bb,
+        with_worker=True,
+        pack_size=2,
+        max_block_attempts=1,
+    )
     assert out.run.status == "completed_with_failures"  # block 3 failed
     assert len(out) == len(ITEMS) == len(out.values)
     assert [r.index for r in out] == list(range(len(ITEMS)))
@@ -48,15 +54,19 @@ async def test_allm_batch_returns_one_result_per_item_in_order(bbstack: Stack) -
             assert result.value["first_40_chars"] == text[:40]
     assert [e.index for e in out.errors] == [2, 4]
     meta = await bbstack.pool.fetchval(
-        "select metadata from blocks where block_uid = $1", f"{doc}:1")
+        "select metadata from blocks where block_uid = $1", f"{doc}:1"
+    )
     assert meta == {"id": 7, "team": "ledger", "item_index": 1}
 
 
 async def test_llm_batch_blocking_form_with_in_process_worker(bbstack: Stack) -> None:
     # The blocking form makes its own connections from settings, as a script would.
     out = await asyncio.to_thread(
-        llm_batch, ["One two three.", "Four five."], extract_schema(instruction_words=100),
-        settings=bbstack.settings, with_worker=True,
+        llm_batch,
+        ["One two three.", "Four five."],
+        extract_schema(instruction_words=100),
+        settings=bbstack.settings,
+        with_worker=True,
     )
     assert [r.ok for r in out] == [True, True]
     assert [v["word_count"] for v in out.values if v] == [3, 2]
@@ -66,8 +76,10 @@ async def test_llm_batch_blocking_form_with_in_process_worker(bbstack: Stack) ->
 async def test_llm_batch_answers_questions_in_plain_text_in_input_order(bbstack: Stack) -> None:
     # No schema: each prompt is a question; the blocking form, as a script calls it.
     out = await asyncio.to_thread(
-        llm_query_batched, ["What is 2+2?", "Name a colour."],
-        settings=bbstack.settings, with_worker=True,
+        llm_query_batched,
+        ["What is 2+2?", "Name a colour."],
+        settings=bbstack.settings,
+        with_worker=True,
     )
     assert out.all_succeeded and out.error_count == 0
     assert out.values[0] == "4" and out.values[1] in WORDS["colour"]["en"]
@@ -75,10 +87,13 @@ async def test_llm_batch_answers_questions_in_plain_text_in_input_order(bbstack:
     # Both questions shared one call, and each carries its share of it.
     calls = await bbstack.pool.fetch(
         "select block_uids, cost_usd::float8 as cost from llm_calls where run_id = $1 "
-        "and purpose = 'pack'", out.run_id)
+        "and purpose = 'pack'",
+        out.run_id,
+    )
     assert [sorted(c["block_uids"]) for c in calls] == [sorted(r.block_uid or "" for r in out)]
-    assert all(r.usage.calls == 1 and r.usage.cost_usd > 0 and r.usage.input_tokens > 0
-               for r in out)
+    assert all(
+        r.usage.calls == 1 and r.usage.cost_usd > 0 and r.usage.input_tokens > 0 for r in out
+    )
     assert abs(sum(r.usage.cost_usd for r in out) - out.run.cost_usd) < 1e-6
     assert sum(r.usage.output_tokens for r in out) == pytest.approx(out.run.output_tokens, abs=2)
 
@@ -86,28 +101,48 @@ async def test_llm_batch_answers_questions_in_plain_text_in_input_order(bbstack:
 async def test_questions_keep_their_own_instructions_and_contexts_in_one_pack(
     bbstack: Stack,
 ) -> None:
-    questions = ["Answer only in French: name a colour.", "Answer in English: name a fruit.",
-                 "Summarise in English.", "Summarise in English.", "", "What is 6*7?",
-                 "Name an animal in German.", "Answer in Spanish: name a fruit."]
-    contexts = [None, None, "The storm reached the harbour at dawn.",
-                "The harvest was late this year.", None, None, None, None]
+    questions = [
+        "Answer only in French: name a colour.",
+        "Answer in English: name a fruit.",
+        "Summarise in English.",
+        "Summarise in English.",
+        "",
+        "What is 6*7?",
+        "Name an animal in German.",
+        "Answer in Spanish: name a fruit.",
+    ]
+    contexts = [
+        None,
+        None,
+        "The storm reached the harbour at dawn.",
+        "The harvest was late this year.",
+        None,
+        None,
+        None,
+        None,
+    ]
     # The model leaves one question out of its answer: a mapping failure, the pack halves.
     bbstack.sim.scenario(always_skip_contents=["Name an animal in German."])
-    out = await allm_batch(questions, contexts, bb=bbstack.bb, with_worker=True,
-                           max_parallel=3, max_block_attempts=1)
+    out = await allm_batch(
+        questions, contexts, bb=bbstack.bb, with_worker=True, max_parallel=3, max_block_attempts=1
+    )
     assert out.run.status == "completed_with_failures" and out.run.split_events >= 1
     sent = await bbstack.pool.fetchval(
         "select cardinality(block_uids) from llm_calls where run_id = $1 and purpose = 'pack' "
-        "order by call_id limit 1", out.run_id)
+        "order by call_id limit 1",
+        out.run_id,
+    )
     assert sent == 7  # every question with text went in the first call
     answers = out.values
     assert answers[0] in WORDS["colour"]["fr"]  # French asked, a colour asked
-    assert answers[1] in WORDS["fruit"]["en"]   # not French: the first one's rule stayed there
+    assert answers[1] in WORDS["fruit"]["en"]  # not French: the first one's rule stayed there
     assert answers[7] in WORDS["fruit"]["es"]
-    assert answers[2] == ("Answer: Summarise in English. "
-                          "(from the context: The storm reached the harbour at dawn.)")
-    assert answers[3] == ("Answer: Summarise in English. "
-                          "(from the context: The harvest was late this year.)")
+    assert answers[2] == (
+        "Answer: Summarise in English. (from the context: The storm reached the harbour at dawn.)"
+    )
+    assert answers[3] == (
+        "Answer: Summarise in English. (from the context: The harvest was late this year.)"
+    )
     assert answers[5] == "42"
     assert (out[4].status, out[4].reason) == ("skipped", "skipped")
     assert out[6].status == "failed" and out[6].value is None
@@ -115,7 +150,8 @@ async def test_questions_keep_their_own_instructions_and_contexts_in_one_pack(
     assert [r.index for r in out.errors] == [4, 6] and out.error_count == 2
     assert "missing_from_answer" in out.error_report()
     settings = await bbstack.pool.fetchval(
-        "select settings from runs where run_id = $1", out.run_id)
+        "select settings from runs where run_id = $1", out.run_id
+    )
     assert settings["max_concurrent_packs"] == 3
     assert abs(sum(r.usage.cost_usd for r in out) - out.run.cost_usd) < 1e-6
 
@@ -149,12 +185,14 @@ async def test_packs_and_halves_are_findable_in_the_ui_by_run_id(bbstack: Stack)
     async with bbstack.worker():
         result = await bb.wait(run_id)
     assert result.split_events > 0
-    expected = {f"run-{run_id}"} | {f"run-{run_id}/pack-{p}" for p in
-                                    await _pack_paths(bbstack, run_id)}
+    expected = {f"run-{run_id}"} | {
+        f"run-{run_id}/pack-{p}" for p in await _pack_paths(bbstack, run_id)
+    }
     found: dict[str, Any] = {}
     for _ in range(100):  # visibility is eventually consistent
-        found = {w.id: w async for w in bbstack.client.list_workflows(
-            f'BlockbatchRunId = "{run_id}"')}
+        found = {
+            w.id: w async for w in bbstack.client.list_workflows(f'BlockbatchRunId = "{run_id}"')
+        }
         if set(found) >= expected:
             break
         await asyncio.sleep(0.1)
@@ -173,7 +211,9 @@ async def test_packs_and_halves_are_findable_in_the_ui_by_run_id(bbstack: Stack)
 async def _pack_paths(s: Stack, run_id: str) -> set[str]:
     rows = await s.pool.fetch(
         """select pack_path from llm_calls where run_id = $1 and purpose = 'pack'
-           union select pack_path from split_events where run_id = $1""", run_id)
+           union select pack_path from split_events where run_id = $1""",
+        run_id,
+    )
     return {r["pack_path"] for r in rows}
 
 
@@ -188,8 +228,10 @@ async def test_llm_batch_without_a_worker_warns_and_gives_up_after_its_timeout(
     # bbstack's task queue has no worker: the run would wait forever, silently.
     from blockbatch.api import NoWorker, RunTimedOut
 
-    with pytest.warns(NoWorker, match="no worker is polling task queue .*with_worker=True"), \
-            pytest.raises(RunTimedOut, match=r"did not finish within 1\.5 s") as err:
+    with (
+        pytest.warns(NoWorker, match="no worker is polling task queue .*with_worker=True"),
+        pytest.raises(RunTimedOut, match=r"did not finish within 1\.5 s") as err,
+    ):
         await allm_batch(["What is 2+2?"], bb=bbstack.bb, timeout=1.5)
     run_id = err.value.run_id
     assert f"starter.py cancel {run_id}" in str(err.value)
@@ -203,7 +245,8 @@ async def test_an_in_process_worker_run_that_times_out_is_cancelled(bbstack: Sta
 
     bbstack.sim.scenario(speed_factor=1.0, latency={"ttft_ms": 4000})
     with pytest.raises(RunTimedOut, match="cancelled") as err:
-        await allm_batch(["What is 2+2?", "Name a colour."], bb=bbstack.bb,
-                         with_worker=True, timeout=1.0)
+        await allm_batch(
+            ["What is 2+2?", "Name a colour."], bb=bbstack.bb, with_worker=True, timeout=1.0
+        )
     info = await bbstack.bb.run(err.value.run_id)
     assert not info.active

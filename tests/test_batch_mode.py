@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from core.models import BatchOptions, QualityOptions, RunOptions, RunProgress, RunResult
-from core.registry import Usage, cost_usd, get_model
-from runtime.temporal import anthropic_client
+from blockbatch.core.models import BatchOptions, QualityOptions, RunOptions, RunProgress, RunResult
+from blockbatch.core.registry import Usage, cost_usd, get_model
+from blockbatch.runtime.temporal import anthropic_client
 from tests.conftest import Stack
 from tests.helpers import block_content, extract_schema, markdown_doc
 
@@ -80,9 +80,11 @@ async def test_batch_mode_gives_the_same_overlays_as_sync_at_batch_prices(bbstac
             doc, schema_id, RunOptions(pack_size=8, mode="batch", batch=FAST)
         )
         batch = await bbstack.bb.wait(batch_id)
-        sync_id = await bbstack.bb.start_run(doc, schema_id,
-                                             RunOptions(pack_size=8, reuse_answers=False,
-                                                        quality=QualityOptions(probe_rate=0)))
+        sync_id = await bbstack.bb.start_run(
+            doc,
+            schema_id,
+            RunOptions(pack_size=8, reuse_answers=False, quality=QualityOptions(probe_rate=0)),
+        )
         sync = await bbstack.bb.wait(sync_id)
     assert sync.status == batch.status == "completed"
     assert batch.blocks_ai_complete == 40
@@ -110,10 +112,13 @@ async def test_batch_mode_gives_the_same_overlays_as_sync_at_batch_prices(bbstac
         assert c["status"] == "succeeded" and c["provider_batch_id"] == pb["provider_batch_id"]
         assert c["custom_id"].startswith(f"p{c['pack_path']}_a1-")
         assert c["response"]["usage"]["service_tier"] == "batch"
-        usage = Usage(input_tokens=c["input_tokens"], output_tokens=c["output_tokens"],
-                      cache_creation_input_tokens=c["cache_creation_input_tokens"],
-                      cache_read_input_tokens=c["cache_read_input_tokens"],
-                      cache_creation_1h_tokens=c["cache_creation_1h_tokens"])
+        usage = Usage(
+            input_tokens=c["input_tokens"],
+            output_tokens=c["output_tokens"],
+            cache_creation_input_tokens=c["cache_creation_input_tokens"],
+            cache_read_input_tokens=c["cache_read_input_tokens"],
+            cache_creation_1h_tokens=c["cache_creation_1h_tokens"],
+        )
         assert float(c["cost_usd"]) == round(cost_usd(model, usage, batch=True), 8)
     # The system prompt is cached for an hour: written once, read by the other packs.
     system = await bbstack.pool.fetchval(
@@ -129,8 +134,9 @@ async def test_batch_mode_gives_the_same_overlays_as_sync_at_batch_prices(bbstac
 async def test_truncated_and_skipped_results_are_halved_into_a_second_round(
     bbstack: Stack,
 ) -> None:
-    bbstack.sim.scenario(batch={"processing_delay_s": 0.5}, seed=1,
-                         faults={"truncate": 0.4, "skip_block": 0.05})
+    bbstack.sim.scenario(
+        batch={"processing_delay_s": 0.5}, seed=1, faults={"truncate": 0.4, "skip_block": 0.05}
+    )
     run_id, result = await run_batch(bbstack, 60, pack_size=12, max_block_attempts=6)
     assert result.status == "completed"
     assert result.blocks_ai_complete == 60
@@ -147,13 +153,22 @@ async def test_truncated_and_skipped_results_are_halved_into_a_second_round(
         run_id,
     )
     assert halves and all("." in h["pack_path"] or h["pack_attempt"] > 1 for h in halves)
-    reasons = " ".join(r["reason"] for r in await bbstack.pool.fetch(
-        "select reason from split_events where run_id = $1", run_id))
+    reasons = " ".join(
+        r["reason"]
+        for r in await bbstack.pool.fetch(
+            "select reason from split_events where run_id = $1", run_id
+        )
+    )
     assert "max_tokens" in reasons
     # Splits do not consume attempts: only a block truncated alone is charged again.
-    alone = {r["uid"] for r in await bbstack.pool.fetch(
-        """select block_uids[1] as uid from batch_requests
-           where run_id = $1 and cardinality(block_uids) = 1""", run_id)}
+    alone = {
+        r["uid"]
+        for r in await bbstack.pool.fetch(
+            """select block_uids[1] as uid from batch_requests
+           where run_id = $1 and cardinality(block_uids) = 1""",
+            run_id,
+        )
+    }
     assert all(r["attempt_count"] == 1 for r in rows if r["block_uid"] not in alone)
     await assert_paid_once(bbstack, run_id)
 
@@ -161,14 +176,20 @@ async def test_truncated_and_skipped_results_are_halved_into_a_second_round(
 async def test_errored_and_expired_requests_are_resubmitted_without_losing_blocks(
     bbstack: Stack,
 ) -> None:
-    bbstack.sim.scenario(batch={"processing_delay_s": 0.3, "errored_rate": 0.3,
-                                "expired_rate": 0.2}, seed=5)
+    bbstack.sim.scenario(
+        batch={"processing_delay_s": 0.3, "errored_rate": 0.3, "expired_rate": 0.2}, seed=5
+    )
     run_id, result = await run_batch(bbstack, 60, pack_size=6)
     assert result.status == "completed"
     assert result.blocks_ai_complete == 60
-    kinds = {r["error_type"]: r["n"] for r in await bbstack.pool.fetch(
-        """select error_type, count(*) as n from llm_calls
-           where run_id = $1 and status = 'failed' group by error_type""", run_id)}
+    kinds = {
+        r["error_type"]: r["n"]
+        for r in await bbstack.pool.fetch(
+            """select error_type, count(*) as n from llm_calls
+           where run_id = $1 and status = 'failed' group by error_type""",
+            run_id,
+        )
+    }
     assert kinds.get("api_error", 0) > 0 and kinds.get("expired", 0) > 0, kinds
     assert len(await provider_batches(bbstack, run_id)) >= 2
     # Resubmissions are new pack attempts of the same pack path, and cost no block attempt.
@@ -194,7 +215,11 @@ async def test_round_larger_than_the_batch_limit_is_split_into_several_batches(
     assert result.status == "completed" and result.blocks_ai_complete == 50
     batches = await provider_batches(bbstack, run_id)
     assert [(b["round"], b["part"], b["request_count"]) for b in batches] == [
-        (1, 0, 3), (1, 1, 3), (1, 2, 3), (1, 3, 1)]
+        (1, 0, 3),
+        (1, 1, 3),
+        (1, 2, 3),
+        (1, 3, 1),
+    ]
     assert len({b["provider_batch_id"] for b in batches}) == 4
     await assert_paid_once(bbstack, run_id)
 
@@ -204,7 +229,8 @@ async def wait_for_batch(s: Stack, run_id: str, timeout_s: float = 30) -> dict[s
     for _ in range(int(timeout_s / 0.1)):
         row = await s.pool.fetchrow(
             """select * from provider_batches where run_id = $1
-               and provider_batch_id is not null order by round, part limit 1""", run_id,
+               and provider_batch_id is not null order by round, part limit 1""",
+            run_id,
         )
         if row is not None:
             return dict(row)
@@ -281,7 +307,6 @@ async def test_worker_restart_while_waiting_resumes_polling_without_resubmitting
     await assert_paid_once(bbstack, run_id)
 
 
-
 async def test_rounds_continue_as_new_with_their_state(
     bbstack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -292,7 +317,8 @@ async def test_rounds_continue_as_new_with_their_state(
     run_id, result = await run_batch(bbstack, 40, pack_size=10, max_block_attempts=8)
     assert result.status == "completed" and result.blocks_ai_complete == 40
     rounds = await bbstack.pool.fetchval(
-        "select max(round) from provider_batches where run_id = $1", run_id)
+        "select max(round) from provider_batches where run_id = $1", run_id
+    )
     assert rounds >= 2
     history = await bbstack.bb.handle(run_id).fetch_history()
     started = history.events[0].workflow_execution_started_event_attributes
@@ -304,20 +330,28 @@ async def test_rounds_continue_as_new_with_their_state(
 async def test_block_that_never_succeeds_fails_alone_after_its_attempts(bbstack: Stack) -> None:
     doc = await bbstack.bb.ingest_bytes(markdown_doc(20), name="doc.md", fmt="markdown")
     bad = f"{doc}:7"
-    bbstack.sim.scenario(batch={"processing_delay_s": 0.1},
-                         always_skip_contents=[await block_content(bbstack.pool, bad)])
+    bbstack.sim.scenario(
+        batch={"processing_delay_s": 0.1},
+        always_skip_contents=[await block_content(bbstack.pool, bad)],
+    )
     run_id, result = await run_batch(bbstack, 20, pack_size=10, max_block_attempts=2)
     assert result.status == "completed_with_failures"
     assert (result.blocks_ai_complete, result.blocks_failed) == (19, 1)
     row = await bbstack.pool.fetchrow(
         """select status, attempt_count, last_error, pack_path from overlays
-           where run_id = $1 and block_uid = $2""", run_id, bad)
+           where run_id = $1 and block_uid = $2""",
+        run_id,
+        bad,
+    )
     # Halving 10 -> 5 -> 3 -> 2 -> 1 cost no attempt; the lone block then had two.
     assert row["status"] == "failed" and row["attempt_count"] == 2
     assert "missing" in row["last_error"]
     attempts = await bbstack.pool.fetch(
         """select round, pack_attempt from batch_requests
-           where run_id = $1 and pack_path = $2 order by round""", run_id, row["pack_path"])
+           where run_id = $1 and pack_path = $2 order by round""",
+        run_id,
+        row["pack_path"],
+    )
     assert [a["pack_attempt"] for a in attempts] == [1, 2]
     assert attempts[1]["round"] == attempts[0]["round"] + 1
     await assert_paid_once(bbstack, run_id)

@@ -17,9 +17,9 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.batches import BatchActivities
 from activities.db import DbActivities
-from core.models import BatchRoundInput, OpenBatchRunInput, PlanRunInput, RunOptions
-from runtime.temporal import anthropic_client
-from store import repo
+from blockbatch.core.models import BatchRoundInput, OpenBatchRunInput, PlanRunInput, RunOptions
+from blockbatch.runtime.temporal import anthropic_client
+from blockbatch.store import repo
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
 
@@ -31,8 +31,11 @@ class FlakyCreate:
         self.real = real
         self.after_create = after_create
         batches = real.messages.batches
-        self.messages = SimpleNamespace(batches=SimpleNamespace(
-            create=self.create, list=batches.list, retrieve=batches.retrieve))
+        self.messages = SimpleNamespace(
+            batches=SimpleNamespace(
+                create=self.create, list=batches.list, retrieve=batches.retrieve
+            )
+        )
 
     async def create(self, **kwargs: Any) -> Any:
         request = httpx2.Request("POST", "http://simulator/v1/messages/batches")
@@ -40,8 +43,11 @@ class FlakyCreate:
             await self.real.messages.batches.create(**kwargs)
             # The batch exists at the provider, but the answer is lost on the way back.
             raise anthropic.APIConnectionError(request=request)
-        response = httpx2.Response(529, request=request, json={
-            "type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+        response = httpx2.Response(
+            529,
+            request=request,
+            json={"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+        )
         raise anthropic.InternalServerError("Overloaded", response=response, body=response.json())
 
 
@@ -49,13 +55,14 @@ async def planned_run(s: Stack) -> str:
     doc = await s.bb.ingest_bytes(markdown_doc(20), name="doc.md", fmt="markdown")
     schema_id = await s.bb.add_schema(extract_schema(instruction_words=200))
     async with s.pool.acquire() as conn:
-        run_id = await repo.create_run(conn, doc, schema_id,
-                                       RunOptions(mode="batch", pack_size=5))
+        run_id = await repo.create_run(conn, doc, schema_id, RunOptions(mode="batch", pack_size=5))
     env = ActivityEnvironment()
     plan = await env.run(DbActivities(s.pool).plan_run, PlanRunInput(run_id=run_id))
     assert plan.mode == "batch"
-    opened = await env.run(BatchActivities(s.pool, anthropic_client(s.settings)).open_batch_run,
-                           OpenBatchRunInput(run_id=run_id))
+    opened = await env.run(
+        BatchActivities(s.pool, anthropic_client(s.settings)).open_batch_run,
+        OpenBatchRunInput(run_id=run_id),
+    )
     assert (opened.requests, opened.blocks) == (4, 20)
     return run_id
 
@@ -82,7 +89,8 @@ async def test_batch_created_but_not_recorded_is_adopted_on_retry(bbstack: Stack
             raise AssertionError("the first attempt should have failed")
         [orphan] = await listed_batches(client)
         row = await bbstack.pool.fetchrow(
-            "select * from provider_batches where run_id = $1", run_id)
+            "select * from provider_batches where run_id = $1", run_id
+        )
         assert row["status"] == "submitting" and row["provider_batch_id"] is None
         assert row["submitted_at"] is not None, "the create call is marked as in doubt"
 
@@ -90,13 +98,17 @@ async def test_batch_created_but_not_recorded_is_adopted_on_retry(bbstack: Stack
         assert [b.provider_batch_id for b in out.batches] == [orphan]
         assert await listed_batches(client) == [orphan], "nothing was submitted twice"
         row = await bbstack.pool.fetchrow(
-            "select * from provider_batches where run_id = $1", run_id)
+            "select * from provider_batches where run_id = $1", run_id
+        )
         assert row["provider_batch_id"] == orphan and row["status"] == "in_progress"
         assert row["submit_attempts"] == 2 and "adopted" in row["note"]
         mapped = await bbstack.pool.fetchval(
             """select count(*) from batch_requests r join llm_calls c using (call_id)
                where r.run_id = $1 and r.provider_batch_id = $2
-                 and c.provider_batch_id = $2 and c.status = 'started'""", run_id, orphan)
+                 and c.provider_batch_id = $2 and c.status = 'started'""",
+            run_id,
+            orphan,
+        )
         assert mapped == 4
 
         # A further retry (say the worker died after the commit) returns the same batch.
@@ -116,12 +128,14 @@ async def test_create_refused_by_the_api_is_simply_retried(bbstack: Stack) -> No
         else:
             raise AssertionError("the first attempt should have failed")
         row = await bbstack.pool.fetchrow(
-            "select * from provider_batches where run_id = $1", run_id)
+            "select * from provider_batches where run_id = $1", run_id
+        )
         assert row["submitted_at"] is None, "the API answered: no batch can exist"
         out = await submit_with(bbstack, client, run_id)
         assert [b.provider_batch_id for b in out.batches] == await listed_batches(client)
         row = await bbstack.pool.fetchrow(
-            "select * from provider_batches where run_id = $1", run_id)
+            "select * from provider_batches where run_id = $1", run_id
+        )
         assert row["note"].startswith("create refused: 529")
 
 

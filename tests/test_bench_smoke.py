@@ -20,7 +20,11 @@ ROOT = Path(__file__).resolve().parent.parent
 def run_script(name: str, out: Path, *args: str, timeout: float = 280) -> dict[str, Any]:
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / f"{name}.py"), *args, "--out", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "| " in proc.stdout, "the script prints a table"
@@ -35,12 +39,26 @@ def run_script(name: str, out: Path, *args: str, timeout: float = 280) -> dict[s
 
 @pytest.mark.timeout(300)
 def test_cost_script_reports_every_mode_with_parity(tmp_path: Path) -> None:
-    data = run_script("cost", tmp_path / "cost.json", "--blocks", "12",
-                      "--system-tokens", "2000", "--no-adversarial")
+    data = run_script(
+        "cost",
+        tmp_path / "cost.json",
+        "--blocks",
+        "12",
+        "--system-tokens",
+        "2000",
+        "--no-adversarial",
+    )
     for schema in ("extract", "revise"):
         result = data["schemas"][schema]
-        assert set(result["modes"]) == {"baseline", "pack10", "pack25", "auto", "batch",
-                                        "auto_full_ids", "batch_full_ids"}
+        assert set(result["modes"]) == {
+            "baseline",
+            "pack10",
+            "pack25",
+            "auto",
+            "batch",
+            "auto_full_ids",
+            "batch_full_ids",
+        }
         # Short ids write fewer output tokens per block than full block_uids, same values.
         for mode in ("auto", "batch"):
             ids = result["short_ids"][mode]
@@ -51,8 +69,14 @@ def test_cost_script_reports_every_mode_with_parity(tmp_path: Path) -> None:
         assert base["calls_ok"] == 13 and base["blocks"] == {"ai_complete": 12}
         for figures in result["modes"].values():
             assert figures["status"] == "completed"
-            assert {"input_tokens", "output_tokens", "cache_write_tokens",
-                    "cache_read_tokens", "cost_usd", "split_events"} <= set(figures)
+            assert {
+                "input_tokens",
+                "output_tokens",
+                "cache_write_tokens",
+                "cache_read_tokens",
+                "cost_usd",
+                "split_events",
+            } <= set(figures)
             assert set(figures["parity"]["per_field"]) == set(result["fields"])
             assert "x_floor_own_calls" in figures and "savings_vs_baseline" in figures
             quoted = figures["estimate"]
@@ -68,9 +92,18 @@ def test_cost_script_reports_every_mode_with_parity(tmp_path: Path) -> None:
             assert f["blocks_reused"] == 12 - len(f["edited_blocks"])
             assert f["unchanged_differing"] == 0 and f["reuse_saved_usd"] > 0
     assert set(data["estimate_summary"]["x_actual"]) == {
-        f"handbook/{s}/{m}" for s in ("extract", "revise")
-        for m in ("baseline", "pack10", "pack25", "auto", "batch", "auto_full_ids",
-                  "batch_full_ids")}
+        f"handbook/{s}/{m}"
+        for s in ("extract", "revise")
+        for m in (
+            "baseline",
+            "pack10",
+            "pack25",
+            "auto",
+            "batch",
+            "auto_full_ids",
+            "batch_full_ids",
+        )
+    }
     # A budget of half pack10's cost holds, and a raised one finishes the run.
     budget = data["schemas"]["extract"]["budget"]
     assert budget["within_budget"] and "budget" not in data["schemas"]["revise"]
@@ -82,19 +115,33 @@ def test_cost_script_reports_every_mode_with_parity(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(300)
 def test_throughput_script_compares_runs_with_the_reference(tmp_path: Path) -> None:
-    data = run_script("throughput", tmp_path / "throughput.json", "--blocks", "20", "60",
-                      "--reference-children", "6")
+    data = run_script(
+        "throughput",
+        tmp_path / "throughput.json",
+        "--blocks",
+        "20",
+        "60",
+        "--reference-children",
+        "6",
+    )
     assert [r["blocks"] for r in data["runs"]] == [20, 60]
-    assert all(r["status"] == "completed" and r["blocks_ok"] == r["blocks"]
-               for r in data["runs"])
+    assert all(r["status"] == "completed" and r["blocks_ok"] == r["blocks"] for r in data["runs"])
     assert {r["starts"] for r in data["reference"]} == {"parallel", "sequential"}
     assert all("fraction_of_ceiling" in r and "ms_per_pack" in r for r in data["runs"])
 
 
 @pytest.mark.timeout(300)
 def test_scale_script_inspects_every_history(tmp_path: Path) -> None:
-    data = run_script("scale", tmp_path / "scale.json", "--blocks", "300",
-                      "--packs-per-history", "3", "--workers", "1")
+    data = run_script(
+        "scale",
+        tmp_path / "scale.json",
+        "--blocks",
+        "300",
+        "--packs-per-history",
+        "3",
+        "--workers",
+        "1",
+    )
     assert data["status"] == "completed" and data["blocks_ok"] == 300
     histories = data["histories"]
     assert len(histories["run_workflow_chain"]) >= 2  # it continued as new
@@ -106,9 +153,24 @@ def test_scale_script_inspects_every_history(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(300)
 def test_ratelimits_script_reports_bound_and_429s(tmp_path: Path) -> None:
-    data = run_script("ratelimits", tmp_path / "ratelimits.json", "--blocks", "10",
-                      "--rpm", "1000", "--otpm", "1000000", "--ttft-ms", "20",
-                      "--per-token-ms", "0.1", "--workers", "1", "--concurrency", "4")
+    data = run_script(
+        "ratelimits",
+        tmp_path / "ratelimits.json",
+        "--blocks",
+        "10",
+        "--rpm",
+        "1000",
+        "--otpm",
+        "1000000",
+        "--ttft-ms",
+        "20",
+        "--per-token-ms",
+        "0.1",
+        "--workers",
+        "1",
+        "--concurrency",
+        "4",
+    )
     assert [r["mode"] for r in data["runs"]] == ["auto", "baseline"]
     for run in data["runs"]:
         assert run["status"] == "completed" and run["blocks_ok"] == 10
@@ -117,8 +179,16 @@ def test_ratelimits_script_reports_bound_and_429s(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(300)
 def test_questions_script_compares_packed_with_one_call_each(tmp_path: Path) -> None:
-    data = run_script("questions", tmp_path / "questions.json", "--questions", "8",
-                      "--ttft-ms", "0", "--per-token-ms", "0")
+    data = run_script(
+        "questions",
+        tmp_path / "questions.json",
+        "--questions",
+        "8",
+        "--ttft-ms",
+        "0",
+        "--per-token-ms",
+        "0",
+    )
     packed, single = data["modes"]
     assert (packed["mode"], single["mode"]) == ("packed", "one per call")
     assert packed["answered"] == single["answered"] == 8
@@ -131,8 +201,20 @@ def test_questions_script_compares_packed_with_one_call_each(tmp_path: Path) -> 
 
 @pytest.mark.timeout(300)
 def test_quality_script_compares_calibrate_with_the_simulators_truth(tmp_path: Path) -> None:
-    data = run_script("quality", tmp_path / "quality.json", "--seeds", "1", "--blocks", "10",
-                      "--sample", "10", "--sizes", "5,10", "--no-fsync", "--temporal-memory")
+    data = run_script(
+        "quality",
+        tmp_path / "quality.json",
+        "--seeds",
+        "1",
+        "--blocks",
+        "10",
+        "--sample",
+        "10",
+        "--sizes",
+        "5,10",
+        "--no-fsync",
+        "--temporal-memory",
+    )
     cal = data["calibration"]
     assert cal["cases"] == 2 and len(cal["seeds"]) == 1
     seed = cal["seeds"][0]
@@ -146,10 +228,26 @@ def test_quality_script_compares_calibrate_with_the_simulators_truth(tmp_path: P
 
 @pytest.mark.timeout(300)
 def test_stream_script_reports_the_steady_stream_and_the_trickle(tmp_path: Path) -> None:
-    data = run_script("stream", tmp_path / "stream.json", "--rows", "30", "--rate", "50",
-                      "--max-rows", "10", "--trickle-rows", "2", "--trickle-every", "1",
-                      "--ttft-ms", "0", "--ms-per-token", "0", "--no-fsync",
-                      "--temporal-memory")
+    data = run_script(
+        "stream",
+        tmp_path / "stream.json",
+        "--rows",
+        "30",
+        "--rate",
+        "50",
+        "--max-rows",
+        "10",
+        "--trickle-rows",
+        "2",
+        "--trickle-every",
+        "1",
+        "--ttft-ms",
+        "0",
+        "--ms-per-token",
+        "0",
+        "--no-fsync",
+        "--temporal-memory",
+    )
     stream, document = data["steady"]["stream"], data["steady"]["document"]
     assert stream["exit_code"] == 0 and stream["rows_sent"] == stream["result_lines"] == 30
     assert stream["ok"] == stream["rows_done"] == document["rows_done"] == 30
@@ -161,9 +259,21 @@ def test_stream_script_reports_the_steady_stream_and_the_trickle(tmp_path: Path)
 
 @pytest.mark.timeout(300)
 def test_quality_probe_script_reports_estimate_gate_and_cost(tmp_path: Path) -> None:
-    data = run_script("quality_probe", tmp_path / "quality_probe.json", "--blocks", "40",
-                      "--sizes", "5", "10", "--cost-blocks", "20", "--system-tokens", "2000",
-                      "--no-fsync", "--temporal-memory")
+    data = run_script(
+        "quality_probe",
+        tmp_path / "quality_probe.json",
+        "--blocks",
+        "40",
+        "--sizes",
+        "5",
+        "10",
+        "--cost-blocks",
+        "20",
+        "--system-tokens",
+        "2000",
+        "--no-fsync",
+        "--temporal-memory",
+    )
     for size in ("5", "10"):
         case = data["estimate"][f"seed1/pack{size}"]
         assert case["status"] == "completed" and case["true"]["answered"] == 40

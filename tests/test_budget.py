@@ -13,10 +13,10 @@ import asyncpg
 import pytest
 
 from blockbatch.api.errors import BudgetError
+from blockbatch.core.budget import suggested_budget
+from blockbatch.core.models import RunOptions
 from blockbatch.report import next_command
-from core.budget import suggested_budget
-from core.models import RunOptions
-from store import reads
+from blockbatch.store import reads
 from tests.conftest import Stack
 from tests.helpers import extract_schema, marked_document
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
@@ -26,8 +26,11 @@ OPTIONS = {"pack_size": 2, "max_concurrent_packs": 2, "reuse_answers": False}
 
 
 async def ledger_total(pool: asyncpg.Pool, run_id: str) -> float:
-    return float(await pool.fetchval(
-        "select coalesce(sum(cost_usd), 0)::float8 from llm_calls where run_id = $1", run_id))
+    return float(
+        await pool.fetchval(
+            "select coalesce(sum(cost_usd), 0)::float8 from llm_calls where run_id = $1", run_id
+        )
+    )
 
 
 async def test_a_budget_stops_the_run_and_a_raised_one_finishes_it_paying_no_block_twice(
@@ -41,8 +44,7 @@ async def test_a_budget_stops_the_run_and_a_raised_one_finishes_it_paying_no_blo
         unbudgeted = await s.bb.wait(free)
         assert unbudgeted.status == "completed"
         budget = round(unbudgeted.cost_usd / 2, 6)
-        run_id = await s.bb.start_run(doc, schema_id,
-                                      RunOptions(**OPTIONS, max_cost_usd=budget))
+        run_id = await s.bb.start_run(doc, schema_id, RunOptions(**OPTIONS, max_cost_usd=budget))
         stopped = await s.bb.wait(run_id)
 
     assert stopped.status == "budget_exhausted"
@@ -58,23 +60,28 @@ async def test_a_budget_stops_the_run_and_a_raised_one_finishes_it_paying_no_blo
     work, warm_up = await pool.fetchrow(
         """select sum(cost_usd) filter (where purpose = 'pack')::float8,
                   sum(cost_usd) filter (where purpose = 'warm_up')::float8
-           from llm_calls where run_id = $1""", run_id)
-    assert left.to_finish_usd == pytest.approx(work / done * (BLOCKS - done) + warm_up,
-                                               rel=1e-3)
+           from llm_calls where run_id = $1""",
+        run_id,
+    )
+    assert left.to_finish_usd == pytest.approx(work / done * (BLOCKS - done) + warm_up, rel=1e-3)
     assert f"{BLOCKS - done} blocks left, about ${left.to_finish_usd:.4f} to finish" in (
-        stopped.error or "")
+        stopped.error or ""
+    )
     # Every call the budget refused was never sent: no ledger row holds its blocks.
-    sent = {u for r in await pool.fetch(
-        "select block_uids from llm_calls where run_id = $1", run_id) for u in r["block_uids"]}
-    unsent = {u for u, (status, _) in (await _states(pool, run_id)).items()
-              if status == "failed"}
+    sent = {
+        u
+        for r in await pool.fetch("select block_uids from llm_calls where run_id = $1", run_id)
+        for u in r["block_uids"]
+    }
+    unsent = {u for u, (status, _) in (await _states(pool, run_id)).items() if status == "failed"}
     assert not sent & unsent
 
     # What `status` shows (the stored run); the same budget cannot finish the run.
     info = await s.bb.run(run_id)
     assert info.status == "budget_exhausted" and info.result().budget == left
     assert next_command(info.result()) == (
-        f"python starter.py retry {run_id} --max-cost {suggested_budget(left):.2f}")
+        f"python starter.py retry {run_id} --max-cost {suggested_budget(left):.2f}"
+    )
     with pytest.raises(BudgetError, match="raise it with --max-cost"):
         await s.bb.check_retry(run_id)
 
@@ -87,9 +94,13 @@ async def test_a_budget_stops_the_run_and_a_raised_one_finishes_it_paying_no_blo
     assert f"run {run_id}: completed" in out.out
     assert f"{BLOCKS} ok · 0 failed" in out.out
     assert await ledger_total(pool, run_id) <= raised
-    resent = {u for r in await pool.fetch(
-        "select block_uids from llm_calls where run_id = $1 and call_id > $2", run_id, mark)
-        for u in r["block_uids"]}
+    resent = {
+        u
+        for r in await pool.fetch(
+            "select block_uids from llm_calls where run_id = $1 and call_id > $2", run_id, mark
+        )
+        for u in r["block_uids"]
+    }
     assert resent == unsent
     assert await reads.blocks_paid_twice(pool, run_id) == 0
     info = await s.bb.run(run_id)
@@ -98,7 +109,8 @@ async def test_a_budget_stops_the_run_and_a_raised_one_finishes_it_paying_no_blo
 
 async def _states(pool: asyncpg.Pool, run_id: str) -> dict[str, tuple[str, str | None]]:
     rows = await pool.fetch(
-        "select block_uid, status, reason_code from overlays where run_id = $1", run_id)
+        "select block_uid, status, reason_code from overlays where run_id = $1", run_id
+    )
     return {r["block_uid"]: (r["status"], r["reason_code"]) for r in rows}
 
 
@@ -106,8 +118,11 @@ async def test_a_budget_below_the_first_call_creates_nothing(bbstack: Stack, cli
     s, pool = bbstack, bbstack.pool
     doc = await s.bb.ingest_bytes(marked_document(4, set()), name="doc.md", fmt="markdown")
     schema_id = await s.bb.add_schema(extract_schema(instruction_words=200))
-    with pytest.raises(BudgetError, match=r"pack 0 of 4 blocks.*smallest budget is that, "
-                                          r"--max-cost 0\.\d{4}; nothing was started"):
+    with pytest.raises(
+        BudgetError,
+        match=r"pack 0 of 4 blocks.*smallest budget is that, "
+        r"--max-cost 0\.\d{4}; nothing was started",
+    ):
         await s.bb.start_run(doc, schema_id, RunOptions(max_cost_usd=0.0001))
     assert await pool.fetchval("select count(*) from runs") == 0
 
@@ -116,6 +131,5 @@ async def test_a_budget_below_the_first_call_creates_nothing(bbstack: Stack, cli
     assert out.code == 2, (out.out, out.err)
     assert "smallest budget is that, --max-cost 0." in out.err
     assert await pool.fetchval("select count(*) from runs") == 0
-    workflows = [w async for w in s.client.list_workflows(
-        f"TaskQueue = '{s.task_queue}'")]
+    workflows = [w async for w in s.client.list_workflows(f"TaskQueue = '{s.task_queue}'")]
     assert workflows == []

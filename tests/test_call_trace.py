@@ -14,7 +14,7 @@ import pytest
 
 from blockbatch.api import NotFound
 from blockbatch.cli import EXIT_NOT_FOUND, amain
-from core.models import BatchOptions, QualityOptions, RunOptions
+from blockbatch.core.models import BatchOptions, QualityOptions, RunOptions
 from tests.conftest import Stack
 from tests.helpers import REJECT_MARKER, extract_schema, marked_document
 
@@ -30,9 +30,12 @@ async def run(s: Stack, mode: str) -> str:
     doc = await s.bb.ingest_bytes(marked_document(8, {5}), name="t.md", fmt="markdown")
     schema_id = await s.bb.add_schema(extract_schema(instruction_words=200))
     # The probe's cost cap lifted: on 8 blocks it would leave no block to probe.
-    options = RunOptions(pack_size=4, mode=mode,  # type: ignore[arg-type]
-                         batch=BatchOptions(poll_initial_s=0.2, poll_max_s=1.0),
-                         quality=QualityOptions(probe_max_share=1))
+    options = RunOptions(
+        pack_size=4,
+        mode=mode,  # type: ignore[arg-type]
+        batch=BatchOptions(poll_initial_s=0.2, poll_max_s=1.0),
+        quality=QualityOptions(probe_max_share=1),
+    )
     run_id = await s.bb.start_run(doc, schema_id, options)
     async with s.worker():
         result = await s.bb.wait(run_id)
@@ -47,8 +50,10 @@ async def test_show_a_call_its_request_response_and_error(bbstack: Stack, capsys
     # The quality probe's calls (a few blocks asked alone) are in the ledger too.
     # The simulator answered them, and the ledger says so (issue 28).
     assert {(c.purpose, c.provider, c.api) for c in calls} == {
-        ("pack", "simulator", "messages"), ("warm_up", "simulator", "messages"),
-        ("quality_probe", "simulator", "messages")}
+        ("pack", "simulator", "messages"),
+        ("warm_up", "simulator", "messages"),
+        ("quality_probe", "simulator", "messages"),
+    }
     ok = next(c for c in calls if c.status == "succeeded" and c.purpose == "pack")
     bad = next(c for c in calls if c.status == "failed" and c.http_status == 400)
 
@@ -57,7 +62,10 @@ async def test_show_a_call_its_request_response_and_error(bbstack: Stack, capsys
     assert code == 0 and "PURPOSE" in out and "messages" in out
     code, out, _ = await cli(bbstack, capsys, "calls", run_id, "--json")
     assert {(c["purpose"], c["api"]) for c in json.loads(out)["calls"]} == {
-        ("pack", "messages"), ("warm_up", "messages"), ("quality_probe", "messages")}
+        ("pack", "messages"),
+        ("warm_up", "messages"),
+        ("quality_probe", "messages"),
+    }
 
     # One succeeded call: its blocks as sent, the raw tool_use answer, system elided.
     code, out, _ = await cli(bbstack, capsys, "calls", run_id, "--show", str(ok.call_id))
@@ -80,8 +88,7 @@ async def test_show_a_call_its_request_response_and_error(bbstack: Stack, capsys
     full_system = "You annotate blocks of an on-call handbook."
     assert out.count(full_system) == 1  # the beginning only
 
-    code, out, _ = await cli(bbstack, capsys, "calls", run_id, "--show", str(ok.call_id),
-                             "--full")
+    code, out, _ = await cli(bbstack, capsys, "calls", run_id, "--show", str(ok.call_id), "--full")
     assert code == 0 and "elided" not in out
     whole = await bbstack.bb.call(run_id, ok.call_id, full=True)
     assert whole.system is not None and whole.tools is not None
@@ -89,11 +96,9 @@ async def test_show_a_call_its_request_response_and_error(bbstack: Stack, capsys
     assert all(f"  {line}" in out for line in whole.tools.text.splitlines())
     assert whole.system.length == len(whole.system.text) and whole.system.value
 
-    code, out, _ = await cli(bbstack, capsys, "calls", run_id, "--show", str(ok.call_id),
-                             "--json")
+    code, out, _ = await cli(bbstack, capsys, "calls", run_id, "--show", str(ok.call_id), "--json")
     data = json.loads(out)
-    assert (data["purpose"], data["api"], data["provider"]) == ("pack", "messages",
-                                                                "simulator")
+    assert (data["purpose"], data["api"], data["provider"]) == ("pack", "messages", "simulator")
     assert data["system"]["elided"] and data["system"]["sha256"] == whole.system.sha256
     assert data["response"]["content"][0]["type"] == "tool_use"
     assert data["request"]["messages"] and "system" not in data["request"]
@@ -116,10 +121,13 @@ async def test_show_a_call_its_request_response_and_error(bbstack: Stack, capsys
     batch_id = await run(bbstack, "batch")
     _, batch_calls = await bbstack.bb.calls(batch_id)
     assert batch_calls and {(c.purpose, c.api, c.provider) for c in batch_calls} == {
-        ("batch_request", "message_batches", "simulator")}
-    code, out, _ = await cli(bbstack, capsys, "calls", batch_id, "--show",
-                             str(batch_calls[0].call_id), "--json")
+        ("batch_request", "message_batches", "simulator")
+    }
+    code, out, _ = await cli(
+        bbstack, capsys, "calls", batch_id, "--show", str(batch_calls[0].call_id), "--json"
+    )
     assert code == 0 and json.loads(out)["custom_id"]
-    code, _, err = await cli(bbstack, capsys, "calls", run_id, "--show",
-                             str(batch_calls[0].call_id))
+    code, _, err = await cli(
+        bbstack, capsys, "calls", run_id, "--show", str(batch_calls[0].call_id)
+    )
     assert code == EXIT_NOT_FOUND and f"no call {batch_calls[0].call_id}" in err

@@ -22,13 +22,18 @@ import pytest_asyncio
 from bench.chaos_check import check_run, fault_free_reference, install_audit, violations
 from bench.chaos_stack import ChaosStack, chaos_document, chaos_schema
 from blockbatch.api import Blockbatch
-from core.models import QualityOptions, RunOptions, RunResult
-from store.db import create_pool
+from blockbatch.core.models import QualityOptions, RunOptions, RunResult
+from blockbatch.store.db import create_pool
 
 MODEL_FAULTS: dict[str, Any] = {
     "errors": {"rate_429": 0.05, "rate_529": 0.05, "rate_500": 0.04, "retry_after_s": 1},
-    "faults": {"truncate": 0.08, "malformed_tool_input": 0.05, "skip_block": 0.01,
-               "duplicate_uid": 0.01, "unknown_uid": 0.01},
+    "faults": {
+        "truncate": 0.08,
+        "malformed_tool_input": 0.05,
+        "skip_block": 0.01,
+        "duplicate_uid": 0.01,
+        "unknown_uid": 0.01,
+    },
 }
 
 
@@ -71,8 +76,9 @@ class Harness:
         return self.st.log(f"worker-{self.worker(name)}").read_text(errors="replace")
 
     async def document(self, blocks: int) -> tuple[str, str]:
-        doc = await self.bb.ingest_bytes(chaos_document(blocks, seed=blocks), name="chaos.md",
-                                         fmt="markdown")
+        doc = await self.bb.ingest_bytes(
+            chaos_document(blocks, seed=blocks), name="chaos.md", fmt="markdown"
+        )
         return doc, await self.bb.add_schema(chaos_schema())
 
     async def fault_free(self, doc: str, schema: str, options: RunOptions) -> dict[str, Any]:
@@ -99,8 +105,9 @@ class Harness:
         pool = await create_pool(self.st.database_url, max_size=2)
         try:
             async with pool.acquire() as conn:
-                return await check_run(conn, run_id, sim_log=self.st.sim("GET", "/_sim/requests"),
-                                       fault_free=reference)
+                return await check_run(
+                    conn, run_id, sim_log=self.st.sim("GET", "/_sim/requests"), fault_free=reference
+                )
         finally:
             await pool.close()
 
@@ -126,14 +133,18 @@ async def progress(url: str, run_id: str) -> int | None:
     except (OSError, asyncpg.PostgresError, TimeoutError):
         return None
     try:
-        return int(await conn.fetchval(
-            "select count(*) from overlays where run_id = $1 and status <> 'pending'", run_id))
+        return int(
+            await conn.fetchval(
+                "select count(*) from overlays where run_id = $1 and status <> 'pending'", run_id
+            )
+        )
     finally:
         await conn.close()
 
 
-async def until(url: str, run_id: str, blocks: int = 0, in_flight: int = 0,
-                timeout: float = 90) -> None:
+async def until(
+    url: str, run_id: str, blocks: int = 0, in_flight: int = 0, timeout: float = 90
+) -> None:
     """Wait until ``blocks`` blocks are finished and ``in_flight`` calls are out."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
@@ -171,8 +182,11 @@ async def until_logged(h: Harness, worker: str, text: str, timeout: float = 90) 
 async def _in_flight(url: str, run_id: str) -> int | None:
     conn = await asyncpg.connect(url, timeout=3)
     try:
-        return int(await conn.fetchval(
-            "select count(*) from llm_calls where run_id = $1 and status = 'started'", run_id))
+        return int(
+            await conn.fetchval(
+                "select count(*) from llm_calls where run_id = $1 and status = 'started'", run_id
+            )
+        )
     finally:
         await conn.close()
 
@@ -221,11 +235,18 @@ async def test_postgres_restart_under_a_live_worker_keeps_every_paid_answer(
     doc, schema = await h.document(60)
     # reuse off: the run after the fault-free reference must call for every block.
     # The quality probe off: the check below counts one call per pack and the warm-up.
-    options = RunOptions(pack_size=5, max_concurrent_packs=6, reuse_answers=False,
-                         quality=QualityOptions(probe_rate=0))
+    options = RunOptions(
+        pack_size=5,
+        max_concurrent_packs=6,
+        reuse_answers=False,
+        quality=QualityOptions(probe_rate=0),
+    )
     st.sim("POST", "/_sim/reset")
-    st.sim("PUT", "/_sim/scenario", {"speed_factor": 1.0,
-                                     "latency": {"ttft_ms": 200, "per_output_token_ms": 0}})
+    st.sim(
+        "PUT",
+        "/_sim/scenario",
+        {"speed_factor": 1.0, "latency": {"ttft_ms": 200, "per_output_token_ms": 0}},
+    )
     run_id = await h.bb.start_run(doc, schema, options)
     await until(st.database_url, run_id, blocks=5)
     # Answers are held at the simulator until Postgres is down, then sent: the worker
@@ -260,8 +281,11 @@ async def test_temporal_restart_under_live_workers_finishes_the_run(harness: Har
     # reuse off: the run after the fault-free reference must call for every block.
     options = RunOptions(pack_size=5, max_concurrent_packs=4, reuse_answers=False)
     st.sim("POST", "/_sim/reset")
-    st.sim("PUT", "/_sim/scenario", {"speed_factor": 1.0,
-                                     "latency": {"ttft_ms": 1500, "per_output_token_ms": 0}})
+    st.sim(
+        "PUT",
+        "/_sim/scenario",
+        {"speed_factor": 1.0, "latency": {"ttft_ms": 1500, "per_output_token_ms": 0}},
+    )
     run_id = await h.bb.start_run(doc, schema, options)
     await until(st.database_url, run_id, 10)
     await asyncio.to_thread(st.stop_temporal)  # history stays in its SQLite file

@@ -18,8 +18,15 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = REPO / "docker-compose.yml"
-REQUIRED_SERVICES = {"postgres", "temporal", "temporal-ui", "worker", "simulator",
-                     "prometheus", "grafana"}
+REQUIRED_SERVICES = {
+    "postgres",
+    "temporal",
+    "temporal-ui",
+    "worker",
+    "simulator",
+    "prometheus",
+    "grafana",
+}
 DASHBOARD = REPO / "deploy" / "grafana" / "dashboards" / "blockbatch.json"
 
 # Variables a developer may have exported would change the rendered file; validate the
@@ -167,9 +174,14 @@ def _service_block(text: str, name: str) -> str:
     """The lines of one service in the normalised YAML `docker-compose config` prints."""
     lines = text.splitlines()
     start = lines.index(f"  {name}:")
-    end = next((i for i in range(start + 1, len(lines))
-                if lines[i].strip() and len(lines[i]) - len(lines[i].lstrip()) <= 2),
-               len(lines))
+    end = next(
+        (
+            i
+            for i in range(start + 1, len(lines))
+            if lines[i].strip() and len(lines[i]) - len(lines[i].lstrip()) <= 2
+        ),
+        len(lines),
+    )
     return "\n".join(lines[start:end])
 
 
@@ -183,8 +195,9 @@ def test_compose_prometheus_scrapes_every_worker_and_grafana_shows_it() -> None:
     assert re.search(rf"expose:\n\s+- '?{port.group(1)}'?", worker), worker
     scrape = (REPO / "deploy" / "prometheus" / "prometheus.yml").read_text()
     # One target per replica, found by the service name: --scale worker=N needs no edit.
-    assert re.search(r"dns_sd_configs:\s+- names: \[worker\]\s+type: A\s+port: "
-                     + port.group(1), scrape), scrape
+    assert re.search(
+        r"dns_sd_configs:\s+- names: \[worker\]\s+type: A\s+port: " + port.group(1), scrape
+    ), scrape
     for name in ("prometheus", "grafana"):
         block = _service_block(proc.stdout, name)
         published = re.findall(r"- (\S+):\d+:\d+/tcp", block)
@@ -199,11 +212,12 @@ def test_compose_prometheus_scrapes_every_worker_and_grafana_shows_it() -> None:
 
 
 def test_dashboard_graphs_what_operators_watch_from_documented_metrics() -> None:
-    from runtime.metrics import METRICS
+    from blockbatch.runtime.metrics import METRICS
 
     dashboard = json.loads(DASHBOARD.read_text())
-    provisioned = (REPO / "deploy" / "grafana" / "provisioning" / "datasources"
-                   / "prometheus.yml").read_text()
+    provisioned = (
+        REPO / "deploy" / "grafana" / "provisioning" / "datasources" / "prometheus.yml"
+    ).read_text()
     uid = re.search(r"uid: (\S+)", provisioned)
     assert uid, provisioned
     panels = [p for p in dashboard["panels"] if p["type"] != "row"]
@@ -211,17 +225,25 @@ def test_dashboard_graphs_what_operators_watch_from_documented_metrics() -> None
     exprs = [t["expr"] for p in panels for t in p["targets"]]
     for expr in exprs:
         assert expr.count("(") == expr.count(")") and expr.count("{") == expr.count("}"), expr
-    used = {re.sub(r"_(bucket|sum|count)$", "", m)
-            for e in exprs for m in re.findall(r"\b(blockbatch_\w+)", e)}
+    used = {
+        re.sub(r"_(bucket|sum|count)$", "", m)
+        for e in exprs
+        for m in re.findall(r"\b(blockbatch_\w+)", e)
+    }
     assert used <= set(METRICS), f"undocumented metrics in the dashboard: {used - set(METRICS)}"
     # What the issue asks to graph: calls, tokens, cost, 429/529/5xx, splits, blocks by
     # reason, the limiter, and Temporal's task slots and latency.
     assert used >= {
-        "blockbatch_llm_calls_total", "blockbatch_llm_tokens_total",
-        "blockbatch_llm_cost_microdollars_total", "blockbatch_api_errors_total",
-        "blockbatch_splits_total", "blockbatch_blocks_done_total",
-        "blockbatch_blocks_failed_total", "blockbatch_limiter_rate",
-        "blockbatch_limiter_waits_total", "blockbatch_limiter_limit",
+        "blockbatch_llm_calls_total",
+        "blockbatch_llm_tokens_total",
+        "blockbatch_llm_cost_microdollars_total",
+        "blockbatch_api_errors_total",
+        "blockbatch_splits_total",
+        "blockbatch_blocks_done_total",
+        "blockbatch_blocks_failed_total",
+        "blockbatch_limiter_rate",
+        "blockbatch_limiter_waits_total",
+        "blockbatch_limiter_limit",
     }
     text = " ".join(exprs)
     assert "temporal_worker_task_slots_available" in text

@@ -8,16 +8,18 @@ import io
 import json
 from pathlib import Path
 
-from core.models import RunOptions
-from core.schema import load_schema
+from blockbatch.core.models import RunOptions
+from blockbatch.core.schema import load_schema
 from tests.conftest import Stack
 
 ROOT = Path(__file__).resolve().parents[1]
 STARTER = ROOT / "samples" / "starter.json"
-TICKETS = (b"id,customer,text\n"
-           b"T-1,acme,The export button does nothing since this morning.\n"
-           b"T-2,globex,\"How do I add a second reviewer, please?\"\n"
-           b"T-3,acme,Please close my account at the end of the month.\n")
+TICKETS = (
+    b"id,customer,text\n"
+    b"T-1,acme,The export button does nothing since this morning.\n"
+    b'T-2,globex,"How do I add a second reviewer, please?"\n'
+    b"T-3,acme,Please close my account at the end of the month.\n"
+)
 
 
 async def _run(s: Stack, data: bytes, name: str, fmt: str) -> str:
@@ -36,7 +38,8 @@ async def test_the_starter_schema_runs_as_shipped(bbstack: Stack) -> None:
     info = await bbstack.bb.run(run_id)
     assert info.status == "completed", info
     rows = await bbstack.pool.fetch(
-        "select staging from overlays where run_id = $1 order by block_index", run_id)
+        "select staging from overlays where run_id = $1 order by block_index", run_id
+    )
     assert len(rows) == 3
     for row in rows:
         overlay = row["staging"]
@@ -51,7 +54,10 @@ async def test_the_csv_export_keeps_the_inputs_own_columns(bbstack: Stack) -> No
     await bbstack.bb.export(run_id, out, staged=True, fmt="csv")
     table = list(csv.DictReader(io.StringIO(out.getvalue())))
     assert [(r["id"], r["customer"]) for r in table] == [
-        ("T-1", "acme"), ("T-2", "globex"), ("T-3", "acme")]
+        ("T-1", "acme"),
+        ("T-2", "globex"),
+        ("T-3", "acme"),
+    ]
     assert [r["source_line"] for r in table] == ["2", "3", "4"]
     assert all(r["category"] and r["block_content"] for r in table)
     # The JSONL export has had them all along, in each line's "immutable".
@@ -87,9 +93,12 @@ async def test_the_temporal_ui_names_no_pack_total_a_re_plan_made_wrong(bbstack:
     for index in range(result.pack_count):
         handle = bbstack.client.get_workflow_handle(f"run-{run_id}/pack-{index}")
         described = await handle.describe()
-        summaries[index] = (await described.static_summary() or "",
-                            await described.static_details() or "")
-    assert all(summary == f"pack {i} of run {run_id}"
-               for i, (summary, _) in summaries.items()), summaries
+        summaries[index] = (
+            await described.static_summary() or "",
+            await described.static_details() or "",
+        )
+    assert all(summary == f"pack {i} of run {run_id}" for i, (summary, _) in summaries.items()), (
+        summaries
+    )
     assert "planned as pack 0 of " in summaries[0][1]
     assert "re-plan" in summaries[0][1]

@@ -16,8 +16,7 @@ TICKETS, TICKET_SCHEMA = str(FIXTURES / "tickets.csv"), str(FIXTURES / "ticket.j
 UNCACHED_MODEL = "claude-sonnet-4-6"
 
 
-async def test_the_saving_of_an_uncached_prompt_counts_its_prefix(cli: Cli,
-                                                                   bbstack: Stack) -> None:
+async def test_the_saving_of_an_uncached_prompt_counts_its_prefix(cli: Cli, bbstack: Stack) -> None:
     """Bug 1: the baseline took the prefix from cache writes + reads, 0 when nothing was
     cached, and printed "-3% saved" where 29 fewer copies of the prompt save about 70%."""
     async with bbstack.worker():
@@ -29,7 +28,9 @@ async def test_the_saving_of_an_uncached_prompt_counts_its_prefix(cli: Cli,
     # The prefix counted once per block: 30 copies of it against the run's one or two.
     prefix = await bbstack.pool.fetchval(
         """select p.input_tokens from prompt_prefixes p join llm_calls c
-           on c.prefix_sha256 = p.sha256 where c.run_id = $1 limit 1""", run.run_id)
+           on c.prefix_sha256 = p.sha256 where c.run_id = $1 limit 1""",
+        run.run_id,
+    )
     assert prefix is not None and 700 <= prefix <= 900
     assert int(saved.group(2)) >= 50, run.out
     # Bug 2: the probe's cap priced the uncached prefix as a cache read, and its one call
@@ -42,7 +43,8 @@ async def test_the_saving_of_an_uncached_prompt_counts_its_prefix(cli: Cli,
 
 
 async def test_answers_of_the_simulator_say_so_wherever_they_are_shown(
-        cli: Cli, bbstack: Stack) -> None:
+    cli: Cli, bbstack: Stack
+) -> None:
     """Bug 3: a run answered by the simulator read as Claude's everywhere (the ledger said
     ``provider anthropic``)."""
     import aiohttp
@@ -55,11 +57,14 @@ async def test_answers_of_the_simulator_say_so_wherever_they_are_shown(
         run = await cli("run", TICKETS, "--schema", TICKET_SCHEMA)
     assert run.code == 0, run.err
     run_id = run.run_id
-    assert "SIMULATED answers, not Claude's" in run.out.splitlines()[-14:][0] or \
-        f"run {run_id}: completed · SIMULATED" in run.out, run.out
+    assert (
+        "SIMULATED answers, not Claude's" in run.out.splitlines()[-14:][0]
+        or f"run {run_id}: completed · SIMULATED" in run.out
+    ), run.out
     assert f"simulated: the simulator at {host} answered, not Claude" in run.out, run.out
     rows = await bbstack.pool.fetch(
-        "select distinct provider, endpoint_host from llm_calls where run_id = $1", run_id)
+        "select distinct provider, endpoint_host from llm_calls where run_id = $1", run_id
+    )
     assert [tuple(r) for r in rows] == [("simulator", host)]
     status = await cli("status", run_id)
     assert "SIMULATED" in status.out.splitlines()[0] and host in status.out, status.out
@@ -72,6 +77,7 @@ async def test_answers_of_the_simulator_say_so_wherever_they_are_shown(
     exported = await cli("export", run_id, "--staged", "--out", out)
     assert exported.code == 0 and "SIMULATED: these answers are the simulator's" in exported.out
     import json
+
     meta = json.loads(Path(out + ".meta.json").read_text())
     assert meta["simulated"] is True and meta["endpoints"] == [f"simulator {host}"]
     # The workflow's result (what `Blockbatch.wait` and `llm_batch` hand back) says so too.
@@ -80,28 +86,37 @@ async def test_answers_of_the_simulator_say_so_wherever_they_are_shown(
     app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
     async with serving(app) as base, aiohttp.ClientSession() as http:
         page = await (await http.get(f"{base}/runs/{run_id}")).text()
-        header = page[page.index("<h1>"):page.index("</h1>")]
+        header = page[page.index("<h1>") : page.index("</h1>")]
         assert 'id="simulated"' in header and ">simulated<" in header
         listed = await (await http.get(f"{base}/")).text()
         assert ">simulated<" in listed
         call_id = await bbstack.pool.fetchval(
-            "select min(call_id) from llm_calls where run_id = $1", run_id)
+            "select min(call_id) from llm_calls where run_id = $1", run_id
+        )
         call = await (await http.get(f"{base}/runs/{run_id}/calls/{call_id}")).text()
-        assert 'id="simulated"' in call[call.index("<h1>"):call.index("</h1>")]
+        assert 'id="simulated"' in call[call.index("<h1>") : call.index("</h1>")]
 
 
 async def test_a_starter_set_for_claude_warns_when_the_workers_call_the_simulator(
-        cli: Cli, bbstack: Stack) -> None:
+    cli: Cli, bbstack: Stack
+) -> None:
     """Bug 3: after `make demo` (a worker on the simulator), `export ANTHROPIC_API_KEY=...`
     then `run` was answered by the simulator without a word."""
-    from runtime.endpoint import announced
-    from runtime.temporal import anthropic_client
+    from blockbatch.runtime.endpoint import announced
+    from blockbatch.runtime.temporal import anthropic_client
 
     llm = anthropic_client(bbstack.settings)
     async with announced(bbstack.pool, bbstack.task_queue, llm) as endpoint:
         assert endpoint.simulated
-        claude = await cli("run", TICKETS, "--schema", TICKET_SCHEMA, "--no-wait",
-                           ANTHROPIC_API_KEY="sk-ant-api03-mine", ANTHROPIC_BASE_URL="")
+        claude = await cli(
+            "run",
+            TICKETS,
+            "--schema",
+            TICKET_SCHEMA,
+            "--no-wait",
+            ANTHROPIC_API_KEY="sk-ant-api03-mine",
+            ANTHROPIC_BASE_URL="",
+        )
         same = await cli("run", TICKETS, "--schema", TICKET_SCHEMA, "--no-wait")
     assert claude.code == 0 and same.code == 0, claude.err + same.err
     assert "warning: the workers on task queue" in claude.err, claude.err
@@ -114,8 +129,7 @@ async def test_a_starter_set_for_claude_warns_when_the_workers_call_the_simulato
     await llm.close()
 
 
-async def test_a_schemas_first_quote_expects_what_answers_write(cli: Cli,
-                                                                bbstack: Stack) -> None:
+async def test_a_schemas_first_quote_expects_what_answers_write(cli: Cli, bbstack: Stack) -> None:
     """The first quote of the ticket schema was 2.1x the run's cost: its output was the
     planner's shape estimate, which leans high on purpose. After another schema's run (the
     demo's, say), the first quote expects what answers wrote against their estimate."""
@@ -130,6 +144,8 @@ async def test_a_schemas_first_quote_expects_what_answers_write(cli: Cli,
     assert q["output_source"] == "other_schemas" and q["output_scope"] == "model"
     spent = await bbstack.pool.fetchrow(
         """select sum(output_tokens) as output, sum(cost_usd)::float8 as cost
-           from llm_calls where run_id = $1""", run.run_id)
+           from llm_calls where run_id = $1""",
+        run.run_id,
+    )
     assert 0.8 * spent["output"] <= q["sync"]["output_tokens"] <= 1.25 * spent["output"]
     assert 0.8 * spent["cost"] <= q["sync"]["cost_usd"] <= 1.3 * spent["cost"], (q, spent)

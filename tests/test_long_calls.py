@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 import activities.llm
-from core.models import QualityOptions, RunOptions
-from core.prompt import needs_streaming
+from blockbatch.core.models import QualityOptions, RunOptions
+from blockbatch.core.prompt import needs_streaming
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
 
@@ -28,8 +28,12 @@ async def test_a_long_call_streams_and_lands_like_any_other(
     schema_id = await bbstack.bb.add_schema(extract_schema(instruction_words=300))
     # 12,000 output tokens expected a block, asked for twice over: 24,000, past the
     # 21,333 the SDK lets a call take without streaming.
-    options = RunOptions(pack_size=2, estimated_output_per_block=12_000, output_budget=64_000,
-                         quality=QualityOptions(probe_rate=0))
+    options = RunOptions(
+        pack_size=2,
+        estimated_output_per_block=12_000,
+        output_budget=64_000,
+        quality=QualityOptions(probe_rate=0),
+    )
     run_id = await bbstack.bb.start_run(doc, schema_id, options)
     async with bbstack.worker():
         result = await bbstack.bb.wait(run_id)
@@ -37,9 +41,11 @@ async def test_a_long_call_streams_and_lands_like_any_other(
     packs = await bbstack.pool.fetch(
         """select status, request_id, (request->>'max_tokens')::int as max_tokens,
                   output_tokens from llm_calls where run_id = $1 and purpose = 'pack'""",
-        run_id)
+        run_id,
+    )
     assert len(packs) == 2 and all(p["max_tokens"] > 21_333 for p in packs)
     assert sorted(streamed) == sorted(p["max_tokens"] for p in packs)
     # Recorded like a plain answer: its request-id, its usage, once.
-    assert all(p["status"] == "succeeded" and p["request_id"] and p["output_tokens"] > 0
-               for p in packs)
+    assert all(
+        p["status"] == "succeeded" and p["request_id"] and p["output_tokens"] > 0 for p in packs
+    )

@@ -21,9 +21,9 @@ import urllib.request
 from collections import Counter
 from pathlib import Path
 
-from core.models import BatchOptions, RunOptions
-from devtools.stack import free_port
-from runtime.metrics import METRICS, status_class
+from blockbatch.core.models import BatchOptions, RunOptions
+from blockbatch.devtools.stack import free_port
+from blockbatch.runtime.metrics import METRICS, status_class
 from tests.conftest import ROOT, Stack
 from tests.helpers import REJECT_MARKER, block_content, extract_schema, marked_document
 
@@ -41,8 +41,9 @@ def parse(text: str) -> Samples:
             continue
         m = _SAMPLE.match(line)
         assert m, line
-        labels = frozenset((k, v) for k, v in _LABEL.findall(m.group(2) or "")
-                           if k != "service_name")
+        labels = frozenset(
+            (k, v) for k, v in _LABEL.findall(m.group(2) or "") if k != "service_name"
+        )
         out[(m.group(1), labels)] = float(m.group(3))
     return out
 
@@ -80,35 +81,53 @@ async def wait_for_endpoint(port: int, proc: subprocess.Popen[bytes], log: Path)
 async def ledger(s: Stack, run_ids: list[str]) -> dict[str, dict[tuple[str, ...], float]]:
     """The same figures as the metrics, recomputed from the ledger and the overlays."""
     q = s.pool.fetch
-    calls = await q("""select purpose, status, count(*) as n from llm_calls
+    calls = await q(
+        """select purpose, status, count(*) as n from llm_calls
                        where run_id = any($1) and status in ('succeeded', 'failed')
-                       group by 1, 2""", run_ids)
-    usage = await q("""select purpose, sum(input_tokens) as input, sum(output_tokens) as output,
+                       group by 1, 2""",
+        run_ids,
+    )
+    usage = await q(
+        """select purpose, sum(input_tokens) as input, sum(output_tokens) as output,
                               sum(cache_read_input_tokens) as cache_read,
                               sum(cache_creation_input_tokens) as cache_write,
                               sum(cost_usd)::float8 as cost
                        from llm_calls where run_id = any($1)
-                         and status in ('succeeded', 'failed') group by 1""", run_ids)
-    errors = await q("""select http_status from llm_calls where run_id = any($1)
+                         and status in ('succeeded', 'failed') group by 1""",
+        run_ids,
+    )
+    errors = await q(
+        """select http_status from llm_calls where run_id = any($1)
                           and status = 'failed' and purpose <> 'batch_request'
-                          and error_type is distinct from 'duplicate_attempt'""", run_ids)
-    blocks = await q("""select status, coalesce(reason_code, '') as reason, count(*) as n
-                        from overlays where run_id = any($1) group by 1, 2""", run_ids)
+                          and error_type is distinct from 'duplicate_attempt'""",
+        run_ids,
+    )
+    blocks = await q(
+        """select status, coalesce(reason_code, '') as reason, count(*) as n
+                        from overlays where run_id = any($1) group by 1, 2""",
+        run_ids,
+    )
     splits = await s.pool.fetchval(
-        "select count(*) from split_events where run_id = any($1)", run_ids)
-    tokens = {(r["purpose"], kind): float(r[kind]) for r in usage
-              for kind in ("input", "output", "cache_read", "cache_write") if r[kind]}
+        "select count(*) from split_events where run_id = any($1)", run_ids
+    )
+    tokens = {
+        (r["purpose"], kind): float(r[kind])
+        for r in usage
+        for kind in ("input", "output", "cache_read", "cache_write")
+        if r[kind]
+    }
     return {
         "calls": {(r["purpose"], r["status"]): float(r["n"]) for r in calls},
         "tokens": tokens,
         "cost": {(r["purpose"],): r["cost"] for r in usage if r["cost"]},
-        "api_errors": {(k,): float(n) for k, n in
-                       Counter(status_class(r["http_status"]) for r in errors).items()},
+        "api_errors": {
+            (k,): float(n)
+            for k, n in Counter(status_class(r["http_status"]) for r in errors).items()
+        },
         "splits": {(): float(splits)} if splits else {},
         "done": {(): float(sum(r["n"] for r in blocks if r["status"] == "ai_complete"))},
         "failed": {(r["reason"],): float(r["n"]) for r in blocks if r["status"] == "failed"},
-        "cancelled": {(r["reason"],): float(r["n"]) for r in blocks
-                      if r["status"] == "cancelled"},
+        "cancelled": {(r["reason"],): float(r["n"]) for r in blocks if r["status"] == "cancelled"},
     }
 
 
@@ -120,14 +139,18 @@ async def test_scraped_metrics_agree_with_the_ledger_after_faulty_runs(
     schema_id = await s.bb.add_schema(extract_schema(instruction_words=300))
     sync_doc = await s.bb.ingest_bytes(marked_document(40, {13}), name="s.md", fmt="markdown")
     batch_doc = await s.bb.ingest_bytes(marked_document(6, {2}), name="b.md", fmt="markdown")
-    s.sim.scenario(seed=15, reject_marker=REJECT_MARKER, batch={"processing_delay_s": 0.2},
-                   errors={"rate_429": 0.25, "rate_500": 0.03, "retry_after_s": 0},
-                   faults={"truncate": 0.25},
-                   # Block 30 is never answered: it fails alone, as missing_from_answer.
-                   always_skip_contents=[await block_content(s.pool, f"{sync_doc}:30")],
-                   # A 429 teaches the limiter the limits its headers show: high ones here,
-                   # so that calls wait for the limiter little after it.
-                   limits={"rpm": 50_000, "input_tpm": 50_000_000, "output_tpm": 10_000_000})
+    s.sim.scenario(
+        seed=15,
+        reject_marker=REJECT_MARKER,
+        batch={"processing_delay_s": 0.2},
+        errors={"rate_429": 0.25, "rate_500": 0.03, "retry_after_s": 0},
+        faults={"truncate": 0.25},
+        # Block 30 is never answered: it fails alone, as missing_from_answer.
+        always_skip_contents=[await block_content(s.pool, f"{sync_doc}:30")],
+        # A 429 teaches the limiter the limits its headers show: high ones here,
+        # so that calls wait for the limiter little after it.
+        limits={"rpm": 50_000, "input_tpm": 50_000_000, "output_tpm": 10_000_000},
+    )
     port, log = free_port(), tmp_path / "worker.log"
     proc = start_worker(s, key, port, log)
     try:
@@ -135,21 +158,33 @@ async def test_scraped_metrics_agree_with_the_ledger_after_faulty_runs(
         sync_id = await s.bb.start_run(sync_doc, schema_id, RunOptions(pack_size=8))
         sync = await asyncio.wait_for(s.bb.wait(sync_id), 150)
         # Reuse off: these documents share blocks with the first, whose answers would stand in.
-        batch_id = await s.bb.start_run(batch_doc, schema_id, RunOptions(
-            pack_size=4, mode="batch", batch=BatchOptions(poll_initial_s=0.2, poll_max_s=1.0),
-            reuse_answers=False))
+        batch_id = await s.bb.start_run(
+            batch_doc,
+            schema_id,
+            RunOptions(
+                pack_size=4,
+                mode="batch",
+                batch=BatchOptions(poll_initial_s=0.2, poll_max_s=1.0),
+                reuse_answers=False,
+            ),
+        )
         batch = await asyncio.wait_for(s.bb.wait(batch_id), 120)
         # A third run, cancelled once a few blocks are done: the rest end `cancelled`.
         s.sim.scenario(speed_factor=1.0, latency={"ttft_ms": 300, "per_output_token_ms": 0})
-        cancel_doc = await s.bb.ingest_bytes(marked_document(24, set()), name="c.md",
-                                             fmt="markdown")
-        cancel_id = await s.bb.start_run(cancel_doc, schema_id,
-                                         RunOptions(pack_size=4, max_concurrent_packs=1,
-                                                    reuse_answers=False))
+        cancel_doc = await s.bb.ingest_bytes(
+            marked_document(24, set()), name="c.md", fmt="markdown"
+        )
+        cancel_id = await s.bb.start_run(
+            cancel_doc,
+            schema_id,
+            RunOptions(pack_size=4, max_concurrent_packs=1, reuse_answers=False),
+        )
         for _ in range(1200):
-            if await s.pool.fetchval("""select count(*) >= 4 from overlays
+            if await s.pool.fetchval(
+                """select count(*) >= 4 from overlays
                                         where run_id = $1 and status = 'ai_complete'""",
-                                     cancel_id):
+                cancel_id,
+            ):
                 break
             await asyncio.sleep(0.05)
         await s.bb.cancel(cancel_id)
@@ -166,8 +201,10 @@ async def test_scraped_metrics_agree_with_the_ledger_after_faulty_runs(
     got = {
         "calls": by(samples, "blockbatch_llm_calls_total", "purpose", "status"),
         "tokens": by(samples, "blockbatch_llm_tokens_total", "purpose", "kind"),
-        "cost": {k: v / 1e6 for k, v in
-                 by(samples, "blockbatch_llm_cost_microdollars_total", "purpose").items()},
+        "cost": {
+            k: v / 1e6
+            for k, v in by(samples, "blockbatch_llm_cost_microdollars_total", "purpose").items()
+        },
         "api_errors": by(samples, "blockbatch_api_errors_total", "status"),
         "splits": by(samples, "blockbatch_splits_total"),
         "done": by(samples, "blockbatch_blocks_done_total"),
@@ -195,19 +232,28 @@ async def test_scraped_metrics_agree_with_the_ledger_after_faulty_runs(
     assert got["cancelled"] == {("cancelled",): cancelled.blocks_cancelled}
     assert {p for p, _ in got["calls"]} >= {"pack", "warm_up", "batch_request"}
     assert by(samples, "blockbatch_runs_finished_total", "status") == {
-        ("completed_with_failures",): 2.0, ("cancelled",): 1.0}
+        ("completed_with_failures",): 2.0,
+        ("cancelled",): 1.0,
+    }
     # The limiter as the latest answered call saw it.
     assert 0 < by(samples, "blockbatch_limiter_rate")[()] <= 1
     assert set(by(samples, "blockbatch_limiter_limit", "limit")) == {
-        ("requests",), ("input",), ("output",)}
+        ("requests",),
+        ("input",),
+        ("output",),
+    }
     assert by(samples, "blockbatch_limiter_wait_seconds_count")[()] == sum(
-        n for (p, st), n in got["calls"].items() if p == "pack" and st == "succeeded")
+        n for (p, st), n in got["calls"].items() if p == "pack" and st == "succeeded"
+    )
 
     # Every blockbatch metric served is documented, and all those this run must have moved
     # are there; Temporal's own worker metrics are served beside them.
     names = {n for n, _ in samples}
-    documented = {name + suffix for name, metric in METRICS.items() for suffix in (
-        ("_bucket", "_sum", "_count") if metric.type == "histogram" else ("",))}
+    documented = {
+        name + suffix
+        for name, metric in METRICS.items()
+        for suffix in (("_bucket", "_sum", "_count") if metric.type == "histogram" else ("",))
+    }
     assert {n for n in names if n.startswith("blockbatch_")} <= documented
     # Calls may not have waited for the limiter; the histogram is served as _bucket, _sum
     # and _count (its count is checked above).

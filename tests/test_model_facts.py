@@ -10,12 +10,12 @@ import asyncpg
 import pytest
 
 from activities.models import ModelFacts
-from core.ingest import parse_document
-from core.models import RunOptions
-from core.registry import RetiredModelError, Usage
-from core.schema import load_schema
-from store import ledger, model_facts, repo, runs
-from store.ledger import Origin
+from blockbatch.core.ingest import parse_document
+from blockbatch.core.models import RunOptions
+from blockbatch.core.registry import RetiredModelError, Usage
+from blockbatch.core.schema import load_schema
+from blockbatch.store import ledger, model_facts, repo, runs
+from blockbatch.store.ledger import Origin
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
 
@@ -35,19 +35,29 @@ def registry_only() -> Iterator[None]:
 async def _run(pool: asyncpg.Pool, model: str = "claude-opus-5-5") -> str:
     data = markdown_doc(3)
     async with pool.acquire() as conn:
-        doc = await repo.save_document(conn, "d.md", "markdown", data,
-                                       parse_document(data, "markdown"))
+        doc = await repo.save_document(
+            conn, "d.md", "markdown", data, parse_document(data, "markdown")
+        )
         schema = await repo.save_schema(conn, load_schema(extract_schema(200)))
         return await repo.create_run(conn, doc, schema, RunOptions(model=model))
 
 
-async def _answered(pool: asyncpg.Pool, run_id: str, path: str, usage: Usage,
-                    stop_reason: str = "tool_use") -> None:
+async def _answered(
+    pool: asyncpg.Pool, run_id: str, path: str, usage: Usage, stop_reason: str = "tool_use"
+) -> None:
     async with pool.acquire() as conn:
         call_id = await ledger.open_call(
-            conn, run_id=run_id, pack_path=path, pack_attempt=1, block_uids=["a", "b"],
-            model="claude-opus-5-5", prefix=PREFIX, request={"messages": []},
-            origin=Origin(f"run-{run_id}/pack-{path}", "wf", "1", 1), est_output_tokens=100)
+            conn,
+            run_id=run_id,
+            pack_path=path,
+            pack_attempt=1,
+            block_uids=["a", "b"],
+            model="claude-opus-5-5",
+            prefix=PREFIX,
+            request={"messages": []},
+            origin=Origin(f"run-{run_id}/pack-{path}", "wf", "1", 1),
+            est_output_tokens=100,
+        )
         assert call_id is not None
         message = {"stop_reason": stop_reason, "content": []}
         answer = await ledger.record_answer(conn, call_id, message, None, usage, 0.01, 5)
@@ -58,13 +68,20 @@ async def test_thinking_is_recorded_learned_per_call_and_in_the_run_totals(
     pool: asyncpg.Pool,
 ) -> None:
     run_id = await _run(pool)
-    await _answered(pool, run_id, "0", Usage(input_tokens=10, output_tokens=1_150,
-                                             thinking_tokens=1_000))
-    await _answered(pool, run_id, "1", Usage(input_tokens=10, output_tokens=1_250,
-                                             thinking_tokens=1_100))
+    await _answered(
+        pool, run_id, "0", Usage(input_tokens=10, output_tokens=1_150, thinking_tokens=1_000)
+    )
+    await _answered(
+        pool, run_id, "1", Usage(input_tokens=10, output_tokens=1_250, thinking_tokens=1_100)
+    )
     # Cut off at max_tokens: its thinking counts, its answers say only "more".
-    await _answered(pool, run_id, "2", Usage(input_tokens=10, output_tokens=2_000,
-                                             thinking_tokens=1_900), stop_reason="max_tokens")
+    await _answered(
+        pool,
+        run_id,
+        "2",
+        Usage(input_tokens=10, output_tokens=2_000, thinking_tokens=1_900),
+        stop_reason="max_tokens",
+    )
     async with pool.acquire() as conn:
         seen = await ledger.observed_output(conn, run_id)
         assert seen is not None
@@ -86,9 +103,16 @@ async def test_the_models_api_facts_are_kept_and_read_again_only_when_old(
         async def retrieve(self, model_id: str, **_: Any) -> Any:
             Models.asked += 1
             from activities.sdk import anthropic
+
             return anthropic.types.ModelInfo.construct(
-                id=model_id, type="model", lifecycle="active", max_input_tokens=300_000,
-                max_tokens=32_000, display_name="x", created_at="2026-10-07T00:00:00Z")
+                id=model_id,
+                type="model",
+                lifecycle="active",
+                max_input_tokens=300_000,
+                max_tokens=32_000,
+                display_name="x",
+                created_at="2026-10-07T00:00:00Z",
+            )
 
     class Client:
         models = Models()
@@ -104,14 +128,22 @@ async def test_the_models_api_facts_are_kept_and_read_again_only_when_old(
 
 
 async def test_a_run_context_takes_the_facts_kept_for_its_model(
-    pool: asyncpg.Pool, registry_only: None,
+    pool: asyncpg.Pool,
+    registry_only: None,
 ) -> None:
     run_id = await _run(pool, "claude-haiku-5-5")
     async with pool.acquire() as conn:
         before = await runs.load_run_context(conn, run_id)
-        await model_facts.save(conn, "claude-haiku-5-5",
-                               {"id": "claude-haiku-5-5", "lifecycle": "active",
-                                "max_input_tokens": 250_000, "max_tokens": 16_000})
+        await model_facts.save(
+            conn,
+            "claude-haiku-5-5",
+            {
+                "id": "claude-haiku-5-5",
+                "lifecycle": "active",
+                "max_input_tokens": 250_000,
+                "max_tokens": 16_000,
+            },
+        )
         after = await runs.load_run_context(conn, run_id)
     assert before.model.context_window == 1_000_000
     assert (after.model.context_window, after.model.max_output_tokens) == (250_000, 16_000)
@@ -127,23 +159,29 @@ async def _nothing_created(s: Stack) -> None:
 async def test_a_retired_model_is_refused_before_anything_is_created(bbstack: Stack) -> None:
     s = bbstack
     data = markdown_doc(3)
-    doc = await s.bb.ingest_blocks(data, parse_document(data, "markdown"), name="d.md",
-                                   fmt="markdown")
+    doc = await s.bb.ingest_blocks(
+        data, parse_document(data, "markdown"), name="d.md", fmt="markdown"
+    )
     schema_id = await s.bb.add_schema(extract_schema(200))
     with pytest.raises(RetiredModelError, match="use claude-opus-5-5"):
-        await s.bb.start_run(doc, schema_id, RunOptions(model="claude-opus-4-1"),
-                             task_queue=s.task_queue)
+        await s.bb.start_run(
+            doc, schema_id, RunOptions(model="claude-opus-4-1"), task_queue=s.task_queue
+        )
     await _nothing_created(s)
     # The Models API says a registry model is retired: refused the same way.
-    await model_facts.save(s.pool, "claude-haiku-4-5",
-                           {"id": "claude-haiku-4-5", "lifecycle": "retired",
-                            "retires_at": "2026-11-20T00:00:00Z"})
+    await model_facts.save(
+        s.pool,
+        "claude-haiku-4-5",
+        {"id": "claude-haiku-4-5", "lifecycle": "retired", "retires_at": "2026-11-20T00:00:00Z"},
+    )
     with pytest.raises(RetiredModelError, match="claude-haiku-4-5 was retired on 2026-11-20"):
-        await s.bb.start_run(doc, schema_id, RunOptions(model="claude-haiku-4-5"),
-                             task_queue=s.task_queue)
+        await s.bb.start_run(
+            doc, schema_id, RunOptions(model="claude-haiku-4-5"), task_queue=s.task_queue
+        )
     with pytest.raises(RetiredModelError, match="use claude-haiku-5-5"):
-        await s.bb.estimate(data, extract_schema(200), RunOptions(model="claude-haiku-4-5"),
-                            fmt="markdown")
+        await s.bb.estimate(
+            data, extract_schema(200), RunOptions(model="claude-haiku-4-5"), fmt="markdown"
+        )
     await _nothing_created(s)
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from blockbatch.api import AllItemsFailed, allm_batch
 from blockbatch.cli.follow import exit_code
-from store.runs import final_status
+from blockbatch.store.runs import final_status
 from tests.conftest import Stack
 from tests.helpers import REJECT_MARKER, extract_schema, marked_document, marked_paragraphs
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
@@ -29,7 +29,9 @@ def write_doc(cli: Cli, n: int, marked: set[int]) -> str:
 async def reasons_in_postgres(s: Stack, run_id: str) -> dict[str, int]:
     rows = await s.pool.fetch(
         """select coalesce(reason_code, 'unknown') as code, count(*) as n from overlays
-           where run_id = $1 and status in ('failed', 'cancelled') group by 1""", run_id)
+           where run_id = $1 and status in ('failed', 'cancelled') group by 1""",
+        run_id,
+    )
     return {r["code"]: r["n"] for r in rows}
 
 
@@ -37,26 +39,40 @@ async def reasons_in_postgres(s: Stack, run_id: str) -> dict[str, int]:
 
 
 def test_final_status_follows_the_blocks() -> None:
-    def final(asked: str, done: int, failed: int, cancelled: int = 0,
-              error: str | None = None) -> tuple[str, str | None]:
-        return final_status(asked, error, total=done + failed + cancelled,  # type: ignore[arg-type]
-                            done=done, failed=failed, cancelled=cancelled,
-                            reasons={"request_rejected": failed} if failed else {})
+    def final(
+        asked: str, done: int, failed: int, cancelled: int = 0, error: str | None = None
+    ) -> tuple[str, str | None]:
+        return final_status(
+            asked,
+            error,
+            total=done + failed + cancelled,  # type: ignore[arg-type]
+            done=done,
+            failed=failed,
+            cancelled=cancelled,
+            reasons={"request_rejected": failed} if failed else {},
+        )
 
     assert final("completed", 4, 0) == ("completed", None)
     assert final("completed", 3, 1) == ("completed_with_failures", None)
     assert final("completed", 0, 4) == (
-        "failed", "nothing done: 4 blocks failed (4 request_rejected)")
+        "failed",
+        "nothing done: 4 blocks failed (4 request_rejected)",
+    )
     assert final("completed", 0, 1)[1] == "nothing done: 1 block failed (1 request_rejected)"
     # The workflow's own verdicts stand.
     assert final("cancelled", 0, 0, 4, "cancelled by request") == (
-        "cancelled", "cancelled by request")
+        "cancelled",
+        "cancelled by request",
+    )
     assert final("failed", 0, 0, 4, "API key rejected") == ("failed", "API key rejected")
     # An empty run has nothing left undone.
-    assert final_status("completed", None, total=0, done=0, failed=0, cancelled=0,
-                        reasons={}) == ("completed", None)
-    assert [exit_code(s) for s in ("completed", "completed_with_failures", "failed",
-                                   "cancelled")] == [0, 5, 1, 1]
+    assert final_status("completed", None, total=0, done=0, failed=0, cancelled=0, reasons={}) == (
+        "completed",
+        None,
+    )
+    assert [
+        exit_code(s) for s in ("completed", "completed_with_failures", "failed", "cancelled")
+    ] == [0, 5, 1, 1]
 
 
 # --------------------------------------------------------------------------- nothing done
@@ -76,7 +92,8 @@ async def test_an_endpoint_that_rejects_everything_ends_the_run_nothing_done(
     assert "nothing done: 4 blocks failed" in meta.current_details
     row = await bbstack.pool.fetchrow(
         "select status, error, blocks_failed, blocks_ai_complete from runs where run_id = $1",
-        run_id)
+        run_id,
+    )
     reasons = await reasons_in_postgres(bbstack, run_id)
     (code,) = reasons
     assert code == "request_rejected"
@@ -84,16 +101,18 @@ async def test_an_endpoint_that_rejects_everything_ends_the_run_nothing_done(
     assert row["error"] == f"nothing done: 4 blocks failed (4 {code})"
     assert f"run {run_id}: failed (nothing done: 4 blocks failed (4 {code}))" in run.out
     assert f"4 failed: 4 {code}" in run.out
-    assert (f"python starter.py review {run_id} --failed, then python starter.py retry "
-            f"{run_id}") in run.out
+    assert (
+        f"python starter.py review {run_id} --failed, then python starter.py retry {run_id}"
+    ) in run.out
 
     # watch and status say the same; --json carries the grouped reasons.
     watched = await cli("watch", run_id, "--json")
     assert watched.code == 1
     summary = watched.json()
     assert summary["status"] == "failed" and summary["failure_reasons"] == {code: 4}
-    assert summary["next"] == (f"python starter.py review {run_id} --failed, then "
-                               f"python starter.py retry {run_id}")
+    assert summary["next"] == (
+        f"python starter.py review {run_id} --failed, then python starter.py retry {run_id}"
+    )
     status = await cli("status", run_id)
     assert status.code == 0 and "failed" in status.out and f"4 failed: 4 {code}" in status.out
 
@@ -102,8 +121,13 @@ async def test_llm_batch_raises_when_every_item_failed(bbstack: Stack) -> None:
     bbstack.sim.scenario(reject_marker=REJECT_MARKER)
     items = marked_paragraphs(3, marked={0, 1, 2})
     with pytest.raises(AllItemsFailed) as caught:
-        await allm_batch(items, extract_schema(instruction_words=200), bb=bbstack.bb,
-                         with_worker=True, pack_size=3)
+        await allm_batch(
+            items,
+            extract_schema(instruction_words=200),
+            bb=bbstack.bb,
+            with_worker=True,
+            pack_size=3,
+        )
     exc = caught.value
     assert [e.index for e in exc.errors] == [0, 1, 2]
     assert all(e.status == "failed" and e.error and e.value is None for e in exc.errors)
@@ -135,10 +159,11 @@ async def test_a_run_with_a_failed_block_is_done_with_failures_and_exits_5(
     assert f"run {run_id}: completed_with_failures" in run.out
     assert "7 ok · 1 failed · 0 cancelled · 8 total" in run.out
     assert f"1 failed: 1 {code}" in run.out
-    assert (f"next         python starter.py review {run_id} --failed, then python "
-            f"starter.py retry {run_id}") in run.out
-    row = await bbstack.pool.fetchrow("select status, error from runs where run_id = $1",
-                                      run_id)
+    assert (
+        f"next         python starter.py review {run_id} --failed, then python "
+        f"starter.py retry {run_id}"
+    ) in run.out
+    row = await bbstack.pool.fetchrow("select status, error from runs where run_id = $1", run_id)
     assert (row["status"], row["error"]) == ("completed_with_failures", None)
 
     watched = await cli("watch", run_id, "--json")
@@ -154,8 +179,9 @@ async def test_a_run_with_a_failed_block_is_done_with_failures_and_exits_5(
 async def test_llm_batch_with_some_failures_reports_them_grouped(bbstack: Stack) -> None:
     bbstack.sim.scenario(reject_marker=REJECT_MARKER)
     items: list[str] = [*marked_paragraphs(6, marked={2, 4}), "   "]
-    out = await allm_batch(items, extract_schema(instruction_words=200), bb=bbstack.bb,
-                           with_worker=True, pack_size=3)
+    out = await allm_batch(
+        items, extract_schema(instruction_words=200), bb=bbstack.bb, with_worker=True, pack_size=3
+    )
     assert out.run.status == "completed_with_failures"
     assert not out.all_succeeded and out.error_count == 3
     assert [r.index for r in out.successes] == [0, 1, 3, 5]
@@ -166,11 +192,11 @@ async def test_llm_batch_with_some_failures_reports_them_grouped(bbstack: Stack)
     assert out[6].reason == "skipped" and out[6].status == "skipped"
     assert [r.reason or "unknown" for r in out.errors[:2]] == [code, code]
     groups = out.errors_by_reason()
-    assert {k: [r.index for r in v] for k, v in groups.items()} == {code: [2, 4],
-                                                                     "skipped": [6]}
+    assert {k: [r.index for r in v] for k, v in groups.items()} == {code: [2, 4], "skipped": [6]}
     report = out.error_report()
     assert report.splitlines()[0] == (
-        f"3 of 7 items failed (run {out.run_id}, completed_with_failures):")
+        f"3 of 7 items failed (run {out.run_id}, completed_with_failures):"
+    )
     assert f"  2 {code}" in report and "  1 skipped" in report
     assert f"    item 2: {out[2].error}" in report
 
@@ -184,8 +210,12 @@ async def test_a_clean_run_is_completed_and_exits_0(bbstack: Stack, cli: Cli) ->
     assert run.code == 0, run.out + run.err
     assert f"run {run.run_id}: completed" in run.out and "not done" not in run.out
     assert f"python starter.py confirm {run.run_id}" in run.out
-    out = await allm_batch(marked_paragraphs(3, marked=set()), extract_schema(instruction_words=200),
-                           bb=bbstack.bb, with_worker=True)
+    out = await allm_batch(
+        marked_paragraphs(3, marked=set()),
+        extract_schema(instruction_words=200),
+        bb=bbstack.bb,
+        with_worker=True,
+    )
     assert out.all_succeeded and out.error_count == 0 and len(out.successes) == 3
     assert out.error_report() == "" and out.run.failure_reasons == {}
 

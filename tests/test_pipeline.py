@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from core.models import RunInput, RunOptions, RunResult
+from blockbatch.core.models import RunInput, RunOptions, RunResult
 from tests.conftest import Stack
 from tests.helpers import block_content, extract_schema, loose_schema, markdown_doc
 
@@ -76,12 +76,18 @@ async def test_run_completes_every_block_with_few_calls_and_cache_reads(bbstack:
            from quality_samples q
            join overlays o on o.run_id = q.run_id and o.block_uid = q.block_uid
            join llm_calls c on c.call_id = q.llm_call_id
-           where q.run_id = $1""", run_id)
+           where q.run_id = $1""",
+        run_id,
+    )
     assert len(samples) == 6 and all(r["status"] == "compared" for r in samples), samples
     assert all(r["agrees"] and r["packed"] == r["staging"] == r["single"] for r in samples)
-    assert all((r["purpose"], r["n"]) == ("quality_probe", 1) and r["pack_size"] >= 2
-               and 1 <= r["position"] <= r["pack_size"] and r["cache_read_input_tokens"] > 0
-               for r in samples)
+    assert all(
+        (r["purpose"], r["n"]) == ("quality_probe", 1)
+        and r["pack_size"] >= 2
+        and 1 <= r["position"] <= r["pack_size"]
+        and r["cache_read_input_tokens"] > 0
+        for r in samples
+    )
     q = result.quality
     assert q is not None and (q.sampled, q.agreement.agreeing, q.probe_calls) == (6, 6, 6)
     # 3% of the blocks, each a call of its own (a cached prompt, one answer): about 5% of
@@ -94,24 +100,30 @@ async def test_run_completes_every_block_with_few_calls_and_cache_reads(bbstack:
     # warm-up call), then plans the rest from what it wrote, and says so.
     first = await bbstack.pool.fetch(
         """select purpose, cardinality(block_uids) as n, pack_path from llm_calls
-           where run_id = $1 order by call_id limit 2""", run_id)
+           where run_id = $1 order by call_id limit 2""",
+        run_id,
+    )
     assert next((r["purpose"], r["n"], r["pack_path"]) for r in first) == ("pack", 5, "0")
     planned = await bbstack.pool.fetchrow(
-        "select packs_before, packs_after, ratios from plan_changes where run_id = $1",
-        run_id)
+        "select packs_before, packs_after, ratios from plan_changes where run_id = $1", run_id
+    )
     assert planned is not None and planned["packs_after"] < planned["packs_before"], planned
     assert 0 < planned["ratios"]["overall"] < 1  # the schema's estimate leans high
     assert result.pack_count == planned["packs_after"]
     assert result.plan_changes and result.plan_changes[0].startswith(
-        f"packs 1-{planned['packs_before'] - 1} re-planned as 1-{planned['packs_after'] - 1}")
+        f"packs 1-{planned['packs_before'] - 1} re-planned as 1-{planned['packs_after'] - 1}"
+    )
     assert (await bbstack.bb.result(run_id)).plan_changes == result.plan_changes
     # A later run of the same schema and model plans from what this one wrote at once: the
     # warm-up start, no learning pack, about as many packs for the same blocks.
     # (Reuse off: the same blocks again would take this run's answers, no pack at all.)
-    again_id, again = await run_doc(bbstack, 200, schema, output_budget=2048,
-                                    reuse_answers=False)
-    purposes = [r["purpose"] for r in await bbstack.pool.fetch(
-        "select purpose from llm_calls where run_id = $1 order by call_id", again_id)]
+    again_id, again = await run_doc(bbstack, 200, schema, output_budget=2048, reuse_answers=False)
+    purposes = [
+        r["purpose"]
+        for r in await bbstack.pool.fetch(
+            "select purpose from llm_calls where run_id = $1 order by call_id", again_id
+        )
+    ]
     assert again.status == "completed" and purposes[0] == "warm_up"
     assert abs(again.pack_count - result.pack_count) <= 2 and again.plan_changes == []
 
@@ -120,8 +132,9 @@ async def test_no_batching_gives_same_values_one_call_per_block(bbstack: Stack) 
     schema = extract_schema(instruction_words=300)
     batched_id, batched = await run_doc(bbstack, 40, schema)
     # The same blocks again: reuse off, or the first run's answers would stand in.
-    single_id, single = await run_doc(bbstack, 40, schema, batching_enabled=False,
-                                      reuse_answers=False)
+    single_id, single = await run_doc(
+        bbstack, 40, schema, batching_enabled=False, reuse_answers=False
+    )
     assert single.status == batched.status == "completed"
     assert single.calls == 40 + 1  # and the warm-up call that writes the prompt cache
     assert batched.calls < 40
@@ -133,10 +146,12 @@ async def test_no_batching_gives_same_values_one_call_per_block(bbstack: Stack) 
             assert a[uid][field] == b[uid][field], (uid, field)
 
 
-async def _faulty_run(s: Stack, schema: dict[str, Any] | None = None
-                      ) -> tuple[str, RunResult, list[dict[str, Any]]]:
-    run_id, result = await run_doc(s, 60, schema or extract_schema(instruction_words=200),
-                                   pack_size=20, max_block_attempts=6)
+async def _faulty_run(
+    s: Stack, schema: dict[str, Any] | None = None
+) -> tuple[str, RunResult, list[dict[str, Any]]]:
+    run_id, result = await run_doc(
+        s, 60, schema or extract_schema(instruction_words=200), pack_size=20, max_block_attempts=6
+    )
     return run_id, result, await overlays(s, run_id)
 
 
@@ -156,9 +171,14 @@ async def test_truncated_output_is_halved_until_done(bbstack: Stack) -> None:
     bbstack.sim.scenario(faults={"truncate": 0.5}, seed=1)
     # Besides the fault (its dice roll on each request's bytes), a first guess of 10 output
     # tokens a block: packs of 20 ask for far less than they write and are cut off for real.
-    run_id, result = await run_doc(bbstack, 60, extract_schema(instruction_words=200),
-                                   pack_size=20, max_block_attempts=6,
-                                   estimated_output_per_block=10)
+    run_id, result = await run_doc(
+        bbstack,
+        60,
+        extract_schema(instruction_words=200),
+        pack_size=20,
+        max_block_attempts=6,
+        estimated_output_per_block=10,
+    )
     rows = await overlays(bbstack, run_id)
     await _assert_exactly_once(bbstack, run_id, result)
     assert result.split_events > 0
@@ -194,15 +214,17 @@ async def test_block_that_never_succeeds_fails_alone_with_reason(bbstack: Stack)
     bad = f"{doc}:7"
     bbstack.sim.scenario(always_skip_contents=[await block_content(bbstack.pool, bad)])
     schema_id = await bbstack.bb.add_schema(extract_schema(instruction_words=200))
-    run_id = await bbstack.bb.start_run(doc, schema_id, RunOptions(pack_size=10,
-                                                                   max_block_attempts=2))
+    run_id = await bbstack.bb.start_run(
+        doc, schema_id, RunOptions(pack_size=10, max_block_attempts=2)
+    )
     async with bbstack.worker():
         result = await bbstack.bb.wait(run_id)
     assert result.status == "completed_with_failures"
     assert (result.blocks_ai_complete, result.blocks_failed) == (29, 1)
     row = await bbstack.pool.fetchrow(
         "select status, attempt_count, last_error from overlays where run_id = $1 and block_uid = $2",
-        run_id, bad,
+        run_id,
+        bad,
     )
     assert row["status"] == "failed"
     assert row["attempt_count"] == 2
@@ -243,8 +265,9 @@ async def test_cancel_mid_run_starts_no_call_after_signal(bbstack: Stack) -> Non
 
 async def test_rejected_api_key_fails_run_fast_without_retry_storm(bbstack: Stack) -> None:
     bbstack.sim.scenario(auth={"valid_keys": ["some-other-key"]})
-    _, result = await run_doc(bbstack, 60, extract_schema(instruction_words=200),
-                                   pack_size=10, max_concurrent_packs=3)
+    _, result = await run_doc(
+        bbstack, 60, extract_schema(instruction_words=200), pack_size=10, max_concurrent_packs=3
+    )
     assert result.status == "failed"
     assert "API key was rejected" in (result.error or "")
     assert "sim-test-key" not in (result.error or "")
@@ -258,9 +281,9 @@ async def test_packs_in_flight_outlive_continue_as_new_on_the_dev_server(bbstack
     bbstack.sim.scenario(speed_factor=1.0, latency={"ttft_ms": 400, "per_output_token_ms": 0})
     doc = await bbstack.bb.ingest_bytes(markdown_doc(24), name="doc.md", fmt="markdown")
     schema_id = await bbstack.bb.add_schema(extract_schema())
-    run_id = await bbstack.bb.start_run(doc, schema_id,
-                                        RunOptions(pack_size=2, max_concurrent_packs=4),
-                                        packs_per_history=2)
+    run_id = await bbstack.bb.start_run(
+        doc, schema_id, RunOptions(pack_size=2, max_concurrent_packs=4), packs_per_history=2
+    )
     async with bbstack.worker():
         result = await bbstack.bb.wait(run_id)
         progress = await bbstack.bb.progress(run_id)  # a query: the worker answers it
@@ -275,16 +298,19 @@ async def test_packs_in_flight_outlive_continue_as_new_on_the_dev_server(bbstack
             break
         run_ids.append(started.continued_execution_run_id)
         history = await bbstack.bb.client.get_workflow_handle(
-            f"run-{run_id}", run_id=started.continued_execution_run_id).fetch_history()
+            f"run-{run_id}", run_id=started.continued_execution_run_id
+        ).fetch_history()
     assert len(run_ids) >= 5  # 12 packs, 2 per history
     # Some execution started with packs still running from the one before.
-    inputs = [await bbstack.bb.client.data_converter.decode(s.input.payloads, [RunInput])
-              for s in carried]
+    inputs = [
+        await bbstack.bb.client.data_converter.decode(s.input.payloads, [RunInput]) for s in carried
+    ]
     assert any(inp[0].running for inp in inputs)
     rows = await overlays(bbstack, run_id)
     assert_true_to_content(rows)
     calls = await bbstack.pool.fetchval(
-        "select count(*) from llm_calls where run_id = $1 and purpose = 'pack'", run_id)
+        "select count(*) from llm_calls where run_id = $1 and purpose = 'pack'", run_id
+    )
     assert calls == 12  # each pack called once, whichever execution it reported to
     assert (progress.packs_done, progress.blocks_done) == (12, 24)
 
@@ -293,12 +319,12 @@ async def test_max_tokens_follows_what_the_runs_answers_wrote(
     bbstack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import activities.llm
-    from core.planning import (
+    from blockbatch.core.planning import (
         LEARNING_PACK_BLOCKS,
         PACK_OUTPUT_OVERHEAD_TOKENS,
         learned_headroom,
     )
-    from core.registry import get_model
+    from blockbatch.core.registry import get_model
 
     monkeypatch.setattr(activities.llm, "_OBSERVED_EVERY_S", 0.0)  # read the ledger each call
     # One pack at a time, so each call sees every answer before it.
@@ -307,7 +333,9 @@ async def test_max_tokens_follows_what_the_runs_answers_wrote(
     calls = await bbstack.pool.fetch(
         """select (request->>'max_tokens')::int as max_tokens, est_output_tokens as est,
                   output_tokens, stop_reason
-           from llm_calls where run_id = $1 and purpose = 'pack' order by call_id""", run_id)
+           from llm_calls where run_id = $1 and purpose = 'pack' order by call_id""",
+        run_id,
+    )
     assert len(calls) == 6 and all(c["stop_reason"] == "tool_use" for c in calls)
     # The ledger's estimate is the planner's (old-tokenizer) shape; before any answer the
     # call asks for twice it in the run model's tokens (the answers' ratio carries that).
@@ -317,9 +345,16 @@ async def test_max_tokens_follows_what_the_runs_answers_wrote(
         # packs of four): twice the estimate.
         if i < 3 and 4 * i < LEARNING_PACK_BLOCKS:
             assert call["max_tokens"] == pytest.approx(
-                max(256, 2 * (PACK_OUTPUT_OVERHEAD_TOKENS
-                              + (call["est"] - PACK_OUTPUT_OVERHEAD_TOKENS) * scale)),
-                abs=8)
+                max(
+                    256,
+                    2
+                    * (
+                        PACK_OUTPUT_OVERHEAD_TOKENS
+                        + (call["est"] - PACK_OUTPUT_OVERHEAD_TOKENS) * scale
+                    ),
+                ),
+                abs=8,
+            )
             continue
         ratio = sum(c["output_tokens"] for c in calls[:i]) / sum(c["est"] for c in calls[:i])
         want = math.ceil(call["est"] * ratio * learned_headroom(4))

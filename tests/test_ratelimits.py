@@ -11,9 +11,9 @@ import asyncpg
 import pytest
 import pytest_asyncio
 
-from core.models import RunOptions
-from core.ratelimit import RAMP_START, Need
-from store import ratelimits
+from blockbatch.core.models import RunOptions
+from blockbatch.core.ratelimit import RAMP_START, Need
+from blockbatch.store import ratelimits
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
@@ -34,16 +34,26 @@ async def full_limiter(pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch) -> N
     await pool.execute(
         """update rate_limiters set ramp = 1, requests_level = requests_limit,
                   input_level = input_limit, output_level = output_limit,
-                  tokens_level = tokens_limit, admitted = 0 where key_hash = $1""", KEY)
+                  tokens_level = tokens_limit, admitted = 0 where key_hash = $1""",
+        KEY,
+    )
     await pool.execute("delete from rate_reservations where run_id = 'setup'")
 
 
-async def _try(pool: asyncpg.Pool, run_id: str, need: Need = ONE_CALL,
-               weight: float = 1.0, waiter: str = "") -> ratelimits.Attempt:
+async def _try(
+    pool: asyncpg.Pool, run_id: str, need: Need = ONE_CALL, weight: float = 1.0, waiter: str = ""
+) -> ratelimits.Attempt:
     async with pool.acquire() as conn:
-        return await ratelimits.try_reserve(conn, key_hash=KEY, model=MODEL, run_id=run_id,
-                                            need=need, weight=weight, defaults=LIMITS,
-                                            waiter=waiter)
+        return await ratelimits.try_reserve(
+            conn,
+            key_hash=KEY,
+            model=MODEL,
+            run_id=run_id,
+            need=need,
+            weight=weight,
+            defaults=LIMITS,
+            waiter=waiter,
+        )
 
 
 @pytest.mark.usefixtures("full_limiter")
@@ -57,15 +67,19 @@ async def test_concurrent_callers_never_get_more_than_the_limit(pool: asyncpg.Po
     assert all(a.binding == "input" and 0 < a.wait_s <= 7.1 for a in refused)
 
 
-
-async def test_a_new_limiter_ramps_up_and_paces_requests_per_second(
-    pool: asyncpg.Pool
-) -> None:
+async def test_a_new_limiter_ramps_up_and_paces_requests_per_second(pool: asyncpg.Pool) -> None:
     async with pool.acquire() as conn:
+
         def attempt() -> Any:
             return ratelimits.try_reserve(
-                conn, key_hash=KEY, model="fresh", run_id="r1", need=Need(1, 0, 0),
-                defaults={"requests": 2_400, "input": 10**6, "output": 10**6})
+                conn,
+                key_hash=KEY,
+                model="fresh",
+                run_id="r1",
+                need=Need(1, 0, 0),
+                defaults={"requests": 2_400, "input": 10**6, "output": 10**6},
+            )
+
         # 2,400 a minute is 40 a second; a new limiter opens a quarter of it: ten.
         admitted = [await attempt() for _ in range(12)]
         assert sum(a.reservation_id is not None for a in admitted) == 10
@@ -129,29 +143,36 @@ async def test_a_run_keeps_waiting_while_any_of_its_calls_waits(pool: asyncpg.Po
 
 @pytest.mark.usefixtures("full_limiter")
 async def test_settling_learns_the_accounts_limits_and_a_429_cuts_the_rate(
-    pool: asyncpg.Pool
+    pool: asyncpg.Pool,
 ) -> None:
     first = await _try(pool, "r1", Need(1, 100, 5_000))
     async with pool.acquire() as conn:
         await ratelimits.settle(
-            conn, first.reservation_id, used=Need(1, 120, 700), answered=True,
-            headers={"anthropic-ratelimit-requests-limit": "50",
-                     "anthropic-ratelimit-input-tokens-limit": "30000",
-                     "anthropic-ratelimit-output-tokens-limit": "8000",
-                     "anthropic-ratelimit-tokens-limit": "38000",
-                     "anthropic-ratelimit-requests-remaining": "49"})
+            conn,
+            first.reservation_id,
+            used=Need(1, 120, 700),
+            answered=True,
+            headers={
+                "anthropic-ratelimit-requests-limit": "50",
+                "anthropic-ratelimit-input-tokens-limit": "30000",
+                "anthropic-ratelimit-output-tokens-limit": "8000",
+                "anthropic-ratelimit-tokens-limit": "38000",
+                "anthropic-ratelimit-requests-remaining": "49",
+            },
+        )
         # Settling twice (a retried activity) changes nothing.
-        await ratelimits.settle(conn, first.reservation_id, used=Need(1, 120, 700),
-                                headers=None, answered=True)
+        await ratelimits.settle(
+            conn, first.reservation_id, used=Need(1, 120, 700), headers=None, answered=True
+        )
         [view] = await ratelimits.views(conn, KEY)
-    assert view.limits == {"requests": 50, "input": 30_000, "output": 8_000,
-                           "tokens": 38_000}
+    assert view.limits == {"requests": 50, "input": 30_000, "output": 8_000, "tokens": 38_000}
     assert view.learned and view.admitted == 1 and view.in_flight == 0
     assert view.levels["requests"] <= 49.1
     second = await _try(pool, "r1")
     async with pool.acquire() as conn:
-        await ratelimits.settle(conn, second.reservation_id, used=None, headers=None,
-                                throttled_after_s=3.0)
+        await ratelimits.settle(
+            conn, second.reservation_id, used=None, headers=None, throttled_after_s=3.0
+        )
         [view] = await ratelimits.views(conn, KEY)
     assert view.throttled == 1 and view.factor == 0.5
     assert (await _try(pool, "r1")).reservation_id is None  # nothing before retry-after
@@ -159,19 +180,31 @@ async def test_settling_learns_the_accounts_limits_and_a_429_cuts_the_rate(
 
 @pytest.mark.usefixtures("full_limiter")
 async def test_a_spend_cap_429_cuts_nothing_and_a_ramp_limit_holds_without_a_cut(
-    pool: asyncpg.Pool
+    pool: asyncpg.Pool,
 ) -> None:
     first = await _try(pool, "r1")
     async with pool.acquire() as conn:
-        await ratelimits.settle(conn, first.reservation_id, used=None, headers=None,
-                                throttled_after_s=0.0, throttle="none")
+        await ratelimits.settle(
+            conn,
+            first.reservation_id,
+            used=None,
+            headers=None,
+            throttled_after_s=0.0,
+            throttle="none",
+        )
         [view] = await ratelimits.views(conn, KEY)
     assert view.throttled == 1 and view.factor == 1.0
     assert (await _try(pool, "r1")).reservation_id is not None
     held = await _try(pool, "r1")
     async with pool.acquire() as conn:
-        await ratelimits.settle(conn, held.reservation_id, used=None, headers=None,
-                                throttled_after_s=5.0, throttle="hold")
+        await ratelimits.settle(
+            conn,
+            held.reservation_id,
+            used=None,
+            headers=None,
+            throttled_after_s=5.0,
+            throttle="hold",
+        )
         [view] = await ratelimits.views(conn, KEY)
     assert view.throttled == 2 and view.factor == 1.0
     assert (await _try(pool, "r1")).reservation_id is None  # nothing before retry-after
@@ -182,12 +215,14 @@ async def test_answers_teach_the_output_to_reserve(pool: asyncpg.Pool) -> None:
     for _ in range(5):
         attempt = await _try(pool, "r1", Need(1, 1, 10_000))
         async with pool.acquire() as conn:
-            await ratelimits.settle(conn, attempt.reservation_id, used=Need(1, 1, 1_000),
-                                    headers=None, answered=True)
+            await ratelimits.settle(
+                conn, attempt.reservation_id, used=Need(1, 1, 1_000), headers=None, answered=True
+            )
     later = await _try(pool, "r1", Need(1, 1, 10_000))
     reserved = await pool.fetchval(
         "select output_tokens from rate_reservations where reservation_id = $1",
-        later.reservation_id)
+        later.reservation_id,
+    )
     # 10,000 at first; answers wrote a tenth, so the reservation shrinks towards it.
     assert 1_000 < reserved < 7_000
 
@@ -206,14 +241,20 @@ async def test_limits_shows_what_the_fleet_learned_from_claudes_answers(
     assert "learned" in shown.out and "500 / 400k / 80k" in shown.out
     as_json = await cli("limits", "--json")
     [view] = json.loads(as_json.out)
-    assert view["limits"] == {"requests": 500, "input": 400_000, "output": 80_000,
-                              "tokens": 480_000}
+    assert view["limits"] == {
+        "requests": 500,
+        "input": 400_000,
+        "output": 80_000,
+        "tokens": 480_000,
+    }
     assert view["learned"] and view["admitted"] >= 3 and view["throttled"] == 0
     assert view["shares"] == {run.run_id: view["admitted"]}
     assert "sim-test-key" not in shown.out + as_json.out  # only a hash of the key
     status = await cli("status", run.run_id)
-    assert status.code == 0 and f"{view['admitted']} of {view['admitted']} calls in the last " \
-        "minute" in status.out, status.out
+    assert (
+        status.code == 0
+        and f"{view['admitted']} of {view['admitted']} calls in the last minute" in status.out
+    ), status.out
 
 
 @pytest.mark.usefixtures("full_limiter")
@@ -221,11 +262,16 @@ async def test_old_reservations_are_pruned_recent_and_open_ones_kept(pool: async
     ids = [(await _try(pool, "r1")).reservation_id for _ in range(3)]
     async with pool.acquire() as conn:
         await ratelimits.settle(conn, ids[0], used=ONE_CALL, headers=None, answered=True)
-        await conn.execute("update rate_reservations set created_at = now() - interval '2 hours'"
-                           " where reservation_id = any($1::bigint[])", ids[:2])
+        await conn.execute(
+            "update rate_reservations set created_at = now() - interval '2 hours'"
+            " where reservation_id = any($1::bigint[])",
+            ids[:2],
+        )
         dropped = await ratelimits.prune(conn)
-    left = {r["reservation_id"] for r in await pool.fetch(
-        "select reservation_id from rate_reservations")}
+    left = {
+        r["reservation_id"]
+        for r in await pool.fetch("select reservation_id from rate_reservations")
+    }
     # Settled and old: dropped. Old but open and not expired: kept. Recent: kept.
     assert dropped == 1 and left == {ids[1], ids[2]}
 
@@ -247,38 +293,56 @@ async def test_a_runs_progress_and_ui_details_show_the_limiter(bbstack: Stack) -
     # were paced a few seconds (a quarter of a second's share at first), none refused.
     assert progress.limiter_wait_s < 15
     # The run's details in the Temporal UI say it too.
-    assert ("limiter 500 rpm · 400k in · 80k out /min (learned) · admitting 100% · "
-            f"waited {progress.limiter_wait_s:,.0f} s") in metadata.current_details
+    assert (
+        "limiter 500 rpm · 400k in · 80k out /min (learned) · admitting 100% · "
+        f"waited {progress.limiter_wait_s:,.0f} s"
+    ) in metadata.current_details
     assert "· 0 429s" in metadata.current_details
 
 
 async def test_a_run_against_per_second_windows_draws_no_429(bbstack: Stack) -> None:
     # 120 requests a minute enforced as 2 a second (contract §6): the fleet paces its
     # calls by the last second's admissions instead of opening its minute at once.
-    bbstack.sim.scenario(limits={"rpm": 120, "input_tpm": 2_000_000, "output_tpm": 400_000,
-                                 "per_second": True})
+    bbstack.sim.scenario(
+        limits={"rpm": 120, "input_tpm": 2_000_000, "output_tpm": 400_000, "per_second": True}
+    )
     doc = await bbstack.bb.ingest_bytes(markdown_doc(12), name="doc.md", fmt="markdown")
     schema_id = await bbstack.bb.add_schema(extract_schema())
     run_id = await bbstack.bb.start_run(doc, schema_id, RunOptions(pack_size=1))
     async with bbstack.worker():
         result = await bbstack.bb.wait(run_id)
     assert result.status == "completed"
-    assert await bbstack.pool.fetchval(
-        "select count(*) from llm_calls where run_id = $1 and http_status = 429", run_id) == 0
+    assert (
+        await bbstack.pool.fetchval(
+            "select count(*) from llm_calls where run_id = $1 and http_status = 429", run_id
+        )
+        == 0
+    )
 
 
 async def test_a_run_from_idle_meets_the_acceleration_limit_with_a_ramp(bbstack: Stack) -> None:
     # The simulator refuses a second with more than 3 requests, or twice the minute
     # before's mean (contract §6, acceleration limits): the fleet starts at a quarter of
     # its 10 a second and rises with its own past minute, so nothing is refused.
-    bbstack.sim.scenario(limits={"rpm": 600, "input_tpm": 2_000_000, "output_tpm": 400_000,
-                                 "per_second": True, "ramp_floor_rps": 3})
+    bbstack.sim.scenario(
+        limits={
+            "rpm": 600,
+            "input_tpm": 2_000_000,
+            "output_tpm": 400_000,
+            "per_second": True,
+            "ramp_floor_rps": 3,
+        }
+    )
     doc = await bbstack.bb.ingest_bytes(markdown_doc(30), name="doc.md", fmt="markdown")
     schema_id = await bbstack.bb.add_schema(extract_schema())
     run_id = await bbstack.bb.start_run(doc, schema_id, RunOptions(pack_size=1))
     async with bbstack.worker():
         result = await bbstack.bb.wait(run_id)
     assert result.status == "completed"
-    assert await bbstack.pool.fetchval(
-        "select count(*) from llm_calls where run_id = $1 and http_status = 429", run_id) == 0
+    assert (
+        await bbstack.pool.fetchval(
+            "select count(*) from llm_calls where run_id = $1 and http_status = 429", run_id
+        )
+        == 0
+    )
     assert await bbstack.pool.fetchval("select min(factor) from rate_limiters") == 1.0

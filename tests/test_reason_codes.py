@@ -1,4 +1,4 @@
-"""Every failed or cancelled block carries a reason code (core/reasons.py), end to end.
+"""Every failed or cancelled block carries a reason code (blockbatch/core/reasons.py), end to end.
 
 Each code the simulator can provoke is produced by a real run (sync mode unless noted) and
 read back from Postgres, from ``review`` (the API page ``--json`` prints) and from
@@ -13,9 +13,9 @@ import io
 import json
 from typing import Any
 
-from core.models import BatchOptions, RunOptions, RunResult
-from core.reasons import REASONS
-from core.registry import get_model
+from blockbatch.core.models import BatchOptions, RunOptions, RunResult
+from blockbatch.core.reasons import REASONS
+from blockbatch.core.registry import get_model
 from tests.conftest import Stack
 from tests.helpers import (
     REJECT_MARKER,
@@ -31,8 +31,12 @@ async def start(s: Stack, content: bytes, **options: Any) -> tuple[str, list[str
     doc = await s.bb.ingest_bytes(content, name="doc.md", fmt="markdown")
     schema_id = await s.bb.add_schema(extract_schema(instruction_words=200))
     run_id = await s.bb.start_run(doc, schema_id, RunOptions(**options))
-    uids = [r["block_uid"] for r in await s.pool.fetch(
-        "select block_uid from blocks where document_id = $1 order by block_index", doc)]
+    uids = [
+        r["block_uid"]
+        for r in await s.pool.fetch(
+            "select block_uid from blocks where document_id = $1 order by block_index", doc
+        )
+    ]
     return run_id, uids
 
 
@@ -49,7 +53,8 @@ async def run(s: Stack, content: bytes, **options: Any) -> tuple[str, list[str],
 async def codes(s: Stack, run_id: str) -> dict[str, tuple[str, str | None]]:
     """block_uid -> (status, reason_code) in Postgres, checked against the API and export."""
     rows = await s.pool.fetch(
-        "select block_uid, status, reason_code from overlays where run_id = $1", run_id)
+        "select block_uid, status, reason_code from overlays where run_id = $1", run_id
+    )
     found = {r["block_uid"]: (r["status"], r["reason_code"]) for r in rows}
     for status, code in found.values():
         if status in ("failed", "cancelled"):
@@ -68,8 +73,7 @@ async def codes(s: Stack, run_id: str) -> dict[str, tuple[str, str | None]]:
             assert found[uid][1] is None
     for code in {c for _, c in found.values() if c}:
         only = await s.bb.review(run_id, limit=1000, reasons=[code])
-        assert {i.block_uid for i in only.items} == {u for u, (_, c) in found.items()
-                                                     if c == code}
+        assert {i.block_uid for i in only.items} == {u for u, (_, c) in found.items() if c == code}
     return found
 
 
@@ -85,11 +89,14 @@ async def test_missing_and_invalid_results_cli_review_json_and_export(
 ) -> None:
     doc = await bbstack.bb.ingest_bytes(markdown_doc(6), name="doc.md", fmt="markdown")
     skipped, corrupt = f"{doc}:1", f"{doc}:4"
-    bbstack.sim.scenario(always_skip_contents=[await block_content(bbstack.pool, skipped)],
-                         always_malformed_contents=[await block_content(bbstack.pool, corrupt)])
+    bbstack.sim.scenario(
+        always_skip_contents=[await block_content(bbstack.pool, skipped)],
+        always_malformed_contents=[await block_content(bbstack.pool, corrupt)],
+    )
     async with bbstack.worker():
-        started = await cli("run", cli.doc(6), "--schema", cli.schema(data=loose_schema()),
-                            "--pack-size", "3")
+        started = await cli(
+            "run", cli.doc(6), "--schema", cli.schema(data=loose_schema()), "--pack-size", "3"
+        )
     run_id = started.run_id
     found = await codes(bbstack, run_id)
     assert found[skipped] == ("failed", "missing_from_answer")
@@ -102,18 +109,29 @@ async def test_missing_and_invalid_results_cli_review_json_and_export(
     assert "failed [invalid_value]: " in text.out
     as_json = (await cli("review", run_id, "--json", "--reason", "invalid_value")).json()
     assert [(i["block_uid"], i["reason_code"]) for i in as_json["items"]] == [
-        (corrupt, "invalid_value")]
+        (corrupt, "invalid_value")
+    ]
     assert as_json["total"] == 1
-    both = (await cli("review", run_id, "--json", "--reason", "invalid_value",
-                      "--reason", "missing_from_answer")).json()
+    both = (
+        await cli(
+            "review",
+            run_id,
+            "--json",
+            "--reason",
+            "invalid_value",
+            "--reason",
+            "missing_from_answer",
+        )
+    ).json()
     assert both["total"] == 2
     unknown = await cli("review", run_id, "--reason", "bogus")
     assert unknown.code == 2
     assert "bogus" in unknown.err and "missing_from_answer" in unknown.err
     exported = await cli("export", run_id, "--out", "-", "--staged")
     assert exported.code == 0, exported.err
-    lines = {line["immutable"]["block_uid"]: line
-             for line in map(json.loads, exported.out.splitlines())}
+    lines = {
+        line["immutable"]["block_uid"]: line for line in map(json.loads, exported.out.splitlines())
+    }
     assert lines[skipped]["status"]["reason_code"] == "missing_from_answer"
     assert lines[corrupt]["status"]["reason_code"] == "invalid_value"
 
@@ -131,8 +149,9 @@ async def test_oversized_block(bbstack: Stack) -> None:
 
 async def test_request_rejected_for_one_block(bbstack: Stack) -> None:
     bbstack.sim.scenario(reject_marker=REJECT_MARKER)
-    run_id, uids, _ = await run(bbstack, paragraphs(4, {1: f"Paragraph {REJECT_MARKER}."}),
-                                pack_size=4)
+    run_id, uids, _ = await run(
+        bbstack, paragraphs(4, {1: f"Paragraph {REJECT_MARKER}."}), pack_size=4
+    )
     found = await codes(bbstack, run_id)
     assert found[uids[1]] == ("failed", "request_rejected")
     assert sum(st == "ai_complete" for st, _ in found.values()) == 3
@@ -159,8 +178,8 @@ async def test_cancelled_run(bbstack: Stack) -> None:
     async with bbstack.worker():
         for _ in range(200):
             done = await bbstack.pool.fetchval(
-                "select count(*) from overlays where run_id = $1 and status = 'ai_complete'",
-                run_id)
+                "select count(*) from overlays where run_id = $1 and status = 'ai_complete'", run_id
+            )
             if done >= 2:
                 break
             await asyncio.sleep(0.05)
@@ -175,6 +194,10 @@ async def test_cancelled_run(bbstack: Stack) -> None:
 async def test_batch_requests_never_processed_fail_api_unavailable(bbstack: Stack) -> None:
     bbstack.sim.scenario(batch={"processing_delay_s": 0.2, "errored_rate": 1.0})
     run_id, _, _ = await run(
-        bbstack, paragraphs(4), mode="batch", pack_size=2,
-        batch=BatchOptions(poll_initial_s=0.2, poll_max_s=1.0, max_resubmits=1))
+        bbstack,
+        paragraphs(4),
+        mode="batch",
+        pack_size=2,
+        batch=BatchOptions(poll_initial_s=0.2, poll_max_s=1.0, max_resubmits=1),
+    )
     assert set((await codes(bbstack, run_id)).values()) == {("failed", "api_unavailable")}

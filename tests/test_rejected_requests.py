@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.models import BatchOptions, RunOptions
+from blockbatch.core.models import BatchOptions, RunOptions
 from tests.conftest import Stack
 from tests.helpers import REJECT_MARKER, extract_schema, marked_document
 
@@ -21,15 +21,22 @@ async def test_a_request_rejected_for_one_block_fails_that_block_alone(
     bbstack.sim.scenario(reject_marker=REJECT_MARKER, batch={"processing_delay_s": 0.2})
     doc = await bbstack.bb.ingest_bytes(marked_document(16, {11}), name="r.md", fmt="markdown")
     schema_id = await bbstack.bb.add_schema(extract_schema(instruction_words=200))
-    options = RunOptions(pack_size=8, mode=mode,  # type: ignore[arg-type]
-                         batch=BatchOptions(poll_initial_s=0.2, poll_max_s=1.0))
+    options = RunOptions(
+        pack_size=8,
+        mode=mode,  # type: ignore[arg-type]
+        batch=BatchOptions(poll_initial_s=0.2, poll_max_s=1.0),
+    )
     run_id = await bbstack.bb.start_run(doc, schema_id, options)
     async with bbstack.worker():
         result = await bbstack.bb.wait(run_id)
     assert (result.status, result.blocks_ai_complete, result.blocks_failed) == (
-        "completed_with_failures", 15, 1)
+        "completed_with_failures",
+        15,
+        1,
+    )
     failed = await bbstack.pool.fetch(
         "select block_index, last_error from overlays where run_id = $1 and status = 'failed'",
-        run_id)
+        run_id,
+    )
     assert [r["block_index"] for r in failed] == [11]
     assert "refused because of the content" in failed[0]["last_error"]

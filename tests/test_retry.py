@@ -32,8 +32,8 @@ from blockbatch.api import (
     UnknownBlock,
     UnknownReason,
 )
-from core.ingest import parse_document
-from core.models import (
+from blockbatch.core.ingest import parse_document
+from blockbatch.core.models import (
     BatchOptions,
     FinishRunInput,
     PlanRetryInput,
@@ -43,8 +43,8 @@ from core.models import (
     RunInput,
     RunOptions,
 )
-from core.schema import load_schema
-from store import overlays, repo, retries, runs
+from blockbatch.core.schema import load_schema
+from blockbatch.store import overlays, repo, retries, runs
 from tests.conftest import Stack
 from tests.helpers import (
     REJECT_MARKER,
@@ -59,14 +59,18 @@ from workflows.run import RunWorkflow
 BATCH = BatchOptions(poll_initial_s=0.2, poll_max_s=1.0)
 
 
-async def start(s: Stack, n: int, marked: set[int], schema: dict[str, Any] | None = None,
-                **options: Any) -> tuple[str, list[str]]:
+async def start(
+    s: Stack, n: int, marked: set[int], schema: dict[str, Any] | None = None, **options: Any
+) -> tuple[str, list[str]]:
     """Start a run of ``n`` paragraphs (``marked`` ones carry the reject marker)."""
     doc = await s.bb.ingest_bytes(marked_document(n, marked), name="doc.md", fmt="markdown")
     schema_id = await s.bb.add_schema(schema or extract_schema(instruction_words=200))
     # No quality probe: a retry's calls are checked to hold only the blocks it retried.
-    run_id = await s.bb.start_run(doc, schema_id, RunOptions(
-        **{"pack_size": 4, "quality": QualityOptions(probe_rate=0), **options}))
+    run_id = await s.bb.start_run(
+        doc,
+        schema_id,
+        RunOptions(**{"pack_size": 4, "quality": QualityOptions(probe_rate=0), **options}),
+    )
     return run_id, [f"{doc}:{i}" for i in range(n)]
 
 
@@ -78,21 +82,24 @@ async def finished_run(s: Stack, n: int, marked: set[int], **options: Any) -> tu
     return run_id, uids
 
 
-async def failed_run(s: Stack, n: int = 8, marked: frozenset[int] = frozenset({2, 5}),
-                     **options: Any) -> tuple[str, list[str]]:
+async def failed_run(
+    s: Stack, n: int = 8, marked: frozenset[int] = frozenset({2, 5}), **options: Any
+) -> tuple[str, list[str]]:
     """A run ``completed_with_failures``: the ``marked`` blocks failed ``request_rejected``."""
     s.sim.scenario(reject_marker=REJECT_MARKER, batch={"processing_delay_s": 0.2})
     run_id, uids = await finished_run(s, n, set(marked), **options)
     assert await states(s.pool, run_id) == {
         u: ("failed", "request_rejected") if i in marked else ("ai_complete", None)
-        for i, u in enumerate(uids)}
+        for i, u in enumerate(uids)
+    }
     assert await runs_status(s.pool, run_id) == "completed_with_failures"
     return run_id, uids
 
 
 async def states(pool: asyncpg.Pool, run_id: str) -> dict[str, tuple[str, str | None]]:
     rows = await pool.fetch(
-        "select block_uid, status, reason_code from overlays where run_id = $1", run_id)
+        "select block_uid, status, reason_code from overlays where run_id = $1", run_id
+    )
     return {r["block_uid"]: (r["status"], r["reason_code"]) for r in rows}
 
 
@@ -102,22 +109,38 @@ async def runs_status(pool: asyncpg.Pool, run_id: str) -> str:
 
 async def snapshot(pool: asyncpg.Pool) -> dict[str, Any]:
     """Everything a retry could change, in the whole (per-test) database."""
-    return {table: [dict(r) for r in await pool.fetch(f"select * from {table} order by {key}")]
-            for table, key in (("runs", "run_id"), ("overlays", "run_id, block_uid"),
-                               ("overlay_changes", "id"), ("run_retries", "run_id, retry"),
-                               ("llm_calls", "call_id"), ("batch_requests", "run_id, custom_id"),
-                               ("provider_batches", "run_id, round, part"))}
+    return {
+        table: [dict(r) for r in await pool.fetch(f"select * from {table} order by {key}")]
+        for table, key in (
+            ("runs", "run_id"),
+            ("overlays", "run_id, block_uid"),
+            ("overlay_changes", "id"),
+            ("run_retries", "run_id, retry"),
+            ("llm_calls", "call_id"),
+            ("batch_requests", "run_id, custom_id"),
+            ("provider_batches", "run_id, round, part"),
+        )
+    }
 
 
 async def overlay_rows(pool: asyncpg.Pool, run_id: str, uids: list[str]) -> list[dict[str, Any]]:
-    return [dict(r) for r in await pool.fetch(
-        "select * from overlays where run_id = $1 and block_uid = any($2::text[]) "
-        "order by block_uid", run_id, uids)]
+    return [
+        dict(r)
+        for r in await pool.fetch(
+            "select * from overlays where run_id = $1 and block_uid = any($2::text[]) "
+            "order by block_uid",
+            run_id,
+            uids,
+        )
+    ]
 
 
 async def last_call(pool: asyncpg.Pool, run_id: str) -> int:
-    return int(await pool.fetchval(
-        "select coalesce(max(call_id), 0) from llm_calls where run_id = $1", run_id))
+    return int(
+        await pool.fetchval(
+            "select coalesce(max(call_id), 0) from llm_calls where run_id = $1", run_id
+        )
+    )
 
 
 async def calls_after(pool: asyncpg.Pool, run_id: str, call_id: int) -> list[asyncpg.Record]:
@@ -125,7 +148,9 @@ async def calls_after(pool: asyncpg.Pool, run_id: str, call_id: int) -> list[asy
     return await pool.fetch(
         """select call_id, pack_path, block_uids, status, cost_usd::float8 as cost, purpose
            from llm_calls where run_id = $1 and call_id > $2 order by call_id""",
-        run_id, call_id)
+        run_id,
+        call_id,
+    )
 
 
 def answered_blocks(calls: list[asyncpg.Record]) -> list[str]:
@@ -155,16 +180,14 @@ async def test_retry_sends_only_the_failed_blocks_and_leaves_the_successes_uncha
     async with bbstack.worker():
         out = await cli("retry", run_id)
     assert out.code == 0, out.out + out.err
-    assert (f"started retry 1 of run {run_id}: 2 failed blocks (2 request_rejected) of 8"
-            in out.out)
+    assert f"started retry 1 of run {run_id}: 2 failed blocks (2 request_rejected) of 8" in out.out
     assert f"run {run_id}: completed" in out.out
     assert "8 ok · 0 failed · 0 cancelled · 8 total" in out.out
     assert "retries      retried 1×: 2 blocks (request_rejected) → completed in" in out.out
 
     (retry,) = await bbstack.bb.retries(run_id)
     assert (retry.retry, retry.block_count, retry.reasons) == (1, 2, {"request_rejected": 2})
-    assert (retry.previous_status, retry.final_status) == ("completed_with_failures",
-                                                          "completed")
+    assert (retry.previous_status, retry.final_status) == ("completed_with_failures", "completed")
     assert retry.finished_at is not None and retry.first_pack == before["pack_count"]
 
     # Only the failed blocks were sent again, each answered once, in new packs.
@@ -174,7 +197,9 @@ async def test_retry_sends_only_the_failed_blocks_and_leaves_the_successes_uncha
     assert all(int(c["pack_path"].split(".")[0]) >= retry.first_pack for c in new_calls)
     started_since = await pool.fetch(
         "select block_uids from llm_calls where run_id = $1 and started_at >= $2",
-        run_id, retry.started_at)
+        run_id,
+        retry.started_at,
+    )
     assert {u for r in started_since for u in r["block_uids"]} == set(failed)
 
     # The change log: the successes did not change at all; the failed blocks went back to
@@ -183,7 +208,9 @@ async def test_retry_sends_only_the_failed_blocks_and_leaves_the_successes_uncha
     assert {c.block_uid for c in changes} == set(failed)
     for uid in failed:
         assert [(c.old_status, c.new_status) for c in changes if c.block_uid == uid] == [
-            ("failed", "pending"), ("pending", "ai_complete")]
+            ("failed", "pending"),
+            ("pending", "ai_complete"),
+        ]
     assert await overlay_rows(pool, run_id, succeeded) == before_ok
 
     # The run's counters, ledger and cost include both executions.
@@ -193,7 +220,8 @@ async def test_retry_sends_only_the_failed_blocks_and_leaves_the_successes_uncha
     assert (after["blocks_ai_complete"], after["blocks_failed"]) == (8, 0)
     assert after["calls"] == before["calls"] + len(new_answers)
     assert float(after["cost_usd"]) == pytest.approx(
-        float(before["cost_usd"]) + sum(c["cost"] for c in new_calls), abs=1e-6)
+        float(before["cost_usd"]) + sum(c["cost"] for c in new_calls), abs=1e-6
+    )
     assert float(after["cost_usd"]) > float(before["cost_usd"])
     assert after["pack_count"] == retry.pack_count > before["pack_count"]
     assert after["finished_at"] > before["finished_at"]
@@ -201,17 +229,28 @@ async def test_retry_sends_only_the_failed_blocks_and_leaves_the_successes_uncha
     # Same workflow id, a new execution; the first one is still there to look at.
     assert retry.workflow_run_id == await latest_run_id(bbstack, run_id) != first_execution
     first = await bbstack.client.get_workflow_handle(
-        f"run-{run_id}", run_id=first_execution).describe()
+        f"run-{run_id}", run_id=first_execution
+    ).describe()
     assert first.status == WorkflowExecutionStatus.COMPLETED
     latest = await bbstack.bb.handle(run_id).describe()
     assert (await latest.static_summary() or "").startswith(
-        f"run {run_id}: retry 1 of 2 blocks (2 request_rejected)")
-    ours = [{p.key.name: p.value for p in d.typed_search_attributes.search_attributes
-             if p.key.name.startswith("Blockbatch")} for d in (first, latest)]
+        f"run {run_id}: retry 1 of 2 blocks (2 request_rejected)"
+    )
+    ours = [
+        {
+            p.key.name: p.value
+            for p in d.typed_search_attributes.search_attributes
+            if p.key.name.startswith("Blockbatch")
+        }
+        for d in (first, latest)
+    ]
     assert ours[0] == ours[1] and ours[0]["BlockbatchRunId"] == run_id
     history = await bbstack.bb.handle(run_id).fetch_history()
-    activities = {e.activity_task_scheduled_event_attributes.activity_type.name
-                  for e in history.events if e.HasField("activity_task_scheduled_event_attributes")}
+    activities = {
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+    }
     assert "plan_retry" in activities and "plan_run" not in activities
 
     # status, status --json and watch show the retry.
@@ -227,31 +266,35 @@ async def test_retry_sends_only_the_failed_blocks_and_leaves_the_successes_uncha
 
 async def test_retry_by_reason_then_by_block_takes_only_those(bbstack: Stack, cli: Cli) -> None:
     pool = bbstack.pool
-    doc = await bbstack.bb.ingest_bytes(marked_document(8, {5}), name="doc.md",
-                                        fmt="markdown")
+    doc = await bbstack.bb.ingest_bytes(marked_document(8, {5}), name="doc.md", fmt="markdown")
     corrupt, rejected = f"{doc}:1", f"{doc}:5"
-    bbstack.sim.scenario(reject_marker=REJECT_MARKER,
-                         always_malformed_contents=[await block_content(pool, corrupt)])
+    bbstack.sim.scenario(
+        reject_marker=REJECT_MARKER, always_malformed_contents=[await block_content(pool, corrupt)]
+    )
     run_id, _ = await finished_run(bbstack, 8, {5}, schema=loose_schema())
     found = await states(pool, run_id)
-    assert (found[corrupt], found[rejected]) == (("failed", "invalid_value"),
-                                                 ("failed", "request_rejected"))
+    assert (found[corrupt], found[rejected]) == (
+        ("failed", "invalid_value"),
+        ("failed", "request_rejected"),
+    )
 
     # --reason: the invalid value is retried (fixed now); the rejected block is left alone.
     bbstack.sim.scenario(reject_marker=REJECT_MARKER)
-    mark, rejected_before = await last_call(pool, run_id), await overlay_rows(
-        pool, run_id, [rejected])
+    mark, rejected_before = (
+        await last_call(pool, run_id),
+        await overlay_rows(pool, run_id, [rejected]),
+    )
     async with bbstack.worker():
         out = await cli("retry", run_id, "--reason", "invalid_value")
     assert out.code == 5, out.out + out.err  # done, with the rejected block still failed
     assert "1 failed block (1 invalid_value)" in out.out
     assert answered_blocks(await calls_after(pool, run_id, mark)) == [corrupt]
-    assert {u for c in await calls_after(pool, run_id, mark) for u in c["block_uids"]} == {
-        corrupt}
+    assert {u for c in await calls_after(pool, run_id, mark) for u in c["block_uids"]} == {corrupt}
     assert await overlay_rows(pool, run_id, [rejected]) == rejected_before
     (first,) = await bbstack.bb.retries(run_id)
-    assert not await retries.overlay_changes(pool, run_id, since=first.started_at,
-                                             block_uids=[rejected])
+    assert not await retries.overlay_changes(
+        pool, run_id, since=first.started_at, block_uids=[rejected]
+    )
     assert (await states(pool, run_id))[corrupt] == ("ai_complete", None)
 
     # --block (by index, as review and confirm take it): just that block.
@@ -265,8 +308,9 @@ async def test_retry_by_reason_then_by_block_takes_only_those(bbstack: Stack, cl
     assert "retried 2×: 1 block (invalid_value) → completed_with_failures" in out.out
     second = (await bbstack.bb.retries(run_id))[1]
     assert second.selection["blocks"] == [rejected] and second.first_pack == first.pack_count
-    changed = {c.block_uid for c in await retries.overlay_changes(
-        pool, run_id, since=second.started_at)}
+    changed = {
+        c.block_uid for c in await retries.overlay_changes(pool, run_id, since=second.started_at)
+    }
     assert changed == {rejected}
 
 
@@ -281,8 +325,10 @@ async def test_cancelled_blocks_are_retried_only_when_asked(bbstack: Stack, cli:
     before = await snapshot(pool)
     refused = await cli("retry", run_id)
     assert refused.code == 7 and refused.err.count("\n") == 1, refused.err
-    assert (f"run {run_id} has no failed blocks (4 cancelled: 4 key_rejected); nothing to "
-            "retry (cancelled blocks are retried only when asked: --cancelled)") in refused.err
+    assert (
+        f"run {run_id} has no failed blocks (4 cancelled: 4 key_rejected); nothing to "
+        "retry (cancelled blocks are retried only when asked: --cancelled)"
+    ) in refused.err
     assert await snapshot(pool) == before
 
     async with bbstack.worker():
@@ -292,7 +338,10 @@ async def test_cancelled_blocks_are_retried_only_when_asked(bbstack: Stack, cli:
     assert set((await states(pool, run_id)).values()) == {("ai_complete", None)}
     (retry,) = await bbstack.bb.retries(run_id)
     assert (retry.previous_status, retry.reasons, retry.final_status) == (
-        "failed", {"key_rejected": 4}, "completed")
+        "failed",
+        {"key_rejected": 4},
+        "completed",
+    )
     assert retry.previous_error and "API key" in retry.previous_error
 
 
@@ -312,17 +361,31 @@ async def test_bad_retries_are_refused_with_their_exit_codes_and_change_nothing(
         before = await snapshot(pool)
         cases = [
             (["nope"], 3, "no run 'nope'"),
-            ([run_id, "--reason", "bogus"], 2,
-             "unknown reason code bogus; the codes are: missing_from_answer, invalid_value"),
+            (
+                [run_id, "--reason", "bogus"],
+                2,
+                "unknown reason code bogus; the codes are: missing_from_answer, invalid_value",
+            ),
             ([run_id, "--block", "doc-x:99"], 3, f"run {run_id} has no block doc-x:99"),
-            ([run_id, "--block", "5", "0"], 8,
-             f"only failed blocks can be retried, not {uids[0]} (ai_complete)"),
-            ([run_id, "--reason", "truncated"], 7,
-             (f"run {run_id} has no failed blocks with reason truncated (7 done, 1 failed: "
-             "1 request_rejected); nothing to retry")),
+            (
+                [run_id, "--block", "5", "0"],
+                8,
+                f"only failed blocks can be retried, not {uids[0]} (ai_complete)",
+            ),
+            (
+                [run_id, "--reason", "truncated"],
+                7,
+                (
+                    f"run {run_id} has no failed blocks with reason truncated (7 done, 1 failed: "
+                    "1 request_rejected); nothing to retry"
+                ),
+            ),
             ([done_id], 7, f"run {done_id} has no failed blocks (4 done); nothing to retry"),
-            ([active_id], 6, (f"run {active_id} is still created: only a finished run can be "
-                             "retried")),
+            (
+                [active_id],
+                6,
+                (f"run {active_id} is still created: only a finished run can be retried"),
+            ),
         ]
         for args, code, message in cases:
             out = await cli("retry", *args)
@@ -352,17 +415,16 @@ async def test_bad_retries_are_refused_with_their_exit_codes_and_change_nothing(
         await bbstack.bb.handle(active_id).terminate("test over")
 
 
-async def test_two_retries_at_once_one_runs_the_other_is_refused(
-    bbstack: Stack, cli: Cli
-) -> None:
+async def test_two_retries_at_once_one_runs_the_other_is_refused(bbstack: Stack, cli: Cli) -> None:
     pool = bbstack.pool
     run_id, uids = await failed_run(bbstack)
     failed = [uids[2], uids[5]]
     bbstack.sim.scenario()
     mark = await last_call(pool, run_id)
 
-    outcomes = await asyncio.gather(bbstack.bb.retry(run_id), bbstack.bb.retry(run_id),
-                                    return_exceptions=True)
+    outcomes = await asyncio.gather(
+        bbstack.bb.retry(run_id), bbstack.bb.retry(run_id), return_exceptions=True
+    )
     started = [o for o in outcomes if isinstance(o, RetryStarted)]
     refused = [o for o in outcomes if isinstance(o, RetryUnderWay)]
     assert (len(started), len(refused)) == (1, 1), outcomes
@@ -390,9 +452,7 @@ async def test_two_retries_at_once_one_runs_the_other_is_refused(
     assert {u for c in new_calls for u in c["block_uids"]} == set(failed)
 
 
-async def test_a_retry_that_loses_the_race_at_claim_time_changes_nothing(
-    bbstack: Stack
-) -> None:
+async def test_a_retry_that_loses_the_race_at_claim_time_changes_nothing(bbstack: Stack) -> None:
     # Checked, then the run changed (another retry finished first): the new execution's
     # plan_retry refuses, fails the execution and leaves everything as it was.
     run_id, _ = await failed_run(bbstack, 4, frozenset({1}))
@@ -403,12 +463,22 @@ async def test_a_retry_that_loses_the_race_at_claim_time_changes_nothing(
         assert await runs_status(bbstack.pool, run_id) == "completed"
         before = await snapshot(bbstack.pool)
         handle = await bbstack.client.start_workflow(
-            RunWorkflow.run, RunInput(run_id=run_id, retry=RetryRequest()),
-            id=f"run-{run_id}", task_queue=bbstack.task_queue)
+            RunWorkflow.run,
+            RunInput(run_id=run_id, retry=RetryRequest()),
+            id=f"run-{run_id}",
+            task_queue=bbstack.task_queue,
+        )
         with pytest.raises(WorkflowFailureError):
             await handle.result()
-    late = RetryStarted(run_id=run_id, retry=2, blocks=1, reasons={}, request=RetryRequest(),
-                        workflow_id=handle.id, workflow_run_id=handle.result_run_id or "")
+    late = RetryStarted(
+        run_id=run_id,
+        retry=2,
+        blocks=1,
+        reasons={},
+        request=RetryRequest(),
+        workflow_id=handle.id,
+        workflow_run_id=handle.result_run_id or "",
+    )
     refusal = await bbstack.bb.retry_refusal(late)
     assert isinstance(refusal, NothingToRetry)
     assert f"run {run_id} has no failed blocks left to retry (4 done)" in str(refusal)
@@ -422,18 +492,23 @@ async def _planned_run(pool: asyncpg.Pool, failed: set[int], n: int = 8) -> tupl
     """A finished run in Postgres alone: planned, ``failed`` blocks failed, the rest done."""
     text = marked_document(n, set())
     async with pool.acquire() as conn:
-        doc = await repo.save_document(conn, "doc.md", "markdown", text,
-                                       parse_document(text, "markdown"))
+        doc = await repo.save_document(
+            conn, "doc.md", "markdown", text, parse_document(text, "markdown")
+        )
         schema_id = await repo.save_schema(conn, load_schema(extract_schema(200)))
         run_id = await repo.create_run(conn, doc, schema_id, RunOptions(pack_size=3))
     await ActivityEnvironment().run(DbActivities(pool).plan_run, PlanRunInput(run_id=run_id))
     uids = [f"{doc}:{i}" for i in range(n)]
     bad = [uids[i] for i in sorted(failed)]
     async with pool.acquire() as conn:
-        await overlays.fail_pending(conn, run_id, "refused", "0", reason_code="request_rejected",
-                                    block_uids=bad)
-        await conn.execute("""update overlays set status = 'ai_complete', staging = '{}'
-                              where run_id = $1 and status = 'pending'""", run_id)
+        await overlays.fail_pending(
+            conn, run_id, "refused", "0", reason_code="request_rejected", block_uids=bad
+        )
+        await conn.execute(
+            """update overlays set status = 'ai_complete', staging = '{}'
+                              where run_id = $1 and status = 'pending'""",
+            run_id,
+        )
         await runs.close_run(conn, run_id, "completed", None)
     return run_id, uids
 
@@ -445,7 +520,7 @@ def as_claim(workflow_run_id: str) -> ActivityEnvironment:
 
 
 async def test_plan_retry_returns_the_same_plan_to_its_claim_and_refuses_another(
-    pool: asyncpg.Pool
+    pool: asyncpg.Pool,
 ) -> None:
     run_id, uids = await _planned_run(pool, failed={1, 4, 6})
     acts = DbActivities(pool)
@@ -456,16 +531,25 @@ async def test_plan_retry_returns_the_same_plan_to_its_claim_and_refuses_another
     assert (plan.retry, plan.blocks, plan.first_pack, plan.block_count) == (1, 3, pack_count, 8)
     assert plan.pack_count > plan.first_pack and plan.mode == "sync"
     assert (plan.totals.blocks_done, plan.totals.blocks_failed) == (5, 0)
-    rows = {r["block_uid"]: r for r in await pool.fetch(
-        "select * from overlays where run_id = $1", run_id)}
+    rows = {
+        r["block_uid"]: r
+        for r in await pool.fetch("select * from overlays where run_id = $1", run_id)
+    }
     for i in (1, 4, 6):
         row = rows[uids[i]]
         assert (row["status"], row["attempt_count"], row["reason_code"], row["last_error"]) == (
-            "pending", 0, None, None)
+            "pending",
+            0,
+            None,
+            None,
+        )
         assert plan.first_pack <= row["pack_index"] < plan.pack_count
     run = await pool.fetchrow("select * from runs where run_id = $1", run_id)
     assert (run["status"], run["pack_count"], run["finished_at"]) == (
-        "running", plan.pack_count, None)
+        "running",
+        plan.pack_count,
+        None,
+    )
 
     # A worker crashed after the commit: the retried activity returns the same plan and
     # changes nothing.
@@ -480,8 +564,9 @@ async def test_plan_retry_returns_the_same_plan_to_its_claim_and_refuses_another
 
     # The retry finishes (its blocks never ran here: they end failed, 'unfinished');
     # its record is closed, and the next retry is number 2 with packs after these.
-    await ActivityEnvironment().run(acts.finish_run,
-                                    FinishRunInput(run_id=run_id, status="completed"))
+    await ActivityEnvironment().run(
+        acts.finish_run, FinishRunInput(run_id=run_id, status="completed")
+    )
     (record,) = await retries.history(pool, run_id)
     assert record.final_status == "completed_with_failures" and record.finished_at
     nothing = PlanRetryInput(run_id=run_id, retry=RetryRequest(reasons=["truncated"]))
@@ -499,18 +584,27 @@ async def test_the_change_log_records_every_change_and_nothing_else(pool: asyncp
     logged = await retries.overlay_changes(pool, run_id)
     # Planned rows are inserted (not logged); each block's one change is.
     assert sorted((c.block_uid, c.old_status, c.new_status) for c in logged) == sorted(
-        (u, "pending", "failed" if i == 2 else "ai_complete") for i, u in enumerate(uids))
+        (u, "pending", "failed" if i == 2 else "ai_complete") for i, u in enumerate(uids)
+    )
     assert [c.reason_code for c in logged if c.block_uid == uids[2]] == ["request_rejected"]
     assert all(c.value_changed == (c.block_uid != uids[2]) for c in logged)
     # An update that changes neither status, staging nor confirmed writes no row.
-    await pool.execute("update overlays set updated_at = now(), attempt_count = 2 "
-                       "where run_id = $1", run_id)
+    await pool.execute(
+        "update overlays set updated_at = now(), attempt_count = 2 where run_id = $1", run_id
+    )
     assert len(await retries.overlay_changes(pool, run_id)) == len(logged)
-    await pool.execute("update overlays set confirmed = staging where run_id = $1 "
-                       "and block_uid = $2", run_id, uids[0])
-    (last,) = (await retries.overlay_changes(pool, run_id))[len(logged):]
+    await pool.execute(
+        "update overlays set confirmed = staging where run_id = $1 and block_uid = $2",
+        run_id,
+        uids[0],
+    )
+    (last,) = (await retries.overlay_changes(pool, run_id))[len(logged) :]
     assert (last.block_uid, last.old_status, last.new_status, last.value_changed) == (
-        uids[0], "ai_complete", "ai_complete", True)
+        uids[0],
+        "ai_complete",
+        "ai_complete",
+        True,
+    )
     # Deleting the run deletes its log (and its retries).
     await pool.execute("delete from overlays where run_id = $1", run_id)
     await pool.execute("delete from runs where run_id = $1", run_id)
@@ -524,7 +618,8 @@ async def test_a_batch_mode_run_is_retried_in_rounds_after_its_own(bbstack: Stac
     pool = bbstack.pool
     run_id, uids = await failed_run(bbstack, 8, frozenset({5}), mode="batch", batch=BATCH)
     last_round = await pool.fetchval(
-        "select max(round) from provider_batches where run_id = $1", run_id)
+        "select max(round) from provider_batches where run_id = $1", run_id
+    )
     mark = await last_call(pool, run_id)
     ok = [u for u in uids if u != uids[5]]
     before_ok = await overlay_rows(pool, run_id, ok)
@@ -534,23 +629,25 @@ async def test_a_batch_mode_run_is_retried_in_rounds_after_its_own(bbstack: Stac
     assert (started.retry, started.blocks) == (1, 1)
     async with bbstack.worker():
         result = await bbstack.bb.wait(run_id)
-    assert (result.status, result.blocks_ai_complete, result.blocks_failed) == (
-        "completed", 8, 0)
+    assert (result.status, result.blocks_ai_complete, result.blocks_failed) == ("completed", 8, 0)
 
     (retry,) = await bbstack.bb.retries(run_id)
     assert retry.first_round == last_round + 1
     members = await pool.fetch(
-        "select round, pack_path, block_uids from batch_requests where run_id = $1 "
-        "and round >= $2", run_id, retry.first_round)
+        "select round, pack_path, block_uids from batch_requests where run_id = $1 and round >= $2",
+        run_id,
+        retry.first_round,
+    )
     assert members and {u for m in members for u in m["block_uids"]} == {uids[5]}
     assert all(int(m["pack_path"].split(".")[0]) >= retry.first_pack for m in members)
     batches = await pool.fetch(
         "select round, status from provider_batches where run_id = $1 and round > $2",
-        run_id, last_round)
+        run_id,
+        last_round,
+    )
     assert batches and {b["status"] for b in batches} == {"ended"}
     new_calls = await calls_after(pool, run_id, mark)
     assert answered_blocks(new_calls) == [uids[5]]
     assert {c["purpose"] for c in new_calls} == {"batch_request"}
     assert await overlay_rows(pool, run_id, ok) == before_ok
-    assert not await retries.overlay_changes(pool, run_id, since=retry.started_at,
-                                             block_uids=ok)
+    assert not await retries.overlay_changes(pool, run_id, since=retry.started_at, block_uids=ok)

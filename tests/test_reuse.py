@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from blockbatch.api.errors import NothingToRetry
+from blockbatch.core.models import QualityOptions, RunOptions, RunResult
 from blockbatch.report import summary_lines
-from core.models import QualityOptions, RunOptions, RunResult
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
 
@@ -32,23 +32,30 @@ def documents() -> tuple[bytes, bytes]:
 
 async def run(s: Stack, doc: str, schema_id: str, **options: Any) -> tuple[str, RunResult]:
     # No quality probe: the calls counted here are the ones reuse saves or makes.
-    run_id = await s.bb.start_run(doc, schema_id, RunOptions(
-        **{"quality": QualityOptions(probe_rate=0), **options}))
+    run_id = await s.bb.start_run(
+        doc, schema_id, RunOptions(**{"quality": QualityOptions(probe_rate=0), **options})
+    )
     return run_id, await s.bb.wait(run_id)
 
 
 async def sent_blocks(s: Stack, run_id: str) -> list[int]:
     """Block indexes of the blocks the run's calls carried (the ledger)."""
-    return sorted(await s.pool.fetchval(
-        """select coalesce(array_agg(split_part(u, ':', 2)::int), '{}')
+    return sorted(
+        await s.pool.fetchval(
+            """select coalesce(array_agg(split_part(u, ':', 2)::int), '{}')
            from llm_calls, unnest(block_uids) as u
-           where run_id = $1 and purpose <> 'warm_up' and status = 'succeeded'""", run_id))
+           where run_id = $1 and purpose <> 'warm_up' and status = 'succeeded'""",
+            run_id,
+        )
+    )
 
 
 async def overlays(s: Stack, run_id: str) -> dict[int, dict[str, Any]]:
     rows = await s.pool.fetch(
         """select block_index, status, staging, attempt_count, pack_index, reused_from_run_id,
-                  reused_from_call_id, answer_key from overlays where run_id = $1""", run_id)
+                  reused_from_call_id, answer_key from overlays where run_id = $1""",
+        run_id,
+    )
     return {r["block_index"]: dict(r) for r in rows}
 
 
@@ -63,16 +70,24 @@ async def test_a_re_run_of_an_edited_document_calls_only_for_changed_blocks(
         run1, first = await run(s, doc1, schema_id, pack_size=8)
         assert (first.status, first.blocks_reused, first.reuse_saved_usd) == ("completed", 0, 0)
         before = await overlays(s, run1)
-        await s.bb.edit(run1, str(EDITED_BY_REVIEWER), "summary", "a reviewer's summary",
-                        reviewer="ann")
+        await s.bb.edit(
+            run1, str(EDITED_BY_REVIEWER), "summary", "a reviewer's summary", reviewer="ann"
+        )
         await s.bb.reject(run1, [str(REJECTED)], reviewer="ann")
 
         # The quote of the edited document prices only what would be sent: the three
         # edited blocks and the rejected one.
-        quoted = await s.bb.estimate(edited, extract_schema(instruction_words=200),
-                                     RunOptions(pack_size=8), fmt="markdown", count=False)
-        assert ("27 of 31 blocks have an earlier run's answer and are reused, not sent: "
-                "the figures are for the other 4") in quoted.notes, quoted.notes
+        quoted = await s.bb.estimate(
+            edited,
+            extract_schema(instruction_words=200),
+            RunOptions(pack_size=8),
+            fmt="markdown",
+            count=False,
+        )
+        assert (
+            "27 of 31 blocks have an earlier run's answer and are reused, not sent: "
+            "the figures are for the other 4"
+        ) in quoted.notes, quoted.notes
         # The edited document is a new document: new id, new block uids.
         doc2 = await s.bb.ingest_bytes(edited, name="handbook.md", fmt="markdown")
         assert doc2 != doc1
@@ -84,19 +99,28 @@ async def test_a_re_run_of_an_edited_document_calls_only_for_changed_blocks(
         run4, fourth = await run(s, doc2, schema_id, pack_size=8, reuse_answers=False)
 
     # Ingest stored each block's digest as migration 010 computes it for older blocks.
-    assert await s.pool.fetchval(
-        """select count(*) from blocks where content_sha256 <> encode(sha256(convert_to(
+    assert (
+        await s.pool.fetchval(
+            """select count(*) from blocks where content_sha256 <> encode(sha256(convert_to(
                length(block_type)::text || ':' || block_type || block_content, 'UTF8')),
-               'hex')""") == 0
+               'hex')"""
+        )
+        == 0
+    )
 
     # Run 2 called Claude for the edited blocks and the rejected one only.
     assert await sent_blocks(s, run2) == sorted([*EDITED, REJECTED])
     assert second.status == "completed" and second.blocks_ai_complete == 31
     assert second.blocks_reused == 31 - len(EDITED) - 1
     after = await overlays(s, run2)
-    calls1 = {r["call_id"]: r for r in await s.pool.fetch(
-        """select call_id, cost_usd::float8 as cost, block_uids from llm_calls
-           where run_id = $1""", run1)}
+    calls1 = {
+        r["call_id"]: r
+        for r in await s.pool.fetch(
+            """select call_id, cost_usd::float8 as cost, block_uids from llm_calls
+           where run_id = $1""",
+            run1,
+        )
+    }
     saved = 0.0
     for i, o in after.items():
         if i in EDITED or i == REJECTED:
@@ -114,13 +138,18 @@ async def test_a_re_run_of_an_edited_document_calls_only_for_changed_blocks(
         saved += call["cost"] / len(call["block_uids"])
     assert second.reuse_saved_usd == pytest.approx(saved, abs=1e-5)
     assert second.calls == 1 and second.cost_usd < first.cost_usd / 3
-    assert any(line.split()[0] == "reused" and f"{second.blocks_reused} blocks" in line
-               for line in summary_lines(second, baseline=None,
-                                         links={"run": "", "packs": ""}))
+    assert any(
+        line.split()[0] == "reused" and f"{second.blocks_reused} blocks" in line
+        for line in summary_lines(second, baseline=None, links={"run": "", "packs": ""})
+    )
 
     # Run 3: all reused, from the runs that paid (run 1, or run 2 for the blocks it sent).
     assert (third.status, third.blocks_reused, third.calls, third.pack_count) == (
-        "completed", 31, 0, 0)
+        "completed",
+        31,
+        0,
+        0,
+    )
     assert third.blocks_ai_complete == 31
     sources = {o["reused_from_run_id"] for o in (await overlays(s, run3)).values()}
     assert sources == {run1, run2}
@@ -145,7 +174,8 @@ async def test_a_re_run_of_an_edited_document_calls_only_for_changed_blocks(
     await s.bb.export(run2, out, fmt="csv", staged=True)
     table = list(csv.DictReader(io.StringIO(out.getvalue())))
     assert [row["reused_from_run_id"] for row in table] == [
-        "" if i in (*EDITED, REJECTED) else run1 for i in range(31)]
+        "" if i in (*EDITED, REJECTED) else run1 for i in range(31)
+    ]
     # The review grid and `review` show it too.
     expected = [None if i in (*EDITED, REJECTED) else run1 for i in range(31)]
     grid = await s.bb.grid(run2, limit=31)
@@ -153,4 +183,7 @@ async def test_a_re_run_of_an_edited_document_calls_only_for_changed_blocks(
     page = await s.bb.review(run2, limit=31)
     assert [r.reused_from_run_id for r in page.items] == expected
     info = await s.bb.run(run2)
-    assert (info.blocks_reused, info.reuse_saved_usd) == (30 - len(EDITED), pytest.approx(saved, abs=1e-5))
+    assert (info.blocks_reused, info.reuse_saved_usd) == (
+        30 - len(EDITED),
+        pytest.approx(saved, abs=1e-5),
+    )

@@ -23,12 +23,12 @@ from playwright.async_api import Page, async_playwright, expect
 from yarl import URL
 
 from blockbatch.api import BadRequest, Blockbatch, NotFound
+from blockbatch.core.registry import DEFAULT_MODEL
+from blockbatch.devtools import stack
+from blockbatch.runtime.settings import Settings
+from blockbatch.store.db import create_pool
 from blockbatch.web.app import create_app
 from blockbatch.web.security import CSRF_COOKIE, CSRF_FIELD
-from core.registry import DEFAULT_MODEL
-from devtools import stack
-from runtime.settings import Settings
-from store.db import create_pool
 from tests.conftest import ROOT, Stack
 from tests.web_helpers import (
     CHROMIUM,
@@ -44,20 +44,25 @@ from tests.web_helpers import (
 needs_chromium = pytest.mark.skipif(
     not Path(CHROMIUM).exists(),
     reason="Debian's chromium is missing: `make test` installs it as root, else "
-           "`sudo apt-get install chromium`")
+    "`sudo apt-get install chromium`",
+)
 
 
 async def overlay(s: Stack, run_id: str, index: int) -> dict[str, Any]:
     row = await s.pool.fetchrow(
         "select status, staging, confirmed from overlays where run_id = $1 and block_index = $2",
-        run_id, index)
+        run_id,
+        index,
+    )
     return dict(row)
 
 
 async def actions(s: Stack, run_id: str) -> list[dict[str, Any]]:
     rows = await s.pool.fetch(
         """select block_uid, action, reviewer, field, before, after, old_status, new_status
-           from review_actions where run_id = $1 order by id""", run_id)
+           from review_actions where run_id = $1 order by id""",
+        run_id,
+    )
     return [dict(r) for r in rows]
 
 
@@ -84,21 +89,22 @@ async def test_review_a_run_in_the_browser(bbstack: Stack, tmp_path: Path) -> No
     async with serving(app) as base, async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            page = await browser.new_page(accept_downloads=True,
-                                          viewport={"width": 1500, "height": 900})
+            page = await browser.new_page(
+                accept_downloads=True, viewport={"width": 1500, "height": 900}
+            )
             await _walk_through(page, base, bbstack, run_id, doc, tmp_path)
         finally:
             await browser.close()
 
 
-async def _walk_through(page: Page, base: str, s: Stack, run_id: str, doc: str,
-                        tmp: Path) -> None:
+async def _walk_through(page: Page, base: str, s: Stack, run_id: str, doc: str, tmp: Path) -> None:
     # The runs page lists the finished run with its counts and Temporal UI links.
     await page.goto(base + "/")
     row = page.locator(f"tr[data-run='{run_id}']")
     await expect(row).to_contain_text("completed_with_failures")
-    assert await row.locator("a", has_text="run").last.get_attribute("href") == \
-        s.settings.run_url(f"run-{run_id}")
+    assert await row.locator("a", has_text="run").last.get_attribute("href") == s.settings.run_url(
+        f"run-{run_id}"
+    )
     await shot(page, "runs")
     await row.locator(f"a[href='/runs/{run_id}']").click()
 
@@ -121,14 +127,22 @@ async def _walk_through(page: Page, base: str, s: Stack, run_id: str, doc: str,
     await expect(page.locator("#grid tr[data-uid]")).to_have_count(1)
     await page.goto(f"{base}/runs/{run_id}?type=heading")
     await expect(page.locator("#grid tr[data-uid]")).to_have_count(2)
-    assert await page.locator("#grid tr[data-uid]").evaluate_all(
-        "rows => rows.map(r => r.id)") == ["row-0", "row-6"]
+    assert await page.locator("#grid tr[data-uid]").evaluate_all("rows => rows.map(r => r.id)") == [
+        "row-0",
+        "row-6",
+    ]
     await page.goto(f"{base}/runs/{run_id}?limit=4&after=3")  # keyset: blocks 4..7
-    assert await page.locator("#grid tr[data-uid]").evaluate_all(
-        "rows => rows.map(r => r.id)") == ["row-4", "row-5", "row-6", "row-7"]
+    assert await page.locator("#grid tr[data-uid]").evaluate_all("rows => rows.map(r => r.id)") == [
+        "row-4",
+        "row-5",
+        "row-6",
+        "row-7",
+    ]
     await page.click("#next-page")
-    assert await page.locator("#grid tr[data-uid]").evaluate_all(
-        "rows => rows.map(r => r.id)") == ["row-8", "row-9"]
+    assert await page.locator("#grid tr[data-uid]").evaluate_all("rows => rows.map(r => r.id)") == [
+        "row-8",
+        "row-9",
+    ]
     await page.goto(f"{base}/runs/{run_id}")
 
     # A value the schema refuses: its error beside the field, and nothing changed, not even
@@ -156,8 +170,11 @@ async def _walk_through(page: Page, base: str, s: Stack, run_id: str, doc: str,
     await page.click("#save-1")
     await expect(page.locator("#note")).to_be_visible()
     staged = (await overlay(s, run_id, 1))["staging"]
-    assert staged == {**original, "word_count": 999,
-                      "summary": 'Drain first, then "restart" <one> at a time'}
+    assert staged == {
+        **original,
+        "word_count": 999,
+        "summary": 'Drain first, then "restart" <one> at a time',
+    }
 
     # Confirm a selection (blocks 1 and 2), reject one block (3) from its row.
     await page.check("#row-1 input.pick")
@@ -169,15 +186,28 @@ async def _walk_through(page: Page, base: str, s: Stack, run_id: str, doc: str,
     await shot(page, "grid-reviewed")
 
     statuses = {i: (await overlay(s, run_id, i))["status"] for i in range(10)}
-    assert statuses == {0: "ai_complete", 1: "confirmed", 2: "confirmed", 3: "rejected",
-                        4: "ai_complete", 5: "ai_complete", 6: "ai_complete",
-                        7: "ai_complete", 8: "failed", 9: "ai_complete"}
+    assert statuses == {
+        0: "ai_complete",
+        1: "confirmed",
+        2: "confirmed",
+        3: "rejected",
+        4: "ai_complete",
+        5: "ai_complete",
+        6: "ai_complete",
+        7: "ai_complete",
+        8: "failed",
+        9: "ai_complete",
+    }
     assert (await overlay(s, run_id, 1))["confirmed"] == staged
     acts = await actions(s, run_id)
     uid = f"{doc}:1"
     assert [(a["block_uid"], a["action"], a["field"]) for a in acts] == [
-        (uid, "edit", "word_count"), (uid, "edit", "summary"), (uid, "confirm", None),
-        (f"{doc}:2", "confirm", None), (f"{doc}:3", "reject", None)]
+        (uid, "edit", "word_count"),
+        (uid, "edit", "summary"),
+        (uid, "confirm", None),
+        (f"{doc}:2", "confirm", None),
+        (f"{doc}:3", "reject", None),
+    ]
     assert {a["reviewer"] for a in acts} == {"ada"}
     assert (acts[0]["before"], acts[0]["after"]) == (original["word_count"], 999)
     assert acts[2]["after"] == staged and acts[4]["before"] is not None
@@ -199,8 +229,7 @@ async def _walk_through(page: Page, base: str, s: Stack, run_id: str, doc: str,
     assert all(ln["user_defined"] is None and "review" not in ln for ln in others)
     async with page.expect_download() as info:
         await page.click("#export-csv")
-    table = list(csv.DictReader(io.StringIO(
-        Path(await (await info.value).path()).read_text())))
+    table = list(csv.DictReader(io.StringIO(Path(await (await info.value).path()).read_text())))
     assert table[1]["word_count"] == "999" and table[1]["last_reviewer"] == "ada"
     assert table[1]["review_actions"] == "3" and table[3]["status"] == "rejected"
     assert table[2]["block_content"] == SCRIPT_BLOCK and table[0]["word_count"] == ""
@@ -210,7 +239,10 @@ async def _walk_through(page: Page, base: str, s: Stack, run_id: str, doc: str,
     await page.click("#confirm-shown")
     await expect(page.locator("#note")).to_contain_text("confirmed 2 blocks")
     assert [(await overlay(s, run_id, i))["status"] for i in (0, 5, 6)] == [
-        "confirmed", "ai_complete", "confirmed"]
+        "confirmed",
+        "ai_complete",
+        "confirmed",
+    ]
     await expect(page.locator("#grid tr[data-uid]")).to_have_count(0)  # none left to show
     await page.goto(f"{base}/runs/{run_id}")
 
@@ -265,8 +297,7 @@ async def _reads_well(page: Page, width: int, csp: str) -> None:
         assert await page.locator(f"#v-1-{field}").evaluate("e => e.tagName") == "SELECT"
     topic = await page.locator("#v-1-topic option").all_inner_texts()
     assert "incident_response" in topic and len(topic) == 7
-    assert await page.locator("#v-1-risk_level option").all_inner_texts() == \
-        ["0", "1", "2", "3"]
+    assert await page.locator("#v-1-risk_level option").all_inner_texts() == ["0", "1", "2", "3"]
     assert await page.locator("#v-1-word_count").evaluate("e => e.tagName") == "INPUT"
     assert await page.locator("#v-1-summary").evaluate("e => e.tagName") == "TEXTAREA"
     # Every field box is wide enough to read its value, and one save serves each row.
@@ -281,12 +312,12 @@ async def _reads_well(page: Page, width: int, csp: str) -> None:
     assert nonce and f"'nonce-{nonce}'" in csp
 
 
-async def _review_with_the_demos_schema(page: Page, base: str, s: Stack, run_id: str,
-                                        doc: str) -> None:
+async def _review_with_the_demos_schema(
+    page: Page, base: str, s: Stack, run_id: str, doc: str
+) -> None:
     await page.goto(f"{base}/runs/{run_id}?limit=8")
     before = (await overlay(s, run_id, 1))["staging"]
-    topic = "post_incident_review" if before["topic"] != "post_incident_review" \
-        else "general"
+    topic = "post_incident_review" if before["topic"] != "post_incident_review" else "general"
     # Change two fields of a row (a choice and a number) and confirm it in one click.
     await page.select_option("#v-1-topic", topic)
     await page.fill("#v-1-word_count", str(before["word_count"] + 1))
@@ -296,8 +327,7 @@ async def _review_with_the_demos_schema(page: Page, base: str, s: Stack, run_id:
     await expect(page.locator("#note")).to_contain_text("confirmed")
     row1 = await overlay(s, run_id, 1)
     assert row1["status"] == "confirmed"
-    assert row1["confirmed"] == {**before, "topic": topic,
-                                 "word_count": before["word_count"] + 1}
+    assert row1["confirmed"] == {**before, "topic": topic, "word_count": before["word_count"] + 1}
 
     # A bulk confirm with a row's change not saved is refused in the page, not lost.
     risk = (await overlay(s, run_id, 2))["staging"]["risk_level"]
@@ -325,8 +355,9 @@ async def _review_with_the_demos_schema(page: Page, base: str, s: Stack, run_id:
     assert row1["status"] == "ai_complete" and row1["confirmed"] is None
     assert row1["staging"]["topic"] == topic  # the corrected values are still staged
     await expect(page.locator("#row-1 .edited-mark")).to_have_count(2)
-    await page.select_option("#v-1-action_required", "true"
-                             if not row1["staging"]["action_required"] else "false")
+    await page.select_option(
+        "#v-1-action_required", "true" if not row1["staging"]["action_required"] else "false"
+    )
     await page.click("#save-1")
     await expect(page.locator("#note")).to_contain_text("action_required")
     await page.fill("#v-1-word_count", "-1")
@@ -342,8 +373,7 @@ async def _review_with_the_demos_schema(page: Page, base: str, s: Stack, run_id:
     assert recorded[-2:] == [(uid, "reopen"), (uid, "edit")]
     reopened = [a for a in await actions(s, run_id) if a["action"] == "reopen"]
     assert reopened[0]["before"]["topic"] == topic and reopened[0]["after"] is None
-    assert (reopened[0]["old_status"], reopened[0]["new_status"]) == ("confirmed",
-                                                                      "ai_complete")
+    assert (reopened[0]["old_status"], reopened[0]["new_status"]) == ("confirmed", "ai_complete")
     info = await s.bb.run(run_id)
     assert info.blocks["confirmed"] == 29
 
@@ -360,22 +390,26 @@ async def test_changes_need_the_csrf_token(bbstack: Stack) -> None:
         token = http.cookie_jar.filter_cookies(URL(base))[CSRF_COOKIE].value
         assert f'name="{CSRF_FIELD}" value="{token}"' in await page.text()
         form = {"act": "confirm", "block": f"{doc}:0", "back": ""}
-        missing = await http.post(f"{base}/runs/{run_id}/decide", data=form,
-                                  allow_redirects=False)
+        missing = await http.post(f"{base}/runs/{run_id}/decide", data=form, allow_redirects=False)
         assert missing.status == 403 and "CSRF" in await missing.text()
-        wrong = await http.post(f"{base}/runs/{run_id}/decide",
-                                data={**form, CSRF_FIELD: other_than(token)},
-                                allow_redirects=False)
+        wrong = await http.post(
+            f"{base}/runs/{run_id}/decide",
+            data={**form, CSRF_FIELD: other_than(token)},
+            allow_redirects=False,
+        )
         assert wrong.status == 403
-        edit = await http.post(f"{base}/runs/{run_id}/review", data={
-            "block": f"{doc}:0", "index": "0", "act": "save", "v:word_count": "5"},
-            allow_redirects=False)
+        edit = await http.post(
+            f"{base}/runs/{run_id}/review",
+            data={"block": f"{doc}:0", "index": "0", "act": "save", "v:word_count": "5"},
+            allow_redirects=False,
+        )
         assert edit.status == 403
         assert (await overlay(bbstack, run_id, 0))["status"] == "ai_complete"
         assert await actions(bbstack, run_id) == []
         # The same form with the token goes through.
-        ok = await http.post(f"{base}/runs/{run_id}/decide", data={**form, CSRF_FIELD: token},
-                             allow_redirects=False)
+        ok = await http.post(
+            f"{base}/runs/{run_id}/decide", data={**form, CSRF_FIELD: token}, allow_redirects=False
+        )
         assert ok.status == 303
         assert (await overlay(bbstack, run_id, 0))["status"] == "confirmed"
 
@@ -389,38 +423,61 @@ async def test_with_a_token_every_page_needs_sign_in(bbstack: Stack) -> None:
         login = await http.get(f"{base}/login")
         assert login.status == 200
         csrf = http.cookie_jar.filter_cookies(URL(base))[CSRF_COOKIE].value
-        bad = await http.post(f"{base}/login", data={CSRF_FIELD: csrf, "token": "guess",
-                                                     "next": "/"}, allow_redirects=False)
+        bad = await http.post(
+            f"{base}/login",
+            data={CSRF_FIELD: csrf, "token": "guess", "next": "/"},
+            allow_redirects=False,
+        )
         assert bad.status == 401
         assert (await http.get(f"{base}/", allow_redirects=False)).status == 303
-        good = await http.post(f"{base}/login", data={CSRF_FIELD: csrf, "token": secret,
-                                                      "next": "//elsewhere.example"},
-                               allow_redirects=False)
+        good = await http.post(
+            f"{base}/login",
+            data={CSRF_FIELD: csrf, "token": secret, "next": "//elsewhere.example"},
+            allow_redirects=False,
+        )
         assert good.status == 303 and good.headers["location"] == "/"  # never off-site
         page = await http.get(f"{base}/", allow_redirects=False)
         assert page.status == 200 and "Runs" in await page.text()
         assert secret not in await page.text()
         async with aiohttp.ClientSession() as script:  # a script sends the token instead
-            bearer = await script.get(f"{base}/", allow_redirects=False,
-                                      headers={"Authorization": f"Bearer {secret}"})
+            bearer = await script.get(
+                f"{base}/", allow_redirects=False, headers={"Authorization": f"Bearer {secret}"}
+            )
             assert bearer.status == 200
-            wrong = await script.get(f"{base}/", allow_redirects=False,
-                                     headers={"Authorization": "Bearer guess"})
+            wrong = await script.get(
+                f"{base}/", allow_redirects=False, headers={"Authorization": "Bearer guess"}
+            )
             assert wrong.status == 303
 
 
 def test_a_non_local_bind_without_a_token_is_refused(tmp_path: Path) -> None:
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "NO_COLOR": "1",
-           "DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"}
-    refused = subprocess.run([sys.executable, "starter.py", "serve", "--host", "0.0.0.0"],
-                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
-                             check=False)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "NO_COLOR": "1",
+        "DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none",
+    }
+    refused = subprocess.run(
+        [sys.executable, "starter.py", "serve", "--host", "0.0.0.0"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert refused.returncode == 2
     assert "refusing to serve on 0.0.0.0" in refused.stderr
     assert "BLOCKBATCH_SERVE_TOKEN" in refused.stderr
-    short = subprocess.run([sys.executable, "starter.py", "serve", "--host", "0.0.0.0"],
-                           cwd=ROOT, env={**env, "BLOCKBATCH_SERVE_TOKEN": "short"},
-                           capture_output=True, text=True, timeout=60, check=False)
+    short = subprocess.run(
+        [sys.executable, "starter.py", "serve", "--host", "0.0.0.0"],
+        cwd=ROOT,
+        env={**env, "BLOCKBATCH_SERVE_TOKEN": "short"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert short.returncode == 2 and "16 or more" in short.stderr
     assert re.search(r"Traceback", refused.stderr + short.stderr) is None
 
@@ -429,9 +486,24 @@ def test_a_non_local_bind_without_a_token_is_refused(tmp_path: Path) -> None:
 def test_the_review_page_benchmark_runs_on_a_small_run(tmp_path: Path) -> None:
     out = tmp_path / "review_page.json"
     proc = subprocess.run(
-        [sys.executable, "bench/review_page.py", "--blocks", "300", "--repeat", "1",
-         "--warmup", "0", "--out", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=220, check=False)
+        [
+            sys.executable,
+            "bench/review_page.py",
+            "--blocks",
+            "300",
+            "--repeat",
+            "1",
+            "--warmup",
+            "0",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=220,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     data = json.loads(out.read_text())
     assert data["benchmark"] == "review_page" and data["loaded"]["blocks"] == 300
@@ -461,12 +533,17 @@ async def test_with_postgres_down_the_app_says_so_and_recovers(tmp_path: Path) -
                 down = await http.get(base + path)
                 text = await down.text()
                 assert down.status == 503, (path, text[:500])
-                assert f"cannot connect to Postgres at postgresql://postgres@127.0.0.1:{port}" \
-                    in text and "make up" in text, text
+                assert (
+                    f"cannot connect to Postgres at postgresql://postgres@127.0.0.1:{port}" in text
+                    and "make up" in text
+                ), text
                 assert "tries again every 5 seconds" in text and 'http-equiv="refresh"' in text
                 assert "nonce-" in down.headers["content-security-policy"]
-            change = await http.post(f"{base}/runs/some-run/decide", allow_redirects=False,
-                                     data={CSRF_FIELD: csrf, "act": "confirm", "block": "d:1"})
+            change = await http.post(
+                f"{base}/runs/some-run/decide",
+                allow_redirects=False,
+                data={CSRF_FIELD: csrf, "act": "confirm", "block": "d:1"},
+            )
             text = await change.text()
             assert change.status == 503 and "cannot connect to Postgres" in text
             assert "may not have been saved" in text and "http-equiv" not in text
@@ -498,8 +575,12 @@ async def test_reopen_takes_only_confirmed_blocks_back_and_records_it(bbstack: S
     row = await overlay(bbstack, run_id, 1)
     assert row["status"] == "ai_complete" and row["confirmed"] is None
     last = (await actions(bbstack, run_id))[-1]
-    assert (last["action"], last["reviewer"], last["old_status"], last["new_status"]) == \
-        ("reopen", "bo", "confirmed", "ai_complete")
+    assert (last["action"], last["reviewer"], last["old_status"], last["new_status"]) == (
+        "reopen",
+        "bo",
+        "confirmed",
+        "ai_complete",
+    )
     assert last["before"] == row["staging"] and last["after"] is None
     # Reopened, it is reviewed like any staged block: edited, then confirmed again.
     await bb.edit(run_id, "1", "word_count", 5, reviewer="bo")
@@ -507,5 +588,9 @@ async def test_reopen_takes_only_confirmed_blocks_back_and_records_it(bbstack: S
     assert (await overlay(bbstack, run_id, 1))["confirmed"]["word_count"] == 5
     activity = await bb.review_activity(run_id)
     assert [(a.action, a.blocks) for a in activity] == [
-        ("confirm", 1), ("edit", 1), ("reopen", 1), ("confirm", 2)]
+        ("confirm", 1),
+        ("edit", 1),
+        ("reopen", 1),
+        ("confirm", 2),
+    ]
     assert (activity[1].field, activity[1].after) == ("word_count", 5)

@@ -26,9 +26,9 @@ from pydantic import SecretStr
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from core.models import RunOptions
-from devtools.stack import free_port
-from runtime.temporal import anthropic_client, build_worker
+from blockbatch.core.models import RunOptions
+from blockbatch.devtools.stack import free_port
+from blockbatch.runtime.temporal import anthropic_client, build_worker
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
 
@@ -60,9 +60,13 @@ async def histories(client: Client, workflow_id: str) -> dict[str, bytes]:
 
 async def every_row(s: Stack) -> dict[str, str]:
     """Each table of the database as the text of all its rows."""
-    tables = [r["table_name"] for r in await s.pool.fetch(
-        """select table_name from information_schema.tables
-           where table_schema = 'public' and table_type = 'BASE TABLE'""")]
+    tables = [
+        r["table_name"]
+        for r in await s.pool.fetch(
+            """select table_name from information_schema.tables
+           where table_schema = 'public' and table_type = 'BASE TABLE'"""
+        )
+    ]
     out = {}
     for table in tables:
         rows = await s.pool.fetch(f'select row_to_json(t)::text as j from "{table}" t')
@@ -70,10 +74,12 @@ async def every_row(s: Stack) -> dict[str, str]:
     return out
 
 
-def start_worker_process(s: Stack, key: str, log: Path,
-                         metrics_port: int | None = None) -> subprocess.Popen[bytes]:
+def start_worker_process(
+    s: Stack, key: str, log: Path, metrics_port: int | None = None
+) -> subprocess.Popen[bytes]:
     return s.start_worker_process(
-        key, log,
+        key,
+        log,
         ANTHROPIC_LOG="debug",  # the SDK's own request/response logging
         PYTHONUNBUFFERED="1",
         **({"METRICS_PORT": str(metrics_port)} if metrics_port else {}),
@@ -89,9 +95,12 @@ async def test_api_key_is_nowhere_in_history_ledger_tables_logs_or_errors(
     schema_id = await s.bb.add_schema(extract_schema(200))
 
     # 1. A run that succeeds, halving packs and retrying errors, on a worker.py process.
-    s.sim.scenario(auth={"valid_keys": [key]}, seed=5,
-                   faults={"truncate": 0.4, "skip_block": 0.05, "malformed_tool_input": 0.2},
-                   errors={"rate_429": 0.15, "rate_500": 0.1, "retry_after_s": 0})
+    s.sim.scenario(
+        auth={"valid_keys": [key]},
+        seed=5,
+        faults={"truncate": 0.4, "skip_block": 0.05, "malformed_tool_input": 0.2},
+        errors={"rate_429": 0.15, "rate_500": 0.1, "retry_after_s": 0},
+    )
     log = tmp_path / "worker.log"
     metrics_port = free_port()
     proc = start_worker_process(s, key, log, metrics_port)
@@ -100,8 +109,10 @@ async def test_api_key_is_nowhere_in_history_ledger_tables_logs_or_errors(
         ok = await asyncio.wait_for(s.bb.wait(ok_id), 150)
         # The worker's Prometheus endpoint, after calls that were answered and that failed.
         metrics = await asyncio.to_thread(
-            lambda: urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
-                                           timeout=10).read())
+            lambda: urllib.request.urlopen(
+                f"http://127.0.0.1:{metrics_port}/metrics", timeout=10
+            ).read()
+        )
     finally:
         proc.send_signal(signal.SIGTERM)
         await asyncio.to_thread(proc.wait, 40)
@@ -117,8 +128,7 @@ async def test_api_key_is_nowhere_in_history_ledger_tables_logs_or_errors(
     assert key not in repr(settings) and key not in str(settings.model_dump())
     worker = build_worker(s.client, s.task_queue, s.pool, anthropic_client(settings))
     async with worker:
-        bad_id = await s.bb.start_run(doc, schema_id,
-                                      RunOptions(pack_size=10, reuse_answers=False))
+        bad_id = await s.bb.start_run(doc, schema_id, RunOptions(pack_size=10, reuse_answers=False))
         bad = await asyncio.wait_for(s.bb.wait(bad_id), 60)
     assert bad.status == "failed"
     assert "API key was rejected" in (bad.error or "")

@@ -12,9 +12,9 @@ import anthropic
 import pytest
 import pytest_asyncio
 
-from simulator.scenario import Faults, Scenario, Thinking
-from simulator.server import SimulatorServer
-from simulator.testing import TOOL_NAME, make_blocks, pack_params
+from blockbatch.simulator.scenario import Faults, Scenario, Thinking
+from blockbatch.simulator.server import SimulatorServer
+from blockbatch.simulator.testing import TOOL_NAME, make_blocks, pack_params
 
 #: Fields inside the structured-outputs subset (no min/max, no lengths); ``note`` optional
 #: and listed first, so the schema order and the answer order differ.
@@ -30,12 +30,17 @@ REQUIRED = ["block_uid", "word_count", "sentiment", "is_question"]
 def results_schema() -> dict[str, Any]:
     return {
         "type": "object",
-        "properties": {"results": {"type": "array", "items": {
-            "type": "object",
-            "properties": {"block_uid": {"type": "string"}, **FIELDS},
-            "required": REQUIRED,
-            "additionalProperties": False,
-        }}},
+        "properties": {
+            "results": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"block_uid": {"type": "string"}, **FIELDS},
+                    "required": REQUIRED,
+                    "additionalProperties": False,
+                },
+            }
+        },
         "required": ["results"],
         "additionalProperties": False,
     }
@@ -53,8 +58,14 @@ def json_params(blocks: list[dict[str, str]], model: str, **extra: Any) -> dict[
 def auto_params(blocks: list[dict[str, str]], model: str, **extra: Any) -> dict[str, Any]:
     """A pack with our tool, strict, under ``tool_choice: auto``."""
     params = pack_params(blocks, model=model, fields=FIELDS)
-    params["tools"] = [{"name": TOOL_NAME, "description": "Record one result per block.",
-                        "input_schema": results_schema(), "strict": True}]
+    params["tools"] = [
+        {
+            "name": TOOL_NAME,
+            "description": "Record one result per block.",
+            "input_schema": results_schema(),
+            "strict": True,
+        }
+    ]
     params["tool_choice"] = {"type": "auto"}
     params.update(extra)
     return params
@@ -68,8 +79,7 @@ async def sim() -> AsyncIterator[SimulatorServer]:
 
 @pytest_asyncio.fixture
 async def client(sim: SimulatorServer) -> AsyncIterator[anthropic.AsyncAnthropic]:
-    async with anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="k",
-                                        max_retries=0) as sdk:
+    async with anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="k", max_retries=0) as sdk:
         yield sdk
 
 
@@ -82,8 +92,7 @@ def thinking_of(message: Any) -> int:
 
 
 async def test_haiku_5_5_forced_tool_answers_without_thinking(client):
-    message = await client.messages.create(**pack_params(make_blocks(3),
-                                                         model="claude-haiku-5-5"))
+    message = await client.messages.create(**pack_params(make_blocks(3), model="claude-haiku-5-5"))
     assert [b.type for b in message.content] == ["tool_use"]
     assert message.stop_reason == "tool_use" and message.stop_details is None
     assert thinking_of(message) == 0
@@ -100,10 +109,18 @@ async def test_a_model_that_thinks_by_default_starts_with_an_omitted_thinking_bl
 
 async def test_thinking_turned_off_the_way_the_model_allows_gives_no_thinking(client):
     blocks = make_blocks(3)
-    for params in (json_params(blocks, "claude-sonnet-5-5", thinking={"type": "between_tools"}),
-                   json_params(blocks, "claude-haiku-5-5", thinking={"type": "disabled"},
-                               output_config={"effort": "medium", **json_params(
-                                   blocks, "claude-haiku-5-5")["output_config"]})):
+    for params in (
+        json_params(blocks, "claude-sonnet-5-5", thinking={"type": "between_tools"}),
+        json_params(
+            blocks,
+            "claude-haiku-5-5",
+            thinking={"type": "disabled"},
+            output_config={
+                "effort": "medium",
+                **json_params(blocks, "claude-haiku-5-5")["output_config"],
+            },
+        ),
+    ):
         message = await client.messages.create(**params)
         assert [b.type for b in message.content] == ["text"]
         assert thinking_of(message) == 0
@@ -134,17 +151,21 @@ async def test_adaptive_low_effort_may_skip_thinking_on_one_block(sim, client):
 async def test_summarized_display_on_sonnet_4_6_and_enabled_stays_within_its_budget(client):
     blocks = make_blocks(30)
     adaptive = await client.messages.create(
-        **json_params(blocks, "claude-sonnet-4-6", thinking={"type": "adaptive"}))
+        **json_params(blocks, "claude-sonnet-4-6", thinking={"type": "adaptive"})
+    )
     assert adaptive.content[0].type == "thinking" and adaptive.content[0].thinking
     enabled = await client.messages.create(
-        **json_params(blocks, "claude-sonnet-4-6",
-                      thinking={"type": "enabled", "budget_tokens": 1024}))
+        **json_params(
+            blocks, "claude-sonnet-4-6", thinking={"type": "enabled", "budget_tokens": 1024}
+        )
+    )
     assert thinking_of(adaptive) > 1024 and thinking_of(enabled) == 1024
 
 
 async def test_thinking_that_uses_up_max_tokens_leaves_only_the_thinking_block(client):
     message = await client.messages.create(
-        **json_params(make_blocks(5), "claude-opus-5-5", max_tokens=40))
+        **json_params(make_blocks(5), "claude-opus-5-5", max_tokens=40)
+    )
     assert message.stop_reason == "max_tokens"
     assert [b.type for b in message.content] == ["thinking"]
     assert message.usage.output_tokens == thinking_of(message) == 40
@@ -170,7 +191,8 @@ async def test_json_cut_at_max_tokens_is_invalid_json_with_stop_max_tokens(sim, 
     blocks = make_blocks(10)
     full = await client.messages.create(**json_params(blocks, "claude-sonnet-5-5"))
     cut = await client.messages.create(
-        **json_params(blocks, "claude-sonnet-5-5", max_tokens=thinking_of(full) + 30))
+        **json_params(blocks, "claude-sonnet-5-5", max_tokens=thinking_of(full) + 30)
+    )
     assert cut.stop_reason == "max_tokens"
     assert cut.usage.output_tokens == thinking_of(full) + 30
     text = cut.content[-1].text
@@ -180,8 +202,11 @@ async def test_json_cut_at_max_tokens_is_invalid_json_with_stop_max_tokens(sim, 
 
 async def test_structured_outputs_suppress_schema_breaking_faults_only(sim, client):
     blocks = make_blocks(12)
-    sim.scenario = Scenario(seed=3, faults=Faults(malformed_tool_input=1.0, skip_block=0.3),
-                            always_malformed_uids=["doc:4"])
+    sim.scenario = Scenario(
+        seed=3,
+        faults=Faults(malformed_tool_input=1.0, skip_block=0.3),
+        always_malformed_uids=["doc:4"],
+    )
     message = await client.messages.create(**json_params(blocks, "claude-sonnet-5-5"))
     results = json.loads(message.content[-1].text)["results"]
     assert all(isinstance(r["word_count"], int) for r in results)
@@ -192,8 +217,7 @@ async def test_structured_outputs_suppress_schema_breaking_faults_only(sim, clie
 
 
 async def test_auto_tool_calls_the_tool_unless_the_model_answers_in_text(sim, client):
-    params = auto_params(make_blocks(3), "claude-sonnet-5-5",
-                         thinking={"type": "between_tools"})
+    params = auto_params(make_blocks(3), "claude-sonnet-5-5", thinking={"type": "between_tools"})
     called = await client.messages.create(**params)
     assert called.stop_reason == "tool_use"
     assert [b.type for b in called.content] == ["tool_use"]
@@ -231,10 +255,16 @@ async def test_a_normal_answer_sends_stop_details_null(client):
 
 async def test_output_that_would_overrun_the_context_window_stops_there(client):
     # Haiku 4.5: a 200,000-token window, the old tokenizer, no thinking by default.
-    params = pack_params(make_blocks(20), model="claude-haiku-4-5", max_tokens=8000,
-                         system_text="abcd ", system_repeat=197_500)
+    params = pack_params(
+        make_blocks(20),
+        model="claude-haiku-4-5",
+        max_tokens=8000,
+        system_text="abcd ",
+        system_repeat=197_500,
+    )
     counted = await client.messages.count_tokens(
-        **{k: v for k, v in params.items() if k != "max_tokens"})
+        **{k: v for k, v in params.items() if k != "max_tokens"}
+    )
     room = 200_000 - counted.input_tokens
     assert 0 < room < 8000
     message = await client.messages.create(**params)
@@ -243,15 +273,14 @@ async def test_output_that_would_overrun_the_context_window_stops_there(client):
 
 
 async def test_max_tokens_zero_writes_the_cache_and_generates_nothing(client):
-    params = pack_params(make_blocks(2), model="claude-haiku-5-5", max_tokens=0,
-                         system_repeat=200)
+    params = pack_params(make_blocks(2), model="claude-haiku-5-5", max_tokens=0, system_repeat=200)
     params["tool_choice"] = {"type": "auto"}
     warm = await client.messages.create(**params)
     assert warm.content == [] and warm.stop_reason == "max_tokens"
     assert warm.usage.output_tokens == 0 and warm.usage.cache_creation_input_tokens > 0
-    real = await client.messages.create(**pack_params(make_blocks(2, start=5),
-                                                      model="claude-haiku-5-5",
-                                                      system_repeat=200))
+    real = await client.messages.create(
+        **pack_params(make_blocks(2, start=5), model="claude-haiku-5-5", system_repeat=200)
+    )
     assert real.usage.cache_read_input_tokens == warm.usage.cache_creation_input_tokens
 
 
@@ -264,11 +293,13 @@ async def test_the_new_tokenizer_counts_about_30_percent_more_everywhere(client)
     for model in ("claude-sonnet-4-6", "claude-opus-4-8"):  # old / new, neither thinks
         params = pack_params(blocks, model=model, system_repeat=200)
         counted = await client.messages.count_tokens(
-            **{k: v for k, v in params.items() if k != "max_tokens"})
+            **{k: v for k, v in params.items() if k != "max_tokens"}
+        )
         message = await client.messages.create(**params)
         usage = message.usage
-        assert (usage.input_tokens + usage.cache_creation_input_tokens
-                + usage.cache_read_input_tokens) == counted.input_tokens
+        assert (
+            usage.input_tokens + usage.cache_creation_input_tokens + usage.cache_read_input_tokens
+        ) == counted.input_tokens
         counts[model], outputs[model] = counted.input_tokens, usage.output_tokens
     assert 1.28 < counts["claude-opus-4-8"] / counts["claude-sonnet-4-6"] < 1.32
     assert 1.28 < outputs["claude-opus-4-8"] / outputs["claude-sonnet-4-6"] < 1.32

@@ -10,9 +10,9 @@ import pytest
 import pytest_asyncio
 from anthropic.types.messages import MessageBatch
 
-from simulator.scenario import Batch, Scenario
-from simulator.server import SimulatorServer
-from simulator.testing import make_blocks, pack_params, results_by_uid
+from blockbatch.simulator.scenario import Batch, Scenario
+from blockbatch.simulator.server import SimulatorServer
+from blockbatch.simulator.testing import make_blocks, pack_params, results_by_uid
 
 
 @pytest_asyncio.fixture
@@ -155,16 +155,19 @@ async def test_results_of_unknown_batch_is_404(client):
 def cached_requests(count: int) -> list[dict]:
     """Requests sharing a system prompt long enough to be cached."""
     return [
-        {"custom_id": f"pack-{i}",
-         "params": pack_params(make_blocks(3, start=3 * i), system_repeat=300)}
+        {
+            "custom_id": f"pack-{i}",
+            "params": pack_params(make_blocks(3, start=3 * i), system_repeat=300),
+        }
         for i in range(count)
     ]
 
 
 async def batch_usages(client, batch_id: str) -> list:
     await wait_until_ended(client, batch_id)
-    return [line.result.message.usage
-            async for line in await client.messages.batches.results(batch_id)]
+    return [
+        line.result.message.usage async for line in await client.messages.batches.results(batch_id)
+    ]
 
 
 @pytest.mark.parametrize(("rate", "low", "high"), [(1.0, 19, 19), (0.0, 0, 0), (0.5, 4, 15)])
@@ -213,22 +216,32 @@ async def test_sampling_in_a_batch_fails_the_create_call_naming_the_request(clie
 async def test_a_batch_created_under_2023_06_01_keeps_its_sampling_rules(client):
     legacy = {"anthropic-version": "2023-06-01"}
     ok = {"custom_id": "warm", "params": {**pack_params(make_blocks(1)), "temperature": 0.2}}
-    hot = {"custom_id": "hot", "params": {**pack_params(make_blocks(1), model="claude-sonnet-5"),
-                                          "temperature": 0.2,
-                                          "tool_choice": {"type": "auto"}}}
+    hot = {
+        "custom_id": "hot",
+        "params": {
+            **pack_params(make_blocks(1), model="claude-sonnet-5"),
+            "temperature": 0.2,
+            "tool_choice": {"type": "auto"},
+        },
+    }
     created = await client.messages.batches.create(requests=[ok, hot], extra_headers=legacy)
     await wait_until_ended(client, created.id)
-    lines = {line.custom_id: line.result
-             async for line in await client.messages.batches.results(created.id)}
+    lines = {
+        line.custom_id: line.result
+        async for line in await client.messages.batches.results(created.id)
+    }
     assert lines["warm"].type == "succeeded"
     assert lines["hot"].type == "errored"
     assert lines["hot"].error.error.message.startswith("temperature: ")
 
 
 async def test_max_tokens_zero_in_a_batch_is_400(client):
-    warm = {"custom_id": "warm", "params": {**pack_params(make_blocks(1)), "max_tokens": 0,
-                                            "tool_choice": {"type": "auto"}}}
+    warm = {
+        "custom_id": "warm",
+        "params": {**pack_params(make_blocks(1)), "max_tokens": 0, "tool_choice": {"type": "auto"}},
+    }
     with pytest.raises(anthropic.BadRequestError) as caught:
         await client.messages.batches.create(requests=[warm])
-    assert caught.value.api_message == ("requests.0.params.max_tokens: 0 is not supported in "
-                                        "a Message Batch")
+    assert caught.value.api_message == (
+        "requests.0.params.max_tokens: 0 is not supported in a Message Batch"
+    )

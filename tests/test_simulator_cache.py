@@ -7,12 +7,12 @@ from collections.abc import AsyncIterator
 import anthropic
 import pytest_asyncio
 
-from core.registry import get_model
-from simulator.clock import FakeClock
-from simulator.prompt import FORMAT_PROMPT_TOKENS
-from simulator.server import SimulatorServer
-from simulator.testing import make_blocks, pack_params
-from simulator.tokenizer import count_tokens
+from blockbatch.core.registry import get_model
+from blockbatch.simulator.clock import FakeClock
+from blockbatch.simulator.prompt import FORMAT_PROMPT_TOKENS
+from blockbatch.simulator.server import SimulatorServer
+from blockbatch.simulator.testing import make_blocks, pack_params
+from blockbatch.simulator.tokenizer import count_tokens
 
 SYSTEM = "You extract fields from document blocks carefully. "
 
@@ -96,8 +96,9 @@ async def test_minimum_depends_on_the_model(client):
 
 
 async def test_cache_is_per_model_and_per_prefix(client):
-    sonnet = pack_params(make_blocks(1), model="claude-sonnet-4-5", system_text=SYSTEM,
-                         system_repeat=200)
+    sonnet = pack_params(
+        make_blocks(1), model="claude-sonnet-4-5", system_text=SYSTEM, system_repeat=200
+    )
     await client.messages.create(**sonnet)
     other_model = {**sonnet, "model": "claude-opus-4-5"}
     assert (await client.messages.create(**other_model)).usage.cache_read_input_tokens == 0
@@ -128,12 +129,22 @@ async def test_longest_cached_prefix_is_read_and_the_rest_written(client):
 
 def _format(params: dict, note_type: str) -> dict:
     """``params`` answering through ``output_config.format`` instead of the tool."""
-    schema = {"type": "object", "additionalProperties": False, "required": ["results"],
-              "properties": {"results": {"type": "array", "items": {
-                  "type": "object", "additionalProperties": False,
-                  "required": ["block_uid", "note"],
-                  "properties": {"block_uid": {"type": "string"},
-                                 "note": {"type": note_type}}}}}}
+    schema = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["results"],
+        "properties": {
+            "results": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["block_uid", "note"],
+                    "properties": {"block_uid": {"type": "string"}, "note": {"type": note_type}},
+                },
+            }
+        },
+    }
     out = {k: v for k, v in params.items() if k not in ("tools", "tool_choice")}
     out["output_config"] = {"format": {"type": "json_schema", "schema": schema}}
     return out
@@ -142,8 +153,9 @@ def _format(params: dict, note_type: str) -> dict:
 async def test_the_output_format_is_part_of_the_cached_prefix(client):
     """Contract §2/§5: the format adds a hidden prompt billed as input, and changing it
     invalidates the cache; the same format reads it."""
-    base = pack_params(make_blocks(2), model="claude-haiku-5-5", system_text=SYSTEM,
-                       system_repeat=200)
+    base = pack_params(
+        make_blocks(2), model="claude-haiku-5-5", system_text=SYSTEM, system_repeat=200
+    )
     no_tools = {k: v for k, v in base.items() if k not in ("tools", "tool_choice")}
     plain = (await client.messages.create(**{**no_tools, "max_tokens": 0})).usage
     assert plain.cache_creation_input_tokens > 0
@@ -159,8 +171,9 @@ async def test_the_output_format_is_part_of_the_cached_prefix(client):
 async def test_thinking_and_effort_key_the_messages_layer_only(client):
     """Contract §5: a thinking or effort change misses breakpoints in the messages, not
     the one on the system prompt."""
-    params = pack_params(make_blocks(2), model="claude-sonnet-5", system_text=SYSTEM,
-                         system_repeat=200)
+    params = pack_params(
+        make_blocks(2), model="claude-sonnet-5", system_text=SYSTEM, system_repeat=200
+    )
     params["tool_choice"] = {"type": "auto"}
     first_user = params["messages"][0]["content"][0]
     first_user["text"] = "Rules for this document. " * 150
@@ -174,7 +187,8 @@ async def test_thinking_and_effort_key_the_messages_layer_only(client):
     assert 0 < usage.cache_read_input_tokens < system_part
     default_effort = {**params, "output_config": {"effort": "high"}}  # Sonnet 5's default
     assert (await client.messages.create(**default_effort)).usage.cache_read_input_tokens == (
-        system_part)
+        system_part
+    )
     thinking_off = {**params, "thinking": {"type": "disabled"}}
     usage = (await client.messages.create(**thinking_off)).usage
     assert 0 < usage.cache_read_input_tokens < system_part

@@ -1,4 +1,4 @@
-"""The control endpoints (/_sim/*), /health and the ``python -m simulator`` process."""
+"""The control endpoints (/_sim/*), /health and the ``python -m blockbatch.simulator`` process."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import aiohttp
 import anthropic
 import pytest_asyncio
 
-from simulator.server import SimulatorServer
-from simulator.testing import make_blocks, pack_params
+from blockbatch.simulator.server import SimulatorServer
+from blockbatch.simulator.testing import make_blocks, pack_params
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -154,7 +154,7 @@ async def test_process_entry_point_serves_and_stops_on_sigterm(tmp_path):
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "simulator",
+        "blockbatch.simulator",
         "--port",
         str(port),
         "--scenario",
@@ -186,7 +186,7 @@ async def test_bad_scenario_file_exits_with_a_message(tmp_path):
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "simulator",
+        "blockbatch.simulator",
         "--port",
         "0",
         "--scenario",
@@ -205,8 +205,10 @@ async def test_hold_keeps_ready_answers_back_until_released(sim, http):
     client = anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="k", max_retries=0)
     async with http.post(f"{sim.base_url}/_sim/hold") as response:
         assert await response.json() == {"holding": True, "held": 0}
-    calls = [asyncio.create_task(client.messages.create(**pack_params(make_blocks(2, start=i))))
-             for i in (0, 10)]
+    calls = [
+        asyncio.create_task(client.messages.create(**pack_params(make_blocks(2, start=i))))
+        for i in (0, 10)
+    ]
     for _ in range(100):
         async with http.get(f"{sim.base_url}/_sim/hold") as response:
             if (await response.json())["held"] == 2:

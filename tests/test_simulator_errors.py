@@ -15,10 +15,10 @@ from anthropic._error_classes import (
     RampLimitExceededError,
 )
 
-from simulator.bodies import MESSAGES_MAX_BYTES
-from simulator.scenario import Auth, Errors, Scenario
-from simulator.server import SimulatorServer
-from simulator.testing import control, make_blocks, pack_params
+from blockbatch.simulator.bodies import MESSAGES_MAX_BYTES
+from blockbatch.simulator.scenario import Auth, Errors, Scenario
+from blockbatch.simulator.server import SimulatorServer
+from blockbatch.simulator.testing import control, make_blocks, pack_params
 
 MODEL = "claude-haiku-4-5"  # 200K context; no retirement announced
 HI = [{"role": "user", "content": "hi"}]
@@ -234,31 +234,50 @@ async def test_an_outage_answers_every_request_with_its_status_until_lifted(sim)
     ("kind", "exception", "status", "error_type", "error_code"),
     [
         ("billing_error", anthropic.PaymentRequiredError, 402, "billing_error", None),
-        ("enforced_spend_limit_reached", EnforcedSpendLimitReachedError, 429,
-         "rate_limit_error", "enforced_spend_limit_reached"),
-        ("contract_spend_limit_reached", ContractSpendLimitReachedError, 429,
-         "rate_limit_error", "contract_spend_limit_reached"),
-        ("linked_organization_spend_limit_reached", LinkedOrganizationSpendLimitReachedError,
-         402, "billing_error", "linked_organization_spend_limit_reached"),
+        (
+            "enforced_spend_limit_reached",
+            EnforcedSpendLimitReachedError,
+            429,
+            "rate_limit_error",
+            "enforced_spend_limit_reached",
+        ),
+        (
+            "contract_spend_limit_reached",
+            ContractSpendLimitReachedError,
+            429,
+            "rate_limit_error",
+            "contract_spend_limit_reached",
+        ),
+        (
+            "linked_organization_spend_limit_reached",
+            LinkedOrganizationSpendLimitReachedError,
+            402,
+            "billing_error",
+            "linked_organization_spend_limit_reached",
+        ),
         ("self_spend_limit", anthropic.BadRequestError, 400, "invalid_request_error", None),
     ],
 )
-async def test_account_refusals_map_to_the_sdk_classes(sim, kind, exception, status,
-                                                       error_type, error_code):
+async def test_account_refusals_map_to_the_sdk_classes(
+    sim, kind, exception, status, error_type, error_code
+):
     client = sdk(sim)
     await client.messages.create(**pack_params(make_blocks(1)))
     # Switched on mid-run through the control API; the rest of the scenario stays.
-    await asyncio.to_thread(control, sim.base_url, "PATCH", "/_sim/scenario",
-                            {"errors": {"account_error": kind}})
-    for call in (client.messages.create(**pack_params(make_blocks(1))),
-                 client.messages.batches.create(requests=[
-                     {"custom_id": "a", "params": pack_params(make_blocks(1))}])):
+    await asyncio.to_thread(
+        control, sim.base_url, "PATCH", "/_sim/scenario", {"errors": {"account_error": kind}}
+    )
+    for call in (
+        client.messages.create(**pack_params(make_blocks(1))),
+        client.messages.batches.create(
+            requests=[{"custom_id": "a", "params": pack_params(make_blocks(1))}]
+        ),
+    ):
         with pytest.raises(exception) as caught:
             await call
         error = caught.value
         assert type(error) is exception
-        assert (error.status_code, error.type, error.error_code) == (status, error_type,
-                                                                      error_code)
+        assert (error.status_code, error.type, error.error_code) == (status, error_type, error_code)
         assert "retry-after" not in error.response.headers
         assert error.request_id == error.body["request_id"] == error.response.headers["request-id"]
         if error_code is None:
@@ -267,8 +286,9 @@ async def test_account_refusals_map_to_the_sdk_classes(sim, kind, exception, sta
             assert error.body["error"]["details"] == {"error_code": error_code}
     if kind == "self_spend_limit":
         assert error.api_message == "You have reached your specified API usage limits."
-    await asyncio.to_thread(control, sim.base_url, "PATCH", "/_sim/scenario",
-                            {"errors": {"account_error": None}})
+    await asyncio.to_thread(
+        control, sim.base_url, "PATCH", "/_sim/scenario", {"errors": {"account_error": None}}
+    )
     await client.messages.create(**pack_params(make_blocks(1)))
 
 
@@ -299,7 +319,7 @@ async def test_a_body_above_32_mb_is_413_request_too_large(sim):
 
 async def test_a_batch_above_256_mb_is_413(sim, monkeypatch):
     # The route checks the limit it is given; a smaller one keeps the test light.
-    import simulator.routes_batches as routes
+    import blockbatch.simulator.routes_batches as routes
 
     monkeypatch.setattr(routes, "BATCH_MAX_BYTES", 1000)
     requests = [{"custom_id": "a", "params": pack_params(make_blocks(5))}]

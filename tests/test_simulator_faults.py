@@ -7,12 +7,12 @@ from collections.abc import AsyncIterator
 import anthropic
 import pytest_asyncio
 
-from core.prompt import alias_map, build_request
-from core.results import parse_results
-from core.schema import load_schema
-from simulator.scenario import Faults, Quality, Scenario
-from simulator.server import SimulatorServer
-from simulator.testing import make_blocks, pack_params, results_by_uid, tool_input
+from blockbatch.core.prompt import alias_map, build_request
+from blockbatch.core.results import parse_results
+from blockbatch.core.schema import load_schema
+from blockbatch.simulator.scenario import Faults, Quality, Scenario
+from blockbatch.simulator.server import SimulatorServer
+from blockbatch.simulator.testing import make_blocks, pack_params, results_by_uid, tool_input
 
 BLOCKS = make_blocks(20)
 UIDS = [b["block_uid"] for b in BLOCKS]
@@ -142,9 +142,12 @@ async def test_faults_are_reproducible_from_the_seed(sim, client):
 async def test_faults_on_short_ids_are_mapping_failures_after_the_recorded_map(sim, client):
     """A blockbatch request with short ids: the simulator echoes b1, b2, … and its skipped,
     duplicated and invented ids come back as missing, duplicate and unknown block_uids."""
-    spec = load_schema({"properties": {"word_count": {"type": "integer"},
-                                       "summary": {"type": "string"}},
-                        "prompt_config": {"system_instructions": "Annotate."}})
+    spec = load_schema(
+        {
+            "properties": {"word_count": {"type": "integer"}, "summary": {"type": "string"}},
+            "prompt_config": {"system_instructions": "Annotate."},
+        }
+    )
     aliases = alias_map(UIDS)
     request = build_request(spec, BLOCKS, max_tokens=8000, aliases=aliases)
     clean = (await client.messages.create(**request)).model_dump(mode="json")
@@ -154,9 +157,11 @@ async def test_faults_on_short_ids_are_mapping_failures_after_the_recorded_map(s
 
     # The draws hang on the request body: take the first seed that commits all three faults.
     for seed in range(1, 40):
-        sim.scenario = Scenario(seed=seed, faults=Faults(skip_block=0.2, duplicate_uid=0.2,
-                                                         unknown_uid=0.2),
-                                always_skip_contents=[BLOCKS[7]["block_content"]])
+        sim.scenario = Scenario(
+            seed=seed,
+            faults=Faults(skip_block=0.2, duplicate_uid=0.2, unknown_uid=0.2),
+            always_skip_contents=[BLOCKS[7]["block_content"]],
+        )
         message = await client.messages.create(**request)
         parsed = parse_results(message.model_dump(mode="json"), UIDS, spec, aliases)
         if parsed.duplicates and parsed.unknown and len(parsed.missing) > 1:
@@ -171,11 +176,15 @@ async def test_faults_on_short_ids_are_mapping_failures_after_the_recorded_map(s
 async def test_a_strict_tool_suppresses_only_the_faults_its_schema_forbids(sim, client):
     """Contract §2: structured outputs conform to the schema, so wrongly typed or misshaped
     input cannot happen; skipped, duplicated and unknown ids can, and still do."""
-    sim.scenario = Scenario(seed=5, always_malformed_uids=["doc:4"],
-                            faults=Faults(malformed_tool_input=1.0, unknown_uid=0.2,
-                                          duplicate_uid=0.2))
-    fields = {"word_count": {"type": "integer"},
-              "sentiment": {"type": "string", "enum": ["positive", "negative", "neutral"]}}
+    sim.scenario = Scenario(
+        seed=5,
+        always_malformed_uids=["doc:4"],
+        faults=Faults(malformed_tool_input=1.0, unknown_uid=0.2, duplicate_uid=0.2),
+    )
+    fields = {
+        "word_count": {"type": "integer"},
+        "sentiment": {"type": "string", "enum": ["positive", "negative", "neutral"]},
+    }
     params = pack_params(BLOCKS, model="claude-haiku-5-5", fields=fields)
     schema = params["tools"][0]["input_schema"]
     schema["additionalProperties"] = False

@@ -9,9 +9,9 @@ import anthropic
 import pytest
 import pytest_asyncio
 
-from simulator.scenario import Latency, Scenario
-from simulator.server import SimulatorServer
-from simulator.testing import make_blocks, pack_params
+from blockbatch.simulator.scenario import Latency, Scenario
+from blockbatch.simulator.server import SimulatorServer
+from blockbatch.simulator.testing import make_blocks, pack_params
 
 
 class RecordingSleep:

@@ -15,11 +15,11 @@ import anthropic
 import pytest
 import pytest_asyncio
 
-from simulator.clock import FakeClock
-from simulator.limits import rfc3339
-from simulator.scenario import Limits, Scenario
-from simulator.server import SimulatorServer
-from simulator.testing import control, make_blocks, pack_params
+from blockbatch.simulator.clock import FakeClock
+from blockbatch.simulator.limits import rfc3339
+from blockbatch.simulator.scenario import Limits, Scenario
+from blockbatch.simulator.server import SimulatorServer
+from blockbatch.simulator.testing import control, make_blocks, pack_params
 
 START = 1_700_000_000.0
 
@@ -224,10 +224,11 @@ async def test_every_answer_carries_the_buckets_in_headers(sim, client, clock):
         assert h[f"anthropic-ratelimit-{kind}-remaining"] == str(remaining)
         assert h[f"anthropic-ratelimit-{kind}-reset"] == rfc3339(-(-(START + full_in) // 1))
     # tokens-*: the most restrictive of input and output, the smaller share left.
-    tightest = min(("input-tokens", "output-tokens"),
-                   key=lambda k: expected[k][1] / expected[k][0])
+    tightest = min(("input-tokens", "output-tokens"), key=lambda k: expected[k][1] / expected[k][0])
     for part in ("limit", "remaining", "reset"):
-        assert h[f"anthropic-ratelimit-tokens-{part}"] == h[f"anthropic-ratelimit-{tightest}-{part}"]
+        assert (
+            h[f"anthropic-ratelimit-tokens-{part}"] == h[f"anthropic-ratelimit-{tightest}-{part}"]
+        )
 
     clock.advance(60)  # a minute later every bucket is full again
     raw = await create(client, params)
@@ -284,8 +285,13 @@ async def test_others_share_shrinks_capacity_and_refill_but_not_the_stated_limit
 
 async def test_others_share_must_leave_something(sim):
     with pytest.raises(urllib.error.HTTPError) as caught:
-        await asyncio.to_thread(control, sim.base_url, "PUT", "/_sim/scenario",
-                                {"limits": {"rpm": 10, "others_share": 1.0}})
+        await asyncio.to_thread(
+            control,
+            sim.base_url,
+            "PUT",
+            "/_sim/scenario",
+            {"limits": {"rpm": 10, "others_share": 1.0}},
+        )
     assert caught.value.code == 400
 
 
@@ -366,8 +372,7 @@ async def test_the_ramp_limit_refuses_a_sharp_rise_from_idle(sim, client, clock)
 
 async def test_the_ramp_limit_lets_a_gradual_ramp_grow(sim, client, clock):
     params = pack_params(make_blocks(1))
-    sim.scenario = Scenario(limits=Limits(ramp_floor_rps=2, ramp_factor=2.0,
-                                          ramp_baseline_s=10))
+    sim.scenario = Scenario(limits=Limits(ramp_floor_rps=2, ramp_factor=2.0, ramp_baseline_s=10))
     # Ten seconds at 2 per second: the baseline is 2 per second, so 4 pass in the next.
     for _ in range(10):
         await create(client, params)
@@ -382,8 +387,9 @@ async def test_the_ramp_limit_lets_a_gradual_ramp_grow(sim, client, clock):
 
 async def test_token_remaining_can_be_rounded_to_thousands(sim, client):
     params = pack_params(make_blocks(2))
-    sim.scenario = Scenario(limits=Limits(input_tpm=60_000, output_tpm=12_000,
-                                          round_token_remaining=True))
+    sim.scenario = Scenario(
+        limits=Limits(input_tpm=60_000, output_tpm=12_000, round_token_remaining=True)
+    )
     raw = await create(client, params)
     h = raw.headers
     for kind in ("input-tokens", "output-tokens", "tokens"):

@@ -9,9 +9,9 @@ import pytest
 import pytest_asyncio
 from anthropic.types import Message, MessageTokensCount
 
-from simulator.scenario import Scenario
-from simulator.server import SimulatorServer
-from simulator.testing import make_blocks, pack_params, results_by_uid
+from blockbatch.simulator.scenario import Scenario
+from blockbatch.simulator.server import SimulatorServer
+from blockbatch.simulator.testing import make_blocks, pack_params, results_by_uid
 
 MODEL = "claude-sonnet-4-5"
 

@@ -10,10 +10,10 @@ import anthropic
 import pytest
 import pytest_asyncio
 
-from core.registry import MODELS, get_model, with_api_facts
-from simulator.scenario import Scenario
-from simulator.server import SimulatorServer
-from simulator.testing import make_blocks, pack_params
+from blockbatch.core.registry import MODELS, get_model, with_api_facts
+from blockbatch.simulator.scenario import Scenario
+from blockbatch.simulator.server import SimulatorServer
+from blockbatch.simulator.testing import make_blocks, pack_params
 
 HI = [{"role": "user", "content": "hi"}]
 
@@ -32,8 +32,11 @@ async def client(sim: SimulatorServer) -> anthropic.AsyncAnthropic:
 async def test_retrieve_gives_the_registry_facts_in_the_sdk_shape(client):
     info = await client.models.retrieve("claude-haiku-5-5")
     assert isinstance(info, anthropic.types.ModelInfo)
-    assert (info.id, info.type, info.display_name) == ("claude-haiku-5-5", "model",
-                                                       "Claude Haiku 5.5")
+    assert (info.id, info.type, info.display_name) == (
+        "claude-haiku-5-5",
+        "model",
+        "Claude Haiku 5.5",
+    )
     assert info.lifecycle == "active" and info.retires_at is None
     assert info.line == "haiku"
     assert info.created_at == dt.datetime(2026, 10, 7, tzinfo=dt.UTC)
@@ -43,8 +46,12 @@ async def test_retrieve_gives_the_registry_facts_in_the_sdk_shape(client):
     assert caps.structured_outputs.supported and caps.batch.supported
     assert caps.thinking.supported
     types = caps.thinking.types
-    assert (types.adaptive.supported, types.disabled.supported,
-            types.between_tools.supported, types.enabled.supported) == (True, True, False, False)
+    assert (
+        types.adaptive.supported,
+        types.disabled.supported,
+        types.between_tools.supported,
+        types.enabled.supported,
+    ) == (True, True, False, False)
     assert caps.effort.supported and caps.effort.xhigh is not None
 
 
@@ -54,10 +61,19 @@ async def test_what_the_api_says_round_trips_through_the_registry(client):
         raw = await client.models.with_raw_response.retrieve(model.id)
         facts = await raw.json()
         merged = with_api_facts(model, facts)
-        assert (merged.context_window, merged.max_output_tokens, merged.structured_outputs,
-                merged.thinking_types, merged.end_of_life) == (
-            model.context_window, model.max_output_tokens, model.structured_outputs,
-            model.thinking_types, model.end_of_life), model.id
+        assert (
+            merged.context_window,
+            merged.max_output_tokens,
+            merged.structured_outputs,
+            merged.thinking_types,
+            merged.end_of_life,
+        ) == (
+            model.context_window,
+            model.max_output_tokens,
+            model.structured_outputs,
+            model.thinking_types,
+            model.end_of_life,
+        ), model.id
 
 
 async def test_a_deprecated_model_says_when_it_retires(client):
@@ -86,47 +102,59 @@ async def test_list_pages_newest_first_and_leaves_out_retired_models(sim, client
 
 
 async def test_scenario_facts_override_a_model_for_the_models_api_and_messages(sim, client):
-    sim.scenario = Scenario(models={"claude-haiku-5-5": {"max_tokens": 1000,
-                                                         "structured_outputs": False}})
+    sim.scenario = Scenario(
+        models={"claude-haiku-5-5": {"max_tokens": 1000, "structured_outputs": False}}
+    )
     info = await client.models.retrieve("claude-haiku-5-5")
     assert info.max_tokens == 1000
     assert info.capabilities is not None and not info.capabilities.structured_outputs.supported
     with pytest.raises(anthropic.BadRequestError) as caught:
         await client.messages.create(model="claude-haiku-5-5", max_tokens=1001, messages=HI)
     assert "1001 > 1000" in str(caught.value.api_message)
-    fmt = {"type": "json_schema", "schema": {"type": "object", "properties": {},
-                                             "additionalProperties": False}}
+    fmt = {
+        "type": "json_schema",
+        "schema": {"type": "object", "properties": {}, "additionalProperties": False},
+    }
     with pytest.raises(anthropic.BadRequestError):
-        await client.messages.create(model="claude-haiku-5-5", max_tokens=100, messages=HI,
-                                     output_config={"format": fmt})
+        await client.messages.create(
+            model="claude-haiku-5-5", max_tokens=100, messages=HI, output_config={"format": fmt}
+        )
 
 
 async def test_a_model_the_registry_does_not_know_is_served_with_its_facts(sim, client):
     with pytest.raises(anthropic.NotFoundError):
         await client.models.retrieve("claude-fable-5-2")
-    sim.scenario = Scenario(models={"claude-fable-5-2": {
-        "display_name": "Claude Fable 5.2", "max_input_tokens": 1_000_000,
-        "max_tokens": 128_000, "thinking_types": ["adaptive"], "forced_tool": False,
-        "released": "2026-11-09"}})
+    sim.scenario = Scenario(
+        models={
+            "claude-fable-5-2": {
+                "display_name": "Claude Fable 5.2",
+                "max_input_tokens": 1_000_000,
+                "max_tokens": 128_000,
+                "thinking_types": ["adaptive"],
+                "forced_tool": False,
+                "released": "2026-11-09",
+            }
+        }
+    )
     info = await client.models.retrieve("claude-fable-5-2")
-    assert (info.display_name, info.line, info.max_tokens) == ("Claude Fable 5.2", "fable",
-                                                               128_000)
+    assert (info.display_name, info.line, info.max_tokens) == ("Claude Fable 5.2", "fable", 128_000)
     assert info.capabilities is not None
     assert not info.capabilities.thinking.types.disabled.supported
     assert (await client.models.list(limit=1)).data[0].id == "claude-fable-5-2"
-    answer = await client.messages.create(model="claude-fable-5-2", max_tokens=100,
-                                          messages=HI)
+    answer = await client.messages.create(model="claude-fable-5-2", max_tokens=100, messages=HI)
     assert answer.model == "claude-fable-5-2"
     with pytest.raises(anthropic.BadRequestError):
         await client.messages.create(**pack_params(make_blocks(1), model="claude-fable-5-2"))
     with pytest.raises(anthropic.BadRequestError):
-        await client.messages.create(model="claude-fable-5-2", max_tokens=100, messages=HI,
-                                     thinking={"type": "disabled"})
+        await client.messages.create(
+            model="claude-fable-5-2", max_tokens=100, messages=HI, thinking={"type": "disabled"}
+        )
 
 
 async def test_a_model_based_on_another_takes_its_facts(sim, client):
-    sim.scenario = Scenario(models={"claude-haiku-5-6": {"based_on": "claude-haiku-5-5",
-                                                         "released": "2026-11-20"}})
+    sim.scenario = Scenario(
+        models={"claude-haiku-5-6": {"based_on": "claude-haiku-5-5", "released": "2026-11-20"}}
+    )
     info = await client.models.retrieve("claude-haiku-5-6")
     base = get_model("claude-haiku-5-5")
     assert info.max_input_tokens == base.context_window

@@ -6,32 +6,40 @@ from __future__ import annotations
 import anthropic
 from jsonschema import Draft202012Validator
 
-from core.agreement import compare_properties
-from simulator.content import block_result
-from simulator.faults import Dice, answer_blocks
-from simulator.prompt import Block
-from simulator.scenario import Quality, Scenario
-from simulator.server import SimulatorServer
-from simulator.testing import DEFAULT_FIELDS, make_blocks, pack_params, tool_input
+from blockbatch.core.agreement import compare_properties
+from blockbatch.simulator.content import block_result
+from blockbatch.simulator.faults import Dice, answer_blocks
+from blockbatch.simulator.prompt import Block
+from blockbatch.simulator.scenario import Quality, Scenario
+from blockbatch.simulator.server import SimulatorServer
+from blockbatch.simulator.testing import DEFAULT_FIELDS, make_blocks, pack_params, tool_input
 
 FIELDS = {
     **DEFAULT_FIELDS,
-    "tags": {"type": "array", "items": {"type": "string", "enum": ["a", "b", "c"]},
-             "maxItems": 2},
+    "tags": {"type": "array", "items": {"type": "string", "enum": ["a", "b", "c"]}, "maxItems": 2},
     "published": {"type": "string", "format": "date"},
 }
 
 
 def blocks(count: int, start: int = 0, ids: str = "uid") -> list[Block]:
     made = make_blocks(count, start=start)
-    return [Block(uid=(b["block_uid"] if ids == "uid" else f"b{i + 1}"),
-                  type=b["block_type"], content=b["block_content"])
-            for i, b in enumerate(made)]
+    return [
+        Block(
+            uid=(b["block_uid"] if ids == "uid" else f"b{i + 1}"),
+            type=b["block_type"],
+            content=b["block_content"],
+        )
+        for i, b in enumerate(made)
+    ]
 
 
 def scenario(**quality: float) -> Scenario:
-    return Scenario(seed=7, quality=Quality(enabled=True, free_blocks=1, skip_per_extra_block=0,
-                                            bleed_per_extra_block=0, **quality))
+    return Scenario(
+        seed=7,
+        quality=Quality(
+            enabled=True, free_blocks=1, skip_per_extra_block=0, bleed_per_extra_block=0, **quality
+        ),
+    )
 
 
 def dice(body: str = "body") -> Dice:
@@ -44,8 +52,14 @@ def differs(result: dict, block: Block) -> bool:
 
 
 def test_wrong_rate_grows_with_size_and_position_and_is_capped():
-    quality = Quality(enabled=True, free_blocks=5, wrong_base=0.01, wrong_per_extra_block=0.002,
-                      wrong_per_position=0.001, wrong_max=0.2)
+    quality = Quality(
+        enabled=True,
+        free_blocks=5,
+        wrong_base=0.01,
+        wrong_per_extra_block=0.002,
+        wrong_per_position=0.001,
+        wrong_max=0.2,
+    )
     assert quality.wrong_rate(1, 1) == 0.0
     assert quality.wrong_rate(5, 1) == 0.01
     assert quality.wrong_rate(25, 1) == 0.01 + 0.002 * 20
@@ -64,8 +78,9 @@ def test_a_call_of_one_block_is_always_right():
 def test_wrong_answers_validate_and_disagree_some_by_bleeding_from_a_neighbour():
     pack = blocks(40)
     answer = answer_blocks(pack, FIELDS, scenario(wrong_base=1.0), dice())
-    validator = Draft202012Validator({"type": "object", "properties": FIELDS,
-                                      "required": list(FIELDS)})
+    validator = Draft202012Validator(
+        {"type": "object", "properties": FIELDS, "required": list(FIELDS)}
+    )
     assert all(validator.is_valid(r) for r in answer.results)
     assert all(differs(r, b) for r, b in zip(answer.results, pack, strict=True))
     assert answer.checked == [(i + 1, True) for i in range(40)]
@@ -102,7 +117,7 @@ def test_bigger_packs_and_later_positions_are_wrong_more_often():
     def altered(size: int) -> list[tuple[int, bool]]:
         out = []
         for start in range(0, len(many), size):
-            out += answer_blocks(many[start:start + size], FIELDS, quality, dice()).checked
+            out += answer_blocks(many[start : start + size], FIELDS, quality, dice()).checked
         return out
 
     def share(checked: list[tuple[int, bool]]) -> float:
@@ -121,16 +136,28 @@ def test_off_by_default_every_answer_is_the_single_answer():
 
 
 async def test_stats_report_the_true_disagreement_per_pack_size():
-    async with SimulatorServer(scenario=Scenario(seed=3, quality=Quality(
-            enabled=True, free_blocks=1, skip_per_extra_block=0, bleed_per_extra_block=0,
-            wrong_per_extra_block=0.01))) as sim:
+    async with SimulatorServer(
+        scenario=Scenario(
+            seed=3,
+            quality=Quality(
+                enabled=True,
+                free_blocks=1,
+                skip_per_extra_block=0,
+                bleed_per_extra_block=0,
+                wrong_per_extra_block=0.01,
+            ),
+        )
+    ) as sim:
         client = anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="k", max_retries=0)
         altered_seen = 0
         for start in range(0, 60, 20):
             message = await client.messages.create(**pack_params(make_blocks(20, start=start)))
-            truth = {b["block_uid"]: block_result(
-                Block(b["block_uid"], b["block_type"], b["block_content"]), DEFAULT_FIELDS)
-                for b in make_blocks(20, start=start)}
+            truth = {
+                b["block_uid"]: block_result(
+                    Block(b["block_uid"], b["block_type"], b["block_content"]), DEFAULT_FIELDS
+                )
+                for b in make_blocks(20, start=start)
+            }
             altered_seen += sum(r != truth[r["block_uid"]] for r in tool_input(message)["results"])
         await client.messages.create(**pack_params(make_blocks(1)))
         quality = sim.state.stats.snapshot()["quality"]

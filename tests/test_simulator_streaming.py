@@ -10,9 +10,9 @@ import anthropic
 import pytest
 import pytest_asyncio
 
-from simulator.scenario import Scenario
-from simulator.server import SimulatorServer
-from simulator.testing import make_blocks, pack_params
+from blockbatch.simulator.scenario import Scenario
+from blockbatch.simulator.server import SimulatorServer
+from blockbatch.simulator.testing import make_blocks, pack_params
 from tests.test_simulator_answers import auto_params, json_params
 
 BLOCKS = make_blocks(6)
@@ -28,8 +28,7 @@ async def sim() -> AsyncIterator[SimulatorServer]:
 
 @pytest_asyncio.fixture
 async def client(sim: SimulatorServer) -> AsyncIterator[anthropic.AsyncAnthropic]:
-    async with anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="k",
-                                        max_retries=0) as sdk:
+    async with anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="k", max_retries=0) as sdk:
         yield sdk
 
 
@@ -48,10 +47,10 @@ def comparable(message: Any) -> dict[str, Any]:
 REQUESTS = {
     "forced tool, no thinking": pack_params(BLOCKS[:5], model="claude-haiku-5-5"),
     "json after omitted thinking": json_params(BLOCKS[:5], "claude-sonnet-5-5"),
-    "summarized thinking": json_params(BLOCKS[:5], "claude-sonnet-4-6",
-                                       thinking={"type": "adaptive"}),
-    "auto tool": auto_params(BLOCKS[:5], "claude-sonnet-5-5",
-                             thinking={"type": "between_tools"}),
+    "summarized thinking": json_params(
+        BLOCKS[:5], "claude-sonnet-4-6", thinking={"type": "adaptive"}
+    ),
+    "auto tool": auto_params(BLOCKS[:5], "claude-sonnet-5-5", thinking={"type": "between_tools"}),
     "cut at max_tokens": json_params(BLOCKS[:5], "claude-opus-5-5", max_tokens=400),
     "refusal": pack_params(BLOCKS, model="claude-haiku-5-5"),
 }

@@ -9,15 +9,20 @@ from typing import Any
 
 import pytest
 
-from simulator.errors import ApiError
-from simulator.strict_schema import check_strict_schemas
+from blockbatch.simulator.errors import ApiError
+from blockbatch.simulator.strict_schema import check_strict_schemas
 
 
-def obj(properties: dict[str, Any], required: list[str] | None = None,
-        **extra: Any) -> dict[str, Any]:
-    return {"type": "object", "properties": properties,
-            "required": list(properties) if required is None else required,
-            "additionalProperties": False, **extra}
+def obj(
+    properties: dict[str, Any], required: list[str] | None = None, **extra: Any
+) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties) if required is None else required,
+        "additionalProperties": False,
+        **extra,
+    }
 
 
 def refused(*schemas: dict[str, Any], tools: int = 0) -> str:
@@ -31,12 +36,17 @@ def refused(*schemas: dict[str, Any], tools: int = 0) -> str:
 
 def test_a_schema_within_the_subset_passes_and_is_counted():
     schema = obj(
-        {"name": {"type": "string", "format": "email", "pattern": "^[a-z]+$"},
-         "tags": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]},
-                  "minItems": 1},
-         "when": {"anyOf": [{"type": "string", "format": "date"}, {"type": "null"}]},
-         "note": {"type": ["string", "null"], "default": None},
-         "ref": {"$ref": "#/$defs/point"}},
+        {
+            "name": {"type": "string", "format": "email", "pattern": "^[a-z]+$"},
+            "tags": {
+                "type": "array",
+                "items": {"type": "string", "enum": ["a", "b"]},
+                "minItems": 1,
+            },
+            "when": {"anyOf": [{"type": "string", "format": "date"}, {"type": "null"}]},
+            "note": {"type": ["string", "null"], "default": None},
+            "ref": {"$ref": "#/$defs/point"},
+        },
         required=["name", "tags"],
         **{"$defs": {"point": obj({"x": {"type": "number"}, "y": {"type": "number"}})}},
     )
@@ -54,9 +64,21 @@ def test_every_object_needs_additional_properties_false():
     assert ".items: " in refused(obj({"list": items}))
 
 
-@pytest.mark.parametrize("keyword", ["minimum", "maximum", "exclusiveMinimum",
-                                     "exclusiveMaximum", "multipleOf", "minLength",
-                                     "maxLength", "maxItems", "uniqueItems", "contains"])
+@pytest.mark.parametrize(
+    "keyword",
+    [
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minLength",
+        "maxLength",
+        "maxItems",
+        "uniqueItems",
+        "contains",
+    ],
+)
 def test_unsupported_keywords_are_refused(keyword):
     message = refused(obj({"a": {"type": "number", keyword: 1}}))
     assert f"'{keyword}' is not supported" in message
@@ -76,12 +98,14 @@ def test_references_are_local_and_never_recursive():
     assert "not found" in refused(obj({"a": {"$ref": "#/$defs/missing"}}))
     assert "recursive" in refused(obj({"a": {"$ref": "#"}}))
     node = obj({"children": {"type": "array", "items": {"$ref": "#/$defs/node"}}})
-    assert "recursive" in refused(obj({"root": {"$ref": "#/$defs/node"}},
-                                      **{"$defs": {"node": node}}))
+    assert "recursive" in refused(
+        obj({"root": {"$ref": "#/$defs/node"}}, **{"$defs": {"node": node}})
+    )
     ping = obj({"b": {"$ref": "#/definitions/pong"}})
     pong = obj({"a": {"$ref": "#/definitions/ping"}})
-    assert "recursive" in refused(obj({"x": {"$ref": "#/definitions/ping"}},
-                                      definitions={"ping": ping, "pong": pong}))
+    assert "recursive" in refused(
+        obj({"x": {"$ref": "#/definitions/ping"}}, definitions={"ping": ping, "pong": pong})
+    )
     both = {"$ref": "#/$defs/p", "allOf": [{"type": "object"}]}
     assert "allOf" in refused(obj({"a": both}, **{"$defs": {"p": obj({})}}))
 
@@ -96,8 +120,9 @@ def test_more_than_20_strict_tools_are_too_complex():
 def test_optional_parameters_are_summed_over_all_strict_schemas():
     # 12 optional parameters each: two schemas make 24 (allowed), three make 36.
     twelve = obj({f"p{i}": {"type": "string"} for i in range(12)}, required=[])
-    check_strict_schemas([("tools.0.input_schema", twelve), ("output_config.format.schema",
-                                                              twelve)])
+    check_strict_schemas(
+        [("tools.0.input_schema", twelve), ("output_config.format.schema", twelve)]
+    )
     message = refused(twelve, twelve, twelve, tools=2)
     assert message.startswith("Schema is too complex for compilation: 36 optional")
     # A nested object's optional properties count too; a required one does not.
@@ -108,8 +133,10 @@ def test_optional_parameters_are_summed_over_all_strict_schemas():
 def test_union_typed_parameters_are_capped_at_16():
     def unions(n: int, start: int = 0) -> dict[str, Any]:
         half = {f"u{i}": {"type": ["string", "null"]} for i in range(start, start + n // 2)}
-        rest = {f"v{i}": {"anyOf": [{"type": "string"}, {"type": "integer"}]}
-                for i in range(start, start + n - n // 2)}
+        rest = {
+            f"v{i}": {"anyOf": [{"type": "string"}, {"type": "integer"}]}
+            for i in range(start, start + n - n // 2)
+        }
         return obj({**half, **rest})
 
     check_strict_schemas([("s", unions(16))])

@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.registry import get_model
-from simulator.tokenizer import NEW, OLD, count_tokens, iter_token_spans, tokenizer_for
+from blockbatch.core.registry import get_model
+from blockbatch.simulator.tokenizer import NEW, OLD, count_tokens, iter_token_spans, tokenizer_for
 
 
 def test_each_model_gets_its_generations_tokenizer():

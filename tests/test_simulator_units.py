@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from simulator.batches import MAX_REQUESTS, validate_batch_requests
-from simulator.content import block_result, described_bounds, generate
-from simulator.errors import ApiError
-from simulator.prompt import Block
-from simulator.scenario import Scenario
-from simulator.tokenizer import count_tokens, truncate_to_tokens
+from blockbatch.simulator.batches import MAX_REQUESTS, validate_batch_requests
+from blockbatch.simulator.content import block_result, described_bounds, generate
+from blockbatch.simulator.errors import ApiError
+from blockbatch.simulator.prompt import Block
+from blockbatch.simulator.scenario import Scenario
+from blockbatch.simulator.tokenizer import count_tokens, truncate_to_tokens
 
 
 @pytest.mark.parametrize(
@@ -104,7 +104,7 @@ def test_scenario_defaults_and_strictness():
 def test_scenario_models_must_be_based_on_a_known_model():
     from pydantic import ValidationError
 
-    from simulator.scenario import Scenario
+    from blockbatch.simulator.scenario import Scenario
 
     Scenario(models={"claude-x": {"based_on": "claude-haiku-5-5"}})
     with pytest.raises(ValidationError, match="unknown model 'claude-nope'"):
@@ -120,7 +120,13 @@ def test_the_simulated_model_follows_bounds_told_in_a_description() -> None:
     text = {"type": "string", "description": "{maxLength: 12}"}
     assert all(len(generate(text, f"block {n}", "summary")) <= 12 for n in range(50))
     # The schema's own bounds win over a description's, and other braces are prose.
-    assert described_bounds({"type": "integer", "maximum": 9,
-                             "description": "{maximum: 3}"})["maximum"] == 9
+    assert (
+        described_bounds({"type": "integer", "maximum": 9, "description": "{maximum: 3}"})[
+            "maximum"
+        ]
+        == 9
+    )
     assert described_bounds({"type": "string", "description": "a {b} c"}) == {
-        "type": "string", "description": "a {b} c"}
+        "type": "string",
+        "description": "a {b} c",
+    }

@@ -14,9 +14,9 @@ import anthropic
 import pytest
 import pytest_asyncio
 
-from simulator.scenario import Scenario
-from simulator.server import SimulatorServer
-from simulator.testing import make_blocks, pack_params, results_tool
+from blockbatch.simulator.scenario import Scenario
+from blockbatch.simulator.server import SimulatorServer
+from blockbatch.simulator.testing import make_blocks, pack_params, results_tool
 
 HI = [{"role": "user", "content": "hi"}]
 LEGACY = {"anthropic-version": "2023-06-01"}
@@ -51,14 +51,16 @@ def plain(model: str = "claude-haiku-5-5", **extra: Any) -> dict[str, Any]:
 
 # Contract §0 rule 1, §4: sampling parameters are removed under 2026-10-21.
 
+
 @pytest.mark.parametrize("field", ["temperature", "top_p", "top_k"])
 @pytest.mark.parametrize("count", [False, True])
 async def test_sampling_is_refused_under_the_current_version_even_at_its_default(
     client, field, count
 ):
     value = 1 if field != "top_p" else 0.99
-    message = await bad(client, count=count, **plain("claude-sonnet-4-6"),
-                        extra_body={field: value})
+    message = await bad(
+        client, count=count, **plain("claude-sonnet-4-6"), extra_body={field: value}
+    )
     assert message == f"{field}: Extra inputs are not permitted"
 
 
@@ -70,11 +72,13 @@ async def test_the_sdk_sends_the_current_version(sim, client):
 async def test_under_2023_06_01_the_old_per_model_sampling_rules_hold(client):
     legacy = {"extra_headers": LEGACY}
     # Sonnet 4.6 takes any temperature in range.
-    await client.messages.create(**plain("claude-sonnet-4-6"), extra_body={"temperature": 0},
-                                 **legacy)
+    await client.messages.create(
+        **plain("claude-sonnet-4-6"), extra_body={"temperature": 0}, **legacy
+    )
     # Sonnet 5.5 and Opus 4.7 take only the default.
-    await client.messages.create(**plain("claude-sonnet-5-5"), extra_body={"temperature": 1},
-                                 **legacy)
+    await client.messages.create(
+        **plain("claude-sonnet-5-5"), extra_body={"temperature": 1}, **legacy
+    )
     for model in ("claude-sonnet-5-5", "claude-opus-4-7", "claude-sonnet-5"):
         message = await bad(client, **plain(model), extra_body={"temperature": 0}, **legacy)
         assert message.startswith("temperature: ")
@@ -87,6 +91,7 @@ async def test_under_2023_06_01_the_old_per_model_sampling_rules_hold(client):
 
 # Contract §4: no prefill on 4.6+ and 5.x; Haiku 4.5 still takes one.
 
+
 async def test_a_trailing_assistant_turn_is_refused_where_prefill_is_not_supported(client):
     turns = [*HI, {"role": "assistant", "content": "Sure"}]
     message = await bad(client, **plain("claude-haiku-5-5", messages=turns))
@@ -97,6 +102,7 @@ async def test_a_trailing_assistant_turn_is_refused_where_prefill_is_not_support
 
 
 # Contract §0 rule 2: forced tool_choice is model-scoped, on count_tokens too.
+
 
 @pytest.mark.parametrize("count", [False, True])
 async def test_forced_tool_choice_is_refused_on_sonnet_5_5_and_opus_5_5(client, count):
@@ -123,12 +129,14 @@ async def test_auto_tool_choice_with_a_strict_tool_is_accepted_on_sonnet_5_5(cli
     items = tool["input_schema"]["properties"]["results"]["items"]
     items["additionalProperties"] = False
     tool["input_schema"]["additionalProperties"] = False
-    answer = await client.messages.create(**plain("claude-sonnet-5-5"), tools=[tool],
-                                          tool_choice={"type": "auto"})
+    answer = await client.messages.create(
+        **plain("claude-sonnet-5-5"), tools=[tool], tool_choice={"type": "auto"}
+    )
     assert answer.type == "message"
 
 
 # Contract §3: thinking values per model.
+
 
 @pytest.mark.parametrize(
     ("model", "thinking", "ok"),
@@ -161,10 +169,17 @@ async def test_opus_5_5_refuses_disabled_thinking_with_its_own_words(client):
 @pytest.mark.parametrize("effort", ["xhigh", "max"])
 async def test_thinking_off_at_xhigh_or_max_effort_is_refused(client, effort):
     await bad(client, **plain(thinking={"type": "disabled"}, output_config={"effort": effort}))
-    await bad(client, **plain("claude-sonnet-5-5", thinking={"type": "between_tools"},
-                              output_config={"effort": effort}))
-    await client.messages.create(**plain(thinking={"type": "disabled"},
-                                         output_config={"effort": "high"}))
+    await bad(
+        client,
+        **plain(
+            "claude-sonnet-5-5",
+            thinking={"type": "between_tools"},
+            output_config={"effort": effort},
+        ),
+    )
+    await client.messages.create(
+        **plain(thinking={"type": "disabled"}, output_config={"effort": "high"})
+    )
 
 
 @pytest.mark.parametrize(
@@ -183,24 +198,32 @@ async def test_thinking_fields_are_checked(client, thinking, fragment):
 
 # Contract §2, §3: output_config.
 
+
 async def test_effort_only_where_the_model_has_one(client):
     await client.messages.create(**plain(output_config={"effort": "low"}))
-    assert "effort" in await bad(client, **plain("claude-haiku-4-5",
-                                                 output_config={"effort": "low"}))
-    assert "effort" in await bad(client, **plain(extra_body={"output_config": {
-        "effort": "extreme"}}))
+    assert "effort" in await bad(
+        client, **plain("claude-haiku-4-5", output_config={"effort": "low"})
+    )
+    assert "effort" in await bad(
+        client, **plain(extra_body={"output_config": {"effort": "extreme"}})
+    )
 
 
-OBJECT = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"],
-          "additionalProperties": False}
+OBJECT = {
+    "type": "object",
+    "properties": {"a": {"type": "string"}},
+    "required": ["a"],
+    "additionalProperties": False,
+}
 
 
 async def test_output_config_format_is_accepted_and_its_schema_checked(client):
     fmt = {"type": "json_schema", "schema": OBJECT}
     await client.messages.create(**plain(output_config={"format": fmt}))
     loose = {**OBJECT, "additionalProperties": True}
-    message = await bad(client, **plain(output_config={"format": {"type": "json_schema",
-                                                                  "schema": loose}}))
+    message = await bad(
+        client, **plain(output_config={"format": {"type": "json_schema", "schema": loose}})
+    )
     assert "additionalProperties" in message
 
 
@@ -208,8 +231,10 @@ async def test_output_format_needs_its_beta(client):
     fmt = {"type": "json_schema", "schema": OBJECT}
     message = await bad(client, **plain(extra_body={"output_format": fmt}))
     assert "structured-outputs-2025-11-13" in message
-    await client.messages.create(**plain(extra_body={"output_format": fmt}),
-                                 extra_headers={"anthropic-beta": "structured-outputs-2025-11-13"})
+    await client.messages.create(
+        **plain(extra_body={"output_format": fmt}),
+        extra_headers={"anthropic-beta": "structured-outputs-2025-11-13"},
+    )
 
 
 async def test_structured_outputs_only_where_the_model_has_them(sim, client):
@@ -220,8 +245,11 @@ async def test_structured_outputs_only_where_the_model_has_them(sim, client):
 
 
 async def test_strict_tool_schemas_are_checked_on_count_tokens_too(client):
-    tool = {"name": "t", "strict": True,
-            "input_schema": {**OBJECT, "properties": {"a": {"type": "string", "maxLength": 5}}}}
+    tool = {
+        "name": "t",
+        "strict": True,
+        "input_schema": {**OBJECT, "properties": {"a": {"type": "string", "maxLength": 5}}},
+    }
     for count in (False, True):
         message = await bad(client, count=count, **plain(tools=[tool]))
         assert "'maxLength' is not supported" in message
@@ -230,6 +258,7 @@ async def test_strict_tool_schemas_are_checked_on_count_tokens_too(client):
 
 
 # Contract §5: max_tokens 0 pre-warms, with limits.
+
 
 async def test_max_tokens_zero_is_accepted_but_not_with_its_conflicts(client):
     params = pack_params(make_blocks(1), model="claude-haiku-5-5", max_tokens=0)
@@ -240,8 +269,10 @@ async def test_max_tokens_zero_is_accepted_but_not_with_its_conflicts(client):
     conflicts: list[tuple[dict[str, Any], str]] = [
         ({"tool_choice": {"type": "any"}}, "tool_choice"),
         ({"output_config": {"format": fmt}}, "output_config.format"),
-        ({"model": "claude-sonnet-4-6", "thinking": {"type": "enabled", "budget_tokens": 1024}},
-         "thinking"),
+        (
+            {"model": "claude-sonnet-4-6", "thinking": {"type": "enabled", "budget_tokens": 1024}},
+            "thinking",
+        ),
     ]
     for change, fragment in conflicts:
         assert fragment in await bad(client, **{**params, **change})
@@ -261,24 +292,47 @@ async def test_stream_must_be_a_boolean(client):
 
 # Contract §4, breaking changes 2 and 3 of 2026-10-21.
 
+
 async def test_documents_in_assistant_turns_and_citations_in_user_turns_are_refused(client):
-    cited = [{"role": "user", "content": [{"type": "text", "text": "x", "citations": [
-        {"type": "char_location", "cited_text": "x", "document_index": 0,
-         "start_char_index": 0, "end_char_index": 1}]}]}]
+    cited = [
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "text",
+                    "text": "x",
+                    "citations": [
+                        {
+                            "type": "char_location",
+                            "cited_text": "x",
+                            "document_index": 0,
+                            "start_char_index": 0,
+                            "end_char_index": 1,
+                        }
+                    ],
+                }
+            ],
+        }
+    ]
     assert "citations" in await bad(client, **plain(messages=cited))
 
 
 # Contract §1, "Not in the table": retired models are 404 on every endpoint.
 
+
 @pytest.mark.parametrize("model", ["claude-opus-4-1", "claude-3-5-haiku-latest"])
 async def test_retired_models_are_404_everywhere(client, model):
-    for call in (client.messages.create(**plain(model)),
-                 client.messages.count_tokens(model=model, messages=HI),
-                 client.models.retrieve(model)):
+    for call in (
+        client.messages.create(**plain(model)),
+        client.messages.count_tokens(model=model, messages=HI),
+        client.models.retrieve(model),
+    ):
         with pytest.raises(anthropic.NotFoundError) as caught:
             await call
-        assert caught.value.body["error"] == {"type": "not_found_error",
-                                              "message": f"model: {model}"}
+        assert caught.value.body["error"] == {
+            "type": "not_found_error",
+            "message": f"model: {model}",
+        }
 
 
 async def test_a_model_is_retired_from_its_end_of_life_day(sim, client):

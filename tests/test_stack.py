@@ -12,8 +12,8 @@ import asyncpg
 import pytest
 from temporalio.client import Client
 
-from devtools import stack
-from runtime.settings import Settings
+from blockbatch.devtools import stack
+from blockbatch.runtime.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -22,8 +22,12 @@ def stack_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProce
     import os
 
     return subprocess.run(
-        [sys.executable, "-m", "devtools.stack", *args],
-        capture_output=True, text=True, cwd=ROOT, env={**os.environ, **env}, timeout=180,
+        [sys.executable, "-m", "blockbatch.devtools.stack", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, **env},
+        timeout=180,
         check=False,
     )
 
@@ -89,7 +93,7 @@ def test_missing_temporal_binary_says_what_to_do(stack_env: dict[str, str]) -> N
 
 
 async def test_concurrent_migrations_apply_each_file_once(pg: stack.PostgresInstance) -> None:
-    from store.db import migrate, migration_files
+    from blockbatch.store.db import migrate, migration_files
 
     conn = await asyncpg.connect(pg.url("postgres"))
     await conn.execute("create database migrate_race")

@@ -4,11 +4,22 @@ from __future__ import annotations
 
 import asyncio
 
-from devtools.stack import free_port
+from blockbatch.devtools.stack import free_port
 from tests.conftest import Stack
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
 
-COMMANDS = ["run", "estimate", "status", "list", "cancel", "watch", "review", "confirm", "export", "calls"]
+COMMANDS = [
+    "run",
+    "estimate",
+    "status",
+    "list",
+    "cancel",
+    "watch",
+    "review",
+    "confirm",
+    "export",
+    "calls",
+]
 
 
 async def _nothing_written(s: Stack) -> None:
@@ -38,8 +49,12 @@ async def test_missing_files_and_bad_schema_write_nothing(cli: Cli, bbstack: Sta
     assert missing.err.strip() == f"error: no such document file: {cli.tmp / 'nope.md'}"
     no_schema = await cli("run", cli.doc(5), "--schema", str(cli.tmp / "nope.json"))
     assert no_schema.code == 2 and "no such schema file" in no_schema.err
-    bad = await cli("run", cli.doc(5), "--schema",
-                    cli.schema("bad.json", data={"name": "bad", "properties": {"x": {}}}))
+    bad = await cli(
+        "run",
+        cli.doc(5),
+        "--schema",
+        cli.schema("bad.json", data={"name": "bad", "properties": {"x": {}}}),
+    )
     assert bad.code == 2 and "schema 'bad'" in bad.err and "prompt_config" in bad.err
     not_json = cli.tmp / "broken.json"
     not_json.write_text("{not json")
@@ -60,8 +75,12 @@ async def test_estimate_of_bad_input_exits_2_and_creates_nothing(cli: Cli, bbsta
         cli("estimate", cli.doc(5), "--schema", schema, "--model", "gpt-4"),
         cli("estimate", str(empty), "--schema", schema),
         cli("estimate", str(cli.tmp), "--schema", schema),  # a directory: no file to read
-        cli("estimate", cli.doc(5), "--schema",
-            cli.schema("bad.json", data={"name": "bad", "properties": {"x": {}}})),
+        cli(
+            "estimate",
+            cli.doc(5),
+            "--schema",
+            cli.schema("bad.json", data={"name": "bad", "properties": {"x": {}}}),
+        ),
     )
     expected = ["known models", "document has no blocks", "is not a file", "prompt_config"]
     for result, text in zip(results, expected, strict=True):
@@ -76,23 +95,27 @@ async def test_unknown_run_id_exits_3(cli: Cli) -> None:
     results = await asyncio.gather(*(cli(command, "no-such-run") for command in commands))
     for command, result in zip(commands, results):
         assert result.code == 3, (command, result.err)
-        assert result.err.strip() == ("error: no run 'no-such-run': list runs with "
-                                      "`python starter.py list`"), command
+        assert result.err.strip() == (
+            "error: no run 'no-such-run': list runs with `python starter.py list`"
+        ), command
     as_json = await cli("status", "no-such-run", "--json")
     assert as_json.code == 3 and as_json.json()["exit_code"] == 3
 
 
 async def test_stack_not_running_exits_4(cli: Cli, bbstack: Stack) -> None:
     closed = free_port()
-    everything_down = {"DATABASE_URL": f"postgresql://postgres@127.0.0.1:{closed}/x",
-                       "TEMPORAL_ADDRESS": f"127.0.0.1:{closed}"}
+    everything_down = {
+        "DATABASE_URL": f"postgresql://postgres@127.0.0.1:{closed}/x",
+        "TEMPORAL_ADDRESS": f"127.0.0.1:{closed}",
+    }
     for args in (["run", cli.doc(5), "--schema", cli.schema()], ["list"], ["status", "x"]):
         result = await cli(*args, **everything_down)
         assert result.code == 4, (args, result.err)
         assert "cannot connect to Postgres" in result.err and "make up" in result.err
         assert len(result.err.strip().splitlines()) == 1
-    temporal_down = await cli("run", cli.doc(5), "--schema", cli.schema(),
-                              TEMPORAL_ADDRESS=f"127.0.0.1:{closed}")
+    temporal_down = await cli(
+        "run", cli.doc(5), "--schema", cli.schema(), TEMPORAL_ADDRESS=f"127.0.0.1:{closed}"
+    )
     assert temporal_down.code == 4 and "cannot connect to Temporal" in temporal_down.err
     assert await bbstack.pool.fetchval("select count(*) from runs") == 0
     # Reading finished work needs only Postgres.

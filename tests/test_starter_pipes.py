@@ -7,7 +7,7 @@ import fcntl
 import os
 import sys
 
-from core.models import RunOptions
+from blockbatch.core.models import RunOptions
 from tests.conftest import ROOT, Stack
 from tests.helpers import extract_schema, markdown_doc
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
@@ -30,8 +30,14 @@ async def _into_closed_pipe(cli: Cli, *args: str) -> tuple[int, str]:
     read_end, write_end = os.pipe()
     fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "starter.py", *args, cwd=ROOT, env=cli.env,
-        stdin=asyncio.subprocess.DEVNULL, stdout=write_end, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "starter.py",
+        *args,
+        cwd=ROOT,
+        env=cli.env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=write_end,
+        stderr=asyncio.subprocess.PIPE,
     )
     os.close(write_end)
     try:
@@ -48,8 +54,12 @@ async def test_review_calls_and_export_exit_quietly_when_the_reader_stops(
     cli: Cli, bbstack: Stack
 ) -> None:
     run_id = await _finished_run(bbstack, 50)
-    for args in (["review", run_id, "--limit", "50"], ["calls", run_id],
-                 ["export", run_id, "--out", "-"], ["review", run_id, "--json"]):
+    for args in (
+        ["review", run_id, "--limit", "50"],
+        ["calls", run_id],
+        ["export", run_id, "--out", "-"],
+        ["review", run_id, "--json"],
+    ):
         code, err = await _into_closed_pipe(cli, *args)
         assert err == "", (args, err)  # no traceback, no "Exception ignored"
         # 141 = 128 + SIGPIPE: what a shell reports for a tool stopped by a closed pipe.

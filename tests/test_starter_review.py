@@ -71,8 +71,7 @@ async def test_review_confirm_export(cli: Cli, bbstack: Stack, tmp_path: Path) -
             assert s["status"]["status"] == "failed" and "missing" in s["status"]["last_error"]
         else:
             assert c["user_defined"] is None and c["status"]["status"] == "ai_complete"
-            assert s["user_defined"]["word_count"] == len(
-                s["immutable"]["block_content"].split())
+            assert s["user_defined"]["word_count"] == len(s["immutable"]["block_content"].split())
     meta = json.loads(Path(f"{out}.meta.json").read_text())
     assert meta["run_id"] == run_id and meta["status"] == "completed_with_failures"
     assert meta["document"]["document_id"] == doc and meta["overlays"] == "confirmed"
@@ -92,4 +91,6 @@ async def test_review_confirm_export(cli: Cli, bbstack: Stack, tmp_path: Path) -
 async def _confirmed(s: Stack, run_id: str) -> int:
     return await s.pool.fetchval(
         """select count(*) from overlays where run_id = $1 and status = 'confirmed'
-           and confirmed is not null and confirmed_at is not null""", run_id)
+           and confirmed is not null and confirmed_at is not null""",
+        run_id,
+    )

@@ -21,14 +21,21 @@ async def test_edit_reject_confirm_from_the_command_line(
 ) -> None:
     run_id, doc = await finished_run(bbstack)
     before = await bbstack.pool.fetchval(
-        "select staging from overlays where run_id = $1 and block_index = 5", run_id)
+        "select staging from overlays where run_id = $1 and block_index = 5", run_id
+    )
 
     bad = await cli("edit", run_id, "5", "word_count", "-2", "--reviewer", "grace")
     assert bad.code == 2 and "word_count: -2 is less than the minimum of 0" in bad.err
-    assert await bbstack.pool.fetchval(
-        "select staging from overlays where run_id = $1 and block_index = 5", run_id) == before
-    assert await bbstack.pool.fetchval(
-        "select count(*) from review_actions where run_id = $1", run_id) == 0
+    assert (
+        await bbstack.pool.fetchval(
+            "select staging from overlays where run_id = $1 and block_index = 5", run_id
+        )
+        == before
+    )
+    assert (
+        await bbstack.pool.fetchval("select count(*) from review_actions where run_id = $1", run_id)
+        == 0
+    )
 
     ok = await cli("edit", run_id, "5", "word_count", "41", "--reviewer", "grace")
     assert ok.code == 0, ok.err
@@ -43,7 +50,9 @@ async def test_edit_reject_confirm_from_the_command_line(
 
     rows = await bbstack.pool.fetch(
         """select block_uid, action, reviewer, field, before, after from review_actions
-           where run_id = $1 order by id""", run_id)
+           where run_id = $1 order by id""",
+        run_id,
+    )
     assert [(r["block_uid"], r["action"], r["reviewer"], r["field"]) for r in rows] == [
         (f"{doc}:5", "edit", "grace", "word_count"),
         (f"{doc}:5", "edit", rows[1]["reviewer"], "summary"),

@@ -20,8 +20,11 @@ async def test_run_follows_to_a_summary_and_lists_its_calls(cli: Cli, bbstack: S
     assert probe > 0 and q["batch"]["probe_calls"] == 0
     assert q["sync"]["calls"] == 7 + probe and q["batch"]["calls"] == 6
     # Token counting, and reading the Models API's facts of the model: no Messages call.
-    requests = {k: v for k, v in bbstack.sim.stats()["requests"].items()
-                if "/v1/" in k and not k.startswith("GET /v1/models")}
+    requests = {
+        k: v
+        for k, v in bbstack.sim.stats()["requests"].items()
+        if "/v1/" in k and not k.startswith("GET /v1/models")
+    }
     assert set(requests) == {"POST /v1/messages/count_tokens"}, requests
     assert sum(requests["POST /v1/messages/count_tokens"].values()) == q["count_requests"] == 4
     dry = await cli("run", doc, "--schema", schema, "--pack-size", "10", "--dry-run")
@@ -40,23 +43,35 @@ async def test_run_follows_to_a_summary_and_lists_its_calls(cli: Cli, bbstack: S
         """select count(*) as calls, sum(input_tokens) as input, sum(cost_usd)::float8 as cost,
                   sum(cache_creation_input_tokens) as writes,
                   sum(cache_read_input_tokens) as reads from llm_calls where run_id = $1""",
-        run_id)
+        run_id,
+    )
     sync = q["sync"]
     assert sync["calls"] == spent["calls"]
     # The simulator counts as it bills: the prefix and the blocks were counted exactly.
-    assert (sync["cache_write_tokens"], sync["cache_read_tokens"]) == (spent["writes"],
-                                                                       spent["reads"])
+    assert (sync["cache_write_tokens"], sync["cache_read_tokens"]) == (
+        spent["writes"],
+        spent["reads"],
+    )
     # The quote's probe sample (a fixed seed) and the run's (seeded by its run id) are as
     # many blocks, not the same ones: each of them may differ by the spread of block sizes.
     spread = await bbstack.pool.fetchval(
         "select max(est_tokens) - min(est_tokens) from blocks join runs using (document_id) "
-        "where run_id = $1", run_id)
+        "where run_id = $1",
+        run_id,
+    )
     assert abs(sync["input_tokens"] - spent["input"]) <= 0.02 * spent["input"] + probe * spread
     # Output is the planner's estimate (no earlier run of this schema): high, not wild.
     assert spent["cost"] <= sync["cost_usd"] <= 2 * spent["cost"] <= 2 * sync["max_cost_usd"]
-    for text in ("completed", "60 ok · 0 failed · 0 cancelled · 60 total", "calls for 60 blocks",
-                 "cache read", "cache hits", "one call per block, no caching",
-                 f"/workflows/run-{run_id}", f"BlockbatchRunId%20%3D%20%22{run_id}%22"):
+    for text in (
+        "completed",
+        "60 ok · 0 failed · 0 cancelled · 60 total",
+        "calls for 60 blocks",
+        "cache read",
+        "cache hits",
+        "one call per block, no caching",
+        f"/workflows/run-{run_id}",
+        f"BlockbatchRunId%20%3D%20%22{run_id}%22",
+    ):
         assert text in run.out, (text, run.out)
 
     status = await cli("status", run_id)
@@ -66,8 +81,9 @@ async def test_run_follows_to_a_summary_and_lists_its_calls(cli: Cli, bbstack: S
 
     calls = await cli("calls", run_id)
     assert calls.code == 0, calls.err
-    n_calls = await bbstack.pool.fetchval("select count(*) from llm_calls where run_id = $1",
-                                          run_id)
+    n_calls = await bbstack.pool.fetchval(
+        "select count(*) from llm_calls where run_id = $1", run_id
+    )
     # 6 packs, the warm-up call that writes the prompt cache and the probe's calls.
     assert n_calls == 7 + probe
     for pack in range(6):
@@ -80,8 +96,9 @@ async def test_run_follows_to_a_summary_and_lists_its_calls(cli: Cli, bbstack: S
 
 
 async def test_no_wait_then_watch_and_json_summary(cli: Cli, bbstack: Stack) -> None:
-    started = await cli("run", cli.doc(30), "--schema", cli.schema(), "--no-wait", "--json",
-                        "--no-batching")
+    started = await cli(
+        "run", cli.doc(30), "--schema", cli.schema(), "--no-wait", "--json", "--no-batching"
+    )
     assert started.code == 0, started.err
     info = started.json()
     assert info["status"] == "started" and info["blocks"] == 30
@@ -106,8 +123,16 @@ async def test_ctrl_c_detaches_then_cancel_and_watch_end_cancelled(
     bbstack.sim.scenario(speed_factor=1.0, latency={"ttft_ms": 300, "per_output_token_ms": 0})
     async with bbstack.worker():
         # ~100 calls one at a time: still running long after the detach, even on a slow box.
-        proc = await cli.start("run", cli.doc(200), "--schema", cli.schema(),
-                               "--pack-size", "2", "--max-concurrent-packs", "1")
+        proc = await cli.start(
+            "run",
+            cli.doc(200),
+            "--schema",
+            cli.schema(),
+            "--pack-size",
+            "2",
+            "--max-concurrent-packs",
+            "1",
+        )
         assert proc.stdout is not None
         seen = ""
         while " blocks · " not in seen:  # a progress line: the follower is live
@@ -120,8 +145,7 @@ async def test_ctrl_c_detaches_then_cancel_and_watch_end_cancelled(
         run_id = cli_run_id(seen)
         assert "detached" in err.decode()
         assert f"watch {run_id}" in err.decode() and f"cancel {run_id}" in err.decode()
-        status = await bbstack.pool.fetchval("select status from runs where run_id = $1",
-                                             run_id)
+        status = await bbstack.pool.fetchval("select status from runs where run_id = $1", run_id)
         assert status in ("planning", "running")  # detaching left it running
 
         cancel = await cli("cancel", run_id)
@@ -130,7 +154,8 @@ async def test_ctrl_c_detaches_then_cancel_and_watch_end_cancelled(
     assert watched.code == 1, watched.err
     assert "cancelled" in watched.out
     row = await bbstack.pool.fetchrow(
-        "select status, blocks_cancelled from runs where run_id = $1", run_id)
+        "select status, blocks_cancelled from runs where run_id = $1", run_id
+    )
     assert row["status"] == "cancelled" and row["blocks_cancelled"] > 0
     late = await cli("cancel", run_id)
     assert late.code == 0 and "already cancelled" in late.out

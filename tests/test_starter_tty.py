@@ -51,9 +51,20 @@ async def test_ctrl_c_at_a_terminal_offers_cancel_and_cancels(cli: Cli, bbstack:
     term = Terminal()
     async with bbstack.worker():
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "starter.py", "run", cli.doc(80), "--schema", cli.schema(),
-            "--pack-size", "2", "--max-concurrent-packs", "1", cwd=ROOT,
-            env={**cli.env, "COLUMNS": "200"}, stdin=term.slave, stdout=term.slave,
+            sys.executable,
+            "starter.py",
+            "run",
+            cli.doc(80),
+            "--schema",
+            cli.schema(),
+            "--pack-size",
+            "2",
+            "--max-concurrent-packs",
+            "1",
+            cwd=ROOT,
+            env={**cli.env, "COLUMNS": "200"},
+            stdin=term.slave,
+            stdout=term.slave,
             stderr=term.slave,
         )
         os.close(term.slave)

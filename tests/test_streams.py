@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from blockbatch.api import Blockbatch, InvalidRow, StreamClosed, StreamRow
-from core.models import RunOptions
+from blockbatch.core.models import RunOptions
 from tests.conftest import ROOT, Stack
 from tests.helpers import extract_schema
 from tests.starter_fixtures import Cli, Result, cli_fixture  # noqa: F401 - provides `cli`
@@ -22,8 +22,11 @@ from tests.test_worker_restart import start_worker_process
 
 
 def row(i: int) -> dict[str, Any]:
-    return {"id": f"r{i}", "text": f"Row {i}: the pager rotates weekly; escalate to the "
-                                   f"on-call lead after {i % 30 + 5} minutes."}
+    return {
+        "id": f"r{i}",
+        "text": f"Row {i}: the pager rotates weekly; escalate to the "
+        f"on-call lead after {i % 30 + 5} minutes.",
+    }
 
 
 async def test_stream_answers_every_row_once_through_a_worker_kill_and_a_producer_restart(
@@ -34,20 +37,28 @@ async def test_stream_answers_every_row_once_through_a_worker_kill_and_a_produce
     worker = await start_worker_process(s, tmp_path / "worker.log")
     s.sim.scenario(speed_factor=1.0, latency={"ttft_ms": 150, "per_output_token_ms": 0})
     stream = await s.bb.open_stream(
-        extract_schema(instruction_words=200), max_rows=20, max_wait_s=0.3, max_buffered=120,
-        task_queue=s.task_queue, options=RunOptions(max_concurrent_packs=3,
-                                                    reuse_answers=False))
+        extract_schema(instruction_words=200),
+        max_rows=20,
+        max_wait_s=0.3,
+        max_buffered=120,
+        task_queue=s.task_queue,
+        options=RunOptions(max_concurrent_packs=3, reuse_answers=False),
+    )
     run_id = stream.run_id
     try:
         # The first producer puts rows 0..149; backpressure holds it at 120 rows not done
         # until the worker answers some. Then the worker is SIGKILLed, packs in flight.
         for i in range(0, 150, 15):
-            await stream.put_many([row(j) for j in range(i, i + 15)],
-                                  keys=[f"r{j}" for j in range(i, i + 15)])
+            await stream.put_many(
+                [row(j) for j in range(i, i + 15)], keys=[f"r{j}" for j in range(i, i + 15)]
+            )
         await stream.flush()
-        assert await s.pool.fetchval(
-            "select count(*) from overlays where run_id = $1 and status = 'pending'",
-            run_id) > 0
+        assert (
+            await s.pool.fetchval(
+                "select count(*) from overlays where run_id = $1 and status = 'pending'", run_id
+            )
+            > 0
+        )
     finally:
         worker.send_signal(signal.SIGKILL)
         await worker.wait()
@@ -57,8 +68,9 @@ async def test_stream_answers_every_row_once_through_a_worker_kill_and_a_produce
         again = await bb2.stream(run_id)
         indexes = []
         for i in range(120, 300, 15):
-            indexes += await again.put_many([row(j) for j in range(i, i + 15)],
-                                            keys=[f"r{j}" for j in range(i, i + 15)])
+            indexes += await again.put_many(
+                [row(j) for j in range(i, i + 15)], keys=[f"r{j}" for j in range(i, i + 15)]
+            )
         assert indexes == list(range(120, 300))
         with pytest.raises(InvalidRow) as bad:
             await again.put({"body": "no text field"})
@@ -76,15 +88,18 @@ async def test_stream_answers_every_row_once_through_a_worker_kill_and_a_produce
     assert sorted(r.key or "" for r in results) == sorted(f"r{j}" for j in range(300))
     assert all(r.ok and r.value for r in results)
     assert sum(r.usage["cost_usd"] for r in results) == pytest.approx(
-        result.cost_usd - await _warm_cost(s, run_id), rel=0.01, abs=1e-6)
+        result.cost_usd - await _warm_cost(s, run_id), rel=0.01, abs=1e-6
+    )
     # Paid once: no block is in two answered calls; the ledger's rows match the run's.
     twice = await s.pool.fetchval(
         """select count(*) from (select u from llm_calls, unnest(block_uids) u
            where run_id = $1 and status = 'succeeded' group by u having count(*) > 1) d""",
-        run_id)
+        run_id,
+    )
     assert twice == 0
     blocks = await s.pool.fetchval(
-        "select count(*) from blocks where document_id = $1", f"doc-stream-{run_id}")
+        "select count(*) from blocks where document_id = $1", f"doc-stream-{run_id}"
+    )
     assert blocks == 300
     # A stream is a run: export writes every row.
     out = tmp_path / "stream.jsonl"
@@ -93,9 +108,13 @@ async def test_stream_answers_every_row_once_through_a_worker_kill_and_a_produce
 
 
 async def _warm_cost(s: Stack, run_id: str) -> float:
-    return float(await s.pool.fetchval(
-        """select coalesce(sum(cost_usd), 0) from llm_calls where run_id = $1
-           and purpose <> 'pack'""", run_id))
+    return float(
+        await s.pool.fetchval(
+            """select coalesce(sum(cost_usd), 0) from llm_calls where run_id = $1
+           and purpose <> 'pack'""",
+            run_id,
+        )
+    )
 
 
 async def _collect(stream: Any, into: list[StreamRow]) -> None:
@@ -115,10 +134,24 @@ async def test_stream_cli_prints_one_line_per_input_line_and_survives_bad_ones(
     source.write_text("\n".join(lines) + "\n")
     async with s.worker():
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "starter.py", "stream", "--schema", cli.schema(), "--max-rows", "4",
-            "--max-wait", "300ms", "--ordered", "--model", "claude-haiku-4-5", cwd=ROOT, env=cli.env,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE)
+            sys.executable,
+            "starter.py",
+            "stream",
+            "--schema",
+            cli.schema(),
+            "--max-rows",
+            "4",
+            "--max-wait",
+            "300ms",
+            "--ordered",
+            "--model",
+            "claude-haiku-4-5",
+            cwd=ROOT,
+            env=cli.env,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         stdout, stderr = await asyncio.wait_for(proc.communicate(source.read_bytes()), 120)
     res = Result(proc.returncode or 0, stdout.decode(), stderr.decode())
     out = [json.loads(x) for x in res.out.splitlines()]

@@ -3,7 +3,7 @@ and reads it (before, pack 0 ran alone first, a whole pack's latency on every ru
 
 from __future__ import annotations
 
-from core.models import QualityOptions, RunOptions
+from blockbatch.core.models import QualityOptions, RunOptions
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
 
@@ -23,7 +23,9 @@ async def test_a_warm_up_call_writes_the_cache_and_every_pack_reads_it(bbstack: 
         """select purpose, status, block_uids, max_tokens, cache_creation_input_tokens as wrote,
                   cache_read_input_tokens as read, started_at, finished_at
            from (select *, (request->>'max_tokens')::int as max_tokens from llm_calls) c
-           where run_id = $1 order by call_id""", run_id)
+           where run_id = $1 order by call_id""",
+        run_id,
+    )
     warm, packs = calls[0], calls[1:]
     # The default model takes a forced tool: the warm-up generates nothing (contract §5).
     assert (warm["purpose"], warm["status"], warm["max_tokens"]) == ("warm_up", "succeeded", 0)

@@ -15,15 +15,22 @@ from pathlib import Path
 import uvicorn
 from starlette.applications import Starlette
 
-from core.models import RunOptions
-from devtools import stack
+from blockbatch.core.models import RunOptions
+from blockbatch.devtools import stack
 from tests.conftest import ROOT, Stack
 from tests.helpers import block_content, extract_schema
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 #: Set to a folder to have the browser test save a screenshot of each page there
 #: (``make screenshots`` writes the README's into docs/screenshots).
 SCREENSHOTS_ENV = "BLOCKBATCH_SCREENSHOTS"
@@ -79,8 +86,9 @@ async def demo_run(s: Stack) -> tuple[str, str]:
 async def serving(app: Starlette) -> AsyncIterator[str]:
     """Serve ``app`` on a free loopback port in this event loop; yield its base URL."""
     port = stack.free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
-                                           log_level="warning", access_log=False))
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    )
     # The test process keeps its own signal handling (uvicorn would swap SIGINT's).
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
     task = asyncio.create_task(server.serve())

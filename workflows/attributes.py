@@ -1,7 +1,7 @@
 """The search attributes blockbatch sets on its workflows: declared here, once.
 
 Workflows set them (run, document, schema, model on a run; run and pack on every pack);
-the front doors filter by them; ``runtime.temporal.ensure_search_attributes`` and the
+the front doors filter by them; ``blockbatch.runtime.temporal.ensure_search_attributes`` and the
 local dev server register them (all ``Keyword``).
 """
 

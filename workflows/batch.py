@@ -28,7 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.batches import BatchActivities
     from activities.db import DbActivities
     from activities.errors import BATCH_REJECTED, RUN_STOPPED
-    from core.models import (
+    from blockbatch.core.models import (
         ApplyRoundInput,
         BatchProgress,
         BatchRoundInput,
@@ -123,7 +123,8 @@ class BatchRounds:
                 return BatchEnd()
             ref = BatchRoundInput(run_id=inp.run_id, round=st.round)
             submitted = await workflow.execute_activity_method(
-                BatchActivities.submit_round, ref,
+                BatchActivities.submit_round,
+                ref,
                 start_to_close_timeout=SUBMIT_TIMEOUT,
                 heartbeat_timeout=SUBMIT_HEARTBEAT,
                 retry_policy=SUBMIT_RETRY,
@@ -151,8 +152,10 @@ class BatchRounds:
                 self._show()
                 return BatchEnd()
             info = workflow.info()
-            if (info.get_current_history_length() > HISTORY_EVENTS_PER_RUN
-                    or info.is_continue_as_new_suggested()):
+            if (
+                info.get_current_history_length() > HISTORY_EVENTS_PER_RUN
+                or info.is_continue_as_new_suggested()
+            ):
                 return BatchEnd(more=True)
 
     async def _wait(self, ref: BatchRoundInput) -> None:
@@ -176,7 +179,8 @@ class BatchRounds:
             except TimeoutError:
                 pass
             polled = await workflow.execute_activity_method(
-                BatchActivities.poll_round, ref,
+                BatchActivities.poll_round,
+                ref,
                 start_to_close_timeout=API_TIMEOUT,
                 retry_policy=API_RETRY,
                 summary=f"poll_round {ref.round}",
@@ -193,7 +197,8 @@ class BatchRounds:
         self._progress.phase = "collecting"
         self._show()
         collected = await workflow.execute_activity_method(
-            BatchActivities.collect_round, ref,
+            BatchActivities.collect_round,
+            ref,
             start_to_close_timeout=LONG_TIMEOUT,
             heartbeat_timeout=LONG_HEARTBEAT,
             retry_policy=API_RETRY,
@@ -204,15 +209,17 @@ class BatchRounds:
         self._show()
         applied = await workflow.execute_activity_method(
             BatchActivities.apply_round,
-            ApplyRoundInput(run_id=inp.run_id, round=ref.round,
-                            max_block_attempts=inp.max_block_attempts,
-                            max_resubmits=st.options.max_resubmits,
-                            schedule_next=not self._cancel_requested()),
+            ApplyRoundInput(
+                run_id=inp.run_id,
+                round=ref.round,
+                max_block_attempts=inp.max_block_attempts,
+                max_resubmits=st.options.max_resubmits,
+                schedule_next=not self._cancel_requested(),
+            ),
             start_to_close_timeout=LONG_TIMEOUT,
             heartbeat_timeout=LONG_HEARTBEAT,
             retry_policy=DB_RETRY,
-            summary=f"apply_round {ref.round}: validate by block_uid, plan round "
-                    f"{ref.round + 1}",
+            summary=f"apply_round {ref.round}: validate by block_uid, plan round {ref.round + 1}",
         )
         inp.totals.blocks_done += applied.completed
         inp.totals.blocks_failed += applied.failed

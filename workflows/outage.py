@@ -1,4 +1,4 @@
-"""RunWorkflow's side of riding out an outage: pause, probe, resume (see ``core.outage``).
+"""RunWorkflow's side of riding out an outage: pause, probe, resume (see ``blockbatch.core.outage``).
 
 A pack whose call kept failing because Claude is down signals its run (``api_down``) and
 waits. :class:`OutageWatch` then pauses the run (RunWorkflow starts no pack while
@@ -21,14 +21,14 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.llm import LlmActivities
-    from core.models import (
+    from blockbatch.core.models import (
         ApiDownReport,
         OutageProgress,
         ProbeApiInput,
         ProbeApiOutput,
         RunInput,
     )
-    from core.outage import probe_delay_s
+    from blockbatch.core.outage import probe_delay_s
     from workflows.pack import ProcessPackWorkflow
 
 #: A probe is one small call; a Postgres hiccup while recording it is retried a little,
@@ -40,8 +40,9 @@ PROBE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempt
 class OutageWatch:
     """Pause, probe and resume for one RunWorkflow execution (deterministic workflow code)."""
 
-    def __init__(self, inp: RunInput, stopping: Callable[[], bool],
-                 show: Callable[[], None]) -> None:
+    def __init__(
+        self, inp: RunInput, stopping: Callable[[], bool], show: Callable[[], None]
+    ) -> None:
         self._inp = inp
         self._stopping = stopping
         self._show = show
@@ -66,10 +67,10 @@ class OutageWatch:
             self.current.last_error = report.error
             self._show()
             return
-        workflow.logger.warning("Claude is down (%s): pausing the run and probing",
-                                report.error)
-        self.current = OutageProgress(since=report.since, failures=report.failures,
-                                      probes=0, last_error=report.error)
+        workflow.logger.warning("Claude is down (%s): pausing the run and probing", report.error)
+        self.current = OutageProgress(
+            since=report.since, failures=report.failures, probes=0, last_error=report.error
+        )
         self._paused_at = workflow.now()
         self._inp.totals.outages += 1
         asyncio.get_running_loop().create_task(self._probe_until_up())
@@ -134,6 +135,7 @@ class OutageWatch:
         for pack_id in pack_workflow_ids:
             try:
                 await workflow.get_external_workflow_handle_for(
-                    ProcessPackWorkflow.run, pack_id).signal(ProcessPackWorkflow.resume)
+                    ProcessPackWorkflow.run, pack_id
+                ).signal(ProcessPackWorkflow.resume)
             except Exception:  # noqa: BLE001 - a pack that ended (cancelled) needs none
                 workflow.logger.debug("resume not delivered to %s", pack_id)

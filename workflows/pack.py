@@ -2,7 +2,7 @@
 
 The story of one attempt: **call** the model (``call_model`` writes the request and the raw
 answer to the ledger), **apply** the answer (``apply_results`` validates it by block_uid and
-writes the overlays), **decide** with the pack policy (``core.policy.decide``, the same rules
+writes the overlays), **decide** with the pack policy (``blockbatch.core.policy.decide``, the same rules
 as batch mode), then **split** what is unfinished into two child ProcessPack workflows
 (``.../pack-3.0`` and ``.../pack-3.1``), **retry** a single block in place, **fail** the
 blocks, or **finish**. Splits do not consume attempts; per-block failures do. A call the
@@ -24,8 +24,8 @@ with workflow.unsafe.imports_passed_through():
     from activities.db import DbActivities
     from activities.errors import API_UNAVAILABLE, RUN_STOPPED
     from activities.llm import LlmActivities
-    from core.claude_errors import ClaudeError
-    from core.models import (
+    from blockbatch.core.claude_errors import ClaudeError
+    from blockbatch.core.models import (
         ApiDownReport,
         ApplyResultsInput,
         CallModelInput,
@@ -38,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
         RecordSplitInput,
         Totals,
     )
-    from core.policy import Decision, decide, split_pack
+    from blockbatch.core.policy import Decision, decide, split_pack
     from workflows import attributes
     from workflows.retries import (
         CALL_MODEL_HEARTBEAT,
@@ -48,8 +48,6 @@ with workflow.unsafe.imports_passed_through():
         DB_TIMEOUT,
         QUALITY_PROBE_RETRY,
     )
-
-
 
 
 @workflow.defn(name="ProcessPack")
@@ -77,7 +75,8 @@ class ProcessPackWorkflow:
         for child_id in list(self._children):
             try:
                 await workflow.get_external_workflow_handle_for(
-                    ProcessPackWorkflow.run, child_id).signal(ProcessPackWorkflow.cancel)
+                    ProcessPackWorkflow.run, child_id
+                ).signal(ProcessPackWorkflow.cancel)
             except Exception:  # noqa: BLE001 - a finished child needs no signal
                 workflow.logger.debug("cancel not delivered to %s", child_id)
 
@@ -111,8 +110,9 @@ class ProcessPackWorkflow:
         try:
             await workflow.get_external_workflow_handle(run_id).signal("pack_done", outcome)
         except Exception as err:  # noqa: BLE001 - the run ended (terminated): nobody to tell
-            workflow.logger.error("cannot report pack %s to run %s: %s", outcome.pack_path,
-                                  run_id, err)
+            workflow.logger.error(
+                "cannot report pack %s to run %s: %s", outcome.pack_path, run_id, err
+            )
 
     async def _run(self, inp: ProcessPackInput) -> PackOutcome:
         outcome = PackOutcome(pack_path=inp.pack_path)
@@ -127,8 +127,12 @@ class ProcessPackWorkflow:
                 # once it answers (no block is charged for the outage).
                 if await self._wait_for_api(inp, decision.reason):
                     continue
-                await self._fail(inp, uids, decide("errored", blocks=len(uids or ()),
-                                                   reason=decision.reason), outcome.totals)
+                await self._fail(
+                    inp,
+                    uids,
+                    decide("errored", blocks=len(uids or ()), reason=decision.reason),
+                    outcome.totals,
+                )
                 break
             if decision.step == "split":
                 assert uids is not None
@@ -147,8 +151,12 @@ class ProcessPackWorkflow:
             outcome.cancelled = True
         # A planned pack (its halves included) is done: probe its sampled blocks. Not after
         # a cancel, a fatal error or a budget refusal.
-        if (inp.quality_probe and inp.block_uids is None and not self._cancelled
-                and not (outcome.cancelled or outcome.fatal_error or outcome.budget_exhausted)):
+        if (
+            inp.quality_probe
+            and inp.block_uids is None
+            and not self._cancelled
+            and not (outcome.cancelled or outcome.fatal_error or outcome.budget_exhausted)
+        ):
             await self._probe_quality(inp, outcome)
         outcome.limiter = latest(outcome.limiter, self._limiter)
         await workflow.wait_condition(workflow.all_handlers_finished)
@@ -163,10 +171,14 @@ class ProcessPackWorkflow:
         try:
             call = await workflow.execute_activity_method(
                 LlmActivities.call_model,
-                CallModelInput(run_id=inp.run_id, pack_path=inp.pack_path,
-                               pack_index=inp.pack_index, pack_attempt=attempt,
-                               block_uids=uids,
-                               outage_attempts=inp.failures_to_pause if can_pause else None),
+                CallModelInput(
+                    run_id=inp.run_id,
+                    pack_path=inp.pack_path,
+                    pack_index=inp.pack_index,
+                    pack_attempt=attempt,
+                    block_uids=uids,
+                    outage_attempts=inp.failures_to_pause if can_pause else None,
+                ),
                 start_to_close_timeout=CALL_MODEL_TIMEOUT,
                 heartbeat_timeout=CALL_MODEL_HEARTBEAT,
                 retry_policy=CALL_MODEL_RETRY,
@@ -176,9 +188,14 @@ class ProcessPackWorkflow:
         except ActivityError as err:
             # Temporal's retries are spent (or the key was rejected): the policy decides.
             error, message = _claude_error(err)
-            return uids, decide("errored", blocks=len(uids or ()), error=error,
-                                reason=message, retries_left=False,
-                                can_pause=can_pause and _gave_up(err))
+            return uids, decide(
+                "errored",
+                blocks=len(uids or ()),
+                error=error,
+                reason=message,
+                retries_left=False,
+                can_pause=can_pause and _gave_up(err),
+            )
         totals.add(call.totals())
         if call.limiter is not None:
             self._limiter = call.limiter
@@ -195,10 +212,12 @@ class ProcessPackWorkflow:
             return uids, decide("over_budget", blocks=len(uids), reason=call.message or "")
         # overflow (prompt too long, request too large) or a rejected request
         kind = "overflow" if call.outcome == "overflow" else "rejected"
-        error = call.error or ClaudeError(kind=kind, status=None, error_type=call.outcome,
-                                          message=call.message or call.outcome)
-        return uids, decide("errored", blocks=len(uids), error=error,
-                            reason=call.message or call.outcome)
+        error = call.error or ClaudeError(
+            kind=kind, status=None, error_type=call.outcome, message=call.message or call.outcome
+        )
+        return uids, decide(
+            "errored", blocks=len(uids), error=error, reason=call.message or call.outcome
+        )
 
     async def _apply(
         self, inp: ProcessPackInput, call: CallModelOutput, attempt: int, totals: Totals
@@ -208,9 +227,12 @@ class ProcessPackWorkflow:
         uids = call.block_uids
         applied = await workflow.execute_activity_method(
             DbActivities.apply_results,
-            ApplyResultsInput(run_id=inp.run_id, call_id=call.call_id,
-                              pack_path=inp.pack_path,
-                              max_block_attempts=inp.max_block_attempts),
+            ApplyResultsInput(
+                run_id=inp.run_id,
+                call_id=call.call_id,
+                pack_path=inp.pack_path,
+                max_block_attempts=inp.max_block_attempts,
+            ),
             start_to_close_timeout=DB_TIMEOUT,
             retry_policy=DB_RETRY,
             summary=f"apply_results {len(uids)} blocks, {_tokens(call)} ({call.stop_reason})",
@@ -221,53 +243,62 @@ class ProcessPackWorkflow:
         workflow.set_current_details(
             f"attempt {attempt}: {applied.completed}/{len(uids)} blocks ok, "
             f"{len(applied.failed)} failed, {len(left)} left"
-            + (f" ({applied.reason})" if left else "") + f" · {_tokens(call)} · "
+            + (f" ({applied.reason})" if left else "")
+            + f" · {_tokens(call)} · "
             f"${totals.cost_usd:.4f}"
         )
         # Not ``stopping`` even after a cancel: halves see the cancel before their first call.
-        return left, decide("answered", blocks=len(uids), remaining=len(left),
-                            reason=applied.reason)
+        return left, decide(
+            "answered", blocks=len(uids), remaining=len(left), reason=applied.reason
+        )
 
     async def _probe_quality(self, inp: ProcessPackInput, outcome: PackOutcome) -> None:
-        """Ask the pack's sampled blocks alone and compare (core/quality.py); the packed
+        """Ask the pack's sampled blocks alone and compare (blockbatch/core/quality.py); the packed
         answers stay the overlays. A probe that fails never fails the pack."""
         try:
             probe = await workflow.execute_activity_method(
                 LlmActivities.probe_quality,
-                QualityProbeInput(run_id=inp.run_id, pack_index=inp.pack_index,
-                                  at_least=inp.probe_at_least),
+                QualityProbeInput(
+                    run_id=inp.run_id, pack_index=inp.pack_index, at_least=inp.probe_at_least
+                ),
                 start_to_close_timeout=CALL_MODEL_TIMEOUT,
                 heartbeat_timeout=CALL_MODEL_HEARTBEAT,
                 retry_policy=QUALITY_PROBE_RETRY,
                 summary=f"probe_quality pack {inp.pack_path}: its sampled blocks asked alone",
             )
         except ActivityError as err:
-            workflow.logger.warning("quality probe of pack %s failed: %s", inp.pack_path,
-                                    err.cause or err)
+            workflow.logger.warning(
+                "quality probe of pack %s failed: %s", inp.pack_path, err.cause or err
+            )
             return
         outcome.totals.add(probe.totals)
         if probe.sampled or probe.failed:
             workflow.set_current_details(
                 f"quality probe: {probe.agreeing}/{probe.sampled} sampled blocks agree with "
-                f"their single answers" + (f", {probe.failed} probe(s) failed"
-                                           if probe.failed else "")
-                + f" · ${probe.totals.quality_cost_usd:.4f}")
+                f"their single answers"
+                + (f", {probe.failed} probe(s) failed" if probe.failed else "")
+                + f" · ${probe.totals.quality_cost_usd:.4f}"
+            )
 
     async def _wait_for_api(self, inp: ProcessPackInput, reason: str) -> bool:
         """Tell the run Claude is down and wait for its ``resume`` (False: could not tell)."""
         assert inp.failures_to_pause is not None
         run_workflow_id = _run_workflow_id()
         assert self._call_started is not None
-        report = ApiDownReport(pack_workflow_id=workflow.info().workflow_id, pack_path=inp.pack_path,
-                               failures=inp.failures_to_pause, since=self._call_started,
-                               error=reason)
+        report = ApiDownReport(
+            pack_workflow_id=workflow.info().workflow_id,
+            pack_path=inp.pack_path,
+            failures=inp.failures_to_pause,
+            since=self._call_started,
+            error=reason,
+        )
         self._resumed = False
         try:
-            await workflow.get_external_workflow_handle(run_workflow_id).signal(
-                "api_down", report)
+            await workflow.get_external_workflow_handle(run_workflow_id).signal("api_down", report)
         except Exception as err:  # noqa: BLE001 - no run to wait for: fail as before
-            workflow.logger.error("cannot tell run %s that Claude is down: %s",
-                                  run_workflow_id, err)
+            workflow.logger.error(
+                "cannot tell run %s that Claude is down: %s", run_workflow_id, err
+            )
             return False
         workflow.set_current_details(f"waiting for the API (the run probes it): {reason}")
         await workflow.wait_condition(lambda: self._resumed or self._cancelled)
@@ -280,8 +311,13 @@ class ProcessPackWorkflow:
         paths = [path for path, _ in halves]
         await workflow.execute_activity_method(
             DbActivities.record_split,
-            RecordSplitInput(run_id=inp.run_id, pack_path=inp.pack_path, reason=reason,
-                             block_count=len(remaining), child_paths=paths),
+            RecordSplitInput(
+                run_id=inp.run_id,
+                pack_path=inp.pack_path,
+                reason=reason,
+                block_count=len(remaining),
+                child_paths=paths,
+            ),
             start_to_close_timeout=DB_TIMEOUT,
             retry_policy=DB_RETRY,
         )
@@ -292,9 +328,14 @@ class ProcessPackWorkflow:
             child_id = f"{base}/pack-{path}"
             handle = await workflow.start_child_workflow(
                 ProcessPackWorkflow.run,
-                ProcessPackInput(run_id=inp.run_id, pack_path=path, pack_index=inp.pack_index,
-                                 block_uids=part, max_block_attempts=inp.max_block_attempts,
-                                 failures_to_pause=inp.failures_to_pause),
+                ProcessPackInput(
+                    run_id=inp.run_id,
+                    pack_path=path,
+                    pack_index=inp.pack_index,
+                    block_uids=part,
+                    max_block_attempts=inp.max_block_attempts,
+                    failures_to_pause=inp.failures_to_pause,
+                ),
                 id=child_id,
                 static_summary=f"pack {path}: {len(part)} blocks (half of {inp.pack_path})",
                 static_details=f"split because: {reason}",
@@ -315,14 +356,22 @@ class ProcessPackWorkflow:
             outcome.limiter = latest(outcome.limiter, child.limiter)
 
     async def _fail(
-        self, inp: ProcessPackInput, uids: list[str] | None, decision: Decision,
+        self,
+        inp: ProcessPackInput,
+        uids: list[str] | None,
+        decision: Decision,
         totals: Totals,
     ) -> None:
         failed = await workflow.execute_activity_method(
             DbActivities.fail_blocks,
-            FailBlocksInput(run_id=inp.run_id, block_uids=uids, pack_index=inp.pack_index,
-                            reason=decision.reason, pack_path=inp.pack_path,
-                            reason_code=decision.code),
+            FailBlocksInput(
+                run_id=inp.run_id,
+                block_uids=uids,
+                pack_index=inp.pack_index,
+                reason=decision.reason,
+                pack_path=inp.pack_path,
+                reason_code=decision.code,
+            ),
             start_to_close_timeout=DB_TIMEOUT,
             retry_policy=DB_RETRY,
         )
@@ -358,13 +407,17 @@ def _claude_error(err: ActivityError) -> tuple[ClaudeError | None, str]:
         except ValidationError:
             pass
     if cause.type == RUN_STOPPED:
-        return ClaudeError(kind="fatal", code="key_rejected", status=None,
-                           error_type=cause.type, message=cause.message), cause.message
+        return ClaudeError(
+            kind="fatal",
+            code="key_rejected",
+            status=None,
+            error_type=cause.type,
+            message=cause.message,
+        ), cause.message
     return None, cause.message
 
 
 def _tokens(call: CallModelOutput) -> str:
     """A call's tokens as ``3,412 in / 1,890 out tokens`` (in: all prompt tokens)."""
-    prompt = (call.input_tokens + call.cache_creation_input_tokens
-              + call.cache_read_input_tokens)
+    prompt = call.input_tokens + call.cache_creation_input_tokens + call.cache_read_input_tokens
     return f"{prompt:,} in / {call.output_tokens:,} out tokens"

@@ -23,7 +23,7 @@ CALL_MODEL_RETRY = RetryPolicy(
     maximum_attempts=12,
     non_retryable_error_types=[RUN_STOPPED],
 )
-#: A call whose max_tokens could run past ten minutes streams (``core.prompt.needs_streaming``),
+#: A call whose max_tokens could run past ten minutes streams (``blockbatch.core.prompt.needs_streaming``),
 #: for up to the hour the SDK reckons 128,000 output tokens take; the heartbeat
 #: (:data:`CALL_MODEL_HEARTBEAT`) notices a lost worker long before this.
 CALL_MODEL_TIMEOUT = timedelta(minutes=65)

@@ -24,8 +24,8 @@ with workflow.unsafe.imports_passed_through():
     from activities.db import DbActivities
     from activities.errors import RUN_STOPPED
     from activities.llm import LlmActivities
-    from core.budget import suggested_budget
-    from core.models import (
+    from blockbatch.core.budget import suggested_budget
+    from blockbatch.core.models import (
         ApiDownReport,
         BatchRunState,
         FinishRunInput,
@@ -43,8 +43,8 @@ with workflow.unsafe.imports_passed_through():
         Totals,
         WarmCacheInput,
     )
-    from core.outage import paused_text, waiting_text
-    from core.quality import (
+    from blockbatch.core.outage import paused_text, waiting_text
+    from blockbatch.core.quality import (
         GATE_PROBATION_PACKS,
         GATE_SAMPLES_PER_PACK,
         gate_reading,
@@ -83,8 +83,7 @@ class RunWorkflow:
         self._state: RunInput | None = inp
         #: Packs in flight: their handle, or ``None`` for one an earlier execution started
         #: (it was handed over at continue-as-new and reports by ``pack_done``).
-        self._running: dict[int, workflow.ChildWorkflowHandle | None] = dict.fromkeys(
-            inp.running)
+        self._running: dict[int, workflow.ChildWorkflowHandle | None] = dict.fromkeys(inp.running)
         self._cancel_requested = False
         self._fatal_error: str | None = None
         #: A call was refused by the run's budget: no pack starts (carried over).
@@ -176,7 +175,8 @@ class RunWorkflow:
             # deployment's current build (a run is pinned to its build only between these).
             await workflow.wait_condition(workflow.all_handlers_finished)
             workflow.continue_as_new(
-                inp, initial_versioning_behavior=ContinueAsNewVersioningBehavior.AUTO_UPGRADE)
+                inp, initial_versioning_behavior=ContinueAsNewVersioningBehavior.AUTO_UPGRADE
+            )
         return await self._finish(inp)
 
     async def _plan(self, inp: RunInput) -> None:
@@ -189,14 +189,15 @@ class RunWorkflow:
                 start_to_close_timeout=PLAN_TIMEOUT,
                 retry_policy=DB_RETRY,
                 summary="plan_retry: claim the run, reset the blocks to retry, pack them "
-                        "after its packs",
+                "after its packs",
             )
             inp.pack_count, inp.block_count = retry.pack_count, retry.block_count
             inp.next_pack, inp.totals = retry.first_pack, retry.totals
             if retry.mode == "batch":
                 assert retry.first_round is not None and retry.batch_options is not None
-                inp.batch = BatchRunState(round=retry.first_round, opened=True,
-                                          options=retry.batch_options)
+                inp.batch = BatchRunState(
+                    round=retry.first_round, opened=True, options=retry.batch_options
+                )
             return
         plan = await workflow.execute_activity_method(
             DbActivities.plan_run,
@@ -208,8 +209,13 @@ class RunWorkflow:
         inp.pack_count, inp.block_count = plan.pack_count, plan.block_count
         inp.replans, self._learning = plan.replans, plan.learning
         # Blocks answered at planning by an earlier run's answer are done (no pack).
-        inp.totals.add(Totals(blocks_done=plan.reused, blocks_reused=plan.reused,
-                              reuse_saved_usd=plan.reuse_saved_usd))
+        inp.totals.add(
+            Totals(
+                blocks_done=plan.reused,
+                blocks_reused=plan.reused,
+                reuse_saved_usd=plan.reuse_saved_usd,
+            )
+        )
         if plan.mode == "batch":
             inp.batch = BatchRunState()
 
@@ -235,16 +241,17 @@ class RunWorkflow:
             # it writes the prompt cache like the warm-up call and teaches the plan.
             learn = self._learning
             serial_first = learn or not await self._warm_cache(inp)
-        elif (continued and inp.replans and inp.next_pack < inp.pack_count
-              and not self._stopping()):
+        elif continued and inp.replans and inp.next_pack < inp.pack_count and not self._stopping():
             await self._replan(inp)
         q = inp.quality
         self._gated = q is not None and q.min_agreement is not None
         while inp.next_pack < inp.pack_count and not self._halted():
             # While Claude is down (the run paused, probing) no pack starts.
             await workflow.wait_condition(
-                lambda: (len(self._running) < self._window(inp)
-                         and not self._paused()) or self._halted()
+                lambda: (
+                    (len(self._running) < self._window(inp) and not self._paused())
+                    or self._halted()
+                )
             )
             if self._halted() or started_here >= inp.packs_per_history:
                 break
@@ -255,8 +262,11 @@ class RunWorkflow:
                 continue
             # Every free slot's pack starts in one workflow task: awaiting each start on its
             # own costs a server round trip per pack and capped a run at ~10 packs/s.
-            count = min(self._window(inp) - len(self._running),
-                        inp.pack_count - inp.next_pack, inp.packs_per_history - started_here)
+            count = min(
+                self._window(inp) - len(self._running),
+                inp.pack_count - inp.next_pack,
+                inp.packs_per_history - started_here,
+            )
             if inp.next_pack == 0 and serial_first:
                 count = 1
             indexes = range(inp.next_pack, inp.next_pack + count)
@@ -295,8 +305,8 @@ class RunWorkflow:
         held packs wait for this execution's probe to resume them.
         """
         await workflow.wait_condition(
-            lambda: (not self._paused() and self._open <= self._running.keys())
-            or self._stopping())
+            lambda: (not self._paused() and self._open <= self._running.keys()) or self._stopping()
+        )
         if not self._stopping():
             await self._hand_over()
             await workflow.wait_condition(lambda: not self._paused() or self._stopping())
@@ -308,19 +318,30 @@ class RunWorkflow:
 
     def _window(self, inp: RunInput) -> int:
         """Packs in flight at most: fewer while the quality gate lacks samples at the
-        current pack size (core/quality.py)."""
+        current pack size (blockbatch/core/quality.py)."""
         q = inp.quality
         # Packs of one block are not compared: no samples will come, and no smaller size.
-        if (self._gated and q is not None and q.min_agreement is not None
-                and q.pack_size != 1 and on_probation(q.agreeing, q.sampled, q.min_agreement)):
+        if (
+            self._gated
+            and q is not None
+            and q.min_agreement is not None
+            and q.pack_size != 1
+            and on_probation(q.agreeing, q.sampled, q.min_agreement)
+        ):
             return min(inp.max_concurrent_packs, GATE_PROBATION_PACKS)
         return inp.max_concurrent_packs
 
     def _gate_reading(self, inp: RunInput) -> GateReading | None:
         """What the quality gate saw, when it trips now (``None``: it does not)."""
         q = inp.quality
-        if (not self._gated or q is None or q.min_agreement is None or q.pack_size == 1
-                or inp.pack_count is None or inp.next_pack >= inp.pack_count):
+        if (
+            not self._gated
+            or q is None
+            or q.min_agreement is None
+            or q.pack_size == 1
+            or inp.pack_count is None
+            or inp.next_pack >= inp.pack_count
+        ):
             return None
         return gate_reading(q.agreeing, q.sampled, q.min_agreement)
 
@@ -337,8 +358,7 @@ class RunWorkflow:
                 return
         out = await workflow.execute_activity_method(
             DbActivities.replan_run,
-            ReplanInput(run_id=inp.run_id, first_pack=inp.next_pack, gate=reading,
-                        reask=reask),
+            ReplanInput(run_id=inp.run_id, first_pack=inp.next_pack, gate=reading, reask=reask),
             start_to_close_timeout=PLAN_TIMEOUT,
             retry_policy=DB_RETRY,
             summary=f"replan_run: quality gate, {reading_text(reading)}",
@@ -360,11 +380,12 @@ class RunWorkflow:
         """
         here = [(index, h) for index, h in self._running.items() if h is not None]
         sent = await asyncio.gather(
-            *(h.signal(ProcessPackWorkflow.report_to_run) for _, h in here),
-            return_exceptions=True)
+            *(h.signal(ProcessPackWorkflow.report_to_run) for _, h in here), return_exceptions=True
+        )
         closed = {index for (index, _), r in zip(here, sent) if isinstance(r, BaseException)}
         await workflow.wait_condition(
-            lambda: not (closed & self._running.keys()) or self._stopping())
+            lambda: not (closed & self._running.keys()) or self._stopping()
+        )
 
     async def _replan(self, inp: RunInput) -> None:
         """Plan the packs not started yet again, from what the run's answers wrote."""
@@ -397,8 +418,9 @@ class RunWorkflow:
                 # The key, the account or the model refuses every call: no pack starts.
                 self._fatal_error = cause.message
                 return False
-            workflow.logger.warning("warm-up call failed (%s): pack 0 goes first instead",
-                                    err.cause or err)
+            workflow.logger.warning(
+                "warm-up call failed (%s): pack 0 goes first instead", err.cause or err
+            )
             return False
         if out.over_budget:
             self._budget_out()
@@ -452,8 +474,9 @@ class RunWorkflow:
 
     def _budget_out(self) -> None:
         if not self._budget_exhausted:
-            workflow.logger.warning("the run's budget cannot hold its next call: no more "
-                                    "packs start")
+            workflow.logger.warning(
+                "the run's budget cannot hold its next call: no more packs start"
+            )
         self._budget_exhausted = True
         self._show()
 
@@ -478,8 +501,10 @@ class RunWorkflow:
             # No total in the summary: it is fixed at start, and a re-plan (from the first
             # answers, or the quality gate) changes how many packs follow.
             static_summary=f"pack {index} of run {inp.run_id}",
-            static_details=(f"planned as pack {index} of {inp.pack_count}; a re-plan from "
-                            "the answers or the quality gate may change the packs after it"),
+            static_details=(
+                f"planned as pack {index} of {inp.pack_count}; a re-plan from "
+                "the answers or the quality gate may change the packs after it"
+            ),
             # The run's own attributes (document, schema, model) plus run id and pack.
             search_attributes=workflow.info().typed_search_attributes.updated(
                 SearchAttributePair(attributes.RUN_ID, inp.run_id),
@@ -557,28 +582,39 @@ class RunWorkflow:
             details += self._reused_line(result.blocks_reused, result.reuse_saved_usd)
             if result.outages:
                 probes = self._state.totals.probes if self._state is not None else 0
-                details += (f"\n\nrode out {result.outages} outage(s) of the API: paused "
-                            f"{paused_text(result.paused_s)}, {probes} probe(s)")
+                details += (
+                    f"\n\nrode out {result.outages} outage(s) of the API: paused "
+                    f"{paused_text(result.paused_s)}, {probes} probe(s)"
+                )
             if result.failure_reasons:
                 details += "\n\nnot done: " + ", ".join(
-                    f"{n} {code}" for code, n in result.failure_reasons.items())
+                    f"{n} {code}" for code, n in result.failure_reasons.items()
+                )
             if result.budget is not None:
-                details += (f"\n\n**budget exhausted**: {result.budget.blocks_left} blocks "
-                            f"left, about ${result.budget.to_finish_usd or 0:.4f} to finish; "
-                            f"continue with `starter.py retry {result.run_id} --max-cost "
-                            f"{suggested_budget(result.budget):.2f}`")
+                details += (
+                    f"\n\n**budget exhausted**: {result.budget.blocks_left} blocks "
+                    f"left, about ${result.budget.to_finish_usd or 0:.4f} to finish; "
+                    f"continue with `starter.py retry {result.run_id} --max-cost "
+                    f"{suggested_budget(result.budget):.2f}`"
+                )
             if result.error:
                 details += f"\n\n{result.error}"
             for change in result.plan_changes:
                 details += f"\n\n{change}"
             if result.quality is not None:
                 qr = result.quality
-                details += (f"\n\n{qr.text} · "
-                            + probe_cost_text(qr.probe_calls, qr.probe_cost_usd,
-                                              qr.run_cost_usd, max_share=qr.probe_max_share,
-                                              capped=qr.sample_capped,
-                                              gated=qr.min_agreement is not None)
-                            + (f" · pack size {qr.pack_size}" if qr.pack_size else ""))
+                details += (
+                    f"\n\n{qr.text} · "
+                    + probe_cost_text(
+                        qr.probe_calls,
+                        qr.probe_cost_usd,
+                        qr.run_cost_usd,
+                        max_share=qr.probe_max_share,
+                        capped=qr.sample_capped,
+                        gated=qr.min_agreement is not None,
+                    )
+                    + (f" · pack size {qr.pack_size}" if qr.pack_size else "")
+                )
             details += self._limiter_line(p)
             workflow.set_current_details(details)
             return
@@ -586,7 +622,8 @@ class RunWorkflow:
             workflow.set_current_details(
                 f"**{waiting_text(p.outage, workflow.now())}** · {p.blocks_done}/"
                 f"{p.blocks_total} blocks done · {p.packs_running} packs held · "
-                f"${p.cost_usd:.4f}")
+                f"${p.cost_usd:.4f}"
+            )
             return
         status = p.status
         if self._budget_exhausted and status == "running":
@@ -600,8 +637,10 @@ class RunWorkflow:
         if self._replanned is not None:
             details += f"\n\n{self._replanned}"
         if p.quality_sampled or p.quality_calls:
-            details += (f"\n\n{running_text(p.quality_agreeing, p.quality_sampled)} · "
-                        + probe_cost_text(p.quality_calls, p.quality_cost_usd, p.cost_usd))
+            details += (
+                f"\n\n{running_text(p.quality_agreeing, p.quality_sampled)} · "
+                + probe_cost_text(p.quality_calls, p.quality_cost_usd, p.cost_usd)
+            )
         if p.quality_gate is not None:
             details += f"\n\n{p.quality_gate}"
         details += self._reused_line(p.blocks_reused, p.reuse_saved_usd)
@@ -609,8 +648,11 @@ class RunWorkflow:
 
     @staticmethod
     def _reused_line(reused: int, saved: float) -> str:
-        return ("" if not reused else
-                f"\n\n{reused} blocks reused from earlier runs (saved ${saved:.4f})")
+        return (
+            ""
+            if not reused
+            else f"\n\n{reused} blocks reused from earlier runs (saved ${saved:.4f})"
+        )
 
     @staticmethod
     def _limiter_line(p: RunProgress) -> str:

@@ -3,13 +3,13 @@
 A stream is a run (same run row, same workflow id ``run-<run_id>``, so progress, watch,
 cancel, retry, export and the packs' ``pack_done`` / ``api_down`` signals all address it
 as they address any run). Rows are accepted straight into Postgres by the API
-(``store.streams.append_rows``), never through Temporal: rows are data and stay out of
+(``blockbatch.store.streams.append_rows``), never through Temporal: rows are data and stay out of
 the history, and a put is accepted even while this workflow is busy or continuing as new.
 ``rows_added`` only nudges it; it also looks again when the oldest row's wait runs out
-(``core.streams.next_check``), so a lost signal delays a pack, never loses a row.
+(``blockbatch.core.streams.next_check``), so a lost signal delays a pack, never loses a row.
 
 ``run`` reads as the story: look at the buffer (``poll_stream``), and when a trigger fires
-(``core.streams.due``: rows, tokens, a full pack, the oldest row's wait, or closed) give the
+(``blockbatch.core.streams.due``: rows, tokens, a full pack, the oldest row's wait, or closed) give the
 oldest rows the next pack number (``form_pack``) and start a ProcessPack child for it
 exactly as RunWorkflow does (its ``_start_pack``: the same ids, halving, ledger, limits,
 outage pause, cancel). Continue as new every ``packs_per_history`` packs or
@@ -29,13 +29,13 @@ from temporalio.workflow import ContinueAsNewVersioningBehavior
 
 with workflow.unsafe.imports_passed_through():
     from activities.streams import StreamActivities
-    from core.models import (
+    from blockbatch.core.models import (
         FormPackInput,
         PollStreamInput,
         RunResult,
         StreamInput,
     )
-    from core.streams import Buffered, TriggerReason, due, next_check
+    from blockbatch.core.streams import Buffered, TriggerReason, due, next_check
     from workflows.retries import DB_RETRY, DB_TIMEOUT
     from workflows.run import RunWorkflow
 
@@ -65,7 +65,8 @@ class StreamWorkflow(RunWorkflow):
         if not await self._run_stream(inp):
             await workflow.wait_condition(workflow.all_handlers_finished)
             workflow.continue_as_new(
-                inp, initial_versioning_behavior=ContinueAsNewVersioningBehavior.AUTO_UPGRADE)
+                inp, initial_versioning_behavior=ContinueAsNewVersioningBehavior.AUTO_UPGRADE
+            )
         return await self._finish(inp)
 
     async def _run_stream(self, inp: StreamInput) -> bool:
@@ -79,8 +80,11 @@ class StreamWorkflow(RunWorkflow):
             reason = due(buffered, inp.triggers)
             if reason is None and buffered.closed:
                 break  # closed, nothing buffered: drained
-            if (formed_here >= inp.packs_per_history or polls_here >= inp.polls_per_history
-                    or workflow.info().is_continue_as_new_suggested()):
+            if (
+                formed_here >= inp.packs_per_history
+                or polls_here >= inp.polls_per_history
+                or workflow.info().is_continue_as_new_suggested()
+            ):
                 if await self._carry_over(inp):
                     return False
                 break
@@ -89,12 +93,16 @@ class StreamWorkflow(RunWorkflow):
                 with contextlib.suppress(asyncio.TimeoutError):
                     await workflow.wait_condition(
                         lambda: self._nudged or self._halted(),
-                        timeout=timedelta(seconds=next_check(buffered, inp.triggers)))
+                        timeout=timedelta(seconds=next_check(buffered, inp.triggers)),
+                    )
                 continue
             # While Claude is down (the run paused, probing) no pack starts.
             await workflow.wait_condition(
-                lambda: (len(self._running) < inp.max_concurrent_packs
-                         and not self._paused()) or self._halted())
+                lambda: (
+                    (len(self._running) < inp.max_concurrent_packs and not self._paused())
+                    or self._halted()
+                )
+            )
             if self._halted():
                 break
             if await self._form_pack(inp, reason):
@@ -126,8 +134,13 @@ class StreamWorkflow(RunWorkflow):
         index = inp.next_pack
         out = await workflow.execute_activity_method(
             StreamActivities.form_pack,
-            FormPackInput(run_id=inp.run_id, pack_index=index, reason=reason,
-                          max_rows=inp.triggers.max_rows, max_tokens=inp.triggers.max_tokens),
+            FormPackInput(
+                run_id=inp.run_id,
+                pack_index=index,
+                reason=reason,
+                max_rows=inp.triggers.max_rows,
+                max_tokens=inp.triggers.max_tokens,
+            ),
             start_to_close_timeout=DB_TIMEOUT,
             retry_policy=DB_RETRY,
             summary=f"form_pack {index}: the oldest buffered rows ({reason})",

@@ -11,11 +11,11 @@ them; whatever is unfinished becomes round n + 1. Only ids and counts cross Temp
 | ``create.py`` | one provider batch created exactly once (orphan adoption after a crash) |
 | ``watch.py`` | ``poll_round``, ``cancel_round`` |
 | ``collect.py`` | ``collect_round``: results into the ledger |
-| ``apply.py`` | ``apply_round``: overlays, then ``core.policy.decide`` for each request |
+| ``apply.py`` | ``apply_round``: overlays, then ``blockbatch.core.policy.decide`` for each request |
 | ``rounds.py`` | a round's membership (``batch_requests``) |
 
-The pure rules (custom_ids, part sizes, ledger rows) are in ``core/batching.py``, the
-pack policy in ``core/policy.py``; every statement is in ``store/``.
+The pure rules (custom_ids, part sizes, ledger rows) are in ``blockbatch/core/batching.py``, the
+pack policy in ``blockbatch/core/policy.py``; every statement is in ``blockbatch/store/``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from temporalio import activity
 from activities.batches import apply, collect, submit, watch
 from activities.errors import BATCH_REJECTED
 from activities.sdk import anthropic
-from core.models import (
+from blockbatch.core.models import (
     ApplyRoundInput,
     ApplyRoundOutput,
     BatchRoundInput,

@@ -12,11 +12,11 @@ from temporalio import activity
 from activities.errors import application_error, from_api_error
 from activities.sdk import anthropic
 from activities.shared import heartbeating
-from core.batching import ResultRow, result_row
-from core.context import RunContext
-from core.models import BatchRoundInput, CollectRoundOutput
-from store import batches, provider_batches
-from store.runs import cached_run_context
+from blockbatch.core.batching import ResultRow, result_row
+from blockbatch.core.context import RunContext
+from blockbatch.core.models import BatchRoundInput, CollectRoundOutput
+from blockbatch.store import batches, provider_batches
+from blockbatch.store.runs import cached_run_context
 
 _FLUSH_EVERY = 200
 
@@ -36,8 +36,12 @@ async def collect_round(
 
 
 async def _collect_part(
-    conn: asyncpg.Connection, client: anthropic.AsyncAnthropic, ctx: RunContext,
-    p: provider_batches.EndedPart, status: list[str], round_: int,
+    conn: asyncpg.Connection,
+    client: anthropic.AsyncAnthropic,
+    ctx: RunContext,
+    p: provider_batches.EndedPart,
+    status: list[str],
+    round_: int,
 ) -> None:
     batch_id = p.provider_batch_id
     pending = await batches.uncollected_requests(conn, ctx.run_id, batch_id)
@@ -52,16 +56,22 @@ async def _collect_part(
             if call_id is None:
                 foreign += 1  # already recorded by an earlier attempt, or not ours
                 continue
-            rows.append(result_row(call_id, line.custom_id,
-                                   line.result.model_dump(mode="json"), ctx.model, latency_ms))
+            rows.append(
+                result_row(
+                    call_id,
+                    line.custom_id,
+                    line.result.model_dump(mode="json"),
+                    ctx.model,
+                    latency_ms,
+                )
+            )
             seen += 1
             if len(rows) >= _FLUSH_EVERY:
                 await _flush(conn, ctx.run_id, rows)
                 status[0] = f"round {round_}: {seen} results of {batch_id} recorded"
     except anthropic.APIError as err:
         await _flush(conn, ctx.run_id, rows)
-        raise application_error(from_api_error(err),
-                                f"reading the results of {batch_id}") from None
+        raise application_error(from_api_error(err), f"reading the results of {batch_id}") from None
     for custom_id, call_id in pending.items():
         rows.append(result_row(call_id, custom_id, {"type": "missing"}, ctx.model, None))
     await _flush(conn, ctx.run_id, rows)

@@ -27,14 +27,14 @@ from activities.endpoint import client_endpoint
 from activities.errors import application_error, from_api_error
 from activities.sdk import anthropic
 from activities.shared import origin
-from core.batching import Part
-from core.context import RunContext
-from core.endpoint import Endpoint
-from core.models import BatchRoundInput, ProviderBatchRef
-from core.prompt import request_prefix
-from store import provider_batches
-from store.provider_batches import CreatedBatch, PartKey
-from store.runs import ACTIVE_STATUSES, status_for_share
+from blockbatch.core.batching import Part
+from blockbatch.core.context import RunContext
+from blockbatch.core.endpoint import Endpoint
+from blockbatch.core.models import BatchRoundInput, ProviderBatchRef
+from blockbatch.core.prompt import request_prefix
+from blockbatch.store import provider_batches
+from blockbatch.store.provider_batches import CreatedBatch, PartKey
+from blockbatch.store.runs import ACTIVE_STATUSES, status_for_share
 
 #: Clock skew allowed between us and the provider when looking for an orphan batch.
 _ORPHAN_SKEW = timedelta(minutes=2)
@@ -45,8 +45,11 @@ if TYPE_CHECKING:
 
 
 async def submit_part(
-    pool: asyncpg.Pool, client: anthropic.AsyncAnthropic, ctx: RunContext,
-    inp: BatchRoundInput, part: Part,
+    pool: asyncpg.Pool,
+    client: anthropic.AsyncAnthropic,
+    ctx: RunContext,
+    inp: BatchRoundInput,
+    part: Part,
 ) -> ProviderBatchRef | None:
     """Create one provider batch, exactly once; ``None`` if the run stopped first."""
     key: PartKey = (inp.run_id, inp.round, part.index)
@@ -58,27 +61,41 @@ async def submit_part(
         async with pool.acquire() as conn:
             row = await provider_batches.part_record(conn, key)
             if row is not None and row.provider_batch_id is not None:
-                return ProviderBatchRef(part=part.index, requests=len(part.requests),
-                                        provider_batch_id=row.provider_batch_id)
+                return ProviderBatchRef(
+                    part=part.index,
+                    requests=len(part.requests),
+                    provider_batch_id=row.provider_batch_id,
+                )
             active = run_status in ACTIVE_STATUSES
             await provider_batches.start_part(
-                conn, key, "submitting" if active else "not_submitted",
-                len(part.requests), part.nbytes)
+                conn,
+                key,
+                "submitting" if active else "not_submitted",
+                len(part.requests),
+                part.nbytes,
+            )
             if not active:
                 return None
             batch, note = None, None
             if row is not None and row.submitted_at is not None:
                 # An earlier attempt sent the create call and never recorded an answer.
-                batch = await _find_orphan(conn, client, len(part.requests),
-                                           row.submitted_at - _ORPHAN_SKEW)
-                note = (f"adopted {batch.id}, created by an earlier attempt that stopped "
-                        "before recording it") if batch else None
+                batch = await _find_orphan(
+                    conn, client, len(part.requests), row.submitted_at - _ORPHAN_SKEW
+                )
+                note = (
+                    (
+                        f"adopted {batch.id}, created by an earlier attempt that stopped "
+                        "before recording it"
+                    )
+                    if batch
+                    else None
+                )
             if batch is None:
                 batch = await _create(conn, client, key, part)
-            await _record(conn, ctx, key, part, batch, note,
-                          await client_endpoint(client))
-    return ProviderBatchRef(part=part.index, provider_batch_id=batch.id,
-                            requests=len(part.requests))
+            await _record(conn, ctx, key, part, batch, note, await client_endpoint(client))
+    return ProviderBatchRef(
+        part=part.index, provider_batch_id=batch.id, requests=len(part.requests)
+    )
 
 
 async def _create(
@@ -95,7 +112,8 @@ async def _create(
         if err.status_code not in (408, 504):
             # The API answered: no batch was created, nothing to look for on retry.
             await provider_batches.mark_refused(
-                conn, key, f"create refused: {err.status_code} {err.message}")
+                conn, key, f"create refused: {err.status_code} {err.message}"
+            )
         raise application_error(from_api_error(err), "creating a message batch") from None
     except anthropic.APIConnectionError as err:
         raise application_error(from_api_error(err), "creating a message batch") from None
@@ -123,23 +141,34 @@ async def _find_orphan(
     claimed = await provider_batches.claimed_ids(conn, [b.id for b in candidates])
     unclaimed = [b for b in candidates if b.id not in claimed]
     if len(unclaimed) != 1:
-        activity.logger.warning("%d candidate orphan batches; submitting anew",
-                                len(unclaimed))
+        activity.logger.warning("%d candidate orphan batches; submitting anew", len(unclaimed))
         return None
     activity.logger.warning("adopting orphan batch %s", unclaimed[0].id)
     return unclaimed[0]
 
 
 async def _record(
-    conn: asyncpg.Connection, ctx: RunContext, key: PartKey, part: Part, batch: MessageBatch,
-    note: str | None, endpoint: Endpoint,
+    conn: asyncpg.Connection,
+    ctx: RunContext,
+    key: PartKey,
+    part: Part,
+    batch: MessageBatch,
+    note: str | None,
+    endpoint: Endpoint,
 ) -> None:
     """Batch id, request mapping and ledger rows, in one transaction."""
     await provider_batches.record_created(
-        conn, key,
-        CreatedBatch(batch.id, batch.processing_status, batch.expires_at,
-                     batch.request_counts.processing),
-        note, prefix=request_prefix(part.requests[0]["params"]), model=ctx.model.id,
-        origin=origin(), custom_ids=[q["custom_id"] for q in part.requests],
-        stored=part.stored, aliases=part.aliases, endpoint=endpoint,
+        conn,
+        key,
+        CreatedBatch(
+            batch.id, batch.processing_status, batch.expires_at, batch.request_counts.processing
+        ),
+        note,
+        prefix=request_prefix(part.requests[0]["params"]),
+        model=ctx.model.id,
+        origin=origin(),
+        custom_ids=[q["custom_id"] for q in part.requests],
+        stored=part.stored,
+        aliases=part.aliases,
+        endpoint=endpoint,
     )

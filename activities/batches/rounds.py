@@ -10,9 +10,9 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from core.batching import PackAttempt, custom_id_for
-from core.context import RunContext
-from store import batches, overlays
+from blockbatch.core.batching import PackAttempt, custom_id_for
+from blockbatch.core.context import RunContext
+from blockbatch.store import batches, overlays
 
 
 async def enqueue(
@@ -30,13 +30,21 @@ async def enqueue(
         pack = ctx.pack([est[u] for u in p.uids], p.attempt)
         too_large = ctx.too_large(pack, len(p.uids))
         if too_large is not None:
-            failed += await overlays.fail_pending(conn, ctx.run_id, too_large, p.path,
-                                                  reason_code="oversized",
-                                                  block_uids=p.uids)
+            failed += await overlays.fail_pending(
+                conn, ctx.run_id, too_large, p.path, reason_code="oversized", block_uids=p.uids
+            )
             continue
-        requests.append(batches.NewRequest(
-            custom_id_for(ctx.run_id, p.path, p.attempt), p.path, p.index, p.attempt,
-            p.resubmits, p.uids, pack.max_tokens))
+        requests.append(
+            batches.NewRequest(
+                custom_id_for(ctx.run_id, p.path, p.attempt),
+                p.path,
+                p.index,
+                p.attempt,
+                p.resubmits,
+                p.uids,
+                pack.max_tokens,
+            )
+        )
     if requests:
         await batches.add_requests(conn, ctx.run_id, round_, requests)
     return failed

@@ -14,19 +14,19 @@ from activities.batches.create import submit_part
 from activities.batches.rounds import enqueue
 from activities.sdk import anthropic
 from activities.shared import heartbeating
-from core.batching import BATCH_CACHE_TTL, PackAttempt, Part, PartCutter, batch_params
-from core.budget import refusal_text, worst_case_usd
-from core.context import RunContext
-from core.models import (
+from blockbatch.core.batching import BATCH_CACHE_TTL, PackAttempt, Part, PartCutter, batch_params
+from blockbatch.core.budget import refusal_text, worst_case_usd
+from blockbatch.core.context import RunContext
+from blockbatch.core.models import (
     BatchOptions,
     BatchRoundInput,
     OpenBatchRunInput,
     OpenBatchRunOutput,
     SubmitRoundOutput,
 )
-from core.prompt import alias_map, build_request
-from store import batches, ledger, overlays, provider_batches
-from store.runs import budget_for_share, cached_run_context, lock_run
+from blockbatch.core.prompt import alias_map, build_request
+from blockbatch.store import batches, ledger, overlays, provider_batches
+from blockbatch.store.runs import budget_for_share, cached_run_context, lock_run
 
 #: Pack attempts read per query while building a batch.
 _PAGE_REQUESTS = 200
@@ -40,15 +40,13 @@ async def open_batch_run(pool: asyncpg.Pool, inp: OpenBatchRunInput) -> OpenBatc
         options = ctx.options.batch or BatchOptions()
         existing = await batches.round_size(conn, inp.run_id, 1)
         if existing[0]:
-            return OpenBatchRunOutput(options=options, requests=existing[0],
-                                      blocks=existing[1])
+            return OpenBatchRunOutput(options=options, requests=existing[0], blocks=existing[1])
         packs = await overlays.pending_by_pack(conn, inp.run_id)
         failed = await enqueue(
             conn, ctx, 1, [PackAttempt(str(i), i, 1, 0, uids) for i, uids in packs.items()]
         )
         requests, blocks = await batches.round_size(conn, inp.run_id, 1)
-    return OpenBatchRunOutput(options=options, requests=requests, blocks=blocks,
-                              failed=failed)
+    return OpenBatchRunOutput(options=options, requests=requests, blocks=blocks, failed=failed)
 
 
 async def submit_round(
@@ -64,8 +62,7 @@ async def submit_round(
     over_budget = 0 if done else await fit_budget(pool, ctx, inp)
     async with pool.acquire() as conn:
         requests, _ = await batches.round_size(conn, inp.run_id, inp.round)
-    out = SubmitRoundOutput(requests=requests, batches=list(done.values()),
-                            over_budget=over_budget)
+    out = SubmitRoundOutput(requests=requests, batches=list(done.values()), over_budget=over_budget)
     if sum(b.requests for b in out.batches) == requests:
         return out  # every part is already submitted (or the round is empty)
     options = ctx.options.batch or BatchOptions()
@@ -75,8 +72,10 @@ async def submit_round(
         aclosing(_parts(pool, ctx, inp, options)) as parts,
     ):
         async for part in parts:
-            status[0] = (f"round {inp.round} part {part.index}: "
-                         f"{len(part.requests)} requests, {part.nbytes:,} bytes")
+            status[0] = (
+                f"round {inp.round} part {part.index}: "
+                f"{len(part.requests)} requests, {part.nbytes:,} bytes"
+            )
             ref = done.get(part.index) or await submit_part(pool, client, ctx, inp, part)
             if ref is None:
                 out.refused = True
@@ -88,7 +87,7 @@ async def submit_round(
 async def fit_budget(pool: asyncpg.Pool, ctx: RunContext, inp: BatchRoundInput) -> int:
     """Size a round not yet submitted to the run's budget, at batch prices (worst case).
 
-    Under the run's budget lock (``store.ledger.budget_use``): the round keeps its requests,
+    Under the run's budget lock (``blockbatch.store.ledger.budget_use``): the round keeps its requests,
     in submission order, while what the ledger holds plus their worst cases fits the
     budget; the rest are taken out of the round and their blocks end ``budget_exhausted``
     (no request is made for them). Rounds run one at a time, so nothing else of the run
@@ -104,24 +103,32 @@ async def fit_budget(pool: asyncpg.Pool, ctx: RunContext, inp: BatchRoundInput) 
         held = recorded + open_reserved
         for cut, r in enumerate(requests):
             pack = ctx.pack([est[u] for u in r.block_uids])
-            need = worst_case_usd(ctx.model, input_tokens=pack.est_input_tokens,
-                                  max_tokens=r.max_tokens,
-                                  prefix_tokens=ctx.cacheable_prefix_tokens,
-                                  cache_ttl=BATCH_CACHE_TTL, batch=True)
+            need = worst_case_usd(
+                ctx.model,
+                input_tokens=pack.est_input_tokens,
+                max_tokens=r.max_tokens,
+                prefix_tokens=ctx.cacheable_prefix_tokens,
+                cache_ttl=BATCH_CACHE_TTL,
+                batch=True,
+            )
             if held + need > budget:
                 break
             held += need
         else:
             return 0
         dropped = requests[cut:]
-        await batches.drop_requests(conn, inp.run_id, inp.round,
-                                    [r.custom_id for r in dropped])
+        await batches.drop_requests(conn, inp.run_id, inp.round, [r.custom_id for r in dropped])
         reason = refusal_text(budget, recorded=held, need=need)
         failed = 0
         for r in dropped:
-            failed += await overlays.fail_pending(conn, inp.run_id, reason, r.pack_path,
-                                                  reason_code="budget_exhausted",
-                                                  block_uids=r.block_uids)
+            failed += await overlays.fail_pending(
+                conn,
+                inp.run_id,
+                reason,
+                r.pack_path,
+                reason_code="budget_exhausted",
+                block_uids=r.block_uids,
+            )
         return failed
 
 
@@ -137,8 +144,7 @@ async def _parts(
     after: tuple[int, str] = (-1, "")
     while True:
         async with pool.acquire() as conn:
-            rows = await batches.request_page(conn, inp.run_id, inp.round, after,
-                                              _PAGE_REQUESTS)
+            rows = await batches.request_page(conn, inp.run_id, inp.round, after, _PAGE_REQUESTS)
         if not rows:
             break
         for _, group in itertools.groupby(rows, key=lambda r: r.custom_id):
@@ -163,8 +169,10 @@ def _request(
     aliases = alias_map([r.block_uid for r in pack]) if ctx.options.short_ids else None
     request = build_request(
         ctx.spec,
-        [{"block_uid": r.block_uid, "block_type": r.block_type,
-          "block_content": r.block_content} for r in pack],
+        [
+            {"block_uid": r.block_uid, "block_type": r.block_type, "block_content": r.block_content}
+            for r in pack
+        ],
         max_tokens=pack[0].max_tokens,
         model=ctx.model.id,
         shape=ctx.shape,

@@ -11,9 +11,9 @@ import asyncpg
 
 from activities.errors import application_error, from_api_error
 from activities.sdk import anthropic
-from core.models import BatchCounts, BatchRoundInput, PollRoundOutput
-from store import provider_batches
-from store.provider_batches import BatchState
+from blockbatch.core.models import BatchCounts, BatchRoundInput, PollRoundOutput
+from blockbatch.store import provider_batches
+from blockbatch.store.provider_batches import BatchState
 
 if TYPE_CHECKING:
     from anthropic.types.messages import MessageBatch
@@ -30,10 +30,10 @@ async def poll_round(
             try:
                 batch = await client.messages.batches.retrieve(p.provider_batch_id)
             except anthropic.APIError as err:
-                raise application_error(from_api_error(err),
-                                        f"looking at batch {p.provider_batch_id}") from None
-            await provider_batches.save_state(conn, (inp.run_id, inp.round, p.part),
-                                              _state(batch))
+                raise application_error(
+                    from_api_error(err), f"looking at batch {p.provider_batch_id}"
+                ) from None
+            await provider_batches.save_state(conn, (inp.run_id, inp.round, p.part), _state(batch))
         return await provider_batches.round_state(conn, inp.run_id, inp.round)
 
 
@@ -46,8 +46,9 @@ async def cancel_round(
             try:
                 batch = await client.messages.batches.cancel(p.provider_batch_id)
             except anthropic.APIError as err:
-                raise application_error(from_api_error(err),
-                                        f"canceling batch {p.provider_batch_id}") from None
+                raise application_error(
+                    from_api_error(err), f"canceling batch {p.provider_batch_id}"
+                ) from None
             key = (inp.run_id, inp.round, p.part)
             await provider_batches.mark_cancel_requested(conn, key)
             await provider_batches.save_state(conn, key, _state(batch))
@@ -56,7 +57,14 @@ async def cancel_round(
 
 def _state(batch: MessageBatch) -> BatchState:
     c = batch.request_counts
-    return BatchState(batch.processing_status,
-                      BatchCounts(processing=c.processing, succeeded=c.succeeded,
-                                  errored=c.errored, canceled=c.canceled, expired=c.expired),
-                      batch.ended_at)
+    return BatchState(
+        batch.processing_status,
+        BatchCounts(
+            processing=c.processing,
+            succeeded=c.succeeded,
+            errored=c.errored,
+            canceled=c.canceled,
+            expired=c.expired,
+        ),
+        batch.ended_at,
+    )

@@ -9,11 +9,11 @@
         run_id = await bb.start_run(doc, schema, RunOptions())
         result = await bb.wait(run_id)
         cal = await bb.calibrate("handbook.md", "extract.json")  # which pack size keeps quality
-        await bb.edit(run_id, "7", "summary", "A better summary")   # one staged value
+        await bb.edit(run_id, "7", "summary", "A better summary")  # one staged value
         await bb.reject(run_id, ["12"])  # refuse a staged result
-        await bb.confirm(run_id)         # confirm the rest (each act recorded: who, when)
+        await bb.confirm(run_id)  # confirm the rest (each act recorded: who, when)
         await bb.export(run_id, "handbook.jsonl")
-        await bb.retry(run_id)        # a finished run's failed blocks, again, in the run
+        await bb.retry(run_id)  # a finished run's failed blocks, again, in the run
 
 For many questions (plain-text answers) or a list of items under a schema in one call,
 see :func:`llm_batch` / :func:`allm_batch` (alias :func:`llm_query_batched`).
@@ -52,20 +52,58 @@ from blockbatch.api.quote import estimate
 from blockbatch.api.retry import RetryStarted
 from blockbatch.api.review import ConfirmOutcome, EditOutcome, ExportSummary, RejectOutcome
 from blockbatch.api.streams import Stream, StreamRow
-from core.calibration import Calibration, CalibrationError
-from core.models import RunOptions, RunResult
-from core.quote import ModeQuote, Quote
-from core.review import EditError
-from store.reads import CallDetail, CallRow, ItemUsage, ReviewItem, ReviewPage, RunInfo
-from store.retries import RetryRecord
+from blockbatch.core.calibration import Calibration, CalibrationError
+from blockbatch.core.models import RunOptions, RunResult
+from blockbatch.core.quote import ModeQuote, Quote
+from blockbatch.core.review import EditError
+from blockbatch.store.reads import CallDetail, CallRow, ItemUsage, ReviewItem, ReviewPage, RunInfo
+from blockbatch.store.retries import RetryRecord
 
 __all__ = [
-    "AllItemsFailed", "BadRequest", "BatchResult", "BlockNotRetryable", "Blockbatch",
-    "Calibration", "CalibrationError",
-    "CallDetail", "CallRow", "ConfirmOutcome", "EditError", "EditOutcome", "ExportSummary",
-    "InvalidRow", "ItemResult", "ItemUsage", "ModeQuote", "NoWorker", "NotFound", "NothingToRetry", "Quote", "RejectOutcome", "RetryRecord",
-    "RetryRefused", "RetryStarted", "RetryUnderWay", "ReviewItem", "ReviewPage", "RunInfo",
-    "RunOptions", "RunResult", "RunStillActive", "RunTimedOut", "SchemaSource", "StackUnavailable",
-    "Stream", "StreamClosed", "StreamRow", "UnknownBlock", "UnknownReason", "allm_batch", "as_schema", "estimate", "llm_batch", "llm_query_batched",
+    "AllItemsFailed",
+    "BadRequest",
+    "BatchResult",
+    "BlockNotRetryable",
+    "Blockbatch",
+    "Calibration",
+    "CalibrationError",
+    "CallDetail",
+    "CallRow",
+    "ConfirmOutcome",
+    "EditError",
+    "EditOutcome",
+    "ExportSummary",
+    "InvalidRow",
+    "ItemResult",
+    "ItemUsage",
+    "ModeQuote",
+    "NoWorker",
+    "NotFound",
+    "NothingToRetry",
+    "Quote",
+    "RejectOutcome",
+    "RetryRecord",
+    "RetryRefused",
+    "RetryStarted",
+    "RetryUnderWay",
+    "ReviewItem",
+    "ReviewPage",
+    "RunInfo",
+    "RunOptions",
+    "RunResult",
+    "RunStillActive",
+    "RunTimedOut",
+    "SchemaSource",
+    "StackUnavailable",
+    "Stream",
+    "StreamClosed",
+    "StreamRow",
+    "UnknownBlock",
+    "UnknownReason",
+    "allm_batch",
+    "as_schema",
+    "estimate",
+    "llm_batch",
+    "llm_query_batched",
     "open_default",
 ]

@@ -1,5 +1,5 @@
 """A run's budget checked before anything is created: ``max_cost_usd`` must be a positive
-number of dollars and pay for at least the run's first call (core/budget.py).
+number of dollars and pay for at least the run's first call (blockbatch/core/budget.py).
 
 :meth:`Blockbatch.start_run` and :meth:`Blockbatch.retry` call these before they write
 anything or start a workflow, so a budget that cannot work leaves nothing behind.
@@ -11,20 +11,24 @@ from typing import Any
 
 import asyncpg
 
-from core.budget import BudgetError, check_minimum, first_call, parse_budget
-from core.context import RunContext
-from core.models import RetryRequest, RunOptions
-from core.registry import ModelInfo, get_model
-from core.schema import load_schema
-from store import retries, runs
-from store.reads import RunInfo
+from blockbatch.core.budget import BudgetError, check_minimum, first_call, parse_budget
+from blockbatch.core.context import RunContext
+from blockbatch.core.models import RetryRequest, RunOptions
+from blockbatch.core.registry import ModelInfo, get_model
+from blockbatch.core.schema import load_schema
+from blockbatch.store import retries, runs
+from blockbatch.store.reads import RunInfo
 
 __all__ = ["BudgetError", "check_retry_budget", "check_start_budget"]
 
 
 async def check_start_budget(
-    conn: asyncpg.Connection, document_id: str, schema_id: str, definition: dict[str, Any],
-    options: RunOptions, model: ModelInfo | None = None,
+    conn: asyncpg.Connection,
+    document_id: str,
+    schema_id: str,
+    definition: dict[str, Any],
+    options: RunOptions,
+    model: ModelInfo | None = None,
 ) -> None:
     """Refuse a budget a new run cannot use (nothing is written either way).
 
@@ -39,16 +43,19 @@ async def check_start_budget(
         return
     budget = parse_budget(options.max_cost_usd)
     blocks = await runs.document_blocks(conn, document_id)
-    ctx = RunContext(run_id="(new run)", document_id=document_id, schema_id=schema_id,
-                     options=options, spec=load_schema(definition),
-                     model=model or get_model(options.model))
+    ctx = RunContext(
+        run_id="(new run)",
+        document_id=document_id,
+        schema_id=schema_id,
+        options=options,
+        spec=load_schema(definition),
+        model=model or get_model(options.model),
+    )
     what, worst = first_call(ctx, [b.est_tokens for b in blocks])
     check_minimum(budget, worst, what)
 
 
-async def check_retry_budget(
-    conn: asyncpg.Connection, run: RunInfo, request: RetryRequest
-) -> None:
+async def check_retry_budget(conn: asyncpg.Connection, run: RunInfo, request: RetryRequest) -> None:
     """Refuse a retry whose budget (the new one, else the run's) cannot pay for its first
     call on top of what the run has spent already.
 
@@ -68,7 +75,9 @@ async def check_retry_budget(
         check_minimum(budget, worst, what, spent=run.cost_usd)
     except BudgetError as err:
         if request.max_cost_usd is None:
-            raise BudgetError(f"run {run.run_id} has spent ${run.cost_usd:.4f} of its "
-                              f"${budget:.4f} budget; raise it with --max-cost: "
-                              f"{err}") from None
+            raise BudgetError(
+                f"run {run.run_id} has spent ${run.cost_usd:.4f} of its "
+                f"${budget:.4f} budget; raise it with --max-cost: "
+                f"{err}"
+            ) from None
         raise

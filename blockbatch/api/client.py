@@ -61,11 +61,11 @@ from blockbatch.api.review import (
     reopen,
 )
 from blockbatch.api.streams import Stream, load_stream
-from core.answer import check_effort
-from core.calibration import DEFAULT_SAMPLE, DEFAULT_SIZES, DEFAULT_TARGET, Calibration
-from core.endpoint import endpoint_of, mismatch_text
-from core.ingest import ParsedBlock, detect_format, parse_document
-from core.models import (
+from blockbatch.core.answer import check_effort
+from blockbatch.core.calibration import DEFAULT_SAMPLE, DEFAULT_SIZES, DEFAULT_TARGET, Calibration
+from blockbatch.core.endpoint import endpoint_of, mismatch_text
+from blockbatch.core.ingest import ParsedBlock, detect_format, parse_document
+from blockbatch.core.models import (
     OutageOptions,
     QualityOptions,
     QualityResult,
@@ -76,16 +76,16 @@ from core.models import (
     RunResult,
     StreamInput,
 )
-from core.quote import Quote
-from core.registry import ModelInfo, retirement_warning
-from core.streams import StreamTriggers
-from runtime.settings import Settings, load_settings
-from runtime.temporal import connect, ensure_search_attributes
-from store import quality, ratelimits, reads, replans, repo, review, runs, workers
-from store import retries as retry_log
-from store import streams as stream_store
-from store.db import create_pool
-from store.retries import RetryRecord
+from blockbatch.core.quote import Quote
+from blockbatch.core.registry import ModelInfo, retirement_warning
+from blockbatch.core.streams import StreamTriggers
+from blockbatch.runtime.settings import Settings, load_settings
+from blockbatch.runtime.temporal import connect, ensure_search_attributes
+from blockbatch.store import quality, ratelimits, reads, replans, repo, review, runs, workers
+from blockbatch.store import retries as retry_log
+from blockbatch.store import streams as stream_store
+from blockbatch.store.db import create_pool
+from blockbatch.store.retries import RetryRecord
 from workflows import attributes
 from workflows.run import RunWorkflow, run_workflow_id
 from workflows.stream import StreamWorkflow
@@ -104,8 +104,12 @@ class Blockbatch:
 
     @classmethod
     async def connect(
-        cls, settings: Settings | None = None, client: Client | None = None, *,
-        temporal: bool = True, pool_size: int = 4,
+        cls,
+        settings: Settings | None = None,
+        client: Client | None = None,
+        *,
+        temporal: bool = True,
+        pool_size: int = 4,
     ) -> Blockbatch:
         """Connect to Postgres (migrating it) and, unless ``temporal=False``, to Temporal."""
         settings = settings or load_settings()
@@ -158,8 +162,9 @@ class Blockbatch:
         self, data: bytes, *, name: str, fmt: str, text_field: str = "text"
     ) -> str:
         """Parse and store a document; return its id (the same bytes give the same id)."""
-        return await self.ingest_blocks(data, parse_document(data, fmt, text_field=text_field),
-                                        name=name, fmt=fmt)
+        return await self.ingest_blocks(
+            data, parse_document(data, fmt, text_field=text_field), name=name, fmt=fmt
+        )
 
     async def ingest_blocks(
         self, data: bytes, blocks: list[ParsedBlock], *, name: str, fmt: str
@@ -174,8 +179,9 @@ class Blockbatch:
         """Parse and store a file (format from its extension unless given); return its id."""
         path = Path(path)
         fmt = fmt or detect_format(path.name)
-        return await self.ingest_bytes(path.read_bytes(), name=path.name, fmt=fmt,
-                                       text_field=text_field)
+        return await self.ingest_bytes(
+            path.read_bytes(), name=path.name, fmt=fmt, text_field=text_field
+        )
 
     async def add_schema(self, source: SchemaSource, name: str | None = None) -> str:
         """Validate and store a schema (a dict, a SchemaSpec, JSON text or a file path)."""
@@ -203,15 +209,25 @@ class Blockbatch:
             except RuntimeError:  # no credentials: only facts kept by others
                 key = None
             if key is not None:
-                self._models = ModelFacts(anthropic.AsyncAnthropic(
-                    api_key=key, base_url=self.settings.resolved_anthropic_base_url,
-                    max_retries=0, timeout=READ_TIMEOUT_S))
+                self._models = ModelFacts(
+                    anthropic.AsyncAnthropic(
+                        api_key=key,
+                        base_url=self.settings.resolved_anthropic_base_url,
+                        max_retries=0,
+                        timeout=READ_TIMEOUT_S,
+                    )
+                )
         return await checked_model(name, self.settings, self.pool, self._models)
 
     # ------------------------------------------------------------------ quotes
 
-    async def estimate(self, document: Document, schema: SchemaSource,
-                       options: RunOptions | None = None, **kwargs: Any) -> Quote:
+    async def estimate(
+        self,
+        document: Document,
+        schema: SchemaSource,
+        options: RunOptions | None = None,
+        **kwargs: Any,
+    ) -> Quote:
         """What a run would do and cost, sync and batch side by side; creates nothing.
 
         ``document`` is a path or bytes (then ``fmt=``); earlier runs of the same schema and
@@ -221,14 +237,23 @@ class Blockbatch:
         """
         chosen = with_schema_model(options or RunOptions(), as_schema(schema).prompt_config.model)
         model = await self.run_model(chosen.model)
-        return await estimate(document, schema, options, settings=self.settings,
-                              pool=self.pool, model=model, **kwargs)
+        return await estimate(
+            document, schema, options, settings=self.settings, pool=self.pool, model=model, **kwargs
+        )
 
     async def calibrate(
-        self, document: Document, schema: SchemaSource, *, sample: int = DEFAULT_SAMPLE,
-        sizes: Sequence[int] | str = DEFAULT_SIZES, target: float = DEFAULT_TARGET,
-        model: str | None = None, fmt: str | None = None, name: str | None = None,
-        text_field: str = "text", task_queue: str | None = None,
+        self,
+        document: Document,
+        schema: SchemaSource,
+        *,
+        sample: int = DEFAULT_SAMPLE,
+        sizes: Sequence[int] | str = DEFAULT_SIZES,
+        target: float = DEFAULT_TARGET,
+        model: str | None = None,
+        fmt: str | None = None,
+        name: str | None = None,
+        text_field: str = "text",
+        task_queue: str | None = None,
     ) -> Calibration:
         """Which pack size keeps the answers a block gets alone? Runs a sample of
         ``sample`` blocks alone and at each of ``sizes`` (real runs, every call made), and
@@ -240,8 +265,17 @@ class Blockbatch:
             CalibrationError, BadRequest, SchemaError, IngestError, UnknownModelError,
                 FileNotFoundError: bad input; nothing was created.
         """
-        plan = prepare(document, schema, sample=sample, sizes=sizes, target=target,
-                       model=model, name=name, fmt=fmt, text_field=text_field)
+        plan = prepare(
+            document,
+            schema,
+            sample=sample,
+            sizes=sizes,
+            target=target,
+            model=model,
+            name=name,
+            fmt=fmt,
+            text_field=text_field,
+        )
         return await run_calibration(self, plan, task_queue=task_queue)
 
     # ------------------------------------------------------------------ runs
@@ -275,13 +309,11 @@ class Blockbatch:
         client = await self.temporal()
         async with self.pool.acquire() as conn:
             names = await repo.run_inputs(conn, document_id, schema_id)
-            options = with_schema_model(options,
-                                        names.definition["prompt_config"].get("model"))
+            options = with_schema_model(options, names.definition["prompt_config"].get("model"))
             model = await self.run_model(options.model)
             check_effort(model, options.effort)
             options = options.model_copy(update={"model": model.id})
-            await check_start_budget(conn, document_id, schema_id, names.definition, options,
-                                     model)
+            await check_start_budget(conn, document_id, schema_id, names.definition, options, model)
             retiring = retirement_warning(model, date.today())
             if retiring:
                 warnings.warn(retiring, ModelRetiring, stacklevel=2)
@@ -290,15 +322,18 @@ class Blockbatch:
             await ensure_search_attributes(client, self.settings.temporal_namespace)
             await client.start_workflow(
                 RunWorkflow.run,
-                RunInput(run_id=run_id, max_concurrent_packs=options.max_concurrent_packs,
-                         max_block_attempts=options.max_block_attempts,
-                         packs_per_history=packs_per_history,
-                         outage=options.outage or OutageOptions(),
-                         quality=quality_state(options)),
+                RunInput(
+                    run_id=run_id,
+                    max_concurrent_packs=options.max_concurrent_packs,
+                    max_block_attempts=options.max_block_attempts,
+                    packs_per_history=packs_per_history,
+                    outage=options.outage or OutageOptions(),
+                    quality=quality_state(options),
+                ),
                 id=run_workflow_id(run_id),
                 task_queue=task_queue or self.settings.temporal_task_queue,
                 static_summary=f"run {run_id}: {names.document_name} × {names.schema_name} "
-                               f"({options.model})",
+                f"({options.model})",
                 static_details=_run_details(run_id, document_id, schema_id, options),
                 search_attributes=_run_attributes(run_id, document_id, schema_id, options.model),
             )
@@ -336,8 +371,12 @@ class Blockbatch:
             BadRequest: triggers that cannot hold (``max_rows`` above ``max_buffered``).
         """
         try:
-            triggers = StreamTriggers(max_rows=max_rows, max_tokens=max_tokens,
-                                      max_wait_s=max_wait_s, max_buffered=max_buffered)
+            triggers = StreamTriggers(
+                max_rows=max_rows,
+                max_tokens=max_tokens,
+                max_wait_s=max_wait_s,
+                max_buffered=max_buffered,
+            )
         except ValidationError as err:
             raise BadRequest(f"stream triggers: {err.errors()[0]['msg']}") from None
         schema_id = await self.add_schema(schema)
@@ -345,23 +384,30 @@ class Blockbatch:
         run_id = run_id or repo.new_run_id()
         async with self.pool.acquire() as conn:
             definition = await repo.schema_definition(conn, schema_id)
-            options = with_schema_model(options or RunOptions(),
-                                        definition["prompt_config"].get("model"))
+            options = with_schema_model(
+                options or RunOptions(), definition["prompt_config"].get("model")
+            )
             model = await self.run_model(options.model)
             options = options.model_copy(update={"model": model.id})
             retiring = retirement_warning(model, date.today())
             if retiring:
                 warnings.warn(retiring, ModelRetiring, stacklevel=2)
             document_id = await stream_store.create_stream(
-                conn, run_id, schema_id, options, triggers, text_field=text_field, name=name)
+                conn, run_id, schema_id, options, triggers, text_field=text_field, name=name
+            )
         try:
             await ensure_search_attributes(client, self.settings.temporal_namespace)
             await client.start_workflow(
                 StreamWorkflow.run,
-                StreamInput(run_id=run_id, max_concurrent_packs=options.max_concurrent_packs,
-                            max_block_attempts=options.max_block_attempts,
-                            packs_per_history=packs_per_history, pack_count=0,
-                            outage=options.outage or OutageOptions(), triggers=triggers),
+                StreamInput(
+                    run_id=run_id,
+                    max_concurrent_packs=options.max_concurrent_packs,
+                    max_block_attempts=options.max_block_attempts,
+                    packs_per_history=packs_per_history,
+                    pack_count=0,
+                    outage=options.outage or OutageOptions(),
+                    triggers=triggers,
+                ),
                 id=run_workflow_id(run_id),
                 task_queue=task_queue or self.settings.temporal_task_queue,
                 static_summary=f"stream {run_id}: rows × {schema_id} ({options.model})",
@@ -408,7 +454,7 @@ class Blockbatch:
         ``budget_exhausted`` finishes its blocks within it.
 
         Raises:
-            UnknownReason: a reason code that is not in core/reasons.py.
+            UnknownReason: a reason code that is not in blockbatch/core/reasons.py.
             NotFound: no such run (``UnknownBlock``: no such block in it).
             RunStillActive: the run has not finished; ``RetryUnderWay``: a retry of it is
                 already running (two retries at once: one starts, the other gets this).
@@ -416,9 +462,13 @@ class Blockbatch:
             BlockNotRetryable: a named block did not fail (or is not in the selection).
             BudgetError: the budget cannot pay for the retry's first call.
         """
-        checked = await self.check_retry(run_id, reasons=reasons, blocks=blocks,
-                                         include_cancelled=include_cancelled,
-                                         max_cost_usd=max_cost_usd)
+        checked = await self.check_retry(
+            run_id,
+            reasons=reasons,
+            blocks=blocks,
+            include_cancelled=include_cancelled,
+            max_cost_usd=max_cost_usd,
+        )
         client = await self.temporal()
         run = checked.run
         options = RunOptions.model_validate(run.settings)
@@ -429,29 +479,36 @@ class Blockbatch:
             # running one may not (FAIL), so two retries at once never both start.
             handle = await client.start_workflow(
                 RunWorkflow.run,
-                RunInput(run_id=run_id, max_concurrent_packs=options.max_concurrent_packs,
-                         max_block_attempts=options.max_block_attempts,
-                         packs_per_history=packs_per_history,
-                         outage=options.outage or OutageOptions(), retry=checked.request,
-                         quality=quality_state(options)),
+                RunInput(
+                    run_id=run_id,
+                    max_concurrent_packs=options.max_concurrent_packs,
+                    max_block_attempts=options.max_block_attempts,
+                    packs_per_history=packs_per_history,
+                    outage=options.outage or OutageOptions(),
+                    retry=checked.request,
+                    quality=quality_state(options),
+                ),
                 id=run_workflow_id(run_id),
                 task_queue=task_queue or self.settings.temporal_task_queue,
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
                 id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
                 static_summary=f"run {run_id}: retry {checked.number} of {checked.blocks} "
-                               f"block{'s' if checked.blocks != 1 else ''} ({reasons_text}) · "
-                               f"{run.document_name} × {run.schema_name} ({options.model})",
+                f"block{'s' if checked.blocks != 1 else ''} ({reasons_text}) · "
+                f"{run.document_name} × {run.schema_name} ({options.model})",
                 static_details=(
                     f"retry {checked.number} of run {run_id}, which was {run.status}: "
                     f"{checked.blocks} blocks ({reasons_text}); asked for "
                     f"`{checked.request.model_dump_json(exclude_defaults=True)}`\n\n"
-                    + _run_details(run_id, run.document_id, run.schema_id, options)),
-                search_attributes=TypedSearchAttributes([
-                    SearchAttributePair(attributes.RUN_ID, run_id),
-                    SearchAttributePair(attributes.DOCUMENT, run.document_id),
-                    SearchAttributePair(attributes.SCHEMA, run.schema_id),
-                    SearchAttributePair(attributes.MODEL, options.model),
-                ]),
+                    + _run_details(run_id, run.document_id, run.schema_id, options)
+                ),
+                search_attributes=TypedSearchAttributes(
+                    [
+                        SearchAttributePair(attributes.RUN_ID, run_id),
+                        SearchAttributePair(attributes.DOCUMENT, run.document_id),
+                        SearchAttributePair(attributes.SCHEMA, run.schema_id),
+                        SearchAttributePair(attributes.MODEL, options.model),
+                    ]
+                ),
             )
         except WorkflowAlreadyStartedError:
             raise RetryUnderWay(
@@ -460,20 +517,35 @@ class Blockbatch:
                 f"`python starter.py watch {run_id}`"
             ) from None
         assert handle.result_run_id is not None
-        return RetryStarted(run_id=run_id, retry=checked.number, blocks=checked.blocks,
-                            reasons=checked.reasons, request=checked.request,
-                            workflow_id=handle.id, workflow_run_id=handle.result_run_id)
+        return RetryStarted(
+            run_id=run_id,
+            retry=checked.number,
+            blocks=checked.blocks,
+            reasons=checked.reasons,
+            request=checked.request,
+            workflow_id=handle.id,
+            workflow_run_id=handle.result_run_id,
+        )
 
     async def check_retry(
-        self, run_id: str, *, reasons: list[str] | None = None,
-        blocks: list[str] | None = None, include_cancelled: bool = False,
+        self,
+        run_id: str,
+        *,
+        reasons: list[str] | None = None,
+        blocks: list[str] | None = None,
+        include_cancelled: bool = False,
         max_cost_usd: float | None = None,
     ) -> CheckedRetry:
         """What :meth:`retry` would take (blocks, by reason), read-only; raises as it would."""
         async with self.pool.acquire() as conn:
-            return await check_retry_request(conn, run_id, reasons=reasons, blocks=blocks,
-                                             include_cancelled=include_cancelled,
-                                             max_cost_usd=max_cost_usd)
+            return await check_retry_request(
+                conn,
+                run_id,
+                reasons=reasons,
+                blocks=blocks,
+                include_cancelled=include_cancelled,
+                max_cost_usd=max_cost_usd,
+            )
 
     async def retries(self, run_id: str) -> list[RetryRecord]:
         """Every retry of the run, first first (what it took, when, how it ended)."""
@@ -492,8 +564,9 @@ class Blockbatch:
         """
         if await self.retry_claimed(started) is not None:
             return None
-        handle = self.client.get_workflow_handle(started.workflow_id,
-                                                 run_id=started.workflow_run_id)
+        handle = self.client.get_workflow_handle(
+            started.workflow_id, run_id=started.workflow_run_id
+        )
         try:
             await handle.result(follow_runs=False)
         except WorkflowFailureError as err:
@@ -501,15 +574,20 @@ class Blockbatch:
             while cause is not None and not isinstance(cause, ApplicationError):
                 cause = cause.__cause__ if not isinstance(cause, FailureError) else cause.cause
             if isinstance(cause, ApplicationError):
-                kind: type[RetryRefused] = {RUN_NOT_FINISHED: RunStillActive,
-                                            NOTHING_TO_RETRY: NothingToRetry}.get(
-                    cause.type or "", RetryRefused)
-                return kind(f"retry {started.retry} of run {started.run_id} was refused: "
-                            f"{cause.message}")
-            return RetryRefused(f"retry {started.retry} of run {started.run_id} ended "
-                                f"without running: {err.cause or err}")
-        return RetryRefused(f"retry {started.retry} of run {started.run_id} ended without "
-                            "claiming the run")
+                kind: type[RetryRefused] = {
+                    RUN_NOT_FINISHED: RunStillActive,
+                    NOTHING_TO_RETRY: NothingToRetry,
+                }.get(cause.type or "", RetryRefused)
+                return kind(
+                    f"retry {started.retry} of run {started.run_id} was refused: {cause.message}"
+                )
+            return RetryRefused(
+                f"retry {started.retry} of run {started.run_id} ended "
+                f"without running: {err.cause or err}"
+            )
+        return RetryRefused(
+            f"retry {started.retry} of run {started.run_id} ended without claiming the run"
+        )
 
     async def workflow_running(self, run_id: str) -> bool:
         """Whether the run's workflow (its latest execution) is running, e.g. a retry that
@@ -558,16 +636,18 @@ class Blockbatch:
     async def workers_polling(self, task_queue: str | None = None) -> int:
         """How many workers polled the task queue recently (0: runs would wait)."""
         client = await self.temporal()
-        resp = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
-            namespace=self.settings.temporal_namespace,
-            task_queue=TaskQueue(name=task_queue or self.settings.temporal_task_queue),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-        ))
+        resp = await client.workflow_service.describe_task_queue(
+            DescribeTaskQueueRequest(
+                namespace=self.settings.temporal_namespace,
+                task_queue=TaskQueue(name=task_queue or self.settings.temporal_task_queue),
+                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+            )
+        )
         return len(resp.pollers)
 
     async def endpoint_warning(self, task_queue: str | None = None) -> str | None:
         """Why this process's Claude settings (``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``)
-        are not the ones the live workers on the task queue call with (core/endpoint.py);
+        are not the ones the live workers on the task queue call with (blockbatch/core/endpoint.py);
         ``None`` when they agree or no worker said. The workers' answers are what a run
         gets, whatever this process is set for."""
         queue = task_queue or self.settings.temporal_task_queue
@@ -575,8 +655,11 @@ class Blockbatch:
             key: str | None = self.settings.resolved_api_key()
         except RuntimeError:
             key = None
-        own = endpoint_of(self.settings.resolved_anthropic_base_url,
-                          simulated=self.settings.uses_simulator, api_key=key)
+        own = endpoint_of(
+            self.settings.resolved_anthropic_base_url,
+            simulated=self.settings.uses_simulator,
+            api_key=key,
+        )
         return mismatch_text(own, await workers.live(self.pool, queue), queue)
 
     # ------------------------------------------------------------------ reading and review
@@ -596,10 +679,13 @@ class Blockbatch:
     async def result_of(self, info: reads.RunInfo) -> RunResult:
         """:meth:`result` of a run already read (``info``): its failure reasons, re-plans
         and quality probe read beside it."""
-        return info.result().model_copy(update={
-            "failure_reasons": await self.failure_reasons(info.run_id),
-            "plan_changes": await self.plan_changes(info.run_id),
-            "quality": await self.quality(info.run_id)})
+        return info.result().model_copy(
+            update={
+                "failure_reasons": await self.failure_reasons(info.run_id),
+                "plan_changes": await self.plan_changes(info.run_id),
+                "quality": await self.quality(info.run_id),
+            }
+        )
 
     async def quality(self, run_id: str) -> QualityResult | None:
         """What the run's quality probe found so far: agreement overall (with its 95%
@@ -607,8 +693,9 @@ class Blockbatch:
         size the run settled on and what the quality gate did (``None``: no probe)."""
         return await quality.result(self.pool, run_id)
 
-    async def disagreeing(self, run_id: str, *, limit: int = 50,
-                          offset: int = 0) -> tuple[int, list[quality.Disagreement]]:
+    async def disagreeing(
+        self, run_id: str, *, limit: int = 50, offset: int = 0
+    ) -> tuple[int, list[quality.Disagreement]]:
         """``(total, page)`` of the run's sampled blocks whose packed and single answers
         differ, both answers side by side with the comparison per field."""
         return await quality.disagreeing(self.pool, run_id, limit=limit, offset=offset)
@@ -626,11 +713,11 @@ class Blockbatch:
         return await runs.failure_reasons(self.pool, run_id)
 
     async def review(self, run_id: str, **filters: Any) -> reads.ReviewPage:
-        """Blocks next to their overlays; see :func:`store.reads.review_page` for the filters."""
+        """Blocks next to their overlays; see :func:`blockbatch.store.reads.review_page` for the filters."""
         return await reads.review_page(self.pool, run_id, **filters)
 
     async def calls(self, run_id: str, **filters: Any) -> tuple[int, list[reads.CallRow]]:
-        """(total, page) of the run's call ledger; see :func:`store.reads.list_calls`."""
+        """(total, page) of the run's call ledger; see :func:`blockbatch.store.reads.list_calls`."""
         return await reads.list_calls(self.pool, run_id, **filters)
 
     async def call(self, run_id: str, call_id: int, full: bool = False) -> reads.CallDetail:
@@ -641,62 +728,97 @@ class Blockbatch:
         return await reads.get_call(self.pool, run_id, call_id, full=full)
 
     async def confirm(
-        self, run_id: str, blocks: list[str] | None = None, *, reviewer: str | None = None,
+        self,
+        run_id: str,
+        blocks: list[str] | None = None,
+        *,
+        reviewer: str | None = None,
     ) -> ConfirmOutcome:
         """Staging -> confirmed for ``blocks`` (uids or indexes), or all ai_complete blocks;
         each recorded for ``reviewer`` (default ``$BLOCKBATCH_REVIEWER``, else the OS user)."""
         return await confirm(self.pool, run_id, blocks, reviewer)
 
     async def reject(
-        self, run_id: str, blocks: list[str] | None, *, reviewer: str | None = None,
+        self,
+        run_id: str,
+        blocks: list[str] | None,
+        *,
+        reviewer: str | None = None,
     ) -> RejectOutcome:
         """Staging -> rejected for ``blocks`` (uids or indexes; ``None``: every ai_complete
         block), all or nothing, each recorded for ``reviewer``."""
         return await reject(self.pool, run_id, blocks, reviewer)
 
     async def reopen(
-        self, run_id: str, blocks: list[str], *, reviewer: str | None = None,
+        self,
+        run_id: str,
+        blocks: list[str],
+        *,
+        reviewer: str | None = None,
     ) -> ReopenOutcome:
         """Confirmed -> staged (ai_complete) for ``blocks`` (uids or indexes), to correct
         them and confirm again; all or nothing, each recorded for ``reviewer``."""
         return await reopen(self.pool, run_id, blocks, reviewer)
 
     async def edit(
-        self, run_id: str, block: str, field: str, value: Any, *,
-        reviewer: str | None = None, as_text: bool = False,
+        self,
+        run_id: str,
+        block: str,
+        field: str,
+        value: Any,
+        *,
+        reviewer: str | None = None,
+        as_text: bool = False,
     ) -> EditOutcome:
         """Set one staged field of an ai_complete block (uid or index); the overlay must
         still validate against the run's schema, else :class:`EditError` and nothing
         changes. ``as_text``: ``value`` is typed text (as is for a string field, else
         JSON). Recorded for ``reviewer`` with the value before and after."""
-        return await edit(self.pool, run_id, block, field, value, reviewer=reviewer,
-                          as_text=as_text)
+        return await edit(
+            self.pool, run_id, block, field, value, reviewer=reviewer, as_text=as_text
+        )
 
     async def review_actions(
-        self, run_id: str, block: str | None = None, *, limit: int = 200,
+        self,
+        run_id: str,
+        block: str | None = None,
+        *,
+        limit: int = 200,
     ) -> list[review.ReviewAction]:
         """The run's recorded review acts (or one block's, by uid), newest first (none for
         an unknown run)."""
         return await review.review_actions(self.pool, run_id, block, limit=limit)
 
     async def review_activity(
-        self, run_id: str, *, limit: int = 20,
+        self,
+        run_id: str,
+        *,
+        limit: int = 20,
     ) -> list[review.ReviewActivity]:
         """The run's latest review acts as they were done, newest first: a bulk confirm
         of many blocks is one entry (with how many), an edit is one with its values."""
         return await review.review_activity(self.pool, run_id, limit=limit)
 
     async def grid(
-        self, run_id: str, *, status: str | None = None, reason: str | None = None,
-        block_type: str | None = None, limit: int = 50, after: int | None = None,
-        before: int | None = None, disagreeing: bool = False,
+        self,
+        run_id: str,
+        *,
+        status: str | None = None,
+        reason: str | None = None,
+        block_type: str | None = None,
+        limit: int = 50,
+        after: int | None = None,
+        before: int | None = None,
+        disagreeing: bool = False,
     ) -> review.GridPage:
         """A page of the run's blocks and overlays, paged by block index (keyset);
         ``disagreeing``: only those the quality probe found disagreeing."""
-        flt = review.GridFilter(status=status, reason=reason, block_type=block_type,
-                                disagreeing=disagreeing)
-        return await review.grid_page(self.pool, run_id, flt, limit=limit, after=after,
-                                      before=before)
+        flt = review.GridFilter(
+            status=status, reason=reason, block_type=block_type, disagreeing=disagreeing
+        )
+        return await review.grid_page(
+            self.pool, run_id, flt, limit=limit, after=after, before=before
+        )
 
     async def live_costs(self, run_ids: list[str]) -> dict[str, float]:
         """Cost so far of each run, from its ledger (for runs still going)."""
@@ -711,7 +833,11 @@ class Blockbatch:
         return await review.block_types(self.pool, document_id)
 
     async def export(
-        self, run_id: str, out: str | Path | TextIO, *, staged: bool = False,
+        self,
+        run_id: str,
+        out: str | Path | TextIO,
+        *,
+        staged: bool = False,
         fmt: ExportFormat = "jsonl",
     ) -> ExportSummary:
         """JSONL (or CSV with ``fmt="csv"``), one line per block in order, review acts
@@ -731,15 +857,18 @@ def quality_state(options: RunOptions) -> QualityRunState | None:
     return QualityRunState(min_agreement=q.min_agreement, reask=q.reask)
 
 
-def _run_attributes(run_id: str, document_id: str, schema_id: str,
-                    model: str) -> TypedSearchAttributes:
+def _run_attributes(
+    run_id: str, document_id: str, schema_id: str, model: str
+) -> TypedSearchAttributes:
     """The search attributes of a run's (or stream's) workflow: its packs carry the same."""
-    return TypedSearchAttributes([
-        SearchAttributePair(attributes.RUN_ID, run_id),
-        SearchAttributePair(attributes.DOCUMENT, document_id),
-        SearchAttributePair(attributes.SCHEMA, schema_id),
-        SearchAttributePair(attributes.MODEL, model),
-    ])
+    return TypedSearchAttributes(
+        [
+            SearchAttributePair(attributes.RUN_ID, run_id),
+            SearchAttributePair(attributes.DOCUMENT, document_id),
+            SearchAttributePair(attributes.SCHEMA, schema_id),
+            SearchAttributePair(attributes.MODEL, model),
+        ]
+    )
 
 
 def _run_details(run_id: str, document_id: str, schema_id: str, options: RunOptions) -> str:

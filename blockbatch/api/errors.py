@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.answer import EffortError
-from core.budget import BudgetError
-from core.calibration import CalibrationError
-from core.ingest import IngestError
-from core.registry import UnknownModelError
-from core.review import EditError
-from core.schema import SchemaError
-from runtime.temporal import TemporalUnavailable
-from store.db import DatabaseUnavailable
-from store.repo import NotFound
+from blockbatch.core.answer import EffortError
+from blockbatch.core.budget import BudgetError
+from blockbatch.core.calibration import CalibrationError
+from blockbatch.core.ingest import IngestError
+from blockbatch.core.registry import UnknownModelError
+from blockbatch.core.review import EditError
+from blockbatch.core.schema import SchemaError
+from blockbatch.runtime.temporal import TemporalUnavailable
+from blockbatch.store.db import DatabaseUnavailable
+from blockbatch.store.repo import NotFound
 
 
 class BadRequest(ValueError):
@@ -33,7 +33,7 @@ class ModelRetiring(UserWarning):
 
 
 class UnknownReason(BadRequest):
-    """A reason code that is not one of core/reasons.py; the message lists the codes."""
+    """A reason code that is not one of blockbatch/core/reasons.py; the message lists the codes."""
 
 
 class RetryRefused(BadRequest):
@@ -107,7 +107,8 @@ class AllItemsFailed(RuntimeError):
         self.result = result
         self.errors: list[Any] = list(result.errors)
         self.reasons: dict[str, int] = {
-            code: len(items) for code, items in result.errors_by_reason().items()}
+            code: len(items) for code, items in result.errors_by_reason().items()
+        }
         grouped = ", ".join(f"{n} {code}" for code, n in self.reasons.items())
         super().__init__(
             f"every item failed in run {result.run_id} ({result.run.status}): "
@@ -118,18 +119,47 @@ class AllItemsFailed(RuntimeError):
 
 #: Errors caused by what the user asked for or gave (exit code 2 in the CLI).
 BAD_INPUT: tuple[type[Exception], ...] = (
-    BadRequest, SchemaError, IngestError, UnknownModelError, EditError, BudgetError,
-    CalibrationError, EffortError,
+    BadRequest,
+    SchemaError,
+    IngestError,
+    UnknownModelError,
+    EditError,
+    BudgetError,
+    CalibrationError,
+    EffortError,
 )
 #: Errors caused by a service being down or unconfigured (exit code 4 in the CLI).
 UNAVAILABLE: tuple[type[Exception], ...] = (
-    StackUnavailable, DatabaseUnavailable, TemporalUnavailable,
+    StackUnavailable,
+    DatabaseUnavailable,
+    TemporalUnavailable,
 )
 
 __all__ = [
-    "BAD_INPUT", "UNAVAILABLE", "AllItemsFailed", "BadRequest", "BlockNotRetryable",
-    "BudgetError", "CalibrationError",
-    "DatabaseUnavailable", "EditError", "IngestError", "InvalidRow", "ModelRetiring", "NoWorker", "NotFound", "NothingToRetry", "RetryRefused",
-    "RetryUnderWay", "RunStillActive", "RunTimedOut", "SchemaError", "StackUnavailable", "StreamClosed",
-    "TemporalUnavailable", "UnknownBlock", "UnknownModelError", "UnknownReason",
+    "BAD_INPUT",
+    "UNAVAILABLE",
+    "AllItemsFailed",
+    "BadRequest",
+    "BlockNotRetryable",
+    "BudgetError",
+    "CalibrationError",
+    "DatabaseUnavailable",
+    "EditError",
+    "IngestError",
+    "InvalidRow",
+    "ModelRetiring",
+    "NoWorker",
+    "NotFound",
+    "NothingToRetry",
+    "RetryRefused",
+    "RetryUnderWay",
+    "RunStillActive",
+    "RunTimedOut",
+    "SchemaError",
+    "StackUnavailable",
+    "StreamClosed",
+    "TemporalUnavailable",
+    "UnknownBlock",
+    "UnknownModelError",
+    "UnknownReason",
 ]

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from core.models import RunOptions
-from core.schema import SchemaSpec, load_schema
+from blockbatch.core.models import RunOptions
+from blockbatch.core.schema import SchemaSpec, load_schema
 
 SchemaSource = dict[str, Any] | SchemaSpec | str | Path
 
@@ -34,8 +34,7 @@ def _unnamed(raw: bytes, fallback: str) -> str | None:
         data = json.loads(raw)
     except ValueError:
         return fallback
-    return None if isinstance(data, dict) and (data.get("name") or data.get("title")) \
-        else fallback
+    return None if isinstance(data, dict) and (data.get("name") or data.get("title")) else fallback
 
 
 def with_schema_model(options: RunOptions, schema_model: str | None) -> RunOptions:

@@ -6,23 +6,23 @@ optional context (``contexts[i]`` goes with ``prompts[i]``)::
     from blockbatch.api import llm_batch
 
     out = llm_batch(["What is 2+2?", "Name a colour."])
-    print(out.values)                      # ['4', 'green']: each item.value is the answer
+    print(out.values)  # ['4', 'green']: each item.value is the answer
 
     out = llm_batch(["Summarise.", "List the dates."], [chapter_1, chapter_2], max_parallel=8)
 
 Several questions still share one call (a pack): each is answered under its own id and
 checked like a block (a missing or extra answer is a mapping failure, the pack is halved),
 through the same pipeline as a document (ingest, ``RunWorkflow``, ``ProcessPack``, the
-ledger) with the built-in schema :data:`core.questions.QUESTION_SCHEMA` (one string field,
+ledger) with the built-in schema :data:`blockbatch.core.questions.QUESTION_SCHEMA` (one string field,
 ``answer``). The request says that every question is answered on its own from its own
 context, and that an instruction in one question never applies to another
-(core/prompt.py). An identical question (same context, same model) answered before is
+(blockbatch/core/prompt.py). An identical question (same context, same model) answered before is
 reused, not asked again, like any block; ``reuse_answers=False`` asks again.
 
 A schema: each item is data, and each ``item.value`` is the overlay (a dict)::
 
     out = llm_batch(["first text", {"text": "second", "id": 7}], schema="extract.json")
-    out = llm_batch(["first text"], "extract.json")   # the call style before questions
+    out = llm_batch(["first text"], "extract.json")  # the call style before questions
 
 How positional arguments map: the first is ``prompts`` (the questions, or the items with a
 schema); the second is ``contexts`` when it is a list or tuple, and the schema when it is
@@ -72,13 +72,13 @@ from blockbatch.api.client import Blockbatch
 from blockbatch.api.errors import AllItemsFailed, NoWorker, RunTimedOut
 from blockbatch.api.inputs import SchemaSource, as_schema
 from blockbatch.cli.parser import PROG
-from core.ingest import IngestError, ParsedBlock
-from core.models import QualityOptions, RunOptions, RunResult
-from core.questions import ANSWER_FIELD, QUESTION_SCHEMA, question_block
-from core.schema import SchemaSpec
-from runtime.settings import Settings, load_settings
-from runtime.temporal import anthropic_client, build_worker
-from store.reads import ItemUsage, item_usage
+from blockbatch.core.ingest import IngestError, ParsedBlock
+from blockbatch.core.models import QualityOptions, RunOptions, RunResult
+from blockbatch.core.questions import ANSWER_FIELD, QUESTION_SCHEMA, question_block
+from blockbatch.core.schema import SchemaSpec
+from blockbatch.runtime.settings import Settings, load_settings
+from blockbatch.runtime.temporal import anthropic_client, build_worker
+from blockbatch.store.reads import ItemUsage, item_usage
 
 Item = str | dict[str, Any]
 
@@ -96,7 +96,7 @@ class ItemResult:
     error: str | None
     block_uid: str | None
     status: str
-    #: Why the item has no result: the block's reason code (core/reasons.py), ``skipped``
+    #: Why the item has no result: the block's reason code (blockbatch/core/reasons.py), ``skipped``
     #: for an item with empty text, None when ``ok`` (or no code was recorded).
     reason: str | None = None
     #: The item's share of the run's calls (tokens by kind, cost, calls it was sent in).
@@ -128,6 +128,7 @@ class BatchResult(Sequence[ItemResult]):
     def values(self) -> list[Any]:
         """Each item's value (answer or overlay), ``None`` where it failed, in input order."""
         return [r.value for r in self.items]
+
     @property
     def errors(self) -> list[ItemResult]:
         """The items without a result, in input order."""
@@ -162,8 +163,10 @@ class BatchResult(Sequence[ItemResult]):
         groups = self.errors_by_reason()
         if not groups:
             return ""
-        head = (f"{self.error_count} of {len(self.items)} items failed "
-                f"(run {self.run_id}, {self.run.status}):")
+        head = (
+            f"{self.error_count} of {len(self.items)} items failed "
+            f"(run {self.run_id}, {self.run.status}):"
+        )
         lines = [head]
         for code, items in groups.items():
             lines.append(f"  {len(items)} {code}")
@@ -186,18 +189,27 @@ def items_to_blocks(
         text = record.pop(text_field, None)
         if not isinstance(text, str):
             if text is not None or not isinstance(item, dict):
-                raise IngestError(f"item {i}: {text_field!r} must be a string, got "
-                                  f"{type(text).__name__}")
-            raise IngestError(f"item {i} has no {text_field!r} key; its keys: "
-                              f"{', '.join(map(repr, record)) or '(none)'}")
+                raise IngestError(
+                    f"item {i}: {text_field!r} must be a string, got {type(text).__name__}"
+                )
+            raise IngestError(
+                f"item {i} has no {text_field!r} key; its keys: "
+                f"{', '.join(map(repr, record)) or '(none)'}"
+            )
         if not text.strip():
             skipped[i] = "the item's text is empty: nothing was sent to the model"
             continue
         if "\x00" in text:
             raise IngestError(f"item {i} contains a NUL character, which cannot be stored")
         block_type = str(record.pop("block_type", None) or "item")
-        blocks.append(ParsedBlock(block_index=len(blocks), block_type=block_type,
-                                  block_content=text, metadata={**record, "item_index": i}))
+        blocks.append(
+            ParsedBlock(
+                block_index=len(blocks),
+                block_type=block_type,
+                block_content=text,
+                metadata={**record, "item_index": i},
+            )
+        )
     if not blocks:
         raise IngestError("no item has any text: nothing to run")
     data = "\n".join(json.dumps(it, sort_keys=True, default=str) for it in items).encode()
@@ -209,7 +221,7 @@ def questions_to_blocks(
 ) -> tuple[bytes, list[ParsedBlock], dict[int, str]]:
     """(source bytes, blocks, {index: why skipped}) of questions and their own contexts.
 
-    Each block is one question with its context (:func:`core.questions.question_block`)
+    Each block is one question with its context (:func:`blockbatch.core.questions.question_block`)
     and remembers its item_index; a blank question is skipped.
 
     Raises:
@@ -227,7 +239,8 @@ def questions_to_blocks(
             raise IngestError(
                 f"{len(contexts)} context{'s' if len(contexts) != 1 else ''} for "
                 f"{len(prompts)} prompt{'s' if len(prompts) != 1 else ''}: pass one context "
-                "(or None) per prompt, in the same order")
+                "(or None) per prompt, in the same order"
+            )
     blocks: list[ParsedBlock] = []
     skipped: dict[int, str] = {}
     records: list[dict[str, Any]] = []
@@ -236,8 +249,7 @@ def questions_to_blocks(
         if not isinstance(question, str):
             raise IngestError(f"prompt {i} must be a string, got {type(question).__name__}")
         if context is not None and not isinstance(context, str):
-            raise IngestError(f"context {i} must be a string or None, got "
-                              f"{type(context).__name__}")
+            raise IngestError(f"context {i} must be a string or None, got {type(context).__name__}")
         if "\x00" in question or "\x00" in (context or ""):
             raise IngestError(f"prompt {i} contains a NUL character, which cannot be stored")
         records.append({"question": question, "context": context})
@@ -245,8 +257,14 @@ def questions_to_blocks(
             skipped[i] = "the question is empty: nothing was sent to the model"
             continue
         block_type, content = question_block(question, context)
-        blocks.append(ParsedBlock(block_index=len(blocks), block_type=block_type,
-                                  block_content=content, metadata={"item_index": i}))
+        blocks.append(
+            ParsedBlock(
+                block_index=len(blocks),
+                block_type=block_type,
+                block_content=content,
+                metadata={"item_index": i},
+            )
+        )
     if not blocks:
         raise IngestError("every prompt is empty: nothing to ask")
     data = "\n".join(json.dumps(r, ensure_ascii=False) for r in records).encode()
@@ -255,8 +273,10 @@ def questions_to_blocks(
 
 def _check_list(value: Any, what: str) -> None:
     if isinstance(value, str | bytes | dict) or not isinstance(value, Sequence):
-        raise TypeError(f"{what} must be a list (or tuple), got {type(value).__name__}"
-                        + ("; wrap a single one in a list" if isinstance(value, str) else ""))
+        raise TypeError(
+            f"{what} must be a list (or tuple), got {type(value).__name__}"
+            + ("; wrap a single one in a list" if isinstance(value, str) else "")
+        )
 
 
 def split_arguments(
@@ -273,14 +293,21 @@ def split_arguments(
     """
     if isinstance(contexts, dict | SchemaSpec | str | Path):
         if schema is not None:
-            raise TypeError("the schema is given twice (second argument and schema=); "
-                            "the second argument is the contexts, a list")
+            raise TypeError(
+                "the schema is given twice (second argument and schema=); "
+                "the second argument is the contexts, a list"
+            )
         return None, contexts
     return contexts, schema
 
 
-def run_options(options: RunOptions | None, option_fields: dict[str, Any], *,
-                max_parallel: int | None, model: str | None) -> RunOptions:
+def run_options(
+    options: RunOptions | None,
+    option_fields: dict[str, Any],
+    *,
+    max_parallel: int | None,
+    model: str | None,
+) -> RunOptions:
     """``options`` with single fields overridden; ``max_parallel`` is
     ``max_concurrent_packs``, ``model=None`` leaves the model as it is.
 
@@ -354,12 +381,13 @@ async def allm_batch(
         if text_field is not None:
             raise TypeError("text_field is for items with a schema; questions are strings")
         spec = as_schema(QUESTION_SCHEMA)
-        data, blocks, skipped = questions_to_blocks(
-            prompts, contexts)  # type: ignore[arg-type]  # checked inside
+        data, blocks, skipped = questions_to_blocks(prompts, contexts)  # type: ignore[arg-type]  # checked inside
     else:
         if contexts is not None:
-            raise TypeError("contexts go with questions (no schema); with a schema, give "
-                            "each item as a dict and its context under another key")
+            raise TypeError(
+                "contexts go with questions (no schema); with a schema, give "
+                "each item as a dict and its context under another key"
+            )
         spec = as_schema(schema)  # type: ignore[arg-type]  # not None here
         data, blocks, skipped = items_to_blocks(prompts, text_field or "text")
     opts = run_options(options, option_fields, max_parallel=max_parallel, model=model)
@@ -367,8 +395,9 @@ async def allm_batch(
     if bb is None:
         bb = await Blockbatch.connect(settings, pool_size=25 if with_worker else 4)
     try:
-        doc = await bb.ingest_blocks(data, blocks, name=name or (
-            "questions" if questions else "items"), fmt="items")
+        doc = await bb.ingest_blocks(
+            data, blocks, name=name or ("questions" if questions else "items"), fmt="items"
+        )
         schema_id = await bb.add_schema(spec)
         if not with_worker:
             queue = bb.settings.temporal_task_queue
@@ -376,7 +405,10 @@ async def allm_batch(
                 warnings.warn(
                     f"no worker is polling task queue {queue!r}: the run waits until one "
                     "does (`make worker`), or pass with_worker=True to run one in this "
-                    "process", NoWorker, stacklevel=2)
+                    "process",
+                    NoWorker,
+                    stacklevel=2,
+                )
             run_id = await bb.start_run(doc, schema_id, opts)
             run = await _wait(bb, run_id, timeout, cancel=False)
         else:
@@ -394,17 +426,28 @@ async def allm_batch(
         if own:
             await bb.close()
     results: dict[int, ItemResult] = {
-        i: ItemResult(index=i, ok=False, value=None, error=why, block_uid=None,
-                      status="skipped", reason="skipped") for i, why in skipped.items()
+        i: ItemResult(
+            index=i,
+            ok=False,
+            value=None,
+            error=why,
+            block_uid=None,
+            status="skipped",
+            reason="skipped",
+        )
+        for i, why in skipped.items()
     }
     for row in page.items:
         i = int(row.metadata["item_index"])
         ok = row.status in ("ai_complete", "confirmed")
         value = (row.staging or {}).get(ANSWER_FIELD) if questions else row.staging
         results[i] = ItemResult(
-            index=i, ok=ok, value=value if ok else None,
+            index=i,
+            ok=ok,
+            value=value if ok else None,
             error=None if ok else (row.last_error or f"block ended {row.status}"),
-            block_uid=row.block_uid, status=row.status,
+            block_uid=row.block_uid,
+            status=row.status,
             reason=None if ok else row.reason_code,
             usage=usage.get(row.block_uid, ItemUsage()),
         )
@@ -418,8 +461,7 @@ async def allm_batch(
 _CANCEL_GRACE_S = 30.0
 
 
-async def _wait(bb: Blockbatch, run_id: str, timeout: float | None, *,
-                cancel: bool) -> RunResult:
+async def _wait(bb: Blockbatch, run_id: str, timeout: float | None, *, cancel: bool) -> RunResult:
     """The run's result, or :class:`RunTimedOut` after ``timeout`` seconds (``cancel``:
     the run is cancelled first, and given a moment to stop while this process's worker
     still serves it)."""
@@ -438,11 +480,17 @@ async def _wait(bb: Blockbatch, run_id: str, timeout: float | None, *,
         raise RunTimedOut(
             f"run {run_id} did not finish within {timeout:g} s ({done}); it was cancelled "
             f"({status}): its worker ran in this process. Pass a longer timeout, or run "
-            "a worker (`make worker`) and leave with_worker off", run_id, status)
+            "a worker (`make worker`) and leave with_worker off",
+            run_id,
+            status,
+        )
     raise RunTimedOut(
         f"run {run_id} did not finish within {timeout:g} s (it is {info.status}, {done}); "
         f"it keeps going: follow it with `{PROG} watch {run_id}`, cancel it with "
-        f"`{PROG} cancel {run_id}`", run_id, info.status)
+        f"`{PROG} cancel {run_id}`",
+        run_id,
+        info.status,
+    )
 
 
 def llm_batch(

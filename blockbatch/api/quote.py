@@ -2,7 +2,7 @@
 
 Parses the document and the schema as a run would, counts the input with the Messages
 token-counting endpoint when a Claude endpoint is configured, reads what earlier runs of the
-same schema wrote when Postgres is there, and hands the figures to :func:`core.quote.quote`.
+same schema wrote when Postgres is there, and hands the figures to :func:`blockbatch.core.quote.quote`.
 
 It creates nothing: no document, schema or run row, no workflow, and no Claude call other
 than token counting (which is free and does not touch the prompt cache) and reading the
@@ -26,14 +26,14 @@ from activities.models import READ_TIMEOUT_S, ModelFacts
 from activities.sdk import anthropic
 from blockbatch.api.errors import BadRequest
 from blockbatch.api.inputs import SchemaSource, as_schema, with_schema_model
-from core.answer import CallShape, check_effort
-from core.calibration import CalibrationNote
-from core.context import RunContext
-from core.ingest import ParsedBlock, detect_format, parse_document
-from core.models import RunOptions
-from core.planning import estimate_tokens
-from core.prompt import request_prefix
-from core.quote import (
+from blockbatch.core.answer import CallShape, check_effort
+from blockbatch.core.calibration import CalibrationNote
+from blockbatch.core.context import RunContext
+from blockbatch.core.ingest import ParsedBlock, detect_format, parse_document
+from blockbatch.core.models import RunOptions
+from blockbatch.core.planning import estimate_tokens
+from blockbatch.core.prompt import request_prefix
+from blockbatch.core.quote import (
     MIN_HISTORY_CALLS,
     OutputHistory,
     PromptTokens,
@@ -44,15 +44,15 @@ from core.quote import (
     quote,
     quote_context,
 )
-from core.registry import RETIRED, ModelInfo
-from core.reuse import answer_key, block_digest, prompt_digest
-from core.run_model import FACTS_MAX_AGE_S, check_usable, run_model
-from core.schema import SchemaSpec, load_schema
-from runtime.settings import Settings, load_settings
-from store import calibrations, model_facts, overlays, quality, quotes
-from store.db import redact_url
-from store.reads import PrefixToCount
-from store.repo import document_id_for, schema_id_for
+from blockbatch.core.registry import RETIRED, ModelInfo
+from blockbatch.core.reuse import answer_key, block_digest, prompt_digest
+from blockbatch.core.run_model import FACTS_MAX_AGE_S, check_usable, run_model
+from blockbatch.core.schema import SchemaSpec, load_schema
+from blockbatch.runtime.settings import Settings, load_settings
+from blockbatch.store import calibrations, model_facts, overlays, quality, quotes
+from blockbatch.store.db import redact_url
+from blockbatch.store.reads import PrefixToCount
+from blockbatch.store.repo import document_id_for, schema_id_for
 
 T = TypeVar("T")
 
@@ -65,8 +65,9 @@ DB_TIMEOUT_S = 5.0
 Document = str | Path | bytes
 
 
-def read_document(document: Document, *, name: str | None = None,
-                  fmt: str | None = None) -> tuple[bytes, str, str]:
+def read_document(
+    document: Document, *, name: str | None = None, fmt: str | None = None
+) -> tuple[bytes, str, str]:
     """A document's bytes, name and format, from a path or from bytes (``fmt`` required).
 
     Raises:
@@ -85,8 +86,9 @@ def read_document(document: Document, *, name: str | None = None,
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise BadRequest(f"cannot read the document {path}: {exc.strerror or exc}; check "
-                         "its permissions") from None
+        raise BadRequest(
+            f"cannot read the document {path}: {exc.strerror or exc}; check its permissions"
+        ) from None
     return data, name or path.name, fmt or detect_format(path.name)
 
 
@@ -147,18 +149,28 @@ async def estimate(
         if why:
             notes.append(why)
         elif reusable and len(reusable) == len(parsed):
-            notes.append(f"all {len(parsed)} blocks have an earlier run's answer: the run "
-                         "reuses them and makes no call; the figures are for --no-reuse")
+            notes.append(
+                f"all {len(parsed)} blocks have an earlier run's answer: the run "
+                "reuses them and makes no call; the figures are for --no-reuse"
+            )
         elif reusable:
-            notes.append(f"{len(reusable)} of {len(parsed)} blocks have an earlier run's "
-                         "answer and are reused, not sent: the figures are for the other "
-                         f"{len(parsed) - len(reusable)}")
+            notes.append(
+                f"{len(reusable)} of {len(parsed)} blocks have an earlier run's "
+                "answer and are reused, not sent: the figures are for the other "
+                f"{len(parsed) - len(reusable)}"
+            )
             parsed = [b for i, b in enumerate(parsed) if i not in reusable]
     block_tokens = [estimate_tokens(b.block_content) for b in parsed]
     tokens: PromptTokens | None = None
     if count:
-        wire = [{"block_uid": f"{document_id}:{b.block_index}", "block_type": b.block_type,
-                 "block_content": b.block_content} for b in parsed]
+        wire = [
+            {
+                "block_uid": f"{document_id}:{b.block_index}",
+                "block_type": b.block_type,
+                "block_content": b.block_content,
+            }
+            for b in parsed
+        ]
         tokens, why = await _count(ctx, wire, block_tokens, settings, client)
         if why:
             notes.append(why)
@@ -169,29 +181,43 @@ async def estimate(
     seen: OutputHistory | None = None
     calibrated: CalibrationNote | None = None
     if history:
-        seen, why = await _history(schema_id_for(spec), model.id, settings, pool,
-                                   options.effort)
+        seen, why = await _history(schema_id_for(spec), model.id, settings, pool, options.effort)
         if why:
             notes.append(why)
         else:
             calibrated = await _calibration(schema_id_for(spec), model.id, settings, pool)
     prefix_seen = await _prefix_seen(ctx, settings, pool) if history else None
     # A schema's first quote: what other schemas' answers wrote against their estimate.
-    prior = (await _other_schemas(schema_id_for(spec), model.id, settings, pool)
-             if history and (seen is None or seen.calls < MIN_HISTORY_CALLS) else None)
-    q = quote(ctx, block_tokens, tokens, document=name, history=seen, notes=notes,
-              prefix_seen=prefix_seen, prior=prior)
+    prior = (
+        await _other_schemas(schema_id_for(spec), model.id, settings, pool)
+        if history and (seen is None or seen.calls < MIN_HISTORY_CALLS)
+        else None
+    )
+    q = quote(
+        ctx,
+        block_tokens,
+        tokens,
+        document=name,
+        history=seen,
+        notes=notes,
+        prefix_seen=prefix_seen,
+        prior=prior,
+    )
     return q.model_copy(update={"calibration": calibrated})
 
 
-async def checked_model(name: str, settings: Settings, pool: asyncpg.Pool | None = None,
-                        reader: ModelFacts | None = None) -> ModelInfo:
+async def checked_model(
+    name: str,
+    settings: Settings,
+    pool: asyncpg.Pool | None = None,
+    reader: ModelFacts | None = None,
+) -> ModelInfo:
     """The model a run of ``name`` would use, refused when retired, before anything else.
 
     The Models API's facts of it are read first (``GET /v1/models/{id}``; kept in Postgres
     for a day when ``pool`` is given) where Claude is configured; an API without the
     endpoint, or not answering, leaves the registry as it is. A model the registry does not
-    price runs with the prices of ``BLOCKBATCH_MODEL_PRICES`` (``core.run_model``).
+    price runs with the prices of ``BLOCKBATCH_MODEL_PRICES`` (``blockbatch.core.run_model``).
 
     Args:
         reader: the Models API reader to use (default: one of its own, closed after).
@@ -207,8 +233,9 @@ async def checked_model(name: str, settings: Settings, pool: asyncpg.Pool | None
     return model
 
 
-async def _model_facts(name: str, settings: Settings, pool: asyncpg.Pool | None,
-                       reader: ModelFacts | None) -> dict[str, Any] | None:
+async def _model_facts(
+    name: str, settings: Settings, pool: asyncpg.Pool | None, reader: ModelFacts | None
+) -> dict[str, Any] | None:
     own = reader is None
     if reader is None:
         try:
@@ -216,9 +243,14 @@ async def _model_facts(name: str, settings: Settings, pool: asyncpg.Pool | None,
         except RuntimeError:  # no credentials: only facts kept by others
             key = None
         if key is not None:
-            reader = ModelFacts(anthropic.AsyncAnthropic(
-                api_key=key, base_url=settings.resolved_anthropic_base_url, max_retries=0,
-                timeout=READ_TIMEOUT_S))
+            reader = ModelFacts(
+                anthropic.AsyncAnthropic(
+                    api_key=key,
+                    base_url=settings.resolved_anthropic_base_url,
+                    max_retries=0,
+                    timeout=READ_TIMEOUT_S,
+                )
+            )
     try:
         if pool is not None:
             async with pool.acquire() as conn:
@@ -231,9 +263,13 @@ async def _model_facts(name: str, settings: Settings, pool: asyncpg.Pool | None,
             await reader.client.close()
 
 
-async def _count(ctx: RunContext, wire: list[dict[str, str]], block_tokens: list[int],
-                 settings: Settings, client: anthropic.AsyncAnthropic | None,
-                 ) -> tuple[PromptTokens | None, str | None]:
+async def _count(
+    ctx: RunContext,
+    wire: list[dict[str, str]],
+    block_tokens: list[int],
+    settings: Settings,
+    client: anthropic.AsyncAnthropic | None,
+) -> tuple[PromptTokens | None, str | None]:
     """The input counted by the API, or ``None`` and why not (the caller estimates)."""
     plan = count_plan(ctx, wire, block_tokens, stand_in_request(ctx))
     own = client is None
@@ -242,9 +278,12 @@ async def _count(ctx: RunContext, wire: list[dict[str, str]], block_tokens: list
             key = settings.resolved_api_key()
         except RuntimeError as exc:
             return None, f"input not counted ({exc}): the planner's estimates"
-        client = anthropic.AsyncAnthropic(api_key=key,
-                                          base_url=settings.resolved_anthropic_base_url,
-                                          max_retries=2, timeout=COUNT_TIMEOUT_S)
+        client = anthropic.AsyncAnthropic(
+            api_key=key,
+            base_url=settings.resolved_anthropic_base_url,
+            max_retries=2,
+            timeout=COUNT_TIMEOUT_S,
+        )
     gate = asyncio.Semaphore(COUNT_CONCURRENCY)
 
     async def one(request: dict[str, Any]) -> int:
@@ -255,12 +294,16 @@ async def _count(ctx: RunContext, wire: list[dict[str, str]], block_tokens: list
     try:
         answers = await asyncio.gather(*(one(r) for r in plan.requests))
     except anthropic.APIStatusError as exc:
-        return None, (f"input not counted (the token-counting endpoint answered "
-                      f"{exc.status_code}: {_api_message(exc)}): the planner's estimates")
+        return None, (
+            f"input not counted (the token-counting endpoint answered "
+            f"{exc.status_code}: {_api_message(exc)}): the planner's estimates"
+        )
     except anthropic.APIConnectionError as exc:
         where = settings.resolved_anthropic_base_url or "the Claude API"
-        return None, (f"input not counted ({where} is not answering: {type(exc).__name__}): "
-                      "the planner's estimates")
+        return None, (
+            f"input not counted ({where} is not answering: {type(exc).__name__}): "
+            "the planner's estimates"
+        )
     finally:
         if own:
             await client.close()
@@ -278,16 +321,25 @@ async def count_prefix(settings: Settings, prefix: PrefixToCount) -> int | None:
     messages = prefix.request.get("messages")
     if not messages:
         return None
-    with_prefix: dict[str, Any] = {"model": prefix.model, "messages": messages,
-                                   "system": prefix.system, "tools": prefix.tools}
+    with_prefix: dict[str, Any] = {
+        "model": prefix.model,
+        "messages": messages,
+        "system": prefix.system,
+        "tools": prefix.tools,
+    }
     if prefix.request.get("tool_choice") is not None:
         with_prefix["tool_choice"] = prefix.request["tool_choice"]
-    async with anthropic.AsyncAnthropic(api_key=key, max_retries=2, timeout=COUNT_TIMEOUT_S,
-                                        base_url=settings.resolved_anthropic_base_url) as client:
+    async with anthropic.AsyncAnthropic(
+        api_key=key,
+        max_retries=2,
+        timeout=COUNT_TIMEOUT_S,
+        base_url=settings.resolved_anthropic_base_url,
+    ) as client:
         try:
             full, bare = await asyncio.gather(
                 client.messages.count_tokens(**with_prefix),
-                client.messages.count_tokens(model=prefix.model, messages=messages))
+                client.messages.count_tokens(model=prefix.model, messages=messages),
+            )
         except anthropic.APIError:
             return None
     return max(full.input_tokens - bare.input_tokens, 0)
@@ -302,20 +354,26 @@ def _api_message(exc: anthropic.APIStatusError) -> str:
     return str(exc.message)[:200]
 
 
-async def _reusable(parsed: list[ParsedBlock], spec: SchemaSpec, model_id: str,
-                    shape: CallShape, settings: Settings, pool: asyncpg.Pool | None,
-                    ) -> tuple[set[int], str | None]:
+async def _reusable(
+    parsed: list[ParsedBlock],
+    spec: SchemaSpec,
+    model_id: str,
+    shape: CallShape,
+    settings: Settings,
+    pool: asyncpg.Pool | None,
+) -> tuple[set[int], str | None]:
     """Positions of the blocks a run would reuse an earlier answer for, or why not known."""
+
     async def read(conn: asyncpg.Connection) -> set[int]:
         # The schema as a run reads it back from Postgres: jsonb keeps object keys in its
         # own order, so the prompt (fields in that order) and its digest are the run's.
         # (A connection of its own has no json codec: text in, text out.)
-        back = await conn.fetchval("select ($1::text)::jsonb::text",
-                                   json.dumps(spec.model_dump(mode="json")))
+        back = await conn.fetchval(
+            "select ($1::text)::jsonb::text", json.dumps(spec.model_dump(mode="json"))
+        )
         stored = load_schema(json.loads(back), name=spec.name)
         prompt = prompt_digest(stored, model_id, shape)
-        keys = [answer_key(prompt, block_digest(b.block_type, b.block_content))
-                for b in parsed]
+        keys = [answer_key(prompt, block_digest(b.block_type, b.block_content)) for b in parsed]
         found = await overlays.reusable_answers(conn, keys)
         return {i for i, key in enumerate(keys) if key in found}
 
@@ -327,9 +385,11 @@ async def _reusable(parsed: list[ParsedBlock], spec: SchemaSpec, model_id: str,
         try:
             conn = await asyncpg.connect(url, timeout=DB_TIMEOUT_S)
         except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
-            return set(), (f"reuse of earlier answers not checked (Postgres at "
-                           f"{redact_url(url)} is not reachable: {type(exc).__name__}): "
-                           "every block quoted")
+            return set(), (
+                f"reuse of earlier answers not checked (Postgres at "
+                f"{redact_url(url)} is not reachable: {type(exc).__name__}): "
+                "every block quoted"
+            )
         try:
             return await read(conn), None
         finally:
@@ -338,8 +398,11 @@ async def _reusable(parsed: list[ParsedBlock], spec: SchemaSpec, model_id: str,
         return set(), None  # a database from before incremental re-runs: nothing to reuse
 
 
-async def _read_or_none(settings: Settings, pool: asyncpg.Pool | None,
-                        read: Callable[[asyncpg.Connection], Awaitable[T]]) -> T | None:
+async def _read_or_none(
+    settings: Settings,
+    pool: asyncpg.Pool | None,
+    read: Callable[[asyncpg.Connection], Awaitable[T]],
+) -> T | None:
     """``read`` on the pool's connection, or on one of its own when there is no pool;
     ``None`` when Postgres cannot say (unreachable, or a database from before the tables
     it reads: ``_history`` has noted why)."""
@@ -359,32 +422,42 @@ async def _read_or_none(settings: Settings, pool: asyncpg.Pool | None,
         return None
 
 
-async def _calibration(schema_id: str, model: str, settings: Settings,
-                       pool: asyncpg.Pool | None) -> CalibrationNote | None:
+async def _calibration(
+    schema_id: str, model: str, settings: Settings, pool: asyncpg.Pool | None
+) -> CalibrationNote | None:
     """The latest calibration of the schema and model (``starter.py calibrate``), if any."""
-    return await _read_or_none(settings, pool,
-                               lambda conn: calibrations.latest(conn, schema_id, model))
+    return await _read_or_none(
+        settings, pool, lambda conn: calibrations.latest(conn, schema_id, model)
+    )
 
 
-async def _other_schemas(schema_id: str, model: str, settings: Settings,
-                         pool: asyncpg.Pool | None) -> OutputHistory | None:
+async def _other_schemas(
+    schema_id: str, model: str, settings: Settings, pool: asyncpg.Pool | None
+) -> OutputHistory | None:
     """What other schemas' answers wrote (store.quotes.other_schemas_output)."""
     return await _read_or_none(
-        settings, pool, lambda conn: quotes.other_schemas_output(conn, schema_id, model))
+        settings, pool, lambda conn: quotes.other_schemas_output(conn, schema_id, model)
+    )
 
 
-async def _prefix_seen(ctx: RunContext, settings: Settings,
-                       pool: asyncpg.Pool | None) -> bool | None:
+async def _prefix_seen(
+    ctx: RunContext, settings: Settings, pool: asyncpg.Pool | None
+) -> bool | None:
     """What the API did with the run's prompt prefix on its model before, as ``plan_run``
     reads it (store.quality.prefix_cache_seen)."""
     sha = request_prefix(stand_in_request(ctx))[0]
     return await _read_or_none(
-        settings, pool, lambda conn: quality.prefix_cache_seen(conn, sha, ctx.model.id))
+        settings, pool, lambda conn: quality.prefix_cache_seen(conn, sha, ctx.model.id)
+    )
 
 
-async def _history(schema_id: str, model: str, settings: Settings,
-                   pool: asyncpg.Pool | None, effort: str | None = None,
-                   ) -> tuple[OutputHistory | None, str | None]:
+async def _history(
+    schema_id: str,
+    model: str,
+    settings: Settings,
+    pool: asyncpg.Pool | None,
+    effort: str | None = None,
+) -> tuple[OutputHistory | None, str | None]:
     """Earlier runs' output against the planner's estimate, or ``None`` and why not."""
     try:
         if pool is not None:
@@ -394,12 +467,16 @@ async def _history(schema_id: str, model: str, settings: Settings,
         try:
             conn = await asyncpg.connect(url, timeout=DB_TIMEOUT_S)
         except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
-            return None, (f"no earlier runs read (Postgres at {redact_url(url)} is not "
-                          f"reachable: {type(exc).__name__}): the planner's output estimate")
+            return None, (
+                f"no earlier runs read (Postgres at {redact_url(url)} is not "
+                f"reachable: {type(exc).__name__}): the planner's output estimate"
+            )
         try:
             return await quotes.output_history(conn, schema_id, model, effort), None
         finally:
             await conn.close()
     except (asyncpg.UndefinedTableError, asyncpg.UndefinedColumnError):
-        return None, ("no earlier runs read (the database has no ledger yet, or an old one): "
-                      "the planner's output estimate")
+        return None, (
+            "no earlier runs read (the database has no ledger yet, or an old one): "
+            "the planner's output estimate"
+        )

@@ -21,12 +21,12 @@ from blockbatch.api.errors import (
     UnknownReason,
 )
 from blockbatch.api.review import resolve_block_refs
-from core.budget import parse_budget
-from core.models import RetryRequest
-from core.retry import RefusalKind, check_retry, unknown_reasons
-from store import reads, retries
+from blockbatch.core.budget import parse_budget
+from blockbatch.core.models import RetryRequest
+from blockbatch.core.retry import RefusalKind, check_retry, unknown_reasons
+from blockbatch.store import reads, retries
 
-#: Each refusal of core/retry.py and the error it raises.
+#: Each refusal of blockbatch/core/retry.py and the error it raises.
 _ERRORS: dict[RefusalKind, type[Exception]] = {
     "unknown_reason": UnknownReason,
     "active": RunStillActive,
@@ -63,15 +63,20 @@ class CheckedRetry:
 
 
 async def check_retry_request(
-    conn: asyncpg.Connection, run_id: str, *, reasons: list[str] | None,
-    blocks: list[str] | None, include_cancelled: bool, max_cost_usd: float | None = None,
+    conn: asyncpg.Connection,
+    run_id: str,
+    *,
+    reasons: list[str] | None,
+    blocks: list[str] | None,
+    include_cancelled: bool,
+    max_cost_usd: float | None = None,
 ) -> CheckedRetry:
     """Check a retry request against the run as it is now; change nothing.
 
     ``blocks`` are uids or block indexes, as in ``review`` and ``confirm``.
 
     Raises:
-        UnknownReason: a reason code that is not in core/reasons.py.
+        UnknownReason: a reason code that is not in blockbatch/core/reasons.py.
         NotFound: no such run.
         RunStillActive: the run has not finished.
         UnknownBlock: a block the run does not have.
@@ -80,10 +85,11 @@ async def check_retry_request(
         BudgetError: the budget (``max_cost_usd``, else the run's) is not a positive
             number or cannot pay for the retry's first call on top of what was spent.
     """
-    request = RetryRequest(reasons=list(dict.fromkeys(reasons)) if reasons else None,
-                           include_cancelled=include_cancelled,
-                           max_cost_usd=(parse_budget(max_cost_usd)
-                                         if max_cost_usd is not None else None))
+    request = RetryRequest(
+        reasons=list(dict.fromkeys(reasons)) if reasons else None,
+        include_cancelled=include_cancelled,
+        max_cost_usd=(parse_budget(max_cost_usd) if max_cost_usd is not None else None),
+    )
     refusal = unknown_reasons(request)
     if refusal is not None:
         raise UnknownReason(refusal.message)
@@ -91,12 +97,16 @@ async def check_retry_request(
     if blocks:
         request.blocks = resolve_block_refs(run.document_id, blocks)
     counts = await retries.block_counts(conn, run_id)
-    named = (await retries.block_states(conn, run_id, request.blocks)
-             if request.blocks is not None else {})
+    named = (
+        await retries.block_states(conn, run_id, request.blocks)
+        if request.blocks is not None
+        else {}
+    )
     checked = check_retry(run_id, run.status, counts, named, request)
     if checked.refusal is not None:
         raise _ERRORS.get(checked.refusal.kind, RetryRefused)(checked.refusal.message)
     await check_retry_budget(conn, run, request)
     number = await retries.retries_so_far(conn, run_id) + 1
-    return CheckedRetry(run=run, request=request, number=number, blocks=checked.blocks,
-                        reasons=checked.reasons)
+    return CheckedRetry(
+        run=run, request=request, number=number, blocks=checked.blocks, reasons=checked.reasons
+    )

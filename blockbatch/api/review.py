@@ -15,11 +15,11 @@ import asyncpg
 from pydantic import BaseModel
 
 from blockbatch.api.errors import BadRequest
-from core.review import parse_field_input
-from store import overlays
-from store.reads import ExportRow, ExportSnapshot, export_snapshot, get_run
-from store.repo import NotFound
-from store.runs import cached_run_context
+from blockbatch.core.review import parse_field_input
+from blockbatch.store import overlays
+from blockbatch.store.reads import ExportRow, ExportSnapshot, export_snapshot, get_run
+from blockbatch.store.repo import NotFound
+from blockbatch.store.runs import cached_run_context
 
 #: The environment variable naming who reviews, when no reviewer is given.
 REVIEWER_ENV = "BLOCKBATCH_REVIEWER"
@@ -46,8 +46,10 @@ def checked_reviewer(name: str | None) -> str:
         return default_reviewer()
     name = name.strip()
     if not name:
-        raise BadRequest("the reviewer name is empty: give one (--reviewer NAME or "
-                         f"{REVIEWER_ENV}), it is recorded with every review action")
+        raise BadRequest(
+            "the reviewer name is empty: give one (--reviewer NAME or "
+            f"{REVIEWER_ENV}), it is recorded with every review action"
+        )
     if len(name) > 200:
         raise BadRequest(f"the reviewer name is {len(name)} characters long; 200 at most")
     return name
@@ -102,8 +104,11 @@ def resolve_block_refs(document_id: str, refs: list[str]) -> list[str]:
 
 
 async def _decide(
-    pool: asyncpg.Pool, run_id: str, block_refs: list[str] | None,
-    decision: Literal["confirm", "reject"], reviewer: str,
+    pool: asyncpg.Pool,
+    run_id: str,
+    block_refs: list[str] | None,
+    decision: Literal["confirm", "reject"],
+    reviewer: str,
 ) -> overlays.Decided:
     async with pool.acquire() as conn:
         run = await get_run(conn, run_id)
@@ -124,7 +129,9 @@ async def _decide(
 
 
 async def confirm(
-    pool: asyncpg.Pool, run_id: str, block_refs: list[str] | None = None,
+    pool: asyncpg.Pool,
+    run_id: str,
+    block_refs: list[str] | None = None,
     reviewer: str | None = None,
 ) -> ConfirmOutcome:
     """Copy staging to confirmed for the given blocks, or for every ``ai_complete`` block.
@@ -141,12 +148,20 @@ async def confirm(
     who = checked_reviewer(reviewer)
     done = await _decide(pool, run_id, block_refs, "confirm", who)
     assert done.total_confirmed is not None  # set whenever the decision went through
-    return ConfirmOutcome(run_id=run_id, confirmed=done.moved, already_confirmed=done.already,
-                          total_confirmed=done.total_confirmed, reviewer=who)
+    return ConfirmOutcome(
+        run_id=run_id,
+        confirmed=done.moved,
+        already_confirmed=done.already,
+        total_confirmed=done.total_confirmed,
+        reviewer=who,
+    )
 
 
 async def reject(
-    pool: asyncpg.Pool, run_id: str, block_refs: list[str] | None, reviewer: str | None = None,
+    pool: asyncpg.Pool,
+    run_id: str,
+    block_refs: list[str] | None,
+    reviewer: str | None = None,
 ) -> RejectOutcome:
     """Reject the staged results of the given blocks (``None``: every ``ai_complete`` one).
 
@@ -160,12 +175,16 @@ async def reject(
     """
     who = checked_reviewer(reviewer)
     done = await _decide(pool, run_id, block_refs, "reject", who)
-    return RejectOutcome(run_id=run_id, rejected=done.moved, already_rejected=done.already,
-                         reviewer=who)
+    return RejectOutcome(
+        run_id=run_id, rejected=done.moved, already_rejected=done.already, reviewer=who
+    )
 
 
 async def reopen(
-    pool: asyncpg.Pool, run_id: str, block_refs: list[str], reviewer: str | None = None,
+    pool: asyncpg.Pool,
+    run_id: str,
+    block_refs: list[str],
+    reviewer: str | None = None,
 ) -> ReopenOutcome:
     """Take confirmed blocks back to staged (``ai_complete``) so a person can correct them
     and confirm again: the confirmed values are cleared from the export, the staged ones
@@ -187,16 +206,28 @@ async def reopen(
     if done.unknown:
         raise NotFound(f"run {run_id} has no block {_few(done.unknown)}; nothing was reopened")
     if done.unready:
-        raise BadRequest(f"only confirmed blocks can be reopened, not {_few(done.unready)}; "
-                         "nothing was reopened")
+        raise BadRequest(
+            f"only confirmed blocks can be reopened, not {_few(done.unready)}; nothing was reopened"
+        )
     assert done.total_confirmed is not None  # set whenever the reopen went through
-    return ReopenOutcome(run_id=run_id, reopened=done.moved, already_open=done.already,
-                         total_confirmed=done.total_confirmed, reviewer=who)
+    return ReopenOutcome(
+        run_id=run_id,
+        reopened=done.moved,
+        already_open=done.already,
+        total_confirmed=done.total_confirmed,
+        reviewer=who,
+    )
 
 
 async def edit(
-    pool: asyncpg.Pool, run_id: str, block_ref: str, field: str, value: Any, *,
-    reviewer: str | None = None, as_text: bool = False,
+    pool: asyncpg.Pool,
+    run_id: str,
+    block_ref: str,
+    field: str,
+    value: Any,
+    *,
+    reviewer: str | None = None,
+    as_text: bool = False,
 ) -> EditOutcome:
     """Change one staged field of an ``ai_complete`` block; the whole overlay must still
     validate against the run's schema, else nothing changes.
@@ -208,7 +239,7 @@ async def edit(
         field: a field of the run's schema.
         value: the new value; with ``as_text`` it is text as a person typed it (taken as
             is for a string field, else parsed as JSON: see
-            :func:`core.review.parse_field_input`).
+            :func:`blockbatch.core.review.parse_field_input`).
         reviewer: who edits (default: :func:`default_reviewer`).
         as_text: parse ``value`` from text.
 
@@ -225,8 +256,15 @@ async def edit(
         if as_text:
             value = parse_field_input(spec, field, str(value))
         done = await overlays.edit_staging(conn, run_id, uid, field, value, spec, who)
-    return EditOutcome(run_id=run_id, block_uid=uid, field=field, before=done.before,
-                       after=done.after, changed=done.changed, reviewer=who)
+    return EditOutcome(
+        run_id=run_id,
+        block_uid=uid,
+        field=field,
+        before=done.before,
+        after=done.after,
+        changed=done.changed,
+        reviewer=who,
+    )
 
 
 def _few(items: list[str], n: int = 5) -> str:
@@ -252,7 +290,7 @@ class ExportSummary(BaseModel):
     created_at: datetime
     finished_at: datetime | None
     exported_at: datetime
-    #: Who answered the run's calls (core/endpoint.py labels), and whether the simulator
+    #: Who answered the run's calls (blockbatch/core/endpoint.py labels), and whether the simulator
     #: did: simulated answers are never passed off as Claude's, exported or not.
     endpoints: list[str] = []
     simulated: bool = False
@@ -265,17 +303,26 @@ class ExportSummary(BaseModel):
 
 def export_line(row: ExportRow, *, staged: bool) -> dict[str, Any]:
     """One block as ``{"immutable": {...}, "user_defined": {...} | null[, "status": ...]}``."""
-    immutable = {**(row["metadata"] or {}), "block_uid": row["block_uid"],
-                 "block_index": row["block_index"], "block_type": row["block_type"],
-                 "block_content": row["block_content"]}
+    immutable = {
+        **(row["metadata"] or {}),
+        "block_uid": row["block_uid"],
+        "block_index": row["block_index"],
+        "block_type": row["block_type"],
+        "block_content": row["block_content"],
+    }
     overlay = _overlay(row, staged=staged)
     line: dict[str, Any] = {"immutable": immutable, "user_defined": overlay}
     if overlay is None:
-        line["status"] = {"status": row["status"] or "not_planned",
-                          "last_error": row["last_error"], "reason_code": row["reason_code"]}
+        line["status"] = {
+            "status": row["status"] or "not_planned",
+            "last_error": row["last_error"],
+            "reason_code": row["reason_code"],
+        }
     if row["reused_from_run_id"] is not None:
-        line["reused"] = {"run_id": row["reused_from_run_id"],
-                          "call_id": row["reused_from_call_id"]}
+        line["reused"] = {
+            "run_id": row["reused_from_run_id"],
+            "call_id": row["reused_from_call_id"],
+        }
     if row["review"]:
         line["review"] = row["review"]
     return line
@@ -290,10 +337,22 @@ def _overlay(row: ExportRow, *, staged: bool) -> dict[str, Any] | None:
 
 
 #: The CSV columns before the schema's fields, and after them.
-CSV_HEAD = ("block_uid", "block_index", "block_type", "block_content", "status",
-            "reason_code", "last_error")
-CSV_TAIL = ("review_actions", "last_reviewer", "last_reviewed_at", "reused_from_run_id",
-            "reused_from_call_id")
+CSV_HEAD = (
+    "block_uid",
+    "block_index",
+    "block_type",
+    "block_content",
+    "status",
+    "reason_code",
+    "last_error",
+)
+CSV_TAIL = (
+    "review_actions",
+    "last_reviewer",
+    "last_reviewed_at",
+    "reused_from_run_id",
+    "reused_from_call_id",
+)
 
 
 #: Metadata keys blockbatch adds itself: after the input's own columns.
@@ -303,8 +362,7 @@ _OWN_METADATA = ("source_line", "item_index")
 def input_columns(keys: list[str], taken: set[str]) -> list[tuple[str, str]]:
     """(metadata key, CSV column) for the input's own columns, then ``source_line`` and
     ``item_index``; a key named like an export column gets an ``input_`` prefix."""
-    ordered = [k for k in keys if k not in _OWN_METADATA] + [
-        k for k in _OWN_METADATA if k in keys]
+    ordered = [k for k in keys if k not in _OWN_METADATA] + [k for k in _OWN_METADATA if k in keys]
     columns: list[tuple[str, str]] = []
     for key in ordered:
         column = key
@@ -335,8 +393,7 @@ async def export_csv(
     """
     async with export_snapshot(pool, run_id) as snapshot:
         fields = await snapshot.fields()
-        inputs = input_columns(await snapshot.metadata_keys(),
-                               {*CSV_HEAD, *fields, *CSV_TAIL})
+        inputs = input_columns(await snapshot.metadata_keys(), {*CSV_HEAD, *fields, *CSV_TAIL})
         writer = csv.writer(out)
         writer.writerow([*CSV_HEAD, *(c for _, c in inputs), *fields, *CSV_TAIL])
         lines = with_overlay = 0
@@ -344,15 +401,21 @@ async def export_csv(
             overlay = _overlay(row, staged=staged)
             review = row["review"] or []
             metadata = row["metadata"] or {}
-            writer.writerow([
-                *(_cell(row[c]) for c in CSV_HEAD[:4]), row["status"] or "not_planned",
-                _cell(row["reason_code"]), _cell(row["last_error"]),
-                *(_cell(metadata.get(key)) for key, _ in inputs),
-                *(_cell(overlay.get(f)) if overlay else "" for f in fields),
-                len(review), review[-1]["reviewer"] if review else "",
-                review[-1]["at"] if review else "", _cell(row["reused_from_run_id"]),
-                _cell(row["reused_from_call_id"]),
-            ])
+            writer.writerow(
+                [
+                    *(_cell(row[c]) for c in CSV_HEAD[:4]),
+                    row["status"] or "not_planned",
+                    _cell(row["reason_code"]),
+                    _cell(row["last_error"]),
+                    *(_cell(metadata.get(key)) for key, _ in inputs),
+                    *(_cell(overlay.get(f)) if overlay else "" for f in fields),
+                    len(review),
+                    review[-1]["reviewer"] if review else "",
+                    review[-1]["at"] if review else "",
+                    _cell(row["reused_from_run_id"]),
+                    _cell(row["reused_from_call_id"]),
+                ]
+            )
             lines += 1
             with_overlay += overlay is not None
         return await _summary(snapshot, staged=staged, lines=lines, with_overlay=with_overlay)
@@ -372,26 +435,41 @@ async def export_run(
         return await _summary(snapshot, staged=staged, lines=lines, with_overlay=with_overlay)
 
 
-async def _summary(snapshot: ExportSnapshot, *, staged: bool, lines: int,
-                   with_overlay: int) -> ExportSummary:
+async def _summary(
+    snapshot: ExportSnapshot, *, staged: bool, lines: int, with_overlay: int
+) -> ExportSummary:
     run = snapshot.run
     doc = await snapshot.document()
     return ExportSummary(
-        run_id=run.run_id, document=doc,
-        schema_={"schema_id": run.schema_id, "name": run.schema_name}, model=run.model,
-        status=run.status, error=run.error, overlays="staging" if staged else "confirmed",
-        lines=lines, with_overlay=with_overlay,
-        counters={"blocks": run.blocks, "blocks_total": run.blocks_total,
-                  "pack_count": run.pack_count, "calls": run.calls,
-                  "split_events": run.split_events, "input_tokens": run.input_tokens,
-                  "output_tokens": run.output_tokens,
-                  "cache_creation_input_tokens": run.cache_creation_input_tokens,
-                  "cache_read_input_tokens": run.cache_read_input_tokens,
-                  "blocks_reused": run.blocks_reused,
-                  "reuse_saved_usd": run.reuse_saved_usd},
-        cost_usd=run.cost_usd, settings=run.settings, created_at=run.created_at,
-        finished_at=run.finished_at, exported_at=datetime.now(UTC),
-        endpoints=run.endpoints, simulated=run.simulated,
+        run_id=run.run_id,
+        document=doc,
+        schema_={"schema_id": run.schema_id, "name": run.schema_name},
+        model=run.model,
+        status=run.status,
+        error=run.error,
+        overlays="staging" if staged else "confirmed",
+        lines=lines,
+        with_overlay=with_overlay,
+        counters={
+            "blocks": run.blocks,
+            "blocks_total": run.blocks_total,
+            "pack_count": run.pack_count,
+            "calls": run.calls,
+            "split_events": run.split_events,
+            "input_tokens": run.input_tokens,
+            "output_tokens": run.output_tokens,
+            "cache_creation_input_tokens": run.cache_creation_input_tokens,
+            "cache_read_input_tokens": run.cache_read_input_tokens,
+            "blocks_reused": run.blocks_reused,
+            "reuse_saved_usd": run.reuse_saved_usd,
+        },
+        cost_usd=run.cost_usd,
+        settings=run.settings,
+        created_at=run.created_at,
+        finished_at=run.finished_at,
+        exported_at=datetime.now(UTC),
+        endpoints=run.endpoints,
+        simulated=run.simulated,
     )
 
 
@@ -399,7 +477,11 @@ ExportFormat = Literal["jsonl", "csv"]
 
 
 async def export_to(
-    pool: asyncpg.Pool, run_id: str, out: TextIO, *, staged: bool = False,
+    pool: asyncpg.Pool,
+    run_id: str,
+    out: TextIO,
+    *,
+    staged: bool = False,
     fmt: ExportFormat = "jsonl",
 ) -> ExportSummary:
     """:func:`export_run` (JSONL) or :func:`export_csv` to ``out``."""
@@ -409,7 +491,11 @@ async def export_to(
 
 
 async def export_run_to_file(
-    pool: asyncpg.Pool, run_id: str, path: str | Path, *, staged: bool = False,
+    pool: asyncpg.Pool,
+    run_id: str,
+    path: str | Path,
+    *,
+    staged: bool = False,
     fmt: ExportFormat = "jsonl",
 ) -> ExportSummary:
     """Write ``path`` (JSONL or CSV) and ``path.meta.json``; a failed export leaves neither

@@ -9,7 +9,7 @@
             print(row.key, row.ok, row.value or row.reason)
 
 Acceptance is Postgres, not a Temporal Update: a put returns once its rows and their
-pending overlays are committed (``store.streams.append_rows``), so a producer that dies
+pending overlays are committed (``blockbatch.store.streams.append_rows``), so a producer that dies
 afterwards loses nothing, the rows (data) stay out of the workflow's history, and a put is
 accepted while the workflow is busy or continuing as new. The workflow is then nudged by
 a ``rows_added`` signal (coalesced: at most one per :data:`NUDGE_EVERY_S`); it does not
@@ -30,11 +30,11 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from blockbatch.api.errors import InvalidRow, StreamClosed
-from core.context import RunContext
-from core.models import RunResult
-from core.streams import RowError, row_metadata, row_text
-from store import streams
-from store.runs import ACTIVE_STATUSES, load_run_context
+from blockbatch.core.context import RunContext
+from blockbatch.core.models import RunResult
+from blockbatch.core.streams import RowError, row_metadata, row_text
+from blockbatch.store import streams
+from blockbatch.store.runs import ACTIVE_STATUSES, load_run_context
 from workflows.run import run_workflow_id
 
 
@@ -48,6 +48,7 @@ class StreamOwner(Protocol):
     async def wait(self, run_id: str) -> RunResult: ...
 
     async def cancel(self, run_id: str) -> Any: ...
+
 
 #: The workflow is nudged at most this often by one producer (its signals are coalesced).
 NUDGE_EVERY_S = 0.2
@@ -71,8 +72,11 @@ class StreamRow:
 
     def as_json(self) -> dict[str, Any]:
         """The row as ``starter.py stream`` prints it (one JSON line)."""
-        out: dict[str, Any] = {"id": self.key if self.key is not None else self.index,
-                               "index": self.index, "ok": self.ok}
+        out: dict[str, Any] = {
+            "id": self.key if self.key is not None else self.index,
+            "index": self.index,
+            "ok": self.ok,
+        }
         if self.ok:
             out["value"] = self.value
         else:
@@ -85,8 +89,9 @@ class Stream:
     """A durable stream: put rows, close, read results. Get one from
     :meth:`Blockbatch.open_stream` (new) or :meth:`Blockbatch.stream` (existing)."""
 
-    def __init__(self, bb: StreamOwner, info: streams.StreamInfo, ctx: RunContext,
-                 client: Client | None) -> None:
+    def __init__(
+        self, bb: StreamOwner, info: streams.StreamInfo, ctx: RunContext, client: Client | None
+    ) -> None:
         self._bb = bb
         self.info = info
         self._ctx = ctx
@@ -113,8 +118,9 @@ class Stream:
         """
         return (await self.put_many([row], keys=None if key is None else [key]))[0]
 
-    async def put_many(self, rows: Sequence[Any], *, keys: Sequence[str | None] | None = None
-                       ) -> list[int]:
+    async def put_many(
+        self, rows: Sequence[Any], *, keys: Sequence[str | None] | None = None
+    ) -> list[int]:
         """Accept ``rows`` all together (one transaction) or none; their indexes.
 
         ``keys``: the producer's key of each row; a key the stream holds already returns
@@ -129,8 +135,11 @@ class Stream:
             except RowError as err:
                 raise InvalidRow(f"row {pos}: {err}", err.reason, pos) from None
             key = keys[pos] if keys is not None else None
-            parsed.append(streams.Row(text, row_metadata(row, self.info.text_field),
-                                      None if key is None else str(key)))
+            parsed.append(
+                streams.Row(
+                    text, row_metadata(row, self.info.text_field), None if key is None else str(key)
+                )
+            )
         if not parsed:
             return []
         await self._room_for(len(parsed))
@@ -151,9 +160,11 @@ class Stream:
                 return
             info = await streams.info(self._bb.pool, self.run_id)
             if info.closed or info.status not in ACTIVE_STATUSES:
-                raise StreamClosed(f"stream {self.run_id} is "
-                                   f"{'closed' if info.closed else info.status}: it accepts "
-                                   "no more rows")
+                raise StreamClosed(
+                    f"stream {self.run_id} is "
+                    f"{'closed' if info.closed else info.status}: it accepts "
+                    "no more rows"
+                )
             await asyncio.sleep(POLL_S)
 
     def _nudge(self, count: int) -> None:
@@ -173,8 +184,7 @@ class Stream:
         if self._client is None:
             self._client = await self._bb.temporal()
         try:
-            await self._client.get_workflow_handle(run_workflow_id(self.run_id)).signal(
-                name, *args)
+            await self._client.get_workflow_handle(run_workflow_id(self.run_id)).signal(name, *args)
         except RPCError:
             # The workflow ended (cancelled) or Temporal is briefly away: the rows are
             # accepted in Postgres either way, and the workflow looks there on its own.
@@ -207,8 +217,7 @@ class Stream:
 
     # ------------------------------------------------------------------ results
 
-    async def results(self, *, ordered: bool = False, start: int = 0
-                      ) -> AsyncIterator[StreamRow]:
+    async def results(self, *, ordered: bool = False, start: int = 0) -> AsyncIterator[StreamRow]:
         """Every row's result as it finishes, from row ``start`` on; ends once the stream
         is closed (or its run has ended) and every accepted row was yielded.
 
@@ -219,7 +228,8 @@ class Stream:
         low, delivered = start, set[int]()
         while True:
             rows = await streams.finished_rows(
-                self._bb.pool, self.run_id, low, sorted(i for i in delivered if i >= low))
+                self._bb.pool, self.run_id, low, sorted(i for i in delivered if i >= low)
+            )
             if ordered:
                 ready = {r.block_index: r for r in rows}
                 nxt = low
@@ -244,8 +254,16 @@ class Stream:
 
 
 def _row(r: streams.RowResult) -> StreamRow:
-    return StreamRow(index=r.block_index, key=r.key, ok=r.value is not None, value=r.value,
-                     reason=r.reason, error=r.error, usage=r.usage, metadata=r.metadata)
+    return StreamRow(
+        index=r.block_index,
+        key=r.key,
+        ok=r.value is not None,
+        value=r.value,
+        reason=r.reason,
+        error=r.error,
+        usage=r.usage,
+        metadata=r.metadata,
+    )
 
 
 async def load_stream(bb: StreamOwner, run_id: str) -> Stream:

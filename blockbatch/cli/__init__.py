@@ -30,24 +30,49 @@ from blockbatch.cli.parser import (
     EXIT_WITH_FAILURES,
     build_parser,
 )
-from runtime.settings import Settings, load_settings
+from blockbatch.runtime.settings import Settings, load_settings
 
 if TYPE_CHECKING:
     from blockbatch.cli.session import Session
 
 __all__ = [
-    "EXIT_BUDGET_EXHAUSTED", "EXIT_INTERRUPTED", "EXIT_NOTHING_TO_RETRY", "EXIT_NOT_FOUND", "EXIT_NOT_RETRYABLE",
-    "EXIT_OK", "EXIT_PIPE_CLOSED", "EXIT_RUN_ACTIVE", "EXIT_RUN_FAILED", "EXIT_UNAVAILABLE",
-    "EXIT_USAGE", "EXIT_WITH_FAILURES", "amain", "main",
+    "EXIT_BUDGET_EXHAUSTED",
+    "EXIT_INTERRUPTED",
+    "EXIT_NOTHING_TO_RETRY",
+    "EXIT_NOT_FOUND",
+    "EXIT_NOT_RETRYABLE",
+    "EXIT_OK",
+    "EXIT_PIPE_CLOSED",
+    "EXIT_RUN_ACTIVE",
+    "EXIT_RUN_FAILED",
+    "EXIT_UNAVAILABLE",
+    "EXIT_USAGE",
+    "EXIT_WITH_FAILURES",
+    "amain",
+    "main",
 ]
 
 Command = Callable[[argparse.Namespace, "Session"], Awaitable[int]]
 #: Command -> module of its ``cmd_<command>``; imported on use so `--help` stays quick.
-COMMANDS = {"run": "run", "estimate": "run", "watch": "run", "cancel": "run", "retry": "run", "status": "inspect",
-            "list": "inspect", "calls": "inspect", "review": "review", "confirm": "review",
-            "reject": "review", "edit": "review", "export": "review", "limits": "inspect",
-            "serve": "serve", "calibrate": "calibrate",
-            "stream": "stream"}
+COMMANDS = {
+    "run": "run",
+    "estimate": "run",
+    "watch": "run",
+    "cancel": "run",
+    "retry": "run",
+    "status": "inspect",
+    "list": "inspect",
+    "calls": "inspect",
+    "review": "review",
+    "confirm": "review",
+    "reject": "review",
+    "edit": "review",
+    "export": "review",
+    "limits": "inspect",
+    "serve": "serve",
+    "calibrate": "calibrate",
+    "stream": "stream",
+}
 
 
 def command(name: str) -> Command:
@@ -83,18 +108,25 @@ def classify(exc: BaseException, settings: Settings) -> tuple[int, str] | None:
         return EXIT_USAGE, str(exc)
     if isinstance(exc, FileNotFoundError):
         return EXIT_USAGE, f"{exc.strerror or 'no such file'}: {exc.filename or exc}"
-    if isinstance(exc, RPCError) and exc.status in (RPCStatusCode.UNAVAILABLE,
-                                                    RPCStatusCode.DEADLINE_EXCEEDED):
-        return EXIT_UNAVAILABLE, (f"lost contact with Temporal at "
-                                  f"{settings.resolved_temporal_address} ({exc.message}); "
-                                  "check that it is running (`make up`)")
+    if isinstance(exc, RPCError) and exc.status in (
+        RPCStatusCode.UNAVAILABLE,
+        RPCStatusCode.DEADLINE_EXCEEDED,
+    ):
+        return EXIT_UNAVAILABLE, (
+            f"lost contact with Temporal at "
+            f"{settings.resolved_temporal_address} ({exc.message}); "
+            "check that it is running (`make up`)"
+        )
     if isinstance(exc, ConnectionError | OSError) and "connect" in str(exc).lower():
         return EXIT_UNAVAILABLE, f"lost a connection ({exc}); check the stack (`make status`)"
     return None
 
 
-async def amain(argv: Sequence[str] | None = None, client: Client | None = None,
-                settings: Settings | None = None) -> int:
+async def amain(
+    argv: Sequence[str] | None = None,
+    client: Client | None = None,
+    settings: Settings | None = None,
+) -> int:
     """Run one command in the current event loop; return its exit code."""
     try:
         args = build_parser().parse_args(argv)

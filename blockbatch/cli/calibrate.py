@@ -11,23 +11,34 @@ from blockbatch.cli.parser import EXIT_OK, EXIT_RUN_FAILED, PROG
 from blockbatch.cli.quote import usd
 from blockbatch.cli.run import check_claude
 from blockbatch.cli.session import Session
-from core.agreement import percent
-from core.calibration import Calibration, SizeResult
+from blockbatch.core.agreement import percent
+from blockbatch.core.calibration import Calibration, SizeResult
 
 
 async def cmd_calibrate(args: argparse.Namespace, s: Session) -> int:
     # Everything a user can get wrong is checked before anything is stored or started.
-    plan = prepare(Path(args.file), Path(args.schema), sample=args.sample, sizes=args.sizes,
-                   target=args.target, model=args.model, fmt=args.format,
-                   text_field=args.text_field)
+    plan = prepare(
+        Path(args.file),
+        Path(args.schema),
+        sample=args.sample,
+        sizes=args.sizes,
+        target=args.target,
+        model=args.model,
+        fmt=args.format,
+        text_field=args.text_field,
+    )
     bb = await s.bb()
     await check_claude(s.settings)
     if not await bb.workers_polling():
-        s.con.note(f"note: no worker is polling task queue {s.settings.temporal_task_queue!r}; "
-                   "the runs wait until one does (`make worker` or `python worker.py`)")
-    s.con.note(f"calibrating {plan.spec.name} on {plan.model}: {plan.sample} of "
-               f"{len(plan.blocks):,} blocks of {plan.name}, alone and at pack sizes "
-               f"{', '.join(str(n) for n in plan.sizes)} ({plan.blocks_sent} blocks sent)")
+        s.con.note(
+            f"note: no worker is polling task queue {s.settings.temporal_task_queue!r}; "
+            "the runs wait until one does (`make worker` or `python worker.py`)"
+        )
+    s.con.note(
+        f"calibrating {plan.spec.name} on {plan.model}: {plan.sample} of "
+        f"{len(plan.blocks):,} blocks of {plan.name}, alone and at pack sizes "
+        f"{', '.join(str(n) for n in plan.sizes)} ({plan.blocks_sent} blocks sent)"
+    )
     calibration = await run_calibration(bb, plan, say=s.con.note)
     if s.con.json:
         s.con.data(calibration.model_dump(mode="json"))
@@ -39,13 +50,20 @@ async def cmd_calibrate(args: argparse.Namespace, s: Session) -> int:
 
 def print_calibration(con: Console, c: Calibration) -> None:
     """The calibration as a few lines and one row per pack size (the recommended ``*``)."""
-    con.line(con.style(f"calibration {c.calibration_id}: {c.sample} blocks of {c.document} x "
-                       f"{c.schema_name} on {c.model}", "bold"),
-             f"  (target {percent(c.target)})")
+    con.line(
+        con.style(
+            f"calibration {c.calibration_id}: {c.sample} blocks of {c.document} x "
+            f"{c.schema_name} on {c.model}",
+            "bold",
+        ),
+        f"  (target {percent(c.target)})",
+    )
     con.line()
-    con.table(["SIZE", "CALLS", "COST", "AGREEMENT", "95% CI", "LOWEST FIELD", "RUN"],
-              [_row(r, recommended=r.size == c.recommended) for r in c.sizes],
-              right=range(5))
+    con.table(
+        ["SIZE", "CALLS", "COST", "AGREEMENT", "95% CI", "LOWEST FIELD", "RUN"],
+        [_row(r, recommended=r.size == c.recommended) for r in c.sizes],
+        right=range(5),
+    )
     con.line()
     con.line(con.style(c.advice(), "bold"))
     if c.cost_at_recommended_usd is not None and c.cost_at_default_usd is not None:
@@ -54,10 +72,14 @@ def print_calibration(con: Console, c: Calibration) -> None:
         if c.default_blocks_per_pack is not None:
             low, high = c.default_blocks_per_pack
             default = f" ({low} blocks a call)" if low == high else f" ({low}-{high} blocks a call)"
-        con.line(f"  whole document (sync): {usd(c.cost_at_recommended_usd)} at size {size} vs "
-                 f"{usd(c.cost_at_default_usd)} at the default sizing{default}")
-    con.line(f"  this calibration cost {usd(c.cost_usd)}; `{PROG} estimate` of this schema "
-             "and model now mentions it")
+        con.line(
+            f"  whole document (sync): {usd(c.cost_at_recommended_usd)} at size {size} vs "
+            f"{usd(c.cost_at_default_usd)} at the default sizing{default}"
+        )
+    con.line(
+        f"  this calibration cost {usd(c.cost_usd)}; `{PROG} estimate` of this schema "
+        "and model now mentions it"
+    )
     for note in c.notes:
         con.line(con.style(f"  note: {note}", "dim"))
 
@@ -71,9 +93,11 @@ def _row(r: SizeResult, *, recommended: bool) -> list[str]:
     else:
         agreement = f"{percent(r.rate)} of {r.compared}"
         interval = f"{(r.ci_low or 0) * 100:.1f}-{(r.ci_high or 0) * 100:.1f}%"
-        lowest = (f"{r.lowest_field} {percent(r.lowest_rate)}"
-                  if r.lowest_field is not None and r.lowest_rate is not None
-                  and r.lowest_rate < 1 else "-")
+        lowest = (
+            f"{r.lowest_field} {percent(r.lowest_rate)}"
+            if r.lowest_field is not None and r.lowest_rate is not None and r.lowest_rate < 1
+            else "-"
+        )
     if r.size > 1 and r.largest_call and r.largest_call < r.size:
         size += f" (sent {r.largest_call})"
     if r.unanswered:

@@ -17,10 +17,21 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-STATUS_COLORS = {"completed": "green", "ai_complete": "green", "confirmed": "green",
-                 "completed_with_failures": "yellow", "budget_exhausted": "yellow",
-                 "failed": "red", "cancelled": "yellow", "cancelling": "yellow", "rejected": "yellow",
-                 "running": "cyan", "planning": "cyan", "pending": "dim", "succeeded": "green"}
+STATUS_COLORS = {
+    "completed": "green",
+    "ai_complete": "green",
+    "confirmed": "green",
+    "completed_with_failures": "yellow",
+    "budget_exhausted": "yellow",
+    "failed": "red",
+    "cancelled": "yellow",
+    "cancelling": "yellow",
+    "rejected": "yellow",
+    "running": "cyan",
+    "planning": "cyan",
+    "pending": "dim",
+    "succeeded": "green",
+}
 #: Wider than any table we print: tables keep their natural width (a pipe has no width).
 _UNBOUNDED = 1_000_000
 
@@ -41,16 +52,26 @@ class _Rich(RichConsole):
 
 def rich_console(out: TextIO, *, tty: bool, color: bool, width: int | None = None) -> RichConsole:
     """A rich console on ``out``: no markup or highlighting, ANSI styles only if ``color``."""
-    return _Rich(file=out, force_terminal=tty, force_interactive=tty, color_system="auto" if color else None,
-                 no_color=not color, width=width, markup=False, highlight=False, emoji=False,
-                 soft_wrap=True)
+    return _Rich(
+        file=out,
+        force_terminal=tty,
+        force_interactive=tty,
+        color_system="auto" if color else None,
+        no_color=not color,
+        width=width,
+        markup=False,
+        highlight=False,
+        emoji=False,
+        soft_wrap=True,
+    )
 
 
 class Console:
     """Output of one command; ``json_mode`` keeps stdout machine-readable."""
 
-    def __init__(self, json_mode: bool = False, out: TextIO | None = None,
-                 err: TextIO | None = None) -> None:
+    def __init__(
+        self, json_mode: bool = False, out: TextIO | None = None, err: TextIO | None = None
+    ) -> None:
         self.json = json_mode
         self.out = out or sys.stdout
         self.err = err or sys.stderr
@@ -58,8 +79,9 @@ class Console:
         self.color = self.tty and not os.environ.get("NO_COLOR")
         self.rich = rich_console(self.out, tty=self.tty, color=self.color)
         self.err_tty = _isatty(self.err)
-        self.rich_err = rich_console(self.err, tty=self.err_tty,
-                                     color=self.err_tty and not os.environ.get("NO_COLOR"))
+        self.rich_err = rich_console(
+            self.err, tty=self.err_tty, color=self.err_tty and not os.environ.get("NO_COLOR")
+        )
 
     def line(self, *parts: Part) -> None:
         """One line on stdout; ``parts`` are plain strings or styled :class:`Text`.
@@ -92,21 +114,29 @@ class Console:
         """A run, block or call status in its colour."""
         return self.style(status, STATUS_COLORS.get(status, ""))
 
-    def table(self, headers: Sequence[str], rows: Sequence[Sequence[Any]],
-              right: Sequence[int] = ()) -> None:
+    def table(
+        self, headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[int] = ()
+    ) -> None:
         """Columns as wide as their widest cell, two spaces apart; ``right`` are right-aligned.
 
         The table keeps its natural width (ids are never cut); lines carry no trailing blanks.
         """
-        table = Table(box=None, pad_edge=False, padding=(0, 1), show_edge=False,
-                      header_style="bold" if self.color else "")
+        table = Table(
+            box=None,
+            pad_edge=False,
+            padding=(0, 1),
+            show_edge=False,
+            header_style="bold" if self.color else "",
+        )
         for i, header in enumerate(headers):
             table.add_column(header, justify="right" if i in right else "left", no_wrap=True)
         for row in rows:
-            table.add_row(*(c if isinstance(c, Text) else Text("" if c is None else str(c))
-                            for c in row))
-        width = Measurement.get(self.rich, self.rich.options.update_width(_UNBOUNDED),
-                                table).maximum
+            table.add_row(
+                *(c if isinstance(c, Text) else Text("" if c is None else str(c)) for c in row)
+            )
+        width = Measurement.get(
+            self.rich, self.rich.options.update_width(_UNBOUNDED), table
+        ).maximum
         sized = rich_console(self.out, tty=self.tty, color=self.color, width=max(width, 1))
         with sized.capture() as captured:
             sized.print(table)

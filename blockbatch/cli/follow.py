@@ -51,8 +51,7 @@ class Interrupts:
 
 async def _first(*aws: Awaitable[Any] | asyncio.Event, timeout: float | None = None) -> None:
     """Wait until any of futures/events is done (or the timeout passes)."""
-    tasks = [asyncio.ensure_future(a.wait() if isinstance(a, asyncio.Event) else a)
-             for a in aws]
+    tasks = [asyncio.ensure_future(a.wait() if isinstance(a, asyncio.Event) else a) for a in aws]
     try:
         await asyncio.wait(tasks, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
     finally:
@@ -65,8 +64,9 @@ async def ask(con: Console, interrupts: Interrupts) -> Literal["cancel", "detach
     """After Ctrl-C: cancel the run, detach, or keep watching (a second Ctrl-C detaches)."""
     if not _stdin_is_tty():
         return "detach"
-    con.err.write("\nCtrl-C: [c]ancel the run · [d]etach (it keeps running) · "
-                  "[Enter] keep watching: ")
+    con.err.write(
+        "\nCtrl-C: [c]ancel the run · [d]etach (it keeps running) · [Enter] keep watching: "
+    )
     con.err.flush()
     loop = asyncio.get_running_loop()
     answer: asyncio.Future[str] = loop.create_future()
@@ -95,8 +95,9 @@ def _stdin_is_tty() -> bool:
         return False
 
 
-async def follow(bb: Blockbatch, run_id: str, con: Console, *,
-                 verbose: bool = False) -> Literal["finished", "detached"]:
+async def follow(
+    bb: Blockbatch, run_id: str, con: Console, *, verbose: bool = False
+) -> Literal["finished", "detached"]:
     """Show progress until the run's workflow ends, or the user detaches (``verbose``:
     the rate limiter's figures too)."""
     await bb.temporal()
@@ -115,8 +116,10 @@ async def follow(bb: Blockbatch, run_id: str, con: Console, *,
                         return "detached"
                     if choice == "cancel":
                         await bb.cancel(run_id)
-                        view.message(f"cancel requested for run {run_id}: no new Claude call "
-                                     "starts; waiting for running packs to stop…")
+                        view.message(
+                            f"cancel requested for run {run_id}: no new Claude call "
+                            "starts; waiting for running packs to stop…"
+                        )
                 try:
                     view.update(await bb.progress(run_id, timeout_s=3))
                     silent_since = time.monotonic()
@@ -124,8 +127,10 @@ async def follow(bb: Blockbatch, run_id: str, con: Console, *,
                     if isinstance(err, RPCError) and err.status in _LOST:
                         raise
                     if not noted and time.monotonic() - silent_since > _SILENT_NOTE_S:
-                        view.message("no progress from the run yet: is a worker running? "
-                                     "(`make worker` or `python worker.py`)")
+                        view.message(
+                            "no progress from the run yet: is a worker running? "
+                            "(`make worker` or `python worker.py`)"
+                        )
                         noted = True
                 await _first(done, interrupts.event, timeout=view.interval)
     finally:
@@ -141,9 +146,11 @@ async def follow(bb: Blockbatch, run_id: str, con: Console, *,
 def say_detached(con: Console, run_id: str) -> None:
     if con.json:
         con.data({"run_id": run_id, "status": "detached"})
-    con.note(f"detached: run {run_id} keeps running.\n"
-             f"  re-attach: {PROG} watch {run_id}\n"
-             f"  cancel:    {PROG} cancel {run_id}")
+    con.note(
+        f"detached: run {run_id} keeps running.\n"
+        f"  re-attach: {PROG} watch {run_id}\n"
+        f"  cancel:    {PROG} cancel {run_id}"
+    )
 
 
 def exit_code(status: str) -> int:
@@ -166,17 +173,23 @@ async def report(bb: Blockbatch, run_id: str, con: Console) -> int:
     links = run_links(bb.settings, run_id)
     retries = await bb.retries(run_id)
     if con.json:
-        con.data(summary_dict(result, baseline=baseline, links=links,
-                              duration_s=info.duration_s, retries=retries))
+        con.data(
+            summary_dict(
+                result, baseline=baseline, links=links, duration_s=info.duration_s, retries=retries
+            )
+        )
     else:
         con.line()
-        lines = summary_lines(result, baseline=baseline, links=links,
-                              duration_s=info.duration_s, retries=retries)
+        lines = summary_lines(
+            result, baseline=baseline, links=links, duration_s=info.duration_s, retries=retries
+        )
         head, _, tail = lines[0].partition(result.status)
         con.line(head, con.status(result.status), tail)
         for line in lines[1:]:
             con.line(line)
     if info.active:
-        con.note(f"the workflow of run {run_id} ended but the run is still {info.status}: "
-                 f"see {links['run']}")
+        con.note(
+            f"the workflow of run {run_id} ended but the run is still {info.status}: "
+            f"see {links['run']}"
+        )
     return exit_code(info.status)

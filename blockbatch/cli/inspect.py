@@ -13,6 +13,10 @@ from blockbatch.cli.console import Console, human_seconds, human_tokens
 from blockbatch.cli.parser import PROG
 from blockbatch.cli.progress import describe
 from blockbatch.cli.session import Session
+from blockbatch.core.budget import left_text
+from blockbatch.core.endpoint import answered_text
+from blockbatch.core.models import RunProgress
+from blockbatch.core.ratelimit import rate_class
 from blockbatch.report import (
     change_rows,
     model_line,
@@ -25,12 +29,8 @@ from blockbatch.report import (
     run_links,
     tokens_line,
 )
-from core.budget import left_text
-from core.endpoint import answered_text
-from core.models import RunProgress
-from core.ratelimit import rate_class
-from store.ratelimits import LimiterView
-from store.reads import PromptPart
+from blockbatch.store.ratelimits import LimiterView
+from blockbatch.store.reads import PromptPart
 
 
 def _when(t: datetime | None) -> str:
@@ -40,10 +40,12 @@ def _when(t: datetime | None) -> str:
 def _blocks(info: RunInfo) -> str:
     b = info.blocks
     rejected = f", {b['rejected']} rejected" if b["rejected"] else ""
-    return (f"{b['ai_complete'] + b['confirmed'] + b['rejected']} ok ({b['confirmed']} "
-            f"confirmed{rejected}) · "
-            f"{b['failed']} failed · {b['cancelled']} cancelled · {b['pending']} pending · "
-            f"{info.blocks_total} total")
+    return (
+        f"{b['ai_complete'] + b['confirmed'] + b['rejected']} ok ({b['confirmed']} "
+        f"confirmed{rejected}) · "
+        f"{b['failed']} failed · {b['cancelled']} cancelled · {b['pending']} pending · "
+        f"{info.blocks_total} total"
+    )
 
 
 async def cmd_status(args: argparse.Namespace, s: Session) -> int:
@@ -60,21 +62,30 @@ async def cmd_status(args: argparse.Namespace, s: Session) -> int:
     result = await bb.result_of(info)
     retries = await bb.retries(info.run_id)
     if s.con.json:
-        s.con.data({"run": info.model_dump(mode="json"),
-                    "failure_reasons": result.failure_reasons,
-                    "budget": (result.budget.model_dump(mode="json")
-                               if result.budget is not None else None),
-                    "retries": retries_data(retries),
-                    "plan_changes": result.plan_changes,
-                    "quality": (result.quality.model_dump(mode="json")
-                                if result.quality is not None else None),
-                    "next": None if info.active else next_command(result),
-                    "progress": progress.model_dump(mode="json") if progress else None,
-                    "temporal_ui": links})
+        s.con.data(
+            {
+                "run": info.model_dump(mode="json"),
+                "failure_reasons": result.failure_reasons,
+                "budget": (
+                    result.budget.model_dump(mode="json") if result.budget is not None else None
+                ),
+                "retries": retries_data(retries),
+                "plan_changes": result.plan_changes,
+                "quality": (
+                    result.quality.model_dump(mode="json") if result.quality is not None else None
+                ),
+                "next": None if info.active else next_command(result),
+                "progress": progress.model_dump(mode="json") if progress else None,
+                "temporal_ui": links,
+            }
+        )
         return 0
     con = s.con
-    con.line(f"run {info.run_id}: ", con.status(info.status),
-             " · SIMULATED answers, not Claude's" if result.simulated else "")
+    con.line(
+        f"run {info.run_id}: ",
+        con.status(info.status),
+        " · SIMULATED answers, not Claude's" if result.simulated else "",
+    )
     rows = [
         *([("answered by", answered)] if (answered := answered_text(info.endpoints)) else []),
         ("document", f"{info.document_name} ({info.document_id})"),
@@ -96,8 +107,9 @@ async def cmd_status(args: argparse.Namespace, s: Session) -> int:
     rows += change_rows(result.plan_changes)
     rows += quality_rows(result)
     for limiter in await bb.limits():
-        if limiter.model == rate_class(info.model) and (info.run_id in limiter.shares
-                                            or info.run_id in limiter.waiting_runs):
+        if limiter.model == rate_class(info.model) and (
+            info.run_id in limiter.shares or info.run_id in limiter.waiting_runs
+        ):
             rows.append(("rate limits", limiter_line(info.run_id, limiter)))
     if progress is not None:
         rows.append(("progress", describe(progress, None)))
@@ -105,13 +117,25 @@ async def cmd_status(args: argparse.Namespace, s: Session) -> int:
         rows.append(("progress", live_error))
     if not info.active:
         tokens = tokens_line(result)
-        rows += [("calls", (f"{info.calls} calls · {info.pack_count} packs · "
-                           f"{info.split_events} split events")),
-                 ("tokens", tokens), ("cost", f"${info.cost_usd:.4f}")]
+        rows += [
+            (
+                "calls",
+                (
+                    f"{info.calls} calls · {info.pack_count} packs · "
+                    f"{info.split_events} split events"
+                ),
+            ),
+            ("tokens", tokens),
+            ("cost", f"${info.cost_usd:.4f}"),
+        ]
     rows.append(("created", _when(info.created_at)))
     if info.finished_at:
-        rows.append(("finished", (f"{_when(info.finished_at)} "
-                                 f"(after {human_seconds(info.duration_s or 0)})")))
+        rows.append(
+            (
+                "finished",
+                (f"{_when(info.finished_at)} (after {human_seconds(info.duration_s or 0)})"),
+            )
+        )
     if info.error:
         rows.append(("error", info.error))
     rows += [("Temporal UI", links["run"]), ("its packs", links["packs"])]
@@ -136,21 +160,49 @@ async def cmd_limits(args: argparse.Namespace, s: Session) -> int:
     rows = []
     for v in views:
         lim, now = v.limits, {k: max(n, 0.0) for k, n in v.levels.items()}
-        limits = (f"{lim['requests']:,} / {human_tokens(lim['input'])} / "
-                  f"{human_tokens(lim['output'])}")
-        available = (f"{now['requests']:,.0f} / {human_tokens(int(now['input']))} / "
-                     f"{human_tokens(int(now['output']))}")
-        rows.append([v.key_hash, v.model, limits, "learned" if v.learned else "assumed",
-                     available, f"{v.factor:.0%}", f"{v.admitted:,}", f"{v.throttled:,}",
-                     str(v.in_flight)])
-    s.con.table(["KEY", "MODEL", "LIMITS/MIN (REQ/IN/OUT)", "", "AVAILABLE NOW",
-                 "RATE", "ADMITTED", "429s", "IN FLIGHT"], rows, right=[5, 6, 7, 8])
+        limits = (
+            f"{lim['requests']:,} / {human_tokens(lim['input'])} / {human_tokens(lim['output'])}"
+        )
+        available = (
+            f"{now['requests']:,.0f} / {human_tokens(int(now['input']))} / "
+            f"{human_tokens(int(now['output']))}"
+        )
+        rows.append(
+            [
+                v.key_hash,
+                v.model,
+                limits,
+                "learned" if v.learned else "assumed",
+                available,
+                f"{v.factor:.0%}",
+                f"{v.admitted:,}",
+                f"{v.throttled:,}",
+                str(v.in_flight),
+            ]
+        )
+    s.con.table(
+        [
+            "KEY",
+            "MODEL",
+            "LIMITS/MIN (REQ/IN/OUT)",
+            "",
+            "AVAILABLE NOW",
+            "RATE",
+            "ADMITTED",
+            "429s",
+            "IN FLIGHT",
+        ],
+        rows,
+        right=[5, 6, 7, 8],
+    )
     for v in views:
         if v.shares or v.waiting_runs:
             shares = ", ".join(f"{run} {n}" for run, n in v.shares.items()) or "none"
             waiting = ", ".join(v.waiting_runs) or "none"
-            s.con.line(f"  {v.key_hash} {v.model}: calls in the last minute by run: "
-                       f"{shares}; waiting now: {waiting}")
+            s.con.line(
+                f"  {v.key_hash} {v.model}: calls in the last minute by run: "
+                f"{shares}; waiting now: {waiting}"
+            )
     return 0
 
 
@@ -160,8 +212,10 @@ def limiter_line(run_id: str, v: LimiterView) -> str:
     text = f"{mine} of {total} calls in the last minute on key {v.key_hash}"
     if run_id in v.waiting_runs:
         text += " · waiting for its turn"
-    return (f"{text} · fleet at {v.factor:.0%} of the learned limits · {v.throttled} × 429 "
-            f"· {v.in_flight} in flight")
+    return (
+        f"{text} · fleet at {v.factor:.0%} of the learned limits · {v.throttled} × 429 "
+        f"· {v.in_flight} in flight"
+    )
 
 
 async def cmd_list(args: argparse.Namespace, s: Session) -> int:
@@ -171,18 +225,32 @@ async def cmd_list(args: argparse.Namespace, s: Session) -> int:
         s.con.data([r.model_dump(mode="json") for r in runs])
         return 0
     if not runs:
-        s.con.line(f"no runs{' with status ' + args.status if args.status else ''} yet: "
-                   f"start one with `{PROG} run FILE --schema SCHEMA.json`")
+        s.con.line(
+            f"no runs{' with status ' + args.status if args.status else ''} yet: "
+            f"start one with `{PROG} run FILE --schema SCHEMA.json`"
+        )
         return 0
     rows = []
     for r in runs:
         b = r.blocks
         model = f"{r.model} (simulated)" if r.simulated else r.model
-        rows.append([r.run_id, s.con.status(r.status), r.document_name, r.schema_name, model,
-                     f"{b['ai_complete'] + b['confirmed'] + b['rejected']}/{b['failed']}/{r.blocks_total}",
-                     f"${r.cost_usd:.4f}", _when(r.created_at)])
-    s.con.table(["RUN", "STATUS", "DOCUMENT", "SCHEMA", "MODEL", "OK/FAILED/TOTAL", "COST",
-                 "CREATED"], rows, right=[5, 6])
+        rows.append(
+            [
+                r.run_id,
+                s.con.status(r.status),
+                r.document_name,
+                r.schema_name,
+                model,
+                f"{b['ai_complete'] + b['confirmed'] + b['rejected']}/{b['failed']}/{r.blocks_total}",
+                f"${r.cost_usd:.4f}",
+                _when(r.created_at),
+            ]
+        )
+    s.con.table(
+        ["RUN", "STATUS", "DOCUMENT", "SCHEMA", "MODEL", "OK/FAILED/TOTAL", "COST", "CREATED"],
+        rows,
+        right=[5, 6],
+    )
     return 0
 
 
@@ -192,38 +260,81 @@ async def cmd_calls(args: argparse.Namespace, s: Session) -> int:
         return await _show_call(args, s, bb)
     if args.full:
         s.con.note("--full applies to --show CALL_ID; ignored")
-    total, calls = await bb.calls(args.run_id, offset=args.offset, limit=args.limit,
-                                  pack=args.pack)
+    total, calls = await bb.calls(args.run_id, offset=args.offset, limit=args.limit, pack=args.pack)
     con: Console = s.con
     if con.json:
-        con.data({"run_id": args.run_id, "total": total, "offset": args.offset,
-                  "calls": [c.model_dump(mode="json") for c in calls]})
+        con.data(
+            {
+                "run_id": args.run_id,
+                "total": total,
+                "offset": args.offset,
+                "calls": [c.model_dump(mode="json") for c in calls],
+            }
+        )
         return 0
     if any(c.provider == "simulator" for c in calls):
         hosts = sorted({c.endpoint_host or "?" for c in calls if c.provider == "simulator"})
-        con.line(con.style(f"SIMULATED: these calls were answered by the simulator at "
-                           f"{', '.join(hosts)}, not by Claude", "bold"))
+        con.line(
+            con.style(
+                f"SIMULATED: these calls were answered by the simulator at "
+                f"{', '.join(hosts)}, not by Claude",
+                "bold",
+            )
+        )
     rows = []
     for c in calls:
         outcome = c.stop_reason or c.error_type or "-"
         api = c.api or "-"
         if c.provider == "simulator":
             api += " (simulated)"
-        rows.append([c.call_id, c.pack_path, c.pack_attempt, c.blocks, c.purpose, api,
-                     con.status(c.status),
-                     outcome, human_tokens(c.input_tokens), human_tokens(c.output_tokens),
-                     human_tokens(c.cache_creation_input_tokens),
-                     human_tokens(c.cache_read_input_tokens), f"${c.cost_usd:.4f}",
-                     f"{c.latency_ms}ms" if c.latency_ms is not None else "-",
-                     f"{c.workflow_id or '-'} {c.activity_id or '-'}#{c.activity_attempt or 0}"])
-    con.table(["CALL", "PACK", "TRY", "BLOCKS", "PURPOSE", "API", "STATUS", "STOP", "IN", "OUT",
-               "C.WRITE", "C.READ", "COST", "LATENCY", "WORKFLOW ACTIVITY#ATTEMPT"], rows,
-              right=[0, 2, 3, 8, 9, 10, 11, 12, 13])
+        rows.append(
+            [
+                c.call_id,
+                c.pack_path,
+                c.pack_attempt,
+                c.blocks,
+                c.purpose,
+                api,
+                con.status(c.status),
+                outcome,
+                human_tokens(c.input_tokens),
+                human_tokens(c.output_tokens),
+                human_tokens(c.cache_creation_input_tokens),
+                human_tokens(c.cache_read_input_tokens),
+                f"${c.cost_usd:.4f}",
+                f"{c.latency_ms}ms" if c.latency_ms is not None else "-",
+                f"{c.workflow_id or '-'} {c.activity_id or '-'}#{c.activity_attempt or 0}",
+            ]
+        )
+    con.table(
+        [
+            "CALL",
+            "PACK",
+            "TRY",
+            "BLOCKS",
+            "PURPOSE",
+            "API",
+            "STATUS",
+            "STOP",
+            "IN",
+            "OUT",
+            "C.WRITE",
+            "C.READ",
+            "COST",
+            "LATENCY",
+            "WORKFLOW ACTIVITY#ATTEMPT",
+        ],
+        rows,
+        right=[0, 2, 3, 8, 9, 10, 11, 12, 13],
+    )
     for c in calls:
         if c.error_message:
             con.line(f"  call {c.call_id}: {c.error_message}")
-    again = f"calls {args.run_id}" + (f" --pack {args.pack}" if args.pack else "") + (
-        f" --limit {args.limit}" if args.limit != 50 else "")
+    again = (
+        f"calls {args.run_id}"
+        + (f" --pack {args.pack}" if args.pack else "")
+        + (f" --limit {args.limit}" if args.limit != 50 else "")
+    )
     page_footer(con, args.offset, len(calls), total, "calls", again)
     con.line(con.style(f"one call in full: {PROG} calls {args.run_id} --show CALL_ID", "dim"))
     return 0
@@ -240,9 +351,11 @@ def _prompt_part(con: Console, title: str, part: PromptPart | None) -> None:
         con.line(con.style(title, "bold"), " -")
         return
     how = "elided" if part.elided else "whole"
-    con.line(con.style(title, "bold"),
-             f" ({part.length:,} characters, sha256 {part.sha256}, {how}"
-             + ("; --full prints it whole)" if part.elided else ")"))
+    con.line(
+        con.style(title, "bold"),
+        f" ({part.length:,} characters, sha256 {part.sha256}, {how}"
+        + ("; --full prints it whole)" if part.elided else ")"),
+    )
     for text in part.text.splitlines() or [""]:
         con.line(f"  {text}")
 
@@ -254,23 +367,37 @@ async def _show_call(args: argparse.Namespace, s: Session, bb: Any) -> int:
         con.data(c.model_dump(mode="json"))
         return 0
     con.line(f"call {c.call_id} of run {c.run_id}: ", con.status(c.status))
-    duration = (f"{_when(c.started_at)} → {_when(c.finished_at)}"
-                + (f" ({c.latency_ms}ms)" if c.latency_ms is not None else ""))
+    duration = f"{_when(c.started_at)} → {_when(c.finished_at)}" + (
+        f" ({c.latency_ms}ms)" if c.latency_ms is not None else ""
+    )
     rows = [
         ("pack", f"{c.pack_path} · attempt {c.pack_attempt} · {c.blocks} blocks"),
-        ("purpose", f"{c.purpose} · provider {c.provider}"
-                    + (f" {c.endpoint_host}" if c.endpoint_host else "")
-                    + (" (SIMULATED, not Claude)" if c.provider == "simulator" else "")
-                    + f" · api {c.api or '-'}"),
+        (
+            "purpose",
+            f"{c.purpose} · provider {c.provider}"
+            + (f" {c.endpoint_host}" if c.endpoint_host else "")
+            + (" (SIMULATED, not Claude)" if c.provider == "simulator" else "")
+            + f" · api {c.api or '-'}",
+        ),
         ("model", c.model),
         ("timing", duration),
-        ("tokens", (f"input {c.input_tokens:,} · output {c.output_tokens:,} · cache write "
-                    f"{c.cache_creation_input_tokens:,} (1h {c.cache_creation_1h_tokens:,}) · "
-                    f"cache read {c.cache_read_input_tokens:,}")),
+        (
+            "tokens",
+            (
+                f"input {c.input_tokens:,} · output {c.output_tokens:,} · cache write "
+                f"{c.cache_creation_input_tokens:,} (1h {c.cache_creation_1h_tokens:,}) · "
+                f"cache read {c.cache_read_input_tokens:,}"
+            ),
+        ),
         ("cost", f"${c.cost_usd:.6f}"),
         ("stop", c.stop_reason or "-"),
-        ("temporal", (f"workflow {c.workflow_id or '-'} (run {c.workflow_run_id or '-'}) · "
-                      f"activity {c.activity_id or '-'}#{c.activity_attempt or 0}")),
+        (
+            "temporal",
+            (
+                f"workflow {c.workflow_id or '-'} (run {c.workflow_run_id or '-'}) · "
+                f"activity {c.activity_id or '-'}#{c.activity_attempt or 0}"
+            ),
+        ),
         ("request id", c.request_id or "-"),
     ]
     if c.custom_id or c.provider_batch_id:
@@ -297,9 +424,8 @@ async def _show_call(args: argparse.Namespace, s: Session, bb: Any) -> int:
     return 0
 
 
-def page_footer(con: Console, offset: int, shown: int, total: int, what: str,
-                command: str) -> None:
-    """"showing 21-40 of 200" and the command for the next page."""
+def page_footer(con: Console, offset: int, shown: int, total: int, what: str, command: str) -> None:
+    """ "showing 21-40 of 200" and the command for the next page."""
     if not total:
         con.line(f"no {what} to show")
         return

@@ -7,12 +7,12 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
-from core.budget import BudgetError, parse_budget
-from core.ingest import FORMATS
-from core.models import QualityOptions, RunOptions
-from core.reasons import REASONS
-from core.registry import EFFORTS
-from core.review import OVERLAY_STATUSES
+from blockbatch.core.budget import BudgetError, parse_budget
+from blockbatch.core.ingest import FORMATS
+from blockbatch.core.models import QualityOptions, RunOptions
+from blockbatch.core.reasons import REASONS
+from blockbatch.core.registry import EFFORTS
+from blockbatch.core.review import OVERLAY_STATUSES
 
 PROG = "python starter.py"
 
@@ -114,6 +114,7 @@ def _budget(text: str) -> float:
 
 def _share(name: str, *, zero: bool) -> Callable[[str], float]:
     """A fraction: in [0, 1] (``zero``), else in (0, 1]."""
+
     def parse(text: str) -> float:
         try:
             value = float(text)
@@ -122,197 +123,332 @@ def _share(name: str, *, zero: bool) -> Callable[[str], float]:
         if not (0 <= value <= 1 if zero else 0 < value <= 1):  # NaN too
             interval = "[0, 1]" if zero else "(0, 1]"
             raise argparse.ArgumentTypeError(
-                f"{name} must be a fraction in {interval}, e.g. 0.95 for 95%; got {text}")
+                f"{name} must be a fraction in {interval}, e.g. 0.95 for 95%; got {text}"
+            )
         return value
 
     return parse
 
 
-_MAX_COST_HELP = ("the most the run may spend, in US dollars: each call's worst case is "
-                  "reserved against it before the call; when the next call cannot fit, the "
-                  "run stops starting calls and ends budget_exhausted, saying what is left")
+_MAX_COST_HELP = (
+    "the most the run may spend, in US dollars: each call's worst case is "
+    "reserved against it before the call; when the next call cannot fit, the "
+    "run stops starting calls and ends budget_exhausted, saying what is left"
+)
 
 
-_VERBOSE_HELP = ("while following: also the fleet's rate limiter (limits, the share it "
-                 "admits, this run's share and wait, 429s) on a line of its own when it "
-                 "held the run back; `status` shows it too")
+_VERBOSE_HELP = (
+    "while following: also the fleet's rate limiter (limits, the share it "
+    "admits, this run's share and wait, 429s) on a line of its own when it "
+    "held the run back; `status` shows it too"
+)
 
 
 def _run_inputs(p: argparse.ArgumentParser) -> None:
     """A run's document, schema and options: the same for `run` and `estimate`."""
     p.add_argument("file", metavar="FILE", help="document: .md, .txt, .jsonl or .csv")
-    p.add_argument("--schema", required=True, metavar="SCHEMA.json",
-                   help="the schema: fields to produce per block plus prompt_config")
+    p.add_argument(
+        "--schema",
+        required=True,
+        metavar="SCHEMA.json",
+        help="the schema: fields to produce per block plus prompt_config",
+    )
     p.add_argument("--model", help="Claude model (default: the schema's, else the default)")
-    p.add_argument("--effort", choices=list(EFFORTS),
-                   help="the model's effort for the whole run (default: low where the model "
-                        "thinks anyway, else the model's own; part of the cached prefix)")
-    p.add_argument("--pack-size", type=_positive, metavar="N",
-                   help="blocks per call (default: sized from the blocks and the model)")
-    p.add_argument("--no-batching", action="store_true",
-                   help="one block per call: the baseline, through the same code path")
-    p.add_argument("--no-short-ids", action="store_true",
-                   help="name blocks by their full block_uid in requests and answers "
-                        "instead of short ids (b1, b2, ... per call)")
-    p.add_argument("--max-concurrent-packs", type=_positive, metavar="N",
-                   help=f"packs in flight at once, at most (default "
-                        f"{_default('max_concurrent_packs')}; the fleet's rate limiter may "
-                        "admit fewer)")
-    p.add_argument("--mode", choices=["sync", "batch"], default=_default("mode"),
-                   help="sync: one Messages call per pack; batch: Message Batches API "
-                        f"(default {_default('mode')})")
-    p.add_argument("--no-reuse", action="store_true",
-                   help="call Claude for every block, even those an earlier run answered "
-                        "with the same content, schema and model (default: reuse them)")
-    p.add_argument("--format", choices=list(FORMATS),
-                   help="document format (default: from the file extension)")
-    p.add_argument("--text-field", default="text", metavar="F",
-                   help="JSONL key / CSV column holding each block's text (default: text)")
+    p.add_argument(
+        "--effort",
+        choices=list(EFFORTS),
+        help="the model's effort for the whole run (default: low where the model "
+        "thinks anyway, else the model's own; part of the cached prefix)",
+    )
+    p.add_argument(
+        "--pack-size",
+        type=_positive,
+        metavar="N",
+        help="blocks per call (default: sized from the blocks and the model)",
+    )
+    p.add_argument(
+        "--no-batching",
+        action="store_true",
+        help="one block per call: the baseline, through the same code path",
+    )
+    p.add_argument(
+        "--no-short-ids",
+        action="store_true",
+        help="name blocks by their full block_uid in requests and answers "
+        "instead of short ids (b1, b2, ... per call)",
+    )
+    p.add_argument(
+        "--max-concurrent-packs",
+        type=_positive,
+        metavar="N",
+        help=f"packs in flight at once, at most (default "
+        f"{_default('max_concurrent_packs')}; the fleet's rate limiter may "
+        "admit fewer)",
+    )
+    p.add_argument(
+        "--mode",
+        choices=["sync", "batch"],
+        default=_default("mode"),
+        help="sync: one Messages call per pack; batch: Message Batches API "
+        f"(default {_default('mode')})",
+    )
+    p.add_argument(
+        "--no-reuse",
+        action="store_true",
+        help="call Claude for every block, even those an earlier run answered "
+        "with the same content, schema and model (default: reuse them)",
+    )
+    p.add_argument(
+        "--format", choices=list(FORMATS), help="document format (default: from the file extension)"
+    )
+    p.add_argument(
+        "--text-field",
+        default="text",
+        metavar="F",
+        help="JSONL key / CSV column holding each block's text (default: text)",
+    )
 
 
 def _quality_inputs(p: argparse.ArgumentParser) -> None:
     """The quality probe and gate of a run: the same for `run` and `estimate` (which
     quotes the probe's calls)."""
-    p.add_argument("--probe-rate", type=_share("--probe-rate", zero=True), metavar="R",
-                   help="quality probe: the share of blocks also asked alone, one block "
-                        "per call, and compared with their packed answers (default "
-                        f"{_default('probe_rate')}, at least "
-                        f"{QualityOptions.model_fields['probe_minimum'].default} blocks; "
-                        "0: off). Sync mode only")
-    p.add_argument("--no-probe", action="store_true",
-                   help="no quality probe (the same as --probe-rate 0)")
-    p.add_argument("--probe-max-share", type=_share("--probe-max-share", zero=False),
-                   metavar="S",
-                   help="the most the probe's sample may cost, as a share of the run's "
-                        f"expected cost (default {_default('probe_max_share')}): the sample "
-                        "is capped below it, "
-                        "whatever --probe-rate says (a quality gate's own samples are not)")
-    p.add_argument("--min-agreement", type=_share("--min-agreement", zero=False),
-                   metavar="A",
-                   help="quality gate: when the probe's agreement is below A (e.g. 0.95) "
-                        "with enough samples to say so, the packs not started yet are "
-                        "re-planned at half the size (again if needed), and the blocks "
-                        "already answered in larger packs are asked again at that size")
-    p.add_argument("--no-reask", action="store_true",
-                   help="with --min-agreement: do not ask again the blocks already answered "
-                        "in packs larger than the size the gate sets")
+    p.add_argument(
+        "--probe-rate",
+        type=_share("--probe-rate", zero=True),
+        metavar="R",
+        help="quality probe: the share of blocks also asked alone, one block "
+        "per call, and compared with their packed answers (default "
+        f"{_default('probe_rate')}, at least "
+        f"{QualityOptions.model_fields['probe_minimum'].default} blocks; "
+        "0: off). Sync mode only",
+    )
+    p.add_argument(
+        "--no-probe", action="store_true", help="no quality probe (the same as --probe-rate 0)"
+    )
+    p.add_argument(
+        "--probe-max-share",
+        type=_share("--probe-max-share", zero=False),
+        metavar="S",
+        help="the most the probe's sample may cost, as a share of the run's "
+        f"expected cost (default {_default('probe_max_share')}): the sample "
+        "is capped below it, "
+        "whatever --probe-rate says (a quality gate's own samples are not)",
+    )
+    p.add_argument(
+        "--min-agreement",
+        type=_share("--min-agreement", zero=False),
+        metavar="A",
+        help="quality gate: when the probe's agreement is below A (e.g. 0.95) "
+        "with enough samples to say so, the packs not started yet are "
+        "re-planned at half the size (again if needed), and the blocks "
+        "already answered in larger packs are asked again at that size",
+    )
+    p.add_argument(
+        "--no-reask",
+        action="store_true",
+        help="with --min-agreement: do not ask again the blocks already answered "
+        "in packs larger than the size the gate sets",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--json", action="store_true",
-                        help="print machine-readable JSON on stdout instead of text")
+    common.add_argument(
+        "--json", action="store_true", help="print machine-readable JSON on stdout instead of text"
+    )
     parser = argparse.ArgumentParser(
-        prog=PROG, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog=PROG,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Run an LLM over every block of a document, follow the run, review, "
-                    "confirm and export the results. `COMMAND --help` describes each command.",
+        "confirm and export the results. `COMMAND --help` describes each command.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, help_: str, description: str) -> argparse.ArgumentParser:
-        return sub.add_parser(name, parents=[common], help=help_, description=description,
-                              epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        return sub.add_parser(
+            name,
+            parents=[common],
+            help=help_,
+            description=description,
+            epilog=EPILOG,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
 
-    run = command("run", "ingest a document, start a run and follow it",
-                  "Ingest FILE, start a run of SCHEMA over every block and follow it with a "
-                  "live progress bar. Ctrl-C asks whether to cancel the run or detach from it.")
+    run = command(
+        "run",
+        "ingest a document, start a run and follow it",
+        "Ingest FILE, start a run of SCHEMA over every block and follow it with a "
+        "live progress bar. Ctrl-C asks whether to cancel the run or detach from it.",
+    )
     _run_inputs(run)
-    run.add_argument("--dry-run", action="store_true",
-                     help="print the quote (as `estimate` does) and stop: nothing is stored, "
-                          "nothing is started")
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the quote (as `estimate` does) and stop: nothing is stored, nothing is started",
+    )
     run.add_argument("--max-cost", type=_budget, metavar="USD", help=_MAX_COST_HELP)
     _quality_inputs(run)
-    run.add_argument("--no-wait", action="store_true",
-                     help="start the run and return; follow it later with `watch`")
+    run.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="start the run and return; follow it later with `watch`",
+    )
     run.add_argument("--verbose", action="store_true", help=_VERBOSE_HELP)
 
     estimate = command(
-        "estimate", "quote a run before running it: calls, tokens, cost",
+        "estimate",
+        "quote a run before running it: calls, tokens, cost",
         "Plan the packs exactly as a run would and quote its calls, input / output / cache "
         "tokens and cost, sync and batch side by side. Input is counted with the API's "
         "token-counting endpoint (a few requests; the only Claude calls it makes), output "
         "is the planner's estimate, or what earlier runs of the same schema and model wrote "
-        "when Postgres has any. Stores nothing, starts nothing.")
+        "when Postgres has any. Stores nothing, starts nothing.",
+    )
     _run_inputs(estimate)
     _quality_inputs(estimate)
-    estimate.add_argument("--no-count", action="store_true",
-                          help="do not call the token-counting endpoint: planner estimates")
-    estimate.add_argument("--no-history", action="store_true",
-                          help="do not learn the expected output from earlier runs")
+    estimate.add_argument(
+        "--no-count",
+        action="store_true",
+        help="do not call the token-counting endpoint: planner estimates",
+    )
+    estimate.add_argument(
+        "--no-history",
+        action="store_true",
+        help="do not learn the expected output from earlier runs",
+    )
 
     calibrate = command(
-        "calibrate", "find the largest pack size that keeps the answers blocks get alone",
+        "calibrate",
+        "find the largest pack size that keeps the answers blocks get alone",
         "Run a deterministic sample of FILE's blocks alone (one block a call) and at each "
         "pack size of --sizes, through the real pipeline (one run per size, every call "
         "made and in the ledger), compare each size's answers with the alone answers field "
         "by field, and print agreement, calls and cost per size and the largest size that "
         "meets --target. Costs about (1 + number of sizes) x --sample blocks of calls. "
-        "Stored: `estimate` of the same schema and model mentions it.")
+        "Stored: `estimate` of the same schema and model mentions it.",
+    )
     calibrate.add_argument("file", metavar="FILE", help="document: .md, .txt, .jsonl or .csv")
-    calibrate.add_argument("--schema", required=True, metavar="SCHEMA.json",
-                           help="the schema: fields to produce per block plus prompt_config")
-    calibrate.add_argument("--model",
-                           help="Claude model (default: the schema's, else the default)")
-    calibrate.add_argument("--sample", type=_positive, default=40, metavar="N",
-                           help="blocks in the sample (default 40)")
-    calibrate.add_argument("--sizes", default="5,10,20,40", metavar="N,N,...",
-                           help="pack sizes to try, each 2 or more (default 5,10,20,40)")
-    calibrate.add_argument("--target", type=_share("--target", zero=False), default=0.95, metavar="SHARE",
-                           help="the agreement with the alone answers to reach, in (0, 1] "
-                                "(default 0.95)")
-    calibrate.add_argument("--format", choices=list(FORMATS),
-                           help="document format (default: from the file extension)")
-    calibrate.add_argument("--text-field", default="text", metavar="F",
-                           help="JSONL key / CSV column holding each block's text "
-                                "(default: text)")
+    calibrate.add_argument(
+        "--schema",
+        required=True,
+        metavar="SCHEMA.json",
+        help="the schema: fields to produce per block plus prompt_config",
+    )
+    calibrate.add_argument("--model", help="Claude model (default: the schema's, else the default)")
+    calibrate.add_argument(
+        "--sample",
+        type=_positive,
+        default=40,
+        metavar="N",
+        help="blocks in the sample (default 40)",
+    )
+    calibrate.add_argument(
+        "--sizes",
+        default="5,10,20,40",
+        metavar="N,N,...",
+        help="pack sizes to try, each 2 or more (default 5,10,20,40)",
+    )
+    calibrate.add_argument(
+        "--target",
+        type=_share("--target", zero=False),
+        default=0.95,
+        metavar="SHARE",
+        help="the agreement with the alone answers to reach, in (0, 1] (default 0.95)",
+    )
+    calibrate.add_argument(
+        "--format", choices=list(FORMATS), help="document format (default: from the file extension)"
+    )
+    calibrate.add_argument(
+        "--text-field",
+        default="text",
+        metavar="F",
+        help="JSONL key / CSV column holding each block's text (default: text)",
+    )
 
     def run_id_command(name: str, help_: str, description: str) -> argparse.ArgumentParser:
         p = command(name, help_, description)
         p.add_argument("run_id", metavar="RUN_ID")
         return p
 
-    run_id_command("status", "show one run: state, counters, cost, links",
-                   "Show a run's state and counters (live progress while it runs).")
-    command("limits", "the fleet's rate limiters",
-            "The rate limits every worker shares, per API key (by hash) and model: the limits "
-            "learned from Claude's answers, what is available now, the rate the fleet allows "
-            "itself after 429s (AIMD), calls in flight and each run's share of the last "
-            "minute.")
+    run_id_command(
+        "status",
+        "show one run: state, counters, cost, links",
+        "Show a run's state and counters (live progress while it runs).",
+    )
+    command(
+        "limits",
+        "the fleet's rate limiters",
+        "The rate limits every worker shares, per API key (by hash) and model: the limits "
+        "learned from Claude's answers, what is available now, the rate the fleet allows "
+        "itself after 429s (AIMD), calls in flight and each run's share of the last "
+        "minute.",
+    )
     lst = command("list", "list recent runs", "List runs, newest first.")
     lst.add_argument("--limit", type=_positive, default=20, help="how many (default 20)")
-    lst.add_argument("--status", help="only runs in this state: created, planning, running, "
-                     "cancelling, completed, completed_with_failures, failed, cancelled, "
-                     "budget_exhausted")
-    cancel = run_id_command("cancel", "ask a run to stop",
-                            "Signal the run to stop: no new Claude call starts, running packs "
-                            "finish or stop, pending blocks end cancelled.")
+    lst.add_argument(
+        "--status",
+        help="only runs in this state: created, planning, running, "
+        "cancelling, completed, completed_with_failures, failed, cancelled, "
+        "budget_exhausted",
+    )
+    cancel = run_id_command(
+        "cancel",
+        "ask a run to stop",
+        "Signal the run to stop: no new Claude call starts, running packs "
+        "finish or stop, pending blocks end cancelled.",
+    )
     cancel.add_argument("--wait", action="store_true", help="follow the run until it stops")
-    watch = run_id_command("watch", "re-attach to a run and follow it to the end",
-                           "Follow a run with the live progress bar, then print its summary.")
+    watch = run_id_command(
+        "watch",
+        "re-attach to a run and follow it to the end",
+        "Follow a run with the live progress bar, then print its summary.",
+    )
     watch.add_argument("--verbose", action="store_true", help=_VERBOSE_HELP)
     retry = run_id_command(
-        "retry", "run a finished run's failed blocks again, in the same run",
+        "retry",
+        "run a finished run's failed blocks again, in the same run",
         "Run the failed blocks of a finished run again (and its cancelled ones with "
         "--cancelled), in the same run: its history, counters, ledger and cost include the "
         "retry. Blocks that succeeded are never sent or paid for again. Follows the retry "
         "like `run`. A run still active, or with nothing to retry, is refused and nothing "
-        "changes.")
-    retry.add_argument("--reason", action="append", metavar="CODE",
-                       help="only blocks that failed with this reason code (repeatable): "
-                            + ", ".join(REASONS))
-    retry.add_argument("--block", action="extend", nargs="+", metavar="UID",
-                       help="only these blocks (uid, or block index); each must have failed")
-    retry.add_argument("--cancelled", action="store_true",
-                       help="cancelled blocks too (by default only failed ones)")
-    retry.add_argument("--max-cost", type=_budget, metavar="USD",
-                       help="a new budget for the whole run, what it spent included (a run "
-                            "that ended budget_exhausted: raise it to finish the run); "
-                            "default: the run's own")
-    retry.add_argument("--no-wait", action="store_true",
-                       help="start the retry and return; follow it later with `watch`")
+        "changes.",
+    )
+    retry.add_argument(
+        "--reason",
+        action="append",
+        metavar="CODE",
+        help="only blocks that failed with this reason code (repeatable): " + ", ".join(REASONS),
+    )
+    retry.add_argument(
+        "--block",
+        action="extend",
+        nargs="+",
+        metavar="UID",
+        help="only these blocks (uid, or block index); each must have failed",
+    )
+    retry.add_argument(
+        "--cancelled",
+        action="store_true",
+        help="cancelled blocks too (by default only failed ones)",
+    )
+    retry.add_argument(
+        "--max-cost",
+        type=_budget,
+        metavar="USD",
+        help="a new budget for the whole run, what it spent included (a run "
+        "that ended budget_exhausted: raise it to finish the run); "
+        "default: the run's own",
+    )
+    retry.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="start the retry and return; follow it later with `watch`",
+    )
 
     stream = command(
-        "stream", "a durable stream: JSONL rows in, one result line out per row",
+        "stream",
+        "a durable stream: JSONL rows in, one result line out per row",
         "Read JSONL rows from stdin (or follow FILE with --follow, tail -f style, until "
         "Ctrl-C) into a durable stream and write one JSON line per row to stdout as rows "
         "finish: {id, index, ok, value | error: {reason, error}, usage}. A row's id is its "
@@ -320,122 +456,228 @@ def build_parser() -> argparse.ArgumentParser:
         "estimated tokens reach --max-tokens, or the oldest waited --max-wait. A bad line "
         "(not JSON, no text) gets an `invalid_row` line and the stream goes on. At the end "
         "of the input the stream closes, drains and prints a summary to stderr. The stream "
-        "is a run: watch, cancel, review and export take its id.")
-    stream.add_argument("--schema", metavar="SCHEMA.json",
-                        help="the schema (needed unless --resume)")
-    stream.add_argument("--max-rows", type=_positive, metavar="N",
-                        help="form a pack once N rows are buffered (default: a full pack "
-                             "by the model's rules)")
-    stream.add_argument("--max-tokens", type=_positive, metavar="T",
-                        help="... or once the buffered rows' estimated tokens reach T")
-    stream.add_argument("--max-wait", type=_duration, default=2.0, metavar="2s",
-                        help="... or once the oldest buffered row waited this long "
-                             "(default 2s; 500ms, 2s, 1m)")
-    stream.add_argument("--max-buffered", type=_positive, default=5000, metavar="N",
-                        help="puts wait while more than N rows are not done (default 5000)")
-    stream.add_argument("--text-field", default="text", metavar="F",
-                        help="the JSON key holding each row's text (default: text)")
-    stream.add_argument("--ordered", action="store_true",
-                        help="print results in input order (default: as rows finish)")
-    stream.add_argument("--follow", metavar="FILE",
-                        help="follow FILE as it grows instead of reading stdin; Ctrl-C "
-                             "closes the stream and drains it")
-    stream.add_argument("--resume", metavar="RUN_ID",
-                        help="continue an open stream whose producer died: feed the same "
-                             "input again; rows already accepted (same id) are not stored "
-                             "twice, and every finished row is printed")
-    stream.add_argument("--model", help="Claude model (default: the schema's, else the "
-                                        "default)")
-    stream.add_argument("--max-concurrent-packs", type=_positive, metavar="N",
-                        help=f"packs in flight at once, at most (default "
-                             f"{_default('max_concurrent_packs')})")
-    stream.add_argument("--no-reuse", action="store_true",
-                        help="call Claude for every row, even those an earlier run answered")
+        "is a run: watch, cancel, review and export take its id.",
+    )
+    stream.add_argument(
+        "--schema", metavar="SCHEMA.json", help="the schema (needed unless --resume)"
+    )
+    stream.add_argument(
+        "--max-rows",
+        type=_positive,
+        metavar="N",
+        help="form a pack once N rows are buffered (default: a full pack by the model's rules)",
+    )
+    stream.add_argument(
+        "--max-tokens",
+        type=_positive,
+        metavar="T",
+        help="... or once the buffered rows' estimated tokens reach T",
+    )
+    stream.add_argument(
+        "--max-wait",
+        type=_duration,
+        default=2.0,
+        metavar="2s",
+        help="... or once the oldest buffered row waited this long (default 2s; 500ms, 2s, 1m)",
+    )
+    stream.add_argument(
+        "--max-buffered",
+        type=_positive,
+        default=5000,
+        metavar="N",
+        help="puts wait while more than N rows are not done (default 5000)",
+    )
+    stream.add_argument(
+        "--text-field",
+        default="text",
+        metavar="F",
+        help="the JSON key holding each row's text (default: text)",
+    )
+    stream.add_argument(
+        "--ordered",
+        action="store_true",
+        help="print results in input order (default: as rows finish)",
+    )
+    stream.add_argument(
+        "--follow",
+        metavar="FILE",
+        help="follow FILE as it grows instead of reading stdin; Ctrl-C "
+        "closes the stream and drains it",
+    )
+    stream.add_argument(
+        "--resume",
+        metavar="RUN_ID",
+        help="continue an open stream whose producer died: feed the same "
+        "input again; rows already accepted (same id) are not stored "
+        "twice, and every finished row is printed",
+    )
+    stream.add_argument("--model", help="Claude model (default: the schema's, else the default)")
+    stream.add_argument(
+        "--max-concurrent-packs",
+        type=_positive,
+        metavar="N",
+        help=f"packs in flight at once, at most (default {_default('max_concurrent_packs')})",
+    )
+    stream.add_argument(
+        "--no-reuse",
+        action="store_true",
+        help="call Claude for every row, even those an earlier run answered",
+    )
 
-    review = run_id_command("review", "show blocks next to their staged overlays",
-                            "Show each block with its staged overlay, failures with reasons.")
+    review = run_id_command(
+        "review",
+        "show blocks next to their staged overlays",
+        "Show each block with its staged overlay, failures with reasons.",
+    )
     review.add_argument("--limit", type=_positive, default=20, help="blocks per page (20)")
     review.add_argument("--offset", type=_not_negative, default=0, help="skip this many blocks")
-    review.add_argument("--status", action="append", metavar="STATUS",
-                        choices=list(OVERLAY_STATUSES),
-                        help="only blocks in this state (repeatable)")
+    review.add_argument(
+        "--status",
+        action="append",
+        metavar="STATUS",
+        choices=list(OVERLAY_STATUSES),
+        help="only blocks in this state (repeatable)",
+    )
     review.add_argument("--failed", action="store_true", help="only failed blocks")
-    review.add_argument("--reason", action="append", metavar="CODE", choices=list(REASONS),
-                        help="only blocks that failed or were cancelled with this reason "
-                             "code (repeatable): " + ", ".join(REASONS))
-    review.add_argument("--block", action="extend", nargs="+", metavar="UID",
-                        help="only these blocks (uid, or block index)")
+    review.add_argument(
+        "--reason",
+        action="append",
+        metavar="CODE",
+        choices=list(REASONS),
+        help="only blocks that failed or were cancelled with this reason "
+        "code (repeatable): " + ", ".join(REASONS),
+    )
+    review.add_argument(
+        "--block",
+        action="extend",
+        nargs="+",
+        metavar="UID",
+        help="only these blocks (uid, or block index)",
+    )
     review.add_argument("--full", action="store_true", help="do not shorten block content")
-    review.add_argument("--disagreeing", action="store_true",
-                        help="only blocks the quality probe found disagreeing: the packed "
-                             "answer (the overlay) and the answer alone, side by side, per "
-                             "field")
+    review.add_argument(
+        "--disagreeing",
+        action="store_true",
+        help="only blocks the quality probe found disagreeing: the packed "
+        "answer (the overlay) and the answer alone, side by side, per "
+        "field",
+    )
 
-    reviewer_help = ("who is reviewing, recorded with each act (default: "
-                     "$BLOCKBATCH_REVIEWER, else your OS user name)")
-    confirm = run_id_command("confirm", "confirm staged overlays",
-                             "Copy staged overlays to confirmed: the given blocks, or every "
-                             "ai_complete block. All or nothing: an unknown block, or one "
-                             "without a staged result, changes nothing. Each block confirmed "
-                             "is recorded (who, when, the value) and exported with the run.")
-    confirm.add_argument("--block", action="extend", nargs="+", metavar="UID",
-                         help="blocks to confirm (uid, or block index); default: all")
+    reviewer_help = (
+        "who is reviewing, recorded with each act (default: "
+        "$BLOCKBATCH_REVIEWER, else your OS user name)"
+    )
+    confirm = run_id_command(
+        "confirm",
+        "confirm staged overlays",
+        "Copy staged overlays to confirmed: the given blocks, or every "
+        "ai_complete block. All or nothing: an unknown block, or one "
+        "without a staged result, changes nothing. Each block confirmed "
+        "is recorded (who, when, the value) and exported with the run.",
+    )
+    confirm.add_argument(
+        "--block",
+        action="extend",
+        nargs="+",
+        metavar="UID",
+        help="blocks to confirm (uid, or block index); default: all",
+    )
     confirm.add_argument("--reviewer", metavar="NAME", help=reviewer_help)
-    reject = run_id_command("reject", "reject staged overlays",
-                            "Reject the staged results of the given blocks (or of every "
-                            "ai_complete block with --all): they export as null with status "
-                            "rejected. All or nothing, like confirm; each act is recorded.")
+    reject = run_id_command(
+        "reject",
+        "reject staged overlays",
+        "Reject the staged results of the given blocks (or of every "
+        "ai_complete block with --all): they export as null with status "
+        "rejected. All or nothing, like confirm; each act is recorded.",
+    )
     which = reject.add_mutually_exclusive_group(required=True)
-    which.add_argument("--block", action="extend", nargs="+", metavar="UID",
-                       help="blocks to reject (uid, or block index)")
+    which.add_argument(
+        "--block",
+        action="extend",
+        nargs="+",
+        metavar="UID",
+        help="blocks to reject (uid, or block index)",
+    )
     which.add_argument("--all", action="store_true", help="every ai_complete block")
     reject.add_argument("--reviewer", metavar="NAME", help=reviewer_help)
-    edit = run_id_command("edit", "change one staged value of a block",
-                          "Set FIELD of BLOCK's staged overlay to VALUE before confirming it. "
-                          "VALUE is taken as typed for a string field, else as JSON (12, "
-                          "true, [\"a\"], null). The overlay must still validate against "
-                          "the run's schema, else nothing changes (exit 2). Recorded with "
-                          "who, when, the value before and after.")
+    edit = run_id_command(
+        "edit",
+        "change one staged value of a block",
+        "Set FIELD of BLOCK's staged overlay to VALUE before confirming it. "
+        "VALUE is taken as typed for a string field, else as JSON (12, "
+        'true, ["a"], null). The overlay must still validate against '
+        "the run's schema, else nothing changes (exit 2). Recorded with "
+        "who, when, the value before and after.",
+    )
     edit.add_argument("block", metavar="BLOCK", help="the block: uid, or block index")
     edit.add_argument("field", metavar="FIELD", help="a field of the run's schema")
     edit.add_argument("value", metavar="VALUE", help="the new value")
     edit.add_argument("--reviewer", metavar="NAME", help=reviewer_help)
 
-    export = run_id_command("export", "write the run as JSONL, one line per block",
-                            "Write one JSON line per block in block order: "
-                            '{"immutable": {...block...}, "user_defined": {...overlay...}}, '
-                            "plus run metadata in FILE.meta.json.")
-    export.add_argument("--out", metavar="FILE",
-                        help="output file (default RUN_ID.jsonl; '-' for stdout, no sidecar)")
-    export.add_argument("--staged", action="store_true",
-                        help="export staged overlays instead of confirmed ones")
-    export.add_argument("--format", dest="fmt", choices=["jsonl", "csv"], default="jsonl",
-                        help="jsonl (default; review acts in full) or csv (the input's own "
-                             "columns, one column per schema field; the last reviewer and "
-                             "when)")
+    export = run_id_command(
+        "export",
+        "write the run as JSONL, one line per block",
+        "Write one JSON line per block in block order: "
+        '{"immutable": {...block...}, "user_defined": {...overlay...}}, '
+        "plus run metadata in FILE.meta.json.",
+    )
+    export.add_argument(
+        "--out",
+        metavar="FILE",
+        help="output file (default RUN_ID.jsonl; '-' for stdout, no sidecar)",
+    )
+    export.add_argument(
+        "--staged", action="store_true", help="export staged overlays instead of confirmed ones"
+    )
+    export.add_argument(
+        "--format",
+        dest="fmt",
+        choices=["jsonl", "csv"],
+        default="jsonl",
+        help="jsonl (default; review acts in full) or csv (the input's own "
+        "columns, one column per schema field; the last reviewer and "
+        "when)",
+    )
 
-    calls = run_id_command("calls", "show the run's LLM call ledger",
-                           "One line per Claude call: pack path, attempt, purpose, API, stop "
-                           "reason, tokens, cost, latency, status and the Temporal "
-                           "workflow/activity ids. --show CALL_ID prints one call in full: "
-                           "the request as sent and the raw response or error.")
+    calls = run_id_command(
+        "calls",
+        "show the run's LLM call ledger",
+        "One line per Claude call: pack path, attempt, purpose, API, stop "
+        "reason, tokens, cost, latency, status and the Temporal "
+        "workflow/activity ids. --show CALL_ID prints one call in full: "
+        "the request as sent and the raw response or error.",
+    )
     calls.add_argument("--limit", type=_positive, default=50, help="calls per page (50)")
     calls.add_argument("--offset", type=_not_negative, default=0, help="skip this many calls")
     calls.add_argument("--pack", metavar="PATH", help="only this pack and its halves")
-    calls.add_argument("--show", type=_positive, metavar="CALL_ID",
-                       help="print this call in full: request as sent, raw response or error")
-    calls.add_argument("--full", action="store_true",
-                       help="with --show: print the system prompt and tool definitions whole "
-                            "(default: their first 200 characters, length and sha256)")
-    serve = command("serve", "serve the review web app",
-                    "Serve the review web app: runs, each run's blocks in a grid (filter, "
-                    "edit staged values, confirm or reject), exports and the call ledger. "
-                    "Bound to 127.0.0.1 unless --host says otherwise; any other address "
-                    "needs BLOCKBATCH_SERVE_TOKEN set (people then sign in with it).")
-    serve.add_argument("--host", default="127.0.0.1",
-                       help="address to bind (default 127.0.0.1: this machine only)")
+    calls.add_argument(
+        "--show",
+        type=_positive,
+        metavar="CALL_ID",
+        help="print this call in full: request as sent, raw response or error",
+    )
+    calls.add_argument(
+        "--full",
+        action="store_true",
+        help="with --show: print the system prompt and tool definitions whole "
+        "(default: their first 200 characters, length and sha256)",
+    )
+    serve = command(
+        "serve",
+        "serve the review web app",
+        "Serve the review web app: runs, each run's blocks in a grid (filter, "
+        "edit staged values, confirm or reject), exports and the call ledger. "
+        "Bound to 127.0.0.1 unless --host says otherwise; any other address "
+        "needs BLOCKBATCH_SERVE_TOKEN set (people then sign in with it).",
+    )
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)"
+    )
     serve.add_argument("--port", type=_positive, default=8780, help="port (default 8780)")
-    serve.add_argument("--reviewer", metavar="NAME",
-                       help="the name acts are recorded under unless a person sets theirs "
-                            "on the page (default: $BLOCKBATCH_REVIEWER, else the OS user)")
+    serve.add_argument(
+        "--reviewer",
+        metavar="NAME",
+        help="the name acts are recorded under unless a person sets theirs "
+        "on the page (default: $BLOCKBATCH_REVIEWER, else the OS user)",
+    )
     return parser

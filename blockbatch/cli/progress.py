@@ -9,8 +9,8 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from rich.table import Column
 
 from blockbatch.cli.console import Console, human_seconds
-from core.models import RunProgress
-from core.outage import waiting_text
+from blockbatch.core.models import RunProgress
+from blockbatch.core.outage import waiting_text
 
 
 class Eta:
@@ -43,9 +43,11 @@ def describe(p: RunProgress, eta: float | None) -> str:
     if p.status == "planning" or not (p.packs_total or p.blocks_reused):
         return f"{p.status}: sizing packs…"
     if p.outage is not None:  # paused: Claude is down, the run probes it
-        return (f"{waiting_text(p.outage, datetime.now(UTC))} · "
-                f"{p.blocks_done + p.blocks_failed}/{p.blocks_total} blocks · "
-                f"{p.blocks_failed} failed")
+        return (
+            f"{waiting_text(p.outage, datetime.now(UTC))} · "
+            f"{p.blocks_done + p.blocks_failed}/{p.blocks_total} blocks · "
+            f"{p.blocks_failed} failed"
+        )
     parts = [f"{p.blocks_done + p.blocks_failed}/{p.blocks_total} blocks"]
     if p.blocks_failed:
         parts.append(f"{p.blocks_failed} failed")
@@ -62,8 +64,11 @@ def describe(p: RunProgress, eta: float | None) -> str:
         if batch.next_poll_s:
             text += f", next look in {human_seconds(batch.next_poll_s)}"
         parts.append(text)
-    parts += [f"${p.cost_usd:.4f}", f"{p.calls} call{'s' if p.calls != 1 else ''}"
-              + (f", {p.packs_running} in flight" if p.packs_running else "")]
+    parts += [
+        f"${p.cost_usd:.4f}",
+        f"{p.calls} call{'s' if p.calls != 1 else ''}"
+        + (f", {p.packs_running} in flight" if p.packs_running else ""),
+    ]
     if p.splits:
         parts.append(f"{p.splits} split{'s' if p.splits != 1 else ''}")
     if limiter_detail(p) is not None:
@@ -76,8 +81,9 @@ def limiter_detail(p: RunProgress) -> str | None:
     """The fleet's rate limiter as this run's calls saw it, when it did something to the
     run (held a call back, answered 429, shared the fleet with other runs); else None."""
     note = getattr(p, "limiter", None)
-    if note is None or not (note.binding or note.run_throttled or note.runs > 1
-                            or p.limiter_wait_s >= 1):
+    if note is None or not (
+        note.binding or note.run_throttled or note.runs > 1 or p.limiter_wait_s >= 1
+    ):
         return None
     return note.text(p.limiter_wait_s)
 
@@ -143,17 +149,30 @@ class ProgressView:
     def _draw(self, p: RunProgress, text: str) -> None:
         if self._live is None:
             self._live = Progress(
-                BarColumn(bar_width=min(20, self.con.rich.width // 8),
-                          complete_style="green", finished_style="green"),
-                TextColumn("{task.description}", markup=False,
-                           table_column=Column(no_wrap=True, overflow="crop")),
-                console=self.con.rich, auto_refresh=False, transient=True,
-                redirect_stdout=False, redirect_stderr=False,
+                BarColumn(
+                    bar_width=min(20, self.con.rich.width // 8),
+                    complete_style="green",
+                    finished_style="green",
+                ),
+                TextColumn(
+                    "{task.description}",
+                    markup=False,
+                    table_column=Column(no_wrap=True, overflow="crop"),
+                ),
+                console=self.con.rich,
+                auto_refresh=False,
+                transient=True,
+                redirect_stdout=False,
+                redirect_stderr=False,
             )
             self._task = self._live.add_task(text, total=None)
             self._live.start()
         assert self._task is not None
         # No total while planning: rich shows an indeterminate (pulsing) bar.
-        self._live.update(self._task, description=text, total=p.blocks_total or None,
-                          completed=p.blocks_done + p.blocks_failed)
+        self._live.update(
+            self._task,
+            description=text,
+            total=p.blocks_total or None,
+            completed=p.blocks_done + p.blocks_failed,
+        )
         self._live.refresh()

@@ -9,16 +9,29 @@ from blockbatch.api.quote import estimate
 from blockbatch.cli.console import Console
 from blockbatch.cli.parser import EXIT_OK
 from blockbatch.cli.session import Session
-from core.models import RunOptions
-from core.quote import ModeQuote, Quote
+from blockbatch.core.models import RunOptions
+from blockbatch.core.quote import ModeQuote, Quote
 
 
-async def show_quote(args: argparse.Namespace, s: Session, options: RunOptions, *,
-                     count: bool = True, history: bool = True) -> int:
+async def show_quote(
+    args: argparse.Namespace,
+    s: Session,
+    options: RunOptions,
+    *,
+    count: bool = True,
+    history: bool = True,
+) -> int:
     """Quote the run ``args`` describe and print it; nothing is stored or started."""
-    q = await estimate(Path(args.file), Path(args.schema), options, fmt=args.format,
-                       text_field=args.text_field, settings=s.settings, count=count,
-                       history=history)
+    q = await estimate(
+        Path(args.file),
+        Path(args.schema),
+        options,
+        fmt=args.format,
+        text_field=args.text_field,
+        settings=s.settings,
+        count=count,
+        history=history,
+    )
     if s.con.json:
         s.con.data(q.model_dump(mode="json"))
     else:
@@ -28,8 +41,12 @@ async def show_quote(args: argparse.Namespace, s: Session, options: RunOptions, 
 
 def print_quote(con: Console, q: Quote) -> None:
     """The quote as a few lines and one row per mode (the chosen one marked ``*``)."""
-    con.line(con.style(f"quote: {q.blocks:,} blocks of {q.document} x {q.schema_name} on "
-                       f"{q.model}", "bold"), "  (nothing stored, nothing started)")
+    con.line(
+        con.style(
+            f"quote: {q.blocks:,} blocks of {q.document} x {q.schema_name} on {q.model}", "bold"
+        ),
+        "  (nothing stored, nothing started)",
+    )
     low, high = q.blocks_per_pack
     each = f"{low}" if low == high else f"{low}-{high}"
     con.line(f"  packs   {q.packs:,} ({each} blocks each), planned as the run plans them")
@@ -37,44 +54,58 @@ def print_quote(con: Console, q: Quote) -> None:
         source = f"counted with the token-counting endpoint ({q.count_requests} requests)"
     else:
         source = "the planner's estimates (not counted)"
-    con.line(f"  input   {source}: prefix {q.prefix_tokens:,} tokens (system prompt and "
-             f"tool), blocks {q.block_tokens:,}")
+    con.line(
+        f"  input   {source}: prefix {q.prefix_tokens:,} tokens (system prompt and "
+        f"tool), blocks {q.block_tokens:,}"
+    )
     if q.output_source == "ledger" and q.output_history is not None:
         h = q.output_history
-        output = (f"learned from {int(h['runs'])} earlier run{'s' if h['runs'] != 1 else ''}"
-                  f" of this schema and model ({int(h['calls']):,} answers wrote "
-                  f"{h['ratio']:.2f} x the planner's shape estimate)")
+        output = (
+            f"learned from {int(h['runs'])} earlier run{'s' if h['runs'] != 1 else ''}"
+            f" of this schema and model ({int(h['calls']):,} answers wrote "
+            f"{h['ratio']:.2f} x the planner's shape estimate)"
+        )
     elif q.output_source == "other_schemas" and q.output_history is not None:
         h = q.output_history
         where = "this model" if q.output_scope == "model" else "other models"
-        output = (f"the schema's first run: what {int(h['calls']):,} answers of other schemas "
-                  f"on {where} wrote, {h['ratio']:.2f} x the planner's shape estimate (the "
-                  "run plans with the estimate and learns its own)")
+        output = (
+            f"the schema's first run: what {int(h['calls']):,} answers of other schemas "
+            f"on {where} wrote, {h['ratio']:.2f} x the planner's shape estimate (the "
+            "run plans with the estimate and learns its own)"
+        )
     else:
-        output = ("the planner's estimate, the one the run plans with (it leans high: no "
-                  "earlier answer says what this schema writes)")
+        output = (
+            "the planner's estimate, the one the run plans with (it leans high: no "
+            "earlier answer says what this schema writes)"
+        )
     con.line(f"  output  {output}")
     if q.thinking_per_call:
         chosen = q.chosen()
-        where = ("earlier runs" if q.thinking_source == "ledger"
-                 else "assumed for the effort")
+        where = "earlier runs" if q.thinking_source == "ledger" else "assumed for the effort"
         thinking_calls = chosen.calls - (1 if chosen.warm_up else 0)  # not the warm-up
-        con.line(f"  thinks  ~{q.thinking_per_call:,} tokens a call ({where}), in OUTPUT: "
-                 f"{chosen.thinking_tokens:,} over {thinking_calls:,} calls; one block per "
-                 f"call would think {q.thinking_unpacked_tokens:,}")
-    cache = (f"prefix cached (model minimum {q.min_cacheable_tokens:,} tokens)"
-             if q.sync.cached else
-             f"NOT cached: prefix below the model's minimum of {q.min_cacheable_tokens:,}")
+        con.line(
+            f"  thinks  ~{q.thinking_per_call:,} tokens a call ({where}), in OUTPUT: "
+            f"{chosen.thinking_tokens:,} over {thinking_calls:,} calls; one block per "
+            f"call would think {q.thinking_unpacked_tokens:,}"
+        )
+    cache = (
+        f"prefix cached (model minimum {q.min_cacheable_tokens:,} tokens)"
+        if q.sync.cached
+        else f"NOT cached: prefix below the model's minimum of {q.min_cacheable_tokens:,}"
+    )
     con.line(f"  cache   {cache}")
     if q.sync.probe_calls:
-        con.line(f"  probe   sync: {q.sync.probe_calls:,} quality-probe call"
-                 f"{'s' if q.sync.probe_calls != 1 else ''} (blocks asked alone), "
-                 f"{usd(q.sync.probe_cost_usd)} expected, in the sync row; batch does not probe")
+        con.line(
+            f"  probe   sync: {q.sync.probe_calls:,} quality-probe call"
+            f"{'s' if q.sync.probe_calls != 1 else ''} (blocks asked alone), "
+            f"{usd(q.sync.probe_cost_usd)} expected, in the sync row; batch does not probe"
+        )
     con.line()
-    con.table(["MODE", "CALLS", "INPUT", "CACHE WRITE", "CACHE READ", "OUTPUT", "EXPECTED",
-               "AT MOST"],
-              [_row(m, chosen=m.mode == q.mode) for m in (q.sync, q.batch)],
-              right=range(1, 8))
+    con.table(
+        ["MODE", "CALLS", "INPUT", "CACHE WRITE", "CACHE READ", "OUTPUT", "EXPECTED", "AT MOST"],
+        [_row(m, chosen=m.mode == q.mode) for m in (q.sync, q.batch)],
+        right=range(1, 8),
+    )
     if q.calibration is not None:
         con.line(f"  {q.calibration.text()}")
     for note in q.notes:
@@ -83,11 +114,19 @@ def print_quote(con: Console, q: Quote) -> None:
 
 def _row(m: ModeQuote, *, chosen: bool) -> list[str]:
     extra = (["1 warm-up"] if m.warm_up else []) + (
-        [f"{m.probe_calls:,} probe"] if m.probe_calls else [])
+        [f"{m.probe_calls:,} probe"] if m.probe_calls else []
+    )
     calls = f"{m.calls:,}" + (f" ({', '.join(extra)})" if extra else "")
-    return [m.mode + (" *" if chosen else ""), calls, f"{m.input_tokens:,}", f"{m.cache_write_tokens:,}",
-            f"{m.cache_read_tokens:,}", f"{m.output_tokens:,}", usd(m.cost_usd),
-            usd(m.max_cost_usd)]
+    return [
+        m.mode + (" *" if chosen else ""),
+        calls,
+        f"{m.input_tokens:,}",
+        f"{m.cache_write_tokens:,}",
+        f"{m.cache_read_tokens:,}",
+        f"{m.output_tokens:,}",
+        usd(m.cost_usd),
+        usd(m.max_cost_usd),
+    ]
 
 
 def usd(value: float) -> str:

@@ -17,8 +17,8 @@ from blockbatch.cli.console import Console
 from blockbatch.cli.inspect import page_footer
 from blockbatch.cli.parser import PROG
 from blockbatch.cli.session import Session
-from core.reasons import REASONS
-from store.quality import Disagreement
+from blockbatch.core.reasons import REASONS
+from blockbatch.store.quality import Disagreement
 
 
 def _value(v: Any) -> str:
@@ -31,11 +31,17 @@ def show_item(con: Console, item: ReviewItem, fields: list[str], *, full: bool) 
     attempts = f"{item.attempt_count} attempt{'s' if item.attempt_count != 1 else ''}"
     if item.reused_from_run_id:
         attempts = f"answer reused from run {item.reused_from_run_id}"
-    con.line(con.style(f"#{item.block_index}", "bold"),
-             f"  {item.block_uid}  {item.block_type}  ", con.status(item.status),
-             f"  ({where}{attempts})")
-    lines = [ln for para in item.block_content.splitlines()
-             for ln in (textwrap.wrap(para, width) or [""])]
+    con.line(
+        con.style(f"#{item.block_index}", "bold"),
+        f"  {item.block_uid}  {item.block_type}  ",
+        con.status(item.status),
+        f"  ({where}{attempts})",
+    )
+    lines = [
+        ln
+        for para in item.block_content.splitlines()
+        for ln in (textwrap.wrap(para, width) or [""])
+    ]
     if not full and len(lines) > 4:
         lines = lines[:4] + [f"… ({len(item.block_content):,} characters; --full shows all)"]
     for ln in lines:
@@ -62,11 +68,13 @@ def show_disagreement(con: Console, d: Disagreement, *, full: bool) -> None:
     """A disagreeing block: its content, then each field packed vs alone (``✗`` where they
     disagree, with the free-text similarity)."""
     width = max(shutil.get_terminal_size((100, 20)).columns - 6, 40)
-    con.line(con.style(f"#{d.block_index}", "bold"),
-             f"  {d.block_uid}  {d.block_type}  (block {d.position} of {d.pack_size} in its "
-             f"pack)")
-    lines = [ln for para in d.block_content.splitlines()
-             for ln in (textwrap.wrap(para, width) or [""])]
+    con.line(
+        con.style(f"#{d.block_index}", "bold"),
+        f"  {d.block_uid}  {d.block_type}  (block {d.position} of {d.pack_size} in its pack)",
+    )
+    lines = [
+        ln for para in d.block_content.splitlines() for ln in (textwrap.wrap(para, width) or [""])
+    ]
     if not full and len(lines) > 4:
         lines = lines[:4] + [f"… ({len(d.block_content):,} characters; --full shows all)"]
     for ln in lines:
@@ -80,8 +88,11 @@ def show_disagreement(con: Console, d: Disagreement, *, full: bool) -> None:
             packed = packed if len(packed) <= half else packed[: half - 1] + "…"
             single = single if len(single) <= half else single[: half - 1] + "…"
         mark = "  " if f["agree"] else con.style("✗ ", "red")
-        similarity = (f" (similarity {f['similarity']:.2f})"
-                      if f.get("similarity") is not None and not f["agree"] else "")
+        similarity = (
+            f" (similarity {f['similarity']:.2f})"
+            if f.get("similarity") is not None and not f["agree"]
+            else ""
+        )
         con.line(f"  {mark}{name:<{key_width}}  packed: {packed}")
         if not f["agree"]:
             con.line(f"    {'':<{key_width}}  alone:  {single}{similarity}")
@@ -92,24 +103,41 @@ async def cmd_disagreeing(args: argparse.Namespace, s: Session) -> int:
     bb = await s.bb(temporal=False)
     total, page = await bb.disagreeing(args.run_id, limit=args.limit, offset=args.offset)
     if s.con.json:
-        s.con.data({"run_id": args.run_id, "total": total, "offset": args.offset,
-                    "items": [dataclasses.asdict(d) for d in page]})
+        s.con.data(
+            {
+                "run_id": args.run_id,
+                "total": total,
+                "offset": args.offset,
+                "items": [dataclasses.asdict(d) for d in page],
+            }
+        )
         return 0
     for d in page:
         show_disagreement(s.con, d, full=args.full)
     quality = await bb.quality(args.run_id)
-    page_footer(s.con, args.offset, len(page), total, "disagreeing blocks",
-                f"review {args.run_id} --disagreeing"
-                + (f" --limit {args.limit}" if args.limit != 20 else ""))
+    page_footer(
+        s.con,
+        args.offset,
+        len(page),
+        total,
+        "disagreeing blocks",
+        f"review {args.run_id} --disagreeing"
+        + (f" --limit {args.limit}" if args.limit != 20 else ""),
+    )
     if quality is None:
-        s.con.line(s.con.style(f"run {args.run_id} probed no block (probe off, or batch "
-                               "mode)", "dim"))
+        s.con.line(
+            s.con.style(f"run {args.run_id} probed no block (probe off, or batch mode)", "dim")
+        )
     else:
         s.con.line(s.con.style(f"run {args.run_id}: {quality.text}", "dim"))
         if total:
-            s.con.line(s.con.style(
-                f"the packed answer is the overlay: correct it with `{PROG} edit "
-                f"{args.run_id} BLOCK FIELD VALUE`, or reject it", "dim"))
+            s.con.line(
+                s.con.style(
+                    f"the packed answer is the overlay: correct it with `{PROG} edit "
+                    f"{args.run_id} BLOCK FIELD VALUE`, or reject it",
+                    "dim",
+                )
+            )
     return 0
 
 
@@ -122,8 +150,14 @@ async def cmd_review(args: argparse.Namespace, s: Session) -> int:
     if args.block:
         blocks = resolve_block_refs((await bb.run(args.run_id)).document_id, args.block)
     reasons = list(dict.fromkeys(args.reason or [])) or None
-    page = await bb.review(args.run_id, offset=args.offset, limit=args.limit,
-                           statuses=statuses or None, block_uids=blocks, reasons=reasons)
+    page = await bb.review(
+        args.run_id,
+        offset=args.offset,
+        limit=args.limit,
+        statuses=statuses or None,
+        block_uids=blocks,
+        reasons=reasons,
+    )
     if s.con.json:
         s.con.data(page.model_dump(mode="json"))
         return 0
@@ -131,14 +165,16 @@ async def cmd_review(args: argparse.Namespace, s: Session) -> int:
         show_item(s.con, item, page.fields, full=args.full)
     info = await bb.run(args.run_id)
     counts = " · ".join(f"{k} {v}" for k, v in info.blocks.items() if v)
-    again = f"review {args.run_id}" + "".join(f" --status {st}" for st in statuses) + "".join(
-        f" --reason {r}" for r in reasons or ()) + (
-        f" --limit {args.limit}" if args.limit != 20 else "")
+    again = (
+        f"review {args.run_id}"
+        + "".join(f" --status {st}" for st in statuses)
+        + "".join(f" --reason {r}" for r in reasons or ())
+        + (f" --limit {args.limit}" if args.limit != 20 else "")
+    )
     page_footer(s.con, args.offset, len(page.items), page.total, "blocks", again)
     s.con.line(s.con.style(f"run {info.run_id} is {info.status}: {counts}", "dim"))
     if info.blocks["ai_complete"]:
-        s.con.line(s.con.style(f"confirm: {PROG} confirm {info.run_id} [--block UID ...]",
-                               "dim"))
+        s.con.line(s.con.style(f"confirm: {PROG} confirm {info.run_id} [--block UID ...]", "dim"))
     return 0
 
 
@@ -149,8 +185,10 @@ async def cmd_confirm(args: argparse.Namespace, s: Session) -> int:
         s.con.data(outcome.model_dump(mode="json"))
         return 0
     n = len(outcome.confirmed)
-    s.con.line(f"confirmed {n} block{'s' if n != 1 else ''} of run {outcome.run_id} as "
-               f"{outcome.reviewer}; {outcome.total_confirmed} confirmed in all")
+    s.con.line(
+        f"confirmed {n} block{'s' if n != 1 else ''} of run {outcome.run_id} as "
+        f"{outcome.reviewer}; {outcome.total_confirmed} confirmed in all"
+    )
     if outcome.already_confirmed:
         s.con.line(f"  already confirmed before: {', '.join(outcome.already_confirmed[:10])}")
     if not n and not outcome.already_confirmed:
@@ -161,14 +199,14 @@ async def cmd_confirm(args: argparse.Namespace, s: Session) -> int:
 
 async def cmd_reject(args: argparse.Namespace, s: Session) -> int:
     bb = await s.bb(temporal=False)
-    outcome = await bb.reject(args.run_id, None if args.all else args.block,
-                              reviewer=args.reviewer)
+    outcome = await bb.reject(args.run_id, None if args.all else args.block, reviewer=args.reviewer)
     if s.con.json:
         s.con.data(outcome.model_dump(mode="json"))
         return 0
     n = len(outcome.rejected)
-    s.con.line(f"rejected {n} block{'s' if n != 1 else ''} of run {outcome.run_id} as "
-               f"{outcome.reviewer}")
+    s.con.line(
+        f"rejected {n} block{'s' if n != 1 else ''} of run {outcome.run_id} as {outcome.reviewer}"
+    )
     if outcome.already_rejected:
         s.con.line(f"  already rejected before: {', '.join(outcome.already_rejected[:10])}")
     if not n and not outcome.already_rejected:
@@ -178,17 +216,22 @@ async def cmd_reject(args: argparse.Namespace, s: Session) -> int:
 
 async def cmd_edit(args: argparse.Namespace, s: Session) -> int:
     bb = await s.bb(temporal=False)
-    outcome = await bb.edit(args.run_id, args.block, args.field, args.value,
-                            reviewer=args.reviewer, as_text=True)
+    outcome = await bb.edit(
+        args.run_id, args.block, args.field, args.value, reviewer=args.reviewer, as_text=True
+    )
     if s.con.json:
         s.con.data(outcome.model_dump(mode="json"))
         return 0
     if not outcome.changed:
-        s.con.line(f"{outcome.block_uid} {outcome.field} is already {_value(outcome.after)}; "
-                   "nothing changed")
+        s.con.line(
+            f"{outcome.block_uid} {outcome.field} is already {_value(outcome.after)}; "
+            "nothing changed"
+        )
         return 0
-    s.con.line(f"{outcome.block_uid} {outcome.field}: {_value(outcome.before)} → "
-               f"{_value(outcome.after)} (staged, by {outcome.reviewer})")
+    s.con.line(
+        f"{outcome.block_uid} {outcome.field}: {_value(outcome.before)} → "
+        f"{_value(outcome.after)} (staged, by {outcome.reviewer})"
+    )
     s.con.line(f"  confirm: {PROG} confirm {outcome.run_id} --block {outcome.block_uid}")
     return 0
 
@@ -204,13 +247,19 @@ async def cmd_export(args: argparse.Namespace, s: Session) -> int:
     if s.con.json:
         s.con.data({"path": out, "meta_path": f"{out}.meta.json", **summary.meta()})
         return 0
-    s.con.line(f"wrote {summary.lines} lines to {out} ({summary.with_overlay} with "
-               f"{summary.overlays} overlays, {summary.lines - summary.with_overlay} without)")
+    s.con.line(
+        f"wrote {summary.lines} lines to {out} ({summary.with_overlay} with "
+        f"{summary.overlays} overlays, {summary.lines - summary.with_overlay} without)"
+    )
     s.con.line(f"  run metadata: {out}.meta.json")
     if summary.simulated:
-        s.con.line(f"  SIMULATED: these answers are the simulator's ({', '.join(summary.endpoints)}),"
-                   " not Claude's (the metadata says \"simulated\": true)")
+        s.con.line(
+            f"  SIMULATED: these answers are the simulator's ({', '.join(summary.endpoints)}),"
+            ' not Claude\'s (the metadata says "simulated": true)'
+        )
     if not args.staged and summary.with_overlay < summary.lines:
-        s.con.line(f"  unconfirmed blocks export null; confirm them with `{PROG} confirm "
-                   f"{args.run_id}`, or export staging with --staged")
+        s.con.line(
+            f"  unconfirmed blocks export null; confirm them with `{PROG} confirm "
+            f"{args.run_id}`, or export staging with --staged"
+        )
     return 0

@@ -20,17 +20,20 @@ from blockbatch.cli.follow import follow, report, say_detached
 from blockbatch.cli.parser import PROG
 from blockbatch.cli.quote import show_quote
 from blockbatch.cli.session import Session
+from blockbatch.core.ingest import parse_document
+from blockbatch.core.models import RunOptions
+from blockbatch.core.registry import RetiredModelError, UnknownModelError, get_model
 from blockbatch.report import grouped_reasons, run_links
-from core.ingest import parse_document
-from core.models import RunOptions
-from core.registry import RetiredModelError, UnknownModelError, get_model
-from runtime.settings import Settings
+from blockbatch.runtime.settings import Settings
 
 
 def _options(args: argparse.Namespace) -> RunOptions:
-    fields: dict[str, object] = {"mode": args.mode, "batching_enabled": not args.no_batching,
-                                 "reuse_answers": not args.no_reuse,
-                                 "short_ids": not args.no_short_ids}
+    fields: dict[str, object] = {
+        "mode": args.mode,
+        "batching_enabled": not args.no_batching,
+        "reuse_answers": not args.no_reuse,
+        "short_ids": not args.no_short_ids,
+    }
     if args.model:
         try:
             fields["model"] = get_model(args.model).id
@@ -91,8 +94,9 @@ async def check_claude(settings: Settings) -> None:
 
 
 async def cmd_estimate(args: argparse.Namespace, s: Session) -> int:
-    return await show_quote(args, s, _options(args), count=not args.no_count,
-                            history=not args.no_history)
+    return await show_quote(
+        args, s, _options(args), count=not args.no_count, history=not args.no_history
+    )
 
 
 async def cmd_run(args: argparse.Namespace, s: Session) -> int:
@@ -111,8 +115,10 @@ async def cmd_run(args: argparse.Namespace, s: Session) -> int:
     # A retired model is refused before the document or the schema is stored.
     await bb.run_model(with_schema_model(options, spec.prompt_config.model).model)
     if not await bb.workers_polling():
-        s.con.note(f"note: no worker is polling task queue {s.settings.temporal_task_queue!r}; "
-                   "the run waits until one does (`make worker` or `python worker.py`)")
+        s.con.note(
+            f"note: no worker is polling task queue {s.settings.temporal_task_queue!r}; "
+            "the run waits until one does (`make worker` or `python worker.py`)"
+        )
     if (differ := await bb.endpoint_warning()) is not None:
         s.con.note(f"warning: {differ}")
     doc = await bb.ingest_blocks(data, blocks, name=path.name, fmt=fmt)
@@ -123,16 +129,21 @@ async def cmd_run(args: argparse.Namespace, s: Session) -> int:
     for w in caught:
         if issubclass(w.category, ModelRetiring):
             s.con.note(f"warning: {w.message}")
-    _say_started(s, run_id, f"run {run_id}: {len(blocks)} blocks of {path.name} x {spec.name}",
-                 {"run_id": run_id, "document_id": doc, "schema_id": schema_id,
-                  "blocks": len(blocks)}, no_wait=args.no_wait)
+    _say_started(
+        s,
+        run_id,
+        f"run {run_id}: {len(blocks)} blocks of {path.name} x {spec.name}",
+        {"run_id": run_id, "document_id": doc, "schema_id": schema_id, "blocks": len(blocks)},
+        no_wait=args.no_wait,
+    )
     if args.no_wait:
         return 0
     return await _follow_to_end(s, run_id, verbose=args.verbose)
 
 
-def _say_started(s: Session, run_id: str, what: str, data: dict[str, Any], *,
-                 no_wait: bool) -> None:
+def _say_started(
+    s: Session, run_id: str, what: str, data: dict[str, Any], *, no_wait: bool
+) -> None:
     """Announce a started run (or retry); when not followed here, how to follow or cancel it.
 
     ``--json``: only with ``--no-wait``, as ``data`` with its status and Temporal UI links
@@ -179,22 +190,36 @@ async def _retry_starting(bb: Blockbatch, info: RunInfo) -> bool:
 async def cmd_retry(args: argparse.Namespace, s: Session) -> int:
     bb = await s.bb(temporal=False)
     # Everything a user can get wrong is checked before anything starts.
-    checked = await bb.check_retry(args.run_id, reasons=args.reason, blocks=args.block,
-                                   include_cancelled=args.cancelled, max_cost_usd=args.max_cost)
+    checked = await bb.check_retry(
+        args.run_id,
+        reasons=args.reason,
+        blocks=args.block,
+        include_cancelled=args.cancelled,
+        max_cost_usd=args.max_cost,
+    )
     await check_claude(s.settings)
     await bb.temporal()
     if not await bb.workers_polling():
-        s.con.note(f"note: no worker is polling task queue {s.settings.temporal_task_queue!r}; "
-                   "the retry waits until one does (`make worker` or `python worker.py`)")
+        s.con.note(
+            f"note: no worker is polling task queue {s.settings.temporal_task_queue!r}; "
+            "the retry waits until one does (`make worker` or `python worker.py`)"
+        )
     if (differ := await bb.endpoint_warning()) is not None:
         s.con.note(f"warning: {differ}")
-    started = await bb.retry(args.run_id, reasons=args.reason, blocks=args.block,
-                             include_cancelled=args.cancelled, max_cost_usd=args.max_cost)
+    started = await bb.retry(
+        args.run_id,
+        reasons=args.reason,
+        blocks=args.block,
+        include_cancelled=args.cancelled,
+        max_cost_usd=args.max_cost,
+    )
     run_id = started.run_id
-    what = (f"retry {started.retry} of run {run_id}: {started.blocks} "
-            f"{'failed or cancelled' if args.cancelled else 'failed'} "
-            f"block{'s' if started.blocks != 1 else ''} ({grouped_reasons(started.reasons)}) "
-            f"of {checked.run.blocks_total}")
+    what = (
+        f"retry {started.retry} of run {run_id}: {started.blocks} "
+        f"{'failed or cancelled' if args.cancelled else 'failed'} "
+        f"block{'s' if started.blocks != 1 else ''} ({grouped_reasons(started.reasons)}) "
+        f"of {checked.run.blocks_total}"
+    )
     _say_started(s, run_id, what, started.model_dump(mode="json"), no_wait=args.no_wait)
     if args.no_wait:
         return 0
@@ -219,8 +244,10 @@ async def cmd_cancel(args: argparse.Namespace, s: Session) -> int:
     if s.con.json and not args.wait:
         s.con.data({"run_id": info.run_id, "status": "cancelling", "cancel_sent": True})
     elif not s.con.json:
-        s.con.line(f"cancel requested for run {info.run_id}: no new Claude call starts; "
-                   "running packs finish or stop and pending blocks end cancelled")
+        s.con.line(
+            f"cancel requested for run {info.run_id}: no new Claude call starts; "
+            "running packs finish or stop and pending blocks end cancelled"
+        )
         if not args.wait:
             s.con.line(f"  follow it: {PROG} watch {info.run_id}")
     return await _follow_to_end(s, info.run_id) if args.wait else 0

@@ -22,8 +22,10 @@ def _check_port_free(host: str, port: int) -> None:
         try:
             sock.bind((host, port))
         except OSError as err:
-            raise BadRequest(f"cannot listen on {host}:{port} ({err.strerror}): choose another "
-                             "port with --port, or another address with --host") from None
+            raise BadRequest(
+                f"cannot listen on {host}:{port} ({err.strerror}): choose another "
+                "port with --port, or another address with --host"
+            ) from None
 
 
 async def cmd_serve(args: argparse.Namespace, s: Session) -> int:
@@ -35,9 +37,12 @@ async def cmd_serve(args: argparse.Namespace, s: Session) -> int:
     app = create_app(bb, s.settings, token=token, reviewer=reviewer)
     shown = f"[{args.host}]" if ":" in args.host else args.host
     access = f"sign-in with {TOKEN_ENV}" if token else "no sign-in: this machine only"
-    s.con.line(f"review app on http://{shown}:{args.port}/ ({access}; acts are recorded as "
-               f"{reviewer} unless a person sets a name on the page); Ctrl-C stops it")
-    server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port,
-                                           log_level="warning", access_log=False))
+    s.con.line(
+        f"review app on http://{shown}:{args.port}/ ({access}; acts are recorded as "
+        f"{reviewer} unless a person sets a name on the page); Ctrl-C stops it"
+    )
+    server = uvicorn.Server(
+        uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+    )
     await server.serve()
     return 0

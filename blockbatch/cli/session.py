@@ -6,7 +6,7 @@ from temporalio.client import Client
 
 from blockbatch.api import Blockbatch
 from blockbatch.cli.console import Console
-from runtime.settings import Settings
+from blockbatch.runtime.settings import Settings
 
 
 class Session:

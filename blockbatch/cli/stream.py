@@ -22,8 +22,8 @@ from blockbatch.api.streams import Stream
 from blockbatch.cli.follow import Interrupts
 from blockbatch.cli.parser import EXIT_OK, EXIT_RUN_FAILED, EXIT_WITH_FAILURES
 from blockbatch.cli.session import Session
-from core.models import RunOptions
-from core.streams import RowError, parse_line
+from blockbatch.core.models import RunOptions
+from blockbatch.core.streams import RowError, parse_line
 
 #: Lines put in one transaction at most (those already read when the stream is ready).
 BATCH = 200
@@ -45,19 +45,29 @@ async def cmd_stream(args: argparse.Namespace, s: Session) -> int:
         if args.max_concurrent_packs:
             options.max_concurrent_packs = args.max_concurrent_packs
         stream = await bb.open_stream(
-            Path(args.schema), max_rows=args.max_rows, max_tokens=args.max_tokens,
-            max_wait_s=args.max_wait, max_buffered=args.max_buffered,
-            text_field=args.text_field, options=options)
+            Path(args.schema),
+            max_rows=args.max_rows,
+            max_tokens=args.max_tokens,
+            max_wait_s=args.max_wait,
+            max_buffered=args.max_buffered,
+            text_field=args.text_field,
+            options=options,
+        )
     err = sys.stderr
-    print(f"stream {stream.run_id}: {'resumed' if args.resume else 'open'} "
-          f"(text field {stream.info.text_field!r}); results on stdout", file=err, flush=True)
+    print(
+        f"stream {stream.run_id}: {'resumed' if args.resume else 'open'} "
+        f"(text field {stream.info.text_field!r}); results on stdout",
+        file=err,
+        flush=True,
+    )
     out = Output(sys.stdout)
     with Interrupts() as interrupts:  # Ctrl-C ends the input, then the stream drains
         stop = interrupts.event
         writer = asyncio.get_running_loop().create_task(
-            _write_results(stream, out, ordered=args.ordered))
+            _write_results(stream, out, ordered=args.ordered)
+        )
         try:
-            lines = (_follow(Path(args.follow), stop) if args.follow else _stdin_lines(stop))
+            lines = _follow(Path(args.follow), stop) if args.follow else _stdin_lines(stop)
             invalid = await _put_lines(stream, lines, out, stop)
             await stream.close()
             await writer
@@ -68,11 +78,15 @@ async def cmd_stream(args: argparse.Namespace, s: Session) -> int:
                 writer.cancel()
     blocks_per_call = (result.blocks_ai_complete / result.calls) if result.calls else 0.0
     reasons = ", ".join(f"{n} {code}" for code, n in result.failure_reasons.items())
-    print(f"stream {stream.run_id} {result.status}: {result.blocks_total} rows, "
-          f"{result.blocks_ai_complete} ok, {result.blocks_failed} failed"
-          + (f" ({reasons})" if reasons else "")
-          + f", {invalid} invalid lines; {result.calls} calls "
-          f"({blocks_per_call:.1f} rows/call), ${result.cost_usd:.4f}", file=err, flush=True)
+    print(
+        f"stream {stream.run_id} {result.status}: {result.blocks_total} rows, "
+        f"{result.blocks_ai_complete} ok, {result.blocks_failed} failed"
+        + (f" ({reasons})" if reasons else "")
+        + f", {invalid} invalid lines; {result.calls} calls "
+        f"({blocks_per_call:.1f} rows/call), ${result.cost_usd:.4f}",
+        file=err,
+        flush=True,
+    )
     if result.status == "completed" and not invalid:
         return EXIT_OK
     if result.status in ("completed", "completed_with_failures"):
@@ -98,8 +112,9 @@ async def _write_results(stream: Stream, out: Output, *, ordered: bool) -> None:
         out.write(row.as_json())
 
 
-async def _put_lines(stream: Stream, lines: asyncio.Queue[tuple[int, str] | None],
-                     out: Output, stop: asyncio.Event) -> int:
+async def _put_lines(
+    stream: Stream, lines: asyncio.Queue[tuple[int, str] | None], out: Output, stop: asyncio.Event
+) -> int:
     """Put every good line (in batches of what is already read); print bad ones at once.
 
     Returns how many lines were invalid."""
@@ -121,8 +136,15 @@ async def _put_lines(stream: Stream, lines: asyncio.Queue[tuple[int, str] | None
                 row, _ = parse_line(line, stream.info.text_field)
             except RowError as err:
                 invalid += 1
-                out.write({"id": _row_id(err.row, number), "line": number, "ok": False,
-                           "error": {"reason": err.reason, "error": str(err)}, "usage": {}})
+                out.write(
+                    {
+                        "id": _row_id(err.row, number),
+                        "line": number,
+                        "ok": False,
+                        "error": {"reason": err.reason, "error": str(err)},
+                        "usage": {},
+                    }
+                )
                 continue
             keys.append(_row_id(row, number))
             rows.append(row)

@@ -31,7 +31,12 @@ from starlette.routing import Route
 
 from blockbatch.api import BadRequest, Blockbatch, EditError, NotFound
 from blockbatch.api.review import ExportFormat, checked_reviewer
+from blockbatch.core.reasons import REASONS
+from blockbatch.core.review import OVERLAY_STATUSES, REVIEWABLE
 from blockbatch.report import run_links
+from blockbatch.runtime.settings import Settings
+from blockbatch.store.db import connection_lost, unavailable
+from blockbatch.store.review import MAX_PAGE, GridPage, GridRow
 from blockbatch.web.fields import input_text, planned_edits, widget
 from blockbatch.web.security import (
     CSRF_FIELD,
@@ -40,11 +45,6 @@ from blockbatch.web.security import (
     csrf_protected,
     session_value,
 )
-from core.reasons import REASONS
-from core.review import OVERLAY_STATUSES, REVIEWABLE
-from runtime.settings import Settings
-from store.db import connection_lost, unavailable
-from store.review import MAX_PAGE, GridPage, GridRow
 
 #: The grid's query parameters; the only ones carried from a form back to the grid.
 GRID_PARAMS = ("status", "reason", "type", "disagreeing", "after", "before", "limit")
@@ -65,8 +65,12 @@ def _templates() -> jinja2.Environment:
     )
     env.filters["field_text"] = _field_text
     env.globals["input_text"] = input_text
-    env.globals["done_verbs"] = {"edit": "edited", "confirm": "confirmed",
-                                 "reject": "rejected", "reopen": "reopened"}
+    env.globals["done_verbs"] = {
+        "edit": "edited",
+        "confirm": "confirmed",
+        "reject": "rejected",
+        "reopen": "reopened",
+    }
     env.filters["pretty"] = lambda v: json.dumps(v, ensure_ascii=False, indent=2)
     return env
 
@@ -78,11 +82,11 @@ class GridQuery:
         self.params = {k: params[k] for k in GRID_PARAMS if params.get(k)}
         p = self.params
         if p.get("status") and p["status"] not in OVERLAY_STATUSES:
-            raise BadRequest(f"unknown status {p['status']!r}; one of: "
-                             + ", ".join(OVERLAY_STATUSES))
+            raise BadRequest(
+                f"unknown status {p['status']!r}; one of: " + ", ".join(OVERLAY_STATUSES)
+            )
         if p.get("reason") and p["reason"] not in REASONS:
-            raise BadRequest(f"unknown reason code {p['reason']!r}; one of: "
-                             + ", ".join(REASONS))
+            raise BadRequest(f"unknown reason code {p['reason']!r}; one of: " + ", ".join(REASONS))
         if p.get("disagreeing") not in (None, "1"):
             raise BadRequest("disagreeing: 1 or nothing")
         self.after = self._int("after", 0)
@@ -121,8 +125,9 @@ class GridQuery:
 class ReviewApp:
     """The pages and actions, over one :class:`Blockbatch`."""
 
-    def __init__(self, bb: Blockbatch, settings: Settings, *, token: str | None,
-                 reviewer: str) -> None:
+    def __init__(
+        self, bb: Blockbatch, settings: Settings, *, token: str | None, reviewer: str
+    ) -> None:
         self.bb = bb
         self.settings = settings
         self.token = token
@@ -136,11 +141,17 @@ class ReviewApp:
         name = request.cookies.get(REVIEWER_COOKIE, "").strip()
         return name[:100] if name else self.reviewer
 
-    def render(self, request: Request, name: str, status_code: int = 200,
-               **context: Any) -> HTMLResponse:
+    def render(
+        self, request: Request, name: str, status_code: int = 200, **context: Any
+    ) -> HTMLResponse:
         html = self.env.get_template(name).render(
-            csrf=request.state.csrf, csrf_field=CSRF_FIELD, nonce=request.state.nonce,
-            reviewer=self.who(request), signed_in=bool(self.token), **context)
+            csrf=request.state.csrf,
+            csrf_field=CSRF_FIELD,
+            nonce=request.state.nonce,
+            reviewer=self.who(request),
+            signed_in=bool(self.token),
+            **context,
+        )
         return HTMLResponse(html, status_code=status_code)
 
     def problem(self, request: Request, status_code: int, message: str) -> HTMLResponse:
@@ -155,8 +166,14 @@ class ReviewApp:
         message = str(unavailable(self.settings.resolved_database_url, exc))
         changing = request.method not in ("GET", "HEAD")
         response = self.render(
-            request, "error.html", 503, message=message, heading="The database is not answering",
-            changing=changing, refresh=not changing)
+            request,
+            "error.html",
+            503,
+            message=message,
+            heading="The database is not answering",
+            changing=changing,
+            refresh=not changing,
+        )
         response.headers["retry-after"] = "5"
         return response
 
@@ -170,8 +187,14 @@ class ReviewApp:
         runs = await self.bb.runs(limit=100)
         active = [r.run_id for r in runs if r.active]
         live = await self.bb.live_costs(active) if active else {}
-        rows = [{"run": r, "links": run_links(self.settings, r.run_id),
-                 "cost": live.get(r.run_id, r.cost_usd)} for r in runs]
+        rows = [
+            {
+                "run": r,
+                "links": run_links(self.settings, r.run_id),
+                "cost": live.get(r.run_id, r.cost_usd),
+            }
+            for r in runs
+        ]
         return self.render(request, "runs.html", rows=rows, refresh=bool(active))
 
     async def grid(self, request: Request) -> Response:
@@ -180,31 +203,51 @@ class ReviewApp:
             query = GridQuery(dict(request.query_params))
         except BadRequest as err:
             return self.problem(request, 400, str(err))
-        return await self.render_grid(request, run_id, query,
-                                      note=request.query_params.get("note"))
+        return await self.render_grid(request, run_id, query, note=request.query_params.get("note"))
 
     async def render_grid(
-        self, request: Request, run_id: str, query: GridQuery, *, status_code: int = 200,
-        note: str | None = None, error: str | None = None,
+        self,
+        request: Request,
+        run_id: str,
+        query: GridQuery,
+        *,
+        status_code: int = 200,
+        note: str | None = None,
+        error: str | None = None,
         field_errors: dict[tuple[str, str], str] | None = None,
         typed: dict[tuple[str, str], str] | None = None,
     ) -> Response:
         try:
             page = await self.bb.grid(
-                run_id, status=query.params.get("status"), reason=query.params.get("reason"),
-                block_type=query.params.get("type"), limit=query.limit, after=query.after,
-                before=query.before, disagreeing=query.params.get("disagreeing") == "1")
+                run_id,
+                status=query.params.get("status"),
+                reason=query.params.get("reason"),
+                block_type=query.params.get("type"),
+                limit=query.limit,
+                after=query.after,
+                before=query.before,
+                disagreeing=query.params.get("disagreeing") == "1",
+            )
         except NotFound as err:
             return self.problem(request, 404, str(err))
         return self.render(
-            request, "grid.html", status_code, run=page.run, page=page, query=query,
+            request,
+            "grid.html",
+            status_code,
+            run=page.run,
+            page=page,
+            query=query,
             types=await self.bb.block_types_of(page.run.document_id),
             reasons=await self.bb.failure_reasons(run_id),
-            statuses=OVERLAY_STATUSES, reviewable=REVIEWABLE,
+            statuses=OVERLAY_STATUSES,
+            reviewable=REVIEWABLE,
             widgets={f: widget(page.spec.properties[f]) for f in page.fields},
             activity=await self.bb.review_activity(run_id, limit=20),
-            links=run_links(self.settings, run_id), note=note, error=error,
-            field_errors=field_errors or {}, typed=typed or {},
+            links=run_links(self.settings, run_id),
+            note=note,
+            error=error,
+            field_errors=field_errors or {},
+            typed=typed or {},
         )
 
     async def calls(self, request: Request) -> Response:
@@ -215,12 +258,21 @@ class ReviewApp:
             return self.problem(request, 400, f"offset: {offset_text!r} is not a number")
         try:
             run = await self.bb.run(run_id)
-            total, rows = await self.bb.calls(run_id, pack=pack, offset=int(offset_text),
-                                              limit=PAGE_SIZE)
+            total, rows = await self.bb.calls(
+                run_id, pack=pack, offset=int(offset_text), limit=PAGE_SIZE
+            )
         except NotFound as err:
             return self.problem(request, 404, str(err))
-        return self.render(request, "calls.html", run=run, pack=pack, total=total,
-                           rows=rows, offset=int(offset_text), page_size=PAGE_SIZE)
+        return self.render(
+            request,
+            "calls.html",
+            run=run,
+            pack=pack,
+            total=total,
+            rows=rows,
+            offset=int(offset_text),
+            page_size=PAGE_SIZE,
+        )
 
     async def call(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -247,14 +299,16 @@ class ReviewApp:
             return self.problem(request, 404, str(err))
         name = f"{run_id}{'-staged' if staged else ''}.{fmt}"
         media = "text/csv; charset=utf-8" if fmt == "csv" else "application/x-ndjson"
-        return FileResponse(path, media_type=media, filename=name,
-                            background=BackgroundTask(tmp.cleanup))
+        return FileResponse(
+            path, media_type=media, filename=name, background=BackgroundTask(tmp.cleanup)
+        )
 
     async def login_page(self, request: Request) -> Response:
         if not self.token:
             return RedirectResponse("/", status_code=303)
-        return self.render(request, "login.html", next=_local(request.query_params.get("next")),
-                           error=None)
+        return self.render(
+            request, "login.html", next=_local(request.query_params.get("next")), error=None
+        )
 
     # ------------------------------------------------------------------ actions
 
@@ -262,13 +316,18 @@ class ReviewApp:
         if not self.token:
             return RedirectResponse("/", status_code=303)
         target = _local(self._form_text(form, "next"))
-        if not hmac.compare_digest(self._form_text(form, "token").encode(),
-                                   self.token.encode()):
-            return self.render(request, "login.html", 401, next=target,
-                               error="that is not the token this server was started with")
+        if not hmac.compare_digest(self._form_text(form, "token").encode(), self.token.encode()):
+            return self.render(
+                request,
+                "login.html",
+                401,
+                next=target,
+                error="that is not the token this server was started with",
+            )
         response = RedirectResponse(target, status_code=303)
-        response.set_cookie(SESSION_COOKIE, session_value(self.token), httponly=True,
-                            samesite="strict")
+        response.set_cookie(
+            SESSION_COOKIE, session_value(self.token), httponly=True, samesite="strict"
+        )
         return response
 
     async def set_reviewer(self, request: Request, form: FormData) -> Response:
@@ -306,36 +365,40 @@ class ReviewApp:
                 done = "; ".join(saved) if saved else "nothing changed"
                 note = f"{_block(uid)}: {done}" + ("; confirmed" if act == "confirm" else "")
         except NotFound as err:
-            return await self.render_grid(request, run_id, query, status_code=404,
-                                          error=str(err))
+            return await self.render_grid(request, run_id, query, status_code=404, error=str(err))
         except BadRequest as err:
-            return await self.render_grid(request, run_id, query, status_code=409,
-                                          error=str(err))
+            return await self.render_grid(request, run_id, query, status_code=409, error=str(err))
         return RedirectResponse(query.url(run_id, note=note), status_code=303)
 
-    async def _save_row(self, request: Request, run_id: str, uid: str, form: FormData,
-                        query: GridQuery) -> list[str] | Response:
+    async def _save_row(
+        self, request: Request, run_id: str, uid: str, form: FormData, query: GridQuery
+    ) -> list[str] | Response:
         """Write the row's changed fields (each ``"field before → after"``), or the grid
         again with each refused field's reason beside it and nothing written."""
         page, row = await self._row(run_id, uid, self._form_text(form, "index"))
-        typed = {f: self._form_text(form, f"v:{f}") for f in page.fields
-                 if f"v:{f}" in form}
+        typed = {f: self._form_text(form, f"v:{f}") for f in page.fields if f"v:{f}" in form}
         if row.status != REVIEWABLE:
-            raise BadRequest(f"{_block(uid)} is {row.status}: only a staged result can be "
-                             "changed" + ("; reopen it first" if row.status == "confirmed"
-                                          else "") + "; nothing was changed")
+            raise BadRequest(
+                f"{_block(uid)} is {row.status}: only a staged result can be "
+                "changed"
+                + ("; reopen it first" if row.status == "confirmed" else "")
+                + "; nothing was changed"
+            )
         plan = planned_edits(page.spec, row.staging or {}, typed)
         if plan.errors:
             return await self.render_grid(
-                request, run_id, query, status_code=422,
+                request,
+                run_id,
+                query,
+                status_code=422,
                 error=f"{_block(uid)}: nothing was changed: " + "; ".join(plan.errors.values()),
                 field_errors={(uid, f): e for f, e in plan.errors.items()},
-                typed={(uid, f): t for f, t in typed.items()})
+                typed={(uid, f): t for f, t in typed.items()},
+            )
         saved = []
         for field, value in plan.changes.items():
             try:
-                done = await self.bb.edit(run_id, uid, field, value,
-                                          reviewer=self.who(request))
+                done = await self.bb.edit(run_id, uid, field, value, reviewer=self.who(request))
             except EditError as err:  # changed under us since the page was read
                 kept = f" ({'; '.join(saved)} saved)" if saved else ""
                 raise BadRequest(f"{_block(uid)} {field}: {err}{kept}") from None
@@ -350,8 +413,7 @@ class ReviewApp:
         index = int(index_text)
         page = await self.bb.grid(run_id, limit=1, after=index - 1 if index else None)
         if not page.rows or page.rows[0].block_uid != uid:
-            raise NotFound(f"run {run_id} has no block {uid} at index {index}; "
-                           "nothing was changed")
+            raise NotFound(f"run {run_id} has no block {uid} at index {index}; nothing was changed")
         return page, page.rows[0]
 
     async def decide(self, request: Request, form: FormData) -> Response:
@@ -362,15 +424,19 @@ class ReviewApp:
         act = self._form_text(form, "act")
         decision, _, scope = act.partition("-")
         if decision not in ("confirm", "reject") or scope not in ("", "shown"):
-            return self.problem(request, 400, f"act: {act!r}; confirm, reject, "
-                                "confirm-shown or reject-shown")
+            return self.problem(
+                request, 400, f"act: {act!r}; confirm, reject, confirm-shown or reject-shown"
+            )
         key = "shown" if scope == "shown" else "block"
         blocks = [b for b in form.getlist(key) if isinstance(b, str) and b]
         if not blocks:
             return await self.render_grid(
-                request, run_id, query, status_code=400,
-                error=f"nothing to {decision}: select blocks first (or use "
-                      f"'{decision} all shown')")
+                request,
+                run_id,
+                query,
+                status_code=400,
+                error=f"nothing to {decision}: select blocks first (or use '{decision} all shown')",
+            )
         try:
             if decision == "confirm":
                 confirmed = await self.bb.confirm(run_id, blocks, reviewer=self.who(request))
@@ -379,11 +445,9 @@ class ReviewApp:
                 rejected = await self.bb.reject(run_id, blocks, reviewer=self.who(request))
                 moved = len(rejected.rejected)
         except NotFound as err:
-            return await self.render_grid(request, run_id, query, status_code=404,
-                                          error=str(err))
+            return await self.render_grid(request, run_id, query, status_code=404, error=str(err))
         except BadRequest as err:
-            return await self.render_grid(request, run_id, query, status_code=409,
-                                          error=str(err))
+            return await self.render_grid(request, run_id, query, status_code=409, error=str(err))
         verb = "confirmed" if decision == "confirm" else "rejected"
         note = f"{verb} {moved} block{'s' if moved != 1 else ''}"
         return RedirectResponse(query.url(run_id, note=note), status_code=303)
@@ -401,8 +465,9 @@ def _local(target: str | None) -> str:
     return target
 
 
-def create_app(bb: Blockbatch, settings: Settings, *, token: str | None = None,
-               reviewer: str) -> Starlette:
+def create_app(
+    bb: Blockbatch, settings: Settings, *, token: str | None = None, reviewer: str
+) -> Starlette:
     """The ASGI app. ``token``: require sign-in with it; ``reviewer``: the name acts are
     recorded under unless a browser set its own."""
     app = ReviewApp(bb, settings, token=token, reviewer=reviewer)
@@ -421,5 +486,8 @@ def create_app(bb: Blockbatch, settings: Settings, *, token: str | None = None,
     ]
     # Errors that may mean Postgres went away; database_down lets through the ones that don't.
     down = {OSError: app.database_down, asyncpg.PostgresError: app.database_down}
-    return Starlette(routes=routes, middleware=[Middleware(GuardMiddleware, token=token)],
-                     exception_handlers=down)
+    return Starlette(
+        routes=routes,
+        middleware=[Middleware(GuardMiddleware, token=token)],
+        exception_handlers=down,
+    )

@@ -4,7 +4,7 @@ Each field gets the control its schema asks for: a choice (``<select>``) for an 
 boolean, or a small bounded integer; a short text box for numbers and short strings; a
 text area, a whole line wide, for long strings and JSON values. A row has one form for all
 its fields: :func:`planned_edits` turns what was typed into the changes to make, checking
-every one against the schema (``core.review``) before anything is written, so a row saves
+every one against the schema (``blockbatch.core.review``) before anything is written, so a row saves
 all its changes or none.
 """
 
@@ -14,8 +14,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from core.review import EditError, edited_overlay, parse_field_input
-from core.schema import SchemaSpec
+from blockbatch.core.review import EditError, edited_overlay, parse_field_input
+from blockbatch.core.schema import SchemaSpec
 
 #: A bounded integer with at most this many values is a choice, not a text box.
 MAX_INTEGER_CHOICES = 11
@@ -46,7 +46,7 @@ class Widget:
 
 def input_text(prop: dict[str, Any], value: Any) -> str:
     """``value`` as the text that edits it: a string field's text as is, anything else as
-    JSON (what :func:`core.review.parse_field_input` reads back)."""
+    JSON (what :func:`blockbatch.core.review.parse_field_input` reads back)."""
     if prop.get("type") == "string" and isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False)
@@ -56,15 +56,19 @@ def widget(prop: dict[str, Any]) -> Widget:
     """The control for a field with schema ``prop``."""
     kind = prop.get("type")
     if "enum" in prop:
-        choices = tuple((input_text(prop, v), v if isinstance(v, str) else json.dumps(v))
-                        for v in prop["enum"])
+        choices = tuple(
+            (input_text(prop, v), v if isinstance(v, str) else json.dumps(v)) for v in prop["enum"]
+        )
         longest = max((len(label) for _, label in choices), default=0)
         return Widget("select", choices, span=2 if longest > 16 else 1)
     if kind == "boolean":
         return Widget("select", (("true", "true"), ("false", "false")))
-    if kind == "integer" and isinstance(prop.get("minimum"), int) \
-            and isinstance(prop.get("maximum"), int) \
-            and 0 <= prop["maximum"] - prop["minimum"] < MAX_INTEGER_CHOICES:
+    if (
+        kind == "integer"
+        and isinstance(prop.get("minimum"), int)
+        and isinstance(prop.get("maximum"), int)
+        and 0 <= prop["maximum"] - prop["minimum"] < MAX_INTEGER_CHOICES
+    ):
         values = range(prop["minimum"], prop["maximum"] + 1)
         return Widget("select", tuple((str(v), str(v)) for v in values))
     if kind in ("integer", "number"):
@@ -80,8 +84,10 @@ def widget(prop: dict[str, Any]) -> Widget:
 def field_texts(spec: SchemaSpec, overlay: dict[str, Any] | None) -> dict[str, str]:
     """Each field's text in the row's form (empty for a field the overlay does not have)."""
     overlay = overlay or {}
-    return {f: input_text(spec.properties[f], overlay[f]) if f in overlay else ""
-            for f in spec.properties}
+    return {
+        f: input_text(spec.properties[f], overlay[f]) if f in overlay else ""
+        for f in spec.properties
+    }
 
 
 @dataclass
@@ -93,13 +99,12 @@ class PlannedEdits:
     errors: dict[str, str]
 
 
-def planned_edits(spec: SchemaSpec, staged: dict[str, Any],
-                  typed: dict[str, str]) -> PlannedEdits:
+def planned_edits(spec: SchemaSpec, staged: dict[str, Any], typed: dict[str, str]) -> PlannedEdits:
     """The edits a row's form asks for, checked together against the schema.
 
     A field is unchanged when its text is the staged value's own text, or when it is empty
     and the overlay has no such field. Each change is applied in turn to the staged
-    overlay and the result validated (:func:`core.review.edited_overlay`), so the overlay
+    overlay and the result validated (:func:`blockbatch.core.review.edited_overlay`), so the overlay
     after all of them is one the schema accepts.
     """
     shown = field_texts(spec, staged)
@@ -112,8 +117,7 @@ def planned_edits(spec: SchemaSpec, staged: dict[str, Any],
             continue
         try:
             value = parse_field_input(spec, field, text)
-            if field in staged and staged[field] == value \
-                    and type(staged[field]) is type(value):
+            if field in staged and staged[field] == value and type(staged[field]) is type(value):
                 continue  # the same value typed another way (`12` for `12`, spaces)
             overlay = edited_overlay(spec, overlay, field, value)
         except EditError as err:

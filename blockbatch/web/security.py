@@ -66,12 +66,14 @@ def check_bind(host: str, token: str | None) -> None:
         raise BindRefused(
             f"{TOKEN_ENV} is {len(token)} characters long; use {MIN_TOKEN_LENGTH} or more "
             f"(e.g. `export {TOKEN_ENV}=$(python -c 'import secrets; "
-            f"print(secrets.token_urlsafe(24))')`)")
+            f"print(secrets.token_urlsafe(24))')`)"
+        )
     if not is_loopback(host) and not token:
         raise BindRefused(
             f"refusing to serve on {host}: anyone who can reach that address could confirm "
             f"and edit results. Set {TOKEN_ENV} to a secret of {MIN_TOKEN_LENGTH}+ characters "
-            f"(people sign in with it), or bind to 127.0.0.1 (the default)")
+            f"(people sign in with it), or bind to 127.0.0.1 (the default)"
+        )
 
 
 def session_value(token: str) -> str:
@@ -85,8 +87,7 @@ def signed_in(request: Request, token: str) -> bool:
     if cookie and hmac.compare_digest(cookie, session_value(token)):
         return True
     auth = request.headers.get("authorization", "")
-    return auth.startswith("Bearer ") and hmac.compare_digest(auth[7:].encode(),
-                                                              token.encode())
+    return auth.startswith("Bearer ") and hmac.compare_digest(auth[7:].encode(), token.encode())
 
 
 class GuardMiddleware(BaseHTTPMiddleware):
@@ -97,11 +98,11 @@ class GuardMiddleware(BaseHTTPMiddleware):
         self.token = token
 
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
-        if self.token and request.url.path not in OPEN_PATHS \
-                and not signed_in(request, self.token):
+        if self.token and request.url.path not in OPEN_PATHS and not signed_in(request, self.token):
             if request.method in ("GET", "HEAD"):
                 response: Response = RedirectResponse(
-                    f"/login?next={quote(request.url.path)}", status_code=303)
+                    f"/login?next={quote(request.url.path)}", status_code=303
+                )
             else:
                 response = PlainTextResponse("sign in first (see /login)", status_code=401)
             return self._finish(request, response, new_csrf=None)
@@ -118,9 +119,11 @@ class GuardMiddleware(BaseHTTPMiddleware):
             response.set_cookie(CSRF_COOKIE, new_csrf, httponly=True, samesite="strict")
         nonce = getattr(request.state, "nonce", "")
         response.headers["content-security-policy"] = (
-            "default-src 'self'; script-src " + (f"'nonce-{nonce}'" if nonce else "'none'")
+            "default-src 'self'; script-src "
+            + (f"'nonce-{nonce}'" if nonce else "'none'")
             + "; style-src 'self' 'unsafe-inline'; img-src 'self' data:; form-action 'self';"
-            " frame-ancestors 'none'; base-uri 'none'")
+            " frame-ancestors 'none'; base-uri 'none'"
+        )
         response.headers["x-content-type-options"] = "nosniff"
         response.headers["referrer-policy"] = "same-origin"
         response.headers["x-frame-options"] = "DENY"
@@ -138,11 +141,16 @@ def csrf_protected(handler: Handler) -> Callable[[Request], Awaitable[Response]]
         form = await request.form()
         sent = form.get(CSRF_FIELD)
         cookie = request.cookies.get(CSRF_COOKIE)
-        if not isinstance(sent, str) or not cookie \
-                or not hmac.compare_digest(sent.encode(), cookie.encode()):
+        if (
+            not isinstance(sent, str)
+            or not cookie
+            or not hmac.compare_digest(sent.encode(), cookie.encode())
+        ):
             return PlainTextResponse(
                 "refused: this form's CSRF token is missing or does not match this browser's "
-                "session; reload the page and try again", status_code=403)
+                "session; reload the page and try again",
+                status_code=403,
+            )
         return await handler(request, form)
 
     endpoint.csrf_protected = True  # type: ignore[attr-defined]

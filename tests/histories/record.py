@@ -60,18 +60,18 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
-
-from blockbatch.api import Blockbatch
 from core.models import BatchOptions, OutageOptions, QualityOptions, RunOptions, RunResult
 from devtools import stack
 from runtime.settings import Settings
 from runtime.temporal import anthropic_client, build_worker
 from simulator.testing import control
 from store.db import create_pool, migrate
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from blockbatch.api import Blockbatch
 from tests.helpers import REJECT_MARKER, extract_schema, markdown_doc, marked_document
 from workflows.attributes import SEARCH_ATTRIBUTES
 
@@ -90,8 +90,9 @@ class Recorder:
     def scenario(self, **settings: Any) -> None:
         control(self.sim_url, "PUT", "/_sim/scenario", settings, timeout=10)
 
-    async def start(self, n_blocks: int, options: RunOptions, *, words: int = 300,
-                    **kwargs: Any) -> str:
+    async def start(
+        self, n_blocks: int, options: RunOptions, *, words: int = 300, **kwargs: Any
+    ) -> str:
         doc = await self.bb.ingest_bytes(markdown_doc(n_blocks), name="doc.md", fmt="markdown")
         schema_id = await self.bb.add_schema(extract_schema(instruction_words=words))
         if "reuse_answers" not in options.model_fields_set:
@@ -101,8 +102,12 @@ class Recorder:
         return await self.bb.start_run(doc, schema_id, options, **kwargs)
 
     def worker(self) -> Any:
-        return build_worker(self.client, self.settings.temporal_task_queue, self.pool,
-                            anthropic_client(self.settings))
+        return build_worker(
+            self.client,
+            self.settings.temporal_task_queue,
+            self.pool,
+            anthropic_client(self.settings),
+        )
 
     async def history(self, workflow_id: str, run_id: str | None = None) -> WorkflowHistory:
         return await self.client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
@@ -117,8 +122,10 @@ def save(name: str, history: WorkflowHistory) -> None:
     ids = json.loads(IDS.read_text()) if IDS.exists() else {}
     ids[name] = history.workflow_id
     IDS.write_text(json.dumps(dict(sorted(ids.items())), indent=1) + "\n")
-    print(f"{path.relative_to(ROOT)}: {len(history.events)} events, "
-          f"{path.stat().st_size:,} bytes ({history.workflow_id})")
+    print(
+        f"{path.relative_to(ROOT)}: {len(history.events)} events, "
+        f"{path.stat().st_size:,} bytes ({history.workflow_id})"
+    )
 
 
 def _has(history: WorkflowHistory, event_type: int) -> bool:
@@ -132,15 +139,18 @@ async def record_sync_splits(r: Recorder) -> None:
         result = await r.bb.wait(run_id)
     assert result.status == "completed" and result.split_events > 0, result
     save("sync_splits.run", await r.history(f"run-{run_id}"))
-    paths = [row["pack_path"] for row in await r.pool.fetch(
-        "select distinct pack_path from llm_calls where run_id = $1 and purpose = 'pack' "
-        "order by pack_path",
-        run_id)]
+    paths = [
+        row["pack_path"]
+        for row in await r.pool.fetch(
+            "select distinct pack_path from llm_calls where run_id = $1 and purpose = 'pack' "
+            "order by pack_path",
+            run_id,
+        )
+    ]
     split = half = None
     for path in paths:
         history = await r.history(f"run-{run_id}/pack-{path}")
-        started_child = _has(history,
-                             EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED)
+        started_child = _has(history, EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED)
         if split is None and started_child:
             split = history
         if half is None and "." in path:
@@ -154,9 +164,11 @@ async def record_cancelled(r: Recorder) -> None:
     r.scenario(speed_factor=1.0, latency={"ttft_ms": 400, "per_output_token_ms": 0})
     run_id = await r.start(24, RunOptions(pack_size=3, max_concurrent_packs=2))
     async with r.worker():
-        while not (await r.pool.fetchval(
-                "select count(*) from llm_calls where run_id = $1 and status = 'succeeded'",
-                run_id)):
+        while not (
+            await r.pool.fetchval(
+                "select count(*) from llm_calls where run_id = $1 and status = 'succeeded'", run_id
+            )
+        ):
             await asyncio.sleep(0.1)
         await r.bb.cancel(run_id)
         result = await r.bb.wait(run_id)
@@ -166,15 +178,19 @@ async def record_cancelled(r: Recorder) -> None:
 
 async def record_batch_rounds(r: Recorder) -> None:
     r.scenario(faults={"truncate": 0.5}, seed=2)
-    run_id = await r.start(12, RunOptions(mode="batch", pack_size=4,
-                                          batch=BatchOptions(poll_initial_s=0.2, poll_max_s=1)))
+    run_id = await r.start(
+        12,
+        RunOptions(mode="batch", pack_size=4, batch=BatchOptions(poll_initial_s=0.2, poll_max_s=1)),
+    )
     async with r.worker():
         result = await r.bb.wait(run_id)
     history = await r.history(f"run-{run_id}")
-    rounds = sum(1 for e in history.events
-                 if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-                 and e.activity_task_scheduled_event_attributes.activity_type.name
-                 == "submit_round")
+    rounds = sum(
+        1
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and e.activity_task_scheduled_event_attributes.activity_type.name == "submit_round"
+    )
     assert result.status == "completed" and rounds > 1, (result, rounds)
     save("batch_rounds.run", history)
 
@@ -183,8 +199,9 @@ async def _first_and_last(r: Recorder, wid: str) -> tuple[WorkflowHistory, Workf
     """The first and the last execution of a workflow that continued as new."""
     last = await r.history(wid)
     first = last
-    while (prev := first.events[0].workflow_execution_started_event_attributes
-           .continued_execution_run_id):
+    while prev := first.events[
+        0
+    ].workflow_execution_started_event_attributes.continued_execution_run_id:
         first = await r.history(wid, prev)
     assert _has(first, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW)
     return first, last
@@ -192,8 +209,7 @@ async def _first_and_last(r: Recorder, wid: str) -> tuple[WorkflowHistory, Workf
 
 async def record_continue_as_new(r: Recorder) -> None:
     r.scenario()
-    run_id = await r.start(10, RunOptions(pack_size=2, max_concurrent_packs=2),
-                           packs_per_history=2)
+    run_id = await r.start(10, RunOptions(pack_size=2, max_concurrent_packs=2), packs_per_history=2)
     async with r.worker():
         result = await r.bb.wait(run_id)
     assert result.status == "completed", result
@@ -204,8 +220,7 @@ async def record_continue_as_new(r: Recorder) -> None:
 
 async def record_outlive(r: Recorder, name: str = "outlive") -> None:
     r.scenario(speed_factor=1.0, latency={"ttft_ms": 400, "per_output_token_ms": 0})
-    run_id = await r.start(12, RunOptions(pack_size=2, max_concurrent_packs=4),
-                           packs_per_history=2)
+    run_id = await r.start(12, RunOptions(pack_size=2, max_concurrent_packs=4), packs_per_history=2)
     async with r.worker():
         result = await r.bb.wait(run_id)
     assert result.status == "completed", result
@@ -231,8 +246,10 @@ async def record_warm_start(r: Recorder) -> None:
     async with r.worker():
         result = await r.bb.wait(run_id)
     assert result.status == "completed", result
-    purposes = {row["purpose"] for row in await r.pool.fetch(
-        "select purpose from llm_calls where run_id = $1", run_id)}
+    purposes = {
+        row["purpose"]
+        for row in await r.pool.fetch("select purpose from llm_calls where run_id = $1", run_id)
+    }
     assert "warm_up" in purposes, purposes
     save("warm_start.run", await r.history(f"run-{run_id}"))
 
@@ -242,16 +259,19 @@ async def record_learning(r: Recorder) -> None:
     # Packs sized by estimate, no earlier run of the schema: a learning pack goes first
     # (no warm-up), the rest is re-planned from its answer, and again at continue-as-new.
     # A schema no other kind runs (its own instruction length): no earlier answers of it.
-    run_id = await r.start(150, RunOptions(max_concurrent_packs=2, output_budget=1024), words=1450,
-                           packs_per_history=3)
+    run_id = await r.start(
+        150, RunOptions(max_concurrent_packs=2, output_budget=1024), words=1450, packs_per_history=3
+    )
     async with r.worker():
         result = await r.bb.wait(run_id)
     assert result.status == "completed", result
     first, last = await _first_and_last(r, f"run-{run_id}")
     for history in (first, last):
-        scheduled = [e.activity_task_scheduled_event_attributes.activity_type.name
-                     for e in history.events
-                     if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
+        scheduled = [
+            e.activity_task_scheduled_event_attributes.activity_type.name
+            for e in history.events
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        ]
         assert "replan_run" in scheduled and "warm_cache" not in scheduled, scheduled
     save("learning.first", first)
     save("learning.last", last)
@@ -260,9 +280,14 @@ async def record_learning(r: Recorder) -> None:
 async def record_outage(r: Recorder) -> None:
     slow = {"speed_factor": 1.0, "latency": {"ttft_ms": 300, "per_output_token_ms": 0}}
     r.scenario(**slow)
-    run_id = await r.start(16, RunOptions(pack_size=4, max_concurrent_packs=2,
-                                          outage=OutageOptions(probe_initial_s=0.5,
-                                                               probe_max_s=1)))
+    run_id = await r.start(
+        16,
+        RunOptions(
+            pack_size=4,
+            max_concurrent_packs=2,
+            outage=OutageOptions(probe_initial_s=0.5, probe_max_s=1),
+        ),
+    )
     async with r.worker():
         while (await r.bb.progress(run_id)).packs_done < 1:
             await asyncio.sleep(0.1)
@@ -276,19 +301,27 @@ async def record_outage(r: Recorder) -> None:
     save("outage.run", await r.history(f"run-{run_id}"))
     waited = await r.pool.fetchval(
         """select pack_path from llm_calls where run_id = $1 and purpose = 'pack'
-           and http_status = 503 order by call_id limit 1""", run_id)
+           and http_status = 503 order by call_id limit 1""",
+        run_id,
+    )
     save("outage.pack", await r.history(f"run-{run_id}/pack-{waited}"))
 
 
 async def record_retry(r: Recorder) -> None:
-    for name, options in (("retry.run", RunOptions(pack_size=4, max_concurrent_packs=2,
-                                                   reuse_answers=False)),
-                          ("retry.batch_run", RunOptions(
-                              mode="batch", pack_size=4, reuse_answers=False,
-                              batch=BatchOptions(poll_initial_s=0.2, poll_max_s=1)))):
+    for name, options in (
+        ("retry.run", RunOptions(pack_size=4, max_concurrent_packs=2, reuse_answers=False)),
+        (
+            "retry.batch_run",
+            RunOptions(
+                mode="batch",
+                pack_size=4,
+                reuse_answers=False,
+                batch=BatchOptions(poll_initial_s=0.2, poll_max_s=1),
+            ),
+        ),
+    ):
         r.scenario(reject_marker=REJECT_MARKER, batch={"processing_delay_s": 0.2})
-        doc = await r.bb.ingest_bytes(marked_document(8, {2, 5}), name=f"{name}.md",
-                                      fmt="markdown")
+        doc = await r.bb.ingest_bytes(marked_document(8, {2, 5}), name=f"{name}.md", fmt="markdown")
         schema_id = await r.bb.add_schema(extract_schema(instruction_words=300))
         run_id = await r.bb.start_run(doc, schema_id, options)
         async with r.worker():
@@ -306,15 +339,17 @@ async def record_budget(r: Recorder) -> None:
     options = RunOptions(pack_size=2, max_concurrent_packs=2, reuse_answers=False)
     async with r.worker():
         free = await r.bb.wait(await r.start(40, options, words=200))
-        run_id = await r.start(40, options.model_copy(
-            update={"max_cost_usd": round(free.cost_usd / 2, 6)}), words=200)
+        run_id = await r.start(
+            40, options.model_copy(update={"max_cost_usd": round(free.cost_usd / 2, 6)}), words=200
+        )
         result = await r.bb.wait(run_id)
     assert result.status == "budget_exhausted" and result.blocks_ai_complete > 0, result
     save("budget.run", await r.history(f"run-{run_id}"))
     refused = await r.pool.fetchval(
         """select pack_path from overlays where run_id = $1 and reason_code = 'budget_exhausted'
              and last_error like 'the run''s budget of %' order by block_index limit 1""",
-        run_id)
+        run_id,
+    )
     assert refused is not None
     save("budget.pack", await r.history(f"run-{run_id}/pack-{refused}"))
 
@@ -322,12 +357,25 @@ async def record_budget(r: Recorder) -> None:
 async def _gated_run(r: Recorder) -> tuple[str, RunResult]:
     """80 blocks where packs of 8 answer most blocks wrongly and packs of 4 right, with a
     quality gate at 90%: the gate halves the rest."""
-    r.scenario(seed=3, quality={"enabled": True, "free_blocks": 4,
-                                "wrong_per_extra_block": 0.2, "skip_per_extra_block": 0,
-                                "bleed_per_extra_block": 0})
-    run_id = await r.start(80, RunOptions(pack_size=8, max_concurrent_packs=2,
-                                          reuse_answers=False,
-                                          quality=QualityOptions(min_agreement=0.9)))
+    r.scenario(
+        seed=3,
+        quality={
+            "enabled": True,
+            "free_blocks": 4,
+            "wrong_per_extra_block": 0.2,
+            "skip_per_extra_block": 0,
+            "bleed_per_extra_block": 0,
+        },
+    )
+    run_id = await r.start(
+        80,
+        RunOptions(
+            pack_size=8,
+            max_concurrent_packs=2,
+            reuse_answers=False,
+            quality=QualityOptions(min_agreement=0.9),
+        ),
+    )
     async with r.worker():
         return run_id, await r.bb.wait(run_id)
 
@@ -339,7 +387,9 @@ async def record_quality(r: Recorder) -> None:
     save("quality.run", await r.history(f"run-{run_id}"))
     probed = await r.pool.fetchval(
         """select min(o.pack_index) from quality_samples q join overlays o
-           using (run_id, block_uid) where q.run_id = $1 and q.status = 'compared'""", run_id)
+           using (run_id, block_uid) where q.run_id = $1 and q.status = 'compared'""",
+        run_id,
+    )
     save("quality.pack", await r.history(f"run-{run_id}/pack-{probed}"))
 
 
@@ -354,9 +404,12 @@ async def record_quality_reask(r: Recorder) -> None:
 
 def _start_simulator(log: Path, port: int) -> subprocess.Popen[bytes]:
     with open(log, "wb") as out:
-        return subprocess.Popen([sys.executable, "-m", "simulator", "--host", "127.0.0.1",
-                                 "--port", str(port)], stdout=out, stderr=subprocess.STDOUT,
-                                cwd=ROOT)
+        return subprocess.Popen(
+            [sys.executable, "-m", "simulator", "--host", "127.0.0.1", "--port", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
 
 
 @asynccontextmanager
@@ -378,10 +431,13 @@ async def throwaway_stack(base: Path) -> AsyncIterator[Recorder]:
             extra += ["--search-attribute", f"{name}={kind}"]
         env = await WorkflowEnvironment.start_local(
             dev_server_existing_path=str(stack.temporal_cli_path()),
-            data_converter=pydantic_data_converter, dev_server_extra_args=extra)
+            data_converter=pydantic_data_converter,
+            dev_server_extra_args=extra,
+        )
         sim_url = f"http://127.0.0.1:{sim_port}"
-        stack._wait_until(lambda: stack._http_ok(sim_url + "/health"), 30, "simulator",
-                          base / "simulator.log")
+        stack._wait_until(
+            lambda: stack._http_ok(sim_url + "/health"), 30, "simulator", base / "simulator.log"
+        )
         settings = Settings(
             database_url=pg.url("bb"),
             temporal_address=env.client.service_client.config.target_host,
@@ -391,8 +447,7 @@ async def throwaway_stack(base: Path) -> AsyncIterator[Recorder]:
             blockbatch_data_dir=base / "data",
         )
         pool = await create_pool(pg.url("bb"), max_size=20)
-        yield Recorder(Blockbatch(pool, env.client, settings), env.client, settings, sim_url,
-                       pool)
+        yield Recorder(Blockbatch(pool, env.client, settings), env.client, settings, sim_url, pool)
     finally:
         if pool is not None:
             await pool.close()
@@ -405,13 +460,21 @@ async def throwaway_stack(base: Path) -> AsyncIterator[Recorder]:
 
 async def record_stream(r: Recorder) -> None:
     r.scenario(speed_factor=1.0, latency={"ttft_ms": 300, "per_output_token_ms": 0})
-    stream = await r.bb.open_stream(extract_schema(instruction_words=300), max_rows=3,
-                                    max_wait_s=0.5, packs_per_history=2,
-                                    options=RunOptions(max_concurrent_packs=2))
+    stream = await r.bb.open_stream(
+        extract_schema(instruction_words=300),
+        max_rows=3,
+        max_wait_s=0.5,
+        packs_per_history=2,
+        options=RunOptions(max_concurrent_packs=2),
+    )
     async with r.worker():
         for i in range(4):
-            await stream.put_many([{"id": f"{i}-{j}", "text": f"Row {i}.{j}: page the lead."}
-                                   for j in range(3 if i < 3 else 2)])
+            await stream.put_many(
+                [
+                    {"id": f"{i}-{j}", "text": f"Row {i}.{j}: page the lead."}
+                    for j in range(3 if i < 3 else 2)
+                ]
+            )
             await asyncio.sleep(0.2)
         await stream.close()
         result = await stream.wait()
@@ -421,13 +484,22 @@ async def record_stream(r: Recorder) -> None:
     save("stream.last", last)
 
 
-RECORDERS = {"warm_start": record_warm_start,
-             "sync_splits": record_sync_splits, "cancelled": record_cancelled,
-             "batch_rounds": record_batch_rounds, "continue_as_new": record_continue_as_new,
-             "outage": record_outage, "retry": record_retry, "outlive": record_outlive,
-             "handover": record_handover, "learning": record_learning,
-             "budget": record_budget, "stream": record_stream, "quality": record_quality,
-             "quality_reask": record_quality_reask}
+RECORDERS = {
+    "warm_start": record_warm_start,
+    "sync_splits": record_sync_splits,
+    "cancelled": record_cancelled,
+    "batch_rounds": record_batch_rounds,
+    "continue_as_new": record_continue_as_new,
+    "outage": record_outage,
+    "retry": record_retry,
+    "outlive": record_outlive,
+    "handover": record_handover,
+    "learning": record_learning,
+    "budget": record_budget,
+    "stream": record_stream,
+    "quality": record_quality,
+    "quality_reask": record_quality_reask,
+}
 
 
 async def main(names: list[str]) -> None:

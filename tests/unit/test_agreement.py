@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.agreement import (
+from blockbatch.core.agreement import (
     SHORT_TEXT_CHARS,
     TEXT_AGREE_AT,
     FieldAgreement,
@@ -17,31 +17,39 @@ from core.agreement import (
     summarize,
     text_similarity,
 )
-from core.models import QualityOptions, RunOptions
-from core.schema import load_schema
+from blockbatch.core.models import QualityOptions, RunOptions
+from blockbatch.core.schema import load_schema
 
-SCHEMA = load_schema({
-    "name": "s",
-    "properties": {
-        "count": {"type": "integer"},
-        "score": {"type": "number"},
-        "flag": {"type": "boolean"},
-        "mood": {"type": "string", "enum": ["Positive", "negative"]},
-        "name": {"type": "string"},
-        "code": {"type": "string", "maxLength": 20},
-        "summary": {"type": "string"},
-        "tags": {"type": "array", "items": {"type": "string"}},
-        "meta": {"type": "object"},
-        "note": {"type": "string"},
-    },
-    "required": ["count", "score", "flag", "mood", "name", "code", "summary", "tags", "meta"],
-    "prompt_config": {"system_instructions": "x"},
-})
+SCHEMA = load_schema(
+    {
+        "name": "s",
+        "properties": {
+            "count": {"type": "integer"},
+            "score": {"type": "number"},
+            "flag": {"type": "boolean"},
+            "mood": {"type": "string", "enum": ["Positive", "negative"]},
+            "name": {"type": "string"},
+            "code": {"type": "string", "maxLength": 20},
+            "summary": {"type": "string"},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "meta": {"type": "object"},
+            "note": {"type": "string"},
+        },
+        "required": ["count", "score", "flag", "mood", "name", "code", "summary", "tags", "meta"],
+        "prompt_config": {"system_instructions": "x"},
+    }
+)
 BASE = {
-    "block_uid": "d:1", "count": 3, "score": 0.7, "flag": True, "mood": "Positive",
-    "name": "Acme Corp", "code": "A-1",
+    "block_uid": "d:1",
+    "count": 3,
+    "score": 0.7,
+    "flag": True,
+    "mood": "Positive",
+    "name": "Acme Corp",
+    "code": "A-1",
     "summary": "The board approved the annual budget and hired two new engineers",
-    "tags": ["Alpha", "beta"], "meta": {"a": 1.0, "b": "X"},
+    "tags": ["Alpha", "beta"],
+    "meta": {"a": 1.0, "b": "X"},
 }
 
 
@@ -76,7 +84,9 @@ def test_short_strings_are_exact_after_normalising():
     assert not verdicts({**BASE, "name": "Acme Corporation"})["name"].agree
     long_code = "X" * (SHORT_TEXT_CHARS + 5)
     # maxLength <= SHORT_TEXT_CHARS: exact whatever the values' length
-    assert verdicts({**BASE, "code": long_code}, {**BASE, "code": long_code})["code"].kind == "exact"
+    assert (
+        verdicts({**BASE, "code": long_code}, {**BASE, "code": long_code})["code"].kind == "exact"
+    )
 
 
 def test_free_text_agrees_by_similarity():
@@ -112,12 +122,15 @@ def test_text_similarity_is_token_f1():
     assert text_similarity("a a b", "a b b") == pytest.approx(2 / 3)
 
 
-@pytest.mark.parametrize(("agreed", "total", "low", "high"), [
-    (40, 40, 0.9124, 1.0),
-    (0, 10, 0.0, 0.2775),
-    (5, 10, 0.2366, 0.7634),
-    (81, 263, 0.2553, 0.3662),
-])
+@pytest.mark.parametrize(
+    ("agreed", "total", "low", "high"),
+    [
+        (40, 40, 0.9124, 1.0),
+        (0, 10, 0.0, 0.2775),
+        (5, 10, 0.2366, 0.7634),
+        (81, 263, 0.2553, 0.3662),
+    ],
+)
 def test_wilson_interval_matches_known_values(agreed, total, low, high):
     got = Tally(agreed, total).interval()
     assert got == pytest.approx((low, high), abs=1e-4)
@@ -158,8 +171,9 @@ def test_summarize_buckets_blocks_fields_sizes_and_positions():
 
 def test_agreement_text():
     assert agreement_text(summarize([])) == "agreement: no sampled blocks yet"
-    samples = [Sample(str(i), 10, 1, [field("summary", i != 0), field("n", True)])
-               for i in range(40)]
+    samples = [
+        Sample(str(i), 10, 1, [field("summary", i != 0), field("n", True)]) for i in range(40)
+    ]
     text = agreement_text(summarize(samples))
     assert text == "agreement 97.5% on 40 sampled blocks (95% CI 87.1-99.6%); lowest: summary 98%"
     perfect = agreement_text(summarize(samples[1:2]))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.budget import (
+from blockbatch.core.budget import (
     INPUT_MARGIN,
     BudgetError,
     check_minimum,
@@ -17,12 +17,12 @@ from core.budget import (
     warm_up_worst_case,
     worst_case_usd,
 )
-from core.context import RunContext
-from core.models import RunOptions
-from core.policy import decide
-from core.reasons import REASONS
-from core.registry import get_model
-from core.schema import load_schema
+from blockbatch.core.context import RunContext
+from blockbatch.core.models import RunOptions
+from blockbatch.core.policy import decide
+from blockbatch.core.reasons import REASONS
+from blockbatch.core.registry import get_model
+from blockbatch.core.schema import load_schema
 
 SONNET = get_model("claude-sonnet-4-5")
 
@@ -33,24 +33,34 @@ def test_worst_case_bills_the_prefix_as_a_cache_write_the_rest_as_input_and_all_
     expected = (INPUT_MARGIN * (8_000 * 3.75 + 2_000 * 3.0) + 1_000 * 15.0) / 1e6
     assert cost == pytest.approx(expected)
     # A 1-hour cache write is dearer; no prefix: all plain input; batch: half of it all.
-    assert worst_case_usd(SONNET, input_tokens=10_000, prefix_tokens=8_000, max_tokens=1_000,
-                          cache_ttl="1h") > cost
+    assert (
+        worst_case_usd(
+            SONNET, input_tokens=10_000, prefix_tokens=8_000, max_tokens=1_000, cache_ttl="1h"
+        )
+        > cost
+    )
     plain = worst_case_usd(SONNET, input_tokens=10_000, max_tokens=1_000)
     assert plain == pytest.approx((INPUT_MARGIN * 30_000 + 15_000) / 1e6)
-    assert worst_case_usd(SONNET, input_tokens=10_000, prefix_tokens=8_000, max_tokens=1_000,
-                          batch=True) == pytest.approx(cost / 2)
+    assert worst_case_usd(
+        SONNET, input_tokens=10_000, prefix_tokens=8_000, max_tokens=1_000, batch=True
+    ) == pytest.approx(cost / 2)
     # A prefix can never be more than the input.
-    assert worst_case_usd(SONNET, input_tokens=100, prefix_tokens=5_000, max_tokens=0) == \
-        pytest.approx(INPUT_MARGIN * 100 * 3.75 / 1e6)
+    assert worst_case_usd(
+        SONNET, input_tokens=100, prefix_tokens=5_000, max_tokens=0
+    ) == pytest.approx(INPUT_MARGIN * 100 * 3.75 / 1e6)
 
 
 def test_worst_case_is_never_below_what_the_api_can_bill_for_the_same_call():
-    from core.registry import Usage, cost_usd
-    for usage in (Usage(input_tokens=2_000, cache_creation_input_tokens=8_000, output_tokens=1_000),
-                  Usage(input_tokens=2_000, cache_read_input_tokens=8_000, output_tokens=1_000),
-                  Usage(input_tokens=10_000, output_tokens=1_000)):
+    from blockbatch.core.registry import Usage, cost_usd
+
+    for usage in (
+        Usage(input_tokens=2_000, cache_creation_input_tokens=8_000, output_tokens=1_000),
+        Usage(input_tokens=2_000, cache_read_input_tokens=8_000, output_tokens=1_000),
+        Usage(input_tokens=10_000, output_tokens=1_000),
+    ):
         assert cost_usd(SONNET, usage) <= worst_case_usd(
-            SONNET, input_tokens=10_000, prefix_tokens=8_000, max_tokens=1_000)
+            SONNET, input_tokens=10_000, prefix_tokens=8_000, max_tokens=1_000
+        )
 
 
 def test_a_call_fits_waits_for_open_calls_or_finds_the_budget_exhausted():
@@ -78,9 +88,15 @@ def test_a_budget_below_the_first_call_names_the_minimum():
 
 
 def _ctx(**options: object) -> RunContext:
-    spec = load_schema({"properties": {"summary": {"type": "string"}},
-                        "prompt_config": {"system_instructions": "Summarise. " * 800,
-                                          "per_block_prompt": "One sentence."}})
+    spec = load_schema(
+        {
+            "properties": {"summary": {"type": "string"}},
+            "prompt_config": {
+                "system_instructions": "Summarise. " * 800,
+                "per_block_prompt": "One sentence.",
+            },
+        }
+    )
     opts = RunOptions.model_validate(options)
     return RunContext("r", "d", "s", opts, spec, get_model(opts.model))
 
@@ -97,9 +113,16 @@ def test_the_first_calls_are_the_warm_up_and_pack_0_when_the_prompt_is_cached():
     assert what == "batch request 0 of 2 blocks"
     # Half price, its prefix written with the batch requests' 1-hour TTL.
     pack = batch_ctx.pack([100, 100])
-    assert batch_cost == pytest.approx(worst_case_usd(
-        batch_ctx.model, input_tokens=pack.est_input_tokens, max_tokens=pack.max_tokens,
-        prefix_tokens=batch_ctx.cacheable_prefix_tokens, cache_ttl="1h") / 2)
+    assert batch_cost == pytest.approx(
+        worst_case_usd(
+            batch_ctx.model,
+            input_tokens=pack.est_input_tokens,
+            max_tokens=pack.max_tokens,
+            prefix_tokens=batch_ctx.cacheable_prefix_tokens,
+            cache_ttl="1h",
+        )
+        / 2
+    )
 
 
 def test_what_is_left_is_estimated_from_the_runs_own_cost_per_block():
@@ -110,8 +133,9 @@ def test_what_is_left_is_estimated_from_the_runs_own_cost_per_block():
     roomy = left_to_do(1.0, spent=0.96, blocks_done=48, blocks_left=52, largest_call_usd=0.2)
     assert suggested_budget(roomy) == pytest.approx(0.96 + 1.04 + 0.2)
     # One-off calls (the warm-up's cache write) do not count per block; continuing pays one.
-    left = left_to_do(1.0, spent=0.96, work_spent=0.48, restart_usd=0.1, blocks_done=48,
-                      blocks_left=52)
+    left = left_to_do(
+        1.0, spent=0.96, work_spent=0.48, restart_usd=0.1, blocks_done=48, blocks_left=52
+    )
     assert (left.cost_per_block_usd, left.to_finish_usd) == (0.01, 0.62)
     none_done = left_to_do(0.01, spent=0.0, blocks_done=0, blocks_left=3)
     assert none_done.to_finish_usd is None and "no block done yet" in left_text(none_done)
@@ -120,18 +144,27 @@ def test_what_is_left_is_estimated_from_the_runs_own_cost_per_block():
 def test_policy_a_call_the_budget_cannot_hold_fails_its_blocks_as_budget_exhausted():
     decision = decide("over_budget", blocks=5, reason="budget $1 spent")
     assert (decision.step, decision.code, decision.reason) == (
-        "fail", "budget_exhausted", "budget $1 spent")
+        "fail",
+        "budget_exhausted",
+        "budget $1 spent",
+    )
     assert "budget_exhausted" in REASONS
 
 
-@pytest.mark.parametrize(("bad", "says"), [("-1", "must be more than $0"),
-                                            ("abc", "must be a number of US dollars"),
-                                            ("0", "must be more than $0"),
-                                            ("nan", "must be more than $0")])
+@pytest.mark.parametrize(
+    ("bad", "says"),
+    [
+        ("-1", "must be more than $0"),
+        ("abc", "must be a number of US dollars"),
+        ("0", "must be more than $0"),
+        ("nan", "must be more than $0"),
+    ],
+)
 def test_the_cli_refuses_a_bad_budget_before_anything_runs(
     bad: str, says: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from blockbatch.cli.parser import EXIT_USAGE, build_parser
+
     for command in (["run", "doc.md", "--schema", "s.json"], ["retry", "RUN"]):
         with pytest.raises(SystemExit) as exit_:
             build_parser().parse_args([*command, "--max-cost", bad])

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from core.calibration import (
+from blockbatch.core.calibration import (
     Calibration,
     CalibrationError,
     CalibrationNote,
@@ -20,20 +20,28 @@ from core.calibration import (
 def test_sizes_are_parsed_sorted_and_distinct():
     assert parse_sizes("20, 5,10,5") == [5, 10, 20]
     assert parse_sizes([40, 2]) == [2, 40]
-    for bad, words in (("", "empty"), ("5,x", "whole numbers"), ("1,5", "2 or more"),
-                       ("0", "2 or more"), (",".join(str(n) for n in range(2, 12)), "at most")):
+    for bad, words in (
+        ("", "empty"),
+        ("5,x", "whole numbers"),
+        ("1,5", "2 or more"),
+        ("0", "2 or more"),
+        (",".join(str(n) for n in range(2, 12)), "at most"),
+    ):
         with pytest.raises(CalibrationError, match=words):
             parse_sizes(bad)
 
 
-@pytest.mark.parametrize(("sizes", "sample", "blocks", "target", "cap", "words"), [
-    ([5], 40, 100, 0.0, None, "target"),
-    ([5], 40, 100, 1.01, None, "target"),
-    ([5], 1, 100, 0.9, None, "at least 2"),
-    ([5], 40, 30, 0.9, None, "more than the document's 30 blocks"),
-    ([5, 50], 40, 100, 0.9, None, "larger than the sample"),
-    ([5, 20], 40, 100, 0.9, 10, "max_batch_size"),
-])
+@pytest.mark.parametrize(
+    ("sizes", "sample", "blocks", "target", "cap", "words"),
+    [
+        ([5], 40, 100, 0.0, None, "target"),
+        ([5], 40, 100, 1.01, None, "target"),
+        ([5], 1, 100, 0.9, None, "at least 2"),
+        ([5], 40, 30, 0.9, None, "more than the document's 30 blocks"),
+        ([5, 50], 40, 100, 0.9, None, "larger than the sample"),
+        ([5, 20], 40, 100, 0.9, 10, "max_batch_size"),
+    ],
+)
 def test_a_calibration_that_cannot_measure_is_refused(sizes, sample, blocks, target, cap, words):
     with pytest.raises(CalibrationError, match=words):
         check_request(sizes, sample, blocks, target, cap)
@@ -48,8 +56,13 @@ def result(size: int, rate: float | None) -> SizeResult:
 
 
 def test_the_recommendation_is_the_largest_size_that_meets_the_target_with_every_smaller_one():
-    assert recommend([result(1, None), result(5, 1.0), result(10, 0.96), result(20, 0.9),
-                      result(40, 0.8)], 0.95) == 10
+    assert (
+        recommend(
+            [result(1, None), result(5, 1.0), result(10, 0.96), result(20, 0.9), result(40, 0.8)],
+            0.95,
+        )
+        == 10
+    )
     # 40 passing after 20 failed is noise: not recommended
     assert recommend([result(5, 1.0), result(20, 0.9), result(40, 0.97)], 0.95) == 5
     assert recommend([result(5, 0.9), result(10, 0.99)], 0.95) is None
@@ -59,8 +72,9 @@ def test_the_recommendation_is_the_largest_size_that_meets_the_target_with_every
 
 def test_the_quote_line():
     at = datetime(2026, 11, 23, 18, 0, tzinfo=UTC)
-    note = CalibrationNote(calibration_id="c", recommended=20, target=0.95, created_at=at,
-                           document="d.md")
+    note = CalibrationNote(
+        calibration_id="c", recommended=20, target=0.95, created_at=at, document="d.md"
+    )
     assert note.text() == "calibrated: size 20 meets 95.0% (calibration of 2026-11-23)"
     none = note.model_copy(update={"recommended": None})
     assert "no pack size met 95.0%" in none.text() and "use 1" in none.text()
@@ -68,11 +82,21 @@ def test_the_quote_line():
 
 def test_the_advice_names_the_size_or_says_none_meets_the_target():
     at = datetime(2026, 11, 23, 18, 0, tzinfo=UTC)
-    calibration = Calibration(calibration_id="c", document="d.md", document_id="doc-1",
-                              schema_name="s", schema_id="schema-1", model="m", sample=40,
-                              seed="x", target=0.95, sizes=[result(1, None), result(5, 0.9)],
-                              recommended=None, created_at=at)
-    assert calibration.advice() == ("none meets the target of 95.0%: use 1 (--no-batching) "
-                                    "or lower the target")
-    assert "recommended pack size: 5" in calibration.model_copy(
-        update={"recommended": 5}).advice()
+    calibration = Calibration(
+        calibration_id="c",
+        document="d.md",
+        document_id="doc-1",
+        schema_name="s",
+        schema_id="schema-1",
+        model="m",
+        sample=40,
+        seed="x",
+        target=0.95,
+        sizes=[result(1, None), result(5, 0.9)],
+        recommended=None,
+        created_at=at,
+    )
+    assert calibration.advice() == (
+        "none meets the target of 95.0%: use 1 (--no-batching) or lower the target"
+    )
+    assert "recommended pack size: 5" in calibration.model_copy(update={"recommended": 5}).advice()

@@ -10,7 +10,8 @@ from pathlib import Path
 def test_the_blockbatch_command_runs_the_starters_cli() -> None:
     command = Path(sys.executable).parent / "blockbatch"
     assert command.exists(), "the package's console script is not installed (make install)"
-    done = subprocess.run([str(command), "--help"], capture_output=True, text=True,
-                          timeout=60, check=False)
+    done = subprocess.run(
+        [str(command), "--help"], capture_output=True, text=True, timeout=60, check=False
+    )
     assert done.returncode == 0, done.stderr
     assert "COMMAND --help" in done.stdout and "estimate" in done.stdout

@@ -1,8 +1,8 @@
-"""Who answers a worker's calls (core/endpoint.py): hosts, key digests, what is said."""
+"""Who answers a worker's calls (blockbatch/core/endpoint.py): hosts, key digests, what is said."""
 
 from __future__ import annotations
 
-from core.endpoint import (
+from blockbatch.core.endpoint import (
     Endpoint,
     answered_text,
     endpoint_host,
@@ -34,7 +34,8 @@ def test_a_run_answered_by_the_simulator_says_so() -> None:
     sim = endpoint_of("http://127.0.0.1:8765", simulated=True, api_key="sim-local-key")
     assert sim.label() == "simulator 127.0.0.1:8765"
     assert answered_text([sim.label()]) == (
-        "simulated: the simulator at 127.0.0.1:8765 answered, not Claude")
+        "simulated: the simulator at 127.0.0.1:8765 answered, not Claude"
+    )
     assert answered_text(["anthropic"]) == "the Claude API"
     assert answered_text([]) is None
 

@@ -14,8 +14,7 @@ import pytest
 
 from blockbatch.cli.parser import OPTION_FIELDS, build_parser
 from blockbatch.cli.progress import describe, limiter_detail
-from blockbatch.report import next_command, not_done_line, summary_lines
-from core.models import (
+from blockbatch.core.models import (
     LimiterNote,
     QualityOptions,
     QualityResult,
@@ -23,6 +22,7 @@ from core.models import (
     RunProgress,
     RunResult,
 )
+from blockbatch.report import next_command, not_done_line, summary_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 LINKS = {"run": "u", "packs": "p"}
@@ -45,8 +45,11 @@ def _model_default(dest: str) -> object:
 
 def test_max_concurrent_packs_help_states_the_run_options_default() -> None:
     for name in ("run", "estimate", "stream"):
-        help_ = next(a.help for a in _subparsers(build_parser())[name]._actions
-                     if a.dest == "max_concurrent_packs")
+        help_ = next(
+            a.help
+            for a in _subparsers(build_parser())[name]._actions
+            if a.dest == "max_concurrent_packs"
+        )
         assert f"(default {RunOptions().max_concurrent_packs}" in (help_ or ""), name
         assert "(default 8" not in (help_ or ""), name
 
@@ -83,50 +86,91 @@ def test_every_option_mapped_to_a_model_field_names_a_real_field() -> None:
 
 
 def _quality(probe_calls: int) -> QualityResult:
-    return QualityResult.model_validate({
-        "sampled": 5, "agreement": {"samples": 5, "agreeing": 5, "rate": 1.0},
-        "probe_calls": probe_calls, "probe_cost_usd": 0.001, "run_cost_usd": 0.02})
+    return QualityResult.model_validate(
+        {
+            "sampled": 5,
+            "agreement": {"samples": 5, "agreeing": 5, "rate": 1.0},
+            "probe_calls": probe_calls,
+            "probe_cost_usd": 0.001,
+            "run_cost_usd": 0.02,
+        }
+    )
 
 
 def test_the_calls_row_says_which_calls_the_ratio_leaves_out() -> None:
-    result = RunResult(run_id="r", status="completed", blocks_total=144,
-                       blocks_ai_complete=144, pack_count=4, calls=9, quality=_quality(5),
-                       cost_usd=0.02)
+    result = RunResult(
+        run_id="r",
+        status="completed",
+        blocks_total=144,
+        blocks_ai_complete=144,
+        pack_count=4,
+        calls=9,
+        quality=_quality(5),
+        cost_usd=0.02,
+    )
     lines = "\n".join(summary_lines(result, baseline=None, links=LINKS))
-    assert ("9 calls: 4 calls for 144 blocks (36.0 blocks per call; 4 packs, 0 split events), "
-            "5 quality probe calls") in lines
+    assert (
+        "9 calls: 4 calls for 144 blocks (36.0 blocks per call; 4 packs, 0 split events), "
+        "5 quality probe calls"
+    ) in lines
 
 
 def test_one_pack_and_one_call_are_singular() -> None:
-    result = RunResult(run_id="r", status="completed", blocks_total=3, blocks_ai_complete=3,
-                       pack_count=1, calls=1, split_events=1, cost_usd=0.01)
+    result = RunResult(
+        run_id="r",
+        status="completed",
+        blocks_total=3,
+        blocks_ai_complete=3,
+        pack_count=1,
+        calls=1,
+        split_events=1,
+        cost_usd=0.01,
+    )
     lines = "\n".join(summary_lines(result, baseline=None, links=LINKS))
     assert "1 call for 3 blocks (3.0 blocks per call; 1 pack, 1 split event)" in lines
     assert "1 packs" not in lines and "1 calls" not in lines
 
 
-@pytest.mark.parametrize(("cost", "wording"), [
-    (0.0251, "about the same"), (0.0260, "4% more"), (0.0100, "60% saved")])
+@pytest.mark.parametrize(
+    ("cost", "wording"), [(0.0251, "about the same"), (0.0260, "4% more"), (0.0100, "60% saved")]
+)
 def test_the_saving_never_reads_minus_zero(cost: float, wording: str) -> None:
-    result = RunResult(run_id="r", status="completed", blocks_total=3, blocks_ai_complete=3,
-                       pack_count=1, calls=1, cost_usd=cost)
+    result = RunResult(
+        run_id="r",
+        status="completed",
+        blocks_total=3,
+        blocks_ai_complete=3,
+        pack_count=1,
+        calls=1,
+        cost_usd=cost,
+    )
     lines = "\n".join(summary_lines(result, baseline=0.0250, links=LINKS))
     assert f"one call per block, no caching: $0.0250; {wording})" in lines
     assert "-0%" not in lines
 
 
 def test_a_cancelled_run_says_cancelled_once_and_suggests_retry_cancelled() -> None:
-    result = RunResult(run_id="r", status="cancelled", blocks_total=1200,
-                       blocks_ai_complete=66, blocks_cancelled=1134,
-                       failure_reasons={"cancelled": 1134})
+    result = RunResult(
+        run_id="r",
+        status="cancelled",
+        blocks_total=1200,
+        blocks_ai_complete=66,
+        blocks_cancelled=1134,
+        failure_reasons={"cancelled": 1134},
+    )
     assert not_done_line(result) == "1134 cancelled"
     assert next_command(result) == "python starter.py retry r --cancelled"
-    mixed = result.model_copy(update={"blocks_failed": 2, "blocks_cancelled": 1132,
-                                      "failure_reasons": {"cancelled": 1132,
-                                                          "invalid_value": 2}})
+    mixed = result.model_copy(
+        update={
+            "blocks_failed": 2,
+            "blocks_cancelled": 1132,
+            "failure_reasons": {"cancelled": 1132, "invalid_value": 2},
+        }
+    )
     assert not_done_line(mixed) == "2 failed · 1132 cancelled: 2 invalid_value"
-    assert next_command(mixed) == ("python starter.py review r --failed, then "
-                                   "python starter.py retry r --cancelled")
+    assert next_command(mixed) == (
+        "python starter.py review r --failed, then python starter.py retry r --cancelled"
+    )
 
 
 # --- the progress line -----------------------------------------------------------------
@@ -134,19 +178,37 @@ def test_a_cancelled_run_says_cancelled_once_and_suggests_retry_cancelled() -> N
 
 def _progress(status: str = "running", **extra: object) -> RunProgress:
     base: dict[str, object] = {
-        "run_id": "r", "status": status, "blocks_total": 500, "blocks_done": 210,
-        "blocks_failed": 0, "blocks_pending": 290, "packs_total": 50, "packs_done": 21,
-        "packs_running": 8, "calls": 29, "splits": 0, "input_tokens": 900_000,
-        "output_tokens": 30_000, "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0, "cost_usd": 0.5}
+        "run_id": "r",
+        "status": status,
+        "blocks_total": 500,
+        "blocks_done": 210,
+        "blocks_failed": 0,
+        "blocks_pending": 290,
+        "packs_total": 50,
+        "packs_done": 21,
+        "packs_running": 8,
+        "calls": 29,
+        "splits": 0,
+        "input_tokens": 900_000,
+        "output_tokens": 30_000,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "cost_usd": 0.5,
+    }
     return RunProgress.model_validate({**base, **extra})
 
 
 def _held() -> LimiterNote:
-    return LimiterNote(at=datetime(2026, 11, 23, 10, tzinfo=UTC),
-                       limits={"requests": 500, "input": 450_000, "output": 90_000},
-                       learned=True, rate=0.5, binding="output", run_share=0.3, runs=3,
-                       run_throttled=1)
+    return LimiterNote(
+        at=datetime(2026, 11, 23, 10, tzinfo=UTC),
+        limits={"requests": 500, "input": 450_000, "output": 90_000},
+        learned=True,
+        rate=0.5,
+        binding="output",
+        run_share=0.3,
+        runs=3,
+        run_throttled=1,
+    )
 
 
 def test_the_progress_line_stays_short_and_the_limiter_detail_goes_to_verbose() -> None:
@@ -156,7 +218,8 @@ def test_the_progress_line_stays_short_and_the_limiter_detail_goes_to_verbose() 
     assert "rpm" not in line and "rate-limited" in line
     assert limiter_detail(p) == (
         "limiter 500 rpm · 450k in · 90k out /min (learned) · admitting 50% · this run 30% "
-        "of calls (3 runs) · waited 42 s (last: output) · 1 429s")
+        "of calls (3 runs) · waited 42 s (last: output) · 1 429s"
+    )
     assert limiter_detail(_progress()) is None
 
 
@@ -170,7 +233,7 @@ def test_no_eta_once_the_run_is_not_running(status: str) -> None:
 
 
 def test_the_demo_prints_commands_that_work_as_printed() -> None:
-    from devtools.demo import closing_words
+    from blockbatch.devtools.demo import closing_words
 
     text = closing_words()
     commands = re.findall(r"`([^`]+)`", text)
@@ -180,8 +243,13 @@ def test_the_demo_prints_commands_that_work_as_printed() -> None:
         argv = shlex.split(command)
         assert argv[0] != "python", command  # the system python lacks the packages
         # The interpreter printed, run from the repository root as the user would.
-        probe = subprocess.run([argv[0], "-c", "import temporalio, anthropic"], cwd=ROOT,
-                               capture_output=True, text=True, check=False)
+        probe = subprocess.run(
+            [argv[0], "-c", "import temporalio, anthropic"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         assert probe.returncode == 0, (command, probe.stderr)
         assert (ROOT / argv[1]).is_file(), command
 

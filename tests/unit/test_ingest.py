@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.ingest import IngestError, ParsedBlock, detect_format, parse_document
+from blockbatch.core.ingest import IngestError, ParsedBlock, detect_format, parse_document
 
 
 def md(text: str) -> list[tuple[str, str]]:

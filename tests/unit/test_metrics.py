@@ -12,9 +12,15 @@ import pytest
 from temporalio.exceptions import ApplicationError
 
 from activities.errors import RETRYABLE, RUN_STOPPED, application_error
-from core.claude_errors import classify
-from core.models import BatchCounts, CallModelOutput, CollectRoundOutput, LimiterNote, Totals
-from runtime.metrics import (
+from blockbatch.core.claude_errors import classify
+from blockbatch.core.models import (
+    BatchCounts,
+    CallModelOutput,
+    CollectRoundOutput,
+    LimiterNote,
+    Totals,
+)
+from blockbatch.runtime.metrics import (
     METRICS,
     BlockbatchMetrics,
     Call,
@@ -27,31 +33,53 @@ from runtime.metrics import (
     metrics_runtime,
     status_class,
 )
-from store.metrics import CallRecord
+from blockbatch.store.metrics import CallRecord
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
-@pytest.mark.parametrize(("status", "label"), [
-    (429, "429"), (529, "529"), (500, "5xx"), (503, "5xx"), (400, "4xx"), (413, "4xx"),
-    (401, "4xx"), (None, "no_answer"),
-])
+@pytest.mark.parametrize(
+    ("status", "label"),
+    [
+        (429, "429"),
+        (529, "529"),
+        (500, "5xx"),
+        (503, "5xx"),
+        (400, "4xx"),
+        (413, "4xx"),
+        (401, "4xx"),
+        (None, "no_answer"),
+    ],
+)
 def test_api_errors_are_counted_in_a_few_status_classes(status: int | None, label: str) -> None:
     assert status_class(status) == label
 
 
 def test_an_answered_pack_call_counts_its_tokens_by_kind_and_its_cost() -> None:
-    out = CallModelOutput(outcome="answered", block_uids=["d:0"], call_id=7, input_tokens=10,
-                          output_tokens=20, cache_creation_input_tokens=30,
-                          cache_read_input_tokens=40, cost_usd=0.5)
+    out = CallModelOutput(
+        outcome="answered",
+        block_uids=["d:0"],
+        call_id=7,
+        input_tokens=10,
+        output_tokens=20,
+        cache_creation_input_tokens=30,
+        cache_read_input_tokens=40,
+        cost_usd=0.5,
+    )
     assert call_of_output(out) == Call(
-        "pack", "succeeded",
-        {"input": 10, "output": 20, "cache_write": 30, "cache_read": 40}, 0.5)
+        "pack", "succeeded", {"input": 10, "output": 20, "cache_write": 30, "cache_read": 40}, 0.5
+    )
 
 
 def test_a_reused_answer_or_a_call_never_made_counts_nothing() -> None:
-    reused = CallModelOutput(outcome="answered", block_uids=["d:0"], call_id=7, reused=True,
-                             input_tokens=10, cost_usd=0.5)
+    reused = CallModelOutput(
+        outcome="answered",
+        block_uids=["d:0"],
+        call_id=7,
+        reused=True,
+        input_tokens=10,
+        cost_usd=0.5,
+    )
     assert call_of_output(reused) is None
     for outcome in ("oversized", "cancelled", "empty"):
         assert call_of_output(CallModelOutput(outcome=outcome, block_uids=[])) is None
@@ -64,8 +92,7 @@ def test_a_refused_request_is_a_failed_call_and_a_4xx() -> None:
 
 
 def test_raised_claude_errors_are_failed_calls_with_their_status() -> None:
-    throttled = application_error(classify(429, "rate_limit_error", "slow down",
-                                           retry_after="1"))
+    throttled = application_error(classify(429, "rate_limit_error", "slow down", retry_after="1"))
     assert call_of_error("pack", throttled) == Call("pack", "failed", error="429")
     down = application_error(classify(529, "overloaded_error", "busy"), give_up=True)
     assert call_of_error("warm_up", down) == Call("warm_up", "failed", error="529")
@@ -80,8 +107,9 @@ def test_an_answer_another_worker_recorded_first_is_a_failed_call_not_an_api_err
     duplicate = ApplicationError("pack attempt answered twice", type=RETRYABLE)
     assert call_of_error("pack", duplicate) == Call("pack", "failed")
     record = CallRecord("pack", "failed", None, "duplicate_attempt", 0, 0, 0, 0, 0.0)
-    assert call_of_record(record) == Call("pack", "failed", {
-        "input": 0, "output": 0, "cache_read": 0, "cache_write": 0}, 0.0)
+    assert call_of_record(record) == Call(
+        "pack", "failed", {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}, 0.0
+    )
 
 
 def test_errors_before_any_call_count_no_call() -> None:
@@ -91,8 +119,9 @@ def test_errors_before_any_call_count_no_call() -> None:
 
 def test_a_probe_row_counts_like_the_ledger_records_it() -> None:
     answered = CallRecord("probe", "succeeded", 200, None, 12, 1, 0, 0, 0.0001)
-    assert call_of_record(answered) == Call("probe", "succeeded", {
-        "input": 12, "output": 1, "cache_read": 0, "cache_write": 0}, 0.0001)
+    assert call_of_record(answered) == Call(
+        "probe", "succeeded", {"input": 12, "output": 1, "cache_read": 0, "cache_write": 0}, 0.0001
+    )
     down = CallRecord("probe", "failed", 503, "api_error", 0, 0, 0, 0, 0.0)
     assert call_of_record(down).error == "5xx"  # type: ignore[union-attr]
     assert call_of_record(CallRecord("probe", "started", None, None, 0, 0, 0, 0, 0.0)) is None
@@ -101,18 +130,18 @@ def test_a_probe_row_counts_like_the_ledger_records_it() -> None:
 def test_a_batch_round_counts_answered_and_errored_requests_not_canceled_ones() -> None:
     out = CollectRoundOutput(
         counts=BatchCounts(succeeded=5, errored=2, canceled=1, expired=1),
-        totals=Totals(calls=9, input_tokens=100, output_tokens=50, cost_usd=0.25))
+        totals=Totals(calls=9, input_tokens=100, output_tokens=50, cost_usd=0.25),
+    )
     ok, failed = batch_calls(out)
-    assert (ok.purpose, ok.status, ok.count, ok.cost_usd) == ("batch_request", "succeeded", 5,
-                                                              0.25)
+    assert (ok.purpose, ok.status, ok.count, ok.cost_usd) == ("batch_request", "succeeded", 5, 0.25)
     assert ok.tokens == {"input": 100, "output": 50, "cache_read": 0, "cache_write": 0}
     assert (failed.status, failed.count, failed.tokens) == ("failed", 3, {})
 
 
 def test_delta_keeps_only_what_grew() -> None:
-    assert delta({"invalid_value": 2, "truncated": 1},
-                 {"invalid_value": 3, "truncated": 1, "oversized": 2}) == {
-        "invalid_value": 1, "oversized": 2}
+    assert delta(
+        {"invalid_value": 2, "truncated": 1}, {"invalid_value": 3, "truncated": 1, "oversized": 2}
+    ) == {"invalid_value": 1, "oversized": 2}
 
 
 def _free_port() -> int:
@@ -127,8 +156,16 @@ def test_cost_is_counted_in_micro_dollars_without_losing_fractions() -> None:
     metrics = BlockbatchMetrics(runtime.metric_meter)
     for _ in range(1000):  # 1000 x 0.3 micro-dollars: nothing is lost to rounding down
         metrics.call(Call("pack", "succeeded", cost_usd=0.0000003))
-    metrics.limiter(LimiterNote(at="2026-11-23T00:00:00Z", limits={"requests": 50},
-                                learned=True, rate=0.5, binding="requests"), 1.5)
+    metrics.limiter(
+        LimiterNote(
+            at="2026-11-23T00:00:00Z",
+            limits={"requests": 50},
+            learned=True,
+            rate=0.5,
+            binding="requests",
+        ),
+        1.5,
+    )
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     assert 'blockbatch_llm_cost_microdollars_total{purpose="pack"} 300' in text
     assert 'blockbatch_llm_calls_total{purpose="pack",status="succeeded"} 1000' in text
@@ -142,15 +179,20 @@ def test_a_port_in_use_says_what_to_do() -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        with pytest.raises(MetricsUnavailable, match=(
+        with pytest.raises(
+            MetricsUnavailable,
+            match=(
                 rf"cannot serve metrics on 127.0.0.1:{port} .*set METRICS_PORT to a free "
-                "port .* or unset it")):
+                "port .* or unset it"
+            ),
+        ):
             metrics_runtime("127.0.0.1", port)
 
 
 def test_the_readme_table_lists_every_metric_with_its_labels() -> None:
-    rows = re.findall(r"^\| `(blockbatch_\w+)` \| (\w+) \| ([^|]*) \|", README.read_text(),
-                      flags=re.MULTILINE)
+    rows = re.findall(
+        r"^\| `(blockbatch_\w+)` \| (\w+) \| ([^|]*) \|", README.read_text(), flags=re.MULTILINE
+    )
     table = {name: (kind, tuple(re.findall(r"`(\w+)`", labels))) for name, kind, labels in rows}
     assert table == {name: (m.type, m.labels) for name, m in METRICS.items()}
 

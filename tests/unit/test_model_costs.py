@@ -1,6 +1,6 @@
 """What a run's model costs, planned for: thinking per call, its tokenizer, its price tiers.
 
-Pure rules (core/planning.py, core/context.py, core/quote.py, core/budget.py) on the
+Pure rules (blockbatch/core/planning.py, blockbatch/core/context.py, blockbatch/core/quote.py, blockbatch/core/budget.py) on the
 current lineup (contract §1 and §3): the planner, the quote and the budget count thinking
 where the run's calls think, scale the planner's estimates for the new tokenizer, keep
 Haiku 5.5's packs under its long-prompt price line, and price every call on its own.
@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from core.budget import INPUT_MARGIN, pack_worst_case, worst_case_usd
-from core.context import RunContext
-from core.models import RunOptions
-from core.planning import (
+from blockbatch.core.budget import INPUT_MARGIN, pack_worst_case, worst_case_usd
+from blockbatch.core.context import RunContext
+from blockbatch.core.models import RunOptions
+from blockbatch.core.planning import (
     BLOCK_WRAPPER_TOKENS,
     EXPECTED_THINKING_TOKENS,
     THINKING_HEADROOM,
@@ -25,9 +25,9 @@ from core.planning import (
     plan_packs,
     thinking_allowance,
 )
-from core.quote import OutputHistory, PromptTokens, quote
-from core.registry import Usage, cost_usd, get_model
-from core.schema import load_schema
+from blockbatch.core.quote import OutputHistory, PromptTokens, quote
+from blockbatch.core.registry import Usage, cost_usd, get_model
+from blockbatch.core.schema import load_schema
 from tests.helpers import extract_schema
 
 HAIKU = get_model("claude-haiku-5-5")
@@ -38,8 +38,7 @@ SONNET_46 = get_model("claude-sonnet-4-6")
 def ctx(model: str, **options: Any) -> RunContext:
     options.setdefault("quality", {"probe_rate": 0.0})
     opts = RunOptions(model=model, **options)
-    return RunContext("r", "d", "s", opts, load_schema(extract_schema(1500)),
-                      get_model(model))
+    return RunContext("r", "d", "s", opts, load_schema(extract_schema(1500)), get_model(model))
 
 
 # ------------------------------------------------------------------ thinking
@@ -82,8 +81,12 @@ def test_what_a_run_thought_replaces_the_assumption() -> None:
 
 
 def test_thinking_never_asks_past_the_models_maximum_output() -> None:
-    limits = PlanLimits(context_window=1_000_000, model_max_output=10_000,
-                        fixed_prompt_tokens=100, thinking_tokens=9_000)
+    limits = PlanLimits(
+        context_window=1_000_000,
+        model_max_output=10_000,
+        fixed_prompt_tokens=100,
+        thinking_tokens=9_000,
+    )
     pack = describe_pack(range(3), [100] * 3, [800] * 3, limits)
     assert pack.max_tokens == 10_000
 
@@ -110,9 +113,14 @@ def test_the_planners_estimates_are_scaled_for_a_new_tokenizer_model() -> None:
 
 def test_the_context_window_is_met_in_the_models_tokens() -> None:
     # 100 blocks of 1,000 old tokens: 104,000 with wrappers, 135,200 on the new tokenizer.
-    limits = PlanLimits(context_window=200_000, model_max_output=64_000,
-                        fixed_prompt_tokens=0, output_budget=8_192, hard_cap=1_000,
-                        safety_margin=1.0)
+    limits = PlanLimits(
+        context_window=200_000,
+        model_max_output=64_000,
+        fixed_prompt_tokens=0,
+        output_budget=8_192,
+        hard_cap=1_000,
+        safety_margin=1.0,
+    )
     outputs = [10] * 150
     old = plan_packs([1_000] * 150, outputs, limits)
     new = plan_packs([1_000] * 150, outputs, dataclasses.replace(limits, tokenizer_scale=1.3))
@@ -157,10 +165,13 @@ def test_the_worst_case_of_a_long_prompt_pays_its_tier() -> None:
     assert below == pytest.approx((INPUT_MARGIN * 70_000 * 0.10 + 1_000 * 0.50) / 1e6)
     assert above == pytest.approx(5 * (INPUT_MARGIN * 90_000 * 0.10 + 1_000 * 0.50) / 1e6)
     # The worst case holds what the API can bill, at whichever tier the call lands.
-    for usage in (Usage(input_tokens=99_000, output_tokens=1_000),
-                  Usage(input_tokens=101_000, output_tokens=1_000)):
+    for usage in (
+        Usage(input_tokens=99_000, output_tokens=1_000),
+        Usage(input_tokens=101_000, output_tokens=1_000),
+    ):
         assert cost_usd(HAIKU, usage) <= worst_case_usd(
-            HAIKU, input_tokens=usage.input_tokens, max_tokens=1_000)
+            HAIKU, input_tokens=usage.input_tokens, max_tokens=1_000
+        )
 
 
 def test_a_thinking_pack_reserves_its_thinking_in_the_budget() -> None:
@@ -175,8 +186,14 @@ def test_a_thinking_pack_reserves_its_thinking_in_the_budget() -> None:
 
 
 def tokens(prefix: int = 3_000, per_call: int = 60, blocks: int = 60_000) -> PromptTokens:
-    return PromptTokens(source="count_tokens", prefix=prefix, per_call=per_call,
-                        blocks=blocks, warm_up=prefix + per_call + 30, requests=4)
+    return PromptTokens(
+        source="count_tokens",
+        prefix=prefix,
+        per_call=per_call,
+        blocks=blocks,
+        warm_up=prefix + per_call + 30,
+        requests=4,
+    )
 
 
 def test_the_quote_counts_thinking_per_call_and_shows_what_packing_saves() -> None:
@@ -193,17 +210,20 @@ def test_the_quote_counts_thinking_per_call_and_shows_what_packing_saves() -> No
     # Thinking is in the output and priced as output.
     assert q.sync.output_tokens > q.sync.thinking_tokens > 0
     answers = q.sync.output_tokens - q.sync.thinking_tokens
-    priced = (q.sync.input_tokens * OPUS.price_input + answers * OPUS.price_output
-              + q.sync.cache_write_tokens * OPUS.price_cache_write_5m
-              + q.sync.cache_read_tokens * OPUS.price_cache_read) / 1e6
+    priced = (
+        q.sync.input_tokens * OPUS.price_input
+        + answers * OPUS.price_output
+        + q.sync.cache_write_tokens * OPUS.price_cache_write_5m
+        + q.sync.cache_read_tokens * OPUS.price_cache_read
+    ) / 1e6
     assert q.sync.cost_usd == pytest.approx(
-        priced + q.sync.thinking_tokens * OPUS.price_output / 1e6, rel=1e-3)
+        priced + q.sync.thinking_tokens * OPUS.price_output / 1e6, rel=1e-3
+    )
 
 
 def test_the_quote_takes_thinking_from_earlier_runs_at_the_same_effort() -> None:
     opus = ctx(OPUS.id, pack_size=10)
-    seen = OutputHistory(runs=1, calls=5, estimated=1_000, written=1_000,
-                         thinking_per_call=250.0)
+    seen = OutputHistory(runs=1, calls=5, estimated=1_000, written=1_000, thinking_per_call=250.0)
     q = quote(opus, [300] * 100, tokens(), document="d.md", history=seen)
     assert (q.thinking_per_call, q.thinking_source) == (250, "ledger")
 
@@ -219,10 +239,12 @@ def test_every_call_of_a_quote_is_priced_at_its_own_tier() -> None:
     haiku = ctx(HAIKU.id, pack_size=10)
     q = quote(haiku, [300] * 300, tokens(blocks=90_000), document="d.md")
     assert q.sync.input_tokens + q.sync.cache_read_tokens + q.sync.cache_write_tokens > 100_000
-    base = (q.sync.input_tokens * HAIKU.price_input
-            + q.sync.output_tokens * HAIKU.price_output
-            + q.sync.cache_write_tokens * HAIKU.price_cache_write_5m
-            + q.sync.cache_read_tokens * HAIKU.price_cache_read) / 1e6
+    base = (
+        q.sync.input_tokens * HAIKU.price_input
+        + q.sync.output_tokens * HAIKU.price_output
+        + q.sync.cache_write_tokens * HAIKU.price_cache_write_5m
+        + q.sync.cache_read_tokens * HAIKU.price_cache_read
+    ) / 1e6
     assert q.sync.cost_usd == pytest.approx(base, rel=1e-3)  # 1x: no call crosses the line
 
 

@@ -4,21 +4,32 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from core.claude_errors import classify, is_outage
-from core.models import OutageOptions, OutageProgress
-from core.outage import paused_text, probe_delay_s, waiting_text
+from blockbatch.core.claude_errors import classify, is_outage
+from blockbatch.core.models import OutageOptions, OutageProgress
+from blockbatch.core.outage import paused_text, probe_delay_s, waiting_text
 
 
 def test_down_is_5xx_529_408_and_no_answer_not_rate_limits_refusals_or_slow_calls() -> None:
-    down = [classify(500, "api_error"), classify(503, "api_error"),
-            classify(529, "overloaded_error"), classify(408, "timeout"),
-            classify(None, "APIConnectionError"), classify(None, "api_error")]
-    up = [classify(429, "rate_limit_error"), classify(409, "conflict"),
-          classify(400, "invalid_request_error"), classify(401, "authentication_error"),
-          classify(413, "request_too_large"), classify(402, "billing_error"),
-          # A slow call is no outage: a gateway or client timeout (contract §6, §8).
-          classify(504, "timeout_error"), classify(None, "timeout_error"),
-          classify(None, "APITimeoutError")]
+    down = [
+        classify(500, "api_error"),
+        classify(503, "api_error"),
+        classify(529, "overloaded_error"),
+        classify(408, "timeout"),
+        classify(None, "APIConnectionError"),
+        classify(None, "api_error"),
+    ]
+    up = [
+        classify(429, "rate_limit_error"),
+        classify(409, "conflict"),
+        classify(400, "invalid_request_error"),
+        classify(401, "authentication_error"),
+        classify(413, "request_too_large"),
+        classify(402, "billing_error"),
+        # A slow call is no outage: a gateway or client timeout (contract §6, §8).
+        classify(504, "timeout_error"),
+        classify(None, "timeout_error"),
+        classify(None, "APITimeoutError"),
+    ]
     assert all(is_outage(e) for e in down)
     assert not any(is_outage(e) for e in up)
 
@@ -31,35 +42,65 @@ def test_probes_come_at_doubling_intervals_up_to_the_cap() -> None:
 
 def test_waiting_text_says_how_long_how_often_and_what_next() -> None:
     since = datetime(2026, 11, 23, 10, 2, 7, tzinfo=UTC)
-    outage = OutageProgress(since=since, failures=14, probes=2,
-                            last_error="Claude answered 503 api_error: unavailable",
-                            next_probe_at=since + timedelta(seconds=100))
+    outage = OutageProgress(
+        since=since,
+        failures=14,
+        probes=2,
+        last_error="Claude answered 503 api_error: unavailable",
+        next_probe_at=since + timedelta(seconds=100),
+    )
     text = waiting_text(outage, since + timedelta(seconds=60))
-    assert text == ("waiting for the API: 14 consecutive failures since 10:02:07 UTC, "
-                    "2 probes unanswered; next probe in 40 s "
-                    "(last: Claude answered 503 api_error: unavailable)")
+    assert text == (
+        "waiting for the API: 14 consecutive failures since 10:02:07 UTC, "
+        "2 probes unanswered; next probe in 40 s "
+        "(last: Claude answered 503 api_error: unavailable)"
+    )
     one = outage.model_copy(update={"failures": 1, "probes": 0, "next_probe_at": None})
-    assert waiting_text(one, since) == ("waiting for the API: 1 consecutive failure since "
-                                        "10:02:07 UTC (last: Claude answered 503 api_error: "
-                                        "unavailable)")
+    assert waiting_text(one, since) == (
+        "waiting for the API: 1 consecutive failure since "
+        "10:02:07 UTC (last: Claude answered 503 api_error: "
+        "unavailable)"
+    )
 
 
 def test_paused_text_reads_like_a_person_wrote_it() -> None:
-    assert [paused_text(s) for s in (0, 44.6, 192, 3725)] == \
-        ["0 s", "45 s", "3 min 12 s", "1 h 2 min"]
+    assert [paused_text(s) for s in (0, 44.6, 192, 3725)] == [
+        "0 s",
+        "45 s",
+        "3 min 12 s",
+        "1 h 2 min",
+    ]
 
 
 def test_watch_and_status_lead_with_the_outage_while_paused() -> None:
     from blockbatch.cli.progress import describe
-    from core.models import RunProgress
+    from blockbatch.core.models import RunProgress
+
     since = datetime(2026, 11, 23, 10, 2, 7, tzinfo=UTC)
-    base = {"run_id": "r", "status": "waiting_for_api", "blocks_total": 500,
-            "blocks_done": 210, "blocks_failed": 0, "blocks_pending": 290,
-            "packs_total": 50, "packs_done": 21, "packs_running": 8, "calls": 29,
-            "splits": 0, "input_tokens": 0, "output_tokens": 0,
-            "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "cost_usd": 0.5}
-    paused = RunProgress(**base, outage=OutageProgress(
-        since=since, failures=32, probes=3, last_error="Claude answered 503 api_error: x"))
+    base = {
+        "run_id": "r",
+        "status": "waiting_for_api",
+        "blocks_total": 500,
+        "blocks_done": 210,
+        "blocks_failed": 0,
+        "blocks_pending": 290,
+        "packs_total": 50,
+        "packs_done": 21,
+        "packs_running": 8,
+        "calls": 29,
+        "splits": 0,
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "cost_usd": 0.5,
+    }
+    paused = RunProgress(
+        **base,
+        outage=OutageProgress(
+            since=since, failures=32, probes=3, last_error="Claude answered 503 api_error: x"
+        ),
+    )
     line = describe(paused, None)
     assert line.startswith("waiting for the API: 32 consecutive failures since 10:02:07 UTC")
     assert line.endswith("210/500 blocks · 0 failed")

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.planning import (
+from blockbatch.core.planning import (
     BLOCK_WRAPPER_TOKENS,
     PACK_OUTPUT_OVERHEAD_TOKENS,
     PlanLimits,
@@ -22,8 +22,8 @@ from core.planning import (
     max_tokens_for,
     plan_packs,
 )
-from core.registry import get_model
-from core.schema import SchemaSpec, load_schema
+from blockbatch.core.registry import get_model
+from blockbatch.core.schema import SchemaSpec, load_schema
 
 
 def spec_with(properties: dict[str, Any], **prompt_config: Any) -> SchemaSpec:
@@ -34,14 +34,26 @@ def spec_with(properties: dict[str, Any], **prompt_config: Any) -> SchemaSpec:
 
 def _context(**prompt_config: Any) -> Any:
     """A RunContext over a rewrite schema (revised text, count, short summary)."""
-    from core.context import RunContext
-    from core.models import RunOptions
+    from blockbatch.core.context import RunContext
+    from blockbatch.core.models import RunOptions
 
     config = {k: v for k, v in prompt_config.items() if v is not None}
-    spec = spec_with({"revised_text": {"type": "string"}, "word_count": {"type": "integer"},
-                      "change_summary": {"type": "string", "maxLength": 160}}, **config)
-    return RunContext(run_id="r", document_id="d", schema_id="s", options=RunOptions(),
-                      spec=spec, model=get_model("claude-sonnet-4-6"))
+    spec = spec_with(
+        {
+            "revised_text": {"type": "string"},
+            "word_count": {"type": "integer"},
+            "change_summary": {"type": "string", "maxLength": 160},
+        },
+        **config,
+    )
+    return RunContext(
+        run_id="r",
+        document_id="d",
+        schema_id="s",
+        options=RunOptions(),
+        spec=spec,
+        model=get_model("claude-sonnet-4-6"),
+    )
 
 
 def limits(**overrides: Any) -> PlanLimits:
@@ -106,10 +118,12 @@ def test_learned_max_tokens_follow_each_blocks_length_not_a_flat_setting() -> No
     # A lone long paragraph then gets room for its rewrite, a heading far less than 800.
     lim = limits()  # budget 8,192
     short, long_ = [15], [1_200]
-    shape_short = [estimate_output_tokens(spec_with({"revised_text": {"type": "string"}}),
-                                          t) for t in short]
-    shape_long = [estimate_output_tokens(spec_with({"revised_text": {"type": "string"}}),
-                                         t) for t in long_]
+    shape_short = [
+        estimate_output_tokens(spec_with({"revised_text": {"type": "string"}}), t) for t in short
+    ]
+    shape_long = [
+        estimate_output_tokens(spec_with({"revised_text": {"type": "string"}}), t) for t in long_
+    ]
     heading = describe_pack([0], short, [800], lim, observed=0.8, shape=shape_short)
     page = describe_pack([1], long_, [800], lim, observed=0.8, shape=shape_long)
     assert heading.max_tokens == 256  # the minimum: far below 2 x 800
@@ -118,7 +132,8 @@ def test_learned_max_tokens_follow_each_blocks_length_not_a_flat_setting() -> No
     assert page.learn_output_tokens == PACK_OUTPUT_OVERHEAD_TOKENS + shape_long[0]
     # Before any answers, both ask for twice the setting, as before.
     assert describe_pack([0], short, [800], lim, shape=shape_short).max_tokens == 2 * (
-        PACK_OUTPUT_OVERHEAD_TOKENS + 800)
+        PACK_OUTPUT_OVERHEAD_TOKENS + 800
+    )
 
 
 @pytest.mark.parametrize(
@@ -459,7 +474,8 @@ def test_once_a_run_has_answers_a_first_attempt_asks_for_what_they_say() -> None
     estimate = PACK_OUTPUT_OVERHEAD_TOKENS + 250 * 26
     # Answers wrote 46% of what was estimated: 1.25 + 0.75/sqrt(26) headroom over that.
     assert max_tokens_for(outputs, limits(), observed=0.46) == math.ceil(
-        estimate * 0.46 * (1.25 + 0.75 / math.sqrt(26)))
+        estimate * 0.46 * (1.25 + 0.75 / math.sqrt(26))
+    )
     assert max_tokens_for([120], limits(), observed=1.0) == 264  # one block: twice
     assert max_tokens_for([20], limits(), observed=0.5) == 256  # never below the minimum
     # Estimates too low: the answers ask for more, up to the budget.
@@ -471,7 +487,7 @@ def test_once_a_run_has_answers_a_first_attempt_asks_for_what_they_say() -> None
 def test_a_retiring_model_is_named_with_its_date_and_the_model_to_move_to():
     from datetime import date
 
-    from core.registry import (
+    from blockbatch.core.registry import (
         DEFAULT_MODEL,
         RetiredModelError,
         check_not_retired,
@@ -495,7 +511,7 @@ def test_a_retiring_model_is_named_with_its_date_and_the_model_to_move_to():
 
 
 def test_learned_ratios_spread_the_counted_output_over_blocks_by_their_answers():
-    from core.planning import learn_ratios
+    from blockbatch.core.planning import learn_ratios
 
     # Paragraphs answer at half the schema's estimate, headings at twice: with five of each
     # both differ from the run's ratio by more than a quarter and keep their own.
@@ -511,7 +527,7 @@ def test_learned_ratios_spread_the_counted_output_over_blocks_by_their_answers()
 
 
 def test_the_schema_setting_bounds_a_blocks_estimate_but_is_no_longer_the_estimate():
-    from core.planning import OutputRatios
+    from blockbatch.core.planning import OutputRatios
 
     ctx = _context(max_tokens_per_block=800)
     shape = estimate_output_tokens(ctx.spec, 100, setting=False)
@@ -523,7 +539,7 @@ def test_the_schema_setting_bounds_a_blocks_estimate_but_is_no_longer_the_estima
 
 
 def test_a_learning_plan_sends_a_few_blocks_first_and_covers_every_block_once():
-    from core.planning import LEARNING_PACK_BLOCKS
+    from blockbatch.core.planning import LEARNING_PACK_BLOCKS
 
     ctx = _context(max_tokens_per_block=None)
     tokens = [90] * 200

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.claude_errors import (
+from blockbatch.core.claude_errors import (
     HTTP_STATUS,
     RETRY_AFTER_JITTER,
     ClaudeError,
@@ -12,7 +12,7 @@ from core.claude_errors import (
     fatal_code_of,
     retry_delay_s,
 )
-from core.policy import attempt_limit, decide
+from blockbatch.core.policy import attempt_limit, decide
 
 TOO_LONG = "prompt is too long: 210000 tokens > 200000 maximum"
 
@@ -28,20 +28,35 @@ SELF_SET_LIMIT = "You have reached your specified workspace API usage limits."
         (403, "permission_error", "scope", "api_key_scope_missing", "fatal", "key_rejected"),
         # Spend caps: a tier's or a contract's (429), a linked organisation's (402), and the
         # limit set in the Console (400, no error_code: the one case read from the message).
-        (429, "rate_limit_error", "cap", "enforced_spend_limit_reached", "fatal",
-         "spend_limit"),
-        (429, "rate_limit_error", "cap", "contract_spend_limit_reached", "fatal",
-         "spend_limit"),
-        (402, "billing_error", "cap", "linked_organization_spend_limit_reached", "fatal",
-         "spend_limit"),
+        (429, "rate_limit_error", "cap", "enforced_spend_limit_reached", "fatal", "spend_limit"),
+        (429, "rate_limit_error", "cap", "contract_spend_limit_reached", "fatal", "spend_limit"),
+        (
+            402,
+            "billing_error",
+            "cap",
+            "linked_organization_spend_limit_reached",
+            "fatal",
+            "spend_limit",
+        ),
         (400, "invalid_request_error", SELF_SET_LIMIT, None, "fatal", "spend_limit"),
-        (400, "invalid_request_error", "You have reached your specified API usage limits.",
-         None, "fatal", "spend_limit"),
+        (
+            400,
+            "invalid_request_error",
+            "You have reached your specified API usage limits.",
+            None,
+            "fatal",
+            "spend_limit",
+        ),
         (402, "billing_error", "no credit", None, "fatal", "billing"),
-        (402, "billing_error", "unavailable", "linked_organization_billing_unavailable",
-         "fatal", "billing"),
-        (404, "not_found_error", "model: claude-opus-4-1", None, "fatal",
-         "model_unavailable"),
+        (
+            402,
+            "billing_error",
+            "unavailable",
+            "linked_organization_billing_unavailable",
+            "fatal",
+            "billing",
+        ),
+        (404, "not_found_error", "model: claude-opus-4-1", None, "fatal", "model_unavailable"),
         # A 404 with a code names something else (a file, an environment): no model fault.
         (404, "not_found_error", "file expired", "file_expired", "rejected", None),
         (429, "rate_limit_error", "slow down", None, "retryable", None),
@@ -55,8 +70,7 @@ SELF_SET_LIMIT = "You have reached your specified workspace API usage limits."
         (None, "APITimeoutError", "Request timed out", None, "retryable", None),
         (400, "invalid_request_error", TOO_LONG, None, "overflow", None),
         (413, "request_too_large", "too big", None, "overflow", None),
-        (413, "request_too_large", "x", "request_body_too_large_after_decoding", "overflow",
-         None),
+        (413, "request_too_large", "x", "request_body_too_large_after_decoding", "overflow", None),
         (400, "invalid_request_error", "tools.0: bad schema", None, "rejected", None),
         (400, "invalid_request_error", "bad", "image_dimensions_too_large", "rejected", None),
         # Batch result lines carry only the error type: the status follows from it.
@@ -69,7 +83,11 @@ SELF_SET_LIMIT = "You have reached your specified workspace API usage limits."
     ],
 )
 def test_every_claude_error_gets_one_kind(
-    status: int | None, error_type: str, message: str, error_code: str | None, kind: str,
+    status: int | None,
+    error_type: str,
+    message: str,
+    error_code: str | None,
+    kind: str,
     code: str | None,
 ) -> None:
     error = classify(status, error_type, message, error_code=error_code)
@@ -92,13 +110,16 @@ def test_fatal_messages_say_what_to_do_and_the_code_reads_back() -> None:
     assert "enforced_spend_limit_reached" in cap.describe()
     billing = classify(402, "billing_error", "no credit")
     assert "Billing" in billing.describe() and "retry RUN_ID" in billing.describe()
-    retired = classify(404, "not_found_error", "model: claude-opus-4-1",
-                       model="claude-opus-4-1")
+    retired = classify(404, "not_found_error", "model: claude-opus-4-1", model="claude-opus-4-1")
     assert "move to claude-opus-5-5" in retired.describe()
-    assert "move to claude-sonnet-5-5" in classify(
-        404, "not_found_error", "x", model="claude-sonnet-4-5").describe()
-    assert "move to claude-haiku-5-5" in classify(
-        404, "not_found_error", "x", model="claude-nope").describe()
+    assert (
+        "move to claude-sonnet-5-5"
+        in classify(404, "not_found_error", "x", model="claude-sonnet-4-5").describe()
+    )
+    assert (
+        "move to claude-haiku-5-5"
+        in classify(404, "not_found_error", "x", model="claude-nope").describe()
+    )
     for error in (cap, billing, retired, classify(401, "authentication_error", "bad")):
         assert fatal_code_of(error.describe("creating a message batch")) == error.code
     assert fatal_code_of("cancel requested") is None and fatal_code_of(None) is None
@@ -107,14 +128,14 @@ def test_fatal_messages_say_what_to_do_and_the_code_reads_back() -> None:
 def test_only_a_plain_429_cuts_the_fleets_rate() -> None:
     assert classify(429, "rate_limit_error", "slow").cuts_rate
     assert not classify(429, "rate_limit_error", "x", error_code="ramp_limit_exceeded").cuts_rate
-    assert not classify(429, "rate_limit_error", "x",
-                        error_code="enforced_spend_limit_reached").cuts_rate
+    assert not classify(
+        429, "rate_limit_error", "x", error_code="enforced_spend_limit_reached"
+    ).cuts_rate
     assert not classify(529, "overloaded_error", "x").cuts_rate
 
 
 def test_a_ramp_limit_keeps_its_retry_after() -> None:
-    ramp = classify(429, "rate_limit_error", "x", error_code="ramp_limit_exceeded",
-                    retry_after="7")
+    ramp = classify(429, "rate_limit_error", "x", error_code="ramp_limit_exceeded", retry_after="7")
     assert retry_delay_s(ramp, 0.0) == 7.0
     spend = classify(429, "rate_limit_error", "x", error_code="enforced_spend_limit_reached")
     assert spend.retry_after_s is None
@@ -134,7 +155,8 @@ def test_a_rejected_key_message_says_what_to_do() -> None:
     text = classify(401, "authentication_error", "invalid x-api-key").describe()
     assert "the API key was rejected" in text and "ANTHROPIC_API_KEY" in text
     assert "while creating a message batch" in classify(401, "e").describe(
-        "creating a message batch")
+        "creating a message batch"
+    )
 
 
 def test_answer_with_remaining_blocks_splits_a_pack_and_retries_a_single_block() -> None:
@@ -186,12 +208,20 @@ def test_rejected_key_stops_the_run() -> None:
 @pytest.mark.parametrize(
     ("error", "code"),
     [
-        (classify(429, "rate_limit_error", "cap", error_code="enforced_spend_limit_reached"),
-         "spend_limit"),
-        (classify(429, "rate_limit_error", "cap", error_code="contract_spend_limit_reached"),
-         "spend_limit"),
-        (classify(402, "billing_error", "x", error_code="linked_organization_spend_limit_reached"),
-         "spend_limit"),
+        (
+            classify(429, "rate_limit_error", "cap", error_code="enforced_spend_limit_reached"),
+            "spend_limit",
+        ),
+        (
+            classify(429, "rate_limit_error", "cap", error_code="contract_spend_limit_reached"),
+            "spend_limit",
+        ),
+        (
+            classify(
+                402, "billing_error", "x", error_code="linked_organization_spend_limit_reached"
+            ),
+            "spend_limit",
+        ),
         (classify(400, "invalid_request_error", SELF_SET_LIMIT), "spend_limit"),
         (classify(402, "billing_error", "no credit"), "billing"),
         (classify(404, "not_found_error", "model: x"), "model_unavailable"),
@@ -203,20 +233,28 @@ def test_an_account_error_stops_the_run_without_retries_or_halving(
 ) -> None:
     for retries_left in (False, True):
         for can_pause in (False, True):
-            d = decide("errored", blocks=blocks, error=error, retries_left=retries_left,
-                       can_pause=can_pause)
+            d = decide(
+                "errored",
+                blocks=blocks,
+                error=error,
+                retries_left=retries_left,
+                can_pause=can_pause,
+            )
             assert (d.step, d.code) == ("fatal", code)
     assert decide("errored", blocks=blocks, error=error, stopping=True).step == "fatal"
 
 
 def test_a_timeout_is_retried_and_fails_after_retries_but_never_pauses_the_run() -> None:
-    for error in (classify(504, "timeout_error", "slow"),
-                  classify(None, "APITimeoutError", "Request timed out")):
+    for error in (
+        classify(504, "timeout_error", "slow"),
+        classify(None, "APITimeoutError", "Request timed out"),
+    ):
         assert decide("errored", blocks=2, error=error, retries_left=True).step == "resubmit"
         last = decide("errored", blocks=2, error=error, can_pause=True)
         assert (last.step, last.code) == ("fail", "api_unavailable")
-    down = decide("errored", blocks=2, error=classify(None, "APIConnectionError", "x"),
-                  can_pause=True)
+    down = decide(
+        "errored", blocks=2, error=classify(None, "APIConnectionError", "x"), can_pause=True
+    )
     assert down.step == "wait"
 
 
@@ -240,40 +278,57 @@ def test_transient_failures_are_retried_while_retries_are_left(result: str) -> N
     last = decide(result, retries_left=False, **kwargs)  # type: ignore[arg-type]
     assert last.step == "fail" and "failed after retries" in last.reason
     assert last.code == "api_unavailable"
-    keep = decide(result, retries_left=True, stopping=True,  # type: ignore[arg-type]
-                  **kwargs)
+    keep = decide(
+        result,
+        retries_left=True,
+        stopping=True,  # type: ignore[arg-type]
+        **kwargs,
+    )
     assert (keep.step, keep.code) == ("keep", "cancelled")
 
 
 def test_an_unclassified_worker_failure_counts_as_transient() -> None:
     d = decide("errored", blocks=2, error=None, reason="Postgres unavailable")
-    assert d.step == "fail" and d.reason == "Claude call failed after retries: " \
-                                            "Postgres unavailable"
+    assert d.step == "fail" and d.reason == "Claude call failed after retries: Postgres unavailable"
     assert d.code == "api_unavailable"
 
 
 def test_the_caller_message_wins_over_the_errors_own_description() -> None:
     error = classify(400, "invalid_request_error", TOO_LONG)
-    assert decide("errored", blocks=1, error=error, reason="prompt too long: x").reason == \
-        "prompt too long: x"
+    assert (
+        decide("errored", blocks=1, error=error, reason="prompt too long: x").reason
+        == "prompt too long: x"
+    )
 
 
 def test_every_fail_keep_and_fatal_step_carries_a_documented_code() -> None:
-    from core.reasons import REASONS
+    from blockbatch.core.reasons import REASONS
+
     cases = [
         decide("answered", blocks=2, remaining=1, stopping=True),
         decide("oversized", blocks=1, reason="x"),
         decide("stopped", blocks=1),
-        *(decide("errored", blocks=b, error=classify(s, t, m), retries_left=r, stopping=st)
-          for b in (1, 3) for r in (False, True) for st in (False, True)
-          for s, t, m in [(401, "authentication_error", "k"), (529, "overloaded_error", "b"),
-                          (402, "billing_error", "b"), (404, "not_found_error", "m"),
-                          (400, "invalid_request_error", SELF_SET_LIMIT),
-                          (400, "invalid_request_error", TOO_LONG),
-                          (400, "invalid_request_error", "bad")]),
-        *(decide("not_processed", blocks=2, reason=k, retries_left=r, stopping=st)
-          for k in ("expired", "canceled", "missing") for r in (False, True)
-          for st in (False, True)),
+        *(
+            decide("errored", blocks=b, error=classify(s, t, m), retries_left=r, stopping=st)
+            for b in (1, 3)
+            for r in (False, True)
+            for st in (False, True)
+            for s, t, m in [
+                (401, "authentication_error", "k"),
+                (529, "overloaded_error", "b"),
+                (402, "billing_error", "b"),
+                (404, "not_found_error", "m"),
+                (400, "invalid_request_error", SELF_SET_LIMIT),
+                (400, "invalid_request_error", TOO_LONG),
+                (400, "invalid_request_error", "bad"),
+            ]
+        ),
+        *(
+            decide("not_processed", blocks=2, reason=k, retries_left=r, stopping=st)
+            for k in ("expired", "canceled", "missing")
+            for r in (False, True)
+            for st in (False, True)
+        ),
     ]
     for d in cases:
         if d.step in ("fail", "keep", "fatal"):
@@ -283,34 +338,43 @@ def test_every_fail_keep_and_fatal_step_carries_a_documented_code() -> None:
 
 
 def test_the_code_of_a_recorded_failure_follows_from_its_text() -> None:
-    from core.policy import code_of_failure, oversized_message
+    from blockbatch.core.policy import code_of_failure, oversized_message
+
     error = classify(400, "invalid_request_error", TOO_LONG)
-    for d in [decide("oversized", blocks=1, reason=oversized_message("m", 300_000, 8_000,
-                                                                        200_000)),
-              decide("errored", blocks=1, error=error),
-              decide("errored", blocks=1, error=classify(413, "request_too_large", "big")),
-              decide("errored", blocks=1, error=classify(400, "invalid_request_error", "no")),
-              decide("errored", blocks=2, error=classify(529, "overloaded_error", "busy")),
-              decide("not_processed", blocks=2, reason="expired")]:
+    for d in [
+        decide("oversized", blocks=1, reason=oversized_message("m", 300_000, 8_000, 200_000)),
+        decide("errored", blocks=1, error=error),
+        decide("errored", blocks=1, error=classify(413, "request_too_large", "big")),
+        decide("errored", blocks=1, error=classify(400, "invalid_request_error", "no")),
+        decide("errored", blocks=2, error=classify(529, "overloaded_error", "busy")),
+        decide("not_processed", blocks=2, reason="expired"),
+    ]:
         assert d.step == "fail" and code_of_failure(d.reason) == d.code, d
 
 
 def test_claude_down_past_retries_waits_when_the_run_can_pause() -> None:
-    for status, kind in [(500, "api_error"), (503, "api_error"), (529, "overloaded_error"),
-                         (None, "APIConnectionError")]:
+    for status, kind in [
+        (500, "api_error"),
+        (503, "api_error"),
+        (529, "overloaded_error"),
+        (None, "APIConnectionError"),
+    ]:
         error = classify(status, kind, "down")
         d = decide("errored", blocks=3, error=error, can_pause=True)
         assert d.step == "wait" and d.code is None, (status, kind)
         # Stopping still wins, and runs that cannot pause fail the blocks as before.
-        assert decide("errored", blocks=3, error=error, can_pause=True,
-                      stopping=True).step == "keep"
+        assert (
+            decide("errored", blocks=3, error=error, can_pause=True, stopping=True).step == "keep"
+        )
         assert decide("errored", blocks=3, error=error).code == "api_unavailable"
 
 
 def test_claude_busy_or_refusing_never_waits() -> None:
-    for error, step in [(classify(429, "rate_limit_error", "slow down"), "fail"),
-                        (classify(400, "invalid_request_error", "bad"), "split"),
-                        (classify(401, "authentication_error", "key"), "fatal")]:
+    for error, step in [
+        (classify(429, "rate_limit_error", "slow down"), "fail"),
+        (classify(400, "invalid_request_error", "bad"), "split"),
+        (classify(401, "authentication_error", "key"), "fatal"),
+    ]:
         assert decide("errored", blocks=2, error=error, can_pause=True).step == step
     # A worker-side failure (no classified error) is not evidence that Claude is down.
     assert decide("errored", blocks=2, reason="worker lost", can_pause=True).step == "fail"
@@ -319,17 +383,23 @@ def test_claude_busy_or_refusing_never_waits() -> None:
 
 
 def test_retry_takes_refused_blocks_only_when_named_and_fatal_leftovers_with_cancelled() -> None:
-    from core.models import RetryRequest
-    from core.retry import check_retry
-    counts = {("ai_complete", None): 5, ("failed", "refused"): 2,
-              ("failed", "invalid_value"): 1, ("cancelled", "spend_limit"): 4}
+    from blockbatch.core.models import RetryRequest
+    from blockbatch.core.retry import check_retry
+
+    counts = {
+        ("ai_complete", None): 5,
+        ("failed", "refused"): 2,
+        ("failed", "invalid_value"): 1,
+        ("cancelled", "spend_limit"): 4,
+    }
     plain = check_retry("r", "failed", counts, {}, RetryRequest())
     assert (plain.blocks, plain.reasons) == (1, {"invalid_value": 1})
     named = check_retry("r", "failed", counts, {}, RetryRequest(reasons=["refused"]))
     assert (named.blocks, named.reasons) == (2, {"refused": 2})
     cancelled = check_retry("r", "failed", counts, {}, RetryRequest(include_cancelled=True))
     assert cancelled.reasons == {"spend_limit": 4, "invalid_value": 1}
-    only_refused = check_retry("r", "completed_with_failures",
-                               {("failed", "refused"): 1}, {}, RetryRequest())
+    only_refused = check_retry(
+        "r", "completed_with_failures", {("failed", "refused"): 1}, {}, RetryRequest()
+    )
     assert only_refused.refusal is not None
     assert "--reason refused" in only_refused.refusal.message

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from core.answer import CallShape, call_shape
-from core.prompt import (
+from blockbatch.core.answer import CallShape, call_shape
+from blockbatch.core.prompt import (
     JSON_FORMAT_OVERHEAD_TOKENS,
     TOOL_NAME,
     TOOL_USE_OVERHEAD_TOKENS,
@@ -26,8 +26,8 @@ from core.prompt import (
     strict_fits,
     strict_schema,
 )
-from core.registry import MODELS, get_model
-from core.schema import SchemaSpec, load_schema
+from blockbatch.core.registry import MODELS, get_model
+from blockbatch.core.schema import SchemaSpec, load_schema
 
 
 def make_spec(**prompt_config: Any) -> SchemaSpec:
@@ -197,8 +197,11 @@ def test_request_has_what_messages_create_needs() -> None:
     assert set(request) == {"model", "max_tokens", "system", "tools", "tool_choice", "messages"}
     assert request["model"] == spec.prompt_config.model
     assert request["max_tokens"] == 8192
-    assert request["tool_choice"] == {"type": "tool", "name": TOOL_NAME,
-                                      "disable_parallel_tool_use": True}
+    assert request["tool_choice"] == {
+        "type": "tool",
+        "name": TOOL_NAME,
+        "disable_parallel_tool_use": True,
+    }
     assert request["tools"] == [build_tool(spec, strict=True)]
     assert request["system"] == build_system(spec)
     assert request["messages"] == build_messages(spec, BLOCKS)
@@ -249,7 +252,9 @@ def test_fixed_prompt_tokens_cover_system_tool_and_api_overhead() -> None:
 
 def test_alias_map_names_blocks_b1_b2_in_call_order() -> None:
     assert alias_map(["doc-1ae73d87050a:1234", "doc-1ae73d87050a:7"]) == {
-        "b1": "doc-1ae73d87050a:1234", "b2": "doc-1ae73d87050a:7"}
+        "b1": "doc-1ae73d87050a:1234",
+        "b2": "doc-1ae73d87050a:7",
+    }
     with pytest.raises(ValueError, match="distinct"):
         alias_map(["doc:0", "doc:0"])
 
@@ -264,8 +269,9 @@ def test_short_ids_replace_block_uids_on_the_wire() -> None:
     # The instructions and the tool ask for the short id in each result.
     rules = request["system"][-1]["text"]
     assert "short id for this request only: b1, b2" in rules
-    uid_field = request["tools"][0]["input_schema"]["properties"]["results"]["items"][
-        "properties"]["block_uid"]
+    uid_field = request["tools"][0]["input_schema"]["properties"]["results"]["items"]["properties"][
+        "block_uid"
+    ]
     assert "b1, b2" in uid_field["description"]
 
 
@@ -278,9 +284,12 @@ def test_without_short_ids_the_request_is_unchanged() -> None:
 
 
 def test_alias_map_must_name_exactly_the_blocks_sent() -> None:
-    for wrong in ({"b1": "doc:0"}, {"b1": "doc:0", "b2": "doc:9"},
-                  {"b1": "doc:0", "b2": "doc:0"},
-                  {"b1": "doc:0", "b2": "doc:1", "b3": "doc:2"}):
+    for wrong in (
+        {"b1": "doc:0"},
+        {"b1": "doc:0", "b2": "doc:9"},
+        {"b1": "doc:0", "b2": "doc:0"},
+        {"b1": "doc:0", "b2": "doc:1", "b3": "doc:2"},
+    ):
         with pytest.raises(ValueError, match="alias map"):
             build_request(make_spec(), BLOCKS, max_tokens=100, aliases=wrong)
 
@@ -301,34 +310,45 @@ def shape(model: str, effort: Any = None, *, strict_fits: bool = True) -> CallSh
 
 def test_strict_tool_channel_forces_a_strict_tool_in_the_subset() -> None:
     spec = make_spec()
-    request = build_request(spec, BLOCKS, max_tokens=100, model="claude-haiku-5-5",
-                            shape=shape("claude-haiku-5-5"))
+    request = build_request(
+        spec, BLOCKS, max_tokens=100, model="claude-haiku-5-5", shape=shape("claude-haiku-5-5")
+    )
     tool = request["tools"][0]
     assert tool["strict"] is True and tool["input_schema"] == strict_schema(spec)
     # The subset drops the item bound; the field definitions still say it.
     keywords = tool["input_schema"]["properties"]["results"]["items"]["properties"]["keywords"]
     assert "maxItems" not in keywords
     assert "At most 5 items." in request["system"][1]["text"]
-    assert request["tool_choice"] == {"type": "tool", "name": TOOL_NAME,
-                                      "disable_parallel_tool_use": True}
+    assert request["tool_choice"] == {
+        "type": "tool",
+        "name": TOOL_NAME,
+        "disable_parallel_tool_use": True,
+    }
     assert "output_config" not in request and "thinking" not in request
 
 
 def test_tool_channel_when_the_schema_does_not_fit() -> None:
     spec = make_spec()
-    request = build_request(spec, BLOCKS, max_tokens=100, model="claude-haiku-5-5",
-                            shape=shape("claude-haiku-5-5", strict_fits=False))
+    request = build_request(
+        spec,
+        BLOCKS,
+        max_tokens=100,
+        model="claude-haiku-5-5",
+        shape=shape("claude-haiku-5-5", strict_fits=False),
+    )
     assert request["tools"] == [build_tool(spec)] and "strict" not in request["tools"][0]
     assert request["tool_choice"]["type"] == "tool"
 
 
 def test_json_channel_sends_the_results_schema_as_the_output_format() -> None:
     spec = make_spec()
-    request = build_request(spec, BLOCKS, max_tokens=100, model="claude-sonnet-5-5",
-                            shape=shape("claude-sonnet-5-5"))
+    request = build_request(
+        spec, BLOCKS, max_tokens=100, model="claude-sonnet-5-5", shape=shape("claude-sonnet-5-5")
+    )
     assert "tools" not in request and "tool_choice" not in request
-    assert request["output_config"] == {"format": {"type": "json_schema",
-                                                   "schema": strict_schema(spec)}}
+    assert request["output_config"] == {
+        "format": {"type": "json_schema", "schema": strict_schema(spec)}
+    }
     assert request["thinking"] == {"type": "between_tools"}
     rules = request["system"][-1]["text"]
     assert 'Answer with one JSON object and nothing else: {"results": [...]}' in rules
@@ -338,8 +358,13 @@ def test_json_channel_sends_the_results_schema_as_the_output_format() -> None:
 
 
 def test_auto_tool_channel_where_a_forced_tool_is_refused_and_the_schema_does_not_fit() -> None:
-    request = build_request(make_spec(), BLOCKS, max_tokens=100, model="claude-opus-5-5",
-                            shape=shape("claude-opus-5-5", "high", strict_fits=False))
+    request = build_request(
+        make_spec(),
+        BLOCKS,
+        max_tokens=100,
+        model="claude-opus-5-5",
+        shape=shape("claude-opus-5-5", "high", strict_fits=False),
+    )
     assert request["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": True}
     assert "strict" not in request["tools"][0]
     # Opus 5.5 cannot stop thinking: no thinking switch is sent, only the effort.
@@ -347,29 +372,32 @@ def test_auto_tool_channel_where_a_forced_tool_is_refused_and_the_schema_does_no
 
 
 def test_effort_and_format_share_the_output_config() -> None:
-    request = build_request(make_spec(), BLOCKS, max_tokens=100, model="claude-opus-5-5",
-                            shape=shape("claude-opus-5-5"))
+    request = build_request(
+        make_spec(), BLOCKS, max_tokens=100, model="claude-opus-5-5", shape=shape("claude-opus-5-5")
+    )
     assert set(request["output_config"]) == {"format", "effort"}
     assert request["output_config"]["effort"] == "low"
 
 
 @pytest.mark.parametrize("model", [m.id for m in MODELS])
 @pytest.mark.parametrize("fits", [True, False])
-def test_the_prefix_is_byte_stable_across_packs_on_every_channel(model: str,
-                                                                  fits: bool) -> None:
+def test_the_prefix_is_byte_stable_across_packs_on_every_channel(model: str, fits: bool) -> None:
     spec = make_spec()
     run = shape(model, strict_fits=fits)
-    a = build_request(spec, BLOCKS[:1], max_tokens=10, model=model, shape=run,
-                      aliases=alias_map(["doc:0"]))
-    b = build_request(spec, BLOCKS, max_tokens=99, model=model, shape=run,
-                      aliases=alias_map(["doc:0", "doc:1"]))
+    a = build_request(
+        spec, BLOCKS[:1], max_tokens=10, model=model, shape=run, aliases=alias_map(["doc:0"])
+    )
+    b = build_request(
+        spec, BLOCKS, max_tokens=99, model=model, shape=run, aliases=alias_map(["doc:0", "doc:1"])
+    )
     prefix = ("system", "tools", "tool_choice", "thinking", "output_config")
     assert json.dumps([a.get(k) for k in prefix]) == json.dumps([b.get(k) for k in prefix])
 
 
 def test_a_schema_outside_the_subset_cannot_take_a_strict_channel() -> None:
-    spec = load_schema({"properties": {"meta": {"type": "object"}},
-                        "prompt_config": {"system_instructions": "x"}})
+    spec = load_schema(
+        {"properties": {"meta": {"type": "object"}}, "prompt_config": {"system_instructions": "x"}}
+    )
     assert strict_schema(spec) is None and not strict_fits(spec)
     assert shape_for(spec, "claude-haiku-5-5").channel == "tool"
     assert shape_for(spec, "claude-sonnet-5-5").channel == "auto_tool"

@@ -1,13 +1,12 @@
-"""The quality probe's and the quality gate's rules (core/quality.py), and how a run says them."""
+"""The quality probe's and the quality gate's rules (blockbatch/core/quality.py), and how a run says them."""
 
 from __future__ import annotations
 
 import pytest
 
-from blockbatch.report import change_rows, quality_rows, summary_lines
-from core.agreement import FieldAgreement, Sample, summarize
-from core.models import GateReading, RunResult
-from core.quality import (
+from blockbatch.core.agreement import FieldAgreement, Sample, summarize
+from blockbatch.core.models import GateReading, RunResult
+from blockbatch.core.quality import (
     GATE_MIN_SAMPLES,
     gate_reading,
     gate_text,
@@ -18,6 +17,7 @@ from core.quality import (
     probe_cost_text,
     quality_result,
 )
+from blockbatch.report import change_rows, quality_rows, summary_lines
 
 UIDS = [f"d:{i}" for i in range(400)]
 
@@ -31,7 +31,8 @@ def test_the_planned_sample_is_deterministic_and_off_at_rate_zero() -> None:
     assert planned_sample(UIDS, 0.0, 5, "run-a") == []  # probe off
     assert pack_sample(UIDS[:8], 2, "run-a/3") == pack_sample(UIDS[:8], 2, "run-a/3")
     assert len(pack_sample(UIDS[:8], 2, "run-a/3")) == 2 and pack_sample(UIDS[:1], 2, "s") == [
-        "d:0"]
+        "d:0"
+    ]
 
 
 def test_the_gate_trips_only_with_enough_samples_clearly_below_its_target() -> None:
@@ -55,22 +56,48 @@ def test_the_gate_and_the_probe_say_what_they_did() -> None:
     reading = GateReading(samples=25, agreeing=22, low=0.70, high=0.96, target=0.95)
     assert gate_text(reading, 12, 31, 10, 40) == (
         "quality gate: agreement 88% (CI 70-96%) < 95% on 25 samples: packs 12-30 "
-        "re-planned at 10 blocks (was 40)")
+        "re-planned at 10 blocks (was 40)"
+    )
     assert gate_text(reading, 12, 13, 1, 2).endswith("pack 12 re-planned at 1 block (was 2)")
-    assert probe_cost_text(12, 0.0123, 0.5857) == "quality probe: 12 calls, $0.0123 (2.1% of the run)"
+    assert (
+        probe_cost_text(12, 0.0123, 0.5857) == "quality probe: 12 calls, $0.0123 (2.1% of the run)"
+    )
 
 
 def _result() -> RunResult:
-    samples = [Sample(f"d:{i}", 20, i % 20 + 1,
-                      [FieldAgreement("label", "exact", True),
-                       FieldAgreement("summary", "text", i % 10 != 0, 0.4 if i % 10 == 0 else 0.9)])
-               for i in range(40)]
-    quality = quality_result(summarize(samples), failed=1, probe_calls=41, probe_cost_usd=0.0123,
-                             run_cost_usd=0.5857, pack_size=10, min_agreement=0.95,
-                             gate=["quality gate: agreement 88% ..."])
-    return RunResult(run_id="r1", status="completed", blocks_total=1000, blocks_ai_complete=1000,
-                     calls=141, pack_count=100, cost_usd=0.5857, quality=quality,
-                     plan_changes=["quality gate: agreement 88% ..."])
+    samples = [
+        Sample(
+            f"d:{i}",
+            20,
+            i % 20 + 1,
+            [
+                FieldAgreement("label", "exact", True),
+                FieldAgreement("summary", "text", i % 10 != 0, 0.4 if i % 10 == 0 else 0.9),
+            ],
+        )
+        for i in range(40)
+    ]
+    quality = quality_result(
+        summarize(samples),
+        failed=1,
+        probe_calls=41,
+        probe_cost_usd=0.0123,
+        run_cost_usd=0.5857,
+        pack_size=10,
+        min_agreement=0.95,
+        gate=["quality gate: agreement 88% ..."],
+    )
+    return RunResult(
+        run_id="r1",
+        status="completed",
+        blocks_total=1000,
+        blocks_ai_complete=1000,
+        calls=141,
+        pack_count=100,
+        cost_usd=0.5857,
+        quality=quality,
+        plan_changes=["quality gate: agreement 88% ..."],
+    )
 
 
 def test_the_summary_shows_the_agreement_the_probe_cost_and_the_settled_pack_size() -> None:
@@ -87,8 +114,7 @@ def test_the_summary_shows_the_agreement_the_probe_cost_and_the_settled_pack_siz
     assert rows["probe"] == "41 calls, $0.0123 (2.1% of the run)"
     assert rows["pack size"] == "settled on 10 blocks (quality gate, target 95%)"
     assert change_rows(result.plan_changes) == [("quality gate", "agreement 88% ...")]
-    lines = "\n".join(summary_lines(result, baseline=None,
-                                    links={"run": "u", "packs": "p"}))
+    lines = "\n".join(summary_lines(result, baseline=None, links={"run": "u", "packs": "p"}))
     # Blocks per call over the packs' calls, not the probe's, and the row says so.
     assert "141 calls: 100 calls for 1000 blocks (10.0 blocks per call" in lines
     assert "), 41 quality probe calls" in lines
@@ -99,47 +125,77 @@ def test_a_run_without_the_probe_shows_no_quality_rows() -> None:
     assert quality_rows(RunResult(run_id="r", status="completed")) == []
 
 
-@pytest.mark.parametrize(("flag", "bad", "says"), [
-    ("--min-agreement", "0", "(0, 1]"), ("--min-agreement", "1.5", "(0, 1]"),
-    ("--min-agreement", "nan", "(0, 1]"), ("--min-agreement", "high", "not a number"),
-    ("--probe-rate", "-0.1", "[0, 1]"), ("--probe-rate", "2", "[0, 1]"),
-    ("--probe-max-share", "0", "(0, 1]"), ("--probe-max-share", "1.01", "(0, 1]")])
+@pytest.mark.parametrize(
+    ("flag", "bad", "says"),
+    [
+        ("--min-agreement", "0", "(0, 1]"),
+        ("--min-agreement", "1.5", "(0, 1]"),
+        ("--min-agreement", "nan", "(0, 1]"),
+        ("--min-agreement", "high", "not a number"),
+        ("--probe-rate", "-0.1", "[0, 1]"),
+        ("--probe-rate", "2", "[0, 1]"),
+        ("--probe-max-share", "0", "(0, 1]"),
+        ("--probe-max-share", "1.01", "(0, 1]"),
+    ],
+)
 def test_the_cli_refuses_a_bad_quality_setting_before_anything_runs(
     flag: str, bad: str, says: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from blockbatch.cli.parser import EXIT_USAGE, build_parser
+
     with pytest.raises(SystemExit) as exit_:
         build_parser().parse_args(["run", "doc.md", "--schema", "s.json", flag, bad])
     assert exit_.value.code == EXIT_USAGE
     assert says in capsys.readouterr().err
-    args = build_parser().parse_args(["run", "doc.md", "--schema", "s.json",
-                                      "--min-agreement", "1", "--probe-rate", "0"])
+    args = build_parser().parse_args(
+        ["run", "doc.md", "--schema", "s.json", "--min-agreement", "1", "--probe-rate", "0"]
+    )
     assert (args.min_agreement, args.probe_rate) == (1.0, 0.0)
     from blockbatch.cli.run import _options
-    opts = _options(build_parser().parse_args(
-        ["run", "doc.md", "--schema", "s.json", "--min-agreement", "0.9",
-         "--probe-max-share", "0.02", "--no-reask"]))
-    assert opts.quality is not None and (opts.quality.probe_max_share, opts.quality.reask,
-                                         opts.quality.min_agreement) == (0.02, False, 0.9)
+
+    opts = _options(
+        build_parser().parse_args(
+            [
+                "run",
+                "doc.md",
+                "--schema",
+                "s.json",
+                "--min-agreement",
+                "0.9",
+                "--probe-max-share",
+                "0.02",
+                "--no-reask",
+            ]
+        )
+    )
+    assert opts.quality is not None and (
+        opts.quality.probe_max_share,
+        opts.quality.reask,
+        opts.quality.min_agreement,
+    ) == (0.02, False, 0.9)
 
 
 # ---------------------------------------------------------------- the probe's cost cap
 
+
 def _plan_ctx(prefix_tokens: int, **options: object) -> object:
-    from core.models import RunOptions
-    from core.quote import quote_context
-    from core.registry import get_model
-    from core.schema import load_schema
+    from blockbatch.core.models import RunOptions
+    from blockbatch.core.quote import quote_context
+    from blockbatch.core.registry import get_model
+    from blockbatch.core.schema import load_schema
     from tests.helpers import extract_schema
 
     model = get_model("claude-sonnet-4-6")
-    return quote_context(RunOptions(model=model.id, **options),  # type: ignore[arg-type]
-                         load_schema(extract_schema(prefix_tokens)), model)
+    return quote_context(
+        RunOptions(model=model.id, **options),  # type: ignore[arg-type]
+        load_schema(extract_schema(prefix_tokens)),
+        model,
+    )
 
 
 def test_the_probe_sample_is_capped_at_its_share_of_the_runs_cost() -> None:
-    from core.models import QualityOptions
-    from core.quality import expected_call_usd, probe_plan
+    from blockbatch.core.models import QualityOptions
+    from blockbatch.core.quality import expected_call_usd, probe_plan
 
     ctx = _plan_ctx(25_000, pack_size=40)
     uids, tokens = UIDS[:200], [120] * 200
@@ -149,8 +205,11 @@ def test_the_probe_sample_is_capped_at_its_share_of_the_runs_cost() -> None:
     run_usd = sum(expected_call_usd(ctx, ctx.pack(tokens[:40])) for _ in packs)
     assert plan.est_run_usd == pytest.approx(run_usd, abs=1e-6)
     # A probe call reads the whole cached prefix: 6 of them cost more than 5% of 5 packs.
-    assert plan.wanted == 6 and plan.capped and 0 < plan.planned < 6 == len(
-        planned_sample(uids, 0.03, 5, "run-a"))
+    assert (
+        plan.wanted == 6
+        and plan.capped
+        and 0 < plan.planned < 6 == len(planned_sample(uids, 0.03, 5, "run-a"))
+    )
     assert len(sample) == plan.planned and plan.est_probe_usd <= 0.05 * plan.est_run_usd
     # One more block would not have fitted: the cap is the largest sample within the share.
     one_call = expected_call_usd(ctx, ctx.pack([120]))
@@ -160,24 +219,25 @@ def test_the_probe_sample_is_capped_at_its_share_of_the_runs_cost() -> None:
     assert sample == sorted(sample, key=uids.index)
     assert plan.rate == pytest.approx(plan.planned / 200)
     # At a share of 1 the rate and minimum decide again; a larger share never samples less.
-    wide, uncapped = probe_plan(ctx, uids, tokens, packs, QualityOptions(probe_max_share=1),
-                                "run-a")
+    wide, uncapped = probe_plan(
+        ctx, uids, tokens, packs, QualityOptions(probe_max_share=1), "run-a"
+    )
     assert not uncapped.capped and wide == planned_sample(uids, 0.03, 5, "run-a")
-    tight, tiny = probe_plan(ctx, uids, tokens, packs,
-                             QualityOptions(probe_max_share=0.001), "run-a")
+    tight, tiny = probe_plan(
+        ctx, uids, tokens, packs, QualityOptions(probe_max_share=0.001), "run-a"
+    )
     assert tight == [] and tiny.planned == 0 and tiny.wanted == 6
 
 
 def test_a_cheap_probe_is_not_capped_and_rate_zero_samples_nothing() -> None:
-    from core.models import QualityOptions
-    from core.quality import probe_plan
+    from blockbatch.core.models import QualityOptions
+    from blockbatch.core.quality import probe_plan
 
     ctx = _plan_ctx(1500, pack_size=10)
     uids, tokens = UIDS, [400] * len(UIDS)
     sample, plan = probe_plan(ctx, uids, tokens, ctx.plan(tokens), QualityOptions(), "r")
     assert not plan.capped and plan.planned == plan.wanted == 12 == len(sample)
-    none, off = probe_plan(ctx, uids, tokens, ctx.plan(tokens),
-                           QualityOptions(probe_rate=0), "r")
+    none, off = probe_plan(ctx, uids, tokens, ctx.plan(tokens), QualityOptions(probe_rate=0), "r")
     assert none == [] and off.wanted == off.planned == 0
     with pytest.raises(ValueError):
         QualityOptions(probe_max_share=0)
@@ -188,25 +248,30 @@ def test_a_cheap_probe_is_not_capped_and_rate_zero_samples_nothing() -> None:
 def test_the_summary_says_when_the_sample_was_capped_or_the_gate_went_over() -> None:
     assert probe_cost_text(3, 0.012, 0.2927, max_share=0.05, capped=True) == (
         "quality probe: 3 calls, $0.0120 (4.1% of the run; sample capped at 5% of the "
-        "run's expected cost)")
+        "run's expected cost)"
+    )
     # Capped on the expected cost, a little over at the actual cost is no breach.
     assert probe_cost_text(4, 0.0159, 0.3111, max_share=0.05, capped=True) == (
         "quality probe: 4 calls, $0.0159 (5.1% of the run; sample capped at 5% of the "
-        "run's expected cost)")
+        "run's expected cost)"
+    )
     assert probe_cost_text(9, 0.0216, 0.3, max_share=0.05, gated=True) == (
         "quality probe: 9 calls, $0.0216 (7.2% of the run; above its 5% share: the quality "
-        "gate samples every pack)")
+        "gate samples every pack)"
+    )
     assert probe_cost_text(3, 0.012, 0.5, max_share=0.05) == (
-        "quality probe: 3 calls, $0.0120 (2.4% of the run)")
+        "quality probe: 3 calls, $0.0120 (2.4% of the run)"
+    )
 
 
 def test_the_gate_text_says_how_many_blocks_it_re_asked() -> None:
     reading = GateReading(samples=25, agreeing=22, low=0.7, high=0.93, target=0.95)
     assert gate_text(reading, 8, 22, 20, 40, 320, (40, 40)).endswith(
-        "packs 8-21 re-planned at 20 blocks (was 40); 320 blocks answered in packs of 40 "
-        "re-asked")
+        "packs 8-21 re-planned at 20 blocks (was 40); 320 blocks answered in packs of 40 re-asked"
+    )
     assert gate_text(reading, 8, 9, 10, 20, 1, (12, 20)).endswith(
-        "; 1 block answered in packs of 12-20 re-asked")
+        "; 1 block answered in packs of 12-20 re-asked"
+    )
 
 
 # ---------------------------------------------------------------- an uncached prompt
@@ -219,28 +284,34 @@ def _ticket_ctx() -> object:
     import json
     from pathlib import Path
 
-    from core.models import RunOptions
-    from core.quote import quote_context
-    from core.registry import get_model
-    from core.schema import load_schema
+    from blockbatch.core.models import RunOptions
+    from blockbatch.core.quote import quote_context
+    from blockbatch.core.registry import get_model
+    from blockbatch.core.schema import load_schema
 
     model = get_model("claude-sonnet-4-6")
-    spec = load_schema(json.loads(
-        (Path(__file__).parents[1] / "fixtures" / "ticket.json").read_text()))
+    spec = load_schema(
+        json.loads((Path(__file__).parents[1] / "fixtures" / "ticket.json").read_text())
+    )
     return quote_context(RunOptions(model=model.id), spec, model)
 
 
 def _uncached_usd(ctx: object, pack: object) -> float:
     """A call with no cache at all: its whole input at the input price."""
-    from core.registry import Usage, cost_usd
+    from blockbatch.core.registry import Usage, cost_usd
 
-    return cost_usd(ctx.model, Usage(input_tokens=pack.est_input_tokens,  # type: ignore[attr-defined]
-                                     output_tokens=pack.est_output_tokens))  # type: ignore[attr-defined]
+    return cost_usd(
+        ctx.model,
+        Usage(
+            input_tokens=pack.est_input_tokens,  # type: ignore[attr-defined]
+            output_tokens=pack.est_output_tokens,
+        ),
+    )  # type: ignore[attr-defined]
 
 
 def test_an_uncached_prefix_is_priced_as_input_and_the_probe_keeps_its_share() -> None:
-    from core.models import QualityOptions
-    from core.quality import expected_call_usd, probe_plan
+    from blockbatch.core.models import QualityOptions
+    from blockbatch.core.quality import expected_call_usd, probe_plan
 
     ctx = _ticket_ctx()
     assert ctx.fixed_prompt_tokens >= ctx.model.min_cacheable_tokens  # type: ignore[attr-defined]

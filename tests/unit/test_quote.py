@@ -1,4 +1,4 @@
-"""The quote before a run (core/quote.py): the run's own plan, its calls, tokens and cost."""
+"""The quote before a run (blockbatch/core/quote.py): the run's own plan, its calls, tokens and cost."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from core.batching import BATCH_CACHE_HIT_RATE, BATCH_CACHE_TTL
-from core.models import QualityOptions, RunOptions
-from core.quality import probe_plan
-from core.quote import (
+from blockbatch.core.batching import BATCH_CACHE_HIT_RATE, BATCH_CACHE_TTL
+from blockbatch.core.models import QualityOptions, RunOptions
+from blockbatch.core.quality import probe_plan
+from blockbatch.core.quote import (
     PROBE_SEED,
     CountPlan,
     OutputHistory,
@@ -21,8 +21,8 @@ from core.quote import (
     quote,
     quote_context,
 )
-from core.registry import Usage, cost_usd, get_model
-from core.schema import load_schema
+from blockbatch.core.registry import Usage, cost_usd, get_model
+from blockbatch.core.schema import load_schema
 from tests.helpers import extract_schema, revise_schema
 
 MODEL = get_model("claude-sonnet-4-6")
@@ -37,8 +37,14 @@ def ctx_for(definition: dict[str, Any] | None = None, **options: Any) -> Any:
 
 
 def counted(prefix: int = 5_000, per_call: int = 60, blocks: int = 20_000) -> PromptTokens:
-    return PromptTokens(source="count_tokens", prefix=prefix, per_call=per_call,
-                        blocks=blocks, warm_up=prefix + per_call + 30, requests=4)
+    return PromptTokens(
+        source="count_tokens",
+        prefix=prefix,
+        per_call=per_call,
+        blocks=blocks,
+        warm_up=prefix + per_call + 30,
+        requests=4,
+    )
 
 
 def test_quote_plans_with_the_runs_own_plan_and_counts_the_warm_up() -> None:
@@ -64,42 +70,72 @@ def test_costs_are_the_registry_prices_and_batch_is_half_with_the_one_hour_write
     ctx = ctx_for(pack_size=25)
     q = quote(ctx, [50] * 100, counted(), document="d.md")
     s = q.sync
-    assert s.cost_usd == pytest.approx(cost_usd(MODEL, Usage(
-        input_tokens=s.input_tokens, output_tokens=s.output_tokens,
-        cache_creation_input_tokens=s.cache_write_tokens,
-        cache_read_input_tokens=s.cache_read_tokens)), abs=1e-6)
+    assert s.cost_usd == pytest.approx(
+        cost_usd(
+            MODEL,
+            Usage(
+                input_tokens=s.input_tokens,
+                output_tokens=s.output_tokens,
+                cache_creation_input_tokens=s.cache_write_tokens,
+                cache_read_input_tokens=s.cache_read_tokens,
+            ),
+        ),
+        abs=1e-6,
+    )
     b = q.batch
-    assert b.cost_usd == pytest.approx(cost_usd(MODEL, Usage(
-        input_tokens=b.input_tokens, output_tokens=b.output_tokens,
-        cache_creation_input_tokens=b.cache_write_tokens,
-        cache_creation_1h_tokens=b.cache_write_tokens,
-        cache_read_input_tokens=b.cache_read_tokens), batch=True), abs=1e-6)
+    assert b.cost_usd == pytest.approx(
+        cost_usd(
+            MODEL,
+            Usage(
+                input_tokens=b.input_tokens,
+                output_tokens=b.output_tokens,
+                cache_creation_input_tokens=b.cache_write_tokens,
+                cache_creation_1h_tokens=b.cache_write_tokens,
+                cache_read_input_tokens=b.cache_read_tokens,
+            ),
+            batch=True,
+        ),
+        abs=1e-6,
+    )
     assert b.cost_usd < s.cost_usd
     for m in (s, b):
         assert m.cost_usd < m.max_cost_usd and m.output_tokens < m.max_output_tokens
     # At most, every batch request misses the cache and writes the prefix.
-    assert q.batch.max_cost_usd > cost_usd(MODEL, Usage(
-        output_tokens=b.max_output_tokens, input_tokens=b.input_tokens,
-        cache_creation_input_tokens=5_000 * b.calls, cache_creation_1h_tokens=5_000 * b.calls,
-    ), batch=True) - 1e-6
+    assert (
+        q.batch.max_cost_usd
+        > cost_usd(
+            MODEL,
+            Usage(
+                output_tokens=b.max_output_tokens,
+                input_tokens=b.input_tokens,
+                cache_creation_input_tokens=5_000 * b.calls,
+                cache_creation_1h_tokens=5_000 * b.calls,
+            ),
+            batch=True,
+        )
+        - 1e-6
+    )
 
 
 def test_a_prefix_below_the_models_minimum_is_priced_uncached_and_said() -> None:
     haiku = get_model("claude-haiku-4-5")  # minimum 4,096
-    ctx = quote_context(RunOptions(model=haiku.id, pack_size=10),
-                        load_schema(extract_schema(100)), haiku)
+    ctx = quote_context(
+        RunOptions(model=haiku.id, pack_size=10), load_schema(extract_schema(100)), haiku
+    )
     q = quote(ctx, [50] * 40, counted(prefix=1_500), document="d.md")
     assert not q.sync.cached and q.sync.cache_write_tokens == q.sync.cache_read_tokens == 0
     assert q.batch.cache_write_tokens == 0
     assert q.sync.input_tokens == 4 * (1_500 + 60) + 20_000 + (q.sync.calls - 4) * 1_590
-    assert any("below claude-haiku-4-5's minimum of 4,096" in n and "skips caching" in n
-               for n in q.notes)
+    assert any(
+        "below claude-haiku-4-5's minimum of 4,096" in n and "skips caching" in n for n in q.notes
+    )
 
 
 def test_the_warm_up_follows_the_runs_rule_not_the_count() -> None:
     haiku = get_model("claude-haiku-4-5")  # minimum 4,096
-    ctx = quote_context(RunOptions(model=haiku.id, pack_size=10),
-                        load_schema(extract_schema(20)), haiku)
+    ctx = quote_context(
+        RunOptions(model=haiku.id, pack_size=10), load_schema(extract_schema(20)), haiku
+    )
     assert ctx.cacheable_prefix_tokens == 0  # the run's estimate: below the minimum
     q = quote(ctx, [50] * 30, counted(prefix=5_000), document="d.md")
     assert not q.sync.warm_up and q.sync.calls == 3 and q.sync.cached
@@ -115,15 +151,29 @@ def test_output_comes_from_the_planner_unless_earlier_runs_say_otherwise() -> No
     planned = quote(ctx, tokens, counted(), document="d.md")
     assert planned.output_source == "planner" and planned.output_history is None
     assert planned.sync.output_tokens == sum(p.est_output_tokens for p in ctx.plan(tokens)) + 1
-    too_few = quote(ctx, tokens, counted(), document="d.md",
-                    history=OutputHistory(runs=1, calls=2, estimated=1000, written=500))
+    too_few = quote(
+        ctx,
+        tokens,
+        counted(),
+        document="d.md",
+        history=OutputHistory(runs=1, calls=2, estimated=1000, written=500),
+    )
     assert too_few.output_source == "planner"
-    learned = quote(ctx, tokens, counted(), document="d.md",
-                    history=OutputHistory(runs=2, calls=40, estimated=10_000, written=5_000))
+    learned = quote(
+        ctx,
+        tokens,
+        counted(),
+        document="d.md",
+        history=OutputHistory(runs=2, calls=40, estimated=10_000, written=5_000),
+    )
     assert learned.output_source == "ledger" and learned.output_history == {
-        "runs": 2, "calls": 40, "ratio": 0.5}
-    shape = sum(ctx.pack([tokens[i] for i in p.positions]).learn_output_tokens
-                for p in ctx.plan(tokens))
+        "runs": 2,
+        "calls": 40,
+        "ratio": 0.5,
+    }
+    shape = sum(
+        ctx.pack([tokens[i] for i in p.positions]).learn_output_tokens for p in ctx.plan(tokens)
+    )
     assert learned.sync.output_tokens == pytest.approx(shape * 0.5 + 1, abs=len(ctx.plan(tokens)))
 
 
@@ -155,12 +205,17 @@ def test_oversized_blocks_are_said() -> None:
 
 def test_count_plan_is_a_few_requests_and_the_answers_split_into_parts() -> None:
     ctx = ctx_for()
-    blocks = [{"block_uid": f"doc-x:{i}", "block_type": "paragraph",
-               "block_content": "word " * 200} for i in range(2_000)]
+    blocks = [
+        {"block_uid": f"doc-x:{i}", "block_type": "paragraph", "block_content": "word " * 200}
+        for i in range(2_000)
+    ]
     tokens = [300] * 2_000  # 600k estimated: two chunks in half of a 1M window
-    warm = {"system": [{"type": "text", "text": "s"}], "tools": [{"name": "t"}],
-            "tool_choice": {"type": "tool", "name": "t"},
-            "messages": [{"role": "user", "content": "w"}]}
+    warm = {
+        "system": [{"type": "text", "text": "s"}],
+        "tools": [{"name": "t"}],
+        "tool_choice": {"type": "tool", "name": "t"},
+        "messages": [{"role": "user", "content": "w"}],
+    }
     plan = count_plan(ctx, blocks, tokens, warm)
     assert isinstance(plan, CountPlan) and plan.chunks == 2 and len(plan.requests) == 5
     assert "system" in plan.requests[0] and "tools" in plan.requests[0]
@@ -198,10 +253,18 @@ def test_a_schemas_first_sync_run_is_quoted_with_its_learning_pack() -> None:
     assert first.sync.packs > 1 and not first.sync.warm_up
     assert first.sync.calls == first.sync.packs  # the learning pack writes the cache
     assert any("learning pack (5 blocks)" in n for n in first.notes)
-    assert first.batch.packs == len(quote_context(
-        ctx.options.model_copy(update={"mode": "batch"}), ctx.spec, MODEL).plan(tokens))
-    later = quote(ctx, tokens, counted(), document="d.md",
-                  history=OutputHistory(runs=1, calls=20, estimated=10_000, written=5_000))
+    assert first.batch.packs == len(
+        quote_context(ctx.options.model_copy(update={"mode": "batch"}), ctx.spec, MODEL).plan(
+            tokens
+        )
+    )
+    later = quote(
+        ctx,
+        tokens,
+        counted(),
+        document="d.md",
+        history=OutputHistory(runs=1, calls=20, estimated=10_000, written=5_000),
+    )
     assert later.sync.warm_up and later.sync.calls == later.sync.packs + 1
     assert not any("learning pack" in n for n in later.notes)
 
@@ -212,8 +275,14 @@ def test_the_sync_quote_counts_the_quality_probe_by_the_runs_own_rule() -> None:
     q = quote(ctx, tokens, counted(), document="d.md")
     off = quote(ctx_for(pack_size=10), tokens, counted(), document="d.md")
     packs = ctx.plan(tokens)
-    sample, sizing = probe_plan(ctx, [str(i) for i in range(400)], tokens, packs,
-                                QualityOptions(probe_max_share=1.0), PROBE_SEED)
+    sample, sizing = probe_plan(
+        ctx,
+        [str(i) for i in range(400)],
+        tokens,
+        packs,
+        QualityOptions(probe_max_share=1.0),
+        PROBE_SEED,
+    )
     assert q.sync.probe_calls == len(sample) == sizing.planned == 12  # 3% of 400
     assert q.sync.calls == off.sync.calls + 12
     # Each probe call reads the cached prefix and carries one block.
@@ -228,10 +297,12 @@ def test_the_sync_quote_counts_the_quality_probe_by_the_runs_own_rule() -> None:
 
 def test_the_probe_in_the_quote_is_capped_at_its_share_of_the_cost() -> None:
     tokens = [50] * 400
-    full = quote(ctx_for(pack_size=10, quality={"probe_max_share": 1.0}), tokens, counted(),
-                 document="d.md")
-    q = quote(ctx_for(pack_size=10, quality={"probe_max_share": 0.01}), tokens, counted(),
-              document="d.md")
+    full = quote(
+        ctx_for(pack_size=10, quality={"probe_max_share": 1.0}), tokens, counted(), document="d.md"
+    )
+    q = quote(
+        ctx_for(pack_size=10, quality={"probe_max_share": 0.01}), tokens, counted(), document="d.md"
+    )
     assert 0 < q.sync.probe_calls < full.sync.probe_calls
     assert q.sync.probe_cost_usd <= 0.01 * (q.sync.cost_usd - q.sync.probe_cost_usd) * 1.1
     assert any(f"capped from {full.sync.probe_calls} at 1%" in n for n in q.notes)
@@ -239,13 +310,17 @@ def test_the_probe_in_the_quote_is_capped_at_its_share_of_the_cost() -> None:
 
 def test_no_probe_in_the_quote_when_it_is_off_or_every_pack_is_one_block() -> None:
     tokens = [50] * 400
-    for ctx in (ctx_for(pack_size=10), ctx_for(pack_size=1, quality={}),
-                ctx_for(batching_enabled=False, quality={})):
+    for ctx in (
+        ctx_for(pack_size=10),
+        ctx_for(pack_size=1, quality={}),
+        ctx_for(batching_enabled=False, quality={}),
+    ):
         q = quote(ctx, tokens, counted(), document="d.md")
         assert q.sync.probe_calls == 0 and q.sync.probe_cost_usd == 0
         assert not any("quality probe" in n for n in q.notes)
-    gated = quote(ctx_for(pack_size=10, quality={"min_agreement": 0.9}), tokens, counted(),
-                  document="d.md")
+    gated = quote(
+        ctx_for(pack_size=10, quality={"min_agreement": 0.9}), tokens, counted(), document="d.md"
+    )
     assert gated.sync.probe_calls > 0
     assert any("gate also probes at least 2 blocks of every pack" in n for n in gated.notes)
 
@@ -257,11 +332,11 @@ def test_an_uncached_prefix_keeps_the_quoted_probe_within_its_share() -> None:
     import json
     from pathlib import Path
 
-    spec = load_schema(json.loads(
-        (Path(__file__).parents[1] / "fixtures" / "ticket.json").read_text()))
+    spec = load_schema(
+        json.loads((Path(__file__).parents[1] / "fixtures" / "ticket.json").read_text())
+    )
     ctx = quote_context(RunOptions(model=MODEL.id), spec, MODEL)
-    tokens = PromptTokens(source="count_tokens", prefix=779, per_call=50, blocks=1_590,
-                          warm_up=900)
+    tokens = PromptTokens(source="count_tokens", prefix=779, per_call=50, blocks=1_590, warm_up=900)
     q = quote(ctx, [50] * 30, tokens, document="tickets.csv")
     assert not q.sync.cached
     assert q.sync.probe_cost_usd <= 0.05 * (q.sync.cost_usd - q.sync.probe_cost_usd)
@@ -278,12 +353,17 @@ def test_a_first_run_is_quoted_with_what_answers_of_other_schemas_wrote() -> Non
     planner = quote(ctx, tokens, counted(), document="d.md")
     prior = OutputHistory(runs=2, calls=12, estimated=10_000, written=5_000, scope="model")
     q = quote(ctx, tokens, counted(), document="d.md", prior=prior)
-    assert (q.packs, q.sync.calls, q.sync.packs) == (planner.packs, planner.sync.calls,
-                                                     planner.sync.packs)
+    assert (q.packs, q.sync.calls, q.sync.packs) == (
+        planner.packs,
+        planner.sync.calls,
+        planner.sync.packs,
+    )
     assert any("learning pack" in n for n in q.notes)  # still the run's own plan
     assert q.output_source == "other_schemas" and q.output_history is not None
     assert q.output_history["ratio"] == 0.5
-    assert 0.45 * planner.sync.output_tokens < q.sync.output_tokens < 0.6 * planner.sync.output_tokens
+    assert (
+        0.45 * planner.sync.output_tokens < q.sync.output_tokens < 0.6 * planner.sync.output_tokens
+    )
     assert q.sync.cost_usd < planner.sync.cost_usd
     assert q.sync.max_cost_usd == pytest.approx(planner.sync.max_cost_usd, rel=0.05)
     # The schema's own answers, when there are enough, win over other schemas'.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.ratelimit import (
+from blockbatch.core.ratelimit import (
     ADMIT_MARGIN_S,
     CUT_COOLDOWN_S,
     DEFAULT_LIMITS,
@@ -98,15 +98,25 @@ def test_settling_gives_back_unused_output_and_takes_unexpected_input() -> None:
 
 def test_limits_are_learned_from_headers_and_remaining_caps_the_level() -> None:
     b = fresh(None, 0.0, ramp=1.0)  # generous defaults until an answer says otherwise
-    learned = learn(b, {"anthropic-ratelimit-requests-limit": "50",
-                        "anthropic-ratelimit-requests-remaining": "12",
-                        "anthropic-ratelimit-input-tokens-limit": "30000",
-                        "anthropic-ratelimit-output-tokens-limit": "8000",
-                        "anthropic-ratelimit-output-tokens-remaining": "not a number",
-                        "anthropic-ratelimit-tokens-limit": "20000",
-                        "anthropic-ratelimit-tokens-remaining": "19000"}, 0.0)
-    assert dict(learned.limits) == {"requests": 50, "input": 30_000, "output": 8_000,
-                                    "tokens": 20_000}
+    learned = learn(
+        b,
+        {
+            "anthropic-ratelimit-requests-limit": "50",
+            "anthropic-ratelimit-requests-remaining": "12",
+            "anthropic-ratelimit-input-tokens-limit": "30000",
+            "anthropic-ratelimit-output-tokens-limit": "8000",
+            "anthropic-ratelimit-output-tokens-remaining": "not a number",
+            "anthropic-ratelimit-tokens-limit": "20000",
+            "anthropic-ratelimit-tokens-remaining": "19000",
+        },
+        0.0,
+    )
+    assert dict(learned.limits) == {
+        "requests": 50,
+        "input": 30_000,
+        "output": 8_000,
+        "tokens": 20_000,
+    }
     assert learned.levels["requests"] == 12  # another client used the rest
     assert learned.levels["input"] == 30_000 and learned.levels["output"] == 8_000
     assert learned.levels["tokens"] == 19_000
@@ -115,10 +125,16 @@ def test_limits_are_learned_from_headers_and_remaining_caps_the_level() -> None:
 @pytest.mark.parametrize("tokens", ["38000", "8000", "30000", "50000"])
 def test_a_tokens_limit_that_repeats_the_input_or_output_limit_adds_none(tokens: str) -> None:
     # Read as their sum, or as the tighter of them: the input and output buckets hold it.
-    learned = learn(full(), {"anthropic-ratelimit-input-tokens-limit": "30000",
-                             "anthropic-ratelimit-output-tokens-limit": "8000",
-                             "anthropic-ratelimit-tokens-limit": tokens,
-                             "anthropic-ratelimit-tokens-remaining": "0"}, 0.0)
+    learned = learn(
+        full(),
+        {
+            "anthropic-ratelimit-input-tokens-limit": "30000",
+            "anthropic-ratelimit-output-tokens-limit": "8000",
+            "anthropic-ratelimit-tokens-limit": tokens,
+            "anthropic-ratelimit-tokens-remaining": "0",
+        },
+        0.0,
+    )
     assert learned.limits["tokens"] == 38_000 and learned.levels["tokens"] == 38_000
 
 
@@ -175,7 +191,7 @@ def test_a_fresh_or_idle_limiter_ramps_up_from_a_start_share_with_its_answers() 
     grown = b
     for n in range(1, 9):
         grown = answered(grown, 1.0)
-        assert grown.ramp == pytest.approx(min(1.0, RAMP_START * RAMP_GROWTH ** n))
+        assert grown.ramp == pytest.approx(min(1.0, RAMP_START * RAMP_GROWTH**n))
     assert grown.ramp == 1.0 and grown.factor == 1.0
     # A minute with nothing admitted: the next burst ramps up again.
     assert grown.refilled(RAMP_IDLE_S - 0.5).ramp == 1.0
@@ -191,7 +207,8 @@ def test_the_fleet_reserves_the_output_answers_write_not_all_of_max_tokens() -> 
         b = learn_output(b, reserved, Need(1, 100, 400))  # answers write a tenth
     assert b.output_share == pytest.approx(0.1, rel=0.05)
     assert expected(b, Need(1, 100, 4_000)).output == pytest.approx(
-        4_000 * 0.1 * OUTPUT_HEADROOM, rel=0.05)
+        4_000 * 0.1 * OUTPUT_HEADROOM, rel=0.05
+    )
     # A tiny reservation (a warm-up's one token) teaches nothing; nothing drops to zero.
     assert learn_output(b, Need(1, 0, 1), Need(1, 0, 1)) == b
     assert expected(b, Need(1, 0, 1)).output == 1
@@ -242,52 +259,105 @@ def test_a_ramp_limit_holds_without_a_cut_and_a_spend_cap_changes_nothing() -> N
 
 @pytest.mark.parametrize(
     ("model", "bucket"),
-    [("claude-haiku-5-5", "haiku-5-5"), ("claude-sonnet-5-5", "sonnet-5-5"),
-     ("claude-opus-5-5", "opus-5-5"), ("claude-sonnet-5", "sonnet-5"),
-     ("claude-opus-5", "opus-5"), ("claude-fable-5-1", "fable-5"),
-     ("claude-fable-5-2", "fable-5"), ("claude-sonnet-4-6", "sonnet-4"),
-     ("claude-sonnet-4-5-20250929", "sonnet-4"), ("claude-opus-4-8", "opus-4"),
-     ("claude-opus-4-5", "opus-4"), ("claude-haiku-4-5-20251001", "haiku-4-5"),
-     ("my-configured-model", "my-configured-model")],
+    [
+        ("claude-haiku-5-5", "haiku-5-5"),
+        ("claude-sonnet-5-5", "sonnet-5-5"),
+        ("claude-opus-5-5", "opus-5-5"),
+        ("claude-sonnet-5", "sonnet-5"),
+        ("claude-opus-5", "opus-5"),
+        ("claude-fable-5-1", "fable-5"),
+        ("claude-fable-5-2", "fable-5"),
+        ("claude-sonnet-4-6", "sonnet-4"),
+        ("claude-sonnet-4-5-20250929", "sonnet-4"),
+        ("claude-opus-4-8", "opus-4"),
+        ("claude-opus-4-5", "opus-4"),
+        ("claude-haiku-4-5-20251001", "haiku-4-5"),
+        ("my-configured-model", "my-configured-model"),
+    ],
 )
 def test_limits_belong_to_a_model_class(model: str, bucket: str) -> None:
     assert rate_class(model) == bucket
 
 
 def test_limiter_text_says_limits_rate_share_wait_and_429s() -> None:
-    text = limiter_text({"requests": 500, "input": 450_000, "output": 90_000}, learned=True,
-                        rate=0.5, run_share=0.47, runs=3, run_throttled=2, wait_s=12.4,
-                        binding="output")
-    assert text == ("limiter 500 rpm · 450k in · 90k out /min (learned) · admitting 50% · "
-                    "this run 47% of calls (3 runs) · waited 12 s (last: output) · 2 429s")
-    alone = limiter_text({"requests": 400_000, "input": 200_000_000, "output": 40_000_000},
-                         learned=False, rate=1.0, run_share=1.0, runs=1, run_throttled=0,
-                         wait_s=0, binding=None)
-    assert alone == ("limiter 400,000 rpm · 200M in · 40M out /min (assumed until an answer "
-                     "says) · admitting 100% · waited 0 s · 0 429s")
+    text = limiter_text(
+        {"requests": 500, "input": 450_000, "output": 90_000},
+        learned=True,
+        rate=0.5,
+        run_share=0.47,
+        runs=3,
+        run_throttled=2,
+        wait_s=12.4,
+        binding="output",
+    )
+    assert text == (
+        "limiter 500 rpm · 450k in · 90k out /min (learned) · admitting 50% · "
+        "this run 47% of calls (3 runs) · waited 12 s (last: output) · 2 429s"
+    )
+    alone = limiter_text(
+        {"requests": 400_000, "input": 200_000_000, "output": 40_000_000},
+        learned=False,
+        rate=1.0,
+        run_share=1.0,
+        runs=1,
+        run_throttled=0,
+        wait_s=0,
+        binding=None,
+    )
+    assert alone == (
+        "limiter 400,000 rpm · 200M in · 40M out /min (assumed until an answer "
+        "says) · admitting 100% · waited 0 s · 0 429s"
+    )
 
 
 def test_watch_shows_the_limiter_once_it_held_the_run_back() -> None:
     from datetime import UTC, datetime
 
     from blockbatch.cli.progress import describe, limiter_detail
-    from core.models import LimiterNote, RunProgress
-    base = {"run_id": "r", "status": "running", "blocks_total": 500, "blocks_done": 210,
-            "blocks_failed": 0, "blocks_pending": 290, "packs_total": 50, "packs_done": 21,
-            "packs_running": 8, "calls": 29, "splits": 0, "input_tokens": 0,
-            "output_tokens": 0, "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0, "cost_usd": 0.5}
+    from blockbatch.core.models import LimiterNote, RunProgress
+
+    base = {
+        "run_id": "r",
+        "status": "running",
+        "blocks_total": 500,
+        "blocks_done": 210,
+        "blocks_failed": 0,
+        "blocks_pending": 290,
+        "packs_total": 50,
+        "packs_done": 21,
+        "packs_running": 8,
+        "calls": 29,
+        "splits": 0,
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "cost_usd": 0.5,
+    }
     limits = {"requests": 500, "input": 450_000, "output": 90_000}
     at = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)
-    idle = RunProgress(**base, limiter=LimiterNote(at=at, limits=limits, learned=True,
-                                                   rate=1.0, run_share=1.0))
+    idle = RunProgress(
+        **base, limiter=LimiterNote(at=at, limits=limits, learned=True, rate=1.0, run_share=1.0)
+    )
     assert "rate-limited" not in describe(idle, None)  # it never held this run back
-    held = RunProgress(**base, limiter_wait_s=41.5, limiter=LimiterNote(
-        at=at, limits=limits, learned=True, rate=0.5, binding="output", run_share=0.3,
-        runs=3, run_throttled=1))
+    held = RunProgress(
+        **base,
+        limiter_wait_s=41.5,
+        limiter=LimiterNote(
+            at=at,
+            limits=limits,
+            learned=True,
+            rate=0.5,
+            binding="output",
+            run_share=0.3,
+            runs=3,
+            run_throttled=1,
+        ),
+    )
     # The progress line says so in a word; the figures are for `watch --verbose`.
     assert describe(held, None).endswith(" · rate-limited")
     assert limiter_detail(idle) is None
     assert limiter_detail(held) == (
         "limiter 500 rpm · 450k in · 90k out /min (learned) · admitting 50% · this run 30% "
-        "of calls (3 runs) · waited 42 s (last: output) · 1 429s")
+        "of calls (3 runs) · waited 42 s (last: output) · 1 429s"
+    )

@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+from blockbatch.core.models import RunResult
 from blockbatch.report import summary_dict, summary_lines
-from core.models import RunResult
 
 LINKS = {"run": "http://ui/run", "packs": "http://ui/packs"}
 
 
 def _result(**fields: object) -> RunResult:
-    return RunResult.model_validate({
-        "run_id": "r1", "status": "completed", "model": "claude-haiku-5-5",
-        "blocks_total": 10, "blocks_ai_complete": 10, "calls": 2, "pack_count": 2,
-        "input_tokens": 1_000, "output_tokens": 900, "cost_usd": 0.001, **fields})
+    return RunResult.model_validate(
+        {
+            "run_id": "r1",
+            "status": "completed",
+            "model": "claude-haiku-5-5",
+            "blocks_total": 10,
+            "blocks_ai_complete": 10,
+            "calls": 2,
+            "pack_count": 2,
+            "input_tokens": 1_000,
+            "output_tokens": 900,
+            "cost_usd": 0.001,
+            **fields,
+        }
+    )
 
 
 def test_the_summary_names_the_model_and_shows_thinking() -> None:

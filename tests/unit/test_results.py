@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.prompt import TOOL_NAME
-from core.results import PackResults, parse_results
-from core.schema import SchemaSpec, load_schema
+from blockbatch.core.prompt import TOOL_NAME
+from blockbatch.core.results import PackResults, parse_results
+from blockbatch.core.schema import SchemaSpec, load_schema
 
 SPEC: SchemaSpec = load_schema(
     {
@@ -262,17 +262,24 @@ def test_reason_code_per_block() -> None:
 
 
 def test_reason_code_of_a_truncated_or_malformed_answer() -> None:
-    assert parse(response([], stop_reason="max_tokens"), ["doc:0"]).reason_code(
-        "doc:0") == "truncated"
+    assert (
+        parse(response([], stop_reason="max_tokens"), ["doc:0"]).reason_code("doc:0") == "truncated"
+    )
     assert parse(response("not json"), ["doc:0"]).reason_code("doc:0") == "malformed_answer"
-    assert parse(response([ok("doc:0"), ok("doc:0")]), ["doc:0"]).reason_code(
-        "doc:0") == "malformed_answer"
-    no_tool = {"type": "message", "content": [{"type": "text", "text": "no"}],
-               "stop_reason": "end_turn"}
+    assert (
+        parse(response([ok("doc:0"), ok("doc:0")]), ["doc:0"]).reason_code("doc:0")
+        == "malformed_answer"
+    )
+    no_tool = {
+        "type": "message",
+        "content": [{"type": "text", "text": "no"}],
+        "stop_reason": "end_turn",
+    }
     assert parse(no_tool, ["doc:0"]).reason_code("doc:0") == "malformed_answer"
     # An invalid result stays the block's own fault even in a cut-off answer.
-    got = parse(response([{"block_uid": "doc:0", "sentiment": 3}], stop_reason="max_tokens"),
-                ["doc:0"])
+    got = parse(
+        response([{"block_uid": "doc:0", "sentiment": 3}], stop_reason="max_tokens"), ["doc:0"]
+    )
     assert got.reason_code("doc:0") == "invalid_value"
 
 
@@ -286,18 +293,22 @@ def parse_aliased(results: list[Any]) -> PackResults:
 
 
 def test_aliases_map_back_to_block_uids_not_by_position() -> None:
-    got = parse_aliased([ok("b3", summary="two"), ok("b1", summary="zero"),
-                         ok("b2", summary="one")])
-    assert got.valid == {"doc:0": {"sentiment": "positive", "summary": "zero"},
-                         "doc:1": {"sentiment": "positive", "summary": "one"},
-                         "doc:2": {"sentiment": "positive", "summary": "two"}}
+    got = parse_aliased(
+        [ok("b3", summary="two"), ok("b1", summary="zero"), ok("b2", summary="one")]
+    )
+    assert got.valid == {
+        "doc:0": {"sentiment": "positive", "summary": "zero"},
+        "doc:1": {"sentiment": "positive", "summary": "one"},
+        "doc:2": {"sentiment": "positive", "summary": "two"},
+    }
     assert not got.mapping_failed
 
 
 def test_the_map_decides_not_the_alias_number() -> None:
     # A recorded map need not follow b1 = first block: the record is what counts.
-    got = parse_results(response([ok("b1", summary="x")]), ["doc:0", "doc:1"], SPEC,
-                        {"b1": "doc:1", "b2": "doc:0"})
+    got = parse_results(
+        response([ok("b1", summary="x")]), ["doc:0", "doc:1"], SPEC, {"b1": "doc:1", "b2": "doc:0"}
+    )
     assert set(got.valid) == {"doc:1"} and got.missing == ["doc:0"]
 
 
@@ -333,24 +344,32 @@ def test_alias_is_unknown_when_the_call_was_sent_with_full_uids() -> None:
 
 
 def test_an_alias_map_that_does_not_match_the_call_is_refused() -> None:
-    for wrong in ({"b1": "doc:0", "b2": "doc:1"}, {"b1": "doc:0", "b2": "doc:1", "b3": "doc:9"},
-                  {"b1": "doc:0", "b2": "doc:0", "b3": "doc:2"}):
+    for wrong in (
+        {"b1": "doc:0", "b2": "doc:1"},
+        {"b1": "doc:0", "b2": "doc:1", "b3": "doc:9"},
+        {"b1": "doc:0", "b2": "doc:0", "b3": "doc:2"},
+    ):
         with pytest.raises(ValueError, match="alias map"):
             parse_results(response([ok("b1")]), UIDS, SPEC, wrong)
 
 
 @settings(max_examples=60, deadline=None)
-@given(order=st.permutations(list(range(3))),
-       items=st.lists(st.sampled_from(["b1", "b2", "b3", "b4", "doc:0", 7]), max_size=8))
+@given(
+    order=st.permutations(list(range(3))),
+    items=st.lists(st.sampled_from(["b1", "b2", "b3", "b4", "doc:0", 7]), max_size=8),
+)
 def test_every_block_lands_in_exactly_one_bucket_with_aliases(
     order: list[int], items: list[Any]
 ) -> None:
     aliases = dict(zip([f"b{i + 1}" for i in order], UIDS, strict=True))
-    got = parse_results(response([ok(i) if isinstance(i, str) else {"block_uid": i}
-                                  for i in items]), UIDS, SPEC, aliases)
+    got = parse_results(
+        response([ok(i) if isinstance(i, str) else {"block_uid": i} for i in items]),
+        UIDS,
+        SPEC,
+        aliases,
+    )
     for uid in UIDS:
-        buckets = [uid in got.valid, uid in got.invalid, uid in got.missing,
-                   uid in got.duplicates]
+        buckets = [uid in got.valid, uid in got.invalid, uid in got.missing, uid in got.duplicates]
         assert sum(buckets) == 1
     sent = [i for i in items if isinstance(i, str)]
     assert got.unknown == list(dict.fromkeys(i for i in sent if i not in aliases))
@@ -365,8 +384,12 @@ THINKING = {"type": "thinking", "thinking": "", "signature": "sig"}
 
 
 def json_response(text: str, stop_reason: str = "end_turn") -> dict[str, Any]:
-    return {"type": "message", "role": "assistant", "stop_reason": stop_reason,
-            "content": [THINKING, {"type": "text", "text": text}]}
+    return {
+        "type": "message",
+        "role": "assistant",
+        "stop_reason": stop_reason,
+        "content": [THINKING, {"type": "text", "text": text}],
+    }
 
 
 def test_blocks_are_picked_by_type_after_thinking() -> None:
@@ -384,8 +407,9 @@ def test_a_json_text_answer_maps_by_block_uid_like_a_tool_call() -> None:
 
 
 def test_a_json_answer_keeps_the_same_uid_validation() -> None:
-    text = json.dumps({"results": [ok("doc:0"), ok("doc:0"), ok("doc:9"),
-                                   ok("doc:2", summary="x" * 60)]})
+    text = json.dumps(
+        {"results": [ok("doc:0"), ok("doc:0"), ok("doc:9"), ok("doc:2", summary="x" * 60)]}
+    )
     got = parse(json_response(text))
     assert got.duplicates == ["doc:0"] and got.unknown == ["doc:9"]
     assert got.missing == ["doc:1"] and "doc:2" in got.invalid and got.mapping_failed
@@ -439,9 +463,10 @@ def test_pause_turn_leaves_no_answer() -> None:
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.sampled_from(UIDS + ["x:9"]), max_size=6), st.data())
-def test_a_json_answer_cut_anywhere_keeps_only_whole_results(order: list[str],
-                                                             data: st.DataObject) -> None:
-    whole = json.dumps({"results": [ok(u, summary="é, ] } \" ok") for u in order]})
+def test_a_json_answer_cut_anywhere_keeps_only_whole_results(
+    order: list[str], data: st.DataObject
+) -> None:
+    whole = json.dumps({"results": [ok(u, summary='é, ] } " ok') for u in order]})
     cut = data.draw(st.integers(0, len(whole)))
     got = parse(json_response(whole[:cut], "max_tokens"))
     assert got.truncated and got.mapping_failed

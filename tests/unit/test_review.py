@@ -4,20 +4,22 @@ from __future__ import annotations
 
 import pytest
 
-from core.review import EditError, edited_overlay, parse_field_input
-from core.schema import load_schema
+from blockbatch.core.review import EditError, edited_overlay, parse_field_input
+from blockbatch.core.schema import load_schema
 
-SPEC = load_schema({
-    "name": "t",
-    "properties": {
-        "summary": {"type": "string", "maxLength": 20},
-        "word_count": {"type": "integer", "minimum": 0},
-        "tags": {"type": "array", "items": {"type": "string"}},
-        "note": {"type": ["string", "null"]},
-    },
-    "required": ["summary", "word_count"],
-    "prompt_config": {"system_instructions": "Annotate."},
-})
+SPEC = load_schema(
+    {
+        "name": "t",
+        "properties": {
+            "summary": {"type": "string", "maxLength": 20},
+            "word_count": {"type": "integer", "minimum": 0},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "note": {"type": ["string", "null"]},
+        },
+        "required": ["summary", "word_count"],
+        "prompt_config": {"system_instructions": "Annotate."},
+    }
+)
 STAGED = {"summary": "short", "word_count": 3, "tags": ["a"], "note": None}
 
 
@@ -25,10 +27,15 @@ def test_a_string_field_takes_the_text_as_typed() -> None:
     assert parse_field_input(SPEC, "summary", ' "quoted" 12 ') == ' "quoted" 12 '
 
 
-@pytest.mark.parametrize(("field", "text", "value"), [
-    ("word_count", "12", 12), ("tags", '["x", "y"]', ["x", "y"]), ("note", "null", None),
-    ("note", '"text"', "text"),
-])
+@pytest.mark.parametrize(
+    ("field", "text", "value"),
+    [
+        ("word_count", "12", 12),
+        ("tags", '["x", "y"]', ["x", "y"]),
+        ("note", "null", None),
+        ("note", '"text"', "text"),
+    ],
+)
 def test_other_fields_take_json(field: str, text: str, value: object) -> None:
     assert parse_field_input(SPEC, field, text) == value
 
@@ -50,13 +57,16 @@ def test_a_valid_edit_changes_only_its_field() -> None:
     assert STAGED["word_count"] == 3  # the staged overlay itself is left alone
 
 
-@pytest.mark.parametrize(("field", "value", "message"), [
-    ("word_count", -1, r"word_count: -1 is less than the minimum of 0"),
-    ("word_count", "7", r"word_count: '7' is not of type 'integer'"),
-    ("summary", "x" * 21, r"summary: 'x{21}' is too long"),
-    ("tags", ["a", 1], r"tags.1: 1 is not of type 'string'"),
-    ("summary", None, r"summary: None is not of type 'string'"),
-])
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("word_count", -1, r"word_count: -1 is less than the minimum of 0"),
+        ("word_count", "7", r"word_count: '7' is not of type 'integer'"),
+        ("summary", "x" * 21, r"summary: 'x{21}' is too long"),
+        ("tags", ["a", 1], r"tags.1: 1 is not of type 'string'"),
+        ("summary", None, r"summary: None is not of type 'string'"),
+    ],
+)
 def test_an_edit_the_schema_refuses_says_where_and_why(
     field: str, value: object, message: str
 ) -> None:

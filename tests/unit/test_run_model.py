@@ -1,4 +1,4 @@
-"""A run's model at run time (core/run_model.py, activities/models.py): the Models API's
+"""A run's model at run time (blockbatch/core/run_model.py, activities/models.py): the Models API's
 facts over the registry, configured prices for a model the registry does not price, and
 retired models refused with the model to move to (contract §1, "Check at run time")."""
 
@@ -12,23 +12,34 @@ import pytest
 
 from activities.models import ModelFacts
 from activities.sdk import anthropic
-from core.models import RunOptions
-from core.registry import RetiredModelError, UnknownModelError, get_model
-from core.run_model import check_usable, run_model
-from core.schema import SchemaError, load_schema
+from blockbatch.core.models import RunOptions
+from blockbatch.core.registry import RetiredModelError, UnknownModelError, get_model
+from blockbatch.core.run_model import check_usable, run_model
+from blockbatch.core.schema import SchemaError, load_schema
 
 TODAY = date(2026, 11, 25)
 
 #: ``GET /v1/models/claude-haiku-5-5`` as the SDK's ModelInfo dumps it (trimmed).
 HAIKU_FACTS: dict[str, Any] = {
-    "id": "claude-haiku-5-5", "type": "model", "display_name": "Claude Haiku 5.5",
-    "created_at": "2026-10-07T00:00:00Z", "lifecycle": "active",
-    "max_input_tokens": 500_000, "max_tokens": 64_000,
-    "capabilities": {"structured_outputs": {"supported": False},
-                     "thinking": {"supported": True, "types": {
-                         "adaptive": {"supported": True}, "disabled": {"supported": True},
-                         "between_tools": {"supported": False},
-                         "enabled": {"supported": False}}}},
+    "id": "claude-haiku-5-5",
+    "type": "model",
+    "display_name": "Claude Haiku 5.5",
+    "created_at": "2026-10-07T00:00:00Z",
+    "lifecycle": "active",
+    "max_input_tokens": 500_000,
+    "max_tokens": 64_000,
+    "capabilities": {
+        "structured_outputs": {"supported": False},
+        "thinking": {
+            "supported": True,
+            "types": {
+                "adaptive": {"supported": True},
+                "disabled": {"supported": True},
+                "between_tools": {"supported": False},
+                "enabled": {"supported": False},
+            },
+        },
+    },
 }
 
 
@@ -40,27 +51,38 @@ def test_the_apis_facts_override_the_registry() -> None:
     assert not model.structured_outputs
     assert model.thinking_types == frozenset({"adaptive", "disabled"})
     # Prices never come from the API.
-    assert (model.price_input, model.price_output) == (registry.price_input,
-                                                        registry.price_output)
+    assert (model.price_input, model.price_output) == (registry.price_input, registry.price_output)
     assert model.priced
     # No facts: the registry stands.
     assert run_model("claude-haiku-5-5", None) == registry
 
 
 def test_a_model_the_registry_does_not_price_runs_on_configured_prices() -> None:
-    facts = {"id": "claude-haiku-6", "lifecycle": "active", "max_input_tokens": 400_000,
-             "max_tokens": 32_000}
+    facts = {
+        "id": "claude-haiku-6",
+        "lifecycle": "active",
+        "max_input_tokens": 400_000,
+        "max_tokens": 32_000,
+    }
     model = run_model("claude-haiku-6", facts, {"claude-haiku-6": {"input": 0.2, "output": 1.0}})
     assert not model.priced
-    assert (model.price_input, model.price_output, model.price_cache_read) == (0.2, 1.0,
-                                                                               pytest.approx(0.02))
+    assert (model.price_input, model.price_output, model.price_cache_read) == (
+        0.2,
+        1.0,
+        pytest.approx(0.02),
+    )
     assert model.context_window == 400_000
     # Its quote says where its prices came from.
-    from core.quote import PromptTokens, quote, quote_context
+    from blockbatch.core.quote import PromptTokens, quote, quote_context
     from tests.helpers import extract_schema
+
     ctx = quote_context(RunOptions(model=model.id), load_schema(extract_schema(200)), model)
-    q = quote(ctx, [100] * 10, PromptTokens(source="planner", prefix=500, per_call=0,
-                                            blocks=1_400, warm_up=600), document="d.md")
+    q = quote(
+        ctx,
+        [100] * 10,
+        PromptTokens(source="planner", prefix=500, per_call=0, blocks=1_400, warm_up=600),
+        document="d.md",
+    )
     assert any("priced from configuration" in n for n in q.notes)
     # Without prices, or without the API describing it, it does not run, and says why.
     with pytest.raises(UnknownModelError, match="BLOCKBATCH_MODEL_PRICES has no prices"):
@@ -79,20 +101,26 @@ def test_a_retired_model_is_refused_with_the_model_to_move_to() -> None:
         check_usable(sonnet45, None, date(2026, 12, 1))
     # The Models API says so: its lifecycle, or a retires_at that has passed.
     with pytest.raises(RetiredModelError, match=r"retired on 2026-11-20 .*claude-haiku-5-5"):
-        check_usable(run_model("claude-haiku-4-5"), {"lifecycle": "retired",
-                                                    "retires_at": "2026-11-20T00:00:00Z"},
-                     TODAY)
-    gone = run_model("claude-haiku-4-5", {"lifecycle": "deprecated",
-                                          "retires_at": "2026-11-01T00:00:00Z"})
+        check_usable(
+            run_model("claude-haiku-4-5"),
+            {"lifecycle": "retired", "retires_at": "2026-11-20T00:00:00Z"},
+            TODAY,
+        )
+    gone = run_model(
+        "claude-haiku-4-5", {"lifecycle": "deprecated", "retires_at": "2026-11-01T00:00:00Z"}
+    )
     with pytest.raises(RetiredModelError, match="claude-haiku-5-5"):
         check_usable(gone, {"lifecycle": "deprecated"}, TODAY)
 
 
 def test_a_schema_naming_a_retired_model_is_refused_with_its_replacement() -> None:
     with pytest.raises(SchemaError, match="claude-opus-4-1 was retired.*use claude-opus-5-5"):
-        load_schema({"properties": {"a": {"type": "string"}},
-                     "prompt_config": {"system_instructions": "x",
-                                       "model": "claude-opus-4-1"}})
+        load_schema(
+            {
+                "properties": {"a": {"type": "string"}},
+                "prompt_config": {"system_instructions": "x", "model": "claude-opus-4-1"},
+            }
+        )
 
 
 class _FakeModels:
@@ -114,8 +142,11 @@ class _FakeClient:
 
 def _status_error(status: int) -> Exception:
     request = httpx.Request("GET", "https://api.example/v1/models/x")
-    response = httpx.Response(status, request=request, json={
-        "type": "error", "error": {"type": "not_found_error", "message": "no"}})
+    response = httpx.Response(
+        status,
+        request=request,
+        json={"type": "error", "error": {"type": "not_found_error", "message": "no"}},
+    )
     return anthropic.APIStatusError("no", response=response, body=response.json())
 
 
@@ -131,7 +162,10 @@ async def test_the_models_api_answer_is_read_through_the_sdk() -> None:
 
 @pytest.mark.parametrize("failure", [404, 405, 500, "connection"])
 async def test_an_api_without_the_endpoint_leaves_the_registry(failure: int | str) -> None:
-    error = (anthropic.APIConnectionError(request=httpx.Request("GET", "https://x"))
-             if failure == "connection" else _status_error(int(failure)))
+    error = (
+        anthropic.APIConnectionError(request=httpx.Request("GET", "https://x"))
+        if failure == "connection"
+        else _status_error(int(failure))
+    )
     reader = ModelFacts(_FakeClient(error))  # type: ignore[arg-type]
     assert await reader.fetch("claude-haiku-5-5") is None

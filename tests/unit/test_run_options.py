@@ -8,26 +8,25 @@ import pytest
 from blockbatch.api.inputs import with_schema_model
 from blockbatch.cli.parser import build_parser
 from blockbatch.cli.run import _options
-from core.answer import EffortError, check_effort
-from core.models import RunOptions
-from core.registry import DEFAULT_MODEL, get_model
+from blockbatch.core.answer import EffortError, check_effort
+from blockbatch.core.models import RunOptions
+from blockbatch.core.registry import DEFAULT_MODEL, get_model
 
 
 def test_a_model_the_user_names_wins_over_the_schemas_even_the_default() -> None:
     assert with_schema_model(RunOptions(), "claude-sonnet-4-6").model == "claude-sonnet-4-6"
     named = RunOptions(model=DEFAULT_MODEL)
     assert with_schema_model(named, "claude-sonnet-4-6").model == DEFAULT_MODEL
-    args = build_parser().parse_args(["run", "d.md", "--schema", "s.json",
-                                      "--model", DEFAULT_MODEL])
+    args = build_parser().parse_args(
+        ["run", "d.md", "--schema", "s.json", "--model", DEFAULT_MODEL]
+    )
     assert with_schema_model(_options(args), "claude-sonnet-4-6").model == DEFAULT_MODEL
     unnamed = build_parser().parse_args(["run", "d.md", "--schema", "s.json"])
-    assert with_schema_model(_options(unnamed), "claude-sonnet-4-6").model == (
-        "claude-sonnet-4-6")
+    assert with_schema_model(_options(unnamed), "claude-sonnet-4-6").model == ("claude-sonnet-4-6")
 
 
 def test_effort_is_a_run_option_checked_against_the_model() -> None:
-    args = build_parser().parse_args(["estimate", "d.md", "--schema", "s.json",
-                                      "--effort", "high"])
+    args = build_parser().parse_args(["estimate", "d.md", "--schema", "s.json", "--effort", "high"])
     assert _options(args).effort == "high"
     with pytest.raises(SystemExit):
         build_parser().parse_args(["run", "d.md", "--schema", "s.json", "--effort", "huge"])

@@ -7,8 +7,14 @@ from typing import Any
 
 import pytest
 
-from core.registry import DEFAULT_MODEL
-from core.schema import TEMPERATURE_NOTICE, PromptConfig, SchemaError, SchemaSpec, load_schema
+from blockbatch.core.registry import DEFAULT_MODEL
+from blockbatch.core.schema import (
+    TEMPERATURE_NOTICE,
+    PromptConfig,
+    SchemaError,
+    SchemaSpec,
+    load_schema,
+)
 
 
 def schema(**overrides: Any) -> dict[str, Any]:
@@ -249,47 +255,99 @@ def test_an_old_schemas_temperature_is_accepted_with_a_notice() -> None:
 
 
 def test_a_typo_inside_a_property_is_refused_with_did_you_mean() -> None:
-    found = problems(schema(properties={
-        "sentiment": {"type": "string", "enums": ["positive", "negative"]},
-    }))
-    assert found == [("property 'sentiment' has unknown keyword 'enums' (did you mean "
-                      "'enum'?); see docs/SCHEMAS.md for the keywords a field may use")]
+    found = problems(
+        schema(
+            properties={
+                "sentiment": {"type": "string", "enums": ["positive", "negative"]},
+            }
+        )
+    )
+    assert found == [
+        (
+            "property 'sentiment' has unknown keyword 'enums' (did you mean "
+            "'enum'?); see docs/SCHEMAS.md for the keywords a field may use"
+        )
+    ]
 
 
 def test_a_typo_in_a_nested_schema_names_its_path() -> None:
-    found = problems(schema(properties={
-        "tags": {"type": "array", "items": {"type": "string", "maxLenght": 20}},
-        "who": {"type": "object", "properties": {"name": {"type": "string", "desc": "x"}},
-                "additionalProperties": False},
-    }))
-    assert any("property 'tags' has unknown keyword 'maxLenght' at items "
-               "(did you mean 'maxLength'?)" in p for p in found)
-    assert any("property 'who' has unknown keyword 'desc' at properties/name" in p
-               for p in found)
+    found = problems(
+        schema(
+            properties={
+                "tags": {"type": "array", "items": {"type": "string", "maxLenght": 20}},
+                "who": {
+                    "type": "object",
+                    "properties": {"name": {"type": "string", "desc": "x"}},
+                    "additionalProperties": False,
+                },
+            }
+        )
+    )
+    assert any(
+        "property 'tags' has unknown keyword 'maxLenght' at items (did you mean 'maxLength'?)" in p
+        for p in found
+    )
+    assert any("property 'who' has unknown keyword 'desc' at properties/name" in p for p in found)
 
 
 def test_field_names_of_a_nested_object_are_not_keywords() -> None:
-    spec = load_schema(schema(properties={
-        "who": {"type": "object", "properties": {"enums": {"type": "string"}},
-                "required": ["enums"], "additionalProperties": False},
-    }))
+    spec = load_schema(
+        schema(
+            properties={
+                "who": {
+                    "type": "object",
+                    "properties": {"enums": {"type": "string"}},
+                    "required": ["enums"],
+                    "additionalProperties": False,
+                },
+            }
+        )
+    )
     assert "who" in spec.properties
 
 
 def test_every_keyword_the_docs_name_is_accepted() -> None:
-    spec = load_schema(schema(properties={
-        "label": {"type": "string", "enum": ["a", "b"], "description": "d", "title": "t",
-                  "default": "a", "examples": ["a"], "$comment": "c", "deprecated": False},
-        "text": {"type": "string", "minLength": 1, "maxLength": 9, "pattern": "^[a-z]+$",
-                 "format": "email"},
-        "score": {"type": "number", "minimum": 0, "maximum": 1, "exclusiveMinimum": -1,
-                  "exclusiveMaximum": 2, "multipleOf": 0.5},
-        "tags": {"type": "array", "items": {"type": "string"}, "minItems": 0,
-                 "maxItems": 3, "uniqueItems": True},
-        "kind": {"const": "x"},
-        "either": {"anyOf": [{"type": "string"}, {"type": "null"}]},
-        "body": {"type": "string", "x-blockbatch-revision": True},
-    }))
+    spec = load_schema(
+        schema(
+            properties={
+                "label": {
+                    "type": "string",
+                    "enum": ["a", "b"],
+                    "description": "d",
+                    "title": "t",
+                    "default": "a",
+                    "examples": ["a"],
+                    "$comment": "c",
+                    "deprecated": False,
+                },
+                "text": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 9,
+                    "pattern": "^[a-z]+$",
+                    "format": "email",
+                },
+                "score": {
+                    "type": "number",
+                    "minimum": 0,
+                    "maximum": 1,
+                    "exclusiveMinimum": -1,
+                    "exclusiveMaximum": 2,
+                    "multipleOf": 0.5,
+                },
+                "tags": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "minItems": 0,
+                    "maxItems": 3,
+                    "uniqueItems": True,
+                },
+                "kind": {"const": "x"},
+                "either": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+                "body": {"type": "string", "x-blockbatch-revision": True},
+            }
+        )
+    )
     assert len(spec.properties) == 7
 
 
@@ -305,13 +363,16 @@ def test_the_schema_docs_name_only_keywords_and_keys_a_schema_may_use() -> None:
     import re
     from pathlib import Path
 
-    from core.schema import FIELD_KEYWORDS
+    from blockbatch.core.schema import FIELD_KEYWORDS
 
     docs = (Path(__file__).resolve().parents[2] / "docs" / "SCHEMAS.md").read_text()
     keywords = docs.split("## Field types and keywords")[1].split("The rest of draft")[0]
     table = [line for line in keywords.splitlines() if line.startswith("| ")][1:]
-    named = {re.match(r'"?([$\w-]+)', k).group(1)  # type: ignore[union-attr]
-             for line in table for k in re.findall(r"`([^`]+)`", line.split("|")[2])}
+    named = {
+        re.match(r'"?([$\w-]+)', k).group(1)  # type: ignore[union-attr]
+        for line in table
+        for k in re.findall(r"`([^`]+)`", line.split("|")[2])
+    }
     types = {"date", "date-time", "email", "uri", "uuid"}  # format values, not keywords
     assert named - types <= FIELD_KEYWORDS, (named - types) - FIELD_KEYWORDS
     assert {"enum", "maxLength", "x-blockbatch-revision"} <= named

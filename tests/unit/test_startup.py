@@ -28,9 +28,22 @@ print(sdk_state())
 
 
 def test_the_cli_imports_without_the_sdk_which_loads_on_first_use() -> None:
-    modules = ["blockbatch.cli", "blockbatch.cli.session", "blockbatch.cli.run",
-               "blockbatch.cli.inspect", "blockbatch.cli.review", "blockbatch.cli.follow",
-               "blockbatch.api", "workflows.run", "activities.llm"]
-    out = subprocess.run([sys.executable, "-c", _CHECK, *modules], cwd=ROOT, check=True,
-                         capture_output=True, text=True).stdout
+    modules = [
+        "blockbatch.cli",
+        "blockbatch.cli.session",
+        "blockbatch.cli.run",
+        "blockbatch.cli.inspect",
+        "blockbatch.cli.review",
+        "blockbatch.cli.follow",
+        "blockbatch.api",
+        "workflows.run",
+        "activities.llm",
+    ]
+    out = subprocess.run(
+        [sys.executable, "-c", _CHECK, *modules],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     assert out.split() == ["not-loaded", "loaded"]

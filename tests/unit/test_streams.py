@@ -1,4 +1,4 @@
-"""The stream trigger rule (core/streams.py): when buffered rows become a pack."""
+"""The stream trigger rule (blockbatch/core/streams.py): when buffered rows become a pack."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.streams import (
+from blockbatch.core.streams import (
     IDLE_RECHECK_S,
     Buffered,
     RowError,
@@ -25,14 +25,17 @@ def test_nothing_buffered_is_never_due_even_when_closed() -> None:
     assert next_check(Buffered(), T) == IDLE_RECHECK_S
 
 
-@pytest.mark.parametrize(("buffered", "reason"), [
-    (Buffered(rows=3, closed=True), "closed"),
-    (Buffered(rows=10, tokens=5), "rows"),
-    (Buffered(rows=2, tokens=1000), "tokens"),
-    (Buffered(rows=2, tokens=5, full_pack=True), "pack_full"),
-    (Buffered(rows=2, tokens=5, oldest_wait_s=2.0), "wait"),
-    (Buffered(rows=9, tokens=999, oldest_wait_s=1.99), None),
-])
+@pytest.mark.parametrize(
+    ("buffered", "reason"),
+    [
+        (Buffered(rows=3, closed=True), "closed"),
+        (Buffered(rows=10, tokens=5), "rows"),
+        (Buffered(rows=2, tokens=1000), "tokens"),
+        (Buffered(rows=2, tokens=5, full_pack=True), "pack_full"),
+        (Buffered(rows=2, tokens=5, oldest_wait_s=2.0), "wait"),
+        (Buffered(rows=9, tokens=999, oldest_wait_s=1.99), None),
+    ],
+)
 def test_the_first_trigger_that_fires_names_the_pack(buffered: Buffered, reason: str) -> None:
     assert due(buffered, T) == reason
 
@@ -59,13 +62,16 @@ def test_max_rows_above_max_buffered_is_refused() -> None:
         StreamTriggers(max_rows=100, max_buffered=50)
 
 
-@pytest.mark.parametrize(("line", "needle"), [
-    ("{not json", "not a JSON line"),
-    ('{"body": "x"}', "no 'text' field"),
-    ('{"text": "   "}', "is empty"),
-    ('[1, 2]', "must be a JSON object"),
-    ('{"text": "a\\u0000b"}', "NUL"),
-])
+@pytest.mark.parametrize(
+    ("line", "needle"),
+    [
+        ("{not json", "not a JSON line"),
+        ('{"body": "x"}', "no 'text' field"),
+        ('{"text": "   "}', "is empty"),
+        ("[1, 2]", "must be a JSON object"),
+        ('{"text": "a\\u0000b"}', "NUL"),
+    ],
+)
 def test_a_bad_line_is_an_invalid_row_with_a_reason(line: str, needle: str) -> None:
     with pytest.raises(RowError, match=needle) as err:
         parse_line(line, "text")
@@ -73,7 +79,6 @@ def test_a_bad_line_is_an_invalid_row_with_a_reason(line: str, needle: str) -> N
 
 
 def test_a_row_is_its_text_field_or_a_string() -> None:
-    assert parse_line('{"id": 1, "text": "hello"}', "text") == ({"id": 1, "text": "hello"},
-                                                                 "hello")
+    assert parse_line('{"id": 1, "text": "hello"}', "text") == ({"id": 1, "text": "hello"}, "hello")
     assert row_text({"body": {"a": 1}}, "body") == '{"a": 1}'
     assert row_text("plain", "text") == "plain"

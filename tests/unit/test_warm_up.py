@@ -12,15 +12,17 @@ import pytest
 from anthropic import AsyncAnthropic
 
 from activities.llm import LlmActivities, stand_in_request, warm_up_request
-from core.context import RunContext
-from core.models import RunOptions
-from core.quote import quote_context
-from core.registry import get_model
-from core.schema import load_schema
+from blockbatch.core.context import RunContext
+from blockbatch.core.models import RunOptions
+from blockbatch.core.quote import quote_context
+from blockbatch.core.registry import get_model
+from blockbatch.core.schema import load_schema
 
 SCHEMA = {
-    "properties": {"sentiment": {"type": "string", "enum": ["positive", "negative"]},
-                   "note": {"type": "string", "maxLength": 80}},
+    "properties": {
+        "sentiment": {"type": "string", "enum": ["positive", "negative"]},
+        "note": {"type": "string", "maxLength": 80},
+    },
     "required": ["sentiment"],
     "prompt_config": {"system_instructions": "Rate the tone. " * 400},
 }
@@ -28,8 +30,14 @@ SCHEMA = {
 
 def ctx_for(model: str, **options: Any) -> RunContext:
     ctx = quote_context(RunOptions(model=model, **options), load_schema(SCHEMA), get_model(model))
-    return RunContext(run_id="run-1", document_id="", schema_id="", options=ctx.options,
-                      spec=ctx.spec, model=ctx.model)
+    return RunContext(
+        run_id="run-1",
+        document_id="",
+        schema_id="",
+        options=ctx.options,
+        spec=ctx.spec,
+        model=ctx.model,
+    )
 
 
 def prefix(request: dict[str, Any]) -> str:
@@ -57,7 +65,8 @@ def test_auto_tool_channel_warms_with_max_tokens_0_as_it_is() -> None:
     warm = warm_up_request(ctx)
     assert warm["max_tokens"] == 0 and warm["tool_choice"]["type"] == "auto"
     assert {k: v for k, v in warm.items() if k != "max_tokens"} == {
-        k: v for k, v in stand_in_request(ctx).items() if k != "max_tokens"}
+        k: v for k, v in stand_in_request(ctx).items() if k != "max_tokens"
+    }
 
 
 @pytest.mark.parametrize("model", ["claude-sonnet-5-5", "claude-opus-5-5"])
@@ -81,8 +90,14 @@ def test_a_worker_stops_counting_an_uncached_prefix_as_read() -> None:
     nothing = {"usage": {"input_tokens": est, "output_tokens": 0}}
     worker._learn_prefix(ctx, nothing)
     assert worker._need(ctx, est, 100).input == est
-    other = RunContext(run_id="run-2", document_id="", schema_id="", options=ctx.options,
-                       spec=ctx.spec, model=ctx.model)
+    other = RunContext(
+        run_id="run-2",
+        document_id="",
+        schema_id="",
+        options=ctx.options,
+        spec=ctx.spec,
+        model=ctx.model,
+    )
     assert worker._need(other, est, 100).input == 500  # a fact of one run only
     read = {"usage": {"input_tokens": 500, "cache_read_input_tokens": est - 500}}
     worker._learn_prefix(ctx, read)
@@ -91,32 +106,62 @@ def test_a_worker_stops_counting_an_uncached_prefix_as_read() -> None:
 
 # --- long calls stream -------------------------------------------------------------------
 
-MESSAGE = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-haiku-5-5",
-           "content": [{"type": "tool_use", "id": "toolu_1", "name": "record_block_results",
-                        "input": {"results": []}}],
-           "stop_reason": "tool_use", "stop_sequence": None, "stop_details": None,
-           "usage": {"input_tokens": 10, "output_tokens": 5}}
+MESSAGE = {
+    "id": "msg_1",
+    "type": "message",
+    "role": "assistant",
+    "model": "claude-haiku-5-5",
+    "content": [
+        {
+            "type": "tool_use",
+            "id": "toolu_1",
+            "name": "record_block_results",
+            "input": {"results": []},
+        }
+    ],
+    "stop_reason": "tool_use",
+    "stop_sequence": None,
+    "stop_details": None,
+    "usage": {"input_tokens": 10, "output_tokens": 5},
+}
 
 
 def _sse(message: dict[str, Any]) -> bytes:
-    start = {**message, "content": [], "stop_reason": None,
-             "usage": {**message["usage"], "output_tokens": 0}}
+    start = {
+        **message,
+        "content": [],
+        "stop_reason": None,
+        "usage": {**message["usage"], "output_tokens": 0},
+    }
     block = message["content"][0]
     events = [
         ("message_start", {"type": "message_start", "message": start}),
-        ("content_block_start", {"type": "content_block_start", "index": 0,
-                                 "content_block": {**block, "input": {}}}),
-        ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {
-            "type": "input_json_delta", "partial_json": json.dumps(block["input"])}}),
+        (
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": {**block, "input": {}}},
+        ),
+        (
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "input_json_delta", "partial_json": json.dumps(block["input"])},
+            },
+        ),
         ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-        ("message_delta", {"type": "message_delta",
-                           "delta": {"stop_reason": message["stop_reason"],
-                                     "stop_sequence": None},
-                           "usage": {"output_tokens": message["usage"]["output_tokens"]}}),
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                "usage": {"output_tokens": message["usage"]["output_tokens"]},
+            },
+        ),
         ("message_stop", {"type": "message_stop"}),
     ]
-    return b"".join(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
-                    for name, data in events)
+    return b"".join(
+        f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in events
+    )
 
 
 def test_a_call_past_the_sdks_ten_minutes_streams_and_answers_the_same() -> None:
@@ -127,15 +172,19 @@ def test_a_call_past_the_sdks_ten_minutes_streams_and_answers_the_same() -> None
         seen.append(bool(body.get("stream")))
         headers = {"request-id": "req_1", "anthropic-ratelimit-requests-limit": "50"}
         if body.get("stream"):
-            return httpx2.Response(200, content=_sse(MESSAGE),
-                                   headers={**headers, "content-type": "text/event-stream"})
+            return httpx2.Response(
+                200, content=_sse(MESSAGE), headers={**headers, "content-type": "text/event-stream"}
+            )
         return httpx2.Response(200, json=MESSAGE, headers=headers)
 
     async def both() -> list[tuple[dict[str, Any], Any]]:
-        client = AsyncAnthropic(api_key="x", base_url="http://claude.test", max_retries=0,
-                                timeout=600.0,
-                                http_client=httpx2.AsyncClient(
-                                    transport=httpx2.MockTransport(handle)))
+        client = AsyncAnthropic(
+            api_key="x",
+            base_url="http://claude.test",
+            max_retries=0,
+            timeout=600.0,
+            http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handle)),
+        )
         worker = LlmActivities(pool=None, client=client)  # type: ignore[arg-type]
         request = stand_in_request(ctx_for("claude-haiku-5-5"))
         short = await worker._call({**request, "max_tokens": 1_000})
@@ -155,9 +204,10 @@ def test_a_call_past_the_sdks_ten_minutes_streams_and_answers_the_same() -> None
 
 def test_the_estimate_says_an_old_schemas_temperature_is_ignored() -> None:
     from blockbatch.api.quote import estimate
-    from core.schema import TEMPERATURE_NOTICE
+    from blockbatch.core.schema import TEMPERATURE_NOTICE
 
     old = {**SCHEMA, "prompt_config": {**SCHEMA["prompt_config"], "temperature": 0}}
-    q = asyncio.run(estimate(b"# A\n\nSome text.\n", old, fmt="markdown", count=False,
-                             history=False))
+    q = asyncio.run(
+        estimate(b"# A\n\nSome text.\n", old, fmt="markdown", count=False, history=False)
+    )
     assert TEMPERATURE_NOTICE in q.notes

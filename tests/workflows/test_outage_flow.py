@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.models import RunProgress
+from blockbatch.core.models import RunProgress
 from tests.workflows.conftest import Harness
 from tests.workflows.fakes import Answer, FakeWorld, Outage
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.claude_errors import SET_A_VALID_KEY, ClaudeError, fatal_code_of
+from blockbatch.core.claude_errors import SET_A_VALID_KEY, ClaudeError, fatal_code_of
 from tests.workflows.conftest import Harness
 from tests.workflows.fakes import (
     BILLING,
@@ -38,17 +38,26 @@ async def test_answer_with_remaining_blocks_is_halved_into_children(
     world = FakeWorld(run_id, [5], {"0": [Answer(ok=1)], "0.1": [Outcome("overflow", TOO_LONG)]})
     result = await wf.run(world)
     assert result.status == "completed" and result.blocks_ai_complete == 5
-    assert world.splits == [Split("0", ["0.0", "0.1"], TRUNCATED, 4),
-                            Split("0.1", ["0.1.0", "0.1.1"], TOO_LONG, 2)]
+    assert world.splits == [
+        Split("0", ["0.0", "0.1"], TRUNCATED, 4),
+        Split("0.1", ["0.1.0", "0.1.1"], TOO_LONG, 2),
+    ]
     halves = {c.pack_path: c.block_uids for c in world.calls if c.pack_path != "0"}
-    assert halves == {"0.0": ["b0-1", "b0-2"], "0.1": ["b0-3", "b0-4"],
-                      "0.1.0": ["b0-3"], "0.1.1": ["b0-4"]}
+    assert halves == {
+        "0.0": ["b0-1", "b0-2"],
+        "0.1": ["b0-3", "b0-4"],
+        "0.1.0": ["b0-3"],
+        "0.1.1": ["b0-4"],
+    }
     assert result.split_events == 2 and result.calls == 4  # the overflow was not paid
 
 
 async def test_single_block_is_retried_in_place_then_done(wf: Harness, run_id: str) -> None:
-    world = FakeWorld(run_id, [1], {"0": [Answer(ok=0, reason="block_uid missing"),
-                                          Answer(ok=0, reason="block_uid missing")]})
+    world = FakeWorld(
+        run_id,
+        [1],
+        {"0": [Answer(ok=0, reason="block_uid missing"), Answer(ok=0, reason="block_uid missing")]},
+    )
     result = await wf.run(world)
     assert result.status == "completed" and result.blocks_ai_complete == 1
     assert [(c.pack_path, c.pack_attempt) for c in world.calls] == [("0", 1), ("0", 2), ("0", 3)]
@@ -75,14 +84,17 @@ async def test_rejected_request_is_halved_until_only_the_guilty_block_fails(
 ) -> None:
     message = "Claude rejected the request (400 invalid_request_error: content of a block)"
     # Any request that holds b0-2 is refused; the others are answered once alone.
-    world = FakeWorld(run_id, [4], {
-        "0": [Outcome("request_error", message)],
-        "0.1": [Outcome("request_error", message)],
-        "0.1.0": [Outcome("request_error", message)],
-    })
+    world = FakeWorld(
+        run_id,
+        [4],
+        {
+            "0": [Outcome("request_error", message)],
+            "0.1": [Outcome("request_error", message)],
+            "0.1.0": [Outcome("request_error", message)],
+        },
+    )
     result = await wf.run(world)
-    assert (result.status, result.blocks_ai_complete, result.blocks_failed) == (
-        "completed", 3, 1)
+    assert (result.status, result.blocks_ai_complete, result.blocks_failed) == ("completed", 3, 1)
     assert world.failed == {"b0-2": message}
     assert [s.pack_path for s in world.splits] == ["0", "0.1"]
 
@@ -95,18 +107,14 @@ async def test_oversized_block_fails_with_what_to_do(wf: Harness, run_id: str) -
     assert world.failed == {"b0-0": message}
 
 
-async def test_pack_with_nothing_pending_is_done_without_a_call(
-    wf: Harness, run_id: str
-) -> None:
+async def test_pack_with_nothing_pending_is_done_without_a_call(wf: Harness, run_id: str) -> None:
     world = FakeWorld(run_id, [2, 2])
     world.done.update(world.packs[0])  # e.g. finished before a worker restart
     result = await wf.run(world)
     assert (result.status, result.blocks_ai_complete, result.calls) == ("completed", 4, 1)
 
 
-async def test_claude_busy_past_retries_fails_blocks_not_the_run(
-    wf: Harness, run_id: str
-) -> None:
+async def test_claude_busy_past_retries_fails_blocks_not_the_run(wf: Harness, run_id: str) -> None:
     # Rate limited past every retry (Claude answers, it is not down: nothing pauses).
     world = FakeWorld(run_id, [2, 1], {"0": [Raise(RATE_LIMITED)]})
     result = await wf.run(world)
@@ -122,8 +130,7 @@ async def test_claude_busy_past_retries_fails_blocks_not_the_run(
 async def test_rejected_api_key_fails_the_run_and_stops_the_other_packs(
     wf: Harness, run_id: str
 ) -> None:
-    world = FakeWorld(run_id, [2, 2, 2, 2],
-                      {"1": [Raise(KEY_REJECTED)], "2": [Hold("cancelling")]})
+    world = FakeWorld(run_id, [2, 2, 2, 2], {"1": [Raise(KEY_REJECTED)], "2": [Hold("cancelling")]})
     result = await wf.run(world, max_concurrent_packs=2)
     assert result.status == "failed"
     assert result.error is not None and "API key was rejected" in result.error
@@ -137,8 +144,7 @@ async def test_rejected_api_key_fails_the_run_and_stops_the_other_packs(
 async def test_a_spend_cap_ends_the_runs_calls_at_once_without_retries_or_halving(
     wf: Harness, run_id: str
 ) -> None:
-    world = FakeWorld(run_id, [4, 4, 4, 4],
-                      {"0": [Raise(SPEND_CAP)], "1": [Hold("cancelling")]})
+    world = FakeWorld(run_id, [4, 4, 4, 4], {"0": [Raise(SPEND_CAP)], "1": [Hold("cancelling")]})
     result = await wf.run(world, max_concurrent_packs=2)
     assert result.status == "failed" and result.error is not None
     assert fatal_code_of(result.error) == "spend_limit"  # what its blocks end with
@@ -156,8 +162,7 @@ async def test_an_account_error_answered_to_a_pack_is_not_halved_into_single_blo
     wf: Harness, run_id: str, error: ClaudeError, code: str
 ) -> None:
     # The real call_model hands a fatal error back as the attempt's outcome.
-    world = FakeWorld(run_id, [4, 2], {"0": [Outcome("request_error", error.describe(),
-                                                     error)]})
+    world = FakeWorld(run_id, [4, 2], {"0": [Outcome("request_error", error.describe(), error)]})
     result = await wf.run(world, max_concurrent_packs=1)
     assert result.status == "failed" and fatal_code_of(result.error) == code
     assert world.splits == [] and world.called_paths() == ["0"]
@@ -182,8 +187,7 @@ async def test_a_refused_pack_is_halved_until_the_refused_block_fails_alone(
     refused = Answer(refused="bio")
     world = FakeWorld(run_id, [4], {"0": [refused], "0.0": [refused], "0.0.1": [refused]})
     result = await wf.run(world)
-    assert (result.status, result.blocks_ai_complete, result.blocks_failed) == (
-        "completed", 3, 1)
+    assert (result.status, result.blocks_ai_complete, result.blocks_failed) == ("completed", 3, 1)
     assert [s.pack_path for s in world.splits] == ["0", "0.0"]
     assert world.refused == {"b0-1"}
     assert [c.pack_path for c in world.calls].count("0.0.1") == 1

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from core.models import QualityRunState
-from core.quality import GATE_SAMPLES_PER_PACK
+from blockbatch.core.models import QualityRunState
+from blockbatch.core.quality import GATE_SAMPLES_PER_PACK
 from tests.workflows.conftest import Harness
 from tests.workflows.fakes import OUTAGE, FakeWorld
 
@@ -46,8 +46,9 @@ async def test_the_gate_halves_the_unstarted_packs_when_agreement_is_below_its_t
     # once, and counts only the packs of 4 from then on.
     world = FakeWorld(run_id, [8] * 12, agrees_up_to=4)
     async with wf.worker(world):
-        handle = await wf.start(world, max_concurrent_packs=8,
-                                quality=QualityRunState(min_agreement=0.95))
+        handle = await wf.start(
+            world, max_concurrent_packs=8, quality=QualityRunState(min_agreement=0.95)
+        )
         result = await handle.result()
         progress = await handle.query("progress")
     gates = [r for r in world.replans if r.gate is not None]
@@ -70,8 +71,9 @@ async def test_the_gate_re_asks_what_larger_packs_answered_once_its_packs_in_fli
     # With re-asks (the default), the gate waits for the packs in flight, then the blocks
     # the packs of 8 answered go into the new packs of 4 and the run starts them all.
     world = FakeWorld(run_id, [8] * 12, agrees_up_to=4)
-    result = await wf.run(world, max_concurrent_packs=8,
-                          quality=QualityRunState(min_agreement=0.95))
+    result = await wf.run(
+        world, max_concurrent_packs=8, quality=QualityRunState(min_agreement=0.95)
+    )
     gate = next(r for r in world.replans if r.gate is not None)
     assert gate.reask and world.gate_saw_pending == [0]
     assert len(world.reasked) == 8 * gate.first_pack
@@ -79,8 +81,9 @@ async def test_the_gate_re_asks_what_larger_packs_answered_once_its_packs_in_fli
     assert all(len(world.packs[i]) == 4 for i in world.packs if i >= gate.first_pack)
     assert result.status == "completed" and result.blocks_ai_complete == 96
     assert result.pack_count == gate.first_pack + 96 // 4
-    called = {u for c in world.calls if c.pack_index >= gate.first_pack
-              for u in world.packs[c.pack_index]}
+    called = {
+        u for c in world.calls if c.pack_index >= gate.first_pack for u in world.packs[c.pack_index]
+    }
     assert set(world.reasked) <= called
 
 
@@ -88,8 +91,9 @@ async def test_without_re_asks_the_gate_re_plans_at_once_and_asks_nothing_again(
     wf: Harness, run_id: str
 ) -> None:
     world = FakeWorld(run_id, [8] * 12, agrees_up_to=4)
-    result = await wf.run(world, max_concurrent_packs=8,
-                          quality=QualityRunState(min_agreement=0.95, reask=False))
+    result = await wf.run(
+        world, max_concurrent_packs=8, quality=QualityRunState(min_agreement=0.95, reask=False)
+    )
     gate = next(r for r in world.replans if r.gate is not None)
     assert not gate.reask and world.reasked == []
     assert all(len(world.packs[i]) == 8 for i in range(gate.first_pack))

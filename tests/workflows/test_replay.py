@@ -15,7 +15,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError
 
-from runtime.temporal import WORKFLOWS
+from blockbatch.runtime.temporal import WORKFLOWS
 from tests.workflows.drifted import DriftedProcessPack
 from workflows.run import RunWorkflow
 
@@ -31,9 +31,17 @@ def load(path: Path) -> WorkflowHistory:
 
 def test_every_kind_of_run_is_recorded() -> None:
     assert {p.stem for p in RECORDED} >= {
-        "sync_splits.run", "sync_splits.pack_split", "sync_splits.pack_half",
-        "cancelled.run", "batch_rounds.run", "continue_as_new.first", "continue_as_new.last",
-        "budget.run", "budget.pack", "stream.first", "stream.last",
+        "sync_splits.run",
+        "sync_splits.pack_split",
+        "sync_splits.pack_half",
+        "cancelled.run",
+        "batch_rounds.run",
+        "continue_as_new.first",
+        "continue_as_new.last",
+        "budget.run",
+        "budget.pack",
+        "stream.first",
+        "stream.last",
     }
 
 
@@ -45,8 +53,9 @@ async def test_recorded_history_replays_on_current_workflows(path: Path) -> None
 
 @pytest.mark.parametrize("name", ["sync_splits.pack_split", "sync_splits.pack_half"])
 async def test_new_activity_before_call_model_breaks_replay(name: str) -> None:
-    replayer = Replayer(workflows=[RunWorkflow, DriftedProcessPack],
-                        data_converter=pydantic_data_converter)
+    replayer = Replayer(
+        workflows=[RunWorkflow, DriftedProcessPack], data_converter=pydantic_data_converter
+    )
     with pytest.raises(NondeterminismError) as err:
         await replayer.replay_workflow(load(HISTORIES / f"{name}.json"))
     print(err.value)  # shown with -s: what a contributor sees when they break a history

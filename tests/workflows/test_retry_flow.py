@@ -11,7 +11,7 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from activities.db import NOTHING_TO_RETRY
-from core.models import (
+from blockbatch.core.models import (
     BatchOptions,
     PlanRetryInput,
     PlanRetryOutput,
@@ -32,8 +32,16 @@ class RetryWorld(FakeWorld):
     retry takes into one new pack after the others (batch mode: into round
     ``first_round``), as the real one does in Postgres."""
 
-    def __init__(self, run_id: str, pack_sizes: list[int], failed: set[str], *,
-                 refuse: bool = False, first_round: int = 3, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        run_id: str,
+        pack_sizes: list[int],
+        failed: set[str],
+        *,
+        refuse: bool = False,
+        first_round: int = 3,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(run_id, pack_sizes, **kwargs)
         self.failed.update({u: "request_rejected" for u in failed})
         self.done.update(u for u in self.uids if u not in failed)
@@ -54,8 +62,9 @@ class RetryWorld(FakeWorld):
     async def plan_retry(self, inp: PlanRetryInput) -> PlanRetryOutput:
         self.plan_retry_calls.append(inp)
         if self.refuse:
-            raise ApplicationError("nothing left to retry", type=NOTHING_TO_RETRY,
-                                   non_retryable=True)
+            raise ApplicationError(
+                "nothing left to retry", type=NOTHING_TO_RETRY, non_retryable=True
+            )
         asked = inp.retry.blocks
         take = [u for u in self.uids if u in self.failed and (asked is None or u in asked)]
         first = len(self.packs)
@@ -72,12 +81,20 @@ class RetryWorld(FakeWorld):
         if batch:
             self.round_members[self.first_round] = [str(first + i) for i in range(len(new_packs))]
         return PlanRetryOutput(
-            retry=1, blocks=len(take), first_pack=first, pack_count=first + len(new_packs),
-            block_count=len(self.uids), mode=self.mode,
+            retry=1,
+            blocks=len(take),
+            first_pack=first,
+            pack_count=first + len(new_packs),
+            block_count=len(self.uids),
+            mode=self.mode,
             first_round=self.first_round if batch else None,
             batch_options=BatchOptions(poll_initial_s=60, poll_max_s=600) if batch else None,
-            totals=Totals(blocks_done=len(self.done), blocks_failed=len(self.failed),
-                          packs_done=first, calls=EARLIER_CALLS),
+            totals=Totals(
+                blocks_done=len(self.done),
+                blocks_failed=len(self.failed),
+                packs_done=first,
+                calls=EARLIER_CALLS,
+            ),
         )
 
 
@@ -96,8 +113,7 @@ async def test_a_retry_plans_with_plan_retry_and_runs_only_its_new_packs(
     assert result.status == "completed"
     assert (result.blocks_ai_complete, result.blocks_failed) == (6, 0)
     # The live view starts from the run's counters and adds the retry's.
-    assert (progress["blocks_done"], progress["packs_done"], progress["packs_total"]) == (
-        6, 4, 4)
+    assert (progress["blocks_done"], progress["packs_done"], progress["packs_total"]) == (6, 4, 4)
     assert progress["calls"] == EARLIER_CALLS + 2
 
 
@@ -120,8 +136,7 @@ async def test_a_retry_continues_as_new_without_planning_again(
     # A pack may still run when the run continues as new: it outlives it (wf_alone).
     wf = wf_alone
     world = RetryWorld(run_id, [2, 2, 2], failed={"b0-0", "b1-1", "b2-0", "b2-1"})
-    result = await wf.run(world, retry=RetryRequest(), packs_per_history=1,
-                          max_concurrent_packs=1)
+    result = await wf.run(world, retry=RetryRequest(), packs_per_history=1, max_concurrent_packs=1)
     assert len(world.plan_retry_calls) == 1 and world.plan_run_calls == 0
     assert world.called_paths() == ["3", "4"]
     assert (result.status, result.blocks_ai_complete) == ("completed", 6)
@@ -134,8 +149,7 @@ async def test_a_batch_mode_retry_starts_at_its_own_round(wf: Harness, run_id: s
     assert [a.round for a in world.applied] == [4]
     assert world.round_members[4] == ["2", "3"]
     assert world.calls == []
-    assert (result.status, result.blocks_ai_complete, result.blocks_failed) == (
-        "completed", 5, 0)
+    assert (result.status, result.blocks_ai_complete, result.blocks_failed) == ("completed", 5, 0)
 
 
 async def test_a_refused_retry_fails_its_execution_and_finishes_nothing(

@@ -43,11 +43,15 @@ async def test_cancel_while_packs_run_keeps_answers_in_flight_and_starts_no_pack
 
 
 async def test_cancel_during_a_split_stops_the_halves(wf: Harness, run_id: str) -> None:
-    world = FakeWorld(run_id, [4, 1], {
-        "0": [Answer(ok=0)],
-        "0.0": [Hold("released", then=Answer(ok=1))],  # one block left: would go on
-        "0.1": [Hold("released")],
-    })
+    world = FakeWorld(
+        run_id,
+        [4, 1],
+        {
+            "0": [Answer(ok=0)],
+            "0.0": [Hold("released", then=Answer(ok=1))],  # one block left: would go on
+            "0.1": [Hold("released")],
+        },
+    )
     async with wf.worker(world):
         handle = await wf.start(world, max_concurrent_packs=1)
         await world.held("0.0", "0.1")
@@ -90,7 +94,8 @@ async def test_run_continues_as_new_and_still_finishes_every_pack(
         handle = await wf.start(world, packs_per_history=2, max_concurrent_packs=2)
         result = await handle.result()
         first = await wf.env.client.get_workflow_handle(
-            handle.id, run_id=handle.result_run_id).describe()
+            handle.id, run_id=handle.result_run_id
+        ).describe()
         last = await wf.env.client.get_workflow_handle(handle.id).describe()
     assert result.status == "completed"
     assert (result.blocks_ai_complete, result.calls) == (7, 5)
@@ -118,7 +123,8 @@ async def test_packs_in_flight_outlive_continue_as_new_and_the_window_stays_full
         result = await handle.result()
         progress = await handle.query("progress")
         first = await wf.env.client.get_workflow_handle(
-            handle.id, run_id=handle.result_run_id).describe()
+            handle.id, run_id=handle.result_run_id
+        ).describe()
     assert first.status == WorkflowExecutionStatus.CONTINUED_AS_NEW
     assert running["packs_running"] == 1 and running["packs_done"] == 5
     assert result.status == "completed" and result.blocks_ai_complete == 6
@@ -145,11 +151,13 @@ async def test_a_cancel_reaches_a_pack_started_before_continue_as_new(
     assert world.cancelling is not None
 
 
-async def test_batch_round_resubmits_errored_and_expired_requests(
-    wf: Harness, run_id: str
-) -> None:
-    world = FakeWorld(run_id, [2, 3, 1], mode="batch",
-                      rounds={1: BatchRound(errored=["1"], expired=["2"], polls=3)})
+async def test_batch_round_resubmits_errored_and_expired_requests(wf: Harness, run_id: str) -> None:
+    world = FakeWorld(
+        run_id,
+        [2, 3, 1],
+        mode="batch",
+        rounds={1: BatchRound(errored=["1"], expired=["2"], polls=3)},
+    )
     result = await wf.run(world)
     assert result.status == "completed"
     assert (result.blocks_ai_complete, result.blocks_failed) == (6, 0)
@@ -158,9 +166,7 @@ async def test_batch_round_resubmits_errored_and_expired_requests(
     assert world.calls == []  # batch mode makes no synchronous call
 
 
-async def test_batch_requests_that_keep_failing_fail_their_blocks(
-    wf: Harness, run_id: str
-) -> None:
+async def test_batch_requests_that_keep_failing_fail_their_blocks(wf: Harness, run_id: str) -> None:
     rounds = {n: BatchRound(errored=["0"]) for n in (1, 2, 3)}
     world = FakeWorld(run_id, [2, 1], mode="batch", rounds=rounds)
     result = await wf.run(world)
@@ -172,8 +178,12 @@ async def test_batch_requests_that_keep_failing_fail_their_blocks(
 async def test_cancel_while_a_batch_round_is_processing_cancels_the_batch(
     wf: Harness, run_id: str
 ) -> None:
-    world = FakeWorld(run_id, [2, 2, 2], mode="batch",
-                      rounds={1: BatchRound(polls=None, done_before_cancel=["1"])})
+    world = FakeWorld(
+        run_id,
+        [2, 2, 2],
+        mode="batch",
+        rounds={1: BatchRound(polls=None, done_before_cancel=["1"])},
+    )
     async with wf.worker(world):
         handle = await wf.start(world)
         # Waiting on the result lets the server skip the polling timers.
@@ -226,8 +236,9 @@ async def test_a_learning_pack_goes_first_alone_and_the_rest_is_planned_from_its
 ) -> None:
     # Pack 0 (a few blocks) writes the cache instead of a warm-up call; its answer re-plans
     # the five packs of two into two packs of five, which then start together.
-    world = FakeWorld(run_id, [2] * 6, {"0": [Hold("released")]}, learning=True,
-                      replan_sizes=[5, 5])
+    world = FakeWorld(
+        run_id, [2] * 6, {"0": [Hold("released")]}, learning=True, replan_sizes=[5, 5]
+    )
     async with wf.worker(world):
         handle = await wf.start(world, max_concurrent_packs=8)
         await world.held("0")
@@ -260,5 +271,8 @@ async def test_a_run_sized_from_its_answers_replans_at_each_continue_as_new(
 async def _signals_sent(wf: Harness, workflow_id: str) -> int:
     """How many signals a workflow sent to others (``pack_done``, ``api_down``)."""
     history = await wf.env.client.get_workflow_handle(workflow_id).fetch_history()
-    return sum(1 for e in history.events if e.event_type
-               == EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED)
+    return sum(
+        1
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED
+    )

@@ -13,7 +13,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 
-from core.models import (
+from blockbatch.core.models import (
     FormPackInput,
     FormPackOutput,
     PollStreamInput,
@@ -21,7 +21,7 @@ from core.models import (
     RunResult,
     StreamInput,
 )
-from core.streams import Buffered, StreamTriggers
+from blockbatch.core.streams import Buffered, StreamTriggers
 from tests.workflows.conftest import Harness
 from tests.workflows.fakes import FakeWorld, Step
 
@@ -30,9 +30,16 @@ WAIT_PER_POLL_S = 0.5
 
 
 class StreamWorld(FakeWorld):
-    def __init__(self, run_id: str, rows: int, script: dict[str, list[Step]] | None = None, *,
-                 closed: bool = False, close_after_packs: int | None = None,
-                 close_at_poll: int | None = None) -> None:
+    def __init__(
+        self,
+        run_id: str,
+        rows: int,
+        script: dict[str, list[Step]] | None = None,
+        *,
+        closed: bool = False,
+        close_after_packs: int | None = None,
+        close_at_poll: int | None = None,
+    ) -> None:
         super().__init__(run_id, [], script)
         self.rows: list[str] = []
         self.arrived: dict[str, int] = {}
@@ -64,16 +71,24 @@ class StreamWorld(FakeWorld):
             self.closed = True
         buf = self.buffered()
         oldest = min((self.arrived[u] for u in buf), default=self.polls)
-        return PollStreamOutput(buffered=Buffered(
-            rows=len(buf), tokens=10 * len(buf), closed=self.closed, accepted=len(self.rows),
-            oldest_wait_s=(self.polls - oldest) * WAIT_PER_POLL_S))
+        return PollStreamOutput(
+            buffered=Buffered(
+                rows=len(buf),
+                tokens=10 * len(buf),
+                closed=self.closed,
+                accepted=len(self.rows),
+                oldest_wait_s=(self.polls - oldest) * WAIT_PER_POLL_S,
+            )
+        )
 
     @activity.defn(name="form_pack")
     async def form_pack(self, inp: FormPackInput) -> FormPackOutput:
         if inp.pack_index in self.packs:  # a retried attempt: the same pack
-            return FormPackOutput(pack_index=inp.pack_index,
-                                  blocks=len(self.packs[inp.pack_index]),
-                                  accepted=len(self.rows))
+            return FormPackOutput(
+                pack_index=inp.pack_index,
+                blocks=len(self.packs[inp.pack_index]),
+                accepted=len(self.rows),
+            )
         take = self.buffered()[: inp.max_rows or 50]
         if inp.max_tokens is not None:
             take = take[: max(inp.max_tokens // 10, 1)]
@@ -83,14 +98,17 @@ class StreamWorld(FakeWorld):
             self.formed.append((inp.pack_index, inp.reason, len(take)))
             if self.close_after_packs is not None and len(self.packs) >= self.close_after_packs:
                 self.closed = True
-        return FormPackOutput(pack_index=inp.pack_index, blocks=len(take),
-                              accepted=len(self.rows))
+        return FormPackOutput(pack_index=inp.pack_index, blocks=len(take), accepted=len(self.rows))
 
 
 async def start(wf: Harness, world: StreamWorld, **inp: Any) -> WorkflowHandle[Any, RunResult]:
     return await wf.env.client.start_workflow(
-        "StreamWorkflow", StreamInput(run_id=world.run_id, pack_count=0, **inp),
-        id=f"run-{world.run_id}", task_queue=wf.task_queue, result_type=RunResult)
+        "StreamWorkflow",
+        StreamInput(run_id=world.run_id, pack_count=0, **inp),
+        id=f"run-{world.run_id}",
+        task_queue=wf.task_queue,
+        result_type=RunResult,
+    )
 
 
 async def test_packs_form_by_rows_then_by_the_oldest_rows_wait_and_the_stream_drains(
@@ -123,11 +141,17 @@ async def test_a_closed_stream_drains_across_continue_as_new_each_pack_once(
     wf = wf_alone
     world = StreamWorld(run_id, 12, closed=True)
     async with wf.worker(world):
-        handle = await start(wf, world, packs_per_history=2, max_concurrent_packs=2,
-                             triggers=StreamTriggers(max_rows=2))
+        handle = await start(
+            wf,
+            world,
+            packs_per_history=2,
+            max_concurrent_packs=2,
+            triggers=StreamTriggers(max_rows=2),
+        )
         result = await handle.result()
         first = await wf.env.client.get_workflow_handle(
-            handle.id, run_id=handle.result_run_id).describe()
+            handle.id, run_id=handle.result_run_id
+        ).describe()
     assert first.status == WorkflowExecutionStatus.CONTINUED_AS_NEW
     assert [why for _, why, _ in world.formed] == ["closed"] * 6
     assert [pack for pack, _, _ in world.formed] == list(range(6))
@@ -144,7 +168,8 @@ async def test_an_idle_stream_continues_as_new_and_ends_when_closed(
         handle = await start(wf, world, polls_per_history=3)
         result = await handle.result()
         first = await wf.env.client.get_workflow_handle(
-            handle.id, run_id=handle.result_run_id).describe()
+            handle.id, run_id=handle.result_run_id
+        ).describe()
     assert first.status == WorkflowExecutionStatus.CONTINUED_AS_NEW
     assert world.polls == 7 and world.formed == []
     assert result.status == "completed" and result.blocks_total == 0

@@ -14,8 +14,8 @@ from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from runtime.settings import Settings
-from runtime.temporal import build_worker, deployment_version
+from blockbatch.runtime.settings import Settings
+from blockbatch.runtime.temporal import build_worker, deployment_version
 
 #: build_worker keeps the pool for the activities; none of them runs in these tests.
 NO_POOL: Any = object()
@@ -72,10 +72,14 @@ async def test_versioned_worker_registers_its_version_on_the_dev_server(
         for _ in range(100):
             try:
                 described = await client.workflow_service.describe_worker_deployment(
-                    DescribeWorkerDeploymentRequest(namespace=client.namespace,
-                                                    deployment_name=name))
-                builds = [s.deployment_version.build_id
-                          for s in described.worker_deployment_info.version_summaries]
+                    DescribeWorkerDeploymentRequest(
+                        namespace=client.namespace, deployment_name=name
+                    )
+                )
+                builds = [
+                    s.deployment_version.build_id
+                    for s in described.worker_deployment_info.version_summaries
+                ]
                 if "build-1" in builds:
                     break
             except RPCError:

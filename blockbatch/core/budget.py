@@ -1,0 +1,264 @@
+"""A budget that holds (``RunOptions.max_cost_usd``): the worst case of a call, and whether
+the next one fits. Pure rules; ``blockbatch/store/ledger.py`` decides atomically with them.
+
+Before every Claude call of a budgeted run (a pack's call, the warm-up, an outage probe) the
+call's **worst case** is reserved against the budget: what the ledger has recorded for the
+run, plus the worst cases of its calls still open (sent, not yet answered, or lost with their
+worker), plus this call's worst case must stay within the budget. The worst case of a call
+(:func:`worst_case_usd`) is its input as if nothing were read from the cache, its cacheable
+prefix at the cache-write price where a write can happen, and ``max_tokens`` of output at
+the output price (thinking included: a thinking call's ``max_tokens`` holds it, and it is
+billed as output); input estimates are the planner's (already leaning high, in the model's
+tokens) times :data:`INPUT_MARGIN`, and a prompt that could cross the model's long-prompt
+line is priced at the higher tier (one request, one tier: contract §1). The answer's real cost replaces the reservation when it is recorded,
+so the ledger total stays within the budget however many packs and workers run at once.
+
+A call that does not fit (:func:`verdict`) waits while calls still open hold the room it
+needs (they usually cost far less than their worst case), and is refused when even the
+recorded cost alone leaves no room: then the run's budget is exhausted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Literal
+
+from blockbatch.core.batching import BATCH_CACHE_TTL
+from blockbatch.core.context import RunContext
+from blockbatch.core.models import BudgetLeft
+from blockbatch.core.planning import Pack
+from blockbatch.core.registry import BATCH_DISCOUNT, ModelInfo, price_multiplier
+
+#: Real input counts may exceed the planner's estimate a little (it leans high, but it is
+#: not Claude's tokenizer): a worst case takes this much more input than estimated.
+INPUT_MARGIN = 1.25
+
+Verdict = Literal["fits", "wait", "exhausted"]
+
+
+class BudgetError(ValueError):
+    """A budget a run cannot use (not a number, not positive, or below one call)."""
+
+
+def worst_case_usd(
+    model: ModelInfo,
+    *,
+    input_tokens: int,
+    max_tokens: int,
+    prefix_tokens: int = 0,
+    cache_ttl: str = "5m",
+    batch: bool = False,
+) -> float:
+    """The most one call can cost.
+
+    Args:
+        model: the model (its prices).
+        input_tokens: the request's estimated input (prefix included).
+        max_tokens: the request's ``max_tokens``: output (thinking included) is billed up
+            to it.
+        prefix_tokens: the cacheable prompt prefix (0: too short to be cached): billed at
+            the cache-write price, the dearer of the ways it can be billed.
+        cache_ttl: ``5m`` or ``1h``: the write price.
+        batch: Message Batches prices (half).
+    """
+    prefix = min(max(prefix_tokens, 0), max(input_tokens, 0))
+    write = model.price_cache_write_1h if cache_ttl == "1h" else model.price_cache_write_5m
+    prefix_price = max(write, model.price_input) if prefix else 0.0
+    rest = max(input_tokens, 0) - prefix
+    total = (
+        INPUT_MARGIN * (prefix * prefix_price + rest * model.price_input)
+        + max(max_tokens, 0) * model.price_output
+    ) / 1_000_000
+    tier = price_multiplier(model, math.ceil(INPUT_MARGIN * max(input_tokens, 0)))
+    return total * tier * (BATCH_DISCOUNT if batch else 1.0)
+
+
+def verdict(budget: float, *, recorded: float, open_reserved: float, need: float) -> Verdict:
+    """Whether a call of worst case ``need`` may start now.
+
+    ``fits`` when recorded + open + need is within the budget; ``wait`` when it would fit
+    once the open calls are answered (at no more than the recorded cost alone);
+    ``exhausted`` when not even that.
+    """
+    if recorded + open_reserved + need <= budget + 1e-12:
+        return "fits"
+    if recorded + need <= budget + 1e-12 and open_reserved > 0:
+        return "wait"
+    return "exhausted"
+
+
+def refusal_text(budget: float, *, recorded: float, need: float) -> str:
+    """The readable reason a block ends ``budget_exhausted`` with."""
+    return (
+        f"the run's budget of ${budget:.4f} is spent up to ${recorded:.4f}: the next call "
+        f"could cost up to ${need:.4f}, so it was not made; raise the budget with "
+        "`starter.py retry RUN_ID --max-cost USD`"
+    )
+
+
+def parse_budget(value: object) -> float:
+    """A budget as given (text or number): a positive, finite number of US dollars.
+
+    Raises:
+        BudgetError: not a number, not finite, zero or negative.
+    """
+    if isinstance(value, bool):
+        raise BudgetError(f"--max-cost must be a number of US dollars, got {value!r}")
+    try:
+        usd = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise BudgetError(
+            f"--max-cost must be a number of US dollars (e.g. 2.50), got {value!r}"
+        ) from None
+    if not math.isfinite(usd) or usd <= 0:
+        raise BudgetError(f"--max-cost must be more than $0, got {value!r}")
+    return usd
+
+
+def check_minimum(budget: float, minimum: float, first_call: str, *, spent: float = 0.0) -> None:
+    """Refuse a budget that cannot pay for the run's first calls (after ``spent``).
+
+    Raises:
+        BudgetError: naming the smallest budget that can.
+    """
+    if spent + minimum <= budget:
+        return
+    floor = math.ceil(round((spent + minimum) * 10_000, 6)) / 10_000
+    already = f"${spent:.4f} already spent plus " if spent else ""
+    raise BudgetError(
+        f"--max-cost ${budget:.4f} cannot pay for the run's first call ({first_call}), which "
+        f"could cost up to ${minimum:.4f} (worst case): the smallest budget is {already}that, "
+        f"--max-cost {floor:.4f}; nothing was started"
+    )
+
+
+def left_to_do(
+    budget: float,
+    *,
+    spent: float,
+    blocks_done: int,
+    blocks_left: int,
+    work_spent: float | None = None,
+    restart_usd: float = 0.0,
+    largest_call_usd: float = 0.0,
+    reused: int = 0,
+) -> BudgetLeft:
+    """What is left of a run stopped by its budget: blocks, and an estimate from its own
+    cost per block so far.
+
+    Args:
+        budget, spent: the budget and the run's whole cost so far.
+        blocks_done, blocks_left: blocks answered, and not.
+        work_spent: the cost of the calls that answered blocks (packs, batch requests);
+            ``None``: all of ``spent``. One-off calls (the warm-up's cache write, probes)
+            would otherwise inflate the cost per block.
+        restart_usd: what continuing pays once before its first block (a new warm-up:
+            the run's own warm-up cost).
+        largest_call_usd: the largest worst case a call of the run reserved.
+        reused: of ``blocks_done``, blocks answered by an earlier run's answer (no call):
+            not counted in the cost per block.
+    """
+    work = spent if work_spent is None else work_spent
+    paid = blocks_done - reused
+    per_block = work / paid if paid > 0 else None
+    to_finish = per_block * blocks_left + restart_usd if per_block is not None else None
+    return BudgetLeft(
+        max_cost_usd=budget,
+        spent_usd=round(spent, 6),
+        blocks_done=blocks_done,
+        blocks_left=blocks_left,
+        cost_per_block_usd=round(per_block, 6) if per_block is not None else None,
+        to_finish_usd=round(to_finish, 6) if to_finish is not None else None,
+        largest_call_usd=round(largest_call_usd, 6),
+    )
+
+
+def left_text(left: BudgetLeft) -> str:
+    """``budget $0.50 ran out at $0.4870: 96 blocks left, about $0.4675 to finish``."""
+    head = (
+        f"budget ${left.max_cost_usd:.4f} ran out at ${left.spent_usd:.4f}: "
+        f"{left.blocks_left} block{'s' if left.blocks_left != 1 else ''} left"
+    )
+    if left.to_finish_usd is None:
+        return head + " (no block done yet to estimate the rest from)"
+    return (
+        head + f", about ${left.to_finish_usd:.4f} to finish "
+        f"(${left.cost_per_block_usd:.5f} a block so far)"
+    )
+
+
+def suggested_budget(left: BudgetLeft) -> float:
+    """A budget that should finish the run, in whole cents: what was spent, the estimate to
+    finish (without one, the old budget again), and room for the largest call's worst case
+    (every call reserves it before it is made, the last ones too)."""
+    more = left.to_finish_usd if left.to_finish_usd is not None else left.max_cost_usd
+    return math.ceil(round((left.spent_usd + more + left.largest_call_usd) * 100, 6)) / 100
+
+
+#: Input tokens of the warm-up's one stand-in block with its JSON wrapper (a few words).
+WARM_UP_BLOCK_TOKENS = 64
+
+
+def warm_up_worst_case(ctx: RunContext, max_tokens: int = 1) -> float:
+    """The warm-up call's worst case: the prompt prefix written, one stand-in block, its
+    ``max_tokens`` (0 where it only writes the cache; one result's on the json channel)."""
+    return worst_case_usd(
+        ctx.model,
+        input_tokens=ctx.fixed_prompt_tokens + WARM_UP_BLOCK_TOKENS,
+        max_tokens=max_tokens,
+        prefix_tokens=ctx.cacheable_prefix_tokens,
+        cache_ttl=ctx.options.cache_ttl,
+    )
+
+
+def pack_worst_case(ctx: RunContext, pack: Pack, *, batch: bool = False) -> float:
+    """A pack call's worst case, from its input estimate and ``max_tokens`` (its thinking
+    allowance included); a batch request writes with the batch TTL (``BATCH_CACHE_TTL``)."""
+    return worst_case_usd(
+        ctx.model,
+        input_tokens=pack.est_input_tokens,
+        max_tokens=pack.max_tokens,
+        prefix_tokens=ctx.cacheable_prefix_tokens,
+        cache_ttl=BATCH_CACHE_TTL if batch else ctx.options.cache_ttl,
+        batch=batch,
+    )
+
+
+#: A probe of the API (an outage): "Reply with OK." and one output token.
+PROBE_INPUT_TOKENS = 16
+
+
+def probe_worst_case(ctx: RunContext) -> float:
+    return worst_case_usd(ctx.model, input_tokens=PROBE_INPUT_TOKENS, max_tokens=1)
+
+
+def first_call(ctx: RunContext, block_tokens: Sequence[int]) -> tuple[str, float]:
+    """The calls a run over these blocks makes before its first block can be answered, and
+    their worst case: the smallest budget that can do any work.
+
+    Its first pack (batch mode: its first request, at batch prices; a run that learns its
+    output: the learning pack, which writes the prompt cache itself), after the warm-up
+    call when a run of more than one pack has a prompt long enough to be cached (a budget
+    that paid for the warm-up alone would buy nothing). A schema that earlier runs taught
+    is planned from their answers instead of a learning pack: its first calls may then be
+    the warm-up and a larger pack 0, which the run's budget still holds.
+    """
+    learning = ctx.learns_output()
+    packs = ctx.plan(block_tokens, learning=learning)
+    if not packs:
+        return "no call", 0.0
+    batch = ctx.options.mode == "batch"
+    first = packs[0]
+    pack = ctx.pack([block_tokens[p] for p in first.positions])
+    what = (
+        f"{'batch request' if batch else 'pack'} 0 of {len(first.positions)} "
+        f"block{'s' if len(first.positions) != 1 else ''}"
+    )
+    worst = pack_worst_case(ctx, pack, batch=batch)
+    warm_up = not batch and len(packs) > 1 and ctx.cacheable_prefix_tokens > 0 and not learning
+    if warm_up:
+        return f"the warm-up call that writes the prompt cache, then {what}", warm_up_worst_case(
+            ctx
+        ) + worst
+    return what, worst

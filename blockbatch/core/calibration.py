@@ -1,0 +1,248 @@
+"""Calibration before a big run: which pack size keeps the answers a block gets alone?
+
+``starter.py calibrate`` (``blockbatch/api/calibrate.py``) runs a deterministic sample of a
+document's blocks alone (one block a call) and at each asked pack size, through the real
+pipeline, and compares each size's answers with the alone answers (:mod:`blockbatch.core.agreement`).
+This module holds the pure rules: checking what was asked (:func:`parse_sizes`,
+:func:`check_request`), the result of one size (:class:`SizeResult`), the recommendation
+(:func:`recommend`) and the line a quote prints (:class:`CalibrationNote`).
+
+The recommendation is the largest size such that it **and every smaller size measured**
+reach the target agreement (the point estimate, the share of sampled blocks whose every
+field agrees). A larger pack that passes after a smaller one failed is sampling noise, not
+a model that gets better with more blocks, so it is not recommended. The interval printed
+next to each rate says how much a sample of this size can tell; a target close to 100%
+needs a larger sample to be met with confidence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+from blockbatch.core.agreement import AgreementSummary, Sample, percent, summarize
+
+#: ``--sizes`` and ``--sample`` when not given.
+DEFAULT_SIZES: tuple[int, ...] = (5, 10, 20, 40)
+DEFAULT_SAMPLE = 40
+DEFAULT_TARGET = 0.95
+#: The most sizes one calibration runs (each is a run of the whole sample).
+MAX_SIZES = 8
+
+
+class CalibrationError(ValueError):
+    """What was asked of a calibration cannot be done; the message says what to change."""
+
+
+def parse_sizes(text: str | Sequence[int]) -> list[int]:
+    """``"5,10,20,40"`` (or a list) as sorted distinct pack sizes of 2 or more.
+
+    Raises:
+        CalibrationError: not whole numbers, a size below 2, none, or too many.
+    """
+    if isinstance(text, str):
+        parts = [p.strip() for p in text.split(",") if p.strip()]
+        try:
+            sizes = [int(p) for p in parts]
+        except ValueError:
+            raise CalibrationError(
+                f"--sizes {text!r}: give whole numbers separated by commas, e.g. 5,10,20,40"
+            ) from None
+    else:
+        sizes = list(text)
+    if not sizes:
+        raise CalibrationError("--sizes is empty: give pack sizes such as 5,10,20,40")
+    small = [s for s in sizes if s < 2]
+    if small:
+        raise CalibrationError(
+            f"--sizes: {small[0]} is not a pack size to calibrate: every size is 2 or more "
+            "(one block a call is the baseline calibrate always runs)"
+        )
+    distinct = sorted(set(sizes))
+    if len(distinct) > MAX_SIZES:
+        raise CalibrationError(
+            f"--sizes: at most {MAX_SIZES} sizes, got {len(distinct)}; "
+            "each size is a run of the whole sample"
+        )
+    return distinct
+
+
+def check_request(
+    sizes: Sequence[int], sample: int, blocks: int, target: float, max_batch_size: int | None = None
+) -> None:
+    """Refuse a calibration that cannot measure what it is asked to.
+
+    Raises:
+        CalibrationError: naming the bad value and what to give instead.
+    """
+    if not 0 < target <= 1:
+        raise CalibrationError(
+            f"--target {target}: give the agreement to reach as a share in (0, 1], e.g. 0.95"
+        )
+    if sample < 2:
+        raise CalibrationError(f"--sample {sample}: sample at least 2 blocks (40 is the default)")
+    if sample > blocks:
+        raise CalibrationError(
+            f"--sample {sample} is more than the document's {blocks} "
+            f"blocks: give --sample {blocks} or fewer"
+        )
+    too_big = [s for s in sizes if s > sample]
+    if too_big:
+        raise CalibrationError(
+            f"--sizes: {too_big[0]} is larger than the sample of {sample} "
+            f"blocks; give sizes up to {sample} or a larger --sample"
+        )
+    if max_batch_size is not None and max(sizes) > max_batch_size:
+        raise CalibrationError(
+            f"--sizes: {max(sizes)} is above the schema's prompt_config.max_batch_size "
+            f"({max_batch_size}), which caps every pack; give sizes up to {max_batch_size}"
+        )
+
+
+class SizeResult(BaseModel):
+    """One pack size of a calibration: its run, what it cost, how well it agreed.
+
+    ``size`` 1 is the baseline (every block alone): it has no agreement of its own.
+    """
+
+    size: int
+    run_id: str
+    status: str
+    calls: int = 0
+    cost_usd: float = 0.0
+    #: Blocks this run answered.
+    answered: int = 0
+    #: Blocks answered in both this run and the alone run, and how many of them agreed
+    #: on every field (``None`` for the baseline).
+    compared: int = 0
+    agreed: int | None = None
+    #: Blocks without an answer in this run or in the alone run (left out of the rate).
+    unanswered: int = 0
+    rate: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    #: The field that agreed least and its rate (``None``: no comparison).
+    lowest_field: str | None = None
+    lowest_rate: float | None = None
+    #: The blocks per call the run really sent (a model's limits may lower a size).
+    largest_call: int = 0
+    #: Agreement per field.
+    by_field: dict[str, float] = Field(default_factory=dict)
+
+    def meets(self, target: float) -> bool:
+        """The measured agreement reaches ``target``."""
+        return self.rate is not None and self.rate >= target
+
+
+def size_result(
+    size: int,
+    run_id: str,
+    status: str,
+    calls: int,
+    cost_usd: float,
+    samples: Sequence[Sample],
+    *,
+    answered: int,
+    unanswered: int,
+    largest_call: int,
+) -> SizeResult:
+    """A size's result from its compared blocks (:class:`~core.agreement.Sample`)."""
+    summary: AgreementSummary = summarize(samples)
+    tally = summary.blocks
+    low, high = tally.interval() if tally.total else (None, None)
+    lowest = summary.lowest_field
+    return SizeResult(
+        size=size,
+        run_id=run_id,
+        status=status,
+        calls=calls,
+        cost_usd=cost_usd,
+        answered=answered,
+        compared=tally.total,
+        agreed=tally.agreed,
+        unanswered=unanswered,
+        rate=tally.rate,
+        ci_low=low,
+        ci_high=high,
+        lowest_field=lowest,
+        lowest_rate=summary.by_field[lowest].rate if lowest is not None else None,
+        largest_call=largest_call,
+        by_field={name: t.rate for name, t in summary.by_field.items() if t.rate is not None},
+    )
+
+
+def recommend(results: Sequence[SizeResult], target: float) -> int | None:
+    """The largest size that, with every smaller size measured, meets ``target``
+    (``None``: the smallest size already misses it). See the module docstring."""
+    best = None
+    for result in sorted(results, key=lambda r: r.size):
+        if result.size == 1:
+            continue
+        if not result.meets(target):
+            break
+        best = result.size
+    return best
+
+
+class Calibration(BaseModel):
+    """A whole calibration, as ``calibrate`` prints it, ``--json`` writes it and the
+    ``calibrations`` table keeps it."""
+
+    calibration_id: str
+    document: str
+    document_id: str
+    schema_name: str
+    schema_id: str
+    model: str
+    sample: int
+    seed: str
+    target: float
+    #: The alone run (size 1) first, then each size, ascending.
+    sizes: list[SizeResult]
+    recommended: int | None
+    #: What the whole document is expected to cost in a sync run at the recommended size
+    #: (at 1 when none meets the target) and at the default pack sizing (the quote's).
+    cost_at_recommended_usd: float | None = None
+    cost_at_default_usd: float | None = None
+    default_blocks_per_pack: tuple[int, int] | None = None
+    #: The calibration's own cost: every run's calls.
+    cost_usd: float = 0.0
+    created_at: datetime
+    notes: list[str] = Field(default_factory=list)
+
+    def advice(self) -> str:
+        """The recommendation in words."""
+        if self.recommended is None:
+            return (
+                f"none meets the target of {percent(self.target)}: use 1 (--no-batching) "
+                "or lower the target"
+            )
+        return (
+            f"recommended pack size: {self.recommended} (the largest that meets "
+            f"{percent(self.target)}, with every smaller size)"
+        )
+
+
+class CalibrationNote(BaseModel):
+    """What a quote says of the latest calibration of its schema and model."""
+
+    calibration_id: str
+    recommended: int | None
+    target: float
+    created_at: datetime
+    document: str
+
+    def text(self) -> str:
+        """``calibrated: size 20 meets 95.0% (calibration of 2026-11-23)``."""
+        when = self.created_at.date().isoformat()
+        if self.recommended is None:
+            return (
+                f"calibrated: no pack size met {percent(self.target)} (calibration of "
+                f"{when}): use 1 or lower the target"
+            )
+        return (
+            f"calibrated: size {self.recommended} meets {percent(self.target)} "
+            f"(calibration of {when})"
+        )

@@ -1,0 +1,765 @@
+"""A quote before running: the calls, tokens and cost of a run, sync and batch side by side.
+
+Pure: the front door (``blockbatch/api/quote.py``) parses the document, counts tokens with
+the API when it can, reads what earlier runs wrote, and hands the figures here. Nothing is
+stored and no run is created.
+
+What the quote is made of, and why each part can be trusted:
+
+* **The packs** are the run's own: :meth:`RunContext.plan` over the blocks' planner
+  estimates, exactly what ``plan_run`` computes, so the number of calls is the run's.
+* **Input tokens** come from the Messages token-counting endpoint when a Claude endpoint
+  is configured (:func:`count_plan`: the warm-up request with and without its system prompt
+  and tool, which isolates the cacheable prefix; one pack message with no block; and the
+  document's blocks in a few large pack messages: a handful of requests, not one a block),
+  else from the planner's estimates (the ones the run sizes its packs with).
+* **Output tokens** cannot be counted before they are written. The expectation is the
+  planner's estimate the run plans with, or, when earlier runs of the same schema content
+  and model are in the ledger, its shape estimate scaled by what those runs' answers wrote
+  against it (:class:`OutputHistory`). The quote says which.
+* **Caching** follows the run: in sync mode a warm-up call writes the prompt cache (when
+  the run's estimate of the prefix reaches the model's minimum) and every pack reads it;
+  in batch mode the first request writes it with the 1-hour TTL and the others read it,
+  best effort (``blockbatch.core.batching.BATCH_CACHE_HIT_RATE`` of them; the rest write it again). A prefix below the model's ``min_cacheable_tokens`` is not cached by the
+  API, silently: the quote prices every call uncached and says so.
+* **Thinking** (where the run's calls think, ``RunContext.shape.thinks``): every call is
+  expected to think :meth:`RunContext.thinking_per_call` tokens, billed as output; earlier
+  runs of the schema on the model at the same effort replace the planner's assumption
+  (:class:`OutputHistory`). Thinking is paid per call, not per block: the quote says what
+  one call per block would think (:attr:`Quote.thinking_per_call`,
+  :attr:`Quote.thinking_unpacked_tokens`).
+* **Tokens and prices**: the planner's estimates are scaled for the model's tokenizer, and
+  every call is priced on its own (a long prompt pays its tier on every line; a sum of
+  calls is never priced as one request).
+* **Truncation**: a pack expected to write more than the ``max_tokens`` it asks for is
+  quoted as the run will handle it: a truncated answer, paid, then its blocks in halves
+  (:func:`expected_attempts`).
+* **The quality probe** (sync only): its sample sized by the run's own rule
+  (:func:`blockbatch.core.quality.probe_plan`: ``probe_rate``, ``probe_minimum``, capped at
+  ``probe_max_share`` of the run's expected cost), each sampled block a call of its own,
+  in the sync figures and apart as ``probe_calls`` / ``probe_cost_usd``
+  (:func:`probe_attempts`). Which blocks a run samples is its own (seeded with its id).
+* **The range**: the expected cost, and the most the expected calls can cost: every call
+  writing its whole ``max_tokens`` (and in batch mode, every request missing the cache).
+  Retries and halvings that no estimate foresees are in neither figure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from blockbatch.core.batching import BATCH_CACHE_HIT_RATE, BATCH_CACHE_TTL
+from blockbatch.core.calibration import CalibrationNote
+from blockbatch.core.context import RunContext
+from blockbatch.core.models import QualityOptions, RunOptions
+from blockbatch.core.planning import (
+    BLOCK_WRAPPER_TOKENS,
+    PACK_OUTPUT_OVERHEAD_TOKENS,
+    OutputRatios,
+    Pack,
+    estimate_tokens,
+)
+from blockbatch.core.prompt import alias_map, build_messages, user_instructions
+from blockbatch.core.quality import GATE_SAMPLES_PER_PACK, ProbePlan, probe_plan
+from blockbatch.core.registry import ModelInfo, Usage, cost_usd, scaled_tokens
+from blockbatch.core.schema import SchemaSpec
+
+#: A token-counting request holds blocks up to this share of the model's context window,
+#: by the planner's (high) estimate, so a request always fits.
+COUNT_CHUNK_SHARE = 0.5
+#: Earlier answers needed before their ratio replaces the planner's output estimate.
+MIN_HISTORY_CALLS = 3
+#: The seed of the quote's probe sample (a run seeds its own with its run id: the same
+#: size, other blocks).
+PROBE_SEED = "quote"
+
+Mode = Literal["sync", "batch"]
+
+
+def quote_context(options: RunOptions, spec: SchemaSpec, model: ModelInfo) -> RunContext:
+    """The :class:`RunContext` a run with these options would have, without a run."""
+    return RunContext(
+        run_id="", document_id="", schema_id="", options=options, spec=spec, model=model
+    )
+
+
+# ------------------------------------------------------------------ input tokens
+
+
+@dataclass(frozen=True)
+class PromptTokens:
+    """A run's input tokens by part, counted by the API or estimated by the planner.
+
+    Attributes:
+        source: ``count_tokens`` (the API's token-counting endpoint) or ``planner``.
+        prefix: the cacheable prefix every call carries: tool definitions (with the API's
+            tool-use prompt) and the system prompt.
+        per_call: the rest of every call's fixed input (instructions, message framing).
+        blocks: every block's JSON item, once.
+        warm_up: the whole input of the sync warm-up call.
+        requests: token-counting requests made.
+    """
+
+    source: Literal["count_tokens", "planner"]
+    prefix: int
+    per_call: int
+    blocks: int
+    warm_up: int
+    requests: int = 0
+
+
+def planner_tokens(
+    ctx: RunContext, block_tokens: Sequence[int], warm_up_content: str
+) -> PromptTokens:
+    """Input by the planner's estimates, scaled for the run model's tokenizer: the run's
+    own view of its prefix and packs."""
+    return PromptTokens(
+        source="planner",
+        prefix=ctx.fixed_prompt_tokens,
+        per_call=0,
+        blocks=scaled_tokens(ctx.model, sum(t + BLOCK_WRAPPER_TOKENS for t in block_tokens)),
+        warm_up=ctx.pack([estimate_tokens(warm_up_content)]).est_input_tokens,
+    )
+
+
+@dataclass(frozen=True)
+class CountPlan:
+    """The token-counting requests of a quote: keyword arguments of
+    ``client.messages.count_tokens``, in the order :func:`counted_tokens` reads the answers.
+
+    Attributes:
+        requests: the warm-up request; its messages alone; a pack message holding no
+            block; then the document's blocks as pack messages, ``chunks`` of them.
+        chunks: how many requests hold blocks.
+    """
+
+    requests: list[dict[str, Any]]
+    chunks: int
+
+
+#: What a pack request carries that count_tokens counts too (not max_tokens).
+_COUNTED = ("system", "tools", "tool_choice", "output_config", "thinking", "messages")
+
+
+def count_plan(
+    ctx: RunContext,
+    blocks: Sequence[Mapping[str, str]],
+    block_tokens: Sequence[int],
+    warm_up: Mapping[str, Any],
+) -> CountPlan:
+    """The few requests that count a run's input.
+
+    The warm-up request with and without its system prompt and tool differ by exactly the
+    cacheable prefix; a pack message with an empty array is every call's own fixed part;
+    the blocks go in consecutive chunks of up to :data:`COUNT_CHUNK_SHARE` of the context
+    window (by estimate), each a pack message as the run sends it.
+
+    Args:
+        ctx: the run's context.
+        blocks: ``block_uid``, ``block_type`` and ``block_content`` of every block.
+        block_tokens: the planner's estimate of each block.
+        warm_up: the run's stand-in pack request (``activities.llm.stand_in_request``):
+            its system prompt and answer channel (tools, or the output format) as sent.
+    """
+    model = ctx.model.id
+    with_prefix = {"model": model, **{key: warm_up[key] for key in _COUNTED if key in warm_up}}
+    empty = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": user_instructions(ctx.spec, 1)},
+                {"type": "text", "text": "[]"},
+            ],
+        }
+    ]
+    requests: list[dict[str, Any]] = [
+        with_prefix,
+        {"model": model, "messages": warm_up["messages"]},
+        {"model": model, "messages": empty},
+    ]
+    # The planner's estimates are old-tokenizer tokens: the window is the model's.
+    budget = max(1, int(ctx.model.context_window * COUNT_CHUNK_SHARE / ctx.model.tokenizer_scale))
+    start = 0
+    while start < len(blocks):
+        end, size = start + 1, block_tokens[start]
+        while end < len(blocks) and size + block_tokens[end] <= budget:
+            size += block_tokens[end]
+            end += 1
+        chunk = blocks[start:end]
+        # Named as the run names them: short ids (b1, b2, ...) unless they are off.
+        aliases = alias_map([b["block_uid"] for b in chunk]) if ctx.options.short_ids else None
+        requests.append({"model": model, "messages": build_messages(ctx.spec, chunk, aliases)})
+        start = end
+    return CountPlan(requests=requests, chunks=len(requests) - 3)
+
+
+def counted_tokens(plan: CountPlan, answers: Sequence[int]) -> PromptTokens:
+    """The input by part from the answers to :func:`count_plan`'s requests, in order."""
+    if len(answers) != len(plan.requests):
+        raise ValueError(f"expected {len(plan.requests)} counts, got {len(answers)}")
+    warm_up, warm_up_bare, empty, *chunks = answers
+    return PromptTokens(
+        source="count_tokens",
+        prefix=max(warm_up - warm_up_bare, 0),
+        per_call=empty,
+        blocks=sum(max(c - empty, 0) for c in chunks),
+        warm_up=warm_up,
+        requests=len(answers),
+    )
+
+
+# ------------------------------------------------------------------ output tokens
+
+
+@dataclass(frozen=True)
+class OutputHistory:
+    """What earlier runs' answers wrote against the planner's shape estimate.
+
+    Read from the ledger (``blockbatch.store.quotes.output_history``): runs of the same schema
+    content and model, pack calls answered in full (a truncated answer only says "more").
+    """
+
+    runs: int
+    calls: int
+    estimated: int
+    written: int
+    #: Thinking tokens per call of those runs' calls at the quoted run's effort (``None``:
+    #: none of them thought, or none ran at that effort).
+    thinking_per_call: float | None = None
+    #: Whose answers: ``schema`` (this schema on this model: the run plans with them too),
+    #: ``model`` (other schemas on this model) or ``any`` (other schemas, other models): a
+    #: first run's expectation only (:func:`quote`'s ``prior``).
+    scope: Literal["schema", "model", "any"] = "schema"
+
+    @property
+    def ratio(self) -> float:
+        return self.written / self.estimated if self.estimated else 1.0
+
+
+# ------------------------------------------------------------------ the quote
+
+
+class ModeQuote(BaseModel):
+    """One mode's calls, tokens and cost."""
+
+    mode: Mode
+    #: Packs as planned (``calls`` adds the warm-up, the halves of expected truncations
+    #: and the quality probe's calls).
+    packs: int
+    calls: int
+    warm_up: bool
+    cache_ttl: str
+    #: Whether the prompt prefix is cached at all (the API skips a prefix below its minimum).
+    cached: bool
+    input_tokens: int
+    cache_write_tokens: int
+    cache_read_tokens: int
+    output_tokens: int
+    #: Output if every call wrote its whole ``max_tokens``.
+    max_output_tokens: int
+    #: Of ``output_tokens``, the expected thinking (0: the calls do not think).
+    thinking_tokens: int = 0
+    cost_usd: float
+    #: The most the planned calls can cost (no retries, no halving counted).
+    max_cost_usd: float
+    #: The quality probe (sync only; in ``calls``, the tokens and both costs): its blocks
+    #: asked alone, one a call, and their expected cost.
+    probe_calls: int = 0
+    probe_cost_usd: float = 0.0
+
+
+class Quote(BaseModel):
+    """What a run would do and cost, before it runs."""
+
+    document: str
+    blocks: int
+    schema_name: str
+    model: str
+    #: The mode the options ask for; both are quoted.
+    mode: Mode
+    packs: int
+    blocks_per_pack: tuple[int, int]
+    input_source: Literal["count_tokens", "planner"]
+    count_requests: int = 0
+    #: ``ledger``: this schema's earlier answers; ``other_schemas``: a first run's, from
+    #: what other schemas' answers wrote against their shape estimate; ``planner``: none.
+    output_source: Literal["ledger", "other_schemas", "planner"]
+    #: Unless ``planner``: runs and calls it came from, written / estimated.
+    output_history: dict[str, float] | None = None
+    #: With ``other_schemas``: ``model`` (on this model) or ``any`` (on other models).
+    output_scope: str | None = None
+    prefix_tokens: int
+    min_cacheable_tokens: int
+    block_tokens: int
+    oversized_blocks: int = 0
+    #: Calls expected to stop at max_tokens (and be halved): counted in the figures.
+    truncations: int = 0
+    #: Thinking tokens one call is expected to write (0: the run's calls do not think),
+    #: and where the figure comes from: ``planner`` (an assumption by effort) or ``ledger``.
+    thinking_per_call: int = 0
+    thinking_source: Literal["ledger", "planner"] = "planner"
+    #: What the chosen mode's blocks would think at one block per call: thinking is paid
+    #: per call, so packing divides it (compare ``chosen().thinking_tokens``).
+    thinking_unpacked_tokens: int = 0
+    sync: ModeQuote
+    batch: ModeQuote
+    notes: list[str] = Field(default_factory=list)
+    #: The latest calibration of this schema and model (``starter.py calibrate``), if any.
+    calibration: CalibrationNote | None = None
+
+    def chosen(self) -> ModeQuote:
+        """The quote of the mode the options ask for."""
+        return self.sync if self.mode == "sync" else self.batch
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One call the run is expected to make: a planned pack, or a half of a truncated one.
+
+    Attributes:
+        positions: the blocks it carries.
+        output: the output tokens it is expected to write, thinking included (a truncated
+            answer: all of ``max_tokens``, paid for all the same).
+        max_tokens: what it asks for.
+        truncated: expected to stop at ``max_tokens``; the run then halves its blocks.
+        thinking: of ``output``, thinking.
+    """
+
+    positions: tuple[int, ...]
+    output: int
+    max_tokens: int
+    truncated: bool = False
+    thinking: int = 0
+
+
+def expected_attempts(
+    ctx: RunContext,
+    block_tokens: Sequence[int],
+    history: OutputHistory | None = None,
+    packs: Sequence[Pack] | None = None,
+) -> list[Attempt]:
+    """The calls a run of ``ctx`` is expected to make, in plan order, with their output.
+
+    Each planned pack sized as ``call_model`` sizes it (``ctx.pack``; with ``history``, as
+    a run that has seen such answers: ``observed`` is their ratio). Its expected output is
+    the planner's estimate, or, with ``history``, its shape estimate times what earlier
+    answers wrote against it. A pack expected to write more than its ``max_tokens`` (the
+    budget caps it) is truncated: it pays ``max_tokens``, the results that fit are kept,
+    and the rest are halved as ``blockbatch.core.policy.split_pack`` does; a lone block asks for the
+    whole budget. A thinking call also writes its expected thinking
+    (:meth:`RunContext.thinking_per_call`), which its ``max_tokens`` holds.
+    """
+    ratio = history.ratio if history is not None else None
+    seen_thinking = history.thinking_per_call if history is not None else None
+    thinking = ctx.thinking_per_call(seen_thinking)
+    # Only the schema's own answers size max_tokens (the run observes them); another
+    # schema's say what to expect, not what a first run asks for.
+    observed = ratio if history is not None and history.scope == "schema" else None
+
+    def block_output(i: int) -> float:
+        assert ratio is not None
+        alone = ctx.pack([block_tokens[i]])
+        return (alone.learn_output_tokens - PACK_OUTPUT_OVERHEAD_TOKENS) * ratio
+
+    def attempts(positions: tuple[int, ...]) -> list[Attempt]:
+        sizes = [block_tokens[i] for i in positions]
+        pack = ctx.pack(sizes, observed=observed, thinking=seen_thinking)
+        want = (
+            math.ceil(pack.learn_output_tokens * ratio)
+            if ratio is not None
+            else pack.est_output_tokens
+        ) + thinking
+        if len(positions) == 1 and want > pack.max_tokens:
+            pack = ctx.pack(sizes, attempt=2, thinking=seen_thinking)
+        if want <= pack.max_tokens or len(positions) == 1:
+            return [
+                Attempt(
+                    positions,
+                    min(want, pack.max_tokens),
+                    pack.max_tokens,
+                    thinking=min(thinking, pack.max_tokens),
+                )
+            ]
+        kept, written = 0, float(PACK_OUTPUT_OVERHEAD_TOKENS + thinking)
+        while kept < len(positions) and written + block_output(positions[kept]) <= pack.max_tokens:
+            written += block_output(positions[kept])
+            kept += 1
+        rest = positions[kept:]
+        half = (len(rest) + 1) // 2
+        return [
+            Attempt(
+                positions,
+                pack.max_tokens,
+                pack.max_tokens,
+                truncated=True,
+                thinking=min(thinking, pack.max_tokens),
+            ),
+            *(a for part in (rest[:half], rest[half:]) if part for a in attempts(part)),
+        ]
+
+    planned = ctx.plan(block_tokens) if packs is None else packs
+    return [a for p in planned for a in attempts(p.positions)]
+
+
+def quote(
+    ctx: RunContext,
+    block_tokens: Sequence[int],
+    tokens: PromptTokens,
+    *,
+    document: str,
+    history: OutputHistory | None = None,
+    notes: Sequence[str] = (),
+    prefix_seen: bool | None = None,
+    prior: OutputHistory | None = None,
+) -> Quote:
+    """Quote a run of ``ctx`` over blocks with these planner estimates.
+
+    Args:
+        ctx: the run's context (:func:`quote_context`).
+        block_tokens: each block's planner estimate, in block order (as ``plan_run`` reads
+            them from ``blocks.est_tokens``).
+        tokens: the input, counted or estimated.
+        document: the document's name, for the reader.
+        history: earlier runs' output against the planner's shape estimate, if any (used
+            from :data:`MIN_HISTORY_CALLS` answers on).
+        notes: what the caller has to say (why tokens were not counted, say).
+        prefix_seen: what the API did with the run's prefix on this model before (cached
+            or not; ``None``: no call yet): the probe's sample is sized as the run sizes
+            it (:func:`blockbatch.core.quality.prefix_expected_cached`), its calls priced as counted.
+        prior: what other schemas' answers wrote against their shape estimate (used from
+            :data:`MIN_HISTORY_CALLS` answers on, when ``history`` is not): the planner's
+            shape estimate leans high on purpose, so a schema's first quote expects what
+            answers write against it. The run's plan is not changed by it (it plans its
+            learning pack from the estimate and learns its own ratio).
+    """
+    if not block_tokens:
+        raise ValueError("a quote needs at least one block")
+    model = ctx.model
+    said = list(notes)
+    learned = history if history is not None and history.calls >= MIN_HISTORY_CALLS else None
+    # What the calls are expected to write: the schema's own answers, else other schemas'.
+    expected = learned or (
+        prior if prior is not None and prior.calls >= MIN_HISTORY_CALLS else None
+    )
+    ratios = (
+        OutputRatios(
+            overall=round(learned.ratio, 4), by_type={}, blocks=learned.calls, source="earlier runs"
+        )
+        if learned
+        else None
+    )
+    # Each mode planned as plan_run plans it: sync sizes from earlier runs' answers when
+    # there are any, else it sends a learning pack first; batch plans from the estimate.
+    plans: dict[Mode, tuple[RunContext, list[Pack], bool]] = {}
+    for mode in ("sync", "batch"):
+        mctx = dataclasses.replace(ctx, options=ctx.options.model_copy(update={"mode": mode}))
+        prior = ratios if mctx.learns_output() else None
+        learning = mctx.learns_output() and prior is None
+        packs = mctx.plan(block_tokens, prior, learning=learning)
+        plans[mode] = (mctx, packs, learning and len(packs) > 1)
+    cached = tokens.prefix >= model.min_cacheable_tokens
+    if not cached:
+        said.append(
+            f"the cacheable prefix (system prompt and tool) is {tokens.prefix:,} tokens, "
+            f"below {model.id}'s minimum of {model.min_cacheable_tokens:,}: the API skips "
+            "caching without saying so, so every call is priced with the whole prompt at the "
+            "input price"
+        )
+    # The run's own rule (RunWorkflow._run_packs): a warm-up call when its estimate of the
+    # prefix can be cached and more than one pack would read it, unless a learning pack
+    # goes first (it writes the cache).
+    sync_ctx, sync_packs, learning_pack = plans["sync"]
+    batch_ctx, batch_packs, _ = plans["batch"]
+    warm_up = ctx.cacheable_prefix_tokens > 0 and len(sync_packs) > 1 and not learning_pack
+    share = _BlockShare(block_tokens, tokens.blocks)
+    sync_attempts = expected_attempts(sync_ctx, block_tokens, expected, sync_packs)
+    batch_attempts = expected_attempts(batch_ctx, block_tokens, expected, batch_packs)
+    probe, sizing = probe_attempts(
+        sync_ctx,
+        block_tokens,
+        sync_packs,
+        ratios if sync_ctx.learns_output() else None,
+        expected,
+        cached=prefix_seen,
+    )
+    without = _mode_quote(
+        "sync",
+        ctx,
+        sync_attempts,
+        tokens,
+        share,
+        cached=cached,
+        warm_up=warm_up,
+        packs=len(sync_packs),
+    )
+    sync = _mode_quote(
+        "sync",
+        ctx,
+        [*sync_attempts, *probe],
+        tokens,
+        share,
+        cached=cached,
+        warm_up=warm_up,
+        packs=len(sync_packs),
+    )
+    sync = sync.model_copy(
+        update={
+            "probe_calls": len(probe),
+            "probe_cost_usd": round(sync.cost_usd - without.cost_usd, 6),
+        }
+    )
+    batch = _mode_quote(
+        "batch",
+        ctx,
+        batch_attempts,
+        tokens,
+        share,
+        cached=cached,
+        warm_up=False,
+        packs=len(batch_packs),
+    )
+    if learning_pack:
+        said.append(
+            "sync: the schema's first run on this model sends a learning pack "
+            f"({len(sync_packs[0].positions)} blocks) first, which writes the cache, "
+            "and plans the rest again from its answer; the quote plans the rest from "
+            "the schema's estimate"
+        )
+    if warm_up and not cached:
+        said.append(
+            "sync: the run still makes its warm-up call (its own estimate of the "
+            "prefix reaches the minimum); it writes nothing to the cache"
+        )
+    if cached and not warm_up and not learning_pack and len(sync_packs) > 1:
+        said.append(
+            "sync: no warm-up call (the run's estimate of the prefix is below the "
+            "minimum); the first pack writes the cache and runs alone first"
+        )
+    if sizing is not None and sizing.wanted:
+        capped = (
+            f"; capped from {sizing.wanted} at {sizing.max_share:.0%} of the run's expected cost"
+            if sizing.capped
+            else ""
+        )
+        said.append(
+            f"sync: the quality probe asks {sizing.planned} of the blocks again alone, "
+            f"one a call (counted in the sync figures){capped}; the run draws its own "
+            "sample, of the same size"
+        )
+    quality = ctx.options.quality or QualityOptions()
+    if sizing is not None and quality.min_agreement is not None:
+        said.append(
+            f"sync: the quality gate also probes at least {GATE_SAMPLES_PER_PACK} "
+            "blocks of every pack, whatever its cost: those calls are not in the "
+            "figures"
+        )
+    _, packs, _ = plans[ctx.options.mode]
+    attempts = sync_attempts if ctx.options.mode == "sync" else batch_attempts
+    truncated = sum(1 for a in attempts if a.truncated)
+    if truncated:
+        said.append(
+            f"{truncated} call{'s are' if truncated != 1 else ' is'} expected to "
+            "write more than its max_tokens: quoted as a truncated answer (paid, the "
+            "results that fit kept) and the rest of its blocks sent again in halves"
+        )
+    if cached:
+        said.append(
+            f"batch: Message Batches read the cache best effort (30-98% of requests, "
+            f"per Anthropic): expected as {BATCH_CACHE_HIT_RATE:.0%} reading it and "
+            "the rest writing it again; the maximum prices every request as a write"
+        )
+    chosen_attempts = sync_attempts if ctx.options.mode == "sync" else batch_attempts
+    per_call = max((a.thinking for a in chosen_attempts), default=0)
+    thinking_source: Literal["ledger", "planner"] = (
+        "ledger" if learned is not None and learned.thinking_per_call is not None else "planner"
+    )
+    unpacked = per_call * len(block_tokens)
+    if per_call:
+        packed = sum(a.thinking for a in chosen_attempts)
+        where = (
+            "earlier runs of this schema at this effort"
+            if thinking_source == "ledger"
+            else f"our assumption for effort {ctx.shape.effort or 'high'}: the API "
+            "publishes no figures"
+        )
+        said.append(
+            f"{model.id} thinks on these calls: about {per_call:,} thinking tokens a call "
+            f"({where}), billed as output and held in every call's max_tokens; thinking is "
+            f"paid per call: {len(chosen_attempts)} calls think about {packed:,} tokens, one "
+            f"block per call would think about {unpacked:,}"
+        )
+    long_prompt = sum(1 for p in packs if p.over_price_line)
+    if long_prompt:
+        said.append(
+            f"{long_prompt} block{'s' if long_prompt != 1 else ''} alone cross "
+            f"{model.id}'s long-prompt line of {model.long_prompt_threshold:,} "
+            f"tokens: priced at {model.long_prompt_multiplier:g}x on every line"
+        )
+    if not model.priced:
+        said.append(
+            f"{model.id} is not in blockbatch's registry: priced from configuration "
+            "(BLOCKBATCH_MODEL_PRICES), its limits from the Models API"
+        )
+    said.append("retries and halvings nobody can foresee are in neither figure")
+    oversized = sum(1 for p in packs if p.oversized)
+    if oversized:
+        said.append(
+            f"{oversized} block{'s' if oversized != 1 else ''} cannot fit "
+            f"{model.id}'s context window: the run will fail "
+            f"{'them' if oversized != 1 else 'it'} without a call"
+        )
+    sizes = [len(p.positions) for p in packs]
+    return Quote(
+        document=document,
+        blocks=len(block_tokens),
+        schema_name=ctx.spec.name,
+        model=model.id,
+        mode=ctx.options.mode,
+        packs=len(packs),
+        blocks_per_pack=(min(sizes), max(sizes)),
+        input_source=tokens.source,
+        count_requests=tokens.requests,
+        output_source="ledger" if learned else "other_schemas" if expected else "planner",
+        output_history=(
+            {"runs": expected.runs, "calls": expected.calls, "ratio": round(expected.ratio, 4)}
+            if expected
+            else None
+        ),
+        output_scope=expected.scope if expected is not None and not learned else None,
+        prefix_tokens=tokens.prefix,
+        min_cacheable_tokens=model.min_cacheable_tokens,
+        block_tokens=tokens.blocks,
+        oversized_blocks=oversized,
+        truncations=truncated,
+        thinking_per_call=per_call,
+        thinking_source=thinking_source,
+        thinking_unpacked_tokens=unpacked,
+        sync=sync,
+        batch=batch,
+        notes=said,
+    )
+
+
+def probe_attempts(
+    ctx: RunContext,
+    block_tokens: Sequence[int],
+    packs: Sequence[Pack],
+    ratios: OutputRatios | None,
+    history: OutputHistory | None = None,
+    *,
+    cached: bool | None = None,
+) -> tuple[list[Attempt], ProbePlan | None]:
+    """The quality probe's calls a sync run of ``ctx`` is expected to make, and how its
+    sample was sized: ``plan_run``'s rule (:func:`blockbatch.core.quality.probe_plan`: the rate, the
+    minimum and the cost cap over ``packs`` planned with ``ratios``), the sample drawn with
+    :data:`PROBE_SEED`; each sampled block a call of its own, planned and expected to
+    write as :func:`expected_attempts` has it. None in batch mode, with the probe off, or
+    when every pack is one block (``None`` then: no sample is planned). ``cached``: whether
+    the run takes its prefix as cached when it sizes the sample (``None``: what the run
+    decides without a call of it: :func:`blockbatch.core.quality.prefix_expected_cached`)."""
+    if ctx.options.mode != "sync" or ctx.plan_limits().size_cap <= 1:
+        return [], None
+    q = ctx.options.quality or QualityOptions()
+    sample, sizing = probe_plan(
+        ctx,
+        [str(i) for i in range(len(block_tokens))],
+        block_tokens,
+        packs,
+        q,
+        PROBE_SEED,
+        ratios,
+        cached=cached,
+    )
+    alone = [
+        dataclasses.replace(ctx.plan([block_tokens[int(u)]], ratios)[0], positions=(int(u),))
+        for u in sample
+    ]
+    return expected_attempts(ctx, block_tokens, history, alone), sizing
+
+
+class _BlockShare:
+    """A call's share of the blocks' (counted) input: the total spread by the estimates."""
+
+    def __init__(self, block_tokens: Sequence[int], total: int) -> None:
+        self._est = [t + BLOCK_WRAPPER_TOKENS for t in block_tokens]
+        self._scale = total / sum(self._est)
+
+    def __call__(self, positions: Sequence[int]) -> float:
+        return sum(self._est[i] for i in positions) * self._scale
+
+
+def _mode_quote(
+    mode: Mode,
+    ctx: RunContext,
+    attempts: Sequence[Attempt],
+    tokens: PromptTokens,
+    share: _BlockShare,
+    *,
+    cached: bool,
+    warm_up: bool,
+    packs: int,
+) -> ModeQuote:
+    """One mode's figures, each call priced on its own (``cost_usd`` prices one request at
+    its tier: a sum of calls priced at once would cross a long-prompt line no call does)."""
+    model, batch = ctx.model, mode == "batch"
+    ttl = BATCH_CACHE_TTL if batch else ctx.options.cache_ttl
+    calls = len(attempts) + (1 if warm_up else 0)
+    # Every call: its uncached prompt, whether it writes or reads the prefix, its output and
+    # its ceiling. The warm-up (sync) or else the first call writes the prefix; the others
+    # read it (batch: best effort, so the maximum has every request write it).
+    planned: list[tuple[int, bool, int, int]] = []
+    if warm_up:
+        own = tokens.warm_up - tokens.prefix if cached else tokens.warm_up
+        planned.append((own, True, 1, 1))
+    # Blocks' shares rounded as a running total, so the calls add up to the whole count.
+    running, rounded = 0.0, 0
+    for a in attempts:
+        running += tokens.per_call + share(a.positions)
+        own, rounded = round(running) - rounded, round(running)
+        planned.append(
+            (own + (0 if cached else tokens.prefix), not planned, a.output, a.max_tokens)
+        )
+
+    def usage(own: int, write: bool, out: int) -> Usage:
+        writes = tokens.prefix if cached and write else 0
+        return Usage(
+            input_tokens=own,
+            output_tokens=out,
+            cache_creation_input_tokens=writes,
+            cache_read_input_tokens=tokens.prefix if cached and not write else 0,
+            cache_creation_1h_tokens=writes if ttl == "1h" else 0,
+        )
+
+    # A batch's requests read the prefix best effort: BATCH_CACHE_HIT_RATE of them read it,
+    # the rest write it again; each expectation is that mix of the two requests' costs.
+    hit = BATCH_CACHE_HIT_RATE if batch else 1.0
+
+    def expectation(own: int, write: bool, out: int) -> list[tuple[float, Usage]]:
+        if write or not cached or hit >= 1:
+            return [(1.0, usage(own, write, out))]
+        return [(hit, usage(own, False, out)), (1 - hit, usage(own, True, out))]
+
+    expected = [pair for own, write, out, _ in planned for pair in expectation(own, write, out)]
+    worst = [usage(own, write or (batch and cached), ceiling) for own, write, _, ceiling in planned]
+    return ModeQuote(
+        mode=mode,
+        packs=packs,
+        calls=calls,
+        warm_up=warm_up,
+        cache_ttl=ttl,
+        cached=cached,
+        input_tokens=round(sum(w * u.input_tokens for w, u in expected)),
+        cache_write_tokens=round(sum(w * u.cache_creation_input_tokens for w, u in expected)),
+        cache_read_tokens=round(sum(w * u.cache_read_input_tokens for w, u in expected)),
+        output_tokens=round(sum(w * u.output_tokens for w, u in expected)),
+        max_output_tokens=sum(u.output_tokens for u in worst),
+        thinking_tokens=sum(a.thinking for a in attempts),
+        cost_usd=round(sum(w * cost_usd(model, u, batch=batch) for w, u in expected), 6),
+        max_cost_usd=round(sum(cost_usd(model, u, batch=batch) for u in worst), 6),
+    )

@@ -1,0 +1,79 @@
+"""Review rules: what a person may do to a block's overlay, and checking an edited value.
+
+A person reviews a run's staged overlays (``ai_complete``): edits a field in place, then
+confirms the block (staging copied to confirmed) or rejects it, and may reopen a confirmed
+block to correct it (back to staged). These are pure rules; the
+state transitions themselves live in ``blockbatch/store/overlays.py`` and every act is recorded in
+``review_actions`` (migrations 009, 022).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+
+from blockbatch.core.schema import SchemaSpec
+
+ReviewAction = Literal["edit", "confirm", "reject", "reopen"]
+
+#: Every overlay status, in the order pages show them.
+OVERLAY_STATUSES = ("pending", "ai_complete", "failed", "cancelled", "confirmed", "rejected")
+#: Statuses whose block the model answered (the run's "done"): a person's decision on an
+#: answer does not make the run's work undone.
+ANSWERED = ("ai_complete", "confirmed", "rejected")
+#: The only status whose staged values a person may edit, confirm or reject.
+REVIEWABLE = "ai_complete"
+
+
+class EditError(ValueError):
+    """An edited value that cannot be staged; the message says why, next to the field."""
+
+
+def parse_field_input(spec: SchemaSpec, field: str, text: str) -> Any:
+    """The value a person typed for ``field``: as-is for a string field, else JSON.
+
+    A field whose schema type is ``string`` (only) takes the text as typed, so nobody
+    has to quote a sentence; any other field takes JSON (``12``, ``true``, ``["a"]``,
+    ``null``).
+
+    Raises:
+        EditError: an unknown field, or text that is not JSON for a non-string field.
+    """
+    if field not in spec.properties:
+        raise EditError(
+            f"the schema has no field {field!r}; its fields are: " + ", ".join(spec.properties)
+        )
+    if spec.properties[field].get("type") == "string":
+        return text
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        kind = spec.properties[field].get("type", "JSON")
+        raise EditError(
+            f"{field}: {text!r} is not a JSON value ({err.msg}); this field takes {kind}"
+        ) from None
+
+
+def edited_overlay(
+    spec: SchemaSpec, staged: dict[str, Any], field: str, value: Any
+) -> dict[str, Any]:
+    """The staged overlay with ``field`` set to ``value``, checked against the schema.
+
+    Raises:
+        EditError: the overlay would not validate (the message names the field and the
+            rule it breaks, as a failed model result's ``last_error`` does).
+    """
+    if field not in spec.properties:
+        raise EditError(
+            f"the schema has no field {field!r}; its fields are: " + ", ".join(spec.properties)
+        )
+    overlay = {**staged, field: value}
+    errors = list(Draft202012Validator(spec.overlay_json_schema()).iter_errors(overlay))
+    if errors:
+        error = best_match(errors)
+        where = ".".join(str(p) for p in error.absolute_path) or field
+        raise EditError(f"{where}: {error.message}")
+    return overlay

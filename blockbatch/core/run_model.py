@@ -1,0 +1,98 @@
+"""A run's model: the registry's entry with what the Models API says taking over.
+
+Pure rules over ``blockbatch.core.registry``; the facts are read at run time (``activities/models.py``
+fetches ``GET /v1/models/{id}``, ``blockbatch/store/model_facts.py`` keeps them) and the prices of a
+model the registry does not price come from configuration (``BLOCKBATCH_MODEL_PRICES``).
+Contract: ``../shared/reference/claude-api-2026-11.md`` §1, "Check at run time".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import date, datetime
+from typing import Any
+
+from blockbatch.core.registry import (
+    DEFAULT_MODEL,
+    MODELS,
+    ModelInfo,
+    RetiredModelError,
+    UnknownModelError,
+    check_not_retired,
+    configured_model,
+    get_model,
+    with_api_facts,
+)
+
+#: Facts read from the Models API longer ago than this are read again before they are used.
+FACTS_MAX_AGE_S = 24 * 3600
+
+
+def run_model(
+    name: str,
+    facts: Mapping[str, Any] | None = None,
+    prices: Mapping[str, Mapping[str, float]] | None = None,
+) -> ModelInfo:
+    """The model a run of ``name`` uses.
+
+    The registry's entry with the Models API's ``facts`` taking over where there are any
+    (``blockbatch.core.registry.with_api_facts``); a model the registry does not know runs when the
+    API describes it (``facts``) and configuration prices it (``prices[name]``): then
+    ``ModelInfo.priced`` is False, and the run says so.
+
+    Raises:
+        RetiredModelError: a model the API no longer serves (the registry's ``RETIRED``).
+        UnknownModelError: unknown to the registry, and not both described by the API and
+            priced in configuration (the message says what is missing).
+        ValueError: configured prices without ``input`` and ``output``.
+    """
+    try:
+        model = get_model(name)
+    except RetiredModelError:
+        raise
+    except UnknownModelError:
+        priced = (prices or {}).get(name)
+        if facts and priced is not None:
+            return configured_model(name, dict(priced), dict(facts))
+        missing = (
+            "the Models API does not describe it"
+            if not facts
+            else "BLOCKBATCH_MODEL_PRICES has no prices for it"
+        )
+        raise UnknownModelError(
+            f"unknown model {name!r} ({missing}); known models: "
+            f"{', '.join(m.id for m in MODELS)}; a model blockbatch does not price runs only "
+            f"with its prices in BLOCKBATCH_MODEL_PRICES, e.g. "
+            f'{{"{name}": {{"input": 1.0, "output": 5.0}}}} (USD per million tokens)'
+        ) from None
+    return with_api_facts(model, dict(facts)) if facts else model
+
+
+def check_usable(model: ModelInfo, facts: Mapping[str, Any] | None, today: date) -> None:
+    """Refuse a model that is retired before any call, naming the model to move to: the
+    API says ``lifecycle: "retired"`` or a ``retires_at`` that has passed, or the
+    registry's end-of-life day has come.
+
+    Raises:
+        RetiredModelError: the model is retired.
+    """
+    if facts and facts.get("lifecycle") == "retired":
+        replacement = model.replacement or DEFAULT_MODEL
+        when = _day(facts.get("retires_at"))
+        on = f" on {when}" if when else ""
+        raise RetiredModelError(
+            f"{model.id} was retired{on} (the Models API says so): the API no longer serves "
+            f"it; use {replacement} (set prompt_config.model in the schema, or --model)"
+        )
+    check_not_retired(model, today)
+
+
+def _day(value: Any) -> date | None:
+    if isinstance(value, datetime):
+        return value.date()
+    if isinstance(value, str) and value:
+        try:
+            return date.fromisoformat(value[:10])
+        except ValueError:
+            return None
+    return None

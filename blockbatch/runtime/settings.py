@@ -1,0 +1,148 @@
+"""Configuration from the environment, read once at the entry points.
+
+Every process (worker, starter, stack manager, tests) builds one :class:`Settings`.
+Secrets are held as ``SecretStr`` so they never appear in a ``repr`` or a log line.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+#: The API key the embedded stack hands the simulator. Not a secret: the simulator
+#: accepts any key unless a scenario says otherwise.
+SIMULATOR_API_KEY = "sim-local-key"
+
+
+class Settings(BaseSettings):
+    """All knobs of blockbatch. Each field is read from the environment variable of the
+    same name (case-insensitive)."""
+
+    model_config = SettingsConfigDict(extra="ignore", case_sensitive=False)
+
+    # Where the local stack keeps its data, logs and pid files.
+    blockbatch_data_dir: Path = Path(".data")
+
+    # Postgres.
+    database_url: str | None = Field(
+        default=None,
+        description="postgresql://user@host:port/db; unset = the embedded Postgres of `make up`.",
+    )
+    pg_port: int = 55432
+    pg_database: str = "blockbatch"
+
+    # Temporal.
+    temporal_address: str | None = None
+    temporal_namespace: str = "default"
+    temporal_port: int = 7233
+    temporal_ui_port: int = 8233
+    temporal_ui_url: str | None = None
+    temporal_task_queue: str = "blockbatch"
+
+    # Claude (real or simulated).
+    anthropic_api_key: SecretStr | None = None
+    anthropic_base_url: str | None = None
+    simulator_port: int = 8765
+    anthropic_timeout_s: float = 600.0
+    #: Prices of models the registry does not price but the Models API describes (a model
+    #: released after this version), USD per million tokens, as JSON:
+    #: ``{"claude-x-6": {"input": 1.0, "output": 5.0, "cache_read": 0.1}}`` (``input`` and
+    #: ``output`` required; cache writes and reads default to 1.25x, 2x and 0.1x input).
+    #: A run on such a model says it is priced from configuration.
+    blockbatch_model_prices: dict[str, dict[str, float]] = Field(default_factory=dict)
+
+    # Worker concurrency. A Claude call that waits for the fleet's rate limiter waits inside
+    # its activity and holds a slot: with few slots, other runs' short database steps queue
+    # behind the waiting calls (BENCHMARKS 4d). Slots are cheap (asyncio); connections are
+    # not: the pool is sized apart, as no activity holds a connection while it waits.
+    worker_max_concurrent_activities: int = 100
+    worker_db_pool_size: int = 30
+    worker_max_concurrent_workflow_tasks: int = 50
+
+    # Worker Versioning (docs/VERSIONING.md): set both to register this worker as one build
+    # of a deployment; unset, the worker is unversioned (local stack, tests).
+    worker_deployment_name: str | None = None
+    worker_build_id: str | None = None
+
+    # Metrics (README "Metrics"): a worker serves Prometheus metrics, Temporal's and
+    # blockbatch's, on http://METRICS_HOST:METRICS_PORT/metrics; unset = no endpoint.
+    # Localhost unless told otherwise (a container sets 0.0.0.0 for Prometheus to reach it).
+    metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    metrics_host: str = "127.0.0.1"
+
+    @field_validator(
+        "anthropic_api_key",
+        "anthropic_base_url",
+        "database_url",
+        "temporal_address",
+        "temporal_ui_url",
+        "worker_deployment_name",
+        "worker_build_id",
+        "metrics_port",
+        mode="before",
+    )
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        # `FOO=` in a shell or a compose file means "not set", not "the empty string".
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("blockbatch_model_prices", mode="before")
+    @classmethod
+    def _no_prices(cls, value: object) -> object:
+        return {} if value is None or (isinstance(value, str) and not value.strip()) else value
+
+    @cached_property
+    def data_dir(self) -> Path:
+        return self.blockbatch_data_dir.resolve()
+
+    @property
+    def resolved_database_url(self) -> str:
+        return self.database_url or (
+            f"postgresql://postgres@127.0.0.1:{self.pg_port}/{self.pg_database}"
+        )
+
+    @property
+    def resolved_temporal_address(self) -> str:
+        return self.temporal_address or f"127.0.0.1:{self.temporal_port}"
+
+    @property
+    def resolved_temporal_ui_url(self) -> str:
+        return (self.temporal_ui_url or f"http://localhost:{self.temporal_ui_port}").rstrip("/")
+
+    @property
+    def uses_simulator(self) -> bool:
+        """True when no real API key is configured: the embedded simulator stands in."""
+        return self.anthropic_api_key is None and self.anthropic_base_url is None
+
+    @property
+    def resolved_anthropic_base_url(self) -> str | None:
+        if self.uses_simulator:
+            return f"http://127.0.0.1:{self.simulator_port}"
+        return self.anthropic_base_url
+
+    def resolved_api_key(self) -> str:
+        """The key to hand the anthropic client. Never log the result."""
+        if self.anthropic_api_key is not None:
+            return self.anthropic_api_key.get_secret_value()
+        if self.anthropic_base_url is None or self.uses_simulator:
+            return SIMULATOR_API_KEY
+        raise RuntimeError(
+            "ANTHROPIC_BASE_URL is set but ANTHROPIC_API_KEY is not: set ANTHROPIC_API_KEY, "
+            "or unset ANTHROPIC_BASE_URL to use the local simulator."
+        )
+
+    def run_url(self, workflow_id: str) -> str:
+        """Temporal UI link of one workflow."""
+        from urllib.parse import quote
+
+        return (
+            f"{self.resolved_temporal_ui_url}/namespaces/{self.temporal_namespace}"
+            f"/workflows/{quote(workflow_id, safe='')}"
+        )
+
+
+def load_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,267 @@
+"""The scenario: every knob of the simulator's latency, faults and limits.
+
+A scenario is plain JSON (``--scenario FILE.json`` or ``PUT /_sim/scenario``); every field
+is optional and unknown keys are rejected, so a typo fails loudly instead of silently
+doing nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from blockbatch.core.registry import Effort, known_model_names
+
+Rate = float  # a probability in [0, 1]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Latency(_Strict):
+    """Simulated generation speed, before ``speed_factor``."""
+
+    ttft_ms: float = Field(default=500, ge=0)
+    per_output_token_ms: float = Field(default=12, ge=0)
+
+
+#: Account-level refusals (contract §6 and api_findings.md §3): ``billing_error`` (402),
+#: the tier cap ``enforced_spend_limit_reached`` (429, no retry-after), the contract cap
+#: ``contract_spend_limit_reached`` (429), the linked organisation's cap
+#: ``linked_organization_spend_limit_reached`` (402), a self-set spend limit
+#: ``self_spend_limit`` (400 invalid_request_error, no error_code).
+AccountError = Literal[
+    "billing_error",
+    "enforced_spend_limit_reached",
+    "contract_spend_limit_reached",
+    "linked_organization_spend_limit_reached",
+    "self_spend_limit",
+]
+
+
+class Errors(_Strict):
+    """Per-request probabilities of whole-request failures."""
+
+    rate_429: Rate = Field(default=0.0, ge=0, le=1)
+    rate_529: Rate = Field(default=0.0, ge=0, le=1)
+    rate_500: Rate = Field(default=0.0, ge=0, le=1)
+    retry_after_s: int = Field(default=1, ge=0)
+    rate_timeout: Rate = Field(default=0.0, ge=0, le=1)
+    timeout_s: float = Field(default=30, ge=0)
+    #: An outage: every Messages request is answered with this status (500, 502, 503,
+    #: 504 as ``api_error``, 529 as ``overloaded_error``) until the scenario changes.
+    outage_status: int | None = Field(default=None, ge=500, le=599)
+    # sim-a:
+    #: The account's state: every Messages request and batch creation is refused with
+    #: it until the scenario changes (contract §6, "Spend limits"; :mod:`blockbatch.simulator.errors`).
+    account_error: AccountError | None = None
+    #: Per-request probability of a 504 ``timeout_error`` (contract §6).
+    rate_504: Rate = Field(default=0.0, ge=0, le=1)
+    #: Per-request probability of an injected 429 ``ramp_limit_exceeded`` (contract §6).
+    rate_ramp: Rate = Field(default=0.0, ge=0, le=1)
+
+
+class Faults(_Strict):
+    """Probabilities of model misbehaviour: per block, except where noted."""
+
+    skip_block: Rate = Field(default=0.0, ge=0, le=1)
+    duplicate_uid: Rate = Field(default=0.0, ge=0, le=1)
+    unknown_uid: Rate = Field(default=0.0, ge=0, le=1)
+    bleed: Rate = Field(default=0.0, ge=0, le=1)
+    #: Per request.
+    malformed_tool_input: Rate = Field(default=0.0, ge=0, le=1)
+    #: Per request.
+    truncate: Rate = Field(default=0.0, ge=0, le=1)
+    # sim-b:
+    #: Per request: with ``tool_choice: auto`` the model answers in text instead of
+    #: calling the tool (contract §2: only a forced tool guarantees the call).
+    auto_tool_text_rate: Rate = Field(default=0.0, ge=0, le=1)
+
+
+class Quality(_Strict):
+    """Quality that degrades with pack size, when ``enabled``.
+
+    Two effects, each off unless its rates are set:
+
+    - skips and whole-result bleeds: their per-block probabilities grow by
+      ``*_per_extra_block`` for each block beyond ``free_blocks`` (drawn per request);
+    - wrong answers, a model that is wrong like a model: in a call of ``n >= 2`` blocks,
+      the block at position ``k`` (1 for the first) gets one plausible, valid, wrong field
+      with probability ``p = min(wrong_max, wrong_base + wrong_per_extra_block *
+      max(0, n - free_blocks) + wrong_per_position * (k - 1))``. The die is the block's
+      own (seed, type and content), not the request's, so a block is wrong at every
+      (size, position) whose ``p`` exceeds its die: the same block in the same place gets
+      the same verdict whatever else the request holds, and a call of one block is
+      always right. A share ``wrong_bleed_share`` of the wrong fields is the value the
+      neighbouring block of the pack has (bleed); the rest are another valid value.
+    """
+
+    enabled: bool = False
+    free_blocks: int = Field(default=20, ge=0)
+    skip_per_extra_block: Rate = Field(default=0.002, ge=0, le=1)
+    bleed_per_extra_block: Rate = Field(default=0.001, ge=0, le=1)
+    wrong_base: Rate = Field(default=0.0, ge=0, le=1)
+    wrong_per_extra_block: Rate = Field(default=0.0, ge=0, le=1)
+    wrong_per_position: Rate = Field(default=0.0, ge=0, le=1)
+    wrong_max: Rate = Field(default=1.0, ge=0, le=1)
+    wrong_bleed_share: Rate = Field(default=0.5, ge=0, le=1)
+
+    def wrong_rate(self, size: int, position: int) -> float:
+        """The chance that the block at ``position`` (1-based) of a call of ``size``
+        blocks is answered wrongly (0 for a call of one block, or when disabled)."""
+        if not self.enabled or size < 2:
+            return 0.0
+        p = (
+            self.wrong_base
+            + self.wrong_per_extra_block * max(0, size - self.free_blocks)
+            + self.wrong_per_position * max(0, position - 1)
+        )
+        return min(self.wrong_max, p)
+
+
+class Limits(_Strict):
+    """Per-minute rate limits, enforced as token buckets like the API's; ``None`` is unlimited."""
+
+    rpm: int | None = Field(default=None, ge=1)
+    input_tpm: int | None = Field(default=None, ge=1)
+    output_tpm: int | None = Field(default=None, ge=1)
+    #: The share of every limit used by another client of the same account: the buckets'
+    #: capacity and refill rate shrink by it (the headers still give the account's limit).
+    others_share: float = Field(default=0.0, ge=0, lt=1)
+    # sim-a:
+    #: Enforce each limit also per second, as ``limit / 60`` per 1-second window (at
+    #: least 1): "60 RPM may be enforced as 1 request per second" (contract §6).
+    per_second: bool = False
+    #: The acceleration (ramp) limit, off when ``None``: see :mod:`blockbatch.simulator.limits`.
+    ramp_floor_rps: int | None = Field(default=None, ge=1)
+    ramp_factor: float = Field(default=2.0, gt=1)
+    ramp_baseline_s: float = Field(default=60.0, gt=1)
+    #: Round ``anthropic-ratelimit-*tokens-remaining`` down to a multiple of 1,000, as
+    #: the API does (contract §6); off so tests can check exact bucket levels.
+    round_token_remaining: bool = False
+
+
+class Auth(_Strict):
+    """Which API keys are accepted; ``valid_keys=None`` accepts any non-empty key."""
+
+    valid_keys: list[str] | None = None
+    forbidden_keys: list[str] = Field(default_factory=list)
+
+
+class Batch(_Strict):
+    """Message Batches behaviour."""
+
+    processing_delay_s: float = Field(default=2.0, ge=0)
+    errored_rate: Rate = Field(default=0.0, ge=0, le=1)
+    expired_rate: Rate = Field(default=0.0, ge=0, le=1)
+    # sim-a:
+    #: The share of batch requests that read the cache when they could: hits in a batch
+    #: are best-effort, "30% to 98%" (contract §5); the others write and pay input instead.
+    cache_hit_rate: Rate = Field(default=0.7, ge=0, le=1)
+
+
+class ModelFacts(_Strict):
+    """What the simulator says of one model, over the registry's entry (or for a model the
+    registry does not know): served by ``/v1/models`` and enforced by ``/v1/messages``.
+
+    ``based_on`` names the registry entry the rest starts from (default: the entry of the
+    same id, else a careful guess, :func:`blockbatch.core.registry.configured_model`); every other
+    field left ``None`` keeps that entry's value.
+    """
+
+    based_on: str | None = None
+    display_name: str | None = None
+    max_input_tokens: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    structured_outputs: bool | None = None
+    forced_tool: bool | None = None
+    prefill: bool | None = None
+    thinking_types: list[Literal["adaptive", "between_tools", "disabled", "enabled"]] | None = None
+    default_effort: Literal["low", "medium", "high", "xhigh", "max"] | None = None
+    batch: bool | None = None
+    end_of_life: date | None = None
+    released: date | None = None
+
+    @field_validator("based_on")
+    @classmethod
+    def _known(cls, name: str | None) -> str | None:
+        if name is not None and name not in known_model_names():
+            raise ValueError(f"unknown model {name!r}; known: {', '.join(known_model_names())}")
+        return name
+
+
+# sim-b:
+RefusalCategory = Literal["cyber", "bio", "frontier_llm", "reasoning_extraction", "general_harms"]
+
+
+class Thinking(_Strict):
+    """How many thinking tokens a thinking answer spends (contract §3).
+
+    Assumptions, not measurements: no numeric effort figures are published. A call thinks
+    ``base[effort] + per_block[effort] * blocks`` tokens, times a jitter in
+    ``[1 - jitter, 1 + jitter]`` drawn from the request's hash (the same request thinks
+    the same amount), at least one token. The defaults sit near the planner's own guess
+    (``blockbatch.core.planning.EXPECTED_THINKING_TOKENS``, also an assumption) so that a quote is
+    tested against a model that thinks about as much per call as the planner expects. Adaptive thinking at effort ``low`` skips
+    thinking on a request of at most one block with probability ``low_effort_skip``.
+    """
+
+    base: dict[Effort, int] = Field(
+        default_factory=lambda: {
+            "low": 700,
+            "medium": 1500,
+            "high": 3000,
+            "xhigh": 6000,
+            "max": 12000,
+        }
+    )
+    per_block: dict[Effort, int] = Field(
+        default_factory=lambda: {"low": 10, "medium": 20, "high": 40, "xhigh": 80, "max": 160}
+    )
+    jitter: float = Field(default=0.2, ge=0, lt=1)
+    low_effort_skip: Rate = Field(default=0.5, ge=0, le=1)
+
+
+class Scenario(_Strict):
+    """Everything configurable about the simulator; the defaults are a well-behaved API."""
+
+    seed: int = 0
+    #: Multiplies every latency; 0 never sleeps (tests).
+    speed_factor: float = Field(default=0.0, ge=0)
+    latency: Latency = Field(default_factory=Latency)
+    errors: Errors = Field(default_factory=Errors)
+    faults: Faults = Field(default_factory=Faults)
+    quality: Quality = Field(default_factory=Quality)
+    truncation_mode: Literal["partial", "empty"] = "partial"
+    #: Blocks by the id the request names them with (a block_uid, or a short id such as
+    #: ``b3`` when the request uses those; the simulator only echoes what it is sent).
+    always_skip_uids: list[str] = Field(default_factory=list)
+    always_malformed_uids: list[str] = Field(default_factory=list)
+    #: Blocks by their exact ``block_content``, whatever id a request gives them.
+    always_skip_contents: list[str] = Field(default_factory=list)
+    always_malformed_contents: list[str] = Field(default_factory=list)
+    #: A request with a block containing this text is refused with a 400, as the API
+    #: refuses a request for one block's content (``None``: never).
+    reject_marker: str | None = None
+    limits: Limits = Field(default_factory=Limits)
+    auth: Auth = Field(default_factory=Auth)
+    batch: Batch = Field(default_factory=Batch)
+    # sim-b:
+    #: A request holding a block whose content is one of these, or contains
+    #: ``refuse_marker``, is refused like the API's streaming classifiers refuse: HTTP 200,
+    #: ``stop_reason: "refusal"`` with ``stop_details`` (contract §2 failure modes).
+    refuse_contents: list[str] = Field(default_factory=list)
+    refuse_marker: str | None = None
+    refusal_category: RefusalCategory | None = "cyber"
+    refusal_explanation: str | None = (
+        "The request was declined because it may enable harm in this category."
+    )
+    thinking: Thinking = Field(default_factory=Thinking)
+    # sim-a:
+    #: The simulator's today, for retirement (``end_of_life``); ``None``: the real UTC date.
+    today: date | None = None
+    #: Models by id: overrides of registry facts, or models the registry does not know.
+    models: dict[str, ModelFacts] = Field(default_factory=dict)

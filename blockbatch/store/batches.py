@@ -1,0 +1,334 @@
+"""Batch mode in Postgres: a round's requests (``batch_requests``): membership, the
+requests as submitted, and what became of each result. The provider batches that carry
+them are in ``blockbatch/store/provider_batches.py``.
+
+Every write is idempotent (``on conflict do nothing``, ``result_type is null``), so a
+retried activity finds what an earlier attempt already wrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import asyncpg
+
+from blockbatch.core.batching import ResultRow
+from blockbatch.core.endpoint import Endpoint
+from blockbatch.core.models import BatchCounts, CollectRoundOutput, Totals
+from blockbatch.store import ledger
+
+# ------------------------------------------------------------------ a round's requests
+
+
+class NewRequest(NamedTuple):
+    """One pack attempt to add to a round."""
+
+    custom_id: str
+    pack_path: str
+    pack_index: int
+    pack_attempt: int
+    resubmits: int
+    block_uids: list[str]
+    max_tokens: int
+
+
+async def add_requests(
+    conn: asyncpg.Connection, run_id: str, round_: int, requests: Sequence[NewRequest]
+) -> None:
+    """Add pack attempts to a round (a request already there is left as it is)."""
+    await conn.executemany(
+        """insert into batch_requests (run_id, round, custom_id, pack_path, pack_index,
+               pack_attempt, resubmits, block_uids, max_tokens)
+           values ($1, $2, $3, $4, $5, $6, $7, $8, $9) on conflict do nothing""",
+        [(run_id, round_, *r) for r in requests],
+    )
+
+
+async def last_round(conn: asyncpg.Connection, run_id: str) -> int:
+    """The highest round the run has used so far (0 before its first)."""
+    return int(
+        await conn.fetchval(
+            """select greatest(
+               (select coalesce(max(round), 0) from batch_requests where run_id = $1),
+               (select coalesce(max(round), 0) from provider_batches where run_id = $1))""",
+            run_id,
+        )
+    )
+
+
+async def block_tokens(conn: asyncpg.Connection, uids: list[str]) -> dict[str, int]:
+    """Each block's estimated input tokens, by block_uid."""
+    if not uids:
+        return {}
+    return dict(
+        await conn.fetch(
+            "select block_uid, est_tokens from blocks where block_uid = any($1::text[])", uids
+        )
+    )
+
+
+async def round_size(conn: asyncpg.Connection, run_id: str, round_: int) -> tuple[int, int]:
+    """How many requests and blocks a round holds."""
+    row = await conn.fetchrow(
+        """select count(*) as n, coalesce(sum(cardinality(block_uids)), 0) as blocks
+           from batch_requests where run_id = $1 and round = $2""",
+        run_id,
+        round_,
+    )
+    return int(row["n"]), int(row["blocks"])
+
+
+class RoundRequest(NamedTuple):
+    """A request of a round as budgeting sees it."""
+
+    custom_id: str
+    pack_path: str
+    block_uids: list[str]
+    max_tokens: int
+
+
+async def round_requests(conn: asyncpg.Connection, run_id: str, round_: int) -> list[RoundRequest]:
+    """A round's requests in submission order (pack_index, pack_path)."""
+    rows = await conn.fetch(
+        """select custom_id, pack_path, block_uids, max_tokens from batch_requests
+           where run_id = $1 and round = $2 order by pack_index, pack_path""",
+        run_id,
+        round_,
+    )
+    return [
+        RoundRequest(r["custom_id"], r["pack_path"], list(r["block_uids"]), r["max_tokens"])
+        for r in rows
+    ]
+
+
+async def drop_requests(
+    conn: asyncpg.Connection, run_id: str, round_: int, custom_ids: list[str]
+) -> None:
+    """Take requests out of a round not yet submitted (the run's budget cannot hold them)."""
+    await conn.execute(
+        """delete from batch_requests where run_id = $1 and round = $2
+             and custom_id = any($3::text[]) and provider_batch_id is null""",
+        run_id,
+        round_,
+        custom_ids,
+    )
+
+
+class RequestBlock(NamedTuple):
+    """One block of one request of a round, as a page of :func:`request_page` lists it."""
+
+    custom_id: str
+    pack_index: int
+    pack_path: str
+    max_tokens: int
+    block_uid: str
+    block_type: str
+    block_content: str
+
+
+async def request_page(
+    conn: asyncpg.Connection, run_id: str, round_: int, after: tuple[int, str], limit: int
+) -> list[RequestBlock]:
+    """Up to ``limit`` requests after ``after`` (pack_index, pack_path), block by block.
+
+    The order is fixed (pack_index, pack_path, then the blocks' order in the request), so
+    a retry reads the same requests in the same order.
+    """
+    rows = await conn.fetch(
+        """with page as (
+               select custom_id, pack_index, pack_path, max_tokens, block_uids
+               from batch_requests
+               where run_id = $1 and round = $2 and (pack_index, pack_path) > ($3, $4)
+               order by pack_index, pack_path limit $5)
+           select p.custom_id, p.pack_index, p.pack_path, p.max_tokens,
+                  b.block_uid, b.block_type, b.block_content
+           from page p
+           cross join lateral unnest(p.block_uids) with ordinality as u(uid, ord)
+           join blocks b on b.block_uid = u.uid
+           order by p.pack_index, p.pack_path, u.ord""",
+        run_id,
+        round_,
+        *after,
+        limit,
+    )
+    return [RequestBlock(*r) for r in rows]
+
+
+@dataclass(frozen=True)
+class Collected:
+    """A request of a round whose result is recorded but not yet handled."""
+
+    custom_id: str
+    pack_path: str
+    pack_index: int
+    pack_attempt: int
+    resubmits: int
+    block_uids: list[str]
+    call_id: int | None
+    result_type: str
+    error_type: str | None
+    error_message: str | None
+    error_code: str | None = None
+
+
+async def results_to_handle(conn: asyncpg.Connection, run_id: str, round_: int) -> list[Collected]:
+    """The round's recorded results not handled yet, in pack order."""
+    rows = await conn.fetch(
+        """select r.custom_id, r.pack_path, r.pack_index, r.pack_attempt,
+                  r.resubmits, r.block_uids, r.call_id, r.result_type,
+                  c.error_type, c.error_message, c.error_code
+           from batch_requests r left join llm_calls c using (call_id)
+           where r.run_id = $1 and r.round = $2 and r.handled_at is null
+             and r.result_type is not null
+           order by r.pack_index, r.pack_path""",
+        run_id,
+        round_,
+    )
+    return [Collected(**{**dict(r), "block_uids": list(r["block_uids"])}) for r in rows]
+
+
+async def mark_handled(conn: asyncpg.Connection, run_id: str, custom_id: str, outcome: str) -> None:
+    """Record what followed a request's result (``<step>: <reason>``)."""
+    await conn.execute(
+        """update batch_requests set handled_at = clock_timestamp(), outcome = $3
+           where run_id = $1 and custom_id = $2""",
+        run_id,
+        custom_id,
+        outcome[:1000],
+    )
+
+
+async def uncollected_requests(
+    conn: asyncpg.Connection, run_id: str, provider_batch_id: str
+) -> dict[str, int]:
+    """The call_id of each request of a provider batch with no result recorded yet."""
+    return dict(
+        await conn.fetch(
+            """select custom_id, call_id from batch_requests
+           where run_id = $1 and provider_batch_id = $2 and result_type is null""",
+            run_id,
+            provider_batch_id,
+        )
+    )
+
+
+async def round_totals(conn: asyncpg.Connection, run_id: str, round_: int) -> CollectRoundOutput:
+    """Result counts, calls, tokens and cost (batch prices) of a round, from the ledger."""
+    row = await conn.fetchrow(
+        """select count(*) filter (where c.status <> 'started') as calls,
+                  coalesce(sum(c.input_tokens), 0) as input_tokens,
+                  coalesce(sum(c.output_tokens), 0) as output_tokens,
+                  coalesce(sum(c.thinking_tokens), 0) as thinking_tokens,
+                  coalesce(sum(c.cache_creation_input_tokens), 0)
+                      as cache_creation_input_tokens,
+                  coalesce(sum(c.cache_read_input_tokens), 0) as cache_read_input_tokens,
+                  coalesce(sum(c.cost_usd), 0)::float8 as cost_usd,
+                  count(*) filter (where r.result_type = 'succeeded') as succeeded,
+                  count(*) filter (where r.result_type = 'errored') as errored,
+                  count(*) filter (where r.result_type = 'canceled') as canceled,
+                  count(*) filter (where r.result_type in ('expired', 'missing'))
+                      as expired
+           from batch_requests r join llm_calls c using (call_id)
+           where r.run_id = $1 and r.round = $2""",
+        run_id,
+        round_,
+    )
+    totals = Totals(
+        **{
+            k: row[k]
+            for k in (
+                "calls",
+                "input_tokens",
+                "output_tokens",
+                "thinking_tokens",
+                "cache_creation_input_tokens",
+                "cache_read_input_tokens",
+                "cost_usd",
+            )
+        }
+    )
+    counts = BatchCounts(**{k: row[k] for k in ("succeeded", "errored", "canceled", "expired")})
+    return CollectRoundOutput(counts=counts, totals=totals)
+
+
+# ------------------------------------------------------------------ ledger rows of a round
+
+
+async def open_batch_calls(
+    conn: asyncpg.Connection,
+    *,
+    run_id: str,
+    custom_ids: list[str],
+    stored: list[dict[str, Any]],
+    model: str,
+    prefix_sha: str,
+    origin: ledger.Origin,
+    provider_batch_id: str,
+    part: int,
+    aliases: list[dict[str, str] | None] | None = None,
+    endpoint: Endpoint | None = None,
+) -> None:
+    """Insert a ``started`` ledger row per request of a created provider batch, and map
+    each ``batch_requests`` row to its call and batch (call inside the caller's
+    transaction, with the batch id). ``aliases``: each request's short ids (alias ->
+    block_uid), the record its answer is mapped back with; ``None``: none use them."""
+    await conn.execute(
+        """with ins as (
+               insert into llm_calls (run_id, pack_path, pack_attempt, block_uids,
+                   model, prefix_sha256, request, status, workflow_id,
+                   workflow_run_id, activity_id, activity_attempt,
+                   provider_batch_id, custom_id, purpose, provider, api, block_aliases,
+                   endpoint_host)
+               select r.run_id, r.pack_path, r.pack_attempt, r.block_uids, $4, $5,
+                      t.req, 'started', $6, $7, $8, $9, $10, r.custom_id,
+                      'batch_request', $13, 'message_batches', t.aliases, $14
+               from unnest($2::text[], $3::jsonb[], $12::jsonb[]) as t(cid, req, aliases)
+               join batch_requests r on r.run_id = $1 and r.custom_id = t.cid
+               returning call_id, custom_id)
+           update batch_requests r set call_id = ins.call_id, part = $11,
+                  provider_batch_id = $10
+           from ins where r.run_id = $1 and r.custom_id = ins.custom_id""",
+        run_id,
+        custom_ids,
+        stored,
+        model,
+        prefix_sha,
+        origin.workflow_id,
+        origin.workflow_run_id,
+        origin.activity_id,
+        origin.activity_attempt,
+        provider_batch_id,
+        part,
+        aliases or [None] * len(custom_ids),
+        endpoint.provider if endpoint else "anthropic",
+        endpoint.host if endpoint else None,
+    )
+
+
+async def record_results(conn: asyncpg.Connection, run_id: str, rows: Sequence[ResultRow]) -> None:
+    """Record batch result lines in the ledger and on their requests (one transaction).
+
+    Only a ``started`` ledger row, and a request without a result, is written: a line
+    recorded by an earlier attempt is left as it is.
+    """
+    if not rows:
+        return
+    async with conn.transaction():
+        await conn.executemany(
+            """update llm_calls set status = $2, response = $3, http_status = $4,
+                      error_type = $5, error_message = $6, request_id = $7,
+                      stop_reason = $8, input_tokens = $9, output_tokens = $10,
+                      cache_creation_input_tokens = $11, cache_read_input_tokens = $12,
+                      cache_creation_1h_tokens = $13, cost_usd = $14, latency_ms = $15,
+                      thinking_tokens = $16, error_code = $17,
+                      finished_at = clock_timestamp()
+               where call_id = $1 and status = 'started'""",
+            [(r.call_id, *r[3:]) for r in rows],
+        )
+        await conn.executemany(
+            """update batch_requests set result_type = $3
+               where run_id = $1 and custom_id = $2 and result_type is null""",
+            [(run_id, r.custom_id, r.result_type) for r in rows],
+        )

@@ -1,0 +1,432 @@
+"""The quality probe's samples (``quality_samples``): which blocks a run also asks alone, and
+what their packed and single answers said.
+
+A row is written ``planned`` with the run's plan (:func:`plan_sample`), then ``compared``
+once its single answer is in (:func:`record_compared`), ``failed`` when the probe call or its
+answer failed, or ``skipped`` when the run stopped or its budget could not hold the probe.
+The packed answer is never touched here: it stays the overlay. Reads for the run's summary
+(:func:`samples`, :func:`probe_cost`), the pack's running tally (:func:`pack_tally`) and
+review (:func:`disagreeing`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from blockbatch.core.agreement import FieldAgreement, Sample, summarize
+from blockbatch.core.models import QualityResult
+from blockbatch.core.quality import ProbePlan, quality_result
+from blockbatch.store.replans import changes, gate_size
+
+#: The ledger's purpose of a probe call (``probe`` is the outage probe).
+QUALITY_PROBE = "quality_probe"
+
+
+def probe_path(block_index: int) -> str:
+    """The ledger pack path of a block's probe call (``quality-17``); attempt 1 (pay once)."""
+    return f"quality-{block_index}"
+
+
+async def plan_sample(conn: asyncpg.Connection, run_id: str, uids: Sequence[str]) -> int:
+    """Write the run's sample (``planned``), in the planning transaction; a repeat adds
+    nothing. Returns how many rows are new."""
+    if not uids:
+        return 0
+    rows = await conn.fetch(
+        """insert into quality_samples (run_id, block_uid)
+           select $1, u from unnest($2::text[]) as t(u)
+           on conflict do nothing returning 1""",
+        run_id,
+        list(uids),
+    )
+    return len(rows)
+
+
+async def save_plan(conn: asyncpg.Connection, run_id: str, plan: ProbePlan) -> None:
+    """How the run's sample was sized (core.quality.probe_plan), in the planning
+    transaction; once."""
+    await conn.execute(
+        """insert into quality_plans (run_id, wanted, planned, max_share, est_probe_usd,
+                                      est_run_usd)
+           values ($1, $2, $3, $4, $5, $6) on conflict (run_id) do nothing""",
+        run_id,
+        plan.wanted,
+        plan.planned,
+        plan.max_share,
+        plan.est_probe_usd,
+        plan.est_run_usd,
+    )
+
+
+async def sample_plan(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> ProbePlan | None:
+    """How the run's sample was sized (``None``: not recorded)."""
+    row = await conn.fetchrow(
+        """select p.wanted, p.planned, p.max_share, p.est_probe_usd, p.est_run_usd,
+                  (select count(*) from overlays o where o.run_id = p.run_id
+                   and o.pack_index is not null) as blocks
+           from quality_plans p where p.run_id = $1""",
+        run_id,
+    )
+    if row is None:
+        return None
+    return ProbePlan(
+        row["wanted"],
+        row["planned"],
+        row["max_share"],
+        row["est_probe_usd"],
+        row["est_run_usd"],
+        int(row["blocks"]),
+    )
+
+
+async def answered_uids(conn: asyncpg.Connection, run_id: str, pack_index: int) -> list[str]:
+    """The blocks a pack answered itself in a call of two or more (not reused, not failed,
+    not answered alone after halving), in block order."""
+    rows = await conn.fetch(
+        """select o.block_uid from overlays o join llm_calls c on c.call_id = o.call_id
+           where o.run_id = $1 and o.pack_index = $2 and o.reused_from_run_id is null
+             and o.status in ('ai_complete', 'confirmed', 'rejected')
+             and cardinality(c.block_uids) >= 2
+             -- a block the gate re-asked, compared in its earlier pack: not again
+             and not exists (select 1 from quality_samples q
+                             where q.run_id = o.run_id and q.block_uid = o.block_uid
+                               and q.pack_index is not null and q.pack_index <> $2
+                               and q.status <> 'planned')
+           order by o.block_index""",
+        run_id,
+        pack_index,
+    )
+    return [r["block_uid"] for r in rows]
+
+
+@dataclass(frozen=True)
+class ProbeBlock:
+    """A sampled block of a pack, answered in that pack and ready to be asked alone."""
+
+    block_uid: str
+    block_index: int
+    block_type: str
+    block_content: str
+    est_tokens: int
+    #: The model's packed answer (before any person's edit).
+    packed: dict[str, Any]
+    #: Blocks in the call that answered it, and its position there (1 for the first).
+    pack_size: int
+    position: int
+    #: The pack that answered it.
+    pack_index: int | None = None
+
+
+async def to_probe(conn: asyncpg.Connection, run_id: str, pack_index: int) -> list[ProbeBlock]:
+    """The sampled blocks of a pack still to compare, whose pack answered them: not reused
+    from an earlier run, not failed (those are never compared)."""
+    rows = await conn.fetch(
+        """select q.block_uid, o.block_index, b.block_type, b.block_content, b.est_tokens,
+                  coalesce(o.model_answer, o.staging) as packed,
+                  cardinality(c.block_uids) as pack_size,
+                  array_position(c.block_uids, q.block_uid) as position
+           from quality_samples q
+           join overlays o on o.run_id = q.run_id and o.block_uid = q.block_uid
+           join blocks b on b.block_uid = q.block_uid
+           join llm_calls c on c.call_id = o.call_id
+           where q.run_id = $1 and q.status = 'planned' and o.pack_index = $2
+             and o.status in ('ai_complete', 'confirmed', 'rejected')
+             and o.reused_from_run_id is null
+           order by o.block_index""",
+        run_id,
+        pack_index,
+    )
+    return [
+        ProbeBlock(
+            r["block_uid"],
+            r["block_index"],
+            r["block_type"],
+            r["block_content"],
+            r["est_tokens"],
+            r["packed"],
+            r["pack_size"],
+            r["position"] or 1,
+            pack_index,
+        )
+        for r in rows
+    ]
+
+
+async def record_compared(
+    conn: asyncpg.Connection,
+    run_id: str,
+    block: ProbeBlock,
+    *,
+    single: dict[str, Any],
+    fields: list[dict[str, Any]],
+    agrees: bool,
+    call_id: int,
+) -> None:
+    """A sample's single answer and how it compares with the packed one (once)."""
+    await conn.execute(
+        """update quality_samples set status = 'compared', pack_size = $3, position = $4,
+                  packed = $5, single = $6, fields = $7, agrees = $8, llm_call_id = $9,
+                  error = null, compared_at = now(), pack_index = $10
+           where run_id = $1 and block_uid = $2 and status = 'planned'""",
+        run_id,
+        block.block_uid,
+        block.pack_size,
+        block.position,
+        block.packed,
+        single,
+        fields,
+        agrees,
+        call_id,
+        block.pack_index,
+    )
+
+
+async def record_not_compared(
+    conn: asyncpg.Connection,
+    run_id: str,
+    block: ProbeBlock,
+    *,
+    status: str,
+    error: str,
+    call_id: int | None = None,
+) -> None:
+    """A sample that could not be compared: ``failed`` (its call or answer failed) or
+    ``skipped`` (the run stopped, or its budget could not hold the call)."""
+    await conn.execute(
+        """update quality_samples set status = $3, pack_size = $4, position = $5,
+                  packed = $6, error = $7, llm_call_id = $8, compared_at = now(),
+                  pack_index = $9
+           where run_id = $1 and block_uid = $2 and status = 'planned'""",
+        run_id,
+        block.block_uid,
+        status,
+        block.pack_size,
+        block.position,
+        block.packed,
+        error[:2000],
+        call_id,
+        block.pack_index,
+    )
+
+
+async def pack_tally(
+    conn: asyncpg.Connection, run_id: str, pack_index: int
+) -> tuple[int, int, int]:
+    """``(compared, agreeing, failed)`` over the samples of one pack (the gate counts the
+    first two): those that compared its answers (a block the gate re-asked into it keeps
+    its earlier pack's comparison there)."""
+    row = await conn.fetchrow(
+        """select count(*) filter (where q.status = 'compared') as n,
+                  count(*) filter (where q.status = 'compared' and q.agrees) as agreeing,
+                  count(*) filter (where q.status = 'failed') as failed
+           from quality_samples q
+           join overlays o on o.run_id = q.run_id and o.block_uid = q.block_uid
+           where q.run_id = $1 and coalesce(q.pack_index, o.pack_index) = $2""",
+        run_id,
+        pack_index,
+    )
+    return int(row["n"]), int(row["agreeing"]), int(row["failed"])
+
+
+@dataclass(frozen=True)
+class SampleRow:
+    """A compared sample as the run's summary reads it."""
+
+    block_uid: str
+    pack_size: int
+    position: int
+    fields: list[dict[str, Any]]
+    agrees: bool
+
+
+async def samples(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> list[SampleRow]:
+    """The run's compared samples, in block order."""
+    rows = await conn.fetch(
+        """select q.block_uid, q.pack_size, q.position, q.fields, q.agrees
+           from quality_samples q join blocks b using (block_uid)
+           where q.run_id = $1 and q.status = 'compared'
+           order by b.block_index""",
+        run_id,
+    )
+    return [
+        SampleRow(
+            r["block_uid"], r["pack_size"], r["position"], list(r["fields"]), bool(r["agrees"])
+        )
+        for r in rows
+    ]
+
+
+@dataclass(frozen=True)
+class ProbeCost:
+    """The run's probe calls as the ledger has them, and the whole run's cost."""
+
+    calls: int
+    cost_usd: float
+    run_cost_usd: float
+    #: Samples whose probe failed (call or answer), and those planned in all.
+    failed: int
+    planned: int
+
+
+async def probe_cost(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> ProbeCost:
+    row = await conn.fetchrow(
+        """select count(*) filter (where purpose = $2 and status <> 'started') as calls,
+                  coalesce(sum(cost_usd) filter (where purpose = $2), 0)::float8 as cost,
+                  coalesce(sum(cost_usd), 0)::float8 as run_cost,
+                  (select count(*) from quality_samples
+                   where run_id = $1 and status = 'failed') as failed,
+                  (select count(*) from quality_samples where run_id = $1) as planned
+           from llm_calls where run_id = $1""",
+        run_id,
+        QUALITY_PROBE,
+    )
+    return ProbeCost(
+        int(row["calls"]),
+        float(row["cost"]),
+        float(row["run_cost"]),
+        int(row["failed"]),
+        int(row["planned"]),
+    )
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """A block whose packed and single answers differ, both answers side by side."""
+
+    block_uid: str
+    block_index: int
+    block_type: str
+    block_content: str
+    pack_size: int
+    position: int
+    packed: dict[str, Any]
+    single: dict[str, Any]
+    fields: list[dict[str, Any]]
+
+
+async def disagreeing(
+    conn: asyncpg.Connection | asyncpg.Pool, run_id: str, *, limit: int = 50, offset: int = 0
+) -> tuple[int, list[Disagreement]]:
+    """``(total, page)`` of the run's disagreeing blocks, in block order."""
+    total = await conn.fetchval(
+        "select count(*) from quality_samples where run_id = $1 and agrees = false", run_id
+    )
+    rows = await conn.fetch(
+        """select q.block_uid, b.block_index, b.block_type, b.block_content, q.pack_size,
+                  q.position, q.packed, q.single, q.fields
+           from quality_samples q join blocks b using (block_uid)
+           where q.run_id = $1 and q.agrees = false
+           order by b.block_index limit $2 offset $3""",
+        run_id,
+        limit,
+        offset,
+    )
+    return int(total), [
+        Disagreement(
+            r["block_uid"],
+            r["block_index"],
+            r["block_type"],
+            r["block_content"],
+            r["pack_size"],
+            r["position"],
+            r["packed"],
+            r["single"],
+            list(r["fields"]),
+        )
+        for r in rows
+    ]
+
+
+async def disagreeing_uids(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> list[str]:
+    """The block_uids of the run's disagreeing blocks (the review app's filter)."""
+    rows = await conn.fetch(
+        "select block_uid from quality_samples where run_id = $1 and agrees = false", run_id
+    )
+    return [r["block_uid"] for r in rows]
+
+
+async def largest_pack(conn: asyncpg.Connection, run_id: str, first_pack: int) -> int:
+    """The most pending blocks in one of the run's packs from ``first_pack`` on (0: none)."""
+    return int(
+        await conn.fetchval(
+            """select coalesce(max(n), 0) from (
+               select count(*) as n from overlays
+               where run_id = $1 and pack_index >= $2 and status = 'pending'
+               group by pack_index) p""",
+            run_id,
+            first_pack,
+        )
+    )
+
+
+async def planned_pack_size(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> int:
+    """The most blocks any of the run's packs was planned with (reused blocks aside)."""
+    return int(
+        await conn.fetchval(
+            """select coalesce(max(n), 0) from (
+               select count(*) as n from overlays
+               where run_id = $1 and pack_index is not null group by pack_index) p""",
+            run_id,
+        )
+    )
+
+
+async def result(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> QualityResult | None:
+    """What the run's quality probe found (``None``: it sampled nothing): agreement overall,
+    per field, pack size and position, the probe's cost, the pack size the run settled on
+    and what the quality gate did."""
+    cost = await probe_cost(conn, run_id)
+    plan = await sample_plan(conn, run_id)
+    # A sample its cost cap left empty is said too (the summary says why nothing was probed).
+    if not cost.planned and not cost.calls and not (plan is not None and plan.capped):
+        return None
+    rows = await samples(conn, run_id)
+    summary = summarize(
+        [
+            Sample(r.block_uid, r.pack_size, r.position, [FieldAgreement(**f) for f in r.fields])
+            for r in rows
+        ]
+    )
+    gate = await changes(conn, run_id, kind="quality_gate")
+    target = await conn.fetchval(
+        "select (settings->'quality'->>'min_agreement')::float8 from runs where run_id = $1", run_id
+    )
+    size = await gate_size(conn, run_id) if gate else await planned_pack_size(conn, run_id)
+    return quality_result(
+        summary,
+        failed=cost.failed,
+        probe_calls=cost.calls,
+        probe_cost_usd=cost.cost_usd,
+        run_cost_usd=cost.run_cost_usd,
+        pack_size=size or None,
+        min_agreement=target,
+        gate=[c.text() for c in gate],
+        plan=plan,
+        reasked=sum(c.reasked for c in gate),
+    )
+
+
+async def prefix_cache_seen(
+    conn: asyncpg.Connection | asyncpg.Pool, prefix_sha256: str, model: str
+) -> bool | None:
+    """What the API did with this prompt prefix on ``model`` before (the minimum is the
+    model's): ``True`` when an answered call of it read or wrote the cache, ``False`` when
+    calls of it answered with neither (below the minimum: the API skips caching silently),
+    ``None`` before any such call."""
+    row = await conn.fetchrow(
+        """select exists(select 1 from llm_calls where prefix_sha256 = $1 and model = $2
+                         and status = 'succeeded'
+                         and cache_creation_input_tokens + cache_read_input_tokens > 0)
+                      as cached,
+                  exists(select 1 from llm_calls where prefix_sha256 = $1 and model = $2
+                         and status = 'succeeded') as answered""",
+        prefix_sha256,
+        model,
+    )
+    if row["cached"]:
+        return True
+    return False if row["answered"] else None

@@ -1,0 +1,193 @@
+"""Thin repository: documents, schemas and runs in, typed rows out.
+
+Used by the API (ingest, create and delete a run); reads for the front doors live in
+:mod:`blockbatch.store.reads`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+
+from blockbatch.core.ingest import ParsedBlock
+from blockbatch.core.models import RunOptions
+from blockbatch.core.planning import estimate_tokens
+from blockbatch.core.registry import RetiredModelError, UnknownModelError, get_model
+from blockbatch.core.reuse import block_digest
+from blockbatch.core.schema import SchemaSpec
+
+
+class NotFound(LookupError):
+    """An id that is not in the database; the message says which and what to do."""
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def document_id_for(fmt: str, raw: bytes) -> str:
+    """The id a document gets when stored: the same bytes and format, the same id."""
+    digest = _sha256(fmt.encode() + b"\0" + raw)
+    return f"doc-{digest[:12]}"
+
+
+def schema_id_for(spec: SchemaSpec) -> str:
+    """The id a schema gets when stored: the same content, the same id."""
+    return f"schema-{spec.content_hash()[:12]}"
+
+
+async def save_document(
+    conn: asyncpg.Connection, name: str, fmt: str, raw: bytes, blocks: list[ParsedBlock]
+) -> str:
+    """Store a parsed document once (same bytes + format -> same id) and return its id."""
+    digest = _sha256(fmt.encode() + b"\0" + raw)
+    document_id = document_id_for(fmt, raw)
+    async with conn.transaction():
+        inserted = await conn.fetchval(
+            """insert into documents (document_id, name, format, content_sha256, block_count)
+               values ($1, $2, $3, $4, $5)
+               on conflict (document_id) do nothing
+               returning document_id""",
+            document_id,
+            name,
+            fmt,
+            digest,
+            len(blocks),
+        )
+        if inserted is None:
+            return document_id
+        await conn.execute(
+            """insert into blocks (block_uid, document_id, block_index, block_type,
+                                   block_content, metadata, est_tokens, content_sha256)
+               select $1 || ':' || i, $1, i, t, c, m, e, h
+               from unnest($2::int[], $3::text[], $4::text[], $5::jsonb[], $6::int[],
+                           $7::text[]) as x(i, t, c, m, e, h)""",
+            document_id,
+            [b.block_index for b in blocks],
+            [b.block_type for b in blocks],
+            [b.block_content for b in blocks],
+            [b.metadata for b in blocks],
+            [estimate_tokens(b.block_content) for b in blocks],
+            [block_digest(b.block_type, b.block_content) for b in blocks],
+        )
+    return document_id
+
+
+async def save_schema(conn: asyncpg.Connection, spec: SchemaSpec) -> str:
+    """Store a validated schema once (by content) and return its id."""
+    digest = spec.content_hash()
+    schema_id = schema_id_for(spec)
+    await conn.execute(
+        """insert into schemas (schema_id, name, definition, content_sha256)
+           values ($1, $2, $3, $4) on conflict do nothing""",
+        schema_id,
+        spec.name,
+        spec.model_dump(mode="json"),
+        digest,
+    )
+    return schema_id
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """What starting a run needs to know of its document and schema."""
+
+    document_name: str
+    schema_name: str
+    #: The stored schema definition (its ``prompt_config`` may name a model).
+    definition: dict[str, Any]
+
+
+async def run_inputs(conn: asyncpg.Connection, document_id: str, schema_id: str) -> RunInputs:
+    """The names of a run's document and schema, and the schema's definition.
+
+    Raises:
+        NotFound: the document or the schema is not stored.
+    """
+    names = await conn.fetchrow(
+        """select d.name as document, s.name as schema, s.definition
+           from documents d, schemas s where d.document_id = $1 and s.schema_id = $2""",
+        document_id,
+        schema_id,
+    )
+    if names is None:
+        raise NotFound(f"unknown document {document_id!r} or schema {schema_id!r}")
+    return RunInputs(
+        document_name=names["document"], schema_name=names["schema"], definition=names["definition"]
+    )
+
+
+async def schema_definition(conn: asyncpg.Connection, schema_id: str) -> dict[str, Any]:
+    """A stored schema's definition.
+
+    Raises:
+        NotFound: no such schema.
+    """
+    definition = await conn.fetchval(
+        "select definition from schemas where schema_id = $1", schema_id
+    )
+    if definition is None:
+        raise NotFound(f"unknown schema {schema_id!r}")
+    return dict(definition)
+
+
+def new_run_id() -> str:
+    """A fresh run id: UTC time to the second plus six random hex digits."""
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    return f"{stamp}-{secrets.token_hex(3)}"
+
+
+async def create_run(
+    conn: asyncpg.Connection,
+    document_id: str,
+    schema_id: str,
+    options: RunOptions,
+    run_id: str | None = None,
+) -> str:
+    """Insert a run row (status ``created``); planning happens in the workflow."""
+    run_id = run_id or new_run_id()
+    try:
+        get_model(options.model)
+    except RetiredModelError:
+        raise
+    except UnknownModelError:
+        pass  # a model the front door priced from configuration (core.run_model)
+    try:
+        await conn.execute(
+            """insert into runs (run_id, document_id, schema_id, model, settings, workflow_id)
+               values ($1, $2, $3, $4, $5, $6)""",
+            run_id,
+            document_id,
+            schema_id,
+            options.model,
+            options.model_dump(mode="json"),
+            f"run-{run_id}",
+        )
+    except asyncpg.UniqueViolationError:
+        raise ValueError(
+            f"run id {run_id!r} already exists: choose another id or omit it"
+        ) from None
+    except asyncpg.ForeignKeyViolationError as exc:
+        raise NotFound(f"unknown document or schema for the run: {exc.detail}") from None
+    return run_id
+
+
+async def delete_run(conn: asyncpg.Connection, run_id: str) -> None:
+    """Remove a run row that never got a workflow (nothing else refers to it yet)."""
+    await conn.execute("delete from runs where run_id = $1", run_id)
+
+
+async def save_prefix_tokens(
+    conn: asyncpg.Connection | asyncpg.Pool, sha256: str, input_tokens: int
+) -> None:
+    """Keep a prompt prefix's counted size (``blockbatch.store.reads.prefix_to_count``); once."""
+    await conn.execute(
+        "update prompt_prefixes set input_tokens = $2 where sha256 = $1 and input_tokens is null",
+        sha256,
+        input_tokens,
+    )

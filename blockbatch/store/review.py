@@ -1,0 +1,337 @@
+"""Read models of the review web app: a run's blocks as a grid paged by keyset, the filters'
+choices, and the review acts recorded against a block, one by one or as they were done.
+
+The grid pages by ``block_index`` (``after`` / ``before`` a block, never an offset), and
+each filter has an index that keeps it a range scan (migration 009): a page of a
+100,000-block run reads about one page of index entries, wherever it is
+(``bench/review_page.py`` measures it; ``EXPLAIN`` shows the plans).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+from pydantic import BaseModel
+
+from blockbatch.core.schema import SchemaSpec, load_schema
+from blockbatch.store.reads import RunInfo, get_run, schema_fields
+
+#: The most blocks one grid page may hold.
+MAX_PAGE = 500
+
+
+class GridRow(BaseModel):
+    """One block of a run next to its overlay, and the last review act on it."""
+
+    block_uid: str
+    block_index: int
+    block_type: str
+    block_content: str
+    status: str
+    staging: dict[str, Any] | None
+    confirmed: dict[str, Any] | None
+    #: The model's own answer once a person edited staging (None: never edited).
+    model_answer: dict[str, Any] | None = None
+    attempt_count: int
+    last_error: str | None
+    reason_code: str | None
+    pack_path: str | None
+    #: Set when the overlay reused an earlier run's answer: that run and its ledger call.
+    reused_from_run_id: str | None = None
+    reused_from_call_id: int | None = None
+    #: The last review act: ``{"action", "reviewer", "at"}``, None when never reviewed.
+    last_action: dict[str, Any] | None
+
+
+class GridFilter(BaseModel):
+    """Which blocks a grid shows (each ``None``: any)."""
+
+    status: str | None = None
+    reason: str | None = None
+    block_type: str | None = None
+    #: Only blocks the quality probe found disagreeing (blockbatch/store/quality.py).
+    disagreeing: bool = False
+
+
+class GridPage(BaseModel):
+    """One page of the grid in block order, with the keys of the pages around it."""
+
+    run: RunInfo
+    fields: list[str]
+    #: The run's schema: each field's type, enum and bounds (how the grid edits it) and
+    #: the rules an edited overlay must meet.
+    spec: SchemaSpec
+    rows: list[GridRow]
+    #: Blocks matching the filter in the whole run (at most COUNT_CAP when ``capped``).
+    total: int
+    capped: bool = False
+    #: ``after=`` for the next page, ``before=`` for the previous one (None: no such page).
+    next_after: int | None
+    prev_before: int | None
+
+
+def _grid_query(document_id: str, flt: GridFilter) -> tuple[list[str], list[Any], str]:
+    """(conditions, arguments after run_id, the ordering column) of a filter.
+
+    Each condition is present only when its filter is, so the planner sees a plain range
+    on one index (a ``$n is null or ...`` form would defeat it in a generic plan).
+    """
+    conds, args = ["o.run_id = $1"], []
+    order = "o.block_index"
+    if flt.status is not None:
+        args.append(flt.status)
+        conds.append(f"o.status = ${len(args) + 1}")
+    if flt.reason is not None:
+        args.append(flt.reason)
+        conds.append(f"o.reason_code = ${len(args) + 1}")
+    if flt.block_type is not None:
+        args.append(flt.block_type)
+        conds.append(f"b.block_type = ${len(args) + 1}")
+        if flt.status is None and flt.reason is None:
+            # Type alone: driven by blocks (document_id, block_type, block_index). With a
+            # status or reason the overlays index drives and the type is checked per row.
+            args.append(document_id)
+            conds += [f"b.document_id = ${len(args) + 1}", "b.block_index = o.block_index"]
+            order = "b.block_index"
+    if flt.disagreeing:
+        conds.append(
+            "exists (select 1 from quality_samples q where q.run_id = o.run_id "
+            "and q.block_uid = o.block_uid and q.agrees = false)"
+        )
+    return conds, args, order
+
+
+#: A filtered count stops here ("1,000+"): counting every match of a broad filter over a
+#: large run would cost more than the page itself.
+COUNT_CAP = 1_000
+
+
+async def _total(
+    conn: asyncpg.Connection, run: RunInfo, flt: GridFilter, where: str, args: list[Any]
+) -> tuple[int, bool]:
+    """(matches, whether the count stopped at COUNT_CAP)."""
+    if flt.reason is None and flt.block_type is None and not flt.disagreeing:
+        # The run's live counts by status already say it.
+        n = run.blocks.get(flt.status, 0) if flt.status else sum(run.blocks.values())
+        return n, False
+    n = await conn.fetchval(
+        f"select count(*) from (select 1 from overlays o join blocks b "
+        f"on b.block_uid = o.block_uid where {where} limit {COUNT_CAP + 1}) m",
+        run.run_id,
+        *args,
+    )
+    return min(n, COUNT_CAP), n > COUNT_CAP
+
+
+_ROW_SQL = """
+select o.block_uid, o.block_index, b.block_type, b.block_content, o.status, o.staging,
+       o.confirmed, o.model_answer, o.attempt_count, o.last_error, o.reason_code, o.pack_path,
+       o.reused_from_run_id, o.reused_from_call_id,
+       (select jsonb_build_object('action', a.action, 'reviewer', a.reviewer, 'at', a.at)
+        from review_actions a where a.run_id = o.run_id and a.block_uid = o.block_uid
+        order by a.id desc limit 1) as last_action
+from overlays o join blocks b on b.block_uid = o.block_uid
+"""
+
+
+async def grid_page(
+    pool: asyncpg.Pool,
+    run_id: str,
+    flt: GridFilter,
+    *,
+    limit: int = 50,
+    after: int | None = None,
+    before: int | None = None,
+) -> GridPage:
+    """A page of ``limit`` blocks matching ``flt``: the first, the one after block index
+    ``after``, or the one before block index ``before``.
+
+    Raises:
+        NotFound: no run has this id.
+        ValueError: ``limit`` outside 1..MAX_PAGE, or both ``after`` and ``before``.
+    """
+    if not 1 <= limit <= MAX_PAGE:
+        raise ValueError(f"a page holds 1 to {MAX_PAGE} blocks, not {limit}")
+    if after is not None and before is not None:
+        raise ValueError("page either after a block or before one, not both")
+    async with pool.acquire() as conn:
+        run = await get_run(conn, run_id)
+        schema = await conn.fetchrow(
+            "select definition, name from schemas where schema_id = $1", run.schema_id
+        )
+        conds, args, order = _grid_query(run.document_id, flt)
+        where = " and ".join(conds)
+        total, capped = await _total(conn, run, flt, where, args)
+        key = len(args) + 2
+        if before is not None:
+            sql = (
+                f"{_ROW_SQL} where {where} and {order} < ${key} "
+                f"order by {order} desc limit ${key + 1}"
+            )
+            rows = list(reversed(await conn.fetch(sql, run_id, *args, before, limit + 1)))
+            more_before, more_after = len(rows) > limit, True
+            rows = rows[-limit:]
+        else:
+            start = after if after is not None else -1
+            sql = f"{_ROW_SQL} where {where} and {order} > ${key} order by {order} limit ${key + 1}"
+            rows = await conn.fetch(sql, run_id, *args, start, limit + 1)
+            more_before, more_after = after is not None, len(rows) > limit
+            rows = rows[:limit]
+    items = [GridRow.model_validate(dict(r)) for r in rows]
+    return GridPage(
+        run=run,
+        fields=schema_fields(schema["definition"]),
+        spec=load_schema(schema["definition"], name=schema["name"]),
+        rows=items,
+        total=total,
+        capped=capped,
+        next_after=items[-1].block_index if items and more_after else None,
+        prev_before=items[0].block_index if items and more_before else None,
+    )
+
+
+async def explain_grid(
+    pool: asyncpg.Pool,
+    run_id: str,
+    flt: GridFilter,
+    *,
+    limit: int = 50,
+    after: int | None = None,
+) -> list[str]:
+    """The plan Postgres runs for a grid page (``EXPLAIN ANALYZE``), for the benchmark."""
+    async with pool.acquire() as conn:
+        run = await get_run(conn, run_id)
+        conds, args, order = _grid_query(run.document_id, flt)
+        key = len(args) + 2
+        sql = (
+            f"explain (analyze, costs off, timing off) {_ROW_SQL} "
+            f"where {' and '.join(conds)} and {order} > ${key} "
+            f"order by {order} limit ${key + 1}"
+        )
+        rows = await conn.fetch(sql, run_id, *args, -1 if after is None else after, limit + 1)
+    return [r[0] for r in rows]
+
+
+async def block_types(pool: asyncpg.Pool, document_id: str) -> list[str]:
+    """The distinct block types of a document, by a loose index scan (one probe a type)."""
+    rows = await pool.fetch(
+        """with recursive t(block_type) as (
+               (select block_type from blocks where document_id = $1
+                order by block_type limit 1)
+               union all
+               select (select b.block_type from blocks b
+                       where b.document_id = $1 and b.block_type > t.block_type
+                       order by b.block_type limit 1)
+               from t where t.block_type is not null)
+           select block_type from t where block_type is not null""",
+        document_id,
+    )
+    return [r["block_type"] for r in rows]
+
+
+class ReviewAction(BaseModel):
+    """One recorded review act on a block: who did what, when, and the values around it."""
+
+    id: int
+    block_uid: str
+    action: str
+    reviewer: str
+    at: datetime
+    field: str | None
+    before: Any
+    after: Any
+    old_status: str
+    new_status: str
+
+
+async def review_actions(
+    pool: asyncpg.Pool,
+    run_id: str,
+    block_uid: str | None = None,
+    *,
+    limit: int = 200,
+) -> list[ReviewAction]:
+    """The run's review acts (or one block's), newest first."""
+    # Two statements, each one index range (a "$2 is null or" form would defeat both).
+    columns = """select id, block_uid, action, reviewer, at, field, before, after,
+                        old_status, new_status from review_actions"""
+    if block_uid is None:
+        rows = await pool.fetch(
+            f"{columns} where run_id = $1 order by id desc limit $2", run_id, limit
+        )
+    else:
+        rows = await pool.fetch(
+            f"{columns} where run_id = $1 and block_uid = $2 order by id desc limit $3",
+            run_id,
+            block_uid,
+            limit,
+        )
+    return [ReviewAction.model_validate(dict(r)) for r in rows]
+
+
+class ReviewActivity(BaseModel):
+    """Review acts done together (one statement: a bulk confirm of many blocks, or one
+    edit): what, who, when, on how many blocks; the first block's act in full."""
+
+    action: str
+    reviewer: str
+    at: datetime
+    blocks: int
+    first_block: str
+    last_block: str
+    #: The first act's field and values (an edit: the field's value before and after).
+    field: str | None
+    before: Any
+    after: Any
+
+
+async def review_activity(
+    pool: asyncpg.Pool, run_id: str, *, limit: int = 20
+) -> list[ReviewActivity]:
+    """The run's latest ``limit`` review acts as they were done, newest first.
+
+    Acts done in one transaction share its time (``now()``), so a bulk confirm of 10,000
+    blocks is one entry and the edits before it stay in view. Read off the index
+    ``review_actions_run_at`` (migration 022): the groups come in order, and the values
+    are read for one act a group, never for the whole of a bulk act.
+    """
+    rows = await pool.fetch(
+        """with acts as (
+               select at, action, reviewer, count(*) as blocks, min(id) as first_id,
+                      max(id) as last_id
+               from review_actions where run_id = $1
+               group by at, action, reviewer
+               order by at desc, action, reviewer limit $2)
+           select acts.action, acts.reviewer, acts.at, acts.blocks,
+                  f.block_uid as first_block, l.block_uid as last_block, f.field,
+                  f.before, f.after
+           from acts join review_actions f on f.id = acts.first_id
+                     join review_actions l on l.id = acts.last_id
+           order by acts.at desc, acts.last_id desc""",
+        run_id,
+        limit,
+    )
+    return [ReviewActivity.model_validate(dict(r)) for r in rows]
+
+
+async def live_costs(pool: asyncpg.Pool, run_ids: list[str]) -> dict[str, float]:
+    """Cost so far of runs still going, from their ledgers (the run row's cost is
+    recomputed only when a run finishes)."""
+    rows = await pool.fetch(
+        """select run_id, coalesce(sum(cost_usd), 0)::float8 as cost from llm_calls
+           where run_id = any($1::text[]) group by run_id""",
+        run_ids,
+    )
+    return {r["run_id"]: r["cost"] for r in rows}
+
+
+async def refresh_statistics(pool: asyncpg.Pool) -> None:
+    """``VACUUM ANALYZE`` the tables the grid reads, after a bulk load.
+
+    Autovacuum does the same within a minute or so of a large change; the benchmark does
+    it at once so that its figures do not depend on when autovacuum got there.
+    """
+    for table in ("blocks", "overlays", "review_actions"):
+        await pool.execute(f"vacuum analyze {table}")
