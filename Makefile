@@ -48,7 +48,7 @@ serve: up
 ## screenshots: the README's pictures of the review app, taken by its browser test.
 screenshots: install browser
 	@BLOCKBATCH_SCREENSHOTS=docs/screenshots $(BIN)/python -m pytest -q \
-	  tests/test_review_web.py -k browser
+	  tests/e2e/test_review_web.py -k browser
 
 lint: install
 	@$(BIN)/ruff format --check .
@@ -61,7 +61,7 @@ compose-tool:
 	    echo "installing Debian's docker-compose (validates docker-compose.yml)"; \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose) >/dev/null; \
 	  else \
-	    echo "docker-compose is missing: run 'sudo apt-get install docker-compose' (tests/test_compose.py needs it)"; \
+	    echo "docker-compose is missing: run 'sudo apt-get install docker-compose' (tests/e2e/test_compose.py needs it)"; \
 	  fi; }
 
 # The review app's browser tests drive Debian's chromium with Playwright (no browser download).
@@ -71,5 +71,5 @@ browser:
 	    echo "installing Debian's chromium (the review app's browser tests)"; \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null; \
 	  else \
-	    echo "chromium is missing: run 'sudo apt-get install chromium' (tests/test_review_web.py needs it)"; \
+	    echo "chromium is missing: run 'sudo apt-get install chromium' (tests/e2e/test_review_web.py needs it)"; \
 	  fi; }

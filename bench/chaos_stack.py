@@ -1,5 +1,5 @@
 """A throw-away blockbatch stack that can be broken on purpose (used by bench/chaos.py and
-tests/test_chaos.py).
+tests/e2e/test_chaos.py).
 
 Every service is its own process, on free ports, under one temporary directory:
 

@@ -129,7 +129,7 @@ async def wf_alone() -> AsyncIterator[Harness]:
     The time-skipping test server stops skipping time for good once a child that its
     parent abandoned (continue-as-new, ``ParentClosePolicy.ABANDON``) completes: every
     later test that waits on a timer would hang. The real server has no such trouble
-    (tests/test_pipeline.py runs the same on the dev server).
+    (tests/e2e/test_pipeline.py runs the same on the dev server).
     """
     async with _time_skipping_env() as env:
         yield Harness(env, f"wf-{uuid.uuid4().hex[:8]}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-import anthropic
 import pytest
 import pytest_asyncio
 
@@ -36,11 +35,6 @@ async def sleep() -> RecordingSleep:
 async def sim(sleep: RecordingSleep) -> AsyncIterator[SimulatorServer]:
     async with SimulatorServer(sleep=sleep) as server:
         yield server
-
-
-@pytest_asyncio.fixture
-async def client(sim: SimulatorServer) -> anthropic.AsyncAnthropic:
-    return anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="k", max_retries=0)
 
 
 async def test_speed_factor_zero_never_sleeps(client, sleep):

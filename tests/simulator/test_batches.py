@@ -21,11 +21,6 @@ async def sim() -> AsyncIterator[SimulatorServer]:
         yield server
 
 
-@pytest_asyncio.fixture
-async def client(sim: SimulatorServer) -> anthropic.AsyncAnthropic:
-    return anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="k", max_retries=0)
-
-
 def requests(count: int) -> list[dict]:
     return [
         {"custom_id": f"pack-{i}", "params": pack_params(make_blocks(3, start=3 * i))}

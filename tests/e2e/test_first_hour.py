@@ -12,7 +12,7 @@ from blockbatch.core.models import RunOptions
 from blockbatch.core.schema import load_schema
 from tests.conftest import Stack
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 STARTER = ROOT / "samples" / "starter.json"
 TICKETS = (
     b"id,customer,text\n"

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import anthropic
 import pytest
-import pytest_asyncio
 from anthropic._error_classes import (
     ContractSpendLimitReachedError,
     EnforcedSpendLimitReachedError,
@@ -22,12 +20,6 @@ from blockbatch.simulator.testing import control, make_blocks, pack_params
 
 MODEL = "claude-haiku-4-5"  # 200K context; no retirement announced
 HI = [{"role": "user", "content": "hi"}]
-
-
-@pytest_asyncio.fixture
-async def sim() -> AsyncIterator[SimulatorServer]:
-    async with SimulatorServer() as server:
-        yield server
 
 
 def sdk(sim: SimulatorServer, key: str = "test-key", **kwargs) -> anthropic.AsyncAnthropic:

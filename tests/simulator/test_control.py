@@ -16,16 +16,9 @@ import aiohttp
 import anthropic
 import pytest_asyncio
 
-from blockbatch.simulator.server import SimulatorServer
 from blockbatch.simulator.testing import make_blocks, pack_params
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest_asyncio.fixture
-async def sim() -> AsyncIterator[SimulatorServer]:
-    async with SimulatorServer() as server:
-        yield server
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest_asyncio.fixture

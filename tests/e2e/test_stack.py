@@ -15,7 +15,7 @@ from temporalio.client import Client
 from blockbatch.devtools import stack
 from blockbatch.runtime.settings import Settings
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def stack_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:

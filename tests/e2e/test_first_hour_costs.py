@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.conftest import Stack
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 TICKETS, TICKET_SCHEMA = str(FIXTURES / "tickets.csv"), str(FIXTURES / "ticket.json")
 UNCACHED_MODEL = "claude-sonnet-4-6"
 

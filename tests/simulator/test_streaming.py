@@ -6,14 +6,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-import anthropic
 import pytest
 import pytest_asyncio
 
 from blockbatch.simulator.scenario import Scenario
 from blockbatch.simulator.server import SimulatorServer
 from blockbatch.simulator.testing import make_blocks, pack_params
-from tests.test_simulator_answers import auto_params, json_params
+from tests.simulator.test_answers import auto_params, json_params
 
 BLOCKS = make_blocks(6)
 
@@ -24,12 +23,6 @@ async def sim() -> AsyncIterator[SimulatorServer]:
         scenario=Scenario(refuse_contents=[BLOCKS[5]["block_content"]])
     ) as server:
         yield server
-
-
-@pytest_asyncio.fixture
-async def client(sim: SimulatorServer) -> AsyncIterator[anthropic.AsyncAnthropic]:
-    async with anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="k", max_retries=0) as sdk:
-        yield sdk
 
 
 def comparable(message: Any) -> dict[str, Any]:

@@ -35,11 +35,6 @@ async def sim(clock: FakeClock) -> AsyncIterator[SimulatorServer]:
         yield server
 
 
-@pytest_asyncio.fixture
-async def client(sim: SimulatorServer) -> anthropic.AsyncAnthropic:
-    return anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="k", max_retries=0)
-
-
 async def create(client: anthropic.AsyncAnthropic, params: dict[str, Any]) -> Any:
     """One request; returns the raw response (headers; ``await .parse()`` for the message)."""
     return await client.messages.with_raw_response.create(**params)

@@ -5,15 +5,11 @@ thinking (§3), answer channels and structured outputs (§2), refusals and stop 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
-import anthropic
 import pytest
-import pytest_asyncio
 
 from blockbatch.simulator.scenario import Faults, Scenario, Thinking
-from blockbatch.simulator.server import SimulatorServer
 from blockbatch.simulator.testing import TOOL_NAME, make_blocks, pack_params
 
 #: Fields inside the structured-outputs subset (no min/max, no lengths); ``note`` optional
@@ -69,18 +65,6 @@ def auto_params(blocks: list[dict[str, str]], model: str, **extra: Any) -> dict[
     params["tool_choice"] = {"type": "auto"}
     params.update(extra)
     return params
-
-
-@pytest_asyncio.fixture
-async def sim() -> AsyncIterator[SimulatorServer]:
-    async with SimulatorServer(scenario=Scenario()) as server:
-        yield server
-
-
-@pytest_asyncio.fixture
-async def client(sim: SimulatorServer) -> AsyncIterator[anthropic.AsyncAnthropic]:
-    async with anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="k", max_retries=0) as sdk:
-        yield sdk
 
 
 def thinking_of(message: Any) -> int:

@@ -7,30 +7,16 @@ Each test names the contract section it holds the simulator to
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import AsyncIterator
 from typing import Any
 
 import anthropic
 import pytest
-import pytest_asyncio
 
 from blockbatch.simulator.scenario import Scenario
-from blockbatch.simulator.server import SimulatorServer
 from blockbatch.simulator.testing import make_blocks, pack_params, results_tool
 
 HI = [{"role": "user", "content": "hi"}]
 LEGACY = {"anthropic-version": "2023-06-01"}
-
-
-@pytest_asyncio.fixture
-async def sim() -> AsyncIterator[SimulatorServer]:
-    async with SimulatorServer() as server:
-        yield server
-
-
-@pytest_asyncio.fixture
-async def client(sim: SimulatorServer) -> anthropic.AsyncAnthropic:
-    return anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="k", max_retries=0)
 
 
 async def bad(client: anthropic.AsyncAnthropic, *, count: bool = False, **params: Any) -> str:

@@ -2,32 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import anthropic
 import pytest
-import pytest_asyncio
 from anthropic.types import Message, MessageTokensCount
 
-from blockbatch.simulator.scenario import Scenario
-from blockbatch.simulator.server import SimulatorServer
 from blockbatch.simulator.testing import make_blocks, pack_params, results_by_uid
 
 MODEL = "claude-sonnet-4-5"
-
-
-@pytest_asyncio.fixture
-async def sim() -> AsyncIterator[SimulatorServer]:
-    async with SimulatorServer(scenario=Scenario()) as server:
-        yield server
-
-
-@pytest_asyncio.fixture
-async def client(sim: SimulatorServer) -> AsyncIterator[anthropic.AsyncAnthropic]:
-    async with anthropic.AsyncAnthropic(
-        base_url=sim.base_url, api_key="test-key", max_retries=0
-    ) as sdk:
-        yield sdk
 
 
 async def test_pack_answer_parses_into_sdk_message_with_one_result_per_block(client):

@@ -2,31 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-import anthropic
-import pytest_asyncio
-
 from blockbatch.core.prompt import alias_map, build_request
 from blockbatch.core.results import parse_results
 from blockbatch.core.schema import load_schema
 from blockbatch.simulator.scenario import Faults, Quality, Scenario
-from blockbatch.simulator.server import SimulatorServer
 from blockbatch.simulator.testing import make_blocks, pack_params, results_by_uid, tool_input
 
 BLOCKS = make_blocks(20)
 UIDS = [b["block_uid"] for b in BLOCKS]
-
-
-@pytest_asyncio.fixture
-async def sim() -> AsyncIterator[SimulatorServer]:
-    async with SimulatorServer() as server:
-        yield server
-
-
-@pytest_asyncio.fixture
-async def client(sim: SimulatorServer) -> anthropic.AsyncAnthropic:
-    return anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="k", max_retries=0)
 
 
 async def needed_output(client) -> int:

@@ -13,7 +13,7 @@ import pytest
 
 from blockbatch.core.results import PackResults
 from tests.conftest import Stack
-from tests.test_reason_codes import codes, paragraphs, run
+from tests.e2e.test_reason_codes import codes, paragraphs, run
 
 BLOCKS, PACK, WINDOW = 8, 2, 2
 

@@ -24,11 +24,6 @@ async def sim() -> AsyncIterator[SimulatorServer]:
         yield server
 
 
-@pytest_asyncio.fixture
-async def client(sim: SimulatorServer) -> anthropic.AsyncAnthropic:
-    return anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="k", max_retries=0)
-
-
 async def test_retrieve_gives_the_registry_facts_in_the_sdk_shape(client):
     info = await client.models.retrieve("claude-haiku-5-5")
     assert isinstance(info, anthropic.types.ModelInfo)
