@@ -16,9 +16,9 @@ import pytest
 from blockbatch.api import Blockbatch, InvalidRow, StreamClosed, StreamRow
 from blockbatch.core.models import RunOptions
 from tests.conftest import ROOT, Stack
+from tests.e2e.test_worker_restart import start_worker_process
 from tests.helpers import extract_schema
 from tests.starter_fixtures import Cli, Result, cli_fixture  # noqa: F401 - provides `cli`
-from tests.e2e.test_worker_restart import start_worker_process
 
 
 def row(i: int) -> dict[str, Any]:
