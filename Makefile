@@ -45,7 +45,7 @@ PORT ?= 8780
 serve: up
 	@$(BIN)/python starter.py serve --host $(HOST) --port $(PORT)
 
-## screenshots: the README's pictures of the review app, taken by its browser test.
+## screenshots: the review app's pictures in docs/screenshots (docs/how-it-works.md), taken by its browser test.
 screenshots: install browser
 	@BLOCKBATCH_SCREENSHOTS=docs/screenshots $(BIN)/python -m pytest -q \
 	  tests/e2e/test_review_web.py -k browser

@@ -67,7 +67,7 @@ class Settings(BaseSettings):
     worker_deployment_name: str | None = None
     worker_build_id: str | None = None
 
-    # Metrics (README "Metrics"): a worker serves Prometheus metrics, Temporal's and
+    # Metrics (docs/metrics.md): a worker serves Prometheus metrics, Temporal's and
     # blockbatch's, on http://METRICS_HOST:METRICS_PORT/metrics; unset = no endpoint.
     # Localhost unless told otherwise (a container sets 0.0.0.0 for Prometheus to reach it).
     metrics_port: int | None = Field(default=None, ge=1, le=65535)
