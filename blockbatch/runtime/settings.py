@@ -56,7 +56,7 @@ class Settings(BaseSettings):
 
     # Worker concurrency. A Claude call that waits for the fleet's rate limiter waits inside
     # its activity and holds a slot: with few slots, other runs' short database steps queue
-    # behind the waiting calls (BENCHMARKS 4d). Slots are cheap (asyncio); connections are
+    # behind the waiting calls (docs/benchmarks.md 4d). Slots are cheap (asyncio); connections are
     # not: the pool is sized apart, as no activity holds a connection while it waits.
     worker_max_concurrent_activities: int = 100
     worker_db_pool_size: int = 30

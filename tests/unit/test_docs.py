@@ -210,3 +210,11 @@ def test_relative_links_lead_to_a_file_and_a_heading(page: Path) -> None:
         assert path.exists(), f"{page.name}: {link}"
         if anchor:
             assert anchor in _anchors(path), f"{page.name}: {link}"
+
+
+def test_the_exit_code_table_is_the_command_lines() -> None:
+    from blockbatch.cli import parser
+
+    table = _prose(ROOT / "docs" / "how-it-works.md")
+    stated = {int(code) for code in re.findall(r"^\| `(\d+)` \|", table, flags=re.MULTILINE)}
+    assert stated == {value for name, value in vars(parser).items() if name.startswith("EXIT_")}
