@@ -219,3 +219,14 @@ def test_the_exit_code_table_is_the_command_lines() -> None:
     page = GENERATED.sub("", (ROOT / "docs" / "how-it-works.md").read_text())
     stated = {int(code) for code in re.findall(r"^\| `(\d+)` \|", page, flags=re.MULTILINE)}
     assert stated == {value for name, value in vars(parser).items() if name.startswith("EXIT_")}
+
+
+def test_the_addresses_the_readme_gives_are_the_defaults() -> None:
+    fields = Settings.model_fields
+    text = README.read_text()
+    assert f"http://localhost:{fields['temporal_ui_port'].default}" in text
+    assert f"the simulator at 127.0.0.1:{fields['simulator_port'].default} answered" in text
+    makefile = (ROOT / "Makefile").read_text()
+    serve_port = re.search(r"^PORT \?= (\d+)$", makefile, flags=re.MULTILINE)
+    assert serve_port is not None
+    assert f"http://127.0.0.1:{serve_port.group(1)}" in text
