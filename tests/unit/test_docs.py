@@ -230,3 +230,12 @@ def test_the_addresses_the_readme_gives_are_the_defaults() -> None:
     serve_port = re.search(r"^PORT \?= (\d+)$", makefile, flags=re.MULTILINE)
     assert serve_port is not None
     assert f"http://127.0.0.1:{serve_port.group(1)}" in text
+
+
+def test_the_architecture_map_keeps_its_cells_short() -> None:
+    """A map is taken in at a glance: a cell that grows into a paragraph belongs in a module
+    docstring or in how-it-works.md."""
+    rows = re.findall(r"^\|(.+)\|$", (ROOT / "docs" / "ARCHITECTURE.md").read_text(), re.MULTILINE)
+    assert rows
+    long = [cell.strip() for row in rows for cell in row.split("|") if len(cell.strip()) > 90]
+    assert not long, long
