@@ -1,7 +1,7 @@
 """Run one blockbatch worker: registers the workflows and activities, then polls Temporal.
 
 Scale out by running more of these, on any machine that reaches Temporal and Postgres.
-Configuration comes from the environment (see README). SIGTERM/SIGINT shut it down
+Configuration comes from the environment (docs/configuration.md). SIGTERM/SIGINT shut it down
 gracefully: in-flight activities get up to 30 s to finish. With ``METRICS_PORT`` set it
 serves Prometheus metrics, Temporal's and blockbatch's, on ``/metrics`` (blockbatch/runtime/metrics.py).
 """

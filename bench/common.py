@@ -613,7 +613,7 @@ def fmt(value: Any) -> str:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A Markdown table (readable in a terminal and pasteable into BENCHMARKS.md)."""
+    """A Markdown table (readable in a terminal and pasteable into docs/benchmarks.md)."""
     cells = [[fmt(c) for c in row] for row in rows]
     widths = [
         max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)

@@ -1,9 +1,8 @@
 """The start of a run: from the workflow's start to the last pack's call, against one round trip.
 
-A run used to send pack 0 alone, so that its call wrote the prompt cache, and only then the
-others: at realistic latency that serialised the start by a whole pack call. Now a warm-up
-call (``max_tokens=1``, purpose ``warm_up`` in the ledger) writes the cache and every pack
-starts when it answers. The ideal is therefore: **the last pack call starts when the
+Sending pack 0 alone so that its call writes the prompt cache, and only then the others,
+would serialise the start by a whole pack call at realistic latency. Instead a warm-up call
+(purpose ``warm_up`` in the ledger) writes the cache and every pack starts when it answers. The ideal is therefore: **the last pack call starts when the
 warm-up's answer arrives**. This script measures how far from that a run is.
 
 One run of ``--blocks`` blocks (default 200) with ``samples/extract.json``, ``--pack-size``

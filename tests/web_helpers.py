@@ -32,7 +32,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 #: Set to a folder to have the browser test save a screenshot of each page there
-#: (``make screenshots`` writes the README's into docs/screenshots).
+#: (``make screenshots`` writes the ones docs/how-it-works.md shows into docs/screenshots).
 SCREENSHOTS_ENV = "BLOCKBATCH_SCREENSHOTS"
 
 #: A small document with a heading, list items and a block that is an HTML script tag.

@@ -1,7 +1,7 @@
 """Which Claude endpoint answers a worker's calls: the Claude API or the local simulator.
 
-A run can be answered by the simulator while its user believes it used Claude (issue 28:
-the demo's worker had no key, the user's shell had one). So every call records who answered
+A run can be answered by the simulator while its user believes it used Claude (the demo's
+worker has no key while the user's shell has one). So every call records who answered
 (``llm_calls.provider``: ``anthropic`` or ``simulator``, and ``endpoint_host``, the base URL's
 ``host[:port]`` when it is not Anthropic's own), every surface that shows answers says
 "simulated" when they are, and a starter whose Claude settings differ from its workers'

@@ -560,7 +560,7 @@ class ProcessPackInput(BaseModel):
     pack_index: int
     max_block_attempts: int = 3
     #: ``OutageOptions.failures_to_pause`` of the run: a call failing that often because
-    #: Claude is down waits for the run to resume; ``None``: its blocks fail, as before.
+    #: Claude is down waits for the run to resume; ``None``: its blocks fail.
     failures_to_pause: int | None = None
     #: Once applied, probe the pack's sampled blocks alone (``probe_quality``), at least
     #: ``probe_at_least`` of them (the quality gate's per-pack samples).

@@ -80,8 +80,8 @@ def planned_sample(uids: Sequence[str], rate: float, minimum: int, seed: str) ->
     return list(sample_blocks(list(uids), rate, minimum, seed))
 
 
-#: The planner's estimate of a prompt prefix leans high (the ticket schema of issue 28:
-#: 1,217 estimated, 779 counted): without a count or an earlier call that says so, a
+#: The planner's estimate of a prompt prefix leans high (a ticket schema's: 1,217
+#: estimated, 779 counted): without a count or an earlier call that says so, a
 #: prefix is expected cached only when its estimate reaches this multiple of the model's
 #: minimum. Nearer the minimum it is priced as input, which keeps a probe within its share
 #: whichever way the API decides.

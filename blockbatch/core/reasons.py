@@ -29,7 +29,7 @@ ReasonCode = Literal[
     "invalid_row",
 ]
 
-#: Each code and what it means for the user (the README's table is built from this).
+#: Each code and what it means for the user (docs/how-it-works.md's table is generated from this).
 REASONS: dict[ReasonCode, str] = {
     "missing_from_answer": "the model's answers never included this block (after retries)",
     "invalid_value": "the model's result for this block did not validate against the schema",

@@ -56,7 +56,7 @@ class Settings(BaseSettings):
 
     # Worker concurrency. A Claude call that waits for the fleet's rate limiter waits inside
     # its activity and holds a slot: with few slots, other runs' short database steps queue
-    # behind the waiting calls (BENCHMARKS 4d). Slots are cheap (asyncio); connections are
+    # behind the waiting calls (docs/benchmarks.md 4d). Slots are cheap (asyncio); connections are
     # not: the pool is sized apart, as no activity holds a connection while it waits.
     worker_max_concurrent_activities: int = 100
     worker_db_pool_size: int = 30
@@ -67,7 +67,7 @@ class Settings(BaseSettings):
     worker_deployment_name: str | None = None
     worker_build_id: str | None = None
 
-    # Metrics (README "Metrics"): a worker serves Prometheus metrics, Temporal's and
+    # Metrics (docs/metrics.md): a worker serves Prometheus metrics, Temporal's and
     # blockbatch's, on http://METRICS_HOST:METRICS_PORT/metrics; unset = no endpoint.
     # Localhost unless told otherwise (a container sets 0.0.0.0 for Prometheus to reach it).
     metrics_port: int | None = Field(default=None, ge=1, le=65535)

@@ -1,7 +1,7 @@
 """Each benchmark script runs end to end on tiny inputs and writes valid JSON.
 
 These check that the scripts work and what their JSON holds, never how fast anything was:
-benchmark figures live in ``bench/results`` and ``BENCHMARKS.md``, not in assertions.
+benchmark figures live in ``bench/results`` and ``docs/benchmarks.md``, not in assertions.
 """
 
 from __future__ import annotations

@@ -124,7 +124,7 @@ async def test_a_recorded_answer_maps_short_ids_back_through_its_own_ledger_row(
     """Pay once: a worker recorded the answer and died; the next attempt re-parses it from the
     ledger. The aliases are mapped through the map recorded with that call (here b1 is the
     second block: recomputing the map or going by position would swap the two results),
-    and a row recorded before short ids (no map: full uids in the answer) parses as before."""
+    and a row without a map (full uids in the answer) parses by block_uid."""
     run_id = await _run(pool, blocks=4)
     spec = load_schema(extract_schema(200))
     async with pool.acquire() as conn:

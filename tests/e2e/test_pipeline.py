@@ -91,7 +91,7 @@ async def test_run_completes_every_block_with_few_calls_and_cache_reads(bbstack:
     q = result.quality
     assert q is not None and (q.sampled, q.agreement.agreeing, q.probe_calls) == (6, 6, 6)
     # 3% of the blocks, each a call of its own (a cached prompt, one answer): about 5% of
-    # the run here (BENCHMARKS, "Quality", measures it on the cost suites).
+    # the run here (docs/benchmarks.md, 8b, measures it on the cost suites).
     assert 0 < q.probe_cost_usd < 0.1 * result.cost_usd
     assert q.text.startswith("agreement 100.0% on 6 sampled blocks")
     assert (await bbstack.bb.result(run_id)).quality == q

@@ -1,5 +1,5 @@
-"""The metrics' pure mapping: activity outputs and errors to counted calls, and the README's
-metrics table against the metrics a worker serves."""
+"""The metrics' pure mapping: activity outputs and errors to counted calls, and the metrics
+table of docs/metrics.md against the metrics a worker serves."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ from blockbatch.runtime.metrics import (
 )
 from blockbatch.store.metrics import CallRecord
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+METRICS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 
 
 @pytest.mark.parametrize(
@@ -189,9 +189,11 @@ def test_a_port_in_use_says_what_to_do() -> None:
             metrics_runtime("127.0.0.1", port)
 
 
-def test_the_readme_table_lists_every_metric_with_its_labels() -> None:
+def test_the_metrics_page_lists_every_metric_with_its_labels() -> None:
     rows = re.findall(
-        r"^\| `(blockbatch_\w+)` \| (\w+) \| ([^|]*) \|", README.read_text(), flags=re.MULTILINE
+        r"^\| `(blockbatch_\w+)` \| (\w+) \| ([^|]*) \|",
+        METRICS_PAGE.read_text(),
+        flags=re.MULTILINE,
     )
     table = {name: (kind, tuple(re.findall(r"`(\w+)`", labels))) for name, kind, labels in rows}
     assert table == {name: (m.type, m.labels) for name, m in METRICS.items()}

@@ -130,7 +130,7 @@ def test_learned_max_tokens_follow_each_blocks_length_not_a_flat_setting() -> No
     want = (PACK_OUTPUT_OVERHEAD_TOKENS + shape_long[0]) * 0.8 * learned_headroom(1)
     assert page.max_tokens == math.ceil(want) > 1_600
     assert page.learn_output_tokens == PACK_OUTPUT_OVERHEAD_TOKENS + shape_long[0]
-    # Before any answers, both ask for twice the setting, as before.
+    # Before any answers, both ask for twice the setting.
     assert describe_pack([0], short, [800], lim, shape=shape_short).max_tokens == 2 * (
         PACK_OUTPUT_OVERHEAD_TOKENS + 800
     )

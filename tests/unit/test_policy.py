@@ -362,7 +362,7 @@ def test_claude_down_past_retries_waits_when_the_run_can_pause() -> None:
         error = classify(status, kind, "down")
         d = decide("errored", blocks=3, error=error, can_pause=True)
         assert d.step == "wait" and d.code is None, (status, kind)
-        # Stopping still wins, and runs that cannot pause fail the blocks as before.
+        # Stopping still wins, and runs that cannot pause fail the blocks.
         assert (
             decide("errored", blocks=3, error=error, can_pause=True, stopping=True).step == "keep"
         )
