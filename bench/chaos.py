@@ -137,7 +137,7 @@ def schedule(seed: int, workers: list[str], outage_s: float = 0.0) -> list[Event
     rng.shuffle(kinds)
     marks = sorted(rng.uniform(0.04, 0.8) for _ in kinds)
     events = []
-    for (kind, arg), at in zip(kinds, marks):
+    for (kind, arg), at in zip(kinds, marks, strict=True):
         down = rng.uniform(2.0, 6.0) if kind.startswith("restart") else rng.uniform(0.5, 3.0)
         events.append(Event(kind, round(at, 3), arg, round(down, 1)))
     if outage_s > 0:

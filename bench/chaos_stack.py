@@ -223,10 +223,8 @@ class ChaosStack:
         for name in list(self.workers):
             self.kill_worker(name, signal.SIGTERM, timeout=15)
         for name in ("temporal", "simulator"):
-            try:
+            with contextlib.suppress(OSError):
                 stack.stop_pid(self.pid_file(name))
-            except OSError:
-                pass
         with contextlib.suppress(Exception):  # best effort at teardown
             if stack.pg_is_running(self.pg_dir.resolve()):
                 self.stop_postgres("fast")

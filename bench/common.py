@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime as dt
 import json
 import math
@@ -376,10 +377,8 @@ class BenchStack:
         for name in ("simulator", "temporal"):
             stack.stop_pid(self.root / "run" / f"{name}.pid")
         if (self.root / "pg" / "PG_VERSION").exists():
-            try:
+            with contextlib.suppress(subprocess.CalledProcessError):
                 stack.stop_postgres(self.root / "pg")
-            except subprocess.CalledProcessError:
-                pass
         if not self.keep:
             shutil.rmtree(self.root, ignore_errors=True)
 
@@ -620,7 +619,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     ]
 
     def line(values: Sequence[str]) -> str:
-        return "| " + " | ".join(v.ljust(w) for v, w in zip(values, widths)) + " |"
+        return "| " + " | ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)) + " |"
 
     out = [line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
     out += [line(r) for r in cells]

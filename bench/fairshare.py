@@ -94,18 +94,18 @@ async def sample_limiter(pool: Any, samples: list[dict[str, Any]], t0: float) ->
     """The limiter's view every 2 s: who waits, shares in the last minute, levels."""
     while True:
         try:
-            for view in await ratelimits.views(pool):
-                samples.append(
-                    {
-                        "t_s": round(time.monotonic() - t0, 1),
-                        "waiting": view.waiting_runs,
-                        "shares_last_min": view.shares,
-                        "in_flight": view.in_flight,
-                        "levels": view.levels,
-                        "factor": view.factor,
-                        "throttled": view.throttled,
-                    }
-                )
+            samples.extend(
+                {
+                    "t_s": round(time.monotonic() - t0, 1),
+                    "waiting": view.waiting_runs,
+                    "shares_last_min": view.shares,
+                    "in_flight": view.in_flight,
+                    "levels": view.levels,
+                    "factor": view.factor,
+                    "throttled": view.throttled,
+                }
+                for view in await ratelimits.views(pool)
+            )
         except Exception as exc:  # noqa: BLE001 - a sample is best effort
             samples.append({"t_s": round(time.monotonic() - t0, 1), "error": repr(exc)})
         await asyncio.sleep(2.0)

@@ -428,10 +428,12 @@ async def main(args: argparse.Namespace) -> int:
                         f"{run['responses_429']} 429s",
                         flush=True,
                     )
-            for change in args.change:
-                changes.append(
+            changes.extend(
+                [
                     await change_run(bs, pool, args, change, change_document_id, schema_id)
-                )
+                    for change in args.change
+                ]
+            )
         finally:
             await pool.close()
     rec.data["runs"] = runs

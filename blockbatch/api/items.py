@@ -170,8 +170,7 @@ class BatchResult(Sequence[ItemResult]):
         lines = [head]
         for code, items in groups.items():
             lines.append(f"  {len(items)} {code}")
-            for r in items[:examples]:
-                lines.append(f"    item {r.index}: {r.error}")
+            lines.extend(f"    item {r.index}: {r.error}" for r in items[:examples])
             if len(items) > examples:
                 lines.append(f"    ... and {len(items) - examples} more")
         return "\n".join(lines)

@@ -146,7 +146,9 @@ class RunContext:
         ``cap``: at most this many blocks a pack (the quality gate's pack size).
         """
         types = block_types or [None] * len(block_tokens)
-        outputs = [self.output_estimate(t, ratios, k) for t, k in zip(block_tokens, types)]
+        outputs = [
+            self.output_estimate(t, ratios, k) for t, k in zip(block_tokens, types, strict=True)
+        ]
         limits = self.plan_limits()
         if cap is not None:
             limits = dataclasses.replace(

@@ -176,7 +176,7 @@ def probe_plan(
     if not wanted:
         return [], ProbePlan(0, 0, q.probe_max_share, 0.0, round(run_usd, 6), len(uids))
     types = list(block_types) if block_types is not None else [None] * len(uids)
-    shape = {u: (t, k) for u, t, k in zip(uids, block_tokens, types)}
+    shape = {u: (t, k) for u, t, k in zip(uids, block_tokens, types, strict=True)}
     full = planned_sample(uids, q.probe_rate, q.probe_minimum, seed)
     costs = {
         u: expected_call_usd(

@@ -13,6 +13,7 @@ Usage: ``python -m blockbatch.devtools.stack up|down|status``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -221,10 +222,8 @@ def _prepare_pg_permissions(data_dir: Path) -> None:
     bin_dir = postgres_bin_dir()
     ensure_prefix_permissions(bin_dir)
     for path in [data_dir, *data_dir.rglob("*")]:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.chown(path, entry.pw_uid, entry.pw_gid)
-        except FileNotFoundError:
-            pass
 
 
 def pg_is_running(data_dir: Path) -> bool:

@@ -105,7 +105,7 @@ class GridQuery:
 
     def url(self, run_id: str, **changes: Any) -> str:
         """The grid URL with this query, ``changes`` applied (``None`` drops a key)."""
-        params = {**self.params, **{k: v for k, v in changes.items()}}
+        params = {**self.params, **changes}
         query = urlencode({k: v for k, v in params.items() if v not in (None, "")})
         return f"/runs/{quote(run_id, safe='')}" + (f"?{query}" if query else "")
 

@@ -46,7 +46,7 @@ async def test_allm_batch_returns_one_result_per_item_in_order(bbstack: Stack) -
     assert out[2].block_uid is None
     assert out[4].status == "failed" and "missing" in (out[4].error or "")
     assert out[4].block_uid == f"{doc}:3" and out[4].value is None
-    for item, result in zip(ITEMS, out):
+    for item, result in zip(ITEMS, out, strict=True):
         if result.ok:
             text = item if isinstance(item, str) else item["text"]
             assert result.value is not None and result.error is None

@@ -462,7 +462,7 @@ def test_pause_turn_leaves_no_answer() -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.sampled_from(UIDS + ["x:9"]), max_size=6), st.data())
+@given(st.lists(st.sampled_from([*UIDS, "x:9"]), max_size=6), st.data())
 def test_a_json_answer_cut_anywhere_keeps_only_whole_results(
     order: list[str], data: st.DataObject
 ) -> None:

@@ -114,7 +114,7 @@ def test_a_retired_model_is_refused_with_the_model_to_move_to() -> None:
 
 
 def test_a_schema_naming_a_retired_model_is_refused_with_its_replacement() -> None:
-    with pytest.raises(SchemaError, match="claude-opus-4-1 was retired.*use claude-opus-5-5"):
+    with pytest.raises(SchemaError, match=r"claude-opus-4-1 was retired.*use claude-opus-5-5"):
         load_schema(
             {
                 "properties": {"a": {"type": "string"}},

@@ -43,7 +43,7 @@ class RetryWorld(FakeWorld):
         **kwargs: Any,
     ) -> None:
         super().__init__(run_id, pack_sizes, **kwargs)
-        self.failed.update({u: "request_rejected" for u in failed})
+        self.failed.update(dict.fromkeys(failed, "request_rejected"))
         self.done.update(u for u in self.uids if u not in failed)
         self.refuse = refuse
         self.first_round = first_round
