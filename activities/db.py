@@ -375,6 +375,7 @@ class DbActivities:
         a selection with nothing left in it, is refused (non-retryable); nothing changes.
         """
         claim = activity.info().workflow_run_id
+        assert claim is not None, "a retry is claimed by the workflow that runs it"
         async with self.pool.acquire() as conn, conn.transaction():
             state = await runs.lock_for_planning(conn, inp.run_id)
             if state is None:
@@ -504,5 +505,5 @@ def failure_code(inp: FailBlocksInput) -> ReasonCode:
     """The reason code ``fail_blocks`` gives its blocks: the input's, or (``None`` or
     unknown) the one derived from its reason. The worker's metrics count by it too."""
     if inp.reason_code in REASONS:
-        return inp.reason_code  # type: ignore[return-value]
+        return inp.reason_code
     return code_of_failure(inp.reason)

@@ -473,7 +473,7 @@ async def _wait(bb: Blockbatch, run_id: str, timeout: float | None, *, cancel: b
     if cancel:
         await bb.cancel(run_id)
         try:
-            status = (await asyncio.wait_for(bb.wait(run_id), _CANCEL_GRACE_S)).status
+            status: str = (await asyncio.wait_for(bb.wait(run_id), _CANCEL_GRACE_S)).status
         except TimeoutError:
             status = (await bb.run(run_id)).status
         raise RunTimedOut(

@@ -395,7 +395,7 @@ class ReviewApp:
                 field_errors={(uid, f): e for f, e in plan.errors.items()},
                 typed={(uid, f): t for f, t in typed.items()},
             )
-        saved = []
+        saved: list[str] = []
         for field, value in plan.changes.items():
             try:
                 done = await self.bb.edit(run_id, uid, field, value, reviewer=self.who(request))
