@@ -92,7 +92,7 @@ class ChaosStack:
             temporal_address=self.temporal_address,
             temporal_task_queue=self.task_queue,
             anthropic_base_url=self.sim_url,
-            anthropic_api_key=self.api_key,  # type: ignore[arg-type]
+            anthropic_api_key=self.api_key,
             blockbatch_data_dir=self.root / "data",
         )
 

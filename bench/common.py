@@ -343,7 +343,7 @@ class BenchStack:
                 temporal_address=f"127.0.0.1:{self._temporal_port}",
                 temporal_task_queue=f"bench-{self.name}-{uuid.uuid4().hex[:6]}",
                 anthropic_base_url=self.sim_url,
-                anthropic_api_key=BENCH_API_KEY,  # type: ignore[arg-type]
+                anthropic_api_key=BENCH_API_KEY,
                 blockbatch_data_dir=self.root / "data",
             )
             self.bb = await Blockbatch.connect(self.settings)

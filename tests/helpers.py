@@ -47,7 +47,7 @@ def marked_document(n: int, marked: set[int]) -> bytes:
 
 def long_instructions(approx_words: int) -> str:
     rng = random.Random(3)
-    sentences = []
+    sentences: list[str] = []
     while sum(len(s.split()) for s in sentences) < approx_words:
         words = [rng.choice(_WORDS) for _ in range(14)]
         sentences.append("When a block mentions " + " ".join(words) + ", classify it carefully.")

@@ -172,7 +172,7 @@ async def test_llm_batch_raises_with_every_error_when_every_question_failed(
     with pytest.raises(ValueError, match="1 context for 2 prompts"):
         await allm_batch(["a?", "b?"], ["only one"], bb=bbstack.bb)
     with pytest.raises(TypeError, match="wrap a single one in a list"):
-        await allm_batch("What is 2+2?", bb=bbstack.bb)  # type: ignore[arg-type]
+        await allm_batch("What is 2+2?", bb=bbstack.bb)
     assert await bbstack.pool.fetchval("select count(*) from runs") == runs
 
 

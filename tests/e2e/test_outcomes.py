@@ -45,7 +45,7 @@ def test_final_status_follows_the_blocks() -> None:
         return final_status(
             asked,
             error,
-            total=done + failed + cancelled,  # type: ignore[arg-type]
+            total=done + failed + cancelled,
             done=done,
             failed=failed,
             cancelled=cancelled,

@@ -449,7 +449,7 @@ async def throwaway_stack(base: Path) -> AsyncIterator[Recorder]:
             temporal_address=env.client.service_client.config.target_host,
             temporal_task_queue=f"record-{uuid.uuid4().hex[:8]}",
             anthropic_base_url=sim_url,
-            anthropic_api_key="sim-record-key",  # type: ignore[arg-type]
+            anthropic_api_key="sim-record-key",
             blockbatch_data_dir=base / "data",
         )
         pool = await create_pool(pg.url("bb"), max_size=20)

@@ -66,10 +66,8 @@ def test_a_model_the_registry_does_not_price_runs_on_configured_prices() -> None
     }
     model = run_model("claude-haiku-6", facts, {"claude-haiku-6": {"input": 0.2, "output": 1.0}})
     assert not model.priced
-    assert (model.price_input, model.price_output, model.price_cache_read) == (
-        0.2,
-        1.0,
-        pytest.approx(0.02),
+    assert (model.price_input, model.price_output, model.price_cache_read) == pytest.approx(
+        (0.2, 1.0, 0.02)
     )
     assert model.context_window == 400_000
     # Its quote says where its prices came from.
