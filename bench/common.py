@@ -678,9 +678,10 @@ def run_main(main: Any, args: argparse.Namespace) -> int:
 
     async def guarded() -> int:
         task = asyncio.current_task()
+        assert task is not None  # a coroutine run by asyncio.run
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, task.cancel)  # type: ignore[union-attr]
+            loop.add_signal_handler(sig, task.cancel)
         try:
             return int(await main(args))
         except asyncio.CancelledError:

@@ -291,7 +291,7 @@ async def main(args: argparse.Namespace) -> int:
         t = terms[r["run_id"]]
         r["bound_terms_s"] = {k: round(v, 2) for k, v in t.items()}
         r["bound_s"] = round(max(t.values()), 2)
-        r["binding"] = max(t, key=t.get)
+        r["binding"] = max(t, key=lambda term: t[term])
         r["wall_over_bound"] = round(r["wall_s"] / r["bound_s"], 3)
         r["wall_s"] = round(r["wall_s"], 2)
     by_status = stats["requests"].get("POST /v1/messages", {})

@@ -207,7 +207,7 @@ async def steady(
     whole = await bs.bb.wait(run_id)
     whole_wall = time.monotonic() - started
     whole_figures = await pack_figures(pool, run_id, None)
-    result = {
+    result: dict[str, Any] = {
         "stream": {
             "run_id": out["run_id"],
             "exit_code": out["exit_code"],

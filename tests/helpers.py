@@ -88,3 +88,10 @@ def revise_schema(instruction_words: int = 800) -> dict[str, Any]:
             "system_instructions": "Edit for clarity. " + long_instructions(instruction_words)
         },
     }
+
+
+def error_body(err: Exception) -> dict[str, Any]:
+    """The JSON body of an SDK ``APIStatusError`` (the SDK types it ``object``)."""
+    body = getattr(err, "body", None)
+    assert isinstance(body, dict), f"no JSON body on {err!r}"
+    return body

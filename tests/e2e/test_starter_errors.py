@@ -109,7 +109,7 @@ async def test_stack_not_running_exits_4(cli: Cli, bbstack: Stack) -> None:
         "TEMPORAL_ADDRESS": f"127.0.0.1:{closed}",
     }
     for args in (["run", cli.doc(5), "--schema", cli.schema()], ["list"], ["status", "x"]):
-        result = await cli(*args, **everything_down)
+        result = await cli(*args, timeout=120, **everything_down)
         assert result.code == 4, (args, result.err)
         assert "cannot connect to Postgres" in result.err and "make up" in result.err
         assert len(result.err.strip().splitlines()) == 1

@@ -156,6 +156,7 @@ async def test_process_entry_point_serves_and_stops_on_sigterm(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
+    assert process.stdout is not None
     try:
         line = await asyncio.wait_for(process.stdout.readline(), timeout=20)
         assert f"127.0.0.1:{port}" in line.decode()

@@ -234,7 +234,7 @@ def test_parsed_block_is_frozen() -> None:
     block = parse_document(b"x", "text")[0]
     assert block == ParsedBlock(0, "paragraph", "x", {"source_line": 1})
     with pytest.raises(AttributeError):
-        block.block_content = "y"  # type: ignore[misc]
+        block.block_content = "y"  # type: ignore[misc]  # the write a frozen block refuses
 
 
 # Markdown round trip: render blocks, parse them back, get the same blocks.

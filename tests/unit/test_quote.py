@@ -368,7 +368,8 @@ def test_a_first_run_is_quoted_with_what_answers_of_other_schemas_wrote() -> Non
     # The schema's own answers, when there are enough, win over other schemas'.
     own = OutputHistory(runs=1, calls=5, estimated=10_000, written=8_000)
     mine = quote(ctx, tokens, counted(), document="d.md", history=own, prior=prior)
-    assert mine.output_source == "ledger" and mine.output_history["ratio"] == 0.8  # type: ignore[index]
+    assert mine.output_source == "ledger" and mine.output_history is not None
+    assert mine.output_history["ratio"] == 0.8
     # Too few answers elsewhere: the planner's estimate, as before.
     few = OutputHistory(runs=1, calls=2, estimated=1_000, written=500, scope="model")
     assert quote(ctx, tokens, counted(), document="d.md", prior=few).output_source == "planner"

@@ -195,7 +195,7 @@ def test_response_without_content_is_a_payload_error() -> None:
 
 
 def test_item_without_string_uid_cannot_be_mapped() -> None:
-    results = [ok("doc:0"), ok("doc:1"), ok("doc:2"), {"sentiment": "positive"}, ok(7), "junk"]  # type: ignore[arg-type]
+    results = [ok("doc:0"), ok("doc:1"), ok("doc:2"), {"sentiment": "positive"}, ok(7), "junk"]  # type: ignore[arg-type]  # malformed on purpose
     got = parse(response(results))
     assert got.unmappable == 3
     assert set(got.valid) == set(UIDS)

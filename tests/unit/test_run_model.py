@@ -151,7 +151,7 @@ def _status_error(status: int) -> Exception:
 async def test_the_models_api_answer_is_read_through_the_sdk() -> None:
     # The SDK builds its answers leniently (construct), as it does from the wire.
     info = anthropic.types.ModelInfo.construct(**HAIKU_FACTS)
-    reader = ModelFacts(_FakeClient(info))  # type: ignore[arg-type]
+    reader = ModelFacts(_FakeClient(info))  # type: ignore[arg-type]  # stands in for the SDK client
     facts = await reader.fetch("claude-haiku-5-5")
     assert facts is not None
     assert facts["max_input_tokens"] == 500_000 and facts["lifecycle"] == "active"
@@ -165,5 +165,5 @@ async def test_an_api_without_the_endpoint_leaves_the_registry(failure: int | st
         if failure == "connection"
         else _status_error(int(failure))
     )
-    reader = ModelFacts(_FakeClient(error))  # type: ignore[arg-type]
+    reader = ModelFacts(_FakeClient(error))  # type: ignore[arg-type]  # stands in for the SDK client
     assert await reader.fetch("claude-haiku-5-5") is None

@@ -84,7 +84,7 @@ def test_json_channel_warms_with_the_smallest_real_request(model: str) -> None:
 def test_a_worker_stops_counting_an_uncached_prefix_as_read() -> None:
     ctx = ctx_for("claude-haiku-5-5")
     assert ctx.cacheable_prefix_tokens > 0
-    worker = LlmActivities(pool=None, client=None)  # type: ignore[arg-type]
+    worker = LlmActivities(pool=None, client=None)  # type: ignore[arg-type]  # the request needs neither
     est = ctx.cacheable_prefix_tokens + 500
     assert worker._need(ctx, est, 100).input == 500
     nothing = {"usage": {"input_tokens": est, "output_tokens": 0}}
