@@ -24,6 +24,7 @@ import sys
 import time
 import urllib.request
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -118,7 +119,9 @@ def _read_pid(pid_file: Path) -> int | None:
     return pid
 
 
-def _wait_until(check, timeout: float, what: str, log: Path | None = None) -> None:
+def _wait_until(
+    check: Callable[[], object], timeout: float, what: str, log: Path | None = None
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if check():
