@@ -50,9 +50,11 @@ screenshots: install browser
 	@BLOCKBATCH_SCREENSHOTS=docs/screenshots $(BIN)/python -m pytest -q \
 	  tests/e2e/test_review_web.py -k browser
 
+## lint: formatting, the chosen ruff rules and mypy (pyproject.toml); .ci/run runs it first.
 lint: install
 	@$(BIN)/ruff format --check .
 	@$(BIN)/ruff check .
+	@$(BIN)/mypy
 
 # The compose file is validated by a test with Debian's docker-compose (no engine needed).
 compose-tool:

@@ -122,7 +122,7 @@ class DbActivities:
             learning = learns and prior is None
             packs = ctx.plan([blocks[pos].est_tokens for pos in to_call], prior, learning=learning)
             pack_of: list[int | None] = [None] * len(blocks)
-            for pos, number in zip(to_call, pack_numbers(packs)):
+            for pos, number in zip(to_call, pack_numbers(packs), strict=True):
                 pack_of[pos] = number
             await overlays.insert_plan(
                 conn,
@@ -130,7 +130,11 @@ class DbActivities:
                 blocks,
                 pack_of,
                 keys,
-                {b.block_uid: found[key] for b, key in zip(blocks, keys) if key in found},
+                {
+                    b.block_uid: found[key]
+                    for b, key in zip(blocks, keys, strict=True)
+                    if key in found
+                },
             )
             if ctx.options.mode == "sync" and ctx.plan_limits().size_cap > 1:
                 # The quality probe's sample, of the blocks called (blockbatch/core/quality.py); none
@@ -284,7 +288,9 @@ class DbActivities:
                 pack_size=size,
                 gate=inp.gate.model_dump(mode="json"),
             )
-            pack_of = dict(zip((b.block_uid for b in blocks), pack_numbers(packs, inp.first_pack)))
+            pack_of = dict(
+                zip((b.block_uid for b in blocks), pack_numbers(packs, inp.first_pack), strict=True)
+            )
             if again:
                 moved = await overlays.reask_for_gate(
                     conn,
@@ -369,6 +375,7 @@ class DbActivities:
         a selection with nothing left in it, is refused (non-retryable); nothing changes.
         """
         claim = activity.info().workflow_run_id
+        assert claim is not None, "a retry is claimed by the workflow that runs it"
         async with self.pool.acquire() as conn, conn.transaction():
             state = await runs.lock_for_planning(conn, inp.run_id)
             if state is None:
@@ -498,5 +505,5 @@ def failure_code(inp: FailBlocksInput) -> ReasonCode:
     """The reason code ``fail_blocks`` gives its blocks: the input's, or (``None`` or
     unknown) the one derived from its reason. The worker's metrics count by it too."""
     if inp.reason_code in REASONS:
-        return inp.reason_code  # type: ignore[return-value]
+        return inp.reason_code
     return code_of_failure(inp.reason)

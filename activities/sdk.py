@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 
 def _lazy(name: str) -> ModuleType:
@@ -31,4 +32,8 @@ def _lazy(name: str) -> ModuleType:
     return module
 
 
-anthropic = _lazy("anthropic")
+if TYPE_CHECKING:
+    # The type checker reads the real module: its names type our annotations.
+    import anthropic
+else:
+    anthropic = _lazy("anthropic")

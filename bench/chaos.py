@@ -137,7 +137,7 @@ def schedule(seed: int, workers: list[str], outage_s: float = 0.0) -> list[Event
     rng.shuffle(kinds)
     marks = sorted(rng.uniform(0.04, 0.8) for _ in kinds)
     events = []
-    for (kind, arg), at in zip(kinds, marks):
+    for (kind, arg), at in zip(kinds, marks, strict=True):
         down = rng.uniform(2.0, 6.0) if kind.startswith("restart") else rng.uniform(0.5, 3.0)
         events.append(Event(kind, round(at, 3), arg, round(down, 1)))
     if outage_s > 0:
@@ -283,7 +283,7 @@ async def run_chaos(args: argparse.Namespace) -> dict[str, Any]:
         for name in workers:
             st.wait_worker_ready(name)
         bb = await Blockbatch.connect(st.settings())
-        await install_audit(bb.pool)  # type: ignore[arg-type]
+        await install_audit(bb.pool)
         doc = await bb.ingest_bytes(
             chaos_document(args.blocks, args.seed), name="chaos.md", fmt="markdown"
         )
@@ -302,7 +302,7 @@ async def run_chaos(args: argparse.Namespace) -> dict[str, Any]:
             doc, schema_id, options, run_id=f"fault-free-{args.seed}-{int(time.time())}"
         )
         ref_result = await bb.wait(ref_id)
-        reference = await fault_free_reference(bb.pool, ref_id)  # type: ignore[arg-type]
+        reference = await fault_free_reference(bb.pool, ref_id)
         print(
             f"fault-free run: {ref_result.status}, {reference['calls']} calls, "
             f"{time.monotonic() - t:.1f}s",
@@ -478,7 +478,7 @@ async def run_stream_chaos(args: argparse.Namespace) -> dict[str, Any]:
             st.wait_worker_ready(name)
         st.sim("PUT", "/_sim/scenario", {**args.scenario, "seed": args.seed})
         bb = await Blockbatch.connect(st.settings())
-        await install_audit(bb.pool)  # type: ignore[arg-type]
+        await install_audit(bb.pool)
         stream = await bb.open_stream(
             chaos_schema(),
             max_rows=args.pack_size,

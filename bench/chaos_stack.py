@@ -92,7 +92,7 @@ class ChaosStack:
             temporal_address=self.temporal_address,
             temporal_task_queue=self.task_queue,
             anthropic_base_url=self.sim_url,
-            anthropic_api_key=self.api_key,  # type: ignore[arg-type]
+            anthropic_api_key=self.api_key,
             blockbatch_data_dir=self.root / "data",
         )
 
@@ -223,10 +223,8 @@ class ChaosStack:
         for name in list(self.workers):
             self.kill_worker(name, signal.SIGTERM, timeout=15)
         for name in ("temporal", "simulator"):
-            try:
+            with contextlib.suppress(OSError):
                 stack.stop_pid(self.pid_file(name))
-            except OSError:
-                pass
         with contextlib.suppress(Exception):  # best effort at teardown
             if stack.pg_is_running(self.pg_dir.resolve()):
                 self.stop_postgres("fast")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime as dt
 import json
 import math
@@ -342,7 +343,7 @@ class BenchStack:
                 temporal_address=f"127.0.0.1:{self._temporal_port}",
                 temporal_task_queue=f"bench-{self.name}-{uuid.uuid4().hex[:6]}",
                 anthropic_base_url=self.sim_url,
-                anthropic_api_key=BENCH_API_KEY,  # type: ignore[arg-type]
+                anthropic_api_key=BENCH_API_KEY,
                 blockbatch_data_dir=self.root / "data",
             )
             self.bb = await Blockbatch.connect(self.settings)
@@ -376,10 +377,8 @@ class BenchStack:
         for name in ("simulator", "temporal"):
             stack.stop_pid(self.root / "run" / f"{name}.pid")
         if (self.root / "pg" / "PG_VERSION").exists():
-            try:
+            with contextlib.suppress(subprocess.CalledProcessError):
                 stack.stop_postgres(self.root / "pg")
-            except subprocess.CalledProcessError:
-                pass
         if not self.keep:
             shutil.rmtree(self.root, ignore_errors=True)
 
@@ -620,7 +619,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     ]
 
     def line(values: Sequence[str]) -> str:
-        return "| " + " | ".join(v.ljust(w) for v, w in zip(values, widths)) + " |"
+        return "| " + " | ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)) + " |"
 
     out = [line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
     out += [line(r) for r in cells]
@@ -679,9 +678,10 @@ def run_main(main: Any, args: argparse.Namespace) -> int:
 
     async def guarded() -> int:
         task = asyncio.current_task()
+        assert task is not None  # a coroutine run by asyncio.run
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, task.cancel)  # type: ignore[union-attr]
+            loop.add_signal_handler(sig, task.cancel)
         try:
             return int(await main(args))
         except asyncio.CancelledError:

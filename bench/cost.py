@@ -214,7 +214,7 @@ def parity(
     fields: list[str],
 ) -> dict[str, Any]:
     """Blocks whose overlay differs from the baseline's, on any field, and per field."""
-    per_field = {f: 0 for f in fields}
+    per_field = dict.fromkeys(fields, 0)
     mismatched: list[str] = []
     missing = 0
     for uid, b in base.items():

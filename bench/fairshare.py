@@ -94,18 +94,18 @@ async def sample_limiter(pool: Any, samples: list[dict[str, Any]], t0: float) ->
     """The limiter's view every 2 s: who waits, shares in the last minute, levels."""
     while True:
         try:
-            for view in await ratelimits.views(pool):
-                samples.append(
-                    {
-                        "t_s": round(time.monotonic() - t0, 1),
-                        "waiting": view.waiting_runs,
-                        "shares_last_min": view.shares,
-                        "in_flight": view.in_flight,
-                        "levels": view.levels,
-                        "factor": view.factor,
-                        "throttled": view.throttled,
-                    }
-                )
+            samples.extend(
+                {
+                    "t_s": round(time.monotonic() - t0, 1),
+                    "waiting": view.waiting_runs,
+                    "shares_last_min": view.shares,
+                    "in_flight": view.in_flight,
+                    "levels": view.levels,
+                    "factor": view.factor,
+                    "throttled": view.throttled,
+                }
+                for view in await ratelimits.views(pool)
+            )
         except Exception as exc:  # noqa: BLE001 - a sample is best effort
             samples.append({"t_s": round(time.monotonic() - t0, 1), "error": repr(exc)})
         await asyncio.sleep(2.0)
@@ -291,7 +291,7 @@ async def main(args: argparse.Namespace) -> int:
         t = terms[r["run_id"]]
         r["bound_terms_s"] = {k: round(v, 2) for k, v in t.items()}
         r["bound_s"] = round(max(t.values()), 2)
-        r["binding"] = max(t, key=t.get)
+        r["binding"] = max(t, key=lambda term: t[term])
         r["wall_over_bound"] = round(r["wall_s"] / r["bound_s"], 3)
         r["wall_s"] = round(r["wall_s"], 2)
     by_status = stats["requests"].get("POST /v1/messages", {})

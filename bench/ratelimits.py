@@ -269,7 +269,7 @@ async def change_run(
     }
     rates_after = allowed_rate(after, per_call)
     rates_before = allowed_rate(before, per_call)
-    binding = min(rates_after, key=rates_after.get)
+    binding = min(rates_after, key=lambda kind: rates_after[kind])
     target = rates_after[binding]
     mean_latency = sum(c["finished"] - c["sent"] for c in answered) / max(len(answered), 1)
     ceiling = args.change_concurrency / max(mean_latency, 1e-9)
@@ -428,10 +428,12 @@ async def main(args: argparse.Namespace) -> int:
                         f"{run['responses_429']} 429s",
                         flush=True,
                     )
-            for change in args.change:
-                changes.append(
+            changes.extend(
+                [
                     await change_run(bs, pool, args, change, change_document_id, schema_id)
-                )
+                    for change in args.change
+                ]
+            )
         finally:
             await pool.close()
     rec.data["runs"] = runs

@@ -79,7 +79,7 @@ async def timeline(pool: Any, run_id: str) -> dict[str, Any]:
     }
 
 
-async def pack_workflows(bs: BenchStack, run_id: str, packs: int) -> list[dict[str, float]]:
+async def pack_workflows(bs: BenchStack, run_id: str, packs: int) -> list[dict[str, float | None]]:
     """Each planned pack's workflow start and its first activity's scheduling (Temporal)."""
     from temporalio.api.enums.v1 import EventType
 

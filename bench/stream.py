@@ -207,7 +207,7 @@ async def steady(
     whole = await bs.bb.wait(run_id)
     whole_wall = time.monotonic() - started
     whole_figures = await pack_figures(pool, run_id, None)
-    result = {
+    result: dict[str, Any] = {
         "stream": {
             "run_id": out["run_id"],
             "exit_code": out["exit_code"],
@@ -302,7 +302,9 @@ async def trickle(
         "max_wait_s": wait_s,
         "slack_s": args.slack,
         "within": within,
-        "per_row": [dict(zip(("id", "latency_s", "call_s", "over_s"), r)) for r in table_rows],
+        "per_row": [
+            dict(zip(("id", "latency_s", "call_s", "over_s"), r, strict=True)) for r in table_rows
+        ],
     }
     rec.print_table(
         f"Trickle: one row every {args.trickle_every} s, --max-wait 2s",

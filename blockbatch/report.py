@@ -322,8 +322,8 @@ def summary_lines(
         rows.append(("retries", retried))
     rows += change_rows(r.plan_changes)
     rows += quality_rows(r)
-    if answered := answered_text(r.endpoints):
-        rows.insert(0, ("answered by", answered))
+    if answered_by := answered_text(r.endpoints):
+        rows.insert(0, ("answered by", answered_by))
     rows += [("Temporal UI", links["run"]), ("its packs", links["packs"])]
     following = next_command(r)
     if following:

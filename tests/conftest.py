@@ -202,7 +202,7 @@ async def bbstack(
         temporal_address=temporal_env.client.service_client.config.target_host,
         temporal_task_queue=task_queue,
         anthropic_base_url=sim.base_url,
-        anthropic_api_key="sim-test-key",  # type: ignore[arg-type]
+        anthropic_api_key="sim-test-key",
         blockbatch_data_dir=tmp_path / "data",
     )
     bb = Blockbatch(pool, temporal_env.client, settings)

@@ -47,7 +47,7 @@ def marked_document(n: int, marked: set[int]) -> bytes:
 
 def long_instructions(approx_words: int) -> str:
     rng = random.Random(3)
-    sentences = []
+    sentences: list[str] = []
     while sum(len(s.split()) for s in sentences) < approx_words:
         words = [rng.choice(_WORDS) for _ in range(14)]
         sentences.append("When a block mentions " + " ".join(words) + ", classify it carefully.")
@@ -88,3 +88,10 @@ def revise_schema(instruction_words: int = 800) -> dict[str, Any]:
             "system_instructions": "Edit for clarity. " + long_instructions(instruction_words)
         },
     }
+
+
+def error_body(err: Exception) -> dict[str, Any]:
+    """The JSON body of an SDK ``APIStatusError`` (the SDK types it ``object``)."""
+    body = getattr(err, "body", None)
+    assert isinstance(body, dict), f"no JSON body on {err!r}"
+    return body

@@ -90,7 +90,7 @@ async def serving(app: Starlette) -> AsyncIterator[str]:
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
     )
     # The test process keeps its own signal handling (uvicorn would swap SIGINT's).
-    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
+    server.capture_signals = contextlib.nullcontext  # type: ignore[assignment]  # a stand-in for the method
     task = asyncio.create_task(server.serve())
     try:
         for _ in range(200):

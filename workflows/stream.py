@@ -59,7 +59,7 @@ class StreamWorkflow(RunWorkflow):
         self._nudged = True
 
     @workflow.run
-    async def run(self, inp: StreamInput) -> RunResult:  # type: ignore[override]
+    async def run(self, inp: StreamInput) -> RunResult:  # type: ignore[override]  # its own input type; it shares RunWorkflow's handlers
         self._status = "running"
         self._show()
         if not await self._run_stream(inp):

@@ -106,7 +106,7 @@ async def _create(
     await provider_batches.mark_sent(conn, key)
     try:
         return await client.messages.batches.create(
-            requests=part.requests  # type: ignore[arg-type]
+            requests=part.requests  # type: ignore[arg-type]  # plain dicts, the SDK's TypedDict shape
         )
     except anthropic.APIStatusError as err:
         if err.status_code not in (408, 504):

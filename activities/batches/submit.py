@@ -101,7 +101,7 @@ async def fit_budget(pool: asyncpg.Pool, ctx: RunContext, inp: BatchRoundInput) 
         requests = await batches.round_requests(conn, inp.run_id, inp.round)
         est = await batches.block_tokens(conn, [u for r in requests for u in r.block_uids])
         held = recorded + open_reserved
-        for cut, r in enumerate(requests):
+        for cut, r in enumerate(requests):  # noqa: B007 - `cut` is read after the break
             pack = ctx.pack([est[u] for u in r.block_uids])
             need = worst_case_usd(
                 ctx.model,

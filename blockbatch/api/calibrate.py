@@ -201,7 +201,7 @@ async def run_calibration(
     run_ids: list[str] = []
     try:
         for size in plan.runs:
-            run_ids.append(
+            run_ids.append(  # noqa: PERF401 - run_ids must hold every run started before a failure
                 await bb.start_run(
                     sample_doc, schema_id, run_options(plan, size), task_queue=task_queue
                 )

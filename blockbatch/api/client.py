@@ -85,7 +85,11 @@ from blockbatch.store import quality, ratelimits, reads, replans, repo, review, 
 from blockbatch.store import retries as retry_log
 from blockbatch.store import streams as stream_store
 from blockbatch.store.db import create_pool
+
+# By name: the class's own `quality` and `review` methods shadow the modules in annotations.
+from blockbatch.store.quality import Disagreement
 from blockbatch.store.retries import RetryRecord
+from blockbatch.store.review import GridPage, ReviewAction, ReviewActivity
 from workflows import attributes
 from workflows.run import RunWorkflow, run_workflow_id
 from workflows.stream import StreamWorkflow
@@ -582,8 +586,7 @@ class Blockbatch:
                     f"retry {started.retry} of run {started.run_id} was refused: {cause.message}"
                 )
             return RetryRefused(
-                f"retry {started.retry} of run {started.run_id} ended "
-                f"without running: {err.cause or err}"
+                f"retry {started.retry} of run {started.run_id} ended without running: {err.cause}"
             )
         return RetryRefused(
             f"retry {started.retry} of run {started.run_id} ended without claiming the run"
@@ -695,7 +698,7 @@ class Blockbatch:
 
     async def disagreeing(
         self, run_id: str, *, limit: int = 50, offset: int = 0
-    ) -> tuple[int, list[quality.Disagreement]]:
+    ) -> tuple[int, list[Disagreement]]:
         """``(total, page)`` of the run's sampled blocks whose packed and single answers
         differ, both answers side by side with the comparison per field."""
         return await quality.disagreeing(self.pool, run_id, limit=limit, offset=offset)
@@ -784,7 +787,7 @@ class Blockbatch:
         block: str | None = None,
         *,
         limit: int = 200,
-    ) -> list[review.ReviewAction]:
+    ) -> list[ReviewAction]:
         """The run's recorded review acts (or one block's, by uid), newest first (none for
         an unknown run)."""
         return await review.review_actions(self.pool, run_id, block, limit=limit)
@@ -794,7 +797,7 @@ class Blockbatch:
         run_id: str,
         *,
         limit: int = 20,
-    ) -> list[review.ReviewActivity]:
+    ) -> list[ReviewActivity]:
         """The run's latest review acts as they were done, newest first: a bulk confirm
         of many blocks is one entry (with how many), an edit is one with its values."""
         return await review.review_activity(self.pool, run_id, limit=limit)
@@ -810,7 +813,7 @@ class Blockbatch:
         after: int | None = None,
         before: int | None = None,
         disagreeing: bool = False,
-    ) -> review.GridPage:
+    ) -> GridPage:
         """A page of the run's blocks and overlays, paged by block index (keyset);
         ``disagreeing``: only those the quality probe found disagreeing."""
         flt = review.GridFilter(

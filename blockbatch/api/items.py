@@ -170,8 +170,7 @@ class BatchResult(Sequence[ItemResult]):
         lines = [head]
         for code, items in groups.items():
             lines.append(f"  {len(items)} {code}")
-            for r in items[:examples]:
-                lines.append(f"    item {r.index}: {r.error}")
+            lines.extend(f"    item {r.index}: {r.error}" for r in items[:examples])
             if len(items) > examples:
                 lines.append(f"    ... and {len(items) - examples} more")
         return "\n".join(lines)
@@ -474,7 +473,7 @@ async def _wait(bb: Blockbatch, run_id: str, timeout: float | None, *, cancel: b
     if cancel:
         await bb.cancel(run_id)
         try:
-            status = (await asyncio.wait_for(bb.wait(run_id), _CANCEL_GRACE_S)).status
+            status: str = (await asyncio.wait_for(bb.wait(run_id), _CANCEL_GRACE_S)).status
         except TimeoutError:
             status = (await bb.run(run_id)).status
         raise RunTimedOut(

@@ -20,6 +20,7 @@ harmless: the row already accepted under that key is returned, not stored again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -183,12 +184,10 @@ class Stream:
     async def _signal(self, name: str, *args: Any) -> None:
         if self._client is None:
             self._client = await self._bb.temporal()
-        try:
+        # The workflow ended (cancelled) or Temporal is briefly away: the rows are accepted
+        # in Postgres either way, and the workflow looks there on its own.
+        with contextlib.suppress(RPCError):
             await self._client.get_workflow_handle(run_workflow_id(self.run_id)).signal(name, *args)
-        except RPCError:
-            # The workflow ended (cancelled) or Temporal is briefly away: the rows are
-            # accepted in Postgres either way, and the workflow looks there on its own.
-            pass
 
     async def flush(self) -> None:
         """Send the pending nudge now (close and leaving do this)."""

@@ -55,7 +55,7 @@ async def _first(*aws: Awaitable[Any] | asyncio.Event, timeout: float | None = N
     try:
         await asyncio.wait(tasks, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        for t, a in zip(tasks, aws):
+        for t, a in zip(tasks, aws, strict=True):
             if isinstance(a, asyncio.Event):
                 t.cancel()
 

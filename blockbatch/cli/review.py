@@ -43,7 +43,7 @@ def show_item(con: Console, item: ReviewItem, fields: list[str], *, full: bool) 
         for ln in (textwrap.wrap(para, width) or [""])
     ]
     if not full and len(lines) > 4:
-        lines = lines[:4] + [f"… ({len(item.block_content):,} characters; --full shows all)"]
+        lines = [*lines[:4], f"… ({len(item.block_content):,} characters; --full shows all)"]
     for ln in lines:
         con.line(con.style("  │ ", "dim"), ln)
     overlay = item.confirmed if item.status == "confirmed" else item.staging
@@ -76,7 +76,7 @@ def show_disagreement(con: Console, d: Disagreement, *, full: bool) -> None:
         ln for para in d.block_content.splitlines() for ln in (textwrap.wrap(para, width) or [""])
     ]
     if not full and len(lines) > 4:
-        lines = lines[:4] + [f"… ({len(d.block_content):,} characters; --full shows all)"]
+        lines = [*lines[:4], f"… ({len(d.block_content):,} characters; --full shows all)"]
     for ln in lines:
         con.line(con.style("  │ ", "dim"), ln)
     key_width = max((len(f["field"]) for f in d.fields), default=0)

@@ -173,7 +173,7 @@ def _stdin_lines(stop: asyncio.Event) -> asyncio.Queue[tuple[int, str] | None]:
 
     # A daemon thread: a blocked read of a terminal must not keep the process alive.
     threading.Thread(target=read, name="stdin", daemon=True).start()
-    loop.create_task(_end_on(stop, queue))
+    _keep(loop.create_task(_end_on(stop, queue)))
     return queue
 
 
@@ -197,8 +197,18 @@ def _follow(path: Path, stop: asyncio.Event) -> asyncio.Queue[tuple[int, str] | 
                 partial = ""
         await queue.put(None)
 
-    asyncio.get_running_loop().create_task(read())
+    _keep(asyncio.get_running_loop().create_task(read()))
     return queue
+
+
+#: The event loop holds tasks weakly: the input's readers stay here until they finish, so
+#: the garbage collector cannot end one mid-stream.
+_readers: set[asyncio.Task[None]] = set()
+
+
+def _keep(task: asyncio.Task[None]) -> None:
+    _readers.add(task)
+    task.add_done_callback(_readers.discard)
 
 
 async def _end_on(stop: asyncio.Event, queue: asyncio.Queue[tuple[int, str] | None]) -> None:

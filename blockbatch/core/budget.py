@@ -106,7 +106,7 @@ def parse_budget(value: object) -> float:
     if isinstance(value, bool):
         raise BudgetError(f"--max-cost must be a number of US dollars, got {value!r}")
     try:
-        usd = float(value)  # type: ignore[arg-type]
+        usd = float(value)  # type: ignore[arg-type]  # any object: float() refuses what it cannot read
     except (TypeError, ValueError):
         raise BudgetError(
             f"--max-cost must be a number of US dollars (e.g. 2.50), got {value!r}"

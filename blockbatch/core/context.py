@@ -145,8 +145,10 @@ class RunContext:
         of the plan's first pack, sent alone; the rest is planned again from its answer.
         ``cap``: at most this many blocks a pack (the quality gate's pack size).
         """
-        types = block_types or [None] * len(block_tokens)
-        outputs = [self.output_estimate(t, ratios, k) for t, k in zip(block_tokens, types)]
+        types: Sequence[str | None] = block_types or [None] * len(block_tokens)
+        outputs = [
+            self.output_estimate(t, ratios, k) for t, k in zip(block_tokens, types, strict=True)
+        ]
         limits = self.plan_limits()
         if cap is not None:
             limits = dataclasses.replace(

@@ -517,12 +517,14 @@ class _Markdown:
     @staticmethod
     def fence_at_text(text: str) -> bool:
         m = _FENCE.match(text)
-        return bool(m) and not (m.group(2)[0] == "`" and "`" in m.group(3))  # type: ignore[union-attr]
+        return m is not None and not (m.group(2)[0] == "`" and "`" in m.group(3))
 
     def nested_fence(self, j: int, content_indent: int, body: list[str]) -> int:
         """Copy a fenced code block inside a list item verbatim, markers and all."""
         opening = _dedent(self.lines[j], content_indent)
-        fence = _FENCE.match(opening).group(2)  # type: ignore[union-attr]
+        m = _FENCE.match(opening)
+        assert m is not None, "called where fence_at_text saw a fence"
+        fence = m.group(2)
         close = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$")
         body.append(opening.rstrip())
         j += 1

@@ -175,13 +175,13 @@ def probe_plan(
     wanted = sample_size(len(uids), q.probe_rate, q.probe_minimum) if q.probe_rate > 0 else 0
     if not wanted:
         return [], ProbePlan(0, 0, q.probe_max_share, 0.0, round(run_usd, 6), len(uids))
-    types = list(block_types) if block_types is not None else [None] * len(uids)
-    shape = {u: (t, k) for u, t, k in zip(uids, block_tokens, types)}
+    types: list[str | None] = list(block_types) if block_types is not None else [None] * len(uids)
+    shape = {u: (t, k) for u, t, k in zip(uids, block_tokens, types, strict=True)}
     full = planned_sample(uids, q.probe_rate, q.probe_minimum, seed)
     costs = {
         u: expected_call_usd(
             ctx,
-            ctx.plan([shape[u][0]], ratios, [shape[u][1]] if shape[u][1] else None)[0],
+            ctx.plan([shape[u][0]], ratios, [kind] if (kind := shape[u][1]) else None)[0],
             cached=cached,
         )
         for u in full

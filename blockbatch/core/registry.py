@@ -17,6 +17,7 @@ Prices are USD per million tokens.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, replace
 from datetime import date
@@ -445,10 +446,8 @@ def with_api_facts(model: ModelInfo, facts: dict[str, Any]) -> ModelInfo:
         changes["max_output_tokens"] = facts["max_tokens"]
     retires = facts.get("retires_at")
     if isinstance(retires, str) and retires:
-        try:
+        with contextlib.suppress(ValueError):
             changes["end_of_life"] = date.fromisoformat(retires[:10])
-        except ValueError:
-            pass
     caps = facts.get("capabilities")
     if isinstance(caps, dict):
         structured = _supported(caps.get("structured_outputs"))

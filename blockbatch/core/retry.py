@@ -152,7 +152,7 @@ def describe_blocks(counts: Mapping[BlockState, int]) -> str:
         reasons[code or "unknown"] = reasons.get(code or "unknown", 0) + n
     parts = []
     for key in ("done", "failed", "cancelled", "pending"):
-        reasons = by_status.get(key)
+        reasons = by_status.get(key, {})
         if not reasons:
             continue
         total = sum(reasons.values())

@@ -349,9 +349,7 @@ def _keyword_problems(where: str, node: Mapping[str, Any], at: str) -> list[str]
             f"{where} has unknown keyword {key!r}{place}{hint}; see "
             "docs/SCHEMAS.md for the keywords a field may use"
         )
-    children: list[tuple[str, Any]] = []
-    for key in _SUBSCHEMA:
-        children.append((key, node.get(key)))
+    children: list[tuple[str, Any]] = [(key, node.get(key)) for key in _SUBSCHEMA]
     for key in _SUBSCHEMA_LISTS:
         value = node.get(key)
         if isinstance(value, list):

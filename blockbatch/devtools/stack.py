@@ -13,6 +13,7 @@ Usage: ``python -m blockbatch.devtools.stack up|down|status``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -23,6 +24,7 @@ import sys
 import time
 import urllib.request
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,7 +119,9 @@ def _read_pid(pid_file: Path) -> int | None:
     return pid
 
 
-def _wait_until(check, timeout: float, what: str, log: Path | None = None) -> None:
+def _wait_until(
+    check: Callable[[], object], timeout: float, what: str, log: Path | None = None
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if check():
@@ -221,10 +225,8 @@ def _prepare_pg_permissions(data_dir: Path) -> None:
     bin_dir = postgres_bin_dir()
     ensure_prefix_permissions(bin_dir)
     for path in [data_dir, *data_dir.rglob("*")]:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.chown(path, entry.pw_uid, entry.pw_gid)
-        except FileNotFoundError:
-            pass
 
 
 def pg_is_running(data_dir: Path) -> bool:

@@ -165,7 +165,7 @@ def _fit_string(value: str, schema: dict[str, Any]) -> str:
 
 def _bounds(schema: dict[str, Any], kind: str, name: str) -> tuple[float, float]:
     step = 1 if kind == "integer" else 0.01
-    low = schema.get("minimum", schema.get("exclusiveMinimum", None))
+    low = schema.get("minimum", schema.get("exclusiveMinimum"))
     if "minimum" not in schema and "exclusiveMinimum" in schema:
         low = schema["exclusiveMinimum"] + step
     high = schema.get("maximum")

@@ -197,6 +197,23 @@ class ModelFacts(_Strict):
 RefusalCategory = Literal["cyber", "bio", "frontier_llm", "reasoning_extraction", "general_harms"]
 
 
+#: The defaults of :class:`Thinking`'s ``base`` and ``per_block`` (its docstring says why).
+_BASE_THINKING: dict[Effort, int] = {
+    "low": 700,
+    "medium": 1500,
+    "high": 3000,
+    "xhigh": 6000,
+    "max": 12000,
+}
+_PER_BLOCK_THINKING: dict[Effort, int] = {
+    "low": 10,
+    "medium": 20,
+    "high": 40,
+    "xhigh": 80,
+    "max": 160,
+}
+
+
 class Thinking(_Strict):
     """How many thinking tokens a thinking answer spends (contract §3).
 
@@ -209,18 +226,8 @@ class Thinking(_Strict):
     thinking on a request of at most one block with probability ``low_effort_skip``.
     """
 
-    base: dict[Effort, int] = Field(
-        default_factory=lambda: {
-            "low": 700,
-            "medium": 1500,
-            "high": 3000,
-            "xhigh": 6000,
-            "max": 12000,
-        }
-    )
-    per_block: dict[Effort, int] = Field(
-        default_factory=lambda: {"low": 10, "medium": 20, "high": 40, "xhigh": 80, "max": 160}
-    )
+    base: dict[Effort, int] = Field(default_factory=lambda: _BASE_THINKING.copy())
+    per_block: dict[Effort, int] = Field(default_factory=lambda: _PER_BLOCK_THINKING.copy())
     jitter: float = Field(default=0.2, ge=0, lt=1)
     low_effort_skip: Rate = Field(default=0.5, ge=0, le=1)
 

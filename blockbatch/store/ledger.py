@@ -31,7 +31,7 @@ _ANSWER_COLUMNS = """call_id, block_uids, stop_reason, input_tokens, output_toke
 class Origin:
     """The Temporal workflow and activity that made a call (recorded with it)."""
 
-    workflow_id: str
+    workflow_id: str | None
     workflow_run_id: str | None
     activity_id: str
     activity_attempt: int

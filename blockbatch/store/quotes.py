@@ -5,6 +5,8 @@ Read-only: a quote creates nothing.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import asyncpg
 
 from blockbatch.core.quote import OutputHistory
@@ -43,7 +45,8 @@ async def other_schemas_output(
     (scope ``model``), else on any model (``any``); their latest pack calls answered in
     full, as :func:`output_history` reads them. A first quote of ``schema_id`` expects
     this ratio of its own shape estimate (core.quote ``prior``); ``None``: no such call."""
-    for scope, same_model in (("model", True), ("any", False)):
+    scopes: tuple[tuple[Literal["model", "any"], bool], ...] = (("model", True), ("any", False))
+    for scope, same_model in scopes:
         row = await conn.fetchrow(
             """with latest as (
                    select c.run_id, c.output_tokens, c.est_output_tokens

@@ -380,7 +380,7 @@ async def views(
             LimiterView(
                 key_hash=row["key_hash"],
                 model=row["model"],
-                limits=dict(b.limits),
+                limits=dict(b.limits.items()),
                 levels={k: round(v, 1) for k, v in b.levels.items()},
                 factor=round(b.factor, 3),
                 ramp=round(b.ramp, 3),

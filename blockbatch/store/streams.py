@@ -217,14 +217,16 @@ async def append_rows(
         found = (
             await overlays.reusable_answers(conn, answer_keys) if ctx.options.reuse_answers else {}
         )
-        sizes = [BlockSize(f"{document_id}:{i}", i, 0, d) for (i, _), d in zip(new, digests)]
+        sizes = [
+            BlockSize(f"{document_id}:{i}", i, 0, d) for (i, _), d in zip(new, digests, strict=True)
+        ]
         await overlays.insert_plan(
             conn,
             run_id,
             sizes,
             [None] * len(new),
             answer_keys,
-            {b.block_uid: found[k] for b, k in zip(sizes, answer_keys) if k in found},
+            {b.block_uid: found[k] for b, k in zip(sizes, answer_keys, strict=True) if k in found},
         )
         count = first + len(new)
         await conn.execute("update streams set rows = $2 where run_id = $1", run_id, count)

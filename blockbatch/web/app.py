@@ -105,7 +105,7 @@ class GridQuery:
 
     def url(self, run_id: str, **changes: Any) -> str:
         """The grid URL with this query, ``changes`` applied (``None`` drops a key)."""
-        params = {**self.params, **{k: v for k, v in changes.items()}}
+        params = {**self.params, **changes}
         query = urlencode({k: v for k, v in params.items() if v not in (None, "")})
         return f"/runs/{quote(run_id, safe='')}" + (f"?{query}" if query else "")
 
@@ -395,7 +395,7 @@ class ReviewApp:
                 field_errors={(uid, f): e for f, e in plan.errors.items()},
                 typed={(uid, f): t for f, t in typed.items()},
             )
-        saved = []
+        saved: list[str] = []
         for field, value in plan.changes.items():
             try:
                 done = await self.bb.edit(run_id, uid, field, value, reviewer=self.who(request))

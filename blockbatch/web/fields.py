@@ -74,9 +74,9 @@ def widget(prop: dict[str, Any]) -> Widget:
     if kind in ("integer", "number"):
         return Widget("input", size=8)
     if kind == "string":
-        longest = prop.get("maxLength")
-        if isinstance(longest, int) and longest <= SHORT_STRING:
-            return Widget("input", span=2 if longest > 16 else 1, size=min(longest, 40))
+        max_length = prop.get("maxLength")
+        if isinstance(max_length, int) and max_length <= SHORT_STRING:
+            return Widget("input", span=2 if max_length > 16 else 1, size=min(max_length, 40))
         return Widget("textarea", span="all")
     return Widget("textarea", span="all")  # arrays, objects, several types: JSON
 

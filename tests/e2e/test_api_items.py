@@ -46,7 +46,7 @@ async def test_allm_batch_returns_one_result_per_item_in_order(bbstack: Stack) -
     assert out[2].block_uid is None
     assert out[4].status == "failed" and "missing" in (out[4].error or "")
     assert out[4].block_uid == f"{doc}:3" and out[4].value is None
-    for item, result in zip(ITEMS, out):
+    for item, result in zip(ITEMS, out, strict=True):
         if result.ok:
             text = item if isinstance(item, str) else item["text"]
             assert result.value is not None and result.error is None
@@ -172,7 +172,7 @@ async def test_llm_batch_raises_with_every_error_when_every_question_failed(
     with pytest.raises(ValueError, match="1 context for 2 prompts"):
         await allm_batch(["a?", "b?"], ["only one"], bb=bbstack.bb)
     with pytest.raises(TypeError, match="wrap a single one in a list"):
-        await allm_batch("What is 2+2?", bb=bbstack.bb)  # type: ignore[arg-type]
+        await allm_batch("What is 2+2?", bb=bbstack.bb)
     assert await bbstack.pool.fetchval("select count(*) from runs") == runs
 
 

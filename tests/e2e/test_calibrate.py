@@ -36,10 +36,10 @@ async def cli(s: Stack, capsys: Any, *argv: str) -> tuple[int, str, str]:
 async def test_calibrate_recommends_the_largest_size_that_truly_meets_the_target(
     bbstack: Stack, capsys: Any, tmp_path: Path
 ) -> None:
-    doc, schema = tmp_path / "doc.md", tmp_path / "schema.json"
-    doc.write_bytes(markdown_doc(40))
-    schema.write_text(json.dumps(extract_schema(instruction_words=200)))
-    doc, schema = str(doc), str(schema)
+    doc_path, schema_path = tmp_path / "doc.md", tmp_path / "schema.json"
+    doc_path.write_bytes(markdown_doc(40))
+    schema_path.write_text(json.dumps(extract_schema(instruction_words=200)))
+    doc, schema = str(doc_path), str(schema_path)
     # Bad input: a clear error, exit 2, nothing stored or started.
     for args, words in (
         (("--sizes", "1,8"), "2 or more"),

@@ -32,7 +32,7 @@ async def run(s: Stack, mode: str) -> str:
     # The probe's cost cap lifted: on 8 blocks it would leave no block to probe.
     options = RunOptions(
         pack_size=4,
-        mode=mode,  # type: ignore[arg-type]
+        mode=mode,
         batch=BatchOptions(poll_initial_s=0.2, poll_max_s=1.0),
         quality=QualityOptions(probe_max_share=1),
     )

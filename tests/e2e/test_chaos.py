@@ -86,7 +86,7 @@ class Harness:
         run_id = await self.bb.start_run(doc, schema, options)
         result = await asyncio.wait_for(self.bb.wait(run_id), 60)
         assert result.status == "completed"
-        return await fault_free_reference(self.bb.pool, run_id)  # type: ignore[arg-type]
+        return await fault_free_reference(self.bb.pool, run_id)
 
     async def finished(self, run_id: str, timeout: float = 150) -> RunResult:
         """The run's result, waiting through Temporal being away."""
@@ -116,7 +116,7 @@ class Harness:
 async def harness(chaos_stack: ChaosStack) -> AsyncIterator[Harness]:
     chaos_stack.task_queue = f"chaos-{uuid.uuid4().hex[:6]}"
     bb = await Blockbatch.connect(chaos_stack.settings())
-    await install_audit(bb.pool)  # type: ignore[arg-type]
+    await install_audit(bb.pool)
     h = Harness(chaos_stack, bb)
     try:
         yield h

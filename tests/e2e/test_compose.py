@@ -95,7 +95,7 @@ def _load_config() -> dict[str, dict]:
     proc = _compose("config")
     assert proc.returncode == 0, f"docker-compose config failed:\n{proc.stderr}"
     try:
-        import yaml  # type: ignore[import-untyped]
+        import yaml  # type: ignore[import-untyped]  # optional here, and without stubs
     except ImportError:
         return {name: dict.fromkeys(keys) for name, keys in _services_section(proc.stdout).items()}
     return yaml.safe_load(proc.stdout)["services"]

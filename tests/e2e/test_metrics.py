@@ -18,7 +18,7 @@ import signal
 import socket
 import subprocess
 import urllib.request
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 
 from blockbatch.core.models import BatchOptions, RunOptions
@@ -50,7 +50,7 @@ def parse(text: str) -> Samples:
 
 def by(samples: Samples, name: str, *labels: str) -> dict[tuple[str, ...], float]:
     """The samples of ``name`` keyed by the values of ``labels`` (summed over the rest)."""
-    out: Counter[tuple[str, ...]] = Counter()
+    out: defaultdict[tuple[str, ...], float] = defaultdict(float)
     for (n, ls), value in samples.items():
         if n == name:
             d = dict(ls)
@@ -110,7 +110,7 @@ async def ledger(s: Stack, run_ids: list[str]) -> dict[str, dict[tuple[str, ...]
     splits = await s.pool.fetchval(
         "select count(*) from split_events where run_id = any($1)", run_ids
     )
-    tokens = {
+    tokens: dict[tuple[str, ...], float] = {
         (r["purpose"], kind): float(r[kind])
         for r in usage
         for kind in ("input", "output", "cache_read", "cache_write")

@@ -117,7 +117,7 @@ async def test_the_models_api_facts_are_kept_and_read_again_only_when_old(
     class Client:
         models = Models()
 
-    reader = ModelFacts(Client())  # type: ignore[arg-type]
+    reader = ModelFacts(Client())  # type: ignore[arg-type]  # stands in for the SDK client
     async with pool.acquire() as conn:
         first = await reader.refresh(conn, "claude-haiku-5-5")
         again = await reader.refresh(conn, "claude-haiku-5-5")

@@ -14,6 +14,7 @@ import pytest
 
 from blockbatch.api import AllItemsFailed, allm_batch
 from blockbatch.cli.follow import exit_code
+from blockbatch.core.models import RunStatus
 from blockbatch.store.runs import final_status
 from tests.conftest import Stack
 from tests.helpers import REJECT_MARKER, extract_schema, marked_document, marked_paragraphs
@@ -40,12 +41,12 @@ async def reasons_in_postgres(s: Stack, run_id: str) -> dict[str, int]:
 
 def test_final_status_follows_the_blocks() -> None:
     def final(
-        asked: str, done: int, failed: int, cancelled: int = 0, error: str | None = None
+        asked: RunStatus, done: int, failed: int, cancelled: int = 0, error: str | None = None
     ) -> tuple[str, str | None]:
         return final_status(
             asked,
             error,
-            total=done + failed + cancelled,  # type: ignore[arg-type]
+            total=done + failed + cancelled,
             done=done,
             failed=failed,
             cancelled=cancelled,

@@ -89,7 +89,8 @@ async def test_the_gate_halves_the_pack_size_when_large_packs_disagree(
         f"re-planned at 8 blocks (was 16); {early} blocks answered in packs of 16 re-asked"
     ) in q.gate[0] and q.blocks_reasked == early
     assert q.gate[0] in result.plan_changes
-    assert q.by_pack_size["6-10"].rate == 1.0 and q.by_pack_size["11-20"].rate < 0.5
+    large = q.by_pack_size["11-20"].rate
+    assert q.by_pack_size["6-10"].rate == 1.0 and large is not None and large < 0.5
     # The summary, status and review say it.
     assert "quality gate agreement " in run.out and "pack size    settled on 8 blocks" in run.out
     assert "quality      agreement " in run.out and "probe        " in run.out

@@ -12,7 +12,7 @@ import pytest
 import pytest_asyncio
 
 from blockbatch.core.models import RunOptions
-from blockbatch.core.ratelimit import RAMP_START, Need
+from blockbatch.core.ratelimit import RAMP_START, Kind, Need
 from blockbatch.store import ratelimits
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
@@ -21,7 +21,7 @@ from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cl
 KEY, MODEL = "k-test", "sonnet-4"
 #: Ten calls a minute, counted by their input (requests are far from their limit, so the
 #: one-second request bucket never binds here).
-LIMITS = {"requests": 6_000, "input": 1_000, "output": 1_000_000}
+LIMITS: dict[Kind, int] = {"requests": 6_000, "input": 1_000, "output": 1_000_000}
 ONE_CALL = Need(1, 100, 100)
 
 
@@ -38,6 +38,12 @@ async def full_limiter(pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch) -> N
         KEY,
     )
     await pool.execute("delete from rate_reservations where run_id = 'setup'")
+
+
+def _id(attempt: ratelimits.Attempt) -> int:
+    """The reservation of an attempt that was admitted."""
+    assert attempt.reservation_id is not None, attempt
+    return attempt.reservation_id
 
 
 async def _try(
@@ -149,7 +155,7 @@ async def test_settling_learns_the_accounts_limits_and_a_429_cuts_the_rate(
     async with pool.acquire() as conn:
         await ratelimits.settle(
             conn,
-            first.reservation_id,
+            _id(first),
             used=Need(1, 120, 700),
             answered=True,
             headers={
@@ -162,7 +168,7 @@ async def test_settling_learns_the_accounts_limits_and_a_429_cuts_the_rate(
         )
         # Settling twice (a retried activity) changes nothing.
         await ratelimits.settle(
-            conn, first.reservation_id, used=Need(1, 120, 700), headers=None, answered=True
+            conn, _id(first), used=Need(1, 120, 700), headers=None, answered=True
         )
         [view] = await ratelimits.views(conn, KEY)
     assert view.limits == {"requests": 50, "input": 30_000, "output": 8_000, "tokens": 38_000}
@@ -170,9 +176,7 @@ async def test_settling_learns_the_accounts_limits_and_a_429_cuts_the_rate(
     assert view.levels["requests"] <= 49.1
     second = await _try(pool, "r1")
     async with pool.acquire() as conn:
-        await ratelimits.settle(
-            conn, second.reservation_id, used=None, headers=None, throttled_after_s=3.0
-        )
+        await ratelimits.settle(conn, _id(second), used=None, headers=None, throttled_after_s=3.0)
         [view] = await ratelimits.views(conn, KEY)
     assert view.throttled == 1 and view.factor == 0.5
     assert (await _try(pool, "r1")).reservation_id is None  # nothing before retry-after
@@ -186,7 +190,7 @@ async def test_a_spend_cap_429_cuts_nothing_and_a_ramp_limit_holds_without_a_cut
     async with pool.acquire() as conn:
         await ratelimits.settle(
             conn,
-            first.reservation_id,
+            _id(first),
             used=None,
             headers=None,
             throttled_after_s=0.0,
@@ -199,7 +203,7 @@ async def test_a_spend_cap_429_cuts_nothing_and_a_ramp_limit_holds_without_a_cut
     async with pool.acquire() as conn:
         await ratelimits.settle(
             conn,
-            held.reservation_id,
+            _id(held),
             used=None,
             headers=None,
             throttled_after_s=5.0,
@@ -216,7 +220,7 @@ async def test_answers_teach_the_output_to_reserve(pool: asyncpg.Pool) -> None:
         attempt = await _try(pool, "r1", Need(1, 1, 10_000))
         async with pool.acquire() as conn:
             await ratelimits.settle(
-                conn, attempt.reservation_id, used=Need(1, 1, 1_000), headers=None, answered=True
+                conn, _id(attempt), used=Need(1, 1, 1_000), headers=None, answered=True
             )
     later = await _try(pool, "r1", Need(1, 1, 10_000))
     reserved = await pool.fetchval(
@@ -259,7 +263,7 @@ async def test_limits_shows_what_the_fleet_learned_from_claudes_answers(
 
 @pytest.mark.usefixtures("full_limiter")
 async def test_old_reservations_are_pruned_recent_and_open_ones_kept(pool: asyncpg.Pool) -> None:
-    ids = [(await _try(pool, "r1")).reservation_id for _ in range(3)]
+    ids = [_id(await _try(pool, "r1")) for _ in range(3)]
     async with pool.acquire() as conn:
         await ratelimits.settle(conn, ids[0], used=ONE_CALL, headers=None, answered=True)
         await conn.execute(

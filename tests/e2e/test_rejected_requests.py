@@ -23,7 +23,7 @@ async def test_a_request_rejected_for_one_block_fails_that_block_alone(
     schema_id = await bbstack.bb.add_schema(extract_schema(instruction_words=200))
     options = RunOptions(
         pack_size=8,
-        mode=mode,  # type: ignore[arg-type]
+        mode=mode,
         batch=BatchOptions(poll_initial_s=0.2, poll_max_s=1.0),
     )
     run_id = await bbstack.bb.start_run(doc, schema_id, options)

@@ -20,6 +20,7 @@ from typing import Any
 import aiohttp
 import pytest
 from playwright.async_api import Page, async_playwright, expect
+from starlette.routing import Route
 from yarl import URL
 
 from blockbatch.api import BadRequest, Blockbatch, NotFound
@@ -382,7 +383,7 @@ async def test_changes_need_the_csrf_token(bbstack: Stack) -> None:
     run_id, doc = await finished_run(bbstack)
     app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
     # Every route that changes something is behind the CSRF check.
-    posts = [r for r in app.routes if "POST" in (getattr(r, "methods", None) or ())]
+    posts = [r for r in app.routes if isinstance(r, Route) and "POST" in (r.methods or ())]
     assert posts and all(getattr(r.endpoint, "csrf_protected", False) for r in posts)
     async with serving(app) as base, browser_like() as http:
         page = await http.get(f"{base}/runs/{run_id}")

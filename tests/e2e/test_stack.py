@@ -6,7 +6,9 @@ import asyncio
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
@@ -33,7 +35,7 @@ def stack_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProce
 
 
 @pytest.fixture
-def stack_env(tmp_path: Path) -> dict[str, str]:
+def stack_env(tmp_path: Path) -> Iterator[dict[str, str]]:
     env = {
         "BLOCKBATCH_DATA_DIR": str(tmp_path / "data"),
         "PG_PORT": str(stack.free_port()),
@@ -52,7 +54,8 @@ async def test_up_twice_down_up_keeps_data_and_history(stack_env: dict[str, str]
     assert again.returncode == 0, again.stderr
     assert "ready" in again.stdout
 
-    settings = Settings(**{k.lower(): v for k, v in stack_env.items()})
+    fields: dict[str, Any] = {k.lower(): v for k, v in stack_env.items()}
+    settings = Settings(**fields)
     conn = await asyncpg.connect(settings.resolved_database_url)
     await conn.execute("create table keepme (x int); insert into keepme values (42)")
     await conn.close()

@@ -31,7 +31,7 @@ async def test_help_on_every_command(cli: Cli) -> None:
     top = await cli("--help")
     assert top.code == 0 and "exit codes" in top.out
     results = await asyncio.gather(*(cli(command, "--help") for command in COMMANDS))
-    for command, result in zip(COMMANDS, results):
+    for command, result in zip(COMMANDS, results, strict=True):
         assert result.code == 0 and f"starter.py {command}" in result.out, command
         assert "--json" in result.out
 
@@ -93,7 +93,7 @@ async def test_estimate_of_bad_input_exits_2_and_creates_nothing(cli: Cli, bbsta
 async def test_unknown_run_id_exits_3(cli: Cli) -> None:
     commands = ["status", "cancel", "watch", "review", "confirm", "export", "calls"]
     results = await asyncio.gather(*(cli(command, "no-such-run") for command in commands))
-    for command, result in zip(commands, results):
+    for command, result in zip(commands, results, strict=True):
         assert result.code == 3, (command, result.err)
         assert result.err.strip() == (
             "error: no run 'no-such-run': list runs with `python starter.py list`"
@@ -109,7 +109,7 @@ async def test_stack_not_running_exits_4(cli: Cli, bbstack: Stack) -> None:
         "TEMPORAL_ADDRESS": f"127.0.0.1:{closed}",
     }
     for args in (["run", cli.doc(5), "--schema", cli.schema()], ["list"], ["status", "x"]):
-        result = await cli(*args, **everything_down)
+        result = await cli(*args, timeout=120, **everything_down)
         assert result.code == 4, (args, result.err)
         assert "cannot connect to Postgres" in result.err and "make up" in result.err
         assert len(result.err.strip().splitlines()) == 1

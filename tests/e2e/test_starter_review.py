@@ -62,7 +62,7 @@ async def test_review_confirm_export(cli: Cli, bbstack: Stack, tmp_path: Path) -
     assert [ln["immutable"]["block_uid"] for ln in staged] == [f"{doc}:{i}" for i in range(30)]
     assert confirmed[0]["immutable"]["block_content"].startswith("Section 1")
     assert "source_line" in confirmed[0]["immutable"]  # block metadata travels along
-    for i, (c, s) in enumerate(zip(confirmed, staged)):
+    for i, (c, s) in enumerate(zip(confirmed, staged, strict=True)):
         if i in (3, 4):
             assert c["user_defined"] == s["user_defined"] is not None
             assert "status" not in c

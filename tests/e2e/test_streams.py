@@ -118,8 +118,7 @@ async def _warm_cost(s: Stack, run_id: str) -> float:
 
 
 async def _collect(stream: Any, into: list[StreamRow]) -> None:
-    async for r in stream.results():
-        into.append(r)
+    into.extend([r async for r in stream.results()])
 
 
 async def test_stream_cli_prints_one_line_per_input_line_and_survives_bad_ones(

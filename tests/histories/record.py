@@ -60,18 +60,24 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-from core.models import BatchOptions, OutageOptions, QualityOptions, RunOptions, RunResult
-from devtools import stack
-from runtime.settings import Settings
-from runtime.temporal import anthropic_client, build_worker
-from simulator.testing import control
-from store.db import create_pool, migrate
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from blockbatch.api import Blockbatch
+from blockbatch.core.models import (
+    BatchOptions,
+    OutageOptions,
+    QualityOptions,
+    RunOptions,
+    RunResult,
+)
+from blockbatch.devtools import stack
+from blockbatch.runtime.settings import Settings
+from blockbatch.runtime.temporal import anthropic_client, build_worker
+from blockbatch.simulator.testing import control
+from blockbatch.store.db import create_pool, migrate
 from tests.helpers import REJECT_MARKER, extract_schema, markdown_doc, marked_document
 from workflows.attributes import SEARCH_ATTRIBUTES
 
@@ -443,7 +449,7 @@ async def throwaway_stack(base: Path) -> AsyncIterator[Recorder]:
             temporal_address=env.client.service_client.config.target_host,
             temporal_task_queue=f"record-{uuid.uuid4().hex[:8]}",
             anthropic_base_url=sim_url,
-            anthropic_api_key="sim-record-key",  # type: ignore[arg-type]
+            anthropic_api_key="sim-record-key",
             blockbatch_data_dir=base / "data",
         )
         pool = await create_pool(pg.url("bb"), max_size=20)

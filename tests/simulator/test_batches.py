@@ -13,6 +13,7 @@ from anthropic.types.messages import MessageBatch
 from blockbatch.simulator.scenario import Batch, Scenario
 from blockbatch.simulator.server import SimulatorServer
 from blockbatch.simulator.testing import make_blocks, pack_params, results_by_uid
+from tests.helpers import error_body
 
 
 @pytest_asyncio.fixture
@@ -139,7 +140,7 @@ async def test_delete_only_after_the_batch_ended(sim, client):
 async def test_invalid_batches_are_400(client, batch_requests, fragment):
     with pytest.raises(anthropic.BadRequestError) as caught:
         await client.messages.batches.create(requests=batch_requests)
-    assert fragment in caught.value.body["error"]["message"]
+    assert fragment in error_body(caught.value)["error"]["message"]
 
 
 async def test_results_of_unknown_batch_is_404(client):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -77,12 +78,10 @@ async def test_patch_scenario_changes_only_what_it_names(sim, http):
 async def test_stats_requests_log_and_reset(sim, http):
     client = anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="sk-do-not-log", max_retries=0)
     message = await client.messages.create(**pack_params(make_blocks(3), system_repeat=300))
-    try:
+    with contextlib.suppress(anthropic.NotFoundError):
         await client.messages.create(
             model="xyz", max_tokens=5, messages=[{"role": "user", "content": "x"}]
         )
-    except anthropic.NotFoundError:
-        pass
 
     async with http.get(f"{sim.base_url}/_sim/stats") as response:
         stats = await response.json()
@@ -157,6 +156,7 @@ async def test_process_entry_point_serves_and_stops_on_sigterm(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
+    assert process.stdout is not None
     try:
         line = await asyncio.wait_for(process.stdout.readline(), timeout=20)
         assert f"127.0.0.1:{port}" in line.decode()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import anthropic
 import pytest
@@ -12,14 +13,16 @@ from anthropic._error_classes import (
     LinkedOrganizationSpendLimitReachedError,
     RampLimitExceededError,
 )
+from anthropic.types import MessageParam, TextBlockParam
 
 from blockbatch.simulator.bodies import MESSAGES_MAX_BYTES
 from blockbatch.simulator.scenario import Auth, Errors, Scenario
 from blockbatch.simulator.server import SimulatorServer
 from blockbatch.simulator.testing import control, make_blocks, pack_params
+from tests.helpers import error_body
 
 MODEL = "claude-haiku-4-5"  # 200K context; no retirement announced
-HI = [{"role": "user", "content": "hi"}]
+HI: list[MessageParam] = [{"role": "user", "content": "hi"}]
 
 
 def sdk(sim: SimulatorServer, key: str = "test-key", **kwargs) -> anthropic.AsyncAnthropic:
@@ -44,9 +47,9 @@ async def test_injected_errors_map_to_sdk_exceptions(sim, rate, exception, statu
         await sdk(sim).messages.create(**pack_params(make_blocks(2)))
     error = caught.value
     assert error.status_code == status
-    assert error.body["type"] == "error"
+    assert error_body(error)["type"] == "error"
     assert (
-        error.body["error"]["type"]
+        error_body(error)["error"]["type"]
         == {
             429: "rate_limit_error",
             529: "overloaded_error",
@@ -115,7 +118,7 @@ async def test_missing_key_is_401(sim):
     client = sdk(sim, default_headers={"Authorization": anthropic.Omit()})
     with pytest.raises(anthropic.AuthenticationError) as caught:
         await client.messages.create(model=MODEL, max_tokens=10, messages=HI)
-    assert caught.value.body["error"]["type"] == "authentication_error"
+    assert error_body(caught.value)["error"]["type"] == "authentication_error"
 
 
 async def test_bearer_and_x_api_key_both_accepted(sim):
@@ -125,7 +128,7 @@ async def test_bearer_and_x_api_key_both_accepted(sim):
         base_url=sim.base_url,
         api_key="good",
         max_retries=0,
-        default_headers={"Authorization": anthropic.Omit(), "X-Api-Key": "good"},
+        default_headers={"Authorization": anthropic.Omit(), "X-Api-Key": "good"},  # type: ignore[dict-item]  # Omit drops a header
     )
     old_style = await legacy.messages.create(model=MODEL, max_tokens=100, messages=HI)
     assert bearer.stop_reason == old_style.stop_reason == "end_turn"
@@ -138,7 +141,7 @@ async def test_wrong_key_is_401_and_forbidden_key_is_403(sim):
     assert "sk-secret-wrong" not in str(caught.value.body)
     with pytest.raises(anthropic.PermissionDeniedError) as forbidden:
         await sdk(sim, "blocked").messages.create(model=MODEL, max_tokens=10, messages=HI)
-    assert forbidden.value.body["error"]["type"] == "permission_error"
+    assert error_body(forbidden.value)["error"]["type"] == "permission_error"
     assert "sk-secret-wrong" not in str(list(sim.state.stats.log))
 
 
@@ -146,13 +149,13 @@ async def test_missing_anthropic_version_is_400(sim):
     client = sdk(sim, default_headers={"anthropic-version": anthropic.Omit()})
     with pytest.raises(anthropic.BadRequestError) as caught:
         await client.messages.create(model=MODEL, max_tokens=10, messages=HI)
-    assert "anthropic-version" in caught.value.body["error"]["message"]
+    assert "anthropic-version" in error_body(caught.value)["error"]["message"]
 
 
 async def test_unknown_model_is_404(sim):
     with pytest.raises(anthropic.NotFoundError) as caught:
         await sdk(sim).messages.create(model="xyz", max_tokens=10, messages=HI)
-    assert caught.value.body["error"] == {"type": "not_found_error", "message": "model: xyz"}
+    assert error_body(caught.value)["error"] == {"type": "not_found_error", "message": "model: xyz"}
 
 
 @pytest.mark.parametrize(
@@ -171,24 +174,24 @@ async def test_invalid_requests_are_400(sim, change, fragment):
     with pytest.raises(anthropic.BadRequestError) as caught:
         # The raw post skips the SDK's own client-side checks (e.g. on large max_tokens).
         await sdk(sim).post("/v1/messages", body=params, cast_to=object)
-    assert caught.value.body["error"]["type"] == "invalid_request_error"
-    assert fragment in caught.value.body["error"]["message"]
+    assert error_body(caught.value)["error"]["type"] == "invalid_request_error"
+    assert fragment in error_body(caught.value)["error"]["message"]
 
 
 async def test_missing_required_field_is_400(sim):
     with pytest.raises(anthropic.BadRequestError) as caught:
         await sdk(sim).post("/v1/messages", body={"model": MODEL, "messages": HI}, cast_to=object)
-    assert caught.value.body["error"]["message"] == "max_tokens: Field required"
+    assert error_body(caught.value)["error"]["message"] == "max_tokens: Field required"
 
 
 async def test_too_many_cache_breakpoints_is_400(sim):
-    system = [
+    system: list[TextBlockParam] = [
         {"type": "text", "text": f"part {i}", "cache_control": {"type": "ephemeral"}}
         for i in range(5)
     ]
     with pytest.raises(anthropic.BadRequestError) as caught:
         await sdk(sim).messages.create(model=MODEL, max_tokens=10, system=system, messages=HI)
-    assert "maximum of 4" in caught.value.body["error"]["message"]
+    assert "maximum of 4" in error_body(caught.value)["error"]["message"]
 
 
 async def test_prompt_too_long_uses_the_real_message(sim):
@@ -197,7 +200,7 @@ async def test_prompt_too_long_uses_the_real_message(sim):
         await sdk(sim).messages.create(
             model=MODEL, max_tokens=10, messages=[{"role": "user", "content": huge}]
         )
-    message = caught.value.body["error"]["message"]
+    message = error_body(caught.value)["error"]["message"]
     assert message.startswith("prompt is too long: ")
     assert message.endswith(" tokens > 200000 maximum")
 
@@ -209,7 +212,7 @@ async def test_an_outage_answers_every_request_with_its_status_until_lifted(sim)
         with pytest.raises(anthropic.InternalServerError) as caught:
             await client.messages.create(**pack_params(make_blocks(2)))
         assert caught.value.status_code == 503
-        assert caught.value.body["error"]["type"] == "api_error"
+        assert error_body(caught.value)["error"]["type"] == "api_error"
     # A probe-sized request is answered too once the outage is lifted.
     sim.scenario = Scenario()
     message = await client.messages.create(model=MODEL, max_tokens=1, messages=HI)
@@ -262,7 +265,7 @@ async def test_account_refusals_map_to_the_sdk_classes(
     for call in (
         client.messages.create(**pack_params(make_blocks(1))),
         client.messages.batches.create(
-            requests=[{"custom_id": "a", "params": pack_params(make_blocks(1))}]
+            requests=[{"custom_id": "a", "params": pack_params(make_blocks(1))}]  # type: ignore[typeddict-item]  # pack_params: a plain dict
         ),
     ):
         with pytest.raises(exception) as caught:
@@ -271,11 +274,15 @@ async def test_account_refusals_map_to_the_sdk_classes(
         assert type(error) is exception
         assert (error.status_code, error.type, error.error_code) == (status, error_type, error_code)
         assert "retry-after" not in error.response.headers
-        assert error.request_id == error.body["request_id"] == error.response.headers["request-id"]
+        assert (
+            error.request_id
+            == error_body(error)["request_id"]
+            == error.response.headers["request-id"]
+        )
         if error_code is None:
-            assert "details" not in error.body["error"]
+            assert "details" not in error_body(error)["error"]
         else:
-            assert error.body["error"]["details"] == {"error_code": error_code}
+            assert error_body(error)["error"]["details"] == {"error_code": error_code}
     if kind == "self_spend_limit":
         assert error.api_message == "You have reached your specified API usage limits."
     await asyncio.to_thread(
@@ -306,7 +313,7 @@ async def test_a_body_above_32_mb_is_413_request_too_large(sim):
         with pytest.raises(anthropic.ContentTooLargeError) as caught:
             await sdk(sim).post(path, body=params, cast_to=object)
         assert caught.value.status_code == 413
-        assert caught.value.body["error"]["type"] == "request_too_large"
+        assert error_body(caught.value)["error"]["type"] == "request_too_large"
 
 
 async def test_a_batch_above_256_mb_is_413(sim, monkeypatch):
@@ -314,6 +321,7 @@ async def test_a_batch_above_256_mb_is_413(sim, monkeypatch):
     import blockbatch.simulator.routes_batches as routes
 
     monkeypatch.setattr(routes, "BATCH_MAX_BYTES", 1000)
-    requests = [{"custom_id": "a", "params": pack_params(make_blocks(5))}]
+    # pack_params builds the request as a plain dict, not the SDK's TypedDict.
+    requests: list[Any] = [{"custom_id": "a", "params": pack_params(make_blocks(5))}]
     with pytest.raises(anthropic.ContentTooLargeError):
         await sdk(sim).messages.batches.create(requests=requests)

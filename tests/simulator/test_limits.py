@@ -20,6 +20,7 @@ from blockbatch.simulator.limits import rfc3339
 from blockbatch.simulator.scenario import Limits, Scenario
 from blockbatch.simulator.server import SimulatorServer
 from blockbatch.simulator.testing import control, make_blocks, pack_params
+from tests.helpers import error_body
 
 START = 1_700_000_000.0
 
@@ -44,7 +45,7 @@ async def refused(client: anthropic.AsyncAnthropic, params: dict[str, Any]) -> A
     """One request that must be answered 429; returns the SDK's error."""
     with pytest.raises(anthropic.RateLimitError) as caught:
         await client.messages.create(**params)
-    assert caught.value.body["error"]["type"] == "rate_limit_error"
+    assert error_body(caught.value)["error"]["type"] == "rate_limit_error"
     return caught.value
 
 
@@ -68,7 +69,7 @@ async def test_requests_refill_continuously_not_at_a_window_edge(sim, client, cl
         assert raw.headers["anthropic-ratelimit-requests-remaining"] == str(left)
     error = await refused(client, params)
     assert error.response.headers["retry-after"] == "10"  # one request every 10 s
-    assert "6 requests per minute" in error.body["error"]["message"]
+    assert "6 requests per minute" in error_body(error)["error"]["message"]
     clock.advance(30)  # half a minute after draining, half the capacity is back
     for left in (2, 1, 0):
         raw = await create(client, params)
@@ -84,7 +85,7 @@ async def test_input_tokens_refill_at_a_sixtieth_of_the_limit_per_second(sim, cl
     await create(client, params)
     error = await refused(client, params)
     assert error.response.headers["retry-after"] == "30"  # half the limit comes back in 30 s
-    assert f"{prompt * 2:,} input tokens per minute" in error.body["error"]["message"]
+    assert f"{prompt * 2:,} input tokens per minute" in error_body(error)["error"]["message"]
     clock.advance(30)
     await create(client, params)
     await refused(client, params)
@@ -126,7 +127,7 @@ async def test_output_counts_the_actual_output_and_reserves_no_max_tokens(sim, c
     deficit = 2 * output - limit
     wait = -(-deficit * 60 // limit)  # ceil: until the bucket is back at zero
     assert error.response.headers["retry-after"] == str(wait)
-    assert f"{limit:,} output tokens per minute" in error.body["error"]["message"]
+    assert f"{limit:,} output tokens per minute" in error_body(error)["error"]["message"]
     # The binding limit reports nothing remaining, and tokens-* is that limit.
     assert error.response.headers["anthropic-ratelimit-output-tokens-remaining"] == "0"
     assert error.response.headers["anthropic-ratelimit-tokens-remaining"] == "0"
@@ -165,7 +166,7 @@ async def test_the_429_names_the_limit_that_binds_longest(sim, client, clock):
     output_wait = -(-(needed - limit) * 60 // limit)  # ceil
     assert output_wait > 30
     error = await refused(client, params)
-    assert f"{limit:,} output tokens per minute" in error.body["error"]["message"]
+    assert f"{limit:,} output tokens per minute" in error_body(error)["error"]["message"]
     assert error.response.headers["retry-after"] == str(output_wait)
     assert error.response.headers["anthropic-ratelimit-output-tokens-remaining"] == "0"
     clock.advance(output_wait - 1)
@@ -178,7 +179,7 @@ async def test_the_429_names_the_limit_that_binds_longest(sim, client, clock):
     sim.scenario = Scenario(limits=Limits(rpm=1, output_tpm=100_000))
     await create(client, params)
     error = await refused(client, params)
-    assert "1 requests per minute" in error.body["error"]["message"]
+    assert "1 requests per minute" in error_body(error)["error"]["message"]
     assert error.response.headers["retry-after"] == "60"
     assert error.response.headers["anthropic-ratelimit-requests-remaining"] == "0"
 
@@ -188,7 +189,7 @@ async def test_a_request_larger_than_the_whole_limit_is_refused_clearly(sim, cli
     prompt = await prompt_tokens(client, params)
     sim.scenario = Scenario(limits=Limits(input_tpm=prompt - 1))
     error = await refused(client, params)
-    message = error.body["error"]["message"]
+    message = error_body(error)["error"]["message"]
     assert "input tokens per minute" in message
     assert "more than the limit can ever hold" in message
     assert error.response.headers["retry-after"] == "60"
@@ -330,7 +331,7 @@ async def test_per_second_enforces_a_sixtieth_of_each_limit_per_second(sim, clie
     await create(client, params)
     error = await refused(client, params)  # a third within the same second
     assert error.response.headers["retry-after"] == "1"
-    assert "enforced as 2 per second" in error.body["error"]["message"]
+    assert "enforced as 2 per second" in error_body(error)["error"]["message"]
     assert error.response.headers["anthropic-ratelimit-requests-remaining"] == "0"
     clock.advance(1)
     await create(client, params)

@@ -7,6 +7,7 @@ import pytest
 from anthropic.types import Message, MessageTokensCount
 
 from blockbatch.simulator.testing import make_blocks, pack_params, results_by_uid
+from tests.helpers import error_body
 
 MODEL = "claude-sonnet-4-5"
 
@@ -118,5 +119,6 @@ async def test_every_response_carries_a_request_id(client):
         await client.messages.create(
             model="xyz", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
         )
-    assert caught.value.request_id.startswith("req_")
-    assert caught.value.body["request_id"] == caught.value.request_id
+    request_id = caught.value.request_id
+    assert request_id is not None and request_id.startswith("req_")
+    assert error_body(caught.value)["request_id"] == caught.value.request_id

@@ -99,7 +99,7 @@ def test_references_are_local_and_never_recursive():
     assert "recursive" in refused(obj({"a": {"$ref": "#"}}))
     node = obj({"children": {"type": "array", "items": {"$ref": "#/$defs/node"}}})
     assert "recursive" in refused(
-        obj({"root": {"$ref": "#/$defs/node"}}, **{"$defs": {"node": node}})
+        obj({"root": {"$ref": "#/$defs/node"}}, None, **{"$defs": {"node": node}})
     )
     ping = obj({"b": {"$ref": "#/definitions/pong"}})
     pong = obj({"a": {"$ref": "#/definitions/ping"}})
@@ -107,7 +107,7 @@ def test_references_are_local_and_never_recursive():
         obj({"x": {"$ref": "#/definitions/ping"}}, definitions={"ping": ping, "pong": pong})
     )
     both = {"$ref": "#/$defs/p", "allOf": [{"type": "object"}]}
-    assert "allOf" in refused(obj({"a": both}, **{"$defs": {"p": obj({})}}))
+    assert "allOf" in refused(obj({"a": both}, None, **{"$defs": {"p": obj({})}}))
 
 
 def test_more_than_20_strict_tools_are_too_complex():

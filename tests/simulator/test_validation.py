@@ -14,6 +14,7 @@ import pytest
 
 from blockbatch.simulator.scenario import Scenario
 from blockbatch.simulator.testing import make_blocks, pack_params, results_tool
+from tests.helpers import error_body
 
 HI = [{"role": "user", "content": "hi"}]
 LEGACY = {"anthropic-version": "2023-06-01"}
@@ -56,7 +57,7 @@ async def test_the_sdk_sends_the_current_version(sim, client):
 
 
 async def test_under_2023_06_01_the_old_per_model_sampling_rules_hold(client):
-    legacy = {"extra_headers": LEGACY}
+    legacy: dict[str, Any] = {"extra_headers": LEGACY}
     # Sonnet 4.6 takes any temperature in range.
     await client.messages.create(
         **plain("claude-sonnet-4-6"), extra_body={"temperature": 0}, **legacy
@@ -264,16 +265,16 @@ async def test_max_tokens_zero_is_accepted_but_not_with_its_conflicts(client):
         assert fragment in await bad(client, **{**params, **change})
     with pytest.raises(anthropic.BadRequestError) as caught:
         await client.post("/v1/messages", body={**params, "stream": True}, cast_to=object)
-    assert "stream" in caught.value.body["error"]["message"]
+    assert "stream" in error_body(caught.value)["error"]["message"]
     with pytest.raises(anthropic.BadRequestError) as caught:
         await client.post("/v1/messages", body={**params, "max_tokens": -1}, cast_to=object)
-    assert "greater than or equal to 0" in caught.value.body["error"]["message"]
+    assert "greater than or equal to 0" in error_body(caught.value)["error"]["message"]
 
 
 async def test_stream_must_be_a_boolean(client):
     with pytest.raises(anthropic.BadRequestError) as caught:
         await client.post("/v1/messages", body={**plain(), "stream": "yes"}, cast_to=object)
-    assert "stream" in caught.value.body["error"]["message"]
+    assert "stream" in error_body(caught.value)["error"]["message"]
 
 
 # Contract §4, breaking changes 2 and 3 of 2026-10-21.
@@ -315,7 +316,7 @@ async def test_retired_models_are_404_everywhere(client, model):
     ):
         with pytest.raises(anthropic.NotFoundError) as caught:
             await call
-        assert caught.value.body["error"] == {
+        assert error_body(caught.value)["error"] == {
             "type": "not_found_error",
             "message": f"model: {model}",
         }

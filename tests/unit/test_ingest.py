@@ -92,7 +92,7 @@ def test_crlf_and_cr_line_endings_are_normalised() -> None:
 @pytest.mark.parametrize("fmt", ["markdown", "text", "jsonl", "csv"])
 @pytest.mark.parametrize("data", [b"", b"   \n\n\t\n"])
 def test_empty_document_has_no_blocks_error(fmt: str, data: bytes) -> None:
-    with pytest.raises(IngestError, match="^document has no blocks: "):
+    with pytest.raises(IngestError, match=r"^document has no blocks: "):
         parse_document(data, fmt)
 
 
@@ -234,7 +234,7 @@ def test_parsed_block_is_frozen() -> None:
     block = parse_document(b"x", "text")[0]
     assert block == ParsedBlock(0, "paragraph", "x", {"source_line": 1})
     with pytest.raises(AttributeError):
-        block.block_content = "y"  # type: ignore[misc]
+        block.block_content = "y"  # type: ignore[misc]  # the write a frozen block refuses
 
 
 # Markdown round trip: render blocks, parse them back, get the same blocks.

@@ -123,7 +123,8 @@ def test_a_probe_row_counts_like_the_ledger_records_it() -> None:
         "probe", "succeeded", {"input": 12, "output": 1, "cache_read": 0, "cache_write": 0}, 0.0001
     )
     down = CallRecord("probe", "failed", 503, "api_error", 0, 0, 0, 0, 0.0)
-    assert call_of_record(down).error == "5xx"  # type: ignore[union-attr]
+    failed = call_of_record(down)
+    assert failed is not None and failed.error == "5xx"
     assert call_of_record(CallRecord("probe", "started", None, None, 0, 0, 0, 0, 0.0)) is None
 
 

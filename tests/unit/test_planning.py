@@ -522,7 +522,8 @@ def test_learned_ratios_spread_the_counted_output_over_blocks_by_their_answers()
     assert ratios.by_type == {"paragraph": pytest.approx(0.5), "heading": pytest.approx(2.0)}
     assert ratios.of("heading") == pytest.approx(2.0) and ratios.of("table") == ratios.overall
     # Fewer than five of a type: the run's ratio serves it.
-    assert learn_ratios(samples[:4] + samples[5:9], 800).by_type == {}
+    few = learn_ratios(samples[:4] + samples[5:9], 800)
+    assert few is not None and few.by_type == {}
     assert learn_ratios([], 100) is None and learn_ratios(samples, 0) is None
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from blockbatch.core.claude_errors import (
@@ -12,7 +14,7 @@ from blockbatch.core.claude_errors import (
     fatal_code_of,
     retry_delay_s,
 )
-from blockbatch.core.policy import attempt_limit, decide
+from blockbatch.core.policy import AttemptResult, attempt_limit, decide
 
 TOO_LONG = "prompt is too long: 210000 tokens > 200000 maximum"
 
@@ -269,19 +271,19 @@ def test_a_refused_lone_block_gets_no_second_attempt_a_refused_pack_is_halved() 
 
 
 @pytest.mark.parametrize("result", ["errored", "not_processed"])
-def test_transient_failures_are_retried_while_retries_are_left(result: str) -> None:
+def test_transient_failures_are_retried_while_retries_are_left(result: AttemptResult) -> None:
     error = classify(529, "overloaded_error", "busy") if result == "errored" else None
     reason = "" if result == "errored" else "expired"
-    kwargs = {"blocks": 3, "error": error, "reason": reason}
-    again = decide(result, retries_left=True, **kwargs)  # type: ignore[arg-type]
+    kwargs: dict[str, Any] = {"blocks": 3, "error": error, "reason": reason}
+    again = decide(result, retries_left=True, **kwargs)
     assert (again.step, again.code) == ("resubmit", None)
-    last = decide(result, retries_left=False, **kwargs)  # type: ignore[arg-type]
+    last = decide(result, retries_left=False, **kwargs)
     assert last.step == "fail" and "failed after retries" in last.reason
     assert last.code == "api_unavailable"
     keep = decide(
         result,
         retries_left=True,
-        stopping=True,  # type: ignore[arg-type]
+        stopping=True,
         **kwargs,
     )
     assert (keep.step, keep.code) == ("keep", "cancelled")

@@ -103,7 +103,7 @@ def test_one_hour_cache_ttl() -> None:
 
 def test_bad_cache_ttl_is_rejected() -> None:
     with pytest.raises(ValueError, match="cache_ttl"):
-        build_system(make_spec(), cache_ttl="10m")  # type: ignore[arg-type]
+        build_system(make_spec(), cache_ttl="10m")  # type: ignore[arg-type]  # a TTL the API lacks
 
 
 # --- tool ----------------------------------------------------------------------------

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from blockbatch.core.agreement import FieldAgreement, Sample, summarize
+from blockbatch.core.context import RunContext
 from blockbatch.core.models import GateReading, RunResult
+from blockbatch.core.planning import Pack
 from blockbatch.core.quality import (
     GATE_MIN_SAMPLES,
     gate_reading,
@@ -105,7 +109,8 @@ def test_the_summary_shows_the_agreement_the_probe_cost_and_the_settled_pack_siz
     q = result.quality
     assert q is not None and q.sampled == 40 and q.agreement.agreeing == 36
     assert q.lowest_field == "summary" and q.by_field["label"].rate == 1.0
-    assert q.agreement.low is not None and q.agreement.low < 0.9 < q.agreement.high
+    assert q.agreement.low is not None and q.agreement.high is not None
+    assert q.agreement.low < 0.9 < q.agreement.high
     assert list(q.by_pack_size) == ["11-20"]
     rows = dict(quality_rows(result))
     assert rows["quality"].startswith("agreement 90.0% on 40 sampled blocks (95% CI ")
@@ -178,7 +183,7 @@ def test_the_cli_refuses_a_bad_quality_setting_before_anything_runs(
 # ---------------------------------------------------------------- the probe's cost cap
 
 
-def _plan_ctx(prefix_tokens: int, **options: object) -> object:
+def _plan_ctx(prefix_tokens: int, **options: Any) -> RunContext:
     from blockbatch.core.models import RunOptions
     from blockbatch.core.quote import quote_context
     from blockbatch.core.registry import get_model
@@ -187,7 +192,7 @@ def _plan_ctx(prefix_tokens: int, **options: object) -> object:
 
     model = get_model("claude-sonnet-4-6")
     return quote_context(
-        RunOptions(model=model.id, **options),  # type: ignore[arg-type]
+        RunOptions(model=model.id, **options),
         load_schema(extract_schema(prefix_tokens)),
         model,
     )
@@ -277,7 +282,7 @@ def test_the_gate_text_says_how_many_blocks_it_re_asked() -> None:
 # ---------------------------------------------------------------- an uncached prompt
 
 
-def _ticket_ctx() -> object:
+def _ticket_ctx() -> RunContext:
     """The first hour's ticket schema (tests/fixtures/ticket.json) on claude-sonnet-4-6:
     the planner's estimate of its prefix (which leans high) reaches the model's minimum
     of 1,024; the API counts 779 tokens and does not cache it."""
@@ -296,17 +301,17 @@ def _ticket_ctx() -> object:
     return quote_context(RunOptions(model=model.id), spec, model)
 
 
-def _uncached_usd(ctx: object, pack: object) -> float:
+def _uncached_usd(ctx: RunContext, pack: Pack) -> float:
     """A call with no cache at all: its whole input at the input price."""
     from blockbatch.core.registry import Usage, cost_usd
 
     return cost_usd(
         ctx.model,
         Usage(
-            input_tokens=pack.est_input_tokens,  # type: ignore[attr-defined]
+            input_tokens=pack.est_input_tokens,
             output_tokens=pack.est_output_tokens,
         ),
-    )  # type: ignore[attr-defined]
+    )
 
 
 def test_an_uncached_prefix_is_priced_as_input_and_the_probe_keeps_its_share() -> None:
@@ -314,11 +319,11 @@ def test_an_uncached_prefix_is_priced_as_input_and_the_probe_keeps_its_share() -
     from blockbatch.core.quality import expected_call_usd, probe_plan
 
     ctx = _ticket_ctx()
-    assert ctx.fixed_prompt_tokens >= ctx.model.min_cacheable_tokens  # type: ignore[attr-defined]
+    assert ctx.fixed_prompt_tokens >= ctx.model.min_cacheable_tokens
     tokens = [50] * 30
     uids = UIDS[:30]
-    packs = ctx.plan(tokens)  # type: ignore[attr-defined]
-    one = ctx.plan([50])[0]  # type: ignore[attr-defined]
+    packs = ctx.plan(tokens)
+    one = ctx.plan([50])[0]
     # Told the prefix is not cached, a call pays all of it as input.
     assert expected_call_usd(ctx, one, cached=False) == pytest.approx(_uncached_usd(ctx, one))
     assert expected_call_usd(ctx, one, cached=True) < _uncached_usd(ctx, one)

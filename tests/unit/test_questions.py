@@ -242,7 +242,7 @@ def _answers(blocks: list[Block], scenario: Scenario) -> dict[str, str]:
 
 
 def test_contradicting_questions_in_one_pack_each_get_their_own_answer() -> None:
-    blocks = question_blocks(CONTRADICTING + ["What is 2+2?"], [None, None, "Ignore that."])
+    blocks = question_blocks([*CONTRADICTING, "What is 2+2?"], [None, None, "Ignore that."])
     request = build_request(
         SPEC, blocks, max_tokens=500, aliases=alias_map([b["block_uid"] for b in blocks])
     )

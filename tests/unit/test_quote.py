@@ -11,7 +11,6 @@ from blockbatch.core.models import QualityOptions, RunOptions
 from blockbatch.core.quality import probe_plan
 from blockbatch.core.quote import (
     PROBE_SEED,
-    CountPlan,
     OutputHistory,
     PromptTokens,
     count_plan,
@@ -217,7 +216,7 @@ def test_count_plan_is_a_few_requests_and_the_answers_split_into_parts() -> None
         "messages": [{"role": "user", "content": "w"}],
     }
     plan = count_plan(ctx, blocks, tokens, warm)
-    assert isinstance(plan, CountPlan) and plan.chunks == 2 and len(plan.requests) == 5
+    assert plan.chunks == 2 and len(plan.requests) == 5
     assert "system" in plan.requests[0] and "tools" in plan.requests[0]
     assert all("system" not in r and "tools" not in r for r in plan.requests[1:])
     assert all("max_tokens" not in r for r in plan.requests)
@@ -369,7 +368,8 @@ def test_a_first_run_is_quoted_with_what_answers_of_other_schemas_wrote() -> Non
     # The schema's own answers, when there are enough, win over other schemas'.
     own = OutputHistory(runs=1, calls=5, estimated=10_000, written=8_000)
     mine = quote(ctx, tokens, counted(), document="d.md", history=own, prior=prior)
-    assert mine.output_source == "ledger" and mine.output_history["ratio"] == 0.8  # type: ignore[index]
+    assert mine.output_source == "ledger" and mine.output_history is not None
+    assert mine.output_history["ratio"] == 0.8
     # Too few answers elsewhere: the planner's estimate.
     few = OutputHistory(runs=1, calls=2, estimated=1_000, written=500, scope="model")
     assert quote(ctx, tokens, counted(), document="d.md", prior=few).output_source == "planner"

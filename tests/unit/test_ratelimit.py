@@ -14,6 +14,7 @@ from blockbatch.core.ratelimit import (
     RAMP_IDLE_S,
     RAMP_START,
     Buckets,
+    Kind,
     LastSecond,
     Need,
     answered,
@@ -30,12 +31,12 @@ from blockbatch.core.ratelimit import (
     throttled,
 )
 
-LIMITS = {"requests": 6_000, "input": 60_000, "output": 6_000}
+LIMITS: dict[Kind, int] = {"requests": 6_000, "input": 60_000, "output": 6_000}
 
 
-def full(limits: dict[str, int] | None = None, now: float = 0.0) -> Buckets:
+def full(limits: dict[Kind, int] | None = None, now: float = 0.0) -> Buckets:
     """Buckets full at their whole capacity (a limiter whose ramp is done)."""
-    return fresh(limits or LIMITS, now, ramp=1.0)  # type: ignore[arg-type]
+    return fresh(limits or LIMITS, now, ramp=1.0)
 
 
 def test_reservations_take_from_every_bucket_until_one_is_short() -> None:
@@ -182,7 +183,7 @@ def test_no_second_admits_more_than_twice_the_minute_befores_mean() -> None:
 
 
 def test_a_fresh_or_idle_limiter_ramps_up_from_a_start_share_with_its_answers() -> None:
-    b = fresh(LIMITS, 0.0)  # type: ignore[arg-type]
+    b = fresh(LIMITS, 0.0)
     assert b.ramp == RAMP_START
     # A quarter of a minute's output opens at once, not all of it.
     assert b.levels["output"] == pytest.approx(6_000 * RAMP_START)

@@ -195,7 +195,7 @@ def test_response_without_content_is_a_payload_error() -> None:
 
 
 def test_item_without_string_uid_cannot_be_mapped() -> None:
-    results = [ok("doc:0"), ok("doc:1"), ok("doc:2"), {"sentiment": "positive"}, ok(7), "junk"]  # type: ignore[arg-type]
+    results = [ok("doc:0"), ok("doc:1"), ok("doc:2"), {"sentiment": "positive"}, ok(7), "junk"]  # type: ignore[arg-type]  # malformed on purpose
     got = parse(response(results))
     assert got.unmappable == 3
     assert set(got.valid) == set(UIDS)
@@ -462,7 +462,7 @@ def test_pause_turn_leaves_no_answer() -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.sampled_from(UIDS + ["x:9"]), max_size=6), st.data())
+@given(st.lists(st.sampled_from([*UIDS, "x:9"]), max_size=6), st.data())
 def test_a_json_answer_cut_anywhere_keeps_only_whole_results(
     order: list[str], data: st.DataObject
 ) -> None:

@@ -66,10 +66,8 @@ def test_a_model_the_registry_does_not_price_runs_on_configured_prices() -> None
     }
     model = run_model("claude-haiku-6", facts, {"claude-haiku-6": {"input": 0.2, "output": 1.0}})
     assert not model.priced
-    assert (model.price_input, model.price_output, model.price_cache_read) == (
-        0.2,
-        1.0,
-        pytest.approx(0.02),
+    assert (model.price_input, model.price_output, model.price_cache_read) == pytest.approx(
+        (0.2, 1.0, 0.02)
     )
     assert model.context_window == 400_000
     # Its quote says where its prices came from.
@@ -114,7 +112,7 @@ def test_a_retired_model_is_refused_with_the_model_to_move_to() -> None:
 
 
 def test_a_schema_naming_a_retired_model_is_refused_with_its_replacement() -> None:
-    with pytest.raises(SchemaError, match="claude-opus-4-1 was retired.*use claude-opus-5-5"):
+    with pytest.raises(SchemaError, match=r"claude-opus-4-1 was retired.*use claude-opus-5-5"):
         load_schema(
             {
                 "properties": {"a": {"type": "string"}},
@@ -153,7 +151,7 @@ def _status_error(status: int) -> Exception:
 async def test_the_models_api_answer_is_read_through_the_sdk() -> None:
     # The SDK builds its answers leniently (construct), as it does from the wire.
     info = anthropic.types.ModelInfo.construct(**HAIKU_FACTS)
-    reader = ModelFacts(_FakeClient(info))  # type: ignore[arg-type]
+    reader = ModelFacts(_FakeClient(info))  # type: ignore[arg-type]  # stands in for the SDK client
     facts = await reader.fetch("claude-haiku-5-5")
     assert facts is not None
     assert facts["max_input_tokens"] == 500_000 and facts["lifecycle"] == "active"
@@ -167,5 +165,5 @@ async def test_an_api_without_the_endpoint_leaves_the_registry(failure: int | st
         if failure == "connection"
         else _status_error(int(failure))
     )
-    reader = ModelFacts(_FakeClient(error))  # type: ignore[arg-type]
+    reader = ModelFacts(_FakeClient(error))  # type: ignore[arg-type]  # stands in for the SDK client
     assert await reader.fetch("claude-haiku-5-5") is None

@@ -369,7 +369,7 @@ def test_the_schema_docs_name_only_keywords_and_keys_a_schema_may_use() -> None:
     keywords = docs.split("## Field types and keywords")[1].split("The rest of draft")[0]
     table = [line for line in keywords.splitlines() if line.startswith("| ")][1:]
     named = {
-        re.match(r'"?([$\w-]+)', k).group(1)  # type: ignore[union-attr]
+        re.match(r'"?([$\w-]+)', k).group(1)  # type: ignore[union-attr]  # every cell names one
         for line in table
         for k in re.findall(r"`([^`]+)`", line.split("|")[2])
     }

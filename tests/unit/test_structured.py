@@ -148,10 +148,11 @@ def test_what_the_subset_cannot_say_does_not_fit(why: str, field: dict[str, Any]
 
 
 def test_recursion_does_not_fit_but_local_refs_do() -> None:
-    flat = obj({"a": {"$ref": "#/$defs/name"}}, **{"$defs": {"name": {"type": "string"}}})
+    flat = obj({"a": {"$ref": "#/$defs/name"}}, None, **{"$defs": {"name": {"type": "string"}}})
     assert translate(flat) is not None
     tree = obj(
         {"root": {"$ref": "#/$defs/node"}},
+        None,
         **{
             "$defs": {
                 "node": obj({"children": {"type": "array", "items": {"$ref": "#/$defs/node"}}})
@@ -164,6 +165,7 @@ def test_recursion_does_not_fit_but_local_refs_do() -> None:
 def test_all_of_with_a_ref_does_not_fit() -> None:
     schema = obj(
         {"a": {"allOf": [{"$ref": "#/$defs/n"}, {"type": "string"}]}},
+        None,
         **{"$defs": {"n": {"type": "string"}}},
     )
     assert translate(schema) is None
@@ -206,7 +208,7 @@ def test_simple_patterns(pattern: str, simple: bool) -> None:
 
 # --- whatever the schema -------------------------------------------------------------
 
-_LEAF = st.sampled_from(
+_LEAF: st.SearchStrategy[dict[str, Any]] = st.sampled_from(
     [
         {"type": "string"},
         {"type": "integer", "minimum": 0},
@@ -224,6 +226,11 @@ _LEAF = st.sampled_from(
 )
 
 
+def _is_required(key: str) -> bool:
+    """The signature of a drawn function that says which keys are required."""
+    return True
+
+
 def _schemas(depth: int = 3) -> st.SearchStrategy[dict[str, Any]]:
     return st.recursive(
         _LEAF,
@@ -236,7 +243,7 @@ def _schemas(depth: int = 3) -> st.SearchStrategy[dict[str, Any]]:
             st.builds(
                 lambda props, req: obj(props, [k for k in props if req(k)]),
                 st.dictionaries(st.sampled_from("abcdefgh"), inner, min_size=1, max_size=5),
-                st.functions(like=lambda k: True, returns=st.booleans(), pure=True),
+                st.functions(like=_is_required, returns=st.booleans(), pure=True),
             ),
             st.builds(lambda xs: {"anyOf": xs}, st.lists(inner, min_size=1, max_size=3)),
         ),

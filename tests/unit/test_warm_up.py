@@ -18,7 +18,7 @@ from blockbatch.core.quote import quote_context
 from blockbatch.core.registry import get_model
 from blockbatch.core.schema import load_schema
 
-SCHEMA = {
+SCHEMA: dict[str, Any] = {
     "properties": {
         "sentiment": {"type": "string", "enum": ["positive", "negative"]},
         "note": {"type": "string", "maxLength": 80},
@@ -84,7 +84,7 @@ def test_json_channel_warms_with_the_smallest_real_request(model: str) -> None:
 def test_a_worker_stops_counting_an_uncached_prefix_as_read() -> None:
     ctx = ctx_for("claude-haiku-5-5")
     assert ctx.cacheable_prefix_tokens > 0
-    worker = LlmActivities(pool=None, client=None)  # type: ignore[arg-type]
+    worker = LlmActivities(pool=None, client=None)  # type: ignore[arg-type]  # the request needs neither
     est = ctx.cacheable_prefix_tokens + 500
     assert worker._need(ctx, est, 100).input == 500
     nothing = {"usage": {"input_tokens": est, "output_tokens": 0}}
@@ -106,7 +106,7 @@ def test_a_worker_stops_counting_an_uncached_prefix_as_read() -> None:
 
 # --- long calls stream -------------------------------------------------------------------
 
-MESSAGE = {
+MESSAGE: dict[str, Any] = {
     "id": "msg_1",
     "type": "message",
     "role": "assistant",
@@ -185,7 +185,7 @@ def test_a_call_past_the_sdks_ten_minutes_streams_and_answers_the_same() -> None
             timeout=600.0,
             http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handle)),
         )
-        worker = LlmActivities(pool=None, client=client)  # type: ignore[arg-type]
+        worker = LlmActivities(pool=None, client=client)
         request = stand_in_request(ctx_for("claude-haiku-5-5"))
         short = await worker._call({**request, "max_tokens": 1_000})
         long = await worker._call({**request, "max_tokens": 64_000})

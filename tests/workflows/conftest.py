@@ -60,9 +60,9 @@ async def _time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
     await env.client.operator_service.add_search_attributes(
         AddSearchAttributesRequest(
             namespace=env.client.namespace,
-            search_attributes={
-                name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD for name in SEARCH_ATTRIBUTES
-            },
+            search_attributes=dict.fromkeys(
+                SEARCH_ATTRIBUTES, IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
+            ),
         )
     )
     yield env

@@ -444,7 +444,7 @@ class FakeWorld:
             give_up = (
                 inp.outage_attempts is not None and activity.info().attempt >= inp.outage_attempts
             )
-            if isinstance(step.error, ClaudeError) and self.outage is not None:
+            if self.outage is not None:
                 self.outage.failed_calls += 1
             raise application_error(step.error, give_up=give_up)
         if isinstance(step, Outcome):

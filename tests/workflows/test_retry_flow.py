@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from temporalio import activity
 from temporalio.client import WorkflowFailureError
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 from activities.db import NOTHING_TO_RETRY
 from blockbatch.core.models import (
@@ -43,7 +43,7 @@ class RetryWorld(FakeWorld):
         **kwargs: Any,
     ) -> None:
         super().__init__(run_id, pack_sizes, **kwargs)
-        self.failed.update({u: "request_rejected" for u in failed})
+        self.failed.update(dict.fromkeys(failed, "request_rejected"))
         self.done.update(u for u in self.uids if u not in failed)
         self.refuse = refuse
         self.first_round = first_round
@@ -158,7 +158,9 @@ async def test_a_refused_retry_fails_its_execution_and_finishes_nothing(
     world = RetryWorld(run_id, [2], failed={"b0-1"}, refuse=True)
     with pytest.raises(WorkflowFailureError) as caught:
         await wf.run(world, retry=RetryRequest(reasons=["truncated"]))
-    cause = caught.value.cause.cause  # ActivityError -> ApplicationError
+    activity_error = caught.value.cause
+    assert isinstance(activity_error, ActivityError)
+    cause = activity_error.cause  # ActivityError -> ApplicationError
     assert isinstance(cause, ApplicationError) and cause.type == NOTHING_TO_RETRY
     assert len(world.plan_retry_calls) == 1  # non-retryable: not tried again
     assert world.finished is None and world.calls == []

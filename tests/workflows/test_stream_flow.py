@@ -44,7 +44,7 @@ class StreamWorld(FakeWorld):
         self.rows: list[str] = []
         self.arrived: dict[str, int] = {}
         self.assigned: set[str] = set()
-        self.polls = 0
+        self.stream_polls = 0
         self.closed = closed
         self.close_after_packs = close_after_packs
         self.close_at_poll = close_at_poll
@@ -56,7 +56,7 @@ class StreamWorld(FakeWorld):
         for _ in range(n):
             uid = f"s-{len(self.rows)}"
             self.rows.append(uid)
-            self.arrived[uid] = self.polls
+            self.arrived[uid] = self.stream_polls
 
     def buffered(self) -> list[str]:
         return [u for u in self.rows if u not in self.assigned]
@@ -66,18 +66,18 @@ class StreamWorld(FakeWorld):
 
     @activity.defn(name="poll_stream")
     async def poll_stream(self, inp: PollStreamInput) -> PollStreamOutput:
-        self.polls += 1
-        if self.close_at_poll is not None and self.polls >= self.close_at_poll:
+        self.stream_polls += 1
+        if self.close_at_poll is not None and self.stream_polls >= self.close_at_poll:
             self.closed = True
         buf = self.buffered()
-        oldest = min((self.arrived[u] for u in buf), default=self.polls)
+        oldest = min((self.arrived[u] for u in buf), default=self.stream_polls)
         return PollStreamOutput(
             buffered=Buffered(
                 rows=len(buf),
                 tokens=10 * len(buf),
                 closed=self.closed,
                 accepted=len(self.rows),
-                oldest_wait_s=(self.polls - oldest) * WAIT_PER_POLL_S,
+                oldest_wait_s=(self.stream_polls - oldest) * WAIT_PER_POLL_S,
             )
         )
 
@@ -121,7 +121,7 @@ async def test_packs_form_by_rows_then_by_the_oldest_rows_wait_and_the_stream_dr
     # Two packs of 10 at once; the last 5 only once the oldest waited 2 s (4 looks), with
     # no signal: the workflow looked again when that wait ran out.
     assert world.formed == [(0, "rows", 10), (1, "rows", 10), (2, "wait", 5)]
-    assert world.polls == 5  # 2 for the full packs, 2 for the wait, 1 seeing it drained
+    assert world.stream_polls == 5  # 2 for the full packs, 2 for the wait, 1 seeing it drained
     assert result.status == "completed" and result.blocks_ai_complete == 25
     assert sorted(world.called_paths()) == ["0", "1", "2"]
 
@@ -171,7 +171,7 @@ async def test_an_idle_stream_continues_as_new_and_ends_when_closed(
             handle.id, run_id=handle.result_run_id
         ).describe()
     assert first.status == WorkflowExecutionStatus.CONTINUED_AS_NEW
-    assert world.polls == 7 and world.formed == []
+    assert world.stream_polls == 7 and world.formed == []
     assert result.status == "completed" and result.blocks_total == 0
 
 
