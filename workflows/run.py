@@ -382,7 +382,9 @@ class RunWorkflow:
         sent = await asyncio.gather(
             *(h.signal(ProcessPackWorkflow.report_to_run) for _, h in here), return_exceptions=True
         )
-        closed = {index for (index, _), r in zip(here, sent) if isinstance(r, BaseException)}
+        closed = {
+            index for (index, _), r in zip(here, sent, strict=True) if isinstance(r, BaseException)
+        }
         await workflow.wait_condition(
             lambda: not (closed & self._running.keys()) or self._stopping()
         )

@@ -459,9 +459,9 @@ def quote(
     plans: dict[Mode, tuple[RunContext, list[Pack], bool]] = {}
     for mode in ("sync", "batch"):
         mctx = dataclasses.replace(ctx, options=ctx.options.model_copy(update={"mode": mode}))
-        prior = ratios if mctx.learns_output() else None
-        learning = mctx.learns_output() and prior is None
-        packs = mctx.plan(block_tokens, prior, learning=learning)
+        mode_ratios = ratios if mctx.learns_output() else None
+        learning = mctx.learns_output() and mode_ratios is None
+        packs = mctx.plan(block_tokens, mode_ratios, learning=learning)
         plans[mode] = (mctx, packs, learning and len(packs) > 1)
     cached = tokens.prefix >= model.min_cacheable_tokens
     if not cached:
