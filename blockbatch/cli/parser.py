@@ -337,6 +337,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     calibrate.add_argument("--model", help="Claude model (default: the schema's, else the default)")
     calibrate.add_argument(
+        "--models",
+        metavar="M,M,...",
+        help="calibrate across models: run the sizes on each of these and recommend the "
+        "cheapest (model, size) that meets --target against --reference alone",
+    )
+    calibrate.add_argument(
+        "--reference",
+        metavar="MODEL",
+        help="with --models: the model whose alone answers are compared with (default: "
+        "--model, else the model of --models with the highest output price)",
+    )
+    calibrate.add_argument(
         "--sample",
         type=_positive,
         default=40,
