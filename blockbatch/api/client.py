@@ -359,6 +359,11 @@ class Blockbatch:
             model = await self.run_model(options.model)
             check_effort(model, options.effort)
             options = options.model_copy(update={"model": model.id})
+            if options.quality is not None and options.quality.probe_model is not None:
+                # Checked like the run's model, and kept by its id.
+                probe = await self.run_model(options.quality.probe_model)
+                quality = options.quality.model_copy(update={"probe_model": probe.id})
+                options = options.model_copy(update={"quality": quality})
             await check_start_budget(conn, document_id, schema_id, names.definition, options, model)
             retiring = retirement_warning(model, date.today())
             if retiring:

@@ -244,6 +244,11 @@ def _quality_inputs(p: argparse.ArgumentParser) -> None:
         "already answered in larger packs are asked again at that size",
     )
     p.add_argument(
+        "--probe-model",
+        metavar="MODEL",
+        help=f"quality probe: {QualityOptions.model_fields['probe_model'].description}",
+    )
+    p.add_argument(
         "--no-reask",
         action="store_true",
         help="with --min-agreement: do not ask again the blocks already answered "
