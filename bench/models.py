@@ -209,16 +209,17 @@ async def calibrate_section(
 ) -> None:
     """Calibrate across models at each seed; run the recommended pair on the whole document."""
     sizes = [int(s) for s in args.sizes.split(",")]
+    samples = [int(s) for s in str(args.sample).split(",")]
     per_seed: list[dict[str, Any]] = []
     rows: list[list[Any]] = []
-    for seed in range(1, args.seeds + 1):
+    for sample, seed in ((n, s) for n in samples for s in range(1, args.seeds + 1)):
         bs.sim_reset(scenario(seed))
         cal = await bs.bb.calibrate_models(
             document,
             schema,
             [HAIKU, SONNET],
             reference=SONNET,
-            sample=args.sample,
+            sample=sample,
             sizes=sizes,
             target=args.target,
         )
@@ -233,6 +234,7 @@ async def calibrate_section(
         per_seed.append(
             {
                 "seed": seed,
+                "sample": sample,
                 "calibration": cal.model_dump(mode="json"),
                 "choice": [model, size],
                 "measured": measured,
@@ -244,6 +246,7 @@ async def calibrate_section(
         at = next((r for r in chosen.sizes if r.size == size), None) if chosen else None
         rows.append(
             [
+                sample,
                 seed,
                 f"{model} x {size}",
                 ", ".join(
@@ -259,7 +262,7 @@ async def calibrate_section(
             ]
         )
         print(
-            f"seed {seed}: {model} x {size}, true agreement {pct(run['true_agreement'])} "
+            f"sample {sample}, seed {seed}: {model} x {size}, true agreement {pct(run['true_agreement'])} "
             f"(target {pct(args.target)}), calibration ${cal.cost_usd:.4f}",
             flush=True,
         )
@@ -268,16 +271,20 @@ async def calibrate_section(
         "models": [HAIKU, SONNET],
         "reference": SONNET,
         "sizes": sizes,
-        "sample": args.sample,
+        "samples": samples,
         "target": args.target,
         "blocks": args.blocks,
         "seeds": per_seed,
         "met_target": met,
+        "met_target_by_sample": {
+            str(n): sum(s["meets_target"] for s in per_seed if s["sample"] == n) for n in samples
+        },
     }
     rec.print_table(
         f"calibrate --models against the simulator's truth ({args.blocks}-block document, "
-        f"sample {args.sample}, sizes {args.sizes}, target {pct(args.target)})",
+        f"samples {args.sample}, sizes {args.sizes}, target {pct(args.target)})",
         [
+            "sample",
             "seed",
             "recommended",
             "each model's size",
@@ -292,7 +299,7 @@ async def calibrate_section(
         [
             (
                 f"The whole-document run at the recommended pair met the target against the truth "
-                f"at {met} of {len(per_seed)} seeds. 'Measured' is agreement with Sonnet 5.5's alone "
+                f"in {met} of {len(per_seed)} cases (samples x seeds). 'Measured' is agreement with Sonnet 5.5's alone "
                 "answers on the sample (Sonnet's own rare mistakes count against the candidate)."
             )
         ],
@@ -343,7 +350,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--probe-rate", type=float, default=0.1, help="the probed runs' rate (default 0.1)"
     )
-    parser.add_argument("--sample", type=int, default=40, help="calibrate's sample (default 40)")
+    parser.add_argument(
+        "--sample",
+        default="40,100",
+        help="calibrate's samples, each at every seed (default 40,100)",
+    )
     parser.add_argument("--sizes", default="5,10,20,40", help="pack sizes (default 5,10,20,40)")
     parser.add_argument(
         "--target", type=float, default=0.95, help="target agreement (default 0.95)"

@@ -447,6 +447,24 @@ async def run_model_calibration(
                 reference_model=plan.model if model != plan.model else None,
             )
         )
+    choice = cheapest_choice(per_model)
+    if choice is not None:
+        chosen = next(
+            r
+            for c in per_model
+            if c.model == choice.model
+            for r in c.sizes
+            if r.size == choice.size
+        )
+        if chosen.ci_low is not None and chosen.ci_low < plan.target:
+            notes = [
+                *notes,
+                (
+                    f"a sample of {plan.sample} cannot rule out that {choice.model} at size "
+                    f"{choice.size} misses {plan.target:.1%} (95% CI {chosen.ci_low:.1%}-"
+                    f"{(chosen.ci_high or 1):.1%}); a larger --sample narrows it"
+                ),
+            ]
     result = ModelCalibration(
         calibration_id=group,
         document=plan.name,
@@ -455,7 +473,7 @@ async def run_model_calibration(
         sample=plan.sample,
         target=plan.target,
         calibrations=per_model,
-        choice=cheapest_choice(per_model),
+        choice=choice,
         reference_alone_usd=alone_usd,
         cost_usd=sum(r.cost_usd for r in by_run.values()),
         created_at=now,
