@@ -45,6 +45,7 @@ from blockbatch.api.inputs import SchemaSource, as_schema, with_schema_model
 from blockbatch.api.quote import Document, estimate, read_document
 from blockbatch.core.agreement import Sample, compare_answers, sample_blocks
 from blockbatch.core.calibration import (
+    DEFAULT_MODELS_SAMPLE,
     DEFAULT_SAMPLE,
     DEFAULT_SIZES,
     DEFAULT_TARGET,
@@ -144,7 +145,7 @@ def prepare(
     document: Document,
     schema: SchemaSource,
     *,
-    sample: int = DEFAULT_SAMPLE,
+    sample: int | None = None,
     sizes: Sequence[int] | str = DEFAULT_SIZES,
     target: float = DEFAULT_TARGET,
     model: str | None = None,
@@ -158,6 +159,7 @@ def prepare(
 
     ``models``: calibrate across these candidate models against ``reference`` alone
     (default: ``model`` when given, else the candidate with the highest output price).
+    ``sample``: default :data:`DEFAULT_SAMPLE`, :data:`DEFAULT_MODELS_SAMPLE` across models.
 
     Raises:
         FileNotFoundError, BadRequest, IngestError, SchemaError, UnknownModelError,
@@ -170,6 +172,8 @@ def prepare(
         RunOptions(model=get_model(model).id) if model else RunOptions(), spec.prompt_config.model
     )
     model_id = get_model(options.model).id
+    if sample is None:
+        sample = DEFAULT_MODELS_SAMPLE if models is not None else DEFAULT_SAMPLE
     candidates: tuple[str, ...] = ()
     if models is not None:
         candidates = tuple(dict.fromkeys(get_model(m).id for m in parse_models(models)))

@@ -63,6 +63,7 @@ from blockbatch.api.review import (
 from blockbatch.api.streams import Stream, load_stream
 from blockbatch.core.answer import check_effort
 from blockbatch.core.calibration import (
+    DEFAULT_MODELS_SAMPLE,
     DEFAULT_SAMPLE,
     DEFAULT_SIZES,
     DEFAULT_TARGET,
@@ -291,7 +292,7 @@ class Blockbatch:
         models: Sequence[str] | str,
         *,
         reference: str | None = None,
-        sample: int = DEFAULT_SAMPLE,
+        sample: int = DEFAULT_MODELS_SAMPLE,
         sizes: Sequence[int] | str = DEFAULT_SIZES,
         target: float = DEFAULT_TARGET,
         fmt: str | None = None,
