@@ -143,9 +143,10 @@ class DbActivities:
                 # A probe call of a prefix the API does not cache pays all of it again:
                 # what earlier calls of this prefix showed, else the estimate decides.
                 q = ctx.options.quality or QualityOptions()
-                warm_up = warm_up_request(ctx)
+                probe_ctx = await runs.probe_context(conn, ctx)
+                warm_up = warm_up_request(probe_ctx)
                 seen = await quality.prefix_cache_seen(
-                    conn, request_prefix(warm_up)[0], ctx.model.id
+                    conn, request_prefix(warm_up)[0], probe_ctx.model.id
                 )
                 sample, sizing = probe_plan(
                     ctx,
@@ -156,6 +157,7 @@ class DbActivities:
                     inp.run_id,
                     prior,
                     cached=seen,
+                    probe_ctx=probe_ctx if probe_ctx is not ctx else None,
                 )
                 await quality.plan_sample(conn, inp.run_id, sample)
                 if sizing.wanted:

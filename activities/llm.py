@@ -67,7 +67,7 @@ from blockbatch.core.ratelimit import Need
 from blockbatch.core.registry import Usage, cost_usd
 from blockbatch.core.results import parse_results
 from blockbatch.store import ledger, overlays, quality
-from blockbatch.store.runs import cached_run_context
+from blockbatch.store.runs import cached_run_context, probe_context
 
 #: A run sizes max_tokens from its own answers once this many pack calls were answered, or
 #: a learning pack's worth of blocks (core.planning.LEARNING_PACK_BLOCKS), read from the
@@ -266,7 +266,8 @@ class LlmActivities:
 
         Called once the pack applied its answers (blockbatch/core/quality.py says which blocks). Each
         call is a pack call of one block: the same system prompt and tool, so it reads the
-        cached prefix; opened in the ledger first (purpose ``quality_probe``, pack path
+        cached prefix; on the run's ``quality.probe_model`` when it names one (that model's
+        answer channel, effort, prices and limits; its own prefix cache); opened in the ledger first (purpose ``quality_probe``, pack path
         ``quality-<block_index>``, attempts 1, 2, ...: a retried activity reuses a recorded
         answer, pay once), under the run's budget and through the fleet's limiter. The
         packed answer stays the overlay; the comparison goes to ``quality_samples``. A call
@@ -285,12 +286,16 @@ class LlmActivities:
                     pack_sample(answered, inp.at_least, f"{inp.run_id}/{inp.pack_index}"),
                 )
             blocks = await quality.to_probe(conn, inp.run_id, inp.pack_index)
+            # The calls go to the probe's model when the run names one (priced, limited
+            # and shaped as that model's); the packed answers they are compared with
+            # stay the run's.
+            probe_ctx = await probe_context(conn, ctx)
         gate = asyncio.Semaphore(_PROBES_AT_ONCE)
         calls: list[int] = []
 
         async def one(block: quality.ProbeBlock) -> Totals:
             async with gate:
-                return await self._probe_block(ctx, block, calls)
+                return await self._probe_block(probe_ctx, block, calls)
 
         totals = Totals()
         for spent in await asyncio.gather(*(one(b) for b in blocks)):

@@ -15,7 +15,15 @@ The packed runs' answers are kept out of reuse afterwards (they were asked at si
 to find where answers go wrong); the alone answers stay reusable, so a later run of the
 document does not pay for the sampled blocks again.
 
-Everything a user can get wrong (document, schema, model, sizes, sample, target) is
+Across models (``models``, ``calibrate --models``): the alone run is on the reference
+model (``reference``; default: the candidate with the highest output price), and each
+candidate model runs the sample at every size; each candidate's sizes are compared with
+the reference's alone answers, each (model, size) is quoted on the whole document, and
+:func:`blockbatch.core.calibration.cheapest_choice` picks the cheapest pair that meets the
+target (:func:`run_model_calibration`). Each candidate's result is stored as a calibration
+of its own, so a quote of the schema on that model names it.
+
+Everything a user can get wrong (document, schema, models, sizes, sample, target) is
 checked by :func:`prepare` before anything is stored or started.
 """
 
@@ -37,18 +45,24 @@ from blockbatch.api.inputs import SchemaSource, as_schema, with_schema_model
 from blockbatch.api.quote import Document, estimate, read_document
 from blockbatch.core.agreement import Sample, compare_answers, sample_blocks
 from blockbatch.core.calibration import (
+    DEFAULT_MODELS_SAMPLE,
     DEFAULT_SAMPLE,
     DEFAULT_SIZES,
     DEFAULT_TARGET,
     Calibration,
+    CalibrationError,
+    ModelCalibration,
     SizeResult,
+    cheapest_choice,
     check_request,
+    parse_models,
     parse_sizes,
     recommend,
     size_result,
 )
 from blockbatch.core.ingest import ParsedBlock, parse_document
 from blockbatch.core.models import QualityOptions, RunOptions, RunResult
+from blockbatch.core.quote import Quote
 from blockbatch.core.registry import get_model
 from blockbatch.core.schema import SchemaSpec
 from blockbatch.runtime.settings import Settings
@@ -93,6 +107,7 @@ class CalibrationPlan:
     fmt: str
     blocks: list[ParsedBlock]
     spec: SchemaSpec
+    #: The model whose alone answers every size is compared with (the reference).
     model: str
     sizes: list[int]
     sample: int
@@ -101,6 +116,13 @@ class CalibrationPlan:
     seed: str
     #: Positions (in ``blocks``) of the sampled blocks, in document order.
     chosen: list[int]
+    #: The candidate models of a calibration across models (empty: ``model`` alone).
+    models: tuple[str, ...] = ()
+
+    @property
+    def candidates(self) -> list[str]:
+        """The models run at every size."""
+        return list(self.models) or [self.model]
 
     @property
     def runs(self) -> list[int]:
@@ -108,24 +130,36 @@ class CalibrationPlan:
         return [1, *self.sizes]
 
     @property
+    def model_runs(self) -> list[tuple[str, int]]:
+        """Each run's model and pack size: the reference alone, then every candidate at
+        every size."""
+        return [(self.model, 1), *((m, s) for m in self.candidates for s in self.sizes)]
+
+    @property
     def blocks_sent(self) -> int:
         """Blocks the calibration sends in all: the sample once per run."""
-        return self.sample * len(self.runs)
+        return self.sample * len(self.model_runs)
 
 
 def prepare(
     document: Document,
     schema: SchemaSource,
     *,
-    sample: int = DEFAULT_SAMPLE,
+    sample: int | None = None,
     sizes: Sequence[int] | str = DEFAULT_SIZES,
     target: float = DEFAULT_TARGET,
     model: str | None = None,
     name: str | None = None,
     fmt: str | None = None,
     text_field: str = "text",
+    models: Sequence[str] | str | None = None,
+    reference: str | None = None,
 ) -> CalibrationPlan:
     """Check everything a calibration is asked, and draw its sample; creates nothing.
+
+    ``models``: calibrate across these candidate models against ``reference`` alone
+    (default: ``model`` when given, else the candidate with the highest output price).
+    ``sample``: default :data:`DEFAULT_SAMPLE`, :data:`DEFAULT_MODELS_SAMPLE` across models.
 
     Raises:
         FileNotFoundError, BadRequest, IngestError, SchemaError, UnknownModelError,
@@ -138,6 +172,18 @@ def prepare(
         RunOptions(model=get_model(model).id) if model else RunOptions(), spec.prompt_config.model
     )
     model_id = get_model(options.model).id
+    if sample is None:
+        sample = DEFAULT_MODELS_SAMPLE if models is not None else DEFAULT_SAMPLE
+    candidates: tuple[str, ...] = ()
+    if models is not None:
+        candidates = tuple(dict.fromkeys(get_model(m).id for m in parse_models(models)))
+        if reference is None and model is None:
+            reference = max(candidates, key=lambda m: get_model(m).price_output)
+        model_id = get_model(reference or model_id).id
+    elif reference is not None:
+        raise CalibrationError(
+            "--reference needs --models: give the candidate models to compare with it"
+        )
     checked_sizes = parse_sizes(sizes)
     check_request(checked_sizes, sample, len(blocks), target, spec.prompt_config.max_batch_size)
     document_id = document_id_for(fmt, data)
@@ -158,29 +204,37 @@ def prepare(
         document_id=document_id,
         seed=seed,
         chosen=chosen,
+        models=candidates,
     )
 
 
-def run_options(plan: CalibrationPlan, size: int) -> RunOptions:
-    """The options of the calibration's run at ``size``: a fixed pack size, every call
-    made, no probe (the calibration is itself the comparison)."""
+def run_options(plan: CalibrationPlan, size: int, model: str | None = None) -> RunOptions:
+    """The options of the calibration's run at ``size`` on ``model`` (default: the
+    reference): a fixed pack size, every call made, no probe (the calibration is itself
+    the comparison)."""
     return RunOptions(
-        model=plan.model,
+        model=model or plan.model,
         pack_size=size,
         reuse_answers=False,
         quality=QualityOptions(probe_rate=0.0, probe_minimum=0),
     )
 
 
-async def run_calibration(
-    bb: Runner,
-    plan: CalibrationPlan,
-    *,
-    task_queue: str | None = None,
-    say: Callable[[str], None] | None = None,
-) -> Calibration:
-    """Run a prepared calibration to its end, store it and return it."""
-    say = say or (lambda _text: None)
+@dataclass(frozen=True)
+class _Ran:
+    """A calibration's runs, finished: each run's model, size, id and result, the
+    sample document and the stored schema."""
+
+    sample_doc: str
+    schema_id: str
+    runs: list[tuple[str, int, str, RunResult]]
+
+
+async def _run_sample(
+    bb: Runner, plan: CalibrationPlan, task_queue: str | None, say: Callable[[str], None]
+) -> _Ran:
+    """Store the sample as a document and run it at every (model, size) of the plan, all
+    at once, to their end (cancelling them all when interrupted)."""
     sample_blocks_ = [plan.blocks[i] for i in plan.chosen]
     sample_doc = await bb.ingest_blocks(
         json.dumps(
@@ -200,18 +254,19 @@ async def run_calibration(
     schema_id = await bb.add_schema(plan.spec)
     run_ids: list[str] = []
     try:
-        for size in plan.runs:
+        for model, size in plan.model_runs:
             run_ids.append(  # noqa: PERF401 - run_ids must hold every run started before a failure
                 await bb.start_run(
-                    sample_doc, schema_id, run_options(plan, size), task_queue=task_queue
+                    sample_doc, schema_id, run_options(plan, size, model), task_queue=task_queue
                 )
             )
     except BaseException:
         await _cancel_all(bb, run_ids)
         raise
+    shapes = ", ".join(f"{m} x {s}" if plan.models else str(s) for m, s in plan.model_runs)
     say(
         f"started {len(run_ids)} runs of the {plan.sample}-block sample (pack sizes "
-        f"{', '.join(str(s) for s in plan.runs)}): {', '.join(run_ids)}"
+        f"{shapes}): {', '.join(run_ids)}"
     )
     try:
         results = await asyncio.gather(*(bb.wait(run_id) for run_id in run_ids))
@@ -220,16 +275,27 @@ async def run_calibration(
         # calibration are worth nothing apart, so none is left running on.
         await _cancel_all(bb, run_ids)
         raise
+    runs = [
+        (model, size, run_id, result)
+        for (model, size), run_id, result in zip(plan.model_runs, run_ids, results, strict=True)
+    ]
+    return _Ran(sample_doc=sample_doc, schema_id=schema_id, runs=runs)
+
+
+async def _size_results(
+    bb: Runner, plan: CalibrationPlan, ran: _Ran
+) -> dict[tuple[str, int], SizeResult]:
+    """Each run's :class:`SizeResult`: its answers compared with the alone run's."""
     uids = [f"{plan.document_id}:{plan.blocks[i].block_index}" for i in plan.chosen]
-    alone = await calibrations.run_answers(bb.pool, run_ids[0])
-    sizes: list[SizeResult] = []
-    for size, run_id, result in zip(plan.runs, run_ids, results, strict=True):
-        answers = alone if size == 1 else await calibrations.run_answers(bb.pool, run_id)
+    alone = await calibrations.run_answers(bb.pool, ran.runs[0][2])
+    out: dict[tuple[str, int], SizeResult] = {}
+    for index, (model, size, run_id, result) in enumerate(ran.runs):
+        answers = alone if index == 0 else await calibrations.run_answers(bb.pool, run_id)
         samples, unanswered = [], 0
         for single, packed in zip(alone, answers, strict=True):
             if single.answer is None or packed.answer is None:
                 unanswered += 1
-            elif size > 1:
+            elif index > 0:
                 samples.append(
                     Sample(
                         uids[packed.block_index],
@@ -238,54 +304,76 @@ async def run_calibration(
                         compare_answers(plan.spec, packed.answer, single.answer),
                     )
                 )
-        largest = max((a.call_size for a in answers), default=0)
-        sizes.append(
-            size_result(
-                size,
-                run_id,
-                result.status,
-                result.calls,
-                result.cost_usd,
-                samples,
-                answered=sum(a.answer is not None for a in answers),
-                unanswered=unanswered,
-                largest_call=largest,
-            )
+        out[(model, size)] = size_result(
+            size,
+            run_id,
+            result.status,
+            result.calls,
+            result.cost_usd,
+            samples,
+            answered=sum(a.answer is not None for a in answers),
+            unanswered=unanswered,
+            largest_call=max((a.call_size for a in answers), default=0),
         )
-    await overlays.withhold_from_reuse(bb.pool, run_ids[1:])
+    await overlays.withhold_from_reuse(bb.pool, [run_id for _, _, run_id, _ in ran.runs[1:]])
+    return out
+
+
+async def _whole_cost(bb: Runner, plan: CalibrationPlan, options: RunOptions) -> Quote:
+    """The whole document quoted with ``options``, every block sent (the alone answers
+    just stored would otherwise be quoted as reused)."""
+    return await estimate(
+        plan.data,
+        plan.spec,
+        options,
+        name=plan.name,
+        fmt=plan.fmt,
+        blocks=plan.blocks,
+        settings=bb.settings,
+        pool=bb.pool,
+    )
+
+
+def _alone_notes(plan: CalibrationPlan, alone: SizeResult) -> list[str]:
+    missing = plan.sample - alone.answered
+    if not missing:
+        return []
+    note = (
+        f"{missing} sampled blocks got no answer alone (run {alone.run_id}: "
+        f"{alone.status}); they are left out of every rate"
+    )
+    return [note]
+
+
+def _calibration_id() -> str:
+    return f"cal-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+
+
+async def run_calibration(
+    bb: Runner,
+    plan: CalibrationPlan,
+    *,
+    task_queue: str | None = None,
+    say: Callable[[str], None] | None = None,
+) -> Calibration:
+    """Run a prepared calibration of one model to its end, store it and return it."""
+    if plan.models:
+        raise CalibrationError("a calibration across models runs with run_model_calibration")
+    ran = await _run_sample(bb, plan, task_queue, say or (lambda _text: None))
+    by_run = await _size_results(bb, plan, ran)
+    sizes = [by_run[(plan.model, size)] for size in plan.runs]
     recommended = recommend(sizes, plan.target)
-    notes: list[str] = []
-    missing = plan.sample - sizes[0].answered
-    if missing:
-        notes.append(
-            f"{missing} sampled blocks got no answer alone (run {run_ids[0]}: "
-            f"{results[0].status}); they are left out of every rate"
-        )
-    # The whole document, every block sent (the alone answers just stored would otherwise
-    # be quoted as reused).
     at_size = RunOptions(model=plan.model, pack_size=recommended or 1, reuse_answers=False)
     at_default = RunOptions(model=plan.model, reuse_answers=False)
     quote_at, quote_default = await asyncio.gather(
-        *(
-            estimate(
-                plan.data,
-                plan.spec,
-                options,
-                name=plan.name,
-                fmt=plan.fmt,
-                blocks=plan.blocks,
-                settings=bb.settings,
-                pool=bb.pool,
-            )
-            for options in (at_size, at_default)
-        )
+        _whole_cost(bb, plan, at_size), _whole_cost(bb, plan, at_default)
     )
     calibration = Calibration(
-        calibration_id=f"cal-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}",
+        calibration_id=_calibration_id(),
         document=plan.name,
         document_id=plan.document_id,
         schema_name=plan.spec.name,
-        schema_id=schema_id,
+        schema_id=ran.schema_id,
         model=plan.model,
         sample=plan.sample,
         seed=plan.seed,
@@ -297,10 +385,107 @@ async def run_calibration(
         default_blocks_per_pack=quote_default.blocks_per_pack,
         cost_usd=sum(r.cost_usd for r in sizes),
         created_at=datetime.now(UTC),
+        notes=_alone_notes(plan, sizes[0]),
+    )
+    await calibrations.save(bb.pool, calibration, ran.sample_doc)
+    return calibration
+
+
+async def run_model_calibration(
+    bb: Runner,
+    plan: CalibrationPlan,
+    *,
+    task_queue: str | None = None,
+    say: Callable[[str], None] | None = None,
+) -> ModelCalibration:
+    """Run a prepared calibration across models to its end, store each candidate's
+    result (one ``calibrations`` row per model) and return the whole."""
+    ran = await _run_sample(bb, plan, task_queue, say or (lambda _text: None))
+    by_run = await _size_results(bb, plan, ran)
+    alone = by_run[(plan.model, 1)]
+    # The whole document at every (model, size), the reference alone, and each model's
+    # default sizing: quoted at once (each quote counts its own tokens).
+    pairs = [(m, s) for m in plan.candidates for s in plan.sizes]
+    asked = [
+        *(RunOptions(model=m, pack_size=s, reuse_answers=False) for m, s in pairs),
+        RunOptions(model=plan.model, pack_size=1, reuse_answers=False),
+        *(RunOptions(model=m, reuse_answers=False) for m in plan.candidates),
+    ]
+    quotes = await asyncio.gather(*(_whole_cost(bb, plan, o) for o in asked))
+    whole = {pair: q.sync.cost_usd for pair, q in zip(pairs, quotes[: len(pairs)], strict=True)}
+    alone_usd = quotes[len(pairs)].sync.cost_usd
+    defaults = dict(zip(plan.candidates, quotes[len(pairs) + 1 :], strict=True))
+    group, now = _calibration_id(), datetime.now(UTC)
+    notes = _alone_notes(plan, alone)
+    per_model: list[Calibration] = []
+    for model in plan.candidates:
+        sizes = [
+            alone.model_copy(update={"whole_cost_usd": alone_usd}),
+            *(
+                by_run[(model, s)].model_copy(update={"whole_cost_usd": whole[(model, s)]})
+                for s in plan.sizes
+            ),
+        ]
+        recommended = recommend(sizes, plan.target)
+        per_model.append(
+            Calibration(
+                calibration_id=f"{group}:{model}",
+                document=plan.name,
+                document_id=plan.document_id,
+                schema_name=plan.spec.name,
+                schema_id=ran.schema_id,
+                model=model,
+                sample=plan.sample,
+                seed=plan.seed,
+                target=plan.target,
+                sizes=sizes,
+                recommended=recommended,
+                cost_at_recommended_usd=(
+                    whole[(model, recommended)] if recommended is not None else None
+                ),
+                cost_at_default_usd=defaults[model].sync.cost_usd,
+                default_blocks_per_pack=defaults[model].blocks_per_pack,
+                cost_usd=sum(r.cost_usd for r in sizes),
+                created_at=now,
+                notes=notes,
+                reference_model=plan.model if model != plan.model else None,
+            )
+        )
+    choice = cheapest_choice(per_model)
+    if choice is not None:
+        chosen = next(
+            r
+            for c in per_model
+            if c.model == choice.model
+            for r in c.sizes
+            if r.size == choice.size
+        )
+        if chosen.ci_low is not None and chosen.ci_low < plan.target:
+            notes = [
+                *notes,
+                (
+                    f"a sample of {plan.sample} cannot rule out that {choice.model} at size "
+                    f"{choice.size} misses {plan.target:.1%} (95% CI {chosen.ci_low:.1%}-"
+                    f"{(chosen.ci_high or 1):.1%}); a larger --sample narrows it"
+                ),
+            ]
+    result = ModelCalibration(
+        calibration_id=group,
+        document=plan.name,
+        schema_name=plan.spec.name,
+        reference_model=plan.model,
+        sample=plan.sample,
+        target=plan.target,
+        calibrations=per_model,
+        choice=choice,
+        reference_alone_usd=alone_usd,
+        cost_usd=sum(r.cost_usd for r in by_run.values()),
+        created_at=now,
         notes=notes,
     )
-    await calibrations.save(bb.pool, calibration, sample_doc)
-    return calibration
+    for calibration in per_model:
+        await calibrations.save(bb.pool, calibration, ran.sample_doc)
+    return result
 
 
 async def _cancel_all(bb: Runner, run_ids: Sequence[str]) -> None:

@@ -33,7 +33,7 @@ from activities.db import NOTHING_TO_RETRY, RUN_NOT_FINISHED
 from activities.models import READ_TIMEOUT_S, ModelFacts
 from activities.sdk import anthropic
 from blockbatch.api.budget import check_start_budget
-from blockbatch.api.calibrate import prepare, run_calibration
+from blockbatch.api.calibrate import prepare, run_calibration, run_model_calibration
 from blockbatch.api.errors import (
     BadRequest,
     ModelRetiring,
@@ -62,7 +62,14 @@ from blockbatch.api.review import (
 )
 from blockbatch.api.streams import Stream, load_stream
 from blockbatch.core.answer import check_effort
-from blockbatch.core.calibration import DEFAULT_SAMPLE, DEFAULT_SIZES, DEFAULT_TARGET, Calibration
+from blockbatch.core.calibration import (
+    DEFAULT_MODELS_SAMPLE,
+    DEFAULT_SAMPLE,
+    DEFAULT_SIZES,
+    DEFAULT_TARGET,
+    Calibration,
+    ModelCalibration,
+)
 from blockbatch.core.endpoint import endpoint_of, mismatch_text
 from blockbatch.core.ingest import ParsedBlock, detect_format, parse_document
 from blockbatch.core.models import (
@@ -282,6 +289,46 @@ class Blockbatch:
         )
         return await run_calibration(self, plan, task_queue=task_queue)
 
+    async def calibrate_models(
+        self,
+        document: Document,
+        schema: SchemaSource,
+        models: Sequence[str] | str,
+        *,
+        reference: str | None = None,
+        sample: int = DEFAULT_MODELS_SAMPLE,
+        sizes: Sequence[int] | str = DEFAULT_SIZES,
+        target: float = DEFAULT_TARGET,
+        fmt: str | None = None,
+        name: str | None = None,
+        text_field: str = "text",
+        task_queue: str | None = None,
+    ) -> ModelCalibration:
+        """Which (model, pack size) is cheapest while keeping the answers ``reference``
+        gives blocks alone? Runs the sample alone on ``reference`` (default: the priciest
+        of ``models``) and at each of ``sizes`` on each of ``models``, quotes the whole
+        document at each pair and picks the cheapest that meets ``target`` (see
+        :mod:`blockbatch.api.calibrate`). Each model's result is stored, so a quote of
+        the schema on that model names it.
+
+        Raises:
+            CalibrationError, BadRequest, SchemaError, IngestError, UnknownModelError,
+                FileNotFoundError: bad input; nothing was created.
+        """
+        plan = prepare(
+            document,
+            schema,
+            sample=sample,
+            sizes=sizes,
+            target=target,
+            name=name,
+            fmt=fmt,
+            text_field=text_field,
+            models=models,
+            reference=reference,
+        )
+        return await run_model_calibration(self, plan, task_queue=task_queue)
+
     # ------------------------------------------------------------------ runs
 
     async def start_run(
@@ -317,6 +364,11 @@ class Blockbatch:
             model = await self.run_model(options.model)
             check_effort(model, options.effort)
             options = options.model_copy(update={"model": model.id})
+            if options.quality is not None and options.quality.probe_model is not None:
+                # Checked like the run's model, and kept by its id.
+                probe = await self.run_model(options.quality.probe_model)
+                quality = options.quality.model_copy(update={"probe_model": probe.id})
+                options = options.model_copy(update={"quality": quality})
             await check_start_budget(conn, document_id, schema_id, names.definition, options, model)
             retiring = retirement_warning(model, date.today())
             if retiring:

@@ -1,18 +1,19 @@
-"""`calibrate`: which pack size keeps the answers a block gets alone, as a table or JSON."""
+"""`calibrate`: which pack size (and, with ``--models``, which model) keeps the answers a
+block gets alone, as a table or JSON."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from blockbatch.api.calibrate import prepare, run_calibration
+from blockbatch.api.calibrate import prepare, run_calibration, run_model_calibration
 from blockbatch.cli.console import Console
 from blockbatch.cli.parser import EXIT_OK, EXIT_RUN_FAILED, PROG
 from blockbatch.cli.quote import usd
 from blockbatch.cli.run import check_claude
 from blockbatch.cli.session import Session
 from blockbatch.core.agreement import percent
-from blockbatch.core.calibration import Calibration, SizeResult
+from blockbatch.core.calibration import Calibration, ModelCalibration, SizeResult
 
 
 async def cmd_calibrate(args: argparse.Namespace, s: Session) -> int:
@@ -26,6 +27,8 @@ async def cmd_calibrate(args: argparse.Namespace, s: Session) -> int:
         model=args.model,
         fmt=args.format,
         text_field=args.text_field,
+        models=args.models,
+        reference=args.reference,
     )
     bb = await s.bb()
     await check_claude(s.settings)
@@ -34,10 +37,23 @@ async def cmd_calibrate(args: argparse.Namespace, s: Session) -> int:
             f"note: no worker is polling task queue {s.settings.temporal_task_queue!r}; "
             "the runs wait until one does (`make worker` or `python worker.py`)"
         )
+    sizes = ", ".join(str(n) for n in plan.sizes)
+    if plan.models:
+        s.con.note(
+            f"calibrating {plan.spec.name}: {plan.sample} of {len(plan.blocks):,} blocks of "
+            f"{plan.name}, alone on {plan.model} and at pack sizes {sizes} on "
+            f"{', '.join(plan.models)} ({plan.blocks_sent} blocks sent)"
+        )
+        across = await run_model_calibration(bb, plan, say=s.con.note)
+        if s.con.json:
+            s.con.data(across.model_dump(mode="json"))
+        else:
+            print_model_calibration(s.con, across)
+        return EXIT_OK if across.calibrations[0].sizes[0].answered else EXIT_RUN_FAILED
     s.con.note(
         f"calibrating {plan.spec.name} on {plan.model}: {plan.sample} of "
         f"{len(plan.blocks):,} blocks of {plan.name}, alone and at pack sizes "
-        f"{', '.join(str(n) for n in plan.sizes)} ({plan.blocks_sent} blocks sent)"
+        f"{sizes} ({plan.blocks_sent} blocks sent)"
     )
     calibration = await run_calibration(bb, plan, say=s.con.note)
     if s.con.json:
@@ -81,6 +97,60 @@ def print_calibration(con: Console, c: Calibration) -> None:
         "and model now mentions it"
     )
     for note in c.notes:
+        con.line(con.style(f"  note: {note}", "dim"))
+
+
+def print_model_calibration(con: Console, m: ModelCalibration) -> None:
+    """A calibration across models: one row per (model, size), the choice marked ``*``."""
+    con.line(
+        con.style(
+            f"calibration {m.calibration_id}: {m.sample} blocks of {m.document} x "
+            f"{m.schema_name}, against {m.reference_model} alone",
+            "bold",
+        ),
+        f"  (target {percent(m.target)})",
+    )
+    con.line()
+    rows = []
+    for c in m.calibrations:
+        for r in c.sizes:
+            if r.size == 1 and c is not m.calibrations[0]:
+                continue  # the reference's alone run: one row
+            chosen = m.choice is not None and (c.model, r.size) == (m.choice.model, m.choice.size)
+            model = m.reference_model if r.size == 1 else c.model
+            row = _row(r, recommended=chosen)
+            whole = usd(r.whole_cost_usd) if r.whole_cost_usd is not None else "-"
+            rows.append([model, *row[:6], whole, row[6]])
+    con.table(
+        [
+            "MODEL",
+            "SIZE",
+            "CALLS",
+            "COST",
+            "AGREEMENT",
+            "95% CI",
+            "LOWEST FIELD",
+            "WHOLE DOC",
+            "RUN",
+        ],
+        rows,
+        right=[1, 2, 3, 4, 5, 7],
+    )
+    con.line()
+    con.line(con.style(m.advice(), "bold"))
+    if m.choice is not None and m.choice.whole_cost_usd is not None:
+        versus = ""
+        if m.reference_alone_usd is not None:
+            versus = f" vs {usd(m.reference_alone_usd)} on {m.reference_model} alone"
+        con.line(f"  whole document (sync): {usd(m.choice.whole_cost_usd)}{versus}")
+    for c in m.calibrations:
+        size = f"size {c.recommended}" if c.recommended is not None else "no size"
+        con.line(f"  {c.model}: {size} meets the target ({c.calibration_id})")
+    con.line(
+        f"  this calibration cost {usd(m.cost_usd)}; `{PROG} estimate` of this schema "
+        "on each model now mentions it"
+    )
+    for note in m.notes:
         con.line(con.style(f"  note: {note}", "dim"))
 
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pydantic import BaseModel
 
 from blockbatch.core.budget import BudgetError, parse_budget
+from blockbatch.core.calibration import DEFAULT_MODELS_SAMPLE, DEFAULT_SAMPLE
 from blockbatch.core.ingest import FORMATS
 from blockbatch.core.models import QualityOptions, RunOptions
 from blockbatch.core.reasons import REASONS
@@ -244,6 +245,11 @@ def _quality_inputs(p: argparse.ArgumentParser) -> None:
         "already answered in larger packs are asked again at that size",
     )
     p.add_argument(
+        "--probe-model",
+        metavar="MODEL",
+        help=f"quality probe: {QualityOptions.model_fields['probe_model'].description}",
+    )
+    p.add_argument(
         "--no-reask",
         action="store_true",
         help="with --min-agreement: do not ask again the blocks already answered "
@@ -326,7 +332,9 @@ def build_parser() -> argparse.ArgumentParser:
         "made and in the ledger), compare each size's answers with the alone answers field "
         "by field, and print agreement, calls and cost per size and the largest size that "
         "meets --target. Costs about (1 + number of sizes) x --sample blocks of calls. "
-        "Stored: `estimate` of the same schema and model mentions it.",
+        "Stored: `estimate` of the same schema and model mentions it. With --models: the "
+        "sample alone on --reference only, every size on every model of --models, each pair "
+        "quoted on the whole document, and the cheapest pair that meets --target.",
     )
     calibrate.add_argument("file", metavar="FILE", help="document: .md, .txt, .jsonl or .csv")
     calibrate.add_argument(
@@ -337,11 +345,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     calibrate.add_argument("--model", help="Claude model (default: the schema's, else the default)")
     calibrate.add_argument(
+        "--models",
+        metavar="M,M,...",
+        help="calibrate across models: run the sizes on each of these and recommend the "
+        "cheapest (model, size) that meets --target against --reference alone",
+    )
+    calibrate.add_argument(
+        "--reference",
+        metavar="MODEL",
+        help="with --models: the model whose alone answers are compared with (default: "
+        "--model, else the model of --models with the highest output price)",
+    )
+    calibrate.add_argument(
         "--sample",
         type=_positive,
-        default=40,
         metavar="N",
-        help="blocks in the sample (default 40)",
+        help=f"blocks in the sample ({DEFAULT_SAMPLE} unless given; "
+        f"{DEFAULT_MODELS_SAMPLE} with --models)",
     )
     calibrate.add_argument(
         "--sizes",

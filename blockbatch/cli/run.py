@@ -63,6 +63,8 @@ def _options(args: argparse.Namespace) -> RunOptions:
         quality["probe_max_share"] = args.probe_max_share
     if getattr(args, "no_reask", False):
         quality["reask"] = False
+    if getattr(args, "probe_model", None):
+        quality["probe_model"] = args.probe_model
     if quality:
         fields["quality"] = quality
     return RunOptions.model_validate(fields)

@@ -4,8 +4,18 @@
 document's blocks alone (one block a call) and at each asked pack size, through the real
 pipeline, and compares each size's answers with the alone answers (:mod:`blockbatch.core.agreement`).
 This module holds the pure rules: checking what was asked (:func:`parse_sizes`,
-:func:`check_request`), the result of one size (:class:`SizeResult`), the recommendation
-(:func:`recommend`) and the line a quote prints (:class:`CalibrationNote`).
+:func:`parse_models`, :func:`check_request`), the result of one size (:class:`SizeResult`),
+the recommendation (:func:`recommend`, across models :func:`cheapest_choice`) and the line
+a quote prints (:class:`CalibrationNote`).
+
+Across models (``calibrate --models``), the sample is asked alone on the **reference**
+model only, and in packs on each candidate model at each size; each candidate's answers
+are compared with the reference's alone answers, so a cheap model's agreement says how
+often it gives the answer the strong model gives a block alone. Each candidate gets its own
+recommended size by the rule below; the **choice** is the cheapest (model, size) pair,
+priced by the quote of the whole document, among every candidate's sizes up to its
+recommended one (each of them met the target with every smaller size). When none does,
+the advice is the reference model alone.
 
 The recommendation is the largest size such that it **and every smaller size measured**
 reach the target agreement (the point estimate, the share of sampled blocks whose every
@@ -27,6 +37,10 @@ from blockbatch.core.agreement import AgreementSummary, Sample, percent, summari
 #: ``--sizes`` and ``--sample`` when not given.
 DEFAULT_SIZES: tuple[int, ...] = (5, 10, 20, 40)
 DEFAULT_SAMPLE = 40
+#: ``--sample`` across models: a cheap model's errors grow steeply with the pack, and a
+#: sample of 40 passes a size whose true agreement is far below the target too often
+#: (``bench/models.py``: once in three seeds at 40, never at 100).
+DEFAULT_MODELS_SAMPLE = 100
 DEFAULT_TARGET = 0.95
 #: The most sizes one calibration runs (each is a run of the whole sample).
 MAX_SIZES = 8
@@ -34,6 +48,30 @@ MAX_SIZES = 8
 
 class CalibrationError(ValueError):
     """What was asked of a calibration cannot be done; the message says what to change."""
+
+
+#: The most candidate models one calibration compares.
+MAX_MODELS = 4
+
+
+def parse_models(text: str | Sequence[str]) -> list[str]:
+    """``"claude-haiku-5-5,claude-sonnet-5-5"`` (or a list) as distinct names, in order.
+
+    Raises:
+        CalibrationError: none, or too many.
+    """
+    parts = text.split(",") if isinstance(text, str) else list(text)
+    names = list(dict.fromkeys(p.strip() for p in parts if p.strip()))
+    if not names:
+        raise CalibrationError(
+            "--models is empty: give candidate models such as claude-haiku-5-5,claude-sonnet-5-5"
+        )
+    if len(names) > MAX_MODELS:
+        raise CalibrationError(
+            f"--models: at most {MAX_MODELS} models, got {len(names)}; each model runs the "
+            "sample at every size"
+        )
+    return names
 
 
 def parse_sizes(text: str | Sequence[int]) -> list[int]:
@@ -130,6 +168,9 @@ class SizeResult(BaseModel):
     largest_call: int = 0
     #: Agreement per field.
     by_field: dict[str, float] = Field(default_factory=dict)
+    #: What the whole document is expected to cost in a sync run on this calibration's
+    #: model at this size (the quote's figure; ``None``: not quoted).
+    whole_cost_usd: float | None = None
 
     def meets(self, target: float) -> bool:
         """The measured agreement reaches ``target``."""
@@ -211,6 +252,9 @@ class Calibration(BaseModel):
     cost_usd: float = 0.0
     created_at: datetime
     notes: list[str] = Field(default_factory=list)
+    #: The model whose alone answers the sizes were compared with (``None``: ``model``
+    #: itself). The alone run (size 1) ran on it.
+    reference_model: str | None = None
 
     def advice(self) -> str:
         """The recommendation in words."""
@@ -225,6 +269,68 @@ class Calibration(BaseModel):
         )
 
 
+class ModelChoice(BaseModel):
+    """One (model, size) pair of a calibration across models, with what it costs."""
+
+    model: str
+    size: int
+    #: Agreement with the reference's alone answers (``None``: the reference alone).
+    rate: float | None
+    #: The whole document in a sync run at this pair (the quote's figure).
+    whole_cost_usd: float | None
+
+
+def cheapest_choice(calibrations: Sequence[Calibration]) -> ModelChoice | None:
+    """The cheapest (model, size) whose size is at most its model's recommended size
+    (every such size met the target, with every smaller one); ties go to the larger size.
+    ``None``: no candidate meets the target at any size (see the module docstring)."""
+    choices = [
+        ModelChoice(model=c.model, size=r.size, rate=r.rate, whole_cost_usd=r.whole_cost_usd)
+        for c in calibrations
+        if c.recommended is not None
+        for r in c.sizes
+        if 1 < r.size <= c.recommended and r.whole_cost_usd is not None
+    ]
+    return min(choices, key=lambda o: (o.whole_cost_usd or 0.0, -o.size), default=None)
+
+
+class ModelCalibration(BaseModel):
+    """A calibration across models, as ``calibrate --models`` prints it and ``--json``
+    writes it. Each candidate's :class:`Calibration` is stored as one ``calibrations`` row
+    (its id ``<calibration_id>:<model>``), so a quote of the schema on that model finds it."""
+
+    calibration_id: str
+    document: str
+    schema_name: str
+    reference_model: str
+    sample: int
+    target: float
+    #: One per candidate model, in the order asked; each starts with the reference's
+    #: alone run (size 1).
+    calibrations: list[Calibration]
+    #: The cheapest pair that meets the target (``None``: none does).
+    choice: ModelChoice | None
+    #: The reference model alone on the whole document: what the choice is measured against.
+    reference_alone_usd: float | None = None
+    #: The calibration's own cost: every run's calls (the alone run counted once).
+    cost_usd: float = 0.0
+    created_at: datetime
+    notes: list[str] = Field(default_factory=list)
+
+    def advice(self) -> str:
+        """The choice in words."""
+        if self.choice is None:
+            return (
+                f"no model meets the target of {percent(self.target)} at any pack size: use "
+                f"{self.reference_model} alone (--model {self.reference_model} --no-batching) "
+                "or lower the target"
+            )
+        return (
+            f"recommended: {self.choice.model} at pack size {self.choice.size} (the cheapest "
+            f"pair that meets {percent(self.target)} against {self.reference_model} alone)"
+        )
+
+
 class CalibrationNote(BaseModel):
     """What a quote says of the latest calibration of its schema and model."""
 
@@ -233,16 +339,17 @@ class CalibrationNote(BaseModel):
     target: float
     created_at: datetime
     document: str
+    #: The model it was compared against, when not the quoted model itself.
+    reference_model: str | None = None
 
     def text(self) -> str:
-        """``calibrated: size 20 meets 95.0% (calibration of 2026-11-23)``."""
+        """``calibrated: size 20 meets 95.0% (calibration cal-… of 2026-11-23)``."""
         when = self.created_at.date().isoformat()
+        which = f"(calibration {self.calibration_id} of {when})"
+        against = f" against {self.reference_model} alone" if self.reference_model else ""
         if self.recommended is None:
             return (
-                f"calibrated: no pack size met {percent(self.target)} (calibration of "
-                f"{when}): use 1 or lower the target"
+                f"calibrated: no pack size met {percent(self.target)}{against} {which}: "
+                "use 1 or lower the target"
             )
-        return (
-            f"calibrated: size {self.recommended} meets {percent(self.target)} "
-            f"(calibration of {when})"
-        )
+        return f"calibrated: size {self.recommended} meets {percent(self.target)}{against} {which}"

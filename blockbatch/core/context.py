@@ -43,6 +43,14 @@ class RunContext:
     spec: SchemaSpec
     model: ModelInfo
 
+    def on_model(self, model: ModelInfo) -> RunContext:
+        """The same run's context with its calls sent to ``model`` at that model's default
+        effort (the quality probe's ``probe_model``): its shape, limits and prices follow."""
+        if model.id == self.model.id:
+            return self
+        options = self.options.model_copy(update={"model": model.id, "effort": None})
+        return dataclasses.replace(self, options=options, model=model)
+
     @cached_property
     def shape(self) -> CallShape:
         """How every call of the run asks for its answer: channel, thinking, effort."""

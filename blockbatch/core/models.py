@@ -97,6 +97,14 @@ class QualityOptions(BaseModel):
     #: When the gate trips, also re-ask the blocks already answered in packs larger than
     #: the new size (their unreviewed model answers), at that size.
     reask: bool = True
+    #: Ask the sampled blocks alone on this model instead of the run's (``None``: the
+    #: run's), so the agreement a run reports is against the model you would otherwise
+    #: have paid for; at that model's default effort. The gate acts on it unchanged.
+    probe_model: str | None = Field(
+        default=None,
+        description="ask the probe's sampled blocks alone on this (stronger) model, "
+        "at its default effort (default: the run's model)",
+    )
 
 
 class OutageOptions(BaseModel):
@@ -331,8 +339,11 @@ class QualityResult(BaseModel):
     by_position: dict[str, AgreementRate] = Field(default_factory=dict)
     #: The field that agreed least (``None``: no samples).
     lowest_field: str | None = None
-    #: ``agreement 98.6% on 40 sampled blocks; lowest: summary 92%``.
+    #: ``agreement 98.6% on 40 sampled blocks; lowest: summary 92%`` (with `` (alone on
+    #: MODEL)`` when the probe asked another model).
     text: str = ""
+    #: The model the sampled blocks were asked alone on (``None``: the run's).
+    probe_model: str | None = None
     #: The probe's calls (ledger purpose ``quality_probe``), their cost and the run's.
     probe_calls: int = 0
     probe_cost_usd: float = 0.0

@@ -161,6 +161,7 @@ def probe_plan(
     block_types: Sequence[str] | None = None,
     *,
     cached: bool | None = None,
+    probe_ctx: RunContext | None = None,
 ) -> tuple[list[str], ProbePlan]:
     """The run's probe sample (``uids[i]`` has ``block_tokens[i]``; ``packs`` their plan, as
     ``ctx.plan`` made it with ``ratios``) and how it was sized: :func:`planned_sample`'s,
@@ -169,9 +170,15 @@ def probe_plan(
     run's expected pack calls. A probe call is priced as ``ctx.plan`` would plan its one
     block, with the same ``ratios`` (what earlier runs of the schema wrote), so both sides
     use the same output estimate. ``cached``: whether the prefix is read from the cache
-    (:func:`expected_call_usd`); a probe call of an uncached prefix pays all of it again."""
-    cached = prefix_expected_cached(ctx, cached)
-    run_usd = sum(expected_call_usd(ctx, p, cached=cached) for p in packs)
+    (:func:`expected_call_usd`); a probe call of an uncached prefix pays all of it again.
+    ``probe_ctx``: the context the probe calls with (``QualityOptions.probe_model``; default
+    ``ctx``): its calls are planned and priced on that model, and ``cached`` is then its
+    prefix's."""
+    probe = probe_ctx or ctx
+    cached = prefix_expected_cached(probe, cached)
+    # The run's own prefix, when the probe's is another model's: the estimate decides.
+    run_cached = cached if probe_ctx is None else None
+    run_usd = sum(expected_call_usd(ctx, p, cached=run_cached) for p in packs)
     wanted = sample_size(len(uids), q.probe_rate, q.probe_minimum) if q.probe_rate > 0 else 0
     if not wanted:
         return [], ProbePlan(0, 0, q.probe_max_share, 0.0, round(run_usd, 6), len(uids))
@@ -180,8 +187,8 @@ def probe_plan(
     full = planned_sample(uids, q.probe_rate, q.probe_minimum, seed)
     costs = {
         u: expected_call_usd(
-            ctx,
-            ctx.plan([shape[u][0]], ratios, [kind] if (kind := shape[u][1]) else None)[0],
+            probe,
+            probe.plan([shape[u][0]], ratios, [kind] if (kind := shape[u][1]) else None)[0],
             cached=cached,
         )
         for u in full
@@ -339,9 +346,12 @@ def quality_result(
     gate: Sequence[str],
     plan: ProbePlan | None = None,
     reasked: int = 0,
+    probe_model: str | None = None,
 ) -> QualityResult:
-    """The run's :class:`~core.models.QualityResult` from its samples' summary."""
+    """The run's :class:`~core.models.QualityResult` from its samples' summary
+    (``probe_model``: the model the samples were asked alone on, when not the run's)."""
     blocks = summary.blocks
+    against = f" (alone on {probe_model})" if probe_model and blocks.total else ""
     return QualityResult(
         sampled=blocks.total,
         failed=failed,
@@ -350,7 +360,7 @@ def quality_result(
         by_pack_size=_rates(summary.by_pack_size),
         by_position=_rates(summary.by_position),
         lowest_field=summary.lowest_field,
-        text=agreement_text(summary),
+        text=agreement_text(summary) + against,
         probe_calls=probe_calls,
         probe_cost_usd=round(probe_cost_usd, 6),
         run_cost_usd=round(run_cost_usd, 6),
@@ -366,4 +376,5 @@ def quality_result(
             plan is not None and run_cost_usd > 0 and probe_cost_usd > plan.max_share * run_cost_usd
         ),
         blocks_reasked=reasked,
+        probe_model=probe_model,
     )

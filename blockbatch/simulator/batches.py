@@ -261,7 +261,9 @@ class BatchStore:
         self._stats.count_cache(eligible=outcome.cache.eligible, read=outcome.cache.read)
         self._stats.count_faults(outcome.faults)
         if outcome.quality is not None:
-            self._stats.count_quality(outcome.quality.pack_size, outcome.quality.checked)
+            self._stats.count_quality(
+                outcome.quality.pack_size, outcome.quality.checked, outcome.quality.model
+            )
         self._stats.stop_reasons[outcome.stop_reason] += 1
         return {"custom_id": custom_id, "result": {"type": "succeeded", "message": outcome.message}}
 

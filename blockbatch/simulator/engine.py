@@ -260,7 +260,7 @@ class Engine:
         tok, prompt = prepared.tokenizer, prepared.prompt
         if channel.kind == "text" or channel.schema is None:
             return _fit_text(_text_answer(prompt), room, cut, tok, end="end_turn")
-        value, quality = self._structured(channel, prompt, dice, faults)
+        value, quality = self._structured(channel, prompt, dice, faults, prepared.model.id)
         needed = _json_tokens(value, tok)
         limit, reason = room, cut
         if needed >= 2 and dice.chance(self.scenario.faults.truncate, "truncate"):
@@ -287,9 +287,10 @@ class Engine:
         return reply
 
     def _structured(
-        self, channel: _Channel, prompt: Prompt, dice: Dice, faults: list[str]
+        self, channel: _Channel, prompt: Prompt, dice: Dice, faults: list[str], model: str
     ) -> tuple[Any, Answer | None]:
-        """The object the channel's schema asks for, with the scenario's faults."""
+        """The object the channel's schema asks for, with the scenario's faults (and
+        ``model``'s own quality rates, if the scenario gives it some)."""
         schema = channel.schema or {}
         items = _results_items(schema)
         if items is None:
@@ -297,7 +298,7 @@ class Engine:
             return (schema_ordered(value, schema) if channel.strict else value), None
         properties = items.get("properties") or {}
         answer = answer_blocks(
-            prompt.blocks, properties, self.scenario, dice, strict=channel.strict
+            prompt.blocks, properties, self.scenario, dice, strict=channel.strict, model=model
         )
         faults.extend(answer.faults)
         if dice.chance(self.scenario.faults.malformed_tool_input, "malformed_tool_input"):

@@ -7,7 +7,10 @@ whatever the concurrency, yet a retried identical request gets a fresh draw.
 The quality model's wrong answers (``Quality.wrong_*``) are the exception: their dice are
 the block's own (seed, block type and content; :func:`block_roll`), since a model that is
 wrong about a block in a crowded pack is wrong about it every time it sits there, and the
-id a request names a block with (``b3``) says nothing about which block it is.
+id a request names a block with (``b3``) says nothing about which block it is. A model
+with rates of its own (``Quality.models``) has dice of its own too (the decision names
+carry the model's id): two models are wrong about different blocks, so comparing one
+model's answers with another's measures both models' errors, as it would with real ones.
 """
 
 from __future__ import annotations
@@ -76,6 +79,7 @@ class Answer:
     results: list[dict[str, Any]] = field(default_factory=list)
     faults: list[str] = field(default_factory=list)
     pack_size: int = 0
+    model: str = ""
     checked: list[tuple[int, bool]] = field(default_factory=list)
 
 
@@ -86,6 +90,7 @@ def answer_blocks(
     dice: Dice,
     *,
     strict: bool = False,
+    model: str = "",
 ) -> Answer:
     """One result per block, with the scenario's per-block faults applied.
 
@@ -93,6 +98,9 @@ def answer_blocks(
     wrongly typed field (``always_malformed``) cannot happen: it is recorded as
     ``always_malformed_suppressed`` and the result stays valid. Faults the schema cannot
     prevent (skipped, duplicated, unknown ids, bleeds, wrong values) still happen.
+
+    ``model``: the request's model, whose own rates (``Quality.models``) apply if it has
+    any.
     """
     faults, quality = scenario.faults, scenario.quality
     extra = max(0, len(blocks) - quality.free_blocks) if quality.enabled else 0
@@ -101,7 +109,7 @@ def answer_blocks(
     always_skip, skip_contents = set(scenario.always_skip_uids), set(scenario.always_skip_contents)
     always_malformed = set(scenario.always_malformed_uids)
     malformed_contents = set(scenario.always_malformed_contents)
-    answer = Answer(pack_size=len(blocks))
+    answer = Answer(pack_size=len(blocks), model=model)
     for index, block in enumerate(blocks):
         # The id the request names the block with (its block_uid or a short id): echoed.
         uid = block.uid
@@ -123,7 +131,7 @@ def answer_blocks(
             )
             answer.faults.append("bleed")
         result = block_result(source, properties)
-        wrong = _answer_wrongly(blocks, index, result, properties, quality, scenario.seed)
+        wrong = _answer_wrongly(blocks, index, result, properties, quality, scenario.seed, model)
         if wrong:
             answer.faults.append(wrong)
         valid = True
@@ -162,21 +170,30 @@ def _answer_wrongly(
     properties: dict[str, Any],
     quality: Quality,
     seed: int,
+    model: str = "",
 ) -> str | None:
     """Make one field of ``result`` plausibly, validly wrong when the block's die says so
     (``Quality.wrong_rate``); returns the fault (``wrong_bleed``, ``wrong_value``) or
-    ``None``. The field, and whether it bleeds, are the block's own dice too."""
+    ``None``. The field, and whether it bleeds, are the block's own dice too (the
+    model's own, when it has rates of its own)."""
     block = blocks[index]
-    p = quality.wrong_rate(len(blocks), index + 1)
-    if p <= 0 or block_roll(seed, "wrong", block) >= p:
+    p = quality.wrong_rate(len(blocks), index + 1, model)
+    own = f"@{model}" if model in quality.models else ""
+    if p <= 0 or block_roll(seed, f"wrong{own}", block) >= p:
         return None
     names = [n for n, s in properties.items() if n != "block_uid" and isinstance(s, dict)]
     if not names:
         return None
-    start = int(block_roll(seed, "wrong_field", block) * len(names))
-    bleed = block_roll(seed, "wrong_bleed", block) < quality.wrong_bleed_share
+    start = int(block_roll(seed, f"wrong_field{own}", block) * len(names))
+    bleed = block_roll(seed, f"wrong_bleed{own}", block) < quality.wrong_bleed_share
+    # Alone, a bleed has no neighbour: the wrong value is a decoy.
     neighbour = blocks[index + 1] if index + 1 < len(blocks) else blocks[index - 1]
-    key = f"{seed}\x1f{block.type}\x1f{block.content}"
+    bleed = bleed and len(blocks) > 1
+    key = (
+        f"{seed}\x1f{own}\x1f{block.type}\x1f{block.content}"
+        if own
+        else (f"{seed}\x1f{block.type}\x1f{block.content}")
+    )
     for offset in range(len(names)):
         name = names[(start + offset) % len(names)]
         schema, value = properties[name], result.get(name)

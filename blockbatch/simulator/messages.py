@@ -125,7 +125,9 @@ async def _answer(
         stats.count_cache(eligible=outcome.cache.eligible, read=outcome.cache.read)
         stats.count_faults(outcome.faults)
         if outcome.quality is not None:
-            stats.count_quality(outcome.quality.pack_size, outcome.quality.checked)
+            stats.count_quality(
+                outcome.quality.pack_size, outcome.quality.checked, outcome.quality.model
+            )
         stats.stop_reasons[outcome.stop_reason] += 1
         entry.update(stop_reason=outcome.stop_reason, usage=outcome.usage)
         entry["faults"].extend(outcome.faults)

@@ -81,6 +81,63 @@ class Faults(_Strict):
     auto_tool_text_rate: Rate = Field(default=0.0, ge=0, le=1)
 
 
+class ModelQuality(_Strict):
+    """How often one model answers a block wrongly (``Quality.models``): assumptions, not
+    measurements of the real model.
+
+    A block asked alone is wrong with probability ``wrong_alone``; in a call of ``n >= 2``
+    blocks the block at position ``k`` is wrong with probability ``p = min(wrong_max,
+    wrong_alone + wrong_base + wrong_per_extra_block * max(0, n - free_blocks) +
+    wrong_per_position * (k - 1))`` (``free_blocks``: ``Quality.free_blocks`` when
+    ``None``). The rate only grows with the pack, so with the block's own die a block a
+    model gets wrong alone it also gets wrong in every pack.
+    """
+
+    wrong_alone: Rate = Field(default=0.0, ge=0, le=1)
+    wrong_base: Rate = Field(default=0.0, ge=0, le=1)
+    wrong_per_extra_block: Rate = Field(default=0.0, ge=0, le=1)
+    wrong_per_position: Rate = Field(default=0.0, ge=0, le=1)
+    wrong_max: Rate = Field(default=1.0, ge=0, le=1)
+    free_blocks: int | None = Field(default=None, ge=0)
+
+    def wrong_rate(self, size: int, position: int, free_blocks: int) -> float:
+        """The chance that the block at ``position`` (1-based) of a call of ``size``
+        blocks is answered wrongly by this model."""
+        p = self.wrong_alone
+        if size >= 2:
+            free = self.free_blocks if self.free_blocks is not None else free_blocks
+            p += (
+                self.wrong_base
+                + self.wrong_per_extra_block * max(0, size - free)
+                + self.wrong_per_position * max(0, position - 1)
+            )
+        return min(self.wrong_max, p)
+
+
+#: Per-model rates for comparing models on the simulator (``Quality(enabled=True,
+#: models=ASSUMED_MODEL_QUALITY)``; ``bench/models.py``, ``calibrate --models``). Assumed,
+#: not measured: the cheap model is wrong about 1% of blocks alone and much more often in
+#: packs beyond ``free_blocks`` (about 2.5% at 20 blocks, 13% at 40); the strong model
+#: about 0.3% alone and about 1% at 40 blocks. Only their order and shape are meant to
+#: resemble real models (a small model loses more in long prompts); the figures are not.
+ASSUMED_MODEL_QUALITY: dict[str, ModelQuality] = {
+    "claude-haiku-5-5": ModelQuality(
+        wrong_alone=0.01,
+        wrong_base=0.01,
+        wrong_per_extra_block=0.005,
+        wrong_per_position=0.0005,
+        wrong_max=0.5,
+    ),
+    "claude-sonnet-5-5": ModelQuality(
+        wrong_alone=0.003,
+        wrong_base=0.002,
+        wrong_per_extra_block=0.0002,
+        wrong_per_position=0.0001,
+        wrong_max=0.2,
+    ),
+}
+
+
 class Quality(_Strict):
     """Quality that degrades with pack size, when ``enabled``.
 
@@ -97,6 +154,12 @@ class Quality(_Strict):
       the same verdict whatever else the request holds, and a call of one block is
       always right. A share ``wrong_bleed_share`` of the wrong fields is the value the
       neighbouring block of the pack has (bleed); the rest are another valid value.
+
+    ``models`` gives a model (by id, as the registry or the scenario's ``models`` names
+    it) rates of its own (:class:`ModelQuality`), replacing the ``wrong_*`` rates above
+    for its requests: a model may then be wrong alone too, and its dice are its own
+    (another model is wrong about other blocks). The truth stays the block's computed
+    answer (:func:`blockbatch.simulator.content.block_result`), whatever the model.
     """
 
     enabled: bool = False
@@ -108,11 +171,18 @@ class Quality(_Strict):
     wrong_per_position: Rate = Field(default=0.0, ge=0, le=1)
     wrong_max: Rate = Field(default=1.0, ge=0, le=1)
     wrong_bleed_share: Rate = Field(default=0.5, ge=0, le=1)
+    models: dict[str, ModelQuality] = Field(default_factory=dict)
 
-    def wrong_rate(self, size: int, position: int) -> float:
+    def wrong_rate(self, size: int, position: int, model: str | None = None) -> float:
         """The chance that the block at ``position`` (1-based) of a call of ``size``
-        blocks is answered wrongly (0 for a call of one block, or when disabled)."""
-        if not self.enabled or size < 2:
+        blocks is answered wrongly by ``model`` (0 when disabled; without rates of the
+        model's own, 0 for a call of one block)."""
+        if not self.enabled:
+            return 0.0
+        own = self.models.get(model) if model is not None else None
+        if own is not None:
+            return own.wrong_rate(size, position, self.free_blocks)
+        if size < 2:
             return 0.0
         p = (
             self.wrong_base

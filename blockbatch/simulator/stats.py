@@ -26,9 +26,10 @@ class Stats:
         self.stop_reasons: Counter[str] = Counter()
         self.batch_results: Counter[str] = Counter()
         #: The true disagreement: blocks answered and blocks whose answer differs from
-        #: their answer alone, per pack size and per position bucket.
+        #: the truth (the block's computed answer), per pack size, position bucket and model.
         self.quality: defaultdict[str, Counter[str]] = defaultdict(Counter)
         self.quality_positions: defaultdict[str, Counter[str]] = defaultdict(Counter)
+        self.quality_models: defaultdict[str, Counter[str]] = defaultdict(Counter)
         self.log: deque[dict[str, Any]] = deque(maxlen=REQUEST_LOG_SIZE)
 
     def count_request(self, endpoint: str, status: int) -> None:
@@ -58,27 +59,34 @@ class Stats:
         """Injected faults, by kind."""
         self.faults.update(faults)
 
-    def count_quality(self, pack_size: int, checked: list[tuple[int, bool]]) -> None:
-        """The blocks of one delivered answer: (position, differs from alone) each."""
+    def count_quality(
+        self, pack_size: int, checked: list[tuple[int, bool]], model: str = ""
+    ) -> None:
+        """The blocks of one delivered answer by ``model``: (position, differs from the
+        truth) each."""
         if not checked:
             return
         by_size = self.quality[str(pack_size)]
+        by_model = self.quality_models[model]
         for position, altered in checked:
             by_size["answered"] += 1
             by_size["altered"] += int(altered)
+            by_model["answered"] += 1
+            by_model["altered"] += int(altered)
             by_position = self.quality_positions[position_bucket(position)]
             by_position["answered"] += 1
             by_position["altered"] += int(altered)
 
     def quality_snapshot(self) -> dict[str, Any]:
         """``quality`` of ``GET /_sim/stats``: answered and altered blocks, overall, per
-        pack size (sizes as strings, ascending) and per position bucket."""
+        pack size (sizes as strings, ascending), per position bucket and per model."""
         sizes = sorted(self.quality, key=int)
         return {
             "answered": sum(self.quality[s]["answered"] for s in sizes),
             "altered": sum(self.quality[s]["altered"] for s in sizes),
             "by_pack_size": {s: _answered(self.quality[s]) for s in sizes},
             "by_position": {p: _answered(c) for p, c in self.quality_positions.items()},
+            "by_model": {m: _answered(c) for m, c in sorted(self.quality_models.items())},
         }
 
     def snapshot(self) -> dict[str, Any]:

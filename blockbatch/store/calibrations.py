@@ -77,10 +77,11 @@ async def save(
 async def latest(
     conn: asyncpg.Connection | asyncpg.Pool, schema_id: str, model: str
 ) -> CalibrationNote | None:
-    """The newest calibration of ``schema_id`` on ``model``, as a quote mentions it."""
+    """The newest calibration of ``schema_id`` on ``model``, as a quote mentions it (one
+    across models counts for each candidate model: its row is that model's)."""
     row = await conn.fetchrow(
         """select calibration_id, recommended_size, target::float8 as target, created_at,
-                  document_name
+                  document_name, result ->> 'reference_model' as reference_model
            from calibrations where schema_id = $1 and model = $2
            order by created_at desc limit 1""",
         schema_id,
@@ -94,4 +95,5 @@ async def latest(
         target=row["target"],
         created_at=row["created_at"],
         document=row["document_name"],
+        reference_model=row["reference_model"],
     )

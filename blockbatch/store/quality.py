@@ -392,9 +392,13 @@ async def result(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> Qualit
         ]
     )
     gate = await changes(conn, run_id, kind="quality_gate")
-    target = await conn.fetchval(
-        "select (settings->'quality'->>'min_agreement')::float8 from runs where run_id = $1", run_id
+    settings = await conn.fetchrow(
+        """select (settings->'quality'->>'min_agreement')::float8 as target,
+                  settings->'quality'->>'probe_model' as probe_model
+           from runs where run_id = $1""",
+        run_id,
     )
+    target = settings["target"] if settings is not None else None
     size = await gate_size(conn, run_id) if gate else await planned_pack_size(conn, run_id)
     return quality_result(
         summary,
@@ -407,6 +411,7 @@ async def result(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> Qualit
         gate=[c.text() for c in gate],
         plan=plan,
         reasked=sum(c.reasked for c in gate),
+        probe_model=settings["probe_model"] if settings is not None else None,
     )
 
 

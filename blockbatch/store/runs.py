@@ -86,6 +86,17 @@ async def load_run_context(conn: asyncpg.Connection, run_id: str) -> RunContext:
     )
 
 
+async def probe_context(conn: asyncpg.Connection, ctx: RunContext) -> RunContext:
+    """The context a run's quality probe calls with: ``ctx`` on the probe's model
+    (``QualityOptions.probe_model``, with its Models API facts as :func:`load_run_context`
+    reads a run's), else ``ctx`` itself."""
+    name = ctx.options.quality.probe_model if ctx.options.quality else None
+    if name is None or name == ctx.model.id:
+        return ctx
+    model = run_model(name, await model_facts_for(conn, name), _MODELS.prices)
+    return ctx.on_model(model)
+
+
 _CONTEXTS: dict[str, RunContext] = {}
 _CONTEXT_CACHE_SIZE = 256
 

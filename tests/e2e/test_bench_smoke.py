@@ -283,3 +283,34 @@ def test_quality_probe_script_reports_estimate_gate_and_cost(tmp_path: Path) -> 
         cost = data["cost"][name]
         assert cost["without"]["probe"]["probe_calls"] == 0
         assert cost["with"]["cost_usd"] > 0
+
+
+@pytest.mark.timeout(300)
+def test_models_script_measures_each_model_and_calibrate_against_the_truth(
+    tmp_path: Path,
+) -> None:
+    data = run_script(
+        "models",
+        tmp_path / "models.json",
+        "--seeds",
+        "1",
+        "--blocks",
+        "20",
+        "--pack-size",
+        "10",
+        "--sample",
+        "10",
+        "--sizes",
+        "5,10",
+        "--no-fsync",
+        "--temporal-memory",
+    )
+    runs = data["models"]["runs"]
+    assert len(runs) == 5 and all(r["answered"] == 20 for r in runs.values())
+    reference = runs["Sonnet 5.5 alone (reference)"]
+    assert reference["calls"] >= 20 and reference["pack_size"] == 1
+    probed = runs["Haiku 5.5, packs of 10, probe alone on Sonnet 5.5"]
+    assert probed["probe_model"] == "claude-sonnet-5-5"
+    seed = data["calibrate"]["seeds"][0]
+    assert seed["run"]["model"] == seed["choice"][0] and isinstance(seed["meets_target"], bool)
+    assert set(seed["measured"]) == {"claude-haiku-5-5", "claude-sonnet-5-5"}

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from blockbatch.cli import amain
-from blockbatch.cli.calibrate import print_calibration
+from blockbatch.cli.calibrate import print_calibration, print_model_calibration
 from blockbatch.cli.console import Console
-from blockbatch.core.calibration import Calibration
+from blockbatch.core.calibration import Calibration, ModelCalibration
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
 
@@ -105,7 +105,7 @@ async def test_calibrate_recommends_the_largest_size_that_truly_meets_the_target
 
     code, out, err = await cli(bbstack, capsys, "estimate", doc, "--schema", schema)
     assert code == 0, err
-    assert "calibrated: size 4 meets 90.0% (calibration of " in out, out
+    assert f"calibrated: size 4 meets 90.0% (calibration {c['calibration_id']} of " in out, out
 
     # The table a person reads, from the same calibration.
     print_calibration(Console(), Calibration.model_validate(c))
@@ -118,5 +118,102 @@ async def test_calibrate_recommends_the_largest_size_that_truly_meets_the_target
         "recommended pack size: 4",
         "whole document (sync):",
         sizes[16]["run_id"],
+    ):
+        assert text in table, (text, table)
+
+
+#: The cheap model is right in packs of up to 4 blocks and wrong about most blocks in a
+#: pack of 16; the strong one is never wrong (rates of their own, on their own dice).
+MODELS_QUALITY = {
+    "enabled": True,
+    "free_blocks": 4,
+    "skip_per_extra_block": 0,
+    "bleed_per_extra_block": 0,
+    "models": {
+        "claude-haiku-5-5": {"wrong_per_extra_block": 0.06},
+        "claude-sonnet-5-5": {},
+    },
+}
+HAIKU, SONNET = "claude-haiku-5-5", "claude-sonnet-5-5"
+
+
+async def test_calibrate_across_models_picks_the_cheapest_pair_that_meets_the_target(
+    bbstack: Stack, capsys: Any, tmp_path: Path
+) -> None:
+    doc, schema = tmp_path / "doc.md", tmp_path / "schema.json"
+    doc.write_bytes(markdown_doc(40))
+    schema.write_text(json.dumps(extract_schema(instruction_words=200)))
+    doc, schema = str(doc), str(schema)
+    code, _, err = await cli(
+        bbstack, capsys, "calibrate", doc, "--schema", schema, "--reference", SONNET
+    )
+    assert code == 2 and "--reference needs --models" in err, err
+
+    bbstack.sim.scenario(seed=5, quality=MODELS_QUALITY)
+    async with bbstack.worker():
+        code, out, err = await cli(
+            bbstack,
+            capsys,
+            "calibrate",
+            doc,
+            "--schema",
+            schema,
+            "--models",
+            f"{HAIKU},{SONNET}",
+            "--sample",
+            "16",
+            "--sizes",
+            "4,16",
+            "--target",
+            str(TARGET),
+            "--json",
+        )
+    assert code == 0, err
+    m = json.loads(out)
+    # the reference defaults to the priciest model; its alone run is the only size 1
+    assert m["reference_model"] == SONNET
+    by_model = {c["model"]: c for c in m["calibrations"]}
+    assert list(by_model) == [HAIKU, SONNET]
+    assert by_model[HAIKU]["sizes"][0]["run_id"] == by_model[SONNET]["sizes"][0]["run_id"]
+    assert (by_model[HAIKU]["recommended"], by_model[SONNET]["recommended"]) == (4, 16)
+    haiku = {r["size"]: r for r in by_model[HAIKU]["sizes"]}
+    assert haiku[4]["rate"] == 1.0 and haiku[16]["rate"] < TARGET
+    # every pair quoted on the whole document; the cheap model at 4 is the cheapest that meets
+    assert all(r["whole_cost_usd"] > 0 for c in by_model.values() for r in c["sizes"])
+    assert haiku[4]["whole_cost_usd"] < by_model[SONNET]["sizes"][2]["whole_cost_usd"]
+    assert (m["choice"]["model"], m["choice"]["size"]) == (HAIKU, 4)
+    # each run ran on its model, and the simulator saw what calibrate measured
+    models = await bbstack.pool.fetch(
+        "select run_id, array_agg(distinct model) as models from llm_calls group by run_id"
+    )
+    ran_on = {r["run_id"]: r["models"] for r in models}
+    assert ran_on[haiku[4]["run_id"]] == [HAIKU] and ran_on[haiku[16]["run_id"]] == [HAIKU]
+    assert ran_on[by_model[SONNET]["sizes"][0]["run_id"]] == [SONNET]
+    true = bbstack.sim.stats()["quality"]["by_model"]
+    assert true[SONNET]["altered"] == 0
+    assert true[HAIKU]["altered"] == 16 - haiku[16]["agreed"]
+    # stored once per model; a quote on each model names its calibration
+    rows = await bbstack.pool.fetch("select calibration_id, model from calibrations")
+    assert {r["calibration_id"]: r["model"] for r in rows} == {
+        f"{m['calibration_id']}:{HAIKU}": HAIKU,
+        f"{m['calibration_id']}:{SONNET}": SONNET,
+    }
+    code, out, err = await cli(
+        bbstack, capsys, "estimate", doc, "--schema", schema, "--model", HAIKU
+    )
+    assert code == 0, err
+    assert (
+        f"calibrated: size 4 meets 90.0% against {SONNET} alone "
+        f"(calibration {m['calibration_id']}:{HAIKU} of "
+    ) in out, out
+
+    print_model_calibration(Console(), ModelCalibration.model_validate(m))
+    table = capsys.readouterr().out
+    for text in (
+        "MODEL",
+        "WHOLE DOC",
+        "alone (baseline)",
+        "4 *",
+        f"recommended: {HAIKU} at pack size 4",
     ):
         assert text in table, (text, table)

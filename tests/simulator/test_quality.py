@@ -4,13 +4,14 @@ about how often (``/_sim/stats`` quality)."""
 from __future__ import annotations
 
 import anthropic
+import pytest
 from jsonschema import Draft202012Validator
 
 from blockbatch.core.agreement import compare_properties
 from blockbatch.simulator.content import block_result
 from blockbatch.simulator.faults import Dice, answer_blocks
 from blockbatch.simulator.prompt import Block
-from blockbatch.simulator.scenario import Quality, Scenario
+from blockbatch.simulator.scenario import ASSUMED_MODEL_QUALITY, ModelQuality, Quality, Scenario
 from blockbatch.simulator.server import SimulatorServer
 from blockbatch.simulator.testing import DEFAULT_FIELDS, make_blocks, pack_params, tool_input
 
@@ -166,3 +167,104 @@ async def test_stats_report_the_true_disagreement_per_pack_size():
         assert (quality["answered"], quality["altered"]) == (61, altered_seen)
         assert altered_seen > 0
         assert sum(p["answered"] for p in quality["by_position"].values()) == 61
+
+
+def models_scenario(**models: ModelQuality) -> Scenario:
+    return Scenario(
+        seed=7,
+        quality=Quality(
+            enabled=True, skip_per_extra_block=0, bleed_per_extra_block=0, models=models
+        ),
+    )
+
+
+def test_a_models_own_rates_apply_alone_too_and_grow_with_the_pack():
+    own = ModelQuality(
+        wrong_alone=0.01, wrong_base=0.01, wrong_per_extra_block=0.005, wrong_per_position=0.001
+    )
+    quality = Quality(enabled=True, free_blocks=20, wrong_base=0.5, models={"cheap": own})
+    assert quality.wrong_rate(1, 1, "cheap") == 0.01
+    assert quality.wrong_rate(10, 1, "cheap") == 0.02
+    assert quality.wrong_rate(30, 5, "cheap") == pytest.approx(0.01 + 0.01 + 0.005 * 10 + 0.001 * 4)
+    # a model without rates of its own keeps the shared ones, and is right alone
+    assert quality.wrong_rate(1, 1, "other") == 0.0
+    assert quality.wrong_rate(10, 1, "other") == 0.5
+    assert Quality(models={"cheap": own}).wrong_rate(1, 1, "cheap") == 0.0  # not enabled
+
+
+def test_a_model_with_rates_of_its_own_can_be_wrong_alone_validly():
+    quality = models_scenario(cheap=ModelQuality(wrong_alone=1.0))
+    validator = Draft202012Validator(
+        {"type": "object", "properties": FIELDS, "required": list(FIELDS)}
+    )
+    for block in blocks(20):
+        wrong = answer_blocks([block], FIELDS, quality, dice(), model="cheap")
+        assert wrong.checked == [(1, True)] and wrong.model == "cheap"
+        assert validator.is_valid(wrong.results[0]) and differs(wrong.results[0], block)
+        truth = block_result(block, FIELDS)
+        assert sum(wrong.results[0][k] != truth[k] for k in FIELDS) == 1
+        right = answer_blocks([block], FIELDS, quality, dice(), model="strong")
+        assert right.results == [truth] and right.checked == [(1, False)]
+
+
+def test_each_model_is_wrong_about_blocks_of_its_own_every_time():
+    rates = ModelQuality(wrong_alone=0.3)
+    quality = models_scenario(one=rates, two=rates)
+    many = blocks(200)
+
+    def wrong_set(model: str, body: str) -> set[int]:
+        checked = [
+            answer_blocks([b], FIELDS, quality, dice(body), model=model).checked[0][1] for b in many
+        ]
+        return {i for i, c in enumerate(checked) if c}
+
+    one = wrong_set("one", "a")
+    assert one == wrong_set("one", "b")  # the block's die, not the request's
+    two = wrong_set("two", "a")
+    assert 40 < len(one) < 80 and 40 < len(two) < 80
+    assert one != two and len(one & two) < min(len(one), len(two)) * 0.6
+
+
+def test_assumed_rates_make_the_cheap_model_worse_and_worse_in_big_packs():
+    quality = Scenario(
+        seed=7,
+        quality=Quality(
+            enabled=True,
+            skip_per_extra_block=0,
+            bleed_per_extra_block=0,
+            models=ASSUMED_MODEL_QUALITY,
+        ),
+    )
+    many = blocks(800)
+
+    def share(model: str, size: int) -> float:
+        checked = []
+        for start in range(0, len(many), size):
+            pack = many[start : start + size]
+            checked += answer_blocks(pack, FIELDS, quality, dice(), model=model).checked
+        return sum(c for _, c in checked) / len(checked)
+
+    haiku, sonnet = "claude-haiku-5-5", "claude-sonnet-5-5"
+    assert share(sonnet, 1) < 0.01 and share(sonnet, 40) < 0.03
+    assert share(haiku, 1) < 0.03 and share(haiku, 20) < 0.05
+    assert share(haiku, 40) > 0.08 > share(sonnet, 40)
+
+
+async def test_stats_report_the_true_disagreement_per_model():
+    async with SimulatorServer(
+        scenario=models_scenario(**{"claude-haiku-5-5": ModelQuality(wrong_alone=0.5)})
+    ) as sim:
+        client = anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="k", max_retries=0)
+        altered_seen = 0
+        for block in make_blocks(30):
+            message = await client.messages.create(**pack_params([block], model="claude-haiku-5-5"))
+            truth = block_result(
+                Block(block["block_uid"], block["block_type"], block["block_content"]),
+                DEFAULT_FIELDS,
+            )
+            altered_seen += tool_input(message)["results"] != [truth]
+        await client.messages.create(**pack_params(make_blocks(10)))  # claude-sonnet-4-6
+        by_model = sim.state.stats.snapshot()["quality"]["by_model"]
+        assert by_model["claude-haiku-5-5"] == {"answered": 30, "altered": altered_seen}
+        assert by_model["claude-sonnet-4-6"] == {"answered": 10, "altered": 0}
+        assert 5 < altered_seen < 25

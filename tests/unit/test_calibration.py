@@ -10,8 +10,11 @@ from blockbatch.core.calibration import (
     Calibration,
     CalibrationError,
     CalibrationNote,
+    ModelCalibration,
     SizeResult,
+    cheapest_choice,
     check_request,
+    parse_models,
     parse_sizes,
     recommend,
 )
@@ -75,7 +78,7 @@ def test_the_quote_line():
     note = CalibrationNote(
         calibration_id="c", recommended=20, target=0.95, created_at=at, document="d.md"
     )
-    assert note.text() == "calibrated: size 20 meets 95.0% (calibration of 2026-11-23)"
+    assert note.text() == "calibrated: size 20 meets 95.0% (calibration c of 2026-11-23)"
     none = note.model_copy(update={"recommended": None})
     assert "no pack size met 95.0%" in none.text() and "use 1" in none.text()
 
@@ -100,3 +103,92 @@ def test_the_advice_names_the_size_or_says_none_meets_the_target():
         "none meets the target of 95.0%: use 1 (--no-batching) or lower the target"
     )
     assert "recommended pack size: 5" in calibration.model_copy(update={"recommended": 5}).advice()
+
+
+def test_the_quote_line_names_the_reference_of_a_calibration_across_models():
+    at = datetime(2026, 11, 25, 9, 0, tzinfo=UTC)
+    note = CalibrationNote(
+        calibration_id="cal-1:claude-haiku-5-5",
+        recommended=10,
+        target=0.95,
+        created_at=at,
+        document="d.md",
+        reference_model="claude-sonnet-5-5",
+    )
+    assert note.text() == (
+        "calibrated: size 10 meets 95.0% against claude-sonnet-5-5 alone "
+        "(calibration cal-1:claude-haiku-5-5 of 2026-11-25)"
+    )
+
+
+def test_models_are_parsed_distinct_in_order():
+    assert parse_models("claude-haiku-5-5, claude-sonnet-5-5,claude-haiku-5-5") == [
+        "claude-haiku-5-5",
+        "claude-sonnet-5-5",
+    ]
+    with pytest.raises(CalibrationError, match="empty"):
+        parse_models(" , ")
+    with pytest.raises(CalibrationError, match="at most"):
+        parse_models([f"m{i}" for i in range(6)])
+
+
+def calibration(model: str, rates: dict[int, float], costs: dict[int, float]) -> Calibration:
+    sizes = [result(1, None)] + [
+        result(s, r).model_copy(update={"whole_cost_usd": costs[s]}) for s, r in rates.items()
+    ]
+    return Calibration(
+        calibration_id=f"c:{model}",
+        document="d",
+        document_id="doc",
+        schema_name="s",
+        schema_id="sid",
+        model=model,
+        sample=40,
+        seed="x",
+        target=0.95,
+        sizes=sizes,
+        recommended=recommend(sizes, 0.95),
+        created_at=datetime(2026, 11, 25, tzinfo=UTC),
+    )
+
+
+def test_the_choice_is_the_cheapest_pair_within_each_models_recommended_sizes():
+    cheap = calibration(
+        "haiku", {5: 0.97, 10: 0.96, 20: 0.9, 40: 0.97}, {5: 3, 10: 2, 20: 1, 40: 0.5}
+    )
+    strong = calibration(
+        "sonnet", {5: 1.0, 10: 1.0, 20: 0.99, 40: 0.98}, {5: 60, 10: 40, 20: 30, 40: 25}
+    )
+    choice = cheapest_choice([cheap, strong])
+    # haiku 20 and 40 are cheaper, but 20 missed the target (and 40 after it is noise)
+    assert choice is not None and (choice.model, choice.size, choice.whole_cost_usd) == (
+        "haiku",
+        10,
+        2,
+    )
+    worse = calibration("haiku", {5: 0.9, 10: 0.99}, {5: 3, 10: 2})
+    only = cheapest_choice([worse, strong])
+    assert only is not None and (only.model, only.size) == ("sonnet", 40)
+    assert cheapest_choice([worse]) is None
+    # equal cost: the larger pack
+    tie = calibration("t", {5: 1.0, 10: 1.0}, {5: 1, 10: 1})
+    tied = cheapest_choice([tie])
+    assert tied is not None and tied.size == 10
+
+
+def test_the_advice_across_models():
+    strong = calibration("sonnet", {5: 1.0}, {5: 60})
+    base = ModelCalibration(
+        calibration_id="c",
+        document="d",
+        schema_name="s",
+        reference_model="sonnet",
+        sample=40,
+        target=0.95,
+        calibrations=[strong],
+        choice=cheapest_choice([strong]),
+        created_at=datetime(2026, 11, 25, tzinfo=UTC),
+    )
+    assert base.advice().startswith("recommended: sonnet at pack size 5 (the cheapest pair")
+    none = base.model_copy(update={"choice": None})
+    assert "use sonnet alone (--model sonnet --no-batching)" in none.advice()
