@@ -255,7 +255,7 @@ async def _run_sample(
     run_ids: list[str] = []
     try:
         for model, size in plan.model_runs:
-            run_ids.append(  # noqa: PERF401 - run_ids must hold every run started before a failure
+            run_ids.append(
                 await bb.start_run(
                     sample_doc, schema_id, run_options(plan, size, model), task_queue=task_queue
                 )
