@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 # Test workers (pytest-xdist), each with its own Postgres, Temporal dev server and simulator.
 TEST_WORKERS ?= 2
 
-.PHONY: demo test install up down status worker lint compose-tool browser serve screenshots
+.PHONY: demo test install up down status worker lint docs compose-tool browser serve screenshots
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -49,6 +49,10 @@ serve: up
 screenshots: install browser
 	@BLOCKBATCH_SCREENSHOTS=docs/screenshots $(BIN)/python -m pytest -q \
 	  tests/e2e/test_review_web.py -k browser
+
+## docs: docs/cli.md, every command's --help (tests/unit/test_cli_reference.py checks it).
+docs: install
+	@$(BIN)/python -m blockbatch.cli.reference > docs/cli.md
 
 lint: install
 	@$(BIN)/ruff format --check .
