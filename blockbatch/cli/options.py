@@ -127,11 +127,15 @@ def field_help(info: FieldInfo, *, default_text: str | None = None, own_option: 
     return text.replace("%", "%%")
 
 
-def add_field_option(p: argparse.ArgumentParser | Any, option: FieldOption) -> argparse.Action:
+def add_field_option(p: argparse.ArgumentParser, option: FieldOption) -> argparse.Action:
     """Add ``option`` to ``p``: help, default, choices and checks from its field."""
     info = option.info
+    help_ = field_help(info, default_text=option.default_text, own_option=True)
     choices = choices_of(info)
-    parse = option.parse
+    if choices:
+        return p.add_argument(
+            option.flag, dest=option.dest, choices=choices, default=option.cli_default, help=help_
+        )
 
     def checked(text: str) -> object:
         try:
@@ -142,11 +146,10 @@ def add_field_option(p: argparse.ArgumentParser | Any, option: FieldOption) -> a
     return p.add_argument(
         option.flag,
         dest=option.dest,
-        type=None if choices else (parse or checked),
-        choices=choices,
+        type=option.parse or checked,
         default=option.cli_default,
-        metavar=None if choices else option.metavar,
-        help=field_help(info, default_text=option.default_text, own_option=True),
+        metavar=option.metavar,
+        help=help_,
     )
 
 
