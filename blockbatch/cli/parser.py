@@ -187,6 +187,10 @@ def _run_inputs(p: argparse.ArgumentParser, listed_in: str) -> None:
     _settings(p, listed_in)
 
 
+def _examples(*args: str, command: str) -> str:
+    return "examples:\n" + "\n".join(f"  {PROG} {command} {a}" for a in args)
+
+
 def _wrapped(text: str) -> str:
     """A command's description at a fixed width: its help keeps the epilog's line breaks
     (RawDescriptionHelpFormatter), so the description is wrapped here."""
@@ -226,7 +230,14 @@ def build_parser() -> argparse.ArgumentParser:
         "ingest a document, start a run and follow it",
         "Ingest FILE, start a run of SCHEMA over every block and follow it with a "
         "live progress bar. Ctrl-C asks whether to cancel the run or detach from it.",
-        epilog=f"{SETTINGS.listing()}\n\n{SEE_TOP}",
+        epilog=_examples(
+            "samples/handbook.md --schema samples/extract.json",
+            "rows.jsonl --schema s.json --model claude-sonnet-4-6 --max-cost 5",
+            "doc.md --schema s.json --mode batch --no-wait",
+            "doc.md --schema s.json --set quality.min_agreement=0.95 --set max_concurrent_packs=4",
+            command="run",
+        )
+        + f"\n\n{SETTINGS.listing()}\n\n{SEE_TOP}",
     )
     _run_inputs(run, "the end of this help")
     add_field_option(run, MAX_COST)
@@ -250,6 +261,12 @@ def build_parser() -> argparse.ArgumentParser:
         "token-counting endpoint (a few requests; the only Claude calls it makes), output "
         "is the planner's estimate, or what earlier runs of the same schema and model wrote "
         "when Postgres has any. Stores nothing, starts nothing.",
+        epilog=_examples(
+            "samples/handbook.md --schema samples/extract.json",
+            "doc.md --schema s.json --model claude-sonnet-4-6 --pack-size 20 --json",
+            command="estimate",
+        )
+        + f"\n\n{SEE_TOP}",
     )
     _run_inputs(estimate, "`run --help`")
     estimate.add_argument(
@@ -386,6 +403,10 @@ def build_parser() -> argparse.ArgumentParser:
         "(not JSON, no text) gets an `invalid_row` line and the stream goes on. At the end "
         "of the input the stream closes, drains and prints a summary to stderr. The stream "
         "is a run: watch, cancel, review and export take its id.",
+        epilog="examples:\n"
+        f"  producer | {PROG} stream --schema s.json --max-rows 20 --max-wait 500ms\n"
+        f"  {PROG} stream --schema s.json --follow events.jsonl --ordered\n"
+        f"  {PROG} stream --resume RUN_ID < events.jsonl\n\n{SEE_TOP}",
     )
     stream.add_argument(
         "--schema", metavar="SCHEMA.json", help="the schema (needed unless --resume)"

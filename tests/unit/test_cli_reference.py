@@ -22,3 +22,22 @@ def test_the_reference_has_every_commands_help() -> None:
     for name in sub.choices:
         assert f"## `python starter.py {name} --help`" in text, name
     assert "quality.probe_rate=0.03" in text and "exit codes" in text
+
+
+def test_every_example_in_the_help_parses() -> None:
+    import shlex
+
+    from blockbatch.core.registry import get_model
+
+    examples = [
+        line.strip()
+        for line in reference().splitlines()
+        if line.startswith(("  python starter.py ", "  producer | python"))
+    ]
+    assert len(examples) >= 8
+    for example in examples:
+        argv = shlex.split(example.split("|")[-1].split("<")[0])
+        assert argv[:2] == ["python", "starter.py"], example
+        args = build_parser().parse_args(argv[2:])  # a usage error exits the test
+        if getattr(args, "model", None):
+            get_model(args.model)
