@@ -40,8 +40,11 @@ class FieldOption:
     #: What leaving the option out gives, when it is not the field's default (``--model``:
     #: the schema's model first).
     default_text: str | None = None
-    #: Parses the option's text when the field's own validation would say it less well.
-    parse: Callable[[str], object] | None = None
+    #: Turns the option's text into a value for the field to check (``2s`` -> 2.0); may
+    #: refuse text in words of its own (ArgumentTypeError).
+    convert: Callable[[str], object] | None = None
+    #: Said after the field's description, for this option only (the units it takes).
+    note: str | None = None
 
     @property
     def info(self) -> FieldInfo:
@@ -90,11 +93,17 @@ def parse_field(model: type[BaseModel], field: str, text: str) -> object:
     Raises:
         ValueError: a value the field does not take, saying why.
     """
-    info = model.model_fields[field]
-    _, optional = _inner(info.annotation)
-    value: object = text
-    if optional and text.strip().lower() in NONE_WORDS:
-        value = None
+    _, optional = _inner(model.model_fields[field].annotation)
+    value = None if optional and text.strip().lower() in NONE_WORDS else text
+    return check_field(model, field, value, text)
+
+
+def check_field(model: type[BaseModel], field: str, value: object, text: str) -> object:
+    """``value`` (read from ``text``) as ``model.field`` validates it.
+
+    Raises:
+        ValueError: the field's own reason, e.g. ``input should be greater than 0, got '0'``.
+    """
     try:
         checked = model.__pydantic_validator__.validate_assignment(
             model.model_construct(), field, value
@@ -114,9 +123,13 @@ def show(value: object) -> str:
     return str(value)
 
 
-def field_help(info: FieldInfo, *, default_text: str | None = None, own_option: bool) -> str:
+def field_help(
+    info: FieldInfo, *, default_text: str | None = None, note: str | None = None, own_option: bool
+) -> str:
     """A field's description with its default, as option help (``%`` escaped for argparse)."""
     text = (info.description or "").strip()
+    if note:
+        text = f"{text}; {note}"
     if default_text is not None:
         text = f"{text} (default: {default_text})"
     elif info.default is None:
@@ -130,7 +143,7 @@ def field_help(info: FieldInfo, *, default_text: str | None = None, own_option: 
 def add_field_option(p: argparse.ArgumentParser, option: FieldOption) -> argparse.Action:
     """Add ``option`` to ``p``: help, default, choices and checks from its field."""
     info = option.info
-    help_ = field_help(info, default_text=option.default_text, own_option=True)
+    help_ = field_help(info, default_text=option.default_text, note=option.note, own_option=True)
     choices = choices_of(info)
     if choices:
         return p.add_argument(
@@ -139,14 +152,16 @@ def add_field_option(p: argparse.ArgumentParser, option: FieldOption) -> argpars
 
     def checked(text: str) -> object:
         try:
-            return parse_field(option.model, option.field, text)
+            if option.convert is None:
+                return parse_field(option.model, option.field, text)
+            return check_field(option.model, option.field, option.convert(text), text)
         except ValueError as err:
             raise argparse.ArgumentTypeError(str(err)) from None
 
     return p.add_argument(
         option.flag,
         dest=option.dest,
-        type=option.parse or checked,
+        type=checked,
         default=option.cli_default,
         metavar=option.metavar,
         help=help_,

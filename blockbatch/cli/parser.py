@@ -72,7 +72,8 @@ _positive, _not_negative = _at_least(1), _at_least(0)
 
 
 def _duration(text: str) -> float:
-    """``500ms``, ``2s``, ``1m`` or plain seconds (``2.5``) as seconds."""
+    """``500ms``, ``2s``, ``1m`` or plain seconds (``2.5``) as seconds (the field checks
+    the bounds)."""
     t = text.strip().lower()
     scale = 1.0
     for suffix, factor in (("ms", 0.001), ("s", 1.0), ("m", 60.0)):
@@ -80,12 +81,9 @@ def _duration(text: str) -> float:
             t, scale = t[: -len(suffix)], factor
             break
     try:
-        value = float(t) * scale
+        return float(t) * scale
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a duration (500ms, 2s, 1m)") from None
-    if not 0 < value <= 86_400:
-        raise argparse.ArgumentTypeError(f"must be above 0 and at most a day, got {text!r}")
-    return value
 
 
 def _budget(text: str) -> float:
@@ -125,10 +123,17 @@ MODEL = FieldOption(
 EFFORT = FieldOption("--effort", RunOptions, "effort")
 PACK_SIZE = FieldOption("--pack-size", RunOptions, "pack_size", metavar="N")
 MODE = FieldOption("--mode", RunOptions, "mode")
-MAX_COST = FieldOption("--max-cost", RunOptions, "max_cost_usd", metavar="USD", parse=_budget)
+MAX_COST = FieldOption("--max-cost", RunOptions, "max_cost_usd", metavar="USD", convert=_budget)
 MAX_ROWS = FieldOption("--max-rows", StreamTriggers, "max_rows", metavar="N")
 MAX_TOKENS = FieldOption("--max-tokens", StreamTriggers, "max_tokens", metavar="T")
-MAX_WAIT = FieldOption("--max-wait", StreamTriggers, "max_wait_s", metavar="2s", parse=_duration)
+MAX_WAIT = FieldOption(
+    "--max-wait",
+    StreamTriggers,
+    "max_wait_s",
+    metavar="2s",
+    convert=_duration,
+    note="500ms, 2s and 1m work too",
+)
 MAX_BUFFERED = FieldOption("--max-buffered", StreamTriggers, "max_buffered", metavar="N")
 TRIGGERS = (MAX_ROWS, MAX_TOKENS, MAX_WAIT, MAX_BUFFERED)
 FIELD_OPTIONS = (MODEL, EFFORT, PACK_SIZE, MODE, MAX_COST, *TRIGGERS)

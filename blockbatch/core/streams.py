@@ -52,7 +52,7 @@ class StreamTriggers(BaseModel):
     max_buffered: int = Field(
         default=5000,
         ge=1,
-        description="puts wait while more rows than this are buffered or in flight (backpressure)",
+        description="backpressure: puts wait while more rows than this are buffered or in flight",
     )
 
     @model_validator(mode="after")
