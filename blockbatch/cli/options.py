@@ -197,7 +197,7 @@ def _settings(model: type[BaseModel], prefix: str, own: frozenset[str]) -> Itera
 
 
 @dataclass(frozen=True)
-class Settings:
+class Settable:
     """The keys ``--set`` takes: the fields of ``RunOptions`` (nested ones as
     ``quality.probe_rate``) that have no option of their own on any command."""
 

@@ -6,7 +6,7 @@ import argparse
 import textwrap
 from collections.abc import Callable
 
-from blockbatch.cli.options import FieldOption, Settings, add_field_option
+from blockbatch.cli.options import FieldOption, Settable, add_field_option
 from blockbatch.core.budget import BudgetError, parse_budget
 from blockbatch.core.calibration import DEFAULT_SAMPLE, DEFAULT_SIZES, DEFAULT_TARGET
 from blockbatch.core.ingest import FORMATS
@@ -138,7 +138,7 @@ MAX_BUFFERED = FieldOption("--max-buffered", StreamTriggers, "max_buffered", met
 TRIGGERS = (MAX_ROWS, MAX_TOKENS, MAX_WAIT, MAX_BUFFERED)
 FIELD_OPTIONS = (MODEL, EFFORT, PACK_SIZE, MODE, MAX_COST, *TRIGGERS)
 #: What ``--set`` takes: every other field of RunOptions (and of the models in it).
-SETTINGS = Settings({o.field: o.flag for o in FIELD_OPTIONS if o.model is RunOptions})
+SETTABLE = Settable({o.field: o.flag for o in FIELD_OPTIONS if o.model is RunOptions})
 
 DESCRIPTION_WIDTH = 92
 #: A command's help ends here; the exit codes and the environment are in ``--help``'s.
@@ -156,7 +156,7 @@ def _settings(p: argparse.ArgumentParser, listed_in: str) -> None:
         "--set",
         dest="settings",
         action="append",
-        type=SETTINGS.parse,
+        type=SETTABLE.parse,
         metavar="KEY=VALUE",
         help="a rarer run option (repeatable), e.g. --set quality.probe_rate=0 "
         f"--set reuse_answers=false; {listed_in} lists every KEY with its default",
@@ -242,7 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
             "doc.md --schema s.json --set quality.min_agreement=0.95 --set max_concurrent_packs=4",
             command="run",
         )
-        + f"\n\n{SETTINGS.listing()}\n\n{SEE_TOP}",
+        + f"\n\n{SETTABLE.listing()}\n\n{SEE_TOP}",
     )
     _run_inputs(run, "the end of this help")
     add_field_option(run, MAX_COST)

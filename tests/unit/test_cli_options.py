@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 from blockbatch.cli.options import nested_model, show
-from blockbatch.cli.parser import EXIT_USAGE, FIELD_OPTIONS, MODEL, SETTINGS, build_parser
+from blockbatch.cli.parser import EXIT_USAGE, FIELD_OPTIONS, MODEL, SETTABLE, build_parser
 from blockbatch.cli.run import _options
 from blockbatch.cli.stream import _opening_options
 from blockbatch.core.models import QualityOptions, RunOptions
@@ -67,14 +67,14 @@ def test_every_option_model_field_has_help() -> None:
             found += fields(nested) if nested else [name]
         return found
 
-    assert len(fields(RunOptions)) == len(SETTINGS.all) + 5  # and five options of their own
+    assert len(fields(RunOptions)) == len(SETTABLE.all) + 5  # and five options of their own
     for option in FIELD_OPTIONS:
         assert option.info.description, option.flag
 
 
 def test_the_run_help_lists_every_setting_with_its_models_default() -> None:
     help_ = _commands()["run"].format_help()
-    for key, setting in SETTINGS.all.items():
+    for key, setting in SETTABLE.all.items():
         assert f"  {key}={show(setting.info.default)} " in help_, key
     assert "quality.probe_rate=0.03 " in help_  # QualityOptions' default, not RunOptions'
     assert "pack_size=" not in help_  # it has an option of its own
@@ -134,7 +134,7 @@ def test_an_unknown_key_lists_every_valid_one(capsys: pytest.CaptureFixture[str]
     with pytest.raises(SystemExit):
         build_parser().parse_args([*RUN, "--set", "probe_rate=0"])
     err = capsys.readouterr().err
-    for key in SETTINGS.all:
+    for key in SETTABLE.all:
         assert key in err
     assert "quality.probe_rate" in err
 
