@@ -176,3 +176,26 @@ def test_resuming_a_stream_refuses_the_options_that_open_one() -> None:
         [*resume, "--schema", "s.json", "--max-rows", "5", "--set", "reuse_answers=false"]
     )
     assert _opening_options(given) == ["--schema", "--max-rows", "--set"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (
+            ["stream", "--resume", "r1", "--model", "claude-sonnet-4-6"],
+            "error: --resume continues a stream as it was opened: --model cannot change it",
+        ),
+        (["stream"], "error: stream needs --schema SCHEMA.json (or --resume RUN_ID)"),
+        (["calls", "r1", "--full"], "error: --full applies to --show CALL_ID"),
+    ],
+)
+async def test_options_a_command_would_ignore_are_refused_before_it_connects(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from blockbatch.cli import amain
+    from blockbatch.runtime.settings import Settings
+
+    # Nothing listens here: a command that tried to connect would fail differently.
+    settings = Settings(database_url="postgresql://nobody@127.0.0.1:9/none")
+    assert await amain(argv, settings=settings) == EXIT_USAGE
+    assert says in capsys.readouterr().err
