@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 # Test workers (pytest-xdist), each with its own Postgres, Temporal dev server and simulator.
 TEST_WORKERS ?= 2
 
-.PHONY: demo test install up down status worker lint compose-tool browser serve screenshots
+.PHONY: demo test install up down status worker lint docs compose-tool browser serve screenshots
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -76,8 +76,10 @@ browser:
 	    echo "chromium is missing: run 'sudo apt-get install chromium' (tests/e2e/test_review_web.py needs it)"; \
 	  fi; }
 
-## docs: rewrite the parts of docs/ generated from the code (metrics, settings, run options,
-## reason codes); tests/unit/test_docs.py fails while they are out of date.
+## docs: rewrite the docs generated from the code: docs/cli.md (every command's --help) and the
+## generated parts of the other pages (metrics, settings, run options, reason codes);
+## tests/unit/test_cli_reference.py and tests/unit/test_docs.py fail while they are out of date.
 .PHONY: docs
 docs: install
+	@$(BIN)/python -m blockbatch.cli.reference > docs/cli.md
 	@$(BIN)/python -m blockbatch.devtools.docs

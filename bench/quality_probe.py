@@ -297,7 +297,7 @@ async def gate(
             flush=True,
         )
     rec.print_table(
-        f"quality gate --min-agreement {args.target} at pack size 40 ({args.blocks} blocks)",
+        f"quality gate (quality.min_agreement={args.target}) at pack size 40 ({args.blocks} blocks)",
         [
             "run",
             "status",

@@ -319,7 +319,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--blocks", type=int, default=200)
     parser.add_argument("--pack-size", type=int, default=10)
     parser.add_argument(
-        "--max-concurrent-packs", type=int, default=None, help="default: RunOptions' default (32)"
+        "--max-concurrent-packs", type=int, default=None, help="default: RunOptions' default"
     )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--rpm", type=int, default=1_000_000)

@@ -79,7 +79,8 @@ async def stream_through_cli(
         "stream",
         "--schema",
         str(schema),
-        "--no-reuse",
+        "--set",
+        "reuse_answers=false",
         *cli_args,
         cwd=ROOT,
         env=bs.worker_env(),
@@ -189,7 +190,7 @@ async def steady(
     definition: dict[str, Any],
 ) -> None:
     rows = rows_of(args.rows, "s")
-    cli = ["--max-wait", args.max_wait, "--max-concurrent-packs", str(args.concurrency)]
+    cli = ["--max-wait", args.max_wait, "--set", f"max_concurrent_packs={args.concurrency}"]
     if args.max_rows:
         cli += ["--max-rows", str(args.max_rows)]
     out = await stream_through_cli(bs, schema, rows, 1 / args.rate, cli)

@@ -149,7 +149,7 @@ def quality_rows(result: RunResult) -> list[tuple[str, str]]:
                 "quality",
                 (
                     f"not probed: one probe call would cost more than {share} of "
-                    "the run's expected cost (--probe-max-share)"
+                    "the run's expected cost (--set quality.probe_max_share)"
                 ),
             )
         ]

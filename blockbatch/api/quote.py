@@ -151,7 +151,7 @@ async def estimate(
         elif reusable and len(reusable) == len(parsed):
             notes.append(
                 f"all {len(parsed)} blocks have an earlier run's answer: the run "
-                "reuses them and makes no call; the figures are for --no-reuse"
+                "reuses them and makes no call; the figures are for --set reuse_answers=false"
             )
         elif reusable:
             notes.append(

@@ -10,7 +10,7 @@ from typing import Any
 
 from blockbatch.api import RunInfo
 from blockbatch.cli.console import Console, human_seconds, human_tokens
-from blockbatch.cli.parser import PROG
+from blockbatch.cli.parser import EXIT_USAGE, PROG
 from blockbatch.cli.progress import describe
 from blockbatch.cli.session import Session
 from blockbatch.core.budget import left_text
@@ -255,11 +255,12 @@ async def cmd_list(args: argparse.Namespace, s: Session) -> int:
 
 
 async def cmd_calls(args: argparse.Namespace, s: Session) -> int:
+    if args.full and args.show is None:
+        s.con.error("--full applies to --show CALL_ID (one call in full)", EXIT_USAGE)
+        return EXIT_USAGE
     bb = await s.bb(temporal=False)
     if args.show is not None:
         return await _show_call(args, s, bb)
-    if args.full:
-        s.con.note("--full applies to --show CALL_ID; ignored")
     total, calls = await bb.calls(args.run_id, offset=args.offset, limit=args.limit, pack=args.pack)
     con: Console = s.con
     if con.json:

@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import textwrap
 from collections.abc import Callable
 
-from pydantic import BaseModel
-
+from blockbatch.cli.options import FieldOption, Settable, add_field_option
 from blockbatch.core.budget import BudgetError, parse_budget
-from blockbatch.core.calibration import DEFAULT_MODELS_SAMPLE, DEFAULT_SAMPLE
+from blockbatch.core.calibration import (
+    DEFAULT_MODELS_SAMPLE,
+    DEFAULT_SAMPLE,
+    DEFAULT_SIZES,
+    DEFAULT_TARGET,
+)
 from blockbatch.core.ingest import FORMATS
 from blockbatch.core.models import QualityOptions, RunOptions
 from blockbatch.core.reasons import REASONS
-from blockbatch.core.registry import EFFORTS
+from blockbatch.core.registry import DEFAULT_MODEL
 from blockbatch.core.review import OVERLAY_STATUSES
+from blockbatch.core.streams import StreamTriggers
 
 PROG = "python starter.py"
 
@@ -54,25 +60,6 @@ BLOCKBATCH_SERVE_TOKEN (needed by `serve` on any address but 127.0.0.1/localhost
 """
 
 
-#: Options that set a field of the run's option models: their defaults in the help are
-#: those fields' defaults, read from the models, so the help cannot drift from what a run
-#: uses (tests/unit/test_first_hour.py checks every default the help states).
-OPTION_FIELDS: dict[str, tuple[type[BaseModel], str]] = {
-    "max_concurrent_packs": (RunOptions, "max_concurrent_packs"),
-    "mode": (RunOptions, "mode"),
-    "pack_size": (RunOptions, "pack_size"),
-    "probe_rate": (QualityOptions, "probe_rate"),
-    "probe_max_share": (QualityOptions, "probe_max_share"),
-    "min_agreement": (QualityOptions, "min_agreement"),
-}
-
-
-def _default(dest: str) -> object:
-    """The default a run uses for option ``dest`` (its option model field's default)."""
-    model, field = OPTION_FIELDS[dest]
-    return model.model_fields[field].default
-
-
 def _at_least(minimum: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
@@ -90,7 +77,8 @@ _positive, _not_negative = _at_least(1), _at_least(0)
 
 
 def _duration(text: str) -> float:
-    """``500ms``, ``2s``, ``1m`` or plain seconds (``2.5``) as seconds."""
+    """``500ms``, ``2s``, ``1m`` or plain seconds (``2.5``) as seconds (the field checks
+    the bounds)."""
     t = text.strip().lower()
     scale = 1.0
     for suffix, factor in (("ms", 0.001), ("s", 1.0), ("m", 60.0)):
@@ -98,12 +86,9 @@ def _duration(text: str) -> float:
             t, scale = t[: -len(suffix)], factor
             break
     try:
-        value = float(t) * scale
+        return float(t) * scale
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a duration (500ms, 2s, 1m)") from None
-    if not 0 < value <= 86_400:
-        raise argparse.ArgumentTypeError(f"must be above 0 and at most a day, got {text!r}")
-    return value
 
 
 def _budget(text: str) -> float:
@@ -131,12 +116,39 @@ def _share(name: str, *, zero: bool) -> Callable[[str], float]:
     return parse
 
 
-_MAX_COST_HELP = (
-    "the most the run may spend, in US dollars: each call's worst case is "
-    "reserved against it before the call; when the next call cannot fit, the "
-    "run stops starting calls and ends budget_exhausted, saying what is left"
+#: Options of their own for option model fields: help, default, choices and bounds come
+#: from the field (blockbatch/cli/options.py); tests/unit/test_cli_options.py holds them to it.
+MODEL = FieldOption(
+    "--model",
+    RunOptions,
+    "model",
+    metavar="MODEL",
+    default_text=f"the schema's prompt_config.model, else {DEFAULT_MODEL}",
 )
+EFFORT = FieldOption("--effort", RunOptions, "effort")
+PACK_SIZE = FieldOption("--pack-size", RunOptions, "pack_size", metavar="N")
+MODE = FieldOption("--mode", RunOptions, "mode")
+PROBE_MODEL = FieldOption("--probe-model", QualityOptions, "probe_model", metavar="MODEL")
+MAX_COST = FieldOption("--max-cost", RunOptions, "max_cost_usd", metavar="USD", convert=_budget)
+MAX_ROWS = FieldOption("--max-rows", StreamTriggers, "max_rows", metavar="N")
+MAX_TOKENS = FieldOption("--max-tokens", StreamTriggers, "max_tokens", metavar="T")
+MAX_WAIT = FieldOption(
+    "--max-wait",
+    StreamTriggers,
+    "max_wait_s",
+    metavar="2s",
+    convert=_duration,
+    note="500ms, 2s and 1m work too",
+)
+MAX_BUFFERED = FieldOption("--max-buffered", StreamTriggers, "max_buffered", metavar="N")
+TRIGGERS = (MAX_ROWS, MAX_TOKENS, MAX_WAIT, MAX_BUFFERED)
+FIELD_OPTIONS = (MODEL, EFFORT, PACK_SIZE, MODE, PROBE_MODEL, MAX_COST, *TRIGGERS)
+#: What ``--set`` takes: every other field of RunOptions (and of the models in it).
+SETTABLE = Settable({o.field: o.flag for o in FIELD_OPTIONS if o.model is RunOptions})
 
+DESCRIPTION_WIDTH = 92
+#: A command's help ends here; the exit codes and the environment are in ``--help``'s.
+SEE_TOP = f"exit codes and the environment: `{PROG} --help`"
 
 _VERBOSE_HELP = (
     "while following: also the fleet's rate limiter (limits, the share it "
@@ -145,8 +157,20 @@ _VERBOSE_HELP = (
 )
 
 
-def _run_inputs(p: argparse.ArgumentParser) -> None:
-    """A run's document, schema and options: the same for `run` and `estimate`."""
+def _settings(p: argparse.ArgumentParser, listed_in: str) -> None:
+    p.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        type=SETTABLE.parse,
+        metavar="KEY=VALUE",
+        help="a rarer run option (repeatable), e.g. --set quality.probe_rate=0 "
+        f"--set reuse_answers=false; {listed_in} lists every KEY with its default",
+    )
+
+
+def _source(p: argparse.ArgumentParser) -> None:
+    """Where a document's blocks come from: the same for `run`, `estimate`, `calibrate`."""
     p.add_argument("file", metavar="FILE", help="document: .md, .txt, .jsonl or .csv")
     p.add_argument(
         "--schema",
@@ -154,51 +178,7 @@ def _run_inputs(p: argparse.ArgumentParser) -> None:
         metavar="SCHEMA.json",
         help="the schema: fields to produce per block plus prompt_config",
     )
-    p.add_argument("--model", help="Claude model (default: the schema's, else the default)")
-    p.add_argument(
-        "--effort",
-        choices=list(EFFORTS),
-        help="the model's effort for the whole run (default: low where the model "
-        "thinks anyway, else the model's own; part of the cached prefix)",
-    )
-    p.add_argument(
-        "--pack-size",
-        type=_positive,
-        metavar="N",
-        help="blocks per call (default: sized from the blocks and the model)",
-    )
-    p.add_argument(
-        "--no-batching",
-        action="store_true",
-        help="one block per call: the baseline, through the same code path",
-    )
-    p.add_argument(
-        "--no-short-ids",
-        action="store_true",
-        help="name blocks by their full block_uid in requests and answers "
-        "instead of short ids (b1, b2, ... per call)",
-    )
-    p.add_argument(
-        "--max-concurrent-packs",
-        type=_positive,
-        metavar="N",
-        help=f"packs in flight at once, at most (default "
-        f"{_default('max_concurrent_packs')}; the fleet's rate limiter may "
-        "admit fewer)",
-    )
-    p.add_argument(
-        "--mode",
-        choices=["sync", "batch"],
-        default=_default("mode"),
-        help="sync: one Messages call per pack; batch: Message Batches API "
-        f"(default {_default('mode')})",
-    )
-    p.add_argument(
-        "--no-reuse",
-        action="store_true",
-        help="call Claude for every block, even those an earlier run answered "
-        "with the same content, schema and model (default: reuse them)",
-    )
+    add_field_option(p, MODEL)
     p.add_argument(
         "--format", choices=list(FORMATS), help="document format (default: from the file extension)"
     )
@@ -206,55 +186,26 @@ def _run_inputs(p: argparse.ArgumentParser) -> None:
         "--text-field",
         default="text",
         metavar="F",
-        help="JSONL key / CSV column holding each block's text (default: text)",
+        help="JSONL key / CSV column holding each block's text (default: %(default)s)",
     )
 
 
-def _quality_inputs(p: argparse.ArgumentParser) -> None:
-    """The quality probe and gate of a run: the same for `run` and `estimate` (which
-    quotes the probe's calls)."""
-    p.add_argument(
-        "--probe-rate",
-        type=_share("--probe-rate", zero=True),
-        metavar="R",
-        help="quality probe: the share of blocks also asked alone, one block "
-        "per call, and compared with their packed answers (default "
-        f"{_default('probe_rate')}, at least "
-        f"{QualityOptions.model_fields['probe_minimum'].default} blocks; "
-        "0: off). Sync mode only",
-    )
-    p.add_argument(
-        "--no-probe", action="store_true", help="no quality probe (the same as --probe-rate 0)"
-    )
-    p.add_argument(
-        "--probe-max-share",
-        type=_share("--probe-max-share", zero=False),
-        metavar="S",
-        help="the most the probe's sample may cost, as a share of the run's "
-        f"expected cost (default {_default('probe_max_share')}): the sample "
-        "is capped below it, "
-        "whatever --probe-rate says (a quality gate's own samples are not)",
-    )
-    p.add_argument(
-        "--min-agreement",
-        type=_share("--min-agreement", zero=False),
-        metavar="A",
-        help="quality gate: when the probe's agreement is below A (e.g. 0.95) "
-        "with enough samples to say so, the packs not started yet are "
-        "re-planned at half the size (again if needed), and the blocks "
-        "already answered in larger packs are asked again at that size",
-    )
-    p.add_argument(
-        "--probe-model",
-        metavar="MODEL",
-        help=f"quality probe: {QualityOptions.model_fields['probe_model'].description}",
-    )
-    p.add_argument(
-        "--no-reask",
-        action="store_true",
-        help="with --min-agreement: do not ask again the blocks already answered "
-        "in packs larger than the size the gate sets",
-    )
+def _run_inputs(p: argparse.ArgumentParser, listed_in: str) -> None:
+    """A run's document, schema and options: the same for `run` and `estimate`."""
+    _source(p)
+    for option in (EFFORT, PACK_SIZE, MODE, PROBE_MODEL):
+        add_field_option(p, option)
+    _settings(p, listed_in)
+
+
+def _examples(*args: str, command: str) -> str:
+    return "examples:\n" + "\n".join(f"  {PROG} {command} {a}" for a in args)
+
+
+def _wrapped(text: str) -> str:
+    """A command's description at a fixed width: its help keeps the epilog's line breaks
+    (RawDescriptionHelpFormatter), so the description is wrapped here."""
+    return textwrap.fill(text, width=DESCRIPTION_WIDTH, break_on_hyphens=False)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -266,18 +217,22 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Run an LLM over every block of a document, follow the run, review, "
-        "confirm and export the results. `COMMAND --help` describes each command.",
+        description=_wrapped(
+            "Run an LLM over every block of a document, follow the run, review, "
+            "confirm and export the results. `COMMAND --help` describes each command."
+        ),
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def command(name: str, help_: str, description: str) -> argparse.ArgumentParser:
+    def command(
+        name: str, help_: str, description: str, epilog: str = SEE_TOP
+    ) -> argparse.ArgumentParser:
         return sub.add_parser(
             name,
             parents=[common],
             help=help_,
-            description=description,
-            epilog=EPILOG,
+            description=_wrapped(description),
+            epilog=epilog,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
 
@@ -286,15 +241,22 @@ def build_parser() -> argparse.ArgumentParser:
         "ingest a document, start a run and follow it",
         "Ingest FILE, start a run of SCHEMA over every block and follow it with a "
         "live progress bar. Ctrl-C asks whether to cancel the run or detach from it.",
+        epilog=_examples(
+            "samples/handbook.md --schema samples/extract.json",
+            "rows.jsonl --schema s.json --model claude-sonnet-4-6 --max-cost 5",
+            "doc.md --schema s.json --mode batch --no-wait",
+            "doc.md --schema s.json --set quality.min_agreement=0.95 --set max_concurrent_packs=4",
+            command="run",
+        )
+        + f"\n\n{SETTABLE.listing()}\n\n{SEE_TOP}",
     )
-    _run_inputs(run)
+    _run_inputs(run, "the end of this help")
+    add_field_option(run, MAX_COST)
     run.add_argument(
         "--dry-run",
         action="store_true",
         help="print the quote (as `estimate` does) and stop: nothing is stored, nothing is started",
     )
-    run.add_argument("--max-cost", type=_budget, metavar="USD", help=_MAX_COST_HELP)
-    _quality_inputs(run)
     run.add_argument(
         "--no-wait",
         action="store_true",
@@ -310,9 +272,14 @@ def build_parser() -> argparse.ArgumentParser:
         "token-counting endpoint (a few requests; the only Claude calls it makes), output "
         "is the planner's estimate, or what earlier runs of the same schema and model wrote "
         "when Postgres has any. Stores nothing, starts nothing.",
+        epilog=_examples(
+            "samples/handbook.md --schema samples/extract.json",
+            "doc.md --schema s.json --model claude-sonnet-4-6 --pack-size 20 --json",
+            command="estimate",
+        )
+        + f"\n\n{SEE_TOP}",
     )
-    _run_inputs(estimate)
-    _quality_inputs(estimate)
+    _run_inputs(estimate, "`run --help`")
     estimate.add_argument(
         "--no-count",
         action="store_true",
@@ -336,14 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
         "sample alone on --reference only, every size on every model of --models, each pair "
         "quoted on the whole document, and the cheapest pair that meets --target.",
     )
-    calibrate.add_argument("file", metavar="FILE", help="document: .md, .txt, .jsonl or .csv")
-    calibrate.add_argument(
-        "--schema",
-        required=True,
-        metavar="SCHEMA.json",
-        help="the schema: fields to produce per block plus prompt_config",
-    )
-    calibrate.add_argument("--model", help="Claude model (default: the schema's, else the default)")
+    _source(calibrate)
     calibrate.add_argument(
         "--models",
         metavar="M,M,...",
@@ -365,25 +325,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     calibrate.add_argument(
         "--sizes",
-        default="5,10,20,40",
+        default=",".join(map(str, DEFAULT_SIZES)),
         metavar="N,N,...",
-        help="pack sizes to try, each 2 or more (default 5,10,20,40)",
+        help="pack sizes to try, each 2 or more (default %(default)s)",
     )
     calibrate.add_argument(
         "--target",
         type=_share("--target", zero=False),
-        default=0.95,
+        default=DEFAULT_TARGET,
         metavar="SHARE",
-        help="the agreement with the alone answers to reach, in (0, 1] (default 0.95)",
-    )
-    calibrate.add_argument(
-        "--format", choices=list(FORMATS), help="document format (default: from the file extension)"
-    )
-    calibrate.add_argument(
-        "--text-field",
-        default="text",
-        metavar="F",
-        help="JSONL key / CSV column holding each block's text (default: text)",
+        help="the agreement with the alone answers to reach, in (0, 1] (default %(default)s)",
     )
 
     def run_id_command(name: str, help_: str, description: str) -> argparse.ArgumentParser:
@@ -405,7 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
         "minute.",
     )
     lst = command("list", "list recent runs", "List runs, newest first.")
-    lst.add_argument("--limit", type=_positive, default=20, help="how many (default 20)")
+    lst.add_argument("--limit", type=_positive, default=20, help="how many (default %(default)s)")
     lst.add_argument(
         "--status",
         help="only runs in this state: created, planning, running, "
@@ -477,41 +428,21 @@ def build_parser() -> argparse.ArgumentParser:
         "(not JSON, no text) gets an `invalid_row` line and the stream goes on. At the end "
         "of the input the stream closes, drains and prints a summary to stderr. The stream "
         "is a run: watch, cancel, review and export take its id.",
+        epilog="examples:\n"
+        f"  producer | {PROG} stream --schema s.json --max-rows 20 --max-wait 500ms\n"
+        f"  {PROG} stream --schema s.json --follow events.jsonl --ordered\n"
+        f"  {PROG} stream --resume RUN_ID < events.jsonl\n\n{SEE_TOP}",
     )
     stream.add_argument(
         "--schema", metavar="SCHEMA.json", help="the schema (needed unless --resume)"
     )
-    stream.add_argument(
-        "--max-rows",
-        type=_positive,
-        metavar="N",
-        help="form a pack once N rows are buffered (default: a full pack by the model's rules)",
-    )
-    stream.add_argument(
-        "--max-tokens",
-        type=_positive,
-        metavar="T",
-        help="... or once the buffered rows' estimated tokens reach T",
-    )
-    stream.add_argument(
-        "--max-wait",
-        type=_duration,
-        default=2.0,
-        metavar="2s",
-        help="... or once the oldest buffered row waited this long (default 2s; 500ms, 2s, 1m)",
-    )
-    stream.add_argument(
-        "--max-buffered",
-        type=_positive,
-        default=5000,
-        metavar="N",
-        help="puts wait while more than N rows are not done (default 5000)",
-    )
+    for option in TRIGGERS:
+        add_field_option(stream, option)
     stream.add_argument(
         "--text-field",
         default="text",
         metavar="F",
-        help="the JSON key holding each row's text (default: text)",
+        help="the JSON key holding each row's text (default: %(default)s)",
     )
     stream.add_argument(
         "--ordered",
@@ -531,25 +462,17 @@ def build_parser() -> argparse.ArgumentParser:
         "input again; rows already accepted (same id) are not stored "
         "twice, and every finished row is printed",
     )
-    stream.add_argument("--model", help="Claude model (default: the schema's, else the default)")
-    stream.add_argument(
-        "--max-concurrent-packs",
-        type=_positive,
-        metavar="N",
-        help=f"packs in flight at once, at most (default {_default('max_concurrent_packs')})",
-    )
-    stream.add_argument(
-        "--no-reuse",
-        action="store_true",
-        help="call Claude for every row, even those an earlier run answered",
-    )
+    add_field_option(stream, MODEL)
+    _settings(stream, "`run --help`")
 
     review = run_id_command(
         "review",
         "show blocks next to their staged overlays",
         "Show each block with its staged overlay, failures with reasons.",
     )
-    review.add_argument("--limit", type=_positive, default=20, help="blocks per page (20)")
+    review.add_argument(
+        "--limit", type=_positive, default=20, help="blocks per page (default %(default)s)"
+    )
     review.add_argument("--offset", type=_not_negative, default=0, help="skip this many blocks")
     review.add_argument(
         "--status",
@@ -667,7 +590,9 @@ def build_parser() -> argparse.ArgumentParser:
         "workflow/activity ids. --show CALL_ID prints one call in full: "
         "the request as sent and the raw response or error.",
     )
-    calls.add_argument("--limit", type=_positive, default=50, help="calls per page (50)")
+    calls.add_argument(
+        "--limit", type=_positive, default=50, help="calls per page (default %(default)s)"
+    )
     calls.add_argument("--offset", type=_not_negative, default=0, help="skip this many calls")
     calls.add_argument("--pack", metavar="PATH", help="only this pack and its halves")
     calls.add_argument(
@@ -691,9 +616,11 @@ def build_parser() -> argparse.ArgumentParser:
         "needs BLOCKBATCH_SERVE_TOKEN set (people then sign in with it).",
     )
     serve.add_argument(
-        "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)"
+        "--host",
+        default="127.0.0.1",
+        help="address to bind (default %(default)s: this machine only)",
     )
-    serve.add_argument("--port", type=_positive, default=8780, help="port (default 8780)")
+    serve.add_argument("--port", type=_positive, default=8780, help="port (default %(default)s)")
     serve.add_argument(
         "--reviewer",
         metavar="NAME",

@@ -17,7 +17,8 @@ from blockbatch.api.errors import ModelRetiring, StackUnavailable, TemporalUnava
 from blockbatch.api.inputs import with_schema_model
 from blockbatch.api.quote import read_document
 from blockbatch.cli.follow import follow, report, say_detached
-from blockbatch.cli.parser import PROG
+from blockbatch.cli.options import apply_settings
+from blockbatch.cli.parser import EFFORT, MAX_COST, MODE, PACK_SIZE, PROG
 from blockbatch.cli.quote import show_quote
 from blockbatch.cli.session import Session
 from blockbatch.core.ingest import parse_document
@@ -28,11 +29,11 @@ from blockbatch.runtime.settings import Settings
 
 
 def _options(args: argparse.Namespace) -> RunOptions:
+    """The run's options: its own options' values, then each ``--set KEY=VALUE``."""
     fields: dict[str, object] = {
-        "mode": args.mode,
-        "batching_enabled": not args.no_batching,
-        "reuse_answers": not args.no_reuse,
-        "short_ids": not args.no_short_ids,
+        option.field: getattr(args, option.dest)
+        for option in (EFFORT, PACK_SIZE, MODE, MAX_COST)
+        if hasattr(args, option.dest)  # `estimate` has no budget
     }
     if args.model:
         try:
@@ -44,29 +45,9 @@ def _options(args: argparse.Namespace) -> RunOptions:
             # BLOCKBATCH_MODEL_PRICES prices; the start (or the quote) decides, before
             # anything is created.
             fields["model"] = args.model
-    if getattr(args, "effort", None):
-        fields["effort"] = args.effort
-    if args.pack_size:
-        fields["pack_size"] = args.pack_size
-    if args.max_concurrent_packs:
-        fields["max_concurrent_packs"] = args.max_concurrent_packs
-    if getattr(args, "max_cost", None) is not None:  # `estimate` has no budget
-        fields["max_cost_usd"] = args.max_cost
-    quality: dict[str, object] = {}
-    if getattr(args, "probe_rate", None) is not None:
-        quality["probe_rate"] = args.probe_rate
-    if getattr(args, "no_probe", False):
-        quality["probe_rate"] = 0.0
-    if getattr(args, "min_agreement", None) is not None:
-        quality["min_agreement"] = args.min_agreement
-    if getattr(args, "probe_max_share", None) is not None:
-        quality["probe_max_share"] = args.probe_max_share
-    if getattr(args, "no_reask", False):
-        quality["reask"] = False
     if getattr(args, "probe_model", None):
-        quality["probe_model"] = args.probe_model
-    if quality:
-        fields["quality"] = quality
+        fields["quality"] = {"probe_model": args.probe_model}
+    apply_settings(fields, args.settings)
     return RunOptions.model_validate(fields)
 
 

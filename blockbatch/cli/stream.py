@@ -20,7 +20,15 @@ from typing import Any, TextIO
 
 from blockbatch.api.streams import Stream
 from blockbatch.cli.follow import Interrupts
-from blockbatch.cli.parser import EXIT_OK, EXIT_RUN_FAILED, EXIT_WITH_FAILURES
+from blockbatch.cli.options import apply_settings
+from blockbatch.cli.parser import (
+    EXIT_OK,
+    EXIT_RUN_FAILED,
+    EXIT_USAGE,
+    EXIT_WITH_FAILURES,
+    MODEL,
+    TRIGGERS,
+)
 from blockbatch.cli.session import Session
 from blockbatch.core.models import RunOptions
 from blockbatch.core.streams import RowError, parse_line
@@ -31,19 +39,32 @@ BATCH = 200
 FOLLOW_POLL_S = 0.2
 
 
+def _opening_options(args: argparse.Namespace) -> list[str]:
+    """The options given that only opening a stream takes."""
+    given = [o.flag for o in (MODEL, *TRIGGERS) if getattr(args, o.dest) != o.cli_default]
+    if args.schema:
+        given.insert(0, "--schema")
+    if args.settings:
+        given.append("--set")
+    return given
+
+
 async def cmd_stream(args: argparse.Namespace, s: Session) -> int:
+    if args.resume and (opening := _opening_options(args)):
+        s.con.error(
+            f"--resume continues a stream as it was opened: {', '.join(opening)} cannot change it",
+            EXIT_USAGE,
+        )
+        return EXIT_USAGE
+    if not args.resume and not args.schema:
+        s.con.error("stream needs --schema SCHEMA.json (or --resume RUN_ID)", EXIT_USAGE)
+        return EXIT_USAGE
     bb = await s.bb()
     if args.resume:
         stream = await bb.stream(args.resume)
     else:
-        if not args.schema:
-            s.con.error("stream needs --schema SCHEMA.json (or --resume RUN_ID)", 2)
-            return 2
-        options = RunOptions(reuse_answers=not args.no_reuse)
-        if args.model:
-            options.model = args.model
-        if args.max_concurrent_packs:
-            options.max_concurrent_packs = args.max_concurrent_packs
+        fields: dict[str, object] = {"model": args.model} if args.model else {}
+        apply_settings(fields, args.settings)
         stream = await bb.open_stream(
             Path(args.schema),
             max_rows=args.max_rows,
@@ -51,7 +72,7 @@ async def cmd_stream(args: argparse.Namespace, s: Session) -> int:
             max_wait_s=args.max_wait,
             max_buffered=args.max_buffered,
             text_field=args.text_field,
-            options=options,
+            options=RunOptions.model_validate(fields),
         )
     err = sys.stderr
     print(

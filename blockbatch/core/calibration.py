@@ -260,7 +260,7 @@ class Calibration(BaseModel):
         """The recommendation in words."""
         if self.recommended is None:
             return (
-                f"none meets the target of {percent(self.target)}: use 1 (--no-batching) "
+                f"none meets the target of {percent(self.target)}: use --pack-size 1 "
                 "or lower the target"
             )
         return (

@@ -34,87 +34,171 @@ CacheTtl = Literal["5m", "1h"]
 
 
 class RunOptions(BaseModel):
-    """How a run is planned and executed; stored in ``runs.settings``."""
+    """How a run is planned and executed; stored in ``runs.settings``.
 
-    model: str = DEFAULT_MODEL
-    pack_size: int | None = Field(default=None, ge=1)
-    batching_enabled: bool = True
-    estimated_output_per_block: int | None = Field(default=None, ge=1)
-    #: A cap: how many calls are really in flight follows the fleet's rate limiter.
-    max_concurrent_packs: int = Field(default=32, ge=1, le=1000)
-    max_block_attempts: int = Field(default=3, ge=1, le=20)
-    output_budget: int = Field(default=8192, ge=256)
-    safety_margin: float = Field(default=0.8, gt=0, le=1)
-    hard_cap: int = Field(default=50, ge=1)
-    cache_ttl: CacheTtl = "5m"
-    #: "sync": one Messages API call per pack; "batch": Message Batches at half price.
-    mode: Literal["sync", "batch"] = "sync"
-    #: Batch-mode settings (polling, batch limits); ``None`` means the defaults.
-    batch: BatchOptions | None = None
-    #: This run's share of the fleet's rate limits against other runs on the same API key
-    #: (equal by default; 2.0 gets twice the calls of a run at 1.0 while both wait).
-    weight: float = Field(default=1.0, gt=0, le=100)
-    #: Riding out an outage (sync mode): when a pack's calls keep failing with 5xx, 529 or
-    #: no answer, the run pauses and probes the API, first after ``probe_initial_s``, then
-    #: at doubling intervals up to ``probe_max_s``, and resumes when a probe is answered.
-    outage: OutageOptions | None = None
-    #: Incremental re-runs (blockbatch/core/reuse.py): a block whose answer key matches an answer of
-    #: an earlier run (same content and type, same prompt, same model) gets that answer
-    #: instead of a call. False sends every block.
-    reuse_answers: bool = True
-    #: Name each block by a short id (``b1``, ``b2``, … per call) in the request and the
-    #: answer instead of its block_uid: fewer tokens, mapped back through the call's ledger
-    #: row. ``False`` sends full block_uids (the benchmark compares both).
-    short_ids: bool = True
-    #: The most the run may spend, in US dollars (``None``: no limit). Each call's worst
-    #: case is reserved against it before the call (blockbatch/core/budget.py); when the next call
-    #: cannot fit, the run stops starting calls and ends ``budget_exhausted``.
-    max_cost_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
-    #: Does packing cost quality (blockbatch/core/agreement.py): a sample of the run's blocks is also
-    #: asked alone and its answers compared with the packed ones; ``None`` means the
-    #: defaults (``QualityOptions``).
-    quality: QualityOptions | None = None
-    #: The run's ``output_config.effort`` (``None``: ``blockbatch.core.answer.default_effort``, the
-    #: cheapest that keeps the answers). Fixed for the whole run: part of the cached prefix.
-    effort: Effort | None = None
+    Each field's description is its help on the command line (``--pack-size``, or
+    ``--set KEY=VALUE`` for the rarer ones: blockbatch/cli/options.py), so say it there.
+    """
+
+    model: str = Field(
+        default=DEFAULT_MODEL,
+        description="the Claude model (id or alias) every call of the run uses",
+    )
+    pack_size: int | None = Field(
+        default=None,
+        ge=1,
+        description="blocks per call (none: sized from the blocks, the schema and the model)",
+    )
+    batching_enabled: bool = Field(
+        default=True,
+        description="false: one block per call, the baseline, through the same code path",
+    )
+    estimated_output_per_block: int | None = Field(
+        default=None,
+        ge=1,
+        description="output tokens a block's answer is planned at (none: estimated from the "
+        "schema and the block, then learned from the run's answers)",
+    )
+    max_concurrent_packs: int = Field(
+        default=32,
+        ge=1,
+        le=1000,
+        description="packs in flight at once, at most (the fleet's rate limiter may admit fewer)",
+    )
+    max_block_attempts: int = Field(
+        default=3,
+        ge=1,
+        le=20,
+        description="calls a block's own failure may take before the block fails "
+        "(halving a pack takes none)",
+    )
+    output_budget: int = Field(
+        default=8192,
+        ge=256,
+        description="max_tokens of a normal pack call (capped at the model's max output)",
+    )
+    safety_margin: float = Field(
+        default=0.8,
+        gt=0,
+        le=1,
+        description="packs are filled to this share of the context and output budgets, by estimate",
+    )
+    hard_cap: int = Field(default=50, ge=1, description="the most blocks in one pack")
+    cache_ttl: CacheTtl = Field(
+        default="5m", description="lifetime of the cached prompt prefix in sync mode"
+    )
+    mode: Literal["sync", "batch"] = Field(
+        default="sync",
+        description="sync: one Messages call per pack; batch: the Message Batches API, "
+        "at half price, not urgent",
+    )
+    batch: BatchOptions | None = Field(
+        default=None, description="batch mode's polling and batch limits (none: the defaults)"
+    )
+    weight: float = Field(
+        default=1.0,
+        gt=0,
+        le=100,
+        description="the run's share of the fleet's rate limits against other runs on the "
+        "same API key (2 gets twice the calls of a run at 1 while both wait)",
+    )
+    outage: OutageOptions | None = Field(
+        default=None,
+        description="how a sync run rides out an outage of the API (none: the defaults)",
+    )
+    reuse_answers: bool = Field(
+        default=True,
+        description="answer a block from an earlier run with the same content, prompt and "
+        "model instead of a call (blockbatch/core/reuse.py); false sends every block",
+    )
+    short_ids: bool = Field(
+        default=True,
+        description="name blocks b1, b2, ... per call on the wire (fewer output tokens, "
+        "mapped back through the call's ledger row); false sends full block_uids",
+    )
+    max_cost_usd: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="the most the run may spend, in US dollars: each call's worst case is "
+        "reserved against it before the call; when the next call cannot fit, the run stops "
+        "starting calls and ends budget_exhausted, saying what is left (none: no limit)",
+    )
+    quality: QualityOptions | None = Field(
+        default=None,
+        description="the quality probe and gate: a sample of blocks also asked alone and "
+        "compared with their packed answers (none: the defaults)",
+    )
+    effort: Effort | None = Field(
+        default=None,
+        description="the model's effort for the whole run, part of the cached prefix "
+        "(none: low where the model thinks anyway, else the model's own)",
+    )
 
 
 class QualityOptions(BaseModel):
     """The quality probe of a run (``RunOptions.quality``): packed against single answers."""
 
-    #: The share of a run's blocks also asked alone, one block per call (0: no probe).
-    probe_rate: float = Field(default=0.03, ge=0, le=1)
-    #: At least this many blocks are probed (capped at the run's blocks) when the probe
-    #: is on.
-    probe_minimum: int = Field(default=5, ge=0)
-    #: The quality gate: the least agreement (0-1] the run accepts before it lowers its
-    #: pack size (``None``: no gate).
-    min_agreement: float | None = Field(default=None, gt=0, le=1)
-    #: The most the probe's planned sample may cost, as a share (0-1] of the run's
-    #: expected pack calls: the sample is capped below it (the cap wins over
-    #: ``probe_rate`` and ``probe_minimum``; a gate's per-pack samples are not capped).
-    probe_max_share: float = Field(default=0.05, gt=0, le=1)
-    #: When the gate trips, also re-ask the blocks already answered in packs larger than
-    #: the new size (their unreviewed model answers), at that size.
-    reask: bool = True
-    #: Ask the sampled blocks alone on this model instead of the run's (``None``: the
-    #: run's), so the agreement a run reports is against the model you would otherwise
-    #: have paid for; at that model's default effort. The gate acts on it unchanged.
+    probe_rate: float = Field(
+        default=0.03,
+        ge=0,
+        le=1,
+        description="the share of blocks also asked alone, one block per call, and compared "
+        "with their packed answers (0: no probe; sync mode only)",
+    )
+    probe_minimum: int = Field(
+        default=5,
+        ge=0,
+        description="at least this many blocks are probed when the probe is on "
+        "(capped at the run's blocks)",
+    )
+    min_agreement: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="the quality gate: when the probe's agreement is below this (e.g. 0.95) "
+        "with enough samples to say so, the packs not started yet are re-planned at half "
+        "the size (none: no gate)",
+    )
+    probe_max_share: float = Field(
+        default=0.05,
+        gt=0,
+        le=1,
+        description="the most the probe's sample may cost, as a share of the run's expected "
+        "cost; wins over probe_rate and probe_minimum (a gate's own samples are not capped)",
+    )
+    reask: bool = Field(
+        default=True,
+        description="when the gate trips, ask again at the new size the blocks already "
+        "answered in larger packs",
+    )
     probe_model: str | None = Field(
         default=None,
-        description="ask the probe's sampled blocks alone on this (stronger) model, "
-        "at its default effort (default: the run's model)",
+        description="ask the probe's sampled blocks alone on this (stronger) model, at its "
+        "default effort, so the agreement a run reports is against the model you would "
+        "otherwise pay for; the gate acts on it unchanged (none: the run's model)",
     )
 
 
 class OutageOptions(BaseModel):
-    """How a run rides out an outage of the API (``RunOptions.outage``)."""
+    """How a run rides out an outage of the API (``RunOptions.outage``): when a pack's calls
+    keep failing with 5xx, 529 or no answer, the run pauses and probes the API, first after
+    ``probe_initial_s``, then at doubling intervals up to ``probe_max_s``, and resumes when
+    a probe is answered."""
 
-    #: Consecutive 5xx/529/no-answer failures of one pack call before its pack stops
-    #: retrying on its own and the run pauses (Temporal's backoff: about 14 s for 4).
-    failures_to_pause: int = Field(default=4, ge=1, le=12)
-    probe_initial_s: float = Field(default=5.0, gt=0, le=3600)
-    probe_max_s: float = Field(default=30.0, gt=0, le=3600)
+    failures_to_pause: int = Field(
+        default=4,
+        ge=1,
+        le=12,
+        description="consecutive 5xx/529/no-answer failures of one pack call before the run "
+        "pauses (Temporal's backoff: about 14 s for 4)",
+    )
+    probe_initial_s: float = Field(
+        default=5.0, gt=0, le=3600, description="seconds before the first probe of a pause"
+    )
+    probe_max_s: float = Field(
+        default=30.0, gt=0, le=3600, description="the longest wait between probes, in seconds"
+    )
 
 
 class LimiterNote(BaseModel):
@@ -711,16 +795,36 @@ class BatchOptions(BaseModel):
     The defaults suit real runs; tests shorten the polling interval.
     """
 
-    #: First wait before looking at a submitted batch; doubles up to ``poll_max_s``.
-    poll_initial_s: float = Field(default=5.0, gt=0, le=3600)
-    poll_max_s: float = Field(default=300.0, gt=0, le=3600)
-    #: The API takes at most 100,000 requests and 256 MB per batch; a larger round is
-    #: submitted as several batches. The byte limit keeps a margin for the JSON framing.
-    max_requests_per_batch: int = Field(default=100_000, ge=1, le=100_000)
-    max_batch_bytes: int = Field(default=250_000_000, ge=10_000, le=256_000_000)
-    #: How often one pack is resubmitted after an errored (not invalid_request), expired
-    #: or externally canceled result before its blocks fail.
-    max_resubmits: int = Field(default=5, ge=0, le=50)
+    poll_initial_s: float = Field(
+        default=5.0,
+        gt=0,
+        le=3600,
+        description="seconds before the first look at a submitted batch; doubles up to poll_max_s",
+    )
+    poll_max_s: float = Field(
+        default=300.0, gt=0, le=3600, description="the longest wait between looks, in seconds"
+    )
+    #: The API takes at most 100,000 requests and 256 MB per batch; the byte limit keeps a
+    #: margin for the JSON framing.
+    max_requests_per_batch: int = Field(
+        default=100_000,
+        ge=1,
+        le=100_000,
+        description="requests per provider batch; a larger round is submitted as several",
+    )
+    max_batch_bytes: int = Field(
+        default=250_000_000,
+        ge=10_000,
+        le=256_000_000,
+        description="bytes per provider batch; a larger round is submitted as several",
+    )
+    max_resubmits: int = Field(
+        default=5,
+        ge=0,
+        le=50,
+        description="resubmissions of one pack after an errored (not invalid_request), "
+        "expired or externally canceled result before its blocks fail",
+    )
 
 
 class BatchRunState(BaseModel):

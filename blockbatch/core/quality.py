@@ -16,7 +16,7 @@ its planned packs priced the same way. The summary says when the sample was capp
 that were answered (not failed) are asked again alone, one block per call, with the pack's
 own system prompt and tool (so the call reads the cached prefix), and each packed answer is
 compared field by field with the single one (``compare_answers``). The packed answer stays
-the overlay. A block answered in a call of one block (``--no-batching``, ``--pack-size 1``,
+the overlay. A block answered in a call of one block (``--pack-size 1``, ``batching_enabled=False``,
 or halved down to one) already has a single answer: it is not compared. Sync mode only: a
 batch-mode run samples nothing.
 
@@ -40,7 +40,7 @@ new size, the blocks its earlier packs answered in calls larger than that size: 
 model answers go back to ``pending`` (blockbatch/store/overlays.py: only ``ai_complete`` answers no
 person edited; never confirmed, rejected or edited ones, never reused ones), in new packs,
 so that the run ends answered at the size it settled on. A re-asked block's earlier
-comparison stays in its pack size's tally. ``reask=False`` (``--no-reask``): packs
+comparison stays in its pack size's tally. ``reask=False``: packs
 answered before a re-plan are not asked again.
 """
 

@@ -30,15 +30,30 @@ NEXT_LOOK_MARGIN_S = 0.05
 class StreamTriggers(BaseModel):
     """When buffered rows become a pack, and how much a stream may hold before ``put`` waits."""
 
-    #: A pack forms once this many rows are buffered (``None``: a full pack by the model's
-    #: rules, at most ``RunOptions.hard_cap`` blocks).
-    max_rows: int | None = Field(default=None, ge=1, le=1000)
-    #: ... or once the buffered rows' estimated input tokens reach this.
-    max_tokens: int | None = Field(default=None, ge=1)
-    #: ... or once the oldest buffered row has waited this long.
-    max_wait_s: float = Field(default=2.0, gt=0, le=86_400)
-    #: ``put`` waits while more rows than this are buffered or in flight (backpressure).
-    max_buffered: int = Field(default=5000, ge=1)
+    max_rows: int | None = Field(
+        default=None,
+        ge=1,
+        le=1000,
+        description="form a pack once this many rows are buffered (none: a full pack by the "
+        "model's rules, at most RunOptions.hard_cap blocks)",
+    )
+    max_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="... or once the buffered rows' estimated tokens reach this "
+        "(none: no token trigger)",
+    )
+    max_wait_s: float = Field(
+        default=2.0,
+        gt=0,
+        le=86_400,
+        description="... or once the oldest buffered row waited this long, in seconds",
+    )
+    max_buffered: int = Field(
+        default=5000,
+        ge=1,
+        description="backpressure: puts wait while more rows than this are buffered or in flight",
+    )
 
     @model_validator(mode="after")
     def _room_for_a_pack(self) -> StreamTriggers:

@@ -30,10 +30,10 @@ async def test_the_gate_halves_the_pack_size_when_large_packs_disagree(
             cli.schema(),
             "--pack-size",
             "16",
-            "--max-concurrent-packs",
-            "2",
-            "--min-agreement",
-            "0.9",
+            "--set",
+            "max_concurrent_packs=2",
+            "--set",
+            "quality.min_agreement=0.9",
         )
     assert run.code == 0, run.err
     run_id = run.run_id

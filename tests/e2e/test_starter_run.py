@@ -97,7 +97,14 @@ async def test_run_follows_to_a_summary_and_lists_its_calls(cli: Cli, bbstack: S
 
 async def test_no_wait_then_watch_and_json_summary(cli: Cli, bbstack: Stack) -> None:
     started = await cli(
-        "run", cli.doc(30), "--schema", cli.schema(), "--no-wait", "--json", "--no-batching"
+        "run",
+        cli.doc(30),
+        "--schema",
+        cli.schema(),
+        "--no-wait",
+        "--json",
+        "--set",
+        "batching_enabled=false",
     )
     assert started.code == 0, started.err
     info = started.json()
@@ -130,8 +137,8 @@ async def test_ctrl_c_detaches_then_cancel_and_watch_end_cancelled(
             cli.schema(),
             "--pack-size",
             "2",
-            "--max-concurrent-packs",
-            "1",
+            "--set",
+            "max_concurrent_packs=1",
         )
         assert proc.stdout is not None
         seen = ""

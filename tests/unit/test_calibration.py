@@ -100,7 +100,7 @@ def test_the_advice_names_the_size_or_says_none_meets_the_target():
         created_at=at,
     )
     assert calibration.advice() == (
-        "none meets the target of 95.0%: use 1 (--no-batching) or lower the target"
+        "none meets the target of 95.0%: use --pack-size 1 or lower the target"
     )
     assert "recommended pack size: 5" in calibration.model_copy(update={"recommended": 5}).advice()
 

@@ -131,45 +131,40 @@ def test_a_run_without_the_probe_shows_no_quality_rows() -> None:
 
 
 @pytest.mark.parametrize(
-    ("flag", "bad", "says"),
+    ("key", "bad", "says"),
     [
-        ("--min-agreement", "0", "(0, 1]"),
-        ("--min-agreement", "1.5", "(0, 1]"),
-        ("--min-agreement", "nan", "(0, 1]"),
-        ("--min-agreement", "high", "not a number"),
-        ("--probe-rate", "-0.1", "[0, 1]"),
-        ("--probe-rate", "2", "[0, 1]"),
-        ("--probe-max-share", "0", "(0, 1]"),
-        ("--probe-max-share", "1.01", "(0, 1]"),
+        ("min_agreement", "0", "greater than 0"),
+        ("min_agreement", "1.5", "less than or equal to 1"),
+        ("min_agreement", "nan", "less than or equal to 1"),
+        ("min_agreement", "high", "valid number"),
+        ("probe_rate", "-0.1", "greater than or equal to 0"),
+        ("probe_rate", "2", "less than or equal to 1"),
+        ("probe_max_share", "0", "greater than 0"),
+        ("probe_max_share", "1.01", "less than or equal to 1"),
     ],
 )
 def test_the_cli_refuses_a_bad_quality_setting_before_anything_runs(
-    flag: str, bad: str, says: str, capsys: pytest.CaptureFixture[str]
+    key: str, bad: str, says: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from blockbatch.cli.parser import EXIT_USAGE, build_parser
 
+    run = ["run", "doc.md", "--schema", "s.json"]
     with pytest.raises(SystemExit) as exit_:
-        build_parser().parse_args(["run", "doc.md", "--schema", "s.json", flag, bad])
+        build_parser().parse_args([*run, "--set", f"quality.{key}={bad}"])
     assert exit_.value.code == EXIT_USAGE
-    assert says in capsys.readouterr().err
-    args = build_parser().parse_args(
-        ["run", "doc.md", "--schema", "s.json", "--min-agreement", "1", "--probe-rate", "0"]
-    )
-    assert (args.min_agreement, args.probe_rate) == (1.0, 0.0)
+    assert f"quality.{key}: input should be" in (err := capsys.readouterr().err) and says in err
     from blockbatch.cli.run import _options
 
     opts = _options(
         build_parser().parse_args(
             [
-                "run",
-                "doc.md",
-                "--schema",
-                "s.json",
-                "--min-agreement",
-                "0.9",
-                "--probe-max-share",
-                "0.02",
-                "--no-reask",
+                *run,
+                "--set",
+                "quality.min_agreement=0.9",
+                "--set",
+                "quality.probe_max_share=0.02",
+                "--set",
+                "quality.reask=false",
             ]
         )
     )
