@@ -322,7 +322,7 @@ class ModelCalibration(BaseModel):
         if self.choice is None:
             return (
                 f"no model meets the target of {percent(self.target)} at any pack size: use "
-                f"{self.reference_model} alone (--model {self.reference_model} --no-batching) "
+                f"{self.reference_model} alone (--model {self.reference_model} --pack-size 1) "
                 "or lower the target"
             )
         return (

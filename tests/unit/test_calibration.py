@@ -191,4 +191,4 @@ def test_the_advice_across_models():
     )
     assert base.advice().startswith("recommended: sonnet at pack size 5 (the cheapest pair")
     none = base.model_copy(update={"choice": None})
-    assert "use sonnet alone (--model sonnet --no-batching)" in none.advice()
+    assert "use sonnet alone (--model sonnet --pack-size 1)" in none.advice()
