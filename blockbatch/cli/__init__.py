@@ -10,6 +10,7 @@ import importlib
 import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from temporalio.client import Client
@@ -28,6 +29,7 @@ from blockbatch.cli.parser import (
     EXIT_UNAVAILABLE,
     EXIT_USAGE,
     EXIT_WITH_FAILURES,
+    PROG,
     build_parser,
 )
 from blockbatch.runtime.settings import Settings, load_settings
@@ -129,7 +131,8 @@ async def amain(
 ) -> int:
     """Run one command in the current event loop; return its exit code."""
     try:
-        args = build_parser().parse_args(argv)
+        invoked = Path(sys.argv[0]).name if argv is None else ""
+        args = build_parser("blockbatch" if invoked == "blockbatch" else PROG).parse_args(argv)
     except SystemExit as exit_:  # --help, or a usage error already printed by argparse
         return int(exit_.code or 0)
     from blockbatch.cli.session import Session

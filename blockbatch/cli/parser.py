@@ -208,13 +208,14 @@ def _wrapped(text: str) -> str:
     return textwrap.fill(text, width=DESCRIPTION_WIDTH, break_on_hyphens=False)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    """The command line; ``prog`` is how it was invoked (``blockbatch`` as the console script)."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--json", action="store_true", help="print machine-readable JSON on stdout instead of text"
     )
     parser = argparse.ArgumentParser(
-        prog=PROG,
+        prog=prog,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=_wrapped(

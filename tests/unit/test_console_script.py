@@ -15,3 +15,5 @@ def test_the_blockbatch_command_runs_the_starters_cli() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "COMMAND --help" in done.stdout and "estimate" in done.stdout
+    # Its usage lines name the command the user typed.
+    assert done.stdout.startswith("usage: blockbatch ")
