@@ -20,6 +20,8 @@ checks this segmentation against every example of the CommonMark spec.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from typing import Any
 
 from markdown_it import MarkdownIt
@@ -30,6 +32,9 @@ from blockbatch.core.blocks import Provenance, RawBlock
 #: Nesting deeper than this is read as text of the innermost container (markdown-it's
 #: recursion guard; the commonmark preset's 20 is lower than real documents need).
 MAX_NESTING = 100
+
+
+_YAML_KEY = re.compile(r"^[A-Za-z_][\w.-]*[ \t]*:(\s|$)")
 
 
 def _parser() -> MarkdownIt:
@@ -60,9 +65,13 @@ def _dedent(line: str, columns: int) -> str:
 
 
 def _front_matter_end(lines: list[str]) -> int:
-    """Lines of a leading YAML front matter block: metadata about the file, not a block."""
-    if lines and lines[0].rstrip() == "---":
-        for j in range(1, len(lines)):
+    """Lines of a leading YAML front matter block: metadata about the file, not a block.
+
+    It opens with ``---``, closes with ``---`` or ``...``, and its first line is a YAML
+    ``key:``; otherwise the ``---`` is CommonMark's (a rule, or a setext underline).
+    """
+    if lines and lines[0].rstrip() == "---" and len(lines) > 1 and _YAML_KEY.match(lines[1]):
+        for j in range(2, len(lines)):
             if lines[j].rstrip() in ("---", "..."):
                 return j + 1
     return 0
@@ -112,7 +121,7 @@ class _Walk:
         elif kind == "table":
             rows = [line.strip() for line in self.lines[first:end]]
             self.emit("table", "\n".join(rows), {"rows": len(rows)}, first, end)
-        elif kind == "blockquote":
+        elif kind == "blockquote" and _holds_content(node):
             self.emit("blockquote", self.blockquote(first, end), {}, first, end)
 
     def blockquote(self, first: int, end: int) -> str:
@@ -155,9 +164,16 @@ class _Walk:
         metadata: dict[str, Any] = {"ordered": ordered, "marker": marker, "depth": depth}
         if ordered:
             metadata["number"] = int(item.info)
-        self.emit("list_item", "\n".join(body).strip(), metadata, first, end)
+        if _holds_content(item, besides=nested):
+            self.emit("list_item", "\n".join(body).strip(), metadata, first, end)
         for child in nested:
             self.visit(child, depth + 1, content_indent)
+
+
+def _holds_content(node: SyntaxTreeNode, besides: Sequence[SyntaxTreeNode] = ()) -> bool:
+    """Whether a container holds anything but rules (and ``besides``): a quote or an item
+    of only a link reference definition or a ``***`` has no text to send."""
+    return any(c.type != "hr" and c not in besides for c in node.children)
 
 
 def _inline(node: SyntaxTreeNode) -> str:
