@@ -4,8 +4,9 @@ PDFium gives each page's text in reading order with a box per character; it does
 layout analysis, so this module groups lines into blocks itself, by rules a reader of the
 page would see:
 
-- a line belongs to the block above it unless the vertical gap between them is more than
-  half a line, its font size differs, or it starts a list item (a bullet glyph, ``-``,
+- a line belongs to the block above it unless the distance between their baselines is
+  wider than the document's usual line pitch at that font size (a paragraph's spacing),
+  its font size differs, or it starts a list item (a bullet glyph, ``-``,
   ``*``, or ``1.`` / ``1)``);
 - a line set larger than the document's body text (its most common size, by characters)
   is a heading, the larger the size the higher the level;
@@ -17,6 +18,7 @@ points). Tables come out as paragraphs of their rows: PDFium does not say where 
 
 from __future__ import annotations
 
+import ctypes
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -32,8 +34,8 @@ from blockbatch.core.convert.limits import (
 
 #: A heading's font is at least this much larger than the body's.
 HEADING_RATIO = 1.15
-#: A gap above a line larger than this share of its height starts a new block.
-PARAGRAPH_GAP = 0.5
+#: A baseline distance this much wider than the usual line pitch starts a new block.
+PARAGRAPH_PITCH = 1.25
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _BULLET = re.compile(r"^([\u2022\u25e6\u25aa\u25cf\u2023\u2043\u2013*-]|\d{1,3}[.)])\s+")
 _PAGE_NUMBER = re.compile(r"^(page\s+)?\d{1,5}(\s*(of|/)\s*\d{1,5})?$", re.IGNORECASE)
@@ -46,6 +48,7 @@ class _Line:
     text: str
     box: BBox
     size: float
+    baseline: float  # from the top of the page
 
 
 def convert_pdf(data: bytes) -> list[RawBlock]:
@@ -135,7 +138,10 @@ def _page_lines(textpage: Any, page: int, height: float, pdfium: Any) -> list[_L
             box = _box(textpage, start, end - start, height)
             if box is not None:
                 size = pdfium.raw.FPDFText_GetFontSize(textpage.raw, first)
-                out.append(_Line(page, " ".join(stripped.split()), box, round(size, 1)))
+                x, y = ctypes.c_double(), ctypes.c_double()
+                pdfium.raw.FPDFText_GetCharOrigin(textpage.raw, first, x, y)
+                text_ = " ".join(stripped.split())
+                out.append(_Line(page, text_, box, round(size, 1), height - y.value))
         start = brk.end() if brk else len(text)
     return out
 
@@ -159,6 +165,7 @@ def _blocks(lines: list[_Line], sizes: dict[int, tuple[float, float]]) -> list[R
     body = weight.most_common(1)[0][0]
     heading_sizes = sorted({x.size for x in lines if x.size >= body * HEADING_RATIO}, reverse=True)
     levels = {size: min(i + 1, 6) for i, size in enumerate(heading_sizes)}
+    pitch = _usual_pitch(lines)
     out = TextBuilder()
     group: list[_Line] = []
 
@@ -192,18 +199,29 @@ def _blocks(lines: list[_Line], sizes: dict[int, tuple[float, float]]) -> list[R
         in_margin = line.box[3] < height * _MARGIN or line.box[1] > height * (1 - _MARGIN)
         if in_margin and _PAGE_NUMBER.match(line.text):
             continue
-        if group and _starts_block(group[-1], line):
+        if group and _starts_block(group[-1], line, pitch):
             flush()
         group.append(line)
     flush()
     return out.blocks
 
 
-def _starts_block(prev: _Line, line: _Line) -> bool:
+def _usual_pitch(lines: list[_Line]) -> dict[float, float]:
+    """The most common baseline distance between consecutive lines, per font size."""
+    seen: dict[float, Counter[float]] = {}
+    for prev, line in zip(lines, lines[1:], strict=False):
+        if line.page == prev.page and line.size == prev.size:
+            step = round(line.baseline - prev.baseline, 1)
+            if step > 0:
+                seen.setdefault(line.size, Counter())[step] += 1
+    return {size: steps.most_common(1)[0][0] for size, steps in seen.items()}
+
+
+def _starts_block(prev: _Line, line: _Line, pitch: dict[float, float]) -> bool:
     if line.page != prev.page or abs(line.size - prev.size) > 0.5:
         return True
-    line_height = max(prev.box[3] - prev.box[1], 1.0)
-    gap = line.box[1] - prev.box[3]
-    if gap > PARAGRAPH_GAP * line_height or gap < -line_height:
-        return True  # a wide gap, or a jump back up the page (the next column)
+    step = line.baseline - prev.baseline
+    usual = pitch.get(line.size, 1.2 * line.size)
+    if step > PARAGRAPH_PITCH * usual + 0.5 or step < -line.size:
+        return True  # a paragraph's spacing, or a jump back up the page (the next column)
     return bool(_BULLET.match(line.text))
