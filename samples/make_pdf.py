@@ -13,8 +13,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # this checkout's blockbatch, as bench/ scripts do
 
-from blockbatch.core.ingest import parse_document  # noqa: E402
-from blockbatch.devtools.pdfgen import blocks_pdf  # noqa: E402
+from blockbatch.core.ingest import parse_document
+from blockbatch.devtools.pdfgen import blocks_pdf
 
 
 def main() -> int:

@@ -16,11 +16,39 @@ from blockbatch.core.blocks import ParsedBlock
 
 _FIXED_DATE = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 _HEADING_SIZES = {1: 20, 2: 16, 3: 13, 4: 12, 5: 12, 6: 12}
-_WORDS = (
-    "the service rotation incident pager escalation runbook owner review latency budget "
-    "deploy rollback alert threshold customer impact timeline action item severity "
-    "primary secondary handoff dashboard error rate capacity database queue worker"
-).split()
+_WORDS = [
+    "the",
+    "service",
+    "rotation",
+    "incident",
+    "pager",
+    "escalation",
+    "runbook",
+    "owner",
+    "review",
+    "latency",
+    "budget",
+    "deploy",
+    "rollback",
+    "alert",
+    "threshold",
+    "customer",
+    "impact",
+    "timeline",
+    "action",
+    "item",
+    "severity",
+    "primary",
+    "secondary",
+    "handoff",
+    "dashboard",
+    "error",
+    "rate",
+    "capacity",
+    "database",
+    "queue",
+    "worker",
+]
 
 
 class _Pdf(FPDF):

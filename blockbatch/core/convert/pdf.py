@@ -19,6 +19,7 @@ points). Tables come out as paragraphs of their rows: PDFium does not say where 
 from __future__ import annotations
 
 import ctypes
+import itertools
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -209,7 +210,7 @@ def _blocks(lines: list[_Line], sizes: dict[int, tuple[float, float]]) -> list[R
 def _usual_pitch(lines: list[_Line]) -> dict[float, float]:
     """The most common baseline distance between consecutive lines, per font size."""
     seen: dict[float, Counter[float]] = {}
-    for prev, line in zip(lines, lines[1:], strict=False):
+    for prev, line in itertools.pairwise(lines):
         if line.page == prev.page and line.size == prev.size:
             step = round(line.baseline - prev.baseline, 1)
             if step > 0:
