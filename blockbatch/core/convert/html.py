@@ -25,6 +25,8 @@ _BLOCK_TAGS = {
     "fieldset", "figure", "footer", "form", "header", "hgroup", "hr", "li", "main", "nav",
     "ol", "pre", "section", "summary", "table", "ul", "html",
 }  # fmt: skip
+#: Where a ``<br>`` was: a character no page writes (U+2028 is whitespace to ``split``).
+_BREAK = "\ue000"
 #: Elements nested deeper than this are read as text of the element at this depth.
 MAX_DEPTH = 200
 
@@ -38,20 +40,29 @@ def convert_html(data: bytes) -> list[RawBlock]:
     check_size(data, "HTML page")
     from lxml import etree, html
 
+    parser = html.HTMLParser()
     try:
         try:
-            root = html.document_fromstring(data.decode("utf-8-sig"))
+            root = html.document_fromstring(data.decode("utf-8-sig"), parser=parser)
         except UnicodeDecodeError:
-            root = html.document_fromstring(data)  # its <meta charset> says how to decode
+            # Its <meta charset> says how to decode it.
+            root = html.document_fromstring(data, parser=parser)
     except (etree.ParserError, etree.LxmlError, ValueError):
         raise IngestError(
             "the HTML page cannot be read (it is empty or not HTML); save the page again "
             "from the browser (Save Page As, HTML only) and upload that file"
         ) from None
+    if any("Excessive depth" in e.message for e in parser.error_log):
+        # libxml2 stops reading there: the rest of the page would be lost without a word.
+        raise IngestError(
+            "the HTML page nests elements more than 256 deep, which libxml2 refuses to read "
+            "on; no page a browser shows needs that. Save the page again from the browser "
+            "or strip the nesting, then upload it"
+        )
     for element in list(root.iter(*_SKIP)):
         element.drop_tree()
     for br in root.iter("br"):
-        br.tail = "\n" + (br.tail or "")
+        br.tail = _BREAK + (br.tail or "")
     out = TextBuilder()
     body = root.find("body")
     _container(out, body if body is not None else root, 0, 0)
@@ -60,12 +71,11 @@ def convert_html(data: bytes) -> list[RawBlock]:
 
 def _text(element: Any) -> str:
     """Text as a browser shows it: runs of whitespace one space, ``<br>`` a new line."""
-    lines = (" ".join(line.split()) for line in element.text_content().split("\n"))
-    return "\n".join(line for line in lines if line)
+    return _loose([element.text_content()])
 
 
 def _loose(parts: list[str]) -> str:
-    lines = (" ".join(line.split()) for line in "".join(parts).split("\n"))
+    lines = (" ".join(line.split()) for line in "".join(parts).split(_BREAK))
     return "\n".join(line for line in lines if line)
 
 

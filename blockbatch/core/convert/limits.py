@@ -92,6 +92,8 @@ def check_zip(data: bytes, kind: str) -> zipfile.ZipFile:
                             f"{MAX_RATIO} times its compressed size (a zip bomb); nothing "
                             "was stored. Save the document again from its application"
                         )
+        except IngestError:
+            raise
         except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError):
             raise IngestError(
                 f"the {kind}'s part {info.filename!r} cannot be read (the file is corrupt "
