@@ -39,6 +39,8 @@ _YAML_KEY = re.compile(r"^[A-Za-z_][\w.-]*[ \t]*:(\s|$)")
 
 def _parser() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"maxNesting": MAX_NESTING}).enable("table")
+    # Blocks carry their inline source as written: inline parsing is not needed.
+    md.disable(["inline", "text_join"])
     return md
 
 
