@@ -8,13 +8,15 @@ from collections.abc import Callable
 from pydantic import BaseModel
 
 from blockbatch.core.budget import BudgetError, parse_budget
-from blockbatch.core.ingest import FORMATS
+from blockbatch.core.ingest import EXTENSIONS, FORMATS
 from blockbatch.core.models import QualityOptions, RunOptions
 from blockbatch.core.reasons import REASONS
 from blockbatch.core.registry import EFFORTS
 from blockbatch.core.review import OVERLAY_STATUSES
 
 PROG = "python starter.py"
+#: What a document may be, for the help: the extensions ingest reads.
+DOCUMENT_TYPES = ", ".join(EXTENSIONS)
 
 #: Exit codes. For a command that follows a run to its end (run, watch, cancel --wait):
 #: 0 every block done, 5 done with some blocks failed, 1 nothing done, failed or cancelled.
@@ -146,7 +148,7 @@ _VERBOSE_HELP = (
 
 def _run_inputs(p: argparse.ArgumentParser) -> None:
     """A run's document, schema and options: the same for `run` and `estimate`."""
-    p.add_argument("file", metavar="FILE", help="document: .md, .txt, .jsonl or .csv")
+    p.add_argument("file", metavar="FILE", help=f"document: {DOCUMENT_TYPES}")
     p.add_argument(
         "--schema",
         required=True,
@@ -328,7 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
         "meets --target. Costs about (1 + number of sizes) x --sample blocks of calls. "
         "Stored: `estimate` of the same schema and model mentions it.",
     )
-    calibrate.add_argument("file", metavar="FILE", help="document: .md, .txt, .jsonl or .csv")
+    calibrate.add_argument("file", metavar="FILE", help=f"document: {DOCUMENT_TYPES}")
     calibrate.add_argument(
         "--schema",
         required=True,
