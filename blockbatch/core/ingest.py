@@ -148,9 +148,11 @@ def parse_document(data: bytes, fmt: str, *, text_field: str = "text") -> list[P
     data = bytes(data)
     text = ""
     if fmt in BINARY_FORMATS:
-        raw = BINARY_FORMATS[fmt](data)
+        raw = _converted(fmt, lambda: BINARY_FORMATS[fmt](data))
     elif fmt == "xlsx":
-        raw = _refuse_empty(_parse_xlsx(data, text_field), text_field, "row")
+        raw = _converted(
+            fmt, lambda: _refuse_empty(_parse_xlsx(data, text_field), text_field, "row")
+        )
     else:
         text = _decode(data)
         if fmt == "markdown":
@@ -176,6 +178,27 @@ def parse_document(data: bytes, fmt: str, *, text_field: str = "text") -> list[P
     for block in blocks:
         _check_storable(block)
     return blocks
+
+
+def _converted(fmt: str, convert: Callable[[], list[RawBlock]]) -> list[RawBlock]:
+    """A converter's blocks; whatever else a parsing library raises on a damaged file
+    becomes an :class:`IngestError` that says so (their own exceptions are many and
+    undocumented, and a damaged upload must not read as a crash)."""
+    try:
+        return convert()
+    except IngestError:
+        raise
+    except (MemoryError, RecursionError) as exc:
+        raise IngestError(
+            f"the {fmt.upper()} is too complex to read ({type(exc).__name__}); it is not an "
+            "ordinary document. Save it again from its application, or split it"
+        ) from None
+    except Exception as exc:  # noqa: BLE001 - a parsing library on a damaged upload
+        raise IngestError(
+            f"the {fmt.upper()} is damaged and cannot be read ({type(exc).__name__}: "
+            f"{str(exc)[:120]}); open it in its application, save it again and upload "
+            "the new file"
+        ) from None
 
 
 def _heading_paths(raw: list[RawBlock]) -> Iterator[tuple[str, ...]]:

@@ -17,6 +17,8 @@ import openpyxl
 import pptx
 import pytest
 from fpdf import FPDF
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pptx.util import Inches, Pt
 
 from blockbatch.core.blocks import BLOCK_SEPARATOR, extracted_text
@@ -469,3 +471,28 @@ def test_real_world_documents_give_their_expected_blocks(
 
 def test_block_separator_is_what_the_spans_assume() -> None:
     assert extracted_text(["a", "b"]) == "a" + BLOCK_SEPARATOR + "b"
+
+
+# --------------------------------------------------------------------------- damaged files
+
+_VALID = {"pdf": report_pdf(1), "docx": _docx(), "pptx": _pptx(), "html": _PAGE.encode()}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    fmt=st.sampled_from(sorted(_VALID)),
+    cuts=st.lists(st.tuples(st.integers(0, 10**6), st.binary(max_size=8)), max_size=6),
+)
+def test_a_damaged_file_gives_blocks_or_an_ingest_error_never_a_crash(
+    fmt: str, cuts: list[tuple[int, bytes]]
+) -> None:
+    data = bytearray(_VALID[fmt])
+    for at, junk in cuts:
+        at %= len(data)
+        data[at : at + len(junk)] = junk
+    try:
+        blocks = parse_document(bytes(data), fmt)
+    except IngestError as err:
+        assert str(err)
+        return
+    assert all(b.block_content.strip() for b in blocks)

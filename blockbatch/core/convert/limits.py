@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import zipfile
+import zlib
 
 from blockbatch.core.blocks import IngestError
 
@@ -94,7 +95,7 @@ def check_zip(data: bytes, kind: str) -> zipfile.ZipFile:
                         )
         except IngestError:
             raise
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError):
+        except (zipfile.BadZipFile, zlib.error, OSError, ValueError, EOFError, NotImplementedError):
             raise IngestError(
                 f"the {kind}'s part {info.filename!r} cannot be read (the file is corrupt "
                 "or encrypted); open it in its application, save it again without a "
