@@ -283,3 +283,13 @@ def test_quality_probe_script_reports_estimate_gate_and_cost(tmp_path: Path) -> 
         cost = data["cost"][name]
         assert cost["without"]["probe"]["probe_calls"] == 0
         assert cost["with"]["cost_usd"] > 0
+
+
+@pytest.mark.timeout(300)
+def test_ingest_script_times_a_pdf_against_its_runs_first_pack(tmp_path: Path) -> None:
+    data = run_script("ingest", tmp_path / "ingest.json", "--pages", "3", "--repeat", "1")
+    assert data["document"]["pages"] == 3 and data["document"]["blocks"] == 21
+    assert data["run"]["status"] == "completed"
+    assert 0 < data["run"]["first_pack_answered_s"] <= data["run"]["first_pack_applied_s"]
+    assert data["ingest_s"] > 0 and len(data["parse_s"]) == 1
+    assert data["first_pack_with_latency_model"]["first_pack_answered_s"] > 0
