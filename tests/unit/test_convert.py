@@ -304,6 +304,18 @@ def test_pptx_gives_each_slide_as_a_page_with_shape_boxes() -> None:
     assert_spans_cover_the_extracted_text(blocks)
 
 
+def test_pptx_text_inside_a_group_keeps_its_own_box() -> None:
+    deck = pptx.Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[6])  # blank
+    group = slide.shapes.add_group_shape()
+    box = group.shapes.add_textbox(Inches(1), Inches(1), Inches(3), Inches(1))
+    box.text_frame.text = "in a group"
+    out = io.BytesIO()
+    deck.save(out)
+    [block] = parse_document(out.getvalue(), "pptx")
+    assert (block.block_content, block.provenance.bbox) == ("in a group", (72, 72, 288, 144))
+
+
 # --------------------------------------------------------------------------- HTML
 
 _PAGE = """<!doctype html><html><head><title>not content</title>

@@ -125,9 +125,11 @@ def convert_pptx(data: bytes) -> list[RawBlock]:
 
 
 def _reading_order(shapes: Any) -> list[Any]:
+    from pptx.shapes.group import GroupShape
+
     flat: list[Any] = []
     for shape in shapes:
-        if shape.shape_type is not None and shape.shape_type == 6:  # a group: its members
+        if isinstance(shape, GroupShape):  # a group: its members, each with its own box
             flat.extend(_reading_order(shape.shapes))
         else:
             flat.append(shape)
