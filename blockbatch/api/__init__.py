@@ -56,7 +56,15 @@ from blockbatch.core.calibration import Calibration, CalibrationError
 from blockbatch.core.models import RunOptions, RunResult
 from blockbatch.core.quote import ModeQuote, Quote
 from blockbatch.core.review import EditError
-from blockbatch.store.reads import CallDetail, CallRow, ItemUsage, ReviewItem, ReviewPage, RunInfo
+from blockbatch.store.reads import (
+    BlockProvenance,
+    CallDetail,
+    CallRow,
+    ItemUsage,
+    ReviewItem,
+    ReviewPage,
+    RunInfo,
+)
 from blockbatch.store.retries import RetryRecord
 
 __all__ = [
@@ -64,6 +72,7 @@ __all__ = [
     "BadRequest",
     "BatchResult",
     "BlockNotRetryable",
+    "BlockProvenance",
     "Blockbatch",
     "Calibration",
     "CalibrationError",

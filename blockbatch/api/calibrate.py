@@ -245,7 +245,7 @@ async def _run_sample(
             }
         ).encode(),
         [
-            ParsedBlock(i, b.block_type, b.block_content, b.metadata)
+            ParsedBlock(i, b.block_type, b.block_content, b.metadata, b.provenance)
             for i, b in enumerate(sample_blocks_)
         ],
         name=f"{plan.name} (calibration sample of {plan.sample} blocks)",

@@ -14,7 +14,7 @@ from blockbatch.core.calibration import (
     DEFAULT_SIZES,
     DEFAULT_TARGET,
 )
-from blockbatch.core.ingest import FORMATS
+from blockbatch.core.ingest import EXTENSIONS, FORMATS
 from blockbatch.core.models import QualityOptions, RunOptions
 from blockbatch.core.reasons import REASONS
 from blockbatch.core.registry import DEFAULT_MODEL
@@ -22,6 +22,8 @@ from blockbatch.core.review import OVERLAY_STATUSES
 from blockbatch.core.streams import StreamTriggers
 
 PROG = "python starter.py"
+#: What a document may be, for the help: the extensions ingest reads.
+DOCUMENT_TYPES = ", ".join(EXTENSIONS)
 
 #: Exit codes. For a command that follows a run to its end (run, watch, cancel --wait):
 #: 0 every block done, 5 done with some blocks failed, 1 nothing done, failed or cancelled.
@@ -171,7 +173,7 @@ def _settings(p: argparse.ArgumentParser, listed_in: str) -> None:
 
 def _source(p: argparse.ArgumentParser) -> None:
     """Where a document's blocks come from: the same for `run`, `estimate`, `calibrate`."""
-    p.add_argument("file", metavar="FILE", help="document: .md, .txt, .jsonl or .csv")
+    p.add_argument("file", metavar="FILE", help=f"document: {DOCUMENT_TYPES}")
     p.add_argument(
         "--schema",
         required=True,

@@ -1,9 +1,16 @@
-"""Turn an uploaded file's bytes into blocks: markdown, plain text, JSONL or CSV.
+"""Turn an uploaded file's bytes into blocks.
 
-Pure parsing, no I/O: the caller hands over the bytes and stores the blocks.
-Every block keeps its 1-based ``source_line`` in ``metadata`` so a reviewer can find it
-in the original file. Errors a user can hit are :class:`IngestError` with a message that
-says what is wrong and what to do about it.
+Text formats are parsed here: markdown (through markdown-it-py, a CommonMark parser:
+:mod:`blockbatch.core.markdown`), plain text, JSONL and CSV. PDF, DOCX, PPTX and HTML go
+through the converters of :mod:`blockbatch.core.convert`, and XLSX is read like a CSV per
+sheet. Every format yields the same typed blocks (:class:`ParsedBlock`), each with its
+:class:`Provenance`: its span in the file's text, its page and box where the format has
+pages, and the headings it sits under.
+
+Pure parsing, no I/O: the caller hands over the bytes and stores the blocks. Text formats
+keep each block's 1-based ``source_line`` in ``metadata``. Errors a user can hit are
+:class:`IngestError` with a message that says what is wrong and what to do about it; a file
+that fails is refused whole, before anything is stored.
 """
 
 from __future__ import annotations
@@ -11,11 +18,35 @@ from __future__ import annotations
 import csv
 import io
 import json
-import re
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import PurePath
 from typing import Any
+
+from blockbatch.core.blocks import (
+    IngestError,
+    ParsedBlock,
+    Provenance,
+    RawBlock,
+    TextBuilder,
+    extracted_text,
+)
+from blockbatch.core.convert.html import convert_html
+from blockbatch.core.convert.office import convert_docx, convert_pptx
+from blockbatch.core.convert.pdf import convert_pdf
+from blockbatch.core.convert.xlsx import read_xlsx
+from blockbatch.core.markdown import parse_markdown
+
+__all__ = [
+    "EXTENSIONS",
+    "FORMATS",
+    "IngestError",
+    "ParsedBlock",
+    "Provenance",
+    "detect_format",
+    "extracted_text",
+    "parse_document",
+]
 
 #: File extension -> format name.
 EXTENSIONS: dict[str, str] = {
@@ -26,34 +57,52 @@ EXTENSIONS: dict[str, str] = {
     ".jsonl": "jsonl",
     ".ndjson": "jsonl",
     ".csv": "csv",
+    ".pdf": "pdf",
+    ".docx": "docx",
+    ".pptx": "pptx",
+    ".html": "html",
+    ".htm": "html",
+    ".xhtml": "html",
+    ".xlsx": "xlsx",
 }
-FORMATS: tuple[str, ...] = ("markdown", "text", "jsonl", "csv")
+FORMATS: tuple[str, ...] = (
+    "markdown",
+    "text",
+    "jsonl",
+    "csv",
+    "pdf",
+    "docx",
+    "pptx",
+    "html",
+    "xlsx",
+)
+#: Formats read from their bytes by a converter; the others are UTF-8 text.
+BINARY_FORMATS: dict[str, Callable[[bytes], list[RawBlock]]] = {
+    "pdf": convert_pdf,
+    "docx": convert_docx,
+    "pptx": convert_pptx,
+    "html": convert_html,
+}
+#: What to do with a file of a format blockbatch does not read.
+_SAVE_AS: dict[str, str] = {
+    ".doc": "save it as .docx",
+    ".rtf": "save it as .docx",
+    ".odt": "save it as .docx",
+    ".ppt": "save it as .pptx",
+    ".odp": "save it as .pptx",
+    ".xls": "save it as .xlsx",
+    ".ods": "save it as .xlsx",
+    ".png": "run OCR on it and upload the text or a searchable PDF",
+    ".jpg": "run OCR on it and upload the text or a searchable PDF",
+    ".jpeg": "run OCR on it and upload the text or a searchable PDF",
+    ".tif": "run OCR on it and upload the text or a searchable PDF",
+    ".tiff": "run OCR on it and upload the text or a searchable PDF",
+}
+#: A heading's title in the heading path of the blocks under it, at most this long.
+HEADING_PATH_CHARS = 200
 
 #: Long text blocks are legitimate CSV cells; the csv module's default limit is 128 KiB.
 _CSV_FIELD_LIMIT = 64 * 1024 * 1024
-
-
-class IngestError(ValueError):
-    """The file cannot be turned into blocks; the message says why and what to do."""
-
-
-@dataclass(frozen=True)
-class ParsedBlock:
-    """One block of a parsed document.
-
-    Attributes:
-        block_index: 0-based position in document order.
-        block_type: heading, paragraph, list_item, table, code, blockquote (markdown and
-            text), or record / the record's own type (JSONL and CSV).
-        block_content: the block's text.
-        metadata: heading ``level``, code ``language``, list ``ordered``/``marker``/``depth``,
-            the other JSONL/CSV fields, and ``source_line`` (1-based).
-    """
-
-    block_index: int
-    block_type: str
-    block_content: str
-    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 def detect_format(filename: str) -> str:
@@ -67,9 +116,10 @@ def detect_format(filename: str) -> str:
         return EXTENSIONS[suffix]
     except KeyError:
         supported = ", ".join(EXTENSIONS)
+        hint = f" For a {suffix} file, {_SAVE_AS[suffix]}." if suffix in _SAVE_AS else ""
         raise IngestError(
             f"cannot tell the format of {filename!r} from its extension "
-            f"{suffix or '(none)'!r}; supported extensions: {supported}. "
+            f"{suffix or '(none)'!r}; supported extensions: {supported}.{hint} "
             "Rename the file or pass the format explicitly."
         ) from None
 
@@ -78,39 +128,93 @@ def parse_document(data: bytes, fmt: str, *, text_field: str = "text") -> list[P
     """Split a document's bytes into blocks.
 
     Args:
-        data: the file's raw bytes, UTF-8 (a leading BOM is ignored).
-        fmt: one of ``markdown``, ``text``, ``jsonl``, ``csv`` (see :func:`detect_format`).
-        text_field: for JSONL and CSV, the key / column holding each block's text.
+        data: the file's raw bytes; text formats are UTF-8 (a leading BOM is ignored).
+        fmt: one of :data:`FORMATS` (see :func:`detect_format`).
+        text_field: for JSONL, CSV and XLSX, the key / column holding each block's text.
 
     Returns:
-        Blocks in document order, numbered from 0; whitespace-only markdown and text
-        blocks are skipped (blank lines of JSONL and CSV too: they are not records).
+        Blocks in document order, numbered from 0, each with its provenance;
+        whitespace-only blocks are skipped (blank lines of JSONL and CSV too: they are not
+        records).
 
     Raises:
         IngestError: unknown format, bytes that are not UTF-8, malformed JSONL/CSV, a
-            missing text field, a JSONL/CSV record whose text is empty (every such line
-            named), or a document without any block.
+            missing text field, a JSONL/CSV/XLSX record whose text is empty (every such
+            line named), a document without any block, and for converted formats: an
+            encrypted, corrupt or oversized file, a zip bomb, a PDF without a text layer.
     """
     if fmt not in FORMATS:
         raise IngestError(f"unknown format {fmt!r}; supported formats: {', '.join(FORMATS)}")
-    text = _decode(bytes(data))
-    if fmt == "markdown":
-        raw = list(_parse_markdown(text))
-    elif fmt == "text":
-        raw = list(_parse_text(text))
-    elif fmt == "jsonl":
-        raw = _refuse_empty(_parse_jsonl(text, text_field), text_field)
+    data = bytes(data)
+    text = ""
+    if fmt in BINARY_FORMATS:
+        raw = _converted(fmt, lambda: BINARY_FORMATS[fmt](data))
+    elif fmt == "xlsx":
+        raw = _converted(
+            fmt, lambda: _refuse_empty(_parse_xlsx(data, text_field), text_field, "row")
+        )
     else:
-        raw = _refuse_empty(_parse_csv(text, text_field), text_field)
+        text = _decode(data)
+        if fmt == "markdown":
+            raw = parse_markdown(text)
+        elif fmt == "text":
+            raw = list(_parse_text(text))
+        elif fmt == "jsonl":
+            raw = _refuse_empty(_parse_jsonl(text, text_field), text_field)
+        else:
+            raw = _refuse_empty(_parse_csv(text, text_field), text_field)
     blocks = [
-        ParsedBlock(block_index=i, block_type=t, block_content=c, metadata=m)
-        for i, (t, c, m) in enumerate(raw)
+        ParsedBlock(
+            block_index=i,
+            block_type=r.block_type,
+            block_content=r.content,
+            metadata=r.metadata,
+            provenance=replace(r.provenance, heading_path=path),
+        )
+        for i, (r, path) in enumerate(zip(raw, _heading_paths(raw), strict=True))
     ]
     if not blocks:
-        raise IngestError(f"document has no blocks: {_why_empty(text, fmt)}")
+        raise IngestError(f"document has no blocks: {_why_empty(text, data, fmt)}")
     for block in blocks:
         _check_storable(block)
     return blocks
+
+
+def _converted(fmt: str, convert: Callable[[], list[RawBlock]]) -> list[RawBlock]:
+    """A converter's blocks; whatever else a parsing library raises on a damaged file
+    becomes an :class:`IngestError` that says so (their own exceptions are many and
+    undocumented, and a damaged upload must not read as a crash)."""
+    try:
+        return convert()
+    except IngestError:
+        raise
+    except (MemoryError, RecursionError) as exc:
+        raise IngestError(
+            f"the {fmt.upper()} is too complex to read ({type(exc).__name__}); it is not an "
+            "ordinary document. Save it again from its application, or split it"
+        ) from None
+    except Exception as exc:  # noqa: BLE001 - a parsing library on a damaged upload
+        raise IngestError(
+            f"the {fmt.upper()} is damaged and cannot be read ({type(exc).__name__}: "
+            f"{str(exc)[:120]}); open it in its application, save it again and upload "
+            "the new file"
+        ) from None
+
+
+def _heading_paths(raw: list[RawBlock]) -> Iterator[tuple[str, ...]]:
+    """Each block's enclosing headings, outermost first (a heading's: its parents')."""
+    open_headings: list[tuple[int, str]] = []
+    for block in raw:
+        if block.block_type != "heading":
+            yield tuple(title for _, title in open_headings)
+            continue
+        level = block.metadata.get("level", 1)
+        level = level if isinstance(level, int) else 1
+        while open_headings and open_headings[-1][0] >= level:
+            open_headings.pop()
+        yield tuple(title for _, title in open_headings)
+        title = " ".join(block.content.split())[:HEADING_PATH_CHARS]
+        open_headings.append((level, title))
 
 
 # --- decoding and checks -------------------------------------------------------------
@@ -146,7 +250,11 @@ def _check_storable(block: ParsedBlock) -> None:
         )
 
 
-def _why_empty(text: str, fmt: str) -> str:
+def _why_empty(text: str, data: bytes, fmt: str) -> str:
+    if fmt in BINARY_FORMATS or fmt == "xlsx":
+        if fmt == "xlsx":
+            return "no sheet has a header row with rows below it; add the rows to process"
+        return f"the {fmt.upper()} holds no text; upload a file with some text"
     if not text.strip():
         return "the file is empty or contains only whitespace; upload a file with some text"
     if fmt == "csv":
@@ -156,10 +264,22 @@ def _why_empty(text: str, fmt: str) -> str:
     return "it contains no text outside markup; upload a file with some text"
 
 
-_Raw = tuple[str, str, dict[str, Any]]
+def _line_starts(text: str) -> list[int]:
+    """The offset where each 1-based line starts: ``starts[n - 1]`` for line n."""
+    starts = [0]
+    for line in text.split("\n"):
+        starts.append(starts[-1] + len(line) + 1)
+    return starts
 
 
-def _refuse_empty(records: Iterator[_Raw | int], text_field: str) -> list[_Raw]:
+def _lines_span(starts: list[int], first: int, last: int, text_len: int) -> Provenance:
+    """Lines ``first`` to ``last`` (1-based, inclusive) as a span without the last newline."""
+    return Provenance(starts[first - 1], min(starts[last] - 1, text_len))
+
+
+def _refuse_empty(
+    records: Iterator[RawBlock | int], text_field: str, unit: str = "line"
+) -> list[RawBlock]:
     """The records, or an error naming every line whose text is empty.
 
     A JSONL/CSV record is a row the user will join results back to by its position or its
@@ -168,7 +288,7 @@ def _refuse_empty(records: Iterator[_Raw | int], text_field: str) -> list[_Raw]:
     stored, and the message names the lines to fix. A parser yields such a record as its
     line number.
     """
-    kept: list[_Raw] = []
+    kept: list[RawBlock] = []
     empty: list[int] = []
     for record in records:
         if isinstance(record, int):
@@ -180,7 +300,7 @@ def _refuse_empty(records: Iterator[_Raw | int], text_field: str) -> list[_Raw]:
     shown = ", ".join(str(n) for n in empty[:10]) + (
         f" and {len(empty) - 10} more" if len(empty) > 10 else ""
     )
-    which = f"line {shown} has" if len(empty) == 1 else f"lines {shown} have"
+    which = f"{unit} {shown} has" if len(empty) == 1 else f"{unit}s {shown} have"
     raise IngestError(
         f"{which} an empty {text_field!r}: every record needs text to send to the model. "
         "Fill it in or remove the record, then upload again (nothing is stored); "
@@ -191,7 +311,8 @@ def _refuse_empty(records: Iterator[_Raw | int], text_field: str) -> list[_Raw]:
 # --- plain text ----------------------------------------------------------------------
 
 
-def _parse_text(text: str) -> Iterator[_Raw]:
+def _parse_text(text: str) -> Iterator[RawBlock]:
+    starts = _line_starts(text)
     start: int | None = None
     buf: list[str] = []
     for number, line in enumerate([*text.split("\n"), ""], start=1):
@@ -199,15 +320,17 @@ def _parse_text(text: str) -> Iterator[_Raw]:
             if start is None:
                 start = number
             buf.append(line.rstrip())
-        elif buf:
-            yield "paragraph", "\n".join(buf).strip(), {"source_line": start}
+        elif buf and start is not None:
+            span = _lines_span(starts, start, number - 1, len(text))
+            yield RawBlock("paragraph", "\n".join(buf).strip(), {"source_line": start}, span)
             start, buf = None, []
 
 
 # --- JSONL ---------------------------------------------------------------------------
 
 
-def _parse_jsonl(text: str, text_field: str) -> Iterator[_Raw | int]:
+def _parse_jsonl(text: str, text_field: str) -> Iterator[RawBlock | int]:
+    starts = _line_starts(text)
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
@@ -229,7 +352,9 @@ def _parse_jsonl(text: str, text_field: str) -> Iterator[_Raw | int]:
             continue
         block_type, metadata = _record_rest(record, text_field)
         metadata.setdefault("source_line", number)
-        yield block_type, content, metadata
+        yield RawBlock(
+            block_type, content, metadata, _lines_span(starts, number, number, len(text))
+        )
 
 
 def _record_text(record: dict[str, Any], text_field: str, where: str, kind: str) -> str | None:
@@ -263,7 +388,8 @@ def _record_rest(record: dict[str, Any], text_field: str) -> tuple[str, dict[str
 # --- CSV -----------------------------------------------------------------------------
 
 
-def _parse_csv(text: str, text_field: str) -> Iterator[_Raw | int]:
+def _parse_csv(text: str, text_field: str) -> Iterator[RawBlock | int]:
+    starts = _line_starts(text)
     if csv.field_size_limit() < _CSV_FIELD_LIMIT:
         csv.field_size_limit(_CSV_FIELD_LIMIT)
     reader = csv.reader(io.StringIO(text, newline=""))
@@ -275,7 +401,7 @@ def _parse_csv(text: str, text_field: str) -> Iterator[_Raw | int]:
             if not row or not any(cell.strip() for cell in row):
                 continue
             if header is None:
-                header = _csv_header(row, text_field)
+                header = _csv_header(row, text_field, "the CSV")
                 continue
             if len(row) != len(header):
                 raise IngestError(
@@ -289,295 +415,58 @@ def _parse_csv(text: str, text_field: str) -> Iterator[_Raw | int]:
                 continue
             block_type, metadata = _record_rest(record, text_field)
             metadata.setdefault("source_line", start)
-            yield block_type, content, metadata
+            span = _lines_span(starts, start, max(start, reader.line_num), len(text))
+            yield RawBlock(block_type, content, metadata, span)
     except csv.Error as exc:
         raise IngestError(
             f"line {reader.line_num}: the CSV cannot be read ({exc}); check its quoting"
         ) from None
 
 
-def _csv_header(row: list[str], text_field: str) -> list[str]:
+def _csv_header(row: list[str], text_field: str, where: str) -> list[str]:
     header = [name.strip() for name in row]
+    if where != "the CSV":  # a spreadsheet's header row is often padded with empty cells
+        while header and not header[-1]:
+            header.pop()
     seen: set[str] = set()
     for name in header:
         if name in seen:
-            raise IngestError(f"the CSV header names column {name!r} twice; rename one of them")
+            raise IngestError(f"{where}'s header names column {name!r} twice; rename one of them")
         seen.add(name)
     if text_field not in header:
         columns = ", ".join(repr(n) for n in header)
         raise IngestError(
-            f"the CSV has no {text_field!r} column; its columns are: {columns}. Name the "
+            f"{where} has no {text_field!r} column; its columns are: {columns}. Name the "
             f"column that holds the block text with text_field, or rename it to {text_field!r}"
         )
     return header
 
 
-# --- markdown ------------------------------------------------------------------------
-
-_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
-_ATX_CLOSE = re.compile(r"(?:^|[ \t]+)#+$")
-_SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
-_BREAK = re.compile(r"^ {0,3}([-*_])[ \t]*(?:\1[ \t]*){2,}$")
-_FENCE = re.compile(r"^( {0,3})(`{3,}|~{3,})(.*)$")
-_QUOTE = re.compile(r"^ {0,3}> ?(.*)$")
-_ITEM = re.compile(r"^([ \t]*)([-*+]|\d{1,9}[.)])(?:([ \t]+)(.*))?$")
-_DELIMITER_CELL = re.compile(r"^:?-+:?$")
+# --- XLSX ----------------------------------------------------------------------------
 
 
-def _indent(line: str) -> int:
-    """Leading whitespace in columns, a tab counting to the next multiple of 4."""
-    col = 0
-    for ch in line:
-        if ch == " ":
-            col += 1
-        elif ch == "\t":
-            col += 4 - col % 4
-        else:
-            break
-    return col
-
-
-def _dedent(line: str, columns: int) -> str:
-    """Remove up to ``columns`` columns of leading whitespace."""
-    col = i = 0
-    while i < len(line) and col < columns and line[i] in " \t":
-        col += 1 if line[i] == " " else 4 - col % 4
-        i += 1
-    return line[i:]
-
-
-def _is_delimiter_row(line: str) -> bool:
-    """A GFM table's second row, such as ``--- | :---:``."""
-    cells = line.strip().strip("|").split("|")
-    return "|" in line and all(_DELIMITER_CELL.match(c.strip()) for c in cells)
-
-
-def _blank(line: str) -> bool:
-    return not line.strip()
-
-
-class _Markdown:
-    """A line-based block splitter for the CommonMark/GFM block constructs users write."""
-
-    def __init__(self, text: str) -> None:
-        self.lines = text.split("\n")
-        self.out: list[_Raw] = []
-        self.list_indents: list[int] = []  # marker columns of the open list items
-
-    def emit(self, kind: str, content: str, metadata: dict[str, Any]) -> None:
-        if kind != "list_item":
-            self.list_indents = []
-        if content.strip():
-            self.out.append((kind, content, metadata))
-
-    def fence_at(self, i: int) -> re.Match[str] | None:
-        m = _FENCE.match(self.lines[i])
-        if m and m.group(2)[0] == "`" and "`" in m.group(3):
-            return None  # a backtick fence's info string may not contain backticks
-        return m
-
-    def item_at(self, i: int) -> re.Match[str] | None:
-        line = self.lines[i]
-        m = _ITEM.match(line)
-        if not m or _BREAK.match(line):
-            return None
-        return m
-
-    def table_at(self, i: int) -> bool:
-        line = self.lines[i]
-        if line.strip().startswith("|"):
-            return True
-        nxt = self.lines[i + 1] if i + 1 < len(self.lines) else ""
-        return "|" in line and _is_delimiter_row(nxt)
-
-    def interrupts(self, i: int) -> bool:
-        """Whether line ``i`` starts a new block instead of continuing a paragraph."""
-        line = self.lines[i]
-        if _blank(line) or _indent(line) >= 4:
-            return _blank(line)
-        if self.fence_at(i) or _ATX.match(line) or _BREAK.match(line) or _QUOTE.match(line):
-            return True
-        m = self.item_at(i)
-        if m and m.group(4) and m.group(4).strip():
-            marker = m.group(2)
-            # As in CommonMark, only "1." may interrupt a paragraph: "in 1999. we" is prose.
-            return not marker[0].isdigit() or int(marker[:-1]) == 1
-        return self.table_at(i)
-
-    def parse(self) -> list[_Raw]:
-        i = self.front_matter()
-        n = len(self.lines)
-        while i < n:
-            line = self.lines[i]
-            if _blank(line):
-                i += 1
-            elif self.fence_at(i):
-                i = self.code_fence(i)
-            elif self.item_at(i) and (_indent(line) <= 3 or self.list_indents):
-                i = self.list_item(i)
-            elif _indent(line) >= 4:
-                i = self.indented_code(i)
-            elif m := _ATX.match(line):
-                content = _ATX_CLOSE.sub("", (m.group(2) or "").strip()).strip()
-                self.emit("heading", content, {"level": len(m.group(1)), "source_line": i + 1})
-                i += 1
-            elif _BREAK.match(line):
-                self.list_indents = []
-                i += 1
-            elif _QUOTE.match(line):
-                i = self.blockquote(i)
-            elif self.table_at(i):
-                i = self.table(i)
-            else:
-                i = self.paragraph(i)
-        return self.out
-
-    def front_matter(self) -> int:
-        """Skip a YAML front matter block: it is metadata about the file, not a block."""
-        if self.lines and self.lines[0].rstrip() == "---":
-            for j in range(1, len(self.lines)):
-                if self.lines[j].rstrip() in ("---", "..."):
-                    return j + 1
-        return 0
-
-    def code_fence(self, i: int) -> int:
-        m = self.fence_at(i)
-        assert m is not None
-        indent, fence, info = len(m.group(1)), m.group(2), m.group(3).strip()
-        close = re.compile(rf"^ {{0,3}}{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$")
-        body: list[str] = []
-        j = i + 1
-        while j < len(self.lines) and not close.match(self.lines[j]):
-            body.append(_dedent(self.lines[j], indent))
-            j += 1
-        language = info.split()[0] if info else None
-        metadata = {"language": language, "fence": fence, "source_line": i + 1}
-        self.emit("code", "\n".join(body), metadata)
-        return j + 1
-
-    def indented_code(self, i: int) -> int:
-        body: list[str] = []
-        j = i
-        while j < len(self.lines) and (_blank(self.lines[j]) or _indent(self.lines[j]) >= 4):
-            body.append(_dedent(self.lines[j], 4))
-            j += 1
-        while body and _blank(body[-1]):
-            body.pop()
-        self.emit("code", "\n".join(body), {"language": None, "source_line": i + 1})
-        return j
-
-    def list_item(self, i: int) -> int:
-        m = self.item_at(i)
-        assert m is not None
-        indent = _indent(m.group(1))
-        marker = m.group(2)
-        gap = len((m.group(3) or " ").expandtabs(4))
-        content_indent = indent + len(marker) + (gap if gap <= 4 else 1)
-        while self.list_indents and self.list_indents[-1] >= indent:
-            self.list_indents.pop()
-        depth = len(self.list_indents)
-        body = [(m.group(4) or "").strip()]
-        j = i + 1
-        n = len(self.lines)
-        while j < n:
-            line = self.lines[j]
-            if _blank(line):
-                k = j
-                while k < n and _blank(self.lines[k]):
-                    k += 1
-                if k < n and _indent(self.lines[k]) >= content_indent and not self.item_at(k):
-                    body.extend([""] * (k - j))
-                    j = k
-                    continue
-                break
-            if self.item_at(j):
-                break
-            if _indent(line) >= content_indent:
-                if self.fence_at_text(_dedent(line, content_indent)):
-                    j = self.nested_fence(j, content_indent, body)
-                    continue
-                body.append(_dedent(line, content_indent).rstrip())
-            elif body[-1] and not self.interrupts(j) and _indent(line) < 4:
-                body.append(line.strip())  # lazy continuation of the item's paragraph
-            else:
-                break
-            j += 1
-        metadata: dict[str, Any] = {
-            "ordered": marker[0].isdigit(),
-            "marker": marker,
-            "depth": depth,
-            "source_line": i + 1,
-        }
-        if marker[0].isdigit():
-            metadata["number"] = int(marker[:-1])
-        self.emit("list_item", "\n".join(body).strip(), metadata)
-        self.list_indents.append(indent)
-        return j
-
-    @staticmethod
-    def fence_at_text(text: str) -> bool:
-        m = _FENCE.match(text)
-        return m is not None and not (m.group(2)[0] == "`" and "`" in m.group(3))
-
-    def nested_fence(self, j: int, content_indent: int, body: list[str]) -> int:
-        """Copy a fenced code block inside a list item verbatim, markers and all."""
-        opening = _dedent(self.lines[j], content_indent)
-        m = _FENCE.match(opening)
-        assert m is not None, "called where fence_at_text saw a fence"
-        fence = m.group(2)
-        close = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$")
-        body.append(opening.rstrip())
-        j += 1
-        while j < len(self.lines):
-            body.append(_dedent(self.lines[j], content_indent).rstrip())
-            j += 1
-            if close.match(self.lines[j - 1]):
-                break
-        return j
-
-    def blockquote(self, i: int) -> int:
-        body: list[str] = []
-        j = i
-        while j < len(self.lines):
-            m = _QUOTE.match(self.lines[j])
-            if m:
-                body.append(m.group(1).rstrip())
-            elif body and body[-1].strip() and not self.interrupts(j):
-                body.append(self.lines[j].strip())  # lazy continuation
-            else:
-                break
-            j += 1
-        self.emit("blockquote", "\n".join(body).strip(), {"source_line": i + 1})
-        return j
-
-    def table(self, i: int) -> int:
-        leading_pipe = self.lines[i].strip().startswith("|")
-        j = i
-        while j < len(self.lines):
-            line = self.lines[j].strip()
-            if not line or not (line.startswith("|") if leading_pipe else "|" in line):
-                break
-            j += 1
-        rows = [line.strip() for line in self.lines[i:j]]
-        self.emit("table", "\n".join(rows), {"rows": len(rows), "source_line": i + 1})
-        return j
-
-    def paragraph(self, i: int) -> int:
-        body = [self.lines[i].strip()]
-        j = i + 1
-        while j < len(self.lines):
-            line = self.lines[j]
-            if m := _SETEXT.match(line):
-                level = 1 if m.group(1)[0] == "=" else 2
-                self.emit("heading", "\n".join(body), {"level": level, "source_line": i + 1})
-                return j + 1
-            if self.interrupts(j):
-                break
-            body.append(line.strip())
-            j += 1
-        self.emit("paragraph", "\n".join(body), {"source_line": i + 1})
-        return j
-
-
-def _parse_markdown(text: str) -> list[_Raw]:
-    return _Markdown(text).parse()
+def _parse_xlsx(data: bytes, text_field: str) -> Iterator[RawBlock | int]:
+    """Each sheet read as a CSV: its first row the header, each row below it a record."""
+    out = TextBuilder()
+    header: tuple[int, list[str]] | None = None
+    for row in read_xlsx(data):
+        if header is None or header[0] != row.sheet:
+            header = (row.sheet, _csv_header(row.cells, text_field, f"sheet {row.sheet_name!r}"))
+            continue
+        names = header[1]
+        cells = row.cells + [""] * (len(names) - len(row.cells))
+        where = f"sheet {row.sheet_name!r} row {row.row}"
+        if any(c.strip() for c in cells[len(names) :]):
+            raise IngestError(
+                f"{where} has a value beyond the header's {len(names)} columns; "
+                "give that column a header or clear the cell"
+            )
+        record = dict(zip(names, cells[: len(names)], strict=True))
+        content = _record_text(record, text_field, where, "column")
+        if content is None:
+            yield row.row  # refused by _refuse_empty, with every other such row
+            continue
+        block_type, metadata = _record_rest(record, text_field)
+        metadata.update(sheet=row.sheet_name, source_row=row.row)
+        out.add(block_type, content, metadata, page=row.sheet)
+        yield out.blocks[-1]

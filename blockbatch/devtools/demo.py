@@ -1,5 +1,8 @@
 """`make demo`: bring up the embedded stack and a worker, run the bundled sample, report.
 
+`python -m blockbatch.devtools.demo --document samples/handbook.pdf` runs the same handbook
+as a PDF (samples/make_pdf.py writes it); any document and schema can be given the same way.
+
 Everything is real: embedded Postgres, the Temporal dev server (UI on :8233), the simulated
 Claude over HTTP through the anthropic SDK, and a worker process. The stack keeps running
 afterwards so the run can be explored in the UI; `make down` stops it.
@@ -7,6 +10,7 @@ afterwards so the run can be explored in the UI; `make down` stops it.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -80,17 +84,32 @@ def closing_words() -> str:
     )
 
 
-def run_sample() -> int:
+def run_sample(document: Path = SAMPLE_DOC, schema: Path = SAMPLE_SCHEMA) -> int:
     """Run the sample through exactly what `starter.py run` does, summary included."""
     from blockbatch.cli import main as starter
 
-    code = starter(["run", str(SAMPLE_DOC), "--schema", str(SAMPLE_SCHEMA)])
+    code = starter(["run", str(document), "--schema", str(schema)])
     print()
     print(closing_words())
     return code
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m blockbatch.devtools.demo")
+    parser.add_argument(
+        "--document",
+        type=Path,
+        default=SAMPLE_DOC,
+        help=f"the document to run (default: {as_typed(SAMPLE_DOC)}; any format starter.py "
+        f"reads, e.g. {as_typed(SAMPLE_DOC.with_suffix('.pdf'))})",
+    )
+    parser.add_argument(
+        "--schema",
+        type=Path,
+        default=SAMPLE_SCHEMA,
+        help=f"the schema to apply (default: {as_typed(SAMPLE_SCHEMA)})",
+    )
+    args = parser.parse_args(argv)
     stack = LocalStack(load_settings())
     try:
         for line in stack.up():
@@ -102,7 +121,7 @@ def main() -> int:
     print(f"worker     running  pid {pid}  (log {stack.log('worker')})")
     if not wait_for_worker():
         print(f"worker     not polling yet: see {stack.log('worker')}", file=sys.stderr)
-    return run_sample()
+    return run_sample(args.document, args.schema)
 
 
 if __name__ == "__main__":

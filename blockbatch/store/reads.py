@@ -202,6 +202,24 @@ def schema_fields(definition: Mapping[str, Any]) -> list[str]:
     return list(dict.fromkeys([*definition.get("required", []), *definition["properties"]]))
 
 
+class BlockProvenance(BaseModel):
+    """Where a block came from in its file (blockbatch/core/blocks.py ``Provenance``).
+
+    ``char_start``/``char_end``: the block's span in the file's extracted text; ``page``
+    (1-based page, slide or sheet), ``bbox`` (x0, y0, x1, y1 in points, top-left origin) and
+    ``page_size`` (width, height) for paged formats; ``heading_path``: the headings it sits
+    under, outermost first; ``source``: the file's name.
+    """
+
+    source: str | None = None
+    char_start: int
+    char_end: int
+    page: int | None = None
+    bbox: tuple[float, float, float, float] | None = None
+    page_size: tuple[float, float] | None = None
+    heading_path: list[str] = []
+
+
 class ReviewItem(BaseModel):
     """A block and its overlay in one run."""
 
@@ -210,6 +228,8 @@ class ReviewItem(BaseModel):
     block_type: str
     block_content: str
     metadata: dict[str, Any]
+    #: Where the block came from; ``None`` for blocks stored without it (streams, items).
+    provenance: BlockProvenance | None = None
     status: str
     staging: dict[str, Any] | None
     confirmed: dict[str, Any] | None
@@ -272,7 +292,7 @@ async def review_page(
     )
     rows = await pool.fetch(
         f"""select o.block_uid, o.block_index, b.block_type, b.block_content, b.metadata,
-                   o.status, o.staging, o.confirmed, o.attempt_count, o.last_error,
+                   b.provenance, o.status, o.staging, o.confirmed, o.attempt_count, o.last_error,
                    o.reason_code, o.pack_path, o.reused_from_run_id
             from overlays o join blocks b using (block_uid)
             where {where} order by o.block_index offset $5 limit $6""",

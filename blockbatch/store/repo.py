@@ -63,10 +63,11 @@ async def save_document(
             return document_id
         await conn.execute(
             """insert into blocks (block_uid, document_id, block_index, block_type,
-                                   block_content, metadata, est_tokens, content_sha256)
-               select $1 || ':' || i, $1, i, t, c, m, e, h
+                                   block_content, metadata, est_tokens, content_sha256,
+                                   provenance)
+               select $1 || ':' || i, $1, i, t, c, m, e, h, p
                from unnest($2::int[], $3::text[], $4::text[], $5::jsonb[], $6::int[],
-                           $7::text[]) as x(i, t, c, m, e, h)""",
+                           $7::text[], $8::jsonb[]) as x(i, t, c, m, e, h, p)""",
             document_id,
             [b.block_index for b in blocks],
             [b.block_type for b in blocks],
@@ -74,8 +75,16 @@ async def save_document(
             [b.metadata for b in blocks],
             [estimate_tokens(b.block_content) for b in blocks],
             [block_digest(b.block_type, b.block_content) for b in blocks],
+            [_provenance(name, b) for b in blocks],
         )
     return document_id
+
+
+def _provenance(name: str, block: ParsedBlock) -> dict[str, Any] | None:
+    """A block's stored provenance: the source file's name and where in it the block is."""
+    if block.provenance is None:
+        return None
+    return {"source": name, **block.provenance.as_json()}
 
 
 async def save_schema(conn: asyncpg.Connection, spec: SchemaSpec) -> str:

@@ -9,7 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from blockbatch.core.ingest import IngestError, ParsedBlock, detect_format, parse_document
+from blockbatch.core.ingest import (
+    IngestError,
+    ParsedBlock,
+    Provenance,
+    detect_format,
+    parse_document,
+)
 
 
 def md(text: str) -> list[tuple[str, str]]:
@@ -36,17 +42,17 @@ def test_detect_format_by_extension(filename: str, fmt: str) -> None:
     assert detect_format(filename) == fmt
 
 
-@pytest.mark.parametrize("filename", ["report.pdf", "README", "data.json"])
+@pytest.mark.parametrize("filename", ["report.odt", "README", "data.json"])
 def test_unsupported_extension_error_lists_supported_ones(filename: str) -> None:
     with pytest.raises(IngestError) as err:
         detect_format(filename)
-    for ext in (".md", ".txt", ".jsonl", ".csv"):
+    for ext in (".md", ".txt", ".jsonl", ".csv", ".pdf", ".docx", ".pptx", ".html", ".xlsx"):
         assert ext in str(err.value)
 
 
 def test_unknown_format_name_is_rejected() -> None:
     with pytest.raises(IngestError, match="supported formats"):
-        parse_document(b"x", "docx")
+        parse_document(b"x", "odt")
 
 
 # --- encoding ------------------------------------------------------------------------
@@ -232,7 +238,7 @@ def test_whitespace_only_blocks_are_skipped() -> None:
 
 def test_parsed_block_is_frozen() -> None:
     block = parse_document(b"x", "text")[0]
-    assert block == ParsedBlock(0, "paragraph", "x", {"source_line": 1})
+    assert block == ParsedBlock(0, "paragraph", "x", {"source_line": 1}, Provenance(0, 1))
     with pytest.raises(AttributeError):
         block.block_content = "y"  # type: ignore[misc]  # the write a frozen block refuses
 

@@ -1,0 +1,130 @@
+"""The typed blocks every ingest produces, with where each came from in its file.
+
+Shared by :mod:`blockbatch.core.ingest` (text formats, and the entry point) and the
+converters of :mod:`blockbatch.core.convert` (PDF, DOCX, PPTX, HTML, XLSX), so that each
+format hands back the same thing: a :class:`RawBlock` per block in document order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+#: A box on a page: x0, y0, x1, y1 in points, origin top-left.
+BBox = tuple[float, float, float, float]
+
+
+class IngestError(ValueError):
+    """The file cannot be turned into blocks; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a block came from in its file.
+
+    Attributes:
+        char_start, char_end: the block's span in the file's *extracted text*. For
+            markdown, plain text, JSONL and CSV that is the decoded file itself (newlines
+            normalised to ``\\n``), the span covering the block's source lines, markup
+            included. For PDF, DOCX, PPTX, HTML and XLSX it is the text the converter
+            extracted: every block's content in order, separated by one blank line
+            (:func:`extracted_text`), so ``text[char_start:char_end]`` is the content.
+        page: 1-based page (PDF), slide (PPTX) or sheet (XLSX) number; ``None`` for formats
+            without pages.
+        bbox: the block's box on its page as ``(x0, y0, x1, y1)`` in PDF points with the
+            origin at the page's top-left (PDF and PPTX); ``None`` elsewhere.
+        page_size: ``(width, height)`` of that page in points, to draw the box on.
+        heading_path: the titles of the headings the block sits under, outermost first
+            (a heading's own path holds its parents, not itself).
+    """
+
+    char_start: int
+    char_end: int
+    page: int | None = None
+    bbox: BBox | None = None
+    page_size: tuple[float, float] | None = None
+    heading_path: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        """The jsonb stored with the block: only the keys that say something."""
+        out: dict[str, Any] = {"char_start": self.char_start, "char_end": self.char_end}
+        if self.page is not None:
+            out["page"] = self.page
+        if self.bbox is not None:
+            out["bbox"] = [round(v, 2) for v in self.bbox]
+        if self.page_size is not None:
+            out["page_size"] = [round(v, 2) for v in self.page_size]
+        out["heading_path"] = list(self.heading_path)
+        return out
+
+
+@dataclass(frozen=True)
+class ParsedBlock:
+    """One block of a parsed document.
+
+    Attributes:
+        block_index: 0-based position in document order.
+        block_type: heading, paragraph, list_item, table, code, blockquote, html (markdown,
+            text, PDF, DOCX, PPTX, HTML), or record / the record's own type (JSONL, CSV,
+            XLSX).
+        block_content: the block's text.
+        metadata: heading ``level``, code ``language``, list ``ordered``/``marker``/``depth``,
+            the other JSONL/CSV/XLSX fields, and ``source_line`` (1-based) for text formats.
+        provenance: where the block came from (:class:`Provenance`).
+    """
+
+    block_index: int
+    block_type: str
+    block_content: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    provenance: Provenance | None = None
+
+
+@dataclass(frozen=True)
+class RawBlock:
+    """A block as a parser or converter yields it, before it is numbered.
+
+    ``provenance`` holds the span and the page facts; the heading path is filled in once,
+    for every format, by :func:`blockbatch.core.ingest.parse_document`.
+    """
+
+    block_type: str
+    content: str
+    metadata: dict[str, Any]
+    provenance: Provenance
+
+
+#: What separates two blocks in a converted format's extracted text.
+BLOCK_SEPARATOR = "\n\n"
+
+
+def extracted_text(contents: list[str]) -> str:
+    """A converted document's extracted text: its blocks' contents, a blank line apart."""
+    return BLOCK_SEPARATOR.join(contents)
+
+
+@dataclass
+class TextBuilder:
+    """Builds a converted document's blocks with spans into :func:`extracted_text`."""
+
+    blocks: list[RawBlock] = field(default_factory=list)
+    length: int = 0
+
+    def add(
+        self,
+        block_type: str,
+        content: str,
+        metadata: dict[str, Any] | None = None,
+        *,
+        page: int | None = None,
+        bbox: BBox | None = None,
+        page_size: tuple[float, float] | None = None,
+    ) -> None:
+        """Append a block; whitespace-only content is not a block and is dropped."""
+        content = content.strip()
+        if not content:
+            return
+        start = self.length + (len(BLOCK_SEPARATOR) if self.blocks else 0)
+        self.length = start + len(content)
+        span = Provenance(start, self.length, page=page, bbox=bbox, page_size=page_size)
+        self.blocks.append(RawBlock(block_type, content, metadata or {}, span))

@@ -1,0 +1,197 @@
+"""Markdown into blocks through markdown-it-py, a CommonMark-compliant parser.
+
+The parser decides the block structure (CommonMark 0.31 plus GFM tables); this module
+only says which of its nodes is one of our blocks and what text it carries:
+
+| parser node | our block | content |
+|---|---|---|
+| ``heading`` (ATX or setext) | ``heading`` (``level``) | the heading's inline text |
+| ``paragraph`` | ``paragraph`` | its lines, each stripped |
+| ``list_item`` | ``list_item`` (``ordered``, ``marker``, ``number``, ``depth``) | its source lines without the marker and the item's indent; a nested list is not part of it but blocks of its own, one level deeper |
+| ``fence``, ``code_block`` | ``code`` (``language``, ``fence``) | the code as written |
+| ``blockquote`` | ``blockquote`` | its source lines without one level of ``>`` (whatever it holds stays inside) |
+| ``table`` (GFM) | ``table`` (``rows``) | its source lines, each stripped |
+| ``html_block`` | ``html`` | the raw HTML as written |
+| ``hr``, link reference definitions, YAML front matter | none | |
+
+A node whose text is only whitespace is not a block. ``tests/unit/test_commonmark_spec.py``
+checks this segmentation against every example of the CommonMark spec.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from markdown_it import MarkdownIt
+from markdown_it.tree import SyntaxTreeNode
+
+from blockbatch.core.blocks import Provenance, RawBlock
+
+#: Nesting deeper than this is read as text of the innermost container (markdown-it's
+#: recursion guard; the commonmark preset's 20 is lower than real documents need).
+MAX_NESTING = 100
+
+
+_YAML_KEY = re.compile(r"^[A-Za-z_][\w.-]*[ \t]*:(\s|$)")
+
+
+def _parser() -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"maxNesting": MAX_NESTING}).enable("table")
+    # Blocks carry their inline source as written: inline parsing is not needed.
+    md.disable(["inline", "text_join"])
+    return md
+
+
+def _indent(line: str) -> int:
+    """Leading whitespace in columns, a tab counting to the next multiple of 4."""
+    col = 0
+    for ch in line:
+        if ch == " ":
+            col += 1
+        elif ch == "\t":
+            col += 4 - col % 4
+        else:
+            break
+    return col
+
+
+def _dedent(line: str, columns: int) -> str:
+    """Remove up to ``columns`` columns of leading whitespace."""
+    col = i = 0
+    while i < len(line) and col < columns and line[i] in " \t":
+        col += 1 if line[i] == " " else 4 - col % 4
+        i += 1
+    return line[i:]
+
+
+def _front_matter_end(lines: list[str]) -> int:
+    """Lines of a leading YAML front matter block: metadata about the file, not a block.
+
+    It opens with ``---``, closes with ``---`` or ``...``, and its first line is a YAML
+    ``key:``; otherwise the ``---`` is CommonMark's (a rule, or a setext underline).
+    """
+    if lines and lines[0].rstrip() == "---" and len(lines) > 1 and _YAML_KEY.match(lines[1]):
+        for j in range(2, len(lines)):
+            if lines[j].rstrip() in ("---", "..."):
+                return j + 1
+    return 0
+
+
+class _Walk:
+    def __init__(self, text: str) -> None:
+        self.lines = text.split("\n")
+        self.starts = [0]
+        for line in self.lines:
+            self.starts.append(self.starts[-1] + len(line) + 1)
+        self.text_len = len(text)
+        self.out: list[RawBlock] = []
+
+    def span(self, first: int, end: int) -> Provenance:
+        """Lines ``first`` to ``end`` (exclusive) as a character span, without the last
+        newline."""
+        end = max(end, first + 1)
+        return Provenance(self.starts[first], min(self.starts[end] - 1, self.text_len))
+
+    def emit(self, kind: str, content: str, metadata: dict[str, Any], first: int, end: int):
+        if content.strip():
+            metadata["source_line"] = first + 1
+            self.out.append(RawBlock(kind, content, metadata, self.span(first, end)))
+
+    def visit(self, node: SyntaxTreeNode, depth: int = 0, column: int = 0) -> None:
+        kind = node.type
+        if kind in ("bullet_list", "ordered_list"):
+            for item in node.children:
+                self.list_item(item, depth, column)
+            return
+        if kind == "hr" or node.map is None:
+            return
+        first, end = node.map
+        if kind == "heading":
+            self.emit("heading", _inline(node), {"level": int(node.tag[1])}, first, end)
+        elif kind == "paragraph":
+            self.emit("paragraph", _inline(node), {}, first, end)
+        elif kind == "fence":
+            info = node.info.strip()
+            metadata = {"language": info.split()[0] if info else None, "fence": node.markup}
+            self.emit("code", node.content.removesuffix("\n"), metadata, first, end)
+        elif kind == "code_block":
+            self.emit("code", node.content.rstrip("\n"), {"language": None}, first, end)
+        elif kind == "html_block":
+            self.emit("html", node.content.strip("\n"), {}, first, end)
+        elif kind == "table":
+            rows = [line.strip() for line in self.lines[first:end]]
+            self.emit("table", "\n".join(rows), {"rows": len(rows)}, first, end)
+        elif kind == "blockquote" and _holds_content(node):
+            self.emit("blockquote", self.blockquote(first, end), {}, first, end)
+
+    def blockquote(self, first: int, end: int) -> str:
+        body = []
+        for line in self.lines[first:end]:
+            stripped = _dedent(line, 3) if _indent(line) <= 3 else line
+            if stripped.startswith(">"):
+                rest = stripped[1:]
+                # One optional space (or a tab's first column) after the marker.
+                body.append(rest[1:] if rest[:1] == " " else _dedent(rest, 1))
+            else:
+                body.append(line.strip())  # a lazy continuation line
+        return "\n".join(b.rstrip() for b in body).strip()
+
+    def list_item(self, item: SyntaxTreeNode, depth: int, column: int) -> None:
+        """One item, then its nested lists; ``column``: where its list's container's
+        content starts (a nested list may open on its parent item's first line)."""
+        assert item.map is not None
+        first, end = item.map
+        nested = [c for c in item.children if c.type in ("bullet_list", "ordered_list")]
+        skip = {i for c in nested if c.map for i in range(*c.map)}
+        ordered = item.parent is not None and item.parent.type == "ordered_list"
+        marker = (item.info if ordered else "") + item.markup
+        opening = _dedent(self.lines[first], column)
+        lead = column + _indent(opening)
+        after = _dedent(opening, lead - column)[len(marker) :]
+        gap = _indent(after)
+        content_indent = lead + len(marker) + (gap if 0 < gap <= 4 else 1)
+        body: list[str] = []
+        for i in range(first, end):
+            if i in skip:
+                continue
+            line = self.lines[i]
+            if i == first:
+                body.append(_dedent(after, gap if gap <= 4 else 1).rstrip())
+            elif _indent(line) >= content_indent or not line.strip():
+                body.append(_dedent(line, content_indent).rstrip())
+            else:
+                body.append(line.strip())  # a lazy continuation line
+        metadata: dict[str, Any] = {"ordered": ordered, "marker": marker, "depth": depth}
+        if ordered:
+            metadata["number"] = int(item.info)
+        if _holds_content(item, besides=nested):
+            self.emit("list_item", "\n".join(body).strip(), metadata, first, end)
+        for child in nested:
+            self.visit(child, depth + 1, content_indent)
+
+
+def _holds_content(node: SyntaxTreeNode, besides: Sequence[SyntaxTreeNode] = ()) -> bool:
+    """Whether a container holds anything but rules (and ``besides``): a quote or an item
+    of only a link reference definition or a ``***`` has no text to send."""
+    return any(c.type != "hr" and c not in besides for c in node.children)
+
+
+def _inline(node: SyntaxTreeNode) -> str:
+    """A heading's or paragraph's inline source text, each line stripped."""
+    inline = node.children[0] if node.children else None
+    content = inline.content if inline is not None else ""
+    return "\n".join(line.strip() for line in content.split("\n")).strip()
+
+
+def parse_markdown(text: str) -> list[RawBlock]:
+    """Split markdown text (newlines already ``\\n``) into blocks in document order."""
+    walk = _Walk(text)
+    skipped = _front_matter_end(walk.lines)
+    # Blank the front matter rather than cut it, so lines and offsets stay the file's.
+    source = "\n" * skipped + "\n".join(walk.lines[skipped:]) if skipped else text
+    root = SyntaxTreeNode(_parser().parse(source))
+    for node in root.children:
+        walk.visit(node)
+    return walk.out
