@@ -10,7 +10,7 @@ where it is, so a reviewer sees the span and an export carries it.
 | the quote | ``match`` | ``start``/``end`` | ``reason`` |
 |---|---|---|---|
 | found as written | ``exact`` | the first occurrence | none |
-| found once whitespace runs are one space and case is folded (NFKC, lower case) | ``normalised`` | the span of the block's own characters it covers | none |
+| found once whitespace runs are one space and case is folded (NFKC, casefold) | ``normalised`` | the span of the block's own characters it covers | none |
 | not found that way either | ``missing`` | none | ``quote_not_found`` |
 | absent, empty or not a string | ``missing`` | none | ``no_quote`` |
 
@@ -112,7 +112,7 @@ def _folded(text: str) -> tuple[str, list[int]]:
             in_space = True
             continue
         in_space = False
-        for piece in unicodedata.normalize("NFKC", ch).lower():
+        for piece in unicodedata.normalize("NFKC", ch).casefold():
             out.append(piece)
             where.append(i)
     if out and out[-1] == " ":
