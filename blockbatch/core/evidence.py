@@ -212,6 +212,7 @@ def grounding_text(count: GroundingCount, ungrounded_blocks: int | None = None) 
         f"({count.exact:,} exact, {count.normalised:,} normalised)"
     )
     if count.missing:
-        blocks = f" in {ungrounded_blocks:,} blocks" if ungrounded_blocks is not None else ""
+        n = ungrounded_blocks
+        blocks = f" in {n:,} block{'s' if n != 1 else ''}" if n is not None else ""
         text += f"; {count.missing:,} ungrounded{blocks}"
     return text

@@ -58,7 +58,14 @@ from blockbatch.core.agreement import (
     sample_size,
 )
 from blockbatch.core.context import RunContext
-from blockbatch.core.models import AgreementRate, GateReading, QualityOptions, QualityResult
+from blockbatch.core.evidence import GroundingCount, grounding_text
+from blockbatch.core.models import (
+    AgreementRate,
+    GateReading,
+    GroundingResult,
+    QualityOptions,
+    QualityResult,
+)
 from blockbatch.core.planning import OutputRatios, Pack
 from blockbatch.core.registry import Usage, cost_usd
 
@@ -327,6 +334,30 @@ def _rates(tallies: dict[str, Tally]) -> dict[str, AgreementRate]:
     return {key: rate(t.agreed, t.total) for key, t in tallies.items()}
 
 
+def grounding_result(
+    by_field: dict[str, GroundingCount], blocks_ungrounded: int
+) -> GroundingResult | None:
+    """A run's grounding from its values' matches counted per field (``None``: no value
+    was grounded, the schema asks for no evidence)."""
+    total = GroundingCount()
+    for count in by_field.values():
+        total.values += count.values
+        total.exact += count.exact
+        total.normalised += count.normalised
+        total.missing += count.missing
+    if not total.values:
+        return None
+    return GroundingResult(
+        rate=rate(total.grounded, total.values),
+        exact=total.exact,
+        normalised=total.normalised,
+        missing=total.missing,
+        blocks_ungrounded=blocks_ungrounded,
+        by_field={name: rate(c.grounded, c.values) for name, c in sorted(by_field.items())},
+        text=grounding_text(total, blocks_ungrounded),
+    )
+
+
 def quality_result(
     summary: AgreementSummary,
     *,
@@ -339,10 +370,15 @@ def quality_result(
     gate: Sequence[str],
     plan: ProbePlan | None = None,
     reasked: int = 0,
+    grounding: GroundingResult | None = None,
+    probed: bool = True,
 ) -> QualityResult:
-    """The run's :class:`~core.models.QualityResult` from its samples' summary."""
+    """The run's :class:`~core.models.QualityResult` from its samples' summary, with the
+    grounding of its answers (:func:`grounding_result`) beside their agreement."""
     blocks = summary.blocks
     return QualityResult(
+        probed=probed,
+        grounding=grounding,
         sampled=blocks.total,
         failed=failed,
         agreement=rate(blocks.agreed, blocks.total),

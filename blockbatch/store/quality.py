@@ -18,8 +18,9 @@ from typing import Any
 import asyncpg
 
 from blockbatch.core.agreement import FieldAgreement, Sample, summarize
-from blockbatch.core.models import QualityResult
-from blockbatch.core.quality import ProbePlan, quality_result
+from blockbatch.core.evidence import GroundingCount
+from blockbatch.core.models import GroundingResult, QualityResult
+from blockbatch.core.quality import ProbePlan, grounding_result, quality_result
 from blockbatch.store.replans import changes, gate_size
 
 #: The ledger's purpose of a probe call (``probe`` is the outage probe).
@@ -381,8 +382,10 @@ async def result(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> Qualit
     and what the quality gate did."""
     cost = await probe_cost(conn, run_id)
     plan = await sample_plan(conn, run_id)
+    found = await grounding(conn, run_id)
     # A sample its cost cap left empty is said too (the summary says why nothing was probed).
-    if not cost.planned and not cost.calls and not (plan is not None and plan.capped):
+    probed = bool(cost.planned or cost.calls or (plan is not None and plan.capped))
+    if not probed and found is None:
         return None
     rows = await samples(conn, run_id)
     summary = summarize(
@@ -407,7 +410,36 @@ async def result(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> Qualit
         gate=[c.text() for c in gate],
         plan=plan,
         reasked=sum(c.reasked for c in gate),
+        grounding=found,
+        probed=probed,
     )
+
+
+async def grounding(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> GroundingResult | None:
+    """How the run's answered values were grounded (``overlays.evidence``, migration 025),
+    per field and overall (``None``: no overlay of the run has evidence)."""
+    rows = await conn.fetch(
+        """select e.key as field, e.value->>'match' as match, count(*) as n
+           from overlays o cross join lateral jsonb_each(o.evidence) e
+           where o.run_id = $1 and o.evidence is not null
+             and o.status in ('ai_complete', 'confirmed', 'rejected')
+           group by 1, 2""",
+        run_id,
+    )
+    if not rows:
+        return None
+    by_field: dict[str, GroundingCount] = {}
+    for r in rows:
+        count = by_field.setdefault(r["field"], GroundingCount())
+        if r["match"] in ("exact", "normalised", "missing"):
+            count.values += int(r["n"])
+            setattr(count, r["match"], getattr(count, r["match"]) + int(r["n"]))
+    blocks = await conn.fetchval(
+        """select count(*) from overlays where run_id = $1 and reason_code = 'ungrounded'
+             and status in ('ai_complete', 'confirmed', 'rejected')""",
+        run_id,
+    )
+    return grounding_result(by_field, int(blocks))
 
 
 async def prefix_cache_seen(

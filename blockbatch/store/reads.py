@@ -215,11 +215,15 @@ class ReviewItem(BaseModel):
     confirmed: dict[str, Any] | None
     attempt_count: int
     last_error: str | None
-    #: Why a failed or cancelled block is not done (blockbatch/core/reasons.py); ``None`` otherwise.
+    #: Why a failed or cancelled block is not done (blockbatch/core/reasons.py), or the review
+    #: flag ``ungrounded`` of an answered one; ``None`` otherwise.
     reason_code: str | None = None
     pack_path: str | None
     #: Set when the overlay reused an earlier run's answer: that run.
     reused_from_run_id: str | None = None
+    #: Per field, its quote and span in the block (a schema asking for evidence;
+    #: blockbatch/core/evidence.py), else ``None``.
+    evidence: dict[str, Any] | None = None
 
 
 class ReviewPage(BaseModel):
@@ -273,7 +277,7 @@ async def review_page(
     rows = await pool.fetch(
         f"""select o.block_uid, o.block_index, b.block_type, b.block_content, b.metadata,
                    o.status, o.staging, o.confirmed, o.attempt_count, o.last_error,
-                   o.reason_code, o.pack_path, o.reused_from_run_id
+                   o.reason_code, o.pack_path, o.reused_from_run_id, o.evidence
             from overlays o join blocks b using (block_uid)
             where {where} order by o.block_index offset $5 limit $6""",
         run_id,

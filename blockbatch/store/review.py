@@ -43,6 +43,9 @@ class GridRow(BaseModel):
     reused_from_call_id: int | None = None
     #: The last review act: ``{"action", "reviewer", "at"}``, None when never reviewed.
     last_action: dict[str, Any] | None
+    #: Per field of the model's answer, its quote and span in the block (a schema asking
+    #: for evidence, blockbatch/core/evidence.py), else None.
+    evidence: dict[str, Any] | None = None
 
 
 class GridFilter(BaseModel):
@@ -128,7 +131,7 @@ async def _total(
 _ROW_SQL = """
 select o.block_uid, o.block_index, b.block_type, b.block_content, o.status, o.staging,
        o.confirmed, o.model_answer, o.attempt_count, o.last_error, o.reason_code, o.pack_path,
-       o.reused_from_run_id, o.reused_from_call_id,
+       o.reused_from_run_id, o.reused_from_call_id, o.evidence,
        (select jsonb_build_object('action', a.action, 'reviewer', a.reviewer, 'at', a.at)
         from review_actions a where a.run_id = o.run_id and a.block_uid = o.block_uid
         order by a.id desc limit 1) as last_action

@@ -21,6 +21,7 @@ from urllib.parse import parse_qsl, quote, urlencode
 
 import asyncpg
 import jinja2
+from markupsafe import Markup, escape
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.datastructures import FormData
@@ -31,6 +32,7 @@ from starlette.routing import Route
 
 from blockbatch.api import BadRequest, Blockbatch, EditError, NotFound
 from blockbatch.api.review import ExportFormat, checked_reviewer
+from blockbatch.core.evidence import spans
 from blockbatch.core.reasons import REASONS
 from blockbatch.core.review import OVERLAY_STATUSES, REVIEWABLE
 from blockbatch.report import run_links
@@ -57,6 +59,23 @@ def _field_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
+def marked(content: str, evidence: dict[str, Any] | None) -> Markup:
+    """A block's text with each value's quote marked where it is (``<mark>``, the fields it
+    supports in ``data-fields``): every piece of the text escaped, only our tags markup."""
+    parts: list[str] = []
+    at = 0
+    for start, end, names in spans(evidence, len(content)):
+        parts.append(str(escape(content[at:start])))
+        fields = " ".join(names)
+        parts.append(
+            f'<mark class="ev" data-fields="{escape(fields)}" title="{escape(", ".join(names))}">'
+            f"{escape(content[start:end])}</mark>"
+        )
+        at = end
+    parts.append(str(escape(content[at:])))
+    return Markup("".join(parts))
+
+
 def _templates() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
@@ -64,6 +83,7 @@ def _templates() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
     )
     env.filters["field_text"] = _field_text
+    env.globals["marked"] = marked
     env.globals["input_text"] = input_text
     env.globals["done_verbs"] = {
         "edit": "edited",

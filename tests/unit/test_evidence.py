@@ -84,7 +84,7 @@ def test_ground_covers_every_valued_field_and_flags_the_ungrounded_ones():
     count.add(evidence)
     assert (count.values, count.grounded, count.missing, count.rate) == (2, 1, 1, 0.5)
     assert grounding_text(count, 1) == (
-        "grounding 50.0% of 2 values (0 exact, 1 normalised); 1 ungrounded in 1 blocks"
+        "grounding 50.0% of 2 values (0 exact, 1 normalised); 1 ungrounded in 1 block"
     )
 
 
@@ -200,3 +200,59 @@ def test_an_evidence_object_from_a_schema_that_asked_for_none_is_invalid():
         spec(evidence=False),
     )
     assert "a" in parsed.invalid and not parsed.evidence
+
+
+def test_the_grid_marks_each_span_and_escapes_everything_else():
+    from blockbatch.web.app import marked
+
+    content = 'Ask <b>Dana</b> & "Lee" before <script>alert(1)</script> noon'
+    evidence = ground(
+        {
+            "who": '<b>Dana</b> & "Lee"',
+            "when": "before <script>alert(1)</script>",
+            "x": "never said",
+        },
+        {"who": "Dana", "when": "noon", "x": "?"},
+        content,
+    )
+    html = str(marked(content, evidence))
+    assert "<script>" not in html and "<b>" not in html
+    assert html == (
+        "Ask "
+        '<mark class="ev" data-fields="who" title="who">&lt;b&gt;Dana&lt;/b&gt; &amp; '
+        "&#34;Lee&#34;</mark> "
+        '<mark class="ev" data-fields="when" title="when">before &lt;script&gt;alert(1)'
+        "&lt;/script&gt;</mark> noon"
+    )
+    assert str(marked(content, None)) == str(marked(content, {}))
+
+
+def test_the_summary_reports_grounding_beside_agreement():
+    from blockbatch.cli.parser import PROG
+    from blockbatch.core.models import QualityResult, RunResult
+    from blockbatch.core.quality import grounding_result
+    from blockbatch.report import quality_rows
+
+    counts = {"summary": GroundingCount(values=10, exact=9, missing=1), "urgent": GroundingCount()}
+    counts["urgent"].add({"a": {"match": "normalised"}})
+    found = grounding_result(counts, blocks_ungrounded=1)
+    assert found is not None
+    assert found.rate.samples == 11 and found.rate.agreeing == 10
+    assert found.by_field["urgent"].rate == 1.0
+    assert grounding_result({}, 0) is None
+    only = RunResult(
+        run_id="r1", status="completed", quality=QualityResult(probed=False, grounding=found)
+    )
+    assert quality_rows(only) == [
+        (
+            "grounding",
+            (
+                "grounding 90.9% of 11 values (9 exact, 1 normalised); 1 ungrounded in 1 block; "
+                f"see `{PROG} review r1 --reason ungrounded`"
+            ),
+        )
+    ]
+    probed = RunResult(
+        run_id="r1", status="completed", quality=QualityResult(text="agreement", grounding=found)
+    )
+    assert [k for k, _ in quality_rows(probed)][:2] == ["quality", "grounding"]
