@@ -44,6 +44,7 @@ from blockbatch.api.errors import (
     TemporalUnavailable,
 )
 from blockbatch.api.inputs import SchemaSource, as_schema, with_schema_model
+from blockbatch.api.parquet import export_parquet
 from blockbatch.api.quote import Document, checked_model, estimate
 from blockbatch.api.retry import CheckedRetry, RetryStarted, check_retry_request
 from blockbatch.api.review import (
@@ -841,7 +842,10 @@ class Blockbatch:
         fmt: ExportFormat = "jsonl",
     ) -> ExportSummary:
         """JSONL (or CSV with ``fmt="csv"``), one line per block in order, review acts
-        included; a path also gets a ``.meta.json`` sidecar."""
+        included; a path also gets a ``.meta.json`` sidecar. ``fmt="parquet"`` writes a
+        path only (blockbatch/api/parquet.py)."""
+        if fmt == "parquet" and isinstance(out, str | Path):
+            return await export_parquet(self.pool, run_id, out, staged=staged)
         if isinstance(out, str | Path):
             return await export_run_to_file(self.pool, run_id, out, staged=staged, fmt=fmt)
         return await export_to(self.pool, run_id, out, staged=staged, fmt=fmt)

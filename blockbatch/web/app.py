@@ -306,9 +306,16 @@ class ReviewApp:
     async def export(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
         asked = request.query_params.get("format", "jsonl")
-        if asked not in ("jsonl", "csv"):
-            return self.problem(request, 400, f"format: {asked!r}; jsonl or csv")
-        fmt: ExportFormat = "csv" if asked == "csv" else "jsonl"
+        media_types = {
+            "jsonl": "application/x-ndjson",
+            "csv": "text/csv; charset=utf-8",
+            "parquet": "application/vnd.apache.parquet",
+        }
+        if asked not in media_types:
+            return self.problem(request, 400, f"format: {asked!r}; jsonl, csv or parquet")
+        fmt: ExportFormat = (
+            "csv" if asked == "csv" else "parquet" if asked == "parquet" else "jsonl"
+        )
         staged = request.query_params.get("staged") == "1"
         tmp = tempfile.TemporaryDirectory(prefix="bb-export-")
         path = Path(tmp.name) / f"{run_id}.{fmt}"
@@ -317,10 +324,12 @@ class ReviewApp:
         except NotFound as err:
             tmp.cleanup()
             return self.problem(request, 404, str(err))
+        except BadRequest as err:  # no pyarrow for a Parquet export
+            tmp.cleanup()
+            return self.problem(request, 400, str(err))
         name = f"{run_id}{'-staged' if staged else ''}.{fmt}"
-        media = "text/csv; charset=utf-8" if fmt == "csv" else "application/x-ndjson"
         return FileResponse(
-            path, media_type=media, filename=name, background=BackgroundTask(tmp.cleanup)
+            path, media_type=media_types[fmt], filename=name, background=BackgroundTask(tmp.cleanup)
         )
 
     async def login_page(self, request: Request) -> Response:
