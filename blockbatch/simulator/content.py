@@ -96,19 +96,25 @@ def asks_quotes(properties: dict[str, Any]) -> bool:
     )
 
 
+#: The longest quote the simulated model gives: a phrase, as the request asks, even where
+#: the block's "words" are long (a URL, a hash, a line of minified code).
+QUOTE_MAX_CHARS = 120
+
+
 def quote_for(block: Block, name: str, value: Any) -> str:
     """The words of ``block`` that the simulated model quotes for field ``name``'s value
     (module docstring): the value itself when the block holds it, else a few of the
     block's words chosen by a hash of the field and the content."""
     content = block.content
     if isinstance(value, str) and value.strip() and value in content:
-        return value
+        return value[:QUOTE_MAX_CHARS]
     words = content.split()
     if not words:
         return content
     h = stable_hash("quote", name, content)
     start = h % len(words)
-    return " ".join(words[start : start + 3 + h % 6])
+    # A prefix of the joined words still matches once whitespace is normalised.
+    return " ".join(words[start : start + 3 + h % 6])[:QUOTE_MAX_CHARS].rstrip()
 
 
 def foreign_quote(content: str, key: str) -> str:

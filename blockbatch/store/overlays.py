@@ -91,17 +91,20 @@ async def insert_plan(
     """Create the run's overlays: block ``i`` with answer key ``keys[i]``, ``pending`` in
     pack ``pack_of[i]``, or, when ``reused`` has an earlier answer for its block_uid,
     ``ai_complete`` with that answer as it is, in no pack, no attempt charged, the source
-    run and call recorded (reviewed like any other). Returns how many were reused."""
+    run and call recorded, its evidence with it (reviewed like any other). Returns how many
+    were reused."""
     reused = reused or {}
     uids = [b.block_uid for b in blocks]
     found = [reused.get(u) for u in uids]
     await conn.execute(
         """insert into overlays (run_id, block_uid, block_index, pack_index, answer_key,
-                                 status, staging, reused_from_run_id, reused_from_call_id)
+                                 status, staging, reused_from_run_id, reused_from_call_id,
+                                 evidence, reason_code)
            select $1, u, i, p, k, case when r is null then 'pending' else 'ai_complete' end,
-                  a, r, c
+                  a, r, c, e, g
            from unnest($2::text[], $3::int[], $4::int[], $5::text[], $6::jsonb[],
-                       $7::text[], $8::bigint[]) as t(u, i, p, k, a, r, c)
+                       $7::text[], $8::bigint[], $9::jsonb[], $10::text[])
+                as t(u, i, p, k, a, r, c, e, g)
            on conflict do nothing""",
         run_id,
         uids,
@@ -111,6 +114,8 @@ async def insert_plan(
         [f.answer if f else None for f in found],
         [f.run_id if f else None for f in found],
         [f.call_id if f else None for f in found],
+        [f.evidence if f else None for f in found],
+        ["ungrounded" if f and ungrounded(f.evidence) else None for f in found],
     )
     return sum(f is not None for f in found)
 
@@ -119,7 +124,7 @@ async def insert_plan(
 #: index ``overlays_answer_key`` of migration 010, whose predicate lists the same ones.
 _REUSABLE_SQL = f"""
 select distinct on (answer_key) answer_key, coalesce(model_answer, staging) as answer,
-       coalesce(reused_from_run_id, run_id) as run_id,
+       evidence, coalesce(reused_from_run_id, run_id) as run_id,
        coalesce(reused_from_call_id, call_id) as call_id
 from overlays
 where answer_key = any($1::text[]) and answer_key is not null
@@ -135,6 +140,9 @@ class ReusableAnswer:
     answer: dict[str, Any]
     run_id: str
     call_id: int | None
+    #: The answer's grounded quotes (a schema asking for evidence): the answer key holds the
+    #: block's content and the request, so its spans hold for the reusing block too.
+    evidence: dict[str, Any] | None = None
 
 
 async def withhold_from_reuse(
@@ -165,7 +173,7 @@ async def reusable_answers(
     """
     rows = await conn.fetch(_REUSABLE_SQL, list(set(keys)))
     return {
-        r["answer_key"]: ReusableAnswer(r["answer"], r["run_id"], r["call_id"])
+        r["answer_key"]: ReusableAnswer(r["answer"], r["run_id"], r["call_id"], r["evidence"])
         for r in rows
         if r["answer"] is not None
     }
