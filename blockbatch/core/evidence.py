@@ -216,3 +216,14 @@ def grounding_text(count: GroundingCount, ungrounded_blocks: int | None = None) 
         blocks = f" in {n:,} block{'s' if n != 1 else ''}" if n is not None else ""
         text += f"; {count.missing:,} ungrounded{blocks}"
     return text
+
+
+def evidence_text(tokens: int, blocks: int, cost_usd: float, total_usd: float) -> str:
+    """The quote's line on evidence: ``evidence: the quotes add about 9,200 output tokens
+    (92 a block), $0.0460 of the $0.2100 quoted (22%)``."""
+    share = f" ({cost_usd / total_usd:.0%})" if total_usd > 0 else ""
+    return (
+        f"evidence: the quotes add about {tokens:,} output tokens "
+        f"({tokens / blocks:,.0f} a block), ${cost_usd:.4f} of the ${total_usd:.4f} "
+        f"quoted{share}"
+    )

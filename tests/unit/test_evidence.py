@@ -256,3 +256,23 @@ def test_the_summary_reports_grounding_beside_agreement():
         run_id="r1", status="completed", quality=QualityResult(text="agreement", grounding=found)
     )
     assert [k for k, _ in quality_rows(probed)][:2] == ["quality", "grounding"]
+
+
+def test_the_quote_says_what_evidence_adds():
+    from blockbatch.core.models import RunOptions
+    from blockbatch.core.quote import planner_tokens, quote, quote_context
+    from blockbatch.core.registry import get_model
+
+    blocks = [120] * 40
+    figures = {}
+    for on in (False, True):
+        ctx = quote_context(RunOptions(), spec(evidence=on), get_model("claude-haiku-5-5"))
+        figures[on] = quote(ctx, blocks, planner_tokens(ctx, blocks, "warm"), document="d")
+    off, with_quotes = figures[False], figures[True]
+    assert off.evidence_output_tokens == 0 and not any("evidence" in n for n in off.notes)
+    assert with_quotes.evidence_output_tokens >= 40 * 3 * 16
+    assert with_quotes.sync.output_tokens > off.sync.output_tokens
+    assert with_quotes.sync.cost_usd > off.sync.cost_usd
+    assert 0 < with_quotes.evidence_cost_usd < with_quotes.sync.cost_usd
+    note = next(n for n in with_quotes.notes if n.startswith("evidence:"))
+    assert f"{with_quotes.evidence_output_tokens:,} output tokens" in note
