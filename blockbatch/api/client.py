@@ -713,6 +713,10 @@ class Blockbatch:
         """Reason code -> count over the run's failed and cancelled blocks, most first."""
         return await runs.failure_reasons(self.pool, run_id)
 
+    async def review_flags(self, run_id: str) -> dict[str, int]:
+        """Review flag -> count over the run's answered blocks (``ungrounded``)."""
+        return await review.review_flags(self.pool, run_id)
+
     async def review(self, run_id: str, **filters: Any) -> reads.ReviewPage:
         """Blocks next to their overlays; see :func:`blockbatch.store.reads.review_page` for the filters."""
         return await reads.review_page(self.pool, run_id, **filters)

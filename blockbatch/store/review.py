@@ -15,6 +15,7 @@ from typing import Any
 import asyncpg
 from pydantic import BaseModel
 
+from blockbatch.core.reasons import REVIEW_FLAGS
 from blockbatch.core.schema import SchemaSpec, load_schema
 from blockbatch.store.reads import RunInfo, get_run, schema_fields
 
@@ -338,3 +339,17 @@ async def refresh_statistics(pool: asyncpg.Pool) -> None:
     """
     for table in ("blocks", "overlays", "review_actions"):
         await pool.execute(f"vacuum analyze {table}")
+
+
+async def review_flags(pool: asyncpg.Pool, run_id: str) -> dict[str, int]:
+    """How many answered blocks carry each review flag (``ungrounded``: some value's quote is
+    not in its block), for the grid's reason filter beside the failures' codes."""
+    rows = await pool.fetch(
+        """select reason_code, count(*) as n from overlays
+           where run_id = $1 and reason_code = any($2::text[])
+             and status in ('ai_complete', 'confirmed', 'rejected')
+           group by 1 order by 2 desc, 1""",
+        run_id,
+        sorted(REVIEW_FLAGS),
+    )
+    return {r["reason_code"]: int(r["n"]) for r in rows}

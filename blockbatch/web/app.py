@@ -258,7 +258,10 @@ class ReviewApp:
             page=page,
             query=query,
             types=await self.bb.block_types_of(page.run.document_id),
-            reasons=await self.bb.failure_reasons(run_id),
+            reasons={
+                **await self.bb.failure_reasons(run_id),
+                **await self.bb.review_flags(run_id),
+            },
             statuses=OVERLAY_STATUSES,
             reviewable=REVIEWABLE,
             widgets={f: widget(page.spec.properties[f]) for f in page.fields},

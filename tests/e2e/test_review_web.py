@@ -637,6 +637,14 @@ async def test_the_grid_highlights_where_each_value_is_quoted_from(bbstack: Stac
                     assert text == content[e["start"] : e["end"]], (i, field)
                     checked += 1
             assert checked >= 40 and ungrounded >= 1, (checked, ungrounded)
+            # The reason filter offers the flag, and lists just the flagged blocks.
+            flagged = await bbstack.pool.fetchval(
+                "select count(*) from overlays where run_id = $1 and reason_code = 'ungrounded'",
+                run_id,
+            )
+            await expect(page.locator("#f-reason option[value='ungrounded']")).to_have_text(
+                f"ungrounded ({flagged})"
+            )
 
             # Pointing at a field lights up its quote.
             field, e = next(
