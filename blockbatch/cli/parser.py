@@ -545,7 +545,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="CODE",
         choices=list(REASONS),
         help="only blocks that failed or were cancelled with this reason "
-        "code (repeatable): " + ", ".join(REASONS),
+        "code, or answered blocks flagged ungrounded (repeatable): " + ", ".join(REASONS),
     )
     review.add_argument(
         "--block",
