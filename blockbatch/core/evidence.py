@@ -202,9 +202,14 @@ class GroundingCount(BaseModel):
                 setattr(self, match, getattr(self, match) + 1)
 
 
-def grounding_text(count: GroundingCount, ungrounded_blocks: int | None = None) -> str:
+def grounding_text(
+    count: GroundingCount,
+    ungrounded_blocks: int | None = None,
+    sampled: tuple[GroundingCount, GroundingCount] | None = None,
+) -> str:
     """``grounding 99.4% of 1,234 values (1,200 exact, 27 normalised); 7 ungrounded in 5
-    blocks``, or ``no value grounded yet``."""
+    blocks; sampled blocks: packed 97.5%, alone 100.0%``, or ``no value to ground``.
+    ``sampled``: the quality probe's blocks counted in their packed answers and alone."""
     if not count.values:
         return "no value to ground"
     text = (
@@ -215,6 +220,12 @@ def grounding_text(count: GroundingCount, ungrounded_blocks: int | None = None) 
         n = ungrounded_blocks
         blocks = f" in {n:,} block{'s' if n != 1 else ''}" if n is not None else ""
         text += f"; {count.missing:,} ungrounded{blocks}"
+    if sampled is not None and sampled[0].values and sampled[1].values:
+        packed, alone = sampled
+        text += (
+            f"; sampled blocks: packed {100 * (packed.rate or 0):.1f}%, "
+            f"alone {100 * (alone.rate or 0):.1f}%"
+        )
     return text
 
 

@@ -329,7 +329,12 @@ class GroundingResult(BaseModel):
     #: Blocks with at least one ungrounded value (reason code ``ungrounded``).
     blocks_ungrounded: int = 0
     by_field: dict[str, AgreementRate] = Field(default_factory=dict)
-    #: ``grounding 99.4% of 1,234 values (1,200 exact, 27 normalised); 7 ungrounded in 5 blocks``.
+    #: The quality probe's compared blocks: their values grounded in the packed answer and in
+    #: the answer alone (``None``: nothing compared with evidence).
+    sampled_packed: AgreementRate | None = None
+    sampled_alone: AgreementRate | None = None
+    #: ``grounding 99.4% of 1,234 values (1,200 exact, 27 normalised); 7 ungrounded in 5
+    #: blocks; sampled: packed 97.5%, alone 100.0%``.
     text: str = ""
 
 

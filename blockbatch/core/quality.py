@@ -335,10 +335,15 @@ def _rates(tallies: dict[str, Tally]) -> dict[str, AgreementRate]:
 
 
 def grounding_result(
-    by_field: dict[str, GroundingCount], blocks_ungrounded: int
+    by_field: dict[str, GroundingCount],
+    blocks_ungrounded: int,
+    *,
+    sampled: tuple[GroundingCount, GroundingCount] | None = None,
 ) -> GroundingResult | None:
     """A run's grounding from its values' matches counted per field (``None``: no value
-    was grounded, the schema asks for no evidence)."""
+    was grounded, the schema asks for no evidence); ``sampled``: the probe's compared blocks'
+    values counted in their packed answers and in their answers alone (does packing cost
+    grounding, as :mod:`blockbatch.core.agreement` asks of the values)."""
     total = GroundingCount()
     for count in by_field.values():
         total.values += count.values
@@ -354,7 +359,9 @@ def grounding_result(
         missing=total.missing,
         blocks_ungrounded=blocks_ungrounded,
         by_field={name: rate(c.grounded, c.values) for name, c in sorted(by_field.items())},
-        text=grounding_text(total, blocks_ungrounded),
+        sampled_packed=rate(sampled[0].grounded, sampled[0].values) if sampled else None,
+        sampled_alone=rate(sampled[1].grounded, sampled[1].values) if sampled else None,
+        text=grounding_text(total, blocks_ungrounded, sampled),
     )
 
 

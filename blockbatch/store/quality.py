@@ -166,12 +166,14 @@ async def record_compared(
     fields: list[dict[str, Any]],
     agrees: bool,
     call_id: int,
+    evidence: dict[str, Any] | None = None,
 ) -> None:
-    """A sample's single answer and how it compares with the packed one (once)."""
+    """A sample's single answer and how it compares with the packed one (once), with the
+    single answer's grounded quotes when the schema asks for evidence."""
     await conn.execute(
         """update quality_samples set status = 'compared', pack_size = $3, position = $4,
                   packed = $5, single = $6, fields = $7, agrees = $8, llm_call_id = $9,
-                  error = null, compared_at = now(), pack_index = $10
+                  error = null, compared_at = now(), pack_index = $10, evidence = $11
            where run_id = $1 and block_uid = $2 and status = 'planned'""",
         run_id,
         block.block_uid,
@@ -183,6 +185,7 @@ async def record_compared(
         agrees,
         call_id,
         block.pack_index,
+        evidence,
     )
 
 
@@ -439,7 +442,19 @@ async def grounding(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> Gro
              and status in ('ai_complete', 'confirmed', 'rejected')""",
         run_id,
     )
-    return grounding_result(by_field, int(blocks))
+    # The probe's blocks: their packed answer's grounding beside their answer alone's.
+    pairs = await conn.fetch(
+        """select o.evidence as packed, q.evidence as alone from quality_samples q
+           join overlays o on o.run_id = q.run_id and o.block_uid = q.block_uid
+           where q.run_id = $1 and q.status = 'compared' and q.evidence is not null
+             and o.evidence is not null""",
+        run_id,
+    )
+    packed, alone = GroundingCount(), GroundingCount()
+    for pair in pairs:
+        packed.add(pair["packed"])
+        alone.add(pair["alone"])
+    return grounding_result(by_field, int(blocks), sampled=(packed, alone) if pairs else None)
 
 
 async def prefix_cache_seen(

@@ -80,6 +80,12 @@ async def test_values_from_the_sample_documents_are_grounded(bbstack: Stack) -> 
     assert set(g.by_field) == set(json.loads((SAMPLES / "extract.json").read_text())["properties"])
     keys = [k for k, _ in quality_rows(result)]
     assert keys[:2] == ["quality", "grounding"], keys
+    # The probe's blocks: grounded packed and alone, side by side.
+    assert result.quality.sampled >= 1
+    assert g.sampled_packed is not None and g.sampled_alone is not None
+    assert g.sampled_alone.samples >= 8 * result.quality.sampled
+    assert g.sampled_alone.rate is not None and g.sampled_alone.rate >= 0.99
+    assert "sampled blocks: packed" in g.text
 
     # A second run of the same blocks reuses the answers, and their evidence with them.
     async with bbstack.worker():

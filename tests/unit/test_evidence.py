@@ -240,6 +240,14 @@ def test_the_summary_reports_grounding_beside_agreement():
     assert found.rate.samples == 11 and found.rate.agreeing == 10
     assert found.by_field["urgent"].rate == 1.0
     assert grounding_result({}, 0) is None
+    both = grounding_result(
+        counts,
+        1,
+        sampled=(GroundingCount(values=4, exact=3, missing=1), GroundingCount(values=4, exact=4)),
+    )
+    assert both is not None and both.sampled_packed is not None
+    assert (both.sampled_packed.rate, both.sampled_alone.rate) == (0.75, 1.0)
+    assert both.text.endswith("; sampled blocks: packed 75.0%, alone 100.0%")
     only = RunResult(
         run_id="r1", status="completed", quality=QualityResult(probed=False, grounding=found)
     )

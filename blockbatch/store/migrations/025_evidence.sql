@@ -6,3 +6,6 @@
 -- an ai_complete overlay, not a failure), so the review grid's reason filter lists them
 -- through migration 009's index overlays (run_id, reason_code, block_index).
 alter table overlays add column if not exists evidence jsonb;
+-- The quality probe's single answer of a sampled block, grounded the same way: the summary
+-- sets the sampled blocks' grounding packed beside their grounding alone.
+alter table quality_samples add column if not exists evidence jsonb;
