@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from blockbatch.core.models import QualityOptions, RunOptions
 from blockbatch.report import quality_rows
 from tests.conftest import ROOT, Stack
+from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
 
 SAMPLES = ROOT / "samples"
 
@@ -188,3 +189,26 @@ async def _exports_carry_spans(
         if record["evidence_summary_match"] == "exact":
             start, end = record["evidence_summary_start"], record["evidence_summary_end"]
             assert content[start:end] == record["evidence_summary_quote"]
+
+
+async def test_the_cli_says_grounding_lists_ungrounded_blocks_and_exports_parquet(
+    cli: Cli, bbstack: Stack, tmp_path: Path
+) -> None:
+    bbstack.sim.scenario(faults={"bad_quote": 0.1})
+    schema = cli.schema(data=evidence_schema("starter"))
+    async with bbstack.worker():
+        run = await cli("run", str(SAMPLES / "handbook.md"), "--schema", schema)
+    assert run.code == 0, run.out + run.err
+    assert "grounding " in run.out and "ungrounded in" in run.out, run.out
+    assert f"review {run.run_id} --reason ungrounded" in run.out
+
+    flagged = await cli("review", run.run_id, "--reason", "ungrounded", "--limit", "3")
+    assert flagged.code == 0, flagged.err
+    assert "? ungrounded: the quote of" in flagged.out and "is not in the block" in flagged.out
+
+    out = tmp_path / "run.parquet"
+    exported = await cli("export", run.run_id, "--format", "parquet", "--out", str(out))
+    assert exported.code == 0, exported.err
+    assert pq.read_table(out).num_rows == 144
+    to_stdout = await cli("export", run.run_id, "--format", "parquet", "--out", "-")
+    assert to_stdout.code == 2 and "give a path" in to_stdout.err
