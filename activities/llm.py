@@ -48,6 +48,7 @@ from blockbatch.core.budget import (
 )
 from blockbatch.core.claude_errors import ClaudeError, is_outage
 from blockbatch.core.context import RunContext
+from blockbatch.core.evidence import ground
 from blockbatch.core.models import (
     CallModelInput,
     CallModelOutput,
@@ -408,6 +409,12 @@ class LlmActivities:
             )
             return spent
         fields = compare_answers(ctx.spec, block.packed, single)
+        # The answer alone's quotes, grounded like the packed answer's (summary: both rates).
+        evidence = (
+            ground(parsed.evidence.get(uid, {}), single, block.block_content)
+            if ctx.spec.prompt_config.evidence
+            else None
+        )
         async with self.pool.acquire() as conn:
             await quality.record_compared(
                 conn,
@@ -417,6 +424,7 @@ class LlmActivities:
                 fields=[dataclasses.asdict(f) for f in fields],
                 agrees=all(f.agree for f in fields),
                 call_id=call_id,
+                evidence=evidence,
             )
         return spent
 

@@ -45,6 +45,10 @@ budget the run suggests, which finishes it: total calls and cost, and blocks pai
 
     .venv/bin/python bench/cost.py                # 200 blocks, 25k-token prompts
     .venv/bin/python bench/cost.py --blocks 20 --system-tokens 2000 --out /tmp/c.json
+
+``--evidence`` runs the schemas with ``prompt_config.evidence`` (a quote per field): run it
+with and without to see what evidence costs, quoted and spent; each mode then also reports
+its grounding (values, grounded, exact, normalised, missing).
 """
 
 from __future__ import annotations
@@ -77,6 +81,7 @@ from blockbatch.core.models import QualityOptions, RunOptions
 from blockbatch.core.quote import Quote
 from blockbatch.core.registry import Usage, cost_usd, get_model
 from blockbatch.simulator.tokenizer import count_tokens, tokenizer_for
+from blockbatch.store import quality as quality_store
 from blockbatch.store.reads import blocks_paid_twice
 
 #: Packing's economics, without the quality probe's calls (on by default in sync runs:
@@ -199,6 +204,21 @@ async def quote_then_run(
         flush=True,
     )
     return figures
+
+
+async def grounding_figures(pool: Any, run_id: str) -> dict[str, Any] | None:
+    """How the run's values were grounded (``--evidence``): the quality result's figures."""
+    found = await quality_store.grounding(pool, run_id)
+    if found is None:
+        return None
+    return {
+        "values": found.rate.samples,
+        "grounded": found.rate.agreeing,
+        "rate": found.rate.rate,
+        "exact": found.exact,
+        "normalised": found.normalised,
+        "missing": found.missing,
+    }
 
 
 async def overlays(pool: Any, run_id: str) -> dict[str, dict[str, Any] | None]:
@@ -336,6 +356,8 @@ async def run_schema(
     document_id: str,
 ) -> dict[str, Any]:
     definition = with_model(sample_schema(schema_name, args.system_tokens), args.model)
+    if args.evidence:
+        definition["prompt_config"]["evidence"] = True
     fields = list(definition["properties"])
     schema_id = await bs.bb.add_schema(definition)
     model = get_model(definition["prompt_config"].get("model") or RunOptions().model)
@@ -345,6 +367,7 @@ async def run_schema(
         "fields": fields,
         "system_prompt_tokens": system_prompt_tokens(definition),
         "model": model.id,
+        "evidence": args.evidence,
         "modes": {},
     }
     base_overlays: dict[str, Any] | None = None
@@ -356,6 +379,8 @@ async def run_schema(
             out["modes"][mode] = {"error": f"did not finish within {args.run_timeout}s"}
             continue
         got = await overlays(pool, figures["run_id"])
+        if args.evidence:
+            figures["grounding"] = await grounding_figures(pool, figures["run_id"])
         if mode == "baseline":
             base_overlays = got
         if base_overlays is not None:
@@ -1177,6 +1202,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES))
     parser.add_argument("--schemas", nargs="+", choices=SCHEMAS, default=list(SCHEMAS))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--evidence",
+        action="store_true",
+        help="the schemas ask for evidence (a quote per field): what it adds to the cost, "
+        "against a run without it",
+    )
     parser.add_argument(
         "--model",
         default=None,

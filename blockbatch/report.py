@@ -138,10 +138,19 @@ def reused_line(result: RunResult) -> str | None:
 def quality_rows(result: RunResult) -> list[tuple[str, str]]:
     """The quality probe's rows: ``agreement 98.6% on 40 sampled blocks; lowest: summary
     92%``, ``quality probe: 12 calls, $0.0123 (2.1% of the run)`` and the pack size the run
-    settled on (none when the run probed nothing)."""
+    settled on (none when the run probed nothing); beside them, with evidence, ``grounding
+    99.4% of 1,234 values (...)``."""
     q = result.quality
     if q is None:
         return []
+    grounding: list[tuple[str, str]] = []
+    if q.grounding is not None:
+        text = q.grounding.text
+        if q.grounding.missing:
+            text += f"; see `{PROG} review {result.run_id} --reason ungrounded`"
+        grounding.append(("grounding", text))
+    if not q.probed:
+        return grounding
     if not q.sampled and not q.probe_calls and q.sample_capped:
         share = f"{100 * (q.probe_max_share or 0):g}%"
         return [
@@ -151,7 +160,8 @@ def quality_rows(result: RunResult) -> list[tuple[str, str]]:
                     f"not probed: one probe call would cost more than {share} of "
                     "the run's expected cost (--set quality.probe_max_share)"
                 ),
-            )
+            ),
+            *grounding,
         ]
     text = q.text or "no block compared"  # with its 95% CI (core.agreement.agreement_text)
     if q.failed:
@@ -160,6 +170,7 @@ def quality_rows(result: RunResult) -> list[tuple[str, str]]:
         text += f"; see `{PROG} review {result.run_id} --disagreeing`"
     rows = [
         ("quality", text),
+        *grounding,
         (
             "probe",
             probe_cost_text(

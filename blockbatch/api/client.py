@@ -44,6 +44,7 @@ from blockbatch.api.errors import (
     TemporalUnavailable,
 )
 from blockbatch.api.inputs import SchemaSource, as_schema, with_schema_model
+from blockbatch.api.parquet import export_parquet
 from blockbatch.api.quote import Document, checked_model, estimate
 from blockbatch.api.retry import CheckedRetry, RetryStarted, check_retry_request
 from blockbatch.api.review import (
@@ -767,6 +768,10 @@ class Blockbatch:
         """Reason code -> count over the run's failed and cancelled blocks, most first."""
         return await runs.failure_reasons(self.pool, run_id)
 
+    async def review_flags(self, run_id: str) -> dict[str, int]:
+        """Review flag -> count over the run's answered blocks (``ungrounded``)."""
+        return await review.review_flags(self.pool, run_id)
+
     async def review(self, run_id: str, **filters: Any) -> reads.ReviewPage:
         """Blocks next to their overlays; see :func:`blockbatch.store.reads.review_page` for the filters."""
         return await reads.review_page(self.pool, run_id, **filters)
@@ -896,7 +901,10 @@ class Blockbatch:
         fmt: ExportFormat = "jsonl",
     ) -> ExportSummary:
         """JSONL (or CSV with ``fmt="csv"``), one line per block in order, review acts
-        included; a path also gets a ``.meta.json`` sidecar."""
+        included; a path also gets a ``.meta.json`` sidecar. ``fmt="parquet"`` writes a
+        path only (blockbatch/api/parquet.py)."""
+        if fmt == "parquet" and isinstance(out, str | Path):
+            return await export_parquet(self.pool, run_id, out, staged=staged)
         if isinstance(out, str | Path):
             return await export_run_to_file(self.pool, run_id, out, staged=staged, fmt=fmt)
         return await export_to(self.pool, run_id, out, staged=staged, fmt=fmt)

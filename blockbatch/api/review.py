@@ -1,5 +1,6 @@
 """Reviewing a run (edit a staged value, confirm, reject: each act recorded with who, when,
-before and after) and exporting it as JSONL or CSV (one line per block)."""
+before and after) and exporting it as JSONL or CSV (one line per block; Parquet:
+blockbatch/api/parquet.py)."""
 
 from __future__ import annotations
 
@@ -302,7 +303,8 @@ class ExportSummary(BaseModel):
 
 
 def export_line(row: ExportRow, *, staged: bool) -> dict[str, Any]:
-    """One block as ``{"immutable": {...}, "user_defined": {...} | null[, "status": ...]}``."""
+    """One block as ``{"immutable": {...}, "user_defined": {...} | null[, "status": ...]}``,
+    with ``"evidence"`` (each value's quote and span) when the schema asks for it."""
     immutable = {
         **(row["metadata"] or {}),
         "block_uid": row["block_uid"],
@@ -310,7 +312,7 @@ def export_line(row: ExportRow, *, staged: bool) -> dict[str, Any]:
         "block_type": row["block_type"],
         "block_content": row["block_content"],
     }
-    overlay = _overlay(row, staged=staged)
+    overlay = exported_overlay(row, staged=staged)
     line: dict[str, Any] = {"immutable": immutable, "user_defined": overlay}
     if overlay is None:
         line["status"] = {
@@ -325,10 +327,36 @@ def export_line(row: ExportRow, *, staged: bool) -> dict[str, Any]:
         }
     if row["review"]:
         line["review"] = row["review"]
+    evidence = exported_evidence(row, overlay)
+    if evidence is not None:
+        line["evidence"] = evidence
     return line
 
 
-def _overlay(row: ExportRow, *, staged: bool) -> dict[str, Any] | None:
+def exported_evidence(row: ExportRow, overlay: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Each exported value's quote and span (``{field: {quote, match, start, end}}``), for
+    the values that are still the model's own: a value a person edited has no quote."""
+    evidence = row["evidence"]
+    if overlay is None or not evidence:
+        return None
+    model = row["model_answer"]
+    return {
+        name: e
+        for name, e in evidence.items()
+        if name in overlay and (model is None or model.get(name) == overlay[name])
+    }
+
+
+#: The columns of one field's evidence in the CSV and Parquet exports, after the fields.
+EVIDENCE_PARTS = ("quote", "match", "start", "end")
+
+
+def evidence_columns(fields: list[str]) -> list[tuple[str, str, str]]:
+    """(field, part, column) of each field's evidence: ``evidence_<field>_start`` ..."""
+    return [(f, part, f"evidence_{f}_{part}") for f in fields for part in EVIDENCE_PARTS]
+
+
+def exported_overlay(row: ExportRow, *, staged: bool) -> dict[str, Any] | None:
     """The exported values: confirmed (or staging); a rejected result exports none."""
     if row["status"] == "rejected":
         return None
@@ -388,17 +416,24 @@ async def export_csv(
     record's other keys, as the JSONL export's ``immutable`` has them, so results join
     back to the input's rows; see :func:`input_columns`), the schema's fields (strings as
     they are, other values as JSON, empty without an exported value), then
-    :data:`CSV_TAIL` (how many review acts, the last reviewer and when; the run and call
-    whose answer a reused overlay took). The JSONL export carries every act in full.
+    each field's evidence when the schema asks for it (:func:`evidence_columns`: the quote,
+    how it matched, its start and end in ``block_content``), then :data:`CSV_TAIL` (how
+    many review acts, the last reviewer and when; the run and call whose answer a reused
+    overlay took). The JSONL export carries every act in full.
     """
     async with export_snapshot(pool, run_id) as snapshot:
         fields = await snapshot.fields()
-        inputs = input_columns(await snapshot.metadata_keys(), {*CSV_HEAD, *fields, *CSV_TAIL})
+        spans = evidence_columns(fields) if await snapshot.asks_evidence() else []
+        taken = {*CSV_HEAD, *fields, *(c for _, _, c in spans), *CSV_TAIL}
+        inputs = input_columns(await snapshot.metadata_keys(), taken)
         writer = csv.writer(out)
-        writer.writerow([*CSV_HEAD, *(c for _, c in inputs), *fields, *CSV_TAIL])
+        writer.writerow(
+            [*CSV_HEAD, *(c for _, c in inputs), *fields, *(c for _, _, c in spans), *CSV_TAIL]
+        )
         lines = with_overlay = 0
         async for row in snapshot.rows():
-            overlay = _overlay(row, staged=staged)
+            overlay = exported_overlay(row, staged=staged)
+            evidence = exported_evidence(row, overlay) or {}
             review = row["review"] or []
             metadata = row["metadata"] or {}
             writer.writerow(
@@ -409,6 +444,7 @@ async def export_csv(
                     _cell(row["last_error"]),
                     *(_cell(metadata.get(key)) for key, _ in inputs),
                     *(_cell(overlay.get(f)) if overlay else "" for f in fields),
+                    *(_cell((evidence.get(f) or {}).get(part)) for f, part, _ in spans),
                     len(review),
                     review[-1]["reviewer"] if review else "",
                     review[-1]["at"] if review else "",
@@ -418,7 +454,7 @@ async def export_csv(
             )
             lines += 1
             with_overlay += overlay is not None
-        return await _summary(snapshot, staged=staged, lines=lines, with_overlay=with_overlay)
+        return await export_summary(snapshot, staged=staged, lines=lines, with_overlay=with_overlay)
 
 
 async def export_run(
@@ -432,10 +468,10 @@ async def export_run(
             out.write(json.dumps(line, ensure_ascii=False) + "\n")
             lines += 1
             with_overlay += line["user_defined"] is not None
-        return await _summary(snapshot, staged=staged, lines=lines, with_overlay=with_overlay)
+        return await export_summary(snapshot, staged=staged, lines=lines, with_overlay=with_overlay)
 
 
-async def _summary(
+async def export_summary(
     snapshot: ExportSnapshot, *, staged: bool, lines: int, with_overlay: int
 ) -> ExportSummary:
     run = snapshot.run
@@ -473,7 +509,7 @@ async def _summary(
     )
 
 
-ExportFormat = Literal["jsonl", "csv"]
+ExportFormat = Literal["jsonl", "csv", "parquet"]
 
 
 async def export_to(
@@ -484,7 +520,14 @@ async def export_to(
     staged: bool = False,
     fmt: ExportFormat = "jsonl",
 ) -> ExportSummary:
-    """:func:`export_run` (JSONL) or :func:`export_csv` to ``out``."""
+    """:func:`export_run` (JSONL) or :func:`export_csv` to ``out``.
+
+    Raises:
+        BadRequest: ``parquet``, which is binary: it is written to a file
+            (``blockbatch.api.parquet.export_parquet``).
+    """
+    if fmt == "parquet":
+        raise BadRequest("a Parquet export is written to a file: give a path (--out FILE)")
     if fmt == "csv":
         return await export_csv(pool, run_id, out, staged=staged)
     return await export_run(pool, run_id, out, staged=staged)

@@ -491,7 +491,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         metavar="CODE",
         choices=list(REASONS),
         help="only blocks that failed or were cancelled with this reason "
-        "code (repeatable): " + ", ".join(REASONS),
+        "code, or answered blocks flagged ungrounded (repeatable): " + ", ".join(REASONS),
     )
     review.add_argument(
         "--block",
@@ -578,11 +578,12 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     export.add_argument(
         "--format",
         dest="fmt",
-        choices=["jsonl", "csv"],
+        choices=["jsonl", "csv", "parquet"],
         default="jsonl",
-        help="jsonl (default; review acts in full) or csv (the input's own "
+        help="jsonl (default; review acts in full), csv (the input's own "
         "columns, one column per schema field; the last reviewer and "
-        "when)",
+        "when) or parquet (csv's columns, typed; needs pyarrow and a file); "
+        "with evidence, each field's quote and span",
     )
 
     calls = run_id_command(

@@ -17,6 +17,7 @@ from blockbatch.cli.console import Console
 from blockbatch.cli.inspect import page_footer
 from blockbatch.cli.parser import PROG
 from blockbatch.cli.session import Session
+from blockbatch.core.evidence import ungrounded
 from blockbatch.core.reasons import REASONS
 from blockbatch.store.quality import Disagreement
 
@@ -56,6 +57,13 @@ def show_item(con: Console, item: ReviewItem, fields: list[str], *, full: bool) 
             if not full and len(text) > width - key_width:
                 text = text[: width - key_width - 1] + "…"
             con.line(f"  → {key:<{key_width}}  {text}")
+    missing = ungrounded(item.evidence)
+    if missing:
+        con.line(
+            con.style(
+                f"  ? ungrounded: the quote of {', '.join(missing)} is not in the block", "yellow"
+            )
+        )
     if item.reason_code and item.status in ("failed", "cancelled"):
         why = item.last_error or {str(k): v for k, v in REASONS.items()}.get(item.reason_code)
         con.line(con.style(f"  ✗ {item.status} [{item.reason_code}]: {why}", "red"))

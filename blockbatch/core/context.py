@@ -21,6 +21,7 @@ from blockbatch.core.planning import (
     PlanLimits,
     describe_pack,
     estimate_output_tokens,
+    evidence_output_tokens,
     expected_thinking,
     plan_packs,
     price_line,
@@ -113,8 +114,9 @@ class RunContext:
         the answer's shape (its fields, the block's length), times what the run's answers
         (``ratios``) say it really writes (they were counted by the run's model, so they
         carry its tokenizer), else scaled for the model's tokenizer; and never more than
-        the schema's ``max_tokens_per_block``, which bounds a block's share but is not the
-        estimate: a flat 800 a block planned 25 calls where 5 do.
+        the schema's ``max_tokens_per_block`` (plus evidence's quotes, when asked), which
+        bounds a block's share but is not the estimate: a flat 800 a block planned 25
+        calls where 5 do.
         """
         if self.options.estimated_output_per_block:
             return self.options.estimated_output_per_block
@@ -124,6 +126,9 @@ class RunContext:
         else:
             shape = scaled_tokens(self.model, shape)
         cap = self.spec.prompt_config.max_tokens_per_block
+        if cap is not None:
+            # The setting sizes the fields; evidence's quotes come on top of it.
+            cap += scaled_tokens(self.model, evidence_output_tokens(self.spec, block_tokens))
         return min(shape, cap) if cap is not None else shape
 
     def learns_output(self) -> bool:

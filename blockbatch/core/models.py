@@ -409,6 +409,27 @@ class AgreementRate(BaseModel):
     high: float | None = None
 
 
+class GroundingResult(BaseModel):
+    """How many of a run's answered values were grounded by their quotes (a schema asking
+    for evidence; blockbatch/core/evidence.py): ``rate`` is grounded per value, with its 95%
+    Wilson interval (``samples``: values, ``agreeing``: grounded)."""
+
+    rate: AgreementRate = Field(default_factory=AgreementRate)
+    exact: int = 0
+    normalised: int = 0
+    missing: int = 0
+    #: Blocks with at least one ungrounded value (reason code ``ungrounded``).
+    blocks_ungrounded: int = 0
+    by_field: dict[str, AgreementRate] = Field(default_factory=dict)
+    #: The quality probe's compared blocks: their values grounded in the packed answer and in
+    #: the answer alone (``None``: nothing compared with evidence).
+    sampled_packed: AgreementRate | None = None
+    sampled_alone: AgreementRate | None = None
+    #: ``grounding 99.4% of 1,234 values (1,200 exact, 27 normalised); 7 ungrounded in 5
+    #: blocks; sampled: packed 97.5%, alone 100.0%``.
+    text: str = ""
+
+
 class QualityResult(BaseModel):
     """What a run's quality probe found (``RunResult.quality``; blockbatch/core/quality.py)."""
 
@@ -449,6 +470,11 @@ class QualityResult(BaseModel):
     probe_over_share: bool = False
     #: Blocks the quality gate re-asked at a smaller pack size.
     blocks_reasked: int = 0
+    #: Whether the run probed at all (False: only ``grounding`` has something to say).
+    probed: bool = True
+    #: The grounding of the run's answers, beside their agreement (``None``: the schema
+    #: asks for no evidence).
+    grounding: GroundingResult | None = None
 
 
 class BudgetLeft(BaseModel):

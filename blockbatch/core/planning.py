@@ -28,6 +28,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from blockbatch.core.evidence import (
+    EVIDENCE_OVERHEAD_TOKENS,
+    QUOTE_OVERHEAD_TOKENS,
+    QUOTE_TOKENS,
+)
 from blockbatch.core.registry import Effort, ModelInfo, get_model
 from blockbatch.core.schema import SchemaSpec
 
@@ -134,19 +139,35 @@ def estimate_output_tokens(spec: SchemaSpec, block_tokens: int, *, setting: bool
     normalized, edited, or a name with "text"; or ``"x-blockbatch-revision": true``)
     costs about the block itself, ``block_tokens * 1.1 + 8``; other strings
     ``min(maxLength / 3, 60)`` or 40; enums, numbers, integers and booleans ~6;
-    arrays and objects ~40 (more if their items or properties say so).
+    arrays and objects ~40 (more if their items or properties say so). A schema asking for
+    evidence adds its quotes (:func:`evidence_output_tokens`), on top of
+    ``max_tokens_per_block`` too: that setting sizes the fields.
 
     Args:
         spec: the schema.
         block_tokens: :func:`estimate_tokens` of the block's content.
     """
     if setting and spec.prompt_config.max_tokens_per_block is not None:
-        return spec.prompt_config.max_tokens_per_block
-    total = RESULT_OVERHEAD_TOKENS
+        return spec.prompt_config.max_tokens_per_block + evidence_output_tokens(spec, block_tokens)
+    total = RESULT_OVERHEAD_TOKENS + evidence_output_tokens(spec, block_tokens)
     for name, field_schema in spec.properties.items():
         total += estimate_tokens(json.dumps(name)) + 1
         total += _value_tokens(name, field_schema, block_tokens)
     return total
+
+
+def evidence_output_tokens(spec: SchemaSpec, block_tokens: int) -> int:
+    """The expected output of one result's evidence (0 when the schema asks for none): per
+    field its key and a quote of :data:`~blockbatch.core.evidence.QUOTE_TOKENS` (at most the
+    block itself), and the evidence object around them."""
+    if not spec.prompt_config.evidence:
+        return 0
+    quote = min(QUOTE_TOKENS, max(1, block_tokens))
+    per_field = sum(
+        estimate_tokens(json.dumps(name)) + 1 + quote + QUOTE_OVERHEAD_TOKENS
+        for name in spec.properties
+    )
+    return EVIDENCE_OVERHEAD_TOKENS + per_field
 
 
 def _value_tokens(name: str, schema: Any, block_tokens: int) -> int:

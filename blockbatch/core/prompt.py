@@ -37,6 +37,11 @@ question is answered on its own from its own context, and that an instruction in
 question never applies to another. A schema without ``questions`` gets the requests it
 always got, byte for byte, so :data:`PROMPT_FORMAT_VERSION` stays; the answer key of a
 question-mode run differs by its texts and its layout (blockbatch/core/reuse.py).
+
+Evidence (``prompt_config.evidence``, blockbatch/core/evidence.py): each result item also has an
+``evidence`` object, one quote per field, required like the fields, in the same items schema on
+every channel (so a strict channel's grammar holds it too), and the rules gain a sixth: quote
+the block's own words exactly. A schema without it sends the same bytes as before.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from blockbatch.core.answer import FORCED_CHANNELS, TOOL_CHANNELS, CallShape, Channel, call_shape
+from blockbatch.core.evidence import EVIDENCE_KEY, EVIDENCE_RULE, evidence_schema
 from blockbatch.core.planning import estimate_tokens
 from blockbatch.core.questions import read_question
 from blockbatch.core.registry import get_model
@@ -151,6 +157,8 @@ def build_system(
     else:
         rules = _RULES.replace("{item}", _ITEM_ALIAS if short_ids else _ITEM_FULL)
     rules = rules.replace("{answer}", _ANSWER_RULE["tool" if channel in TOOL_CHANNELS else "json"])
+    if spec.prompt_config.evidence:
+        rules += f"\n6. {EVIDENCE_RULE}"
     texts = [spec.prompt_config.system_instructions.strip(), field_definitions(spec), rules]
     blocks: list[dict[str, Any]] = [{"type": "text", "text": text} for text in texts]
     blocks[-1]["cache_control"] = cache_control
@@ -244,6 +252,11 @@ def build_tool(
         RESERVED_FIELD: {"type": "string", "description": uid_description},
         **spec.properties,
     }
+    item_required = [RESERVED_FIELD, *spec.required]
+    if spec.prompt_config.evidence:
+        # Evidence travels in the answer itself: the same contract on every channel.
+        item_properties[EVIDENCE_KEY] = evidence_schema(spec.properties, spec.required)
+        item_required.append(EVIDENCE_KEY)
     description = (
         "Record the answer to every question of the input array: exactly one item in "
         "results per block_uid, each answering its own question from its own context only."
@@ -263,7 +276,7 @@ def build_tool(
                     "items": {
                         "type": "object",
                         "properties": item_properties,
-                        "required": [RESERVED_FIELD, *spec.required],
+                        "required": item_required,
                         "additionalProperties": False,
                     },
                 }

@@ -58,7 +58,14 @@ from blockbatch.core.agreement import (
     sample_size,
 )
 from blockbatch.core.context import RunContext
-from blockbatch.core.models import AgreementRate, GateReading, QualityOptions, QualityResult
+from blockbatch.core.evidence import GroundingCount, grounding_text
+from blockbatch.core.models import (
+    AgreementRate,
+    GateReading,
+    GroundingResult,
+    QualityOptions,
+    QualityResult,
+)
 from blockbatch.core.planning import OutputRatios, Pack
 from blockbatch.core.registry import Usage, cost_usd
 
@@ -334,6 +341,37 @@ def _rates(tallies: dict[str, Tally]) -> dict[str, AgreementRate]:
     return {key: rate(t.agreed, t.total) for key, t in tallies.items()}
 
 
+def grounding_result(
+    by_field: dict[str, GroundingCount],
+    blocks_ungrounded: int,
+    *,
+    sampled: tuple[GroundingCount, GroundingCount] | None = None,
+) -> GroundingResult | None:
+    """A run's grounding from its values' matches counted per field (``None``: no value
+    was grounded, the schema asks for no evidence); ``sampled``: the probe's compared blocks'
+    values counted in their packed answers and in their answers alone (does packing cost
+    grounding, as :mod:`blockbatch.core.agreement` asks of the values)."""
+    total = GroundingCount()
+    for count in by_field.values():
+        total.values += count.values
+        total.exact += count.exact
+        total.normalised += count.normalised
+        total.missing += count.missing
+    if not total.values:
+        return None
+    return GroundingResult(
+        rate=rate(total.grounded, total.values),
+        exact=total.exact,
+        normalised=total.normalised,
+        missing=total.missing,
+        blocks_ungrounded=blocks_ungrounded,
+        by_field={name: rate(c.grounded, c.values) for name, c in sorted(by_field.items())},
+        sampled_packed=rate(sampled[0].grounded, sampled[0].values) if sampled else None,
+        sampled_alone=rate(sampled[1].grounded, sampled[1].values) if sampled else None,
+        text=grounding_text(total, blocks_ungrounded, sampled),
+    )
+
+
 def quality_result(
     summary: AgreementSummary,
     *,
@@ -347,12 +385,17 @@ def quality_result(
     plan: ProbePlan | None = None,
     reasked: int = 0,
     probe_model: str | None = None,
+    grounding: GroundingResult | None = None,
+    probed: bool = True,
 ) -> QualityResult:
-    """The run's :class:`~core.models.QualityResult` from its samples' summary
+    """The run's :class:`~core.models.QualityResult` from its samples' summary, with the
+    grounding of its answers (:func:`grounding_result`) beside their agreement
     (``probe_model``: the model the samples were asked alone on, when not the run's)."""
     blocks = summary.blocks
     against = f" (alone on {probe_model})" if probe_model and blocks.total else ""
     return QualityResult(
+        probed=probed,
+        grounding=grounding,
         sampled=blocks.total,
         failed=failed,
         agreement=rate(blocks.agreed, blocks.total),

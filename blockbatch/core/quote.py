@@ -57,6 +57,7 @@ from pydantic import BaseModel, Field
 from blockbatch.core.batching import BATCH_CACHE_HIT_RATE, BATCH_CACHE_TTL
 from blockbatch.core.calibration import CalibrationNote
 from blockbatch.core.context import RunContext
+from blockbatch.core.evidence import evidence_text
 from blockbatch.core.models import QualityOptions, RunOptions
 from blockbatch.core.planning import (
     BLOCK_WRAPPER_TOKENS,
@@ -64,6 +65,7 @@ from blockbatch.core.planning import (
     OutputRatios,
     Pack,
     estimate_tokens,
+    evidence_output_tokens,
 )
 from blockbatch.core.prompt import alias_map, build_messages, user_instructions
 from blockbatch.core.quality import GATE_SAMPLES_PER_PACK, ProbePlan, probe_plan
@@ -310,6 +312,10 @@ class Quote(BaseModel):
     sync: ModeQuote
     batch: ModeQuote
     notes: list[str] = Field(default_factory=list)
+    #: What the schema's evidence (a quote per field) adds to the figures: its expected output
+    #: tokens over the document, and their price in the chosen mode (0: no evidence asked).
+    evidence_output_tokens: int = 0
+    evidence_cost_usd: float = 0.0
     #: The latest calibration of this schema and model (``starter.py calibrate``), if any.
     calibration: CalibrationNote | None = None
 
@@ -606,6 +612,16 @@ def quote(
             f"{model.id} is not in blockbatch's registry: priced from configuration "
             "(BLOCKBATCH_MODEL_PRICES), its limits from the Models API"
         )
+    evidence_tokens = evidence_output(ctx, block_tokens, expected.ratio if expected else None)
+    evidence_usd = 0.0
+    if evidence_tokens:
+        chosen = sync if ctx.options.mode == "sync" else batch
+        evidence_usd = cost_usd(
+            model, Usage(output_tokens=evidence_tokens), batch=ctx.options.mode == "batch"
+        )
+        said.append(
+            evidence_text(evidence_tokens, len(block_tokens), evidence_usd, chosen.cost_usd)
+        )
     said.append("retries and halvings nobody can foresee are in neither figure")
     oversized = sum(1 for p in packs if p.oversized)
     if oversized:
@@ -643,7 +659,19 @@ def quote(
         sync=sync,
         batch=batch,
         notes=said,
+        evidence_output_tokens=evidence_tokens,
+        evidence_cost_usd=round(evidence_usd, 6),
     )
+
+
+def evidence_output(ctx: RunContext, block_tokens: Sequence[int], ratio: float | None) -> int:
+    """The output tokens a run's quotes are expected to write (0: no evidence asked), in the
+    run model's tokens: each block's :func:`~blockbatch.core.planning.evidence_output_tokens`,
+    times what answers write against the shape estimate when earlier runs say so."""
+    if not ctx.spec.prompt_config.evidence:
+        return 0
+    total = sum(evidence_output_tokens(ctx.spec, t) for t in block_tokens)
+    return math.ceil(total * ratio) if ratio is not None else scaled_tokens(ctx.model, total)
 
 
 def probe_attempts(

@@ -3,6 +3,11 @@
 Every ``failed`` or ``cancelled`` overlay carries one of these in ``reason_code`` next to its
 readable ``last_error``; the run summary, ``review``, ``export``, ``--json`` and the API's
 per-item errors show them, and scripts may rely on them.
+
+One code is a review flag, not a failure: ``ungrounded`` marks an ``ai_complete`` overlay
+whose answer quoted, for some value, words its block does not hold (evidence,
+blockbatch/core/evidence.py). The overlay is staged like any other; the code lets the review
+grid and ``review --reason`` list it (:data:`REVIEW_FLAGS`).
 """
 
 from __future__ import annotations
@@ -27,7 +32,11 @@ ReasonCode = Literal[
     "budget_exhausted",
     "unfinished",
     "invalid_row",
+    "ungrounded",
 ]
+
+#: Codes an answered (``ai_complete``) overlay may carry: flags for a person, not failures.
+REVIEW_FLAGS: frozenset[str] = frozenset({"ungrounded"})
 
 #: Each code and what it means for the user (docs/how-it-works.md's table is generated from this).
 REASONS: dict[ReasonCode, str] = {
@@ -56,4 +65,6 @@ REASONS: dict[ReasonCode, str] = {
     "unfinished": "no pack finished this block (a bug: please report it)",
     "invalid_row": "a stream row that was not JSON, or had no text in its text field; it was "
     "never stored, the stream went on",
+    "ungrounded": "not a failure: the block was answered, but the quote given for at least one "
+    "value is not in the block (evidence); review those values before confirming",
 }

@@ -20,6 +20,11 @@ A call sent with short ids (``b1``, ``b2``, …; ``blockbatch.core.prompt.alias_
 the alias map its ledger row recorded: a result's id is looked up in that map and nowhere
 else, so an alias the call did not use, or a full block_uid where aliases were sent, is
 an unknown id, exactly like a wrong block_uid.
+
+Evidence (``prompt_config.evidence``): each result's ``evidence`` object is taken out before
+the fields are validated, and its quotes kept by block_uid (``PackResults.evidence``, the
+quotes of valid results only); a missing or malformed evidence object never makes a result
+invalid: its values are grounded as unquoted (blockbatch/core/evidence.py).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 
+from blockbatch.core.evidence import EVIDENCE_KEY, quotes_of
 from blockbatch.core.prompt import TOOL_NAME
 from blockbatch.core.reasons import ReasonCode
 from blockbatch.core.schema import RESERVED_FIELD, SchemaSpec
@@ -62,6 +68,8 @@ class PackResults:
         expected: the pack's uids, in order.
         unmappable: result items that are not objects or lack a string block_uid.
         notes: other observations worth a log line (merged tool calls, ...).
+        evidence: block_uid -> field -> quote, for valid results of a schema that asks
+            for evidence (the quotes as the model wrote them, not yet checked).
     """
 
     valid: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -75,6 +83,7 @@ class PackResults:
     expected: list[str] = field(default_factory=list)
     unmappable: int = 0
     notes: list[str] = field(default_factory=list)
+    evidence: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def unfinished(self) -> list[str]:
@@ -196,6 +205,7 @@ def parse_results(
     out.unknown = [wire_id for wire_id in by_id if wire_id not in known]
     by_uid = {known[wire_id]: copies for wire_id, copies in by_id.items() if wire_id in known}
     validator = Draft202012Validator(spec.overlay_json_schema())
+    asks_evidence = spec.prompt_config.evidence
     for uid in expected:
         copies = by_uid.get(uid, [])
         if not copies:
@@ -204,9 +214,12 @@ def parse_results(
             out.duplicates.append(uid)
         else:
             overlay = {k: v for k, v in copies[0].items() if k != RESERVED_FIELD}
+            raw_evidence = overlay.pop(EVIDENCE_KEY, None) if asks_evidence else None
             reason = _invalid_reason(validator, overlay)
             if reason is None:
                 out.valid[uid] = overlay
+                if asks_evidence:
+                    out.evidence[uid] = quotes_of(raw_evidence, spec.properties)
             else:
                 out.invalid[uid] = reason
     return out

@@ -19,6 +19,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError as JsonSchemaError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from blockbatch.core.evidence import EVIDENCE_KEY
 from blockbatch.core.registry import DEFAULT_MODEL, UnknownModelError, get_model
 
 #: The key every result carries to name its block; no field may use it.
@@ -127,6 +128,10 @@ class PromptConfig(BaseModel):
     #: block's answer only), not data; the request lays blocks out as questions with their
     #: own contexts (blockbatch/core/prompt.py, blockbatch/core/questions.py). False: blocks are data.
     questions: bool = Field(default=False, strict=True)
+    #: Evidence: each result also quotes, per field, the words of its block that support
+    #: the value; the quotes are checked against the block and their spans stored
+    #: (blockbatch/core/evidence.py). False: values only.
+    evidence: bool = Field(default=False, strict=True)
 
     @field_validator("system_instructions")
     @classmethod
@@ -168,6 +173,7 @@ class SchemaSpec(BaseModel):
     @model_validator(mode="after")
     def _check_fields(self) -> SchemaSpec:
         problems = field_problems(self.properties, self.required)
+        problems += evidence_problems(self.properties, self.prompt_config)
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -197,6 +203,8 @@ class SchemaSpec(BaseModel):
         if not data["prompt_config"]["questions"]:
             # Added later: left out when off, so schemas stored before hash as they did.
             del data["prompt_config"]["questions"]
+        if not data["prompt_config"]["evidence"]:
+            del data["prompt_config"]["evidence"]
         canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
@@ -252,6 +260,8 @@ def load_schema(source: Mapping[str, Any] | str | bytes, *, name: str | None = N
     prompt_config = _check_prompt_config(data, problems)
     if properties is not None and required is not None:
         problems.extend(field_problems(properties, required))
+    if properties is not None and prompt_config is not None:
+        problems.extend(evidence_problems(properties, prompt_config))
     if problems or properties is None or required is None or prompt_config is None:
         raise _schema_error(resolved, problems)
 
@@ -302,6 +312,23 @@ def field_problems(properties: Mapping[str, Any], required: list[str]) -> list[s
             )
     if not problems:
         problems.extend(_metaschema_problems(properties, required))
+    return problems
+
+
+def evidence_problems(properties: Mapping[str, Any], config: PromptConfig) -> list[str]:
+    """What evidence cannot be asked with: a field of its name, or question mode (an
+    answer from general knowledge has no words of its block to quote)."""
+    problems = []
+    if config.evidence and EVIDENCE_KEY in properties:
+        problems.append(
+            f"property {EVIDENCE_KEY!r} is reserved when prompt_config.evidence is on: each "
+            "result carries its quotes under that name; rename the field"
+        )
+    if config.evidence and config.questions:
+        problems.append(
+            "prompt_config.evidence cannot be used with prompt_config.questions: a "
+            "question's answer is not quoted from its block; turn one of them off"
+        )
     return problems
 
 

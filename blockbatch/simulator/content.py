@@ -7,6 +7,13 @@ of the right JSON type, chosen by a hash of the block's content. Values depend o
 the block itself, never on its pack or position: parity between batched and
 one-per-call runs relies on it. A question (question mode) gets a plain-text ``answer``
 from its own question and context only (blockbatch/simulator/questions.py).
+
+Evidence: a results item schema with an ``evidence`` object of one string per field (what
+blockbatch sends when its schema asks for evidence; for the simulator it is structured output
+like any other, contract §2) is answered with quotes taken from the block itself
+(:func:`quote_for`): a string value that the block holds word for word is its own quote;
+any other value quotes a few of the block's words, joined by single spaces as a model
+copies them (a quote across a line break then matches only once whitespace is normalised).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import hashlib
 import re
 from typing import Any
 
+from blockbatch.core.evidence import EVIDENCE_KEY
 from blockbatch.simulator.prompt import Block
 from blockbatch.simulator.questions import answer_question
 
@@ -58,14 +66,69 @@ def stable_hash(*parts: str) -> int:
 def block_result(block: Block, properties: dict[str, Any]) -> dict[str, Any]:
     """One result object: ``block_uid`` plus every property of the items schema."""
     result: dict[str, Any] = {}
+    quoted = asks_quotes(properties)
     for name, schema in properties.items():
         if name == "block_uid":
             result[name] = block.uid
+        elif name == EVIDENCE_KEY and quoted:
+            result[name] = {}  # filled once every value is known
         else:
             result[name] = field_value(name, schema if isinstance(schema, dict) else {}, block)
+    if quoted:
+        asked = properties[EVIDENCE_KEY].get("properties") or {}
+        result[EVIDENCE_KEY] = {
+            name: quote_for(block, name, result.get(name)) for name in asked if name in result
+        }
     if "block_uid" not in result:
         result = {"block_uid": block.uid, **result}
     return result
+
+
+def asks_quotes(properties: dict[str, Any]) -> bool:
+    """Whether a results item asks for evidence: an ``evidence`` object whose properties
+    are strings (one quote per field)."""
+    schema = properties.get(EVIDENCE_KEY)
+    if not isinstance(schema, dict) or _schema_type(schema) != "object":
+        return False
+    inner = schema.get("properties")
+    return isinstance(inner, dict) and all(
+        isinstance(s, dict) and s.get("type") == "string" for s in inner.values()
+    )
+
+
+#: The longest quote the simulated model gives: a phrase, as the request asks, even where
+#: the block's "words" are long (a URL, a hash, a line of minified code).
+QUOTE_MAX_CHARS = 120
+
+
+def quote_for(block: Block, name: str, value: Any) -> str:
+    """The words of ``block`` that the simulated model quotes for field ``name``'s value
+    (module docstring): the value itself when the block holds it, else a few of the
+    block's words chosen by a hash of the field and the content."""
+    content = block.content
+    if isinstance(value, str) and value.strip() and value in content:
+        return value[:QUOTE_MAX_CHARS]
+    words = content.split()
+    if not words:
+        return content
+    h = stable_hash("quote", name, content)
+    start = h % len(words)
+    # A prefix of the joined words still matches once whitespace is normalised.
+    return " ".join(words[start : start + 3 + h % 6])[:QUOTE_MAX_CHARS].rstrip()
+
+
+def foreign_quote(content: str, key: str) -> str:
+    """A plausible quote that ``content`` certainly does not hold, in any case or spacing
+    (the ``bad_quote`` fault: a model quoting words its block does not have)."""
+    folded = " ".join(content.split()).lower()
+    h = stable_hash("foreign", key)
+    words = [_DECOY_WORDS[(h + 7 * i) % len(_DECOY_WORDS)] for i in range(4)]
+    quote = " ".join(words)
+    n = 0
+    while quote.lower() in folded:
+        quote = f"{quote} {_DECOY_WORDS[n % len(_DECOY_WORDS)]}"
+        n += 1
+    return quote
 
 
 #: Bounds a structured-outputs grammar cannot hold travel in the description instead, as

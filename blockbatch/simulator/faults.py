@@ -22,10 +22,12 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, UnknownType
 
 from blockbatch.core.agreement import compare_field, compare_properties
+from blockbatch.core.evidence import EVIDENCE_KEY
 from blockbatch.simulator.content import (
     block_result,
     decoy_value,
     field_value,
+    foreign_quote,
     stable_hash,
     wrong_type,
 )
@@ -134,6 +136,12 @@ def answer_blocks(
         wrong = _answer_wrongly(blocks, index, result, properties, quality, scenario.seed, model)
         if wrong:
             answer.faults.append(wrong)
+        quotes = result.get(EVIDENCE_KEY)
+        if faults.bad_quote > 0 and isinstance(quotes, dict):
+            for name in list(quotes):
+                if dice.chance(faults.bad_quote, "bad_quote", f"{uid}\x1f{name}"):
+                    quotes[name] = foreign_quote(block.content, f"{uid}\x1f{name}")
+                    answer.faults.append("bad_quote")
         valid = True
         if uid in always_malformed or block.content in malformed_contents:
             if strict:
@@ -150,7 +158,8 @@ def answer_blocks(
             altered = source is not block or wrong is not None
             if altered:
                 truth = block_result(block, properties)
-                altered = not all(v.agree for v in compare_properties(properties, result, truth))
+                fields = {k: v for k, v in properties.items() if k != EVIDENCE_KEY}
+                altered = not all(v.agree for v in compare_properties(fields, result, truth))
             answer.checked.append((index + 1, altered))
         answer.results.append(result)
         if dice.chance(faults.duplicate_uid, "duplicate_uid", uid):
@@ -181,7 +190,11 @@ def _answer_wrongly(
     own = f"@{model}" if model in quality.models else ""
     if p <= 0 or block_roll(seed, f"wrong{own}", block) >= p:
         return None
-    names = [n for n, s in properties.items() if n != "block_uid" and isinstance(s, dict)]
+    names = [
+        n
+        for n, s in properties.items()
+        if n not in ("block_uid", EVIDENCE_KEY) and isinstance(s, dict)
+    ]
     if not names:
         return None
     start = int(block_roll(seed, f"wrong_field{own}", block) * len(names))

@@ -79,6 +79,10 @@ class Faults(_Strict):
     #: Per request: with ``tool_choice: auto`` the model answers in text instead of
     #: calling the tool (contract §2: only a forced tool guarantees the call).
     auto_tool_text_rate: Rate = Field(default=0.0, ge=0, le=1)
+    #: Per quoted value, when the request asks for evidence: the quote is words the block
+    #: does not hold (a model citing what is not there; structured outputs cannot prevent
+    #: it, contract §2: the grammar holds the shape, not the truth). Counted ``bad_quote``.
+    bad_quote: Rate = Field(default=0.0, ge=0, le=1)
 
 
 class ModelQuality(_Strict):

@@ -41,7 +41,11 @@ Every move to ``failed`` or ``cancelled`` also sets ``reason_code`` (blockbatch/
 apply_answer from what the answer said of the block (``invalid_value``,
 ``missing_from_answer``, ``truncated``, ``malformed_answer``), fail_pending from its
 caller (the pack policy's ``Decision.code``), end_pending from how the run ended
-(``unfinished``, ``cancelled``, or a fatal error's code). A move to ``ai_complete`` clears it.
+(``unfinished``, ``cancelled``, or a fatal error's code). A move to ``ai_complete`` clears it,
+except the review flag ``ungrounded``: apply_answer sets it on an answer of a schema asking
+for evidence when some value's quote is not in its block (blockbatch/core/evidence.py), and stores
+each value's quote and span in ``evidence`` with the staged answer (migration 025; cleared
+with staging by reset_for_retry and reask_for_gate).
 
 Every change of status, staging or confirmed also leaves a row in ``overlay_changes``,
 written by a trigger (migration 005), so no transition here can go unrecorded. The four
@@ -63,6 +67,7 @@ from typing import Any, Literal
 import asyncpg
 
 from blockbatch.core.claude_errors import fatal_code_of
+from blockbatch.core.evidence import ground, ungrounded
 from blockbatch.core.models import ApplyResultsOutput, RunStatus
 from blockbatch.core.policy import attempt_limit
 from blockbatch.core.reasons import ReasonCode
@@ -86,17 +91,20 @@ async def insert_plan(
     """Create the run's overlays: block ``i`` with answer key ``keys[i]``, ``pending`` in
     pack ``pack_of[i]``, or, when ``reused`` has an earlier answer for its block_uid,
     ``ai_complete`` with that answer as it is, in no pack, no attempt charged, the source
-    run and call recorded (reviewed like any other). Returns how many were reused."""
+    run and call recorded, its evidence with it (reviewed like any other). Returns how many
+    were reused."""
     reused = reused or {}
     uids = [b.block_uid for b in blocks]
     found = [reused.get(u) for u in uids]
     await conn.execute(
         """insert into overlays (run_id, block_uid, block_index, pack_index, answer_key,
-                                 status, staging, reused_from_run_id, reused_from_call_id)
+                                 status, staging, reused_from_run_id, reused_from_call_id,
+                                 evidence, reason_code)
            select $1, u, i, p, k, case when r is null then 'pending' else 'ai_complete' end,
-                  a, r, c
+                  a, r, c, e, g
            from unnest($2::text[], $3::int[], $4::int[], $5::text[], $6::jsonb[],
-                       $7::text[], $8::bigint[]) as t(u, i, p, k, a, r, c)
+                       $7::text[], $8::bigint[], $9::jsonb[], $10::text[])
+                as t(u, i, p, k, a, r, c, e, g)
            on conflict do nothing""",
         run_id,
         uids,
@@ -106,6 +114,8 @@ async def insert_plan(
         [f.answer if f else None for f in found],
         [f.run_id if f else None for f in found],
         [f.call_id if f else None for f in found],
+        [f.evidence if f else None for f in found],
+        ["ungrounded" if f and ungrounded(f.evidence) else None for f in found],
     )
     return sum(f is not None for f in found)
 
@@ -114,7 +124,7 @@ async def insert_plan(
 #: index ``overlays_answer_key`` of migration 010, whose predicate lists the same ones.
 _REUSABLE_SQL = f"""
 select distinct on (answer_key) answer_key, coalesce(model_answer, staging) as answer,
-       coalesce(reused_from_run_id, run_id) as run_id,
+       evidence, coalesce(reused_from_run_id, run_id) as run_id,
        coalesce(reused_from_call_id, call_id) as call_id
 from overlays
 where answer_key = any($1::text[]) and answer_key is not null
@@ -130,6 +140,9 @@ class ReusableAnswer:
     answer: dict[str, Any]
     run_id: str
     call_id: int | None
+    #: The answer's grounded quotes (a schema asking for evidence): the answer key holds the
+    #: block's content and the request, so its spans hold for the reusing block too.
+    evidence: dict[str, Any] | None = None
 
 
 async def withhold_from_reuse(
@@ -160,7 +173,7 @@ async def reusable_answers(
     """
     rows = await conn.fetch(_REUSABLE_SQL, list(set(keys)))
     return {
-        r["answer_key"]: ReusableAnswer(r["answer"], r["run_id"], r["call_id"])
+        r["answer_key"]: ReusableAnswer(r["answer"], r["run_id"], r["call_id"], r["evidence"])
         for r in rows
         if r["answer"] is not None
     }
@@ -269,7 +282,12 @@ async def apply_answer(
             return call.outcome
         # Short ids map back through the call's own ledger record, nothing else.
         parsed = parse_results(call.response, call.block_uids, spec, call.block_aliases)
-        completed = await stage_valid(conn, run_id, parsed.valid, pack_path, call_id)
+        evidence = (
+            await _grounded(conn, parsed.valid, parsed.evidence)
+            if spec.prompt_config.evidence
+            else None
+        )
+        completed = await stage_valid(conn, run_id, parsed.valid, pack_path, call_id, evidence)
         charged: dict[str, str] = dict(parsed.invalid)
         if len(call.block_uids) == 1:
             for uid in parsed.unfinished:
@@ -292,24 +310,43 @@ async def apply_answer(
     return outcome
 
 
+async def _grounded(
+    conn: asyncpg.Connection,
+    valid: Mapping[str, dict[str, Any]],
+    quotes: Mapping[str, Mapping[str, str]],
+) -> dict[str, dict[str, Any]]:
+    """Each valid answer's quotes looked up in its block's content (blockbatch/core/evidence.py)."""
+    rows = await conn.fetch(
+        "select block_uid, block_content from blocks where block_uid = any($1::text[])",
+        list(valid),
+    )
+    text = {r["block_uid"]: r["block_content"] for r in rows}
+    return {uid: ground(quotes.get(uid, {}), valid[uid], text.get(uid, "")) for uid in valid}
+
+
 async def stage_valid(
     conn: asyncpg.Connection,
     run_id: str,
     valid: dict[str, dict[str, Any]],
     pack_path: str,
     call_id: int,
+    evidence: Mapping[str, dict[str, Any]] | None = None,
 ) -> int:
     """pending -> ai_complete for valid results (apply_answer's write; bench/review_page.py
-    seeds a large run with it); returns how many moved."""
+    seeds a large run with it); returns how many moved. ``evidence``: each block's grounded
+    quotes (``None``: the schema asks for none); a block with an ungrounded value is
+    flagged ``ungrounded``."""
     uids = list(valid)
+    found = [evidence.get(u) for u in uids] if evidence is not None else [None] * len(uids)
     return int(
         await conn.fetchval(
             """with v as (
-               select u, o from unnest($2::text[], $3::jsonb[]) as t(u, o))
+               select u, o, e, c
+               from unnest($2::text[], $3::jsonb[], $6::jsonb[], $7::text[]) as t(u, o, e, c))
            , upd as (
-               update overlays set status = 'ai_complete', staging = v.o,
+               update overlays set status = 'ai_complete', staging = v.o, evidence = v.e,
                       attempt_count = attempt_count + 1, last_error = null,
-                      reason_code = null, pack_path = $4, call_id = $5, updated_at = now()
+                      reason_code = v.c, pack_path = $4, call_id = $5, updated_at = now()
                from v where run_id = $1 and block_uid = v.u and status = 'pending'
                returning 1)
            select count(*) from upd""",
@@ -318,6 +355,8 @@ async def stage_valid(
             [valid[u] for u in uids],
             pack_path,
             call_id,
+            found,
+            ["ungrounded" if ungrounded(e) else None for e in found],
         )
     )
 
@@ -475,7 +514,7 @@ async def reset_for_retry(
     result = await conn.execute(
         """update overlays o set status = 'pending', pack_index = t.p, attempt_count = 0,
                   reason_code = null, last_error = null, staging = null, pack_path = null,
-                  call_id = null, updated_at = now()
+                  call_id = null, evidence = null, updated_at = now()
            from unnest($2::text[], $3::int[]) as t(u, p)
            where o.run_id = $1 and o.block_uid = t.u and o.status = any($4::text[])""",
         run_id,
@@ -499,7 +538,7 @@ async def reask_for_gate(
     result = await conn.execute(
         """update overlays o set status = 'pending', pack_index = t.p, attempt_count = 0,
                   reason_code = null, last_error = null, staging = null, pack_path = null,
-                  call_id = null, updated_at = now()
+                  call_id = null, evidence = null, updated_at = now()
            from unnest($2::text[], $3::int[]) as t(u, p)
            where o.run_id = $1 and o.block_uid = t.u and o.status = 'ai_complete'
              and o.model_answer is null and o.reused_from_run_id is null""",

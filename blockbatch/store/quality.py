@@ -18,8 +18,9 @@ from typing import Any
 import asyncpg
 
 from blockbatch.core.agreement import FieldAgreement, Sample, summarize
-from blockbatch.core.models import QualityResult
-from blockbatch.core.quality import ProbePlan, quality_result
+from blockbatch.core.evidence import GroundingCount
+from blockbatch.core.models import GroundingResult, QualityResult
+from blockbatch.core.quality import ProbePlan, grounding_result, quality_result
 from blockbatch.store.replans import changes, gate_size
 
 #: The ledger's purpose of a probe call (``probe`` is the outage probe).
@@ -165,12 +166,14 @@ async def record_compared(
     fields: list[dict[str, Any]],
     agrees: bool,
     call_id: int,
+    evidence: dict[str, Any] | None = None,
 ) -> None:
-    """A sample's single answer and how it compares with the packed one (once)."""
+    """A sample's single answer and how it compares with the packed one (once), with the
+    single answer's grounded quotes when the schema asks for evidence."""
     await conn.execute(
         """update quality_samples set status = 'compared', pack_size = $3, position = $4,
                   packed = $5, single = $6, fields = $7, agrees = $8, llm_call_id = $9,
-                  error = null, compared_at = now(), pack_index = $10
+                  error = null, compared_at = now(), pack_index = $10, evidence = $11
            where run_id = $1 and block_uid = $2 and status = 'planned'""",
         run_id,
         block.block_uid,
@@ -182,6 +185,7 @@ async def record_compared(
         agrees,
         call_id,
         block.pack_index,
+        evidence,
     )
 
 
@@ -381,8 +385,10 @@ async def result(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> Qualit
     and what the quality gate did."""
     cost = await probe_cost(conn, run_id)
     plan = await sample_plan(conn, run_id)
+    found = await grounding(conn, run_id)
     # A sample its cost cap left empty is said too (the summary says why nothing was probed).
-    if not cost.planned and not cost.calls and not (plan is not None and plan.capped):
+    probed = bool(cost.planned or cost.calls or (plan is not None and plan.capped))
+    if not probed and found is None:
         return None
     rows = await samples(conn, run_id)
     summary = summarize(
@@ -412,7 +418,48 @@ async def result(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> Qualit
         plan=plan,
         reasked=sum(c.reasked for c in gate),
         probe_model=settings["probe_model"] if settings is not None else None,
+        grounding=found,
+        probed=probed,
     )
+
+
+async def grounding(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> GroundingResult | None:
+    """How the run's answered values were grounded (``overlays.evidence``, migration 025),
+    per field and overall (``None``: no overlay of the run has evidence)."""
+    rows = await conn.fetch(
+        """select e.key as field, e.value->>'match' as match, count(*) as n
+           from overlays o cross join lateral jsonb_each(o.evidence) e
+           where o.run_id = $1 and o.evidence is not null
+             and o.status in ('ai_complete', 'confirmed', 'rejected')
+           group by 1, 2""",
+        run_id,
+    )
+    if not rows:
+        return None
+    by_field: dict[str, GroundingCount] = {}
+    for r in rows:
+        count = by_field.setdefault(r["field"], GroundingCount())
+        if r["match"] in ("exact", "normalised", "missing"):
+            count.values += int(r["n"])
+            setattr(count, r["match"], getattr(count, r["match"]) + int(r["n"]))
+    blocks = await conn.fetchval(
+        """select count(*) from overlays where run_id = $1 and reason_code = 'ungrounded'
+             and status in ('ai_complete', 'confirmed', 'rejected')""",
+        run_id,
+    )
+    # The probe's blocks: their packed answer's grounding beside their answer alone's.
+    pairs = await conn.fetch(
+        """select o.evidence as packed, q.evidence as alone from quality_samples q
+           join overlays o on o.run_id = q.run_id and o.block_uid = q.block_uid
+           where q.run_id = $1 and q.status = 'compared' and q.evidence is not null
+             and o.evidence is not null""",
+        run_id,
+    )
+    packed, alone = GroundingCount(), GroundingCount()
+    for pair in pairs:
+        packed.add(pair["packed"])
+        alone.add(pair["alone"])
+    return grounding_result(by_field, int(blocks), sampled=(packed, alone) if pairs else None)
 
 
 async def prefix_cache_seen(

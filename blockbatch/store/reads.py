@@ -235,11 +235,15 @@ class ReviewItem(BaseModel):
     confirmed: dict[str, Any] | None
     attempt_count: int
     last_error: str | None
-    #: Why a failed or cancelled block is not done (blockbatch/core/reasons.py); ``None`` otherwise.
+    #: Why a failed or cancelled block is not done (blockbatch/core/reasons.py), or the review
+    #: flag ``ungrounded`` of an answered one; ``None`` otherwise.
     reason_code: str | None = None
     pack_path: str | None
     #: Set when the overlay reused an earlier run's answer: that run.
     reused_from_run_id: str | None = None
+    #: Per field, its quote and span in the block (a schema asking for evidence;
+    #: blockbatch/core/evidence.py), else ``None``.
+    evidence: dict[str, Any] | None = None
 
 
 class ReviewPage(BaseModel):
@@ -293,7 +297,7 @@ async def review_page(
     rows = await pool.fetch(
         f"""select o.block_uid, o.block_index, b.block_type, b.block_content, b.metadata,
                    b.provenance, o.status, o.staging, o.confirmed, o.attempt_count, o.last_error,
-                   o.reason_code, o.pack_path, o.reused_from_run_id
+                   o.reason_code, o.pack_path, o.reused_from_run_id, o.evidence
             from overlays o join blocks b using (block_uid)
             where {where} order by o.block_index offset $5 limit $6""",
         run_id,
@@ -493,7 +497,7 @@ async def get_call(
 _EXPORT_SQL = """
 select b.block_uid, b.block_index, b.block_type, b.block_content, b.metadata,
        o.status, o.staging, o.confirmed, o.last_error, o.reason_code,
-       o.reused_from_run_id, o.reused_from_call_id,
+       o.reused_from_run_id, o.reused_from_call_id, o.evidence, o.model_answer,
        (select jsonb_agg(jsonb_build_object(
                    'action', a.action, 'reviewer', a.reviewer, 'at', a.at, 'field', a.field,
                    'before', a.before, 'after', a.after, 'old_status', a.old_status,
@@ -506,7 +510,9 @@ where b.document_id = $2 order by b.block_index
 #: One block of an export: block_uid, block_index, block_type, block_content, metadata,
 #: and its overlay's status, staging, confirmed, last_error, reason_code,
 #: reused_from_run_id and reused_from_call_id (set when the overlay reused an earlier run's
-#: answer; all None without an overlay), and ``review``: its review actions in order (edit / confirm / reject: who,
+#: answer; all None without an overlay), ``evidence`` (each value's quote and span, a
+#: schema asking for evidence) and ``model_answer`` (the model's own answer once a person
+#: edited it), and ``review``: its review actions in order (edit / confirm / reject: who,
 #: when, field, before, after), None when nobody reviewed it.
 ExportRow = Mapping[str, Any]
 
@@ -531,6 +537,23 @@ class ExportSnapshot:
             "select definition from schemas where schema_id = $1", self.run.schema_id
         )
         return schema_fields(definition)
+
+    async def field_schemas(self) -> dict[str, Any]:
+        """The run schema's fields, each with its JSON Schema (typed export columns)."""
+        definition = await self.conn.fetchval(
+            "select definition from schemas where schema_id = $1", self.run.schema_id
+        )
+        return {name: definition["properties"][name] for name in schema_fields(definition)}
+
+    async def asks_evidence(self) -> bool:
+        """Whether the run's schema asks for evidence (its exports carry spans)."""
+        return bool(
+            await self.conn.fetchval(
+                "select coalesce((definition->'prompt_config'->>'evidence')::bool, false) "
+                "from schemas where schema_id = $1",
+                self.run.schema_id,
+            )
+        )
 
     async def metadata_keys(self) -> list[str]:
         """Every key of the document's block metadata (a CSV's other columns, a JSONL

@@ -15,6 +15,7 @@ from typing import Any
 import asyncpg
 from pydantic import BaseModel
 
+from blockbatch.core.reasons import REVIEW_FLAGS
 from blockbatch.core.schema import SchemaSpec, load_schema
 from blockbatch.store.reads import RunInfo, get_run, schema_fields
 
@@ -43,6 +44,9 @@ class GridRow(BaseModel):
     reused_from_call_id: int | None = None
     #: The last review act: ``{"action", "reviewer", "at"}``, None when never reviewed.
     last_action: dict[str, Any] | None
+    #: Per field of the model's answer, its quote and span in the block (a schema asking
+    #: for evidence, blockbatch/core/evidence.py), else None.
+    evidence: dict[str, Any] | None = None
 
 
 class GridFilter(BaseModel):
@@ -128,7 +132,7 @@ async def _total(
 _ROW_SQL = """
 select o.block_uid, o.block_index, b.block_type, b.block_content, o.status, o.staging,
        o.confirmed, o.model_answer, o.attempt_count, o.last_error, o.reason_code, o.pack_path,
-       o.reused_from_run_id, o.reused_from_call_id,
+       o.reused_from_run_id, o.reused_from_call_id, o.evidence,
        (select jsonb_build_object('action', a.action, 'reviewer', a.reviewer, 'at', a.at)
         from review_actions a where a.run_id = o.run_id and a.block_uid = o.block_uid
         order by a.id desc limit 1) as last_action
@@ -335,3 +339,17 @@ async def refresh_statistics(pool: asyncpg.Pool) -> None:
     """
     for table in ("blocks", "overlays", "review_actions"):
         await pool.execute(f"vacuum analyze {table}")
+
+
+async def review_flags(pool: asyncpg.Pool, run_id: str) -> dict[str, int]:
+    """How many answered blocks carry each review flag (``ungrounded``: some value's quote is
+    not in its block), for the grid's reason filter beside the failures' codes."""
+    rows = await pool.fetch(
+        """select reason_code, count(*) as n from overlays
+           where run_id = $1 and reason_code = any($2::text[])
+             and status in ('ai_complete', 'confirmed', 'rejected')
+           group by 1 order by 2 desc, 1""",
+        run_id,
+        sorted(REVIEW_FLAGS),
+    )
+    return {r["reason_code"]: int(r["n"]) for r in rows}

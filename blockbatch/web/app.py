@@ -21,6 +21,7 @@ from urllib.parse import parse_qsl, quote, urlencode
 
 import asyncpg
 import jinja2
+from markupsafe import Markup, escape
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.datastructures import FormData
@@ -31,6 +32,7 @@ from starlette.routing import Route
 
 from blockbatch.api import BadRequest, Blockbatch, EditError, NotFound
 from blockbatch.api.review import ExportFormat, checked_reviewer
+from blockbatch.core.evidence import spans
 from blockbatch.core.reasons import REASONS
 from blockbatch.core.review import OVERLAY_STATUSES, REVIEWABLE
 from blockbatch.report import run_links
@@ -57,6 +59,23 @@ def _field_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
+def marked(content: str, evidence: dict[str, Any] | None) -> Markup:
+    """A block's text with each value's quote marked where it is (``<mark>``, the fields it
+    supports in ``data-fields``): every piece of the text escaped, only our tags markup."""
+    parts: list[str] = []
+    at = 0
+    for start, end, names in spans(evidence, len(content)):
+        parts.append(str(escape(content[at:start])))
+        fields = " ".join(names)
+        parts.append(
+            f'<mark class="ev" data-fields="{escape(fields)}" title="{escape(", ".join(names))}">'
+            f"{escape(content[start:end])}</mark>"
+        )
+        at = end
+    parts.append(str(escape(content[at:])))
+    return Markup("".join(parts))
+
+
 def _templates() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
@@ -64,6 +83,7 @@ def _templates() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
     )
     env.filters["field_text"] = _field_text
+    env.globals["marked"] = marked
     env.globals["input_text"] = input_text
     env.globals["done_verbs"] = {
         "edit": "edited",
@@ -238,7 +258,10 @@ class ReviewApp:
             page=page,
             query=query,
             types=await self.bb.block_types_of(page.run.document_id),
-            reasons=await self.bb.failure_reasons(run_id),
+            reasons={
+                **await self.bb.failure_reasons(run_id),
+                **await self.bb.review_flags(run_id),
+            },
             statuses=OVERLAY_STATUSES,
             reviewable=REVIEWABLE,
             widgets={f: widget(page.spec.properties[f]) for f in page.fields},
@@ -286,9 +309,16 @@ class ReviewApp:
     async def export(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
         asked = request.query_params.get("format", "jsonl")
-        if asked not in ("jsonl", "csv"):
-            return self.problem(request, 400, f"format: {asked!r}; jsonl or csv")
-        fmt: ExportFormat = "csv" if asked == "csv" else "jsonl"
+        media_types = {
+            "jsonl": "application/x-ndjson",
+            "csv": "text/csv; charset=utf-8",
+            "parquet": "application/vnd.apache.parquet",
+        }
+        if asked not in media_types:
+            return self.problem(request, 400, f"format: {asked!r}; jsonl, csv or parquet")
+        fmt: ExportFormat = (
+            "csv" if asked == "csv" else "parquet" if asked == "parquet" else "jsonl"
+        )
         staged = request.query_params.get("staged") == "1"
         tmp = tempfile.TemporaryDirectory(prefix="bb-export-")
         path = Path(tmp.name) / f"{run_id}.{fmt}"
@@ -297,10 +327,12 @@ class ReviewApp:
         except NotFound as err:
             tmp.cleanup()
             return self.problem(request, 404, str(err))
+        except BadRequest as err:  # no pyarrow for a Parquet export
+            tmp.cleanup()
+            return self.problem(request, 400, str(err))
         name = f"{run_id}{'-staged' if staged else ''}.{fmt}"
-        media = "text/csv; charset=utf-8" if fmt == "csv" else "application/x-ndjson"
         return FileResponse(
-            path, media_type=media, filename=name, background=BackgroundTask(tmp.cleanup)
+            path, media_type=media_types[fmt], filename=name, background=BackgroundTask(tmp.cleanup)
         )
 
     async def login_page(self, request: Request) -> Response:

@@ -24,6 +24,7 @@ from starlette.routing import Route
 from yarl import URL
 
 from blockbatch.api import BadRequest, Blockbatch, NotFound
+from blockbatch.core.models import RunOptions
 from blockbatch.core.registry import DEFAULT_MODEL
 from blockbatch.devtools import stack
 from blockbatch.runtime.settings import Settings
@@ -595,3 +596,66 @@ async def test_reopen_takes_only_confirmed_blocks_back_and_records_it(bbstack: S
         ("confirm", 2),
     ]
     assert (activity[1].field, activity[1].after) == ("word_count", 5)
+
+
+@needs_chromium
+async def test_the_grid_highlights_where_each_value_is_quoted_from(bbstack: Stack) -> None:
+    doc = await bbstack.bb.ingest_file(ROOT / "samples" / "handbook.md")
+    schema_data = json.loads((ROOT / "samples" / "extract.json").read_text())
+    schema_data["prompt_config"]["evidence"] = True
+    schema = await bbstack.bb.add_schema(schema_data)
+    # Some quotes invented (words the block does not hold): shown ungrounded, not hidden.
+    bbstack.sim.scenario(faults={"bad_quote": 0.1})
+    async with bbstack.worker():
+        run_id = await bbstack.bb.start_run(doc, schema, RunOptions(pack_size=8))
+        await bbstack.bb.wait(run_id)
+    rows = await bbstack.pool.fetch(
+        """select o.block_index, o.evidence, b.block_content from overlays o
+           join blocks b using (block_uid) where o.run_id = $1 and o.block_index < 8
+           order by o.block_index""",
+        run_id,
+    )
+    app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
+    async with serving(app) as base, async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = await browser.new_page(viewport={"width": 1500, "height": 1000})
+            await page.goto(f"{base}/runs/{run_id}?limit=8")
+            checked = ungrounded = 0
+            for row in rows:
+                i, content = row["block_index"], row["block_content"]
+                # The block's text reads as it is, marks or not.
+                assert await page.locator(f"#content-{i}").text_content() == content
+                for field, e in row["evidence"].items():
+                    badge = page.locator(f"#ev-{i}-{field}")
+                    if e["match"] == "missing":
+                        await expect(badge).to_have_text("ungrounded")
+                        ungrounded += 1
+                        continue
+                    # The marks of a field, put together, are exactly its span.
+                    marks = page.locator(f"#content-{i} mark.ev[data-fields~='{field}']")
+                    text = "".join(await marks.all_text_contents())
+                    assert text == content[e["start"] : e["end"]], (i, field)
+                    checked += 1
+            assert checked >= 40 and ungrounded >= 1, (checked, ungrounded)
+            # The reason filter offers the flag, and lists just the flagged blocks.
+            flagged = await bbstack.pool.fetchval(
+                "select count(*) from overlays where run_id = $1 and reason_code = 'ungrounded'",
+                run_id,
+            )
+            await expect(page.locator("#f-reason option[value='ungrounded']")).to_have_text(
+                f"ungrounded ({flagged})"
+            )
+
+            # Pointing at a field lights up its quote.
+            field, e = next(
+                (f, e) for f, e in rows[1]["evidence"].items() if e["match"] != "missing"
+            )
+            first = page.locator(f"#content-1 mark.ev[data-fields~='{field}']").first
+            await expect(first).not_to_have_class(re.compile(r"\blit\b"))
+            await page.locator(f"#row-1 .field[data-field='{field}']").hover()
+            await expect(first).to_have_class(re.compile(r"\blit\b"))
+            await page.locator(f"#row-1 .field[data-field='{field}']").scroll_into_view_if_needed()
+            await shot(page, "evidence")
+        finally:
+            await browser.close()
