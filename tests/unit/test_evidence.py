@@ -148,7 +148,7 @@ def test_a_schema_without_evidence_sends_what_it_always_sent():
 def test_evidence_refuses_a_field_of_its_name_and_question_mode():
     with pytest.raises(SchemaError, match="'evidence' is reserved"):
         spec(True, {"evidence": {"type": "string"}})
-    with pytest.raises(SchemaError, match="cannot be used with prompt_config.questions"):
+    with pytest.raises(SchemaError, match=r"cannot be used with prompt_config\.questions"):
         load_schema(
             {
                 "properties": {"answer": {"type": "string"}},
