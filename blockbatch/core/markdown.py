@@ -94,7 +94,7 @@ class _Walk:
         end = max(end, first + 1)
         return Provenance(self.starts[first], min(self.starts[end] - 1, self.text_len))
 
-    def emit(self, kind: str, content: str, metadata: dict[str, Any], first: int, end: int):
+    def emit(self, kind: str, content: str, metadata: dict[str, Any], first: int, end: int) -> None:
         if content.strip():
             metadata["source_line"] = first + 1
             self.out.append(RawBlock(kind, content, metadata, self.span(first, end)))

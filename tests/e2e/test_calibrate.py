@@ -140,10 +140,10 @@ HAIKU, SONNET = "claude-haiku-5-5", "claude-sonnet-5-5"
 async def test_calibrate_across_models_picks_the_cheapest_pair_that_meets_the_target(
     bbstack: Stack, capsys: Any, tmp_path: Path
 ) -> None:
-    doc, schema = tmp_path / "doc.md", tmp_path / "schema.json"
-    doc.write_bytes(markdown_doc(40))
-    schema.write_text(json.dumps(extract_schema(instruction_words=200)))
-    doc, schema = str(doc), str(schema)
+    doc_path, schema_path = tmp_path / "doc.md", tmp_path / "schema.json"
+    doc_path.write_bytes(markdown_doc(40))
+    schema_path.write_text(json.dumps(extract_schema(instruction_words=200)))
+    doc, schema = str(doc_path), str(schema_path)
     code, _, err = await cli(
         bbstack, capsys, "calibrate", doc, "--schema", schema, "--reference", SONNET
     )

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pptx.util import Inches, Pt
 
-from blockbatch.core.blocks import BLOCK_SEPARATOR, extracted_text
+from blockbatch.core.blocks import BLOCK_SEPARATOR, BBox, Provenance, extracted_text
 from blockbatch.core.convert import limits
 from blockbatch.core.ingest import IngestError, ParsedBlock, detect_format, parse_document
 from blockbatch.devtools.pdfgen import report_pdf
@@ -31,6 +31,19 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def kinds(blocks: list[ParsedBlock]) -> list[tuple[str, str]]:
     return [(b.block_type, b.block_content) for b in blocks]
+
+
+def prov(block: ParsedBlock) -> Provenance:
+    """The block's provenance, which parse_document gives every block."""
+    assert block.provenance is not None, block
+    return block.provenance
+
+
+def bbox(block: ParsedBlock) -> BBox:
+    """The block's box on its page, which every block of a paged format has."""
+    box = prov(block).bbox
+    assert box is not None, block
+    return box
 
 
 def assert_spans_cover_the_extracted_text(blocks: list[ParsedBlock]) -> None:
@@ -81,26 +94,26 @@ def test_pdf_report_gives_headings_paragraphs_and_items_with_pages_and_boxes() -
         "paragraph": 9,
         "list_item": 9,
     }
-    assert [b.provenance.page for b in blocks if b.block_type == "heading"] == [1, 2, 3]
+    assert [prov(b).page for b in blocks if b.block_type == "heading"] == [1, 2, 3]
     assert [b.block_index for b in blocks] == list(range(21))
     for block in blocks:
-        prov = block.provenance
-        assert prov is not None and prov.bbox is not None and prov.page_size is not None
-        x0, y0, x1, y1 = prov.bbox
-        width, height = prov.page_size
+        where = block.provenance
+        assert where is not None and where.bbox is not None and where.page_size is not None
+        x0, y0, x1, y1 = where.bbox
+        width, height = where.page_size
         assert 0 <= x0 < x1 <= width and 0 <= y0 < y1 <= height
     heading = blocks[0]
     assert heading.block_content.startswith("Section 1:")
     assert heading.metadata["level"] == 1
-    assert blocks[1].provenance.heading_path == (heading.block_content,)
+    assert prov(blocks[1]).heading_path == (heading.block_content,)
     assert blocks[4].block_type == "list_item" and blocks[4].metadata["marker"] == "-"
     assert not blocks[4].block_content.startswith("-")
     assert_spans_cover_the_extracted_text(blocks)
 
 
 def test_pdf_blocks_are_in_reading_order_down_the_page() -> None:
-    blocks = [b for b in parse_document(report_pdf(2), "pdf") if b.provenance.page == 1]
-    tops = [b.provenance.bbox[1] for b in blocks]
+    blocks = [b for b in parse_document(report_pdf(2), "pdf") if prov(b).page == 1]
+    tops = [bbox(b)[1] for b in blocks]
     assert tops == sorted(tops)
 
 
@@ -109,7 +122,7 @@ def test_sample_pdf_is_the_handbook() -> None:
     blocks = parse_document((ROOT / "samples" / "handbook.pdf").read_bytes(), "pdf")
     markdown = parse_document((ROOT / "samples" / "handbook.md").read_bytes(), "markdown")
     assert len(blocks) == 145
-    assert blocks[-1].provenance.page == 10
+    assert prov(blocks[-1]).page == 10
     # Every heading of the markdown comes out a heading of the PDF, at the same level.
     assert [
         (b.block_content, b.metadata["level"]) for b in blocks if b.block_type == "heading"
@@ -212,9 +225,9 @@ def test_docx_gives_headings_paragraphs_items_and_tables_in_order() -> None:
         ("paragraph", "Add a canary stage."),
     ]
     assert [b.metadata.get("level") for b in blocks if b.block_type == "heading"] == [1, 1, 2]
-    assert blocks[-1].provenance.heading_path == ("Timeline", "Actions")
-    assert blocks[3].provenance.heading_path == ("Timeline",)
-    assert all(b.provenance.page is None and b.provenance.bbox is None for b in blocks)
+    assert prov(blocks[-1]).heading_path == ("Timeline", "Actions")
+    assert prov(blocks[3]).heading_path == ("Timeline",)
+    assert all(prov(b).page is None and prov(b).bbox is None for b in blocks)
     assert_spans_cover_the_extracted_text(blocks)
 
 
@@ -296,11 +309,11 @@ def test_pptx_gives_each_slide_as_a_page_with_shape_boxes() -> None:
         ("paragraph", "Churn in the enterprise tier."),
         ("table", "| risk | owner |\n| churn | sales |"),
     ]
-    assert [b.provenance.page for b in blocks] == [1, 1, 1, 2, 2, 2]
+    assert [prov(b).page for b in blocks] == [1, 1, 1, 2, 2, 2]
     assert blocks[2].metadata["depth"] == 1
-    assert blocks[4].provenance.bbox == pytest.approx((72, 216, 504, 288))
-    assert blocks[4].provenance.page_size == pytest.approx((720, 540))
-    assert blocks[4].provenance.heading_path == ("Risks",)
+    assert prov(blocks[4]).bbox == pytest.approx((72, 216, 504, 288))
+    assert prov(blocks[4]).page_size == pytest.approx((720, 540))
+    assert prov(blocks[4]).heading_path == ("Risks",)
     assert_spans_cover_the_extracted_text(blocks)
 
 
@@ -313,7 +326,7 @@ def test_pptx_text_inside_a_group_keeps_its_own_box() -> None:
     out = io.BytesIO()
     deck.save(out)
     [block] = parse_document(out.getvalue(), "pptx")
-    assert (block.block_content, block.provenance.bbox) == ("in a group", (72, 72, 288, 144))
+    assert (block.block_content, prov(block).bbox) == ("in a group", (72, 72, 288, 144))
 
 
 # --------------------------------------------------------------------------- HTML
@@ -354,7 +367,7 @@ def test_html_gives_typed_blocks_in_document_order() -> None:
     ]
     assert [b.metadata.get("depth") for b in blocks[3:6]] == [0, 1, 0]
     assert blocks[6].metadata["language"] == "sh"
-    assert blocks[-1].provenance.heading_path == ("Runbook", "Caf\u00e9 notes")
+    assert prov(blocks[-1]).heading_path == ("Runbook", "Caf\u00e9 notes")
     assert_spans_cover_the_extracted_text(blocks)
 
 
@@ -386,7 +399,9 @@ def test_html_nested_past_what_the_parser_reads_is_refused_not_cut_short() -> No
 
 def _xlsx(rows_by_sheet: dict[str, list[list[object]]]) -> bytes:
     book = openpyxl.Workbook()
-    book.remove(book.active)
+    first = book.active  # a new workbook's one sheet
+    assert first is not None
+    book.remove(first)
     for name, rows in rows_by_sheet.items():
         sheet = book.create_sheet(name)
         for row in rows:
@@ -415,7 +430,7 @@ def test_xlsx_reads_each_sheet_like_a_csv() -> None:
         "sheet": "tickets",
         "source_row": 2,
     }
-    assert [b.provenance.page for b in blocks] == [1, 1, 2]
+    assert [prov(b).page for b in blocks] == [1, 1, 2]
 
 
 def test_xlsx_without_the_text_column_names_the_sheet_and_its_columns() -> None:
@@ -473,10 +488,10 @@ def test_real_world_documents_give_their_expected_blocks(
         pytest.skip(f"{path} is not on this machine (its Debian package is missing)")
     blocks = parse_document(source.read_bytes(), fmt)
     assert len(blocks) == count
-    assert max((b.provenance.page or 0) for b in blocks) == (pages or 0)
+    assert max((prov(b).page or 0) for b in blocks) == (pages or 0)
     found = [b for b in blocks if b.block_type == "heading"]
     assert len(found) == headings
-    assert heading in [(b.block_content, b.provenance.page) for b in found]
+    assert heading in [(b.block_content, prov(b).page) for b in found]
     assert all(b.block_content.strip() for b in blocks)
     assert_spans_cover_the_extracted_text(blocks)
 

@@ -9,14 +9,22 @@ from __future__ import annotations
 
 import io
 import re
-from typing import Any
+from typing import Any, TypedDict
 
-from blockbatch.core.blocks import IngestError, RawBlock, TextBuilder
+from blockbatch.core.blocks import BBox, IngestError, RawBlock, TextBuilder
 from blockbatch.core.convert.limits import check_zip
 
 _HEADING_STYLE = re.compile(r"^heading (\d)$", re.IGNORECASE)
 #: English Microsoft Office units: 12700 EMU to a point.
 _EMU_PER_POINT = 12700
+
+
+class _Where(TypedDict):
+    """Where a PPTX shape's blocks are: the keywords of :meth:`TextBuilder.add`."""
+
+    page: int
+    bbox: BBox | None
+    page_size: tuple[float, float]
 
 
 def _corrupt(kind: str) -> IngestError:
@@ -139,11 +147,11 @@ def _reading_order(shapes: Any) -> list[Any]:
 def _add_shape(out: TextBuilder, shape: Any, page: int, size: tuple[float, float]) -> None:
     from pptx.enum.shapes import PP_PLACEHOLDER
 
-    box = None
+    box: BBox | None = None
     if None not in (shape.left, shape.top, shape.width, shape.height):
         left, top = shape.left / _EMU_PER_POINT, shape.top / _EMU_PER_POINT
         box = (left, top, left + shape.width / _EMU_PER_POINT, top + shape.height / _EMU_PER_POINT)
-    where = {"page": page, "bbox": box, "page_size": size}
+    where: _Where = {"page": page, "bbox": box, "page_size": size}
     if getattr(shape, "has_table", False) and shape.has_table:
         rows = [[cell.text for cell in row.cells] for row in shape.table.rows]
         out.add("table", _table_text(rows), {"rows": len(rows)}, **where)
