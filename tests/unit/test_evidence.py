@@ -246,6 +246,7 @@ def test_the_summary_reports_grounding_beside_agreement():
         sampled=(GroundingCount(values=4, exact=3, missing=1), GroundingCount(values=4, exact=4)),
     )
     assert both is not None and both.sampled_packed is not None
+    assert both.sampled_alone is not None
     assert (both.sampled_packed.rate, both.sampled_alone.rate) == (0.75, 1.0)
     assert both.text.endswith("; sampled blocks: packed 75.0%, alone 100.0%")
     only = RunResult(
