@@ -67,14 +67,14 @@ from blockbatch.core.endpoint import endpoint_of, mismatch_text
 from blockbatch.core.ingest import ParsedBlock, detect_format, parse_document
 from blockbatch.core.models import (
     OutageOptions,
-    QualityOptions,
     QualityResult,
-    QualityRunState,
     RunInput,
     RunOptions,
     RunProgress,
     RunResult,
-    StreamInput,
+    quality_state,
+    run_input,
+    stream_input,
 )
 from blockbatch.core.quote import Quote
 from blockbatch.core.registry import ModelInfo, retirement_warning
@@ -322,14 +322,7 @@ class Blockbatch:
             await ensure_search_attributes(client, self.settings.temporal_namespace)
             await client.start_workflow(
                 RunWorkflow.run,
-                RunInput(
-                    run_id=run_id,
-                    max_concurrent_packs=options.max_concurrent_packs,
-                    max_block_attempts=options.max_block_attempts,
-                    packs_per_history=packs_per_history,
-                    outage=options.outage or OutageOptions(),
-                    quality=quality_state(options),
-                ),
+                run_input(run_id, options, packs_per_history=packs_per_history),
                 id=run_workflow_id(run_id),
                 task_queue=task_queue or self.settings.temporal_task_queue,
                 static_summary=f"run {run_id}: {names.document_name} × {names.schema_name} "
@@ -399,15 +392,7 @@ class Blockbatch:
             await ensure_search_attributes(client, self.settings.temporal_namespace)
             await client.start_workflow(
                 StreamWorkflow.run,
-                StreamInput(
-                    run_id=run_id,
-                    max_concurrent_packs=options.max_concurrent_packs,
-                    max_block_attempts=options.max_block_attempts,
-                    packs_per_history=packs_per_history,
-                    pack_count=0,
-                    outage=options.outage or OutageOptions(),
-                    triggers=triggers,
-                ),
+                stream_input(run_id, options, triggers, packs_per_history=packs_per_history),
                 id=run_workflow_id(run_id),
                 task_queue=task_queue or self.settings.temporal_task_queue,
                 static_summary=f"stream {run_id}: rows × {schema_id} ({options.model})",
@@ -845,16 +830,6 @@ class Blockbatch:
         if isinstance(out, str | Path):
             return await export_run_to_file(self.pool, run_id, out, staged=staged, fmt=fmt)
         return await export_to(self.pool, run_id, out, staged=staged, fmt=fmt)
-
-
-def quality_state(options: RunOptions) -> QualityRunState | None:
-    """The run's quality probe and gate as its workflow carries them (``None``: no probe:
-    ``probe_rate`` 0 without a gate, or batch mode, which the probe does not cover). A gate
-    probes every pack's own samples even at ``probe_rate`` 0."""
-    q = options.quality or QualityOptions()
-    if options.mode != "sync" or (q.probe_rate <= 0 and q.min_agreement is None):
-        return None
-    return QualityRunState(min_agreement=q.min_agreement, reask=q.reask)
 
 
 def _run_attributes(

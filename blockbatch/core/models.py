@@ -238,6 +238,45 @@ class StreamInput(RunInput):
     polls_per_history: int = 500
 
 
+def run_input(
+    run_id: str,
+    options: RunOptions,
+    *,
+    packs_per_history: int = 400,
+    retry: RetryRequest | None = None,
+) -> RunInput:
+    """The input that starts (or retries) a run's RunWorkflow: the one place where the
+    run's stored options become its workflow input."""
+    return RunInput(
+        run_id=run_id,
+        max_concurrent_packs=options.max_concurrent_packs,
+        max_block_attempts=options.max_block_attempts,
+        packs_per_history=packs_per_history,
+        outage=options.outage or OutageOptions(),
+        retry=retry,
+        quality=quality_state(options),
+    )
+
+
+def stream_input(
+    run_id: str, options: RunOptions, triggers: StreamTriggers, *, packs_per_history: int = 400
+) -> StreamInput:
+    """The input that starts a stream's StreamWorkflow: :func:`run_input` with the stream's
+    triggers, no packs formed yet and no quality probe (a stream plans no sample)."""
+    base = run_input(run_id, options, packs_per_history=packs_per_history)
+    return StreamInput(**{**dict(base), "quality": None, "pack_count": 0, "triggers": triggers})
+
+
+def quality_state(options: RunOptions) -> QualityRunState | None:
+    """The run's quality probe and gate as its workflow carries them (``None``: no probe:
+    ``probe_rate`` 0 without a gate, or batch mode, which the probe does not cover). A gate
+    probes every pack's own samples even at ``probe_rate`` 0."""
+    q = options.quality or QualityOptions()
+    if options.mode != "sync" or (q.probe_rate <= 0 and q.min_agreement is None):
+        return None
+    return QualityRunState(min_agreement=q.min_agreement, reask=q.reask)
+
+
 class PollStreamInput(BaseModel):
     run_id: str
 
