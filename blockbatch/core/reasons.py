@@ -7,6 +7,7 @@ per-item errors show them, and scripts may rely on them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 ReasonCode = Literal[
@@ -57,3 +58,10 @@ REASONS: dict[ReasonCode, str] = {
     "invalid_row": "a stream row that was not JSON, or had no text in its text field; it was "
     "never stored, the stream went on",
 }
+
+
+def counts_text(reasons: Mapping[str, int]) -> str:
+    """``28 api_unavailable, 3 invalid_value``: reason codes with their counts, most first
+    (ties by code), as every summary, error and UI line writes them."""
+    ordered = sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"{n} {code}" for code, n in ordered)

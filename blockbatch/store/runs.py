@@ -12,6 +12,7 @@ import asyncpg
 from blockbatch.core.budget import left_text, left_to_do
 from blockbatch.core.context import RunContext
 from blockbatch.core.models import RunOptions, RunResult, RunStatus, Totals
+from blockbatch.core.reasons import counts_text
 from blockbatch.core.registry import known_model_names
 from blockbatch.core.run_model import FACTS_MAX_AGE_S, run_model
 from blockbatch.core.schema import load_schema
@@ -362,11 +363,6 @@ async def failure_reasons(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) 
     return {r["reason"]: r["n"] for r in rows}
 
 
-def grouped(reasons: dict[str, int]) -> str:
-    """``28 api_unavailable, 3 invalid_value``."""
-    return ", ".join(f"{n} {code}" for code, n in reasons.items())
-
-
 def final_status(
     asked: RunStatus,
     error: str | None,
@@ -397,7 +393,7 @@ def final_status(
     parts = [f"{failed} block{'s' if failed != 1 else ''} failed"]
     if cancelled:
         parts.append(f"{cancelled} cancelled")
-    why = f" ({grouped(reasons)})" if reasons else ""
+    why = f" ({counts_text(reasons)})" if reasons else ""
     return "failed", f"nothing done: {' and '.join(parts)}{why}"
 
 
