@@ -15,7 +15,6 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.batches.rounds import enqueue
-from activities.llm import warm_up_request
 from blockbatch.core.batching import PackAttempt
 from blockbatch.core.context import RunContext
 from blockbatch.core.models import (
@@ -51,6 +50,7 @@ from blockbatch.core.quality import halved, probe_plan
 from blockbatch.core.reasons import REASONS, ReasonCode
 from blockbatch.core.retry import FINISHED_STATUSES, describe_blocks, selection_text
 from blockbatch.core.reuse import answer_key, prompt_digest
+from blockbatch.core.warm_up import warm_up_request
 from blockbatch.store import batches, overlays, quality, reads, replans, retries, runs, splits
 from blockbatch.store.runs import PlanState, cached_run_context
 

@@ -60,12 +60,13 @@ from blockbatch.core.models import (
     WarmCacheInput,
     WarmCacheOutput,
 )
-from blockbatch.core.planning import LEARNING_PACK_BLOCKS, estimate_tokens
+from blockbatch.core.planning import LEARNING_PACK_BLOCKS
 from blockbatch.core.prompt import alias_map, build_request, needs_streaming, request_prefix
 from blockbatch.core.quality import PROBE_ATTEMPTS, pack_sample
 from blockbatch.core.ratelimit import Need
 from blockbatch.core.registry import Usage, cost_usd
 from blockbatch.core.results import parse_results
+from blockbatch.core.warm_up import WARM_UP_PATH, warm_up_request
 from blockbatch.store import ledger, overlays, quality
 from blockbatch.store.runs import cached_run_context
 
@@ -100,14 +101,6 @@ _T = TypeVar("_T")
 _UNCACHED_KEPT = 1000
 #: A pack's probe calls in flight at once (they go through the fleet's limiter too).
 _PROBES_AT_ONCE = 4
-#: The ledger's pack path of a run's warm-up call (``warm_cache``), and the one stand-in
-#: block it carries (the cache prefix is the system prompt and tool, whatever the blocks).
-WARM_UP_PATH = "warm-up"
-WARM_UP_BLOCK = {
-    "block_uid": "warm-up",
-    "block_type": "paragraph",
-    "block_content": "(no block: this call only writes the prompt cache)",
-}
 #: What ``_prepare`` hands ``_send``: the run, the ledger row, the pack, the request and
 #: what it will count against the rate limits.
 _Prepared = tuple[RunContext, int, list[str], dict[str, Any], Need]
@@ -788,53 +781,6 @@ class LlmActivities:
                 int((time.monotonic() - started) * 1000),
                 error_code,
             )
-
-
-def stand_in_request(ctx: RunContext) -> dict[str, Any]:
-    """The request of a pack holding only the stand-in block: the run's system prompt,
-    answer channel, thinking and effort (its cache prefix), room for one result. The
-    quote counts it (``blockbatch.core.quote.count_plan``); the warm-up is made from it."""
-    aliases = alias_map([WARM_UP_BLOCK["block_uid"]]) if ctx.options.short_ids else None
-    max_tokens = ctx.pack([estimate_tokens(WARM_UP_BLOCK["block_content"])]).max_tokens
-    return build_request(
-        ctx.spec,
-        [WARM_UP_BLOCK],
-        max_tokens=max_tokens,
-        model=ctx.model.id,
-        shape=ctx.shape,
-        cache_ttl=ctx.options.cache_ttl,
-        aliases=aliases,
-    )
-
-
-def warm_up_request(ctx: RunContext) -> dict[str, Any]:
-    """The warm-up call's request: it writes the packs' cache prefix (contract §5).
-
-    ``max_tokens: 0`` (the prompt processed and cached, nothing generated, no output
-    billed) wherever the API takes it: it refuses it with a forced ``tool_choice``, with
-    ``output_config.format``, with ``thinking.type: enabled`` (never sent), with streaming
-    and in batches (the warm-up is neither).
-
-    - forced tool (``tool``, ``strict_tool``): the packs' system prompt and tools with
-      ``tool_choice: auto``, which changes only the messages layer of the cache, not the
-      tools and system the packs read;
-    - ``auto_tool``: the packs' request as it is, with ``max_tokens: 0``;
-    - ``json``: the stand-in pack itself (:func:`stand_in_request`), a real call with room
-      for one result. The format adds a hidden system prompt, so a warm-up without it
-      would most likely cache another prefix (the contract marks this [??]); one small
-      answer costs far less than the first wave of packs each writing the prefix at the
-      cache-write price instead of reading it.
-
-    With short ids its system prompt and tool say so, like the packs', so it writes
-    their prefix.
-    """
-    request = stand_in_request(ctx)
-    if ctx.shape.channel == "json":
-        return request
-    request["max_tokens"] = 0
-    if ctx.shape.forced:
-        request["tool_choice"] = {"type": "auto", "disable_parallel_tool_use": True}
-    return request
 
 
 def _used(message: dict[str, Any]) -> Need:

@@ -123,17 +123,25 @@ async def run_inputs(conn: asyncpg.Connection, document_id: str, schema_id: str)
 
 
 async def schema_definition(conn: asyncpg.Connection, schema_id: str) -> dict[str, Any]:
-    """A stored schema's definition.
+    """A stored schema's definition, its keys in the order they were stored.
 
     Raises:
         NotFound: no such schema.
     """
+    definition = await schema_definition_or_none(conn, schema_id)
+    if definition is None:
+        raise NotFound(f"unknown schema {schema_id!r}")
+    return definition
+
+
+async def schema_definition_or_none(
+    conn: asyncpg.Connection, schema_id: str
+) -> dict[str, Any] | None:
+    """A stored schema's definition, or ``None`` when it is not stored."""
     definition = await conn.fetchval(
         "select definition from schemas where schema_id = $1", schema_id
     )
-    if definition is None:
-        raise NotFound(f"unknown schema {schema_id!r}")
-    return dict(definition)
+    return None if definition is None else dict(definition)
 
 
 def new_run_id() -> str:
