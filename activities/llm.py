@@ -799,11 +799,7 @@ def _answered(answer: ledger.Answer, *, reused: bool) -> CallModelOutput:
         block_uids=answer.block_uids,
         call_id=answer.call_id,
         stop_reason=answer.stop_reason,
-        input_tokens=answer.input_tokens,
-        output_tokens=answer.output_tokens,
-        cache_creation_input_tokens=answer.cache_creation_input_tokens,
-        cache_read_input_tokens=answer.cache_read_input_tokens,
-        thinking_tokens=answer.thinking_tokens,
+        **answer.counts(),
         cost_usd=answer.cost_usd,
         reused=reused,
     )

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from blockbatch.core.claude_errors import ClaudeError
 from blockbatch.core.ratelimit import limiter_text
-from blockbatch.core.registry import DEFAULT_MODEL, Effort
+from blockbatch.core.registry import DEFAULT_MODEL, Effort, TokenCounts
 from blockbatch.core.streams import Buffered, StreamTriggers, TriggerReason
 
 #: A finished run is ``completed`` (every block done), ``completed_with_failures`` (some
@@ -141,7 +141,7 @@ class LimiterNote(BaseModel):
         )
 
 
-class Totals(BaseModel):
+class Totals(TokenCounts):
     """Counters a pack reports up and the run sums; Postgres stays the source of truth."""
 
     blocks_done: int = 0
@@ -149,13 +149,7 @@ class Totals(BaseModel):
     packs_done: int = 0
     calls: int = 0
     splits: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    cache_read_input_tokens: int = 0
     cost_usd: float = 0.0
-    #: Of ``output_tokens``, thinking (billed as output all the same).
-    thinking_tokens: int = 0
     #: Outages ridden out (sync mode): how many pauses, probes, and seconds paused.
     outages: int = 0
     probes: int = 0
@@ -411,7 +405,7 @@ class BudgetLeft(BaseModel):
     largest_call_usd: float = 0.0
 
 
-class RunResult(BaseModel):
+class RunResult(TokenCounts):
     """What a finished run reports; recomputed from Postgres by ``finish_run``."""
 
     run_id: str
@@ -429,13 +423,7 @@ class RunResult(BaseModel):
     pack_count: int = 0
     calls: int = 0
     split_events: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    cache_read_input_tokens: int = 0
     cost_usd: float = 0.0
-    #: Of ``output_tokens``, thinking (billed as output all the same).
-    thinking_tokens: int = 0
     #: Reason code -> how many failed or cancelled blocks carry it (``unknown``: no code).
     failure_reasons: dict[str, int] = Field(default_factory=dict)
     #: Outages of the API this run paused for (sync mode; this execution of the run).
@@ -637,7 +625,7 @@ class CallModelInput(BaseModel):
     outage_attempts: int | None = None
 
 
-class CallModelOutput(BaseModel):
+class CallModelOutput(TokenCounts):
     """Small summary of one call; the request and the raw response are in the ledger."""
 
     outcome: CallOutcome
@@ -645,13 +633,7 @@ class CallModelOutput(BaseModel):
     call_id: int | None = None
     message: str | None = None
     stop_reason: str | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    cache_read_input_tokens: int = 0
     cost_usd: float = 0.0
-    #: Of ``output_tokens``, thinking.
-    thinking_tokens: int = 0
     #: True when this answer was already in the ledger (pay once: no new call was made).
     reused: bool = False
     #: The classified Claude error of an ``overflow`` or ``request_error`` outcome.
@@ -667,11 +649,7 @@ class CallModelOutput(BaseModel):
         return Totals(
             calls=1,
             limiter_wait_s=self.limiter_wait_s,
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-            cache_creation_input_tokens=self.cache_creation_input_tokens,
-            cache_read_input_tokens=self.cache_read_input_tokens,
-            thinking_tokens=self.thinking_tokens,
+            **self.counts(),
             cost_usd=self.cost_usd,
         )
 

@@ -511,17 +511,27 @@ def configured_model(model_id: str, prices: dict[str, float], facts: dict[str, A
     return with_api_facts(entry, facts)
 
 
-class Usage(BaseModel):
-    """Token usage of one or more calls, by kind, as the API reports it."""
+class TokenCounts(BaseModel):
+    """Tokens of one or more calls by kind, under the API's names: the one declaration of
+    the counters that calls, packs, runs and the ledger's rows carry (as a base class)."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
-    #: Of cache_creation_input_tokens, how many were written with the 1-hour TTL.
-    cache_creation_1h_tokens: int = 0
     #: Of output_tokens, how many were thinking (billed as output all the same).
     thinking_tokens: int = 0
+
+    def counts(self) -> dict[str, int]:
+        """The counters alone, by name (to build another model that carries them)."""
+        return {name: getattr(self, name) for name in TokenCounts.model_fields}
+
+
+class Usage(TokenCounts):
+    """Token usage of one or more calls, by kind, as the API reports it."""
+
+    #: Of cache_creation_input_tokens, how many were written with the 1-hour TTL.
+    cache_creation_1h_tokens: int = 0
 
     @property
     def prompt_tokens(self) -> int:

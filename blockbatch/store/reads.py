@@ -15,12 +15,12 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from blockbatch.core.budget import left_to_do
 from blockbatch.core.models import BudgetLeft, RunResult
 from blockbatch.core.reasons import REASONS
-from blockbatch.core.registry import known_model_names
+from blockbatch.core.registry import TokenCounts, known_model_names
 from blockbatch.core.review import ANSWERED, OVERLAY_STATUSES
 from blockbatch.store.repo import NotFound
 from blockbatch.store.runs import ACTIVE_STATUSES
@@ -29,7 +29,7 @@ from blockbatch.store.runs import ACTIVE_STATUSES
 UNFINISHED = (*ACTIVE_STATUSES, "cancelling")
 
 
-class RunInfo(BaseModel):
+class RunInfo(TokenCounts):
     """One run as stored: what was asked, where it stands, what it cost."""
 
     run_id: str
@@ -49,19 +49,13 @@ class RunInfo(BaseModel):
     pack_count: int
     calls: int
     split_events: int
-    input_tokens: int
-    output_tokens: int
-    cache_creation_input_tokens: int
-    cache_read_input_tokens: int
     cost_usd: float
-    #: Of ``output_tokens``, thinking.
-    thinking_tokens: int = 0
     #: Blocks answered at planning by an earlier run's answer, and what that saved.
     blocks_reused: int = 0
     reuse_saved_usd: float = 0.0
     #: Who answered the run's calls (blockbatch/core/endpoint.py ``Endpoint.label``: ``anthropic``,
     #: ``simulator 127.0.0.1:8765``), from its ledger.
-    endpoints: list[str] = []
+    endpoints: list[str] = Field(default_factory=list)
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -292,7 +286,7 @@ async def review_page(
     )
 
 
-class CallRow(BaseModel):
+class CallRow(TokenCounts):
     """One ledger row: a request sent to Claude and what came back."""
 
     call_id: int
@@ -312,10 +306,6 @@ class CallRow(BaseModel):
     http_status: int | None
     error_type: str | None
     error_message: str | None
-    input_tokens: int
-    output_tokens: int
-    cache_creation_input_tokens: int
-    cache_read_input_tokens: int
     cost_usd: float
     latency_ms: int | None
     workflow_id: str | None
@@ -341,7 +331,7 @@ async def list_calls(
         f"""select call_id, pack_path, pack_attempt, cardinality(block_uids) as blocks,
                    purpose, provider, endpoint_host, api, status, stop_reason, http_status, error_type, error_message, input_tokens,
                    output_tokens, cache_creation_input_tokens, cache_read_input_tokens,
-                   cost_usd::float8 as cost_usd, latency_ms, workflow_id, workflow_run_id,
+                   thinking_tokens, cost_usd::float8 as cost_usd, latency_ms, workflow_id, workflow_run_id,
                    activity_id, activity_attempt, started_at
             from llm_calls where {where} order by call_id offset $3 limit $4""",
         run_id,
@@ -444,7 +434,8 @@ async def get_call(
                   c.api, c.status, c.model, c.stop_reason, c.http_status, c.error_type,
                   c.error_message, c.request_id, c.input_tokens, c.output_tokens,
                   c.cache_creation_input_tokens, c.cache_read_input_tokens,
-                  c.cache_creation_1h_tokens, c.cost_usd::float8 as cost_usd, c.latency_ms,
+                  c.cache_creation_1h_tokens, c.thinking_tokens, c.cost_usd::float8 as cost_usd,
+                  c.latency_ms,
                   c.workflow_id, c.workflow_run_id, c.activity_id, c.activity_attempt,
                   c.started_at, c.finished_at, c.provider_batch_id, c.custom_id,
                   c.prefix_sha256, c.request, c.response, c.apply_outcome,
