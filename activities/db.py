@@ -346,8 +346,9 @@ class DbActivities:
     async def finish_run(self, inp: FinishRunInput) -> RunResult:
         """Close the run and recompute every counter from Postgres, the source of truth."""
         async with self.pool.acquire() as conn, conn.transaction():
-            await overlays.end_pending(conn, inp.run_id, inp.status, inp.error)
+            ended = await overlays.end_pending(conn, inp.run_id, inp.status, inp.error)
             result = await runs.close_run(conn, inp.run_id, inp.status, inp.error)
+            result.blocks_ended = ended
             await retries.close_open(conn, inp.run_id, result.status)
             result.plan_changes = await replans.change_texts(conn, inp.run_id)
             result.quality = await quality.result(conn, inp.run_id)

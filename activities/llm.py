@@ -34,6 +34,7 @@ from activities.errors import (
     API_UNAVAILABLE,
     RETRYABLE,
     application_error,
+    call_of_error,
     from_api_error,
 )
 from activities.limiter import FleetLimiter
@@ -49,6 +50,7 @@ from blockbatch.core.budget import (
 from blockbatch.core.claude_errors import ClaudeError, is_outage
 from blockbatch.core.context import RunContext
 from blockbatch.core.models import (
+    CallFacts,
     CallModelInput,
     CallModelOutput,
     LimiterNote,
@@ -186,13 +188,20 @@ class LlmActivities:
                 call_id, error.status, error.error_type, error.message, request_id, started
             )
             return ProbeApiOutput(
-                up=not is_outage(error), message=error.describe(), call_id=call_id
+                up=not is_outage(error),
+                message=error.describe(),
+                call_id=call_id,
+                call=CallFacts(status="failed", api_error=True, http_status=error.status),
             )
         answer = await self._record_answer(
             ctx, call_id, message, raw.headers.get("request-id"), started
         )
         return ProbeApiOutput(
-            up=True, message="Claude answered", call_id=call_id, cost_usd=answer.cost_usd
+            up=True,
+            message="Claude answered",
+            call_id=call_id,
+            cost_usd=answer.cost_usd,
+            call=CallFacts(status="succeeded", **answer.counts(), cost_usd=answer.cost_usd),
         )
 
     @activity.defn
@@ -250,7 +259,11 @@ class LlmActivities:
                 ctx.model.id,
             )
         return WarmCacheOutput(
-            called=True, call_id=answer.call_id, totals=answer.totals(), cached=cached
+            called=True,
+            call_id=answer.call_id,
+            totals=answer.totals(),
+            cached=cached,
+            call=CallFacts.of_output(answer),
         )
 
     @activity.defn
@@ -279,7 +292,7 @@ class LlmActivities:
                 )
             blocks = await quality.to_probe(conn, inp.run_id, inp.pack_index)
         gate = asyncio.Semaphore(_PROBES_AT_ONCE)
-        calls: list[int] = []
+        calls: list[CallFacts] = []
 
         async def one(block: quality.ProbeBlock) -> Totals:
             async with gate:
@@ -292,14 +305,14 @@ class LlmActivities:
             sampled, agreeing, failed = await quality.pack_tally(conn, inp.run_id, inp.pack_index)
         totals.quality_sampled, totals.quality_agreeing = sampled, agreeing
         return QualityProbeOutput(
-            sampled=sampled, agreeing=agreeing, failed=failed, totals=totals, call_ids=calls
+            sampled=sampled, agreeing=agreeing, failed=failed, totals=totals, calls=calls
         )
 
     async def _probe_block(
-        self, ctx: RunContext, block: quality.ProbeBlock, calls: list[int]
+        self, ctx: RunContext, block: quality.ProbeBlock, calls: list[CallFacts]
     ) -> Totals:
         """One sampled block asked alone and compared (its sample row says how it went);
-        the ledger ids of the calls it made are appended to ``calls``."""
+        the calls it made are appended to ``calls``."""
         run_id, uid = ctx.run_id, block.block_uid
         path = quality.probe_path(block.block_index)
 
@@ -356,7 +369,6 @@ class LlmActivities:
             if opened is None:
                 await not_compared("skipped", "the run stopped before the probe call")
                 return spent
-            calls.append(opened)
             try:
                 out = await self._send(
                     ctx,
@@ -366,6 +378,9 @@ class LlmActivities:
                     self._need(ctx, pack.est_input_tokens, pack.max_tokens),
                 )
             except ApplicationError as err:
+                failed_call = call_of_error(err)
+                if failed_call is not None:
+                    calls.append(failed_call)
                 spent.add(Totals(calls=1, quality_calls=1))
                 if err.non_retryable or attempt == PROBE_ATTEMPTS:
                     await not_compared("failed", err.message, opened)
@@ -376,6 +391,9 @@ class LlmActivities:
                     else 2.0 * 2 ** (attempt - 1)
                 )
                 continue
+            made = CallFacts.of_output(out)
+            if made is not None:
+                calls.append(made)
             answer_totals = out.totals()
             answer_totals.quality_calls = answer_totals.calls
             answer_totals.quality_cost_usd = answer_totals.cost_usd

@@ -6,6 +6,7 @@ Block content, prompts and responses stay in Postgres.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Literal
 
@@ -426,6 +427,9 @@ class RunResult(TokenCounts):
     cost_usd: float = 0.0
     #: Reason code -> how many failed or cancelled blocks carry it (``unknown``: no code).
     failure_reasons: dict[str, int] = Field(default_factory=dict)
+    #: Blocks still pending that this finish ended (``failed`` or ``cancelled``, with
+    #: ``blockbatch.core.reasons.end_code``): what the worker's metrics count of it.
+    blocks_ended: int = 0
     #: Outages of the API this run paused for (sync mode; this execution of the run).
     outages: int = 0
     paused_s: float = 0.0
@@ -518,8 +522,8 @@ class QualityProbeOutput(BaseModel):
     agreeing: int = 0
     failed: int = 0
     totals: Totals = Field(default_factory=lambda: Totals())
-    #: The ledger rows of the calls this attempt made (the worker's metrics count them).
-    call_ids: list[int] = Field(default_factory=list)
+    #: The calls this attempt made (the worker's metrics count them).
+    calls: list[CallFacts] = Field(default_factory=list)
 
 
 class ApiDownReport(BaseModel):
@@ -552,6 +556,8 @@ class WarmCacheOutput(BaseModel):
     #: ``None``: no warm-up answer). ``False``: the prefix is processed uncached (under the
     #: model's minimum), and the run's calls do not count on reading it.
     cached: bool | None = None
+    #: The call this attempt made (``None``: none, or an earlier attempt's answer reused).
+    call: CallFacts | None = None
 
 
 class ProbeApiInput(BaseModel):
@@ -567,6 +573,8 @@ class ProbeApiOutput(BaseModel):
     cost_usd: float = 0.0
     #: The run's budget could not hold the probe: nothing was sent, the run stops.
     over_budget: bool = False
+    #: The call this probe made (``None``: none).
+    call: CallFacts | None = None
 
 
 class OutageProgress(BaseModel):
@@ -654,6 +662,34 @@ class CallModelOutput(TokenCounts):
         )
 
 
+class CallFacts(TokenCounts):
+    """One Claude call as its ledger row ends, reported by the activity that made it so
+    that the worker's metrics count it where it is known (``blockbatch.runtime.metrics``)."""
+
+    #: As the ledger records it.
+    status: Literal["succeeded", "failed"]
+    cost_usd: float = 0.0
+    #: A failure the API answered with an error, or did not answer (a timeout, a lost
+    #: connection); not one where another worker had recorded the same attempt first.
+    api_error: bool = False
+    #: The error answer's HTTP status (``None``: no answer).
+    http_status: int | None = None
+
+    @classmethod
+    def of_output(cls, out: CallModelOutput) -> CallFacts | None:
+        """The call a ``call_model``-shaped output reports; ``None`` when no new call was
+        made (a reused answer, an oversized pack, a cancelling run, no blocks left)."""
+        if out.call_id is None or out.reused:
+            return None
+        if out.outcome != "answered":  # overflow or request_error: an error answer, recorded
+            return cls(
+                status="failed",
+                api_error=True,
+                http_status=out.error.status if out.error else None,
+            )
+        return cls(status="succeeded", **out.counts(), cost_usd=out.cost_usd)
+
+
 class ApplyResultsInput(BaseModel):
     run_id: str
     call_id: int
@@ -671,6 +707,8 @@ class ApplyResultsOutput(BaseModel):
     #: The model refused (``stop_reason`` ``refusal``): its category, or ``"unspecified"``
     #: (``blockbatch.core.results.PackResults.refusal``); the unfinished blocks' reason is ``refused``.
     refusal: str | None = None
+    #: Of ``failed``, how many by reason code.
+    failed_reasons: dict[str, int] = Field(default_factory=dict)
 
 
 class FailBlocksInput(BaseModel):
@@ -770,6 +808,8 @@ class OpenBatchRunOutput(BaseModel):
     blocks: int
     #: Blocks failed at once because they cannot fit the model's context window.
     failed: int = 0
+    #: Of ``failed``, how many by reason code.
+    failed_reasons: dict[str, int] = Field(default_factory=dict)
 
 
 class BatchRoundInput(BaseModel):
@@ -823,6 +863,15 @@ class ApplyRoundOutput(BaseModel):
     next_blocks: int = 0
     packs_done: int = 0
     fatal_error: str | None = None
+    #: Of ``failed``, how many by reason code.
+    failed_reasons: dict[str, int] = Field(default_factory=dict)
+
+    def count_failed(self, reasons: Mapping[str, int]) -> None:
+        """Count blocks this round failed, by reason code."""
+        for code, n in reasons.items():
+            if n:
+                self.failed += n
+                self.failed_reasons[code] = self.failed_reasons.get(code, 0) + n
 
 
 # ---------------------------------------------------------------- retry
