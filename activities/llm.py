@@ -64,7 +64,7 @@ from blockbatch.core.models import (
 )
 from blockbatch.core.planning import LEARNING_PACK_BLOCKS
 from blockbatch.core.prompt import alias_map, build_request, needs_streaming, request_prefix
-from blockbatch.core.quality import PROBE_ATTEMPTS, pack_sample
+from blockbatch.core.quality import PROBE_ATTEMPTS, QUALITY_PROBE, pack_sample, probe_path
 from blockbatch.core.ratelimit import Need
 from blockbatch.core.registry import Usage, cost_usd
 from blockbatch.core.results import parse_results
@@ -314,7 +314,7 @@ class LlmActivities:
         """One sampled block asked alone and compared (its sample row says how it went);
         the calls it made are appended to ``calls``."""
         run_id, uid = ctx.run_id, block.block_uid
-        path = quality.probe_path(block.block_index)
+        path = probe_path(block.block_index)
 
         async def not_compared(status: str, error: str, call_id: int | None = None) -> None:
             async with self.pool.acquire() as conn:
@@ -359,7 +359,7 @@ class LlmActivities:
                     attempt,
                     [uid],
                     request,
-                    purpose=quality.QUALITY_PROBE,
+                    purpose=QUALITY_PROBE,
                     worst_case_usd=pack_worst_case(ctx, pack),
                     block_aliases=aliases,
                 )

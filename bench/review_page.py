@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from blockbatch.core.views import GridFilter
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import aiohttp
@@ -46,7 +48,7 @@ from blockbatch.devtools import stack
 from blockbatch.devtools.synthetic import checkable_properties, markdown_document
 from blockbatch.store import overlays, repo, runs
 from blockbatch.store.db import create_pool
-from blockbatch.store.review import GridFilter, explain_grid, refresh_statistics
+from blockbatch.store.review import explain_grid, refresh_statistics
 
 PAGE = 50
 GOAL_MS = 300.0

@@ -16,10 +16,10 @@ from blockbatch.core.models import RunResult
 from blockbatch.core.quality import probe_cost_text
 from blockbatch.core.reasons import counts_text
 from blockbatch.core.registry import UnknownModelError, Usage, cost_usd, get_model
+from blockbatch.core.views import RetryRecord
 from blockbatch.runtime.settings import Settings
 from blockbatch.store.reads import baseline_inputs, prefix_to_count
 from blockbatch.store.repo import save_prefix_tokens
-from blockbatch.store.retries import RetryRecord
 
 
 async def baseline_cost(

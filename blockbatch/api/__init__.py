@@ -56,8 +56,15 @@ from blockbatch.core.calibration import Calibration, CalibrationError
 from blockbatch.core.models import RunOptions, RunResult
 from blockbatch.core.quote import ModeQuote, Quote
 from blockbatch.core.review import EditError
-from blockbatch.store.reads import CallDetail, CallRow, ItemUsage, ReviewItem, ReviewPage, RunInfo
-from blockbatch.store.retries import RetryRecord
+from blockbatch.core.views import (
+    CallDetail,
+    CallRow,
+    ItemUsage,
+    RetryRecord,
+    ReviewItem,
+    ReviewPage,
+    RunInfo,
+)
 
 __all__ = [
     "AllItemsFailed",

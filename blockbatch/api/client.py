@@ -79,13 +79,25 @@ from blockbatch.core.models import (
 from blockbatch.core.quote import Quote
 from blockbatch.core.registry import ModelInfo, retirement_warning
 from blockbatch.core.streams import StreamTriggers
+from blockbatch.core.views import (
+    CallDetail,
+    CallRow,
+    Disagreement,
+    GridFilter,
+    GridPage,
+    LimiterView,
+    RetryRecord,
+    ReviewAction,
+    ReviewActivity,
+    ReviewPage,
+    RunInfo,
+)
 from blockbatch.runtime.settings import Settings, load_settings
 from blockbatch.runtime.temporal import connect, ensure_search_attributes
 from blockbatch.store import quality, ratelimits, reads, replans, repo, review, runs, workers
 from blockbatch.store import retries as retry_log
 from blockbatch.store import streams as stream_store
 from blockbatch.store.db import create_pool
-from blockbatch.store.retries import RetryRecord
 from workflows import attributes
 from workflows.run import RunWorkflow, run_workflow_id
 from workflows.stream import StreamWorkflow
@@ -649,11 +661,11 @@ class Blockbatch:
 
     # ------------------------------------------------------------------ reading and review
 
-    async def run(self, run_id: str) -> reads.RunInfo:
+    async def run(self, run_id: str) -> RunInfo:
         """One run as stored (raises NotFound for an unknown id)."""
         return await reads.get_run(self.pool, run_id)
 
-    async def runs(self, *, limit: int = 20, status: str | None = None) -> list[reads.RunInfo]:
+    async def runs(self, *, limit: int = 20, status: str | None = None) -> list[RunInfo]:
         """The newest runs, optionally only those in ``status``."""
         return await reads.list_runs(self.pool, limit=limit, status=status)
 
@@ -661,7 +673,7 @@ class Blockbatch:
         """The run's counters and failure reasons from Postgres (final once it has finished)."""
         return await self.result_of(await self.run(run_id))
 
-    async def result_of(self, info: reads.RunInfo) -> RunResult:
+    async def result_of(self, info: RunInfo) -> RunResult:
         """:meth:`result` of a run already read (``info``): its failure reasons, re-plans
         and quality probe read beside it."""
         return info.result().model_copy(
@@ -680,12 +692,12 @@ class Blockbatch:
 
     async def disagreeing(
         self, run_id: str, *, limit: int = 50, offset: int = 0
-    ) -> tuple[int, list[quality.Disagreement]]:
+    ) -> tuple[int, list[Disagreement]]:
         """``(total, page)`` of the run's sampled blocks whose packed and single answers
         differ, both answers side by side with the comparison per field."""
         return await quality.disagreeing(self.pool, run_id, limit=limit, offset=offset)
 
-    async def limits(self) -> list[ratelimits.LimiterView]:
+    async def limits(self) -> list[LimiterView]:
         """The fleet's rate limiters (per API key hash and model), refilled to now."""
         return await ratelimits.views(self.pool)
 
@@ -697,15 +709,15 @@ class Blockbatch:
         """Reason code -> count over the run's failed and cancelled blocks, most first."""
         return await runs.failure_reasons(self.pool, run_id)
 
-    async def review(self, run_id: str, **filters: Any) -> reads.ReviewPage:
+    async def review(self, run_id: str, **filters: Any) -> ReviewPage:
         """Blocks next to their overlays; see :func:`blockbatch.store.reads.review_page` for the filters."""
         return await reads.review_page(self.pool, run_id, **filters)
 
-    async def calls(self, run_id: str, **filters: Any) -> tuple[int, list[reads.CallRow]]:
+    async def calls(self, run_id: str, **filters: Any) -> tuple[int, list[CallRow]]:
         """(total, page) of the run's call ledger; see :func:`blockbatch.store.reads.list_calls`."""
         return await reads.list_calls(self.pool, run_id, **filters)
 
-    async def call(self, run_id: str, call_id: int, full: bool = False) -> reads.CallDetail:
+    async def call(self, run_id: str, call_id: int, full: bool = False) -> CallDetail:
         """One ledger row of the run in full: purpose, provider, status, timing, tokens,
         cost, Temporal ids, the request as sent and the raw response or error. The system
         prompt and tool definitions are elided (first characters, length, sha256) unless
@@ -769,7 +781,7 @@ class Blockbatch:
         block: str | None = None,
         *,
         limit: int = 200,
-    ) -> list[review.ReviewAction]:
+    ) -> list[ReviewAction]:
         """The run's recorded review acts (or one block's, by uid), newest first (none for
         an unknown run)."""
         return await review.review_actions(self.pool, run_id, block, limit=limit)
@@ -779,7 +791,7 @@ class Blockbatch:
         run_id: str,
         *,
         limit: int = 20,
-    ) -> list[review.ReviewActivity]:
+    ) -> list[ReviewActivity]:
         """The run's latest review acts as they were done, newest first: a bulk confirm
         of many blocks is one entry (with how many), an edit is one with its values."""
         return await review.review_activity(self.pool, run_id, limit=limit)
@@ -795,10 +807,10 @@ class Blockbatch:
         after: int | None = None,
         before: int | None = None,
         disagreeing: bool = False,
-    ) -> review.GridPage:
+    ) -> GridPage:
         """A page of the run's blocks and overlays, paged by block index (keyset);
         ``disagreeing``: only those the quality probe found disagreeing."""
-        flt = review.GridFilter(
+        flt = GridFilter(
             status=status, reason=reason, block_type=block_type, disagreeing=disagreeing
         )
         return await review.grid_page(

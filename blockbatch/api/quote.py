@@ -29,7 +29,7 @@ from blockbatch.api.inputs import SchemaSource, as_schema, with_schema_model
 from blockbatch.core.answer import CallShape, check_effort
 from blockbatch.core.calibration import CalibrationNote
 from blockbatch.core.context import RunContext
-from blockbatch.core.ingest import ParsedBlock, detect_format, parse_document
+from blockbatch.core.ingest import ParsedBlock, detect_format, document_id_for, parse_document
 from blockbatch.core.models import RunOptions
 from blockbatch.core.planning import estimate_tokens
 from blockbatch.core.prompt import request_prefix
@@ -47,13 +47,13 @@ from blockbatch.core.quote import (
 from blockbatch.core.registry import RETIRED, ModelInfo
 from blockbatch.core.reuse import answer_key, block_digest, prompt_digest
 from blockbatch.core.run_model import FACTS_MAX_AGE_S, check_usable, run_model
-from blockbatch.core.schema import SchemaSpec, load_schema
+from blockbatch.core.schema import SchemaSpec, load_schema, schema_id_for
+from blockbatch.core.views import PrefixToCount
 from blockbatch.core.warm_up import WARM_UP_BLOCK, stand_in_request
 from blockbatch.runtime.settings import Settings, load_settings
 from blockbatch.store import calibrations, model_facts, overlays, quality, quotes
 from blockbatch.store.db import connect_reading, redact_url
-from blockbatch.store.reads import PrefixToCount
-from blockbatch.store.repo import document_id_for, schema_definition_or_none, schema_id_for
+from blockbatch.store.repo import schema_definition_or_none
 
 T = TypeVar("T")
 

@@ -18,7 +18,7 @@ from blockbatch.cli.inspect import page_footer
 from blockbatch.cli.parser import PROG
 from blockbatch.cli.session import Session
 from blockbatch.core.reasons import REASONS
-from blockbatch.store.quality import Disagreement
+from blockbatch.core.views import Disagreement
 
 
 def _value(v: Any) -> str:

@@ -9,6 +9,7 @@ says what is wrong and what to do about it.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import re
@@ -579,3 +580,9 @@ class _Markdown:
 
 def _parse_markdown(text: str) -> list[_Raw]:
     return _Markdown(text).parse()
+
+
+def document_id_for(fmt: str, raw: bytes) -> str:
+    """The id a document gets when stored: the same bytes and format, the same id."""
+    digest = hashlib.sha256(fmt.encode() + b"\0" + raw).hexdigest()
+    return f"doc-{digest[:12]}"

@@ -31,6 +31,9 @@ RunStatus = Literal[
     "failed",
     "budget_exhausted",
 ]
+#: A run in one of these states may still start work (a call, a batch); once it is
+#: ``cancelling`` (or finished) nothing new starts.
+ACTIVE_STATUSES = ("created", "planning", "running")
 CacheTtl = Literal["5m", "1h"]
 
 
@@ -428,7 +431,7 @@ class RunResult(TokenCounts):
     #: Reason code -> how many failed or cancelled blocks carry it (``unknown``: no code).
     failure_reasons: dict[str, int] = Field(default_factory=dict)
     #: Blocks still pending that this finish ended (``failed`` or ``cancelled``, with
-    #: ``blockbatch.core.reasons.end_code``): what the worker's metrics count of it.
+    #: ``blockbatch.core.outcome.end_code``): what the worker's metrics count of it.
     blocks_ended: int = 0
     #: Outages of the API this run paused for (sync mode; this execution of the run).
     outages: int = 0

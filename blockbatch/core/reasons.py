@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
-from blockbatch.core.claude_errors import fatal_code_of
-
 ReasonCode = Literal[
     "missing_from_answer",
     "invalid_value",
@@ -67,14 +65,3 @@ def counts_text(reasons: Mapping[str, int]) -> str:
     (ties by code), as every summary, error and UI line writes them."""
     ordered = sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
     return ", ".join(f"{n} {code}" for code, n in ordered)
-
-
-def end_code(status: str, error: str | None) -> ReasonCode:
-    """The reason code of the blocks a run ends without finishing, by the run's final
-    status (``blockbatch.store.overlays.end_pending``): the fatal error's code for a run
-    that a fatal error stopped."""
-    if status == "budget_exhausted":
-        return "budget_exhausted"
-    if status in ("completed", "completed_with_failures"):
-        return "unfinished"
-    return fatal_code_of(error) or "cancelled"

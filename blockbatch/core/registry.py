@@ -588,3 +588,9 @@ def cost_usd(model: ModelInfo, usage: Usage, *, batch: bool = False) -> float:
 def scaled_tokens(model: ModelInfo, old_tokens: int) -> int:
     """An estimate made in old-tokenizer tokens, in the tokens ``model`` counts."""
     return math.ceil(old_tokens * model.tokenizer_scale)
+
+
+def priced_elsewhere(model: str | None) -> bool:
+    """Whether a run of ``model`` was priced from configuration: the registry has no
+    prices of it (a model the Models API describes, ``BLOCKBATCH_MODEL_PRICES`` prices)."""
+    return model is not None and model not in known_model_names()

@@ -40,7 +40,6 @@ from temporalio.worker import (
     Interceptor,
 )
 
-from activities.db import failure_code
 from activities.errors import call_of_error as failed_call
 from activities.errors import claude_error_of
 from blockbatch.core.models import (
@@ -59,7 +58,8 @@ from blockbatch.core.models import (
     RunResult,
     WarmCacheOutput,
 )
-from blockbatch.core.reasons import end_code
+from blockbatch.core.outcome import end_code
+from blockbatch.core.policy import failure_code
 
 log = logging.getLogger("blockbatch.metrics")
 

@@ -19,9 +19,9 @@ from pydantic import ConfigDict
 
 from blockbatch.core.budget import verdict
 from blockbatch.core.endpoint import Endpoint
-from blockbatch.core.models import ApplyResultsOutput
+from blockbatch.core.models import ACTIVE_STATUSES, ApplyResultsOutput
 from blockbatch.core.registry import TokenCounts, Usage
-from blockbatch.store.runs import ACTIVE_STATUSES, budget_for_share
+from blockbatch.store.runs import budget_for_share
 
 _ANSWER_COLUMNS = """call_id, block_uids, stop_reason, input_tokens, output_tokens,
                      cache_creation_input_tokens, cache_read_input_tokens, cost_usd,

@@ -64,8 +64,9 @@ from typing import Any, Literal
 import asyncpg
 
 from blockbatch.core.models import ApplyResultsOutput, RunStatus
+from blockbatch.core.outcome import end_code
 from blockbatch.core.policy import attempt_limit
-from blockbatch.core.reasons import ReasonCode, end_code
+from blockbatch.core.reasons import ReasonCode
 from blockbatch.core.results import parse_results
 from blockbatch.core.reuse import REUSABLE
 from blockbatch.core.review import REVIEWABLE, EditError, edited_overlay
