@@ -278,7 +278,7 @@ class PrefixToCount(BaseModel):
     endpoint_host: str | None = None
 
 
-class ItemUsage(BaseModel):
+class ItemUsage(TokenCounts):
     """One block's share of its run's calls (``llm_batch``'s per-item usage).
 
     Each call's tokens and cost are split over the blocks it was sent with, by their
@@ -287,10 +287,6 @@ class ItemUsage(BaseModel):
     rounded per block). A reused answer's block has nothing of this run's calls.
     """
 
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    cache_read_input_tokens: int = 0
     cost_usd: float = 0.0
     #: How many of the run's pack calls the block was sent in (more than one after a
     #: split or a retry).

@@ -425,6 +425,7 @@ async def item_usage(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> di
                   round(sum(s.share * c.output_tokens))::bigint as output_tokens,
                   round(sum(s.share * c.cache_creation_input_tokens))::bigint as cache_write,
                   round(sum(s.share * c.cache_read_input_tokens))::bigint as cache_read,
+                  round(sum(s.share * c.thinking_tokens))::bigint as thinking_tokens,
                   sum(s.share * c.cost_usd::float8) as cost_usd,
                   count(*) filter (where s.sent) as calls
            from shares s join llm_calls c using (call_id)
@@ -437,6 +438,7 @@ async def item_usage(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> di
             output_tokens=r["output_tokens"],
             cache_creation_input_tokens=r["cache_write"],
             cache_read_input_tokens=r["cache_read"],
+            thinking_tokens=r["thinking_tokens"],
             cost_usd=round(r["cost_usd"], 8),
             calls=r["calls"],
         )
