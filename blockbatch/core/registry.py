@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from datetime import date
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel
 
@@ -511,6 +511,16 @@ def configured_model(model_id: str, prices: dict[str, float], facts: dict[str, A
     return with_api_facts(entry, facts)
 
 
+class Counts(TypedDict):
+    """:class:`TokenCounts`' counters as keyword arguments (``**usage.counts()``)."""
+
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+    thinking_tokens: int
+
+
 class TokenCounts(BaseModel):
     """Tokens of one or more calls by kind, under the API's names: the one declaration of
     the counters that calls, packs, runs and the ledger's rows carry (as a base class)."""
@@ -522,9 +532,15 @@ class TokenCounts(BaseModel):
     #: Of output_tokens, how many were thinking (billed as output all the same).
     thinking_tokens: int = 0
 
-    def counts(self) -> dict[str, int]:
+    def counts(self) -> Counts:
         """The counters alone, by name (to build another model that carries them)."""
-        return {name: getattr(self, name) for name in TokenCounts.model_fields}
+        return Counts(
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            cache_creation_input_tokens=self.cache_creation_input_tokens,
+            cache_read_input_tokens=self.cache_read_input_tokens,
+            thinking_tokens=self.thinking_tokens,
+        )
 
 
 class Usage(TokenCounts):

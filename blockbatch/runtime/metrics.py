@@ -483,7 +483,7 @@ class _ObservedActivity(ActivityInboundInterceptor):
             m.blocks_failed(out.failed_reasons)
         elif isinstance(out, RunResult) and isinstance(arg, FinishRunInput):
             if out.blocks_ended:
-                ended = {end_code(arg.status, arg.error): out.blocks_ended}
+                ended: dict[str, int] = {end_code(arg.status, arg.error): out.blocks_ended}
                 if arg.status in ("completed", "budget_exhausted"):
                     m.blocks_failed(ended)
                 else:
