@@ -34,8 +34,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from blockbatch.core.views import GridFilter
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import aiohttp
@@ -44,6 +42,7 @@ from bench.common import RESULTS_DIR, ROOT, Recorder, run_main
 from blockbatch.core.ingest import parse_document
 from blockbatch.core.models import RunOptions
 from blockbatch.core.schema import load_schema
+from blockbatch.core.views import GridFilter
 from blockbatch.devtools import stack
 from blockbatch.devtools.synthetic import checkable_properties, markdown_document
 from blockbatch.store import overlays, repo, runs
