@@ -15,10 +15,10 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.batches.rounds import enqueue
-from activities.llm import warm_up_request
 from blockbatch.core.batching import PackAttempt
 from blockbatch.core.context import RunContext
 from blockbatch.core.models import (
+    ACTIVE_STATUSES,
     ApplyResultsInput,
     ApplyResultsOutput,
     BatchOptions,
@@ -45,12 +45,13 @@ from blockbatch.core.planning import (
     learn_ratios,
     pack_numbers,
 )
-from blockbatch.core.policy import code_of_failure
+from blockbatch.core.policy import failure_code
 from blockbatch.core.prompt import request_prefix
 from blockbatch.core.quality import halved, probe_plan
-from blockbatch.core.reasons import REASONS, ReasonCode
 from blockbatch.core.retry import FINISHED_STATUSES, describe_blocks, selection_text
 from blockbatch.core.reuse import answer_key, prompt_digest
+from blockbatch.core.views import RetryRecord
+from blockbatch.core.warm_up import warm_up_request
 from blockbatch.store import batches, overlays, quality, reads, replans, retries, runs, splits
 from blockbatch.store.runs import PlanState, cached_run_context
 
@@ -202,7 +203,7 @@ class DbActivities:
             unchanged = ReplanOutput(pack_count=state.pack_count)
             ctx = await cached_run_context(conn, inp.run_id)
             ratios = learned_ratios(ctx, await replans.answers(conn, inp.run_id))
-            if ratios is None or state.status not in runs.ACTIVE_STATUSES:
+            if ratios is None or state.status not in ACTIVE_STATUSES:
                 return unchanged
             blocks = await replans.unstarted_blocks(conn, inp.run_id, inp.first_pack)
             if not blocks:
@@ -252,7 +253,7 @@ class DbActivities:
                 )
             unchanged = ReplanOutput(pack_count=state.pack_count)
             was = await quality.largest_pack(conn, inp.run_id, inp.first_pack)
-            if was <= 1 or state.status not in runs.ACTIVE_STATUSES:
+            if was <= 1 or state.status not in ACTIVE_STATUSES:
                 return unchanged
             ctx = await cached_run_context(conn, inp.run_id)
             ratios = (
@@ -354,8 +355,9 @@ class DbActivities:
     async def finish_run(self, inp: FinishRunInput) -> RunResult:
         """Close the run and recompute every counter from Postgres, the source of truth."""
         async with self.pool.acquire() as conn, conn.transaction():
-            await overlays.end_pending(conn, inp.run_id, inp.status, inp.error)
+            ended = await overlays.end_pending(conn, inp.run_id, inp.status, inp.error)
             result = await runs.close_run(conn, inp.run_id, inp.status, inp.error)
+            result.blocks_ended = ended
             await retries.close_open(conn, inp.run_id, result.status)
             result.plan_changes = await replans.change_texts(conn, inp.run_id)
             result.quality = await quality.result(conn, inp.run_id)
@@ -417,7 +419,7 @@ async def _claim_retry(
     state: PlanState,
     claim: str,
     request: RetryRequest,
-) -> retries.RetryRecord:
+) -> RetryRecord:
     """Reset, pack and record a retry (inside :meth:`DbActivities.plan_retry`'s transaction)."""
     run_id = ctx.run_id
     if state.status not in FINISHED_STATUSES:
@@ -501,11 +503,3 @@ def learned_ratios(ctx: RunContext, seen: replans.Answers) -> OutputRatios | Non
     ]
     written = seen.output_tokens - seen.calls * PACK_OUTPUT_OVERHEAD_TOKENS
     return learn_ratios(samples, written)
-
-
-def failure_code(inp: FailBlocksInput) -> ReasonCode:
-    """The reason code ``fail_blocks`` gives its blocks: the input's, or (``None`` or
-    unknown) the one derived from its reason. The worker's metrics count by it too."""
-    if inp.reason_code in REASONS:
-        return inp.reason_code
-    return code_of_failure(inp.reason)

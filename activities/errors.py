@@ -16,6 +16,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.sdk import anthropic
 from blockbatch.core.claude_errors import ClaudeError, classify, is_outage, retry_delay_s
+from blockbatch.core.models import CallFacts
 
 #: Claude refused the account, not the request (a rejected key, a spend cap, billing, a
 #: model it does not serve): the run's calls stop, retrying cannot help. The first detail
@@ -53,6 +54,34 @@ def application_error(
             next_retry_delay=timedelta(seconds=delay) if delay else None,
         )
     return ApplicationError(error.describe(doing), error, type=BATCH_REJECTED, non_retryable=True)
+
+
+def claude_error_of(err: BaseException) -> ClaudeError | None:
+    """The classified Claude error an ``ApplicationError`` carries as its first detail."""
+    if (
+        isinstance(err, ApplicationError)
+        and err.details
+        and isinstance(err.details[0], ClaudeError)
+    ):
+        return err.details[0]
+    return None
+
+
+def call_of_error(err: BaseException) -> CallFacts | None:
+    """The call a failed attempt made, from the error it raised (``None``: no call).
+
+    An error carrying a ``ClaudeError`` was raised after the ledger recorded the failed
+    call (429, 5xx, 529, no answer, a rejected key). A ``RETRYABLE`` error without one is
+    the answer another worker had already recorded for the same attempt: the call is in
+    the ledger as ``failed`` (``duplicate_attempt``), not as an API error. Any other error
+    (Postgres unreachable before the call) made no call.
+    """
+    error = claude_error_of(err)
+    if error is not None:
+        return CallFacts(status="failed", api_error=True, http_status=error.status)
+    if isinstance(err, ApplicationError) and err.type == RETRYABLE:
+        return CallFacts(status="failed")
+    return None
 
 
 def from_api_error(err: anthropic.APIError) -> ClaudeError:

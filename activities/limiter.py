@@ -11,7 +11,6 @@ flight follows what the account's limits admit, whatever ``max_concurrent_packs`
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import random
 import uuid
 from collections.abc import Mapping
@@ -20,7 +19,7 @@ from typing import Any
 import asyncpg
 
 from activities.shared import PerRun
-from blockbatch.core.ratelimit import Need, rate_class, throttle_of
+from blockbatch.core.ratelimit import Need, key_hash, rate_class, throttle_of
 from blockbatch.store import ratelimits
 
 #: A waiting call looks again after the wait the buckets said, within these bounds (s).
@@ -29,13 +28,6 @@ _MIN_POLL_S, _MAX_POLL_S = 0.2, 5.0
 _PRUNE_EVERY = 1000
 #: A run's view of the limiter (its share, its 429s) is read at most this often per worker.
 _NOTE_EVERY_S = 5.0
-
-
-def key_hash(api_key: str | None) -> str:
-    """What identifies an account's limits: a hash prefix of its API key, never the key."""
-    if not api_key:
-        return "no-key"
-    return hashlib.sha256(api_key.encode()).hexdigest()[:16]
 
 
 class FleetLimiter:

@@ -34,6 +34,7 @@ from activities.errors import (
     API_UNAVAILABLE,
     RETRYABLE,
     application_error,
+    call_of_error,
     from_api_error,
 )
 from activities.limiter import FleetLimiter
@@ -50,6 +51,7 @@ from blockbatch.core.claude_errors import ClaudeError, is_outage
 from blockbatch.core.context import RunContext
 from blockbatch.core.evidence import ground
 from blockbatch.core.models import (
+    CallFacts,
     CallModelInput,
     CallModelOutput,
     LimiterNote,
@@ -61,12 +63,13 @@ from blockbatch.core.models import (
     WarmCacheInput,
     WarmCacheOutput,
 )
-from blockbatch.core.planning import LEARNING_PACK_BLOCKS, estimate_tokens
+from blockbatch.core.planning import LEARNING_PACK_BLOCKS
 from blockbatch.core.prompt import alias_map, build_request, needs_streaming, request_prefix
-from blockbatch.core.quality import PROBE_ATTEMPTS, pack_sample
+from blockbatch.core.quality import PROBE_ATTEMPTS, QUALITY_PROBE, pack_sample, probe_path
 from blockbatch.core.ratelimit import Need
 from blockbatch.core.registry import Usage, cost_usd
 from blockbatch.core.results import parse_results
+from blockbatch.core.warm_up import WARM_UP_PATH, warm_up_request
 from blockbatch.store import ledger, overlays, quality
 from blockbatch.store.runs import cached_run_context, probe_context
 
@@ -101,14 +104,6 @@ _T = TypeVar("_T")
 _UNCACHED_KEPT = 1000
 #: A pack's probe calls in flight at once (they go through the fleet's limiter too).
 _PROBES_AT_ONCE = 4
-#: The ledger's pack path of a run's warm-up call (``warm_cache``), and the one stand-in
-#: block it carries (the cache prefix is the system prompt and tool, whatever the blocks).
-WARM_UP_PATH = "warm-up"
-WARM_UP_BLOCK = {
-    "block_uid": "warm-up",
-    "block_type": "paragraph",
-    "block_content": "(no block: this call only writes the prompt cache)",
-}
 #: What ``_prepare`` hands ``_send``: the run, the ledger row, the pack, the request and
 #: what it will count against the rate limits.
 _Prepared = tuple[RunContext, int, list[str], dict[str, Any], Need]
@@ -194,13 +189,20 @@ class LlmActivities:
                 call_id, error.status, error.error_type, error.message, request_id, started
             )
             return ProbeApiOutput(
-                up=not is_outage(error), message=error.describe(), call_id=call_id
+                up=not is_outage(error),
+                message=error.describe(),
+                call_id=call_id,
+                call=CallFacts(status="failed", api_error=True, http_status=error.status),
             )
         answer = await self._record_answer(
             ctx, call_id, message, raw.headers.get("request-id"), started
         )
         return ProbeApiOutput(
-            up=True, message="Claude answered", call_id=call_id, cost_usd=answer.cost_usd
+            up=True,
+            message="Claude answered",
+            call_id=call_id,
+            cost_usd=answer.cost_usd,
+            call=CallFacts(status="succeeded", **answer.counts(), cost_usd=answer.cost_usd),
         )
 
     @activity.defn
@@ -258,7 +260,11 @@ class LlmActivities:
                 ctx.model.id,
             )
         return WarmCacheOutput(
-            called=True, call_id=answer.call_id, totals=answer.totals(), cached=cached
+            called=True,
+            call_id=answer.call_id,
+            totals=answer.totals(),
+            cached=cached,
+            call=CallFacts.of_output(answer),
         )
 
     @activity.defn
@@ -292,7 +298,7 @@ class LlmActivities:
             # stay the run's.
             probe_ctx = await probe_context(conn, ctx)
         gate = asyncio.Semaphore(_PROBES_AT_ONCE)
-        calls: list[int] = []
+        calls: list[CallFacts] = []
 
         async def one(block: quality.ProbeBlock) -> Totals:
             async with gate:
@@ -305,16 +311,16 @@ class LlmActivities:
             sampled, agreeing, failed = await quality.pack_tally(conn, inp.run_id, inp.pack_index)
         totals.quality_sampled, totals.quality_agreeing = sampled, agreeing
         return QualityProbeOutput(
-            sampled=sampled, agreeing=agreeing, failed=failed, totals=totals, call_ids=calls
+            sampled=sampled, agreeing=agreeing, failed=failed, totals=totals, calls=calls
         )
 
     async def _probe_block(
-        self, ctx: RunContext, block: quality.ProbeBlock, calls: list[int]
+        self, ctx: RunContext, block: quality.ProbeBlock, calls: list[CallFacts]
     ) -> Totals:
         """One sampled block asked alone and compared (its sample row says how it went);
-        the ledger ids of the calls it made are appended to ``calls``."""
+        the calls it made are appended to ``calls``."""
         run_id, uid = ctx.run_id, block.block_uid
-        path = quality.probe_path(block.block_index)
+        path = probe_path(block.block_index)
 
         async def not_compared(status: str, error: str, call_id: int | None = None) -> None:
             async with self.pool.acquire() as conn:
@@ -359,7 +365,7 @@ class LlmActivities:
                     attempt,
                     [uid],
                     request,
-                    purpose=quality.QUALITY_PROBE,
+                    purpose=QUALITY_PROBE,
                     worst_case_usd=pack_worst_case(ctx, pack),
                     block_aliases=aliases,
                 )
@@ -369,7 +375,6 @@ class LlmActivities:
             if opened is None:
                 await not_compared("skipped", "the run stopped before the probe call")
                 return spent
-            calls.append(opened)
             try:
                 out = await self._send(
                     ctx,
@@ -379,6 +384,9 @@ class LlmActivities:
                     self._need(ctx, pack.est_input_tokens, pack.max_tokens),
                 )
             except ApplicationError as err:
+                failed_call = call_of_error(err)
+                if failed_call is not None:
+                    calls.append(failed_call)
                 spent.add(Totals(calls=1, quality_calls=1))
                 if err.non_retryable or attempt == PROBE_ATTEMPTS:
                     await not_compared("failed", err.message, opened)
@@ -389,6 +397,9 @@ class LlmActivities:
                     else 2.0 * 2 ** (attempt - 1)
                 )
                 continue
+            made = CallFacts.of_output(out)
+            if made is not None:
+                calls.append(made)
             answer_totals = out.totals()
             answer_totals.quality_calls = answer_totals.calls
             answer_totals.quality_cost_usd = answer_totals.cost_usd
@@ -803,53 +814,6 @@ class LlmActivities:
             )
 
 
-def stand_in_request(ctx: RunContext) -> dict[str, Any]:
-    """The request of a pack holding only the stand-in block: the run's system prompt,
-    answer channel, thinking and effort (its cache prefix), room for one result. The
-    quote counts it (``blockbatch.core.quote.count_plan``); the warm-up is made from it."""
-    aliases = alias_map([WARM_UP_BLOCK["block_uid"]]) if ctx.options.short_ids else None
-    max_tokens = ctx.pack([estimate_tokens(WARM_UP_BLOCK["block_content"])]).max_tokens
-    return build_request(
-        ctx.spec,
-        [WARM_UP_BLOCK],
-        max_tokens=max_tokens,
-        model=ctx.model.id,
-        shape=ctx.shape,
-        cache_ttl=ctx.options.cache_ttl,
-        aliases=aliases,
-    )
-
-
-def warm_up_request(ctx: RunContext) -> dict[str, Any]:
-    """The warm-up call's request: it writes the packs' cache prefix (contract §5).
-
-    ``max_tokens: 0`` (the prompt processed and cached, nothing generated, no output
-    billed) wherever the API takes it: it refuses it with a forced ``tool_choice``, with
-    ``output_config.format``, with ``thinking.type: enabled`` (never sent), with streaming
-    and in batches (the warm-up is neither).
-
-    - forced tool (``tool``, ``strict_tool``): the packs' system prompt and tools with
-      ``tool_choice: auto``, which changes only the messages layer of the cache, not the
-      tools and system the packs read;
-    - ``auto_tool``: the packs' request as it is, with ``max_tokens: 0``;
-    - ``json``: the stand-in pack itself (:func:`stand_in_request`), a real call with room
-      for one result. The format adds a hidden system prompt, so a warm-up without it
-      would most likely cache another prefix (the contract marks this [??]); one small
-      answer costs far less than the first wave of packs each writing the prefix at the
-      cache-write price instead of reading it.
-
-    With short ids its system prompt and tool say so, like the packs', so it writes
-    their prefix.
-    """
-    request = stand_in_request(ctx)
-    if ctx.shape.channel == "json":
-        return request
-    request["max_tokens"] = 0
-    if ctx.shape.forced:
-        request["tool_choice"] = {"type": "auto", "disable_parallel_tool_use": True}
-    return request
-
-
 def _used(message: dict[str, Any]) -> Need:
     """What the API counted for an answer (uncached input and cache writes; output)."""
     usage = Usage.from_message(message)
@@ -866,11 +830,7 @@ def _answered(answer: ledger.Answer, *, reused: bool) -> CallModelOutput:
         block_uids=answer.block_uids,
         call_id=answer.call_id,
         stop_reason=answer.stop_reason,
-        input_tokens=answer.input_tokens,
-        output_tokens=answer.output_tokens,
-        cache_creation_input_tokens=answer.cache_creation_input_tokens,
-        cache_read_input_tokens=answer.cache_read_input_tokens,
-        thinking_tokens=answer.thinking_tokens,
+        **answer.counts(),
         cost_usd=answer.cost_usd,
         reused=reused,
     )

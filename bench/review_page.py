@@ -42,11 +42,12 @@ from bench.common import RESULTS_DIR, ROOT, Recorder, run_main
 from blockbatch.core.ingest import parse_document
 from blockbatch.core.models import RunOptions
 from blockbatch.core.schema import load_schema
+from blockbatch.core.views import GridFilter
 from blockbatch.devtools import stack
 from blockbatch.devtools.synthetic import checkable_properties, markdown_document
 from blockbatch.store import overlays, repo, runs
 from blockbatch.store.db import create_pool
-from blockbatch.store.review import GridFilter, explain_grid, refresh_statistics
+from blockbatch.store.review import explain_grid, refresh_statistics
 
 PAGE = 50
 GOAL_MS = 300.0

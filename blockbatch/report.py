@@ -14,11 +14,12 @@ from blockbatch.core.claude_errors import fatal_code_of
 from blockbatch.core.endpoint import answered_text, endpoint_host
 from blockbatch.core.models import RunResult
 from blockbatch.core.quality import probe_cost_text
+from blockbatch.core.reasons import counts_text
 from blockbatch.core.registry import UnknownModelError, Usage, cost_usd, get_model
+from blockbatch.core.views import RetryRecord
 from blockbatch.runtime.settings import Settings
 from blockbatch.store.reads import baseline_inputs, prefix_to_count
 from blockbatch.store.repo import save_prefix_tokens
-from blockbatch.store.retries import RetryRecord
 
 
 async def baseline_cost(
@@ -81,12 +82,6 @@ def cache_hit_ratio(result: RunResult) -> float:
     return result.cache_read_input_tokens / prompt if prompt else 0.0
 
 
-def grouped_reasons(reasons: dict[str, int]) -> str:
-    """``28 api_unavailable, 3 invalid_value``: reason codes with counts, most first."""
-    ordered = sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
-    return ", ".join(f"{n} {code}" for code, n in ordered)
-
-
 def not_done_line(result: RunResult) -> str | None:
     """``31 failed: 28 api_unavailable, 3 invalid_value`` (None when every block is done).
 
@@ -102,7 +97,7 @@ def not_done_line(result: RunResult) -> str | None:
     reasons = dict(r.failure_reasons)
     if reasons.get("cancelled") == r.blocks_cancelled:
         del reasons["cancelled"]
-    return f"{line}: {grouped_reasons(reasons)}" if reasons else line
+    return f"{line}: {counts_text(reasons)}" if reasons else line
 
 
 def tokens_line(result: RunResult) -> str:
@@ -206,7 +201,7 @@ def retries_line(retries: Sequence[RetryRecord]) -> str | None:
         return None
     parts = []
     for r in retries:
-        why = next(iter(r.reasons)) if len(r.reasons) == 1 else grouped_reasons(r.reasons)
+        why = next(iter(r.reasons)) if len(r.reasons) == 1 else counts_text(r.reasons)
         end = r.final_status or "running"
         took = f" in {r.duration_s:.1f}s" if r.duration_s is not None else ""
         parts.append(

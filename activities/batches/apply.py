@@ -56,7 +56,7 @@ async def _handle(
             conn, inp.run_id, r.call_id, r.pack_path, inp.max_block_attempts, ctx.spec
         )
         out.completed += applied.completed
-        out.failed += len(applied.failed)
+        out.count_failed(applied.failed_reasons)
         remaining = applied.remaining
         decision = decide(
             "answered",
@@ -103,18 +103,25 @@ async def _carry_out(
     """Do what the policy decided: retry, resubmit, split, fail, or stop the run."""
     path, index, nxt = r.pack_path, r.pack_index, inp.round + 1
     if decision.step == "retry":
-        out.failed += await enqueue(
-            conn, ctx, nxt, [PackAttempt(path, index, r.pack_attempt + 1, r.resubmits, remaining)]
+        out.count_failed(
+            await enqueue(
+                conn,
+                ctx,
+                nxt,
+                [PackAttempt(path, index, r.pack_attempt + 1, r.resubmits, remaining)],
+            )
         )
     elif decision.step == "resubmit":
         still = await overlays.still_pending(conn, inp.run_id, r.block_uids)
         if still:
             out.resubmitted += 1
-            out.failed += await enqueue(
-                conn,
-                ctx,
-                nxt,
-                [PackAttempt(path, index, r.pack_attempt + 1, r.resubmits + 1, still)],
+            out.count_failed(
+                await enqueue(
+                    conn,
+                    ctx,
+                    nxt,
+                    [PackAttempt(path, index, r.pack_attempt + 1, r.resubmits + 1, still)],
+                )
             )
     elif decision.step == "split":
         halves = split_pack(path, remaining)
@@ -122,17 +129,16 @@ async def _carry_out(
             conn, inp.run_id, path, decision.reason, len(remaining), [child for child, _ in halves]
         )
         out.splits += 1
-        out.failed += await enqueue(
-            conn, ctx, nxt, [PackAttempt(child, index, 1, 0, h) for child, h in halves]
+        out.count_failed(
+            await enqueue(
+                conn, ctx, nxt, [PackAttempt(child, index, 1, 0, h) for child, h in halves]
+            )
         )
     elif decision.step == "fail":
-        out.failed += await overlays.fail_pending(
-            conn,
-            inp.run_id,
-            decision.reason,
-            path,
-            reason_code=decision.code or "unfinished",
-            block_uids=remaining,
+        code = decision.code or "unfinished"
+        failed = await overlays.fail_pending(
+            conn, inp.run_id, decision.reason, path, reason_code=code, block_uids=remaining
         )
+        out.count_failed({code: failed})
     elif decision.step == "fatal":
         out.fatal_error = out.fatal_error or decision.reason

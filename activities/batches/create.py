@@ -30,11 +30,11 @@ from activities.shared import origin
 from blockbatch.core.batching import Part
 from blockbatch.core.context import RunContext
 from blockbatch.core.endpoint import Endpoint
-from blockbatch.core.models import BatchRoundInput, ProviderBatchRef
+from blockbatch.core.models import ACTIVE_STATUSES, BatchRoundInput, ProviderBatchRef
 from blockbatch.core.prompt import request_prefix
 from blockbatch.store import provider_batches
 from blockbatch.store.provider_batches import CreatedBatch, PartKey
-from blockbatch.store.runs import ACTIVE_STATUSES, status_for_share
+from blockbatch.store.runs import status_for_share
 
 #: Clock skew allowed between us and the provider when looking for an orphan batch.
 _ORPHAN_SKEW = timedelta(minutes=2)

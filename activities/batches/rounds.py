@@ -17,11 +17,11 @@ from blockbatch.store import batches, overlays
 
 async def enqueue(
     conn: asyncpg.Connection, ctx: RunContext, round_: int, packs: Sequence[PackAttempt]
-) -> int:
+) -> dict[str, int]:
     """Add pack attempts to a round; a lone block too large for the model fails now.
 
     Returns:
-        How many blocks failed as oversized.
+        The blocks that failed, by reason code (``oversized``; empty when none did).
     """
     est = await batches.block_tokens(conn, [u for p in packs for u in p.uids])
     requests: list[batches.NewRequest] = []
@@ -47,4 +47,4 @@ async def enqueue(
         )
     if requests:
         await batches.add_requests(conn, ctx.run_id, round_, requests)
-    return failed
+    return {"oversized": failed} if failed else {}

@@ -46,7 +46,13 @@ async def open_batch_run(pool: asyncpg.Pool, inp: OpenBatchRunInput) -> OpenBatc
             conn, ctx, 1, [PackAttempt(str(i), i, 1, 0, uids) for i, uids in packs.items()]
         )
         requests, blocks = await batches.round_size(conn, inp.run_id, 1)
-    return OpenBatchRunOutput(options=options, requests=requests, blocks=blocks, failed=failed)
+    return OpenBatchRunOutput(
+        options=options,
+        requests=requests,
+        blocks=blocks,
+        failed=sum(failed.values()),
+        failed_reasons=failed,
+    )
 
 
 async def submit_round(

@@ -56,16 +56,16 @@ from blockbatch.core.calibration import Calibration, CalibrationError
 from blockbatch.core.models import RunOptions, RunResult
 from blockbatch.core.quote import ModeQuote, Quote
 from blockbatch.core.review import EditError
-from blockbatch.store.reads import (
+from blockbatch.core.views import (
     BlockProvenance,
     CallDetail,
     CallRow,
     ItemUsage,
+    RetryRecord,
     ReviewItem,
     ReviewPage,
     RunInfo,
 )
-from blockbatch.store.retries import RetryRecord
 
 __all__ = [
     "AllItemsFailed",

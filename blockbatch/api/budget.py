@@ -16,8 +16,8 @@ from blockbatch.core.context import RunContext
 from blockbatch.core.models import RetryRequest, RunOptions
 from blockbatch.core.registry import ModelInfo, get_model
 from blockbatch.core.schema import load_schema
+from blockbatch.core.views import RunInfo
 from blockbatch.store import retries, runs
-from blockbatch.store.reads import RunInfo
 
 __all__ = ["BudgetError", "check_retry_budget", "check_start_budget"]
 

@@ -60,14 +60,13 @@ from blockbatch.core.calibration import (
     recommend,
     size_result,
 )
-from blockbatch.core.ingest import ParsedBlock, parse_document
+from blockbatch.core.ingest import ParsedBlock, document_id_for, parse_document
 from blockbatch.core.models import QualityOptions, RunOptions, RunResult
 from blockbatch.core.quote import Quote
 from blockbatch.core.registry import get_model
 from blockbatch.core.schema import SchemaSpec
 from blockbatch.runtime.settings import Settings
 from blockbatch.store import calibrations, overlays
-from blockbatch.store.repo import document_id_for
 
 
 class Runner(Protocol):

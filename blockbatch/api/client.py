@@ -75,29 +75,37 @@ from blockbatch.core.endpoint import endpoint_of, mismatch_text
 from blockbatch.core.ingest import ParsedBlock, detect_format, parse_document
 from blockbatch.core.models import (
     OutageOptions,
-    QualityOptions,
     QualityResult,
-    QualityRunState,
     RunInput,
     RunOptions,
     RunProgress,
     RunResult,
-    StreamInput,
+    quality_state,
+    run_input,
+    stream_input,
 )
 from blockbatch.core.quote import Quote
 from blockbatch.core.registry import ModelInfo, retirement_warning
 from blockbatch.core.streams import StreamTriggers
+from blockbatch.core.views import (
+    CallDetail,
+    CallRow,
+    Disagreement,
+    GridFilter,
+    GridPage,
+    LimiterView,
+    RetryRecord,
+    ReviewAction,
+    ReviewActivity,
+    ReviewPage,
+    RunInfo,
+)
 from blockbatch.runtime.settings import Settings, load_settings
 from blockbatch.runtime.temporal import connect, ensure_search_attributes
 from blockbatch.store import quality, ratelimits, reads, replans, repo, review, runs, workers
 from blockbatch.store import retries as retry_log
 from blockbatch.store import streams as stream_store
 from blockbatch.store.db import create_pool
-
-# By name: the class's own `quality` and `review` methods shadow the modules in annotations.
-from blockbatch.store.quality import Disagreement
-from blockbatch.store.retries import RetryRecord
-from blockbatch.store.review import GridPage, ReviewAction, ReviewActivity
 from workflows import attributes
 from workflows.run import RunWorkflow, run_workflow_id
 from workflows.stream import StreamWorkflow
@@ -379,14 +387,7 @@ class Blockbatch:
             await ensure_search_attributes(client, self.settings.temporal_namespace)
             await client.start_workflow(
                 RunWorkflow.run,
-                RunInput(
-                    run_id=run_id,
-                    max_concurrent_packs=options.max_concurrent_packs,
-                    max_block_attempts=options.max_block_attempts,
-                    packs_per_history=packs_per_history,
-                    outage=options.outage or OutageOptions(),
-                    quality=quality_state(options),
-                ),
+                run_input(run_id, options, packs_per_history=packs_per_history),
                 id=run_workflow_id(run_id),
                 task_queue=task_queue or self.settings.temporal_task_queue,
                 static_summary=f"run {run_id}: {names.document_name} × {names.schema_name} "
@@ -456,15 +457,7 @@ class Blockbatch:
             await ensure_search_attributes(client, self.settings.temporal_namespace)
             await client.start_workflow(
                 StreamWorkflow.run,
-                StreamInput(
-                    run_id=run_id,
-                    max_concurrent_packs=options.max_concurrent_packs,
-                    max_block_attempts=options.max_block_attempts,
-                    packs_per_history=packs_per_history,
-                    pack_count=0,
-                    outage=options.outage or OutageOptions(),
-                    triggers=triggers,
-                ),
+                stream_input(run_id, options, triggers, packs_per_history=packs_per_history),
                 id=run_workflow_id(run_id),
                 task_queue=task_queue or self.settings.temporal_task_queue,
                 static_summary=f"stream {run_id}: rows × {schema_id} ({options.model})",
@@ -720,11 +713,11 @@ class Blockbatch:
 
     # ------------------------------------------------------------------ reading and review
 
-    async def run(self, run_id: str) -> reads.RunInfo:
+    async def run(self, run_id: str) -> RunInfo:
         """One run as stored (raises NotFound for an unknown id)."""
         return await reads.get_run(self.pool, run_id)
 
-    async def runs(self, *, limit: int = 20, status: str | None = None) -> list[reads.RunInfo]:
+    async def runs(self, *, limit: int = 20, status: str | None = None) -> list[RunInfo]:
         """The newest runs, optionally only those in ``status``."""
         return await reads.list_runs(self.pool, limit=limit, status=status)
 
@@ -732,7 +725,7 @@ class Blockbatch:
         """The run's counters and failure reasons from Postgres (final once it has finished)."""
         return await self.result_of(await self.run(run_id))
 
-    async def result_of(self, info: reads.RunInfo) -> RunResult:
+    async def result_of(self, info: RunInfo) -> RunResult:
         """:meth:`result` of a run already read (``info``): its failure reasons, re-plans
         and quality probe read beside it."""
         return info.result().model_copy(
@@ -756,7 +749,7 @@ class Blockbatch:
         differ, both answers side by side with the comparison per field."""
         return await quality.disagreeing(self.pool, run_id, limit=limit, offset=offset)
 
-    async def limits(self) -> list[ratelimits.LimiterView]:
+    async def limits(self) -> list[LimiterView]:
         """The fleet's rate limiters (per API key hash and model), refilled to now."""
         return await ratelimits.views(self.pool)
 
@@ -772,15 +765,15 @@ class Blockbatch:
         """Review flag -> count over the run's answered blocks (``ungrounded``)."""
         return await review.review_flags(self.pool, run_id)
 
-    async def review(self, run_id: str, **filters: Any) -> reads.ReviewPage:
+    async def review(self, run_id: str, **filters: Any) -> ReviewPage:
         """Blocks next to their overlays; see :func:`blockbatch.store.reads.review_page` for the filters."""
         return await reads.review_page(self.pool, run_id, **filters)
 
-    async def calls(self, run_id: str, **filters: Any) -> tuple[int, list[reads.CallRow]]:
+    async def calls(self, run_id: str, **filters: Any) -> tuple[int, list[CallRow]]:
         """(total, page) of the run's call ledger; see :func:`blockbatch.store.reads.list_calls`."""
         return await reads.list_calls(self.pool, run_id, **filters)
 
-    async def call(self, run_id: str, call_id: int, full: bool = False) -> reads.CallDetail:
+    async def call(self, run_id: str, call_id: int, full: bool = False) -> CallDetail:
         """One ledger row of the run in full: purpose, provider, status, timing, tokens,
         cost, Temporal ids, the request as sent and the raw response or error. The system
         prompt and tool definitions are elided (first characters, length, sha256) unless
@@ -873,7 +866,7 @@ class Blockbatch:
     ) -> GridPage:
         """A page of the run's blocks and overlays, paged by block index (keyset);
         ``disagreeing``: only those the quality probe found disagreeing."""
-        flt = review.GridFilter(
+        flt = GridFilter(
             status=status, reason=reason, block_type=block_type, disagreeing=disagreeing
         )
         return await review.grid_page(
@@ -908,16 +901,6 @@ class Blockbatch:
         if isinstance(out, str | Path):
             return await export_run_to_file(self.pool, run_id, out, staged=staged, fmt=fmt)
         return await export_to(self.pool, run_id, out, staged=staged, fmt=fmt)
-
-
-def quality_state(options: RunOptions) -> QualityRunState | None:
-    """The run's quality probe and gate as its workflow carries them (``None``: no probe:
-    ``probe_rate`` 0 without a gate, or batch mode, which the probe does not cover). A gate
-    probes every pack's own samples even at ``probe_rate`` 0."""
-    q = options.quality or QualityOptions()
-    if options.mode != "sync" or (q.probe_rate <= 0 and q.min_agreement is None):
-        return None
-    return QualityRunState(min_agreement=q.min_agreement, reask=q.reask)
 
 
 def _run_attributes(

@@ -12,6 +12,7 @@ from blockbatch.core.answer import EffortError
 from blockbatch.core.budget import BudgetError
 from blockbatch.core.calibration import CalibrationError
 from blockbatch.core.ingest import IngestError
+from blockbatch.core.reasons import counts_text
 from blockbatch.core.registry import UnknownModelError
 from blockbatch.core.review import EditError
 from blockbatch.core.schema import SchemaError
@@ -109,7 +110,7 @@ class AllItemsFailed(RuntimeError):
         self.reasons: dict[str, int] = {
             code: len(items) for code, items in result.errors_by_reason().items()
         }
-        grouped = ", ".join(f"{n} {code}" for code, n in self.reasons.items())
+        grouped = counts_text(self.reasons)
         super().__init__(
             f"every item failed in run {result.run_id} ({result.run.status}): "
             f"{len(self.errors)} item{'s' if len(self.errors) != 1 else ''} ({grouped}); "

@@ -76,9 +76,10 @@ from blockbatch.core.ingest import IngestError, ParsedBlock
 from blockbatch.core.models import QualityOptions, RunOptions, RunResult
 from blockbatch.core.questions import ANSWER_FIELD, QUESTION_SCHEMA, question_block
 from blockbatch.core.schema import SchemaSpec
+from blockbatch.core.views import ItemUsage
 from blockbatch.runtime.settings import Settings, load_settings
 from blockbatch.runtime.temporal import anthropic_client, build_worker
-from blockbatch.store.reads import ItemUsage, item_usage
+from blockbatch.store.reads import item_usage
 
 Item = str | dict[str, Any]
 

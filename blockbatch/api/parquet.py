@@ -31,7 +31,8 @@ from blockbatch.api.review import (
     exported_overlay,
     input_columns,
 )
-from blockbatch.store.reads import ExportRow, export_snapshot
+from blockbatch.core.views import ExportRow
+from blockbatch.store.reads import export_snapshot
 
 #: Rows per record batch written.
 BATCH_ROWS = 5_000

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import json
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Any, TypeVar
 
 import asyncpg
 
-from activities.llm import WARM_UP_BLOCK, stand_in_request
 from activities.models import READ_TIMEOUT_S, ModelFacts
 from activities.sdk import anthropic
 from blockbatch.api.errors import BadRequest
@@ -29,7 +29,7 @@ from blockbatch.api.inputs import SchemaSource, as_schema, with_schema_model
 from blockbatch.core.answer import CallShape, check_effort
 from blockbatch.core.calibration import CalibrationNote
 from blockbatch.core.context import RunContext
-from blockbatch.core.ingest import ParsedBlock, detect_format, parse_document
+from blockbatch.core.ingest import ParsedBlock, detect_format, document_id_for, parse_document
 from blockbatch.core.models import RunOptions
 from blockbatch.core.planning import estimate_tokens
 from blockbatch.core.prompt import request_prefix
@@ -47,12 +47,13 @@ from blockbatch.core.quote import (
 from blockbatch.core.registry import RETIRED, ModelInfo
 from blockbatch.core.reuse import answer_key, block_digest, prompt_digest
 from blockbatch.core.run_model import FACTS_MAX_AGE_S, check_usable, run_model
-from blockbatch.core.schema import SchemaSpec, load_schema
+from blockbatch.core.schema import SchemaSpec, load_schema, schema_id_for
+from blockbatch.core.views import PrefixToCount
+from blockbatch.core.warm_up import WARM_UP_BLOCK, stand_in_request
 from blockbatch.runtime.settings import Settings, load_settings
 from blockbatch.store import calibrations, model_facts, overlays, quality, quotes
-from blockbatch.store.db import redact_url
-from blockbatch.store.reads import PrefixToCount
-from blockbatch.store.repo import document_id_for, schema_id_for
+from blockbatch.store.db import connect_reading, redact_url
+from blockbatch.store.repo import schema_definition_or_none
 
 T = TypeVar("T")
 
@@ -139,71 +140,79 @@ async def estimate(
         model = await checked_model(options.model, settings, pool)
     check_effort(model, options.effort)
     options = options.model_copy(update={"model": model.id})
-    ctx = quote_context(options, spec, model)
-    document_id = document_id_for(fmt, data)
-    notes: list[str] = list(spec.notices)
-    if history and options.reuse_answers:
-        # Blocks an earlier run answered under the same prompt and model get that answer
-        # (incremental re-runs): they are not sent, so not quoted.
-        reusable, why = await _reusable(parsed, spec, model.id, ctx.shape, settings, pool)
-        if why:
-            notes.append(why)
-        elif reusable and len(reusable) == len(parsed):
-            notes.append(
-                f"all {len(parsed)} blocks have an earlier run's answer: the run "
-                "reuses them and makes no call; the figures are for --set reuse_answers=false"
-            )
-        elif reusable:
-            notes.append(
-                f"{len(reusable)} of {len(parsed)} blocks have an earlier run's "
-                "answer and are reused, not sent: the figures are for the other "
-                f"{len(parsed) - len(reusable)}"
-            )
-            parsed = [b for i, b in enumerate(parsed) if i not in reusable]
-    block_tokens = [estimate_tokens(b.block_content) for b in parsed]
-    tokens: PromptTokens | None = None
-    if count:
-        wire = [
-            {
-                "block_uid": f"{document_id}:{b.block_index}",
-                "block_type": b.block_type,
-                "block_content": b.block_content,
-            }
-            for b in parsed
-        ]
-        tokens, why = await _count(ctx, wire, block_tokens, settings, client)
-        if why:
-            notes.append(why)
-    else:
-        notes.append("input not counted (--no-count): the planner's estimates")
-    if tokens is None:
-        tokens = planner_tokens(ctx, block_tokens, WARM_UP_BLOCK["block_content"])
-    seen: OutputHistory | None = None
-    calibrated: CalibrationNote | None = None
-    if history:
-        seen, why = await _history(schema_id_for(spec), model.id, settings, pool, options.effort)
-        if why:
-            notes.append(why)
+    async with _reading(settings, pool, wanted=history) as db:
+        # The schema as a run of it reads it: the stored copy when it is stored already (the
+        # first upload's field order), else the author's, which storing it keeps.
+        spec = await _stored(db, spec)
+        ctx = quote_context(options, spec, model)
+        document_id = document_id_for(fmt, data)
+        notes: list[str] = list(spec.notices)
+        if history and options.reuse_answers:
+            # Blocks an earlier run answered under the same prompt and model get that answer
+            # (incremental re-runs): they are not sent, so not quoted.
+            reusable, why = await _reusable(db, parsed, spec, model.id, ctx.shape)
+            if why:
+                notes.append(why)
+            elif reusable and len(reusable) == len(parsed):
+                notes.append(
+                    f"all {len(parsed)} blocks have an earlier run's answer: the run "
+                    "reuses them and makes no call; the figures are for --set reuse_answers=false"
+                )
+            elif reusable:
+                notes.append(
+                    f"{len(reusable)} of {len(parsed)} blocks have an earlier run's "
+                    "answer and are reused, not sent: the figures are for the other "
+                    f"{len(parsed) - len(reusable)}"
+                )
+                parsed = [b for i, b in enumerate(parsed) if i not in reusable]
+        block_tokens = [estimate_tokens(b.block_content) for b in parsed]
+        tokens: PromptTokens | None = None
+        if count:
+            wire = [
+                {
+                    "block_uid": f"{document_id}:{b.block_index}",
+                    "block_type": b.block_type,
+                    "block_content": b.block_content,
+                }
+                for b in parsed
+            ]
+            tokens, why = await _count(ctx, wire, block_tokens, settings, client)
+            if why:
+                notes.append(why)
         else:
-            calibrated = await _calibration(schema_id_for(spec), model.id, settings, pool)
-    prefix_seen = await _prefix_seen(ctx, settings, pool) if history else None
-    # A schema's first quote: what other schemas' answers wrote against their estimate.
-    prior = (
-        await _other_schemas(schema_id_for(spec), model.id, settings, pool)
-        if history and (seen is None or seen.calls < MIN_HISTORY_CALLS)
-        else None
-    )
-    q = quote(
-        ctx,
-        block_tokens,
-        tokens,
-        document=name,
-        history=seen,
-        notes=notes,
-        prefix_seen=prefix_seen,
-        prior=prior,
-    )
-    return q.model_copy(update={"calibration": calibrated})
+            notes.append("input not counted (--no-count): the planner's estimates")
+        if tokens is None:
+            tokens = planner_tokens(ctx, block_tokens, WARM_UP_BLOCK["block_content"])
+        seen: OutputHistory | None = None
+        calibrated: CalibrationNote | None = None
+        if history:
+            seen, why = await _history(db, schema_id_for(spec), model.id, options.effort)
+            if why:
+                notes.append(why)
+            else:
+                calibrated = await db.read(
+                    lambda conn: calibrations.latest(conn, schema_id_for(spec), model.id)
+                )
+        prefix_seen = await _prefix_seen(db, ctx) if history else None
+        # A schema's first quote: what other schemas' answers wrote against their estimate.
+        prior = (
+            await db.read(
+                lambda conn: quotes.other_schemas_output(conn, schema_id_for(spec), model.id)
+            )
+            if history and (seen is None or seen.calls < MIN_HISTORY_CALLS)
+            else None
+        )
+        q = quote(
+            ctx,
+            block_tokens,
+            tokens,
+            document=name,
+            history=seen,
+            notes=notes,
+            prefix_seen=prefix_seen,
+            prior=prior,
+        )
+        return q.model_copy(update={"calibration": calibrated})
 
 
 async def checked_model(
@@ -354,127 +363,93 @@ def _api_message(exc: anthropic.APIStatusError) -> str:
     return str(exc.message)[:200]
 
 
+@dataclass(frozen=True)
+class _Reader:
+    """The quote's one Postgres connection (``None``: not wanted, or not reachable)."""
+
+    conn: asyncpg.Connection | None
+    #: Why there is no connection when one was wanted (Postgres not reachable).
+    unreachable: str | None = None
+
+    async def read(self, read: Callable[[asyncpg.Connection], Awaitable[T]]) -> T | None:
+        """``read`` on the connection; ``None`` when Postgres cannot say (no connection,
+        or a database from before the tables it reads: ``_history`` notes why)."""
+        if self.conn is None:
+            return None
+        try:
+            return await read(self.conn)
+        except (asyncpg.UndefinedTableError, asyncpg.UndefinedColumnError):
+            return None
+
+
+@asynccontextmanager
+async def _reading(
+    settings: Settings, pool: asyncpg.Pool | None, *, wanted: bool
+) -> AsyncIterator[_Reader]:
+    """One connection for every read of a quote: the caller's pool's, else one of its own
+    (read only, no migration), else none and why."""
+    if not wanted:
+        yield _Reader(None)
+    elif pool is not None:
+        async with pool.acquire() as conn:
+            yield _Reader(conn)
+    else:
+        url = settings.resolved_database_url
+        try:
+            conn = await connect_reading(url, timeout=DB_TIMEOUT_S)
+        except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
+            why = f"Postgres at {redact_url(url)} is not reachable: {type(exc).__name__}"
+            yield _Reader(None, why)
+            return
+        try:
+            yield _Reader(conn)
+        finally:
+            await conn.close()
+
+
+async def _stored(db: _Reader, spec: SchemaSpec) -> SchemaSpec:
+    """The stored copy of ``spec`` (the same content, its fields in the order first
+    stored), or ``spec`` itself when it is not stored."""
+    stored = await db.read(lambda conn: schema_definition_or_none(conn, schema_id_for(spec)))
+    return spec if stored is None else load_schema(stored, name=spec.name)
+
+
 async def _reusable(
+    db: _Reader,
     parsed: list[ParsedBlock],
     spec: SchemaSpec,
     model_id: str,
     shape: CallShape,
-    settings: Settings,
-    pool: asyncpg.Pool | None,
 ) -> tuple[set[int], str | None]:
     """Positions of the blocks a run would reuse an earlier answer for, or why not known."""
-
-    async def read(conn: asyncpg.Connection) -> set[int]:
-        # The schema as a run reads it back from Postgres: jsonb keeps object keys in its
-        # own order, so the prompt (fields in that order) and its digest are the run's.
-        # (A connection of its own has no json codec: text in, text out.)
-        back = await conn.fetchval(
-            "select ($1::text)::jsonb::text", json.dumps(spec.model_dump(mode="json"))
+    if db.unreachable is not None:
+        return set(), (
+            f"reuse of earlier answers not checked ({db.unreachable}): every block quoted"
         )
-        stored = load_schema(json.loads(back), name=spec.name)
-        prompt = prompt_digest(stored, model_id, shape)
-        keys = [answer_key(prompt, block_digest(b.block_type, b.block_content)) for b in parsed]
-        found = await overlays.reusable_answers(conn, keys)
-        return {i for i, key in enumerate(keys) if key in found}
-
-    try:
-        if pool is not None:
-            async with pool.acquire() as conn:
-                return await read(conn), None
-        url = settings.resolved_database_url
-        try:
-            conn = await asyncpg.connect(url, timeout=DB_TIMEOUT_S)
-        except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
-            return set(), (
-                f"reuse of earlier answers not checked (Postgres at "
-                f"{redact_url(url)} is not reachable: {type(exc).__name__}): "
-                "every block quoted"
-            )
-        try:
-            return await read(conn), None
-        finally:
-            await conn.close()
-    except (asyncpg.UndefinedTableError, asyncpg.UndefinedColumnError):
-        return set(), None  # a database from before incremental re-runs: nothing to reuse
+    prompt = prompt_digest(spec, model_id, shape)
+    keys = [answer_key(prompt, block_digest(b.block_type, b.block_content)) for b in parsed]
+    # A database from before incremental re-runs: nothing to reuse.
+    found = await db.read(lambda conn: overlays.reusable_answers(conn, keys)) or {}
+    return {i for i, key in enumerate(keys) if key in found}, None
 
 
-async def _read_or_none(
-    settings: Settings,
-    pool: asyncpg.Pool | None,
-    read: Callable[[asyncpg.Connection], Awaitable[T]],
-) -> T | None:
-    """``read`` on the pool's connection, or on one of its own when there is no pool;
-    ``None`` when Postgres cannot say (unreachable, or a database from before the tables
-    it reads: ``_history`` has noted why)."""
-    try:
-        if pool is not None:
-            async with pool.acquire() as conn:
-                return await read(conn)
-        try:
-            conn = await asyncpg.connect(settings.resolved_database_url, timeout=DB_TIMEOUT_S)
-        except (OSError, asyncpg.PostgresError, TimeoutError):
-            return None
-        try:
-            return await read(conn)
-        finally:
-            await conn.close()
-    except (asyncpg.UndefinedTableError, asyncpg.UndefinedColumnError):
-        return None
-
-
-async def _calibration(
-    schema_id: str, model: str, settings: Settings, pool: asyncpg.Pool | None
-) -> CalibrationNote | None:
-    """The latest calibration of the schema and model (``starter.py calibrate``), if any."""
-    return await _read_or_none(
-        settings, pool, lambda conn: calibrations.latest(conn, schema_id, model)
-    )
-
-
-async def _other_schemas(
-    schema_id: str, model: str, settings: Settings, pool: asyncpg.Pool | None
-) -> OutputHistory | None:
-    """What other schemas' answers wrote (store.quotes.other_schemas_output)."""
-    return await _read_or_none(
-        settings, pool, lambda conn: quotes.other_schemas_output(conn, schema_id, model)
-    )
-
-
-async def _prefix_seen(
-    ctx: RunContext, settings: Settings, pool: asyncpg.Pool | None
-) -> bool | None:
+async def _prefix_seen(db: _Reader, ctx: RunContext) -> bool | None:
     """What the API did with the run's prompt prefix on its model before, as ``plan_run``
     reads it (store.quality.prefix_cache_seen)."""
     sha = request_prefix(stand_in_request(ctx))[0]
-    return await _read_or_none(
-        settings, pool, lambda conn: quality.prefix_cache_seen(conn, sha, ctx.model.id)
-    )
+    return await db.read(lambda conn: quality.prefix_cache_seen(conn, sha, ctx.model.id))
 
 
 async def _history(
-    schema_id: str,
-    model: str,
-    settings: Settings,
-    pool: asyncpg.Pool | None,
-    effort: str | None = None,
+    db: _Reader, schema_id: str, model: str, effort: str | None = None
 ) -> tuple[OutputHistory | None, str | None]:
     """Earlier runs' output against the planner's estimate, or ``None`` and why not."""
+    if db.unreachable is not None:
+        return None, f"no earlier runs read ({db.unreachable}): the planner's output estimate"
+    if db.conn is None:
+        return None, None
     try:
-        if pool is not None:
-            async with pool.acquire() as conn:
-                return await quotes.output_history(conn, schema_id, model, effort), None
-        url = settings.resolved_database_url
-        try:
-            conn = await asyncpg.connect(url, timeout=DB_TIMEOUT_S)
-        except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
-            return None, (
-                f"no earlier runs read (Postgres at {redact_url(url)} is not "
-                f"reachable: {type(exc).__name__}): the planner's output estimate"
-            )
-        try:
-            return await quotes.output_history(conn, schema_id, model, effort), None
-        finally:
-            await conn.close()
+        return await quotes.output_history(db.conn, schema_id, model, effort), None
     except (asyncpg.UndefinedTableError, asyncpg.UndefinedColumnError):
         return None, (
             "no earlier runs read (the database has no ledger yet, or an old one): "

@@ -17,8 +17,9 @@ from pydantic import BaseModel
 
 from blockbatch.api.errors import BadRequest
 from blockbatch.core.review import parse_field_input
+from blockbatch.core.views import ExportRow
 from blockbatch.store import overlays
-from blockbatch.store.reads import ExportRow, ExportSnapshot, export_snapshot, get_run
+from blockbatch.store.reads import ExportSnapshot, export_snapshot, get_run
 from blockbatch.store.repo import NotFound
 from blockbatch.store.runs import cached_run_context
 

@@ -32,10 +32,10 @@ from temporalio.service import RPCError
 
 from blockbatch.api.errors import InvalidRow, StreamClosed
 from blockbatch.core.context import RunContext
-from blockbatch.core.models import RunResult
+from blockbatch.core.models import ACTIVE_STATUSES, RunResult
 from blockbatch.core.streams import RowError, row_metadata, row_text
 from blockbatch.store import streams
-from blockbatch.store.runs import ACTIVE_STATUSES, load_run_context
+from blockbatch.store.runs import load_run_context
 from workflows.run import run_workflow_id
 
 

@@ -17,6 +17,7 @@ from blockbatch.core.budget import left_text
 from blockbatch.core.endpoint import answered_text
 from blockbatch.core.models import RunProgress
 from blockbatch.core.ratelimit import rate_class
+from blockbatch.core.views import LimiterView, PromptPart
 from blockbatch.report import (
     change_rows,
     model_line,
@@ -29,8 +30,6 @@ from blockbatch.report import (
     run_links,
     tokens_line,
 )
-from blockbatch.store.ratelimits import LimiterView
-from blockbatch.store.reads import PromptPart
 
 
 def _when(t: datetime | None) -> str:

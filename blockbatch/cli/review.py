@@ -19,7 +19,7 @@ from blockbatch.cli.parser import PROG
 from blockbatch.cli.session import Session
 from blockbatch.core.evidence import ungrounded
 from blockbatch.core.reasons import REASONS
-from blockbatch.store.quality import Disagreement
+from blockbatch.core.views import Disagreement
 
 
 def _value(v: Any) -> str:

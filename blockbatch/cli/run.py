@@ -23,8 +23,9 @@ from blockbatch.cli.quote import show_quote
 from blockbatch.cli.session import Session
 from blockbatch.core.ingest import parse_document
 from blockbatch.core.models import RunOptions
+from blockbatch.core.reasons import counts_text
 from blockbatch.core.registry import RetiredModelError, UnknownModelError, get_model
-from blockbatch.report import grouped_reasons, run_links
+from blockbatch.report import run_links
 from blockbatch.runtime.settings import Settings
 
 
@@ -200,7 +201,7 @@ async def cmd_retry(args: argparse.Namespace, s: Session) -> int:
     what = (
         f"retry {started.retry} of run {run_id}: {started.blocks} "
         f"{'failed or cancelled' if args.cancelled else 'failed'} "
-        f"block{'s' if started.blocks != 1 else ''} ({grouped_reasons(started.reasons)}) "
+        f"block{'s' if started.blocks != 1 else ''} ({counts_text(started.reasons)}) "
         f"of {checked.run.blocks_total}"
     )
     _say_started(s, run_id, what, started.model_dump(mode="json"), no_wait=args.no_wait)

@@ -31,6 +31,7 @@ from blockbatch.cli.parser import (
 )
 from blockbatch.cli.session import Session
 from blockbatch.core.models import RunOptions
+from blockbatch.core.reasons import counts_text
 from blockbatch.core.streams import RowError, parse_line
 
 #: Lines put in one transaction at most (those already read when the stream is ready).
@@ -98,7 +99,7 @@ async def cmd_stream(args: argparse.Namespace, s: Session) -> int:
             if not writer.done():
                 writer.cancel()
     blocks_per_call = (result.blocks_ai_complete / result.calls) if result.calls else 0.0
-    reasons = ", ".join(f"{n} {code}" for code, n in result.failure_reasons.items())
+    reasons = counts_text(result.failure_reasons)
     print(
         f"stream {stream.run_id} {result.status}: {result.blocks_total} rows, "
         f"{result.blocks_ai_complete} ok, {result.blocks_failed} failed"

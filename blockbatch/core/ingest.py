@@ -16,6 +16,7 @@ that fails is refused whole, before anything is stored.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 from collections.abc import Callable, Iterator
@@ -470,3 +471,9 @@ def _parse_xlsx(data: bytes, text_field: str) -> Iterator[RawBlock | int]:
         metadata.update(sheet=row.sheet_name, source_row=row.row)
         out.add(block_type, content, metadata, page=row.sheet)
         yield out.blocks[-1]
+
+
+def document_id_for(fmt: str, raw: bytes) -> str:
+    """The id a document gets when stored: the same bytes and format, the same id."""
+    digest = hashlib.sha256(fmt.encode() + b"\0" + raw).hexdigest()
+    return f"doc-{digest[:12]}"

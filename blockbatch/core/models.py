@@ -6,6 +6,7 @@ Block content, prompts and responses stay in Postgres.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Literal
 
@@ -13,7 +14,7 @@ from pydantic import BaseModel, Field
 
 from blockbatch.core.claude_errors import ClaudeError
 from blockbatch.core.ratelimit import limiter_text
-from blockbatch.core.registry import DEFAULT_MODEL, Effort
+from blockbatch.core.registry import DEFAULT_MODEL, Effort, TokenCounts
 from blockbatch.core.streams import Buffered, StreamTriggers, TriggerReason
 
 #: A finished run is ``completed`` (every block done), ``completed_with_failures`` (some
@@ -30,6 +31,9 @@ RunStatus = Literal[
     "failed",
     "budget_exhausted",
 ]
+#: A run in one of these states may still start work (a call, a batch); once it is
+#: ``cancelling`` (or finished) nothing new starts.
+ACTIVE_STATUSES = ("created", "planning", "running")
 CacheTtl = Literal["5m", "1h"]
 
 
@@ -233,7 +237,7 @@ class LimiterNote(BaseModel):
         )
 
 
-class Totals(BaseModel):
+class Totals(TokenCounts):
     """Counters a pack reports up and the run sums; Postgres stays the source of truth."""
 
     blocks_done: int = 0
@@ -241,13 +245,7 @@ class Totals(BaseModel):
     packs_done: int = 0
     calls: int = 0
     splits: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    cache_read_input_tokens: int = 0
     cost_usd: float = 0.0
-    #: Of ``output_tokens``, thinking (billed as output all the same).
-    thinking_tokens: int = 0
     #: Outages ridden out (sync mode): how many pauses, probes, and seconds paused.
     outages: int = 0
     probes: int = 0
@@ -328,6 +326,45 @@ class StreamInput(RunInput):
     #: Looks at the buffer (``poll_stream``) per execution before continuing as new: an
     #: idle stream that runs for days keeps a small history too.
     polls_per_history: int = 500
+
+
+def run_input(
+    run_id: str,
+    options: RunOptions,
+    *,
+    packs_per_history: int = 400,
+    retry: RetryRequest | None = None,
+) -> RunInput:
+    """The input that starts (or retries) a run's RunWorkflow: the one place where the
+    run's stored options become its workflow input."""
+    return RunInput(
+        run_id=run_id,
+        max_concurrent_packs=options.max_concurrent_packs,
+        max_block_attempts=options.max_block_attempts,
+        packs_per_history=packs_per_history,
+        outage=options.outage or OutageOptions(),
+        retry=retry,
+        quality=quality_state(options),
+    )
+
+
+def stream_input(
+    run_id: str, options: RunOptions, triggers: StreamTriggers, *, packs_per_history: int = 400
+) -> StreamInput:
+    """The input that starts a stream's StreamWorkflow: :func:`run_input` with the stream's
+    triggers, no packs formed yet and no quality probe (a stream plans no sample)."""
+    base = run_input(run_id, options, packs_per_history=packs_per_history)
+    return StreamInput(**{**dict(base), "quality": None, "pack_count": 0, "triggers": triggers})
+
+
+def quality_state(options: RunOptions) -> QualityRunState | None:
+    """The run's quality probe and gate as its workflow carries them (``None``: no probe:
+    ``probe_rate`` 0 without a gate, or batch mode, which the probe does not cover). A gate
+    probes every pack's own samples even at ``probe_rate`` 0."""
+    q = options.quality or QualityOptions()
+    if options.mode != "sync" or (q.probe_rate <= 0 and q.min_agreement is None):
+        return None
+    return QualityRunState(min_agreement=q.min_agreement, reask=q.reask)
 
 
 class PollStreamInput(BaseModel):
@@ -493,7 +530,7 @@ class BudgetLeft(BaseModel):
     largest_call_usd: float = 0.0
 
 
-class RunResult(BaseModel):
+class RunResult(TokenCounts):
     """What a finished run reports; recomputed from Postgres by ``finish_run``."""
 
     run_id: str
@@ -511,15 +548,12 @@ class RunResult(BaseModel):
     pack_count: int = 0
     calls: int = 0
     split_events: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    cache_read_input_tokens: int = 0
     cost_usd: float = 0.0
-    #: Of ``output_tokens``, thinking (billed as output all the same).
-    thinking_tokens: int = 0
     #: Reason code -> how many failed or cancelled blocks carry it (``unknown``: no code).
     failure_reasons: dict[str, int] = Field(default_factory=dict)
+    #: Blocks still pending that this finish ended (``failed`` or ``cancelled``, with
+    #: ``blockbatch.core.outcome.end_code``): what the worker's metrics count of it.
+    blocks_ended: int = 0
     #: Outages of the API this run paused for (sync mode; this execution of the run).
     outages: int = 0
     paused_s: float = 0.0
@@ -612,8 +646,8 @@ class QualityProbeOutput(BaseModel):
     agreeing: int = 0
     failed: int = 0
     totals: Totals = Field(default_factory=lambda: Totals())
-    #: The ledger rows of the calls this attempt made (the worker's metrics count them).
-    call_ids: list[int] = Field(default_factory=list)
+    #: The calls this attempt made (the worker's metrics count them).
+    calls: list[CallFacts] = Field(default_factory=list)
 
 
 class ApiDownReport(BaseModel):
@@ -646,6 +680,8 @@ class WarmCacheOutput(BaseModel):
     #: ``None``: no warm-up answer). ``False``: the prefix is processed uncached (under the
     #: model's minimum), and the run's calls do not count on reading it.
     cached: bool | None = None
+    #: The call this attempt made (``None``: none, or an earlier attempt's answer reused).
+    call: CallFacts | None = None
 
 
 class ProbeApiInput(BaseModel):
@@ -661,6 +697,8 @@ class ProbeApiOutput(BaseModel):
     cost_usd: float = 0.0
     #: The run's budget could not hold the probe: nothing was sent, the run stops.
     over_budget: bool = False
+    #: The call this probe made (``None``: none).
+    call: CallFacts | None = None
 
 
 class OutageProgress(BaseModel):
@@ -719,7 +757,7 @@ class CallModelInput(BaseModel):
     outage_attempts: int | None = None
 
 
-class CallModelOutput(BaseModel):
+class CallModelOutput(TokenCounts):
     """Small summary of one call; the request and the raw response are in the ledger."""
 
     outcome: CallOutcome
@@ -727,13 +765,7 @@ class CallModelOutput(BaseModel):
     call_id: int | None = None
     message: str | None = None
     stop_reason: str | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    cache_read_input_tokens: int = 0
     cost_usd: float = 0.0
-    #: Of ``output_tokens``, thinking.
-    thinking_tokens: int = 0
     #: True when this answer was already in the ledger (pay once: no new call was made).
     reused: bool = False
     #: The classified Claude error of an ``overflow`` or ``request_error`` outcome.
@@ -749,13 +781,37 @@ class CallModelOutput(BaseModel):
         return Totals(
             calls=1,
             limiter_wait_s=self.limiter_wait_s,
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-            cache_creation_input_tokens=self.cache_creation_input_tokens,
-            cache_read_input_tokens=self.cache_read_input_tokens,
-            thinking_tokens=self.thinking_tokens,
+            **self.counts(),
             cost_usd=self.cost_usd,
         )
+
+
+class CallFacts(TokenCounts):
+    """One Claude call as its ledger row ends, reported by the activity that made it so
+    that the worker's metrics count it where it is known (``blockbatch.runtime.metrics``)."""
+
+    #: As the ledger records it.
+    status: Literal["succeeded", "failed"]
+    cost_usd: float = 0.0
+    #: A failure the API answered with an error, or did not answer (a timeout, a lost
+    #: connection); not one where another worker had recorded the same attempt first.
+    api_error: bool = False
+    #: The error answer's HTTP status (``None``: no answer).
+    http_status: int | None = None
+
+    @classmethod
+    def of_output(cls, out: CallModelOutput) -> CallFacts | None:
+        """The call a ``call_model``-shaped output reports; ``None`` when no new call was
+        made (a reused answer, an oversized pack, a cancelling run, no blocks left)."""
+        if out.call_id is None or out.reused:
+            return None
+        if out.outcome != "answered":  # overflow or request_error: an error answer, recorded
+            return cls(
+                status="failed",
+                api_error=True,
+                http_status=out.error.status if out.error else None,
+            )
+        return cls(status="succeeded", **out.counts(), cost_usd=out.cost_usd)
 
 
 class ApplyResultsInput(BaseModel):
@@ -775,6 +831,8 @@ class ApplyResultsOutput(BaseModel):
     #: The model refused (``stop_reason`` ``refusal``): its category, or ``"unspecified"``
     #: (``blockbatch.core.results.PackResults.refusal``); the unfinished blocks' reason is ``refused``.
     refusal: str | None = None
+    #: Of ``failed``, how many by reason code.
+    failed_reasons: dict[str, int] = Field(default_factory=dict)
 
 
 class FailBlocksInput(BaseModel):
@@ -894,6 +952,8 @@ class OpenBatchRunOutput(BaseModel):
     blocks: int
     #: Blocks failed at once because they cannot fit the model's context window.
     failed: int = 0
+    #: Of ``failed``, how many by reason code.
+    failed_reasons: dict[str, int] = Field(default_factory=dict)
 
 
 class BatchRoundInput(BaseModel):
@@ -947,6 +1007,15 @@ class ApplyRoundOutput(BaseModel):
     next_blocks: int = 0
     packs_done: int = 0
     fatal_error: str | None = None
+    #: Of ``failed``, how many by reason code.
+    failed_reasons: dict[str, int] = Field(default_factory=dict)
+
+    def count_failed(self, reasons: Mapping[str, int]) -> None:
+        """Count blocks this round failed, by reason code."""
+        for code, n in reasons.items():
+            if n:
+                self.failed += n
+                self.failed_reasons[code] = self.failed_reasons.get(code, 0) + n
 
 
 # ---------------------------------------------------------------- retry

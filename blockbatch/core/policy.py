@@ -36,7 +36,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from blockbatch.core.claude_errors import ClaudeError, is_outage
-from blockbatch.core.reasons import ReasonCode
+from blockbatch.core.models import FailBlocksInput
+from blockbatch.core.reasons import REASONS, ReasonCode
 
 Step = Literal["done", "retry", "split", "resubmit", "wait", "fail", "keep", "fatal"]
 #: What became of an attempt: ``answered`` (then applied), ``errored`` (a classified
@@ -187,3 +188,11 @@ def oversized_message(
         f"{max_tokens:,} output tokens exceed the {context_window:,}-token context "
         "window; split the block in the source document"
     )
+
+
+def failure_code(inp: FailBlocksInput) -> ReasonCode:
+    """The reason code ``fail_blocks`` gives its blocks: the input's, or (``None`` or
+    unknown) the one derived from its reason. The worker's metrics count by it too."""
+    if inp.reason_code in REASONS:
+        return inp.reason_code  # type: ignore[return-value]
+    return code_of_failure(inp.reason)

@@ -421,3 +421,12 @@ def quality_result(
         blocks_reasked=reasked,
         probe_model=probe_model,
     )
+
+
+#: The ledger's purpose of a probe call (``probe`` is the outage probe).
+QUALITY_PROBE = "quality_probe"
+
+
+def probe_path(block_index: int) -> str:
+    """The ledger pack path of a block's probe call (``quality-17``); attempt 1 (pay once)."""
+    return f"quality-{block_index}"

@@ -166,7 +166,7 @@ def count_plan(
         ctx: the run's context.
         blocks: ``block_uid``, ``block_type`` and ``block_content`` of every block.
         block_tokens: the planner's estimate of each block.
-        warm_up: the run's stand-in pack request (``activities.llm.stand_in_request``):
+        warm_up: the run's stand-in pack request (``blockbatch.core.warm_up.stand_in_request``):
             its system prompt and answer channel (tools, or the output format) as sent.
     """
     model = ctx.model.id

@@ -52,6 +52,7 @@ The rules, by the contract page (claude-api-2026-11.md):
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -400,3 +401,10 @@ def limiter_text(
     if binding:
         text += f" (last: {'fair share' if binding == 'fair_share' else binding})"
     return text + f" · {run_throttled} 429s"
+
+
+def key_hash(api_key: str | None) -> str:
+    """What identifies an account's limits: a hash prefix of its API key, never the key."""
+    if not api_key:
+        return "no-key"
+    return hashlib.sha256(api_key.encode()).hexdigest()[:16]

@@ -12,6 +12,7 @@ grid and ``review --reason`` list it (:data:`REVIEW_FLAGS`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 ReasonCode = Literal[
@@ -68,3 +69,10 @@ REASONS: dict[ReasonCode, str] = {
     "ungrounded": "not a failure: the block was answered, but the quote given for at least one "
     "value is not in the block (evidence); review those values before confirming",
 }
+
+
+def counts_text(reasons: Mapping[str, int]) -> str:
+    """``28 api_unavailable, 3 invalid_value``: reason codes with their counts, most first
+    (ties by code), as every summary, error and UI line writes them."""
+    ordered = sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"{n} {code}" for code, n in ordered)

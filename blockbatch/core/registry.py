@@ -21,7 +21,7 @@ import contextlib
 import math
 from dataclasses import dataclass, replace
 from datetime import date
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel
 
@@ -510,17 +510,43 @@ def configured_model(model_id: str, prices: dict[str, float], facts: dict[str, A
     return with_api_facts(entry, facts)
 
 
-class Usage(BaseModel):
-    """Token usage of one or more calls, by kind, as the API reports it."""
+class Counts(TypedDict):
+    """:class:`TokenCounts`' counters as keyword arguments (``**usage.counts()``)."""
+
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+    thinking_tokens: int
+
+
+class TokenCounts(BaseModel):
+    """Tokens of one or more calls by kind, under the API's names: the one declaration of
+    the counters that calls, packs, runs and the ledger's rows carry (as a base class)."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
-    #: Of cache_creation_input_tokens, how many were written with the 1-hour TTL.
-    cache_creation_1h_tokens: int = 0
     #: Of output_tokens, how many were thinking (billed as output all the same).
     thinking_tokens: int = 0
+
+    def counts(self) -> Counts:
+        """The counters alone, by name (to build another model that carries them)."""
+        return Counts(
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            cache_creation_input_tokens=self.cache_creation_input_tokens,
+            cache_read_input_tokens=self.cache_read_input_tokens,
+            thinking_tokens=self.thinking_tokens,
+        )
+
+
+class Usage(TokenCounts):
+    """Token usage of one or more calls, by kind, as the API reports it."""
+
+    #: Of cache_creation_input_tokens, how many were written with the 1-hour TTL.
+    cache_creation_1h_tokens: int = 0
 
     @property
     def prompt_tokens(self) -> int:
@@ -577,3 +603,9 @@ def cost_usd(model: ModelInfo, usage: Usage, *, batch: bool = False) -> float:
 def scaled_tokens(model: ModelInfo, old_tokens: int) -> int:
     """An estimate made in old-tokenizer tokens, in the tokens ``model`` counts."""
     return math.ceil(old_tokens * model.tokenizer_scale)
+
+
+def priced_elsewhere(model: str | None) -> bool:
+    """Whether a run of ``model`` was priced from configuration: the registry has no
+    prices of it (a model the Models API describes, ``BLOCKBATCH_MODEL_PRICES`` prices)."""
+    return model is not None and model not in known_model_names()

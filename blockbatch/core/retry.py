@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from blockbatch.core.models import RetryRequest
-from blockbatch.core.reasons import REASONS
+from blockbatch.core.reasons import REASONS, counts_text
 from blockbatch.core.review import ANSWERED
 
 #: A run may be retried only once it has finished (not while it may still change).
@@ -157,8 +157,7 @@ def describe_blocks(counts: Mapping[BlockState, int]) -> str:
             continue
         total = sum(reasons.values())
         if key in ("failed", "cancelled"):
-            ordered = sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
-            parts.append(f"{total} {key}: " + ", ".join(f"{n} {c}" for c, n in ordered))
+            parts.append(f"{total} {key}: {counts_text(reasons)}")
         else:
             parts.append(f"{total} {key}")
     return ", ".join(parts) or "no blocks"

@@ -492,3 +492,14 @@ def _json_kind(value: Any) -> str:
     if value is None:
         return "null"
     return "a number" if isinstance(value, int | float) else type(value).__name__
+
+
+def schema_id_for(spec: SchemaSpec) -> str:
+    """The id a schema gets when stored: the same content, the same id."""
+    return f"schema-{spec.content_hash()[:12]}"
+
+
+def schema_fields(definition: Mapping[str, Any]) -> list[str]:
+    """A schema definition's fields for columns: the required ones in the order
+    ``required`` lists them, then the rest in the order ``properties`` holds them."""
+    return list(dict.fromkeys([*definition.get("required", []), *definition["properties"]]))

@@ -173,3 +173,8 @@ def parse_line(line: str, text_field: str) -> tuple[Any, str]:
         return row, row_text(row, text_field)
     except RowError as err:
         raise RowError(err.reason, str(err), row) from None
+
+
+def stream_document_id(run_id: str) -> str:
+    """The id of a stream's document (its rows are its blocks)."""
+    return f"doc-stream-{run_id}"

@@ -9,10 +9,10 @@ own instruments on that runtime's ``metric_meter``, so one endpoint serves both.
 blockbatch's metrics are observed, not instrumented in place: :class:`MetricsInterceptor`
 (an ``ActivityInboundInterceptor`` that ``build_worker`` installs whenever the client's
 runtime has a metrics meter) reads each activity's typed input, output or
-``ApplicationError`` after it ran, and maps it to counters here. The activities stay as they
-are, and what the metrics count is what the activities returned to Temporal. Where an output
-is silent, one small read from ``blockbatch.store.metrics`` fills the gap (a probe's or warm-up's ledger
-row, the reason codes of blocks that just failed, the blocks a closing run is about to end).
+``ApplicationError`` after it ran, and maps it to counters here. What the metrics count is
+what the activities returned to Temporal: each output carries the facts where they are
+known (the calls a warm-up or probe made as ``CallFacts``, the reason codes of the blocks
+an activity failed, the blocks a closing run ended), so counting reads nothing back.
 Observing never fails an activity: an error while counting is logged and the result is
 returned unchanged.
 
@@ -29,7 +29,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import asyncpg
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.common import MetricMeter
@@ -41,12 +40,12 @@ from temporalio.worker import (
     Interceptor,
 )
 
-from activities.db import failure_code
-from activities.errors import RETRYABLE
-from blockbatch.core.claude_errors import ClaudeError
+from activities.errors import call_of_error as failed_call
+from activities.errors import claude_error_of
 from blockbatch.core.models import (
     ApplyResultsOutput,
     ApplyRoundOutput,
+    CallFacts,
     CallModelOutput,
     CollectRoundOutput,
     FailBlocksInput,
@@ -59,8 +58,8 @@ from blockbatch.core.models import (
     RunResult,
     WarmCacheOutput,
 )
-from blockbatch.store import metrics as reads
-from blockbatch.store.overlays import end_code
+from blockbatch.core.outcome import end_code
+from blockbatch.core.policy import failure_code
 
 log = logging.getLogger("blockbatch.metrics")
 
@@ -259,63 +258,31 @@ class Call:
     count: int = 1
 
 
+def call_of_facts(purpose: str, facts: CallFacts) -> Call:
+    """The call an activity reported (``CallFacts``) as the metrics count it (a failed
+    call's tokens are none)."""
+    answered = facts.status == "succeeded"
+    return Call(
+        purpose,
+        facts.status,
+        tokens={kind: getattr(facts, f) for kind, f in TOKEN_KINDS.items()} if answered else {},
+        cost_usd=facts.cost_usd,
+        error=status_class(facts.http_status) if facts.api_error else None,
+    )
+
+
 def call_of_output(out: CallModelOutput) -> Call | None:
     """The call a ``call_model`` output reports; ``None`` when no new call was made
     (a reused answer, an oversized pack, a cancelling run, no blocks left)."""
-    if out.call_id is None or out.reused:
-        return None
-    if out.outcome != "answered":  # overflow or request_error: an error answer, recorded
-        return Call("pack", "failed", error=status_class(out.error.status if out.error else None))
-    return Call(
-        "pack",
-        "succeeded",
-        tokens={kind: getattr(out, f) for kind, f in TOKEN_KINDS.items()},
-        cost_usd=out.cost_usd,
-    )
-
-
-def call_of_record(record: reads.CallRecord) -> Call | None:
-    """The call a ledger row records; ``None`` while it is unfinished or abandoned."""
-    if record.status not in ("succeeded", "failed"):
-        return None
-    error = None
-    if record.status == "failed" and record.error_type != "duplicate_attempt":
-        error = status_class(record.http_status)
-    return Call(
-        record.purpose,
-        record.status,
-        tokens={kind: getattr(record, f) for kind, f in TOKEN_KINDS.items()},
-        cost_usd=record.cost_usd,
-        error=error,
-    )
-
-
-def claude_error_of(err: BaseException) -> ClaudeError | None:
-    """The classified Claude error an ``ApplicationError`` carries as its first detail."""
-    if (
-        isinstance(err, ApplicationError)
-        and err.details
-        and isinstance(err.details[0], ClaudeError)
-    ):
-        return err.details[0]
-    return None
+    facts = CallFacts.of_output(out)
+    return None if facts is None else call_of_facts("pack", facts)
 
 
 def call_of_error(purpose: str, err: BaseException) -> Call | None:
-    """The call a failed ``call_model`` / ``warm_cache`` attempt made, from its error.
-
-    Such an error carrying a ``ClaudeError`` was raised after the ledger recorded the
-    failed call (429, 5xx, 529, no answer, a rejected key). A ``RETRYABLE`` error without
-    one is the answer another worker had already recorded for the same attempt: this call
-    is in the ledger as ``failed`` (``duplicate_attempt``), not as an API error. Any other
-    error (Postgres unreachable before the call) made no call.
-    """
-    error = claude_error_of(err)
-    if error is not None:
-        return Call(purpose, "failed", error=status_class(error.status))
-    if isinstance(err, ApplicationError) and err.type == RETRYABLE:
-        return Call(purpose, "failed")
-    return None
+    """The call a failed ``call_model`` / ``warm_cache`` attempt made, from its error
+    (``activities.errors.call_of_error``); ``None`` when it made none."""
+    facts = failed_call(err)
+    return None if facts is None else call_of_facts(purpose, facts)
 
 
 def batch_calls(out: CollectRoundOutput) -> list[Call]:
@@ -333,11 +300,6 @@ def batch_calls(out: CollectRoundOutput) -> list[Call]:
         ),
         Call("batch_request", "failed", count=out.counts.errored + out.counts.expired),
     ]
-
-
-def delta(before: Mapping[str, int], after: Mapping[str, int]) -> dict[str, int]:
-    """What grew from ``before`` to ``after`` (per key, positive differences only)."""
-    return {k: n - before.get(k, 0) for k, n in after.items() if n > before.get(k, 0)}
 
 
 # ------------------------------------------------------------------ instruments
@@ -445,61 +407,38 @@ class BlockbatchMetrics:
 class MetricsInterceptor(Interceptor):
     """Counts what blockbatch's activities did (see the module docstring)."""
 
-    def __init__(self, metrics: BlockbatchMetrics, pool: asyncpg.Pool) -> None:
+    def __init__(self, metrics: BlockbatchMetrics) -> None:
         self.metrics = metrics
-        self.pool = pool
 
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
-        return _ObservedActivity(next, self.metrics, self.pool)
+        return _ObservedActivity(next, self.metrics)
 
 
 #: The ledger purpose of the calls each calling activity makes.
 _CALL_PURPOSE = {"call_model": "pack", "warm_cache": "warm_up", "probe_quality": "quality_probe"}
-#: Batch-mode activities whose failed blocks are counted as before/after reason counts
-#: (once per round; nothing else writes the run's overlays meanwhile).
-_BATCH_FAILING = ("open_batch_run", "apply_round")
 
 
 class _ObservedActivity(ActivityInboundInterceptor):
-    def __init__(
-        self, next: ActivityInboundInterceptor, metrics: BlockbatchMetrics, pool: asyncpg.Pool
-    ) -> None:
+    def __init__(self, next: ActivityInboundInterceptor, metrics: BlockbatchMetrics) -> None:
         super().__init__(next)
         self.metrics = metrics
-        self.pool = pool
 
     async def execute_activity(self, input: ExecuteActivityInput) -> Any:
         name = activity.info().activity_type
         arg = input.args[0] if input.args else None
-        before = await self._guarded(name, self._before(name, arg))
         try:
             result = await self.next.execute_activity(input)
         except ApplicationError as err:
-            self._guarded_sync(name, self._failed, err)
+            try:
+                self._failed(name, err)
+            except Exception as exc:  # noqa: BLE001 - counting never fails the work it counts
+                _not_counted(name, exc)
             raise
-        await self._guarded(name, self._after(name, arg, result, before))
+        try:
+            self._after(name, arg, result)
+        except Exception as exc:  # noqa: BLE001 - counting never fails the work it counts
+            _not_counted(name, exc)
         return result
-
-    async def _guarded(self, name: str, step: Any) -> Any:
-        try:
-            return await step
-        except Exception as exc:  # noqa: BLE001 - counting must never fail the work it counts
-            log.warning("metrics of %s not counted: %s: %s", name, type(exc).__name__, exc)
-            return None
-
-    def _guarded_sync(self, name: str, step: Any, err: ApplicationError) -> None:
-        try:
-            step(name, err)
-        except Exception as exc:  # noqa: BLE001 - counting must never fail the work it counts
-            log.warning("metrics of %s not counted: %s: %s", name, type(exc).__name__, exc)
-
-    async def _before(self, name: str, arg: Any) -> Any:
-        """What must be read before the activity changes it."""
-        if name == "finish_run":
-            return await reads.pending_count(self.pool, arg.run_id)
-        if name in _BATCH_FAILING:
-            return await reads.failed_by_reason(self.pool, arg.run_id)
-        return None
 
     def _failed(self, name: str, err: ApplicationError) -> None:
         if name in _CALL_PURPOSE:
@@ -511,7 +450,7 @@ class _ObservedActivity(ActivityInboundInterceptor):
         if error is not None:
             self.metrics.api_error(status_class(error.status))
 
-    async def _after(self, name: str, arg: Any, out: Any, before: Any) -> None:
+    def _after(self, name: str, arg: Any, out: Any) -> None:
         m = self.metrics
         if isinstance(out, CallModelOutput):
             call = call_of_output(out)
@@ -519,40 +458,38 @@ class _ObservedActivity(ActivityInboundInterceptor):
                 m.call(call)
                 if call.status == "succeeded":
                     m.limiter(out.limiter, out.limiter_wait_s)
-        elif isinstance(out, WarmCacheOutput | ProbeApiOutput) and out.call_id is not None:
-            # A warm-up that reused an earlier attempt's answer made no call this time.
-            if isinstance(out, ProbeApiOutput) or out.totals.calls > 0:
-                record = await reads.call_record(self.pool, out.call_id)
-                call = call_of_record(record) if record is not None else None
-                if call is not None:
-                    m.call(call)
+        elif isinstance(out, WarmCacheOutput) and out.call is not None:
+            m.call(call_of_facts("warm_up", out.call))
+        elif isinstance(out, ProbeApiOutput) and out.call is not None:
+            m.call(call_of_facts("probe", out.call))
         elif isinstance(out, QualityProbeOutput):
-            for call_id in out.call_ids:
-                record = await reads.call_record(self.pool, call_id)
-                call = call_of_record(record) if record is not None else None
-                if call is not None:
-                    m.call(call)
+            for facts in out.calls:
+                m.call(call_of_facts("quality_probe", facts))
         elif isinstance(out, CollectRoundOutput):
             for call in batch_calls(out):
                 m.call(call)
         elif isinstance(out, ApplyResultsOutput):
             m.blocks_done(out.completed)
-            if out.failed:
-                m.blocks_failed(await reads.reasons_of(self.pool, arg.run_id, out.failed))
+            m.blocks_failed(out.failed_reasons)
         elif isinstance(out, FailBlocksOutput) and isinstance(arg, FailBlocksInput):
             m.blocks_failed({failure_code(arg): out.failed})
         elif name == "record_split":
             m.splits(1)
-        elif isinstance(out, ApplyRoundOutput | OpenBatchRunOutput):
-            if isinstance(out, ApplyRoundOutput):
-                m.blocks_done(out.completed)
-                m.splits(out.splits)
-            if out.failed and before is not None:
-                m.blocks_failed(delta(before, await reads.failed_by_reason(self.pool, arg.run_id)))
+        elif isinstance(out, ApplyRoundOutput):
+            m.blocks_done(out.completed)
+            m.splits(out.splits)
+            m.blocks_failed(out.failed_reasons)
+        elif isinstance(out, OpenBatchRunOutput):
+            m.blocks_failed(out.failed_reasons)
         elif isinstance(out, RunResult) and isinstance(arg, FinishRunInput):
-            if before:
+            if out.blocks_ended:
+                ended: dict[str, int] = {end_code(arg.status, arg.error): out.blocks_ended}
                 if arg.status in ("completed", "budget_exhausted"):
-                    m.blocks_failed({end_code(arg.status, arg.error): before})
+                    m.blocks_failed(ended)
                 else:
-                    m.blocks_cancelled({end_code(arg.status, arg.error): before})
+                    m.blocks_cancelled(ended)
             m.run_finished(out.status)
+
+
+def _not_counted(name: str, exc: Exception) -> None:
+    log.warning("metrics of %s not counted: %s: %s", name, type(exc).__name__, exc)

@@ -177,7 +177,7 @@ def build_worker(
             stream_acts.poll_stream,
             stream_acts.form_pack,
         ],
-        interceptors=[] if meter is None else [MetricsInterceptor(BlockbatchMetrics(meter), pool)],
+        interceptors=[] if meter is None else [MetricsInterceptor(BlockbatchMetrics(meter))],
         max_concurrent_activities=max_concurrent_activities,
         max_concurrent_workflow_tasks=max_concurrent_workflow_tasks,
         # Every activity is async and runs on the event loop, so no activity_executor: a

@@ -112,6 +112,14 @@ def redact_url(url: str) -> str:
     return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
 
 
+async def connect_reading(url: str, *, timeout: float) -> asyncpg.Connection:
+    """One connection that decodes json/jsonb like the pool's, without migrating: for a
+    reader that must create nothing (a quote)."""
+    conn = await asyncpg.connect(url, timeout=timeout)
+    await _init_connection(conn)
+    return conn
+
+
 async def create_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
     """Connect, migrate, and return a pool whose connections decode json/jsonb."""
     try:

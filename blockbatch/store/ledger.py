@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import asyncpg
+from pydantic import ConfigDict
 
 from blockbatch.core.budget import verdict
 from blockbatch.core.endpoint import Endpoint
-from blockbatch.core.models import ApplyResultsOutput
-from blockbatch.core.registry import Usage
-from blockbatch.store.runs import ACTIVE_STATUSES, budget_for_share
+from blockbatch.core.models import ACTIVE_STATUSES, ApplyResultsOutput
+from blockbatch.core.registry import TokenCounts, Usage
+from blockbatch.store.runs import budget_for_share
 
 _ANSWER_COLUMNS = """call_id, block_uids, stop_reason, input_tokens, output_tokens,
                      cache_creation_input_tokens, cache_read_input_tokens, cost_usd,
@@ -100,33 +101,28 @@ async def _reserve(
     return need
 
 
-@dataclass(frozen=True)
-class Answer:
+class Answer(TokenCounts):
     """A recorded answer: what a caller reports of it (the response stays here)."""
+
+    model_config = ConfigDict(frozen=True)
 
     call_id: int
     block_uids: list[str]
     stop_reason: str | None
-    input_tokens: int
-    output_tokens: int
-    cache_creation_input_tokens: int
-    cache_read_input_tokens: int
     cost_usd: float
-    #: Of ``output_tokens``, thinking.
-    thinking_tokens: int = 0
 
     @classmethod
     def from_row(cls, row: asyncpg.Record) -> Answer:
         return cls(
-            row["call_id"],
-            list(row["block_uids"]),
-            row["stop_reason"],
-            row["input_tokens"],
-            row["output_tokens"],
-            row["cache_creation_input_tokens"],
-            row["cache_read_input_tokens"],
-            float(row["cost_usd"]),
-            row["thinking_tokens"],
+            call_id=row["call_id"],
+            block_uids=list(row["block_uids"]),
+            stop_reason=row["stop_reason"],
+            input_tokens=row["input_tokens"],
+            output_tokens=row["output_tokens"],
+            cache_creation_input_tokens=row["cache_creation_input_tokens"],
+            cache_read_input_tokens=row["cache_read_input_tokens"],
+            thinking_tokens=row["thinking_tokens"],
+            cost_usd=float(row["cost_usd"]),
         )
 
 

@@ -60,6 +60,7 @@ attempt, never writes a block twice. A result maps to its block by ``block_uid``
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -69,6 +70,7 @@ import asyncpg
 from blockbatch.core.claude_errors import fatal_code_of
 from blockbatch.core.evidence import ground, ungrounded
 from blockbatch.core.models import ApplyResultsOutput, RunStatus
+from blockbatch.core.outcome import end_code
 from blockbatch.core.policy import attempt_limit
 from blockbatch.core.reasons import ReasonCode
 from blockbatch.core.results import parse_results
@@ -305,6 +307,7 @@ async def apply_answer(
             mapping_failed=parsed.mapping_failed,
             reason=parsed.summary(),
             refusal=parsed.refusal,
+            failed_reasons=dict(Counter(codes[uid] for uid in failed)),
         )
         await ledger.save_apply_outcome(conn, call_id, outcome)
     return outcome
@@ -449,8 +452,8 @@ async def fail_pending(
 
 async def end_pending(
     conn: asyncpg.Connection, run_id: str, status: RunStatus, error: str | None
-) -> None:
-    """End the blocks still pending when the run ends.
+) -> int:
+    """End the blocks still pending when the run ends; returns how many it ended.
 
     A completed run: ``failed`` (a pack ended without finishing them, say so; code
     ``unfinished``); a cancelled or failed run: ``cancelled``, with the run's error as the
@@ -460,7 +463,7 @@ async def end_pending(
     if status == "budget_exhausted":
         # Packs the run never started once its budget ran out: no call was made for them;
         # they end failed, so that `retry --max-cost` takes them.
-        await conn.execute(
+        done = await conn.execute(
             """update overlays set status = 'failed', updated_at = now(),
                       last_error = $2, reason_code = 'budget_exhausted'
                where run_id = $1 and status = 'pending'""",
@@ -468,9 +471,8 @@ async def end_pending(
             "the run's budget ran out before this block was sent; no call was "
             "made for it (`starter.py retry RUN_ID --max-cost USD` finishes it)",
         )
-        return
-    if status in ("completed", "completed_with_failures"):
-        await conn.execute(
+    elif status in ("completed", "completed_with_failures"):
+        done = await conn.execute(
             """update overlays set status = 'failed', updated_at = now(),
                       last_error = coalesce(last_error || '; ', '')
                                    || 'no pack finished this block',
@@ -479,7 +481,7 @@ async def end_pending(
             run_id,
         )
     else:
-        await conn.execute(
+        done = await conn.execute(
             """update overlays set status = 'cancelled', updated_at = now(),
                       last_error = coalesce(last_error, $2), reason_code = $3
                where run_id = $1 and status = 'pending'""",
@@ -487,15 +489,7 @@ async def end_pending(
             f"run {status}: {error}" if error else None,
             end_code(status, error),
         )
-
-
-def end_code(status: RunStatus, error: str | None) -> ReasonCode:
-    """The reason code of the blocks a run ends without finishing (see :func:`end_pending`)."""
-    if status == "budget_exhausted":
-        return "budget_exhausted"
-    if status in ("completed", "completed_with_failures"):
-        return "unfinished"
-    return fatal_code_of(error) or "cancelled"
+    return int(done.split()[-1])  # the command tag: "UPDATE <rows>"
 
 
 async def reset_for_retry(

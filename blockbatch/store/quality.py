@@ -20,16 +20,9 @@ import asyncpg
 from blockbatch.core.agreement import FieldAgreement, Sample, summarize
 from blockbatch.core.evidence import GroundingCount
 from blockbatch.core.models import GroundingResult, QualityResult
-from blockbatch.core.quality import ProbePlan, grounding_result, quality_result
+from blockbatch.core.quality import QUALITY_PROBE, ProbePlan, grounding_result, quality_result
+from blockbatch.core.views import Disagreement
 from blockbatch.store.replans import changes, gate_size
-
-#: The ledger's purpose of a probe call (``probe`` is the outage probe).
-QUALITY_PROBE = "quality_probe"
-
-
-def probe_path(block_index: int) -> str:
-    """The ledger pack path of a block's probe call (``quality-17``); attempt 1 (pay once)."""
-    return f"quality-{block_index}"
 
 
 async def plan_sample(conn: asyncpg.Connection, run_id: str, uids: Sequence[str]) -> int:
@@ -295,21 +288,6 @@ async def probe_cost(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> Pr
         int(row["failed"]),
         int(row["planned"]),
     )
-
-
-@dataclass(frozen=True)
-class Disagreement:
-    """A block whose packed and single answers differ, both answers side by side."""
-
-    block_uid: str
-    block_index: int
-    block_type: str
-    block_content: str
-    pack_size: int
-    position: int
-    packed: dict[str, Any]
-    single: dict[str, Any]
-    fields: list[dict[str, Any]]
 
 
 async def disagreeing(

@@ -34,6 +34,7 @@ from blockbatch.core.ratelimit import learn as learn_limits
 from blockbatch.core.ratelimit import reserve as reserve_buckets
 from blockbatch.core.ratelimit import settle as settle_buckets
 from blockbatch.core.ratelimit import throttled as aimd_throttled
+from blockbatch.core.views import LimiterView
 
 #: A run counts as waiting while it asked within this many seconds.
 WAITING_S = 10.0
@@ -53,27 +54,6 @@ class Attempt:
     binding: Kind | None
     #: ``fair_share``: capacity may be there, but a less-served run waits and goes first.
     reason: str = ""
-
-
-@dataclass(frozen=True)
-class LimiterView:
-    """One limiter as ``starter.py limits`` and ``starter.py status`` show it."""
-
-    key_hash: str
-    #: The rate-limit class (``blockbatch.core.ratelimit.rate_class``).
-    model: str
-    limits: dict[str, int]
-    levels: dict[str, float]
-    factor: float
-    #: The ramp's share of the minute capacity open now (blockbatch/core/ratelimit.py).
-    ramp: float
-    learned: bool
-    admitted: int
-    throttled: int
-    in_flight: int
-    #: run_id -> calls admitted in the last minute.
-    shares: dict[str, int]
-    waiting_runs: list[str]
 
 
 async def _now(conn: asyncpg.Connection | asyncpg.Pool) -> float:

@@ -6,127 +6,28 @@ every statement they need lives in this module or in :mod:`blockbatch.store.repo
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import asyncpg
-from pydantic import BaseModel
 
-from blockbatch.core.budget import left_to_do
-from blockbatch.core.models import BudgetLeft, RunResult
 from blockbatch.core.reasons import REASONS
-from blockbatch.core.registry import known_model_names
-from blockbatch.core.review import ANSWERED, OVERLAY_STATUSES
+from blockbatch.core.review import OVERLAY_STATUSES
+from blockbatch.core.schema import schema_fields
+from blockbatch.core.views import (
+    CallDetail,
+    CallRow,
+    ExportRow,
+    ItemUsage,
+    PrefixToCount,
+    PromptPart,
+    ReviewItem,
+    ReviewPage,
+    RunInfo,
+)
 from blockbatch.store.repo import NotFound
-from blockbatch.store.runs import ACTIVE_STATUSES
-
-#: A run in one of these has not finished yet (a cancelling run still winds down).
-UNFINISHED = (*ACTIVE_STATUSES, "cancelling")
-
-
-class RunInfo(BaseModel):
-    """One run as stored: what was asked, where it stands, what it cost."""
-
-    run_id: str
-    status: str
-    error: str | None
-    document_id: str
-    document_name: str
-    schema_id: str
-    schema_name: str
-    model: str
-    settings: dict[str, Any]
-    workflow_id: str | None
-    #: Live overlay counts by status (pending, ai_complete, failed, cancelled, confirmed,
-    #: rejected).
-    blocks: dict[str, int]
-    blocks_total: int
-    pack_count: int
-    calls: int
-    split_events: int
-    input_tokens: int
-    output_tokens: int
-    cache_creation_input_tokens: int
-    cache_read_input_tokens: int
-    cost_usd: float
-    #: Of ``output_tokens``, thinking.
-    thinking_tokens: int = 0
-    #: Blocks answered at planning by an earlier run's answer, and what that saved.
-    blocks_reused: int = 0
-    reuse_saved_usd: float = 0.0
-    #: Who answered the run's calls (blockbatch/core/endpoint.py ``Endpoint.label``: ``anthropic``,
-    #: ``simulator 127.0.0.1:8765``), from its ledger.
-    endpoints: list[str] = []
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
-    cancel_requested_at: datetime | None
-    #: A run stopped by its budget: the cost of its calls that answered blocks (``work``),
-    #: of its first warm-up (``warm_up``) and its largest reservation (``largest_call``),
-    #: for what finishing would cost.
-    budget_costs: dict[str, float] | None = None
-
-    @property
-    def simulated(self) -> bool:
-        """Whether the simulator answered any of the run's calls."""
-        return any(e.split(" ", 1)[0] == "simulator" for e in self.endpoints)
-
-    @property
-    def active(self) -> bool:
-        """Whether the run may still change (created, planning, running or cancelling)."""
-        return self.status in UNFINISHED
-
-    @property
-    def duration_s(self) -> float | None:
-        """Seconds from creation to the end; None while the run has not finished."""
-        if self.finished_at is None:
-            return None
-        return (self.finished_at - self.created_at).total_seconds()
-
-    def result(self) -> RunResult:
-        """The run's counters as a :class:`RunResult` (final once the run has finished)."""
-        b = self.blocks
-        done = sum(b.get(s, 0) for s in ANSWERED)
-        return RunResult.model_validate(
-            {
-                **self.model_dump(include=set(RunResult.model_fields)),
-                "blocks_ai_complete": done,
-                "blocks_failed": b.get("failed", 0),
-                "blocks_cancelled": b.get("cancelled", 0),
-                "budget": self.budget_left(done),
-                "priced_from_configuration": self.model not in known_model_names(),
-            }
-        )
-
-    @property
-    def max_cost_usd(self) -> float | None:
-        """The run's budget (``None``: none)."""
-        value = self.settings.get("max_cost_usd")
-        return float(value) if value is not None else None
-
-    def budget_left(self, done: int | None = None) -> BudgetLeft | None:
-        """What a run stopped by its budget has left to do (``None`` for any other run)."""
-        if self.status != "budget_exhausted":
-            return None
-        if done is None:
-            done = sum(self.blocks.get(s, 0) for s in ANSWERED)
-        costs = self.budget_costs or {}
-        return left_to_do(
-            self.max_cost_usd or 0.0,
-            spent=self.cost_usd,
-            blocks_done=done,
-            blocks_left=self.blocks_total - done,
-            work_spent=costs.get("work"),
-            restart_usd=costs.get("warm_up", 0.0),
-            largest_call_usd=costs.get("largest_call", 0.0),
-            reused=self.blocks_reused,
-        )
-
 
 #: Who answered a run's calls (``blockbatch.core.endpoint.Endpoint.label``), in order.
 _ENDPOINTS_SQL = """select distinct c.provider || coalesce(' ' || c.endpoint_host, '')
@@ -197,66 +98,6 @@ async def list_runs(
     return [_run(r) for r in rows]
 
 
-def schema_fields(definition: Mapping[str, Any]) -> list[str]:
-    """A stored schema's fields in their declared order (jsonb does not keep key order)."""
-    return list(dict.fromkeys([*definition.get("required", []), *definition["properties"]]))
-
-
-class BlockProvenance(BaseModel):
-    """Where a block came from in its file (blockbatch/core/blocks.py ``Provenance``).
-
-    ``char_start``/``char_end``: the block's span in the file's extracted text; ``page``
-    (1-based page, slide or sheet), ``bbox`` (x0, y0, x1, y1 in points, top-left origin) and
-    ``page_size`` (width, height) for paged formats; ``heading_path``: the headings it sits
-    under, outermost first; ``source``: the file's name.
-    """
-
-    source: str | None = None
-    char_start: int
-    char_end: int
-    page: int | None = None
-    bbox: tuple[float, float, float, float] | None = None
-    page_size: tuple[float, float] | None = None
-    heading_path: list[str] = []
-
-
-class ReviewItem(BaseModel):
-    """A block and its overlay in one run."""
-
-    block_uid: str
-    block_index: int
-    block_type: str
-    block_content: str
-    metadata: dict[str, Any]
-    #: Where the block came from; ``None`` for blocks stored without it (streams, items).
-    provenance: BlockProvenance | None = None
-    status: str
-    staging: dict[str, Any] | None
-    confirmed: dict[str, Any] | None
-    attempt_count: int
-    last_error: str | None
-    #: Why a failed or cancelled block is not done (blockbatch/core/reasons.py), or the review
-    #: flag ``ungrounded`` of an answered one; ``None`` otherwise.
-    reason_code: str | None = None
-    pack_path: str | None
-    #: Set when the overlay reused an earlier run's answer: that run.
-    reused_from_run_id: str | None = None
-    #: Per field, its quote and span in the block (a schema asking for evidence;
-    #: blockbatch/core/evidence.py), else ``None``.
-    evidence: dict[str, Any] | None = None
-
-
-class ReviewPage(BaseModel):
-    """One page of a run's blocks next to their overlays."""
-
-    run_id: str
-    offset: int
-    total: int
-    #: The schema's fields in their declared order (jsonb does not keep key order).
-    fields: list[str]
-    items: list[ReviewItem]
-
-
 async def review_page(
     pool: asyncpg.Pool,
     run_id: str,
@@ -316,39 +157,6 @@ async def review_page(
     )
 
 
-class CallRow(BaseModel):
-    """One ledger row: a request sent to Claude and what came back."""
-
-    call_id: int
-    pack_path: str
-    pack_attempt: int
-    blocks: int
-    #: What the row was for: ``pack`` (a sync pack call), ``batch_request``, ...
-    purpose: str
-    #: Who answered: ``anthropic`` (the Claude API) or ``simulator``.
-    provider: str
-    #: The base URL's host when it is not Anthropic's own API.
-    endpoint_host: str | None = None
-    #: ``messages`` or ``message_batches``.
-    api: str | None
-    status: str
-    stop_reason: str | None
-    http_status: int | None
-    error_type: str | None
-    error_message: str | None
-    input_tokens: int
-    output_tokens: int
-    cache_creation_input_tokens: int
-    cache_read_input_tokens: int
-    cost_usd: float
-    latency_ms: int | None
-    workflow_id: str | None
-    workflow_run_id: str | None
-    activity_id: str | None
-    activity_attempt: int | None
-    started_at: datetime
-
-
 async def list_calls(
     pool: asyncpg.Pool,
     run_id: str,
@@ -365,7 +173,7 @@ async def list_calls(
         f"""select call_id, pack_path, pack_attempt, cardinality(block_uids) as blocks,
                    purpose, provider, endpoint_host, api, status, stop_reason, http_status, error_type, error_message, input_tokens,
                    output_tokens, cache_creation_input_tokens, cache_read_input_tokens,
-                   cost_usd::float8 as cost_usd, latency_ms, workflow_id, workflow_run_id,
+                   thinking_tokens, cost_usd::float8 as cost_usd, latency_ms, workflow_id, workflow_run_id,
                    activity_id, activity_attempt, started_at
             from llm_calls where {where} order by call_id offset $3 limit $4""",
         run_id,
@@ -374,82 +182,6 @@ async def list_calls(
         limit,
     )
     return total, [CallRow.model_validate(dict(r)) for r in rows]
-
-
-#: How many characters of an elided system prompt or tool definition are shown.
-ELIDE_AT = 200
-
-
-class PromptPart(BaseModel):
-    """The system prompt or the tool definitions of a call, elided unless asked in full."""
-
-    #: Characters of ``text`` in full, and the sha256 of its UTF-8 bytes.
-    length: int
-    sha256: str
-    elided: bool
-    #: The text (system: its text blocks joined; tools: JSON), cut at ``ELIDE_AT`` when elided.
-    text: str
-    #: The stored JSON as sent (only in full).
-    value: Any = None
-
-    @classmethod
-    def of(cls, value: Any, *, full: bool, as_text: bool) -> PromptPart | None:
-        if value is None:
-            return None
-        if isinstance(value, str):
-            text = value
-        elif (
-            as_text
-            and isinstance(value, list)
-            and all(isinstance(b, dict) and isinstance(b.get("text"), str) for b in value)
-        ):
-            text = "\n\n".join(b["text"] for b in value)
-        else:
-            text = json.dumps(value, ensure_ascii=False, indent=2)
-        digest = hashlib.sha256(text.encode()).hexdigest()
-        elided = not full and len(text) > ELIDE_AT
-        return cls(
-            length=len(text),
-            sha256=digest,
-            elided=elided,
-            text=text[:ELIDE_AT] + "…" if elided else text,
-            value=value if full else None,
-        )
-
-
-class CallDetail(CallRow):
-    """One ledger row in full: the request as sent (system and tools joined from
-    ``prompt_prefixes``), and the raw response or the error. Never the API key: request
-    headers are not stored."""
-
-    run_id: str
-    model: str
-    block_uids: list[str]
-    #: The short ids the request named its blocks by (alias -> block_uid), as recorded
-    #: before it was sent; ``None`` when it named them by block_uid.
-    block_aliases: dict[str, str] | None = None
-    request_id: str | None
-    cache_creation_1h_tokens: int
-    finished_at: datetime | None
-    provider_batch_id: str | None
-    custom_id: str | None
-    prefix_sha256: str | None
-    #: The request without system and tools, as stored.
-    request: dict[str, Any]
-    system: PromptPart | None
-    tools: PromptPart | None
-    #: The raw answer (a Messages response, or a batch result line's content).
-    response: Any
-    apply_outcome: Any
-
-    @property
-    def named_blocks(self) -> list[str]:
-        """The blocks as a person reads them: ``b1 = doc:0`` for a block sent under a short
-        id (the answer's ids map back through this record), else the block_uid."""
-        if not self.block_aliases:
-            return list(self.block_uids)
-        by_uid = {uid: alias for alias, uid in self.block_aliases.items()}
-        return [f"{by_uid[u]} = {u}" if u in by_uid else u for u in self.block_uids]
 
 
 async def get_call(
@@ -468,7 +200,8 @@ async def get_call(
                   c.api, c.status, c.model, c.stop_reason, c.http_status, c.error_type,
                   c.error_message, c.request_id, c.input_tokens, c.output_tokens,
                   c.cache_creation_input_tokens, c.cache_read_input_tokens,
-                  c.cache_creation_1h_tokens, c.cost_usd::float8 as cost_usd, c.latency_ms,
+                  c.cache_creation_1h_tokens, c.thinking_tokens, c.cost_usd::float8 as cost_usd,
+                  c.latency_ms,
                   c.workflow_id, c.workflow_run_id, c.activity_id, c.activity_attempt,
                   c.started_at, c.finished_at, c.provider_batch_id, c.custom_id,
                   c.prefix_sha256, c.request, c.response, c.apply_outcome,
@@ -506,15 +239,6 @@ select b.block_uid, b.block_index, b.block_type, b.block_content, b.metadata,
 from blocks b left join overlays o on o.block_uid = b.block_uid and o.run_id = $1
 where b.document_id = $2 order by b.block_index
 """
-
-#: One block of an export: block_uid, block_index, block_type, block_content, metadata,
-#: and its overlay's status, staging, confirmed, last_error, reason_code,
-#: reused_from_run_id and reused_from_call_id (set when the overlay reused an earlier run's
-#: answer; all None without an overlay), ``evidence`` (each value's quote and span, a
-#: schema asking for evidence) and ``model_answer`` (the model's own answer once a person
-#: edited it), and ``review``: its review actions in order (edit / confirm / reject: who,
-#: when, field, before, after), None when nobody reviewed it.
-ExportRow = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -658,22 +382,6 @@ async def baseline_inputs(pool: asyncpg.Pool, run_id: str) -> BaselineInputs | N
     )
 
 
-class PrefixToCount(BaseModel):
-    """A run's prompt prefix and one of its requests, for the token-counting endpoint:
-    the request counted with and without its system prompt and tools differs by the
-    prefix (``blockbatch.api.quote.count_prefix``)."""
-
-    sha256: str
-    model: str
-    system: Any
-    tools: Any
-    #: The stored request (without system and tools): its messages and tool_choice.
-    request: dict[str, Any]
-    #: Where the call went (its ``endpoint_host``; ``None``: Anthropic's own API): a count
-    #: elsewhere would use another tokenizer.
-    endpoint_host: str | None = None
-
-
 async def prefix_to_count(pool: asyncpg.Pool, run_id: str) -> PrefixToCount | None:
     """The prefix of the run's first answered call whose size is not known yet (``None``:
     known, or no such call)."""
@@ -710,25 +418,6 @@ async def blocks_paid_twice(conn: asyncpg.Connection | asyncpg.Pool, run_id: str
     )
 
 
-class ItemUsage(BaseModel):
-    """One block's share of its run's calls (``llm_batch``'s per-item usage).
-
-    Each call's tokens and cost are split over the blocks it was sent with, by their
-    estimated tokens; a call sent without blocks (the warm-up, a probe) over all the run's
-    blocks the same way. So the shares of a run's blocks add up to the run's usage (tokens
-    rounded per block). A reused answer's block has nothing of this run's calls.
-    """
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    cache_read_input_tokens: int = 0
-    cost_usd: float = 0.0
-    #: How many of the run's pack calls the block was sent in (more than one after a
-    #: split or a retry).
-    calls: int = 0
-
-
 async def item_usage(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> dict[str, ItemUsage]:
     """block_uid -> its :class:`ItemUsage` in the run (blocks that shared no call: absent)."""
     rows = await conn.fetch(
@@ -753,6 +442,7 @@ async def item_usage(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> di
                   round(sum(s.share * c.output_tokens))::bigint as output_tokens,
                   round(sum(s.share * c.cache_creation_input_tokens))::bigint as cache_write,
                   round(sum(s.share * c.cache_read_input_tokens))::bigint as cache_read,
+                  round(sum(s.share * c.thinking_tokens))::bigint as thinking_tokens,
                   sum(s.share * c.cost_usd::float8) as cost_usd,
                   count(*) filter (where s.sent) as calls
            from shares s join llm_calls c using (call_id)
@@ -765,6 +455,7 @@ async def item_usage(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> di
             output_tokens=r["output_tokens"],
             cache_creation_input_tokens=r["cache_write"],
             cache_read_input_tokens=r["cache_read"],
+            thinking_tokens=r["thinking_tokens"],
             cost_usd=round(r["cost_usd"], 8),
             calls=r["calls"],
         )

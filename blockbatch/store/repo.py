@@ -14,38 +14,23 @@ from typing import Any
 
 import asyncpg
 
-from blockbatch.core.ingest import ParsedBlock
+from blockbatch.core.ingest import ParsedBlock, document_id_for
 from blockbatch.core.models import RunOptions
 from blockbatch.core.planning import estimate_tokens
 from blockbatch.core.registry import RetiredModelError, UnknownModelError, get_model
 from blockbatch.core.reuse import block_digest
-from blockbatch.core.schema import SchemaSpec
+from blockbatch.core.schema import SchemaSpec, schema_id_for
 
 
 class NotFound(LookupError):
     """An id that is not in the database; the message says which and what to do."""
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def document_id_for(fmt: str, raw: bytes) -> str:
-    """The id a document gets when stored: the same bytes and format, the same id."""
-    digest = _sha256(fmt.encode() + b"\0" + raw)
-    return f"doc-{digest[:12]}"
-
-
-def schema_id_for(spec: SchemaSpec) -> str:
-    """The id a schema gets when stored: the same content, the same id."""
-    return f"schema-{spec.content_hash()[:12]}"
-
-
 async def save_document(
     conn: asyncpg.Connection, name: str, fmt: str, raw: bytes, blocks: list[ParsedBlock]
 ) -> str:
     """Store a parsed document once (same bytes + format -> same id) and return its id."""
-    digest = _sha256(fmt.encode() + b"\0" + raw)
+    digest = hashlib.sha256(fmt.encode() + b"\0" + raw).hexdigest()
     document_id = document_id_for(fmt, raw)
     async with conn.transaction():
         inserted = await conn.fetchval(
@@ -132,17 +117,25 @@ async def run_inputs(conn: asyncpg.Connection, document_id: str, schema_id: str)
 
 
 async def schema_definition(conn: asyncpg.Connection, schema_id: str) -> dict[str, Any]:
-    """A stored schema's definition.
+    """A stored schema's definition, its keys in the order they were stored.
 
     Raises:
         NotFound: no such schema.
     """
+    definition = await schema_definition_or_none(conn, schema_id)
+    if definition is None:
+        raise NotFound(f"unknown schema {schema_id!r}")
+    return definition
+
+
+async def schema_definition_or_none(
+    conn: asyncpg.Connection, schema_id: str
+) -> dict[str, Any] | None:
+    """A stored schema's definition, or ``None`` when it is not stored."""
     definition = await conn.fetchval(
         "select definition from schemas where schema_id = $1", schema_id
     )
-    if definition is None:
-        raise NotFound(f"unknown schema {schema_id!r}")
-    return dict(definition)
+    return None if definition is None else dict(definition)
 
 
 def new_run_id() -> str:

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 import asyncpg
-from pydantic import BaseModel
 
 from blockbatch.core.models import RetryRequest
 from blockbatch.core.retry import ASKED_BY_NAME, BlockState
+from blockbatch.core.views import OverlayChange, RetryRecord
 
 
 async def block_counts(
@@ -85,32 +84,6 @@ async def blocks_to_retry(
         RetryBlock(r["block_uid"], r["block_index"], r["est_tokens"], r["reason_code"])
         for r in rows
     ]
-
-
-class RetryRecord(BaseModel):
-    """One retry of a run, as ``run_retries`` keeps it."""
-
-    run_id: str
-    retry: int
-    workflow_run_id: str
-    selection: dict[str, Any]
-    reasons: dict[str, int]
-    block_count: int
-    first_pack: int
-    pack_count: int
-    first_round: int | None
-    previous_status: str
-    previous_error: str | None
-    started_at: datetime
-    finished_at: datetime | None
-    final_status: str | None
-
-    @property
-    def duration_s(self) -> float | None:
-        """Seconds from the claim to the end; None while the retry runs."""
-        if self.finished_at is None:
-            return None
-        return (self.finished_at - self.started_at).total_seconds()
 
 
 _COLUMNS = """run_id, retry, workflow_run_id, selection, reasons, block_count, first_pack,
@@ -182,23 +155,6 @@ async def history(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> list[
         f"select {_COLUMNS} from run_retries where run_id = $1 order by retry", run_id
     )
     return [RetryRecord.model_validate(dict(r)) for r in rows]
-
-
-class OverlayChange(BaseModel):
-    """One row of the overlay change log: a block's status or value changed."""
-
-    id: int
-    block_uid: str
-    changed_at: datetime
-    old_status: str
-    new_status: str
-    reason_code: str | None
-    last_error: str | None
-    attempt_count: int
-    pack_index: int | None
-    pack_path: str | None
-    call_id: int | None
-    value_changed: bool
 
 
 async def overlay_changes(

@@ -9,71 +9,24 @@ each filter has an index that keeps it a range scan (migration 009): a page of a
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import asyncpg
-from pydantic import BaseModel
 
 from blockbatch.core.reasons import REVIEW_FLAGS
-from blockbatch.core.schema import SchemaSpec, load_schema
-from blockbatch.store.reads import RunInfo, get_run, schema_fields
+from blockbatch.core.schema import load_schema, schema_fields
+from blockbatch.core.views import (
+    GridFilter,
+    GridPage,
+    GridRow,
+    ReviewAction,
+    ReviewActivity,
+    RunInfo,
+)
+from blockbatch.store.reads import get_run
 
 #: The most blocks one grid page may hold.
 MAX_PAGE = 500
-
-
-class GridRow(BaseModel):
-    """One block of a run next to its overlay, and the last review act on it."""
-
-    block_uid: str
-    block_index: int
-    block_type: str
-    block_content: str
-    status: str
-    staging: dict[str, Any] | None
-    confirmed: dict[str, Any] | None
-    #: The model's own answer once a person edited staging (None: never edited).
-    model_answer: dict[str, Any] | None = None
-    attempt_count: int
-    last_error: str | None
-    reason_code: str | None
-    pack_path: str | None
-    #: Set when the overlay reused an earlier run's answer: that run and its ledger call.
-    reused_from_run_id: str | None = None
-    reused_from_call_id: int | None = None
-    #: The last review act: ``{"action", "reviewer", "at"}``, None when never reviewed.
-    last_action: dict[str, Any] | None
-    #: Per field of the model's answer, its quote and span in the block (a schema asking
-    #: for evidence, blockbatch/core/evidence.py), else None.
-    evidence: dict[str, Any] | None = None
-
-
-class GridFilter(BaseModel):
-    """Which blocks a grid shows (each ``None``: any)."""
-
-    status: str | None = None
-    reason: str | None = None
-    block_type: str | None = None
-    #: Only blocks the quality probe found disagreeing (blockbatch/store/quality.py).
-    disagreeing: bool = False
-
-
-class GridPage(BaseModel):
-    """One page of the grid in block order, with the keys of the pages around it."""
-
-    run: RunInfo
-    fields: list[str]
-    #: The run's schema: each field's type, enum and bounds (how the grid edits it) and
-    #: the rules an edited overlay must meet.
-    spec: SchemaSpec
-    rows: list[GridRow]
-    #: Blocks matching the filter in the whole run (at most COUNT_CAP when ``capped``).
-    total: int
-    capped: bool = False
-    #: ``after=`` for the next page, ``before=`` for the previous one (None: no such page).
-    next_after: int | None
-    prev_before: int | None
 
 
 def _grid_query(document_id: str, flt: GridFilter) -> tuple[list[str], list[Any], str]:
@@ -235,21 +188,6 @@ async def block_types(pool: asyncpg.Pool, document_id: str) -> list[str]:
     return [r["block_type"] for r in rows]
 
 
-class ReviewAction(BaseModel):
-    """One recorded review act on a block: who did what, when, and the values around it."""
-
-    id: int
-    block_uid: str
-    action: str
-    reviewer: str
-    at: datetime
-    field: str | None
-    before: Any
-    after: Any
-    old_status: str
-    new_status: str
-
-
 async def review_actions(
     pool: asyncpg.Pool,
     run_id: str,
@@ -273,22 +211,6 @@ async def review_actions(
             limit,
         )
     return [ReviewAction.model_validate(dict(r)) for r in rows]
-
-
-class ReviewActivity(BaseModel):
-    """Review acts done together (one statement: a bulk confirm of many blocks, or one
-    edit): what, who, when, on how many blocks; the first block's act in full."""
-
-    action: str
-    reviewer: str
-    at: datetime
-    blocks: int
-    first_block: str
-    last_block: str
-    #: The first act's field and values (an edit: the field's value before and after).
-    field: str | None
-    before: Any
-    after: Any
 
 
 async def review_activity(

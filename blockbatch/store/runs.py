@@ -11,8 +11,9 @@ import asyncpg
 
 from blockbatch.core.budget import left_text, left_to_do
 from blockbatch.core.context import RunContext
-from blockbatch.core.models import RunOptions, RunResult, RunStatus, Totals
-from blockbatch.core.registry import known_model_names
+from blockbatch.core.models import ACTIVE_STATUSES, RunOptions, RunResult, RunStatus, Totals
+from blockbatch.core.outcome import final_status
+from blockbatch.core.registry import priced_elsewhere
 from blockbatch.core.run_model import FACTS_MAX_AGE_S, run_model
 from blockbatch.core.schema import load_schema
 from blockbatch.store import model_facts
@@ -113,10 +114,6 @@ async def cached_run_context(conn: asyncpg.Connection, run_id: str) -> RunContex
 
 
 # ------------------------------------------------------------------ status and plan
-
-#: A run in one of these states may still start work (a call, a batch); once it is
-#: ``cancelling`` (or finished) nothing new starts.
-ACTIVE_STATUSES = ("created", "planning", "running")
 
 
 async def status_for_share(conn: asyncpg.Connection, run_id: str) -> str | None:
@@ -373,45 +370,6 @@ async def failure_reasons(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) 
     return {r["reason"]: r["n"] for r in rows}
 
 
-def grouped(reasons: dict[str, int]) -> str:
-    """``28 api_unavailable, 3 invalid_value``."""
-    return ", ".join(f"{n} {code}" for code, n in reasons.items())
-
-
-def final_status(
-    asked: RunStatus,
-    error: str | None,
-    *,
-    total: int,
-    done: int,
-    failed: int,
-    cancelled: int,
-    reasons: dict[str, int],
-) -> tuple[RunStatus, str | None]:
-    """The status a finishing run ends in, from its blocks.
-
-    A run the workflow ends as ``completed`` is ``completed`` when every block is done,
-    ``completed_with_failures`` when some are, and ``failed`` ("nothing done") when none
-    is. ``cancelled`` and ``failed`` (a fatal error) stay as they are; so does
-    ``budget_exhausted`` unless every block got done after all (then ``completed``).
-    """
-    if asked == "budget_exhausted" and done >= total:
-        return "completed", None
-    if asked == "completed" and reasons.get("budget_exhausted"):
-        # A budget refusal the workflow did not hear of (a batch round cut, then its
-        # activity retried): the blocks say the budget ran out.
-        return "budget_exhausted", error
-    if asked != "completed" or done >= total:
-        return asked, error
-    if done > 0:
-        return "completed_with_failures", error
-    parts = [f"{failed} block{'s' if failed != 1 else ''} failed"]
-    if cancelled:
-        parts.append(f"{cancelled} cancelled")
-    why = f" ({grouped(reasons)})" if reasons else ""
-    return "failed", f"nothing done: {' and '.join(parts)}{why}"
-
-
 #: A run's cost so far, the part of it that answered blocks, and its first warm-up's cost
 #: (what continuing pays again before its first block).
 BUDGET_COSTS_SQL = """
@@ -485,9 +443,3 @@ async def close_run(
             "budget": budget,
         }
     )
-
-
-def priced_elsewhere(model: str | None) -> bool:
-    """Whether a run of ``model`` was priced from configuration: the registry has no
-    prices of it (a model the Models API describes, ``BLOCKBATCH_MODEL_PRICES`` prices)."""
-    return model is not None and model not in known_model_names()

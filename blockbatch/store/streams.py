@@ -22,13 +22,13 @@ from typing import Any
 import asyncpg
 
 from blockbatch.core.context import RunContext
-from blockbatch.core.models import RunOptions
+from blockbatch.core.models import ACTIVE_STATUSES, RunOptions
 from blockbatch.core.planning import OutputRatios, estimate_tokens
 from blockbatch.core.reuse import answer_key, block_digest, prompt_digest
-from blockbatch.core.streams import Buffered, StreamTriggers
+from blockbatch.core.streams import Buffered, StreamTriggers, stream_document_id
 from blockbatch.store import overlays
 from blockbatch.store.repo import NotFound, create_run
-from blockbatch.store.runs import ACTIVE_STATUSES, BlockSize
+from blockbatch.store.runs import BlockSize
 
 #: The block type of a stream row (a JSONL row's, as ingest names it).
 ROW_TYPE = "record"
@@ -56,10 +56,6 @@ class Row:
     text: str
     metadata: dict[str, Any]
     key: str | None = None
-
-
-def stream_document_id(run_id: str) -> str:
-    return f"doc-stream-{run_id}"
 
 
 async def create_stream(

@@ -35,10 +35,11 @@ from blockbatch.api.review import ExportFormat, checked_reviewer
 from blockbatch.core.evidence import spans
 from blockbatch.core.reasons import REASONS
 from blockbatch.core.review import OVERLAY_STATUSES, REVIEWABLE
+from blockbatch.core.views import GridPage, GridRow
 from blockbatch.report import run_links
 from blockbatch.runtime.settings import Settings
 from blockbatch.store.db import connection_lost, unavailable
-from blockbatch.store.review import MAX_PAGE, GridPage, GridRow
+from blockbatch.store.review import MAX_PAGE
 from blockbatch.web.fields import input_text, planned_edits, widget
 from blockbatch.web.security import (
     CSRF_FIELD,

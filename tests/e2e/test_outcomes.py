@@ -15,7 +15,7 @@ import pytest
 from blockbatch.api import AllItemsFailed, allm_batch
 from blockbatch.cli.follow import exit_code
 from blockbatch.core.models import RunStatus
-from blockbatch.store.runs import final_status
+from blockbatch.core.outcome import final_status
 from tests.conftest import Stack
 from tests.helpers import REJECT_MARKER, extract_schema, marked_document, marked_paragraphs
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`

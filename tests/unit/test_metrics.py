@@ -14,7 +14,9 @@ from temporalio.exceptions import ApplicationError
 from activities.errors import RETRYABLE, RUN_STOPPED, application_error
 from blockbatch.core.claude_errors import classify
 from blockbatch.core.models import (
+    ApplyRoundOutput,
     BatchCounts,
+    CallFacts,
     CallModelOutput,
     CollectRoundOutput,
     LimiterNote,
@@ -27,13 +29,11 @@ from blockbatch.runtime.metrics import (
     MetricsUnavailable,
     batch_calls,
     call_of_error,
+    call_of_facts,
     call_of_output,
-    call_of_record,
-    delta,
     metrics_runtime,
     status_class,
 )
-from blockbatch.store.metrics import CallRecord
 
 METRICS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 
@@ -106,10 +106,6 @@ def test_raised_claude_errors_are_failed_calls_with_their_status() -> None:
 def test_an_answer_another_worker_recorded_first_is_a_failed_call_not_an_api_error() -> None:
     duplicate = ApplicationError("pack attempt answered twice", type=RETRYABLE)
     assert call_of_error("pack", duplicate) == Call("pack", "failed")
-    record = CallRecord("pack", "failed", None, "duplicate_attempt", 0, 0, 0, 0, 0.0)
-    assert call_of_record(record) == Call(
-        "pack", "failed", {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}, 0.0
-    )
 
 
 def test_errors_before_any_call_count_no_call() -> None:
@@ -117,15 +113,23 @@ def test_errors_before_any_call_count_no_call() -> None:
     assert call_of_error("pack", ValueError("no run")) is None
 
 
-def test_a_probe_row_counts_like_the_ledger_records_it() -> None:
-    answered = CallRecord("probe", "succeeded", 200, None, 12, 1, 0, 0, 0.0001)
-    assert call_of_record(answered) == Call(
+def test_a_probe_counts_the_call_its_activity_reported() -> None:
+    answered = CallFacts(status="succeeded", input_tokens=12, output_tokens=1, cost_usd=0.0001)
+    assert call_of_facts("probe", answered) == Call(
         "probe", "succeeded", {"input": 12, "output": 1, "cache_read": 0, "cache_write": 0}, 0.0001
     )
-    down = CallRecord("probe", "failed", 503, "api_error", 0, 0, 0, 0, 0.0)
-    failed = call_of_record(down)
-    assert failed is not None and failed.error == "5xx"
-    assert call_of_record(CallRecord("probe", "started", None, None, 0, 0, 0, 0, 0.0)) is None
+    down = CallFacts(status="failed", api_error=True, http_status=503)
+    assert call_of_facts("probe", down).error == "5xx"
+    lost = CallFacts(status="failed", api_error=True)
+    assert call_of_facts("probe", lost).error == "no_answer"
+
+
+def test_a_refused_warm_up_answer_is_a_failed_call_and_a_4xx() -> None:
+    error = classify(400, "invalid_request_error", "no")
+    out = CallModelOutput(outcome="request_error", block_uids=[], call_id=3, error=error)
+    facts = CallFacts.of_output(out)
+    assert facts is not None
+    assert call_of_facts("warm_up", facts) == Call("warm_up", "failed", error="4xx")
 
 
 def test_a_batch_round_counts_answered_and_errored_requests_not_canceled_ones() -> None:
@@ -139,10 +143,12 @@ def test_a_batch_round_counts_answered_and_errored_requests_not_canceled_ones() 
     assert (failed.status, failed.count, failed.tokens) == ("failed", 3, {})
 
 
-def test_delta_keeps_only_what_grew() -> None:
-    assert delta(
-        {"invalid_value": 2, "truncated": 1}, {"invalid_value": 3, "truncated": 1, "oversized": 2}
-    ) == {"invalid_value": 1, "oversized": 2}
+def test_a_batch_round_counts_its_failed_blocks_by_reason() -> None:
+    out = ApplyRoundOutput()
+    out.count_failed({"oversized": 2, "truncated": 0})
+    out.count_failed({"oversized": 1, "invalid_value": 3})
+    assert out.failed == 6
+    assert out.failed_reasons == {"oversized": 3, "invalid_value": 3}
 
 
 def _free_port() -> int:

@@ -11,12 +11,13 @@ import httpx2
 import pytest
 from anthropic import AsyncAnthropic
 
-from activities.llm import LlmActivities, stand_in_request, warm_up_request
+from activities.llm import LlmActivities
 from blockbatch.core.context import RunContext
 from blockbatch.core.models import RunOptions
 from blockbatch.core.quote import quote_context
 from blockbatch.core.registry import get_model
 from blockbatch.core.schema import load_schema
+from blockbatch.core.warm_up import stand_in_request, warm_up_request
 
 SCHEMA: dict[str, Any] = {
     "properties": {
