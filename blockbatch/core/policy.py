@@ -194,5 +194,5 @@ def failure_code(inp: FailBlocksInput) -> ReasonCode:
     """The reason code ``fail_blocks`` gives its blocks: the input's, or (``None`` or
     unknown) the one derived from its reason. The worker's metrics count by it too."""
     if inp.reason_code in REASONS:
-        return inp.reason_code  # type: ignore[return-value]
+        return inp.reason_code
     return code_of_failure(inp.reason)

@@ -67,7 +67,6 @@ from typing import Any, Literal
 
 import asyncpg
 
-from blockbatch.core.claude_errors import fatal_code_of
 from blockbatch.core.evidence import ground, ungrounded
 from blockbatch.core.models import ApplyResultsOutput, RunStatus
 from blockbatch.core.outcome import end_code
