@@ -22,7 +22,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.workflow import ContinueAsNewVersioningBehavior
 
 with workflow.unsafe.imports_passed_through():
-    from activities.db import DbActivities
+    from activities.db import RUN_NOT_FINISHED, DbActivities
     from blockbatch.core import models as m
     from blockbatch.core.quality import GATE_SAMPLES_PER_PACK, gate_trips, gate_window
     from blockbatch.core.run_view import progress_details, result_details, run_progress
@@ -35,8 +35,8 @@ with workflow.unsafe.imports_passed_through():
 
 #: Why an Update is refused (its ``ApplicationError.type``): a retry while this execution
 #: runs a retry already, and a cancel once the run is finishing. A retry of a run that is
-#: still running is refused as ``plan_retry`` refuses it (``RunNotFinished``).
-RETRY_UNDER_WAY, RUN_ENDING, RUN_NOT_FINISHED = "RetryUnderWay", "RunEnding", "RunNotFinished"
+#: still running is refused as ``plan_retry`` refuses it (``RUN_NOT_FINISHED``).
+RETRY_UNDER_WAY, RUN_ENDING = "RetryUnderWay", "RunEnding"
 
 
 def run_workflow_id(run_id: str) -> str:

@@ -16,9 +16,10 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import (
     Client,
+    WithStartWorkflowOperation,
     WorkflowExecutionStatus,
-    WorkflowFailureError,
     WorkflowHandle,
+    WorkflowUpdateFailedError,
 )
 from temporalio.common import (
     SearchAttributePair,
@@ -26,7 +27,7 @@ from temporalio.common import (
     WorkflowIDConflictPolicy,
     WorkflowIDReusePolicy,
 )
-from temporalio.exceptions import ApplicationError, FailureError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.db import NOTHING_TO_RETRY, RUN_NOT_FINISHED
@@ -87,7 +88,7 @@ from blockbatch.store import streams as stream_store
 from blockbatch.store.db import create_pool
 from blockbatch.store.retries import RetryRecord
 from workflows import attributes
-from workflows.run import RunWorkflow, run_workflow_id
+from workflows.run import RETRY_UNDER_WAY, RunWorkflow, run_workflow_id
 from workflows.stream import StreamWorkflow
 
 
@@ -474,53 +475,54 @@ class Blockbatch:
         options = RunOptions.model_validate(run.settings)
         reasons_text = ", ".join(f"{n} {code}" for code, n in checked.reasons.items())
         await ensure_search_attributes(client, self.settings.temporal_namespace)
+        # Update-with-start: a new execution of the run's workflow (a closed id is reused)
+        # claims the retry and answers the ``retry`` Update with its claim or its refusal.
+        # A running execution of the id gets the Update instead, and refuses it.
+        start = WithStartWorkflowOperation(
+            RunWorkflow.run,
+            RunInput(
+                run_id=run_id,
+                max_concurrent_packs=options.max_concurrent_packs,
+                max_block_attempts=options.max_block_attempts,
+                packs_per_history=packs_per_history,
+                outage=options.outage or OutageOptions(),
+                retry=checked.request,
+                quality=quality_state(options),
+            ),
+            id=run_workflow_id(run_id),
+            task_queue=task_queue or self.settings.temporal_task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+            static_summary=f"run {run_id}: retry {checked.number} of {checked.blocks} "
+            f"block{'s' if checked.blocks != 1 else ''} ({reasons_text}) · "
+            f"{run.document_name} × {run.schema_name} ({options.model})",
+            static_details=(
+                f"retry {checked.number} of run {run_id}, which was {run.status}: "
+                f"{checked.blocks} blocks ({reasons_text}); asked for "
+                f"`{checked.request.model_dump_json(exclude_defaults=True)}`\n\n"
+                + _run_details(run_id, run.document_id, run.schema_id, options)
+            ),
+            search_attributes=TypedSearchAttributes(
+                [
+                    SearchAttributePair(attributes.RUN_ID, run_id),
+                    SearchAttributePair(attributes.DOCUMENT, run.document_id),
+                    SearchAttributePair(attributes.SCHEMA, run.schema_id),
+                    SearchAttributePair(attributes.MODEL, options.model),
+                ]
+            ),
+        )
         try:
-            # The run's workflow id again: a closed id may be reused (ALLOW_DUPLICATE), a
-            # running one may not (FAIL), so two retries at once never both start.
-            handle = await client.start_workflow(
-                RunWorkflow.run,
-                RunInput(
-                    run_id=run_id,
-                    max_concurrent_packs=options.max_concurrent_packs,
-                    max_block_attempts=options.max_block_attempts,
-                    packs_per_history=packs_per_history,
-                    outage=options.outage or OutageOptions(),
-                    retry=checked.request,
-                    quality=quality_state(options),
-                ),
-                id=run_workflow_id(run_id),
-                task_queue=task_queue or self.settings.temporal_task_queue,
-                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-                static_summary=f"run {run_id}: retry {checked.number} of {checked.blocks} "
-                f"block{'s' if checked.blocks != 1 else ''} ({reasons_text}) · "
-                f"{run.document_name} × {run.schema_name} ({options.model})",
-                static_details=(
-                    f"retry {checked.number} of run {run_id}, which was {run.status}: "
-                    f"{checked.blocks} blocks ({reasons_text}); asked for "
-                    f"`{checked.request.model_dump_json(exclude_defaults=True)}`\n\n"
-                    + _run_details(run_id, run.document_id, run.schema_id, options)
-                ),
-                search_attributes=TypedSearchAttributes(
-                    [
-                        SearchAttributePair(attributes.RUN_ID, run_id),
-                        SearchAttributePair(attributes.DOCUMENT, run.document_id),
-                        SearchAttributePair(attributes.SCHEMA, run.schema_id),
-                        SearchAttributePair(attributes.MODEL, options.model),
-                    ]
-                ),
+            claim = await client.execute_update_with_start_workflow(
+                RunWorkflow.retry, start_workflow_operation=start
             )
-        except WorkflowAlreadyStartedError:
-            raise RetryUnderWay(
-                f"a retry of run {run_id} is already under way (its workflow "
-                f"{run_workflow_id(run_id)} is running): follow it with "
-                f"`python starter.py watch {run_id}`"
-            ) from None
+        except WorkflowUpdateFailedError as err:
+            raise _retry_refused(run_id, checked.number, err.cause) from None
+        handle = await start.workflow_handle()
         assert handle.result_run_id is not None
         return RetryStarted(
             run_id=run_id,
-            retry=checked.number,
-            blocks=checked.blocks,
+            retry=claim.retry,
+            blocks=claim.blocks,
             reasons=checked.reasons,
             request=checked.request,
             workflow_id=handle.id,
@@ -554,40 +556,6 @@ class Blockbatch:
     async def retry_claimed(self, started: RetryStarted) -> RetryRecord | None:
         """The retry as claimed by its workflow; ``None`` while (or if never) claimed."""
         return await retry_log.claimed_by(self.pool, started.run_id, started.workflow_run_id)
-
-    async def retry_refusal(self, started: RetryStarted) -> RetryRefused | None:
-        """Why a started retry ended without claiming the run; ``None`` if it claimed it.
-
-        The request is checked before the retry starts, but the run can change in between
-        (another retry finished first): the new execution then refuses in ``plan_retry``,
-        changes nothing, and fails; this turns that failure into the error to show.
-        """
-        if await self.retry_claimed(started) is not None:
-            return None
-        handle = self.client.get_workflow_handle(
-            started.workflow_id, run_id=started.workflow_run_id
-        )
-        try:
-            await handle.result(follow_runs=False)
-        except WorkflowFailureError as err:
-            cause: BaseException | None = err.cause
-            while cause is not None and not isinstance(cause, ApplicationError):
-                cause = cause.__cause__ if not isinstance(cause, FailureError) else cause.cause
-            if isinstance(cause, ApplicationError):
-                kind: type[RetryRefused] = {
-                    RUN_NOT_FINISHED: RunStillActive,
-                    NOTHING_TO_RETRY: NothingToRetry,
-                }.get(cause.type or "", RetryRefused)
-                return kind(
-                    f"retry {started.retry} of run {started.run_id} was refused: {cause.message}"
-                )
-            return RetryRefused(
-                f"retry {started.retry} of run {started.run_id} ended "
-                f"without running: {err.cause or err}"
-            )
-        return RetryRefused(
-            f"retry {started.retry} of run {started.run_id} ended without claiming the run"
-        )
 
     async def workflow_running(self, run_id: str) -> bool:
         """Whether the run's workflow (its latest execution) is running, e.g. a retry that
@@ -623,7 +591,11 @@ class Blockbatch:
         if info.active:
             await self.temporal()
             try:
-                await self.handle(run_id).signal(RunWorkflow.cancel)
+                await self.handle(run_id).execute_update(RunWorkflow.cancel)
+            except WorkflowUpdateFailedError as err:
+                # The run is finishing: its workflow says so, and why.
+                cause = err.cause
+                raise BadRequest(getattr(cause, "message", None) or str(cause)) from None
             except RPCError as err:
                 if err.status != RPCStatusCode.NOT_FOUND:
                     raise
@@ -845,6 +817,22 @@ class Blockbatch:
         if isinstance(out, str | Path):
             return await export_run_to_file(self.pool, run_id, out, staged=staged, fmt=fmt)
         return await export_to(self.pool, run_id, out, staged=staged, fmt=fmt)
+
+
+def _retry_refused(run_id: str, number: int, cause: BaseException) -> RetryRefused:
+    """The error for a retry the run's workflow refused (the ``retry`` Update's failure)."""
+    kind = cause.type if isinstance(cause, ApplicationError) else None
+    message = cause.message if isinstance(cause, ApplicationError) else str(cause)
+    if kind == RETRY_UNDER_WAY:
+        return RetryUnderWay(
+            f"a retry of run {run_id} is already under way (its workflow "
+            f"{run_workflow_id(run_id)} is running): follow it with "
+            f"`python starter.py watch {run_id}`"
+        )
+    error = {RUN_NOT_FINISHED: RunStillActive, NOTHING_TO_RETRY: NothingToRetry}.get(
+        kind or "", RetryRefused
+    )
+    return error(f"retry {number} of run {run_id} was refused: {message}")
 
 
 def quality_state(options: RunOptions) -> QualityRunState | None:

@@ -5,11 +5,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
 
+from blockbatch.core.models import PackOutcome, Totals
 from tests.workflows.conftest import Harness
 from tests.workflows.fakes import OVERLOADED, Answer, BatchRound, FakeWorld, Hold
+from workflows.run import RUN_ENDING
 
 
 async def test_cancel_before_planning_finishes_calls_nothing(wf: Harness, run_id: str) -> None:
@@ -149,6 +153,43 @@ async def test_a_cancel_reaches_a_pack_started_before_continue_as_new(
     assert result.status == "cancelled"
     assert (result.blocks_ai_complete, result.blocks_cancelled) == (4, 2)
     assert world.cancelling is not None
+
+
+async def test_a_pack_reported_twice_is_counted_once(wf: Harness, run_id: str) -> None:
+    # Pack 0 reported (by signal); a second report of it, however it comes, is dropped.
+    world = FakeWorld(run_id, [1, 1], {"1": [Hold("released")]})
+    again = PackOutcome(pack_path="0", totals=Totals(calls=50, blocks_done=1))
+    async with wf.worker(world):
+        handle = await wf.start(world, max_concurrent_packs=2)
+        await world.held("1")
+        while (await handle.query("progress"))["packs_done"] < 1:
+            await asyncio.sleep(0.02)
+        await handle.signal("pack_done", again)
+        await handle.signal("pack_done", again)
+        progress = await handle.query("progress")
+        world.release.set()
+        result = await handle.result()
+        final = await handle.query("progress")
+    assert (progress["packs_done"], progress["calls"], progress["packs_running"]) == (1, 1, 1)
+    assert (final["packs_done"], final["calls"], final["blocks_done"]) == (2, 2, 2)
+    assert result.status == "completed"
+
+
+async def test_a_cancel_once_the_run_is_finishing_is_refused_with_its_reason(
+    wf: Harness, run_id: str
+) -> None:
+    world = FakeWorld(run_id, [1], hold_finish=True)
+    async with wf.worker(world):
+        handle = await wf.start(world)
+        await world.in_flight.wait()  # finish_run is under way
+        with pytest.raises(WorkflowUpdateFailedError) as caught:
+            await handle.execute_update("cancel")
+        world.release.set()
+        result = await handle.result()
+    cause = caught.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == RUN_ENDING
+    assert cause.message == f"run {run_id} is completed: nothing to cancel"
+    assert result.status == "completed"
 
 
 async def test_batch_round_resubmits_errored_and_expired_requests(wf: Harness, run_id: str) -> None:
