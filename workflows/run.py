@@ -33,9 +33,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.retries import DB_RETRY, DB_TIMEOUT
     from workflows.window import PackWindow
 
-#: Why an Update is refused (its ``ApplicationError.type``): a retry while this execution
-#: runs a retry already, and a cancel once the run is finishing. A retry of a run that is
-#: still running is refused as ``plan_retry`` refuses it (``RUN_NOT_FINISHED``).
+#: Why an Update is refused (``ApplicationError.type``), besides ``plan_retry``'s refusals:
+#: a retry while this execution runs a retry already; a cancel once the run is finishing.
 RETRY_UNDER_WAY, RUN_ENDING = "RetryUnderWay", "RunEnding"
 
 
@@ -47,8 +46,7 @@ def run_workflow_id(run_id: str) -> str:
 class RunWorkflow:
     @workflow.init
     def __init__(self, inp: m.RunInput) -> None:
-        # Set here, not in ``run``: a pack's signal may be handled before ``run`` begins.
-        self._s = inp
+        self._s = inp  # set here: a pack's signal may come before ``run`` begins
         self._cancel_requested = False
         self._fatal_error: str | None = None
         self._status = "planning"
@@ -78,6 +76,8 @@ class RunWorkflow:
     @workflow.update
     async def retry(self) -> m.PlanRetryOutput:
         """The claim of the retry this execution was started for, or why it was refused."""
+        if self._retry_asked:  # two at once, validated together: the first one takes it
+            raise self._under_way()
         self._retry_asked = True
         await workflow.wait_condition(lambda: self._claim is not None)
         if isinstance(self._claim, ApplicationError):
@@ -87,14 +87,18 @@ class RunWorkflow:
 
     @retry.validator
     def _check_retry(self) -> None:
-        run_id = self._s.run_id
         if self._s.retry is None:
             raise ApplicationError(
-                f"run {run_id} is still running: a retry can start once it has finished",
+                f"run {self._s.run_id} is still running: a retry can start once it has finished",
                 type=RUN_NOT_FINISHED,
             )
         if self._retry_asked or workflow.info().continued_run_id is not None:
-            raise ApplicationError(f"a retry of run {run_id} is under way", type=RETRY_UNDER_WAY)
+            raise self._under_way()
+
+    def _under_way(self) -> ApplicationError:
+        return ApplicationError(
+            f"a retry of run {self._s.run_id} is under way", type=RETRY_UNDER_WAY
+        )
 
     @workflow.signal
     async def api_down(self, report: m.ApiDownReport) -> None:
@@ -161,14 +165,13 @@ class RunWorkflow:
         # One small warm-up call writes the prompt cache, then every pack starts at once;
         # a learning pack (or pack 0, when the warm-up failed) goes first alone instead,
         # writing the cache and teaching the plan. A continued execution finds it warm.
-        fresh = workflow.info().continued_run_id is None
-        serial = False
+        fresh, serial = workflow.info().continued_run_id is None, False
         if fresh and inp.pack_count - inp.next_pack > 1 and not self._stopping():
-            cold = self._learning or not await self._warm_cache(inp)
-            serial = cold and inp.next_pack == 0
+            serial = (self._learning or not await self._warm_cache(inp)) and inp.next_pack == 0
         elif not fresh and inp.replans and inp.next_pack < inp.pack_count and not self._halted():
             await self._replan(inp)
         gated = inp.quality is not None and inp.quality.min_agreement is not None
+        at_least = GATE_SAMPLES_PER_PACK if gated else 0  # samples each pack gives the gate
         started = 0
         while inp.next_pack < inp.pack_count:
             # While Claude is down (the run paused, probing) no pack starts.
@@ -184,9 +187,7 @@ class RunWorkflow:
                 self._room(inp), inp.pack_count - inp.next_pack, inp.packs_per_history - started
             )
             first, count = inp.next_pack, 1 if serial and inp.next_pack == 0 else count
-            inp.next_pack += count
-            started += count
-            at_least = GATE_SAMPLES_PER_PACK if gated else 0
+            inp.next_pack, started = inp.next_pack + count, started + count
             starts = [
                 self._packs.start(i, probe_at_least=at_least) for i in range(first, first + count)
             ]
@@ -273,8 +274,7 @@ class RunWorkflow:
         return result
 
     def _room(self, inp: m.RunInput) -> int:
-        """Packs that may start now: none while Claude is down (the run paused, probing);
-        fewer while the quality gate lacks samples (``gate_window``)."""
+        """Packs that may start now: none while Claude is down, fewer while the gate probes."""
         if self._outage.paused:
             return 0
         return gate_window(inp.quality, inp.max_concurrent_packs) - len(inp.running)

@@ -15,11 +15,9 @@ replay needs because child ids derive from them, go into ``workflow_ids.json``):
 * ``continue_as_new.first`` / ``continue_as_new.last``: the first and last runs of a
   RunWorkflow that continued as new (``packs_per_history=2``).
 * ``outlive.first`` / ``outlive.last`` / ``outlive.pack``: the first and last executions
-  of a RunWorkflow that continued as new with packs in flight (they outlive it and report
-  by signal), and a pack that reported to a later execution than the one that started it.
-* ``handover.first`` / ``handover.last`` / ``handover.pack``: the same, since only the packs
-  still running at continue-as-new report by signal (``report_to_run``, patch
-  ``report-only-when-carried-over``).
+  of a RunWorkflow that continued as new with packs in flight (they outlive it; every pack
+  reports by signal), and a pack that reported to a later execution than the one that
+  started it.
 * ``warm_start.run``: a sync run whose warm-up call wrote the prompt cache before every
   pack started at once.
 * ``outage.run`` / ``outage.pack``: a run that paused for an outage (every call 503),
@@ -60,18 +58,24 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-from core.models import BatchOptions, OutageOptions, QualityOptions, RunOptions, RunResult
-from devtools import stack
-from runtime.settings import Settings
-from runtime.temporal import anthropic_client, build_worker
-from simulator.testing import control
-from store.db import create_pool, migrate
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from blockbatch.api import Blockbatch
+from blockbatch.core.models import (
+    BatchOptions,
+    OutageOptions,
+    QualityOptions,
+    RunOptions,
+    RunResult,
+)
+from blockbatch.devtools import stack
+from blockbatch.runtime.settings import Settings
+from blockbatch.runtime.temporal import anthropic_client, build_worker
+from blockbatch.simulator.testing import control
+from blockbatch.store.db import create_pool, migrate
 from tests.helpers import REJECT_MARKER, extract_schema, markdown_doc, marked_document
 from workflows.attributes import SEARCH_ATTRIBUTES
 
@@ -232,11 +236,6 @@ async def record_outlive(r: Recorder, name: str = "outlive") -> None:
     save(f"{name}.first", first)
     save(f"{name}.last", last)
     save(f"{name}.pack", pack)
-
-
-async def record_handover(r: Recorder) -> None:
-    # The same run since packs report by signal only when handed over at continue-as-new.
-    await record_outlive(r, "handover")
 
 
 async def record_warm_start(r: Recorder) -> None:
@@ -405,7 +404,7 @@ async def record_quality_reask(r: Recorder) -> None:
 def _start_simulator(log: Path, port: int) -> subprocess.Popen[bytes]:
     with open(log, "wb") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "simulator", "--host", "127.0.0.1", "--port", str(port)],
+            [sys.executable, "-m", "blockbatch.simulator", "--host", "127.0.0.1", "--port", str(port)],
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=ROOT,
@@ -493,7 +492,6 @@ RECORDERS = {
     "outage": record_outage,
     "retry": record_retry,
     "outlive": record_outlive,
-    "handover": record_handover,
     "learning": record_learning,
     "budget": record_budget,
     "stream": record_stream,
