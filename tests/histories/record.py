@@ -404,7 +404,15 @@ async def record_quality_reask(r: Recorder) -> None:
 def _start_simulator(log: Path, port: int) -> subprocess.Popen[bytes]:
     with open(log, "wb") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "blockbatch.simulator", "--host", "127.0.0.1", "--port", str(port)],
+            [
+                sys.executable,
+                "-m",
+                "blockbatch.simulator",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=ROOT,
