@@ -442,15 +442,16 @@ class Blockbatch:
         packs_per_history: int = 400,
         task_queue: str | None = None,
     ) -> RetryStarted:
-        """Run a finished run's failed blocks again, in the same run; return at once.
+        """Run a finished run's failed blocks again, in the same run; return once claimed.
 
         Only blocks that ended ``failed`` are taken (and ``cancelled`` ones with
         ``include_cancelled``), narrowed to those with one of ``reasons`` and to ``blocks``
         (uids or block indexes) when given. Blocks that succeeded are never sent again.
         The request is checked first, read-only; then a new execution of the run's
         workflow (same id, ``run-<run_id>``) claims the retry, resets those blocks and
-        runs them in new packs. Its counters, ledger and cost add to the run's. Follow it
-        with :meth:`wait` and :meth:`progress` like any run. ``max_cost_usd`` sets a new
+        runs them in new packs. It answers the ``retry`` Update with its claim, or with
+        why it refused (so this waits for a worker). Its counters, ledger and cost add to
+        the run's. Follow it with :meth:`wait` and :meth:`progress` like any run. ``max_cost_usd`` sets a new
         budget for the whole run (what it spent already included): a run that ended
         ``budget_exhausted`` finishes its blocks within it.
 
@@ -459,7 +460,8 @@ class Blockbatch:
             NotFound: no such run (``UnknownBlock``: no such block in it).
             RunStillActive: the run has not finished; ``RetryUnderWay``: a retry of it is
                 already running (two retries at once: one starts, the other gets this).
-            NothingToRetry: nothing in the run matches the request.
+            NothingToRetry: nothing in the run matches the request (also when another
+                retry took the blocks between the check and the claim).
             BlockNotRetryable: a named block did not fail (or is not in the selection).
             BudgetError: the budget cannot pay for the retry's first call.
         """
@@ -586,7 +588,14 @@ class Blockbatch:
         return await self.handle(run_id).result()
 
     async def cancel(self, run_id: str) -> reads.RunInfo:
-        """Ask a run to stop (no new Claude call starts); return the run as it was."""
+        """Ask a run to stop (no new Claude call starts); return the run as it was.
+
+        The ``cancel`` Update returns once the run's workflow took it (a worker must be up).
+
+        Raises:
+            BadRequest: the run is finishing already (the workflow's reason), or its
+                workflow is not running.
+        """
         info = await self.run(run_id)
         if info.active:
             await self.temporal()
