@@ -38,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
         RecordSplitInput,
         Totals,
     )
-    from blockbatch.core.policy import Decision, decide, split_pack
+    from blockbatch.core.policy import Decision, decide, decide_call, split_pack
     from workflows import attributes
     from workflows.retries import (
         CALL_MODEL_HEARTBEAT,
@@ -59,9 +59,6 @@ class ProcessPackWorkflow:
         self._children: list[str] = []
         #: The limiter as this pack's latest answered call saw it (the run shows it).
         self._limiter: LimiterNote | None = None
-        #: Report the outcome to the run by ``pack_done``: the execution that started this
-        #: pack continued as new (``report_to_run``).
-        self._report = False
 
     @workflow.signal
     def resume(self) -> None:
@@ -80,32 +77,25 @@ class ProcessPackWorkflow:
             except Exception:  # noqa: BLE001 - a finished child needs no signal
                 workflow.logger.debug("cancel not delivered to %s", child_id)
 
-    @workflow.signal
-    def report_to_run(self) -> None:
-        """The run continues as new: tell the next execution this pack's outcome by signal.
-
-        The parent execution sends it only if this pack is still running (a signal to a
-        closed workflow fails, and then the parent waits for this pack's result instead);
-        a pack cannot complete with the signal unseen, so one of the two always arrives.
-        """
-        self._report = True
-
     @workflow.run
     async def run(self, inp: ProcessPackInput) -> PackOutcome:
-        # An execution of the run that has continued as new learns the outcome by signal,
-        # even when the pack fails or is cancelled outright. A pack that ends within the
-        # execution that started it sends none: its result reaches the parent anyway.
+        # A planned pack always reports its outcome to the run by signal (``pack_done``),
+        # even when it fails or is cancelled outright: it may outlive the execution of the
+        # run that started it (continue-as-new), and a signal by workflow id reaches
+        # whichever execution is current. The run counts each pack path once. Halves
+        # (``block_uids`` set) return their outcome to the pack that split.
+        planned = inp.block_uids is None
         try:
             outcome = await self._run(inp)
         except (FailureError, asyncio.CancelledError):
-            if self._report:
-                await self._report_outcome(PackOutcome(pack_path=inp.pack_path))
+            if planned:
+                await self._report(PackOutcome(pack_path=inp.pack_path))
             raise
-        if self._report:
-            await self._report_outcome(outcome)
+        if planned:
+            await self._report(outcome)
         return outcome
 
-    async def _report_outcome(self, outcome: PackOutcome) -> None:
+    async def _report(self, outcome: PackOutcome) -> None:
         run_id = _run_workflow_id()
         try:
             await workflow.get_external_workflow_handle(run_id).signal("pack_done", outcome)
@@ -202,21 +192,8 @@ class ProcessPackWorkflow:
         uids = call.block_uids
         if call.outcome == "answered":
             return await self._apply(inp, call, attempt, totals)
-        if call.outcome == "empty":
-            return uids, decide("nothing_left", blocks=0)
-        if call.outcome == "cancelled":
-            return uids, decide("stopped", blocks=len(uids), reason=call.message or "")
-        if call.outcome == "oversized":
-            return uids, decide("oversized", blocks=len(uids), reason=call.message or "")
-        if call.outcome == "over_budget":
-            return uids, decide("over_budget", blocks=len(uids), reason=call.message or "")
-        # overflow (prompt too long, request too large) or a rejected request
-        kind = "overflow" if call.outcome == "overflow" else "rejected"
-        error = call.error or ClaudeError(
-            kind=kind, status=None, error_type=call.outcome, message=call.message or call.outcome
-        )
-        return uids, decide(
-            "errored", blocks=len(uids), error=error, reason=call.message or call.outcome
+        return uids, decide_call(
+            call.outcome, blocks=len(uids), message=call.message, error=call.error
         )
 
     async def _apply(

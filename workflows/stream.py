@@ -11,10 +11,10 @@ the history, and a put is accepted even while this workflow is busy or continuin
 ``run`` reads as the story: look at the buffer (``poll_stream``), and when a trigger fires
 (``blockbatch.core.streams.due``: rows, tokens, a full pack, the oldest row's wait, or closed) give the
 oldest rows the next pack number (``form_pack``) and start a ProcessPack child for it
-exactly as RunWorkflow does (its ``_start_pack``: the same ids, halving, ledger, limits,
-outage pause, cancel). Continue as new every ``packs_per_history`` packs or
-``polls_per_history`` looks, or when Temporal suggests it, carrying the packs in flight over
-as RunWorkflow does (``_carry_over``). Once closed and drained, wait for the packs and
+exactly as RunWorkflow does (its window, workflows/window.py: the same ids, halving,
+ledger, limits, outage pause, cancel). Continue as new every ``packs_per_history`` packs or
+``polls_per_history`` looks, or when Temporal suggests it; the packs in flight report to
+the next execution as they do in any run. Once closed and drained, wait for the packs and
 ``finish_run`` as any run.
 """
 
@@ -25,7 +25,6 @@ import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.workflow import ContinueAsNewVersioningBehavior
 
 with workflow.unsafe.imports_passed_through():
     from activities.streams import StreamActivities
@@ -62,16 +61,14 @@ class StreamWorkflow(RunWorkflow):
     async def run(self, inp: StreamInput) -> RunResult:  # type: ignore[override]  # its own input type; it shares RunWorkflow's handlers
         self._status = "running"
         self._show()
-        if not await self._run_stream(inp):
-            await workflow.wait_condition(workflow.all_handlers_finished)
-            workflow.continue_as_new(
-                inp, initial_versioning_behavior=ContinueAsNewVersioningBehavior.AUTO_UPGRADE
-            )
+        if await self._run_stream(inp):
+            await self._continue_as_new()
+        await self._drain()
         return await self._finish(inp)
 
     async def _run_stream(self, inp: StreamInput) -> bool:
-        """Form and start packs until closed and drained (True) or this history is long
-        enough (False: the caller continues as new, the packs in flight carried over)."""
+        """Form and start packs until closed and drained or the run stops (False), or
+        until this history is long enough (True: the caller continues as new)."""
         formed_here = polls_here = 0
         while not self._halted():
             self._nudged = False  # before the look: a put after it nudges again
@@ -85,9 +82,7 @@ class StreamWorkflow(RunWorkflow):
                 or polls_here >= inp.polls_per_history
                 or workflow.info().is_continue_as_new_suggested()
             ):
-                if await self._carry_over(inp):
-                    return False
-                break
+                return True
             if reason is None:
                 # Until a put nudges, or the oldest row's wait runs out (then look anyway).
                 with contextlib.suppress(asyncio.TimeoutError):
@@ -97,23 +92,12 @@ class StreamWorkflow(RunWorkflow):
                     )
                 continue
             # While Claude is down (the run paused, probing) no pack starts.
-            await workflow.wait_condition(
-                lambda: (
-                    (len(self._running) < inp.max_concurrent_packs and not self._paused())
-                    or self._halted()
-                )
-            )
+            await workflow.wait_condition(lambda: self._room(inp) > 0 or self._halted())
             if self._halted():
                 break
             if await self._form_pack(inp, reason):
                 formed_here += 1
-        if not self._stopping():
-            # A cancel that arrives while the last packs run must still reach them.
-            await workflow.wait_condition(lambda: not self._running or self._stopping())
-        if self._stopping():
-            await self._stop_children()
-        await workflow.wait_condition(lambda: not self._running and not self._open)
-        return True
+        return False
 
     async def _poll(self, inp: StreamInput) -> Buffered:
         out = await workflow.execute_activity_method(
@@ -149,6 +133,6 @@ class StreamWorkflow(RunWorkflow):
         if not out.blocks:
             return False
         inp.next_pack = inp.pack_count = index + 1
-        await self._start_pack(index)
+        await self._packs.start(index)
         self._show()
         return True

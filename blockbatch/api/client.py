@@ -16,9 +16,10 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import (
     Client,
+    WithStartWorkflowOperation,
     WorkflowExecutionStatus,
-    WorkflowFailureError,
     WorkflowHandle,
+    WorkflowUpdateFailedError,
 )
 from temporalio.common import (
     SearchAttributePair,
@@ -26,7 +27,7 @@ from temporalio.common import (
     WorkflowIDConflictPolicy,
     WorkflowIDReusePolicy,
 )
-from temporalio.exceptions import ApplicationError, FailureError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.db import NOTHING_TO_RETRY, RUN_NOT_FINISHED
@@ -85,6 +86,7 @@ from blockbatch.core.models import (
     stream_input,
 )
 from blockbatch.core.quote import Quote
+from blockbatch.core.reasons import counts_text
 from blockbatch.core.registry import ModelInfo, retirement_warning
 from blockbatch.core.streams import StreamTriggers
 from blockbatch.core.views import (
@@ -107,7 +109,7 @@ from blockbatch.store import retries as retry_log
 from blockbatch.store import streams as stream_store
 from blockbatch.store.db import create_pool
 from workflows import attributes
-from workflows.run import RunWorkflow, run_workflow_id
+from workflows.run import RETRY_UNDER_WAY, RunWorkflow, run_workflow_id
 from workflows.stream import StreamWorkflow
 
 
@@ -491,15 +493,16 @@ class Blockbatch:
         packs_per_history: int = 400,
         task_queue: str | None = None,
     ) -> RetryStarted:
-        """Run a finished run's failed blocks again, in the same run; return at once.
+        """Run a finished run's failed blocks again, in the same run; return once claimed.
 
         Only blocks that ended ``failed`` are taken (and ``cancelled`` ones with
         ``include_cancelled``), narrowed to those with one of ``reasons`` and to ``blocks``
         (uids or block indexes) when given. Blocks that succeeded are never sent again.
         The request is checked first, read-only; then a new execution of the run's
         workflow (same id, ``run-<run_id>``) claims the retry, resets those blocks and
-        runs them in new packs. Its counters, ledger and cost add to the run's. Follow it
-        with :meth:`wait` and :meth:`progress` like any run. ``max_cost_usd`` sets a new
+        runs them in new packs. It answers the ``retry`` Update with its claim, or with
+        why it refused (so this waits for a worker). Its counters, ledger and cost add to
+        the run's. Follow it with :meth:`wait` and :meth:`progress` like any run. ``max_cost_usd`` sets a new
         budget for the whole run (what it spent already included): a run that ended
         ``budget_exhausted`` finishes its blocks within it.
 
@@ -508,7 +511,8 @@ class Blockbatch:
             NotFound: no such run (``UnknownBlock``: no such block in it).
             RunStillActive: the run has not finished; ``RetryUnderWay``: a retry of it is
                 already running (two retries at once: one starts, the other gets this).
-            NothingToRetry: nothing in the run matches the request.
+            NothingToRetry: nothing in the run matches the request (also when another
+                retry took the blocks between the check and the claim).
             BlockNotRetryable: a named block did not fail (or is not in the selection).
             BudgetError: the budget cannot pay for the retry's first call.
         """
@@ -522,55 +526,50 @@ class Blockbatch:
         client = await self.temporal()
         run = checked.run
         options = RunOptions.model_validate(run.settings)
-        reasons_text = ", ".join(f"{n} {code}" for code, n in checked.reasons.items())
+        reasons_text = counts_text(checked.reasons)
         await ensure_search_attributes(client, self.settings.temporal_namespace)
+        # Update-with-start: a new execution of the run's workflow (a closed id is reused)
+        # claims the retry and answers the ``retry`` Update with its claim or its refusal.
+        # A running execution of the id gets the Update instead, and refuses it.
+        start = WithStartWorkflowOperation(
+            RunWorkflow.run,
+            run_input(
+                run_id, options, packs_per_history=packs_per_history, retry=checked.request
+            ),
+            id=run_workflow_id(run_id),
+            task_queue=task_queue or self.settings.temporal_task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+            static_summary=f"run {run_id}: retry {checked.number} of {checked.blocks} "
+            f"block{'s' if checked.blocks != 1 else ''} ({reasons_text}) · "
+            f"{run.document_name} × {run.schema_name} ({options.model})",
+            static_details=(
+                f"retry {checked.number} of run {run_id}, which was {run.status}: "
+                f"{checked.blocks} blocks ({reasons_text}); asked for "
+                f"`{checked.request.model_dump_json(exclude_defaults=True)}`\n\n"
+                + _run_details(run_id, run.document_id, run.schema_id, options)
+            ),
+            search_attributes=TypedSearchAttributes(
+                [
+                    SearchAttributePair(attributes.RUN_ID, run_id),
+                    SearchAttributePair(attributes.DOCUMENT, run.document_id),
+                    SearchAttributePair(attributes.SCHEMA, run.schema_id),
+                    SearchAttributePair(attributes.MODEL, options.model),
+                ]
+            ),
+        )
         try:
-            # The run's workflow id again: a closed id may be reused (ALLOW_DUPLICATE), a
-            # running one may not (FAIL), so two retries at once never both start.
-            handle = await client.start_workflow(
-                RunWorkflow.run,
-                RunInput(
-                    run_id=run_id,
-                    max_concurrent_packs=options.max_concurrent_packs,
-                    max_block_attempts=options.max_block_attempts,
-                    packs_per_history=packs_per_history,
-                    outage=options.outage or OutageOptions(),
-                    retry=checked.request,
-                    quality=quality_state(options),
-                ),
-                id=run_workflow_id(run_id),
-                task_queue=task_queue or self.settings.temporal_task_queue,
-                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-                static_summary=f"run {run_id}: retry {checked.number} of {checked.blocks} "
-                f"block{'s' if checked.blocks != 1 else ''} ({reasons_text}) · "
-                f"{run.document_name} × {run.schema_name} ({options.model})",
-                static_details=(
-                    f"retry {checked.number} of run {run_id}, which was {run.status}: "
-                    f"{checked.blocks} blocks ({reasons_text}); asked for "
-                    f"`{checked.request.model_dump_json(exclude_defaults=True)}`\n\n"
-                    + _run_details(run_id, run.document_id, run.schema_id, options)
-                ),
-                search_attributes=TypedSearchAttributes(
-                    [
-                        SearchAttributePair(attributes.RUN_ID, run_id),
-                        SearchAttributePair(attributes.DOCUMENT, run.document_id),
-                        SearchAttributePair(attributes.SCHEMA, run.schema_id),
-                        SearchAttributePair(attributes.MODEL, options.model),
-                    ]
-                ),
+            claim = await client.execute_update_with_start_workflow(
+                RunWorkflow.retry, start_workflow_operation=start
             )
-        except WorkflowAlreadyStartedError:
-            raise RetryUnderWay(
-                f"a retry of run {run_id} is already under way (its workflow "
-                f"{run_workflow_id(run_id)} is running): follow it with "
-                f"`python starter.py watch {run_id}`"
-            ) from None
+        except WorkflowUpdateFailedError as err:
+            raise _retry_refused(run_id, checked.number, err.cause) from None
+        handle = await start.workflow_handle()
         assert handle.result_run_id is not None
         return RetryStarted(
             run_id=run_id,
-            retry=checked.number,
-            blocks=checked.blocks,
+            retry=claim.retry,
+            blocks=claim.blocks,
             reasons=checked.reasons,
             request=checked.request,
             workflow_id=handle.id,
@@ -605,39 +604,6 @@ class Blockbatch:
         """The retry as claimed by its workflow; ``None`` while (or if never) claimed."""
         return await retry_log.claimed_by(self.pool, started.run_id, started.workflow_run_id)
 
-    async def retry_refusal(self, started: RetryStarted) -> RetryRefused | None:
-        """Why a started retry ended without claiming the run; ``None`` if it claimed it.
-
-        The request is checked before the retry starts, but the run can change in between
-        (another retry finished first): the new execution then refuses in ``plan_retry``,
-        changes nothing, and fails; this turns that failure into the error to show.
-        """
-        if await self.retry_claimed(started) is not None:
-            return None
-        handle = self.client.get_workflow_handle(
-            started.workflow_id, run_id=started.workflow_run_id
-        )
-        try:
-            await handle.result(follow_runs=False)
-        except WorkflowFailureError as err:
-            cause: BaseException | None = err.cause
-            while cause is not None and not isinstance(cause, ApplicationError):
-                cause = cause.__cause__ if not isinstance(cause, FailureError) else cause.cause
-            if isinstance(cause, ApplicationError):
-                kind: type[RetryRefused] = {
-                    RUN_NOT_FINISHED: RunStillActive,
-                    NOTHING_TO_RETRY: NothingToRetry,
-                }.get(cause.type or "", RetryRefused)
-                return kind(
-                    f"retry {started.retry} of run {started.run_id} was refused: {cause.message}"
-                )
-            return RetryRefused(
-                f"retry {started.retry} of run {started.run_id} ended without running: {err.cause}"
-            )
-        return RetryRefused(
-            f"retry {started.retry} of run {started.run_id} ended without claiming the run"
-        )
-
     async def workflow_running(self, run_id: str) -> bool:
         """Whether the run's workflow (its latest execution) is running, e.g. a retry that
         has started but not yet claimed the run."""
@@ -667,12 +633,23 @@ class Blockbatch:
         return await self.handle(run_id).result()
 
     async def cancel(self, run_id: str) -> reads.RunInfo:
-        """Ask a run to stop (no new Claude call starts); return the run as it was."""
+        """Ask a run to stop (no new Claude call starts); return the run as it was.
+
+        The ``cancel`` Update returns once the run's workflow took it (a worker must be up).
+
+        Raises:
+            BadRequest: the run is finishing already (the workflow's reason), or its
+                workflow is not running.
+        """
         info = await self.run(run_id)
         if info.active:
             await self.temporal()
             try:
-                await self.handle(run_id).signal(RunWorkflow.cancel)
+                await self.handle(run_id).execute_update(RunWorkflow.cancel)
+            except WorkflowUpdateFailedError as err:
+                # The run is finishing: its workflow says so, and why.
+                cause = err.cause
+                raise BadRequest(getattr(cause, "message", None) or str(cause)) from None
             except RPCError as err:
                 if err.status != RPCStatusCode.NOT_FOUND:
                     raise
@@ -901,6 +878,22 @@ class Blockbatch:
         if isinstance(out, str | Path):
             return await export_run_to_file(self.pool, run_id, out, staged=staged, fmt=fmt)
         return await export_to(self.pool, run_id, out, staged=staged, fmt=fmt)
+
+
+def _retry_refused(run_id: str, number: int, cause: BaseException) -> RetryRefused:
+    """The error for a retry the run's workflow refused (the ``retry`` Update's failure)."""
+    kind = cause.type if isinstance(cause, ApplicationError) else None
+    message = cause.message if isinstance(cause, ApplicationError) else str(cause)
+    if kind == RETRY_UNDER_WAY:
+        return RetryUnderWay(
+            f"a retry of run {run_id} is already under way (its workflow "
+            f"{run_workflow_id(run_id)} is running): follow it with "
+            f"`python starter.py watch {run_id}`"
+        )
+    error = {RUN_NOT_FINISHED: RunStillActive, NOTHING_TO_RETRY: NothingToRetry}.get(
+        kind or "", RetryRefused
+    )
+    return error(f"retry {number} of run {run_id} was refused: {message}")
 
 
 def _run_attributes(

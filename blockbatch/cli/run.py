@@ -210,9 +210,6 @@ async def cmd_retry(args: argparse.Namespace, s: Session) -> int:
     if await follow(bb, run_id, s.con) == "detached":
         say_detached(s.con, run_id)
         return 0
-    refusal = await bb.retry_refusal(started)
-    if refusal is not None:
-        raise refusal
     return await report(bb, run_id, s.con)
 
 

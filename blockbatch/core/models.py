@@ -286,10 +286,9 @@ class RunInput(BaseModel):
     outage: OutageOptions = Field(default_factory=lambda: OutageOptions())
     #: Set when this execution retries what failed in a finished run (``starter.py retry``).
     retry: RetryRequest | None = None
-    #: Packs an earlier execution started that were still running when it continued as
-    #: new; they report their outcome by signal (``pack_done``) to whichever execution is
-    #: current.
-    running: list[int] = Field(default_factory=list)
+    #: The window: packs started and not yet reported. Each reports its outcome by signal
+    #: (``pack_done``) to whichever execution is current; one not in this set is counted.
+    running: set[int] = Field(default_factory=set)
     #: The run re-plans its unstarted packs from its answers at each continue-as-new.
     replans: bool = False
     #: A call was refused because the run's budget could not hold it: no pack starts.

@@ -143,6 +143,42 @@ def decide(
     return Decision("fail", f"Claude call failed after retries: {what}", "api_unavailable")
 
 
+#: What a ``call_model`` that did not answer reports (``CallModelOutput.outcome``), as the
+#: attempt result of the table: a call not made (``empty``, ``cancelled``, ``oversized``,
+#: ``over_budget``) or a request Claude turned down (``overflow``, ``request_error``).
+CALL_RESULTS: dict[str, AttemptResult] = {
+    "empty": "nothing_left",
+    "cancelled": "stopped",
+    "oversized": "oversized",
+    "over_budget": "over_budget",
+    "overflow": "errored",
+    "request_error": "errored",
+}
+
+
+def decide_call(
+    outcome: str, *, blocks: int, message: str | None = None, error: ClaudeError | None = None
+) -> Decision:
+    """The next step after a ``call_model`` that returned without an answer to apply.
+
+    Args:
+        outcome: ``call_model``'s outcome, a key of :data:`CALL_RESULTS`.
+        blocks: how many blocks the call was about.
+        message: the readable message the activity gave (``None``: the outcome says it).
+        error: for a request Claude turned down, its classified error; without one an
+            ``overflow`` counts as a prompt too long and anything else as a rejected request.
+    """
+    result = CALL_RESULTS[outcome]
+    reason = message or ""
+    if result != "errored":
+        return decide(result, blocks=0 if result == "nothing_left" else blocks, reason=reason)
+    kind = "overflow" if outcome == "overflow" else "rejected"
+    error = error or ClaudeError(
+        kind=kind, status=None, error_type=outcome, message=message or outcome
+    )
+    return decide("errored", blocks=blocks, error=error, reason=message or outcome)
+
+
 def attempt_limit(blocks: int, refused: bool, max_block_attempts: int) -> int:
     """The attempts a block may have once this answer is applied (``apply_results``).
 

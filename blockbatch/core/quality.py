@@ -65,6 +65,7 @@ from blockbatch.core.models import (
     GroundingResult,
     QualityOptions,
     QualityResult,
+    QualityRunState,
 )
 from blockbatch.core.planning import OutputRatios, Pack
 from blockbatch.core.registry import Usage, cost_usd
@@ -253,6 +254,24 @@ def on_probation(agreeing: int, samples: int, target: float) -> bool:
     enough of them yet to say so (the gate has not tripped). Packs started meanwhile are
     the ones a trip would make smaller."""
     return samples < GATE_MIN_SAMPLES or agreeing < target * samples
+
+
+def gate_trips(q: QualityRunState | None) -> GateReading | None:
+    """What a run's quality gate saw, when it trips now (``None``: no gate, packs of one
+    block, which are not compared, or no trip)."""
+    if q is None or q.min_agreement is None or q.pack_size == 1:
+        return None
+    return gate_reading(q.agreeing, q.sampled, q.min_agreement)
+
+
+def gate_window(q: QualityRunState | None, max_concurrent_packs: int) -> int:
+    """Packs a run keeps in flight: :data:`GATE_PROBATION_PACKS` at most while its gate
+    lacks samples at the current size (:func:`on_probation`), else all it may."""
+    if q is None or q.min_agreement is None or q.pack_size == 1:
+        return max_concurrent_packs
+    if on_probation(q.agreeing, q.sampled, q.min_agreement):
+        return min(max_concurrent_packs, GATE_PROBATION_PACKS)
+    return max_concurrent_packs
 
 
 def halved(size: int) -> int:

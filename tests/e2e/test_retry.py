@@ -17,7 +17,7 @@ from typing import Any
 
 import asyncpg
 import pytest
-from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.client import WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
@@ -40,7 +40,6 @@ from blockbatch.core.models import (
     PlanRunInput,
     QualityOptions,
     RetryRequest,
-    RunInput,
     RunOptions,
 )
 from blockbatch.core.schema import load_schema
@@ -54,7 +53,6 @@ from tests.helpers import (
     marked_document,
 )
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
-from workflows.run import RunWorkflow
 
 BATCH = BatchOptions(poll_initial_s=0.2, poll_max_s=1.0)
 
@@ -419,69 +417,58 @@ async def test_two_retries_at_once_one_runs_the_other_is_refused(bbstack: Stack,
     pool = bbstack.pool
     run_id, uids = await failed_run(bbstack)
     failed = [uids[2], uids[5]]
-    bbstack.sim.scenario()
+    # Slow answers: the retry still runs while the others ask.
+    bbstack.sim.scenario(speed_factor=1.0, latency={"ttft_ms": 1500, "per_output_token_ms": 0})
     mark = await last_call(pool, run_id)
 
-    outcomes = await asyncio.gather(
-        bbstack.bb.retry(run_id), bbstack.bb.retry(run_id), return_exceptions=True
-    )
-    started = [o for o in outcomes if isinstance(o, RetryStarted)]
-    refused = [o for o in outcomes if isinstance(o, RetryUnderWay)]
-    assert (len(started), len(refused)) == (1, 1), outcomes
-    assert f"a retry of run {run_id} is already under way" in str(refused[0])
-    # No worker yet: the run still reads finished, but its workflow runs again.
-    assert await runs_status(pool, run_id) == "completed_with_failures"
-    assert await bbstack.bb.workflow_running(run_id)
-    again = await cli("retry", run_id, "--no-wait")
-    assert again.code == 6 and again.err.count("\n") == 1, again.err
-    assert f"a retry of run {run_id} is already under way" in again.err
-
-    # `watch` follows the retry even before a worker has claimed it.
-    watch = await cli.start("watch", run_id, "--json")
-    await asyncio.sleep(3)
     async with bbstack.worker():
-        out, err = await asyncio.wait_for(watch.communicate(), 120)
-    assert watch.returncode == 0, out.decode() + err.decode()
-    assert json.loads(out)["status"] == "completed"
+        outcomes = await asyncio.gather(
+            bbstack.bb.retry(run_id), bbstack.bb.retry(run_id), return_exceptions=True
+        )
+        started = [o for o in outcomes if isinstance(o, RetryStarted)]
+        refused = [o for o in outcomes if isinstance(o, RetryUnderWay)]
+        assert (len(started), len(refused)) == (1, 1), outcomes
+        # The refusal is the running retry's answer to the ``retry`` Update.
+        assert f"a retry of run {run_id} is already under way" in str(refused[0])
+        # The retry returned once claimed: the run reads running again.
+        assert await runs_status(pool, run_id) == "running"
+        again = await cli("retry", run_id, "--no-wait")
+        assert again.code == 6 and again.err.count("\n") == 1, again.err
+        assert f"run {run_id}" in again.err
+        watch = await cli("watch", run_id, "--json")
+    assert watch.code == 0, watch.out + watch.err
+    assert json.loads(watch.out)["status"] == "completed"
 
     (retry,) = await bbstack.bb.retries(run_id)
     assert retry.workflow_run_id == started[0].workflow_run_id
-    assert await bbstack.bb.retry_refusal(started[0]) is None
     new_calls = await calls_after(pool, run_id, mark)
     assert answered_blocks(new_calls) == sorted(failed)  # each block answered exactly once
     assert {u for c in new_calls for u in c["block_uids"]} == set(failed)
 
 
-async def test_a_retry_that_loses_the_race_at_claim_time_changes_nothing(bbstack: Stack) -> None:
+async def test_a_retry_that_loses_the_race_at_claim_time_changes_nothing(
+    bbstack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Checked, then the run changed (another retry finished first): the new execution's
-    # plan_retry refuses, fails the execution and leaves everything as it was.
+    # plan_retry refuses, leaves everything as it was, and the caller gets the refusal
+    # from the ``retry`` Update.
     run_id, _ = await failed_run(bbstack, 4, frozenset({1}))
     bbstack.sim.scenario()
+    stale = await bbstack.bb.check_retry(run_id)
     async with bbstack.worker():
         await bbstack.bb.retry(run_id)
         await bbstack.bb.wait(run_id)
         assert await runs_status(bbstack.pool, run_id) == "completed"
         before = await snapshot(bbstack.pool)
-        handle = await bbstack.client.start_workflow(
-            RunWorkflow.run,
-            RunInput(run_id=run_id, retry=RetryRequest()),
-            id=f"run-{run_id}",
-            task_queue=bbstack.task_queue,
-        )
-        with pytest.raises(WorkflowFailureError):
-            await handle.result()
-    late = RetryStarted(
-        run_id=run_id,
-        retry=2,
-        blocks=1,
-        reasons={},
-        request=RetryRequest(),
-        workflow_id=handle.id,
-        workflow_run_id=handle.result_run_id or "",
-    )
-    refusal = await bbstack.bb.retry_refusal(late)
-    assert isinstance(refusal, NothingToRetry)
-    assert f"run {run_id} has no failed blocks left to retry (4 done)" in str(refusal)
+
+        async def checked_before(*_: Any, **__: Any) -> Any:
+            return stale
+
+        monkeypatch.setattr(bbstack.bb, "check_retry", checked_before)
+        with pytest.raises(NothingToRetry) as refusal:
+            await bbstack.bb.retry(run_id)
+    assert f"run {run_id} has no failed blocks left to retry (4 done)" in str(refusal.value)
+    assert f"of run {run_id} was refused: " in str(refusal.value)
     assert await snapshot(bbstack.pool) == before
 
 
@@ -625,9 +612,9 @@ async def test_a_batch_mode_run_is_retried_in_rounds_after_its_own(bbstack: Stac
     before_ok = await overlay_rows(pool, run_id, ok)
 
     bbstack.sim.scenario(batch={"processing_delay_s": 0.2})
-    started = await bbstack.bb.retry(run_id)
-    assert (started.retry, started.blocks) == (1, 1)
     async with bbstack.worker():
+        started = await bbstack.bb.retry(run_id)  # answers once a worker claimed it
+        assert (started.retry, started.blocks) == (1, 1)
         result = await bbstack.bb.wait(run_id)
     assert (result.status, result.blocks_ai_complete, result.blocks_failed) == ("completed", 8, 0)
 

@@ -15,11 +15,9 @@ replay needs because child ids derive from them, go into ``workflow_ids.json``):
 * ``continue_as_new.first`` / ``continue_as_new.last``: the first and last runs of a
   RunWorkflow that continued as new (``packs_per_history=2``).
 * ``outlive.first`` / ``outlive.last`` / ``outlive.pack``: the first and last executions
-  of a RunWorkflow that continued as new with packs in flight (they outlive it and report
-  by signal), and a pack that reported to a later execution than the one that started it.
-* ``handover.first`` / ``handover.last`` / ``handover.pack``: the same, since only the packs
-  still running at continue-as-new report by signal (``report_to_run``, patch
-  ``report-only-when-carried-over``).
+  of a RunWorkflow that continued as new with packs in flight (they outlive it; every pack
+  reports by signal), and a pack that reported to a later execution than the one that
+  started it.
 * ``warm_start.run``: a sync run whose warm-up call wrote the prompt cache before every
   pack started at once.
 * ``outage.run`` / ``outage.pack``: a run that paused for an outage (every call 503),
@@ -240,11 +238,6 @@ async def record_outlive(r: Recorder, name: str = "outlive") -> None:
     save(f"{name}.pack", pack)
 
 
-async def record_handover(r: Recorder) -> None:
-    # The same run since packs report by signal only when handed over at continue-as-new.
-    await record_outlive(r, "handover")
-
-
 async def record_warm_start(r: Recorder) -> None:
     r.scenario()
     # A prompt long enough to be cached (1,024 tokens and more): the warm-up writes it.
@@ -411,7 +404,15 @@ async def record_quality_reask(r: Recorder) -> None:
 def _start_simulator(log: Path, port: int) -> subprocess.Popen[bytes]:
     with open(log, "wb") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "simulator", "--host", "127.0.0.1", "--port", str(port)],
+            [
+                sys.executable,
+                "-m",
+                "blockbatch.simulator",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=ROOT,
@@ -499,7 +500,6 @@ RECORDERS = {
     "outage": record_outage,
     "retry": record_retry,
     "outlive": record_outlive,
-    "handover": record_handover,
     "learning": record_learning,
     "budget": record_budget,
     "stream": record_stream,

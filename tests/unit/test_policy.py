@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
@@ -14,7 +14,15 @@ from blockbatch.core.claude_errors import (
     fatal_code_of,
     retry_delay_s,
 )
-from blockbatch.core.policy import AttemptResult, attempt_limit, decide
+from blockbatch.core.models import CallOutcome
+from blockbatch.core.policy import (
+    CALL_RESULTS,
+    AttemptResult,
+    Decision,
+    attempt_limit,
+    decide,
+    decide_call,
+)
 
 TOO_LONG = "prompt is too long: 210000 tokens > 200000 maximum"
 
@@ -168,6 +176,39 @@ def test_answer_with_remaining_blocks_splits_a_pack_and_retries_a_single_block()
     assert decide("answered", blocks=1, remaining=1).step == "retry"
     keep = decide("answered", blocks=8, remaining=3, stopping=True)
     assert (keep.step, keep.code) == ("keep", "cancelled")
+
+
+@pytest.mark.parametrize(
+    ("outcome", "blocks", "message", "step", "code"),
+    [
+        ("empty", 3, None, "done", None),
+        ("cancelled", 3, None, "keep", "cancelled"),
+        ("oversized", 1, "block is too large for m", "fail", "oversized"),
+        ("over_budget", 4, None, "fail", "budget_exhausted"),
+        ("overflow", 4, "prompt is too long", "split", None),
+        ("overflow", 1, "prompt is too long", "fail", "prompt_too_long"),
+        ("request_error", 4, "bad request", "split", None),
+        ("request_error", 1, "bad request", "fail", "request_rejected"),
+    ],
+)
+def test_a_call_that_did_not_answer_is_decided_by_the_table(
+    outcome: str, blocks: int, message: str | None, step: str, code: str | None
+) -> None:
+    decision = decide_call(outcome, blocks=blocks, message=message)
+    assert (decision.step, decision.code) == (step, code)
+    if message is not None:
+        assert message in decision.reason
+
+
+def test_every_call_outcome_but_an_answer_has_a_row() -> None:
+    assert set(CALL_RESULTS) == set(get_args(CallOutcome)) - {"answered"}
+
+
+def test_a_turned_down_call_keeps_claudes_classified_error() -> None:
+    fatal = ClaudeError(kind="fatal", status=403, error_type="x", message="no", code="billing")
+    assert decide_call("request_error", blocks=4, message="no", error=fatal) == Decision(
+        "fatal", "no", "billing"
+    )
 
 
 def test_nothing_left_oversized_and_stopped_attempts() -> None:

@@ -164,6 +164,7 @@ class FakeWorld:
         mode: Literal["sync", "batch"] = "sync",
         rounds: dict[int, BatchRound] | None = None,
         hold_plan: bool = False,
+        hold_finish: bool = False,
         outage: Outage | None = None,
         learning: bool = False,
         replan_sizes: list[int] | None = None,
@@ -191,6 +192,7 @@ class FakeWorld:
         self.script = {path: list(steps) for path, steps in (script or {}).items()}
         self.rounds = rounds or {}
         self.hold_plan = hold_plan
+        self.hold_finish = hold_finish
         self.outage = outage
         self.done: set[str] = set()
         self.failed: dict[str, str] = {}
@@ -378,6 +380,9 @@ class FakeWorld:
     @activity.defn(name="finish_run")
     async def finish_run(self, inp: FinishRunInput) -> RunResult:
         self.finished = inp
+        if self.hold_finish:
+            self.in_flight.set()
+            await self.release.wait()
         total = len(self.uids)
         if inp.status == "budget_exhausted":  # like end_pending: the rest end failed
             for uid in self._pending(self.uids):

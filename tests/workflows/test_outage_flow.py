@@ -47,7 +47,7 @@ async def test_cancel_while_paused_cancels_blocks_and_fails_none(wf: Harness, ru
     async with wf.worker(world):
         handle = await wf.start(world, max_concurrent_packs=2)
         await world.in_flight.wait()
-        await handle.signal("cancel")
+        await handle.execute_update("cancel")
         await world.cancel_marked.wait()
         world.release.set()
         result = await handle.result()

@@ -7,8 +7,13 @@ from typing import Any
 
 import pytest
 from temporalio import activity
-from temporalio.client import WorkflowFailureError
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.client import (
+    WithStartWorkflowOperation,
+    WorkflowFailureError,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.exceptions import ApplicationError
 
 from activities.db import NOTHING_TO_RETRY
 from blockbatch.core.models import (
@@ -18,10 +23,12 @@ from blockbatch.core.models import (
     PlanRunInput,
     PlanRunOutput,
     RetryRequest,
+    RunInput,
     Totals,
 )
 from tests.workflows.conftest import Harness
-from tests.workflows.fakes import FakeWorld
+from tests.workflows.fakes import FakeWorld, Hold
+from workflows.run import RETRY_UNDER_WAY, RUN_NOT_FINISHED, RunWorkflow
 
 #: Calls the earlier execution made (the retry's counters start from them).
 EARLIER_CALLS = 5
@@ -158,9 +165,82 @@ async def test_a_refused_retry_fails_its_execution_and_finishes_nothing(
     world = RetryWorld(run_id, [2], failed={"b0-1"}, refuse=True)
     with pytest.raises(WorkflowFailureError) as caught:
         await wf.run(world, retry=RetryRequest(reasons=["truncated"]))
-    activity_error = caught.value.cause
-    assert isinstance(activity_error, ActivityError)
-    cause = activity_error.cause  # ActivityError -> ApplicationError
+    cause = caught.value.cause
     assert isinstance(cause, ApplicationError) and cause.type == NOTHING_TO_RETRY
     assert len(world.plan_retry_calls) == 1  # non-retryable: not tried again
     assert world.finished is None and world.calls == []
+
+
+def _retry_start(wf: Harness, world: FakeWorld, **run_input: Any) -> WithStartWorkflowOperation:
+    """How ``Blockbatch.retry`` starts a retry: the run's workflow id, reused if closed."""
+    return WithStartWorkflowOperation(
+        RunWorkflow.run,
+        RunInput(run_id=world.run_id, retry=RetryRequest(), **run_input),
+        id=f"run-{world.run_id}",
+        task_queue=wf.task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )
+
+
+async def test_the_retry_update_answers_with_the_claim(wf: Harness, run_id: str) -> None:
+    world = RetryWorld(run_id, [3, 3], failed={"b0-1", "b1-2"})
+    async with wf.worker(world):
+        start = _retry_start(wf, world)
+        claim = await wf.env.client.execute_update_with_start_workflow(
+            RunWorkflow.retry, start_workflow_operation=start
+        )
+        result = await (await start.workflow_handle()).result()
+    assert (claim.retry, claim.blocks, claim.first_pack) == (1, 2, 2)
+    assert result.status == "completed" and result.blocks_ai_complete == 6
+
+
+async def test_a_refused_retry_reaches_the_caller_through_the_update_with_its_reason(
+    wf: Harness, run_id: str
+) -> None:
+    world = RetryWorld(run_id, [2], failed={"b0-1"}, refuse=True)
+    async with wf.worker(world):
+        start = _retry_start(wf, world)
+        with pytest.raises(WorkflowUpdateFailedError) as caught:
+            await wf.env.client.execute_update_with_start_workflow(
+                RunWorkflow.retry, start_workflow_operation=start
+            )
+        with pytest.raises(WorkflowFailureError):
+            await (await start.workflow_handle()).result()
+    cause = caught.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == NOTHING_TO_RETRY
+    assert cause.message == "nothing left to retry"
+    assert world.finished is None and world.calls == []
+
+
+async def test_a_second_retry_is_refused_by_the_running_one(wf: Harness, run_id: str) -> None:
+    world = RetryWorld(run_id, [2, 2], failed={"b0-1", "b1-0"}, script={"2": [Hold("released")]})
+    async with wf.worker(world):
+        start = _retry_start(wf, world)
+        await wf.env.client.execute_update_with_start_workflow(
+            RunWorkflow.retry, start_workflow_operation=start
+        )
+        await world.held("2")
+        with pytest.raises(WorkflowUpdateFailedError) as caught:
+            await wf.env.client.execute_update_with_start_workflow(
+                RunWorkflow.retry, start_workflow_operation=_retry_start(wf, world)
+            )
+        world.release.set()
+        result = await (await start.workflow_handle()).result()
+    cause = caught.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == RETRY_UNDER_WAY
+    assert cause.message == f"a retry of run {run_id} is under way"
+    assert len(world.plan_retry_calls) == 1 and result.status == "completed"
+
+
+async def test_a_retry_of_a_run_still_running_is_refused(wf: Harness, run_id: str) -> None:
+    world = FakeWorld(run_id, [2], {"0": [Hold("released")]})
+    async with wf.worker(world):
+        handle = await wf.start(world)
+        await world.held("0")
+        with pytest.raises(WorkflowUpdateFailedError) as caught:
+            await handle.execute_update(RunWorkflow.retry)
+        world.release.set()
+        assert (await handle.result()).status == "completed"
+    cause = caught.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == RUN_NOT_FINISHED
+    assert f"run {run_id} is still running" in cause.message

@@ -5,11 +5,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
 
+from blockbatch.core.models import PackOutcome, Totals
 from tests.workflows.conftest import Harness
 from tests.workflows.fakes import OVERLOADED, Answer, BatchRound, FakeWorld, Hold
+from workflows.run import RUN_ENDING
 
 
 async def test_cancel_before_planning_finishes_calls_nothing(wf: Harness, run_id: str) -> None:
@@ -17,7 +21,7 @@ async def test_cancel_before_planning_finishes_calls_nothing(wf: Harness, run_id
     async with wf.worker(world):
         handle = await wf.start(world)
         await world.in_flight.wait()
-        await handle.signal("cancel")
+        await handle.execute_update("cancel")
         world.release.set()
         result = await handle.result()
     assert result.status == "cancelled" and result.error == "cancelled by request"
@@ -32,7 +36,7 @@ async def test_cancel_while_packs_run_keeps_answers_in_flight_and_starts_no_pack
     async with wf.worker(world):
         handle = await wf.start(world, max_concurrent_packs=1)
         await world.in_flight.wait()
-        await handle.signal("cancel")
+        await handle.execute_update("cancel")
         await world.cancel_marked.wait()  # no Claude call may start from here on
         world.release.set()
         result = await handle.result()
@@ -55,7 +59,7 @@ async def test_cancel_during_a_split_stops_the_halves(wf: Harness, run_id: str) 
     async with wf.worker(world):
         handle = await wf.start(world, max_concurrent_packs=1)
         await world.held("0.0", "0.1")
-        await handle.signal("cancel")
+        await handle.execute_update("cancel")
         await world.cancel_marked.wait()
         world.release.set()
         result = await handle.result()
@@ -72,7 +76,7 @@ async def test_cancel_while_the_last_pack_runs_stops_it(wf: Harness, run_id: str
     async with wf.worker(world):
         handle = await wf.start(world)
         await world.in_flight.wait()
-        await handle.signal("cancel")
+        await handle.execute_update("cancel")
         with contextlib.suppress(TimeoutError):
             # A hang guard, not a speed check: marking takes one activity.
             await asyncio.wait_for(world.cancel_marked.wait(), 10)
@@ -130,7 +134,7 @@ async def test_packs_in_flight_outlive_continue_as_new_and_the_window_stays_full
     assert result.status == "completed" and result.blocks_ai_complete == 6
     # Each pack counted once, whichever execution it reported to.
     assert (progress["packs_done"], progress["calls"], progress["blocks_done"]) == (6, 6, 6)
-    # Pack 0 outlived the execution that started it: it was told to report by signal.
+    # Pack 0 outlived the execution that started it and reported once, by signal.
     assert await _signals_sent(wf, f"run-{run_id}/pack-0") == 1
 
 
@@ -144,11 +148,48 @@ async def test_a_cancel_reaches_a_pack_started_before_continue_as_new(
         await world.held("0")
         while len(world.called_paths()) < 3:
             await asyncio.sleep(0.02)
-        await handle.signal("cancel")
+        await handle.execute_update("cancel")
         result = await handle.result()
     assert result.status == "cancelled"
     assert (result.blocks_ai_complete, result.blocks_cancelled) == (4, 2)
     assert world.cancelling is not None
+
+
+async def test_a_pack_reported_twice_is_counted_once(wf: Harness, run_id: str) -> None:
+    # Pack 0 reported (by signal); a second report of it, however it comes, is dropped.
+    world = FakeWorld(run_id, [1, 1], {"1": [Hold("released")]})
+    again = PackOutcome(pack_path="0", totals=Totals(calls=50, blocks_done=1))
+    async with wf.worker(world):
+        handle = await wf.start(world, max_concurrent_packs=2)
+        await world.held("1")
+        while (await handle.query("progress"))["packs_done"] < 1:
+            await asyncio.sleep(0.02)
+        await handle.signal("pack_done", again)
+        await handle.signal("pack_done", again)
+        progress = await handle.query("progress")
+        world.release.set()
+        result = await handle.result()
+        final = await handle.query("progress")
+    assert (progress["packs_done"], progress["calls"], progress["packs_running"]) == (1, 1, 1)
+    assert (final["packs_done"], final["calls"], final["blocks_done"]) == (2, 2, 2)
+    assert result.status == "completed"
+
+
+async def test_a_cancel_once_the_run_is_finishing_is_refused_with_its_reason(
+    wf: Harness, run_id: str
+) -> None:
+    world = FakeWorld(run_id, [1], hold_finish=True)
+    async with wf.worker(world):
+        handle = await wf.start(world)
+        await world.in_flight.wait()  # finish_run is under way
+        with pytest.raises(WorkflowUpdateFailedError) as caught:
+            await handle.execute_update("cancel")
+        world.release.set()
+        result = await handle.result()
+    cause = caught.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == RUN_ENDING
+    assert cause.message == f"run {run_id} is completed: nothing to cancel"
+    assert result.status == "completed"
 
 
 async def test_batch_round_resubmits_errored_and_expired_requests(wf: Harness, run_id: str) -> None:
@@ -189,7 +230,7 @@ async def test_cancel_while_a_batch_round_is_processing_cancels_the_batch(
         # Waiting on the result lets the server skip the polling timers.
         result_task = asyncio.create_task(handle.result())
         await world.in_flight.wait()
-        await handle.signal("cancel")
+        await handle.execute_update("cancel")
         result = await result_task
     assert result.status == "cancelled"
     assert world.canceled_rounds == [1]
@@ -209,9 +250,9 @@ async def test_a_warm_up_call_writes_the_cache_and_every_pack_starts_at_once(
         result = await handle.result()
     assert world.warm_ups == 1
     assert result.status == "completed" and result.blocks_ai_complete == 8
-    # No continue-as-new: every pack's result reached its parent, and none signalled it.
+    # Every pack reports its outcome once, by signal, continue-as-new or not.
     for index in range(4):
-        assert await _signals_sent(wf, f"run-{run_id}/pack-{index}") == 0
+        assert await _signals_sent(wf, f"run-{run_id}/pack-{index}") == 1
 
 
 async def test_when_the_warm_up_fails_pack_zero_goes_first_as_before(

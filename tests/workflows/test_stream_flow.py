@@ -179,7 +179,7 @@ async def test_a_cancelled_stream_forms_no_more_packs(wf: Harness, run_id: str) 
     world = StreamWorld(run_id, 3)  # 3 rows, below max_rows: they wait
     async with wf.worker(world):
         handle = await start(wf, world, triggers=StreamTriggers(max_rows=10, max_wait_s=60))
-        await handle.signal("cancel")
+        await handle.execute_update("cancel")
         result = await handle.result()
     assert world.formed == [] and world.calls == []
     assert result.status == "cancelled"
