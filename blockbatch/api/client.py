@@ -75,13 +75,10 @@ from blockbatch.core.calibration import (
 from blockbatch.core.endpoint import endpoint_of, mismatch_text
 from blockbatch.core.ingest import ParsedBlock, detect_format, parse_document
 from blockbatch.core.models import (
-    OutageOptions,
     QualityResult,
-    RunInput,
     RunOptions,
     RunProgress,
     RunResult,
-    quality_state,
     run_input,
     stream_input,
 )
@@ -533,9 +530,7 @@ class Blockbatch:
         # A running execution of the id gets the Update instead, and refuses it.
         start = WithStartWorkflowOperation(
             RunWorkflow.run,
-            run_input(
-                run_id, options, packs_per_history=packs_per_history, retry=checked.request
-            ),
+            run_input(run_id, options, packs_per_history=packs_per_history, retry=checked.request),
             id=run_workflow_id(run_id),
             task_queue=task_queue or self.settings.temporal_task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,

@@ -16,6 +16,7 @@ from blockbatch.core.models import (
 )
 from blockbatch.core.outage import paused_text, waiting_text
 from blockbatch.core.quality import probe_cost_text, running_text
+from blockbatch.core.reasons import counts_text
 
 
 def run_progress(
@@ -106,9 +107,7 @@ def result_details(result: RunResult, p: RunProgress, probes: int) -> str:
             f"{paused_text(result.paused_s)}, {probes} probe(s)"
         )
     if result.failure_reasons:
-        details += "\n\nnot done: " + ", ".join(
-            f"{n} {code}" for code, n in result.failure_reasons.items()
-        )
+        details += "\n\nnot done: " + counts_text(result.failure_reasons)
     if result.budget is not None:
         details += (
             f"\n\n**budget exhausted**: {result.budget.blocks_left} blocks "
