@@ -62,7 +62,7 @@ async def test_missing_files_and_bad_schema_write_nothing(cli: Cli, bbstack: Sta
     assert broken.code == 2 and "not valid JSON" in broken.err
     model = await cli("run", cli.doc(5), "--schema", cli.schema(), "--model", "gpt-4")
     assert model.code == 2 and "known models" in model.err
-    fmt = await cli("run", cli.doc(5, name="doc.pdf"), "--schema", cli.schema())
+    fmt = await cli("run", cli.doc(5, name="doc.bin"), "--schema", cli.schema())
     assert fmt.code == 2 and "--format" not in fmt.err and "extension" in fmt.err
     await _nothing_written(bbstack)
 
