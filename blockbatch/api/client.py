@@ -45,6 +45,7 @@ from blockbatch.api.errors import (
     TemporalUnavailable,
 )
 from blockbatch.api.inputs import SchemaSource, as_schema, with_schema_model
+from blockbatch.api.pages import block_page_png
 from blockbatch.api.parquet import export_parquet
 from blockbatch.api.quote import Document, checked_model, estimate
 from blockbatch.api.retry import CheckedRetry, RetryStarted, check_retry_request
@@ -844,6 +845,15 @@ class Blockbatch:
         return await review.grid_page(
             self.pool, run_id, flt, limit=limit, after=after, before=before
         )
+
+    async def block_page(self, run_id: str, block_uid: str, *, width: int | None = None) -> bytes:
+        """A PDF block's page as PNG bytes with the block's box outlined
+        (blockbatch/api/pages.py); ``width`` in pixels, bounded.
+
+        Raises:
+            NotFound: no such run or block, or the block has no page to show.
+        """
+        return await block_page_png(self.pool, run_id, block_uid, width=width)
 
     async def live_costs(self, run_ids: list[str]) -> dict[str, float]:
         """Cost so far of each run, from its ledger (for runs still going)."""

@@ -1,10 +1,12 @@
 """The Parquet export: one row per block, typed columns, for warehouse users.
 
 The columns are the CSV export's (blockbatch/api/review.py: ``CSV_HEAD``, the input's own
-columns, the schema's fields, each field's evidence, ``CSV_TAIL``), typed where a warehouse
-gains from it: a ``string``, ``integer``, ``number`` or ``boolean`` field (alone, in an
-``enum`` of its type, or with ``null``) is a column of that type; any other field (arrays,
-objects, unions) is its JSON text; evidence spans and ``block_index`` are integers. Rows
+columns, the schema's fields, each field's evidence, the block's provenance,
+``CSV_TAIL``), typed where a warehouse gains from it: a ``string``, ``integer``, ``number``
+or ``boolean`` field (alone, in an ``enum`` of its type, or with ``null``) is a column of
+that type; any other field (arrays, objects, unions) is its JSON text; evidence spans,
+``block_index``, the provenance's page and char span are integers, its box and page size
+lists of doubles (points), its heading path a list of strings. Rows
 are written in batches of :data:`BATCH_ROWS` from one consistent snapshot, so a large run
 is never held in memory whole. pyarrow is the optional ``parquet`` extra; without it the
 export says how to install it.
@@ -24,12 +26,14 @@ from blockbatch.api.errors import BadRequest
 from blockbatch.api.review import (
     CSV_HEAD,
     CSV_TAIL,
+    PROVENANCE_COLUMNS,
     ExportSummary,
     evidence_columns,
     export_summary,
     exported_evidence,
     exported_overlay,
     input_columns,
+    provenance_values,
 )
 from blockbatch.core.views import ExportRow
 from blockbatch.store.reads import export_snapshot
@@ -38,6 +42,15 @@ from blockbatch.store.reads import export_snapshot
 BATCH_ROWS = 5_000
 
 _SCALARS = {"string": "string", "integer": "int64", "number": "float64", "boolean": "bool"}
+#: The column kind of each provenance key.
+_PROVENANCE_KINDS = {
+    "page": "int64",
+    "bbox": "points",
+    "page_size": "points",
+    "heading_path": "strings",
+    "char_start": "int64",
+    "char_end": "int64",
+}
 
 
 def _pyarrow() -> Any:
@@ -119,6 +132,7 @@ class _Columns:
                 (column, "int64" if part in ("start", "end") else "string")
                 for _, part, column in spans
             ),
+            *((column, _PROVENANCE_KINDS[key]) for key, column in PROVENANCE_COLUMNS),
             ("review_actions", "int64"),
             ("last_reviewer", "string"),
             ("last_reviewed_at", "string"),
@@ -133,6 +147,8 @@ class _Columns:
             "int64": pa.int64(),
             "float64": pa.float64(),
             "bool": pa.bool_(),
+            "points": pa.list_(pa.float64()),
+            "strings": pa.list_(pa.string()),
         }
         return pa.schema([(name, types[kind]) for name, kind in self.names_kinds])
 
@@ -151,6 +167,7 @@ class _Columns:
             *(_text(metadata.get(key)) for key, _ in self.inputs),
             *(_value(self.kinds[f], overlay.get(f)) if overlay else None for f in self.fields),
             *((evidence.get(f) or {}).get(part) for f, part, _ in self.spans),
+            *provenance_values(row),
             len(review),
             review[-1]["reviewer"] if review else None,
             review[-1]["at"] if review else None,
@@ -177,7 +194,8 @@ async def export_parquet(
             fields = await snapshot.field_schemas()
             names = list(fields)
             spans = evidence_columns(names) if await snapshot.asks_evidence() else []
-            taken = {*CSV_HEAD, *names, *(c for _, _, c in spans), *CSV_TAIL}
+            places = [c for _, c in PROVENANCE_COLUMNS]
+            taken = {*CSV_HEAD, *names, *(c for _, _, c in spans), *places, *CSV_TAIL}
             inputs = input_columns(await snapshot.metadata_keys(), taken)
             columns = _Columns(fields, inputs, spans)
             schema = columns.schema(pa)

@@ -305,7 +305,9 @@ class ExportSummary(BaseModel):
 
 def export_line(row: ExportRow, *, staged: bool) -> dict[str, Any]:
     """One block as ``{"immutable": {...}, "user_defined": {...} | null[, "status": ...]}``,
-    with ``"evidence"`` (each value's quote and span) when the schema asks for it."""
+    with ``"provenance"`` (where the block is in its file: source, char span, page, box,
+    page size, heading path) when it was stored with one, and ``"evidence"`` (each value's
+    quote and span) when the schema asks for it."""
     immutable = {
         **(row["metadata"] or {}),
         "block_uid": row["block_uid"],
@@ -328,6 +330,8 @@ def export_line(row: ExportRow, *, staged: bool) -> dict[str, Any]:
         }
     if row["review"]:
         line["review"] = row["review"]
+    if row["provenance"] is not None:
+        line["provenance"] = row["provenance"]
     evidence = exported_evidence(row, overlay)
     if evidence is not None:
         line["evidence"] = evidence
@@ -355,6 +359,24 @@ EVIDENCE_PARTS = ("quote", "match", "start", "end")
 def evidence_columns(fields: list[str]) -> list[tuple[str, str, str]]:
     """(field, part, column) of each field's evidence: ``evidence_<field>_start`` ..."""
     return [(f, part, f"evidence_{f}_{part}") for f in fields for part in EVIDENCE_PARTS]
+
+
+#: The CSV and Parquet columns of a block's provenance (its keys in
+#: blockbatch/core/blocks.py ``Provenance``), after the evidence: (key, column).
+PROVENANCE_COLUMNS = (
+    ("page", "provenance_page"),
+    ("bbox", "provenance_bbox"),
+    ("page_size", "provenance_page_size"),
+    ("heading_path", "provenance_heading_path"),
+    ("char_start", "provenance_char_start"),
+    ("char_end", "provenance_char_end"),
+)
+
+
+def provenance_values(row: ExportRow) -> list[Any]:
+    """The row's provenance in :data:`PROVENANCE_COLUMNS` order (``None`` where absent)."""
+    prov = row["provenance"] or {}
+    return [prov.get(key) for key, _ in PROVENANCE_COLUMNS]
 
 
 def exported_overlay(row: ExportRow, *, staged: bool) -> dict[str, Any] | None:
@@ -418,18 +440,28 @@ async def export_csv(
     back to the input's rows; see :func:`input_columns`), the schema's fields (strings as
     they are, other values as JSON, empty without an exported value), then
     each field's evidence when the schema asks for it (:func:`evidence_columns`: the quote,
-    how it matched, its start and end in ``block_content``), then :data:`CSV_TAIL` (how
+    how it matched, its start and end in ``block_content``), the block's provenance
+    (:data:`PROVENANCE_COLUMNS`: page, box and page size as JSON arrays of points, heading
+    path as a JSON array, char span; empty where the format has none), then :data:`CSV_TAIL` (how
     many review acts, the last reviewer and when; the run and call whose answer a reused
     overlay took). The JSONL export carries every act in full.
     """
     async with export_snapshot(pool, run_id) as snapshot:
         fields = await snapshot.fields()
         spans = evidence_columns(fields) if await snapshot.asks_evidence() else []
-        taken = {*CSV_HEAD, *fields, *(c for _, _, c in spans), *CSV_TAIL}
+        places = [c for _, c in PROVENANCE_COLUMNS]
+        taken = {*CSV_HEAD, *fields, *(c for _, _, c in spans), *places, *CSV_TAIL}
         inputs = input_columns(await snapshot.metadata_keys(), taken)
         writer = csv.writer(out)
         writer.writerow(
-            [*CSV_HEAD, *(c for _, c in inputs), *fields, *(c for _, _, c in spans), *CSV_TAIL]
+            [
+                *CSV_HEAD,
+                *(c for _, c in inputs),
+                *fields,
+                *(c for _, _, c in spans),
+                *places,
+                *CSV_TAIL,
+            ]
         )
         lines = with_overlay = 0
         async for row in snapshot.rows():
@@ -446,6 +478,7 @@ async def export_csv(
                     *(_cell(metadata.get(key)) for key, _ in inputs),
                     *(_cell(overlay.get(f)) if overlay else "" for f in fields),
                     *(_cell((evidence.get(f) or {}).get(part)) for f, part, _ in spans),
+                    *(_cell(v) for v in provenance_values(row)),
                     len(review),
                     review[-1]["reviewer"] if review else "",
                     review[-1]["at"] if review else "",

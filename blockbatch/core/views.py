@@ -386,6 +386,11 @@ class GridRow(BaseModel):
     #: Per field of the model's answer, its quote and span in the block (a schema asking
     #: for evidence, blockbatch/core/evidence.py), else None.
     evidence: dict[str, Any] | None = None
+    #: Where the block came from in its file; None for blocks stored without it.
+    provenance: BlockProvenance | None = None
+    #: Whether the block's page can be shown with its box: it has a box, and its document's
+    #: file is stored (a PDF; blockbatch/store/repo.py ``PAGED_FORMATS``).
+    page_picture: bool = False
 
 
 class GridFilter(BaseModel):

@@ -228,7 +228,7 @@ async def get_call(
 # ---------------------------------------------------------------------- export
 
 _EXPORT_SQL = """
-select b.block_uid, b.block_index, b.block_type, b.block_content, b.metadata,
+select b.block_uid, b.block_index, b.block_type, b.block_content, b.metadata, b.provenance,
        o.status, o.staging, o.confirmed, o.last_error, o.reason_code,
        o.reused_from_run_id, o.reused_from_call_id, o.evidence, o.model_answer,
        (select jsonb_agg(jsonb_build_object(
@@ -310,6 +310,41 @@ async def export_snapshot(pool: asyncpg.Pool, run_id: str) -> AsyncIterator[Expo
     """
     async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
         yield ExportSnapshot(conn, await get_run(conn, run_id))
+
+
+# ---------------------------------------------------------------------- a block's page
+
+
+@dataclass(frozen=True)
+class BlockSource:
+    """What drawing a block on its page takes: where the block is, and the file it is in."""
+
+    format: str
+    provenance: dict[str, Any] | None
+    #: The document's stored file (``document_files``); ``None`` when it is not kept.
+    file: bytes | None
+
+
+async def block_source(pool: asyncpg.Pool, run_id: str, block_uid: str) -> BlockSource:
+    """A block of a run's document, its provenance and the document's stored file.
+
+    Raises:
+        NotFound: no run has this id, or its document has no such block.
+    """
+    row = await pool.fetchrow(
+        """select d.format, b.block_uid, b.provenance, f.bytes
+           from runs r join documents d using (document_id)
+             left join blocks b on b.document_id = r.document_id and b.block_uid = $2
+             left join document_files f on f.document_id = r.document_id
+           where r.run_id = $1""",
+        run_id,
+        block_uid,
+    )
+    if row is None:
+        raise NotFound(f"no run {run_id!r}: list runs with `python starter.py list`")
+    if row["block_uid"] is None:
+        raise NotFound(f"run {run_id} has no block {block_uid!r}")
+    return BlockSource(format=row["format"], provenance=row["provenance"], file=row["bytes"])
 
 
 # ---------------------------------------------------------------------- baseline cost

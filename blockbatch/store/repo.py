@@ -26,10 +26,23 @@ class NotFound(LookupError):
     """An id that is not in the database; the message says which and what to do."""
 
 
+#: Formats whose source file is kept (``document_files``): the review app draws a block's
+#: box on its page, which takes the file itself.
+PAGED_FORMATS = frozenset({"pdf"})
+#: The largest source file kept. A PDF larger than this still ingests (the converter allows
+#: up to blockbatch/core/convert/limits.py ``MAX_FILE_BYTES``); its blocks show no page.
+MAX_STORED_FILE_BYTES = 64 * 1024 * 1024
+
+
 async def save_document(
     conn: asyncpg.Connection, name: str, fmt: str, raw: bytes, blocks: list[ParsedBlock]
 ) -> str:
-    """Store a parsed document once (same bytes + format -> same id) and return its id."""
+    """Store a parsed document once (same bytes + format -> same id) and return its id.
+
+    A paged document's file (:data:`PAGED_FORMATS`, up to :data:`MAX_STORED_FILE_BYTES`) is
+    stored with it, in the same transaction; storing the same bytes again adds the file to a
+    document stored without one.
+    """
     digest = hashlib.sha256(fmt.encode() + b"\0" + raw).hexdigest()
     document_id = document_id_for(fmt, raw)
     async with conn.transaction():
@@ -44,6 +57,15 @@ async def save_document(
             digest,
             len(blocks),
         )
+        if fmt in PAGED_FORMATS and len(raw) <= MAX_STORED_FILE_BYTES:
+            await conn.execute(
+                """insert into document_files (document_id, format, bytes, size_bytes)
+                   values ($1, $2, $3, $4) on conflict (document_id) do nothing""",
+                document_id,
+                fmt,
+                raw,
+                len(raw),
+            )
         if inserted is None:
             return document_id
         await conn.execute(

@@ -85,7 +85,10 @@ async def _total(
 _ROW_SQL = """
 select o.block_uid, o.block_index, b.block_type, b.block_content, o.status, o.staging,
        o.confirmed, o.model_answer, o.attempt_count, o.last_error, o.reason_code, o.pack_path,
-       o.reused_from_run_id, o.reused_from_call_id, o.evidence,
+       o.reused_from_run_id, o.reused_from_call_id, o.evidence, b.provenance,
+       coalesce(b.provenance ? 'bbox', false)
+         and exists (select 1 from document_files f where f.document_id = b.document_id)
+         as page_picture,
        (select jsonb_build_object('action', a.action, 'reviewer', a.reviewer, 'at', a.at)
         from review_actions a where a.run_id = o.run_id and a.block_uid = o.block_uid
         order by a.id desc limit 1) as last_action

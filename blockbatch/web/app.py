@@ -12,6 +12,7 @@ changes together, optionally confirming it. ``security.py`` says how it is kept 
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
 import tempfile
@@ -33,6 +34,7 @@ from starlette.routing import Route
 from blockbatch.api import BadRequest, Blockbatch, EditError, NotFound
 from blockbatch.api.review import ExportFormat, checked_reviewer
 from blockbatch.core.evidence import spans
+from blockbatch.core.page_image import bounded_width
 from blockbatch.core.reasons import REASONS
 from blockbatch.core.review import OVERLAY_STATUSES, REVIEWABLE
 from blockbatch.core.views import GridPage, GridRow
@@ -53,6 +55,9 @@ from blockbatch.web.security import (
 GRID_PARAMS = ("status", "reason", "type", "disagreeing", "after", "before", "limit")
 REVIEWER_COOKIE = "bb_reviewer"
 PAGE_SIZE = 50
+#: A block's page picture never changes: its uid names a document by its bytes' hash. A
+#: browser keeps it a day (``private``: it is behind sign-in) and asks again with its ETag.
+PAGE_PICTURE_CACHE = "private, max-age=86400"
 
 
 def _field_text(value: Any) -> str:
@@ -336,6 +341,25 @@ class ReviewApp:
             path, media_type=media_types[fmt], filename=name, background=BackgroundTask(tmp.cleanup)
         )
 
+    async def block_page(self, request: Request) -> Response:
+        """A PDF block's page as PNG with the block's box outlined; ``?width=`` in pixels
+        (bounded by blockbatch/core/page_image.py). Not a page picture: 404 and why."""
+        run_id, uid = request.path_params["run_id"], request.path_params["uid"]
+        width_text = request.query_params.get("width")
+        if width_text is not None and not width_text.isdigit():
+            return self.problem(request, 400, f"width: {width_text!r} is not a number of pixels")
+        width = bounded_width(int(width_text) if width_text else None)
+        tag = hashlib.sha256(f"{run_id}\0{uid}\0{width}".encode()).hexdigest()[:32]
+        etag = f'"{tag}"'
+        headers = {"cache-control": PAGE_PICTURE_CACHE, "etag": etag}
+        if request.headers.get("if-none-match") == etag:
+            return Response(status_code=304, headers=headers)
+        try:
+            png = await self.bb.block_page(run_id, uid, width=width)
+        except NotFound as err:
+            return self.problem(request, 404, str(err))
+        return Response(png, media_type="image/png", headers=headers)
+
     async def login_page(self, request: Request) -> Response:
         if not self.token:
             return RedirectResponse("/", status_code=303)
@@ -510,6 +534,7 @@ def create_app(
         Route("/runs/{run_id}/export", app.export),
         Route("/runs/{run_id}/calls", app.calls),
         Route("/runs/{run_id}/calls/{call_id:int}", app.call),
+        Route("/runs/{run_id}/blocks/{uid}/page.png", app.block_page),
         Route("/login", app.login_page),
         # Every route that changes something is a POST behind the CSRF check.
         Route("/login", csrf_protected(app.login), methods=["POST"]),

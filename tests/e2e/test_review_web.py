@@ -2,7 +2,8 @@
 a finished run on the real stack: open, filter, edit (a bad value refused with the schema's
 error and nothing changed), confirm a selection, reject, export, read a pack's ledger;
 block text that is a <script> tag shown as text; a change without the CSRF token refused;
-sign-in when a token is set; a non-local bind without a token refused.
+sign-in when a token is set; a non-local bind without a token refused; a PDF block's page
+shown with its box drawn.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from yarl import URL
 
 from blockbatch.api import BadRequest, Blockbatch, NotFound
 from blockbatch.core.models import RunOptions
+from blockbatch.core.page_image import BOX_COLOUR, DEFAULT_WIDTH, box_pixels
 from blockbatch.core.registry import DEFAULT_MODEL
 from blockbatch.devtools import stack
 from blockbatch.runtime.settings import Settings
@@ -657,5 +659,52 @@ async def test_the_grid_highlights_where_each_value_is_quoted_from(bbstack: Stac
             await expect(first).to_have_class(re.compile(r"\blit\b"))
             await page.locator(f"#row-1 .field[data-field='{field}']").scroll_into_view_if_needed()
             await shot(page, "evidence")
+        finally:
+            await browser.close()
+
+
+@needs_chromium
+async def test_a_pdf_blocks_page_is_shown_in_the_browser(bbstack: Stack) -> None:
+    doc = await bbstack.bb.ingest_file(ROOT / "samples" / "handbook.pdf")
+    schema = await bbstack.bb.add_schema_file(ROOT / "samples" / "extract.json")
+    async with bbstack.worker():
+        run_id = await bbstack.bb.start_run(doc, schema, RunOptions())
+        await bbstack.bb.wait(run_id)
+    app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
+    async with serving(app) as base, async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = await browser.new_page(viewport={"width": 1500, "height": 1000})
+            await page.goto(f"{base}/runs/{run_id}?limit=3")
+            # Every PDF block offers its page; closed, it is not fetched.
+            await expect(page.locator("#grid details.page-view")).to_have_count(3)
+            view = page.locator("#page-1")
+            await expect(view.locator("summary")).to_contain_text("page 1")
+            await view.locator("summary").click()
+            picture = view.locator("img")
+            await expect(picture).to_be_visible()
+            await page.wait_for_function(
+                "el => el.complete && el.naturalWidth > 0", arg=await picture.element_handle()
+            )
+            natural = await picture.evaluate("el => [el.naturalWidth, el.naturalHeight]")
+            assert natural[0] == DEFAULT_WIDTH and natural[1] > natural[0]
+            # The box is drawn where the block is: read the picture's pixel on its outline.
+            prov = await bbstack.pool.fetchval(
+                "select provenance from blocks where block_uid = $1", f"{doc}:1"
+            )
+            scale = DEFAULT_WIDTH / prov["page_size"][0]
+            x0, y0, _, _ = box_pixels(tuple(prov["bbox"]), scale, (natural[0], natural[1]))
+            rgb = await picture.evaluate(
+                """(el, at) => {
+                     const c = document.createElement("canvas");
+                     c.width = el.naturalWidth; c.height = el.naturalHeight;
+                     const g = c.getContext("2d"); g.drawImage(el, 0, 0);
+                     return Array.from(g.getImageData(at[0], at[1], 1, 1).data.slice(0, 3));
+                   }""",
+                [x0, y0],
+            )
+            assert tuple(rgb) == BOX_COLOUR
+            await page.evaluate("window.scrollTo(0, 0)")  # the grid's sticky header at its place
+            await shot(page, "pdf-block")
         finally:
             await browser.close()
