@@ -207,7 +207,9 @@ class RunWorkflow:
         report to it. Not while paused (this execution's probe resumes the held packs),
         nor once the run stops (it then drains the window here)."""
         await workflow.wait_condition(
-            lambda: self._stopping() or (not self._outage.paused and workflow.all_handlers_finished())
+            lambda: (
+                self._stopping() or (not self._outage.paused and workflow.all_handlers_finished())
+            )
         )
         if not self._stopping():
             workflow.continue_as_new(
