@@ -203,13 +203,11 @@ class RunWorkflow:
         return False
 
     async def _continue_as_new(self) -> None:
-        """Go on in a fresh history on the deployment's current build; the packs in flight
-        report to it. Not while paused (this execution's probe resumes the held packs),
-        nor once the run stops (it then drains the window here)."""
+        """A fresh history on the current build, which the packs in flight report to; not while
+        paused (this execution resumes the held packs), nor once the run stops (it drains)."""
+        quiet = workflow.all_handlers_finished
         await workflow.wait_condition(
-            lambda: (
-                self._stopping() or (not self._outage.paused and workflow.all_handlers_finished())
-            )
+            lambda: self._stopping() or (not self._outage.paused and quiet())
         )
         if not self._stopping():
             workflow.continue_as_new(
