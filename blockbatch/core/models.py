@@ -875,14 +875,24 @@ class FinishRunInput(BaseModel):
 # ---------------------------------------------------------------- escalation
 
 
+class EscalationOptions(BaseModel):
+    """How a finished run is escalated (``run --escalate-to``, ``escalate --to``)."""
+
+    model: str | None = Field(
+        default=None,
+        description="after the run, ask every block a second time in a second packing on "
+        "the run's model, and ask those whose two answers disagree, that failed or were "
+        "refused alone on this stronger model, whose answer becomes their overlay "
+        "(docs/ESCALATION.md)",
+    )
+
+
 class EscalateInput(BaseModel):
     """Input of EscalateWorkflow (``run-<run_id>/escalate``, docs/ESCALATION.md)."""
 
     run_id: str
-    model: str = Field(
-        description="ask the blocks whose two packed answers disagree, that failed or were "
-        "refused alone on this stronger model, and keep its answer (docs/ESCALATION.md)",
-    )
+    #: The escalation model's API id (``EscalationOptions.model``, resolved).
+    model: str
     #: Second packs (and escalation parts) in flight at once.
     max_concurrent_packs: int = 32
 

@@ -15,6 +15,7 @@ from blockbatch.simulator.content import block_result
 from blockbatch.simulator.prompt import Block
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
+from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
 
 HAIKU, SONNET = "claude-haiku-5-5", "claude-sonnet-5-5"
 
@@ -127,3 +128,34 @@ async def test_escalation_replaces_doubtful_answers_and_pays_once_per_model(
         run_id,
     )
     assert read > 0
+
+
+async def test_starter_run_escalate_to_follows_the_run_then_the_escalation(
+    bbstack: Stack, cli: Cli
+) -> None:
+    bbstack.sim.scenario(
+        seed=5,
+        quality={
+            "enabled": True,
+            "free_blocks": 2,
+            "skip_per_extra_block": 0,
+            "bleed_per_extra_block": 0,
+            "models": {HAIKU: {"wrong_alone": 0.05, "wrong_per_extra_block": 0.03}, SONNET: {}},
+        },
+    )
+    doc, schema = cli.doc(24), cli.schema()
+    args = ("--schema", schema, "--model", HAIKU, "--pack-size", "8")
+    quiet = ("--set", "quality.probe_rate=0", "--set", "quality.probe_minimum=0")
+    async with bbstack.worker():
+        bad = await cli("run", doc, *args, "--escalate-to", "claude-nonesuch")
+        assert bad.code != 0 and "claude-nonesuch" in bad.out + bad.err
+        out = await cli("run", doc, *args, *quiet, "--escalate-to", SONNET)
+        assert out.code == 0, out.out + out.err
+        run_id = out.run_id
+        again = await cli("escalate", run_id, "--to", SONNET)
+    assert f"escalating run {run_id} to {SONNET}" in out.out
+    assert f"escalated    to {SONNET}: 24 of 24 blocks compared in a second packing" in out.out
+    assert "escalation $ second pass 3 calls $" in out.out
+    assert again.code != 0 and "escalated already" in again.out + again.err
+    esc = await bbstack.bb.escalation(run_id)
+    assert esc is not None and esc.escalation_calls == esc.escalated == esc.sent_up
