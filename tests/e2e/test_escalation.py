@@ -7,10 +7,20 @@ from __future__ import annotations
 import json
 
 import pytest
+from temporalio.testing import ActivityEnvironment
 
+from activities.escalation import EscalationActivities
+from activities.llm import LlmActivities
 from blockbatch.api.errors import BadRequest, RunStillActive
 from blockbatch.core.agreement import compare_properties
-from blockbatch.core.models import QualityOptions, RunOptions
+from blockbatch.core.models import (
+    EscalateInput,
+    EscalationPartInput,
+    QualityOptions,
+    RunOptions,
+    SecondPassInput,
+)
+from blockbatch.runtime.temporal import anthropic_client
 from blockbatch.simulator.content import block_result
 from blockbatch.simulator.prompt import Block
 from tests.conftest import Stack
@@ -159,3 +169,97 @@ async def test_starter_run_escalate_to_follows_the_run_then_the_escalation(
     assert again.code != 0 and "escalated already" in again.out + again.err
     esc = await bbstack.bb.escalation(run_id)
     assert esc is not None and esc.escalation_calls == esc.escalated == esc.sent_up
+
+
+async def test_retried_activities_reuse_recorded_answers_and_spare_reviewed_blocks(
+    bbstack: Stack,
+) -> None:
+    pool = bbstack.pool
+    bbstack.sim.scenario(
+        seed=7,
+        quality={
+            "enabled": True,
+            "free_blocks": 2,
+            "skip_per_extra_block": 0,
+            "bleed_per_extra_block": 0,
+            "models": {HAIKU: {"wrong_alone": 0.1, "wrong_per_extra_block": 0.04}, SONNET: {}},
+        },
+    )
+    doc = await bbstack.bb.ingest_bytes(markdown_doc(30), name="doc.md", fmt="markdown")
+    schema_id = await bbstack.bb.add_schema(extract_schema(200))
+    options = RunOptions(
+        model=HAIKU,
+        pack_size=10,
+        reuse_answers=False,
+        quality=QualityOptions(probe_rate=0.0, probe_minimum=0),
+    )
+    run_id = await bbstack.bb.start_run(doc, schema_id, options)
+    async with bbstack.worker():
+        assert (await bbstack.bb.wait(run_id)).status == "completed"
+    # Block 0 failed in the first pass (as if refused): it goes up at once.
+    failed = f"{doc}:0"
+    await pool.execute(
+        """update overlays set status = 'failed', staging = null, reason_code = 'refused'
+           where run_id = $1 and block_uid = $2""",
+        run_id,
+        failed,
+    )
+    acts = EscalationActivities(pool, LlmActivities(pool, anthropic_client(bbstack.settings)))
+    env = ActivityEnvironment()
+    inp = EscalateInput(run_id=run_id, model=SONNET)
+    plan = await env.run(acts.plan_escalation, inp)
+    assert (plan.blocks, plan.up_at_once, plan.second_packs) == (30, 1, 3)
+    assert await env.run(acts.plan_escalation, inp) == plan  # a retried plan: the same
+
+    async def calls() -> int:
+        return int(await pool.fetchval("select count(*) from llm_calls where run_id = $1", run_id))
+
+    # A second pack's activity retried after its answer was recorded (its rows not yet
+    # moved): the recorded answer is reused, nothing is paid again.
+    first = await env.run(acts.second_pass, SecondPassInput(run_id=run_id, second_pack=0))
+    assert first.calls == 1
+    before = await calls()
+    await pool.execute(
+        """update escalations set status = 'planned', reason = null
+           where run_id = $1 and second_pack = 0""",
+        run_id,
+    )
+    again = await env.run(acts.second_pass, SecondPassInput(run_id=run_id, second_pack=0))
+    assert (again.calls, again.to_escalate, await calls()) == (0, first.to_escalate, before)
+    for n in (1, 2):
+        await env.run(acts.second_pass, SecondPassInput(run_id=run_id, second_pack=n))
+    up = await env.run(acts.count_to_escalate, inp)
+    assert up >= 2
+    rows = await pool.fetch(
+        """select block_uid, reason from escalations where run_id = $1 and reason is not null
+           order by block_index""",
+        run_id,
+    )
+    assert rows[0]["block_uid"] == failed and rows[0]["reason"] == "refused"
+    # A person confirms a doubtful block before the escalation reaches it: it stays theirs.
+    reviewed = rows[1]["block_uid"]
+    await bbstack.bb.confirm(run_id, [reviewed])
+    parts = await env.run(acts.escalate_blocks, EscalationPartInput(run_id=run_id, part=0))
+    assert parts.calls == up
+    states = {
+        r["block_uid"]: (r["status"], r["ostatus"], r["staging"] == r["escalation_answer"])
+        for r in await pool.fetch(
+            """select e.block_uid, e.status, o.status as ostatus, o.staging,
+                      e.escalation_answer
+               from escalations e join overlays o using (run_id, block_uid)
+               where e.run_id = $1 and e.reason is not null""",
+            run_id,
+        )
+    }
+    assert states[failed] == ("escalated", "ai_complete", True)
+    assert states[reviewed] == ("skipped", "confirmed", False)
+    # The escalation activity retried after its answers were recorded: no new call.
+    await pool.execute(
+        """update escalations set status = 'to_escalate'
+           where run_id = $1 and block_uid = $2""",
+        run_id,
+        reviewed,
+    )
+    before = await calls()
+    redo = await env.run(acts.escalate_blocks, EscalationPartInput(run_id=run_id, part=0))
+    assert (redo.calls, await calls()) == (0, before)
