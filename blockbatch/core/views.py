@@ -386,6 +386,11 @@ class GridRow(BaseModel):
     #: Per field of the model's answer, its quote and span in the block (a schema asking
     #: for evidence, blockbatch/core/evidence.py), else None.
     evidence: dict[str, Any] | None = None
+    #: Set when the run's escalation sent the block up (docs/ESCALATION.md): its
+    #: ``status`` (escalated, failed, skipped, to_escalate), ``reason``, ``model`` and the
+    #: three answers, ``first`` and ``second`` (the run's model, two packings) and
+    #: ``escalated`` (the escalation model's).
+    escalation: dict[str, Any] | None = None
 
 
 class GridFilter(BaseModel):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import aiohttp
 import pytest
 from temporalio.testing import ActivityEnvironment
 
@@ -23,9 +24,11 @@ from blockbatch.core.models import (
 from blockbatch.runtime.temporal import anthropic_client
 from blockbatch.simulator.content import block_result
 from blockbatch.simulator.prompt import Block
+from blockbatch.web.app import create_app
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
+from tests.web_helpers import serving
 
 HAIKU, SONNET = "claude-haiku-5-5", "claude-sonnet-5-5"
 
@@ -82,7 +85,8 @@ async def test_escalation_replaces_doubtful_answers_and_pays_once_per_model(
     assert esc.second_pass_cost_usd > 0 and esc.escalation_cost_usd > 0
 
     rows = await bbstack.pool.fetch(
-        """select e.status, e.reason, e.first_answer, e.second_answer, e.escalation_answer,
+        """select e.block_uid, e.status, e.reason, e.first_answer, e.second_answer,
+                  e.escalation_answer,
                   e.escalation_call_id, o.staging, o.call_id, o.status as overlay_status,
                   b.block_type, b.block_content
            from escalations e join overlays o using (run_id, block_uid)
@@ -138,6 +142,25 @@ async def test_escalation_replaces_doubtful_answers_and_pays_once_per_model(
         run_id,
     )
     assert read > 0
+
+    # The review grid marks the escalated blocks and shows their three answers.
+    up = {r["block_uid"] for r in rows if r["status"] == "escalated"}
+    grid = await bbstack.bb.grid(run_id, limit=48)
+    marked = {row.block_uid: row.escalation for row in grid.rows if row.escalation}
+    assert set(marked) == up
+    some = next(iter(marked.values()))
+    assert some["status"] == "escalated" and some["model"] == SONNET
+    assert some["first"] and some["escalated"] and "second" in some
+    app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
+    async with (
+        serving(app) as base,
+        aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http,
+    ):
+        page = await http.get(f"{base}/runs/{run_id}?limit=48")
+        html = await page.text()
+    assert page.status == 200
+    assert html.count('<details class="escalation e-escalated">') == len(up)
+    assert f"alone on {SONNET}" in html and "second packing" in html
 
 
 async def test_starter_run_escalate_to_follows_the_run_then_the_escalation(
