@@ -79,7 +79,8 @@ class EscalationActivities:
 
         The answered blocks are dealt from their first-pass calls into
         ``core.escalation.second_order`` and packed with the run's own sizing (and the
-        quality gate's size, if it set one); failed and refused blocks go up at once.
+        quality gate's size, if it set one, and ``second_pack_size``); failed and refused
+        blocks go up at once.
         """
         async with self.pool.acquire() as conn, conn.transaction():
             state = await runs.lock_for_planning(conn, inp.run_id)
@@ -116,8 +117,10 @@ class EscalationActivities:
                     by_call.setdefault(b.call_id, []).append(b.block_uid)
             order = second_order([by_call[c] for c in sorted(by_call)])
             of = {b.block_uid: b for b in blocks}
+            caps = [await replans.gate_size(conn, inp.run_id), inp.second_pack_size]
             packs = ctx.plan(
-                [of[u].est_tokens for u in order], cap=await replans.gate_size(conn, inp.run_id)
+                [of[u].est_tokens for u in order],
+                cap=min((c for c in caps if c is not None), default=None),
             )
             pack_of = dict(zip(order, pack_numbers(packs), strict=True))
             place = {u: n for n, u in enumerate(order)}

@@ -202,6 +202,56 @@ async def models_section(
     )
 
 
+async def escalate_and_measure(
+    bs: BenchStack,
+    pool: asyncpg.Pool,
+    document_id: str,
+    schema_id: str,
+    properties: dict[str, Any],
+    size: int,
+    second_pack_size: int | None,
+) -> dict[str, Any]:
+    """A Haiku 5.5 run in packs of ``size``, escalated to Sonnet 5.5: cost split, calls,
+    share escalated, true disagreement after, and blocks paid twice on one model."""
+    options = RunOptions(model=HAIKU, pack_size=size, quality=NO_PROBE, reuse_answers=False)
+    first = await run_and_measure(bs, pool, document_id, schema_id, properties, options)
+    await bs.bb.escalate(first["run_id"], SONNET, second_pack_size=second_pack_size)
+    result = await bs.bb.wait_escalation(first["run_id"])
+    esc = result.escalation
+    assert esc is not None
+    truth = await true_agreement(pool, first["run_id"], properties)
+    paid_twice = await pool.fetchval(
+        """select count(*) from (
+               select uid, model from llm_calls c, unnest(c.block_uids) as uid
+               where c.run_id = $1 and c.status = 'succeeded'
+               group by 1, 2
+               having count(*) > case when model = $2 then 2 else 1 end) t""",
+        first["run_id"],
+        HAIKU,
+    )
+    return {
+        **first,
+        "status": result.status,
+        "second_pack_size": second_pack_size,
+        "calls": result.calls,
+        "cost_usd": result.cost_usd,
+        "first_pass_cost_usd": first["cost_usd"],
+        "first_pass_calls": first["calls"],
+        "second_pass_cost_usd": esc.second_pass_cost_usd,
+        "second_pass_calls": esc.second_pass_calls,
+        "escalation_cost_usd": esc.escalation_cost_usd,
+        "escalation_calls": esc.escalation_calls,
+        "escalated": esc.sent_up,
+        "escalated_share": esc.sent_up / esc.blocks if esc.blocks else 0.0,
+        "escalated_by_reason": esc.escalated_by_reason,
+        "kept": esc.kept,
+        "answered": truth.total,
+        "true_agreement": truth.rate,
+        "true_disagreement": None if truth.rate is None else 1 - truth.rate,
+        "blocks_paid_twice_on_one_model": paid_twice,
+    }
+
+
 async def escalation_section(
     bs: BenchStack,
     pool: asyncpg.Pool,
@@ -228,52 +278,21 @@ async def escalation_section(
             runs[label] = await run_and_measure(
                 bs, pool, document_id, schema_id, properties, options
             )
-        # The escalated run: Haiku packed (its own run), then escalated to Sonnet.
-        options = RunOptions(model=HAIKU, pack_size=size, quality=NO_PROBE, reuse_answers=False)
-        first = await run_and_measure(bs, pool, document_id, schema_id, properties, options)
-        await bs.bb.escalate(first["run_id"], SONNET)
-        result = await bs.bb.wait_escalation(first["run_id"])
-        esc = result.escalation
-        assert esc is not None
-        truth = await true_agreement(pool, first["run_id"], properties)
-        wrong_kept = await pool.fetchval(
-            "select count(*) from escalations where run_id = $1 and status = 'kept'",
-            first["run_id"],
-        )
-        paid_twice = await pool.fetchval(
-            """select count(*) from (
-                   select uid, model from llm_calls c, unnest(c.block_uids) as uid
-                   where c.run_id = $1 and c.status = 'succeeded'
-                   group by 1, 2
-                   having count(*) > case when model = $2 then 2 else 1 end) t""",
-            first["run_id"],
-            HAIKU,
-        )
-        escalated = {
-            **first,
-            "status": result.status,
-            "calls": result.calls,
-            "cost_usd": result.cost_usd,
-            "first_pass_cost_usd": first["cost_usd"],
-            "first_pass_calls": first["calls"],
-            "second_pass_cost_usd": esc.second_pass_cost_usd,
-            "second_pass_calls": esc.second_pass_calls,
-            "escalation_cost_usd": esc.escalation_cost_usd,
-            "escalation_calls": esc.escalation_calls,
-            "escalated": esc.sent_up,
-            "escalated_share": esc.sent_up / esc.blocks if esc.blocks else 0.0,
-            "escalated_by_reason": esc.escalated_by_reason,
-            "kept": esc.kept,
-            "kept_rows": wrong_kept,
-            "answered": truth.total,
-            "true_agreement": truth.rate,
-            "true_disagreement": None if truth.rate is None else 1 - truth.rate,
-            "blocks_paid_twice_on_one_model": paid_twice,
-        }
-        runs["Haiku 5.5 packed, escalated to Sonnet 5.5"] = escalated
+        # The escalated runs: Haiku packed (a run of their own), then escalated to Sonnet,
+        # the second pass in the run's packing and each block alone.
+        for label, second in (
+            ("Haiku 5.5 packed, escalated to Sonnet 5.5", None),
+            ("Haiku 5.5 packed, escalated to Sonnet 5.5, second pass alone", 1),
+        ):
+            runs[label] = await escalate_and_measure(
+                bs, pool, document_id, schema_id, properties, size, second
+            )
+        escalated = runs["Haiku 5.5 packed, escalated to Sonnet 5.5"]
         sonnet = runs["Sonnet 5.5 packed"]
         meets_error = (escalated["true_disagreement"] or 0) <= (sonnet["true_disagreement"] or 0)
         cost_share = escalated["cost_usd"] / sonnet["cost_usd"]
+        alone = runs["Haiku 5.5 packed, escalated to Sonnet 5.5, second pass alone"]
+        alone_share = alone["cost_usd"] / sonnet["cost_usd"]
         per_seed.append(
             {
                 "seed": seed,
@@ -281,6 +300,12 @@ async def escalation_section(
                 "cost_share_of_sonnet_packed": cost_share,
                 "meets_error_bar": meets_error,
                 "meets_cost_bar": cost_share <= 0.25,
+                "second_pass_alone": {
+                    "cost_share_of_sonnet_packed": alone_share,
+                    "meets_error_bar": (alone["true_disagreement"] or 0)
+                    <= (sonnet["true_disagreement"] or 0),
+                    "meets_cost_bar": alone_share <= 0.25,
+                },
             }
         )
         for label, m in runs.items():
@@ -340,7 +365,9 @@ async def escalation_section(
                 "The issue's bar: true disagreement at or below Sonnet 5.5 packed's, at 25% of "
                 "its cost or less. The second pass is Haiku 5.5 again in a second packing "
                 "(reading the first pass's cached prefix); the escalation asks each escalated "
-                "block alone on Sonnet 5.5. A block Haiku gets wrong the same way in both "
+                "block alone on Sonnet 5.5 ('second pass alone': the second pass asks each "
+                "block alone on Haiku 5.5, `second_pack_size=1`). A block Haiku gets wrong "
+                "the same way in both "
                 "packings is kept (wrong): the floor of what escalation can catch. The rates "
                 "are assumptions (see the simulator's README), not measurements of the real "
                 "models."

@@ -75,6 +75,7 @@ from blockbatch.core.endpoint import endpoint_of, mismatch_text
 from blockbatch.core.ingest import ParsedBlock, detect_format, parse_document
 from blockbatch.core.models import (
     EscalateInput,
+    EscalationOptions,
     EscalationResult,
     OutageOptions,
     QualityResult,
@@ -590,12 +591,20 @@ class Blockbatch:
             workflow_run_id=handle.result_run_id,
         )
 
-    async def escalate(self, run_id: str, model: str, *, task_queue: str | None = None) -> str:
+    async def escalate(
+        self,
+        run_id: str,
+        model: str,
+        *,
+        second_pack_size: int | None = None,
+        task_queue: str | None = None,
+    ) -> str:
         """Escalate a finished run to ``model``; return the escalation's workflow id at once.
 
         Every block the run's model answered is asked again in a second packing; blocks
         whose two answers disagree, that failed or were refused are asked alone on
-        ``model``, whose answer becomes their overlay (docs/ESCALATION.md). Follow it
+        ``model``, whose answer becomes their overlay (docs/ESCALATION.md);
+        ``second_pack_size``: blocks per second-pass call (``EscalationOptions``). Follow it
         with :meth:`wait_escalation`; its summary is ``RunResult.escalation``.
 
         Raises:
@@ -620,7 +629,12 @@ class Blockbatch:
             handle = await client.start_workflow(
                 EscalateWorkflow.run,
                 EscalateInput(
-                    run_id=run_id, model=up, max_concurrent_packs=options.max_concurrent_packs
+                    run_id=run_id,
+                    model=up,
+                    second_pack_size=EscalationOptions(
+                        second_pack_size=second_pack_size
+                    ).second_pack_size,
+                    max_concurrent_packs=options.max_concurrent_packs,
                 ),
                 id=escalate_workflow_id(run_id),
                 task_queue=task_queue or self.settings.temporal_task_queue,

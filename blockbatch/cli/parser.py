@@ -148,6 +148,9 @@ ESCALATE_TO = FieldOption(
     "--escalate-to", EscalationOptions, "model", metavar="MODEL", default_text="no escalation"
 )
 TO = FieldOption("--to", EscalationOptions, "model", metavar="MODEL", note="required")
+SECOND_PACK_SIZE = FieldOption(
+    "--second-pack-size", EscalationOptions, "second_pack_size", metavar="N"
+)
 FIELD_OPTIONS = (
     MODEL,
     EFFORT,
@@ -158,6 +161,7 @@ FIELD_OPTIONS = (
     *TRIGGERS,
     ESCALATE_TO,
     TO,
+    SECOND_PACK_SIZE,
 )
 #: What ``--set`` takes: every other field of RunOptions (and of the models in it).
 SETTABLE = Settable({o.field: o.flag for o in FIELD_OPTIONS if o.model is RunOptions})
@@ -270,6 +274,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     _run_inputs(run, "the end of this help")
     add_field_option(run, MAX_COST)
     add_field_option(run, ESCALATE_TO)
+    add_field_option(run, SECOND_PACK_SIZE)
     run.add_argument(
         "--dry-run",
         action="store_true",
@@ -446,6 +451,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         "the escalation and prints the run's summary with what it escalated and cost.",
     )
     add_field_option(escalate, TO).required = True
+    add_field_option(escalate, SECOND_PACK_SIZE)
 
     stream = command(
         "stream",

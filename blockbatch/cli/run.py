@@ -139,18 +139,20 @@ async def cmd_run(args: argparse.Namespace, s: Session) -> int:
     if info.status not in ("completed", "completed_with_failures"):
         s.con.note(f"note: run {run_id} ended {info.status}: not escalated")
         return await report(bb, run_id, s.con)
-    return await _escalate(s, bb, run_id, escalate_to)
+    return await _escalate(s, bb, run_id, escalate_to, args.second_pack_size)
 
 
 async def cmd_escalate(args: argparse.Namespace, s: Session) -> int:
     bb = await s.bb()
     await check_claude(s.settings)
-    return await _escalate(s, bb, args.run_id, args.to)
+    return await _escalate(s, bb, args.run_id, args.to, args.second_pack_size)
 
 
-async def _escalate(s: Session, bb: Blockbatch, run_id: str, model: str) -> int:
+async def _escalate(
+    s: Session, bb: Blockbatch, run_id: str, model: str, second_pack_size: int | None
+) -> int:
     """Start the run's escalation to ``model``, wait for it, print the run's summary."""
-    await bb.escalate(run_id, model)
+    await bb.escalate(run_id, model, second_pack_size=second_pack_size)
     if not s.con.json:
         s.con.line(
             f"escalating run {run_id} to {model}: a second packing on the run's model, "

@@ -885,6 +885,13 @@ class EscalationOptions(BaseModel):
         "refused alone on this stronger model, whose answer becomes their overlay "
         "(docs/ESCALATION.md)",
     )
+    second_pack_size: int | None = Field(
+        default=None,
+        ge=1,
+        description="blocks per call in the second pass (1: each block alone, a second "
+        "opinion that shares no neighbour, at the price of a call per block; none: the "
+        "run's own sizing)",
+    )
 
 
 class EscalateInput(BaseModel):
@@ -893,6 +900,8 @@ class EscalateInput(BaseModel):
     run_id: str
     #: The escalation model's API id (``EscalationOptions.model``, resolved).
     model: str
+    #: ``EscalationOptions.second_pack_size``.
+    second_pack_size: int | None = None
     #: Second packs (and escalation parts) in flight at once.
     max_concurrent_packs: int = 32
 
