@@ -286,3 +286,30 @@ async def test_retried_activities_reuse_recorded_answers_and_spare_reviewed_bloc
     before = await calls()
     redo = await env.run(acts.escalate_blocks, EscalationPartInput(run_id=run_id, part=0))
     assert (redo.calls, await calls()) == (0, before)
+
+
+async def test_a_second_pass_alone_asks_each_block_in_a_call_of_its_own(bbstack: Stack) -> None:
+    bbstack.sim.scenario(seed=2)
+    doc = await bbstack.bb.ingest_bytes(markdown_doc(12), name="doc.md", fmt="markdown")
+    schema_id = await bbstack.bb.add_schema(extract_schema(200))
+    options = RunOptions(
+        model=HAIKU,
+        pack_size=6,
+        reuse_answers=False,
+        quality=QualityOptions(probe_rate=0.0, probe_minimum=0),
+    )
+    run_id = await bbstack.bb.start_run(doc, schema_id, options)
+    async with bbstack.worker():
+        await bbstack.bb.wait(run_id)
+        await bbstack.bb.escalate(run_id, SONNET, second_pack_size=1)
+        result = await bbstack.bb.wait_escalation(run_id)
+    esc = result.escalation
+    # Every answer right (no quality model): all 12 compared alone and kept, none sent up.
+    assert esc is not None and (esc.compared, esc.kept, esc.sent_up) == (12, 12, 0)
+    assert esc.second_pass_calls == 12 and esc.escalation_calls == 0
+    sizes = await bbstack.pool.fetch(
+        """select cardinality(block_uids) as n from llm_calls
+           where run_id = $1 and purpose = 'second_pass'""",
+        run_id,
+    )
+    assert {r["n"] for r in sizes} == {1}
