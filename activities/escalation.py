@@ -62,6 +62,8 @@ class _Asked:
     error: str | None = None
     calls: int = 0
     cost_usd: float = 0.0
+    #: The run is cancelling: nothing was asked, and nothing is to be recorded.
+    stopped: bool = False
 
 
 class EscalationActivities:
@@ -184,6 +186,8 @@ class EscalationActivities:
             purpose=escalations.SECOND_PASS,
             aliases=aliases,
         )
+        if asked.stopped:  # cancelled: the blocks stay planned, their first answer kept
+            return EscalationStepOutput()
         second: dict[str, dict[str, Any] | None] = dict.fromkeys(uids)
         if asked.call_id is not None:
             async with self.pool.acquire() as conn:
@@ -246,6 +250,8 @@ class EscalationActivities:
         asked = await self._ask(
             ctx, path, [uid], request, pack, purpose=escalations.ESCALATION, aliases=aliases
         )
+        if asked.stopped:  # cancelled: the block is left as it is
+            return asked
         single: dict[str, Any] | None = None
         evidence: dict[str, Any] | None = None
         if asked.call_id is not None:
@@ -329,7 +335,7 @@ class EscalationActivities:
                 asked.error = "the run's budget cannot hold the call"
                 return asked
             if opened is None:
-                asked.error = "the run stopped before the call"
+                asked.error, asked.stopped = "the run stopped before the call", True
                 return asked
             try:
                 out = await self.llm._send(

@@ -203,6 +203,8 @@ def escalation_rows(result: RunResult) -> list[tuple[str, str]]:
             took += f", {e.skipped} reviewed meanwhile (left as they were)"
     if e.status == "running":
         took += " (under way)"
+    elif e.status == "cancelled":
+        took += f"; cancelled with {_count(e.left, 'block')} left (their first answers stay)"
     spent = e.second_pass_cost_usd + e.escalation_cost_usd
     share = f" ({spent / result.cost_usd:.0%} of the run)" if result.cost_usd > 0 else ""
     cost = (

@@ -8,6 +8,10 @@ escalation model in parts (``escalate_blocks``), and close the run as a run ends
 (``finish_run``: status and counters recomputed from Postgres, the escalation's summary
 with them). The rows live in Postgres (``escalations``); the workflow only knows counts.
 RunWorkflow never knows: it ended before this starts.
+
+A ``cancel`` signal marks the run cancelling (no new call opens in the ledger), starts
+nothing more, lets what runs end, and finishes the run: blocks not yet compared or asked
+keep their first answer.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         EscalationPartInput,
         EscalationStepOutput,
         FinishRunInput,
+        MarkCancellingInput,
         RunResult,
         SecondPassInput,
     )
@@ -49,6 +54,12 @@ class EscalateWorkflow:
     def __init__(self) -> None:
         self._done = EscalationStepOutput()
         self._stage = "planning"
+        self._cancel_requested = False
+
+    @workflow.signal
+    async def cancel(self) -> None:
+        """Stop the escalation: no new call, what runs ends, the run is finished."""
+        self._cancel_requested = True
 
     @workflow.run
     async def run(self, inp: EscalateInput) -> RunResult:
@@ -59,6 +70,7 @@ class EscalateWorkflow:
             retry_policy=DB_RETRY,
             summary=f"plan_escalation: claim the run, pack a second order, to {inp.model}",
         )
+        watch = asyncio.ensure_future(self._stop_on_cancel(inp.run_id))
         self._stage = f"second pass: {plan.second_packs} packs"
         workflow.set_current_details(f"{plan.blocks} blocks; {self._stage}")
         await self._window(
@@ -73,12 +85,14 @@ class EscalateWorkflow:
             ),
             inp.max_concurrent_packs,
         )
-        up = await workflow.execute_activity_method(
-            EscalationActivities.count_to_escalate,
-            inp,
-            start_to_close_timeout=DB_TIMEOUT,
-            retry_policy=DB_RETRY,
-        )
+        up = 0
+        if not self._cancel_requested:
+            up = await workflow.execute_activity_method(
+                EscalationActivities.count_to_escalate,
+                inp,
+                start_to_close_timeout=DB_TIMEOUT,
+                retry_policy=DB_RETRY,
+            )
         self._stage = f"escalation: {up} blocks to {inp.model}"
         workflow.set_current_details(f"{plan.blocks} blocks; {self._stage}")
         await self._window(
@@ -94,6 +108,11 @@ class EscalateWorkflow:
             max(1, inp.max_concurrent_packs // 4),
         )
         self._stage = "done"
+        if self._cancel_requested:
+            await watch
+            workflow.set_current_details(f"{plan.blocks} blocks; cancelled")
+        else:
+            watch.cancel()
         return await workflow.execute_activity_method(
             DbActivities.finish_run,
             FinishRunInput(run_id=inp.run_id, status="completed"),
@@ -110,11 +129,24 @@ class EscalateWorkflow:
 
         async def one(n: int) -> None:
             async with gate:
+                if self._cancel_requested:
+                    return
                 out = await start(n)
             for name in type(out).model_fields:
                 setattr(self._done, name, getattr(self._done, name) + getattr(out, name))
 
         await asyncio.gather(*(one(n) for n in range(count)))
+
+    async def _stop_on_cancel(self, run_id: str) -> None:
+        """Once cancelled: the run is marked cancelling, after which no call opens."""
+        await workflow.wait_condition(lambda: self._cancel_requested)
+        await workflow.execute_activity_method(
+            DbActivities.mark_run_cancelling,
+            MarkCancellingInput(run_id=run_id, reason="escalation cancelled"),
+            start_to_close_timeout=DB_TIMEOUT,
+            retry_policy=DB_RETRY,
+            summary="mark_run_cancelling: no new Claude call may start",
+        )
 
     @workflow.query
     def progress(self) -> EscalationStepOutput:

@@ -647,6 +647,22 @@ class Blockbatch:
             raise RunStillActive(f"an escalation of run {run_id} is already under way") from None
         return handle.id
 
+    async def _cancel_escalation(self, run_id: str) -> bool:
+        """Signal the run's escalation to stop, if one runs; whether one did."""
+        esc = await escalations.result(self.pool, run_id)
+        if esc is None or esc.status != "running":
+            return False
+        handle = self.client.get_workflow_handle_for(
+            EscalateWorkflow.run, escalate_workflow_id(run_id)
+        )
+        try:
+            await handle.signal(EscalateWorkflow.cancel)
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            return False
+        return True
+
     async def wait_escalation(self, run_id: str) -> RunResult:
         """Wait for a run's escalation to end; the run's result, with ``escalation`` set."""
         client = await self.temporal()
@@ -752,6 +768,8 @@ class Blockbatch:
         info = await self.run(run_id)
         if info.active:
             await self.temporal()
+            if await self._cancel_escalation(run_id):
+                return info
             try:
                 await self.handle(run_id).signal(RunWorkflow.cancel)
             except RPCError as err:

@@ -942,7 +942,10 @@ class EscalationResult(BaseModel):
     """What an escalation did: read from its rows and from the ledger by purpose."""
 
     model: str
-    status: Literal["running", "done"] = "done"
+    #: ``cancelled``: it stopped with blocks not compared or not asked (first answers kept).
+    status: Literal["running", "done", "cancelled"] = "done"
+    #: Blocks the escalation had not compared or asked when it stopped (or yet).
+    left: int = 0
     #: Blocks taken (answered or failed in the first pass), compared, and kept.
     blocks: int = 0
     compared: int = 0

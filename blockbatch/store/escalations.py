@@ -29,7 +29,12 @@ from typing import Any
 
 import asyncpg
 
-from blockbatch.core.models import ESCALATION_PART, EscalationResult, PlanEscalationOutput
+from blockbatch.core.models import (
+    ACTIVE_STATUSES,
+    ESCALATION_PART,
+    EscalationResult,
+    PlanEscalationOutput,
+)
 
 #: Ledger purposes of an escalation's calls.
 SECOND_PASS, ESCALATION = "second_pass", "escalation"
@@ -305,16 +310,16 @@ async def result(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> Escala
     for r in rows:
         n, status = r["n"], r["status"]
         out.blocks += n
-        if status == "planned":
-            out.status = "running"
         if r["reason"] is not None:
             out.escalated_by_reason[r["reason"]] = out.escalated_by_reason.get(r["reason"], 0) + n
-        if status == "to_escalate":
-            out.status = "running"
+        out.left += n if status in ("planned", "to_escalate") else 0
         out.kept += n if status == "kept" else 0
         out.escalated += n if status == "escalated" else 0
         out.escalation_failed += n if status == "failed" else 0
         out.skipped += n if status == "skipped" else 0
+    if out.left:
+        run_status = await conn.fetchval("select status from runs where run_id = $1", run_id)
+        out.status = "running" if run_status in (*ACTIVE_STATUSES, "cancelling") else "cancelled"
     out.compared = int(
         await conn.fetchval(
             """select count(*) from escalations where run_id = $1

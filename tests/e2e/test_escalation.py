@@ -4,6 +4,7 @@ one model."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import aiohttp
@@ -313,3 +314,46 @@ async def test_a_second_pass_alone_asks_each_block_in_a_call_of_its_own(bbstack:
         run_id,
     )
     assert {r["n"] for r in sizes} == {1}
+
+
+async def test_cancel_stops_an_escalation_and_the_first_answers_stay(bbstack: Stack) -> None:
+    bbstack.sim.scenario(seed=2)
+    doc = await bbstack.bb.ingest_bytes(markdown_doc(24), name="doc.md", fmt="markdown")
+    schema_id = await bbstack.bb.add_schema(extract_schema(200))
+    options = RunOptions(
+        model=HAIKU,
+        pack_size=2,
+        max_concurrent_packs=1,
+        reuse_answers=False,
+        quality=QualityOptions(probe_rate=0.0, probe_minimum=0),
+    )
+    run_id = await bbstack.bb.start_run(doc, schema_id, options)
+    async with bbstack.worker():
+        await bbstack.bb.wait(run_id)
+        staged = await bbstack.pool.fetch(
+            "select block_uid, staging from overlays where run_id = $1", run_id
+        )
+        # Every call now takes a third of a second: the cancel lands mid second pass.
+        bbstack.sim.scenario(
+            seed=2, speed_factor=1.0, latency={"ttft_ms": 300, "per_output_token_ms": 0}
+        )
+        await bbstack.bb.escalate(run_id, SONNET)
+        for _ in range(100):
+            if await bbstack.pool.fetchval(
+                "select count(*) from llm_calls where run_id = $1 and purpose = 'second_pass'",
+                run_id,
+            ):
+                break
+            await asyncio.sleep(0.1)
+        await bbstack.bb.cancel(run_id)
+        result = await bbstack.bb.wait_escalation(run_id)
+    assert result.status == "completed"
+    esc = result.escalation
+    assert esc is not None and esc.status == "cancelled" and esc.left > 0
+    assert 1 <= esc.second_pass_calls < 12 and esc.escalation_calls == 0
+    after = await bbstack.pool.fetch(
+        "select block_uid, staging from overlays where run_id = $1", run_id
+    )
+    assert {r["block_uid"]: r["staging"] for r in after} == {
+        r["block_uid"]: r["staging"] for r in staged
+    }

@@ -22,6 +22,7 @@ from blockbatch.core.models import (
     EscalationResult,
     EscalationStepOutput,
     FinishRunInput,
+    MarkCancellingInput,
     PlanEscalationOutput,
     RunResult,
     SecondPassInput,
@@ -45,6 +46,10 @@ class EscalationWorld:
         self.in_flight = 0
         self.most_in_flight = 0
         self.finished: list[FinishRunInput] = []
+        self.cancelling: list[MarkCancellingInput] = []
+        #: Set once a second pack was asked (a test may cancel then).
+        self.first_asked = asyncio.Event()
+        self.pack_seconds = 0.01
 
     def activities(self) -> list[Any]:
         return [
@@ -53,7 +58,12 @@ class EscalationWorld:
             self.count_to_escalate,
             self.escalate_blocks,
             self.finish_run,
+            self.mark_run_cancelling,
         ]
+
+    @activity.defn(name="mark_run_cancelling")
+    async def mark_run_cancelling(self, inp: MarkCancellingInput) -> None:
+        self.cancelling.append(inp)
 
     @activity.defn(name="plan_escalation")
     async def plan_escalation(self, inp: EscalateInput) -> PlanEscalationOutput:
@@ -70,11 +80,12 @@ class EscalationWorld:
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
         try:
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(self.pack_seconds)
             if inp.second_pack in self.flaky:
                 self.flaky.discard(inp.second_pack)
                 raise RuntimeError("worker lost")
             self.asked.append(inp.second_pack)
+            self.first_asked.set()
             return EscalationStepOutput(blocks=10, to_escalate=0, calls=1, cost_usd=0.001)
         finally:
             self.in_flight -= 1
@@ -158,3 +169,28 @@ async def test_a_refused_escalation_asks_nothing_and_finishes_nothing(wf: Harnes
     assert isinstance(cause, ActivityError) and isinstance(cause.cause, ApplicationError)
     assert cause.cause.type == ESCALATION_REFUSED and "once it has finished" in str(cause.cause)
     assert world.asked == [] and world.parts == [] and world.finished == []
+
+
+async def test_a_cancelled_escalation_starts_nothing_more_and_finishes_the_run(
+    wf: Harness,
+) -> None:
+    run_id = uuid.uuid4().hex[:12]
+    world = EscalationWorld(packs=20, up=5)
+    world.flaky.clear()
+    world.pack_seconds = 0.2
+    async with Worker(
+        wf.env.client, task_queue=wf.task_queue, workflows=WORKFLOWS, activities=world.activities()
+    ):
+        handle = await wf.env.client.start_workflow(
+            "EscalateWorkflow",
+            EscalateInput(run_id=run_id, model=SONNET, max_concurrent_packs=1),
+            id=escalate_workflow_id(run_id),
+            task_queue=wf.task_queue,
+            result_type=RunResult,
+        )
+        await asyncio.wait_for(world.first_asked.wait(), 30)
+        await handle.signal("cancel")
+        await handle.result()
+    assert [c.run_id for c in world.cancelling] == [run_id]
+    assert 1 <= len(world.asked) < 20 and world.parts == []
+    assert [f.status for f in world.finished] == ["completed"]
