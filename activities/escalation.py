@@ -49,6 +49,9 @@ from blockbatch.store.runs import cached_run_context, context_on
 
 #: ``plan_escalation`` refuses (non-retryable, nothing changed).
 ESCALATION_REFUSED = "EscalationRefused"
+#: A run is escalated once it ran to its end: a cancelled, failed or budget-stopped run
+#: is retried first (its escalation would end it as if it had completed).
+ESCALATED_STATUSES = ("completed", "completed_with_failures")
 #: Escalation calls in flight at once within one part (they go through the limiter too).
 _UP_AT_ONCE = 4
 
@@ -99,9 +102,14 @@ class EscalationActivities:
                     type=ESCALATION_REFUSED,
                     non_retryable=True,
                 )
-            if state.status not in FINISHED_STATUSES:
+            if state.status not in ESCALATED_STATUSES:
                 raise ApplicationError(
-                    f"run {inp.run_id} is {state.status}: escalate it once it has finished",
+                    f"run {inp.run_id} is {state.status}: "
+                    + (
+                        "escalate it once it has finished"
+                        if state.status not in FINISHED_STATUSES
+                        else "only a run that ran to its end is escalated (retry it first)"
+                    ),
                     type=ESCALATION_REFUSED,
                     non_retryable=True,
                 )

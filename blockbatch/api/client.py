@@ -30,6 +30,7 @@ from temporalio.exceptions import ApplicationError, FailureError, WorkflowAlread
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.db import NOTHING_TO_RETRY, RUN_NOT_FINISHED
+from activities.escalation import ESCALATED_STATUSES
 from activities.models import READ_TIMEOUT_S, ModelFacts
 from activities.sdk import anthropic
 from blockbatch.api.budget import check_start_budget
@@ -610,7 +611,8 @@ class Blockbatch:
         Raises:
             NotFound: no such run (``UnknownModelError``: no such model).
             RunStillActive: the run has not finished, or an escalation of it runs.
-            BadRequest: the run was escalated already, or ``model`` is the run's own.
+            BadRequest: the run was escalated already, did not run to its end
+                (cancelled, failed, budget_exhausted), or ``model`` is the run's own.
         """
         info = await self.run(run_id)
         up = (await self.run_model(model)).id
@@ -619,6 +621,11 @@ class Blockbatch:
             raise RunStillActive(
                 f"run {run_id} is {info.status}: escalate it once it has finished "
                 f"(`python starter.py watch {run_id}`)"
+            )
+        if info.status not in ESCALATED_STATUSES:
+            raise BadRequest(
+                f"run {run_id} ended {info.status}: only a run that ran to its end is "
+                f"escalated; retry it first (`python starter.py retry {run_id} --cancelled`)"
             )
         if up == options.model:
             raise BadRequest(f"run {run_id} ran on {up} already: escalate to a stronger model")

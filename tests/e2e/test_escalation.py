@@ -314,6 +314,10 @@ async def test_a_second_pass_alone_asks_each_block_in_a_call_of_its_own(bbstack:
         run_id,
     )
     assert {r["n"] for r in sizes} == {1}
+    # A run that did not run to its end (here: marked cancelled) is retried first.
+    await bbstack.pool.execute("update runs set status = 'cancelled' where run_id = $1", run_id)
+    with pytest.raises(BadRequest, match="retry it first"):
+        await bbstack.bb.escalate(run_id, SONNET)
 
 
 async def test_cancel_stops_an_escalation_and_the_first_answers_stay(bbstack: Stack) -> None:
