@@ -52,7 +52,17 @@ from blockbatch.core.retry import FINISHED_STATUSES, describe_blocks, selection_
 from blockbatch.core.reuse import answer_key, prompt_digest
 from blockbatch.core.views import RetryRecord
 from blockbatch.core.warm_up import warm_up_request
-from blockbatch.store import batches, overlays, quality, reads, replans, retries, runs, splits
+from blockbatch.store import (
+    batches,
+    escalations,
+    overlays,
+    quality,
+    reads,
+    replans,
+    retries,
+    runs,
+    splits,
+)
 from blockbatch.store.runs import PlanState, cached_run_context
 
 #: A run plans from earlier runs of its schema on its model once they answered this many
@@ -362,6 +372,7 @@ class DbActivities:
             result.plan_changes = await replans.change_texts(conn, inp.run_id)
             result.quality = await quality.result(conn, inp.run_id)
             result.endpoints = await reads.run_endpoints(conn, inp.run_id)
+            result.escalation = await escalations.result(conn, inp.run_id)
             return result
 
     @activity.defn

@@ -16,12 +16,18 @@ On a synthetic document of ``--blocks`` distinct blocks with ``samples/extract.j
   and Sonnet 5.5 alone per block as the reference: true disagreement, cost, calls; then
   Haiku 5.5 packed with its quality probe alone on Haiku 5.5 and alone on Sonnet 5.5
   (``--probe-model``): the agreement each probe reports against the truth.
+* :func:`escalation_section` (``--seeds`` seeds): Sonnet 5.5 packed, Haiku 5.5 packed and
+  Haiku 5.5 packed with escalation to Sonnet 5.5 (``Blockbatch.escalate``,
+  docs/ESCALATION.md), and Sonnet 5.5 alone: true disagreement, cost (the second pass and
+  the escalation calls apart), calls, and the share of blocks escalated, by reason; the
+  issue's bar is true error at or below Sonnet 5.5 packed's at 25% of its cost or less.
 * :func:`calibrate_section` (``--seeds`` seeds): ``calibrate --models
   claude-haiku-5-5,claude-sonnet-5-5 --reference claude-sonnet-5-5``, then a whole-document
   run at the recommended (model, size): does it meet the target against the truth?
 
     flock /tmp/blockbatch-bench.lock .venv/bin/python bench/models.py
     .venv/bin/python bench/models.py --seeds 1 --blocks 120 --out /tmp/m.json
+    .venv/bin/python bench/models.py --only escalation --out bench/results/models-escalation.json
 """
 
 from __future__ import annotations
@@ -196,6 +202,180 @@ async def models_section(
     )
 
 
+async def escalate_and_measure(
+    bs: BenchStack,
+    pool: asyncpg.Pool,
+    document_id: str,
+    schema_id: str,
+    properties: dict[str, Any],
+    size: int,
+    second_pack_size: int | None,
+) -> dict[str, Any]:
+    """A Haiku 5.5 run in packs of ``size``, escalated to Sonnet 5.5: cost split, calls,
+    share escalated, true disagreement after, and blocks paid twice on one model."""
+    options = RunOptions(model=HAIKU, pack_size=size, quality=NO_PROBE, reuse_answers=False)
+    first = await run_and_measure(bs, pool, document_id, schema_id, properties, options)
+    await bs.bb.escalate(first["run_id"], SONNET, second_pack_size=second_pack_size)
+    result = await bs.bb.wait_escalation(first["run_id"])
+    esc = result.escalation
+    assert esc is not None
+    truth = await true_agreement(pool, first["run_id"], properties)
+    paid_twice = await pool.fetchval(
+        """select count(*) from (
+               select uid, model from llm_calls c, unnest(c.block_uids) as uid
+               where c.run_id = $1 and c.status = 'succeeded'
+               group by 1, 2
+               having count(*) > case when model = $2 then 2 else 1 end) t""",
+        first["run_id"],
+        HAIKU,
+    )
+    return {
+        **first,
+        "status": result.status,
+        "second_pack_size": second_pack_size,
+        "calls": result.calls,
+        "cost_usd": result.cost_usd,
+        "first_pass_cost_usd": first["cost_usd"],
+        "first_pass_calls": first["calls"],
+        "second_pass_cost_usd": esc.second_pass_cost_usd,
+        "second_pass_calls": esc.second_pass_calls,
+        "escalation_cost_usd": esc.escalation_cost_usd,
+        "escalation_calls": esc.escalation_calls,
+        "escalated": esc.sent_up,
+        "escalated_share": esc.sent_up / esc.blocks if esc.blocks else 0.0,
+        "escalated_by_reason": esc.escalated_by_reason,
+        "kept": esc.kept,
+        "answered": truth.total,
+        "true_agreement": truth.rate,
+        "true_disagreement": None if truth.rate is None else 1 - truth.rate,
+        "blocks_paid_twice_on_one_model": paid_twice,
+    }
+
+
+async def escalation_section(
+    bs: BenchStack,
+    pool: asyncpg.Pool,
+    rec: Recorder,
+    args: argparse.Namespace,
+    document_id: str,
+    schema_id: str,
+    properties: dict[str, Any],
+) -> None:
+    """Haiku 5.5 packed with escalation to Sonnet 5.5 against both models packed and Sonnet
+    alone, at each seed: true disagreement, cost split, calls, share escalated."""
+    size = args.pack_size
+    per_seed: list[dict[str, Any]] = []
+    rows: list[list[Any]] = []
+    for seed in range(1, args.seeds + 1):
+        bs.sim_reset(scenario(seed))
+        runs: dict[str, dict[str, Any]] = {}
+        for label, options in (
+            ("Sonnet 5.5 packed", RunOptions(model=SONNET, pack_size=size)),
+            ("Haiku 5.5 packed", RunOptions(model=HAIKU, pack_size=size)),
+            ("Sonnet 5.5 alone", RunOptions(model=SONNET, pack_size=1)),
+        ):
+            options = options.model_copy(update={"quality": NO_PROBE, "reuse_answers": False})
+            runs[label] = await run_and_measure(
+                bs, pool, document_id, schema_id, properties, options
+            )
+        # The escalated runs: Haiku packed (a run of their own), then escalated to Sonnet,
+        # the second pass in the run's packing and each block alone.
+        for label, second in (
+            ("Haiku 5.5 packed, escalated to Sonnet 5.5", None),
+            ("Haiku 5.5 packed, escalated to Sonnet 5.5, second pass alone", 1),
+        ):
+            runs[label] = await escalate_and_measure(
+                bs, pool, document_id, schema_id, properties, size, second
+            )
+        escalated = runs["Haiku 5.5 packed, escalated to Sonnet 5.5"]
+        sonnet = runs["Sonnet 5.5 packed"]
+        meets_error = (escalated["true_disagreement"] or 0) <= (sonnet["true_disagreement"] or 0)
+        cost_share = escalated["cost_usd"] / sonnet["cost_usd"]
+        alone = runs["Haiku 5.5 packed, escalated to Sonnet 5.5, second pass alone"]
+        alone_share = alone["cost_usd"] / sonnet["cost_usd"]
+        per_seed.append(
+            {
+                "seed": seed,
+                "runs": runs,
+                "cost_share_of_sonnet_packed": cost_share,
+                "meets_error_bar": meets_error,
+                "meets_cost_bar": cost_share <= 0.25,
+                "second_pass_alone": {
+                    "cost_share_of_sonnet_packed": alone_share,
+                    "meets_error_bar": (alone["true_disagreement"] or 0)
+                    <= (sonnet["true_disagreement"] or 0),
+                    "meets_cost_bar": alone_share <= 0.25,
+                },
+            }
+        )
+        for label, m in runs.items():
+            is_esc = "escalated" in label
+            rows.append(
+                [
+                    seed,
+                    label,
+                    m["calls"],
+                    m["cost_usd"],
+                    (
+                        f"{m['first_pass_cost_usd']:.4f} + {m['second_pass_cost_usd']:.4f} + "
+                        f"{m['escalation_cost_usd']:.4f}"
+                        if is_esc
+                        else "-"
+                    ),
+                    f"{pct(m['true_disagreement'])} of {m['answered']}",
+                    (
+                        f"{pct(m['escalated_share'])} ({m['escalated']}: "
+                        + ", ".join(f"{n} {r}" for r, n in m["escalated_by_reason"].items())
+                        + ")"
+                        if is_esc
+                        else "-"
+                    ),
+                    f"{m['cost_usd'] / sonnet['cost_usd']:.1%}",
+                ]
+            )
+        print(
+            f"seed {seed}: escalated {pct(escalated['escalated_share'])}, true disagreement "
+            f"{pct(escalated['true_disagreement'])} (Sonnet packed "
+            f"{pct(sonnet['true_disagreement'])}), cost {cost_share:.1%} of Sonnet packed",
+            flush=True,
+        )
+    rec.data["escalation"] = {
+        "blocks": args.blocks,
+        "pack_size": size,
+        "seeds": per_seed,
+        "met_error_bar": sum(s["meets_error_bar"] for s in per_seed),
+        "met_cost_bar": sum(s["meets_cost_bar"] for s in per_seed),
+    }
+    rec.print_table(
+        f"Escalation from Haiku 5.5 to Sonnet 5.5 against the simulator's truth "
+        f"({args.blocks}-block document, packs of {size}, assumed rates)",
+        [
+            "seed",
+            "run",
+            "calls",
+            "cost $",
+            "first + second pass + escalation $",
+            "true disagreement",
+            "escalated",
+            "of Sonnet packed $",
+        ],
+        rows,
+        [
+            (
+                "The issue's bar: true disagreement at or below Sonnet 5.5 packed's, at 25% of "
+                "its cost or less. The second pass is Haiku 5.5 again in a second packing "
+                "(reading the first pass's cached prefix); the escalation asks each escalated "
+                "block alone on Sonnet 5.5 ('second pass alone': the second pass asks each "
+                "block alone on Haiku 5.5, `second_pack_size=1`). A block Haiku gets wrong "
+                "the same way in both "
+                "packings is kept (wrong): the floor of what escalation can catch. The rates "
+                "are assumptions (see the simulator's README), not measurements of the real "
+                "models."
+            )
+        ],
+    )
+
+
 async def calibrate_section(
     bs: BenchStack,
     pool: asyncpg.Pool,
@@ -327,11 +507,17 @@ async def main(args: argparse.Namespace) -> int:
         properties = definition["properties"]
         try:
             async with bs.inprocess_worker(pool):
-                if not args.skip_models:
+                only = args.only
+                if only in (None, "models") and not args.skip_models:
                     await models_section(bs, pool, rec, args, document_id, schema_id, properties)
-                await calibrate_section(
-                    bs, pool, rec, args, document, schema, document_id, schema_id, properties
-                )
+                if only in (None, "escalation"):
+                    await escalation_section(
+                        bs, pool, rec, args, document_id, schema_id, properties
+                    )
+                if only in (None, "calibrate"):
+                    await calibrate_section(
+                        bs, pool, rec, args, document, schema, document_id, schema_id, properties
+                    )
         finally:
             await pool.close()
     rec.write()
@@ -359,7 +545,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--target", type=float, default=0.95, help="target agreement (default 0.95)"
     )
-    parser.add_argument("--skip-models", action="store_true", help="only the calibrate section")
+    parser.add_argument("--skip-models", action="store_true", help="no models section")
+    parser.add_argument(
+        "--only",
+        choices=["models", "escalation", "calibrate"],
+        help="only this section (default: all three)",
+    )
     common_args(parser, "models-calibrate")
     return parser.parse_args(argv)
 

@@ -184,6 +184,36 @@ def quality_rows(result: RunResult) -> list[tuple[str, str]]:
     return rows
 
 
+def escalation_rows(result: RunResult) -> list[tuple[str, str]]:
+    """An escalation's rows: what it took and sent up (by reason), and what it cost, the
+    second pass and the escalation calls apart (docs/ESCALATION.md)."""
+    e = result.escalation
+    if e is None:
+        return []
+    reasons = ", ".join(f"{n} {reason}" for reason, n in e.escalated_by_reason.items())
+    took = (
+        f"to {e.model}: {e.compared} of {_count(e.blocks, 'block')} compared in a second "
+        f"packing, {e.kept} kept, {e.sent_up} sent up" + (f" ({reasons})" if reasons else "")
+    )
+    if e.sent_up:
+        took += f"; {e.escalated} answered by {e.model}"
+        if e.escalation_failed:
+            took += f", {e.escalation_failed} failed (first answer kept)"
+        if e.skipped:
+            took += f", {e.skipped} reviewed meanwhile (left as they were)"
+    if e.status == "running":
+        took += " (under way)"
+    elif e.status == "cancelled":
+        took += f"; cancelled with {_count(e.left, 'block')} left (their first answers stay)"
+    spent = e.second_pass_cost_usd + e.escalation_cost_usd
+    share = f" ({spent / result.cost_usd:.0%} of the run)" if result.cost_usd > 0 else ""
+    cost = (
+        f"second pass {_count(e.second_pass_calls, 'call')} ${e.second_pass_cost_usd:.4f} · "
+        f"escalation {_count(e.escalation_calls, 'call')} ${e.escalation_cost_usd:.4f}{share}"
+    )
+    return [("escalated", took), ("escalation $", cost)]
+
+
 def change_rows(changes: Sequence[str]) -> list[tuple[str, str]]:
     """The re-plans as rows: ``re-planned`` (from the answers) or ``quality gate``."""
     rows = []
@@ -287,14 +317,22 @@ def summary_lines(
     # The quality probe's calls ask blocks a second time: not counted per block, and the
     # row says so.
     probe_calls = r.quality.probe_calls if r.quality is not None else 0
-    work_calls = r.calls - probe_calls
+    # So do an escalation's: they have rows of their own.
+    esc_calls = (
+        r.escalation.second_pass_calls + r.escalation.escalation_calls if r.escalation else 0
+    )
+    work_calls = r.calls - probe_calls - esc_calls
     per_call = f"{answered / work_calls:.1f} blocks per call; " if work_calls > 0 else ""
     calls = (
         f"{_count(work_calls, 'call')} for {_count(answered, 'block')} ({per_call}"
         f"{_count(r.pack_count, 'pack')}, {_count(r.split_events, 'split event')})"
     )
     if probe_calls:
-        calls = f"{_count(r.calls, 'call')}: {calls}, {_count(probe_calls, 'quality probe call')}"
+        calls = f"{calls}, {_count(probe_calls, 'quality probe call')}"
+    if esc_calls:
+        calls = f"{calls}, {_count(esc_calls, 'escalation call')}"
+    if probe_calls or esc_calls:
+        calls = f"{_count(r.calls, 'call')}: {calls}"
     cost = f"${r.cost_usd:.4f}"
     if baseline:
         cost += (
@@ -328,6 +366,7 @@ def summary_lines(
         rows.append(("retries", retried))
     rows += change_rows(r.plan_changes)
     rows += quality_rows(r)
+    rows += escalation_rows(r)
     if answered_by := answered_text(r.endpoints):
         rows.insert(0, ("answered by", answered_by))
     rows += [("Temporal UI", links["run"]), ("its packs", links["packs"])]

@@ -31,6 +31,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.db import NOTHING_TO_RETRY, RUN_NOT_FINISHED
+from activities.escalation import ESCALATED_STATUSES
 from activities.models import READ_TIMEOUT_S, ModelFacts
 from activities.sdk import anthropic
 from blockbatch.api.budget import check_start_budget
@@ -76,6 +77,10 @@ from blockbatch.core.calibration import (
 from blockbatch.core.endpoint import endpoint_of, mismatch_text
 from blockbatch.core.ingest import ParsedBlock, detect_format, parse_document
 from blockbatch.core.models import (
+    EscalateInput,
+    EscalationOptions,
+    EscalationResult,
+    OutageOptions,
     QualityResult,
     RunOptions,
     RunProgress,
@@ -102,11 +107,22 @@ from blockbatch.core.views import (
 )
 from blockbatch.runtime.settings import Settings, load_settings
 from blockbatch.runtime.temporal import connect, ensure_search_attributes
-from blockbatch.store import quality, ratelimits, reads, replans, repo, review, runs, workers
+from blockbatch.store import (
+    escalations,
+    quality,
+    ratelimits,
+    reads,
+    replans,
+    repo,
+    review,
+    runs,
+    workers,
+)
 from blockbatch.store import retries as retry_log
 from blockbatch.store import streams as stream_store
 from blockbatch.store.db import create_pool
 from workflows import attributes
+from workflows.escalate import EscalateWorkflow, escalate_workflow_id
 from workflows.run import RETRY_UNDER_WAY, RunWorkflow, run_workflow_id
 from workflows.stream import StreamWorkflow
 
@@ -572,6 +588,95 @@ class Blockbatch:
             workflow_run_id=handle.result_run_id,
         )
 
+    async def escalate(
+        self,
+        run_id: str,
+        model: str,
+        *,
+        second_pack_size: int | None = None,
+        task_queue: str | None = None,
+    ) -> str:
+        """Escalate a finished run to ``model``; return the escalation's workflow id at once.
+
+        Every block the run's model answered is asked again in a second packing; blocks
+        whose two answers disagree, that failed or were refused are asked alone on
+        ``model``, whose answer becomes their overlay (docs/ESCALATION.md);
+        ``second_pack_size``: blocks per second-pass call (``EscalationOptions``). Follow it
+        with :meth:`wait_escalation`; its summary is ``RunResult.escalation``.
+
+        Raises:
+            NotFound: no such run (``UnknownModelError``: no such model).
+            RunStillActive: the run has not finished, or an escalation of it runs.
+            BadRequest: the run was escalated already, did not run to its end
+                (cancelled, failed, budget_exhausted), or ``model`` is the run's own.
+        """
+        info = await self.run(run_id)
+        up = (await self.run_model(model)).id
+        options = RunOptions.model_validate(info.settings)
+        if info.active:
+            raise RunStillActive(
+                f"run {run_id} is {info.status}: escalate it once it has finished "
+                f"(`python starter.py watch {run_id}`)"
+            )
+        if info.status not in ESCALATED_STATUSES:
+            raise BadRequest(
+                f"run {run_id} ended {info.status}: only a run that ran to its end is "
+                f"escalated; retry it first (`python starter.py retry {run_id} --cancelled`)"
+            )
+        if up == options.model:
+            raise BadRequest(f"run {run_id} ran on {up} already: escalate to a stronger model")
+        if await escalations.model_of(self.pool, run_id) is not None:
+            raise BadRequest(f"run {run_id} was escalated already: a run is escalated once")
+        client = await self.temporal()
+        try:
+            handle = await client.start_workflow(
+                EscalateWorkflow.run,
+                EscalateInput(
+                    run_id=run_id,
+                    model=up,
+                    second_pack_size=EscalationOptions(
+                        second_pack_size=second_pack_size
+                    ).second_pack_size,
+                    max_concurrent_packs=options.max_concurrent_packs,
+                ),
+                id=escalate_workflow_id(run_id),
+                task_queue=task_queue or self.settings.temporal_task_queue,
+                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+                static_summary=f"run {run_id}: escalation from {options.model} to {up} · "
+                f"{info.document_name} × {info.schema_name}",
+            )
+        except WorkflowAlreadyStartedError:
+            raise RunStillActive(f"an escalation of run {run_id} is already under way") from None
+        return handle.id
+
+    async def _cancel_escalation(self, run_id: str) -> bool:
+        """Signal the run's escalation to stop, if one runs; whether one did."""
+        esc = await escalations.result(self.pool, run_id)
+        if esc is None or esc.status != "running":
+            return False
+        handle = self.client.get_workflow_handle_for(
+            EscalateWorkflow.run, escalate_workflow_id(run_id)
+        )
+        try:
+            await handle.signal(EscalateWorkflow.cancel)
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            return False
+        return True
+
+    async def wait_escalation(self, run_id: str) -> RunResult:
+        """Wait for a run's escalation to end; the run's result, with ``escalation`` set."""
+        client = await self.temporal()
+        return await client.get_workflow_handle_for(
+            EscalateWorkflow.run, escalate_workflow_id(run_id)
+        ).result()
+
+    async def escalation(self, run_id: str) -> EscalationResult | None:
+        """What the run's escalation did (``None``: never escalated)."""
+        return await escalations.result(self.pool, run_id)
+
     async def check_retry(
         self,
         run_id: str,
@@ -640,6 +745,8 @@ class Blockbatch:
         info = await self.run(run_id)
         if info.active:
             await self.temporal()
+            if await self._cancel_escalation(run_id):
+                return info
             try:
                 await self.handle(run_id).execute_update(RunWorkflow.cancel)
             except WorkflowUpdateFailedError as err:
@@ -706,6 +813,7 @@ class Blockbatch:
                 "failure_reasons": await self.failure_reasons(info.run_id),
                 "plan_changes": await self.plan_changes(info.run_id),
                 "quality": await self.quality(info.run_id),
+                "escalation": await self.escalation(info.run_id),
             }
         )
 

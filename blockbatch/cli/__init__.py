@@ -62,6 +62,7 @@ COMMANDS = {
     "watch": "run",
     "cancel": "run",
     "retry": "run",
+    "escalate": "run",
     "status": "inspect",
     "list": "inspect",
     "calls": "inspect",

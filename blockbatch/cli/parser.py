@@ -15,7 +15,7 @@ from blockbatch.core.calibration import (
     DEFAULT_TARGET,
 )
 from blockbatch.core.ingest import EXTENSIONS, FORMATS
-from blockbatch.core.models import QualityOptions, RunOptions
+from blockbatch.core.models import EscalationOptions, QualityOptions, RunOptions
 from blockbatch.core.reasons import REASONS
 from blockbatch.core.registry import DEFAULT_MODEL
 from blockbatch.core.review import OVERLAY_STATUSES
@@ -144,7 +144,25 @@ MAX_WAIT = FieldOption(
 )
 MAX_BUFFERED = FieldOption("--max-buffered", StreamTriggers, "max_buffered", metavar="N")
 TRIGGERS = (MAX_ROWS, MAX_TOKENS, MAX_WAIT, MAX_BUFFERED)
-FIELD_OPTIONS = (MODEL, EFFORT, PACK_SIZE, MODE, PROBE_MODEL, MAX_COST, *TRIGGERS)
+ESCALATE_TO = FieldOption(
+    "--escalate-to", EscalationOptions, "model", metavar="MODEL", default_text="no escalation"
+)
+TO = FieldOption("--to", EscalationOptions, "model", metavar="MODEL", note="required")
+SECOND_PACK_SIZE = FieldOption(
+    "--second-pack-size", EscalationOptions, "second_pack_size", metavar="N"
+)
+FIELD_OPTIONS = (
+    MODEL,
+    EFFORT,
+    PACK_SIZE,
+    MODE,
+    PROBE_MODEL,
+    MAX_COST,
+    *TRIGGERS,
+    ESCALATE_TO,
+    TO,
+    SECOND_PACK_SIZE,
+)
 #: What ``--set`` takes: every other field of RunOptions (and of the models in it).
 SETTABLE = Settable({o.field: o.flag for o in FIELD_OPTIONS if o.model is RunOptions})
 
@@ -255,6 +273,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     )
     _run_inputs(run, "the end of this help")
     add_field_option(run, MAX_COST)
+    add_field_option(run, ESCALATE_TO)
+    add_field_option(run, SECOND_PACK_SIZE)
     run.add_argument(
         "--dry-run",
         action="store_true",
@@ -419,6 +439,19 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         action="store_true",
         help="start the retry and return; follow it later with `watch`",
     )
+
+    escalate = run_id_command(
+        "escalate",
+        "ask a finished run's doubtful blocks again on a stronger model",
+        "Escalate a finished run: every block its model answered is asked a second time on "
+        "the same model in a second packing (other neighbours, other places; it reads the "
+        "prompt cache the run wrote); blocks whose two answers disagree, that failed or "
+        "were refused are asked alone on the --to model, whose answer becomes their "
+        "overlay. Reviewed blocks are left as they are. A run is escalated once. Follows "
+        "the escalation and prints the run's summary with what it escalated and cost.",
+    )
+    add_field_option(escalate, TO).required = True
+    add_field_option(escalate, SECOND_PACK_SIZE)
 
     stream = command(
         "stream",

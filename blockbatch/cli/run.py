@@ -98,6 +98,9 @@ async def cmd_run(args: argparse.Namespace, s: Session) -> int:
     await check_claude(s.settings)
     # A retired model is refused before the document or the schema is stored.
     await bb.run_model(with_schema_model(options, spec.prompt_config.model).model)
+    escalate_to = getattr(args, "escalate_to", None)
+    if escalate_to is not None:
+        escalate_to = (await bb.run_model(escalate_to)).id
     if not await bb.workers_polling():
         s.con.note(
             f"note: no worker is polling task queue {s.settings.temporal_task_queue!r}; "
@@ -121,8 +124,42 @@ async def cmd_run(args: argparse.Namespace, s: Session) -> int:
         no_wait=args.no_wait,
     )
     if args.no_wait:
+        if escalate_to is not None:
+            s.con.note(
+                f"note: --no-wait: escalate once the run has ended with "
+                f"`{PROG} escalate {run_id} --to {escalate_to}`"
+            )
         return 0
-    return await _follow_to_end(s, run_id, verbose=args.verbose)
+    if escalate_to is None:
+        return await _follow_to_end(s, run_id, verbose=args.verbose)
+    if await follow(bb, run_id, s.con, verbose=args.verbose) == "detached":
+        say_detached(s.con, run_id)
+        return 0
+    info = await bb.run(run_id)
+    if info.status not in ("completed", "completed_with_failures"):
+        s.con.note(f"note: run {run_id} ended {info.status}: not escalated")
+        return await report(bb, run_id, s.con)
+    return await _escalate(s, bb, run_id, escalate_to, args.second_pack_size)
+
+
+async def cmd_escalate(args: argparse.Namespace, s: Session) -> int:
+    bb = await s.bb()
+    await check_claude(s.settings)
+    return await _escalate(s, bb, args.run_id, args.to, args.second_pack_size)
+
+
+async def _escalate(
+    s: Session, bb: Blockbatch, run_id: str, model: str, second_pack_size: int | None
+) -> int:
+    """Start the run's escalation to ``model``, wait for it, print the run's summary."""
+    await bb.escalate(run_id, model, second_pack_size=second_pack_size)
+    if not s.con.json:
+        s.con.line(
+            f"escalating run {run_id} to {model}: a second packing on the run's model, "
+            "then the doubtful blocks alone on the stronger one"
+        )
+    await bb.wait_escalation(run_id)
+    return await report(bb, run_id, s.con)
 
 
 def _say_started(

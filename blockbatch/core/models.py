@@ -569,6 +569,8 @@ class RunResult(TokenCounts):
     #: Who answered the run's calls (``blockbatch.core.endpoint.Endpoint.label``: ``anthropic``,
     #: ``simulator 127.0.0.1:8765``); read from the ledger by the front doors.
     endpoints: list[str] = Field(default_factory=list)
+    #: What an escalation of the run did (``None``: never escalated).
+    escalation: EscalationResult | None = None
 
     @property
     def simulated(self) -> bool:
@@ -867,6 +869,104 @@ class FinishRunInput(BaseModel):
     run_id: str
     status: Literal["completed", "cancelled", "failed", "budget_exhausted"]
     error: str | None = None
+
+
+# ---------------------------------------------------------------- escalation
+
+
+class EscalationOptions(BaseModel):
+    """How a finished run is escalated (``run --escalate-to``, ``escalate --to``)."""
+
+    model: str | None = Field(
+        default=None,
+        description="after the run, ask every block a second time in a second packing on "
+        "the run's model, and ask those whose two answers disagree, that failed or were "
+        "refused alone on this stronger model, whose answer becomes their overlay "
+        "(docs/ESCALATION.md)",
+    )
+    second_pack_size: int | None = Field(
+        default=None,
+        ge=1,
+        description="blocks per call in the second pass (1: each block alone, a second "
+        "opinion that shares no neighbour, at the price of a call per block; none: the "
+        "run's own sizing)",
+    )
+
+
+class EscalateInput(BaseModel):
+    """Input of EscalateWorkflow (``run-<run_id>/escalate``, docs/ESCALATION.md)."""
+
+    run_id: str
+    #: The escalation model's API id (``EscalationOptions.model``, resolved).
+    model: str
+    #: ``EscalationOptions.second_pack_size``.
+    second_pack_size: int | None = None
+    #: Second packs (and escalation parts) in flight at once.
+    max_concurrent_packs: int = 32
+
+
+class PlanEscalationOutput(BaseModel):
+    second_packs: int
+    #: Blocks the escalation took, and of them those that go up at once (failed, refused).
+    blocks: int
+    up_at_once: int
+
+
+class SecondPassInput(BaseModel):
+    run_id: str
+    second_pack: int
+
+
+class EscalationPartInput(BaseModel):
+    run_id: str
+    #: The part of the blocks to escalate (in block order, :data:`ESCALATION_PART` a part).
+    part: int
+
+
+class EscalationStepOutput(BaseModel):
+    """What one second pack or escalation part did (counts; the rows are in Postgres)."""
+
+    blocks: int = 0
+    to_escalate: int = 0
+    escalated: int = 0
+    calls: int = 0
+    cost_usd: float = 0.0
+
+
+#: Blocks one ``escalate_blocks`` activity asks (each alone, a few at once).
+ESCALATION_PART = 20
+
+
+class EscalationResult(BaseModel):
+    """What an escalation did: read from its rows and from the ledger by purpose."""
+
+    model: str
+    #: ``cancelled``: it stopped with blocks not compared or not asked (first answers kept).
+    status: Literal["running", "done", "cancelled"] = "done"
+    #: Blocks the escalation had not compared or asked when it stopped (or yet).
+    left: int = 0
+    #: Blocks taken (answered or failed in the first pass), compared, and kept.
+    blocks: int = 0
+    compared: int = 0
+    kept: int = 0
+    #: Blocks asked on the escalation model, by reason (``disagrees``, ``failed``...).
+    escalated_by_reason: dict[str, int] = Field(default_factory=dict)
+    #: Of them: answered (the overlay now), failed, and skipped (reviewed meanwhile).
+    escalated: int = 0
+    escalation_failed: int = 0
+    skipped: int = 0
+    second_pass_calls: int = 0
+    second_pass_cost_usd: float = 0.0
+    escalation_calls: int = 0
+    escalation_cost_usd: float = 0.0
+
+    @property
+    def sent_up(self) -> int:
+        return sum(self.escalated_by_reason.values())
+
+
+# RunResult names EscalationResult before it is defined.
+RunResult.model_rebuild()
 
 
 # ---------------------------------------------------------------- provider batch mode

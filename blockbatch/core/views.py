@@ -391,6 +391,11 @@ class GridRow(BaseModel):
     #: Whether the block's page can be shown with its box: it has a box, and its document's
     #: file is stored (a PDF; blockbatch/store/repo.py ``PAGED_FORMATS``).
     page_picture: bool = False
+    #: Set when the run's escalation sent the block up (docs/ESCALATION.md): its
+    #: ``status`` (escalated, failed, skipped, to_escalate), ``reason``, ``model`` and the
+    #: three answers, ``first`` and ``second`` (the run's model, two packings) and
+    #: ``escalated`` (the escalation model's).
+    escalation: dict[str, Any] | None = None
 
 
 class GridFilter(BaseModel):

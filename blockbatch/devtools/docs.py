@@ -45,7 +45,13 @@ import annotated_types
 from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 
-from blockbatch.core.models import BatchOptions, OutageOptions, QualityOptions, RunOptions
+from blockbatch.core.models import (
+    BatchOptions,
+    EscalationOptions,
+    OutageOptions,
+    QualityOptions,
+    RunOptions,
+)
 from blockbatch.core.reasons import REASONS
 from blockbatch.core.streams import StreamTriggers
 from blockbatch.runtime.metrics import METRICS
@@ -61,6 +67,11 @@ OPTION_MODELS: tuple[tuple[type[BaseModel], str], ...] = (
     (OutageOptions, "`RunOptions(outage=OutageOptions(...))`"),
     (BatchOptions, '`RunOptions(mode="batch", batch=BatchOptions(...))`'),
     (StreamTriggers, "`Blockbatch.open_stream(...)` and `starter.py stream`"),
+    (
+        EscalationOptions,
+        "`Blockbatch.escalate(run_id, model)`, `starter.py run --escalate-to`, "
+        "`starter.py escalate RUN_ID --to`",
+    ),
 )
 
 #: Meanings of settings whose field carries no description.

@@ -14,6 +14,7 @@ from temporalio.worker import Worker, WorkerDeploymentConfig
 
 from activities.batches import BatchActivities
 from activities.db import DbActivities
+from activities.escalation import EscalationActivities
 from activities.limiter import FleetLimiter
 from activities.llm import LlmActivities
 from activities.models import ModelFacts
@@ -23,12 +24,13 @@ from blockbatch.runtime.metrics import BlockbatchMetrics, MetricsInterceptor, me
 from blockbatch.runtime.settings import Settings
 from blockbatch.store import runs
 from workflows.attributes import SEARCH_ATTRIBUTES
+from workflows.escalate import EscalateWorkflow
 from workflows.pack import ProcessPackWorkflow
 from workflows.run import RunWorkflow
 from workflows.stream import StreamWorkflow
 
 #: Every workflow type a blockbatch worker runs; the workflow and replay tests use the same list.
-WORKFLOWS: list[type] = [RunWorkflow, ProcessPackWorkflow, StreamWorkflow]
+WORKFLOWS: list[type] = [RunWorkflow, ProcessPackWorkflow, StreamWorkflow, EscalateWorkflow]
 #: With Worker Versioning, a run and its packs stay on the build that started them
 #: (docs/VERSIONING.md says why and how a new build is rolled out).
 VERSIONING_BEHAVIOR = VersioningBehavior.PINNED
@@ -151,6 +153,7 @@ def build_worker(
     llm_acts = LlmActivities(pool, llm, FleetLimiter(pool, llm.api_key))
     batch_acts = BatchActivities(pool, llm)
     stream_acts = StreamActivities(pool)
+    escalation_acts = EscalationActivities(pool, llm_acts)
     return Worker(
         client,
         task_queue=task_queue,
@@ -176,6 +179,10 @@ def build_worker(
             batch_acts.apply_round,
             stream_acts.poll_stream,
             stream_acts.form_pack,
+            escalation_acts.plan_escalation,
+            escalation_acts.second_pass,
+            escalation_acts.count_to_escalate,
+            escalation_acts.escalate_blocks,
         ],
         interceptors=[] if meter is None else [MetricsInterceptor(BlockbatchMetrics(meter))],
         max_concurrent_activities=max_concurrent_activities,

@@ -36,6 +36,14 @@ The transitions, all of them here and nowhere else::
                                    size goes to a new pack at that size; attempts, staging,
                                    pack path and call cleared (the ledger and
                                    overlay_changes keep the earlier answer)
+    ai_complete  -> ai_complete    escalate_answer: an escalation's answer from a stronger
+    failed       -> ai_complete    model (docs/ESCALATION.md), only while the overlay still
+                                   holds the first pass's outcome (the same call's answer,
+                                   unedited, unreviewed; or still failed): staging, call
+                                   and pack path the escalation call's, ``escalated_from``
+                                   the first call, reason cleared, answer key cleared (the
+                                   answer is not the run's model's, so no run reuses it
+                                   as one)
 
 Every move to ``failed`` or ``cancelled`` also sets ``reason_code`` (blockbatch/core/reasons.py):
 apply_answer from what the answer said of the block (``invalid_value``,
@@ -540,6 +548,41 @@ async def reask_for_gate(
         list(pack_of),
     )
     return int(result.split()[-1])
+
+
+async def escalate_answer(
+    conn: asyncpg.Connection,
+    run_id: str,
+    block_uid: str,
+    *,
+    first_call_id: int | None,
+    answer: dict[str, Any],
+    call_id: int,
+    pack_path: str,
+    evidence: dict[str, Any] | None,
+) -> bool:
+    """ai_complete or failed -> ai_complete with an escalation's answer (see the module
+    docstring); ``False`` when the overlay no longer holds the first pass's outcome."""
+    moved = await conn.fetchval(
+        """update overlays set status = 'ai_complete', staging = $4, evidence = $7,
+                  reason_code = $8, last_error = null, call_id = $5, pack_path = $6,
+                  escalated_from = call_id, answer_key = null,
+                  updated_at = now()
+           where run_id = $1 and block_uid = $2
+             and ((status = 'ai_complete' and call_id = $3 and model_answer is null
+                   and reused_from_run_id is null)
+                  or (status = 'failed' and $3::bigint is null))
+           returning 1""",
+        run_id,
+        block_uid,
+        first_call_id,
+        answer,
+        call_id,
+        pack_path,
+        evidence,
+        "ungrounded" if evidence is not None and ungrounded(evidence) else None,
+    )
+    return moved is not None
 
 
 @dataclass

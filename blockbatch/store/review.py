@@ -91,7 +91,12 @@ select o.block_uid, o.block_index, b.block_type, b.block_content, o.status, o.st
          as page_picture,
        (select jsonb_build_object('action', a.action, 'reviewer', a.reviewer, 'at', a.at)
         from review_actions a where a.run_id = o.run_id and a.block_uid = o.block_uid
-        order by a.id desc limit 1) as last_action
+        order by a.id desc limit 1) as last_action,
+       (select jsonb_build_object('status', e.status, 'reason', e.reason, 'model', e.model,
+                                  'first', e.first_answer, 'second', e.second_answer,
+                                  'escalated', e.escalation_answer)
+        from escalations e where e.run_id = o.run_id and e.block_uid = o.block_uid
+          and e.reason is not null) as escalation
 from overlays o join blocks b on b.block_uid = o.block_uid
 """
 

@@ -92,7 +92,15 @@ async def probe_context(conn: asyncpg.Connection, ctx: RunContext) -> RunContext
     (``QualityOptions.probe_model``, with its Models API facts as :func:`load_run_context`
     reads a run's), else ``ctx`` itself."""
     name = ctx.options.quality.probe_model if ctx.options.quality else None
-    if name is None or name == ctx.model.id:
+    if name is None:
+        return ctx
+    return await context_on(conn, ctx, name)
+
+
+async def context_on(conn: asyncpg.Connection, ctx: RunContext, name: str) -> RunContext:
+    """``ctx`` on the model ``name`` (its Models API facts, prices and limits, read as
+    :func:`load_run_context` reads a run's): the probe's and an escalation's calls."""
+    if name == ctx.model.id:
         return ctx
     model = run_model(name, await model_facts_for(conn, name), _MODELS.prices)
     return ctx.on_model(model)

@@ -491,6 +491,34 @@ async def record_stream(r: Recorder) -> None:
     save("stream.last", last)
 
 
+async def record_escalation(r: Recorder) -> None:
+    # Haiku wrong about many blocks, more in packs: some blocks go up to Sonnet.
+    haiku, sonnet = "claude-haiku-5-5", "claude-sonnet-5-5"
+    r.scenario(
+        seed=3,
+        quality={
+            "enabled": True,
+            "free_blocks": 2,
+            "skip_per_extra_block": 0,
+            "bleed_per_extra_block": 0,
+            "models": {haiku: {"wrong_alone": 0.05, "wrong_per_extra_block": 0.03}, sonnet: {}},
+        },
+    )
+    options = RunOptions(
+        model=haiku,
+        pack_size=6,
+        max_concurrent_packs=2,
+        quality=QualityOptions(probe_rate=0.0, probe_minimum=0),
+    )
+    run_id = await r.start(24, options)
+    async with r.worker():
+        await r.bb.wait(run_id)
+        wid = await r.bb.escalate(run_id, sonnet)
+        result = await r.bb.wait_escalation(run_id)
+    assert result.escalation is not None and result.escalation.escalated > 0, result
+    save("escalation.run", await r.history(wid))
+
+
 RECORDERS = {
     "warm_start": record_warm_start,
     "sync_splits": record_sync_splits,
@@ -505,6 +533,7 @@ RECORDERS = {
     "stream": record_stream,
     "quality": record_quality,
     "quality_reask": record_quality_reask,
+    "escalation": record_escalation,
 }
 
 

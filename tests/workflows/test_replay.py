@@ -42,6 +42,7 @@ def test_every_kind_of_run_is_recorded() -> None:
         "budget.pack",
         "stream.first",
         "stream.last",
+        "escalation.run",
     }
 
 

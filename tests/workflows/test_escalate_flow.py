@@ -1,0 +1,196 @@
+"""EscalateWorkflow on the time-skipping server with fake activities: plan, every second
+pack once (at most ``max_concurrent_packs`` at once), the blocks that go up in parts, then
+``finish_run``; a refused plan stops it before any call."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+from temporalio import activity
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.worker import Worker
+
+from activities.escalation import ESCALATION_REFUSED
+from blockbatch.core.models import (
+    ESCALATION_PART,
+    EscalateInput,
+    EscalationPartInput,
+    EscalationResult,
+    EscalationStepOutput,
+    FinishRunInput,
+    MarkCancellingInput,
+    PlanEscalationOutput,
+    RunResult,
+    SecondPassInput,
+)
+from blockbatch.runtime.temporal import WORKFLOWS
+from tests.workflows.conftest import Harness
+from workflows.escalate import escalate_workflow_id
+
+SONNET = "claude-sonnet-5-5"
+
+
+class EscalationWorld:
+    """What the real activities keep in Postgres: which second packs were asked (each
+    block sent up once), which parts were escalated, and whether the run was finished."""
+
+    def __init__(self, packs: int, up: int, *, refuse: bool = False) -> None:
+        self.packs, self.up, self.refuse = packs, up, refuse
+        self.asked: list[int] = []
+        self.parts: list[int] = []
+        self.flaky = {1}  # second pack 1 fails once (a lost worker): retried, asked once
+        self.in_flight = 0
+        self.most_in_flight = 0
+        self.finished: list[FinishRunInput] = []
+        self.cancelling: list[MarkCancellingInput] = []
+        #: Set once a second pack was asked (a test may cancel then).
+        self.first_asked = asyncio.Event()
+        self.pack_seconds = 0.01
+
+    def activities(self) -> list[Any]:
+        return [
+            self.plan_escalation,
+            self.second_pass,
+            self.count_to_escalate,
+            self.escalate_blocks,
+            self.finish_run,
+            self.mark_run_cancelling,
+        ]
+
+    @activity.defn(name="mark_run_cancelling")
+    async def mark_run_cancelling(self, inp: MarkCancellingInput) -> None:
+        self.cancelling.append(inp)
+
+    @activity.defn(name="plan_escalation")
+    async def plan_escalation(self, inp: EscalateInput) -> PlanEscalationOutput:
+        if self.refuse:
+            raise ApplicationError(
+                f"run {inp.run_id} is running: escalate it once it has finished",
+                type=ESCALATION_REFUSED,
+                non_retryable=True,
+            )
+        return PlanEscalationOutput(second_packs=self.packs, blocks=self.packs * 10, up_at_once=0)
+
+    @activity.defn(name="second_pass")
+    async def second_pass(self, inp: SecondPassInput) -> EscalationStepOutput:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(self.pack_seconds)
+            if inp.second_pack in self.flaky:
+                self.flaky.discard(inp.second_pack)
+                raise RuntimeError("worker lost")
+            self.asked.append(inp.second_pack)
+            self.first_asked.set()
+            return EscalationStepOutput(blocks=10, to_escalate=0, calls=1, cost_usd=0.001)
+        finally:
+            self.in_flight -= 1
+
+    @activity.defn(name="count_to_escalate")
+    async def count_to_escalate(self, inp: EscalateInput) -> int:
+        return self.up
+
+    @activity.defn(name="escalate_blocks")
+    async def escalate_blocks(self, inp: EscalationPartInput) -> EscalationStepOutput:
+        self.parts.append(inp.part)
+        n = min(ESCALATION_PART, self.up - inp.part * ESCALATION_PART)
+        return EscalationStepOutput(blocks=n, escalated=n, calls=n, cost_usd=0.01 * n)
+
+    @activity.defn(name="finish_run")
+    async def finish_run(self, inp: FinishRunInput) -> RunResult:
+        self.finished.append(inp)
+        return RunResult(
+            run_id=inp.run_id,
+            status="completed",
+            escalation=EscalationResult(
+                model=SONNET,
+                blocks=self.packs * 10,
+                escalated_by_reason={"disagrees": self.up},
+                escalated=self.up,
+            ),
+        )
+
+
+async def _escalate(wf: Harness, world: EscalationWorld, run_id: str, **inp: Any) -> RunResult:
+    async with Worker(
+        wf.env.client, task_queue=wf.task_queue, workflows=WORKFLOWS, activities=world.activities()
+    ):
+        handle = await wf.env.client.start_workflow(
+            "EscalateWorkflow",
+            EscalateInput(run_id=run_id, model=SONNET, **inp),
+            id=escalate_workflow_id(run_id),
+            task_queue=wf.task_queue,
+            result_type=RunResult,
+        )
+        result: RunResult = await handle.result()
+        progress = await handle.query("progress", result_type=EscalationStepOutput)
+    assert progress.blocks == world.packs * 10 + world.up
+    assert progress.escalated == world.up
+    return result
+
+
+async def test_every_second_pack_once_then_the_blocks_that_go_up_in_parts(wf: Harness) -> None:
+    run_id = uuid.uuid4().hex[:12]
+    world = EscalationWorld(packs=9, up=2 * ESCALATION_PART + 3)
+    result = await _escalate(wf, world, run_id, max_concurrent_packs=3)
+    assert sorted(world.asked) == list(range(9))  # the flaky pack too, answered once
+    assert 1 < world.most_in_flight <= 3
+    assert sorted(world.parts) == [0, 1, 2]
+    assert [f.status for f in world.finished] == ["completed"]
+    assert result.escalation is not None and result.escalation.escalated == world.up
+
+
+async def test_nothing_to_send_up_asks_no_part(wf: Harness) -> None:
+    world = EscalationWorld(packs=2, up=0)
+    await _escalate(wf, world, uuid.uuid4().hex[:12])
+    assert sorted(world.asked) == [0, 1] and world.parts == []
+    assert len(world.finished) == 1
+
+
+async def test_a_refused_escalation_asks_nothing_and_finishes_nothing(wf: Harness) -> None:
+    world = EscalationWorld(packs=2, up=1, refuse=True)
+    async with Worker(
+        wf.env.client, task_queue=wf.task_queue, workflows=WORKFLOWS, activities=world.activities()
+    ):
+        handle = await wf.env.client.start_workflow(
+            "EscalateWorkflow",
+            EscalateInput(run_id="r1", model=SONNET),
+            id=escalate_workflow_id(f"r1-{uuid.uuid4().hex[:6]}"),
+            task_queue=wf.task_queue,
+            result_type=RunResult,
+        )
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+    cause = failed.value.cause
+    assert isinstance(cause, ActivityError) and isinstance(cause.cause, ApplicationError)
+    assert cause.cause.type == ESCALATION_REFUSED and "once it has finished" in str(cause.cause)
+    assert world.asked == [] and world.parts == [] and world.finished == []
+
+
+async def test_a_cancelled_escalation_starts_nothing_more_and_finishes_the_run(
+    wf: Harness,
+) -> None:
+    run_id = uuid.uuid4().hex[:12]
+    world = EscalationWorld(packs=20, up=5)
+    world.flaky.clear()
+    world.pack_seconds = 0.2
+    async with Worker(
+        wf.env.client, task_queue=wf.task_queue, workflows=WORKFLOWS, activities=world.activities()
+    ):
+        handle = await wf.env.client.start_workflow(
+            "EscalateWorkflow",
+            EscalateInput(run_id=run_id, model=SONNET, max_concurrent_packs=1),
+            id=escalate_workflow_id(run_id),
+            task_queue=wf.task_queue,
+            result_type=RunResult,
+        )
+        await asyncio.wait_for(world.first_asked.wait(), 30)
+        await handle.signal("cancel")
+        await handle.result()
+    assert [c.run_id for c in world.cancelling] == [run_id]
+    assert 1 <= len(world.asked) < 20 and world.parts == []
+    assert [f.status for f in world.finished] == ["completed"]
