@@ -27,7 +27,7 @@ from temporalio.common import (
     WorkflowIDConflictPolicy,
     WorkflowIDReusePolicy,
 )
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.db import NOTHING_TO_RETRY, RUN_NOT_FINISHED
@@ -80,7 +80,6 @@ from blockbatch.core.models import (
     EscalateInput,
     EscalationOptions,
     EscalationResult,
-    OutageOptions,
     QualityResult,
     RunOptions,
     RunProgress,
