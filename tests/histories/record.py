@@ -137,7 +137,7 @@ def _has(history: WorkflowHistory, event_type: int) -> bool:
 
 
 async def record_sync_splits(r: Recorder) -> None:
-    r.scenario(faults={"truncate": 0.5}, seed=1)
+    r.scenario(faults={"truncate": 0.5}, seed=3)
     run_id = await r.start(12, RunOptions(pack_size=4, max_concurrent_packs=2))
     async with r.worker():
         result = await r.bb.wait(run_id)
@@ -181,7 +181,7 @@ async def record_cancelled(r: Recorder) -> None:
 
 
 async def record_batch_rounds(r: Recorder) -> None:
-    r.scenario(faults={"truncate": 0.5}, seed=2)
+    r.scenario(faults={"truncate": 0.5}, seed=3)
     run_id = await r.start(
         12,
         RunOptions(mode="batch", pack_size=4, batch=BatchOptions(poll_initial_s=0.2, poll_max_s=1)),
