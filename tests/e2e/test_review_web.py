@@ -143,6 +143,8 @@ async def _walk_through(page: Page, base: str, s: Stack, run_id: str, doc: str, 
         "row-7",
     ]
     await page.click("#next-page")
+    # The click starts a navigation: wait for the next page's rows before reading them.
+    await expect(page.locator("#grid tr[data-uid]").first).to_have_id("row-8")
     assert await page.locator("#grid tr[data-uid]").evaluate_all("rows => rows.map(r => r.id)") == [
         "row-8",
         "row-9",
