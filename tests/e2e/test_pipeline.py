@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from blockbatch.core.models import RunInput, RunOptions, RunResult
+from blockbatch.core.models import QualityOptions, RunInput, RunOptions, RunResult
 from tests.conftest import Stack
 from tests.helpers import block_content, extract_schema, loose_schema, markdown_doc
 
@@ -149,8 +149,18 @@ async def test_no_batching_gives_same_values_one_call_per_block(bbstack: Stack) 
 async def _faulty_run(
     s: Stack, schema: dict[str, Any] | None = None
 ) -> tuple[str, RunResult, list[dict[str, Any]]]:
+    # The simulator draws faults from each request's bytes and how often it came: keep the
+    # bytes independent of timing. One pack at a time (the max_tokens a pack asks for
+    # follows the answers that came before it), and no quality probe (its sample is seeded by
+    # the random run id, and its one-block request is byte for byte a split pack's).
     run_id, result = await run_doc(
-        s, 60, schema or extract_schema(instruction_words=200), pack_size=20, max_block_attempts=6
+        s,
+        60,
+        schema or extract_schema(instruction_words=200),
+        pack_size=20,
+        max_block_attempts=6,
+        max_concurrent_packs=1,
+        quality=QualityOptions(probe_rate=0),
     )
     return run_id, result, await overlays(s, run_id)
 
