@@ -1,7 +1,7 @@
 """The Parquet export: one row per block, typed columns, for warehouse users.
 
 The columns are the CSV export's (blockbatch/api/review.py: ``CSV_HEAD``, the input's own
-columns, the schema's fields, each field's evidence, the block's provenance,
+columns, the schema's fields (``field_columns``), each field's evidence, the block's provenance,
 ``CSV_TAIL``), typed where a warehouse gains from it: a ``string``, ``integer``, ``number``
 or ``boolean`` field (alone, in an ``enum`` of its type, or with ``null``) is a column of
 that type; any other field (arrays, objects, unions) is its JSON text; evidence spans,
@@ -24,14 +24,13 @@ import asyncpg
 
 from blockbatch.api.errors import BadRequest
 from blockbatch.api.review import (
-    CSV_HEAD,
-    CSV_TAIL,
     PROVENANCE_COLUMNS,
     ExportSummary,
     evidence_columns,
     export_summary,
     exported_evidence,
     exported_overlay,
+    field_columns,
     input_columns,
     provenance_values,
 )
@@ -108,6 +107,7 @@ class _Columns:
     def __init__(
         self,
         fields: dict[str, Any],
+        named: list[str],
         inputs: list[tuple[str, str]],
         spans: list[tuple[str, str, str]],
     ) -> None:
@@ -127,7 +127,10 @@ class _Columns:
             ("reason_code", "string"),
             ("last_error", "string"),
             *((column, "string") for _, column in inputs),
-            *((name, "json" if kinds[name] == "json" else kinds[name]) for name in fields),
+            *(
+                (column, "json" if kinds[name] == "json" else kinds[name])
+                for name, column in zip(fields, named, strict=True)
+            ),
             *(
                 (column, "int64" if part in ("start", "end") else "string")
                 for _, part, column in spans
@@ -194,10 +197,9 @@ async def export_parquet(
             fields = await snapshot.field_schemas()
             names = list(fields)
             spans = evidence_columns(names) if await snapshot.asks_evidence() else []
-            places = [c for _, c in PROVENANCE_COLUMNS]
-            taken = {*CSV_HEAD, *names, *(c for _, _, c in spans), *places, *CSV_TAIL}
+            named, taken = field_columns(names, spans)
             inputs = input_columns(await snapshot.metadata_keys(), taken)
-            columns = _Columns(fields, inputs, spans)
+            columns = _Columns(fields, named, inputs, spans)
             schema = columns.schema(pa)
             lines = with_overlay = 0
             batch: list[list[Any]] = []

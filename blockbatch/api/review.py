@@ -406,6 +406,32 @@ CSV_TAIL = (
 )
 
 
+def field_columns(
+    fields: list[str], spans: list[tuple[str, str, str]]
+) -> tuple[list[str], set[str]]:
+    """Each schema field's CSV and Parquet column, and every column name they leave taken.
+
+    A field named like one of blockbatch's own columns (``samples/extract.json`` has a
+    ``block_type`` field) gets a ``field_`` prefix, so no two columns share a name: a
+    reader that looks columns up by name (pandas, pyarrow's ``read_table``) would refuse
+    the file or silently pick one of them.
+    """
+    taken = {
+        *CSV_HEAD,
+        *(c for _, _, c in spans),
+        *(c for _, c in PROVENANCE_COLUMNS),
+        *CSV_TAIL,
+    }
+    columns: list[str] = []
+    for field in fields:
+        column = field
+        while column in taken:
+            column = f"field_{column}"
+        taken.add(column)
+        columns.append(column)
+    return columns, taken
+
+
 #: Metadata keys blockbatch adds itself: after the input's own columns.
 _OWN_METADATA = ("source_line", "item_index")
 
@@ -438,7 +464,8 @@ async def export_csv(
     Columns: :data:`CSV_HEAD`, the input's own columns (a CSV's other columns, a JSONL
     record's other keys, as the JSONL export's ``immutable`` has them, so results join
     back to the input's rows; see :func:`input_columns`), the schema's fields (strings as
-    they are, other values as JSON, empty without an exported value), then
+    they are, other values as JSON, empty without an exported value; a field named like one
+    of these columns is ``field_<name>``, :func:`field_columns`), then
     each field's evidence when the schema asks for it (:func:`evidence_columns`: the quote,
     how it matched, its start and end in ``block_content``), the block's provenance
     (:data:`PROVENANCE_COLUMNS`: page, box and page size as JSON arrays of points, heading
@@ -450,14 +477,14 @@ async def export_csv(
         fields = await snapshot.fields()
         spans = evidence_columns(fields) if await snapshot.asks_evidence() else []
         places = [c for _, c in PROVENANCE_COLUMNS]
-        taken = {*CSV_HEAD, *fields, *(c for _, _, c in spans), *places, *CSV_TAIL}
+        named, taken = field_columns(fields, spans)
         inputs = input_columns(await snapshot.metadata_keys(), taken)
         writer = csv.writer(out)
         writer.writerow(
             [
                 *CSV_HEAD,
                 *(c for _, c in inputs),
-                *fields,
+                *named,
                 *(c for _, _, c in spans),
                 *places,
                 *CSV_TAIL,

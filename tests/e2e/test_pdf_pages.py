@@ -196,9 +196,11 @@ async def test_every_export_carries_each_blocks_provenance(bbstack: Stack, tmp_p
 
     path = tmp_path / "run.parquet"
     await bbstack.bb.export(run_id, path, staged=True, fmt="parquet")
-    # ParquetFile, not read_table: the test schema has a field named like the head column
-    # ``block_type``, which read_table's dataset layer refuses as ambiguous.
-    parquet = pq.ParquetFile(path).read()
+    # read_table looks columns up by name: the schema's own ``block_type`` field is
+    # ``field_block_type``, beside the block's ``block_type``.
+    parquet = pq.read_table(path)
+    names = parquet.schema.names
+    assert len(names) == len(set(names)) and "field_block_type" in names
     assert str(parquet.schema.field("provenance_page").type) == "int64"
     bbox_type = parquet.schema.field("provenance_bbox").type
     assert pa.types.is_list(bbox_type) and bbox_type.value_type == pa.float64()
