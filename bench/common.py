@@ -611,6 +611,11 @@ def fmt(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def pct(value: float | None) -> str:
+    """A share as a table cell: ``97.5%``, or ``-`` when there is none."""
+    return "-" if value is None else f"{value * 100:.1f}%"
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A Markdown table (readable in a terminal and pasteable into docs/benchmarks.md)."""
     cells = [[fmt(c) for c in row] for row in rows]

@@ -48,6 +48,7 @@ from bench.common import (
     Recorder,
     common_args,
     new_pool,
+    pct,
     run_main,
     run_once,
 )
@@ -90,10 +91,6 @@ async def true_agreement(pool: asyncpg.Pool, run_id: str, properties: dict[str, 
         truth = block_result(Block("truth", r["block_type"], r["block_content"]), properties)
         agreed += all(v.agree for v in compare_properties(properties, answer, truth))
     return Tally(agreed=agreed, total=len(rows))
-
-
-def pct(value: float | None) -> str:
-    return "-" if value is None else f"{value * 100:.1f}%"
 
 
 async def run_and_measure(

@@ -38,6 +38,7 @@ from bench.common import (
     Recorder,
     common_args,
     new_pool,
+    pct,
     run_main,
     run_once,
 )
@@ -80,10 +81,6 @@ def true_agreement(stats: dict[str, Any], size: int) -> Tally:
     """The simulator's truth for calls of ``size`` blocks: agreed = answered - altered."""
     seen = stats["quality"]["by_pack_size"].get(str(size), {"answered": 0, "altered": 0})
     return Tally(agreed=seen["answered"] - seen["altered"], total=seen["answered"])
-
-
-def pct(value: float | None) -> str:
-    return "-" if value is None else f"{value * 100:.1f}%"
 
 
 async def calibration_section(
