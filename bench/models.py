@@ -63,15 +63,20 @@ HAIKU, SONNET = "claude-haiku-5-5", "claude-sonnet-5-5"
 NO_PROBE = QualityOptions(probe_rate=0.0, probe_minimum=0)
 
 
-def scenario(seed: int) -> dict[str, Any]:
-    """The per-model quality model only (no skips, no whole-result bleeds, no errors)."""
+def scenario(seed: int, repeat: float | None = None) -> dict[str, Any]:
+    """The per-model quality model only (no skips, no whole-result bleeds, no errors);
+    ``repeat``: every model's ``wrong_repeat`` (the share of its mistakes that repeat in
+    every call) instead of the assumed rates' own."""
+    models = {m: q.model_dump() for m, q in ASSUMED_MODEL_QUALITY.items()}
+    if repeat is not None:
+        models = {m: {**q, "wrong_repeat": repeat} for m, q in models.items()}
     return {
         "seed": seed,
         "quality": {
             "enabled": True,
             "skip_per_extra_block": 0.0,
             "bleed_per_extra_block": 0.0,
-            "models": {m: q.model_dump() for m, q in ASSUMED_MODEL_QUALITY.items()},
+            "models": models,
         },
     }
 
@@ -259,12 +264,14 @@ async def escalation_section(
     properties: dict[str, Any],
 ) -> None:
     """Haiku 5.5 packed with escalation to Sonnet 5.5 against both models packed and Sonnet
-    alone, at each seed: true disagreement, cost split, calls, share escalated."""
+    alone, at each ``--repeat`` share and seed: true disagreement, cost split, calls, share
+    escalated."""
     size = args.pack_size
     per_seed: list[dict[str, Any]] = []
     rows: list[list[Any]] = []
-    for seed in range(1, args.seeds + 1):
-        bs.sim_reset(scenario(seed))
+    repeats = [float(r) for r in str(args.repeat).split(",")]
+    for repeat, seed in ((r, s) for r in repeats for s in range(1, args.seeds + 1)):
+        bs.sim_reset(scenario(seed, repeat))
         runs: dict[str, dict[str, Any]] = {}
         for label, options in (
             ("Sonnet 5.5 packed", RunOptions(model=SONNET, pack_size=size)),
@@ -293,6 +300,7 @@ async def escalation_section(
         per_seed.append(
             {
                 "seed": seed,
+                "wrong_repeat": repeat,
                 "runs": runs,
                 "cost_share_of_sonnet_packed": cost_share,
                 "meets_error_bar": meets_error,
@@ -309,6 +317,7 @@ async def escalation_section(
             is_esc = "escalated" in label
             rows.append(
                 [
+                    repeat,
                     seed,
                     label,
                     m["calls"],
@@ -331,7 +340,7 @@ async def escalation_section(
                 ]
             )
         print(
-            f"seed {seed}: escalated {pct(escalated['escalated_share'])}, true disagreement "
+            f"repeat {repeat}, seed {seed}: escalated {pct(escalated['escalated_share'])}, true disagreement "
             f"{pct(escalated['true_disagreement'])} (Sonnet packed "
             f"{pct(sonnet['true_disagreement'])}), cost {cost_share:.1%} of Sonnet packed",
             flush=True,
@@ -340,6 +349,25 @@ async def escalation_section(
         "blocks": args.blocks,
         "pack_size": size,
         "seeds": per_seed,
+        "by_repeat": {
+            str(r): {
+                key: {
+                    "met_error_bar": sum(
+                        (s if key == "packed" else s["second_pass_alone"])["meets_error_bar"]
+                        for s in per_seed
+                        if s["wrong_repeat"] == r
+                    ),
+                    "met_cost_bar": sum(
+                        (s if key == "packed" else s["second_pass_alone"])["meets_cost_bar"]
+                        for s in per_seed
+                        if s["wrong_repeat"] == r
+                    ),
+                    "of": sum(s["wrong_repeat"] == r for s in per_seed),
+                }
+                for key in ("packed", "second_pass_alone")
+            }
+            for r in repeats
+        },
         "met_error_bar": sum(s["meets_error_bar"] for s in per_seed),
         "met_cost_bar": sum(s["meets_cost_bar"] for s in per_seed),
     }
@@ -347,6 +375,7 @@ async def escalation_section(
         f"Escalation from Haiku 5.5 to Sonnet 5.5 against the simulator's truth "
         f"({args.blocks}-block document, packs of {size}, assumed rates)",
         [
+            "repeat",
             "seed",
             "run",
             "calls",
@@ -365,9 +394,11 @@ async def escalation_section(
                 "block alone on Sonnet 5.5 ('second pass alone': the second pass asks each "
                 "block alone on Haiku 5.5, `second_pack_size=1`). A block Haiku gets wrong "
                 "the same way in both "
-                "packings is kept (wrong): the floor of what escalation can catch. The rates "
-                "are assumptions (see the simulator's README), not measurements of the real "
-                "models."
+                "packings is kept (wrong): the floor of what escalation can catch. 'repeat' is "
+                "every model's `wrong_repeat`, the share of its mistakes that repeat in every "
+                "call (1: all of them, the assumed rates; the rest are drawn per call). The "
+                "rates and the share are assumptions (see the simulator's README), not "
+                "measurements of the real models."
             )
         ],
     )
@@ -541,6 +572,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--sizes", default="5,10,20,40", help="pack sizes (default 5,10,20,40)")
     parser.add_argument(
         "--target", type=float, default=0.95, help="target agreement (default 0.95)"
+    )
+    parser.add_argument(
+        "--repeat",
+        default="1,0.5,0",
+        help="escalation: every model's wrong_repeat, each at every seed (default 1,0.5,0)",
     )
     parser.add_argument("--skip-models", action="store_true", help="no models section")
     parser.add_argument(

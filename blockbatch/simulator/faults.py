@@ -11,6 +11,8 @@ id a request names a block with (``b3``) says nothing about which block it is. A
 with rates of its own (``Quality.models``) has dice of its own too (the decision names
 carry the model's id): two models are wrong about different blocks, so comparing one
 model's answers with another's measures both models' errors, as it would with real ones.
+Such a model's ``wrong_repeat`` may leave a share of its mistakes to the request's dice
+(drawn per call, as a model that samples may be wrong once and right the next time).
 """
 
 from __future__ import annotations
@@ -133,7 +135,9 @@ def answer_blocks(
             )
             answer.faults.append("bleed")
         result = block_result(source, properties)
-        wrong = _answer_wrongly(blocks, index, result, properties, quality, scenario.seed, model)
+        wrong = _answer_wrongly(
+            blocks, index, result, properties, quality, scenario.seed, model, dice
+        )
         if wrong:
             answer.faults.append(wrong)
         quotes = result.get(EVIDENCE_KEY)
@@ -180,15 +184,34 @@ def _answer_wrongly(
     quality: Quality,
     seed: int,
     model: str = "",
+    dice: Dice | None = None,
 ) -> str | None:
     """Make one field of ``result`` plausibly, validly wrong when the block's die says so
-    (``Quality.wrong_rate``); returns the fault (``wrong_bleed``, ``wrong_value``) or
-    ``None``. The field, and whether it bleeds, are the block's own dice too (the
-    model's own, when it has rates of its own)."""
+    (``Quality.wrong_split``), or, for a model whose mistakes do not all repeat
+    (``ModelQuality.wrong_repeat``), when the call's die does; returns the fault
+    (``wrong_bleed``, ``wrong_value``) or ``None``. The field, whether it bleeds and the
+    wrong value are the die's that said wrong: the block's own (the model's own, when it
+    has rates of its own), the same in every call, or the call's."""
     block = blocks[index]
-    p = quality.wrong_rate(len(blocks), index + 1, model)
+    own_p, call_p = quality.wrong_split(len(blocks), index + 1, model)
     own = f"@{model}" if model in quality.models else ""
-    if p <= 0 or block_roll(seed, f"wrong{own}", block) >= p:
+    key = (
+        f"{seed}\x1f{own}\x1f{block.type}\x1f{block.content}"
+        if own
+        else (f"{seed}\x1f{block.type}\x1f{block.content}")
+    )
+    if own_p > 0 and block_roll(seed, f"wrong{own}", block) < own_p:
+
+        def roll(decision: str) -> float:
+            return block_roll(seed, f"{decision}{own}", block)
+
+    elif call_p > 0 and dice is not None and dice.chance(call_p, f"wrong{own}", block.uid):
+
+        def roll(decision: str) -> float:
+            return dice.roll(f"{decision}{own}", block.uid)
+
+        key = f"{key}\x1f{dice.body_hash}\x1f{dice.occurrence}"
+    else:
         return None
     names = [
         n
@@ -197,16 +220,11 @@ def _answer_wrongly(
     ]
     if not names:
         return None
-    start = int(block_roll(seed, f"wrong_field{own}", block) * len(names))
-    bleed = block_roll(seed, f"wrong_bleed{own}", block) < quality.wrong_bleed_share
+    start = int(roll("wrong_field") * len(names))
+    bleed = roll("wrong_bleed") < quality.wrong_bleed_share
     # Alone, a bleed has no neighbour: the wrong value is a decoy.
     neighbour = blocks[index + 1] if index + 1 < len(blocks) else blocks[index - 1]
     bleed = bleed and len(blocks) > 1
-    key = (
-        f"{seed}\x1f{own}\x1f{block.type}\x1f{block.content}"
-        if own
-        else (f"{seed}\x1f{block.type}\x1f{block.content}")
-    )
     for offset in range(len(names)):
         name = names[(start + offset) % len(names)]
         schema, value = properties[name], result.get(name)

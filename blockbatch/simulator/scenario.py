@@ -93,8 +93,9 @@ class ModelQuality(_Strict):
     blocks the block at position ``k`` is wrong with probability ``p = min(wrong_max,
     wrong_alone + wrong_base + wrong_per_extra_block * max(0, n - free_blocks) +
     wrong_per_position * (k - 1))`` (``free_blocks``: ``Quality.free_blocks`` when
-    ``None``). The rate only grows with the pack, so with the block's own die a block a
-    model gets wrong alone it also gets wrong in every pack.
+    ``None``). A share ``wrong_repeat`` of ``p`` is the block's own die, and the rate only
+    grows with the pack, so a block a model gets wrong alone that way it also gets wrong in
+    every pack; the rest of ``p`` is drawn per call (:meth:`split`).
     """
 
     wrong_alone: Rate = Field(default=0.0, ge=0, le=1)
@@ -103,6 +104,13 @@ class ModelQuality(_Strict):
     wrong_per_position: Rate = Field(default=0.0, ge=0, le=1)
     wrong_max: Rate = Field(default=1.0, ge=0, le=1)
     free_blocks: int | None = Field(default=None, ge=0)
+    #: The share of the model's mistakes that are the block's own and repeat in every call
+    #: (1: a model deterministic in its mistakes; 0: each call draws afresh). The rest are
+    #: drawn per call, as a model that samples may be wrong in one call and right in the
+    #: next (contract §4: sampling parameters are removed and the models sample; Haiku 5.5
+    #: takes only ``temperature=1``). An assumption: how much of a real model's mistakes
+    #: repeat is not known here.
+    wrong_repeat: Rate = Field(default=1.0, ge=0, le=1)
 
     def wrong_rate(self, size: int, position: int, free_blocks: int) -> float:
         """The chance that the block at ``position`` (1-based) of a call of ``size``
@@ -117,6 +125,14 @@ class ModelQuality(_Strict):
             )
         return min(self.wrong_max, p)
 
+    def split(self, p: float) -> tuple[float, float]:
+        """``(own, per_call)``: the block's own die is wrong below ``own = p *
+        wrong_repeat``; above it, a call's own die is wrong below ``per_call``, so that a
+        block is wrong with probability ``p`` in all."""
+        own = p * self.wrong_repeat
+        per_call = 0.0 if own >= 1 else (p - own) / (1 - own)
+        return own, per_call
+
 
 #: Per-model rates for comparing models on the simulator (``Quality(enabled=True,
 #: models=ASSUMED_MODEL_QUALITY)``; ``bench/models.py``, ``calibrate --models``). Assumed,
@@ -124,6 +140,8 @@ class ModelQuality(_Strict):
 #: packs beyond ``free_blocks`` (about 2.5% at 20 blocks, 13% at 40); the strong model
 #: about 0.3% alone and about 1% at 40 blocks. Only their order and shape are meant to
 #: resemble real models (a small model loses more in long prompts); the figures are not.
+#: Every mistake repeats (``wrong_repeat`` 1), the pessimistic end for comparing a model
+#: with itself (``bench/models.py --repeat`` measures escalation at other shares).
 ASSUMED_MODEL_QUALITY: dict[str, ModelQuality] = {
     "claude-haiku-5-5": ModelQuality(
         wrong_alone=0.01,
@@ -194,6 +212,17 @@ class Quality(_Strict):
             + self.wrong_per_position * max(0, position - 1)
         )
         return min(self.wrong_max, p)
+
+    def wrong_split(
+        self, size: int, position: int, model: str | None = None
+    ) -> tuple[float, float]:
+        """``(own, per_call)`` of :meth:`wrong_rate`: below ``own`` the block's own die
+        says wrong (in every call); above it, the call's die says wrong below ``per_call``
+        (:meth:`ModelQuality.split`; without rates of the model's own, every mistake is
+        the block's own)."""
+        p = self.wrong_rate(size, position, model)
+        own = self.models.get(model) if model is not None and self.enabled else None
+        return own.split(p) if own is not None else (p, 0.0)
 
 
 class Limits(_Strict):

@@ -225,6 +225,46 @@ def test_each_model_is_wrong_about_blocks_of_its_own_every_time():
     assert one != two and len(one & two) < min(len(one), len(two)) * 0.6
 
 
+def test_mistakes_that_do_not_repeat_are_drawn_per_call_at_the_same_rate():
+    many = blocks(2000)
+
+    def wrong_set(rates: ModelQuality, body: str) -> set[int]:
+        quality = models_scenario(cheap=rates)
+        checked = [
+            answer_blocks([b], FIELDS, quality, dice(body), model="cheap").checked[0][1]
+            for b in many
+        ]
+        return {i for i, c in enumerate(checked) if c}
+
+    always = ModelQuality(wrong_alone=0.2)
+    half = ModelQuality(wrong_alone=0.2, wrong_repeat=0.5)
+    never = ModelQuality(wrong_alone=0.2, wrong_repeat=0.0)
+    assert always.split(0.2) == (0.2, 0.0)
+    own, per_call = half.split(0.2)
+    assert own == pytest.approx(0.1) and own + (1 - own) * per_call == pytest.approx(0.2)
+    # the same rate in all, whatever repeats
+    for rates in (always, half, never):
+        assert 340 < len(wrong_set(rates, "a")) < 460
+    # repeat=1: the block's die (the same calls); repeat=0: two calls share ~ p^2
+    assert wrong_set(always, "a") == wrong_set(always, "b")
+    a, b = wrong_set(never, "a"), wrong_set(never, "b")
+    assert len(a & b) < 0.35 * len(a)
+    # half: the repeating share is in both calls, and the block's own (rate 1's die)
+    a, b = wrong_set(half, "a"), wrong_set(half, "b")
+    assert 0.4 * len(a) < len(a & b) < 0.75 * len(a)
+    assert len(a & b) <= len(a & wrong_set(always, "a")) + 60
+    # a mistake drawn per call is still valid, one field, and disagrees
+    quality = models_scenario(cheap=ModelQuality(wrong_alone=1.0, wrong_repeat=0.0))
+    validator = Draft202012Validator(
+        {"type": "object", "properties": FIELDS, "required": list(FIELDS)}
+    )
+    for block in many[:20]:
+        wrong = answer_blocks([block], FIELDS, quality, dice(), model="cheap")
+        assert wrong.checked == [(1, True)] and validator.is_valid(wrong.results[0])
+        truth = block_result(block, FIELDS)
+        assert sum(wrong.results[0][k] != truth[k] for k in FIELDS) == 1
+
+
 def test_assumed_rates_make_the_cheap_model_worse_and_worse_in_big_packs():
     quality = Scenario(
         seed=7,
