@@ -33,7 +33,7 @@ import asyncio
 import json
 import secrets
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -55,9 +55,11 @@ from blockbatch.core.calibration import (
     SizeResult,
     cheapest_choice,
     check_request,
+    escalated_result,
     parse_models,
     parse_sizes,
     recommend,
+    second_positions,
     size_result,
 )
 from blockbatch.core.ingest import ParsedBlock, document_id_for, parse_document
@@ -117,6 +119,8 @@ class CalibrationPlan:
     chosen: list[int]
     #: The candidate models of a calibration across models (empty: ``model`` alone).
     models: tuple[str, ...] = ()
+    #: ``--escalation``: also measure each candidate but the reference escalated to it.
+    escalation: bool = False
 
     @property
     def candidates(self) -> list[str]:
@@ -135,9 +139,17 @@ class CalibrationPlan:
         return [(self.model, 1), *((m, s) for m in self.candidates for s in self.sizes)]
 
     @property
+    def second_runs(self) -> list[tuple[str, int]]:
+        """``--escalation``: each run of the sample in a second packing (every candidate
+        but the reference, at every size)."""
+        if not self.escalation:
+            return []
+        return [(m, s) for m in self.candidates if m != self.model for s in self.sizes]
+
+    @property
     def blocks_sent(self) -> int:
         """Blocks the calibration sends in all: the sample once per run."""
-        return self.sample * len(self.model_runs)
+        return self.sample * (len(self.model_runs) + len(self.second_runs))
 
 
 def prepare(
@@ -153,12 +165,15 @@ def prepare(
     text_field: str = "text",
     models: Sequence[str] | str | None = None,
     reference: str | None = None,
+    escalation: bool = False,
 ) -> CalibrationPlan:
     """Check everything a calibration is asked, and draw its sample; creates nothing.
 
     ``models``: calibrate across these candidate models against ``reference`` alone
     (default: ``model`` when given, else the candidate with the highest output price).
     ``sample``: default :data:`DEFAULT_SAMPLE`, :data:`DEFAULT_MODELS_SAMPLE` across models.
+    ``escalation``: also measure each candidate but the reference escalated to the
+    reference (:func:`blockbatch.core.calibration.escalated_result`).
 
     Raises:
         FileNotFoundError, BadRequest, IngestError, SchemaError, UnknownModelError,
@@ -183,6 +198,11 @@ def prepare(
         raise CalibrationError(
             "--reference needs --models: give the candidate models to compare with it"
         )
+    if escalation and not [m for m in candidates if m != model_id]:
+        raise CalibrationError(
+            "--escalation needs --models with a model other than the reference "
+            f"({model_id}): e.g. --models claude-haiku-5-5,{model_id}"
+        )
     checked_sizes = parse_sizes(sizes)
     check_request(checked_sizes, sample, len(blocks), target, spec.prompt_config.max_batch_size)
     document_id = document_id_for(fmt, data)
@@ -204,6 +224,7 @@ def prepare(
         seed=seed,
         chosen=chosen,
         models=candidates,
+        escalation=escalation,
     )
 
 
@@ -227,42 +248,60 @@ class _Ran:
     sample_doc: str
     schema_id: str
     runs: list[tuple[str, int, str, RunResult]]
+    #: ``--escalation``: the runs of the sample in a second packing (``plan.second_runs``).
+    second: list[tuple[str, int, str, RunResult]] = field(default_factory=list)
 
 
 async def _run_sample(
     bb: Runner, plan: CalibrationPlan, task_queue: str | None, say: Callable[[str], None]
 ) -> _Ran:
-    """Store the sample as a document and run it at every (model, size) of the plan, all
-    at once, to their end (cancelling them all when interrupted)."""
+    """Store the sample as a document (and, with ``--escalation``, once per size in the
+    second packing's order) and run it at every (model, size) of the plan, all at once, to
+    their end (cancelling them all when interrupted)."""
     sample_blocks_ = [plan.blocks[i] for i in plan.chosen]
-    sample_doc = await bb.ingest_blocks(
-        json.dumps(
-            {
-                "calibration_sample_of": plan.document_id,
-                "seed": plan.seed,
-                "blocks": [b.block_index for b in sample_blocks_],
-            }
-        ).encode(),
-        [
-            ParsedBlock(i, b.block_type, b.block_content, b.metadata, b.provenance)
-            for i, b in enumerate(sample_blocks_)
-        ],
-        name=f"{plan.name} (calibration sample of {plan.sample} blocks)",
-        fmt=plan.fmt,
-    )
+
+    async def store(order: list[int], second: int | None) -> str:
+        meta: dict[str, object] = {
+            "calibration_sample_of": plan.document_id,
+            "seed": plan.seed,
+            "blocks": [sample_blocks_[i].block_index for i in order],
+        }
+        name = f"{plan.name} (calibration sample of {plan.sample} blocks)"
+        if second is not None:
+            meta["second_packing_of_size"] = second
+            name = f"{plan.name} (calibration sample of {plan.sample} blocks, second packing)"
+        return await bb.ingest_blocks(
+            json.dumps(meta).encode(),
+            [
+                ParsedBlock(k, b.block_type, b.block_content, b.metadata, b.provenance)
+                for k, b in enumerate(sample_blocks_[i] for i in order)
+            ],
+            name=name,
+            fmt=plan.fmt,
+        )
+
+    sample_doc = await store(list(range(len(sample_blocks_))), None)
+    seconds = {
+        size: await store(second_positions(len(sample_blocks_), size), size)
+        for size in dict.fromkeys(s for _, s in plan.second_runs)
+    }
     schema_id = await bb.add_schema(plan.spec)
+    starts = [(m, s, sample_doc) for m, s in plan.model_runs]
+    starts += [(m, s, seconds[s]) for m, s in plan.second_runs]
     run_ids: list[str] = []
     try:
-        for model, size in plan.model_runs:
+        for model, size, doc in starts:
             run_ids.append(
                 await bb.start_run(
-                    sample_doc, schema_id, run_options(plan, size, model), task_queue=task_queue
+                    doc, schema_id, run_options(plan, size, model), task_queue=task_queue
                 )
             )
     except BaseException:
         await _cancel_all(bb, run_ids)
         raise
     shapes = ", ".join(f"{m} x {s}" if plan.models else str(s) for m, s in plan.model_runs)
+    if plan.second_runs:
+        shapes += "; in a second packing: " + ", ".join(f"{m} x {s}" for m, s in plan.second_runs)
     say(
         f"started {len(run_ids)} runs of the {plan.sample}-block sample (pack sizes "
         f"{shapes}): {', '.join(run_ids)}"
@@ -276,9 +315,10 @@ async def _run_sample(
         raise
     runs = [
         (model, size, run_id, result)
-        for (model, size), run_id, result in zip(plan.model_runs, run_ids, results, strict=True)
+        for (model, size, _), run_id, result in zip(starts, run_ids, results, strict=True)
     ]
-    return _Ran(sample_doc=sample_doc, schema_id=schema_id, runs=runs)
+    first = len(plan.model_runs)
+    return _Ran(sample_doc=sample_doc, schema_id=schema_id, runs=runs[:first], second=runs[first:])
 
 
 async def _size_results(
@@ -314,7 +354,50 @@ async def _size_results(
             unanswered=unanswered,
             largest_call=max((a.call_size for a in answers), default=0),
         )
-    await overlays.withhold_from_reuse(bb.pool, [run_id for _, _, run_id, _ in ran.runs[1:]])
+    await overlays.withhold_from_reuse(
+        bb.pool, [run_id for _, _, run_id, _ in [*ran.runs[1:], *ran.second]]
+    )
+    return out
+
+
+async def _escalation_results(
+    bb: Runner, plan: CalibrationPlan, ran: _Ran, by_run: dict[tuple[str, int], SizeResult]
+) -> dict[tuple[str, int], SizeResult]:
+    """``--escalation``: each second-packing run with its first-packing run, as escalated
+    to the reference (:func:`escalated_result`; no escalation call is made, the reference's
+    alone answers are in)."""
+    uids = [f"{plan.document_id}:{plan.blocks[i].block_index}" for i in plan.chosen]
+    alone = await calibrations.run_answers(bb.pool, ran.runs[0][2])
+    first_ids = {(m, s): run_id for m, s, run_id, _ in ran.runs}
+    out: dict[tuple[str, int], SizeResult] = {}
+    for model, size, run_id, result in ran.second:
+        first = await calibrations.run_answers(bb.pool, first_ids[(model, size)])
+        second_rows = await calibrations.run_answers(bb.pool, run_id)
+        # The second run's block k is the sample's block order[k].
+        second: list[dict[str, Any] | None] = [None] * len(uids)
+        for k, place in enumerate(second_positions(len(uids), size)):
+            second[place] = second_rows[k].answer
+        second_size = size_result(
+            size,
+            run_id,
+            result.status,
+            result.calls,
+            result.cost_usd,
+            [],
+            answered=sum(a is not None for a in second),
+            unanswered=0,
+            largest_call=max((a.call_size for a in second_rows), default=0),
+        )
+        out[(model, size)] = escalated_result(
+            plan.spec,
+            size,
+            by_run[(model, size)],
+            second_size,
+            uids,
+            [(f.answer, two, a.answer) for f, two, a in zip(first, second, alone, strict=True)],
+            [(f.call_size, f.position) for f in first],
+            to=plan.model,
+        )
     return out
 
 
@@ -401,6 +484,7 @@ async def run_model_calibration(
     result (one ``calibrations`` row per model) and return the whole."""
     ran = await _run_sample(bb, plan, task_queue, say or (lambda _text: None))
     by_run = await _size_results(bb, plan, ran)
+    escalated = await _escalation_results(bb, plan, ran, by_run)
     alone = by_run[(plan.model, 1)]
     # The whole document at every (model, size), the reference alone, and each model's
     # default sizing: quoted at once (each quote counts its own tokens).
@@ -426,6 +510,17 @@ async def run_model_calibration(
             ),
         ]
         recommended = recommend(sizes, plan.target)
+        # Escalated: two passes on the model, the share sent up alone on the reference.
+        up = [
+            escalated[(model, s)].model_copy(
+                update={
+                    "whole_cost_usd": 2 * whole[(model, s)]
+                    + alone_usd * escalated[(model, s)].sent_up / max(1, len(plan.chosen))
+                }
+            )
+            for s in plan.sizes
+            if (model, s) in escalated
+        ]
         per_model.append(
             Calibration(
                 calibration_id=f"{group}:{model}",
@@ -448,6 +543,8 @@ async def run_model_calibration(
                 created_at=now,
                 notes=notes,
                 reference_model=plan.model if model != plan.model else None,
+                escalation=up,
+                escalation_recommended=recommend(up, plan.target) if up else None,
             )
         )
     choice = cheapest_choice(per_model)
@@ -456,7 +553,7 @@ async def run_model_calibration(
             r
             for c in per_model
             if c.model == choice.model
-            for r in c.sizes
+            for r in (c.escalation if choice.escalate_to else c.sizes)
             if r.size == choice.size
         )
         if chosen.ci_low is not None and chosen.ci_low < plan.target:
@@ -478,7 +575,8 @@ async def run_model_calibration(
         calibrations=per_model,
         choice=choice,
         reference_alone_usd=alone_usd,
-        cost_usd=sum(r.cost_usd for r in by_run.values()),
+        cost_usd=sum(r.cost_usd for r in by_run.values())
+        + sum(r.cost_usd - by_run[k].cost_usd for k, r in escalated.items()),
         created_at=now,
         notes=notes,
     )

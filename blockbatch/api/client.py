@@ -320,6 +320,7 @@ class Blockbatch:
         models: Sequence[str] | str,
         *,
         reference: str | None = None,
+        escalation: bool = False,
         sample: int = DEFAULT_MODELS_SAMPLE,
         sizes: Sequence[int] | str = DEFAULT_SIZES,
         target: float = DEFAULT_TARGET,
@@ -334,6 +335,10 @@ class Blockbatch:
         document at each pair and picks the cheapest that meets ``target`` (see
         :mod:`blockbatch.api.calibrate`). Each model's result is stored, so a quote of
         the schema on that model names it.
+        ``escalation``: also measure each candidate but the reference escalated to the
+        reference (``--escalate-to``): the sample asked again in a second packing, the
+        disagreeing blocks given the reference's alone answers; the choice may then be an
+        escalated pair (:attr:`ModelChoice.escalate_to`).
 
         Raises:
             CalibrationError, BadRequest, SchemaError, IngestError, UnknownModelError,
@@ -350,6 +355,7 @@ class Blockbatch:
             text_field=text_field,
             models=models,
             reference=reference,
+            escalation=escalation,
         )
         return await run_model_calibration(self, plan, task_queue=task_queue)
 

@@ -29,6 +29,7 @@ async def cmd_calibrate(args: argparse.Namespace, s: Session) -> int:
         text_field=args.text_field,
         models=args.models,
         reference=args.reference,
+        escalation=args.escalation,
     )
     bb = await s.bb()
     await check_claude(s.settings)
@@ -113,11 +114,17 @@ def print_model_calibration(con: Console, m: ModelCalibration) -> None:
     con.line()
     rows = []
     for c in m.calibrations:
-        for r in c.sizes:
+        for r in [*c.sizes, *c.escalation]:
             if r.size == 1 and c is not m.calibrations[0]:
                 continue  # the reference's alone run: one row
-            chosen = m.choice is not None and (c.model, r.size) == (m.choice.model, m.choice.size)
+            chosen = m.choice is not None and (c.model, r.size, r.escalated_to) == (
+                m.choice.model,
+                m.choice.size,
+                m.choice.escalate_to,
+            )
             model = m.reference_model if r.size == 1 else c.model
+            if r.escalated_to:
+                model += f" -> {r.escalated_to} ({r.sent_up} up)"
             row = _row(r, recommended=chosen)
             whole = usd(r.whole_cost_usd) if r.whole_cost_usd is not None else "-"
             rows.append([model, *row[:6], whole, row[6]])
@@ -145,7 +152,23 @@ def print_model_calibration(con: Console, m: ModelCalibration) -> None:
         con.line(f"  whole document (sync): {usd(m.choice.whole_cost_usd)}{versus}")
     for c in m.calibrations:
         size = f"size {c.recommended}" if c.recommended is not None else "no size"
-        con.line(f"  {c.model}: {size} meets the target ({c.calibration_id})")
+        escalated = ""
+        if c.escalation:
+            best = c.escalation_recommended
+            escalated = f"; escalated to {m.reference_model}, " + (
+                f"size {best}" if best is not None else "no size"
+            )
+        con.line(f"  {c.model}: {size} meets the target{escalated} ({c.calibration_id})")
+    if any(c.escalation for c in m.calibrations):
+        con.line(
+            con.style(
+                "  escalated rows: the second packing's run is not shown; COST is both "
+                "passes, WHOLE DOC both passes and the share sent up alone on "
+                f"{m.reference_model} (the sample's escalated blocks took its alone "
+                "answers: no call was made for them)",
+                "dim",
+            )
+        )
     con.line(
         f"  this calibration cost {usd(m.cost_usd)}; `{PROG} estimate` of this schema "
         "on each model now mentions it"

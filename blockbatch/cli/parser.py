@@ -340,6 +340,14 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         "--model, else the model of --models with the highest output price)",
     )
     calibrate.add_argument(
+        "--escalation",
+        action="store_true",
+        help="with --models: also measure each model but --reference escalated to it "
+        "(`run --escalate-to`): the sample asked again in a second packing, blocks whose "
+        "answers disagree take the reference's alone answer; costs one more run of the "
+        "sample per model and size",
+    )
+    calibrate.add_argument(
         "--sample",
         type=_positive,
         metavar="N",

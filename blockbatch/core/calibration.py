@@ -17,6 +17,17 @@ priced by the quote of the whole document, among every candidate's sizes up to i
 recommended one (each of them met the target with every smaller size). When none does,
 the advice is the reference model alone.
 
+With ``--escalation``, each candidate cheaper than the reference is also measured as an
+escalated run would use it (``--escalate-to`` the reference, docs/ESCALATION.md): the
+sample is asked a second time on the candidate at each size, in the second packing
+(:func:`second_positions`, :func:`blockbatch.core.escalation.second_order`), and a block
+whose two answers disagree (or that one of them lacks) takes the reference's alone answer,
+which the calibration already has: no escalation call is made. :func:`escalated_result`
+gives the agreement the escalated answers would have with the reference, the share sent
+up, and the whole document's cost (two passes on the candidate, the share sent up alone
+on the reference). On the real API this measures what the simulator can only assume:
+whether the candidate's mistakes repeat across packings (escalation cannot see those).
+
 The recommendation is the largest size such that it **and every smaller size measured**
 reach the target agreement (the point estimate, the share of sampled blocks whose every
 field agrees). A larger pack that passes after a smaller one failed is sampling noise, not
@@ -32,7 +43,9 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from blockbatch.core.agreement import AgreementSummary, Sample, percent, summarize
+from blockbatch.core.agreement import AgreementSummary, Sample, compare_answers, percent, summarize
+from blockbatch.core.escalation import escalation_reason, second_order
+from blockbatch.core.schema import SchemaSpec
 
 #: ``--sizes`` and ``--sample`` when not given.
 DEFAULT_SIZES: tuple[int, ...] = (5, 10, 20, 40)
@@ -171,6 +184,13 @@ class SizeResult(BaseModel):
     #: What the whole document is expected to cost in a sync run on this calibration's
     #: model at this size (the quote's figure; ``None``: not quoted).
     whole_cost_usd: float | None = None
+    #: Escalated (``--escalation``): the model the disagreeing blocks go up to, the
+    #: second packing's run, and the sampled blocks sent up (``rate`` is then the
+    #: escalated answers' agreement with the reference; ``calls`` and ``cost_usd`` both
+    #: passes'; ``whole_cost_usd`` both passes and the share sent up alone on it).
+    escalated_to: str | None = None
+    second_run_id: str | None = None
+    sent_up: int = 0
 
     def meets(self, target: float) -> bool:
         """The measured agreement reaches ``target``."""
@@ -211,6 +231,56 @@ def size_result(
         lowest_rate=summary.by_field[lowest].rate if lowest is not None else None,
         largest_call=largest_call,
         by_field={name: t.rate for name, t in summary.by_field.items() if t.rate is not None},
+    )
+
+
+def second_positions(count: int, size: int) -> list[int]:
+    """The places (``0..count-1``) of a sample asked in packs of ``size``, in the order a
+    second pass asks them (:func:`~blockbatch.core.escalation.second_order` of the first
+    packing, taken as the sample cut in packs of ``size`` in order)."""
+    packs = [[str(i) for i in range(a, min(count, a + size))] for a in range(0, count, size)]
+    return [int(i) for i in second_order(packs)]
+
+
+def escalated_result(
+    spec: SchemaSpec,
+    size: int,
+    first: SizeResult,
+    second: SizeResult,
+    uids: Sequence[str],
+    answers: Sequence[tuple[dict | None, dict | None, dict | None]],
+    places: Sequence[tuple[int, int]],
+    *,
+    to: str,
+) -> SizeResult:
+    """A size escalated to ``to``: per sampled block its ``(first, second, reference)``
+    answers (``None``: none) and its first answer's ``(call size, position)``. A block
+    :func:`~blockbatch.core.escalation.escalation_reason` sends up takes the reference's
+    answer; the rest keep the first, compared with the reference's. ``whole_cost_usd`` is
+    left to the caller (it needs quotes)."""
+    samples, unanswered, sent_up, answered = [], 0, 0, 0
+    for uid, (one, two, ref), (call_size, position) in zip(uids, answers, places, strict=True):
+        up = escalation_reason(spec, "ai_complete" if one else "failed", one, two) is not None
+        sent_up += up
+        final = ref if up else one
+        answered += final is not None
+        if ref is None or final is None:
+            unanswered += 1
+            continue
+        samples.append(Sample(uid, call_size, position, compare_answers(spec, final, ref)))
+    result = size_result(
+        size,
+        first.run_id,
+        first.status if first.status == second.status else f"{first.status}/{second.status}",
+        first.calls + second.calls,
+        first.cost_usd + second.cost_usd,
+        samples,
+        answered=answered,
+        unanswered=unanswered,
+        largest_call=max(first.largest_call, second.largest_call),
+    )
+    return result.model_copy(
+        update={"escalated_to": to, "second_run_id": second.run_id, "sent_up": sent_up}
     )
 
 
@@ -255,6 +325,10 @@ class Calibration(BaseModel):
     #: The model whose alone answers the sizes were compared with (``None``: ``model``
     #: itself). The alone run (size 1) ran on it.
     reference_model: str | None = None
+    #: ``--escalation``: each size escalated to the reference (ascending), and the largest
+    #: that meets the target with every smaller one (:func:`recommend`'s rule).
+    escalation: list[SizeResult] = Field(default_factory=list)
+    escalation_recommended: int | None = None
 
     def advice(self) -> str:
         """The recommendation in words."""
@@ -278,20 +352,39 @@ class ModelChoice(BaseModel):
     rate: float | None
     #: The whole document in a sync run at this pair (the quote's figure).
     whole_cost_usd: float | None
+    #: Escalated to this model (``--escalate-to``); ``None``: the pair alone.
+    escalate_to: str | None = None
+
+    def flags(self) -> str:
+        """The run options that use this pair."""
+        flags = f"--model {self.model} --pack-size {self.size}"
+        return flags + (f" --escalate-to {self.escalate_to}" if self.escalate_to else "")
 
 
 def cheapest_choice(calibrations: Sequence[Calibration]) -> ModelChoice | None:
-    """The cheapest (model, size) whose size is at most its model's recommended size
-    (every such size met the target, with every smaller one); ties go to the larger size.
-    ``None``: no candidate meets the target at any size (see the module docstring)."""
+    """The cheapest (model, size), escalated or not, whose size is at most its model's
+    recommended size of that kind (every such size met the target, with every smaller
+    one); ties go to the pair without escalation, then the larger size. ``None``: no
+    candidate meets the target at any size (see the module docstring)."""
     choices = [
-        ModelChoice(model=c.model, size=r.size, rate=r.rate, whole_cost_usd=r.whole_cost_usd)
+        ModelChoice(
+            model=c.model,
+            size=r.size,
+            rate=r.rate,
+            whole_cost_usd=r.whole_cost_usd,
+            escalate_to=r.escalated_to,
+        )
         for c in calibrations
-        if c.recommended is not None
-        for r in c.sizes
-        if 1 < r.size <= c.recommended and r.whole_cost_usd is not None
+        for results, best in ((c.sizes, c.recommended), (c.escalation, c.escalation_recommended))
+        if best is not None
+        for r in results
+        if 1 < r.size <= best and r.whole_cost_usd is not None
     ]
-    return min(choices, key=lambda o: (o.whole_cost_usd or 0.0, -o.size), default=None)
+    return min(
+        choices,
+        key=lambda o: (o.whole_cost_usd or 0.0, o.escalate_to is not None, -o.size),
+        default=None,
+    )
 
 
 class ModelCalibration(BaseModel):
@@ -325,9 +418,11 @@ class ModelCalibration(BaseModel):
                 f"{self.reference_model} alone (--model {self.reference_model} --pack-size 1) "
                 "or lower the target"
             )
+        escalated = f" escalated to {self.choice.escalate_to}" if self.choice.escalate_to else ""
         return (
-            f"recommended: {self.choice.model} at pack size {self.choice.size} (the cheapest "
-            f"pair that meets {percent(self.target)} against {self.reference_model} alone)"
+            f"recommended: {self.choice.model} at pack size {self.choice.size}{escalated} "
+            f"(the cheapest pair that meets {percent(self.target)} against "
+            f"{self.reference_model} alone): {self.choice.flags()}"
         )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime
 
 import pytest
@@ -14,10 +15,13 @@ from blockbatch.core.calibration import (
     SizeResult,
     cheapest_choice,
     check_request,
+    escalated_result,
     parse_models,
     parse_sizes,
     recommend,
+    second_positions,
 )
+from blockbatch.core.schema import load_schema
 
 
 def test_sizes_are_parsed_sorted_and_distinct():
@@ -192,3 +196,69 @@ def test_the_advice_across_models():
     assert base.advice().startswith("recommended: sonnet at pack size 5 (the cheapest pair")
     none = base.model_copy(update={"choice": None})
     assert "use sonnet alone (--model sonnet --pack-size 1)" in none.advice()
+
+
+def test_the_second_packing_keeps_every_block_once_and_no_neighbours():
+    for count, size in ((30, 5), (40, 10), (100, 20), (7, 3)):
+        order = second_positions(count, size)
+        assert sorted(order) == list(range(count))
+        first = {frozenset((a, a + 1)) for a in range(count - 1) if a // size == (a + 1) // size}
+        again = {frozenset(p) for p in itertools.pairwise(order)}
+        if count >= 2 * max(3, -(-count // size)):
+            assert not first & again, (count, size)
+
+
+def test_an_escalated_size_takes_the_references_answer_where_the_two_packings_disagree():
+    spec = load_schema(
+        {
+            "name": "s",
+            "properties": {"kind": {"type": "string", "enum": ["a", "b", "c"]}},
+            "required": ["kind"],
+            "prompt_config": {"system_instructions": "Read it."},
+        }
+    )
+    a, b, c = {"kind": "a"}, {"kind": "b"}, {"kind": "c"}
+    answers = [
+        (a, a, a),  # agree, right: kept
+        (b, c, a),  # disagree: sent up, the reference's
+        (b, b, a),  # agree on a mistake: kept, wrong
+        (None, a, a),  # no first answer: sent up
+        (a, None, a),  # no second answer: sent up
+        (a, a, None),  # the reference has none: not compared
+    ]
+    first = SizeResult(size=5, run_id="r1", status="completed", calls=2, cost_usd=0.5)
+    second = SizeResult(size=5, run_id="r2", status="completed", calls=2, cost_usd=0.25)
+    r = escalated_result(
+        spec, 5, first, second, [f"u{i}" for i in range(6)], answers, [(5, 1)] * 6, to="big"
+    )
+    assert (r.escalated_to, r.second_run_id, r.run_id) == ("big", "r2", "r1")
+    assert (r.sent_up, r.compared, r.agreed, r.unanswered) == (3, 5, 4, 1)
+    assert (r.calls, r.cost_usd, r.answered) == (4, 0.75, 6)
+
+
+def test_the_choice_may_be_an_escalated_pair_when_it_is_the_cheapest_that_meets():
+    cheap = calibration("haiku", {5: 0.9, 10: 0.85}, {5: 2, 10: 1})
+    up = [
+        result(5, 0.99).model_copy(update={"whole_cost_usd": 6, "escalated_to": "sonnet"}),
+        result(10, 0.97).model_copy(update={"whole_cost_usd": 5, "escalated_to": "sonnet"}),
+    ]
+    cheap = cheap.model_copy(
+        update={"escalation": up, "escalation_recommended": recommend(up, 0.95)}
+    )
+    strong = calibration("sonnet", {5: 1.0, 10: 1.0}, {5: 60, 10: 40})
+    choice = cheapest_choice([cheap, strong])
+    assert choice is not None and (choice.model, choice.size, choice.escalate_to) == (
+        "haiku",
+        10,
+        "sonnet",
+    )
+    assert choice.flags() == "--model haiku --pack-size 10 --escalate-to sonnet"
+    # the same cost without escalation wins the tie
+    plain = calibration("haiku", {5: 0.96}, {5: 5})
+    tied = cheapest_choice(
+        [plain.model_copy(update={"escalation": up[1:], "escalation_recommended": 10})]
+    )
+    assert tied is not None and tied.escalate_to is None
+    # an escalated size that misses is not chosen
+    missed = cheap.model_copy(update={"escalation_recommended": None})
+    assert cheapest_choice([missed, strong]).model == "sonnet"  # type: ignore[union-attr]
