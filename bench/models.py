@@ -212,10 +212,12 @@ async def escalate_and_measure(
     properties: dict[str, Any],
     size: int,
     second_pack_size: int | None,
+    model: str = HAIKU,
 ) -> dict[str, Any]:
-    """A Haiku 5.5 run in packs of ``size``, escalated to Sonnet 5.5: cost split, calls,
-    share escalated, true disagreement after, and blocks paid twice on one model."""
-    options = RunOptions(model=HAIKU, pack_size=size, quality=NO_PROBE, reuse_answers=False)
+    """A run on ``model`` (Haiku 5.5) in packs of ``size``, escalated to Sonnet 5.5: cost
+    split, calls, share escalated, true disagreement after, and blocks paid twice on one
+    model."""
+    options = RunOptions(model=model, pack_size=size, quality=NO_PROBE, reuse_answers=False)
     first = await run_and_measure(bs, pool, document_id, schema_id, properties, options)
     await bs.bb.escalate(first["run_id"], SONNET, second_pack_size=second_pack_size)
     result = await bs.bb.wait_escalation(first["run_id"])
@@ -229,7 +231,7 @@ async def escalate_and_measure(
                group by 1, 2
                having count(*) > case when model = $2 then 2 else 1 end) t""",
         first["run_id"],
-        HAIKU,
+        model,
     )
     return {
         **first,
@@ -420,8 +422,10 @@ async def calibrate_section(
     samples = [int(s) for s in str(args.sample).split(",")]
     per_seed: list[dict[str, Any]] = []
     rows: list[list[Any]] = []
-    for sample, seed in ((n, s) for n in samples for s in range(1, args.seeds + 1)):
-        bs.sim_reset(scenario(seed))
+    repeats = [float(r) for r in str(args.calibrate_repeat).split(",")]
+    cases = [(r, n, s) for r in repeats for n in samples for s in range(1, args.seeds + 1)]
+    for repeat, sample, seed in cases:
+        bs.sim_reset(scenario(seed, repeat))
         cal = await bs.bb.calibrate_models(
             document,
             schema,
@@ -430,35 +434,59 @@ async def calibrate_section(
             sample=sample,
             sizes=sizes,
             target=args.target,
+            escalation=args.escalation,
         )
         choice = cal.choice
         model, size = (choice.model, choice.size) if choice else (SONNET, 1)
-        options = RunOptions(model=model, pack_size=size, reuse_answers=False, quality=NO_PROBE)
-        run = await run_and_measure(bs, pool, document_id, schema_id, properties, options)
+        escalate_to = choice.escalate_to if choice else None
+        if escalate_to is not None:
+            run = await escalate_and_measure(
+                bs, pool, document_id, schema_id, properties, size, None, model
+            )
+        else:
+            options = RunOptions(model=model, pack_size=size, reuse_answers=False, quality=NO_PROBE)
+            run = await run_and_measure(bs, pool, document_id, schema_id, properties, options)
         meets = (run["true_agreement"] or 0) >= args.target
-        measured = {
+        measured: dict[str, Any] = {
             c.model: {r.size: r.model_dump(mode="json") for r in c.sizes} for c in cal.calibrations
         }
+        if args.escalation:
+            measured["escalated"] = {
+                c.model: {r.size: r.model_dump(mode="json") for r in c.escalation}
+                for c in cal.calibrations
+                if c.escalation
+            }
         per_seed.append(
             {
                 "seed": seed,
                 "sample": sample,
+                "wrong_repeat": repeat,
                 "calibration": cal.model_dump(mode="json"),
-                "choice": [model, size],
+                "choice": [model, size, escalate_to],
                 "measured": measured,
                 "run": run,
                 "meets_target": meets,
             }
         )
         chosen = next(c for c in cal.calibrations if c.model == model) if choice else None
-        at = next((r for r in chosen.sizes if r.size == size), None) if chosen else None
+        at = (
+            next(
+                (r for r in (chosen.escalation if escalate_to else chosen.sizes) if r.size == size),
+                None,
+            )
+            if chosen
+            else None
+        )
         rows.append(
             [
+                repeat,
                 sample,
                 seed,
-                f"{model} x {size}",
+                f"{model} x {size}"
+                + (f" -> {escalate_to.removeprefix('claude-')}" if escalate_to else ""),
                 ", ".join(
                     f"{c.model.removeprefix('claude-')}: {c.recommended or '-'}"
+                    + (f" (escalated: {c.escalation_recommended or '-'})" if c.escalation else "")
                     for c in cal.calibrations
                 ),
                 f"{pct(at.rate)} ({pct(at.ci_low)}-{pct(at.ci_high)})" if at else "reference",
@@ -470,7 +498,8 @@ async def calibrate_section(
             ]
         )
         print(
-            f"sample {sample}, seed {seed}: {model} x {size}, true agreement {pct(run['true_agreement'])} "
+            f"repeat {repeat}, sample {sample}, seed {seed}: {model} x {size}"
+            f"{' escalated' if escalate_to else ''}, true agreement {pct(run['true_agreement'])} "
             f"(target {pct(args.target)}), calibration ${cal.cost_usd:.4f}",
             flush=True,
         )
@@ -482,6 +511,8 @@ async def calibrate_section(
         "samples": samples,
         "target": args.target,
         "blocks": args.blocks,
+        "escalation": args.escalation,
+        "wrong_repeat": repeats,
         "seeds": per_seed,
         "met_target": met,
         "met_target_by_sample": {
@@ -492,6 +523,7 @@ async def calibrate_section(
         f"calibrate --models against the simulator's truth ({args.blocks}-block document, "
         f"samples {args.sample}, sizes {args.sizes}, target {pct(args.target)})",
         [
+            "repeat",
             "sample",
             "seed",
             "recommended",
@@ -508,7 +540,15 @@ async def calibrate_section(
             (
                 f"The whole-document run at the recommended pair met the target against the truth "
                 f"in {met} of {len(per_seed)} cases (samples x seeds). 'Measured' is agreement with Sonnet 5.5's alone "
-                "answers on the sample (Sonnet's own rare mistakes count against the candidate)."
+                "answers on the sample (Sonnet's own rare mistakes count against the candidate)"
+                + (
+                    "; with --escalation, a pair '-> sonnet-5-5' is the candidate escalated to "
+                    "Sonnet 5.5 (the sample asked again in a second packing), and its whole-"
+                    "document run is escalated too"
+                    if args.escalation
+                    else ""
+                )
+                + ". 'repeat': every model's `wrong_repeat` (the simulator's README)."
             )
         ],
     )
@@ -577,6 +617,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--repeat",
         default="1,0.5,0",
         help="escalation: every model's wrong_repeat, each at every seed (default 1,0.5,0)",
+    )
+    parser.add_argument(
+        "--calibrate-repeat",
+        default="1",
+        help="calibrate: every model's wrong_repeat, each at every seed (default 1)",
+    )
+    parser.add_argument(
+        "--escalation",
+        action="store_true",
+        help="calibrate: measure Haiku escalated to Sonnet too (calibrate --escalation)",
     )
     parser.add_argument("--skip-models", action="store_true", help="no models section")
     parser.add_argument(
