@@ -30,11 +30,12 @@ from blockbatch.core.answer import CallShape, check_effort
 from blockbatch.core.calibration import CalibrationNote
 from blockbatch.core.context import RunContext
 from blockbatch.core.ingest import ParsedBlock, detect_format, document_id_for, parse_document
-from blockbatch.core.models import RunOptions
+from blockbatch.core.models import QualityOptions, RunOptions
 from blockbatch.core.planning import estimate_tokens
 from blockbatch.core.prompt import request_prefix
 from blockbatch.core.quote import (
     MIN_HISTORY_CALLS,
+    EscalationQuote,
     OutputHistory,
     PromptTokens,
     Quote,
@@ -51,7 +52,7 @@ from blockbatch.core.schema import SchemaSpec, load_schema, schema_id_for
 from blockbatch.core.views import PrefixToCount
 from blockbatch.core.warm_up import WARM_UP_BLOCK, stand_in_request
 from blockbatch.runtime.settings import Settings, load_settings
-from blockbatch.store import calibrations, model_facts, overlays, quality, quotes
+from blockbatch.store import calibrations, escalations, model_facts, overlays, quality, quotes
 from blockbatch.store.db import connect_reading, redact_url
 from blockbatch.store.repo import schema_definition_or_none
 
@@ -108,6 +109,7 @@ async def estimate(
     history: bool = True,
     client: anthropic.AsyncAnthropic | None = None,
     model: ModelInfo | None = None,
+    escalate_to: str | None = None,
 ) -> Quote:
     """Quote a run of ``schema`` over ``document`` with ``options``, creating nothing.
 
@@ -125,6 +127,8 @@ async def estimate(
         client: the anthropic client to count with (default: one from ``settings``).
         model: the run's model as the caller checked it (:func:`checked_model`); default:
             checked here.
+        escalate_to: quote escalating the run to this model too (``Quote.escalation``:
+            the second pass, each block alone on it, and the share a measurement expects).
 
     Raises:
         FileNotFoundError, BadRequest, IngestError, SchemaError, UnknownModelError: bad
@@ -140,6 +144,14 @@ async def estimate(
         model = await checked_model(options.model, settings, pool)
     check_effort(model, options.effort)
     options = options.model_copy(update={"model": model.id})
+    to: ModelInfo | None = None
+    if escalate_to is not None:
+        to = await checked_model(escalate_to, settings, pool)
+        if to.id == model.id:
+            raise BadRequest(
+                f"--escalate-to {to.id} is the run's own model: escalate to a stronger one"
+            )
+    share: tuple[float, str] | None = None
     async with _reading(settings, pool, wanted=history) as db:
         # The schema as a run of it reads it: the stored copy when it is stored already (the
         # first upload's field order), else the author's, which storing it keeps.
@@ -212,7 +224,62 @@ async def estimate(
             prefix_seen=prefix_seen,
             prior=prior,
         )
-        return q.model_copy(update={"calibration": calibrated})
+        q = q.model_copy(update={"calibration": calibrated})
+        if to is not None and history:
+            share = await _escalation_share(db, schema_id_for(spec), model.id, to.id, q)
+    if to is None:
+        return q
+    # Every block alone on the escalation model, as the escalation asks it (no probe, every
+    # call made), quoted the same way; the share sent up is a measurement's, if any.
+    alone = await estimate(
+        data,
+        spec,
+        options.model_copy(
+            update={
+                "model": to.id,
+                "pack_size": 1,
+                "reuse_answers": False,
+                "quality": QualityOptions(probe_rate=0.0, probe_minimum=0),
+            }
+        ),
+        name=name,
+        fmt=fmt,
+        blocks=parsed,
+        settings=settings,
+        pool=pool,
+        count=count,
+        history=history,
+        client=client,
+        model=to,
+    )
+    return q.model_copy(
+        update={
+            "escalation": EscalationQuote(
+                to=to.id,
+                second_pass_usd=q.sync.cost_usd - q.sync.probe_cost_usd,
+                alone_usd=alone.sync.cost_usd,
+                share=share[0] if share else None,
+                share_source=share[1] if share else None,
+            )
+        }
+    )
+
+
+async def _escalation_share(
+    db: _Reader, schema_id: str, model: str, to: str, q: Quote
+) -> tuple[float, str] | None:
+    """The share of blocks an escalation of ``schema_id`` from ``model`` to ``to`` is
+    expected to send up, and where that comes from: the newest ``calibrate --escalation``
+    (at the size nearest the quote's packs), else earlier escalations."""
+    measured = await db.read(
+        lambda conn: calibrations.escalation_share(conn, schema_id, model, to, q.blocks_per_pack[1])
+    )
+    if measured is not None:
+        return measured[0], f"calibration {measured[1]}"
+    seen = await db.read(lambda conn: escalations.share_sent_up(conn, schema_id, model, to))
+    if seen is not None:
+        return seen[0], f"{seen[1]} earlier escalation{'s' if seen[1] != 1 else ''}"
+    return None
 
 
 async def checked_model(

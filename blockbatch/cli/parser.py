@@ -303,6 +303,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         + f"\n\n{SEE_TOP}",
     )
     _run_inputs(estimate, "`run --help`")
+    add_field_option(estimate, ESCALATE_TO)
     estimate.add_argument(
         "--no-count",
         action="store_true",

@@ -31,6 +31,7 @@ async def show_quote(
         settings=s.settings,
         count=count,
         history=history,
+        escalate_to=getattr(args, "escalate_to", None),
     )
     if s.con.json:
         s.con.data(q.model_dump(mode="json"))
@@ -108,8 +109,34 @@ def print_quote(con: Console, q: Quote) -> None:
     )
     if q.calibration is not None:
         con.line(f"  {q.calibration.text()}")
+    if q.escalation is not None:
+        print_escalation(con, q)
     for note in q.notes:
         con.line(con.style(f"  note: {note}", "dim"))
+
+
+def print_escalation(con: Console, q: Quote) -> None:
+    """What ``--escalate-to`` adds (sync prices: an escalation calls synchronously)."""
+    e = q.escalation
+    assert e is not None
+    con.line(
+        f"  escalate to {e.to}: second pass on {q.model} at most {usd(e.second_pass_usd)}; "
+        f"each 1% of blocks sent up alone on {e.to} {usd(e.per_percent_usd)} "
+        f"(all of them {usd(e.alone_usd)})"
+    )
+    if e.share is not None and e.expected_usd is not None:
+        con.line(
+            f"  expected: {e.share:.1%} sent up ({e.share_source}): escalation "
+            f"{usd(e.expected_usd)}, the run with it {usd(q.sync.cost_usd + e.expected_usd)}"
+        )
+    else:
+        con.line(
+            con.style(
+                "  how many go up is not measured yet: `calibrate --models "
+                f"{q.model},{e.to} --escalation` measures it on a sample",
+                "dim",
+            )
+        )
 
 
 def _row(m: ModeQuote, *, chosen: bool) -> list[str]:

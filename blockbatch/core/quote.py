@@ -318,10 +318,42 @@ class Quote(BaseModel):
     evidence_cost_usd: float = 0.0
     #: The latest calibration of this schema and model (``starter.py calibrate``), if any.
     calibration: CalibrationNote | None = None
+    #: What ``--escalate-to`` adds (``None``: not asked).
+    escalation: EscalationQuote | None = None
 
     def chosen(self) -> ModeQuote:
         """The quote of the mode the options ask for."""
         return self.sync if self.mode == "sync" else self.batch
+
+
+class EscalationQuote(BaseModel):
+    """What escalating the run to ``to`` adds to its quote (docs/ESCALATION.md): a second
+    pass on the run's model, and each block sent up asked alone on ``to``. How many go up
+    is known only from a measurement: ``share`` is the latest ``calibrate --escalation`` of
+    the schema and model, else what earlier escalations of it sent up, else ``None`` (the
+    quote then gives the price of each percent)."""
+
+    to: str
+    #: The second pass: the run's sync calls again, without the probe (at most: its prefix
+    #: is read from the cache the first pass wrote).
+    second_pass_usd: float
+    #: Every block of the document alone on ``to`` (the escalation's price at 100%).
+    alone_usd: float
+    share: float | None = None
+    #: Where ``share`` comes from, in words (``calibration cal-…``, ``3 earlier escalations``).
+    share_source: str | None = None
+
+    @property
+    def per_percent_usd(self) -> float:
+        """What each percent of the blocks sent up costs."""
+        return self.alone_usd / 100
+
+    @property
+    def expected_usd(self) -> float | None:
+        """The second pass and the expected share sent up (``None``: no share known)."""
+        if self.share is None:
+            return None
+        return self.second_pass_usd + self.share * self.alone_usd
 
 
 @dataclass(frozen=True)

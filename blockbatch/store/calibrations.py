@@ -7,6 +7,7 @@ model for a quote.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,3 +98,30 @@ async def latest(
         document=row["document_name"],
         reference_model=row["reference_model"],
     )
+
+
+async def escalation_share(
+    conn: asyncpg.Connection | asyncpg.Pool, schema_id: str, model: str, to: str, size: int
+) -> tuple[float, str] | None:
+    """``(share sent up, calibration id)`` of the newest ``calibrate --escalation`` of
+    ``schema_id`` on ``model`` against ``to``, at its size nearest ``size``."""
+    row = await conn.fetchrow(
+        """select calibration_id, result -> 'escalation' as escalation
+           from calibrations
+           where schema_id = $1 and model = $2 and result ->> 'reference_model' = $3
+             and jsonb_array_length(coalesce(result -> 'escalation', '[]')) > 0
+           order by created_at desc limit 1""",
+        schema_id,
+        model,
+        to,
+    )
+    if row is None:
+        return None
+    entries = row["escalation"]
+    if isinstance(entries, str):
+        entries = json.loads(entries)
+    best = min(entries, key=lambda e: (abs(int(e["size"]) - size), -int(e["size"])))
+    asked = int(best.get("compared") or 0) + int(best.get("unanswered") or 0)
+    if not asked:
+        return None
+    return int(best.get("sent_up") or 0) / asked, row["calibration_id"]

@@ -377,3 +377,23 @@ async def rows_of(
         )
         for r in rows
     }
+
+
+async def share_sent_up(
+    conn: asyncpg.Connection | asyncpg.Pool, schema_id: str, model: str, to: str
+) -> tuple[float, int] | None:
+    """``(share of blocks sent up, runs)`` over the finished escalations to ``to`` of runs
+    of ``schema_id`` on ``model`` (``None``: none yet)."""
+    row = await conn.fetchrow(
+        """select count(*) filter (where e.reason is not null) as up, count(*) as taken,
+                  count(distinct e.run_id) as runs
+           from escalations e join runs r using (run_id)
+           where r.schema_id = $1 and r.model = $2 and e.model = $3
+             and e.status <> 'planned'""",
+        schema_id,
+        model,
+        to,
+    )
+    if row is None or not row["taken"]:
+        return None
+    return int(row["up"]) / int(row["taken"]), int(row["runs"])

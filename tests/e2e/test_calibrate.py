@@ -243,6 +243,37 @@ async def test_calibrate_with_escalation_measures_the_cheap_model_escalated_to_t
     )
     assert code == 2 and "--escalation needs --models with a model other than" in err, err
 
+    # a quote of the escalation before anything measured it: its price per percent
+    code, out, err = await cli(
+        bbstack,
+        capsys,
+        "estimate",
+        doc,
+        "--schema",
+        schema,
+        "--model",
+        HAIKU,
+        "--escalate-to",
+        SONNET,
+        "--json",
+    )
+    assert code == 0, err
+    before = json.loads(out)["escalation"]
+    assert before["to"] == SONNET and before["share"] is None and before["alone_usd"] > 0
+    code, out, err = await cli(
+        bbstack,
+        capsys,
+        "estimate",
+        doc,
+        "--schema",
+        schema,
+        "--model",
+        HAIKU,
+        "--escalate-to",
+        HAIKU,
+    )
+    assert code == 2 and "is the run's own model" in err, err
+
     bbstack.sim.scenario(seed=3, quality=ESCALATION_QUALITY)
     async with bbstack.worker():
         code, out, err = await cli(
@@ -294,6 +325,25 @@ async def test_calibrate_with_escalation_measures_the_cheap_model_escalated_to_t
     choice = m["choice"]
     assert (choice["model"], choice["escalate_to"]) == (HAIKU, SONNET), choice
     assert choice["whole_cost_usd"] < min(r["whole_cost_usd"] for r in sonnet["sizes"][1:])
+    # the quote now expects the share the calibration sent up at the size nearest its packs
+    code, out, err = await cli(
+        bbstack,
+        capsys,
+        "estimate",
+        doc,
+        "--schema",
+        schema,
+        "--model",
+        HAIKU,
+        "--pack-size",
+        "10",
+        "--escalate-to",
+        SONNET,
+    )
+    assert code == 0, err
+    share = escalated[10]["sent_up"] / 30
+    assert f"expected: {share:.1%} sent up (calibration {m['calibration_id']}:{HAIKU})" in out, out
+    assert f"each 1% of blocks sent up alone on {SONNET}" in out, out
     print_model_calibration(Console(), ModelCalibration.model_validate(m))
     table = capsys.readouterr().out
     for text in (
