@@ -392,8 +392,8 @@ async def test_a_probe_on_the_escalation_model_is_not_paid_twice_and_measures_it
             probe_rate=1.0, probe_minimum=0, probe_max_share=1.0, probe_model=SONNET
         ),
     )
-    # A fixed run id: the probe's sample is seeded with it, so which sampled blocks go up
-    # is the same every time (4 of 57 here).
+    # A fixed run id: the probe's sample is seeded with it, so it is the same every time;
+    # 4 of the 57-59 blocks sent up are in it here.
     run_id = await bbstack.bb.start_run(doc, schema_id, options, run_id="probed-escalation")
     async with bbstack.worker():
         first = await bbstack.bb.wait(run_id)
