@@ -7,7 +7,9 @@ second pack ``second-<n>``, a block's escalation ``escalate-<block_index>``, att
 ledger is reused, never asked again, so a retried activity (a lost worker) pays nothing
 twice; only a call that failed (no answer, nothing billed) is tried at its next attempt.
 So a block is answered by the run's model in one first-pass call and one second-pass
-call, and by the escalation model in at most one call.
+call, and by the escalation model in at most one call: a block the run's quality probe
+asked alone on the escalation model already (``--probe-model`` the escalation model) takes
+the probe's answer and call instead of a new one (``escalations.probe_answers``).
 
 The second pass is the run's own request (``build_request`` with the run's context):
 system prompt and tool are byte for byte the first pass's, so its calls read the prefix
@@ -236,9 +238,18 @@ class EscalationActivities:
             blocks = await escalations.part_to_escalate(conn, inp.run_id, inp.part)
             model = await escalations.model_of(conn, inp.run_id) if blocks else None
             up_ctx = await context_on(conn, ctx, model) if model is not None else ctx
+            probed = (
+                await escalations.probe_answers(
+                    conn, inp.run_id, [b.block_uid for b in blocks], up_ctx.model.id
+                )
+                if blocks
+                else {}
+            )
         gate = asyncio.Semaphore(_UP_AT_ONCE)
 
         async def one(block: escalations.UpBlock) -> _Asked:
+            if block.block_uid in probed:  # asked alone on this model already: no new call
+                return await self._take_probe_answer(up_ctx, block, probed[block.block_uid])
             async with gate:
                 return await self._escalate_block(up_ctx, block)
 
@@ -271,6 +282,33 @@ class EscalationActivities:
                 asked.error = f"the escalation's answer is unusable: {parsed.summary()}"
             elif ctx.spec.prompt_config.evidence:
                 evidence = ground(parsed.evidence.get(uid, {}), single, block.block_content)
+        await self._record(ctx, block, asked, single, evidence, path)
+        return asked
+
+    async def _take_probe_answer(
+        self, ctx: RunContext, block: escalations.UpBlock, probed: escalations.ProbeAnswer
+    ) -> _Asked:
+        """The block's escalation answered by the run's quality probe, which asked it alone
+        on the escalation model already (``escalations.probe_answers``): its answer is
+        written as an escalation's, pointing at the probe's call; nothing is paid."""
+        asked = _Asked(call_id=probed.call_id)
+        evidence = probed.evidence if ctx.spec.prompt_config.evidence else None
+        await self._record(ctx, block, asked, probed.answer, evidence, probed.pack_path)
+        return asked
+
+    async def _record(
+        self,
+        ctx: RunContext,
+        block: escalations.UpBlock,
+        asked: _Asked,
+        single: dict[str, Any] | None,
+        evidence: dict[str, Any] | None,
+        path: str,
+    ) -> None:
+        """The block's escalation row (and, for a usable answer, its overlay) in one
+        transaction; each write conditional on the state it leaves, so a retry moves
+        nothing twice."""
+        uid = block.block_uid
         async with self.pool.acquire() as conn, conn.transaction():
             if single is None:
                 await escalations.record_escalation(
@@ -282,7 +320,7 @@ class EscalationActivities:
                     answer=None,
                     error=asked.error,
                 )
-                return asked
+                return
             assert asked.call_id is not None
             moved = await overlays.escalate_answer(
                 conn,
@@ -303,7 +341,6 @@ class EscalationActivities:
                 answer=single,
                 error=None if moved else "the overlay changed meanwhile: left as it is",
             )
-        return asked
 
     async def _ask(
         self,

@@ -9,6 +9,7 @@ its overlay) when :func:`escalation_reason` says so. The pure rules live here:
 |---|---|
 | :func:`second_order` | the order the second pass plans its packs in: the first pass's blocks dealt round-robin over as many hands as it had packs (at least 3), then reversed, so no two blocks that were neighbours in a first-pass pack are neighbours again, and few blocks keep their place (with even packs, those that shared a place in the first pass are spread over every place of a second pack) |
 | :func:`escalation_reason` | ``failed`` (the first pass failed the block), ``refused`` (it was refused), ``no_second_answer``, ``disagrees`` (a field differs), or ``None``: the two answers agree and the first stays |
+| :func:`vs_probe` | the escalation checked on the quality probe's sample: each sampled block's answer before (the probe's verdict on the packed answer) and after the escalation against its answer alone, with the probe's own comparison (``compare_answers``) |
 
 The second pass is planned with the run's own :meth:`RunContext.plan` over
 :func:`second_order`, so its packs obey the same token limits; its calls carry the run's
@@ -18,10 +19,13 @@ model, same bytes up to the last breakpoint).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from blockbatch.core.agreement import compare_answers
+from blockbatch.core.agreement import Tally, compare_answers
+from blockbatch.core.models import EscalationVsProbe
+from blockbatch.core.quality import rate
 from blockbatch.core.schema import SchemaSpec
 
 EscalationReason = Literal["failed", "refused", "no_second_answer", "disagrees"]
@@ -67,3 +71,39 @@ def escalation_reason(
     if not all(f.agree for f in compare_answers(spec, first, second)):
         return "disagrees"
     return None
+
+
+@dataclass(frozen=True)
+class ProbedBlock:
+    """A block the quality probe compared, as the escalation left it."""
+
+    #: Its answer alone on the probe's model (``quality_samples.single``).
+    single: Mapping[str, Any]
+    #: The probe's verdict: did its packed answer agree with ``single``?
+    agreed: bool
+    #: Its model answer now, after the escalation (``None``: none).
+    answer: Mapping[str, Any] | None
+
+
+def vs_probe(
+    spec: SchemaSpec, blocks: Iterable[ProbedBlock], *, probe_model: str, run_model: bool
+) -> EscalationVsProbe | None:
+    """How many of the probe's compared ``blocks`` agree with their answer alone, before
+    the escalation (the probe's own verdict) and after it (their answer now, compared as
+    the probe compares: :func:`~blockbatch.core.agreement.compare_answers`, every field
+    agreeing); ``None`` without blocks. ``run_model``: the probe asked the run's own model.
+    """
+    before, after = Tally(), Tally()
+    for b in blocks:
+        before.add(b.agreed)
+        after.add(
+            b.answer is not None and all(f.agree for f in compare_answers(spec, b.answer, b.single))
+        )
+    if not before.total:
+        return None
+    return EscalationVsProbe(
+        probe_model=probe_model,
+        run_model=run_model,
+        before=rate(before.agreed, before.total),
+        after=rate(after.agreed, after.total),
+    )

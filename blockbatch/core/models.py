@@ -955,17 +955,39 @@ class EscalationResult(BaseModel):
     escalated: int = 0
     escalation_failed: int = 0
     skipped: int = 0
+    #: Of ``escalated``: answered by the quality probe's own call alone on the escalation
+    #: model (the run's ``probe_model``), reused with no new call (paid once per model).
+    reused_from_probe: int = 0
     second_pass_calls: int = 0
     second_pass_cost_usd: float = 0.0
     escalation_calls: int = 0
     escalation_cost_usd: float = 0.0
+    #: The final answers against the probe's answers alone on the probe's sample (``None``:
+    #: the run compared no sample).
+    vs_probe: EscalationVsProbe | None = None
 
     @property
     def sent_up(self) -> int:
         return sum(self.escalated_by_reason.values())
 
 
-# RunResult names EscalationResult before it is defined.
+class EscalationVsProbe(BaseModel):
+    """An escalation checked on the run's own documents: on each block the quality probe
+    compared, its answer against the probe's answer alone (``quality_samples.single``),
+    with ``blockbatch/core/agreement.py``'s rules, before the escalation (the probe's own
+    figure: the packed answer) and after it (the block's answer now)."""
+
+    #: The model the probe asked the blocks alone on.
+    probe_model: str
+    #: The probe asked the run's own (cheap) model: the figure is agreement with it alone,
+    #: which cannot see the mistakes it makes alone too.
+    run_model: bool = False
+    before: AgreementRate = Field(default_factory=AgreementRate)
+    after: AgreementRate = Field(default_factory=AgreementRate)
+
+
+# RunResult names EscalationResult, and it EscalationVsProbe, before they are defined.
+EscalationResult.model_rebuild()
 RunResult.model_rebuild()
 
 

@@ -10,7 +10,10 @@ a retried activity never moves a row twice::
     planned      -> kept          record_second: the two answers agree
     planned      -> to_escalate   record_second: they disagree, or no second answer
     to_escalate  -> escalated     record_escalation, in the transaction of
-                                  ``overlays.escalate_answer`` (the overlay takes the answer)
+                                  ``overlays.escalate_answer`` (the overlay takes the answer;
+                                  its call is the escalation's, or the quality probe's when
+                                  the probe asked the block alone on the escalation model
+                                  already: :func:`probe_answers`, no new call)
     to_escalate  -> skipped       record_escalation: the overlay no longer holds the first
                                   answer (a person reviewed it meanwhile): left as it is
     to_escalate  -> failed        record_escalation: the escalation call failed or its
@@ -29,12 +32,16 @@ from typing import Any
 
 import asyncpg
 
+from blockbatch.core.escalation import ProbedBlock, vs_probe
 from blockbatch.core.models import (
     ACTIVE_STATUSES,
     ESCALATION_PART,
     EscalationResult,
+    EscalationVsProbe,
     PlanEscalationOutput,
 )
+from blockbatch.core.quality import QUALITY_PROBE
+from blockbatch.core.schema import load_schema
 
 #: Ledger purposes of an escalation's calls.
 SECOND_PASS, ESCALATION = "second_pass", "escalation"
@@ -272,6 +279,39 @@ async def part_to_escalate(conn: asyncpg.Connection, run_id: str, part: int) -> 
     ]
 
 
+@dataclass(frozen=True)
+class ProbeAnswer:
+    """A block's answer alone from the run's quality probe, on the escalation model."""
+
+    call_id: int
+    pack_path: str
+    answer: dict[str, Any]
+    #: Its grounded quotes (a schema asking for evidence), as the probe kept them.
+    evidence: dict[str, Any] | None
+
+
+async def probe_answers(
+    conn: asyncpg.Connection, run_id: str, uids: Sequence[str], model: str
+) -> dict[str, ProbeAnswer]:
+    """The blocks of ``uids`` the run's quality probe compared with an answer alone on
+    ``model`` (its ledger call on that model, answered): an escalation to ``model`` takes
+    that answer instead of paying for the same question again."""
+    rows = await conn.fetch(
+        """select q.block_uid, q.llm_call_id, c.pack_path, q.single, q.evidence
+           from quality_samples q join llm_calls c on c.call_id = q.llm_call_id
+           where q.run_id = $1 and q.block_uid = any($2::text[]) and q.status = 'compared'
+             and q.single is not null and c.run_id = q.run_id and c.model = $3
+             and c.status = 'succeeded'""",
+        run_id,
+        list(uids),
+        model,
+    )
+    return {
+        r["block_uid"]: ProbeAnswer(r["llm_call_id"], r["pack_path"], r["single"], r["evidence"])
+        for r in rows
+    }
+
+
 async def record_escalation(
     conn: asyncpg.Connection,
     run_id: str,
@@ -320,13 +360,17 @@ async def result(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> Escala
     if out.left:
         run_status = await conn.fetchval("select status from runs where run_id = $1", run_id)
         out.status = "running" if run_status in (*ACTIVE_STATUSES, "cancelling") else "cancelled"
-    out.compared = int(
-        await conn.fetchval(
-            """select count(*) from escalations where run_id = $1
-                 and second_pack is not null and status <> 'planned'""",
-            run_id,
-        )
+    counts = await conn.fetchrow(
+        """select count(*) filter (where second_pack is not null and status <> 'planned')
+                      as compared,
+                  count(*) filter (where status = 'escalated' and exists (
+                      select 1 from llm_calls c where c.call_id = e.escalation_call_id
+                        and c.purpose = $2)) as reused
+           from escalations e where run_id = $1""",
+        run_id,
+        QUALITY_PROBE,
     )
+    out.compared, out.reused_from_probe = int(counts["compared"]), int(counts["reused"])
     out.escalated_by_reason = dict(sorted(out.escalated_by_reason.items(), key=lambda kv: -kv[1]))
     spent = await conn.fetch(
         """select purpose, count(*) filter (where status <> 'started') as calls,
@@ -340,7 +384,39 @@ async def result(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> Escala
             out.second_pass_calls, out.second_pass_cost_usd = s["calls"], s["cost"]
         else:
             out.escalation_calls, out.escalation_cost_usd = s["calls"], s["cost"]
+    out.vs_probe = await _vs_probe(conn, run_id)
     return out
+
+
+async def _vs_probe(
+    conn: asyncpg.Connection | asyncpg.Pool, run_id: str
+) -> EscalationVsProbe | None:
+    """The run's answers now against the probe's answers alone, on its compared samples
+    (``core.escalation.vs_probe``; ``None``: no sample compared)."""
+    run = await conn.fetchrow(
+        """select s.definition, s.name, r.settings->>'model' as model,
+                  coalesce(r.settings->'quality'->>'probe_model', r.settings->>'model')
+                      as probe_model
+           from runs r join schemas s using (schema_id) where r.run_id = $1""",
+        run_id,
+    )
+    rows = await conn.fetch(
+        """select q.single, q.agrees,
+                  case when o.status in ('ai_complete', 'confirmed', 'rejected')
+                       then coalesce(o.model_answer, o.staging) end as answer
+           from quality_samples q
+           join overlays o on o.run_id = q.run_id and o.block_uid = q.block_uid
+           where q.run_id = $1 and q.status = 'compared' and q.single is not null""",
+        run_id,
+    )
+    if run is None or not rows:
+        return None
+    return vs_probe(
+        load_schema(dict(run["definition"]), name=run["name"]),
+        [ProbedBlock(r["single"], bool(r["agrees"]), r["answer"]) for r in rows],
+        probe_model=run["probe_model"],
+        run_model=run["probe_model"] == run["model"],
+    )
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,11 @@ from blockbatch.core.models import (
     RunOptions,
     SecondPassInput,
 )
+from blockbatch.report import summary_lines
 from blockbatch.runtime.temporal import anthropic_client
 from blockbatch.simulator.content import block_result
 from blockbatch.simulator.prompt import Block
+from blockbatch.simulator.scenario import ASSUMED_MODEL_QUALITY
 from blockbatch.web.app import create_app
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
@@ -361,3 +363,89 @@ async def test_cancel_stops_an_escalation_and_the_first_answers_stay(bbstack: St
     assert {r["block_uid"]: r["staging"] for r in after} == {
         r["block_uid"]: r["staging"] for r in staged
     }
+
+
+async def test_a_probe_on_the_escalation_model_is_not_paid_twice_and_measures_it(
+    bbstack: Stack,
+) -> None:
+    # The simulator's assumed per-model rates (bench/models.py): Haiku wrong far more often
+    # in packs of 40 than alone, Sonnet seldom. The probe asks its sample alone on Sonnet,
+    # the escalation model: a sampled block sent up takes the probe's answer. Every block
+    # is wanted in the sample; the probe's cost cap (at most the run's own cost) keeps as
+    # many as that pays for.
+    bbstack.sim.scenario(
+        seed=1,
+        quality={
+            "enabled": True,
+            "skip_per_extra_block": 0.0,
+            "bleed_per_extra_block": 0.0,
+            "models": {m: q.model_dump() for m, q in ASSUMED_MODEL_QUALITY.items()},
+        },
+    )
+    doc = await bbstack.bb.ingest_bytes(markdown_doc(1000), name="doc.md", fmt="markdown")
+    schema_id = await bbstack.bb.add_schema(extract_schema(200))
+    options = RunOptions(
+        model=HAIKU,
+        pack_size=40,
+        reuse_answers=False,
+        quality=QualityOptions(
+            probe_rate=1.0, probe_minimum=0, probe_max_share=1.0, probe_model=SONNET
+        ),
+    )
+    # A fixed run id: the probe's sample is seeded with it, so it is the same every time;
+    # 4 of the 57-59 blocks sent up are in it here.
+    run_id = await bbstack.bb.start_run(doc, schema_id, options, run_id="probed-escalation")
+    async with bbstack.worker():
+        first = await bbstack.bb.wait(run_id)
+        assert first.status == "completed"
+        await bbstack.bb.escalate(run_id, SONNET)
+        result = await bbstack.bb.wait_escalation(run_id)
+    esc, probe = result.escalation, first.quality
+    assert esc is not None and esc.status == "done" and probe is not None
+    # The sample is capped by cost (Sonnet alone against Haiku in packs): about 1 in 20.
+    assert 20 <= probe.sampled < 1000 // 10
+
+    # Paid once per model: no block has two answered calls on Sonnet, the probe's and the
+    # escalation's together.
+    twice = await bbstack.pool.fetch(
+        """select uid, model, count(*) as n from llm_calls c, unnest(c.block_uids) as uid
+           where c.run_id = $1 and c.status = 'succeeded' and c.model = $2
+           group by 1, 2 having count(*) > 1""",
+        run_id,
+        SONNET,
+    )
+    assert twice == []
+    # Each sampled block that went up took the probe's answer and call; the others were
+    # asked, one call each.
+    up = await bbstack.pool.fetch(
+        """select e.block_uid, e.status, e.escalation_call_id, e.escalation_answer,
+                  q.llm_call_id as probe_call_id, q.single, o.call_id, o.staging
+           from escalations e join overlays o using (run_id, block_uid)
+           left join quality_samples q
+             on q.run_id = e.run_id and q.block_uid = e.block_uid and q.status = 'compared'
+           where e.run_id = $1 and e.reason is not null""",
+        run_id,
+    )
+    reused = [r for r in up if r["probe_call_id"] is not None]
+    assert all(r["status"] == "escalated" for r in up)
+    assert len(reused) == esc.reused_from_probe > 0
+    for r in reused:
+        assert r["escalation_call_id"] == r["call_id"] == r["probe_call_id"]
+        assert _json(r["staging"]) == _json(r["escalation_answer"]) == _json(r["single"])
+    assert esc.escalated == len(up) and esc.escalation_calls == len(up) - len(reused)
+
+    # The escalation checked on the probe's sample: before, the probe's own figure; after,
+    # at least as good (the blocks sent up now hold Sonnet's answer alone).
+    v = esc.vs_probe
+    assert v is not None and v.probe_model == SONNET and not v.run_model
+    assert v.before.samples == v.after.samples == probe.sampled
+    assert v.before.agreeing == probe.agreement.agreeing
+    assert v.after.rate is not None and v.before.rate is not None
+    assert v.after.rate >= v.before.rate
+    lines = summary_lines(result, baseline=None, links={"run": "r", "packs": "p"})
+    assert any(
+        line.startswith(
+            f"  vs probe     on {probe.sampled} sampled blocks, answers agree with {SONNET} alone: "
+        )
+        for line in lines
+    )

@@ -8,7 +8,7 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from blockbatch.core.escalation import escalation_reason, second_order
+from blockbatch.core.escalation import ProbedBlock, escalation_reason, second_order, vs_probe
 from blockbatch.core.schema import load_schema
 
 
@@ -66,3 +66,23 @@ def test_which_blocks_are_escalated_and_why() -> None:
     assert escalation_reason(SPEC, "ai_complete", answer, None) == "no_second_answer"
     assert escalation_reason(SPEC, "failed", None, None) == "failed"
     assert escalation_reason(SPEC, "failed", None, None, first_reason="refused") == "refused"
+
+
+def test_the_probe_sample_is_compared_before_and_after_as_the_probe_compares() -> None:
+    right = {"topic": "a", "word_count": 3}
+    wrong = {"topic": "b", "word_count": 3}
+    blocks = [
+        ProbedBlock(right, agreed=True, answer=right),  # kept, right
+        ProbedBlock(right, agreed=False, answer=right),  # escalated: now right
+        ProbedBlock(right, agreed=False, answer=wrong),  # kept, still wrong
+        # the probe's rules: an enum compared after normalising, ints exactly
+        ProbedBlock(right, agreed=False, answer={"topic": " A ", "word_count": 3}),
+        ProbedBlock(right, agreed=True, answer={"topic": "a", "word_count": 4}),
+        ProbedBlock(right, agreed=True, answer=None),  # no answer now: not agreeing
+    ]
+    v = vs_probe(SPEC, blocks, probe_model="claude-sonnet-5-5", run_model=False)
+    assert v is not None and v.probe_model == "claude-sonnet-5-5" and not v.run_model
+    assert (v.before.samples, v.before.agreeing) == (6, 3)
+    assert (v.after.samples, v.after.agreeing) == (6, 3)
+    assert v.before.rate == 0.5 and v.after.low is not None and v.after.low < 0.5
+    assert vs_probe(SPEC, [], probe_model="m", run_model=True) is None

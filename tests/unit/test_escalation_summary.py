@@ -3,7 +3,8 @@ its calls are not counted as the run's blocks per call."""
 
 from __future__ import annotations
 
-from blockbatch.core.models import EscalationResult, RunResult
+from blockbatch.core.models import EscalationResult, EscalationVsProbe, RunResult
+from blockbatch.core.quality import rate
 from blockbatch.report import summary_dict, summary_lines
 
 LINKS = {"run": "http://ui/run", "packs": "http://ui/packs"}
@@ -73,3 +74,44 @@ def test_a_run_never_escalated_has_no_escalation_rows() -> None:
     assert summary_dict(_result(None), baseline=None, links=LINKS)["escalation"] is None
     data = summary_dict(_result(_escalation()), baseline=None, links=LINKS)
     assert data["escalation"]["escalated_by_reason"] == {"disagrees": 2, "refused": 1}
+
+
+def test_answers_the_probe_had_alone_on_the_escalation_model_are_said_reused() -> None:
+    rows = _rows(_result(_escalation(reused_from_probe=1)))
+    assert rows["escalated"].endswith(
+        f"; 2 answered by {SONNET} (1 by the quality probe's call alone, not paid again), "
+        "1 failed (first answer kept)"
+    )
+
+
+def test_the_escalation_is_checked_against_the_probes_answers_alone() -> None:
+    check = EscalationVsProbe(probe_model=SONNET, before=rate(55, 60), after=rate(59, 60))
+    rows = _rows(_result(_escalation(vs_probe=check)))
+    assert rows["vs probe"] == (
+        f"on 60 sampled blocks, answers agree with {SONNET} alone: 91.7% before escalation, "
+        "98.3% after"
+    )
+    # The row comes right under the escalation's two.
+    lines = summary_lines(_result(_escalation(vs_probe=check)), baseline=None, links=LINKS)
+    labels = [line[2:14].strip() for line in lines[1:]]
+    assert labels[labels.index("escalated") : labels.index("escalated") + 3] == [
+        "escalated",
+        "escalation $",
+        "vs probe",
+    ]
+    data = summary_dict(_result(_escalation(vs_probe=check)), baseline=None, links=LINKS)
+    assert data["escalation"]["vs_probe"]["after"]["agreeing"] == 59
+    # No sample compared: no row.
+    assert "vs probe" not in _rows(_result(_escalation()))
+
+
+def test_a_probe_on_the_runs_own_model_says_what_it_cannot_see() -> None:
+    check = EscalationVsProbe(
+        probe_model="claude-haiku-5-5", run_model=True, before=rate(1, 2), after=rate(2, 2)
+    )
+    row = _rows(_result(_escalation(vs_probe=check)))["vs probe"]
+    assert row == (
+        "on 2 sampled blocks, answers agree with claude-haiku-5-5 alone (the run's own "
+        "model: blind to the mistakes it makes alone too): 50.0% before escalation, "
+        "100.0% after"
+    )
