@@ -131,6 +131,21 @@ async def test_escalation_replaces_doubtful_answers_and_pays_once_per_model(
     )
     assert per_model == []
 
+    # A quote of the same escalation now expects the share this one sent up.
+    quoted = await bbstack.bb.estimate(
+        markdown_doc(48),
+        schema,
+        RunOptions(model=HAIKU, pack_size=12),
+        fmt="markdown",
+        name="doc.md",
+        escalate_to=SONNET,
+    )
+    e = quoted.escalation
+    assert e is not None and e.to == SONNET and e.share_source == "1 earlier escalation"
+    assert e.share == pytest.approx(esc.sent_up / 48)
+    assert e.expected_usd == pytest.approx(e.second_pass_usd + e.share * e.alone_usd)
+    assert e.alone_usd > e.second_pass_usd > 0
+
     # The second pass read the prefix the first pass cached (same system prompt and tool).
     prefixes = await bbstack.pool.fetch(
         """select distinct prefix_sha256 from llm_calls
