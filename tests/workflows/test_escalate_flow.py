@@ -55,8 +55,8 @@ class EscalationWorld:
         self.pack_started: defaultdict[int, asyncio.Event] = defaultdict(asyncio.Event)
         self.pack_seconds = 0.01
         #: The workflow execution (run id) that asked each second pack, and each part.
-        self.pack_run: dict[int, str] = {}
-        self.part_run: dict[int, str] = {}
+        self.pack_run: dict[int, str | None] = {}
+        self.part_run: dict[int, str | None] = {}
         self.counted = 0
 
     def activities(self) -> list[Any]:
