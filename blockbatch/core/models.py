@@ -903,6 +903,12 @@ class EscalateInput(BaseModel):
     second_pack_size: int | None = None
     #: Second packs (and escalation parts) in flight at once.
     max_concurrent_packs: int = 32
+    #: Second packs and escalation parts started in one workflow history: past them (or
+    #: sooner, when Temporal suggests it) those started end and it continues as new.
+    activities_per_history: int = Field(default=500, ge=1)
+    #: Where the escalation is when this execution continues an earlier one (``None``: a
+    #: new escalation, which plans first).
+    resume: EscalationState | None = None
 
 
 class PlanEscalationOutput(BaseModel):
@@ -935,6 +941,24 @@ class EscalationStepOutput(BaseModel):
 
 #: Blocks one ``escalate_blocks`` activity asks (each alone, a few at once).
 ESCALATION_PART = 20
+
+
+class EscalationState(BaseModel):
+    """Where an escalation is, carried across continue-as-new (``EscalateInput.resume``)."""
+
+    #: ``plan_escalation``'s plan, kept: it is made once (the rows are in Postgres).
+    plan: PlanEscalationOutput
+    phase: Literal["second_pass", "escalation"] = "second_pass"
+    #: The next second pack (in the second pass) or part (in the escalation) to start.
+    next: int = 0
+    #: Blocks that go up, counted once when the second pass ended: the parts index them.
+    up: int = 0
+    #: What the second packs and parts done so far did (the ``progress`` query's counts).
+    done: EscalationStepOutput = Field(default_factory=EscalationStepOutput)
+
+
+# EscalateInput names EscalationState before it is defined.
+EscalateInput.model_rebuild()
 
 
 class EscalationResult(BaseModel):

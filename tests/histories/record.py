@@ -36,6 +36,11 @@ replay needs because child ids derive from them, go into ``workflow_ids.json``):
   a pack that probed its sampled blocks alone after applying.
 * ``quality_reask.run``: the same run since the gate re-asks the blocks answered in larger
   packs, once its packs in flight ended.
+* ``escalation.run``: an EscalateWorkflow after a Haiku run: its second pass, and the
+  blocks that went up asked alone on Sonnet.
+* ``escalation_continued.first`` / ``escalation_continued.last``: the first and last
+  executions of one that continued as new (``activities_per_history=2``) in the second
+  pass and again in the escalation phase.
 
 ``python -m tests.histories.record outage`` records only the kinds named.
 
@@ -66,6 +71,7 @@ from temporalio.testing import WorkflowEnvironment
 from blockbatch.api import Blockbatch
 from blockbatch.core.models import (
     BatchOptions,
+    EscalateInput,
     OutageOptions,
     QualityOptions,
     RunOptions,
@@ -78,6 +84,7 @@ from blockbatch.simulator.testing import control
 from blockbatch.store.db import create_pool, migrate
 from tests.helpers import REJECT_MARKER, extract_schema, markdown_doc, marked_document
 from workflows.attributes import SEARCH_ATTRIBUTES
+from workflows.escalate import EscalateWorkflow, escalate_workflow_id
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -491,9 +498,12 @@ async def record_stream(r: Recorder) -> None:
     save("stream.last", last)
 
 
-async def record_escalation(r: Recorder) -> None:
-    # Haiku wrong about many blocks, more in packs: some blocks go up to Sonnet.
-    haiku, sonnet = "claude-haiku-5-5", "claude-sonnet-5-5"
+HAIKU, SONNET = "claude-haiku-5-5", "claude-sonnet-5-5"
+
+
+async def _haiku_run(r: Recorder) -> str:
+    """A finished run on Haiku, wrong about many blocks (more in packs): some of its blocks
+    go up to Sonnet when it is escalated."""
     r.scenario(
         seed=3,
         quality={
@@ -501,11 +511,11 @@ async def record_escalation(r: Recorder) -> None:
             "free_blocks": 2,
             "skip_per_extra_block": 0,
             "bleed_per_extra_block": 0,
-            "models": {haiku: {"wrong_alone": 0.05, "wrong_per_extra_block": 0.03}, sonnet: {}},
+            "models": {HAIKU: {"wrong_alone": 0.05, "wrong_per_extra_block": 0.03}, SONNET: {}},
         },
     )
     options = RunOptions(
-        model=haiku,
+        model=HAIKU,
         pack_size=6,
         max_concurrent_packs=2,
         quality=QualityOptions(probe_rate=0.0, probe_minimum=0),
@@ -513,10 +523,46 @@ async def record_escalation(r: Recorder) -> None:
     run_id = await r.start(24, options)
     async with r.worker():
         await r.bb.wait(run_id)
-        wid = await r.bb.escalate(run_id, sonnet)
+    return run_id
+
+
+async def record_escalation(r: Recorder) -> None:
+    run_id = await _haiku_run(r)
+    async with r.worker():
+        wid = await r.bb.escalate(run_id, SONNET)
         result = await r.bb.wait_escalation(run_id)
     assert result.escalation is not None and result.escalation.escalated > 0, result
     save("escalation.run", await r.history(wid))
+
+
+def _activities(history: WorkflowHistory) -> set[str]:
+    return {
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    }
+
+
+async def record_escalation_continued(r: Recorder) -> None:
+    # Two second packs or parts a history: four second packs take two histories, and the
+    # parts a third (it continued as new in the escalation phase).
+    run_id = await _haiku_run(r)
+    wid = escalate_workflow_id(run_id)
+    inp = EscalateInput(
+        run_id=run_id, model=SONNET, max_concurrent_packs=2, activities_per_history=2
+    )
+    async with r.worker():
+        await r.client.start_workflow(
+            EscalateWorkflow.run, inp, id=wid, task_queue=r.settings.temporal_task_queue
+        )
+        result = await r.bb.wait_escalation(run_id)
+    assert result.escalation is not None and result.escalation.escalated > 0, result
+    first, last = await _first_and_last(r, wid)
+    assert "second_pass" in _activities(first), _activities(first)
+    assert {"escalate_blocks", "finish_run"} <= _activities(last), _activities(last)
+    assert "second_pass" not in _activities(last), _activities(last)
+    save("escalation_continued.first", first)
+    save("escalation_continued.last", last)
 
 
 RECORDERS = {
@@ -534,6 +580,7 @@ RECORDERS = {
     "quality": record_quality,
     "quality_reask": record_quality_reask,
     "escalation": record_escalation,
+    "escalation_continued": record_escalation_continued,
 }
 
 

@@ -1,11 +1,13 @@
 """EscalateWorkflow on the time-skipping server with fake activities: plan, every second
 pack once (at most ``max_concurrent_packs`` at once), the blocks that go up in parts, then
-``finish_run``; a refused plan stops it before any call."""
+``finish_run``; a refused plan stops it before any call; a long one continues as new in
+either phase and still does every step once, and a cancel around a continue-as-new ends it."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from collections import defaultdict
 from typing import Any
 
 import pytest
@@ -49,7 +51,13 @@ class EscalationWorld:
         self.cancelling: list[MarkCancellingInput] = []
         #: Set once a second pack was asked (a test may cancel then).
         self.first_asked = asyncio.Event()
+        #: Set when second pack ``n`` starts (its first attempt).
+        self.pack_started: defaultdict[int, asyncio.Event] = defaultdict(asyncio.Event)
         self.pack_seconds = 0.01
+        #: The workflow execution (run id) that asked each second pack, and each part.
+        self.pack_run: dict[int, str | None] = {}
+        self.part_run: dict[int, str | None] = {}
+        self.counted = 0
 
     def activities(self) -> list[Any]:
         return [
@@ -77,6 +85,7 @@ class EscalationWorld:
 
     @activity.defn(name="second_pass")
     async def second_pass(self, inp: SecondPassInput) -> EscalationStepOutput:
+        self.pack_started[inp.second_pack].set()
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
         try:
@@ -85,6 +94,7 @@ class EscalationWorld:
                 self.flaky.discard(inp.second_pack)
                 raise RuntimeError("worker lost")
             self.asked.append(inp.second_pack)
+            self.pack_run[inp.second_pack] = activity.info().workflow_run_id
             self.first_asked.set()
             return EscalationStepOutput(blocks=10, to_escalate=0, calls=1, cost_usd=0.001)
         finally:
@@ -92,11 +102,13 @@ class EscalationWorld:
 
     @activity.defn(name="count_to_escalate")
     async def count_to_escalate(self, inp: EscalateInput) -> int:
+        self.counted += 1
         return self.up
 
     @activity.defn(name="escalate_blocks")
     async def escalate_blocks(self, inp: EscalationPartInput) -> EscalationStepOutput:
         self.parts.append(inp.part)
+        self.part_run[inp.part] = activity.info().workflow_run_id
         n = min(ESCALATION_PART, self.up - inp.part * ESCALATION_PART)
         return EscalationStepOutput(blocks=n, escalated=n, calls=n, cost_usd=0.01 * n)
 
@@ -128,8 +140,11 @@ async def _escalate(wf: Harness, world: EscalationWorld, run_id: str, **inp: Any
         )
         result: RunResult = await handle.result()
         progress = await handle.query("progress", result_type=EscalationStepOutput)
+    # Cumulative over every execution: each second pack 10 blocks and a call, each block
+    # that went up a call.
     assert progress.blocks == world.packs * 10 + world.up
     assert progress.escalated == world.up
+    assert progress.calls == world.packs + world.up
     return result
 
 
@@ -194,3 +209,59 @@ async def test_a_cancelled_escalation_starts_nothing_more_and_finishes_the_run(
     assert [c.run_id for c in world.cancelling] == [run_id]
     assert 1 <= len(world.asked) < 20 and world.parts == []
     assert [f.status for f in world.finished] == ["completed"]
+
+
+async def test_a_long_escalation_continues_as_new_in_each_phase_and_does_every_step_once(
+    wf: Harness,
+) -> None:
+    # 7 second packs and 5 parts, 3 a history: packs 0-2 | 3-5 | 6, parts 0-1 | parts 2-4.
+    run_id = uuid.uuid4().hex[:12]
+    world = EscalationWorld(packs=7, up=5 * ESCALATION_PART - 3)
+    await _escalate(wf, world, run_id, max_concurrent_packs=2, activities_per_history=3)
+    assert sorted(world.asked) == list(range(7))  # the flaky pack too, answered once
+    assert sorted(world.parts) == list(range(5))
+    assert world.most_in_flight <= 2
+    assert world.counted == 1  # counted once: every part indexes the same blocks
+    packs_in = [world.pack_run[n] for n in range(7)]
+    parts_in = [world.part_run[n] for n in range(5)]
+    # Continued as new in the second pass (its packs in three executions, in order) and
+    # in the escalation (its parts in two, the last of them asking no second pack).
+    assert len(set(packs_in)) == 3 and len(set(parts_in)) == 2
+    assert parts_in[0] == packs_in[-1] and parts_in[-1] not in packs_in
+    assert [f.status for f in world.finished] == ["completed"]
+
+
+@pytest.mark.parametrize("when", ["draining", "continued"])
+async def test_a_cancel_around_continue_as_new_ends_the_escalation(wf: Harness, when: str) -> None:
+    # Two second packs a history, one at a time: pack 1 starts as the first history's last,
+    # which then drains; pack 2 is the continued execution's first.
+    run_id = uuid.uuid4().hex[:12]
+    world = EscalationWorld(packs=6, up=5)
+    world.flaky.clear()
+    world.pack_seconds = 1.0
+    async with Worker(
+        wf.env.client, task_queue=wf.task_queue, workflows=WORKFLOWS, activities=world.activities()
+    ):
+        handle = await wf.env.client.start_workflow(
+            "EscalateWorkflow",
+            EscalateInput(
+                run_id=run_id, model=SONNET, max_concurrent_packs=1, activities_per_history=2
+            ),
+            id=escalate_workflow_id(run_id),
+            task_queue=wf.task_queue,
+            result_type=RunResult,
+        )
+        last = 1 if when == "draining" else 2
+        await asyncio.wait_for(world.pack_started[last].wait(), 30)
+        await handle.signal("cancel")
+        await handle.result()
+        progress = await handle.query("progress", result_type=EscalationStepOutput)
+    # What was started ends; nothing more starts, no part goes up; the run is finished once.
+    assert sorted(world.asked) == list(range(last + 1))
+    assert world.parts == [] and world.counted == 0
+    assert [c.run_id for c in world.cancelling] == [run_id]
+    assert [f.status for f in world.finished] == ["completed"]
+    assert progress.blocks == 10 * (last + 1)
+    # Cancelled while draining: it finished in that execution, never continued.
+    executions = len(set(world.pack_run.values()))
+    assert executions == (1 if when == "draining" else 2)

@@ -43,6 +43,8 @@ def test_every_kind_of_run_is_recorded() -> None:
         "stream.first",
         "stream.last",
         "escalation.run",
+        "escalation_continued.first",
+        "escalation_continued.last",
     }
 
 
