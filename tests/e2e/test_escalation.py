@@ -142,7 +142,7 @@ async def test_escalation_replaces_doubtful_answers_and_pays_once_per_model(
     )
     e = quoted.escalation
     assert e is not None and e.to == SONNET and e.share_source == "1 earlier escalation"
-    assert e.share == pytest.approx(esc.sent_up / 48)
+    assert e.share is not None and e.share == pytest.approx(esc.sent_up / 48)
     assert e.expected_usd == pytest.approx(e.second_pass_usd + e.share * e.alone_usd)
     assert e.alone_usd > e.second_pass_usd > 0
 
