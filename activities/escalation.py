@@ -99,6 +99,11 @@ class EscalationActivities:
             if planned is not None:
                 if state.status == "running":  # this escalation's own claim (one at a time)
                     return planned
+                if await escalations.resumable(conn, inp.run_id, inp.model):
+                    # A stopped escalation goes on: the run is claimed again, the rows
+                    # done stay done (their calls are in the ledger).
+                    await escalations.reopen_for_escalation(conn, inp.run_id)
+                    return planned
                 raise ApplicationError(
                     f"run {inp.run_id} was escalated already: an escalation runs once a run",
                     type=ESCALATION_REFUSED,

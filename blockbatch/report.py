@@ -207,6 +207,13 @@ def escalation_rows(result: RunResult) -> list[tuple[str, str]]:
         took += " (under way)"
     elif e.status == "cancelled":
         took += f"; cancelled with {_count(e.left, 'block')} left (their first answers stay)"
+    elif e.status == "failed":
+        took += (
+            f"; FAILED with {_count(e.left, 'block')} left (their first answers stay; the "
+            f"run's error says why): go on with `{PROG} escalate {result.run_id} --to {e.model}`"
+        )
+    if e.status == "cancelled":
+        took += f": go on with `{PROG} escalate {result.run_id} --to {e.model}`"
     spent = e.second_pass_cost_usd + e.escalation_cost_usd
     share = f" ({spent / result.cost_usd:.0%} of the run)" if result.cost_usd > 0 else ""
     cost = (

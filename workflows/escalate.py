@@ -22,7 +22,9 @@ blocks in every history (``escalations.part_to_escalate``): none is redone or sk
 
 A ``cancel`` signal marks the run cancelling (no new call opens in the ledger), starts
 nothing more, lets what runs end, and finishes the run: blocks not yet compared or asked
-keep their first answer. Once cancelled, the workflow never continues as new (a cancel
+keep their first answer. An activity that fails for good (its retries spent) ends it the
+same way, the run's error saying so (``ESCALATION_FAILED``), and fails the workflow. Once
+cancelled, the workflow never continues as new (a cancel
 that comes while a history drains ends the escalation in it), and it continues only once
 its signal handlers have finished: a signal that comes as it continues makes Temporal run
 that workflow task again with the signal, so none is lost.
@@ -41,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.db import DbActivities
     from activities.escalation import EscalationActivities
     from blockbatch.core.models import (
+        ESCALATION_FAILED,
         ESCALATION_PART,
         EscalateInput,
         EscalationPartInput,
@@ -88,28 +91,41 @@ class EscalateWorkflow:
         s = inp.resume or await self._plan(inp)
         self._done = s.done
         watch = asyncio.ensure_future(self._stop_on_cancel(inp.run_id))
-        if s.phase == "second_pass":
-            if await self._second_pass(inp, s):
+        try:
+            if s.phase == "second_pass":
+                if await self._second_pass(inp, s):
+                    await self._continue_as_new(inp, s)
+                s.phase, s.next = "escalation", 0
+                if not self._cancel_requested:
+                    s.up = await workflow.execute_activity_method(
+                        EscalationActivities.count_to_escalate,
+                        inp,
+                        start_to_close_timeout=DB_TIMEOUT,
+                        retry_policy=DB_RETRY,
+                    )
+            if await self._escalate(inp, s):
                 await self._continue_as_new(inp, s)
-            s.phase, s.next = "escalation", 0
-            if not self._cancel_requested:
-                s.up = await workflow.execute_activity_method(
-                    EscalationActivities.count_to_escalate,
-                    inp,
-                    start_to_close_timeout=DB_TIMEOUT,
-                    retry_policy=DB_RETRY,
-                )
-        if await self._escalate(inp, s):
-            await self._continue_as_new(inp, s)
+        except ActivityError as err:
+            # An activity failed for good: the run is closed all the same (it would stay
+            # `running` in Postgres with no workflow), the blocks not compared or asked
+            # keep their first answer, and the failure stays this workflow's.
+            watch.cancel()
+            self._stage = "failed"
+            workflow.set_current_details(f"{s.plan.blocks} blocks; escalation failed")
+            await self._finish(inp, f"{ESCALATION_FAILED}: {err.cause or err}")
+            raise
         self._stage = "done"
         if self._cancel_requested:
             await watch
             workflow.set_current_details(f"{s.plan.blocks} blocks; cancelled")
         else:
             watch.cancel()
+        return await self._finish(inp, None)
+
+    async def _finish(self, inp: EscalateInput, error: str | None) -> RunResult:
         return await workflow.execute_activity_method(
             DbActivities.finish_run,
-            FinishRunInput(run_id=inp.run_id, status="completed"),
+            FinishRunInput(run_id=inp.run_id, status="completed", error=error),
             start_to_close_timeout=DB_TIMEOUT,
             retry_policy=DB_RETRY,
             summary="finish_run: status and counters from Postgres",

@@ -614,6 +614,10 @@ class Blockbatch:
             RunStillActive: the run has not finished, or an escalation of it runs.
             BadRequest: the run was escalated already, did not run to its end
                 (cancelled, failed, budget_exhausted), or ``model`` is the run's own.
+
+        An escalation that stopped (cancelled, or an activity failed for good) goes on
+        where it stopped when asked again with the same model: answers it recorded are
+        not asked again, and no block is paid twice on a model.
         """
         info = await self.run(run_id)
         up = (await self.run_model(model)).id
@@ -630,8 +634,17 @@ class Blockbatch:
             )
         if up == options.model:
             raise BadRequest(f"run {run_id} ran on {up} already: escalate to a stronger model")
-        if await escalations.model_of(self.pool, run_id) is not None:
-            raise BadRequest(f"run {run_id} was escalated already: a run is escalated once")
+        before = await escalations.result(self.pool, run_id)
+        if before is not None:
+            # A run is escalated once; one that stopped (cancelled, or failed for good) goes
+            # on where it stopped, to the same model: what it recorded is not asked again.
+            if before.status not in ("cancelled", "failed"):
+                raise BadRequest(f"run {run_id} was escalated already: a run is escalated once")
+            if before.model != up:
+                raise BadRequest(
+                    f"run {run_id}'s escalation to {before.model} stopped with "
+                    f"{before.left} blocks left: go on with `--to {before.model}`"
+                )
         client = await self.temporal()
         try:
             handle = await client.start_workflow(

@@ -941,6 +941,9 @@ class EscalationStepOutput(BaseModel):
 
 #: Blocks one ``escalate_blocks`` activity asks (each alone, a few at once).
 ESCALATION_PART = 20
+#: How a run's error begins when its escalation failed for good (an activity's retries
+#: spent): the run is closed all the same (``EscalationResult.status`` ``failed``).
+ESCALATION_FAILED = "escalation failed"
 
 
 class EscalationState(BaseModel):
@@ -965,8 +968,10 @@ class EscalationResult(BaseModel):
     """What an escalation did: read from its rows and from the ledger by purpose."""
 
     model: str
-    #: ``cancelled``: it stopped with blocks not compared or not asked (first answers kept).
-    status: Literal["running", "done", "cancelled"] = "done"
+    #: ``cancelled``: it stopped with blocks not compared or not asked (first answers kept);
+    #: ``failed``: the same, because an activity failed for good (the run's error says
+    #: which, after :data:`ESCALATION_FAILED`).
+    status: Literal["running", "done", "cancelled", "failed"] = "done"
     #: Blocks the escalation had not compared or asked when it stopped (or yet).
     left: int = 0
     #: Blocks taken (answered or failed in the first pass), compared, and kept.

@@ -35,6 +35,7 @@ import asyncpg
 from blockbatch.core.escalation import ProbedBlock, vs_probe
 from blockbatch.core.models import (
     ACTIVE_STATUSES,
+    ESCALATION_FAILED,
     ESCALATION_PART,
     EscalationResult,
     EscalationVsProbe,
@@ -144,6 +145,18 @@ async def insert_plan(
         [b.answer for b in blocks],
         list(position),
     )
+
+
+async def resumable(conn: asyncpg.Connection, run_id: str, model: str) -> bool:
+    """Whether the run's escalation to ``model`` stopped with blocks left (cancelled, or
+    failed for good) and may go on where it stopped."""
+    left = await conn.fetchval(
+        """select count(*) from escalations
+           where run_id = $1 and model = $2 and status in ('planned', 'to_escalate')""",
+        run_id,
+        model,
+    )
+    return bool(left)
 
 
 async def reopen_for_escalation(conn: asyncpg.Connection, run_id: str) -> None:
@@ -358,8 +371,13 @@ async def result(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> Escala
         out.escalation_failed += n if status == "failed" else 0
         out.skipped += n if status == "skipped" else 0
     if out.left:
-        run_status = await conn.fetchval("select status from runs where run_id = $1", run_id)
-        out.status = "running" if run_status in (*ACTIVE_STATUSES, "cancelling") else "cancelled"
+        run = await conn.fetchrow("select status, error from runs where run_id = $1", run_id)
+        if run["status"] in (*ACTIVE_STATUSES, "cancelling"):
+            out.status = "running"
+        elif (run["error"] or "").startswith(ESCALATION_FAILED):
+            out.status = "failed"
+        else:
+            out.status = "cancelled"
     counts = await conn.fetchrow(
         """select count(*) filter (where second_pack is not null and status <> 'planned')
                       as compared,

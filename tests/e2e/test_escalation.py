@@ -379,6 +379,26 @@ async def test_cancel_stops_an_escalation_and_the_first_answers_stay(bbstack: St
         r["block_uid"]: r["staging"] for r in staged
     }
 
+    # Asked again, a stopped escalation goes on where it stopped (to the same model only).
+    bbstack.sim.scenario(seed=2)
+    with pytest.raises(BadRequest, match=f"go on with `--to {SONNET}`"):
+        await bbstack.bb.escalate(run_id, "claude-opus-5-5")
+    async with bbstack.worker():
+        await bbstack.bb.escalate(run_id, SONNET)
+        resumed = await bbstack.bb.wait_escalation(run_id)
+        with pytest.raises(BadRequest, match="escalated already"):
+            await bbstack.bb.escalate(run_id, SONNET)
+    done = resumed.escalation
+    assert done is not None and done.status == "done" and done.left == 0
+    assert done.compared == 24 and done.second_pass_calls == 12
+    assert done.escalation_calls == done.escalated == done.sent_up
+    paid = await bbstack.pool.fetch(
+        """select uid, purpose, count(*) as n from llm_calls c, unnest(c.block_uids) as uid
+           where c.run_id = $1 and c.status = 'succeeded' group by 1, 2 having count(*) > 1""",
+        run_id,
+    )
+    assert paid == []
+
 
 async def test_a_probe_on_the_escalation_model_is_not_paid_twice_and_measures_it(
     bbstack: Stack,

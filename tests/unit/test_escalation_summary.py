@@ -3,6 +3,7 @@ its calls are not counted as the run's blocks per call."""
 
 from __future__ import annotations
 
+from blockbatch.cli.parser import PROG
 from blockbatch.core.models import EscalationResult, EscalationVsProbe, RunResult
 from blockbatch.core.quality import rate
 from blockbatch.report import summary_dict, summary_lines
@@ -65,7 +66,12 @@ def test_the_summary_says_what_went_up_by_reason_and_the_cost_of_each_pass() -> 
 
 def test_a_cancelled_escalation_says_how_many_blocks_it_left() -> None:
     rows = _rows(_result(_escalation(status="cancelled", left=4)))
-    assert rows["escalated"].endswith("; cancelled with 4 blocks left (their first answers stay)")
+    assert rows["escalated"].endswith(
+        f"; cancelled with 4 blocks left (their first answers stay): go on with "
+        f"`{PROG} escalate r1 --to {SONNET}`"
+    )
+    failed = _rows(_result(_escalation(status="failed", left=4)))
+    assert "; FAILED with 4 blocks left (their first answers stay;" in failed["escalated"]
 
 
 def test_a_run_never_escalated_has_no_escalation_rows() -> None:

@@ -18,6 +18,7 @@ from temporalio.worker import Worker
 
 from activities.escalation import ESCALATION_REFUSED
 from blockbatch.core.models import (
+    ESCALATION_FAILED,
     ESCALATION_PART,
     EscalateInput,
     EscalationPartInput,
@@ -45,6 +46,8 @@ class EscalationWorld:
         self.asked: list[int] = []
         self.parts: list[int] = []
         self.flaky = {1}  # second pack 1 fails once (a lost worker): retried, asked once
+        #: Second packs that fail for good (non-retryable).
+        self.broken: set[int] = set()
         self.in_flight = 0
         self.most_in_flight = 0
         self.finished: list[FinishRunInput] = []
@@ -90,6 +93,8 @@ class EscalationWorld:
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
         try:
             await asyncio.sleep(self.pack_seconds)
+            if inp.second_pack in self.broken:
+                raise ApplicationError("the pack's answer cannot be read", non_retryable=True)
             if inp.second_pack in self.flaky:
                 self.flaky.discard(inp.second_pack)
                 raise RuntimeError("worker lost")
@@ -184,6 +189,29 @@ async def test_a_refused_escalation_asks_nothing_and_finishes_nothing(wf: Harnes
     assert isinstance(cause, ActivityError) and isinstance(cause.cause, ApplicationError)
     assert cause.cause.type == ESCALATION_REFUSED and "once it has finished" in str(cause.cause)
     assert world.asked == [] and world.parts == [] and world.finished == []
+
+
+async def test_an_escalation_that_fails_for_good_still_finishes_the_run(wf: Harness) -> None:
+    run_id = uuid.uuid4().hex[:12]
+    world = EscalationWorld(packs=6, up=3)
+    world.broken = {2}
+    async with Worker(
+        wf.env.client, task_queue=wf.task_queue, workflows=WORKFLOWS, activities=world.activities()
+    ):
+        handle = await wf.env.client.start_workflow(
+            "EscalateWorkflow",
+            EscalateInput(run_id=run_id, model=SONNET, max_concurrent_packs=1),
+            id=escalate_workflow_id(run_id),
+            task_queue=wf.task_queue,
+            result_type=RunResult,
+        )
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+    # nothing started after the failure, no part asked, and the run is closed with why
+    assert sorted(world.asked) == [0, 1] and world.parts == [] and world.counted == 0
+    assert len(world.finished) == 1 and world.finished[0].status == "completed"
+    error = world.finished[0].error or ""
+    assert error.startswith(ESCALATION_FAILED) and "cannot be read" in error, error
 
 
 async def test_a_cancelled_escalation_starts_nothing_more_and_finishes_the_run(
