@@ -79,6 +79,7 @@ from blockbatch.core.ingest import ParsedBlock, detect_format, parse_document
 from blockbatch.core.models import (
     EscalateInput,
     EscalationOptions,
+    EscalationProgress,
     EscalationResult,
     QualityResult,
     RunOptions,
@@ -675,6 +676,34 @@ class Blockbatch:
     async def escalation(self, run_id: str) -> EscalationResult | None:
         """What the run's escalation did (``None``: never escalated)."""
         return await escalations.result(self.pool, run_id)
+
+    async def escalation_progress(self, run_id: str) -> EscalationProgress:
+        """The run's escalation as it goes, from Postgres (no worker needed): its phase,
+        second packs done, blocks compared, kept and sent up, answered, cost so far.
+        ``phase`` is ``planning`` while it has no row, also for a run never escalated:
+        :meth:`escalation_running` says whether one runs."""
+        return await escalations.progress(self.pool, run_id)
+
+    async def escalation_running(self, run_id: str) -> bool:
+        """Whether the run's escalation workflow (``run-<run_id>/escalate``) is running.
+
+        Temporal is asked only when one may run: the run is active (an escalation reopens
+        it), or it ended as an escalated run ends and has no escalation row yet (queued, or
+        planning)."""
+        info = await self.run(run_id)
+        if not info.active and (
+            info.status not in ESCALATED_STATUSES
+            or await escalations.model_of(self.pool, run_id) is not None
+        ):
+            return False
+        client = await self.temporal()
+        try:
+            described = await client.get_workflow_handle(escalate_workflow_id(run_id)).describe()
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+        return described.status == WorkflowExecutionStatus.RUNNING
 
     async def check_retry(
         self,
