@@ -271,7 +271,9 @@ async def cmd_retry(args: argparse.Namespace, s: Session) -> int:
 async def cmd_cancel(args: argparse.Namespace, s: Session) -> int:
     bb = await s.bb(temporal=False)
     info = await bb.cancel(args.run_id)
-    if not info.active:
+    # An escalation queued or planning leaves the run as it ended: it was signalled too.
+    escalating = await _escalating(bb, info.run_id)
+    if not info.active and not escalating:
         if s.con.json:
             s.con.data({"run_id": info.run_id, "status": info.status, "cancel_sent": False})
         else:
@@ -279,7 +281,6 @@ async def cmd_cancel(args: argparse.Namespace, s: Session) -> int:
         return 0
     if s.con.json and not args.wait:
         s.con.data({"run_id": info.run_id, "status": "cancelling", "cancel_sent": True})
-    escalating = await _escalating(bb, info.run_id)
     if not s.con.json:
         s.con.line(
             f"cancel requested for the escalation of run {info.run_id}: no new Claude call "

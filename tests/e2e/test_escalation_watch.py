@@ -151,3 +151,19 @@ async def test_cancel_wait_follows_the_escalation_until_it_stops(bbstack: Stack,
     line = await _escalation_line(bbstack, run_id)
     assert line.startswith(f"cancelled: to {SONNET}: cancelled · ")
     assert f" · {esc.left} left with their first answer · $" in line
+
+
+async def test_cancel_reaches_an_escalation_still_queued(bbstack: Stack, cli: Cli) -> None:
+    async with bbstack.worker():
+        run_id = await _finished_run(bbstack, seed=4)
+    # No worker: the escalation waits to be planned, and the run is still `completed`.
+    await bbstack.bb.escalate(run_id, SONNET)
+    out = await cli("cancel", run_id)
+    assert out.code == 0, out.out + out.err
+    assert f"cancel requested for the escalation of run {run_id}" in out.out
+    async with bbstack.worker():
+        result = await bbstack.bb.wait_escalation(run_id)
+    esc = result.escalation
+    assert result.status == "completed" and esc is not None
+    assert esc.status == "cancelled" and esc.left == esc.blocks == 24
+    assert esc.second_pass_calls == esc.escalation_calls == 0
