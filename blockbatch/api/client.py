@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import warnings
 from collections.abc import Sequence
@@ -79,6 +80,7 @@ from blockbatch.core.ingest import ParsedBlock, detect_format, parse_document
 from blockbatch.core.models import (
     EscalateInput,
     EscalationOptions,
+    EscalationProgress,
     EscalationResult,
     QualityResult,
     RunOptions,
@@ -669,9 +671,9 @@ class Blockbatch:
         return handle.id
 
     async def _cancel_escalation(self, run_id: str) -> bool:
-        """Signal the run's escalation to stop, if one runs; whether one did."""
-        esc = await escalations.result(self.pool, run_id)
-        if esc is None or esc.status != "running":
+        """Signal the run's escalation to stop, if one runs (queued, planning or under
+        way); whether one did."""
+        if not await self.escalation_running(run_id):
             return False
         handle = self.client.get_workflow_handle_for(
             EscalateWorkflow.run, escalate_workflow_id(run_id)
@@ -694,6 +696,34 @@ class Blockbatch:
     async def escalation(self, run_id: str) -> EscalationResult | None:
         """What the run's escalation did (``None``: never escalated)."""
         return await escalations.result(self.pool, run_id)
+
+    async def escalation_progress(self, run_id: str) -> EscalationProgress:
+        """The run's escalation as it goes, from Postgres (no worker needed): its phase,
+        second packs done, blocks compared, kept and sent up, answered, cost so far.
+        ``phase`` is ``planning`` while it has no row, also for a run never escalated:
+        :meth:`escalation_running` says whether one runs."""
+        return await escalations.progress(self.pool, run_id)
+
+    async def escalation_running(self, run_id: str) -> bool:
+        """Whether the run's escalation workflow (``run-<run_id>/escalate``) is running.
+
+        Temporal is asked only when one may run: the run is active (an escalation reopens
+        it), or it ended as an escalated run ends and has no escalation row yet (queued, or
+        planning)."""
+        info = await self.run(run_id)
+        if not info.active and (
+            info.status not in ESCALATED_STATUSES
+            or await escalations.model_of(self.pool, run_id) is not None
+        ):
+            return False
+        client = await self.temporal()
+        try:
+            described = await client.get_workflow_handle(escalate_workflow_id(run_id)).describe()
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+        return described.status == WorkflowExecutionStatus.RUNNING
 
     async def check_retry(
         self,
@@ -755,29 +785,36 @@ class Blockbatch:
         """Ask a run to stop (no new Claude call starts); return the run as it was.
 
         The ``cancel`` Update returns once the run's workflow took it (a worker must be up).
+        A run being escalated: its escalation is signalled instead, also while it is queued
+        or planning, when the run is still as it ended (:meth:`escalation_running` says
+        whether one runs).
 
         Raises:
             BadRequest: the run is finishing already (the workflow's reason), or its
                 workflow is not running.
         """
         info = await self.run(run_id)
-        if info.active:
-            await self.temporal()
-            if await self._cancel_escalation(run_id):
-                return info
-            try:
-                await self.handle(run_id).execute_update(RunWorkflow.cancel)
-            except WorkflowUpdateFailedError as err:
-                # The run is finishing: its workflow says so, and why.
-                cause = err.cause
-                raise BadRequest(getattr(cause, "message", None) or str(cause)) from None
-            except RPCError as err:
-                if err.status != RPCStatusCode.NOT_FOUND:
-                    raise
-                raise BadRequest(
-                    f"run {run_id} is {info.status} but its workflow is not running "
-                    f"(terminated in the Temporal UI?): nothing to cancel"
-                ) from None
+        if not info.active:
+            # Temporal down: no escalation could run either; the run is as it ended.
+            with contextlib.suppress(TemporalUnavailable):
+                await self._cancel_escalation(run_id)
+            return info
+        await self.temporal()
+        if await self._cancel_escalation(run_id):
+            return info
+        try:
+            await self.handle(run_id).execute_update(RunWorkflow.cancel)
+        except WorkflowUpdateFailedError as err:
+            # The run is finishing: its workflow says so, and why.
+            cause = err.cause
+            raise BadRequest(getattr(cause, "message", None) or str(cause)) from None
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            raise BadRequest(
+                f"run {run_id} is {info.status} but its workflow is not running "
+                f"(terminated in the Temporal UI?): nothing to cancel"
+            ) from None
         return info
 
     async def workers_polling(self, task_queue: str | None = None) -> int:

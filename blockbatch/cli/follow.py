@@ -1,4 +1,5 @@
-"""Following a run to its end: live progress, Ctrl-C (cancel or detach), the summary."""
+"""Following a run (or its escalation) to its end: live progress, Ctrl-C (cancel or detach),
+the summary."""
 
 from __future__ import annotations
 
@@ -143,6 +144,56 @@ async def follow(
     return "finished"
 
 
+async def follow_escalation(
+    bb: Blockbatch, run_id: str, con: Console
+) -> Literal["finished", "detached"]:
+    """Show an escalation's progress until its workflow ends, or the user detaches; Ctrl-C
+    as in :func:`follow` (cancel stops the escalation: ``Blockbatch.cancel`` signals it).
+
+    The figures come from Postgres (``Blockbatch.escalation_progress``: its rows and the
+    ledger by purpose), the summary's own source, so they grow into the summary printed
+    after; the workflow's end is awaited on Temporal."""
+    await bb.temporal()
+    view = ProgressView(con)
+    done = asyncio.ensure_future(bb.wait_escalation(run_id))
+    since = time.monotonic()
+    noted = False
+    try:
+        with Interrupts() as interrupts:
+            while not done.done():
+                if interrupts.event.is_set():
+                    view.clear()
+                    choice = await ask(con, interrupts)
+                    interrupts.event.clear()
+                    if choice == "detach":
+                        return "detached"
+                    if choice == "cancel":
+                        await bb.cancel(run_id)
+                        view.message(
+                            f"cancel requested for the escalation of run {run_id}: no new "
+                            "Claude call starts; blocks not compared or asked keep their "
+                            "first answer…"
+                        )
+                p = await bb.escalation_progress(run_id)
+                view.update_escalation(p)
+                waited = time.monotonic() - since
+                if p.phase == "planning" and not noted and waited > _SILENT_NOTE_S:
+                    view.message(
+                        "the escalation is not planned yet: is a worker running? "
+                        "(`make worker` or `python worker.py`)"
+                    )
+                    noted = True
+                await _first(done, interrupts.event, timeout=view.interval)
+    finally:
+        view.close()
+        if not done.done():
+            done.cancel()
+    failure = done.exception()
+    if isinstance(failure, RPCError) and failure.status in _LOST:
+        raise failure
+    return "finished"
+
+
 def say_detached(con: Console, run_id: str) -> None:
     if con.json:
         con.data({"run_id": run_id, "status": "detached"})
@@ -192,4 +243,6 @@ async def report(bb: Blockbatch, run_id: str, con: Console) -> int:
             f"the workflow of run {run_id} ended but the run is still {info.status}: "
             f"see {links['run']}"
         )
+    if result.escalation is not None and result.escalation.status == "failed":
+        return EXIT_RUN_FAILED  # the run's blocks stand, but what was asked did not end
     return exit_code(info.status)

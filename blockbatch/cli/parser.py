@@ -399,13 +399,19 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         "cancel",
         "ask a run to stop",
         "Signal the run to stop: no new Claude call starts, running packs "
-        "finish or stop, pending blocks end cancelled.",
+        "finish or stop, pending blocks end cancelled. A run being escalated: its "
+        "escalation stops, and the blocks it has not compared or asked keep their first "
+        "answer.",
     )
-    cancel.add_argument("--wait", action="store_true", help="follow the run until it stops")
+    cancel.add_argument(
+        "--wait", action="store_true", help="follow the run (or its escalation) until it stops"
+    )
     watch = run_id_command(
         "watch",
         "re-attach to a run and follow it to the end",
-        "Follow a run with the live progress bar, then print its summary.",
+        "Follow a run with the live progress bar, then print its summary. A run being "
+        "escalated: the escalation's progress (phase, second packs, blocks compared, kept "
+        "and sent up, answered, cost so far) until it ends.",
     )
     watch.add_argument("--verbose", action="store_true", help=_VERBOSE_HELP)
     retry = run_id_command(
@@ -457,7 +463,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         "prompt cache the run wrote); blocks whose two answers disagree, that failed or "
         "were refused are asked alone on the --to model, whose answer becomes their "
         "overlay. Reviewed blocks are left as they are. A run is escalated once. Follows "
-        "the escalation and prints the run's summary with what it escalated and cost.",
+        "the escalation with its live progress (Ctrl-C: cancel or detach, as `run`) and "
+        "prints the run's summary with what it escalated and cost.",
     )
     add_field_option(escalate, TO).required = True
     add_field_option(escalate, SECOND_PACK_SIZE)

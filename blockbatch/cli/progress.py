@@ -1,4 +1,5 @@
-"""The live view of a running run: a rich progress bar on a terminal, plain lines otherwise."""
+"""The live view of a running run or escalation: a rich progress bar on a terminal, plain
+lines otherwise."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from rich.table import Column
 
 from blockbatch.cli.console import Console, human_seconds
-from blockbatch.core.models import RunProgress
+from blockbatch.core.models import EscalationProgress, RunProgress
 from blockbatch.core.outage import waiting_text
 
 
@@ -88,8 +89,50 @@ def limiter_detail(p: RunProgress) -> str | None:
     return note.text(p.limiter_wait_s)
 
 
+def describe_escalation(p: EscalationProgress) -> str:
+    """One short line for an escalation, its phase and the count that moves in it first:
+    second packs done while it compares, answers back while it escalates; then blocks
+    compared, kept and sent up, and the cost so far (the summary's figures as they grow).
+    """
+    e = p.escalation
+    if e is None:
+        return "escalation planning: packing a second order…"
+    if p.phase == "second pass":
+        head = f"escalation second pass: {p.second_packs_done}/{p.second_packs} packs"
+    elif p.phase == "escalating":
+        head = f"escalating to {e.model}: {e.escalated}/{e.sent_up} answered"
+    else:
+        head = f"escalation {p.phase}"
+    parts = [
+        head,
+        f"{e.compared}/{p.second_blocks} compared",
+        f"{e.kept} kept",
+        f"{e.sent_up} sent up",
+    ]
+    if p.phase != "escalating" and (e.escalated or e.escalation_failed):
+        parts.append(f"{e.escalated}/{e.sent_up} answered")
+    if e.escalation_failed:
+        parts.append(f"{e.escalation_failed} failed")
+    if e.skipped:
+        parts.append(f"{e.skipped} reviewed meanwhile")
+    parts.append(f"${p.cost_usd:.4f}")
+    return " · ".join(parts)
+
+
+def escalation_bar(p: EscalationProgress) -> tuple[int, int | None]:
+    """The bar of an escalation's phase, ``(done, total)``: blocks compared of those in a
+    second pack, then blocks asked of those sent up (``None``: no total, a pulsing bar)."""
+    e = p.escalation
+    if e is None:
+        return 0, None
+    if p.phase in ("escalating", "finishing", "done"):
+        return e.escalated + e.escalation_failed + e.skipped, e.sent_up or None
+    return e.compared, p.second_blocks or None
+
+
 class ProgressView:
-    """Shows :class:`RunProgress` updates; silent in JSON mode.
+    """Shows :class:`RunProgress` (or :class:`EscalationProgress`) updates; silent in JSON
+    mode.
 
     On a terminal: a rich progress bar redrawn in place with :func:`describe` beside it.
     Piped: a plain :func:`describe` line when the counters change (at most every 2 s).
@@ -110,6 +153,7 @@ class ProgressView:
         self._task: TaskID | None = None
         self._last_text = ""
         self._last_print = 0.0
+        self._last_phase = ""
 
     def update(self, p: RunProgress) -> None:
         """Show the latest counters (the ETA needs every update, shown or not)."""
@@ -122,11 +166,27 @@ class ProgressView:
             self.message(detail)
             self._last_detail, self._last_detail_at = detail, now
         if self.tty:
-            self._draw(p, text)
+            self._draw(text, p.blocks_done + p.blocks_failed, p.blocks_total or None)
             return
         core = " · ".join(x for x in text.split(" · ") if not x.startswith("ETA"))
-        changed = core != self._last_text
-        if changed and (now - self._last_print >= 2.0 or p.status != "running"):
+        self._print(text, core, now, now_too=p.status != "running")
+
+    def update_escalation(self, p: EscalationProgress) -> None:
+        """Show an escalation's latest counts (:func:`describe_escalation`); piped, a line
+        when they change, at once when its phase does."""
+        if not self.enabled:
+            return
+        text = describe_escalation(p)
+        if self.tty:
+            self._draw(text, *escalation_bar(p))
+            return
+        phase_changed = p.phase != self._last_phase
+        self._last_phase = p.phase
+        self._print(text, text, time.monotonic(), now_too=phase_changed)
+
+    def _print(self, text: str, core: str, now: float, *, now_too: bool) -> None:
+        """Piped: ``text`` when its ``core`` changed, at most every 2 s unless ``now_too``."""
+        if core != self._last_text and (now - self._last_print >= 2.0 or now_too):
             self.con.line(text)
             self._last_text, self._last_print = core, now
 
@@ -146,7 +206,7 @@ class ProgressView:
         """Done following: leave the screen as it was before the bar."""
         self.clear()
 
-    def _draw(self, p: RunProgress, text: str) -> None:
+    def _draw(self, text: str, completed: int, total: int | None) -> None:
         if self._live is None:
             self._live = Progress(
                 BarColumn(
@@ -169,10 +229,5 @@ class ProgressView:
             self._live.start()
         assert self._task is not None
         # No total while planning: rich shows an indeterminate (pulsing) bar.
-        self._live.update(
-            self._task,
-            description=text,
-            total=p.blocks_total or None,
-            completed=p.blocks_done + p.blocks_failed,
-        )
+        self._live.update(self._task, description=text, total=total, completed=completed)
         self._live.refresh()

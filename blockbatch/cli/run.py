@@ -16,7 +16,7 @@ from blockbatch.api import Blockbatch, RunInfo, as_schema
 from blockbatch.api.errors import ModelRetiring, StackUnavailable, TemporalUnavailable
 from blockbatch.api.inputs import with_schema_model
 from blockbatch.api.quote import read_document
-from blockbatch.cli.follow import follow, report, say_detached
+from blockbatch.cli.follow import follow, follow_escalation, report, say_detached
 from blockbatch.cli.options import apply_settings
 from blockbatch.cli.parser import EFFORT, MAX_COST, MODE, PACK_SIZE, PROG
 from blockbatch.cli.quote import show_quote
@@ -151,15 +151,14 @@ async def cmd_escalate(args: argparse.Namespace, s: Session) -> int:
 async def _escalate(
     s: Session, bb: Blockbatch, run_id: str, model: str, second_pack_size: int | None
 ) -> int:
-    """Start the run's escalation to ``model``, wait for it, print the run's summary."""
+    """Start the run's escalation to ``model``, follow it, print the run's summary."""
     await bb.escalate(run_id, model, second_pack_size=second_pack_size)
     if not s.con.json:
         s.con.line(
             f"escalating run {run_id} to {model}: a second packing on the run's model, "
             "then the doubtful blocks alone on the stronger one"
         )
-    await bb.wait_escalation(run_id)
-    return await report(bb, run_id, s.con)
+    return await _follow_to_end(s, run_id, escalation=True)
 
 
 def _say_started(
@@ -182,9 +181,18 @@ def _say_started(
     s.con.line(f"  Temporal UI: {links['run']}")
 
 
-async def _follow_to_end(s: Session, run_id: str, *, verbose: bool = False) -> int:
+async def _follow_to_end(
+    s: Session, run_id: str, *, verbose: bool = False, escalation: bool = False
+) -> int:
+    """Follow the run's workflow (``escalation``: its escalation's) to its end, then print
+    the run's summary."""
     bb = await s.bb()
-    if await follow(bb, run_id, s.con, verbose=verbose) == "detached":
+    followed = (
+        follow_escalation(bb, run_id, s.con)
+        if escalation
+        else follow(bb, run_id, s.con, verbose=verbose)
+    )
+    if await followed == "detached":
         say_detached(s.con, run_id)
         return 0
     return await report(bb, run_id, s.con)
@@ -193,9 +201,19 @@ async def _follow_to_end(s: Session, run_id: str, *, verbose: bool = False) -> i
 async def cmd_watch(args: argparse.Namespace, s: Session) -> int:
     bb = await s.bb(temporal=False)
     info = await bb.run(args.run_id)
+    if await _escalating(bb, info.run_id):
+        return await _follow_to_end(s, info.run_id, escalation=True)
     if info.active or await _retry_starting(bb, info):
         return await _follow_to_end(s, info.run_id, verbose=args.verbose)
     return await report(bb, info.run_id, s.con)
+
+
+async def _escalating(bb: Blockbatch, run_id: str) -> bool:
+    """The run's escalation runs: it is what `watch` and `cancel --wait` follow."""
+    try:
+        return await bb.escalation_running(run_id)
+    except (TemporalUnavailable, RPCError):
+        return False  # the run's own state is still worth showing
 
 
 async def _retry_starting(bb: Blockbatch, info: RunInfo) -> bool:
@@ -253,7 +271,9 @@ async def cmd_retry(args: argparse.Namespace, s: Session) -> int:
 async def cmd_cancel(args: argparse.Namespace, s: Session) -> int:
     bb = await s.bb(temporal=False)
     info = await bb.cancel(args.run_id)
-    if not info.active:
+    # An escalation queued or planning leaves the run as it ended: it was signalled too.
+    escalating = await _escalating(bb, info.run_id)
+    if not info.active and not escalating:
         if s.con.json:
             s.con.data({"run_id": info.run_id, "status": info.status, "cancel_sent": False})
         else:
@@ -261,11 +281,16 @@ async def cmd_cancel(args: argparse.Namespace, s: Session) -> int:
         return 0
     if s.con.json and not args.wait:
         s.con.data({"run_id": info.run_id, "status": "cancelling", "cancel_sent": True})
-    elif not s.con.json:
+    if not s.con.json:
         s.con.line(
-            f"cancel requested for run {info.run_id}: no new Claude call starts; "
+            f"cancel requested for the escalation of run {info.run_id}: no new Claude call "
+            "starts; blocks not compared or asked keep their first answer"
+            if escalating
+            else f"cancel requested for run {info.run_id}: no new Claude call starts; "
             "running packs finish or stop and pending blocks end cancelled"
         )
         if not args.wait:
             s.con.line(f"  follow it: {PROG} watch {info.run_id}")
-    return await _follow_to_end(s, info.run_id) if args.wait else 0
+    if not args.wait:
+        return 0
+    return await _follow_to_end(s, info.run_id, escalation=escalating)

@@ -1020,6 +1020,42 @@ EscalationResult.model_rebuild()
 RunResult.model_rebuild()
 
 
+#: Where an escalation is (:class:`EscalationProgress`): ``planning`` (no rows yet),
+#: ``second pass``, ``escalating`` (every block compared, those sent up being asked),
+#: ``finishing`` (every block done, the run being closed), ``cancelling``; once it ended,
+#: ``done`` or ``cancelled``.
+EscalationPhase = Literal[
+    "planning",
+    "second pass",
+    "escalating",
+    "finishing",
+    "cancelling",
+    "done",
+    "cancelled",
+    "failed",
+]
+
+
+class EscalationProgress(BaseModel):
+    """An escalation as it goes (``watch``, the run page): its rows and the ledger by
+    purpose, read from Postgres, so the figures are the final summary's as they grow."""
+
+    run_id: str
+    phase: EscalationPhase
+    #: Second packs planned, and those with no block left waiting for its second answer.
+    second_packs: int = 0
+    second_packs_done: int = 0
+    #: Blocks in a second pack (those the first pass failed go up without one).
+    second_blocks: int = 0
+    #: The counts so far (``None`` while planning: no row yet).
+    escalation: EscalationResult | None = None
+
+    @property
+    def cost_usd(self) -> float:
+        e = self.escalation
+        return e.second_pass_cost_usd + e.escalation_cost_usd if e is not None else 0.0
+
+
 # ---------------------------------------------------------------- provider batch mode
 
 

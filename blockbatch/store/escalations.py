@@ -37,6 +37,8 @@ from blockbatch.core.models import (
     ACTIVE_STATUSES,
     ESCALATION_FAILED,
     ESCALATION_PART,
+    EscalationPhase,
+    EscalationProgress,
     EscalationResult,
     EscalationVsProbe,
     PlanEscalationOutput,
@@ -491,3 +493,42 @@ async def share_sent_up(
     if row is None or not row["taken"]:
         return None
     return int(row["up"]) / int(row["taken"]), int(row["runs"])
+
+
+def phase_of(
+    counts: EscalationResult | None, run_status: str | None, packs_waiting: int
+) -> EscalationPhase:
+    """Where an escalation is, from its counts, its run's status and the second packs with
+    a block still waiting for its second answer (``counts`` ``None``: not planned yet)."""
+    if counts is None:
+        return "planning"
+    if run_status == "cancelling":
+        return "cancelling"
+    if run_status not in ACTIVE_STATUSES:
+        if not counts.left:
+            return "done"
+        return "failed" if counts.status == "failed" else "cancelled"
+    if packs_waiting:
+        return "second pass"
+    return "escalating" if counts.left else "finishing"
+
+
+async def progress(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> EscalationProgress:
+    """The run's escalation as it goes: :func:`result` so far, its second packs and its
+    phase (``planning`` while it has no row: the caller knows whether one was started)."""
+    counts = await result(conn, run_id)
+    packs = await conn.fetchrow(
+        """select count(*) as blocks, count(distinct second_pack) as total,
+                  count(distinct second_pack) filter (where status = 'planned') as waiting
+           from escalations where run_id = $1 and second_pack is not null""",
+        run_id,
+    )
+    run_status = await conn.fetchval("select status from runs where run_id = $1", run_id)
+    return EscalationProgress(
+        run_id=run_id,
+        phase=phase_of(counts, run_status, packs["waiting"]),
+        second_packs=packs["total"],
+        second_packs_done=packs["total"] - packs["waiting"],
+        second_blocks=packs["blocks"],
+        escalation=counts,
+    )

@@ -34,6 +34,7 @@ from starlette.routing import Route
 from blockbatch.api import BadRequest, Blockbatch, EditError, NotFound
 from blockbatch.api.review import ExportFormat, checked_reviewer
 from blockbatch.core.evidence import spans
+from blockbatch.core.models import EscalationProgress
 from blockbatch.core.page_image import bounded_width
 from blockbatch.core.reasons import REASONS
 from blockbatch.core.review import OVERLAY_STATUSES, REVIEWABLE
@@ -272,12 +273,19 @@ class ReviewApp:
             reviewable=REVIEWABLE,
             widgets={f: widget(page.spec.properties[f]) for f in page.fields},
             activity=await self.bb.review_activity(run_id, limit=20),
+            escalation=await self._escalation(run_id),
             links=run_links(self.settings, run_id),
             note=note,
             error=error,
             field_errors=field_errors or {},
             typed=typed or {},
         )
+
+    async def _escalation(self, run_id: str) -> EscalationProgress | None:
+        """The run's escalation as it goes or as it ended (``None``: never escalated, or
+        not planned yet)."""
+        progress = await self.bb.escalation_progress(run_id)
+        return progress if progress.escalation is not None else None
 
     async def calls(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]

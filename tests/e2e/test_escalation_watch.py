@@ -1,0 +1,169 @@
+"""Following an escalation from the command line (docs/ESCALATION.md): ``escalate`` and
+``watch`` show its live progress and then the run's summary with its rows; ``cancel
+--wait`` waits for the escalation to stop."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import aiohttp
+
+from blockbatch.core.models import QualityOptions, RunOptions
+from blockbatch.web.app import create_app
+from tests.conftest import Stack
+from tests.helpers import extract_schema, markdown_doc
+from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
+from tests.web_helpers import serving
+
+HAIKU, SONNET = "claude-haiku-5-5", "claude-sonnet-5-5"
+#: Haiku is often wrong in packs (two packings differ, blocks go up); Sonnet never is.
+QUALITY = {
+    "enabled": True,
+    "free_blocks": 2,
+    "skip_per_extra_block": 0,
+    "bleed_per_extra_block": 0,
+    "models": {HAIKU: {"wrong_alone": 0.05, "wrong_per_extra_block": 0.03}, SONNET: {}},
+}
+#: Every call takes half a second: an escalation lasts long enough to be watched.
+SLOW = {"speed_factor": 1.0, "latency": {"ttft_ms": 500, "per_output_token_ms": 0}}
+_SECOND = re.compile(r"^escalation second pass: (\d+)/(\d+) packs · (\d+)/(\d+) compared", re.M)
+
+
+async def _finished_run(bbstack: Stack, seed: int) -> str:
+    """A finished Haiku run of 24 blocks in 12 packs, one pack at a time."""
+    bbstack.sim.scenario(seed=seed, quality=QUALITY)
+    doc = await bbstack.bb.ingest_bytes(markdown_doc(24), name="doc.md", fmt="markdown")
+    schema_id = await bbstack.bb.add_schema(extract_schema(200))
+    run_id = await bbstack.bb.start_run(
+        doc,
+        schema_id,
+        RunOptions(
+            model=HAIKU,
+            pack_size=2,
+            max_concurrent_packs=1,
+            reuse_answers=False,
+            quality=QualityOptions(probe_rate=0.0, probe_minimum=0),
+        ),
+    )
+    result = await bbstack.bb.wait(run_id)
+    assert result.status == "completed"
+    return run_id
+
+
+async def _escalation_line(bbstack: Stack, run_id: str) -> str:
+    """The run page's escalation line (``""``: none)."""
+    app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
+    async with serving(app) as base, aiohttp.ClientSession() as http:
+        page = await http.get(f"{base}/runs/{run_id}")
+        html = await page.text()
+    assert page.status == 200
+    found = re.search(r'<dd id="escalation" class="e-([a-z-]+)">(.*?)</dd>', html, re.S)
+    return f"{found.group(1)}: {' '.join(found.group(2).split())}" if found else ""
+
+
+async def _until(check: object, what: str) -> None:
+    for _ in range(200):
+        if await check():  # type: ignore[operator]
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"never {what}")
+
+
+async def test_escalate_and_watch_show_the_escalation_live_then_its_summary(
+    bbstack: Stack, cli: Cli
+) -> None:
+    async with bbstack.worker():
+        run_id = await _finished_run(bbstack, seed=5)
+        never = await cli("watch", run_id)  # not escalated: the run's summary, as always
+        bbstack.sim.scenario(seed=5, quality=QUALITY, **SLOW)
+        escalating = asyncio.ensure_future(cli("escalate", run_id, "--to", SONNET))
+        await _until(lambda: bbstack.bb.escalation_running(run_id), "escalating")
+        watching = asyncio.ensure_future(cli("watch", run_id))
+
+        async def planned() -> bool:
+            return (await bbstack.bb.escalation_progress(run_id)).escalation is not None
+
+        await _until(planned, "planned")
+        page_during = await _escalation_line(bbstack, run_id)
+        watched = await watching
+        escalated = await escalating
+        after = await cli("watch", run_id)
+    assert never.code == 0 and "escalated " not in never.out
+    assert page_during.startswith(("second-pass: ", "escalating: ", "finishing: ")), page_during
+    page_after = await _escalation_line(bbstack, run_id)
+    esc = await bbstack.bb.escalation(run_id)
+    assert esc is not None and esc.status == "done" and esc.compared == 24
+    packs = await bbstack.pool.fetchval(
+        "select count(distinct second_pack) from escalations where run_id = $1", run_id
+    )
+    summary = f"escalated    to {SONNET}: 24 of 24 blocks compared in a second packing"
+    for out in (escalated, watched):
+        assert out.code == 0, out.out + out.err
+        # Live lines while it compares (piped: one at each phase, then as counts change),
+        # their totals the plan's, then the summary with the escalation's rows.
+        seen = _SECOND.findall(out.out)
+        assert seen, out.out
+        assert {(int(t), int(b)) for _, t, _, b in seen} == {(packs, 24)}
+        done = [int(d) for d, _, _, _ in seen]
+        assert done == sorted(done) and done[-1] < packs
+        assert out.out.index("escalation second pass") < out.out.index(summary)
+        assert "escalation $ second pass" in out.out
+        assert "ended but the run is still" not in out.err
+        # The escalation calls may end between two looks; when seen, of those sent up.
+        for answered in re.findall(rf"^escalating to {SONNET}: \d+/(\d+) answered", out.out, re.M):
+            assert int(answered) == esc.sent_up
+    assert page_after == (
+        f"done: to {SONNET}: done · 24/24 compared · {esc.kept} kept · {esc.sent_up} sent up · "
+        f"{esc.escalated}/{esc.sent_up} answered · "
+        f"${esc.second_pass_cost_usd + esc.escalation_cost_usd:.4f}"
+    )
+    # Once it ended: the summary with the escalation's rows, no live lines.
+    assert after.code == 0 and summary in after.out and "second pass:" not in after.out
+
+
+async def test_cancel_wait_follows_the_escalation_until_it_stops(bbstack: Stack, cli: Cli) -> None:
+    async with bbstack.worker():
+        run_id = await _finished_run(bbstack, seed=2)
+        bbstack.sim.scenario(seed=2, **SLOW)
+        await bbstack.bb.escalate(run_id, SONNET)
+
+        async def calling() -> bool:
+            return bool(
+                await bbstack.pool.fetchval(
+                    "select count(*) from llm_calls where run_id = $1 and purpose = 'second_pass'",
+                    run_id,
+                )
+            )
+
+        await _until(calling, "a second-pass call")
+        out = await cli("cancel", run_id, "--wait")
+        # It returned once the escalation had ended: the run is finished, not cancelling.
+        running = await bbstack.bb.escalation_running(run_id)
+    assert out.code == 0, out.out + out.err
+    assert not running
+    assert f"cancel requested for the escalation of run {run_id}" in out.out
+    info = await bbstack.bb.run(run_id)
+    esc = await bbstack.bb.escalation(run_id)
+    assert info.status == "completed" and esc is not None and esc.status == "cancelled"
+    assert f"cancelled with {esc.left} blocks left (their first answers stay)" in out.out
+    assert "ended but the run is still" not in out.err
+    line = await _escalation_line(bbstack, run_id)
+    assert line.startswith(f"cancelled: to {SONNET}: cancelled · ")
+    assert f" · {esc.left} left with their first answer · $" in line
+
+
+async def test_cancel_reaches_an_escalation_still_queued(bbstack: Stack, cli: Cli) -> None:
+    async with bbstack.worker():
+        run_id = await _finished_run(bbstack, seed=4)
+    # No worker: the escalation waits to be planned, and the run is still `completed`.
+    await bbstack.bb.escalate(run_id, SONNET)
+    out = await cli("cancel", run_id)
+    assert out.code == 0, out.out + out.err
+    assert f"cancel requested for the escalation of run {run_id}" in out.out
+    async with bbstack.worker():
+        result = await bbstack.bb.wait_escalation(run_id)
+    esc = result.escalation
+    assert result.status == "completed" and esc is not None
+    assert esc.status == "cancelled" and esc.left == esc.blocks == 24
+    assert esc.second_pass_calls == esc.escalation_calls == 0
