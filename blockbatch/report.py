@@ -357,8 +357,10 @@ def summary_lines(
     )
     if probe_calls:
         calls = f"{calls}, {_count(probe_calls, 'quality probe call')}"
-    if esc_calls:
-        calls = f"{calls}, {_count(esc_calls, 'escalation call')}"
+    if r.escalation is not None and r.escalation.second_pass_calls:
+        calls = f"{calls}, {_count(r.escalation.second_pass_calls, 'second-pass call')}"
+    if r.escalation is not None and r.escalation.escalation_calls:
+        calls = f"{calls}, {_count(r.escalation.escalation_calls, 'escalation call')}"
     if probe_calls or esc_calls:
         calls = f"{_count(r.calls, 'call')}: {calls}"
     cost = f"${r.cost_usd:.4f}"

@@ -61,7 +61,7 @@ def test_the_summary_says_what_went_up_by_reason_and_the_cost_of_each_pass() -> 
     )
     # The run's own calls answered its blocks; the escalation's are named apart.
     assert rows["calls"].startswith("7 calls: 2 calls for 40 blocks (20.0 blocks per call;")
-    assert rows["calls"].endswith(", 5 escalation calls")
+    assert rows["calls"].endswith(", 2 second-pass calls, 3 escalation calls")
 
 
 def test_a_cancelled_escalation_says_how_many_blocks_it_left() -> None:
