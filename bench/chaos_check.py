@@ -261,7 +261,9 @@ def violations(result: dict[str, Any]) -> list[str]:
     b, c = result["blocks"], result["calls"]
     out = []
     if result["run_status"] != "completed":
-        out.append(f"run ended {result['run_status']}: {result['run_error']}")
+        why = b.get("failed_reasons") or {}
+        failed = f"; {b['failed']} blocks failed: {why}" if b.get("failed") else ""
+        out.append(f"run ended {result['run_status']}: {result['run_error']}{failed}")
     if b["lost"]:
         out.append(f"{b['lost']} blocks lost: {b['lost_detail']}")
     if b["written_twice"]:

@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -92,7 +93,33 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
+#: Where :func:`free_port` looks: below the kernel's ephemeral range, which outgoing
+#: connections take ports from (a port the kernel hands out for ``bind(0)`` may be taken
+#: by any process's next connection before the server that was to listen on it starts).
+_PORTS_FROM = 20000
+
+
+def _ephemeral_low() -> int:
+    try:
+        low = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0]
+        return int(low)
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
+    """A port free now on 127.0.0.1 for a server to listen on, chosen at random below the
+    ephemeral range (falls back to one the kernel hands out)."""
+    low = _ephemeral_low()
+    rng = random.SystemRandom()
+    for _ in range(50) if low > _PORTS_FROM + 1000 else ():
+        port = rng.randrange(_PORTS_FROM, low)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])

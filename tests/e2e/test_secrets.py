@@ -95,17 +95,24 @@ async def test_api_key_is_nowhere_in_history_ledger_tables_logs_or_errors(
     schema_id = await s.bb.add_schema(extract_schema(200))
 
     # 1. A run that succeeds, halving packs and retrying errors, on a worker.py process.
-    s.sim.scenario(
-        auth={"valid_keys": [key]},
-        seed=5,
-        faults={"truncate": 0.4, "skip_block": 0.05, "malformed_tool_input": 0.2},
-        errors={"rate_429": 0.15, "rate_500": 0.1, "retry_after_s": 0},
-    )
+    # Its first calls are all refused with 429 (so the ledger and the metrics surely hold
+    # one, whatever the timing), then the model is merely faulty.
+    s.sim.scenario(auth={"valid_keys": [key]}, errors={"rate_429": 1.0, "retry_after_s": 0})
     log = tmp_path / "worker.log"
     metrics_port = free_port()
     proc = start_worker_process(s, key, log, metrics_port)
     try:
         ok_id = await s.bb.start_run(doc, schema_id, RunOptions(pack_size=10))
+        for _ in range(600):
+            if s.sim.stats()["requests"].get("POST /v1/messages", {}).get("429"):
+                break
+            await asyncio.sleep(0.1)
+        s.sim.scenario(
+            auth={"valid_keys": [key]},
+            seed=5,
+            faults={"truncate": 0.4, "skip_block": 0.05, "malformed_tool_input": 0.2},
+            errors={"rate_429": 0.15, "rate_500": 0.1, "retry_after_s": 0},
+        )
         ok = await asyncio.wait_for(s.bb.wait(ok_id), 150)
         # The worker's Prometheus endpoint, after calls that were answered and that failed.
         metrics = await asyncio.to_thread(
