@@ -7,7 +7,7 @@ import asyncio
 import signal
 import sys
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal, Self
 
 from temporalio.client import WorkflowQueryFailedError, WorkflowQueryRejectedError
@@ -103,45 +103,36 @@ async def follow(
     the rate limiter's figures too)."""
     await bb.temporal()
     view = ProgressView(con, verbose=verbose)
-    done = asyncio.ensure_future(bb.wait(run_id))
     silent_since = time.monotonic()
     noted = False
-    try:
-        with Interrupts() as interrupts:
-            while not done.done():
-                if interrupts.event.is_set():
-                    view.clear()
-                    choice = await ask(con, interrupts)
-                    interrupts.event.clear()
-                    if choice == "detach":
-                        return "detached"
-                    if choice == "cancel":
-                        await bb.cancel(run_id)
-                        view.message(
-                            f"cancel requested for run {run_id}: no new Claude call "
-                            "starts; waiting for running packs to stop…"
-                        )
-                try:
-                    view.update(await bb.progress(run_id, timeout_s=3))
-                    silent_since = time.monotonic()
-                except (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError) as err:
-                    if isinstance(err, RPCError) and err.status in _LOST:
-                        raise
-                    if not noted and time.monotonic() - silent_since > _SILENT_NOTE_S:
-                        view.message(
-                            "no progress from the run yet: is a worker running? "
-                            "(`make worker` or `python worker.py`)"
-                        )
-                        noted = True
-                await _first(done, interrupts.event, timeout=view.interval)
-    finally:
-        view.close()
-        if not done.done():
-            done.cancel()
-    failure = done.exception()
-    if isinstance(failure, RPCError) and failure.status in _LOST:
-        raise failure
-    return "finished"
+
+    async def step() -> None:
+        nonlocal silent_since, noted
+        try:
+            view.update(await bb.progress(run_id, timeout_s=3))
+            silent_since = time.monotonic()
+        except (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError) as err:
+            if isinstance(err, RPCError) and err.status in _LOST:
+                raise
+            if not noted and time.monotonic() - silent_since > _SILENT_NOTE_S:
+                view.message(
+                    "no progress from the run yet: is a worker running? "
+                    "(`make worker` or `python worker.py`)"
+                )
+                noted = True
+
+    return await _follow_until(
+        bb,
+        run_id,
+        con,
+        view,
+        asyncio.ensure_future(bb.wait(run_id)),
+        step,
+        cancelled=(
+            f"cancel requested for run {run_id}: no new Claude call "
+            "starts; waiting for running packs to stop…"
+        ),
+    )
 
 
 async def follow_escalation(
@@ -155,9 +146,48 @@ async def follow_escalation(
     after; the workflow's end is awaited on Temporal."""
     await bb.temporal()
     view = ProgressView(con)
-    done = asyncio.ensure_future(bb.wait_escalation(run_id))
     since = time.monotonic()
     noted = False
+
+    async def step() -> None:
+        nonlocal noted
+        p = await bb.escalation_progress(run_id)
+        view.update_escalation(p)
+        if p.phase == "planning" and not noted and time.monotonic() - since > _SILENT_NOTE_S:
+            view.message(
+                "the escalation is not planned yet: is a worker running? "
+                "(`make worker` or `python worker.py`)"
+            )
+            noted = True
+
+    return await _follow_until(
+        bb,
+        run_id,
+        con,
+        view,
+        asyncio.ensure_future(bb.wait_escalation(run_id)),
+        step,
+        cancelled=(
+            f"cancel requested for the escalation of run {run_id}: no new "
+            "Claude call starts; blocks not compared or asked keep their "
+            "first answer…"
+        ),
+    )
+
+
+async def _follow_until(
+    bb: Blockbatch,
+    run_id: str,
+    con: Console,
+    view: ProgressView,
+    done: asyncio.Future[Any],
+    step: Callable[[], Awaitable[None]],
+    *,
+    cancelled: str,
+) -> Literal["finished", "detached"]:
+    """``step()`` (a look at the progress) every ``view.interval`` until ``done`` ends or
+    the user detaches; Ctrl-C asks whether to cancel (``Blockbatch.cancel``, then
+    ``cancelled`` is said) or detach. A workflow lost on Temporal raises."""
     try:
         with Interrupts() as interrupts:
             while not done.done():
@@ -169,20 +199,8 @@ async def follow_escalation(
                         return "detached"
                     if choice == "cancel":
                         await bb.cancel(run_id)
-                        view.message(
-                            f"cancel requested for the escalation of run {run_id}: no new "
-                            "Claude call starts; blocks not compared or asked keep their "
-                            "first answer…"
-                        )
-                p = await bb.escalation_progress(run_id)
-                view.update_escalation(p)
-                waited = time.monotonic() - since
-                if p.phase == "planning" and not noted and waited > _SILENT_NOTE_S:
-                    view.message(
-                        "the escalation is not planned yet: is a worker running? "
-                        "(`make worker` or `python worker.py`)"
-                    )
-                    noted = True
+                        view.message(cancelled)
+                await step()
                 await _first(done, interrupts.event, timeout=view.interval)
     finally:
         view.close()
