@@ -226,7 +226,9 @@ async def estimate(
         )
         q = q.model_copy(update={"calibration": calibrated})
         if to is not None and history:
-            share = await _escalation_share(db, schema_id_for(spec), model.id, to.id, q)
+            share = await _escalation_share(
+                db, schema_id_for(spec), model.id, to.id, q.blocks_per_pack[1]
+            )
     if to is None:
         return q
     # Every block alone on the escalation model, as the escalation asks it (no probe, every
@@ -266,13 +268,14 @@ async def estimate(
 
 
 async def _escalation_share(
-    db: _Reader, schema_id: str, model: str, to: str, q: Quote
+    db: _Reader, schema_id: str, model: str, to: str, pack_size: int
 ) -> tuple[float, str] | None:
     """The share of blocks an escalation of ``schema_id`` from ``model`` to ``to`` is
     expected to send up, and where that comes from: the newest ``calibrate --escalation``
-    (at the size nearest the quote's packs), else earlier escalations."""
+    (at the size nearest ``pack_size``, the quote's largest pack), else earlier
+    escalations."""
     measured = await db.read(
-        lambda conn: calibrations.escalation_share(conn, schema_id, model, to, q.blocks_per_pack[1])
+        lambda conn: calibrations.escalation_share(conn, schema_id, model, to, pack_size)
     )
     if measured is not None:
         return measured[0], f"calibration {measured[1]}"
