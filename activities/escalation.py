@@ -7,9 +7,11 @@ second pack ``second-<n>``, a block's escalation ``escalate-<block_index>``, att
 ledger is reused, never asked again, so a retried activity (a lost worker) pays nothing
 twice; only a call that failed (no answer, nothing billed) is tried at its next attempt.
 So a block is answered by the run's model in one first-pass call and one second-pass
-call, and by the escalation model in at most one call: a block the run's quality probe
-asked alone on the escalation model already (``--probe-model`` the escalation model) takes
-the probe's answer and call instead of a new one (``escalations.probe_answers``).
+call, and by the escalation model in at most one call. The quality probe's answers alone
+stand in where they can (``escalations.probe_answers``): a block the probe asked alone on
+the run's own model (the default ``probe_model``) takes that answer as its second one and
+is in no second pack; one it asked alone on the escalation model (``--probe-model`` the
+escalation model) takes the probe's answer and call instead of a new escalation call.
 
 The second pass is the run's own request (``build_request`` with the run's context):
 system prompt and tool are byte for byte the first pass's, so its calls read the prefix
@@ -128,9 +130,17 @@ class EscalationActivities:
                     type=ESCALATION_REFUSED,
                     non_retryable=True,
                 )
+            # A block the quality probe asked alone on the run's own model has its second
+            # answer already: that one, not a second pack (no call on that model again).
+            probed = await escalations.probe_answers(
+                conn,
+                inp.run_id,
+                [b.block_uid for b in blocks if b.call_id is not None],
+                ctx.model.id,
+            )
             by_call: dict[int, list[str]] = {}
             for b in blocks:
-                if b.call_id is not None:
+                if b.call_id is not None and b.block_uid not in probed:
                     by_call.setdefault(b.call_id, []).append(b.block_uid)
             order = second_order([by_call[c] for c in sorted(by_call)])
             of = {b.block_uid: b for b in blocks}
@@ -155,16 +165,34 @@ class EscalationActivities:
                 ],
                 [place.get(b.block_uid) for b in blocks],
             )
+            seconds = {
+                b.block_uid: (
+                    probed[b.block_uid].call_id,
+                    probed[b.block_uid].answer,
+                    escalation_reason(
+                        ctx.spec, "ai_complete", b.answer, probed[b.block_uid].answer
+                    ),
+                )
+                for b in blocks
+                if b.block_uid in probed
+            }
+            await escalations.probe_seconds(conn, inp.run_id, seconds)
             await escalations.reopen_for_escalation(conn, inp.run_id)
         activity.logger.info(
-            "run %s: escalation to %s takes %d blocks (%d second packs)",
+            "run %s: escalation to %s takes %d blocks (%d second packs, %d compared with "
+            "the quality probe's answers alone)",
             inp.run_id,
             inp.model,
             len(blocks),
             len(packs),
+            len(seconds),
         )
         return PlanEscalationOutput(
-            second_packs=len(packs), blocks=len(blocks), up_at_once=len(blocks) - len(order)
+            second_packs=len(packs),
+            blocks=len(blocks),
+            up_at_once=sum(b.call_id is None for b in blocks)
+            + sum(reason is not None for _, _, reason in seconds.values()),
+            by_probe=len(seconds),
         )
 
     @activity.defn

@@ -191,9 +191,15 @@ def escalation_rows(result: RunResult) -> list[tuple[str, str]]:
     if e is None:
         return []
     reasons = ", ".join(f"{n} {reason}" for reason, n in e.escalated_by_reason.items())
+    with_probe = (
+        f" (and {e.compared_with_probe} with the quality probe's answer alone, no second call)"
+        if e.compared_with_probe
+        else ""
+    )
     took = (
         f"to {e.model}: {e.compared} of {_count(e.blocks, 'block')} compared in a second "
-        f"packing, {e.kept} kept, {e.sent_up} sent up" + (f" ({reasons})" if reasons else "")
+        f"packing{with_probe}, {e.kept} kept, {e.sent_up} sent up"
+        + (f" ({reasons})" if reasons else "")
     )
     if e.sent_up:
         took += f"; {e.escalated} answered by {e.model}"

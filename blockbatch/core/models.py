@@ -913,9 +913,13 @@ class EscalateInput(BaseModel):
 
 class PlanEscalationOutput(BaseModel):
     second_packs: int
-    #: Blocks the escalation took, and of them those that go up at once (failed, refused).
+    #: Blocks the escalation took, and of them those that go up at once (failed, refused,
+    #: or disagreeing with the quality probe's answer alone on the run's model).
     blocks: int
     up_at_once: int
+    #: Blocks whose second answer is the quality probe's alone on the run's model: in no
+    #: second pack (``store.escalations.probe_seconds``).
+    by_probe: int = 0
 
 
 class SecondPassInput(BaseModel):
@@ -974,10 +978,14 @@ class EscalationResult(BaseModel):
     status: Literal["running", "done", "cancelled", "failed"] = "done"
     #: Blocks the escalation had not compared or asked when it stopped (or yet).
     left: int = 0
-    #: Blocks taken (answered or failed in the first pass), compared, and kept.
+    #: Blocks taken (answered or failed in the first pass), compared in a second pack, and
+    #: kept.
     blocks: int = 0
     compared: int = 0
     kept: int = 0
+    #: Blocks compared with the quality probe's answer alone on the run's own model
+    #: instead of a second pack (its call, no second-pass call: paid once per purpose).
+    compared_with_probe: int = 0
     #: Blocks asked on the escalation model, by reason (``disagrees``, ``failed``...).
     escalated_by_reason: dict[str, int] = Field(default_factory=dict)
     #: Of them: answered (the overlay now), failed, and skipped (reviewed meanwhile).

@@ -7,6 +7,9 @@ a retried activity never moves a row twice::
                                   its second pack
     (planned)    -> to_escalate   insert_plan: a block the first pass failed (or that was
                                   refused): no second pack, it goes up at once
+    (planned)    -> kept          probe_seconds, in the plan's transaction: the run's quality
+                 or to_escalate   probe asked the block alone on the run's own model, and
+                                  that answer is its second one (no second pack, no call)
     planned      -> kept          record_second: the two answers agree
     planned      -> to_escalate   record_second: they disagree, or no second answer
     to_escalate  -> escalated     record_escalation, in the transaction of
@@ -26,7 +29,7 @@ the escalation's last step closes it as a run ends.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,14 +81,19 @@ async def existing_plan(conn: asyncpg.Connection, run_id: str) -> PlanEscalation
     """The run's escalation plan when it has one."""
     row = await conn.fetchrow(
         """select count(*) as blocks, coalesce(max(second_pack) + 1, 0) as packs,
-                  count(*) filter (where second_pack is null) as up
+                  count(*) filter (where second_pack is null and reason is not null) as up,
+                  count(*) filter (where second_pack is null and second_call_id is not null)
+                      as by_probe
            from escalations where run_id = $1""",
         run_id,
     )
     if not row["blocks"]:
         return None
     return PlanEscalationOutput(
-        second_packs=row["packs"], blocks=row["blocks"], up_at_once=row["up"]
+        second_packs=row["packs"],
+        blocks=row["blocks"],
+        up_at_once=row["up"],
+        by_probe=row["by_probe"],
     )
 
 
@@ -236,6 +244,30 @@ async def record_second(
     return sum(r["status"] == "to_escalate" for r in rows)
 
 
+async def probe_seconds(
+    conn: asyncpg.Connection,
+    run_id: str,
+    seconds: Mapping[str, tuple[int, dict[str, Any], str | None]],
+) -> None:
+    """(planned, no second pack) -> kept or to_escalate: each block of ``seconds``
+    (``uid: (probe call, probe answer, reason)``) takes the quality probe's answer alone on
+    the run's model as its second answer, with that call (:func:`probe_answers`)."""
+    uids = list(seconds)
+    await conn.execute(
+        """update escalations e set second_call_id = t.c, second_answer = t.a, reason = t.r,
+                  status = case when t.r is null then 'kept' else 'to_escalate' end,
+                  updated_at = now()
+           from unnest($2::text[], $3::bigint[], $4::jsonb[], $5::text[]) as t(u, c, a, r)
+           where e.run_id = $1 and e.block_uid = t.u and e.status = 'planned'
+             and e.second_pack is null""",
+        run_id,
+        uids,
+        [seconds[u][0] for u in uids],
+        [seconds[u][1] for u in uids],
+        [seconds[u][2] for u in uids],
+    )
+
+
 async def model_of(conn: asyncpg.Connection, run_id: str) -> str | None:
     """The model the run's escalation asks (``None``: never escalated)."""
     model: str | None = await conn.fetchval(
@@ -309,8 +341,9 @@ async def probe_answers(
     conn: asyncpg.Connection, run_id: str, uids: Sequence[str], model: str
 ) -> dict[str, ProbeAnswer]:
     """The blocks of ``uids`` the run's quality probe compared with an answer alone on
-    ``model`` (its ledger call on that model, answered): an escalation to ``model`` takes
-    that answer instead of paying for the same question again."""
+    ``model`` (its ledger call on that model, answered). An escalation to ``model`` takes
+    that answer instead of paying for the same question again; with ``model`` the run's
+    own, the escalation's plan takes it as the block's second answer (:func:`probe_seconds`)."""
     rows = await conn.fetch(
         """select q.block_uid, q.llm_call_id, c.pack_path, q.single, q.evidence
            from quality_samples q join llm_calls c on c.call_id = q.llm_call_id
@@ -383,6 +416,8 @@ async def result(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> Escala
     counts = await conn.fetchrow(
         """select count(*) filter (where second_pack is not null and status <> 'planned')
                       as compared,
+                  count(*) filter (where second_pack is null and second_call_id is not null)
+                      as with_probe,
                   count(*) filter (where status = 'escalated' and exists (
                       select 1 from llm_calls c where c.call_id = e.escalation_call_id
                         and c.purpose = $2)) as reused
@@ -391,6 +426,7 @@ async def result(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> Escala
         QUALITY_PROBE,
     )
     out.compared, out.reused_from_probe = int(counts["compared"]), int(counts["reused"])
+    out.compared_with_probe = int(counts["with_probe"])
     out.escalated_by_reason = dict(sorted(out.escalated_by_reason.items(), key=lambda kv: -kv[1]))
     spent = await conn.fetch(
         """select purpose, count(*) filter (where status <> 'started') as calls,

@@ -484,3 +484,75 @@ async def test_a_probe_on_the_escalation_model_is_not_paid_twice_and_measures_it
         )
         for line in lines
     )
+
+
+async def test_a_probe_on_the_runs_own_model_stands_in_for_the_second_pass(
+    bbstack: Stack,
+) -> None:
+    # The default probe asks its sample alone on the run's own model: that answer is the
+    # sampled blocks' second one, so they are in no second pack and no block is answered
+    # by Haiku more than twice (its pack, and the probe or its second pack).
+    bbstack.sim.scenario(
+        seed=2,
+        quality={
+            "enabled": True,
+            "skip_per_extra_block": 0.0,
+            "bleed_per_extra_block": 0.0,
+            "models": {m: q.model_dump() for m, q in ASSUMED_MODEL_QUALITY.items()},
+        },
+    )
+    doc = await bbstack.bb.ingest_bytes(markdown_doc(400), name="doc.md", fmt="markdown")
+    schema_id = await bbstack.bb.add_schema(extract_schema(200))
+    options = RunOptions(
+        model=HAIKU,
+        pack_size=40,
+        reuse_answers=False,
+        quality=QualityOptions(probe_rate=0.25, probe_minimum=0, probe_max_share=1.0),
+    )
+    run_id = await bbstack.bb.start_run(doc, schema_id, options, run_id="probe-second")
+    async with bbstack.worker():
+        first = await bbstack.bb.wait(run_id)
+        assert first.status == "completed"
+        await bbstack.bb.escalate(run_id, SONNET)
+        result = await bbstack.bb.wait_escalation(run_id)
+    esc, probe = result.escalation, first.quality
+    assert esc is not None and esc.status == "done" and probe is not None
+    assert probe.sampled > 10
+
+    rows = await bbstack.pool.fetch(
+        """select e.block_uid, e.second_pack, e.second_call_id, e.second_answer, e.first_answer,
+                  e.reason, e.status, q.llm_call_id as probe_call_id, q.single
+           from escalations e left join quality_samples q
+             on q.run_id = e.run_id and q.block_uid = e.block_uid and q.status = 'compared'
+           where e.run_id = $1""",
+        run_id,
+    )
+    sampled = [r for r in rows if r["probe_call_id"] is not None]
+    assert len(sampled) == probe.sampled == esc.compared_with_probe
+    for r in sampled:
+        assert r["second_pack"] is None and r["second_call_id"] == r["probe_call_id"]
+        assert _json(r["second_answer"]) == _json(r["single"])
+        agree = all(
+            f.agree
+            for f in compare_properties(
+                extract_schema(200)["properties"], _json(r["first_answer"]), _json(r["single"])
+            )
+        )
+        assert (r["reason"] is None) == agree and r["status"] in ("kept", "escalated")
+    assert any(r["reason"] == "disagrees" for r in sampled)  # some went up on the probe's word
+    assert all(r["second_pack"] is not None for r in rows if r["probe_call_id"] is None)
+    assert esc.compared == len(rows) - len(sampled) and esc.left == 0
+
+    # Haiku answered each block at most twice; Sonnet at most once.
+    paid = await bbstack.pool.fetch(
+        """select uid, c.model, count(*) as n from llm_calls c, unnest(c.block_uids) as uid
+           where c.run_id = $1 and c.status = 'succeeded' group by 1, 2""",
+        run_id,
+    )
+    limit = {HAIKU: 2, SONNET: 1}
+    assert [dict(p) for p in paid if p["n"] > limit[p["model"]]] == []
+    lines = summary_lines(result, baseline=None, links={"run": "r", "packs": "p"})
+    assert any(
+        f"(and {probe.sampled} with the quality probe's answer alone, no second call)" in line
+        for line in lines
+    ), lines

@@ -90,6 +90,16 @@ def test_answers_the_probe_had_alone_on_the_escalation_model_are_said_reused() -
     )
 
 
+def test_blocks_compared_with_the_probes_answer_alone_are_said_apart() -> None:
+    rows = _rows(_result(_escalation(compared=30, compared_with_probe=9)))
+    assert rows["escalated"].startswith(
+        f"to {SONNET}: 30 of 40 blocks compared in a second packing (and 9 with the quality "
+        "probe's answer alone, no second call), 37 kept, 3 sent up"
+    )
+    plain = _rows(_result(_escalation()))["escalated"]
+    assert "quality probe's answer alone" not in plain
+
+
 def test_the_escalation_is_checked_against_the_probes_answers_alone() -> None:
     check = EscalationVsProbe(probe_model=SONNET, before=rate(55, 60), after=rate(59, 60))
     rows = _rows(_result(_escalation(vs_probe=check)))
