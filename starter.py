@@ -6,11 +6,9 @@ Only starts and follows; the commands live in ``blockbatch/cli/`` and use the sa
 
 from __future__ import annotations
 
-import sys
-
-from blockbatch.cli import amain, main
+from blockbatch.cli import amain, main, run
 
 __all__ = ["amain", "main"]
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -17,6 +17,7 @@ from temporalio.client import Client
 
 from blockbatch.runtime.endpoint import announced
 from blockbatch.runtime.metrics import MetricsUnavailable, metrics_runtime
+from blockbatch.runtime.process import exit_process
 from blockbatch.runtime.settings import Settings, load_settings
 from blockbatch.runtime.temporal import (
     TemporalUnavailable,
@@ -103,4 +104,5 @@ if __name__ == "__main__":
     try:
         asyncio.run(main())
     except (DatabaseUnavailable, TemporalUnavailable, MetricsUnavailable, ValueError) as exc:
-        raise SystemExit(f"error: {exc}") from None
+        exit_process(f"error: {exc}")
+    exit_process(0)

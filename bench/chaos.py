@@ -65,6 +65,7 @@ from blockbatch.api import Blockbatch
 from blockbatch.core.ingest import parse_document
 from blockbatch.core.models import RunOptions
 from blockbatch.core.outage import waiting_text
+from blockbatch.runtime.process import exit_process
 from blockbatch.store.db import create_pool
 
 RESULTS = ROOT / "bench" / "results" / "chaos.json"
@@ -755,4 +756,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_process(main())

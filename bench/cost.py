@@ -80,6 +80,7 @@ from blockbatch.core.ingest import parse_document
 from blockbatch.core.models import QualityOptions, RunOptions
 from blockbatch.core.quote import Quote
 from blockbatch.core.registry import Usage, cost_usd, get_model
+from blockbatch.runtime.process import exit_process
 from blockbatch.simulator.tokenizer import count_tokens, tokenizer_for
 from blockbatch.store import quality as quality_store
 from blockbatch.store.reads import blocks_paid_twice
@@ -1238,4 +1239,4 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main(main, parse_args()))
+    exit_process(run_main(main, parse_args()))

@@ -55,6 +55,7 @@ from bench.common import (
     sample_schema,
 )
 from blockbatch.core.models import RunOptions
+from blockbatch.runtime.process import exit_process
 from blockbatch.store import ratelimits
 
 WINDOW_S = 10.0
@@ -424,4 +425,4 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main(main, parse_args()))
+    exit_process(run_main(main, parse_args()))

@@ -55,6 +55,7 @@ from bench.common import (
 from blockbatch.core.agreement import Tally, compare_properties
 from blockbatch.core.models import QualityOptions, RunOptions
 from blockbatch.devtools.synthetic import markdown_document
+from blockbatch.runtime.process import exit_process
 from blockbatch.simulator.content import block_result
 from blockbatch.simulator.prompt import Block
 from blockbatch.simulator.scenario import ASSUMED_MODEL_QUALITY
@@ -639,4 +640,4 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main(main, parse_args()))
+    exit_process(run_main(main, parse_args()))

@@ -45,6 +45,7 @@ from bench.common import (
 from blockbatch.core.agreement import Tally
 from blockbatch.core.models import QualityOptions, RunOptions
 from blockbatch.devtools.synthetic import markdown_document
+from blockbatch.runtime.process import exit_process
 
 #: The quality model of every section: right alone and in packs of up to 5 blocks, then
 #: wrong more often with each block beyond 5 and with each place further down the pack.
@@ -280,4 +281,4 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main(main, parse_args()))
+    exit_process(run_main(main, parse_args()))

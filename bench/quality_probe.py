@@ -45,6 +45,7 @@ from bench.common import (
     sample_schema,
 )
 from blockbatch.core.models import QualityOptions, RunOptions, RunResult
+from blockbatch.runtime.process import exit_process
 
 SECTIONS = ("estimate", "gate", "cost")
 #: The estimate's document: answers go wrong with pack size beyond 5 and with position.
@@ -451,4 +452,4 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main(main, parse_args()))
+    exit_process(run_main(main, parse_args()))

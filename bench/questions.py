@@ -41,6 +41,7 @@ from bench.common import (
     run_main,
 )
 from blockbatch.api import BatchResult, allm_batch
+from blockbatch.runtime.process import exit_process
 
 _LANGUAGES = ("English", "French", "German", "Spanish", "Italian")
 _KINDS = ("colour", "fruit", "animal")
@@ -219,4 +220,4 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main(main, parse_args()))
+    exit_process(run_main(main, parse_args()))

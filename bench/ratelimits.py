@@ -50,6 +50,7 @@ from bench.common import (
     sample_schema,
 )
 from blockbatch.core.models import RunOptions
+from blockbatch.runtime.process import exit_process
 
 #: Reuse off: every run sends the same blocks, and is measured doing so.
 MODES = {
@@ -620,4 +621,4 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main(main, parse_args()))
+    exit_process(run_main(main, parse_args()))

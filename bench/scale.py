@@ -40,6 +40,7 @@ from bench.common import (
     sample_schema,
 )
 from blockbatch.core.models import RunOptions
+from blockbatch.runtime.process import exit_process
 from workflows.run import run_workflow_id
 
 WARN_EVENTS = 10_240
@@ -327,4 +328,4 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main(main, parse_args()))
+    exit_process(run_main(main, parse_args()))

@@ -46,6 +46,7 @@ from bench.common import (
     sample_schema,
 )
 from blockbatch.core.models import RunOptions
+from blockbatch.runtime.process import exit_process
 
 
 async def timeline(pool: Any, run_id: str) -> dict[str, Any]:
@@ -334,4 +335,4 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main(main, parse_args()))
+    exit_process(run_main(main, parse_args()))

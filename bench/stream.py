@@ -42,6 +42,7 @@ from bench.common import (
 )
 from blockbatch.core.ingest import parse_document
 from blockbatch.core.models import RunOptions
+from blockbatch.runtime.process import exit_process
 
 
 def rows_of(n: int, tag: str) -> list[dict[str, Any]]:
@@ -368,4 +369,4 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main(main, parse_args()))
+    exit_process(run_main(main, parse_args()))

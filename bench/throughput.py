@@ -40,6 +40,7 @@ from bench.common import (
 )
 from bench.reference import RefChildWorkflow, RefInput, RefParentWorkflow, noop
 from blockbatch.core.models import RunOptions
+from blockbatch.runtime.process import exit_process
 from blockbatch.runtime.temporal import build_worker
 
 # The slot counts build_worker gives a blockbatch worker (read, not copied, so the reference
@@ -269,4 +270,4 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main(main, parse_args()))
+    exit_process(run_main(main, parse_args()))

@@ -11,7 +11,7 @@ import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from temporalio.client import Client
 
@@ -32,6 +32,7 @@ from blockbatch.cli.parser import (
     PROG,
     build_parser,
 )
+from blockbatch.runtime.process import exit_process
 from blockbatch.runtime.settings import Settings, load_settings
 
 if TYPE_CHECKING:
@@ -52,6 +53,7 @@ __all__ = [
     "EXIT_WITH_FAILURES",
     "amain",
     "main",
+    "run",
 ]
 
 Command = Callable[[argparse.Namespace, "Session"], Awaitable[int]]
@@ -169,3 +171,9 @@ def main(argv: Sequence[str] | None = None, client: Client | None = None) -> int
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
         return EXIT_PIPE_CLOSED
+
+
+def run() -> NoReturn:
+    """The command line's process entry (``python starter.py``, the ``blockbatch`` script):
+    :func:`main`, then leave without finalizing (``runtime.process.exit_process``)."""
+    exit_process(main())

@@ -37,4 +37,4 @@ def test_the_wheel_installs_blockbatch_and_the_deployment_layout_only(tmp_path: 
                    for n in names)  # fmt: skip
         assert "blockbatch/web/templates/base.html" in names
         (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
-        assert "blockbatch = blockbatch.cli:main" in wheel.read(entry_points).decode()
+        assert "blockbatch = blockbatch.cli:run" in wheel.read(entry_points).decode()
