@@ -36,6 +36,22 @@ from tests.web_helpers import serving
 HAIKU, SONNET = "claude-haiku-5-5", "claude-sonnet-5-5"
 
 
+async def _on_assumed_rates(bbstack: Stack, *, seed: int, blocks: int) -> tuple[str, str]:
+    """The simulator on its assumed per-model rates (bench/models.py), and a document of
+    ``blocks`` blocks with its schema: ``(document id, schema id)``."""
+    bbstack.sim.scenario(
+        seed=seed,
+        quality={
+            "enabled": True,
+            "skip_per_extra_block": 0.0,
+            "bleed_per_extra_block": 0.0,
+            "models": {m: q.model_dump() for m, q in ASSUMED_MODEL_QUALITY.items()},
+        },
+    )
+    doc = await bbstack.bb.ingest_bytes(markdown_doc(blocks), name="doc.md", fmt="markdown")
+    return doc, await bbstack.bb.add_schema(extract_schema(200))
+
+
 def _json(value: object) -> dict[str, object]:
     return value if isinstance(value, dict) else json.loads(str(value))
 
@@ -408,17 +424,7 @@ async def test_a_probe_on_the_escalation_model_is_not_paid_twice_and_measures_it
     # the escalation model: a sampled block sent up takes the probe's answer. Every block
     # is wanted in the sample; the probe's cost cap (at most the run's own cost) keeps as
     # many as that pays for.
-    bbstack.sim.scenario(
-        seed=1,
-        quality={
-            "enabled": True,
-            "skip_per_extra_block": 0.0,
-            "bleed_per_extra_block": 0.0,
-            "models": {m: q.model_dump() for m, q in ASSUMED_MODEL_QUALITY.items()},
-        },
-    )
-    doc = await bbstack.bb.ingest_bytes(markdown_doc(1000), name="doc.md", fmt="markdown")
-    schema_id = await bbstack.bb.add_schema(extract_schema(200))
+    doc, schema_id = await _on_assumed_rates(bbstack, seed=1, blocks=1000)
     options = RunOptions(
         model=HAIKU,
         pack_size=40,
@@ -492,17 +498,7 @@ async def test_a_probe_on_the_runs_own_model_stands_in_for_the_second_pass(
     # The default probe asks its sample alone on the run's own model: that answer is the
     # sampled blocks' second one, so they are in no second pack and no block is answered
     # by Haiku more than twice (its pack, and the probe or its second pack).
-    bbstack.sim.scenario(
-        seed=2,
-        quality={
-            "enabled": True,
-            "skip_per_extra_block": 0.0,
-            "bleed_per_extra_block": 0.0,
-            "models": {m: q.model_dump() for m, q in ASSUMED_MODEL_QUALITY.items()},
-        },
-    )
-    doc = await bbstack.bb.ingest_bytes(markdown_doc(400), name="doc.md", fmt="markdown")
-    schema_id = await bbstack.bb.add_schema(extract_schema(200))
+    doc, schema_id = await _on_assumed_rates(bbstack, seed=2, blocks=400)
     options = RunOptions(
         model=HAIKU,
         pack_size=40,
