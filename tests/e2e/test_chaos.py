@@ -197,8 +197,14 @@ async def test_sigkilled_workers_and_a_faulty_model_lose_and_duplicate_nothing(
     h, st = harness, harness.st
     h.start_workers("a", "b")
     doc, schema = await h.document(200)
-    # reuse off: the run after the fault-free reference must call for every block.
-    options = RunOptions(pack_size=5, max_concurrent_packs=8, reuse_answers=False)
+    # reuse off: the run after the fault-free reference must call for every block. Six
+    # attempts a block, not three: MODEL_FAULTS cut off 8% of answers, malform 5% and skip,
+    # duplicate or misname 3% of blocks, so with three, now and then one of the 200 blocks
+    # failed honestly (seen in CI: one `missing`). That is the model's doing, not a lost
+    # block, and this test is about what the kills must not lose.
+    options = RunOptions(
+        pack_size=5, max_concurrent_packs=8, reuse_answers=False, max_block_attempts=6
+    )
     reference = await h.fault_free(doc, schema, options)
 
     st.sim("POST", "/_sim/reset")
