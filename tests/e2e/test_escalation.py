@@ -20,6 +20,7 @@ from blockbatch.core.models import (
     EscalationPartInput,
     QualityOptions,
     RunOptions,
+    RunResult,
     SecondPassInput,
 )
 from blockbatch.report import summary_lines
@@ -50,6 +51,19 @@ async def _on_assumed_rates(bbstack: Stack, *, seed: int, blocks: int) -> tuple[
     )
     doc = await bbstack.bb.ingest_bytes(markdown_doc(blocks), name="doc.md", fmt="markdown")
     return doc, await bbstack.bb.add_schema(extract_schema(200))
+
+
+async def _run_then_escalate(
+    bbstack: Stack, doc: str, schema_id: str, options: RunOptions, run_id: str
+) -> tuple[RunResult, RunResult]:
+    """Run ``options`` on the document under ``run_id``, then escalate it to Sonnet:
+    ``(the run's result, the result after its escalation)``."""
+    await bbstack.bb.start_run(doc, schema_id, options, run_id=run_id)
+    async with bbstack.worker():
+        first = await bbstack.bb.wait(run_id)
+        assert first.status == "completed"
+        await bbstack.bb.escalate(run_id, SONNET)
+        return first, await bbstack.bb.wait_escalation(run_id)
 
 
 def _json(value: object) -> dict[str, object]:
@@ -435,12 +449,8 @@ async def test_a_probe_on_the_escalation_model_is_not_paid_twice_and_measures_it
     )
     # A fixed run id: the probe's sample is seeded with it, so it is the same every time;
     # 4 of the 57-59 blocks sent up are in it here.
-    run_id = await bbstack.bb.start_run(doc, schema_id, options, run_id="probed-escalation")
-    async with bbstack.worker():
-        first = await bbstack.bb.wait(run_id)
-        assert first.status == "completed"
-        await bbstack.bb.escalate(run_id, SONNET)
-        result = await bbstack.bb.wait_escalation(run_id)
+    run_id = "probed-escalation"
+    first, result = await _run_then_escalate(bbstack, doc, schema_id, options, run_id)
     esc, probe = result.escalation, first.quality
     assert esc is not None and esc.status == "done" and probe is not None
     # The sample is capped by cost (Sonnet alone against Haiku in packs): about 1 in 20.
@@ -505,12 +515,8 @@ async def test_a_probe_on_the_runs_own_model_stands_in_for_the_second_pass(
         reuse_answers=False,
         quality=QualityOptions(probe_rate=0.25, probe_minimum=0, probe_max_share=1.0),
     )
-    run_id = await bbstack.bb.start_run(doc, schema_id, options, run_id="probe-second")
-    async with bbstack.worker():
-        first = await bbstack.bb.wait(run_id)
-        assert first.status == "completed"
-        await bbstack.bb.escalate(run_id, SONNET)
-        result = await bbstack.bb.wait_escalation(run_id)
+    run_id = "probe-second"
+    first, result = await _run_then_escalate(bbstack, doc, schema_id, options, run_id)
     esc, probe = result.escalation, first.quality
     assert esc is not None and esc.status == "done" and probe is not None
     assert probe.sampled > 10
