@@ -176,7 +176,7 @@ class EscalationActivities:
                 for b in blocks
                 if b.block_uid in probed
             }
-            await escalations.probe_seconds(conn, inp.run_id, seconds)
+            await escalations.record_second(conn, inp.run_id, seconds)
             await escalations.reopen_for_escalation(conn, inp.run_id)
         activity.logger.info(
             "run %s: escalation to %s takes %d blocks (%d second packs, %d compared with "
@@ -245,7 +245,7 @@ class EscalationActivities:
         }
         async with self.pool.acquire() as conn:
             up = await escalations.record_second(
-                conn, inp.run_id, asked.call_id, second, dict(reasons)
+                conn, inp.run_id, {u: (asked.call_id, second[u], reasons[u]) for u in uids}
             )
         return EscalationStepOutput(
             blocks=len(blocks), to_escalate=up, calls=asked.calls, cost_usd=asked.cost_usd

@@ -918,7 +918,7 @@ class PlanEscalationOutput(BaseModel):
     blocks: int
     up_at_once: int
     #: Blocks whose second answer is the quality probe's alone on the run's model: in no
-    #: second pack (``store.escalations.probe_seconds``).
+    #: second pack (``store.escalations.record_second`` in the plan).
     by_probe: int = 0
 
 

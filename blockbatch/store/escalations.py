@@ -7,7 +7,7 @@ a retried activity never moves a row twice::
                                   its second pack
     (planned)    -> to_escalate   insert_plan: a block the first pass failed (or that was
                                   refused): no second pack, it goes up at once
-    (planned)    -> kept          probe_seconds, in the plan's transaction: the run's quality
+    (planned)    -> kept          record_second, in the plan's transaction: the run's quality
                  or to_escalate   probe asked the block alone on the run's own model, and
                                   that answer is its second one (no second pack, no call)
     planned      -> kept          record_second: the two answers agree
@@ -219,53 +219,32 @@ async def second_pack_blocks(
     ]
 
 
+#: A block's second answer as recorded: ``(call, answer, reason it goes up)`` (call or answer
+#: ``None``: no usable answer came back; reason ``None``: it is kept).
+Second = tuple[int | None, dict[str, Any] | None, str | None]
+
+
 async def record_second(
-    conn: asyncpg.Connection,
-    run_id: str,
-    call_id: int | None,
-    answers: dict[str, dict[str, Any] | None],
-    reasons: dict[str, str | None],
+    conn: asyncpg.Connection, run_id: str, seconds: Mapping[str, Second]
 ) -> int:
-    """planned -> kept (no reason) or to_escalate; returns how many go up."""
-    uids = list(answers)
-    rows = await conn.fetch(
-        """update escalations e set second_call_id = $2, second_answer = t.a, reason = t.r,
-                  status = case when t.r is null then 'kept' else 'to_escalate' end,
-                  updated_at = now()
-           from unnest($3::text[], $4::jsonb[], $5::text[]) as t(u, a, r)
-           where e.run_id = $1 and e.block_uid = t.u and e.status = 'planned'
-           returning e.status""",
-        run_id,
-        call_id,
-        uids,
-        [answers[u] for u in uids],
-        [reasons[u] for u in uids],
-    )
-    return sum(r["status"] == "to_escalate" for r in rows)
-
-
-async def probe_seconds(
-    conn: asyncpg.Connection,
-    run_id: str,
-    seconds: Mapping[str, tuple[int, dict[str, Any], str | None]],
-) -> None:
-    """(planned, no second pack) -> kept or to_escalate: each block of ``seconds``
-    (``uid: (probe call, probe answer, reason)``) takes the quality probe's answer alone on
-    the run's model as its second answer, with that call (:func:`probe_answers`)."""
+    """planned -> kept (no reason) or to_escalate, each block of ``seconds`` with its
+    second answer and call: a second pack's, or the quality probe's alone on the run's own
+    model (the plan's, :func:`probe_answers`); returns how many go up."""
     uids = list(seconds)
-    await conn.execute(
+    rows = await conn.fetch(
         """update escalations e set second_call_id = t.c, second_answer = t.a, reason = t.r,
                   status = case when t.r is null then 'kept' else 'to_escalate' end,
                   updated_at = now()
            from unnest($2::text[], $3::bigint[], $4::jsonb[], $5::text[]) as t(u, c, a, r)
            where e.run_id = $1 and e.block_uid = t.u and e.status = 'planned'
-             and e.second_pack is null""",
+           returning e.status""",
         run_id,
         uids,
         [seconds[u][0] for u in uids],
         [seconds[u][1] for u in uids],
         [seconds[u][2] for u in uids],
     )
+    return sum(r["status"] == "to_escalate" for r in rows)
 
 
 async def model_of(conn: asyncpg.Connection, run_id: str) -> str | None:
@@ -343,7 +322,7 @@ async def probe_answers(
     """The blocks of ``uids`` the run's quality probe compared with an answer alone on
     ``model`` (its ledger call on that model, answered). An escalation to ``model`` takes
     that answer instead of paying for the same question again; with ``model`` the run's
-    own, the escalation's plan takes it as the block's second answer (:func:`probe_seconds`)."""
+    own, the escalation's plan takes it as the block's second answer (:func:`record_second`)."""
     rows = await conn.fetch(
         """select q.block_uid, q.llm_call_id, c.pack_path, q.single, q.evidence
            from quality_samples q join llm_calls c on c.call_id = q.llm_call_id
