@@ -417,8 +417,9 @@ async def test_two_retries_at_once_one_runs_the_other_is_refused(bbstack: Stack,
     pool = bbstack.pool
     run_id, uids = await failed_run(bbstack)
     failed = [uids[2], uids[5]]
-    # Slow answers: the retry still runs while the others ask.
-    bbstack.sim.scenario(speed_factor=1.0, latency={"ttft_ms": 1500, "per_output_token_ms": 0})
+    # Slow answers: the retry still runs while the others ask, the CLI's included (with
+    # 1.5 s, a loaded CI machine started the CLI after the retry had finished).
+    bbstack.sim.scenario(speed_factor=1.0, latency={"ttft_ms": 8000, "per_output_token_ms": 0})
     mark = await last_call(pool, run_id)
 
     async with bbstack.worker():
