@@ -417,25 +417,30 @@ async def test_two_retries_at_once_one_runs_the_other_is_refused(bbstack: Stack,
     pool = bbstack.pool
     run_id, uids = await failed_run(bbstack)
     failed = [uids[2], uids[5]]
-    # Slow answers: the retry still runs while the others ask, the CLI's included (with
-    # 1.5 s, a loaded CI machine started the CLI after the retry had finished).
-    bbstack.sim.scenario(speed_factor=1.0, latency={"ttft_ms": 8000, "per_output_token_ms": 0})
+    # A model that answers (the failed run's rejections gone), whose answers the simulator
+    # holds back until the CLI has asked too: the retry is still running while the others
+    # ask. (Slow answers were not enough: a loaded CI machine started the CLI after them.)
+    bbstack.sim.scenario()
     mark = await last_call(pool, run_id)
+    bbstack.sim.call("POST", "/_sim/hold")
 
     async with bbstack.worker():
-        outcomes = await asyncio.gather(
-            bbstack.bb.retry(run_id), bbstack.bb.retry(run_id), return_exceptions=True
-        )
-        started = [o for o in outcomes if isinstance(o, RetryStarted)]
-        refused = [o for o in outcomes if isinstance(o, RetryUnderWay)]
-        assert (len(started), len(refused)) == (1, 1), outcomes
-        # The refusal is the running retry's answer to the ``retry`` Update.
-        assert f"a retry of run {run_id} is already under way" in str(refused[0])
-        # The retry returned once claimed: the run reads running again.
-        assert await runs_status(pool, run_id) == "running"
-        again = await cli("retry", run_id, "--no-wait")
-        assert again.code == 6 and again.err.count("\n") == 1, again.err
-        assert f"run {run_id}" in again.err
+        try:
+            outcomes = await asyncio.gather(
+                bbstack.bb.retry(run_id), bbstack.bb.retry(run_id), return_exceptions=True
+            )
+            started = [o for o in outcomes if isinstance(o, RetryStarted)]
+            refused = [o for o in outcomes if isinstance(o, RetryUnderWay)]
+            assert (len(started), len(refused)) == (1, 1), outcomes
+            # The refusal is the running retry's answer to the ``retry`` Update.
+            assert f"a retry of run {run_id} is already under way" in str(refused[0])
+            # The retry returned once claimed: the run reads running again.
+            assert await runs_status(pool, run_id) == "running"
+            again = await cli("retry", run_id, "--no-wait")
+            assert again.code == 6 and again.err.count("\n") == 1, again.err
+            assert f"run {run_id}" in again.err
+        finally:
+            bbstack.sim.call("POST", "/_sim/release")
         watch = await cli("watch", run_id, "--json")
     assert watch.code == 0, watch.out + watch.err
     assert json.loads(watch.out)["status"] == "completed"
