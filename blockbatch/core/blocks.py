@@ -94,6 +94,20 @@ class RawBlock:
     provenance: Provenance
 
 
+#: Block types that ingest keeps (stored, exported, with provenance) but that a run does not
+#: send to the model unless it asks for them (``--include-boilerplate``): running headers and
+#: footers and page numbers (text repeated across pages at the same place), text outside the
+#: visible page or drawn invisible, and a web page's navigation and page furniture.
+SET_ASIDE_TYPES: frozenset[str] = frozenset(
+    {"page_header", "page_footer", "page_number", "off_page", "invisible_text", "navigation"}
+)
+
+
+def is_set_aside(block_type: str) -> bool:
+    """Whether a block of this type is kept but not sent to the model by default."""
+    return block_type in SET_ASIDE_TYPES
+
+
 #: What separates two blocks in a converted format's extracted text.
 BLOCK_SEPARATOR = "\n\n"
 
