@@ -16,6 +16,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.batches.rounds import enqueue
 from blockbatch.core.batching import PackAttempt
+from blockbatch.core.blocks import is_set_aside
 from blockbatch.core.context import RunContext
 from blockbatch.core.models import (
     ACTIVE_STATUSES,
@@ -124,8 +125,15 @@ class DbActivities:
             blocks = await runs.document_blocks(conn, ctx.document_id)
             prompt = prompt_digest(ctx.spec, ctx.model.id, ctx.shape)
             keys = [answer_key(prompt, b.content_sha256) for b in blocks]
+            # Blocks of a set-aside type (running headers, navigation, ...) stay in the run as
+            # ``set_aside``, never sent nor reused, unless the run includes them.
+            aside = (
+                set()
+                if ctx.options.include_boilerplate
+                else {pos for pos, b in enumerate(blocks) if is_set_aside(b.block_type)}
+            )
             found = await overlays.reusable_answers(conn, keys) if ctx.options.reuse_answers else {}
-            to_call = [pos for pos, key in enumerate(keys) if key not in found]
+            to_call = [pos for pos, key in enumerate(keys) if key not in found and pos not in aside]
             # Packs sized from the schema's estimate of each answer, or from what earlier
             # runs of the schema on the model wrote; with neither, a learning pack first.
             learns = ctx.learns_output()
@@ -143,9 +151,10 @@ class DbActivities:
                 keys,
                 {
                     b.block_uid: found[key]
-                    for b, key in zip(blocks, keys, strict=True)
-                    if key in found
+                    for pos, (b, key) in enumerate(zip(blocks, keys, strict=True))
+                    if key in found and pos not in aside
                 },
+                set_aside=[blocks[pos].block_uid for pos in sorted(aside)],
             )
             if ctx.options.mode == "sync" and ctx.plan_limits().size_cap > 1:
                 # The quality probe's sample, of the blocks called (blockbatch/core/quality.py); none
@@ -173,18 +182,26 @@ class DbActivities:
                 await quality.plan_sample(conn, inp.run_id, sample)
                 if sizing.wanted:
                     await quality.save_plan(conn, inp.run_id, sizing)
-            reused = await runs.save_plan(conn, inp.run_id, len(packs), len(blocks))
+            reused = await runs.save_plan(
+                conn,
+                inp.run_id,
+                len(packs),
+                len(blocks) - len(aside),
+                set_aside=len(aside),
+                set_aside_usd=ctx.blocks_cost_usd([blocks[pos].est_tokens for pos in aside]),
+            )
         activity.logger.info(
-            "run %s planned: %d blocks in %d packs, %d reused%s",
+            "run %s planned: %d blocks in %d packs, %d reused, %d set aside%s",
             inp.run_id,
-            len(blocks),
+            len(blocks) - len(aside),
             len(packs),
             reused.blocks_reused,
+            len(aside),
             "" if prior is None else f"; answers write {prior.text()}",
         )
         return PlanRunOutput(
             pack_count=len(packs),
-            block_count=len(blocks),
+            block_count=len(blocks) - len(aside),
             mode=ctx.options.mode,
             learning=learning and len(packs) > 1,
             replans=learns,

@@ -130,6 +130,19 @@ def reused_line(result: RunResult) -> str | None:
     )
 
 
+def set_aside_line(result: RunResult) -> str | None:
+    """``36 blocks set aside, not sent (headers, footers, navigation) · sending them:
+    ~$0.0123`` (None: nothing set aside)."""
+    r = result
+    if not r.blocks_set_aside:
+        return None
+    return (
+        f"{_count(r.blocks_set_aside, 'block')} set aside, not sent (page headers and "
+        f"footers, page numbers, off-page or invisible text, navigation) · sending them: "
+        f"~${r.set_aside_usd:.4f} (--include-boilerplate)"
+    )
+
+
 def quality_rows(result: RunResult) -> list[tuple[str, str]]:
     """The quality probe's rows: ``agreement 98.6% on 40 sampled blocks; lowest: summary
     92%``, ``quality probe: 12 calls, $0.0123 (2.1% of the run)`` and the pack size the run
@@ -395,6 +408,8 @@ def summary_lines(
         rows.insert(2, ("not done", not_done))
     if reused := reused_line(r):
         rows.insert(2, ("reused", reused))
+    if aside := set_aside_line(r):
+        rows.insert(2, ("set aside", aside))
     if r.budget is not None:
         rows.insert(2, ("budget", left_text(r.budget)))
     retried = retries_line(retries)

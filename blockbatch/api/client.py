@@ -76,7 +76,7 @@ from blockbatch.core.calibration import (
     ModelCalibration,
 )
 from blockbatch.core.endpoint import endpoint_of, mismatch_text
-from blockbatch.core.ingest import ParsedBlock, detect_format, parse_document
+from blockbatch.core.ingest import ConvertOptions, ParsedBlock, detect_format, parse_document
 from blockbatch.core.models import (
     EscalateInput,
     EscalationOptions,
@@ -196,28 +196,55 @@ class Blockbatch:
     # ------------------------------------------------------------------ inputs
 
     async def ingest_bytes(
-        self, data: bytes, *, name: str, fmt: str, text_field: str = "text"
+        self,
+        data: bytes,
+        *,
+        name: str,
+        fmt: str,
+        text_field: str = "text",
+        read_as: ConvertOptions | None = None,
+        notices: list[str] | None = None,
     ) -> str:
-        """Parse and store a document; return its id (the same bytes give the same id)."""
-        return await self.ingest_blocks(
-            data, parse_document(data, fmt, text_field=text_field), name=name, fmt=fmt
-        )
+        """Parse and store a document; return its id (the same bytes, read the same way,
+        give the same id). ``read_as``: how HTML, DOCX, PPTX and tables are read
+        (``ConvertOptions(html_all=..., table_rows=..., pptx_notes=...)``); ``notices``
+        receives what is worth saying about the file (XLSX sheets skipped)."""
+        blocks = parse_document(data, fmt, text_field=text_field, options=read_as, notices=notices)
+        return await self.ingest_blocks(data, blocks, name=name, fmt=fmt, read_as=read_as)
 
     async def ingest_blocks(
-        self, data: bytes, blocks: list[ParsedBlock], *, name: str, fmt: str
+        self,
+        data: bytes,
+        blocks: list[ParsedBlock],
+        *,
+        name: str,
+        fmt: str,
+        read_as: ConvertOptions | None = None,
     ) -> str:
-        """Store already parsed blocks; ``data`` is the source the document id is hashed from."""
+        """Store already parsed blocks; ``data`` (with the ``read_as`` options they were
+        parsed with) is what the document id is hashed from."""
         async with self.pool.acquire() as conn:
-            return await repo.save_document(conn, name, fmt, data, blocks)
+            return await repo.save_document(conn, name, fmt, data, blocks, read_as)
 
     async def ingest_file(
-        self, path: str | Path, *, fmt: str | None = None, text_field: str = "text"
+        self,
+        path: str | Path,
+        *,
+        fmt: str | None = None,
+        text_field: str = "text",
+        read_as: ConvertOptions | None = None,
+        notices: list[str] | None = None,
     ) -> str:
         """Parse and store a file (format from its extension unless given); return its id."""
         path = Path(path)
         fmt = fmt or detect_format(path.name)
         return await self.ingest_bytes(
-            path.read_bytes(), name=path.name, fmt=fmt, text_field=text_field
+            path.read_bytes(),
+            name=path.name,
+            fmt=fmt,
+            text_field=text_field,
+            read_as=read_as,
+            notices=notices,
         )
 
     async def add_schema(self, source: SchemaSource, name: str | None = None) -> str:

@@ -27,9 +27,16 @@ from activities.sdk import anthropic
 from blockbatch.api.errors import BadRequest
 from blockbatch.api.inputs import SchemaSource, as_schema, with_schema_model
 from blockbatch.core.answer import CallShape, check_effort
+from blockbatch.core.blocks import is_set_aside
 from blockbatch.core.calibration import CalibrationNote
 from blockbatch.core.context import RunContext
-from blockbatch.core.ingest import ParsedBlock, detect_format, document_id_for, parse_document
+from blockbatch.core.ingest import (
+    ConvertOptions,
+    ParsedBlock,
+    detect_format,
+    document_id_for,
+    parse_document,
+)
 from blockbatch.core.models import QualityOptions, RunOptions
 from blockbatch.core.planning import estimate_tokens
 from blockbatch.core.prompt import request_prefix
@@ -102,6 +109,7 @@ async def estimate(
     name: str | None = None,
     fmt: str | None = None,
     text_field: str = "text",
+    read_as: ConvertOptions | None = None,
     blocks: list[ParsedBlock] | None = None,
     settings: Settings | None = None,
     pool: asyncpg.Pool | None = None,
@@ -117,7 +125,7 @@ async def estimate(
         document: a path, or the file's bytes (then ``fmt`` is required).
         schema: a schema dict, :class:`SchemaSpec`, JSON text or path.
         options: the run's options (the model left at the default takes the schema's).
-        name, fmt, text_field: as for ingesting the document.
+        name, fmt, text_field, read_as: as for ingesting the document.
         blocks: the document already parsed (the CLI parses once for checks and quote).
         settings: where Claude and Postgres are (default: the environment).
         pool: a Postgres pool to read earlier runs from; without one a connection is tried
@@ -137,7 +145,11 @@ async def estimate(
     """
     settings = settings or load_settings()
     data, name, fmt = read_document(document, name=name, fmt=fmt)
-    parsed = blocks if blocks is not None else parse_document(data, fmt, text_field=text_field)
+    parsed = (
+        blocks
+        if blocks is not None
+        else parse_document(data, fmt, text_field=text_field, options=read_as)
+    )
     spec = as_schema(schema)
     options = with_schema_model(options or RunOptions(), spec.prompt_config.model)
     if model is None:
@@ -157,8 +169,19 @@ async def estimate(
         # first upload's field order), else the author's, which storing it keeps.
         spec = await _stored(db, spec)
         ctx = quote_context(options, spec, model)
-        document_id = document_id_for(fmt, data)
+        document_id = document_id_for(fmt, data, read_as)
         notes: list[str] = list(spec.notices)
+        aside = [b for b in parsed if is_set_aside(b.block_type)]
+        if aside and not options.include_boilerplate:
+            # A run keeps them unsent (set_aside): they are not quoted.
+            cost = ctx.blocks_cost_usd([estimate_tokens(b.block_content) for b in aside])
+            notes.append(
+                f"{len(aside)} of {len(parsed)} blocks are set aside (page headers and "
+                "footers, page numbers, off-page or invisible text, navigation): kept, not "
+                f"sent, not quoted; sending them would add ~${cost:.4f} "
+                "(include_boilerplate)"
+            )
+            parsed = [b for b in parsed if not is_set_aside(b.block_type)]
         if history and options.reuse_answers:
             # Blocks an earlier run answered under the same prompt and model get that answer
             # (incremental re-runs): they are not sent, so not quoted.

@@ -206,15 +206,38 @@ def _source(p: argparse.ArgumentParser) -> None:
         "--text-field",
         default="text",
         metavar="F",
-        help="JSONL key / CSV column holding each block's text (default: %(default)s)",
+        help="JSONL key / CSV column holding each block's text; for XLSX a column (sheets "
+        "without it are skipped, with a notice) or SHEET!COLUMN (default: %(default)s)",
     )
 
 
 def _run_inputs(p: argparse.ArgumentParser, listed_in: str) -> None:
     """A run's document, schema and options: the same for `run` and `estimate`."""
     _source(p)
+    p.add_argument(
+        "--html-all",
+        action="store_true",
+        help="HTML: send the whole page; by default only its main content is sent and its "
+        "navigation, menus and footers are kept as set-aside blocks",
+    )
+    p.add_argument(
+        "--table-rows",
+        action="store_true",
+        help="one block per table row, with the header row as its context (HTML, DOCX, "
+        "PPTX, markdown); by default a table is one block, split by whole rows when large",
+    )
+    p.add_argument(
+        "--pptx-notes",
+        action="store_true",
+        help="PPTX: each slide's speaker notes as a block of their own",
+    )
     for option in (EFFORT, PACK_SIZE, MODE, PROBE_MODEL):
         add_field_option(p, option)
+    p.add_argument(
+        "--include-boilerplate",
+        action="store_true",
+        help=RunOptions.model_fields["include_boilerplate"].description,
+    )
     _settings(p, listed_in)
 
 

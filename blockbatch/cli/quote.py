@@ -9,8 +9,16 @@ from blockbatch.api.quote import estimate
 from blockbatch.cli.console import Console
 from blockbatch.cli.parser import EXIT_OK
 from blockbatch.cli.session import Session
+from blockbatch.core.ingest import ConvertOptions
 from blockbatch.core.models import RunOptions
 from blockbatch.core.quote import ModeQuote, Quote
+
+
+def read_as(args: argparse.Namespace) -> ConvertOptions:
+    """How the document is read: ``--html-all``, ``--table-rows``, ``--pptx-notes``."""
+    return ConvertOptions(
+        html_all=args.html_all, table_rows=args.table_rows, pptx_notes=args.pptx_notes
+    )
 
 
 async def show_quote(
@@ -28,6 +36,7 @@ async def show_quote(
         options,
         fmt=args.format,
         text_field=args.text_field,
+        read_as=read_as(args),
         settings=s.settings,
         count=count,
         history=history,

@@ -19,7 +19,7 @@ from blockbatch.api.quote import read_document
 from blockbatch.cli.follow import follow, follow_escalation, report, say_detached
 from blockbatch.cli.options import apply_settings
 from blockbatch.cli.parser import EFFORT, MAX_COST, MODE, PACK_SIZE, PROG
-from blockbatch.cli.quote import show_quote
+from blockbatch.cli.quote import read_as, show_quote
 from blockbatch.cli.session import Session
 from blockbatch.core.ingest import parse_document
 from blockbatch.core.models import RunOptions
@@ -48,6 +48,8 @@ def _options(args: argparse.Namespace) -> RunOptions:
             fields["model"] = args.model
     if getattr(args, "probe_model", None):
         fields["quality"] = {"probe_model": args.probe_model}
+    if getattr(args, "include_boilerplate", False):
+        fields["include_boilerplate"] = True
     apply_settings(fields, args.settings)
     return RunOptions.model_validate(fields)
 
@@ -89,7 +91,12 @@ async def cmd_run(args: argparse.Namespace, s: Session) -> int:
     # Everything a user can get wrong is checked before anything is written.
     path = Path(args.file)
     data, _, fmt = read_document(path, fmt=args.format)
-    blocks = parse_document(data, fmt, text_field=args.text_field)
+    notices: list[str] = []
+    blocks = parse_document(
+        data, fmt, text_field=args.text_field, options=read_as(args), notices=notices
+    )
+    for notice in notices:
+        s.con.note(f"note: {notice}")
     spec = as_schema(Path(args.schema))
     for notice in spec.notices:
         s.con.note(f"note: {notice}")
@@ -108,7 +115,7 @@ async def cmd_run(args: argparse.Namespace, s: Session) -> int:
         )
     if (differ := await bb.endpoint_warning()) is not None:
         s.con.note(f"warning: {differ}")
-    doc = await bb.ingest_blocks(data, blocks, name=path.name, fmt=fmt)
+    doc = await bb.ingest_blocks(data, blocks, name=path.name, fmt=fmt, read_as=read_as(args))
     schema_id = await bb.add_schema(spec)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ModelRetiring)

@@ -28,7 +28,9 @@ class Provenance:
             normalised to ``\\n``), the span covering the block's source lines, markup
             included. For PDF, DOCX, PPTX, HTML and XLSX it is the text the converter
             extracted: every block's content in order, separated by one blank line
-            (:func:`extracted_text`), so ``text[char_start:char_end]`` is the content.
+            (:func:`extracted_text`), so ``text[char_start:char_end]`` is the content; a
+            table's rows or parts (:mod:`blockbatch.core.convert.tables`) keep the span of
+            their table.
         page: 1-based page (PDF), slide (PPTX) or sheet (XLSX) number; ``None`` for formats
             without pages.
         bbox: the block's box on its page as ``(x0, y0, x1, y1)`` in PDF points with the
@@ -64,9 +66,10 @@ class ParsedBlock:
 
     Attributes:
         block_index: 0-based position in document order.
-        block_type: heading, paragraph, list_item, table, code, blockquote, html (markdown,
-            text, PDF, DOCX, PPTX, HTML), or record / the record's own type (JSONL, CSV,
-            XLSX).
+        block_type: heading, paragraph, list_item, table, table_row, code, blockquote,
+            html, footnote, endnote, speaker_notes (markdown, text, PDF, DOCX, PPTX, HTML),
+            a type of :data:`SET_ASIDE_TYPES`, or record / the record's own type (JSONL,
+            CSV, XLSX).
         block_content: the block's text.
         metadata: heading ``level``, code ``language``, list ``ordered``/``marker``/``depth``,
             the other JSONL/CSV/XLSX fields, and ``source_line`` (1-based) for text formats.
@@ -92,6 +95,28 @@ class RawBlock:
     content: str
     metadata: dict[str, Any]
     provenance: Provenance
+
+
+@dataclass(frozen=True)
+class ConvertOptions:
+    """How a converted format is read; the defaults suit most documents.
+
+    Attributes:
+        html_all: keep a web page whole, every block sent; by default only the page's
+            main content (found by trafilatura) is, and the rest is typed ``navigation``.
+        table_rows: one ``table_row`` block per table row, with the header row as its
+            context (:mod:`blockbatch.core.convert.tables`); by default a table is one
+            block, split by whole rows when it is large.
+        pptx_notes: a slide's speaker notes as blocks (``speaker_notes``) after its shapes.
+    """
+
+    html_all: bool = False
+    table_rows: bool = False
+    pptx_notes: bool = False
+
+    def non_default(self) -> dict[str, bool]:
+        """The options that differ from the defaults (what makes another document)."""
+        return {k: v for k, v in vars(self).items() if v != getattr(ConvertOptions(), k)}
 
 
 #: Block types that ingest keeps (stored, exported, with provenance) but that a run does not

@@ -15,7 +15,9 @@ from functools import cached_property
 from blockbatch.core.answer import CallShape, call_shape
 from blockbatch.core.models import RunOptions
 from blockbatch.core.planning import (
+    BLOCK_WRAPPER_TOKENS,
     LEARNING_PACK_BLOCKS,
+    RESULT_OVERHEAD_TOKENS,
     OutputRatios,
     Pack,
     PlanLimits,
@@ -130,6 +132,15 @@ class RunContext:
             # The setting sizes the fields; evidence's quotes come on top of it.
             cap += scaled_tokens(self.model, evidence_output_tokens(self.spec, block_tokens))
         return min(shape, cap) if cap is not None else shape
+
+    def blocks_cost_usd(self, block_tokens: Sequence[int]) -> float:
+        """What sending blocks of these sizes is estimated to cost, as the quote prices a
+        block: its input (content and the JSON around it) and its expected answer, at the
+        model's prices; the prompt they would share with other blocks is not counted."""
+        model = self.model
+        sent = sum(scaled_tokens(model, t + BLOCK_WRAPPER_TOKENS) for t in block_tokens)
+        answers = sum(self.output_estimate(t) + RESULT_OVERHEAD_TOKENS for t in block_tokens)
+        return (sent * model.price_input + answers * model.price_output) / 1_000_000
 
     def learns_output(self) -> bool:
         """Whether a plan without ``ratios`` starts with a learning pack (see

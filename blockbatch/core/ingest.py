@@ -25,6 +25,7 @@ from pathlib import PurePath
 from typing import Any
 
 from blockbatch.core.blocks import (
+    ConvertOptions,
     IngestError,
     ParsedBlock,
     Provenance,
@@ -35,12 +36,14 @@ from blockbatch.core.blocks import (
 from blockbatch.core.convert.html import convert_html
 from blockbatch.core.convert.office import convert_docx, convert_pptx
 from blockbatch.core.convert.pdf import convert_pdf
+from blockbatch.core.convert.tables import expand_tables
 from blockbatch.core.convert.xlsx import read_xlsx
 from blockbatch.core.markdown import parse_markdown
 
 __all__ = [
     "EXTENSIONS",
     "FORMATS",
+    "ConvertOptions",
     "IngestError",
     "ParsedBlock",
     "Provenance",
@@ -78,8 +81,8 @@ FORMATS: tuple[str, ...] = (
     "xlsx",
 )
 #: Formats read from their bytes by a converter; the others are UTF-8 text.
-BINARY_FORMATS: dict[str, Callable[[bytes], list[RawBlock]]] = {
-    "pdf": convert_pdf,
+BINARY_FORMATS: dict[str, Callable[[bytes, ConvertOptions], list[RawBlock]]] = {
+    "pdf": lambda data, _options: convert_pdf(data),
     "docx": convert_docx,
     "pptx": convert_pptx,
     "html": convert_html,
@@ -125,13 +128,25 @@ def detect_format(filename: str) -> str:
         ) from None
 
 
-def parse_document(data: bytes, fmt: str, *, text_field: str = "text") -> list[ParsedBlock]:
+def parse_document(
+    data: bytes,
+    fmt: str,
+    *,
+    text_field: str = "text",
+    options: ConvertOptions | None = None,
+    notices: list[str] | None = None,
+) -> list[ParsedBlock]:
     """Split a document's bytes into blocks.
 
     Args:
         data: the file's raw bytes; text formats are UTF-8 (a leading BOM is ignored).
         fmt: one of :data:`FORMATS` (see :func:`detect_format`).
-        text_field: for JSONL, CSV and XLSX, the key / column holding each block's text.
+        text_field: for JSONL, CSV and XLSX, the key / column holding each block's text;
+            for XLSX also ``Sheet!Column``, that sheet's column (the other sheets are
+            skipped), and a plain column skips the sheets without it.
+        options: how HTML, DOCX, PPTX and tables are read (:class:`ConvertOptions`).
+        notices: where to append what a reader should know about the file that is not an
+            error (sheets skipped); the caller shows them.
 
     Returns:
         Blocks in document order, numbered from 0, each with its provenance;
@@ -147,12 +162,14 @@ def parse_document(data: bytes, fmt: str, *, text_field: str = "text") -> list[P
     if fmt not in FORMATS:
         raise IngestError(f"unknown format {fmt!r}; supported formats: {', '.join(FORMATS)}")
     data = bytes(data)
+    options = options or ConvertOptions()
+    notes = notices if notices is not None else []
     text = ""
     if fmt in BINARY_FORMATS:
-        raw = _converted(fmt, lambda: BINARY_FORMATS[fmt](data))
+        raw = _converted(fmt, lambda: BINARY_FORMATS[fmt](data, options))
     elif fmt == "xlsx":
         raw = _converted(
-            fmt, lambda: _refuse_empty(_parse_xlsx(data, text_field), text_field, "row")
+            fmt, lambda: _refuse_empty(_parse_xlsx(data, text_field, notes), text_field, "row")
         )
     else:
         text = _decode(data)
@@ -164,6 +181,7 @@ def parse_document(data: bytes, fmt: str, *, text_field: str = "text") -> list[P
             raw = _refuse_empty(_parse_jsonl(text, text_field), text_field)
         else:
             raw = _refuse_empty(_parse_csv(text, text_field), text_field)
+    raw = expand_tables(raw, table_rows=options.table_rows)
     blocks = [
         ParsedBlock(
             block_index=i,
@@ -446,13 +464,33 @@ def _csv_header(row: list[str], text_field: str, where: str) -> list[str]:
 # --- XLSX ----------------------------------------------------------------------------
 
 
-def _parse_xlsx(data: bytes, text_field: str) -> Iterator[RawBlock | int]:
-    """Each sheet read as a CSV: its first row the header, each row below it a record."""
+def _parse_xlsx(data: bytes, text_field: str, notices: list[str]) -> Iterator[RawBlock | int]:
+    """Each sheet read as a CSV: its first row the header, each row below it a record.
+
+    ``text_field`` is a column every sheet that has it is read by (the sheets without it
+    are skipped, each named in ``notices``), or ``Sheet!Column``: only that sheet is read.
+    A workbook where no sheet has the column is refused, every sheet's columns named.
+    """
+    only_sheet, _, column = text_field.rpartition("!")
+    column = column or text_field
     out = TextBuilder()
-    header: tuple[int, list[str]] | None = None
+    header: tuple[int, list[str] | None] | None = None
+    seen: dict[str, list[str]] = {}
+    read: list[str] = []
     for row in read_xlsx(data):
         if header is None or header[0] != row.sheet:
-            header = (row.sheet, _csv_header(row.cells, text_field, f"sheet {row.sheet_name!r}"))
+            names: list[str] | None = None
+            if not only_sheet or row.sheet_name == only_sheet:
+                names = [n.strip() for n in row.cells]
+                seen[row.sheet_name] = names
+                if column in names:
+                    names = _csv_header(row.cells, column, f"sheet {row.sheet_name!r}")
+                    read.append(row.sheet_name)
+                else:
+                    names = None
+            header = (row.sheet, names)
+            continue
+        if header[1] is None:  # a sheet not read
             continue
         names = header[1]
         cells = row.cells + [""] * (len(names) - len(row.cells))
@@ -463,17 +501,37 @@ def _parse_xlsx(data: bytes, text_field: str) -> Iterator[RawBlock | int]:
                 "give that column a header or clear the cell"
             )
         record = dict(zip(names, cells[: len(names)], strict=True))
-        content = _record_text(record, text_field, where, "column")
+        content = _record_text(record, column, where, "column")
         if content is None:
             yield row.row  # refused by _refuse_empty, with every other such row
             continue
-        block_type, metadata = _record_rest(record, text_field)
+        block_type, metadata = _record_rest(record, column)
         metadata.update(sheet=row.sheet_name, source_row=row.row)
         out.add(block_type, content, metadata, page=row.sheet)
         yield out.blocks[-1]
+    if only_sheet and only_sheet not in seen:
+        raise IngestError(
+            f"the XLSX has no sheet {only_sheet!r} with a header row; its sheets with rows "
+            f"are: {', '.join(repr(n) for n in seen) or '(none)'}. Name one as Sheet!Column"
+        )
+    if not read:
+        columns = "; ".join(
+            f"sheet {name!r}: {', '.join(repr(c) for c in cols if c)}"
+            for name, cols in seen.items()
+        )
+        raise IngestError(
+            f"no sheet of the XLSX has a {column!r} column ({columns or 'no sheet has rows'}). "
+            "Name the column that holds the block text with text_field, as Column or "
+            "Sheet!Column"
+        )
+    why = f"only sheet {only_sheet!r} is read" if only_sheet else f"it has no {column!r} column"
+    notices.extend(f"sheet {name!r} was skipped: {why}" for name in seen if name not in read)
 
 
-def document_id_for(fmt: str, raw: bytes) -> str:
-    """The id a document gets when stored: the same bytes and format, the same id."""
-    digest = hashlib.sha256(fmt.encode() + b"\0" + raw).hexdigest()
+def document_id_for(fmt: str, raw: bytes, options: ConvertOptions | None = None) -> str:
+    """The id a document gets when stored: the same bytes, format and reading options
+    (:class:`ConvertOptions` other than the defaults), the same id."""
+    read_as = (options or ConvertOptions()).non_default()
+    suffix = b"\0" + json.dumps(read_as, sort_keys=True).encode() if read_as else b""
+    digest = hashlib.sha256(fmt.encode() + b"\0" + raw + suffix).hexdigest()
     return f"doc-{digest[:12]}"

@@ -115,6 +115,12 @@ class RunOptions(BaseModel):
         description="answer a block from an earlier run with the same content, prompt and "
         "model instead of a call (blockbatch/core/reuse.py); false sends every block",
     )
+    include_boilerplate: bool = Field(
+        default=False,
+        description="send the blocks ingest sets aside (running headers and footers, page "
+        "numbers, off-page and invisible text, a web page's navigation) to the model too; "
+        "false keeps them in the run as set_aside, unsent",
+    )
     short_ids: bool = Field(
         default=True,
         description="name blocks b1, b2, ... per call on the wire (fewer output tokens, "
@@ -562,6 +568,11 @@ class RunResult(TokenCounts):
     #: and the reused blocks' share of what their source calls cost.
     blocks_reused: int = 0
     reuse_saved_usd: float = 0.0
+    #: Blocks of a set-aside type (``blockbatch.core.blocks.SET_ASIDE_TYPES``) the run kept
+    #: but did not send (not in ``blocks_total``), and what sending them was estimated to
+    #: cost (each block's input and expected answer at the model's prices).
+    blocks_set_aside: int = 0
+    set_aside_usd: float = 0.0
     #: Set when the run ended ``budget_exhausted``: what is left and what it would cost.
     budget: BudgetLeft | None = None
     #: What the quality probe found (``None``: the run probed nothing).

@@ -8,6 +8,9 @@ The transitions, all of them here and nowhere else::
                                    no attempt, no pack, the source run and call recorded
                                    on the row (born so, like a pending one: one write per
                                    block, so a 100,000-block run still plans in seconds)
+    (planned)    -> set_aside      insert_plan: a block of a set-aside type (running header,
+                                   navigation, ...: blockbatch/core/blocks.py SET_ASIDE_TYPES)
+                                   in a run that does not include them; terminal, never sent
     pending      -> ai_complete    apply_answer (a valid result; charges one attempt)
     pending      -> pending        apply_answer (an invalid result; charges one attempt)
     pending      -> failed         apply_answer (attempts used up), fail_pending (a reason
@@ -69,7 +72,7 @@ attempt, never writes a block twice. A result maps to its block by ``block_uid``
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -96,24 +99,29 @@ async def insert_plan(
     pack_of: Sequence[int | None],
     keys: Sequence[str | None] | None = None,
     reused: Mapping[str, ReusableAnswer] | None = None,
+    set_aside: Collection[str] = (),
 ) -> int:
     """Create the run's overlays: block ``i`` with answer key ``keys[i]``, ``pending`` in
     pack ``pack_of[i]``, or, when ``reused`` has an earlier answer for its block_uid,
     ``ai_complete`` with that answer as it is, in no pack, no attempt charged, the source
-    run and call recorded, its evidence with it (reviewed like any other). Returns how many
-    were reused."""
+    run and call recorded, its evidence with it (reviewed like any other); a block_uid in
+    ``set_aside`` is ``set_aside``, in no pack, never called: a terminal state no
+    transition leaves. Returns how many were reused."""
     reused = reused or {}
+    aside = set(set_aside)
     uids = [b.block_uid for b in blocks]
     found = [reused.get(u) for u in uids]
     await conn.execute(
         """insert into overlays (run_id, block_uid, block_index, pack_index, answer_key,
                                  status, staging, reused_from_run_id, reused_from_call_id,
                                  evidence, reason_code)
-           select $1, u, i, p, k, case when r is null then 'pending' else 'ai_complete' end,
+           select $1, u, i, p, k,
+                  case when s then 'set_aside'
+                       when r is null then 'pending' else 'ai_complete' end,
                   a, r, c, e, g
            from unnest($2::text[], $3::int[], $4::int[], $5::text[], $6::jsonb[],
-                       $7::text[], $8::bigint[], $9::jsonb[], $10::text[])
-                as t(u, i, p, k, a, r, c, e, g)
+                       $7::text[], $8::bigint[], $9::jsonb[], $10::text[], $11::bool[])
+                as t(u, i, p, k, a, r, c, e, g, s)
            on conflict do nothing""",
         run_id,
         uids,
@@ -125,6 +133,7 @@ async def insert_plan(
         [f.call_id if f else None for f in found],
         [f.evidence if f else None for f in found],
         ["ungrounded" if f and ungrounded(f.evidence) else None for f in found],
+        [u in aside for u in uids],
     )
     return sum(f is not None for f in found)
 

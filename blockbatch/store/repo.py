@@ -14,7 +14,7 @@ from typing import Any
 
 import asyncpg
 
-from blockbatch.core.ingest import ParsedBlock, document_id_for
+from blockbatch.core.ingest import ConvertOptions, ParsedBlock, document_id_for
 from blockbatch.core.models import RunOptions
 from blockbatch.core.planning import estimate_tokens
 from blockbatch.core.registry import RetiredModelError, UnknownModelError, get_model
@@ -35,16 +35,23 @@ MAX_STORED_FILE_BYTES = 64 * 1024 * 1024
 
 
 async def save_document(
-    conn: asyncpg.Connection, name: str, fmt: str, raw: bytes, blocks: list[ParsedBlock]
+    conn: asyncpg.Connection,
+    name: str,
+    fmt: str,
+    raw: bytes,
+    blocks: list[ParsedBlock],
+    read_as: ConvertOptions | None = None,
 ) -> str:
-    """Store a parsed document once (same bytes + format -> same id) and return its id.
+    """Store a parsed document once (same bytes + format + ``read_as`` -> same id) and
+    return its id. ``read_as``: the options the blocks were parsed with (another reading
+    of the same bytes is another document).
 
     A paged document's file (:data:`PAGED_FORMATS`, up to :data:`MAX_STORED_FILE_BYTES`) is
     stored with it, in the same transaction; storing the same bytes again adds the file to a
     document stored without one.
     """
     digest = hashlib.sha256(fmt.encode() + b"\0" + raw).hexdigest()
-    document_id = document_id_for(fmt, raw)
+    document_id = document_id_for(fmt, raw, read_as)
     async with conn.transaction():
         inserted = await conn.fetchval(
             """insert into documents (document_id, name, format, content_sha256, block_count)

@@ -187,17 +187,20 @@ class BlockSize:
     est_tokens: int
     #: ``blockbatch.core.reuse.block_digest`` of the block's type and content.
     content_sha256: str = ""
+    block_type: str = ""
 
 
 async def document_blocks(conn: asyncpg.Connection, document_id: str) -> list[BlockSize]:
     """Every block of a document, in block order."""
     rows = await conn.fetch(
-        """select block_uid, block_index, est_tokens, content_sha256 from blocks
+        """select block_uid, block_index, est_tokens, content_sha256, block_type from blocks
            where document_id = $1 order by block_index""",
         document_id,
     )
     return [
-        BlockSize(r["block_uid"], r["block_index"], r["est_tokens"], r["content_sha256"])
+        BlockSize(
+            r["block_uid"], r["block_index"], r["est_tokens"], r["content_sha256"], r["block_type"]
+        )
         for r in rows
     ]
 
@@ -214,9 +217,15 @@ where o.run_id = $1 and o.reused_from_run_id is not null
 
 
 async def save_plan(
-    conn: asyncpg.Connection, run_id: str, pack_count: int, block_count: int
+    conn: asyncpg.Connection,
+    run_id: str,
+    pack_count: int,
+    block_count: int,
+    set_aside: int = 0,
+    set_aside_usd: float = 0.0,
 ) -> Totals:
-    """Record the plan's size and what it reused, and move a new run to ``running``.
+    """Record the plan's size, what it reused and what it set aside (blocks and their
+    estimated cost), and move a new run to ``running``.
 
     Returns the reuse counters (``blocks_reused``, ``reuse_saved_usd``) as stored.
     """
@@ -225,12 +234,15 @@ async def save_plan(
            update runs set status = case when status in ('created', 'planning')
                then 'running' else status end,
                pack_count = $2, blocks_total = $3, started_at = coalesce(started_at, now()),
-               blocks_reused = r.blocks_reused, reuse_saved_usd = r.reuse_saved_usd
+               blocks_reused = r.blocks_reused, reuse_saved_usd = r.reuse_saved_usd,
+               blocks_set_aside = $4, set_aside_usd = $5
            from r where run_id = $1
            returning runs.blocks_reused, runs.reuse_saved_usd::float8 as reuse_saved_usd""",
         run_id,
         pack_count,
         block_count,
+        set_aside,
+        set_aside_usd,
     )
     return Totals(blocks_reused=row["blocks_reused"], reuse_saved_usd=row["reuse_saved_usd"])
 
@@ -321,7 +333,7 @@ async def mark_cancelling(conn: asyncpg.Connection, run_id: str, reason: str | N
 
 ROLLUP_SQL = f"""
 with o as (
-    select count(*) as total,
+    select count(*) filter (where status <> 'set_aside') as total,
            count(*) filter (where status in ('ai_complete', 'confirmed', 'rejected')) as ok,
            count(*) filter (where status = 'failed') as failed,
            count(*) filter (where status = 'cancelled') as cancelled,
@@ -355,7 +367,8 @@ where r.run_id = $1
 returning r.run_id, r.status, r.error, r.model, r.blocks_total, r.blocks_ai_complete,
           r.blocks_failed, r.blocks_cancelled, r.pack_count, r.calls, r.split_events,
           r.input_tokens, r.output_tokens, r.thinking_tokens, r.cache_creation_input_tokens,
-          r.cache_read_input_tokens, r.cost_usd, r.blocks_reused, r.reuse_saved_usd
+          r.cache_read_input_tokens, r.cost_usd, r.blocks_reused, r.reuse_saved_usd,
+          r.blocks_set_aside, r.set_aside_usd
 """
 
 
@@ -391,7 +404,7 @@ from llm_calls where run_id = $1
 """
 
 _COUNTS_SQL = """
-select count(*) as total,
+select count(*) filter (where status <> 'set_aside') as total,
        count(*) filter (where status in ('ai_complete', 'confirmed', 'rejected')) as done,
        count(*) filter (where status = 'failed') as failed,
        count(*) filter (where status = 'cancelled') as cancelled
@@ -446,6 +459,7 @@ async def close_run(
             **dict(row),
             "cost_usd": float(row["cost_usd"]),
             "reuse_saved_usd": float(row["reuse_saved_usd"]),
+            "set_aside_usd": float(row["set_aside_usd"]),
             "priced_from_configuration": priced_elsewhere(row["model"]),
             "failure_reasons": reasons,
             "budget": budget,

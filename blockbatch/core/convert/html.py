@@ -6,14 +6,32 @@ block, rows as ``| a | b |``), blockquotes and definition terms each become a bl
 directly inside a container between such elements is a paragraph. Scripts, styles,
 templates and the ``head`` are not content. Whitespace collapses as a browser shows it;
 ``<br>`` is a line break.
+
+A table that holds another table is page layout, not data: its cells are read as
+containers, so each nested table is one block of its own and no text is emitted twice.
+
+**Main content.** A web page is mostly menus, links and footers around an article.
+trafilatura (a maintained main-content extractor, measured against readability-lxml in the
+README's dependency list) finds the article's text; every block whose words are mostly not
+in it is typed ``navigation``, a set-aside type (:data:`blockbatch.core.blocks.SET_ASIDE_TYPES`):
+kept and exported with its provenance, not sent to the model unless a run asks.
+``metadata["content_type"]`` keeps what the block would be otherwise. With ``html_all``
+every block keeps its type, as the page shows it.
+
+A file of several concatenated HTML documents (a crawl saved to one file) is read as each
+of them in turn; each block's ``metadata["document"]`` numbers its document from 1.
 """
 
 from __future__ import annotations
 
+import re
+from collections import Counter
+from dataclasses import replace
 from typing import Any
 
-from blockbatch.core.blocks import IngestError, RawBlock, TextBuilder
+from blockbatch.core.blocks import ConvertOptions, IngestError, RawBlock, TextBuilder
 from blockbatch.core.convert.limits import check_size
+from blockbatch.core.convert.tables import clean_rows, table_text
 
 _SKIP = ("script", "style", "noscript", "template", "head", "svg", "math", "iframe", "object")
 _HEADINGS = {f"h{n}": n for n in range(1, 7)}
@@ -31,13 +49,86 @@ _BREAK = "\ue000"
 MAX_DEPTH = 200
 
 
-def convert_html(data: bytes) -> list[RawBlock]:
-    """The HTML page's blocks in document order.
+#: Where a further document starts in a file of concatenated ones: a doctype or an
+#: ``<html>`` tag after an ``</html>``.
+_NEXT_DOCUMENT = re.compile(rb"</html\s*>\s*(?=<!doctype\s|<html[\s>])", re.IGNORECASE)
+#: A block is main content when at least this share of its words is in the extractor's text.
+MAIN_SHARE = 0.5
+_WORD_EDGES = ".,;:!?()[]{}\"'“”‘’«»"
+
+
+def split_documents(data: bytes) -> list[bytes]:
+    """The HTML documents a file holds, in order: one, or each of several concatenated."""
+    parts, start = [], 0
+    for match in _NEXT_DOCUMENT.finditer(data):
+        parts.append(data[start : match.end()])
+        start = match.end()
+    parts.append(data[start:])
+    return [p for p in parts if p.strip()] or [data]
+
+
+def convert_html(data: bytes, options: ConvertOptions | None = None) -> list[RawBlock]:
+    """The blocks of the file's HTML documents in order, navigation typed as such.
 
     Raises:
         IngestError: a page too large, or one lxml cannot read at all.
     """
     check_size(data, "HTML page")
+    options = options or ConvertOptions()
+    documents = split_documents(data)
+    out = TextBuilder()
+    for number, document in enumerate(documents, start=1):
+        first = len(out.blocks)
+        _convert_one(out, document)
+        if not options.html_all:
+            _set_aside_navigation(out, first, document)
+        if len(documents) > 1:
+            for i in range(first, len(out.blocks)):
+                block = out.blocks[i]
+                out.blocks[i] = replace(block, metadata={**block.metadata, "document": number})
+    return out.blocks
+
+
+def _words(text: str) -> list[str]:
+    return [w for w in (w.strip(_WORD_EDGES).lower() for w in text.split()) if w]
+
+
+def main_text(data: bytes) -> str | None:
+    """The page's main content as trafilatura finds it; ``None`` when it finds none."""
+    import trafilatura
+
+    text = data.decode("utf-8", "replace")
+    found = trafilatura.extract(
+        text, include_tables=True, include_comments=False, favor_recall=True, deduplicate=False
+    )
+    return found or None
+
+
+def _set_aside_navigation(out: TextBuilder, first: int, data: bytes) -> None:
+    """Type the blocks from ``first`` on that are not the page's main content ``navigation``.
+
+    Blocks are matched to the extracted text by their words, in order, each word of it
+    used once: a menu repeated at the foot of the page is not main content twice.
+    """
+    found = main_text(data)
+    if found is None:  # nothing found (a page of only links, or tiny): keep the page whole
+        return
+    main = Counter(_words(found))
+    for i in range(first, len(out.blocks)):
+        block = out.blocks[i]
+        words = Counter(_words(block.content))
+        if not words:
+            continue
+        shared = words & main
+        if sum(shared.values()) >= MAIN_SHARE * sum(words.values()):
+            main -= shared
+            continue
+        metadata = {**block.metadata, "content_type": block.block_type}
+        out.blocks[i] = replace(block, block_type="navigation", metadata=metadata)
+
+
+def _convert_one(out: TextBuilder, data: bytes) -> None:
+    """One HTML document's blocks, appended to ``out``."""
     from lxml import etree, html
 
     parser = html.HTMLParser()
@@ -63,10 +154,8 @@ def convert_html(data: bytes) -> list[RawBlock]:
         element.drop_tree()
     for br in root.iter("br"):
         br.tail = _BREAK + (br.tail or "")
-    out = TextBuilder()
     body = root.find("body")
     _container(out, body if body is not None else root, 0, 0)
-    return out.blocks
 
 
 def _text(element: Any) -> str:
@@ -108,14 +197,12 @@ def _element(out: TextBuilder, element: Any, tag: str, depth: int, nesting: int)
         classes += (code.get("class") or "").split() if code is not None else []
         language = next((c[9:] for c in classes if c.startswith("language-")), None)
         out.add("code", element.text_content().strip("\n"), {"language": language})
+    elif tag == "table" and _is_layout(element):
+        for cell in _cells_of(element):
+            _container(out, cell, depth, nesting + 1)
     elif tag == "table":
-        rows = [
-            "| "
-            + " | ".join(" ".join(c.text_content().split()) for c in tr.iter("th", "td"))
-            + " |"
-            for tr in element.iter("tr")
-        ]
-        out.add("table", "\n".join(rows), {"rows": len(rows)})
+        cells = clean_rows([[_text(c) for c in _row_cells(tr)] for tr in _rows_of(element)])
+        out.add("table", table_text(cells), {"rows": len(cells), "cells": cells})
     elif tag == "blockquote":
         out.add("blockquote", _text(element))
     elif tag in ("ul", "ol"):
@@ -125,6 +212,26 @@ def _element(out: TextBuilder, element: Any, tag: str, depth: int, nesting: int)
         _item(out, element, depth, nesting, ordered=False)
     elif tag != "hr":
         _container(out, element, depth, nesting)
+
+
+def _rows_of(table: Any) -> list[Any]:
+    """A table's own rows, not those of tables nested in its cells."""
+    return list(table.xpath("./tr|./thead/tr|./tbody/tr|./tfoot/tr"))
+
+
+def _row_cells(tr: Any) -> list[Any]:
+    return list(tr.xpath("./td|./th"))
+
+
+def _cells_of(table: Any) -> list[Any]:
+    return [cell for tr in _rows_of(table) for cell in _row_cells(tr)]
+
+
+def _is_layout(table: Any) -> bool:
+    """A table used for page layout: it nests another table, or says it presents."""
+    if (table.get("role") or "").lower() in ("presentation", "none"):
+        return True
+    return any(cell.find(".//table") is not None for cell in _cells_of(table))
 
 
 def _item(out: TextBuilder, item: Any, depth: int, nesting: int, *, ordered: bool) -> None:

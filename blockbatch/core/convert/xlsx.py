@@ -1,7 +1,10 @@
 """XLSX rows through openpyxl (read-only, cached values: formulas are not evaluated).
 
 A workbook is read like a CSV per sheet: each sheet's first non-empty row is its header,
-each row below it a record. This module only reads cells as text; which column is the
+each row below it a record. Only the cells the sheet's XML holds are read: a sheet's
+``<dimension>`` (which a writer may set to the whole grid, A1:XFD1048576) is ignored, so
+the work is bounded by the file's real data, and every row the XML holds counts towards
+:data:`MAX_ROWS`, empty or not. This module only reads cells as text; which column is the
 block's text, and what a record without text means, is decided where CSV is
 (:mod:`blockbatch.core.ingest`).
 """
@@ -61,9 +64,12 @@ def read_xlsx(data: bytes) -> Iterator[SheetRow]:
     seen = 0
     try:
         for number, sheet in enumerate(book.worksheets, start=1):
+            # Without its claimed dimension a read-only sheet yields each row as long as
+            # its last written cell, and a missing row as an empty tuple (no padding).
+            if hasattr(sheet, "reset_dimensions"):
+                sheet.reset_dimensions()
             for r, values in enumerate(sheet.iter_rows(values_only=True), start=1):
-                cells = [_cell(v) for v in values]
-                if not any(c.strip() for c in cells):
+                if not values:  # a row the XML skips: yielded empty, at no cost
                     continue
                 seen += 1
                 if seen > MAX_ROWS:
@@ -71,6 +77,13 @@ def read_xlsx(data: bytes) -> Iterator[SheetRow]:
                         f"the XLSX has more than {MAX_ROWS} rows; split it or export the "
                         "rows as JSONL and upload that"
                     )
+                if not any(v is not None for v in values):
+                    continue
+                cells = [_cell(v) for v in values]
+                while cells and not cells[-1].strip():
+                    cells.pop()
+                if not cells:
+                    continue
                 yield SheetRow(number, sheet.title, r, cells)
     finally:
         book.close()
