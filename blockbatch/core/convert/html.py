@@ -90,16 +90,21 @@ def convert_html(data: bytes, options: ConvertOptions | None = None) -> list[Raw
 
 
 def _words(text: str) -> list[str]:
-    return [w for w in (w.strip(_WORD_EDGES).lower() for w in text.split()) if w]
+    """The text's words, lower case; punctuation at their edges, and tokens without a
+    letter or digit (a table's ``|``, a bullet), are not words."""
+    return [
+        w
+        for w in (w.strip(_WORD_EDGES).lower() for w in text.split())
+        if any(c.isalnum() for c in w)
+    ]
 
 
 def main_text(data: bytes) -> str | None:
     """The page's main content as trafilatura finds it; ``None`` when it finds none."""
     import trafilatura
 
-    text = data.decode("utf-8", "replace")
     found = trafilatura.extract(
-        text, include_tables=True, include_comments=False, favor_recall=True, deduplicate=False
+        data, include_tables=True, include_comments=False, favor_recall=True, deduplicate=False
     )
     return found or None
 
@@ -125,6 +130,17 @@ def _set_aside_navigation(out: TextBuilder, first: int, data: bytes) -> None:
             continue
         metadata = {**block.metadata, "content_type": block.block_type}
         out.blocks[i] = replace(block, block_type="navigation", metadata=metadata)
+    # Extractors drop an article's title (it repeats the page's <title>) and some section
+    # titles: a heading that opens main content is main content.
+    for i in range(len(out.blocks) - 2, first - 1, -1):
+        block = out.blocks[i]
+        if (
+            block.block_type == "navigation"
+            and block.metadata.get("content_type") == "heading"
+            and out.blocks[i + 1].block_type != "navigation"
+        ):
+            metadata = {k: v for k, v in block.metadata.items() if k != "content_type"}
+            out.blocks[i] = replace(block, block_type="heading", metadata=metadata)
 
 
 def _convert_one(out: TextBuilder, data: bytes) -> None:
