@@ -476,9 +476,11 @@ def _parse_xlsx(data: bytes, text_field: str, notices: list[str]) -> Iterator[Ra
     out = TextBuilder()
     header: tuple[int, list[str] | None] | None = None
     seen: dict[str, list[str]] = {}
+    sheets: list[str] = []
     read: list[str] = []
     for row in read_xlsx(data):
         if header is None or header[0] != row.sheet:
+            sheets.append(row.sheet_name)
             names: list[str] | None = None
             if not only_sheet or row.sheet_name == only_sheet:
                 names = [n.strip() for n in row.cells]
@@ -512,7 +514,7 @@ def _parse_xlsx(data: bytes, text_field: str, notices: list[str]) -> Iterator[Ra
     if only_sheet and only_sheet not in seen:
         raise IngestError(
             f"the XLSX has no sheet {only_sheet!r} with a header row; its sheets with rows "
-            f"are: {', '.join(repr(n) for n in seen) or '(none)'}. Name one as Sheet!Column"
+            f"are: {', '.join(repr(n) for n in sheets) or '(none)'}. Name one as Sheet!Column"
         )
     if not read:
         columns = "; ".join(
@@ -525,7 +527,7 @@ def _parse_xlsx(data: bytes, text_field: str, notices: list[str]) -> Iterator[Ra
             "Sheet!Column"
         )
     why = f"only sheet {only_sheet!r} is read" if only_sheet else f"it has no {column!r} column"
-    notices.extend(f"sheet {name!r} was skipped: {why}" for name in seen if name not in read)
+    notices.extend(f"sheet {name!r} was skipped: {why}" for name in sheets if name not in read)
 
 
 def document_id_for(fmt: str, raw: bytes, options: ConvertOptions | None = None) -> str:

@@ -25,7 +25,6 @@ of them in turn; each block's ``metadata["document"]`` numbers its document from
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import replace
 from typing import Any
 
@@ -52,8 +51,10 @@ MAX_DEPTH = 200
 #: Where a further document starts in a file of concatenated ones: a doctype or an
 #: ``<html>`` tag after an ``</html>``.
 _NEXT_DOCUMENT = re.compile(rb"</html\s*>\s*(?=<!doctype\s|<html[\s>])", re.IGNORECASE)
-#: A block is main content when at least this share of its words is in the extractor's text.
+#: A block is main content when at least this share of its words runs as in the
+#: extractor's text; a block shorter than ``SHORT_BLOCK_WORDS`` words must run whole.
 MAIN_SHARE = 0.5
+SHORT_BLOCK_WORDS = 4
 _WORD_EDGES = ".,;:!?()[]{}\"'“”‘’«»"
 
 
@@ -112,21 +113,21 @@ def main_text(data: bytes) -> str | None:
 def _set_aside_navigation(out: TextBuilder, first: int, data: bytes) -> None:
     """Type the blocks from ``first`` on that are not the page's main content ``navigation``.
 
-    Blocks are matched to the extracted text by their words, in order, each word of it
-    used once: a menu repeated at the foot of the page is not main content twice.
+    A block is main content when its words run as in the extracted text: at least
+    :data:`MAIN_SHARE` of them inside a run of three words the text has, or, for a block of
+    fewer than :data:`SHORT_BLOCK_WORDS` words, all of them in a row (a menu's "Section 1"
+    is not main content because the article has the words "section" and "1").
     """
     found = main_text(data)
     if found is None:  # nothing found (a page of only links, or tiny): keep the page whole
         return
-    main = Counter(_words(found))
+    main = _words(found)
+    phrase = " " + " ".join(main) + " "
+    trigrams = {tuple(main[i : i + 3]) for i in range(len(main) - 2)}
     for i in range(first, len(out.blocks)):
         block = out.blocks[i]
-        words = Counter(_words(block.content))
-        if not words:
-            continue
-        shared = words & main
-        if sum(shared.values()) >= MAIN_SHARE * sum(words.values()):
-            main -= shared
+        words = _words(block.content)
+        if not words or _is_main(words, phrase, trigrams):
             continue
         metadata = {**block.metadata, "content_type": block.block_type}
         out.blocks[i] = replace(block, block_type="navigation", metadata=metadata)
@@ -141,6 +142,16 @@ def _set_aside_navigation(out: TextBuilder, first: int, data: bytes) -> None:
         ):
             metadata = {k: v for k, v in block.metadata.items() if k != "content_type"}
             out.blocks[i] = replace(block, block_type="heading", metadata=metadata)
+
+
+def _is_main(words: list[str], phrase: str, trigrams: set[tuple[str, ...]]) -> bool:
+    if len(words) < SHORT_BLOCK_WORDS:
+        return f" {' '.join(words)} " in phrase
+    covered = [False] * len(words)
+    for i in range(len(words) - 2):
+        if tuple(words[i : i + 3]) in trigrams:
+            covered[i] = covered[i + 1] = covered[i + 2] = True
+    return sum(covered) >= MAIN_SHARE * len(words)
 
 
 def _convert_one(out: TextBuilder, data: bytes) -> None:

@@ -167,14 +167,15 @@ def _list_level(paragraph: Any) -> int | None:
         ilvl = ppr.numPr.ilvl
         return int(ilvl.val) if ilvl is not None and ilvl.val is not None else 0
     style = paragraph.style
-    while style is not None:  # numbering set on the style, or a base style
+    while style is not None:  # the style's name, its numbering, or a base style's
+        # ``List Bullet 2`` numbers its own list from level 0, indented: its name says 2.
+        if m := _LIST_STYLE_LEVEL.match(style.name or ""):
+            return int(m.group(1)) - 1
         num_pr = style.element.find(f"{_W}pPr/{_W}numPr")
         if num_pr is not None:
             ilvl_el = num_pr.find(f"{_W}ilvl")
             value = ilvl_el.get(f"{_W}val") if ilvl_el is not None else None
             return int(value) if value is not None and value.isdigit() else 0
-        if m := _LIST_STYLE_LEVEL.match(style.name or ""):
-            return int(m.group(1)) - 1
         style = style.base_style
     return None
 
