@@ -20,7 +20,15 @@ from blockbatch.core.schema import SchemaSpec
 ReviewAction = Literal["edit", "confirm", "reject", "reopen"]
 
 #: Every overlay status, in the order pages show them.
-OVERLAY_STATUSES = ("pending", "ai_complete", "failed", "cancelled", "confirmed", "rejected")
+OVERLAY_STATUSES = (
+    "pending",
+    "ai_complete",
+    "failed",
+    "cancelled",
+    "confirmed",
+    "rejected",
+    "set_aside",
+)
 #: Statuses whose block the model answered (the run's "done"): a person's decision on an
 #: answer does not make the run's work undone.
 ANSWERED = ("ai_complete", "confirmed", "rejected")

@@ -39,7 +39,7 @@ class RunInfo(TokenCounts):
     settings: dict[str, Any]
     workflow_id: str | None
     #: Live overlay counts by status (pending, ai_complete, failed, cancelled, confirmed,
-    #: rejected).
+    #: rejected, set_aside).
     blocks: dict[str, int]
     blocks_total: int
     pack_count: int
@@ -49,6 +49,10 @@ class RunInfo(TokenCounts):
     #: Blocks answered at planning by an earlier run's answer, and what that saved.
     blocks_reused: int = 0
     reuse_saved_usd: float = 0.0
+    #: Blocks of a set-aside type the run kept unsent (not in ``blocks_total``), and what
+    #: sending them was estimated to cost.
+    blocks_set_aside: int = 0
+    set_aside_usd: float = 0.0
     #: Who answered the run's calls (blockbatch/core/endpoint.py ``Endpoint.label``: ``anthropic``,
     #: ``simulator 127.0.0.1:8765``), from its ledger.
     endpoints: list[str] = Field(default_factory=list)

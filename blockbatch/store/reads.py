@@ -46,7 +46,8 @@ select r.run_id, r.status, r.error, r.document_id, d.name as document_name, r.sc
        s.name as schema_name, r.model, r.settings, r.workflow_id, r.blocks_total, r.pack_count,
        r.calls, r.split_events, r.input_tokens, r.output_tokens, r.thinking_tokens,
        r.cache_creation_input_tokens, r.cache_read_input_tokens, r.cost_usd::float8 as cost_usd,
-       r.blocks_reused, r.reuse_saved_usd::float8 as reuse_saved_usd, r.created_at, r.started_at, r.finished_at, r.cancel_requested_at,
+       r.blocks_reused, r.reuse_saved_usd::float8 as reuse_saved_usd,
+       r.blocks_set_aside, r.set_aside_usd::float8 as set_aside_usd, r.created_at, r.started_at, r.finished_at, r.cancel_requested_at,
        case when r.status = 'budget_exhausted' then (
            select jsonb_build_object('work', coalesce(sum(cost_usd) filter (
                       where purpose in ('pack', 'batch_request')), 0),
@@ -69,7 +70,9 @@ from runs r join documents d using (document_id) join schemas s using (schema_id
 def _run(row: asyncpg.Record) -> RunInfo:
     data = dict(row)
     data["blocks"] = {k: data["blocks"].get(k, 0) for k in OVERLAY_STATUSES}
-    data["blocks_total"] = data["blocks_total"] or sum(data["blocks"].values())
+    data["blocks_total"] = data["blocks_total"] or sum(
+        n for status, n in data["blocks"].items() if status != "set_aside"
+    )
     return RunInfo.model_validate(data)
 
 
