@@ -11,6 +11,7 @@ from typing import Any
 
 import asyncpg
 
+from blockbatch.core.blocks import is_set_aside
 from blockbatch.core.budget import BudgetError, check_minimum, first_call, parse_budget
 from blockbatch.core.context import RunContext
 from blockbatch.core.models import RetryRequest, RunOptions
@@ -42,7 +43,11 @@ async def check_start_budget(
     if options.max_cost_usd is None:
         return
     budget = parse_budget(options.max_cost_usd)
-    blocks = await runs.document_blocks(conn, document_id)
+    blocks = [
+        b
+        for b in await runs.document_blocks(conn, document_id)
+        if options.include_boilerplate or not is_set_aside(b.block_type)
+    ]  # a set-aside block is never sent (activities/db.py plan_run)
     ctx = RunContext(
         run_id="(new run)",
         document_id=document_id,
