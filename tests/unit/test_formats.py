@@ -22,7 +22,9 @@ from blockbatch.core.blocks import ConvertOptions, is_set_aside
 from blockbatch.core.convert import xlsx as xlsx_module
 from blockbatch.core.convert.tables import MAX_TABLE_TOKENS
 from blockbatch.core.ingest import IngestError, ParsedBlock, document_id_for, parse_document
+from blockbatch.core.models import RunResult
 from blockbatch.core.planning import estimate_tokens
+from blockbatch.report import summary_lines
 
 
 def kinds(blocks: list[ParsedBlock]) -> list[tuple[str, str]]:
@@ -391,3 +393,31 @@ def test_the_same_bytes_read_another_way_are_another_document() -> None:
     assert document_id_for("html", data, ConvertOptions(html_all=True)) != default
     counts = Counter(b.block_type for b in parse_document(data, "html"))
     assert counts["navigation"] > 0
+
+
+# --------------------------------------------------------------------------- summary
+
+
+def test_the_summary_says_how_many_blocks_were_set_aside_and_what_sending_them_costs() -> None:
+    result = RunResult(
+        run_id="r1",
+        status="completed",
+        model="claude-haiku-5-5",
+        blocks_total=9,
+        blocks_ai_complete=9,
+        calls=2,
+        pack_count=1,
+        cost_usd=0.01,
+        blocks_set_aside=36,
+        set_aside_usd=0.0123,
+    )
+    lines = summary_lines(result, baseline=None, links={"run": "u", "packs": "p"})
+    [row] = [line for line in lines if "set aside" in line]
+    assert "36 blocks set aside, not sent" in row and "~$0.0123" in row
+    assert "9 ok · 0 failed · 0 cancelled · 9 total" in "\n".join(lines)
+    quiet = summary_lines(
+        result.model_copy(update={"blocks_set_aside": 0}),
+        baseline=None,
+        links={"run": "u", "packs": "p"},
+    )
+    assert not [line for line in quiet if "set aside" in line]
