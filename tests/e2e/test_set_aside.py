@@ -5,9 +5,15 @@ sends them."""
 
 from __future__ import annotations
 
+import json
+
+import aiohttp
+
+from blockbatch.web.app import create_app
 from tests.conftest import Stack
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
 from tests.unit.test_formats import _NEWS_PAGE
+from tests.web_helpers import serving
 
 
 async def _sent_uids(bbstack: Stack, run_id: str) -> set[str]:
@@ -50,6 +56,23 @@ async def test_navigation_is_set_aside_unsent_and_counted_then_sent_when_asked(
     assert (counted["blocks_total"], counted["blocks_ai_complete"]) == (9, 9)
     assert counted["blocks_set_aside"] == len(aside) and counted["usd"] > 0
     assert f"{len(aside)} blocks set aside, not sent" in run.out, run.out
+
+    # The export keeps them, with their status and provenance.
+    out = cli.tmp / "page.jsonl"
+    await bbstack.bb.export(run.run_id, out, staged=True)
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    kept = [x for x in lines if x["immutable"]["block_uid"] in aside]
+    assert len(kept) == len(aside)
+    assert {x["status"]["status"] for x in kept} == {"set_aside"}
+    assert all(x["provenance"]["char_end"] > x["provenance"]["char_start"] for x in kept)
+    # The review grid shows each as set aside (a badge), and filters on it.
+    app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
+    async with serving(app) as base, aiohttp.ClientSession() as http:
+        grid = await http.get(f"{base}/runs/{run.run_id}", params={"status": "set_aside"})
+        assert grid.status == 200
+        body = await grid.text()
+    assert body.count('<span class="status s-set_aside" title="kept, not sent') >= 1
+    assert "Section 1" in body and "Paragraph 1 of the article" not in body
 
     async with bbstack.worker():
         everything = await cli("run", str(page), "--schema", schema, "--include-boilerplate")
