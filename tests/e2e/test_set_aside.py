@@ -31,6 +31,9 @@ async def test_navigation_is_set_aside_unsent_and_counted_then_sent_when_asked(
     page = cli.tmp / "page.html"
     page.write_text(_NEWS_PAGE)
     schema = cli.schema()
+    quote = await cli("estimate", str(page), "--schema", schema, "--no-count")
+    assert quote.code == 0, quote.out + quote.err
+    assert "blocks are set aside" in quote.out and "not quoted" in quote.out, quote.out
     async with bbstack.worker():
         run = await cli("run", str(page), "--schema", schema)
     assert run.code == 0, run.out + run.err
