@@ -421,3 +421,27 @@ def test_the_summary_says_how_many_blocks_were_set_aside_and_what_sending_them_c
         links={"run": "u", "packs": "p"},
     )
     assert not [line for line in quiet if "set aside" in line]
+
+
+def test_docx_paragraphs_and_tables_inside_content_controls_are_read() -> None:
+    document = docx.Document()
+    document.add_paragraph("Before the control.")
+    table = document.add_table(rows=2, cols=2)
+    for r, row in enumerate([("feature", "action"), ("clause order", "reorganise")]):
+        for c, value in enumerate(row):
+            table.cell(r, c).text = value
+    inside = document.add_paragraph("Inside the control.")
+    body = document.element.body
+    sdt = body.makeelement(f"{{{_W}}}sdt", {})
+    content = sdt.makeelement(f"{{{_W}}}sdtContent", {})
+    sdt.append(content)
+    table._tbl.addprevious(sdt)
+    content.append(table._tbl)  # moves the table and the paragraph into the control
+    content.append(inside._p)
+    out = io.BytesIO()
+    document.save(out)
+    assert kinds(parse_document(out.getvalue(), "docx")) == [
+        ("paragraph", "Before the control."),
+        ("table", "| feature | action |\n| clause order | reorganise |"),
+        ("paragraph", "Inside the control."),
+    ]

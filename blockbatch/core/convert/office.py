@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Iterator
 from typing import Any, TypedDict
 
 from blockbatch.core.blocks import BBox, ConvertOptions, IngestError, RawBlock, TextBuilder
@@ -82,7 +83,7 @@ def convert_docx(data: bytes, options: ConvertOptions | None = None) -> list[Raw
 
     try:
         document = docx.Document(io.BytesIO(data))
-        items = list(document.iter_inner_content())
+        items = list(_body_items(document.element.body, document._body))
     except (KeyError, ValueError, etree.LxmlError, PackageNotFoundError):
         raise _corrupt("DOCX") from None
     notes = _docx_notes(document)
@@ -121,6 +122,24 @@ def convert_docx(data: bytes, options: ConvertOptions | None = None) -> list[Raw
                     },
                 )
     return out.blocks
+
+
+def _body_items(container: Any, parent: Any) -> Iterator[Any]:
+    """The body's paragraphs and tables in order, those inside content controls
+    (``w:sdt``, which Word wraps around templated sections) and custom XML too."""
+    from docx.table import Table
+    from docx.text.paragraph import Paragraph
+
+    for child in container.iterchildren():
+        if child.tag == f"{_W}p":
+            yield Paragraph(child, parent)
+        elif child.tag == f"{_W}tbl":
+            yield Table(child, parent)
+        elif child.tag == f"{_W}sdt":
+            for content in child.iterchildren(f"{_W}sdtContent"):
+                yield from _body_items(content, parent)
+        elif child.tag == f"{_W}customXml":
+            yield from _body_items(child, parent)
 
 
 def _docx_notes(document: Any) -> dict[tuple[str, str], str]:
