@@ -76,7 +76,7 @@ from blockbatch.core.calibration import (
     ModelCalibration,
 )
 from blockbatch.core.endpoint import endpoint_of, mismatch_text
-from blockbatch.core.ingest import ParsedBlock, detect_format, parse_document
+from blockbatch.core.ingest import ParsedBlock, detect_format, parse_document, record_columns
 from blockbatch.core.models import (
     EscalateInput,
     EscalationOptions,
@@ -200,15 +200,30 @@ class Blockbatch:
     ) -> str:
         """Parse and store a document; return its id (the same bytes give the same id)."""
         return await self.ingest_blocks(
-            data, parse_document(data, fmt, text_field=text_field), name=name, fmt=fmt
+            data,
+            parse_document(data, fmt, text_field=text_field),
+            name=name,
+            fmt=fmt,
+            text_field=text_field,
         )
 
     async def ingest_blocks(
-        self, data: bytes, blocks: list[ParsedBlock], *, name: str, fmt: str
+        self,
+        data: bytes,
+        blocks: list[ParsedBlock],
+        *,
+        name: str,
+        fmt: str,
+        text_field: str | None = None,
     ) -> str:
-        """Store already parsed blocks; ``data`` is the source the document id is hashed from."""
+        """Store already parsed blocks; ``data`` is the source the document id is hashed
+        from. ``text_field``: the column that held each CSV/JSONL/XLSX record's text when
+        ``data`` is that file, so exports give rows back the file's columns in order."""
+        columns = None if text_field is None else record_columns(data, fmt, blocks, text_field)
         async with self.pool.acquire() as conn:
-            return await repo.save_document(conn, name, fmt, data, blocks)
+            return await repo.save_document(
+                conn, name, fmt, data, blocks, columns=columns, text_column=text_field
+            )
 
     async def ingest_file(
         self, path: str | Path, *, fmt: str | None = None, text_field: str = "text"

@@ -75,5 +75,26 @@ def edited_overlay(
     if errors:
         error = best_match(errors)
         where = ".".join(str(p) for p in error.absolute_path) or field
-        raise EditError(f"{where}: {error.message}")
+        raise EditError(f"{where}: {_broken_rule(error)}")
     return overlay
+
+
+#: Length rules jsonschema words by repeating the whole value ("'...' is too long"):
+#: (what is counted, the bound's words).
+_LENGTH_RULES = {
+    "maxLength": ("characters", "at most"),
+    "minLength": ("characters", "at least"),
+    "maxItems": ("items", "at most"),
+    "minItems": ("items", "at least"),
+}
+
+
+def _broken_rule(error: Any) -> str:
+    """The rule a value breaks, in words that state the limit: ``214 characters;
+    at most 160 characters`` rather than the value repeated and ``is too long``."""
+    rule = _LENGTH_RULES.get(error.validator)
+    if rule is None or not isinstance(error.instance, str | list):
+        return str(error.message)
+    unit, bound = rule
+    size = len(error.instance)
+    return f"{size} {unit}; {bound} {error.validator_value} {unit}"

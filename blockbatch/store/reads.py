@@ -291,6 +291,17 @@ class ExportSnapshot:
         )
         return [r["key"] for r in rows]
 
+    async def record_columns(self) -> tuple[list[str], str] | None:
+        """The input's own columns in file order and the one that held the text, or
+        ``None`` when the document has no columns or was stored without them."""
+        row = await self.conn.fetchrow(
+            "select record_columns, text_column from documents where document_id = $1",
+            self.run.document_id,
+        )
+        if row is None or row["record_columns"] is None:
+            return None
+        return list(row["record_columns"]), row["text_column"]
+
     async def document(self) -> dict[str, Any]:
         """The document row: document_id, name, format, content_sha256, block_count."""
         doc = await self.conn.fetchrow(

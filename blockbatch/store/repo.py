@@ -35,9 +35,20 @@ MAX_STORED_FILE_BYTES = 64 * 1024 * 1024
 
 
 async def save_document(
-    conn: asyncpg.Connection, name: str, fmt: str, raw: bytes, blocks: list[ParsedBlock]
+    conn: asyncpg.Connection,
+    name: str,
+    fmt: str,
+    raw: bytes,
+    blocks: list[ParsedBlock],
+    *,
+    columns: list[str] | None = None,
+    text_column: str | None = None,
 ) -> str:
     """Store a parsed document once (same bytes + format -> same id) and return its id.
+
+    ``columns`` are the input's own columns in file order and ``text_column`` the one that
+    held the text (blockbatch/core/ingest.py ``record_columns``), for exports that give rows
+    back their columns.
 
     A paged document's file (:data:`PAGED_FORMATS`, up to :data:`MAX_STORED_FILE_BYTES`) is
     stored with it, in the same transaction; storing the same bytes again adds the file to a
@@ -47,8 +58,9 @@ async def save_document(
     document_id = document_id_for(fmt, raw)
     async with conn.transaction():
         inserted = await conn.fetchval(
-            """insert into documents (document_id, name, format, content_sha256, block_count)
-               values ($1, $2, $3, $4, $5)
+            """insert into documents (document_id, name, format, content_sha256, block_count,
+                                      record_columns, text_column)
+               values ($1, $2, $3, $4, $5, $6, $7)
                on conflict (document_id) do nothing
                returning document_id""",
             document_id,
@@ -56,6 +68,8 @@ async def save_document(
             fmt,
             digest,
             len(blocks),
+            columns,
+            text_column if columns is not None else None,
         )
         if fmt in PAGED_FORMATS and len(raw) <= MAX_STORED_FILE_BYTES:
             await conn.execute(
