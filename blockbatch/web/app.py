@@ -56,7 +56,7 @@ from blockbatch.web.security import (
 )
 
 #: The grid's query parameters; the only ones carried from a form back to the grid.
-GRID_PARAMS = ("status", "reason", "type", "disagreeing", "after", "before", "limit")
+GRID_PARAMS = ("status", "reason", "type", "disagreeing", "after", "before", "limit", "id")
 REVIEWER_COOKIE = "bb_reviewer"
 PAGE_SIZE = 50
 #: A block's page picture never changes: its uid names a document by its bytes' hash. A
@@ -122,6 +122,9 @@ class GridQuery:
         self.after = self._int("after", 0)
         self.before = self._int("before", 0)
         self.limit = self._int("limit", 1) or PAGE_SIZE
+        #: ``id=ticket_id,channel``: the input's columns that name each row (default: the
+        #: first column other than the text).
+        self.id_columns = [c.strip() for c in p.get("id", "").split(",") if c.strip()] or None
         if self.limit > MAX_PAGE:
             raise BadRequest(f"limit: at most {MAX_PAGE} blocks a page")
 
@@ -257,9 +260,12 @@ class ReviewApp:
                 after=query.after,
                 before=query.before,
                 disagreeing=query.params.get("disagreeing") == "1",
+                id_columns=query.id_columns,
             )
         except NotFound as err:
             return self.problem(request, 404, str(err))
+        except BadRequest as err:  # an id column the input does not have
+            return self.problem(request, 400, str(err))
         return self.render(
             request,
             "grid.html",

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from blockbatch.core.review import EditError, edited_overlay, parse_field_input
+from blockbatch.core.review import (
+    EditError,
+    edited_overlay,
+    id_columns,
+    parse_field_input,
+    row_identity,
+)
 from blockbatch.core.schema import load_schema
 
 SPEC = load_schema(
@@ -85,3 +91,19 @@ def test_a_length_error_states_the_limit_instead_of_repeating_the_value() -> Non
     with pytest.raises(EditError) as refused:
         edited_overlay(spec, {"summary": "ok"}, "summary", "word " * 60)
     assert str(refused.value) == "summary: 300 characters; at most 160 characters"
+
+
+def test_the_row_identity_is_the_first_column_other_than_the_text_by_default() -> None:
+    columns = ["subject", "text", "ticket_id"]
+    assert id_columns(columns, "text", None, []) == ["subject"]
+    assert id_columns(["text", "ticket_id"], "text", None, []) == ["ticket_id"]
+    assert id_columns(None, None, None, ["level"]) == []  # markdown: no columns, no identity
+    assert id_columns(columns, "text", ["ticket_id"], []) == ["ticket_id"]
+    assert (
+        row_identity({"ticket_id": "T-0011", "n": 3}, ["ticket_id", "n"]) == "ticket_id T-0011  n 3"
+    )
+
+
+def test_an_id_column_the_input_does_not_have_is_refused_naming_the_ones_it_has() -> None:
+    with pytest.raises(ValueError, match="no column 'ticket'; its columns are: subject, ticket_id"):
+        id_columns(["subject", "text", "ticket_id"], "text", ["ticket"], [])
