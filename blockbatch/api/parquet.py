@@ -58,8 +58,8 @@ def _pyarrow() -> Any:
         import pyarrow.parquet
     except ImportError:  # the optional extra is not installed
         raise BadRequest(
-            "the Parquet export needs pyarrow: pip install 'blockbatch[parquet]' "
-            "(or export JSONL or CSV)"
+            "the Parquet export needs pyarrow: in the blockbatch checkout, run "
+            "pip install -e '.[parquet]' (or pip install pyarrow), or export JSONL or CSV"
         ) from None
     return pyarrow
 
