@@ -40,20 +40,20 @@ async def show_quote(
     return EXIT_OK
 
 
-def output_text(q: Quote) -> str:
-    """Where the quote's output tokens come from, in words that read on their own: what
-    earlier answers wrote against the planner's estimate of an answer's length, and what
-    this run plans with."""
-    h = q.output_history
-    if q.output_source == "ledger" and h is not None:
+def output_text(source: str, history: dict[str, float] | None, scope: str | None = None) -> str:
+    """Where the quote's output tokens come from (its ``output_source``, ``output_history``
+    and ``output_scope``), in words that read on their own: what earlier answers wrote
+    against the planner's estimate of an answer's length, and what this run plans with."""
+    h = history
+    if source == "ledger" and h is not None:
         runs = int(h["runs"])
         return (
             f"from {runs} earlier run{'s' if runs != 1 else ''} of this schema on this "
             f"model: their {int(h['calls']):,} answers were {h['ratio']:.2f}x as long as "
             "the planner estimates, and the quote counts them at that"
         )
-    if q.output_source == "other_schemas" and h is not None:
-        where = "this model" if q.output_scope == "model" else "other models"
+    if source == "other_schemas" and h is not None:
+        where = "this model" if scope == "model" else "other models"
         return (
             f"no run of this schema yet: {int(h['calls']):,} answers of other schemas on "
             f"{where} were {h['ratio']:.2f}x as long as the planner estimates, and the quote "
@@ -85,7 +85,7 @@ def print_quote(con: Console, q: Quote) -> None:
         f"  input   {source}: prefix {q.prefix_tokens:,} tokens (system prompt and "
         f"tool), blocks {q.block_tokens:,}"
     )
-    con.line(f"  output  {output_text(q)}")
+    con.line(f"  output  {output_text(q.output_source, q.output_history, q.output_scope)}")
     if q.thinking_per_call:
         chosen = q.chosen()
         where = "earlier runs" if q.thinking_source == "ledger" else "assumed for the effort"

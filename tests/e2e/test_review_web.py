@@ -719,7 +719,7 @@ async def test_a_pdf_blocks_page_is_shown_in_the_browser(bbstack: Stack) -> None
 @needs_chromium
 @pytest.mark.timeout(600)
 async def test_a_hundred_rows_are_reviewed_in_the_browser_by_keyboard_alone(bbstack: Stack) -> None:
-    run_id, doc = await keyboard_run(bbstack, 101)
+    run_id, _ = await keyboard_run(bbstack, 101)
     app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
     async with serving(app) as base, async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)

@@ -6,7 +6,6 @@ from __future__ import annotations
 from blockbatch.cli.quote import output_text
 from blockbatch.core.models import RunResult
 from blockbatch.core.planning import OutputRatios, replan_text
-from blockbatch.core.quote import Quote
 from blockbatch.report import summary_lines
 
 LINKS = {"run": "http://ui/run", "packs": "http://ui/packs"}
@@ -66,20 +65,16 @@ def test_a_run_that_called_keeps_its_call_count_and_cache_rate() -> None:
     assert rows["cache hits"] == "70% of prompt tokens read from the cache"
 
 
-def _quote(source: str, history: dict[str, float] | None, scope: str = "model") -> Quote:
-    return Quote.model_construct(output_source=source, output_history=history, output_scope=scope)
-
-
 def test_the_quotes_output_line_says_where_its_figure_comes_from() -> None:
-    first = _quote("other_schemas", {"calls": 4, "ratio": 0.67, "runs": 1})
-    assert output_text(first) == (
+    first = output_text("other_schemas", {"calls": 4, "ratio": 0.67, "runs": 1}, "model")
+    assert first == (
         "no run of this schema yet: 4 answers of other schemas on this model were 0.67x as "
         "long as the planner estimates, and the quote counts this run's at that; the run "
         "itself starts from the planner's estimate and learns from its own answers"
     )
-    learned = _quote("ledger", {"calls": 40, "ratio": 0.62, "runs": 2})
-    assert output_text(learned) == (
+    learned = output_text("ledger", {"calls": 40, "ratio": 0.62, "runs": 2}, "model")
+    assert learned == (
         "from 2 earlier runs of this schema on this model: their 40 answers were 0.62x as "
         "long as the planner estimates, and the quote counts them at that"
     )
-    assert "leans high" in output_text(_quote("planner", None))
+    assert "leans high" in output_text("planner", None)
