@@ -81,10 +81,10 @@ def browser_like() -> aiohttp.ClientSession:
     return aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True))
 
 
-async def shot(page: Page, name: str) -> None:
+async def shot(page: Page, name: str, *, full_page: bool = True) -> None:
     folder = screenshot_dir()
     if folder is not None:
-        await page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+        await page.screenshot(path=str(folder / f"{name}.png"), full_page=full_page)
 
 
 @needs_chromium
@@ -769,7 +769,7 @@ async def _review_by_keyboard(page: Page, base: str, run_id: str) -> None:
     box = await error.bounding_box()
     field = await page.locator("#v-5-first_40_chars").bounding_box()
     assert box is not None and field is not None and box["width"] <= field["width"] * 2.2
-    await shot(page, "grid-keyboard-error")
+    await shot(page, "grid-keyboard-error", full_page=False)
     await page.keyboard.press("Control+a")
     await page.keyboard.type("short")
     await page.keyboard.press("Control+Enter")
@@ -785,14 +785,14 @@ async def _review_by_keyboard(page: Page, base: str, run_id: str) -> None:
     await page.keyboard.press("x")
     await expect(page.locator("#note")).to_contain_text("block 6 rejected")
     await expect(page.locator("#row-7")).to_be_focused()
-    await shot(page, "grid-keyboard")
+    await shot(page, "grid-keyboard", full_page=False)
     # A (shift+a) confirms all shown: it asks, Enter says yes, and the next page comes.
     await page.keyboard.press("Shift+A")
     await expect(page.locator("#ask")).to_be_visible()
     await expect(page.locator("#ask-text")).to_have_text(
         "Confirm all 43 staged blocks shown, then go to the next page?"
     )
-    await shot(page, "grid-keyboard-confirm-all")
+    await shot(page, "grid-keyboard-confirm-all", full_page=False)
     await page.keyboard.press("Enter")
     await expect(page.locator("#note")).to_contain_text("confirmed 43 blocks")
     await expect(page.locator("#grid tr[data-uid]").first).to_have_id("row-50")
