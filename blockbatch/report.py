@@ -249,14 +249,14 @@ def _pct(share: float | None) -> str:
 
 
 def change_rows(changes: Sequence[str]) -> list[tuple[str, str]]:
-    """The re-plans as rows: ``pack sizes`` (re-planned from the answers, each change in
-    full) or ``quality gate``."""
+    """The re-plans as rows: ``re-planned`` (from the answers: ``packs 1-6 as 1-3: answers so
+    far are 0.65x as long as ..., so each pack takes more blocks``) or ``quality gate``."""
     rows = []
     for change in changes:
         if change.startswith("quality gate: "):
             rows.append(("quality gate", change.removeprefix("quality gate: ")))
         else:
-            rows.append(("pack sizes", change))
+            rows.append(("re-planned", change.replace(" re-planned", "", 1)))
     return rows
 
 

@@ -37,7 +37,10 @@ def test_a_re_plan_says_what_changed_and_why() -> None:
         "estimate (5 answered blocks of this run), so each pack takes more blocks"
     )
     rows = _rows(_result(calls=4, pack_count=4, input_tokens=100, plan_changes=[text]))
-    assert rows["pack sizes"] == text
+    assert rows["re-planned"] == (
+        "packs 1-6 as 1-3: answers so far are 0.65x as long as the schema's estimate (5 "
+        "answered blocks of this run), so each pack takes more blocks"
+    )
     longer = OutputRatios(overall=1.8, by_type={"table": 3.1}, blocks=8, source="run")
     assert replan_text(2, 5, 9, longer).endswith(
         "1.80x as long as the schema's estimate (8 answered blocks of this run; table "
