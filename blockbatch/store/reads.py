@@ -310,7 +310,7 @@ async def document_columns(
     conn: asyncpg.Connection | asyncpg.Pool, document_id: str
 ) -> tuple[list[str], str] | None:
     """A document's own columns in file order and the one that held the text (a CSV,
-    JSONL or XLSX input; migration 029), or ``None`` when it has none or was stored
+    JSONL or XLSX input; migration 031), or ``None`` when it has none or was stored
     without them."""
     row = await conn.fetchrow(
         "select record_columns, text_column from documents where document_id = $1", document_id
