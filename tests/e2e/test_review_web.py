@@ -352,6 +352,7 @@ async def _review_with_the_demos_schema(
     await page.click("#ask-yes")
     await expect(page.locator("#note")).to_contain_text("confirmed 29 blocks")
     acts = page.locator("#acts tbody tr")
+    await expect(acts.first).to_be_visible()  # the next page has loaded down to its acts
     texts = await acts.all_inner_texts()
     assert any("29 blocks" in t and "confirm" in t for t in texts), texts
     assert sum("edit" in t for t in texts) == 2, texts  # topic and word_count of block 1
