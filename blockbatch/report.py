@@ -145,7 +145,7 @@ def set_aside_line(result: RunResult) -> str | None:
 
 def quality_rows(result: RunResult) -> list[tuple[str, str]]:
     """The quality probe's rows: ``agreement 98.6% on 40 sampled blocks; lowest: summary
-    92%``, ``quality probe: 12 calls, $0.0123 (2.1% of the run)`` and the pack size the run
+    92%``, ``quality probe: 12 calls, $0.0123 (2.1% of the run's cost)`` and the pack size the run
     settled on (none when the run probed nothing); beside them, with evidence, ``grounding
     99.4% of 1,234 values (...)``."""
     q = result.quality
@@ -262,7 +262,8 @@ def _pct(share: float | None) -> str:
 
 
 def change_rows(changes: Sequence[str]) -> list[tuple[str, str]]:
-    """The re-plans as rows: ``re-planned`` (from the answers) or ``quality gate``."""
+    """The re-plans as rows: ``re-planned`` (from the answers: ``packs 1-6 as 1-3: answers so
+    far are 0.65x as long as ..., so each pack takes more blocks``) or ``quality gate``."""
     rows = []
     for change in changes:
         if change.startswith("quality gate: "):
@@ -270,6 +271,26 @@ def change_rows(changes: Sequence[str]) -> list[tuple[str, str]]:
         else:
             rows.append(("re-planned", change.replace(" re-planned", "", 1)))
     return rows
+
+
+def calls_and_cache_rows(r: RunResult, calls: str) -> list[tuple[str, str]]:
+    """The ``calls`` and ``cache hits`` rows. A run that sent nothing (every answer reused)
+    says so, rather than ``0 calls for 0 blocks`` and a cache hit rate of 0%."""
+    prompt = r.input_tokens + r.cache_creation_input_tokens + r.cache_read_input_tokens
+    if r.calls == 0:
+        reused = r.blocks_reused
+        why = (
+            f"every answer was reused from earlier runs ({_count(reused, 'block')})"
+            if reused and reused >= r.blocks_ai_complete + r.blocks_failed
+            else "no block was sent"
+        )
+        return [("calls", f"none: {why}"), ("cache hits", "none: no prompt was sent")]
+    if not prompt:
+        return [("calls", calls), ("cache hits", "none: no prompt tokens were counted")]
+    return [
+        ("calls", calls),
+        ("cache hits", f"{cache_hit_ratio(r):.0%} of prompt tokens read from the cache"),
+    ]
 
 
 def retries_line(retries: Sequence[RetryRecord]) -> str | None:
@@ -382,6 +403,7 @@ def summary_lines(
         calls = f"{calls}, {_count(r.escalation.escalation_calls, 'escalation call')}"
     if probe_calls or esc_calls:
         calls = f"{_count(r.calls, 'call')}: {calls}"
+    calls_row, cache_row = calls_and_cache_rows(r, calls)
     cost = f"${r.cost_usd:.4f}"
     if baseline:
         cost += (
@@ -396,9 +418,9 @@ def summary_lines(
                 f"{r.blocks_cancelled} cancelled · {r.blocks_total} total"
             ),
         ),
-        ("calls", calls),
+        calls_row,
         ("tokens", tokens_line(r)),
-        ("cache hits", f"{cache_hit_ratio(r):.0%} of prompt tokens read from the cache"),
+        cache_row,
         ("cost", cost),
     ]
     if duration_s is not None:

@@ -18,7 +18,7 @@ from starlette.applications import Starlette
 from blockbatch.core.models import RunOptions
 from blockbatch.devtools import stack
 from tests.conftest import ROOT, Stack
-from tests.helpers import block_content, extract_schema
+from tests.helpers import block_content, extract_schema, markdown_doc
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -62,6 +62,17 @@ async def finished_run(s: Stack) -> tuple[str, str]:
     s.sim.scenario(always_skip_contents=[await block_content(s.pool, f"{doc}:{FAILED_BLOCK}")])
     async with s.worker():
         run_id = await s.bb.start_run(doc, schema, RunOptions(pack_size=4))
+        await s.bb.wait(run_id)
+    return run_id, doc
+
+
+async def keyboard_run(s: Stack, blocks: int) -> tuple[str, str]:
+    """(run_id, document_id) of a finished run of a markdown document of ``blocks``
+    blocks, every one answered (``ai_complete``): rows to review by keyboard."""
+    doc = await s.bb.ingest_bytes(markdown_doc(blocks), name="long.md", fmt="markdown")
+    schema = await s.bb.add_schema(extract_schema(instruction_words=200))
+    async with s.worker():
+        run_id = await s.bb.start_run(doc, schema, RunOptions())
         await s.bb.wait(run_id)
     return run_id, doc
 

@@ -76,7 +76,13 @@ from blockbatch.core.calibration import (
     ModelCalibration,
 )
 from blockbatch.core.endpoint import endpoint_of, mismatch_text
-from blockbatch.core.ingest import ConvertOptions, ParsedBlock, detect_format, parse_document
+from blockbatch.core.ingest import (
+    ConvertOptions,
+    ParsedBlock,
+    detect_format,
+    parse_document,
+    record_columns,
+)
 from blockbatch.core.models import (
     EscalateInput,
     EscalationOptions,
@@ -92,6 +98,7 @@ from blockbatch.core.models import (
 from blockbatch.core.quote import Quote
 from blockbatch.core.reasons import counts_text
 from blockbatch.core.registry import ModelInfo, retirement_warning
+from blockbatch.core.review import id_columns as identifying_columns
 from blockbatch.core.streams import StreamTriggers
 from blockbatch.core.views import (
     CallDetail,
@@ -210,7 +217,9 @@ class Blockbatch:
         (``ConvertOptions(html_all=..., table_rows=..., pptx_notes=...)``); ``notices``
         receives what is worth saying about the file (XLSX sheets skipped)."""
         blocks = parse_document(data, fmt, text_field=text_field, options=read_as, notices=notices)
-        return await self.ingest_blocks(data, blocks, name=name, fmt=fmt, read_as=read_as)
+        return await self.ingest_blocks(
+            data, blocks, name=name, fmt=fmt, read_as=read_as, text_field=text_field
+        )
 
     async def ingest_blocks(
         self,
@@ -220,11 +229,17 @@ class Blockbatch:
         name: str,
         fmt: str,
         read_as: ConvertOptions | None = None,
+        text_field: str | None = None,
     ) -> str:
         """Store already parsed blocks; ``data`` (with the ``read_as`` options they were
-        parsed with) is what the document id is hashed from."""
+        parsed with) is what the document id is hashed from. ``text_field``: the column that
+        held each CSV/JSONL/XLSX record's text when ``data`` is that file, so exports give
+        rows back the file's columns in order."""
+        columns = None if text_field is None else record_columns(data, fmt, blocks, text_field)
         async with self.pool.acquire() as conn:
-            return await repo.save_document(conn, name, fmt, data, blocks, read_as)
+            return await repo.save_document(
+                conn, name, fmt, data, blocks, read_as, columns=columns, text_column=text_field
+            )
 
     async def ingest_file(
         self,
@@ -928,9 +943,31 @@ class Blockbatch:
         """Review flag -> count over the run's answered blocks (``ungrounded``)."""
         return await review.review_flags(self.pool, run_id)
 
-    async def review(self, run_id: str, **filters: Any) -> ReviewPage:
-        """Blocks next to their overlays; see :func:`blockbatch.store.reads.review_page` for the filters."""
-        return await reads.review_page(self.pool, run_id, **filters)
+    async def review(
+        self, run_id: str, *, id_columns: list[str] | None = None, **filters: Any
+    ) -> ReviewPage:
+        """Blocks next to their overlays; see :func:`blockbatch.store.reads.review_page` for
+        the filters. ``id_columns``: the input's columns that say which row each block is
+        (default: the first column other than the text; the page's ``id_columns``).
+
+        Raises:
+            BadRequest: an id column the input does not have.
+        """
+        page = await reads.review_page(self.pool, run_id, **filters)
+        present = [k for item in page.items for k in item.metadata]
+        page.id_columns = await self._id_columns(run_id, id_columns, present)
+        return page
+
+    async def _id_columns(
+        self, run_id: str, chosen: list[str] | None, present: list[str]
+    ) -> list[str]:
+        document_id = (await self.run(run_id)).document_id
+        stored = await reads.document_columns(self.pool, document_id)
+        columns, text = stored if stored is not None else (None, None)
+        try:
+            return identifying_columns(columns, text, chosen, list(dict.fromkeys(present)))
+        except ValueError as err:
+            raise BadRequest(str(err)) from None
 
     async def calls(self, run_id: str, **filters: Any) -> tuple[int, list[CallRow]]:
         """(total, page) of the run's call ledger; see :func:`blockbatch.store.reads.list_calls`."""
@@ -1026,15 +1063,20 @@ class Blockbatch:
         after: int | None = None,
         before: int | None = None,
         disagreeing: bool = False,
+        id_columns: list[str] | None = None,
     ) -> GridPage:
         """A page of the run's blocks and overlays, paged by block index (keyset);
-        ``disagreeing``: only those the quality probe found disagreeing."""
+        ``disagreeing``: only those the quality probe found disagreeing; ``id_columns``: as
+        :meth:`review`."""
         flt = GridFilter(
             status=status, reason=reason, block_type=block_type, disagreeing=disagreeing
         )
-        return await review.grid_page(
+        page = await review.grid_page(
             self.pool, run_id, flt, limit=limit, after=after, before=before
         )
+        present = [k for row in page.rows for k in row.metadata]
+        page.id_columns = await self._id_columns(run_id, id_columns, present)
+        return page
 
     async def block_page(self, run_id: str, block_uid: str, *, width: int | None = None) -> bytes:
         """A PDF block's page as PNG bytes with the block's box outlined

@@ -1,12 +1,13 @@
 """The Parquet export: one row per block, typed columns, for warehouse users.
 
-The columns are the CSV export's (blockbatch/api/review.py: ``CSV_HEAD``, the input's own
-columns, the schema's fields (``field_columns``), each field's evidence, the block's provenance,
-``CSV_TAIL``), typed where a warehouse gains from it: a ``string``, ``integer``, ``number``
+The columns are the CSV export's (blockbatch/api/review.py ``export_columns``: a CSV or JSONL
+input's own columns first, in its order and under its names, then the schema's fields, then
+blockbatch's), typed where a warehouse gains from it: a ``string``, ``integer``, ``number``
 or ``boolean`` field (alone, in an ``enum`` of its type, or with ``null``) is a column of
 that type; any other field (arrays, objects, unions) is its JSON text; evidence spans,
-``block_index``, the provenance's page and char span are integers, its box and page size
-lists of doubles (points), its heading path a list of strings. Rows
+``block_index``, ``source_line``, the provenance's page and char span are integers, its box
+and page size lists of doubles (points), its heading path a list of strings;
+``last_reviewed_at`` is a UTC timestamp. Rows
 are written in batches of :data:`BATCH_ROWS` from one consistent snapshot, so a large run
 is never held in memory whole. pyarrow is the optional ``parquet`` extra; without it the
 export says how to install it.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +26,13 @@ import asyncpg
 
 from blockbatch.api.errors import BadRequest
 from blockbatch.api.review import (
-    PROVENANCE_COLUMNS,
+    ExportColumn,
     ExportSummary,
-    evidence_columns,
+    column_value,
     export_summary,
     exported_evidence,
     exported_overlay,
-    field_columns,
-    input_columns,
-    provenance_values,
+    snapshot_columns,
 )
 from blockbatch.core.views import ExportRow
 from blockbatch.store.reads import export_snapshot
@@ -58,8 +58,8 @@ def _pyarrow() -> Any:
         import pyarrow.parquet
     except ImportError:  # the optional extra is not installed
         raise BadRequest(
-            "the Parquet export needs pyarrow: pip install 'blockbatch[parquet]' "
-            "(or export JSONL or CSV)"
+            "the Parquet export needs pyarrow: in the blockbatch checkout, run "
+            "pip install -e '.[parquet]' (or pip install pyarrow), or export JSONL or CSV"
         ) from None
     return pyarrow
 
@@ -101,82 +101,76 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-class _Columns:
-    """The export's columns: (name, kind, how a row gives its value)."""
+#: The kind of each of blockbatch's own columns that is not a string.
+_OWN_KINDS = {
+    "block_index": "int64",
+    "review_actions": "int64",
+    "last_reviewed_at": "timestamp",
+    "reused_from_call_id": "int64",
+}
+#: Metadata keys that are line or row numbers.
+_NUMBER_KEYS = ("source_line", "item_index", "source_row")
 
-    def __init__(
-        self,
-        fields: dict[str, Any],
-        named: list[str],
-        inputs: list[tuple[str, str]],
-        spans: list[tuple[str, str, str]],
-    ) -> None:
-        self.fields = fields
-        self.inputs = inputs
-        self.spans = spans
+
+class _Columns:
+    """The export's columns (blockbatch/api/review.py ``export_columns``) with each one's
+    kind."""
+
+    def __init__(self, fields: dict[str, Any], columns: list[ExportColumn]) -> None:
+        self.columns = columns
         kinds = {
             name: field_kind(s if isinstance(s, Mapping) else {}) for name, s in fields.items()
         }
-        self.kinds = kinds
-        self.names_kinds: list[tuple[str, str]] = [
-            ("block_uid", "string"),
-            ("block_index", "int64"),
-            ("block_type", "string"),
-            ("block_content", "string"),
-            ("status", "string"),
-            ("reason_code", "string"),
-            ("last_error", "string"),
-            *((column, "string") for _, column in inputs),
-            *(
-                (column, "json" if kinds[name] == "json" else kinds[name])
-                for name, column in zip(fields, named, strict=True)
-            ),
-            *(
-                (column, "int64" if part in ("start", "end") else "string")
-                for _, part, column in spans
-            ),
-            *((column, _PROVENANCE_KINDS[key]) for key, column in PROVENANCE_COLUMNS),
-            ("review_actions", "int64"),
-            ("last_reviewer", "string"),
-            ("last_reviewed_at", "string"),
-            ("reused_from_run_id", "string"),
-            ("reused_from_call_id", "int64"),
-        ]
+        self.kinds = [self._kind(c, kinds) for c in columns]
+        self.names_kinds = [(c.name, k) for c, k in zip(columns, self.kinds, strict=True)]
+
+    @staticmethod
+    def _kind(column: ExportColumn, fields: dict[str, str]) -> str:
+        if column.source == "own":
+            return _OWN_KINDS.get(column.key, "string")
+        if column.source == "input":
+            return "int64" if column.key in _NUMBER_KEYS else "text"
+        if column.source == "field":
+            return fields[column.key]
+        if column.source == "evidence":
+            return "int64" if column.part in ("start", "end") else "string"
+        if column.source == "provenance":
+            return _PROVENANCE_KINDS[column.key]
+        return "string"
 
     def schema(self, pa: Any) -> Any:
         types = {
             "string": pa.string(),
+            "text": pa.string(),
             "json": pa.string(),
             "int64": pa.int64(),
             "float64": pa.float64(),
             "bool": pa.bool_(),
             "points": pa.list_(pa.float64()),
             "strings": pa.list_(pa.string()),
+            "timestamp": pa.timestamp("us", tz="UTC"),
         }
         return pa.schema([(name, types[kind]) for name, kind in self.names_kinds])
 
     def row(self, row: ExportRow, overlay: dict[str, Any] | None) -> list[Any]:
         evidence = exported_evidence(row, overlay) or {}
-        review = row["review"] or []
-        metadata = row["metadata"] or {}
         return [
-            row["block_uid"],
-            row["block_index"],
-            row["block_type"],
-            row["block_content"],
-            row["status"] or "not_planned",
-            row["reason_code"],
-            row["last_error"],
-            *(_text(metadata.get(key)) for key, _ in self.inputs),
-            *(_value(self.kinds[f], overlay.get(f)) if overlay else None for f in self.fields),
-            *((evidence.get(f) or {}).get(part) for f, part, _ in self.spans),
-            *provenance_values(row),
-            len(review),
-            review[-1]["reviewer"] if review else None,
-            review[-1]["at"] if review else None,
-            row["reused_from_run_id"],
-            row["reused_from_call_id"],
+            _typed(kind, column_value(c, row, overlay, evidence))
+            for c, kind in zip(self.columns, self.kinds, strict=True)
         ]
+
+
+def _typed(kind: str, value: Any) -> Any:
+    """A value as a column of ``kind`` holds it."""
+    if kind == "text":
+        return _text(value)
+    if kind == "timestamp":
+        return None if value is None else datetime.fromisoformat(value)
+    if kind in ("points", "strings"):
+        return value
+    if kind == "int64" and isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return _value(kind, value)
 
 
 async def export_parquet(
@@ -195,11 +189,7 @@ async def export_parquet(
     try:
         async with export_snapshot(pool, run_id) as snapshot:
             fields = await snapshot.field_schemas()
-            names = list(fields)
-            spans = evidence_columns(names) if await snapshot.asks_evidence() else []
-            named, taken = field_columns(names, spans)
-            inputs = input_columns(await snapshot.metadata_keys(), taken)
-            columns = _Columns(fields, named, inputs, spans)
+            columns = _Columns(fields, await snapshot_columns(snapshot, list(fields)))
             schema = columns.schema(pa)
             lines = with_overlay = 0
             batch: list[list[Any]] = []

@@ -8,6 +8,7 @@ import csv
 import getpass
 import json
 import os
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TextIO
@@ -16,6 +17,7 @@ import asyncpg
 from pydantic import BaseModel
 
 from blockbatch.api.errors import BadRequest
+from blockbatch.core.ingest import OWN_METADATA
 from blockbatch.core.review import parse_field_input
 from blockbatch.core.views import ExportRow
 from blockbatch.store import overlays
@@ -433,12 +435,13 @@ def field_columns(
 
 
 #: Metadata keys blockbatch adds itself: after the input's own columns.
-_OWN_METADATA = ("source_line", "item_index")
+_OWN_METADATA = OWN_METADATA
 
 
 def input_columns(keys: list[str], taken: set[str]) -> list[tuple[str, str]]:
-    """(metadata key, CSV column) for the input's own columns, then ``source_line`` and
-    ``item_index``; a key named like an export column gets an ``input_`` prefix."""
+    """(metadata key, CSV column) for the input's own columns, then the keys blockbatch
+    adds (``source_line`` ...); a key named like an export column gets an ``input_`` prefix.
+    The layout of a document stored without its columns (:func:`export_columns`)."""
     ordered = [k for k in keys if k not in _OWN_METADATA] + [k for k in _OWN_METADATA if k in keys]
     columns: list[tuple[str, str]] = []
     for key in ordered:
@@ -450,69 +453,153 @@ def input_columns(keys: list[str], taken: set[str]) -> list[tuple[str, str]]:
     return columns
 
 
+@dataclass(frozen=True)
+class ExportColumn:
+    """One column of the CSV and Parquet exports: its name, and where a row's value comes
+    from: ``own`` (blockbatch's: ``block_uid``, ``status`` ...), ``input`` (a metadata key),
+    ``text`` (the input's text column: the block's content), ``field`` (a schema field),
+    ``evidence`` (a field's ``part``), ``provenance`` (a provenance key)."""
+
+    name: str
+    source: Literal["own", "input", "text", "field", "evidence", "provenance"]
+    key: str
+    part: str = ""
+
+
+def export_columns(
+    fields: list[str],
+    spans: list[tuple[str, str, str]],
+    metadata_keys: list[str],
+    record: tuple[list[str], str] | None,
+) -> list[ExportColumn]:
+    """The CSV and Parquet exports' columns, every name different.
+
+    A CSV, JSONL or XLSX input whose columns were stored (``record``: its columns in file
+    order and its text column, blockbatch/core/ingest.py ``record_columns``) gets its rows
+    back as the file has them: its columns first, in their order and under their names, the
+    text column too; then the schema's fields; then blockbatch's columns (``block_uid``,
+    ``block_index``, ``block_type``, ``status``, ``reason_code``, ``last_error``, then
+    ``source_line`` ...), each field's evidence, the provenance and :data:`CSV_TAIL`. One of
+    ours named like an input column becomes ``blockbatch_<name>``; a field named like any
+    column before it, ``field_<name>``.
+
+    Any other document (markdown, PDF ... or one stored without its columns) has
+    :data:`CSV_HEAD` first (``block_content`` the text), then its metadata keys
+    (:func:`input_columns`), the fields, evidence, provenance and :data:`CSV_TAIL`.
+    """
+    if record is None:
+        named, taken = field_columns(fields, spans)
+        inputs = input_columns(metadata_keys, taken)
+        return [
+            *(ExportColumn(c, "own", c) for c in CSV_HEAD),
+            *(ExportColumn(c, "input", k) for k, c in inputs),
+            *(ExportColumn(c, "field", f) for f, c in zip(fields, named, strict=True)),
+            *(ExportColumn(c, "evidence", f, part) for f, part, c in spans),
+            *(ExportColumn(c, "provenance", k) for k, c in PROVENANCE_COLUMNS),
+            *(ExportColumn(c, "own", c) for c in CSV_TAIL),
+        ]
+    names, text_column = record
+    taken = set(names)
+
+    def ours(name: str) -> str:
+        while name in taken:
+            name = f"blockbatch_{name}"
+        taken.add(name)
+        return name
+
+    head = [ExportColumn(ours(c), "own", c) for c in CSV_HEAD if c != "block_content"]
+    added = [ExportColumn(ours(k), "input", k) for k in _OWN_METADATA if k in metadata_keys]
+    evidence = [ExportColumn(ours(c), "evidence", f, part) for f, part, c in spans]
+    places = [ExportColumn(ours(c), "provenance", k) for k, c in PROVENANCE_COLUMNS]
+    tail = [ExportColumn(ours(c), "own", c) for c in CSV_TAIL]
+    answers: list[ExportColumn] = []
+    for field in fields:
+        column = field
+        while column in taken:
+            column = f"field_{column}"
+        taken.add(column)
+        answers.append(ExportColumn(column, "field", field))
+    given = [ExportColumn(c, "text" if c == text_column else "input", c) for c in names]
+    return [*given, *answers, *head, *added, *evidence, *places, *tail]
+
+
+#: An input column ingest turns into the block's type (blockbatch/core/ingest.py
+#: ``_record_rest``): a row without it in its metadata had its type there.
+_TYPE_COLUMNS = ("block_type", "type")
+
+
+def column_value(
+    column: ExportColumn,
+    row: ExportRow,
+    overlay: dict[str, Any] | None,
+    evidence: dict[str, Any],
+) -> Any:
+    """The row's value in ``column`` (``None``: empty), as Python: strings, numbers, JSON
+    values; the last review's time as its ISO text."""
+    key = column.key
+    if column.source == "text":
+        return row["block_content"]
+    if column.source == "input":
+        metadata = row["metadata"] or {}
+        if key in metadata:
+            return metadata[key]
+        return row["block_type"] if key in _TYPE_COLUMNS else None
+    if column.source == "field":
+        return overlay.get(key) if overlay else None
+    if column.source == "evidence":
+        return (evidence.get(key) or {}).get(column.part)
+    if column.source == "provenance":
+        return (row["provenance"] or {}).get(key)
+    review = row["review"] or []
+    if key == "status":
+        return row["status"] or "not_planned"
+    if key == "review_actions":
+        return len(review)
+    if key == "last_reviewer":
+        return review[-1]["reviewer"] if review else None
+    if key == "last_reviewed_at":
+        return review[-1]["at"] if review else None
+    return row[key]
+
+
 def _cell(value: Any) -> str:
     if value is None:
         return ""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
+async def snapshot_columns(snapshot: ExportSnapshot, fields: list[str]) -> list[ExportColumn]:
+    """The export's columns for this snapshot's run (:func:`export_columns`)."""
+    spans = evidence_columns(fields) if await snapshot.asks_evidence() else []
+    return export_columns(
+        fields, spans, await snapshot.metadata_keys(), await snapshot.record_columns()
+    )
+
+
 async def export_csv(
     pool: asyncpg.Pool, run_id: str, out: TextIO, *, staged: bool = False
 ) -> ExportSummary:
-    """Write the run as CSV: one row per block in order, one column per schema field.
+    """Write the run as CSV: one row per block in order, the columns of
+    :func:`export_columns` (a CSV input's rows come back with their own columns first, in
+    their order and under their names, then the schema's fields, then blockbatch's).
 
-    Columns: :data:`CSV_HEAD`, the input's own columns (a CSV's other columns, a JSONL
-    record's other keys, as the JSONL export's ``immutable`` has them, so results join
-    back to the input's rows; see :func:`input_columns`), the schema's fields (strings as
-    they are, other values as JSON, empty without an exported value; a field named like one
-    of these columns is ``field_<name>``, :func:`field_columns`), then
-    each field's evidence when the schema asks for it (:func:`evidence_columns`: the quote,
-    how it matched, its start and end in ``block_content``), the block's provenance
-    (:data:`PROVENANCE_COLUMNS`: page, box and page size as JSON arrays of points, heading
-    path as a JSON array, char span; empty where the format has none), then :data:`CSV_TAIL` (how
-    many review acts, the last reviewer and when; the run and call whose answer a reused
-    overlay took). The JSONL export carries every act in full.
+    Schema fields are strings as they are, other values as JSON, empty without an exported
+    value; evidence (when the schema asks for it) is each value's quote, how it matched, its
+    start and end in the block's text; the provenance's page, box and page size are JSON
+    arrays of points, its heading path a JSON array; the tail says how many review acts,
+    the last reviewer and when, and the run and call whose answer a reused overlay took.
+    The JSONL export carries every act in full.
     """
     async with export_snapshot(pool, run_id) as snapshot:
         fields = await snapshot.fields()
-        spans = evidence_columns(fields) if await snapshot.asks_evidence() else []
-        places = [c for _, c in PROVENANCE_COLUMNS]
-        named, taken = field_columns(fields, spans)
-        inputs = input_columns(await snapshot.metadata_keys(), taken)
+        columns = await snapshot_columns(snapshot, fields)
         writer = csv.writer(out)
-        writer.writerow(
-            [
-                *CSV_HEAD,
-                *(c for _, c in inputs),
-                *named,
-                *(c for _, _, c in spans),
-                *places,
-                *CSV_TAIL,
-            ]
-        )
+        writer.writerow([c.name for c in columns])
         lines = with_overlay = 0
         async for row in snapshot.rows():
             overlay = exported_overlay(row, staged=staged)
             evidence = exported_evidence(row, overlay) or {}
-            review = row["review"] or []
-            metadata = row["metadata"] or {}
-            writer.writerow(
-                [
-                    *(_cell(row[c]) for c in CSV_HEAD[:4]),
-                    row["status"] or "not_planned",
-                    _cell(row["reason_code"]),
-                    _cell(row["last_error"]),
-                    *(_cell(metadata.get(key)) for key, _ in inputs),
-                    *(_cell(overlay.get(f)) if overlay else "" for f in fields),
-                    *(_cell((evidence.get(f) or {}).get(part)) for f, part, _ in spans),
-                    *(_cell(v) for v in provenance_values(row)),
-                    len(review),
-                    review[-1]["reviewer"] if review else "",
-                    review[-1]["at"] if review else "",
-                    _cell(row["reused_from_run_id"]),
-                    _cell(row["reused_from_call_id"]),
-                ]
-            )
+            writer.writerow([_cell(column_value(c, row, overlay, evidence)) for c in columns])
             lines += 1
             with_overlay += overlay is not None
         return await export_summary(snapshot, staged=staged, lines=lines, with_overlay=with_overlay)

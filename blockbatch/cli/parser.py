@@ -574,6 +574,13 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     )
     review.add_argument("--full", action="store_true", help="do not shorten block content")
     review.add_argument(
+        "--id-column",
+        action="append",
+        metavar="COLUMN",
+        help="the input's column that says which row a block is, shown with each block "
+        "(repeatable; default: the first column of a CSV/JSONL input other than the text)",
+    )
+    review.add_argument(
         "--disagreeing",
         action="store_true",
         help="only blocks the quality probe found disagreeing: the packed "

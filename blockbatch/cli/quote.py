@@ -49,6 +49,32 @@ async def show_quote(
     return EXIT_OK
 
 
+def output_text(source: str, history: dict[str, float] | None, scope: str | None = None) -> str:
+    """Where the quote's output tokens come from (its ``output_source``, ``output_history``
+    and ``output_scope``), in words that read on their own: what earlier answers wrote
+    against the planner's estimate of an answer's length, and what this run plans with."""
+    h = history
+    if source == "ledger" and h is not None:
+        runs = int(h["runs"])
+        return (
+            f"from {runs} earlier run{'s' if runs != 1 else ''} of this schema on this "
+            f"model: their {int(h['calls']):,} answers were {h['ratio']:.2f}x as long as "
+            "the planner estimates, and the quote counts them at that"
+        )
+    if source == "other_schemas" and h is not None:
+        where = "this model" if scope == "model" else "other models"
+        return (
+            f"no run of this schema yet: {int(h['calls']):,} answers of other schemas on "
+            f"{where} were {h['ratio']:.2f}x as long as the planner estimates, and the quote "
+            "counts this run's at that; the run itself starts from the planner's estimate "
+            "and learns from its own answers"
+        )
+    return (
+        "the planner's estimate of each answer's length, which the run plans with (it "
+        "leans high: no earlier answer says how long this schema's answers are)"
+    )
+
+
 def print_quote(con: Console, q: Quote) -> None:
     """The quote as a few lines and one row per mode (the chosen one marked ``*``)."""
     con.line(
@@ -68,27 +94,7 @@ def print_quote(con: Console, q: Quote) -> None:
         f"  input   {source}: prefix {q.prefix_tokens:,} tokens (system prompt and "
         f"tool), blocks {q.block_tokens:,}"
     )
-    if q.output_source == "ledger" and q.output_history is not None:
-        h = q.output_history
-        output = (
-            f"learned from {int(h['runs'])} earlier run{'s' if h['runs'] != 1 else ''}"
-            f" of this schema and model ({int(h['calls']):,} answers wrote "
-            f"{h['ratio']:.2f} x the planner's shape estimate)"
-        )
-    elif q.output_source == "other_schemas" and q.output_history is not None:
-        h = q.output_history
-        where = "this model" if q.output_scope == "model" else "other models"
-        output = (
-            f"the schema's first run: what {int(h['calls']):,} answers of other schemas "
-            f"on {where} wrote, {h['ratio']:.2f} x the planner's shape estimate (the "
-            "run plans with the estimate and learns its own)"
-        )
-    else:
-        output = (
-            "the planner's estimate, the one the run plans with (it leans high: no "
-            "earlier answer says what this schema writes)"
-        )
-    con.line(f"  output  {output}")
+    con.line(f"  output  {output_text(q.output_source, q.output_history, q.output_scope)}")
     if q.thinking_per_call:
         chosen = q.chosen()
         where = "earlier runs" if q.thinking_source == "ledger" else "assumed for the effort"

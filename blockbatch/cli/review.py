@@ -19,6 +19,7 @@ from blockbatch.cli.parser import PROG
 from blockbatch.cli.session import Session
 from blockbatch.core.evidence import ungrounded
 from blockbatch.core.reasons import REASONS
+from blockbatch.core.review import row_identity
 from blockbatch.core.views import Disagreement
 
 
@@ -26,14 +27,23 @@ def _value(v: Any) -> str:
     return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
 
 
-def show_item(con: Console, item: ReviewItem, fields: list[str], *, full: bool) -> None:
+def show_item(
+    con: Console,
+    item: ReviewItem,
+    fields: list[str],
+    *,
+    full: bool,
+    id_columns: list[str] | None = None,
+) -> None:
     width = max(shutil.get_terminal_size((100, 20)).columns - 6, 40)
     where = f"pack {item.pack_path}, " if item.pack_path else ""
     attempts = f"{item.attempt_count} attempt{'s' if item.attempt_count != 1 else ''}"
     if item.reused_from_run_id:
         attempts = f"answer reused from run {item.reused_from_run_id}"
+    identity = row_identity(item.metadata, id_columns or [])
     con.line(
         con.style(f"#{item.block_index}", "bold"),
+        con.style(f"  {identity}", "bold") if identity else "",
         f"  {item.block_uid}  {item.block_type}  ",
         con.status(item.status),
         f"  ({where}{attempts})",
@@ -165,18 +175,20 @@ async def cmd_review(args: argparse.Namespace, s: Session) -> int:
         statuses=statuses or None,
         block_uids=blocks,
         reasons=reasons,
+        id_columns=args.id_column,
     )
     if s.con.json:
         s.con.data(page.model_dump(mode="json"))
         return 0
     for item in page.items:
-        show_item(s.con, item, page.fields, full=args.full)
+        show_item(s.con, item, page.fields, full=args.full, id_columns=page.id_columns)
     info = await bb.run(args.run_id)
     counts = " · ".join(f"{k} {v}" for k, v in info.blocks.items() if v)
     again = (
         f"review {args.run_id}"
         + "".join(f" --status {st}" for st in statuses)
         + "".join(f" --reason {r}" for r in reasons or ())
+        + "".join(f" --id-column {c}" for c in args.id_column or ())
         + (f" --limit {args.limit}" if args.limit != 20 else "")
     )
     page_footer(s.con, args.offset, len(page.items), page.total, "blocks", again)

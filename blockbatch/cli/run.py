@@ -115,7 +115,9 @@ async def cmd_run(args: argparse.Namespace, s: Session) -> int:
         )
     if (differ := await bb.endpoint_warning()) is not None:
         s.con.note(f"warning: {differ}")
-    doc = await bb.ingest_blocks(data, blocks, name=path.name, fmt=fmt, read_as=read_as(args))
+    doc = await bb.ingest_blocks(
+        data, blocks, name=path.name, fmt=fmt, read_as=read_as(args), text_field=args.text_field
+    )
     schema_id = await bb.add_schema(spec)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ModelRetiring)

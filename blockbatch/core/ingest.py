@@ -537,3 +537,40 @@ def document_id_for(fmt: str, raw: bytes, options: ConvertOptions | None = None)
     suffix = b"\0" + json.dumps(read_as, sort_keys=True).encode() if read_as else b""
     digest = hashlib.sha256(fmt.encode() + b"\0" + raw + suffix).hexdigest()
     return f"doc-{digest[:12]}"
+
+
+# --- the input's columns -------------------------------------------------------------
+
+#: Metadata keys the parsers add themselves (not columns of the user's input).
+OWN_METADATA = ("source_line", "item_index", "sheet", "source_row")
+
+
+def record_columns(
+    data: bytes, fmt: str, blocks: list[ParsedBlock], text_field: str = "text"
+) -> list[str] | None:
+    """The input's own columns in the order the file has them, the text column among them,
+    so an export can give each row back its columns under their names and in their order.
+
+    Block metadata does not keep that order once stored (Postgres ``jsonb`` sorts keys),
+    and it leaves out the text column. CSV: the header row; JSONL: the first record's keys,
+    then keys only later records have; XLSX: the text column, then the other columns as
+    the rows have them. ``None`` for formats without columns.
+    """
+    if fmt not in ("csv", "jsonl", "xlsx"):
+        return None
+    first: list[str] = []
+    if fmt == "csv":
+        for row in csv.reader(io.StringIO(_decode(data), newline="")):
+            if row and any(cell.strip() for cell in row):
+                first = [name.strip() for name in row]
+                break
+    elif fmt == "jsonl":
+        for line in _decode(data).split("\n"):
+            if line.strip():
+                record = json.loads(line)
+                first = list(record) if isinstance(record, dict) else []
+                break
+    else:
+        first = [text_field.rsplit("!", 1)[-1]]  # XLSX "Sheet!Column" names one sheet's column
+    later = (k for b in blocks for k in b.metadata if k not in OWN_METADATA)
+    return list(dict.fromkeys([*first, *later]))

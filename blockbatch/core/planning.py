@@ -316,14 +316,25 @@ def answer_tokens(answer: Any) -> int:
 
 
 def replan_text(first_pack: int, packs_before: int, packs_after: int, ratios: OutputRatios) -> str:
-    """``packs 1-24 re-planned as 1-4: answers write 0.62x the schema's estimate (...)``."""
+    """``packs 1-24 re-planned as 1-4: answers so far are 0.62x as long as the schema's
+    estimate (5 answered blocks of this run), so each pack takes more blocks``: what
+    changed, from what, and why, readable without the docs."""
 
     def span(end: int) -> str:
         return f"{first_pack}" if end - 1 == first_pack else f"{first_pack}-{end - 1}"
 
+    where = "this run" if ratios.source == "run" else ratios.source
+    kinds = "".join(f"; {t} blocks {r:.2f}x" for t, r in sorted(ratios.by_type.items()))
+    if packs_after < packs_before:
+        effect = ", so each pack takes more blocks"
+    elif packs_after > packs_before:
+        effect = ", so each pack takes fewer blocks"
+    else:
+        effect = ""
     return (
-        f"packs {span(packs_before)} re-planned as {span(packs_after)}: answers write "
-        f"{ratios.text()}"
+        f"packs {span(packs_before)} re-planned as {span(packs_after)}: answers so far are "
+        f"{ratios.overall:.2f}x as long as the schema's estimate ({ratios.blocks} answered "
+        f"blocks of {where}{kinds}){effect}"
     )
 
 

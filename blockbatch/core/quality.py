@@ -337,21 +337,30 @@ def probe_cost_text(
     capped: bool = False,
     gated: bool = False,
 ) -> str:
-    """``quality probe: 3 calls, $0.0120 (4.1% of the run; sample capped at 5% of the run's
-    expected cost)``; a gated run whose per-pack samples cost more than the share: ``(7.2% of the
-    run; above its 5% share: the quality gate samples every pack)``."""
+    """``quality probe: 3 calls, $0.0120 (4.1% of the run's cost; sample capped at 5% of
+    the run's expected cost)``; a capped sample that came out above the cap says why (``5.2%
+    of the run's cost; the sample was sized to 5% of what the run was expected to cost, and
+    the run cost less``); a gated run whose per-pack samples cost more than the share:
+    ``(7.2% of the run's cost; above its 5% share: the quality gate samples every pack)``."""
     notes = []
+    over = max_share is not None and run_cost_usd > 0 and cost_usd > max_share * run_cost_usd
     if run_cost_usd:
-        notes.append(f"{100 * cost_usd / run_cost_usd:.1f}% of the run")
-        # A capped sample was sized on the run's expected cost: a little over at the
-        # actual cost is the estimate's error, said by "expected" below, not a breach.
-        if max_share is not None and cost_usd > max_share * run_cost_usd and (gated or not capped):
+        notes.append(f"{100 * cost_usd / run_cost_usd:.1f}% of the run's cost")
+        if max_share is not None and over and (gated or not capped):
             notes.append(
                 f"above its {_pct(max_share)} share"
                 + (": the quality gate samples every pack" if gated else "")
             )
     if capped and max_share is not None:
-        notes.append(f"sample capped at {_pct(max_share)} of the run's expected cost")
+        # A capped sample was sized on the run's expected cost: over the cap at the actual
+        # cost is the estimate's error, and the line says so instead of contradicting itself.
+        if over and not gated:
+            notes.append(
+                f"the sample was sized to {_pct(max_share)} of what the run was expected to "
+                "cost, and the run cost less"
+            )
+        else:
+            notes.append(f"sample capped at {_pct(max_share)} of the run's expected cost")
     share = f" ({'; '.join(notes)})" if notes else ""
     return f"quality probe: {calls} call{'s' if calls != 1 else ''}, ${cost_usd:.4f}{share}"
 

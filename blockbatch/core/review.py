@@ -83,5 +83,69 @@ def edited_overlay(
     if errors:
         error = best_match(errors)
         where = ".".join(str(p) for p in error.absolute_path) or field
-        raise EditError(f"{where}: {error.message}")
+        raise EditError(f"{where}: {_broken_rule(error)}")
     return overlay
+
+
+#: Length rules jsonschema words by repeating the whole value ("'...' is too long"):
+#: (what is counted, the bound's words).
+_LENGTH_RULES = {
+    "maxLength": ("characters", "at most"),
+    "minLength": ("characters", "at least"),
+    "maxItems": ("items", "at most"),
+    "minItems": ("items", "at least"),
+}
+
+
+def _broken_rule(error: Any) -> str:
+    """The rule a value breaks, in words that state the limit: ``214 characters;
+    at most 160 characters`` rather than the value repeated and ``is too long``."""
+    rule = _LENGTH_RULES.get(error.validator)
+    if rule is None or not isinstance(error.instance, str | list):
+        return str(error.message)
+    unit, bound = rule
+    size = len(error.instance)
+    return f"{size} {unit}; {bound} {error.validator_value} {unit}"
+
+
+def id_columns(
+    columns: list[str] | None,
+    text_column: str | None,
+    chosen: list[str] | None,
+    present: list[str],
+) -> list[str]:
+    """The input's columns that say which row a block is, shown with each block.
+
+    Args:
+        columns: the input's own columns in file order (``None``: not known, e.g. a
+            markdown document, or one stored before columns were kept).
+        text_column: the column that held the text (never an identity).
+        chosen: the columns a person asked for (``--id-column``); ``None``: the default,
+            the first column other than the text.
+        present: the metadata keys the blocks have, to check ``chosen`` against when the
+            columns are not known.
+
+    Raises:
+        ValueError: a chosen column the input does not have (the message lists them).
+    """
+    if chosen:
+        known = columns if columns is not None else present
+        unknown = [c for c in chosen if c not in known]
+        if unknown:
+            have = ", ".join(c for c in known if c != text_column) or "none"
+            raise ValueError(
+                f"the input has no column {', '.join(map(repr, unknown))}; its columns are: {have}"
+            )
+        return list(dict.fromkeys(chosen))
+    if columns is None:
+        return []
+    return [c for c in columns if c != text_column][:1]
+
+
+def row_identity(metadata: dict[str, Any], columns: list[str]) -> str:
+    """``ticket_id T-0011`` (each id column and its value, those the block has)."""
+    return "  ".join(
+        f"{c} {v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}"
+        for c in columns
+        if (v := metadata.get(c)) not in (None, "")
+    )

@@ -175,6 +175,9 @@ class ReviewPage(BaseModel):
     #: The schema's fields in their declared order (jsonb does not keep key order).
     fields: list[str]
     items: list[ReviewItem]
+    #: The input's columns that say which row each block is (``ticket_id``), shown with
+    #: each block: the first column other than the text, or the ones asked for.
+    id_columns: list[str] = []
 
 
 class CallRow(TokenCounts):
@@ -373,6 +376,8 @@ class GridRow(BaseModel):
     block_index: int
     block_type: str
     block_content: str
+    #: The block's metadata: a CSV row's other columns, a JSONL record's other keys ...
+    metadata: dict[str, Any] = {}
     status: str
     staging: dict[str, Any] | None
     confirmed: dict[str, Any] | None
@@ -427,6 +432,8 @@ class GridPage(BaseModel):
     #: ``after=`` for the next page, ``before=`` for the previous one (None: no such page).
     next_after: int | None
     prev_before: int | None
+    #: The input's columns that say which row each block is (see ``ReviewPage``).
+    id_columns: list[str] = []
 
 
 class ReviewAction(BaseModel):

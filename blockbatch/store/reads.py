@@ -294,6 +294,11 @@ class ExportSnapshot:
         )
         return [r["key"] for r in rows]
 
+    async def record_columns(self) -> tuple[list[str], str] | None:
+        """The input's own columns in file order and the one that held the text, or
+        ``None`` when the document has no columns or was stored without them."""
+        return await document_columns(self.conn, self.run.document_id)
+
     async def document(self) -> dict[str, Any]:
         """The document row: document_id, name, format, content_sha256, block_count."""
         doc = await self.conn.fetchrow(
@@ -302,6 +307,20 @@ class ExportSnapshot:
             self.run.document_id,
         )
         return dict(doc)
+
+
+async def document_columns(
+    conn: asyncpg.Connection | asyncpg.Pool, document_id: str
+) -> tuple[list[str], str] | None:
+    """A document's own columns in file order and the one that held the text (a CSV,
+    JSONL or XLSX input; migration 031), or ``None`` when it has none or was stored
+    without them."""
+    row = await conn.fetchrow(
+        "select record_columns, text_column from documents where document_id = $1", document_id
+    )
+    if row is None or row["record_columns"] is None:
+        return None
+    return list(row["record_columns"]), row["text_column"]
 
 
 @asynccontextmanager

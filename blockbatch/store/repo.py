@@ -41,10 +41,17 @@ async def save_document(
     raw: bytes,
     blocks: list[ParsedBlock],
     read_as: ConvertOptions | None = None,
+    *,
+    columns: list[str] | None = None,
+    text_column: str | None = None,
 ) -> str:
     """Store a parsed document once (same bytes + format + ``read_as`` -> same id) and
     return its id. ``read_as``: the options the blocks were parsed with (another reading
     of the same bytes is another document).
+
+    ``columns`` are the input's own columns in file order and ``text_column`` the one that
+    held the text (blockbatch/core/ingest.py ``record_columns``), for exports that give rows
+    back their columns.
 
     A paged document's file (:data:`PAGED_FORMATS`, up to :data:`MAX_STORED_FILE_BYTES`) is
     stored with it, in the same transaction; storing the same bytes again adds the file to a
@@ -54,8 +61,9 @@ async def save_document(
     document_id = document_id_for(fmt, raw, read_as)
     async with conn.transaction():
         inserted = await conn.fetchval(
-            """insert into documents (document_id, name, format, content_sha256, block_count)
-               values ($1, $2, $3, $4, $5)
+            """insert into documents (document_id, name, format, content_sha256, block_count,
+                                      record_columns, text_column)
+               values ($1, $2, $3, $4, $5, $6, $7)
                on conflict (document_id) do nothing
                returning document_id""",
             document_id,
@@ -63,6 +71,8 @@ async def save_document(
             fmt,
             digest,
             len(blocks),
+            columns,
+            text_column if columns is not None else None,
         )
         if fmt in PAGED_FORMATS and len(raw) <= MAX_STORED_FILE_BYTES:
             await conn.execute(

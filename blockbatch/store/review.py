@@ -83,7 +83,8 @@ async def _total(
 
 
 _ROW_SQL = """
-select o.block_uid, o.block_index, b.block_type, b.block_content, o.status, o.staging,
+select o.block_uid, o.block_index, b.block_type, b.block_content, b.metadata, o.status,
+       o.staging,
        o.confirmed, o.model_answer, o.attempt_count, o.last_error, o.reason_code, o.pack_path,
        o.reused_from_run_id, o.reused_from_call_id, o.evidence, b.provenance,
        coalesce(b.provenance ? 'bbox', false)

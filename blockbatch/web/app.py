@@ -1,7 +1,10 @@
 """The review web app: runs, a run's blocks in a grid, review acts, exports, the call ledger.
 
-Server-rendered (Starlette + Jinja2 templates with autoescape on; a few lines of inline
-script, no build step). Every page reads through the :class:`~blockbatch.api.Blockbatch`
+Server-rendered (Starlette + Jinja2 templates with autoescape on; the grid's inline script, run
+under the page's CSP nonce, no build step). The grid is reviewed by keyboard too: its
+shortcuts are listed on the page; a row's save, confirm or reject comes back at the row's
+anchor with the next row to review current, and "confirm all shown" asks, then moves to the
+next page. Every page reads through the :class:`~blockbatch.api.Blockbatch`
 API and every change goes through it too (``edit``, ``confirm``, ``reject``, ``reopen``),
 so the web app, the CLI and a Python program follow the same rules and leave the same
 record. In the grid each block is one row: its text wide enough to judge by, its fields
@@ -53,7 +56,7 @@ from blockbatch.web.security import (
 )
 
 #: The grid's query parameters; the only ones carried from a form back to the grid.
-GRID_PARAMS = ("status", "reason", "type", "disagreeing", "after", "before", "limit")
+GRID_PARAMS = ("status", "reason", "type", "disagreeing", "after", "before", "limit", "id")
 REVIEWER_COOKIE = "bb_reviewer"
 PAGE_SIZE = 50
 #: A block's page picture never changes: its uid names a document by its bytes' hash. A
@@ -119,6 +122,9 @@ class GridQuery:
         self.after = self._int("after", 0)
         self.before = self._int("before", 0)
         self.limit = self._int("limit", 1) or PAGE_SIZE
+        #: ``id=ticket_id,channel``: the input's columns that name each row (default: the
+        #: first column other than the text).
+        self.id_columns = [c.strip() for c in p.get("id", "").split(",") if c.strip()] or None
         if self.limit > MAX_PAGE:
             raise BadRequest(f"limit: at most {MAX_PAGE} blocks a page")
 
@@ -254,9 +260,12 @@ class ReviewApp:
                 after=query.after,
                 before=query.before,
                 disagreeing=query.params.get("disagreeing") == "1",
+                id_columns=query.id_columns,
             )
         except NotFound as err:
             return self.problem(request, 404, str(err))
+        except BadRequest as err:  # an id column the input does not have
+            return self.problem(request, 400, str(err))
         return self.render(
             request,
             "grid.html",
@@ -433,7 +442,11 @@ class ReviewApp:
             return await self.render_grid(request, run_id, query, status_code=404, error=str(err))
         except BadRequest as err:
             return await self.render_grid(request, run_id, query, status_code=409, error=str(err))
-        return RedirectResponse(query.url(run_id, note=note), status_code=303)
+        # Back at the row's anchor: the page's script makes the first row still to review
+        # from there the current one, so a reviewer goes on where they were.
+        index = self._form_text(form, "index")
+        anchor = f"#row-{index}" if index.isdigit() else ""
+        return RedirectResponse(query.url(run_id, note=note) + anchor, status_code=303)
 
     async def _save_row(
         self, request: Request, run_id: str, uid: str, form: FormData, query: GridQuery
@@ -515,6 +528,12 @@ class ReviewApp:
             return await self.render_grid(request, run_id, query, status_code=409, error=str(err))
         verb = "confirmed" if decision == "confirm" else "rejected"
         note = f"{verb} {moved} block{'s' if moved != 1 else ''}"
+        # All shown are decided: on to the next page, where the review goes on.
+        next_after = self._form_text(form, "next_after")
+        if scope == "shown" and next_after.isdigit():
+            return RedirectResponse(
+                query.url(run_id, note=note, after=next_after, before=None), status_code=303
+            )
         return RedirectResponse(query.url(run_id, note=note), status_code=303)
 
 

@@ -52,14 +52,24 @@ async def test_the_csv_export_keeps_the_inputs_own_columns(bbstack: Stack) -> No
     run_id = await _run(bbstack, TICKETS, "tickets.csv", "csv")
     out = io.StringIO()
     await bbstack.bb.export(run_id, out, staged=True, fmt="csv")
-    table = list(csv.DictReader(io.StringIO(out.getvalue())))
+    reader = csv.DictReader(io.StringIO(out.getvalue()))
+    table = list(reader)
+    # The file's columns first, in its order and under its names, the text column too.
+    assert list(reader.fieldnames or [])[:6] == [
+        "id",
+        "customer",
+        "text",
+        "summary",
+        "category",
+        "urgent",
+    ]
     assert [(r["id"], r["customer"]) for r in table] == [
         ("T-1", "acme"),
         ("T-2", "globex"),
         ("T-3", "acme"),
     ]
     assert [r["source_line"] for r in table] == ["2", "3", "4"]
-    assert all(r["category"] and r["block_content"] for r in table)
+    assert all(r["category"] and r["text"] for r in table)
     # The JSONL export has had them all along, in each line's "immutable".
     out = io.StringIO()
     await bbstack.bb.export(run_id, out, staged=True)
@@ -67,7 +77,7 @@ async def test_the_csv_export_keeps_the_inputs_own_columns(bbstack: Stack) -> No
     assert [ln["immutable"]["id"] for ln in lines] == ["T-1", "T-2", "T-3"]
 
 
-async def test_an_input_column_named_like_an_export_column_is_kept_under_its_own_name(
+async def test_an_input_column_named_like_an_export_column_keeps_its_name_and_ours_gives_way(
     bbstack: Stack,
 ) -> None:
     data = b"status,summary,text\nopen,a note,The export button does nothing.\n"
@@ -77,8 +87,9 @@ async def test_an_input_column_named_like_an_export_column_is_kept_under_its_own
     header, row = list(csv.reader(io.StringIO(out.getvalue())))
     record = dict(zip(header, row, strict=True))
     assert len(set(header)) == len(header)
-    assert record["input_status"] == "open" and record["input_summary"] == "a note"
-    assert record["status"] == "ai_complete" and record["summary"] != "a note"
+    assert header[:3] == ["status", "summary", "text"]
+    assert record["status"] == "open" and record["summary"] == "a note"
+    assert record["blockbatch_status"] == "ai_complete" and record["field_summary"] != "a note"
 
 
 async def test_the_temporal_ui_names_no_pack_total_a_re_plan_made_wrong(bbstack: Stack) -> None:

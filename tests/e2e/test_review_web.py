@@ -41,6 +41,7 @@ from tests.web_helpers import (
     SCRIPT_BLOCK,
     demo_run,
     finished_run,
+    keyboard_run,
     screenshot_dir,
     serving,
 )
@@ -80,10 +81,10 @@ def browser_like() -> aiohttp.ClientSession:
     return aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True))
 
 
-async def shot(page: Page, name: str) -> None:
+async def shot(page: Page, name: str, *, full_page: bool = True) -> None:
     folder = screenshot_dir()
     if folder is not None:
-        await page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+        await page.screenshot(path=str(folder / f"{name}.png"), full_page=full_page)
 
 
 @needs_chromium
@@ -243,6 +244,8 @@ async def _walk_through(page: Page, base: str, s: Stack, run_id: str, doc: str, 
     # "confirm all shown" takes exactly the staged blocks the filter shows.
     await page.goto(f"{base}/runs/{run_id}?type=heading&status=ai_complete")
     await page.click("#confirm-shown")
+    await expect(page.locator("#ask-text")).to_have_text("Confirm all 2 staged blocks shown?")
+    await page.click("#ask-yes")
     await expect(page.locator("#note")).to_contain_text("confirmed 2 blocks")
     assert [(await overlay(s, run_id, i))["status"] for i in (0, 5, 6)] == [
         "confirmed",
@@ -346,8 +349,10 @@ async def _review_with_the_demos_schema(
     # review acts, the edits before it still in view.
     await page.goto(f"{base}/runs/{run_id}?limit=30")
     await page.click("#confirm-shown")
+    await page.click("#ask-yes")
     await expect(page.locator("#note")).to_contain_text("confirmed 29 blocks")
     acts = page.locator("#acts tbody tr")
+    await expect(acts.first).to_be_visible()  # the next page has loaded down to its acts
     texts = await acts.all_inner_texts()
     assert any("29 blocks" in t and "confirm" in t for t in texts), texts
     assert sum("edit" in t for t in texts) == 2, texts  # topic and word_count of block 1
@@ -710,3 +715,95 @@ async def test_a_pdf_blocks_page_is_shown_in_the_browser(bbstack: Stack) -> None
             await shot(page, "pdf-block")
         finally:
             await browser.close()
+
+
+@needs_chromium
+@pytest.mark.timeout(600)
+async def test_a_hundred_rows_are_reviewed_in_the_browser_by_keyboard_alone(bbstack: Stack) -> None:
+    run_id, _ = await keyboard_run(bbstack, 101)
+    app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
+    async with serving(app) as base, async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = await browser.new_page(viewport={"width": 1400, "height": 1000})
+            await _review_by_keyboard(page, base, run_id)
+        finally:
+            await browser.close()
+    statuses = await bbstack.pool.fetch(
+        "select status, count(*) from overlays where run_id = $1 group by status", run_id
+    )
+    assert {r["status"]: r["count"] for r in statuses} == {"confirmed": 100, "rejected": 1}
+    acts = await actions(bbstack, run_id)
+    assert {a["reviewer"] for a in acts} == {"ada"}
+    edited = await overlay(bbstack, run_id, 5)
+    assert edited["confirmed"]["word_count"] == 7
+    assert edited["confirmed"]["first_40_chars"] == "short"
+    assert (await overlay(bbstack, run_id, 6))["status"] == "rejected"
+
+
+async def _review_by_keyboard(page: Page, base: str, run_id: str) -> None:
+    await page.goto(f"{base}/runs/{run_id}")
+    await expect(page.locator("#keys")).to_contain_text("confirm all shown")
+    # The first Tab stop skips to the first row; c confirms it, and the page comes back
+    # with the next row current, not at the top.
+    await page.keyboard.press("Tab")
+    await expect(page.locator("#skip")).to_be_focused()
+    await page.keyboard.press("Enter")
+    await expect(page.locator("#row-0")).to_be_focused()
+    for i in range(5):
+        await page.keyboard.press("c")
+        await expect(page.locator("#note")).to_contain_text(f"block {i}: nothing changed")
+        await expect(page.locator(f"#row-{i + 1}")).to_be_focused()
+    # e edits the row: type, Tab to the next field; a value over its limit is refused with
+    # the limit stated, and the field keeps the focus.
+    await page.keyboard.press("e")
+    await expect(page.locator("#v-5-word_count")).to_be_focused()
+    await page.keyboard.press("Control+a")
+    await page.keyboard.type("7")
+    await page.keyboard.press("Tab")
+    await page.keyboard.press("Tab")
+    await expect(page.locator("#v-5-first_40_chars")).to_be_focused()
+    await page.keyboard.press("Control+a")
+    await page.keyboard.type("x" * 45)
+    await page.keyboard.press("Control+Enter")
+    error = page.locator("#err-5-first_40_chars")
+    await expect(error).to_have_text("first_40_chars: 45 characters; at most 40 characters")
+    await expect(page.locator("#v-5-first_40_chars")).to_be_focused()
+    box = await error.bounding_box()
+    field = await page.locator("#v-5-first_40_chars").bounding_box()
+    assert box is not None and field is not None and box["width"] <= field["width"] * 2.2
+    await shot(page, "grid-keyboard-error", full_page=False)
+    await page.keyboard.press("Control+a")
+    await page.keyboard.type("short")
+    await page.keyboard.press("Control+Enter")
+    await expect(page.locator("#note")).to_contain_text("block 5: word_count")
+    await expect(page.locator("#row-5")).to_be_focused()  # saved: still the row to review
+    await page.keyboard.press("c")
+    await expect(page.locator("#row-6")).to_be_focused()
+    # j and k move; x rejects.
+    await page.keyboard.press("j")
+    await expect(page.locator("#row-7")).to_be_focused()
+    await page.keyboard.press("k")
+    await expect(page.locator("#row-6")).to_be_focused()
+    await page.keyboard.press("x")
+    await expect(page.locator("#note")).to_contain_text("block 6 rejected")
+    await expect(page.locator("#row-7")).to_be_focused()
+    await shot(page, "grid-keyboard", full_page=False)
+    # A (shift+a) confirms all shown: it asks, Enter says yes, and the next page comes.
+    await page.keyboard.press("Shift+A")
+    await expect(page.locator("#ask")).to_be_visible()
+    await expect(page.locator("#ask-text")).to_have_text(
+        "Confirm all 43 staged blocks shown, then go to the next page?"
+    )
+    await shot(page, "grid-keyboard-confirm-all", full_page=False)
+    await page.keyboard.press("Enter")
+    await expect(page.locator("#note")).to_contain_text("confirmed 43 blocks")
+    await expect(page.locator("#grid tr[data-uid]").first).to_have_id("row-50")
+    await page.keyboard.press("Shift+A")
+    await expect(page.locator("#ask-text")).to_contain_text("Confirm all 50 staged blocks")
+    await page.keyboard.press("Enter")
+    await expect(page.locator("#note")).to_contain_text("confirmed 50 blocks")
+    await expect(page.locator("#grid tr[data-uid]").first).to_have_id("row-100")
+    await page.keyboard.press("j")
+    await page.keyboard.press("c")
+    await expect(page.locator("#note")).to_contain_text("block 100: nothing changed; confirmed")

@@ -64,7 +64,8 @@ def test_the_gate_and_the_probe_say_what_they_did() -> None:
     )
     assert gate_text(reading, 12, 13, 1, 2).endswith("pack 12 re-planned at 1 block (was 2)")
     assert (
-        probe_cost_text(12, 0.0123, 0.5857) == "quality probe: 12 calls, $0.0123 (2.1% of the run)"
+        probe_cost_text(12, 0.0123, 0.5857)
+        == "quality probe: 12 calls, $0.0123 (2.1% of the run's cost)"
     )
 
 
@@ -116,7 +117,7 @@ def test_the_summary_shows_the_agreement_the_probe_cost_and_the_settled_pack_siz
     assert rows["quality"].startswith("agreement 90.0% on 40 sampled blocks (95% CI ")
     assert "lowest: summary 90%" in rows["quality"] and "1 probe failed" in rows["quality"]
     assert "review r1 --disagreeing" in rows["quality"]
-    assert rows["probe"] == "41 calls, $0.0123 (2.1% of the run)"
+    assert rows["probe"] == "41 calls, $0.0123 (2.1% of the run's cost)"
     assert rows["pack size"] == "settled on 10 blocks (quality gate, target 95%)"
     assert change_rows(result.plan_changes) == [("quality gate", "agreement 88% ...")]
     lines = "\n".join(summary_lines(result, baseline=None, links={"run": "u", "packs": "p"}))
@@ -247,20 +248,21 @@ def test_a_cheap_probe_is_not_capped_and_rate_zero_samples_nothing() -> None:
 
 def test_the_summary_says_when_the_sample_was_capped_or_the_gate_went_over() -> None:
     assert probe_cost_text(3, 0.012, 0.2927, max_share=0.05, capped=True) == (
-        "quality probe: 3 calls, $0.0120 (4.1% of the run; sample capped at 5% of the "
+        "quality probe: 3 calls, $0.0120 (4.1% of the run's cost; sample capped at 5% of the "
         "run's expected cost)"
     )
-    # Capped on the expected cost, a little over at the actual cost is no breach.
+    # Capped on the expected cost, a little over at the actual cost is no breach, and the
+    # line says why instead of reading "5.1% ...; capped at 5%".
     assert probe_cost_text(4, 0.0159, 0.3111, max_share=0.05, capped=True) == (
-        "quality probe: 4 calls, $0.0159 (5.1% of the run; sample capped at 5% of the "
-        "run's expected cost)"
+        "quality probe: 4 calls, $0.0159 (5.1% of the run's cost; the sample was sized to 5% "
+        "of what the run was expected to cost, and the run cost less)"
     )
     assert probe_cost_text(9, 0.0216, 0.3, max_share=0.05, gated=True) == (
-        "quality probe: 9 calls, $0.0216 (7.2% of the run; above its 5% share: the quality "
-        "gate samples every pack)"
+        "quality probe: 9 calls, $0.0216 (7.2% of the run's cost; above its 5% share: the "
+        "quality gate samples every pack)"
     )
     assert probe_cost_text(3, 0.012, 0.5, max_share=0.05) == (
-        "quality probe: 3 calls, $0.0120 (2.4% of the run)"
+        "quality probe: 3 calls, $0.0120 (2.4% of the run's cost)"
     )
 
 

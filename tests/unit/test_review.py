@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from blockbatch.core.review import EditError, edited_overlay, parse_field_input
+from blockbatch.core.review import (
+    EditError,
+    edited_overlay,
+    id_columns,
+    parse_field_input,
+    row_identity,
+)
 from blockbatch.core.schema import load_schema
 
 SPEC = load_schema(
@@ -62,7 +68,7 @@ def test_a_valid_edit_changes_only_its_field() -> None:
     [
         ("word_count", -1, r"word_count: -1 is less than the minimum of 0"),
         ("word_count", "7", r"word_count: '7' is not of type 'integer'"),
-        ("summary", "x" * 21, r"summary: 'x{21}' is too long"),
+        ("summary", "x" * 21, r"^summary: 21 characters; at most 20 characters$"),
         ("tags", ["a", 1], r"tags.1: 1 is not of type 'string'"),
         ("summary", None, r"summary: None is not of type 'string'"),
     ],
@@ -72,3 +78,32 @@ def test_an_edit_the_schema_refuses_says_where_and_why(
 ) -> None:
     with pytest.raises(EditError, match=message):
         edited_overlay(SPEC, STAGED, field, value)
+
+
+def test_a_length_error_states_the_limit_instead_of_repeating_the_value() -> None:
+    spec = load_schema(
+        {
+            "name": "t",
+            "properties": {"summary": {"type": "string", "maxLength": 160}},
+            "prompt_config": {"system_instructions": "Annotate."},
+        }
+    )
+    with pytest.raises(EditError) as refused:
+        edited_overlay(spec, {"summary": "ok"}, "summary", "word " * 60)
+    assert str(refused.value) == "summary: 300 characters; at most 160 characters"
+
+
+def test_the_row_identity_is_the_first_column_other_than_the_text_by_default() -> None:
+    columns = ["subject", "text", "ticket_id"]
+    assert id_columns(columns, "text", None, []) == ["subject"]
+    assert id_columns(["text", "ticket_id"], "text", None, []) == ["ticket_id"]
+    assert id_columns(None, None, None, ["level"]) == []  # markdown: no columns, no identity
+    assert id_columns(columns, "text", ["ticket_id"], []) == ["ticket_id"]
+    assert (
+        row_identity({"ticket_id": "T-0011", "n": 3}, ["ticket_id", "n"]) == "ticket_id T-0011  n 3"
+    )
+
+
+def test_an_id_column_the_input_does_not_have_is_refused_naming_the_ones_it_has() -> None:
+    with pytest.raises(ValueError, match="no column 'ticket'; its columns are: subject, ticket_id"):
+        id_columns(["subject", "text", "ticket_id"], "text", ["ticket"], [])
