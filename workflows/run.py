@@ -51,7 +51,7 @@ class RunWorkflow:
         self._fatal_error: str | None = None
         self._status = "planning"
         self._batch: BatchRounds | None = None
-        self._outage = OutageWatch(inp, self._stopping, self._show)
+        self._outage = OutageWatch(inp, self._stopping, self._show, self._end_paused)
         self._packs = PackWindow(inp, self.pack_done)
         #: The limiter as the run's latest reported call saw it; what a re-plan changed.
         self._limiter: m.LimiterNote | None = None
@@ -285,6 +285,11 @@ class RunWorkflow:
     def _halted(self) -> bool:
         """No pack may start: the run is stopping, or its budget is exhausted."""
         return self._stopping() or self._s.budget_exhausted
+
+    def _end_paused(self, why: str) -> None:
+        """A pause that cannot end well (unreachable, too long): the run stops with ``why``."""
+        self._fatal_error = self._fatal_error or why
+        self._show()
 
     def _budget_out(self) -> None:
         if not self._s.budget_exhausted:
