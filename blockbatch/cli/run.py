@@ -18,7 +18,7 @@ from blockbatch.api.inputs import with_schema_model
 from blockbatch.api.quote import read_document
 from blockbatch.cli.follow import follow, follow_escalation, report, say_detached
 from blockbatch.cli.options import apply_settings
-from blockbatch.cli.parser import EFFORT, MAX_COST, MODE, PACK_SIZE, PROG
+from blockbatch.cli.parser import EFFORT, MAX_COST, MAX_PAUSE, MODE, PACK_SIZE, PROG
 from blockbatch.cli.quote import show_quote
 from blockbatch.cli.session import Session
 from blockbatch.core.ingest import parse_document
@@ -48,6 +48,9 @@ def _options(args: argparse.Namespace) -> RunOptions:
             fields["model"] = args.model
     if getattr(args, "probe_model", None):
         fields["quality"] = {"probe_model": args.probe_model}
+    max_pause = getattr(args, MAX_PAUSE.dest, MAX_PAUSE.cli_default)
+    if max_pause != MAX_PAUSE.cli_default:  # `estimate` has none
+        fields["outage"] = {MAX_PAUSE.field: max_pause}
     apply_settings(fields, args.settings)
     return RunOptions.model_validate(fields)
 
