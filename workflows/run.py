@@ -66,6 +66,14 @@ class RunWorkflow:
         """Stop starting packs; running packs stop before their next call."""
         self._cancel_requested = True
 
+    @workflow.signal
+    def request_cancel(self) -> None:
+        """The ``cancel`` Update's request, sent as a signal when no worker is there to
+        take an Update: the server records it at once and the next worker carries it out
+        (ignored once the run is finishing)."""
+        if self._status in ("planning", "running", "draining"):
+            self._cancel_requested = True
+
     @cancel.validator
     def _check_cancel(self) -> None:
         if self._status not in ("planning", "running", "draining"):
