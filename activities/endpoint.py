@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import weakref
 
-from activities.sdk import anthropic
 from activities.errors import from_api_error
+from activities.sdk import anthropic
 from blockbatch.core.endpoint import SIMULATOR_HEADER, Endpoint, endpoint_of
 
 #: Seconds the one question may take.

@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 import json
 import warnings
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any, Self, TextIO
@@ -128,7 +128,6 @@ from workflows import attributes
 from workflows.escalate import EscalateWorkflow, escalate_workflow_id
 from workflows.run import RETRY_UNDER_WAY, RunWorkflow, run_workflow_id
 from workflows.stream import StreamWorkflow
-
 
 #: How long a cancel waits for a polling worker to take its Update before it records the
 #: request as a signal instead (seconds).
@@ -837,6 +836,7 @@ class Blockbatch:
         if await self._cancel_escalation(run_id):
             return CancelRequest(info=info)
         handle = self.handle(run_id)
+        queue = self.settings.temporal_task_queue
         try:
             queue = (await handle.describe()).task_queue
             if await self.workers_polling(queue):

@@ -15,7 +15,6 @@ from blockbatch.cli.console import Console, human_seconds
 from blockbatch.core.models import EscalationProgress, RunProgress
 from blockbatch.core.outage import waiting_text
 
-
 #: Piped, a waiting state that has not changed is said again after this long (seconds).
 WAITING_REPEAT_S = 30.0
 #: Piped, counters that changed are said at most this often (seconds).

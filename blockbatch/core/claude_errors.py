@@ -280,7 +280,9 @@ def is_unreachable(error: ClaudeError) -> bool:
     like an outage, but a run whose endpoint never answered it ends ``unreachable`` after
     ``OutageOptions.unreachable_after_s`` (blockbatch/core/outage.py).
     """
-    return error.kind == "retryable" and error.status is None and error.error_type == CONNECTION_ERROR
+    return (
+        error.kind == "retryable" and error.status is None and error.error_type == CONNECTION_ERROR
+    )
 
 
 def retry_delay_s(error: ClaudeError, jitter: float) -> float | None:

@@ -17,7 +17,7 @@ import pytest
 
 from activities.endpoint import check_endpoint
 from activities.sdk import anthropic
-from blockbatch.core.models import OutageOptions, RunOptions
+from blockbatch.core.models import OutageOptions
 from blockbatch.runtime.temporal import build_worker
 from tests.conftest import Stack
 from tests.e2e.test_reason_codes import codes, paragraphs, start
@@ -55,7 +55,7 @@ async def test_a_run_on_an_unreachable_endpoint_ends_unreachable_naming_host_and
     options = OutageOptions(
         failures_to_pause=1, probe_initial_s=0.5, probe_max_s=1.0, unreachable_after_s=3.0
     )
-    run_id, uids = await start(bbstack, paragraphs(4), pack_size=2, outage=options)
+    run_id, _ = await start(bbstack, paragraphs(4), pack_size=2, outage=options)
     llm = _client(base_url)
     async with build_worker(bbstack.client, bbstack.task_queue, bbstack.pool, llm):
         result = await bbstack.bb.wait(run_id)

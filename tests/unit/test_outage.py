@@ -127,7 +127,9 @@ def test_an_endpoint_never_reached_ends_the_run_once_the_limit_passed() -> None:
     options = OutageOptions(unreachable_after_s=60)
     probe = ProbeApiOutput(up=False, message="could not reach", unreachable=WHERE)
     paused_at = T0 + timedelta(seconds=14)
-    early = pause_end(_outage(), options, probe, paused_at=paused_at, now=T0 + timedelta(seconds=59))
+    early = pause_end(
+        _outage(), options, probe, paused_at=paused_at, now=T0 + timedelta(seconds=59)
+    )
     assert early is None
     why = pause_end(_outage(), options, probe, paused_at=paused_at, now=T0 + timedelta(seconds=61))
     assert why is not None and why.startswith(f"could not connect to Claude's endpoint {WHERE}")
