@@ -11,7 +11,10 @@ time-skipping server.
 
 from __future__ import annotations
 
+import asyncio
+import signal
 import socket
+from pathlib import Path
 
 import pytest
 
@@ -83,3 +86,24 @@ async def test_a_worker_says_at_its_start_whether_the_endpoint_answers(bbstack: 
     endpoint, problem = await check_endpoint(llm)
     await llm.close()
     assert endpoint.simulated and problem is None
+
+
+async def test_worker_py_says_in_one_line_that_its_endpoint_is_not_reachable(
+    bbstack: Stack, tmp_path: Path
+) -> None:
+    base_url, host = _base_url("refused")
+    log = tmp_path / "worker.log"
+    proc = bbstack.start_worker_process("sk-ant-test", log, ANTHROPIC_BASE_URL=base_url)
+    try:
+        for _ in range(600):  # the line comes before the worker polls
+            if "polling" in log.read_text() or proc.poll() is not None:
+                break
+            await asyncio.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(proc.wait, 60)
+    lines = [line for line in log.read_text().splitlines() if "Claude endpoint check" in line]
+    assert len(lines) == 1, log.read_text()
+    assert f"the Claude API via {host} is NOT reachable ({host}): connection refused" in lines[0]
+    assert "HTTPS_PROXY" in lines[0] and "ANTHROPIC_BASE_URL" in lines[0]
+    assert "sk-ant-test" not in log.read_text()  # never the key
