@@ -86,6 +86,16 @@ async def test_a_worker_says_at_its_start_whether_the_endpoint_answers(bbstack: 
     endpoint, problem = await check_endpoint(llm)
     await llm.close()
     assert endpoint.simulated and problem is None
+    # Reached, but the key is refused (contract §6: 401 authentication_error).
+    bbstack.sim.scenario(auth={"valid_keys": ["some-other-key"]})
+    llm = _client(bbstack.sim.base_url, key="sk-ant-not-this-one")
+    endpoint, problem = await check_endpoint(llm)
+    await llm.close()
+    assert endpoint.simulated
+    assert problem is not None and problem.startswith(
+        "is reachable, but the API key was rejected (401 authentication_error"
+    )
+    assert "ANTHROPIC_API_KEY" in problem and "sk-ant-not-this-one" not in problem
 
 
 async def test_worker_py_says_in_one_line_that_its_endpoint_is_not_reachable(
