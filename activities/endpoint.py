@@ -1,15 +1,19 @@
 """Which endpoint a worker's Claude client talks to (blockbatch/core/endpoint.py), asked once.
 
-One GET of ``/health`` on the client's base URL: the simulator answers it, like every
-request, with :data:`blockbatch.core.endpoint.SIMULATOR_HEADER`; the Claude API answers 404 without it.
-It sends no prompt and costs nothing. An endpoint that does not answer is asked again
-next time (its calls fail meanwhile, whoever it is).
+One GET of the Models API (``/v1/models?limit=1``, contract §1) on the client's base URL:
+the simulator answers it, like every request, with
+:data:`blockbatch.core.endpoint.SIMULATOR_HEADER`; the Claude API never sends that header.
+The same answer says whether the endpoint is reachable at all and whether it accepts the
+key (:func:`check_endpoint`, the line a worker says at its start). It sends no prompt and
+costs nothing. An endpoint that does not answer is asked again next time (its calls fail
+meanwhile, whoever it is).
 """
 
 from __future__ import annotations
 
 import weakref
 
+from activities.errors import from_api_error
 from activities.sdk import anthropic
 from blockbatch.core.endpoint import SIMULATOR_HEADER, Endpoint, endpoint_of
 
@@ -24,19 +28,45 @@ async def client_endpoint(client: anthropic.AsyncAnthropic) -> Endpoint:
     known = _known.get(client)
     if known is not None:
         return known
+    endpoint, _ = await check_endpoint(client)
+    return endpoint
+
+
+async def check_endpoint(client: anthropic.AsyncAnthropic) -> tuple[Endpoint, str | None]:
+    """Ask the endpoint once: who it is, and what is wrong with reaching it, said after its
+    name (``is NOT reachable ...``; ``None``: it answered and accepted the key).
+
+    The problem is one sentence naming the host and the cause: no connection (DNS,
+    refused, TLS, proxy), a rejected key, or another error status.
+    """
     import httpx2  # the SDK's HTTP client, loaded with it
 
-    simulated, answered = False, True
+    simulated, answered, problem = False, True, None
     try:
         response = await client.get(
-            "/health", cast_to=httpx2.Response, options={"timeout": ASK_TIMEOUT_S, "max_retries": 0}
+            "/v1/models",
+            cast_to=httpx2.Response,
+            options={"params": {"limit": 1}, "timeout": ASK_TIMEOUT_S, "max_retries": 0},
         )
         simulated = SIMULATOR_HEADER in response.headers
     except anthropic.APIStatusError as err:
         simulated = SIMULATOR_HEADER in err.response.headers
-    except anthropic.APIConnectionError:
+        error = from_api_error(err)
+        problem = (
+            f"is reachable, but the API key was rejected ({error.text}): set a valid "
+            "ANTHROPIC_API_KEY for the workers"
+            if error.code == "key_rejected"
+            else f"is reachable, but the Models API answered {error.text}"
+        )
+    except anthropic.APIConnectionError as err:
         answered = False
+        error = from_api_error(err)
+        problem = (
+            f"is NOT reachable ({error.host or client.base_url}): {error.message}; runs end "
+            "unreachable until it is: check this worker's network, HTTPS_PROXY and "
+            "ANTHROPIC_BASE_URL"
+        )
     endpoint = endpoint_of(str(client.base_url), simulated=simulated, api_key=client.api_key)
     if answered:
         _known[client] = endpoint
-    return endpoint
+    return endpoint, problem

@@ -47,7 +47,7 @@ from blockbatch.core.budget import (
     refusal_text,
     warm_up_worst_case,
 )
-from blockbatch.core.claude_errors import ClaudeError, is_outage
+from blockbatch.core.claude_errors import ClaudeError, is_outage, is_unreachable
 from blockbatch.core.context import RunContext
 from blockbatch.core.evidence import ground
 from blockbatch.core.models import (
@@ -193,6 +193,7 @@ class LlmActivities:
                 message=error.describe(),
                 call_id=call_id,
                 call=CallFacts(status="failed", api_error=True, http_status=error.status),
+                unreachable=await self._unreachable(inp.run_id, error),
             )
         answer = await self._record_answer(
             ctx, call_id, message, raw.headers.get("request-id"), started
@@ -790,6 +791,18 @@ class LlmActivities:
             message=error.describe(),
             error=error,
         )
+
+    async def _unreachable(self, run_id: str, error: ClaudeError) -> str | None:
+        """``host: cause`` when ``error`` reached no server and this worker's endpoint never
+        answered the run (the run then ends ``unreachable``: blockbatch/core/outage.py)."""
+        if not is_unreachable(error):
+            return None
+        endpoint = await client_endpoint(self.client)
+        async with self.pool.acquire() as conn:
+            if await ledger.endpoint_answered(conn, run_id, endpoint.host):
+                return None
+        host = error.host or endpoint.host or "api.anthropic.com"
+        return f"{host}: {error.message}"
 
     async def _finish_failed(
         self,

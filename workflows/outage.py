@@ -7,6 +7,8 @@ intervals; the first answered probe resumes every held pack. A report about a ca
 began failing before the last answered probe is resumed at once: Claude was back already.
 A cancel ends the pause; the held packs then get the run's cancel like any other pack. A
 probe the run's budget cannot hold resumes them too: the budget then refuses their calls.
+No pause is endless: an endpoint no connection reaches, or a pause past its limit, ends the
+run (``blockbatch.core.outage.pause_end``) through ``fail``, as a fatal error does.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
         ProbeApiOutput,
         RunInput,
     )
-    from blockbatch.core.outage import probe_delay_s
+    from blockbatch.core.outage import next_probe_in_s, pause_end
     from workflows.pack import ProcessPackWorkflow
 
 #: A probe is one small call; a Postgres hiccup while recording it is retried a little,
@@ -41,11 +43,17 @@ class OutageWatch:
     """Pause, probe and resume for one RunWorkflow execution (deterministic workflow code)."""
 
     def __init__(
-        self, inp: RunInput, stopping: Callable[[], bool], show: Callable[[], None]
+        self,
+        inp: RunInput,
+        stopping: Callable[[], bool],
+        show: Callable[[], None],
+        fail: Callable[[str], None],
     ) -> None:
         self._inp = inp
         self._stopping = stopping
         self._show = show
+        #: Ends the run with this reason (it then stops, as after a fatal error).
+        self._fail = fail
         #: The outage being waited out; ``None`` while the run is not paused.
         self.current: OutageProgress | None = None
         self._paused_at: datetime | None = None
@@ -76,8 +84,16 @@ class OutageWatch:
         asyncio.get_running_loop().create_task(self._probe_until_up())
 
     async def _probe_until_up(self) -> None:
+        unreachable = False
         while self.current is not None:
-            delay = probe_delay_s(self.current.probes, self._inp.outage)
+            assert self._paused_at is not None
+            delay = next_probe_in_s(
+                self.current,
+                self._inp.outage,
+                paused_at=self._paused_at,
+                now=workflow.now(),
+                unreachable=unreachable,
+            )
             self.current.next_probe_at = workflow.now() + timedelta(seconds=delay)
             self._show()
             try:
@@ -90,13 +106,30 @@ class OutageWatch:
                 return
             self.current.next_probe_at = None
             self._show()
-            if await self._probe():
+            result = await self._probe()
+            if result is None:
                 held, self._held = self._held, []
                 self._last_up_at = workflow.now()
                 self._end_pause()
                 await self._resume(held)
+                continue
+            unreachable = result.unreachable is not None
+            why = pause_end(
+                self.current,
+                self._inp.outage,
+                result,
+                paused_at=self._paused_at,
+                now=workflow.now(),
+            )
+            if why is not None:
+                # The held packs get the run's stop like any other pack.
+                workflow.logger.warning("ending the run: %s", why)
+                self._fail(why)
+                self._end_pause()
+                return
 
-    async def _probe(self) -> bool:
+    async def _probe(self) -> ProbeApiOutput | None:
+        """One probe: ``None`` when the packs may resume, else the unanswered probe."""
         assert self.current is not None
         number = self.current.probes + 1
         try:
@@ -117,13 +150,14 @@ class OutageWatch:
             # The budget cannot hold even a probe: resume the held packs, whose calls the
             # budget then refuses (their blocks end budget_exhausted, the run stops).
             workflow.logger.warning("probe %d not made: %s", number, result.message)
-            return True
-        if not result.up:
-            self.current.probes += 1
-            self.current.failures += 1
-            self.current.last_error = result.message
+            return None
         workflow.logger.info("probe %d: %s", number, "up" if result.up else result.message)
-        return result.up
+        if result.up:
+            return None
+        self.current.probes += 1
+        self.current.failures += 1
+        self.current.last_error = result.message
+        return result
 
     def _end_pause(self) -> None:
         if self._paused_at is not None:

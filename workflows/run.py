@@ -51,7 +51,7 @@ class RunWorkflow:
         self._fatal_error: str | None = None
         self._status = "planning"
         self._batch: BatchRounds | None = None
-        self._outage = OutageWatch(inp, self._stopping, self._show)
+        self._outage = OutageWatch(inp, self._stopping, self._show, self._end_paused)
         self._packs = PackWindow(inp, self.pack_done)
         #: The limiter as the run's latest reported call saw it; what a re-plan changed.
         self._limiter: m.LimiterNote | None = None
@@ -65,6 +65,14 @@ class RunWorkflow:
     def cancel(self) -> None:
         """Stop starting packs; running packs stop before their next call."""
         self._cancel_requested = True
+
+    @workflow.signal
+    def request_cancel(self) -> None:
+        """The ``cancel`` Update's request, sent as a signal when no worker is there to
+        take an Update: the server records it at once and the next worker carries it out
+        (ignored once the run is finishing)."""
+        if self._status in ("planning", "running", "draining"):
+            self._cancel_requested = True
 
     @cancel.validator
     def _check_cancel(self) -> None:
@@ -285,6 +293,11 @@ class RunWorkflow:
     def _halted(self) -> bool:
         """No pack may start: the run is stopping, or its budget is exhausted."""
         return self._stopping() or self._s.budget_exhausted
+
+    def _end_paused(self, why: str) -> None:
+        """A pause that cannot end well (unreachable, too long): the run stops with ``why``."""
+        self._fatal_error = self._fatal_error or why
+        self._show()
 
     def _budget_out(self) -> None:
         if not self._s.budget_exhausted:

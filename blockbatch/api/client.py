@@ -6,6 +6,7 @@ import contextlib
 import json
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any, Self, TextIO
@@ -21,6 +22,7 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowHandle,
     WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.common import (
     SearchAttributePair,
@@ -133,6 +135,26 @@ from workflows import attributes
 from workflows.escalate import EscalateWorkflow, escalate_workflow_id
 from workflows.run import RETRY_UNDER_WAY, RunWorkflow, run_workflow_id
 from workflows.stream import StreamWorkflow
+
+#: How long a cancel waits for a polling worker to take its Update before it records the
+#: request as a signal instead (seconds).
+CANCEL_UPDATE_WAIT_S = 10.0
+
+
+@dataclass(frozen=True)
+class CancelRequest:
+    """A cancel asked of a run: the run as it was, and whether the request waits for a worker.
+
+    Attributes:
+        info: the run as it was when asked.
+        waits_for_worker: no worker took it: it is recorded in the run's workflow and is
+            carried out when a worker polls ``task_queue``.
+        task_queue: the run's task queue.
+    """
+
+    info: reads.RunInfo
+    waits_for_worker: bool = False
+    task_queue: str | None = None
 
 
 class Blockbatch:
@@ -824,12 +846,23 @@ class Blockbatch:
         return await self.handle(run_id).result()
 
     async def cancel(self, run_id: str) -> reads.RunInfo:
-        """Ask a run to stop (no new Claude call starts); return the run as it was.
+        """Ask a run to stop (no new Claude call starts); return the run as it was
+        (:meth:`request_cancel` says whether a worker took the request yet)."""
+        return (await self.request_cancel(run_id)).info
 
-        The ``cancel`` Update returns once the run's workflow took it (a worker must be up).
-        A run being escalated: its escalation is signalled instead, also while it is queued
-        or planning, when the run is still as it ended (:meth:`escalation_running` says
-        whether one runs).
+    async def request_cancel(self, run_id: str) -> CancelRequest:
+        """Ask a run to stop (no new Claude call starts), with or without a worker.
+
+        With a worker polling the run's task queue, the ``cancel`` Update returns once the
+        run's workflow took it, or says why it refused. An Update waits for a worker to
+        accept it (docs.temporal.io, "Workflow message passing": unlike Signals, Updates
+        must wait for the Worker running the Workflow to acknowledge the request), so with
+        none, or none taking it within :data:`CANCEL_UPDATE_WAIT_S`, the request goes as the
+        ``request_cancel`` signal instead: the server records a Signal in the workflow's
+        history before it answers, and the next worker carries it out
+        (``CancelRequest.waits_for_worker``). A run being escalated: its escalation is
+        signalled instead, also while it is queued or planning, when the run is still as
+        it ended (:meth:`escalation_running` says whether one runs).
 
         Raises:
             BadRequest: the run is finishing already (the workflow's reason), or its
@@ -840,12 +873,25 @@ class Blockbatch:
             # Temporal down: no escalation could run either; the run is as it ended.
             with contextlib.suppress(TemporalUnavailable):
                 await self._cancel_escalation(run_id)
-            return info
+            return CancelRequest(info=info)
         await self.temporal()
         if await self._cancel_escalation(run_id):
-            return info
+            return CancelRequest(info=info)
+        handle = self.handle(run_id)
+        queue = self.settings.temporal_task_queue
         try:
-            await self.handle(run_id).execute_update(RunWorkflow.cancel)
+            queue = (await handle.describe()).task_queue
+            if await self.workers_polling(queue):
+                await handle.execute_update(
+                    RunWorkflow.cancel, rpc_timeout=timedelta(seconds=CANCEL_UPDATE_WAIT_S)
+                )
+                return CancelRequest(info=info)
+            await handle.signal(RunWorkflow.request_cancel)
+            return CancelRequest(info=info, waits_for_worker=True, task_queue=queue)
+        except WorkflowUpdateRPCTimeoutOrCancelledError:
+            # A worker polled a moment ago but none took the Update: record it as a signal.
+            await handle.signal(RunWorkflow.request_cancel)
+            return CancelRequest(info=info, waits_for_worker=True, task_queue=queue)
         except WorkflowUpdateFailedError as err:
             # The run is finishing: its workflow says so, and why.
             cause = err.cause
@@ -857,7 +903,6 @@ class Blockbatch:
                 f"run {run_id} is {info.status} but its workflow is not running "
                 f"(terminated in the Temporal UI?): nothing to cancel"
             ) from None
-        return info
 
     async def workers_polling(self, task_queue: str | None = None) -> int:
         """How many workers polled the task queue recently (0: runs would wait)."""

@@ -15,7 +15,7 @@ from blockbatch.core.calibration import (
     DEFAULT_TARGET,
 )
 from blockbatch.core.ingest import EXTENSIONS, FORMATS
-from blockbatch.core.models import EscalationOptions, QualityOptions, RunOptions
+from blockbatch.core.models import EscalationOptions, OutageOptions, QualityOptions, RunOptions
 from blockbatch.core.reasons import REASONS
 from blockbatch.core.registry import DEFAULT_MODEL
 from blockbatch.core.review import OVERLAY_STATUSES
@@ -79,18 +79,20 @@ _positive, _not_negative = _at_least(1), _at_least(0)
 
 
 def _duration(text: str) -> float:
-    """``500ms``, ``2s``, ``1m`` or plain seconds (``2.5``) as seconds (the field checks
-    the bounds)."""
+    """``500ms``, ``2s``, ``1m``, ``3h`` or plain seconds (``2.5``) as seconds (the field
+    checks the bounds)."""
     t = text.strip().lower()
     scale = 1.0
-    for suffix, factor in (("ms", 0.001), ("s", 1.0), ("m", 60.0)):
+    for suffix, factor in (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
         if t.endswith(suffix):
             t, scale = t[: -len(suffix)], factor
             break
     try:
         return float(t) * scale
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (500ms, 2s, 1m)") from None
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration (500ms, 2s, 1m, 3h)"
+        ) from None
 
 
 def _budget(text: str) -> float:
@@ -143,6 +145,14 @@ MAX_WAIT = FieldOption(
     note="500ms, 2s and 1m work too",
 )
 MAX_BUFFERED = FieldOption("--max-buffered", StreamTriggers, "max_buffered", metavar="N")
+MAX_PAUSE = FieldOption(
+    "--max-pause",
+    OutageOptions,
+    "max_pause_s",
+    metavar="3h",
+    convert=_duration,
+    note="in seconds, or 90m, 3h",
+)
 TRIGGERS = (MAX_ROWS, MAX_TOKENS, MAX_WAIT, MAX_BUFFERED)
 ESCALATE_TO = FieldOption(
     "--escalate-to", EscalationOptions, "model", metavar="MODEL", default_text="no escalation"
@@ -158,6 +168,7 @@ FIELD_OPTIONS = (
     MODE,
     PROBE_MODEL,
     MAX_COST,
+    MAX_PAUSE,
     *TRIGGERS,
     ESCALATE_TO,
     TO,
@@ -296,6 +307,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     )
     _run_inputs(run, "the end of this help")
     add_field_option(run, MAX_COST)
+    add_field_option(run, MAX_PAUSE)
     add_field_option(run, ESCALATE_TO)
     add_field_option(run, SECOND_PACK_SIZE)
     run.add_argument(

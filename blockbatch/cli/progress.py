@@ -3,7 +3,9 @@ lines otherwise."""
 
 from __future__ import annotations
 
+import re
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
@@ -12,6 +14,20 @@ from rich.table import Column
 from blockbatch.cli.console import Console, human_seconds
 from blockbatch.core.models import EscalationProgress, RunProgress
 from blockbatch.core.outage import waiting_text
+
+#: Piped, a waiting state that has not changed is said again after this long (seconds).
+WAITING_REPEAT_S = 30.0
+#: Piped, counters that changed are said at most this often (seconds).
+PIPED_EVERY_S = 2.0
+#: The parts of a line that only count time down: a changed countdown is no news.
+_COUNTDOWN = re.compile(r"(; next probe in \d+ s|, next look in \w+)")
+
+
+def steady(text: str) -> str:
+    """``text`` without what merely counts time (the ETA, a countdown to the next probe or
+    look): piped output says a line again only when this changes."""
+    text = " · ".join(x for x in text.split(" · ") if not x.startswith("ETA"))
+    return _COUNTDOWN.sub("", text)
 
 
 class Eta:
@@ -135,13 +151,23 @@ class ProgressView:
     mode.
 
     On a terminal: a rich progress bar redrawn in place with :func:`describe` beside it.
-    Piped: a plain :func:`describe` line when the counters change (at most every 2 s).
+    Piped: a plain :func:`describe` line, flushed as it is written, when the counters
+    change (at most every :data:`PIPED_EVERY_S`); a waiting state (paused for the API) once
+    per change of its words without the countdown (:func:`steady`), or again after
+    :data:`WAITING_REPEAT_S` when nothing changed.
     ``verbose``: the rate limiter's figures (:func:`limiter_detail`) on a line of their own
     when they change, at most every 10 s.
     """
 
-    def __init__(self, console: Console, *, verbose: bool = False) -> None:
+    def __init__(
+        self,
+        console: Console,
+        *,
+        verbose: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.con = console
+        self._clock = clock
         self.verbose = verbose
         self._last_detail = ""
         self._last_detail_at = float("-inf")
@@ -152,12 +178,12 @@ class ProgressView:
         self._live: Progress | None = None
         self._task: TaskID | None = None
         self._last_text = ""
-        self._last_print = 0.0
+        self._last_print = float("-inf")
         self._last_phase = ""
 
     def update(self, p: RunProgress) -> None:
         """Show the latest counters (the ETA needs every update, shown or not)."""
-        now = time.monotonic()
+        now = self._clock()
         text = describe(p, self._eta.estimate(p, now))
         if not self.enabled:
             return
@@ -168,8 +194,14 @@ class ProgressView:
         if self.tty:
             self._draw(text, p.blocks_done + p.blocks_failed, p.blocks_total or None)
             return
-        core = " · ".join(x for x in text.split(" · ") if not x.startswith("ETA"))
-        self._print(text, core, now, now_too=p.status != "running")
+        waiting = p.outage is not None
+        self._print(
+            text,
+            steady(text),
+            now,
+            now_too=p.status != "running",
+            again_after=WAITING_REPEAT_S if waiting else None,
+        )
 
     def update_escalation(self, p: EscalationProgress) -> None:
         """Show an escalation's latest counts (:func:`describe_escalation`); piped, a line
@@ -182,11 +214,22 @@ class ProgressView:
             return
         phase_changed = p.phase != self._last_phase
         self._last_phase = p.phase
-        self._print(text, text, time.monotonic(), now_too=phase_changed)
+        self._print(text, text, self._clock(), now_too=phase_changed)
 
-    def _print(self, text: str, core: str, now: float, *, now_too: bool) -> None:
-        """Piped: ``text`` when its ``core`` changed, at most every 2 s unless ``now_too``."""
-        if core != self._last_text and (now - self._last_print >= 2.0 or now_too):
+    def _print(
+        self,
+        text: str,
+        core: str,
+        now: float,
+        *,
+        now_too: bool,
+        again_after: float | None = None,
+    ) -> None:
+        """Piped: ``text`` when its ``core`` changed, at most every :data:`PIPED_EVERY_S`
+        unless ``now_too``; unchanged, again after ``again_after`` seconds (if given)."""
+        since = now - self._last_print
+        changed = core != self._last_text and (since >= PIPED_EVERY_S or now_too)
+        if changed or (again_after is not None and since >= again_after):
             self.con.line(text)
             self._last_text, self._last_print = core, now
 

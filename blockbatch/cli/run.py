@@ -18,7 +18,7 @@ from blockbatch.api.inputs import with_schema_model
 from blockbatch.api.quote import read_document
 from blockbatch.cli.follow import follow, follow_escalation, report, say_detached
 from blockbatch.cli.options import apply_settings
-from blockbatch.cli.parser import EFFORT, MAX_COST, MODE, PACK_SIZE, PROG
+from blockbatch.cli.parser import EFFORT, MAX_COST, MAX_PAUSE, MODE, PACK_SIZE, PROG
 from blockbatch.cli.quote import read_as, show_quote
 from blockbatch.cli.session import Session
 from blockbatch.core.ingest import parse_document
@@ -50,6 +50,9 @@ def _options(args: argparse.Namespace) -> RunOptions:
         fields["quality"] = {"probe_model": args.probe_model}
     if getattr(args, "include_boilerplate", False):
         fields["include_boilerplate"] = True
+    max_pause = getattr(args, MAX_PAUSE.dest, MAX_PAUSE.cli_default)
+    if max_pause != MAX_PAUSE.cli_default:  # `estimate` has none
+        fields["outage"] = {MAX_PAUSE.field: max_pause}
     apply_settings(fields, args.settings)
     return RunOptions.model_validate(fields)
 
@@ -279,7 +282,8 @@ async def cmd_retry(args: argparse.Namespace, s: Session) -> int:
 
 async def cmd_cancel(args: argparse.Namespace, s: Session) -> int:
     bb = await s.bb(temporal=False)
-    info = await bb.cancel(args.run_id)
+    request = await bb.request_cancel(args.run_id)
+    info = request.info
     # An escalation queued or planning leaves the run as it ended: it was signalled too.
     escalating = await _escalating(bb, info.run_id)
     if not info.active and not escalating:
@@ -288,6 +292,26 @@ async def cmd_cancel(args: argparse.Namespace, s: Session) -> int:
         else:
             s.con.line(f"run {info.run_id} already {info.status}: nothing to cancel")
         return 0
+    if request.waits_for_worker:
+        # Nothing carries the cancel out until a worker runs: say so and return.
+        if s.con.json:
+            s.con.data(
+                {
+                    "run_id": info.run_id,
+                    "status": info.status,
+                    "cancel_sent": True,
+                    "waits_for_worker": True,
+                    "task_queue": request.task_queue,
+                }
+            )
+        else:
+            s.con.line(
+                f"cancel recorded for run {info.run_id}, but no worker is running on task "
+                f"queue {request.task_queue!r} to carry it out: start one (`make worker` or "
+                "`python worker.py`); it then stops the run's packs and pending blocks end "
+                "cancelled"
+            )
+        return 0  # recorded: a worker carries it out when one runs
     if s.con.json and not args.wait:
         s.con.data({"run_id": info.run_id, "status": "cancelling", "cancel_sent": True})
     if not s.con.json:

@@ -16,6 +16,7 @@ two exceptions named below:
 | 404 ``not_found_error`` of a Messages call, no error_code | ``fatal`` | ``model_unavailable`` | the run's calls stop; move to the replacement |
 | 429 ``ramp_limit_exceeded`` | ``retryable`` | | retried after ``retry-after``; the limiter ramps, it does not halve |
 | no answer (connection, client read-timeout), 408, 409, 429, 5xx, 504, 529 | ``retryable`` | | retried (Temporal's backoff, or the next batch round), honouring ``retry-after`` |
+| no connection at all (``APIConnectionError``: DNS, refused, TLS, proxy) | ``retryable`` | | as above; :func:`is_unreachable`: the run ends ``unreachable`` (blockbatch/core/outage.py) when the endpoint never answered it |
 | 413, or 400 that says the prompt is too long | ``overflow`` | | the pack is halved; a single block fails |
 | any other 4xx | ``rejected`` | | halved; a single block fails with the message |
 
@@ -35,7 +36,9 @@ from blockbatch.core.registry import DEFAULT_MODEL, RETIRED, UnknownModelError, 
 
 ErrorKind = Literal["fatal", "retryable", "overflow", "rejected"]
 #: Why a ``fatal`` error stops the run: the reason code its blocks end with.
-FatalCode = Literal["key_rejected", "spend_limit", "billing", "model_unavailable"]
+FatalCode = Literal[
+    "key_rejected", "spend_limit", "billing", "model_unavailable", "unreachable", "api_unavailable"
+]
 
 #: The HTTP status a synchronous call would have had, by the error type of a batch result
 #: line (a line carries only ``error.type`` and ``details``, contract §6).
@@ -75,7 +78,13 @@ FATAL_OPENING: dict[FatalCode, str] = {
     "spend_limit": "Claude's spend limit for this account is reached",
     "billing": "Claude refused the call for a billing problem",
     "model_unavailable": "Claude does not serve the model",
+    # Said by the run itself (blockbatch/core/outage.py), never by one call's error.
+    "unreachable": "could not connect to Claude's endpoint",
+    "api_unavailable": "Claude did not answer for",
 }
+#: The SDK's exception for a request that got no connection at all (its subclass
+#: ``APITimeoutError`` is a connection that answered too slowly: not this).
+CONNECTION_ERROR = "APIConnectionError"
 
 
 class ClaudeError(BaseModel):
@@ -98,6 +107,8 @@ class ClaudeError(BaseModel):
     code: FatalCode | None = None
     #: The model the call asked for (names the replacement of a retired one).
     model: str | None = None
+    #: The host a call without an answer tried to reach (``api.anthropic.com``).
+    host: str | None = None
 
     @property
     def text(self) -> str:
@@ -126,7 +137,9 @@ class ClaudeError(BaseModel):
         if self.kind == "rejected":
             return f"Claude rejected the request{while_} ({self.text})"
         if self.status is None:
-            return f"could not reach Claude{while_} ({self.error_type}); will retry"
+            at = f" at {self.host}" if self.host else ""
+            cause = f": {self.message}" if is_unreachable(self) and self.message else ""
+            return f"could not reach Claude{at}{while_} ({self.error_type}{cause}); will retry"
         return f"Claude answered {self.text}{while_}"
 
     def _what_to_do(self) -> str:
@@ -158,6 +171,7 @@ def classify(
     error_code: str | None = None,
     model: str | None = None,
     model_call: bool = True,
+    host: str | None = None,
 ) -> ClaudeError:
     """Classify one failure (see the table in the module docstring).
 
@@ -171,6 +185,7 @@ def classify(
         model: the model the call asked for.
         model_call: the call asked a model (Messages, count_tokens, a batch line); a 404 of
             a batch management call is a missing batch, not a missing model.
+        host: the host a call without an answer tried to reach.
     """
     error_type = error_type or "api_error"
     if status is None and error_type in HTTP_STATUS:
@@ -185,6 +200,7 @@ def classify(
             error_code=error_code,
             code=code,
             model=model,
+            host=host if status is None else None,
             retry_after_s=_seconds(retry_after) if kind == "retryable" else None,
         )
 
@@ -254,6 +270,19 @@ def is_outage(error: ClaudeError) -> bool:
     if error.status is None:
         return error.error_type != "APITimeoutError"
     return error.status == 408 or (error.status >= 500 and error.status != 504)
+
+
+def is_unreachable(error: ClaudeError) -> bool:
+    """Whether ``error`` is a call that reached no server at all (DNS, refused, TLS, proxy).
+
+    Claude being down answers 5xx or 529, or accepts the connection and never answers (a
+    read timeout): this is the worker's network or settings. It is retried and paused for
+    like an outage, but a run whose endpoint never answered it ends ``unreachable`` after
+    ``OutageOptions.unreachable_after_s`` (blockbatch/core/outage.py).
+    """
+    return (
+        error.kind == "retryable" and error.status is None and error.error_type == CONNECTION_ERROR
+    )
 
 
 def retry_delay_s(error: ClaudeError, jitter: float) -> float | None:

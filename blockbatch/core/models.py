@@ -209,6 +209,21 @@ class OutageOptions(BaseModel):
     probe_max_s: float = Field(
         default=30.0, gt=0, le=3600, description="the longest wait between probes, in seconds"
     )
+    unreachable_after_s: float = Field(
+        default=60.0,
+        gt=0,
+        le=3600,
+        description="seconds a pause may last while no connection reaches the endpoint (DNS, "
+        "refused, TLS, proxy) and it never answered the run, before the run ends failed, "
+        "reason unreachable, naming the host and the cause",
+    )
+    max_pause_s: float = Field(
+        default=3 * 3600.0,
+        gt=0,
+        le=7 * 24 * 3600,
+        description="the longest one pause may last, in seconds; then the run ends failed, "
+        "its blocks not done cancelled with reason api_unavailable (retry them later)",
+    )
 
 
 class LimiterNote(BaseModel):
@@ -711,6 +726,9 @@ class ProbeApiOutput(BaseModel):
     over_budget: bool = False
     #: The call this probe made (``None``: none).
     call: CallFacts | None = None
+    #: The probe reached no server (DNS, refused, TLS, proxy) and the endpoint never
+    #: answered this run: where and why (``127.0.0.1:9: connection refused (...)``).
+    unreachable: str | None = None
 
 
 class OutageProgress(BaseModel):

@@ -25,6 +25,7 @@ ReasonCode = Literal[
     "request_rejected",
     "refused",
     "api_unavailable",
+    "unreachable",
     "key_rejected",
     "spend_limit",
     "billing",
@@ -51,7 +52,11 @@ REASONS: dict[ReasonCode, str] = {
     "refused": "the model refused this block alone (stop_reason refusal; the message names "
     "the category); it is not asked again on the same model, and `retry` takes it "
     "only when asked by name (`--reason refused`), best on another model",
-    "api_unavailable": "Claude stayed unavailable (429/5xx/529/no answer) through every retry",
+    "api_unavailable": "Claude stayed unavailable (429/5xx/529/no answer) through every retry, "
+    "or a run's pause outlasted its limit (outage.max_pause_s)",
+    "unreachable": "no connection reached Claude's endpoint (DNS, refused, TLS, proxy) and it "
+    "never answered the run; the run stopped: check the workers' network, HTTPS_PROXY and "
+    "ANTHROPIC_BASE_URL, then `retry RUN_ID --cancelled`",
     "key_rejected": "the API key was rejected (401/403); the run stopped",
     "spend_limit": "the account's spend limit was reached (a tier's monthly cap, a contract "
     "or organisation cap, or a limit set in the Console); the run stopped: "

@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager, suppress
 
 import asyncpg
 
-from activities.endpoint import client_endpoint
+from activities.endpoint import check_endpoint
 from activities.sdk import anthropic
 from blockbatch.core.endpoint import Endpoint
 from blockbatch.store import workers
@@ -28,8 +28,13 @@ REFRESH_S = 30.0
 async def announced(
     pool: asyncpg.Pool, task_queue: str, client: anthropic.AsyncAnthropic
 ) -> AsyncIterator[Endpoint]:
-    """Register this worker's endpoint on ``task_queue`` until the block ends."""
-    endpoint = await client_endpoint(client)
+    """Register this worker's endpoint on ``task_queue`` until the block ends; say in one
+    line whether it is reachable and accepts the key (asked once, at the start)."""
+    endpoint, problem = await check_endpoint(client)
+    if problem is None:
+        log.info("Claude endpoint check: %s answered, the API key is accepted", endpoint.text())
+    else:
+        log.warning("Claude endpoint check: %s %s", endpoint.text(), problem)
     worker_id = f"{socket.gethostname()}:{os.getpid()}"
     await workers.register(pool, worker_id, task_queue, endpoint)
 

@@ -141,6 +141,19 @@ async def recorded_answer(
     return None if row is None else Answer.from_row(row)
 
 
+async def endpoint_answered(conn: asyncpg.Connection, run_id: str, host: str | None) -> bool:
+    """Whether the endpoint at ``host`` (``None``: Anthropic's own) ever answered one of the
+    run's calls, with anything: an answer or an error status."""
+    return bool(
+        await conn.fetchval(
+            """select exists(select 1 from llm_calls where run_id = $1
+                   and http_status is not null and endpoint_host is not distinct from $2)""",
+            run_id,
+            host,
+        )
+    )
+
+
 async def save_prefix(conn: asyncpg.Connection, sha256: str, system: Any, tools: Any) -> None:
     """Keep a system prompt and tools once, by hash (the ledger rows refer to it)."""
     await conn.execute(

@@ -22,6 +22,10 @@ replay needs because child ids derive from them, go into ``workflow_ids.json``):
   pack started at once.
 * ``outage.run`` / ``outage.pack``: a run that paused for an outage (every call 503),
   probed and resumed, and one of the packs that waited for it.
+* ``unreachable.run``: a run whose worker reached no server (a closed local port): it
+  paused, its probes reached nothing, and it ended ``failed``, reason ``unreachable``.
+* ``cancel_without_worker.run``: a run cancelled while no worker ran (the
+  ``request_cancel`` signal), carried out by the next worker.
 * ``retry.run`` / ``retry.batch_run``: the RunWorkflow execution of ``starter.py retry``
   after a run (sync; batch mode) ended with failed blocks.
 * ``budget.run`` / ``budget.pack``: a run given half of its unbudgeted cost
@@ -52,6 +56,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import subprocess
 import sys
 import tempfile
@@ -68,7 +73,9 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from activities.sdk import anthropic
 from blockbatch.api import Blockbatch
+from blockbatch.core.claude_errors import fatal_code_of
 from blockbatch.core.models import (
     BatchOptions,
     EscalateInput,
@@ -311,6 +318,41 @@ async def record_outage(r: Recorder) -> None:
         run_id,
     )
     save("outage.pack", await r.history(f"run-{run_id}/pack-{waited}"))
+
+
+async def record_unreachable(r: Recorder) -> None:
+    """A run whose worker reaches no server (a closed local port) ends ``unreachable``."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    options = RunOptions(
+        pack_size=4,
+        max_concurrent_packs=2,
+        outage=OutageOptions(
+            failures_to_pause=1, probe_initial_s=0.5, probe_max_s=1, unreachable_after_s=3
+        ),
+    )
+    run_id = await r.start(8, options)
+    llm = anthropic.AsyncAnthropic(
+        api_key="sk-ant-record-unreachable", base_url=f"http://127.0.0.1:{port}", max_retries=0
+    )
+    async with build_worker(r.client, r.settings.temporal_task_queue, r.pool, llm):
+        result = await r.bb.wait(run_id)
+    await llm.close()
+    assert result.status == "failed" and fatal_code_of(result.error) == "unreachable", result
+    save("unreachable.run", await r.history(f"run-{run_id}"))
+
+
+async def record_cancel_without_worker(r: Recorder) -> None:
+    """A cancel sent while no worker ran (the ``request_cancel`` signal), carried out by the
+    next worker."""
+    run_id = await r.start(8, RunOptions(pack_size=4))
+    request = await r.bb.request_cancel(run_id)
+    assert request.waits_for_worker, request
+    async with r.worker():
+        result = await r.bb.wait(run_id)
+    assert result.status == "cancelled", result
+    save("cancel_without_worker.run", await r.history(f"run-{run_id}"))
 
 
 async def record_retry(r: Recorder) -> None:
@@ -572,6 +614,8 @@ RECORDERS = {
     "batch_rounds": record_batch_rounds,
     "continue_as_new": record_continue_as_new,
     "outage": record_outage,
+    "unreachable": record_unreachable,
+    "cancel_without_worker": record_cancel_without_worker,
     "retry": record_retry,
     "outlive": record_outlive,
     "learning": record_learning,

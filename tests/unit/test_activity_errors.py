@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from datetime import timedelta
 from typing import Any
 
@@ -15,7 +16,7 @@ from activities.errors import (
     application_error,
     from_api_error,
 )
-from blockbatch.core.claude_errors import ClaudeError, is_outage
+from blockbatch.core.claude_errors import ClaudeError, is_outage, is_unreachable
 
 REQUEST = httpx.Request(
     "POST", "http://simulator/v1/messages", json={"model": "claude-opus-4-1", "max_tokens": 10}
@@ -69,8 +70,37 @@ def test_no_answer_is_retried() -> None:
     )
     assert err.type == RETRYABLE
     assert err.message == (
-        "could not reach Claude while looking at batch b1 (APIConnectionError); will retry"
+        "could not reach Claude at simulator while looking at batch b1 "
+        "(APIConnectionError: Connection error.); will retry"
     )
+
+
+def _no_connection(cause: BaseException) -> anthropic.APIConnectionError:
+    try:
+        try:
+            raise cause
+        except OSError as inner:
+            raise httpx.ConnectError(str(inner)) from inner
+    except httpx.ConnectError as outer:
+        err = anthropic.APIConnectionError(request=REQUEST)
+        err.__cause__ = outer
+        return err
+
+
+def test_a_connection_that_never_happened_names_the_host_and_the_cause() -> None:
+    refused = from_api_error(_no_connection(ConnectionRefusedError(111, "Connection refused")))
+    assert is_unreachable(refused) and is_outage(refused)
+    assert refused.host == "simulator"
+    assert refused.message == "connection refused ([Errno 111] Connection refused)"
+    assert refused.describe() == (
+        "could not reach Claude at simulator (APIConnectionError: connection refused "
+        "([Errno 111] Connection refused)); will retry"
+    )
+    dns = from_api_error(_no_connection(socket.gaierror(-2, "Name or service not known")))
+    assert dns.message.startswith("the host name does not resolve (DNS)")
+    # A read timeout reached the server: slow, not unreachable.
+    slow = from_api_error(anthropic.APITimeoutError(request=REQUEST))
+    assert not is_unreachable(slow) and slow.message.startswith("Request timed out")
 
 
 def test_a_refused_batch_call_is_not_retried() -> None:

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from blockbatch.core.claude_errors import classify, is_outage
-from blockbatch.core.models import OutageOptions, OutageProgress
-from blockbatch.core.outage import paused_text, probe_delay_s, waiting_text
+from blockbatch.core.claude_errors import classify, fatal_code_of, is_outage
+from blockbatch.core.models import OutageOptions, OutageProgress, ProbeApiOutput
+from blockbatch.core.outage import (
+    next_probe_in_s,
+    pause_end,
+    paused_text,
+    probe_delay_s,
+    waiting_text,
+)
+from blockbatch.core.outcome import end_code
 
 
 def test_down_is_5xx_529_408_and_no_answer_not_rate_limits_refusals_or_slow_calls() -> None:
@@ -106,3 +113,49 @@ def test_watch_and_status_lead_with_the_outage_while_paused() -> None:
     assert line.endswith("210/500 blocks · 0 failed")
     running = RunProgress(**{**base, "status": "running"})
     assert "waiting" not in describe(running, None)
+
+
+T0 = datetime(2026, 11, 28, 3, 0, tzinfo=UTC)
+WHERE = "api.anthropic.com: connection refused ([Errno 111])"
+
+
+def _outage(probes: int = 0) -> OutageProgress:
+    return OutageProgress(since=T0, failures=4, probes=probes, last_error="503 api_error")
+
+
+def test_an_endpoint_never_reached_ends_the_run_once_the_limit_passed() -> None:
+    options = OutageOptions(unreachable_after_s=60)
+    probe = ProbeApiOutput(up=False, message="could not reach", unreachable=WHERE)
+    paused_at = T0 + timedelta(seconds=14)
+    early = pause_end(
+        _outage(), options, probe, paused_at=paused_at, now=T0 + timedelta(seconds=59)
+    )
+    assert early is None
+    why = pause_end(_outage(), options, probe, paused_at=paused_at, now=T0 + timedelta(seconds=61))
+    assert why is not None and why.startswith(f"could not connect to Claude's endpoint {WHERE}")
+    assert "HTTPS_PROXY" in why and "ANTHROPIC_BASE_URL" in why and "1 min 1 s" in why
+    assert fatal_code_of(why) == "unreachable"
+    assert end_code("failed", why) == "unreachable"  # the blocks not done say why
+
+
+def test_an_answered_endpoint_that_stops_answering_pauses_until_the_pause_limit() -> None:
+    options = OutageOptions(unreachable_after_s=60, max_pause_s=3 * 3600)
+    probe = ProbeApiOutput(up=False, message="503 api_error")  # Claude answered before
+    hour = T0 + timedelta(hours=1)
+    assert pause_end(_outage(), options, probe, paused_at=T0, now=hour) is None
+    why = pause_end(_outage(), options, probe, paused_at=T0, now=T0 + timedelta(hours=3))
+    assert why is not None and why.startswith("Claude did not answer for 3 h 0 min")
+    assert "503 api_error" in why
+    assert end_code("failed", why) == "api_unavailable"
+
+
+def test_probes_come_sooner_to_meet_a_limit() -> None:
+    options = OutageOptions(probe_initial_s=5, probe_max_s=30, unreachable_after_s=60)
+    late = T0 + timedelta(seconds=50)
+    # 30 s would be the next interval; the unreachable limit is 10 s away.
+    assert next_probe_in_s(_outage(5), options, paused_at=T0, now=late, unreachable=True) == 10
+    assert next_probe_in_s(_outage(5), options, paused_at=T0, now=late, unreachable=False) == 30
+    # The pause limit as well, and never sooner than a second.
+    short = OutageOptions(probe_max_s=30, max_pause_s=100)
+    at = T0 + timedelta(seconds=99.9)
+    assert next_probe_in_s(_outage(5), short, paused_at=T0, now=at, unreachable=False) == 1

@@ -9,7 +9,7 @@ from blockbatch.api.inputs import with_schema_model
 from blockbatch.cli.parser import build_parser
 from blockbatch.cli.run import _options
 from blockbatch.core.answer import EffortError, check_effort
-from blockbatch.core.models import RunOptions
+from blockbatch.core.models import OutageOptions, RunOptions
 from blockbatch.core.registry import DEFAULT_MODEL, get_model
 
 
@@ -34,3 +34,18 @@ def test_effort_is_a_run_option_checked_against_the_model() -> None:
     check_effort(get_model("claude-haiku-4-5"), None)
     with pytest.raises(EffortError, match="claude-haiku-4-5 takes no effort setting"):
         check_effort(get_model("claude-haiku-4-5"), "low")
+
+
+def test_max_pause_limits_a_runs_pause_and_takes_hours() -> None:
+    def pause(*extra: str) -> float:
+        args = build_parser().parse_args(["run", "d.md", "--schema", "s.json", *extra])
+        outage = _options(args).outage
+        return (outage or OutageOptions()).max_pause_s
+
+    assert pause() == 3 * 3600  # a few hours by default: no pause without end
+    assert pause("--max-pause", "90m") == 5400
+    assert pause("--max-pause", "3h") == 3 * 3600
+    assert pause("--max-pause", "45") == 45
+    for bad in ("0", "soon", "30d"):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["run", "d.md", "--schema", "s.json", "--max-pause", bad])

@@ -59,6 +59,9 @@ from blockbatch.core.policy import attempt_limit
 
 TRUNCATED = "answer truncated (max_tokens)"
 OUTAGE = classify(503, "api_error", "Service unavailable")
+UNREACHABLE = classify(
+    None, "APIConnectionError", "connection refused ([Errno 111])", host="127.0.0.1:9"
+)
 RATE_LIMITED = classify(429, "rate_limit_error", "Number of requests has exceeded your rate limit")
 OVERLOADED = classify(529, "overloaded_error", "Overloaded")
 KEY_REJECTED = classify(401, "authentication_error", "invalid x-api-key")
@@ -126,6 +129,9 @@ class Outage:
     probes_down: int = 2
     hold_probe: bool = False
     down: bool = False
+    #: What an unanswered probe says of an endpoint no connection reaches and that never
+    #: answered the run (``ProbeApiOutput.unreachable``); ``None``: Claude answers 503.
+    unreachable: str | None = None
     failed_calls: int = 0
     probes: int = 0
     #: Pack paths whose call started while the run was paused (must stay empty).
@@ -440,6 +446,13 @@ class FakeWorld:
                 )
             step = step.then or Answer()
         if self.outage is not None and self.outage.down:
+            if self.outage.unreachable is not None:
+                self.outage.failed_calls += 1
+                give_up = (
+                    inp.outage_attempts is not None
+                    and activity.info().attempt >= inp.outage_attempts
+                )
+                raise application_error(UNREACHABLE, give_up=give_up)
             first_call = sum(c.pack_path == inp.pack_path for c in self.calls) == 1
             if self.outage.probes and first_call:
                 self.outage.started_while_paused.append(inp.pack_path)
@@ -514,6 +527,13 @@ class FakeWorld:
         if outage.probes > outage.probes_down:
             outage.down = False
             return ProbeApiOutput(up=True, message="Claude answered", call_id=0, cost_usd=0.0001)
+        if outage.unreachable is not None:
+            return ProbeApiOutput(
+                up=False,
+                message=UNREACHABLE.describe(),
+                call_id=0,
+                unreachable=outage.unreachable,
+            )
         return ProbeApiOutput(up=False, message=OUTAGE.describe(), call_id=0)
 
     # ------------------------------------------------------------ BatchActivities

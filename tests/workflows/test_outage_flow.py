@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from blockbatch.core.models import RunProgress
+from blockbatch.core.claude_errors import fatal_code_of
+from blockbatch.core.models import OutageOptions, RunProgress
 from tests.workflows.conftest import Harness
 from tests.workflows.fakes import Answer, FakeWorld, Outage
 
@@ -63,3 +64,43 @@ async def test_a_pack_split_in_halves_rides_out_the_outage_too(wf: Harness, run_
     assert result.status == "completed" and result.blocks_failed == 0
     assert {s.pack_path for s in world.splits} == {"0"}
     assert outage.probes == 3
+
+
+async def _run_seconds(wf: Harness, run_id: str) -> float:
+    """How long the run's workflow lasted, in the test server's (skipped) time."""
+    info = await wf.env.client.get_workflow_handle(f"run-{run_id}").describe()
+    assert info.close_time is not None
+    return (info.close_time - info.start_time).total_seconds()
+
+
+async def test_an_endpoint_no_connection_reaches_ends_the_run_within_two_minutes(
+    wf: Harness, run_id: str
+) -> None:
+    where = "127.0.0.1:9: connection refused ([Errno 111])"
+    outage = Outage(down=True, probes_down=10**6, unreachable=where)
+    world = FakeWorld(run_id, [2] * 4, outage=outage)
+    result = await wf.run(world, max_concurrent_packs=2)
+    assert result.status == "failed"
+    assert result.error is not None
+    assert result.error.startswith(f"could not connect to Claude's endpoint {where}")
+    assert "HTTPS_PROXY" in result.error and "ANTHROPIC_BASE_URL" in result.error
+    assert fatal_code_of(result.error) == "unreachable"
+    assert world.failed == {}  # no block failed for it: they end cancelled, unreachable
+    assert result.blocks_cancelled == 8
+    assert await _run_seconds(wf, run_id) < 120
+
+
+async def test_an_outage_after_answers_came_pauses_until_its_limit(
+    wf: Harness, run_id: str
+) -> None:
+    outage = Outage(after_calls=1, probes_down=10**6)
+    world = FakeWorld(run_id, [2] * 4, outage=outage)
+    options = OutageOptions(max_pause_s=1800)
+    result = await wf.run(world, max_concurrent_packs=2, outage=options)
+    assert result.status == "failed"
+    assert result.error is not None and result.error.startswith("Claude did not answer for 30 min")
+    assert fatal_code_of(result.error) == "api_unavailable"
+    assert result.blocks_ai_complete == 2 and world.failed == {}
+    # It waited out the pause (probing every 30 s at most), then ended on time.
+    assert outage.probes > 50
+    assert 1800 <= await _run_seconds(wf, run_id) < 1800 + 120

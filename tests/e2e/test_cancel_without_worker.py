@@ -1,0 +1,36 @@
+"""``cancel`` with no worker running (issue 33 point 4): the request is recorded in the run's
+workflow, the command says a worker must run to carry it out and returns at once, and the
+next worker does carry it out."""
+
+from __future__ import annotations
+
+from blockbatch.core.models import RunOptions
+from tests.conftest import Stack
+from tests.helpers import extract_schema, markdown_doc
+from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
+
+
+async def test_cancel_without_a_worker_is_recorded_and_carried_out_by_the_next_one(
+    bbstack: Stack, cli: Cli
+) -> None:
+    doc = await bbstack.bb.ingest_bytes(markdown_doc(6), name="doc.md", fmt="markdown")
+    schema_id = await bbstack.bb.add_schema(extract_schema(200))
+    run_id = await bbstack.bb.start_run(doc, schema_id, RunOptions(pack_size=2))
+    assert not await bbstack.bb.workers_polling()
+
+    # Before: the Update waited for a worker and the command hung until killed.
+    out = await cli("cancel", run_id, timeout=60)
+    assert out.code == 0, out.err
+    assert f"cancel recorded for run {run_id}" in out.out
+    assert f"no worker is running on task queue {bbstack.task_queue!r}" in out.out
+    as_json = await cli("cancel", run_id, "--json", timeout=60)
+    data = as_json.json()
+    assert data["waits_for_worker"] is True and data["cancel_sent"] is True
+
+    async with bbstack.worker():
+        result = await bbstack.bb.wait(run_id)
+    assert result.status == "cancelled"
+    calls = await bbstack.pool.fetchval(
+        "select count(*) from llm_calls where run_id = $1 and purpose = 'pack'", run_id
+    )
+    assert calls == 0  # cancelled before any pack asked Claude
