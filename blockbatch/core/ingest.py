@@ -205,8 +205,8 @@ def _converted(fmt: str, convert: Callable[[], list[RawBlock]]) -> list[RawBlock
     undocumented, and a damaged upload must not read as a crash)."""
     try:
         return convert()
-    except IngestError:
-        raise
+    except (IngestError, ImportError):
+        raise  # an ImportError is a broken install, not a damaged file
     except (MemoryError, RecursionError) as exc:
         raise IngestError(
             f"the {fmt.upper()} is too complex to read ({type(exc).__name__}); it is not an "

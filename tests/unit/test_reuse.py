@@ -155,6 +155,8 @@ def test_the_key_has_no_run_option_but_the_model() -> None:
         "max_cost_usd",
         # The quality probe and gate: which blocks are also asked alone, and pack sizes.
         "quality",
+        # Which blocks are sent (set-aside types or not), never what a block's answer is.
+        "include_boilerplate",
     }, (
         "a RunOptions field was added or removed: if it changes what a block's answer is, "
         "put it into core.reuse.prompt_digest; either way, list it here"
