@@ -36,7 +36,9 @@ IMAGE_PAGE_SHARE = 0.2
 #: A page drawing text objects that give fewer characters than this share of their number
 #: lost text (every text object draws at least one glyph).
 READ_OBJECT_SHARE = 0.5
-_TOKEN = re.compile(r"\r\n|[\r\n]|[^\s]+")
+# A word, or a line break. PDFium joins a word hyphenated across two lines into one, with a
+# U+FFFE where the line broke: that ends the word (and the run) so each line keeps its box.
+_TOKEN = re.compile(r"\r\n|[\r\n]|[^\s\ufffe]+\ufffe?|\ufffe")
 _INVISIBLE_MODES = (3, 7)  # PDF text render modes that paint nothing
 _OCR_ADVICE = (
     "Run OCR on it first (for example `ocrmypdf --force-ocr in.pdf out.pdf`) and upload the result"
@@ -297,6 +299,8 @@ def _page_runs(textpage: Any, page: int, geo: _Geometry, pdfium: Any) -> tuple[l
         letters += len(word)
         if current[1]:
             bold += len(word)
+        if word[-1] == "\ufffe":
+            close()
     close()
     return runs, sum(len(r.text) - r.text.count(" ") for r in runs)
 
@@ -322,7 +326,13 @@ def _fast(pdfium: Any) -> _Fast:
 
 def _style(raw: Any, tp: Any, index: int, obj: int | None) -> tuple[float, bool, str]:
     """A character's font size, whether it is bold, and ``text`` or ``invisible_text``."""
-    size = round(float(raw.FPDFText_GetFontSize(tp, index)), 1)
+    # The size as drawn: the font's size times the text matrix's scale (many files set a
+    # 1-point font and scale it with the matrix).
+    matrix = raw.FS_MATRIX()
+    scale = 1.0
+    if raw.FPDFText_GetMatrix(tp, index, matrix):
+        scale = abs(matrix.a * matrix.d - matrix.b * matrix.c) ** 0.5 or 1.0
+    size = round(float(raw.FPDFText_GetFontSize(tp, index)) * scale, 1)
     weight = raw.FPDFText_GetFontWeight(tp, index)
     bold = weight >= 600
     if not bold:

@@ -51,7 +51,7 @@ MARGIN_BAND = 0.12
 REPEAT_SHARE = 0.1
 #: Two runs of characters on a line further apart than this many font sizes are separate runs
 #: (a column gutter or a table's cells, never a space between words).
-RUN_GAP = 1.5
+RUN_GAP = 1.0
 
 _BULLET = re.compile(
     r"^([\u2022\u25e6\u25aa\u25cf\u2023\u2043\u2013\u25a0\u00b7*-]|\d{1,3}[.)])\s+"
@@ -171,7 +171,7 @@ def classify_boilerplate(
 ) -> None:
     """Type the runs that are running headers, footers or page numbers (in place).
 
-    A header or footer is text no larger than the body's, in the top or bottom
+    A header or footer is text less than half again the body's size, in the top or bottom
     :data:`MARGIN_BAND` of the page, found (digits aside) at the same height on at least two
     pages and :data:`REPEAT_SHARE` of them; a page number is a number alone there.
     """
@@ -184,7 +184,7 @@ def classify_boilerplate(
                 continue
             top = run.box[3] <= height * MARGIN_BAND
             bottom = run.box[1] >= height * (1 - MARGIN_BAND)
-            if not (top or bottom) or run.size > body * 1.05:
+            if not (top or bottom) or run.size > body * 1.5:
                 continue
             if _PAGE_NUMBER.match(run.text.strip()):
                 run.kind = "page_number"
@@ -205,13 +205,11 @@ def classify_boilerplate(
 
 
 def _is_column(runs: list[Run], body: float) -> bool:
-    x0 = min(r.box[0] for r in runs)
-    x1 = max(r.box[2] for r in runs)
-    width = x1 - x0
-    if len(runs) < 2 or width < 6 * body:
+    """Runs that read as prose (lines at least six body sizes long), not a table's cells."""
+    if len(runs) < 2:
         return False
-    full = sum(1 for r in runs if r.box[2] - r.box[0] >= 0.6 * width)
-    return full >= 0.5 * len(runs)
+    widths = sorted(r.box[2] - r.box[0] for r in runs)
+    return widths[len(widths) // 2] >= 6 * body
 
 
 def vertical_cut(runs: list[Run], body: float) -> float | None:
@@ -220,7 +218,7 @@ def vertical_cut(runs: list[Run], body: float) -> float | None:
     gaps: list[tuple[float, float]] = []
     reach = spans[0][1]
     for x0, x1 in spans[1:]:
-        if x0 - reach >= body:
+        if x0 - reach >= 0.8 * body:
             gaps.append((x0 - reach, (x0 + reach) / 2))
         reach = max(reach, x1)
     for _, x in sorted(gaps, reverse=True):
@@ -325,8 +323,10 @@ def build_blocks(
     flow: list[_Line] = []
     aside: dict[int, list[Run]] = {}
     column = 0
+    vertical: dict[int, list[Run]] = {}
     for page in sorted(pages):
-        text_runs = [r for r in pages[page] if r.kind == "text"]
+        text_runs = [r for r in pages[page] if r.kind == "text" and not _vertical(r)]
+        vertical[page] = [r for r in pages[page] if r.kind == "text" and _vertical(r)]
         aside[page] = [r for r in pages[page] if r.kind != "text"]
         for region in reading_order(text_runs, body):
             flow.extend(_lines(region, column))
@@ -341,6 +341,11 @@ def build_blocks(
         for page in sorted(aside):
             if page <= up_to and page not in emitted_pages:
                 emitted_pages.add(page)
+                if vertical[page]:  # a margin stamp or a side label: its own block
+                    runs = sorted(vertical[page], key=lambda r: (r.box[0], r.box[1]))
+                    text = clean(" ".join(r.text for r in runs))
+                    box = _union(r.box for r in runs)
+                    out.add("paragraph", text, {}, page=page, bbox=box, page_size=sizes[page])
                 for run in sorted(aside[page], key=lambda r: (r.box[1], r.box[0])):
                     text = clean(run.text)
                     out.add(run.kind, text, {}, page=page, bbox=run.box, page_size=sizes[page])
@@ -362,12 +367,19 @@ def build_blocks(
     return out.blocks
 
 
+def _vertical(run: Run) -> bool:
+    """Text set vertically (a margin stamp, a side label): taller than two lines, narrow."""
+    height = run.box[3] - run.box[1]
+    return height > 2.2 * run.size and run.box[2] - run.box[0] < 1.6 * run.size
+
+
 def _usual_pitch(flow: list[_Line]) -> dict[float, float]:
+    """The most common baseline distance between lines of one column, per font size."""
     seen: dict[float, Counter[float]] = {}
     for prev, line in itertools.pairwise(flow):
         if line.column == prev.column and abs(line.size - prev.size) <= 0.5:
             step = round(line.cy - prev.cy, 1)
-            if step > 0:
+            if 0.9 * line.size <= step <= 2.5 * line.size:  # not a sub/superscript or a gap
                 seen.setdefault(line.size, Counter())[step] += 1
     return {size: steps.most_common(1)[0][0] for size, steps in seen.items()}
 
