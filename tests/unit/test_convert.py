@@ -456,12 +456,12 @@ CORPUS = [
     (
         "/usr/share/doc/shared-mime-info/shared-mime-info-spec.pdf",
         "pdf",
-        253,
+        246,
         17,
         28,
         ("2.3. The MEDIA/SUBTYPE.xml files", 6),
     ),
-    ("/usr/share/doc/libtasn1-doc/libtasn1.pdf", "pdf", 624, 36, 80, ("1 Introduction", 4)),
+    ("/usr/share/doc/libtasn1-doc/libtasn1.pdf", "pdf", 543, 36, 80, ("1 Introduction", 4)),
     (
         "/usr/share/doc/base-passwd/users-and-groups.html",
         "html",

@@ -37,8 +37,9 @@ IMAGE_PAGE_SHARE = 0.2
 #: lost text (every text object draws at least one glyph).
 READ_OBJECT_SHARE = 0.5
 # A word, or a line break. PDFium joins a word hyphenated across two lines into one, with a
-# U+FFFE where the line broke: that ends the word (and the run) so each line keeps its box.
-_TOKEN = re.compile(r"\r\n|[\r\n]|[^\s\ufffe]+\ufffe?|\ufffe")
+# U+FFFE (or U+0002) where the line broke: that ends the word (and the run) so each line
+# keeps its box.
+_TOKEN = re.compile(r"\r\n|[\r\n]|[^\s\ufffe\x02]+[\ufffe\x02]?|[\ufffe\x02]")
 _INVISIBLE_MODES = (3, 7)  # PDF text render modes that paint nothing
 _OCR_ADVICE = (
     "Run OCR on it first (for example `ocrmypdf --force-ocr in.pdf out.pdf`) and upload the result"
@@ -142,7 +143,7 @@ def _read_pages(
             text_objects, drawn = _page_objects(page, pdfium)
             if text_objects >= 20 and chars_read < READ_OBJECT_SHARE * text_objects:
                 trouble["lost"].append(index + 1)
-            elif drawn and not any(r.kind == "text" for r in runs):
+            elif drawn and not any(r.kind in ("text", "vertical") for r in runs):
                 trouble["image"].append(index + 1)
             pages[index + 1] = runs
         finally:
@@ -245,7 +246,7 @@ def _page_runs(textpage: Any, page: int, geo: _Geometry, pdfium: Any) -> tuple[l
         if words:
             box = (x0, y0, x1, y1)
             kind = style[2]
-            if kind == "text" and not geo.on_page(box):
+            if kind in ("text", "vertical") and not geo.on_page(box):
                 kind = "off_page"
             if kind != "text":
                 box = geo.clip(box)
@@ -264,12 +265,17 @@ def _page_runs(textpage: Any, page: int, geo: _Geometry, pdfium: Any) -> tuple[l
         key = text_object(handle, start)
         current = styles.get(key)
         if current is None:
-            current = _style(raw, tp, start, key)
+            current = _style(raw, tp, start, key, (ax, bx, ay, by))
             styles[key] = current
         loose_box(handle, start, ref)
         lft, t, r, b = rect.left, rect.top, rect.right, rect.bottom
         if end - start > 1:
             loose_box(handle, end - 1, ref)
+            # a word whose last letter sits above or below its first is written vertically
+            dx = (rect.left + rect.right - lft - r) / 2
+            dy = (rect.top + rect.bottom - t - b) / 2
+            if abs(ay * dx + by * dy) > abs(ax * dx + bx * dy) and current[2] == "text":
+                current = (current[0], current[1], "vertical")
             lft, t = min(lft, rect.left), max(t, rect.top)
             r, b = max(r, rect.right), min(b, rect.bottom)
         px0, px1 = ax * lft + bx * t + cx, ax * r + bx * b + cx
@@ -299,7 +305,7 @@ def _page_runs(textpage: Any, page: int, geo: _Geometry, pdfium: Any) -> tuple[l
         letters += len(word)
         if current[1]:
             bold += len(word)
-        if word[-1] == "\ufffe":
+        if word[-1] in "\ufffe\x02":
             close()
     close()
     return runs, sum(len(r.text) - r.text.count(" ") for r in runs)
@@ -324,14 +330,21 @@ def _fast(pdfium: Any) -> _Fast:
     return _Fast(pdfium)
 
 
-def _style(raw: Any, tp: Any, index: int, obj: int | None) -> tuple[float, bool, str]:
-    """A character's font size, whether it is bold, and ``text`` or ``invisible_text``."""
+def _style(
+    raw: Any, tp: Any, index: int, obj: int | None, turn: tuple[float, float, float, float]
+) -> tuple[float, bool, str]:
+    """A character's font size, whether it is bold, and ``text``, ``vertical`` (written up
+    or down the page as shown, ``turn`` being the page's rotation) or ``invisible_text``."""
     # The size as drawn: the font's size times the text matrix's scale (many files set a
     # 1-point font and scale it with the matrix).
     matrix = raw.FS_MATRIX()
     scale = 1.0
+    vertical = False
     if raw.FPDFText_GetMatrix(tp, index, matrix):
         scale = abs(matrix.a * matrix.d - matrix.b * matrix.c) ** 0.5 or 1.0
+        dx = turn[0] * matrix.a + turn[1] * matrix.b
+        dy = turn[2] * matrix.a + turn[3] * matrix.b
+        vertical = abs(dy) > abs(dx)
     size = round(float(raw.FPDFText_GetFontSize(tp, index)) * scale, 1)
     weight = raw.FPDFText_GetFontWeight(tp, index)
     bold = weight >= 600

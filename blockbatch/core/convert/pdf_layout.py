@@ -325,9 +325,10 @@ def build_blocks(
     column = 0
     vertical: dict[int, list[Run]] = {}
     for page in sorted(pages):
-        text_runs = [r for r in pages[page] if r.kind == "text" and not _vertical(r)]
-        vertical[page] = [r for r in pages[page] if r.kind == "text" and _vertical(r)]
-        aside[page] = [r for r in pages[page] if r.kind != "text"]
+        shown = [r for r in pages[page] if r.kind in ("text", "vertical")]
+        text_runs = [r for r in shown if not _vertical(r)]
+        vertical[page] = [r for r in shown if _vertical(r)]
+        aside[page] = [r for r in pages[page] if r.kind not in ("text", "vertical")]
         for region in reading_order(text_runs, body):
             flow.extend(_lines(region, column))
             column += 1
@@ -369,6 +370,8 @@ def build_blocks(
 
 def _vertical(run: Run) -> bool:
     """Text set vertically (a margin stamp, a side label): taller than two lines, narrow."""
+    if run.kind == "vertical":
+        return True
     height = run.box[3] - run.box[1]
     return height > 2.2 * run.size and run.box[2] - run.box[0] < 1.6 * run.size
 
@@ -388,6 +391,10 @@ def _heading_like(line: _Line, body: float) -> bool:
     return line.size >= body * HEADING_RATIO or (line.bold and len(line.text) <= 120)
 
 
+def _overlap(a: BBox, b: BBox) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
 def _same_flow(prev: _Line, line: _Line) -> bool:
     """``line`` reads on below ``prev`` in the same column (no column or page break)."""
     return (
@@ -399,7 +406,13 @@ def _same_flow(prev: _Line, line: _Line) -> bool:
 
 
 def _starts_block(group: list[_Line], line: _Line, pitch: dict[float, float], body: float) -> bool:
-    prev = group[-1]
+    big = max(x.size for x in group[-2:])
+    for near in group[-2:]:
+        small = min(line.size, near.size) < 0.8 * max(line.size, near.size)
+        if small and line.page == near.page and _overlap(near.box, line.box):
+            return False  # a sub- or superscript (a formula's indices) beside its line
+    similar = [x for x in group if abs(x.size - line.size) <= 0.5]
+    prev = similar[-1] if similar and line.size >= 0.8 * big else group[-1]
     if abs(line.size - prev.size) > 0.5 or line.bold != prev.bold:
         return True
     if _BULLET.match(line.text):
@@ -420,14 +433,12 @@ def _starts_block(group: list[_Line], line: _Line, pitch: dict[float, float], bo
     if line.box[0] < left - 0.8 * line.size and (len(group) >= 2 or short):
         return True  # an outdented line: the indented block above (code, a quote) ended
     list_item = bool(_BULLET.match(group[0].text))
-    if (
-        not list_item
-        and line.box[0] - left > 0.8 * line.size
-        and prev.box[0] - left < 0.5 * line.size
-    ):
-        return True  # an indented first line
     right = max(x.box[2] for x in group[-3:])
-    return len(group) >= 1 and ends and prev.box[2] < right - 2.5 * line.size
+    short_prev = prev.box[2] < right - 2.5 * line.size
+    indented = line.box[0] - left > 0.8 * line.size and prev.box[0] - left < 0.5 * line.size
+    if not list_item and indented and (ends or short_prev):
+        return True  # an indented first line after a sentence's end
+    return ends and short_prev
 
 
 def _add_block(
