@@ -20,6 +20,8 @@ from __future__ import annotations
 import ctypes
 import functools
 import re
+from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 from blockbatch.core.blocks import BBox, IngestError, RawBlock
@@ -40,7 +42,8 @@ READ_OBJECT_SHARE = 0.5
 # U+FFFE (or U+0002) where the line broke: that ends the word (and the run) so each line
 # keeps its box.
 _TOKEN = re.compile(r"\r\n|[\r\n]|[^\s\ufffe\x02]+[\ufffe\x02]?|[\ufffe\x02]")
-_INVISIBLE_MODES = (3, 7)  # PDF text render modes that paint nothing
+_INVISIBLE_MODES = (3, 7)
+_SHOWN = ("text", "vertical", "vertical_up")  # PDF text render modes that paint nothing
 _OCR_ADVICE = (
     "Run OCR on it first (for example `ocrmypdf --force-ocr in.pdf out.pdf`) and upload the result"
 )
@@ -70,11 +73,12 @@ def convert_pdf(data: bytes) -> list[RawBlock]:
             "PDF viewer, save or print it to a new PDF and upload that file"
         ) from None
     try:
-        pages, sizes, trouble = _read_pages(doc, pdfium)
+        pages, sizes, trouble, turns = _read_pages(doc, pdfium)
     finally:
         doc.close()
     _check_readable(pages, trouble)
-    return build_blocks(pages, sizes)
+    blocks = build_blocks(pages, sizes)
+    return [_unturned(b, turns, sizes) for b in blocks] if turns else blocks
 
 
 def _check_readable(pages: dict[int, list[Run]], trouble: dict[str, list[int]]) -> None:
@@ -113,7 +117,9 @@ def _pages(numbers: list[int]) -> str:
 
 def _read_pages(
     doc: Any, pdfium: Any
-) -> tuple[dict[int, list[Run]], dict[int, tuple[float, float]], dict[str, list[int]]]:
+) -> tuple[
+    dict[int, list[Run]], dict[int, tuple[float, float]], dict[str, list[int]], dict[int, str]
+]:
     count = len(doc)
     if count > MAX_PAGES:
         raise IngestError(
@@ -123,6 +129,7 @@ def _read_pages(
     pages: dict[int, list[Run]] = {}
     sizes: dict[int, tuple[float, float]] = {}
     trouble: dict[str, list[int]] = {"lost": [], "image": []}
+    turns: dict[int, str] = {}
     for index in range(count):
         page = doc[index]
         try:
@@ -143,12 +150,82 @@ def _read_pages(
             text_objects, drawn = _page_objects(page, pdfium)
             if text_objects >= 20 and chars_read < READ_OBJECT_SHARE * text_objects:
                 trouble["lost"].append(index + 1)
-            elif drawn and not any(r.kind in ("text", "vertical") for r in runs):
+            elif drawn and not any(r.kind in _SHOWN for r in runs):
                 trouble["image"].append(index + 1)
+            turn = _reading_turn(runs)
+            if turn:
+                runs = [_turned(r, turn, width, height) for r in runs]
+                turns[index + 1] = turn
+                sizes[index + 1] = (height, width)
             pages[index + 1] = runs
         finally:
             page.close()
-    return pages, sizes, trouble
+    return pages, sizes, trouble, turns
+
+
+def _reading_turn(runs: list[Run]) -> str:
+    """``down`` or ``up`` when most of a page's text runs down or up the page as shown
+    (a landscape page shown turned): the page is then read turned so that text runs left
+    to right, and the boxes are turned back (:func:`_unturned`). ``""`` otherwise."""
+    letters: Counter[str] = Counter()
+    for run in runs:
+        letters[run.kind] += len(run.text)
+    across = letters["text"] + letters["invisible_text"]
+    if letters["vertical"] > across and letters["vertical"] >= letters["vertical_up"]:
+        return "down"
+    if letters["vertical_up"] > across:
+        return "up"
+    return ""
+
+
+def _turn_box(box: BBox, turn: str, width: float, height: float) -> BBox:
+    """A box on the page as shown (``width`` x ``height``) in the turned page's frame."""
+    x0, y0, x1, y1 = box
+    if turn == "down":  # (x, y) -> (y, width - x)
+        return (y0, width - x1, y1, width - x0)
+    return (height - y1, x0, height - y0, x1)  # up: (x, y) -> (height - y, x)
+
+
+def _unturn_box(box: BBox, turn: str, width: float, height: float) -> BBox:
+    """The inverse of :func:`_turn_box` (``width`` x ``height`` of the page as shown)."""
+    u0, v0, u1, v1 = box
+    if turn == "down":  # (u, v) -> (width - v, u)
+        return (width - v1, u0, width - v0, u1)
+    return (v0, height - u1, v1, height - u0)  # up: (u, v) -> (v, height - u)
+
+
+def _turned(run: Run, turn: str, width: float, height: float) -> Run:
+    kind = run.kind
+    if kind in _SHOWN:
+        kind = "text" if kind == ("vertical" if turn == "down" else "vertical_up") else "vertical"
+    return Run(
+        run.page, run.text, _turn_box(run.box, turn, width, height), run.size, run.bold, kind
+    )
+
+
+def _unturned(
+    block: RawBlock, turns: dict[int, str], sizes: dict[int, tuple[float, float]]
+) -> RawBlock:
+    """A block of a turned page with its box (and its parts' boxes) on the page as shown."""
+    where = block.provenance
+    page = where.page
+    if page not in turns or where.bbox is None:
+        return block
+    turned_w, turned_h = sizes[page]
+    shown = (turned_h, turned_w)
+    box = _unturn_box(where.bbox, turns[page], *shown)
+    metadata = block.metadata
+    if "parts" in metadata:
+        metadata = {
+            **metadata,
+            "parts": [
+                [p, *(round(v, 2) for v in _unturn_box(tuple(b), turns[p], *reversed(sizes[p])))]
+                if p in turns
+                else [p, *b]
+                for p, *b in metadata["parts"]
+            ],
+        }
+    return replace(block, metadata=metadata, provenance=replace(where, bbox=box, page_size=shown))
 
 
 def _page_objects(page: Any, pdfium: Any) -> tuple[int, bool]:
@@ -246,7 +323,7 @@ def _page_runs(textpage: Any, page: int, geo: _Geometry, pdfium: Any) -> tuple[l
         if words:
             box = (x0, y0, x1, y1)
             kind = style[2]
-            if kind in ("text", "vertical") and not geo.on_page(box):
+            if kind in _SHOWN and not geo.on_page(box):
                 kind = "off_page"
             if kind != "text":
                 box = geo.clip(box)
@@ -274,10 +351,14 @@ def _page_runs(textpage: Any, page: int, geo: _Geometry, pdfium: Any) -> tuple[l
             # a word whose last letter sits above or below its first is written vertically
             dx = (rect.left + rect.right - lft - r) / 2
             dy = (rect.top + rect.bottom - t - b) / 2
-            if abs(ay * dx + by * dy) > abs(ax * dx + bx * dy) and current[2] == "text":
-                current = (current[0], current[1], "vertical")
-            lft, t = min(lft, rect.left), max(t, rect.top)
-            r, b = max(r, rect.right), min(b, rect.bottom)
+            down = ay * dx + by * dy
+            if abs(down) > abs(ax * dx + bx * dy) and current[2] == "text":
+                current = (current[0], current[1], "vertical" if down > 0 else "vertical_up")
+            # (comparisons, not min/max: this runs for every word of the file)
+            lft = rect.left if rect.left < lft else lft
+            t = rect.top if rect.top > t else t
+            r = rect.right if rect.right > r else r
+            b = rect.bottom if rect.bottom < b else b
         px0, px1 = ax * lft + bx * t + cx, ax * r + bx * b + cx
         py0, py1 = ay * lft + by * t + cy, ay * r + by * b + cy
         if px0 > px1:
@@ -285,7 +366,8 @@ def _page_runs(textpage: Any, page: int, geo: _Geometry, pdfium: Any) -> tuple[l
         if py0 > py1:
             py0, py1 = py1, py0
         if words:
-            size = max(style[0], current[0], 1.0)
+            size = style[0] if style[0] > current[0] else current[0]
+            size = size if size > 1.0 else 1.0
             mid = (py0 + py1) / 2
             if (
                 (current is not style and (current[0] != style[0] or current[2] != style[2]))
@@ -297,8 +379,10 @@ def _page_runs(textpage: Any, page: int, geo: _Geometry, pdfium: Any) -> tuple[l
         if not words:
             x0, y0, x1, y1 = px0, py0, px1, py1
         else:
-            x0, y0 = min(x0, px0), min(y0, py0)
-            x1, y1 = max(x1, px1), max(y1, py1)
+            x0 = px0 if px0 < x0 else x0
+            y0 = py0 if py0 < y0 else y0
+            x1 = px1 if px1 > x1 else x1
+            y1 = py1 if py1 > y1 else y1
         style = current
         last_x0, last_x1 = px0, px1
         words.append(word)
@@ -339,12 +423,13 @@ def _style(
     # 1-point font and scale it with the matrix).
     matrix = raw.FS_MATRIX()
     scale = 1.0
-    vertical = False
+    vertical = upward = False
     if raw.FPDFText_GetMatrix(tp, index, matrix):
         scale = abs(matrix.a * matrix.d - matrix.b * matrix.c) ** 0.5 or 1.0
         dx = turn[0] * matrix.a + turn[1] * matrix.b
         dy = turn[2] * matrix.a + turn[3] * matrix.b
         vertical = abs(dy) > abs(dx)
+        upward = dy < 0
     size = round(float(raw.FPDFText_GetFontSize(tp, index)) * scale, 1)
     weight = raw.FPDFText_GetFontWeight(tp, index)
     bold = weight >= 600

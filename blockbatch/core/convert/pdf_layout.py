@@ -68,6 +68,7 @@ _NAMED_HEADING = re.compile(
     re.IGNORECASE,
 )
 _STRAY = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ufffe\uffff\ufffd]")
+_SHOWN = ("text", "vertical", "vertical_up")
 _SOFT_HYPHENS = "\ufffe\u00ad\x02"
 
 
@@ -103,23 +104,19 @@ class _Line:
     column: int  # the leaf region it was read in, numbered in reading order
     text: str = ""
     box: BBox = (0.0, 0.0, 0.0, 0.0)
+    size: float = 0.0  # of its longest run
+    bold: bool = False  # every run is
 
     def __post_init__(self) -> None:
         self.runs.sort(key=lambda r: r.box[0])
         self.text = " ".join(r.text for r in self.runs)
         self.box = _union(r.box for r in self.runs)
+        self.size = max(self.runs, key=lambda r: len(r.text)).size
+        self.bold = all(r.bold for r in self.runs)
 
     @property
     def page(self) -> int:
         return self.runs[0].page
-
-    @property
-    def size(self) -> float:
-        return max(self.runs, key=lambda r: len(r.text)).size
-
-    @property
-    def bold(self) -> bool:
-        return all(r.bold for r in self.runs)
 
     @property
     def cy(self) -> float:
@@ -221,7 +218,7 @@ def vertical_cut(runs: list[Run], body: float) -> float | None:
         if x0 - reach >= 0.8 * body:
             gaps.append((x0 - reach, (x0 + reach) / 2))
         reach = max(reach, x1)
-    for _, x in sorted(gaps, reverse=True):
+    for _, x in sorted(gaps, reverse=True)[:4]:  # the widest few: a table has many
         left = [r for r in runs if r.box[2] <= x]
         right = [r for r in runs if r.box[0] >= x]
         if _is_column(left, body) and _is_column(right, body):
@@ -325,10 +322,10 @@ def build_blocks(
     column = 0
     vertical: dict[int, list[Run]] = {}
     for page in sorted(pages):
-        shown = [r for r in pages[page] if r.kind in ("text", "vertical")]
+        shown = [r for r in pages[page] if r.kind in _SHOWN]
         text_runs = [r for r in shown if not _vertical(r)]
         vertical[page] = [r for r in shown if _vertical(r)]
-        aside[page] = [r for r in pages[page] if r.kind not in ("text", "vertical")]
+        aside[page] = [r for r in pages[page] if r.kind not in _SHOWN]
         for region in reading_order(text_runs, body):
             flow.extend(_lines(region, column))
             column += 1
@@ -370,7 +367,7 @@ def build_blocks(
 
 def _vertical(run: Run) -> bool:
     """Text set vertically (a margin stamp, a side label): taller than two lines, narrow."""
-    if run.kind == "vertical":
+    if run.kind in ("vertical", "vertical_up"):
         return True
     height = run.box[3] - run.box[1]
     return height > 2.2 * run.size and run.box[2] - run.box[0] < 1.6 * run.size
@@ -411,7 +408,7 @@ def _starts_block(group: list[_Line], line: _Line, pitch: dict[float, float], bo
         small = min(line.size, near.size) < 0.8 * max(line.size, near.size)
         if small and line.page == near.page and _overlap(near.box, line.box):
             return False  # a sub- or superscript (a formula's indices) beside its line
-    similar = [x for x in group if abs(x.size - line.size) <= 0.5]
+    similar = [x for x in group[-4:] if abs(x.size - line.size) <= 0.5]
     prev = similar[-1] if similar and line.size >= 0.8 * big else group[-1]
     if abs(line.size - prev.size) > 0.5 or line.bold != prev.bold:
         return True
