@@ -325,8 +325,7 @@ def _page_runs(textpage: Any, page: int, geo: _Geometry, pdfium: Any) -> tuple[l
             kind = style[2]
             if kind in _SHOWN and not geo.on_page(box):
                 kind = "off_page"
-            if kind != "text":
-                box = geo.clip(box)
+            box = geo.clip(box)  # a box is on its page, even for text that bleeds off it
             runs.append(Run(page, " ".join(words), box, style[0], bold * 2 > letters, kind))
         words.clear()
         bold = letters = 0

@@ -45,7 +45,7 @@ HEADING_RATIO = 1.15
 #: A baseline distance this much wider than the usual line pitch starts a new block.
 PARAGRAPH_PITCH = 1.25
 #: Share of the page height at the top and at the bottom where running headers and footers sit.
-MARGIN_BAND = 0.12
+MARGIN_BAND = 0.15
 #: Text repeated at the same place on at least this share of the pages (and on 2) is boilerplate
 #: (low: a book's running header changes with each chapter).
 REPEAT_SHARE = 0.1
@@ -181,7 +181,7 @@ def classify_boilerplate(
                 continue
             top = run.box[3] <= height * MARGIN_BAND
             bottom = run.box[1] >= height * (1 - MARGIN_BAND)
-            if not (top or bottom) or run.size > body * 1.5:
+            if not (top or bottom) or run.size > body * 1.5 or not _apart(run, runs, top):
                 continue
             if _PAGE_NUMBER.match(run.text.strip()):
                 run.kind = "page_number"
@@ -196,6 +196,18 @@ def classify_boilerplate(
         near = {p for p, cy in seen[key] if abs(cy - run.cy) <= 8}
         if len(near) >= need:
             run.kind = "page_header" if run.cy < heights[run.page] / 2 else "page_footer"
+
+
+def _apart(run: Run, runs: list[Run], top: bool) -> bool:
+    """Whether ``run`` stands apart from the body: the nearest text on another line towards
+    the middle of the page is at least one and a half of its heights away (a table row in
+    the margin band is not)."""
+    height = run.box[3] - run.box[1]
+    if top:
+        gaps = [r.box[1] - run.box[3] for r in runs if r.box[1] >= run.box[3] - 0.3 * height]
+    else:
+        gaps = [run.box[1] - r.box[3] for r in runs if r.box[3] <= run.box[1] + 0.3 * height]
+    return not gaps or min(gaps) >= 1.5 * height
 
 
 # --------------------------------------------------------------------------- reading order
