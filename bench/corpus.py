@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import itertools
 import json
 import os
 import platform
@@ -40,7 +41,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.corpus_fetch import DEFAULT_CACHE, documents
-from blockbatch.core.blocks import IngestError, ParsedBlock, is_set_aside
+from blockbatch.core.blocks import BBox, IngestError, ParsedBlock, is_set_aside
 from blockbatch.core.ingest import parse_document
 
 RESULTS = Path(__file__).resolve().parent / "results" / "corpus.json"
@@ -85,7 +86,7 @@ def mid_sentence(blocks: list[ParsedBlock]) -> tuple[int, int]:
     sent = [b for b in blocks if not is_set_aside(b.block_type)]
     paragraphs = [b for b in sent if b.block_type == "paragraph"]
     cut = 0
-    for block, nxt in zip(sent, sent[1:], strict=False):
+    for block, nxt in itertools.pairwise(sent):
         if block.block_type != "paragraph" or nxt.block_type != "paragraph":
             continue
         text = block.block_content.rstrip()
@@ -97,32 +98,25 @@ def mid_sentence(blocks: list[ParsedBlock]) -> tuple[int, int]:
 
 def wide_blocks(blocks: list[ParsedBlock]) -> tuple[int, int, int]:
     """(blocks wider than 60% of a multi-column page, blocks on such pages, such pages)."""
-    by_page: dict[int, list[ParsedBlock]] = {}
+    by_page: dict[int, list[tuple[str, BBox]]] = {}
+    widths: dict[int, float] = {}
     for b in blocks:
         p = b.provenance
         if p and p.page and p.bbox and p.page_size and not is_set_aside(b.block_type):
-            by_page.setdefault(p.page, []).append(b)
+            by_page.setdefault(p.page, []).append((b.block_type, p.bbox))
+            widths[p.page] = p.page_size[0]
     wide = total = pages = 0
-    for page_blocks in by_page.values():
-        width = page_blocks[0].provenance.page_size[0]  # type: ignore[union-attr,index]
-        narrow = [
-            b.provenance.bbox  # type: ignore[union-attr]
-            for b in page_blocks
-            if b.block_type == "paragraph"
-            and b.provenance.bbox[2] - b.provenance.bbox[0] < 0.5 * width  # type: ignore[union-attr,index]
-        ]
+    for page, boxes in by_page.items():
+        width = widths[page]
+        narrow = [x for kind, x in boxes if kind == "paragraph" and x[2] - x[0] < 0.5 * width]
         side_by_side = any(
             a[2] <= c[0] and a[1] < c[3] and c[1] < a[3] for a in narrow for c in narrow
         )
         if not side_by_side:
             continue
         pages += 1
-        total += len(page_blocks)
-        wide += sum(
-            1
-            for b in page_blocks
-            if b.provenance.bbox[2] - b.provenance.bbox[0] > 0.6 * width  # type: ignore[union-attr,index]
-        )
+        total += len(boxes)
+        wide += sum(1 for _, x in boxes if x[2] - x[0] > 0.6 * width)
     return wide, total, pages
 
 

@@ -30,8 +30,7 @@ def documents(manifests: Path = MANIFESTS) -> list[dict[str, Any]]:
     """Every manifest's entries, in file name order (pdf.json, formats.json, ...)."""
     out: list[dict[str, Any]] = []
     for path in sorted(manifests.glob("*.json")):
-        for entry in json.loads(path.read_text())["documents"]:
-            out.append({**entry, "manifest": path.name})
+        out.extend({**e, "manifest": path.name} for e in json.loads(path.read_text())["documents"])
     return out
 
 

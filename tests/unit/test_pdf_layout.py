@@ -19,11 +19,12 @@ from blockbatch.core.blocks import BBox, is_set_aside
 from blockbatch.core.convert.pdf_layout import Run, join_lines, reading_order
 from blockbatch.core.ingest import IngestError, ParsedBlock, parse_document
 
-WORDS = (
+TEXT = (
     "the review of each incident names an owner who writes the timeline and lists the "
     "actions that follow from it so that the next rotation knows what changed and why "
     "every alert has a runbook and every runbook has a date when someone last read it"
-).split()
+)
+WORDS = TEXT.split(" ")
 
 
 def sentence_text(seed: int, words: int = 60) -> str:

@@ -439,7 +439,7 @@ def _style(
         name = buf.raw[: max(0, min(n, 128) - 1)].decode("latin-1").lower()
         bold = any(w in name for w in ("bold", "black", "heavy", "semibold", "cmbx"))
         bold = bold or bool(flags.value & (1 << 18))  # ForceBold
-    kind = "text"
+    kind = ("vertical_up" if upward else "vertical") if vertical else "text"
     if (
         obj
         and raw.FPDFTextObj_GetTextRenderMode(

@@ -146,14 +146,8 @@ def join_lines(lines: Iterable[str]) -> str:
         line = raw.strip()
         if not line:
             continue
-        if out and out[-1] in _SOFT_HYPHENS:
-            out = out[:-1] + line
-        elif out and (
-            out[-1] in "-\u2010"
-            and len(out) >= 2
-            and out[-2].isalpha()
-            and (line[0].islower() if line[0].isalpha() else False)
-        ):
+        broken_word = out[-1:] in ("-", "\u2010") and out[-2:-1].isalpha() and line[0].islower()
+        if (out and out[-1] in _SOFT_HYPHENS) or broken_word:
             out = out[:-1] + line
         else:
             out += (" " if out else "") + line
