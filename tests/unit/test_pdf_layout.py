@@ -286,3 +286,21 @@ def test_reading_order_reads_a_title_then_the_left_column_then_the_right() -> No
     regions = reading_order([*right, title, *left], 10.0)
     flat = [r.text for region in regions for r in sorted(region, key=lambda r: r.box[1])]
     assert flat == ["title", *(r.text for r in left), *(r.text for r in right)]
+
+
+@pytest.mark.parametrize("rotation", [90, 270])
+def test_columns_of_a_page_shown_turned_are_read_in_their_text_direction(rotation: int) -> None:
+    data, texts = columns_pdf(2)
+    doc = pdfium.PdfDocument(data)
+    doc[0].set_rotation(rotation)
+    out = io.BytesIO()
+    doc.save(out)
+    blocks = parse_document(out.getvalue(), "pdf")
+    assert [b.block_content for b in blocks] == texts
+    width, height = pdfium.PdfDocument(out.getvalue())[0].get_size()
+    first, second = (box(b) for b in blocks)
+    # As shown, the text runs down (90) or up (270) the page: the columns are stacked.
+    assert first[2] - first[0] < 0.3 * width and second[2] - second[0] < 0.3 * width
+    assert (first[1] < second[1]) == (rotation == 90)
+    for x0, y0, x1, y1 in (first, second):
+        assert 0 <= x0 < x1 <= width and 0 <= y0 < y1 <= height

@@ -145,6 +145,12 @@ def _read_pages(
             textpage = page.get_textpage()
             try:
                 runs, chars_read = _page_runs(textpage, index + 1, geometry, pdfium)
+                turn = _reading_turn(runs)
+                if turn:  # read again, turned so that its text runs left to right
+                    geometry.turn(turn)
+                    runs, chars_read = _page_runs(textpage, index + 1, geometry, pdfium)
+                    turns[index + 1] = turn
+                    sizes[index + 1] = geometry.size
             finally:
                 textpage.close()
             text_objects, drawn = _page_objects(page, pdfium)
@@ -152,11 +158,6 @@ def _read_pages(
                 trouble["lost"].append(index + 1)
             elif drawn and not any(r.kind in _SHOWN for r in runs):
                 trouble["image"].append(index + 1)
-            turn = _reading_turn(runs)
-            if turn:
-                runs = [_turned(r, turn, width, height) for r in runs]
-                turns[index + 1] = turn
-                sizes[index + 1] = (height, width)
             pages[index + 1] = runs
         finally:
             page.close()
@@ -178,29 +179,12 @@ def _reading_turn(runs: list[Run]) -> str:
     return ""
 
 
-def _turn_box(box: BBox, turn: str, width: float, height: float) -> BBox:
-    """A box on the page as shown (``width`` x ``height``) in the turned page's frame."""
-    x0, y0, x1, y1 = box
-    if turn == "down":  # (x, y) -> (y, width - x)
-        return (y0, width - x1, y1, width - x0)
-    return (height - y1, x0, height - y0, x1)  # up: (x, y) -> (height - y, x)
-
-
 def _unturn_box(box: BBox, turn: str, width: float, height: float) -> BBox:
-    """The inverse of :func:`_turn_box` (``width`` x ``height`` of the page as shown)."""
+    """A box read turned (:meth:`_Geometry.turn`) on the page as shown (``width`` x ``height``)."""
     u0, v0, u1, v1 = box
     if turn == "down":  # (u, v) -> (width - v, u)
         return (width - v1, u0, width - v0, u1)
     return (v0, height - u1, v1, height - u0)  # up: (u, v) -> (v, height - u)
-
-
-def _turned(run: Run, turn: str, width: float, height: float) -> Run:
-    kind = run.kind
-    if kind in _SHOWN:
-        kind = "text" if kind == ("vertical" if turn == "down" else "vertical_up") else "vertical"
-    return Run(
-        run.page, run.text, _turn_box(run.box, turn, width, height), run.size, run.bold, kind
-    )
 
 
 def _unturned(
@@ -252,15 +236,28 @@ class _Geometry:
         w, h = self.right - self.left, self.top - self.bottom
         self.w, self.h = w, h
         self.size = (h, w) if self.rotation in (90, 270) else (w, h)
+        self.shown = self.size
+        self.turned = ""
+
+    def turn(self, turn: str) -> None:
+        """Read the page turned a quarter (``down``: its text runs down the page as shown;
+        ``up``: up it), so that the text runs left to right; :func:`_unturn_box` undoes it."""
+        self.turned = turn
+        self.shown = self.size
+        self.size = (self.size[1], self.size[0])
 
     def point(self, x: float, y: float) -> tuple[float, float]:
         u, v = x - self.left, self.top - y
         if self.rotation == 90:
-            return self.h - v, u
-        if self.rotation == 180:
-            return self.w - u, self.h - v
-        if self.rotation == 270:
-            return v, self.w - u
+            u, v = self.h - v, u
+        elif self.rotation == 180:
+            u, v = self.w - u, self.h - v
+        elif self.rotation == 270:
+            u, v = v, self.w - u
+        if self.turned == "down":  # (x, y) -> (y, width - x), on the page as shown
+            return v, self.shown[0] - u
+        if self.turned == "up":  # (x, y) -> (height - y, x)
+            return self.shown[1] - v, u
         return u, v
 
     def affine(self) -> tuple[float, float, float, float, float, float]:
