@@ -416,8 +416,10 @@ def _starts_block(group: list[_Line], line: _Line, pitch: dict[float, float], bo
             return False  # a sub- or superscript (a formula's indices) beside its line
     similar = [x for x in group[-4:] if abs(x.size - line.size) <= 0.5]
     prev = similar[-1] if similar and line.size >= 0.8 * big else group[-1]
-    if abs(line.size - prev.size) > 0.5 or line.bold != prev.bold:
+    if abs(line.size - prev.size) > 0.5:
         return True
+    if line.bold != prev.bold and not line.text[:1].islower():
+        return True  # bold to regular or back, unless the sentence goes on in lower case
     if _BULLET.match(line.text):
         return True
     same_flow = _same_flow(prev, line)
@@ -432,8 +434,9 @@ def _starts_block(group: list[_Line], line: _Line, pitch: dict[float, float], bo
     if _heading_like(prev, body) and len(group) >= 3:
         return True
     left = min(x.box[0] for x in group)
+    deep = line.box[0] < left - 2.5 * line.size  # more than a first line's indent
     short = prev.box[2] < line.box[2] - 2.5 * line.size
-    if line.box[0] < left - 0.8 * line.size and (len(group) >= 2 or short):
+    if line.box[0] < left - 0.8 * line.size and (len(group) >= 2 or (deep and short)):
         return True  # an outdented line: the indented block above (code, a quote) ended
     list_item = bool(_BULLET.match(group[0].text))
     right = max(x.box[2] for x in group[-3:])
