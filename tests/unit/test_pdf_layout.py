@@ -304,3 +304,19 @@ def test_columns_of_a_page_shown_turned_are_read_in_their_text_direction(rotatio
     assert (first[1] < second[1]) == (rotation == 90)
     for x0, y0, x1, y1 in (first, second):
         assert 0 <= x0 < x1 <= width and 0 <= y0 < y1 <= height
+
+
+def test_page_drawing_far_more_text_than_pdfium_reads_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A vertical CID font PDFium cannot map gives a few characters for a page of text
+    objects. No such font can be made here, so PDFium's count of the page's text objects is
+    stood in for: 200 text objects, while the page gives 23 characters."""
+    pdf = new_pdf()
+    pdf.add_page()
+    pdf.text(50, 80, "Only these words come out.")
+    monkeypatch.setattr(
+        "blockbatch.core.convert.pdf._page_objects", lambda page, pdfium: (200, False)
+    )
+    with pytest.raises(IngestError, match=r"PDFium cannot read the text on page 1\b.*ocrmypdf"):
+        parse_document(bytes(pdf.output()), "pdf")
