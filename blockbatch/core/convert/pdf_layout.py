@@ -4,8 +4,8 @@ Pure logic on :class:`Run` values (no PDFium here; :mod:`blockbatch.core.convert
 them), so each rule is tested on its own:
 
 - **Reading order** by recursive XY-cut: a page region is split at a vertical gutter that
-  runs its whole height when the text on both sides looks like columns (lines that fill
-  their side), left before right; otherwise at the horizontal gaps between its rows, top to
+  runs its whole height when the text on both sides reads as prose (lines at least six body
+  sizes long, not a table's cells), left before right; otherwise at the horizontal gaps between its rows, top to
   bottom, where consecutive rows that share a gutter are kept together (so a title above
   two columns is read first, then the left column, then the right one).
 - **Paragraphs** continue across lines, and across a column or page break when the text
