@@ -21,7 +21,8 @@ them), so each rule is tested on its own:
   text repeated in the top or bottom margin of several pages at the same place
   (``page_header`` / ``page_footer``), a page number in the margin (``page_number``), text off
   the visible page (``off_page``, its box clipped to the page) and invisible text
-  (``invisible_text``, PDF text render mode 3).
+  (``invisible_text``, PDF text render mode 3). Text set vertically (a margin stamp) is a
+  block of its own per page, outside the flow.
 
 A block's box covers its lines in its first column (or page); when a paragraph continues in
 another column or page, ``metadata["parts"]`` lists every part as ``[page, x0, y0, x1, y1]``,
