@@ -23,13 +23,20 @@ async def test_run_of_a_pdf_completes_with_each_blocks_page_and_box(
     async with bbstack.worker():
         run = await cli("run", str(report), "--schema", cli.schema())
     assert run.code == 0, run.out + run.err
-    assert "28 blocks of report.pdf" in run.out, run.out
+    # 7 blocks a page and its page number (typed page_number, set aside by the run side)
+    assert "32 blocks of report.pdf" in run.out, run.out
     rows = await bbstack.pool.fetch(
         """select b.block_type, b.block_content, b.provenance, o.status from overlays o
            join blocks b using (block_uid) where o.run_id = $1 order by o.block_index""",
         run.run_id,
     )
-    assert len(rows) == 28 and {r["status"] for r in rows} == {"ai_complete"}
+    assert len(rows) == 32
+    assert {r["status"] for r in rows if r["block_type"] != "page_number"} == {"ai_complete"}
+    # page numbers: set aside once the run side leaves boilerplate out (h-formats), else sent
+    assert {r["status"] for r in rows if r["block_type"] == "page_number"} <= {
+        "set_aside",
+        "ai_complete",
+    }
     assert [r["provenance"]["page"] for r in rows if r["block_type"] == "heading"] == [1, 2, 3, 4]
     first = rows[1]["provenance"]
     assert first["source"] == "report.pdf"

@@ -1,63 +1,61 @@
 """PDF into blocks through pypdfium2 (PDFium, the PDF engine of Chromium).
 
-PDFium gives each page's text in reading order with a box per character; it does no
-layout analysis, so this module groups lines into blocks itself, by rules a reader of the
-page would see:
+PDFium gives each character with its box, font and render mode; it does no layout analysis
+that a reader would agree with (it reads a three-column page row by row when the file draws
+it that way). So this module reads the characters into runs (characters on one line with no
+wide gap between them, in the page's shown orientation: /Rotate applied, origin top-left)
+and :mod:`blockbatch.core.convert.pdf_layout` orders them into columns, paragraphs and
+headings, and types running headers, footers, page numbers, off-page and invisible text as
+boilerplate to set aside.
 
-- a line belongs to the block above it unless the distance between their baselines is
-  wider than the document's usual line pitch at that font size (a paragraph's spacing),
-  its font size differs, or it starts a list item (a bullet glyph, ``-``,
-  ``*``, or ``1.`` / ``1)``);
-- a line set larger than the document's body text (its most common size, by characters)
-  is a heading, the larger the size the higher the level;
-- a line that is only a page number in the top or bottom margin is not a block.
-
-Each block keeps its page and its box (the union of its lines' boxes, top-left origin,
-points). Tables come out as paragraphs of their rows: PDFium does not say where a table is.
+Pages whose text cannot be read are refused like a scan, naming the pages: a document with
+no visible text at all (a scan, or a scan under an invisible OCR layer), and pages where
+PDFium reads far fewer characters than the page draws text objects (fonts it cannot map to
+text, such as some vertical CID fonts). Image-only pages among text pages are refused when
+they are more than :data:`IMAGE_PAGE_SHARE` of the pages (fewer are taken for figures).
 """
 
 from __future__ import annotations
 
 import ctypes
-import itertools
+import functools
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
-from blockbatch.core.blocks import BBox, IngestError, RawBlock, TextBuilder
+from blockbatch.core.blocks import BBox, IngestError, RawBlock
 from blockbatch.core.convert.limits import (
     MAX_PAGE_CHARS,
     MAX_PAGE_SIDE,
     MAX_PAGES,
     check_size,
 )
+from blockbatch.core.convert.pdf_layout import RUN_GAP, Run, build_blocks
 
-#: A heading's font is at least this much larger than the body's.
-HEADING_RATIO = 1.15
-#: A baseline distance this much wider than the usual line pitch starts a new block.
-PARAGRAPH_PITCH = 1.25
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
-_BULLET = re.compile(r"^([\u2022\u25e6\u25aa\u25cf\u2023\u2043\u2013*-]|\d{1,3}[.)])\s+")
-_PAGE_NUMBER = re.compile(r"^(page\s+)?\d{1,5}(\s*(of|/)\s*\d{1,5})?$", re.IGNORECASE)
-_MARGIN = 0.08
-
-
-@dataclass
-class _Line:
-    page: int
-    text: str
-    box: BBox
-    size: float
-    baseline: float  # from the top of the page
+#: Image-only pages among text pages above this share of the pages refuse the file.
+IMAGE_PAGE_SHARE = 0.2
+#: A page drawing text objects that give fewer characters than this share of their number
+#: lost text (every text object draws at least one glyph).
+READ_OBJECT_SHARE = 0.5
+# A word, or a line break. PDFium joins a word hyphenated across two lines into one, with a
+# U+FFFE (or U+0002) where the line broke: that ends the word (and the run) so each line
+# keeps its box.
+_TOKEN = re.compile(r"\r\n|[\r\n]|[^\s\ufffe\x02]+[\ufffe\x02]?|[\ufffe\x02]")
+_INVISIBLE_MODES = (3, 7)
+_SHOWN = ("text", "vertical", "vertical_up")  # PDF text render modes that paint nothing
+_OCR_ADVICE = (
+    "Run OCR on it first (for example `ocrmypdf --force-ocr in.pdf out.pdf`) and upload the result"
+)
 
 
 def convert_pdf(data: bytes) -> list[RawBlock]:
     """The PDF's blocks in reading order.
 
     Raises:
-        IngestError: encrypted, corrupt, no text layer (a scan), too many pages, a page
-            larger than PDF allows, or a page with an implausible amount of text.
+        IngestError: encrypted, corrupt, no readable text (a scan, a scan under an invisible
+            OCR layer, fonts PDFium cannot read), too many pages, a page larger than PDF
+            allows, or a page with an implausible amount of text.
     """
     check_size(data, "PDF")
     import pypdfium2 as pdfium
@@ -75,31 +73,68 @@ def convert_pdf(data: bytes) -> list[RawBlock]:
             "PDF viewer, save or print it to a new PDF and upload that file"
         ) from None
     try:
-        lines, sizes = _read_lines(doc, pdfium)
+        pages, sizes, trouble, turns = _read_pages(doc, pdfium)
     finally:
         doc.close()
-    if not lines:
-        raise IngestError(
-            "the PDF has no text layer: its pages are images (a scan or a photo), so "
-            "there is no text to send. Run OCR on it first (for example `ocrmypdf in.pdf "
-            "out.pdf`) and upload the result"
+    _check_readable(pages, trouble)
+    blocks = build_blocks(pages, sizes)
+    return [_unturned(b, turns, sizes) for b in blocks] if turns else blocks
+
+
+def _check_readable(pages: dict[int, list[Run]], trouble: dict[str, list[int]]) -> None:
+    visible = any(r.kind != "invisible_text" for runs in pages.values() for r in runs)
+    if not visible:
+        hidden = (
+            " (only an invisible text layer, as OCR leaves over page images)"
+            if any(pages.values())
+            else ""
         )
-    return _blocks(lines, sizes)
-
-
-def _read_lines(doc: Any, pdfium: Any) -> tuple[list[_Line], dict[int, tuple[float, float]]]:
-    pages = len(doc)
-    if pages > MAX_PAGES:
         raise IngestError(
-            f"the PDF has {pages} pages, above the {MAX_PAGES} blockbatch reads at once; "
+            f"the PDF has no text layer that shows{hidden}: its pages are images (a scan or a "
+            f"photo), so there is no text to send. {_OCR_ADVICE}"
+        )
+    lost = trouble["lost"]
+    if lost:
+        raise IngestError(
+            f"PDFium cannot read the text on {_pages(lost)}: it draws far more text than "
+            "comes out as characters (fonts without a map to Unicode, such as some vertical "
+            "CJK fonts). Print the PDF to a new PDF, or OCR those pages "
+            "(`ocrmypdf --force-ocr in.pdf out.pdf`), and upload the result"
+        )
+    images = trouble["image"]
+    if images and len(images) > IMAGE_PAGE_SHARE * len(pages):
+        raise IngestError(
+            f"{_pages(images)} of the PDF are images without text (scanned, or text hidden "
+            f"under the picture), {len(images)} of {len(pages)} pages; their text would be "
+            f"lost. {_OCR_ADVICE}"
+        )
+
+
+def _pages(numbers: list[int]) -> str:
+    shown = ", ".join(str(n) for n in numbers[:10]) + (" ..." if len(numbers) > 10 else "")
+    return f"page{'s' if len(numbers) > 1 else ''} {shown}"
+
+
+def _read_pages(
+    doc: Any, pdfium: Any
+) -> tuple[
+    dict[int, list[Run]], dict[int, tuple[float, float]], dict[str, list[int]], dict[int, str]
+]:
+    count = len(doc)
+    if count > MAX_PAGES:
+        raise IngestError(
+            f"the PDF has {count} pages, above the {MAX_PAGES} blockbatch reads at once; "
             "split it into smaller PDFs and upload each"
         )
-    lines: list[_Line] = []
+    pages: dict[int, list[Run]] = {}
     sizes: dict[int, tuple[float, float]] = {}
-    for index in range(pages):
+    trouble: dict[str, list[int]] = {"lost": [], "image": []}
+    turns: dict[int, str] = {}
+    for index in range(count):
         page = doc[index]
         try:
-            width, height = page.get_size()
+            geometry = _Geometry(page, pdfium)
+            width, height = geometry.size
             if max(width, height) > MAX_PAGE_SIDE:
                 raise IngestError(
                     f"page {index + 1} of the PDF is {width:.0f} x {height:.0f} points, "
@@ -109,15 +144,149 @@ def _read_lines(doc: Any, pdfium: Any) -> tuple[list[_Line], dict[int, tuple[flo
             sizes[index + 1] = (width, height)
             textpage = page.get_textpage()
             try:
-                lines.extend(_page_lines(textpage, index + 1, height, pdfium))
+                runs, chars_read = _page_runs(textpage, index + 1, geometry, pdfium)
+                turn = _reading_turn(runs)
+                if turn:  # read again, turned so that its text runs left to right
+                    geometry.turn(turn)
+                    runs, chars_read = _page_runs(textpage, index + 1, geometry, pdfium)
+                    turns[index + 1] = turn
+                    sizes[index + 1] = geometry.size
             finally:
                 textpage.close()
+            text_objects, drawn = _page_objects(page, pdfium)
+            if text_objects >= 20 and chars_read < READ_OBJECT_SHARE * text_objects:
+                trouble["lost"].append(index + 1)
+            elif drawn and not any(r.kind in _SHOWN for r in runs):
+                trouble["image"].append(index + 1)
+            pages[index + 1] = runs
         finally:
             page.close()
-    return lines, sizes
+    return pages, sizes, trouble, turns
 
 
-def _page_lines(textpage: Any, page: int, height: float, pdfium: Any) -> list[_Line]:
+def _reading_turn(runs: list[Run]) -> str:
+    """``down`` or ``up`` when most of a page's text runs down or up the page as shown
+    (a landscape page shown turned): the page is then read turned so that text runs left
+    to right, and the boxes are turned back (:func:`_unturned`). ``""`` otherwise."""
+    letters: Counter[str] = Counter()
+    for run in runs:
+        letters[run.kind] += len(run.text)
+    across = letters["text"] + letters["invisible_text"]
+    if letters["vertical"] > across and letters["vertical"] >= letters["vertical_up"]:
+        return "down"
+    if letters["vertical_up"] > across:
+        return "up"
+    return ""
+
+
+def _unturn_box(box: BBox, turn: str, width: float, height: float) -> BBox:
+    """A box read turned (:meth:`_Geometry.turn`) on the page as shown (``width`` x ``height``)."""
+    u0, v0, u1, v1 = box
+    if turn == "down":  # (u, v) -> (width - v, u)
+        return (width - v1, u0, width - v0, u1)
+    return (v0, height - u1, v1, height - u0)  # up: (u, v) -> (v, height - u)
+
+
+def _unturned(
+    block: RawBlock, turns: dict[int, str], sizes: dict[int, tuple[float, float]]
+) -> RawBlock:
+    """A block of a turned page with its box (and its parts' boxes) on the page as shown."""
+    where = block.provenance
+    page = where.page
+    if page not in turns or where.bbox is None:
+        return block
+    turned_w, turned_h = sizes[page]
+    shown = (turned_h, turned_w)
+    box = _unturn_box(where.bbox, turns[page], *shown)
+    metadata = block.metadata
+    if "parts" in metadata:
+        metadata = {
+            **metadata,
+            "parts": [
+                [p, *(round(v, 2) for v in _unturn_box(tuple(b), turns[p], *reversed(sizes[p])))]
+                if p in turns
+                else [p, *b]
+                for p, *b in metadata["parts"]
+            ],
+        }
+    return replace(block, metadata=metadata, provenance=replace(where, bbox=box, page_size=shown))
+
+
+def _page_objects(page: Any, pdfium: Any) -> tuple[int, bool]:
+    """How many text objects the page draws, and whether it draws anything else."""
+    raw = pdfium.raw
+    text = 0
+    other = False
+    for i in range(raw.FPDFPage_CountObjects(page.raw)):
+        kind = raw.FPDFPageObj_GetType(raw.FPDFPage_GetObject(page.raw, i))
+        if kind == raw.FPDF_PAGEOBJ_TEXT:
+            text += 1
+        else:
+            other = True
+    return text, other
+
+
+class _Geometry:
+    """From PDF user space to points from the top-left of the page as shown (/Rotate applied)."""
+
+    def __init__(self, page: Any, pdfium: Any) -> None:
+        # The crop box within the media box, inherited attributes resolved (what is shown).
+        self.left, self.bottom, self.right, self.top = page.get_bbox()
+        self.rotation = page.get_rotation() % 360
+        w, h = self.right - self.left, self.top - self.bottom
+        self.w, self.h = w, h
+        self.size = (h, w) if self.rotation in (90, 270) else (w, h)
+        self.shown = self.size
+        self.turned = ""
+
+    def turn(self, turn: str) -> None:
+        """Read the page turned a quarter (``down``: its text runs down the page as shown;
+        ``up``: up it), so that the text runs left to right; :func:`_unturn_box` undoes it."""
+        self.turned = turn
+        self.shown = self.size
+        self.size = (self.size[1], self.size[0])
+
+    def point(self, x: float, y: float) -> tuple[float, float]:
+        u, v = x - self.left, self.top - y
+        if self.rotation == 90:
+            u, v = self.h - v, u
+        elif self.rotation == 180:
+            u, v = self.w - u, self.h - v
+        elif self.rotation == 270:
+            u, v = v, self.w - u
+        if self.turned == "down":  # (x, y) -> (y, width - x), on the page as shown
+            return v, self.shown[0] - u
+        if self.turned == "up":  # (x, y) -> (height - y, x)
+            return self.shown[1] - v, u
+        return u, v
+
+    def affine(self) -> tuple[float, float, float, float, float, float]:
+        """``(ax, bx, cx, ay, by, cy)``: shown x = ax*x + bx*y + cx, y = ay*x + by*y + cy."""
+        ox, oy = self.point(0.0, 0.0)
+        ex, ey = self.point(1.0, 0.0)
+        fx, fy = self.point(0.0, 1.0)
+        return ex - ox, fx - ox, ox, ey - oy, fy - oy, oy
+
+    def box(self, left: float, bottom: float, right: float, top: float) -> BBox:
+        x0, y0 = self.point(left, top)
+        x1, y1 = self.point(right, bottom)
+        return (min(x0, x1), min(y0, y1), max(x0, x1), max(y0, y1))
+
+    def on_page(self, box: BBox) -> bool:
+        cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+        return 0 <= cx <= self.size[0] and 0 <= cy <= self.size[1]
+
+    def clip(self, box: BBox) -> BBox:
+        w, h = self.size
+        x0 = min(max(box[0], 0.0), w - 1)
+        y0 = min(max(box[1], 0.0), h - 1)
+        return (x0, y0, min(max(box[2], x0 + 1), w), min(max(box[3], y0 + 1), h))
+
+
+def _page_runs(textpage: Any, page: int, geo: _Geometry, pdfium: Any) -> tuple[list[Run], int]:
+    """The page's characters as runs, and how many characters (not spaces) they hold."""
+    raw = pdfium.raw
+    tp = textpage.raw
     count = textpage.count_chars()
     if count > MAX_PAGE_CHARS:
         raise IngestError(
@@ -126,103 +295,154 @@ def _page_lines(textpage: Any, page: int, height: float, pdfium: Any) -> list[_L
             "reader. Check the file and upload a cleaned copy"
         )
     if count <= 0:
-        return []
+        return [], 0
     text = textpage.get_text_range(0, count)
-    out = []
-    start = 0
-    for brk in [*_LINE_BREAK.finditer(text), None]:
-        end = brk.start() if brk else len(text)
-        segment = text[start:end]
-        stripped = segment.strip()
-        if stripped:
-            first = start + (len(segment) - len(segment.lstrip()))
-            box = _box(textpage, start, end - start, height)
-            if box is not None:
-                size = pdfium.raw.FPDFText_GetFontSize(textpage.raw, first)
-                x, y = ctypes.c_double(), ctypes.c_double()
-                pdfium.raw.FPDFText_GetCharOrigin(textpage.raw, first, x, y)
-                text_ = " ".join(stripped.split())
-                out.append(_Line(page, text_, box, round(size, 1), height - y.value))
-        start = brk.end() if brk else len(text)
-    return out
+    if len(text) != count:
+        text = "".join(chr(raw.FPDFText_GetUnicode(tp, i) or 32) for i in range(count))
+    fast = _fast(pdfium)
+    handle = ctypes.c_void_p(ctypes.cast(tp, ctypes.c_void_p).value)
+    text_object, loose_box = fast.text_object, fast.loose_box
+    rect = raw.FS_RECTF()
+    ref = ctypes.byref(rect)
+    # user space to the shown page: x' = ax*x + bx*y + cx, y' = ay*x + by*y + cy
+    ax, bx, cx, ay, by, cy = geo.affine()
+    styles: dict[int | None, tuple[float, bool, str]] = {}
+    runs: list[Run] = []
+    words: list[str] = []
+    x0 = y0 = x1 = y1 = 0.0  # the current run's box
+    last_x0 = last_x1 = 0.0  # the last word's
+    bold = 0
+    letters = 0
+    style: tuple[float, bool, str] = (0.0, False, "text")
 
+    def close() -> None:
+        nonlocal bold, letters
+        if words:
+            box = (x0, y0, x1, y1)
+            kind = style[2]
+            if kind in _SHOWN and not geo.on_page(box):
+                kind = "off_page"
+            box = geo.clip(box)  # a box is on its page, even for text that bleeds off it
+            runs.append(Run(page, " ".join(words), box, style[0], bold * 2 > letters, kind))
+        words.clear()
+        bold = letters = 0
 
-def _box(textpage: Any, start: int, count: int, height: float) -> BBox | None:
-    """The union of a line's character rectangles, flipped to a top-left origin."""
-    boxes = [textpage.get_rect(i) for i in range(textpage.count_rects(start, count))]
-    if not boxes:
-        return None
-    left = min(b[0] for b in boxes)
-    bottom = min(b[1] for b in boxes)
-    right = max(b[2] for b in boxes)
-    top = max(b[3] for b in boxes)
-    return (left, height - top, right, height - bottom)
-
-
-def _blocks(lines: list[_Line], sizes: dict[int, tuple[float, float]]) -> list[RawBlock]:
-    weight: Counter[float] = Counter()
-    for line in lines:
-        weight[line.size] += len(line.text)
-    body = weight.most_common(1)[0][0]
-    heading_sizes = sorted({x.size for x in lines if x.size >= body * HEADING_RATIO}, reverse=True)
-    levels = {size: min(i + 1, 6) for i, size in enumerate(heading_sizes)}
-    pitch = _usual_pitch(lines)
-    out = TextBuilder()
-    group: list[_Line] = []
-
-    def flush() -> None:
-        if not group:
-            return
-        head = group[0]
-        text = "\n".join(x.text for x in group)
-        box: BBox = (
-            min(x.box[0] for x in group),
-            min(x.box[1] for x in group),
-            max(x.box[2] for x in group),
-            max(x.box[3] for x in group),
-        )
-        metadata: dict[str, Any] = {}
-        if head.size in levels and len(text) <= 300:
-            kind = "heading"
-            metadata["level"] = levels[head.size]
-        elif m := _BULLET.match(text):
-            kind = "list_item"
-            marker = m.group(1)
-            metadata = {"ordered": marker[0].isalnum(), "marker": marker}
-            text = text[m.end() :]
-        else:
-            kind = "paragraph"
-        out.add(kind, text, metadata, page=head.page, bbox=box, page_size=sizes[head.page])
-        group.clear()
-
-    for line in lines:
-        height = sizes[line.page][1]
-        in_margin = line.box[3] < height * _MARGIN or line.box[1] > height * (1 - _MARGIN)
-        if in_margin and _PAGE_NUMBER.match(line.text):
+    # Words, not characters: the first and last character of each give its box, and a run
+    # breaks only between words (PDFium puts a space or a line break between glyphs apart).
+    for match in _TOKEN.finditer(text):
+        start, end = match.span()
+        word = match.group()
+        if word[0] in "\r\n":
+            close()
             continue
-        if group and _starts_block(group[-1], line, pitch):
-            flush()
-        group.append(line)
-    flush()
-    return out.blocks
+        key = text_object(handle, start)
+        current = styles.get(key)
+        if current is None:
+            current = _style(raw, tp, start, key, (ax, bx, ay, by))
+            styles[key] = current
+        loose_box(handle, start, ref)
+        lft, t, r, b = rect.left, rect.top, rect.right, rect.bottom
+        if end - start > 1:
+            loose_box(handle, end - 1, ref)
+            # a word whose last letter sits above or below its first is written vertically
+            dx = (rect.left + rect.right - lft - r) / 2
+            dy = (rect.top + rect.bottom - t - b) / 2
+            down = ay * dx + by * dy
+            if abs(down) > abs(ax * dx + bx * dy) and current[2] == "text":
+                current = (current[0], current[1], "vertical" if down > 0 else "vertical_up")
+            # (comparisons, not min/max: this runs for every word of the file)
+            lft = rect.left if rect.left < lft else lft
+            t = rect.top if rect.top > t else t
+            r = rect.right if rect.right > r else r
+            b = rect.bottom if rect.bottom < b else b
+        px0, px1 = ax * lft + bx * t + cx, ax * r + bx * b + cx
+        py0, py1 = ay * lft + by * t + cy, ay * r + by * b + cy
+        if px0 > px1:
+            px0, px1 = px1, px0
+        if py0 > py1:
+            py0, py1 = py1, py0
+        if words:
+            size = style[0] if style[0] > current[0] else current[0]
+            size = size if size > 1.0 else 1.0
+            mid = (py0 + py1) / 2
+            if (
+                (current is not style and (current[0] != style[0] or current[2] != style[2]))
+                or px0 - last_x1 > RUN_GAP * size
+                or px1 < last_x0 - size
+                or not (y0 - 0.2 * size <= mid <= y1 + 0.2 * size)
+            ):
+                close()
+        if not words:
+            x0, y0, x1, y1 = px0, py0, px1, py1
+        else:
+            x0 = px0 if px0 < x0 else x0
+            y0 = py0 if py0 < y0 else y0
+            x1 = px1 if px1 > x1 else x1
+            y1 = py1 if py1 > y1 else y1
+        style = current
+        last_x0, last_x1 = px0, px1
+        words.append(word)
+        letters += len(word)
+        if current[1]:
+            bold += len(word)
+        if word[-1] in "\ufffe\x02":
+            close()
+    close()
+    return runs, sum(len(r.text) - r.text.count(" ") for r in runs)
 
 
-def _usual_pitch(lines: list[_Line]) -> dict[float, float]:
-    """The most common baseline distance between consecutive lines, per font size."""
-    seen: dict[float, Counter[float]] = {}
-    for prev, line in itertools.pairwise(lines):
-        if line.page == prev.page and line.size == prev.size:
-            step = round(line.baseline - prev.baseline, 1)
-            if step > 0:
-                seen.setdefault(line.size, Counter())[step] += 1
-    return {size: steps.most_common(1)[0][0] for size, steps in seen.items()}
+class _Fast:
+    """Two PDFium calls made per character, bound without pypdfium2's argument conversion
+    (the same library, already loaded; about 3x faster per call)."""
+
+    def __init__(self, pdfium: Any) -> None:
+        from pypdfium2_raw import bindings  # type: ignore[import-untyped]
+
+        lib = bindings._libs["pdfium"]  # indexing a CDLL makes a new function object
+        self.text_object = lib["FPDFText_GetTextObject"]
+        self.text_object.restype = ctypes.c_void_p
+        self.loose_box = lib["FPDFText_GetLooseCharBox"]
+        self.loose_box.restype = ctypes.c_int
 
 
-def _starts_block(prev: _Line, line: _Line, pitch: dict[float, float]) -> bool:
-    if line.page != prev.page or abs(line.size - prev.size) > 0.5:
-        return True
-    step = line.baseline - prev.baseline
-    usual = pitch.get(line.size, 1.2 * line.size)
-    if step > PARAGRAPH_PITCH * usual + 0.5 or step < -line.size:
-        return True  # a paragraph's spacing, or a jump back up the page (the next column)
-    return bool(_BULLET.match(line.text))
+@functools.cache
+def _fast(pdfium: Any) -> _Fast:
+    return _Fast(pdfium)
+
+
+def _style(
+    raw: Any, tp: Any, index: int, obj: int | None, turn: tuple[float, float, float, float]
+) -> tuple[float, bool, str]:
+    """A character's font size, whether it is bold, and ``text``, ``vertical`` (written up
+    or down the page as shown, ``turn`` being the page's rotation) or ``invisible_text``."""
+    # The size as drawn: the font's size times the text matrix's scale (many files set a
+    # 1-point font and scale it with the matrix).
+    matrix = raw.FS_MATRIX()
+    scale = 1.0
+    vertical = upward = False
+    if raw.FPDFText_GetMatrix(tp, index, matrix):
+        scale = abs(matrix.a * matrix.d - matrix.b * matrix.c) ** 0.5 or 1.0
+        dx = turn[0] * matrix.a + turn[1] * matrix.b
+        dy = turn[2] * matrix.a + turn[3] * matrix.b
+        vertical = abs(dy) > abs(dx)
+        upward = dy < 0
+    size = round(float(raw.FPDFText_GetFontSize(tp, index)) * scale, 1)
+    weight = raw.FPDFText_GetFontWeight(tp, index)
+    bold = weight >= 600
+    if not bold:
+        buf = ctypes.create_string_buffer(128)
+        flags = ctypes.c_int()
+        n = raw.FPDFText_GetFontInfo(tp, index, buf, 128, ctypes.byref(flags))
+        name = buf.raw[: max(0, min(n, 128) - 1)].decode("latin-1").lower()
+        bold = any(w in name for w in ("bold", "black", "heavy", "semibold", "cmbx"))
+        bold = bold or bool(flags.value & (1 << 18))  # ForceBold
+    kind = ("vertical_up" if upward else "vertical") if vertical else "text"
+    if (
+        obj
+        and raw.FPDFTextObj_GetTextRenderMode(
+            ctypes.cast(ctypes.c_void_p(obj), raw.FPDF_PAGEOBJECT)
+        )
+        in _INVISIBLE_MODES
+    ):
+        kind = "invisible_text"
+    return size, bold, kind

@@ -1,0 +1,493 @@
+"""Layout of a PDF's text: runs of characters into lines, columns, paragraphs and headings.
+
+Pure logic on :class:`Run` values (no PDFium here; :mod:`blockbatch.core.convert.pdf` reads
+them), so each rule is tested on its own:
+
+- **Reading order** by recursive XY-cut: a page region is split at a vertical gutter that
+  runs its whole height when the text on both sides reads as prose (lines at least six body
+  sizes long, not a table's cells), left before right; otherwise at the horizontal gaps between its rows, top to
+  bottom, where consecutive rows that share a gutter are kept together (so a title above
+  two columns is read first, then the left column, then the right one).
+- **Paragraphs** continue across lines, and across a column or page break when the text
+  before the break does not end a sentence. A new one starts at wider spacing than the
+  document's usual line pitch, a change of font size or weight, an indented first line, a
+  list marker, or after a short line that ends a sentence. Hyphenation is repaired
+  ("Ex-" + "isting" is "Existing"; PDFium's U+FFFE soft hyphen is removed) and no control
+  character is left.
+- **Headings**: text set larger than the body (its most common size, by characters), the
+  larger the higher the level; short bold lines, and "1 Background" / "Abstract" style lines
+  in bold, at the level below the sized ones.
+- **Boilerplate**, kept but typed to be set aside (:data:`blockbatch.core.blocks.SET_ASIDE_TYPES`):
+  text repeated in the top or bottom margin of several pages at the same place
+  (``page_header`` / ``page_footer``), a page number in the margin (``page_number``), text off
+  the visible page (``off_page``, its box clipped to the page) and invisible text
+  (``invisible_text``, PDF text render mode 3). Text set vertically (a margin stamp) is a
+  block of its own per page, outside the flow.
+
+A block's box covers its lines in its first column (or page); when a paragraph continues in
+another column or page, ``metadata["parts"]`` lists every part as ``[page, x0, y0, x1, y1]``,
+so no box ever spans two columns.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from blockbatch.core.blocks import BBox, RawBlock, TextBuilder
+
+#: A heading's font is at least this much larger than the body's.
+HEADING_RATIO = 1.15
+#: A baseline distance this much wider than the usual line pitch starts a new block.
+PARAGRAPH_PITCH = 1.25
+#: Share of the page height at the top and at the bottom where running headers and footers sit.
+MARGIN_BAND = 0.15
+#: Text repeated at the same place on at least this share of the pages (and on 2) is boilerplate
+#: (low: a book's running header changes with each chapter).
+REPEAT_SHARE = 0.1
+#: Two runs of characters on a line further apart than this many font sizes are separate runs
+#: (a column gutter or a table's cells, never a space between words).
+RUN_GAP = 1.0
+
+_BULLET = re.compile(
+    r"^([\u2022\u25e6\u25aa\u25cf\u2023\u2043\u2013\u25a0\u00b7*-]|\d{1,3}[.)])\s+"
+)
+_PAGE_NUMBER = re.compile(
+    r"^(page\s+)?(\d{1,5}|[ivxlc]{1,7})(\s*(of|/)\s*\d{1,5})?$|^[-\u2013\u2014]\s*\d{1,5}\s*[-\u2013\u2014]$",
+    re.IGNORECASE,
+)
+_SENTENCE_END = re.compile(r"[.!?:;\u2026][\"'\u201d\u2019)\]]*$")
+_NUMBERED_HEADING = re.compile(r"^(\d{1,2}(\.\d{1,2})*\.?|[IVX]{1,4}\.|[A-Z]\.)\s+\S.{0,80}$")
+_NAMED_HEADING = re.compile(
+    r"^(abstract|introduction|background|related work|conclusions?|discussion|results|methods?"
+    r"|references|bibliography|acknowledge?ments?|appendix( [a-z0-9]+)?|summary|contents)$",
+    re.IGNORECASE,
+)
+_STRAY = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ufffe\uffff\ufffd]")
+_SHOWN = ("text", "vertical", "vertical_up")
+_SOFT_HYPHENS = "\ufffe\u00ad\x02"
+
+
+@dataclass
+class Run:
+    """Characters on one line of a page without a wide gap between them.
+
+    ``box`` is in points from the top-left of the page as it is shown (its /Rotate applied).
+    ``kind`` is ``text``, ``off_page`` (outside the visible page) or ``invisible_text``.
+    """
+
+    page: int
+    text: str
+    box: BBox
+    size: float
+    bold: bool = False
+    kind: str = "text"
+
+    @property
+    def cy(self) -> float:
+        return (self.box[1] + self.box[3]) / 2
+
+    @property
+    def core(self) -> tuple[float, float]:
+        """The middle of the run's height: loose boxes of tight lines overlap, their cores do not."""
+        half = 0.3 * (self.box[3] - self.box[1])
+        return (self.cy - half, self.cy + half)
+
+
+@dataclass
+class _Line:
+    runs: list[Run]
+    column: int  # the leaf region it was read in, numbered in reading order
+    text: str = ""
+    box: BBox = (0.0, 0.0, 0.0, 0.0)
+    size: float = 0.0  # of its longest run
+    bold: bool = False  # every run is
+
+    def __post_init__(self) -> None:
+        self.runs.sort(key=lambda r: r.box[0])
+        self.text = " ".join(r.text for r in self.runs)
+        self.box = _union(r.box for r in self.runs)
+        self.size = max(self.runs, key=lambda r: len(r.text)).size
+        self.bold = all(r.bold for r in self.runs)
+
+    @property
+    def page(self) -> int:
+        return self.runs[0].page
+
+    @property
+    def cy(self) -> float:
+        return (self.box[1] + self.box[3]) / 2
+
+
+@dataclass
+class _Group:
+    lines: list[_Line] = field(default_factory=list)
+
+
+def _union(boxes: Iterable[BBox]) -> BBox:
+    b = list(boxes)
+    return (min(x[0] for x in b), min(x[1] for x in b), max(x[2] for x in b), max(x[3] for x in b))
+
+
+def clean(text: str) -> str:
+    """Text without stray characters: soft hyphens, U+FFFE/U+FFFF/U+FFFD, C0 and C1 controls."""
+    text = re.sub(r"[\ufffe\u00ad\x02](?=\w)", "", text)
+    return " ".join(_STRAY.sub("", text).split())
+
+
+def join_lines(lines: Iterable[str]) -> str:
+    """Lines of one paragraph as one text, hyphenation repaired."""
+    out = ""
+    for raw in lines:
+        line = raw.strip()
+        if not line:
+            continue
+        broken_word = out[-1:] in ("-", "\u2010") and out[-2:-1].isalpha() and line[0].islower()
+        if (out and out[-1] in _SOFT_HYPHENS) or broken_word:
+            out = out[:-1] + line
+        else:
+            out += (" " if out else "") + line
+    return clean(out)
+
+
+# --------------------------------------------------------------------------- boilerplate
+
+
+def classify_boilerplate(
+    pages: dict[int, list[Run]], heights: dict[int, float], body: float
+) -> None:
+    """Type the runs that are running headers, footers or page numbers (in place).
+
+    A header or footer is text less than half again the body's size, in the top or bottom
+    :data:`MARGIN_BAND` of the page, found (digits aside) at the same height on at least two
+    pages and :data:`REPEAT_SHARE` of them; a page number is a number alone there.
+    """
+    seen: dict[str, list[tuple[int, float]]] = {}
+    candidates: list[tuple[Run, str]] = []
+    for page, runs in pages.items():
+        height = heights[page]
+        for run in runs:
+            if run.kind != "text":
+                continue
+            top = run.box[3] <= height * MARGIN_BAND
+            bottom = run.box[1] >= height * (1 - MARGIN_BAND)
+            if not (top or bottom) or run.size > body * 1.5 or not _apart(run, runs, top):
+                continue
+            if _PAGE_NUMBER.match(run.text.strip()):
+                run.kind = "page_number"
+                continue
+            key = re.sub(r"\d+", "#", " ".join(run.text.lower().split()))
+            seen.setdefault(key, []).append((page, run.cy))
+            candidates.append((run, key))
+    if len(pages) < 2:
+        return
+    need = max(2, math.ceil(REPEAT_SHARE * len(pages)))
+    for run, key in candidates:
+        near = {p for p, cy in seen[key] if abs(cy - run.cy) <= 8}
+        if len(near) >= need:
+            run.kind = "page_header" if run.cy < heights[run.page] / 2 else "page_footer"
+
+
+def _apart(run: Run, runs: list[Run], top: bool) -> bool:
+    """Whether ``run`` stands apart from the body: the nearest text on another line towards
+    the middle of the page is at least one and a half of its heights away (a table row in
+    the margin band is not)."""
+    height = run.box[3] - run.box[1]
+    if top:
+        gaps = [r.box[1] - run.box[3] for r in runs if r.box[1] >= run.box[3] - 0.3 * height]
+    else:
+        gaps = [run.box[1] - r.box[3] for r in runs if r.box[3] <= run.box[1] + 0.3 * height]
+    return not gaps or min(gaps) >= 1.5 * height
+
+
+# --------------------------------------------------------------------------- reading order
+
+
+def _is_column(runs: list[Run], body: float) -> bool:
+    """Runs that read as prose (lines at least six body sizes long), not a table's cells."""
+    if len(runs) < 2:
+        return False
+    widths = sorted(r.box[2] - r.box[0] for r in runs)
+    return widths[len(widths) // 2] >= 6 * body
+
+
+def vertical_cut(runs: list[Run], body: float) -> float | None:
+    """The x of a gutter running the whole height of ``runs`` with columns on both sides."""
+    spans = sorted((r.box[0], r.box[2]) for r in runs)
+    gaps: list[tuple[float, float]] = []
+    reach = spans[0][1]
+    for x0, x1 in spans[1:]:
+        if x0 - reach >= 0.8 * body:
+            gaps.append((x0 - reach, (x0 + reach) / 2))
+        reach = max(reach, x1)
+    for _, x in sorted(gaps, reverse=True)[:4]:  # the widest few: a table has many
+        left = [r for r in runs if r.box[2] <= x]
+        right = [r for r in runs if r.box[0] >= x]
+        if _is_column(left, body) and _is_column(right, body):
+            return x
+    return None
+
+
+def _bands(runs: list[Run]) -> list[list[Run]]:
+    """``runs`` split at the horizontal gaps between them, top to bottom."""
+    ordered = sorted(runs, key=lambda r: r.core[0])
+    bands: list[list[Run]] = [[ordered[0]]]
+    reach = ordered[0].core[1]
+    for run in ordered[1:]:
+        if run.core[0] > reach:
+            bands.append([run])
+        else:
+            bands[-1].append(run)
+        reach = max(reach, run.core[1])
+    return bands
+
+
+def reading_order(runs: list[Run], body: float) -> list[list[Run]]:
+    """The leaf regions of one page's runs, in reading order (columns left to right)."""
+    if not runs:
+        return []
+    out: list[list[Run]] = []
+    _cut(runs, body, out, 0)
+    return out
+
+
+def _cut(runs: list[Run], body: float, out: list[list[Run]], depth: int) -> None:
+    if len(runs) < 4 or depth > 40:
+        out.append(runs)
+        return
+    x = vertical_cut(runs, body)
+    if x is not None:
+        _cut([r for r in runs if r.box[2] <= x], body, out, depth + 1)
+        _cut([r for r in runs if r.box[2] > x], body, out, depth + 1)
+        return
+    bands = _bands(runs)
+    if len(bands) == 1:
+        out.append(runs)
+        return
+    merged: list[list[Run]] = [bands[0]]
+    for band in bands[1:]:
+        if vertical_cut(merged[-1] + band, body) is not None:
+            merged[-1] = merged[-1] + band
+        else:
+            merged.append(band)
+    if len(merged) == 1:
+        # Rows sharing a gutter, but no cut over all of them: read them as rows.
+        out.extend(bands)
+        return
+    for part in merged:
+        _cut(part, body, out, depth + 1)
+
+
+def _lines(region: list[Run], column: int) -> list[_Line]:
+    """A leaf region's runs as lines (runs whose middles overlap), top to bottom."""
+    lines: list[_Line] = []
+    current: list[Run] = []
+    lo = hi = 0.0
+    for run in sorted(region, key=lambda r: (r.cy, r.box[0])):
+        if current and lo <= run.cy <= hi:
+            current.append(run)
+            continue
+        if current:
+            lines.append(_Line(current, column))
+        current = [run]
+        lo, hi = run.core
+    if current:
+        lines.append(_Line(current, column))
+    return lines
+
+
+# --------------------------------------------------------------------------- blocks
+
+
+def build_blocks(
+    pages: dict[int, list[Run]], sizes: dict[int, tuple[float, float]]
+) -> list[RawBlock]:
+    """Every page's runs as typed blocks in reading order (see the module's docstring)."""
+    weight: Counter[float] = Counter()
+    for runs in pages.values():
+        for run in runs:
+            if run.kind == "text":
+                weight[run.size] += len(run.text)
+    body = weight.most_common(1)[0][0] if weight else 10.0
+    classify_boilerplate(pages, {p: s[1] for p, s in sizes.items()}, body)
+    weight = Counter()
+    for runs in pages.values():
+        for run in runs:
+            if run.kind == "text":
+                weight[run.size] += len(run.text)
+    heading_sizes = sorted({s for s in weight if s >= body * HEADING_RATIO}, reverse=True)
+    levels = {size: min(i + 1, 6) for i, size in enumerate(heading_sizes)}
+    minor_level = min(len(heading_sizes) + 1, 6)
+
+    flow: list[_Line] = []
+    aside: dict[int, list[Run]] = {}
+    column = 0
+    vertical: dict[int, list[Run]] = {}
+    for page in sorted(pages):
+        shown = [r for r in pages[page] if r.kind in _SHOWN]
+        text_runs = [r for r in shown if not _vertical(r)]
+        vertical[page] = [r for r in shown if _vertical(r)]
+        aside[page] = [r for r in pages[page] if r.kind not in _SHOWN]
+        for region in reading_order(text_runs, body):
+            flow.extend(_lines(region, column))
+            column += 1
+    pitch = _usual_pitch(flow)
+
+    out = TextBuilder()
+    group: list[_Line] = []
+    emitted_pages: set[int] = set()
+
+    def emit_aside(up_to: int) -> None:
+        for page in sorted(aside):
+            if page <= up_to and page not in emitted_pages:
+                emitted_pages.add(page)
+                if vertical[page]:  # a margin stamp or a side label: its own block
+                    runs = sorted(vertical[page], key=lambda r: (r.box[0], r.box[1]))
+                    text = clean(" ".join(r.text for r in runs))
+                    box = _union(r.box for r in runs)
+                    out.add("paragraph", text, {}, page=page, bbox=box, page_size=sizes[page])
+                for run in sorted(aside[page], key=lambda r: (r.box[1], r.box[0])):
+                    text = clean(run.text)
+                    out.add(run.kind, text, {}, page=page, bbox=run.box, page_size=sizes[page])
+
+    def flush() -> None:
+        if not group:
+            return
+        _add_block(out, group, body, levels, minor_level, sizes)
+        group.clear()
+
+    for line in flow:
+        if group and _starts_block(group, line, pitch, body):
+            flush()
+        if not group:
+            emit_aside(line.page - 1)
+        group.append(line)
+    flush()
+    emit_aside(max(pages) if pages else 0)
+    return out.blocks
+
+
+def _vertical(run: Run) -> bool:
+    """Text set vertically (a margin stamp, a side label): taller than two lines, narrow."""
+    if run.kind in ("vertical", "vertical_up"):
+        return True
+    height = run.box[3] - run.box[1]
+    return height > 2.2 * run.size and run.box[2] - run.box[0] < 1.6 * run.size
+
+
+def _usual_pitch(flow: list[_Line]) -> dict[float, float]:
+    """The most common baseline distance between lines of one column, per font size."""
+    seen: dict[float, Counter[float]] = {}
+    for prev, line in itertools.pairwise(flow):
+        if line.column == prev.column and abs(line.size - prev.size) <= 0.5:
+            step = round(line.cy - prev.cy, 1)
+            if 0.9 * line.size <= step <= 2.5 * line.size:  # not a sub/superscript or a gap
+                seen.setdefault(line.size, Counter())[step] += 1
+    return {size: steps.most_common(1)[0][0] for size, steps in seen.items()}
+
+
+def _heading_like(line: _Line, body: float) -> bool:
+    return line.size >= body * HEADING_RATIO or (line.bold and len(line.text) <= 120)
+
+
+def _overlap(a: BBox, b: BBox) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def _same_flow(prev: _Line, line: _Line) -> bool:
+    """``line`` reads on below ``prev`` in the same column (no column or page break)."""
+    return (
+        line.page == prev.page
+        and line.cy > prev.cy
+        and line.box[0] < prev.box[2]
+        and prev.box[0] < line.box[2]
+    )
+
+
+def _starts_block(group: list[_Line], line: _Line, pitch: dict[float, float], body: float) -> bool:
+    big = max(x.size for x in group[-2:])
+    for near in group[-2:]:
+        small = min(line.size, near.size) < 0.8 * max(line.size, near.size)
+        if small and line.page == near.page and _overlap(near.box, line.box):
+            return False  # a sub- or superscript (a formula's indices) beside its line
+    similar = [x for x in group[-4:] if abs(x.size - line.size) <= 0.5]
+    prev = similar[-1] if similar and line.size >= 0.8 * big else group[-1]
+    if abs(line.size - prev.size) > 0.5:
+        return True
+    if line.bold != prev.bold and not line.text[:1].islower():
+        return True  # bold to regular or back, unless the sentence goes on in lower case
+    if _BULLET.match(line.text):
+        return True
+    same_flow = _same_flow(prev, line)
+    ends = bool(_SENTENCE_END.search(prev.text))
+    if not same_flow:
+        # A column or page break: the paragraph goes on unless its sentence has ended.
+        return ends or _heading_like(line, body) or _heading_like(prev, body)
+    step = line.cy - prev.cy
+    usual = pitch.get(line.size, 1.2 * line.size)
+    if step > PARAGRAPH_PITCH * usual + 0.5:
+        return True
+    if _heading_like(prev, body) and len(group) >= 3:
+        return True
+    left = min(x.box[0] for x in group)
+    deep = line.box[0] < left - 2.5 * line.size  # more than a first line's indent
+    short = prev.box[2] < line.box[2] - 2.5 * line.size
+    if line.box[0] < left - 0.8 * line.size and (len(group) >= 2 or (deep and short)):
+        return True  # an outdented line: the indented block above (code, a quote) ended
+    list_item = bool(_BULLET.match(group[0].text))
+    right = max(x.box[2] for x in group[-3:])
+    short_prev = prev.box[2] < right - 2.5 * line.size
+    indented = line.box[0] - left > 0.8 * line.size and prev.box[0] - left < 0.5 * line.size
+    if not list_item and indented and (ends or short_prev):
+        return True  # an indented first line after a sentence's end
+    return ends and short_prev
+
+
+def _add_block(
+    out: TextBuilder,
+    group: list[_Line],
+    body: float,
+    levels: dict[float, int],
+    minor_level: int,
+    sizes: dict[int, tuple[float, float]],
+) -> None:
+    head = group[0]
+    text = join_lines(x.text for x in group)
+    if not text:
+        return
+    parts: list[list[_Line]] = []
+    for line in group:
+        if parts and _same_flow(parts[-1][-1], line):
+            parts[-1].append(line)
+        else:
+            parts.append([line])
+    box = _union(x.box for x in parts[0])
+    metadata: dict[str, Any] = {}
+    if len(parts) > 1:
+        metadata["parts"] = [
+            [p[0].page, *(round(v, 2) for v in _union(x.box for x in p))] for p in parts
+        ]
+    single = len(group) <= 2 and len(text) <= 150 and not text.endswith(".")
+    kind = "paragraph"
+    if head.size in levels and len(text) <= 300:
+        kind = "heading"
+        metadata["level"] = levels[head.size]
+    elif (head.bold and single and any(c.isalpha() for c in text)) or (
+        len(group) == 1 and _NAMED_HEADING.match(text)
+    ):
+        kind = "heading"
+        metadata["level"] = minor_level
+    elif m := _BULLET.match(text):
+        kind = "list_item"
+        marker = m.group(1)
+        metadata = {**metadata, "ordered": marker[0].isalnum(), "marker": marker}
+        text = text[m.end() :]
+    elif len(group) == 1 and _NUMBERED_HEADING.match(text) and head.size > body + 0.5:
+        kind = "heading"
+        metadata["level"] = minor_level
+    out.add(kind, text, metadata, page=head.page, bbox=box, page_size=sizes[head.page])
