@@ -45,7 +45,7 @@ from blockbatch.core.quote import (
     quote,
     quote_context,
 )
-from blockbatch.core.registry import RETIRED, ModelInfo
+from blockbatch.core.registry import ModelInfo, retired_model
 from blockbatch.core.reuse import answer_key, block_digest, prompt_digest
 from blockbatch.core.run_model import FACTS_MAX_AGE_S, check_usable, run_model
 from blockbatch.core.schema import SchemaSpec, load_schema, schema_id_for
@@ -306,7 +306,11 @@ async def checked_model(
             API's ``lifecycle``); the message names the model to move to.
         UnknownModelError: neither the registry nor configuration prices it.
     """
-    facts = None if name in RETIRED else await _model_facts(name, settings, pool, reader)
+    facts = (
+        None
+        if retired_model(name) is not None
+        else await _model_facts(name, settings, pool, reader)
+    )
     model = run_model(name, facts, settings.blockbatch_model_prices)
     check_usable(model, facts, date.today())
     return model

@@ -31,7 +31,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from blockbatch.core.registry import DEFAULT_MODEL, RETIRED, UnknownModelError, get_model
+from blockbatch.core.registry import DEFAULT_MODEL, UnknownModelError, get_model, retired_model
 
 ErrorKind = Literal["fatal", "retryable", "overflow", "rejected"]
 #: Why a ``fatal`` error stops the run: the reason code its blocks end with.
@@ -231,8 +231,9 @@ def fatal_code_of(text: str | None) -> FatalCode | None:
 
 def replacement_for(model: str | None) -> str:
     """The model to move to from ``model`` (retired, deprecated or unknown)."""
-    if model in RETIRED:
-        return RETIRED[model][1]
+    gone = retired_model(model) if model else None
+    if gone is not None:
+        return gone[1]
     try:
         known = get_model(model) if model else None
     except UnknownModelError:
