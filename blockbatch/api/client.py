@@ -45,6 +45,7 @@ from blockbatch.api.errors import (
     RetryUnderWay,
     RunStillActive,
     TemporalUnavailable,
+    speaks_python,
 )
 from blockbatch.api.inputs import SchemaSource, as_schema, with_schema_model
 from blockbatch.api.pages import block_page_png
@@ -75,6 +76,7 @@ from blockbatch.core.calibration import (
     Calibration,
     ModelCalibration,
 )
+from blockbatch.core.commands import PROG
 from blockbatch.core.endpoint import endpoint_of, mismatch_text
 from blockbatch.core.ingest import ParsedBlock, detect_format, parse_document
 from blockbatch.core.models import (
@@ -128,10 +130,18 @@ from workflows.run import RETRY_UNDER_WAY, RunWorkflow, run_workflow_id
 from workflows.stream import StreamWorkflow
 
 
+@speaks_python
 class Blockbatch:
-    """One connection to Postgres and (lazily) Temporal; use as an async context manager."""
+    """One connection to Postgres and (lazily) Temporal; use as an async context manager.
+
+    An error's advice names the next command as the ``blockbatch`` console script's and
+    options as this API's parameters; a front door that words errors itself (the CLI) sets
+    ``renders_errors`` to ``False`` and renders ``blockbatch.core.commands`` itself.
+    """
 
     def __init__(self, pool: asyncpg.Pool, client: Client | None, settings: Settings) -> None:
+        #: Word an error's advice for a Python caller (``blockbatch.api.errors.reword``).
+        self.renders_errors = True
         self.pool = pool
         self._client = client
         self.settings = settings
@@ -627,12 +637,12 @@ class Blockbatch:
         if info.active:
             raise RunStillActive(
                 f"run {run_id} is {info.status}: escalate it once it has finished "
-                f"(`python starter.py watch {run_id}`)"
+                f"(`{PROG} watch {run_id}`)"
             )
         if info.status not in ESCALATED_STATUSES:
             raise BadRequest(
                 f"run {run_id} ended {info.status}: only a run that ran to its end is "
-                f"escalated; retry it first (`python starter.py retry {run_id} --cancelled`)"
+                f"escalated; retry it first (`{PROG} retry {run_id} --cancelled`)"
             )
         if up == options.model:
             raise BadRequest(f"run {run_id} ran on {up} already: escalate to a stronger model")
@@ -1056,7 +1066,7 @@ def _retry_refused(run_id: str, number: int, cause: BaseException) -> RetryRefus
         return RetryUnderWay(
             f"a retry of run {run_id} is already under way (its workflow "
             f"{run_workflow_id(run_id)} is running): follow it with "
-            f"`python starter.py watch {run_id}`"
+            f"`{PROG} watch {run_id}`"
         )
     error = {RUN_NOT_FINISHED: RunStillActive, NOTHING_TO_RETRY: NothingToRetry}.get(
         kind or "", RetryRefused

@@ -8,12 +8,13 @@ from pathlib import Path
 
 from blockbatch.api.calibrate import prepare, run_calibration, run_model_calibration
 from blockbatch.cli.console import Console
-from blockbatch.cli.parser import EXIT_OK, EXIT_RUN_FAILED, PROG
+from blockbatch.cli.parser import EXIT_OK, EXIT_RUN_FAILED
 from blockbatch.cli.quote import usd
 from blockbatch.cli.run import check_claude
 from blockbatch.cli.session import Session
 from blockbatch.core.agreement import percent
 from blockbatch.core.calibration import Calibration, ModelCalibration, SizeResult
+from blockbatch.core.commands import PROG
 
 
 async def cmd_calibrate(args: argparse.Namespace, s: Session) -> int:

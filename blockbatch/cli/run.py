@@ -18,9 +18,10 @@ from blockbatch.api.inputs import with_schema_model
 from blockbatch.api.quote import read_document
 from blockbatch.cli.follow import follow, follow_escalation, report, say_detached
 from blockbatch.cli.options import apply_settings
-from blockbatch.cli.parser import EFFORT, MAX_COST, MODE, PACK_SIZE, PROG
+from blockbatch.cli.parser import EFFORT, MAX_COST, MODE, PACK_SIZE
 from blockbatch.cli.quote import show_quote
 from blockbatch.cli.session import Session
+from blockbatch.core.commands import PROG
 from blockbatch.core.ingest import parse_document
 from blockbatch.core.models import RunOptions
 from blockbatch.core.reasons import counts_text

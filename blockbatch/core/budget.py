@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from blockbatch.core.batching import BATCH_CACHE_TTL
+from blockbatch.core.commands import PROG
 from blockbatch.core.context import RunContext
 from blockbatch.core.models import BudgetLeft
 from blockbatch.core.planning import Pack
@@ -93,7 +94,7 @@ def refusal_text(budget: float, *, recorded: float, need: float) -> str:
     return (
         f"the run's budget of ${budget:.4f} is spent up to ${recorded:.4f}: the next call "
         f"could cost up to ${need:.4f}, so it was not made; raise the budget with "
-        "`starter.py retry RUN_ID --max-cost USD`"
+        f"`{PROG} retry RUN_ID --max-cost USD`"
     )
 
 

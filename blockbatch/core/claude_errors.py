@@ -31,6 +31,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from blockbatch.core.commands import PROG
 from blockbatch.core.registry import DEFAULT_MODEL, UnknownModelError, get_model, retired_model
 
 ErrorKind = Literal["fatal", "retryable", "overflow", "rejected"]
@@ -134,12 +135,12 @@ class ClaudeError(BaseModel):
             return (
                 "raise the limit in the Claude Console (Settings > Limits; a tier's "
                 "monthly cap lifts at 00:00 UTC on the 1st), then "
-                "`python starter.py retry RUN_ID --cancelled`"
+                f"`{PROG} retry RUN_ID --cancelled`"
             )
         if self.code == "billing":
             return (
                 "add credit or fix the payment method in the Claude Console (Settings > "
-                "Billing), then `python starter.py retry RUN_ID --cancelled`"
+                f"Billing), then `{PROG} retry RUN_ID --cancelled`"
             )
         if self.code == "model_unavailable":
             return (

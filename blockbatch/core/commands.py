@@ -18,6 +18,10 @@ from typing import Literal
 #: Where the program the user invoked goes in a message: ``f"`{PROG} list`"``.
 PROG = "{prog}"
 
+#: The program named where no front door renders a message for the person reading it (the
+#: Temporal UI's details): the console script ``pip install`` puts on the path.
+CONSOLE_SCRIPT = "blockbatch"
+
 #: How a front door names options: ``cli`` (``--skip-empty``) or ``python`` (``skip_empty``).
 Style = Literal["cli", "python"]
 
@@ -52,3 +56,9 @@ def render(text: str, prog: str, style: Style = "cli") -> str:
         return name if value is None else f"{name}={value!r}"
 
     return _OPTION.sub(_option, text.replace(PROG, prog))
+
+
+def for_any_reader(text: str) -> str:
+    """``text`` for a reader no front door serves (the Temporal UI): the program as
+    :data:`CONSOLE_SCRIPT`, options as on the command line."""
+    return render(text, CONSOLE_SCRIPT)

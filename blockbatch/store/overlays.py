@@ -75,6 +75,7 @@ from typing import Any, Literal
 
 import asyncpg
 
+from blockbatch.core.commands import PROG
 from blockbatch.core.evidence import ground, ungrounded
 from blockbatch.core.models import ApplyResultsOutput, RunStatus
 from blockbatch.core.outcome import end_code
@@ -476,7 +477,7 @@ async def end_pending(
                where run_id = $1 and status = 'pending'""",
             run_id,
             "the run's budget ran out before this block was sent; no call was "
-            "made for it (`starter.py retry RUN_ID --max-cost USD` finishes it)",
+            f"made for it (`{PROG} retry RUN_ID --max-cost USD` finishes it)",
         )
     elif status in ("completed", "completed_with_failures"):
         done = await conn.execute(
