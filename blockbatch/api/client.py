@@ -45,6 +45,7 @@ from blockbatch.api.errors import (
     RetryUnderWay,
     RunStillActive,
     TemporalUnavailable,
+    parse_checked,
     speaks_python,
 )
 from blockbatch.api.inputs import SchemaSource, as_schema, with_schema_model
@@ -78,7 +79,7 @@ from blockbatch.core.calibration import (
 )
 from blockbatch.core.commands import PROG
 from blockbatch.core.endpoint import endpoint_of, mismatch_text
-from blockbatch.core.ingest import ParsedBlock, detect_format, parse_document
+from blockbatch.core.ingest import ParsedBlock, detect_format
 from blockbatch.core.models import (
     EscalateInput,
     EscalationOptions,
@@ -206,12 +207,21 @@ class Blockbatch:
     # ------------------------------------------------------------------ inputs
 
     async def ingest_bytes(
-        self, data: bytes, *, name: str, fmt: str, text_field: str = "text"
+        self,
+        data: bytes,
+        *,
+        name: str,
+        fmt: str,
+        text_field: str = "text",
+        skip_empty: bool = False,
     ) -> str:
-        """Parse and store a document; return its id (the same bytes give the same id)."""
-        return await self.ingest_blocks(
-            data, parse_document(data, fmt, text_field=text_field), name=name, fmt=fmt
-        )
+        """Parse and store a document; return its id (the same bytes give the same id).
+
+        ``skip_empty``: leave out JSONL/CSV/XLSX records whose text is empty (an
+        :class:`EmptyRecordsSkipped` warning lists their lines) instead of refusing them.
+        """
+        blocks = parse_checked(data, fmt, text_field=text_field, skip_empty=skip_empty)
+        return await self.ingest_blocks(data, blocks, name=name, fmt=fmt)
 
     async def ingest_blocks(
         self, data: bytes, blocks: list[ParsedBlock], *, name: str, fmt: str
@@ -221,13 +231,19 @@ class Blockbatch:
             return await repo.save_document(conn, name, fmt, data, blocks)
 
     async def ingest_file(
-        self, path: str | Path, *, fmt: str | None = None, text_field: str = "text"
+        self,
+        path: str | Path,
+        *,
+        fmt: str | None = None,
+        text_field: str = "text",
+        skip_empty: bool = False,
     ) -> str:
-        """Parse and store a file (format from its extension unless given); return its id."""
+        """Parse and store a file (format from its extension unless given); return its id.
+        ``skip_empty``: as for :meth:`ingest_bytes`."""
         path = Path(path)
         fmt = fmt or detect_format(path.name)
         return await self.ingest_bytes(
-            path.read_bytes(), name=path.name, fmt=fmt, text_field=text_field
+            path.read_bytes(), name=path.name, fmt=fmt, text_field=text_field, skip_empty=skip_empty
         )
 
     async def add_schema(self, source: SchemaSource, name: str | None = None) -> str:
@@ -280,7 +296,7 @@ class Blockbatch:
         ``document`` is a path or bytes (then ``fmt=``); earlier runs of the same schema and
         model in this database calibrate the expected output. See
         :func:`blockbatch.api.quote.estimate` for the keyword arguments (``count``,
-        ``history``, ``fmt``, ``text_field``, ``name``).
+        ``history``, ``fmt``, ``text_field``, ``skip_empty``, ``name``).
         """
         chosen = with_schema_model(options or RunOptions(), as_schema(schema).prompt_config.model)
         model = await self.run_model(chosen.model)
@@ -300,6 +316,7 @@ class Blockbatch:
         fmt: str | None = None,
         name: str | None = None,
         text_field: str = "text",
+        skip_empty: bool = False,
         task_queue: str | None = None,
     ) -> Calibration:
         """Which pack size keeps the answers a block gets alone? Runs a sample of
@@ -322,6 +339,7 @@ class Blockbatch:
             name=name,
             fmt=fmt,
             text_field=text_field,
+            skip_empty=skip_empty,
         )
         return await run_calibration(self, plan, task_queue=task_queue)
 
@@ -339,6 +357,7 @@ class Blockbatch:
         fmt: str | None = None,
         name: str | None = None,
         text_field: str = "text",
+        skip_empty: bool = False,
         task_queue: str | None = None,
     ) -> ModelCalibration:
         """Which (model, pack size) is cheapest while keeping the answers ``reference``
@@ -365,6 +384,7 @@ class Blockbatch:
             name=name,
             fmt=fmt,
             text_field=text_field,
+            skip_empty=skip_empty,
             models=models,
             reference=reference,
             escalation=escalation,

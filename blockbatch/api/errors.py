@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -15,7 +16,7 @@ from blockbatch.core.answer import EffortError
 from blockbatch.core.budget import BudgetError
 from blockbatch.core.calibration import CalibrationError
 from blockbatch.core.commands import CONSOLE_SCRIPT, render
-from blockbatch.core.ingest import IngestError
+from blockbatch.core.ingest import IngestError, ParsedBlock, parse_records
 from blockbatch.core.reasons import counts_text
 from blockbatch.core.registry import UnknownModelError
 from blockbatch.core.review import EditError
@@ -62,6 +63,22 @@ def _speaking(method: Callable[..., Any]) -> Callable[..., Any]:
             raise
 
     return speaking
+
+
+class EmptyRecordsSkipped(UserWarning):
+    """Records without text were left out, as asked (``skip_empty``); the message lists
+    their lines (a warning)."""
+
+
+def parse_checked(
+    data: bytes, fmt: str, *, text_field: str = "text", skip_empty: bool = False
+) -> list[ParsedBlock]:
+    """A document's blocks (:func:`blockbatch.core.ingest.parse_records`); the records
+    ``skip_empty`` left out are told with an :class:`EmptyRecordsSkipped` warning."""
+    parsed = parse_records(data, fmt, text_field=text_field, skip_empty=skip_empty)
+    if (skipped := parsed.skipped_text()) is not None:
+        warnings.warn(EmptyRecordsSkipped(skipped), stacklevel=3)
+    return parsed.blocks
 
 
 class BadRequest(ValueError):
@@ -189,6 +206,7 @@ __all__ = [
     "CalibrationError",
     "DatabaseUnavailable",
     "EditError",
+    "EmptyRecordsSkipped",
     "IngestError",
     "InvalidRow",
     "ModelRetiring",

@@ -24,12 +24,12 @@ import asyncpg
 
 from activities.models import READ_TIMEOUT_S, ModelFacts
 from activities.sdk import anthropic
-from blockbatch.api.errors import BadRequest
+from blockbatch.api.errors import BadRequest, parse_checked
 from blockbatch.api.inputs import SchemaSource, as_schema, with_schema_model
 from blockbatch.core.answer import CallShape, check_effort
 from blockbatch.core.calibration import CalibrationNote
 from blockbatch.core.context import RunContext
-from blockbatch.core.ingest import ParsedBlock, detect_format, document_id_for, parse_document
+from blockbatch.core.ingest import ParsedBlock, detect_format, document_id_for
 from blockbatch.core.models import QualityOptions, RunOptions
 from blockbatch.core.planning import estimate_tokens
 from blockbatch.core.prompt import request_prefix
@@ -102,6 +102,7 @@ async def estimate(
     name: str | None = None,
     fmt: str | None = None,
     text_field: str = "text",
+    skip_empty: bool = False,
     blocks: list[ParsedBlock] | None = None,
     settings: Settings | None = None,
     pool: asyncpg.Pool | None = None,
@@ -117,7 +118,7 @@ async def estimate(
         document: a path, or the file's bytes (then ``fmt`` is required).
         schema: a schema dict, :class:`SchemaSpec`, JSON text or path.
         options: the run's options (the model left at the default takes the schema's).
-        name, fmt, text_field: as for ingesting the document.
+        name, fmt, text_field, skip_empty: as for ingesting the document.
         blocks: the document already parsed (the CLI parses once for checks and quote).
         settings: where Claude and Postgres are (default: the environment).
         pool: a Postgres pool to read earlier runs from; without one a connection is tried
@@ -137,7 +138,11 @@ async def estimate(
     """
     settings = settings or load_settings()
     data, name, fmt = read_document(document, name=name, fmt=fmt)
-    parsed = blocks if blocks is not None else parse_document(data, fmt, text_field=text_field)
+    parsed = (
+        blocks
+        if blocks is not None
+        else parse_checked(data, fmt, text_field=text_field, skip_empty=skip_empty)
+    )
     spec = as_schema(schema)
     options = with_schema_model(options or RunOptions(), spec.prompt_config.model)
     if model is None:

@@ -224,6 +224,12 @@ def _source(p: argparse.ArgumentParser) -> None:
         metavar="F",
         help="JSONL key / CSV column holding each block's text (default: %(default)s)",
     )
+    p.add_argument(
+        "--skip-empty",
+        action="store_true",
+        help="leave out JSONL/CSV/XLSX records whose text is empty (their lines are listed) "
+        "instead of refusing the file",
+    )
 
 
 def _run_inputs(p: argparse.ArgumentParser, listed_in: str) -> None:

@@ -22,7 +22,7 @@ from blockbatch.cli.parser import EFFORT, MAX_COST, MODE, PACK_SIZE
 from blockbatch.cli.quote import show_quote
 from blockbatch.cli.session import Session
 from blockbatch.core.commands import PROG
-from blockbatch.core.ingest import parse_document
+from blockbatch.core.ingest import parse_records
 from blockbatch.core.models import RunOptions
 from blockbatch.core.reasons import counts_text
 from blockbatch.core.registry import RetiredModelError, UnknownModelError, get_model
@@ -90,7 +90,10 @@ async def cmd_run(args: argparse.Namespace, s: Session) -> int:
     # Everything a user can get wrong is checked before anything is written.
     path = Path(args.file)
     data, _, fmt = read_document(path, fmt=args.format)
-    blocks = parse_document(data, fmt, text_field=args.text_field)
+    parsed = parse_records(data, fmt, text_field=args.text_field, skip_empty=args.skip_empty)
+    blocks = parsed.blocks
+    if (skipped := parsed.skipped_text()) is not None:
+        s.con.note(f"note: {skipped} (--skip-empty)")
     spec = as_schema(Path(args.schema))
     for notice in spec.notices:
         s.con.note(f"note: {notice}")

@@ -252,9 +252,12 @@ def _strings(path: Path) -> Iterator[tuple[int, str]]:
         and isinstance(node.body[0].value, ast.Constant)
     }
     for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if id(node) not in docstrings:
-                yield node.lineno, node.value
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docstrings
+        ):
+            yield node.lineno, node.value
 
 
 def test_no_layer_below_the_cli_spells_a_program() -> None:
