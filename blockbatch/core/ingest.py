@@ -302,7 +302,7 @@ def _decode(data: bytes, fmt: str = "text") -> str:
         raise IngestError(
             f"the file is not valid {_ENCODING_NAMES.get(encoding, encoding)}: byte "
             f"0x{data[exc.start]:02x} at byte offset {exc.start} (line {line}) cannot be "
-            "decoded; it may be in another encoding (such as Windows-1252): re-save it as "
+            "decoded; it may be in another encoding (such as Windows-1252): re-save the file as "
             "UTF-8 and run again"
         ) from None
     if text.startswith("\ufeff"):  # utf-16 and utf-32 keep nothing of the BOM; be sure
