@@ -3,15 +3,19 @@ a misspelt or retired model, empty rows, a UTF-16 CSV; nothing is stored for a r
 
 from __future__ import annotations
 
+import asyncio
 import codecs
+import sys
 import warnings
+from pathlib import Path
 
 import pytest
 
 from blockbatch.api.errors import EmptyRecordsSkipped
 from blockbatch.core.ingest import IngestError
 from blockbatch.core.registry import RetiredModelError, UnknownModelError
-from tests.conftest import Stack
+from tests.conftest import ROOT, Stack
+from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
 
 HELPDESK = "id,text\nT-1,printer on fire\nT-2,\nT-3,cannot log in\nT-4,  \n"
 
@@ -66,3 +70,28 @@ async def test_a_retired_claude_3_5_id_is_refused_with_its_date_and_replacement(
         await bbstack.bb.run_model("claude-3-5-sonnet-20241022")
     assert str(err.value).startswith("claude-3-5-sonnet-20241022 was retired on 2025-10-22")
     assert "use claude-sonnet-5-5" in str(err.value)
+
+
+async def _run(cli: Cli, *argv: str) -> tuple[int, str]:
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        cwd=cli.tmp,  # another directory than the repository's
+        env=cli.env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode is not None
+    return proc.returncode, err.decode()
+
+
+async def test_a_hint_names_the_program_the_user_typed(cli: Cli) -> None:
+    script = Path(sys.executable).parent / "blockbatch"
+    code, err = await _run(cli, str(script), "status", "no-such-run")
+    assert code == 3
+    assert err.strip() == "error: no run 'no-such-run': list runs with `blockbatch list`"
+    starter = str(ROOT / "starter.py")
+    code, err = await _run(cli, sys.executable, starter, "status", "no-such-run")
+    assert code == 3
+    assert f"list runs with `python {starter} list`" in err
