@@ -89,6 +89,12 @@ from blockbatch.store import ledger
 from blockbatch.store.repo import NotFound
 from blockbatch.store.runs import BlockSize, lock_run
 
+#: A block the run never sent once its budget ran out: its stored ``last_error``.
+BUDGET_UNSENT_TEXT = (
+    "the run's budget ran out before this block was sent; no call was "
+    f"made for it (`{PROG} retry RUN_ID --max-cost USD` finishes it)"
+)
+
 
 async def insert_plan(
     conn: asyncpg.Connection,
@@ -476,8 +482,7 @@ async def end_pending(
                       last_error = $2, reason_code = 'budget_exhausted'
                where run_id = $1 and status = 'pending'""",
             run_id,
-            "the run's budget ran out before this block was sent; no call was "
-            f"made for it (`{PROG} retry RUN_ID --max-cost USD` finishes it)",
+            BUDGET_UNSENT_TEXT,
         )
     elif status in ("completed", "completed_with_failures"):
         done = await conn.execute(

@@ -106,3 +106,28 @@ def test_the_cli_refuses_empty_rows_naming_skip_empty_and_run_again(
     assert code == 2
     assert "line 3 has an empty 'text'" in err
     assert "--skip-empty" in err and "run again" in err and "upload" not in err
+
+
+def test_an_exported_file_names_the_console_script_in_a_stored_message() -> None:
+    # A file is read later, outside any front door: the stored advice names `blockbatch`.
+    from blockbatch.api.review import export_line
+    from blockbatch.store.overlays import BUDGET_UNSENT_TEXT
+
+    row = {
+        "metadata": {},
+        "block_uid": "d:0",
+        "block_index": 0,
+        "block_type": "paragraph",
+        "block_content": "x",
+        "status": "failed",
+        "last_error": BUDGET_UNSENT_TEXT,
+        "reason_code": "budget_exhausted",
+        "staging": None,
+        "confirmed": None,
+        "reused_from_run_id": None,
+        "review": None,
+        "provenance": None,
+        "evidence": None,
+    }
+    status = export_line(row, staged=False)["status"]
+    assert "`blockbatch retry RUN_ID --max-cost USD`" in status["last_error"]
