@@ -34,7 +34,6 @@ from blockbatch.api.review import (
     input_columns,
     provenance_values,
 )
-from blockbatch.core.commands import for_any_reader
 from blockbatch.core.views import ExportRow
 from blockbatch.store.reads import export_snapshot
 
@@ -167,7 +166,7 @@ class _Columns:
             row["block_content"],
             row["status"] or "not_planned",
             row["reason_code"],
-            for_any_reader(row["last_error"]) if row["last_error"] is not None else None,
+            row["last_error"],
             *(_text(metadata.get(key)) for key, _ in self.inputs),
             *(_value(self.kinds[f], overlay.get(f)) if overlay else None for f in self.fields),
             *((evidence.get(f) or {}).get(part) for f, part, _ in self.spans),

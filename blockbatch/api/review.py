@@ -16,7 +16,7 @@ import asyncpg
 from pydantic import BaseModel
 
 from blockbatch.api.errors import BadRequest
-from blockbatch.core.commands import PROG, for_any_reader
+from blockbatch.core.commands import PROG
 from blockbatch.core.review import parse_field_input
 from blockbatch.core.views import ExportRow
 from blockbatch.store import overlays
@@ -321,7 +321,7 @@ def export_line(row: ExportRow, *, staged: bool) -> dict[str, Any]:
     if overlay is None:
         line["status"] = {
             "status": row["status"] or "not_planned",
-            "last_error": _stored_text(row["last_error"]),
+            "last_error": row["last_error"],
             "reason_code": row["reason_code"],
         }
     if row["reused_from_run_id"] is not None:
@@ -451,12 +451,6 @@ def input_columns(keys: list[str], taken: set[str]) -> list[tuple[str, str]]:
     return columns
 
 
-def _stored_text(text: str | None) -> str | None:
-    """A stored message (a block's ``last_error``) for a file read later, outside any front
-    door: its next command written for the console script."""
-    return for_any_reader(text) if text is not None else None
-
-
 def _cell(value: Any) -> str:
     if value is None:
         return ""
@@ -508,7 +502,7 @@ async def export_csv(
                     *(_cell(row[c]) for c in CSV_HEAD[:4]),
                     row["status"] or "not_planned",
                     _cell(row["reason_code"]),
-                    _cell(_stored_text(row["last_error"])),
+                    _cell(row["last_error"]),
                     *(_cell(metadata.get(key)) for key, _ in inputs),
                     *(_cell(overlay.get(f)) if overlay else "" for f in fields),
                     *(_cell((evidence.get(f) or {}).get(part)) for f, part, _ in spans),
@@ -550,7 +544,7 @@ async def export_summary(
         schema_={"schema_id": run.schema_id, "name": run.schema_name},
         model=run.model,
         status=run.status,
-        error=_stored_text(run.error),
+        error=run.error,
         overlays="staging" if staged else "confirmed",
         lines=lines,
         with_overlay=with_overlay,

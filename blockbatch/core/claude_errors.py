@@ -31,7 +31,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from blockbatch.core.commands import PROG
+from blockbatch.core.commands import PROG, for_any_reader
 from blockbatch.core.registry import DEFAULT_MODEL, UnknownModelError, get_model, retired_model
 
 ErrorKind = Literal["fatal", "retryable", "overflow", "rejected"]
@@ -116,7 +116,12 @@ class ClaudeError(BaseModel):
         return self.kind == "retryable" and self.status == 429 and self.error_code != RAMP_LIMIT
 
     def describe(self, doing: str = "") -> str:
-        """The readable sentence for a user (``doing``: while creating a batch, ...)."""
+        """The readable sentence for a user (``doing``: while creating a batch, ...); stored
+        with the run and its blocks and read later, so a command in it is the console
+        script's (``blockbatch.core.commands.for_any_reader``)."""
+        return for_any_reader(self._describe(doing))
+
+    def _describe(self, doing: str) -> str:
         while_ = f" while {doing}" if doing else ""
         if self.kind == "fatal":
             opening = FATAL_OPENING[self.code or "key_rejected"]

@@ -75,7 +75,7 @@ from typing import Any, Literal
 
 import asyncpg
 
-from blockbatch.core.commands import PROG
+from blockbatch.core.commands import PROG, for_any_reader
 from blockbatch.core.evidence import ground, ungrounded
 from blockbatch.core.models import ApplyResultsOutput, RunStatus
 from blockbatch.core.outcome import end_code
@@ -89,8 +89,9 @@ from blockbatch.store import ledger
 from blockbatch.store.repo import NotFound
 from blockbatch.store.runs import BlockSize, lock_run
 
-#: A block the run never sent once its budget ran out: its stored ``last_error``.
-BUDGET_UNSENT_TEXT = (
+#: A block the run never sent once its budget ran out: its stored ``last_error`` (read
+#: later, by any front door or in an export: the command is the console script's).
+BUDGET_UNSENT_TEXT = for_any_reader(
     "the run's budget ran out before this block was sent; no call was "
     f"made for it (`{PROG} retry RUN_ID --max-cost USD` finishes it)"
 )

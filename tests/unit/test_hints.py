@@ -108,26 +108,12 @@ def test_the_cli_refuses_empty_rows_naming_skip_empty_and_run_again(
     assert "--skip-empty" in err and "run again" in err and "upload" not in err
 
 
-def test_an_exported_file_names_the_console_script_in_a_stored_message() -> None:
-    # A file is read later, outside any front door: the stored advice names `blockbatch`.
-    from blockbatch.api.review import export_line
+def test_a_stored_message_names_the_console_script() -> None:
+    # Stored with a run or a block and read later, in any front door or an export file.
+    from blockbatch.core.budget import refusal_text
+    from blockbatch.core.claude_errors import classify
     from blockbatch.store.overlays import BUDGET_UNSENT_TEXT
 
-    row = {
-        "metadata": {},
-        "block_uid": "d:0",
-        "block_index": 0,
-        "block_type": "paragraph",
-        "block_content": "x",
-        "status": "failed",
-        "last_error": BUDGET_UNSENT_TEXT,
-        "reason_code": "budget_exhausted",
-        "staging": None,
-        "confirmed": None,
-        "reused_from_run_id": None,
-        "review": None,
-        "provenance": None,
-        "evidence": None,
-    }
-    status = export_line(row, staged=False)["status"]
-    assert "`blockbatch retry RUN_ID --max-cost USD`" in status["last_error"]
+    billing = classify(402, "billing_error", "no credit").describe()
+    for text in (BUDGET_UNSENT_TEXT, refusal_text(1.0, recorded=0.9, need=0.2), billing):
+        assert "`blockbatch retry RUN_ID" in text and "{prog}" not in text, text
