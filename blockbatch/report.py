@@ -8,9 +8,9 @@ from urllib.parse import quote
 
 import asyncpg
 
-from blockbatch.cli.parser import PROG
 from blockbatch.core.budget import left_text, suggested_budget
 from blockbatch.core.claude_errors import fatal_code_of
+from blockbatch.core.commands import PROG
 from blockbatch.core.endpoint import answered_text, endpoint_host
 from blockbatch.core.models import EscalationVsProbe, RunResult
 from blockbatch.core.quality import probe_cost_text

@@ -40,7 +40,7 @@ from typing import Any, Protocol
 import asyncpg
 from temporalio.service import RPCError
 
-from blockbatch.api.errors import BadRequest
+from blockbatch.api.errors import BadRequest, parse_checked
 from blockbatch.api.inputs import SchemaSource, as_schema, with_schema_model
 from blockbatch.api.quote import Document, estimate, read_document
 from blockbatch.core.agreement import Sample, compare_answers, sample_blocks
@@ -62,7 +62,7 @@ from blockbatch.core.calibration import (
     second_positions,
     size_result,
 )
-from blockbatch.core.ingest import ParsedBlock, document_id_for, parse_document
+from blockbatch.core.ingest import ParsedBlock, document_id_for
 from blockbatch.core.models import QualityOptions, RunOptions, RunResult
 from blockbatch.core.quote import Quote
 from blockbatch.core.registry import get_model
@@ -163,6 +163,7 @@ def prepare(
     name: str | None = None,
     fmt: str | None = None,
     text_field: str = "text",
+    skip_empty: bool = False,
     models: Sequence[str] | str | None = None,
     reference: str | None = None,
     escalation: bool = False,
@@ -180,7 +181,7 @@ def prepare(
             CalibrationError: bad input, with what to give instead.
     """
     data, name, fmt = read_document(document, name=name, fmt=fmt)
-    blocks = parse_document(data, fmt, text_field=text_field)
+    blocks = parse_checked(data, fmt, text_field=text_field, skip_empty=skip_empty)
     spec = as_schema(schema)
     options = with_schema_model(
         RunOptions(model=get_model(model).id) if model else RunOptions(), spec.prompt_config.model

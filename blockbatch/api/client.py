@@ -47,6 +47,8 @@ from blockbatch.api.errors import (
     RetryUnderWay,
     RunStillActive,
     TemporalUnavailable,
+    parse_checked,
+    speaks_python,
 )
 from blockbatch.api.inputs import SchemaSource, as_schema, with_schema_model
 from blockbatch.api.pages import block_page_png
@@ -77,14 +79,9 @@ from blockbatch.core.calibration import (
     Calibration,
     ModelCalibration,
 )
+from blockbatch.core.commands import PROG
 from blockbatch.core.endpoint import endpoint_of, mismatch_text
-from blockbatch.core.ingest import (
-    ConvertOptions,
-    ParsedBlock,
-    detect_format,
-    parse_document,
-    record_columns,
-)
+from blockbatch.core.ingest import ConvertOptions, ParsedBlock, detect_format, record_columns
 from blockbatch.core.models import (
     EscalateInput,
     EscalationOptions,
@@ -157,10 +154,18 @@ class CancelRequest:
     task_queue: str | None = None
 
 
+@speaks_python
 class Blockbatch:
-    """One connection to Postgres and (lazily) Temporal; use as an async context manager."""
+    """One connection to Postgres and (lazily) Temporal; use as an async context manager.
+
+    An error's advice names the next command as the ``blockbatch`` console script's and
+    options as this API's parameters; a front door that words errors itself (the CLI) sets
+    ``renders_errors`` to ``False`` and renders ``blockbatch.core.commands`` itself.
+    """
 
     def __init__(self, pool: asyncpg.Pool, client: Client | None, settings: Settings) -> None:
+        #: Word an error's advice for a Python caller (``blockbatch.api.errors.reword``).
+        self.renders_errors = True
         self.pool = pool
         self._client = client
         self.settings = settings
@@ -231,14 +236,27 @@ class Blockbatch:
         name: str,
         fmt: str,
         text_field: str = "text",
+        skip_empty: bool = False,
         read_as: ConvertOptions | None = None,
         notices: list[str] | None = None,
     ) -> str:
         """Parse and store a document; return its id (the same bytes, read the same way,
-        give the same id). ``read_as``: how HTML, DOCX, PPTX and tables are read
+        give the same id).
+
+        ``skip_empty``: leave out JSONL/CSV/XLSX records whose text is empty (an
+        :class:`EmptyRecordsSkipped` warning lists their lines) instead of refusing them.
+        ``read_as``: how HTML, DOCX, PPTX and tables are read
         (``ConvertOptions(html_all=..., table_rows=..., pptx_notes=...)``); ``notices``
-        receives what is worth saying about the file (XLSX sheets skipped)."""
-        blocks = parse_document(data, fmt, text_field=text_field, options=read_as, notices=notices)
+        receives what is worth saying about the file (XLSX sheets skipped).
+        """
+        blocks = parse_checked(
+            data,
+            fmt,
+            text_field=text_field,
+            skip_empty=skip_empty,
+            options=read_as,
+            notices=notices,
+        )
         return await self.ingest_blocks(
             data, blocks, name=name, fmt=fmt, read_as=read_as, text_field=text_field
         )
@@ -269,10 +287,12 @@ class Blockbatch:
         *,
         fmt: str | None = None,
         text_field: str = "text",
+        skip_empty: bool = False,
         read_as: ConvertOptions | None = None,
         notices: list[str] | None = None,
     ) -> str:
-        """Parse and store a file (format from its extension unless given); return its id."""
+        """Parse and store a file (format from its extension unless given); return its id.
+        ``skip_empty``: as for :meth:`ingest_bytes`."""
         path = Path(path)
         fmt = fmt or detect_format(path.name)
         return await self.ingest_bytes(
@@ -280,6 +300,7 @@ class Blockbatch:
             name=path.name,
             fmt=fmt,
             text_field=text_field,
+            skip_empty=skip_empty,
             read_as=read_as,
             notices=notices,
         )
@@ -334,7 +355,7 @@ class Blockbatch:
         ``document`` is a path or bytes (then ``fmt=``); earlier runs of the same schema and
         model in this database calibrate the expected output. See
         :func:`blockbatch.api.quote.estimate` for the keyword arguments (``count``,
-        ``history``, ``fmt``, ``text_field``, ``name``).
+        ``history``, ``fmt``, ``text_field``, ``skip_empty``, ``name``).
         """
         chosen = with_schema_model(options or RunOptions(), as_schema(schema).prompt_config.model)
         model = await self.run_model(chosen.model)
@@ -354,6 +375,7 @@ class Blockbatch:
         fmt: str | None = None,
         name: str | None = None,
         text_field: str = "text",
+        skip_empty: bool = False,
         task_queue: str | None = None,
     ) -> Calibration:
         """Which pack size keeps the answers a block gets alone? Runs a sample of
@@ -376,6 +398,7 @@ class Blockbatch:
             name=name,
             fmt=fmt,
             text_field=text_field,
+            skip_empty=skip_empty,
         )
         return await run_calibration(self, plan, task_queue=task_queue)
 
@@ -393,6 +416,7 @@ class Blockbatch:
         fmt: str | None = None,
         name: str | None = None,
         text_field: str = "text",
+        skip_empty: bool = False,
         task_queue: str | None = None,
     ) -> ModelCalibration:
         """Which (model, pack size) is cheapest while keeping the answers ``reference``
@@ -419,6 +443,7 @@ class Blockbatch:
             name=name,
             fmt=fmt,
             text_field=text_field,
+            skip_empty=skip_empty,
             models=models,
             reference=reference,
             escalation=escalation,
@@ -691,12 +716,12 @@ class Blockbatch:
         if info.active:
             raise RunStillActive(
                 f"run {run_id} is {info.status}: escalate it once it has finished "
-                f"(`python starter.py watch {run_id}`)"
+                f"(`{PROG} watch {run_id}`)"
             )
         if info.status not in ESCALATED_STATUSES:
             raise BadRequest(
                 f"run {run_id} ended {info.status}: only a run that ran to its end is "
-                f"escalated; retry it first (`python starter.py retry {run_id} --cancelled`)"
+                f"escalated; retry it first (`{PROG} retry {run_id} --cancelled`)"
             )
         if up == options.model:
             raise BadRequest(f"run {run_id} ran on {up} already: escalate to a stronger model")
@@ -1170,7 +1195,7 @@ def _retry_refused(run_id: str, number: int, cause: BaseException) -> RetryRefus
         return RetryUnderWay(
             f"a retry of run {run_id} is already under way (its workflow "
             f"{run_workflow_id(run_id)} is running): follow it with "
-            f"`python starter.py watch {run_id}`"
+            f"`{PROG} watch {run_id}`"
         )
     error = {RUN_NOT_FINISHED: RunStillActive, NOTHING_TO_RETRY: NothingToRetry}.get(
         kind or "", RetryRefused

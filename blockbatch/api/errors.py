@@ -6,12 +6,17 @@ retry: run still active 6, nothing to retry 7, a block that cannot be retried 8.
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+import inspect
+import warnings
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from blockbatch.core.answer import EffortError
 from blockbatch.core.budget import BudgetError
 from blockbatch.core.calibration import CalibrationError
-from blockbatch.core.ingest import IngestError
+from blockbatch.core.commands import CONSOLE_SCRIPT, render
+from blockbatch.core.ingest import ConvertOptions, IngestError, ParsedBlock, parse_records
 from blockbatch.core.reasons import counts_text
 from blockbatch.core.registry import UnknownModelError
 from blockbatch.core.review import EditError
@@ -19,6 +24,69 @@ from blockbatch.core.schema import SchemaError
 from blockbatch.runtime.temporal import TemporalUnavailable
 from blockbatch.store.db import DatabaseUnavailable
 from blockbatch.store.repo import NotFound
+
+
+def for_python(text: str) -> str:
+    """A message for a caller of the Python API: the next command as the console script's
+    (``blockbatch list``), options as the API's parameters (``text_field='body'``)."""
+    return render(text, CONSOLE_SCRIPT, "python")
+
+
+def reword(exc: BaseException) -> None:
+    """Write ``exc``'s message (its first argument) for a caller of the Python API."""
+    if exc.args and isinstance(exc.args[0], str) and "{" in exc.args[0]:
+        exc.args = (for_python(exc.args[0]), *exc.args[1:])
+
+
+_C = TypeVar("_C", bound=type)
+
+
+def speaks_python(cls: _C) -> _C:
+    """Class decorator: an error any public coroutine method of ``cls`` raises reaches the
+    caller with its advice in the Python API's words (:func:`reword`), unless the instance's
+    ``renders_errors`` is false (a front door that words them itself, like the CLI)."""
+    for name, method in list(vars(cls).items()):
+        if name.startswith("_") or not inspect.iscoroutinefunction(method):
+            continue
+        setattr(cls, name, _speaking(method))
+    return cls
+
+
+def _speaking(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    async def speaking(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await method(self, *args, **kwargs)
+        except Exception as exc:
+            if getattr(self, "renders_errors", True):
+                reword(exc)
+            raise
+
+    return speaking
+
+
+class EmptyRecordsSkipped(UserWarning):
+    """Records without text were left out, as asked (``skip_empty``); the message lists
+    their lines (a warning)."""
+
+
+def parse_checked(
+    data: bytes,
+    fmt: str,
+    *,
+    text_field: str = "text",
+    skip_empty: bool = False,
+    options: ConvertOptions | None = None,
+    notices: list[str] | None = None,
+) -> list[ParsedBlock]:
+    """A document's blocks (:func:`blockbatch.core.ingest.parse_records`); the records
+    ``skip_empty`` left out are told with an :class:`EmptyRecordsSkipped` warning."""
+    parsed = parse_records(
+        data, fmt, text_field=text_field, skip_empty=skip_empty, options=options, notices=notices
+    )
+    if (skipped := parsed.skipped_text()) is not None:
+        warnings.warn(EmptyRecordsSkipped(skipped), stacklevel=3)
+    return parsed.blocks
 
 
 class BadRequest(ValueError):
@@ -146,6 +214,7 @@ __all__ = [
     "CalibrationError",
     "DatabaseUnavailable",
     "EditError",
+    "EmptyRecordsSkipped",
     "IngestError",
     "InvalidRow",
     "ModelRetiring",

@@ -69,9 +69,9 @@ from pathlib import Path
 from typing import Any, overload
 
 from blockbatch.api.client import Blockbatch
-from blockbatch.api.errors import AllItemsFailed, NoWorker, RunTimedOut
+from blockbatch.api.errors import AllItemsFailed, NoWorker, RunTimedOut, for_python
 from blockbatch.api.inputs import SchemaSource, as_schema
-from blockbatch.cli.parser import PROG
+from blockbatch.core.commands import PROG
 from blockbatch.core.ingest import IngestError, ParsedBlock
 from blockbatch.core.models import QualityOptions, RunOptions, RunResult
 from blockbatch.core.questions import ANSWER_FIELD, QUESTION_SCHEMA, question_block
@@ -485,9 +485,11 @@ async def _wait(bb: Blockbatch, run_id: str, timeout: float | None, *, cancel: b
             status,
         )
     raise RunTimedOut(
-        f"run {run_id} did not finish within {timeout:g} s (it is {info.status}, {done}); "
-        f"it keeps going: follow it with `{PROG} watch {run_id}`, cancel it with "
-        f"`{PROG} cancel {run_id}`",
+        for_python(
+            f"run {run_id} did not finish within {timeout:g} s (it is {info.status}, {done}); "
+            f"it keeps going: follow it with `{PROG} watch {run_id}`, cancel it with "
+            f"`{PROG} cancel {run_id}`"
+        ),
         run_id,
         info.status,
     )

@@ -24,19 +24,13 @@ import asyncpg
 
 from activities.models import READ_TIMEOUT_S, ModelFacts
 from activities.sdk import anthropic
-from blockbatch.api.errors import BadRequest
+from blockbatch.api.errors import BadRequest, parse_checked
 from blockbatch.api.inputs import SchemaSource, as_schema, with_schema_model
 from blockbatch.core.answer import CallShape, check_effort
 from blockbatch.core.blocks import is_set_aside
 from blockbatch.core.calibration import CalibrationNote
 from blockbatch.core.context import RunContext
-from blockbatch.core.ingest import (
-    ConvertOptions,
-    ParsedBlock,
-    detect_format,
-    document_id_for,
-    parse_document,
-)
+from blockbatch.core.ingest import ConvertOptions, ParsedBlock, detect_format, document_id_for
 from blockbatch.core.models import QualityOptions, RunOptions
 from blockbatch.core.planning import estimate_tokens
 from blockbatch.core.prompt import request_prefix
@@ -52,7 +46,7 @@ from blockbatch.core.quote import (
     quote,
     quote_context,
 )
-from blockbatch.core.registry import RETIRED, ModelInfo
+from blockbatch.core.registry import ModelInfo, retired_model
 from blockbatch.core.reuse import answer_key, block_digest, prompt_digest
 from blockbatch.core.run_model import FACTS_MAX_AGE_S, check_usable, run_model
 from blockbatch.core.schema import SchemaSpec, load_schema, schema_id_for
@@ -109,6 +103,7 @@ async def estimate(
     name: str | None = None,
     fmt: str | None = None,
     text_field: str = "text",
+    skip_empty: bool = False,
     read_as: ConvertOptions | None = None,
     blocks: list[ParsedBlock] | None = None,
     settings: Settings | None = None,
@@ -125,7 +120,7 @@ async def estimate(
         document: a path, or the file's bytes (then ``fmt`` is required).
         schema: a schema dict, :class:`SchemaSpec`, JSON text or path.
         options: the run's options (the model left at the default takes the schema's).
-        name, fmt, text_field, read_as: as for ingesting the document.
+        name, fmt, text_field, skip_empty, read_as: as for ingesting the document.
         blocks: the document already parsed (the CLI parses once for checks and quote).
         settings: where Claude and Postgres are (default: the environment).
         pool: a Postgres pool to read earlier runs from; without one a connection is tried
@@ -148,7 +143,7 @@ async def estimate(
     parsed = (
         blocks
         if blocks is not None
-        else parse_document(data, fmt, text_field=text_field, options=read_as)
+        else parse_checked(data, fmt, text_field=text_field, skip_empty=skip_empty, options=read_as)
     )
     spec = as_schema(schema)
     options = with_schema_model(options or RunOptions(), spec.prompt_config.model)
@@ -329,7 +324,11 @@ async def checked_model(
             API's ``lifecycle``); the message names the model to move to.
         UnknownModelError: neither the registry nor configuration prices it.
     """
-    facts = None if name in RETIRED else await _model_facts(name, settings, pool, reader)
+    facts = (
+        None
+        if retired_model(name) is not None
+        else await _model_facts(name, settings, pool, reader)
+    )
     model = run_model(name, facts, settings.blockbatch_model_prices)
     check_usable(model, facts, date.today())
     return model

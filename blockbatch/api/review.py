@@ -17,6 +17,7 @@ import asyncpg
 from pydantic import BaseModel
 
 from blockbatch.api.errors import BadRequest
+from blockbatch.core.commands import PROG
 from blockbatch.core.ingest import OWN_METADATA
 from blockbatch.core.review import parse_field_input
 from blockbatch.core.views import ExportRow
@@ -122,7 +123,7 @@ async def _decide(
     if done.unknown:
         raise NotFound(
             f"run {run_id} has no block {_few(done.unknown)}; nothing was {verb}. "
-            f"See the blocks with `python starter.py review {run_id}`"
+            f"See the blocks with `{PROG} review {run_id}`"
         )
     if done.unready:
         raise BadRequest(

@@ -30,7 +30,7 @@ import asyncpg
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from blockbatch.api.errors import InvalidRow, StreamClosed
+from blockbatch.api.errors import InvalidRow, StreamClosed, speaks_python
 from blockbatch.core.context import RunContext
 from blockbatch.core.models import ACTIVE_STATUSES, RunResult
 from blockbatch.core.streams import RowError, row_metadata, row_text
@@ -86,9 +86,15 @@ class StreamRow:
         return out
 
 
+@speaks_python
 class Stream:
     """A durable stream: put rows, close, read results. Get one from
     :meth:`Blockbatch.open_stream` (new) or :meth:`Blockbatch.stream` (existing)."""
+
+    @property
+    def renders_errors(self) -> bool:
+        """Whether an error's advice is worded for a Python caller: as its Blockbatch's."""
+        return bool(getattr(self._bb, "renders_errors", True))
 
     def __init__(
         self, bb: StreamOwner, info: streams.StreamInfo, ctx: RunContext, client: Client | None

@@ -10,7 +10,6 @@ import importlib
 import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from temporalio.client import Client
@@ -31,6 +30,7 @@ from blockbatch.cli.parser import (
     EXIT_WITH_FAILURES,
     PROG,
     build_parser,
+    invoked_prog,
 )
 from blockbatch.runtime.process import exit_process
 from blockbatch.runtime.settings import Settings, load_settings
@@ -133,14 +133,14 @@ async def amain(
     settings: Settings | None = None,
 ) -> int:
     """Run one command in the current event loop; return its exit code."""
+    prog = invoked_prog(sys.argv[0]) if argv is None else PROG
     try:
-        invoked = Path(sys.argv[0]).name if argv is None else ""
-        args = build_parser("blockbatch" if invoked == "blockbatch" else PROG).parse_args(argv)
+        args = build_parser(prog).parse_args(argv)
     except SystemExit as exit_:  # --help, or a usage error already printed by argparse
         return int(exit_.code or 0)
     from blockbatch.cli.session import Session
 
-    con = Console(json_mode=args.json)
+    con = Console(json_mode=args.json, prog=prog)
     settings = settings or load_settings()
     session = Session(settings, con, client)
     try:

@@ -4,33 +4,40 @@ block gets alone, as a table or JSON."""
 from __future__ import annotations
 
 import argparse
+import warnings
 from pathlib import Path
 
 from blockbatch.api.calibrate import prepare, run_calibration, run_model_calibration
+from blockbatch.api.errors import EmptyRecordsSkipped
 from blockbatch.cli.console import Console
-from blockbatch.cli.parser import EXIT_OK, EXIT_RUN_FAILED, PROG
-from blockbatch.cli.quote import usd
+from blockbatch.cli.parser import EXIT_OK, EXIT_RUN_FAILED
+from blockbatch.cli.quote import note_skipped, usd
 from blockbatch.cli.run import check_claude
 from blockbatch.cli.session import Session
 from blockbatch.core.agreement import percent
 from blockbatch.core.calibration import Calibration, ModelCalibration, SizeResult
+from blockbatch.core.commands import PROG
 
 
 async def cmd_calibrate(args: argparse.Namespace, s: Session) -> int:
     # Everything a user can get wrong is checked before anything is stored or started.
-    plan = prepare(
-        Path(args.file),
-        Path(args.schema),
-        sample=args.sample,
-        sizes=args.sizes,
-        target=args.target,
-        model=args.model,
-        fmt=args.format,
-        text_field=args.text_field,
-        models=args.models,
-        reference=args.reference,
-        escalation=args.escalation,
-    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", EmptyRecordsSkipped)
+        plan = prepare(
+            Path(args.file),
+            Path(args.schema),
+            sample=args.sample,
+            sizes=args.sizes,
+            target=args.target,
+            model=args.model,
+            fmt=args.format,
+            text_field=args.text_field,
+            skip_empty=args.skip_empty,
+            models=args.models,
+            reference=args.reference,
+            escalation=args.escalation,
+        )
+    note_skipped(s, caught)
     bb = await s.bb()
     await check_claude(s.settings)
     if not await bb.workers_polling():

@@ -17,6 +17,9 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from blockbatch.cli.parser import PROG
+from blockbatch.core.commands import render
+
 STATUS_COLORS = {
     "completed": "green",
     "ai_complete": "green",
@@ -70,9 +73,15 @@ class Console:
     """Output of one command; ``json_mode`` keeps stdout machine-readable."""
 
     def __init__(
-        self, json_mode: bool = False, out: TextIO | None = None, err: TextIO | None = None
+        self,
+        json_mode: bool = False,
+        out: TextIO | None = None,
+        err: TextIO | None = None,
+        prog: str = PROG,
     ) -> None:
         self.json = json_mode
+        #: The program the user invoked: the commands in every message are written with it.
+        self.prog = prog
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         self.tty = _isatty(self.out)
@@ -89,26 +98,33 @@ class Console:
         Piped, the text goes out exactly as given; on a terminal rich styles it (and drops
         control characters a block's content might carry).
         """
-        _emit(self.rich, self.out, self.tty, parts)
+        _emit(self.rich, self.out, self.tty, [self._render(p) for p in parts])
 
     def note(self, text: str) -> None:
         """A remark for the person at the terminal (stderr, so JSON on stdout stays clean)."""
-        _emit(self.rich_err, self.err, self.err_tty, (text,))
+        _emit(self.rich_err, self.err, self.err_tty, (self._render(text),))
 
     def error(self, message: str, code: int) -> None:
         """``error: message`` on stderr; in JSON mode also ``{"error", "exit_code"}``."""
+        message = render(message, self.prog)
         _emit(self.rich_err, self.err, self.err_tty, (Text("error:", "bold red"), f" {message}"))
         if self.json:
             self.data({"error": message, "exit_code": code})
 
     def data(self, obj: Any) -> None:
         """``obj`` as indented JSON on stdout (plain, never styled)."""
-        self.out.write(json.dumps(obj, indent=2, default=str, ensure_ascii=False) + "\n")
+        text = json.dumps(obj, indent=2, default=str, ensure_ascii=False)
+        self.out.write(render(text, self.prog) + "\n")
         self.out.flush()
+
+    def _render(self, part: Part) -> Part:
+        """A message from below the CLI with its commands in this program's words
+        (``blockbatch.core.commands``); styled text is rendered where it is made."""
+        return render(part, self.prog) if isinstance(part, str) else part
 
     def style(self, text: str, *names: str) -> Text:
         """``text`` in rich styles (``"bold"``, ``"dim"``, ``"red"`` ...), shown on a terminal."""
-        return Text(text, style=" ".join(n for n in names if n))
+        return Text(render(text, self.prog), style=" ".join(n for n in names if n))
 
     def status(self, status: str) -> Text:
         """A run, block or call status in its colour."""
@@ -132,7 +148,12 @@ class Console:
             table.add_column(header, justify="right" if i in right else "left", no_wrap=True)
         for row in rows:
             table.add_row(
-                *(c if isinstance(c, Text) else Text("" if c is None else str(c)) for c in row)
+                *(
+                    c
+                    if isinstance(c, Text)
+                    else Text("" if c is None else render(str(c), self.prog))
+                    for c in row
+                )
             )
         width = Measurement.get(
             self.rich, self.rich.options.update_width(_UNBOUNDED), table

@@ -20,9 +20,9 @@ from blockbatch.cli.parser import (
     EXIT_OK,
     EXIT_RUN_FAILED,
     EXIT_WITH_FAILURES,
-    PROG,
 )
 from blockbatch.cli.progress import ProgressView
+from blockbatch.core.commands import PROG
 from blockbatch.report import baseline_cost, run_links, summary_dict, summary_lines
 
 #: Without an answer to the progress query for this long, say a worker may be missing.

@@ -10,10 +10,11 @@ from typing import Any
 
 from blockbatch.api import RunInfo
 from blockbatch.cli.console import Console, human_seconds, human_tokens
-from blockbatch.cli.parser import EXIT_USAGE, PROG
+from blockbatch.cli.parser import EXIT_USAGE
 from blockbatch.cli.progress import describe
 from blockbatch.cli.session import Session
 from blockbatch.core.budget import left_text
+from blockbatch.core.commands import PROG
 from blockbatch.core.endpoint import answered_text
 from blockbatch.core.models import RunProgress
 from blockbatch.core.ratelimit import rate_class

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import textwrap
 from collections.abc import Callable
+from pathlib import Path
 
 from blockbatch.cli.options import FieldOption, Settable, add_field_option
 from blockbatch.core.budget import BudgetError, parse_budget
@@ -21,7 +23,21 @@ from blockbatch.core.registry import DEFAULT_MODEL
 from blockbatch.core.review import OVERLAY_STATUSES
 from blockbatch.core.streams import StreamTriggers
 
+#: The program the help and the generated reference are written for.
 PROG = "python starter.py"
+
+
+def invoked_prog(argv0: str) -> str:
+    """The program as the user typed it, to write the next command in: ``blockbatch`` for
+    the console script, ``python <path as typed>/starter.py`` for starter.py."""
+    name = Path(argv0).name
+    if name == "starter.py":
+        return f"python {shlex.quote(argv0)}"
+    if name == "blockbatch":
+        return "blockbatch"
+    return PROG
+
+
 #: What a document may be, for the help: the extensions ingest reads.
 DOCUMENT_TYPES = ", ".join(EXTENSIONS)
 
@@ -219,6 +235,12 @@ def _source(p: argparse.ArgumentParser) -> None:
         metavar="F",
         help="JSONL key / CSV column holding each block's text; for XLSX a column (sheets "
         "without it are skipped, with a notice) or SHEET!COLUMN (default: %(default)s)",
+    )
+    p.add_argument(
+        "--skip-empty",
+        action="store_true",
+        help="leave out JSONL/CSV/XLSX records whose text is empty (their lines are listed) "
+        "instead of refusing the file",
     )
 
 

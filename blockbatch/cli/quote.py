@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import warnings
 from pathlib import Path
 
+from blockbatch.api.errors import EmptyRecordsSkipped
 from blockbatch.api.quote import estimate
 from blockbatch.cli.console import Console
 from blockbatch.cli.parser import EXIT_OK
@@ -21,6 +23,13 @@ def read_as(args: argparse.Namespace) -> ConvertOptions:
     )
 
 
+def note_skipped(s: Session, caught: list[warnings.WarningMessage]) -> None:
+    """Say which records ``--skip-empty`` left out (the API warns of them)."""
+    for w in caught:
+        if issubclass(w.category, EmptyRecordsSkipped):
+            s.con.note(f"note: {w.message} (--skip-empty)")
+
+
 async def show_quote(
     args: argparse.Namespace,
     s: Session,
@@ -30,18 +39,22 @@ async def show_quote(
     history: bool = True,
 ) -> int:
     """Quote the run ``args`` describe and print it; nothing is stored or started."""
-    q = await estimate(
-        Path(args.file),
-        Path(args.schema),
-        options,
-        fmt=args.format,
-        text_field=args.text_field,
-        read_as=read_as(args),
-        settings=s.settings,
-        count=count,
-        history=history,
-        escalate_to=getattr(args, "escalate_to", None),
-    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", EmptyRecordsSkipped)
+        q = await estimate(
+            Path(args.file),
+            Path(args.schema),
+            options,
+            fmt=args.format,
+            text_field=args.text_field,
+            skip_empty=args.skip_empty,
+            read_as=read_as(args),
+            settings=s.settings,
+            count=count,
+            history=history,
+            escalate_to=getattr(args, "escalate_to", None),
+        )
+    note_skipped(s, caught)
     if s.con.json:
         s.con.data(q.model_dump(mode="json"))
     else:

@@ -15,8 +15,8 @@ from blockbatch.api import ReviewItem
 from blockbatch.api.review import resolve_block_refs
 from blockbatch.cli.console import Console
 from blockbatch.cli.inspect import page_footer
-from blockbatch.cli.parser import PROG
 from blockbatch.cli.session import Session
+from blockbatch.core.commands import PROG
 from blockbatch.core.evidence import ungrounded
 from blockbatch.core.reasons import REASONS
 from blockbatch.core.review import row_identity

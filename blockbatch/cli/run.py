@@ -18,10 +18,11 @@ from blockbatch.api.inputs import with_schema_model
 from blockbatch.api.quote import read_document
 from blockbatch.cli.follow import follow, follow_escalation, report, say_detached
 from blockbatch.cli.options import apply_settings
-from blockbatch.cli.parser import EFFORT, MAX_COST, MAX_PAUSE, MODE, PACK_SIZE, PROG
+from blockbatch.cli.parser import EFFORT, MAX_COST, MAX_PAUSE, MODE, PACK_SIZE
 from blockbatch.cli.quote import read_as, show_quote
 from blockbatch.cli.session import Session
-from blockbatch.core.ingest import parse_document
+from blockbatch.core.commands import PROG
+from blockbatch.core.ingest import parse_records
 from blockbatch.core.models import RunOptions
 from blockbatch.core.reasons import counts_text
 from blockbatch.core.registry import RetiredModelError, UnknownModelError, get_model
@@ -95,9 +96,17 @@ async def cmd_run(args: argparse.Namespace, s: Session) -> int:
     path = Path(args.file)
     data, _, fmt = read_document(path, fmt=args.format)
     notices: list[str] = []
-    blocks = parse_document(
-        data, fmt, text_field=args.text_field, options=read_as(args), notices=notices
+    parsed = parse_records(
+        data,
+        fmt,
+        text_field=args.text_field,
+        skip_empty=args.skip_empty,
+        options=read_as(args),
+        notices=notices,
     )
+    blocks = parsed.blocks
+    if (skipped := parsed.skipped_text()) is not None:
+        s.con.note(f"note: {skipped} (--skip-empty)")
     for notice in notices:
         s.con.note(f"note: {notice}")
     spec = as_schema(Path(args.schema))

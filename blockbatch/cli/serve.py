@@ -34,7 +34,7 @@ async def cmd_serve(args: argparse.Namespace, s: Session) -> int:
     reviewer = checked_reviewer(args.reviewer)
     _check_port_free(args.host, args.port)
     bb = await s.bb(temporal=False)
-    app = create_app(bb, s.settings, token=token, reviewer=reviewer)
+    app = create_app(bb, s.settings, token=token, reviewer=reviewer, prog=s.con.prog)
     shown = f"[{args.host}]" if ":" in args.host else args.host
     access = f"sign-in with {TOKEN_ENV}" if token else "no sign-in: this machine only"
     s.con.line(

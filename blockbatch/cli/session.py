@@ -21,6 +21,7 @@ class Session:
     async def bb(self, *, temporal: bool = True) -> Blockbatch:
         if self._bb is None:
             self._bb = await Blockbatch.connect(self.settings, self._client, temporal=temporal)
+            self._bb.renders_errors = False  # the console words them for this program
         elif temporal:
             await self._bb.temporal()
         return self._bb

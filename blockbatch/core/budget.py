@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from blockbatch.core.batching import BATCH_CACHE_TTL
+from blockbatch.core.commands import PROG, for_any_reader
 from blockbatch.core.context import RunContext
 from blockbatch.core.models import BudgetLeft
 from blockbatch.core.planning import Pack
@@ -89,11 +90,12 @@ def verdict(budget: float, *, recorded: float, open_reserved: float, need: float
 
 
 def refusal_text(budget: float, *, recorded: float, need: float) -> str:
-    """The readable reason a block ends ``budget_exhausted`` with."""
-    return (
+    """The readable reason a block ends ``budget_exhausted`` with (stored: read later, by
+    any front door or in an export, so its command is the console script's)."""
+    return for_any_reader(
         f"the run's budget of ${budget:.4f} is spent up to ${recorded:.4f}: the next call "
         f"could cost up to ${need:.4f}, so it was not made; raise the budget with "
-        "`starter.py retry RUN_ID --max-cost USD`"
+        f"`{PROG} retry RUN_ID --max-cost USD`"
     )
 
 

@@ -32,7 +32,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from blockbatch.core.registry import DEFAULT_MODEL, RETIRED, UnknownModelError, get_model
+from blockbatch.core.commands import PROG, for_any_reader
+from blockbatch.core.registry import DEFAULT_MODEL, UnknownModelError, get_model, retired_model
 
 ErrorKind = Literal["fatal", "retryable", "overflow", "rejected"]
 #: Why a ``fatal`` error stops the run: the reason code its blocks end with.
@@ -126,7 +127,12 @@ class ClaudeError(BaseModel):
         return self.kind == "retryable" and self.status == 429 and self.error_code != RAMP_LIMIT
 
     def describe(self, doing: str = "") -> str:
-        """The readable sentence for a user (``doing``: while creating a batch, ...)."""
+        """The readable sentence for a user (``doing``: while creating a batch, ...); stored
+        with the run and its blocks and read later, so a command in it is the console
+        script's (``blockbatch.core.commands.for_any_reader``)."""
+        return for_any_reader(self._describe(doing))
+
+    def _describe(self, doing: str) -> str:
         while_ = f" while {doing}" if doing else ""
         if self.kind == "fatal":
             opening = FATAL_OPENING[self.code or "key_rejected"]
@@ -147,12 +153,12 @@ class ClaudeError(BaseModel):
             return (
                 "raise the limit in the Claude Console (Settings > Limits; a tier's "
                 "monthly cap lifts at 00:00 UTC on the 1st), then "
-                "`python starter.py retry RUN_ID --cancelled`"
+                f"`{PROG} retry RUN_ID --cancelled`"
             )
         if self.code == "billing":
             return (
                 "add credit or fix the payment method in the Claude Console (Settings > "
-                "Billing), then `python starter.py retry RUN_ID --cancelled`"
+                f"Billing), then `{PROG} retry RUN_ID --cancelled`"
             )
         if self.code == "model_unavailable":
             return (
@@ -247,8 +253,9 @@ def fatal_code_of(text: str | None) -> FatalCode | None:
 
 def replacement_for(model: str | None) -> str:
     """The model to move to from ``model`` (retired, deprecated or unknown)."""
-    if model in RETIRED:
-        return RETIRED[model][1]
+    gone = retired_model(model) if model else None
+    if gone is not None:
+        return gone[1]
     try:
         known = get_model(model) if model else None
     except UnknownModelError:

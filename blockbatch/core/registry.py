@@ -18,6 +18,7 @@ Prices are USD per million tokens.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import math
 from dataclasses import dataclass, replace
 from datetime import date
@@ -346,17 +347,59 @@ MODELS: tuple[ModelInfo, ...] = (
 )
 
 #: Models the Claude API no longer serves (requests to them fail), with their retirement
-#: day and the model to move to (contract §1, "Not in the table").
+#: day and the current model to move to. Contract §1, "Not in the table" (Opus 4.1, Opus 4,
+#: Sonnet 4, Haiku 3.5 retired; Opus 4.1 on 2026-08-05). The other days are from Anthropic's
+#: model-deprecations page (its status table: Sonnet 3.7 and Haiku 3.5 2026-02-19, Opus 3
+#: 2026-01-05, Sonnet 3 and Claude 2.x 2025-07-21, Sonnet 3.5 2025-10-22) and its release
+#: notes (Sonnet 4 and Opus 4 retired 2026-06-15). ``None``: retired, no day found.
 RETIRED: dict[str, tuple[date | None, str]] = {
     "claude-opus-4-1": (date(2026, 8, 5), "claude-opus-5-5"),
     "claude-opus-4-1-20250805": (date(2026, 8, 5), "claude-opus-5-5"),
-    "claude-opus-4-0": (None, "claude-opus-5-5"),
-    "claude-opus-4-20250514": (None, "claude-opus-5-5"),
-    "claude-sonnet-4-0": (None, "claude-sonnet-5-5"),
-    "claude-sonnet-4-20250514": (None, "claude-sonnet-5-5"),
-    "claude-3-5-haiku-latest": (None, "claude-haiku-5-5"),
-    "claude-3-5-haiku-20241022": (None, "claude-haiku-5-5"),
+    "claude-opus-4-0": (date(2026, 6, 15), "claude-opus-5-5"),
+    "claude-opus-4-20250514": (date(2026, 6, 15), "claude-opus-5-5"),
+    "claude-sonnet-4-0": (date(2026, 6, 15), "claude-sonnet-5-5"),
+    "claude-sonnet-4-20250514": (date(2026, 6, 15), "claude-sonnet-5-5"),
+    "claude-3-7-sonnet-latest": (date(2026, 2, 19), "claude-sonnet-5-5"),
+    "claude-3-7-sonnet-20250219": (date(2026, 2, 19), "claude-sonnet-5-5"),
+    "claude-3-5-haiku-latest": (date(2026, 2, 19), "claude-haiku-5-5"),
+    "claude-3-5-haiku-20241022": (date(2026, 2, 19), "claude-haiku-5-5"),
+    "claude-3-5-sonnet-latest": (date(2025, 10, 22), "claude-sonnet-5-5"),
+    "claude-3-5-sonnet-20241022": (date(2025, 10, 22), "claude-sonnet-5-5"),
+    "claude-3-5-sonnet-20240620": (date(2025, 10, 22), "claude-sonnet-5-5"),
+    "claude-3-opus-latest": (date(2026, 1, 5), "claude-opus-5-5"),
+    "claude-3-opus-20240229": (date(2026, 1, 5), "claude-opus-5-5"),
+    "claude-3-sonnet-20240229": (date(2025, 7, 21), "claude-sonnet-5-5"),
+    "claude-3-haiku-20240307": (None, "claude-haiku-5-5"),
+    "claude-2.1": (date(2025, 7, 21), "claude-sonnet-5-5"),
+    "claude-2.0": (date(2025, 7, 21), "claude-sonnet-5-5"),
 }
+
+#: The families every id of which is retired (contract §1: everything before Claude 4.5 but
+#: Haiku 4.5 is gone): an id of theirs not in :data:`RETIRED` is retired all the same.
+_RETIRED_FAMILIES: tuple[str, ...] = (
+    "claude-3",
+    "claude-2",
+    "claude-instant",
+    "claude-opus-4-0",
+    "claude-opus-4-1",
+    "claude-opus-4-2025",
+    "claude-sonnet-4-0",
+    "claude-sonnet-4-2025",
+)
+
+
+def retired_model(name: str) -> tuple[date | None, str] | None:
+    """When ``name`` (an id, dated id or alias) was retired and the current model to use;
+    ``None``: not a retired Claude model."""
+    if name in RETIRED:
+        return RETIRED[name]
+    if not name.startswith(_RETIRED_FAMILIES):
+        return None
+    for tier in ("haiku", "opus"):
+        if tier in name:
+            return None, f"claude-{tier}-5-5"
+    return None, "claude-sonnet-5-5"
+
 
 #: The default: the cheapest current model, made for high-volume extraction; it takes a
 #: forced tool and then answers without thinking (README, "Choosing a model").
@@ -391,16 +434,27 @@ def get_model(name: str) -> ModelInfo:
         return _BY_NAME[name]
     except KeyError:
         pass
-    if name in RETIRED:
-        when, replacement = RETIRED[name]
+    gone = retired_model(name)
+    if gone is not None:
+        when, replacement = gone
         on = f" on {when}" if when else ""
         raise RetiredModelError(
             f"{name} was retired{on}: the API no longer serves it; use {replacement} "
             f"(set prompt_config.model in the schema, or --model)"
         )
-    raise UnknownModelError(
-        f"unknown model {name!r}; known models: {', '.join(m.id for m in MODELS)}"
-    )
+    raise UnknownModelError(f"unknown model {name!r}{did_you_mean(name)}; {known_models_text()}")
+
+
+def did_you_mean(name: str) -> str:
+    """``"; did you mean claude-sonnet-5-5?"`` for a near miss of a served model's name
+    (a typo), else ``""``."""
+    close = difflib.get_close_matches(name, known_model_names(), n=1, cutoff=0.8)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
+def known_models_text() -> str:
+    """The models blockbatch knows, as a user reads them in an error."""
+    return f"known models: {', '.join(m.id for m in MODELS)}"
 
 
 def check_not_retired(model: ModelInfo, today: date) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from blockbatch.core.commands import PROG
 from blockbatch.core.models import RetryRequest
 from blockbatch.core.reasons import REASONS, counts_text
 from blockbatch.core.review import ANSWERED
@@ -92,7 +93,7 @@ def check_retry(
             refusal=Refusal(
                 "active",
                 f"run {run_id} is still {status}: only a finished run can be retried; "
-                f"follow it with `python starter.py watch {run_id}`",
+                f"follow it with `{PROG} watch {run_id}`",
             )
         )
     statuses = request.statuses()
@@ -104,7 +105,7 @@ def check_retry(
                 refusal=Refusal(
                     "unknown_block",
                     f"run {run_id} has no block {few(unknown)}; nothing was "
-                    f"retried. See the blocks with `python starter.py review "
+                    f"retried. See the blocks with `{PROG} review "
                     f"{run_id}`",
                 )
             )

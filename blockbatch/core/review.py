@@ -40,29 +40,81 @@ class EditError(ValueError):
     """An edited value that cannot be staged; the message says why, next to the field."""
 
 
-def parse_field_input(spec: SchemaSpec, field: str, text: str) -> Any:
-    """The value a person typed for ``field``: as-is for a string field, else JSON.
+def field_types(prop: dict[str, Any]) -> frozenset[str]:
+    """The JSON types a field's schema allows: its ``type`` (a name or a list of names), or
+    the types of its ``anyOf`` / ``oneOf`` branches; empty when it says none."""
+    kind = prop.get("type")
+    if isinstance(kind, str):
+        return frozenset({kind})
+    if isinstance(kind, list):
+        return frozenset(k for k in kind if isinstance(k, str))
+    branches = prop.get("anyOf") or prop.get("oneOf")
+    if isinstance(branches, list):
+        return frozenset().union(*(field_types(b) for b in branches if isinstance(b, dict)))
+    return frozenset()
 
-    A field whose schema type is ``string`` (only) takes the text as typed, so nobody
-    has to quote a sentence; any other field takes JSON (``12``, ``true``, ``["a"]``,
-    ``null``).
+
+def takes_text(prop: dict[str, Any]) -> bool:
+    """Whether a field takes a string: what a person types into it is taken as typed
+    (a JSON value only where it is one of the field's other types, such as ``null``)."""
+    return "string" in field_types(prop)
+
+
+def parse_field_input(spec: SchemaSpec, field: str, text: str) -> Any:
+    """The value a person typed for ``field``: as typed for a field that takes a string,
+    else JSON.
+
+    A field whose schema allows a string (``"string"``, ``["string", "null"]``, an
+    ``anyOf`` with a string branch) takes the text as typed, so nobody has to quote a
+    sentence. Where it also allows other types, text that is JSON of one of them is that
+    value (``null``, ``12``), and an empty box is ``null`` when the field allows it. Any
+    other field takes JSON (``12``, ``true``, ``["a"]``, ``null``).
 
     Raises:
-        EditError: an unknown field, or text that is not JSON for a non-string field.
+        EditError: an unknown field, or text that is not JSON for a field that takes no
+            string.
     """
     if field not in spec.properties:
         raise EditError(
             f"the schema has no field {field!r}; its fields are: " + ", ".join(spec.properties)
         )
-    if spec.properties[field].get("type") == "string":
-        return text
+    prop = spec.properties[field]
+    types = field_types(prop)
+    if "string" in types:
+        others = types - {"string"}
+        if not others:
+            return text
+        if not text.strip() and "null" in others:
+            return None
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            return text
+        return value if _json_type(value) & others else text
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
-        kind = spec.properties[field].get("type", "JSON")
+        kind = " or ".join(sorted(types)) or "JSON"
         raise EditError(
             f"{field}: {text!r} is not a JSON value ({err.msg}); this field takes {kind}"
         ) from None
+
+
+def _json_type(value: Any) -> set[str]:
+    """The JSON Schema types ``value`` is an instance of."""
+    if value is None:
+        return {"null"}
+    if isinstance(value, bool):
+        return {"boolean"}
+    if isinstance(value, int):
+        return {"integer", "number"}
+    if isinstance(value, float):
+        return {"number"} | ({"integer"} if value.is_integer() else set())
+    if isinstance(value, str):
+        return {"string"}
+    if isinstance(value, list):
+        return {"array"}
+    return {"object"}
 
 
 def edited_overlay(

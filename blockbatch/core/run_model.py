@@ -14,13 +14,14 @@ from typing import Any
 
 from blockbatch.core.registry import (
     DEFAULT_MODEL,
-    MODELS,
     ModelInfo,
     RetiredModelError,
     UnknownModelError,
     check_not_retired,
     configured_model,
+    did_you_mean,
     get_model,
+    known_models_text,
     with_api_facts,
 )
 
@@ -54,16 +55,17 @@ def run_model(
         priced = (prices or {}).get(name)
         if facts and priced is not None:
             return configured_model(name, dict(priced), dict(facts))
-        missing = (
-            "the Models API does not describe it"
-            if not facts
-            else "BLOCKBATCH_MODEL_PRICES has no prices for it"
-        )
+        if not facts:
+            # Nothing describes it: most likely a typo, or a model of another provider.
+            raise UnknownModelError(
+                f"unknown model {name!r}{did_you_mean(name)}: the Models API does not "
+                f"describe it; {known_models_text()}"
+            ) from None
         raise UnknownModelError(
-            f"unknown model {name!r} ({missing}); known models: "
-            f"{', '.join(m.id for m in MODELS)}; a model blockbatch does not price runs only "
-            f"with its prices in BLOCKBATCH_MODEL_PRICES, e.g. "
-            f'{{"{name}": {{"input": 1.0, "output": 5.0}}}} (USD per million tokens)'
+            f"model {name!r} is described by the Models API but blockbatch has no prices "
+            f"for it: BLOCKBATCH_MODEL_PRICES has no prices for it; give them there, e.g. "
+            f'{{"{name}": {{"input": 1.0, "output": 5.0}}}} (USD per million tokens); '
+            f"{known_models_text()}"
         ) from None
     return with_api_facts(model, dict(facts)) if facts else model
 

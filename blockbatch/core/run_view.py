@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from blockbatch.core.budget import suggested_budget
+from blockbatch.core.commands import PROG, for_any_reader
 from blockbatch.core.models import (
     BatchProgress,
     LimiterNote,
@@ -89,7 +90,9 @@ def progress_details(
         )
     if p.quality_gate is not None:
         details += f"\n\n{p.quality_gate}"
-    return details + _reused_line(p.blocks_reused, p.reuse_saved_usd) + _limiter_line(p)
+    return for_any_reader(
+        details + _reused_line(p.blocks_reused, p.reuse_saved_usd) + _limiter_line(p)
+    )
 
 
 def result_details(result: RunResult, p: RunProgress, probes: int) -> str:
@@ -112,7 +115,7 @@ def result_details(result: RunResult, p: RunProgress, probes: int) -> str:
         details += (
             f"\n\n**budget exhausted**: {result.budget.blocks_left} blocks "
             f"left, about ${result.budget.to_finish_usd or 0:.4f} to finish; "
-            f"continue with `starter.py retry {result.run_id} --max-cost "
+            f"continue with `{PROG} retry {result.run_id} --max-cost "
             f"{suggested_budget(result.budget):.2f}`"
         )
     if result.error:
@@ -133,7 +136,7 @@ def result_details(result: RunResult, p: RunProgress, probes: int) -> str:
             )
             + (f" · pack size {qr.pack_size}" if qr.pack_size else "")
         )
-    return details + _limiter_line(p)
+    return for_any_reader(details + _limiter_line(p))
 
 
 def _reused_line(reused: int, saved: float) -> str:

@@ -416,7 +416,7 @@ def _as_mapping(source: Mapping[str, Any] | str | bytes) -> Mapping[str, Any]:
     except json.JSONDecodeError as exc:
         raise SchemaError(
             f"the schema is not valid JSON: {exc.msg} at line {exc.lineno}, "
-            f"column {exc.colno}; fix the JSON and upload it again"
+            f"column {exc.colno}; fix the JSON and run again"
         ) from None
     if not isinstance(data, dict):
         raise SchemaError(

@@ -7,7 +7,7 @@ registry does not know, and both ``/v1/models`` and ``/v1/messages`` follow. The
 the shape of SDK 2.14's ``anthropic.types.ModelInfo`` (contract §1, "Check at run time").
 
 A model is retired (404 ``not_found_error`` ``model: <id>`` on every endpoint, the Models
-API included; contract §1, "Not in the table") when it is in ``blockbatch.core.registry.RETIRED`` or
+API included; contract §1, "Not in the table") when ``blockbatch.core.registry.retired_model`` names it or
 its ``end_of_life`` is on or before the scenario's ``today``.
 """
 
@@ -19,11 +19,11 @@ from typing import Any
 
 from blockbatch.core.registry import (
     MODELS,
-    RETIRED,
     ModelInfo,
     UnknownModelError,
     configured_model,
     get_model,
+    retired_model,
 )
 from blockbatch.simulator.errors import ApiError
 from blockbatch.simulator.scenario import ModelFacts, Scenario
@@ -58,7 +58,7 @@ def resolve(name: str, scenario: Scenario) -> ServedModel:
     Raises:
         ApiError: 404 ``not_found_error`` for an unknown or retired model.
     """
-    if name in RETIRED:
+    if retired_model(name) is not None:
         raise not_found(name)
     facts = scenario.models.get(name)
     try:
@@ -118,7 +118,9 @@ def _display_name(model_id: str) -> str:
 
 def _served_ids(scenario: Scenario) -> list[str]:
     ids = [m.id for m in MODELS]
-    return ids + [name for name in scenario.models if name not in ids and name not in RETIRED]
+    return ids + [
+        name for name in scenario.models if name not in ids and retired_model(name) is None
+    ]
 
 
 def _timestamp(day: dt.date | None) -> str | None:

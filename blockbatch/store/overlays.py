@@ -78,6 +78,7 @@ from typing import Any, Literal
 
 import asyncpg
 
+from blockbatch.core.commands import PROG, for_any_reader
 from blockbatch.core.evidence import ground, ungrounded
 from blockbatch.core.models import ApplyResultsOutput, RunStatus
 from blockbatch.core.outcome import end_code
@@ -90,6 +91,13 @@ from blockbatch.core.schema import SchemaSpec
 from blockbatch.store import ledger
 from blockbatch.store.repo import NotFound
 from blockbatch.store.runs import BlockSize, lock_run
+
+#: A block the run never sent once its budget ran out: its stored ``last_error`` (read
+#: later, by any front door or in an export: the command is the console script's).
+BUDGET_UNSENT_TEXT = for_any_reader(
+    "the run's budget ran out before this block was sent; no call was "
+    f"made for it (`{PROG} retry RUN_ID --max-cost USD` finishes it)"
+)
 
 
 async def insert_plan(
@@ -484,8 +492,7 @@ async def end_pending(
                       last_error = $2, reason_code = 'budget_exhausted'
                where run_id = $1 and status = 'pending'""",
             run_id,
-            "the run's budget ran out before this block was sent; no call was "
-            "made for it (`starter.py retry RUN_ID --max-cost USD` finishes it)",
+            BUDGET_UNSENT_TEXT,
         )
     elif status in ("completed", "completed_with_failures"):
         done = await conn.execute(

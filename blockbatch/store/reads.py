@@ -13,6 +13,7 @@ from typing import Any
 
 import asyncpg
 
+from blockbatch.core.commands import PROG
 from blockbatch.core.reasons import REASONS
 from blockbatch.core.review import OVERLAY_STATUSES
 from blockbatch.core.schema import schema_fields
@@ -84,7 +85,7 @@ async def get_run(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> RunIn
     """
     row = await conn.fetchrow(_RUN_SQL + " where r.run_id = $1", run_id)
     if row is None:
-        raise NotFound(f"no run {run_id!r}: list runs with `python starter.py list`")
+        raise NotFound(f"no run {run_id!r}: list runs with `{PROG} list`")
     return _run(row)
 
 
@@ -216,8 +217,7 @@ async def get_call(
     )
     if row is None:
         raise NotFound(
-            f"no call {call_id} in run {run_id!r}: list its calls with "
-            f"`python starter.py calls {run_id}`"
+            f"no call {call_id} in run {run_id!r}: list its calls with `{PROG} calls {run_id}`"
         )
     data = dict(row)
     system, tools = data.pop("prefix_system"), data.pop("prefix_tools")
@@ -363,7 +363,7 @@ async def block_source(pool: asyncpg.Pool, run_id: str, block_uid: str) -> Block
         block_uid,
     )
     if row is None:
-        raise NotFound(f"no run {run_id!r}: list runs with `python starter.py list`")
+        raise NotFound(f"no run {run_id!r}: list runs with `{PROG} list`")
     if row["block_uid"] is None:
         raise NotFound(f"run {run_id} has no block {block_uid!r}")
     return BlockSource(format=row["format"], provenance=row["provenance"], file=row["bytes"])

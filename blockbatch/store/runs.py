@@ -10,6 +10,7 @@ from typing import Any
 import asyncpg
 
 from blockbatch.core.budget import left_text, left_to_do
+from blockbatch.core.commands import PROG
 from blockbatch.core.context import RunContext
 from blockbatch.core.models import ACTIVE_STATUSES, RunOptions, RunResult, RunStatus, Totals
 from blockbatch.core.outcome import final_status
@@ -73,7 +74,7 @@ async def load_run_context(conn: asyncpg.Connection, run_id: str) -> RunContext:
         run_id,
     )
     if row is None:
-        raise NotFound(f"no run {run_id!r}: list runs with `python starter.py list`")
+        raise NotFound(f"no run {run_id!r}: list runs with `{PROG} list`")
     options = RunOptions.model_validate(row["settings"])
     definition: dict[str, Any] = dict(row["definition"])
     spec = load_schema(definition, name=row["name"])

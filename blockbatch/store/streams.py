@@ -21,6 +21,7 @@ from typing import Any
 
 import asyncpg
 
+from blockbatch.core.commands import PROG
 from blockbatch.core.context import RunContext
 from blockbatch.core.models import ACTIVE_STATUSES, RunOptions
 from blockbatch.core.planning import OutputRatios, estimate_tokens
@@ -117,8 +118,8 @@ async def info(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> StreamIn
     )
     if row is None:
         raise NotFound(
-            f"no stream {run_id!r}: `python starter.py list` shows runs; a "
-            "stream is a run started by `starter.py stream`"
+            f"no stream {run_id!r}: `{PROG} list` shows runs; a "
+            f"stream is a run started by `{PROG} stream`"
         )
     return StreamInfo(
         row["run_id"],
@@ -162,7 +163,7 @@ async def append_rows(
             why = "closed" if stream["closed_at"] is not None else status
             raise StreamClosed(
                 f"stream {run_id} is {why}: it accepts no more rows; open a "
-                "new stream (its results stay: `starter.py export "
+                f"new stream (its results stay: `{PROG} export "
                 f"{run_id}`)"
             )
         document_id, first = stream["document_id"], stream["rows"]

@@ -36,6 +36,7 @@ from starlette.routing import Route
 
 from blockbatch.api import BadRequest, Blockbatch, EditError, NotFound
 from blockbatch.api.review import ExportFormat, checked_reviewer
+from blockbatch.core.commands import CONSOLE_SCRIPT, render
 from blockbatch.core.evidence import spans
 from blockbatch.core.models import EscalationProgress
 from blockbatch.core.page_image import bounded_width
@@ -159,8 +160,16 @@ class ReviewApp:
     """The pages and actions, over one :class:`Blockbatch`."""
 
     def __init__(
-        self, bb: Blockbatch, settings: Settings, *, token: str | None, reviewer: str
+        self,
+        bb: Blockbatch,
+        settings: Settings,
+        *,
+        token: str | None,
+        reviewer: str,
+        prog: str = CONSOLE_SCRIPT,
     ) -> None:
+        #: The program that started the app: the next command in a message is written with it.
+        self.prog = prog
         self.bb = bb
         self.settings = settings
         self.token = token
@@ -185,7 +194,7 @@ class ReviewApp:
             signed_in=bool(self.token),
             **context,
         )
-        return HTMLResponse(html, status_code=status_code)
+        return HTMLResponse(render(html, str(escape(self.prog))), status_code=status_code)
 
     def problem(self, request: Request, status_code: int, message: str) -> HTMLResponse:
         return self.render(request, "error.html", status_code, message=message)
@@ -550,11 +559,17 @@ def _local(target: str | None) -> str:
 
 
 def create_app(
-    bb: Blockbatch, settings: Settings, *, token: str | None = None, reviewer: str
+    bb: Blockbatch,
+    settings: Settings,
+    *,
+    token: str | None = None,
+    reviewer: str,
+    prog: str = CONSOLE_SCRIPT,
 ) -> Starlette:
     """The ASGI app. ``token``: require sign-in with it; ``reviewer``: the name acts are
-    recorded under unless a browser set its own."""
-    app = ReviewApp(bb, settings, token=token, reviewer=reviewer)
+    recorded under unless a browser set its own; ``prog``: the program that started it,
+    which the next command in a message is written with (``blockbatch.core.commands``)."""
+    app = ReviewApp(bb, settings, token=token, reviewer=reviewer, prog=prog)
     routes = [
         Route("/", app.runs),
         Route("/runs/{run_id}", app.grid),

@@ -14,7 +14,13 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from blockbatch.core.review import EditError, edited_overlay, parse_field_input
+from blockbatch.core.review import (
+    EditError,
+    edited_overlay,
+    field_types,
+    parse_field_input,
+    takes_text,
+)
 from blockbatch.core.schema import SchemaSpec
 
 #: A bounded integer with at most this many values is a choice, not a text box.
@@ -45,10 +51,14 @@ class Widget:
 
 
 def input_text(prop: dict[str, Any], value: Any) -> str:
-    """``value`` as the text that edits it: a string field's text as is, anything else as
-    JSON (what :func:`blockbatch.core.review.parse_field_input` reads back)."""
-    if prop.get("type") == "string" and isinstance(value, str):
-        return value
+    """``value`` as the text that edits it: in a field that takes a string, a string as
+    is and ``null`` as an empty box; anything else as JSON (what
+    :func:`blockbatch.core.review.parse_field_input` reads back)."""
+    if takes_text(prop):
+        if isinstance(value, str):
+            return value
+        if value is None and "null" in field_types(prop):
+            return ""
     return json.dumps(value, ensure_ascii=False)
 
 
@@ -73,7 +83,7 @@ def widget(prop: dict[str, Any]) -> Widget:
         return Widget("select", tuple((str(v), str(v)) for v in values))
     if kind in ("integer", "number"):
         return Widget("input", size=8)
-    if kind == "string":
+    if kind == "string" or (takes_text(prop) and field_types(prop) <= {"string", "null"}):
         max_length = prop.get("maxLength")
         if isinstance(max_length, int) and max_length <= SHORT_STRING:
             return Widget("input", span=2 if max_length > 16 else 1, size=min(max_length, 40))

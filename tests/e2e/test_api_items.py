@@ -234,7 +234,7 @@ async def test_llm_batch_without_a_worker_warns_and_gives_up_after_its_timeout(
     ):
         await allm_batch(["What is 2+2?"], bb=bbstack.bb, timeout=1.5)
     run_id = err.value.run_id
-    assert f"starter.py cancel {run_id}" in str(err.value)
+    assert f"`blockbatch cancel {run_id}`" in str(err.value)
     assert (await bbstack.bb.run(run_id)).active  # it keeps waiting for a worker
     await bbstack.client.get_workflow_handle(f"run-{run_id}").terminate("test done")
 

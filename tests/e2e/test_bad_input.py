@@ -128,7 +128,7 @@ async def test_unknown_model_in_run_options_creates_no_run_and_no_workflow(
     schema_id = await bbstack.bb.add_schema(extract_schema(50))
     with pytest.raises(
         UnknownModelError,
-        match=r"unknown model 'claude-nope-9' \(the Models API does not describe it\); known models",
+        match=r"unknown model 'claude-nope-9': the Models API does not describe it; known models",
     ):
         await bbstack.bb.start_run(
             doc, schema_id, RunOptions(model="claude-nope-9"), run_id="bad-model"

@@ -80,7 +80,7 @@ async def test_a_budget_stops_the_run_and_a_raised_one_finishes_it_paying_no_blo
     info = await s.bb.run(run_id)
     assert info.status == "budget_exhausted" and info.result().budget == left
     assert next_command(info.result()) == (
-        f"python starter.py retry {run_id} --max-cost {suggested_budget(left):.2f}"
+        f"{{prog}} retry {run_id} --max-cost {suggested_budget(left):.2f}"
     )
     with pytest.raises(BudgetError, match="raise it with --max-cost"):
         await s.bb.check_retry(run_id)

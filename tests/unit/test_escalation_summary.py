@@ -3,7 +3,7 @@ its calls are not counted as the run's blocks per call."""
 
 from __future__ import annotations
 
-from blockbatch.cli.parser import PROG
+from blockbatch.core.commands import PROG
 from blockbatch.core.models import EscalationResult, EscalationVsProbe, RunResult
 from blockbatch.core.quality import rate
 from blockbatch.report import summary_dict, summary_lines

@@ -228,7 +228,7 @@ def test_the_grid_marks_each_span_and_escapes_everything_else():
 
 
 def test_the_summary_reports_grounding_beside_agreement():
-    from blockbatch.cli.parser import PROG
+    from blockbatch.core.commands import PROG
     from blockbatch.core.models import QualityResult, RunResult
     from blockbatch.core.quality import grounding_result
     from blockbatch.report import quality_rows

@@ -146,7 +146,7 @@ def test_a_cancelled_run_says_cancelled_once_and_suggests_retry_cancelled() -> N
         failure_reasons={"cancelled": 1134},
     )
     assert not_done_line(result) == "1134 cancelled"
-    assert next_command(result) == "python starter.py retry r --cancelled"
+    assert next_command(result) == "{prog} retry r --cancelled"
     mixed = result.model_copy(
         update={
             "blocks_failed": 2,
@@ -155,9 +155,7 @@ def test_a_cancelled_run_says_cancelled_once_and_suggests_retry_cancelled() -> N
         }
     )
     assert not_done_line(mixed) == "2 failed · 1132 cancelled: 2 invalid_value"
-    assert next_command(mixed) == (
-        "python starter.py review r --failed, then python starter.py retry r --cancelled"
-    )
+    assert next_command(mixed) == "{prog} review r --failed, then {prog} retry r --cancelled"
 
 
 # --- the progress line -----------------------------------------------------------------

@@ -203,3 +203,76 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         if v not in index:
             visit(v)
     return found
+
+
+#: The front doors, each and the front doors it may import: the Python API is the bottom
+#: one, the run summary (``report``) is drawn from it, the review app shows both, and the
+#: CLI stands on all three (``serve`` starts the review app).
+FRONT_DOORS: dict[str, set[str]] = {
+    "blockbatch.api": set(),
+    "blockbatch.report": {"blockbatch.api"},
+    "blockbatch.web": {"blockbatch.api", "blockbatch.report"},
+    "blockbatch.cli": {"blockbatch.api", "blockbatch.report", "blockbatch.web"},
+}
+
+
+def _front_door(name: str) -> str | None:
+    parts = name.split(".")
+    door = ".".join(parts[:2])
+    return door if door in FRONT_DOORS else None
+
+
+def _door_files(door: str) -> list[Path]:
+    path = ROOT.joinpath(*door.split("."))
+    return sorted(path.rglob("*.py")) if path.is_dir() else [path.with_suffix(".py")]
+
+
+@pytest.mark.parametrize("door", sorted(FRONT_DOORS))
+def test_each_front_door_imports_only_the_front_doors_below_it(door: str) -> None:
+    # The Python API and the summary once took the CLI's program name from cli/parser.
+    allowed = FRONT_DOORS[door] | {door}
+    wrong = [
+        f"{p.relative_to(ROOT)}:{line} imports {name}"
+        for p in _door_files(door)
+        for line, name in _imports(p)
+        if (other := _front_door(name)) is not None and other not in allowed
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def _strings(path: Path) -> Iterator[tuple[int, str]]:
+    """Every string a file's code holds (docstrings aside), with its line."""
+    tree = ast.parse(path.read_text(), str(path))
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docstrings
+        ):
+            yield node.lineno, node.value
+
+
+def test_no_layer_below_the_cli_spells_a_program() -> None:
+    # A message below the CLI names the next command with blockbatch.core.commands.PROG;
+    # only a front door renders it with the program the user invoked.
+    below = [
+        *(f for layer in ("blockbatch.core", "blockbatch.store") for f in _files(layer)),
+        *_door_files("blockbatch.api"),
+        *_door_files("blockbatch.report"),
+        *_door_files("blockbatch.web"),
+    ]
+    wrong = [
+        f"{p.relative_to(ROOT)}:{line}: {text!r}"
+        for p in below
+        for line, text in _strings(p)
+        if "starter.py" in text
+    ]
+    assert not wrong, "\n".join(wrong)

@@ -116,7 +116,8 @@ def test_the_status_of_a_batch_line_error_type() -> None:
 def test_fatal_messages_say_what_to_do_and_the_code_reads_back() -> None:
     cap = classify(429, "rate_limit_error", "cap", error_code="enforced_spend_limit_reached")
     assert "raise the limit in the Claude Console" in cap.describe()
-    assert "python starter.py retry RUN_ID --cancelled" in cap.describe()
+    # Stored and read later, by any front door: the console script's command.
+    assert "`blockbatch retry RUN_ID --cancelled`" in cap.describe()
     assert "enforced_spend_limit_reached" in cap.describe()
     billing = classify(402, "billing_error", "no credit")
     assert "Billing" in billing.describe() and "retry RUN_ID" in billing.describe()

@@ -85,8 +85,66 @@ def test_a_model_the_registry_does_not_price_runs_on_configured_prices() -> None
     # Without prices, or without the API describing it, it does not run, and says why.
     with pytest.raises(UnknownModelError, match="BLOCKBATCH_MODEL_PRICES has no prices"):
         run_model("claude-haiku-6", facts, {})
-    with pytest.raises(UnknownModelError, match="Models API does not describe it"):
+    with pytest.raises(UnknownModelError, match="Models API does not describe it") as caught:
         run_model("claude-haiku-6", None, {"claude-haiku-6": {"input": 0.2, "output": 1.0}})
+    # Pricing it would not help: nothing describes it.
+    assert "BLOCKBATCH_MODEL_PRICES" not in str(caught.value)
+
+
+def test_a_misspelt_model_is_answered_with_the_name_meant() -> None:
+    with pytest.raises(UnknownModelError) as caught:
+        run_model("claude-sonet-5-5")
+    message = str(caught.value)
+    assert "did you mean claude-sonnet-5-5?" in message
+    assert "BLOCKBATCH_MODEL_PRICES" not in message
+    with pytest.raises(UnknownModelError, match="did you mean claude-haiku-5-5"):
+        get_model("claude-haiku5-5")
+    # Nothing near: no guess.
+    with pytest.raises(UnknownModelError) as far:
+        get_model("gpt-4o")
+    assert "did you mean" not in str(far.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "day", "replacement"),
+    [
+        ("claude-3-5-sonnet-20241022", "2025-10-22", "claude-sonnet-5-5"),
+        ("claude-3-5-sonnet-latest", "2025-10-22", "claude-sonnet-5-5"),
+        ("claude-3-7-sonnet-20250219", "2026-02-19", "claude-sonnet-5-5"),
+        ("claude-3-7-sonnet-latest", "2026-02-19", "claude-sonnet-5-5"),
+        ("claude-3-5-haiku-20241022", "2026-02-19", "claude-haiku-5-5"),
+        ("claude-3-opus-20240229", "2026-01-05", "claude-opus-5-5"),
+        ("claude-3-sonnet-20240229", "2025-07-21", "claude-sonnet-5-5"),
+        ("claude-sonnet-4-20250514", "2026-06-15", "claude-sonnet-5-5"),
+        ("claude-sonnet-4-0", "2026-06-15", "claude-sonnet-5-5"),
+        ("claude-opus-4-0", "2026-06-15", "claude-opus-5-5"),
+        ("claude-opus-4-1-20250805", "2026-08-05", "claude-opus-5-5"),
+    ],
+)
+def test_every_retired_claude_id_is_refused_with_its_day_and_replacement(
+    name: str, day: str, replacement: str
+) -> None:
+    with pytest.raises(RetiredModelError) as caught:
+        run_model(name)
+    assert str(caught.value).startswith(f"{name} was retired on {day}: ")
+    assert f"use {replacement}" in str(caught.value)
+
+
+def test_a_retired_family_id_without_a_known_day_is_still_refused_as_retired() -> None:
+    # Claude 3 Haiku: retired, but no day the contract or the deprecations page gives us.
+    for name in ("claude-3-haiku-20240307", "claude-3-haiku-latest", "claude-instant-1.2"):
+        with pytest.raises(RetiredModelError, match=r"was retired: the API no longer serves it"):
+            run_model(name)
+    with pytest.raises(RetiredModelError, match="use claude-haiku-5-5"):
+        run_model("claude-3-haiku-20240307")
+    # The served 4.x models are not caught by the families' prefixes.
+    for served in (
+        "claude-opus-4-5-20251101",
+        "claude-sonnet-4-5",
+        "claude-haiku-4-5",
+        "claude-opus-4-8",
+    ):
+        assert run_model(served).id.startswith(served[: len("claude-opus-4")])
 
 
 def test_a_retired_model_is_refused_with_the_model_to_move_to() -> None:

@@ -51,4 +51,4 @@ def test_result_details_name_reasons_and_the_command_that_finishes_the_run() -> 
     text = result_details(result, run_progress(_state(), status="budget_exhausted"), 0)
     assert text.startswith("**budget_exhausted** · 6/10 blocks ok · 4 failed")
     assert "not done: 3 budget_exhausted, 1 refused" in text
-    assert "about $0.0100 to finish; continue with `starter.py retry r1 --max-cost" in text
+    assert "about $0.0100 to finish; continue with `blockbatch retry r1 --max-cost" in text

@@ -149,7 +149,7 @@ async def test_a_spend_cap_ends_the_runs_calls_at_once_without_retries_or_halvin
     assert result.status == "failed" and result.error is not None
     assert fatal_code_of(result.error) == "spend_limit"  # what its blocks end with
     assert "raise the limit in the Claude Console" in result.error
-    assert "python starter.py retry RUN_ID --cancelled" in result.error
+    assert "`blockbatch retry RUN_ID --cancelled`" in result.error
     # Within one round: the capped call once, the pack in flight stopped, no pack started.
     assert sorted(c.pack_path for c in world.calls) == ["0", "1"]
     assert world.splits == [] and world.failed == {}
