@@ -15,6 +15,8 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.batches.rounds import enqueue
+from activities.endpoint import client_endpoint
+from activities.sdk import anthropic
 from blockbatch.core.batching import PackAttempt
 from blockbatch.core.context import RunContext
 from blockbatch.core.models import (
@@ -80,10 +82,15 @@ RUN_NOT_FINISHED, NOTHING_TO_RETRY, RETRY_REFUSED = (
 
 
 class DbActivities:
-    """Activities over one asyncpg pool (built in worker.py)."""
+    """Activities over one asyncpg pool (built in worker.py).
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    ``llm``: the worker's Claude client; its endpoint (activities/endpoint.py) is the one
+    whose earlier answers ``plan_run`` may reuse. Without one, no answer is reused.
+    """
+
+    def __init__(self, pool: asyncpg.Pool, llm: anthropic.AsyncAnthropic | None = None) -> None:
         self.pool = pool
+        self.llm = llm
 
     @activity.defn
     async def plan_run(self, inp: PlanRunInput) -> PlanRunOutput:
@@ -93,8 +100,10 @@ class DbActivities:
         Every block gets its answer key (blockbatch/core/reuse.py). With ``reuse_answers`` (the
         default), a block whose key an earlier run answered gets that model answer at once
         (``ai_complete``, marked reused; store.overlays.insert_plan) and is in no pack;
-        only the others are packed and called.
+        only the others are packed and called. Only answers this worker's endpoint gave are
+        reused (blockbatch/core/endpoint.py): never the simulator's for Claude's.
         """
+        endpoint = await client_endpoint(self.llm) if self.llm is not None else None
         async with self.pool.acquire() as conn, conn.transaction():
             state = await runs.lock_for_planning(conn, inp.run_id)
             if state is None:
@@ -124,7 +133,11 @@ class DbActivities:
             blocks = await runs.document_blocks(conn, ctx.document_id)
             prompt = prompt_digest(ctx.spec, ctx.model.id, ctx.shape)
             keys = [answer_key(prompt, b.content_sha256) for b in blocks]
-            found = await overlays.reusable_answers(conn, keys) if ctx.options.reuse_answers else {}
+            found = (
+                await overlays.reusable_answers(conn, keys, endpoint)
+                if ctx.options.reuse_answers
+                else {}
+            )
             to_call = [pos for pos, key in enumerate(keys) if key not in found]
             # Packs sized from the schema's estimate of each answer, or from what earlier
             # runs of the schema on the model wrote; with neither, a learning pack first.

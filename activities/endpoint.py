@@ -24,9 +24,17 @@ async def client_endpoint(client: anthropic.AsyncAnthropic) -> Endpoint:
     known = _known.get(client)
     if known is not None:
         return known
+    endpoint = await ask_endpoint(client)
+    if endpoint is not None:
+        _known[client] = endpoint
+        return endpoint
+    return endpoint_of(str(client.base_url), simulated=False, api_key=client.api_key)
+
+
+async def ask_endpoint(client: anthropic.AsyncAnthropic) -> Endpoint | None:
+    """The endpoint ``client`` talks to, asked now (``None``: it did not answer)."""
     import httpx2  # the SDK's HTTP client, loaded with it
 
-    simulated, answered = False, True
     try:
         response = await client.get(
             "/health", cast_to=httpx2.Response, options={"timeout": ASK_TIMEOUT_S, "max_retries": 0}
@@ -35,8 +43,5 @@ async def client_endpoint(client: anthropic.AsyncAnthropic) -> Endpoint:
     except anthropic.APIStatusError as err:
         simulated = SIMULATOR_HEADER in err.response.headers
     except anthropic.APIConnectionError:
-        answered = False
-    endpoint = endpoint_of(str(client.base_url), simulated=simulated, api_key=client.api_key)
-    if answered:
-        _known[client] = endpoint
-    return endpoint
+        return None
+    return endpoint_of(str(client.base_url), simulated=simulated, api_key=client.api_key)

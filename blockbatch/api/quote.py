@@ -24,6 +24,7 @@ import asyncpg
 
 from activities.models import READ_TIMEOUT_S, ModelFacts
 from activities.sdk import anthropic
+from blockbatch.api.answering import answering_endpoint
 from blockbatch.api.errors import BadRequest
 from blockbatch.api.inputs import SchemaSource, as_schema, with_schema_model
 from blockbatch.core.answer import CallShape, check_effort
@@ -162,7 +163,7 @@ async def estimate(
         if history and options.reuse_answers:
             # Blocks an earlier run answered under the same prompt and model get that answer
             # (incremental re-runs): they are not sent, so not quoted.
-            reusable, why = await _reusable(db, parsed, spec, model.id, ctx.shape)
+            reusable, why = await _reusable(db, parsed, spec, model.id, ctx.shape, settings)
             if why:
                 notes.append(why)
             elif reusable and len(reusable) == len(parsed):
@@ -490,8 +491,10 @@ async def _reusable(
     spec: SchemaSpec,
     model_id: str,
     shape: CallShape,
+    settings: Settings,
 ) -> tuple[set[int], str | None]:
-    """Positions of the blocks a run would reuse an earlier answer for, or why not known."""
+    """Positions of the blocks a run would reuse an earlier answer for, or why not known:
+    only answers of the endpoint that would answer it (blockbatch/api/answering.py)."""
     if db.unreachable is not None:
         return set(), (
             f"reuse of earlier answers not checked ({db.unreachable}): every block quoted"
@@ -499,7 +502,8 @@ async def _reusable(
     prompt = prompt_digest(spec, model_id, shape)
     keys = [answer_key(prompt, block_digest(b.block_type, b.block_content)) for b in parsed]
     # A database from before incremental re-runs: nothing to reuse.
-    found = await db.read(lambda conn: overlays.reusable_answers(conn, keys)) or {}
+    endpoint = await db.read(lambda conn: answering_endpoint(conn, settings))
+    found = await db.read(lambda conn: overlays.reusable_answers(conn, keys, endpoint)) or {}
     return {i for i, key in enumerate(keys) if key in found}, None
 
 

@@ -75,6 +75,7 @@ from typing import Any, Literal
 
 import asyncpg
 
+from blockbatch.core.endpoint import Endpoint
 from blockbatch.core.evidence import ground, ungrounded
 from blockbatch.core.models import ApplyResultsOutput, RunStatus
 from blockbatch.core.outcome import end_code
@@ -100,8 +101,8 @@ async def insert_plan(
     """Create the run's overlays: block ``i`` with answer key ``keys[i]``, ``pending`` in
     pack ``pack_of[i]``, or, when ``reused`` has an earlier answer for its block_uid,
     ``ai_complete`` with that answer as it is, in no pack, no attempt charged, the source
-    run and call recorded, its evidence with it (reviewed like any other). Returns how many
-    were reused."""
+    run and call recorded, its evidence with it (reviewed like any other), and its origin
+    added to the run's ``reused_endpoints``. Returns how many were reused."""
     reused = reused or {}
     uids = [b.block_uid for b in blocks]
     found = [reused.get(u) for u in uids]
@@ -126,19 +127,33 @@ async def insert_plan(
         [f.evidence if f else None for f in found],
         ["ungrounded" if f and ungrounded(f.evidence) else None for f in found],
     )
+    origins = sorted({f.origin for f in found if f is not None})
+    if origins:
+        # A reused answer keeps its origin: the run says who gave its answers (migration 029).
+        await conn.execute(
+            """update runs set reused_endpoints = array(
+                   select distinct e from unnest(reused_endpoints || $2::text[]) as e order by 1)
+               where run_id = $1""",
+            run_id,
+            origins,
+        )
     return sum(f is not None for f in found)
 
 
 #: The statuses are spelled out (not a parameter) so that Postgres can match the partial
 #: index ``overlays_answer_key`` of migration 010, whose predicate lists the same ones.
+#: The call that first paid for an answer says who gave it (``llm_calls.provider`` and
+#: ``endpoint_host``): only an answer of the endpoint that would answer now is reused.
 _REUSABLE_SQL = f"""
-select distinct on (answer_key) answer_key, coalesce(model_answer, staging) as answer,
-       evidence, coalesce(reused_from_run_id, run_id) as run_id,
-       coalesce(reused_from_call_id, call_id) as call_id
-from overlays
-where answer_key = any($1::text[]) and answer_key is not null
-  and status in ({", ".join(f"'{s}'" for s in REUSABLE)})
-order by answer_key, coalesce(reused_from_call_id, call_id) desc nulls last
+select distinct on (o.answer_key) o.answer_key, coalesce(o.model_answer, o.staging) as answer,
+       o.evidence, coalesce(o.reused_from_run_id, o.run_id) as run_id, c.call_id,
+       c.provider || coalesce(' ' || c.endpoint_host, '') as origin
+from overlays o
+join llm_calls c on c.call_id = coalesce(o.reused_from_call_id, o.call_id)
+where o.answer_key = any($1::text[]) and o.answer_key is not null
+  and o.status in ({", ".join(f"'{s}'" for s in REUSABLE)})
+  and c.provider = $2 and c.endpoint_host is not distinct from $3
+order by o.answer_key, c.call_id desc
 """
 
 
@@ -152,6 +167,8 @@ class ReusableAnswer:
     #: The answer's grounded quotes (a schema asking for evidence): the answer key holds the
     #: block's content and the request, so its spans hold for the reusing block too.
     evidence: dict[str, Any] | None = None
+    #: Who gave it: the paying call's endpoint (``blockbatch.core.endpoint.Endpoint.label``).
+    origin: str = "anthropic"
 
 
 async def withhold_from_reuse(
@@ -171,7 +188,7 @@ async def withhold_from_reuse(
 
 
 async def reusable_answers(
-    conn: asyncpg.Connection, keys: Sequence[str]
+    conn: asyncpg.Connection, keys: Sequence[str], endpoint: Endpoint | None
 ) -> dict[str, ReusableAnswer]:
     """For each of ``keys`` that an earlier overlay answered: that answer (one index scan).
 
@@ -179,10 +196,19 @@ async def reusable_answers(
     them the model's own answer (``model_answer`` once a person edited staging). An answer
     that was itself reused names the run and call that first paid for it. Where several
     runs answered a key, the newest paid answer wins.
+
+    Only answers ``endpoint`` gave (the same provider and host; not the key): the
+    simulator's answers never stand in for Claude's, nor one base URL's for another's. An
+    answer whose paying call is not in the ledger has no known origin and is not reused;
+    with no ``endpoint`` (none known to answer now) nothing is.
     """
-    rows = await conn.fetch(_REUSABLE_SQL, list(set(keys)))
+    if endpoint is None:
+        return {}
+    rows = await conn.fetch(_REUSABLE_SQL, list(set(keys)), endpoint.provider, endpoint.host)
     return {
-        r["answer_key"]: ReusableAnswer(r["answer"], r["run_id"], r["call_id"], r["evidence"])
+        r["answer_key"]: ReusableAnswer(
+            r["answer"], r["run_id"], r["call_id"], r["evidence"], r["origin"]
+        )
         for r in rows
         if r["answer"] is not None
     }

@@ -29,14 +29,19 @@ from blockbatch.core.views import (
 )
 from blockbatch.store.repo import NotFound
 
-#: Who answered a run's calls (``blockbatch.core.endpoint.Endpoint.label``), in order.
-_ENDPOINTS_SQL = """select distinct c.provider || coalesce(' ' || c.endpoint_host, '')
-             from llm_calls c where c.run_id = {run} and c.status = 'succeeded'
+#: Who gave a run's answers (``blockbatch.core.endpoint.Endpoint.label``), in order: the
+#: endpoints of its own calls and those its reused answers came from (migration 029).
+_ENDPOINTS_SQL = """select distinct e from (
+                 select c.provider || coalesce(' ' || c.endpoint_host, '') as e
+                 from llm_calls c where c.run_id = {run} and c.status = 'succeeded'
+                 union all
+                 select unnest(x.reused_endpoints) from runs x where x.run_id = {run}) t
              order by 1"""
 
 
 async def run_endpoints(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> list[str]:
-    """Who answered the run's calls: ``anthropic``, ``simulator 127.0.0.1:8765``, ..."""
+    """Who gave the run's answers, its reused ones included: ``anthropic``,
+    ``simulator 127.0.0.1:8765``, ..."""
     return list(await conn.fetchval(f"select array({_ENDPOINTS_SQL.format(run='$1')})", run_id))
 
 

@@ -13,6 +13,7 @@ import pytest
 from blockbatch.api.errors import NothingToRetry
 from blockbatch.core.models import QualityOptions, RunOptions, RunResult
 from blockbatch.report import summary_lines
+from blockbatch.runtime.temporal import anthropic_client, build_worker
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
 
@@ -186,3 +187,40 @@ async def test_a_re_run_of_an_edited_document_calls_only_for_changed_blocks(
     assert (info.blocks_reused, info.reuse_saved_usd) == pytest.approx(
         (30 - len(EDITED), saved), abs=1e-5
     )
+
+
+async def test_reused_simulated_answers_stay_simulated_and_another_endpoint_asks_again(
+    bbstack: Stack, tmp_path: Any
+) -> None:
+    """A reused answer keeps its origin (the summary, status, list and export of a fully
+    reused simulated run say SIMULATED), and a worker calling another endpoint (here the
+    simulator under another host name) never takes these answers: it asks again."""
+    s = bbstack
+    schema_id = await s.bb.add_schema(extract_schema())
+    doc = await s.bb.ingest_bytes(markdown_doc(6), name="origin.md", fmt="markdown")
+    async with s.worker():
+        run1, first = await run(s, doc, schema_id)
+        run2, second = await run(s, doc, schema_id)
+    assert first.status == "completed" and first.simulated
+    # Every answer reused, no call made: still the simulator's answers.
+    assert (second.status, second.blocks_reused, second.calls) == ("completed", 6, 0)
+    host = s.sim.base_url.removeprefix("http://")
+    assert second.endpoints == [f"simulator {host}"] and second.simulated
+    lines = summary_lines(second, baseline=None, links={"run": "", "packs": ""})
+    assert any("SIMULATED" in line for line in lines), lines
+    assert (await s.bb.run(run2)).simulated  # status
+    assert next(r for r in await s.bb.runs() if r.run_id == run2).simulated  # list
+    assert (await s.bb.result(run2)).simulated  # RunResult read back
+    exported = await s.bb.export(run2, tmp_path / "run2.jsonl")
+    assert exported.simulated
+
+    # Another base URL (the same simulator as `localhost`) is another endpoint: nothing
+    # reused, every block asked.
+    other = anthropic_client(s.settings).with_options(
+        base_url=s.sim.base_url.replace("127.0.0.1", "localhost")
+    )
+    async with build_worker(s.client, s.task_queue, s.pool, other):
+        run3, third = await run(s, doc, schema_id)
+    assert (third.status, third.blocks_reused) == ("completed", 0)
+    assert sorted(await sent_blocks(s, run3)) == list(range(6))
+    assert third.endpoints == [f"simulator {host.replace('127.0.0.1', 'localhost')}"]
