@@ -199,7 +199,7 @@ async def test_reused_simulated_answers_stay_simulated_and_another_endpoint_asks
     schema_id = await s.bb.add_schema(extract_schema())
     doc = await s.bb.ingest_bytes(markdown_doc(6), name="origin.md", fmt="markdown")
     async with s.worker():
-        run1, first = await run(s, doc, schema_id)
+        _, first = await run(s, doc, schema_id)
         run2, second = await run(s, doc, schema_id)
     assert first.status == "completed" and first.simulated
     # Every answer reused, no call made: still the simulator's answers.
