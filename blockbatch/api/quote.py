@@ -30,6 +30,7 @@ from blockbatch.api.inputs import SchemaSource, as_schema, with_schema_model
 from blockbatch.core.answer import CallShape, check_effort
 from blockbatch.core.calibration import CalibrationNote
 from blockbatch.core.context import RunContext
+from blockbatch.core.endpoint import SIMULATOR_HEADER
 from blockbatch.core.ingest import ParsedBlock, detect_format, document_id_for, parse_document
 from blockbatch.core.models import QualityOptions, RunOptions
 from blockbatch.core.planning import estimate_tokens
@@ -365,11 +366,16 @@ async def _count(
             timeout=COUNT_TIMEOUT_S,
         )
     gate = asyncio.Semaphore(COUNT_CONCURRENCY)
+    # Who counted: the simulator marks its answers (blockbatch/core/endpoint.py), and its
+    # count is its own tokenizer's, not Claude's.
+    simulated = False
 
     async def one(request: dict[str, Any]) -> int:
+        nonlocal simulated
         async with gate:
-            counted = await client.messages.count_tokens(**request)
-            return counted.input_tokens
+            raw = await client.messages.with_raw_response.count_tokens(**request)
+            simulated = simulated or SIMULATOR_HEADER in raw.headers
+            return (await raw.parse()).input_tokens
 
     try:
         answers = await asyncio.gather(*(one(r) for r in plan.requests))
@@ -387,7 +393,7 @@ async def _count(
     finally:
         if own:
             await client.close()
-    return counted_tokens(plan, answers), None
+    return counted_tokens(plan, answers, simulated=simulated), None
 
 
 async def count_prefix(settings: Settings, prefix: PrefixToCount) -> int | None:
