@@ -101,7 +101,9 @@ class DbActivities:
         default), a block whose key an earlier run answered gets that model answer at once
         (``ai_complete``, marked reused; store.overlays.insert_plan) and is in no pack;
         only the others are packed and called. Only answers this worker's endpoint gave are
-        reused (blockbatch/core/endpoint.py): never the simulator's for Claude's.
+        reused (blockbatch/core/endpoint.py): never the simulator's for Claude's. A block
+        whose key an earlier block of this run has is in no pack: it takes that block's
+        outcome when it lands (``same_as``), so duplicate content is asked once.
         """
         endpoint = await client_endpoint(self.llm) if self.llm is not None else None
         async with self.pool.acquire() as conn, conn.transaction():
@@ -138,7 +140,19 @@ class DbActivities:
                 if ctx.options.reuse_answers
                 else {}
             )
-            to_call = [pos for pos, key in enumerate(keys) if key not in found]
+            # The same content under the same prompt and model is asked once per run: the
+            # first copy is packed, the others wait for its outcome (store.overlays).
+            first_of: dict[str, str] = {}
+            same_as: list[str | None] = [None] * len(blocks)
+            to_call = []
+            for pos, key in enumerate(keys):
+                if key in found:
+                    continue
+                if key in first_of:
+                    same_as[pos] = first_of[key]
+                else:
+                    first_of[key] = blocks[pos].block_uid
+                    to_call.append(pos)
             # Packs sized from the schema's estimate of each answer, or from what earlier
             # runs of the schema on the model wrote; with neither, a learning pack first.
             learns = ctx.learns_output()
@@ -159,6 +173,7 @@ class DbActivities:
                     for b, key in zip(blocks, keys, strict=True)
                     if key in found
                 },
+                same_as,
             )
             if ctx.options.mode == "sync" and ctx.plan_limits().size_cap > 1:
                 # The quality probe's sample, of the blocks called (blockbatch/core/quality.py); none

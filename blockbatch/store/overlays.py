@@ -8,6 +8,12 @@ The transitions, all of them here and nowhere else::
                                    no attempt, no pack, the source run and call recorded
                                    on the row (born so, like a pending one: one write per
                                    block, so a 100,000-block run still plans in seconds)
+    (planned)    -> pending        insert_plan, follows: a block whose answer key an
+                                   earlier block of the same run has (``same_as``), in
+                                   no pack: asked once per run
+    pending      -> ai_complete    follows (the trigger of migration 029): the block it
+    pending      -> failed         waits for ended so, in the same transaction; it takes
+    pending      -> cancelled      that outcome (answer, reason, call) as it is
     pending      -> ai_complete    apply_answer (a valid result; charges one attempt)
     pending      -> pending        apply_answer (an invalid result; charges one attempt)
     pending      -> failed         apply_answer (attempts used up), fail_pending (a reason
@@ -97,24 +103,27 @@ async def insert_plan(
     pack_of: Sequence[int | None],
     keys: Sequence[str | None] | None = None,
     reused: Mapping[str, ReusableAnswer] | None = None,
+    same_as: Sequence[str | None] | None = None,
 ) -> int:
     """Create the run's overlays: block ``i`` with answer key ``keys[i]``, ``pending`` in
     pack ``pack_of[i]``, or, when ``reused`` has an earlier answer for its block_uid,
     ``ai_complete`` with that answer as it is, in no pack, no attempt charged, the source
     run and call recorded, its evidence with it (reviewed like any other), and its origin
-    added to the run's ``reused_endpoints``. Returns how many were reused."""
+    added to the run's ``reused_endpoints``. ``same_as[i]``: the block of this run whose
+    outcome block ``i`` waits for (the same answer key; it is in no pack). Returns how many
+    were reused."""
     reused = reused or {}
     uids = [b.block_uid for b in blocks]
     found = [reused.get(u) for u in uids]
     await conn.execute(
         """insert into overlays (run_id, block_uid, block_index, pack_index, answer_key,
                                  status, staging, reused_from_run_id, reused_from_call_id,
-                                 evidence, reason_code)
+                                 evidence, reason_code, same_as)
            select $1, u, i, p, k, case when r is null then 'pending' else 'ai_complete' end,
-                  a, r, c, e, g
+                  a, r, c, e, g, f
            from unnest($2::text[], $3::int[], $4::int[], $5::text[], $6::jsonb[],
-                       $7::text[], $8::bigint[], $9::jsonb[], $10::text[])
-                as t(u, i, p, k, a, r, c, e, g)
+                       $7::text[], $8::bigint[], $9::jsonb[], $10::text[], $11::text[])
+                as t(u, i, p, k, a, r, c, e, g, f)
            on conflict do nothing""",
         run_id,
         uids,
@@ -126,6 +135,7 @@ async def insert_plan(
         [f.call_id if f else None for f in found],
         [f.evidence if f else None for f in found],
         ["ungrounded" if f and ungrounded(f.evidence) else None for f in found],
+        list(same_as) if same_as is not None else [None] * len(blocks),
     )
     origins = sorted({f.origin for f in found if f is not None})
     if origins:
@@ -253,10 +263,12 @@ async def pending_blocks(
 
 
 async def pending_by_pack(conn: asyncpg.Connection, run_id: str) -> dict[int, list[str]]:
-    """The run's pending block_uids by planned pack, both in order."""
+    """The run's pending block_uids by planned pack, both in order (not the duplicates
+    waiting for another block's outcome: they are in no pack)."""
     rows = await conn.fetch(
         """select block_uid, pack_index from overlays
-           where run_id = $1 and status = 'pending' order by pack_index, block_index""",
+           where run_id = $1 and status = 'pending' and same_as is null
+           order by pack_index, block_index""",
         run_id,
     )
     packs: dict[int, list[str]] = {}
@@ -535,13 +547,14 @@ async def reset_for_retry(
     """failed (or cancelled) -> pending for a retry, block ``uids[i]`` in pack ``pack_of[i]``.
 
     Everything the earlier attempts left is cleared (attempts, reason code, last error,
-    staging, pack path, call); the ledger and ``overlay_changes`` keep that history. Only
+    staging, pack path, call; a duplicate no longer waits for another block: each retried
+    block is in a pack of its own plan); the ledger and ``overlay_changes`` keep that history. Only
     blocks still in one of ``statuses`` move; returns how many did.
     """
     result = await conn.execute(
         """update overlays o set status = 'pending', pack_index = t.p, attempt_count = 0,
                   reason_code = null, last_error = null, staging = null, pack_path = null,
-                  call_id = null, evidence = null, updated_at = now()
+                  call_id = null, evidence = null, same_as = null, updated_at = now()
            from unnest($2::text[], $3::int[]) as t(u, p)
            where o.run_id = $1 and o.block_uid = t.u and o.status = any($4::text[])""",
         run_id,
@@ -572,6 +585,16 @@ async def reask_for_gate(
         run_id,
         list(uids),
         list(pack_of),
+    )
+    # Their duplicates that took the same answer, unreviewed, wait for the new one.
+    await conn.execute(
+        """update overlays set status = 'pending', reason_code = null, last_error = null,
+                  staging = null, pack_path = null, call_id = null, evidence = null,
+                  updated_at = now()
+           where run_id = $1 and same_as = any($2::text[]) and status = 'ai_complete'
+             and model_answer is null""",
+        run_id,
+        list(uids),
     )
     return int(result.split()[-1])
 

@@ -15,7 +15,7 @@ from blockbatch.core.models import QualityOptions, RunOptions, RunResult
 from blockbatch.report import summary_lines
 from blockbatch.runtime.temporal import anthropic_client, build_worker
 from tests.conftest import Stack
-from tests.helpers import extract_schema, markdown_doc
+from tests.helpers import block_content, extract_schema, markdown_doc
 
 EDITED = (4, 17, 25)
 #: In run 1 a reviewer edits one block (its model answer is still reusable) and rejects
@@ -224,3 +224,39 @@ async def test_reused_simulated_answers_stay_simulated_and_another_endpoint_asks
     assert (third.status, third.blocks_reused) == ("completed", 0)
     assert sorted(await sent_blocks(s, run3)) == list(range(6))
     assert third.endpoints == [f"simulator {host.replace('127.0.0.1', 'localhost')}"]
+
+
+async def test_duplicate_content_in_one_run_is_asked_once_and_its_outcome_given_to_each_copy(
+    bbstack: Stack,
+) -> None:
+    """Blocks 8 and 9 repeat blocks 1 and 3: one model call carries each content once, and
+    each copy ends as its first did, answered (block 1's copy) or failed with the same
+    reason (block 3, which the model always leaves out)."""
+    s = bbstack
+    paragraphs = markdown_doc(8).decode().strip().split("\n\n")
+    assert len(paragraphs) == 8
+    doc = await s.bb.ingest_bytes(
+        ("\n\n".join([*paragraphs, paragraphs[1], paragraphs[3]]) + "\n").encode(),
+        name="duplicates.md",
+        fmt="markdown",
+    )
+    schema_id = await s.bb.add_schema(extract_schema())
+    s.sim.scenario(always_skip_contents=[await block_content(s.pool, f"{doc}:3")])
+    async with s.worker():
+        run_id, result = await run(s, doc, schema_id, pack_size=3, max_block_attempts=1)
+    # Every block is carried once at most: the copies never are.
+    sent = await sent_blocks(s, run_id)
+    assert 8 not in sent and 9 not in sent
+    assert sent.count(1) == 1
+    rows = await overlays(s, run_id)
+    assert rows[8]["status"] == rows[1]["status"] == "ai_complete"
+    assert rows[8]["staging"] == rows[1]["staging"] and rows[8]["pack_index"] is None
+    assert rows[9]["status"] == rows[3]["status"] == "failed"
+    reasons = await s.pool.fetch(
+        "select block_index, reason_code from overlays where run_id = $1 and block_index in (3, 9)",
+        run_id,
+    )
+    assert len({r["reason_code"] for r in reasons}) == 1
+    # Exactly one terminal state each, and the counters say so.
+    assert result.status == "completed_with_failures"
+    assert (result.blocks_total, result.blocks_ai_complete, result.blocks_failed) == (10, 8, 2)
