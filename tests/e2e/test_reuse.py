@@ -8,14 +8,17 @@ import io
 import json
 from typing import Any
 
+import aiohttp
 import pytest
 
 from blockbatch.api.errors import NothingToRetry
 from blockbatch.core.models import QualityOptions, RunOptions, RunResult
 from blockbatch.report import summary_lines
 from blockbatch.runtime.temporal import anthropic_client, build_worker
+from blockbatch.web.app import create_app
 from tests.conftest import Stack
 from tests.helpers import block_content, extract_schema, markdown_doc
+from tests.web_helpers import serving
 
 EDITED = (4, 17, 25)
 #: In run 1 a reviewer edits one block (its model answer is still reusable) and rejects
@@ -213,6 +216,12 @@ async def test_reused_simulated_answers_stay_simulated_and_another_endpoint_asks
     assert (await s.bb.result(run2)).simulated  # RunResult read back
     exported = await s.bb.export(run2, tmp_path / "run2.jsonl")
     assert exported.simulated
+    meta = json.loads((tmp_path / "run2.jsonl.meta.json").read_text())
+    assert meta["simulated"] is True and meta["endpoints"] == [f"simulator {host}"]
+    app = create_app(s.bb, s.settings, reviewer="ada")
+    async with serving(app) as base, aiohttp.ClientSession() as http:
+        page = await (await http.get(f"{base}/runs/{run2}")).text()
+        assert 'id="simulated"' in page[page.index("<h1>") : page.index("</h1>")]  # the badge
 
     # Another base URL (the same simulator as `localhost`) is another endpoint: nothing
     # reused, every block asked.
