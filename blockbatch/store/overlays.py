@@ -11,7 +11,7 @@ The transitions, all of them here and nowhere else::
     (planned)    -> pending        insert_plan, follows: a block whose answer key an
                                    earlier block of the same run has (``same_as``), in
                                    no pack: asked once per run
-    pending      -> ai_complete    follows (the trigger of migration 029): the block it
+    pending      -> ai_complete    follows (the trigger of migration 032): the block it
     pending      -> failed         waits for ended so, in the same transaction; it takes
     pending      -> cancelled      that outcome (answer, reason, call) as it is
     pending      -> ai_complete    apply_answer (a valid result; charges one attempt)
@@ -139,7 +139,7 @@ async def insert_plan(
     )
     origins = sorted({f.origin for f in found if f is not None})
     if origins:
-        # A reused answer keeps its origin: the run says who gave its answers (migration 029).
+        # A reused answer keeps its origin: the run says who gave its answers (migration 032).
         await conn.execute(
             """update runs set reused_endpoints = array(
                    select distinct e from unnest(reused_endpoints || $2::text[]) as e order by 1)

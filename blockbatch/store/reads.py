@@ -30,7 +30,7 @@ from blockbatch.core.views import (
 from blockbatch.store.repo import NotFound
 
 #: Who gave a run's answers (``blockbatch.core.endpoint.Endpoint.label``), in order: the
-#: endpoints of its own calls and those its reused answers came from (migration 029).
+#: endpoints of its own calls and those its reused answers came from (migration 032).
 _ENDPOINTS_SQL = """select distinct e from (
                  select c.provider || coalesce(' ' || c.endpoint_host, '') as e
                  from llm_calls c where c.run_id = {run} and c.status = 'succeeded'
