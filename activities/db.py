@@ -15,6 +15,8 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.batches.rounds import enqueue
+from activities.endpoint import client_endpoint
+from activities.sdk import anthropic
 from blockbatch.core.batching import PackAttempt
 from blockbatch.core.blocks import is_set_aside
 from blockbatch.core.context import RunContext
@@ -81,10 +83,15 @@ RUN_NOT_FINISHED, NOTHING_TO_RETRY, RETRY_REFUSED = (
 
 
 class DbActivities:
-    """Activities over one asyncpg pool (built in worker.py)."""
+    """Activities over one asyncpg pool (built in worker.py).
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    ``llm``: the worker's Claude client; its endpoint (activities/endpoint.py) is the one
+    whose earlier answers ``plan_run`` may reuse. Without one, no answer is reused.
+    """
+
+    def __init__(self, pool: asyncpg.Pool, llm: anthropic.AsyncAnthropic | None = None) -> None:
         self.pool = pool
+        self.llm = llm
 
     @activity.defn
     async def plan_run(self, inp: PlanRunInput) -> PlanRunOutput:
@@ -94,8 +101,12 @@ class DbActivities:
         Every block gets its answer key (blockbatch/core/reuse.py). With ``reuse_answers`` (the
         default), a block whose key an earlier run answered gets that model answer at once
         (``ai_complete``, marked reused; store.overlays.insert_plan) and is in no pack;
-        only the others are packed and called.
+        only the others are packed and called. Only answers this worker's endpoint gave are
+        reused (blockbatch/core/endpoint.py): never the simulator's for Claude's. A block
+        whose key an earlier block of this run has is in no pack: it takes that block's
+        outcome when it lands (``same_as``), so duplicate content is asked once.
         """
+        endpoint = await client_endpoint(self.llm) if self.llm is not None else None
         async with self.pool.acquire() as conn, conn.transaction():
             state = await runs.lock_for_planning(conn, inp.run_id)
             if state is None:
@@ -132,8 +143,24 @@ class DbActivities:
                 if ctx.options.include_boilerplate
                 else {pos for pos, b in enumerate(blocks) if is_set_aside(b.block_type)}
             )
-            found = await overlays.reusable_answers(conn, keys) if ctx.options.reuse_answers else {}
-            to_call = [pos for pos, key in enumerate(keys) if key not in found and pos not in aside]
+            found = (
+                await overlays.reusable_answers(conn, keys, endpoint)
+                if ctx.options.reuse_answers
+                else {}
+            )
+            # The same content under the same prompt and model is asked once per run: the
+            # first copy is packed, the others wait for its outcome (store.overlays).
+            first_of: dict[str, str] = {}
+            same_as: list[str | None] = [None] * len(blocks)
+            to_call = []
+            for pos, key in enumerate(keys):
+                if key in found or pos in aside:
+                    continue
+                if key in first_of:
+                    same_as[pos] = first_of[key]
+                else:
+                    first_of[key] = blocks[pos].block_uid
+                    to_call.append(pos)
             # Packs sized from the schema's estimate of each answer, or from what earlier
             # runs of the schema on the model wrote; with neither, a learning pack first.
             learns = ctx.learns_output()
@@ -154,6 +181,7 @@ class DbActivities:
                     for pos, (b, key) in enumerate(zip(blocks, keys, strict=True))
                     if key in found and pos not in aside
                 },
+                same_as,
                 set_aside=[blocks[pos].block_uid for pos in sorted(aside)],
             )
             if ctx.options.mode == "sync" and ctx.plan_limits().size_cap > 1:

@@ -32,6 +32,12 @@ async def client_endpoint(client: anthropic.AsyncAnthropic) -> Endpoint:
     return endpoint
 
 
+async def ask_endpoint(client: anthropic.AsyncAnthropic) -> Endpoint | None:
+    """The endpoint ``client`` talks to, asked now (``None``: it did not answer)."""
+    endpoint, answered, _ = await _ask(client)
+    return endpoint if answered else None
+
+
 async def check_endpoint(client: anthropic.AsyncAnthropic) -> tuple[Endpoint, str | None]:
     """Ask the endpoint once: who it is, and what is wrong with reaching it, said after its
     name (``is NOT reachable ...``; ``None``: it answered and accepted the key).
@@ -39,6 +45,12 @@ async def check_endpoint(client: anthropic.AsyncAnthropic) -> tuple[Endpoint, st
     The problem is one sentence naming the host and the cause: no connection (DNS,
     refused, TLS, proxy), a rejected key, or another error status.
     """
+    endpoint, _, problem = await _ask(client)
+    return endpoint, problem
+
+
+async def _ask(client: anthropic.AsyncAnthropic) -> tuple[Endpoint, bool, str | None]:
+    """One GET of the Models API: the endpoint, whether it answered, and what is wrong."""
     import httpx2  # the SDK's HTTP client, loaded with it
 
     simulated, answered, problem = False, True, None
@@ -69,4 +81,4 @@ async def check_endpoint(client: anthropic.AsyncAnthropic) -> tuple[Endpoint, st
     endpoint = endpoint_of(str(client.base_url), simulated=simulated, api_key=client.api_key)
     if answered:
         _known[client] = endpoint
-    return endpoint, problem
+    return endpoint, answered, problem

@@ -37,6 +37,7 @@ from activities.db import NOTHING_TO_RETRY, RUN_NOT_FINISHED
 from activities.escalation import ESCALATED_STATUSES
 from activities.models import READ_TIMEOUT_S, ModelFacts
 from activities.sdk import anthropic
+from blockbatch.api.answering import answering_endpoint
 from blockbatch.api.budget import check_start_budget
 from blockbatch.api.calibrate import prepare, run_calibration, run_model_calibration
 from blockbatch.api.errors import (
@@ -80,7 +81,7 @@ from blockbatch.core.calibration import (
     ModelCalibration,
 )
 from blockbatch.core.commands import PROG
-from blockbatch.core.endpoint import endpoint_of, mismatch_text
+from blockbatch.core.endpoint import Endpoint, endpoint_of, mismatch_text
 from blockbatch.core.ingest import ConvertOptions, ParsedBlock, detect_format, record_columns
 from blockbatch.core.models import (
     EscalateInput,
@@ -957,6 +958,11 @@ class Blockbatch:
             api_key=key,
         )
         return mismatch_text(own, await workers.live(self.pool, queue), queue)
+
+    async def answering_endpoint(self, task_queue: str | None = None) -> Endpoint | None:
+        """The endpoint a run on the task queue would be answered by (its provider and
+        host), the one whose earlier answers it may reuse (blockbatch/api/answering.py)."""
+        return await answering_endpoint(self.pool, self.settings, task_queue)
 
     # ------------------------------------------------------------------ reading and review
 

@@ -148,6 +148,12 @@ class NoWorker(UserWarning):
     """A run was started on a task queue no worker polls: it waits until one does."""
 
 
+class SimulatedAnswers(UserWarning):
+    """``llm_batch``/``allm_batch``: some answers are the local simulator's, not Claude's
+    (no ``ANTHROPIC_API_KEY`` where the worker runs, or answers reused from a simulated
+    run). Warned once per call; ``BatchResult.simulated`` says the same."""
+
+
 class RunTimedOut(TimeoutError):
     """``llm_batch``/``allm_batch``: the run did not finish within ``timeout`` seconds.
 

@@ -69,9 +69,16 @@ from pathlib import Path
 from typing import Any, overload
 
 from blockbatch.api.client import Blockbatch
-from blockbatch.api.errors import AllItemsFailed, NoWorker, RunTimedOut, for_python
+from blockbatch.api.errors import (
+    AllItemsFailed,
+    NoWorker,
+    RunTimedOut,
+    SimulatedAnswers,
+    for_python,
+)
 from blockbatch.api.inputs import SchemaSource, as_schema
 from blockbatch.core.commands import PROG
+from blockbatch.core.endpoint import answered_text
 from blockbatch.core.ingest import IngestError, ParsedBlock
 from blockbatch.core.models import QualityOptions, RunOptions, RunResult
 from blockbatch.core.questions import ANSWER_FIELD, QUESTION_SCHEMA, question_block
@@ -124,6 +131,12 @@ class BatchResult(Sequence[ItemResult]):
 
     def __iter__(self) -> Iterator[ItemResult]:
         return iter(self.items)
+
+    @property
+    def simulated(self) -> bool:
+        """Whether any answer is the simulator's, not Claude's (``run.endpoints`` says whose;
+        the call warned :class:`~blockbatch.api.errors.SimulatedAnswers`)."""
+        return self.run.simulated
 
     @property
     def values(self) -> list[Any]:
@@ -452,6 +465,14 @@ async def allm_batch(
             usage=usage.get(row.block_uid, ItemUsage()),
         )
     out = BatchResult(run_id=run_id, run=run, items=[results[i] for i in range(len(prompts))])
+    if out.simulated:
+        # The run id makes each call's message its own: Python's filters show it once per call.
+        warnings.warn(
+            f"run {run_id}: {answered_text(run.endpoints)}; set ANTHROPIC_API_KEY where "
+            "the worker runs for Claude's answers",
+            SimulatedAnswers,
+            stacklevel=2,
+        )
     if not out.successes:
         raise AllItemsFailed(out)
     return out

@@ -24,12 +24,14 @@ import asyncpg
 
 from activities.models import READ_TIMEOUT_S, ModelFacts
 from activities.sdk import anthropic
+from blockbatch.api.answering import answering_endpoint
 from blockbatch.api.errors import BadRequest, parse_checked
 from blockbatch.api.inputs import SchemaSource, as_schema, with_schema_model
 from blockbatch.core.answer import CallShape, check_effort
 from blockbatch.core.blocks import is_set_aside
 from blockbatch.core.calibration import CalibrationNote
 from blockbatch.core.context import RunContext
+from blockbatch.core.endpoint import SIMULATOR_HEADER
 from blockbatch.core.ingest import ConvertOptions, ParsedBlock, detect_format, document_id_for
 from blockbatch.core.models import QualityOptions, RunOptions
 from blockbatch.core.planning import estimate_tokens
@@ -180,7 +182,7 @@ async def estimate(
         if history and options.reuse_answers:
             # Blocks an earlier run answered under the same prompt and model get that answer
             # (incremental re-runs): they are not sent, so not quoted.
-            reusable, why = await _reusable(db, parsed, spec, model.id, ctx.shape)
+            reusable, why = await _reusable(db, parsed, spec, model.id, ctx.shape, settings)
             if why:
                 notes.append(why)
             elif reusable and len(reusable) == len(parsed):
@@ -386,11 +388,16 @@ async def _count(
             timeout=COUNT_TIMEOUT_S,
         )
     gate = asyncio.Semaphore(COUNT_CONCURRENCY)
+    # Who counted: the simulator marks its answers (blockbatch/core/endpoint.py), and its
+    # count is its own tokenizer's, not Claude's.
+    simulated = False
 
     async def one(request: dict[str, Any]) -> int:
+        nonlocal simulated
         async with gate:
-            counted = await client.messages.count_tokens(**request)
-            return counted.input_tokens
+            raw = await client.messages.with_raw_response.count_tokens(**request)
+            simulated = simulated or SIMULATOR_HEADER in raw.headers
+            return (await raw.parse()).input_tokens
 
     try:
         answers = await asyncio.gather(*(one(r) for r in plan.requests))
@@ -408,7 +415,7 @@ async def _count(
     finally:
         if own:
             await client.close()
-    return counted_tokens(plan, answers), None
+    return counted_tokens(plan, answers, simulated=simulated), None
 
 
 async def count_prefix(settings: Settings, prefix: PrefixToCount) -> int | None:
@@ -512,8 +519,10 @@ async def _reusable(
     spec: SchemaSpec,
     model_id: str,
     shape: CallShape,
+    settings: Settings,
 ) -> tuple[set[int], str | None]:
-    """Positions of the blocks a run would reuse an earlier answer for, or why not known."""
+    """Positions of the blocks a run would reuse an earlier answer for, or why not known:
+    only answers of the endpoint that would answer it (blockbatch/api/answering.py)."""
     if db.unreachable is not None:
         return set(), (
             f"reuse of earlier answers not checked ({db.unreachable}): every block quoted"
@@ -521,7 +530,8 @@ async def _reusable(
     prompt = prompt_digest(spec, model_id, shape)
     keys = [answer_key(prompt, block_digest(b.block_type, b.block_content)) for b in parsed]
     # A database from before incremental re-runs: nothing to reuse.
-    found = await db.read(lambda conn: overlays.reusable_answers(conn, keys)) or {}
+    endpoint = await db.read(lambda conn: answering_endpoint(conn, settings))
+    found = await db.read(lambda conn: overlays.reusable_answers(conn, keys, endpoint)) or {}
     return {i for i, key in enumerate(keys) if key in found}, None
 
 

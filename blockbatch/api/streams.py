@@ -32,6 +32,7 @@ from temporalio.service import RPCError
 
 from blockbatch.api.errors import InvalidRow, StreamClosed, speaks_python
 from blockbatch.core.context import RunContext
+from blockbatch.core.endpoint import Endpoint
 from blockbatch.core.models import ACTIVE_STATUSES, RunResult
 from blockbatch.core.streams import RowError, row_metadata, row_text
 from blockbatch.store import streams
@@ -45,6 +46,8 @@ class StreamOwner(Protocol):
     pool: asyncpg.Pool
 
     async def temporal(self) -> Client: ...
+
+    async def answering_endpoint(self, task_queue: str | None = None) -> Endpoint | None: ...
 
     async def wait(self, run_id: str) -> RunResult: ...
 
@@ -150,9 +153,11 @@ class Stream:
         if not parsed:
             return []
         await self._room_for(len(parsed))
+        # Earlier answers stand in only for the endpoint the stream's workers call.
+        endpoint = await self._bb.answering_endpoint()
         async with self._bb.pool.acquire() as conn:
             try:
-                indexes = await streams.append_rows(conn, self._ctx, parsed)
+                indexes = await streams.append_rows(conn, self._ctx, parsed, endpoint)
             except streams.StreamClosed as err:
                 raise StreamClosed(str(err)) from None
         self._nudge(len(parsed))

@@ -99,7 +99,12 @@ def print_quote(con: Console, q: Quote) -> None:
     low, high = q.blocks_per_pack
     each = f"{low}" if low == high else f"{low}-{high}"
     con.line(f"  packs   {q.packs:,} ({each} blocks each), planned as the run plans them")
-    if q.input_source == "count_tokens":
+    if q.input_source == "count_tokens" and q.counted_by_simulator:
+        source = (
+            f"SIMULATED count: the simulator counted it ({q.count_requests} requests), "
+            "not Claude's token-counting endpoint; Claude's count may differ"
+        )
+    elif q.input_source == "count_tokens":
         source = f"counted with the token-counting endpoint ({q.count_requests} requests)"
     else:
         source = "the planner's estimates (not counted)"

@@ -4,7 +4,9 @@ A run can be answered by the simulator while its user believes it used Claude (t
 worker has no key while the user's shell has one). So every call records who answered
 (``llm_calls.provider``: ``anthropic`` or ``simulator``, and ``endpoint_host``, the base URL's
 ``host[:port]`` when it is not Anthropic's own), every surface that shows answers says
-"simulated" when they are, and a starter whose Claude settings differ from its workers'
+"simulated" when they are (a reused answer keeps the origin of the call that paid for it,
+and is reused only where the same provider and host would answer now:
+``blockbatch/store/overlays.py`` ``reusable_answers``), and a starter whose Claude settings differ from its workers'
 warns before it starts a run.
 
 How a worker knows it talks to the simulator: the simulator says so in a response header
@@ -92,6 +94,17 @@ def endpoint_of(base_url: str | None, *, simulated: bool, api_key: str | None = 
         host=endpoint_host(base_url),
         key_sha256=key_digest(api_key),
     )
+
+
+def answering(workers: Sequence[Endpoint]) -> Endpoint | None:
+    """The endpoint that would answer a run on workers calling ``workers``: the one
+    provider and host they all share (``None``: no worker said, or they differ, so no one
+    endpoint would answer and no earlier answer may stand in for it)."""
+    sources = {(w.provider, w.host) for w in workers}
+    if len(sources) != 1:
+        return None
+    provider, host = sources.pop()
+    return Endpoint(provider=provider, host=host)
 
 
 def parse_label(label: str) -> Endpoint:

@@ -106,6 +106,7 @@ class PromptTokens:
         blocks: every block's JSON item, once.
         warm_up: the whole input of the sync warm-up call.
         requests: token-counting requests made.
+        simulated: the local simulator answered them (its own count, not Claude's).
     """
 
     source: Literal["count_tokens", "planner"]
@@ -114,6 +115,7 @@ class PromptTokens:
     blocks: int
     warm_up: int
     requests: int = 0
+    simulated: bool = False
 
 
 def planner_tokens(
@@ -201,8 +203,11 @@ def count_plan(
     return CountPlan(requests=requests, chunks=len(requests) - 3)
 
 
-def counted_tokens(plan: CountPlan, answers: Sequence[int]) -> PromptTokens:
-    """The input by part from the answers to :func:`count_plan`'s requests, in order."""
+def counted_tokens(
+    plan: CountPlan, answers: Sequence[int], *, simulated: bool = False
+) -> PromptTokens:
+    """The input by part from the answers to :func:`count_plan`'s requests, in order
+    (``simulated``: the simulator gave them)."""
     if len(answers) != len(plan.requests):
         raise ValueError(f"expected {len(plan.requests)} counts, got {len(answers)}")
     warm_up, warm_up_bare, empty, *chunks = answers
@@ -213,6 +218,7 @@ def counted_tokens(plan: CountPlan, answers: Sequence[int]) -> PromptTokens:
         blocks=sum(max(c - empty, 0) for c in chunks),
         warm_up=warm_up,
         requests=len(answers),
+        simulated=simulated,
     )
 
 
@@ -289,6 +295,8 @@ class Quote(BaseModel):
     blocks_per_pack: tuple[int, int]
     input_source: Literal["count_tokens", "planner"]
     count_requests: int = 0
+    #: The simulator counted the input (``count_tokens`` answered by it, not by Claude).
+    counted_by_simulator: bool = False
     #: ``ledger``: this schema's earlier answers; ``other_schemas``: a first run's, from
     #: what other schemas' answers wrote against their shape estimate; ``planner``: none.
     output_source: Literal["ledger", "other_schemas", "planner"]
@@ -673,6 +681,7 @@ def quote(
         blocks_per_pack=(min(sizes), max(sizes)),
         input_source=tokens.source,
         count_requests=tokens.requests,
+        counted_by_simulator=tokens.simulated,
         output_source="ledger" if learned else "other_schemas" if expected else "planner",
         output_history=(
             {"runs": expected.runs, "calls": expected.calls, "ratio": round(expected.ratio, 4)}

@@ -149,7 +149,7 @@ def build_worker(
         runs.ModelSource(prices=model_prices or {}, refresh=ModelFacts(llm).refresh)
     )
     meter = metric_meter(client)
-    db_acts = DbActivities(pool)
+    db_acts = DbActivities(pool, llm)
     llm_acts = LlmActivities(pool, llm, FleetLimiter(pool, llm.api_key))
     batch_acts = BatchActivities(pool, llm)
     stream_acts = StreamActivities(pool)

@@ -11,6 +11,12 @@ The transitions, all of them here and nowhere else::
     (planned)    -> set_aside      insert_plan: a block of a set-aside type (running header,
                                    navigation, ...: blockbatch/core/blocks.py SET_ASIDE_TYPES)
                                    in a run that does not include them; terminal, never sent
+    (planned)    -> pending        insert_plan, follows: a block whose answer key an
+                                   earlier block of the same run has (``same_as``), in
+                                   no pack: asked once per run
+    pending      -> ai_complete    follows (the trigger of migration 031): the block it
+    pending      -> failed         waits for ended so, in the same transaction; it takes
+    pending      -> cancelled      that outcome (answer, reason, call) as it is
     pending      -> ai_complete    apply_answer (a valid result; charges one attempt)
     pending      -> pending        apply_answer (an invalid result; charges one attempt)
     pending      -> failed         apply_answer (attempts used up), fail_pending (a reason
@@ -79,6 +85,7 @@ from typing import Any, Literal
 import asyncpg
 
 from blockbatch.core.commands import PROG, for_any_reader
+from blockbatch.core.endpoint import Endpoint
 from blockbatch.core.evidence import ground, ungrounded
 from blockbatch.core.models import ApplyResultsOutput, RunStatus
 from blockbatch.core.outcome import end_code
@@ -107,12 +114,15 @@ async def insert_plan(
     pack_of: Sequence[int | None],
     keys: Sequence[str | None] | None = None,
     reused: Mapping[str, ReusableAnswer] | None = None,
+    same_as: Sequence[str | None] | None = None,
     set_aside: Collection[str] = (),
 ) -> int:
     """Create the run's overlays: block ``i`` with answer key ``keys[i]``, ``pending`` in
     pack ``pack_of[i]``, or, when ``reused`` has an earlier answer for its block_uid,
     ``ai_complete`` with that answer as it is, in no pack, no attempt charged, the source
-    run and call recorded, its evidence with it (reviewed like any other); a block_uid in
+    run and call recorded, its evidence with it (reviewed like any other), and its origin
+    added to the run's ``reused_endpoints``. ``same_as[i]``: the block of this run whose
+    outcome block ``i`` waits for (the same answer key; it is in no pack). A block_uid in
     ``set_aside`` is ``set_aside``, in no pack, never called: a terminal state no
     transition leaves. Returns how many were reused."""
     reused = reused or {}
@@ -122,14 +132,15 @@ async def insert_plan(
     await conn.execute(
         """insert into overlays (run_id, block_uid, block_index, pack_index, answer_key,
                                  status, staging, reused_from_run_id, reused_from_call_id,
-                                 evidence, reason_code)
+                                 evidence, reason_code, same_as)
            select $1, u, i, p, k,
                   case when s then 'set_aside'
                        when r is null then 'pending' else 'ai_complete' end,
-                  a, r, c, e, g
+                  a, r, c, e, g, f
            from unnest($2::text[], $3::int[], $4::int[], $5::text[], $6::jsonb[],
-                       $7::text[], $8::bigint[], $9::jsonb[], $10::text[], $11::bool[])
-                as t(u, i, p, k, a, r, c, e, g, s)
+                       $7::text[], $8::bigint[], $9::jsonb[], $10::text[], $11::text[],
+                       $12::bool[])
+                as t(u, i, p, k, a, r, c, e, g, f, s)
            on conflict do nothing""",
         run_id,
         uids,
@@ -141,21 +152,36 @@ async def insert_plan(
         [f.call_id if f else None for f in found],
         [f.evidence if f else None for f in found],
         ["ungrounded" if f and ungrounded(f.evidence) else None for f in found],
+        list(same_as) if same_as is not None else [None] * len(blocks),
         [u in aside for u in uids],
     )
+    origins = sorted({f.origin for f in found if f is not None})
+    if origins:
+        # A reused answer keeps its origin: the run says who gave its answers (migration 031).
+        await conn.execute(
+            """update runs set reused_endpoints = array(
+                   select distinct e from unnest(reused_endpoints || $2::text[]) as e order by 1)
+               where run_id = $1""",
+            run_id,
+            origins,
+        )
     return sum(f is not None for f in found)
 
 
 #: The statuses are spelled out (not a parameter) so that Postgres can match the partial
 #: index ``overlays_answer_key`` of migration 010, whose predicate lists the same ones.
+#: The call that first paid for an answer says who gave it (``llm_calls.provider`` and
+#: ``endpoint_host``): only an answer of the endpoint that would answer now is reused.
 _REUSABLE_SQL = f"""
-select distinct on (answer_key) answer_key, coalesce(model_answer, staging) as answer,
-       evidence, coalesce(reused_from_run_id, run_id) as run_id,
-       coalesce(reused_from_call_id, call_id) as call_id
-from overlays
-where answer_key = any($1::text[]) and answer_key is not null
-  and status in ({", ".join(f"'{s}'" for s in REUSABLE)})
-order by answer_key, coalesce(reused_from_call_id, call_id) desc nulls last
+select distinct on (o.answer_key) o.answer_key, coalesce(o.model_answer, o.staging) as answer,
+       o.evidence, coalesce(o.reused_from_run_id, o.run_id) as run_id, c.call_id,
+       c.provider || coalesce(' ' || c.endpoint_host, '') as origin
+from overlays o
+join llm_calls c on c.call_id = coalesce(o.reused_from_call_id, o.call_id)
+where o.answer_key = any($1::text[]) and o.answer_key is not null
+  and o.status in ({", ".join(f"'{s}'" for s in REUSABLE)})
+  and c.provider = $2 and c.endpoint_host is not distinct from $3
+order by o.answer_key, c.call_id desc
 """
 
 
@@ -169,6 +195,8 @@ class ReusableAnswer:
     #: The answer's grounded quotes (a schema asking for evidence): the answer key holds the
     #: block's content and the request, so its spans hold for the reusing block too.
     evidence: dict[str, Any] | None = None
+    #: Who gave it: the paying call's endpoint (``blockbatch.core.endpoint.Endpoint.label``).
+    origin: str = "anthropic"
 
 
 async def withhold_from_reuse(
@@ -188,7 +216,7 @@ async def withhold_from_reuse(
 
 
 async def reusable_answers(
-    conn: asyncpg.Connection, keys: Sequence[str]
+    conn: asyncpg.Connection, keys: Sequence[str], endpoint: Endpoint | None
 ) -> dict[str, ReusableAnswer]:
     """For each of ``keys`` that an earlier overlay answered: that answer (one index scan).
 
@@ -196,10 +224,19 @@ async def reusable_answers(
     them the model's own answer (``model_answer`` once a person edited staging). An answer
     that was itself reused names the run and call that first paid for it. Where several
     runs answered a key, the newest paid answer wins.
+
+    Only answers ``endpoint`` gave (the same provider and host; not the key): the
+    simulator's answers never stand in for Claude's, nor one base URL's for another's. An
+    answer whose paying call is not in the ledger has no known origin and is not reused;
+    with no ``endpoint`` (none known to answer now) nothing is.
     """
-    rows = await conn.fetch(_REUSABLE_SQL, list(set(keys)))
+    if endpoint is None:
+        return {}
+    rows = await conn.fetch(_REUSABLE_SQL, list(set(keys)), endpoint.provider, endpoint.host)
     return {
-        r["answer_key"]: ReusableAnswer(r["answer"], r["run_id"], r["call_id"], r["evidence"])
+        r["answer_key"]: ReusableAnswer(
+            r["answer"], r["run_id"], r["call_id"], r["evidence"], r["origin"]
+        )
         for r in rows
         if r["answer"] is not None
     }
@@ -244,10 +281,12 @@ async def pending_blocks(
 
 
 async def pending_by_pack(conn: asyncpg.Connection, run_id: str) -> dict[int, list[str]]:
-    """The run's pending block_uids by planned pack, both in order."""
+    """The run's pending block_uids by planned pack, both in order (not the duplicates
+    waiting for another block's outcome: they are in no pack)."""
     rows = await conn.fetch(
         """select block_uid, pack_index from overlays
-           where run_id = $1 and status = 'pending' order by pack_index, block_index""",
+           where run_id = $1 and status = 'pending' and same_as is null
+           order by pack_index, block_index""",
         run_id,
     )
     packs: dict[int, list[str]] = {}
@@ -525,13 +564,14 @@ async def reset_for_retry(
     """failed (or cancelled) -> pending for a retry, block ``uids[i]`` in pack ``pack_of[i]``.
 
     Everything the earlier attempts left is cleared (attempts, reason code, last error,
-    staging, pack path, call); the ledger and ``overlay_changes`` keep that history. Only
+    staging, pack path, call; a duplicate no longer waits for another block: each retried
+    block is in a pack of its own plan); the ledger and ``overlay_changes`` keep that history. Only
     blocks still in one of ``statuses`` move; returns how many did.
     """
     result = await conn.execute(
         """update overlays o set status = 'pending', pack_index = t.p, attempt_count = 0,
                   reason_code = null, last_error = null, staging = null, pack_path = null,
-                  call_id = null, evidence = null, updated_at = now()
+                  call_id = null, evidence = null, same_as = null, updated_at = now()
            from unnest($2::text[], $3::int[]) as t(u, p)
            where o.run_id = $1 and o.block_uid = t.u and o.status = any($4::text[])""",
         run_id,
@@ -562,6 +602,16 @@ async def reask_for_gate(
         run_id,
         list(uids),
         list(pack_of),
+    )
+    # Their duplicates that took the same answer, unreviewed, wait for the new one.
+    await conn.execute(
+        """update overlays set status = 'pending', reason_code = null, last_error = null,
+                  staging = null, pack_path = null, call_id = null, evidence = null,
+                  updated_at = now()
+           where run_id = $1 and same_as = any($2::text[]) and status = 'ai_complete'
+             and model_answer is null""",
+        run_id,
+        list(uids),
     )
     return int(result.split()[-1])
 

@@ -30,14 +30,19 @@ from blockbatch.core.views import (
 )
 from blockbatch.store.repo import NotFound
 
-#: Who answered a run's calls (``blockbatch.core.endpoint.Endpoint.label``), in order.
-_ENDPOINTS_SQL = """select distinct c.provider || coalesce(' ' || c.endpoint_host, '')
-             from llm_calls c where c.run_id = {run} and c.status = 'succeeded'
+#: Who gave a run's answers (``blockbatch.core.endpoint.Endpoint.label``), in order: the
+#: endpoints of its own calls and those its reused answers came from (migration 031).
+_ENDPOINTS_SQL = """select distinct e from (
+                 select c.provider || coalesce(' ' || c.endpoint_host, '') as e
+                 from llm_calls c where c.run_id = {run} and c.status = 'succeeded'
+                 union all
+                 select unnest(x.reused_endpoints) from runs x where x.run_id = {run}) t
              order by 1"""
 
 
 async def run_endpoints(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> list[str]:
-    """Who answered the run's calls: ``anthropic``, ``simulator 127.0.0.1:8765``, ..."""
+    """Who gave the run's answers, its reused ones included: ``anthropic``,
+    ``simulator 127.0.0.1:8765``, ..."""
     return list(await conn.fetchval(f"select array({_ENDPOINTS_SQL.format(run='$1')})", run_id))
 
 
@@ -313,7 +318,7 @@ async def document_columns(
     conn: asyncpg.Connection | asyncpg.Pool, document_id: str
 ) -> tuple[list[str], str] | None:
     """A document's own columns in file order and the one that held the text (a CSV,
-    JSONL or XLSX input; migration 031), or ``None`` when it has none or was stored
+    JSONL or XLSX input; migration 030), or ``None`` when it has none or was stored
     without them."""
     row = await conn.fetchrow(
         "select record_columns, text_column from documents where document_id = $1", document_id

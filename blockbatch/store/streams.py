@@ -23,6 +23,7 @@ import asyncpg
 
 from blockbatch.core.commands import PROG
 from blockbatch.core.context import RunContext
+from blockbatch.core.endpoint import Endpoint
 from blockbatch.core.models import ACTIVE_STATUSES, RunOptions
 from blockbatch.core.planning import OutputRatios, estimate_tokens
 from blockbatch.core.reuse import answer_key, block_digest, prompt_digest
@@ -136,8 +137,12 @@ async def append_rows(
     conn: asyncpg.Connection,
     ctx: RunContext,
     rows: Sequence[Row],
+    endpoint: Endpoint | None = None,
 ) -> list[int]:
     """Accept ``rows`` in one transaction; their block indexes, in order.
+
+    ``endpoint``: the endpoint that would answer them (``blockbatch.core.endpoint.answering``);
+    only its earlier answers are reused (``None``: none is).
 
     A row whose key the stream already holds (or that repeats a key earlier in
     ``rows``) is not stored again: its index is the one accepted first. With
@@ -212,7 +217,9 @@ async def append_rows(
         prompt = prompt_digest(ctx.spec, ctx.model.id, ctx.shape)
         answer_keys = [answer_key(prompt, d) for d in digests]
         found = (
-            await overlays.reusable_answers(conn, answer_keys) if ctx.options.reuse_answers else {}
+            await overlays.reusable_answers(conn, answer_keys, endpoint)
+            if ctx.options.reuse_answers
+            else {}
         )
         sizes = [
             BlockSize(f"{document_id}:{i}", i, 0, d) for (i, _), d in zip(new, digests, strict=True)

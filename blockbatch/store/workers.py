@@ -41,7 +41,7 @@ async def unregister(pool: asyncpg.Pool, worker_id: str) -> None:
 
 
 async def live(
-    pool: asyncpg.Pool, task_queue: str, within_s: int = LIVE_WITHIN_S
+    pool: asyncpg.Pool | asyncpg.Connection, task_queue: str, within_s: int = LIVE_WITHIN_S
 ) -> list[Endpoint]:
     """The distinct endpoints of the workers on ``task_queue`` seen in the last
     ``within_s`` seconds."""

@@ -7,7 +7,14 @@ from typing import Any
 
 import pytest
 
-from blockbatch.api import AllItemsFailed, Blockbatch, allm_batch, llm_batch, llm_query_batched
+from blockbatch.api import (
+    AllItemsFailed,
+    Blockbatch,
+    SimulatedAnswers,
+    allm_batch,
+    llm_batch,
+    llm_query_batched,
+)
 from blockbatch.api.items import items_to_blocks
 from blockbatch.cli import amain
 from blockbatch.core.models import RunOptions
@@ -250,3 +257,18 @@ async def test_an_in_process_worker_run_that_times_out_is_cancelled(bbstack: Sta
         )
     info = await bbstack.bb.run(err.value.run_id)
     assert not info.active
+
+
+async def test_llm_batch_warns_once_per_call_when_its_answers_are_simulated(
+    bbstack: Stack,
+) -> None:
+    # The second call reuses the first's answers: still the simulator's, still said.
+    questions = ["Which colour is the sky?", "How many legs has a spider?"]
+    for _ in range(2):
+        with pytest.warns(SimulatedAnswers) as caught:
+            out = await allm_batch(questions, bb=bbstack.bb, with_worker=True)
+        said = [w for w in caught if issubclass(w.category, SimulatedAnswers)]
+        assert len(said) == 1, [str(w.message) for w in said]
+        assert out.simulated and "the simulator at" in str(said[0].message)
+        assert out.run_id in str(said[0].message)
+    assert out.run.blocks_reused == 2 and out.run.calls == 0

@@ -8,13 +8,17 @@ import io
 import json
 from typing import Any
 
+import aiohttp
 import pytest
 
 from blockbatch.api.errors import NothingToRetry
 from blockbatch.core.models import QualityOptions, RunOptions, RunResult
 from blockbatch.report import summary_lines
+from blockbatch.runtime.temporal import anthropic_client, build_worker
+from blockbatch.web.app import create_app
 from tests.conftest import Stack
-from tests.helpers import extract_schema, markdown_doc
+from tests.helpers import block_content, extract_schema, markdown_doc
+from tests.web_helpers import serving
 
 EDITED = (4, 17, 25)
 #: In run 1 a reviewer edits one block (its model answer is still reusable) and rejects
@@ -186,3 +190,82 @@ async def test_a_re_run_of_an_edited_document_calls_only_for_changed_blocks(
     assert (info.blocks_reused, info.reuse_saved_usd) == pytest.approx(
         (30 - len(EDITED), saved), abs=1e-5
     )
+
+
+async def test_reused_simulated_answers_stay_simulated_and_another_endpoint_asks_again(
+    bbstack: Stack, tmp_path: Any
+) -> None:
+    """A reused answer keeps its origin (the summary, status, list and export of a fully
+    reused simulated run say SIMULATED), and a worker calling another endpoint (here the
+    simulator under another host name) never takes these answers: it asks again."""
+    s = bbstack
+    schema_id = await s.bb.add_schema(extract_schema())
+    doc = await s.bb.ingest_bytes(markdown_doc(6), name="origin.md", fmt="markdown")
+    async with s.worker():
+        _, first = await run(s, doc, schema_id)
+        run2, second = await run(s, doc, schema_id)
+    assert first.status == "completed" and first.simulated
+    # Every answer reused, no call made: still the simulator's answers.
+    assert (second.status, second.blocks_reused, second.calls) == ("completed", 6, 0)
+    host = s.sim.base_url.removeprefix("http://")
+    assert second.endpoints == [f"simulator {host}"] and second.simulated
+    lines = summary_lines(second, baseline=None, links={"run": "", "packs": ""})
+    assert any("SIMULATED" in line for line in lines), lines
+    assert (await s.bb.run(run2)).simulated  # status
+    assert next(r for r in await s.bb.runs() if r.run_id == run2).simulated  # list
+    assert (await s.bb.result(run2)).simulated  # RunResult read back
+    exported = await s.bb.export(run2, tmp_path / "run2.jsonl")
+    assert exported.simulated
+    meta = json.loads((tmp_path / "run2.jsonl.meta.json").read_text())
+    assert meta["simulated"] is True and meta["endpoints"] == [f"simulator {host}"]
+    app = create_app(s.bb, s.settings, reviewer="ada")
+    async with serving(app) as base, aiohttp.ClientSession() as http:
+        page = await (await http.get(f"{base}/runs/{run2}")).text()
+        assert 'id="simulated"' in page[page.index("<h1>") : page.index("</h1>")]  # the badge
+
+    # Another base URL (the same simulator as `localhost`) is another endpoint: nothing
+    # reused, every block asked.
+    other = anthropic_client(s.settings).with_options(
+        base_url=s.sim.base_url.replace("127.0.0.1", "localhost")
+    )
+    async with build_worker(s.client, s.task_queue, s.pool, other):
+        run3, third = await run(s, doc, schema_id)
+    assert (third.status, third.blocks_reused) == ("completed", 0)
+    assert sorted(await sent_blocks(s, run3)) == list(range(6))
+    assert third.endpoints == [f"simulator {host.replace('127.0.0.1', 'localhost')}"]
+
+
+async def test_duplicate_content_in_one_run_is_asked_once_and_its_outcome_given_to_each_copy(
+    bbstack: Stack,
+) -> None:
+    """Blocks 8 and 9 repeat blocks 1 and 3: one model call carries each content once, and
+    each copy ends as its first did, answered (block 1's copy) or failed with the same
+    reason (block 3, which the model always leaves out)."""
+    s = bbstack
+    paragraphs = markdown_doc(8).decode().strip().split("\n\n")
+    assert len(paragraphs) == 8
+    doc = await s.bb.ingest_bytes(
+        ("\n\n".join([*paragraphs, paragraphs[1], paragraphs[3]]) + "\n").encode(),
+        name="duplicates.md",
+        fmt="markdown",
+    )
+    schema_id = await s.bb.add_schema(extract_schema())
+    s.sim.scenario(always_skip_contents=[await block_content(s.pool, f"{doc}:3")])
+    async with s.worker():
+        run_id, result = await run(s, doc, schema_id, pack_size=3, max_block_attempts=1)
+    # Every block is carried once at most: the copies never are.
+    sent = await sent_blocks(s, run_id)
+    assert 8 not in sent and 9 not in sent
+    assert sent.count(1) == 1
+    rows = await overlays(s, run_id)
+    assert rows[8]["status"] == rows[1]["status"] == "ai_complete"
+    assert rows[8]["staging"] == rows[1]["staging"] and rows[8]["pack_index"] is None
+    assert rows[9]["status"] == rows[3]["status"] == "failed"
+    reasons = await s.pool.fetch(
+        "select block_index, reason_code from overlays where run_id = $1 and block_index in (3, 9)",
+        run_id,
+    )
+    assert len({r["reason_code"] for r in reasons}) == 1
+    # Exactly one terminal state each, and the counters say so.
+    assert result.status == "completed_with_failures"
+    assert (result.blocks_total, result.blocks_ai_complete, result.blocks_failed) == (10, 8, 2)

@@ -16,6 +16,8 @@ async def test_run_follows_to_a_summary_and_lists_its_calls(cli: Cli, bbstack: S
     assert quoted.code == 0, quoted.err
     q = quoted.json()
     assert q["input_source"] == "count_tokens" and q["packs"] == 6
+    # The simulator counted: the quote says so, never passing its count off as Claude's.
+    assert q["counted_by_simulator"] is True
     probe = q["sync"]["probe_calls"]
     assert probe > 0 and q["batch"]["probe_calls"] == 0
     assert q["sync"]["calls"] == 7 + probe and q["batch"]["calls"] == 6
@@ -29,6 +31,7 @@ async def test_run_follows_to_a_summary_and_lists_its_calls(cli: Cli, bbstack: S
     assert sum(requests["POST /v1/messages/count_tokens"].values()) == q["count_requests"] == 4
     dry = await cli("run", doc, "--schema", schema, "--pack-size", "10", "--dry-run")
     assert dry.code == 0 and "quote: 60 blocks of doc.md" in dry.out and "sync *" in dry.out
+    assert "SIMULATED count: the simulator counted it (4 requests)" in dry.out, dry.out
     assert "quality-probe call" in dry.out, dry.out
     assert await bbstack.pool.fetchval("select count(*) from documents") == 0
     assert await bbstack.pool.fetchval("select count(*) from runs") == 0

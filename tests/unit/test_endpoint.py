@@ -5,6 +5,7 @@ from __future__ import annotations
 from blockbatch.core.endpoint import (
     Endpoint,
     answered_text,
+    answering,
     endpoint_host,
     endpoint_of,
     key_digest,
@@ -57,3 +58,14 @@ def test_a_starter_set_for_claude_warns_about_workers_on_the_simulator() -> None
     said = mismatch_text(mine, [other_key], "q")
     assert said is not None and "the Claude API with a different API key" in said
     assert "SIMULATED" not in said
+
+
+def test_only_one_shared_provider_and_host_answers_a_run_whatever_the_keys() -> None:
+    sim = Endpoint(provider="simulator", host="127.0.0.1:8765", key_sha256="a")
+    same_sim = Endpoint(provider="simulator", host="127.0.0.1:8765", key_sha256="b")
+    claude = Endpoint(provider="anthropic", key_sha256="a")
+    assert answering([sim, same_sim]) == Endpoint(provider="simulator", host="127.0.0.1:8765")
+    assert answering([claude]) == Endpoint(provider="anthropic")
+    # Workers that call different endpoints, or none that said: no one endpoint answers.
+    assert answering([sim, claude]) is None
+    assert answering([]) is None
