@@ -37,6 +37,24 @@ from workflows.attributes import SEARCH_ATTRIBUTES
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE_DB = "bb_template"
 _db_counter = itertools.count()
+#: The session fixtures that start a service (Postgres, the Temporal dev server, the
+#: simulator process). A test using any of them, directly or through another fixture, or
+#: living in tests/e2e, is marked ``stack``: `make test-fast` runs the others
+#: (``-m "not stack"``, docs/testing.md).
+STACK_FIXTURES = frozenset({"pg", "temporal_env", "simulator_process"})
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "stack: needs Postgres, the Temporal dev server or the simulator process"
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        in_e2e = "e2e" in Path(str(item.fspath)).parts
+        if in_e2e or STACK_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.stack)
 
 
 @pytest.fixture(scope="session")
