@@ -128,7 +128,8 @@ class _Routing:
                 "environ": os.environ,
                 **{name: getattr(sys, name) for name in ("stdout", "stderr", "stdin")},
             }
-            os.environ = _RoutedEnviron(self.saved["environ"])  # type: ignore[assignment]
+            # Replaced, not cleared: the real environment stays as it was (B003's concern).
+            os.environ = _RoutedEnviron(self.saved["environ"])  # type: ignore[assignment]  # noqa: B003
             for name in ("stdout", "stderr", "stdin"):
                 setattr(sys, name, _RoutedStream(name, self.saved[name]))
         self.active += 1
@@ -137,7 +138,7 @@ class _Routing:
         finally:
             self.active -= 1
             if self.active == 0:
-                os.environ = self.saved["environ"]
+                os.environ = self.saved["environ"]  # noqa: B003 - the real one back
                 for name in ("stdout", "stderr", "stdin"):
                     # Unless pytest swapped its capture in meanwhile (it restores its own).
                     if isinstance(getattr(sys, name), _RoutedStream):
@@ -167,7 +168,7 @@ async def run_command(argv: Sequence[str], env: dict[str, str]) -> Outcome:
                 code = await amain(list(argv))
             except SystemExit as exit_:
                 code = exit_.code if isinstance(exit_.code, int) else 1
-            except Exception:
+            except Exception:  # noqa: BLE001 - a bug in the command is its output here
                 # Uncaught in the process too: the interpreter prints it and exits 1.
                 streams.stderr.write(traceback.format_exc())
                 code = 1
