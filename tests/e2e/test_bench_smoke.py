@@ -2,25 +2,46 @@
 
 These check that the scripts work and what their JSON holds, never how fast anything was:
 benchmark figures live in ``bench/results`` and ``docs/benchmarks.md``, not in assertions.
+The scripts share one stack (``bench.common.SharedStack``, through ``BENCH_SHARED_STACK``)
+instead of starting one each; each still gets a database of its own and its scenario.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bench.common import SHARED_STACK_ENV, SharedStack
+
 ROOT = Path(__file__).resolve().parents[2]
+#: The scripts' environment: this module's shared stack (set by ``shared_stack``).
+ENV: dict[str, str] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def shared_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedStack]:
+    shared = SharedStack.start(tmp_path_factory.mktemp("bench-stack"))
+    ENV.update({**os.environ, SHARED_STACK_ENV: str(shared.file)})
+    try:
+        yield shared
+    finally:
+        ENV.clear()
+        shared.stop()
 
 
 def run_script(name: str, out: Path, *args: str, timeout: float = 280) -> dict[str, Any]:
+    assert ENV, "the shared stack is not up"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / f"{name}.py"), *args, "--out", str(out)],
         cwd=ROOT,
+        env=ENV,
         capture_output=True,
         text=True,
         timeout=timeout,
