@@ -26,9 +26,10 @@ test: install compose-tool browser
 	@$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 ## test-fast: the inner loop: unit, workflow (time-skipping server) and simulator tests,
-## none of which needs Postgres, the Temporal dev server or the simulator process.
+## none of which needs Postgres, the Temporal dev server or the simulator process; the
+## property tests draw fewer examples (tests/helpers.py `examples`).
 test-fast: install compose-tool
-	@$(BIN)/python -m pytest -n $(TEST_WORKERS) -m "not stack" \
+	@BLOCKBATCH_TEST_TIER=fast $(BIN)/python -m pytest -n $(TEST_WORKERS) -m "not stack" \
 	  tests/unit tests/workflows tests/simulator $(PYTEST_ARGS)
 
 ## up / down / status: the local stack (Postgres, Temporal + UI, simulator); data stays in .data/.
