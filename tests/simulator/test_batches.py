@@ -187,7 +187,7 @@ async def test_the_default_batch_cache_hit_rate_misses_some_hits(sim, client):
     assert 10 <= len(reads) < 29
 
 
-async def test_a_canceled_batch_keeps_and_bills_what_it_processed() -> None:
+async def test_a_canceled_batch_keeps_and_bills_what_it_processed():
     # The simulator's clock moves only when told: a quarter of the processing time passes
     # between creating and canceling, however fast this machine is.
     clock = FakeClock()
@@ -196,7 +196,7 @@ async def test_a_canceled_batch_keeps_and_bills_what_it_processed() -> None:
         SimulatorServer(scenario=scenario, clock=clock) as sim,
         anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="k", max_retries=0) as client,
     ):
-        created = await client.messages.batches.create(requests=requests(10))
+        created = await client.messages.batches.create(requests=requests(10))  # type: ignore[arg-type]  # plain dicts
         clock.advance(1)
         await client.messages.batches.cancel(created.id)
         ended = await wait_until_ended(client, created.id)
