@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -58,8 +60,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stack.PostgresInstance]:
-    base = tmp_path_factory.mktemp("pg")
+def pg() -> Iterator[stack.PostgresInstance]:
+    # Not under pytest's temporary directory: run as root, Postgres runs as a user of its
+    # own that must traverse the path, and any pytest starting on the machine resets
+    # /tmp/pytest-of-root to 0700 (seen: initdb failing while another suite started).
+    base = Path(tempfile.mkdtemp(prefix="bb-test-pg-"))
     instance = stack.start_postgres(base / "data", stack.free_port(), base / "pg.log", fsync=False)
     stack.ensure_database(instance, TEMPLATE_DB)
 
@@ -73,6 +78,7 @@ def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stack.PostgresInsta
     asyncio.run(_migrate())
     yield instance
     stack.stop_postgres(instance.data_dir)
+    shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest_asyncio.fixture(scope="session")

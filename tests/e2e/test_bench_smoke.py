@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,14 +28,17 @@ ENV: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module", autouse=True)
-def shared_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedStack]:
-    shared = SharedStack.start(tmp_path_factory.mktemp("bench-stack"))
+def shared_stack() -> Iterator[SharedStack]:
+    # Under /tmp, not pytest's directory (see the `pg` fixture in tests/conftest.py).
+    root = Path(tempfile.mkdtemp(prefix="bb-bench-shared-"))
+    shared = SharedStack.start(root)
     ENV.update({**os.environ, SHARED_STACK_ENV: str(shared.file)})
     try:
         yield shared
     finally:
         ENV.clear()
         shared.stop()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def run_script(name: str, out: Path, *args: str, timeout: float = 280) -> dict[str, Any]:
