@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 # Test workers (pytest-xdist), each with its own Postgres, Temporal dev server and simulator.
 TEST_WORKERS ?= 2
 
-.PHONY: demo test install up down status worker lint docs compose-tool browser serve screenshots
+.PHONY: demo test test-fast install up down status worker lint docs compose-tool browser serve screenshots
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,9 +21,16 @@ install: $(STAMP)
 demo: install
 	@$(BIN)/python -m blockbatch.devtools.demo
 
-## test: the whole suite against real Postgres, Temporal dev server and simulator.
+## test: the whole suite against real Postgres, Temporal dev server and simulator (what CI runs).
 test: install compose-tool browser
 	@$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+
+## test-fast: the inner loop: unit, workflow (time-skipping server) and simulator tests,
+## none of which needs Postgres, the Temporal dev server or the simulator process; the
+## property tests draw fewer examples (tests/helpers.py `examples`).
+test-fast: install compose-tool
+	@BLOCKBATCH_TEST_TIER=fast $(BIN)/python -m pytest -n $(TEST_WORKERS) -m "not stack" \
+	  tests/unit tests/workflows tests/simulator $(PYTEST_ARGS)
 
 ## up / down / status: the local stack (Postgres, Temporal + UI, simulator); data stays in .data/.
 up: install

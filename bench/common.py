@@ -295,6 +295,71 @@ class WorkerProcess:
 
 # --------------------------------------------------------------------------- the stack
 
+#: The environment variable naming a :class:`SharedStack`'s file: a :class:`BenchStack`
+#: then uses that running stack (a database of its own on its Postgres, its Temporal dev
+#: server, its simulator with the script's scenario) instead of starting one. The benchmark
+#: smoke tests share one stack this way (tests/e2e/test_bench_smoke.py); figures measured
+#: on a shared stack are not comparable with a script's own.
+SHARED_STACK_ENV = "BENCH_SHARED_STACK"
+
+
+@dataclass
+class SharedStack:
+    """Postgres (fsync off), an in-memory Temporal dev server and the simulator, started
+    once for several benchmark scripts; described by ``root/shared.json``."""
+
+    root: Path
+    pg_port: int
+    temporal_port: int
+    temporal_pid: int
+    sim_port: int
+    sim_pid: int
+
+    @property
+    def file(self) -> Path:
+        return self.root / "shared.json"
+
+    @property
+    def pg(self) -> stack.PostgresInstance:
+        return stack.PostgresInstance(
+            self.root / "pg", self.pg_port, self.root / "logs" / "postgres.log"
+        )
+
+    @classmethod
+    def start(cls, root: Path) -> SharedStack:
+        logs, run = root / "logs", root / "run"
+        pg = stack.start_postgres(
+            root / "pg", stack.free_port(), logs / "postgres.log", fsync=False
+        )
+        shared = cls(root, pg.port, 0, 0, 0, 0)
+        try:
+            shared.temporal_port = stack.free_port()
+            shared.temporal_pid = stack.start_temporal(
+                shared.temporal_port, None, None, logs / "temporal.log", run / "temporal.pid"
+            )
+            shared.sim_port = stack.free_port()
+            shared.sim_pid = stack.start_simulator(
+                shared.sim_port, logs / "simulator.log", run / "simulator.pid"
+            )
+        except BaseException:
+            shared.stop()
+            raise
+        fields = {k: v for k, v in vars(shared).items() if k != "root"}
+        shared.file.write_text(json.dumps({"root": str(root), **fields}))
+        return shared
+
+    @classmethod
+    def load(cls, path: Path) -> SharedStack:
+        data = json.loads(path.read_text())
+        return cls(**{**data, "root": Path(data["root"])})
+
+    def stop(self) -> None:
+        for name in ("simulator", "temporal"):
+            stack.stop_pid(self.root / "run" / f"{name}.pid")
+        if (self.root / "pg" / "PG_VERSION").exists():
+            with contextlib.suppress(subprocess.CalledProcessError):
+                stack.stop_postgres(self.root / "pg")
+
 
 @dataclass
 class BenchStack:
@@ -315,6 +380,9 @@ class BenchStack:
     pg: stack.PostgresInstance = field(init=False)
     workers: list[WorkerProcess] = field(default_factory=list, init=False)
     _sampler: asyncio.Task[None] | None = field(default=None, init=False)
+    #: The running stack this one uses (``BENCH_SHARED_STACK``), else None.
+    shared: SharedStack | None = field(default=None, init=False)
+    database: str = field(default="bench", init=False)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -339,7 +407,7 @@ class BenchStack:
         try:
             await asyncio.to_thread(self._start_services, logs)
             self.settings = Settings(
-                database_url=self.pg.url("bench"),
+                database_url=self.pg.url(self.database),
                 temporal_address=f"127.0.0.1:{self._temporal_port}",
                 temporal_task_queue=f"bench-{self.name}-{uuid.uuid4().hex[:6]}",
                 anthropic_base_url=self.sim_url,
@@ -353,6 +421,10 @@ class BenchStack:
         return self
 
     def _start_services(self, logs: Path) -> None:
+        shared_file = os.environ.get(SHARED_STACK_ENV)
+        if shared_file:
+            self._use_shared(SharedStack.load(Path(shared_file)))
+            return
         self.pg = stack.start_postgres(
             self.root / "pg", stack.free_port(), logs / "postgres.log", fsync=self.fsync
         )
@@ -373,7 +445,23 @@ class BenchStack:
         )
         self.sim_url = f"http://127.0.0.1:{sim_port}"
 
+    def _use_shared(self, shared: SharedStack) -> None:
+        """Use a running stack: a new database, the simulator set to this scenario."""
+        self.shared = shared
+        self.pg = shared.pg
+        self.database = f"bench_{uuid.uuid4().hex[:8]}"
+        stack.ensure_database(self.pg, self.database)
+        self._temporal_port = shared.temporal_port
+        self.temporal_pid = shared.temporal_pid
+        self.sim_url = f"http://127.0.0.1:{shared.sim_port}"
+        self.sim_pid = shared.sim_pid
+        self.sim_reset(self.scenario)
+
     def _stop_services(self) -> None:
+        if self.shared is not None:  # the shared stack's owner stops it
+            if not self.keep:
+                shutil.rmtree(self.root, ignore_errors=True)
+            return
         for name in ("simulator", "temporal"):
             stack.stop_pid(self.root / "run" / f"{name}.pid")
         if (self.root / "pg" / "PG_VERSION").exists():

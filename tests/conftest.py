@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -37,11 +39,32 @@ from workflows.attributes import SEARCH_ATTRIBUTES
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE_DB = "bb_template"
 _db_counter = itertools.count()
+#: The session fixtures that start a service (Postgres, the Temporal dev server, the
+#: simulator process). A test using any of them, directly or through another fixture, or
+#: living in tests/e2e, is marked ``stack``: `make test-fast` runs the others
+#: (``-m "not stack"``, docs/testing.md).
+STACK_FIXTURES = frozenset({"pg", "temporal_env", "simulator_process"})
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "stack: needs Postgres, the Temporal dev server or the simulator process"
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        in_e2e = "e2e" in Path(str(item.fspath)).parts
+        if in_e2e or STACK_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.stack)
 
 
 @pytest.fixture(scope="session")
-def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stack.PostgresInstance]:
-    base = tmp_path_factory.mktemp("pg")
+def pg() -> Iterator[stack.PostgresInstance]:
+    # Not under pytest's temporary directory: run as root, Postgres runs as a user of its
+    # own that must traverse the path, and any pytest starting on the machine resets
+    # /tmp/pytest-of-root to 0700 (seen: initdb failing while another suite started).
+    base = Path(tempfile.mkdtemp(prefix="bb-test-pg-"))
     instance = stack.start_postgres(base / "data", stack.free_port(), base / "pg.log", fsync=False)
     stack.ensure_database(instance, TEMPLATE_DB)
 
@@ -55,6 +78,7 @@ def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stack.PostgresInsta
     asyncio.run(_migrate())
     yield instance
     stack.stop_postgres(instance.data_dir)
+    shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest_asyncio.fixture(scope="session")

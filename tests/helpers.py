@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 from typing import Any
 
@@ -10,6 +11,12 @@ import asyncpg
 from blockbatch.devtools.synthetic import WORDS, checkable_properties, markdown_document
 
 _WORDS = WORDS
+
+
+def examples(n: int) -> int:
+    """A property test's ``max_examples``: ``n`` in `make test`; a quarter (at least 50) in
+    `make test-fast`, which sets ``BLOCKBATCH_TEST_TIER=fast`` for a quicker inner loop."""
+    return max(50, n // 4) if os.environ.get("BLOCKBATCH_TEST_TIER") == "fast" else n
 
 
 def markdown_doc(n_blocks: int, seed: int = 7) -> bytes:

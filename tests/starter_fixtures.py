@@ -1,8 +1,10 @@
-"""Running ``starter.py`` as a subprocess against the test stack.
+"""Running ``starter.py`` commands against the test stack.
 
-The subprocess gets the test stack's addresses through the environment; the worker runs
-in the test's own event loop (``async with bbstack.worker():``), which keeps serving it
-while ``asyncio.create_subprocess_exec`` waits for the CLI.
+``await cli(*args)`` runs the command in-process (``tests/inprocess.py``): the test's event
+loop runs it beside the worker (``async with bbstack.worker():``), with the stack's
+addresses in its own environment (``cli.env``), and returns its exit code and what it
+printed. ``cli.start`` / ``cli.process`` run ``python starter.py`` as a real process, for
+what only a process shows: signals, pipes, a terminal, exit statuses.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import pytest
 
 from tests.conftest import ROOT, Stack
 from tests.helpers import extract_schema, markdown_doc
+from tests.inprocess import run_command
 
 _RUN_ID = re.compile(r"started run (\S+):")
 
@@ -48,6 +51,7 @@ class Cli:
     files: dict[str, Path] = field(default_factory=dict)
 
     async def start(self, *args: str, **env: str) -> asyncio.subprocess.Process:
+        """``python starter.py ARGS`` started as a process of its own, stdout/stderr piped."""
         return await asyncio.create_subprocess_exec(
             sys.executable,
             "starter.py",
@@ -60,6 +64,12 @@ class Cli:
         )
 
     async def __call__(self, *args: str, timeout: float = 120, **env: str) -> Result:
+        """``starter.py ARGS`` in-process with ``cli.env`` plus ``env``."""
+        done = await asyncio.wait_for(run_command(args, {**self.env, **env}), timeout)
+        return Result(done.code, done.out, done.err)
+
+    async def process(self, *args: str, timeout: float = 120, **env: str) -> Result:
+        """``python starter.py ARGS`` as a process of its own (see :meth:`start`)."""
         proc = await self.start(*args, **env)
         out, err = await asyncio.wait_for(proc.communicate(), timeout)
         assert proc.returncode is not None

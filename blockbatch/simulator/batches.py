@@ -1,7 +1,7 @@
 """The Message Batches API: a store of batches, processed with the same engine.
 
-A batch becomes ``ended`` ``processing_delay_s`` real seconds after creation (checked
-lazily whenever it is looked at); only then is each request answered. Processing is taken
+A batch becomes ``ended`` ``processing_delay_s`` seconds after creation on the simulator's
+clock (the wall clock, or a test's ``FakeClock``; checked lazily whenever it is looked at); only then is each request answered. Processing is taken
 to advance evenly over that delay: a batch canceled after a share ``s`` of it keeps, and
 bills, its first ``floor(s * n)`` requests as processed (``succeeded``, or ``errored`` /
 ``expired`` as drawn) and ends the rest ``canceled`` (contract §7, "a cancelled batch
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 import re
-import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -47,11 +46,11 @@ class BatchRecord:
 
     id: str
     created_at: float
-    ready_at: float  # time.monotonic() deadline
+    ready_at: float  # the engine's clock: when processing ends
     requests: list[dict[str, Any]]
     #: The version and betas of the create call, which every request is validated under.
     context: ApiContext = field(default_factory=lambda: ApiContext(batch=True))
-    #: time.monotonic() at creation: processing advances evenly until ``ready_at``.
+    #: The engine's clock at creation: processing advances evenly until ``ready_at``.
     started: float = 0.0
     #: Requests processed before a cancel took effect.
     processed_on_cancel: int = 0
@@ -155,10 +154,10 @@ class BatchStore:
     ) -> BatchRecord:
         """A new ``in_progress`` batch, its requests to be validated under ``context``."""
         delay = self._engine.scenario.batch.processing_delay_s
-        now = time.monotonic()
+        now = self._engine.clock()
         record = BatchRecord(
             id=new_id("msgbatch_"),
-            created_at=self._engine.clock(),
+            created_at=now,
             ready_at=now + delay,
             requests=requests,
             context=replace(context or ApiContext(), batch=True),
@@ -206,7 +205,7 @@ class BatchStore:
             record.status = "canceling"
             record.cancel_initiated_at = self._engine.clock()
             span = record.ready_at - record.started
-            done = 1.0 if span <= 0 else min(1.0, (time.monotonic() - record.started) / span)
+            done = 1.0 if span <= 0 else min(1.0, (self._engine.clock() - record.started) / span)
             record.processed_on_cancel = math.floor(done * len(record.requests))
         return record
 
@@ -232,7 +231,7 @@ class BatchStore:
                 for r in record.requests[done:]
             ]
             self._end(record)
-        elif record.status == "in_progress" and time.monotonic() >= record.ready_at:
+        elif record.status == "in_progress" and self._engine.clock() >= record.ready_at:
             record.results = [self._process(r, record.context) for r in record.requests]
             self._end(record)
 

@@ -203,10 +203,14 @@ async def try_reserve(
             run_id,
             waiter,
         )
+        # Stamped with the instant of admission (after the lock, after the last second was
+        # counted), not the transaction's start: a caller that waited for the lock would
+        # otherwise leave the per-second window early and let the next second admit more.
         reservation_id = await conn.fetchval(
             """insert into rate_reservations (key_hash, model, run_id, requests, input_tokens,
-                   output_tokens, expires_at)
-               values ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7))
+                   output_tokens, created_at, expires_at)
+               values ($1, $2, $3, $4, $5, $6, clock_timestamp(),
+                       now() + make_interval(secs => $7))
                returning reservation_id""",
             key_hash,
             model,

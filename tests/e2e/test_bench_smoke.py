@@ -2,25 +2,51 @@
 
 These check that the scripts work and what their JSON holds, never how fast anything was:
 benchmark figures live in ``bench/results`` and ``docs/benchmarks.md``, not in assertions.
+The scripts share one stack (``bench.common.SharedStack``, through ``BENCH_SHARED_STACK``)
+instead of starting one each; each still gets a database of its own and its scenario.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bench.common import SHARED_STACK_ENV, SharedStack
+
 ROOT = Path(__file__).resolve().parents[2]
+#: The scripts' environment: this module's shared stack (set by ``shared_stack``).
+ENV: dict[str, str] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def shared_stack() -> Iterator[SharedStack]:
+    # Under /tmp, not pytest's directory (see the `pg` fixture in tests/conftest.py).
+    root = Path(tempfile.mkdtemp(prefix="bb-bench-shared-"))
+    shared = SharedStack.start(root)
+    ENV.update({**os.environ, SHARED_STACK_ENV: str(shared.file)})
+    try:
+        yield shared
+    finally:
+        ENV.clear()
+        shared.stop()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def run_script(name: str, out: Path, *args: str, timeout: float = 280) -> dict[str, Any]:
+    assert ENV, "the shared stack is not up"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / f"{name}.py"), *args, "--out", str(out)],
         cwd=ROOT,
+        env=ENV,
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -4,18 +4,14 @@ Every block done: ``completed``, exit 0. Some blocks failed: ``completed_with_fa
 exit 5, the summary names the reasons with counts and the next command. Nothing done
 (every block failed): ``failed`` ("nothing done"), exit 1, and ``llm_batch`` raises
 ``AllItemsFailed``. The endpoint is the simulator refusing any request holding a marker.
+The rule itself and the documented exit codes are tested in tests/unit/test_outcome_rule.py.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from blockbatch.api import AllItemsFailed, allm_batch
-from blockbatch.cli.follow import exit_code
-from blockbatch.core.models import RunStatus
-from blockbatch.core.outcome import final_status
 from tests.conftest import Stack
 from tests.helpers import REJECT_MARKER, extract_schema, marked_document, marked_paragraphs
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
@@ -34,46 +30,6 @@ async def reasons_in_postgres(s: Stack, run_id: str) -> dict[str, int]:
         run_id,
     )
     return {r["code"]: r["n"] for r in rows}
-
-
-# --------------------------------------------------------------------------- the rule
-
-
-def test_final_status_follows_the_blocks() -> None:
-    def final(
-        asked: RunStatus, done: int, failed: int, cancelled: int = 0, error: str | None = None
-    ) -> tuple[str, str | None]:
-        return final_status(
-            asked,
-            error,
-            total=done + failed + cancelled,
-            done=done,
-            failed=failed,
-            cancelled=cancelled,
-            reasons={"request_rejected": failed} if failed else {},
-        )
-
-    assert final("completed", 4, 0) == ("completed", None)
-    assert final("completed", 3, 1) == ("completed_with_failures", None)
-    assert final("completed", 0, 4) == (
-        "failed",
-        "nothing done: 4 blocks failed (4 request_rejected)",
-    )
-    assert final("completed", 0, 1)[1] == "nothing done: 1 block failed (1 request_rejected)"
-    # The workflow's own verdicts stand.
-    assert final("cancelled", 0, 0, 4, "cancelled by request") == (
-        "cancelled",
-        "cancelled by request",
-    )
-    assert final("failed", 0, 0, 4, "API key rejected") == ("failed", "API key rejected")
-    # An empty run has nothing left undone.
-    assert final_status("completed", None, total=0, done=0, failed=0, cancelled=0, reasons={}) == (
-        "completed",
-        None,
-    )
-    assert [
-        exit_code(s) for s in ("completed", "completed_with_failures", "failed", "cancelled")
-    ] == [0, 5, 1, 1]
 
 
 # --------------------------------------------------------------------------- nothing done
@@ -219,11 +175,3 @@ async def test_a_clean_run_is_completed_and_exits_0(bbstack: Stack, cli: Cli) ->
     )
     assert out.all_succeeded and out.error_count == 0 and len(out.successes) == 3
     assert out.error_report() == "" and out.run.failure_reasons == {}
-
-
-def test_help_documents_the_exit_codes(tmp_path: Path) -> None:
-    from blockbatch.cli.parser import build_parser
-
-    text = build_parser().format_help()
-    assert "5  run/watch/cancel --wait: done with failures" in text
-    assert "completed_with_failures" in text

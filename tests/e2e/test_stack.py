@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,9 +37,11 @@ def stack_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProce
 
 
 @pytest.fixture
-def stack_env(tmp_path: Path) -> Iterator[dict[str, str]]:
+def stack_env() -> Iterator[dict[str, str]]:
+    # Under /tmp, not pytest's directory (see the `pg` fixture in tests/conftest.py).
+    data = Path(tempfile.mkdtemp(prefix="bb-test-stack-"))
     env = {
-        "BLOCKBATCH_DATA_DIR": str(tmp_path / "data"),
+        "BLOCKBATCH_DATA_DIR": str(data / "data"),
         "PG_PORT": str(stack.free_port()),
         "TEMPORAL_PORT": str(stack.free_port()),
         "TEMPORAL_UI_PORT": str(stack.free_port()),
@@ -45,6 +49,7 @@ def stack_env(tmp_path: Path) -> Iterator[dict[str, str]]:
     }
     yield env
     stack_cli(["down"], env)
+    shutil.rmtree(data, ignore_errors=True)
 
 
 async def test_up_twice_down_up_keeps_data_and_history(stack_env: dict[str, str]) -> None:

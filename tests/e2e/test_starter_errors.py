@@ -36,6 +36,18 @@ async def test_help_on_every_command(cli: Cli) -> None:
         assert "--json" in result.out
 
 
+async def test_the_process_exits_with_the_code_its_command_returned(cli: Cli) -> None:
+    # The other tests run commands in-process; this one checks that `python starter.py`
+    # itself leaves with each command's code (through runtime.process.exit_process) and
+    # with everything it wrote flushed.
+    usage = await cli.process("run", cli.doc(3))
+    assert usage.code == 2 and "--schema" in usage.err
+    unknown = await cli.process("status", "no-such-run", "--json")
+    assert unknown.code == 3 and unknown.json()["exit_code"] == 3
+    listed = await cli.process("list", "--json")
+    assert listed.code == 0 and listed.json() == []
+
+
 async def test_usage_errors_exit_2(cli: Cli) -> None:
     no_schema = await cli("run", cli.doc(3))
     assert no_schema.code == 2 and "--schema" in no_schema.err

@@ -132,7 +132,7 @@ async def test_ctrl_c_detaches_then_cancel_and_watch_end_cancelled(
 ) -> None:
     bbstack.sim.scenario(speed_factor=1.0, latency={"ttft_ms": 300, "per_output_token_ms": 0})
     async with bbstack.worker():
-        # ~100 calls one at a time: still running long after the detach, even on a slow box.
+        # ~100 calls one at a time, 300 ms each: still running at the first progress line.
         proc = await cli.start(
             "run",
             cli.doc(200),
@@ -149,6 +149,9 @@ async def test_ctrl_c_detaches_then_cancel_and_watch_end_cancelled(
             line = await asyncio.wait_for(proc.stdout.readline(), 60)
             assert line, seen
             seen += line.decode()
+        # The simulator holds every answer from here until the cancel: the run cannot end
+        # before the checks below, however slow this machine is.
+        bbstack.sim.call("POST", "/_sim/hold")
         proc.send_signal(signal.SIGINT)
         _, err = await asyncio.wait_for(proc.communicate(), 60)
         assert proc.returncode == 0, err
@@ -160,6 +163,7 @@ async def test_ctrl_c_detaches_then_cancel_and_watch_end_cancelled(
 
         cancel = await cli("cancel", run_id)
         assert cancel.code == 0 and "cancel requested" in cancel.out
+        bbstack.sim.call("POST", "/_sim/release")
         watched = await cli("watch", run_id)
     assert watched.code == 1, watched.err
     assert "cancelled" in watched.out

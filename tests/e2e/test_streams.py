@@ -16,7 +16,6 @@ import pytest
 from blockbatch.api import Blockbatch, InvalidRow, StreamClosed, StreamRow
 from blockbatch.core.models import RunOptions
 from tests.conftest import ROOT, Stack
-from tests.e2e.test_worker_restart import start_worker_process
 from tests.helpers import extract_schema
 from tests.starter_fixtures import Cli, Result, cli_fixture  # noqa: F401 - provides `cli`
 
@@ -34,7 +33,7 @@ async def test_stream_answers_every_row_once_through_a_worker_kill_and_a_produce
 ) -> None:
     s = bbstack
     # A worker process of its own (SIGKILLed below), started first: it takes a while.
-    worker = await start_worker_process(s, tmp_path / "worker.log")
+    worker = s.start_worker_process("sim-test-key", tmp_path / "worker.log")
     s.sim.scenario(speed_factor=1.0, latency={"ttft_ms": 150, "per_output_token_ms": 0})
     stream = await s.bb.open_stream(
         extract_schema(instruction_words=200),
@@ -61,7 +60,7 @@ async def test_stream_answers_every_row_once_through_a_worker_kill_and_a_produce
         )
     finally:
         worker.send_signal(signal.SIGKILL)
-        await worker.wait()
+        await asyncio.to_thread(worker.wait)
     # The producer dies here; a new one (a new client) feeds its input again from row
     # 120: the 30 rows accepted before are recognised by key, the rest are new.
     async with s.worker(), await Blockbatch.connect(s.settings, s.client) as bb2:

@@ -10,6 +10,7 @@ import pytest
 import pytest_asyncio
 from anthropic.types.messages import MessageBatch
 
+from blockbatch.simulator.clock import FakeClock
 from blockbatch.simulator.scenario import Batch, Scenario
 from blockbatch.simulator.server import SimulatorServer
 from blockbatch.simulator.testing import make_blocks, pack_params, results_by_uid
@@ -186,18 +187,25 @@ async def test_the_default_batch_cache_hit_rate_misses_some_hits(sim, client):
     assert 10 <= len(reads) < 29
 
 
-async def test_a_canceled_batch_keeps_and_bills_what_it_processed(sim, client):
-    sim.scenario = Scenario(batch=Batch(processing_delay_s=4))
-    created = await client.messages.batches.create(requests=requests(10))
-    await asyncio.sleep(1)  # about a quarter of the processing time
-    await client.messages.batches.cancel(created.id)
-    ended = await wait_until_ended(client, created.id)
-    counts = ended.request_counts
-    assert 0 < counts.succeeded < 10
-    assert counts.succeeded + counts.canceled == 10
-    lines = [line async for line in await client.messages.batches.results(created.id)]
-    assert sum(line.result.type == "succeeded" for line in lines) == counts.succeeded
-    assert sim.state.stats.snapshot()["batch_tokens"]["output"] > 0
+async def test_a_canceled_batch_keeps_and_bills_what_it_processed():
+    # The simulator's clock moves only when told: a quarter of the processing time passes
+    # between creating and canceling, however fast this machine is.
+    clock = FakeClock()
+    scenario = Scenario(batch=Batch(processing_delay_s=4))
+    async with (
+        SimulatorServer(scenario=scenario, clock=clock) as sim,
+        anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="k", max_retries=0) as client,
+    ):
+        created = await client.messages.batches.create(requests=requests(10))  # type: ignore[arg-type]  # plain dicts
+        clock.advance(1)
+        await client.messages.batches.cancel(created.id)
+        ended = await wait_until_ended(client, created.id)
+        counts = ended.request_counts
+        assert counts.succeeded == 2  # floor(1/4 of 10): processing advances evenly
+        assert counts.succeeded + counts.canceled == 10
+        lines = [line async for line in await client.messages.batches.results(created.id)]
+        assert sum(line.result.type == "succeeded" for line in lines) == counts.succeeded
+        assert sim.state.stats.snapshot()["batch_tokens"]["output"] > 0
 
 
 @pytest.mark.parametrize("field", ["temperature", "top_p", "top_k"])

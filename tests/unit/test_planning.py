@@ -24,6 +24,7 @@ from blockbatch.core.planning import (
 )
 from blockbatch.core.registry import get_model
 from blockbatch.core.schema import SchemaSpec, load_schema
+from tests.helpers import examples
 
 
 def spec_with(properties: dict[str, Any], **prompt_config: Any) -> SchemaSpec:
@@ -354,7 +355,7 @@ def _plans(draw: st.DrawFn) -> tuple[list[int], list[int], PlanLimits]:
     return block_tokens, output_tokens, got
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(_plans())
 def test_every_position_is_in_exactly_one_pack_in_order(plan: Any) -> None:
     block_tokens, output_tokens, lim = plan
@@ -366,7 +367,7 @@ def test_every_position_is_in_exactly_one_pack_in_order(plan: Any) -> None:
         assert list(pack.positions) == list(range(pack.positions[0], pack.positions[-1] + 1))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(_plans())
 def test_pack_size_never_exceeds_the_caps(plan: Any) -> None:
     block_tokens, output_tokens, lim = plan
@@ -380,7 +381,7 @@ def test_pack_size_never_exceeds_the_caps(plan: Any) -> None:
             assert len(pack.positions) <= lim.hard_cap
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(_plans())
 def test_shared_packs_stay_within_budgets(plan: Any) -> None:
     block_tokens, output_tokens, lim = plan
@@ -403,7 +404,7 @@ def test_shared_packs_stay_within_budgets(plan: Any) -> None:
             assert blocks_input <= room * lim.safety_margin
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(_plans())
 def test_packs_are_greedy(plan: Any) -> None:
     """A pack ends only where the next block would break a cap or a budget."""
@@ -426,7 +427,7 @@ def test_packs_are_greedy(plan: Any) -> None:
         assert over_output or blocks_input > room * lim.safety_margin
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(_plans())
 def test_same_input_same_plan(plan: Any) -> None:
     block_tokens, output_tokens, lim = plan
@@ -435,7 +436,7 @@ def test_same_input_same_plan(plan: Any) -> None:
     )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(_plans())
 def test_max_tokens_and_oversized_follow_the_rule(plan: Any) -> None:
     block_tokens, output_tokens, lim = plan
@@ -455,7 +456,7 @@ def test_max_tokens_and_oversized_follow_the_rule(plan: Any) -> None:
         assert pack.oversized == (pack.est_input_tokens > lim.context_window - pack.max_tokens)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(_plans(), st.integers(1, 60))
 def test_max_batch_size_only_lowers(plan: Any, cap: int) -> None:
     block_tokens, output_tokens, lim = plan

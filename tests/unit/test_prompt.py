@@ -28,6 +28,7 @@ from blockbatch.core.prompt import (
 )
 from blockbatch.core.registry import MODELS, get_model
 from blockbatch.core.schema import SchemaSpec, load_schema
+from tests.helpers import examples
 
 
 def make_spec(**prompt_config: Any) -> SchemaSpec:
@@ -180,7 +181,7 @@ _blocks = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(_blocks)
 def test_block_text_can_never_break_out_of_the_array(blocks: list[dict[str, str]]) -> None:
     content = build_messages(make_spec(), blocks)[0]["content"]

@@ -1,0 +1,76 @@
+"""bench/suite_stress.py: runs a selection N times, the hog on the chosen runs and stopped
+after each, and reports every test that failed in any run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench import suite_stress
+
+
+def test_the_hog_goes_to_half_the_runs_spread_out_unless_told() -> None:
+    assert suite_stress.hog_runs(10, None) == {0, 2, 4, 6, 8}
+    assert suite_stress.hog_runs(10, 3) == {0, 3, 7}
+    assert suite_stress.hog_runs(1, None) == set()
+    assert suite_stress.hog_runs(2, 5) == {0, 1}
+
+
+def test_a_failing_test_is_reported_with_the_runs_it_failed_in(tmp_path: Path) -> None:
+    # One test always fails, one fails only while the hog runs (it sees the hog's process),
+    # one passes: the report counts each failure by the runs it happened in.
+    (tmp_path / "test_sample.py").write_text(
+        "import subprocess\n"
+        "def test_passes():\n    assert True\n"
+        "def test_always_fails():\n    assert False\n"
+        "def test_fails_beside_the_hog():\n"
+        "    ps = subprocess.run(['ps', '-eww', '-o', 'args'], capture_output=True, text=True).stdout\n"
+        "    assert 'while time.monotonic() < end' not in ps\n"
+    )
+    out, text = tmp_path / "stress.json", tmp_path / "stress.txt"
+    args = suite_stress.parse_args(
+        [
+            "--runs",
+            "2",
+            "--hog-runs",
+            "1",
+            "--hog-max-s",
+            "120",
+            "--out",
+            str(out),
+            "--text",
+            str(text),
+            "--select",
+            "-p",
+            "no:xdist",
+            "-q",
+            str(tmp_path / "test_sample.py"),
+        ]
+    )
+    assert suite_stress.main(args) == 1
+    data = json.loads(out.read_text())
+    assert [r["hog"] for r in data["runs"]] == [True, False]
+    assert all(r["tests"] == 3 for r in data["runs"])
+    flakes = {test.rsplit("::", 1)[1]: n for test, n in data["flakes"].items()}
+    assert flakes == {"test_always_fails": 2, "test_fails_beside_the_hog": 1}
+    assert "2 of 2" in text.read_text() and "test_fails_beside_the_hog" in text.read_text()
+
+
+def test_a_clean_selection_reports_nothing_and_exits_0(tmp_path: Path) -> None:
+    (tmp_path / "test_ok.py").write_text("def test_ok():\n    assert True\n")
+    args = suite_stress.parse_args(
+        [
+            *("--runs", "1", "--out", str(tmp_path / "s.json"), "--text", str(tmp_path / "s.txt")),
+            *("--select", "-p", "no:xdist", "-q", str(tmp_path / "test_ok.py")),
+        ]
+    )
+    assert suite_stress.main(args) == 0
+    assert json.loads((tmp_path / "s.json").read_text())["flakes"] == {}
+    assert "no test failed in any run" in (tmp_path / "s.txt").read_text()
+
+
+def test_zero_runs_is_a_usage_error() -> None:
+    with pytest.raises(SystemExit):
+        suite_stress.parse_args(["--runs", "0"])
