@@ -799,6 +799,8 @@ async def _review_by_keyboard(page: Page, base: str, run_id: str) -> None:
     await page.keyboard.press("Enter")
     await expect(page.locator("#note")).to_contain_text("confirmed 43 blocks")
     await expect(page.locator("#grid tr[data-uid]").first).to_have_id("row-50")
+    # The rows are there before the page's script at its end has bound the keys: wait for it.
+    await page.wait_for_load_state("load")
     await page.keyboard.press("Shift+A")
     await expect(page.locator("#ask-text")).to_contain_text("Confirm all 50 staged blocks")
     await page.keyboard.press("Enter")
