@@ -101,6 +101,7 @@ from blockbatch.core.registry import ModelInfo, retirement_warning
 from blockbatch.core.review import id_columns as identifying_columns
 from blockbatch.core.streams import StreamTriggers
 from blockbatch.core.views import (
+    UNFINISHED,
     CallDetail,
     CallRow,
     Disagreement,
@@ -800,11 +801,12 @@ class Blockbatch:
         Temporal is asked only when one may run: the run is active (an escalation reopens
         it), or it ended as an escalated run ends and has no escalation row yet (queued, or
         planning)."""
-        info = await self.run(run_id)
-        if not info.active and (
-            info.status not in ESCALATED_STATUSES
-            or await escalations.model_of(self.pool, run_id) is not None
-        ):
+        read = await escalations.run_status_and_model(self.pool, run_id)
+        if read is None:
+            await self.run(run_id)  # raises NotFound
+            return False
+        status, model = read
+        if status not in UNFINISHED and (status not in ESCALATED_STATUSES or model is not None):
             return False
         client = await self.temporal()
         try:

@@ -216,14 +216,19 @@ async def _follow_to_end(
     if await followed == "detached":
         say_detached(s.con, run_id)
         return 0
+    if not escalation and await _escalating(bb, run_id):
+        # The run's workflow had ended and an escalation of it had begun (it reopens the
+        # run): follow that, as `watch` would have.
+        return await _follow_to_end(s, run_id, escalation=True)
     return await report(bb, run_id, s.con)
 
 
 async def cmd_watch(args: argparse.Namespace, s: Session) -> int:
     bb = await s.bb(temporal=False)
-    info = await bb.run(args.run_id)
-    if await _escalating(bb, info.run_id):
-        return await _follow_to_end(s, info.run_id, escalation=True)
+    run_id = (await bb.run(args.run_id)).run_id  # NotFound first
+    if await _escalating(bb, run_id):
+        return await _follow_to_end(s, run_id, escalation=True)
+    info = await bb.run(run_id)  # read after: an escalation may have begun, and ended
     if info.active or await _retry_starting(bb, info):
         return await _follow_to_end(s, info.run_id, verbose=args.verbose)
     return await report(bb, info.run_id, s.con)

@@ -255,6 +255,23 @@ async def model_of(conn: asyncpg.Connection, run_id: str) -> str | None:
     return model
 
 
+async def run_status_and_model(
+    conn: asyncpg.Connection, run_id: str
+) -> tuple[str, str | None] | None:
+    """The run's status and its escalation's model (``None``: never escalated), read in
+    one statement so that both come from one snapshot: planning an escalation reopens
+    the run and writes its rows together, and two reads could straddle that commit (the
+    run still finished, the rows already there: an escalation that runs taken for one
+    that ended). ``None``: no such run."""
+    row = await conn.fetchrow(
+        """select r.status,
+                  (select e.model from escalations e where e.run_id = r.run_id limit 1) as model
+           from runs r where r.run_id = $1""",
+        run_id,
+    )
+    return None if row is None else (row["status"], row["model"])
+
+
 async def count_up(conn: asyncpg.Connection, run_id: str) -> int:
     """Blocks that go to the escalation model (once every second pack is done)."""
     return int(

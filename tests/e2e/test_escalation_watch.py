@@ -8,6 +8,7 @@ import asyncio
 import re
 
 import aiohttp
+import pytest
 
 from blockbatch.core.models import QualityOptions, RunOptions
 from blockbatch.web.app import create_app
@@ -63,7 +64,9 @@ async def _escalation_line(bbstack: Stack, run_id: str) -> str:
 
 
 async def _until(check: object, what: str) -> None:
-    for _ in range(200):
+    """Wait for ``check()``: an event, with a deadline far beyond a slow machine's."""
+    deadline = asyncio.get_running_loop().time() + 120
+    while asyncio.get_running_loop().time() < deadline:
         if await check():  # type: ignore[operator]
             return
         await asyncio.sleep(0.05)
@@ -85,7 +88,13 @@ async def test_escalate_and_watch_show_the_escalation_live_then_its_summary(
             return (await bbstack.bb.escalation_progress(run_id)).escalation is not None
 
         await _until(planned, "planned")
-        page_during = await _escalation_line(bbstack, run_id)
+        # Answers held while the page is read: the escalation is still under way then,
+        # however slow the machine (12 calls of half a second stand between plan and end).
+        bbstack.sim.call("POST", "/_sim/hold")
+        try:
+            page_during = await _escalation_line(bbstack, run_id)
+        finally:
+            bbstack.sim.call("POST", "/_sim/release")
         watched = await watching
         escalated = await escalating
         after = await cli("watch", run_id)
@@ -167,3 +176,38 @@ async def test_cancel_reaches_an_escalation_still_queued(bbstack: Stack, cli: Cl
     assert result.status == "completed" and esc is not None
     assert esc.status == "cancelled" and esc.left == esc.blocks == 24
     assert esc.second_pass_calls == esc.escalation_calls == 0
+
+
+async def test_watch_follows_an_escalation_that_began_after_its_first_look(
+    bbstack: Stack, cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`watch` looked before the escalation was there (its first look says none runs):
+    it follows the run's workflow, long ended, then sees the escalation that reopened the
+    run and follows it to its end, instead of a summary of a run "still running"."""
+    import blockbatch.cli.run as cli_run
+
+    real = cli_run._escalating
+    looks: list[bool] = []
+
+    async def first_look_misses(bb: object, run_id: str) -> bool:
+        seen = await real(bb, run_id) if looks else False  # type: ignore[arg-type]
+        looks.append(seen)
+        return seen
+
+    async with bbstack.worker():
+        run_id = await _finished_run(bbstack, seed=3)
+        bbstack.sim.scenario(seed=3, **SLOW)
+        await bbstack.bb.escalate(run_id, SONNET)
+
+        async def reopened() -> bool:
+            return (await bbstack.bb.run(run_id)).active
+
+        await _until(reopened, "the run reopened by the escalation's plan")
+        monkeypatch.setattr(cli_run, "_escalating", first_look_misses)
+        out = await cli("watch", run_id)
+    assert looks[:2] == [False, True], looks
+    assert out.code == 0, out.out + out.err
+    assert "ended but the run is still" not in out.out + out.err
+    esc = await bbstack.bb.escalation(run_id)
+    assert esc is not None and esc.status == "done"
+    assert f"escalated    to {SONNET}: 24 of 24 blocks compared" in out.out
