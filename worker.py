@@ -15,13 +15,13 @@ import signal
 
 from temporalio.client import Client
 
+from blockbatch.runtime.claude import anthropic_client
 from blockbatch.runtime.endpoint import announced
 from blockbatch.runtime.metrics import MetricsUnavailable, metrics_runtime
 from blockbatch.runtime.process import exit_process
 from blockbatch.runtime.settings import Settings, load_settings
 from blockbatch.runtime.temporal import (
     TemporalUnavailable,
-    anthropic_client,
     build_worker,
     connect,
     deployment_version,

@@ -36,7 +36,6 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.db import NOTHING_TO_RETRY, RUN_NOT_FINISHED
 from activities.escalation import ESCALATED_STATUSES
 from activities.models import READ_TIMEOUT_S, ModelFacts
-from activities.sdk import anthropic
 from blockbatch.api.answering import answering_endpoint
 from blockbatch.api.budget import check_start_budget
 from blockbatch.api.calibrate import prepare, run_calibration, run_model_calibration
@@ -114,6 +113,7 @@ from blockbatch.core.views import (
     ReviewPage,
     RunInfo,
 )
+from blockbatch.runtime.claude import configured_client
 from blockbatch.runtime.settings import Settings, load_settings
 from blockbatch.runtime.temporal import connect, ensure_search_attributes
 from blockbatch.store import (
@@ -328,19 +328,9 @@ class Blockbatch:
             UnknownModelError: neither the registry nor configuration prices it.
         """
         if self._models is None:
-            try:
-                key = self.settings.resolved_api_key()
-            except RuntimeError:  # no credentials: only facts kept by others
-                key = None
-            if key is not None:
-                self._models = ModelFacts(
-                    anthropic.AsyncAnthropic(
-                        api_key=key,
-                        base_url=self.settings.resolved_anthropic_base_url,
-                        max_retries=0,
-                        timeout=READ_TIMEOUT_S,
-                    )
-                )
+            client = configured_client(self.settings, timeout_s=READ_TIMEOUT_S)
+            # No credentials: only facts kept by others.
+            self._models = ModelFacts(client) if client is not None else None
         return await checked_model(name, self.settings, self.pool, self._models)
 
     # ------------------------------------------------------------------ quotes

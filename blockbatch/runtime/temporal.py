@@ -92,16 +92,6 @@ async def ensure_search_attributes(client: Client, namespace: str) -> None:
         ) from exc
 
 
-def anthropic_client(settings: Settings) -> anthropic.AsyncAnthropic:
-    """The one Claude client of a worker process; retries belong to Temporal."""
-    return anthropic.AsyncAnthropic(
-        api_key=settings.resolved_api_key(),
-        base_url=settings.resolved_anthropic_base_url,
-        max_retries=0,
-        timeout=settings.anthropic_timeout_s,
-    )
-
-
 def deployment_version(settings: Settings) -> WorkerDeploymentVersion | None:
     """The Worker Versioning version this worker registers as, or ``None`` (unversioned).
 

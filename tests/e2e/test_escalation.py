@@ -24,7 +24,7 @@ from blockbatch.core.models import (
     SecondPassInput,
 )
 from blockbatch.report import summary_lines
-from blockbatch.runtime.temporal import anthropic_client
+from blockbatch.runtime.claude import anthropic_client
 from blockbatch.simulator.content import block_result
 from blockbatch.simulator.prompt import Block
 from blockbatch.simulator.scenario import ASSUMED_MODEL_QUALITY
