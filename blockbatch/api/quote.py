@@ -31,7 +31,7 @@ from blockbatch.core.answer import CallShape, check_effort
 from blockbatch.core.blocks import is_set_aside
 from blockbatch.core.calibration import CalibrationNote
 from blockbatch.core.context import RunContext
-from blockbatch.core.endpoint import SIMULATOR_HEADER
+from blockbatch.core.endpoint import SIMULATOR_HEADER, endpoint_host
 from blockbatch.core.ingest import ConvertOptions, ParsedBlock, detect_format, document_id_for
 from blockbatch.core.models import QualityOptions, RunOptions
 from blockbatch.core.planning import estimate_tokens
@@ -58,7 +58,8 @@ from blockbatch.runtime.claude import anthropic_client, configured_client
 from blockbatch.runtime.settings import Settings, load_settings
 from blockbatch.store import calibrations, escalations, model_facts, overlays, quality, quotes
 from blockbatch.store.db import connect_reading, redact_url
-from blockbatch.store.repo import schema_definition_or_none
+from blockbatch.store.reads import prefix_to_count
+from blockbatch.store.repo import save_prefix_tokens, schema_definition_or_none
 
 T = TypeVar("T")
 
@@ -401,6 +402,22 @@ async def _count(
         if own:
             await client.close()
     return counted_tokens(plan, answers, simulated=simulated), None
+
+
+async def count_run_prefix(pool: asyncpg.Pool, settings: Settings, run_id: str) -> int | None:
+    """Count a finished run's uncached prompt prefix once and keep it, for its baseline
+    (``blockbatch.report.baseline_cost``, which only reads): two free token-counting
+    requests, made only where the run was answered (another endpoint has another
+    tokenizer) and only while nobody counted it. The counted size, else ``None``."""
+    to_count = await prefix_to_count(pool, run_id)
+    if to_count is None or to_count.endpoint_host != endpoint_host(
+        settings.resolved_anthropic_base_url
+    ):
+        return None
+    counted = await count_prefix(settings, to_count)
+    if counted is not None:
+        await save_prefix_tokens(pool, to_count.sha256, counted)
+    return counted
 
 
 async def count_prefix(settings: Settings, prefix: PrefixToCount) -> int | None:
