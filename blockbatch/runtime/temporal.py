@@ -143,7 +143,7 @@ def build_worker(
     llm_acts = LlmActivities(pool, llm, FleetLimiter(pool, llm.api_key))
     batch_acts = BatchActivities(pool, llm)
     stream_acts = StreamActivities(pool)
-    escalation_acts = EscalationActivities(pool, llm_acts)
+    escalation_acts = EscalationActivities(pool, llm_acts.calls)
     return Worker(
         client,
         task_queue=task_queue,

@@ -275,7 +275,7 @@ async def test_retried_activities_reuse_recorded_answers_and_spare_reviewed_bloc
         run_id,
         failed,
     )
-    acts = EscalationActivities(pool, LlmActivities(pool, anthropic_client(bbstack.settings)))
+    acts = EscalationActivities(pool, LlmActivities(pool, anthropic_client(bbstack.settings)).calls)
     env = ActivityEnvironment()
     inp = EscalateInput(run_id=run_id, model=SONNET)
     plan = await env.run(acts.plan_escalation, inp)
