@@ -65,7 +65,6 @@ async def main(settings: Settings | None = None, client: Client | None = None) -
             max_concurrent_activities=settings.worker_max_concurrent_activities,
             max_concurrent_workflow_tasks=settings.worker_max_concurrent_workflow_tasks,
             deployment=deployment,
-            model_prices=settings.blockbatch_model_prices,
         )
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()

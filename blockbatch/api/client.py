@@ -323,6 +323,9 @@ class Blockbatch:
         (:func:`blockbatch.api.quote.checked_model`: the Models API's facts first, where it
         answers; configured prices for a model the registry does not price).
 
+        What a run uses is kept with it (``blockbatch.store.runs.save_models``): its
+        workers read it there and never ask the Models API.
+
         Raises:
             RetiredModelError: retired; the message names the model to move to.
             UnknownModelError: neither the registry nor configuration prices it.
@@ -477,16 +480,21 @@ class Blockbatch:
             model = await self.run_model(options.model)
             check_effort(model, options.effort)
             options = options.model_copy(update={"model": model.id})
+            used = [model]
             if options.quality is not None and options.quality.probe_model is not None:
                 # Checked like the run's model, and kept by its id.
                 probe = await self.run_model(options.quality.probe_model)
                 quality = options.quality.model_copy(update={"probe_model": probe.id})
                 options = options.model_copy(update={"quality": quality})
+                used.append(probe)
             await check_start_budget(conn, document_id, schema_id, names.definition, options, model)
             retiring = retirement_warning(model, date.today())
             if retiring:
                 warnings.warn(retiring, ModelRetiring, stacklevel=2)
-            run_id = await repo.create_run(conn, document_id, schema_id, options, run_id=run_id)
+            async with conn.transaction():
+                run_id = await repo.create_run(conn, document_id, schema_id, options, run_id=run_id)
+                # Resolved here, once: the workers read these, never the Models API.
+                await runs.save_models(conn, run_id, used)
         try:
             await ensure_search_attributes(client, self.settings.temporal_namespace)
             await client.start_workflow(
@@ -554,9 +562,11 @@ class Blockbatch:
             retiring = retirement_warning(model, date.today())
             if retiring:
                 warnings.warn(retiring, ModelRetiring, stacklevel=2)
-            document_id = await stream_store.create_stream(
-                conn, run_id, schema_id, options, triggers, text_field=text_field, name=name
-            )
+            async with conn.transaction():
+                document_id = await stream_store.create_stream(
+                    conn, run_id, schema_id, options, triggers, text_field=text_field, name=name
+                )
+                await runs.save_models(conn, run_id, [model])
         try:
             await ensure_search_attributes(client, self.settings.temporal_namespace)
             await client.start_workflow(
@@ -703,7 +713,8 @@ class Blockbatch:
         not asked again, and no block is paid twice on a model.
         """
         info = await self.run(run_id)
-        up = (await self.run_model(model)).id
+        up_model = await self.run_model(model)
+        up = up_model.id
         options = RunOptions.model_validate(info.settings)
         if info.active:
             raise RunStillActive(
@@ -729,6 +740,8 @@ class Blockbatch:
                     f"{before.left} blocks left: go on with `--to {before.model}`"
                 )
         client = await self.temporal()
+        # Resolved here, once, and kept with the run: its workers read it from there.
+        await runs.save_models(self.pool, run_id, [up_model])
         try:
             handle = await client.start_workflow(
                 EscalateWorkflow.run,
