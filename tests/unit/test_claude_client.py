@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import SecretStr
@@ -18,8 +19,8 @@ FACTORY = ROOT / "blockbatch" / "runtime" / "claude.py"
 SIMULATOR = ROOT / "blockbatch" / "simulator"
 
 
-def _settings(**env: object) -> Settings:
-    return Settings(_env_file=None, **env)  # type: ignore[call-arg]
+def _settings(**env: Any) -> Settings:
+    return Settings(_env_file=None, **env)
 
 
 async def test_a_client_talks_to_the_configured_endpoint_without_retries_of_its_own() -> None:
@@ -38,7 +39,7 @@ async def test_a_client_talks_to_the_configured_endpoint_without_retries_of_its_
 
 
 def test_no_key_for_a_base_url_is_refused_with_what_to_set() -> None:
-    settings = _settings(anthropic_base_url="https://claude.example")
+    settings = _settings(anthropic_base_url="https://claude.example", anthropic_api_key=None)
     with pytest.raises(RuntimeError, match="ANTHROPIC_API_KEY"):
         anthropic_client(settings)
     assert configured_client(settings) is None
