@@ -1,4 +1,7 @@
-"""call_model: one Claude call for one pack attempt, written to the ledger before it returns.
+"""call_model: one Claude call for one pack attempt, written to the ledger before it returns;
+with the warm-up, the outage probe (``probe_api``) and the quality probe. Every call goes
+through the worker's :class:`~activities.calls.CallPath` (open, reserve, send, settle,
+record), whose sending step is the provider's :class:`~activities.sender.Sender`.
 
 Pay once: an attempt whose answer is already in the ledger returns that answer without
 calling again (``blockbatch.store.ledger.recorded_answer``). A call never starts once the run is
