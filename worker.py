@@ -15,13 +15,13 @@ import signal
 
 from temporalio.client import Client
 
+from blockbatch.runtime.claude import anthropic_client
 from blockbatch.runtime.endpoint import announced
 from blockbatch.runtime.metrics import MetricsUnavailable, metrics_runtime
 from blockbatch.runtime.process import exit_process
 from blockbatch.runtime.settings import Settings, load_settings
 from blockbatch.runtime.temporal import (
     TemporalUnavailable,
-    anthropic_client,
     build_worker,
     connect,
     deployment_version,
@@ -65,7 +65,6 @@ async def main(settings: Settings | None = None, client: Client | None = None) -
             max_concurrent_activities=settings.worker_max_concurrent_activities,
             max_concurrent_workflow_tasks=settings.worker_max_concurrent_workflow_tasks,
             deployment=deployment,
-            model_prices=settings.blockbatch_model_prices,
         )
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()

@@ -23,16 +23,13 @@ first pass's outcome.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.errors import call_of_error
-from activities.llm import LlmActivities, _pause
-from blockbatch.core.budget import pack_worst_case
+from activities.calls import Asked, CallPath
 from blockbatch.core.context import RunContext
 from blockbatch.core.escalation import escalation_reason, second_order
 from blockbatch.core.evidence import ground
@@ -43,9 +40,8 @@ from blockbatch.core.models import (
     PlanEscalationOutput,
     SecondPassInput,
 )
-from blockbatch.core.planning import Pack, pack_numbers
+from blockbatch.core.planning import pack_numbers
 from blockbatch.core.prompt import alias_map, build_request
-from blockbatch.core.quality import PROBE_ATTEMPTS
 from blockbatch.core.results import parse_results
 from blockbatch.core.retry import FINISHED_STATUSES
 from blockbatch.store import escalations, ledger, overlays, replans, runs
@@ -60,26 +56,13 @@ ESCALATED_STATUSES = ("completed", "completed_with_failures")
 _UP_AT_ONCE = 4
 
 
-@dataclass
-class _Asked:
-    """What asking one request came to: the answered call (``None``: no usable answer,
-    ``error`` says why) and the new calls made and their cost."""
-
-    call_id: int | None = None
-    error: str | None = None
-    calls: int = 0
-    cost_usd: float = 0.0
-    #: The run is cancelling: nothing was asked, and nothing is to be recorded.
-    stopped: bool = False
-
-
 class EscalationActivities:
-    """Escalation's activities; they send through the worker's :class:`LlmActivities`
-    (its ledger rows, budget, fleet limiter and client)."""
+    """Escalation's activities; they send through the worker's :class:`CallPath` (its
+    ledger rows, budget, fleet limiter and sender)."""
 
-    def __init__(self, pool: asyncpg.Pool, llm: LlmActivities) -> None:
+    def __init__(self, pool: asyncpg.Pool, calls: CallPath) -> None:
         self.pool = pool
-        self.llm = llm
+        self.calls = calls
 
     @activity.defn
     async def plan_escalation(self, inp: EscalateInput) -> PlanEscalationOutput:
@@ -220,7 +203,7 @@ class EscalationActivities:
         request = _request(
             ctx, [(b.block_uid, b.block_type, b.block_content) for b in blocks], pack.max_tokens
         )
-        asked = await self._ask(
+        asked = await self.calls.ask_alone(
             ctx,
             escalations.second_path(inp.second_pack),
             uids,
@@ -280,7 +263,7 @@ class EscalationActivities:
             )
         gate = asyncio.Semaphore(_UP_AT_ONCE)
 
-        async def one(block: escalations.UpBlock) -> _Asked:
+        async def one(block: escalations.UpBlock) -> Asked:
             if block.block_uid in probed:  # asked alone on this model already: no new call
                 return await self._take_probe_answer(up_ctx, block, probed[block.block_uid])
             async with gate:
@@ -293,13 +276,13 @@ class EscalationActivities:
             out.escalated += asked.call_id is not None and asked.error is None
         return out
 
-    async def _escalate_block(self, ctx: RunContext, block: escalations.UpBlock) -> _Asked:
+    async def _escalate_block(self, ctx: RunContext, block: escalations.UpBlock) -> Asked:
         uid = block.block_uid
         pack = ctx.pack([block.est_tokens])
         aliases = alias_map([uid]) if ctx.options.short_ids else None
         request = _request(ctx, [(uid, block.block_type, block.block_content)], pack.max_tokens)
         path = escalations.escalation_path(block.block_index)
-        asked = await self._ask(
+        asked = await self.calls.ask_alone(
             ctx, path, [uid], request, pack, purpose=escalations.ESCALATION, aliases=aliases
         )
         if asked.stopped:  # cancelled: the block is left as it is
@@ -320,11 +303,11 @@ class EscalationActivities:
 
     async def _take_probe_answer(
         self, ctx: RunContext, block: escalations.UpBlock, probed: escalations.ProbeAnswer
-    ) -> _Asked:
+    ) -> Asked:
         """The block's escalation answered by the run's quality probe, which asked it alone
         on the escalation model already (``escalations.probe_answers``): its answer is
         written as an escalation's, pointing at the probe's call; nothing is paid."""
-        asked = _Asked(call_id=probed.call_id)
+        asked = Asked(call_id=probed.call_id)
         evidence = probed.evidence if ctx.spec.prompt_config.evidence else None
         await self._record(ctx, block, asked, probed.answer, evidence, probed.pack_path)
         return asked
@@ -333,7 +316,7 @@ class EscalationActivities:
         self,
         ctx: RunContext,
         block: escalations.UpBlock,
-        asked: _Asked,
+        asked: Asked,
         single: dict[str, Any] | None,
         evidence: dict[str, Any] | None,
         path: str,
@@ -374,74 +357,6 @@ class EscalationActivities:
                 answer=single,
                 error=None if moved else "the overlay changed meanwhile: left as it is",
             )
-
-    async def _ask(
-        self,
-        ctx: RunContext,
-        path: str,
-        uids: list[str],
-        request: dict[str, Any],
-        pack: Pack,
-        *,
-        purpose: str,
-        aliases: dict[str, str] | None,
-    ) -> _Asked:
-        """Send ``request`` as ledger ``path``, attempts 1.. :data:`PROBE_ATTEMPTS`: a
-        recorded answer is reused (pay once); a failed call is tried at the next attempt
-        after the server's retry-after. Never raises for Claude's errors: the blocks then
-        have no answer (``_Asked.error``)."""
-        asked = _Asked()
-        for attempt in range(1, PROBE_ATTEMPTS + 1):
-            async with self.pool.acquire() as conn:
-                previous = await ledger.recorded_answer(conn, ctx.run_id, path, attempt)
-            if previous is not None:  # answered before this activity attempt: counted then
-                asked.call_id = previous.call_id
-                return asked
-            try:
-                opened = await self.llm._open_call(
-                    ctx,
-                    ctx.run_id,
-                    path,
-                    attempt,
-                    uids,
-                    request,
-                    purpose=purpose,
-                    worst_case_usd=pack_worst_case(ctx, pack),
-                    block_aliases=aliases,
-                )
-            except ledger.OverBudget:
-                asked.error = "the run's budget cannot hold the call"
-                return asked
-            if opened is None:
-                asked.error, asked.stopped = "the run stopped before the call", True
-                return asked
-            try:
-                out = await self.llm._send(
-                    ctx,
-                    opened,
-                    uids,
-                    request,
-                    self.llm._need(ctx, pack.est_input_tokens, pack.max_tokens),
-                )
-            except ApplicationError as err:
-                asked.calls += call_of_error(err) is not None
-                if err.non_retryable or attempt == PROBE_ATTEMPTS:
-                    asked.error = err.message
-                    return asked
-                await _pause(
-                    err.next_retry_delay.total_seconds()
-                    if err.next_retry_delay
-                    else 2.0 * 2 ** (attempt - 1)
-                )
-                continue
-            asked.calls += 1
-            asked.cost_usd += out.cost_usd
-            if out.outcome != "answered":
-                asked.error = out.message or out.outcome
-                return asked
-            asked.call_id = opened
-            return asked
-        return asked
 
 
 def _request(

@@ -2,10 +2,11 @@
 
 What the API says of a model (its limits, capabilities, lifecycle and ``retires_at``)
 overrides the registry for a run (``blockbatch.core.run_model``); contract §1, "Check at run time".
-It is read where a run starts (``Blockbatch.start_run`` and ``estimate``, when they have API
-credentials) and by each worker process on the first call of a run it serves (the run
-context loader, ``blockbatch.store.runs.configure_models``): kept in ``model_facts`` and read again
-once older than ``blockbatch.core.run_model.FACTS_MAX_AGE_S``.
+It is read only where a run starts (``Blockbatch.start_run``, ``open_stream``, ``escalate``
+and ``estimate``, when they have API credentials): kept in ``model_facts`` and read again
+once older than ``blockbatch.core.run_model.FACTS_MAX_AGE_S``. The models a run uses are
+resolved there once and kept with the run (``blockbatch.store.runs.save_models``); workers
+read them from the run and never call the Models API.
 
 An API that does not offer the endpoint (404 or 405), or does not answer, leaves the
 registry as it is: the facts are an improvement, never a condition for running. The

@@ -53,8 +53,9 @@ from blockbatch.core.models import RunOptions, RunResult
 from blockbatch.core.prompt import build_system
 from blockbatch.core.schema import load_schema
 from blockbatch.devtools import stack
+from blockbatch.runtime.claude import anthropic_client
 from blockbatch.runtime.settings import Settings
-from blockbatch.runtime.temporal import anthropic_client, build_worker
+from blockbatch.runtime.temporal import build_worker
 from blockbatch.simulator.testing import control
 from blockbatch.simulator.tokenizer import count_tokens
 from blockbatch.store.db import create_pool

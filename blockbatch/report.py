@@ -11,45 +11,31 @@ import asyncpg
 from blockbatch.core.budget import left_text, suggested_budget
 from blockbatch.core.claude_errors import fatal_code_of
 from blockbatch.core.commands import PROG
-from blockbatch.core.endpoint import answered_text, endpoint_host
+from blockbatch.core.endpoint import answered_text
 from blockbatch.core.models import EscalationVsProbe, RunResult
 from blockbatch.core.quality import probe_cost_text
 from blockbatch.core.reasons import counts_text
 from blockbatch.core.registry import UnknownModelError, Usage, cost_usd, get_model
 from blockbatch.core.views import RetryRecord
 from blockbatch.runtime.settings import Settings
-from blockbatch.store.reads import baseline_inputs, prefix_to_count
-from blockbatch.store.repo import save_prefix_tokens
+from blockbatch.store.reads import baseline_inputs
 
 
-async def baseline_cost(
-    pool: asyncpg.Pool, run_id: str, settings: Settings | None = None
-) -> float | None:
+async def baseline_cost(pool: asyncpg.Pool, run_id: str) -> float | None:
     """Estimated cost of the same blocks at one call per block without prompt caching.
 
     Every block would pay the full prompt prefix as plain input and its own output; we
     take the per-block input and output from what this run actually used, and the prefix
-    from the request: its counted size, cached or not. A prefix the API did not cache and
-    nobody counted yet is counted now with ``settings``' endpoint (two free requests) and
-    kept; ``None`` when its size cannot be known (no baseline beats a wrong one). Each of
-    those calls is priced on its own (a request pays its own price tier, contract §1),
-    then times the blocks.
+    from the request: its counted size, cached or not. A prefix the API did not cache is
+    counted once, outside the summary (``blockbatch.api.quote.count_run_prefix``, at the
+    run's end); ``None`` while its size is not known (no baseline beats a wrong one). Each
+    of those calls is priced on its own (a request pays its own price tier, contract §1),
+    then times the blocks. Reads Postgres only.
     """
     b = await baseline_inputs(pool, run_id)
     if b is None:
         return None
     prefix = b.prefix_tokens
-    if prefix is None and settings is not None:
-        to_count = await prefix_to_count(pool, run_id)
-        # Counted where the run was answered: another endpoint has another tokenizer.
-        if to_count is not None and to_count.endpoint_host == endpoint_host(
-            settings.resolved_anthropic_base_url
-        ):
-            from blockbatch.api.quote import count_prefix  # the SDK only when counting
-
-            prefix = await count_prefix(settings, to_count)
-            if prefix is not None:
-                await save_prefix_tokens(pool, to_count.sha256, prefix)
     if prefix is None:
         return None
     per_block_content = (b.prompt_tokens - prefix * b.calls) / max(b.blocks_sent, 1)

@@ -30,8 +30,9 @@ from temporalio.worker import Worker
 
 from blockbatch.api import Blockbatch
 from blockbatch.devtools import stack
+from blockbatch.runtime.claude import anthropic_client
 from blockbatch.runtime.settings import Settings
-from blockbatch.runtime.temporal import anthropic_client, build_worker
+from blockbatch.runtime.temporal import build_worker
 from blockbatch.simulator.testing import control
 from blockbatch.store.db import create_pool, migrate
 from workflows.attributes import SEARCH_ATTRIBUTES

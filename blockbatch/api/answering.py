@@ -13,8 +13,8 @@ import asyncpg
 
 from activities.endpoint import ask_endpoint
 from blockbatch.core.endpoint import Endpoint, answering, key_digest
+from blockbatch.runtime.claude import anthropic_client
 from blockbatch.runtime.settings import Settings
-from blockbatch.runtime.temporal import anthropic_client
 from blockbatch.store import workers
 
 #: The endpoint a base URL and key answer as, once it answered (by base URL and key digest).

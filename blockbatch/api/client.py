@@ -36,7 +36,6 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.db import NOTHING_TO_RETRY, RUN_NOT_FINISHED
 from activities.escalation import ESCALATED_STATUSES
 from activities.models import READ_TIMEOUT_S, ModelFacts
-from activities.sdk import anthropic
 from blockbatch.api.answering import answering_endpoint
 from blockbatch.api.budget import check_start_budget
 from blockbatch.api.calibrate import prepare, run_calibration, run_model_calibration
@@ -114,6 +113,7 @@ from blockbatch.core.views import (
     ReviewPage,
     RunInfo,
 )
+from blockbatch.runtime.claude import configured_client
 from blockbatch.runtime.settings import Settings, load_settings
 from blockbatch.runtime.temporal import connect, ensure_search_attributes
 from blockbatch.store import (
@@ -323,24 +323,17 @@ class Blockbatch:
         (:func:`blockbatch.api.quote.checked_model`: the Models API's facts first, where it
         answers; configured prices for a model the registry does not price).
 
+        What a run uses is kept with it (``blockbatch.store.runs.save_models``): its
+        workers read it there and never ask the Models API.
+
         Raises:
             RetiredModelError: retired; the message names the model to move to.
             UnknownModelError: neither the registry nor configuration prices it.
         """
         if self._models is None:
-            try:
-                key = self.settings.resolved_api_key()
-            except RuntimeError:  # no credentials: only facts kept by others
-                key = None
-            if key is not None:
-                self._models = ModelFacts(
-                    anthropic.AsyncAnthropic(
-                        api_key=key,
-                        base_url=self.settings.resolved_anthropic_base_url,
-                        max_retries=0,
-                        timeout=READ_TIMEOUT_S,
-                    )
-                )
+            client = configured_client(self.settings, timeout_s=READ_TIMEOUT_S)
+            # No credentials: only facts kept by others.
+            self._models = ModelFacts(client) if client is not None else None
         return await checked_model(name, self.settings, self.pool, self._models)
 
     # ------------------------------------------------------------------ quotes
@@ -487,16 +480,21 @@ class Blockbatch:
             model = await self.run_model(options.model)
             check_effort(model, options.effort)
             options = options.model_copy(update={"model": model.id})
+            used = [model]
             if options.quality is not None and options.quality.probe_model is not None:
                 # Checked like the run's model, and kept by its id.
                 probe = await self.run_model(options.quality.probe_model)
                 quality = options.quality.model_copy(update={"probe_model": probe.id})
                 options = options.model_copy(update={"quality": quality})
+                used.append(probe)
             await check_start_budget(conn, document_id, schema_id, names.definition, options, model)
             retiring = retirement_warning(model, date.today())
             if retiring:
                 warnings.warn(retiring, ModelRetiring, stacklevel=2)
-            run_id = await repo.create_run(conn, document_id, schema_id, options, run_id=run_id)
+            async with conn.transaction():
+                run_id = await repo.create_run(conn, document_id, schema_id, options, run_id=run_id)
+                # Resolved here, once: the workers read these, never the Models API.
+                await runs.save_models(conn, run_id, used)
         try:
             await ensure_search_attributes(client, self.settings.temporal_namespace)
             await client.start_workflow(
@@ -564,9 +562,11 @@ class Blockbatch:
             retiring = retirement_warning(model, date.today())
             if retiring:
                 warnings.warn(retiring, ModelRetiring, stacklevel=2)
-            document_id = await stream_store.create_stream(
-                conn, run_id, schema_id, options, triggers, text_field=text_field, name=name
-            )
+            async with conn.transaction():
+                document_id = await stream_store.create_stream(
+                    conn, run_id, schema_id, options, triggers, text_field=text_field, name=name
+                )
+                await runs.save_models(conn, run_id, [model])
         try:
             await ensure_search_attributes(client, self.settings.temporal_namespace)
             await client.start_workflow(
@@ -713,7 +713,8 @@ class Blockbatch:
         not asked again, and no block is paid twice on a model.
         """
         info = await self.run(run_id)
-        up = (await self.run_model(model)).id
+        up_model = await self.run_model(model)
+        up = up_model.id
         options = RunOptions.model_validate(info.settings)
         if info.active:
             raise RunStillActive(
@@ -739,6 +740,8 @@ class Blockbatch:
                     f"{before.left} blocks left: go on with `--to {before.model}`"
                 )
         client = await self.temporal()
+        # Resolved here, once, and kept with the run: its workers read it from there.
+        await runs.save_models(self.pool, run_id, [up_model])
         try:
             handle = await client.start_workflow(
                 EscalateWorkflow.run,

@@ -84,8 +84,9 @@ from blockbatch.core.models import QualityOptions, RunOptions, RunResult
 from blockbatch.core.questions import ANSWER_FIELD, QUESTION_SCHEMA, question_block
 from blockbatch.core.schema import SchemaSpec
 from blockbatch.core.views import ItemUsage
+from blockbatch.runtime.claude import anthropic_client
 from blockbatch.runtime.settings import Settings, load_settings
-from blockbatch.runtime.temporal import anthropic_client, build_worker
+from blockbatch.runtime.temporal import build_worker
 from blockbatch.store.reads import item_usage
 
 Item = str | dict[str, Any]

@@ -31,7 +31,7 @@ from blockbatch.core.answer import CallShape, check_effort
 from blockbatch.core.blocks import is_set_aside
 from blockbatch.core.calibration import CalibrationNote
 from blockbatch.core.context import RunContext
-from blockbatch.core.endpoint import SIMULATOR_HEADER
+from blockbatch.core.endpoint import SIMULATOR_HEADER, endpoint_host
 from blockbatch.core.ingest import ConvertOptions, ParsedBlock, detect_format, document_id_for
 from blockbatch.core.models import QualityOptions, RunOptions
 from blockbatch.core.planning import estimate_tokens
@@ -54,10 +54,12 @@ from blockbatch.core.run_model import FACTS_MAX_AGE_S, check_usable, run_model
 from blockbatch.core.schema import SchemaSpec, load_schema, schema_id_for
 from blockbatch.core.views import PrefixToCount
 from blockbatch.core.warm_up import WARM_UP_BLOCK, stand_in_request
+from blockbatch.runtime.claude import anthropic_client, configured_client
 from blockbatch.runtime.settings import Settings, load_settings
 from blockbatch.store import calibrations, escalations, model_facts, overlays, quality, quotes
 from blockbatch.store.db import connect_reading, redact_url
-from blockbatch.store.repo import schema_definition_or_none
+from blockbatch.store.reads import prefix_to_count
+from blockbatch.store.repo import save_prefix_tokens, schema_definition_or_none
 
 T = TypeVar("T")
 
@@ -341,19 +343,9 @@ async def _model_facts(
 ) -> dict[str, Any] | None:
     own = reader is None
     if reader is None:
-        try:
-            key = settings.resolved_api_key()
-        except RuntimeError:  # no credentials: only facts kept by others
-            key = None
-        if key is not None:
-            reader = ModelFacts(
-                anthropic.AsyncAnthropic(
-                    api_key=key,
-                    base_url=settings.resolved_anthropic_base_url,
-                    max_retries=0,
-                    timeout=READ_TIMEOUT_S,
-                )
-            )
+        client = configured_client(settings, timeout_s=READ_TIMEOUT_S)
+        # No credentials: only facts kept by others.
+        reader = ModelFacts(client) if client is not None else None
     try:
         if pool is not None:
             async with pool.acquire() as conn:
@@ -378,15 +370,9 @@ async def _count(
     own = client is None
     if client is None:
         try:
-            key = settings.resolved_api_key()
+            client = anthropic_client(settings, timeout_s=COUNT_TIMEOUT_S, max_retries=2)
         except RuntimeError as exc:
             return None, f"input not counted ({exc}): the planner's estimates"
-        client = anthropic.AsyncAnthropic(
-            api_key=key,
-            base_url=settings.resolved_anthropic_base_url,
-            max_retries=2,
-            timeout=COUNT_TIMEOUT_S,
-        )
     gate = asyncio.Semaphore(COUNT_CONCURRENCY)
     # Who counted: the simulator marks its answers (blockbatch/core/endpoint.py), and its
     # count is its own tokenizer's, not Claude's.
@@ -418,13 +404,28 @@ async def _count(
     return counted_tokens(plan, answers, simulated=simulated), None
 
 
+async def count_run_prefix(pool: asyncpg.Pool, settings: Settings, run_id: str) -> int | None:
+    """Count a finished run's uncached prompt prefix once and keep it, for its baseline
+    (``blockbatch.report.baseline_cost``, which only reads): two free token-counting
+    requests, made only where the run was answered (another endpoint has another
+    tokenizer) and only while nobody counted it. The counted size, else ``None``."""
+    to_count = await prefix_to_count(pool, run_id)
+    if to_count is None or to_count.endpoint_host != endpoint_host(
+        settings.resolved_anthropic_base_url
+    ):
+        return None
+    counted = await count_prefix(settings, to_count)
+    if counted is not None:
+        await save_prefix_tokens(pool, to_count.sha256, counted)
+    return counted
+
+
 async def count_prefix(settings: Settings, prefix: PrefixToCount) -> int | None:
     """A run's prompt prefix as the API counts it: one of its requests counted with and
     without its system prompt and tools (two free token-counting requests); ``None`` when
     the endpoint cannot say (no key, not answering, an error)."""
-    try:
-        key = settings.resolved_api_key()
-    except RuntimeError:
+    client = configured_client(settings, timeout_s=COUNT_TIMEOUT_S, max_retries=2)
+    if client is None:
         return None
     messages = prefix.request.get("messages")
     if not messages:
@@ -437,12 +438,7 @@ async def count_prefix(settings: Settings, prefix: PrefixToCount) -> int | None:
     }
     if prefix.request.get("tool_choice") is not None:
         with_prefix["tool_choice"] = prefix.request["tool_choice"]
-    async with anthropic.AsyncAnthropic(
-        api_key=key,
-        max_retries=2,
-        timeout=COUNT_TIMEOUT_S,
-        base_url=settings.resolved_anthropic_base_url,
-    ) as client:
+    async with client:
         try:
             full, bare = await asyncio.gather(
                 client.messages.count_tokens(**with_prefix),

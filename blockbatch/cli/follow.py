@@ -14,6 +14,7 @@ from temporalio.client import WorkflowQueryFailedError, WorkflowQueryRejectedErr
 from temporalio.service import RPCError, RPCStatusCode
 
 from blockbatch.api import Blockbatch
+from blockbatch.api.quote import count_run_prefix
 from blockbatch.cli.console import Console
 from blockbatch.cli.parser import (
     EXIT_BUDGET_EXHAUSTED,
@@ -238,7 +239,9 @@ async def report(bb: Blockbatch, run_id: str, con: Console) -> int:
     """Print the end-of-run summary; return the run's :func:`exit_code`."""
     info = await bb.run(run_id)
     result = await bb.result_of(info)
-    baseline = await baseline_cost(bb.pool, run_id, bb.settings)
+    # An uncached prefix is counted here, once, not while drawing: the summary only reads.
+    await count_run_prefix(bb.pool, bb.settings, run_id)
+    baseline = await baseline_cost(bb.pool, run_id)
     links = run_links(bb.settings, run_id)
     retries = await bb.retries(run_id)
     if con.json:

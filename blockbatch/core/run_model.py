@@ -8,6 +8,7 @@ Contract: ``../shared/reference/claude-api-2026-11.md`` §1, "Check at run time"
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from datetime import date, datetime
 from typing import Any
@@ -98,3 +99,37 @@ def _day(value: Any) -> date | None:
         except ValueError:
             return None
     return None
+
+
+def model_json(model: ModelInfo) -> dict[str, Any]:
+    """``model`` as JSON, to be kept with a run (``runs.models``) and read back by
+    :func:`model_from_json` exactly."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(model):
+        value = getattr(model, f.name)
+        if isinstance(value, frozenset):
+            value = sorted(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        elif isinstance(value, date):
+            value = value.isoformat()
+        out[f.name] = value
+    return out
+
+
+def model_from_json(data: Mapping[str, Any]) -> ModelInfo:
+    """The :class:`ModelInfo` :func:`model_json` wrote (fields it lacks keep their
+    defaults; fields this version does not know are left out).
+
+    Raises:
+        TypeError: a field the model needs is missing.
+    """
+    names = {f.name for f in dataclasses.fields(ModelInfo)}
+    values = {k: v for k, v in data.items() if k in names}
+    values["aliases"] = tuple(values.get("aliases") or ())
+    if "thinking_types" in values:
+        values["thinking_types"] = frozenset(values["thinking_types"])
+    for day in ("released", "end_of_life"):
+        if isinstance(values.get(day), str):
+            values[day] = date.fromisoformat(values[day])
+    return ModelInfo(**values)

@@ -17,12 +17,10 @@ from activities.db import DbActivities
 from activities.escalation import EscalationActivities
 from activities.limiter import FleetLimiter
 from activities.llm import LlmActivities
-from activities.models import ModelFacts
 from activities.sdk import anthropic
 from activities.streams import StreamActivities
 from blockbatch.runtime.metrics import BlockbatchMetrics, MetricsInterceptor, metric_meter
 from blockbatch.runtime.settings import Settings
-from blockbatch.store import runs
 from workflows.attributes import SEARCH_ATTRIBUTES
 from workflows.escalate import EscalateWorkflow
 from workflows.pack import ProcessPackWorkflow
@@ -92,16 +90,6 @@ async def ensure_search_attributes(client: Client, namespace: str) -> None:
         ) from exc
 
 
-def anthropic_client(settings: Settings) -> anthropic.AsyncAnthropic:
-    """The one Claude client of a worker process; retries belong to Temporal."""
-    return anthropic.AsyncAnthropic(
-        api_key=settings.resolved_api_key(),
-        base_url=settings.resolved_anthropic_base_url,
-        max_retries=0,
-        timeout=settings.anthropic_timeout_s,
-    )
-
-
 def deployment_version(settings: Settings) -> WorkerDeploymentVersion | None:
     """The Worker Versioning version this worker registers as, or ``None`` (unversioned).
 
@@ -129,7 +117,6 @@ def build_worker(
     max_concurrent_activities: int = 100,
     max_concurrent_workflow_tasks: int = 50,
     deployment: WorkerDeploymentVersion | None = None,
-    model_prices: dict[str, dict[str, float]] | None = None,
 ) -> Worker:
     """The blockbatch worker: every workflow and every activity on ``task_queue``.
 
@@ -139,21 +126,16 @@ def build_worker(
     Args:
         deployment: register with Worker Versioning as this deployment version; ``None``
             for an unversioned worker (tests, the local stack).
-        model_prices: prices of models the registry does not price
-            (``BLOCKBATCH_MODEL_PRICES``).
 
-    The process's run contexts read the Models API through ``llm`` on a run's first call
-    (``activities/models.py``).
+    The worker never reads the Models API: each run's models were resolved where it
+    started and are kept with it (``blockbatch.store.runs.save_models``).
     """
-    runs.configure_models(
-        runs.ModelSource(prices=model_prices or {}, refresh=ModelFacts(llm).refresh)
-    )
     meter = metric_meter(client)
     db_acts = DbActivities(pool, llm)
     llm_acts = LlmActivities(pool, llm, FleetLimiter(pool, llm.api_key))
     batch_acts = BatchActivities(pool, llm)
     stream_acts = StreamActivities(pool)
-    escalation_acts = EscalationActivities(pool, llm_acts)
+    escalation_acts = EscalationActivities(pool, llm_acts.calls)
     return Worker(
         client,
         task_queue=task_queue,

@@ -3,8 +3,8 @@ active statuses, the plan's size, cancelling and the final rollup."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
@@ -14,62 +14,48 @@ from blockbatch.core.commands import PROG
 from blockbatch.core.context import RunContext
 from blockbatch.core.models import ACTIVE_STATUSES, RunOptions, RunResult, RunStatus, Totals
 from blockbatch.core.outcome import final_status
-from blockbatch.core.registry import priced_elsewhere
-from blockbatch.core.run_model import FACTS_MAX_AGE_S, run_model
+from blockbatch.core.registry import ModelInfo, priced_elsewhere
+from blockbatch.core.run_model import FACTS_MAX_AGE_S, model_from_json, model_json, run_model
 from blockbatch.core.schema import load_schema
 from blockbatch.store import model_facts
 from blockbatch.store.repo import NotFound
 
-#: Reads the fresh Models API facts of a model, from the API when the kept ones are old
-#: (``activities.models.ModelFacts.refresh``); ``None`` facts: the registry stands.
-FactsReader = Callable[[asyncpg.Connection, str], Awaitable[dict[str, Any] | None]]
+
+async def save_models(
+    conn: asyncpg.Connection | asyncpg.Pool, run_id: str, models: list[ModelInfo]
+) -> None:
+    """Keep the models a run uses, as its front door resolved them (``runs.models``): what
+    every worker's run context reads, so none asks the Models API again."""
+    await conn.execute(
+        "update runs set models = models || $2::jsonb where run_id = $1",
+        run_id,
+        {m.id: model_json(m) for m in models},
+    )
 
 
-@dataclass(frozen=True)
-class ModelSource:
-    """Where a process's run contexts get their model from, besides the registry.
-
-    Attributes:
-        prices: prices from configuration (``BLOCKBATCH_MODEL_PRICES``) of models the
-            registry does not price: ``{model: {"input": ..., "output": ...}}``.
-        refresh: reads the Models API when the kept facts are old (a worker's, wired at
-            start); ``None``: only the facts kept in Postgres are used.
-    """
-
-    prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-    refresh: FactsReader | None = None
-
-
-_MODELS = ModelSource()
-
-
-def configure_models(source: ModelSource) -> None:
-    """Set where this process's run contexts get their model from (at process start)."""
-    global _MODELS
-    _MODELS = source
-
-
-async def model_facts_for(conn: asyncpg.Connection, model_id: str) -> dict[str, Any] | None:
-    """The fresh Models API facts of ``model_id`` as this process reads them."""
-    if _MODELS.refresh is not None:
-        return await _MODELS.refresh(conn, model_id)
-    return await model_facts.fresh(conn, model_id, FACTS_MAX_AGE_S)
+async def _model(conn: asyncpg.Connection, kept: Mapping[str, Any], name: str) -> ModelInfo:
+    """The model ``name`` as the run keeps it; for a run started before models were kept,
+    the registry with the Models API facts kept in Postgres (no API call from here)."""
+    if name in kept:
+        return model_from_json(kept[name])
+    return run_model(name, await model_facts.fresh(conn, name, FACTS_MAX_AGE_S))
 
 
 async def load_run_context(conn: asyncpg.Connection, run_id: str) -> RunContext:
     """A run's options, schema and model, read from Postgres.
 
-    The model is the registry's entry with the Models API's fresh facts taking over, or a
-    model the registry does not price with the configured prices (``blockbatch.core.run_model``).
-    A model that retired since the run started is not refused here: its calls are, by the
-    API, and say so.
+    The model is the one the run's front door resolved and kept with the run
+    (:func:`save_models`: the registry, the Models API's facts, configured prices). A model
+    that retired since the run started is not refused here: its calls are, by the API, and
+    say so.
 
     Raises:
         NotFound: no such run.
         UnknownModelError: a model neither the registry nor configuration prices.
     """
     row = await conn.fetchrow(
-        """select r.run_id, r.document_id, r.schema_id, r.settings, s.definition, s.name
+        """select r.run_id, r.document_id, r.schema_id, r.settings, r.models, s.definition,
+                  s.name
            from runs r join schemas s using (schema_id) where r.run_id = $1""",
         run_id,
     )
@@ -84,7 +70,7 @@ async def load_run_context(conn: asyncpg.Connection, run_id: str) -> RunContext:
         schema_id=row["schema_id"],
         options=options,
         spec=spec,
-        model=run_model(options.model, await model_facts_for(conn, options.model), _MODELS.prices),
+        model=await _model(conn, row["models"], options.model),
     )
 
 
@@ -99,12 +85,12 @@ async def probe_context(conn: asyncpg.Connection, ctx: RunContext) -> RunContext
 
 
 async def context_on(conn: asyncpg.Connection, ctx: RunContext, name: str) -> RunContext:
-    """``ctx`` on the model ``name`` (its Models API facts, prices and limits, read as
-    :func:`load_run_context` reads a run's): the probe's and an escalation's calls."""
+    """``ctx`` on the model ``name`` as the run keeps it (:func:`save_models`: its limits,
+    prices and answer channel): the probe's and an escalation's calls."""
     if name == ctx.model.id:
         return ctx
-    model = run_model(name, await model_facts_for(conn, name), _MODELS.prices)
-    return ctx.on_model(model)
+    kept = await conn.fetchval("select models from runs where run_id = $1", ctx.run_id)
+    return ctx.on_model(await _model(conn, kept or {}, name))
 
 
 _CONTEXTS: dict[str, RunContext] = {}

@@ -9,7 +9,7 @@ import pytest
 
 from blockbatch.core.models import BatchOptions, QualityOptions, RunOptions, RunProgress, RunResult
 from blockbatch.core.registry import Usage, cost_usd, get_model
-from blockbatch.runtime.temporal import anthropic_client
+from blockbatch.runtime.claude import anthropic_client
 from tests.conftest import Stack
 from tests.helpers import block_content, extract_schema, markdown_doc
 

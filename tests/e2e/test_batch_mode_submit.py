@@ -18,7 +18,7 @@ from temporalio.testing import ActivityEnvironment
 from activities.batches import BatchActivities
 from activities.db import DbActivities
 from blockbatch.core.models import BatchRoundInput, OpenBatchRunInput, PlanRunInput, RunOptions
-from blockbatch.runtime.temporal import anthropic_client
+from blockbatch.runtime.claude import anthropic_client
 from blockbatch.store import repo
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc

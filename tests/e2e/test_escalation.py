@@ -24,7 +24,7 @@ from blockbatch.core.models import (
     SecondPassInput,
 )
 from blockbatch.report import summary_lines
-from blockbatch.runtime.temporal import anthropic_client
+from blockbatch.runtime.claude import anthropic_client
 from blockbatch.simulator.content import block_result
 from blockbatch.simulator.prompt import Block
 from blockbatch.simulator.scenario import ASSUMED_MODEL_QUALITY
@@ -275,7 +275,7 @@ async def test_retried_activities_reuse_recorded_answers_and_spare_reviewed_bloc
         run_id,
         failed,
     )
-    acts = EscalationActivities(pool, LlmActivities(pool, anthropic_client(bbstack.settings)))
+    acts = EscalationActivities(pool, LlmActivities(pool, anthropic_client(bbstack.settings)).calls)
     env = ActivityEnvironment()
     inp = EscalateInput(run_id=run_id, model=SONNET)
     plan = await env.run(acts.plan_escalation, inp)

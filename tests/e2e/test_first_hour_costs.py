@@ -102,8 +102,8 @@ async def test_a_starter_set_for_claude_warns_when_the_workers_call_the_simulato
 ) -> None:
     """Bug 3: after `make demo` (a worker on the simulator), `export ANTHROPIC_API_KEY=...`
     then `run` was answered by the simulator without a word."""
+    from blockbatch.runtime.claude import anthropic_client
     from blockbatch.runtime.endpoint import announced
-    from blockbatch.runtime.temporal import anthropic_client
 
     llm = anthropic_client(bbstack.settings)
     async with announced(bbstack.pool, bbstack.task_queue, llm) as endpoint:

@@ -3,7 +3,6 @@ retired models refused before anything is created (real Postgres, Temporal, simu
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import asyncpg
@@ -11,7 +10,7 @@ import pytest
 
 from activities.models import ModelFacts
 from blockbatch.core.ingest import parse_document
-from blockbatch.core.models import RunOptions
+from blockbatch.core.models import QualityOptions, RunOptions
 from blockbatch.core.registry import RetiredModelError, Usage
 from blockbatch.core.schema import load_schema
 from blockbatch.store import ledger, model_facts, repo, runs
@@ -20,16 +19,6 @@ from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
 
 PREFIX = ("0" * 64, [{"type": "text", "text": "system"}], [{"name": "tool"}])
-
-
-@pytest.fixture
-def registry_only() -> Iterator[None]:
-    """Run contexts read only the facts kept in Postgres (no API), as the front door's
-    process does; restored after, whatever a worker of another test wired."""
-    before = runs._MODELS
-    runs.configure_models(runs.ModelSource())
-    yield
-    runs.configure_models(before)
 
 
 async def _run(pool: asyncpg.Pool, model: str = "claude-opus-5-5") -> str:
@@ -129,8 +118,9 @@ async def test_the_models_api_facts_are_kept_and_read_again_only_when_old(
 
 async def test_a_run_context_takes_the_facts_kept_for_its_model(
     pool: asyncpg.Pool,
-    registry_only: None,
 ) -> None:
+    """A run started before its models were kept (no ``runs.models``): the registry with
+    the facts kept in Postgres, read without asking the API."""
     run_id = await _run(pool, "claude-haiku-5-5")
     async with pool.acquire() as conn:
         before = await runs.load_run_context(conn, run_id)
@@ -185,21 +175,40 @@ async def test_a_retired_model_is_refused_before_anything_is_created(bbstack: St
     await _nothing_created(s)
 
 
-async def test_a_worker_reads_the_models_api_on_a_runs_first_load(pool: asyncpg.Pool) -> None:
-    asked: list[str] = []
-
-    async def refresh(conn: asyncpg.Connection, model_id: str) -> dict[str, Any] | None:
-        asked.append(model_id)
-        return {"id": model_id, "lifecycle": "active", "max_tokens": 20_000}
-
-    run_id = await _run(pool, "claude-sonnet-5-5")
-    before = runs._MODELS
-    runs.configure_models(runs.ModelSource(refresh=refresh))
-    try:
-        async with pool.acquire() as conn:
-            ctx = await runs.cached_run_context(conn, run_id)
-            again = await runs.cached_run_context(conn, run_id)
-    finally:
-        runs.configure_models(before)
-    assert asked == ["claude-sonnet-5-5"]  # once per run per process
-    assert ctx.model.max_output_tokens == again.model.max_output_tokens == 20_000
+async def test_a_runs_models_are_resolved_once_at_its_start_and_read_from_it(
+    bbstack: Stack,
+) -> None:
+    """Issue 36: the front door resolves the run's model (and its probe's) once, keeps it
+    with the run, and the workers read it there: facts that change later, and a worker
+    that cannot reach the Models API, do not change the run's model."""
+    s = bbstack
+    await model_facts.save(
+        s.pool,
+        "claude-sonnet-5-5",
+        {"id": "claude-sonnet-5-5", "lifecycle": "active", "max_tokens": 20_000},
+    )
+    data = markdown_doc(3)
+    doc = await s.bb.ingest_blocks(
+        data, parse_document(data, "markdown"), name="d.md", fmt="markdown"
+    )
+    schema_id = await s.bb.add_schema(extract_schema(200))
+    options = RunOptions(
+        model="claude-sonnet-5-5", quality=QualityOptions(probe_model="claude-haiku-5-5")
+    )
+    # No worker polls this task queue: the run is only started, never served.
+    run_id = await s.bb.start_run(doc, schema_id, options, task_queue="nobody-polls")
+    kept = await s.pool.fetchval("select models from runs where run_id = $1", run_id)
+    assert sorted(kept) == ["claude-haiku-5-5", "claude-sonnet-5-5"]
+    assert kept["claude-sonnet-5-5"]["max_output_tokens"] == 20_000
+    # Later facts change nothing for this run: it keeps what it started with.
+    await model_facts.save(
+        s.pool,
+        "claude-sonnet-5-5",
+        {"id": "claude-sonnet-5-5", "lifecycle": "active", "max_tokens": 8_000},
+    )
+    async with s.pool.acquire() as conn:
+        ctx = await runs.load_run_context(conn, run_id)
+        probe = await runs.probe_context(conn, ctx)
+    assert ctx.model.max_output_tokens == 20_000
+    assert probe.model.id == "claude-haiku-5-5"
+    await s.bb.handle(run_id).terminate("test done")

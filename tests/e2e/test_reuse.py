@@ -14,7 +14,8 @@ import pytest
 from blockbatch.api.errors import NothingToRetry
 from blockbatch.core.models import QualityOptions, RunOptions, RunResult
 from blockbatch.report import summary_lines
-from blockbatch.runtime.temporal import anthropic_client, build_worker
+from blockbatch.runtime.claude import anthropic_client
+from blockbatch.runtime.temporal import build_worker
 from blockbatch.web.app import create_app
 from tests.conftest import Stack
 from tests.helpers import block_content, extract_schema, markdown_doc

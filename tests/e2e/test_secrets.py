@@ -28,7 +28,8 @@ from temporalio.client import Client
 
 from blockbatch.core.models import RunOptions
 from blockbatch.devtools.stack import free_port
-from blockbatch.runtime.temporal import anthropic_client, build_worker
+from blockbatch.runtime.claude import anthropic_client
+from blockbatch.runtime.temporal import build_worker
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
 

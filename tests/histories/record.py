@@ -85,8 +85,9 @@ from blockbatch.core.models import (
     RunResult,
 )
 from blockbatch.devtools import stack
+from blockbatch.runtime.claude import anthropic_client
 from blockbatch.runtime.settings import Settings
-from blockbatch.runtime.temporal import anthropic_client, build_worker
+from blockbatch.runtime.temporal import build_worker
 from blockbatch.simulator.testing import control
 from blockbatch.store.db import create_pool, migrate
 from tests.helpers import REJECT_MARKER, extract_schema, markdown_doc, marked_document

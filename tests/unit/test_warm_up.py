@@ -12,6 +12,7 @@ import pytest
 from anthropic import AsyncAnthropic
 
 from activities.llm import LlmActivities
+from activities.sender import AnthropicSender
 from blockbatch.core.context import RunContext
 from blockbatch.core.models import RunOptions
 from blockbatch.core.quote import quote_context
@@ -87,10 +88,10 @@ def test_a_worker_stops_counting_an_uncached_prefix_as_read() -> None:
     assert ctx.cacheable_prefix_tokens > 0
     worker = LlmActivities(pool=None, client=None)  # type: ignore[arg-type]  # the request needs neither
     est = ctx.cacheable_prefix_tokens + 500
-    assert worker._need(ctx, est, 100).input == 500
+    assert worker.calls.need(ctx, est, 100).input == 500
     nothing = {"usage": {"input_tokens": est, "output_tokens": 0}}
-    worker._learn_prefix(ctx, nothing)
-    assert worker._need(ctx, est, 100).input == est
+    worker.calls.learn_prefix(ctx, nothing)
+    assert worker.calls.need(ctx, est, 100).input == est
     other = RunContext(
         run_id="run-2",
         document_id="",
@@ -99,10 +100,10 @@ def test_a_worker_stops_counting_an_uncached_prefix_as_read() -> None:
         spec=ctx.spec,
         model=ctx.model,
     )
-    assert worker._need(other, est, 100).input == 500  # a fact of one run only
+    assert worker.calls.need(other, est, 100).input == 500  # a fact of one run only
     read = {"usage": {"input_tokens": 500, "cache_read_input_tokens": est - 500}}
-    worker._learn_prefix(ctx, read)
-    assert worker._need(ctx, est, 100).input == 500
+    worker.calls.learn_prefix(ctx, read)
+    assert worker.calls.need(ctx, est, 100).input == 500
 
 
 # --- long calls stream -------------------------------------------------------------------
@@ -186,12 +187,12 @@ def test_a_call_past_the_sdks_ten_minutes_streams_and_answers_the_same() -> None
             timeout=600.0,
             http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handle)),
         )
-        worker = LlmActivities(pool=None, client=client)
+        sender = AnthropicSender(client)
         request = stand_in_request(ctx_for("claude-haiku-5-5"))
-        short = await worker._call({**request, "max_tokens": 1_000})
-        long = await worker._call({**request, "max_tokens": 64_000})
+        short = await sender.send({**request, "max_tokens": 1_000})
+        long = await sender.send({**request, "max_tokens": 64_000})
         await client.close()
-        return [short, long]
+        return [(short.message, short.headers), (long.message, long.headers)]
 
     (short, short_headers), (long, long_headers) = asyncio.run(both())
     assert seen == [False, True]

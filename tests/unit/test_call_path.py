@@ -1,0 +1,62 @@
+"""One call path (issue 36, point 2): only the sender sends a Messages request, and
+nothing reaches into another object's private methods to make a call."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SENDER = ROOT / "activities" / "sender.py"
+PRODUCT = [ROOT / "activities", ROOT / "workflows", ROOT / "blockbatch"]
+SIMULATOR = ROOT / "blockbatch" / "simulator"
+
+
+def _chain(node: ast.expr) -> list[str]:
+    """``a.b.c`` as ``["a", "b", "c"]`` (calls and subscripts in between dropped)."""
+    names: list[str] = []
+    while True:
+        if isinstance(node, ast.Attribute):
+            names.append(node.attr)
+            node = node.value
+        elif isinstance(node, ast.Call):
+            node = node.func
+        elif isinstance(node, ast.Name):
+            names.append(node.id)
+            return names[::-1]
+        else:
+            return names[::-1]
+
+
+def _files() -> list[Path]:
+    return [
+        p for root in PRODUCT for p in sorted(root.rglob("*.py")) if not p.is_relative_to(SIMULATOR)
+    ]
+
+
+def test_only_the_sender_sends_a_messages_request() -> None:
+    sends = {("messages", "create"), ("messages", "stream")}
+    wrong = []
+    for path in _files():
+        if path == SENDER:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call):
+                chain = [n for n in _chain(node.func) if n != "with_raw_response"]
+                if tuple(chain[-2:]) in sends:
+                    wrong.append(f"{path.relative_to(ROOT)}:{node.lineno} {'.'.join(chain)}")
+    assert not wrong, "send through activities.calls.CallPath:\n" + "\n".join(wrong)
+
+
+def test_no_activity_calls_another_objects_private_methods() -> None:
+    wrong = []
+    for path in sorted((ROOT / "activities").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                owner = _chain(node.func.value)
+                private = node.func.attr.startswith("_") and not node.func.attr.startswith("__")
+                if private and len(owner) == 2 and owner[0] == "self":
+                    wrong.append(
+                        f"{path.relative_to(ROOT)}:{node.lineno} {'.'.join(owner)}.{node.func.attr}"
+                    )
+    assert not wrong, "\n".join(wrong)
