@@ -1,7 +1,9 @@
 """Scale: a 100,000-block run completes, and no workflow nears Temporal's limits.
 
-At zero model latency, one run over ``--blocks`` blocks (the sample handbook repeated)
-with ``samples/extract.json``, on ``worker.py`` subprocesses. Reported: wall time (ingest,
+At zero model latency, one run over ``--blocks`` blocks with ``samples/extract.json``:
+distinct blocks by default (:func:`distinct_document`: every block is asked), or the sample
+handbook repeated (``--document handbook``: a run asks each distinct block once and its
+copies take the answer, so few calls are made), on ``worker.py`` subprocesses. Reported: wall time (ingest,
 run, history inspection), the largest history of any workflow of the run (events and
 bytes; every ProcessPack listed by ``BlockbatchRunId`` and every run of RunWorkflow's
 continue-as-new chain, fetched with ``fetch_history``), the most children pending at once,
@@ -56,6 +58,22 @@ _CHILD_CLOSED = {
     EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_TIMED_OUT,
     EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_TERMINATED,
 }
+
+
+def distinct_document(n_blocks: int) -> bytes:
+    """A Markdown document of exactly ``n_blocks`` blocks, no two alike (a heading every
+    twelfth block, paragraphs of about 200 bytes between), so a run asks every block."""
+    parts = []
+    for i in range(n_blocks):
+        if i % 12 == 0:
+            parts.append(f"## Section {i // 12 + 1}: paging and escalation")
+        else:
+            parts.append(
+                f"Rule {i}. The on-call engineer acknowledges every severity-{i % 4 + 1} page "
+                f"within {i % 13 + 2} minutes, writes what was seen in the incident channel "
+                f"and hands the pager to the secondary when unable to respond."
+            )
+    return ("\n\n".join(parts) + "\n").encode()
 
 
 async def history_of(client: Client, workflow_id: str, run_id: str | None) -> dict[str, Any]:
@@ -160,7 +178,11 @@ async def main(args: argparse.Namespace) -> int:
             await bs.start_workers(args.workers)
             schema_id = await bs.bb.add_schema(sample_schema("extract"))
             t0 = time.monotonic()
-            doc = handbook_document(args.blocks)
+            doc = (
+                distinct_document(args.blocks)
+                if args.document == "distinct"
+                else handbook_document(args.blocks)
+            )
             document_id = await bs.bb.ingest_bytes(
                 doc, name=f"handbook-{args.blocks}.md", fmt="markdown"
             )
@@ -214,6 +236,7 @@ async def main(args: argparse.Namespace) -> int:
         run_id=run_id,
         status=result.status,
         blocks=args.blocks,
+        document=args.document,
         blocks_ok=figures["blocks"].get("ai_complete", 0),
         packs=figures["pack_count"],
         calls=figures["calls_ok"],
@@ -309,6 +332,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--blocks", type=int, default=100_000)
     parser.add_argument("--workers", type=int, default=2, help="worker.py subprocesses")
+    parser.add_argument(
+        "--document",
+        choices=("distinct", "handbook"),
+        default="distinct",
+        help="distinct blocks (every block asked) or the handbook repeated (copies follow)",
+    )
     parser.add_argument(
         "--packs-per-history",
         type=int,

@@ -80,6 +80,7 @@ from blockbatch.core.calibration import (
     ModelCalibration,
 )
 from blockbatch.core.commands import PROG
+from blockbatch.core.convert.limits import check_size
 from blockbatch.core.endpoint import Endpoint, endpoint_of, mismatch_text
 from blockbatch.core.ingest import ConvertOptions, ParsedBlock, detect_format, record_columns
 from blockbatch.core.models import (
@@ -297,6 +298,7 @@ class Blockbatch:
         ``skip_empty``: as for :meth:`ingest_bytes`."""
         path = Path(path)
         fmt = fmt or detect_format(path.name)
+        check_size(path.stat().st_size, f"{fmt} file")  # refused before it is read
         return await self.ingest_bytes(
             path.read_bytes(),
             name=path.name,

@@ -16,6 +16,7 @@ from blockbatch.core.answer import EffortError
 from blockbatch.core.budget import BudgetError
 from blockbatch.core.calibration import CalibrationError
 from blockbatch.core.commands import CONSOLE_SCRIPT, render
+from blockbatch.core.convert.limits import check_size
 from blockbatch.core.ingest import ConvertOptions, IngestError, ParsedBlock, parse_records
 from blockbatch.core.reasons import counts_text
 from blockbatch.core.registry import UnknownModelError
@@ -80,7 +81,10 @@ def parse_checked(
     notices: list[str] | None = None,
 ) -> list[ParsedBlock]:
     """A document's blocks (:func:`blockbatch.core.ingest.parse_records`); the records
-    ``skip_empty`` left out are told with an :class:`EmptyRecordsSkipped` warning."""
+    ``skip_empty`` left out are told with an :class:`EmptyRecordsSkipped` warning.
+    A document past blockbatch/core/convert/limits.py ``MAX_FILE_BYTES`` is refused first,
+    whatever its format."""
+    check_size(data, f"{fmt} document")
     parsed = parse_records(
         data, fmt, text_field=text_field, skip_empty=skip_empty, options=options, notices=notices
     )

@@ -216,13 +216,20 @@ async def pack_tally(
     """``(compared, agreeing, failed)`` over the samples of one pack (the gate counts the
     first two): those that compared its answers (a block the gate re-asked into it keeps
     its earlier pack's comparison there)."""
+    # Two indexed reads of the pack's rows only (migration 032), never the run's samples:
+    # those recorded in this pack, and the pack's own blocks' samples not yet recorded.
     row = await conn.fetchrow(
-        """select count(*) filter (where q.status = 'compared') as n,
-                  count(*) filter (where q.status = 'compared' and q.agrees) as agreeing,
-                  count(*) filter (where q.status = 'failed') as failed
-           from quality_samples q
-           join overlays o on o.run_id = q.run_id and o.block_uid = q.block_uid
-           where q.run_id = $1 and coalesce(q.pack_index, o.pack_index) = $2""",
+        """select count(*) filter (where s.status = 'compared') as n,
+                  count(*) filter (where s.status = 'compared' and s.agrees) as agreeing,
+                  count(*) filter (where s.status = 'failed') as failed
+           from (select q.status, q.agrees from quality_samples q
+                 where q.run_id = $1 and q.pack_index = $2
+                   and exists (select 1 from overlays o
+                               where o.run_id = q.run_id and o.block_uid = q.block_uid)
+                 union all
+                 select q.status, q.agrees from overlays o
+                 join quality_samples q on q.run_id = o.run_id and q.block_uid = o.block_uid
+                 where o.run_id = $1 and o.pack_index = $2 and q.pack_index is null) s""",
         run_id,
         pack_index,
     )

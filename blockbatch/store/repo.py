@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -32,6 +33,9 @@ PAGED_FORMATS = frozenset({"pdf"})
 #: The largest source file kept. A PDF larger than this still ingests (the converter allows
 #: up to blockbatch/core/convert/limits.py ``MAX_FILE_BYTES``); its blocks show no page.
 MAX_STORED_FILE_BYTES = 64 * 1024 * 1024
+#: Blocks stored per statement: the statement's arrays (and the memory they take on either
+#: side) stay this size whatever the document's; the batches share one transaction.
+INSERT_BATCH_BLOCKS = 5_000
 
 
 async def save_document(
@@ -39,7 +43,7 @@ async def save_document(
     name: str,
     fmt: str,
     raw: bytes,
-    blocks: list[ParsedBlock],
+    blocks: Sequence[ParsedBlock],
     read_as: ConvertOptions | None = None,
     *,
     columns: list[str] | None = None,
@@ -56,6 +60,9 @@ async def save_document(
     A paged document's file (:data:`PAGED_FORMATS`, up to :data:`MAX_STORED_FILE_BYTES`) is
     stored with it, in the same transaction; storing the same bytes again adds the file to a
     document stored without one.
+
+    The blocks go in batches of :data:`INSERT_BATCH_BLOCKS`, all in the transaction that
+    stores the document: a failure part-way leaves nothing.
     """
     digest = hashlib.sha256(fmt.encode() + b"\0" + raw).hexdigest()
     document_id = document_id_for(fmt, raw, read_as)
@@ -85,23 +92,33 @@ async def save_document(
             )
         if inserted is None:
             return document_id
-        await conn.execute(
-            """insert into blocks (block_uid, document_id, block_index, block_type,
-                                   block_content, metadata, est_tokens, content_sha256,
-                                   provenance)
-               select $1 || ':' || i, $1, i, t, c, m, e, h, p
-               from unnest($2::int[], $3::text[], $4::text[], $5::jsonb[], $6::int[],
-                           $7::text[], $8::jsonb[]) as x(i, t, c, m, e, h, p)""",
-            document_id,
-            [b.block_index for b in blocks],
-            [b.block_type for b in blocks],
-            [b.block_content for b in blocks],
-            [b.metadata for b in blocks],
-            [estimate_tokens(b.block_content) for b in blocks],
-            [block_digest(b.block_type, b.block_content) for b in blocks],
-            [_provenance(name, b) for b in blocks],
-        )
+        for start in range(0, len(blocks), INSERT_BATCH_BLOCKS):
+            await _insert_blocks(
+                conn, document_id, name, blocks[start : start + INSERT_BATCH_BLOCKS]
+            )
     return document_id
+
+
+async def _insert_blocks(
+    conn: asyncpg.Connection, document_id: str, name: str, blocks: Sequence[ParsedBlock]
+) -> None:
+    """One batch of a document's blocks (at most :data:`INSERT_BATCH_BLOCKS`)."""
+    await conn.execute(
+        """insert into blocks (block_uid, document_id, block_index, block_type,
+                               block_content, metadata, est_tokens, content_sha256,
+                               provenance)
+           select $1 || ':' || i, $1, i, t, c, m, e, h, p
+           from unnest($2::int[], $3::text[], $4::text[], $5::jsonb[], $6::int[],
+                       $7::text[], $8::jsonb[]) as x(i, t, c, m, e, h, p)""",
+        document_id,
+        [b.block_index for b in blocks],
+        [b.block_type for b in blocks],
+        [b.block_content for b in blocks],
+        [b.metadata for b in blocks],
+        [estimate_tokens(b.block_content) for b in blocks],
+        [block_digest(b.block_type, b.block_content) for b in blocks],
+        [_provenance(name, b) for b in blocks],
+    )
 
 
 def _provenance(name: str, block: ParsedBlock) -> dict[str, Any] | None:

@@ -35,11 +35,12 @@ _CHUNK = 1024 * 1024
 _OLE = bytes.fromhex("d0cf11e0a1b11ae1")
 
 
-def check_size(data: bytes, kind: str) -> None:
-    """Refuse a file larger than :data:`MAX_FILE_BYTES`."""
-    if len(data) > MAX_FILE_BYTES:
+def check_size(data: bytes | int, kind: str) -> None:
+    """Refuse a file larger than :data:`MAX_FILE_BYTES` (its bytes, or its size in bytes)."""
+    size = data if isinstance(data, int) else len(data)
+    if size > MAX_FILE_BYTES:
         raise IngestError(
-            f"the {kind} is {len(data) / 2**20:.0f} MiB, above the {MAX_FILE_BYTES // 2**20} "
+            f"the {kind} is {size / 2**20:.0f} MiB, above the {MAX_FILE_BYTES // 2**20} "
             "MiB blockbatch reads; split it into smaller files and upload each"
         )
 

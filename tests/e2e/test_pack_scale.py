@@ -1,0 +1,196 @@
+"""Per-pack reads stay proportional to the pack on a large run (issue 39).
+
+A run of :data:`BLOCKS` blocks is made in SQL (no model calls): its overlays in packs of
+:data:`PACK` blocks, half answered (one ledger row per answered pack), and a quality sample
+of every third block, compared in its pack for the answered half. Each read the pack path
+makes is captured as it runs (asyncpg's query logger) and its plan asked of Postgres
+(``EXPLAIN``): none may read a whole big table (a ``Seq Scan`` on blocks, overlays,
+llm_calls or quality_samples). Nothing is timed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import asyncpg
+import pytest
+
+from blockbatch.store import ledger, overlays, quality
+
+BLOCKS = 60_000
+PACK = 50
+RUN = "big-run"
+OTHER = "other-run"
+BIG_TABLES = {"blocks", "overlays", "llm_calls", "quality_samples"}
+
+SEED = f"""
+insert into documents (document_id, name, format, content_sha256, block_count)
+values ('doc', 'big.md', 'markdown', 'sha', {BLOCKS});
+insert into blocks (block_uid, document_id, block_index, block_type, block_content,
+                    est_tokens, content_sha256)
+select 'doc:' || i, 'doc', i, 'paragraph', 'block ' || i, 10, md5(i::text)
+from generate_series(0, {BLOCKS} - 1) i;
+insert into schemas (schema_id, name, definition, content_sha256)
+values ('schema', 's', '{{}}', 'schema-sha');
+insert into runs (run_id, document_id, schema_id, model, status)
+values ('{RUN}', 'doc', 'schema', 'claude-haiku-4-5', 'running'),
+       ('{OTHER}', 'doc', 'schema', 'claude-haiku-4-5', 'completed');
+-- One answered call per pack of the first half, for both runs.
+insert into llm_calls (run_id, pack_path, pack_attempt, block_uids, model, request, status,
+                       cost_usd)
+select r, p::text, 0, array(select 'doc:' || i
+                             from generate_series(p * {PACK}, p * {PACK} + {PACK} - 1) i),
+       'claude-haiku-4-5', '{{}}', 'succeeded', 0.001
+from unnest(array['{RUN}', '{OTHER}']) r, generate_series(0, {BLOCKS} / {PACK} / 2 - 1) p;
+insert into overlays (run_id, block_uid, block_index, pack_index, status, staging, call_id)
+select r, 'doc:' || i, i, i / {PACK},
+       case when i < {BLOCKS} / 2 then 'ai_complete' else 'pending' end,
+       case when i < {BLOCKS} / 2 then '{{"a": 1}}'::jsonb end,
+       (select c.call_id from llm_calls c where c.run_id = r
+          and c.pack_path = (i / {PACK})::text)
+from unnest(array['{RUN}', '{OTHER}']) r, generate_series(0, {BLOCKS} - 1) i;
+insert into quality_samples (run_id, block_uid, status, agrees, pack_index, pack_size,
+                             position, fields)
+select r, 'doc:' || i,
+       case when i < {BLOCKS} / 2 then 'compared' else 'planned' end,
+       case when i < {BLOCKS} / 2 then i % 60 <> 0 end,
+       case when i < {BLOCKS} / 2 then i / {PACK} end,
+       case when i < {BLOCKS} / 2 then {PACK} end,
+       case when i < {BLOCKS} / 2 then i % {PACK} + 1 end,
+       case when i < {BLOCKS} / 2 then '[]'::jsonb end
+from unnest(array['{RUN}', '{OTHER}']) r, generate_series(0, {BLOCKS} - 1, 3) i;
+analyze;
+"""
+
+
+@pytest.fixture
+async def big(pool: asyncpg.Pool) -> asyncpg.Pool:
+    async with pool.acquire() as conn:
+        await conn.execute(SEED)
+    return pool
+
+
+def _seq_scans(plan: dict[str, Any]) -> list[str]:
+    found = []
+    if plan.get("Node Type") == "Seq Scan" and plan.get("Relation Name") in BIG_TABLES:
+        found.append(plan["Relation Name"])
+    for child in plan.get("Plans", []):
+        found += _seq_scans(child)
+    return found
+
+
+async def plans_of(
+    pool: asyncpg.Pool, read: Callable[[asyncpg.Connection], Awaitable[Any]]
+) -> tuple[Any, list[tuple[str, list[str]]]]:
+    """``read``'s result, and each statement it ran with the big tables it scanned whole."""
+    logged: list[tuple[str, tuple[Any, ...]]] = []
+    async with pool.acquire() as conn:
+
+        def log(query: Any) -> None:
+            logged.append((query.query, tuple(query.args)))
+
+        conn.add_query_logger(log)
+        try:
+            result = await read(conn)
+        finally:
+            conn.remove_query_logger(log)
+    out = []
+    async with pool.acquire() as conn:
+        for query, args in logged:
+            if not query.lstrip().lower().startswith(("select", "with", "update", "insert")):
+                continue
+            raw = await conn.fetchval(f"explain (format json) {query}", *args)
+            plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+            out.append((" ".join(query.split())[:90], _seq_scans(plan)))
+    assert out, "the read ran no statement"
+    return result, out
+
+
+def _no_seq_scans(plans: list[tuple[str, list[str]]]) -> None:
+    scanned = [(q, s) for q, s in plans if s]
+    assert not scanned, f"statements reading a whole big table: {scanned}"
+
+
+PACK_DONE = 100  # a pack of the answered half: its samples compared
+PACK_OPEN = 900  # a pack of the pending half: its samples planned
+
+
+async def test_a_packs_quality_tally_reads_only_the_pack(big: asyncpg.Pool) -> None:
+    tally, plans = await plans_of(big, lambda c: quality.pack_tally(c, RUN, PACK_DONE))
+    _no_seq_scans(plans)
+    # Pack 100 holds blocks 5000-5049: 17 samples (5001, 5004, ..., 5049), compared, all
+    # agreeing but the multiple of 60 (5040).
+    assert tally == (17, 16, 0)
+    tally, plans = await plans_of(big, lambda c: quality.pack_tally(c, RUN, PACK_OPEN))
+    _no_seq_scans(plans)
+    assert tally == (0, 0, 0)
+
+
+async def test_a_sample_not_yet_recorded_counts_in_the_pack_that_holds_its_block(
+    big: asyncpg.Pool,
+) -> None:
+    # A failed probe recorded without its pack: the pack whose overlay holds it counts it.
+    await big.execute(
+        """update quality_samples set status = 'failed', pack_index = null
+           where run_id = $1 and block_uid = 'doc:5010'""",
+        RUN,
+    )
+    tally, plans = await plans_of(big, lambda c: quality.pack_tally(c, RUN, PACK_DONE))
+    _no_seq_scans(plans)
+    assert tally == (16, 15, 1)
+
+
+async def test_the_pack_path_reads_use_indexes(big: asyncpg.Pool) -> None:
+    reads: list[Callable[[asyncpg.Connection], Awaitable[Any]]] = [
+        lambda c: quality.to_probe(c, RUN, PACK_DONE),
+        lambda c: quality.answered_uids(c, RUN, PACK_DONE),
+        lambda c: overlays.pending_blocks(c, RUN, PACK_OPEN, None),
+        lambda c: ledger.recorded_answer(c, RUN, str(PACK_DONE), 0),
+    ]
+    for read in reads:
+        _, plans = await plans_of(big, read)
+        _no_seq_scans(plans)
+
+
+async def _rows_read(conn: asyncpg.Connection, table: str) -> tuple[int, int]:
+    """``(rows read by sequential scans, rows fetched through indexes)`` of ``table`` in
+    the current transaction (``pg_stat_xact_user_tables``: counted as they happen)."""
+    row = await conn.fetchrow(
+        """select seq_tup_read, idx_tup_fetch from pg_stat_xact_user_tables
+           where relname = $1""",
+        table,
+    )
+    return int(row["seq_tup_read"]), int(row["idx_tup_fetch"])
+
+
+async def test_answering_a_pack_reads_its_blocks_and_their_copies_not_the_run(
+    big: asyncpg.Pool,
+) -> None:
+    uids = [f"doc:{i}" for i in range(PACK_OPEN * PACK, PACK_OPEN * PACK + PACK)]
+    # Two later blocks are copies of the pack's first block: they wait in no pack.
+    copies = ["doc:59990", "doc:59991"]
+    await big.execute(
+        """update overlays set same_as = $2, pack_index = null
+           where run_id = $1 and block_uid = any($3::text[])""",
+        RUN,
+        uids[0],
+        copies,
+    )
+    async with big.acquire() as conn, conn.transaction():
+        before = await _rows_read(conn, "overlays")
+        moved = await overlays.stage_valid(conn, RUN, {u: {"a": 2} for u in uids}, "p", 1)
+        after = await _rows_read(conn, "overlays")
+    assert moved == PACK
+    seq, fetched = after[0] - before[0], after[1] - before[1]
+    # The pack's 50 rows and their 2 copies, each found by key: not the run's 30,000
+    # pending overlays once per answered block.
+    assert seq == 0
+    assert fetched < 4 * PACK, fetched
+    taken = await big.fetch(
+        "select status, staging from overlays where run_id = $1 and block_uid = any($2::text[])",
+        RUN,
+        copies,
+    )
+    assert [(r["status"], r["staging"]) for r in taken] == [("ai_complete", {"a": 2})] * 2
