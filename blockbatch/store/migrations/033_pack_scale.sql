@@ -1,4 +1,4 @@
--- 032: per-pack work proportional to the pack, not the run (issue 39).
+-- 033: per-pack work proportional to the pack, not the run (issue 39).
 --
 -- A pack's quality tally reads the samples compared in that pack through this index
 -- (blockbatch/store/quality.py ``pack_tally``) and the rest through the pack's overlays
