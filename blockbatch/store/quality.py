@@ -216,7 +216,7 @@ async def pack_tally(
     """``(compared, agreeing, failed)`` over the samples of one pack (the gate counts the
     first two): those that compared its answers (a block the gate re-asked into it keeps
     its earlier pack's comparison there)."""
-    # Two indexed reads of the pack's rows only (migration 032), never the run's samples:
+    # Two indexed reads of the pack's rows only (migration 033), never the run's samples:
     # those recorded in this pack, and the pack's own blocks' samples not yet recorded.
     row = await conn.fetchrow(
         """select count(*) filter (where s.status = 'compared') as n,
