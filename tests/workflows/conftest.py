@@ -70,7 +70,6 @@ async def _time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
     await env.shutdown()
 
 
-@dataclass
 async def _closed(pack: WorkflowHandle[Any, Any]) -> bool:
     try:
         return (await pack.describe()).status != WorkflowExecutionStatus.RUNNING
@@ -78,6 +77,7 @@ async def _closed(pack: WorkflowHandle[Any, Any]) -> bool:
         return True
 
 
+@dataclass
 class Harness:
     """Runs RunWorkflow (and its packs) on the test server against a :class:`FakeWorld`."""
 
