@@ -19,6 +19,7 @@ from blockbatch.core.models import RunOptions
 from blockbatch.devtools import stack
 from tests.conftest import ROOT, Stack
 from tests.helpers import block_content, extract_schema, markdown_doc
+from tests.waiting import until
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -104,10 +105,7 @@ async def serving(app: Starlette) -> AsyncIterator[str]:
     server.capture_signals = contextlib.nullcontext  # type: ignore[assignment]  # a stand-in for the method
     task = asyncio.create_task(server.serve())
     try:
-        for _ in range(200):
-            if server.started or task.done():
-                break
-            await asyncio.sleep(0.05)
+        await until(lambda: server.started or task.done(), "the review app started or failed")
         assert server.started, "the review app did not start"
         yield f"http://127.0.0.1:{port}"
     finally:

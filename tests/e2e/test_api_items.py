@@ -21,6 +21,7 @@ from blockbatch.core.models import RunOptions
 from blockbatch.simulator.questions import WORDS
 from tests.conftest import Stack
 from tests.helpers import REJECT_MARKER, block_content, extract_schema, markdown_doc
+from tests.waiting import until
 
 ITEMS: list[Any] = [
     "Page the primary on call when the queue backs up.",
@@ -195,14 +196,14 @@ async def test_packs_and_halves_are_findable_in_the_ui_by_run_id(bbstack: Stack)
     expected = {f"run-{run_id}"} | {
         f"run-{run_id}/pack-{p}" for p in await _pack_paths(bbstack, run_id)
     }
-    found: dict[str, Any] = {}
-    for _ in range(100):  # visibility is eventually consistent
+
+    async def listed() -> dict[str, Any] | None:  # visibility is eventually consistent
         found = {
             w.id: w async for w in bbstack.client.list_workflows(f'BlockbatchRunId = "{run_id}"')
         }
-        if set(found) >= expected:
-            break
-        await asyncio.sleep(0.1)
+        return found if set(found) >= expected else None
+
+    found = await until(listed, f"every workflow of run {run_id} listed", interval=0.1)
     assert set(found) == expected
     assert any("." in wid.rsplit("pack-", 1)[-1] for wid in found)  # halves are listed too
     for wid, w in found.items():

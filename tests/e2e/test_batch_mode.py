@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -12,6 +11,7 @@ from blockbatch.core.registry import Usage, cost_usd, get_model
 from blockbatch.runtime.claude import anthropic_client
 from tests.conftest import Stack
 from tests.helpers import block_content, extract_schema, markdown_doc
+from tests.waiting import until
 
 DETERMINISTIC = ("word_count", "char_count", "first_40_chars", "block_type")
 #: Fast polling for tests; real runs start at 5 s and back off to 5 minutes.
@@ -224,28 +224,28 @@ async def test_round_larger_than_the_batch_limit_is_split_into_several_batches(
     await assert_paid_once(bbstack, run_id)
 
 
-async def wait_for_batch(s: Stack, run_id: str, timeout_s: float = 30) -> dict[str, Any]:
+async def wait_for_batch(s: Stack, run_id: str) -> dict[str, Any]:
     """The first provider batch of the run, once it has an id."""
-    for _ in range(int(timeout_s / 0.1)):
+
+    async def submitted() -> dict[str, Any] | None:
         row = await s.pool.fetchrow(
             """select * from provider_batches where run_id = $1
                and provider_batch_id is not null order by round, part limit 1""",
             run_id,
         )
-        if row is not None:
-            return dict(row)
-        await asyncio.sleep(0.1)
-    raise AssertionError("no provider batch was submitted")
+        return None if row is None else dict(row)
+
+    return await until(submitted, "a provider batch submitted", interval=0.1)
 
 
 async def wait_for_phase(s: Stack, run_id: str, phase: str) -> RunProgress:
     """The run's progress once its batch round is in ``phase``."""
-    for _ in range(100):
+
+    async def in_phase() -> RunProgress | None:
         progress = await s.bb.progress(run_id)
-        if progress.batch is not None and progress.batch.phase == phase:
-            return progress
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"the batch round never reached {phase!r}: {progress.batch}")
+        return progress if progress.batch is not None and progress.batch.phase == phase else None
+
+    return await until(in_phase, f"the batch round in {phase!r}", interval=0.1)
 
 
 async def test_cancel_while_processing_cancels_the_provider_batch(bbstack: Stack) -> None:
@@ -288,10 +288,17 @@ async def test_worker_restart_while_waiting_resumes_polling_without_resubmitting
     bbstack.sim.scenario(batch={"processing_delay_s": 2.0}, seed=6, faults={"truncate": 0.3})
     run_id = await start(bbstack, 40, pack_size=8)
     async with bbstack.worker():
-        await wait_for_batch(bbstack, run_id)
+        pb = await wait_for_batch(bbstack, run_id)
         await wait_for_phase(bbstack, run_id, "processing")
-    # No worker while the batch is processing; the workflow is waiting on a durable timer.
-    await asyncio.sleep(2.5)
+    # No worker while the batch ends at the provider; the workflow waits on a durable timer.
+    client = anthropic_client(bbstack.settings)
+
+    async def ended() -> bool:
+        batch = await client.messages.batches.retrieve(pb["provider_batch_id"])
+        return batch.processing_status == "ended"
+
+    await until(ended, "the first batch ended at the provider", interval=0.1)
+    await client.close()
     async with bbstack.worker():
         result = await bbstack.bb.wait(run_id)
     assert result.status == "completed" and result.blocks_ai_complete == 40

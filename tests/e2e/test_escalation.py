@@ -4,7 +4,6 @@ one model."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import aiohttp
@@ -32,6 +31,7 @@ from blockbatch.web.app import create_app
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
+from tests.waiting import until
 from tests.web_helpers import serving
 
 HAIKU, SONNET = "claude-haiku-5-5", "claude-sonnet-5-5"
@@ -389,13 +389,16 @@ async def test_cancel_stops_an_escalation_and_the_first_answers_stay(bbstack: St
             seed=2, speed_factor=1.0, latency={"ttft_ms": 300, "per_output_token_ms": 0}
         )
         await bbstack.bb.escalate(run_id, SONNET)
-        for _ in range(100):
-            if await bbstack.pool.fetchval(
-                "select count(*) from llm_calls where run_id = $1 and purpose = 'second_pass'",
-                run_id,
-            ):
-                break
-            await asyncio.sleep(0.1)
+
+        async def second_pass_called() -> bool:
+            return bool(
+                await bbstack.pool.fetchval(
+                    "select count(*) from llm_calls where run_id = $1 and purpose = 'second_pass'",
+                    run_id,
+                )
+            )
+
+        await until(second_pass_called, "a second-pass call", interval=0.1)
         await bbstack.bb.cancel(run_id)
         result = await bbstack.bb.wait_escalation(run_id)
     assert result.status == "completed"

@@ -26,6 +26,7 @@ from blockbatch.devtools.stack import free_port
 from blockbatch.runtime.metrics import METRICS, status_class
 from tests.conftest import ROOT, Stack
 from tests.helpers import REJECT_MARKER, block_content, extract_schema, marked_document
+from tests.waiting import until
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)$")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
@@ -68,14 +69,16 @@ def start_worker(s: Stack, key: str, port: int, log: Path) -> subprocess.Popen[b
 
 
 async def wait_for_endpoint(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
-    for _ in range(300):
+
+    def answering() -> bool:
         assert proc.poll() is None, log.read_text()
         try:
             scrape(port)
-            return
         except OSError:
-            await asyncio.sleep(0.1)
-    raise AssertionError(f"no metrics endpoint on port {port}: {log.read_text()}")
+            return False
+        return True
+
+    await until(answering, f"a metrics endpoint on port {port}", interval=0.1)
 
 
 async def ledger(s: Stack, run_ids: list[str]) -> dict[str, dict[tuple[str, ...], float]]:
@@ -179,14 +182,17 @@ async def test_scraped_metrics_agree_with_the_ledger_after_faulty_runs(
             schema_id,
             RunOptions(pack_size=4, max_concurrent_packs=1, reuse_answers=False),
         )
-        for _ in range(1200):
-            if await s.pool.fetchval(
-                """select count(*) >= 4 from overlays
-                                        where run_id = $1 and status = 'ai_complete'""",
-                cancel_id,
-            ):
-                break
-            await asyncio.sleep(0.05)
+
+        async def four_done() -> bool:
+            return bool(
+                await s.pool.fetchval(
+                    """select count(*) >= 4 from overlays
+                       where run_id = $1 and status = 'ai_complete'""",
+                    cancel_id,
+                )
+            )
+
+        await until(four_done, "four blocks of the cancelled run done")
         await s.bb.cancel(cancel_id)
         cancelled = await asyncio.wait_for(s.bb.wait(cancel_id), 60)
         text = scrape(port)

@@ -7,12 +7,12 @@ run pauses (Temporal's backoff, about 14 s) are the real ones.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 
 from blockbatch.core.models import OutageOptions, RunOptions, RunProgress
 from tests.conftest import Stack
 from tests.helpers import extract_schema, marked_document
+from tests.waiting import until
 
 SLOW = {"speed_factor": 1.0, "latency": {"ttft_ms": 300, "per_output_token_ms": 0}}
 
@@ -23,12 +23,12 @@ async def _until(
     ok: Callable[[RunProgress], bool],
     timeout_s: float = 120,
 ) -> RunProgress:
-    for _ in range(int(timeout_s / 0.2)):
+
+    async def seen() -> RunProgress | None:
         progress = await check()
-        if ok(progress):
-            return progress
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"never saw {what}: {progress}")
+        return progress if ok(progress) else None
+
+    return await until(seen, f"saw {what}", timeout=timeout_s, interval=0.2)
 
 
 async def test_an_outage_mid_run_pauses_it_and_every_block_ends_done(bbstack: Stack) -> None:

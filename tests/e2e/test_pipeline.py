@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import math
 from typing import Any
 
@@ -11,6 +10,7 @@ import pytest
 from blockbatch.core.models import QualityOptions, RunInput, RunOptions, RunResult
 from tests.conftest import Stack
 from tests.helpers import block_content, extract_schema, loose_schema, markdown_doc
+from tests.waiting import until
 
 DETERMINISTIC = ("word_count", "char_count", "first_40_chars", "block_type")
 
@@ -249,13 +249,14 @@ async def test_cancel_mid_run_starts_no_call_after_signal(bbstack: Stack) -> Non
         doc, schema_id, RunOptions(pack_size=4, max_concurrent_packs=2)
     )
     async with bbstack.worker():
-        for _ in range(200):
+
+        async def twelve_done() -> bool:
             done = await bbstack.pool.fetchval(
                 "select count(*) from overlays where run_id = $1 and status = 'ai_complete'", run_id
             )
-            if done >= 12:
-                break
-            await asyncio.sleep(0.1)
+            return bool(done >= 12)
+
+        await until(twelve_done, "twelve blocks done", interval=0.1)
         await bbstack.bb.cancel(run_id)
         result = await bbstack.bb.wait(run_id)
     assert result.status == "cancelled"

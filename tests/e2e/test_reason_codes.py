@@ -8,7 +8,6 @@ read back from Postgres, from ``review`` (the API page ``--json`` prints) and fr
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 from typing import Any
@@ -25,6 +24,7 @@ from tests.helpers import (
     markdown_doc,
 )
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
+from tests.waiting import until
 
 
 async def start(s: Stack, content: bytes, **options: Any) -> tuple[str, list[str]]:
@@ -176,13 +176,14 @@ async def test_cancelled_run(bbstack: Stack) -> None:
     bbstack.sim.scenario(speed_factor=1.0, latency={"ttft_ms": 300, "per_output_token_ms": 0})
     run_id, _ = await start(bbstack, paragraphs(12), pack_size=2, max_concurrent_packs=1)
     async with bbstack.worker():
-        for _ in range(200):
+
+        async def two_done() -> bool:
             done = await bbstack.pool.fetchval(
                 "select count(*) from overlays where run_id = $1 and status = 'ai_complete'", run_id
             )
-            if done >= 2:
-                break
-            await asyncio.sleep(0.05)
+            return bool(done >= 2)
+
+        await until(two_done, "two blocks done")
         await bbstack.bb.cancel(run_id)
         result = await bbstack.bb.wait(run_id)
     assert result.status == "cancelled"

@@ -13,8 +13,10 @@ import csv
 import io
 import json
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -527,9 +529,11 @@ def test_the_review_page_benchmark_runs_on_a_small_run(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(180)
 async def test_with_postgres_down_the_app_says_so_and_recovers(tmp_path: Path) -> None:
-    # A Postgres of this test's own, so stopping it leaves every other test's alone.
+    # A Postgres of this test's own, so stopping it leaves every other test's alone; not
+    # under pytest's temporary directory (see the `pg` fixture in tests/conftest.py).
     port = stack.free_port()
-    data, log = tmp_path / "pg", tmp_path / "pg.log"
+    base_dir = Path(tempfile.mkdtemp(prefix="bb-test-pg-down-"))
+    data, log = base_dir / "pg", base_dir / "pg.log"
     pg = await asyncio.to_thread(stack.start_postgres, data, port, log, fsync=False)
     settings = Settings(database_url=pg.url("postgres"), blockbatch_data_dir=tmp_path / "bb")
     pool = await create_pool(settings.resolved_database_url, max_size=2)
@@ -565,6 +569,7 @@ async def test_with_postgres_down_the_app_says_so_and_recovers(tmp_path: Path) -
     finally:
         await pool.close()
         await asyncio.to_thread(stack.stop_postgres, data)
+        shutil.rmtree(base_dir, ignore_errors=True)
 
 
 async def test_reopen_takes_only_confirmed_blocks_back_and_records_it(bbstack: Stack) -> None:

@@ -32,6 +32,7 @@ from blockbatch.runtime.claude import anthropic_client
 from blockbatch.runtime.temporal import build_worker
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
+from tests.waiting import until
 
 
 def new_key() -> tuple[str, str]:
@@ -104,10 +105,11 @@ async def test_api_key_is_nowhere_in_history_ledger_tables_logs_or_errors(
     proc = start_worker_process(s, key, log, metrics_port)
     try:
         ok_id = await s.bb.start_run(doc, schema_id, RunOptions(pack_size=10))
-        for _ in range(600):
-            if s.sim.stats()["requests"].get("POST /v1/messages", {}).get("429"):
-                break
-            await asyncio.sleep(0.1)
+        await until(
+            lambda: s.sim.stats()["requests"].get("POST /v1/messages", {}).get("429"),
+            "a call refused with 429",
+            interval=0.1,
+        )
         s.sim.scenario(
             auth={"valid_keys": [key]},
             seed=5,

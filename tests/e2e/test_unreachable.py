@@ -24,6 +24,7 @@ from blockbatch.core.models import OutageOptions
 from blockbatch.runtime.temporal import build_worker
 from tests.conftest import Stack
 from tests.e2e.test_reason_codes import codes, paragraphs, start
+from tests.waiting import until
 
 
 def _closed_port() -> int:
@@ -105,10 +106,12 @@ async def test_worker_py_says_in_one_line_that_its_endpoint_is_not_reachable(
     log = tmp_path / "worker.log"
     proc = bbstack.start_worker_process("sk-ant-test", log, ANTHROPIC_BASE_URL=base_url)
     try:
-        for _ in range(600):  # the line comes before the worker polls
-            if "polling" in log.read_text() or proc.poll() is not None:
-                break
-            await asyncio.sleep(0.1)
+        # The line comes before the worker polls.
+        await until(
+            lambda: "polling" in log.read_text() or proc.poll() is not None,
+            "the worker polling or gone",
+            interval=0.1,
+        )
     finally:
         proc.send_signal(signal.SIGTERM)
         await asyncio.to_thread(proc.wait, 60)

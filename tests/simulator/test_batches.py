@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 
 import anthropic
@@ -15,6 +14,7 @@ from blockbatch.simulator.scenario import Batch, Scenario
 from blockbatch.simulator.server import SimulatorServer
 from blockbatch.simulator.testing import make_blocks, pack_params, results_by_uid
 from tests.helpers import error_body
+from tests.waiting import until
 
 
 @pytest_asyncio.fixture
@@ -31,12 +31,12 @@ def requests(count: int) -> list[dict]:
 
 
 async def wait_until_ended(client, batch_id: str) -> MessageBatch:
-    for _ in range(100):
+
+    async def ended() -> MessageBatch | None:
         batch = await client.messages.batches.retrieve(batch_id)
-        if batch.processing_status == "ended":
-            return batch
-        await asyncio.sleep(0.05)
-    raise AssertionError("batch did not end")
+        return batch if batch.processing_status == "ended" else None
+
+    return await until(ended, f"batch {batch_id} ended")
 
 
 async def test_batch_round_trip_gives_the_same_answers_as_messages(sim, client):

@@ -18,6 +18,7 @@ import anthropic
 import pytest_asyncio
 
 from blockbatch.simulator.testing import make_blocks, pack_params
+from tests.waiting import until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -202,11 +203,12 @@ async def test_hold_keeps_ready_answers_back_until_released(sim, http):
         asyncio.create_task(client.messages.create(**pack_params(make_blocks(2, start=i))))
         for i in (0, 10)
     ]
-    for _ in range(100):
+
+    async def held() -> bool:
         async with http.get(f"{sim.base_url}/_sim/hold") as response:
-            if (await response.json())["held"] == 2:
-                break
-        await asyncio.sleep(0.02)
+            return bool((await response.json())["held"] == 2)
+
+    await until(held, "both answers held")
     assert not any(call.done() for call in calls)
     async with http.post(f"{sim.base_url}/_sim/release") as response:
         assert await response.json() == {"holding": False, "released": 2}

@@ -20,6 +20,7 @@ from blockbatch.simulator.scenario import Auth, Errors, Scenario
 from blockbatch.simulator.server import SimulatorServer
 from blockbatch.simulator.testing import control, make_blocks, pack_params
 from tests.helpers import error_body
+from tests.waiting import until
 
 MODEL = "claude-haiku-4-5"  # 200K context; no retirement announced
 HI: list[MessageParam] = [{"role": "user", "content": "hi"}]
@@ -103,8 +104,10 @@ async def test_timeout_fault_hangs_until_the_client_gives_up(sim):
     client = sdk(sim, timeout=0.3)
     with pytest.raises(anthropic.APITimeoutError):
         await client.messages.create(**pack_params(make_blocks(1)))
-    await asyncio.sleep(0.05)
-    entry = sim.state.stats.log[-1]
+    log = sim.state.stats.log
+    entry = await until(
+        lambda: log and log[-1]["status"] is not None and log[-1], "the call logged"
+    )
     assert entry["faults"] == ["timeout"] and entry["status"] == 529
 
 

@@ -11,6 +11,7 @@ import pytest_asyncio
 from blockbatch.simulator.scenario import Latency, Scenario
 from blockbatch.simulator.server import SimulatorServer
 from blockbatch.simulator.testing import make_blocks, pack_params
+from tests.waiting import until
 
 
 class RecordingSleep:
@@ -56,11 +57,7 @@ async def test_concurrent_requests_wait_at_the_same_time(sim, client, sleep):
         asyncio.create_task(client.messages.create(**pack_params(make_blocks(1, start=i))))
         for i in range(5)
     ]
-    for _ in range(200):
-        if len(sleep.delays) == 5:
-            break
-        await asyncio.sleep(0.01)
-    assert len(sleep.delays) == 5, "all five requests are waiting together"
+    await until(lambda: len(sleep.delays) == 5, "all five requests waiting together")
     sleep.release.set()
     messages = await asyncio.gather(*calls)
     assert all(m.stop_reason == "tool_use" for m in messages)

@@ -7,12 +7,12 @@ test waits for a result, so a run that would take hours of polling finishes in s
 
 from __future__ import annotations
 
-import asyncio
 import importlib.metadata
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from temporalio.worker import Worker
 
 from blockbatch.core.models import RunInput, RunResult
 from blockbatch.runtime.temporal import WORKFLOWS
+from tests.waiting import until
 from tests.workflows.fakes import FakeWorld
 from workflows.attributes import SEARCH_ATTRIBUTES
 
@@ -69,6 +70,13 @@ async def _time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
     await env.shutdown()
 
 
+async def _closed(pack: WorkflowHandle[Any, Any]) -> bool:
+    try:
+        return (await pack.describe()).status != WorkflowExecutionStatus.RUNNING
+    except RPCError:  # a pack the test started on its own, not as a child
+        return True
+
+
 @dataclass
 class Harness:
     """Runs RunWorkflow (and its packs) on the test server against a :class:`FakeWorld`."""
@@ -93,13 +101,7 @@ class Harness:
             yield worker
             for path in world.called_paths():
                 pack = self.env.client.get_workflow_handle(f"run-{world.run_id}/pack-{path}")
-                for _ in range(500):
-                    try:
-                        if (await pack.describe()).status != WorkflowExecutionStatus.RUNNING:
-                            break
-                    except RPCError:  # a pack the test started on its own, not as a child
-                        break
-                    await asyncio.sleep(0.02)
+                await until(partial(_closed, pack), f"pack {path} closed", interval=0.02)
 
     async def start(self, world: FakeWorld, **run_input: Any) -> WorkflowHandle[Any, RunResult]:
         return await self.env.client.start_workflow(

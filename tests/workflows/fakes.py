@@ -56,6 +56,7 @@ from blockbatch.core.models import (
     WarmCacheOutput,
 )
 from blockbatch.core.policy import attempt_limit
+from tests.waiting import until
 
 TRUNCATED = "answer truncated (max_tokens)"
 OUTAGE = classify(503, "api_error", "Service unavailable")
@@ -238,8 +239,7 @@ class FakeWorld:
 
     async def held(self, *paths: str) -> None:
         """Wait until the calls of ``paths`` are all held in flight."""
-        while not self.holding.issuperset(paths):
-            await asyncio.sleep(0.02)
+        await until(lambda: self.holding.issuperset(paths), f"{paths} held", interval=0.02)
 
     def called_paths(self) -> list[str]:
         """Pack paths in the order their first call_model attempt arrived."""

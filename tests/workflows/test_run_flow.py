@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
@@ -11,6 +12,7 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
 from blockbatch.core.models import PackOutcome, Totals
+from tests.waiting import until
 from tests.workflows.conftest import Harness
 from tests.workflows.fakes import OVERLOADED, Answer, BatchRound, FakeWorld, Hold
 from workflows.run import RUN_ENDING
@@ -115,10 +117,13 @@ async def test_packs_in_flight_outlive_continue_as_new_and_the_window_stays_full
         handle = await wf.start(world, packs_per_history=2, max_concurrent_packs=3)
         await world.held("0")
         # Every other pack is done while pack 0, started by the first execution, is held.
-        while len(world.done) < 5:
-            await asyncio.sleep(0.02)
-        while (running := await handle.query("progress"))["packs_done"] < 5:
-            await asyncio.sleep(0.1)
+        await until(lambda: len(world.done) >= 5, "five packs done", interval=0.02)
+
+        async def five_done() -> dict[str, Any] | None:
+            progress = await handle.query("progress")
+            return progress if progress["packs_done"] >= 5 else None
+
+        running = await until(five_done, "five packs counted done", interval=0.1)
         world.release.set()
         result = await handle.result()
         progress = await handle.query("progress")
@@ -141,8 +146,7 @@ async def test_a_cancel_reaches_a_pack_started_before_continue_as_new(
     async with wf.worker(world):
         handle = await wf.start(world, packs_per_history=1, max_concurrent_packs=2)
         await world.held("0")
-        while len(world.called_paths()) < 3:
-            await asyncio.sleep(0.02)
+        await until(lambda: len(world.called_paths()) >= 3, "three packs called", interval=0.02)
         await handle.execute_update("cancel")
         result = await handle.result()
     assert result.status == "cancelled"
@@ -157,8 +161,11 @@ async def test_a_pack_reported_twice_is_counted_once(wf: Harness, run_id: str) -
     async with wf.worker(world):
         handle = await wf.start(world, max_concurrent_packs=2)
         await world.held("1")
-        while (await handle.query("progress"))["packs_done"] < 1:
-            await asyncio.sleep(0.02)
+
+        async def one_done() -> bool:
+            return bool((await handle.query("progress"))["packs_done"] >= 1)
+
+        await until(one_done, "one pack counted done", interval=0.02)
         await handle.signal("pack_done", again)
         await handle.signal("pack_done", again)
         progress = await handle.query("progress")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 import warnings
 from typing import Any
@@ -16,6 +15,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from blockbatch.runtime.settings import Settings
 from blockbatch.runtime.temporal import build_worker, deployment_version
+from tests.waiting import until
 
 #: build_worker keeps the pool for the activities; none of them runs in these tests.
 NO_POOL: Any = object()
@@ -69,21 +69,19 @@ async def test_versioned_worker_registers_its_version_on_the_dev_server(
     async with _worker(temporal_env, deployment=version):
         # The version appears once the worker has polled: a bounded wait for that, not a
         # speed check.
-        for _ in range(100):
+        async def listed() -> bool:
             try:
                 described = await client.workflow_service.describe_worker_deployment(
                     DescribeWorkerDeploymentRequest(
                         namespace=client.namespace, deployment_name=name
                     )
                 )
-                builds = [
-                    s.deployment_version.build_id
-                    for s in described.worker_deployment_info.version_summaries
-                ]
-                if "build-1" in builds:
-                    break
             except RPCError:
-                pass
-            await asyncio.sleep(0.2)
-        else:
-            raise AssertionError(f"deployment {name} never listed build-1")
+                return False
+            builds = [
+                s.deployment_version.build_id
+                for s in described.worker_deployment_info.version_summaries
+            ]
+            return "build-1" in builds
+
+        await until(listed, f"deployment {name} listed build-1", interval=0.2)
