@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import TypeVar, overload
 
 T = TypeVar("T")
 
@@ -19,13 +19,33 @@ T = TypeVar("T")
 DEADLINE_S = 120.0
 
 
+@overload
 async def until(
-    check: Callable[[], T | Awaitable[T]],
+    check: Callable[[], Awaitable[T | None]],
+    what: str,
+    *,
+    timeout: float = ...,
+    interval: float = ...,
+) -> T: ...
+
+
+@overload
+async def until(
+    check: Callable[[], T | None],
+    what: str,
+    *,
+    timeout: float = ...,
+    interval: float = ...,
+) -> T: ...
+
+
+async def until(
+    check: Callable[[], object],
     what: str,
     *,
     timeout: float = DEADLINE_S,
     interval: float = 0.05,
-) -> T:
+) -> object:
     """Call ``check`` (plain or async) until it returns something truthy; return that.
 
     Fails with ``never <what>`` (and the last value seen) after ``timeout`` seconds of the
@@ -38,7 +58,7 @@ async def until(
         if inspect.isawaitable(value):
             value = await value
         if value:
-            return value  # type: ignore[return-value]  # an awaitable's result is a T
+            return value
         if loop.time() >= deadline:
             raise AssertionError(f"never {what} (last seen: {value!r})")
         await asyncio.sleep(interval)

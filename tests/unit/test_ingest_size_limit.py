@@ -36,6 +36,6 @@ async def test_a_file_past_the_limit_is_refused_before_it_is_read(
         raise AssertionError(f"{self} was read")
 
     monkeypatch.setattr(Path, "read_bytes", read_bytes)
-    bb = Blockbatch(None, None, Settings())  # type: ignore[arg-type]  # refused before any I/O
+    bb = Blockbatch(None, None, Settings())  # refused before any I/O
     with pytest.raises(IngestError, match=LIMIT):
         await bb.ingest_file(big)
