@@ -10,22 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
-
-T = TypeVar("T")
+from collections.abc import Callable
+from typing import Any
 
 #: Seconds before a wait gives up: a hang, not a slow machine.
 DEADLINE_S = 120.0
 
 
 async def until(
-    check: Callable[[], T | Awaitable[T]],
+    check: Callable[[], Any],
     what: str,
     *,
     timeout: float = DEADLINE_S,
     interval: float = 0.05,
-) -> T:
+) -> Any:
     """Call ``check`` (plain or async) until it returns something truthy; return that.
 
     Fails with ``never <what>`` (and the last value seen) after ``timeout`` seconds of the
@@ -38,7 +36,7 @@ async def until(
         if inspect.isawaitable(value):
             value = await value
         if value:
-            return value  # type: ignore[return-value]  # an awaitable's result is a T
+            return value
         if loop.time() >= deadline:
             raise AssertionError(f"never {what} (last seen: {value!r})")
         await asyncio.sleep(interval)
