@@ -23,7 +23,7 @@ demo: install
 
 ## test: the whole suite against real Postgres, Temporal dev server and simulator (what CI runs).
 test: install compose-tool browser
-	@$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	@$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 ## test-fast: the inner loop: unit, workflow (time-skipping server) and simulator tests,
 ## none of which needs Postgres, the Temporal dev server or the simulator process; the

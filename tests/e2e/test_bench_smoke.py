@@ -27,6 +27,11 @@ ROOT = Path(__file__).resolve().parents[2]
 ENV: dict[str, str] = {}
 
 
+#: One xdist worker runs the whole module (`make test` uses ``--dist loadgroup``), so
+#: its shared stack starts once, not once on each worker a test of it lands on.
+pytestmark = pytest.mark.xdist_group("bench_smoke")
+
+
 @pytest.fixture(scope="module", autouse=True)
 def shared_stack() -> Iterator[SharedStack]:
     # Under /tmp, not pytest's directory (see the `pg` fixture in tests/conftest.py).

@@ -37,6 +37,11 @@ MODEL_FAULTS: dict[str, Any] = {
 }
 
 
+#: One xdist worker runs the whole module (`make test` uses ``--dist loadgroup``), so
+#: its throw-away stack starts once, not once on each worker a test of it lands on.
+pytestmark = pytest.mark.xdist_group("chaos")
+
+
 @pytest.fixture(scope="module")
 def chaos_stack() -> Iterator[ChaosStack]:
     st = ChaosStack.create(prefix="bb-chaos-test-", anthropic_timeout_s=15)

@@ -7,6 +7,7 @@ test waits for a result, so a run that would take hours of polling finishes in s
 
 from __future__ import annotations
 
+import asyncio
 import importlib.metadata
 import uuid
 from collections.abc import AsyncIterator
@@ -102,6 +103,21 @@ class Harness:
             for path in world.called_paths():
                 pack = self.env.client.get_workflow_handle(f"run-{world.run_id}/pack-{path}")
                 await until(partial(_closed, pack), f"pack {path} closed", interval=0.02)
+
+    async def skipping_until(self, event: asyncio.Event, what: str) -> None:
+        """Wait for ``event`` while the server's clock moves a second at a time.
+
+        The server skips time by itself only while the test awaits a workflow's result; a
+        test waiting for something else (a probe held in flight) would otherwise wait out
+        every retry backoff and timer before it in real time.
+        """
+
+        async def step() -> bool:
+            if not event.is_set():
+                await self.env.sleep(1)
+            return event.is_set()
+
+        await until(step, what, interval=0)
 
     async def start(self, world: FakeWorld, **run_input: Any) -> WorkflowHandle[Any, RunResult]:
         return await self.env.client.start_workflow(

@@ -28,7 +28,8 @@ async def test_paused_run_says_why_in_progress_and_resumes(wf: Harness, run_id: 
     world = FakeWorld(run_id, [2] * 4, outage=outage)
     async with wf.worker(world):
         handle = await wf.start(world, max_concurrent_packs=2)
-        await world.in_flight.wait()  # the first probe is out: the run is paused
+        # The first probe is out: the run is paused.
+        await wf.skipping_until(world.in_flight, "the first probe out")
         progress = await handle.query("progress", result_type=RunProgress)
         meta = await handle.query("__temporal_workflow_metadata")
         world.release.set()
@@ -47,7 +48,7 @@ async def test_cancel_while_paused_cancels_blocks_and_fails_none(wf: Harness, ru
     world = FakeWorld(run_id, [2] * 4, outage=outage)
     async with wf.worker(world):
         handle = await wf.start(world, max_concurrent_packs=2)
-        await world.in_flight.wait()
+        await wf.skipping_until(world.in_flight, "the first probe out")
         await handle.execute_update("cancel")
         await world.cancel_marked.wait()
         world.release.set()
