@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from temporalio.client import Client
 
+from blockbatch.cli.commands import build_parser
 from blockbatch.cli.console import Console
 from blockbatch.cli.parser import (
     EXIT_BUDGET_EXHAUSTED,
@@ -29,7 +30,6 @@ from blockbatch.cli.parser import (
     EXIT_USAGE,
     EXIT_WITH_FAILURES,
     PROG,
-    build_parser,
     invoked_prog,
 )
 from blockbatch.runtime.process import exit_process

@@ -10,12 +10,28 @@ from pathlib import Path
 from blockbatch.api.calibrate import prepare, run_calibration, run_model_calibration
 from blockbatch.api.errors import EmptyRecordsSkipped
 from blockbatch.cli.console import Console
-from blockbatch.cli.parser import EXIT_OK, EXIT_RUN_FAILED
+from blockbatch.cli.parser import (
+    EXIT_OK,
+    EXIT_RUN_FAILED,
+    Subparsers,
+    add_command,
+    add_source_options,
+    positive,
+    share,
+)
 from blockbatch.cli.quote import note_skipped, usd
 from blockbatch.cli.run import check_claude
 from blockbatch.cli.session import Session
 from blockbatch.core.agreement import percent
-from blockbatch.core.calibration import Calibration, ModelCalibration, SizeResult
+from blockbatch.core.calibration import (
+    DEFAULT_MODELS_SAMPLE,
+    DEFAULT_SAMPLE,
+    DEFAULT_SIZES,
+    DEFAULT_TARGET,
+    Calibration,
+    ModelCalibration,
+    SizeResult,
+)
 from blockbatch.core.commands import PROG
 
 
@@ -203,3 +219,61 @@ def _row(r: SizeResult, *, recommended: bool) -> list[str]:
     if r.unanswered:
         agreement += f" ({r.unanswered} unanswered)"
     return [size, f"{r.calls:,}", usd(r.cost_usd), agreement, interval, lowest, r.run_id]
+
+
+def add_calibrate_parser(sub: Subparsers) -> None:
+    """`calibrate`'s options."""
+    calibrate = add_command(
+        sub,
+        "calibrate",
+        "find the largest pack size that keeps the answers blocks get alone",
+        "Run a deterministic sample of FILE's blocks alone (one block a call) and at each "
+        "pack size of --sizes, through the real pipeline (one run per size, every call "
+        "made and in the ledger), compare each size's answers with the alone answers field "
+        "by field, and print agreement, calls and cost per size and the largest size that "
+        "meets --target. Costs about (1 + number of sizes) x --sample blocks of calls. "
+        "Stored: `estimate` of the same schema and model mentions it. With --models: the "
+        "sample alone on --reference only, every size on every model of --models, each pair "
+        "quoted on the whole document, and the cheapest pair that meets --target.",
+    )
+    add_source_options(calibrate)
+    calibrate.add_argument(
+        "--models",
+        metavar="M,M,...",
+        help="calibrate across models: run the sizes on each of these and recommend the "
+        "cheapest (model, size) that meets --target against --reference alone",
+    )
+    calibrate.add_argument(
+        "--reference",
+        metavar="MODEL",
+        help="with --models: the model whose alone answers are compared with (default: "
+        "--model, else the model of --models with the highest output price)",
+    )
+    calibrate.add_argument(
+        "--escalation",
+        action="store_true",
+        help="with --models: also measure each model but --reference escalated to it "
+        "(`run --escalate-to`): the sample asked again in a second packing, blocks whose "
+        "answers disagree take the reference's alone answer; costs one more run of the "
+        "sample per model and size",
+    )
+    calibrate.add_argument(
+        "--sample",
+        type=positive,
+        metavar="N",
+        help=f"blocks in the sample ({DEFAULT_SAMPLE} unless given; "
+        f"{DEFAULT_MODELS_SAMPLE} with --models)",
+    )
+    calibrate.add_argument(
+        "--sizes",
+        default=",".join(map(str, DEFAULT_SIZES)),
+        metavar="N,N,...",
+        help="pack sizes to try, each 2 or more (default %(default)s)",
+    )
+    calibrate.add_argument(
+        "--target",
+        type=share("--target", zero=False),
+        default=DEFAULT_TARGET,
+        metavar="SHARE",
+        help="the agreement with the alone answers to reach, in (0, 1] (default %(default)s)",
+    )

@@ -10,7 +10,14 @@ from typing import Any
 
 from blockbatch.api import RunInfo
 from blockbatch.cli.console import Console, human_seconds, human_tokens
-from blockbatch.cli.parser import EXIT_USAGE
+from blockbatch.cli.parser import (
+    EXIT_USAGE,
+    Subparsers,
+    add_command,
+    add_run_id_command,
+    not_negative,
+    positive,
+)
 from blockbatch.cli.progress import describe
 from blockbatch.cli.session import Session
 from blockbatch.core.budget import left_text
@@ -434,3 +441,68 @@ def page_footer(con: Console, offset: int, shown: int, total: int, what: str, co
     if offset + shown < total:
         text += f"; next page: {PROG} {command} --offset {offset + shown}"
     con.line(con.style(text, "dim"))
+
+
+def add_status_parser(sub: Subparsers) -> None:
+    """`status`'s options."""
+    add_run_id_command(
+        sub,
+        "status",
+        "show one run: state, counters, cost, links",
+        "Show a run's state and counters (live progress while it runs).",
+    )
+
+
+def add_limits_parser(sub: Subparsers) -> None:
+    """`limits`'s options."""
+    add_command(
+        sub,
+        "limits",
+        "the fleet's rate limiters",
+        "The rate limits every worker shares, per API key (by hash) and model: the limits "
+        "learned from Claude's answers, what is available now, the rate the fleet allows "
+        "itself after 429s (AIMD), calls in flight and each run's share of the last "
+        "minute.",
+    )
+
+
+def add_list_parser(sub: Subparsers) -> None:
+    """`list`'s options."""
+    lst = add_command(sub, "list", "list recent runs", "List runs, newest first.")
+    lst.add_argument("--limit", type=positive, default=20, help="how many (default %(default)s)")
+    lst.add_argument(
+        "--status",
+        help="only runs in this state: created, planning, running, "
+        "cancelling, completed, completed_with_failures, failed, cancelled, "
+        "budget_exhausted",
+    )
+
+
+def add_calls_parser(sub: Subparsers) -> None:
+    """`calls`'s options."""
+    calls = add_run_id_command(
+        sub,
+        "calls",
+        "show the run's LLM call ledger",
+        "One line per Claude call: pack path, attempt, purpose, API, stop "
+        "reason, tokens, cost, latency, status and the Temporal "
+        "workflow/activity ids. --show CALL_ID prints one call in full: "
+        "the request as sent and the raw response or error.",
+    )
+    calls.add_argument(
+        "--limit", type=positive, default=50, help="calls per page (default %(default)s)"
+    )
+    calls.add_argument("--offset", type=not_negative, default=0, help="skip this many calls")
+    calls.add_argument("--pack", metavar="PATH", help="only this pack and its halves")
+    calls.add_argument(
+        "--show",
+        type=positive,
+        metavar="CALL_ID",
+        help="print this call in full: request as sent, raw response or error",
+    )
+    calls.add_argument(
+        "--full",
+        action="store_true",
+        help="with --show: print the system prompt and tool definitions whole "
+        "(default: their first 200 characters, length and sha256)",
+    )

@@ -13,7 +13,8 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from blockbatch.cli.parser import PROG, build_parser
+from blockbatch.cli.commands import build_parser
+from blockbatch.cli.parser import PROG
 
 #: The terminal width the help is laid out for, whatever the terminal of who generates it.
 WIDTH = 100

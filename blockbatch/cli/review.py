@@ -15,11 +15,18 @@ from blockbatch.api import ReviewItem
 from blockbatch.api.review import resolve_block_refs
 from blockbatch.cli.console import Console
 from blockbatch.cli.inspect import page_footer
+from blockbatch.cli.parser import (
+    REVIEWER_HELP,
+    Subparsers,
+    add_run_id_command,
+    not_negative,
+    positive,
+)
 from blockbatch.cli.session import Session
 from blockbatch.core.commands import PROG
 from blockbatch.core.evidence import ungrounded
 from blockbatch.core.reasons import REASONS
-from blockbatch.core.review import row_identity
+from blockbatch.core.review import OVERLAY_STATUSES, row_identity
 from blockbatch.core.views import Disagreement
 
 
@@ -283,3 +290,146 @@ async def cmd_export(args: argparse.Namespace, s: Session) -> int:
             f"{args.run_id}`, or export staging with --staged"
         )
     return 0
+
+
+def add_review_parser(sub: Subparsers) -> None:
+    """`review`'s options."""
+    review = add_run_id_command(
+        sub,
+        "review",
+        "show blocks next to their staged overlays",
+        "Show each block with its staged overlay, failures with reasons.",
+    )
+    review.add_argument(
+        "--limit", type=positive, default=20, help="blocks per page (default %(default)s)"
+    )
+    review.add_argument("--offset", type=not_negative, default=0, help="skip this many blocks")
+    review.add_argument(
+        "--status",
+        action="append",
+        metavar="STATUS",
+        choices=list(OVERLAY_STATUSES),
+        help="only blocks in this state (repeatable)",
+    )
+    review.add_argument("--failed", action="store_true", help="only failed blocks")
+    review.add_argument(
+        "--reason",
+        action="append",
+        metavar="CODE",
+        choices=list(REASONS),
+        help="only blocks that failed or were cancelled with this reason "
+        "code, or answered blocks flagged ungrounded (repeatable): " + ", ".join(REASONS),
+    )
+    review.add_argument(
+        "--block",
+        action="extend",
+        nargs="+",
+        metavar="UID",
+        help="only these blocks (uid, or block index)",
+    )
+    review.add_argument("--full", action="store_true", help="do not shorten block content")
+    review.add_argument(
+        "--id-column",
+        action="append",
+        metavar="COLUMN",
+        help="the input's column that says which row a block is, shown with each block "
+        "(repeatable; default: the first column of a CSV/JSONL input other than the text)",
+    )
+    review.add_argument(
+        "--disagreeing",
+        action="store_true",
+        help="only blocks the quality probe found disagreeing: the packed "
+        "answer (the overlay) and the answer alone, side by side, per "
+        "field",
+    )
+
+
+def add_confirm_parser(sub: Subparsers) -> None:
+    """`confirm`'s options."""
+    confirm = add_run_id_command(
+        sub,
+        "confirm",
+        "confirm staged overlays",
+        "Copy staged overlays to confirmed: the given blocks, or every "
+        "ai_complete block. All or nothing: an unknown block, or one "
+        "without a staged result, changes nothing. Each block confirmed "
+        "is recorded (who, when, the value) and exported with the run.",
+    )
+    confirm.add_argument(
+        "--block",
+        action="extend",
+        nargs="+",
+        metavar="UID",
+        help="blocks to confirm (uid, or block index); default: all",
+    )
+    confirm.add_argument("--reviewer", metavar="NAME", help=REVIEWER_HELP)
+
+
+def add_reject_parser(sub: Subparsers) -> None:
+    """`reject`'s options."""
+    reject = add_run_id_command(
+        sub,
+        "reject",
+        "reject staged overlays",
+        "Reject the staged results of the given blocks (or of every "
+        "ai_complete block with --all): they export as null with status "
+        "rejected. All or nothing, like confirm; each act is recorded.",
+    )
+    which = reject.add_mutually_exclusive_group(required=True)
+    which.add_argument(
+        "--block",
+        action="extend",
+        nargs="+",
+        metavar="UID",
+        help="blocks to reject (uid, or block index)",
+    )
+    which.add_argument("--all", action="store_true", help="every ai_complete block")
+    reject.add_argument("--reviewer", metavar="NAME", help=REVIEWER_HELP)
+
+
+def add_edit_parser(sub: Subparsers) -> None:
+    """`edit`'s options."""
+    edit = add_run_id_command(
+        sub,
+        "edit",
+        "change one staged value of a block",
+        "Set FIELD of BLOCK's staged overlay to VALUE before confirming it. "
+        "VALUE is taken as typed for a string field, else as JSON (12, "
+        'true, ["a"], null). The overlay must still validate against '
+        "the run's schema, else nothing changes (exit 2). Recorded with "
+        "who, when, the value before and after.",
+    )
+    edit.add_argument("block", metavar="BLOCK", help="the block: uid, or block index")
+    edit.add_argument("field", metavar="FIELD", help="a field of the run's schema")
+    edit.add_argument("value", metavar="VALUE", help="the new value")
+    edit.add_argument("--reviewer", metavar="NAME", help=REVIEWER_HELP)
+
+
+def add_export_parser(sub: Subparsers) -> None:
+    """`export`'s options."""
+    export = add_run_id_command(
+        sub,
+        "export",
+        "write the run as JSONL, one line per block",
+        "Write one JSON line per block in block order: "
+        '{"immutable": {...block...}, "user_defined": {...overlay...}}, '
+        "plus run metadata in FILE.meta.json.",
+    )
+    export.add_argument(
+        "--out",
+        metavar="FILE",
+        help="output file (default RUN_ID.jsonl; '-' for stdout, no sidecar)",
+    )
+    export.add_argument(
+        "--staged", action="store_true", help="export staged overlays instead of confirmed ones"
+    )
+    export.add_argument(
+        "--format",
+        dest="fmt",
+        choices=["jsonl", "csv", "parquet"],
+        default="jsonl",
+        help="jsonl (default; review acts in full), csv (the input's own "
+        "columns, one column per schema field; the last reviewer and "
+        "when) or parquet (csv's columns, typed; needs pyarrow and a file); "
+        "with evidence, each field's quote and span",
+    )

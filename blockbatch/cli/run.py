@@ -17,14 +17,32 @@ from blockbatch.api.errors import ModelRetiring, StackUnavailable, TemporalUnava
 from blockbatch.api.inputs import with_schema_model
 from blockbatch.api.quote import read_document
 from blockbatch.cli.follow import follow, follow_escalation, report, say_detached
-from blockbatch.cli.options import apply_settings
-from blockbatch.cli.parser import EFFORT, MAX_COST, MAX_PAUSE, MODE, PACK_SIZE
+from blockbatch.cli.options import add_field_option, apply_settings
+from blockbatch.cli.parser import (
+    EFFORT,
+    ESCALATE_TO,
+    MAX_COST,
+    MAX_PAUSE,
+    MODE,
+    PACK_SIZE,
+    SECOND_PACK_SIZE,
+    SEE_TOP,
+    SETTABLE,
+    TO,
+    VERBOSE_HELP,
+    Subparsers,
+    add_command,
+    add_run_id_command,
+    add_run_inputs,
+    budget_usd,
+    examples,
+)
 from blockbatch.cli.quote import read_as, show_quote
 from blockbatch.cli.session import Session
 from blockbatch.core.commands import PROG
 from blockbatch.core.ingest import parse_records
 from blockbatch.core.models import RunOptions
-from blockbatch.core.reasons import counts_text
+from blockbatch.core.reasons import REASONS, counts_text
 from blockbatch.core.registry import RetiredModelError, UnknownModelError, get_model
 from blockbatch.report import run_links
 from blockbatch.runtime.settings import Settings
@@ -341,3 +359,162 @@ async def cmd_cancel(args: argparse.Namespace, s: Session) -> int:
     if not args.wait:
         return 0
     return await _follow_to_end(s, info.run_id, escalation=escalating)
+
+
+def add_run_parser(sub: Subparsers) -> None:
+    """`run`'s options."""
+    run = add_command(
+        sub,
+        "run",
+        "ingest a document, start a run and follow it",
+        "Ingest FILE, start a run of SCHEMA over every block and follow it with a "
+        "live progress bar. Ctrl-C asks whether to cancel the run or detach from it.",
+        epilog=examples(
+            "samples/handbook.md --schema samples/extract.json",
+            "rows.jsonl --schema s.json --model claude-sonnet-4-6 --max-cost 5",
+            "doc.md --schema s.json --mode batch --no-wait",
+            "doc.md --schema s.json --set quality.min_agreement=0.95 --set max_concurrent_packs=4",
+            command="run",
+        )
+        + f"\n\n{SETTABLE.listing()}\n\n{SEE_TOP}",
+    )
+    add_run_inputs(run, "the end of this help")
+    add_field_option(run, MAX_COST)
+    add_field_option(run, MAX_PAUSE)
+    add_field_option(run, ESCALATE_TO)
+    add_field_option(run, SECOND_PACK_SIZE)
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the quote (as `estimate` does) and stop: nothing is stored, nothing is started",
+    )
+    run.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="start the run and return; follow it later with `watch`",
+    )
+    run.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
+
+
+def add_estimate_parser(sub: Subparsers) -> None:
+    """`estimate`'s options."""
+    estimate = add_command(
+        sub,
+        "estimate",
+        "quote a run before running it: calls, tokens, cost",
+        "Plan the packs exactly as a run would and quote its calls, input / output / cache "
+        "tokens and cost, sync and batch side by side. Input is counted with the API's "
+        "token-counting endpoint (a few requests; the only Claude calls it makes), output "
+        "is the planner's estimate, or what earlier runs of the same schema and model wrote "
+        "when Postgres has any. Stores nothing, starts nothing.",
+        epilog=examples(
+            "samples/handbook.md --schema samples/extract.json",
+            "doc.md --schema s.json --model claude-sonnet-4-6 --pack-size 20 --json",
+            command="estimate",
+        )
+        + f"\n\n{SEE_TOP}",
+    )
+    add_run_inputs(estimate, "`run --help`")
+    add_field_option(estimate, ESCALATE_TO)
+    estimate.add_argument(
+        "--no-count",
+        action="store_true",
+        help="do not call the token-counting endpoint: planner estimates",
+    )
+    estimate.add_argument(
+        "--no-history",
+        action="store_true",
+        help="do not learn the expected output from earlier runs",
+    )
+
+
+def add_cancel_parser(sub: Subparsers) -> None:
+    """`cancel`'s options."""
+    cancel = add_run_id_command(
+        sub,
+        "cancel",
+        "ask a run to stop",
+        "Signal the run to stop: no new Claude call starts, running packs "
+        "finish or stop, pending blocks end cancelled. A run being escalated: its "
+        "escalation stops, and the blocks it has not compared or asked keep their first "
+        "answer.",
+    )
+    cancel.add_argument(
+        "--wait", action="store_true", help="follow the run (or its escalation) until it stops"
+    )
+
+
+def add_watch_parser(sub: Subparsers) -> None:
+    """`watch`'s options."""
+    watch = add_run_id_command(
+        sub,
+        "watch",
+        "re-attach to a run and follow it to the end",
+        "Follow a run with the live progress bar, then print its summary. A run being "
+        "escalated: the escalation's progress (phase, second packs, blocks compared, kept "
+        "and sent up, answered, cost so far) until it ends.",
+    )
+    watch.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
+
+
+def add_retry_parser(sub: Subparsers) -> None:
+    """`retry`'s options."""
+    retry = add_run_id_command(
+        sub,
+        "retry",
+        "run a finished run's failed blocks again, in the same run",
+        "Run the failed blocks of a finished run again (and its cancelled ones with "
+        "--cancelled), in the same run: its history, counters, ledger and cost include the "
+        "retry. Blocks that succeeded are never sent or paid for again. Follows the retry "
+        "like `run`. A run still active, or with nothing to retry, is refused and nothing "
+        "changes.",
+    )
+    retry.add_argument(
+        "--reason",
+        action="append",
+        metavar="CODE",
+        help="only blocks that failed with this reason code (repeatable): " + ", ".join(REASONS),
+    )
+    retry.add_argument(
+        "--block",
+        action="extend",
+        nargs="+",
+        metavar="UID",
+        help="only these blocks (uid, or block index); each must have failed",
+    )
+    retry.add_argument(
+        "--cancelled",
+        action="store_true",
+        help="cancelled blocks too (by default only failed ones)",
+    )
+    retry.add_argument(
+        "--max-cost",
+        type=budget_usd,
+        metavar="USD",
+        help="a new budget for the whole run, what it spent included (a run "
+        "that ended budget_exhausted: raise it to finish the run); "
+        "default: the run's own",
+    )
+    retry.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="start the retry and return; follow it later with `watch`",
+    )
+
+
+def add_escalate_parser(sub: Subparsers) -> None:
+    """`escalate`'s options."""
+    escalate = add_run_id_command(
+        sub,
+        "escalate",
+        "ask a finished run's doubtful blocks again on a stronger model",
+        "Escalate a finished run: every block its model answered is asked a second time on "
+        "the same model in a second packing (other neighbours, other places; it reads the "
+        "prompt cache the run wrote); blocks whose two answers disagree, that failed or "
+        "were refused are asked alone on the --to model, whose answer becomes their "
+        "overlay. Reviewed blocks are left as they are. A run is escalated once. Follows "
+        "the escalation with its live progress (Ctrl-C: cancel or detach, as `run`) and "
+        "prints the run's summary with what it escalated and cost.",
+    )
+    add_field_option(escalate, TO).required = True
+    add_field_option(escalate, SECOND_PACK_SIZE)

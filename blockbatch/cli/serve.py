@@ -10,6 +10,7 @@ import uvicorn
 
 from blockbatch.api.errors import BadRequest
 from blockbatch.api.review import checked_reviewer
+from blockbatch.cli.parser import Subparsers, add_command, positive
 from blockbatch.cli.session import Session
 from blockbatch.web.app import create_app
 from blockbatch.web.security import TOKEN_ENV, check_bind
@@ -46,3 +47,28 @@ async def cmd_serve(args: argparse.Namespace, s: Session) -> int:
     )
     await server.serve()
     return 0
+
+
+def add_serve_parser(sub: Subparsers) -> None:
+    """`serve`'s options."""
+    serve = add_command(
+        sub,
+        "serve",
+        "serve the review web app",
+        "Serve the review web app: runs, each run's blocks in a grid (filter, "
+        "edit staged values, confirm or reject), exports and the call ledger. "
+        "Bound to 127.0.0.1 unless --host says otherwise; any other address "
+        "needs BLOCKBATCH_SERVE_TOKEN set (people then sign in with it).",
+    )
+    serve.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to bind (default %(default)s: this machine only)",
+    )
+    serve.add_argument("--port", type=positive, default=8780, help="port (default %(default)s)")
+    serve.add_argument(
+        "--reviewer",
+        metavar="NAME",
+        help="the name acts are recorded under unless a person sets theirs "
+        "on the page (default: $BLOCKBATCH_REVIEWER, else the OS user)",
+    )

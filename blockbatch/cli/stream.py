@@ -27,7 +27,13 @@ from blockbatch.cli.parser import (
     EXIT_USAGE,
     EXIT_WITH_FAILURES,
     MODEL,
+    PROG,
+    SEE_TOP,
     TRIGGERS,
+    Subparsers,
+    add_command,
+    add_field_option,
+    add_settings_option,
 )
 from blockbatch.cli.session import Session
 from blockbatch.core.models import RunOptions
@@ -242,3 +248,55 @@ async def _end_on(stop: asyncio.Event, queue: asyncio.Queue[tuple[int, str] | No
             return
         except asyncio.QueueFull:
             await asyncio.sleep(0.05)
+
+
+def add_stream_parser(sub: Subparsers) -> None:
+    """`stream`'s options."""
+    stream = add_command(
+        sub,
+        "stream",
+        "a durable stream: JSONL rows in, one result line out per row",
+        "Read JSONL rows from stdin (or follow FILE with --follow, tail -f style, until "
+        "Ctrl-C) into a durable stream and write one JSON line per row to stdout as rows "
+        "finish: {id, index, ok, value | error: {reason, error}, usage}. A row's id is its "
+        "`id` field, else `line:N`. Packs form when --max-rows rows are buffered, their "
+        "estimated tokens reach --max-tokens, or the oldest waited --max-wait. A bad line "
+        "(not JSON, no text) gets an `invalid_row` line and the stream goes on. At the end "
+        "of the input the stream closes, drains and prints a summary to stderr. The stream "
+        "is a run: watch, cancel, review and export take its id.",
+        epilog="examples:\n"
+        f"  producer | {PROG} stream --schema s.json --max-rows 20 --max-wait 500ms\n"
+        f"  {PROG} stream --schema s.json --follow events.jsonl --ordered\n"
+        f"  {PROG} stream --resume RUN_ID < events.jsonl\n\n{SEE_TOP}",
+    )
+    stream.add_argument(
+        "--schema", metavar="SCHEMA.json", help="the schema (needed unless --resume)"
+    )
+    for option in TRIGGERS:
+        add_field_option(stream, option)
+    stream.add_argument(
+        "--text-field",
+        default="text",
+        metavar="F",
+        help="the JSON key holding each row's text (default: %(default)s)",
+    )
+    stream.add_argument(
+        "--ordered",
+        action="store_true",
+        help="print results in input order (default: as rows finish)",
+    )
+    stream.add_argument(
+        "--follow",
+        metavar="FILE",
+        help="follow FILE as it grows instead of reading stdin; Ctrl-C "
+        "closes the stream and drains it",
+    )
+    stream.add_argument(
+        "--resume",
+        metavar="RUN_ID",
+        help="continue an open stream whose producer died: feed the same "
+        "input again; rows already accepted (same id) are not stored "
+        "twice, and every finished row is printed",
+    )
+    add_field_option(stream, MODEL)
+    add_settings_option(stream, "`run --help`")

@@ -163,7 +163,8 @@ def test_policy_a_call_the_budget_cannot_hold_fails_its_blocks_as_budget_exhaust
 def test_the_cli_refuses_a_bad_budget_before_anything_runs(
     bad: str, says: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from blockbatch.cli.parser import EXIT_USAGE, build_parser
+    from blockbatch.cli.commands import build_parser
+    from blockbatch.cli.parser import EXIT_USAGE
 
     for command in (["run", "doc.md", "--schema", "s.json"], ["retry", "RUN"]):
         with pytest.raises(SystemExit) as exit_:

@@ -8,8 +8,9 @@ import argparse
 import pytest
 from pydantic import BaseModel
 
+from blockbatch.cli.commands import build_parser
 from blockbatch.cli.options import nested_model, show
-from blockbatch.cli.parser import EXIT_USAGE, FIELD_OPTIONS, MODEL, SETTABLE, build_parser
+from blockbatch.cli.parser import EXIT_USAGE, FIELD_OPTIONS, MODEL, SETTABLE
 from blockbatch.cli.run import _options
 from blockbatch.cli.stream import _opening_options
 from blockbatch.core.models import QualityOptions, RunOptions

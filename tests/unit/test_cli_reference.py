@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from blockbatch.cli.parser import build_parser
+from blockbatch.cli.commands import build_parser
 from blockbatch.cli.reference import COMMAND, reference
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "cli.md"

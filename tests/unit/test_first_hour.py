@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from blockbatch.cli.parser import FIELD_OPTIONS, build_parser
+from blockbatch.cli.commands import build_parser
+from blockbatch.cli.parser import FIELD_OPTIONS
 from blockbatch.cli.progress import describe, limiter_detail
 from blockbatch.core.models import (
     LimiterNote,

@@ -48,7 +48,7 @@ def test_final_status_follows_the_blocks() -> None:
 
 
 def test_help_documents_the_exit_codes() -> None:
-    from blockbatch.cli.parser import build_parser
+    from blockbatch.cli.commands import build_parser
 
     text = build_parser().format_help()
     assert "5  run/watch/cancel --wait: done with failures" in text

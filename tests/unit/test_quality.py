@@ -147,7 +147,8 @@ def test_a_run_without_the_probe_shows_no_quality_rows() -> None:
 def test_the_cli_refuses_a_bad_quality_setting_before_anything_runs(
     key: str, bad: str, says: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from blockbatch.cli.parser import EXIT_USAGE, build_parser
+    from blockbatch.cli.commands import build_parser
+    from blockbatch.cli.parser import EXIT_USAGE
 
     run = ["run", "doc.md", "--schema", "s.json"]
     with pytest.raises(SystemExit) as exit_:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from blockbatch.api.inputs import with_schema_model
-from blockbatch.cli.parser import build_parser
+from blockbatch.cli.commands import build_parser
 from blockbatch.cli.run import _options
 from blockbatch.core.answer import EffortError, check_effort
 from blockbatch.core.models import OutageOptions, RunOptions
