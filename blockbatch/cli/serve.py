@@ -6,13 +6,10 @@ import argparse
 import os
 import socket
 
-import uvicorn
-
 from blockbatch.api.errors import BadRequest
 from blockbatch.api.review import checked_reviewer
 from blockbatch.cli.parser import Subparsers, add_command, positive
 from blockbatch.cli.session import Session
-from blockbatch.web.app import create_app
 from blockbatch.web.security import TOKEN_ENV, check_bind
 
 
@@ -30,6 +27,12 @@ def _check_port_free(host: str, port: int) -> None:
 
 
 async def cmd_serve(args: argparse.Namespace, s: Session) -> int:
+    # The web stack loads only for this command: every other command builds the parser,
+    # which imports this module.
+    import uvicorn
+
+    from blockbatch.web.app import create_app
+
     token = os.environ.get(TOKEN_ENV) or None
     check_bind(args.host, token)  # before anything listens or connects
     reviewer = checked_reviewer(args.reviewer)
