@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import re
 
 import aiohttp
@@ -184,7 +185,8 @@ async def test_watch_follows_an_escalation_that_began_after_its_first_look(
     """`watch` looked before the escalation was there (its first look says none runs):
     it follows the run's workflow, long ended, then sees the escalation that reopened the
     run and follows it to its end, instead of a summary of a run "still running"."""
-    import blockbatch.cli.run as cli_run
+    # The module, not the package's `run` (the console script's entry point).
+    cli_run = importlib.import_module("blockbatch.cli.run")
 
     real = cli_run._escalating
     looks: list[bool] = []
