@@ -192,7 +192,7 @@ async def test_watch_follows_an_escalation_that_began_after_its_first_look(
     looks: list[bool] = []
 
     async def first_look_misses(bb: object, run_id: str) -> bool:
-        seen = await real(bb, run_id) if looks else False  # type: ignore[arg-type]
+        seen = await real(bb, run_id) if looks else False
         looks.append(seen)
         return seen
 
