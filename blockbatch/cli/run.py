@@ -234,9 +234,10 @@ async def _follow_to_end(
     if await followed == "detached":
         say_detached(s.con, run_id)
         return 0
-    if not escalation and await _escalating(bb, run_id):
+    if not escalation and (await bb.run(run_id)).active and await _escalating(bb, run_id):
         # The run's workflow had ended and an escalation of it had begun (it reopens the
-        # run): follow that, as `watch` would have.
+        # run): follow that, as `watch` would have. A run that ended as usual is not
+        # active: no Temporal call is added to the end of every followed run.
         return await _follow_to_end(s, run_id, escalation=True)
     return await report(bb, run_id, s.con)
 
