@@ -16,6 +16,7 @@ from blockbatch.web.app import create_app
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
+from tests.waiting import until
 from tests.web_helpers import serving
 
 HAIKU, SONNET = "claude-haiku-5-5", "claude-sonnet-5-5"
@@ -64,16 +65,6 @@ async def _escalation_line(bbstack: Stack, run_id: str) -> str:
     return f"{found.group(1)}: {' '.join(found.group(2).split())}" if found else ""
 
 
-async def _until(check: object, what: str) -> None:
-    """Wait for ``check()``: an event, with a deadline far beyond a slow machine's."""
-    deadline = asyncio.get_running_loop().time() + 120
-    while asyncio.get_running_loop().time() < deadline:
-        if await check():  # type: ignore[operator]
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"never {what}")
-
-
 async def test_escalate_and_watch_show_the_escalation_live_then_its_summary(
     bbstack: Stack, cli: Cli
 ) -> None:
@@ -82,13 +73,13 @@ async def test_escalate_and_watch_show_the_escalation_live_then_its_summary(
         never = await cli("watch", run_id)  # not escalated: the run's summary, as always
         bbstack.sim.scenario(seed=5, quality=QUALITY, **SLOW)
         escalating = asyncio.ensure_future(cli("escalate", run_id, "--to", SONNET))
-        await _until(lambda: bbstack.bb.escalation_running(run_id), "escalating")
+        await until(lambda: bbstack.bb.escalation_running(run_id), "escalating")
         watching = asyncio.ensure_future(cli("watch", run_id))
 
         async def planned() -> bool:
             return (await bbstack.bb.escalation_progress(run_id)).escalation is not None
 
-        await _until(planned, "planned")
+        await until(planned, "planned")
         # Answers held while the page is read: the escalation is still under way then,
         # however slow the machine (12 calls of half a second stand between plan and end).
         bbstack.sim.call("POST", "/_sim/hold")
@@ -146,7 +137,7 @@ async def test_cancel_wait_follows_the_escalation_until_it_stops(bbstack: Stack,
                 )
             )
 
-        await _until(calling, "a second-pass call")
+        await until(calling, "a second-pass call")
         out = await cli("cancel", run_id, "--wait")
         # It returned once the escalation had ended: the run is finished, not cancelling.
         running = await bbstack.bb.escalation_running(run_id)
@@ -204,7 +195,7 @@ async def test_watch_follows_an_escalation_that_began_after_its_first_look(
         async def reopened() -> bool:
             return (await bbstack.bb.run(run_id)).active
 
-        await _until(reopened, "the run reopened by the escalation's plan")
+        await until(reopened, "the run reopened by the escalation's plan")
         monkeypatch.setattr(cli_run, "_escalating", first_look_misses)
         out = await cli("watch", run_id)
     assert looks[:2] == [False, True], looks
