@@ -31,7 +31,7 @@ from blockbatch.core.planning import (
 )
 from blockbatch.core.policy import oversized_message
 from blockbatch.core.prompt import fixed_prompt_tokens, strict_fits
-from blockbatch.core.providers import provider_info
+from blockbatch.core.providers import CLAUDE_API, Route, provider_info, wire_model
 from blockbatch.core.registry import ModelInfo, scaled_tokens
 from blockbatch.core.schema import SchemaSpec
 
@@ -58,6 +58,14 @@ class RunContext:
             update={"model": model.id, "effort": None, "provider_model": None}
         )
         return dataclasses.replace(self, options=options, model=model)
+
+    @cached_property
+    def route(self) -> Route:
+        """Where the run's calls go: its provider, and its model as the provider knows it."""
+        provider = self.options.provider
+        if provider == CLAUDE_API.provider:
+            return CLAUDE_API
+        return Route(provider, wire_model(provider, self.model.id, self.options.provider_model))
 
     @cached_property
     def shape(self) -> CallShape:

@@ -320,8 +320,27 @@ def wire_request(request: dict[str, Any], provider: str, wire_model: str | None)
 
 def wire_model(provider: str, model_id: str, provider_model: str | None) -> str:
     """The id ``provider`` is sent for the registry's ``model_id``: the run's
-    ``provider_model`` when it names this model's, else the provider's rule
-    (:func:`resolve_model`; a Foundry deployment is taken to be named after its model)."""
+    ``provider_model`` when it has one (the provider's name for the run's model), else
+    the provider's rule: ``anthropic.<id>`` on Bedrock, the id itself elsewhere (a Foundry
+    deployment named after its model, Foundry's default)."""
     if provider_model:
         return provider_model
-    return resolve_model(provider, model_id)[1]
+    if provider == "bedrock" and not _BEDROCK_ID.match(model_id):
+        return f"anthropic.{model_id}"
+    return model_id
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where one call goes: the provider, and the model as the provider knows it."""
+
+    provider: ProviderName = DEFAULT_PROVIDER
+    wire_model: str | None = None
+
+    def request(self, request: dict[str, Any]) -> dict[str, Any]:
+        """``request`` as this route sends it (:func:`wire_request`)."""
+        return wire_request(request, self.provider, self.wire_model)
+
+
+#: The Claude API, the request as built.
+CLAUDE_API = Route()
