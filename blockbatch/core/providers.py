@@ -301,10 +301,11 @@ def resolve_model(
     return _known(name, info, name), name
 
 
-def wire_request(request: dict[str, Any], provider: str, wire_model: str | None) -> dict[str, Any]:
-    """``request`` as ``provider`` is sent it: its model named as the provider knows it,
-    and on Bedrock the body version a model before Claude 4.7 takes there
-    (:data:`BEDROCK_LEGACY_VERSION`). The Claude API's request is returned as it is."""
+def wire_request(request: dict[str, Any], provider: str, model: str | None) -> dict[str, Any]:
+    """``request`` as ``provider`` is sent it: its model named as the provider knows it
+    (``model``, else :func:`wire_model`'s rule), and on Bedrock the body version a model
+    before Claude 4.7 takes there (:data:`BEDROCK_LEGACY_VERSION`). The Claude API's
+    request is returned as it is."""
     if provider == DEFAULT_PROVIDER:
         return request
     out = dict(request)
@@ -313,8 +314,7 @@ def wire_request(request: dict[str, Any], provider: str, wire_model: str | None)
             **dict(request.get("extra_body") or {}),
             "anthropic_version": BEDROCK_LEGACY_VERSION,
         }
-    if wire_model:
-        out["model"] = wire_model
+    out["model"] = wire_model(provider, str(request["model"]), model)
     return out
 
 

@@ -112,6 +112,7 @@ def test_wire_request_names_the_providers_model_and_bedrocks_body_version() -> N
     assert "extra_body" not in sent  # Claude 4.7 and later take 2026-10-21 on Bedrock
     older = wire_request({**request, "model": "claude-haiku-4-5"}, "bedrock", None)
     assert older["extra_body"] == {"anthropic_version": BEDROCK_LEGACY_VERSION}
+    assert older["model"] == "anthropic.claude-haiku-4-5"
     assert request["model"] == "claude-haiku-5-5"  # not changed in place
 
 
