@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from blockbatch.core.registry import ModelInfo, UnknownModelError, get_model
+from blockbatch.core.registry import ModelInfo, RetiredModelError, UnknownModelError, get_model
 
 ProviderName = Literal["anthropic", "bedrock", "vertex", "aws", "foundry"]
 PROVIDERS: tuple[ProviderName, ...] = get_args(ProviderName)
@@ -251,9 +251,15 @@ _BEDROCK_ID = re.compile(
 _VERTEX_ID = re.compile(r"^(?P<model>[a-z0-9.-]+?)(?:@(?P<version>[0-9]{8}|latest))?$")
 
 
+class ProviderModelError(UnknownModelError):
+    """A model id of another provider's form (a Bedrock id on the Claude API)."""
+
+
 def _known(name: str, provider: ProviderInfo, given: str) -> ModelInfo:
     try:
         return get_model(name)
+    except RetiredModelError:
+        raise
     except UnknownModelError as err:
         raise UnknownModelError(f"{provider.title} model {given!r}: {err}") from None
 
@@ -294,7 +300,7 @@ def resolve_model(
         model = _known(name, info, name)
         return model, name
     if _BEDROCK_ID.match(name) and not name.startswith("claude"):
-        raise UnknownModelError(
+        raise ProviderModelError(
             f"{name!r} is an Amazon Bedrock model id: run with --provider bedrock, or name "
             f"the model as {info.title} knows it"
         )

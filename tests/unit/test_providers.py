@@ -129,3 +129,53 @@ def test_fallbacks_are_said_for_providers_without_models_api_or_counting() -> No
     text = provider_info("bedrock").fallbacks_text() or ""
     assert "no Models API" in text and "estimated locally" in text
     assert "token counting" not in (provider_info("vertex").fallbacks_text() or "")
+
+
+RUN = ["run", "doc.md", "--schema", "s.json"]
+
+
+def test_run_provider_keeps_the_registry_model_and_the_providers_id() -> None:
+    from blockbatch.cli.commands import build_parser
+    from blockbatch.cli.run import _options
+
+    args = build_parser().parse_args(
+        [*RUN, "--provider", "bedrock", "--model", "us.anthropic.claude-haiku-5-5"]
+    )
+    options = _options(args)
+    assert (options.provider, options.model) == ("bedrock", "claude-haiku-5-5")
+    assert options.provider_model == "us.anthropic.claude-haiku-5-5"
+    # The provider's default id is not kept: the sender derives it.
+    plain = _options(build_parser().parse_args([*RUN, "--provider", "vertex"]))
+    assert (plain.provider, plain.provider_model) == ("vertex", None)
+    assert _options(build_parser().parse_args(RUN)).provider == "anthropic"
+
+
+def test_run_provider_foundry_deployment_from_settings() -> None:
+    from blockbatch.cli.commands import build_parser
+    from blockbatch.cli.run import _options
+    from blockbatch.runtime.settings import Settings
+
+    settings = Settings(blockbatch_foundry_deployments={"team-haiku": "claude-haiku-5-5"})
+    args = build_parser().parse_args([*RUN, "--provider", "foundry", "--model", "team-haiku"])
+    options = _options(args, settings)
+    assert (options.model, options.provider_model) == ("claude-haiku-5-5", "team-haiku")
+
+
+def test_run_provider_batch_is_refused_before_anything_starts() -> None:
+    from blockbatch.cli.commands import build_parser
+    from blockbatch.cli.run import _options
+
+    from blockbatch.api.errors import BAD_INPUT
+
+    args = build_parser().parse_args([*RUN, "--provider", "vertex", "--mode", "batch"])
+    with pytest.raises(BAD_INPUT, match="^--mode batch is not available on Google Vertex AI"):
+        _options(args)
+
+
+def test_a_retired_model_stays_retired_on_every_provider() -> None:
+    from blockbatch.core.registry import RETIRED, RetiredModelError
+
+    retired = next(iter(RETIRED))
+    for provider in PROVIDERS:
+        with pytest.raises(RetiredModelError):
+            resolve_model(provider, retired)
