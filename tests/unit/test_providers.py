@@ -162,13 +162,12 @@ def test_run_provider_foundry_deployment_from_settings() -> None:
 
 
 def test_run_provider_batch_is_refused_before_anything_starts() -> None:
+    from blockbatch.api.errors import BAD_INPUT
     from blockbatch.cli.commands import build_parser
     from blockbatch.cli.run import _options
 
-    from blockbatch.api.errors import BAD_INPUT
-
     args = build_parser().parse_args([*RUN, "--provider", "vertex", "--mode", "batch"])
-    with pytest.raises(BAD_INPUT, match="^--mode batch is not available on Google Vertex AI"):
+    with pytest.raises(BAD_INPUT, match=r"^--mode batch is not available on Google Vertex AI"):
         _options(args)
 
 
