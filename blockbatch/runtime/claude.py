@@ -19,7 +19,9 @@ from the environment). The variables per provider: ``docs/providers.md``.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from activities.sdk import anthropic
@@ -83,6 +85,7 @@ def provider_client(
     info = provider_info(provider)
     if info.name == "anthropic":
         return anthropic_client(settings, timeout_s=timeout_s, max_retries=max_retries)
+    _redact_sdk_debug_log()
     timeout = settings.anthropic_timeout_s if timeout_s is None else timeout_s
     try:
         if info.name == "bedrock":
@@ -124,3 +127,43 @@ def _needs(key_variable: str | None, module: str, extra: str, what: str) -> None
         f"{what} needs the {module} package, which is not installed: {key}install "
         f"blockbatch[{extra}] (pip install 'blockbatch[{extra}]')"
     )
+
+
+#: Request headers that carry a credential on some platform (Foundry's ``api-key``).
+_SECRET_HEADERS = frozenset({"x-api-key", "api-key", "authorization", "x-amz-security-token"})
+
+
+class _RedactAuthHeaders(logging.Filter):
+    """Blank the credential headers of the SDK's ``Request options`` debug line: Foundry's
+    client puts its key into each request's options (``lib/foundry.py``
+    ``_prepare_options``), which the SDK logs at DEBUG (``ANTHROPIC_LOG=debug``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, Mapping):
+            record.args = _redacted(args)
+        elif isinstance(args, tuple) and args and isinstance(args[0], Mapping):
+            record.args = (_redacted(args[0]), *args[1:])
+        return True
+
+
+def _redacted(options: Mapping[str, object]) -> dict[str, object]:
+    headers = options.get("headers")
+    if not isinstance(headers, Mapping):
+        return dict(options)
+    return {
+        **options,
+        "headers": {
+            k: "<redacted>" if str(k).lower() in _SECRET_HEADERS else v for k, v in headers.items()
+        },
+    }
+
+
+_REDACTOR = _RedactAuthHeaders()
+
+
+def _redact_sdk_debug_log() -> None:
+    """Install the redaction on the SDK's request log, once per process."""
+    sdk_log = logging.getLogger("anthropic._base_client")
+    if _REDACTOR not in sdk_log.filters:
+        sdk_log.addFilter(_REDACTOR)

@@ -5,6 +5,7 @@ it (``blockbatch.runtime.claude.provider_client``) and its sender
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 
 import pytest
@@ -167,3 +168,19 @@ def test_a_provider_without_its_settings_says_what_to_set(
         provider_client(settings(), "vertex")
     with pytest.raises(ProviderUnavailable, match="blockbatch\\[vertex\\]"):
         provider_client(Settings(), "vertex")
+
+
+async def test_no_platform_credential_in_the_sdks_debug_log(
+    sim: SimulatorServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Foundry's client puts its key into each request's options, which the SDK logs.
+    platform_env(monkeypatch, sim.base_url)
+    caplog.set_level(logging.DEBUG)
+    sender = AnthropicSender(anthropic_client(settings()), lambda p: provider_client(settings(), p))
+    try:
+        for provider in ROUTES:
+            await sender.send(pack_params(BLOCKS, model="claude-haiku-5-5"), Route(provider))  # type: ignore[arg-type]
+    finally:
+        await sender.close()
+    assert "Request options" in caplog.text
+    assert KEY not in caplog.text
