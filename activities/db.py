@@ -115,7 +115,12 @@ class DbActivities:
                 route = (await cached_run_context(conn, run_id)).route
         except NotFound:  # plan_run says so
             return await client_endpoint(self.llm)
-        return await self.sender.endpoint(route)
+        try:
+            return await self.sender.endpoint(route)
+        except ApplicationError:
+            # This worker cannot open the run's provider: nothing is reused, and the run's
+            # first call says what to set.
+            return None
 
     @activity.defn
     async def plan_run(self, inp: PlanRunInput) -> PlanRunOutput:

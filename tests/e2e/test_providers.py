@@ -11,6 +11,7 @@ any table, the logs, or the command's output.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 from pathlib import Path
@@ -18,11 +19,13 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
+from blockbatch.core.models import RunOptions
 from blockbatch.core.providers import provider_info
 from blockbatch.runtime.claude import anthropic_client, provider_client
 from blockbatch.runtime.temporal import build_worker
 from tests.conftest import Stack
 from tests.e2e.test_secrets import every_row, histories, leaks
+from tests.helpers import extract_schema, markdown_doc
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
@@ -139,3 +142,36 @@ async def test_the_demo_runs_on_each_provider_through_its_sdk_client(
     assert provider in tables["runs"]  # the run keeps its provider, not its credential
     assert not leaks(caplog.text, key, token)
     assert not leaks(run.out + run.err, key, token)
+
+
+async def test_a_worker_without_the_providers_settings_ends_the_run_saying_what_to_set(
+    bbstack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = bbstack
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", "platform-SECRET-unused")
+    doc = await s.bb.ingest_bytes(markdown_doc(6), name="doc.md", fmt="markdown")
+    schema_id = await s.bb.add_schema(extract_schema(50))
+    worker = build_worker(
+        s.client,
+        s.task_queue,
+        s.pool,
+        anthropic_client(s.settings),
+        open_client=lambda p: provider_client(s.settings, p),
+    )
+    async with worker:
+        run_id = await s.bb.start_run(doc, schema_id, RunOptions(provider="bedrock"))
+        result = await asyncio.wait_for(s.bb.wait(run_id), 150)
+    assert result.status == "failed" and result.blocks_ai_complete == 0
+    said = (
+        (result.error or "")
+        + " "
+        + " ".join(
+            r["last_error"] or ""
+            for r in await s.pool.fetch("select last_error from overlays where run_id = $1", run_id)
+        )
+    )
+    assert "cannot call Amazon Bedrock" in said and "AWS_REGION" in said, result
+    assert "platform-SECRET-unused" not in said
+    assert s.sim.stats()["requests"].get("POST /model/{model_id}/invoke") is None
