@@ -178,3 +178,17 @@ def test_a_retired_model_stays_retired_on_every_provider() -> None:
     for provider in PROVIDERS:
         with pytest.raises(RetiredModelError):
             resolve_model(provider, retired)
+
+
+def test_an_endpoint_names_its_provider_and_reads_back_from_the_ledger() -> None:
+    from blockbatch.core.endpoint import endpoint_of, parse_label
+
+    bedrock = endpoint_of(
+        "https://bedrock-runtime.us-east-1.amazonaws.com", simulated=False, provider="bedrock"
+    )
+    assert bedrock.text() == "Amazon Bedrock at bedrock-runtime.us-east-1.amazonaws.com"
+    assert parse_label(bedrock.label()) == bedrock.model_copy(update={"key_sha256": None})
+    # Reuse keys on (provider, host): Bedrock's answers are not the Claude API's.
+    api = endpoint_of(None, simulated=False)
+    assert (api.provider, api.host) != (bedrock.provider, bedrock.host)
+    assert endpoint_of("http://127.0.0.1:8765", simulated=True, provider="vertex").simulated
