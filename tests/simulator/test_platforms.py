@@ -184,3 +184,29 @@ async def test_no_platform_credential_in_the_sdks_debug_log(
         await sender.close()
     assert "Request options" in caplog.text
     assert KEY not in caplog.text
+
+
+async def test_check_says_the_provider_answers_and_never_prints_the_credential(
+    sim: SimulatorServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from blockbatch.cli import amain
+
+    platform_env(monkeypatch, sim.base_url)
+    argv = ["check", "--provider", "bedrock", "--model", "us.anthropic.claude-haiku-5-5"]
+    assert await amain(argv, settings=settings()) == 0
+    out, err = capsys.readouterr()
+    assert "AWS_BEARER_TOKEN_BEDROCK" in out and "AWS_REGION" in out  # names, set here
+    assert "model us.anthropic.claude-haiku-5-5 (claude-haiku-5-5) answered" in out
+    assert "(SIMULATED)" in out and "no Models API" in err
+    assert sim.state.stats.requests["POST /model/{model_id}/invoke"] == {"200": 1}
+    assert KEY not in out + err
+
+    monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", "another-key")
+    assert await amain([*argv, "--json"], settings=settings()) == 4
+    out, err = capsys.readouterr()
+    assert "credentials were refused" in err and "another-key" not in out + err
+
+    monkeypatch.delenv("AWS_REGION")
+    assert await amain(argv, settings=settings()) == 4
+    out, err = capsys.readouterr()
+    assert "settings: cannot open the Amazon Bedrock client" in err and "AWS_REGION" in err
