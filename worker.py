@@ -15,7 +15,7 @@ import signal
 
 from temporalio.client import Client
 
-from blockbatch.runtime.claude import anthropic_client
+from blockbatch.runtime.claude import anthropic_client, provider_client
 from blockbatch.runtime.endpoint import announced
 from blockbatch.runtime.metrics import MetricsUnavailable, metrics_runtime
 from blockbatch.runtime.process import exit_process
@@ -65,6 +65,9 @@ async def main(settings: Settings | None = None, client: Client | None = None) -
             max_concurrent_activities=settings.worker_max_concurrent_activities,
             max_concurrent_workflow_tasks=settings.worker_max_concurrent_workflow_tasks,
             deployment=deployment,
+            # A run on another provider (docs/providers.md): its client, with this
+            # worker's environment, opened at the run's first call.
+            open_client=lambda provider: provider_client(settings, provider),
         )
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()

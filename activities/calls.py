@@ -38,6 +38,7 @@ from blockbatch.core.context import RunContext
 from blockbatch.core.models import CallFacts, CallModelOutput, LimiterNote
 from blockbatch.core.planning import Pack
 from blockbatch.core.prompt import request_prefix
+from blockbatch.core.providers import CLAUDE_API, Route
 from blockbatch.core.quality import PROBE_ATTEMPTS
 from blockbatch.core.ratelimit import Need
 from blockbatch.core.registry import Usage, cost_usd
@@ -154,7 +155,7 @@ class CallPath:
                         est_output_tokens=est_output_tokens,
                         block_aliases=block_aliases,
                         worst_case_usd=worst_case_usd,
-                        endpoint=await self.sender.endpoint(),
+                        endpoint=await self.sender.endpoint(ctx.route),
                     )
             except ledger.OverBudget as over:
                 # Open calls hold the room this one needs; they usually cost far less than
@@ -182,7 +183,7 @@ class CallPath:
             reservation, waited, binding = await self._reserve(ctx, need, status)
             started = time.monotonic()
             try:
-                sent = await self.sender.send(request)
+                sent = await self.sender.send(request, ctx.route)
             except NotSent as failed:
                 error = failed.error
                 if failed.answered:
@@ -369,12 +370,14 @@ class CallPath:
             error=error,
         )
 
-    async def unreachable(self, run_id: str, error: ClaudeError) -> str | None:
+    async def unreachable(
+        self, run_id: str, error: ClaudeError, route: Route = CLAUDE_API
+    ) -> str | None:
         """``host: cause`` when ``error`` reached no server and this worker's endpoint never
         answered the run (the run then ends ``unreachable``: blockbatch/core/outage.py)."""
         if not is_unreachable(error):
             return None
-        endpoint = await self.sender.endpoint()
+        endpoint = await self.sender.endpoint(route)
         async with self.pool.acquire() as conn:
             if await ledger.endpoint_answered(conn, run_id, endpoint.host):
                 return None

@@ -17,9 +17,11 @@ from temporalio.exceptions import ApplicationError
 from activities.batches.rounds import enqueue
 from activities.endpoint import client_endpoint
 from activities.sdk import anthropic
+from activities.sender import Sender
 from blockbatch.core.batching import PackAttempt
 from blockbatch.core.blocks import is_set_aside
 from blockbatch.core.context import RunContext
+from blockbatch.core.endpoint import Endpoint
 from blockbatch.core.models import (
     ACTIVE_STATUSES,
     ApplyResultsInput,
@@ -66,6 +68,7 @@ from blockbatch.store import (
     runs,
     splits,
 )
+from blockbatch.store.repo import NotFound
 from blockbatch.store.runs import PlanState, cached_run_context
 
 #: A run plans from earlier runs of its schema on its model once they answered this many
@@ -89,9 +92,35 @@ class DbActivities:
     whose earlier answers ``plan_run`` may reuse. Without one, no answer is reused.
     """
 
-    def __init__(self, pool: asyncpg.Pool, llm: anthropic.AsyncAnthropic | None = None) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        llm: anthropic.AsyncAnthropic | None = None,
+        sender: Sender | None = None,
+    ) -> None:
+        """``sender``: the worker's sender, which knows each provider's endpoint; a run on
+        another provider reuses only that provider's answers. ``None``: ``llm``'s."""
         self.pool = pool
         self.llm = llm
+        self.sender = sender
+
+    async def _endpoint(self, run_id: str) -> Endpoint | None:
+        """The endpoint that answers ``run_id``'s calls on this worker."""
+        if self.llm is None:
+            return None
+        if self.sender is None:
+            return await client_endpoint(self.llm)
+        try:
+            async with self.pool.acquire() as conn:
+                route = (await cached_run_context(conn, run_id)).route
+        except NotFound:  # plan_run says so
+            return await client_endpoint(self.llm)
+        try:
+            return await self.sender.endpoint(route)
+        except ApplicationError:
+            # This worker cannot open the run's provider: nothing is reused, and the run's
+            # first call says what to set.
+            return None
 
     @activity.defn
     async def plan_run(self, inp: PlanRunInput) -> PlanRunOutput:
@@ -106,7 +135,7 @@ class DbActivities:
         whose key an earlier block of this run has is in no pack: it takes that block's
         outcome when it lands (``same_as``), so duplicate content is asked once.
         """
-        endpoint = await client_endpoint(self.llm) if self.llm is not None else None
+        endpoint = await self._endpoint(inp.run_id)
         async with self.pool.acquire() as conn, conn.transaction():
             state = await runs.lock_for_planning(conn, inp.run_id)
             if state is None:

@@ -33,7 +33,7 @@ from activities.calls import CallPath, answered, patiently
 from activities.errors import API_UNAVAILABLE, RETRYABLE
 from activities.limiter import FleetLimiter
 from activities.sdk import anthropic
-from activities.sender import AnthropicSender, NotSent
+from activities.sender import AnthropicSender, NotSent, OpenClient
 from activities.shared import PerRun, origin
 from blockbatch.core.agreement import compare_answers
 from blockbatch.core.budget import (
@@ -92,10 +92,13 @@ class LlmActivities:
         pool: asyncpg.Pool,
         client: anthropic.AsyncAnthropic,
         limiter: FleetLimiter | None = None,
+        open_client: OpenClient | None = None,
     ) -> None:
+        """``open_client``: opens another provider's client for runs that name one
+        (``blockbatch.runtime.claude.provider_client``); ``None``: the Claude API only."""
         self.pool = pool
-        #: The ledger-first path every call takes; the Anthropic API sends.
-        self.calls = CallPath(pool, AnthropicSender(client), limiter)
+        #: The ledger-first path every call takes; the run's provider sends.
+        self.calls = CallPath(pool, AnthropicSender(client, open_client), limiter)
         #: Per run: what its answers wrote per estimated output token.
         self._observed: PerRun[ledger.Observed] = PerRun()
 
@@ -139,7 +142,7 @@ class LlmActivities:
                     request=request,
                     origin=origin(),
                     worst_case_usd=probe_worst_case(ctx),
-                    endpoint=await self.calls.sender.endpoint(),
+                    endpoint=await self.calls.sender.endpoint(ctx.route),
                 )
             except ledger.OverBudget as over:
                 return ProbeApiOutput(
@@ -151,7 +154,7 @@ class LlmActivities:
             return ProbeApiOutput(up=False, message="run is no longer active")
         started = time.monotonic()
         try:
-            sent = await self.calls.sender.send(request)
+            sent = await self.calls.sender.send(request, ctx.route)
         except NotSent as failed:
             error = failed.error
             await self.calls.finish_failed(
@@ -162,7 +165,7 @@ class LlmActivities:
                 message=error.describe(),
                 call_id=call_id,
                 call=CallFacts(status="failed", api_error=True, http_status=error.status),
-                unreachable=await self.calls.unreachable(inp.run_id, error),
+                unreachable=await self.calls.unreachable(inp.run_id, error, ctx.route),
             )
         answer = await self.calls.record_answer(
             ctx, call_id, sent.message, sent.request_id, started

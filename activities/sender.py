@@ -4,22 +4,34 @@
 records; only the send itself knows the provider. A provider is a :class:`Sender`: it
 sends one Messages request and hands back the answer as JSON with its response headers,
 or raises :class:`NotSent` carrying the error classified (``blockbatch.core.claude_errors``)
-and what the ledger records of it. :class:`AnthropicSender` is the Anthropic API's, through
-the anthropic SDK; the next providers (Bedrock, Vertex) are senders beside it.
+and what the ledger records of it. :class:`AnthropicSender` sends through the anthropic
+SDK: to the Claude API with the worker's client, and to another provider (Bedrock, Vertex,
+Claude Platform on AWS, Foundry: ``blockbatch/core/providers.py``) with that provider's
+SDK client, opened on the first call of a run that names it and kept for the worker's
+life. Each call says where it goes (a :class:`~blockbatch.core.providers.Route`: the
+run's provider and its model as the provider knows it); the Claude API's request is sent
+exactly as built.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from activities.endpoint import client_endpoint
+from temporalio.exceptions import ApplicationError
+
+from activities.endpoint import ASK_TIMEOUT_S, client_endpoint
 from activities.errors import from_api_error
 from activities.sdk import anthropic
 from blockbatch.core.claude_errors import ClaudeError
-from blockbatch.core.endpoint import Endpoint
+from blockbatch.core.endpoint import SIMULATOR_HEADER, Endpoint, endpoint_of
 from blockbatch.core.prompt import needs_streaming
+from blockbatch.core.providers import CLAUDE_API, ProviderName, Route, provider_info
+
+#: Opens a provider's client (``blockbatch.runtime.claude.provider_client`` with the
+#: worker's settings); raises ``RuntimeError`` or ``ValueError`` saying what to set.
+OpenClient = Callable[[str], Any]
 
 
 @dataclass(frozen=True)
@@ -67,34 +79,84 @@ class NotSent(Exception):
 class Sender(Protocol):
     """Sends one Messages request to a provider."""
 
-    async def send(self, request: dict[str, Any]) -> Sent:
-        """The answer to ``request``.
+    async def send(self, request: dict[str, Any], route: Route = CLAUDE_API) -> Sent:
+        """The answer to ``request``, sent where ``route`` says.
 
         Raises:
             NotSent: no answer, or an error answer.
         """
         ...
 
-    async def endpoint(self) -> Endpoint:
-        """Where the requests go (recorded on each ledger row)."""
+    async def endpoint(self, route: Route = CLAUDE_API) -> Endpoint:
+        """Where ``route``'s requests go (recorded on each ledger row)."""
         ...
 
 
 class AnthropicSender:
-    """The Anthropic API through one anthropic client (``blockbatch.runtime.claude``)."""
+    """Claude through the anthropic SDK: the worker's client for the Claude API
+    (``blockbatch.runtime.claude``), a provider's own client for the others."""
 
-    def __init__(self, client: anthropic.AsyncAnthropic) -> None:
+    def __init__(
+        self, client: anthropic.AsyncAnthropic, open_client: OpenClient | None = None
+    ) -> None:
         self.client = client
+        self._open = open_client
+        self._clients: dict[str, Any] = {}
+        self._endpoints: dict[str, Endpoint] = {}
 
-    async def endpoint(self) -> Endpoint:
-        return await client_endpoint(self.client)
+    def client_for(self, provider: ProviderName) -> Any:
+        """The client that sends ``provider``'s calls, opened once.
 
-    async def send(self, request: dict[str, Any]) -> Sent:
+        Raises:
+            ApplicationError: (not retryable) this worker cannot open it: what to set.
+        """
+        if provider == CLAUDE_API.provider:
+            return self.client
+        client = self._clients.get(provider)
+        if client is None:
+            title = provider_info(provider).title
+            if self._open is None:
+                raise ApplicationError(
+                    f"this worker sends only to the Claude API, not {title}",
+                    type="ProviderUnavailable",
+                    non_retryable=True,
+                )
+            try:
+                client = self._open(provider)
+            except (RuntimeError, ValueError) as err:
+                # What to set on this worker; never a credential (runtime/claude.py).
+                raise ApplicationError(
+                    f"this worker cannot call {title}: {err}",
+                    type="ProviderUnavailable",
+                    non_retryable=True,
+                ) from None
+            self._clients[provider] = client
+        return client
+
+    async def endpoint(self, route: Route = CLAUDE_API) -> Endpoint:
+        if route.provider == CLAUDE_API.provider:
+            return await client_endpoint(self.client)
+        known = self._endpoints.get(route.provider)
+        if known is None:
+            known, answered = await _provider_endpoint(
+                self.client_for(route.provider), route.provider
+            )
+            if answered:
+                self._endpoints[route.provider] = known
+        return known
+
+    async def close(self) -> None:
+        """Close the providers' clients this sender opened (not the worker's own)."""
+        for client in self._clients.values():
+            await client.close()
+        self._clients.clear()
+
+    async def send(self, request: dict[str, Any], route: Route = CLAUDE_API) -> Sent:
         """Send one request. A request whose ``max_tokens`` the SDK would not send without
         streaming (it could run past ten minutes) streams, and its final message is the
         answer, with the stream's headers."""
         try:
-            message, headers = await self._call(request)
+            message, headers = await self._call(request, route)
         except anthropic.APIStatusError as err:
             raise NotSent(
                 from_api_error(err),
@@ -111,11 +173,37 @@ class AnthropicSender:
             ) from None
         return Sent(message, headers)
 
-    async def _call(self, request: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    async def _call(self, request: dict[str, Any], route: Route) -> tuple[dict[str, Any], Any]:
+        # The SDK's streaming rule is the registry model's, whatever the provider calls it.
         limit = anthropic._constants.MODEL_NONSTREAMING_TOKENS.get(request["model"])
+        client = self.client_for(route.provider)
+        wire = route.request(request)
         if needs_streaming(request["max_tokens"], limit):
-            async with self.client.messages.stream(**request) as stream:
+            async with client.messages.stream(**wire) as stream:
                 final = await stream.get_final_message()
                 return final.model_dump(mode="json"), stream.response.headers
-        raw = await self.client.messages.with_raw_response.create(**request)
+        raw = await client.messages.with_raw_response.create(**wire)
         return (await raw.parse()).model_dump(mode="json"), raw.headers
+
+
+async def _provider_endpoint(client: Any, provider: ProviderName) -> tuple[Endpoint, bool]:
+    """Who answers a provider's client, and whether it answered at all: one GET of
+    ``/v1/models`` under its base URL, which costs nothing and which the simulator answers
+    (whatever its status) with :data:`SIMULATOR_HEADER`; a platform without a Models API
+    answers it with an error, which is an answer too."""
+    import httpx2  # the SDK's HTTP client, loaded with it
+
+    simulated, answered = False, True
+    try:
+        response = await client.get(
+            "/v1/models",
+            cast_to=httpx2.Response,
+            options={"params": {"limit": 1}, "timeout": ASK_TIMEOUT_S, "max_retries": 0},
+        )
+        simulated = SIMULATOR_HEADER in response.headers
+    except anthropic.APIStatusError as err:
+        simulated = SIMULATOR_HEADER in err.response.headers
+    except anthropic.APIConnectionError:
+        answered = False
+    endpoint = endpoint_of(str(client.base_url), simulated=simulated, provider=provider)
+    return endpoint, answered

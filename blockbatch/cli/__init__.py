@@ -66,6 +66,7 @@ COMMANDS = {
     "retry": "run",
     "escalate": "run",
     "status": "inspect",
+    "check": "check",
     "list": "inspect",
     "calls": "inspect",
     "review": "review",

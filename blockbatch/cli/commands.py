@@ -8,6 +8,7 @@ import argparse
 from collections.abc import Callable
 
 from blockbatch.cli.calibrate import add_calibrate_parser
+from blockbatch.cli.check import add_check_parser
 from blockbatch.cli.inspect import (
     add_calls_parser,
     add_limits_parser,
@@ -55,6 +56,7 @@ def _adders() -> list[Callable[[Subparsers], object]]:
         add_export_parser,
         add_calls_parser,
         add_serve_parser,
+        add_check_parser,
     ]
 
 

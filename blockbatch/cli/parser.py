@@ -146,6 +146,7 @@ MODEL = FieldOption(
 EFFORT = FieldOption("--effort", RunOptions, "effort")
 PACK_SIZE = FieldOption("--pack-size", RunOptions, "pack_size", metavar="N")
 MODE = FieldOption("--mode", RunOptions, "mode")
+PROVIDER = FieldOption("--provider", RunOptions, "provider")
 PROBE_MODEL = FieldOption("--probe-model", QualityOptions, "probe_model", metavar="MODEL")
 MAX_COST = FieldOption("--max-cost", RunOptions, "max_cost_usd", metavar="USD", convert=budget_usd)
 MAX_ROWS = FieldOption("--max-rows", StreamTriggers, "max_rows", metavar="N")
@@ -180,6 +181,7 @@ FIELD_OPTIONS = (
     EFFORT,
     PACK_SIZE,
     MODE,
+    PROVIDER,
     PROBE_MODEL,
     MAX_COST,
     MAX_PAUSE,
@@ -262,7 +264,7 @@ def add_run_inputs(p: argparse.ArgumentParser, listed_in: str) -> None:
         action="store_true",
         help="PPTX: each slide's speaker notes as a block of their own",
     )
-    for option in (EFFORT, PACK_SIZE, MODE, PROBE_MODEL):
+    for option in (EFFORT, PACK_SIZE, MODE, PROVIDER, PROBE_MODEL):
         add_field_option(p, option)
     p.add_argument(
         "--include-boilerplate",

@@ -10,10 +10,11 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
 from temporalio.service import RPCError
 
 from blockbatch.api import Blockbatch, RunInfo, as_schema
-from blockbatch.api.errors import ModelRetiring, StackUnavailable, TemporalUnavailable
+from blockbatch.api.errors import BadRequest, ModelRetiring, StackUnavailable, TemporalUnavailable
 from blockbatch.api.inputs import with_schema_model
 from blockbatch.api.quote import read_document
 from blockbatch.cli.follow import follow, follow_escalation, report, say_detached
@@ -25,6 +26,7 @@ from blockbatch.cli.parser import (
     MAX_PAUSE,
     MODE,
     PACK_SIZE,
+    PROVIDER,
     SECOND_PACK_SIZE,
     SEE_TOP,
     SETTABLE,
@@ -42,23 +44,42 @@ from blockbatch.cli.session import Session
 from blockbatch.core.commands import PROG
 from blockbatch.core.ingest import parse_records
 from blockbatch.core.models import RunOptions
+from blockbatch.core.providers import (
+    DEFAULT_PROVIDER,
+    ProviderModelError,
+    provider_info,
+    resolve_model,
+    wire_model,
+)
 from blockbatch.core.reasons import REASONS, counts_text
-from blockbatch.core.registry import RetiredModelError, UnknownModelError, get_model
+from blockbatch.core.registry import RetiredModelError, UnknownModelError
 from blockbatch.report import run_links
 from blockbatch.runtime.settings import Settings
 
 
-def _options(args: argparse.Namespace) -> RunOptions:
-    """The run's options: its own options' values, then each ``--set KEY=VALUE``."""
+def _options(args: argparse.Namespace, settings: Settings | None = None) -> RunOptions:
+    """The run's options: its own options' values, then each ``--set KEY=VALUE``.
+
+    On another provider (``--provider``), ``--model`` may be the provider's own id (a
+    Bedrock id or inference profile, a Vertex id, a Foundry deployment named in
+    ``BLOCKBATCH_FOUNDRY_DEPLOYMENTS``): the run keeps the registry's model and that id.
+    """
     fields: dict[str, object] = {
         option.field: getattr(args, option.dest)
-        for option in (EFFORT, PACK_SIZE, MODE, MAX_COST)
+        for option in (EFFORT, PACK_SIZE, MODE, PROVIDER, MAX_COST)
         if hasattr(args, option.dest)  # `estimate` has no budget
     }
-    if args.model:
+    provider = str(fields.get("provider") or DEFAULT_PROVIDER)
+    if args.model and provider != DEFAULT_PROVIDER:
+        deployments = settings.blockbatch_foundry_deployments if settings else {}
+        model, wire = resolve_model(provider, args.model, deployments)
+        fields["model"] = model.id
+        if wire != wire_model(provider, model.id, None):
+            fields["provider_model"] = wire
+    elif args.model:
         try:
-            fields["model"] = get_model(args.model).id
-        except RetiredModelError:
+            fields["model"] = resolve_model(provider, args.model)[0].id
+        except (RetiredModelError, ProviderModelError):
             raise
         except UnknownModelError:
             # Not in the registry: it may be a model the Models API describes and
@@ -73,7 +94,12 @@ def _options(args: argparse.Namespace) -> RunOptions:
     if max_pause != MAX_PAUSE.cli_default:  # `estimate` has none
         fields["outage"] = {MAX_PAUSE.field: max_pause}
     apply_settings(fields, args.settings)
-    return RunOptions.model_validate(fields)
+    try:
+        return RunOptions.model_validate(fields)
+    except ValidationError as err:  # the options together (batch mode on a provider)
+        raise BadRequest(
+            "; ".join(e["msg"].removeprefix("Value error, ") for e in err.errors())
+        ) from None
 
 
 async def check_claude(settings: Settings) -> None:
@@ -103,13 +129,13 @@ async def check_claude(settings: Settings) -> None:
 
 async def cmd_estimate(args: argparse.Namespace, s: Session) -> int:
     return await show_quote(
-        args, s, _options(args), count=not args.no_count, history=not args.no_history
+        args, s, _options(args, s.settings), count=not args.no_count, history=not args.no_history
     )
 
 
 async def cmd_run(args: argparse.Namespace, s: Session) -> int:
     if args.dry_run:
-        return await show_quote(args, s, _options(args))
+        return await show_quote(args, s, _options(args, s.settings))
     # Everything a user can get wrong is checked before anything is written.
     path = Path(args.file)
     data, _, fmt = read_document(path, fmt=args.format)
@@ -130,9 +156,13 @@ async def cmd_run(args: argparse.Namespace, s: Session) -> int:
     spec = as_schema(Path(args.schema))
     for notice in spec.notices:
         s.con.note(f"note: {notice}")
-    options = _options(args)
+    options = _options(args, s.settings)
     bb = await s.bb()
-    await check_claude(s.settings)
+    provider = provider_info(options.provider)
+    if provider.name == DEFAULT_PROVIDER:
+        await check_claude(s.settings)
+    elif (fallbacks := provider.fallbacks_text()) is not None:
+        s.con.note(f"note: {fallbacks}")
     # A retired model is refused before the document or the schema is stored.
     await bb.run_model(with_schema_model(options, spec.prompt_config.model).model)
     escalate_to = getattr(args, "escalate_to", None)

@@ -31,6 +31,7 @@ from blockbatch.core.planning import (
 )
 from blockbatch.core.policy import oversized_message
 from blockbatch.core.prompt import fixed_prompt_tokens, strict_fits
+from blockbatch.core.providers import CLAUDE_API, Route, provider_info, wire_model
 from blockbatch.core.registry import ModelInfo, scaled_tokens
 from blockbatch.core.schema import SchemaSpec
 
@@ -51,13 +52,26 @@ class RunContext:
         effort (the quality probe's ``probe_model``): its shape, limits and prices follow."""
         if model.id == self.model.id:
             return self
-        options = self.options.model_copy(update={"model": model.id, "effort": None})
+        # The provider's name for the run's model is not this model's (a Bedrock id, a
+        # Foundry deployment): the sender maps this one by the provider's rules.
+        options = self.options.model_copy(
+            update={"model": model.id, "effort": None, "provider_model": None}
+        )
         return dataclasses.replace(self, options=options, model=model)
+
+    @cached_property
+    def route(self) -> Route:
+        """Where the run's calls go: its provider, and its model as the provider knows it."""
+        provider = self.options.provider
+        if provider == CLAUDE_API.provider:
+            return CLAUDE_API
+        return Route(provider, wire_model(provider, self.model.id, self.options.provider_model))
 
     @cached_property
     def shape(self) -> CallShape:
         """How every call of the run asks for its answer: channel, thinking, effort."""
-        return call_shape(self.model, self.options.effort, strict_fits=strict_fits(self.spec))
+        model = provider_info(self.options.provider).shaped(self.model)
+        return call_shape(model, self.options.effort, strict_fits=strict_fits(self.spec))
 
     @cached_property
     def fixed_prompt_tokens(self) -> int:

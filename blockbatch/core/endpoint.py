@@ -27,6 +27,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
+from blockbatch.core.providers import PROVIDERS, ProviderName, provider_info
+
 #: The response header the simulator adds to every answer; the Claude API never sends it.
 SIMULATOR_HEADER = "x-blockbatch-simulator"
 #: Anthropic's own API hosts: calls to them record no ``endpoint_host``.
@@ -36,7 +38,9 @@ DEFAULT_BASE_URL = "https://api.anthropic.com"
 #: Hex characters of a key's SHA-256 kept to tell keys apart (not enough to find one).
 KEY_DIGEST_CHARS = 12
 
-Provider = Literal["anthropic", "simulator"]
+#: Who answered: a provider (``anthropic``: the Claude API; ``bedrock``, ``vertex``, ``aws``,
+#: ``foundry``: blockbatch/core/providers.py) or the simulator, whichever wire it spoke.
+Provider = Literal[ProviderName, "simulator"]
 
 
 def endpoint_host(base_url: str | None) -> str | None:
@@ -60,8 +64,8 @@ class Endpoint(BaseModel):
     """Who answers a worker's Claude calls, without secrets.
 
     Attributes:
-        provider: ``anthropic`` (the Claude API, directly or through a gateway) or
-            ``simulator``.
+        provider: ``anthropic`` (the Claude API, directly or through a gateway), another
+            provider (``bedrock`` ...) or ``simulator``.
         host: the base URL's ``host[:port]`` when it is not Anthropic's own API.
         key_sha256: :func:`key_digest` of the API key (``None``: no key set).
     """
@@ -79,6 +83,9 @@ class Endpoint(BaseModel):
         gateway.example.com``."""
         if self.simulated:
             return f"the simulator at {self.host}" if self.host else "the simulator"
+        if self.provider != "anthropic":
+            title = provider_info(self.provider).title
+            return f"{title} at {self.host}" if self.host else title
         return f"the Claude API via {self.host}" if self.host else "the Claude API"
 
     def label(self) -> str:
@@ -86,11 +93,17 @@ class Endpoint(BaseModel):
         return f"{self.provider} {self.host}" if self.host else self.provider
 
 
-def endpoint_of(base_url: str | None, *, simulated: bool, api_key: str | None = None) -> Endpoint:
-    """The endpoint of a client with this base URL and key; ``simulated``: its answers
-    carry :data:`SIMULATOR_HEADER`."""
+def endpoint_of(
+    base_url: str | None,
+    *,
+    simulated: bool,
+    api_key: str | None = None,
+    provider: ProviderName = "anthropic",
+) -> Endpoint:
+    """The endpoint of a ``provider``'s client with this base URL and key; ``simulated``:
+    its answers carry :data:`SIMULATOR_HEADER`."""
     return Endpoint(
-        provider="simulator" if simulated else "anthropic",
+        provider="simulator" if simulated else provider,
         host=endpoint_host(base_url),
         key_sha256=key_digest(api_key),
     )
@@ -110,9 +123,12 @@ def answering(workers: Sequence[Endpoint]) -> Endpoint | None:
 def parse_label(label: str) -> Endpoint:
     """An :meth:`Endpoint.label` read back (a run's endpoints, as the ledger has them)."""
     provider, _, host = label.partition(" ")
-    return Endpoint(
-        provider="simulator" if provider == "simulator" else "anthropic", host=host or None
+    known: Provider = (
+        provider  # type: ignore[assignment]
+        if provider == "simulator" or provider in PROVIDERS
+        else "anthropic"
     )
+    return Endpoint(provider=known, host=host or None)
 
 
 def answered_text(labels: Sequence[str]) -> str | None:

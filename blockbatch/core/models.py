@@ -10,9 +10,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from blockbatch.core.claude_errors import ClaudeError
+from blockbatch.core.providers import DEFAULT_PROVIDER, ProviderName, batch_refused
 from blockbatch.core.ratelimit import limiter_text
 from blockbatch.core.registry import DEFAULT_MODEL, Effort, TokenCounts
 from blockbatch.core.streams import Buffered, StreamTriggers, TriggerReason
@@ -144,6 +145,24 @@ class RunOptions(BaseModel):
         description="the model's effort for the whole run, part of the cached prefix "
         "(none: low where the model thinks anyway, else the model's own)",
     )
+    provider: ProviderName = Field(
+        default=DEFAULT_PROVIDER,
+        description="where the run's calls go: anthropic (the Claude API), bedrock, vertex, "
+        "aws (Claude Platform on AWS) or foundry; each worker reads the provider's "
+        "credentials from its own environment (docs/providers.md)",
+    )
+    provider_model: str | None = Field(
+        default=None,
+        description="the model as the provider knows it (a Bedrock id or inference profile, "
+        "a Vertex id, a Foundry deployment); none: the model's own id",
+    )
+
+    @model_validator(mode="after")
+    def _provider_serves_mode(self) -> RunOptions:
+        refused = batch_refused(self.provider, self.mode)
+        if refused is not None:
+            raise ValueError(refused)
+        return self
 
 
 class QualityOptions(BaseModel):

@@ -92,6 +92,12 @@ ENV_NOTES: dict[str, str] = {
     "anthropic_timeout_s": "per-request timeout, seconds",
     "blockbatch_model_prices": "prices of a model the registry does not price but the Models "
     'API describes, USD per million tokens, as JSON: `{"claude-x": {"input": 1, "output": 5}}`',
+    "anthropic_vertex_access_token": "a Google access token for runs on `--provider vertex` "
+    "(unset: Application Default Credentials, with `blockbatch[vertex]`); never logged "
+    "(docs/providers.md)",
+    "blockbatch_foundry_deployments": "Foundry deployment names and the model each serves, as "
+    'JSON: `{"team-haiku": "claude-haiku-5-5"}`; unnamed, a deployment is named after its '
+    "model (docs/providers.md)",
     "worker_max_concurrent_activities": "activities per worker; a call waiting for the rate "
     "limiter holds one, so keep it well above the calls a worker may have waiting",
     "worker_db_pool_size": "Postgres connections per worker; size `max_connections` for "

@@ -1,4 +1,4 @@
-"""The one place an Anthropic client is opened: key, base URL, retries and timeout.
+"""The one place a Claude client is opened: key, base URL, retries and timeout; per provider.
 
 Every caller (the worker, the front doors' Models API reads and token counts, tests and
 benchmarks) opens its client here, so they all talk to the same endpoint the same way. The
@@ -8,12 +8,31 @@ to the client only: it never reaches a log line, a workflow input, the ledger or
 Retries belong to Temporal (``/work/shared/DESIGN.md``, "Retries belong to Temporal"): a
 client is opened with ``max_retries=0`` unless a caller outside any activity asks for the
 SDK's own retries (the quote's free token counts).
+
+Another provider's client (:func:`provider_client`: ``AsyncAnthropicBedrock``,
+``AsyncAnthropicVertex``, ``AsyncAnthropicAWS``, ``AsyncAnthropicFoundry``) reads its
+credentials, region and base URL where its SDK class reads them, from the environment of
+the process that opens it; only a Vertex access token is handed in (the SDK reads none
+from the environment). The variables per provider: ``docs/providers.md``.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import logging
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
 from activities.sdk import anthropic
+from blockbatch.core.providers import provider_info
 from blockbatch.runtime.settings import Settings
+
+if TYPE_CHECKING:
+    #: A client of any provider: each sends ``messages.create`` on its platform's wire.
+    ClaudeClient = (
+        anthropic.AsyncAnthropic | anthropic.AsyncAnthropicBedrock | anthropic.AsyncAnthropicVertex
+    )
 
 
 def anthropic_client(
@@ -46,3 +65,105 @@ def configured_client(
         return anthropic_client(settings, timeout_s=timeout_s, max_retries=max_retries)
     except RuntimeError:
         return None
+
+
+class ProviderUnavailable(RuntimeError):
+    """A provider's client cannot be opened with this environment (the message says what
+    to set or install; it never holds a credential)."""
+
+
+def provider_client(
+    settings: Settings, provider: str, *, timeout_s: float | None = None, max_retries: int = 0
+) -> ClaudeClient:
+    """A client for ``provider`` (``anthropic``: :func:`anthropic_client`).
+
+    Raises:
+        ValueError: an unknown provider.
+        ProviderUnavailable: its credentials, region or project are not set, or signing
+            needs a package that is not installed.
+    """
+    info = provider_info(provider)
+    if info.name == "anthropic":
+        return anthropic_client(settings, timeout_s=timeout_s, max_retries=max_retries)
+    _redact_sdk_debug_log()
+    timeout = settings.anthropic_timeout_s if timeout_s is None else timeout_s
+    try:
+        if info.name == "bedrock":
+            _needs("AWS_BEARER_TOKEN_BEDROCK", "boto3", "bedrock", "AWS SigV4 signing")
+            return anthropic.AsyncAnthropicBedrock(max_retries=max_retries, timeout=timeout)
+        if info.name == "vertex":
+            token = settings.anthropic_vertex_access_token
+            if token is None:
+                _needs(None, "google.auth", "vertex", "Google Application Default Credentials")
+            return anthropic.AsyncAnthropicVertex(
+                access_token=token.get_secret_value() if token is not None else None,
+                max_retries=max_retries,
+                timeout=timeout,
+            )
+        if info.name == "aws":
+            _needs("ANTHROPIC_AWS_API_KEY", "boto3", "aws", "AWS SigV4 signing")
+            return anthropic.AsyncAnthropicAWS(max_retries=max_retries, timeout=timeout)
+        return anthropic.AsyncAnthropicFoundry(max_retries=max_retries, timeout=timeout)
+    except (ValueError, anthropic.AnthropicError) as err:
+        # The SDK's own sentence names the argument and the variable; no value.
+        raise ProviderUnavailable(
+            f"cannot open the {info.title} client: {err} (see docs/providers.md, "
+            f"{info.name}: {', '.join(info.settings)})"
+        ) from None
+
+
+def _needs(key_variable: str | None, module: str, extra: str, what: str) -> None:
+    """Refuse a client that would sign with ``module`` when it is not installed and no
+    key is set in ``key_variable``."""
+    if key_variable is not None and os.environ.get(key_variable, "").strip():
+        return
+    try:
+        if importlib.util.find_spec(module) is not None:
+            return
+    except ModuleNotFoundError:  # a missing parent package (``google`` of google.auth)
+        pass
+    key = f"set {key_variable}, or " if key_variable else ""
+    raise ProviderUnavailable(
+        f"{what} needs the {module} package, which is not installed: {key}install "
+        f"blockbatch[{extra}] (pip install 'blockbatch[{extra}]')"
+    )
+
+
+#: Request headers that carry a credential on some platform (Foundry's ``api-key``).
+_SECRET_HEADERS = frozenset({"x-api-key", "api-key", "authorization", "x-amz-security-token"})
+
+
+class _RedactAuthHeaders(logging.Filter):
+    """Blank the credential headers of the SDK's ``Request options`` debug line: Foundry's
+    client puts its key into each request's options (``lib/foundry.py``
+    ``_prepare_options``), which the SDK logs at DEBUG (``ANTHROPIC_LOG=debug``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, Mapping):
+            record.args = _redacted(args)
+        elif isinstance(args, tuple) and args and isinstance(args[0], Mapping):
+            record.args = (_redacted(args[0]), *args[1:])
+        return True
+
+
+def _redacted(options: Mapping[str, object]) -> dict[str, object]:
+    headers = options.get("headers")
+    if not isinstance(headers, Mapping):
+        return dict(options)
+    return {
+        **options,
+        "headers": {
+            k: "<redacted>" if str(k).lower() in _SECRET_HEADERS else v for k, v in headers.items()
+        },
+    }
+
+
+_REDACTOR = _RedactAuthHeaders()
+
+
+def _redact_sdk_debug_log() -> None:
+    """Install the redaction on the SDK's request log, once per process."""
+    sdk_log = logging.getLogger("anthropic._base_client")
+    if _REDACTOR not in sdk_log.filters:
+        sdk_log.addFilter(_REDACTOR)

@@ -54,6 +54,16 @@ class Settings(BaseSettings):
     #: A run on such a model says it is priced from configuration.
     blockbatch_model_prices: dict[str, dict[str, float]] = Field(default_factory=dict)
 
+    # Other providers (docs/providers.md). Their SDK clients read their own variables
+    # (AWS_REGION, AWS_BEARER_TOKEN_BEDROCK, CLOUD_ML_REGION, ANTHROPIC_FOUNDRY_API_KEY ...)
+    # straight from the environment; blockbatch holds only what the SDK does not read.
+    #: A Google access token for Vertex (``gcloud auth print-access-token``); unset, the
+    #: Vertex client uses Application Default Credentials (needs ``blockbatch[vertex]``).
+    anthropic_vertex_access_token: SecretStr | None = None
+    #: Foundry deployment names and the model each serves, as JSON:
+    #: ``{"team-haiku": "claude-haiku-5-5"}`` (unnamed: a deployment is named after its model).
+    blockbatch_foundry_deployments: dict[str, str] = Field(default_factory=dict)
+
     # Worker concurrency. A Claude call that waits for the fleet's rate limiter waits inside
     # its activity and holds a slot: with few slots, other runs' short database steps queue
     # behind the waiting calls (docs/benchmarks.md 4d). Slots are cheap (asyncio); connections are
@@ -76,6 +86,7 @@ class Settings(BaseSettings):
     @field_validator(
         "anthropic_api_key",
         "anthropic_base_url",
+        "anthropic_vertex_access_token",
         "database_url",
         "temporal_address",
         "temporal_ui_url",
@@ -89,7 +100,7 @@ class Settings(BaseSettings):
         # `FOO=` in a shell or a compose file means "not set", not "the empty string".
         return None if isinstance(value, str) and not value.strip() else value
 
-    @field_validator("blockbatch_model_prices", mode="before")
+    @field_validator("blockbatch_model_prices", "blockbatch_foundry_deployments", mode="before")
     @classmethod
     def _no_prices(cls, value: object) -> object:
         return {} if value is None or (isinstance(value, str) and not value.strip()) else value

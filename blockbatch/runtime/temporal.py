@@ -18,6 +18,7 @@ from activities.escalation import EscalationActivities
 from activities.limiter import FleetLimiter
 from activities.llm import LlmActivities
 from activities.sdk import anthropic
+from activities.sender import OpenClient
 from activities.streams import StreamActivities
 from blockbatch.runtime.metrics import BlockbatchMetrics, MetricsInterceptor, metric_meter
 from blockbatch.runtime.settings import Settings
@@ -117,6 +118,7 @@ def build_worker(
     max_concurrent_activities: int = 100,
     max_concurrent_workflow_tasks: int = 50,
     deployment: WorkerDeploymentVersion | None = None,
+    open_client: OpenClient | None = None,
 ) -> Worker:
     """The blockbatch worker: every workflow and every activity on ``task_queue``.
 
@@ -126,13 +128,15 @@ def build_worker(
     Args:
         deployment: register with Worker Versioning as this deployment version; ``None``
             for an unversioned worker (tests, the local stack).
+        open_client: opens another provider's client for the runs that name one
+            (``blockbatch.runtime.claude.provider_client``); ``None``: the Claude API only.
 
     The worker never reads the Models API: each run's models were resolved where it
     started and are kept with it (``blockbatch.store.runs.save_models``).
     """
     meter = metric_meter(client)
-    db_acts = DbActivities(pool, llm)
-    llm_acts = LlmActivities(pool, llm, FleetLimiter(pool, llm.api_key))
+    llm_acts = LlmActivities(pool, llm, FleetLimiter(pool, llm.api_key), open_client)
+    db_acts = DbActivities(pool, llm, llm_acts.calls.sender)
     batch_acts = BatchActivities(pool, llm)
     stream_acts = StreamActivities(pool)
     escalation_acts = EscalationActivities(pool, llm_acts.calls)

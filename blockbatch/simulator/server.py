@@ -12,6 +12,7 @@ from blockbatch.simulator import messages, models_api
 from blockbatch.simulator.bodies import BATCH_MAX_BYTES, MESSAGES_MAX_BYTES, read_body
 from blockbatch.simulator.clock import Clock
 from blockbatch.simulator.errors import ApiError, error_body, new_id
+from blockbatch.simulator.platforms import add_platform_routes
 from blockbatch.simulator.routes_batches import add_batch_routes, page_limit
 from blockbatch.simulator.routes_control import add_control_routes
 from blockbatch.simulator.scenario import Scenario
@@ -113,6 +114,7 @@ def build_app(
     app.router.add_get("/v1/models", list_models)
     app.router.add_get("/v1/models/{model_id}", get_model)
     add_batch_routes(app)
+    add_platform_routes(app, lambda request: request[_REQUEST_ID])
     add_control_routes(app)
     return app
 
