@@ -5,8 +5,9 @@ them), so each rule is tested on its own:
 
 - **Reading order** by recursive XY-cut: a page region is split at a vertical gutter that
   runs its whole height when the text on both sides reads as prose (lines at least six body
-  sizes long, not a table's cells), left before right; otherwise at the horizontal gaps between its rows, top to
-  bottom, where consecutive rows that share a gutter are kept together (so a title above
+  sizes long, not a table's cells), or on one side when the other side's runs sit on lines
+  of their own (a figure's labels, or a table, beside a column of text), left before right;
+  otherwise at the horizontal gaps between its rows, top to bottom, where consecutive rows that share a gutter are kept together (so a title above
   two columns is read first, then the left column, then the right one).
 - **Paragraphs** continue across lines, and across a column or page break when the text
   before the break does not end a sentence. A new one starts at wider spacing than the
@@ -31,6 +32,7 @@ so no box ever spans two columns.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 import re
@@ -209,10 +211,13 @@ def _apart(run: Run, runs: list[Run], top: bool) -> bool:
 
 
 def _is_column(runs: list[Run], body: float) -> bool:
-    """Runs that read as prose (lines at least six body sizes long), not a table's cells."""
+    """Runs that read as prose (lines at least six body sizes long), not a table's cells.
+
+    The median run is that long, among runs of three characters or more (a formula's
+    symbols and indices inside a column of text leave it prose)."""
     if len(runs) < 2:
         return False
-    widths = sorted(r.box[2] - r.box[0] for r in runs)
+    widths = sorted(r.box[2] - r.box[0] for r in runs if len(r.text) >= 3) or [0.0]
     return widths[len(widths) // 2] >= 6 * body
 
 
@@ -228,9 +233,47 @@ def vertical_cut(runs: list[Run], body: float) -> float | None:
     for _, x in sorted(gaps, reverse=True)[:4]:  # the widest few: a table has many
         left = [r for r in runs if r.box[2] <= x]
         right = [r for r in runs if r.box[0] >= x]
-        if _is_column(left, body) and _is_column(right, body):
+        prose_left, prose_right = _is_column(left, body), _is_column(right, body)
+        if prose_left and prose_right:
             return x
+        if (prose_left and _beside(right, left)) or (prose_right and _beside(left, right)):
+            return x  # prose beside a figure's labels or a table set on lines of its own
     return None
+
+
+def _median_size(runs: list[Run]) -> float:
+    """The font size of the median character of ``runs``."""
+    by_size = sorted(runs, key=lambda r: r.size)
+    half = sum(len(r.text) for r in runs) / 2
+    seen = 0
+    for run in by_size:
+        seen += len(run.text)
+        if seen >= half:
+            return run.size
+    return by_size[-1].size
+
+
+def _beside(side: list[Run], prose: list[Run]) -> bool:
+    """Whether ``side``, set smaller than ``prose``, has most of its runs beside the lines of
+    ``prose`` on lines of their own (a figure's labels, a table of another pitch beside a
+    column: read apart), rather than on the same lines (a table's cells or a list's labels
+    beside their text: read as rows) or between its lines (notes set in the gaps of a
+    listing: read in turn with it). A side set at the text's size is a table's columns."""
+    if not side or _median_size(side) > 0.9 * _median_size(prose):
+        return False  # set like the text: a table's columns, not a figure or a smaller table
+    centres = sorted(r.cy for r in prose)
+    by_top = sorted(prose, key=lambda r: r.box[1])
+    tops = [r.box[1] for r in by_top]
+    beside = 0
+    for run in side:
+        tolerance = 0.25 * run.size
+        i = bisect.bisect_left(centres, run.cy - tolerance)
+        if i < len(centres) and centres[i] <= run.cy + tolerance:
+            continue  # on a line of the prose
+        j = bisect.bisect_left(tops, run.box[3])  # prose runs starting above its bottom
+        if any(r.box[3] > run.box[1] for r in by_top[max(0, j - 3) : j]):
+            beside += 1
+    return 2 * beside > len(side)
 
 
 def _bands(runs: list[Run]) -> list[list[Run]]:

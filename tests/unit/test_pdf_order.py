@@ -1,0 +1,96 @@
+"""Reading order and paragraphs of a PDF page, on runs laid out as real papers lay them out
+(issue 34: paragraphs cut mid-sentence on multi-column papers). Each test reproduces one
+cause found in the corpus (bench/corpus.py) and names the file it was found in.
+"""
+
+from __future__ import annotations
+
+from blockbatch.core.convert.pdf_layout import Run, reading_order
+
+BODY = 10.0
+
+
+def run(x0: float, y: float, x1: float, text: str, size: float = BODY) -> Run:
+    return Run(1, text, (x0, y, x1, y + 1.1 * size), size)
+
+
+def order(runs: list[Run]) -> list[str]:
+    regions = reading_order(runs, BODY)
+    return [r.text for region in regions for r in sorted(region, key=lambda r: r.box[1])]
+
+
+def column(x0: float, x1: float, top: float, n: int, name: str, pitch: float = 13.0) -> list[Run]:
+    return [run(x0, top + pitch * i, x1, f"{name} {i}") for i in range(n)]
+
+
+def test_a_column_beside_a_figures_labels_is_read_before_them() -> None:
+    """unstructured--multi-column.pdf p5: a plot's tick labels and legend beside the left
+    column, on lines of their own; the column was read row by row with them."""
+    text = column(72, 290, 225, 10, "text")
+    labels = [run(326, 222 + 27 * i, 333, str(90 - 10 * i), 6.0) for i in range(5)]
+    legend = [run(455, 298 + 10 * i, 494, f"# Train: {k}", 6.4) for i, k in enumerate("1 5 9")]
+    flat = order([*labels, *legend, *text])
+    assert flat[:10] == [r.text for r in text]
+
+
+def test_a_column_beside_a_table_of_another_pitch_is_read_before_it() -> None:
+    """unstructured--multi-column.pdf p6: a results table beside the left column."""
+    text = column(72, 292, 107, 8, "text", pitch=13.5)
+    table = [
+        run(x, 103 + 10.5 * i, x + 20, f"r{i}c{j}", 9.0)
+        for i in range(6)
+        for j, x in enumerate((310, 380, 420, 460, 490))
+    ]
+    flat = order([*table, *text])
+    assert flat[:8] == [r.text for r in text]
+
+
+def test_a_tables_rows_with_long_first_cells_are_read_as_rows() -> None:
+    """A table whose first cells are long (a description, then figures) shares its lines
+    across the gap: it is read row by row, not all descriptions first."""
+    rows = []
+    for i in range(6):
+        y = 100 + 13 * i
+        rows += [run(72, y, 290, f"description of item {i}"), run(320, y, 340, f"{i}.5")]
+    flat = order(rows)
+    assert flat[:4] == ["description of item 0", "0.5", "description of item 1", "1.5"]
+
+
+def test_a_column_with_a_formulas_short_pieces_is_still_a_column() -> None:
+    """unstructured--multi-column.pdf p3: a display formula's many short pieces inside the
+    right column; the columns were read together for the rows below the formula."""
+    left = column(72, 290, 100, 12, "left")
+    right = column(307, 526, 100, 4, "right")
+    formula = [run(310 + 14 * i, 158 + 4 * (i % 4), 318 + 14 * i, f"f{i}", 7.0) for i in range(14)]
+    right += column(307, 526, 190, 6, "more")
+    flat = order([*left, *right, *formula])
+    assert flat[:12] == [r.text for r in left]
+
+
+def test_notes_set_between_a_listings_lines_are_read_in_turn() -> None:
+    """shared-mime-info-spec.pdf p12: a listing whose notes sit on the right, in the gaps
+    between its entries, are read where they stand, not after the listing."""
+    runs = []
+    for k in range(3):
+        top = 100 + 90 * k
+        runs += [run(120, top + 13 * i, 300, f"entry {k} field {i}") for i in range(4)]
+        runs += [run(335, top + 52 + 11 * i, 385, f"note {k} line {i}", 8.0) for i in range(2)]
+    flat = order(runs)
+    assert flat[:6] == [*(f"entry 0 field {i}" for i in range(4)), "note 0 line 0", "note 0 line 1"]
+
+
+def test_a_tables_columns_set_like_the_text_are_read_as_rows() -> None:
+    """pdfplumber--senate-expenditures.pdf: a table whose cells are set at the text's size,
+    its narrow first column not on the baselines of the wide one (cells centred in their
+    rows), is still read row by row."""
+    rows = []
+    for i in range(6):
+        y = 100 + 20 * i
+        rows += [run(40, y + 4, 90, f"ID{i}"), run(130, y, 400, f"payee and purpose {i}")]
+    flat = order(rows)
+    assert flat[:4] == ["payee and purpose 0", "ID0", "payee and purpose 1", "ID1"] or flat[:4] == [
+        "ID0",
+        "payee and purpose 0",
+        "ID1",
+        "payee and purpose 1",
+    ]
