@@ -5,7 +5,7 @@ cause found in the corpus (bench/corpus.py) and names the file it was found in.
 
 from __future__ import annotations
 
-from blockbatch.core.convert.pdf_layout import Run, reading_order
+from blockbatch.core.convert.pdf_layout import Run, build_blocks, reading_order
 
 BODY = 10.0
 
@@ -94,3 +94,22 @@ def test_a_tables_columns_set_like_the_text_are_read_as_rows() -> None:
         "ID1",
         "payee and purpose 1",
     ]
+
+
+def paragraphs(runs: list[Run]) -> list[str]:
+    blocks = build_blocks({1: runs}, {1: (595.0, 842.0)})
+    return [b.content for b in blocks]
+
+
+def test_a_paragraphs_indented_first_line_with_indices_below_goes_on() -> None:
+    """unstructured--multi-column.pdf p3: "Let D = {...}" (an indented first line) with its
+    indices on a line of their own below it; the paragraph was cut after them because the
+    indices made the first line look like two lines of an indented block."""
+    runs = [
+        run(307, 60, 526, "the previous paragraph ends here."),
+        run(318, 74, 526, "Let D = {q, p, p} be the", 11.0),
+        run(398, 82, 491, "i i,1 i=1", 8.0),
+        run(307, 91, 526, "training data that consists of m instances.", 11.0),
+    ]
+    runs += [run(307, 104 + 13 * i, 526, f"more text {i}", 11.0) for i in range(6)]
+    assert paragraphs(runs)[1].startswith("Let D = {q, p, p} be the i i,1 i=1 training data")

@@ -477,10 +477,12 @@ def _starts_block(group: list[_Line], line: _Line, pitch: dict[float, float], bo
         return True
     if _heading_like(prev, body) and len(group) >= 3:
         return True
-    left = min(x.box[0] for x in group)
+    # A formula's indices set on lines of their own are neither lines nor a margin here.
+    text_lines = [x for x in group if x.size >= 0.8 * line.size] or group
+    left = min(x.box[0] for x in text_lines)
     deep = line.box[0] < left - 2.5 * line.size  # more than a first line's indent
     short = prev.box[2] < line.box[2] - 2.5 * line.size
-    if line.box[0] < left - 0.8 * line.size and (len(group) >= 2 or (deep and short)):
+    if line.box[0] < left - 0.8 * line.size and (len(text_lines) >= 2 or (deep and short)):
         return True  # an outdented line: the indented block above (code, a quote) ended
     list_item = bool(_BULLET.match(group[0].text))
     right = max(x.box[2] for x in group[-3:])
