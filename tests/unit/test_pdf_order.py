@@ -113,3 +113,30 @@ def test_a_paragraphs_indented_first_line_with_indices_below_goes_on() -> None:
     ]
     runs += [run(307, 104 + 13 * i, 526, f"more text {i}", 11.0) for i in range(6)]
     assert paragraphs(runs)[1].startswith("Let D = {q, p, p} be the i i,1 i=1 training data")
+
+
+def test_a_sentence_going_on_in_small_capitals_is_one_paragraph() -> None:
+    """pdfplumber--federal-register-2020-17221.pdf p1: "should be sent to the person
+    identified / in the FOR FURTHER INFORMATION / CONTACT section." (the middle line's small
+    capitals make it a smaller size); the paragraph was cut at it."""
+    runs = [run(399, 600 + 10 * i, 560, f"body text line {i} goes on", 9.0) for i in range(4)]
+    runs += [
+        run(399, 640, 430, "in the", 9.0),
+        run(432, 640, 531, "FOR FURTHER INFORMATION", 7.3),
+        run(399, 650, 560, "CONTACT section. Any commentary that", 9.0),
+    ]
+    assert paragraphs(runs) == [
+        "body text line 0 goes on body text line 1 goes on body text line 2 goes on body text "
+        "line 3 goes on in the FOR FURTHER INFORMATION CONTACT section. Any commentary that"
+    ]
+
+
+def test_a_footnotes_url_on_an_outdented_line_stays_in_the_footnote() -> None:
+    """unstructured--multi-column.pdf p1: "1The code ... released at" then, outdented and in
+    another font, "https://github.com/facebookresearch/DPR."."""
+    runs = [
+        run(88, 713, 159, "*Equal contribution", 9.0),
+        run(85, 724, 290, "1The code and trained models have been released at", 9.0),
+        run(72, 735, 224, "https://github.com/facebookresearch/DPR.", 9.0),
+    ]
+    assert paragraphs(runs)[-1].endswith("released at https://github.com/facebookresearch/DPR.")

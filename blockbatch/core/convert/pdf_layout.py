@@ -12,9 +12,10 @@ them), so each rule is tested on its own:
 - **Paragraphs** continue across lines, and across a column or page break when the text
   before the break does not end a sentence. A new one starts at wider spacing than the
   document's usual line pitch, a change of font size or weight, an indented first line, a
-  list marker, or after a short line that ends a sentence. Hyphenation is repaired
-  ("Ex-" + "isting" is "Existing"; PDFium's U+FFFE soft hyphen is removed) and no control
-  character is left.
+  list marker, or after a short line that ends a sentence; but never at a line that goes
+  on with the sentence in lower case at the usual pitch (small capitals, a URL's font).
+  Hyphenation is repaired ("Ex-" + "isting" is "Existing"; PDFium's U+FFFE soft hyphen is
+  removed) and no control character is left.
 - **Headings**: text set larger than the body (its most common size, by characters), the
   larger the higher the level; short bold lines, and "1 Background" / "Abstract" style lines
   in bold, at the level below the sized ones.
@@ -458,6 +459,15 @@ def _starts_block(group: list[_Line], line: _Line, pitch: dict[float, float], bo
         small = min(line.size, near.size) < 0.8 * max(line.size, near.size)
         if small and line.page == near.page and _overlap(near.box, line.box):
             return False  # a sub- or superscript (a formula's indices) beside its line
+    last = group[-1]
+    if (
+        line.text[:1].islower()
+        and _same_flow(last, line)
+        and not _SENTENCE_END.search(last.text)
+        and 0.75 * last.size <= line.size <= last.size / 0.75
+        and line.cy - last.cy <= PARAGRAPH_PITCH * pitch.get(last.size, 1.2 * last.size) + 0.5
+    ):
+        return False  # the sentence goes on, in small capitals, a URL's font, an outdent
     similar = [x for x in group[-4:] if abs(x.size - line.size) <= 0.5]
     prev = similar[-1] if similar and line.size >= 0.8 * big else group[-1]
     if abs(line.size - prev.size) > 0.5:
@@ -471,7 +481,9 @@ def _starts_block(group: list[_Line], line: _Line, pitch: dict[float, float], bo
     if not same_flow:
         # A column or page break: the paragraph goes on unless its sentence has ended.
         return ends or _heading_like(line, body) or _heading_like(prev, body)
-    step = line.cy - prev.cy
+    # From the line above, unless it is a formula's index (a line in small capitals counts).
+    above = last if _same_flow(last, line) and last.size >= 0.75 * line.size else prev
+    step = line.cy - max(prev.cy, above.cy)
     usual = pitch.get(line.size, 1.2 * line.size)
     if step > PARAGRAPH_PITCH * usual + 0.5:
         return True
