@@ -140,3 +140,14 @@ def test_a_footnotes_url_on_an_outdented_line_stays_in_the_footnote() -> None:
         run(72, 735, 224, "https://github.com/facebookresearch/DPR.", 9.0),
     ]
     assert paragraphs(runs)[-1].endswith("released at https://github.com/facebookresearch/DPR.")
+
+
+def test_a_definitions_text_below_its_term_is_not_joined_to_it() -> None:
+    """libtasn1.pdf p11: a function's signature, then its parameters indented below it in a
+    smaller font, starting in lower case: they stay apart."""
+    runs = [
+        run(90, 198, 522, "int asn1_parser2tree (const char * file, asn1 node *", 12.0),
+        run(140, 211, 319, "definitions, char * error_desc)", 12.0),
+        run(119, 225, 481, "file: specify the path of the file with the declarations.", 10.9),
+    ]
+    assert len(paragraphs(runs)) == 2

@@ -464,6 +464,11 @@ def _starts_block(group: list[_Line], line: _Line, pitch: dict[float, float], bo
         line.text[:1].islower()
         and _same_flow(last, line)
         and not _SENTENCE_END.search(last.text)
+        and not _heading_like(last, body)
+        and not _BULLET.match(group[0].text)
+        # not indented (a definition's text below its term), below a full line
+        and line.box[0] < min(last.box[0], group[0].box[0]) + 0.8 * line.size
+        and last.box[2] >= max(x.box[2] for x in group[-3:]) - 2.5 * line.size
         and 0.75 * last.size <= line.size <= last.size / 0.75
         and line.cy - last.cy <= PARAGRAPH_PITCH * pitch.get(last.size, 1.2 * last.size) + 0.5
     ):
