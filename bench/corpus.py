@@ -6,7 +6,7 @@ fills it), ``parse_document`` is timed and its blocks are measured:
 * **recall**: share of an independent extractor's words (a multiset, lower case) found in
   the blocks: ``pdftotext`` (poppler-utils) for PDF, ``pandoc`` for DOCX (its note
   references "[1]" left out: its numbering, not the text) and HTML, for
-  PPTX every ``<a:t>`` text run of the slides' own XML read with the standard library (not
+  PPTX every paragraph of the slides' own XML read with the standard library (not
   python-pptx, which ingest uses; speaker notes left out, as ingest leaves them by
   default); none for XLSX. When the tool is missing the column says so.
 * **mid-sentence**: paragraph blocks that end without a sentence's end while the next
@@ -57,18 +57,24 @@ REFERENCE = {"pdf": "pdftotext", "docx": "pandoc", "html": "pandoc"}
 _NOTE_REF = re.compile(r"\[\d+\]")
 _SLIDE = re.compile(r"^ppt/slides/slide\d+\.xml$")
 _A_TEXT = "{http://schemas.openxmlformats.org/drawingml/2006/main}t"
+_A_PARA = "{http://schemas.openxmlformats.org/drawingml/2006/main}p"
+_A_BREAK = "{http://schemas.openxmlformats.org/drawingml/2006/main}br"
 
 
 def slide_xml_text(path: Path) -> str:
-    """Every text run (``<a:t>``) of a PPTX's slides, one line per paragraph-less run: the
-    file's own XML, read without python-pptx."""
+    """Every paragraph (``<a:p>``: its ``<a:t>`` runs joined, an ``<a:br/>`` a new line)
+    of a PPTX's slides: the file's own XML, read without python-pptx."""
     with zipfile.ZipFile(path) as z:
-        parts = [n for n in z.namelist() if _SLIDE.match(n)]
-        texts = []
-        for name in parts:
-            root = ElementTree.fromstring(z.read(name))
-            texts += [el.text or "" for el in root.iter(_A_TEXT)]
-    return "\n".join(texts)
+        roots = [ElementTree.fromstring(z.read(n)) for n in z.namelist() if _SLIDE.match(n)]
+    return "\n".join(
+        "".join(
+            (el.text or "") if el.tag == _A_TEXT else "\n"
+            for el in para.iter()
+            if el.tag in (_A_TEXT, _A_BREAK)
+        )
+        for root in roots
+        for para in root.iter(_A_PARA)
+    )
 
 
 def reference_text(kind: str, path: Path) -> tuple[str | None, str]:
