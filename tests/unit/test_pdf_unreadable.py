@@ -59,11 +59,12 @@ def test_a_page_whose_fonts_pdfium_cannot_read_is_noticed(monkeypatch: pytest.Mo
     from blockbatch.core.convert import pdf as pdf_module
 
     real = pdf_module._page_objects
-    calls = {"n": 0}
+    seen: list[int] = []
 
-    def objects(page: Any, pdfium: Any) -> tuple[int, bool]:
-        calls["n"] += 1
-        return (200, False) if calls["n"] == 2 else real(page, pdfium)
+    def objects(page: Any, pdfium: Any, textpage: Any = None) -> tuple[int, int, bool]:
+        if textpage is None:
+            seen.append(1)
+        return (200, 199, False) if len(seen) == 2 else real(page, pdfium, textpage)
 
     monkeypatch.setattr(pdf_module, "_page_objects", objects)
     notices: list[str] = []
@@ -75,3 +76,22 @@ def test_a_page_whose_fonts_pdfium_cannot_read_is_noticed(monkeypatch: pytest.Mo
     assert [b.provenance.page for b in blocks if b.block_type == "unreadable" and b.provenance] == [
         2
     ]
+
+
+def test_a_page_drawing_its_glyphs_twice_is_read() -> None:
+    """pdfplumber's issue-71-duplicate-chars.pdf: page 2 draws 218 text objects for 99
+    characters (each glyph drawn more than once), every object with its text: it is read,
+    not refused as fonts PDFium cannot read."""
+    pdf = FPDF(format="A4", unit="pt")
+    pdf.set_auto_page_break(False)
+    pdf.set_font("Helvetica", size=10)
+    pdf.add_page()
+    pdf.text(50, 80, "The first page has its text once.")
+    pdf.add_page()
+    for i in range(12):  # each letter drawn five times over itself: 60 text objects
+        for _ in range(5):
+            pdf.text(50 + 30 * (i % 6), 100 + 20 * (i // 6), "abcdefghijkl"[i])
+    notices: list[str] = []
+    blocks = parse_document(bytes(pdf.output()), "pdf", notices=notices)
+    assert notices == []
+    assert not [b for b in blocks if b.block_type == "unreadable"]

@@ -176,10 +176,14 @@ def _read_pages(
                     runs, chars_read = _page_runs(textpage, index + 1, geometry, pdfium)
                     turns[index + 1] = turn
                     sizes[index + 1] = geometry.size
+                text_objects, _, drawn = _page_objects(page, pdfium)
+                lost = text_objects >= 20 and chars_read < READ_OBJECT_SHARE * text_objects
+                if lost:  # or the same glyphs drawn over and over (a fake bold): is it?
+                    _, unread, _ = _page_objects(page, pdfium, textpage)
+                    lost = unread > READ_OBJECT_SHARE * text_objects
             finally:
                 textpage.close()
-            text_objects, drawn = _page_objects(page, pdfium)
-            if text_objects >= 20 and chars_read < READ_OBJECT_SHARE * text_objects:
+            if lost:
                 trouble["lost"].append(index + 1)
             elif drawn and not any(r.kind in _SHOWN for r in runs):
                 trouble["image"].append(index + 1)
@@ -237,18 +241,37 @@ def _unturned(
     return replace(block, metadata=metadata, provenance=replace(where, bbox=box, page_size=shown))
 
 
-def _page_objects(page: Any, pdfium: Any) -> tuple[int, bool]:
-    """How many text objects the page draws, and whether it draws anything else."""
+def _page_objects(page: Any, pdfium: Any, textpage: Any = None) -> tuple[int, int, bool]:
+    """How many text objects the page draws, how many of them PDFium reads no text from
+    (counted when ``textpage`` is given: fonts it cannot map to text; a glyph drawn again
+    over itself, as a fake bold does, gives no text either but sits on one that does, and
+    is not counted), and whether it draws anything else."""
     raw = pdfium.raw
     text = 0
     other = False
+    empty: list[tuple[float, float]] = []
+    read: set[tuple[int, int]] = set()  # 10-point cells covered by objects with text
+    left, bottom, right, top = (ctypes.c_float() for _ in range(4))
+    bounds = [ctypes.byref(v) for v in (left, bottom, right, top)]
     for i in range(raw.FPDFPage_CountObjects(page.raw)):
-        kind = raw.FPDFPageObj_GetType(raw.FPDFPage_GetObject(page.raw, i))
-        if kind == raw.FPDF_PAGEOBJ_TEXT:
-            text += 1
-        else:
+        obj = raw.FPDFPage_GetObject(page.raw, i)
+        if raw.FPDFPageObj_GetType(obj) != raw.FPDF_PAGEOBJ_TEXT:
             other = True
-    return text, other
+            continue
+        text += 1
+        if textpage is None or not raw.FPDFPageObj_GetBounds(obj, *bounds):
+            continue
+        # The length in bytes of the object's text as UTF-16 with its terminating NUL.
+        if raw.FPDFTextObj_GetText(obj, textpage.raw, None, 0) <= 2:
+            empty.append(((left.value + right.value) / 2, (bottom.value + top.value) / 2))
+        else:
+            read.update(
+                (x, y)
+                for x in range(int(left.value // 10), int(right.value // 10) + 1)
+                for y in range(int(bottom.value // 10), int(top.value // 10) + 1)
+            )
+    unread = sum(1 for x, y in empty if (int(x // 10), int(y // 10)) not in read)
+    return text, unread, other
 
 
 class _Geometry:
