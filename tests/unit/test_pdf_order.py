@@ -151,3 +151,29 @@ def test_a_definitions_text_below_its_term_is_not_joined_to_it() -> None:
         run(119, 225, 481, "file: specify the path of the file with the declarations.", 10.9),
     ]
     assert len(paragraphs(runs)) == 2
+
+
+def test_footnotes_at_a_columns_foot_wait_for_the_paragraph_they_cut() -> None:
+    """pdfplumber--federal-register-2020-17221.pdf p3: the left column's paragraph goes on
+    at the top of the right column, below its footnotes (set smaller, at the column's
+    foot); note 12 itself goes on at the foot of the right column. The paragraph was cut by
+    the notes, and note 12 from its end."""
+    runs = [run(45, 500 + 10 * i, 200, f"body left {i} and so", 9.0) for i in range(12)]
+    runs += [
+        run(45, 640, 200, "12The magnitude of the command varies", 7.0),
+        run(45, 648, 200, "according to parameters such as the", 7.0),
+    ]
+    runs += [run(222, 500 + 10 * i, 380, f"body right {i} and so", 9.0) for i in range(12)]
+    runs[-1] = run(222, 610, 380, "the paragraph ends here.", 9.0)
+    runs += [
+        run(222, 640, 380, "altitude and airspeed of the airplane.", 7.0),
+        run(229, 648, 380, "13More than 10 degrees for 10 seconds.", 7.0),
+    ]
+    blocks = paragraphs(runs)
+    assert blocks[0].startswith("body left 0") and blocks[0].endswith("the paragraph ends here.")
+    assert "body right 0" in blocks[0]
+    assert blocks[1] == (
+        "12The magnitude of the command varies according to parameters such as the "
+        "altitude and airspeed of the airplane."
+    )
+    assert blocks[2] == "13More than 10 degrees for 10 seconds."

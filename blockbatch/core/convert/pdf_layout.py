@@ -53,6 +53,10 @@ MARGIN_BAND = 0.15
 #: Text repeated at the same place on at least this share of the pages (and on 2) is boilerplate
 #: (low: a book's running header changes with each chapter).
 REPEAT_SHARE = 0.1
+#: Footnotes are set at most this share of the body's size ...
+FOOTNOTE_RATIO = 0.85
+#: ... in this lower share of the page.
+FOOTNOTE_BAND = 0.4
 #: Two runs of characters on a line further apart than this many font sizes are separate runs
 #: (a column gutter or a table's cells, never a space between words).
 RUN_GAP = 1.0
@@ -71,6 +75,8 @@ _NAMED_HEADING = re.compile(
     r"|references|bibliography|acknowledge?ments?|appendix( [a-z0-9]+)?|summary|contents)$",
     re.IGNORECASE,
 )
+#: A footnote's first line: its mark (a number, an asterisk, a dagger), then its text.
+_NOTE_MARK = re.compile(r"^(\d{1,3}|[*\u2217\u2020\u2021\u00a7\u00b6])\s?\w")
 _STRAY = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ufffe\uffff\ufffd]")
 _SHOWN = ("text", "vertical", "vertical_up")
 _SOFT_HYPHENS = "\ufffe\u00ad\x02"
@@ -381,6 +387,7 @@ def build_blocks(
             flow.extend(_lines(region, column))
             column += 1
     pitch = _usual_pitch(flow)
+    flow = defer_footnotes(flow, body, {p: s[1] for p, s in sizes.items()})
 
     out = TextBuilder()
     group: list[_Line] = []
@@ -414,6 +421,59 @@ def build_blocks(
     flush()
     emit_aside(max(pages) if pages else 0)
     return out.blocks
+
+
+def defer_footnotes(flow: list[_Line], body: float, heights: dict[int, float]) -> list[_Line]:
+    """``flow`` with each page's footnotes after the sentence that the page's text ends in.
+
+    A footnote is a run of lines set at most :data:`FOOTNOTE_RATIO` of the body's size at
+    the foot of a column (in the page's lower :data:`FOOTNOTE_BAND`, below the column's
+    text, nothing of the column after it), its first line starting with a note's mark. Read where they stand, they cut the paragraph
+    that goes on in the next column or page, and a note that goes on in the next column's
+    foot is cut from its end; moved, the paragraph reads through and the notes follow one
+    another."""
+    small = [x.size <= FOOTNOTE_RATIO * body for x in flow]
+    notes: set[int] = set()
+    noted = 0  # the page a note was last found on, at a column's foot
+    i = 0
+    while i < len(flow):
+        if not small[i]:
+            i += 1
+            continue
+        j = i
+        while j + 1 < len(flow) and small[j + 1] and flow[j + 1].page == flow[i].page:
+            j += 1
+        first, last = flow[i], flow[j]
+        above = flow[i - 1] if i else None
+        after = flow[j + 1] if j + 1 < len(flow) else None
+        if (
+            above is not None
+            # a note's mark, or a note going on from the previous column's foot
+            and (_NOTE_MARK.match(first.text) or (first.text[:1].islower() and noted == first.page))
+            and not small[i - 1]
+            and above.page == first.page
+            and first.box[1] >= (1 - FOOTNOTE_BAND) * heights[first.page]
+            and _same_flow(above, first)
+            and (after is None or not _same_flow(last, after))
+        ):
+            notes.update(range(i, j + 1))
+            noted = first.page
+        i = j + 1
+    if not notes:
+        return flow
+    last_text = {x.page: k for k, x in enumerate(flow) if k not in notes}
+    out: list[_Line] = []
+    held: list[_Line] = []
+    for k, line in enumerate(flow):
+        if k in notes:
+            held.append(line)
+            continue
+        out.append(line)
+        page_done = all(last_text.get(x.page, -1) <= k for x in held)
+        if held and page_done and _SENTENCE_END.search(line.text):
+            out.extend(held)
+            held.clear()
+    return out + held
 
 
 def _vertical(run: Run) -> bool:
@@ -496,10 +556,12 @@ def _starts_block(group: list[_Line], line: _Line, pitch: dict[float, float], bo
         return True
     # A formula's indices set on lines of their own are neither lines nor a margin here.
     text_lines = [x for x in group if x.size >= 0.8 * line.size] or group
-    left = min(x.box[0] for x in text_lines)
+    # The margin of this column (a paragraph continued from another column has another).
+    column = [x for x in text_lines if x.page == line.page and _beside_x(x, line)] or text_lines
+    left = min(x.box[0] for x in column)
     deep = line.box[0] < left - 2.5 * line.size  # more than a first line's indent
     short = prev.box[2] < line.box[2] - 2.5 * line.size
-    if line.box[0] < left - 0.8 * line.size and (len(text_lines) >= 2 or (deep and short)):
+    if line.box[0] < left - 0.8 * line.size and (len(column) >= 2 or (deep and short)):
         return True  # an outdented line: the indented block above (code, a quote) ended
     list_item = bool(_BULLET.match(group[0].text))
     right = max(x.box[2] for x in group[-3:])
@@ -508,6 +570,11 @@ def _starts_block(group: list[_Line], line: _Line, pitch: dict[float, float], bo
     if not list_item and indented and (ends or short_prev):
         return True  # an indented first line after a sentence's end
     return ends and short_prev
+
+
+def _beside_x(a: _Line, b: _Line) -> bool:
+    """Whether two lines share some of their width (one above the other in a column)."""
+    return a.box[0] < b.box[2] and b.box[0] < a.box[2]
 
 
 def _add_block(
