@@ -122,9 +122,18 @@ class ConvertOptions:
 #: Block types that ingest keeps (stored, exported, with provenance) but that a run does not
 #: send to the model unless it asks for them (``--include-boilerplate``): running headers and
 #: footers and page numbers (text repeated across pages at the same place), text outside the
-#: visible page or drawn invisible, and a web page's navigation and page furniture.
+#: visible page or drawn invisible, a web page's navigation and page furniture, and the notice
+#: on a PDF page whose text cannot be read (``unreadable``).
 SET_ASIDE_TYPES: frozenset[str] = frozenset(
-    {"page_header", "page_footer", "page_number", "off_page", "invisible_text", "navigation"}
+    {
+        "page_header",
+        "page_footer",
+        "page_number",
+        "off_page",
+        "invisible_text",
+        "navigation",
+        "unreadable",  # a PDF page whose text cannot be read: the notice, on that page
+    }
 )
 
 

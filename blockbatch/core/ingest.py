@@ -197,7 +197,8 @@ def parse_records(
             :attr:`Parsed.skipped`) instead of refusing the file.
         options: how HTML, DOCX, PPTX and tables are read (:class:`ConvertOptions`).
         notices: where to append what a reader should know about the file that is not an
-            error (sheets skipped); the caller shows them.
+            error (sheets skipped, PDF pages whose text cannot be read); the caller shows
+            them.
 
     Returns:
         Blocks in document order, numbered from 0, each with its provenance;
@@ -219,7 +220,9 @@ def parse_records(
     text = ""
     skipped: list[int] = []
     unit = "line"
-    if fmt in BINARY_FORMATS:
+    if fmt == "pdf":  # its pages that cannot be read are noticed, one by one
+        raw = _converted(fmt, lambda: convert_pdf(data, notes))
+    elif fmt in BINARY_FORMATS:
         raw = _converted(fmt, lambda: BINARY_FORMATS[fmt](data, options))
     elif fmt == "xlsx":
         unit = "row"

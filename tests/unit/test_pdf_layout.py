@@ -316,7 +316,8 @@ def test_page_drawing_far_more_text_than_pdfium_reads_is_refused(
     pdf.add_page()
     pdf.text(50, 80, "Only these words come out.")
     monkeypatch.setattr(
-        "blockbatch.core.convert.pdf._page_objects", lambda page, pdfium: (200, False)
+        "blockbatch.core.convert.pdf._page_objects",
+        lambda page, pdfium, textpage=None: (200, 199, False),
     )
     with pytest.raises(IngestError, match=r"PDFium cannot read the text on page 1\b.*ocrmypdf"):
         parse_document(bytes(pdf.output()), "pdf")

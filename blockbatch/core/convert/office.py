@@ -258,27 +258,35 @@ def _add_shape(out: TextBuilder, shape: Any, page: int, size: tuple[float, float
         box = (left, top, left + shape.width / _EMU_PER_POINT, top + shape.height / _EMU_PER_POINT)
     where: _Where = {"page": page, "bbox": box, "page_size": size}
     if getattr(shape, "has_table", False) and shape.has_table:
-        _add_table(out, [[cell.text for cell in row.cells] for row in shape.table.rows], **where)
+        _add_table(
+            out, [[_lines(cell.text) for cell in row.cells] for row in shape.table.rows], **where
+        )
         return
     if not getattr(shape, "has_text_frame", False) or not shape.has_text_frame:
         return
     kind = shape.placeholder_format.type if shape.is_placeholder else None
     if kind in (PP_PLACEHOLDER.TITLE, PP_PLACEHOLDER.CENTER_TITLE):
-        out.add("heading", shape.text_frame.text, {"level": 1}, **where)
+        out.add("heading", _lines(shape.text_frame.text), {"level": 1}, **where)
         return
     frame = shape.text_frame
     paragraphs = [p for p in frame.paragraphs if p.text.strip()]
     if not paragraphs:
         return
     if _monospace(paragraphs):
-        out.add("code", "\n".join(p.text.rstrip() for p in frame.paragraphs), {}, **where)
+        out.add("code", "\n".join(_lines(p.text).rstrip() for p in frame.paragraphs), {}, **where)
         return
     body = kind in (PP_PLACEHOLDER.BODY, PP_PLACEHOLDER.OBJECT)
     if body or any(p.level > 0 for p in paragraphs):
-        lines = ["  " * p.level + p.text.strip() for p in paragraphs]
+        lines = ["  " * p.level + _lines(p.text).strip() for p in paragraphs]
         out.add("list", "\n".join(lines), {"items": len(lines)}, **where)
     else:
-        out.add("paragraph", "\n".join(p.text.strip() for p in paragraphs), **where)
+        out.add("paragraph", "\n".join(_lines(p.text).strip() for p in paragraphs), **where)
+
+
+def _lines(text: str) -> str:
+    """A PPTX text with its line breaks (``<a:br/>``, which python-pptx gives as a vertical
+    tab) as new lines: no control character in a block."""
+    return text.replace("\v", "\n")
 
 
 def _monospace(paragraphs: list[Any]) -> bool:

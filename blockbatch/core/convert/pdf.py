@@ -8,11 +8,13 @@ and :mod:`blockbatch.core.convert.pdf_layout` orders them into columns, paragrap
 headings, and types running headers, footers, page numbers, off-page and invisible text as
 boilerplate to set aside.
 
-Pages whose text cannot be read are refused like a scan, naming the pages: a document with
-no visible text at all (a scan, or a scan under an invisible OCR layer), and pages where
-PDFium reads far fewer characters than the page draws text objects (fonts it cannot map to
-text, such as some vertical CID fonts). Image-only pages among text pages are refused when
-they are more than :data:`IMAGE_PAGE_SHARE` of the pages (fewer are taken for figures).
+Pages whose text cannot be read: a document with no visible text at all (a scan, or a scan
+under an invisible OCR layer) is refused like a scan. Image-only pages among text pages, and
+pages where PDFium reads far fewer characters than the page draws text objects (fonts it
+cannot map to text, such as some vertical CID fonts), are refused, naming them, when they
+are more than :data:`IMAGE_PAGE_SHARE` of the pages; fewer are read with a notice per page
+saying what to do (given to the caller's ``notices``, and kept with the document as an
+``unreadable`` block on that page, set aside like boilerplate).
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ from blockbatch.core.convert.limits import (
 )
 from blockbatch.core.convert.pdf_layout import RUN_GAP, Run, build_blocks
 
-#: Image-only pages among text pages above this share of the pages refuse the file.
+#: Unreadable pages (image-only, or fonts PDFium cannot read) among text pages above this
+#: share of the pages refuse the file; fewer are read with a notice per page.
 IMAGE_PAGE_SHARE = 0.2
 #: A page drawing text objects that give fewer characters than this share of their number
 #: lost text (every text object draws at least one glyph).
@@ -49,8 +52,9 @@ _OCR_ADVICE = (
 )
 
 
-def convert_pdf(data: bytes) -> list[RawBlock]:
-    """The PDF's blocks in reading order.
+def convert_pdf(data: bytes, notices: list[str] | None = None) -> list[RawBlock]:
+    """The PDF's blocks in reading order; ``notices`` receives one line per page whose text
+    cannot be read (what is lost and what to do), each also kept as an ``unreadable`` block.
 
     Raises:
         IngestError: encrypted, corrupt, no readable text (a scan, a scan under an invisible
@@ -76,12 +80,18 @@ def convert_pdf(data: bytes) -> list[RawBlock]:
         pages, sizes, trouble, turns = _read_pages(doc, pdfium)
     finally:
         doc.close()
-    _check_readable(pages, trouble)
+    for page, notice in _check_readable(pages, trouble).items():
+        if notices is not None:
+            notices.append(notice)
+        width, height = sizes[page]
+        pages[page].append(Run(page, notice, (0.0, 0.0, width, height), 0.0, kind="unreadable"))
     blocks = build_blocks(pages, sizes)
     return [_unturned(b, turns, sizes) for b in blocks] if turns else blocks
 
 
-def _check_readable(pages: dict[int, list[Run]], trouble: dict[str, list[int]]) -> None:
+def _check_readable(pages: dict[int, list[Run]], trouble: dict[str, list[int]]) -> dict[int, str]:
+    """Refuse a PDF whose text cannot be read; the notice for each page that cannot be read
+    in a PDF that is read."""
     visible = any(r.kind != "invisible_text" for runs in pages.values() for r in runs)
     if not visible:
         hidden = (
@@ -93,21 +103,36 @@ def _check_readable(pages: dict[int, list[Run]], trouble: dict[str, list[int]]) 
             f"the PDF has no text layer that shows{hidden}: its pages are images (a scan or a "
             f"photo), so there is no text to send. {_OCR_ADVICE}"
         )
-    lost = trouble["lost"]
-    if lost:
-        raise IngestError(
-            f"PDFium cannot read the text on {_pages(lost)}: it draws far more text than "
-            "comes out as characters (fonts without a map to Unicode, such as some vertical "
-            "CJK fonts). Print the PDF to a new PDF, or OCR those pages "
-            "(`ocrmypdf --force-ocr in.pdf out.pdf`), and upload the result"
-        )
-    images = trouble["image"]
-    if images and len(images) > IMAGE_PAGE_SHARE * len(pages):
+    lost, images = trouble["lost"], trouble["image"]
+    if len(lost) + len(images) > IMAGE_PAGE_SHARE * len(pages):
+        if lost:
+            raise IngestError(
+                f"PDFium cannot read the text on {_pages(lost)}: it draws far more text than "
+                "comes out as characters (fonts without a map to Unicode, such as some "
+                "vertical CJK fonts). Print the PDF to a new PDF, or OCR those pages "
+                "(`ocrmypdf --force-ocr in.pdf out.pdf`), and upload the result"
+            )
         raise IngestError(
             f"{_pages(images)} of the PDF are images without text (scanned, or text hidden "
             f"under the picture), {len(images)} of {len(pages)} pages; their text would be "
             f"lost. {_OCR_ADVICE}"
         )
+    notices = {
+        page: f"page {page} of the PDF draws far more text than PDFium reads from it (a font "
+        "without a map to Unicode, such as a vertical CJK font): its text is missing from the "
+        "blocks. To read it, print the PDF to a new PDF, or OCR it "
+        "(`ocrmypdf --force-ocr in.pdf out.pdf`), and upload the result"
+        for page in lost
+    }
+    notices.update(
+        {
+            page: f"page {page} of the PDF is an image without text (a scan, or a figure): "
+            "any text it shows is missing from the blocks. To read it, OCR the pages without "
+            "text (`ocrmypdf --skip-text in.pdf out.pdf`) and upload the result"
+            for page in images
+        }
+    )
+    return dict(sorted(notices.items()))
 
 
 def _pages(numbers: list[int]) -> str:
@@ -151,10 +176,14 @@ def _read_pages(
                     runs, chars_read = _page_runs(textpage, index + 1, geometry, pdfium)
                     turns[index + 1] = turn
                     sizes[index + 1] = geometry.size
+                text_objects, _, drawn = _page_objects(page, pdfium)
+                lost = text_objects >= 20 and chars_read < READ_OBJECT_SHARE * text_objects
+                if lost:  # or the same glyphs drawn over and over (a fake bold): is it?
+                    _, unread, _ = _page_objects(page, pdfium, textpage)
+                    lost = unread > READ_OBJECT_SHARE * text_objects
             finally:
                 textpage.close()
-            text_objects, drawn = _page_objects(page, pdfium)
-            if text_objects >= 20 and chars_read < READ_OBJECT_SHARE * text_objects:
+            if lost:
                 trouble["lost"].append(index + 1)
             elif drawn and not any(r.kind in _SHOWN for r in runs):
                 trouble["image"].append(index + 1)
@@ -212,18 +241,37 @@ def _unturned(
     return replace(block, metadata=metadata, provenance=replace(where, bbox=box, page_size=shown))
 
 
-def _page_objects(page: Any, pdfium: Any) -> tuple[int, bool]:
-    """How many text objects the page draws, and whether it draws anything else."""
+def _page_objects(page: Any, pdfium: Any, textpage: Any = None) -> tuple[int, int, bool]:
+    """How many text objects the page draws, how many of them PDFium reads no text from
+    (counted when ``textpage`` is given: fonts it cannot map to text; a glyph drawn again
+    over itself, as a fake bold does, gives no text either but sits on one that does, and
+    is not counted), and whether it draws anything else."""
     raw = pdfium.raw
     text = 0
     other = False
+    empty: list[tuple[float, float]] = []
+    read: set[tuple[int, int]] = set()  # 10-point cells covered by objects with text
+    left, bottom, right, top = (ctypes.c_float() for _ in range(4))
+    bounds = [ctypes.byref(v) for v in (left, bottom, right, top)]
     for i in range(raw.FPDFPage_CountObjects(page.raw)):
-        kind = raw.FPDFPageObj_GetType(raw.FPDFPage_GetObject(page.raw, i))
-        if kind == raw.FPDF_PAGEOBJ_TEXT:
-            text += 1
-        else:
+        obj = raw.FPDFPage_GetObject(page.raw, i)
+        if raw.FPDFPageObj_GetType(obj) != raw.FPDF_PAGEOBJ_TEXT:
             other = True
-    return text, other
+            continue
+        text += 1
+        if textpage is None or not raw.FPDFPageObj_GetBounds(obj, *bounds):
+            continue
+        # The length in bytes of the object's text as UTF-16 with its terminating NUL.
+        if raw.FPDFTextObj_GetText(obj, textpage.raw, None, 0) <= 2:
+            empty.append(((left.value + right.value) / 2, (bottom.value + top.value) / 2))
+        else:
+            read.update(
+                (x, y)
+                for x in range(int(left.value // 10), int(right.value // 10) + 1)
+                for y in range(int(bottom.value // 10), int(top.value // 10) + 1)
+            )
+    unread = sum(1 for x, y in empty if (int(x // 10), int(y // 10)) not in read)
+    return text, unread, other
 
 
 class _Geometry:

@@ -5,15 +5,17 @@ them), so each rule is tested on its own:
 
 - **Reading order** by recursive XY-cut: a page region is split at a vertical gutter that
   runs its whole height when the text on both sides reads as prose (lines at least six body
-  sizes long, not a table's cells), left before right; otherwise at the horizontal gaps between its rows, top to
-  bottom, where consecutive rows that share a gutter are kept together (so a title above
+  sizes long, not a table's cells), or on one side when the other side's runs sit on lines
+  of their own (a figure's labels, or a table, beside a column of text), left before right;
+  otherwise at the horizontal gaps between its rows, top to bottom, where consecutive rows that share a gutter are kept together (so a title above
   two columns is read first, then the left column, then the right one).
 - **Paragraphs** continue across lines, and across a column or page break when the text
   before the break does not end a sentence. A new one starts at wider spacing than the
   document's usual line pitch, a change of font size or weight, an indented first line, a
-  list marker, or after a short line that ends a sentence. Hyphenation is repaired
-  ("Ex-" + "isting" is "Existing"; PDFium's U+FFFE soft hyphen is removed) and no control
-  character is left.
+  list marker, or after a short line that ends a sentence; but never at a line that goes
+  on with the sentence in lower case at the usual pitch (small capitals, a URL's font).
+  Hyphenation is repaired ("Ex-" + "isting" is "Existing"; PDFium's U+FFFE soft hyphen is
+  removed) and no control character is left.
 - **Headings**: text set larger than the body (its most common size, by characters), the
   larger the higher the level; short bold lines, and "1 Background" / "Abstract" style lines
   in bold, at the level below the sized ones.
@@ -31,6 +33,7 @@ so no box ever spans two columns.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 import re
@@ -50,6 +53,10 @@ MARGIN_BAND = 0.15
 #: Text repeated at the same place on at least this share of the pages (and on 2) is boilerplate
 #: (low: a book's running header changes with each chapter).
 REPEAT_SHARE = 0.1
+#: Footnotes are set at most this share of the body's size ...
+FOOTNOTE_RATIO = 0.85
+#: ... in this lower share of the page.
+FOOTNOTE_BAND = 0.4
 #: Two runs of characters on a line further apart than this many font sizes are separate runs
 #: (a column gutter or a table's cells, never a space between words).
 RUN_GAP = 1.0
@@ -68,6 +75,8 @@ _NAMED_HEADING = re.compile(
     r"|references|bibliography|acknowledge?ments?|appendix( [a-z0-9]+)?|summary|contents)$",
     re.IGNORECASE,
 )
+#: A footnote's first line: its mark (a number, an asterisk, a dagger), then its text.
+_NOTE_MARK = re.compile(r"^(\d{1,3}|[*\u2217\u2020\u2021\u00a7\u00b6])\s?\w")
 _STRAY = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ufffe\uffff\ufffd]")
 _SHOWN = ("text", "vertical", "vertical_up")
 _SOFT_HYPHENS = "\ufffe\u00ad\x02"
@@ -209,10 +218,13 @@ def _apart(run: Run, runs: list[Run], top: bool) -> bool:
 
 
 def _is_column(runs: list[Run], body: float) -> bool:
-    """Runs that read as prose (lines at least six body sizes long), not a table's cells."""
+    """Runs that read as prose (lines at least six body sizes long), not a table's cells.
+
+    The median run is that long, among runs of three characters or more (a formula's
+    symbols and indices inside a column of text leave it prose)."""
     if len(runs) < 2:
         return False
-    widths = sorted(r.box[2] - r.box[0] for r in runs)
+    widths = sorted(r.box[2] - r.box[0] for r in runs if len(r.text) >= 3) or [0.0]
     return widths[len(widths) // 2] >= 6 * body
 
 
@@ -228,9 +240,47 @@ def vertical_cut(runs: list[Run], body: float) -> float | None:
     for _, x in sorted(gaps, reverse=True)[:4]:  # the widest few: a table has many
         left = [r for r in runs if r.box[2] <= x]
         right = [r for r in runs if r.box[0] >= x]
-        if _is_column(left, body) and _is_column(right, body):
+        prose_left, prose_right = _is_column(left, body), _is_column(right, body)
+        if prose_left and prose_right:
             return x
+        if (prose_left and _beside(right, left)) or (prose_right and _beside(left, right)):
+            return x  # prose beside a figure's labels or a table set on lines of its own
     return None
+
+
+def _median_size(runs: list[Run]) -> float:
+    """The font size of the median character of ``runs``."""
+    by_size = sorted(runs, key=lambda r: r.size)
+    half = sum(len(r.text) for r in runs) / 2
+    seen = 0
+    for run in by_size:
+        seen += len(run.text)
+        if seen >= half:
+            return run.size
+    return by_size[-1].size
+
+
+def _beside(side: list[Run], prose: list[Run]) -> bool:
+    """Whether ``side``, set smaller than ``prose``, has most of its runs beside the lines of
+    ``prose`` on lines of their own (a figure's labels, a table of another pitch beside a
+    column: read apart), rather than on the same lines (a table's cells or a list's labels
+    beside their text: read as rows) or between its lines (notes set in the gaps of a
+    listing: read in turn with it). A side set at the text's size is a table's columns."""
+    if not side or _median_size(side) > 0.9 * _median_size(prose):
+        return False  # set like the text: a table's columns, not a figure or a smaller table
+    centres = sorted(r.cy for r in prose)
+    by_top = sorted(prose, key=lambda r: r.box[1])
+    tops = [r.box[1] for r in by_top]
+    beside = 0
+    for run in side:
+        tolerance = 0.25 * run.size
+        i = bisect.bisect_left(centres, run.cy - tolerance)
+        if i < len(centres) and centres[i] <= run.cy + tolerance:
+            continue  # on a line of the prose
+        j = bisect.bisect_left(tops, run.box[3])  # prose runs starting above its bottom
+        if any(r.box[3] > run.box[1] for r in by_top[max(0, j - 3) : j]):
+            beside += 1
+    return 2 * beside > len(side)
 
 
 def _bands(runs: list[Run]) -> list[list[Run]]:
@@ -337,6 +387,7 @@ def build_blocks(
             flow.extend(_lines(region, column))
             column += 1
     pitch = _usual_pitch(flow)
+    flow = defer_footnotes(flow, body, {p: s[1] for p, s in sizes.items()})
 
     out = TextBuilder()
     group: list[_Line] = []
@@ -370,6 +421,59 @@ def build_blocks(
     flush()
     emit_aside(max(pages) if pages else 0)
     return out.blocks
+
+
+def defer_footnotes(flow: list[_Line], body: float, heights: dict[int, float]) -> list[_Line]:
+    """``flow`` with each page's footnotes after the sentence that the page's text ends in.
+
+    A footnote is a run of lines set at most :data:`FOOTNOTE_RATIO` of the body's size at
+    the foot of a column (in the page's lower :data:`FOOTNOTE_BAND`, below the column's
+    text, nothing of the column after it), its first line starting with a note's mark. Read where they stand, they cut the paragraph
+    that goes on in the next column or page, and a note that goes on in the next column's
+    foot is cut from its end; moved, the paragraph reads through and the notes follow one
+    another."""
+    small = [x.size <= FOOTNOTE_RATIO * body for x in flow]
+    notes: set[int] = set()
+    noted = 0  # the page a note was last found on, at a column's foot
+    i = 0
+    while i < len(flow):
+        if not small[i]:
+            i += 1
+            continue
+        j = i
+        while j + 1 < len(flow) and small[j + 1] and flow[j + 1].page == flow[i].page:
+            j += 1
+        first, last = flow[i], flow[j]
+        above = flow[i - 1] if i else None
+        after = flow[j + 1] if j + 1 < len(flow) else None
+        if (
+            above is not None
+            # a note's mark, or a note going on from the previous column's foot
+            and (_NOTE_MARK.match(first.text) or (first.text[:1].islower() and noted == first.page))
+            and not small[i - 1]
+            and above.page == first.page
+            and first.box[1] >= (1 - FOOTNOTE_BAND) * heights[first.page]
+            and _same_flow(above, first)
+            and (after is None or not _same_flow(last, after))
+        ):
+            notes.update(range(i, j + 1))
+            noted = first.page
+        i = j + 1
+    if not notes:
+        return flow
+    last_text = {x.page: k for k, x in enumerate(flow) if k not in notes}
+    out: list[_Line] = []
+    held: list[_Line] = []
+    for k, line in enumerate(flow):
+        if k in notes:
+            held.append(line)
+            continue
+        out.append(line)
+        page_done = all(last_text.get(x.page, -1) <= k for x in held)
+        if held and page_done and _SENTENCE_END.search(line.text):
+            out.extend(held)
+            held.clear()
+    return out + held
 
 
 def _vertical(run: Run) -> bool:
@@ -415,6 +519,20 @@ def _starts_block(group: list[_Line], line: _Line, pitch: dict[float, float], bo
         small = min(line.size, near.size) < 0.8 * max(line.size, near.size)
         if small and line.page == near.page and _overlap(near.box, line.box):
             return False  # a sub- or superscript (a formula's indices) beside its line
+    last = group[-1]
+    if (
+        line.text[:1].islower()
+        and _same_flow(last, line)
+        and not _SENTENCE_END.search(last.text)
+        and not _heading_like(last, body)
+        and not _BULLET.match(group[0].text)
+        # not indented (a definition's text below its term), below a full line
+        and line.box[0] < min(last.box[0], group[0].box[0]) + 0.8 * line.size
+        and last.box[2] >= max(x.box[2] for x in group[-3:]) - 2.5 * line.size
+        and 0.75 * last.size <= line.size <= last.size / 0.75
+        and line.cy - last.cy <= PARAGRAPH_PITCH * pitch.get(last.size, 1.2 * last.size) + 0.5
+    ):
+        return False  # the sentence goes on, in small capitals, a URL's font, an outdent
     similar = [x for x in group[-4:] if abs(x.size - line.size) <= 0.5]
     prev = similar[-1] if similar and line.size >= 0.8 * big else group[-1]
     if abs(line.size - prev.size) > 0.5:
@@ -428,16 +546,22 @@ def _starts_block(group: list[_Line], line: _Line, pitch: dict[float, float], bo
     if not same_flow:
         # A column or page break: the paragraph goes on unless its sentence has ended.
         return ends or _heading_like(line, body) or _heading_like(prev, body)
-    step = line.cy - prev.cy
+    # From the line above, unless it is a formula's index (a line in small capitals counts).
+    above = last if _same_flow(last, line) and last.size >= 0.75 * line.size else prev
+    step = line.cy - max(prev.cy, above.cy)
     usual = pitch.get(line.size, 1.2 * line.size)
     if step > PARAGRAPH_PITCH * usual + 0.5:
         return True
     if _heading_like(prev, body) and len(group) >= 3:
         return True
-    left = min(x.box[0] for x in group)
+    # A formula's indices set on lines of their own are neither lines nor a margin here.
+    text_lines = [x for x in group if x.size >= 0.8 * line.size] or group
+    # The margin of this column (a paragraph continued from another column has another).
+    column = [x for x in text_lines if x.page == line.page and _beside_x(x, line)] or text_lines
+    left = min(x.box[0] for x in column)
     deep = line.box[0] < left - 2.5 * line.size  # more than a first line's indent
     short = prev.box[2] < line.box[2] - 2.5 * line.size
-    if line.box[0] < left - 0.8 * line.size and (len(group) >= 2 or (deep and short)):
+    if line.box[0] < left - 0.8 * line.size and (len(column) >= 2 or (deep and short)):
         return True  # an outdented line: the indented block above (code, a quote) ended
     list_item = bool(_BULLET.match(group[0].text))
     right = max(x.box[2] for x in group[-3:])
@@ -446,6 +570,11 @@ def _starts_block(group: list[_Line], line: _Line, pitch: dict[float, float], bo
     if not list_item and indented and (ends or short_prev):
         return True  # an indented first line after a sentence's end
     return ends and short_prev
+
+
+def _beside_x(a: _Line, b: _Line) -> bool:
+    """Whether two lines share some of their width (one above the other in a column)."""
+    return a.box[0] < b.box[2] and b.box[0] < a.box[2]
 
 
 def _add_block(
