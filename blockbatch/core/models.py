@@ -771,7 +771,14 @@ class PackOutcome(BaseModel):
 
 
 CallOutcome = Literal[
-    "answered", "overflow", "request_error", "oversized", "cancelled", "empty", "over_budget"
+    "answered",
+    "overflow",
+    "request_error",
+    "oversized",
+    "cancelled",
+    "empty",
+    "over_budget",
+    "over_budget_split",
 ]
 
 

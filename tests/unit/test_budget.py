@@ -6,6 +6,7 @@ import pytest
 
 from blockbatch.core.budget import (
     INPUT_MARGIN,
+    SUGGEST_MARGIN,
     BudgetError,
     check_minimum,
     first_call,
@@ -129,9 +130,10 @@ def test_what_is_left_is_estimated_from_the_runs_own_cost_per_block():
     left = left_to_do(1.0, spent=0.96, blocks_done=48, blocks_left=52)
     assert (left.cost_per_block_usd, left.to_finish_usd) == (0.02, 1.04)
     assert "52 blocks left, about $1.0400 to finish" in left_text(left)
-    assert suggested_budget(left) == pytest.approx(0.96 + 1.04)
+    # What was spent, the estimate with its margin, and room for the largest reservation.
+    assert suggested_budget(left) == pytest.approx(0.96 + 1.04 * (1 + SUGGEST_MARGIN))
     roomy = left_to_do(1.0, spent=0.96, blocks_done=48, blocks_left=52, largest_call_usd=0.2)
-    assert suggested_budget(roomy) == pytest.approx(0.96 + 1.04 + 0.2)
+    assert suggested_budget(roomy) == pytest.approx(0.96 + 1.04 * (1 + SUGGEST_MARGIN) + 0.2)
     # One-off calls (the warm-up's cache write) do not count per block; continuing pays one.
     left = left_to_do(
         1.0, spent=0.96, work_spent=0.48, restart_usd=0.1, blocks_done=48, blocks_left=52
