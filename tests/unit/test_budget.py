@@ -130,10 +130,12 @@ def test_what_is_left_is_estimated_from_the_runs_own_cost_per_block():
     left = left_to_do(1.0, spent=0.96, blocks_done=48, blocks_left=52)
     assert (left.cost_per_block_usd, left.to_finish_usd) == (0.02, 1.04)
     assert "52 blocks left, about $1.0400 to finish" in left_text(left)
-    # What was spent, the estimate with its margin, and room for the largest reservation.
-    assert suggested_budget(left) == pytest.approx(0.96 + 1.04 * (1 + SUGGEST_MARGIN))
+    # What was spent, the estimate with its margin, and room for the largest reservation,
+    # rounded up to whole cents.
+    assert SUGGEST_MARGIN == 0.15
+    assert suggested_budget(left) == pytest.approx(2.16)  # 0.96 + 1.04 * 1.15 = 2.156
     roomy = left_to_do(1.0, spent=0.96, blocks_done=48, blocks_left=52, largest_call_usd=0.2)
-    assert suggested_budget(roomy) == pytest.approx(0.96 + 1.04 * (1 + SUGGEST_MARGIN) + 0.2)
+    assert suggested_budget(roomy) == pytest.approx(2.36)
     # One-off calls (the warm-up's cache write) do not count per block; continuing pays one.
     left = left_to_do(
         1.0, spent=0.96, work_spent=0.48, restart_usd=0.1, blocks_done=48, blocks_left=52

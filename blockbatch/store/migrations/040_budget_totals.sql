@@ -104,7 +104,7 @@ $$;
 
 create function ledger_totals_insert() returns trigger language plpgsql as $$
 begin
-    perform ledger_totals_apply((select array_agg(n) from new_rows n), '{}');
+    perform ledger_totals_apply((select array_agg(n::llm_calls) from new_rows n), '{}');
     return null;
 end $$;
 
@@ -115,7 +115,7 @@ declare
     added llm_calls[];
     taken llm_calls[];
 begin
-    select array_agg(n), array_agg(o) into added, taken
+    select array_agg(n::llm_calls), array_agg(o::llm_calls) into added, taken
     from new_rows n join old_rows o on o.call_id = n.call_id
     where (o.status, o.cost_usd, o.reserved_usd, o.worst_usd, o.expected_usd, o.purpose,
            o.output_tokens, o.thinking_tokens, o.est_output_tokens, o.stop_reason,
@@ -134,7 +134,7 @@ end $$;
 
 create function ledger_totals_delete() returns trigger language plpgsql as $$
 begin
-    perform ledger_totals_apply('{}', (select array_agg(o) from old_rows o));
+    perform ledger_totals_apply('{}', (select array_agg(o::llm_calls) from old_rows o));
     return null;
 end $$;
 
