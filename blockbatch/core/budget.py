@@ -260,9 +260,12 @@ def warm_up_worst_case(ctx: RunContext, max_tokens: int = 1) -> float:
     )
 
 
-def pack_worst_case(ctx: RunContext, pack: Pack, *, batch: bool = False) -> float:
+def pack_worst_case(
+    ctx: RunContext, pack: Pack, *, batch: bool = False, prefix_read: bool = False
+) -> float:
     """A pack call's worst case, from its input estimate and ``max_tokens`` (its thinking
-    allowance included); a batch request writes with the batch TTL (``BATCH_CACHE_TTL``)."""
+    allowance included); a batch request writes with the batch TTL (``BATCH_CACHE_TTL``).
+    ``prefix_read``: the prefix is known to be in the cache (after the warm-up wrote it)."""
     return worst_case_usd(
         ctx.model,
         input_tokens=pack.est_input_tokens,
@@ -270,6 +273,7 @@ def pack_worst_case(ctx: RunContext, pack: Pack, *, batch: bool = False) -> floa
         prefix_tokens=ctx.cacheable_prefix_tokens,
         cache_ttl=BATCH_CACHE_TTL if batch else ctx.options.cache_ttl,
         batch=batch,
+        prefix_read=prefix_read,
     )
 
 
@@ -428,7 +432,8 @@ def first_call(ctx: RunContext, block_tokens: Sequence[int]) -> tuple[str, float
     Its first pack (batch mode: its first request, at batch prices; a run that learns its
     output: the learning pack, which writes the prompt cache itself), after the warm-up
     call when a run of more than one pack has a prompt long enough to be cached (a budget
-    that paid for the warm-up alone would buy nothing). A schema that earlier runs taught
+    that paid for the warm-up alone would buy nothing; pack 0 then reads the prefix the
+    warm-up wrote). A schema that earlier runs taught
     is planned from their answers instead of a learning pack: its first calls may then be
     the warm-up and a larger pack 0, which the run's budget still holds.
     """
@@ -443,10 +448,11 @@ def first_call(ctx: RunContext, block_tokens: Sequence[int]) -> tuple[str, float
         f"{'batch request' if batch else 'pack'} 0 of {len(first.positions)} "
         f"block{'s' if len(first.positions) != 1 else ''}"
     )
-    worst = pack_worst_case(ctx, pack, batch=batch)
     warm_up = not batch and len(packs) > 1 and ctx.cacheable_prefix_tokens > 0 and not learning
     if warm_up:
-        return f"the warm-up call that writes the prompt cache, then {what}", warm_up_worst_case(
-            ctx
-        ) + worst
-    return what, worst
+        # Pack 0 reads the prefix the warm-up's answer shows written (``reservation``).
+        return (
+            f"the warm-up call that writes the prompt cache, then {what}",
+            warm_up_worst_case(ctx) + pack_worst_case(ctx, pack, prefix_read=True),
+        )
+    return what, pack_worst_case(ctx, pack, batch=batch)

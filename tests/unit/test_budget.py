@@ -120,7 +120,12 @@ def test_the_first_calls_are_the_warm_up_and_pack_0_when_the_prompt_is_cached():
     one_pack_what, one_pack = first_call(ctx, [100] * 2)  # one pack: no warm-up
     assert one_pack_what == "pack 0 of 2 blocks"
     assert what == "the warm-up call that writes the prompt cache, then pack 0 of 2 blocks"
-    assert cost == pytest.approx(warm_up_worst_case(ctx) + one_pack)
+    # After the warm-up, pack 0 reads the prefix it wrote.
+    assert one_pack == pytest.approx(pack_worst_case(ctx, ctx.pack([100, 100])))
+    assert cost == pytest.approx(
+        warm_up_worst_case(ctx) + pack_worst_case(ctx, ctx.pack([100, 100]), prefix_read=True)
+    )
+    assert cost < warm_up_worst_case(ctx) + one_pack
     batch_ctx = _ctx(pack_size=2, mode="batch")
     what, batch_cost = first_call(batch_ctx, [100] * 6)
     assert what == "batch request 0 of 2 blocks"
