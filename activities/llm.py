@@ -9,10 +9,12 @@ cancelling: it is opened under a share lock on the run row that ``mark_run_cance
 must wait for (``blockbatch.store.ledger.open_call``). A call that lost its worker mid-call is marked
 abandoned when its attempt is tried again. Retries belong to Temporal: the client runs
 with ``max_retries=0`` and retryable failures are raised with the server's retry-after
-(``activities.errors``). A run with a budget reserves every call's worst case before it is
-sent (``blockbatch.store.ledger.open_call``, blockbatch/core/budget.py): a call the budget cannot hold is not
-made, and says so (``over_budget``); one that would fit once the run's open calls are
-answered waits for them first.
+(``activities.errors``). A run with a budget reserves every call before it is sent
+(``blockbatch.store.ledger.open_call``; a pack call its expected cost with a margin, its
+``max_tokens`` held to that: ``CallPath.budgeted``, blockbatch/core/budget.py): a call the
+budget cannot hold is not made, and says so (``over_budget``, or ``over_budget_split`` when
+one of its blocks would fit: the pack is halved); one that would fit once the run's open
+calls are answered waits for them first.
 
 A call whose ``max_tokens`` could run past ten minutes streams (``blockbatch.core.prompt.needs_streaming``,
 the SDK's own rule) and records its final message like any other answer, with the

@@ -56,6 +56,11 @@ class OverBudget(Exception):
         self.need, self.wait = need, wait
 
 
+async def lock_budget(conn: asyncpg.Connection, run_id: str) -> None:
+    """Take the run's budget lock until the transaction ends (taken again: a no-op)."""
+    await conn.execute("select pg_advisory_xact_lock(hashtextextended($1, 11))", f"budget:{run_id}")
+
+
 async def budget_use(conn: asyncpg.Connection, run_id: str) -> tuple[float, float]:
     """``(recorded, open)``: what the run's ledger holds against its budget, under the run's
     budget lock (held until the transaction ends; see :func:`_reserve`).
@@ -65,7 +70,7 @@ async def budget_use(conn: asyncpg.Connection, run_id: str) -> tuple[float, floa
     made. Recorded: settled calls at their cost, a call lost with its worker at the most it
     may have cost; open: what the calls still open reserved.
     """
-    await conn.execute("select pg_advisory_xact_lock(hashtextextended($1, 11))", f"budget:{run_id}")
+    await lock_budget(conn, run_id)
     row = await conn.fetchrow(
         """select recorded_usd::float8 as recorded, open_reserved_usd::float8 as open_reserved
            from run_ledger_totals where run_id = $1""",
@@ -79,15 +84,16 @@ async def budget_use(conn: asyncpg.Connection, run_id: str) -> tuple[float, floa
 async def _reserve(
     conn: asyncpg.Connection, run_id: str, budget: float | None, need: float | None
 ) -> float | None:
-    """Reserve a call's worst case against the run's budget (inside the opening transaction).
+    """Reserve what a call needs against the run's budget (inside the opening transaction).
 
     Budget decisions of one run are serialised by a transaction-scoped advisory lock taken
     only when the run has a budget, so a run without one pays nothing. It is taken after
     the run row's share lock (every path takes the two in that order), and the run row is
     not locked ``for update``: opening calls keep sharing it, and ``mark_cancelling`` still
     waits for them. The recorded cost (a call lost with its worker, ``abandoned``, at its
-    worst case: it may have been paid), plus the worst cases of the run's calls still
-    open, plus ``need`` must stay within the budget.
+    worst case: it may have been paid), plus the reservations of the run's calls still
+    open, plus ``need`` (a pack call's expected cost with its margin, or a worst case:
+    ``blockbatch/core/budget.py``) must stay within the budget.
 
     Returns:
         What to record as the call's ``reserved_usd`` (``None``: no budget).
@@ -230,6 +236,10 @@ async def open_call(
         status, budget = await budget_for_share(conn, run_id)
         if status not in ACTIVE_STATUSES:
             return None
+        if budget is not None:
+            # Before any write that moves the run's totals row: every path takes the budget
+            # lock, then the totals row (a trigger's), in that order.
+            await lock_budget(conn, run_id)
         await save_prefix(conn, *prefix)
         # This very activity attempt opened a row already and lost its connection before
         # hearing back (Postgres restarting): nothing was sent for it, so it is this call.
