@@ -213,12 +213,16 @@ class CallPath:
             return answer
 
     async def budgeted(
-        self, conn: asyncpg.Connection, ctx: RunContext, pack: Pack
+        self, conn: asyncpg.Connection, ctx: RunContext, pack: Pack, *, again: bool = False
     ) -> tuple[Pack, Reserved | None]:
         """The pack as a budgeted run sends it, and what it reserves
         (``blockbatch.core.budget.reservation``: its expected cost from what the run has
         learned, with a margin from the run's spread; ``max_tokens`` lowered to what that
         pays for). A run without a budget sends the pack as planned and reserves nothing.
+
+        ``again``: a later attempt of the pack (after a truncated answer, say): it keeps its
+        planned ``max_tokens`` and reserves its worst case, so that a block writing more
+        than the run's answers do is not cut at the same place again.
         """
         if ctx.options.max_cost_usd is None:
             return pack, None
@@ -228,7 +232,7 @@ class CallPath:
             pack,
             ratio=seen.ratio if seen is not None else None,
             thinking=seen.thinking if seen is not None else None,
-            spread=seen.spread if seen is not None else None,
+            spread=seen.spread if seen is not None and not again else None,
             cached_s=await ledger.prefix_cached_s(conn, ctx.run_id),
         )
         if reserved.max_tokens != pack.max_tokens:

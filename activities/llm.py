@@ -400,7 +400,7 @@ class LlmActivities:
         if too_large is not None:
             return CallModelOutput(outcome="oversized", block_uids=uids, message=too_large)
         async with self.pool.acquire() as conn:
-            pack, reserved = await self.calls.budgeted(conn, ctx, pack)
+            pack, reserved = await self.calls.budgeted(conn, ctx, pack, again=inp.pack_attempt > 1)
         # Short ids: decided here, once, and kept on the ledger row the answer is parsed with.
         aliases = alias_map(uids) if ctx.options.short_ids else None
         request = build_request(

@@ -22,7 +22,9 @@ What a pack call reserves (:func:`reservation`):
   is cut there (and halved by the pack policy) instead of spending past the budget.
 - **The first calls** (no pack call of the run answered yet, so no spread) reserve their
   worst case (:func:`worst_case_usd`): all of the planned ``max_tokens``, input at
-  :data:`INPUT_MARGIN`, the prefix at the write price unless the cache is known warm.
+  :data:`INPUT_MARGIN`, the prefix at the write price unless the cache is known warm. So
+  does a later attempt of a pack (after a truncated answer: its block may write more than
+  the run's answers do, and is not cut at the same place again).
 
 The bound holds for every call whose input stays within :data:`INPUT_MARGIN` of the estimate
 and whose prefix is read while an answer of the run read or wrote it within the cache's TTL
