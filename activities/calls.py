@@ -220,9 +220,9 @@ class CallPath:
         learned, with a margin from the run's spread; ``max_tokens`` lowered to what that
         pays for). A run without a budget sends the pack as planned and reserves nothing.
 
-        ``again``: a later attempt of the pack (after a truncated answer, say): it keeps its
-        planned ``max_tokens`` and reserves its worst case, so that a block writing more
-        than the run's answers do is not cut at the same place again.
+        ``again``: a later attempt of the pack (after a truncated answer, say): it may write
+        several times its expected output whatever the run's spread, so that a block
+        writing more than the run's answers do is not cut at the same place again.
         """
         if ctx.options.max_cost_usd is None:
             return pack, None
@@ -232,8 +232,9 @@ class CallPath:
             pack,
             ratio=seen.ratio if seen is not None else None,
             thinking=seen.thinking if seen is not None else None,
-            spread=seen.spread if seen is not None and not again else None,
+            spread=seen.spread if seen is not None else None,
             cached_s=await ledger.prefix_cached_s(conn, ctx.run_id),
+            again=again,
         )
         if reserved.max_tokens != pack.max_tokens:
             pack = dataclasses.replace(

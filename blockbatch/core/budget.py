@@ -22,9 +22,10 @@ What a pack call reserves (:func:`reservation`):
   is cut there (and halved by the pack policy) instead of spending past the budget.
 - **The first calls** (no pack call of the run answered yet, so no spread) reserve their
   worst case (:func:`worst_case_usd`): all of the planned ``max_tokens``, input at
-  :data:`INPUT_MARGIN`, the prefix at the write price unless the cache is known warm. So
-  does a later attempt of a pack (after a truncated answer: its block may write more than
-  the run's answers do, and is not cut at the same place again).
+  :data:`INPUT_MARGIN`, the prefix at the write price unless the cache is known warm. A
+  later attempt of a pack (after a truncated answer: its block may write more than
+  the run's answers do): it may write :data:`AGAIN_OUTPUT_HEADROOM` times its expected
+  output, up to its planned ``max_tokens``, and reserves all of it.
 
 The bound holds for every call whose input stays within :data:`INPUT_MARGIN` of the estimate
 and whose prefix is read while an answer of the run read or wrote it within the cache's TTL
@@ -66,6 +67,9 @@ SPREAD_Z = 3.0
 FIRST_SPREAD = 0.25
 #: A budgeted call's ``max_tokens`` is at least this many times its expected output.
 MIN_OUTPUT_HEADROOM = 1.25
+#: A later attempt of a pack (after a truncated answer) may write this many times its
+#: expected output.
+AGAIN_OUTPUT_HEADROOM = 4.0
 #: The prefix counts as cached while the run's last cache hit or write is younger than the
 #: cache's TTL by this much.
 CACHE_SLACK_S = 60.0
@@ -385,6 +389,7 @@ def reservation(
     thinking: float | None = None,
     spread: Spread | None = None,
     cached_s: float | None = None,
+    again: bool = False,
 ) -> Reserved:
     """What a budgeted pack call reserves, and the ``max_tokens`` that keeps it within that.
 
@@ -396,6 +401,10 @@ def reservation(
         spread: the run's cost spread (``None``: no pack call answered yet: the worst case
             is reserved).
         cached_s: seconds since an answer of the run read or wrote its prefix.
+        again: a later attempt of the pack (after a truncated answer): it may write
+            :data:`AGAIN_OUTPUT_HEADROOM` times its expected output, up to its planned
+            ``max_tokens``, whatever the spread (its block may write more than the run's
+            answers do), and reserves all of it.
     """
     model = ctx.model
     warm = prefix_warm(ctx, cached_s)
@@ -404,11 +413,15 @@ def reservation(
     tier = price_multiplier(model, math.ceil(INPUT_MARGIN * max(pack.est_input_tokens, 0)))
     per_output = model.price_output / 1e6 * tier
     input_high = INPUT_MARGIN * _input_usd(ctx, pack.est_input_tokens, warm, False) * tier
+    out = expected_output_tokens(ctx, pack, ratio, thinking)
+    if again:
+        max_tokens = min(pack.max_tokens, max(math.ceil(out * AGAIN_OUTPUT_HEADROOM), 1))
+        return Reserved(input_high + max_tokens * per_output, expected, cold, max_tokens)
     if spread is None:
         worst = input_high + pack.max_tokens * per_output
         return Reserved(worst, expected, cold, pack.max_tokens)
     target = expected * spread.factor()
-    floor = math.ceil(expected_output_tokens(ctx, pack, ratio, thinking) * MIN_OUTPUT_HEADROOM)
+    floor = math.ceil(out * MIN_OUTPUT_HEADROOM)
     max_tokens = min(pack.max_tokens, max(floor, int((target - input_high) / per_output), 1))
     return Reserved(input_high + max_tokens * per_output, expected, cold, max_tokens)
 

@@ -3,12 +3,19 @@ sent with, from what the run's ledger has learned (the ledger reads are stood in
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import Any
 
 import pytest
 
 from activities.calls import CallPath
-from blockbatch.core.budget import Spread, pack_worst_case
+from blockbatch.core.budget import (
+    AGAIN_OUTPUT_HEADROOM,
+    Spread,
+    expected_output_tokens,
+    pack_worst_case,
+)
 from blockbatch.core.context import RunContext
 from blockbatch.core.models import RunOptions
 from blockbatch.core.registry import get_model
@@ -57,17 +64,30 @@ async def test_a_budgeted_call_is_sent_with_the_max_tokens_its_reservation_pays_
     assert reserved.worst_usd == pytest.approx(pack_worst_case(ctx, planned))
 
 
-async def test_a_later_attempt_keeps_its_max_tokens_and_reserves_its_worst_case(
+async def test_a_later_attempt_may_write_several_times_its_expected_output(
     learned: None,
 ) -> None:
     ctx = _ctx(max_cost_usd=1.0)
-    planned = ctx.pack([300] * 10, attempt=2)
+    first = ctx.pack([300] * 10)
+    planned = ctx.pack([300] * 10, attempt=2)  # after a truncated answer: the whole budget
     path = CallPath(pool=None, sender=None)  # type: ignore[arg-type]  # budgeted uses neither
+    sent_first, _ = await path.budgeted(None, ctx, first)
     sent, reserved = await path.budgeted(None, ctx, planned, again=True)
     assert reserved is not None
-    assert sent.max_tokens == planned.max_tokens == reserved.max_tokens
-    # Its worst case with the prefix read (the cache is warm), not written.
-    assert reserved.usd == pytest.approx(pack_worst_case(ctx, planned, prefix_read=True))
+    expected = expected_output_tokens(ctx, planned, 0.5, None)
+    # Not cut where the first attempt was: four times the expected output, within the plan.
+    assert (
+        sent.max_tokens
+        == reserved.max_tokens
+        == min(planned.max_tokens, math.ceil(expected * AGAIN_OUTPUT_HEADROOM))
+    )
+    assert sent_first.max_tokens < sent.max_tokens
+    # And it reserves all of it (the prefix read: the cache is warm).
+    assert reserved.usd == pytest.approx(
+        pack_worst_case(
+            ctx, dataclasses.replace(planned, max_tokens=sent.max_tokens), prefix_read=True
+        )
+    )
 
 
 async def test_a_run_without_a_budget_sends_the_pack_as_planned(learned: None) -> None:
