@@ -18,6 +18,7 @@ must not fail them all for one block's error.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ from activities.errors import RETRYABLE, application_error, call_of_error
 from activities.limiter import FleetLimiter
 from activities.sender import NotSent, Sender
 from activities.shared import heartbeating, origin
-from blockbatch.core.budget import pack_worst_case
+from blockbatch.core.budget import Reserved, reservation
 from blockbatch.core.claude_errors import ClaudeError, is_unreachable
 from blockbatch.core.context import RunContext
 from blockbatch.core.models import CallFacts, CallModelOutput, LimiterNote
@@ -128,8 +129,12 @@ class CallPath:
         est_output_tokens: int | None = None,
         block_aliases: dict[str, str] | None = None,
         worst_case_usd: float | None = None,
+        reserved: Reserved | None = None,
     ) -> int | None:
         """Insert the ledger row, unless the run stopped; ``None`` means do not call.
+
+        ``reserved``: what a pack call reserves against the run's budget (:meth:`budgeted`);
+        without it the call reserves ``worst_case_usd``.
 
         Raises:
             ledger.OverBudget: the run's budget cannot hold the call (after waiting, as
@@ -154,7 +159,11 @@ class CallPath:
                         purpose=purpose,
                         est_output_tokens=est_output_tokens,
                         block_aliases=block_aliases,
-                        worst_case_usd=worst_case_usd,
+                        worst_case_usd=(
+                            reserved.worst_usd if reserved is not None else worst_case_usd
+                        ),
+                        expected_usd=reserved.expected_usd if reserved is not None else None,
+                        reserve_usd=reserved.usd if reserved is not None else None,
                         endpoint=await self.sender.endpoint(ctx.route),
                     )
             except ledger.OverBudget as over:
@@ -203,6 +212,38 @@ class CallPath:
             answer.limiter_wait_s = round(waited, 1)
             answer.limiter = await self._note(ctx, binding)
             return answer
+
+    async def budgeted(
+        self, conn: asyncpg.Connection, ctx: RunContext, pack: Pack, *, again: bool = False
+    ) -> tuple[Pack, Reserved | None]:
+        """The pack as a budgeted run sends it, and what it reserves
+        (``blockbatch.core.budget.reservation``: its expected cost from what the run has
+        learned, with a margin from the run's spread; ``max_tokens`` lowered to what that
+        pays for). A run without a budget sends the pack as planned and reserves nothing.
+
+        ``again``: a later attempt of the pack (after a truncated answer, say): it may write
+        several times its expected output whatever the run's spread, so that a block
+        writing more than the run's answers do is not cut at the same place again.
+        """
+        if ctx.options.max_cost_usd is None:
+            return pack, None
+        seen = await ledger.observed_output(conn, ctx.run_id)
+        reserved = reservation(
+            ctx,
+            pack,
+            ratio=seen.ratio if seen is not None else None,
+            thinking=seen.thinking if seen is not None else None,
+            spread=seen.spread if seen is not None else None,
+            cached_s=await ledger.prefix_cached_s(conn, ctx.run_id),
+            again=again,
+        )
+        if reserved.max_tokens != pack.max_tokens:
+            pack = dataclasses.replace(
+                pack,
+                max_tokens=reserved.max_tokens,
+                thinking_tokens=min(pack.thinking_tokens, reserved.max_tokens),
+            )
+        return pack, reserved
 
     def need(self, ctx: RunContext, est_input_tokens: int, max_tokens: int) -> Need:
         """What a pack call will count: its input less a cached prompt prefix, and max_tokens.
@@ -430,6 +471,10 @@ class CallPath:
             if previous is not None:  # answered before this activity attempt: counted then
                 asked.call_id = previous.call_id
                 return asked
+            async with self.pool.acquire() as conn:
+                sent_pack, reserved = await self.budgeted(conn, ctx, pack)
+            if sent_pack.max_tokens != request["max_tokens"]:
+                request = {**request, "max_tokens": sent_pack.max_tokens}
             try:
                 opened = await self.open(
                     ctx,
@@ -439,7 +484,7 @@ class CallPath:
                     uids,
                     request,
                     purpose=purpose,
-                    worst_case_usd=pack_worst_case(ctx, pack),
+                    reserved=reserved,
                     block_aliases=aliases,
                 )
             except ledger.OverBudget:
@@ -455,7 +500,7 @@ class CallPath:
                     opened,
                     uids,
                     request,
-                    self.need(ctx, pack.est_input_tokens, pack.max_tokens),
+                    self.need(ctx, pack.est_input_tokens, sent_pack.max_tokens),
                 )
             except ApplicationError as err:
                 asked.failed.append(call_of_error(err))

@@ -9,10 +9,12 @@ cancelling: it is opened under a share lock on the run row that ``mark_run_cance
 must wait for (``blockbatch.store.ledger.open_call``). A call that lost its worker mid-call is marked
 abandoned when its attempt is tried again. Retries belong to Temporal: the client runs
 with ``max_retries=0`` and retryable failures are raised with the server's retry-after
-(``activities.errors``). A run with a budget reserves every call's worst case before it is
-sent (``blockbatch.store.ledger.open_call``, blockbatch/core/budget.py): a call the budget cannot hold is not
-made, and says so (``over_budget``); one that would fit once the run's open calls are
-answered waits for them first.
+(``activities.errors``). A run with a budget reserves every call before it is sent
+(``blockbatch.store.ledger.open_call``; a pack call its expected cost with a margin, its
+``max_tokens`` held to that: ``CallPath.budgeted``, blockbatch/core/budget.py): a call the
+budget cannot hold is not made, and says so (``over_budget``, or ``over_budget_split`` when
+one of its blocks would fit: the pack is halved); one that would fit once the run's open
+calls are answered waits for them first.
 
 A call whose ``max_tokens`` could run past ten minutes streams (``blockbatch.core.prompt.needs_streaming``,
 the SDK's own rule) and records its final message like any other answer, with the
@@ -37,9 +39,9 @@ from activities.sender import AnthropicSender, NotSent, OpenClient
 from activities.shared import PerRun, origin
 from blockbatch.core.agreement import compare_answers
 from blockbatch.core.budget import (
-    pack_worst_case,
     probe_worst_case,
     refusal_text,
+    smaller_fits,
     warm_up_worst_case,
 )
 from blockbatch.core.claude_errors import is_outage
@@ -400,6 +402,8 @@ class LlmActivities:
         too_large = ctx.too_large(pack, len(blocks))
         if too_large is not None:
             return CallModelOutput(outcome="oversized", block_uids=uids, message=too_large)
+        async with self.pool.acquire() as conn:
+            pack, reserved = await self.calls.budgeted(conn, ctx, pack, again=inp.pack_attempt > 1)
         # Short ids: decided here, once, and kept on the ledger row the answer is parsed with.
         aliases = alias_map(uids) if ctx.options.short_ids else None
         request = build_request(
@@ -427,12 +431,14 @@ class LlmActivities:
                 uids,
                 request,
                 est_output_tokens=pack.learn_output_tokens,
-                worst_case_usd=pack_worst_case(ctx, pack),
+                reserved=reserved,
                 block_aliases=aliases,
             )
         except ledger.OverBudget as over:
+            # A smaller pack may still fit what the budget leaves: halve this one.
+            smaller = len(blocks) > 1 and await self._one_block_fits(ctx, blocks[0], over)
             return CallModelOutput(
-                outcome="over_budget",
+                outcome="over_budget_split" if smaller else "over_budget",
                 block_uids=uids,
                 message=refusal_text(over.budget, recorded=over.recorded, need=over.need),
             )
@@ -447,6 +453,13 @@ class LlmActivities:
             request,
             self.calls.need(ctx, pack.est_input_tokens, pack.max_tokens),
         )
+
+    async def _one_block_fits(self, ctx: RunContext, block: Any, over: ledger.OverBudget) -> bool:
+        """Whether a call of ``block`` alone would fit what the run's recorded cost leaves
+        of its budget (``blockbatch.core.budget.smaller_fits``)."""
+        async with self.pool.acquire() as conn:
+            _, alone = await self.calls.budgeted(conn, ctx, ctx.pack([block.est_tokens]))
+        return alone is not None and smaller_fits(over.budget, over.recorded, alone.usd)
 
     async def _observed_output(
         self, conn: asyncpg.Connection, run_id: str

@@ -568,6 +568,7 @@ async def budget_step(
         "error": stopped.result.error,
         "calls": at_stop["calls_ok"],
         "cost_usd": at_stop["cost_usd"],
+        "spent_share": at_stop["cost_usd"] / budget,
         "within_budget": at_stop["cost_usd"] <= budget,
         "blocks_done": stopped.result.blocks_ai_complete,
         "left": left.model_dump(mode="json") if left is not None else None,
@@ -593,7 +594,7 @@ async def budget_step(
         "within_budget": total["cost_usd"] <= raised,
         "blocks_ok": finished.blocks_ai_complete,
         "blocks_paid_twice": await blocks_paid_twice(pool, run_id),
-        "x_unbudgeted_cost": total["cost_usd"] / free["cost_usd"],
+        "x_unbudgeted_cost": (total["cost_usd"] / free["cost_usd"] if free["cost_usd"] else None),
     }
     print(
         f"  budget {mode}: ${budget:.4f} -> {stopped.result.status} at "
@@ -602,6 +603,12 @@ async def budget_step(
         flush=True,
     )
     return out
+
+
+def _usd(value: float | None, digits: int = 4) -> str:
+    """A dollar figure of the budget table; ``-`` for one the run could not give (no block
+    done yet: no estimate to finish)."""
+    return "-" if value is None else f"{value:.{digits}f}"
 
 
 def report_budget(rec: Recorder, result: dict[str, Any], blocks: int) -> None:
@@ -622,6 +629,7 @@ def report_budget(rec: Recorder, result: dict[str, Any], blocks: int) -> None:
             "-",
             b["unbudgeted_calls"],
             round(b["unbudgeted_cost_usd"], 4),
+            "-",
             "completed",
             f"{blocks}/{blocks}",
             "-",
@@ -632,9 +640,10 @@ def report_budget(rec: Recorder, result: dict[str, Any], blocks: int) -> None:
             f"{b['budget_usd']:.4f}",
             b["calls"],
             round(b["cost_usd"], 4),
+            f"{b['cost_usd'] / b['budget_usd']:.1%}",
             b["status"],
             f"{b['blocks_done']}/{blocks}",
-            f"{left.get('blocks_left', '-')} left, ~${left.get('to_finish_usd') or 0:.4f}",
+            f"{left.get('blocks_left', '-')} left, ~${_usd(left.get('to_finish_usd'))}",
             "yes" if b["within_budget"] else "NO",
         ],
     ]
@@ -645,6 +654,7 @@ def report_budget(rec: Recorder, result: dict[str, Any], blocks: int) -> None:
                 f"{retry['max_cost_usd']:.2f}",
                 retry["calls"],
                 round(retry["cost_usd"], 4),
+                "-",
                 retry["status"],
                 f"{retry['blocks']} retried",
                 "-",
@@ -657,6 +667,7 @@ def report_budget(rec: Recorder, result: dict[str, Any], blocks: int) -> None:
                 "-",
                 total["calls"],
                 round(total["cost_usd"], 4),
+                f"{total['cost_usd'] / retry['max_cost_usd']:.1%}",
                 retry["status"],
                 f"{total['blocks_ok']}/{blocks}",
                 f"paid twice: {total['blocks_paid_twice']}",
@@ -665,18 +676,21 @@ def report_budget(rec: Recorder, result: dict[str, Any], blocks: int) -> None:
         )
     notes = [
         (
-            "The run stops when its next call's worst case (prefix as a cache write, "
-            "input +25%, all of max_tokens) cannot fit; the estimate to finish is its own "
-            "cost per block so far times the blocks left."
+            "Each call reserves its expected cost from what the run has learned, with a "
+            "margin from the spread of its calls so far (its first calls: their worst "
+            "case), and its max_tokens is held to what that pays for; a pack the rest of "
+            "the budget cannot hold is halved while one block of it fits. The estimate to "
+            "finish is the run's own cost per block so far times the blocks left; the "
+            "suggested budget adds a margin and the largest reservation."
         )
     ]
     if total:
+        times = total.get("x_unbudgeted_cost")
         notes.append(
-            f"Stopping and finishing cost {total['x_unbudgeted_cost']:.2f}x the "
-            "unbudgeted run (the retry makes a warm-up call of its own; here the "
-            "prompt cache was still warm, so it read the prefix instead of writing "
-            f"it). The estimate to finish was ${retry['estimate_was_usd']:.4f}; the "
-            f"retry cost ${retry['cost_usd']:.4f}."
+            f"Stopping and finishing cost {_usd(times, 2)}x the unbudgeted run (the retry "
+            "makes a warm-up call of its own). The estimate to finish was "
+            f"${_usd(retry.get('estimate_was_usd'))}; the retry cost "
+            f"${_usd(retry.get('cost_usd'))}."
         )
     rec.print_table(
         f"{result['schema']} schema, {b['mode']}: a budget of half its cost, then retry",
@@ -685,6 +699,7 @@ def report_budget(rec: Recorder, result: dict[str, Any], blocks: int) -> None:
             "budget $",
             "calls",
             "cost $",
+            "of budget",
             "status",
             "blocks ok",
             "left / paid twice",

@@ -1,27 +1,49 @@
-"""A budget that holds (``RunOptions.max_cost_usd``): the worst case of a call, and whether
-the next one fits. Pure rules; ``blockbatch/store/ledger.py`` decides atomically with them.
+"""A budget that holds and is spent (``RunOptions.max_cost_usd``): what a call reserves, and
+whether the next one fits. Pure rules; ``blockbatch/store/ledger.py`` decides atomically with them.
 
 Before every Claude call of a budgeted run (a pack's call, the warm-up, an outage probe) the
-call's **worst case** is reserved against the budget: what the ledger has recorded for the
-run, plus the worst cases of its calls still open (sent, not yet answered, or lost with their
-worker), plus this call's worst case must stay within the budget. The worst case of a call
-(:func:`worst_case_usd`) is its input as if nothing were read from the cache, its cacheable
-prefix at the cache-write price where a write can happen, and ``max_tokens`` of output at
-the output price (thinking included: a thinking call's ``max_tokens`` holds it, and it is
-billed as output); input estimates are the planner's (already leaning high, in the model's
-tokens) times :data:`INPUT_MARGIN`, and a prompt that could cross the model's long-prompt
-line is priced at the higher tier (one request, one tier: contract §1). The answer's real cost replaces the reservation when it is recorded,
-so the ledger total stays within the budget however many packs and workers run at once.
+call **reserves** against the budget: what the ledger has recorded for the run, plus the
+reservations of its calls still open (sent, not yet answered), plus this call's must stay
+within the budget. The answer's real cost replaces the reservation when it is recorded.
+
+What a pack call reserves (:func:`reservation`):
+
+- **Its expected cost, from what the run has learned** (:func:`expected_usd`): the prompt
+  prefix read from the cache while an answer of the run read or wrote it within the cache's
+  lifetime (a write otherwise), the rest of its input as the planner estimates it, and the
+  output the run's answers write per estimated token plus the thinking its calls write.
+- **A margin sized from the spread seen so far** (:class:`Spread`): what the run's answered
+  pack calls cost against what they were expected to cost, their mean plus
+  :data:`SPREAD_Z` standard deviations, never less than :data:`MIN_MARGIN`.
+- **And it can pay no more than that**: the call's ``max_tokens`` is lowered to what the
+  reservation pays for after its input at :data:`INPUT_MARGIN` over the estimate (never
+  below :data:`MIN_OUTPUT_HEADROOM` times the expected output: the reservation grows
+  instead). Output is billed up to ``max_tokens``, so a call that writes more than expected
+  is cut there (and halved by the pack policy) instead of spending past the budget.
+- **The first calls** (no pack call of the run answered yet, so no spread) reserve their
+  worst case (:func:`worst_case_usd`): all of the planned ``max_tokens``, input at
+  :data:`INPUT_MARGIN`, the prefix at the write price unless the cache is known warm. A
+  later attempt of a pack (after a truncated answer: its block may write more than
+  the run's answers do): it may write :data:`AGAIN_OUTPUT_HEADROOM` times its expected
+  output, up to its planned ``max_tokens``, and reserves all of it.
+
+The bound holds for every call whose input stays within :data:`INPUT_MARGIN` of the estimate
+and whose prefix is read while an answer of the run read or wrote it within the cache's TTL
+less :data:`CACHE_SLACK_S` (a hit refreshes the TTL: contract §5). A call lost with its worker
+counts at its cold worst case. The ledger total therefore stays within the budget however
+many packs and workers run at once.
 
 A call that does not fit (:func:`verdict`) waits while calls still open hold the room it
-needs (they usually cost far less than their worst case), and is refused when even the
-recorded cost alone leaves no room: then the run's budget is exhausted.
+needs (they usually cost less than they reserve), and is refused when even the recorded
+cost alone leaves no room: then a pack of several blocks is halved when one block could
+still fit (:func:`smaller_fits`), and a lone block ends ``budget_exhausted``.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 from blockbatch.core.batching import BATCH_CACHE_TTL
@@ -37,6 +59,22 @@ INPUT_MARGIN = 1.25
 
 Verdict = Literal["fits", "wait", "exhausted"]
 
+#: A reservation is at least this much over the call's expected cost.
+MIN_MARGIN = 0.15
+#: Standard deviations of the run's cost spread (actual / expected) a reservation holds.
+SPREAD_Z = 3.0
+#: The spread assumed from a single answered call (a share of its ratio).
+FIRST_SPREAD = 0.25
+#: A budgeted call's ``max_tokens`` is at least this many times its expected output.
+MIN_OUTPUT_HEADROOM = 1.25
+#: A later attempt of a pack (after a truncated answer) may write this many times its
+#: expected output.
+AGAIN_OUTPUT_HEADROOM = 4.0
+#: The prefix counts as cached while the run's last cache hit or write is younger than the
+#: cache's TTL by this much.
+CACHE_SLACK_S = 60.0
+_TTL_S = {"5m": 300.0, "1h": 3600.0}
+
 
 class BudgetError(ValueError):
     """A budget a run cannot use (not a number, not positive, or below one call)."""
@@ -50,6 +88,7 @@ def worst_case_usd(
     prefix_tokens: int = 0,
     cache_ttl: str = "5m",
     batch: bool = False,
+    prefix_read: bool = False,
 ) -> float:
     """The most one call can cost.
 
@@ -62,10 +101,16 @@ def worst_case_usd(
             the cache-write price, the dearer of the ways it can be billed.
         cache_ttl: ``5m`` or ``1h``: the write price.
         batch: Message Batches prices (half).
+        prefix_read: the prefix is known to be in the cache (:func:`prefix_warm`): priced
+            as a read.
     """
     prefix = min(max(prefix_tokens, 0), max(input_tokens, 0))
     write = model.price_cache_write_1h if cache_ttl == "1h" else model.price_cache_write_5m
-    prefix_price = max(write, model.price_input) if prefix else 0.0
+    prefix_price = (
+        (model.price_cache_read if prefix_read else max(write, model.price_input))
+        if prefix
+        else 0.0
+    )
     rest = max(input_tokens, 0) - prefix
     total = (
         INPUT_MARGIN * (prefix * prefix_price + rest * model.price_input)
@@ -190,12 +235,19 @@ def left_text(left: BudgetLeft) -> str:
     )
 
 
+#: A suggested budget holds this much more than the estimate to finish: the estimate's own
+#: error (the blocks left are not the blocks done) and the margins of the last calls open.
+SUGGEST_MARGIN = 0.15
+
+
 def suggested_budget(left: BudgetLeft) -> float:
     """A budget that should finish the run, in whole cents: what was spent, the estimate to
-    finish (without one, the old budget again), and room for the largest call's worst case
-    (every call reserves it before it is made, the last ones too)."""
+    finish (without one, the old budget again) with :data:`SUGGEST_MARGIN`, and room for
+    the largest reservation a call of the run made (every call reserves before it is
+    made, the last ones too)."""
     more = left.to_finish_usd if left.to_finish_usd is not None else left.max_cost_usd
-    return math.ceil(round((left.spent_usd + more + left.largest_call_usd) * 100, 6)) / 100
+    total = left.spent_usd + more * (1 + SUGGEST_MARGIN) + left.largest_call_usd
+    return math.ceil(round(total * 100, 6)) / 100
 
 
 #: Input tokens of the warm-up's one stand-in block with its JSON wrapper (a few words).
@@ -214,9 +266,12 @@ def warm_up_worst_case(ctx: RunContext, max_tokens: int = 1) -> float:
     )
 
 
-def pack_worst_case(ctx: RunContext, pack: Pack, *, batch: bool = False) -> float:
+def pack_worst_case(
+    ctx: RunContext, pack: Pack, *, batch: bool = False, prefix_read: bool = False
+) -> float:
     """A pack call's worst case, from its input estimate and ``max_tokens`` (its thinking
-    allowance included); a batch request writes with the batch TTL (``BATCH_CACHE_TTL``)."""
+    allowance included); a batch request writes with the batch TTL (``BATCH_CACHE_TTL``).
+    ``prefix_read``: the prefix is known to be in the cache (after the warm-up wrote it)."""
     return worst_case_usd(
         ctx.model,
         input_tokens=pack.est_input_tokens,
@@ -224,7 +279,157 @@ def pack_worst_case(ctx: RunContext, pack: Pack, *, batch: bool = False) -> floa
         prefix_tokens=ctx.cacheable_prefix_tokens,
         cache_ttl=BATCH_CACHE_TTL if batch else ctx.options.cache_ttl,
         batch=batch,
+        prefix_read=prefix_read,
     )
+
+
+def prefix_warm(ctx: RunContext, cached_s: float | None) -> bool:
+    """Whether the run's prompt prefix is in the cache: an answer of the run read or wrote
+    it ``cached_s`` seconds ago, within the TTL less :data:`CACHE_SLACK_S`."""
+    if not ctx.cacheable_prefix_tokens or cached_s is None:
+        return False
+    return cached_s < _TTL_S.get(ctx.options.cache_ttl, 300.0) - CACHE_SLACK_S
+
+
+@dataclass(frozen=True)
+class Spread:
+    """What a run's answered pack calls cost against what they were expected to cost.
+
+    Attributes:
+        calls: calls answered that were reserved at an expected cost.
+        mean: their mean cost / expected.
+        sd: its sample standard deviation (``None`` from one call).
+    """
+
+    calls: int
+    mean: float
+    sd: float | None
+
+    @classmethod
+    def of(cls, calls: int, total: float, squares: float) -> Spread:
+        """From running sums: the count, the sum of the ratios and of their squares."""
+        mean = total / calls
+        if calls < 2:
+            return cls(calls, mean, None)
+        variance = max(squares - calls * mean * mean, 0.0) / (calls - 1)
+        return cls(calls, mean, math.sqrt(variance))
+
+    def factor(self) -> float:
+        """What a reservation is, times the expected cost: the mean plus :data:`SPREAD_Z`
+        deviations (one call: :data:`FIRST_SPREAD` of its ratio), at least
+        1 + :data:`MIN_MARGIN`."""
+        sd = self.sd if self.sd is not None else FIRST_SPREAD * self.mean
+        return max(1.0 + MIN_MARGIN, self.mean + SPREAD_Z * sd)
+
+
+@dataclass(frozen=True)
+class Reserved:
+    """What a pack call reserves against its run's budget, and what it may write.
+
+    Attributes:
+        usd: the reservation.
+        expected_usd: what the call is expected to cost.
+        worst_usd: the most it can cost whatever the cache holds (what a call lost with its
+            worker counts).
+        max_tokens: the call's ``max_tokens`` (the planned one, or lower: what ``usd`` pays).
+    """
+
+    usd: float
+    expected_usd: float
+    worst_usd: float
+    max_tokens: int
+
+
+def _input_usd(ctx: RunContext, input_tokens: int, warm: bool, batch: bool) -> float:
+    """A call's input at the prices it is expected to pay (prefix read when warm, written
+    otherwise), without the long-prompt tier or the batch discount."""
+    model = ctx.model
+    prefix = min(ctx.cacheable_prefix_tokens, max(input_tokens, 0))
+    ttl = BATCH_CACHE_TTL if batch else ctx.options.cache_ttl
+    write = model.price_cache_write_1h if ttl == "1h" else model.price_cache_write_5m
+    prefix_price = model.price_cache_read if warm else max(write, model.price_input)
+    return (prefix * prefix_price + (max(input_tokens, 0) - prefix) * model.price_input) / 1e6
+
+
+def expected_output_tokens(
+    ctx: RunContext, pack: Pack, ratio: float | None, thinking: float | None
+) -> int:
+    """The output a pack call is expected to write: its answers (the planner's estimate, or
+    the run's answers per estimated token times the pack's estimate) and the thinking its
+    calls write (:meth:`RunContext.thinking_per_call`), within ``max_tokens``."""
+    answers = (
+        pack.learn_output_tokens * ratio
+        if ratio is not None and pack.learn_output_tokens
+        else pack.est_output_tokens
+    )
+    return min(pack.max_tokens, math.ceil(answers + ctx.thinking_per_call(thinking)))
+
+
+def expected_usd(
+    ctx: RunContext,
+    pack: Pack,
+    *,
+    ratio: float | None = None,
+    thinking: float | None = None,
+    warm: bool = False,
+    batch: bool = False,
+) -> float:
+    """What a pack call is expected to cost (see the module docstring)."""
+    out = expected_output_tokens(ctx, pack, ratio, thinking)
+    total = _input_usd(ctx, pack.est_input_tokens, warm, batch) + out * ctx.model.price_output / 1e6
+    tier = price_multiplier(ctx.model, math.ceil(INPUT_MARGIN * max(pack.est_input_tokens, 0)))
+    return total * tier * (BATCH_DISCOUNT if batch else 1.0)
+
+
+def reservation(
+    ctx: RunContext,
+    pack: Pack,
+    *,
+    ratio: float | None = None,
+    thinking: float | None = None,
+    spread: Spread | None = None,
+    cached_s: float | None = None,
+    again: bool = False,
+) -> Reserved:
+    """What a budgeted pack call reserves, and the ``max_tokens`` that keeps it within that.
+
+    Args:
+        ctx: the run.
+        pack: the call's pack as planned.
+        ratio, thinking: what the run's answers wrote per estimated token and its calls
+            thought per call (``blockbatch.store.ledger.Observed``; ``None``: not learned).
+        spread: the run's cost spread (``None``: no pack call answered yet: the worst case
+            is reserved).
+        cached_s: seconds since an answer of the run read or wrote its prefix.
+        again: a later attempt of the pack (after a truncated answer): it may write
+            :data:`AGAIN_OUTPUT_HEADROOM` times its expected output, up to its planned
+            ``max_tokens``, whatever the spread (its block may write more than the run's
+            answers do), and reserves all of it.
+    """
+    model = ctx.model
+    warm = prefix_warm(ctx, cached_s)
+    expected = expected_usd(ctx, pack, ratio=ratio, thinking=thinking, warm=warm)
+    cold = pack_worst_case(ctx, pack)
+    tier = price_multiplier(model, math.ceil(INPUT_MARGIN * max(pack.est_input_tokens, 0)))
+    per_output = model.price_output / 1e6 * tier
+    input_high = INPUT_MARGIN * _input_usd(ctx, pack.est_input_tokens, warm, False) * tier
+    out = expected_output_tokens(ctx, pack, ratio, thinking)
+    if again:
+        max_tokens = min(pack.max_tokens, max(math.ceil(out * AGAIN_OUTPUT_HEADROOM), 1))
+        return Reserved(input_high + max_tokens * per_output, expected, cold, max_tokens)
+    if spread is None:
+        worst = input_high + pack.max_tokens * per_output
+        return Reserved(worst, expected, cold, pack.max_tokens)
+    target = expected * spread.factor()
+    floor = math.ceil(out * MIN_OUTPUT_HEADROOM)
+    max_tokens = min(pack.max_tokens, max(floor, int((target - input_high) / per_output), 1))
+    return Reserved(input_high + max_tokens * per_output, expected, cold, max_tokens)
+
+
+def smaller_fits(budget: float, recorded: float, one_block_usd: float) -> bool:
+    """Whether a pack the budget refused is worth halving: one block of it would fit in
+    what the recorded cost leaves."""
+    return recorded + one_block_usd <= budget + 1e-12
 
 
 #: A probe of the API (an outage): "Reply with OK." and one output token.
@@ -242,7 +447,8 @@ def first_call(ctx: RunContext, block_tokens: Sequence[int]) -> tuple[str, float
     Its first pack (batch mode: its first request, at batch prices; a run that learns its
     output: the learning pack, which writes the prompt cache itself), after the warm-up
     call when a run of more than one pack has a prompt long enough to be cached (a budget
-    that paid for the warm-up alone would buy nothing). A schema that earlier runs taught
+    that paid for the warm-up alone would buy nothing; pack 0 then reads the prefix the
+    warm-up wrote). A schema that earlier runs taught
     is planned from their answers instead of a learning pack: its first calls may then be
     the warm-up and a larger pack 0, which the run's budget still holds.
     """
@@ -257,10 +463,11 @@ def first_call(ctx: RunContext, block_tokens: Sequence[int]) -> tuple[str, float
         f"{'batch request' if batch else 'pack'} 0 of {len(first.positions)} "
         f"block{'s' if len(first.positions) != 1 else ''}"
     )
-    worst = pack_worst_case(ctx, pack, batch=batch)
     warm_up = not batch and len(packs) > 1 and ctx.cacheable_prefix_tokens > 0 and not learning
     if warm_up:
-        return f"the warm-up call that writes the prompt cache, then {what}", warm_up_worst_case(
-            ctx
-        ) + worst
-    return what, worst
+        # Pack 0 reads the prefix the warm-up's answer shows written (``reservation``).
+        return (
+            f"the warm-up call that writes the prompt cache, then {what}",
+            warm_up_worst_case(ctx) + pack_worst_case(ctx, pack, prefix_read=True),
+        )
+    return what, pack_worst_case(ctx, pack, batch=batch)

@@ -131,9 +131,10 @@ class RunOptions(BaseModel):
         default=None,
         gt=0,
         allow_inf_nan=False,
-        description="the most the run may spend, in US dollars: each call's worst case is "
-        "reserved against it before the call; when the next call cannot fit, the run stops "
-        "starting calls and ends budget_exhausted, saying what is left (none: no limit)",
+        description="the most the run may spend, in US dollars: each call reserves its "
+        "expected cost plus a margin against it before the call (its max_tokens held to "
+        "that); when the next call cannot fit, the run stops starting calls and ends "
+        "budget_exhausted, saying what is left (none: no limit)",
     )
     quality: QualityOptions | None = Field(
         default=None,
@@ -565,7 +566,7 @@ class BudgetLeft(BaseModel):
     #: ``cost_per_block_usd`` times ``blocks_left``, plus one warm-up (``None`` without a
     #: rate yet).
     to_finish_usd: float | None = None
-    #: The largest worst case a call of the run reserved: the room its calls need.
+    #: The largest reservation a call of the run made: the room its calls need.
     largest_call_usd: float = 0.0
 
 
@@ -790,7 +791,14 @@ class PackOutcome(BaseModel):
 
 
 CallOutcome = Literal[
-    "answered", "overflow", "request_error", "oversized", "cancelled", "empty", "over_budget"
+    "answered",
+    "overflow",
+    "request_error",
+    "oversized",
+    "cancelled",
+    "empty",
+    "over_budget",
+    "over_budget_split",
 ]
 
 

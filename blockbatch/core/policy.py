@@ -20,7 +20,8 @@ result, and only carry the answer out:
 | rejected request (other 4xx), several blocks | ``split``: one block's content may be why |
 | rejected request (other 4xx), one block | ``fail`` with Claude's message |
 | run stopping before or instead of a call | ``keep`` |
-| the run's budget cannot hold the call (no call made) | ``fail`` with ``budget_exhausted``; the run starts no more packs |
+| the run's budget cannot hold the call (no call made), several blocks, one of them would fit | ``split``: the halves may fit what is left |
+| the run's budget cannot hold the call (no call made), otherwise | ``fail`` with ``budget_exhausted``; the run starts no more packs |
 | transient error (429, 5xx, 529, no answer, batch expired/canceled/missing), retries left | ``resubmit`` |
 | Claude down (5xx, 529, no answer), no retries left, the run can pause | ``wait``: the run pauses and probes; the attempt is made again once Claude answers |
 | transient error, no retries left | ``fail`` |
@@ -145,12 +146,14 @@ def decide(
 
 #: What a ``call_model`` that did not answer reports (``CallModelOutput.outcome``), as the
 #: attempt result of the table: a call not made (``empty``, ``cancelled``, ``oversized``,
-#: ``over_budget``) or a request Claude turned down (``overflow``, ``request_error``).
+#: ``over_budget``, ``over_budget_split``: a smaller pack would fit) or a request Claude
+#: turned down (``overflow``, ``request_error``).
 CALL_RESULTS: dict[str, AttemptResult] = {
     "empty": "nothing_left",
     "cancelled": "stopped",
     "oversized": "oversized",
     "over_budget": "over_budget",
+    "over_budget_split": "over_budget",
     "overflow": "errored",
     "request_error": "errored",
 }
@@ -170,6 +173,9 @@ def decide_call(
     """
     result = CALL_RESULTS[outcome]
     reason = message or ""
+    if outcome == "over_budget_split" and blocks > 1:
+        # The pack does not fit what the budget leaves, but one of its blocks would.
+        return Decision("split", reason or "the run's budget cannot hold the whole pack")
     if result != "errored":
         return decide(result, blocks=0 if result == "nothing_left" else blocks, reason=reason)
     kind = "overflow" if outcome == "overflow" else "rejected"

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 import asyncpg
 from pydantic import ConfigDict
 
-from blockbatch.core.budget import verdict
+from blockbatch.core.budget import Spread, verdict
 from blockbatch.core.endpoint import Endpoint
 from blockbatch.core.models import ACTIVE_STATUSES, ApplyResultsOutput
 from blockbatch.core.registry import TokenCounts, Usage
@@ -56,35 +56,44 @@ class OverBudget(Exception):
         self.need, self.wait = need, wait
 
 
+async def lock_budget(conn: asyncpg.Connection, run_id: str) -> None:
+    """Take the run's budget lock until the transaction ends (taken again: a no-op)."""
+    await conn.execute("select pg_advisory_xact_lock(hashtextextended($1, 11))", f"budget:{run_id}")
+
+
 async def budget_use(conn: asyncpg.Connection, run_id: str) -> tuple[float, float]:
     """``(recorded, open)``: what the run's ledger holds against its budget, under the run's
-    budget lock (held until the transaction ends; see :func:`_reserve`)."""
-    await conn.execute("select pg_advisory_xact_lock(hashtextextended($1, 11))", f"budget:{run_id}")
+    budget lock (held until the transaction ends; see :func:`_reserve`).
+
+    Read from the run's running totals (``run_ledger_totals``, kept by migration 040's
+    triggers in the transaction of every ledger write): one row, however many calls the run
+    made. Recorded: settled calls at their cost, a call lost with its worker at the most it
+    may have cost; open: what the calls still open reserved.
+    """
+    await lock_budget(conn, run_id)
     row = await conn.fetchrow(
-        """select coalesce(sum(case when status = 'abandoned'
-                                    then greatest(cost_usd, coalesce(reserved_usd, 0))
-                                    else cost_usd end)
-                           filter (where status <> 'started'), 0)::float8 as recorded,
-                  coalesce(sum(coalesce(reserved_usd, 0)) filter (where status = 'started'),
-                           0)::float8 as open_reserved
-           from llm_calls where run_id = $1""",
+        """select recorded_usd::float8 as recorded, open_reserved_usd::float8 as open_reserved
+           from run_ledger_totals where run_id = $1""",
         run_id,
     )
+    if row is None:
+        return 0.0, 0.0
     return row["recorded"], row["open_reserved"]
 
 
 async def _reserve(
     conn: asyncpg.Connection, run_id: str, budget: float | None, need: float | None
 ) -> float | None:
-    """Reserve a call's worst case against the run's budget (inside the opening transaction).
+    """Reserve what a call needs against the run's budget (inside the opening transaction).
 
     Budget decisions of one run are serialised by a transaction-scoped advisory lock taken
     only when the run has a budget, so a run without one pays nothing. It is taken after
     the run row's share lock (every path takes the two in that order), and the run row is
     not locked ``for update``: opening calls keep sharing it, and ``mark_cancelling`` still
     waits for them. The recorded cost (a call lost with its worker, ``abandoned``, at its
-    worst case: it may have been paid), plus the worst cases of the run's calls still
-    open, plus ``need`` must stay within the budget.
+    worst case: it may have been paid), plus the reservations of the run's calls still
+    open, plus ``need`` (a pack call's expected cost with its margin, or a worst case:
+    ``blockbatch/core/budget.py``) must stay within the budget.
 
     Returns:
         What to record as the call's ``reserved_usd`` (``None``: no budget).
@@ -182,6 +191,8 @@ async def open_call(
     block_aliases: dict[str, str] | None = None,
     worst_case_usd: float | None = None,
     endpoint: Endpoint | None = None,
+    expected_usd: float | None = None,
+    reserve_usd: float | None = None,
 ) -> int | None:
     """Insert a ``started`` ledger row for a call about to be sent, unless the run stopped.
 
@@ -206,8 +217,12 @@ async def open_call(
         est_output_tokens: the planner's estimate of the answer's output tokens.
         block_aliases: the short ids the request names the blocks by (alias ->
             block_uid); ``None`` when it names them by block_uid.
-        worst_case_usd: the most this call can cost (blockbatch/core/budget.py), reserved against
-            the run's budget when it has one.
+        worst_case_usd: the most this call can cost (blockbatch/core/budget.py): reserved
+            against the run's budget when it has one and no ``reserve_usd`` is given, and
+            what the call counts if it is lost with its worker.
+        expected_usd: what the call is expected to cost (``None``: not known yet).
+        reserve_usd: what to reserve against the budget (blockbatch/core/budget.py
+            ``reservation``); ``None``: the worst case.
         endpoint: who answers (blockbatch/core/endpoint.py): its provider replaces ``provider``, and
             its host is kept when it is not Anthropic's own API.
 
@@ -221,6 +236,10 @@ async def open_call(
         status, budget = await budget_for_share(conn, run_id)
         if status not in ACTIVE_STATUSES:
             return None
+        if budget is not None:
+            # Before any write that moves the run's totals row: every path takes the budget
+            # lock, then the totals row (a trigger's), in that order.
+            await lock_budget(conn, run_id)
         await save_prefix(conn, *prefix)
         # This very activity attempt opened a row already and lost its connection before
         # hearing back (Postgres restarting): nothing was sent for it, so it is this call.
@@ -245,14 +264,16 @@ async def open_call(
         if mine is not None:
             return int(mine)
         await mark_abandoned(conn, run_id, pack_path, pack_attempt)
-        reserved = await _reserve(conn, run_id, budget, worst_case_usd)
+        reserved = await _reserve(
+            conn, run_id, budget, reserve_usd if reserve_usd is not None else worst_case_usd
+        )
         return await conn.fetchval(
             """insert into llm_calls (run_id, pack_path, pack_attempt, block_uids, model,
                    prefix_sha256, request, status, workflow_id, workflow_run_id,
                    activity_id, activity_attempt, purpose, provider, api, est_output_tokens,
-                   block_aliases, reserved_usd, endpoint_host)
+                   block_aliases, reserved_usd, endpoint_host, expected_usd, worst_usd)
                values ($1, $2, $3, $4, $5, $6, $7, 'started', $8, $9, $10, $11, $12, $13,
-                       'messages', $14, $15, $16, $17)
+                       'messages', $14, $15, $16, $17, $18, $19)
                returning call_id""",
             run_id,
             pack_path,
@@ -271,6 +292,8 @@ async def open_call(
             block_aliases,
             reserved,
             endpoint.host if endpoint else None,
+            expected_usd if budget is not None else None,
+            worst_case_usd if budget is not None else None,
         )
 
 
@@ -284,34 +307,47 @@ class Observed(NamedTuple):
     ratio: float
     #: Thinking tokens per call (``None``: no call of the run thought).
     thinking: float | None = None
+    #: What the run's answered pack calls cost against what they were expected to cost
+    #: (``blockbatch.core.budget.Spread``; ``None``: no call was reserved at an expected cost).
+    spread: Spread | None = None
 
 
 async def observed_output(conn: asyncpg.Connection, run_id: str) -> Observed | None:
     """How a run's answers compare with the planner's estimates so far, and how much its
     calls think (thinking is billed as output but is not the answers: it is learned per
-    call, the answers per estimated token); ``None`` before any answered pack call."""
-    # Thinking is read over every answered pack call, a truncated one too: thinking that
-    # ran into max_tokens is what the allowance must learn most.
+    call, the answers per estimated token); ``None`` before any answered pack call.
+
+    Thinking is counted over every answered pack call, a truncated one too (thinking that
+    ran into max_tokens is what the allowance must learn most); the answers over the calls
+    that wrote them in full. One row of running totals (migration 040), however many calls
+    the run made.
+    """
     row = await conn.fetchrow(
-        """select count(*) filter (where full_answer) as n,
-                  sum(cardinality(block_uids)) filter (where full_answer) as blocks,
-                  sum(output_tokens - thinking_tokens) filter (where full_answer) as written,
-                  sum(est_output_tokens) filter (where full_answer) as est,
-                  count(*) as thought_calls, sum(thinking_tokens) as thinking
-           from (select *, est_output_tokens > 0
-                           and stop_reason is distinct from 'max_tokens' as full_answer
-                 from llm_calls
-                 where run_id = $1 and purpose = 'pack' and status = 'succeeded') c""",
+        """select full_calls, full_blocks, written_tokens, est_tokens, answered_calls,
+                  thinking_tokens, expected_calls, cost_ratio_sum, cost_ratio_sq_sum
+           from run_ledger_totals where run_id = $1""",
         run_id,
     )
-    if not row["n"]:
+    if row is None or not row["full_calls"] or not row["est_tokens"]:
         return None
-    thinking = int(row["thinking"] or 0)
+    thinking = int(row["thinking_tokens"])
+    n = int(row["expected_calls"])
     return Observed(
-        int(row["n"]),
-        int(row["blocks"]),
-        float(row["written"]) / float(row["est"]),
-        thinking / int(row["thought_calls"]) if thinking else None,
+        int(row["full_calls"]),
+        int(row["full_blocks"]),
+        float(row["written_tokens"]) / float(row["est_tokens"]),
+        thinking / int(row["answered_calls"]) if thinking else None,
+        Spread.of(n, row["cost_ratio_sum"], row["cost_ratio_sq_sum"]) if n else None,
+    )
+
+
+async def prefix_cached_s(conn: asyncpg.Connection, run_id: str) -> float | None:
+    """Seconds since an answer of the run last read or wrote its prompt prefix in the cache
+    (``None``: never); from the run's running totals."""
+    return await conn.fetchval(
+        """select extract(epoch from now() - prefix_cached_at)::float8
+           from run_ledger_totals where run_id = $1""",
+        run_id,
     )
 
 

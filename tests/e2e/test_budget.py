@@ -133,3 +133,61 @@ async def test_a_budget_below_the_first_call_creates_nothing(bbstack: Stack, cli
     assert await pool.fetchval("select count(*) from runs") == 0
     workflows = [w async for w in s.client.list_workflows(f"TaskQueue = '{s.task_queue}'")]
     assert workflows == []
+
+
+#: Several packs at once, and the simulator's faults: truncated answers (halved), skipped
+#: blocks (a mapping failure, halved), server errors (retried).
+FAULTS = {"faults": {"truncate": 0.15, "skip_block": 0.03}, "errors": {"rate_500": 0.05}}
+SPENT_BLOCKS = 60
+SPENT_OPTIONS = {"pack_size": 4, "max_concurrent_packs": 4, "reuse_answers": False}
+
+
+async def test_a_budget_is_spent_nearly_in_full_never_past_it_and_its_suggestion_finishes(
+    bbstack: Stack,
+) -> None:
+    """Half of a run's cost as its budget, with four packs in flight and the simulator's
+    faults: the ledger ends within the budget having spent most of it (no call cost more
+    than it reserved), and a retry at the budget the stopped run suggests finishes it."""
+    s, pool = bbstack, bbstack.pool
+    s.sim.scenario(seed=11, **FAULTS)
+    doc = await s.bb.ingest_bytes(
+        marked_document(SPENT_BLOCKS, set()), name="doc.md", fmt="markdown"
+    )
+    schema_id = await s.bb.add_schema(extract_schema(instruction_words=200))
+    async with s.worker():
+        free = await s.bb.wait(await s.bb.start_run(doc, schema_id, RunOptions(**SPENT_OPTIONS)))
+        assert free.status == "completed"
+        budget = round(free.cost_usd / 2, 6)
+        run_id = await s.bb.start_run(
+            doc, schema_id, RunOptions(**SPENT_OPTIONS, max_cost_usd=budget)
+        )
+        stopped = await s.bb.wait(run_id)
+        assert stopped.status == "budget_exhausted"
+        spent = await ledger_total(pool, run_id)
+        assert spent <= budget
+        # Spent to within about one pack of the budget, not stopped at a fraction of it.
+        assert spent >= 0.75 * budget, (spent, budget)
+        # Every call cost no more than it reserved: the bound holds call by call.
+        over = await pool.fetch(
+            """select call_id, cost_usd, reserved_usd from llm_calls
+               where run_id = $1 and status = 'succeeded' and cost_usd > reserved_usd""",
+            run_id,
+        )
+        assert over == []
+        # Once the run had answers, its pack calls reserved far less than their worst case.
+        learned = await pool.fetchval(
+            """select count(*) from llm_calls where run_id = $1 and purpose = 'pack'
+                 and reserved_usd < worst_usd""",
+            run_id,
+        )
+        assert learned > 0
+
+        left = stopped.budget
+        assert left is not None
+        raised = suggested_budget(left)
+        await s.bb.retry(run_id, max_cost_usd=raised)
+        finished = await s.bb.wait(run_id)
+    assert finished.status == "completed", finished.error
+    assert finished.blocks_ai_complete == SPENT_BLOCKS
+    assert await ledger_total(pool, run_id) <= raised
+    assert await reads.blocks_paid_twice(pool, run_id) == 0

@@ -5,13 +5,25 @@ from __future__ import annotations
 import pytest
 
 from blockbatch.core.budget import (
+    CACHE_SLACK_S,
+    FIRST_SPREAD,
     INPUT_MARGIN,
+    MIN_MARGIN,
+    MIN_OUTPUT_HEADROOM,
+    SPREAD_Z,
+    SUGGEST_MARGIN,
     BudgetError,
+    Spread,
     check_minimum,
+    expected_output_tokens,
+    expected_usd,
     first_call,
     left_text,
     left_to_do,
+    pack_worst_case,
     parse_budget,
+    prefix_warm,
+    reservation,
     suggested_budget,
     verdict,
     warm_up_worst_case,
@@ -19,6 +31,7 @@ from blockbatch.core.budget import (
 )
 from blockbatch.core.context import RunContext
 from blockbatch.core.models import RunOptions
+from blockbatch.core.planning import Pack
 from blockbatch.core.policy import decide
 from blockbatch.core.reasons import REASONS
 from blockbatch.core.registry import get_model
@@ -107,7 +120,12 @@ def test_the_first_calls_are_the_warm_up_and_pack_0_when_the_prompt_is_cached():
     one_pack_what, one_pack = first_call(ctx, [100] * 2)  # one pack: no warm-up
     assert one_pack_what == "pack 0 of 2 blocks"
     assert what == "the warm-up call that writes the prompt cache, then pack 0 of 2 blocks"
-    assert cost == pytest.approx(warm_up_worst_case(ctx) + one_pack)
+    # After the warm-up, pack 0 reads the prefix it wrote.
+    assert one_pack == pytest.approx(pack_worst_case(ctx, ctx.pack([100, 100])))
+    assert cost == pytest.approx(
+        warm_up_worst_case(ctx) + pack_worst_case(ctx, ctx.pack([100, 100]), prefix_read=True)
+    )
+    assert cost < warm_up_worst_case(ctx) + one_pack
     batch_ctx = _ctx(pack_size=2, mode="batch")
     what, batch_cost = first_call(batch_ctx, [100] * 6)
     assert what == "batch request 0 of 2 blocks"
@@ -129,9 +147,12 @@ def test_what_is_left_is_estimated_from_the_runs_own_cost_per_block():
     left = left_to_do(1.0, spent=0.96, blocks_done=48, blocks_left=52)
     assert (left.cost_per_block_usd, left.to_finish_usd) == (0.02, 1.04)
     assert "52 blocks left, about $1.0400 to finish" in left_text(left)
-    assert suggested_budget(left) == pytest.approx(0.96 + 1.04)
+    # What was spent, the estimate with its margin, and room for the largest reservation,
+    # rounded up to whole cents.
+    assert SUGGEST_MARGIN == 0.15
+    assert suggested_budget(left) == pytest.approx(2.16)  # 0.96 + 1.04 * 1.15 = 2.156
     roomy = left_to_do(1.0, spent=0.96, blocks_done=48, blocks_left=52, largest_call_usd=0.2)
-    assert suggested_budget(roomy) == pytest.approx(0.96 + 1.04 + 0.2)
+    assert suggested_budget(roomy) == pytest.approx(2.36)
     # One-off calls (the warm-up's cache write) do not count per block; continuing pays one.
     left = left_to_do(
         1.0, spent=0.96, work_spent=0.48, restart_usd=0.1, blocks_done=48, blocks_left=52
@@ -179,3 +200,59 @@ def test_a_run_that_learns_its_output_starts_with_the_learning_pack_not_a_warm_u
     what, cost = first_call(ctx, [100] * 200)
     assert what.startswith("pack 0 of") and "warm-up" not in what
     assert cost < warm_up_worst_case(ctx) + cost
+
+
+def _learned_ctx() -> tuple[RunContext, Pack]:
+    ctx = _ctx(model="claude-haiku-5-5", pack_size=10)
+    return ctx, ctx.pack([300] * 10)
+
+
+def test_the_first_calls_reserve_their_worst_case_the_prefix_read_once_the_cache_is_warm():
+    ctx, pack = _learned_ctx()
+    cold = reservation(ctx, pack)
+    assert cold.usd == pytest.approx(pack_worst_case(ctx, pack))
+    assert (cold.max_tokens, cold.worst_usd) == (pack.max_tokens, cold.usd)
+    # An answer of the run wrote the prefix a minute ago: it is read, not written again.
+    warm = reservation(ctx, pack, cached_s=60)
+    assert warm.max_tokens == pack.max_tokens and warm.worst_usd == cold.worst_usd
+    saved = ctx.cacheable_prefix_tokens * (
+        ctx.model.price_cache_write_5m - ctx.model.price_cache_read
+    )
+    assert warm.usd == pytest.approx(cold.usd - INPUT_MARGIN * saved / 1e6)
+    # Past the TTL less the slack, the cache may have gone: a write again.
+    assert reservation(ctx, pack, cached_s=300 - CACHE_SLACK_S).usd == pytest.approx(cold.usd)
+    assert prefix_warm(ctx, 10) and not prefix_warm(ctx, None)
+
+
+def test_a_learned_reservation_is_the_expected_cost_with_a_margin_from_the_spread():
+    ctx, pack = _learned_ctx()
+    steady = Spread.of(10, 10 * 0.9, 10 * 0.81 + 9 * 0.02**2)  # mean 0.9, sd 0.02
+    assert steady.sd == pytest.approx(0.02)
+    assert steady.factor() == pytest.approx(1 + MIN_MARGIN)  # 0.96 < the floor
+    wild = Spread.of(10, 10 * 1.0, 10 * 1.0 + 9 * 0.2**2)  # mean 1, sd 0.2
+    assert wild.factor() == pytest.approx(1 + SPREAD_Z * 0.2)
+    assert Spread.of(1, 0.8, 0.64).factor() == pytest.approx(0.8 * (1 + SPREAD_Z * FIRST_SPREAD))
+
+    ratio = 0.5  # the run's answers write half of what the planner estimates
+    expected = expected_usd(ctx, pack, ratio=ratio, warm=True)
+    tight = reservation(ctx, pack, ratio=ratio, spread=steady, cached_s=5)
+    loose = reservation(ctx, pack, ratio=ratio, spread=wild, cached_s=5)
+    assert tight.expected_usd == pytest.approx(expected)
+    assert expected < tight.usd < loose.usd < tight.worst_usd
+    assert loose.usd == pytest.approx(expected * wild.factor(), rel=0.01)
+    # Its max_tokens is what the reservation pays for: a call that writes all of it costs
+    # no more than it reserved (input within INPUT_MARGIN of the estimate).
+    for r in (tight, loose):
+        assert r.max_tokens < pack.max_tokens
+        billed = (
+            INPUT_MARGIN
+            * (
+                ctx.cacheable_prefix_tokens * ctx.model.price_cache_read
+                + (pack.est_input_tokens - ctx.cacheable_prefix_tokens) * ctx.model.price_input
+            )
+            + r.max_tokens * ctx.model.price_output
+        ) / 1e6
+        assert billed <= r.usd + 1e-12
+    # Never below MIN_OUTPUT_HEADROOM times the expected output: the reservation grows.
+    out = expected_output_tokens(ctx, pack, ratio, None)
+    assert tight.max_tokens >= out * MIN_OUTPUT_HEADROOM

@@ -186,6 +186,9 @@ def test_answer_with_remaining_blocks_splits_a_pack_and_retries_a_single_block()
         ("cancelled", 3, None, "keep", "cancelled"),
         ("oversized", 1, "block is too large for m", "fail", "oversized"),
         ("over_budget", 4, None, "fail", "budget_exhausted"),
+        # The whole pack does not fit what the budget leaves, one block would: halve it.
+        ("over_budget_split", 4, "budget", "split", None),
+        ("over_budget_split", 1, "budget", "fail", "budget_exhausted"),
         ("overflow", 4, "prompt is too long", "split", None),
         ("overflow", 1, "prompt is too long", "fail", "prompt_too_long"),
         ("request_error", 4, "bad request", "split", None),

@@ -55,3 +55,24 @@ async def test_a_batch_round_cut_to_the_budget_ends_the_run_after_it(
     assert list(world.polls) == [1]
     assert world.done == {"b1-0", "b1-1", "b1-2"}
     assert set(world.failed) == {"b0-0", "b0-1", "b2-0"}
+
+
+async def test_a_pack_the_budget_cannot_hold_is_halved_while_one_block_of_it_fits(
+    wf: Harness, run_id: str
+) -> None:
+    world = FakeWorld(
+        run_id,
+        [2, 4],
+        {
+            # The whole pack does not fit what is left, one block would: its halves go on.
+            "1": [Outcome("over_budget_split", REFUSED)],
+            "1.1": [Outcome("over_budget_split", REFUSED)],
+            "1.1.1": [Outcome("over_budget", REFUSED)],
+        },
+    )
+    result = await wf.run(world, max_concurrent_packs=1)
+    assert result.status == "budget_exhausted"
+    # Three of pack 1's four blocks were answered in smaller calls before the budget ended.
+    assert sorted(world.called_paths()) == ["0", "1", "1.0", "1.1", "1.1.0", "1.1.1"]
+    assert world.done == {"b0-0", "b0-1", "b1-0", "b1-1", "b1-2"}
+    assert world.failed == {"b1-3": REFUSED}
