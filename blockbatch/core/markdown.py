@@ -16,12 +16,21 @@ only says which of its nodes is one of our blocks and what text it carries:
 
 A node whose text is only whitespace is not a block. ``tests/unit/test_commonmark_spec.py``
 checks this segmentation against every example of the CommonMark spec.
+
+A long document is parsed a window of lines at a time (:func:`iter_markdown`), so the
+parser's tokens never cover more than a window whatever the document's size: a window's
+top-level blocks are final except its last, which may go on past the window, so the next
+window starts at that block's first line. A top-level block begins in a state that owes
+nothing to the lines before it (the blocks before it are closed), so parsing from there
+finds what parsing the whole would. ``tests/unit/test_markdown_windows.py`` checks it on
+every CommonMark spec example cut in windows of every size.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from markdown_it import MarkdownIt
@@ -32,6 +41,8 @@ from blockbatch.core.blocks import Provenance, RawBlock
 #: Nesting deeper than this is read as text of the innermost container (markdown-it's
 #: recursion guard; the commonmark preset's 20 is lower than real documents need).
 MAX_NESTING = 100
+#: Lines parsed at once by :func:`iter_markdown` (a window grows when one block is longer).
+WINDOW_LINES = 20_000
 
 
 _YAML_KEY = re.compile(r"^[A-Za-z_][\w.-]*[ \t]*:(\s|$)")
@@ -82,7 +93,9 @@ def _front_matter_end(lines: list[str]) -> int:
 class _Walk:
     def __init__(self, text: str) -> None:
         self.lines = text.split("\n")
-        self.starts = [0]
+        # One machine integer per line (not a Python int object each): a large document's
+        # line starts stay a small part of its size.
+        self.starts = array("q", [0])
         for line in self.lines:
             self.starts.append(self.starts[-1] + len(line) + 1)
         self.text_len = len(text)
@@ -187,11 +200,36 @@ def _inline(node: SyntaxTreeNode) -> str:
 
 def parse_markdown(text: str) -> list[RawBlock]:
     """Split markdown text (newlines already ``\\n``) into blocks in document order."""
+    return list(iter_markdown(text))
+
+
+def iter_markdown(text: str, window_lines: int = WINDOW_LINES) -> Iterator[RawBlock]:
+    """:func:`parse_markdown`'s blocks as they are found, a window of ``window_lines``
+    lines parsed at a time (the module docstring says why that finds the same blocks)."""
     walk = _Walk(text)
-    skipped = _front_matter_end(walk.lines)
-    # Blank the front matter rather than cut it, so lines and offsets stay the file's.
-    source = "\n" * skipped + "\n".join(walk.lines[skipped:]) if skipped else text
-    root = SyntaxTreeNode(_parser().parse(source))
-    for node in root.children:
-        walk.visit(node)
-    return walk.out
+    total = len(walk.lines)
+    # The front matter is left out, not parsed: lines and offsets stay the file's.
+    start = _front_matter_end(walk.lines)
+    size = window_lines
+    parser = _parser()
+    while start < total:
+        end = min(total, start + size)
+        tokens = parser.parse("\n".join(walk.lines[start:end]))
+        for token in tokens:
+            if token.map is not None:
+                token.map = [token.map[0] + start, token.map[1] + start]
+        nodes = SyntaxTreeNode(tokens).children
+        if end < total:
+            # The last block may go on past the window: the next window starts with it.
+            last = next((n.map[0] for n in reversed(nodes) if n.map is not None), start)
+            if last <= start:
+                size *= 2  # one block longer than the window: a larger window
+                continue
+            nodes = [n for n in nodes if n.map is None or n.map[0] < last]
+        else:
+            last = total
+        for node in nodes:
+            walk.visit(node)
+        yield from walk.out
+        walk.out.clear()
+        start, size = last, window_lines
