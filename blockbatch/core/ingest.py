@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 
@@ -152,13 +152,17 @@ class Parsed:
 
     def skipped_text(self) -> str | None:
         """``"skipped 2 records with an empty text: lines 3, 9"``; ``None``: none skipped."""
-        if not self.skipped:
-            return None
-        n = len(self.skipped)
-        return (
-            f"skipped {n} record{'s' if n != 1 else ''} with an empty text: "
-            f"{self.unit}{'s' if n != 1 else ''} {numbers_text(self.skipped)}"
-        )
+        return _skipped_text(self.skipped, self.unit)
+
+
+def _skipped_text(skipped: Sequence[int], unit: str) -> str | None:
+    if not skipped:
+        return None
+    n = len(skipped)
+    return (
+        f"skipped {n} record{'s' if n != 1 else ''} with an empty text: "
+        f"{unit}{'s' if n != 1 else ''} {numbers_text(skipped)}"
+    )
 
 
 def parse_document(
@@ -234,6 +238,16 @@ class Streamed:
     blocks: Iterator[ParsedBlock]
     skipped: list[int] = field(default_factory=list)
     unit: str = "line"
+    #: The input's own columns met so far, besides the parsers' (``OWN_METADATA``).
+    keys: dict[str, None] = field(default_factory=dict)
+
+    def skipped_text(self) -> str | None:
+        """:meth:`Parsed.skipped_text`, once :attr:`blocks` is exhausted."""
+        return _skipped_text(self.skipped, self.unit)
+
+    def columns(self, data: bytes, fmt: str, text_field: str) -> list[str] | None:
+        """:func:`record_columns` of the blocks streamed so far (all, once exhausted)."""
+        return record_columns(data, fmt, [], text_field, later=self.keys)
 
 
 def stream_records(
@@ -307,6 +321,7 @@ def stream_records(
                 provenance=replace(r.provenance, heading_path=path),
             )
             _check_storable(block)
+            streamed.keys.update(dict.fromkeys(block.metadata))
             count += 1
             yield block
         if not count:

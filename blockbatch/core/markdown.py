@@ -203,9 +203,11 @@ def parse_markdown(text: str) -> list[RawBlock]:
     return list(iter_markdown(text))
 
 
-def iter_markdown(text: str, window_lines: int = WINDOW_LINES) -> Iterator[RawBlock]:
+def iter_markdown(text: str, window_lines: int | None = None) -> Iterator[RawBlock]:
     """:func:`parse_markdown`'s blocks as they are found, a window of ``window_lines``
-    lines parsed at a time (the module docstring says why that finds the same blocks)."""
+    (default :data:`WINDOW_LINES`) lines parsed at a time (the module docstring says why
+    that finds the same blocks)."""
+    window_lines = window_lines or WINDOW_LINES
     walk = _Walk(text)
     total = len(walk.lines)
     # The front matter is left out, not parsed: lines and offsets stay the file's.

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from blockbatch.core.blocks import IngestError, ParsedBlock, RawBlock, TextBuilder
@@ -342,7 +343,12 @@ OWN_METADATA = ("source_line", "item_index", "sheet", "source_row")
 
 
 def record_columns(
-    data: bytes, fmt: str, blocks: list[ParsedBlock], text_field: str = "text"
+    data: bytes,
+    fmt: str,
+    blocks: Iterable[ParsedBlock],
+    text_field: str = "text",
+    *,
+    later: Iterable[str] = (),
 ) -> list[str] | None:
     """The input's own columns in the order the file has them, the text column among them,
     so an export can give each row back its columns under their names and in their order.
@@ -350,7 +356,8 @@ def record_columns(
     Block metadata does not keep that order once stored (Postgres ``jsonb`` sorts keys),
     and it leaves out the text column. CSV: the header row; JSONL: the first record's keys,
     then keys only later records have; XLSX: the text column, then the other columns as
-    the rows have them. ``None`` for formats without columns.
+    the rows have them. ``None`` for formats without columns. ``later``: metadata keys
+    already gathered from blocks streamed past (blockbatch/core/ingest.py ``Streamed``).
     """
     if fmt not in ("csv", "jsonl", "xlsx"):
         return None
@@ -368,5 +375,5 @@ def record_columns(
                 break
     else:
         first = [text_field.rsplit("!", 1)[-1]]  # XLSX "Sheet!Column" names one sheet's column
-    later = (k for b in blocks for k in b.metadata if k not in OWN_METADATA)
-    return list(dict.fromkeys([*first, *later]))
+    keys = itertools.chain(later, (k for b in blocks for k in b.metadata))
+    return list(dict.fromkeys([*first, *(k for k in keys if k not in OWN_METADATA)]))

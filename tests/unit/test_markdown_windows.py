@@ -9,7 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from markdown_it import MarkdownIt
 
+from blockbatch.core import markdown
+from blockbatch.core.ingest import stream_records
 from blockbatch.core.markdown import iter_markdown
 
 SPEC = Path(__file__).resolve().parents[1] / "fixtures" / "commonmark" / "spec-0.31.2.json"
@@ -50,3 +53,27 @@ def test_front_matter_is_left_out_and_lines_stay_the_files() -> None:
         ("Second.", 7),
     ]
     assert text[blocks[1].provenance.char_start : blocks[1].provenance.char_end] == "Second."
+
+
+def test_a_streamed_document_hands_out_blocks_before_it_is_parsed_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The parser's tokens cover a window, not the document: the first blocks come out of
+    # stream_records when only the first window has been parsed.
+    monkeypatch.setattr(markdown, "WINDOW_LINES", 40)
+    parsed: list[int] = []
+    parse = MarkdownIt.parse
+
+    def counted(self: MarkdownIt, src: str, env: Any = None) -> Any:
+        parsed.append(src.count("\n") + 1)
+        return parse(self, src, env)
+
+    monkeypatch.setattr(MarkdownIt, "parse", counted)
+    text = "\n\n".join(f"Paragraph {i}." for i in range(5_000))
+    streamed = stream_records(text.encode(), "markdown")
+    first = next(streamed.blocks)
+    assert first.block_content == "Paragraph 0."
+    assert parsed == [40]
+    rest = list(streamed.blocks)
+    assert len(rest) == 4_999 and rest[-1].block_index == 4_999
+    assert max(parsed) <= 40
