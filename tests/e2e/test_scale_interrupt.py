@@ -16,26 +16,49 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _stack_of(bench: psutil.Process, tmp: Path) -> list[psutil.Process]:
-    """The bench's children and every process whose command line names ``tmp``."""
-    found = {p.pid: p for p in bench.children(recursive=True)}
-    for p in psutil.process_iter(["cmdline"]):
-        if any(str(tmp) in arg for arg in p.info["cmdline"] or ()):
-            found[p.pid] = p
-    found.pop(bench.pid, None)
-    return list(found.values())
-
-
-def _alive(p: psutil.Process) -> bool:
+def _stat(pid: int) -> list[str] | None:
+    """``/proc/<pid>/stat``'s fields after the command name (state first); None: gone."""
     try:
-        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _children(pid: int) -> set[int]:
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found |= {int(c) for c in (task / "children").read_text().split()}
+        except OSError:
+            continue
+    return found | {d for c in found for d in _children(c)}
+
+
+def _stack_of(bench: int, tmp: Path) -> dict[tuple[int, str], str]:
+    """The bench's descendants and every process whose command line names ``tmp``, each
+    as (pid, start time) so a pid used again later is not mistaken for it."""
+    pids = _children(bench) | {
+        int(p.name)
+        for p in Path("/proc").iterdir()
+        if p.name.isdigit() and str(tmp) in _cmdline(int(p.name))
+    }
+    pids.discard(bench)
+    return {(pid, stat[19]): _cmdline(pid) for pid in pids if (stat := _stat(pid)) is not None}
+
+
+def _alive(pid: int, started: str) -> bool:
+    stat = _stat(pid)
+    return stat is not None and stat[19] == started and stat[0] != "Z"
 
 
 def test_ctrl_c_on_the_scale_benchmark_leaves_no_process(tmp_path: Path) -> None:
@@ -60,14 +83,13 @@ def test_ctrl_c_on_the_scale_benchmark_leaves_no_process(tmp_path: Path) -> None
             stderr=subprocess.STDOUT,
         )
     try:
-        bench = psutil.Process(proc.pid)
         deadline = time.monotonic() + 150
         while "ingested" not in out.read_text() and time.monotonic() < deadline:
             assert proc.poll() is None, out.read_text()
             time.sleep(0.5)
         assert "ingested" in out.read_text(), out.read_text()
-        stack = _stack_of(bench, tmp_path)
-        names = " ".join(" ".join(p.cmdline()) for p in stack)
+        stack = _stack_of(proc.pid, tmp_path)
+        names = " ".join(stack.values())
         for part in ("postgres", "temporal", "blockbatch.simulator", "worker.py"):
             assert part in names, (part, names)
         proc.send_signal(signal.SIGINT)
@@ -78,7 +100,7 @@ def test_ctrl_c_on_the_scale_benchmark_leaves_no_process(tmp_path: Path) -> None
         if proc.poll() is None:
             proc.kill()
     said = out.read_text()
-    left = [" ".join(p.cmdline())[:100] for p in stack if _alive(p)]
+    left = [cmd[:100] for (pid, started), cmd in stack.items() if _alive(pid, started)]
     assert not left, f"left running: {left}\n{said}"
     assert code == 130, said
     told = next(line for line in said.splitlines() if line.startswith("interrupted:"))
