@@ -39,7 +39,7 @@ from blockbatch.store.db import create_pool
 
 KEY, MODEL = "bench-key", "bench-model"
 #: Far above what the tasks ask in a run of seconds: only the lock makes a call wait.
-LIMITS: dict[Kind, int] = {"requests": 10**9, "input": 10**12, "output": 10**12}
+LIMITS: dict[Kind, int] = {"requests": 10**8, "input": 2 * 10**9, "output": 2 * 10**9}
 ONE_CALL = Need(1, 1_000, 200)
 
 
