@@ -424,3 +424,32 @@ async def test_a_reservation_holds_the_fleets_lock_for_one_read_and_one_write(
     # And with another run waiting, the fair turn is still read in that one statement.
     await _try(pool, "run-b", waiter="b")
     assert len(await _statements_under_the_lock(pool, "run-a")) == 3
+
+
+@pytest.mark.usefixtures("full_limiter")
+async def test_the_fleets_lock_is_not_held_across_a_disk_flush(pool: asyncpg.Pool) -> None:
+    # Row locks last until the commit returns: a reservation and a settlement commit
+    # without waiting for the WAL flush, decided before the lock is taken.
+    ran: list[str] = []
+
+    def log(query: Any) -> None:
+        ran.append(" ".join(query.query.split()).lower())
+
+    async with pool.acquire() as conn:
+        before = await conn.fetchval("show synchronous_commit")
+        conn.add_query_logger(log)
+        try:
+            reservation = _id(
+                await ratelimits.try_reserve(
+                    conn, key_hash=KEY, model=MODEL, run_id="run-a", need=ONE_CALL, defaults=LIMITS
+                )
+            )
+            await ratelimits.settle(conn, reservation, used=ONE_CALL, headers=None, answered=True)
+        finally:
+            conn.remove_query_logger(log)
+        # The setting lasts only for their transactions: the session's is untouched.
+        assert await conn.fetchval("show synchronous_commit") == before
+    locks = [i for i, q in enumerate(ran) if "from rate_limiters" in q and "for update" in q]
+    no_wait = [i for i, q in enumerate(ran) if q == "set local synchronous_commit = off"]
+    assert len(locks) == 2 and len(no_wait) == 2, ran
+    assert no_wait[0] < locks[0] < no_wait[1] < locks[1]
