@@ -35,10 +35,10 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # scripts run as `python bench/x.py`
@@ -271,6 +271,30 @@ def _postmaster_pid(data_dir: Path) -> int | None:
         return None
 
 
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, exited and not yet reaped by its parent, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def _stop_now(pid: int, timeout: float = 30.0) -> bool:
+    """Postgres' immediate shutdown (SIGQUIT to the postmaster), then SIGKILL; whether a
+    live process was stopped."""
+    try:
+        os.kill(pid, signal.SIGQUIT)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    return True
+
+
 @dataclass
 class WorkerProcess:
     """A ``worker.py`` subprocess; ``peak_rss`` is sampled while it runs."""
@@ -384,6 +408,8 @@ class BenchStack:
     #: The running stack this one uses (``BENCH_SHARED_STACK``), else None.
     shared: SharedStack | None = field(default=None, init=False)
     database: str = field(default="bench", init=False)
+    #: What stopping the stack stopped (``"Postgres"``, ``"Temporal"``, ``"the simulator"``).
+    stopped: list[str] = field(default_factory=list, init=False)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -405,8 +431,17 @@ class BenchStack:
     async def __aenter__(self) -> Self:
         self.root = Path(tempfile.mkdtemp(prefix=f"bb-bench-{self.name}-"))
         logs = self.root / "logs"
+        _STACKS.append(self)
         try:
-            await asyncio.to_thread(self._start_services, logs)
+            # Shielded: interrupted while the services start, the thread starting them is
+            # let finish, so the stop that follows finds every one of them.
+            starting = asyncio.ensure_future(asyncio.to_thread(self._start_services, logs))
+            try:
+                await asyncio.shield(starting)
+            except asyncio.CancelledError:
+                with contextlib.suppress(Exception):
+                    await starting
+                raise
             self.settings = Settings(
                 database_url=self.pg.url(self.database),
                 temporal_address=f"127.0.0.1:{self._temporal_port}",
@@ -417,7 +452,7 @@ class BenchStack:
             )
             self.bb = await Blockbatch.connect(self.settings)
         except BaseException:
-            await asyncio.to_thread(self._stop_services)
+            await _uninterrupted(self._stop_services)
             raise
         return self
 
@@ -459,23 +494,43 @@ class BenchStack:
         self.sim_reset(self.scenario)
 
     def _stop_services(self) -> None:
+        """Stop what this stack started; :attr:`stopped` says what was running."""
+        stopped = self.stopped
         if self.shared is not None:  # the shared stack's owner stops it
             if not self.keep:
                 shutil.rmtree(self.root, ignore_errors=True)
             return
-        for name in ("simulator", "temporal"):
-            stack.stop_pid(self.root / "run" / f"{name}.pid")
+        for name, label in (("simulator", "the simulator"), ("temporal", "Temporal")):
+            if stack.stop_pid(self.root / "run" / f"{name}.pid"):
+                stopped.append(label)
         if (self.root / "pg" / "PG_VERSION").exists():
-            with contextlib.suppress(subprocess.CalledProcessError):
-                stack.stop_postgres(self.root / "pg")
+            postmaster = _postmaster_pid(self.root / "pg")
+            try:
+                if stack.stop_postgres(self.root / "pg"):
+                    stopped.append("Postgres")
+            except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+                print(f"pg_ctl stop failed ({type(exc).__name__})")
+            # pg_ctl may give up waiting (a shutdown checkpoint on a loaded machine) or fail
+            # to see the server (a data dir its user cannot reach): a postmaster still
+            # there is told to stop at once, not left behind with its data dir removed.
+            if postmaster is not None and _alive(postmaster) and _stop_now(postmaster):
+                stopped.append("Postgres (immediate shutdown)")
         if not self.keep:
             shutil.rmtree(self.root, ignore_errors=True)
 
     async def __aexit__(self, *exc: object) -> None:
-        await self.stop_workers()
-        if hasattr(self, "bb"):
-            await self.bb.close()
-        await asyncio.to_thread(self._stop_services)
+        # Each step whatever the one before did (an interrupted run may leave the pool or a
+        # worker unable to close cleanly): the services are stopped last, always.
+        if self._sampler is not None:
+            self._sampler.cancel()
+            self._sampler = None
+        try:
+            await _uninterrupted(self.stop_workers_now)
+            if hasattr(self, "bb"):
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(self.bb.close(), timeout=30)
+        finally:
+            await _uninterrupted(self._stop_services)
         if self.keep:
             print(f"stack data kept in {self.root}")
 
@@ -568,6 +623,14 @@ class BenchStack:
             self._sampler.cancel()
             self._sampler = None
         await asyncio.gather(*(asyncio.to_thread(w.stop) for w in self.workers))
+
+    def stop_workers_now(self) -> None:
+        """:meth:`stop_workers` in this thread."""
+        running = sum(w.proc.poll() is None for w in self.workers)
+        for w in self.workers:
+            w.stop()
+        if running:
+            self.stopped.append(f"{running} worker{'s' if running != 1 else ''}")
 
     # ------------------------------------------------------------------ CPU accounting
 
@@ -767,19 +830,58 @@ class Recorder:
         return self.out
 
 
+T = TypeVar("T")
+
+
+async def _uninterrupted(stop: Callable[[], T]) -> T:
+    """``stop()`` in a thread, run to its end even if the awaiting task is cancelled (a
+    second Ctrl-C) meanwhile: what it stops is stopped before the task goes on."""
+    running = asyncio.ensure_future(asyncio.to_thread(stop))
+    while True:
+        try:
+            return await asyncio.shield(running)
+        except asyncio.CancelledError:
+            if running.done():
+                raise
+            continue  # the stop goes on; the cancel is not repeated to it
+
+
+#: The stacks entered by this process, so an interrupt can say what stopping them stopped.
+_STACKS: list[BenchStack] = []
+
+
 def run_main(main: Any, args: argparse.Namespace) -> int:
-    """``asyncio.run(main(args))``, turning SIGTERM/SIGINT into a cancel so the stack stops."""
+    """``asyncio.run(main(args))``, turning SIGTERM/SIGINT into a cancel so the stack stops.
+
+    The first signal cancels the benchmark; its stack (:class:`BenchStack`) then stops its
+    workers, the simulator, Temporal and Postgres, and the message says which it stopped.
+    A signal while that goes on is told to wait: stopping is not interrupted half-way.
+    """
 
     async def guarded() -> int:
         task = asyncio.current_task()
         assert task is not None  # a coroutine run by asyncio.run
         loop = asyncio.get_running_loop()
+
+        def interrupt() -> None:
+            if task.cancelling():
+                print("stopping the stack, please wait", file=sys.stderr, flush=True)
+                return
+            task.cancel()
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, task.cancel)
+            loop.add_signal_handler(sig, interrupt)
         try:
             return int(await main(args))
         except asyncio.CancelledError:
-            print("interrupted: the stack was stopped and its temp dir removed", file=sys.stderr)
+            stopped = [what for bs in _STACKS for what in bs.stopped]
+            print(
+                "interrupted: stopped "
+                + (", ".join(stopped) if stopped else "nothing (no stack was running)")
+                + "; the stack's temp dir removed",
+                file=sys.stderr,
+                flush=True,
+            )
             return 130
 
     return asyncio.run(guarded())

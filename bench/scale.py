@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import resource
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -25,6 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import asyncpg
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import History
 from temporalio.client import Client
@@ -43,6 +46,7 @@ from bench.common import (
 )
 from blockbatch.core.models import RunOptions
 from blockbatch.runtime.process import exit_process
+from blockbatch.store import reads as reads_module
 from workflows.run import run_workflow_id
 
 WARN_EVENTS = 10_240
@@ -162,6 +166,61 @@ async def postgres_rows(pool: Any) -> dict[str, Any]:
     }
 
 
+#: Counting a run's overlays per status, as ``get_run`` did before migration 034.
+_COUNTED_SQL = "select status, count(*) from overlays where run_id = $1 group by status"
+
+
+async def seeded_status_reads(
+    pool: asyncpg.Pool, document_id: str, schema_id: str, reads: int = 20
+) -> dict[str, Any]:
+    """A run over the ingested blocks made in SQL (no model call: half answered, half
+    pending), then what ``status`` reads of it (``get_run``), timed, next to counting its
+    overlays as before migration 034."""
+    run_id = "seeded-run"
+    async with pool.acquire() as conn:
+        await conn.execute(
+            """insert into runs (run_id, document_id, schema_id, model, status)
+               values ($1, $2, $3, 'claude-haiku-4-5', 'running')""",
+            run_id,
+            document_id,
+            schema_id,
+        )
+        t = time.monotonic()
+        await conn.execute(
+            """insert into overlays (run_id, block_uid, block_index, pack_index, status)
+               select $1, block_uid, block_index, block_index / 50,
+                      case when block_index % 2 = 0 then 'ai_complete' else 'pending' end
+               from blocks where document_id = $2""",
+            run_id,
+            document_id,
+        )
+        seeded_s = time.monotonic() - t
+        await conn.execute("analyze overlays")
+    timed: dict[str, list[float]] = {"get_run": [], "counted": []}
+    for _ in range(reads):
+        t = time.monotonic()
+        await reads_module.get_run(pool, run_id)
+        timed["get_run"].append(time.monotonic() - t)
+    for _ in range(max(3, reads // 4)):
+        t = time.monotonic()
+        await pool.fetch(_COUNTED_SQL, run_id)
+        timed["counted"].append(time.monotonic() - t)
+    out = {
+        name: {
+            "median_ms": round(statistics.median(v) * 1000, 2),
+            "max_ms": round(max(v) * 1000, 2),
+        }
+        for name, v in timed.items()
+    }
+    print(
+        f"seeded run: overlays inserted in {seeded_s:.1f}s; status (get_run) median "
+        f"{out['get_run']['median_ms']} ms, max {out['get_run']['max_ms']} ms; counting the "
+        f"overlays (before 034) median {out['counted']['median_ms']} ms",
+        flush=True,
+    )
+    return {"overlays_seeded_s": round(seeded_s, 1), **out}
+
+
 async def main(args: argparse.Namespace) -> int:
     rec = Recorder("scale", args)
     async with BenchStack(
@@ -175,7 +234,8 @@ async def main(args: argparse.Namespace) -> int:
         rec.data["stack"]["workers"] = f"{args.workers} worker.py subprocess(es), defaults"
         pool = await new_pool(bs, 5)
         try:
-            await bs.start_workers(args.workers)
+            if not args.ingest_only:
+                await bs.start_workers(args.workers)
             schema_id = await bs.bb.add_schema(sample_schema("extract"))
             t0 = time.monotonic()
             doc = (
@@ -187,10 +247,23 @@ async def main(args: argparse.Namespace) -> int:
                 doc, name=f"handbook-{args.blocks}.md", fmt="markdown"
             )
             ingest_s = time.monotonic() - t0
+            # This process's peak so far: the document, its text, and what ingest held.
+            ingest_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
             print(
-                f"ingested {args.blocks:,} blocks ({len(doc) / 1e6:.1f} MB) in {ingest_s:.1f}s",
+                f"ingested {args.blocks:,} blocks ({len(doc) / 1e6:.1f} MB) in {ingest_s:.1f}s, "
+                f"peak RSS {ingest_rss / 2**20:,.0f} MiB",
                 flush=True,
             )
+            del doc
+            if args.ingest_only:
+                rec.data.update(
+                    blocks=args.blocks,
+                    ingest_s=round(ingest_s, 1),
+                    ingest_peak_rss_bytes=ingest_rss,
+                    status_reads=await seeded_status_reads(pool, document_id, schema_id),
+                )
+                rec.write()
+                return 0
             before = bs.cpu_snapshot()
             t1 = time.monotonic()
             run_id = await bs.bb.start_run(
@@ -200,9 +273,14 @@ async def main(args: argparse.Namespace) -> int:
                 packs_per_history=args.packs_per_history,
             )
             waiter = asyncio.ensure_future(bs.bb.wait(run_id))
+            status_s: list[float] = []
             while not waiter.done():
                 await asyncio.wait([waiter], timeout=args.progress_every)
                 if not waiter.done():
+                    # What `blockbatch status` reads (store/reads.py get_run), timed.
+                    t_status = time.monotonic()
+                    await bs.bb.run(run_id)
+                    status_s.append(time.monotonic() - t_status)
                     try:
                         p = await bs.bb.progress(run_id)
                         print(
@@ -242,6 +320,12 @@ async def main(args: argparse.Namespace) -> int:
         calls=figures["calls_ok"],
         split_events=figures["split_events"],
         ingest_s=round(ingest_s, 1),
+        ingest_peak_rss_bytes=ingest_rss,
+        status_s={
+            "reads": len(status_s),
+            "median": round(statistics.median(status_s), 4) if status_s else None,
+            "max": round(max(status_s), 4) if status_s else None,
+        },
         run_wall_s=round(run_s, 1),
         history_inspection_s=round(history_s, 1),
         blocks_per_s=args.blocks / run_s,
@@ -274,6 +358,16 @@ async def main(args: argparse.Namespace) -> int:
                 f"ingest {ingest_s:.0f} s, run {run_s:.0f} s ({run_s / 60:.1f} min; "
                 f"{args.blocks / run_s:.0f} blocks/s, "
                 f"{figures['pack_count'] / run_s:.1f} packs/s)"
+            ),
+        ],
+        ["ingest peak RSS (this process)", f"{ingest_rss / mib:,.0f} MiB"],
+        [
+            "status read during the run",
+            (
+                f"median {statistics.median(status_s) * 1000:,.0f} ms, max "
+                f"{max(status_s) * 1000:,.0f} ms over {len(status_s)} reads"
+                if status_s
+                else "not read (the run ended first)"
             ),
         ],
         [
@@ -351,6 +445,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="max_concurrent_packs (default: the RunOptions default)",
     )
     parser.add_argument("--progress-every", type=float, default=30.0)
+    parser.add_argument(
+        "--ingest-only",
+        action="store_true",
+        help="ingest, then time status on a run seeded in SQL over the blocks; no model run",
+    )
     parser.add_argument("--history-parallelism", type=int, default=16)
     common_args(parser, "scale")
     return parser.parse_args(argv)

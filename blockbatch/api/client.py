@@ -41,13 +41,13 @@ from blockbatch.api.budget import check_start_budget
 from blockbatch.api.calibrate import prepare, run_calibration, run_model_calibration
 from blockbatch.api.errors import (
     BadRequest,
+    EmptyRecordsSkipped,
     ModelRetiring,
     NothingToRetry,
     RetryRefused,
     RetryUnderWay,
     RunStillActive,
     TemporalUnavailable,
-    parse_checked,
     speaks_python,
 )
 from blockbatch.api.inputs import SchemaSource, as_schema, with_schema_model
@@ -82,7 +82,13 @@ from blockbatch.core.calibration import (
 from blockbatch.core.commands import PROG
 from blockbatch.core.convert.limits import check_size
 from blockbatch.core.endpoint import Endpoint, endpoint_of, mismatch_text
-from blockbatch.core.ingest import ConvertOptions, ParsedBlock, detect_format, record_columns
+from blockbatch.core.ingest import (
+    ConvertOptions,
+    ParsedBlock,
+    detect_format,
+    record_columns,
+    stream_records,
+)
 from blockbatch.core.models import (
     EscalateInput,
     EscalationOptions,
@@ -251,8 +257,13 @@ class Blockbatch:
         ``read_as``: how HTML, DOCX, PPTX and tables are read
         (``ConvertOptions(html_all=..., table_rows=..., pptx_notes=...)``); ``notices``
         receives what is worth saying about the file (XLSX sheets skipped).
+
+        The blocks are parsed and stored a batch at a time in one transaction
+        (blockbatch/core/ingest.py ``stream_records``, blockbatch/store/repo.py
+        ``save_document``): the blocks held at once are a batch, not the document's.
         """
-        blocks = parse_checked(
+        check_size(data, f"{fmt} document")
+        streamed = stream_records(
             data,
             fmt,
             text_field=text_field,
@@ -260,9 +271,20 @@ class Blockbatch:
             options=read_as,
             notices=notices,
         )
-        return await self.ingest_blocks(
-            data, blocks, name=name, fmt=fmt, read_as=read_as, text_field=text_field
-        )
+        async with self.pool.acquire() as conn:
+            document_id = await repo.save_document(
+                conn,
+                name,
+                fmt,
+                data,
+                streamed.blocks,
+                read_as,
+                columns=lambda: streamed.columns(data, fmt, text_field),
+                text_column=text_field,
+            )
+        if (skipped := streamed.skipped_text()) is not None:
+            warnings.warn(EmptyRecordsSkipped(skipped), stacklevel=2)
+        return document_id
 
     async def ingest_blocks(
         self,

@@ -16,13 +16,22 @@ only says which of its nodes is one of our blocks and what text it carries:
 
 A node whose text is only whitespace is not a block. ``tests/unit/test_commonmark_spec.py``
 checks this segmentation against every example of the CommonMark spec.
+
+A long document is parsed a window of lines at a time (:func:`iter_markdown`), so the
+parser's tokens never cover more than a window whatever the document's size: a window's
+top-level blocks are final except its last, which may go on past the window, so the next
+window starts at that block's first line. A top-level block begins in a state that owes
+nothing to the lines before it (the blocks before it are closed), so parsing from there
+finds what parsing the whole would. ``tests/unit/test_markdown_windows.py`` checks it on
+every CommonMark spec example cut in windows of every size.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from typing import Any
+from array import array
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
 
 from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
@@ -32,6 +41,8 @@ from blockbatch.core.blocks import Provenance, RawBlock
 #: Nesting deeper than this is read as text of the innermost container (markdown-it's
 #: recursion guard; the commonmark preset's 20 is lower than real documents need).
 MAX_NESTING = 100
+#: Lines parsed at once by :func:`iter_markdown` (a window grows when one block is longer).
+WINDOW_LINES = 20_000
 
 
 _YAML_KEY = re.compile(r"^[A-Za-z_][\w.-]*[ \t]*:(\s|$)")
@@ -66,7 +77,28 @@ def _dedent(line: str, columns: int) -> str:
     return line[i:]
 
 
-def _front_matter_end(lines: list[str]) -> int:
+class _Lines(Sequence[str]):
+    """A file's lines, each cut from its text when asked for."""
+
+    def __init__(self, walk: _Walk) -> None:
+        self.walk = walk
+
+    def __len__(self) -> int:
+        return self.walk.total
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[str]: ...
+    def __getitem__(self, i: int | slice) -> str | Sequence[str]:
+        if isinstance(i, slice):
+            raise TypeError("lines are read one at a time")
+        if not 0 <= i < self.walk.total:
+            raise IndexError(i)
+        return self.walk.source(i, i + 1)
+
+
+def _front_matter_end(lines: Sequence[str]) -> int:
     """Lines of a leading YAML front matter block: metadata about the file, not a block.
 
     It opens with ``---``, closes with ``---`` or ``...``, and its first line is a YAML
@@ -80,13 +112,41 @@ def _front_matter_end(lines: list[str]) -> int:
 
 
 class _Walk:
+    """Our blocks from the parser's nodes, over the lines of one window at a time
+    (:meth:`window`); line numbers are the file's."""
+
     def __init__(self, text: str) -> None:
-        self.lines = text.split("\n")
-        self.starts = [0]
-        for line in self.lines:
-            self.starts.append(self.starts[-1] + len(line) + 1)
+        self.text = text
+        # Where each line starts, one machine integer per line (not a Python string or int
+        # object each): held for the whole file, a small part of its size. The last entry
+        # is where a line after the last would start.
+        self.starts = array("q", [0])
+        at = text.find("\n")
+        while at != -1:
+            self.starts.append(at + 1)
+            at = text.find("\n", at + 1)
+        self.starts.append(len(text) + 1)
+        self.total = len(self.starts) - 1
         self.text_len = len(text)
+        self.base = 0
+        self.lines: list[str] = []
         self.out: list[RawBlock] = []
+
+    def source(self, first: int, end: int) -> str:
+        """Lines ``first`` to ``end`` (exclusive) as they are in the file."""
+        return self.text[self.starts[first] : self.starts[end] - 1]
+
+    def window(self, first: int, end: int) -> str:
+        """Hold lines ``first`` to ``end`` (exclusive) for :meth:`visit`; their source."""
+        source = self.source(first, end)
+        self.base, self.lines = first, source.split("\n")
+        return source
+
+    def line(self, i: int) -> str:
+        return self.lines[i - self.base]
+
+    def rows(self, first: int, end: int) -> list[str]:
+        return self.lines[first - self.base : end - self.base]
 
     def span(self, first: int, end: int) -> Provenance:
         """Lines ``first`` to ``end`` (exclusive) as a character span, without the last
@@ -121,14 +181,14 @@ class _Walk:
         elif kind == "html_block":
             self.emit("html", node.content.strip("\n"), {}, first, end)
         elif kind == "table":
-            rows = [line.strip() for line in self.lines[first:end]]
+            rows = [line.strip() for line in self.rows(first, end)]
             self.emit("table", "\n".join(rows), {"rows": len(rows)}, first, end)
         elif kind == "blockquote" and _holds_content(node):
             self.emit("blockquote", self.blockquote(first, end), {}, first, end)
 
     def blockquote(self, first: int, end: int) -> str:
         body = []
-        for line in self.lines[first:end]:
+        for line in self.rows(first, end):
             stripped = _dedent(line, 3) if _indent(line) <= 3 else line
             if stripped.startswith(">"):
                 rest = stripped[1:]
@@ -147,7 +207,7 @@ class _Walk:
         skip = {i for c in nested if c.map for i in range(*c.map)}
         ordered = item.parent is not None and item.parent.type == "ordered_list"
         marker = (item.info if ordered else "") + item.markup
-        opening = _dedent(self.lines[first], column)
+        opening = _dedent(self.line(first), column)
         lead = column + _indent(opening)
         after = _dedent(opening, lead - column)[len(marker) :]
         gap = _indent(after)
@@ -156,7 +216,7 @@ class _Walk:
         for i in range(first, end):
             if i in skip:
                 continue
-            line = self.lines[i]
+            line = self.line(i)
             if i == first:
                 body.append(_dedent(after, gap if gap <= 4 else 1).rstrip())
             elif _indent(line) >= content_indent or not line.strip():
@@ -187,11 +247,38 @@ def _inline(node: SyntaxTreeNode) -> str:
 
 def parse_markdown(text: str) -> list[RawBlock]:
     """Split markdown text (newlines already ``\\n``) into blocks in document order."""
+    return list(iter_markdown(text))
+
+
+def iter_markdown(text: str, window_lines: int | None = None) -> Iterator[RawBlock]:
+    """:func:`parse_markdown`'s blocks as they are found, a window of ``window_lines``
+    (default :data:`WINDOW_LINES`) lines parsed at a time (the module docstring says why
+    that finds the same blocks)."""
+    window_lines = window_lines or WINDOW_LINES
     walk = _Walk(text)
-    skipped = _front_matter_end(walk.lines)
-    # Blank the front matter rather than cut it, so lines and offsets stay the file's.
-    source = "\n" * skipped + "\n".join(walk.lines[skipped:]) if skipped else text
-    root = SyntaxTreeNode(_parser().parse(source))
-    for node in root.children:
-        walk.visit(node)
-    return walk.out
+    total = walk.total
+    # The front matter is left out, not parsed: lines and offsets stay the file's.
+    start = _front_matter_end(_Lines(walk))
+    size = window_lines
+    parser = _parser()
+    while start < total:
+        end = min(total, start + size)
+        tokens = parser.parse(walk.window(start, end))
+        for token in tokens:
+            if token.map is not None:
+                token.map = [token.map[0] + start, token.map[1] + start]
+        nodes = SyntaxTreeNode(tokens).children
+        if end < total:
+            # The last block may go on past the window: the next window starts with it.
+            last = next((n.map[0] for n in reversed(nodes) if n.map is not None), start)
+            if last <= start:
+                size *= 2  # one block longer than the window: a larger window
+                continue
+            nodes = [n for n in nodes if n.map is None or n.map[0] < last]
+        else:
+            last = total
+        for node in nodes:
+            walk.visit(node)
+        yield from walk.out
+        walk.out.clear()
+        start, size = last, window_lines

@@ -148,6 +148,17 @@ async def _save(
     )
 
 
+#: A limiter transaction commits without waiting for its WAL to reach disk. Row locks are
+#: held until the commit returns, so with the default (``on``) every caller of the key queued
+#: behind each holder's disk flush as well as its statements (bench/limiter_locks.py: 25 ->
+#: 41 reservations/s at 32 in flight, 13 -> 27 at 128, on a loaded 2-core machine). What a
+#: Postgres crash can forget is the last fraction of a second of token accounting (up to
+#: three times wal_writer_delay, 200 ms by default): the buckets then briefly admit more
+#: than they should, as after any restart, and the API's own headers and 429s correct them
+#: on the next answers. Ledger, budget and overlay writes keep the default.
+_NO_FLUSH_WAIT = "set local synchronous_commit = off"
+
+
 async def try_reserve(
     conn: asyncpg.Connection,
     *,
@@ -169,8 +180,8 @@ async def try_reserve(
     while any of its calls does, for the fair turn.
     """
     async with conn.transaction():
-        now = await _now(conn)
-        buckets = await _lock(conn, key_hash, model, defaults, now)
+        await conn.execute(_NO_FLUSH_WAIT)
+        # Before the lock: this call's own waiter row (its run waits while any call does).
         await conn.execute(
             """insert into rate_waiters (key_hash, model, run_id, waiter, weight, seen_at)
                values ($1, $2, $3, $4, $5, now())
@@ -182,32 +193,55 @@ async def try_reserve(
             waiter,
             weight,
         )
-        if not await _my_turn(conn, key_hash, model, run_id):
+        buckets = await _lock(conn, key_hash, model, defaults, await _now(conn))
+        # Held from here to the commit: one read, one write. The read is its own statement,
+        # after the lock: it sees what the previous holder committed.
+        now, last_second, my_turn = await _after_lock(conn, key_hash, model, run_id)
+        if not my_turn:
             await _save(conn, key_hash, model, buckets.refilled(now))
             return Attempt(None, 0.5, None, "fair_share")
         need = expected(buckets, need)
-        admission: Admission | None = per_second(
-            buckets.refilled(now), need, await _last_second(conn, key_hash, model)
-        )
+        admission: Admission | None = per_second(buckets.refilled(now), need, last_second)
         if admission is None:
             admission = reserve_buckets(buckets, need, now)
         if not admission.admitted:
             await _save(conn, key_hash, model, admission.buckets)
             return Attempt(None, admission.wait_s, admission.binding, "limit")
-        await _save(conn, key_hash, model, admission.buckets, admitted=1)
-        await conn.execute(
-            """delete from rate_waiters
-               where key_hash = $1 and model = $2 and run_id = $3 and waiter = $4""",
-            key_hash,
-            model,
-            run_id,
-            waiter,
+        reservation_id = await _admit(
+            conn, key_hash, model, run_id, waiter, admission.buckets, need, expires_s
         )
-        # Stamped with the instant of admission (after the lock, after the last second was
-        # counted), not the transaction's start: a caller that waited for the lock would
-        # otherwise leave the per-second window early and let the next second admit more.
-        reservation_id = await conn.fetchval(
-            """insert into rate_reservations (key_hash, model, run_id, requests, input_tokens,
+        return Attempt(reservation_id, 0.0, admission.binding)
+
+
+async def _admit(
+    conn: asyncpg.Connection,
+    key_hash: str,
+    model: str,
+    run_id: str,
+    waiter: str,
+    b: Buckets,
+    need: Need,
+    expires_s: float,
+) -> int:
+    """One statement, under the lock: the buckets written back (one more admitted), the
+    call's waiter row gone, its reservation recorded; returns the reservation's id.
+
+    Stamped with the instant of admission (after the lock, after the last second was
+    counted), not the transaction's start: a caller that waited for the lock would
+    otherwise leave the per-second window early and let the next second admit more."""
+    return int(
+        await conn.fetchval(
+            """with saved as (
+                   update rate_limiters set requests_limit = $19, input_limit = $20,
+                          output_limit = $21, tokens_limit = $22, requests_level = $8, input_level = $9,
+                          output_level = $10, tokens_level = $11, at = $12, factor = $13,
+                          last_cut_at = $14, ramp = $15, last_admit_at = $16,
+                          output_share = $17, admitted = admitted + 1
+                   where key_hash = $1 and model = $2),
+               gone as (
+                   delete from rate_waiters
+                   where key_hash = $1 and model = $2 and run_id = $3 and waiter = $18)
+               insert into rate_reservations (key_hash, model, run_id, requests, input_tokens,
                    output_tokens, created_at, expires_at)
                values ($1, $2, $3, $4, $5, $6, clock_timestamp(),
                        now() + make_interval(secs => $7))
@@ -219,15 +253,56 @@ async def try_reserve(
             need.input,
             need.output,
             expires_s,
+            b.levels["requests"],
+            b.levels["input"],
+            b.levels["output"],
+            b.levels["tokens"],
+            b.at,
+            b.factor,
+            b.last_cut_at,
+            b.ramp,
+            b.last_admit_at,
+            b.output_share,
+            waiter,
+            b.limits["requests"],
+            b.limits["input"],
+            b.limits["output"],
+            b.limits["tokens"],
         )
-        return Attempt(int(reservation_id), 0.0, admission.binding)
+    )
 
 
-async def _last_second(conn: asyncpg.Connection, key_hash: str, model: str) -> LastSecond:
-    """The limiter's admissions of the last second and of the minute before it
-    (``blockbatch.core.ratelimit.per_second``)."""
+async def _after_lock(
+    conn: asyncpg.Connection, key_hash: str, model: str, run_id: str
+) -> tuple[float, LastSecond, bool]:
+    """In one round trip under the limiter's lock: the database clock, the limiter's last
+    second (:func:`_last_second`) and whether it is ``run_id``'s turn (:func:`_my_turn`)."""
     row = await conn.fetchrow(
-        """with recent as (
+        f"""select extract(epoch from clock_timestamp())::float8 as now, s.*, w.*
+            from ({_LAST_SECOND_SQL}) s,
+                 (select coalesce(array_agg(t.run_id), '{{}}') as runs,
+                         coalesce(array_agg(t.weight), '{{}}') as weights,
+                         coalesce(array_agg(t.served), '{{}}') as served
+                  from ({_TURN_SQL}) t) w""",
+        key_hash,
+        model,
+        WAITING_S,
+        SHARE_WINDOW_S,
+        run_id,
+    )
+    turn = [
+        {"run_id": r, "weight": w, "served": n}
+        for r, w, n in zip(row["runs"], row["weights"], row["served"], strict=True)
+    ]
+    return (
+        float(row["now"]),
+        LastSecond(int(row["n"]), int(row["input"]), float(row["age"]), int(row["before"])),
+        _turn_of(turn, run_id),
+    )
+
+
+#: The limiter's admissions of the last second and of the minute before it ($1 key, $2 model).
+_LAST_SECOND_SQL = """with recent as (
                select created_at, input_tokens,
                       created_at > clock_timestamp() - interval '1 second' as last
                from rate_reservations
@@ -236,32 +311,24 @@ async def _last_second(conn: asyncpg.Connection, key_hash: str, model: str) -> L
            select count(*) filter (where last) as n,
                   coalesce(sum(input_tokens) filter (where last), 0) as input,
                   coalesce(extract(epoch from clock_timestamp()
-                                   - min(created_at) filter (where last)), 0) as age,
+                                   - min(created_at) filter (where last)), 0)::float8 as age,
                   count(*) filter (where not last) as before
-           from recent""",
-        key_hash,
-        model,
-    )
-    return LastSecond(int(row["n"]), int(row["input"]), float(row["age"]), int(row["before"]))
+           from recent"""
 
-
-async def _my_turn(conn: asyncpg.Connection, key_hash: str, model: str, run_id: str) -> bool:
-    """Whether ``run_id`` is among the least served of the runs waiting right now."""
-    rows = await conn.fetch(
-        """select w.run_id, max(w.weight) as weight,
+#: The runs waiting now ($3 s) or asking ($5), with their weight and calls served in the
+#: share window ($4 s).
+_TURN_SQL = """select w.run_id, max(w.weight) as weight,
                   (select count(*) from rate_reservations r
                     where r.key_hash = $1 and r.model = $2 and r.run_id = w.run_id
                       and r.created_at > now() - make_interval(secs => $4)) as served
            from rate_waiters w
            where w.key_hash = $1 and w.model = $2
              and (w.seen_at > now() - make_interval(secs => $3) or w.run_id = $5)
-           group by w.run_id""",
-        key_hash,
-        model,
-        WAITING_S,
-        SHARE_WINDOW_S,
-        run_id,
-    )
+           group by w.run_id order by w.run_id"""
+
+
+def _turn_of(rows: list[dict[str, Any]], run_id: str) -> bool:
+    """Whether ``run_id`` is among the least served (per weight) of the waiting ``rows``."""
     if len(rows) < 2:
         return True
     served = {r["run_id"]: r["served"] / max(r["weight"], 1e-6) for r in rows}
@@ -289,6 +356,7 @@ async def settle(
         throttle: for a 429, what it does to the fleet (``blockbatch.core.ratelimit.throttle_of``).
     """
     async with conn.transaction():
+        await conn.execute(_NO_FLUSH_WAIT)
         res = await conn.fetchrow(
             """select key_hash, model, requests, input_tokens, output_tokens, settled_at
                from rate_reservations where reservation_id = $1 for update""",

@@ -62,9 +62,8 @@ select r.run_id, r.status, r.error, r.document_id, d.name as document_name, r.sc
                         and w.status = 'succeeded' order by w.call_id limit 1), 0),
                   'largest_call', coalesce(max(reserved_usd), 0))
            from llm_calls c where c.run_id = r.run_id) end as budget_costs,
-       coalesce((select jsonb_object_agg(status, n) from (
-           select status, count(*) as n from overlays o where o.run_id = r.run_id
-           group by status) c), '{}') as blocks,
+       coalesce((select k.counts from run_block_counts k where k.run_id = r.run_id),
+                '{}') as blocks,
        array("""
     + _ENDPOINTS_SQL.format(run="r.run_id")
     + """) as endpoints
@@ -83,7 +82,8 @@ def _run(row: asyncpg.Record) -> RunInfo:
 
 
 async def get_run(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> RunInfo:
-    """One run with its live overlay counts.
+    """One run with its live overlay counts (kept as its overlays change, migration 034:
+    one row read, whatever the run's size).
 
     Raises:
         NotFound: no run has this id.

@@ -7,8 +7,9 @@ Used by the API (ingest, create and delete a run); reads for the front doors liv
 from __future__ import annotations
 
 import hashlib
+import itertools
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -33,8 +34,9 @@ PAGED_FORMATS = frozenset({"pdf"})
 #: The largest source file kept. A PDF larger than this still ingests (the converter allows
 #: up to blockbatch/core/convert/limits.py ``MAX_FILE_BYTES``); its blocks show no page.
 MAX_STORED_FILE_BYTES = 64 * 1024 * 1024
-#: Blocks stored per statement: the statement's arrays (and the memory they take on either
-#: side) stay this size whatever the document's; the batches share one transaction.
+#: Blocks stored per statement, and parsed ahead of the store: the statement's arrays (and
+#: the memory they take on either side) stay this size whatever the document's; the
+#: batches share one transaction.
 INSERT_BATCH_BLOCKS = 5_000
 
 
@@ -43,43 +45,50 @@ async def save_document(
     name: str,
     fmt: str,
     raw: bytes,
-    blocks: Sequence[ParsedBlock],
+    blocks: Iterable[ParsedBlock],
     read_as: ConvertOptions | None = None,
     *,
-    columns: list[str] | None = None,
+    columns: list[str] | Callable[[], list[str] | None] | None = None,
     text_column: str | None = None,
 ) -> str:
     """Store a parsed document once (same bytes + format + ``read_as`` -> same id) and
     return its id. ``read_as``: the options the blocks were parsed with (another reading
     of the same bytes is another document).
 
+    ``blocks`` may be a list or an iterator that parses as it goes
+    (blockbatch/core/ingest.py ``stream_records``): they are taken
+    :data:`INSERT_BATCH_BLOCKS` at a time and each batch stored before the next is parsed,
+    so neither side holds more than a batch of them. All the batches share the transaction
+    that stores the document: an error part-way (the parser's included, raised as it meets
+    it) leaves nothing. A document already stored is not stored again; its ``blocks`` are
+    still read to the end, so a file that does not parse is refused as it would be the
+    first time.
+
     ``columns`` are the input's own columns in file order and ``text_column`` the one that
     held the text (blockbatch/core/ingest.py ``record_columns``), for exports that give rows
-    back their columns.
+    back their columns; a callable is asked once the blocks are stored (streamed blocks
+    tell their columns as they pass).
 
     A paged document's file (:data:`PAGED_FORMATS`, up to :data:`MAX_STORED_FILE_BYTES`) is
     stored with it, in the same transaction; storing the same bytes again adds the file to a
     document stored without one.
-
-    The blocks go in batches of :data:`INSERT_BATCH_BLOCKS`, all in the transaction that
-    stores the document: a failure part-way leaves nothing.
     """
     digest = hashlib.sha256(fmt.encode() + b"\0" + raw).hexdigest()
     document_id = document_id_for(fmt, raw, read_as)
+    batches = _batches(blocks)
     async with conn.transaction():
+        first = next(batches, [])
         inserted = await conn.fetchval(
             """insert into documents (document_id, name, format, content_sha256, block_count,
                                       record_columns, text_column)
-               values ($1, $2, $3, $4, $5, $6, $7)
+               values ($1, $2, $3, $4, $5, null, null)
                on conflict (document_id) do nothing
                returning document_id""",
             document_id,
             name,
             fmt,
             digest,
-            len(blocks),
-            columns,
-            text_column if columns is not None else None,
+            len(first),
         )
         if fmt in PAGED_FORMATS and len(raw) <= MAX_STORED_FILE_BYTES:
             await conn.execute(
@@ -91,12 +100,30 @@ async def save_document(
                 len(raw),
             )
         if inserted is None:
+            for _ in batches:
+                pass  # parsed to the end: its errors, not its blocks
             return document_id
-        for start in range(0, len(blocks), INSERT_BATCH_BLOCKS):
-            await _insert_blocks(
-                conn, document_id, name, blocks[start : start + INSERT_BATCH_BLOCKS]
-            )
+        count = 0
+        for batch in itertools.chain([first], batches):
+            await _insert_blocks(conn, document_id, name, batch)
+            count += len(batch)
+        kept = columns() if callable(columns) else columns
+        await conn.execute(
+            """update documents set block_count = $2, record_columns = $3, text_column = $4
+               where document_id = $1""",
+            document_id,
+            count,
+            kept,
+            text_column if kept is not None else None,
+        )
     return document_id
+
+
+def _batches(blocks: Iterable[ParsedBlock]) -> Iterator[list[ParsedBlock]]:
+    """``blocks`` in lists of :data:`INSERT_BATCH_BLOCKS`, each taken as it is asked for."""
+    it = iter(blocks)
+    while batch := list(itertools.islice(it, INSERT_BATCH_BLOCKS)):
+        yield batch
 
 
 async def _insert_blocks(

@@ -1,13 +1,17 @@
-"""Storing a large document: bounded batches in one transaction (issue 39)."""
+"""Storing a large document: parsed and stored in bounded batches, in one transaction
+(issue 39)."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from typing import Any
 
 import asyncpg
 import pytest
 
-from blockbatch.core.blocks import ParsedBlock
+from blockbatch.core.blocks import IngestError, ParsedBlock
+from blockbatch.core.ingest import stream_records
 from blockbatch.store import repo
 
 BLOCKS = 2 * repo.INSERT_BATCH_BLOCKS + 1
@@ -57,3 +61,81 @@ async def test_a_failure_in_a_later_batch_leaves_nothing(pool: asyncpg.Pool) -> 
             )
     assert await pool.fetchval("select count(*) from documents") == 0
     assert await pool.fetchval("select count(*) from blocks") == 0
+
+
+async def test_streamed_blocks_are_parsed_no_further_ahead_than_the_batch_stored(
+    pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A parser handing blocks one at a time: when each batch is stored, the parser has
+    # made only the blocks of the batches stored so far, never the whole document.
+    made = 0
+
+    def parser() -> Iterator[ParsedBlock]:
+        nonlocal made
+        for block in _blocks(BLOCKS):
+            made += 1
+            yield block
+
+    seen: list[tuple[int, int]] = []
+    stored = 0
+    insert = repo._insert_blocks
+
+    async def counted(conn: Any, document_id: str, name: str, batch: Any) -> None:
+        nonlocal stored
+        stored += len(batch)
+        seen.append((made, stored))
+        await insert(conn, document_id, name, batch)
+
+    monkeypatch.setattr(repo, "_insert_blocks", counted)
+    async with pool.acquire() as conn:
+        doc = await repo.save_document(conn, "big.md", "markdown", b"big", parser())
+    assert seen == [(5_000, 5_000), (10_000, 10_000), (10_001, 10_001)]
+    assert await pool.fetchval("select block_count from documents where document_id = $1", doc) == (
+        BLOCKS
+    )
+
+
+def _jsonl(n: int, empty_at: int | None = None) -> bytes:
+    lines = [
+        json.dumps({"text": "" if i == empty_at else f"record {i}", "team": f"t{i % 3}"})
+        for i in range(n)
+    ]
+    return ("\n".join(lines) + "\n").encode()
+
+
+async def test_a_parse_error_met_after_batches_were_stored_leaves_nothing(
+    pool: asyncpg.Pool,
+) -> None:
+    # The last record's text is empty: the parser says so only once it has read them all,
+    # after two batches went to the database in the document's transaction.
+    data = _jsonl(BLOCKS, empty_at=BLOCKS - 1)
+    streamed = stream_records(data, "jsonl")
+    async with pool.acquire() as conn:
+        with pytest.raises(IngestError, match=f"line {BLOCKS} has an empty 'text'"):
+            await repo.save_document(conn, "big.jsonl", "jsonl", data, streamed.blocks)
+    assert await pool.fetchval("select count(*) from documents") == 0
+    assert await pool.fetchval("select count(*) from blocks") == 0
+
+
+async def test_a_streamed_records_file_keeps_its_columns(pool: asyncpg.Pool) -> None:
+    data = _jsonl(BLOCKS)
+    streamed = stream_records(data, "jsonl")
+    async with pool.acquire() as conn:
+        doc = await repo.save_document(
+            conn,
+            "big.jsonl",
+            "jsonl",
+            data,
+            streamed.blocks,
+            columns=lambda: streamed.columns(data, "jsonl", "text"),
+            text_column="text",
+        )
+    row = await pool.fetchrow(
+        "select block_count, record_columns, text_column from documents where document_id = $1",
+        doc,
+    )
+    assert (row["block_count"], row["record_columns"], row["text_column"]) == (
+        BLOCKS,
+        ["text", "team"],
+        "text",
+    )

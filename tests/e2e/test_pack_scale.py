@@ -17,7 +17,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from blockbatch.store import ledger, overlays, quality
+from blockbatch.store import ledger, overlays, quality, reads
 
 BLOCKS = 60_000
 PACK = 50
@@ -81,10 +81,21 @@ def _seq_scans(plan: dict[str, Any]) -> list[str]:
     return found
 
 
+def _relations(plan: dict[str, Any]) -> set[str]:
+    """Every table a plan reads, by any scan."""
+    found = {plan["Relation Name"]} if "Relation Name" in plan else set()
+    for child in plan.get("Plans", []):
+        found |= _relations(child)
+    return found
+
+
 async def plans_of(
-    pool: asyncpg.Pool, read: Callable[[asyncpg.Connection], Awaitable[Any]]
-) -> tuple[Any, list[tuple[str, list[str]]]]:
-    """``read``'s result, and each statement it ran with the big tables it scanned whole."""
+    pool: asyncpg.Pool,
+    read: Callable[[asyncpg.Connection], Awaitable[Any]],
+    found: Callable[[dict[str, Any]], Any] = _seq_scans,
+) -> tuple[Any, list[tuple[str, Any]]]:
+    """``read``'s result, and each statement it ran with what ``found`` finds in its plan
+    (by default: the big tables it scanned whole)."""
     logged: list[tuple[str, tuple[Any, ...]]] = []
     async with pool.acquire() as conn:
 
@@ -103,7 +114,7 @@ async def plans_of(
                 continue
             raw = await conn.fetchval(f"explain (format json) {query}", *args)
             plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
-            out.append((" ".join(query.split())[:90], _seq_scans(plan)))
+            out.append((" ".join(query.split())[:90], found(plan)))
     assert out, "the read ran no statement"
     return result, out
 
@@ -194,3 +205,58 @@ async def test_answering_a_pack_reads_its_blocks_and_their_copies_not_the_run(
         copies,
     )
     assert [(r["status"], r["staging"]) for r in taken] == [("ai_complete", {"a": 2})] * 2
+
+
+async def _counted(pool: asyncpg.Pool, run_id: str) -> dict[str, int]:
+    """The run's overlays per status, counted the slow way."""
+    rows = await pool.fetch(
+        "select status, count(*) as n from overlays where run_id = $1 group by 1", run_id
+    )
+    return {r["status"]: r["n"] for r in rows}
+
+
+def _shown(info: reads.RunInfo) -> dict[str, int]:
+    return {status: n for status, n in info.blocks.items() if n}
+
+
+async def test_status_reads_the_runs_counts_not_its_blocks(big: asyncpg.Pool) -> None:
+    # `status`, `watch` and the summary read the run through get_run: on a run of any size
+    # it reads the run's counts row, not one row per block.
+    info, touched = await plans_of(big, lambda c: reads.get_run(c, RUN), _relations)
+    per_block = [(q, r & {"blocks", "overlays", "quality_samples"}) for q, r in touched]
+    assert not [x for x in per_block if x[1]], per_block
+    assert _shown(info) == {"ai_complete": BLOCKS // 2, "pending": BLOCKS // 2}
+    assert info.blocks_total == BLOCKS
+
+
+async def test_a_runs_counts_follow_its_overlays_in_their_transaction(big: asyncpg.Pool) -> None:
+    pack = [f"doc:{i}" for i in range(PACK_OPEN * PACK, PACK_OPEN * PACK + PACK)]
+    # A pack's answers committed: its counts move with them.
+    await big.execute(
+        """update overlays set status = case when block_index % 2 = 0 then 'ai_complete'
+                                            else 'failed' end
+           where run_id = $1 and block_uid = any($2::text[])""",
+        RUN,
+        pack,
+    )
+    # A pack rolled back: neither its overlays nor its counts move.
+    with pytest.raises(RuntimeError):
+        async with big.acquire() as conn, conn.transaction():
+            await conn.execute(
+                "update overlays set status = 'failed' where run_id = $1 and pack_index = $2",
+                RUN,
+                PACK_OPEN + 1,
+            )
+            raise RuntimeError("the pack's activity failed")
+    # A change of answer, not of status, and overlays deleted.
+    await big.execute(
+        "update overlays set staging = '{\"a\": 3}' where run_id = $1 and pack_index = 0", RUN
+    )
+    await big.execute("delete from overlays where run_id = $1 and pack_index = 1", RUN)
+    for run in (RUN, OTHER):
+        assert _shown(await reads.get_run(big, run)) == await _counted(big, run)
+    assert _shown(await reads.get_run(big, RUN)) == {
+        "ai_complete": BLOCKS // 2 + PACK // 2 - PACK,
+        "failed": PACK // 2,
+        "pending": BLOCKS // 2 - PACK,
+    }

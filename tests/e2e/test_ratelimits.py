@@ -388,3 +388,68 @@ async def test_a_run_from_idle_meets_the_acceleration_limit_with_a_ramp(bbstack:
         return max(3.0, 2.0 * before / 60.0)
 
     assert _busiest_second(admitted, acceleration_limit) <= 1.0
+
+
+async def _statements_under_the_lock(pool: asyncpg.Pool, run_id: str) -> list[str]:
+    """The statements a reservation runs from the limiter row's lock to its commit."""
+    ran: list[str] = []
+
+    def log(query: Any) -> None:
+        ran.append(" ".join(query.query.split()).lower())
+
+    async with pool.acquire() as conn:
+        conn.add_query_logger(log)
+        try:
+            _id(
+                await ratelimits.try_reserve(
+                    conn, key_hash=KEY, model=MODEL, run_id=run_id, need=ONE_CALL, defaults=LIMITS
+                )
+            )
+        finally:
+            conn.remove_query_logger(log)
+    locked = next(i for i, q in enumerate(ran) if "from rate_limiters" in q and "for update" in q)
+    return ran[locked + 1 :]
+
+
+@pytest.mark.usefixtures("full_limiter")
+async def test_a_reservation_holds_the_fleets_lock_for_one_read_and_one_write(
+    pool: asyncpg.Pool,
+) -> None:
+    # Every caller of the key queues on one row: what it does while holding it is what the
+    # fleet waits for. Past the lock: the clock, the last second and the fair turn read in
+    # one statement, the buckets, waiter and reservation written in one, then the commit.
+    held = await _statements_under_the_lock(pool, "run-a")
+    assert len(held) == 3, held
+    assert held[-1].rstrip(";") == "commit"
+    # And with another run waiting, the fair turn is still read in that one statement.
+    await _try(pool, "run-b", waiter="b")
+    assert len(await _statements_under_the_lock(pool, "run-a")) == 3
+
+
+@pytest.mark.usefixtures("full_limiter")
+async def test_the_fleets_lock_is_not_held_across_a_disk_flush(pool: asyncpg.Pool) -> None:
+    # Row locks last until the commit returns: a reservation and a settlement commit
+    # without waiting for the WAL flush, decided before the lock is taken.
+    ran: list[str] = []
+
+    def log(query: Any) -> None:
+        ran.append(" ".join(query.query.split()).lower())
+
+    async with pool.acquire() as conn:
+        before = await conn.fetchval("show synchronous_commit")
+        conn.add_query_logger(log)
+        try:
+            reservation = _id(
+                await ratelimits.try_reserve(
+                    conn, key_hash=KEY, model=MODEL, run_id="run-a", need=ONE_CALL, defaults=LIMITS
+                )
+            )
+            await ratelimits.settle(conn, reservation, used=ONE_CALL, headers=None, answered=True)
+        finally:
+            conn.remove_query_logger(log)
+        # The setting lasts only for their transactions: the session's is untouched.
+        assert await conn.fetchval("show synchronous_commit") == before
+    locks = [i for i, q in enumerate(ran) if "from rate_limiters" in q and "for update" in q]
+    no_wait = [i for i, q in enumerate(ran) if q == "set local synchronous_commit = off"]
+    assert len(locks) == 2 and len(no_wait) == 2, ran
+    assert no_wait[0] < locks[0] < no_wait[1] < locks[1]

@@ -1,0 +1,108 @@
+"""Ctrl-C on a benchmark stops the stack it started (issue 39).
+
+``bench/scale.py`` is run as a user runs it, its stack's temp dir under this test's own
+``TMPDIR`` so every process of that stack names it on its command line (Postgres' data
+dir, Temporal's database, the simulator's scenario). Once its run is under way it gets a
+real SIGINT (twice, as an impatient user presses Ctrl-C): it must exit saying the stack
+was stopped, and none of those processes, nor its workers, may be left.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _stat(pid: int) -> list[str] | None:
+    """``/proc/<pid>/stat``'s fields after the command name (state first); None: gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _children(pid: int) -> set[int]:
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found |= {int(c) for c in (task / "children").read_text().split()}
+        except OSError:
+            continue
+    return found | {d for c in found for d in _children(c)}
+
+
+def _stack_of(bench: int, tmp: Path) -> dict[tuple[int, str], str]:
+    """The bench's descendants and every process whose command line names ``tmp``, each
+    as (pid, start time) so a pid used again later is not mistaken for it."""
+    pids = _children(bench) | {
+        int(p.name)
+        for p in Path("/proc").iterdir()
+        if p.name.isdigit() and str(tmp) in _cmdline(int(p.name))
+    }
+    pids.discard(bench)
+    return {(pid, stat[19]): _cmdline(pid) for pid in pids if (stat := _stat(pid)) is not None}
+
+
+def _alive(pid: int, started: str) -> bool:
+    stat = _stat(pid)
+    return stat is not None and stat[19] == started and stat[0] != "Z"
+
+
+def test_ctrl_c_on_the_scale_benchmark_leaves_no_process(tmp_path: Path) -> None:
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    env.pop("BENCH_SHARED_STACK", None)
+    out = tmp_path / "out.txt"
+    with open(out, "w") as sink:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "bench/scale.py",
+                "--blocks",
+                "3000",
+                "--workers",
+                "1",
+                "--out",
+                str(tmp_path / "scale.json"),
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 150
+        while "ingested" not in out.read_text() and time.monotonic() < deadline:
+            assert proc.poll() is None, out.read_text()
+            time.sleep(0.5)
+        assert "ingested" in out.read_text(), out.read_text()
+        stack = _stack_of(proc.pid, tmp_path)
+        names = " ".join(stack.values())
+        for part in ("postgres", "temporal", "blockbatch.simulator", "worker.py"):
+            assert part in names, (part, names)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)  # pressed again while the stack stops
+        code = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    said = out.read_text()
+    left = [cmd[:100] for (pid, started), cmd in stack.items() if _alive(pid, started)]
+    assert not left, f"left running: {left}\n{said}"
+    assert code == 130, said
+    told = next(line for line in said.splitlines() if line.startswith("interrupted:"))
+    for part in ("the simulator", "Temporal", "Postgres", "1 worker"):
+        assert part in told, said
