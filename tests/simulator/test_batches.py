@@ -192,7 +192,7 @@ async def test_a_prefix_cached_before_the_batch_is_read_at_the_warm_rate(sim, cl
     assert [u.cache_read_input_tokens > 0 for u in cold_usages] == [False] * 10
     sim.state.engine.reset()
     warm_up = pack_params(make_blocks(1, start=99), system_repeat=300)
-    first = await client.messages.create(**warm_up)  # type: ignore[call-overload]  # plain dict
+    first = await client.messages.create(**warm_up)
     assert first.usage.cache_creation_input_tokens > 0
     warm = await client.messages.batches.create(requests=cached_requests(10))
     warm_usages = await batch_usages(client, warm.id)
@@ -205,7 +205,7 @@ async def test_batch_cache_hits_are_the_same_for_the_same_seed(sim, client):
     hits = []
     for _ in range(2):
         sim.state.engine.reset()  # an empty cache, and every body's first arrival again
-        await client.messages.create(**pack_params(make_blocks(1, start=99), system_repeat=300))  # type: ignore[call-overload]  # plain dict
+        await client.messages.create(**pack_params(make_blocks(1, start=99), system_repeat=300))
         created = await client.messages.batches.create(requests=cached_requests(12))
         hits.append([u.cache_read_input_tokens > 0 for u in await batch_usages(client, created.id)])
     assert hits[0] == hits[1]
