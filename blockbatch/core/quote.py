@@ -19,9 +19,14 @@ What the quote is made of, and why each part can be trusted:
   against it (:class:`OutputHistory`). The quote says which.
 * **Caching** follows the run: in sync mode a warm-up call writes the prompt cache (when
   the run's estimate of the prefix reaches the model's minimum) and every pack reads it;
-  in batch mode the first request writes it with the 1-hour TTL and the others read it,
-  best effort (``blockbatch.core.batching.BATCH_CACHE_HIT_RATE`` of them; the rest write it again). A prefix below the model's ``min_cacheable_tokens`` is not cached by the
-  API, silently: the quote prices every call uncached and says so.
+  in batch mode a sync pre-warm writes it with the 1-hour TTL when the requests' reads
+  repay it (``blockbatch.core.batching.round_cache``) and each request reads it best
+  effort (the ledger's measured hit rate of the model's batches, else
+  ``BATCH_WARM_HIT_RATE``; a miss writes it again), else no request carries
+  ``cache_control``. A prefix below the model's ``min_cacheable_tokens`` is not cached by
+  the API, silently: the quote prices every call uncached and says so. Batch figures come
+  with their spread: every request reading (``min_cost_usd``) or writing
+  (``max_cost_usd``).
 * **Thinking** (where the run's calls think, ``RunContext.shape.thinks``): every call is
   expected to think :meth:`RunContext.thinking_per_call` tokens, billed as output; earlier
   runs of the schema on the model at the same effort replace the planner's assumption
@@ -54,7 +59,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from blockbatch.core.batching import BATCH_CACHE_HIT_RATE, BATCH_CACHE_TTL
+from blockbatch.core.batching import (
+    BATCH_CACHE_TTL,
+    BATCH_WARM_HIT_RATE,
+    MIN_MEASURED_REQUESTS,
+    round_cache,
+)
 from blockbatch.core.calibration import CalibrationNote
 from blockbatch.core.context import RunContext
 from blockbatch.core.evidence import evidence_text
@@ -274,8 +284,18 @@ class ModeQuote(BaseModel):
     #: Of ``output_tokens``, the expected thinking (0: the calls do not think).
     thinking_tokens: int = 0
     cost_usd: float
-    #: The most the planned calls can cost (no retries, no halving counted).
+    #: The most the planned calls can cost (no retries, no halving counted); in batch mode
+    #: every request missing the cache and writing the prefix at the 1-hour price.
     max_cost_usd: float
+    #: The least: in batch mode every request reading the cache (hits are best effort);
+    #: in sync mode the expected output (0: not computed, an old quote).
+    min_cost_usd: float = 0.0
+    #: Whether the calls carry ``cache_control`` (batch: not when too few requests share
+    #: a cold prefix to repay a write, or the prefix is under the model's minimum).
+    cache_control: bool = True
+    #: Batch: the share of requests expected to read the pre-warmed prefix (``None``: sync,
+    #: or no cache).
+    cache_hit_rate: float | None = None
     #: The quality probe (sync only; in ``calls``, the tokens and both costs): its blocks
     #: asked alone, one a call, and their expected cost.
     probe_calls: int = 0
@@ -319,6 +339,8 @@ class Quote(BaseModel):
     thinking_unpacked_tokens: int = 0
     sync: ModeQuote
     batch: ModeQuote
+    #: Where the batch hit rate (``batch.cache_hit_rate``) comes from, in words.
+    batch_hit_source: str | None = None
     notes: list[str] = Field(default_factory=list)
     #: What the schema's evidence (a quote per field) adds to the figures: its expected output
     #: tokens over the document, and their price in the chosen mode (0: no evidence asked).
@@ -463,6 +485,7 @@ def quote(
     notes: Sequence[str] = (),
     prefix_seen: bool | None = None,
     prior: OutputHistory | None = None,
+    batch_hits: tuple[int, int] | None = None,
 ) -> Quote:
     """Quote a run of ``ctx`` over blocks with these planner estimates.
 
@@ -483,6 +506,9 @@ def quote(
             shape estimate leans high on purpose, so a schema's first quote expects what
             answers write against it. The run's plan is not changed by it (it plans its
             learning pack from the estimate and learns its own ratio).
+        batch_hits: the model's earlier batch requests on a cached prefix, and how many of
+            them read it (``blockbatch.store.batches.batch_cache_hits``): the batch quote's
+            hit rate from :data:`~blockbatch.core.batching.MIN_MEASURED_REQUESTS` on.
     """
     if not block_tokens:
         raise ValueError("a quote needs at least one block")
@@ -560,6 +586,11 @@ def quote(
             "probe_cost_usd": round(sync.cost_usd - without.cost_usd, 6),
         }
     )
+    if batch_hits is not None and batch_hits[1] >= MIN_MEASURED_REQUESTS:
+        hit_rate = batch_hits[0] / batch_hits[1]
+        hit_source = f"measured: {batch_hits[0]:,} of {batch_hits[1]:,} earlier batch requests"
+    else:
+        hit_rate, hit_source = BATCH_WARM_HIT_RATE, "assumed until measured"
     batch = _mode_quote(
         "batch",
         ctx,
@@ -569,6 +600,7 @@ def quote(
         cached=cached,
         warm_up=False,
         packs=len(batch_packs),
+        hit_rate=hit_rate,
     )
     if learning_pack:
         said.append(
@@ -614,11 +646,26 @@ def quote(
             "write more than its max_tokens: quoted as a truncated answer (paid, the "
             "results that fit kept) and the rest of its blocks sent again in halves"
         )
-    if cached:
+    if cached and batch.cache_control:
         said.append(
-            f"batch: Message Batches read the cache best effort (30-98% of requests, "
-            f"per Anthropic): expected as {BATCH_CACHE_HIT_RATE:.0%} reading it and "
-            "the rest writing it again; the maximum prices every request as a write"
+            "batch: one sync max_tokens: 0 call writes the prefix for an hour (at sync "
+            "prices) before the batch; Message Batches read the cache best effort (30-98% "
+            f"of requests, per Anthropic): expected as {hit_rate:.0%} reading it "
+            f"({hit_source}) and the rest writing it again; "
+            f"{usd(batch.min_cost_usd)} if every request reads it, "
+            f"{usd(batch.max_cost_usd)} at most"
+        )
+    elif cached:
+        said.append(
+            f"batch: {len(batch_attempts)} request{'s' if len(batch_attempts) != 1 else ''} "
+            "would not repay writing the prefix: sent without cache_control, each paying "
+            "its prefix as input (at half price)"
+        )
+    if batch.cost_usd > sync.cost_usd:
+        said.append(
+            f"batch is expected to cost MORE than sync here ({usd(batch.cost_usd)} against "
+            f"{usd(sync.cost_usd)}): half price covers input, output and cache prices, "
+            "but not the cache hits sync mode gets every call"
         )
     chosen_attempts = sync_attempts if ctx.options.mode == "sync" else batch_attempts
     per_call = max((a.thinking for a in chosen_attempts), default=0)
@@ -699,6 +746,7 @@ def quote(
         thinking_unpacked_tokens=unpacked,
         sync=sync,
         batch=batch,
+        batch_hit_source=hit_source if batch.cache_control else None,
         notes=said,
         evidence_output_tokens=evidence_tokens,
         evidence_cost_usd=round(evidence_usd, 6),
@@ -763,6 +811,11 @@ class _BlockShare:
         return sum(self._est[i] for i in positions) * self._scale
 
 
+def usd(value: float) -> str:
+    """Dollars in a note: four decimals below $10, cents above."""
+    return f"${value:.4f}" if value < 10 else f"${value:,.2f}"
+
+
 def _mode_quote(
     mode: Mode,
     ctx: RunContext,
@@ -773,49 +826,86 @@ def _mode_quote(
     cached: bool,
     warm_up: bool,
     packs: int,
+    hit_rate: float = BATCH_WARM_HIT_RATE,
 ) -> ModeQuote:
     """One mode's figures, each call priced on its own (``cost_usd`` prices one request at
-    its tier: a sum of calls priced at once would cross a long-prompt line no call does)."""
+    its tier: a sum of calls priced at once would cross a long-prompt line no call does).
+
+    Sync: the warm-up (or else the first call) writes the prefix, the others read it.
+    Batch: the run's rule for a round (``blockbatch.core.batching.round_cache``): a sync
+    pre-warm (priced at sync prices, 1-hour write) when the requests' reads repay it,
+    then each request reads the prefix best effort (``hit_rate`` of them; the rest write
+    it again at the 1-hour price); else no ``cache_control``, each request paying its
+    prefix as input. ``min_cost_usd`` has every request read, ``max_cost_usd`` every
+    request write and write its whole ``max_tokens``.
+    """
     model, batch = ctx.model, mode == "batch"
     ttl = BATCH_CACHE_TTL if batch else ctx.options.cache_ttl
+    prewarm = False
+    if batch:
+        plan = round_cache(
+            model, ctx.cacheable_prefix_tokens, len(attempts), warm=False, hit_rate=hit_rate
+        ).plan
+        prewarm, warm_up = plan == "pre-warm", plan == "pre-warm"
+        uses_cache = cached and plan != "none"
+    else:
+        uses_cache = cached
     calls = len(attempts) + (1 if warm_up else 0)
-    # Every call: its uncached prompt, whether it writes or reads the prefix, its output and
-    # its ceiling. The warm-up (sync) or else the first call writes the prefix; the others
-    # read it (batch: best effort, so the maximum has every request write it).
-    planned: list[tuple[int, bool, int, int]] = []
+    # Every call: its uncached prompt, how it uses the prefix (write, read, best effort or
+    # none), its output, its ceiling, and whether it is priced at batch prices.
+    planned: list[tuple[int, str, int, int, bool]] = []
     if warm_up:
         own = tokens.warm_up - tokens.prefix if cached else tokens.warm_up
-        planned.append((own, True, 1, 1))
+        # The batch pre-warm is max_tokens: 0 (json channel: one result; too small to count).
+        planned.append((own, "write" if cached else "none", 0 if prewarm else 1, 1, False))
     # Blocks' shares rounded as a running total, so the calls add up to the whole count.
     running, rounded = 0.0, 0
     for a in attempts:
         running += tokens.per_call + share(a.positions)
         own, rounded = round(running) - rounded, round(running)
+        if not uses_cache:
+            use = "none"
+        elif batch and prewarm:
+            use = "best_effort"
+        else:
+            use = "write" if not planned else "read"
         planned.append(
-            (own + (0 if cached else tokens.prefix), not planned, a.output, a.max_tokens)
+            (own + (0 if uses_cache else tokens.prefix), use, a.output, a.max_tokens, batch)
         )
 
-    def usage(own: int, write: bool, out: int) -> Usage:
-        writes = tokens.prefix if cached and write else 0
+    def usage(own: int, write: bool, read: bool, out: int) -> Usage:
+        writes = tokens.prefix if write else 0
         return Usage(
             input_tokens=own,
             output_tokens=out,
             cache_creation_input_tokens=writes,
-            cache_read_input_tokens=tokens.prefix if cached and not write else 0,
+            cache_read_input_tokens=tokens.prefix if read else 0,
             cache_creation_1h_tokens=writes if ttl == "1h" else 0,
         )
 
-    # A batch's requests read the prefix best effort: BATCH_CACHE_HIT_RATE of them read it,
-    # the rest write it again; each expectation is that mix of the two requests' costs.
-    hit = BATCH_CACHE_HIT_RATE if batch else 1.0
+    def cases(own: int, use: str, out: int) -> list[tuple[float, Usage]]:
+        """The call's expected usage as weighted cases."""
+        if use == "best_effort":
+            return [
+                (hit_rate, usage(own, False, True, out)),
+                (1 - hit_rate, usage(own, True, False, out)),
+            ]
+        return [(1.0, usage(own, use == "write", use == "read", out))]
 
-    def expectation(own: int, write: bool, out: int) -> list[tuple[float, Usage]]:
-        if write or not cached or hit >= 1:
-            return [(1.0, usage(own, write, out))]
-        return [(hit, usage(own, False, out)), (1 - hit, usage(own, True, out))]
-
-    expected = [pair for own, write, out, _ in planned for pair in expectation(own, write, out)]
-    worst = [usage(own, write or (batch and cached), ceiling) for own, write, _, ceiling in planned]
+    expected = [
+        (w, u, at_batch)
+        for own, use, out, _, at_batch in planned
+        for w, u in cases(own, use, out)
+        if w > 0
+    ]
+    worst = [
+        (usage(own, use in ("write", "best_effort"), use == "read", ceiling), at_batch)
+        for own, use, _, ceiling, at_batch in planned
+    ]
+    best = [
+        (usage(own, use == "write", use in ("read", "best_effort"), out), at_batch)
+        for own, use, out, _, at_batch in planned
+    ]
     return ModeQuote(
         mode=mode,
         packs=packs,
@@ -823,12 +913,15 @@ def _mode_quote(
         warm_up=warm_up,
         cache_ttl=ttl,
         cached=cached,
-        input_tokens=round(sum(w * u.input_tokens for w, u in expected)),
-        cache_write_tokens=round(sum(w * u.cache_creation_input_tokens for w, u in expected)),
-        cache_read_tokens=round(sum(w * u.cache_read_input_tokens for w, u in expected)),
-        output_tokens=round(sum(w * u.output_tokens for w, u in expected)),
-        max_output_tokens=sum(u.output_tokens for u in worst),
+        cache_control=uses_cache,
+        cache_hit_rate=hit_rate if batch and uses_cache else None,
+        input_tokens=round(sum(w * u.input_tokens for w, u, _ in expected)),
+        cache_write_tokens=round(sum(w * u.cache_creation_input_tokens for w, u, _ in expected)),
+        cache_read_tokens=round(sum(w * u.cache_read_input_tokens for w, u, _ in expected)),
+        output_tokens=round(sum(w * u.output_tokens for w, u, _ in expected)),
+        max_output_tokens=sum(u.output_tokens for u, _ in worst),
         thinking_tokens=sum(a.thinking for a in attempts),
-        cost_usd=round(sum(w * cost_usd(model, u, batch=batch) for w, u in expected), 6),
-        max_cost_usd=round(sum(cost_usd(model, u, batch=batch) for u in worst), 6),
+        cost_usd=round(sum(w * cost_usd(model, u, batch=b) for w, u, b in expected), 6),
+        min_cost_usd=round(sum(cost_usd(model, u, batch=b) for u, b in best), 6),
+        max_cost_usd=round(sum(cost_usd(model, u, batch=b) for u, b in worst), 6),
     )
