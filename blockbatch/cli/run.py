@@ -15,7 +15,7 @@ from temporalio.service import RPCError
 from blockbatch.api import Blockbatch, RunInfo, as_schema
 from blockbatch.api.errors import ModelRetiring, StackUnavailable, TemporalUnavailable
 from blockbatch.api.inputs import with_schema_model
-from blockbatch.api.quote import read_document
+from blockbatch.api.quote import estimate, read_document
 from blockbatch.cli.follow import follow, follow_escalation, report, say_detached
 from blockbatch.cli.options import add_field_option, apply_settings
 from blockbatch.cli.parser import (
@@ -37,8 +37,9 @@ from blockbatch.cli.parser import (
     budget_usd,
     examples,
 )
-from blockbatch.cli.quote import read_as, show_quote
+from blockbatch.cli.quote import cheaper_mode, read_as, show_quote, usd
 from blockbatch.cli.session import Session
+from blockbatch.core.blocks import ParsedBlock
 from blockbatch.core.commands import PROG
 from blockbatch.core.ingest import parse_records
 from blockbatch.core.models import RunOptions
@@ -55,6 +56,8 @@ def _options(args: argparse.Namespace) -> RunOptions:
         for option in (EFFORT, PACK_SIZE, MODE, MAX_COST)
         if hasattr(args, option.dest)  # `estimate` has no budget
     }
+    if fields.get(MODE.field) == "cheapest":  # chosen from the quote (choose_mode)
+        fields[MODE.field] = "sync"
     if args.model:
         try:
             fields["model"] = get_model(args.model).id
@@ -101,15 +104,62 @@ async def check_claude(settings: Settings) -> None:
         )
 
 
+def _cheapest(args: argparse.Namespace) -> bool:
+    return getattr(args, MODE.dest, None) == "cheapest"
+
+
 async def cmd_estimate(args: argparse.Namespace, s: Session) -> int:
     return await show_quote(
-        args, s, _options(args), count=not args.no_count, history=not args.no_history
+        args,
+        s,
+        _options(args),
+        count=not args.no_count,
+        history=not args.no_history,
+        cheapest=_cheapest(args),
     )
+
+
+async def choose_mode(
+    args: argparse.Namespace, s: Session, options: RunOptions, blocks: list[ParsedBlock]
+) -> RunOptions:
+    """``--mode cheapest``: the mode the quote expects to cost less; ``--mode batch``: a
+    warning, with the figures, when the quote expects batch to cost more than sync (its
+    cache hits are best effort, while sync reads the cache every call)."""
+    wanted = getattr(args, MODE.dest, None)
+    if wanted not in ("batch", "cheapest"):
+        return options
+    q = await estimate(
+        Path(args.file),
+        Path(args.schema),
+        options,
+        fmt=args.format,
+        text_field=args.text_field,
+        skip_empty=args.skip_empty,
+        read_as=read_as(args),
+        blocks=blocks,
+        settings=s.settings,
+    )
+    figures = (
+        f"batch {usd(q.batch.cost_usd)} expected ({usd(q.batch.min_cost_usd)} if every "
+        f"request reads the cache, {usd(q.batch.max_cost_usd)} at most), sync "
+        f"{usd(q.sync.cost_usd)}"
+    )
+    if wanted == "cheapest":
+        mode = cheaper_mode(q)
+        s.con.note(f"note: --mode cheapest runs {mode}: {figures}")
+        return options.model_copy(update={"mode": mode})
+    if q.batch.cost_usd > q.sync.cost_usd:
+        s.con.note(
+            f"warning: batch is expected to cost MORE than sync: {figures}. Half price "
+            "covers input, output and cache tokens, but a batch reads the cache best "
+            "effort; --mode sync (or cheapest) would cost less"
+        )
+    return options
 
 
 async def cmd_run(args: argparse.Namespace, s: Session) -> int:
     if args.dry_run:
-        return await show_quote(args, s, _options(args))
+        return await show_quote(args, s, _options(args), cheapest=_cheapest(args))
     # Everything a user can get wrong is checked before anything is written.
     path = Path(args.file)
     data, _, fmt = read_document(path, fmt=args.format)
@@ -133,6 +183,7 @@ async def cmd_run(args: argparse.Namespace, s: Session) -> int:
     options = _options(args)
     bb = await s.bb()
     await check_claude(s.settings)
+    options = await choose_mode(args, s, options, blocks)
     # A retired model is refused before the document or the schema is stored.
     await bb.run_model(with_schema_model(options, spec.prompt_config.model).model)
     escalate_to = getattr(args, "escalate_to", None)
