@@ -53,45 +53,64 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from blockbatch.core.batching import (
-    BATCH_CACHE_TTL,
     BATCH_WARM_HIT_RATE,
     MIN_MEASURED_REQUESTS,
-    round_cache,
 )
 from blockbatch.core.calibration import CalibrationNote
 from blockbatch.core.context import RunContext
 from blockbatch.core.evidence import evidence_text
 from blockbatch.core.models import QualityOptions, RunOptions
 from blockbatch.core.planning import (
-    BLOCK_WRAPPER_TOKENS,
     PACK_OUTPUT_OVERHEAD_TOKENS,
     OutputRatios,
     Pack,
-    estimate_tokens,
     evidence_output_tokens,
 )
-from blockbatch.core.prompt import alias_map, build_messages, user_instructions
 from blockbatch.core.quality import GATE_SAMPLES_PER_PACK, ProbePlan, probe_plan
+from blockbatch.core.quote_pricing import Attempt, BlockShare, Mode, ModeQuote, mode_quote, usd
+from blockbatch.core.quote_tokens import (
+    COUNT_CHUNK_SHARE,
+    CountPlan,
+    PromptTokens,
+    count_plan,
+    counted_tokens,
+    planner_tokens,
+)
 from blockbatch.core.registry import ModelInfo, Usage, cost_usd, scaled_tokens
 from blockbatch.core.schema import SchemaSpec
 
-#: A token-counting request holds blocks up to this share of the model's context window,
-#: by the planner's (high) estimate, so a request always fits.
-COUNT_CHUNK_SHARE = 0.5
+__all__ = [
+    "COUNT_CHUNK_SHARE",
+    "MIN_HISTORY_CALLS",
+    "PROBE_SEED",
+    "Attempt",
+    "CountPlan",
+    "EscalationQuote",
+    "ModeQuote",
+    "OutputHistory",
+    "PromptTokens",
+    "Quote",
+    "count_plan",
+    "counted_tokens",
+    "expected_attempts",
+    "planner_tokens",
+    "probe_attempts",
+    "quote",
+    "quote_context",
+]
+
 #: Earlier answers needed before their ratio replaces the planner's output estimate.
 MIN_HISTORY_CALLS = 3
 #: The seed of the quote's probe sample (a run seeds its own with its run id: the same
 #: size, other blocks).
 PROBE_SEED = "quote"
-
-Mode = Literal["sync", "batch"]
 
 
 def quote_context(options: RunOptions, spec: SchemaSpec, model: ModelInfo) -> RunContext:
@@ -99,140 +118,6 @@ def quote_context(options: RunOptions, spec: SchemaSpec, model: ModelInfo) -> Ru
     return RunContext(
         run_id="", document_id="", schema_id="", options=options, spec=spec, model=model
     )
-
-
-# ------------------------------------------------------------------ input tokens
-
-
-@dataclass(frozen=True)
-class PromptTokens:
-    """A run's input tokens by part, counted by the API or estimated by the planner.
-
-    Attributes:
-        source: ``count_tokens`` (the API's token-counting endpoint) or ``planner``.
-        prefix: the cacheable prefix every call carries: tool definitions (with the API's
-            tool-use prompt) and the system prompt.
-        per_call: the rest of every call's fixed input (instructions, message framing).
-        blocks: every block's JSON item, once.
-        warm_up: the whole input of the sync warm-up call.
-        requests: token-counting requests made.
-        simulated: the local simulator answered them (its own count, not Claude's).
-    """
-
-    source: Literal["count_tokens", "planner"]
-    prefix: int
-    per_call: int
-    blocks: int
-    warm_up: int
-    requests: int = 0
-    simulated: bool = False
-
-
-def planner_tokens(
-    ctx: RunContext, block_tokens: Sequence[int], warm_up_content: str
-) -> PromptTokens:
-    """Input by the planner's estimates, scaled for the run model's tokenizer: the run's
-    own view of its prefix and packs."""
-    return PromptTokens(
-        source="planner",
-        prefix=ctx.fixed_prompt_tokens,
-        per_call=0,
-        blocks=scaled_tokens(ctx.model, sum(t + BLOCK_WRAPPER_TOKENS for t in block_tokens)),
-        warm_up=ctx.pack([estimate_tokens(warm_up_content)]).est_input_tokens,
-    )
-
-
-@dataclass(frozen=True)
-class CountPlan:
-    """The token-counting requests of a quote: keyword arguments of
-    ``client.messages.count_tokens``, in the order :func:`counted_tokens` reads the answers.
-
-    Attributes:
-        requests: the warm-up request; its messages alone; a pack message holding no
-            block; then the document's blocks as pack messages, ``chunks`` of them.
-        chunks: how many requests hold blocks.
-    """
-
-    requests: list[dict[str, Any]]
-    chunks: int
-
-
-#: What a pack request carries that count_tokens counts too (not max_tokens).
-_COUNTED = ("system", "tools", "tool_choice", "output_config", "thinking", "messages")
-
-
-def count_plan(
-    ctx: RunContext,
-    blocks: Sequence[Mapping[str, str]],
-    block_tokens: Sequence[int],
-    warm_up: Mapping[str, Any],
-) -> CountPlan:
-    """The few requests that count a run's input.
-
-    The warm-up request with and without its system prompt and tool differ by exactly the
-    cacheable prefix; a pack message with an empty array is every call's own fixed part;
-    the blocks go in consecutive chunks of up to :data:`COUNT_CHUNK_SHARE` of the context
-    window (by estimate), each a pack message as the run sends it.
-
-    Args:
-        ctx: the run's context.
-        blocks: ``block_uid``, ``block_type`` and ``block_content`` of every block.
-        block_tokens: the planner's estimate of each block.
-        warm_up: the run's stand-in pack request (``blockbatch.core.warm_up.stand_in_request``):
-            its system prompt and answer channel (tools, or the output format) as sent.
-    """
-    model = ctx.model.id
-    with_prefix = {"model": model, **{key: warm_up[key] for key in _COUNTED if key in warm_up}}
-    empty = [
-        {
-            "role": "user",
-            "content": [
-                {"type": "text", "text": user_instructions(ctx.spec, 1)},
-                {"type": "text", "text": "[]"},
-            ],
-        }
-    ]
-    requests: list[dict[str, Any]] = [
-        with_prefix,
-        {"model": model, "messages": warm_up["messages"]},
-        {"model": model, "messages": empty},
-    ]
-    # The planner's estimates are old-tokenizer tokens: the window is the model's.
-    budget = max(1, int(ctx.model.context_window * COUNT_CHUNK_SHARE / ctx.model.tokenizer_scale))
-    start = 0
-    while start < len(blocks):
-        end, size = start + 1, block_tokens[start]
-        while end < len(blocks) and size + block_tokens[end] <= budget:
-            size += block_tokens[end]
-            end += 1
-        chunk = blocks[start:end]
-        # Named as the run names them: short ids (b1, b2, ...) unless they are off.
-        aliases = alias_map([b["block_uid"] for b in chunk]) if ctx.options.short_ids else None
-        requests.append({"model": model, "messages": build_messages(ctx.spec, chunk, aliases)})
-        start = end
-    return CountPlan(requests=requests, chunks=len(requests) - 3)
-
-
-def counted_tokens(
-    plan: CountPlan, answers: Sequence[int], *, simulated: bool = False
-) -> PromptTokens:
-    """The input by part from the answers to :func:`count_plan`'s requests, in order
-    (``simulated``: the simulator gave them)."""
-    if len(answers) != len(plan.requests):
-        raise ValueError(f"expected {len(plan.requests)} counts, got {len(answers)}")
-    warm_up, warm_up_bare, empty, *chunks = answers
-    return PromptTokens(
-        source="count_tokens",
-        prefix=max(warm_up - warm_up_bare, 0),
-        per_call=empty,
-        blocks=sum(max(c - empty, 0) for c in chunks),
-        warm_up=warm_up,
-        requests=len(answers),
-        simulated=simulated,
-    )
-
-
-# ------------------------------------------------------------------ output tokens
 
 
 @dataclass(frozen=True)
@@ -261,45 +146,6 @@ class OutputHistory:
 
 
 # ------------------------------------------------------------------ the quote
-
-
-class ModeQuote(BaseModel):
-    """One mode's calls, tokens and cost."""
-
-    mode: Mode
-    #: Packs as planned (``calls`` adds the warm-up, the halves of expected truncations
-    #: and the quality probe's calls).
-    packs: int
-    calls: int
-    warm_up: bool
-    cache_ttl: str
-    #: Whether the prompt prefix is cached at all (the API skips a prefix below its minimum).
-    cached: bool
-    input_tokens: int
-    cache_write_tokens: int
-    cache_read_tokens: int
-    output_tokens: int
-    #: Output if every call wrote its whole ``max_tokens``.
-    max_output_tokens: int
-    #: Of ``output_tokens``, the expected thinking (0: the calls do not think).
-    thinking_tokens: int = 0
-    cost_usd: float
-    #: The most the planned calls can cost (no retries, no halving counted); in batch mode
-    #: every request missing the cache and writing the prefix at the 1-hour price.
-    max_cost_usd: float
-    #: The least: in batch mode every request reading the cache (hits are best effort);
-    #: in sync mode the expected output (0: not computed, an old quote).
-    min_cost_usd: float = 0.0
-    #: Whether the calls carry ``cache_control`` (batch: not when too few requests share
-    #: a cold prefix to repay a write, or the prefix is under the model's minimum).
-    cache_control: bool = True
-    #: Batch: the share of requests expected to read the pre-warmed prefix (``None``: sync,
-    #: or no cache).
-    cache_hit_rate: float | None = None
-    #: The quality probe (sync only; in ``calls``, the tokens and both costs): its blocks
-    #: asked alone, one a call, and their expected cost.
-    probe_calls: int = 0
-    probe_cost_usd: float = 0.0
 
 
 class Quote(BaseModel):
@@ -384,26 +230,6 @@ class EscalationQuote(BaseModel):
         if self.share is None:
             return None
         return self.second_pass_usd + self.share * self.alone_usd
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """One call the run is expected to make: a planned pack, or a half of a truncated one.
-
-    Attributes:
-        positions: the blocks it carries.
-        output: the output tokens it is expected to write, thinking included (a truncated
-            answer: all of ``max_tokens``, paid for all the same).
-        max_tokens: what it asks for.
-        truncated: expected to stop at ``max_tokens``; the run then halves its blocks.
-        thinking: of ``output``, thinking.
-    """
-
-    positions: tuple[int, ...]
-    output: int
-    max_tokens: int
-    truncated: bool = False
-    thinking: int = 0
 
 
 def expected_attempts(
@@ -549,7 +375,7 @@ def quote(
     sync_ctx, sync_packs, learning_pack = plans["sync"]
     batch_ctx, batch_packs, _ = plans["batch"]
     warm_up = ctx.cacheable_prefix_tokens > 0 and len(sync_packs) > 1 and not learning_pack
-    share = _BlockShare(block_tokens, tokens.blocks)
+    share = BlockShare(block_tokens, tokens.blocks)
     sync_attempts = expected_attempts(sync_ctx, block_tokens, expected, sync_packs)
     batch_attempts = expected_attempts(batch_ctx, block_tokens, expected, batch_packs)
     probe, sizing = probe_attempts(
@@ -560,7 +386,7 @@ def quote(
         expected,
         cached=prefix_seen,
     )
-    without = _mode_quote(
+    without = mode_quote(
         "sync",
         ctx,
         sync_attempts,
@@ -570,7 +396,7 @@ def quote(
         warm_up=warm_up,
         packs=len(sync_packs),
     )
-    sync = _mode_quote(
+    sync = mode_quote(
         "sync",
         ctx,
         [*sync_attempts, *probe],
@@ -591,7 +417,7 @@ def quote(
         hit_source = f"measured: {batch_hits[0]:,} of {batch_hits[1]:,} earlier batch requests"
     else:
         hit_rate, hit_source = BATCH_WARM_HIT_RATE, "assumed until measured"
-    batch = _mode_quote(
+    batch = mode_quote(
         "batch",
         ctx,
         batch_attempts,
@@ -798,130 +624,3 @@ def probe_attempts(
         for u in sample
     ]
     return expected_attempts(ctx, block_tokens, history, alone), sizing
-
-
-class _BlockShare:
-    """A call's share of the blocks' (counted) input: the total spread by the estimates."""
-
-    def __init__(self, block_tokens: Sequence[int], total: int) -> None:
-        self._est = [t + BLOCK_WRAPPER_TOKENS for t in block_tokens]
-        self._scale = total / sum(self._est)
-
-    def __call__(self, positions: Sequence[int]) -> float:
-        return sum(self._est[i] for i in positions) * self._scale
-
-
-def usd(value: float) -> str:
-    """Dollars in a note: four decimals below $10, cents above."""
-    return f"${value:.4f}" if value < 10 else f"${value:,.2f}"
-
-
-def _mode_quote(
-    mode: Mode,
-    ctx: RunContext,
-    attempts: Sequence[Attempt],
-    tokens: PromptTokens,
-    share: _BlockShare,
-    *,
-    cached: bool,
-    warm_up: bool,
-    packs: int,
-    hit_rate: float = BATCH_WARM_HIT_RATE,
-) -> ModeQuote:
-    """One mode's figures, each call priced on its own (``cost_usd`` prices one request at
-    its tier: a sum of calls priced at once would cross a long-prompt line no call does).
-
-    Sync: the warm-up (or else the first call) writes the prefix, the others read it.
-    Batch: the run's rule for a round (``blockbatch.core.batching.round_cache``): a sync
-    pre-warm (priced at sync prices, 1-hour write) when the requests' reads repay it,
-    then each request reads the prefix best effort (``hit_rate`` of them; the rest write
-    it again at the 1-hour price); else no ``cache_control``, each request paying its
-    prefix as input. ``min_cost_usd`` has every request read, ``max_cost_usd`` every
-    request write and write its whole ``max_tokens``.
-    """
-    model, batch = ctx.model, mode == "batch"
-    ttl = BATCH_CACHE_TTL if batch else ctx.options.cache_ttl
-    prewarm = False
-    if batch:
-        plan = round_cache(
-            model, ctx.cacheable_prefix_tokens, len(attempts), warm=False, hit_rate=hit_rate
-        ).plan
-        prewarm, warm_up = plan == "pre-warm", plan == "pre-warm"
-        uses_cache = cached and plan != "none"
-    else:
-        uses_cache = cached
-    calls = len(attempts) + (1 if warm_up else 0)
-    # Every call: its uncached prompt, how it uses the prefix (write, read, best effort or
-    # none), its output, its ceiling, and whether it is priced at batch prices.
-    planned: list[tuple[int, str, int, int, bool]] = []
-    if warm_up:
-        own = tokens.warm_up - tokens.prefix if cached else tokens.warm_up
-        # The batch pre-warm is max_tokens: 0 (json channel: one result; too small to count).
-        planned.append((own, "write" if cached else "none", 0 if prewarm else 1, 1, False))
-    # Blocks' shares rounded as a running total, so the calls add up to the whole count.
-    running, rounded = 0.0, 0
-    for a in attempts:
-        running += tokens.per_call + share(a.positions)
-        own, rounded = round(running) - rounded, round(running)
-        if not uses_cache:
-            use = "none"
-        elif batch and prewarm:
-            use = "best_effort"
-        else:
-            use = "write" if not planned else "read"
-        planned.append(
-            (own + (0 if uses_cache else tokens.prefix), use, a.output, a.max_tokens, batch)
-        )
-
-    def usage(own: int, write: bool, read: bool, out: int) -> Usage:
-        writes = tokens.prefix if write else 0
-        return Usage(
-            input_tokens=own,
-            output_tokens=out,
-            cache_creation_input_tokens=writes,
-            cache_read_input_tokens=tokens.prefix if read else 0,
-            cache_creation_1h_tokens=writes if ttl == "1h" else 0,
-        )
-
-    def cases(own: int, use: str, out: int) -> list[tuple[float, Usage]]:
-        """The call's expected usage as weighted cases."""
-        if use == "best_effort":
-            return [
-                (hit_rate, usage(own, False, True, out)),
-                (1 - hit_rate, usage(own, True, False, out)),
-            ]
-        return [(1.0, usage(own, use == "write", use == "read", out))]
-
-    expected = [
-        (w, u, at_batch)
-        for own, use, out, _, at_batch in planned
-        for w, u in cases(own, use, out)
-        if w > 0
-    ]
-    worst = [
-        (usage(own, use in ("write", "best_effort"), use == "read", ceiling), at_batch)
-        for own, use, _, ceiling, at_batch in planned
-    ]
-    best = [
-        (usage(own, use == "write", use in ("read", "best_effort"), out), at_batch)
-        for own, use, out, _, at_batch in planned
-    ]
-    return ModeQuote(
-        mode=mode,
-        packs=packs,
-        calls=calls,
-        warm_up=warm_up,
-        cache_ttl=ttl,
-        cached=cached,
-        cache_control=uses_cache,
-        cache_hit_rate=hit_rate if batch and uses_cache else None,
-        input_tokens=round(sum(w * u.input_tokens for w, u, _ in expected)),
-        cache_write_tokens=round(sum(w * u.cache_creation_input_tokens for w, u, _ in expected)),
-        cache_read_tokens=round(sum(w * u.cache_read_input_tokens for w, u, _ in expected)),
-        output_tokens=round(sum(w * u.output_tokens for w, u, _ in expected)),
-        max_output_tokens=sum(u.output_tokens for u, _ in worst),
-        thinking_tokens=sum(a.thinking for a in attempts),
-        cost_usd=round(sum(w * cost_usd(model, u, batch=b) for w, u, b in expected), 6),
-        min_cost_usd=round(sum(cost_usd(model, u, batch=b) for u, b in best), 6),
-        max_cost_usd=round(sum(cost_usd(model, u, batch=b) for u, b in worst), 6),
-    )
