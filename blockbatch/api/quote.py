@@ -207,6 +207,21 @@ async def estimate(
                     f"{len(parsed) - len(reusable)}"
                 )
                 parsed = [b for i, b in enumerate(parsed) if i not in reusable]
+        # The same content is asked once per run (plan_run): its copies take that answer.
+        digests: set[str] = set()
+        unique = []
+        for b in parsed:
+            digest = block_digest(b.block_type, b.block_content)
+            if digest not in digests:
+                digests.add(digest)
+                unique.append(b)
+        if len(unique) < len(parsed):
+            notes.append(
+                f"{len(parsed) - len(unique)} blocks repeat an earlier block's type and content "
+                "word for word: the run asks each once and gives its copies the same answer, "
+                f"so the figures are for {len(unique)} blocks"
+            )
+            parsed = unique
         block_tokens = [estimate_tokens(b.block_content) for b in parsed]
         tokens: PromptTokens | None = None
         if count:
