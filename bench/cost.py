@@ -115,8 +115,12 @@ def quoted(q: Quote, mode: str, actual: dict[str, Any]) -> dict[str, Any]:
     m = q.batch if MODES[mode].mode == "batch" else q.sync
     return {
         "cost_usd": m.cost_usd,
+        "min_cost_usd": m.min_cost_usd,
         "max_cost_usd": m.max_cost_usd,
         "x_actual": m.cost_usd / actual["cost_usd"] if actual.get("cost_usd") else None,
+        "pre_warm": m.warm_up if MODES[mode].mode == "batch" else None,
+        "cache_hit_rate": m.cache_hit_rate,
+        "cache_hit_source": q.batch_hit_source if MODES[mode].mode == "batch" else None,
         "calls": m.calls,
         "input_tokens": m.input_tokens,
         "output_tokens": m.output_tokens,
@@ -175,6 +179,25 @@ async def quote_then_run(
     if options.mode == "batch":
         batch_requests = sum(stats["requests"].get("POST /v1/messages/batches", {}).values())
         figures["used_message_batches"] = batch_requests > 0
+        # The cache as the batch saw it: the sync pre-warm, and how many requests read the
+        # prefix it wrote (hits are best effort) against how many wrote it again.
+        row = await pool.fetchrow(
+            """select count(*) filter (where purpose = 'batch_request'
+                         and cache_read_input_tokens > 0) as reads,
+                      count(*) filter (where purpose = 'batch_request'
+                         and cache_creation_input_tokens > 0) as writes,
+                      coalesce(sum(cost_usd) filter (where purpose = 'warm_up'), 0)::float8
+                         as pre_warm_usd
+               from llm_calls where run_id = $1 and status = 'succeeded'""",
+            timed.run_id,
+        )
+        cached = row["reads"] + row["writes"]
+        figures["batch_cache"] = {
+            "reads": row["reads"],
+            "writes": row["writes"],
+            "hit_rate": row["reads"] / cached if cached else None,
+            "pre_warm_usd": row["pre_warm_usd"],
+        }
     # Truncated answers (paid, then their blocks sent again in halves): no quote foresees them.
     figures["truncated"] = await pool.fetchval(
         """select count(*) from llm_calls where run_id = $1 and stop_reason = 'max_tokens'

@@ -2,7 +2,9 @@
 
 RunWorkflow hands a ``mode="batch"`` run to :class:`BatchRounds`, whose ``run`` says how
 the rounds ended (:class:`BatchEnd`); RunWorkflow decides about continue-as-new and
-finishing. Round 1 holds one request per planned pack. Each round is submitted as provider batches, waited for with
+finishing. Round 1 holds one request per planned pack. Before a round, one sync ``max_tokens: 0``
+call may write the prompt prefix with the 1-hour TTL (``prewarm_round``), so the batch's
+requests read it (hits in a batch are best effort). Each round is submitted as provider batches, waited for with
 durable timers (the interval doubles from ``poll_initial_s`` to ``poll_max_s``; a batch
 may take up to 24 h, and an expired request is simply resubmitted), its results are
 streamed into the ledger and applied, and whatever is unfinished (halves of truncated
@@ -36,7 +38,13 @@ with workflow.unsafe.imports_passed_through():
         OpenBatchRunInput,
         RunInput,
     )
-    from workflows.retries import DB_RETRY, DB_TIMEOUT
+    from workflows.retries import (
+        CALL_MODEL_HEARTBEAT,
+        CALL_MODEL_TIMEOUT,
+        DB_RETRY,
+        DB_TIMEOUT,
+        WARM_UP_RETRY,
+    )
 
 #: Creating a batch uploads up to 256 MB; API errors are retried, a refusal is not.
 SUBMIT_TIMEOUT = timedelta(hours=1)
@@ -122,6 +130,7 @@ class BatchRounds:
                 await self._stop("cancel requested")
                 return BatchEnd()
             ref = BatchRoundInput(run_id=inp.run_id, round=st.round)
+            await self._prewarm(ref)
             submitted = await workflow.execute_activity_method(
                 BatchActivities.submit_round,
                 ref,
@@ -157,6 +166,28 @@ class BatchRounds:
                 or info.is_continue_as_new_suggested()
             ):
                 return BatchEnd(more=True)
+
+    async def _prewarm(self, ref: BatchRoundInput) -> None:
+        """One sync ``max_tokens: 0`` call writes the prefix with the batch's 1-hour TTL,
+        when the round's expected reads repay it (``activities/batches/prewarm.py``).
+        A pre-warm that fails after its retries leaves the round to write the prefix
+        itself; a refusal of the key or account (``RUN_STOPPED``) stops the run."""
+        try:
+            out = await workflow.execute_activity_method(
+                BatchActivities.prewarm_round,
+                ref,
+                start_to_close_timeout=CALL_MODEL_TIMEOUT,
+                heartbeat_timeout=CALL_MODEL_HEARTBEAT,
+                retry_policy=WARM_UP_RETRY,
+                summary=f"prewarm_round {ref.round}: write the prompt cache before the batch",
+            )
+        except ActivityError as err:
+            cause = err.cause
+            if isinstance(cause, ApplicationError) and cause.type == RUN_STOPPED:
+                raise
+            workflow.logger.warning("batch pre-warm failed (%s): the round writes it", cause)
+            return
+        self._inp.totals.add(out.totals)
 
     async def _wait(self, ref: BatchRoundInput) -> None:
         """Durable timers between looks at the batches, until every one has ended."""

@@ -7,6 +7,7 @@ them; whatever is unfinished becomes round n + 1. Only ids and counts cross Temp
 
 | module | what |
 |---|---|
+| ``prewarm.py`` | ``prewarm_round``: one sync call writes the prefix before a round, when it pays |
 | ``submit.py`` | ``open_batch_run``, ``submit_round``: requests built from Postgres, cut into parts |
 | ``create.py`` | one provider batch created exactly once (orphan adoption after a crash) |
 | ``watch.py`` | ``poll_round``, ``cancel_round`` |
@@ -23,7 +24,8 @@ from __future__ import annotations
 import asyncpg
 from temporalio import activity
 
-from activities.batches import apply, collect, submit, watch
+from activities.batches import apply, collect, prewarm, submit, watch
+from activities.calls import CallPath
 from activities.errors import BATCH_REJECTED
 from activities.sdk import anthropic
 from blockbatch.core.models import (
@@ -35,20 +37,35 @@ from blockbatch.core.models import (
     OpenBatchRunOutput,
     PollRoundOutput,
     SubmitRoundOutput,
+    WarmCacheOutput,
 )
 
 __all__ = ["BATCH_REJECTED", "BatchActivities"]
 
 
 class BatchActivities:
-    """Message Batches activities; built as ``BatchActivities(pool, client)`` in the worker.
+    """Message Batches activities; built as ``BatchActivities(pool, client, calls)`` in
+    the worker, ``calls`` being the worker's one :class:`CallPath` (the pre-warm's).
 
     Each activity is a thin method over a plain function of its module.
     """
 
-    def __init__(self, pool: asyncpg.Pool, client: anthropic.AsyncAnthropic) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        client: anthropic.AsyncAnthropic,
+        calls: CallPath | None = None,
+    ) -> None:
         self.pool = pool
         self.client = client
+        self.calls = calls
+
+    @activity.defn
+    async def prewarm_round(self, inp: BatchRoundInput) -> WarmCacheOutput:
+        """Write the prompt prefix with one sync call before a round, when that pays."""
+        if self.calls is None:
+            raise RuntimeError("BatchActivities was built without the worker's CallPath")
+        return await prewarm.prewarm_round(self.calls, inp)
 
     @activity.defn
     async def open_batch_run(self, inp: OpenBatchRunInput) -> OpenBatchRunOutput:

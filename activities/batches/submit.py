@@ -11,10 +11,18 @@ from typing import Any
 import asyncpg
 
 from activities.batches.create import submit_part
+from activities.batches.prewarm import round_plan
 from activities.batches.rounds import enqueue
 from activities.sdk import anthropic
 from activities.shared import heartbeating
-from blockbatch.core.batching import BATCH_CACHE_TTL, PackAttempt, Part, PartCutter, batch_params
+from blockbatch.core.batching import (
+    BATCH_CACHE_TTL,
+    PackAttempt,
+    Part,
+    PartCutter,
+    batch_params,
+    without_cache_control,
+)
 from blockbatch.core.budget import refusal_text, worst_case_usd
 from blockbatch.core.context import RunContext
 from blockbatch.core.models import (
@@ -60,7 +68,10 @@ async def submit_round(
 ) -> SubmitRoundOutput:
     """Submit a round as provider batches; a retry returns the batches already made.
 
-    A run with a budget first sizes the round to fit it (:func:`fit_budget`).
+    A run with a budget first sizes the round to fit it (:func:`fit_budget`). Its
+    requests carry ``cache_control`` unless the round's cache plan is ``none``
+    (:func:`~activities.batches.prewarm.round_plan`: a prefix under the model's minimum, or
+    too few requests on a cold cache to repay a write).
     """
     async with pool.acquire() as conn:
         ctx = await cached_run_context(conn, inp.run_id)
@@ -68,6 +79,7 @@ async def submit_round(
     over_budget = 0 if done else await fit_budget(pool, ctx, inp)
     async with pool.acquire() as conn:
         requests, _ = await batches.round_size(conn, inp.run_id, inp.round)
+        cache_control = (await round_plan(conn, ctx, inp.round)).cache_control
     out = SubmitRoundOutput(requests=requests, batches=list(done.values()), over_budget=over_budget)
     if sum(b.requests for b in out.batches) == requests:
         return out  # every part is already submitted (or the round is empty)
@@ -75,7 +87,7 @@ async def submit_round(
     out.batches = []
     async with (
         heartbeating(f"round {inp.round}: building requests") as status,
-        aclosing(_parts(pool, ctx, inp, options)) as parts,
+        aclosing(_parts(pool, ctx, inp, options, cache_control)) as parts,
     ):
         async for part in parts:
             status[0] = (
@@ -139,7 +151,11 @@ async def fit_budget(pool: asyncpg.Pool, ctx: RunContext, inp: BatchRoundInput) 
 
 
 async def _parts(
-    pool: asyncpg.Pool, ctx: RunContext, inp: BatchRoundInput, options: BatchOptions
+    pool: asyncpg.Pool,
+    ctx: RunContext,
+    inp: BatchRoundInput,
+    options: BatchOptions,
+    cache_control: bool = True,
 ) -> AsyncGenerator[Part, None]:
     """The round's requests, read from Postgres a page at a time, cut into parts.
 
@@ -154,7 +170,7 @@ async def _parts(
         if not rows:
             break
         for _, group in itertools.groupby(rows, key=lambda r: r.custom_id):
-            closed = cutter.add(*_request(ctx, list(group)))
+            closed = cutter.add(*_request(ctx, list(group), cache_control))
             if closed is not None:
                 yield closed
         after = (rows[-1].pack_index, rows[-1].pack_path)
@@ -164,10 +180,11 @@ async def _parts(
 
 
 def _request(
-    ctx: RunContext, pack: list[batches.RequestBlock]
+    ctx: RunContext, pack: list[batches.RequestBlock], cache_control: bool = True
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, str] | None]:
     """The batch request of one pack attempt, and what the ledger keeps of it: the request
     without system and tools, and its short ids (alias -> block_uid, ``None`` without).
+    Without ``cache_control`` its system prompt carries no breakpoint.
 
     The aliases follow the request's block order, which is fixed (``request_page``): an
     orphan batch adopted after a crash was built with the same ones as recorded here.
@@ -185,7 +202,7 @@ def _request(
         cache_ttl=BATCH_CACHE_TTL,
         aliases=aliases,
     )
-    params = batch_params(request)
+    params = batch_params(request if cache_control else without_cache_control(request))
     # The prefix (system prompt and tools) is the ledger's once per run (activities/llm.py).
     stored = {k: v for k, v in params.items() if k not in ("system", "tools")}
     return {"custom_id": pack[0].custom_id, "params": params}, stored, aliases

@@ -56,7 +56,15 @@ from blockbatch.core.views import PrefixToCount
 from blockbatch.core.warm_up import WARM_UP_BLOCK, stand_in_request
 from blockbatch.runtime.claude import anthropic_client, configured_client
 from blockbatch.runtime.settings import Settings, load_settings
-from blockbatch.store import calibrations, escalations, model_facts, overlays, quality, quotes
+from blockbatch.store import (
+    batches,
+    calibrations,
+    escalations,
+    model_facts,
+    overlays,
+    quality,
+    quotes,
+)
 from blockbatch.store.db import connect_reading, redact_url
 from blockbatch.store.reads import prefix_to_count
 from blockbatch.store.repo import save_prefix_tokens, schema_definition_or_none
@@ -199,6 +207,21 @@ async def estimate(
                     f"{len(parsed) - len(reusable)}"
                 )
                 parsed = [b for i, b in enumerate(parsed) if i not in reusable]
+        # The same content is asked once per run (plan_run): its copies take that answer.
+        digests: set[str] = set()
+        unique = []
+        for b in parsed:
+            digest = block_digest(b.block_type, b.block_content)
+            if digest not in digests:
+                digests.add(digest)
+                unique.append(b)
+        if len(unique) < len(parsed):
+            notes.append(
+                f"{len(parsed) - len(unique)} blocks repeat an earlier block's type and content "
+                "word for word: the run asks each once and gives its copies the same answer, "
+                f"so the figures are for {len(unique)} blocks"
+            )
+            parsed = unique
         block_tokens = [estimate_tokens(b.block_content) for b in parsed]
         tokens: PromptTokens | None = None
         if count:
@@ -236,6 +259,12 @@ async def estimate(
             if history and (seen is None or seen.calls < MIN_HISTORY_CALLS)
             else None
         )
+        # The model's measured batch cache hits, which the batch figures expect.
+        batch_hits = (
+            await db.read(lambda conn: batches.batch_cache_hits(conn, model.id))
+            if history
+            else None
+        )
         q = quote(
             ctx,
             block_tokens,
@@ -245,6 +274,7 @@ async def estimate(
             notes=notes,
             prefix_seen=prefix_seen,
             prior=prior,
+            batch_hits=batch_hits,
         )
         q = q.model_copy(update={"calibration": calibrated})
         if to is not None and history:

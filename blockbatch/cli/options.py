@@ -45,6 +45,9 @@ class FieldOption:
     convert: Callable[[str], object] | None = None
     #: Said after the field's description, for this option only (the units it takes).
     note: str | None = None
+    #: Choices this option takes beyond the field's own, resolved by the command before
+    #: the options are built (``--mode cheapest``).
+    extra_choices: tuple[str, ...] = ()
 
     @property
     def info(self) -> FieldInfo:
@@ -146,6 +149,7 @@ def add_field_option(p: argparse.ArgumentParser, option: FieldOption) -> argpars
     help_ = field_help(info, default_text=option.default_text, note=option.note, own_option=True)
     choices = choices_of(info)
     if choices:
+        choices = [*choices, *option.extra_choices]
         return p.add_argument(
             option.flag, dest=option.dest, choices=choices, default=option.cli_default, help=help_
         )

@@ -145,7 +145,16 @@ MODEL = FieldOption(
 )
 EFFORT = FieldOption("--effort", RunOptions, "effort")
 PACK_SIZE = FieldOption("--pack-size", RunOptions, "pack_size", metavar="N")
-MODE = FieldOption("--mode", RunOptions, "mode")
+MODE = FieldOption(
+    "--mode",
+    RunOptions,
+    "mode",
+    extra_choices=("cheapest",),
+    note="cheapest: quote both and run the one expected to cost less (for a run that can "
+    "wait). Batch's half price covers input, output and the cache prices; its cache hits "
+    "are best effort (30-98%), so with few requests it can cost more than sync, which "
+    "reads the cache every call: `run --mode batch` warns when the quote says so",
+)
 PROVIDER = FieldOption("--provider", RunOptions, "provider")
 PROBE_MODEL = FieldOption("--probe-model", QualityOptions, "probe_model", metavar="MODEL")
 MAX_COST = FieldOption("--max-cost", RunOptions, "max_cost_usd", metavar="USD", convert=budget_usd)

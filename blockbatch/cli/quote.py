@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import warnings
 from pathlib import Path
+from typing import Literal
 
 from blockbatch.api.errors import EmptyRecordsSkipped
 from blockbatch.api.quote import estimate
@@ -37,8 +38,10 @@ async def show_quote(
     *,
     count: bool = True,
     history: bool = True,
+    cheapest: bool = False,
 ) -> int:
-    """Quote the run ``args`` describe and print it; nothing is stored or started."""
+    """Quote the run ``args`` describe and print it; nothing is stored or started.
+    ``cheapest``: the chosen mode is the one expected to cost less (``--mode cheapest``)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", EmptyRecordsSkipped)
         q = await estimate(
@@ -55,11 +58,18 @@ async def show_quote(
             escalate_to=getattr(args, "escalate_to", None),
         )
     note_skipped(s, caught)
+    if cheapest:
+        q = q.model_copy(update={"mode": cheaper_mode(q)})
     if s.con.json:
         s.con.data(q.model_dump(mode="json"))
     else:
         print_quote(s.con, q)
     return EXIT_OK
+
+
+def cheaper_mode(q: Quote) -> Literal["sync", "batch"]:
+    """The mode the quote expects to cost less (sync on a tie: it finishes sooner)."""
+    return "batch" if q.batch.cost_usd < q.sync.cost_usd else "sync"
 
 
 def output_text(source: str, history: dict[str, float] | None, scope: str | None = None) -> str:
@@ -136,10 +146,36 @@ def print_quote(con: Console, q: Quote) -> None:
         )
     con.line()
     con.table(
-        ["MODE", "CALLS", "INPUT", "CACHE WRITE", "CACHE READ", "OUTPUT", "EXPECTED", "AT MOST"],
+        [
+            "MODE",
+            "CALLS",
+            "INPUT",
+            "CACHE WRITE",
+            "CACHE READ",
+            "OUTPUT",
+            "EXPECTED",
+            "ALL HITS",
+            "AT MOST",
+        ],
         [_row(m, chosen=m.mode == q.mode) for m in (q.sync, q.batch)],
-        right=range(1, 8),
+        right=range(1, 9),
     )
+    b = q.batch
+    if b.cache_hit_rate is not None:
+        con.line(
+            f"  batch   cache hits are best effort: {b.cache_hit_rate:.0%} expected "
+            f"({q.batch_hit_source}); every request reading {usd(b.min_cost_usd)}, every "
+            f"request writing the prefix {usd(b.max_cost_usd)} at most"
+        )
+    if b.cost_usd > q.sync.cost_usd:
+        con.line(
+            con.style(
+                f"  batch is expected to cost MORE than sync ({usd(b.cost_usd)} against "
+                f"{usd(q.sync.cost_usd)}): half price covers input, output and cache "
+                "tokens, not the cache hits sync gets every call",
+                "bold",
+            )
+        )
     if q.calibration is not None:
         con.line(f"  {q.calibration.text()}")
     if q.escalation is not None:
@@ -173,9 +209,8 @@ def print_escalation(con: Console, q: Quote) -> None:
 
 
 def _row(m: ModeQuote, *, chosen: bool) -> list[str]:
-    extra = (["1 warm-up"] if m.warm_up else []) + (
-        [f"{m.probe_calls:,} probe"] if m.probe_calls else []
-    )
+    warm = "1 pre-warm" if m.mode == "batch" else "1 warm-up"
+    extra = ([warm] if m.warm_up else []) + ([f"{m.probe_calls:,} probe"] if m.probe_calls else [])
     calls = f"{m.calls:,}" + (f" ({', '.join(extra)})" if extra else "")
     return [
         m.mode + (" *" if chosen else ""),
@@ -185,6 +220,7 @@ def _row(m: ModeQuote, *, chosen: bool) -> list[str]:
         f"{m.cache_read_tokens:,}",
         f"{m.output_tokens:,}",
         usd(m.cost_usd),
+        usd(m.min_cost_usd or m.cost_usd),
         usd(m.max_cost_usd),
     ]
 

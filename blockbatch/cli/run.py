@@ -16,7 +16,7 @@ from temporalio.service import RPCError
 from blockbatch.api import Blockbatch, RunInfo, as_schema
 from blockbatch.api.errors import BadRequest, ModelRetiring, StackUnavailable, TemporalUnavailable
 from blockbatch.api.inputs import with_schema_model
-from blockbatch.api.quote import read_document
+from blockbatch.api.quote import estimate, read_document
 from blockbatch.cli.follow import follow, follow_escalation, report, say_detached
 from blockbatch.cli.options import add_field_option, apply_settings
 from blockbatch.cli.parser import (
@@ -39,8 +39,9 @@ from blockbatch.cli.parser import (
     budget_usd,
     examples,
 )
-from blockbatch.cli.quote import read_as, show_quote
+from blockbatch.cli.quote import cheaper_mode, read_as, show_quote, usd
 from blockbatch.cli.session import Session
+from blockbatch.core.blocks import ParsedBlock
 from blockbatch.core.commands import PROG
 from blockbatch.core.ingest import parse_records
 from blockbatch.core.models import RunOptions
@@ -69,6 +70,8 @@ def _options(args: argparse.Namespace, settings: Settings | None = None) -> RunO
         for option in (EFFORT, PACK_SIZE, MODE, PROVIDER, MAX_COST)
         if hasattr(args, option.dest)  # `estimate` has no budget
     }
+    if fields.get(MODE.field) == "cheapest":  # chosen from the quote (choose_mode)
+        fields[MODE.field] = "sync"
     provider = str(fields.get("provider") or DEFAULT_PROVIDER)
     if args.model and provider != DEFAULT_PROVIDER:
         deployments = settings.blockbatch_foundry_deployments if settings else {}
@@ -127,15 +130,66 @@ async def check_claude(settings: Settings) -> None:
         )
 
 
+def _cheapest(args: argparse.Namespace) -> bool:
+    return getattr(args, MODE.dest, None) == "cheapest"
+
+
 async def cmd_estimate(args: argparse.Namespace, s: Session) -> int:
     return await show_quote(
-        args, s, _options(args, s.settings), count=not args.no_count, history=not args.no_history
+        args,
+        s,
+        _options(args, s.settings),
+        count=not args.no_count,
+        history=not args.no_history,
+        cheapest=_cheapest(args),
     )
+
+
+async def choose_mode(
+    args: argparse.Namespace, s: Session, options: RunOptions, blocks: list[ParsedBlock]
+) -> RunOptions:
+    """``--mode cheapest``: the mode the quote expects to cost less; ``--mode batch``: a
+    warning, with the figures, when the quote expects batch to cost more than sync (its
+    cache hits are best effort, while sync reads the cache every call)."""
+    wanted = getattr(args, MODE.dest, None)
+    if wanted not in ("batch", "cheapest"):
+        return options
+    provider = provider_info(options.provider)
+    if wanted == "cheapest" and not provider.batches:
+        s.con.note(f"note: --mode cheapest runs sync: {provider.batch_refusal}")
+        return options.model_copy(update={"mode": "sync"})
+    q = await estimate(
+        Path(args.file),
+        Path(args.schema),
+        options,
+        fmt=args.format,
+        text_field=args.text_field,
+        skip_empty=args.skip_empty,
+        read_as=read_as(args),
+        blocks=blocks,
+        settings=s.settings,
+    )
+    figures = (
+        f"batch {usd(q.batch.cost_usd)} expected ({usd(q.batch.min_cost_usd)} if every "
+        f"request reads the cache, {usd(q.batch.max_cost_usd)} at most), sync "
+        f"{usd(q.sync.cost_usd)}"
+    )
+    if wanted == "cheapest":
+        mode = cheaper_mode(q)
+        s.con.note(f"note: --mode cheapest runs {mode}: {figures}")
+        return options.model_copy(update={"mode": mode})
+    if q.batch.cost_usd > q.sync.cost_usd:
+        s.con.note(
+            f"warning: batch is expected to cost MORE than sync: {figures}. Half price "
+            "covers input, output and cache tokens, but a batch reads the cache best "
+            "effort; --mode sync (or cheapest) would cost less"
+        )
+    return options
 
 
 async def cmd_run(args: argparse.Namespace, s: Session) -> int:
     if args.dry_run:
-        return await show_quote(args, s, _options(args, s.settings))
+        return await show_quote(args, s, _options(args, s.settings), cheapest=_cheapest(args))
     # Everything a user can get wrong is checked before anything is written.
     path = Path(args.file)
     data, _, fmt = read_document(path, fmt=args.format)
@@ -163,6 +217,7 @@ async def cmd_run(args: argparse.Namespace, s: Session) -> int:
         await check_claude(s.settings)
     elif (fallbacks := provider.fallbacks_text()) is not None:
         s.con.note(f"note: {fallbacks}")
+    options = await choose_mode(args, s, options, blocks)
     # A retired model is refused before the document or the schema is stored.
     await bb.run_model(with_schema_model(options, spec.prompt_config.model).model)
     escalate_to = getattr(args, "escalate_to", None)

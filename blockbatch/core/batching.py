@@ -20,11 +20,22 @@ from blockbatch.core.registry import ModelInfo, Usage, cost_usd
 
 #: The system prompt is cached for an hour: a batch may take long to start processing.
 BATCH_CACHE_TTL: Literal["1h"] = "1h"
-#: The share of a batch's requests expected to read the cached prefix; the rest write it
-#: again. Batches read the cache best effort: "Users typically experience cache hit rates
-#: ranging from 30% to 98%" (contract §5, §7). Our assumption, inside that range; the quote
-#: prices a batch's expectation with it and its maximum as if every request wrote.
+#: The share of a batch's requests expected to read a prefix the batch writes itself (no
+#: pre-warm); the rest write it again. Batches read the cache best effort: "Users
+#: typically experience cache hit rates ranging from 30% to 98%" (contract §5, §7), and
+#: their requests run concurrently, many before the first write is readable. Our
+#: assumption, inside that range.
 BATCH_CACHE_HIT_RATE = 0.7
+#: The same share for a prefix already cached when the batch starts (a pre-warm): near the
+#: top of the documented range, the cold start being what a pre-warm removes (the
+#: prompt-caching FAQ's advice; conformance audit row 5). Our assumption until the ledger
+#: has measured the model's batch hits (``blockbatch.store.batches.batch_cache_hits``).
+BATCH_WARM_HIT_RATE = 0.95
+#: Batch requests measured before the quote and the rounds use the ledger's hit rate.
+MIN_MEASURED_REQUESTS = 8
+#: A prefix the run wrote or read this recently is taken as still cached: the batch TTL is
+#: an hour and every hit refreshes it (contract §5), less a margin for a batch's queueing.
+WARM_FOR_S = 45 * 60
 
 
 def custom_id_for(run_id: str, pack_path: str, attempt: int) -> str:
@@ -51,6 +62,83 @@ def batch_params(request: dict[str, Any]) -> dict[str, Any]:
     if request.get("stream") or request.get("max_tokens", 0) < 1:
         raise ValueError("a batch request is never streamed and asks for at least one token")
     return dict(request)
+
+
+# ------------------------------------------------------------------ the prompt cache of a round
+
+
+@dataclass(frozen=True)
+class RoundCache:
+    """How one round uses the prompt cache, and what its prefix is expected to cost.
+
+    ``plan``: ``pre-warm`` (one sync ``max_tokens: 0`` call writes the prefix with the
+    1-hour TTL, then every request carries ``cache_control`` and reads it, best effort),
+    ``read`` (the prefix is still cached: the requests carry ``cache_control``), or
+    ``none`` (no ``cache_control``: each request pays its prefix as plain input, at half
+    price, and no write premium).
+    """
+
+    plan: Literal["pre-warm", "read", "none"]
+    #: The expected cost of the round's prefixes (and the pre-warm), and at the worst case
+    #: (every request missing the cache, writing the prefix at the 1-hour price).
+    expected_usd: float
+    worst_usd: float
+
+    @property
+    def cache_control(self) -> bool:
+        return self.plan != "none"
+
+
+def prefix_costs(model: ModelInfo, prefix_tokens: int) -> dict[str, float]:
+    """One request's prefix at batch prices (``read``, ``write``: 1-hour, ``plain``: no
+    ``cache_control``) and the sync ``max_tokens: 0`` pre-warm's 1-hour write (``warm``)."""
+    p = prefix_tokens
+    write = Usage(cache_creation_input_tokens=p, cache_creation_1h_tokens=p)
+    return {
+        "read": cost_usd(model, Usage(cache_read_input_tokens=p), batch=True),
+        "write": cost_usd(model, write, batch=True),
+        "plain": cost_usd(model, Usage(input_tokens=p), batch=True),
+        "warm": cost_usd(model, write),
+    }
+
+
+def round_cache(
+    model: ModelInfo, prefix_tokens: int, requests: int, *, warm: bool, hit_rate: float
+) -> RoundCache:
+    """The cheapest way for a round of ``requests`` sharing a prefix of ``prefix_tokens``
+    (0: under the model's minimum, never cached) to use the cache.
+
+    ``warm``: the prefix is still cached (:data:`WARM_FOR_S`). ``hit_rate``: the share of
+    requests expected to read a warm prefix (:data:`BATCH_WARM_HIT_RATE`, or the ledger's
+    measurement). A request that misses writes the prefix at the 1-hour price (twice the
+    input price, at half). A cold cache is pre-warmed only when the requests' expected
+    reads repay the sync write; a lone request on a cold cache, or a prefix under the
+    minimum, sends no ``cache_control`` and pays no write premium.
+    """
+    if prefix_tokens <= 0 or requests <= 0:
+        return RoundCache("none", 0.0, 0.0)
+    c = prefix_costs(model, prefix_tokens)
+    per_request = hit_rate * c["read"] + (1 - hit_rate) * c["write"]
+    plain = requests * c["plain"]
+    if warm:
+        cached = requests * per_request
+        if cached < plain:
+            return RoundCache("read", cached, requests * c["write"])
+        return RoundCache("none", plain, plain)
+    pre_warmed = c["warm"] + requests * per_request
+    if requests > 1 and pre_warmed < plain:
+        return RoundCache("pre-warm", pre_warmed, c["warm"] + requests * c["write"])
+    return RoundCache("none", plain, plain)
+
+
+def without_cache_control(request: dict[str, Any]) -> dict[str, Any]:
+    """``request`` with no ``cache_control`` on its system blocks (a copy)."""
+    out = dict(request)
+    if isinstance(out.get("system"), list):
+        out["system"] = [
+            {k: v for k, v in block.items() if k != "cache_control"} for block in out["system"]
+        ]
+    return out
 
 
 # ------------------------------------------------------------------ rounds and parts

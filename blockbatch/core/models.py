@@ -95,7 +95,8 @@ class RunOptions(BaseModel):
     mode: Literal["sync", "batch"] = Field(
         default="sync",
         description="sync: one Messages call per pack; batch: the Message Batches API, "
-        "at half price, not urgent",
+        "not urgent, at half the price of input, output and cache tokens (its cache hits are "
+        "best effort)",
     )
     batch: BatchOptions | None = Field(
         default=None, description="batch mode's polling and batch limits (none: the defaults)"

@@ -19,9 +19,14 @@ What the quote is made of, and why each part can be trusted:
   against it (:class:`OutputHistory`). The quote says which.
 * **Caching** follows the run: in sync mode a warm-up call writes the prompt cache (when
   the run's estimate of the prefix reaches the model's minimum) and every pack reads it;
-  in batch mode the first request writes it with the 1-hour TTL and the others read it,
-  best effort (``blockbatch.core.batching.BATCH_CACHE_HIT_RATE`` of them; the rest write it again). A prefix below the model's ``min_cacheable_tokens`` is not cached by the
-  API, silently: the quote prices every call uncached and says so.
+  in batch mode a sync pre-warm writes it with the 1-hour TTL when the requests' reads
+  repay it (``blockbatch.core.batching.round_cache``) and each request reads it best
+  effort (the ledger's measured hit rate of the model's batches, else
+  ``BATCH_WARM_HIT_RATE``; a miss writes it again), else no request carries
+  ``cache_control``. A prefix below the model's ``min_cacheable_tokens`` is not cached by
+  the API, silently: the quote prices every call uncached and says so. Batch figures come
+  with their spread: every request reading (``min_cost_usd``) or writing
+  (``max_cost_usd``).
 * **Thinking** (where the run's calls think, ``RunContext.shape.thinks``): every call is
   expected to think :meth:`RunContext.thinking_per_call` tokens, billed as output; earlier
   runs of the schema on the model at the same effort replace the planner's assumption
@@ -48,40 +53,64 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from blockbatch.core.batching import BATCH_CACHE_HIT_RATE, BATCH_CACHE_TTL
+from blockbatch.core.batching import (
+    BATCH_WARM_HIT_RATE,
+    MIN_MEASURED_REQUESTS,
+)
 from blockbatch.core.calibration import CalibrationNote
 from blockbatch.core.context import RunContext
 from blockbatch.core.evidence import evidence_text
 from blockbatch.core.models import QualityOptions, RunOptions
 from blockbatch.core.planning import (
-    BLOCK_WRAPPER_TOKENS,
     PACK_OUTPUT_OVERHEAD_TOKENS,
     OutputRatios,
     Pack,
-    estimate_tokens,
     evidence_output_tokens,
 )
-from blockbatch.core.prompt import alias_map, build_messages, user_instructions
 from blockbatch.core.quality import GATE_SAMPLES_PER_PACK, ProbePlan, probe_plan
+from blockbatch.core.quote_pricing import Attempt, BlockShare, Mode, ModeQuote, mode_quote, usd
+from blockbatch.core.quote_tokens import (
+    COUNT_CHUNK_SHARE,
+    CountPlan,
+    PromptTokens,
+    count_plan,
+    counted_tokens,
+    planner_tokens,
+)
 from blockbatch.core.registry import ModelInfo, Usage, cost_usd, scaled_tokens
 from blockbatch.core.schema import SchemaSpec
 
-#: A token-counting request holds blocks up to this share of the model's context window,
-#: by the planner's (high) estimate, so a request always fits.
-COUNT_CHUNK_SHARE = 0.5
+__all__ = [
+    "COUNT_CHUNK_SHARE",
+    "MIN_HISTORY_CALLS",
+    "PROBE_SEED",
+    "Attempt",
+    "CountPlan",
+    "EscalationQuote",
+    "ModeQuote",
+    "OutputHistory",
+    "PromptTokens",
+    "Quote",
+    "count_plan",
+    "counted_tokens",
+    "expected_attempts",
+    "planner_tokens",
+    "probe_attempts",
+    "quote",
+    "quote_context",
+]
+
 #: Earlier answers needed before their ratio replaces the planner's output estimate.
 MIN_HISTORY_CALLS = 3
 #: The seed of the quote's probe sample (a run seeds its own with its run id: the same
 #: size, other blocks).
 PROBE_SEED = "quote"
-
-Mode = Literal["sync", "batch"]
 
 
 def quote_context(options: RunOptions, spec: SchemaSpec, model: ModelInfo) -> RunContext:
@@ -89,140 +118,6 @@ def quote_context(options: RunOptions, spec: SchemaSpec, model: ModelInfo) -> Ru
     return RunContext(
         run_id="", document_id="", schema_id="", options=options, spec=spec, model=model
     )
-
-
-# ------------------------------------------------------------------ input tokens
-
-
-@dataclass(frozen=True)
-class PromptTokens:
-    """A run's input tokens by part, counted by the API or estimated by the planner.
-
-    Attributes:
-        source: ``count_tokens`` (the API's token-counting endpoint) or ``planner``.
-        prefix: the cacheable prefix every call carries: tool definitions (with the API's
-            tool-use prompt) and the system prompt.
-        per_call: the rest of every call's fixed input (instructions, message framing).
-        blocks: every block's JSON item, once.
-        warm_up: the whole input of the sync warm-up call.
-        requests: token-counting requests made.
-        simulated: the local simulator answered them (its own count, not Claude's).
-    """
-
-    source: Literal["count_tokens", "planner"]
-    prefix: int
-    per_call: int
-    blocks: int
-    warm_up: int
-    requests: int = 0
-    simulated: bool = False
-
-
-def planner_tokens(
-    ctx: RunContext, block_tokens: Sequence[int], warm_up_content: str
-) -> PromptTokens:
-    """Input by the planner's estimates, scaled for the run model's tokenizer: the run's
-    own view of its prefix and packs."""
-    return PromptTokens(
-        source="planner",
-        prefix=ctx.fixed_prompt_tokens,
-        per_call=0,
-        blocks=scaled_tokens(ctx.model, sum(t + BLOCK_WRAPPER_TOKENS for t in block_tokens)),
-        warm_up=ctx.pack([estimate_tokens(warm_up_content)]).est_input_tokens,
-    )
-
-
-@dataclass(frozen=True)
-class CountPlan:
-    """The token-counting requests of a quote: keyword arguments of
-    ``client.messages.count_tokens``, in the order :func:`counted_tokens` reads the answers.
-
-    Attributes:
-        requests: the warm-up request; its messages alone; a pack message holding no
-            block; then the document's blocks as pack messages, ``chunks`` of them.
-        chunks: how many requests hold blocks.
-    """
-
-    requests: list[dict[str, Any]]
-    chunks: int
-
-
-#: What a pack request carries that count_tokens counts too (not max_tokens).
-_COUNTED = ("system", "tools", "tool_choice", "output_config", "thinking", "messages")
-
-
-def count_plan(
-    ctx: RunContext,
-    blocks: Sequence[Mapping[str, str]],
-    block_tokens: Sequence[int],
-    warm_up: Mapping[str, Any],
-) -> CountPlan:
-    """The few requests that count a run's input.
-
-    The warm-up request with and without its system prompt and tool differ by exactly the
-    cacheable prefix; a pack message with an empty array is every call's own fixed part;
-    the blocks go in consecutive chunks of up to :data:`COUNT_CHUNK_SHARE` of the context
-    window (by estimate), each a pack message as the run sends it.
-
-    Args:
-        ctx: the run's context.
-        blocks: ``block_uid``, ``block_type`` and ``block_content`` of every block.
-        block_tokens: the planner's estimate of each block.
-        warm_up: the run's stand-in pack request (``blockbatch.core.warm_up.stand_in_request``):
-            its system prompt and answer channel (tools, or the output format) as sent.
-    """
-    model = ctx.model.id
-    with_prefix = {"model": model, **{key: warm_up[key] for key in _COUNTED if key in warm_up}}
-    empty = [
-        {
-            "role": "user",
-            "content": [
-                {"type": "text", "text": user_instructions(ctx.spec, 1)},
-                {"type": "text", "text": "[]"},
-            ],
-        }
-    ]
-    requests: list[dict[str, Any]] = [
-        with_prefix,
-        {"model": model, "messages": warm_up["messages"]},
-        {"model": model, "messages": empty},
-    ]
-    # The planner's estimates are old-tokenizer tokens: the window is the model's.
-    budget = max(1, int(ctx.model.context_window * COUNT_CHUNK_SHARE / ctx.model.tokenizer_scale))
-    start = 0
-    while start < len(blocks):
-        end, size = start + 1, block_tokens[start]
-        while end < len(blocks) and size + block_tokens[end] <= budget:
-            size += block_tokens[end]
-            end += 1
-        chunk = blocks[start:end]
-        # Named as the run names them: short ids (b1, b2, ...) unless they are off.
-        aliases = alias_map([b["block_uid"] for b in chunk]) if ctx.options.short_ids else None
-        requests.append({"model": model, "messages": build_messages(ctx.spec, chunk, aliases)})
-        start = end
-    return CountPlan(requests=requests, chunks=len(requests) - 3)
-
-
-def counted_tokens(
-    plan: CountPlan, answers: Sequence[int], *, simulated: bool = False
-) -> PromptTokens:
-    """The input by part from the answers to :func:`count_plan`'s requests, in order
-    (``simulated``: the simulator gave them)."""
-    if len(answers) != len(plan.requests):
-        raise ValueError(f"expected {len(plan.requests)} counts, got {len(answers)}")
-    warm_up, warm_up_bare, empty, *chunks = answers
-    return PromptTokens(
-        source="count_tokens",
-        prefix=max(warm_up - warm_up_bare, 0),
-        per_call=empty,
-        blocks=sum(max(c - empty, 0) for c in chunks),
-        warm_up=warm_up,
-        requests=len(answers),
-        simulated=simulated,
-    )
-
-
-# ------------------------------------------------------------------ output tokens
 
 
 @dataclass(frozen=True)
@@ -251,35 +146,6 @@ class OutputHistory:
 
 
 # ------------------------------------------------------------------ the quote
-
-
-class ModeQuote(BaseModel):
-    """One mode's calls, tokens and cost."""
-
-    mode: Mode
-    #: Packs as planned (``calls`` adds the warm-up, the halves of expected truncations
-    #: and the quality probe's calls).
-    packs: int
-    calls: int
-    warm_up: bool
-    cache_ttl: str
-    #: Whether the prompt prefix is cached at all (the API skips a prefix below its minimum).
-    cached: bool
-    input_tokens: int
-    cache_write_tokens: int
-    cache_read_tokens: int
-    output_tokens: int
-    #: Output if every call wrote its whole ``max_tokens``.
-    max_output_tokens: int
-    #: Of ``output_tokens``, the expected thinking (0: the calls do not think).
-    thinking_tokens: int = 0
-    cost_usd: float
-    #: The most the planned calls can cost (no retries, no halving counted).
-    max_cost_usd: float
-    #: The quality probe (sync only; in ``calls``, the tokens and both costs): its blocks
-    #: asked alone, one a call, and their expected cost.
-    probe_calls: int = 0
-    probe_cost_usd: float = 0.0
 
 
 class Quote(BaseModel):
@@ -319,6 +185,8 @@ class Quote(BaseModel):
     thinking_unpacked_tokens: int = 0
     sync: ModeQuote
     batch: ModeQuote
+    #: Where the batch hit rate (``batch.cache_hit_rate``) comes from, in words.
+    batch_hit_source: str | None = None
     notes: list[str] = Field(default_factory=list)
     #: What the schema's evidence (a quote per field) adds to the figures: its expected output
     #: tokens over the document, and their price in the chosen mode (0: no evidence asked).
@@ -362,26 +230,6 @@ class EscalationQuote(BaseModel):
         if self.share is None:
             return None
         return self.second_pass_usd + self.share * self.alone_usd
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """One call the run is expected to make: a planned pack, or a half of a truncated one.
-
-    Attributes:
-        positions: the blocks it carries.
-        output: the output tokens it is expected to write, thinking included (a truncated
-            answer: all of ``max_tokens``, paid for all the same).
-        max_tokens: what it asks for.
-        truncated: expected to stop at ``max_tokens``; the run then halves its blocks.
-        thinking: of ``output``, thinking.
-    """
-
-    positions: tuple[int, ...]
-    output: int
-    max_tokens: int
-    truncated: bool = False
-    thinking: int = 0
 
 
 def expected_attempts(
@@ -463,6 +311,7 @@ def quote(
     notes: Sequence[str] = (),
     prefix_seen: bool | None = None,
     prior: OutputHistory | None = None,
+    batch_hits: tuple[int, int] | None = None,
 ) -> Quote:
     """Quote a run of ``ctx`` over blocks with these planner estimates.
 
@@ -483,6 +332,9 @@ def quote(
             shape estimate leans high on purpose, so a schema's first quote expects what
             answers write against it. The run's plan is not changed by it (it plans its
             learning pack from the estimate and learns its own ratio).
+        batch_hits: the model's earlier batch requests on a cached prefix, and how many of
+            them read it (``blockbatch.store.batches.batch_cache_hits``): the batch quote's
+            hit rate from :data:`~blockbatch.core.batching.MIN_MEASURED_REQUESTS` on.
     """
     if not block_tokens:
         raise ValueError("a quote needs at least one block")
@@ -523,7 +375,7 @@ def quote(
     sync_ctx, sync_packs, learning_pack = plans["sync"]
     batch_ctx, batch_packs, _ = plans["batch"]
     warm_up = ctx.cacheable_prefix_tokens > 0 and len(sync_packs) > 1 and not learning_pack
-    share = _BlockShare(block_tokens, tokens.blocks)
+    share = BlockShare(block_tokens, tokens.blocks)
     sync_attempts = expected_attempts(sync_ctx, block_tokens, expected, sync_packs)
     batch_attempts = expected_attempts(batch_ctx, block_tokens, expected, batch_packs)
     probe, sizing = probe_attempts(
@@ -534,7 +386,7 @@ def quote(
         expected,
         cached=prefix_seen,
     )
-    without = _mode_quote(
+    without = mode_quote(
         "sync",
         ctx,
         sync_attempts,
@@ -544,7 +396,7 @@ def quote(
         warm_up=warm_up,
         packs=len(sync_packs),
     )
-    sync = _mode_quote(
+    sync = mode_quote(
         "sync",
         ctx,
         [*sync_attempts, *probe],
@@ -560,7 +412,12 @@ def quote(
             "probe_cost_usd": round(sync.cost_usd - without.cost_usd, 6),
         }
     )
-    batch = _mode_quote(
+    if batch_hits is not None and batch_hits[1] >= MIN_MEASURED_REQUESTS:
+        hit_rate = batch_hits[0] / batch_hits[1]
+        hit_source = f"measured: {batch_hits[0]:,} of {batch_hits[1]:,} earlier batch requests"
+    else:
+        hit_rate, hit_source = BATCH_WARM_HIT_RATE, "assumed until measured"
+    batch = mode_quote(
         "batch",
         ctx,
         batch_attempts,
@@ -569,6 +426,7 @@ def quote(
         cached=cached,
         warm_up=False,
         packs=len(batch_packs),
+        hit_rate=hit_rate,
     )
     if learning_pack:
         said.append(
@@ -614,11 +472,26 @@ def quote(
             "write more than its max_tokens: quoted as a truncated answer (paid, the "
             "results that fit kept) and the rest of its blocks sent again in halves"
         )
-    if cached:
+    if cached and batch.cache_control:
         said.append(
-            f"batch: Message Batches read the cache best effort (30-98% of requests, "
-            f"per Anthropic): expected as {BATCH_CACHE_HIT_RATE:.0%} reading it and "
-            "the rest writing it again; the maximum prices every request as a write"
+            "batch: one sync max_tokens: 0 call writes the prefix for an hour (at sync "
+            "prices) before the batch; Message Batches read the cache best effort (30-98% "
+            f"of requests, per Anthropic): expected as {hit_rate:.0%} reading it "
+            f"({hit_source}) and the rest writing it again; "
+            f"{usd(batch.min_cost_usd)} if every request reads it, "
+            f"{usd(batch.max_cost_usd)} at most"
+        )
+    elif cached:
+        said.append(
+            f"batch: {len(batch_attempts)} request{'s' if len(batch_attempts) != 1 else ''} "
+            "would not repay writing the prefix: sent without cache_control, each paying "
+            "its prefix as input (at half price)"
+        )
+    if batch.cost_usd > sync.cost_usd:
+        said.append(
+            f"batch is expected to cost MORE than sync here ({usd(batch.cost_usd)} against "
+            f"{usd(sync.cost_usd)}): half price covers input, output and cache prices, "
+            "but not the cache hits sync mode gets every call"
         )
     chosen_attempts = sync_attempts if ctx.options.mode == "sync" else batch_attempts
     per_call = max((a.thinking for a in chosen_attempts), default=0)
@@ -699,6 +572,7 @@ def quote(
         thinking_unpacked_tokens=unpacked,
         sync=sync,
         batch=batch,
+        batch_hit_source=hit_source if batch.cache_control else None,
         notes=said,
         evidence_output_tokens=evidence_tokens,
         evidence_cost_usd=round(evidence_usd, 6),
@@ -750,85 +624,3 @@ def probe_attempts(
         for u in sample
     ]
     return expected_attempts(ctx, block_tokens, history, alone), sizing
-
-
-class _BlockShare:
-    """A call's share of the blocks' (counted) input: the total spread by the estimates."""
-
-    def __init__(self, block_tokens: Sequence[int], total: int) -> None:
-        self._est = [t + BLOCK_WRAPPER_TOKENS for t in block_tokens]
-        self._scale = total / sum(self._est)
-
-    def __call__(self, positions: Sequence[int]) -> float:
-        return sum(self._est[i] for i in positions) * self._scale
-
-
-def _mode_quote(
-    mode: Mode,
-    ctx: RunContext,
-    attempts: Sequence[Attempt],
-    tokens: PromptTokens,
-    share: _BlockShare,
-    *,
-    cached: bool,
-    warm_up: bool,
-    packs: int,
-) -> ModeQuote:
-    """One mode's figures, each call priced on its own (``cost_usd`` prices one request at
-    its tier: a sum of calls priced at once would cross a long-prompt line no call does)."""
-    model, batch = ctx.model, mode == "batch"
-    ttl = BATCH_CACHE_TTL if batch else ctx.options.cache_ttl
-    calls = len(attempts) + (1 if warm_up else 0)
-    # Every call: its uncached prompt, whether it writes or reads the prefix, its output and
-    # its ceiling. The warm-up (sync) or else the first call writes the prefix; the others
-    # read it (batch: best effort, so the maximum has every request write it).
-    planned: list[tuple[int, bool, int, int]] = []
-    if warm_up:
-        own = tokens.warm_up - tokens.prefix if cached else tokens.warm_up
-        planned.append((own, True, 1, 1))
-    # Blocks' shares rounded as a running total, so the calls add up to the whole count.
-    running, rounded = 0.0, 0
-    for a in attempts:
-        running += tokens.per_call + share(a.positions)
-        own, rounded = round(running) - rounded, round(running)
-        planned.append(
-            (own + (0 if cached else tokens.prefix), not planned, a.output, a.max_tokens)
-        )
-
-    def usage(own: int, write: bool, out: int) -> Usage:
-        writes = tokens.prefix if cached and write else 0
-        return Usage(
-            input_tokens=own,
-            output_tokens=out,
-            cache_creation_input_tokens=writes,
-            cache_read_input_tokens=tokens.prefix if cached and not write else 0,
-            cache_creation_1h_tokens=writes if ttl == "1h" else 0,
-        )
-
-    # A batch's requests read the prefix best effort: BATCH_CACHE_HIT_RATE of them read it,
-    # the rest write it again; each expectation is that mix of the two requests' costs.
-    hit = BATCH_CACHE_HIT_RATE if batch else 1.0
-
-    def expectation(own: int, write: bool, out: int) -> list[tuple[float, Usage]]:
-        if write or not cached or hit >= 1:
-            return [(1.0, usage(own, write, out))]
-        return [(hit, usage(own, False, out)), (1 - hit, usage(own, True, out))]
-
-    expected = [pair for own, write, out, _ in planned for pair in expectation(own, write, out)]
-    worst = [usage(own, write or (batch and cached), ceiling) for own, write, _, ceiling in planned]
-    return ModeQuote(
-        mode=mode,
-        packs=packs,
-        calls=calls,
-        warm_up=warm_up,
-        cache_ttl=ttl,
-        cached=cached,
-        input_tokens=round(sum(w * u.input_tokens for w, u in expected)),
-        cache_write_tokens=round(sum(w * u.cache_creation_input_tokens for w, u in expected)),
-        cache_read_tokens=round(sum(w * u.cache_read_input_tokens for w, u in expected)),
-        output_tokens=round(sum(w * u.output_tokens for w, u in expected)),
-        max_output_tokens=sum(u.output_tokens for u in worst),
-        thinking_tokens=sum(a.thinking for a in attempts),
-        cost_usd=round(sum(w * cost_usd(model, u, batch=batch) for w, u in expected), 6),
-        max_cost_usd=round(sum(cost_usd(model, u, batch=batch) for u in worst), 6),
-    )

@@ -10,7 +10,7 @@ disagree.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from blockbatch.core.context import RunContext
 from blockbatch.core.planning import estimate_tokens
@@ -26,10 +26,13 @@ WARM_UP_BLOCK = {
 }
 
 
-def stand_in_request(ctx: RunContext) -> dict[str, Any]:
+def stand_in_request(
+    ctx: RunContext, cache_ttl: Literal["5m", "1h"] | None = None
+) -> dict[str, Any]:
     """The request of a pack holding only the stand-in block: the run's system prompt,
     answer channel, thinking and effort (its cache prefix), room for one result. The
-    quote counts it (``blockbatch.core.quote.count_plan``); the warm-up is made from it."""
+    quote counts it (``blockbatch.core.quote.count_plan``); the warm-up is made from it.
+    ``cache_ttl``: the prefix's cache lifetime (``None``: the run's ``cache_ttl``)."""
     aliases = alias_map([WARM_UP_BLOCK["block_uid"]]) if ctx.options.short_ids else None
     max_tokens = ctx.pack([estimate_tokens(WARM_UP_BLOCK["block_content"])]).max_tokens
     return build_request(
@@ -38,13 +41,16 @@ def stand_in_request(ctx: RunContext) -> dict[str, Any]:
         max_tokens=max_tokens,
         model=ctx.model.id,
         shape=ctx.shape,
-        cache_ttl=ctx.options.cache_ttl,
+        cache_ttl=cache_ttl or ctx.options.cache_ttl,
         aliases=aliases,
     )
 
 
-def warm_up_request(ctx: RunContext) -> dict[str, Any]:
-    """The warm-up call's request: it writes the packs' cache prefix (contract §5).
+def warm_up_request(
+    ctx: RunContext, cache_ttl: Literal["5m", "1h"] | None = None
+) -> dict[str, Any]:
+    """The warm-up call's request: it writes the packs' cache prefix (contract §5), with
+    the run's ``cache_ttl`` or the one given (a batch round's pre-warm: the batch TTL).
 
     ``max_tokens: 0`` (the prompt processed and cached, nothing generated, no output
     billed) wherever the API takes it: it refuses it with a forced ``tool_choice``, with
@@ -64,7 +70,7 @@ def warm_up_request(ctx: RunContext) -> dict[str, Any]:
     With short ids its system prompt and tool say so, like the packs', so it writes
     their prefix.
     """
-    request = stand_in_request(ctx)
+    request = stand_in_request(ctx, cache_ttl)
     if ctx.shape.channel == "json":
         return request
     request["max_tokens"] = 0

@@ -137,7 +137,7 @@ def build_worker(
     meter = metric_meter(client)
     llm_acts = LlmActivities(pool, llm, FleetLimiter(pool, llm.api_key), open_client)
     db_acts = DbActivities(pool, llm, llm_acts.calls.sender)
-    batch_acts = BatchActivities(pool, llm)
+    batch_acts = BatchActivities(pool, llm, llm_acts.calls)
     stream_acts = StreamActivities(pool)
     escalation_acts = EscalationActivities(pool, llm_acts.calls)
     return Worker(
@@ -158,6 +158,7 @@ def build_worker(
             llm_acts.warm_cache,
             llm_acts.probe_quality,
             batch_acts.open_batch_run,
+            batch_acts.prewarm_round,
             batch_acts.submit_round,
             batch_acts.poll_round,
             batch_acts.cancel_round,

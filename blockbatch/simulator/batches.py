@@ -15,9 +15,13 @@ processed and error only that request.
 
 Batch requests see the cache like /v1/messages, but a hit is best-effort (contract §5,
 "Batches": "30% to 98%"): a request that would read the cache does so with probability
-``batch.cache_hit_rate`` (drawn per request); otherwise it is answered as a miss, writing
-and paying its prefix as input, and the shared cache is left as it was. No rate limits,
-no latency and no injected HTTP errors apply.
+``batch.warm_cache_hit_rate`` when its prefix was already cached as the batch began
+processing (a pre-warm, an earlier batch), else ``batch.cache_hit_rate`` (a prefix the
+batch writes itself: its requests run concurrently, and an entry is readable only once
+the first response starts, contract §5). Each draw is the request's own seeded dice, so a
+scenario's seed gives the same hits every time. A miss is answered against an empty
+cache of its own, writing and paying its prefix, and the shared cache is left as it was.
+No rate limits, no latency and no injected HTTP errors apply.
 """
 
 from __future__ import annotations
@@ -223,16 +227,20 @@ class BatchStore:
         del self._batches[batch_id]
 
     def _advance(self, record: BatchRecord) -> None:
+        # What the cache held as processing began: a prefix in it is "warm" for the batch.
+        warm = self._engine.cache.copy()
         if record.status == "canceling":
             done = record.processed_on_cancel
-            record.results = [self._process(r, record.context) for r in record.requests[:done]]
+            record.results = [
+                self._process(r, record.context, warm) for r in record.requests[:done]
+            ]
             record.results += [
                 {"custom_id": r["custom_id"], "result": {"type": "canceled"}}
                 for r in record.requests[done:]
             ]
             self._end(record)
         elif record.status == "in_progress" and self._engine.clock() >= record.ready_at:
-            record.results = [self._process(r, record.context) for r in record.requests]
+            record.results = [self._process(r, record.context, warm) for r in record.requests]
             self._end(record)
 
     def _end(self, record: BatchRecord) -> None:
@@ -240,7 +248,9 @@ class BatchStore:
         record.ended_at = self._engine.clock()
         self._stats.batch_results.update(line["result"]["type"] for line in record.results)
 
-    def _process(self, request: dict[str, Any], context: ApiContext) -> dict[str, Any]:
+    def _process(
+        self, request: dict[str, Any], context: ApiContext, warm: PromptCache
+    ) -> dict[str, Any]:
         custom_id, params = request["custom_id"], request["params"]
         batch_settings = self._engine.scenario.batch
         dice = self._engine.dice_for(params)
@@ -255,7 +265,7 @@ class BatchStore:
                 error.error_type, error.message, new_id("req_"), error.error_code
             )
             return {"custom_id": custom_id, "result": {"type": "errored", "error": error_json}}
-        outcome = self._answer(prepared, dice)
+        outcome = self._answer(prepared, dice, warm)
         self._stats.count_usage(outcome.usage, batch=True)
         self._stats.count_cache(eligible=outcome.cache.eligible, read=outcome.cache.read)
         self._stats.count_faults(outcome.faults)
@@ -266,8 +276,10 @@ class BatchStore:
         self._stats.stop_reasons[outcome.stop_reason] += 1
         return {"custom_id": custom_id, "result": {"type": "succeeded", "message": outcome.message}}
 
-    def _answer(self, prepared: Prepared, dice: Dice) -> Outcome:
-        """Answer a batch request; a cache hit happens with ``batch.cache_hit_rate``.
+    def _answer(self, prepared: Prepared, dice: Dice, warm: PromptCache) -> Outcome:
+        """Answer a batch request; a cache hit happens with ``batch.warm_cache_hit_rate``
+        when ``warm`` (the cache as the batch began) already held the prefix, else with
+        ``batch.cache_hit_rate``.
 
         A missed hit is answered against an empty cache of its own (the request ran where
         the prefix was not cached): it writes and pays the prefix, and the shared cache,
@@ -275,10 +287,11 @@ class BatchStore:
         """
         engine = self._engine
         model, prompt = prepared.model, prepared.prompt
-        peek = engine.cache.lookup(
-            model.id, prompt.breakpoints, model.min_cacheable_tokens, commit=False
-        )
-        rate = engine.scenario.batch.cache_hit_rate
+        args = (model.id, prompt.breakpoints, model.min_cacheable_tokens)
+        peek = engine.cache.lookup(*args, commit=False)
+        settings = engine.scenario.batch
+        was_warm = peek.read > 0 and warm.lookup(*args, commit=False).read > 0
+        rate = settings.warm_cache_hit_rate if was_warm else settings.cache_hit_rate
         if peek.read == 0 or dice.chance(rate, "batch_cache_hit"):
             return engine.answer(prepared, dice, service_tier="batch")
         shared = engine.cache

@@ -44,6 +44,12 @@ class PromptCache:
         """Forget every entry."""
         self._entries.clear()
 
+    def copy(self) -> PromptCache:
+        """A snapshot of the entries as they are now (later writes do not reach it)."""
+        snapshot = PromptCache(self._clock)
+        snapshot._entries = dict(self._entries)
+        return snapshot
+
     def _alive(self, key: tuple[str, str], now: float) -> bool:
         entry = self._entries.get(key)
         if entry is None:

@@ -332,3 +332,40 @@ async def record_results(conn: asyncpg.Connection, run_id: str, rows: Sequence[R
                where run_id = $1 and custom_id = $2 and result_type is null""",
             [(run_id, r.custom_id, r.result_type) for r in rows],
         )
+
+
+# ------------------------------------------------------------------ the prompt cache of batches
+
+
+async def prefix_recently_cached(conn: asyncpg.Connection, run_id: str, within_s: float) -> bool:
+    """Whether a call of the run wrote or read its prompt prefix in the last ``within_s``
+    seconds (its answer recorded then): the prefix is taken as still cached."""
+    return bool(
+        await conn.fetchval(
+            """select exists (select 1 from llm_calls where run_id = $1
+                  and status = 'succeeded'
+                  and cache_creation_input_tokens + cache_read_input_tokens > 0
+                  and finished_at > now() - make_interval(secs => $2))""",
+            run_id,
+            float(within_s),
+        )
+    )
+
+
+async def batch_cache_hits(conn: asyncpg.Connection, model: str) -> tuple[int, int]:
+    """Of the model's answered batch requests that carried ``cache_control`` on a prefix
+    long enough to cache (they read or wrote it), how many read it: (reads, requests).
+
+    Each round's requests are sent on a warm prefix (a pre-warm) or without
+    ``cache_control``, so this is the model's measured hit rate of a warm batch. The
+    latest 5,000 such requests count.
+    """
+    row = await conn.fetchrow(
+        """select count(*) filter (where cache_read_input_tokens > 0) as reads, count(*) as n
+           from (select cache_read_input_tokens from llm_calls
+                 where model = $1 and purpose = 'batch_request' and status = 'succeeded'
+                   and cache_creation_input_tokens + cache_read_input_tokens > 0
+                 order by call_id desc limit 5000) recent""",
+        model,
+    )
+    return int(row["reads"]), int(row["n"])

@@ -71,8 +71,8 @@ async def assert_paid_once(s: Stack, run_id: str) -> None:
 
 
 async def test_batch_mode_gives_the_same_overlays_as_sync_at_batch_prices(bbstack: Stack) -> None:
-    # Every batch request reads the cache here (the default, 0.7, is best-effort like the API).
-    bbstack.sim.scenario(batch={"processing_delay_s": 0.5, "cache_hit_rate": 1.0})
+    # Every batch request reads a warm cache here (the default, 0.95, is best effort).
+    bbstack.sim.scenario(batch={"processing_delay_s": 0.5, "warm_cache_hit_rate": 1.0})
     doc = await bbstack.bb.ingest_bytes(markdown_doc(40), name="doc.md", fmt="markdown")
     schema_id = await bbstack.bb.add_schema(extract_schema(instruction_words=1500))
     async with bbstack.worker():
@@ -88,8 +88,9 @@ async def test_batch_mode_gives_the_same_overlays_as_sync_at_batch_prices(bbstac
         sync = await bbstack.bb.wait(sync_id)
     assert sync.status == batch.status == "completed"
     assert batch.blocks_ai_complete == 40
-    # Sync mode adds one warm-up call that writes the prompt cache before the packs start.
-    assert (batch.calls, sync.calls) == (5, 6)
+    # Each mode adds one warm-up call that writes the prompt cache before the packs start
+    # (batch mode's is sync too: a batch takes no max_tokens: 0 request).
+    assert (batch.calls, sync.calls) == (6, 6)
     a = {r["block_uid"]: r["staging"] for r in await overlays(bbstack, sync_id)}
     b = {r["block_uid"]: r["staging"] for r in await overlays(bbstack, batch_id)}
     assert a.keys() == b.keys()
@@ -120,15 +121,44 @@ async def test_batch_mode_gives_the_same_overlays_as_sync_at_batch_prices(bbstac
             cache_creation_1h_tokens=c["cache_creation_1h_tokens"],
         )
         assert float(c["cost_usd"]) == round(cost_usd(model, usage, batch=True), 8)
-    # The system prompt is cached for an hour: written once, read by the other packs.
+    # The system prompt is cached for an hour: written once by the sync pre-warm
+    # (max_tokens: 0, nothing generated), read by every request of the batch.
     system = await bbstack.pool.fetchval(
         "select system from prompt_prefixes where sha256 = $1", calls[0]["prefix_sha256"]
     )
     assert system[-1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
-    assert calls[0]["cache_creation_1h_tokens"] > 0
-    assert all(c["cache_read_input_tokens"] > 0 for c in calls[1:])
+    warm = await bbstack.pool.fetchrow(
+        "select * from llm_calls where run_id = $1 and purpose = 'warm_up'", batch_id
+    )
+    assert (warm["pack_attempt"], warm["output_tokens"]) == (1, 0)
+    assert (
+        warm["cache_creation_1h_tokens"] > 0 and warm["prefix_sha256"] == calls[0]["prefix_sha256"]
+    )
+    assert all(c["cache_read_input_tokens"] > 0 for c in calls)
+    assert not any(c["cache_creation_input_tokens"] for c in calls)
     assert batch.cost_usd < sync.cost_usd
     await assert_paid_once(bbstack, batch_id)
+
+
+async def test_a_lone_request_sends_no_cache_control_and_pays_no_write(bbstack: Stack) -> None:
+    # A single request on a cold cache would write the prefix at the 1-hour price (twice
+    # the input price) for no reader: it goes without cache_control and no pre-warm.
+    bbstack.sim.scenario(batch={"processing_delay_s": 0.5})
+    doc = await bbstack.bb.ingest_bytes(markdown_doc(6), name="doc.md", fmt="markdown")
+    schema_id = await bbstack.bb.add_schema(extract_schema(instruction_words=1500))
+    async with bbstack.worker():
+        run_id = await bbstack.bb.start_run(
+            doc, schema_id, RunOptions(pack_size=8, mode="batch", batch=FAST)
+        )
+        result = await bbstack.bb.wait(run_id)
+    assert result.status == "completed" and result.blocks_ai_complete == 6
+    [call] = await bbstack.pool.fetch("select * from llm_calls where run_id = $1", run_id)
+    assert call["purpose"] == "batch_request"
+    assert call["cache_creation_input_tokens"] == call["cache_read_input_tokens"] == 0
+    system = await bbstack.pool.fetchval(
+        "select system from prompt_prefixes where sha256 = $1", call["prefix_sha256"]
+    )
+    assert not any("cache_control" in block for block in system)
 
 
 async def test_truncated_and_skipped_results_are_halved_into_a_second_round(
@@ -271,11 +301,15 @@ async def test_cancel_while_processing_cancels_the_provider_batch(bbstack: Stack
     [row] = await provider_batches(bbstack, run_id)
     assert row["status"] == "ended" and row["canceled"] == 6
     assert row["cancel_requested_at"] is not None
-    # Every submitted request is closed in the ledger; no new batch after the cancel.
+    # Every submitted request is closed in the ledger; no new batch after the cancel. The
+    # round's sync pre-warm (six requests repay it) was answered before the batch.
     ledger = await bbstack.pool.fetch(
-        "select status, error_type from llm_calls where run_id = $1", run_id
+        "select purpose, status, error_type from llm_calls where run_id = $1", run_id
     )
-    assert {(r["status"], r["error_type"]) for r in ledger} == {("abandoned", "canceled")}
+    assert {(r["status"], r["error_type"]) for r in ledger if r["purpose"] != "warm_up"} == {
+        ("abandoned", "canceled")
+    }
+    assert [r["status"] for r in ledger if r["purpose"] == "warm_up"] in ([], ["succeeded"])
     assert len(await provider_batches(bbstack, run_id)) == 1
     rows = await overlays(bbstack, run_id)
     assert {r["status"] for r in rows} == {"cancelled"}

@@ -180,6 +180,38 @@ async def test_batch_cache_hits_are_best_effort(sim, client, rate, low, high):
     assert len(reads) + len(writes) == 20
 
 
+async def test_a_prefix_cached_before_the_batch_is_read_at_the_warm_rate(sim, client):
+    # Contract §5: a batch's requests run concurrently and an entry is readable only once
+    # the first response starts, so a cold batch misses more than one whose prefix was
+    # written before it (a sync pre-warm, the FAQ's advice): the two rates are separate.
+    sim.scenario = Scenario(
+        batch=Batch(processing_delay_s=0, cache_hit_rate=0.0, warm_cache_hit_rate=1.0)
+    )
+    cold = await client.messages.batches.create(requests=cached_requests(10))
+    cold_usages = await batch_usages(client, cold.id)
+    assert [u.cache_read_input_tokens > 0 for u in cold_usages] == [False] * 10
+    sim.state.engine.reset()
+    warm_up = pack_params(make_blocks(1, start=99), system_repeat=300)
+    first = await client.messages.create(**warm_up)
+    assert first.usage.cache_creation_input_tokens > 0
+    warm = await client.messages.batches.create(requests=cached_requests(10))
+    warm_usages = await batch_usages(client, warm.id)
+    assert all(u.cache_read_input_tokens > 0 for u in warm_usages)
+    assert not any(u.cache_creation_input_tokens for u in warm_usages)
+
+
+async def test_batch_cache_hits_are_the_same_for_the_same_seed(sim, client):
+    sim.scenario = Scenario(seed=7, batch=Batch(processing_delay_s=0, warm_cache_hit_rate=0.5))
+    hits = []
+    for _ in range(2):
+        sim.state.engine.reset()  # an empty cache, and every body's first arrival again
+        await client.messages.create(**pack_params(make_blocks(1, start=99), system_repeat=300))
+        created = await client.messages.batches.create(requests=cached_requests(12))
+        hits.append([u.cache_read_input_tokens > 0 for u in await batch_usages(client, created.id)])
+    assert hits[0] == hits[1]
+    assert 0 < sum(hits[0]) < 12
+
+
 async def test_the_default_batch_cache_hit_rate_misses_some_hits(sim, client):
     assert Scenario().batch.cache_hit_rate == 0.7
     created = await client.messages.batches.create(requests=cached_requests(30))

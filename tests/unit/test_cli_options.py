@@ -144,7 +144,7 @@ def test_an_unknown_key_lists_every_valid_one(capsys: pytest.CaptureFixture[str]
     ("flag", "bad", "says"),
     [
         ("--pack-size", "0", "input should be greater than or equal to 1, got '0'"),
-        ("--mode", "fast", "invalid choice: 'fast' (choose from 'sync', 'batch')"),
+        ("--mode", "fast", "invalid choice: 'fast' (choose from 'sync', 'batch', 'cheapest')"),
         ("--max-cost", "0", "must be more than $0"),
     ],
 )

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from blockbatch.core.batching import BATCH_CACHE_HIT_RATE, BATCH_CACHE_TTL
+from blockbatch.core.batching import BATCH_CACHE_TTL, BATCH_WARM_HIT_RATE
 from blockbatch.core.models import QualityOptions, RunOptions
 from blockbatch.core.quality import probe_plan
 from blockbatch.core.quote import (
@@ -53,16 +53,54 @@ def test_quote_plans_with_the_runs_own_plan_and_counts_the_warm_up() -> None:
     assert q.packs == len(ctx.plan(tokens)) == 10
     assert q.blocks_per_pack == (5, 10)
     assert q.sync.warm_up and q.sync.calls == 11
-    assert not q.batch.warm_up and q.batch.calls == 10
+    # Batch: ten requests repay a sync pre-warm (batches take no max_tokens: 0 request).
+    assert q.batch.warm_up and q.batch.calls == 11 and q.batch.cache_control
     # Sync: the warm-up writes the prefix once, the ten packs read it.
     assert q.sync.cache_write_tokens == 5_000 and q.sync.cache_read_tokens == 10 * 5_000
     assert q.sync.input_tokens == 10 * 60 + 20_000 + 90
-    # Batch: the first request writes it; the other nine read it best effort, so the
-    # expectation has BATCH_CACHE_HIT_RATE of them read it and the rest write it again.
-    misses = 9 * (1 - BATCH_CACHE_HIT_RATE)
+    # Batch: the pre-warm writes it; the ten requests read it best effort, so the
+    # expectation has BATCH_WARM_HIT_RATE of them read it and the rest write it again.
+    misses = 10 * (1 - BATCH_WARM_HIT_RATE)
+    assert q.batch.cache_hit_rate == BATCH_WARM_HIT_RATE
     assert q.batch.cache_write_tokens == round(5_000 * (1 + misses))
-    assert q.batch.cache_read_tokens == round(5_000 * 9 * BATCH_CACHE_HIT_RATE)
+    assert q.batch.cache_read_tokens == round(5_000 * 10 * BATCH_WARM_HIT_RATE)
     assert q.batch.cache_ttl == BATCH_CACHE_TTL
+
+
+def test_the_batch_pre_warm_is_priced_at_sync_prices_and_the_spread_is_all_hits_to_all_misses() -> (
+    None
+):
+    ctx = ctx_for(pack_size=10)
+    q = quote(ctx, [50] * 95, counted(), document="d.md")
+    b = q.batch
+    assert b.min_cost_usd < b.cost_usd < b.max_cost_usd
+    # The best case is the pre-warm (a sync 1-hour write) and ten reads at batch prices.
+    warm = cost_usd(
+        MODEL,
+        Usage(input_tokens=90, cache_creation_input_tokens=5_000, cache_creation_1h_tokens=5_000),
+    )
+    reads = 10 * cost_usd(MODEL, Usage(cache_read_input_tokens=5_000), batch=True)
+    writes = 10 * cost_usd(
+        MODEL,
+        Usage(cache_creation_input_tokens=5_000, cache_creation_1h_tokens=5_000),
+        batch=True,
+    )
+    # Between all hits and the expectation: the misses' extra write.
+    assert b.cost_usd - b.min_cost_usd == pytest.approx(
+        (1 - BATCH_WARM_HIT_RATE) * (writes - reads), rel=1e-3
+    )
+    assert b.min_cost_usd > warm + reads
+    # A measured hit rate replaces the assumption.
+    measured = quote(ctx, [50] * 95, counted(), document="d.md", batch_hits=(72, 80))
+    assert measured.batch.cache_hit_rate == 0.9
+    assert measured.batch_hit_source and "72 of 80" in measured.batch_hit_source
+    assert measured.batch.cost_usd > b.cost_usd
+    # Hits so rare that reading does not repay the pre-warm: no cache_control at all.
+    rare = quote(ctx, [50] * 95, counted(), document="d.md", batch_hits=(40, 80))
+    assert not rare.batch.cache_control and not rare.batch.warm_up
+    # Too few measured requests: still the assumption.
+    few = quote(ctx, [50] * 95, counted(), document="d.md", batch_hits=(1, 4))
+    assert few.batch.cache_hit_rate == BATCH_WARM_HIT_RATE
 
 
 def test_costs_are_the_registry_prices_and_batch_is_half_with_the_one_hour_write() -> None:
@@ -81,38 +119,30 @@ def test_costs_are_the_registry_prices_and_batch_is_half_with_the_one_hour_write
         ),
         abs=1e-6,
     )
+    # Four requests do not repay a pre-warm: no cache_control, each pays its prefix as
+    # input at half price, no write premium.
     b = q.batch
+    assert not b.warm_up and not b.cache_control and b.calls == 4
+    assert b.cache_write_tokens == b.cache_read_tokens == 0
     assert b.cost_usd == pytest.approx(
         cost_usd(
             MODEL,
-            Usage(
-                input_tokens=b.input_tokens,
-                output_tokens=b.output_tokens,
-                cache_creation_input_tokens=b.cache_write_tokens,
-                cache_creation_1h_tokens=b.cache_write_tokens,
-                cache_read_input_tokens=b.cache_read_tokens,
-            ),
+            Usage(input_tokens=b.input_tokens, output_tokens=b.output_tokens),
             batch=True,
         ),
         abs=1e-6,
     )
+    assert b.input_tokens == 4 * (5_000 + 60) + 20_000
     assert b.cost_usd < s.cost_usd
     for m in (s, b):
         assert m.cost_usd < m.max_cost_usd and m.output_tokens < m.max_output_tokens
-    # At most, every batch request misses the cache and writes the prefix.
-    assert (
-        q.batch.max_cost_usd
-        > cost_usd(
+    assert b.max_cost_usd == pytest.approx(
+        cost_usd(
             MODEL,
-            Usage(
-                output_tokens=b.max_output_tokens,
-                input_tokens=b.input_tokens,
-                cache_creation_input_tokens=5_000 * b.calls,
-                cache_creation_1h_tokens=5_000 * b.calls,
-            ),
+            Usage(output_tokens=b.max_output_tokens, input_tokens=b.input_tokens),
             batch=True,
-        )
-        - 1e-6
+        ),
+        abs=1e-5,
     )
 
 

@@ -65,3 +65,27 @@ def test_without_history_the_quote_opens_no_connection(monkeypatch: pytest.Monke
         )
     )
     assert q.blocks == 2
+
+
+def test_repeated_blocks_are_quoted_once_as_the_run_asks_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # plan_run asks the same type and content once per run; its copies take that answer.
+    async def never(url: str, *, timeout: float) -> Any:
+        raise AssertionError("a quote without history reads no Postgres")
+
+    monkeypatch.setattr(quote_api, "connect_reading", never)
+    text = b"".join(b"Paragraph %d says something.\n\nThe same line.\n\n" % i for i in range(5))
+    q = asyncio.run(
+        quote_api.estimate(
+            text,
+            SCHEMA,
+            fmt="markdown",
+            settings=Settings(),
+            count=False,
+            history=False,
+            model=get_model(DEFAULT_MODEL),
+        )
+    )
+    assert q.blocks == 6  # five distinct paragraphs and one repeated four times
+    assert any(n.startswith("4 blocks repeat an earlier block's") for n in q.notes), q.notes

@@ -224,6 +224,8 @@ class FakeWorld:
         self.cancel_marked = asyncio.Event()
         # Provider batch rounds: members are pack paths; resubmits per pack path.
         self.round_members: dict[int, list[str]] = {}
+        #: The rounds whose pre-warm (``prewarm_round``) ran, in order.
+        self.prewarmed: list[int] = []
         self.resubmits: dict[str, int] = {}
         self.polls: dict[int, int] = {}
         self.canceled_rounds: list[int] = []
@@ -259,6 +261,7 @@ class FakeWorld:
             self.warm_cache,
             self.probe_quality,
             self.open_batch_run,
+            self.prewarm_round,
             self.submit_round,
             self.poll_round,
             self.cancel_round,
@@ -546,6 +549,11 @@ class FakeWorld:
             requests=len(self.packs),
             blocks=len(self.uids),
         )
+
+    @activity.defn(name="prewarm_round")
+    async def prewarm_round(self, inp: BatchRoundInput) -> WarmCacheOutput:
+        self.prewarmed.append(inp.round)
+        return WarmCacheOutput(called=False)
 
     @activity.defn(name="submit_round")
     async def submit_round(self, inp: BatchRoundInput) -> SubmitRoundOutput:

@@ -206,7 +206,9 @@ async def test_batch_round_resubmits_errored_and_expired_requests(wf: Harness, r
     assert (result.blocks_ai_complete, result.blocks_failed) == (6, 0)
     assert world.round_members == {1: ["0", "1", "2"], 2: ["1", "2"]}
     assert [a.round for a in world.applied] == [1, 2]
-    assert world.calls == []  # batch mode makes no synchronous call
+    # Each round is offered its pre-warm before it is submitted; no pack is a sync call.
+    assert world.prewarmed == [1, 2]
+    assert world.calls == []
 
 
 async def test_batch_requests_that_keep_failing_fail_their_blocks(wf: Harness, run_id: str) -> None:

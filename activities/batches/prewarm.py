@@ -1,0 +1,120 @@
+"""A round's prompt cache: the sync pre-warm before a batch round (``prewarm_round``), and
+the rule both it and ``submit_round`` follow (:func:`round_plan`).
+
+Message Batches read the cache best effort, and a batch's requests run concurrently, so
+a prefix the batch writes itself is read by fewer of them than one already cached
+(contract §5, "Batches"; conformance audit row 5). Batches take no ``max_tokens: 0``
+request, so the pre-warm is one sync call (the run's warm-up request, with the batch's
+1-hour TTL) through the ledger-first :class:`~activities.calls.CallPath`, like sync
+mode's warm-up. Whether a round pre-warms, reads a prefix still cached, or sends no
+``cache_control`` at all is :func:`blockbatch.core.batching.round_cache`'s choice.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+from temporalio import activity
+
+from activities.calls import CallPath
+from blockbatch.core.batching import (
+    BATCH_CACHE_TTL,
+    BATCH_WARM_HIT_RATE,
+    MIN_MEASURED_REQUESTS,
+    WARM_FOR_S,
+    RoundCache,
+    round_cache,
+)
+from blockbatch.core.budget import WARM_UP_BLOCK_TOKENS, worst_case_usd
+from blockbatch.core.context import RunContext
+from blockbatch.core.models import BatchRoundInput, CallFacts, WarmCacheOutput
+from blockbatch.core.ratelimit import Need
+from blockbatch.core.warm_up import WARM_UP_PATH, warm_up_request
+from blockbatch.store import batches, ledger, provider_batches
+from blockbatch.store.runs import cached_run_context
+
+
+async def warm_hit_rate(conn: asyncpg.Connection, model: str) -> float:
+    """The share of a warm batch's requests expected to read the prefix: the ledger's
+    measurement on this model once it has :data:`MIN_MEASURED_REQUESTS` of them, else
+    our assumption (:data:`BATCH_WARM_HIT_RATE`)."""
+    reads, requests = await batches.batch_cache_hits(conn, model)
+    return reads / requests if requests >= MIN_MEASURED_REQUESTS else BATCH_WARM_HIT_RATE
+
+
+async def round_plan(conn: asyncpg.Connection, ctx: RunContext, round_: int) -> RoundCache:
+    """How round ``round_`` uses the prompt cache (the same answer before and after its
+    pre-warm: once the pre-warm wrote the prefix, it is warm and the round reads it)."""
+    requests, _ = await batches.round_size(conn, ctx.run_id, round_)
+    warm = await batches.prefix_recently_cached(conn, ctx.run_id, WARM_FOR_S)
+    return round_cache(
+        ctx.model,
+        ctx.cacheable_prefix_tokens,
+        requests,
+        warm=warm,
+        hit_rate=await warm_hit_rate(conn, ctx.model.id),
+    )
+
+
+async def prewarm_round(calls: CallPath, inp: BatchRoundInput) -> WarmCacheOutput:
+    """Write the prefix before a round's batches, when :func:`round_plan` says so.
+
+    Recorded in the ledger as purpose ``warm_up``, pack path ``warm-up``, attempt = the
+    round: a retried activity reuses its answer (pay once). Nothing is sent once the
+    round's batches exist, nor when the budget cannot hold the call (``over_budget``: the
+    round then goes without a pre-warm, and the round's own budget check decides).
+    """
+    async with calls.pool.acquire() as conn:
+        ctx = await cached_run_context(conn, inp.run_id)
+        previous = await ledger.recorded_answer(conn, inp.run_id, WARM_UP_PATH, inp.round)
+        if previous is not None:
+            cached = (previous.cache_creation_input_tokens + previous.cache_read_input_tokens) > 0
+            return WarmCacheOutput(called=True, call_id=previous.call_id, cached=cached)
+        if await provider_batches.submitted_refs(conn, inp.run_id, inp.round):
+            return WarmCacheOutput(called=False)
+        plan = await round_plan(conn, ctx, inp.round)
+    if plan.plan != "pre-warm":
+        return WarmCacheOutput(called=False)
+    request = warm_up_request(ctx, BATCH_CACHE_TTL)
+    try:
+        call_id = await calls.open(
+            ctx,
+            inp.run_id,
+            WARM_UP_PATH,
+            inp.round,
+            [],
+            request,
+            purpose="warm_up",
+            worst_case_usd=worst_case_usd(
+                ctx.model,
+                input_tokens=ctx.fixed_prompt_tokens + WARM_UP_BLOCK_TOKENS,
+                max_tokens=max(request["max_tokens"], 1),
+                prefix_tokens=ctx.cacheable_prefix_tokens,
+                cache_ttl=BATCH_CACHE_TTL,
+            ),
+        )
+    except ledger.OverBudget:
+        return WarmCacheOutput(called=False, over_budget=True)
+    if call_id is None:
+        return WarmCacheOutput(called=False)
+    answer = await calls.send(
+        ctx,
+        call_id,
+        [],
+        request,
+        Need(1, ctx.cacheable_prefix_tokens, max(request["max_tokens"], 1)),
+    )
+    cached = (answer.cache_creation_input_tokens + answer.cache_read_input_tokens) > 0
+    if not cached:
+        activity.logger.warning(
+            "run %s: the batch pre-warm wrote nothing to the prompt cache (the prefix is "
+            "under %s's minimum cacheable length?)",
+            ctx.run_id,
+            ctx.model.id,
+        )
+    return WarmCacheOutput(
+        called=True,
+        call_id=answer.call_id,
+        totals=answer.totals(),
+        cached=cached,
+        call=CallFacts.of_output(answer),
+    )

@@ -1,0 +1,206 @@
+"""The quote's pricing of one mode (:func:`mode_quote`): each planned call's tokens and
+cost, sync or batch, as the run will make them (the warm-up or the batch round's pre-warm,
+cache writes, reads and best-effort batch hits). Pure; ``blockbatch/core/quote.py`` plans
+the calls and assembles the :class:`~blockbatch.core.quote.Quote`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel
+
+from blockbatch.core.batching import BATCH_CACHE_TTL, BATCH_WARM_HIT_RATE, round_cache
+from blockbatch.core.context import RunContext
+from blockbatch.core.planning import BLOCK_WRAPPER_TOKENS
+from blockbatch.core.quote_tokens import PromptTokens
+from blockbatch.core.registry import Usage, cost_usd
+
+Mode = Literal["sync", "batch"]
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One call the run is expected to make: a planned pack, or a half of a truncated one.
+
+    Attributes:
+        positions: the blocks it carries.
+        output: the output tokens it is expected to write, thinking included (a truncated
+            answer: all of ``max_tokens``, paid for all the same).
+        max_tokens: what it asks for.
+        truncated: expected to stop at ``max_tokens``; the run then halves its blocks.
+        thinking: of ``output``, thinking.
+    """
+
+    positions: tuple[int, ...]
+    output: int
+    max_tokens: int
+    truncated: bool = False
+    thinking: int = 0
+
+
+class ModeQuote(BaseModel):
+    """One mode's calls, tokens and cost."""
+
+    mode: Mode
+    #: Packs as planned (``calls`` adds the warm-up, the halves of expected truncations
+    #: and the quality probe's calls).
+    packs: int
+    calls: int
+    warm_up: bool
+    cache_ttl: str
+    #: Whether the prompt prefix is cached at all (the API skips a prefix below its minimum).
+    cached: bool
+    input_tokens: int
+    cache_write_tokens: int
+    cache_read_tokens: int
+    output_tokens: int
+    #: Output if every call wrote its whole ``max_tokens``.
+    max_output_tokens: int
+    #: Of ``output_tokens``, the expected thinking (0: the calls do not think).
+    thinking_tokens: int = 0
+    cost_usd: float
+    #: The most the planned calls can cost (no retries, no halving counted); in batch mode
+    #: every request missing the cache and writing the prefix at the 1-hour price.
+    max_cost_usd: float
+    #: The least: in batch mode every request reading the cache (hits are best effort);
+    #: in sync mode the expected output (0: not computed, an old quote).
+    min_cost_usd: float = 0.0
+    #: Whether the calls carry ``cache_control`` (batch: not when too few requests share
+    #: a cold prefix to repay a write, or the prefix is under the model's minimum).
+    cache_control: bool = True
+    #: Batch: the share of requests expected to read the pre-warmed prefix (``None``: sync,
+    #: or no cache).
+    cache_hit_rate: float | None = None
+    #: The quality probe (sync only; in ``calls``, the tokens and both costs): its blocks
+    #: asked alone, one a call, and their expected cost.
+    probe_calls: int = 0
+    probe_cost_usd: float = 0.0
+
+
+class BlockShare:
+    """A call's share of the blocks' (counted) input: the total spread by the estimates."""
+
+    def __init__(self, block_tokens: Sequence[int], total: int) -> None:
+        self._est = [t + BLOCK_WRAPPER_TOKENS for t in block_tokens]
+        self._scale = total / sum(self._est)
+
+    def __call__(self, positions: Sequence[int]) -> float:
+        return sum(self._est[i] for i in positions) * self._scale
+
+
+def usd(value: float) -> str:
+    """Dollars in a note: four decimals below $10, cents above."""
+    return f"${value:.4f}" if value < 10 else f"${value:,.2f}"
+
+
+def mode_quote(
+    mode: Mode,
+    ctx: RunContext,
+    attempts: Sequence[Attempt],
+    tokens: PromptTokens,
+    share: BlockShare,
+    *,
+    cached: bool,
+    warm_up: bool,
+    packs: int,
+    hit_rate: float = BATCH_WARM_HIT_RATE,
+) -> ModeQuote:
+    """One mode's figures, each call priced on its own (``cost_usd`` prices one request at
+    its tier: a sum of calls priced at once would cross a long-prompt line no call does).
+
+    Sync: the warm-up (or else the first call) writes the prefix, the others read it.
+    Batch: the run's rule for a round (``blockbatch.core.batching.round_cache``): a sync
+    pre-warm (priced at sync prices, 1-hour write) when the requests' reads repay it,
+    then each request reads the prefix best effort (``hit_rate`` of them; the rest write
+    it again at the 1-hour price); else no ``cache_control``, each request paying its
+    prefix as input. ``min_cost_usd`` has every request read, ``max_cost_usd`` every
+    request write and write its whole ``max_tokens``.
+    """
+    model, batch = ctx.model, mode == "batch"
+    ttl = BATCH_CACHE_TTL if batch else ctx.options.cache_ttl
+    prewarm = False
+    if batch:
+        plan = round_cache(
+            model, ctx.cacheable_prefix_tokens, len(attempts), warm=False, hit_rate=hit_rate
+        ).plan
+        prewarm, warm_up = plan == "pre-warm", plan == "pre-warm"
+        uses_cache = cached and plan != "none"
+    else:
+        uses_cache = cached
+    calls = len(attempts) + (1 if warm_up else 0)
+    # Every call: its uncached prompt, how it uses the prefix (write, read, best effort or
+    # none), its output, its ceiling, and whether it is priced at batch prices.
+    planned: list[tuple[int, str, int, int, bool]] = []
+    if warm_up:
+        own = tokens.warm_up - tokens.prefix if cached else tokens.warm_up
+        # The batch pre-warm is max_tokens: 0 (json channel: one result; too small to count).
+        planned.append((own, "write" if cached else "none", 0 if prewarm else 1, 1, False))
+    # Blocks' shares rounded as a running total, so the calls add up to the whole count.
+    running, rounded = 0.0, 0
+    for a in attempts:
+        running += tokens.per_call + share(a.positions)
+        own, rounded = round(running) - rounded, round(running)
+        if not uses_cache:
+            use = "none"
+        elif batch and prewarm:
+            use = "best_effort"
+        else:
+            use = "write" if not planned else "read"
+        planned.append(
+            (own + (0 if uses_cache else tokens.prefix), use, a.output, a.max_tokens, batch)
+        )
+
+    def usage(own: int, write: bool, read: bool, out: int) -> Usage:
+        writes = tokens.prefix if write else 0
+        return Usage(
+            input_tokens=own,
+            output_tokens=out,
+            cache_creation_input_tokens=writes,
+            cache_read_input_tokens=tokens.prefix if read else 0,
+            cache_creation_1h_tokens=writes if ttl == "1h" else 0,
+        )
+
+    def cases(own: int, use: str, out: int) -> list[tuple[float, Usage]]:
+        """The call's expected usage as weighted cases."""
+        if use == "best_effort":
+            return [
+                (hit_rate, usage(own, False, True, out)),
+                (1 - hit_rate, usage(own, True, False, out)),
+            ]
+        return [(1.0, usage(own, use == "write", use == "read", out))]
+
+    expected = [
+        (w, u, at_batch)
+        for own, use, out, _, at_batch in planned
+        for w, u in cases(own, use, out)
+        if w > 0
+    ]
+    worst = [
+        (usage(own, use in ("write", "best_effort"), use == "read", ceiling), at_batch)
+        for own, use, _, ceiling, at_batch in planned
+    ]
+    best = [
+        (usage(own, use == "write", use in ("read", "best_effort"), out), at_batch)
+        for own, use, out, _, at_batch in planned
+    ]
+    return ModeQuote(
+        mode=mode,
+        packs=packs,
+        calls=calls,
+        warm_up=warm_up,
+        cache_ttl=ttl,
+        cached=cached,
+        cache_control=uses_cache,
+        cache_hit_rate=hit_rate if batch and uses_cache else None,
+        input_tokens=round(sum(w * u.input_tokens for w, u, _ in expected)),
+        cache_write_tokens=round(sum(w * u.cache_creation_input_tokens for w, u, _ in expected)),
+        cache_read_tokens=round(sum(w * u.cache_read_input_tokens for w, u, _ in expected)),
+        output_tokens=round(sum(w * u.output_tokens for w, u, _ in expected)),
+        max_output_tokens=sum(u.output_tokens for u, _ in worst),
+        thinking_tokens=sum(a.thinking for a in attempts),
+        cost_usd=round(sum(w * cost_usd(model, u, batch=b) for w, u, b in expected), 6),
+        min_cost_usd=round(sum(cost_usd(model, u, batch=b) for u, b in best), 6),
+        max_cost_usd=round(sum(cost_usd(model, u, batch=b) for u, b in worst), 6),
+    )
