@@ -35,7 +35,6 @@ from blockbatch.runtime.settings import Settings
 from blockbatch.runtime.temporal import build_worker
 from blockbatch.simulator.testing import control
 from blockbatch.store.db import create_pool, migrate
-from workflows.attributes import SEARCH_ATTRIBUTES
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE_DB = "bb_template"
@@ -61,13 +60,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def pg() -> Iterator[stack.PostgresInstance]:
+def services() -> Iterator[stack.Services]:
+    """The session's throw-away stack (blockbatch.devtools.stack.Services), nothing started:
+    `pg`, `temporal_env` and `simulator_process` each start their service on first use."""
     # Not under pytest's temporary directory: run as root, Postgres runs as a user of its
     # own that must traverse the path, and any pytest starting on the machine resets
     # /tmp/pytest-of-root to 0700 (seen: initdb failing while another suite started).
-    base = Path(tempfile.mkdtemp(prefix="bb-test-pg-"))
-    instance = stack.start_postgres(base / "data", stack.free_port(), base / "pg.log", fsync=False)
-    stack.ensure_database(instance, TEMPLATE_DB)
+    services = stack.Services(Path(tempfile.mkdtemp(prefix="bb-test-")))
+    yield services
+    services.stop()
+    shutil.rmtree(services.root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pg(services: stack.Services) -> stack.PostgresInstance:
+    instance = services.start_postgres(TEMPLATE_DB)
 
     async def _migrate() -> None:
         conn = await asyncpg.connect(instance.url(TEMPLATE_DB))
@@ -77,30 +84,19 @@ def pg() -> Iterator[stack.PostgresInstance]:
             await conn.close()
 
     asyncio.run(_migrate())
-    yield instance
-    stack.stop_postgres(instance.data_dir)
-    shutil.rmtree(base, ignore_errors=True)
+    return instance
 
 
 @pytest_asyncio.fixture(scope="session")
-async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
-    extra: list[str] = []
-    for name, kind in SEARCH_ATTRIBUTES.items():
-        extra += ["--search-attribute", f"{name}={kind}"]
-    extra += ["--dynamic-config-value", "frontend.namespaceRPS=10000"]
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(stack.temporal_cli_path()),
-        data_converter=pydantic_data_converter,
-        dev_server_extra_args=extra,
-    )
-    yield env
-    await env.shutdown()
+async def temporal_env(services: stack.Services) -> WorkflowEnvironment:
+    address = await asyncio.to_thread(services.start_temporal)
+    client = await Client.connect(address, data_converter=pydantic_data_converter)
+    return WorkflowEnvironment.from_client(client)
 
 
 @dataclass
 class SimulatorProcess:
     base_url: str
-    proc: subprocess.Popen[bytes]
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
         return control(self.base_url, method, path, body, timeout=10)
@@ -117,29 +113,8 @@ class SimulatorProcess:
 
 
 @pytest.fixture(scope="session")
-def simulator_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimulatorProcess]:
-    port = stack.free_port()
-    log = tmp_path_factory.mktemp("sim") / "simulator.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "blockbatch.simulator",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=ROOT,
-        )
-    base = f"http://127.0.0.1:{port}"
-    stack._wait_until(lambda: stack._http_ok(base + "/health"), 30, "simulator", log)
-    yield SimulatorProcess(base, proc)
-    proc.terminate()
-    proc.wait(10)
+def simulator_process(services: stack.Services) -> SimulatorProcess:
+    return SimulatorProcess(services.start_simulator())
 
 
 @pytest.fixture

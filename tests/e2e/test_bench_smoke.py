@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from bench.common import SHARED_STACK_ENV, SharedStack
+from blockbatch.devtools.stack import Services
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The scripts' environment: this module's shared stack (set by ``shared_stack``).
@@ -33,11 +34,11 @@ pytestmark = pytest.mark.xdist_group("bench_smoke")
 
 
 @pytest.fixture(scope="module", autouse=True)
-def shared_stack() -> Iterator[SharedStack]:
+def shared_stack() -> Iterator[Services]:
     # Under /tmp, not pytest's directory (see the `pg` fixture in tests/conftest.py).
     root = Path(tempfile.mkdtemp(prefix="bb-bench-shared-"))
     shared = SharedStack.start(root)
-    ENV.update({**os.environ, SHARED_STACK_ENV: str(shared.file)})
+    ENV.update({**os.environ, SHARED_STACK_ENV: str(SharedStack.file_of(root))})
     try:
         yield shared
     finally:
