@@ -111,6 +111,17 @@ class SimulatorProcess:
     def requests(self) -> list[dict[str, Any]]:
         return self.call("GET", "/_sim/requests")
 
+    def hold(self) -> None:
+        """Hold every answer back once it is ready (until :meth:`release` or a reset)."""
+        self.call("POST", "/_sim/hold")
+
+    def release(self) -> None:
+        self.call("POST", "/_sim/release")
+
+    def held(self) -> int:
+        """How many ready answers the simulator holds back now."""
+        return int(self.call("GET", "/_sim/hold")["held"])
+
 
 @pytest.fixture(scope="session")
 def simulator_process(services: stack.Services) -> SimulatorProcess:
