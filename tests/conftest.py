@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import hypothesis
 import pytest
 import pytest_asyncio
 from temporalio.client import Client
@@ -45,10 +46,24 @@ _db_counter = itertools.count()
 #: (``-m "not stack"``, docs/testing.md).
 STACK_FIXTURES = frozenset({"pg", "temporal_env", "simulator_process"})
 
+# Property tests without a max_examples of their own draw this many examples per tier
+# (those with one use tests/helpers.py `examples`): `make test-deep` draws Hypothesis's
+# default, `make test` half of it, `make test-fast` a quarter (docs/testing.md).
+hypothesis.settings.register_profile("deep", max_examples=100)
+hypothesis.settings.register_profile("test", max_examples=50)
+hypothesis.settings.register_profile("fast", max_examples=25)
+_TIER = os.environ.get("BLOCKBATCH_TEST_TIER") or "test"
+if _TIER not in ("fast", "test", "deep"):
+    raise pytest.UsageError(f"BLOCKBATCH_TEST_TIER={_TIER}: set it to fast or deep, or unset it")
+hypothesis.settings.load_profile(_TIER)
+
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "stack: needs Postgres, the Temporal dev server or the simulator process"
+    )
+    config.addinivalue_line(
+        "markers", "property: a Hypothesis property test (`make test-deep` runs them alone)"
     )
 
 
@@ -57,6 +72,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         in_e2e = "e2e" in Path(str(item.fspath)).parts
         if in_e2e or STACK_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.stack)
+        if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+            item.add_marker(pytest.mark.property)
 
 
 @pytest.fixture(scope="session")
