@@ -18,14 +18,15 @@ _WORDS = WORDS
 TIER = os.environ.get("BLOCKBATCH_TEST_TIER", "")
 
 
-def examples(n: int) -> int:
+def examples(n: int, tier: str | None = None) -> int:
     """A property test's ``max_examples``: ``n`` in `make test-deep`, a quarter (at least 50)
-    in `make test`, a tenth (at least 20) in `make test-fast`."""
-    if TIER == "deep":
+    in `make test`, a tenth (at least 20) in `make test-fast` (``tier``: this run's)."""
+    tier = TIER if tier is None else tier
+    if tier == "deep":
         return n
-    if TIER == "fast":
-        return max(20, n // 10)
-    return max(50, n // 4)
+    if tier == "fast":
+        return min(n, max(20, n // 10))
+    return min(n, max(50, n // 4))
 
 
 def markdown_doc(n_blocks: int, seed: int = 7) -> bytes:
