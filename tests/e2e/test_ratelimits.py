@@ -26,11 +26,28 @@ LIMITS: dict[Kind, int] = {"requests": 6_000, "input": 1_000, "output": 1_000_00
 ONE_CALL = Need(1, 100, 100)
 
 
+def freeze_limiter_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stop the limiter's clock at the database's time of its first reading: buckets refill
+    only when a test moves a limiter's ``at`` back, never by how long this machine took
+    between two attempts (at load 20 nine attempts took more than the 6 s of a refill)."""
+    real = ratelimits._now
+    frozen: list[float] = []
+
+    async def now(conn: asyncpg.Connection | asyncpg.Pool) -> float:
+        if not frozen:
+            frozen.append(await real(conn))
+        return frozen[0]
+
+    monkeypatch.setattr(ratelimits, "_now", now)
+
+
 @pytest_asyncio.fixture
 async def full_limiter(pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch) -> None:
     """This key's limiter, past its ramp and full, and its minute buckets alone deciding
-    (these tests take many calls within a second; the per-second rule has its own test)."""
+    (these tests take many calls within a second; the per-second rule has its own test),
+    on a stopped clock (:func:`freeze_limiter_clock`)."""
     monkeypatch.setattr(ratelimits, "per_second", lambda *_: None)
+    freeze_limiter_clock(monkeypatch)
     await _try(pool, "setup", Need(0, 0, 0))
     await pool.execute(
         """update rate_limiters set ramp = 1, requests_level = requests_limit,
