@@ -20,5 +20,6 @@ def test_make_test_draws_a_quarter_and_make_test_fast_a_tenth_never_more_than_na
 
 
 def test_tests_without_a_count_of_their_own_follow_the_tier_profile() -> None:
+    assert hypothesis.settings.default is not None
     drawn = hypothesis.settings.default.max_examples
     assert drawn == {"deep": 100, "fast": 25}.get(TIER, 50)
