@@ -209,7 +209,7 @@ async def _in_flight(url: str, run_id: str) -> int | None:
 
 
 # Two heartbeat timeouts (20 s each) and seven worker starts: at load 16 on 2 cores it took
-# 137 s, near the suite's 180 s hang guard (main's 200-block version passed it at load 20).
+# 137 s, near the suite's 180 s hang guard (the 200-block version before it timed out there).
 @pytest.mark.timeout(300)
 async def test_sigkilled_workers_and_a_faulty_model_lose_and_duplicate_nothing(
     harness: Harness,
