@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 # Test workers (pytest-xdist), each with its own Postgres, Temporal dev server and simulator.
 TEST_WORKERS ?= 2
 
-.PHONY: demo test test-fast install up down status worker lint docs compose-tool browser serve screenshots
+.PHONY: demo test test-fast test-deep install up down status worker lint docs compose-tool browser serve screenshots
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,9 +27,15 @@ test: install compose-tool browser
 
 ## test-fast: the inner loop: unit, workflow (time-skipping server) and simulator tests,
 ## none of which needs Postgres, the Temporal dev server or the simulator process; the
-## property tests draw fewer examples (tests/helpers.py `examples`).
+## property tests draw fewer examples (tests/helpers.py `examples`, `make test-deep` all).
 test-fast: install compose-tool
 	@BLOCKBATCH_TEST_TIER=fast $(BIN)/python -m pytest -n $(TEST_WORKERS) -m "not stack" \
+	  tests/unit tests/workflows tests/simulator $(PYTEST_ARGS)
+
+## test-deep: the property tests alone, drawing every example they name (`make test` draws
+## a quarter, `make test-fast` a tenth; docs/testing.md).
+test-deep: install
+	@BLOCKBATCH_TEST_TIER=deep $(BIN)/python -m pytest -n $(TEST_WORKERS) -m property \
 	  tests/unit tests/workflows tests/simulator $(PYTEST_ARGS)
 
 ## up / down / status: the local stack (Postgres, Temporal + UI, simulator); data stays in .data/.

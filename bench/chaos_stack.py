@@ -14,7 +14,6 @@ Every service is its own process, on free ports, under one temporary directory:
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import signal
@@ -44,14 +43,17 @@ class ChaosStack:
     #: The anthropic client's timeout in the workers; below the simulator's hang time.
     anthropic_timeout_s: float = 20.0
     worker_concurrency: int = 20
-    pg_port: int = field(default_factory=stack.free_port)
-    temporal_port: int = field(default_factory=stack.free_port)
-    sim_port: int = field(default_factory=stack.free_port)
     database: str = "blockbatch"
     #: Extra environment for worker processes (e.g. a Python logging setup).
     worker_env: dict[str, str] = field(default_factory=dict)
     workers: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     worker_starts: int = 0
+    #: Postgres (fsync on, as in production), Temporal (history in a file, kept across a
+    #: restart) and the simulator, each restartable on its own port.
+    services: stack.Services = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.services = stack.Services(self.root, fsync=True, temporal_file=True)
 
     @classmethod
     def create(cls, prefix: str = "bb-chaos-", **kwargs: Any) -> ChaosStack:
@@ -59,31 +61,20 @@ class ChaosStack:
 
     # ------------------------------------------------------------------ layout
 
-    @property
-    def pg_dir(self) -> Path:
-        return self.root / "pg"
-
-    @property
-    def temporal_db(self) -> Path:
-        return self.root / "temporal" / "temporal.db"
-
     def log(self, name: str) -> Path:
-        return self.root / "logs" / f"{name}.log"
-
-    def pid_file(self, name: str) -> Path:
-        return self.root / "run" / f"{name}.pid"
+        return self.services.log(name)
 
     @property
     def database_url(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.pg_port}/{self.database}"
+        return self.services.database_url(self.database)
 
     @property
     def temporal_address(self) -> str:
-        return f"127.0.0.1:{self.temporal_port}"
+        return self.services.temporal_address
 
     @property
     def sim_url(self) -> str:
-        return f"http://127.0.0.1:{self.sim_port}"
+        return self.services.sim_url
 
     def settings(self) -> Settings:
         """Settings for an in-process client of this stack (the chaos driver, a test)."""
@@ -101,43 +92,21 @@ class ChaosStack:
     def start(self) -> None:
         """Start Postgres, Temporal and the simulator (workers are started separately)."""
         (self.root / "data").mkdir(parents=True, exist_ok=True)
-        self.start_postgres()
-        stack.ensure_database(self._pg(), self.database)
-        self.start_temporal()
-        stack.start_simulator(self.sim_port, self.log("simulator"), self.pid_file("simulator"))
-
-    def _pg(self) -> stack.PostgresInstance:
-        return stack.PostgresInstance(self.pg_dir.resolve(), self.pg_port, self.log("postgres"))
+        self.services.start(self.database)
 
     def start_postgres(self) -> None:
-        stack.start_postgres(self.pg_dir, self.pg_port, self.log("postgres"))
+        self.services.start_postgres()
 
     def stop_postgres(self, mode: str = "fast") -> None:
         """Stop Postgres: ``fast`` is a clean shutdown, ``immediate`` a crash (WAL recovery)."""
-        stack._pg_run(
-            [
-                str(stack.postgres_bin_dir() / "pg_ctl"),
-                "-D",
-                str(self.pg_dir.resolve()),
-                "-m",
-                mode,
-                "-w",
-                "stop",
-            ]
-        )
+        self.services.stop_postgres(mode)
 
     def start_temporal(self) -> None:
-        stack.start_temporal(
-            self.temporal_port,
-            None,
-            self.temporal_db,
-            self.log("temporal"),
-            self.pid_file("temporal"),
-        )
+        self.services.start_temporal()
 
     def stop_temporal(self) -> None:
         """SIGTERM the dev server and wait for it to exit (history stays in the db file)."""
-        stack.stop_pid(self.pid_file("temporal"))
+        self.services.stop_temporal()
 
     def sim(self, method: str, path: str, body: Any = None) -> Any:
         """Call the simulator's control API (``/_sim/...``)."""
@@ -222,12 +191,7 @@ class ChaosStack:
         """Stop everything; remove the directory unless ``keep``."""
         for name in list(self.workers):
             self.kill_worker(name, signal.SIGTERM, timeout=15)
-        for name in ("temporal", "simulator"):
-            with contextlib.suppress(OSError):
-                stack.stop_pid(self.pid_file(name))
-        with contextlib.suppress(Exception):  # best effort at teardown
-            if stack.pg_is_running(self.pg_dir.resolve()):
-                self.stop_postgres("fast")
+        self.services.stop()
         if not keep:
             shutil.rmtree(self.root, ignore_errors=True)
 

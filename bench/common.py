@@ -328,62 +328,24 @@ class WorkerProcess:
 SHARED_STACK_ENV = "BENCH_SHARED_STACK"
 
 
-@dataclass
 class SharedStack:
-    """Postgres (fsync off), an in-memory Temporal dev server and the simulator, started
-    once for several benchmark scripts; described by ``root/shared.json``."""
+    """One running stack for several benchmark scripts: Postgres (fsync off), an in-memory
+    Temporal dev server and the simulator (``blockbatch.devtools.stack.Services``),
+    described by ``root/shared.json``."""
 
-    root: Path
-    pg_port: int
-    temporal_port: int
-    temporal_pid: int
-    sim_port: int
-    sim_pid: int
-
-    @property
-    def file(self) -> Path:
-        return self.root / "shared.json"
-
-    @property
-    def pg(self) -> stack.PostgresInstance:
-        return stack.PostgresInstance(
-            self.root / "pg", self.pg_port, self.root / "logs" / "postgres.log"
-        )
+    @staticmethod
+    def file_of(root: Path) -> Path:
+        return root / "shared.json"
 
     @classmethod
-    def start(cls, root: Path) -> SharedStack:
-        logs, run = root / "logs", root / "run"
-        pg = stack.start_postgres(
-            root / "pg", stack.free_port(), logs / "postgres.log", fsync=False
-        )
-        shared = cls(root, pg.port, 0, 0, 0, 0)
-        try:
-            shared.temporal_port = stack.free_port()
-            shared.temporal_pid = stack.start_temporal(
-                shared.temporal_port, None, None, logs / "temporal.log", run / "temporal.pid"
-            )
-            shared.sim_port = stack.free_port()
-            shared.sim_pid = stack.start_simulator(
-                shared.sim_port, logs / "simulator.log", run / "simulator.pid"
-            )
-        except BaseException:
-            shared.stop()
-            raise
-        fields = {k: v for k, v in vars(shared).items() if k != "root"}
-        shared.file.write_text(json.dumps({"root": str(root), **fields}))
-        return shared
+    def start(cls, root: Path) -> stack.Services:
+        services = stack.Services(root).start()
+        services.save(cls.file_of(root))
+        return services
 
-    @classmethod
-    def load(cls, path: Path) -> SharedStack:
-        data = json.loads(path.read_text())
-        return cls(**{**data, "root": Path(data["root"])})
-
-    def stop(self) -> None:
-        for name in ("simulator", "temporal"):
-            stack.stop_pid(self.root / "run" / f"{name}.pid")
-        if (self.root / "pg" / "PG_VERSION").exists():
-            with contextlib.suppress(subprocess.CalledProcessError):
-                stack.stop_postgres(self.root / "pg")
+    @staticmethod
+    def load(path: Path) -> stack.Services:
+        return stack.Services.load(path)
 
 
 @dataclass
@@ -400,13 +362,12 @@ class BenchStack:
     settings: Settings = field(init=False)
     bb: Blockbatch = field(init=False)
     sim_url: str = field(init=False)
-    temporal_pid: int = field(init=False)
-    sim_pid: int = field(init=False)
-    pg: stack.PostgresInstance = field(init=False)
+    #: Its Postgres, Temporal dev server and simulator (the shared stack's, when shared).
+    services: stack.Services = field(init=False)
     workers: list[WorkerProcess] = field(default_factory=list, init=False)
     _sampler: asyncio.Task[None] | None = field(default=None, init=False)
     #: The running stack this one uses (``BENCH_SHARED_STACK``), else None.
-    shared: SharedStack | None = field(default=None, init=False)
+    shared: stack.Services | None = field(default=None, init=False)
     database: str = field(default="bench", init=False)
     #: What stopping the stack stopped (``"Postgres"``, ``"Temporal"``, ``"the simulator"``).
     stopped: list[str] = field(default_factory=list, init=False)
@@ -430,12 +391,11 @@ class BenchStack:
 
     async def __aenter__(self) -> Self:
         self.root = Path(tempfile.mkdtemp(prefix=f"bb-bench-{self.name}-"))
-        logs = self.root / "logs"
         _STACKS.append(self)
         try:
             # Shielded: interrupted while the services start, the thread starting them is
             # let finish, so the stop that follows finds every one of them.
-            starting = asyncio.ensure_future(asyncio.to_thread(self._start_services, logs))
+            starting = asyncio.ensure_future(asyncio.to_thread(self._start_services))
             try:
                 await asyncio.shield(starting)
             except asyncio.CancelledError:
@@ -444,7 +404,7 @@ class BenchStack:
                 raise
             self.settings = Settings(
                 database_url=self.pg.url(self.database),
-                temporal_address=f"127.0.0.1:{self._temporal_port}",
+                temporal_address=self.services.temporal_address,
                 temporal_task_queue=f"bench-{self.name}-{uuid.uuid4().hex[:6]}",
                 anthropic_base_url=self.sim_url,
                 anthropic_api_key=BENCH_API_KEY,
@@ -456,57 +416,54 @@ class BenchStack:
             raise
         return self
 
-    def _start_services(self, logs: Path) -> None:
+    @property
+    def pg(self) -> stack.PostgresInstance:
+        return self.services.pg
+
+    @property
+    def temporal_pid(self) -> int:
+        return self.services.temporal_pid
+
+    @property
+    def sim_pid(self) -> int:
+        return self.services.sim_pid
+
+    def _start_services(self) -> None:
         shared_file = os.environ.get(SHARED_STACK_ENV)
         if shared_file:
             self._use_shared(SharedStack.load(Path(shared_file)))
             return
-        self.pg = stack.start_postgres(
-            self.root / "pg", stack.free_port(), logs / "postgres.log", fsync=self.fsync
-        )
-        stack.ensure_database(self.pg, "bench")
-        self._temporal_port = stack.free_port()
-        self.temporal_pid = stack.start_temporal(
-            self._temporal_port,
-            None,
-            self.root / "temporal" / "temporal.db" if self.temporal_file else None,
-            logs / "temporal.log",
-            self.root / "run" / "temporal.pid",
-        )
         scenario_file = self.root / "scenario.json"
         scenario_file.write_text(json.dumps(self.scenario))
-        sim_port = stack.free_port()
-        self.sim_pid = stack.start_simulator(
-            sim_port, logs / "simulator.log", self.root / "run" / "simulator.pid", scenario_file
+        self.services = stack.Services(
+            self.root, fsync=self.fsync, temporal_file=self.temporal_file
         )
-        self.sim_url = f"http://127.0.0.1:{sim_port}"
+        self.services.start(self.database, scenario=scenario_file)
+        self.sim_url = self.services.sim_url
 
-    def _use_shared(self, shared: SharedStack) -> None:
+    def _use_shared(self, shared: stack.Services) -> None:
         """Use a running stack: a new database, the simulator set to this scenario."""
-        self.shared = shared
-        self.pg = shared.pg
+        self.shared = self.services = shared
         self.database = f"bench_{uuid.uuid4().hex[:8]}"
         stack.ensure_database(self.pg, self.database)
-        self._temporal_port = shared.temporal_port
-        self.temporal_pid = shared.temporal_pid
-        self.sim_url = f"http://127.0.0.1:{shared.sim_port}"
-        self.sim_pid = shared.sim_pid
+        self.sim_url = shared.sim_url
         self.sim_reset(self.scenario)
 
     def _stop_services(self) -> None:
         """Stop what this stack started; :attr:`stopped` says what was running."""
         stopped = self.stopped
-        if self.shared is not None:  # the shared stack's owner stops it
+        if self.shared is not None or not hasattr(self, "services"):  # else its owner stops it
             if not self.keep:
                 shutil.rmtree(self.root, ignore_errors=True)
             return
+        svc = self.services
         for name, label in (("simulator", "the simulator"), ("temporal", "Temporal")):
-            if stack.stop_pid(self.root / "run" / f"{name}.pid"):
+            if stack.stop_pid(svc.pid_file(name)):
                 stopped.append(label)
-        if (self.root / "pg" / "PG_VERSION").exists():
-            postmaster = _postmaster_pid(self.root / "pg")
+        if (svc.pg_dir / "PG_VERSION").exists():
+            postmaster = _postmaster_pid(svc.pg_dir)
             try:
-                if stack.stop_postgres(self.root / "pg"):
+                if stack.stop_postgres(svc.pg_dir):
                     stopped.append("Postgres")
             except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
                 print(f"pg_ctl stop failed ({type(exc).__name__})")

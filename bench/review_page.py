@@ -246,10 +246,10 @@ def scans(plan: list[str]) -> str:
 async def main(args: argparse.Namespace) -> int:
     rec = Recorder("review_page", args)
     root = Path(tempfile.mkdtemp(prefix="bb-bench-review-"))
-    pg = stack.start_postgres(root / "pg", stack.free_port(), root / "pg.log", fsync=False)
+    services = stack.Services(root)  # Postgres alone (fsync off): no worker, no Claude
+    pg = services.start_postgres("bench")
     server: asyncio.subprocess.Process | None = None
     try:
-        stack.ensure_database(pg, "bench")
         url = pg.url("bench")
         run_id, loaded = await load_run(url, args.blocks)
         rec.data["loaded"] = loaded
@@ -315,7 +315,7 @@ async def main(args: argparse.Namespace) -> int:
         if server is not None:
             server.terminate()
             await server.wait()
-        stack.stop_postgres(pg.data_dir)
+        services.stop()
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
 

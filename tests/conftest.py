@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import hypothesis
 import pytest
 import pytest_asyncio
 from temporalio.client import Client
@@ -35,7 +36,6 @@ from blockbatch.runtime.settings import Settings
 from blockbatch.runtime.temporal import build_worker
 from blockbatch.simulator.testing import control
 from blockbatch.store.db import create_pool, migrate
-from workflows.attributes import SEARCH_ATTRIBUTES
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE_DB = "bb_template"
@@ -46,10 +46,24 @@ _db_counter = itertools.count()
 #: (``-m "not stack"``, docs/testing.md).
 STACK_FIXTURES = frozenset({"pg", "temporal_env", "simulator_process"})
 
+# Property tests without a max_examples of their own draw this many examples per tier
+# (those with one use tests/helpers.py `examples`): `make test-deep` draws Hypothesis's
+# default, `make test` half of it, `make test-fast` a quarter (docs/testing.md).
+hypothesis.settings.register_profile("deep", max_examples=100)
+hypothesis.settings.register_profile("test", max_examples=50)
+hypothesis.settings.register_profile("fast", max_examples=25)
+_TIER = os.environ.get("BLOCKBATCH_TEST_TIER") or "test"
+if _TIER not in ("fast", "test", "deep"):
+    raise pytest.UsageError(f"BLOCKBATCH_TEST_TIER={_TIER}: set it to fast or deep, or unset it")
+hypothesis.settings.load_profile(_TIER)
+
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "stack: needs Postgres, the Temporal dev server or the simulator process"
+    )
+    config.addinivalue_line(
+        "markers", "property: a Hypothesis property test (`make test-deep` runs them alone)"
     )
 
 
@@ -58,16 +72,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         in_e2e = "e2e" in Path(str(item.fspath)).parts
         if in_e2e or STACK_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.stack)
+        if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+            item.add_marker(pytest.mark.property)
 
 
 @pytest.fixture(scope="session")
-def pg() -> Iterator[stack.PostgresInstance]:
+def services() -> Iterator[stack.Services]:
+    """The session's throw-away stack (blockbatch.devtools.stack.Services), nothing started:
+    `pg`, `temporal_env` and `simulator_process` each start their service on first use."""
     # Not under pytest's temporary directory: run as root, Postgres runs as a user of its
     # own that must traverse the path, and any pytest starting on the machine resets
     # /tmp/pytest-of-root to 0700 (seen: initdb failing while another suite started).
-    base = Path(tempfile.mkdtemp(prefix="bb-test-pg-"))
-    instance = stack.start_postgres(base / "data", stack.free_port(), base / "pg.log", fsync=False)
-    stack.ensure_database(instance, TEMPLATE_DB)
+    services = stack.Services(Path(tempfile.mkdtemp(prefix="bb-test-")))
+    yield services
+    services.stop()
+    shutil.rmtree(services.root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pg(services: stack.Services) -> stack.PostgresInstance:
+    instance = services.start_postgres(TEMPLATE_DB)
 
     async def _migrate() -> None:
         conn = await asyncpg.connect(instance.url(TEMPLATE_DB))
@@ -77,30 +101,19 @@ def pg() -> Iterator[stack.PostgresInstance]:
             await conn.close()
 
     asyncio.run(_migrate())
-    yield instance
-    stack.stop_postgres(instance.data_dir)
-    shutil.rmtree(base, ignore_errors=True)
+    return instance
 
 
 @pytest_asyncio.fixture(scope="session")
-async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
-    extra: list[str] = []
-    for name, kind in SEARCH_ATTRIBUTES.items():
-        extra += ["--search-attribute", f"{name}={kind}"]
-    extra += ["--dynamic-config-value", "frontend.namespaceRPS=10000"]
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(stack.temporal_cli_path()),
-        data_converter=pydantic_data_converter,
-        dev_server_extra_args=extra,
-    )
-    yield env
-    await env.shutdown()
+async def temporal_env(services: stack.Services) -> WorkflowEnvironment:
+    address = await asyncio.to_thread(services.start_temporal)
+    client = await Client.connect(address, data_converter=pydantic_data_converter)
+    return WorkflowEnvironment.from_client(client)
 
 
 @dataclass
 class SimulatorProcess:
     base_url: str
-    proc: subprocess.Popen[bytes]
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
         return control(self.base_url, method, path, body, timeout=10)
@@ -115,31 +128,21 @@ class SimulatorProcess:
     def requests(self) -> list[dict[str, Any]]:
         return self.call("GET", "/_sim/requests")
 
+    def hold(self) -> None:
+        """Hold every answer back once it is ready (until :meth:`release` or a reset)."""
+        self.call("POST", "/_sim/hold")
+
+    def release(self) -> None:
+        self.call("POST", "/_sim/release")
+
+    def held(self) -> int:
+        """How many ready answers the simulator holds back now."""
+        return int(self.call("GET", "/_sim/hold")["held"])
+
 
 @pytest.fixture(scope="session")
-def simulator_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimulatorProcess]:
-    port = stack.free_port()
-    log = tmp_path_factory.mktemp("sim") / "simulator.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "blockbatch.simulator",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=ROOT,
-        )
-    base = f"http://127.0.0.1:{port}"
-    stack._wait_until(lambda: stack._http_ok(base + "/health"), 30, "simulator", log)
-    yield SimulatorProcess(base, proc)
-    proc.terminate()
-    proc.wait(10)
+def simulator_process(services: stack.Services) -> SimulatorProcess:
+    return SimulatorProcess(services.start_simulator())
 
 
 @pytest.fixture

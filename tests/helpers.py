@@ -13,10 +13,20 @@ from blockbatch.devtools.synthetic import WORDS, checkable_properties, markdown_
 _WORDS = WORDS
 
 
-def examples(n: int) -> int:
-    """A property test's ``max_examples``: ``n`` in `make test`; a quarter (at least 50) in
-    `make test-fast`, which sets ``BLOCKBATCH_TEST_TIER=fast`` for a quicker inner loop."""
-    return max(50, n // 4) if os.environ.get("BLOCKBATCH_TEST_TIER") == "fast" else n
+#: ``BLOCKBATCH_TEST_TIER``: ``fast`` in `make test-fast`, unset in `make test`, ``deep`` in
+#: `make test-deep` (docs/testing.md, "Property tests").
+TIER = os.environ.get("BLOCKBATCH_TEST_TIER", "")
+
+
+def examples(n: int, tier: str | None = None) -> int:
+    """A property test's ``max_examples``: ``n`` in `make test-deep`, a quarter (at least 50)
+    in `make test`, a tenth (at least 20) in `make test-fast` (``tier``: this run's)."""
+    tier = TIER if tier is None else tier
+    if tier == "deep":
+        return n
+    if tier == "fast":
+        return min(n, max(20, n // 10))
+    return min(n, max(50, n // 4))
 
 
 def markdown_doc(n_blocks: int, seed: int = 7) -> bytes:

@@ -173,7 +173,7 @@ async def test_scraped_metrics_agree_with_the_ledger_after_faulty_runs(
         )
         batch = await asyncio.wait_for(s.bb.wait(batch_id), 120)
         # A third run, cancelled once a few blocks are done: the rest end `cancelled`.
-        s.sim.scenario(speed_factor=1.0, latency={"ttft_ms": 300, "per_output_token_ms": 0})
+        s.sim.scenario()
         cancel_doc = await s.bb.ingest_bytes(
             marked_document(24, set()), name="c.md", fmt="markdown"
         )
@@ -193,7 +193,13 @@ async def test_scraped_metrics_agree_with_the_ledger_after_faulty_runs(
             )
 
         await until(four_done, "four blocks of the cancelled run done")
-        await s.bb.cancel(cancel_id)
+        # Answers held until the cancel has landed: the run cannot finish first.
+        s.sim.hold()
+        try:
+            await until(s.sim.held, "an answer of the cancelled run held in flight")
+            await s.bb.cancel(cancel_id)
+        finally:
+            s.sim.release()
         cancelled = await asyncio.wait_for(s.bb.wait(cancel_id), 60)
         text = scrape(port)
     finally:

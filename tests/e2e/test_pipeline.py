@@ -242,7 +242,6 @@ async def test_block_that_never_succeeds_fails_alone_with_reason(bbstack: Stack)
 
 
 async def test_cancel_mid_run_starts_no_call_after_signal(bbstack: Stack) -> None:
-    bbstack.sim.scenario(speed_factor=1.0, latency={"ttft_ms": 300, "per_output_token_ms": 0})
     doc = await bbstack.bb.ingest_bytes(markdown_doc(120), name="doc.md", fmt="markdown")
     schema_id = await bbstack.bb.add_schema(extract_schema(instruction_words=200))
     run_id = await bbstack.bb.start_run(
@@ -257,7 +256,14 @@ async def test_cancel_mid_run_starts_no_call_after_signal(bbstack: Stack) -> Non
             return bool(done >= 12)
 
         await until(twelve_done, "twelve blocks done", interval=0.1)
-        await bbstack.bb.cancel(run_id)
+        # Answers held until the cancel has landed: the run cannot finish first, however
+        # fast the model or slow the machine.
+        bbstack.sim.hold()
+        try:
+            await until(bbstack.sim.held, "an answer held in flight")
+            await bbstack.bb.cancel(run_id)
+        finally:
+            bbstack.sim.release()
         result = await bbstack.bb.wait(run_id)
     assert result.status == "cancelled"
     assert result.blocks_cancelled > 0

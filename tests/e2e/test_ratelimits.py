@@ -26,11 +26,28 @@ LIMITS: dict[Kind, int] = {"requests": 6_000, "input": 1_000, "output": 1_000_00
 ONE_CALL = Need(1, 100, 100)
 
 
+def freeze_limiter_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stop the limiter's clock at the database's time of its first reading: buckets refill
+    only when a test moves a limiter's ``at`` back, never by how long this machine took
+    between two attempts (at load 20 nine attempts took more than the 6 s of a refill)."""
+    real = ratelimits._now
+    frozen: list[float] = []
+
+    async def now(conn: asyncpg.Connection | asyncpg.Pool) -> float:
+        if not frozen:
+            frozen.append(await real(conn))
+        return frozen[0]
+
+    monkeypatch.setattr(ratelimits, "_now", now)
+
+
 @pytest_asyncio.fixture
 async def full_limiter(pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch) -> None:
     """This key's limiter, past its ramp and full, and its minute buckets alone deciding
-    (these tests take many calls within a second; the per-second rule has its own test)."""
+    (these tests take many calls within a second; the per-second rule has its own test),
+    on a stopped clock (:func:`freeze_limiter_clock`)."""
     monkeypatch.setattr(ratelimits, "per_second", lambda *_: None)
+    freeze_limiter_clock(monkeypatch)
     await _try(pool, "setup", Need(0, 0, 0))
     await pool.execute(
         """update rate_limiters set ramp = 1, requests_level = requests_limit,
@@ -78,6 +95,10 @@ async def test_concurrent_callers_never_get_more_than_the_limit(pool: asyncpg.Po
 
 
 async def test_a_new_limiter_ramps_up_and_paces_requests_per_second(pool: asyncpg.Pool) -> None:
+    # Judged from the instants the limiter recorded, not from how many attempts this
+    # machine fits in a second (at load 20, twelve attempts spanned more than a second),
+    # at a rate a loaded machine still outpaces: three attempts a second.
+    clock = "select extract(epoch from clock_timestamp())"
     async with pool.acquire() as conn:
 
         def attempt() -> Any:
@@ -87,23 +108,40 @@ async def test_a_new_limiter_ramps_up_and_paces_requests_per_second(pool: asyncp
                 model="fresh",
                 run_id="r1",
                 need=Need(1, 0, 0),
-                defaults={"requests": 2_400, "input": 10**6, "output": 10**6},
+                defaults={"requests": 600, "input": 10**6, "output": 10**6},
             )
 
-        clock = "select extract(epoch from clock_timestamp())"
         began = float(await conn.fetchval(clock))
-        # 2,400 a minute is 40 a second; a new limiter opens a quarter of it: ten.
-        admitted = [await attempt() for _ in range(12)]
-        assert sum(a.reservation_id is not None for a in admitted) == 10
-        assert admitted[-1].binding == "requests" and 0 < admitted[-1].wait_s <= 1.0
+        # 600 a minute is 10 a second; a new limiter opens a quarter of it: 2.5, so two.
+        # Attempts until the first refusal (each noting the database clock before it).
+        for _ in range(60):
+            before = float(await conn.fetchval(clock))
+            last = await attempt()
+            if last.reservation_id is None:
+                break
+        admitted = sorted(
+            float(t)
+            for t in await conn.fetchval(
+                """select array_agg(extract(epoch from created_at)) from rate_reservations
+                   where key_hash = $1 and model = 'fresh'""",
+                KEY,
+            )
+        )
         [view] = [v for v in await ratelimits.views(conn, KEY) if v.model == "fresh"]
         took = float(await conn.fetchval(clock)) - began
+    assert last.reservation_id is None, "sixty attempts and none refused"
+    assert last.binding == "requests" and 0 < last.wait_s <= 1.0
+    # Refused with two admitted in the second before it ...
+    assert sum(t > before - 1 for t in admitted) >= 2
+    # ... and never a third in any second (each admission's stamp follows its check).
+    for i, t in enumerate(admitted):
+        assert sum(u > t - 1 for u in admitted[:i]) <= 1, (i, admitted)
     assert view.ramp == RAMP_START
-    # The ten came out of the quarter-full bucket, which refilled at a quarter of 40 a
-    # second for as long as the attempts took on this machine (database clock); the view
-    # rounds levels to a tenth.
-    refill = 2_400 * RAMP_START / 60 * took
-    assert view.levels["requests"] <= 2_400 * RAMP_START - 10 + refill + 0.05
+    # The admissions came out of the quarter-full bucket, which refilled at a quarter of 10
+    # a second for as long as the attempts took (database clock); the view rounds levels to
+    # a tenth.
+    refill = 600 * RAMP_START / 60 * took
+    assert view.levels["requests"] <= 600 * RAMP_START - len(admitted) + refill + 0.05
 
 
 @pytest.mark.usefixtures("full_limiter")

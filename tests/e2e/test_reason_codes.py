@@ -173,7 +173,6 @@ async def test_rejected_key_ends_blocks_key_rejected(bbstack: Stack) -> None:
 
 
 async def test_cancelled_run(bbstack: Stack) -> None:
-    bbstack.sim.scenario(speed_factor=1.0, latency={"ttft_ms": 300, "per_output_token_ms": 0})
     run_id, _ = await start(bbstack, paragraphs(12), pack_size=2, max_concurrent_packs=1)
     async with bbstack.worker():
 
@@ -184,7 +183,13 @@ async def test_cancelled_run(bbstack: Stack) -> None:
             return bool(done >= 2)
 
         await until(two_done, "two blocks done")
-        await bbstack.bb.cancel(run_id)
+        # Answers held until the cancel has landed: the run cannot finish first.
+        bbstack.sim.hold()
+        try:
+            await until(bbstack.sim.held, "an answer held in flight")
+            await bbstack.bb.cancel(run_id)
+        finally:
+            bbstack.sim.release()
         result = await bbstack.bb.wait(run_id)
     assert result.status == "cancelled"
     found = await codes(bbstack, run_id)

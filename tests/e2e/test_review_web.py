@@ -531,10 +531,9 @@ def test_the_review_page_benchmark_runs_on_a_small_run(tmp_path: Path) -> None:
 async def test_with_postgres_down_the_app_says_so_and_recovers(tmp_path: Path) -> None:
     # A Postgres of this test's own, so stopping it leaves every other test's alone; not
     # under pytest's temporary directory (see the `pg` fixture in tests/conftest.py).
-    port = stack.free_port()
-    base_dir = Path(tempfile.mkdtemp(prefix="bb-test-pg-down-"))
-    data, log = base_dir / "pg", base_dir / "pg.log"
-    pg = await asyncio.to_thread(stack.start_postgres, data, port, log, fsync=False)
+    services = stack.Services(Path(tempfile.mkdtemp(prefix="bb-test-pg-down-")))
+    pg = await asyncio.to_thread(services.start_postgres)
+    port = pg.port
     settings = Settings(database_url=pg.url("postgres"), blockbatch_data_dir=tmp_path / "bb")
     pool = await create_pool(settings.resolved_database_url, max_size=2)
     app = create_app(Blockbatch(pool, None, settings), settings, reviewer="ada")
@@ -542,7 +541,7 @@ async def test_with_postgres_down_the_app_says_so_and_recovers(tmp_path: Path) -
         async with serving(app) as base, browser_like() as http:
             assert (await http.get(f"{base}/")).status == 200
             csrf = http.cookie_jar.filter_cookies(URL(base))[CSRF_COOKIE].value
-            await asyncio.to_thread(stack.stop_postgres, data)
+            await asyncio.to_thread(services.stop_postgres)
 
             for path in ("/", "/runs/some-run?status=failed", "/runs/some-run/calls"):
                 down = await http.get(base + path)
@@ -563,13 +562,13 @@ async def test_with_postgres_down_the_app_says_so_and_recovers(tmp_path: Path) -
             assert change.status == 503 and "cannot connect to Postgres" in text
             assert "may not have been saved" in text and "http-equiv" not in text
 
-            await asyncio.to_thread(stack.start_postgres, data, port, log, fsync=False)
+            await asyncio.to_thread(services.start_postgres)  # on the same port
             back = await http.get(f"{base}/")
             assert back.status == 200 and "No runs yet" in await back.text()
     finally:
         await pool.close()
-        await asyncio.to_thread(stack.stop_postgres, data)
-        shutil.rmtree(base_dir, ignore_errors=True)
+        await asyncio.to_thread(services.stop)
+        shutil.rmtree(services.root, ignore_errors=True)
 
 
 async def test_reopen_takes_only_confirmed_blocks_back_and_records_it(bbstack: Stack) -> None:

@@ -16,6 +16,7 @@ from blockbatch.core.ingest import (
     detect_format,
     parse_document,
 )
+from tests.helpers import examples
 
 
 def md(text: str) -> list[tuple[str, str]]:
@@ -281,7 +282,7 @@ def _md_block(draw: st.DrawFn) -> tuple[str, str, str]:
     return kind, text, f"{fence}{draw(st.sampled_from(['', 'python']))}\n{text}\n{fence}"
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(_md_block(), min_size=1, max_size=8))
 def test_markdown_round_trip(blocks: list[tuple[str, str, str]]) -> None:
     document = "\n\n".join(source for _, _, source in blocks)
@@ -290,7 +291,7 @@ def test_markdown_round_trip(blocks: list[tuple[str, str, str]]) -> None:
     assert [b.block_index for b in parsed] == list(range(len(blocks)))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.text(max_size=300))
 def test_markdown_never_crashes_and_never_yields_blank_blocks(text: str) -> None:
     try:
@@ -314,7 +315,7 @@ def test_plain_text_paragraphs_split_on_blank_lines() -> None:
     assert [b.metadata["source_line"] for b in blocks] == [1, 5]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(st.lists(_line, min_size=1, max_size=3).map("\n".join), min_size=1, max_size=6))
 def test_plain_text_round_trip(paragraphs: list[str]) -> None:
     blocks = parse_document("\n\n".join(paragraphs).encode(), "text")

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from blockbatch.core.prompt import TOOL_NAME
 from blockbatch.core.results import PackResults, parse_results
 from blockbatch.core.schema import SchemaSpec, load_schema
+from tests.helpers import examples
 
 SPEC: SchemaSpec = load_schema(
     {
@@ -60,7 +61,7 @@ def test_results_map_by_uid_not_by_position() -> None:
     assert got.valid["doc:2"]["summary"] == "two"
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.permutations(range(6)))
 def test_any_order_of_results_maps_the_same(order: list[int]) -> None:
     uids = [f"d:{i}" for i in range(6)]
@@ -241,7 +242,7 @@ _item = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(_item, max_size=10), st.sampled_from(["tool_use", "max_tokens"]))
 def test_every_expected_uid_lands_in_exactly_one_bucket(items: list[Any], stop: str) -> None:
     got = parse(response(items, stop_reason=stop))
@@ -353,7 +354,7 @@ def test_an_alias_map_that_does_not_match_the_call_is_refused() -> None:
             parse_results(response([ok("b1")]), UIDS, SPEC, wrong)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     order=st.permutations(list(range(3))),
     items=st.lists(st.sampled_from(["b1", "b2", "b3", "b4", "doc:0", 7]), max_size=8),
@@ -461,7 +462,7 @@ def test_pause_turn_leaves_no_answer() -> None:
     assert got.missing == UIDS and not got.valid
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(st.sampled_from([*UIDS, "x:9"]), max_size=6), st.data())
 def test_a_json_answer_cut_anywhere_keeps_only_whole_results(
     order: list[str], data: st.DataObject

@@ -20,6 +20,7 @@ from blockbatch.core.structured import (
     simple_pattern,
     translate,
 )
+from tests.helpers import examples
 
 
 def obj(
@@ -259,7 +260,7 @@ def _nodes(node: Any) -> list[dict[str, Any]]:
     return []
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(_schemas())
 def test_a_translation_is_in_the_subset_or_none(schema: dict[str, Any]) -> None:
     got = translate(schema)

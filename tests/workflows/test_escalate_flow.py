@@ -57,6 +57,14 @@ class EscalationWorld:
         #: Set when second pack ``n`` starts (its first attempt).
         self.pack_started: defaultdict[int, asyncio.Event] = defaultdict(asyncio.Event)
         self.pack_seconds = 0.01
+        #: Second packs that wait, once started, until ``release`` is set: a test acts while
+        #: they are in flight, however slow the machine.
+        self.held: set[int] = set()
+        self.release = asyncio.Event()
+        #: When set, the first second pack waits until another is in flight beside it
+        #: (fails after 60 s if none comes): concurrency shown, not hoped for.
+        self.await_company = False
+        self.company = asyncio.Event()
         #: The workflow execution (run id) that asked each second pack, and each part.
         self.pack_run: dict[int, str | None] = {}
         self.part_run: dict[int, str | None] = {}
@@ -91,7 +99,13 @@ class EscalationWorld:
         self.pack_started[inp.second_pack].set()
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        if self.in_flight > 1:
+            self.company.set()
         try:
+            if self.await_company:
+                await asyncio.wait_for(self.company.wait(), 60)
+            if inp.second_pack in self.held:
+                await self.release.wait()
             await asyncio.sleep(self.pack_seconds)
             if inp.second_pack in self.broken:
                 raise ApplicationError("the pack's answer cannot be read", non_retryable=True)
@@ -156,6 +170,7 @@ async def _escalate(wf: Harness, world: EscalationWorld, run_id: str, **inp: Any
 async def test_every_second_pack_once_then_the_blocks_that_go_up_in_parts(wf: Harness) -> None:
     run_id = uuid.uuid4().hex[:12]
     world = EscalationWorld(packs=9, up=2 * ESCALATION_PART + 3)
+    world.await_company = True
     result = await _escalate(wf, world, run_id, max_concurrent_packs=3)
     assert sorted(world.asked) == list(range(9))  # the flaky pack too, answered once
     assert 1 < world.most_in_flight <= 3
@@ -220,7 +235,7 @@ async def test_a_cancelled_escalation_starts_nothing_more_and_finishes_the_run(
     run_id = uuid.uuid4().hex[:12]
     world = EscalationWorld(packs=20, up=5)
     world.flaky.clear()
-    world.pack_seconds = 0.2
+    world.held = {1}  # in flight until the cancel has landed
     async with Worker(
         wf.env.client, task_queue=wf.task_queue, workflows=WORKFLOWS, activities=world.activities()
     ):
@@ -231,11 +246,12 @@ async def test_a_cancelled_escalation_starts_nothing_more_and_finishes_the_run(
             task_queue=wf.task_queue,
             result_type=RunResult,
         )
-        await asyncio.wait_for(world.first_asked.wait(), 30)
+        await asyncio.wait_for(world.pack_started[1].wait(), 30)
         await handle.signal("cancel")
+        world.release.set()
         await handle.result()
     assert [c.run_id for c in world.cancelling] == [run_id]
-    assert 1 <= len(world.asked) < 20 and world.parts == []
+    assert sorted(world.asked) == [0, 1] and world.parts == []
     assert [f.status for f in world.finished] == ["completed"]
 
 
@@ -266,7 +282,6 @@ async def test_a_cancel_around_continue_as_new_ends_the_escalation(wf: Harness, 
     run_id = uuid.uuid4().hex[:12]
     world = EscalationWorld(packs=6, up=5)
     world.flaky.clear()
-    world.pack_seconds = 1.0
     async with Worker(
         wf.env.client, task_queue=wf.task_queue, workflows=WORKFLOWS, activities=world.activities()
     ):
@@ -280,8 +295,10 @@ async def test_a_cancel_around_continue_as_new_ends_the_escalation(wf: Harness, 
             result_type=RunResult,
         )
         last = 1 if when == "draining" else 2
+        world.held = {last}  # in flight until the cancel has landed
         await asyncio.wait_for(world.pack_started[last].wait(), 30)
         await handle.signal("cancel")
+        world.release.set()
         await handle.result()
         progress = await handle.query("progress", result_type=EscalationStepOutput)
     # What was started ends; nothing more starts, no part goes up; the run is finished once.
