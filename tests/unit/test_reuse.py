@@ -157,6 +157,10 @@ def test_the_key_has_no_run_option_but_the_model() -> None:
         "quality",
         # Which blocks are sent (set-aside types or not), never what a block's answer is.
         "include_boilerplate",
+        # Which platform answers: reuse keys on the endpoint that would answer now (provider
+        # and host, core.endpoint), and the call shape a platform needs is in CallShape.key.
+        "provider",
+        "provider_model",
     }, (
         "a RunOptions field was added or removed: if it changes what a block's answer is, "
         "put it into core.reuse.prompt_digest; either way, list it here"
