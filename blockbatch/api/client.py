@@ -33,8 +33,6 @@ from temporalio.common import (
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.db import NOTHING_TO_RETRY, RUN_NOT_FINISHED
-from activities.escalation import ESCALATED_STATUSES
 from activities.models import READ_TIMEOUT_S, ModelFacts
 from blockbatch.api.answering import answering_endpoint
 from blockbatch.api.budget import check_start_budget
@@ -82,6 +80,7 @@ from blockbatch.core.calibration import (
 from blockbatch.core.commands import PROG
 from blockbatch.core.convert.limits import check_size
 from blockbatch.core.endpoint import Endpoint, endpoint_of, mismatch_text
+from blockbatch.core.escalation import ESCALATED_STATUSES
 from blockbatch.core.ingest import ConvertOptions, ParsedBlock, detect_format, record_columns
 from blockbatch.core.models import (
     EscalateInput,
@@ -114,6 +113,13 @@ from blockbatch.core.views import (
     ReviewPage,
     RunInfo,
 )
+from blockbatch.core.workflow_names import (
+    NOTHING_TO_RETRY,
+    RETRY_UNDER_WAY,
+    RUN_NOT_FINISHED,
+    escalate_workflow_id,
+    run_workflow_id,
+)
 from blockbatch.runtime.claude import configured_client
 from blockbatch.runtime.settings import Settings, load_settings
 from blockbatch.runtime.temporal import connect, ensure_search_attributes
@@ -132,8 +138,8 @@ from blockbatch.store import retries as retry_log
 from blockbatch.store import streams as stream_store
 from blockbatch.store.db import create_pool
 from workflows import attributes
-from workflows.escalate import EscalateWorkflow, escalate_workflow_id
-from workflows.run import RETRY_UNDER_WAY, RunWorkflow, run_workflow_id
+from workflows.escalate import EscalateWorkflow
+from workflows.run import RunWorkflow
 from workflows.stream import StreamWorkflow
 
 #: How long a cancel waits for a polling worker to take its Update before it records the
