@@ -15,6 +15,9 @@ from __future__ import annotations
 from activities.sdk import anthropic
 from blockbatch.runtime.settings import Settings
 
+#: The SDK (loaded on first use, activities/sdk.py), for the front doors' ``except`` clauses.
+__all__ = ["anthropic", "anthropic_client", "configured_client"]
+
 
 def anthropic_client(
     settings: Settings, *, timeout_s: float | None = None, max_retries: int = 0

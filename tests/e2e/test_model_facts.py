@@ -8,7 +8,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from activities.models import ModelFacts
+from blockbatch.runtime.models_api import ModelFacts
 from blockbatch.core.ingest import parse_document
 from blockbatch.core.models import QualityOptions, RunOptions
 from blockbatch.core.registry import RetiredModelError, Usage

@@ -1,4 +1,4 @@
-"""A run's model at run time (blockbatch/core/run_model.py, activities/models.py): the Models API's
+"""A run's model at run time (blockbatch/core/run_model.py, blockbatch/runtime/models_api.py): the Models API's
 facts over the registry, configured prices for a model the registry does not price, and
 retired models refused with the model to move to (contract §1, "Check at run time")."""
 
@@ -10,7 +10,7 @@ from typing import Any
 import httpx2 as httpx
 import pytest
 
-from activities.models import ModelFacts
+from blockbatch.runtime.models_api import ModelFacts
 from activities.sdk import anthropic
 from blockbatch.core.models import RunOptions
 from blockbatch.core.registry import RetiredModelError, UnknownModelError, get_model
