@@ -8,11 +8,11 @@ from typing import Any
 import asyncpg
 import pytest
 
-from blockbatch.runtime.models_api import ModelFacts
 from blockbatch.core.ingest import parse_document
 from blockbatch.core.models import QualityOptions, RunOptions
 from blockbatch.core.registry import RetiredModelError, Usage
 from blockbatch.core.schema import load_schema
+from blockbatch.runtime.models_api import ModelFacts
 from blockbatch.store import ledger, model_facts, repo, runs
 from blockbatch.store.ledger import Origin
 from tests.conftest import Stack
