@@ -19,4 +19,4 @@ MODEL = SearchAttributeKey.for_keyword(names.MODEL_ATTRIBUTE)
 PACK = SearchAttributeKey.for_keyword(names.PACK_ATTRIBUTE)
 
 #: Name -> type, as ``temporal operator search-attribute create`` takes them.
-SEARCH_ATTRIBUTES = {key.name: "Keyword" for key in (RUN_ID, DOCUMENT, SCHEMA, MODEL, PACK)}
+SEARCH_ATTRIBUTES = names.SEARCH_ATTRIBUTES

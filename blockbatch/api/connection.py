@@ -22,10 +22,10 @@ from blockbatch.core.endpoint import Endpoint, endpoint_of, mismatch_text
 from blockbatch.core.registry import ModelInfo
 from blockbatch.core.views import RunInfo
 from blockbatch.runtime.claude import configured_client
+from blockbatch.runtime.connect import connect
 from blockbatch.runtime.endpoint import answering_endpoint
 from blockbatch.runtime.models_api import READ_TIMEOUT_S, ModelFacts
 from blockbatch.runtime.settings import Settings, load_settings
-from blockbatch.runtime.temporal import connect
 from blockbatch.store import reads, workers
 from blockbatch.store.db import create_pool
 

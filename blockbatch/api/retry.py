@@ -45,7 +45,7 @@ from blockbatch.core.workflow_names import (
     RUN_WORKFLOW,
     run_workflow_id,
 )
-from blockbatch.runtime.temporal import ensure_search_attributes
+from blockbatch.runtime.connect import ensure_search_attributes
 from blockbatch.store import reads, retries
 
 #: Each refusal of blockbatch/core/retry.py and the error it raises.

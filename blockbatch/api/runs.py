@@ -55,7 +55,7 @@ from blockbatch.core.workflow_names import (
     STREAM_WORKFLOW,
     run_workflow_id,
 )
-from blockbatch.runtime.temporal import ensure_search_attributes
+from blockbatch.runtime.connect import ensure_search_attributes
 from blockbatch.store import repo, runs
 from blockbatch.store import streams as stream_store
 

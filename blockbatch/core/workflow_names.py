@@ -43,6 +43,11 @@ DOCUMENT_ATTRIBUTE = "BlockbatchDocument"
 SCHEMA_ATTRIBUTE = "BlockbatchSchema"
 MODEL_ATTRIBUTE = "BlockbatchModel"
 PACK_ATTRIBUTE = "BlockbatchPack"
+#: Name -> type, as ``temporal operator search-attribute create`` takes them.
+SEARCH_ATTRIBUTES = dict.fromkeys(
+    (RUN_ID_ATTRIBUTE, DOCUMENT_ATTRIBUTE, SCHEMA_ATTRIBUTE, MODEL_ATTRIBUTE, PACK_ATTRIBUTE),
+    "Keyword",
+)
 
 
 def run_workflow_id(run_id: str) -> str:
