@@ -1,6 +1,6 @@
 """The Python API: ingest, start, follow, review, confirm and export runs.
 
-``starter.py`` is built on it and so can any program::
+The CLI is built on it and so can any program::
 
     async with await Blockbatch.connect() as bb:
         quote = await bb.estimate("handbook.md", "extract.json")  # calls, tokens, $ first

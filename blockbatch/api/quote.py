@@ -1,4 +1,4 @@
-"""A quote before running (``starter.py estimate``, ``run --dry-run``, ``Blockbatch.estimate``).
+"""A quote before running (the CLI's ``estimate`` and ``run --dry-run``, ``Blockbatch.estimate``).
 
 Parses the document and the schema as a run would, counts the input with the Messages
 token-counting endpoint when a Claude endpoint is configured, reads what earlier runs of the

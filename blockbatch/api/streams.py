@@ -75,7 +75,7 @@ class StreamRow:
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
-        """The row as ``starter.py stream`` prints it (one JSON line)."""
+        """The row as the CLI's ``stream`` prints it (one JSON line)."""
         out: dict[str, Any] = {
             "id": self.key if self.key is not None else self.index,
             "index": self.index,
@@ -112,7 +112,7 @@ class Stream:
 
     @property
     def run_id(self) -> str:
-        """The stream's run id (``starter.py watch/export/cancel`` take it)."""
+        """The stream's run id (the CLI's ``watch``, ``export`` and ``cancel`` take it)."""
         return self.info.run_id
 
     # ------------------------------------------------------------------ putting rows

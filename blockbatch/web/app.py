@@ -10,7 +10,7 @@ so the web app, the CLI and a Python program follow the same rules and leave the
 record. In the grid each block is one row: its text wide enough to judge by, its fields
 as the controls their schema asks for (``fields.py``), and one form that saves the row's
 changes together, optionally confirming it. ``security.py`` says how it is kept safe;
-``starter.py serve`` starts it.
+The CLI's ``serve`` starts it.
 """
 
 from __future__ import annotations

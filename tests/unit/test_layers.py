@@ -215,39 +215,20 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def _strings(path: Path) -> Iterator[tuple[int, str]]:
-    """Every string a file's code holds (docstrings aside), with its line."""
-    tree = ast.parse(path.read_text(), str(path))
-    docstrings = {
-        id(node.body[0].value)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-        and node.body
-        and isinstance(node.body[0], ast.Expr)
-        and isinstance(node.body[0].value, ast.Constant)
-    }
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Constant)
-            and isinstance(node.value, str)
-            and id(node) not in docstrings
-        ):
-            yield node.lineno, node.value
-
-
 def test_no_layer_below_the_cli_spells_a_program() -> None:
     # A message below the CLI names the next command with blockbatch.core.commands.PROG;
-    # only a front door renders it with the program the user invoked.
+    # only a front door renders it with the program the user invoked. Docstrings and
+    # comments say "the CLI": the entry script is the CLI's own name (and the docs').
     below = [
-        *(f for layer in ("blockbatch.core", "blockbatch.store") for f in _files(layer)),
-        *_files("blockbatch.api"),
-        *_files("blockbatch.report"),
-        *_files("blockbatch.web"),
+        f
+        for layer in LAYERS
+        if layer not in ("blockbatch.cli", "blockbatch.devtools")
+        for f in _files(layer)
     ]
     wrong = [
-        f"{p.relative_to(ROOT)}:{line}: {text!r}"
+        f"{p.relative_to(ROOT)}:{n}: {line.strip()}"
         for p in below
-        for line, text in _strings(p)
-        if "starter.py" in text
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if "starter.py" in line
     ]
     assert not wrong, "\n".join(wrong)
