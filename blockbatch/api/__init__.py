@@ -42,6 +42,7 @@ from blockbatch.api.errors import (
     UnknownBlock,
     UnknownReason,
 )
+from blockbatch.api.export import ExportSummary
 from blockbatch.api.inputs import SchemaSource, as_schema
 from blockbatch.api.items import (
     BatchResult,
@@ -52,7 +53,7 @@ from blockbatch.api.items import (
 )
 from blockbatch.api.quote import estimate
 from blockbatch.api.retry import RetryStarted
-from blockbatch.api.review import ConfirmOutcome, EditOutcome, ExportSummary, RejectOutcome
+from blockbatch.api.review import ConfirmOutcome, EditOutcome, RejectOutcome
 from blockbatch.api.streams import Stream, StreamRow
 from blockbatch.core.calibration import Calibration, CalibrationError
 from blockbatch.core.models import RunOptions, RunResult

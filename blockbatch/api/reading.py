@@ -11,19 +11,16 @@ from typing import Any, TextIO
 
 from blockbatch.api.connection import Connection
 from blockbatch.api.errors import BadRequest, speaks_python
+from blockbatch.api.export import ExportFormat, ExportSummary, export_run_to_file, export_to
 from blockbatch.api.pages import block_page_png
 from blockbatch.api.parquet import export_parquet
 from blockbatch.api.review import (
     ConfirmOutcome,
     EditOutcome,
-    ExportFormat,
-    ExportSummary,
     RejectOutcome,
     ReopenOutcome,
     confirm,
     edit,
-    export_run_to_file,
-    export_to,
     reject,
     reopen,
 )

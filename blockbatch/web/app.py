@@ -35,7 +35,8 @@ from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Re
 from starlette.routing import Route
 
 from blockbatch.api import BadRequest, Blockbatch, EditError, NotFound
-from blockbatch.api.review import ExportFormat, checked_reviewer
+from blockbatch.api.export import ExportFormat
+from blockbatch.api.review import checked_reviewer
 from blockbatch.core.commands import CONSOLE_SCRIPT, render
 from blockbatch.core.evidence import spans
 from blockbatch.core.models import EscalationProgress
