@@ -8,7 +8,6 @@ mechanism's methods to this base; ``Blockbatch`` composes them.
 
 from __future__ import annotations
 
-from datetime import date
 from typing import Self
 
 import asyncpg
@@ -44,10 +43,6 @@ class Connection:
         self._owns_pool = False
         #: Reads the Models API (its own anthropic client), made on first use.
         self._models: ModelFacts | None = None
-        #: The models :meth:`run_model` resolved, by name and day: a front door that checks
-        #: a model before it stores anything (the CLI's ``run``) and the start that follows
-        #: resolve it once.
-        self._resolved: dict[tuple[str, date], ModelInfo] = {}
 
     @classmethod
     async def connect(
@@ -110,26 +105,18 @@ class Connection:
         (:func:`blockbatch.api.quote.checked_model`: the Models API's facts first, where it
         answers; configured prices for a model the registry does not price).
 
-        Resolved once per name and day by this client: asked again, the same model comes
-        back without another read. What a run uses is kept with it
-        (``blockbatch.store.runs.save_models``): its workers read it there and never ask
-        the Models API.
+        What a run uses is kept with it (``blockbatch.store.runs.save_models``): its
+        workers read it there and never ask the Models API.
 
         Raises:
             RetiredModelError: retired; the message names the model to move to.
             UnknownModelError: neither the registry nor configuration prices it.
         """
-        key = (name, date.today())  # a model may retire at midnight
-        known = self._resolved.get(key)
-        if known is not None:
-            return known
         if self._models is None:
             client = configured_client(self.settings, timeout_s=READ_TIMEOUT_S)
             # No credentials: only facts kept by others.
             self._models = ModelFacts(client) if client is not None else None
-        model = await checked_model(name, self.settings, self.pool, self._models)
-        self._resolved[key] = self._resolved[(model.id, key[1])] = model
-        return model
+        return await checked_model(name, self.settings, self.pool, self._models)
 
     # ------------------------------------------------------------------ workers
 

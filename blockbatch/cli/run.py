@@ -133,8 +133,7 @@ async def cmd_run(args: argparse.Namespace, s: Session) -> int:
     options = _options(args)
     bb = await s.bb()
     await check_claude(s.settings)
-    # A retired model is refused before the document or the schema is stored; the start
-    # below takes the model resolved here (Blockbatch.run_model resolves a name once).
+    # A retired model is refused before the document or the schema is stored.
     await bb.run_model(with_schema_model(options, spec.prompt_config.model).model)
     escalate_to = getattr(args, "escalate_to", None)
     if escalate_to is not None:

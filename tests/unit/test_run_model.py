@@ -11,13 +11,11 @@ import httpx2 as httpx
 import pytest
 
 from activities.sdk import anthropic
-from blockbatch.api import Blockbatch
 from blockbatch.core.models import RunOptions
 from blockbatch.core.registry import RetiredModelError, UnknownModelError, get_model
 from blockbatch.core.run_model import check_usable, run_model
 from blockbatch.core.schema import SchemaError, load_schema
 from blockbatch.runtime.models_api import ModelFacts
-from blockbatch.runtime.settings import Settings
 
 TODAY = date(2026, 11, 25)
 
@@ -227,17 +225,3 @@ async def test_an_api_without_the_endpoint_leaves_the_registry(failure: int | st
     )
     reader = ModelFacts(_FakeClient(error))  # type: ignore[arg-type]  # stands in for the SDK client
     assert await reader.fetch("claude-haiku-5-5") is None
-
-
-async def test_a_model_checked_before_a_start_is_resolved_once() -> None:
-    # The CLI's `run` checks the model before it stores anything, then starts the run:
-    # one Models API read between them, by the name typed or the id it resolved to.
-    info = anthropic.types.ModelInfo.construct(**HAIKU_FACTS)
-    fake = _FakeClient(info)
-    bb = Blockbatch(None, None, Settings(_env_file=None))  # no I/O
-    bb._models = ModelFacts(fake)  # type: ignore[arg-type]  # stands in for the SDK client
-    checked = await bb.run_model("claude-haiku-5-5")
-    assert await bb.run_model("claude-haiku-5-5") is checked
-    assert await bb.run_model(checked.id) is checked
-    assert fake.models.asked == ["claude-haiku-5-5"]
-    assert checked.context_window == 500_000
