@@ -44,7 +44,7 @@ from blockbatch.core.models import (
     run_input,
     stream_input,
 )
-from blockbatch.core.registry import retirement_warning
+from blockbatch.core.registry import ModelInfo, retirement_warning
 from blockbatch.core.streams import StreamTriggers
 from blockbatch.core.views import RunInfo
 from blockbatch.core.workflow_names import (
@@ -98,6 +98,7 @@ class Runs(Documents, Escalations):
         run_id: str | None = None,
         packs_per_history: int = 400,
         task_queue: str | None = None,
+        model: ModelInfo | None = None,
     ) -> str:
         """Create the run row and start its RunWorkflow; return the run id.
 
@@ -105,7 +106,9 @@ class Runs(Documents, Escalations):
         A run whose workflow cannot be started is deleted again. A model near its
         end-of-life is started all the same, with a :class:`ModelRetiring` warning; a
         retired one is refused. The Models API is read first where it answers
-        (:meth:`run_model`).
+        (:meth:`run_model`); ``model``: the run's model as :meth:`run_model` gave it already
+        (a front door that checks it before storing the document), used as it is when it
+        is the model the run names.
 
         Raises:
             RetiredModelError: the model is retired (the message names the one to move
@@ -119,7 +122,8 @@ class Runs(Documents, Escalations):
         async with self.pool.acquire() as conn:
             names = await repo.run_inputs(conn, document_id, schema_id)
             options = with_schema_model(options, names.definition["prompt_config"].get("model"))
-            model = await self.run_model(options.model)
+            if model is None or options.model not in (model.id, *model.aliases):
+                model = await self.run_model(options.model)
             check_effort(model, options.effort)
             options = options.model_copy(update={"model": model.id})
             used = [model]
