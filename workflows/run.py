@@ -30,7 +30,6 @@ with workflow.unsafe.imports_passed_through():
         CANCEL,
         PROGRESS,
         REQUEST_CANCEL,
-        RETRY,
         RETRY_UNDER_WAY,
         RUN_ENDING,
         RUN_NOT_FINISHED,
@@ -83,7 +82,9 @@ class RunWorkflow:
                 f"run {self._s.run_id} is {self._status}: nothing to cancel", type=RUN_ENDING
             )
 
-    @workflow.update(name=RETRY)
+    # Registered under its method name, blockbatch.core.workflow_names.RETRY (an async Update
+    # named by ``name=`` loses its result type for callers that pass the method).
+    @workflow.update
     async def retry(self) -> m.PlanRetryOutput:
         """The claim of the retry this execution was started for, or why it was refused."""
         if self._retry_asked:  # two at once, validated together: the first one takes it
