@@ -57,6 +57,7 @@ from blockbatch.core.retry import FINISHED_STATUSES, describe_blocks, selection_
 from blockbatch.core.reuse import answer_key, prompt_digest
 from blockbatch.core.views import RetryRecord
 from blockbatch.core.warm_up import warm_up_request
+from blockbatch.core.workflow_names import NOTHING_TO_RETRY, RETRY_REFUSED, RUN_NOT_FINISHED
 from blockbatch.store import (
     batches,
     escalations,
@@ -74,15 +75,6 @@ from blockbatch.store.runs import PlanState, cached_run_context
 #: A run plans from earlier runs of its schema on its model once they answered this many
 #: pack calls in full.
 PRIOR_AFTER_CALLS = 3
-
-#: ``plan_retry`` refuses (non-retryable, nothing changed): the run has not finished and
-#: is not claimed by this execution (another retry runs), nothing it asked for is left to
-#: retry, or there is no such run.
-RUN_NOT_FINISHED, NOTHING_TO_RETRY, RETRY_REFUSED = (
-    "RunNotFinished",
-    "NothingToRetry",
-    "RetryRefused",
-)
 
 
 class DbActivities:

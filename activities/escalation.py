@@ -31,7 +31,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.calls import Asked, CallPath
 from blockbatch.core.context import RunContext
-from blockbatch.core.escalation import escalation_reason, second_order
+from blockbatch.core.escalation import ESCALATED_STATUSES, escalation_reason, second_order
 from blockbatch.core.evidence import ground
 from blockbatch.core.models import (
     EscalateInput,
@@ -49,9 +49,6 @@ from blockbatch.store.runs import cached_run_context, context_on
 
 #: ``plan_escalation`` refuses (non-retryable, nothing changed).
 ESCALATION_REFUSED = "EscalationRefused"
-#: A run is escalated once it ran to its end: a cancelled, failed or budget-stopped run
-#: is retried first (its escalation would end it as if it had completed).
-ESCALATED_STATUSES = ("completed", "completed_with_failures")
 #: Escalation calls in flight at once within one part (they go through the limiter too).
 _UP_AT_ONCE = 4
 

@@ -1,12 +1,14 @@
 """The ``anthropic`` SDK, loaded on first use.
 
 Importing ``anthropic`` costs about 2.7 s of CPU on a small machine (its thousands of
-pydantic types), three quarters of what ``starter.py`` spends starting. Most commands
-(``status``, ``list``, ``review``, ``export``, ``cancel`` …) never call Claude, yet reach the
-SDK through the activity modules the workflows name. Every module of ours refers to the SDK
-through :data:`anthropic` here, a module that :class:`importlib.util.LazyLoader` executes the
-first time an attribute is read (a client is built, an ``except anthropic.APIError`` clause
-meets an exception); type names come from ``anthropic`` under ``TYPE_CHECKING`` only.
+pydantic types), three quarters of what the CLI spends starting. Most commands
+(``status``, ``list``, ``review``, ``export``, ``cancel`` …) never call Claude, yet the front
+doors hold what may: the client factory (blockbatch/runtime/claude.py), the endpoint
+question (activities/endpoint.py), the Models API read (blockbatch/runtime/models_api.py) and
+the quote's token counts. Every module of ours refers to the SDK through :data:`anthropic`
+here, a module that :class:`importlib.util.LazyLoader` executes the first time an attribute
+is read (a client is built, an ``except anthropic.APIError`` clause meets an exception);
+type names come from ``anthropic`` under ``TYPE_CHECKING`` only.
 """
 
 from __future__ import annotations

@@ -45,9 +45,9 @@ from bench.common import (
     sample_schema,
 )
 from blockbatch.core.models import RunOptions
+from blockbatch.core.workflow_names import run_workflow_id
 from blockbatch.runtime.process import exit_process
 from blockbatch.store import reads as reads_module
-from workflows.run import run_workflow_id
 
 WARN_EVENTS = 10_240
 WARN_BYTES = 10 * 1024 * 1024

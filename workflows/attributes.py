@@ -1,4 +1,5 @@
-"""The search attributes blockbatch sets on its workflows: declared here, once.
+"""The search attributes blockbatch sets on its workflows, as Temporal keys (their names are
+declared in blockbatch/core/workflow_names.py, once).
 
 Workflows set them (run, document, schema, model on a run; run and pack on every pack);
 the front doors filter by them; ``blockbatch.runtime.temporal.ensure_search_attributes`` and the
@@ -9,11 +10,13 @@ from __future__ import annotations
 
 from temporalio.common import SearchAttributeKey
 
-RUN_ID = SearchAttributeKey.for_keyword("BlockbatchRunId")
-DOCUMENT = SearchAttributeKey.for_keyword("BlockbatchDocument")
-SCHEMA = SearchAttributeKey.for_keyword("BlockbatchSchema")
-MODEL = SearchAttributeKey.for_keyword("BlockbatchModel")
-PACK = SearchAttributeKey.for_keyword("BlockbatchPack")
+from blockbatch.core import workflow_names as names
+
+RUN_ID = SearchAttributeKey.for_keyword(names.RUN_ID_ATTRIBUTE)
+DOCUMENT = SearchAttributeKey.for_keyword(names.DOCUMENT_ATTRIBUTE)
+SCHEMA = SearchAttributeKey.for_keyword(names.SCHEMA_ATTRIBUTE)
+MODEL = SearchAttributeKey.for_keyword(names.MODEL_ATTRIBUTE)
+PACK = SearchAttributeKey.for_keyword(names.PACK_ATTRIBUTE)
 
 #: Name -> type, as ``temporal operator search-attribute create`` takes them.
-SEARCH_ATTRIBUTES = {key.name: "Keyword" for key in (RUN_ID, DOCUMENT, SCHEMA, MODEL, PACK)}
+SEARCH_ATTRIBUTES = names.SEARCH_ATTRIBUTES

@@ -54,6 +54,11 @@ with workflow.unsafe.imports_passed_through():
         RunResult,
         SecondPassInput,
     )
+    from blockbatch.core.workflow_names import (
+        CANCEL_ESCALATION,
+        ESCALATE_WORKFLOW,
+        PROGRESS,
+    )
     from workflows.retries import (
         CALL_MODEL_HEARTBEAT,
         CALL_MODEL_TIMEOUT,
@@ -64,12 +69,7 @@ with workflow.unsafe.imports_passed_through():
     )
 
 
-def escalate_workflow_id(run_id: str) -> str:
-    """One escalation of a run at a time: the id says whose."""
-    return f"run-{run_id}/escalate"
-
-
-@workflow.defn(name="EscalateWorkflow")
+@workflow.defn(name=ESCALATE_WORKFLOW)
 class EscalateWorkflow:
     @workflow.init
     def __init__(self, inp: EscalateInput) -> None:
@@ -81,7 +81,7 @@ class EscalateWorkflow:
         self._started, self._per_history = 0, inp.activities_per_history
         self._failed = False
 
-    @workflow.signal
+    @workflow.signal(name=CANCEL_ESCALATION)
     async def cancel(self) -> None:
         """Stop the escalation: no new call, what runs ends, the run is finished."""
         self._cancel_requested = True
@@ -250,7 +250,7 @@ class EscalateWorkflow:
         more = f" (from {s.next}, continued)" if s.next else ""
         workflow.set_current_details(f"{s.plan.blocks} blocks; {stage}{more}")
 
-    @workflow.query
+    @workflow.query(name=PROGRESS)
     def progress(self) -> EscalationStepOutput:
         """What the escalation did so far (second packs and escalation parts done)."""
         return self._done

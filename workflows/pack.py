@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
         Totals,
     )
     from blockbatch.core.policy import Decision, decide, decide_call, split_pack
+    from blockbatch.core.workflow_names import PACK_WORKFLOW
     from workflows import attributes
     from workflows.retries import (
         CALL_MODEL_HEARTBEAT,
@@ -50,7 +51,7 @@ with workflow.unsafe.imports_passed_through():
     )
 
 
-@workflow.defn(name="ProcessPack")
+@workflow.defn(name=PACK_WORKFLOW)
 class ProcessPackWorkflow:
     def __init__(self) -> None:
         self._cancelled = False

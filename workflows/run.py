@@ -22,10 +22,19 @@ from temporalio.exceptions import ApplicationError
 from temporalio.workflow import ContinueAsNewVersioningBehavior
 
 with workflow.unsafe.imports_passed_through():
-    from activities.db import RUN_NOT_FINISHED, DbActivities
+    from activities.db import DbActivities
     from blockbatch.core import models as m
     from blockbatch.core.quality import GATE_SAMPLES_PER_PACK, gate_trips, gate_window
     from blockbatch.core.run_view import progress_details, result_details, run_progress
+    from blockbatch.core.workflow_names import (
+        CANCEL,
+        PROGRESS,
+        REQUEST_CANCEL,
+        RETRY_UNDER_WAY,
+        RUN_ENDING,
+        RUN_NOT_FINISHED,
+        RUN_WORKFLOW,
+    )
     from workflows import planning
     from workflows.batch import BatchRounds
     from workflows.outage import OutageWatch
@@ -33,16 +42,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.retries import DB_RETRY, DB_TIMEOUT
     from workflows.window import PackWindow
 
-#: Why an Update is refused (``ApplicationError.type``), besides ``plan_retry``'s refusals:
-#: a retry while this execution runs a retry already; a cancel once the run is finishing.
-RETRY_UNDER_WAY, RUN_ENDING = "RetryUnderWay", "RunEnding"
 
-
-def run_workflow_id(run_id: str) -> str:
-    return f"run-{run_id}"
-
-
-@workflow.defn(name="RunWorkflow")
+@workflow.defn(name=RUN_WORKFLOW)
 class RunWorkflow:
     @workflow.init
     def __init__(self, inp: m.RunInput) -> None:
@@ -61,12 +62,12 @@ class RunWorkflow:
         self._claim: m.PlanRetryOutput | ApplicationError | None = None
         self._retry_asked = False
 
-    @workflow.update
+    @workflow.update(name=CANCEL)
     def cancel(self) -> None:
         """Stop starting packs; running packs stop before their next call."""
         self._cancel_requested = True
 
-    @workflow.signal
+    @workflow.signal(name=REQUEST_CANCEL)
     def request_cancel(self) -> None:
         """The ``cancel`` Update's request, sent as a signal when no worker is there to
         take an Update: the server records it at once and the next worker carries it out
@@ -81,6 +82,8 @@ class RunWorkflow:
                 f"run {self._s.run_id} is {self._status}: nothing to cancel", type=RUN_ENDING
             )
 
+    # Registered under its method name, blockbatch.core.workflow_names.RETRY (an async Update
+    # named by ``name=`` loses its result type for callers that pass the method).
     @workflow.update
     async def retry(self) -> m.PlanRetryOutput:
         """The claim of the retry this execution was started for, or why it was refused."""
@@ -124,7 +127,7 @@ class RunWorkflow:
         self._limiter = latest(self._limiter, outcome.limiter)
         self._show()
 
-    @workflow.query
+    @workflow.query(name=PROGRESS)
     def progress(self) -> m.RunProgress:
         return run_progress(
             self._s,

@@ -35,11 +35,12 @@ with workflow.unsafe.imports_passed_through():
         StreamInput,
     )
     from blockbatch.core.streams import Buffered, TriggerReason, due, next_check
+    from blockbatch.core.workflow_names import CLOSE_STREAM, ROWS_ADDED, STREAM_WORKFLOW
     from workflows.retries import DB_RETRY, DB_TIMEOUT
     from workflows.run import RunWorkflow
 
 
-@workflow.defn(name="StreamWorkflow")
+@workflow.defn(name=STREAM_WORKFLOW)
 class StreamWorkflow(RunWorkflow):
     @workflow.init
     def __init__(self, inp: StreamInput) -> None:
@@ -47,12 +48,12 @@ class StreamWorkflow(RunWorkflow):
         self._nudged = False
         self._buffered = Buffered()
 
-    @workflow.signal
+    @workflow.signal(name=ROWS_ADDED)
     def rows_added(self, count: int) -> None:
         """Rows were accepted (in Postgres already): look at the buffer now."""
         self._nudged = True
 
-    @workflow.signal
+    @workflow.signal(name=CLOSE_STREAM)
     def close_stream(self) -> None:
         """The stream was closed (in Postgres already): drain what is buffered, then end."""
         self._nudged = True

@@ -1,6 +1,6 @@
 """The Python API: ingest, start, follow, review, confirm and export runs.
 
-``starter.py`` is built on it and so can any program::
+The CLI is built on it and so can any program::
 
     async with await Blockbatch.connect() as bb:
         quote = await bb.estimate("handbook.md", "extract.json")  # calls, tokens, $ first
@@ -42,6 +42,7 @@ from blockbatch.api.errors import (
     UnknownBlock,
     UnknownReason,
 )
+from blockbatch.api.export import ExportSummary
 from blockbatch.api.inputs import SchemaSource, as_schema
 from blockbatch.api.items import (
     BatchResult,
@@ -52,7 +53,7 @@ from blockbatch.api.items import (
 )
 from blockbatch.api.quote import estimate
 from blockbatch.api.retry import RetryStarted
-from blockbatch.api.review import ConfirmOutcome, EditOutcome, ExportSummary, RejectOutcome
+from blockbatch.api.review import ConfirmOutcome, EditOutcome, RejectOutcome
 from blockbatch.api.streams import Stream, StreamRow
 from blockbatch.core.calibration import Calibration, CalibrationError
 from blockbatch.core.models import RunOptions, RunResult

@@ -1,4 +1,4 @@
-"""Calibration before a big run (``starter.py calibrate``, ``Blockbatch.calibrate``).
+"""Calibration before a big run (the CLI's ``calibrate``, ``Blockbatch.calibrate``).
 
 A deterministic sample of the document's blocks (:func:`blockbatch.core.agreement.sample_blocks`,
 seeded by the document's id, so the same document gives the same sample) is stored as a

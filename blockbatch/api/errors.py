@@ -22,7 +22,7 @@ from blockbatch.core.reasons import counts_text
 from blockbatch.core.registry import UnknownModelError
 from blockbatch.core.review import EditError
 from blockbatch.core.schema import SchemaError
-from blockbatch.runtime.temporal import TemporalUnavailable
+from blockbatch.runtime.connect import TemporalUnavailable
 from blockbatch.store.db import DatabaseUnavailable
 from blockbatch.store.repo import NotFound
 

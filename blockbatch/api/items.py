@@ -86,7 +86,6 @@ from blockbatch.core.schema import SchemaSpec
 from blockbatch.core.views import ItemUsage
 from blockbatch.runtime.claude import anthropic_client
 from blockbatch.runtime.settings import Settings, load_settings
-from blockbatch.runtime.temporal import build_worker
 from blockbatch.store.reads import item_usage
 
 Item = str | dict[str, Any]
@@ -426,6 +425,10 @@ async def allm_batch(
             run_id = await bb.start_run(doc, schema_id, opts)
             run = await _wait(bb, run_id, timeout, cancel=False)
         else:
+            # The worker's modules (every activity and workflow) load only here, where a
+            # worker runs in this process: a caller with workers of its own never loads them.
+            from blockbatch.runtime.temporal import build_worker
+
             queue = f"{bb.settings.temporal_task_queue}-inproc-{uuid.uuid4().hex[:8]}"
             llm = anthropic_client(bb.settings)
             try:

@@ -25,7 +25,7 @@ from typing import Any
 import asyncpg
 
 from blockbatch.api.errors import BadRequest
-from blockbatch.api.review import (
+from blockbatch.api.export import (
     ExportColumn,
     ExportSummary,
     column_value,

@@ -1,4 +1,4 @@
-"""A quote before running (``starter.py estimate``, ``run --dry-run``, ``Blockbatch.estimate``).
+"""A quote before running (the CLI's ``estimate`` and ``run --dry-run``, ``Blockbatch.estimate``).
 
 Parses the document and the schema as a run would, counts the input with the Messages
 token-counting endpoint when a Claude endpoint is configured, reads what earlier runs of the
@@ -22,9 +22,6 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-from activities.models import READ_TIMEOUT_S, ModelFacts
-from activities.sdk import anthropic
-from blockbatch.api.answering import answering_endpoint
 from blockbatch.api.errors import BadRequest, parse_checked
 from blockbatch.api.inputs import SchemaSource, as_schema, with_schema_model
 from blockbatch.core.answer import CallShape, check_effort
@@ -54,7 +51,9 @@ from blockbatch.core.run_model import FACTS_MAX_AGE_S, check_usable, run_model
 from blockbatch.core.schema import SchemaSpec, load_schema, schema_id_for
 from blockbatch.core.views import PrefixToCount
 from blockbatch.core.warm_up import WARM_UP_BLOCK, stand_in_request
-from blockbatch.runtime.claude import anthropic_client, configured_client
+from blockbatch.runtime.claude import anthropic, anthropic_client, configured_client
+from blockbatch.runtime.endpoint import answering_endpoint
+from blockbatch.runtime.models_api import READ_TIMEOUT_S, ModelFacts
 from blockbatch.runtime.settings import Settings, load_settings
 from blockbatch.store import (
     batches,
@@ -548,7 +547,7 @@ async def _reusable(
     settings: Settings,
 ) -> tuple[set[int], str | None]:
     """Positions of the blocks a run would reuse an earlier answer for, or why not known:
-    only answers of the endpoint that would answer it (blockbatch/api/answering.py)."""
+    only answers of the endpoint that would answer it (blockbatch/runtime/endpoint.py)."""
     if db.unreachable is not None:
         return set(), (
             f"reuse of earlier answers not checked ({db.unreachable}): every block quoted"

@@ -35,9 +35,9 @@ from blockbatch.core.context import RunContext
 from blockbatch.core.endpoint import Endpoint
 from blockbatch.core.models import ACTIVE_STATUSES, RunResult
 from blockbatch.core.streams import RowError, row_metadata, row_text
+from blockbatch.core.workflow_names import CLOSE_STREAM, ROWS_ADDED, run_workflow_id
 from blockbatch.store import streams
 from blockbatch.store.runs import load_run_context
-from workflows.run import run_workflow_id
 
 
 class StreamOwner(Protocol):
@@ -75,7 +75,7 @@ class StreamRow:
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
-        """The row as ``starter.py stream`` prints it (one JSON line)."""
+        """The row as the CLI's ``stream`` prints it (one JSON line)."""
         out: dict[str, Any] = {
             "id": self.key if self.key is not None else self.index,
             "index": self.index,
@@ -112,7 +112,7 @@ class Stream:
 
     @property
     def run_id(self) -> str:
-        """The stream's run id (``starter.py watch/export/cancel`` take it)."""
+        """The stream's run id (the CLI's ``watch``, ``export`` and ``cancel`` take it)."""
         return self.info.run_id
 
     # ------------------------------------------------------------------ putting rows
@@ -190,7 +190,7 @@ class Stream:
             await asyncio.sleep(wait)
         count, self._unsignalled = self._unsignalled, 0
         self._last_nudge = time.monotonic()
-        await self._signal("rows_added", count)
+        await self._signal(ROWS_ADDED, count)
 
     async def _signal(self, name: str, *args: Any) -> None:
         if self._client is None:
@@ -213,7 +213,7 @@ class Stream:
         await self.flush()
         async with self._bb.pool.acquire() as conn:
             closed = await streams.close(conn, self.run_id)
-        await self._signal("close_stream")
+        await self._signal(CLOSE_STREAM)
         return closed
 
     async def wait(self) -> RunResult:

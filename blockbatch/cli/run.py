@@ -218,8 +218,9 @@ async def cmd_run(args: argparse.Namespace, s: Session) -> int:
     elif (fallbacks := provider.fallbacks_text()) is not None:
         s.con.note(f"note: {fallbacks}")
     options = await choose_mode(args, s, options, blocks)
-    # A retired model is refused before the document or the schema is stored.
-    await bb.run_model(with_schema_model(options, spec.prompt_config.model).model)
+    # A retired model is refused before the document or the schema is stored; the start
+    # takes the model resolved here.
+    model = await bb.run_model(with_schema_model(options, spec.prompt_config.model).model)
     escalate_to = getattr(args, "escalate_to", None)
     if escalate_to is not None:
         escalate_to = (await bb.run_model(escalate_to)).id
@@ -236,7 +237,7 @@ async def cmd_run(args: argparse.Namespace, s: Session) -> int:
     schema_id = await bb.add_schema(spec)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ModelRetiring)
-        run_id = await bb.start_run(doc, schema_id, options)
+        run_id = await bb.start_run(doc, schema_id, options, model=model)
     for w in caught:
         if issubclass(w.category, ModelRetiring):
             s.con.note(f"warning: {w.message}")

@@ -1,6 +1,6 @@
 """Calibration before a big run: which pack size keeps the answers a block gets alone?
 
-``starter.py calibrate`` (``blockbatch/api/calibrate.py``) runs a deterministic sample of a
+The CLI's ``calibrate`` (``blockbatch/api/calibrate.py``) runs a deterministic sample of a
 document's blocks alone (one block a call) and at each asked pack size, through the real
 pipeline, and compares each size's answers with the alone answers (:mod:`blockbatch.core.agreement`).
 This module holds the pure rules: checking what was asked (:func:`parse_sizes`,

@@ -2,10 +2,10 @@
 
 A message below the front doors (``core``, ``store``, ``api``) that tells the user what to do
 next does not spell a program or an option: the same advice reaches a person at the
-``blockbatch`` console script, at ``python starter.py`` and at the Python API. It writes
+``blockbatch`` console script, at the repository's entry script and at the Python API. It writes
 :data:`PROG` where the program goes and :func:`option` where an option goes; the front door
 that shows the message calls :func:`render` with the program the user invoked (the CLI:
-``blockbatch`` or ``python starter.py``, from ``sys.argv[0]``) and its own way of naming an
+the console script or the entry script, from ``sys.argv[0]``) and its own way of naming an
 option (``--text-field body`` on the command line, ``text_field='body'`` in Python).
 """
 

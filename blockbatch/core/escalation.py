@@ -28,6 +28,10 @@ from blockbatch.core.models import EscalationVsProbe
 from blockbatch.core.quality import rate
 from blockbatch.core.schema import SchemaSpec
 
+#: A run is escalated once it ran to its end: a cancelled, failed or budget-stopped run
+#: is retried first (its escalation would end it as if it had completed).
+ESCALATED_STATUSES = ("completed", "completed_with_failures")
+
 EscalationReason = Literal["failed", "refused", "no_second_answer", "disagrees"]
 
 

@@ -326,7 +326,7 @@ class RunInput(BaseModel):
     batch: BatchRunState | None = None
     #: How the run rides out an outage of the API (sync mode).
     outage: OutageOptions = Field(default_factory=lambda: OutageOptions())
-    #: Set when this execution retries what failed in a finished run (``starter.py retry``).
+    #: Set when this execution retries what failed in a finished run (the CLI's ``retry``).
     retry: RetryRequest | None = None
     #: The window: packs started and not yet reported. Each reports its outcome by signal
     #: (``pack_done``) to whichever execution is current; one not in this set is counted.

@@ -192,7 +192,7 @@ class Quote(BaseModel):
     #: tokens over the document, and their price in the chosen mode (0: no evidence asked).
     evidence_output_tokens: int = 0
     evidence_cost_usd: float = 0.0
-    #: The latest calibration of this schema and model (``starter.py calibrate``), if any.
+    #: The latest calibration of this schema and model (the CLI's ``calibrate``), if any.
     calibration: CalibrationNote | None = None
     #: What ``--escalate-to`` adds (``None``: not asked).
     escalation: EscalationQuote | None = None

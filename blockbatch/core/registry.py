@@ -8,7 +8,7 @@ simulator (which enforces the same rules). Every figure is from the contract pag
 ``../shared/reference/claude-api-2026-11.md`` §1 (prices §1 and §5, thinking §3).
 
 At run start the Models API (``GET /v1/models/{id}``) is read where it answers
-(``activities/models.py``); what it says of limits, capabilities and retirement overrides
+(``blockbatch/runtime/models_api.py``); what it says of limits, capabilities and retirement overrides
 this table (:func:`with_api_facts`). Prices never come from the API: a model the API
 describes but this table does not price runs only with prices given in configuration.
 

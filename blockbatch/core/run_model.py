@@ -1,6 +1,6 @@
 """A run's model: the registry's entry with what the Models API says taking over.
 
-Pure rules over ``blockbatch.core.registry``; the facts are read at run time (``activities/models.py``
+Pure rules over ``blockbatch.core.registry``; the facts are read at run time (``blockbatch/runtime/models_api.py``
 fetches ``GET /v1/models/{id}``, ``blockbatch/store/model_facts.py`` keeps them) and the prices of a
 model the registry does not price come from configuration (``BLOCKBATCH_MODEL_PRICES``).
 Contract: ``../shared/reference/claude-api-2026-11.md`` §1, "Check at run time".

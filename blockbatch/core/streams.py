@@ -1,7 +1,7 @@
 """Streams: when a stream's buffered rows become a pack, and what a row is.
 
 A stream is a run whose document grows while it runs (``Blockbatch.open_stream``,
-``starter.py stream``). Rows wait, buffered, until one trigger fires; then the oldest of
+the CLI's ``stream``). Rows wait, buffered, until one trigger fires; then the oldest of
 them become one pack, sized by the run's own pack rules (``blockbatch.core.context.RunContext.plan``:
 context window, max output, hard cap, the schema's ``max_batch_size``). :func:`due` is the
 whole rule and :func:`next_check` says how long the workflow may sleep before it could be

@@ -469,7 +469,7 @@ class ReviewActivity(BaseModel):
 
 @dataclass(frozen=True)
 class LimiterView:
-    """One limiter as ``starter.py limits`` and ``starter.py status`` show it."""
+    """One limiter as the CLI's ``limits`` and ``status`` show it."""
 
     key_hash: str
     #: The rate-limit class (``blockbatch.core.ratelimit.rate_class``).

@@ -85,7 +85,7 @@ def closing_words() -> str:
 
 
 def run_sample(document: Path = SAMPLE_DOC, schema: Path = SAMPLE_SCHEMA) -> int:
-    """Run the sample through exactly what `starter.py run` does, summary included."""
+    """Run the sample through exactly what the CLI's `run` does, summary included."""
     from blockbatch.cli import main as starter
 
     code = starter(["run", str(document), "--schema", str(schema)])
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         "--document",
         type=Path,
         default=SAMPLE_DOC,
-        help=f"the document to run (default: {as_typed(SAMPLE_DOC)}; any format starter.py "
+        help=f"the document to run (default: {as_typed(SAMPLE_DOC)}; any format the CLI "
         f"reads, e.g. {as_typed(SAMPLE_DOC.with_suffix('.pdf'))})",
     )
     parser.add_argument(

@@ -28,6 +28,9 @@ from activities.sdk import anthropic
 from blockbatch.core.providers import provider_info
 from blockbatch.runtime.settings import Settings
 
+#: The SDK (loaded on first use, activities/sdk.py), for the front doors' ``except`` clauses.
+__all__ = ["anthropic", "anthropic_client", "configured_client", "provider_client"]
+
 if TYPE_CHECKING:
     #: A client of any provider: each sends ``messages.create`` on its platform's wire.
     ClaudeClient = (

@@ -4,7 +4,7 @@ The Temporal SDK's Rust core keeps threads of its own, and one of them may call 
 while the interpreter finalizes. Now and then the process then aborts ("Fatal Python error:
 PyGILState_Release: thread state ... must be current when releasing", SIGABRT) after it
 did all its work: temporalio/sdk-python#300, open since 2023. Seen here in CI:
-``starter.py cancel`` printed "cancel requested" and exited -6. So our commands flush what
+``cancel`` printed "cancel requested" and exited -6. So our commands flush what
 they wrote and leave with :func:`os._exit`, which skips the interpreter's finalization (and
 with it the abort). Nothing of ours is left to finalization: connections, pools, workers
 and child processes are closed by their ``async with`` blocks before this is called.
@@ -29,7 +29,7 @@ def exit_process(code: int | str | None = 0) -> NoReturn:
         status = 0 if code is None else code
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
-        # A closed pipe (`starter.py review RUN | head`) has nothing left to flush into.
+        # A closed pipe (`review RUN | head`) has nothing left to flush into.
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
     os._exit(status)

@@ -1,4 +1,7 @@
-"""Connecting to Temporal and building the worker, shared by worker.py, starter.py and tests."""
+"""Building the worker: every workflow and activity on a task queue, shared by worker.py,
+the Python API's in-process worker and tests. Connecting to Temporal is
+blockbatch/runtime/connect.py (re-exported here for the worker's callers), so a front door
+connects without loading the worker's modules."""
 
 from __future__ import annotations
 
@@ -7,9 +10,6 @@ from datetime import timedelta
 import asyncpg
 from temporalio.client import Client
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.runtime import Runtime
-from temporalio.service import RPCError
 from temporalio.worker import Worker, WorkerDeploymentConfig
 
 from activities.batches import BatchActivities
@@ -20,75 +20,29 @@ from activities.llm import LlmActivities
 from activities.sdk import anthropic
 from activities.sender import OpenClient
 from activities.streams import StreamActivities
+from blockbatch.runtime.connect import TemporalUnavailable, connect, ensure_search_attributes
 from blockbatch.runtime.metrics import BlockbatchMetrics, MetricsInterceptor, metric_meter
 from blockbatch.runtime.settings import Settings
-from workflows.attributes import SEARCH_ATTRIBUTES
 from workflows.escalate import EscalateWorkflow
 from workflows.pack import ProcessPackWorkflow
 from workflows.run import RunWorkflow
 from workflows.stream import StreamWorkflow
+
+__all__ = [
+    "VERSIONING_BEHAVIOR",
+    "WORKFLOWS",
+    "TemporalUnavailable",
+    "build_worker",
+    "connect",
+    "deployment_version",
+    "ensure_search_attributes",
+]
 
 #: Every workflow type a blockbatch worker runs; the workflow and replay tests use the same list.
 WORKFLOWS: list[type] = [RunWorkflow, ProcessPackWorkflow, StreamWorkflow, EscalateWorkflow]
 #: With Worker Versioning, a run and its packs stay on the build that started them
 #: (docs/VERSIONING.md says why and how a new build is rolled out).
 VERSIONING_BEHAVIOR = VersioningBehavior.PINNED
-
-
-class TemporalUnavailable(RuntimeError):
-    """Temporal could not be reached; the message says where and what to do."""
-
-
-async def connect(settings: Settings, runtime: Runtime | None = None) -> Client:
-    """A client of the configured namespace; ``runtime``: one that serves metrics
-    (``blockbatch.runtime.metrics.metrics_runtime``), else the SDK's default."""
-    address = settings.resolved_temporal_address
-    try:
-        return await Client.connect(
-            address,
-            namespace=settings.temporal_namespace,
-            data_converter=pydantic_data_converter,
-            runtime=runtime,
-        )
-    except RuntimeError as exc:
-        raise TemporalUnavailable(
-            f"cannot connect to Temporal at {address} ({exc}); start the local stack with "
-            "`make up`, or set TEMPORAL_ADDRESS"
-        ) from exc
-
-
-async def ensure_search_attributes(client: Client, namespace: str) -> None:
-    """Register blockbatch's search attributes if the namespace lacks them."""
-    from temporalio.api.enums.v1 import IndexedValueType
-    from temporalio.api.operatorservice.v1 import (
-        AddSearchAttributesRequest,
-        ListSearchAttributesRequest,
-    )
-
-    listed = await client.operator_service.list_search_attributes(
-        ListSearchAttributesRequest(namespace=namespace)
-    )
-    missing = {k: v for k, v in SEARCH_ATTRIBUTES.items() if k not in listed.custom_attributes}
-    if not missing:
-        return
-    kinds = {"Keyword": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD}
-    try:
-        await client.operator_service.add_search_attributes(
-            AddSearchAttributesRequest(
-                namespace=namespace,
-                search_attributes={k: kinds[v] for k, v in missing.items()},
-            )
-        )
-    except RPCError as exc:
-        commands = "; ".join(
-            f"temporal operator search-attribute create --namespace {namespace} "
-            f"--name {k} --type {v}"
-            for k, v in missing.items()
-        )
-        raise TemporalUnavailable(
-            f"namespace {namespace!r} lacks blockbatch's search attributes and they could not "
-            f"be added ({exc.message}); ask a Temporal admin to run: {commands}"
-        ) from exc
 
 
 def deployment_version(settings: Settings) -> WorkerDeploymentVersion | None:

@@ -1,4 +1,4 @@
-"""Calibrations (``starter.py calibrate``): the answers its runs gave, and its record.
+"""Calibrations (the CLI's ``calibrate``): the answers its runs gave, and its record.
 
 Reads a calibration run's answers with the call each came from (its size, the block's
 place in it), stores a finished calibration, and finds the latest one of a schema and

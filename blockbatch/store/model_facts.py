@@ -1,6 +1,6 @@
 """What the Models API said of each model (``model_facts``), as it wrote it.
 
-Read at run start and by the worker on a run's first call (``activities/models.py``);
+Read at run start and by the worker on a run's first call (``blockbatch/runtime/models_api.py``);
 a run's model is the registry's entry with fresh facts taking over (``blockbatch.core.run_model``).
 """
 

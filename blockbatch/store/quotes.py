@@ -1,4 +1,4 @@
-"""Reads for a quote (``starter.py estimate``): what earlier runs' answers wrote.
+"""Reads for a quote (the CLI's ``estimate``): what earlier runs' answers wrote.
 
 Read-only: a quote creates nothing.
 """

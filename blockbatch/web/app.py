@@ -10,7 +10,7 @@ so the web app, the CLI and a Python program follow the same rules and leave the
 record. In the grid each block is one row: its text wide enough to judge by, its fields
 as the controls their schema asks for (``fields.py``), and one form that saves the row's
 changes together, optionally confirming it. ``security.py`` says how it is kept safe;
-``starter.py serve`` starts it.
+The CLI's ``serve`` starts it.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Re
 from starlette.routing import Route
 
 from blockbatch.api import BadRequest, Blockbatch, EditError, NotFound
-from blockbatch.api.review import ExportFormat, checked_reviewer
+from blockbatch.api.export import ExportFormat
+from blockbatch.api.review import checked_reviewer
 from blockbatch.core.commands import CONSOLE_SCRIPT, render
 from blockbatch.core.evidence import spans
 from blockbatch.core.models import EscalationProgress

@@ -8,11 +8,11 @@ from typing import Any
 import asyncpg
 import pytest
 
-from activities.models import ModelFacts
 from blockbatch.core.ingest import parse_document
 from blockbatch.core.models import QualityOptions, RunOptions
 from blockbatch.core.registry import RetiredModelError, Usage
 from blockbatch.core.schema import load_schema
+from blockbatch.runtime.models_api import ModelFacts
 from blockbatch.store import ledger, model_facts, repo, runs
 from blockbatch.store.ledger import Origin
 from tests.conftest import Stack
@@ -211,4 +211,36 @@ async def test_a_runs_models_are_resolved_once_at_its_start_and_read_from_it(
         probe = await runs.probe_context(conn, ctx)
     assert ctx.model.max_output_tokens == 20_000
     assert probe.model.id == "claude-haiku-5-5"
+    await s.bb.handle(run_id).terminate("test done")
+
+
+async def test_a_model_checked_before_the_start_is_not_resolved_again(
+    bbstack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI's `run` checks the model before it stores the document, then starts the
+    run with the model it resolved: the start resolves nothing again."""
+    s = bbstack
+    data = markdown_doc(3)
+    doc = await s.bb.ingest_blocks(
+        data, parse_document(data, "markdown"), name="d.md", fmt="markdown"
+    )
+    schema_id = await s.bb.add_schema(extract_schema(200))
+    checked = await s.bb.run_model("claude-sonnet-5-5")
+    asked: list[str] = []
+
+    async def resolved_again(name: str) -> Any:
+        asked.append(name)
+        raise AssertionError(f"{name} resolved again")
+
+    monkeypatch.setattr(s.bb, "run_model", resolved_again)
+    run_id = await s.bb.start_run(
+        doc,
+        schema_id,
+        RunOptions(model="claude-sonnet-5-5"),
+        task_queue="nobody-polls",
+        model=checked,
+    )
+    assert asked == []
+    kept = await s.pool.fetchval("select models from runs where run_id = $1", run_id)
+    assert sorted(kept) == ["claude-sonnet-5-5"]
     await s.bb.handle(run_id).terminate("test done")

@@ -21,7 +21,7 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.db import NOTHING_TO_RETRY, RUN_NOT_FINISHED, DbActivities
+from activities.db import DbActivities
 from blockbatch.api import (
     BlockNotRetryable,
     NotFound,
@@ -43,6 +43,7 @@ from blockbatch.core.models import (
     RunOptions,
 )
 from blockbatch.core.schema import load_schema
+from blockbatch.core.workflow_names import NOTHING_TO_RETRY, RUN_NOT_FINISHED
 from blockbatch.store import overlays, repo, retries, runs
 from tests.conftest import Stack
 from tests.helpers import (

@@ -84,6 +84,7 @@ from blockbatch.core.models import (
     RunOptions,
     RunResult,
 )
+from blockbatch.core.workflow_names import escalate_workflow_id
 from blockbatch.devtools import stack
 from blockbatch.runtime.claude import anthropic_client
 from blockbatch.runtime.settings import Settings
@@ -92,7 +93,7 @@ from blockbatch.simulator.testing import control
 from blockbatch.store.db import create_pool, migrate
 from tests.helpers import REJECT_MARKER, extract_schema, markdown_doc, marked_document
 from workflows.attributes import SEARCH_ATTRIBUTES
-from workflows.escalate import EscalateWorkflow, escalate_workflow_id
+from workflows.escalate import EscalateWorkflow
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from blockbatch.api.review import (
+from blockbatch.api.export import (
     CSV_HEAD,
     CSV_TAIL,
     PROVENANCE_COLUMNS,

@@ -1,4 +1,4 @@
-"""A run's model at run time (blockbatch/core/run_model.py, activities/models.py): the Models API's
+"""A run's model at run time (blockbatch/core/run_model.py, blockbatch/runtime/models_api.py): the Models API's
 facts over the registry, configured prices for a model the registry does not price, and
 retired models refused with the model to move to (contract §1, "Check at run time")."""
 
@@ -10,12 +10,12 @@ from typing import Any
 import httpx2 as httpx
 import pytest
 
-from activities.models import ModelFacts
 from activities.sdk import anthropic
 from blockbatch.core.models import RunOptions
 from blockbatch.core.registry import RetiredModelError, UnknownModelError, get_model
 from blockbatch.core.run_model import check_usable, run_model
 from blockbatch.core.schema import SchemaError, load_schema
+from blockbatch.runtime.models_api import ModelFacts
 
 TODAY = date(2026, 11, 25)
 

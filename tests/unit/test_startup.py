@@ -1,6 +1,8 @@
-"""``starter.py``'s commands that never call Claude do not load the anthropic SDK.
+"""The CLI's commands that never call Claude do not load the anthropic SDK, and no front
+door loads the worker's workflows.
 
-Its imports cost about 2.7 s of CPU, three quarters of the CLI's start (activities/sdk.py).
+The SDK's imports cost about 2.7 s of CPU, three quarters of the CLI's start
+(activities/sdk.py).
 """
 
 from __future__ import annotations
@@ -47,3 +49,36 @@ def test_the_cli_imports_without_the_sdk_which_loads_on_first_use() -> None:
         text=True,
     ).stdout
     assert out.split() == ["not-loaded", "loaded"]
+
+
+_WORKER_MODULES = """
+import importlib, sys
+
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+print(" ".join(sorted(m for m in sys.modules if m.split(".")[0] == "workflows")) or "none")
+"""
+
+
+def test_the_front_doors_import_no_workflow() -> None:
+    # The Python API starts and asks workflows by their registered names
+    # (blockbatch/core/workflow_names.py); only a worker built in-process loads them.
+    modules = [
+        "blockbatch.cli",
+        "blockbatch.cli.run",
+        "blockbatch.cli.inspect",
+        "blockbatch.cli.review",
+        "blockbatch.cli.follow",
+        "blockbatch.cli.stream",
+        "blockbatch.api",
+        "blockbatch.report",
+        "blockbatch.web.app",
+    ]
+    out = subprocess.run(
+        [sys.executable, "-c", _WORKER_MODULES, *modules],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert out.split() == ["none"]

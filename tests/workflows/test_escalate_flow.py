@@ -30,9 +30,9 @@ from blockbatch.core.models import (
     RunResult,
     SecondPassInput,
 )
+from blockbatch.core.workflow_names import escalate_workflow_id
 from blockbatch.runtime.temporal import WORKFLOWS
 from tests.workflows.conftest import Harness
-from workflows.escalate import escalate_workflow_id
 
 SONNET = "claude-sonnet-5-5"
 

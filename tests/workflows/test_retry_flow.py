@@ -15,7 +15,6 @@ from temporalio.client import (
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 
-from activities.db import NOTHING_TO_RETRY
 from blockbatch.core.models import (
     BatchOptions,
     PlanRetryInput,
@@ -26,9 +25,10 @@ from blockbatch.core.models import (
     RunInput,
     Totals,
 )
+from blockbatch.core.workflow_names import NOTHING_TO_RETRY, RETRY_UNDER_WAY, RUN_NOT_FINISHED
 from tests.workflows.conftest import Harness
 from tests.workflows.fakes import FakeWorld, Hold
-from workflows.run import RETRY_UNDER_WAY, RUN_NOT_FINISHED, RunWorkflow
+from workflows.run import RunWorkflow
 
 #: Calls the earlier execution made (the retry's counters start from them).
 EARLIER_CALLS = 5

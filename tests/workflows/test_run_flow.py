@@ -12,10 +12,10 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
 from blockbatch.core.models import PackOutcome, Totals
+from blockbatch.core.workflow_names import RUN_ENDING
 from tests.waiting import until
 from tests.workflows.conftest import Harness
 from tests.workflows.fakes import OVERLOADED, Answer, BatchRound, FakeWorld, Hold
-from workflows.run import RUN_ENDING
 
 
 async def test_cancel_before_planning_finishes_calls_nothing(wf: Harness, run_id: str) -> None:

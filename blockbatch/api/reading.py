@@ -1,0 +1,264 @@
+"""Reading a run and reviewing its answers: results, quality, the ledger, review acts,
+the grid, exports (part of :class:`~blockbatch.api.client.Blockbatch`).
+
+All from Postgres (blockbatch/store/): none of these needs Temporal or a worker.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TextIO
+
+from blockbatch.api.connection import Connection
+from blockbatch.api.errors import BadRequest, speaks_python
+from blockbatch.api.export import ExportFormat, ExportSummary, export_run_to_file, export_to
+from blockbatch.api.pages import block_page_png
+from blockbatch.api.parquet import export_parquet
+from blockbatch.api.review import (
+    ConfirmOutcome,
+    EditOutcome,
+    RejectOutcome,
+    ReopenOutcome,
+    confirm,
+    edit,
+    reject,
+    reopen,
+)
+from blockbatch.core.models import QualityResult, RunResult
+from blockbatch.core.review import id_columns as identifying_columns
+from blockbatch.core.views import (
+    CallDetail,
+    CallRow,
+    Disagreement,
+    GridFilter,
+    GridPage,
+    LimiterView,
+    ReviewAction,
+    ReviewActivity,
+    ReviewPage,
+    RunInfo,
+)
+from blockbatch.store import escalations, quality, ratelimits, reads, replans, review, runs
+
+
+@speaks_python
+class Reading(Connection):
+    """A run's result and answers as stored, and the reviewer's acts on them."""
+
+    async def result(self, run_id: str) -> RunResult:
+        """The run's counters and failure reasons from Postgres (final once it has finished)."""
+        return await self.result_of(await self.run(run_id))
+
+    async def result_of(self, info: RunInfo) -> RunResult:
+        """:meth:`result` of a run already read (``info``): its failure reasons, re-plans
+        and quality probe read beside it."""
+        return info.result().model_copy(
+            update={
+                "failure_reasons": await self.failure_reasons(info.run_id),
+                "plan_changes": await self.plan_changes(info.run_id),
+                "quality": await self.quality(info.run_id),
+                "escalation": await escalations.result(self.pool, info.run_id),
+            }
+        )
+
+    async def quality(self, run_id: str) -> QualityResult | None:
+        """What the run's quality probe found so far: agreement overall (with its 95%
+        interval), per field, pack size and position; the probe's calls and cost; the pack
+        size the run settled on and what the quality gate did (``None``: no probe)."""
+        return await quality.result(self.pool, run_id)
+
+    async def disagreeing(
+        self, run_id: str, *, limit: int = 50, offset: int = 0
+    ) -> tuple[int, list[Disagreement]]:
+        """``(total, page)`` of the run's sampled blocks whose packed and single answers
+        differ, both answers side by side with the comparison per field."""
+        return await quality.disagreeing(self.pool, run_id, limit=limit, offset=offset)
+
+    async def limits(self) -> list[LimiterView]:
+        """The fleet's rate limiters (per API key hash and model), refilled to now."""
+        return await ratelimits.views(self.pool)
+
+    async def plan_changes(self, run_id: str) -> list[str]:
+        """What the run's re-plans changed (packs that learn from the run's answers)."""
+        return await replans.change_texts(self.pool, run_id)
+
+    async def failure_reasons(self, run_id: str) -> dict[str, int]:
+        """Reason code -> count over the run's failed and cancelled blocks, most first."""
+        return await runs.failure_reasons(self.pool, run_id)
+
+    async def review_flags(self, run_id: str) -> dict[str, int]:
+        """Review flag -> count over the run's answered blocks (``ungrounded``)."""
+        return await review.review_flags(self.pool, run_id)
+
+    async def review(
+        self, run_id: str, *, id_columns: list[str] | None = None, **filters: Any
+    ) -> ReviewPage:
+        """Blocks next to their overlays; see :func:`blockbatch.store.reads.review_page` for
+        the filters. ``id_columns``: the input's columns that say which row each block is
+        (default: the first column other than the text; the page's ``id_columns``).
+
+        Raises:
+            BadRequest: an id column the input does not have.
+        """
+        page = await reads.review_page(self.pool, run_id, **filters)
+        present = [k for item in page.items for k in item.metadata]
+        page.id_columns = await self._id_columns(run_id, id_columns, present)
+        return page
+
+    async def _id_columns(
+        self, run_id: str, chosen: list[str] | None, present: list[str]
+    ) -> list[str]:
+        document_id = (await self.run(run_id)).document_id
+        stored = await reads.document_columns(self.pool, document_id)
+        columns, text = stored if stored is not None else (None, None)
+        try:
+            return identifying_columns(columns, text, chosen, list(dict.fromkeys(present)))
+        except ValueError as err:
+            raise BadRequest(str(err)) from None
+
+    async def calls(self, run_id: str, **filters: Any) -> tuple[int, list[CallRow]]:
+        """(total, page) of the run's call ledger; see :func:`blockbatch.store.reads.list_calls`."""
+        return await reads.list_calls(self.pool, run_id, **filters)
+
+    async def call(self, run_id: str, call_id: int, full: bool = False) -> CallDetail:
+        """One ledger row of the run in full: purpose, provider, status, timing, tokens,
+        cost, Temporal ids, the request as sent and the raw response or error. The system
+        prompt and tool definitions are elided (first characters, length, sha256) unless
+        ``full``. Raises NotFound for an unknown run or a call that is not the run's."""
+        return await reads.get_call(self.pool, run_id, call_id, full=full)
+
+    async def confirm(
+        self,
+        run_id: str,
+        blocks: list[str] | None = None,
+        *,
+        reviewer: str | None = None,
+    ) -> ConfirmOutcome:
+        """Staging -> confirmed for ``blocks`` (uids or indexes), or all ai_complete blocks;
+        each recorded for ``reviewer`` (default ``$BLOCKBATCH_REVIEWER``, else the OS user)."""
+        return await confirm(self.pool, run_id, blocks, reviewer)
+
+    async def reject(
+        self,
+        run_id: str,
+        blocks: list[str] | None,
+        *,
+        reviewer: str | None = None,
+    ) -> RejectOutcome:
+        """Staging -> rejected for ``blocks`` (uids or indexes; ``None``: every ai_complete
+        block), all or nothing, each recorded for ``reviewer``."""
+        return await reject(self.pool, run_id, blocks, reviewer)
+
+    async def reopen(
+        self,
+        run_id: str,
+        blocks: list[str],
+        *,
+        reviewer: str | None = None,
+    ) -> ReopenOutcome:
+        """Confirmed -> staged (ai_complete) for ``blocks`` (uids or indexes), to correct
+        them and confirm again; all or nothing, each recorded for ``reviewer``."""
+        return await reopen(self.pool, run_id, blocks, reviewer)
+
+    async def edit(
+        self,
+        run_id: str,
+        block: str,
+        field: str,
+        value: Any,
+        *,
+        reviewer: str | None = None,
+        as_text: bool = False,
+    ) -> EditOutcome:
+        """Set one staged field of an ai_complete block (uid or index); the overlay must
+        still validate against the run's schema, else :class:`EditError` and nothing
+        changes. ``as_text``: ``value`` is typed text (as is for a string field, else
+        JSON). Recorded for ``reviewer`` with the value before and after."""
+        return await edit(
+            self.pool, run_id, block, field, value, reviewer=reviewer, as_text=as_text
+        )
+
+    async def review_actions(
+        self,
+        run_id: str,
+        block: str | None = None,
+        *,
+        limit: int = 200,
+    ) -> list[ReviewAction]:
+        """The run's recorded review acts (or one block's, by uid), newest first (none for
+        an unknown run)."""
+        return await review.review_actions(self.pool, run_id, block, limit=limit)
+
+    async def review_activity(
+        self,
+        run_id: str,
+        *,
+        limit: int = 20,
+    ) -> list[ReviewActivity]:
+        """The run's latest review acts as they were done, newest first: a bulk confirm
+        of many blocks is one entry (with how many), an edit is one with its values."""
+        return await review.review_activity(self.pool, run_id, limit=limit)
+
+    async def grid(
+        self,
+        run_id: str,
+        *,
+        status: str | None = None,
+        reason: str | None = None,
+        block_type: str | None = None,
+        limit: int = 50,
+        after: int | None = None,
+        before: int | None = None,
+        disagreeing: bool = False,
+        id_columns: list[str] | None = None,
+    ) -> GridPage:
+        """A page of the run's blocks and overlays, paged by block index (keyset);
+        ``disagreeing``: only those the quality probe found disagreeing; ``id_columns``: as
+        :meth:`review`."""
+        flt = GridFilter(
+            status=status, reason=reason, block_type=block_type, disagreeing=disagreeing
+        )
+        page = await review.grid_page(
+            self.pool, run_id, flt, limit=limit, after=after, before=before
+        )
+        present = [k for row in page.rows for k in row.metadata]
+        page.id_columns = await self._id_columns(run_id, id_columns, present)
+        return page
+
+    async def block_page(self, run_id: str, block_uid: str, *, width: int | None = None) -> bytes:
+        """A PDF block's page as PNG bytes with the block's box outlined
+        (blockbatch/api/pages.py); ``width`` in pixels, bounded.
+
+        Raises:
+            NotFound: no such run or block, or the block has no page to show.
+        """
+        return await block_page_png(self.pool, run_id, block_uid, width=width)
+
+    async def live_costs(self, run_ids: list[str]) -> dict[str, float]:
+        """Cost so far of each run, from its ledger (for runs still going)."""
+        return await review.live_costs(self.pool, run_ids)
+
+    async def block_types(self, run_id: str) -> list[str]:
+        """The block types of the run's document."""
+        return await self.block_types_of((await self.run(run_id)).document_id)
+
+    async def block_types_of(self, document_id: str) -> list[str]:
+        """The block types of a document."""
+        return await review.block_types(self.pool, document_id)
+
+    async def export(
+        self,
+        run_id: str,
+        out: str | Path | TextIO,
+        *,
+        staged: bool = False,
+        fmt: ExportFormat = "jsonl",
+    ) -> ExportSummary:
+        """JSONL (or CSV with ``fmt="csv"``), one line per block in order, review acts
+        included; a path also gets a ``.meta.json`` sidecar. ``fmt="parquet"`` writes a
+        path only (blockbatch/api/parquet.py)."""
+        if fmt == "parquet" and isinstance(out, str | Path):
+            return await export_parquet(self.pool, run_id, out, staged=staged)
+        if isinstance(out, str | Path):
+            return await export_run_to_file(self.pool, run_id, out, staged=staged, fmt=fmt)
+        return await export_to(self.pool, run_id, out, staged=staged, fmt=fmt)
