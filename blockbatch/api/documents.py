@@ -6,7 +6,7 @@ import warnings
 from pathlib import Path
 
 from blockbatch.api.connection import Connection
-from blockbatch.api.errors import EmptyRecordsSkipped, parse_checked, speaks_python
+from blockbatch.api.errors import EmptyRecordsSkipped, speaks_python
 from blockbatch.api.inputs import SchemaSource, as_schema
 from blockbatch.core.convert.limits import check_size
 from blockbatch.core.ingest import (

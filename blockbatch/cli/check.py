@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 from typing import Any
 
-from activities.sender import AnthropicSender, NotSent
 from blockbatch.cli.options import add_field_option
 from blockbatch.cli.parser import (
     EXIT_OK,
@@ -19,9 +17,9 @@ from blockbatch.cli.parser import (
     examples,
 )
 from blockbatch.cli.session import Session
-from blockbatch.core.answer import call_shape
-from blockbatch.core.providers import ProviderName, Route, provider_info, resolve_model
-from blockbatch.core.registry import DEFAULT_MODEL, ModelInfo, Usage, cost_usd
+from blockbatch.core.providers import provider_info, resolve_model
+from blockbatch.core.registry import DEFAULT_MODEL
+from blockbatch.runtime.check import check_call
 from blockbatch.runtime.claude import ProviderUnavailable, provider_client
 
 
@@ -45,59 +43,9 @@ async def cmd_check(args: argparse.Namespace, s: Session) -> int:
     except ProviderUnavailable as err:
         return _report(s, out, f"settings: {err}")
     try:
-        return await _call(s, out, info.name, model, wire, client)
+        return _report(s, out, await check_call(out, info.name, model, wire, client))
     finally:
         await client.close()
-
-
-async def _call(
-    s: Session,
-    out: dict[str, Any],
-    provider: ProviderName,
-    model: ModelInfo,
-    wire: str,
-    client: Any,
-) -> int:
-    """The one small call, and what it says."""
-    info = provider_info(provider)
-    sender = AnthropicSender(client, lambda _: client)
-    route = Route(provider, wire)
-    request: dict[str, Any] = {
-        "model": model.id,
-        "max_tokens": 1,
-        "messages": [{"role": "user", "content": "Reply with OK."}],
-    }
-    thinking = call_shape(info.shaped(model), None, strict_fits=False).thinking
-    if thinking is not None:  # thinking off, so the one output token answers
-        request["thinking"] = dict(thinking)
-    started = time.monotonic()
-    try:
-        sent = await sender.send(request, route)
-    except NotSent as failed:
-        error = failed.error
-        if not failed.answered:
-            problem = f"not reachable ({error.host or 'no host'}): {error.message}"
-        elif error.status in (401, 403):
-            problem = f"reachable, but the credentials were refused: {error.text}"
-        elif error.status == 404:
-            problem = f"reachable, but model {wire} is not available: {error.text}"
-        else:
-            problem = f"reachable, but the call failed: {error.text}"
-        out["endpoint"] = (await sender.endpoint(route)).text() if failed.answered else None
-        return _report(s, out, problem)
-    endpoint = await sender.endpoint(route)
-    usage = Usage.from_message(sent.message)
-    out.update(
-        ok=True,
-        endpoint=endpoint.text(),
-        simulated=endpoint.simulated,
-        seconds=round(time.monotonic() - started, 2),
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cost_usd=cost_usd(model, usage),
-        fallbacks=info.fallbacks_text(),
-    )
-    return _report(s, out, None)
 
 
 def _report(s: Session, out: dict[str, Any], problem: str | None) -> int:
