@@ -34,9 +34,9 @@ from activities.limiter import FleetLimiter
 from activities.sender import NotSent, Sender
 from activities.shared import heartbeating, origin
 from blockbatch.core.budget import Reserved, reservation
+from blockbatch.core.call_types import CallFacts, CallModelOutput, LimiterNote
 from blockbatch.core.claude_errors import ClaudeError, is_unreachable
 from blockbatch.core.context import RunContext
-from blockbatch.core.models import CallFacts, CallModelOutput, LimiterNote
 from blockbatch.core.planning import Pack
 from blockbatch.core.prompt import request_prefix
 from blockbatch.core.providers import CLAUDE_API, Route

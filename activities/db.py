@@ -18,30 +18,18 @@ from activities.batches.rounds import enqueue
 from activities.endpoint import client_endpoint
 from activities.sdk import anthropic
 from activities.sender import Sender
+from blockbatch.core.batch_types import BatchOptions
 from blockbatch.core.batching import PackAttempt
 from blockbatch.core.blocks import is_set_aside
-from blockbatch.core.context import RunContext
-from blockbatch.core.endpoint import Endpoint
-from blockbatch.core.models import (
-    ACTIVE_STATUSES,
+from blockbatch.core.call_types import (
     ApplyResultsInput,
     ApplyResultsOutput,
-    BatchOptions,
     FailBlocksInput,
     FailBlocksOutput,
-    FinishRunInput,
-    MarkCancellingInput,
-    PlanRetryInput,
-    PlanRetryOutput,
-    PlanRunInput,
-    PlanRunOutput,
-    QualityOptions,
     RecordSplitInput,
-    ReplanInput,
-    ReplanOutput,
-    RetryRequest,
-    RunResult,
 )
+from blockbatch.core.context import RunContext
+from blockbatch.core.endpoint import Endpoint
 from blockbatch.core.planning import (
     PACK_OUTPUT_OVERHEAD_TOKENS,
     OutputRatios,
@@ -53,8 +41,20 @@ from blockbatch.core.planning import (
 from blockbatch.core.policy import failure_code
 from blockbatch.core.prompt import request_prefix
 from blockbatch.core.quality import halved, probe_plan
+from blockbatch.core.quality_types import QualityOptions
 from blockbatch.core.retry import FINISHED_STATUSES, describe_blocks, selection_text
+from blockbatch.core.retry_types import PlanRetryInput, PlanRetryOutput, RetryRequest
 from blockbatch.core.reuse import answer_key, prompt_digest
+from blockbatch.core.run_types import (
+    ACTIVE_STATUSES,
+    FinishRunInput,
+    MarkCancellingInput,
+    PlanRunInput,
+    PlanRunOutput,
+    ReplanInput,
+    ReplanOutput,
+    RunResult,
+)
 from blockbatch.core.views import RetryRecord
 from blockbatch.core.warm_up import warm_up_request
 from blockbatch.core.workflow_names import NOTHING_TO_RETRY, RETRY_REFUSED, RUN_NOT_FINISHED

@@ -15,8 +15,8 @@ from typing import Any
 from temporalio.exceptions import ApplicationError
 
 from activities.sdk import anthropic
+from blockbatch.core.call_types import CallFacts
 from blockbatch.core.claude_errors import ClaudeError, classify, is_outage, retry_delay_s
-from blockbatch.core.models import CallFacts
 
 #: Claude refused the account, not the request (a rejected key, a spend cap, billing, a
 #: model it does not serve): the run's calls stop, retrying cannot help. The first detail

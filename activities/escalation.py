@@ -32,14 +32,14 @@ from temporalio.exceptions import ApplicationError
 from activities.calls import Asked, CallPath
 from blockbatch.core.context import RunContext
 from blockbatch.core.escalation import ESCALATED_STATUSES, escalation_reason, second_order
-from blockbatch.core.evidence import ground
-from blockbatch.core.models import (
+from blockbatch.core.escalation_types import (
     EscalateInput,
     EscalationPartInput,
     EscalationStepOutput,
     PlanEscalationOutput,
     SecondPassInput,
 )
+from blockbatch.core.evidence import ground
 from blockbatch.core.planning import pack_numbers
 from blockbatch.core.prompt import alias_map, build_request
 from blockbatch.core.results import parse_results

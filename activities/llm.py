@@ -44,24 +44,22 @@ from blockbatch.core.budget import (
     smaller_fits,
     warm_up_worst_case,
 )
-from blockbatch.core.claude_errors import is_outage
-from blockbatch.core.context import RunContext
-from blockbatch.core.evidence import ground
-from blockbatch.core.models import (
+from blockbatch.core.call_types import (
     CallFacts,
     CallModelInput,
     CallModelOutput,
-    ProbeApiInput,
-    ProbeApiOutput,
-    QualityProbeInput,
-    QualityProbeOutput,
     Totals,
     WarmCacheInput,
     WarmCacheOutput,
 )
+from blockbatch.core.claude_errors import is_outage
+from blockbatch.core.context import RunContext
+from blockbatch.core.evidence import ground
+from blockbatch.core.outage_types import ProbeApiInput, ProbeApiOutput
 from blockbatch.core.planning import LEARNING_PACK_BLOCKS
 from blockbatch.core.prompt import alias_map, build_request
 from blockbatch.core.quality import QUALITY_PROBE, pack_sample, probe_path
+from blockbatch.core.quality_types import QualityProbeInput, QualityProbeOutput
 from blockbatch.core.ratelimit import Need
 from blockbatch.core.results import parse_results
 from blockbatch.core.warm_up import WARM_UP_PATH, warm_up_request

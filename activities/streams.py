@@ -13,8 +13,13 @@ from temporalio import activity
 
 from activities.db import PRIOR_AFTER_CALLS, prior_ratios
 from blockbatch.core.context import RunContext
-from blockbatch.core.models import FormPackInput, FormPackOutput, PollStreamInput, PollStreamOutput
 from blockbatch.core.planning import OutputRatios
+from blockbatch.core.stream_types import (
+    FormPackInput,
+    FormPackOutput,
+    PollStreamInput,
+    PollStreamOutput,
+)
 from blockbatch.store import ledger, streams
 from blockbatch.store.runs import cached_run_context
 

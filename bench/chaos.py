@@ -63,8 +63,8 @@ from bench.chaos_check import (
 from bench.chaos_stack import ChaosStack, chaos_document, chaos_schema
 from blockbatch.api import Blockbatch
 from blockbatch.core.ingest import parse_document
-from blockbatch.core.models import RunOptions
 from blockbatch.core.outage import waiting_text
+from blockbatch.core.run_types import RunOptions
 from blockbatch.runtime.process import exit_process
 from blockbatch.store.db import create_pool
 

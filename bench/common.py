@@ -49,8 +49,8 @@ from temporalio.worker import Worker
 
 from blockbatch.api import Blockbatch
 from blockbatch.core.ingest import parse_document
-from blockbatch.core.models import RunOptions, RunResult
 from blockbatch.core.prompt import build_system
+from blockbatch.core.run_types import RunOptions, RunResult
 from blockbatch.core.schema import load_schema
 from blockbatch.devtools import stack
 from blockbatch.runtime.claude import anthropic_client

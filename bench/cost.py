@@ -77,9 +77,10 @@ from bench.common import (
 )
 from blockbatch.core.budget import BudgetError, suggested_budget
 from blockbatch.core.ingest import parse_document
-from blockbatch.core.models import QualityOptions, RunOptions
+from blockbatch.core.quality_types import QualityOptions
 from blockbatch.core.quote import Quote
 from blockbatch.core.registry import Usage, cost_usd, get_model
+from blockbatch.core.run_types import RunOptions
 from blockbatch.runtime.process import exit_process
 from blockbatch.simulator.tokenizer import count_tokens, tokenizer_for
 from blockbatch.store import quality as quality_store

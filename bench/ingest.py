@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import RESULTS_DIR, ROOT, BenchStack, Recorder, new_pool, run_main
 from blockbatch.core.ingest import parse_document
-from blockbatch.core.models import RunOptions
+from blockbatch.core.run_types import RunOptions
 from blockbatch.devtools.pdfgen import report_pdf
 
 FIRST_PACK_SQL = """

@@ -43,7 +43,8 @@ from bench.common import (
     run_once,
 )
 from blockbatch.core.agreement import Tally
-from blockbatch.core.models import QualityOptions, RunOptions
+from blockbatch.core.quality_types import QualityOptions
+from blockbatch.core.run_types import RunOptions
 from blockbatch.devtools.synthetic import markdown_document
 from blockbatch.runtime.process import exit_process
 

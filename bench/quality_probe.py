@@ -44,7 +44,8 @@ from bench.common import (
     run_once,
     sample_schema,
 )
-from blockbatch.core.models import QualityOptions, RunOptions, RunResult
+from blockbatch.core.quality_types import QualityOptions
+from blockbatch.core.run_types import RunOptions, RunResult
 from blockbatch.runtime.process import exit_process
 
 SECTIONS = ("estimate", "gate", "cost")

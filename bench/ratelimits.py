@@ -49,7 +49,7 @@ from bench.common import (
     run_once,
     sample_schema,
 )
-from blockbatch.core.models import RunOptions
+from blockbatch.core.run_types import RunOptions
 from blockbatch.runtime.process import exit_process
 
 #: Reuse off: every run sends the same blocks, and is measured doing so.

@@ -40,7 +40,7 @@ import aiohttp
 
 from bench.common import RESULTS_DIR, ROOT, Recorder, run_main
 from blockbatch.core.ingest import parse_document
-from blockbatch.core.models import RunOptions
+from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import load_schema
 from blockbatch.core.views import GridFilter
 from blockbatch.devtools import stack

@@ -44,7 +44,7 @@ from bench.common import (
     run_main,
     sample_schema,
 )
-from blockbatch.core.models import RunOptions
+from blockbatch.core.run_types import RunOptions
 from blockbatch.core.workflow_names import run_workflow_id
 from blockbatch.runtime.process import exit_process
 from blockbatch.store import reads as reads_module

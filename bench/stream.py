@@ -41,7 +41,7 @@ from bench.common import (
     sample_schema,
 )
 from blockbatch.core.ingest import parse_document
-from blockbatch.core.models import RunOptions
+from blockbatch.core.run_types import RunOptions
 from blockbatch.runtime.process import exit_process
 
 

@@ -39,7 +39,7 @@ from bench.common import (
     sample_schema,
 )
 from bench.reference import RefChildWorkflow, RefInput, RefParentWorkflow, noop
-from blockbatch.core.models import RunOptions
+from blockbatch.core.run_types import RunOptions
 from blockbatch.runtime.process import exit_process
 from blockbatch.runtime.temporal import build_worker
 

@@ -12,10 +12,11 @@ from blockbatch.core.budget import left_text, suggested_budget
 from blockbatch.core.claude_errors import fatal_code_of
 from blockbatch.core.commands import PROG
 from blockbatch.core.endpoint import answered_text
-from blockbatch.core.models import EscalationVsProbe, RunResult
+from blockbatch.core.escalation_types import EscalationVsProbe
 from blockbatch.core.quality import probe_cost_text
 from blockbatch.core.reasons import counts_text
 from blockbatch.core.registry import UnknownModelError, Usage, cost_usd, get_model
+from blockbatch.core.run_types import RunResult
 from blockbatch.core.views import RetryRecord
 from blockbatch.runtime.settings import Settings
 from blockbatch.store.reads import baseline_inputs

@@ -15,7 +15,7 @@ from pathlib import Path
 import uvicorn
 from starlette.applications import Starlette
 
-from blockbatch.core.models import RunOptions
+from blockbatch.core.run_types import RunOptions
 from blockbatch.devtools import stack
 from tests.conftest import ROOT, Stack
 from tests.helpers import block_content, extract_schema, markdown_doc

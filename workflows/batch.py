@@ -30,14 +30,13 @@ with workflow.unsafe.imports_passed_through():
     from activities.batches import BatchActivities
     from activities.db import DbActivities
     from activities.errors import BATCH_REJECTED, RUN_STOPPED
-    from blockbatch.core.models import (
+    from blockbatch.core.batch_types import (
         ApplyRoundInput,
         BatchProgress,
         BatchRoundInput,
-        MarkCancellingInput,
         OpenBatchRunInput,
-        RunInput,
     )
+    from blockbatch.core.run_types import MarkCancellingInput, RunInput
     from workflows.retries import (
         CALL_MODEL_HEARTBEAT,
         CALL_MODEL_TIMEOUT,

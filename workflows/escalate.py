@@ -42,18 +42,16 @@ from temporalio.workflow import ContinueAsNewVersioningBehavior
 with workflow.unsafe.imports_passed_through():
     from activities.db import DbActivities
     from activities.escalation import EscalationActivities
-    from blockbatch.core.models import (
+    from blockbatch.core.escalation_types import (
         ESCALATION_FAILED,
         ESCALATION_PART,
         EscalateInput,
         EscalationPartInput,
         EscalationState,
         EscalationStepOutput,
-        FinishRunInput,
-        MarkCancellingInput,
-        RunResult,
         SecondPassInput,
     )
+    from blockbatch.core.run_types import FinishRunInput, MarkCancellingInput, RunResult
     from blockbatch.core.workflow_names import (
         CANCEL_ESCALATION,
         ESCALATE_WORKFLOW,

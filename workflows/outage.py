@@ -23,14 +23,14 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.llm import LlmActivities
-    from blockbatch.core.models import (
+    from blockbatch.core.outage import next_probe_in_s, pause_end
+    from blockbatch.core.outage_types import (
         ApiDownReport,
         OutageProgress,
         ProbeApiInput,
         ProbeApiOutput,
-        RunInput,
     )
-    from blockbatch.core.outage import next_probe_in_s, pause_end
+    from blockbatch.core.run_types import RunInput
     from workflows.pack import ProcessPackWorkflow
 
 #: A probe is one small call; a Postgres hiccup while recording it is retried a little,

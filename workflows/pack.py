@@ -24,9 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.db import DbActivities
     from activities.errors import API_UNAVAILABLE, RUN_STOPPED
     from activities.llm import LlmActivities
-    from blockbatch.core.claude_errors import ClaudeError
-    from blockbatch.core.models import (
-        ApiDownReport,
+    from blockbatch.core.call_types import (
         ApplyResultsInput,
         CallModelInput,
         CallModelOutput,
@@ -34,11 +32,13 @@ with workflow.unsafe.imports_passed_through():
         LimiterNote,
         PackOutcome,
         ProcessPackInput,
-        QualityProbeInput,
         RecordSplitInput,
         Totals,
     )
+    from blockbatch.core.claude_errors import ClaudeError
+    from blockbatch.core.outage_types import ApiDownReport
     from blockbatch.core.policy import Decision, decide, decide_call, split_pack
+    from blockbatch.core.quality_types import QualityProbeInput
     from blockbatch.core.workflow_names import PACK_WORKFLOW
     from workflows import attributes
     from workflows.retries import (

@@ -14,21 +14,18 @@ with workflow.unsafe.imports_passed_through():
     from activities.db import DbActivities
     from activities.errors import RUN_STOPPED
     from activities.llm import LlmActivities
-    from blockbatch.core.models import (
-        BatchRunState,
+    from blockbatch.core.batch_types import BatchRunState
+    from blockbatch.core.call_types import Totals, WarmCacheInput, WarmCacheOutput
+    from blockbatch.core.quality import reading_text
+    from blockbatch.core.retry_types import PlanRetryInput, PlanRetryOutput
+    from blockbatch.core.run_types import (
         GateReading,
-        PlanRetryInput,
-        PlanRetryOutput,
         PlanRunInput,
         PlanRunOutput,
         ReplanInput,
         ReplanOutput,
         RunInput,
-        Totals,
-        WarmCacheInput,
-        WarmCacheOutput,
     )
-    from blockbatch.core.quality import reading_text
     from workflows.retries import (
         CALL_MODEL_HEARTBEAT,
         CALL_MODEL_TIMEOUT,

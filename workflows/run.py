@@ -23,7 +23,7 @@ from temporalio.workflow import ContinueAsNewVersioningBehavior
 
 with workflow.unsafe.imports_passed_through():
     from activities.db import DbActivities
-    from blockbatch.core import models as m
+    from blockbatch.core import call_types, outage_types, retry_types, run_types
     from blockbatch.core.quality import GATE_SAMPLES_PER_PACK, gate_trips, gate_window
     from blockbatch.core.run_view import progress_details, result_details, run_progress
     from blockbatch.core.workflow_names import (
@@ -46,7 +46,7 @@ with workflow.unsafe.imports_passed_through():
 @workflow.defn(name=RUN_WORKFLOW)
 class RunWorkflow:
     @workflow.init
-    def __init__(self, inp: m.RunInput) -> None:
+    def __init__(self, inp: run_types.RunInput) -> None:
         self._s = inp  # set here: a pack's signal may come before ``run`` begins
         self._cancel_requested = False
         self._fatal_error: str | None = None
@@ -55,11 +55,11 @@ class RunWorkflow:
         self._outage = OutageWatch(inp, self._stopping, self._show, self._end_paused)
         self._packs = PackWindow(inp, self.pack_done)
         #: The limiter as the run's latest reported call saw it; what a re-plan changed.
-        self._limiter: m.LimiterNote | None = None
+        self._limiter: call_types.LimiterNote | None = None
         self._replanned: str | None = None
         self._learning = False
         #: A retry's claim (``plan_retry``), or why it was refused; the Update waits for it.
-        self._claim: m.PlanRetryOutput | ApplicationError | None = None
+        self._claim: retry_types.PlanRetryOutput | ApplicationError | None = None
         self._retry_asked = False
 
     @workflow.update(name=CANCEL)
@@ -85,7 +85,7 @@ class RunWorkflow:
     # Registered under its method name, blockbatch.core.workflow_names.RETRY (an async Update
     # named by ``name=`` loses its result type for callers that pass the method).
     @workflow.update
-    async def retry(self) -> m.PlanRetryOutput:
+    async def retry(self) -> retry_types.PlanRetryOutput:
         """The claim of the retry this execution was started for, or why it was refused."""
         if self._retry_asked:  # two at once, validated together: the first one takes it
             raise self._under_way()
@@ -112,12 +112,12 @@ class RunWorkflow:
         )
 
     @workflow.signal
-    async def api_down(self, report: m.ApiDownReport) -> None:
+    async def api_down(self, report: outage_types.ApiDownReport) -> None:
         """A pack's call kept failing because Claude is down: pause, probe, resume."""
         await self._outage.report(report)
 
     @workflow.signal
-    def pack_done(self, outcome: m.PackOutcome) -> None:
+    def pack_done(self, outcome: call_types.PackOutcome) -> None:
         """A planned pack ended: count it once (a pack not in the window was counted)."""
         if not self._packs.count(outcome):
             return
@@ -128,7 +128,7 @@ class RunWorkflow:
         self._show()
 
     @workflow.query(name=PROGRESS)
-    def progress(self) -> m.RunProgress:
+    def progress(self) -> run_types.RunProgress:
         return run_progress(
             self._s,
             status=self._status,
@@ -139,7 +139,7 @@ class RunWorkflow:
         )
 
     @workflow.run
-    async def run(self, inp: m.RunInput) -> m.RunResult:
+    async def run(self, inp: run_types.RunInput) -> run_types.RunResult:
         if inp.pack_count is None:
             await self._plan(inp)
         self._status = "running"
@@ -157,7 +157,7 @@ class RunWorkflow:
             await self._drain()
         return await self._finish(inp)
 
-    async def _plan(self, inp: m.RunInput) -> None:
+    async def _plan(self, inp: run_types.RunInput) -> None:
         if inp.retry is None:
             self._learning = (await planning.plan_run(inp)).learning
             return
@@ -169,7 +169,7 @@ class RunWorkflow:
             await workflow.wait_condition(workflow.all_handlers_finished)
             raise
 
-    async def _run_packs(self, inp: m.RunInput) -> bool:
+    async def _run_packs(self, inp: run_types.RunInput) -> bool:
         """Sync mode: fill the window with packs until every pack has started or the run
         stops; True when this history is long enough and packs are left to start."""
         assert inp.pack_count is not None
@@ -232,7 +232,7 @@ class RunWorkflow:
             await self._packs.stop(self._fatal_error or "cancel requested")
             await workflow.wait_condition(lambda: not self._s.running)
 
-    async def _gate(self, inp: m.RunInput, reading: m.GateReading) -> None:
+    async def _gate(self, inp: run_types.RunInput, reading: run_types.GateReading) -> None:
         """Agreement below the target: the packs not started yet get smaller. With
         re-asks, the packs in flight end first (their blocks are asked again)."""
         assert inp.quality is not None
@@ -243,13 +243,13 @@ class RunWorkflow:
         await planning.replan(inp, reading)
         self._show()
 
-    async def _replan(self, inp: m.RunInput) -> None:
+    async def _replan(self, inp: run_types.RunInput) -> None:
         out = await planning.replan(inp)
         if out.text is not None:
             self._replanned = out.text
             self._show()
 
-    async def _warm_cache(self, inp: m.RunInput) -> bool:
+    async def _warm_cache(self, inp: run_types.RunInput) -> bool:
         """One small call writes the prompt cache (False: it failed; pack 0 goes first)."""
         try:
             out = await planning.warm_cache(inp)
@@ -260,7 +260,7 @@ class RunWorkflow:
             self._budget_out()
         return out is not None
 
-    async def _finish(self, inp: m.RunInput) -> m.RunResult:
+    async def _finish(self, inp: run_types.RunInput) -> run_types.RunResult:
         status, error = "completed", None
         if self._fatal_error:
             status, error = "failed", self._fatal_error
@@ -271,7 +271,7 @@ class RunWorkflow:
         self._status = status
         result = await workflow.execute_activity_method(
             DbActivities.finish_run,
-            m.FinishRunInput(run_id=inp.run_id, status=status, error=error),
+            run_types.FinishRunInput(run_id=inp.run_id, status=status, error=error),
             start_to_close_timeout=DB_TIMEOUT,
             retry_policy=DB_RETRY,
             summary=f"finish_run: {status}, recount from Postgres",
@@ -284,7 +284,7 @@ class RunWorkflow:
         await workflow.wait_condition(workflow.all_handlers_finished)
         return result
 
-    def _room(self, inp: m.RunInput) -> int:
+    def _room(self, inp: run_types.RunInput) -> int:
         """Packs that may start now: none while Claude is down, fewer while the gate probes."""
         if self._outage.paused:
             return 0

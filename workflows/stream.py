@@ -28,12 +28,8 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from activities.streams import StreamActivities
-    from blockbatch.core.models import (
-        FormPackInput,
-        PollStreamInput,
-        RunResult,
-        StreamInput,
-    )
+    from blockbatch.core.run_types import RunResult
+    from blockbatch.core.stream_types import FormPackInput, PollStreamInput, StreamInput
     from blockbatch.core.streams import Buffered, TriggerReason, due, next_check
     from blockbatch.core.workflow_names import CLOSE_STREAM, ROWS_ADDED, STREAM_WORKFLOW
     from workflows.retries import DB_RETRY, DB_TIMEOUT

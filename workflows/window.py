@@ -20,7 +20,8 @@ from temporalio.exceptions import ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from activities.db import DbActivities
-    from blockbatch.core.models import MarkCancellingInput, PackOutcome, ProcessPackInput, RunInput
+    from blockbatch.core.call_types import PackOutcome, ProcessPackInput
+    from blockbatch.core.run_types import MarkCancellingInput, RunInput
     from workflows import attributes
     from workflows.pack import ProcessPackWorkflow
     from workflows.retries import DB_RETRY, DB_TIMEOUT

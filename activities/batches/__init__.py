@@ -28,7 +28,7 @@ from activities.batches import apply, collect, prewarm, submit, watch
 from activities.calls import CallPath
 from activities.errors import BATCH_REJECTED
 from activities.sdk import anthropic
-from blockbatch.core.models import (
+from blockbatch.core.batch_types import (
     ApplyRoundInput,
     ApplyRoundOutput,
     BatchRoundInput,
@@ -37,8 +37,8 @@ from blockbatch.core.models import (
     OpenBatchRunOutput,
     PollRoundOutput,
     SubmitRoundOutput,
-    WarmCacheOutput,
 )
+from blockbatch.core.call_types import WarmCacheOutput
 
 __all__ = ["BATCH_REJECTED", "BatchActivities"]
 

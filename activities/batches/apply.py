@@ -9,10 +9,10 @@ import asyncpg
 
 from activities.batches.rounds import enqueue
 from activities.shared import heartbeating
+from blockbatch.core.batch_types import ApplyRoundInput, ApplyRoundOutput
 from blockbatch.core.batching import PackAttempt
 from blockbatch.core.claude_errors import classify
 from blockbatch.core.context import RunContext
-from blockbatch.core.models import ApplyRoundInput, ApplyRoundOutput
 from blockbatch.core.policy import Decision, decide, split_pack
 from blockbatch.store import batches, overlays, splits
 from blockbatch.store.runs import cached_run_context

@@ -12,9 +12,9 @@ from temporalio import activity
 from activities.errors import application_error, from_api_error
 from activities.sdk import anthropic
 from activities.shared import heartbeating
+from blockbatch.core.batch_types import BatchRoundInput, CollectRoundOutput
 from blockbatch.core.batching import ResultRow, result_row
 from blockbatch.core.context import RunContext
-from blockbatch.core.models import BatchRoundInput, CollectRoundOutput
 from blockbatch.store import batches, provider_batches
 from blockbatch.store.runs import cached_run_context
 

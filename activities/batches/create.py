@@ -27,11 +27,12 @@ from activities.endpoint import client_endpoint
 from activities.errors import application_error, from_api_error
 from activities.sdk import anthropic
 from activities.shared import origin
+from blockbatch.core.batch_types import BatchRoundInput, ProviderBatchRef
 from blockbatch.core.batching import Part
 from blockbatch.core.context import RunContext
 from blockbatch.core.endpoint import Endpoint
-from blockbatch.core.models import ACTIVE_STATUSES, BatchRoundInput, ProviderBatchRef
 from blockbatch.core.prompt import request_prefix
+from blockbatch.core.run_types import ACTIVE_STATUSES
 from blockbatch.store import provider_batches
 from blockbatch.store.provider_batches import CreatedBatch, PartKey
 from blockbatch.store.runs import status_for_share

@@ -16,6 +16,7 @@ import asyncpg
 from temporalio import activity
 
 from activities.calls import CallPath
+from blockbatch.core.batch_types import BatchRoundInput
 from blockbatch.core.batching import (
     BATCH_CACHE_TTL,
     BATCH_WARM_HIT_RATE,
@@ -25,8 +26,8 @@ from blockbatch.core.batching import (
     round_cache,
 )
 from blockbatch.core.budget import WARM_UP_BLOCK_TOKENS, worst_case_usd
+from blockbatch.core.call_types import CallFacts, WarmCacheOutput
 from blockbatch.core.context import RunContext
-from blockbatch.core.models import BatchRoundInput, CallFacts, WarmCacheOutput
 from blockbatch.core.ratelimit import Need
 from blockbatch.core.warm_up import WARM_UP_PATH, warm_up_request
 from blockbatch.store import batches, ledger, provider_batches

@@ -15,6 +15,13 @@ from activities.batches.prewarm import round_plan
 from activities.batches.rounds import enqueue
 from activities.sdk import anthropic
 from activities.shared import heartbeating
+from blockbatch.core.batch_types import (
+    BatchOptions,
+    BatchRoundInput,
+    OpenBatchRunInput,
+    OpenBatchRunOutput,
+    SubmitRoundOutput,
+)
 from blockbatch.core.batching import (
     BATCH_CACHE_TTL,
     PackAttempt,
@@ -25,13 +32,6 @@ from blockbatch.core.batching import (
 )
 from blockbatch.core.budget import refusal_text, worst_case_usd
 from blockbatch.core.context import RunContext
-from blockbatch.core.models import (
-    BatchOptions,
-    BatchRoundInput,
-    OpenBatchRunInput,
-    OpenBatchRunOutput,
-    SubmitRoundOutput,
-)
 from blockbatch.core.prompt import alias_map, build_request
 from blockbatch.store import batches, ledger, overlays, provider_batches
 from blockbatch.store.runs import budget_for_share, cached_run_context, lock_run

@@ -11,7 +11,7 @@ import asyncpg
 
 from activities.errors import application_error, from_api_error
 from activities.sdk import anthropic
-from blockbatch.core.models import BatchCounts, BatchRoundInput, PollRoundOutput
+from blockbatch.core.batch_types import BatchCounts, BatchRoundInput, PollRoundOutput
 from blockbatch.store import provider_batches
 from blockbatch.store.provider_batches import BatchState
 

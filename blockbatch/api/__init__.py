@@ -56,9 +56,9 @@ from blockbatch.api.retry import RetryStarted
 from blockbatch.api.review import ConfirmOutcome, EditOutcome, RejectOutcome
 from blockbatch.api.streams import Stream, StreamRow
 from blockbatch.core.calibration import Calibration, CalibrationError
-from blockbatch.core.models import RunOptions, RunResult
 from blockbatch.core.quote import ModeQuote, Quote
 from blockbatch.core.review import EditError
+from blockbatch.core.run_types import RunOptions, RunResult
 from blockbatch.core.views import (
     BlockProvenance,
     CallDetail,

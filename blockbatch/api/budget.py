@@ -14,8 +14,9 @@ import asyncpg
 from blockbatch.core.blocks import is_set_aside
 from blockbatch.core.budget import BudgetError, check_minimum, first_call, parse_budget
 from blockbatch.core.context import RunContext
-from blockbatch.core.models import RetryRequest, RunOptions
 from blockbatch.core.registry import ModelInfo, get_model
+from blockbatch.core.retry_types import RetryRequest
+from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import load_schema
 from blockbatch.core.views import RunInfo
 from blockbatch.store import retries, runs

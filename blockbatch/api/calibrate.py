@@ -63,9 +63,10 @@ from blockbatch.core.calibration import (
     size_result,
 )
 from blockbatch.core.ingest import ParsedBlock, document_id_for
-from blockbatch.core.models import QualityOptions, RunOptions, RunResult
+from blockbatch.core.quality_types import QualityOptions
 from blockbatch.core.quote import Quote
 from blockbatch.core.registry import get_model
+from blockbatch.core.run_types import RunOptions, RunResult
 from blockbatch.core.schema import SchemaSpec
 from blockbatch.runtime.settings import Settings
 from blockbatch.store import calibrations, overlays

@@ -36,8 +36,8 @@ from blockbatch.core.calibration import (
     Calibration,
     ModelCalibration,
 )
-from blockbatch.core.models import RunOptions
 from blockbatch.core.quote import Quote
+from blockbatch.core.run_types import RunOptions
 from blockbatch.runtime.settings import load_settings
 
 __all__ = ["Blockbatch", "CancelRequest", "open_default"]

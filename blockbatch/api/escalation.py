@@ -16,14 +16,13 @@ from blockbatch.api.connection import Connection
 from blockbatch.api.errors import BadRequest, RunStillActive, speaks_python
 from blockbatch.core.commands import PROG
 from blockbatch.core.escalation import ESCALATED_STATUSES
-from blockbatch.core.models import (
+from blockbatch.core.escalation_types import (
     EscalateInput,
     EscalationOptions,
     EscalationProgress,
     EscalationResult,
-    RunOptions,
-    RunResult,
 )
+from blockbatch.core.run_types import RunOptions, RunResult
 from blockbatch.core.views import UNFINISHED
 from blockbatch.core.workflow_names import (
     CANCEL_ESCALATION,

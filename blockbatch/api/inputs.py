@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from blockbatch.core.models import RunOptions
+from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import SchemaSpec, load_schema
 
 SchemaSource = dict[str, Any] | SchemaSpec | str | Path

@@ -80,8 +80,9 @@ from blockbatch.api.inputs import SchemaSource, as_schema
 from blockbatch.core.commands import PROG
 from blockbatch.core.endpoint import answered_text
 from blockbatch.core.ingest import IngestError, ParsedBlock
-from blockbatch.core.models import QualityOptions, RunOptions, RunResult
+from blockbatch.core.quality_types import QualityOptions
 from blockbatch.core.questions import ANSWER_FIELD, QUESTION_SCHEMA, question_block
+from blockbatch.core.run_types import RunOptions, RunResult
 from blockbatch.core.schema import SchemaSpec
 from blockbatch.core.views import ItemUsage
 from blockbatch.runtime.claude import anthropic_client

@@ -30,9 +30,9 @@ from blockbatch.core.calibration import CalibrationNote
 from blockbatch.core.context import RunContext
 from blockbatch.core.endpoint import SIMULATOR_HEADER, endpoint_host
 from blockbatch.core.ingest import ConvertOptions, ParsedBlock, detect_format, document_id_for
-from blockbatch.core.models import QualityOptions, RunOptions
 from blockbatch.core.planning import estimate_tokens
 from blockbatch.core.prompt import request_prefix
+from blockbatch.core.quality_types import QualityOptions
 from blockbatch.core.quote import (
     MIN_HISTORY_CALLS,
     EscalationQuote,
@@ -48,6 +48,7 @@ from blockbatch.core.quote import (
 from blockbatch.core.registry import ModelInfo, retired_model
 from blockbatch.core.reuse import answer_key, block_digest, prompt_digest
 from blockbatch.core.run_model import FACTS_MAX_AGE_S, check_usable, run_model
+from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import SchemaSpec, load_schema, schema_id_for
 from blockbatch.core.views import PrefixToCount
 from blockbatch.core.warm_up import WARM_UP_BLOCK, stand_in_request

@@ -24,8 +24,9 @@ from blockbatch.api.review import (
     reject,
     reopen,
 )
-from blockbatch.core.models import QualityResult, RunResult
+from blockbatch.core.quality_types import QualityResult
 from blockbatch.core.review import id_columns as identifying_columns
+from blockbatch.core.run_types import RunResult
 from blockbatch.core.views import (
     CallDetail,
     CallRow,

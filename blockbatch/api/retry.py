@@ -33,9 +33,10 @@ from blockbatch.api.review import resolve_block_refs
 from blockbatch.api.runs import run_attributes, run_details
 from blockbatch.core.budget import parse_budget
 from blockbatch.core.commands import PROG
-from blockbatch.core.models import PlanRetryOutput, RetryRequest, RunOptions, RunResult, run_input
 from blockbatch.core.reasons import counts_text
 from blockbatch.core.retry import RefusalKind, check_retry, unknown_reasons
+from blockbatch.core.retry_types import PlanRetryOutput, RetryRequest
+from blockbatch.core.run_types import RunOptions, RunResult, run_input
 from blockbatch.core.views import RetryRecord
 from blockbatch.core.workflow_names import (
     NOTHING_TO_RETRY,

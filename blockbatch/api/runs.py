@@ -37,14 +37,9 @@ from blockbatch.api.inputs import SchemaSource, with_schema_model
 from blockbatch.api.streams import Stream, load_stream
 from blockbatch.core import workflow_names as names
 from blockbatch.core.answer import check_effort
-from blockbatch.core.models import (
-    RunOptions,
-    RunProgress,
-    RunResult,
-    run_input,
-    stream_input,
-)
 from blockbatch.core.registry import ModelInfo, retirement_warning
+from blockbatch.core.run_types import RunOptions, RunProgress, RunResult, run_input
+from blockbatch.core.stream_types import stream_input
 from blockbatch.core.streams import StreamTriggers
 from blockbatch.core.views import RunInfo
 from blockbatch.core.workflow_names import (

@@ -33,7 +33,7 @@ from temporalio.service import RPCError
 from blockbatch.api.errors import InvalidRow, StreamClosed, speaks_python
 from blockbatch.core.context import RunContext
 from blockbatch.core.endpoint import Endpoint
-from blockbatch.core.models import ACTIVE_STATUSES, RunResult
+from blockbatch.core.run_types import ACTIVE_STATUSES, RunResult
 from blockbatch.core.streams import RowError, row_metadata, row_text
 from blockbatch.core.workflow_names import CLOSE_STREAM, ROWS_ADDED, run_workflow_id
 from blockbatch.store import streams

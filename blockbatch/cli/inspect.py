@@ -23,8 +23,8 @@ from blockbatch.cli.session import Session
 from blockbatch.core.budget import left_text
 from blockbatch.core.commands import PROG
 from blockbatch.core.endpoint import answered_text
-from blockbatch.core.models import RunProgress
 from blockbatch.core.ratelimit import rate_class
+from blockbatch.core.run_types import RunProgress
 from blockbatch.core.views import LimiterView, PromptPart
 from blockbatch.report import (
     change_rows,

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
-from blockbatch.core.models import RunOptions
+from blockbatch.core.run_types import RunOptions
 
 #: Words that give a field that allows it no value (its ``None``).
 NONE_WORDS = ("none", "null")

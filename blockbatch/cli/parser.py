@@ -13,9 +13,12 @@ from typing import TypeAlias
 
 from blockbatch.cli.options import FieldOption, Settable, add_field_option
 from blockbatch.core.budget import BudgetError, parse_budget
+from blockbatch.core.escalation_types import EscalationOptions
 from blockbatch.core.ingest import EXTENSIONS, FORMATS
-from blockbatch.core.models import EscalationOptions, OutageOptions, QualityOptions, RunOptions
+from blockbatch.core.outage_types import OutageOptions
+from blockbatch.core.quality_types import QualityOptions
 from blockbatch.core.registry import DEFAULT_MODEL
+from blockbatch.core.run_types import RunOptions
 from blockbatch.core.streams import StreamTriggers
 
 #: The subcommands of the command line, each command module adds its own to.

@@ -12,8 +12,9 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from rich.table import Column
 
 from blockbatch.cli.console import Console, human_seconds
-from blockbatch.core.models import EscalationProgress, RunProgress
+from blockbatch.core.escalation_types import EscalationProgress
 from blockbatch.core.outage import waiting_text
+from blockbatch.core.run_types import RunProgress
 
 #: Piped, a waiting state that has not changed is said again after this long (seconds).
 WAITING_REPEAT_S = 30.0

@@ -13,8 +13,8 @@ from blockbatch.cli.console import Console
 from blockbatch.cli.parser import EXIT_OK
 from blockbatch.cli.session import Session
 from blockbatch.core.ingest import ConvertOptions
-from blockbatch.core.models import RunOptions
 from blockbatch.core.quote import ModeQuote, Quote
+from blockbatch.core.run_types import RunOptions
 
 
 def read_as(args: argparse.Namespace) -> ConvertOptions:

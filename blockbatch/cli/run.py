@@ -44,7 +44,6 @@ from blockbatch.cli.session import Session
 from blockbatch.core.blocks import ParsedBlock
 from blockbatch.core.commands import PROG
 from blockbatch.core.ingest import parse_records
-from blockbatch.core.models import RunOptions
 from blockbatch.core.providers import (
     DEFAULT_PROVIDER,
     ProviderModelError,
@@ -54,6 +53,7 @@ from blockbatch.core.providers import (
 )
 from blockbatch.core.reasons import REASONS, counts_text
 from blockbatch.core.registry import RetiredModelError, UnknownModelError
+from blockbatch.core.run_types import RunOptions
 from blockbatch.report import run_links
 from blockbatch.runtime.settings import Settings
 

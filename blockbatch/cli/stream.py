@@ -36,8 +36,8 @@ from blockbatch.cli.parser import (
     add_settings_option,
 )
 from blockbatch.cli.session import Session
-from blockbatch.core.models import RunOptions
 from blockbatch.core.reasons import counts_text
+from blockbatch.core.run_types import RunOptions
 from blockbatch.core.streams import RowError, parse_line
 
 #: Lines put in one transaction at most (those already read when the stream is ready).

@@ -13,8 +13,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
+from blockbatch.core.batch_types import BatchOptions
 from blockbatch.core.claude_errors import HTTP_STATUS
-from blockbatch.core.models import BatchOptions
 from blockbatch.core.policy import NOT_PROCESSED
 from blockbatch.core.registry import ModelInfo, Usage, cost_usd
 

@@ -49,9 +49,9 @@ from typing import Literal
 from blockbatch.core.batching import BATCH_CACHE_TTL
 from blockbatch.core.commands import PROG, for_any_reader
 from blockbatch.core.context import RunContext
-from blockbatch.core.models import BudgetLeft
 from blockbatch.core.planning import Pack
 from blockbatch.core.registry import BATCH_DISCOUNT, ModelInfo, price_multiplier
+from blockbatch.core.run_types import BudgetLeft
 
 #: Real input counts may exceed the planner's estimate a little (it leans high, but it is
 #: not Claude's tokenizer): a worst case takes this much more input than estimated.

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from blockbatch.core.answer import CallShape, call_shape
-from blockbatch.core.models import RunOptions
 from blockbatch.core.planning import (
     BLOCK_WRAPPER_TOKENS,
     LEARNING_PACK_BLOCKS,
@@ -33,6 +32,7 @@ from blockbatch.core.policy import oversized_message
 from blockbatch.core.prompt import fixed_prompt_tokens, strict_fits
 from blockbatch.core.providers import CLAUDE_API, Route, provider_info, wire_model
 from blockbatch.core.registry import ModelInfo, scaled_tokens
+from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import SchemaSpec
 
 

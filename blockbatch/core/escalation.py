@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from blockbatch.core.agreement import Tally, compare_answers
-from blockbatch.core.models import EscalationVsProbe
+from blockbatch.core.escalation_types import EscalationVsProbe
 from blockbatch.core.quality import rate
 from blockbatch.core.schema import SchemaSpec
 

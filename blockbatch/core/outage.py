@@ -27,7 +27,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from blockbatch.core.claude_errors import FATAL_OPENING
-from blockbatch.core.models import OutageOptions, OutageProgress, ProbeApiOutput
+from blockbatch.core.outage_types import OutageOptions, OutageProgress, ProbeApiOutput
 
 #: What to check when no connection reaches the endpoint.
 CHECK_NETWORK = (

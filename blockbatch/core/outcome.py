@@ -6,8 +6,8 @@ blocks it ends unfinished. ``blockbatch.store.runs.close_run`` and
 from __future__ import annotations
 
 from blockbatch.core.claude_errors import fatal_code_of
-from blockbatch.core.models import RunStatus
 from blockbatch.core.reasons import ReasonCode, counts_text
+from blockbatch.core.run_types import RunStatus
 
 
 def final_status(

@@ -36,8 +36,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from blockbatch.core.call_types import FailBlocksInput
 from blockbatch.core.claude_errors import ClaudeError, is_outage
-from blockbatch.core.models import FailBlocksInput
 from blockbatch.core.reasons import REASONS, ReasonCode
 
 Step = Literal["done", "retry", "split", "resubmit", "wait", "fail", "keep", "fatal"]

@@ -59,16 +59,16 @@ from blockbatch.core.agreement import (
 )
 from blockbatch.core.context import RunContext
 from blockbatch.core.evidence import GroundingCount, grounding_text
-from blockbatch.core.models import (
+from blockbatch.core.planning import OutputRatios, Pack
+from blockbatch.core.quality_types import (
     AgreementRate,
-    GateReading,
     GroundingResult,
     QualityOptions,
     QualityResult,
     QualityRunState,
 )
-from blockbatch.core.planning import OutputRatios, Pack
 from blockbatch.core.registry import Usage, cost_usd
+from blockbatch.core.run_types import GateReading
 
 #: Attempts of one probe call (429, 529, 5xx, no answer: after the retry-after); then its
 #: sample is recorded ``failed`` (the run never fails for its probe).
@@ -416,7 +416,7 @@ def quality_result(
     grounding: GroundingResult | None = None,
     probed: bool = True,
 ) -> QualityResult:
-    """The run's :class:`~core.models.QualityResult` from its samples' summary, with the
+    """The run's :class:`~core.quality_types.QualityResult` from its samples' summary, with the
     grounding of its answers (:func:`grounding_result`) beside their agreement
     (``probe_model``: the model the samples were asked alone on, when not the run's)."""
     blocks = summary.blocks

@@ -66,7 +66,6 @@ from blockbatch.core.batching import (
 from blockbatch.core.calibration import CalibrationNote
 from blockbatch.core.context import RunContext
 from blockbatch.core.evidence import evidence_text
-from blockbatch.core.models import QualityOptions, RunOptions
 from blockbatch.core.planning import (
     PACK_OUTPUT_OVERHEAD_TOKENS,
     OutputRatios,
@@ -74,6 +73,7 @@ from blockbatch.core.planning import (
     evidence_output_tokens,
 )
 from blockbatch.core.quality import GATE_SAMPLES_PER_PACK, ProbePlan, probe_plan
+from blockbatch.core.quality_types import QualityOptions
 from blockbatch.core.quote_pricing import Attempt, BlockShare, Mode, ModeQuote, mode_quote, usd
 from blockbatch.core.quote_tokens import (
     COUNT_CHUNK_SHARE,
@@ -84,6 +84,7 @@ from blockbatch.core.quote_tokens import (
     planner_tokens,
 )
 from blockbatch.core.registry import ModelInfo, Usage, cost_usd, scaled_tokens
+from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import SchemaSpec
 
 __all__ = [

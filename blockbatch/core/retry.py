@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from blockbatch.core.commands import PROG
-from blockbatch.core.models import RetryRequest
 from blockbatch.core.reasons import REASONS, counts_text
+from blockbatch.core.retry_types import RetryRequest
 from blockbatch.core.review import ANSWERED
 
 #: A run may be retried only once it has finished (not while it may still change).

@@ -5,19 +5,15 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from blockbatch.core.batch_types import BatchProgress
 from blockbatch.core.budget import suggested_budget
+from blockbatch.core.call_types import LimiterNote
 from blockbatch.core.commands import PROG, for_any_reader
-from blockbatch.core.models import (
-    BatchProgress,
-    LimiterNote,
-    OutageProgress,
-    RunInput,
-    RunProgress,
-    RunResult,
-)
 from blockbatch.core.outage import paused_text, waiting_text
+from blockbatch.core.outage_types import OutageProgress
 from blockbatch.core.quality import probe_cost_text, running_text
 from blockbatch.core.reasons import counts_text
+from blockbatch.core.run_types import RunInput, RunProgress, RunResult
 
 
 def run_progress(

@@ -16,9 +16,9 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from blockbatch.core.budget import left_to_do
-from blockbatch.core.models import ACTIVE_STATUSES, BudgetLeft, RunResult
 from blockbatch.core.registry import TokenCounts, known_model_names
 from blockbatch.core.review import ANSWERED
+from blockbatch.core.run_types import ACTIVE_STATUSES, BudgetLeft, RunResult
 from blockbatch.core.schema import SchemaSpec
 
 #: A run in one of these has not finished yet (a cancelling run still winds down).

@@ -45,14 +45,12 @@ import annotated_types
 from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 
-from blockbatch.core.models import (
-    BatchOptions,
-    EscalationOptions,
-    OutageOptions,
-    QualityOptions,
-    RunOptions,
-)
+from blockbatch.core.batch_types import BatchOptions
+from blockbatch.core.escalation_types import EscalationOptions
+from blockbatch.core.outage_types import OutageOptions
+from blockbatch.core.quality_types import QualityOptions
 from blockbatch.core.reasons import REASONS
+from blockbatch.core.run_types import RunOptions
 from blockbatch.core.streams import StreamTriggers
 from blockbatch.runtime.metrics import METRICS
 from blockbatch.runtime.settings import Settings

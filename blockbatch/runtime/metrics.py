@@ -42,24 +42,21 @@ from temporalio.worker import (
 
 from activities.errors import call_of_error as failed_call
 from activities.errors import claude_error_of
-from blockbatch.core.models import (
+from blockbatch.core.batch_types import ApplyRoundOutput, CollectRoundOutput, OpenBatchRunOutput
+from blockbatch.core.call_types import (
     ApplyResultsOutput,
-    ApplyRoundOutput,
     CallFacts,
     CallModelOutput,
-    CollectRoundOutput,
     FailBlocksInput,
     FailBlocksOutput,
-    FinishRunInput,
     LimiterNote,
-    OpenBatchRunOutput,
-    ProbeApiOutput,
-    QualityProbeOutput,
-    RunResult,
     WarmCacheOutput,
 )
+from blockbatch.core.outage_types import ProbeApiOutput
 from blockbatch.core.outcome import end_code
 from blockbatch.core.policy import failure_code
+from blockbatch.core.quality_types import QualityProbeOutput
+from blockbatch.core.run_types import FinishRunInput, RunResult
 
 log = logging.getLogger("blockbatch.metrics")
 

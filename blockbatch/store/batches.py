@@ -14,9 +14,10 @@ from typing import Any, NamedTuple
 
 import asyncpg
 
+from blockbatch.core.batch_types import BatchCounts, CollectRoundOutput
 from blockbatch.core.batching import ResultRow
+from blockbatch.core.call_types import Totals
 from blockbatch.core.endpoint import Endpoint
-from blockbatch.core.models import BatchCounts, CollectRoundOutput, Totals
 from blockbatch.store import ledger
 
 # ------------------------------------------------------------------ a round's requests

@@ -36,8 +36,7 @@ from typing import Any
 import asyncpg
 
 from blockbatch.core.escalation import ProbedBlock, vs_probe
-from blockbatch.core.models import (
-    ACTIVE_STATUSES,
+from blockbatch.core.escalation_types import (
     ESCALATION_FAILED,
     ESCALATION_PART,
     EscalationPhase,
@@ -47,6 +46,7 @@ from blockbatch.core.models import (
     PlanEscalationOutput,
 )
 from blockbatch.core.quality import QUALITY_PROBE
+from blockbatch.core.run_types import ACTIVE_STATUSES
 from blockbatch.core.schema import load_schema
 
 #: Ledger purposes of an escalation's calls.

@@ -18,9 +18,10 @@ import asyncpg
 from pydantic import ConfigDict
 
 from blockbatch.core.budget import Spread, verdict
+from blockbatch.core.call_types import ApplyResultsOutput
 from blockbatch.core.endpoint import Endpoint
-from blockbatch.core.models import ACTIVE_STATUSES, ApplyResultsOutput
 from blockbatch.core.registry import TokenCounts, Usage
+from blockbatch.core.run_types import ACTIVE_STATUSES
 from blockbatch.store.runs import budget_for_share
 
 _ANSWER_COLUMNS = """call_id, block_uids, stop_reason, input_tokens, output_tokens,

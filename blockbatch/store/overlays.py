@@ -84,16 +84,17 @@ from typing import Any, Literal
 
 import asyncpg
 
+from blockbatch.core.call_types import ApplyResultsOutput
 from blockbatch.core.commands import PROG, for_any_reader
 from blockbatch.core.endpoint import Endpoint
 from blockbatch.core.evidence import ground, ungrounded
-from blockbatch.core.models import ApplyResultsOutput, RunStatus
 from blockbatch.core.outcome import end_code
 from blockbatch.core.policy import attempt_limit
 from blockbatch.core.reasons import ReasonCode
 from blockbatch.core.results import parse_results
 from blockbatch.core.reuse import REUSABLE
 from blockbatch.core.review import REVIEWABLE, EditError, edited_overlay
+from blockbatch.core.run_types import RunStatus
 from blockbatch.core.schema import SchemaSpec
 from blockbatch.store import ledger
 from blockbatch.store.repo import NotFound

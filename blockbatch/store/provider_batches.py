@@ -16,8 +16,8 @@ from typing import Any, NamedTuple
 
 import asyncpg
 
+from blockbatch.core.batch_types import BatchCounts, PollRoundOutput, ProviderBatchRef
 from blockbatch.core.endpoint import Endpoint
-from blockbatch.core.models import BatchCounts, PollRoundOutput, ProviderBatchRef
 from blockbatch.store import batches, ledger
 
 #: A part of a round: (run_id, round, part).

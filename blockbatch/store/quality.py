@@ -19,8 +19,8 @@ import asyncpg
 
 from blockbatch.core.agreement import FieldAgreement, Sample, summarize
 from blockbatch.core.evidence import GroundingCount
-from blockbatch.core.models import GroundingResult, QualityResult
 from blockbatch.core.quality import QUALITY_PROBE, ProbePlan, grounding_result, quality_result
+from blockbatch.core.quality_types import GroundingResult, QualityResult
 from blockbatch.core.views import Disagreement
 from blockbatch.store.replans import changes, gate_size
 

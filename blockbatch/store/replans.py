@@ -12,9 +12,9 @@ from typing import Any
 
 import asyncpg
 
-from blockbatch.core.models import GateReading
 from blockbatch.core.planning import OutputRatios, replan_text
 from blockbatch.core.quality import gate_text
+from blockbatch.core.run_types import GateReading
 
 #: Samples are the blocks of a run's latest answered pack calls, at most this many calls.
 _SAMPLE_CALLS = 200

@@ -17,10 +17,10 @@ from typing import Any
 import asyncpg
 
 from blockbatch.core.ingest import ConvertOptions, ParsedBlock, document_id_for
-from blockbatch.core.models import RunOptions
 from blockbatch.core.planning import estimate_tokens
 from blockbatch.core.registry import RetiredModelError, UnknownModelError, get_model
 from blockbatch.core.reuse import block_digest
+from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import SchemaSpec, schema_id_for
 
 

@@ -15,8 +15,8 @@ from datetime import datetime
 
 import asyncpg
 
-from blockbatch.core.models import RetryRequest
 from blockbatch.core.retry import ASKED_BY_NAME, BlockState
+from blockbatch.core.retry_types import RetryRequest
 from blockbatch.core.views import OverlayChange, RetryRecord
 
 

@@ -10,12 +10,13 @@ from typing import Any
 import asyncpg
 
 from blockbatch.core.budget import left_text, left_to_do
+from blockbatch.core.call_types import Totals
 from blockbatch.core.commands import PROG
 from blockbatch.core.context import RunContext
-from blockbatch.core.models import ACTIVE_STATUSES, RunOptions, RunResult, RunStatus, Totals
 from blockbatch.core.outcome import final_status
 from blockbatch.core.registry import ModelInfo, priced_elsewhere
 from blockbatch.core.run_model import FACTS_MAX_AGE_S, model_from_json, model_json, run_model
+from blockbatch.core.run_types import ACTIVE_STATUSES, RunOptions, RunResult, RunStatus
 from blockbatch.core.schema import load_schema
 from blockbatch.store import model_facts
 from blockbatch.store.repo import NotFound

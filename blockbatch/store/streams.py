@@ -24,9 +24,9 @@ import asyncpg
 from blockbatch.core.commands import PROG
 from blockbatch.core.context import RunContext
 from blockbatch.core.endpoint import Endpoint
-from blockbatch.core.models import ACTIVE_STATUSES, RunOptions
 from blockbatch.core.planning import OutputRatios, estimate_tokens
 from blockbatch.core.reuse import answer_key, block_digest, prompt_digest
+from blockbatch.core.run_types import ACTIVE_STATUSES, RunOptions
 from blockbatch.core.streams import Buffered, StreamTriggers, stream_document_id
 from blockbatch.store import overlays
 from blockbatch.store.repo import NotFound, create_run

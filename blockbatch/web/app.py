@@ -38,8 +38,8 @@ from blockbatch.api import BadRequest, Blockbatch, EditError, NotFound
 from blockbatch.api.export import ExportFormat
 from blockbatch.api.review import checked_reviewer
 from blockbatch.core.commands import CONSOLE_SCRIPT, render
+from blockbatch.core.escalation_types import EscalationProgress
 from blockbatch.core.evidence import spans
-from blockbatch.core.models import EscalationProgress
 from blockbatch.core.page_image import bounded_width
 from blockbatch.core.reasons import REASONS
 from blockbatch.core.review import OVERLAY_STATUSES, REVIEWABLE

@@ -17,7 +17,7 @@ from blockbatch.api import (
 )
 from blockbatch.api.items import items_to_blocks
 from blockbatch.cli import amain
-from blockbatch.core.models import RunOptions
+from blockbatch.core.run_types import RunOptions
 from blockbatch.simulator.questions import WORDS
 from tests.conftest import Stack
 from tests.helpers import REJECT_MARKER, block_content, extract_schema, markdown_doc

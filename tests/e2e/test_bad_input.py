@@ -18,8 +18,9 @@ from temporalio.client import WorkflowExecutionStatus
 
 from blockbatch.api.errors import BAD_INPUT
 from blockbatch.core.ingest import IngestError
-from blockbatch.core.models import QualityOptions, RunOptions
+from blockbatch.core.quality_types import QualityOptions
 from blockbatch.core.registry import UnknownModelError, get_model
+from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import SchemaError
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc

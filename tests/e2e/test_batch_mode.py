@@ -6,8 +6,10 @@ from typing import Any
 
 import pytest
 
-from blockbatch.core.models import BatchOptions, QualityOptions, RunOptions, RunProgress, RunResult
+from blockbatch.core.batch_types import BatchOptions
+from blockbatch.core.quality_types import QualityOptions
 from blockbatch.core.registry import Usage, cost_usd, get_model
+from blockbatch.core.run_types import RunOptions, RunProgress, RunResult
 from blockbatch.runtime.claude import anthropic_client
 from tests.conftest import Stack
 from tests.helpers import block_content, extract_schema, markdown_doc

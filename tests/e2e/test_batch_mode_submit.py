@@ -17,7 +17,8 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.batches import BatchActivities
 from activities.db import DbActivities
-from blockbatch.core.models import BatchRoundInput, OpenBatchRunInput, PlanRunInput, RunOptions
+from blockbatch.core.batch_types import BatchRoundInput, OpenBatchRunInput
+from blockbatch.core.run_types import PlanRunInput, RunOptions
 from blockbatch.runtime.claude import anthropic_client
 from blockbatch.store import repo
 from tests.conftest import Stack

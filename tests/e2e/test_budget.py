@@ -14,7 +14,7 @@ import pytest
 
 from blockbatch.api.errors import BudgetError
 from blockbatch.core.budget import suggested_budget
-from blockbatch.core.models import RunOptions
+from blockbatch.core.run_types import RunOptions
 from blockbatch.report import next_command
 from blockbatch.store import reads
 from tests.conftest import Stack

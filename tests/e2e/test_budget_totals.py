@@ -14,8 +14,8 @@ from typing import Any
 import asyncpg
 
 from blockbatch.core.ingest import parse_document
-from blockbatch.core.models import RunOptions
 from blockbatch.core.registry import Usage
+from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import load_schema
 from blockbatch.store import ledger, repo
 from tests.helpers import extract_schema, marked_document

@@ -14,7 +14,9 @@ import pytest
 
 from blockbatch.api import NotFound
 from blockbatch.cli import EXIT_NOT_FOUND, amain
-from blockbatch.core.models import BatchOptions, QualityOptions, RunOptions
+from blockbatch.core.batch_types import BatchOptions
+from blockbatch.core.quality_types import QualityOptions
+from blockbatch.core.run_types import RunOptions
 from tests.conftest import Stack
 from tests.helpers import REJECT_MARKER, extract_schema, marked_document
 

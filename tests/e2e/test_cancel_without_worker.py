@@ -4,7 +4,7 @@ next worker does carry it out."""
 
 from __future__ import annotations
 
-from blockbatch.core.models import RunOptions
+from blockbatch.core.run_types import RunOptions
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`

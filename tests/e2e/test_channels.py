@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from blockbatch.core.models import QualityOptions, RunOptions
+from blockbatch.core.quality_types import QualityOptions
+from blockbatch.core.run_types import RunOptions
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
 

@@ -22,7 +22,8 @@ import pytest_asyncio
 from bench.chaos_check import check_run, fault_free_reference, install_audit, violations
 from bench.chaos_stack import ChaosStack, chaos_document, chaos_schema
 from blockbatch.api import Blockbatch
-from blockbatch.core.models import QualityOptions, RunOptions, RunResult
+from blockbatch.core.quality_types import QualityOptions
+from blockbatch.core.run_types import RunOptions, RunResult
 from blockbatch.store.db import create_pool
 
 MODEL_FAULTS: dict[str, Any] = {

@@ -14,14 +14,9 @@ from activities.escalation import EscalationActivities
 from activities.llm import LlmActivities
 from blockbatch.api.errors import BadRequest, RunStillActive
 from blockbatch.core.agreement import compare_properties
-from blockbatch.core.models import (
-    EscalateInput,
-    EscalationPartInput,
-    QualityOptions,
-    RunOptions,
-    RunResult,
-    SecondPassInput,
-)
+from blockbatch.core.escalation_types import EscalateInput, EscalationPartInput, SecondPassInput
+from blockbatch.core.quality_types import QualityOptions
+from blockbatch.core.run_types import RunOptions, RunResult
 from blockbatch.report import summary_lines
 from blockbatch.runtime.claude import anthropic_client
 from blockbatch.simulator.content import block_result

@@ -11,7 +11,8 @@ import re
 import aiohttp
 import pytest
 
-from blockbatch.core.models import QualityOptions, RunOptions
+from blockbatch.core.quality_types import QualityOptions
+from blockbatch.core.run_types import RunOptions
 from blockbatch.web.app import create_app
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc

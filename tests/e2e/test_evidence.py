@@ -15,7 +15,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from blockbatch.core.models import QualityOptions, RunOptions
+from blockbatch.core.quality_types import QualityOptions
+from blockbatch.core.run_types import RunOptions
 from blockbatch.report import quality_rows
 from tests.conftest import ROOT, Stack
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`

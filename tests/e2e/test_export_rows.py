@@ -14,7 +14,7 @@ import aiohttp
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from blockbatch.core.models import RunOptions
+from blockbatch.core.run_types import RunOptions
 from blockbatch.web.app import create_app
 from tests.conftest import Stack
 from tests.helpers import extract_schema

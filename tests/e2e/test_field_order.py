@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from blockbatch.core.models import QualityOptions, RunOptions
+from blockbatch.core.quality_types import QualityOptions
+from blockbatch.core.run_types import RunOptions
 from blockbatch.store import repo
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc

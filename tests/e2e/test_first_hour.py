@@ -8,7 +8,7 @@ import io
 import json
 from pathlib import Path
 
-from blockbatch.core.models import RunOptions
+from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import load_schema
 from tests.conftest import Stack
 

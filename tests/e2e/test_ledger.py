@@ -7,9 +7,9 @@ from typing import Any
 import asyncpg
 
 from blockbatch.core.ingest import parse_document
-from blockbatch.core.models import RunOptions
 from blockbatch.core.prompt import TOOL_NAME
 from blockbatch.core.registry import Usage
+from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import load_schema
 from blockbatch.store import ledger, overlays, repo
 from blockbatch.store.ledger import Origin

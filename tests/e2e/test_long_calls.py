@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 import activities.sender
-from blockbatch.core.models import QualityOptions, RunOptions
 from blockbatch.core.prompt import needs_streaming
+from blockbatch.core.quality_types import QualityOptions
+from blockbatch.core.run_types import RunOptions
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
 

@@ -21,7 +21,8 @@ import urllib.request
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from blockbatch.core.models import BatchOptions, RunOptions
+from blockbatch.core.batch_types import BatchOptions
+from blockbatch.core.run_types import RunOptions
 from blockbatch.devtools.stack import free_port
 from blockbatch.runtime.metrics import METRICS, status_class
 from tests.conftest import ROOT, Stack

@@ -9,8 +9,9 @@ import asyncpg
 import pytest
 
 from blockbatch.core.ingest import parse_document
-from blockbatch.core.models import QualityOptions, RunOptions
+from blockbatch.core.quality_types import QualityOptions
 from blockbatch.core.registry import RetiredModelError, Usage
+from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import load_schema
 from blockbatch.runtime.models_api import ModelFacts
 from blockbatch.store import ledger, model_facts, repo, runs

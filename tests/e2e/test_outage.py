@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from blockbatch.core.models import OutageOptions, RunOptions, RunProgress
+from blockbatch.core.outage_types import OutageOptions
+from blockbatch.core.run_types import RunOptions, RunProgress
 from tests.conftest import Stack
 from tests.helpers import extract_schema, marked_document
 from tests.waiting import until

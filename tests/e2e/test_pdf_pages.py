@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from blockbatch.core.models import RunOptions
 from blockbatch.core.page_image import BOX_COLOUR, DEFAULT_WIDTH, MAX_WIDTH, box_pixels
+from blockbatch.core.run_types import RunOptions
 from blockbatch.devtools.pdfgen import report_pdf
 from blockbatch.store import repo
 from blockbatch.web.app import create_app

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from blockbatch.core.models import QualityOptions, RunInput, RunOptions, RunResult
+from blockbatch.core.quality_types import QualityOptions
+from blockbatch.core.run_types import RunInput, RunOptions, RunResult
 from tests.conftest import Stack
 from tests.helpers import block_content, extract_schema, loose_schema, markdown_doc
 from tests.waiting import until

@@ -8,8 +8,9 @@ import pytest
 
 from blockbatch.api.errors import BadRequest
 from blockbatch.core.agreement import compare_properties
-from blockbatch.core.models import QualityOptions, RunOptions
+from blockbatch.core.quality_types import QualityOptions
 from blockbatch.core.registry import UnknownModelError
+from blockbatch.core.run_types import RunOptions
 from blockbatch.simulator.content import block_result
 from blockbatch.simulator.prompt import Block
 from tests.conftest import Stack

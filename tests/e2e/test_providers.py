@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from blockbatch.core.models import RunOptions
 from blockbatch.core.providers import provider_info
+from blockbatch.core.run_types import RunOptions
 from blockbatch.runtime.claude import anthropic_client, provider_client
 from blockbatch.runtime.temporal import build_worker
 from tests.conftest import Stack

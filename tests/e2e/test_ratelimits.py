@@ -12,8 +12,8 @@ import asyncpg
 import pytest
 import pytest_asyncio
 
-from blockbatch.core.models import RunOptions
 from blockbatch.core.ratelimit import RAMP_START, Kind, Need
+from blockbatch.core.run_types import RunOptions
 from blockbatch.store import ratelimits
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc

@@ -12,9 +12,10 @@ import io
 import json
 from typing import Any
 
-from blockbatch.core.models import BatchOptions, RunOptions, RunResult
+from blockbatch.core.batch_types import BatchOptions
 from blockbatch.core.reasons import REASONS
 from blockbatch.core.registry import get_model
+from blockbatch.core.run_types import RunOptions, RunResult
 from tests.conftest import Stack
 from tests.helpers import (
     REJECT_MARKER,

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from blockbatch.core.models import BatchOptions, RunOptions
+from blockbatch.core.batch_types import BatchOptions
+from blockbatch.core.run_types import RunOptions
 from tests.conftest import Stack
 from tests.helpers import REJECT_MARKER, extract_schema, marked_document
 

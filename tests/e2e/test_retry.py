@@ -32,16 +32,11 @@ from blockbatch.api import (
     UnknownBlock,
     UnknownReason,
 )
+from blockbatch.core.batch_types import BatchOptions
 from blockbatch.core.ingest import parse_document
-from blockbatch.core.models import (
-    BatchOptions,
-    FinishRunInput,
-    PlanRetryInput,
-    PlanRunInput,
-    QualityOptions,
-    RetryRequest,
-    RunOptions,
-)
+from blockbatch.core.quality_types import QualityOptions
+from blockbatch.core.retry_types import PlanRetryInput, RetryRequest
+from blockbatch.core.run_types import FinishRunInput, PlanRunInput, RunOptions
 from blockbatch.core.schema import load_schema
 from blockbatch.core.workflow_names import NOTHING_TO_RETRY, RUN_NOT_FINISHED
 from blockbatch.store import overlays, repo, retries, runs

@@ -12,7 +12,8 @@ import aiohttp
 import pytest
 
 from blockbatch.api.errors import NothingToRetry
-from blockbatch.core.models import QualityOptions, RunOptions, RunResult
+from blockbatch.core.quality_types import QualityOptions
+from blockbatch.core.run_types import RunOptions, RunResult
 from blockbatch.report import summary_lines
 from blockbatch.runtime.claude import anthropic_client
 from blockbatch.runtime.temporal import build_worker

@@ -27,9 +27,9 @@ from starlette.routing import Route
 from yarl import URL
 
 from blockbatch.api import BadRequest, Blockbatch, NotFound
-from blockbatch.core.models import RunOptions
 from blockbatch.core.page_image import BOX_COLOUR, DEFAULT_WIDTH, box_pixels
 from blockbatch.core.registry import DEFAULT_MODEL
+from blockbatch.core.run_types import RunOptions
 from blockbatch.devtools import stack
 from blockbatch.runtime.settings import Settings
 from blockbatch.store.db import create_pool

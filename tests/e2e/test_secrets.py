@@ -26,7 +26,7 @@ from pydantic import SecretStr
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from blockbatch.core.models import RunOptions
+from blockbatch.core.run_types import RunOptions
 from blockbatch.devtools.stack import free_port
 from blockbatch.runtime.claude import anthropic_client
 from blockbatch.runtime.temporal import build_worker

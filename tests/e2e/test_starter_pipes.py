@@ -7,7 +7,7 @@ import fcntl
 import os
 import sys
 
-from blockbatch.core.models import RunOptions
+from blockbatch.core.run_types import RunOptions
 from tests.conftest import ROOT, Stack
 from tests.helpers import extract_schema, markdown_doc
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from blockbatch.api import Blockbatch, InvalidRow, StreamClosed, StreamRow
-from blockbatch.core.models import RunOptions
+from blockbatch.core.run_types import RunOptions
 from tests.conftest import ROOT, Stack
 from tests.helpers import extract_schema
 from tests.starter_fixtures import Cli, Result, cli_fixture  # noqa: F401 - provides `cli`

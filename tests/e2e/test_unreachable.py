@@ -20,7 +20,7 @@ import pytest
 
 from activities.endpoint import check_endpoint
 from activities.sdk import anthropic
-from blockbatch.core.models import OutageOptions
+from blockbatch.core.outage_types import OutageOptions
 from blockbatch.runtime.temporal import build_worker
 from tests.conftest import Stack
 from tests.e2e.test_reason_codes import codes, paragraphs, start

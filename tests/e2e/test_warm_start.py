@@ -3,7 +3,8 @@ and reads it (before, pack 0 ran alone first, a whole pack's latency on every ru
 
 from __future__ import annotations
 
-from blockbatch.core.models import QualityOptions, RunOptions
+from blockbatch.core.quality_types import QualityOptions
+from blockbatch.core.run_types import RunOptions
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
 

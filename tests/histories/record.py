@@ -75,15 +75,12 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities.sdk import anthropic
 from blockbatch.api import Blockbatch
+from blockbatch.core.batch_types import BatchOptions
 from blockbatch.core.claude_errors import fatal_code_of
-from blockbatch.core.models import (
-    BatchOptions,
-    EscalateInput,
-    OutageOptions,
-    QualityOptions,
-    RunOptions,
-    RunResult,
-)
+from blockbatch.core.escalation_types import EscalateInput
+from blockbatch.core.outage_types import OutageOptions
+from blockbatch.core.quality_types import QualityOptions
+from blockbatch.core.run_types import RunOptions, RunResult
 from blockbatch.core.workflow_names import escalate_workflow_id
 from blockbatch.devtools import stack
 from blockbatch.runtime.claude import anthropic_client

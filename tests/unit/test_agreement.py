@@ -17,7 +17,8 @@ from blockbatch.core.agreement import (
     summarize,
     text_similarity,
 )
-from blockbatch.core.models import QualityOptions, RunOptions
+from blockbatch.core.quality_types import QualityOptions
+from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import load_schema
 
 SCHEMA = load_schema(

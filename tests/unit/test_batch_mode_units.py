@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from blockbatch.core.batch_types import BatchOptions
 from blockbatch.core.batching import (
     PartCutter,
     batch_params,
@@ -17,10 +18,10 @@ from blockbatch.core.batching import (
     result_row,
 )
 from blockbatch.core.claude_errors import classify
-from blockbatch.core.models import BatchOptions, RunOptions
 from blockbatch.core.policy import Decision, decide, split_pack
 from blockbatch.core.prompt import build_request
 from blockbatch.core.registry import Usage, cost_usd, get_model
+from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import load_schema
 
 CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")

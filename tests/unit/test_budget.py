@@ -30,11 +30,11 @@ from blockbatch.core.budget import (
     worst_case_usd,
 )
 from blockbatch.core.context import RunContext
-from blockbatch.core.models import RunOptions
 from blockbatch.core.planning import Pack
 from blockbatch.core.policy import decide
 from blockbatch.core.reasons import REASONS
 from blockbatch.core.registry import get_model
+from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import load_schema
 
 SONNET = get_model("claude-sonnet-4-5")

@@ -17,8 +17,8 @@ from blockbatch.core.budget import (
     pack_worst_case,
 )
 from blockbatch.core.context import RunContext
-from blockbatch.core.models import RunOptions
 from blockbatch.core.registry import get_model
+from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import load_schema
 from blockbatch.store import ledger
 

@@ -13,8 +13,9 @@ from blockbatch.cli.options import nested_model, show
 from blockbatch.cli.parser import EXIT_USAGE, FIELD_OPTIONS, MODEL, SETTABLE
 from blockbatch.cli.run import _options
 from blockbatch.cli.stream import _opening_options
-from blockbatch.core.models import QualityOptions, RunOptions
+from blockbatch.core.quality_types import QualityOptions
 from blockbatch.core.registry import DEFAULT_MODEL
+from blockbatch.core.run_types import RunOptions
 
 RUN = ["run", "doc.md", "--schema", "s.json"]
 

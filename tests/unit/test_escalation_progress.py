@@ -9,7 +9,7 @@ import pytest
 
 from blockbatch.cli.console import Console
 from blockbatch.cli.progress import ProgressView, describe_escalation, escalation_bar
-from blockbatch.core.models import EscalationPhase, EscalationProgress, EscalationResult
+from blockbatch.core.escalation_types import EscalationPhase, EscalationProgress, EscalationResult
 from blockbatch.store.escalations import phase_of
 
 SONNET = "claude-sonnet-5-5"

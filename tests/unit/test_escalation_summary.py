@@ -4,8 +4,9 @@ its calls are not counted as the run's blocks per call."""
 from __future__ import annotations
 
 from blockbatch.core.commands import PROG
-from blockbatch.core.models import EscalationResult, EscalationVsProbe, RunResult
+from blockbatch.core.escalation_types import EscalationResult, EscalationVsProbe
 from blockbatch.core.quality import rate
+from blockbatch.core.run_types import RunResult
 from blockbatch.report import summary_dict, summary_lines
 
 LINKS = {"run": "http://ui/run", "packs": "http://ui/packs"}

@@ -229,8 +229,9 @@ def test_the_grid_marks_each_span_and_escapes_everything_else():
 
 def test_the_summary_reports_grounding_beside_agreement():
     from blockbatch.core.commands import PROG
-    from blockbatch.core.models import QualityResult, RunResult
     from blockbatch.core.quality import grounding_result
+    from blockbatch.core.quality_types import QualityResult
+    from blockbatch.core.run_types import RunResult
     from blockbatch.report import quality_rows
 
     counts = {"summary": GroundingCount(values=10, exact=9, missing=1), "urgent": GroundingCount()}
@@ -268,9 +269,9 @@ def test_the_summary_reports_grounding_beside_agreement():
 
 
 def test_the_quote_says_what_evidence_adds():
-    from blockbatch.core.models import RunOptions
     from blockbatch.core.quote import planner_tokens, quote, quote_context
     from blockbatch.core.registry import get_model
+    from blockbatch.core.run_types import RunOptions
 
     blocks = [120] * 40
     figures = {}

@@ -15,13 +15,9 @@ import pytest
 from blockbatch.cli.commands import build_parser
 from blockbatch.cli.parser import FIELD_OPTIONS
 from blockbatch.cli.progress import describe, limiter_detail
-from blockbatch.core.models import (
-    LimiterNote,
-    QualityResult,
-    RunOptions,
-    RunProgress,
-    RunResult,
-)
+from blockbatch.core.call_types import LimiterNote
+from blockbatch.core.quality_types import QualityResult
+from blockbatch.core.run_types import RunOptions, RunProgress, RunResult
 from blockbatch.report import next_command, not_done_line, summary_lines
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -22,8 +22,8 @@ from blockbatch.core.blocks import ConvertOptions, is_set_aside
 from blockbatch.core.convert import xlsx as xlsx_module
 from blockbatch.core.convert.tables import MAX_TABLE_TOKENS
 from blockbatch.core.ingest import IngestError, ParsedBlock, document_id_for, parse_document
-from blockbatch.core.models import RunResult
 from blockbatch.core.planning import estimate_tokens
+from blockbatch.core.run_types import RunResult
 from blockbatch.report import summary_lines
 
 

@@ -12,16 +12,9 @@ import pytest
 from temporalio.exceptions import ApplicationError
 
 from activities.errors import RETRYABLE, RUN_STOPPED, application_error
+from blockbatch.core.batch_types import ApplyRoundOutput, BatchCounts, CollectRoundOutput
+from blockbatch.core.call_types import CallFacts, CallModelOutput, LimiterNote, Totals
 from blockbatch.core.claude_errors import classify
-from blockbatch.core.models import (
-    ApplyRoundOutput,
-    BatchCounts,
-    CallFacts,
-    CallModelOutput,
-    CollectRoundOutput,
-    LimiterNote,
-    Totals,
-)
 from blockbatch.runtime.metrics import (
     METRICS,
     BlockbatchMetrics,

@@ -15,7 +15,6 @@ import pytest
 
 from blockbatch.core.budget import INPUT_MARGIN, pack_worst_case, worst_case_usd
 from blockbatch.core.context import RunContext
-from blockbatch.core.models import RunOptions
 from blockbatch.core.planning import (
     BLOCK_WRAPPER_TOKENS,
     EXPECTED_THINKING_TOKENS,
@@ -27,6 +26,7 @@ from blockbatch.core.planning import (
 )
 from blockbatch.core.quote import OutputHistory, PromptTokens, quote
 from blockbatch.core.registry import Usage, cost_usd, get_model
+from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import load_schema
 from tests.helpers import extract_schema
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from blockbatch.core.claude_errors import classify, fatal_code_of, is_outage
-from blockbatch.core.models import OutageOptions, OutageProgress, ProbeApiOutput
 from blockbatch.core.outage import (
     next_probe_in_s,
     pause_end,
@@ -13,6 +12,7 @@ from blockbatch.core.outage import (
     probe_delay_s,
     waiting_text,
 )
+from blockbatch.core.outage_types import OutageOptions, OutageProgress, ProbeApiOutput
 from blockbatch.core.outcome import end_code
 
 
@@ -81,7 +81,7 @@ def test_paused_text_reads_like_a_person_wrote_it() -> None:
 
 def test_watch_and_status_lead_with_the_outage_while_paused() -> None:
     from blockbatch.cli.progress import describe
-    from blockbatch.core.models import RunProgress
+    from blockbatch.core.run_types import RunProgress
 
     since = datetime(2026, 11, 23, 10, 2, 7, tzinfo=UTC)
     base = {

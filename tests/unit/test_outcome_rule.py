@@ -6,8 +6,8 @@ The runs that end each way are in tests/e2e/test_outcomes.py.
 from __future__ import annotations
 
 from blockbatch.cli.follow import exit_code
-from blockbatch.core.models import RunStatus
 from blockbatch.core.outcome import final_status
+from blockbatch.core.run_types import RunStatus
 
 
 def test_final_status_follows_the_blocks() -> None:

@@ -36,7 +36,7 @@ def spec_with(properties: dict[str, Any], **prompt_config: Any) -> SchemaSpec:
 def _context(**prompt_config: Any) -> Any:
     """A RunContext over a rewrite schema (revised text, count, short summary)."""
     from blockbatch.core.context import RunContext
-    from blockbatch.core.models import RunOptions
+    from blockbatch.core.run_types import RunOptions
 
     config = {k: v for k, v in prompt_config.items() if v is not None}
     spec = spec_with(

@@ -6,6 +6,7 @@ from typing import Any, get_args
 
 import pytest
 
+from blockbatch.core.call_types import CallOutcome
 from blockbatch.core.claude_errors import (
     HTTP_STATUS,
     RETRY_AFTER_JITTER,
@@ -14,7 +15,6 @@ from blockbatch.core.claude_errors import (
     fatal_code_of,
     retry_delay_s,
 )
-from blockbatch.core.models import CallOutcome
 from blockbatch.core.policy import (
     CALL_RESULTS,
     AttemptResult,
@@ -430,8 +430,8 @@ def test_claude_busy_or_refusing_never_waits() -> None:
 
 
 def test_retry_takes_refused_blocks_only_when_named_and_fatal_leftovers_with_cancelled() -> None:
-    from blockbatch.core.models import RetryRequest
     from blockbatch.core.retry import check_retry
+    from blockbatch.core.retry_types import RetryRequest
 
     counts = {
         ("ai_complete", None): 5,

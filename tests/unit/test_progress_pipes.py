@@ -8,7 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 from blockbatch.cli.console import Console
 from blockbatch.cli.progress import ProgressView, steady
-from blockbatch.core.models import OutageProgress, RunProgress
+from blockbatch.core.outage_types import OutageProgress
+from blockbatch.core.run_types import RunProgress
 
 SINCE = datetime(2026, 11, 28, 3, 0, tzinfo=UTC)
 

@@ -7,7 +7,6 @@ import pytest
 from pydantic import ValidationError
 
 from blockbatch.core.answer import call_shape
-from blockbatch.core.models import RunOptions
 from blockbatch.core.providers import (
     BEDROCK_LEGACY_VERSION,
     PROVIDERS,
@@ -18,6 +17,7 @@ from blockbatch.core.providers import (
     wire_request,
 )
 from blockbatch.core.registry import UnknownModelError, Usage, cost_usd, get_model
+from blockbatch.core.run_types import RunOptions
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,6 @@ import pytest
 
 from blockbatch.core.agreement import FieldAgreement, Sample, summarize
 from blockbatch.core.context import RunContext
-from blockbatch.core.models import GateReading, RunResult
 from blockbatch.core.planning import Pack
 from blockbatch.core.quality import (
     GATE_MIN_SAMPLES,
@@ -21,6 +20,7 @@ from blockbatch.core.quality import (
     probe_cost_text,
     quality_result,
 )
+from blockbatch.core.run_types import GateReading, RunResult
 from blockbatch.report import change_rows, quality_rows, summary_lines
 
 UIDS = [f"d:{i}" for i in range(400)]
@@ -181,9 +181,9 @@ def test_the_cli_refuses_a_bad_quality_setting_before_anything_runs(
 
 
 def _plan_ctx(prefix_tokens: int, **options: Any) -> RunContext:
-    from blockbatch.core.models import RunOptions
     from blockbatch.core.quote import quote_context
     from blockbatch.core.registry import get_model
+    from blockbatch.core.run_types import RunOptions
     from blockbatch.core.schema import load_schema
     from tests.helpers import extract_schema
 
@@ -196,8 +196,8 @@ def _plan_ctx(prefix_tokens: int, **options: Any) -> RunContext:
 
 
 def test_the_probe_sample_is_capped_at_its_share_of_the_runs_cost() -> None:
-    from blockbatch.core.models import QualityOptions
     from blockbatch.core.quality import expected_call_usd, probe_plan
+    from blockbatch.core.quality_types import QualityOptions
 
     ctx = _plan_ctx(25_000, pack_size=40)
     uids, tokens = UIDS[:200], [120] * 200
@@ -232,8 +232,8 @@ def test_the_probe_sample_is_capped_at_its_share_of_the_runs_cost() -> None:
 
 
 def test_a_cheap_probe_is_not_capped_and_rate_zero_samples_nothing() -> None:
-    from blockbatch.core.models import QualityOptions
     from blockbatch.core.quality import probe_plan
+    from blockbatch.core.quality_types import QualityOptions
 
     ctx = _plan_ctx(1500, pack_size=10)
     uids, tokens = UIDS, [400] * len(UIDS)
@@ -287,9 +287,9 @@ def _ticket_ctx() -> RunContext:
     import json
     from pathlib import Path
 
-    from blockbatch.core.models import RunOptions
     from blockbatch.core.quote import quote_context
     from blockbatch.core.registry import get_model
+    from blockbatch.core.run_types import RunOptions
     from blockbatch.core.schema import load_schema
 
     model = get_model("claude-sonnet-4-6")
@@ -313,8 +313,8 @@ def _uncached_usd(ctx: RunContext, pack: Pack) -> float:
 
 
 def test_an_uncached_prefix_is_priced_as_input_and_the_probe_keeps_its_share() -> None:
-    from blockbatch.core.models import QualityOptions
     from blockbatch.core.quality import expected_call_usd, probe_plan
+    from blockbatch.core.quality_types import QualityOptions
 
     ctx = _ticket_ctx()
     assert ctx.fixed_prompt_tokens >= ctx.model.min_cacheable_tokens

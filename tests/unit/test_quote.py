@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from blockbatch.core.batching import BATCH_CACHE_TTL, BATCH_WARM_HIT_RATE
-from blockbatch.core.models import QualityOptions, RunOptions
 from blockbatch.core.quality import probe_plan
+from blockbatch.core.quality_types import QualityOptions
 from blockbatch.core.quote import (
     PROBE_SEED,
     OutputHistory,
@@ -21,6 +21,7 @@ from blockbatch.core.quote import (
     quote_context,
 )
 from blockbatch.core.registry import Usage, cost_usd, get_model
+from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import load_schema
 from tests.helpers import extract_schema, revise_schema
 

@@ -315,7 +315,8 @@ def test_watch_shows_the_limiter_once_it_held_the_run_back() -> None:
     from datetime import UTC, datetime
 
     from blockbatch.cli.progress import describe, limiter_detail
-    from blockbatch.core.models import LimiterNote, RunProgress
+    from blockbatch.core.call_types import LimiterNote
+    from blockbatch.core.run_types import RunProgress
 
     base = {
         "run_id": "r",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from blockbatch.core.models import RunResult
+from blockbatch.core.run_types import RunResult
 from blockbatch.report import summary_dict, summary_lines
 
 LINKS = {"run": "http://ui/run", "packs": "http://ui/packs"}

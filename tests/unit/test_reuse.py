@@ -11,10 +11,10 @@ import pytest
 import blockbatch.core.prompt
 import blockbatch.core.reuse
 from blockbatch.core.answer import CallShape, call_shape
-from blockbatch.core.models import RunOptions
 from blockbatch.core.prompt import shape_for
 from blockbatch.core.registry import get_model
 from blockbatch.core.reuse import answer_key, block_digest, prompt_digest
+from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import load_schema
 
 MODEL = "claude-sonnet-4-5"

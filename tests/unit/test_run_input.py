@@ -1,13 +1,10 @@
 """The one route from a run's stored options to its workflow input."""
 
-from blockbatch.core.models import (
-    OutageOptions,
-    QualityOptions,
-    RetryRequest,
-    RunOptions,
-    run_input,
-    stream_input,
-)
+from blockbatch.core.outage_types import OutageOptions
+from blockbatch.core.quality_types import QualityOptions
+from blockbatch.core.retry_types import RetryRequest
+from blockbatch.core.run_types import RunOptions, run_input
+from blockbatch.core.stream_types import stream_input
 from blockbatch.core.streams import StreamTriggers
 
 

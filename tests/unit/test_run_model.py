@@ -11,9 +11,9 @@ import httpx2 as httpx
 import pytest
 
 from activities.sdk import anthropic
-from blockbatch.core.models import RunOptions
 from blockbatch.core.registry import RetiredModelError, UnknownModelError, get_model
 from blockbatch.core.run_model import check_usable, run_model
+from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import SchemaError, load_schema
 from blockbatch.runtime.models_api import ModelFacts
 

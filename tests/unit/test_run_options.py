@@ -9,8 +9,9 @@ from blockbatch.api.inputs import with_schema_model
 from blockbatch.cli.commands import build_parser
 from blockbatch.cli.run import _options
 from blockbatch.core.answer import EffortError, check_effort
-from blockbatch.core.models import OutageOptions, RunOptions
+from blockbatch.core.outage_types import OutageOptions
 from blockbatch.core.registry import DEFAULT_MODEL, get_model
+from blockbatch.core.run_types import RunOptions
 
 
 def test_a_model_the_user_names_wins_over_the_schemas_even_the_default() -> None:

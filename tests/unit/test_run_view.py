@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from blockbatch.core.models import BudgetLeft, QualityRunState, RunInput, RunResult, Totals
+from blockbatch.core.call_types import Totals
+from blockbatch.core.quality_types import QualityRunState
+from blockbatch.core.run_types import BudgetLeft, RunInput, RunResult
 from blockbatch.core.run_view import progress_details, result_details, run_progress
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)

@@ -4,8 +4,8 @@ line needs the docs to decode, none reads as a contradiction."""
 from __future__ import annotations
 
 from blockbatch.cli.quote import output_text
-from blockbatch.core.models import RunResult
 from blockbatch.core.planning import OutputRatios, replan_text
+from blockbatch.core.run_types import RunResult
 from blockbatch.report import summary_lines
 
 LINKS = {"run": "http://ui/run", "packs": "http://ui/packs"}

@@ -27,7 +27,7 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from blockbatch.core.models import RunInput, RunResult
+from blockbatch.core.run_types import RunInput, RunResult
 from blockbatch.runtime.temporal import WORKFLOWS
 from tests.waiting import until
 from tests.workflows.fakes import FakeWorld

@@ -11,7 +11,8 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from blockbatch.core.models import MarkCancellingInput, PackOutcome, ProcessPackInput
+    from blockbatch.core.call_types import PackOutcome, ProcessPackInput
+    from blockbatch.core.run_types import MarkCancellingInput
     from workflows.pack import ProcessPackWorkflow
 
 

@@ -19,43 +19,45 @@ from typing import Any, Literal
 from temporalio import activity
 
 from activities.errors import application_error
-from blockbatch.core.claude_errors import ClaudeError, classify
-from blockbatch.core.models import (
-    ApplyResultsInput,
-    ApplyResultsOutput,
+from blockbatch.core.batch_types import (
     ApplyRoundInput,
     ApplyRoundOutput,
     BatchCounts,
     BatchOptions,
     BatchRoundInput,
+    CollectRoundOutput,
+    OpenBatchRunInput,
+    OpenBatchRunOutput,
+    PollRoundOutput,
+    ProviderBatchRef,
+    SubmitRoundOutput,
+)
+from blockbatch.core.call_types import (
+    ApplyResultsInput,
+    ApplyResultsOutput,
     CallModelInput,
     CallModelOutput,
     CallOutcome,
-    CollectRoundOutput,
     FailBlocksInput,
     FailBlocksOutput,
-    FinishRunInput,
-    MarkCancellingInput,
-    OpenBatchRunInput,
-    OpenBatchRunOutput,
-    PlanRunInput,
-    PlanRunOutput,
-    PollRoundOutput,
-    ProbeApiInput,
-    ProbeApiOutput,
-    ProviderBatchRef,
-    QualityProbeInput,
-    QualityProbeOutput,
     RecordSplitInput,
-    ReplanInput,
-    ReplanOutput,
-    RunResult,
-    SubmitRoundOutput,
     Totals,
     WarmCacheInput,
     WarmCacheOutput,
 )
+from blockbatch.core.claude_errors import ClaudeError, classify
+from blockbatch.core.outage_types import ProbeApiInput, ProbeApiOutput
 from blockbatch.core.policy import attempt_limit
+from blockbatch.core.quality_types import QualityProbeInput, QualityProbeOutput
+from blockbatch.core.run_types import (
+    FinishRunInput,
+    MarkCancellingInput,
+    PlanRunInput,
+    PlanRunOutput,
+    ReplanInput,
+    ReplanOutput,
+    RunResult,
+)
 from tests.waiting import until
 
 TRUNCATED = "answer truncated (max_tokens)"

@@ -17,19 +17,17 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.worker import Worker
 
 from activities.escalation import ESCALATION_REFUSED
-from blockbatch.core.models import (
+from blockbatch.core.escalation_types import (
     ESCALATION_FAILED,
     ESCALATION_PART,
     EscalateInput,
     EscalationPartInput,
     EscalationResult,
     EscalationStepOutput,
-    FinishRunInput,
-    MarkCancellingInput,
     PlanEscalationOutput,
-    RunResult,
     SecondPassInput,
 )
+from blockbatch.core.run_types import FinishRunInput, MarkCancellingInput, RunResult
 from blockbatch.core.workflow_names import escalate_workflow_id
 from blockbatch.runtime.temporal import WORKFLOWS
 from tests.workflows.conftest import Harness

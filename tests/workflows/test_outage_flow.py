@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from blockbatch.core.claude_errors import fatal_code_of
-from blockbatch.core.models import OutageOptions, RunProgress
+from blockbatch.core.outage_types import OutageOptions
+from blockbatch.core.run_types import RunProgress
 from tests.workflows.conftest import Harness
 from tests.workflows.fakes import Answer, FakeWorld, Outage
 

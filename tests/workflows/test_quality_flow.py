@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from blockbatch.core.models import QualityRunState
 from blockbatch.core.quality import GATE_SAMPLES_PER_PACK
+from blockbatch.core.quality_types import QualityRunState
 from tests.workflows.conftest import Harness
 from tests.workflows.fakes import OUTAGE, FakeWorld
 

@@ -15,16 +15,10 @@ from temporalio.client import (
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 
-from blockbatch.core.models import (
-    BatchOptions,
-    PlanRetryInput,
-    PlanRetryOutput,
-    PlanRunInput,
-    PlanRunOutput,
-    RetryRequest,
-    RunInput,
-    Totals,
-)
+from blockbatch.core.batch_types import BatchOptions
+from blockbatch.core.call_types import Totals
+from blockbatch.core.retry_types import PlanRetryInput, PlanRetryOutput, RetryRequest
+from blockbatch.core.run_types import PlanRunInput, PlanRunOutput, RunInput
 from blockbatch.core.workflow_names import NOTHING_TO_RETRY, RETRY_UNDER_WAY, RUN_NOT_FINISHED
 from tests.workflows.conftest import Harness
 from tests.workflows.fakes import FakeWorld, Hold

@@ -11,7 +11,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
-from blockbatch.core.models import PackOutcome, Totals
+from blockbatch.core.call_types import PackOutcome, Totals
 from blockbatch.core.workflow_names import RUN_ENDING
 from tests.waiting import until
 from tests.workflows.conftest import Harness

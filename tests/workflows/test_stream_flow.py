@@ -13,12 +13,12 @@ from typing import Any
 from temporalio import activity
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 
-from blockbatch.core.models import (
+from blockbatch.core.run_types import RunResult
+from blockbatch.core.stream_types import (
     FormPackInput,
     FormPackOutput,
     PollStreamInput,
     PollStreamOutput,
-    RunResult,
     StreamInput,
 )
 from blockbatch.core.streams import Buffered, StreamTriggers
