@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from blockbatch.devtools import stack
+from blockbatch.devtools.services import Services
 from blockbatch.devtools.synthetic import WORDS, checkable_properties, markdown_document
 from blockbatch.runtime.settings import Settings
 from blockbatch.simulator.testing import control
@@ -50,10 +50,10 @@ class ChaosStack:
     worker_starts: int = 0
     #: Postgres (fsync on, as in production), Temporal (history in a file, kept across a
     #: restart) and the simulator, each restartable on its own port.
-    services: stack.Services = field(init=False)
+    services: Services = field(init=False)
 
     def __post_init__(self) -> None:
-        self.services = stack.Services(self.root, fsync=True, temporal_file=True)
+        self.services = Services(self.root, fsync=True, temporal_file=True)
 
     @classmethod
     def create(cls, prefix: str = "bb-chaos-", **kwargs: Any) -> ChaosStack:

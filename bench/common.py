@@ -53,6 +53,7 @@ from blockbatch.core.prompt import build_system
 from blockbatch.core.run_types import RunOptions, RunResult
 from blockbatch.core.schema import load_schema
 from blockbatch.devtools import stack
+from blockbatch.devtools.services import Services
 from blockbatch.runtime.claude import anthropic_client
 from blockbatch.runtime.settings import Settings
 from blockbatch.runtime.temporal import build_worker
@@ -330,7 +331,7 @@ SHARED_STACK_ENV = "BENCH_SHARED_STACK"
 
 class SharedStack:
     """One running stack for several benchmark scripts: Postgres (fsync off), an in-memory
-    Temporal dev server and the simulator (``blockbatch.devtools.stack.Services``),
+    Temporal dev server and the simulator (``blockbatch.devtools.Services``),
     described by ``root/shared.json``."""
 
     @staticmethod
@@ -338,14 +339,14 @@ class SharedStack:
         return root / "shared.json"
 
     @classmethod
-    def start(cls, root: Path) -> stack.Services:
-        services = stack.Services(root).start()
+    def start(cls, root: Path) -> Services:
+        services = Services(root).start()
         services.save(cls.file_of(root))
         return services
 
     @staticmethod
-    def load(path: Path) -> stack.Services:
-        return stack.Services.load(path)
+    def load(path: Path) -> Services:
+        return Services.load(path)
 
 
 @dataclass
@@ -363,11 +364,11 @@ class BenchStack:
     bb: Blockbatch = field(init=False)
     sim_url: str = field(init=False)
     #: Its Postgres, Temporal dev server and simulator (the shared stack's, when shared).
-    services: stack.Services = field(init=False)
+    services: Services = field(init=False)
     workers: list[WorkerProcess] = field(default_factory=list, init=False)
     _sampler: asyncio.Task[None] | None = field(default=None, init=False)
     #: The running stack this one uses (``BENCH_SHARED_STACK``), else None.
-    shared: stack.Services | None = field(default=None, init=False)
+    shared: Services | None = field(default=None, init=False)
     database: str = field(default="bench", init=False)
     #: What stopping the stack stopped (``"Postgres"``, ``"Temporal"``, ``"the simulator"``).
     stopped: list[str] = field(default_factory=list, init=False)
@@ -435,13 +436,11 @@ class BenchStack:
             return
         scenario_file = self.root / "scenario.json"
         scenario_file.write_text(json.dumps(self.scenario))
-        self.services = stack.Services(
-            self.root, fsync=self.fsync, temporal_file=self.temporal_file
-        )
+        self.services = Services(self.root, fsync=self.fsync, temporal_file=self.temporal_file)
         self.services.start(self.database, scenario=scenario_file)
         self.sim_url = self.services.sim_url
 
-    def _use_shared(self, shared: stack.Services) -> None:
+    def _use_shared(self, shared: Services) -> None:
         """Use a running stack: a new database, the simulator set to this scenario."""
         self.shared = self.services = shared
         self.database = f"bench_{uuid.uuid4().hex[:8]}"

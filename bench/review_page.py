@@ -44,6 +44,7 @@ from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import load_schema
 from blockbatch.core.views import GridFilter
 from blockbatch.devtools import stack
+from blockbatch.devtools.services import Services
 from blockbatch.devtools.synthetic import checkable_properties, markdown_document
 from blockbatch.store import overlays, repo, runs
 from blockbatch.store.db import create_pool
@@ -246,7 +247,7 @@ def scans(plan: list[str]) -> str:
 async def main(args: argparse.Namespace) -> int:
     rec = Recorder("review_page", args)
     root = Path(tempfile.mkdtemp(prefix="bb-bench-review-"))
-    services = stack.Services(root)  # Postgres alone (fsync off): no worker, no Claude
+    services = Services(root)  # Postgres alone (fsync off): no worker, no Claude
     pg = services.start_postgres("bench")
     server: asyncio.subprocess.Process | None = None
     try:

@@ -31,6 +31,7 @@ from temporalio.worker import Worker
 
 from blockbatch.api import Blockbatch
 from blockbatch.devtools import stack
+from blockbatch.devtools.services import Services
 from blockbatch.runtime.claude import anthropic_client
 from blockbatch.runtime.settings import Settings
 from blockbatch.runtime.temporal import build_worker
@@ -77,20 +78,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def services() -> Iterator[stack.Services]:
-    """The session's throw-away stack (blockbatch.devtools.stack.Services), nothing started:
+def services() -> Iterator[Services]:
+    """The session's throw-away stack (blockbatch.devtools.Services), nothing started:
     `pg`, `temporal_env` and `simulator_process` each start their service on first use."""
     # Not under pytest's temporary directory: run as root, Postgres runs as a user of its
     # own that must traverse the path, and any pytest starting on the machine resets
     # /tmp/pytest-of-root to 0700 (seen: initdb failing while another suite started).
-    services = stack.Services(Path(tempfile.mkdtemp(prefix="bb-test-")))
+    services = Services(Path(tempfile.mkdtemp(prefix="bb-test-")))
     yield services
     services.stop()
     shutil.rmtree(services.root, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
-def pg(services: stack.Services) -> stack.PostgresInstance:
+def pg(services: Services) -> stack.PostgresInstance:
     instance = services.start_postgres(TEMPLATE_DB)
 
     async def _migrate() -> None:
@@ -105,7 +106,7 @@ def pg(services: stack.Services) -> stack.PostgresInstance:
 
 
 @pytest_asyncio.fixture(scope="session")
-async def temporal_env(services: stack.Services) -> WorkflowEnvironment:
+async def temporal_env(services: Services) -> WorkflowEnvironment:
     address = await asyncio.to_thread(services.start_temporal)
     client = await Client.connect(address, data_converter=pydantic_data_converter)
     return WorkflowEnvironment.from_client(client)
@@ -141,7 +142,7 @@ class SimulatorProcess:
 
 
 @pytest.fixture(scope="session")
-def simulator_process(services: stack.Services) -> SimulatorProcess:
+def simulator_process(services: Services) -> SimulatorProcess:
     return SimulatorProcess(services.start_simulator())
 
 

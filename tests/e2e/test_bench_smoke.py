@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from bench.common import SHARED_STACK_ENV, SharedStack
-from blockbatch.devtools.stack import Services
+from blockbatch.devtools.services import Services
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The scripts' environment: this module's shared stack (set by ``shared_stack``).

@@ -30,7 +30,7 @@ from blockbatch.api import BadRequest, Blockbatch, NotFound
 from blockbatch.core.page_image import BOX_COLOUR, DEFAULT_WIDTH, box_pixels
 from blockbatch.core.registry import DEFAULT_MODEL
 from blockbatch.core.run_types import RunOptions
-from blockbatch.devtools import stack
+from blockbatch.devtools.services import Services
 from blockbatch.runtime.settings import Settings
 from blockbatch.store.db import create_pool
 from blockbatch.web.app import create_app
@@ -531,7 +531,7 @@ def test_the_review_page_benchmark_runs_on_a_small_run(tmp_path: Path) -> None:
 async def test_with_postgres_down_the_app_says_so_and_recovers(tmp_path: Path) -> None:
     # A Postgres of this test's own, so stopping it leaves every other test's alone; not
     # under pytest's temporary directory (see the `pg` fixture in tests/conftest.py).
-    services = stack.Services(Path(tempfile.mkdtemp(prefix="bb-test-pg-down-")))
+    services = Services(Path(tempfile.mkdtemp(prefix="bb-test-pg-down-")))
     pg = await asyncio.to_thread(services.start_postgres)
     port = pg.port
     settings = Settings(database_url=pg.url("postgres"), blockbatch_data_dir=tmp_path / "bb")

@@ -1,0 +1,141 @@
+"""Throw-away stacks: Postgres, the Temporal dev server and the simulator under one directory,
+on free ports, for the tests, the benchmarks and the chaos runs (the one launcher).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from blockbatch.devtools.stack import (
+    PostgresInstance,
+    StackError,
+    ensure_database,
+    free_port,
+    pg_run,
+    postgres_bin_dir,
+    start_postgres,
+    start_simulator,
+    start_temporal,
+    stop_pid,
+    stop_postgres,
+)
+
+
+@dataclass
+class Services:
+    """Postgres, the Temporal dev server and the simulator under one directory, on free ports.
+
+    The one launcher of throw-away stacks: the test suite's session services
+    (tests/conftest.py), the benchmark scripts' stacks and the stack they share in the smoke
+    tests (bench/common.py), and the chaos stack whose services are stopped and started again
+    (bench/chaos_stack.py). Each service is started on its own (a test needing only Postgres
+    starts only Postgres), keeps its port across a restart, writes its log to
+    ``root/logs/<name>.log`` and its pid to ``root/run/<name>.pid``; :meth:`stop` stops
+    whatever was started and :meth:`save`/:meth:`load` hand a running stack to another process.
+    """
+
+    root: Path
+    #: Postgres durability: off (``fsync``, ``synchronous_commit``, ``full_page_writes``)
+    #: for tests, on for benchmarks that measure it.
+    fsync: bool = False
+    #: Temporal's history in a SQLite file (WAL) that survives a restart; else in memory.
+    temporal_file: bool = False
+    pg_port: int = 0
+    temporal_port: int = 0
+    sim_port: int = 0
+    temporal_pid: int = 0
+    sim_pid: int = 0
+
+    def log(self, name: str) -> Path:
+        return self.root / "logs" / f"{name}.log"
+
+    def pid_file(self, name: str) -> Path:
+        return self.root / "run" / f"{name}.pid"
+
+    @property
+    def pg_dir(self) -> Path:
+        return (self.root / "pg").resolve()
+
+    @property
+    def pg(self) -> PostgresInstance:
+        return PostgresInstance(self.pg_dir, self.pg_port, self.log("postgres"))
+
+    def database_url(self, database: str) -> str:
+        return self.pg.url(database)
+
+    @property
+    def temporal_address(self) -> str:
+        return f"127.0.0.1:{self.temporal_port}"
+
+    @property
+    def sim_url(self) -> str:
+        return f"http://127.0.0.1:{self.sim_port}"
+
+    def start_postgres(self, *databases: str) -> PostgresInstance:
+        """Start Postgres (initialised on first start) and create ``databases``."""
+        self.pg_port = self.pg_port or free_port()
+        instance = start_postgres(self.pg_dir, self.pg_port, self.log("postgres"), fsync=self.fsync)
+        for database in databases:
+            ensure_database(instance, database)
+        return instance
+
+    def stop_postgres(self, mode: str = "fast") -> None:
+        """Stop Postgres: ``fast`` is a clean shutdown, ``immediate`` a crash (WAL recovery)."""
+        pg_run(
+            [str(postgres_bin_dir() / "pg_ctl"), "-D", str(self.pg_dir), "-m", mode, "-w", "stop"]
+        )
+
+    def start_temporal(self) -> str:
+        """Start the headless dev server (or wait for it, when it runs); return its address."""
+        self.temporal_port = self.temporal_port or free_port()
+        db_file = self.root / "temporal" / "temporal.db" if self.temporal_file else None
+        self.temporal_pid = start_temporal(
+            self.temporal_port, None, db_file, self.log("temporal"), self.pid_file("temporal")
+        )
+        return self.temporal_address
+
+    def stop_temporal(self) -> None:
+        """SIGTERM the dev server and wait for it to exit (a file-backed history stays)."""
+        stop_pid(self.pid_file("temporal"))
+
+    def start_simulator(self, scenario: Path | None = None) -> str:
+        """Start ``python -m blockbatch.simulator`` (with a scenario file); return its URL."""
+        self.sim_port = self.sim_port or free_port()
+        self.sim_pid = start_simulator(
+            self.sim_port, self.log("simulator"), self.pid_file("simulator"), scenario
+        )
+        return self.sim_url
+
+    def start(self, *databases: str, scenario: Path | None = None) -> Services:
+        """Start all three (stopping what started when one fails)."""
+        try:
+            self.start_postgres(*databases)
+            self.start_temporal()
+            self.start_simulator(scenario)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop whatever of the three runs (best effort: teardown must not hide a failure)."""
+        for name in ("simulator", "temporal"):
+            with contextlib.suppress(OSError):
+                stop_pid(self.pid_file(name))
+        if (self.pg_dir / "PG_VERSION").exists():
+            with contextlib.suppress(subprocess.SubprocessError, OSError, StackError):
+                stop_postgres(self.pg_dir)
+
+    def save(self, path: Path) -> None:
+        """Describe the running stack in ``path`` for :meth:`load` in another process."""
+        fields = {k: v for k, v in vars(self).items() if k != "root"}
+        path.write_text(json.dumps({"root": str(self.root), **fields}))
+
+    @classmethod
+    def load(cls, path: Path) -> Services:
+        data = json.loads(path.read_text())
+        return cls(**{**data, "root": Path(data["root"])})
