@@ -66,7 +66,7 @@ async def budget_use(conn: asyncpg.Connection, run_id: str) -> tuple[float, floa
     """``(recorded, open)``: what the run's ledger holds against its budget, under the run's
     budget lock (held until the transaction ends; see :func:`_reserve`).
 
-    Read from the run's running totals (``run_ledger_totals``, kept by migration 040's
+    Read from the run's running totals (``run_ledger_totals``, kept by migration 035's
     triggers in the transaction of every ledger write): one row, however many calls the run
     made. Recorded: settled calls at their cost, a call lost with its worker at the most it
     may have cost; open: what the calls still open reserved.
@@ -320,7 +320,7 @@ async def observed_output(conn: asyncpg.Connection, run_id: str) -> Observed | N
 
     Thinking is counted over every answered pack call, a truncated one too (thinking that
     ran into max_tokens is what the allowance must learn most); the answers over the calls
-    that wrote them in full. One row of running totals (migration 040), however many calls
+    that wrote them in full. One row of running totals (migration 035), however many calls
     the run made.
     """
     row = await conn.fetchrow(

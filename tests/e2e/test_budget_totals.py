@@ -1,4 +1,4 @@
-"""The ledger's running totals (migration 040) against the ledger itself, on real Postgres.
+"""The ledger's running totals (migration 035) against the ledger itself, on real Postgres.
 
 ``ledger.budget_use`` and ``ledger.observed_output`` read one row of running totals kept by
 the ledger's triggers, instead of summing the run's calls on every call: whatever the ledger

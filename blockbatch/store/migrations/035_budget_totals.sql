@@ -1,4 +1,4 @@
--- 040: budgets that spend what they are given (issue 37), read in constant time.
+-- 035: budgets that spend what they are given (issue 37), read in constant time.
 --
 -- A call of a budgeted run reserves what it is expected to cost plus a margin sized from the
 -- run's spread (core/budget.py ``reservation``), no longer its worst case: each call keeps
