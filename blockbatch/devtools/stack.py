@@ -263,6 +263,19 @@ def pg_is_running(data_dir: Path) -> bool:
     return proc.returncode == 0
 
 
+#: A Unix-domain socket's path may hold 107 bytes (``sun_path``); Postgres refuses to start
+#: when it cannot create its socket, so a data dir deep under a long TMPDIR would fail.
+_SOCKET_PATH_MAX = 100
+
+
+def _socket_dir(data_dir: Path, port: int) -> Path:
+    """Where Postgres puts its Unix socket: its data dir, or /tmp (Postgres' own default,
+    the file named by the port) when that path would be too long for a socket."""
+    if len(str(data_dir / f".s.PGSQL.{port}").encode()) <= _SOCKET_PATH_MAX:
+        return data_dir
+    return Path("/tmp")
+
+
 def start_postgres(data_dir: Path, port: int, log: Path, *, fsync: bool = True) -> PostgresInstance:
     """Initialise (once) and start Postgres on 127.0.0.1:``port``; idempotent."""
     data_dir = data_dir.resolve()
@@ -295,7 +308,7 @@ def start_postgres(data_dir: Path, port: int, log: Path, *, fsync: bool = True) 
     log.parent.mkdir(parents=True, exist_ok=True)
     if os.geteuid() == 0:
         _prepare_pg_permissions(log.parent)
-    options = f"-p {port} -h 127.0.0.1 -k {data_dir}"
+    options = f"-p {port} -h 127.0.0.1 -k {_socket_dir(data_dir, port)}"
     if not fsync:
         options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
     options += " -c max_connections=200"
