@@ -34,7 +34,7 @@ from activities.limiter import FleetLimiter
 from activities.sender import NotSent, Sender
 from activities.shared import heartbeating, origin
 from blockbatch.core.budget import Reserved, reservation
-from blockbatch.core.call_types import CallFacts, CallModelOutput, LimiterNote
+from blockbatch.core.call_types import CallFacts, CallModelOutput, LimiterNote, WarmCacheOutput
 from blockbatch.core.claude_errors import ClaudeError, is_unreachable
 from blockbatch.core.context import RunContext
 from blockbatch.core.planning import Pack
@@ -43,6 +43,7 @@ from blockbatch.core.providers import CLAUDE_API, Route
 from blockbatch.core.quality import PROBE_ATTEMPTS
 from blockbatch.core.ratelimit import Need
 from blockbatch.core.registry import Usage, cost_usd
+from blockbatch.core.warm_up import WARM_UP_PATH
 from blockbatch.store import ledger
 
 #: Postgres is unreachable for now (restarting, connection lost): worth waiting for.
@@ -254,6 +255,62 @@ class CallPath:
         """
         cached = ctx.cacheable_prefix_tokens if ctx.run_id not in self._uncached else 0
         return Need(requests=1, input=max(est_input_tokens - cached, 1), output=max_tokens)
+
+    async def warm_up(
+        self,
+        ctx: RunContext,
+        attempt: int,
+        request: dict[str, Any],
+        worst_usd: float,
+        *,
+        what: str,
+        uncached_means: str = "",
+    ) -> WarmCacheOutput:
+        """Send a warm-up request (the sync warm-up, a batch round's pre-warm) on the one
+        call path, ledger first as purpose ``warm_up`` at pack path ``warm-up`` and
+        ``attempt``, and say whether it wrote the prompt cache (a prefix under the model's
+        minimum is processed uncached, with no error: contract §5). ``what`` and
+        ``uncached_means`` word the warning given when it did not."""
+        try:
+            call_id = await self.open(
+                ctx,
+                ctx.run_id,
+                WARM_UP_PATH,
+                attempt,
+                [],
+                request,
+                purpose="warm_up",
+                worst_case_usd=worst_usd,
+            )
+        except ledger.OverBudget:
+            return WarmCacheOutput(called=False, over_budget=True)
+        if call_id is None:
+            return WarmCacheOutput(called=False)
+        # The warm-up writes the prefix to the cache: the API counts it as input.
+        answer = await self.send(
+            ctx,
+            call_id,
+            [],
+            request,
+            Need(1, ctx.cacheable_prefix_tokens, max(request["max_tokens"], 1)),
+        )
+        cached = wrote_cache(answer)
+        if not cached:
+            activity.logger.warning(
+                "run %s: %s wrote nothing to the prompt cache (the prefix is under %s's "
+                "minimum cacheable length?)%s",
+                ctx.run_id,
+                what,
+                ctx.model.id,
+                uncached_means,
+            )
+        return WarmCacheOutput(
+            called=True,
+            call_id=answer.call_id,
+            totals=answer.totals(),
+            cached=cached,
+            call=CallFacts.of_output(answer),
+        )
 
     def prefix_seen(self, run_id: str, cached: bool) -> None:
         if cached:
@@ -571,3 +628,8 @@ async def patiently(what: str, patience_s: float, step: Callable[[], Awaitable[_
             activity.heartbeat()
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
+
+
+def wrote_cache(usage: ledger.Answer | CallModelOutput) -> bool:
+    """Whether a warm-up's answer shows its prefix in the prompt cache (written or read)."""
+    return (usage.cache_creation_input_tokens + usage.cache_read_input_tokens) > 0

@@ -31,7 +31,7 @@ from typing import Any
 import asyncpg
 from temporalio import activity
 
-from activities.calls import CallPath, answered, patiently
+from activities.calls import CallPath, answered, patiently, wrote_cache
 from activities.errors import API_UNAVAILABLE, RETRYABLE
 from activities.limiter import FleetLimiter
 from activities.sdk import anthropic
@@ -195,49 +195,19 @@ class LlmActivities:
                 conn, inp.run_id, WARM_UP_PATH, inp.first_pack + 1
             )
         if previous is not None:  # recorded by an earlier attempt: counted then, not again
-            cached = (previous.cache_creation_input_tokens + previous.cache_read_input_tokens) > 0
+            cached = wrote_cache(previous)
             self.calls.prefix_seen(ctx.run_id, cached)
             return WarmCacheOutput(called=True, call_id=previous.call_id, cached=cached)
         if not ctx.cacheable_prefix_tokens:
             return WarmCacheOutput(called=False)
         request = warm_up_request(ctx)
-        try:
-            call_id = await self.calls.open(
-                ctx,
-                inp.run_id,
-                WARM_UP_PATH,
-                inp.first_pack + 1,
-                [],
-                request,
-                purpose="warm_up",
-                worst_case_usd=warm_up_worst_case(ctx, max_tokens=request["max_tokens"]),
-            )
-        except ledger.OverBudget:
-            return WarmCacheOutput(called=False, over_budget=True)
-        if call_id is None:
-            return WarmCacheOutput(called=False)
-        # The warm-up writes the prefix to the cache: the API counts it as input.
-        answer = await self.calls.send(
+        return await self.calls.warm_up(
             ctx,
-            call_id,
-            [],
+            inp.first_pack + 1,
             request,
-            Need(1, ctx.cacheable_prefix_tokens, max(request["max_tokens"], 1)),
-        )
-        cached = (answer.cache_creation_input_tokens + answer.cache_read_input_tokens) > 0
-        if not cached:
-            activity.logger.warning(
-                "run %s: the warm-up wrote nothing to the prompt cache (the prefix is under "
-                "%s's minimum cacheable length?): calls count their prefix as uncached input",
-                ctx.run_id,
-                ctx.model.id,
-            )
-        return WarmCacheOutput(
-            called=True,
-            call_id=answer.call_id,
-            totals=answer.totals(),
-            cached=cached,
-            call=CallFacts.of_output(answer),
+            warm_up_worst_case(ctx, max_tokens=request["max_tokens"]),
+            what="the warm-up",
+            uncached_means=": calls count their prefix as uncached input",
         )
 
     @activity.defn

@@ -13,9 +13,8 @@ mode's warm-up. Whether a round pre-warms, reads a prefix still cached, or sends
 from __future__ import annotations
 
 import asyncpg
-from temporalio import activity
 
-from activities.calls import CallPath
+from activities.calls import CallPath, wrote_cache
 from blockbatch.core.batch_types import BatchRoundInput
 from blockbatch.core.batching import (
     BATCH_CACHE_TTL,
@@ -25,10 +24,9 @@ from blockbatch.core.batching import (
     RoundCache,
     round_cache,
 )
-from blockbatch.core.budget import WARM_UP_BLOCK_TOKENS, worst_case_usd
-from blockbatch.core.call_types import CallFacts, WarmCacheOutput
+from blockbatch.core.budget import warm_up_worst_case
+from blockbatch.core.call_types import WarmCacheOutput
 from blockbatch.core.context import RunContext
-from blockbatch.core.ratelimit import Need
 from blockbatch.core.warm_up import WARM_UP_PATH, warm_up_request
 from blockbatch.store import batches, ledger, provider_batches
 from blockbatch.store.runs import cached_run_context
@@ -68,7 +66,7 @@ async def prewarm_round(calls: CallPath, inp: BatchRoundInput) -> WarmCacheOutpu
         ctx = await cached_run_context(conn, inp.run_id)
         previous = await ledger.recorded_answer(conn, inp.run_id, WARM_UP_PATH, inp.round)
         if previous is not None:
-            cached = (previous.cache_creation_input_tokens + previous.cache_read_input_tokens) > 0
+            cached = wrote_cache(previous)
             return WarmCacheOutput(called=True, call_id=previous.call_id, cached=cached)
         if await provider_batches.submitted_refs(conn, inp.run_id, inp.round):
             return WarmCacheOutput(called=False)
@@ -76,46 +74,12 @@ async def prewarm_round(calls: CallPath, inp: BatchRoundInput) -> WarmCacheOutpu
     if plan.plan != "pre-warm":
         return WarmCacheOutput(called=False)
     request = warm_up_request(ctx, BATCH_CACHE_TTL)
-    try:
-        call_id = await calls.open(
-            ctx,
-            inp.run_id,
-            WARM_UP_PATH,
-            inp.round,
-            [],
-            request,
-            purpose="warm_up",
-            worst_case_usd=worst_case_usd(
-                ctx.model,
-                input_tokens=ctx.fixed_prompt_tokens + WARM_UP_BLOCK_TOKENS,
-                max_tokens=max(request["max_tokens"], 1),
-                prefix_tokens=ctx.cacheable_prefix_tokens,
-                cache_ttl=BATCH_CACHE_TTL,
-            ),
-        )
-    except ledger.OverBudget:
-        return WarmCacheOutput(called=False, over_budget=True)
-    if call_id is None:
-        return WarmCacheOutput(called=False)
-    answer = await calls.send(
+    return await calls.warm_up(
         ctx,
-        call_id,
-        [],
+        inp.round,
         request,
-        Need(1, ctx.cacheable_prefix_tokens, max(request["max_tokens"], 1)),
-    )
-    cached = (answer.cache_creation_input_tokens + answer.cache_read_input_tokens) > 0
-    if not cached:
-        activity.logger.warning(
-            "run %s: the batch pre-warm wrote nothing to the prompt cache (the prefix is "
-            "under %s's minimum cacheable length?)",
-            ctx.run_id,
-            ctx.model.id,
-        )
-    return WarmCacheOutput(
-        called=True,
-        call_id=answer.call_id,
-        totals=answer.totals(),
-        cached=cached,
-        call=CallFacts.of_output(answer),
+        warm_up_worst_case(
+            ctx, max_tokens=max(request["max_tokens"], 1), cache_ttl=BATCH_CACHE_TTL
+        ),
+        what="the batch pre-warm",
     )

@@ -254,15 +254,18 @@ def suggested_budget(left: BudgetLeft) -> float:
 WARM_UP_BLOCK_TOKENS = 64
 
 
-def warm_up_worst_case(ctx: RunContext, max_tokens: int = 1) -> float:
-    """The warm-up call's worst case: the prompt prefix written, one stand-in block, its
+def warm_up_worst_case(
+    ctx: RunContext, max_tokens: int = 1, cache_ttl: Literal["5m", "1h"] | None = None
+) -> float:
+    """The warm-up call's worst case: the prompt prefix written (with the run's TTL, or the
+    one given: a batch round's pre-warm writes with the batch TTL), one stand-in block, its
     ``max_tokens`` (0 where it only writes the cache; one result's on the json channel)."""
     return worst_case_usd(
         ctx.model,
         input_tokens=ctx.fixed_prompt_tokens + WARM_UP_BLOCK_TOKENS,
         max_tokens=max_tokens,
         prefix_tokens=ctx.cacheable_prefix_tokens,
-        cache_ttl=ctx.options.cache_ttl,
+        cache_ttl=cache_ttl or ctx.options.cache_ttl,
     )
 
 
