@@ -12,6 +12,7 @@ meanwhile, whoever it is).
 from __future__ import annotations
 
 import weakref
+from typing import Any
 
 from activities.errors import from_api_error
 from activities.sdk import anthropic
@@ -49,30 +50,42 @@ async def check_endpoint(client: anthropic.AsyncAnthropic) -> tuple[Endpoint, st
     return endpoint, problem
 
 
-async def _ask(client: anthropic.AsyncAnthropic) -> tuple[Endpoint, bool, str | None]:
-    """One GET of the Models API: the endpoint, whether it answered, and what is wrong."""
+async def models_get(
+    client: Any,
+) -> tuple[bool, bool, anthropic.APIStatusError | anthropic.APIConnectionError | None]:
+    """One GET of ``/v1/models`` under a client's base URL, which costs nothing and which
+    the simulator answers (whatever its status) with :data:`SIMULATOR_HEADER`: whether the
+    simulator answered, whether anything answered, and the SDK's error if it failed (an
+    error status is an answer too: a platform without a Models API gives one)."""
     import httpx2  # the SDK's HTTP client, loaded with it
 
-    simulated, answered, problem = False, True, None
     try:
         response = await client.get(
             "/v1/models",
             cast_to=httpx2.Response,
             options={"params": {"limit": 1}, "timeout": ASK_TIMEOUT_S, "max_retries": 0},
         )
-        simulated = SIMULATOR_HEADER in response.headers
     except anthropic.APIStatusError as err:
-        simulated = SIMULATOR_HEADER in err.response.headers
-        error = from_api_error(err)
+        return SIMULATOR_HEADER in err.response.headers, True, err
+    except anthropic.APIConnectionError as err:
+        return False, False, err
+    return SIMULATOR_HEADER in response.headers, True, None
+
+
+async def _ask(client: anthropic.AsyncAnthropic) -> tuple[Endpoint, bool, str | None]:
+    """One GET of the Models API: the endpoint, whether it answered, and what is wrong."""
+    simulated, answered, failed = await models_get(client)
+    problem = None
+    if isinstance(failed, anthropic.APIStatusError):
+        error = from_api_error(failed)
         problem = (
             f"is reachable, but the API key was rejected ({error.text}): set a valid "
             "ANTHROPIC_API_KEY for the workers"
             if error.code == "key_rejected"
             else f"is reachable, but the Models API answered {error.text}"
         )
-    except anthropic.APIConnectionError as err:
-        answered = False
-        error = from_api_error(err)
+    elif failed is not None:
+        error = from_api_error(failed)
         problem = (
             f"is NOT reachable ({error.host or client.base_url}): {error.message}; runs end "
             "unreachable until it is: check this worker's network, HTTPS_PROXY and "

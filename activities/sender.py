@@ -21,11 +21,11 @@ from typing import Any, Protocol
 
 from temporalio.exceptions import ApplicationError
 
-from activities.endpoint import ASK_TIMEOUT_S, client_endpoint
+from activities.endpoint import client_endpoint, models_get
 from activities.errors import from_api_error
 from activities.sdk import anthropic
 from blockbatch.core.claude_errors import ClaudeError
-from blockbatch.core.endpoint import SIMULATOR_HEADER, Endpoint, endpoint_of
+from blockbatch.core.endpoint import Endpoint, endpoint_of
 from blockbatch.core.prompt import needs_streaming
 from blockbatch.core.providers import CLAUDE_API, ProviderName, Route, provider_info
 
@@ -187,23 +187,8 @@ class AnthropicSender:
 
 
 async def _provider_endpoint(client: Any, provider: ProviderName) -> tuple[Endpoint, bool]:
-    """Who answers a provider's client, and whether it answered at all: one GET of
-    ``/v1/models`` under its base URL, which costs nothing and which the simulator answers
-    (whatever its status) with :data:`SIMULATOR_HEADER`; a platform without a Models API
-    answers it with an error, which is an answer too."""
-    import httpx2  # the SDK's HTTP client, loaded with it
-
-    simulated, answered = False, True
-    try:
-        response = await client.get(
-            "/v1/models",
-            cast_to=httpx2.Response,
-            options={"params": {"limit": 1}, "timeout": ASK_TIMEOUT_S, "max_retries": 0},
-        )
-        simulated = SIMULATOR_HEADER in response.headers
-    except anthropic.APIStatusError as err:
-        simulated = SIMULATOR_HEADER in err.response.headers
-    except anthropic.APIConnectionError:
-        answered = False
+    """Who answers a provider's client, and whether it answered at all
+    (:func:`activities.endpoint.models_get`)."""
+    simulated, answered, _ = await models_get(client)
     endpoint = endpoint_of(str(client.base_url), simulated=simulated, provider=provider)
     return endpoint, answered
