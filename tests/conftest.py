@@ -8,6 +8,7 @@ test order.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import shutil
@@ -37,6 +38,7 @@ from blockbatch.runtime.settings import Settings
 from blockbatch.runtime.temporal import build_worker
 from blockbatch.simulator.testing import control
 from blockbatch.store.db import create_pool, migrate
+from tests.waiting import until
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE_DB = "bb_template"
@@ -139,6 +141,18 @@ class SimulatorProcess:
     def held(self) -> int:
         """How many ready answers the simulator holds back now."""
         return int(self.call("GET", "/_sim/hold")["held"])
+
+    @contextlib.asynccontextmanager
+    async def holding(self, what: str = "an answer held in flight") -> AsyncIterator[None]:
+        """Answers held back until the block ends, entered once one is held: what the block
+        does (a cancel) lands while a call is under way, however fast the model or slow
+        the machine."""
+        self.hold()
+        try:
+            await until(self.held, what)
+            yield
+        finally:
+            self.release()
 
 
 @pytest.fixture(scope="session")

@@ -195,12 +195,8 @@ async def test_scraped_metrics_agree_with_the_ledger_after_faulty_runs(
 
         await until(four_done, "four blocks of the cancelled run done")
         # Answers held until the cancel has landed: the run cannot finish first.
-        s.sim.hold()
-        try:
-            await until(s.sim.held, "an answer of the cancelled run held in flight")
+        async with s.sim.holding("an answer of the cancelled run held in flight"):
             await s.bb.cancel(cancel_id)
-        finally:
-            s.sim.release()
         cancelled = await asyncio.wait_for(s.bb.wait(cancel_id), 60)
         text = scrape(port)
     finally:

@@ -257,14 +257,9 @@ async def test_cancel_mid_run_starts_no_call_after_signal(bbstack: Stack) -> Non
             return bool(done >= 12)
 
         await until(twelve_done, "twelve blocks done", interval=0.1)
-        # Answers held until the cancel has landed: the run cannot finish first, however
-        # fast the model or slow the machine.
-        bbstack.sim.hold()
-        try:
-            await until(bbstack.sim.held, "an answer held in flight")
+        # Answers held until the cancel has landed: the run cannot finish first.
+        async with bbstack.sim.holding():
             await bbstack.bb.cancel(run_id)
-        finally:
-            bbstack.sim.release()
         result = await bbstack.bb.wait(run_id)
     assert result.status == "cancelled"
     assert result.blocks_cancelled > 0

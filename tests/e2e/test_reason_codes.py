@@ -185,12 +185,8 @@ async def test_cancelled_run(bbstack: Stack) -> None:
 
         await until(two_done, "two blocks done")
         # Answers held until the cancel has landed: the run cannot finish first.
-        bbstack.sim.hold()
-        try:
-            await until(bbstack.sim.held, "an answer held in flight")
+        async with bbstack.sim.holding():
             await bbstack.bb.cancel(run_id)
-        finally:
-            bbstack.sim.release()
         result = await bbstack.bb.wait(run_id)
     assert result.status == "cancelled"
     found = await codes(bbstack, run_id)
