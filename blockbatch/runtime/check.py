@@ -53,6 +53,7 @@ async def check_call(
         return problem
     endpoint = await sender.endpoint(route)
     usage = Usage.from_message(sent.message)
+    reported = reported_cost_usd(sent.message)  # a gateway says what it charged
     out.update(
         ok=True,
         endpoint=endpoint.text(),
@@ -60,7 +61,7 @@ async def check_call(
         seconds=round(time.monotonic() - started, 2),
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,
-        cost_usd=reported_cost_usd(sent.message) or cost_usd(model, usage),
+        cost_usd=reported if reported is not None else cost_usd(model, usage),
         fallbacks=info.fallbacks_text(),
     )
     return None
