@@ -26,7 +26,9 @@ from typing import Any, Literal, get_args
 
 from blockbatch.core.registry import ModelInfo, RetiredModelError, UnknownModelError, get_model
 
-ProviderName = Literal["anthropic", "bedrock", "vertex", "aws", "foundry", "gateway"]
+ProviderName = Literal[
+    "anthropic", "bedrock", "vertex", "aws", "foundry", "google-cloud", "gateway"
+]
 PROVIDERS: tuple[ProviderName, ...] = get_args(ProviderName)
 DEFAULT_PROVIDER: ProviderName = "anthropic"
 
@@ -214,6 +216,33 @@ PROVIDER_INFO: dict[ProviderName, ProviderInfo] = {
             "ANTHROPIC_FOUNDRY_API_KEY",
             "ANTHROPIC_FOUNDRY_BASE_URL",
             "BLOCKBATCH_FOUNDRY_DEPLOYMENTS",
+        ),
+    ),
+    # Anthropic-managed Google Cloud: the first-party API (Messages, Models, Batches ...)
+    # behind Google Cloud IAM, with a workspace id (SDK lib/google_cloud/README.md). Batch
+    # mode is refused like Claude Platform on AWS's: blockbatch's batch steps still send
+    # through the Claude API's client. Rate-limit headers there are not confirmed.
+    "google-cloud": ProviderInfo(
+        name="google-cloud",
+        title="Claude on Google Cloud",
+        sdk_client="AsyncAnthropicGoogleCloud",
+        batches=False,
+        batch_refusal=(
+            "is not wired for Claude on Google Cloud yet: it serves the Message Batches "
+            "API, but blockbatch's batch steps still send through the Claude API's client. "
+            "Run with --mode sync"
+        ),
+        count_tokens=True,
+        models_api=True,
+        ratelimit_headers=False,
+        structured_outputs=None,
+        settings=(
+            "ANTHROPIC_GOOGLE_CLOUD_PROJECT",
+            "ANTHROPIC_GOOGLE_CLOUD_LOCATION",
+            "ANTHROPIC_GOOGLE_CLOUD_WORKSPACE_ID",
+            "ANTHROPIC_GOOGLE_CLOUD_ACCESS_TOKEN",
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            "ANTHROPIC_GOOGLE_CLOUD_BASE_URL",
         ),
     ),
     # platforms-checked §5: an OpenAI-compatible chat completions API (OpenRouter and the

@@ -96,6 +96,9 @@ ENV_NOTES: dict[str, str] = {
     "blockbatch_foundry_deployments": "Foundry deployment names and the model each serves, as "
     'JSON: `{"team-haiku": "claude-haiku-5-5"}`; unnamed, a deployment is named after its '
     "model (docs/providers.md)",
+    "anthropic_google_cloud_access_token": "a Google access token for runs on `--provider "
+    "google-cloud` (unset: Application Default Credentials, with `blockbatch[google-cloud]`); "
+    "never logged (docs/providers.md)",
     "blockbatch_gateway_base_url": "an OpenAI-compatible gateway's base URL for runs on "
     "`--provider gateway`; calls go to `{base}/chat/completions` (docs/providers.md)",
     "blockbatch_gateway_api_key": "the gateway's key, sent as `Authorization: Bearer`; never "

@@ -111,6 +111,8 @@ def provider_client(
                 max_retries=max_retries,
                 timeout=timeout,
             )
+        if info.name == "google-cloud":
+            return _google_cloud_client(settings, max_retries=max_retries, timeout=timeout)
         if info.name == "aws":
             _needs("ANTHROPIC_AWS_API_KEY", "boto3", "aws", "AWS SigV4 signing")
             return anthropic.AsyncAnthropicAWS(max_retries=max_retries, timeout=timeout)
@@ -121,6 +123,31 @@ def provider_client(
             f"cannot open the {info.title} client: {err} (see docs/providers.md, "
             f"{info.name}: {', '.join(info.settings)})"
         ) from None
+
+
+def _google_cloud_client(
+    settings: Settings, *, max_retries: int, timeout: float
+) -> anthropic.AsyncAnthropicGoogleCloud:
+    """Anthropic-managed Google Cloud's client: an access token when one is set (handed in
+    as the SDK's ``token_provider``), else Application Default Credentials. The SDK reads
+    its project, location, workspace and base URL from the environment; a derived URL
+    needs the workspace, checked here so a run fails at once saying what to set (the SDK
+    would raise it only on the first request)."""
+    base_url = os.environ.get("ANTHROPIC_GOOGLE_CLOUD_BASE_URL", "").strip()
+    if not base_url and not os.environ.get("ANTHROPIC_GOOGLE_CLOUD_WORKSPACE_ID", "").strip():
+        raise ProviderUnavailable(
+            "cannot open the Claude on Google Cloud client: set "
+            "ANTHROPIC_GOOGLE_CLOUD_WORKSPACE_ID to your Anthropic workspace (see "
+            "docs/providers.md, google-cloud)"
+        )
+    token = settings.anthropic_google_cloud_access_token
+    if token is None:
+        _needs(None, "google.auth", "google-cloud", "Google Application Default Credentials")
+        return anthropic.AsyncAnthropicGoogleCloud(max_retries=max_retries, timeout=timeout)
+    value = token.get_secret_value()
+    return anthropic.AsyncAnthropicGoogleCloud(
+        token_provider=lambda: value, max_retries=max_retries, timeout=timeout
+    )
 
 
 def gateway_sender(settings: Settings, *, timeout_s: float) -> GatewaySender:

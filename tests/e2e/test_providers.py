@@ -46,6 +46,11 @@ PROVIDERS = {
     ),
     "aws": ("claude-haiku-5-5", "POST /aws/v1/messages", "ANTHROPIC_AWS_API_KEY"),
     "foundry": ("claude-haiku-5-5", "POST /anthropic/v1/messages", "ANTHROPIC_FOUNDRY_API_KEY"),
+    "google-cloud": (
+        "claude-haiku-5-5",
+        "POST /v1/projects/{project}/locations/{region}/workspaces/{workspace}/invoke/v1/messages",
+        "ANTHROPIC_GOOGLE_CLOUD_ACCESS_TOKEN",
+    ),
     "gateway": ("anthropic/claude-haiku-5.5", "POST /v1/chat/completions", "OPENROUTER_API_KEY"),
 }
 
@@ -61,6 +66,9 @@ def platform_env(monkeypatch: pytest.MonkeyPatch, base: str, key: str) -> None:
         "ANTHROPIC_VERTEX_BASE_URL": f"{base}/v1",
         "ANTHROPIC_AWS_BASE_URL": f"{base}/aws",
         "ANTHROPIC_FOUNDRY_BASE_URL": f"{base}/anthropic",
+        "ANTHROPIC_GOOGLE_CLOUD_BASE_URL": (
+            f"{base}/v1/projects/proj-1/locations/global/workspaces/wrkspc_1/invoke"
+        ),
         "AWS_BEARER_TOKEN_BEDROCK": key,
         "ANTHROPIC_AWS_API_KEY": key,
         "ANTHROPIC_FOUNDRY_API_KEY": key,
@@ -89,6 +97,7 @@ async def test_the_demo_runs_on_each_provider_through_its_sdk_client(
     worker_settings = s.settings.model_copy(
         update={
             "anthropic_vertex_access_token": SecretStr(key),
+            "anthropic_google_cloud_access_token": SecretStr(key),
             "openrouter_api_key": SecretStr(key),
             "blockbatch_gateway_base_url": f"{s.sim.base_url}/v1",
         }
