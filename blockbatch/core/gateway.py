@@ -58,7 +58,6 @@ _ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
     402: "billing_error",
-    403: "permission_error",
     404: "not_found_error",
     408: "timeout_error",
     413: "request_too_large",
@@ -236,10 +235,11 @@ def error_of(
     """Classify a gateway's error answer as a Claude error of the same meaning.
 
     ``status``: the HTTP status, or for an error in a 200 answer its ``error.code``. The
-    gateway's codes: 400 bad request, 401 key, 402 credits (not retried), 403 moderation,
-    408 timeout, 429 rate limited, 502 model down or bad upstream answer, 503 no provider
-    (the errors page); each is given the Messages API's error type of that meaning and
-    classified by :func:`~blockbatch.core.claude_errors.classify`.
+    gateway's codes: 400 bad request, 401 key, 402 credits (not retried), 403 input flagged
+    by moderation (a rejected request, not a rejected key), 408 timeout, 429 rate limited,
+    502 model down or bad upstream answer, 503 no provider (the errors page); each other
+    than 403 is given the Messages API's error type of that meaning and classified by
+    :func:`~blockbatch.core.claude_errors.classify`.
     """
     error = error or {}
     code = error.get("code")
@@ -248,5 +248,15 @@ def error_of(
     elif status == 200:
         status = 502  # an error mid-answer without a code: the upstream failed
     message = str(error.get("message") or f"the gateway answered HTTP {status}")
+    if status == 403:
+        # The gateway's 403 is this request's input flagged by moderation or a guardrail
+        # (the errors page: "your input was flagged"), not the key: the pack is halved and
+        # a single block fails with the reason, as for any rejected request.
+        reasons = (error.get("metadata") or {}).get("reasons")
+        if isinstance(reasons, list) and reasons:
+            message = f"{message} ({', '.join(map(str, reasons))})"
+        return ClaudeError(
+            kind="rejected", status=403, error_type="moderation_flagged", message=message
+        )
     error_type = _ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
     return classify(status, error_type, message, retry_after=retry_after, model=model)

@@ -170,6 +170,15 @@ def test_gateway_statuses_are_classified_like_claudes(
     assert (error.kind, error.code) == (kind, code)
 
 
+def test_a_moderation_flag_rejects_the_request_not_the_key() -> None:
+    error = error_of(
+        403,
+        {"code": 403, "message": "input flagged", "metadata": {"reasons": ["violence"]}},
+    )
+    assert (error.kind, error.code, error.status) == ("rejected", None, 403)
+    assert "violence" in error.message
+
+
 @pytest.mark.parametrize(
     ("given", "model", "wire"),
     [
