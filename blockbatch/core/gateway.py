@@ -41,6 +41,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from blockbatch.core.claude_errors import ClaudeError, classify
+from blockbatch.core.registry import ModelInfo, Usage, cost_usd
 
 #: Where a translated Message keeps what the gateway said (its id, model, usage and cost).
 GATEWAY_KEY = "gateway"
@@ -215,6 +216,15 @@ def reported_cost_usd(message: Mapping[str, Any]) -> float | None:
         return None
     cost = (gateway.get("usage") or {}).get("cost")
     return float(cost) if isinstance(cost, int | float) else None
+
+
+def answer_cost_usd(model: ModelInfo, message: Mapping[str, Any]) -> float:
+    """What one answer cost: the gateway's own figure when it reported one (what it
+    charged, whatever its upstream's prices), else ``model``'s prices of its usage."""
+    reported = reported_cost_usd(message)
+    if reported is not None:
+        return reported
+    return cost_usd(model, Usage.from_message(dict(message)))
 
 
 def answer_error(body: Any) -> Mapping[str, Any] | None:

@@ -172,3 +172,25 @@ async def test_check_on_the_gateway_answers_and_never_prints_the_key(
     assert "model anthropic/claude-haiku-5.5 (claude-haiku-5-5) answered" in out
     assert "(SIMULATED)" in out and "no token counting" in err
     assert KEY not in out + err
+
+
+@pytest.mark.parametrize(
+    ("errors", "status", "retry_after"),
+    [({"rate_429": 1.0, "retry_after_s": 7}, 429, 7.0), ({"outage_status": 529}, 502, None)],
+)
+async def test_a_throttled_or_down_model_is_retryable_through_the_gateway(
+    errors: dict[str, object], status: int, retry_after: float | None
+) -> None:
+    scenario = Scenario.model_validate({"auth": {"valid_keys": [KEY]}, "errors": errors})
+    async with SimulatorServer(scenario=scenario) as sim:
+        sender = sender_for(sim)
+        try:
+            with pytest.raises(NotSent) as failed:
+                await sender.send(pack_params(BLOCKS, model="claude-haiku-5-5"), GATEWAY)
+        finally:
+            await sender.close()
+    error = failed.value.error
+    assert failed.value.answered
+    assert (error.status, error.kind) == (status, "retryable")
+    if retry_after is not None:
+        assert error.retry_after_s == retry_after

@@ -10,6 +10,7 @@ import pytest
 
 from blockbatch.core.gateway import (
     GatewayShapeError,
+    answer_cost_usd,
     answer_error,
     chat_request,
     error_of,
@@ -17,7 +18,7 @@ from blockbatch.core.gateway import (
     reported_cost_usd,
 )
 from blockbatch.core.providers import batch_refused, resolve_model, wire_model
-from blockbatch.core.registry import UnknownModelError, Usage
+from blockbatch.core.registry import UnknownModelError, Usage, cost_usd, get_model
 from blockbatch.core.run_types import RunOptions
 from blockbatch.simulator.testing import make_blocks, pack_params
 
@@ -134,6 +135,17 @@ def test_finish_reasons_are_the_messages_stop_reasons(finish: str, stop: str) ->
     completion = json.loads(json.dumps(COMPLETION))
     completion["choices"][0]["finish_reason"] = finish
     assert message_of(completion, "claude-haiku-5-5")["stop_reason"] == stop
+
+
+def test_the_cost_of_a_gateway_answer_is_what_the_gateway_charged() -> None:
+    model = get_model("claude-haiku-5-5")
+    message = message_of(COMPLETION, model.id)
+    ours = cost_usd(model, Usage.from_message(message))
+    assert ours != pytest.approx(0.00042)  # the gateway's figure differs from our prices
+    assert answer_cost_usd(model, message) == pytest.approx(0.00042)
+    # The Claude API's answer (no gateway figure) is priced at the registry's prices.
+    claude = {"usage": {"input_tokens": 1000, "output_tokens": 10}}
+    assert answer_cost_usd(model, claude) == cost_usd(model, Usage.from_message(claude))
 
 
 def test_an_answer_without_a_reported_cost_has_none() -> None:
