@@ -37,12 +37,13 @@ from blockbatch.core.budget import Reserved, reservation
 from blockbatch.core.call_types import CallFacts, CallModelOutput, LimiterNote, WarmCacheOutput
 from blockbatch.core.claude_errors import ClaudeError, is_unreachable
 from blockbatch.core.context import RunContext
+from blockbatch.core.gateway import answer_cost_usd
 from blockbatch.core.planning import Pack
 from blockbatch.core.prompt import request_prefix
 from blockbatch.core.providers import CLAUDE_API, Route
 from blockbatch.core.quality import PROBE_ATTEMPTS
 from blockbatch.core.ratelimit import Need
-from blockbatch.core.registry import Usage, cost_usd
+from blockbatch.core.registry import Usage
 from blockbatch.core.warm_up import WARM_UP_PATH
 from blockbatch.store import ledger
 
@@ -420,7 +421,8 @@ class CallPath:
         Claude again, so a lost connection (Postgres restarting) is retried in place.
         """
         usage = Usage.from_message(message)
-        cost = cost_usd(ctx.model, usage)
+        # A gateway reports what it charged (blockbatch/core/gateway.py); else our prices.
+        cost = answer_cost_usd(ctx.model, message)
         latency_ms = int((time.monotonic() - started) * 1000)
 
         async def write() -> ledger.Answer | None:

@@ -136,6 +136,10 @@ class AnthropicSender:
     async def endpoint(self, route: Route = CLAUDE_API) -> Endpoint:
         if route.provider == CLAUDE_API.provider:
             return await client_endpoint(self.client)
+        if route.provider == "gateway":  # not an anthropic client: activities/gateway.py
+            gateway: Any = self.client_for(route.provider)
+            endpoint: Endpoint = await gateway.endpoint(route)
+            return endpoint
         known = self._endpoints.get(route.provider)
         if known is None:
             known, answered = await _provider_endpoint(
@@ -154,7 +158,11 @@ class AnthropicSender:
     async def send(self, request: dict[str, Any], route: Route = CLAUDE_API) -> Sent:
         """Send one request. A request whose ``max_tokens`` the SDK would not send without
         streaming (it could run past ten minutes) streams, and its final message is the
-        answer, with the stream's headers."""
+        answer, with the stream's headers. A gateway's calls go to its own sender."""
+        if route.provider == "gateway":
+            gateway: Any = self.client_for(route.provider)
+            sent: Sent = await gateway.send(request, route)
+            return sent
         try:
             message, headers = await self._call(request, route)
         except anthropic.APIStatusError as err:

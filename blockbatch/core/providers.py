@@ -26,7 +26,9 @@ from typing import Any, Literal, get_args
 
 from blockbatch.core.registry import ModelInfo, RetiredModelError, UnknownModelError, get_model
 
-ProviderName = Literal["anthropic", "bedrock", "vertex", "aws", "foundry"]
+ProviderName = Literal[
+    "anthropic", "bedrock", "vertex", "aws", "foundry", "google-cloud", "gateway"
+]
 PROVIDERS: tuple[ProviderName, ...] = get_args(ProviderName)
 DEFAULT_PROVIDER: ProviderName = "anthropic"
 
@@ -216,6 +218,58 @@ PROVIDER_INFO: dict[ProviderName, ProviderInfo] = {
             "BLOCKBATCH_FOUNDRY_DEPLOYMENTS",
         ),
     ),
+    # Anthropic-managed Google Cloud: the first-party API (Messages, Models, Batches ...)
+    # behind Google Cloud IAM, with a workspace id (SDK lib/google_cloud/README.md). Batch
+    # mode is refused like Claude Platform on AWS's: blockbatch's batch steps still send
+    # through the Claude API's client. Rate-limit headers there are not confirmed.
+    "google-cloud": ProviderInfo(
+        name="google-cloud",
+        title="Claude on Google Cloud",
+        sdk_client="AsyncAnthropicGoogleCloud",
+        batches=False,
+        batch_refusal=(
+            "is not wired for Claude on Google Cloud yet: it serves the Message Batches "
+            "API, but blockbatch's batch steps still send through the Claude API's client. "
+            "Run with --mode sync"
+        ),
+        count_tokens=True,
+        models_api=True,
+        ratelimit_headers=False,
+        structured_outputs=None,
+        settings=(
+            "ANTHROPIC_GOOGLE_CLOUD_PROJECT",
+            "ANTHROPIC_GOOGLE_CLOUD_LOCATION",
+            "ANTHROPIC_GOOGLE_CLOUD_WORKSPACE_ID",
+            "ANTHROPIC_GOOGLE_CLOUD_ACCESS_TOKEN",
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            "ANTHROPIC_GOOGLE_CLOUD_BASE_URL",
+        ),
+    ),
+    # platforms-checked §5: an OpenAI-compatible chat completions API (OpenRouter and the
+    # like), spoken by blockbatch/core/gateway.py. No batch API, no token counting, no
+    # Anthropic Models API or rate-limit headers; the answer comes through a forced
+    # function (tool) call, validated by us, as its strict mode is the gateway's own
+    # translation and not Claude's structured outputs.
+    "gateway": ProviderInfo(
+        name="gateway",
+        title="the OpenAI-compatible gateway",
+        sdk_client="GatewaySender",
+        batches=False,
+        batch_refusal=(
+            "is not available through an OpenAI-compatible gateway: its chat completions "
+            "API has no batch jobs. Run with --mode sync, or --provider anthropic for "
+            "batch mode"
+        ),
+        count_tokens=False,
+        models_api=False,
+        ratelimit_headers=False,
+        structured_outputs=frozenset(),
+        settings=(
+            "BLOCKBATCH_GATEWAY_BASE_URL",
+            "BLOCKBATCH_GATEWAY_API_KEY",
+            "OPENROUTER_API_KEY",
+        ),
+    ),
 }
 
 
@@ -247,6 +301,11 @@ _BEDROCK_PROFILE = r"(?:us|eu|apac|jp|au|ca|us-gov|global)\."
 _BEDROCK_ID = re.compile(
     rf"^(?P<profile>{_BEDROCK_PROFILE})?anthropic\.(?P<model>.+?)(?:-v\d+(?::\d+)?)?$"
 )
+#: ``anthropic/claude-haiku-5.5[:variant]`` on a gateway (OpenRouter's ``vendor/model`` ids,
+#: the version's dash a dot).
+_GATEWAY_ID = re.compile(r"^anthropic/(?P<model>[a-z0-9.-]+?)(?::[a-z0-9-]+)?$")
+#: A registry id's trailing ``-<major>-<minor>`` version, dotted on a gateway.
+_DOTTED_VERSION = re.compile(r"-(\d{1,2})-(\d{1,2})$")
 #: ``<model>[@<date>]`` on Vertex.
 _VERTEX_ID = re.compile(r"^(?P<model>[a-z0-9.-]+?)(?:@(?P<version>[0-9]{8}|latest))?$")
 
@@ -293,12 +352,23 @@ def resolve_model(
         match = _VERTEX_ID.match(name)
         model = _known(match["model"] if match else name, info, name)
         return model, name if match and match["version"] else model.id
+    if info.name == "gateway":
+        match = _GATEWAY_ID.match(name)
+        if match is None:
+            model = _known(name, info, name)
+            return model, gateway_id(model.id)
+        return _known(match["model"].replace(".", "-"), info, name), name
     if info.name == "foundry":
         target = (deployments or {}).get(name)
         if target is not None:
             return _known(target, info, name), name
         model = _known(name, info, name)
         return model, name
+    if _GATEWAY_ID.match(name):
+        raise ProviderModelError(
+            f"{name!r} is an OpenAI-compatible gateway's model id: run with --provider "
+            f"gateway, or name the model as {info.title} knows it"
+        )
     if _BEDROCK_ID.match(name) and not name.startswith("claude"):
         raise ProviderModelError(
             f"{name!r} is an Amazon Bedrock model id: run with --provider bedrock, or name "
@@ -333,7 +403,16 @@ def wire_model(provider: str, model_id: str, provider_model: str | None) -> str:
         return provider_model
     if provider == "bedrock" and not _BEDROCK_ID.match(model_id):
         return f"anthropic.{model_id}"
+    if provider == "gateway" and not _GATEWAY_ID.match(model_id):
+        return gateway_id(model_id)
     return model_id
+
+
+def gateway_id(model_id: str) -> str:
+    """The gateway's id of the registry's ``model_id``: ``claude-haiku-5-5`` is
+    ``anthropic/claude-haiku-5.5``, ``claude-sonnet-5`` ``anthropic/claude-sonnet-5``
+    (OpenRouter's model list: vendor prefix, the version's dash a dot)."""
+    return "anthropic/" + _DOTTED_VERSION.sub(r"-\1.\2", model_id)
 
 
 @dataclass(frozen=True)

@@ -155,13 +155,15 @@ class RunOptions(BaseModel):
     provider: ProviderName = Field(
         default=DEFAULT_PROVIDER,
         description="where the run's calls go: anthropic (the Claude API), bedrock, vertex, "
-        "aws (Claude Platform on AWS) or foundry; each worker reads the provider's "
+        "aws (Claude Platform on AWS), foundry or gateway (an OpenAI-compatible gateway such "
+        "as OpenRouter); each worker reads the provider's "
         "credentials from its own environment (docs/providers.md)",
     )
     provider_model: str | None = Field(
         default=None,
         description="the model as the provider knows it (a Bedrock id or inference profile, "
-        "a Vertex id, a Foundry deployment); none: the model's own id",
+        "a Vertex id, a Foundry deployment, a gateway id such as anthropic/claude-haiku-5.5); "
+        "none: the model's own id",
     )
 
     @model_validator(mode="after")

@@ -96,6 +96,15 @@ ENV_NOTES: dict[str, str] = {
     "blockbatch_foundry_deployments": "Foundry deployment names and the model each serves, as "
     'JSON: `{"team-haiku": "claude-haiku-5-5"}`; unnamed, a deployment is named after its '
     "model (docs/providers.md)",
+    "anthropic_google_cloud_access_token": "a Google access token for runs on `--provider "
+    "google-cloud` (unset: Application Default Credentials, with `blockbatch[google-cloud]`); "
+    "never logged (docs/providers.md)",
+    "blockbatch_gateway_base_url": "an OpenAI-compatible gateway's base URL for runs on "
+    "`--provider gateway`; calls go to `{base}/chat/completions` (docs/providers.md)",
+    "blockbatch_gateway_api_key": "the gateway's key, sent as `Authorization: Bearer`; never "
+    "logged (docs/providers.md)",
+    "openrouter_api_key": "OpenRouter's key, used on `--provider gateway` when "
+    "`BLOCKBATCH_GATEWAY_API_KEY` is unset",
     "worker_max_concurrent_activities": "activities per worker; a call waiting for the rate "
     "limiter holds one, so keep it well above the calls a worker may have waiting",
     "worker_db_pool_size": "Postgres connections per worker; size `max_connections` for "

@@ -12,8 +12,9 @@ from typing import Any
 
 from activities.sender import AnthropicSender, NotSent
 from blockbatch.core.answer import call_shape
+from blockbatch.core.gateway import answer_cost_usd
 from blockbatch.core.providers import ProviderName, Route, provider_info
-from blockbatch.core.registry import ModelInfo, Usage, cost_usd
+from blockbatch.core.registry import ModelInfo, Usage
 
 
 async def check_call(
@@ -59,7 +60,7 @@ async def check_call(
         seconds=round(time.monotonic() - started, 2),
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,
-        cost_usd=cost_usd(model, usage),
+        cost_usd=answer_cost_usd(model, sent.message),
         fallbacks=info.fallbacks_text(),
     )
     return None

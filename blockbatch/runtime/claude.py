@@ -10,7 +10,8 @@ client is opened with ``max_retries=0`` unless a caller outside any activity ask
 SDK's own retries (the quote's free token counts).
 
 Another provider's client (:func:`provider_client`: ``AsyncAnthropicBedrock``,
-``AsyncAnthropicVertex``, ``AsyncAnthropicAWS``, ``AsyncAnthropicFoundry``) reads its
+``AsyncAnthropicVertex``, ``AsyncAnthropicAWS``, ``AsyncAnthropicFoundry``; for an
+OpenAI-compatible gateway, blockbatch's own ``activities.gateway.GatewaySender``) reads its
 credentials, region and base URL where its SDK class reads them, from the environment of
 the process that opens it; only a Vertex access token is handed in (the SDK reads none
 from the environment). The variables per provider: ``docs/providers.md``.
@@ -32,9 +33,14 @@ from blockbatch.runtime.settings import Settings
 __all__ = ["anthropic", "anthropic_client", "configured_client", "provider_client"]
 
 if TYPE_CHECKING:
+    from activities.gateway import GatewaySender
+
     #: A client of any provider: each sends ``messages.create`` on its platform's wire.
     ClaudeClient = (
-        anthropic.AsyncAnthropic | anthropic.AsyncAnthropicBedrock | anthropic.AsyncAnthropicVertex
+        anthropic.AsyncAnthropic
+        | anthropic.AsyncAnthropicBedrock
+        | anthropic.AsyncAnthropicVertex
+        | GatewaySender
     )
 
 
@@ -90,6 +96,8 @@ def provider_client(
         return anthropic_client(settings, timeout_s=timeout_s, max_retries=max_retries)
     _redact_sdk_debug_log()
     timeout = settings.anthropic_timeout_s if timeout_s is None else timeout_s
+    if info.name == "gateway":
+        return gateway_sender(settings, timeout_s=timeout)
     try:
         if info.name == "bedrock":
             _needs("AWS_BEARER_TOKEN_BEDROCK", "boto3", "bedrock", "AWS SigV4 signing")
@@ -103,6 +111,8 @@ def provider_client(
                 max_retries=max_retries,
                 timeout=timeout,
             )
+        if info.name == "google-cloud":
+            return _google_cloud_client(settings, max_retries=max_retries, timeout=timeout)
         if info.name == "aws":
             _needs("ANTHROPIC_AWS_API_KEY", "boto3", "aws", "AWS SigV4 signing")
             return anthropic.AsyncAnthropicAWS(max_retries=max_retries, timeout=timeout)
@@ -113,6 +123,57 @@ def provider_client(
             f"cannot open the {info.title} client: {err} (see docs/providers.md, "
             f"{info.name}: {', '.join(info.settings)})"
         ) from None
+
+
+def _google_cloud_client(
+    settings: Settings, *, max_retries: int, timeout: float
+) -> anthropic.AsyncAnthropicGoogleCloud:
+    """Anthropic-managed Google Cloud's client: an access token when one is set (handed in
+    as the SDK's ``token_provider``), else Application Default Credentials. The SDK reads
+    its project, location, workspace and base URL from the environment; a derived URL
+    needs the workspace, checked here so a run fails at once saying what to set (the SDK
+    would raise it only on the first request)."""
+    base_url = os.environ.get("ANTHROPIC_GOOGLE_CLOUD_BASE_URL", "").strip()
+    if not base_url and not os.environ.get("ANTHROPIC_GOOGLE_CLOUD_WORKSPACE_ID", "").strip():
+        raise ProviderUnavailable(
+            "cannot open the Claude on Google Cloud client: set "
+            "ANTHROPIC_GOOGLE_CLOUD_WORKSPACE_ID to your Anthropic workspace (see "
+            "docs/providers.md, google-cloud)"
+        )
+    token = settings.anthropic_google_cloud_access_token
+    if token is None:
+        _needs(None, "google.auth", "google-cloud", "Google Application Default Credentials")
+        return anthropic.AsyncAnthropicGoogleCloud(max_retries=max_retries, timeout=timeout)
+    value = token.get_secret_value()
+    return anthropic.AsyncAnthropicGoogleCloud(
+        token_provider=lambda: value, max_retries=max_retries, timeout=timeout
+    )
+
+
+def gateway_sender(settings: Settings, *, timeout_s: float) -> GatewaySender:
+    """The sender of ``--provider gateway``: its base URL and key from ``settings``
+    (``BLOCKBATCH_GATEWAY_BASE_URL``, ``BLOCKBATCH_GATEWAY_API_KEY`` or
+    ``OPENROUTER_API_KEY``).
+
+    Raises:
+        ProviderUnavailable: no key, or no usable base URL (the message says what to set).
+    """
+    from activities.gateway import GatewaySender
+
+    key = settings.blockbatch_gateway_api_key or settings.openrouter_api_key
+    base_url = settings.blockbatch_gateway_base_url.strip()
+    if key is None:
+        raise ProviderUnavailable(
+            "cannot open the OpenAI-compatible gateway: set BLOCKBATCH_GATEWAY_API_KEY (or "
+            "OPENROUTER_API_KEY) to the gateway's key (see docs/providers.md, gateway)"
+        )
+    if not base_url.startswith(("http://", "https://")):
+        raise ProviderUnavailable(
+            "cannot open the OpenAI-compatible gateway: BLOCKBATCH_GATEWAY_BASE_URL must be "
+            "an http(s) URL such as https://openrouter.ai/api/v1 (see docs/providers.md, "
+            "gateway)"
+        )
+    return GatewaySender(base_url, key, timeout_s=timeout_s)
 
 
 def _needs(key_variable: str | None, module: str, extra: str, what: str) -> None:

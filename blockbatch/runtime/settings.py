@@ -60,9 +60,18 @@ class Settings(BaseSettings):
     #: A Google access token for Vertex (``gcloud auth print-access-token``); unset, the
     #: Vertex client uses Application Default Credentials (needs ``blockbatch[vertex]``).
     anthropic_vertex_access_token: SecretStr | None = None
+    #: A Google access token for Anthropic-managed Google Cloud (``--provider google-cloud``);
+    #: unset, its client uses Application Default Credentials (``blockbatch[google-cloud]``).
+    anthropic_google_cloud_access_token: SecretStr | None = None
     #: Foundry deployment names and the model each serves, as JSON:
     #: ``{"team-haiku": "claude-haiku-5-5"}`` (unnamed: a deployment is named after its model).
     blockbatch_foundry_deployments: dict[str, str] = Field(default_factory=dict)
+    #: An OpenAI-compatible gateway's chat completions base URL (``--provider gateway``):
+    #: ``{base}/chat/completions``; OpenRouter's unless told.
+    blockbatch_gateway_base_url: str = "https://openrouter.ai/api/v1"
+    #: The gateway's key, sent as ``Authorization: Bearer``; unset, ``OPENROUTER_API_KEY``.
+    blockbatch_gateway_api_key: SecretStr | None = None
+    openrouter_api_key: SecretStr | None = None
 
     # Worker concurrency. A Claude call that waits for the fleet's rate limiter waits inside
     # its activity and holds a slot: with few slots, other runs' short database steps queue
@@ -87,6 +96,9 @@ class Settings(BaseSettings):
         "anthropic_api_key",
         "anthropic_base_url",
         "anthropic_vertex_access_token",
+        "anthropic_google_cloud_access_token",
+        "blockbatch_gateway_api_key",
+        "openrouter_api_key",
         "database_url",
         "temporal_address",
         "temporal_ui_url",

@@ -24,6 +24,12 @@ platform table) and ``docs/platforms-checked.md`` (cited per rule as "checked §
   named after its model here.
 - Claude Platform on AWS: the first-party API with an ``anthropic-workspace-id`` header
   (checked §0.1 table), mounted under ``/aws/`` because one simulator serves every host.
+- Claude on Google Cloud (Anthropic-managed): the first-party API under
+  ``/v1/projects/{p}/locations/{l}/workspaces/{w}/invoke/``, ``Authorization: Bearer`` a
+  Google access token (SDK ``lib/google_cloud/README.md`` and ``_client.py``: the URL
+  template and the token on every request).
+- An OpenAI-compatible gateway (OpenRouter's chat completions): ``/v1/chat/completions``,
+  ``blockbatch/simulator/gateway.py``.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from blockbatch.core.registry import UnknownModelError
 from blockbatch.simulator import messages
 from blockbatch.simulator.bodies import MESSAGES_MAX_BYTES, read_body
 from blockbatch.simulator.errors import ApiError, invalid
+from blockbatch.simulator.gateway import add_gateway_routes
 from blockbatch.simulator.state import state_of
 from blockbatch.simulator.streaming import send_stream
 
@@ -238,3 +245,9 @@ def add_platform_routes(app: web.Application, request_id: RequestId) -> None:
         request_id, "aws", ("anthropic-workspace-id",), ("x-api-key", "authorization")
     )
     app.router.add_post("/aws/v1/messages", aws)
+    google_cloud = first_party(request_id, "google-cloud", ("authorization",))
+    app.router.add_post(
+        "/v1/projects/{project}/locations/{region}/workspaces/{workspace}/invoke/v1/messages",
+        google_cloud,
+    )
+    add_gateway_routes(app, request_id)

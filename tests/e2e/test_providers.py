@@ -1,4 +1,5 @@
-"""The demo document on each provider, sync, through the anthropic SDK's own platform client.
+"""The demo document on each provider, sync, through the anthropic SDK's own platform client
+(blockbatch's gateway sender for an OpenAI-compatible gateway).
 
 ``blockbatch run samples/handbook.md --schema samples/extract.json --provider P --model M``
 against the local stack: the worker opens P's client from its environment
@@ -45,6 +46,12 @@ PROVIDERS = {
     ),
     "aws": ("claude-haiku-5-5", "POST /aws/v1/messages", "ANTHROPIC_AWS_API_KEY"),
     "foundry": ("claude-haiku-5-5", "POST /anthropic/v1/messages", "ANTHROPIC_FOUNDRY_API_KEY"),
+    "google-cloud": (
+        "claude-haiku-5-5",
+        "POST /v1/projects/{project}/locations/{region}/workspaces/{workspace}/invoke/v1/messages",
+        "ANTHROPIC_GOOGLE_CLOUD_ACCESS_TOKEN",
+    ),
+    "gateway": ("anthropic/claude-haiku-5.5", "POST /v1/chat/completions", "OPENROUTER_API_KEY"),
 }
 
 
@@ -59,10 +66,14 @@ def platform_env(monkeypatch: pytest.MonkeyPatch, base: str, key: str) -> None:
         "ANTHROPIC_VERTEX_BASE_URL": f"{base}/v1",
         "ANTHROPIC_AWS_BASE_URL": f"{base}/aws",
         "ANTHROPIC_FOUNDRY_BASE_URL": f"{base}/anthropic",
+        "ANTHROPIC_GOOGLE_CLOUD_BASE_URL": (
+            f"{base}/v1/projects/proj-1/locations/global/workspaces/wrkspc_1/invoke"
+        ),
         "AWS_BEARER_TOKEN_BEDROCK": key,
         "ANTHROPIC_AWS_API_KEY": key,
         "ANTHROPIC_FOUNDRY_API_KEY": key,
         "ANTHROPIC_VERTEX_ACCESS_TOKEN": key,
+        "OPENROUTER_API_KEY": key,
     }.items():
         monkeypatch.setenv(name, value)
 
@@ -84,7 +95,12 @@ async def test_the_demo_runs_on_each_provider_through_its_sdk_client(
     platform_env(monkeypatch, s.sim.base_url, key)
     caplog.set_level(logging.DEBUG)
     worker_settings = s.settings.model_copy(
-        update={"anthropic_vertex_access_token": SecretStr(key)}
+        update={
+            "anthropic_vertex_access_token": SecretStr(key),
+            "anthropic_google_cloud_access_token": SecretStr(key),
+            "openrouter_api_key": SecretStr(key),
+            "blockbatch_gateway_base_url": f"{s.sim.base_url}/v1",
+        }
     )
     worker = build_worker(
         s.client,
@@ -133,6 +149,16 @@ async def test_the_demo_runs_on_each_provider_through_its_sdk_client(
     answered = [uid for c in calls for uid in c["block_uids"]]
     assert len(answered) == len(set(answered)) == row["blocks_total"]  # each block once
     assert all(c["cost_usd"] > 0 for c in calls)
+    if provider == "gateway":
+        # The cost recorded is the one the gateway reported with each answer.
+        reported = await s.pool.fetch(
+            "select cost_usd, (response->'gateway'->'usage'->>'cost')::float8 as said "
+            "from llm_calls where run_id = $1 and status = 'succeeded'",
+            run.run_id,
+        )
+        assert reported and all(
+            float(r["cost_usd"]) == pytest.approx(r["said"], rel=1e-5) for r in reported
+        )
 
     # The credential: nowhere in history, tables, logs or output.
     found = await histories(s.client, f"run-{run.run_id}")

@@ -43,12 +43,19 @@ def platform_env(monkeypatch: pytest.MonkeyPatch, base: str) -> None:
         "ANTHROPIC_AWS_BASE_URL": f"{base}/aws",
         "ANTHROPIC_FOUNDRY_API_KEY": KEY,
         "ANTHROPIC_FOUNDRY_BASE_URL": f"{base}/anthropic",
+        "ANTHROPIC_GOOGLE_CLOUD_BASE_URL": (
+            f"{base}/v1/projects/proj-1/locations/global/workspaces/wrkspc_1/invoke"
+        ),
     }.items():
         monkeypatch.setenv(name, value)
 
 
 def settings() -> Settings:
-    return Settings(anthropic_vertex_access_token=KEY, anthropic_api_key="unused")
+    return Settings(
+        anthropic_vertex_access_token=KEY,
+        anthropic_google_cloud_access_token=KEY,
+        anthropic_api_key="unused",
+    )
 
 
 ROUTES = {
@@ -56,6 +63,9 @@ ROUTES = {
     "vertex": "POST /v1/projects/{project}/locations/{region}/publishers/anthropic/models/{tail}",
     "aws": "POST /aws/v1/messages",
     "foundry": "POST /anthropic/v1/messages",
+    "google-cloud": (
+        "POST /v1/projects/{project}/locations/{region}/workspaces/{workspace}/invoke/v1/messages"
+    ),
 }
 
 
@@ -66,6 +76,7 @@ ROUTES = {
         ("vertex", "claude-haiku-5-5@20261007"),
         ("aws", "claude-haiku-5-5"),
         ("foundry", "claude-haiku-5-5"),
+        ("google-cloud", "claude-haiku-5-5"),
     ],
 )
 async def test_a_pack_is_answered_on_each_platforms_wire(
@@ -168,6 +179,13 @@ def test_a_provider_without_its_settings_says_what_to_set(
         provider_client(settings(), "vertex")
     with pytest.raises(ProviderUnavailable, match="blockbatch\\[vertex\\]"):
         provider_client(Settings(), "vertex")
+    for name in ("ANTHROPIC_GOOGLE_CLOUD_BASE_URL", "ANTHROPIC_GOOGLE_CLOUD_WORKSPACE_ID"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ProviderUnavailable, match="ANTHROPIC_GOOGLE_CLOUD_WORKSPACE_ID"):
+        provider_client(settings(), "google-cloud")
+    monkeypatch.setenv("ANTHROPIC_GOOGLE_CLOUD_WORKSPACE_ID", "wrkspc_1")
+    with pytest.raises(ProviderUnavailable, match="blockbatch\\[google-cloud\\]"):
+        provider_client(Settings(), "google-cloud")
 
 
 async def test_no_platform_credential_in_the_sdks_debug_log(
