@@ -43,8 +43,8 @@ IMAGE_PAGE_SHARE = 0.2
 READ_OBJECT_SHARE = 0.5
 # A word, or a line break. PDFium joins a word hyphenated across two lines into one, with a
 # U+FFFE (or U+0002) where the line broke: that ends the word (and the run) so each line
-# keeps its box.
-_TOKEN = re.compile(r"\r\n|[\r\n]|[^\s\ufffe\x02]+[\ufffe\x02]?|[\ufffe\x02]")
+# keeps its box. Other control characters (a ligature's U+0003) separate words.
+_TOKEN = re.compile(r"\r\n|[\r\n]|[^\s\x00-\x1f\ufffe]+[\ufffe\x02]?|[\ufffe\x02]")
 _INVISIBLE_MODES = (3, 7)
 _SHOWN = ("text", "vertical", "vertical_up")  # PDF text render modes that paint nothing
 _OCR_ADVICE = (

@@ -80,6 +80,19 @@ _NOTE_MARK = re.compile(r"^(\d{1,3}|[*\u2217\u2020\u2021\u00a7\u00b6])\s?\w")
 _STRAY = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ufffe\uffff\ufffd]")
 _SHOWN = ("text", "vertical", "vertical_up")
 _SOFT_HYPHENS = "\ufffe\u00ad\x02"
+#: Letters of the right-to-left scripts (Hebrew, Arabic, Syriac, Thaana, N'Ko, their
+#: presentation forms).
+_RTL = re.compile(r"[\u0590-\u07ff\u0860-\u08ff\ufb1d-\ufdff\ufe70-\ufefc]")
+_LATIN = r"[A-Za-z\u00c0-\u024f]"
+#: A Latin word against a right-to-left one with nothing between them: PDFium reads an
+#: embedded left-to-right word in its logical place but without the space the eye sees.
+_SCRIPT_CHANGE = re.compile(rf"(?<={_LATIN})(?={_RTL.pattern})|(?<={_RTL.pattern})(?={_LATIN})")
+#: A combining mark (Arabic harakat, combining accents) after a space, before a letter:
+#: PDFium reads a mark drawn apart from its letter as a word of its own before the letter
+#: it sits on ("أي ًضا" for "أيضًا"); it goes back after that letter.
+_LOOSE_MARK = re.compile(
+    r"\s+([\u0300-\u036f\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06ed]+)([^\W\d_])"
+)
 
 
 @dataclass
@@ -118,7 +131,10 @@ class _Line:
     bold: bool = False  # every run is
 
     def __post_init__(self) -> None:
-        self.runs.sort(key=lambda r: r.box[0])
+        if right_to_left(r.text for r in self.runs):
+            self.runs.sort(key=lambda r: -r.box[2])
+        else:
+            self.runs.sort(key=lambda r: r.box[0])
         self.text = " ".join(r.text for r in self.runs)
         self.box = _union(r.box for r in self.runs)
         self.size = max(self.runs, key=lambda r: len(r.text)).size
@@ -138,6 +154,16 @@ class _Group:
     lines: list[_Line] = field(default_factory=list)
 
 
+def right_to_left(texts: Iterable[str]) -> bool:
+    """Whether most letters of ``texts`` are of a right-to-left script (a line of them is
+    read from its right end)."""
+    rtl = letters = 0
+    for text in texts:
+        rtl += len(_RTL.findall(text))
+        letters += sum(1 for c in text if c.isalpha())
+    return 2 * rtl > letters
+
+
 def _union(boxes: Iterable[BBox]) -> BBox:
     b = list(boxes)
     return (min(x[0] for x in b), min(x[1] for x in b), max(x[2] for x in b), max(x[3] for x in b))
@@ -146,6 +172,7 @@ def _union(boxes: Iterable[BBox]) -> BBox:
 def clean(text: str) -> str:
     """Text without stray characters: soft hyphens, U+FFFE/U+FFFF/U+FFFD, C0 and C1 controls."""
     text = re.sub(r"[\ufffe\u00ad\x02](?=\w)", "", text)
+    text = _LOOSE_MARK.sub(r"\2\1", _SCRIPT_CHANGE.sub(" ", text))
     return " ".join(_STRAY.sub("", text).split())
 
 
