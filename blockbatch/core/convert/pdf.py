@@ -77,6 +77,8 @@ def convert_pdf(data: bytes, notices: list[str] | None = None) -> list[RawBlock]
             "PDF viewer, save or print it to a new PDF and upload that file"
         ) from None
     try:
+        if pdfium.raw.FPDF_GetFormType(doc.raw) != pdfium.raw.FORMTYPE_NONE:
+            doc.init_forms()  # before any page is loaded: the fields' values are read
         pages, sizes, trouble, turns = _read_pages(doc, pdfium)
     finally:
         doc.close()
@@ -176,6 +178,10 @@ def _read_pages(
                     runs, chars_read = _page_runs(textpage, index + 1, geometry, pdfium)
                     turns[index + 1] = turn
                     sizes[index + 1] = geometry.size
+                if doc.formenv is not None:
+                    runs.extend(
+                        _field_runs(page, doc.formenv.raw, index + 1, geometry, runs, pdfium)
+                    )
                 text_objects, _, drawn = _page_objects(page, pdfium)
                 lost = text_objects >= 20 and chars_read < READ_OBJECT_SHARE * text_objects
                 if lost:  # or the same glyphs drawn over and over (a fake bold): is it?
@@ -191,6 +197,62 @@ def _read_pages(
         finally:
             page.close()
     return pages, sizes, trouble, turns
+
+
+def _field_runs(
+    page: Any, form: Any, number: int, geo: _Geometry, runs: list[Run], pdfium: Any
+) -> list[Run]:
+    """The values filled in the page's form fields (text fields, combo and list boxes), a
+    run per line where the field sits, so a value reads with its label ("First Name Alice").
+    PDFium's text has only the page's own text, not the fields' (they are annotations). A
+    value the page already shows as text at that place is not read twice; check boxes and
+    radio buttons (a drawn mark, "Off"/"On" to PDFium) and empty fields give nothing."""
+    raw = pdfium.raw
+    kinds = (raw.FPDF_FORMFIELD_TEXTFIELD, raw.FPDF_FORMFIELD_COMBOBOX, raw.FPDF_FORMFIELD_LISTBOX)
+    out: list[Run] = []
+    rect = raw.FS_RECTF()
+    size = ctypes.c_float()
+    for i in range(raw.FPDFPage_GetAnnotCount(page.raw)):
+        annot = raw.FPDFPage_GetAnnot(page.raw, i)
+        try:
+            if (
+                raw.FPDFAnnot_GetSubtype(annot) != raw.FPDF_ANNOT_WIDGET
+                or raw.FPDFAnnot_GetFormFieldType(form, annot) not in kinds
+                or not raw.FPDFAnnot_GetRect(annot, rect)
+            ):
+                continue
+            length = raw.FPDFAnnot_GetFormFieldValue(form, annot, None, 0)
+            if length <= 2:
+                continue
+            buffer = ctypes.create_string_buffer(length)
+            raw.FPDFAnnot_GetFormFieldValue(
+                form, annot, ctypes.cast(buffer, ctypes.POINTER(raw.FPDF_WCHAR)), length
+            )
+            value = buffer.raw[: length - 2].decode("utf-16-le", errors="replace")
+            lines = [" ".join(x.split()) for x in value.splitlines()]
+            lines = [x for x in lines if x]
+            if not lines:
+                continue
+            box = geo.box(rect.left, rect.bottom, rect.right, rect.top)
+            if not raw.FPDFAnnot_GetFontSize(form, annot, ctypes.byref(size)) or size.value <= 0:
+                size.value = 0.7 * (box[3] - box[1]) / len(lines)  # auto-sized: fits the box
+            shown = round(min(max(size.value, 4.0), 24.0), 1)
+            if any(r.text.strip() == " ".join(lines) and _inside(r.box, box) for r in runs):
+                continue  # already on the page as text (a flattened copy)
+            pitch = (box[3] - box[1]) / len(lines)
+            for n, line in enumerate(lines):
+                top = box[1] + n * pitch
+                line_box = (box[0], top, box[2], top + min(pitch, 1.2 * shown))
+                kind = "text" if geo.on_page(line_box) else "off_page"
+                out.append(Run(number, line, geo.clip(line_box), shown, False, kind))
+        finally:
+            raw.FPDFPage_CloseAnnot(annot)
+    return out
+
+
+def _inside(inner: BBox, outer: BBox) -> bool:
+    cx, cy = (inner[0] + inner[2]) / 2, (inner[1] + inner[3]) / 2
+    return outer[0] <= cx <= outer[2] and outer[1] <= cy <= outer[3]
 
 
 def _reading_turn(runs: list[Run]) -> str:
