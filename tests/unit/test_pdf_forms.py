@@ -66,7 +66,7 @@ def test_filled_in_fields_are_read_where_they_sit_beside_their_labels() -> None:
     assert "Colour Green" in text
     assert "Notes" in text
     first = blocks[0].provenance
-    assert first.page == 1 and first.bbox is not None
+    assert first is not None and first.page == 1 and first.bbox is not None
     assert first.bbox[2] >= 300 - 1  # the box covers the field, where the value is shown
 
 
