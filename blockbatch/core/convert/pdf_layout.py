@@ -199,12 +199,16 @@ def classify_boilerplate(
 ) -> None:
     """Type the runs that are running headers, footers or page numbers (in place).
 
-    A header or footer is text less than half again the body's size, in the top or bottom
-    :data:`MARGIN_BAND` of the page, found (digits aside) at the same height on at least two
-    pages and :data:`REPEAT_SHARE` of them; a page number is a number alone there.
+    A header or footer is text less than half again the body's size, standing apart from
+    the body in the top or bottom :data:`MARGIN_BAND` of the page, found (digits aside) at
+    the same height on at least two pages and :data:`REPEAT_SHARE` of them, or on two
+    pages in a row (a book's running header changes with each section). A page number is
+    a number alone there, standing apart, or a number at the same place on two pages
+    that goes up with the page (close above the body, as a journal's is).
     """
     seen: dict[str, list[tuple[int, float]]] = {}
     candidates: list[tuple[Run, str]] = []
+    numbers: list[Run] = []
     for page, runs in pages.items():
         height = heights[page]
         for run in runs:
@@ -212,10 +216,15 @@ def classify_boilerplate(
                 continue
             top = run.box[3] <= height * MARGIN_BAND
             bottom = run.box[1] >= height * (1 - MARGIN_BAND)
-            if not (top or bottom) or run.size > body * 1.5 or not _apart(run, runs, top):
+            if not (top or bottom) or run.size > body * 1.5:
                 continue
             if _PAGE_NUMBER.match(run.text.strip()):
-                run.kind = "page_number"
+                if _apart(run, runs, top):
+                    run.kind = "page_number"
+                elif run.text.strip().isdigit():
+                    numbers.append(run)
+                continue
+            if not _apart(run, runs, top):
                 continue
             key = re.sub(r"\d+", "#", " ".join(run.text.lower().split()))
             seen.setdefault(key, []).append((page, run.cy))
@@ -225,8 +234,17 @@ def classify_boilerplate(
     need = max(2, math.ceil(REPEAT_SHARE * len(pages)))
     for run, key in candidates:
         near = {p for p, cy in seen[key] if abs(cy - run.cy) <= 8}
-        if len(near) >= need:
+        if len(near) >= need or {run.page - 1, run.page + 1} & near:
             run.kind = "page_header" if run.cy < heights[run.page] / 2 else "page_footer"
+    for run in numbers:
+        offset = int(run.text) - run.page
+        if any(
+            other.page != run.page
+            and int(other.text) - other.page == offset
+            and abs(other.cy - run.cy) <= 8
+            for other in numbers
+        ):
+            run.kind = "page_number"
 
 
 def _apart(run: Run, runs: list[Run], top: bool) -> bool:
@@ -234,10 +252,11 @@ def _apart(run: Run, runs: list[Run], top: bool) -> bool:
     the middle of the page is at least one and a half of its heights away (a table row in
     the margin band is not)."""
     height = run.box[3] - run.box[1]
+    body = [r for r in runs if not _vertical(r)]  # a margin stamp set vertically is not body
     if top:
-        gaps = [r.box[1] - run.box[3] for r in runs if r.box[1] >= run.box[3] - 0.3 * height]
+        gaps = [r.box[1] - run.box[3] for r in body if r.box[1] >= run.box[3] - 0.3 * height]
     else:
-        gaps = [run.box[1] - r.box[3] for r in runs if r.box[3] <= run.box[1] + 0.3 * height]
+        gaps = [run.box[1] - r.box[3] for r in body if r.box[3] <= run.box[1] + 0.3 * height]
     return not gaps or min(gaps) >= 1.5 * height
 
 
