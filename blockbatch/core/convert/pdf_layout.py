@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from blockbatch.core.blocks import BBox, RawBlock, TextBuilder
+from blockbatch.core.convert.tables import table_text
 
 #: A heading's font is at least this much larger than the body's.
 HEADING_RATIO = 1.15
@@ -57,6 +58,15 @@ REPEAT_SHARE = 0.1
 FOOTNOTE_RATIO = 0.85
 #: ... in this lower share of the page.
 FOOTNOTE_BAND = 0.4
+#: A table is at least this many lines in a row whose cells (runs apart) sit in the same
+#: columns, at least two of them a line.
+TABLE_ROWS = 3
+#: A table's cells are short: their median width is below this many body sizes (prose
+#: in columns read across is not a table).
+TABLE_CELL_WIDTH = 6.0
+#: At least this share of a table's cells hold text (a formula's or a figure's pieces
+#: scattered over many columns leave most empty).
+TABLE_FILL = 0.4
 #: Two runs of characters on a line further apart than this many font sizes are separate runs
 #: (a column gutter or a table's cells, never a space between words).
 RUN_GAP = 1.0
@@ -67,6 +77,9 @@ _BULLET = re.compile(
 _PAGE_NUMBER = re.compile(
     r"^(page\s+)?(\d{1,5}|[ivxlc]{1,7})(\s*(of|/)\s*\d{1,5})?$|^[-\u2013\u2014]\s*\d{1,5}\s*[-\u2013\u2014]$",
     re.IGNORECASE,
+)
+_LIST_MARKER = re.compile(
+    r"^([\u2022\u25e6\u25aa\u25cf\u2023\u2043\u2013\u25a0\u00b7*-]|\d{1,3}[.)]|[a-z][.)])$"
 )
 _SENTENCE_END = re.compile(r"[.!?:;\u2026][\"'\u201d\u2019)\]]*$")
 _NUMBERED_HEADING = re.compile(r"^(\d{1,2}(\.\d{1,2})*\.?|[IVX]{1,4}\.|[A-Z]\.)\s+\S.{0,80}$")
@@ -458,7 +471,27 @@ def build_blocks(
         _add_block(out, group, body, levels, minor_level, sizes)
         group.clear()
 
-    for line in flow:
+    tables = find_tables(flow, body)
+    skip_to = 0
+    for i, line in enumerate(flow):
+        if i < skip_to:
+            continue
+        if i in tables:
+            flush()
+            emit_aside(line.page - 1)
+            end, rows = tables[i]
+            box = _union(x.box for x in flow[i:end])
+            meta = {"cells": rows}
+            out.add(
+                "table",
+                table_text(rows),
+                meta,
+                page=line.page,
+                bbox=box,
+                page_size=sizes[line.page],
+            )
+            skip_to = end
+            continue
         if group and _starts_block(group, line, pitch, body):
             flush()
         if not group:
@@ -467,6 +500,99 @@ def build_blocks(
     flush()
     emit_aside(max(pages) if pages else 0)
     return out.blocks
+
+
+def find_tables(flow: list[_Line], body: float) -> dict[int, tuple[int, list[list[str]]]]:
+    """The tables in ``flow``: for each table's first line, the index after its last line
+    and its rows of cells.
+
+    A table is at least :data:`TABLE_ROWS` lines in a row on one page, each of at least two
+    runs (cells set apart by more than a space), a line's height to two and a half apart
+    (not a formula's indices),
+    whose cells are short (their median width below :data:`TABLE_CELL_WIDTH` body sizes)
+    and fall into at least two columns: the spans of the x axis that the cells cover, with
+    a gap between them all the way down. A line of one cell right of the first column is a
+    cell's text wrapping, joined to the row above. A list (every first cell a bullet or a
+    number with a stop) is not a table, nor are lines numbered in turn beside one column of
+    text (a transcript, a listing)."""
+    tables: dict[int, tuple[int, list[list[str]]]] = {}
+    i = 0
+    while i < len(flow):
+        if len(flow[i].runs) < 2:
+            i += 1
+            continue
+        j = i + 1
+        while j < len(flow) and _table_goes_on(flow[j - 1], flow[j]):
+            j += 1
+        while j > i and len(flow[j - 1].runs) < 2:  # a table ends on a row of cells
+            j -= 1
+        rows = _table_rows(flow[i:j], body)
+        if rows is not None:
+            tables[i] = (j, rows)
+            i = j
+        else:
+            i += 1
+    return tables
+
+
+def _table_goes_on(prev: _Line, line: _Line) -> bool:
+    return (
+        line.page == prev.page
+        # a row's height apart at least: a formula's indices sit closer below their line
+        and 0.8 * max(line.size, prev.size) <= line.cy - prev.cy <= 2.5 * max(line.size, prev.size)
+        and (len(line.runs) >= 2 or line.box[0] > prev.runs[0].box[2])
+    )
+
+
+def _table_rows(lines: list[_Line], body: float) -> list[list[str]] | None:
+    """The lines' cells as rows in their columns, or None when they are not a table."""
+    multi = [x for x in lines if len(x.runs) >= 2]
+    if len(multi) < TABLE_ROWS:
+        return None
+    runs = [r for x in lines for r in x.runs]
+    widths = sorted(r.box[2] - r.box[0] for r in runs)
+    if widths[len(widths) // 2] >= TABLE_CELL_WIDTH * body:
+        return None
+    usual = _median_size(runs)
+    if 3 * sum(1 for r in runs if r.size < 0.8 * usual) > len(runs):
+        return None  # a formula's symbols and indices
+    firsts = [x.runs[0].text.strip() for x in multi]
+    if all(_LIST_MARKER.match(t) for t in firsts):
+        return None
+    spans: list[list[float]] = []
+    for r in sorted(runs, key=lambda r: r.box[0]):
+        if spans and r.box[0] < spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], r.box[2])
+        else:
+            spans.append([r.box[0], r.box[2]])
+    if len(spans) < 2:
+        return None
+    if all(t.isdigit() for t in firsts) and len(spans) <= 3:
+        numbers = [int(t) for t in firsts]
+        if numbers == list(range(numbers[0], numbers[0] + len(numbers))):
+            return None  # numbered lines (a transcript's, a listing's), not a table
+    starts = [s[0] for s in spans]
+
+    def column(run: Run) -> int:
+        return bisect.bisect_right(starts, run.box[0]) - 1
+
+    cells_apart = [{column(r) for r in x.runs if clean(r.text)} for x in multi]
+    if sum(1 for c in cells_apart if len(c) >= 2) < TABLE_ROWS:
+        return None
+    rows: list[list[str]] = []
+    for line in lines:
+        cells = [""] * len(spans)
+        for r in line.runs:
+            k = column(r)
+            cells[k] = (cells[k] + " " + clean(r.text)).strip()
+        if len(line.runs) < 2 and rows:  # a cell's text wrapping onto a line of its own
+            rows[-1] = [(a + " " + b).strip() for a, b in zip(rows[-1], cells, strict=True)]
+        else:
+            rows.append(cells)
+    filled = sum(1 for row in rows for c in row if c)
+    if filled < TABLE_FILL * len(rows) * len(spans):
+        return None  # mostly empty: a formula's or a figure's pieces, not a table's grid
+    return rows
 
 
 def defer_footnotes(flow: list[_Line], body: float, heights: dict[int, float]) -> list[_Line]:
