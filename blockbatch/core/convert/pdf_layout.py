@@ -103,9 +103,9 @@ _SCRIPT_CHANGE = re.compile(rf"(?<={_LATIN})(?={_RTL.pattern})|(?<={_RTL.pattern
 #: A combining mark (Arabic harakat, combining accents) after a space, before a letter:
 #: PDFium reads a mark drawn apart from its letter as a word of its own before the letter
 #: it sits on ("أي ًضا" for "أيضًا"); it goes back after that letter.
-_LOOSE_MARK = re.compile(
-    r"\s+([\u0300-\u036f\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06ed]+)([^\W\d_])"
-)
+_MARK = r"[\u0300-\u036f\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06ed]"
+_MARKS = re.compile(rf"\s{_MARK}")
+_LOOSE_MARK = re.compile(rf"\s+({_MARK}+)([^\W\d_])")
 
 
 @dataclass
@@ -170,11 +170,11 @@ class _Group:
 def right_to_left(texts: Iterable[str]) -> bool:
     """Whether most letters of ``texts`` are of a right-to-left script (a line of them is
     read from its right end)."""
-    rtl = letters = 0
-    for text in texts:
-        rtl += len(_RTL.findall(text))
-        letters += sum(1 for c in text if c.isalpha())
-    return 2 * rtl > letters
+    text = "".join(texts)
+    if not _RTL.search(text):  # most lines: no letter of those scripts at all
+        return False
+    rtl = len(_RTL.findall(text))
+    return 2 * rtl > sum(1 for c in text if c.isalpha())
 
 
 def _union(boxes: Iterable[BBox]) -> BBox:
@@ -185,7 +185,10 @@ def _union(boxes: Iterable[BBox]) -> BBox:
 def clean(text: str) -> str:
     """Text without stray characters: soft hyphens, U+FFFE/U+FFFF/U+FFFD, C0 and C1 controls."""
     text = re.sub(r"[\ufffe\u00ad\x02](?=\w)", "", text)
-    text = _LOOSE_MARK.sub(r"\2\1", _SCRIPT_CHANGE.sub(" ", text))
+    if _RTL.search(text):
+        text = _SCRIPT_CHANGE.sub(" ", text)
+    if _MARKS.search(text):
+        text = _LOOSE_MARK.sub(r"\2\1", text)
     return " ".join(_STRAY.sub("", text).split())
 
 
@@ -224,6 +227,7 @@ def classify_boilerplate(
     numbers: list[Run] = []
     for page, runs in pages.items():
         height = heights[page]
+        flat = [r for r in runs if not _vertical(r)]  # a margin stamp set vertically is not body
         for run in runs:
             if run.kind != "text":
                 continue
@@ -232,12 +236,12 @@ def classify_boilerplate(
             if not (top or bottom) or run.size > body * 1.5:
                 continue
             if _PAGE_NUMBER.match(run.text.strip()):
-                if _apart(run, runs, top):
+                if _apart(run, flat, top):
                     run.kind = "page_number"
                 elif run.text.strip().isdigit():
                     numbers.append(run)
                 continue
-            if not _apart(run, runs, top):
+            if not _apart(run, flat, top):
                 continue
             key = re.sub(r"\d+", "#", " ".join(run.text.lower().split()))
             seen.setdefault(key, []).append((page, run.cy))
@@ -261,15 +265,14 @@ def classify_boilerplate(
 
 
 def _apart(run: Run, runs: list[Run], top: bool) -> bool:
-    """Whether ``run`` stands apart from the body: the nearest text on another line towards
-    the middle of the page is at least one and a half of its heights away (a table row in
-    the margin band is not)."""
+    """Whether ``run`` stands apart from the body (``runs``: the page's, without text set
+    vertically): the nearest text on another line towards the middle of the page is at
+    least one and a half of its heights away (a table row in the margin band is not)."""
     height = run.box[3] - run.box[1]
-    body = [r for r in runs if not _vertical(r)]  # a margin stamp set vertically is not body
     if top:
-        gaps = [r.box[1] - run.box[3] for r in body if r.box[1] >= run.box[3] - 0.3 * height]
+        gaps = [r.box[1] - run.box[3] for r in runs if r.box[1] >= run.box[3] - 0.3 * height]
     else:
-        gaps = [run.box[1] - r.box[3] for r in body if r.box[3] <= run.box[1] + 0.3 * height]
+        gaps = [run.box[1] - r.box[3] for r in runs if r.box[3] <= run.box[1] + 0.3 * height]
     return not gaps or min(gaps) >= 1.5 * height
 
 
