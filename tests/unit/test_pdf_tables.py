@@ -3,6 +3,7 @@ HTML page's (issue 34: a PDF's table was paragraphs of rows, whatever the option
 
 from __future__ import annotations
 
+import pytest
 from fpdf import FPDF
 
 from blockbatch.core.blocks import ConvertOptions
@@ -86,8 +87,12 @@ def test_a_cell_wrapping_onto_a_line_of_its_own_stays_in_its_row() -> None:
     assert blocks[0].metadata["cells"][1] == ["05/03", "Airfare for E Johnson and return", "903.90"]
 
 
-def test_a_list_with_its_bullets_apart_is_not_a_table() -> None:
-    runs = lines([[(72, "\u2022"), (90, f"item number {i} of the list")] for i in range(4)])
+@pytest.mark.parametrize(
+    "markers", [["\u2022"] * 4, ["1.", "2.", "3.", "4."], ["(i)", "(ii)", "(iii)", "(iv)"]]
+)
+def test_a_list_with_its_markers_apart_is_not_a_table(markers: list[str]) -> None:
+    """GeoTopo-komprimiert.pdf p60: a proof's points (i), (ii), (iii) were a table."""
+    runs = lines([[(72, m), (100, f"step {i}")] for i, m in enumerate(markers)])
     assert "table" not in kinds(runs)
 
 

@@ -79,7 +79,7 @@ _PAGE_NUMBER = re.compile(
     re.IGNORECASE,
 )
 _LIST_MARKER = re.compile(
-    r"^([\u2022\u25e6\u25aa\u25cf\u2023\u2043\u2013\u25a0\u00b7*-]|\d{1,3}[.)]|[a-z][.)])$"
+    r"^([\u2022\u25e6\u25aa\u25cf\u2023\u2043\u2013\u25a0\u00b7*-]|\d{1,3}[.)]|[a-z][.)]|\((\d{1,3}|[a-z]|[ivx]{1,5})\))$"
 )
 _SENTENCE_END = re.compile(r"[.!?:;\u2026][\"'\u201d\u2019)\]]*$")
 _NUMBERED_HEADING = re.compile(r"^(\d{1,2}(\.\d{1,2})*\.?|[IVX]{1,4}\.|[A-Z]\.)\s+\S.{0,80}$")
