@@ -466,9 +466,9 @@ CORPUS = [
     ),
     # 541: two sentences that go on below a line in another font are one paragraph each;
     # 542: each chapter's running header ("Chapter 3: Utilities", on the chapter's pages in
-    # a row) is a page_header, no longer a paragraph or the end of one; 543: two ASN.1
-    # listings set in aligned columns are tables
-    ("/usr/share/doc/libtasn1-doc/libtasn1.pdf", "pdf", 543, 36, 80, ("1 Introduction", 4)),
+    # a row) is a page_header, no longer a paragraph or the end of one (its ASN.1 listings,
+    # set in aligned columns in a monospaced font, are code, not tables)
+    ("/usr/share/doc/libtasn1-doc/libtasn1.pdf", "pdf", 542, 36, 80, ("1 Introduction", 4)),
     (
         "/usr/share/doc/base-passwd/users-and-groups.html",
         "html",

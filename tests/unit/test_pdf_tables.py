@@ -3,6 +3,8 @@ HTML page's (issue 34: a PDF's table was paragraphs of rows, whatever the option
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from fpdf import FPDF
 
@@ -119,3 +121,22 @@ def test_prose_in_two_columns_read_across_is_not_a_table() -> None:
     right = "and the right column has its own"
     runs = lines([[(72, left), (320, right)] for _ in range(6)])
     assert "table" not in kinds(runs)
+
+
+def test_code_whose_words_line_up_is_not_a_table() -> None:
+    """samples/handbook.pdf: a SQL listing in Courier ("FROM ledger.postings", "WHERE
+    created_at > ...") has its keywords and their operands in two columns; it was a table
+    cutting the listing in two."""
+    rows = [
+        ("SELECT", "count(*)"),
+        ("FROM", "ledger.postings"),
+        ("WHERE", "x > 1"),
+        ("LIMIT", "60;"),
+    ]
+    runs = [
+        Run(1, text, (x, 100 + 13 * i, x + 6 * len(text), 111 + 13 * i), BODY, mono=True)
+        for i, row in enumerate(rows)
+        for x, text in zip((72, 130), row, strict=True)
+    ]
+    assert "table" not in kinds(runs)
+    assert "table" in kinds([replace(r, mono=False) for r in runs])  # the same, not code

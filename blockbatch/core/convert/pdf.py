@@ -47,6 +47,8 @@ READ_OBJECT_SHARE = 0.5
 _TOKEN = re.compile(r"\r\n|[\r\n]|[^\s\x00-\x1f\ufffe]+[\ufffe\x02]?|[\ufffe\x02]")
 _INVISIBLE_MODES = (3, 7)
 _SHOWN = ("text", "vertical", "vertical_up")  # PDF text render modes that paint nothing
+#: Font names of monospaced fonts whose descriptor does not say FixedPitch.
+_MONO_NAMES = ("mono", "courier", "consol", "menlo", "cmtt", "code")
 _OCR_ADVICE = (
     "Run OCR on it first (for example `ocrmypdf --force-ocr in.pdf out.pdf`) and upload the result"
 )
@@ -416,14 +418,14 @@ def _page_runs(textpage: Any, page: int, geo: _Geometry, pdfium: Any) -> tuple[l
     ref = ctypes.byref(rect)
     # user space to the shown page: x' = ax*x + bx*y + cx, y' = ay*x + by*y + cy
     ax, bx, cx, ay, by, cy = geo.affine()
-    styles: dict[int | None, tuple[float, bool, str]] = {}
+    styles: dict[int | None, tuple[float, bool, str, bool]] = {}
     runs: list[Run] = []
     words: list[str] = []
     x0 = y0 = x1 = y1 = 0.0  # the current run's box
     last_x0 = last_x1 = 0.0  # the last word's
     bold = 0
     letters = 0
-    style: tuple[float, bool, str] = (0.0, False, "text")
+    style: tuple[float, bool, str, bool] = (0.0, False, "text", False)
 
     def close() -> None:
         nonlocal bold, letters
@@ -433,7 +435,9 @@ def _page_runs(textpage: Any, page: int, geo: _Geometry, pdfium: Any) -> tuple[l
             if kind in _SHOWN and not geo.on_page(box):
                 kind = "off_page"
             box = geo.clip(box)  # a box is on its page, even for text that bleeds off it
-            runs.append(Run(page, " ".join(words), box, style[0], bold * 2 > letters, kind))
+            runs.append(
+                Run(page, " ".join(words), box, style[0], bold * 2 > letters, kind, style[3])
+            )
         words.clear()
         bold = letters = 0
 
@@ -459,7 +463,8 @@ def _page_runs(textpage: Any, page: int, geo: _Geometry, pdfium: Any) -> tuple[l
             dy = (rect.top + rect.bottom - t - b) / 2
             down = ay * dx + by * dy
             if abs(down) > abs(ax * dx + bx * dy) and current[2] == "text":
-                current = (current[0], current[1], "vertical" if down > 0 else "vertical_up")
+                turned = "vertical" if down > 0 else "vertical_up"
+                current = (current[0], current[1], turned, current[3])
             # (comparisons, not min/max: this runs for every word of the file)
             lft = rect.left if rect.left < lft else lft
             t = rect.top if rect.top > t else t
@@ -522,9 +527,10 @@ def _fast(pdfium: Any) -> _Fast:
 
 def _style(
     raw: Any, tp: Any, index: int, obj: int | None, turn: tuple[float, float, float, float]
-) -> tuple[float, bool, str]:
-    """A character's font size, whether it is bold, and ``text``, ``vertical`` (written up
-    or down the page as shown, ``turn`` being the page's rotation) or ``invisible_text``."""
+) -> tuple[float, bool, str, bool]:
+    """A character's font size, whether it is bold, ``text``, ``vertical`` (written up or
+    down the page as shown, ``turn`` being the page's rotation) or ``invisible_text``, and
+    whether its font is monospaced (a code listing's)."""
     # The size as drawn: the font's size times the text matrix's scale (many files set a
     # 1-point font and scale it with the matrix).
     matrix = raw.FS_MATRIX()
@@ -538,14 +544,13 @@ def _style(
         upward = dy < 0
     size = round(float(raw.FPDFText_GetFontSize(tp, index)) * scale, 1)
     weight = raw.FPDFText_GetFontWeight(tp, index)
-    bold = weight >= 600
-    if not bold:
-        buf = ctypes.create_string_buffer(128)
-        flags = ctypes.c_int()
-        n = raw.FPDFText_GetFontInfo(tp, index, buf, 128, ctypes.byref(flags))
-        name = buf.raw[: max(0, min(n, 128) - 1)].decode("latin-1").lower()
-        bold = any(w in name for w in ("bold", "black", "heavy", "semibold", "cmbx"))
-        bold = bold or bool(flags.value & (1 << 18))  # ForceBold
+    buf = ctypes.create_string_buffer(128)
+    flags = ctypes.c_int()
+    n = raw.FPDFText_GetFontInfo(tp, index, buf, 128, ctypes.byref(flags))
+    name = buf.raw[: max(0, min(n, 128) - 1)].decode("latin-1").lower()
+    bold = weight >= 600 or any(w in name for w in ("bold", "black", "heavy", "semibold", "cmbx"))
+    bold = bold or bool(flags.value & (1 << 18))  # ForceBold
+    mono = bool(flags.value & 1) or any(w in name for w in _MONO_NAMES)  # FixedPitch
     kind = ("vertical_up" if upward else "vertical") if vertical else "text"
     if (
         obj
@@ -555,4 +560,4 @@ def _style(
         in _INVISIBLE_MODES
     ):
         kind = "invisible_text"
-    return size, bold, kind
+    return size, bold, kind, mono

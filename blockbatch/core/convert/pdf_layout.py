@@ -122,6 +122,7 @@ class Run:
     size: float
     bold: bool = False
     kind: str = "text"
+    mono: bool = False  # set in a monospaced font (a code listing's)
 
     @property
     def cy(self) -> float:
@@ -517,7 +518,8 @@ def find_tables(flow: list[_Line], body: float) -> dict[int, tuple[int, list[lis
     a gap between them all the way down. A line of one cell right of the first column is a
     cell's text wrapping, joined to the row above. A list (every first cell a bullet or a
     number with a stop) is not a table, nor are lines numbered in turn beside one column of
-    text (a transcript, a listing)."""
+    text (a transcript, a listing), nor lines set mostly in a monospaced font (code whose
+    words line up)."""
     tables: dict[int, tuple[int, list[list[str]]]] = {}
     i = 0
     while i < len(flow):
@@ -556,6 +558,8 @@ def _table_rows(lines: list[_Line], body: float) -> list[list[str]] | None:
     widths = sorted(r.box[2] - r.box[0] for r in runs)
     if widths[len(widths) // 2] >= TABLE_CELL_WIDTH * body:
         return None
+    if 2 * sum(1 for r in runs if r.mono) > len(runs):
+        return None  # a code listing set in columns
     usual = _median_size(runs)
     if 3 * sum(1 for r in runs if r.size < 0.8 * usual) > len(runs):
         return None  # a formula's symbols and indices
