@@ -16,7 +16,12 @@ fills it), ``parse_document`` is timed and its blocks are measured:
   half the page), share of the page's blocks wider than 60% of it.
 * **stray**: U+FFFE, U+FFFF and C0/C1 control characters in the blocks.
 * **off page**: blocks whose box leaves its page.
+* **tables**: blocks typed ``table`` (a PDF's tables are found by their aligned columns).
 * **pages/s**: pages (slides, sheets) over the parse time.
+
+Each row also keeps ``missing_words``: the reference's words most often missing from the
+blocks, so a recall below 1 can be read (a rotated word that pdftotext prints in pieces
+counts as its pieces).
 
 Writes bench/results/corpus.json and prints a markdown table.
 
@@ -102,6 +107,12 @@ def reference_text(kind: str, path: Path) -> tuple[str | None, str]:
 
 def words(text: str) -> Counter[str]:
     return Counter(w.lower() for w in _WORD.findall(text))
+
+
+def missing_words(ours: str, reference: str, n: int = 8) -> list[list[Any]]:
+    """The reference's words most often missing from ours, with how many times: what a
+    recall below 1 is made of (a word cut in pieces by the reference counts too)."""
+    return [[w, c] for w, c in (words(reference) - words(ours)).most_common(n)]
 
 
 def recall(ours: str, reference: str) -> float | None:
@@ -200,6 +211,7 @@ def measure(doc: dict[str, Any], cache: Path) -> dict[str, Any]:
             "blocks": len(blocks),
             "types": dict(types),
             "recall": None if reference is None else recall(ours, reference),
+            "missing_words": [] if reference is None else missing_words(ours, reference),
             "reference": tool,
             "mid_sentence": cut,
             "paragraphs": paragraphs,
@@ -208,6 +220,7 @@ def measure(doc: dict[str, Any], cache: Path) -> dict[str, Any]:
                 types.get(t, 0) for t in ("page_header", "page_footer", "page_number")
             ),
             "headings": types.get("heading", 0),
+            "tables": types.get("table", 0),
             "wide": wide,
             "blocks_on_multicolumn_pages": on_multi,
             "multicolumn_pages": multi_pages,
@@ -227,12 +240,12 @@ def pct(n: float | None) -> str:
 def table(rows: list[dict[str, Any]]) -> str:
     head = (
         "| file | pages | blocks | recall | mid-sentence | set aside | headers | headings "
-        "| wide (multi-col) | stray | off page | pages/s |"
+        "| tables | wide (multi-col) | stray | off page | pages/s |"
     )
-    lines = [head, "|" + "---|" * 12]
+    lines = [head, "|" + "---|" * 13]
     for r in rows:
         if "refused" in r:
-            lines.append(f"| {r['file']} | refused: {r['refused'][:90]}… |" + " |" * 10)
+            lines.append(f"| {r['file']} | refused: {r['refused'][:90]}… |" + " |" * 11)
             continue
         recall_s = pct(r["recall"]) if r["recall"] is not None else r["reference"]
         wide_s = (
@@ -243,7 +256,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         lines.append(
             f"| {r['file']} | {r['pages']} | {r['blocks']} | {recall_s} "
             f"| {r['mid_sentence']}/{r['paragraphs']} | {pct(r['set_aside'] / r['blocks'])} "
-            f"| {r['running_headers']} | {r['headings']} | {wide_s} | {r['stray']} "
+            f"| {r['running_headers']} | {r['headings']} | {r['tables']} | {wide_s} | {r['stray']} "
             f"| {r['off_page']} | {r['pages_per_s']} |"
         )
     return "\n".join(lines)
@@ -274,6 +287,9 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
             for r in ok
             if "running_headers" in r["exercises"] and not r["running_headers"]
         ],
+        "tables_on_table_files": {
+            r["file"]: r["tables"] for r in ok if "tables" in r["exercises"] and r["kind"] == "pdf"
+        },
         "pages": pages,
         "pages_per_s": round(pages / seconds, 1) if seconds else None,
     }

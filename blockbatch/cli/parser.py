@@ -269,7 +269,7 @@ def add_run_inputs(p: argparse.ArgumentParser, listed_in: str) -> None:
         "--table-rows",
         action="store_true",
         help="one block per table row, with the header row as its context (HTML, DOCX, "
-        "PPTX, markdown); by default a table is one block, split by whole rows when large",
+        "PPTX, PDF, markdown); by default a table is one block, split by whole rows when large",
     )
     p.add_argument(
         "--pptx-notes",

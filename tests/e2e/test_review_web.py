@@ -3,7 +3,8 @@ a finished run on the real stack: open, filter, edit (a bad value refused with t
 error and nothing changed), confirm a selection, reject, export, read a pack's ledger;
 block text that is a <script> tag shown as text; a change without the CSRF token refused;
 sign-in when a token is set; a non-local bind without a token refused; a PDF block's page
-shown with its box drawn.
+shown with its box drawn; a running header shown as set aside, and a block's box drawn
+right on a page shown turned (/Rotate 90).
 """
 
 from __future__ import annotations
@@ -717,6 +718,117 @@ async def test_a_pdf_blocks_page_is_shown_in_the_browser(bbstack: Stack) -> None
             assert tuple(rgb) == BOX_COLOUR
             await page.evaluate("window.scrollTo(0, 0)")  # the grid's sticky header at its place
             await shot(page, "pdf-block")
+        finally:
+            await browser.close()
+
+
+def report_with_a_turned_page() -> bytes:
+    """Three pages with a running header and a page number; the third is a landscape page
+    stored portrait and shown turned (/Rotate 90), as scanners and Word save them: its
+    text is drawn turned a quarter, so that it reads across the page as shown."""
+    import pypdfium2 as pdfium
+    from fpdf import FPDF
+
+    pdf = FPDF(unit="pt", format="letter")
+    pdf.set_auto_page_break(False)
+
+    def draw(page: int, left: float, top: float, width: float, height: float) -> None:
+        pdf.set_font("Helvetica", size=9)
+        pdf.text(left + 72, top + 40, "Acme Corporation annual report 2026")
+        pdf.text(left + width / 2, top + height - 32, str(page))
+        pdf.set_font("Helvetica", size=11)
+        pdf.set_xy(left + 72, top + 120)
+        pdf.multi_cell(
+            width - 144,
+            15,
+            f"Page {page} tells how the year went. Sales rose in every region and the new "
+            "plant opened on time. The board thanks the staff for a year of steady work.",
+        )
+
+    for page in range(1, 4):
+        pdf.add_page()
+        if page < 3:
+            draw(page, 0, 0, 612, 792)
+            continue
+        with pdf.rotation(90, 396, 396):  # counter-clockwise: the frame lands on the page
+            draw(page, 0, 0, 792, 612)
+    doc = pdfium.PdfDocument(bytes(pdf.output()))
+    doc[2].set_rotation(90)
+    out = io.BytesIO()
+    doc.save(out)
+    return out.getvalue()
+
+
+@needs_chromium
+@pytest.mark.timeout(600)
+async def test_a_set_aside_block_and_a_turned_pages_box_in_the_browser(
+    bbstack: Stack, tmp_path: Path
+) -> None:
+    """Issue 34's last line: the grid shows a running header as set aside (kept, not sent),
+    and a block on a page with /Rotate 90 is outlined where the page shows it."""
+    source = tmp_path / "annual-report.pdf"
+    source.write_bytes(report_with_a_turned_page())
+    doc = await bbstack.bb.ingest_file(source)
+    schema = await bbstack.bb.add_schema_file(ROOT / "samples" / "extract.json")
+    async with bbstack.worker():
+        run_id = await bbstack.bb.start_run(doc, schema, RunOptions())
+        await bbstack.bb.wait(run_id)
+    blocks = await bbstack.pool.fetch(
+        "select block_index, block_type, provenance from blocks where document_id = $1"
+        " order by block_index",
+        doc,
+    )
+    header = next(b for b in blocks if b["block_type"] == "page_header")
+    turned = next(
+        b for b in blocks if b["block_type"] == "paragraph" and b["provenance"]["page"] == 3
+    )
+    app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
+    async with serving(app) as base, async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = await browser.new_page(viewport={"width": 1500, "height": 1000})
+            await page.goto(f"{base}/runs/{run_id}?limit=50")
+            row = page.locator(f"#row-{header['block_index']}")
+            await expect(row).to_have_attribute("data-status", "set_aside")
+            label = row.locator(".status")
+            await expect(label).to_have_text("set aside")
+            assert "not sent to the model" in (await label.get_attribute("title") or "")
+            await expect(row.locator(".meta")).to_contain_text("page_header")
+            await page.evaluate("window.scrollTo(0, 0)")
+            await shot(page, "grid-set-aside")
+            # The turned page's block: its picture is the page as shown (landscape), the
+            # box drawn on the block's text.
+            view = page.locator(f"#page-{turned['block_index']}")
+            await expect(view.locator("summary")).to_contain_text("page 3")
+            await view.locator("summary").click()
+            picture = view.locator("img")
+            await expect(picture).to_be_visible()
+            await page.wait_for_function(
+                "el => el.complete && el.naturalWidth > 0", arg=await picture.element_handle()
+            )
+            natural = await picture.evaluate("el => [el.naturalWidth, el.naturalHeight]")
+            assert natural[0] > natural[1]  # landscape, as the page is shown
+            prov = turned["provenance"]
+            scale = natural[0] / prov["page_size"][0]
+            x0, y0, x1, y1 = box_pixels(tuple(prov["bbox"]), scale, (natural[0], natural[1]))
+            assert x1 - x0 > 3 * (y1 - y0)  # the block's lines run across the page as shown
+            rgb = await picture.evaluate(
+                """(el, at) => {
+                     const c = document.createElement("canvas");
+                     c.width = el.naturalWidth; c.height = el.naturalHeight;
+                     const g = c.getContext("2d"); g.drawImage(el, 0, 0);
+                     const d = g.getImageData(at[0], at[1], at[2] - at[0], at[3] - at[1]).data;
+                     let ink = 0;
+                     for (let i = 0; i < d.length; i += 4) if (d[i] + d[i + 1] + d[i + 2] < 200) ink++;
+                     const edge = g.getImageData(at[0], at[1], 1, 1).data;
+                     return [Array.from(edge.slice(0, 3)), ink];
+                   }""",
+                [x0, y0, x1, y1],
+            )
+            assert tuple(rgb[0]) == BOX_COLOUR
+            assert rgb[1] > 50  # the text is inside the box, not blank paper
+            await view.scroll_into_view_if_needed()
+            await shot(page, "pdf-rotated-page-block", full_page=False)
         finally:
             await browser.close()
 

@@ -268,12 +268,24 @@ def test_bold_numbered_and_named_headings_fill_the_heading_path() -> None:
         (["Ex\ufffe", "isting rows"], "Existing rows"),
         (["state-of-the-", "Art"], "state-of-the- Art"),  # a capital: not a broken word
         (["a\x07b\x1fc", "d"], "abc d"),
+        # an embedded Latin word against the Arabic word after it (right_to_left_01.pdf)
+        (["بلغة R و Pythonمن األدوات"], "بلغة R و Python من األدوات"),
+        # a mark drawn apart from its letter, read as a word before it
+        (["يؤدي أي ًضا إلى"], "يؤدي أيضًا إلى"),
     ],
 )
 def test_join_lines_repairs_hyphens_and_drops_stray_characters(
     lines: list[str], joined: str
 ) -> None:
     assert join_lines(lines) == joined
+
+
+def test_a_control_character_between_glyphs_separates_words() -> None:
+    """sample-files--habibi-rotated.pdf: PDFium reads a ligature's glyph as U+0003 between
+    two words; it joined them ("ϲΒϴΒhabibi" once the control character was dropped)."""
+    from blockbatch.core.convert.pdf import _TOKEN
+
+    assert _TOKEN.findall("ϲΒϴΒ\x03habibi و") == ["ϲΒϴΒ", "habibi", "و"]
 
 
 def test_reading_order_reads_a_title_then_the_left_column_then_the_right() -> None:

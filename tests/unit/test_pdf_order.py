@@ -177,3 +177,19 @@ def test_footnotes_at_a_columns_foot_wait_for_the_paragraph_they_cut() -> None:
         "altitude and airspeed of the airplane."
     )
     assert blocks[2] == "13More than 10 degrees for 10 seconds."
+
+
+def test_a_right_to_left_lines_runs_are_read_from_its_right_end() -> None:
+    """docling--right_to_left_01.pdf: an Arabic line cut in two runs where an embedded
+    Latin word ("Python") sits; the left run was read first, the line's end before its start."""
+    start = Run(1, "تعتبر البرمجة بلغة R و", (430, 100, 520, 111), BODY)
+    end = Run(1, "Python من األدوات القوية", (300, 100, 415, 111), BODY)
+    blocks = build_blocks({1: [end, start]}, {1: (600.0, 800.0)})
+    assert [b.content for b in blocks] == ["تعتبر البرمجة بلغة R و Python من األدوات القوية"]
+
+
+def test_a_left_to_right_line_with_an_arabic_word_is_still_read_from_the_left() -> None:
+    left = Run(1, "The word", (72, 100, 140, 111), BODY)
+    right = Run(1, "حبيبي means darling", (160, 100, 300, 111), BODY)
+    blocks = build_blocks({1: [right, left]}, {1: (600.0, 800.0)})
+    assert [b.content for b in blocks] == ["The word حبيبي means darling"]

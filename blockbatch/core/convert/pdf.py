@@ -43,10 +43,12 @@ IMAGE_PAGE_SHARE = 0.2
 READ_OBJECT_SHARE = 0.5
 # A word, or a line break. PDFium joins a word hyphenated across two lines into one, with a
 # U+FFFE (or U+0002) where the line broke: that ends the word (and the run) so each line
-# keeps its box.
-_TOKEN = re.compile(r"\r\n|[\r\n]|[^\s\ufffe\x02]+[\ufffe\x02]?|[\ufffe\x02]")
+# keeps its box. Other control characters (a ligature's U+0003) separate words.
+_TOKEN = re.compile(r"\r\n|[\r\n]|[^\s\x00-\x1f\ufffe]+[\ufffe\x02]?|[\ufffe\x02]")
 _INVISIBLE_MODES = (3, 7)
 _SHOWN = ("text", "vertical", "vertical_up")  # PDF text render modes that paint nothing
+#: Font names of monospaced fonts whose descriptor does not say FixedPitch.
+_MONO_NAMES = ("mono", "courier", "consol", "menlo", "cmtt", "code")
 _OCR_ADVICE = (
     "Run OCR on it first (for example `ocrmypdf --force-ocr in.pdf out.pdf`) and upload the result"
 )
@@ -77,6 +79,8 @@ def convert_pdf(data: bytes, notices: list[str] | None = None) -> list[RawBlock]
             "PDF viewer, save or print it to a new PDF and upload that file"
         ) from None
     try:
+        if pdfium.raw.FPDF_GetFormType(doc.raw) != pdfium.raw.FORMTYPE_NONE:
+            doc.init_forms()  # before any page is loaded: the fields' values are read
         pages, sizes, trouble, turns = _read_pages(doc, pdfium)
     finally:
         doc.close()
@@ -176,6 +180,10 @@ def _read_pages(
                     runs, chars_read = _page_runs(textpage, index + 1, geometry, pdfium)
                     turns[index + 1] = turn
                     sizes[index + 1] = geometry.size
+                if doc.formenv is not None:
+                    runs.extend(
+                        _field_runs(page, doc.formenv.raw, index + 1, geometry, runs, pdfium)
+                    )
                 text_objects, _, drawn = _page_objects(page, pdfium)
                 lost = text_objects >= 20 and chars_read < READ_OBJECT_SHARE * text_objects
                 if lost:  # or the same glyphs drawn over and over (a fake bold): is it?
@@ -191,6 +199,62 @@ def _read_pages(
         finally:
             page.close()
     return pages, sizes, trouble, turns
+
+
+def _field_runs(
+    page: Any, form: Any, number: int, geo: _Geometry, runs: list[Run], pdfium: Any
+) -> list[Run]:
+    """The values filled in the page's form fields (text fields, combo and list boxes), a
+    run per line where the field sits, so a value reads with its label ("First Name Alice").
+    PDFium's text has only the page's own text, not the fields' (they are annotations). A
+    value the page already shows as text at that place is not read twice; check boxes and
+    radio buttons (a drawn mark, "Off"/"On" to PDFium) and empty fields give nothing."""
+    raw = pdfium.raw
+    kinds = (raw.FPDF_FORMFIELD_TEXTFIELD, raw.FPDF_FORMFIELD_COMBOBOX, raw.FPDF_FORMFIELD_LISTBOX)
+    out: list[Run] = []
+    rect = raw.FS_RECTF()
+    size = ctypes.c_float()
+    for i in range(raw.FPDFPage_GetAnnotCount(page.raw)):
+        annot = raw.FPDFPage_GetAnnot(page.raw, i)
+        try:
+            if (
+                raw.FPDFAnnot_GetSubtype(annot) != raw.FPDF_ANNOT_WIDGET
+                or raw.FPDFAnnot_GetFormFieldType(form, annot) not in kinds
+                or not raw.FPDFAnnot_GetRect(annot, rect)
+            ):
+                continue
+            length = raw.FPDFAnnot_GetFormFieldValue(form, annot, None, 0)
+            if length <= 2:
+                continue
+            buffer = ctypes.create_string_buffer(length)
+            raw.FPDFAnnot_GetFormFieldValue(
+                form, annot, ctypes.cast(buffer, ctypes.POINTER(raw.FPDF_WCHAR)), length
+            )
+            value = buffer.raw[: length - 2].decode("utf-16-le", errors="replace")
+            lines = [" ".join(x.split()) for x in value.splitlines()]
+            lines = [x for x in lines if x]
+            if not lines:
+                continue
+            box = geo.box(rect.left, rect.bottom, rect.right, rect.top)
+            if not raw.FPDFAnnot_GetFontSize(form, annot, ctypes.byref(size)) or size.value <= 0:
+                size.value = 0.7 * (box[3] - box[1]) / len(lines)  # auto-sized: fits the box
+            shown = round(min(max(size.value, 4.0), 24.0), 1)
+            if any(r.text.strip() == " ".join(lines) and _inside(r.box, box) for r in runs):
+                continue  # already on the page as text (a flattened copy)
+            pitch = (box[3] - box[1]) / len(lines)
+            for n, line in enumerate(lines):
+                top = box[1] + n * pitch
+                line_box = (box[0], top, box[2], top + min(pitch, 1.2 * shown))
+                kind = "text" if geo.on_page(line_box) else "off_page"
+                out.append(Run(number, line, geo.clip(line_box), shown, False, kind))
+        finally:
+            raw.FPDFPage_CloseAnnot(annot)
+    return out
+
+
+def _inside(inner: BBox, outer: BBox) -> bool:
+    cx, cy = (inner[0] + inner[2]) / 2, (inner[1] + inner[3]) / 2
+    return outer[0] <= cx <= outer[2] and outer[1] <= cy <= outer[3]
 
 
 def _reading_turn(runs: list[Run]) -> str:
@@ -354,14 +418,14 @@ def _page_runs(textpage: Any, page: int, geo: _Geometry, pdfium: Any) -> tuple[l
     ref = ctypes.byref(rect)
     # user space to the shown page: x' = ax*x + bx*y + cx, y' = ay*x + by*y + cy
     ax, bx, cx, ay, by, cy = geo.affine()
-    styles: dict[int | None, tuple[float, bool, str]] = {}
+    styles: dict[int | None, tuple[float, bool, str, bool]] = {}
     runs: list[Run] = []
     words: list[str] = []
     x0 = y0 = x1 = y1 = 0.0  # the current run's box
     last_x0 = last_x1 = 0.0  # the last word's
     bold = 0
     letters = 0
-    style: tuple[float, bool, str] = (0.0, False, "text")
+    style: tuple[float, bool, str, bool] = (0.0, False, "text", False)
 
     def close() -> None:
         nonlocal bold, letters
@@ -371,7 +435,9 @@ def _page_runs(textpage: Any, page: int, geo: _Geometry, pdfium: Any) -> tuple[l
             if kind in _SHOWN and not geo.on_page(box):
                 kind = "off_page"
             box = geo.clip(box)  # a box is on its page, even for text that bleeds off it
-            runs.append(Run(page, " ".join(words), box, style[0], bold * 2 > letters, kind))
+            runs.append(
+                Run(page, " ".join(words), box, style[0], bold * 2 > letters, kind, style[3])
+            )
         words.clear()
         bold = letters = 0
 
@@ -397,7 +463,8 @@ def _page_runs(textpage: Any, page: int, geo: _Geometry, pdfium: Any) -> tuple[l
             dy = (rect.top + rect.bottom - t - b) / 2
             down = ay * dx + by * dy
             if abs(down) > abs(ax * dx + bx * dy) and current[2] == "text":
-                current = (current[0], current[1], "vertical" if down > 0 else "vertical_up")
+                turned = "vertical" if down > 0 else "vertical_up"
+                current = (current[0], current[1], turned, current[3])
             # (comparisons, not min/max: this runs for every word of the file)
             lft = rect.left if rect.left < lft else lft
             t = rect.top if rect.top > t else t
@@ -460,9 +527,10 @@ def _fast(pdfium: Any) -> _Fast:
 
 def _style(
     raw: Any, tp: Any, index: int, obj: int | None, turn: tuple[float, float, float, float]
-) -> tuple[float, bool, str]:
-    """A character's font size, whether it is bold, and ``text``, ``vertical`` (written up
-    or down the page as shown, ``turn`` being the page's rotation) or ``invisible_text``."""
+) -> tuple[float, bool, str, bool]:
+    """A character's font size, whether it is bold, ``text``, ``vertical`` (written up or
+    down the page as shown, ``turn`` being the page's rotation) or ``invisible_text``, and
+    whether its font is monospaced (a code listing's)."""
     # The size as drawn: the font's size times the text matrix's scale (many files set a
     # 1-point font and scale it with the matrix).
     matrix = raw.FS_MATRIX()
@@ -476,14 +544,13 @@ def _style(
         upward = dy < 0
     size = round(float(raw.FPDFText_GetFontSize(tp, index)) * scale, 1)
     weight = raw.FPDFText_GetFontWeight(tp, index)
-    bold = weight >= 600
-    if not bold:
-        buf = ctypes.create_string_buffer(128)
-        flags = ctypes.c_int()
-        n = raw.FPDFText_GetFontInfo(tp, index, buf, 128, ctypes.byref(flags))
-        name = buf.raw[: max(0, min(n, 128) - 1)].decode("latin-1").lower()
-        bold = any(w in name for w in ("bold", "black", "heavy", "semibold", "cmbx"))
-        bold = bold or bool(flags.value & (1 << 18))  # ForceBold
+    buf = ctypes.create_string_buffer(128)
+    flags = ctypes.c_int()
+    n = raw.FPDFText_GetFontInfo(tp, index, buf, 128, ctypes.byref(flags))
+    name = buf.raw[: max(0, min(n, 128) - 1)].decode("latin-1").lower()
+    bold = weight >= 600 or any(w in name for w in ("bold", "black", "heavy", "semibold", "cmbx"))
+    bold = bold or bool(flags.value & (1 << 18))  # ForceBold
+    mono = bool(flags.value & 1) or any(w in name for w in _MONO_NAMES)  # FixedPitch
     kind = ("vertical_up" if upward else "vertical") if vertical else "text"
     if (
         obj
@@ -493,4 +560,4 @@ def _style(
         in _INVISIBLE_MODES
     ):
         kind = "invisible_text"
-    return size, bold, kind
+    return size, bold, kind, mono

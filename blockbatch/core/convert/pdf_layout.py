@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from blockbatch.core.blocks import BBox, RawBlock, TextBuilder
+from blockbatch.core.convert.tables import table_text
 
 #: A heading's font is at least this much larger than the body's.
 HEADING_RATIO = 1.15
@@ -57,6 +58,15 @@ REPEAT_SHARE = 0.1
 FOOTNOTE_RATIO = 0.85
 #: ... in this lower share of the page.
 FOOTNOTE_BAND = 0.4
+#: A table is at least this many lines in a row whose cells (runs apart) sit in the same
+#: columns, at least two of them a line.
+TABLE_ROWS = 3
+#: A table's cells are short: their median width is below this many body sizes (prose
+#: in columns read across is not a table).
+TABLE_CELL_WIDTH = 6.0
+#: At least this share of a table's cells hold text (a formula's or a figure's pieces
+#: scattered over many columns leave most empty).
+TABLE_FILL = 0.4
 #: Two runs of characters on a line further apart than this many font sizes are separate runs
 #: (a column gutter or a table's cells, never a space between words).
 RUN_GAP = 1.0
@@ -67,6 +77,9 @@ _BULLET = re.compile(
 _PAGE_NUMBER = re.compile(
     r"^(page\s+)?(\d{1,5}|[ivxlc]{1,7})(\s*(of|/)\s*\d{1,5})?$|^[-\u2013\u2014]\s*\d{1,5}\s*[-\u2013\u2014]$",
     re.IGNORECASE,
+)
+_LIST_MARKER = re.compile(
+    r"^([\u2022\u25e6\u25aa\u25cf\u2023\u2043\u2013\u25a0\u00b7*-]|\d{1,3}[.)]|[a-z][.)]|\((\d{1,3}|[a-z]|[ivx]{1,5})\))$"
 )
 _SENTENCE_END = re.compile(r"[.!?:;\u2026][\"'\u201d\u2019)\]]*$")
 _NUMBERED_HEADING = re.compile(r"^(\d{1,2}(\.\d{1,2})*\.?|[IVX]{1,4}\.|[A-Z]\.)\s+\S.{0,80}$")
@@ -80,6 +93,19 @@ _NOTE_MARK = re.compile(r"^(\d{1,3}|[*\u2217\u2020\u2021\u00a7\u00b6])\s?\w")
 _STRAY = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ufffe\uffff\ufffd]")
 _SHOWN = ("text", "vertical", "vertical_up")
 _SOFT_HYPHENS = "\ufffe\u00ad\x02"
+#: Letters of the right-to-left scripts (Hebrew, Arabic, Syriac, Thaana, N'Ko, their
+#: presentation forms).
+_RTL = re.compile(r"[\u0590-\u07ff\u0860-\u08ff\ufb1d-\ufdff\ufe70-\ufefc]")
+_LATIN = r"[A-Za-z\u00c0-\u024f]"
+#: A Latin word against a right-to-left one with nothing between them: PDFium reads an
+#: embedded left-to-right word in its logical place but without the space the eye sees.
+_SCRIPT_CHANGE = re.compile(rf"(?<={_LATIN})(?={_RTL.pattern})|(?<={_RTL.pattern})(?={_LATIN})")
+#: A combining mark (Arabic harakat, combining accents) after a space, before a letter:
+#: PDFium reads a mark drawn apart from its letter as a word of its own before the letter
+#: it sits on ("أي ًضا" for "أيضًا"); it goes back after that letter.
+_MARK = r"[\u0300-\u036f\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06ed]"
+_MARKS = re.compile(rf"\s{_MARK}")
+_LOOSE_MARK = re.compile(rf"\s+({_MARK}+)([^\W\d_])")
 
 
 @dataclass
@@ -96,6 +122,7 @@ class Run:
     size: float
     bold: bool = False
     kind: str = "text"
+    mono: bool = False  # set in a monospaced font (a code listing's)
 
     @property
     def cy(self) -> float:
@@ -118,7 +145,10 @@ class _Line:
     bold: bool = False  # every run is
 
     def __post_init__(self) -> None:
-        self.runs.sort(key=lambda r: r.box[0])
+        if right_to_left(r.text for r in self.runs):
+            self.runs.sort(key=lambda r: -r.box[2])
+        else:
+            self.runs.sort(key=lambda r: r.box[0])
         self.text = " ".join(r.text for r in self.runs)
         self.box = _union(r.box for r in self.runs)
         self.size = max(self.runs, key=lambda r: len(r.text)).size
@@ -138,6 +168,16 @@ class _Group:
     lines: list[_Line] = field(default_factory=list)
 
 
+def right_to_left(texts: Iterable[str]) -> bool:
+    """Whether most letters of ``texts`` are of a right-to-left script (a line of them is
+    read from its right end)."""
+    text = "".join(texts)
+    if not _RTL.search(text):  # most lines: no letter of those scripts at all
+        return False
+    rtl = len(_RTL.findall(text))
+    return 2 * rtl > sum(1 for c in text if c.isalpha())
+
+
 def _union(boxes: Iterable[BBox]) -> BBox:
     b = list(boxes)
     return (min(x[0] for x in b), min(x[1] for x in b), max(x[2] for x in b), max(x[3] for x in b))
@@ -146,6 +186,10 @@ def _union(boxes: Iterable[BBox]) -> BBox:
 def clean(text: str) -> str:
     """Text without stray characters: soft hyphens, U+FFFE/U+FFFF/U+FFFD, C0 and C1 controls."""
     text = re.sub(r"[\ufffe\u00ad\x02](?=\w)", "", text)
+    if _RTL.search(text):
+        text = _SCRIPT_CHANGE.sub(" ", text)
+    if _MARKS.search(text):
+        text = _LOOSE_MARK.sub(r"\2\1", text)
     return " ".join(_STRAY.sub("", text).split())
 
 
@@ -172,23 +216,33 @@ def classify_boilerplate(
 ) -> None:
     """Type the runs that are running headers, footers or page numbers (in place).
 
-    A header or footer is text less than half again the body's size, in the top or bottom
-    :data:`MARGIN_BAND` of the page, found (digits aside) at the same height on at least two
-    pages and :data:`REPEAT_SHARE` of them; a page number is a number alone there.
+    A header or footer is text less than half again the body's size, standing apart from
+    the body in the top or bottom :data:`MARGIN_BAND` of the page, found (digits aside) at
+    the same height on at least two pages and :data:`REPEAT_SHARE` of them, or on two
+    pages in a row (a book's running header changes with each section). A page number is
+    a number alone there, standing apart, or a number at the same place on two pages
+    that goes up with the page (close above the body, as a journal's is).
     """
     seen: dict[str, list[tuple[int, float]]] = {}
     candidates: list[tuple[Run, str]] = []
+    numbers: list[Run] = []
     for page, runs in pages.items():
         height = heights[page]
+        flat = [r for r in runs if not _vertical(r)]  # a margin stamp set vertically is not body
         for run in runs:
             if run.kind != "text":
                 continue
             top = run.box[3] <= height * MARGIN_BAND
             bottom = run.box[1] >= height * (1 - MARGIN_BAND)
-            if not (top or bottom) or run.size > body * 1.5 or not _apart(run, runs, top):
+            if not (top or bottom) or run.size > body * 1.5:
                 continue
             if _PAGE_NUMBER.match(run.text.strip()):
-                run.kind = "page_number"
+                if _apart(run, flat, top):
+                    run.kind = "page_number"
+                elif run.text.strip().isdigit():
+                    numbers.append(run)
+                continue
+            if not _apart(run, flat, top):
                 continue
             key = re.sub(r"\d+", "#", " ".join(run.text.lower().split()))
             seen.setdefault(key, []).append((page, run.cy))
@@ -198,14 +252,23 @@ def classify_boilerplate(
     need = max(2, math.ceil(REPEAT_SHARE * len(pages)))
     for run, key in candidates:
         near = {p for p, cy in seen[key] if abs(cy - run.cy) <= 8}
-        if len(near) >= need:
+        if len(near) >= need or {run.page - 1, run.page + 1} & near:
             run.kind = "page_header" if run.cy < heights[run.page] / 2 else "page_footer"
+    for run in numbers:
+        offset = int(run.text) - run.page
+        if any(
+            other.page != run.page
+            and int(other.text) - other.page == offset
+            and abs(other.cy - run.cy) <= 8
+            for other in numbers
+        ):
+            run.kind = "page_number"
 
 
 def _apart(run: Run, runs: list[Run], top: bool) -> bool:
-    """Whether ``run`` stands apart from the body: the nearest text on another line towards
-    the middle of the page is at least one and a half of its heights away (a table row in
-    the margin band is not)."""
+    """Whether ``run`` stands apart from the body (``runs``: the page's, without text set
+    vertically): the nearest text on another line towards the middle of the page is at
+    least one and a half of its heights away (a table row in the margin band is not)."""
     height = run.box[3] - run.box[1]
     if top:
         gaps = [r.box[1] - run.box[3] for r in runs if r.box[1] >= run.box[3] - 0.3 * height]
@@ -412,7 +475,27 @@ def build_blocks(
         _add_block(out, group, body, levels, minor_level, sizes)
         group.clear()
 
-    for line in flow:
+    tables = find_tables(flow, body)
+    skip_to = 0
+    for i, line in enumerate(flow):
+        if i < skip_to:
+            continue
+        if i in tables:
+            flush()
+            emit_aside(line.page - 1)
+            end, rows = tables[i]
+            box = _union(x.box for x in flow[i:end])
+            meta = {"cells": rows}
+            out.add(
+                "table",
+                table_text(rows),
+                meta,
+                page=line.page,
+                bbox=box,
+                page_size=sizes[line.page],
+            )
+            skip_to = end
+            continue
         if group and _starts_block(group, line, pitch, body):
             flush()
         if not group:
@@ -421,6 +504,102 @@ def build_blocks(
     flush()
     emit_aside(max(pages) if pages else 0)
     return out.blocks
+
+
+def find_tables(flow: list[_Line], body: float) -> dict[int, tuple[int, list[list[str]]]]:
+    """The tables in ``flow``: for each table's first line, the index after its last line
+    and its rows of cells.
+
+    A table is at least :data:`TABLE_ROWS` lines in a row on one page, each of at least two
+    runs (cells set apart by more than a space), a line's height to two and a half apart
+    (not a formula's indices),
+    whose cells are short (their median width below :data:`TABLE_CELL_WIDTH` body sizes)
+    and fall into at least two columns: the spans of the x axis that the cells cover, with
+    a gap between them all the way down. A line of one cell right of the first column is a
+    cell's text wrapping, joined to the row above. A list (every first cell a bullet or a
+    number with a stop) is not a table, nor are lines numbered in turn beside one column of
+    text (a transcript, a listing), nor lines set mostly in a monospaced font (code whose
+    words line up)."""
+    tables: dict[int, tuple[int, list[list[str]]]] = {}
+    i = 0
+    while i < len(flow):
+        if len(flow[i].runs) < 2:
+            i += 1
+            continue
+        j = i + 1
+        while j < len(flow) and _table_goes_on(flow[j - 1], flow[j]):
+            j += 1
+        while j > i and len(flow[j - 1].runs) < 2:  # a table ends on a row of cells
+            j -= 1
+        rows = _table_rows(flow[i:j], body)
+        if rows is not None:
+            tables[i] = (j, rows)
+            i = j
+        else:
+            i += 1
+    return tables
+
+
+def _table_goes_on(prev: _Line, line: _Line) -> bool:
+    return (
+        line.page == prev.page
+        # a row's height apart at least: a formula's indices sit closer below their line
+        and 0.8 * max(line.size, prev.size) <= line.cy - prev.cy <= 2.5 * max(line.size, prev.size)
+        and (len(line.runs) >= 2 or line.box[0] > prev.runs[0].box[2])
+    )
+
+
+def _table_rows(lines: list[_Line], body: float) -> list[list[str]] | None:
+    """The lines' cells as rows in their columns, or None when they are not a table."""
+    multi = [x for x in lines if len(x.runs) >= 2]
+    if len(multi) < TABLE_ROWS:
+        return None
+    runs = [r for x in lines for r in x.runs]
+    widths = sorted(r.box[2] - r.box[0] for r in runs)
+    if widths[len(widths) // 2] >= TABLE_CELL_WIDTH * body:
+        return None
+    if 2 * sum(1 for r in runs if r.mono) > len(runs):
+        return None  # a code listing set in columns
+    usual = _median_size(runs)
+    if 3 * sum(1 for r in runs if r.size < 0.8 * usual) > len(runs):
+        return None  # a formula's symbols and indices
+    firsts = [x.runs[0].text.strip() for x in multi]
+    if all(_LIST_MARKER.match(t) for t in firsts):
+        return None
+    spans: list[list[float]] = []
+    for r in sorted(runs, key=lambda r: r.box[0]):
+        if spans and r.box[0] < spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], r.box[2])
+        else:
+            spans.append([r.box[0], r.box[2]])
+    if len(spans) < 2:
+        return None
+    if all(t.isdigit() for t in firsts) and len(spans) <= 3:
+        numbers = [int(t) for t in firsts]
+        if numbers == list(range(numbers[0], numbers[0] + len(numbers))):
+            return None  # numbered lines (a transcript's, a listing's), not a table
+    starts = [s[0] for s in spans]
+
+    def column(run: Run) -> int:
+        return bisect.bisect_right(starts, run.box[0]) - 1
+
+    cells_apart = [{column(r) for r in x.runs if clean(r.text)} for x in multi]
+    if sum(1 for c in cells_apart if len(c) >= 2) < TABLE_ROWS:
+        return None
+    rows: list[list[str]] = []
+    for line in lines:
+        cells = [""] * len(spans)
+        for r in line.runs:
+            k = column(r)
+            cells[k] = (cells[k] + " " + clean(r.text)).strip()
+        if len(line.runs) < 2 and rows:  # a cell's text wrapping onto a line of its own
+            rows[-1] = [(a + " " + b).strip() for a, b in zip(rows[-1], cells, strict=True)]
+        else:
+            rows.append(cells)
+    filled = sum(1 for row in rows for c in row if c)
+    if filled < TABLE_FILL * len(rows) * len(spans):
+        return None  # mostly empty: a formula's or a figure's pieces, not a table's grid
+    return rows
 
 
 def defer_footnotes(flow: list[_Line], body: float, heights: dict[int, float]) -> list[_Line]:
