@@ -13,7 +13,8 @@ from blockbatch.cli.console import Console
 from blockbatch.cli.parser import EXIT_OK
 from blockbatch.cli.session import Session
 from blockbatch.core.ingest import ConvertOptions
-from blockbatch.core.quote import ModeQuote, Quote
+from blockbatch.core.quote import Quote
+from blockbatch.core.quote_pricing import ModeQuote
 from blockbatch.core.run_types import RunOptions
 
 

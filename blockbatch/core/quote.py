@@ -75,33 +75,18 @@ from blockbatch.core.planning import (
 from blockbatch.core.quality import GATE_SAMPLES_PER_PACK, ProbePlan, probe_plan
 from blockbatch.core.quality_types import QualityOptions
 from blockbatch.core.quote_pricing import Attempt, BlockShare, Mode, ModeQuote, mode_quote, usd
-from blockbatch.core.quote_tokens import (
-    COUNT_CHUNK_SHARE,
-    CountPlan,
-    PromptTokens,
-    count_plan,
-    counted_tokens,
-    planner_tokens,
-)
+from blockbatch.core.quote_tokens import PromptTokens
 from blockbatch.core.registry import ModelInfo, Usage, cost_usd, scaled_tokens
 from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import SchemaSpec
 
 __all__ = [
-    "COUNT_CHUNK_SHARE",
     "MIN_HISTORY_CALLS",
     "PROBE_SEED",
-    "Attempt",
-    "CountPlan",
     "EscalationQuote",
-    "ModeQuote",
     "OutputHistory",
-    "PromptTokens",
     "Quote",
-    "count_plan",
-    "counted_tokens",
     "expected_attempts",
-    "planner_tokens",
     "probe_attempts",
     "quote",
     "quote_context",

@@ -13,7 +13,8 @@ from blockbatch.cli.commands import build_parser
 from blockbatch.cli.console import Console
 from blockbatch.cli.quote import cheaper_mode, print_quote
 from blockbatch.cli.session import Session
-from blockbatch.core.quote import PromptTokens, quote, quote_context
+from blockbatch.core.quote import quote, quote_context
+from blockbatch.core.quote_tokens import PromptTokens
 from blockbatch.core.registry import get_model
 from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import load_schema

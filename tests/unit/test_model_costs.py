@@ -24,7 +24,8 @@ from blockbatch.core.planning import (
     plan_packs,
     thinking_allowance,
 )
-from blockbatch.core.quote import OutputHistory, PromptTokens, quote
+from blockbatch.core.quote import OutputHistory, quote
+from blockbatch.core.quote_tokens import PromptTokens
 from blockbatch.core.registry import Usage, cost_usd, get_model
 from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import load_schema

@@ -12,14 +12,11 @@ from blockbatch.core.quality_types import QualityOptions
 from blockbatch.core.quote import (
     PROBE_SEED,
     OutputHistory,
-    PromptTokens,
-    count_plan,
-    counted_tokens,
     expected_attempts,
-    planner_tokens,
     quote,
     quote_context,
 )
+from blockbatch.core.quote_tokens import PromptTokens, count_plan, counted_tokens, planner_tokens
 from blockbatch.core.registry import Usage, cost_usd, get_model
 from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import load_schema
@@ -404,3 +401,15 @@ def test_a_first_run_is_quoted_with_what_answers_of_other_schemas_wrote() -> Non
     # Too few answers elsewhere: the planner's estimate.
     few = OutputHistory(runs=1, calls=2, estimated=1_000, written=500, scope="model")
     assert quote(ctx, tokens, counted(), document="d.md", prior=few).output_source == "planner"
+
+
+def test_the_quote_module_exports_only_what_it_defines():
+    """Names that live in quote_tokens.py / quote_pricing.py are imported from there."""
+    import inspect
+
+    import blockbatch.core.quote as quote_module
+
+    for name in quote_module.__all__:
+        value = getattr(quote_module, name)
+        if inspect.isclass(value) or inspect.isfunction(value):
+            assert value.__module__ == "blockbatch.core.quote", name
