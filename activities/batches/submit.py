@@ -11,7 +11,7 @@ from typing import Any
 import asyncpg
 
 from activities.batches.create import submit_part
-from activities.batches.prewarm import round_plan
+from activities.batches.prewarm import decide_cache, round_plan
 from activities.batches.rounds import enqueue
 from activities.sdk import anthropic
 from activities.shared import heartbeating
@@ -24,6 +24,7 @@ from blockbatch.core.batch_types import (
 )
 from blockbatch.core.batching import (
     BATCH_CACHE_TTL,
+    WARM_FOR_S,
     PackAttempt,
     Part,
     PartCutter,
@@ -50,9 +51,18 @@ async def open_batch_run(pool: asyncpg.Pool, inp: OpenBatchRunInput) -> OpenBatc
         if existing[0]:
             return OpenBatchRunOutput(options=options, requests=existing[0], blocks=existing[1])
         packs = await overlays.pending_by_pack(conn, inp.run_id)
-        failed = await enqueue(
-            conn, ctx, 1, [PackAttempt(str(i), i, 1, 0, uids) for i, uids in packs.items()]
-        )
+        attempts = [PackAttempt(str(i), i, 1, 0, uids) for i, uids in packs.items()]
+        plan = (await decide_cache(conn, ctx, len(attempts), lead=True)).plan
+        failed: dict[str, int] = {}
+        if plan == "lead":
+            # The first pack that fits goes ahead alone; the rest wait for round 2.
+            while attempts and not (await batches.round_size(conn, inp.run_id, 1))[0]:
+                _add(failed, await enqueue(conn, ctx, 1, attempts[:1]))
+                attempts = attempts[1:]
+            _add(failed, await enqueue(conn, ctx, 2, attempts))
+        else:
+            _add(failed, await enqueue(conn, ctx, 1, attempts))
+        await batches.round_cache_plan(conn, inp.run_id, 1, plan)
         requests, blocks = await batches.round_size(conn, inp.run_id, 1)
     return OpenBatchRunOutput(
         options=options,
@@ -61,6 +71,11 @@ async def open_batch_run(pool: asyncpg.Pool, inp: OpenBatchRunInput) -> OpenBatc
         failed=sum(failed.values()),
         failed_reasons=failed,
     )
+
+
+def _add(total: dict[str, int], more: dict[str, int]) -> None:
+    for code, n in more.items():
+        total[code] = total.get(code, 0) + n
 
 
 async def submit_round(
@@ -79,7 +94,10 @@ async def submit_round(
     over_budget = 0 if done else await fit_budget(pool, ctx, inp)
     async with pool.acquire() as conn:
         requests, _ = await batches.round_size(conn, inp.run_id, inp.round)
-        cache_control = (await round_plan(conn, ctx, inp.round)).cache_control
+        cache_control = await round_plan(conn, ctx, inp.round) != "none"
+        if not done:
+            warm = await batches.prefix_recently_cached(conn, ctx.run_id, WARM_FOR_S)
+            await batches.mark_round_warm(conn, ctx.run_id, inp.round, warm)
     out = SubmitRoundOutput(requests=requests, batches=list(done.values()), over_budget=over_budget)
     if sum(b.requests for b in out.batches) == requests:
         return out  # every part is already submitted (or the round is empty)

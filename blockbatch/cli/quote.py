@@ -212,6 +212,8 @@ def print_escalation(con: Console, q: Quote) -> None:
 def _row(m: ModeQuote, *, chosen: bool) -> list[str]:
     warm = "1 pre-warm" if m.mode == "batch" else "1 warm-up"
     extra = ([warm] if m.warm_up else []) + ([f"{m.probe_calls:,} probe"] if m.probe_calls else [])
+    if m.cache_plan == "lead":
+        extra.append("1 ahead")
     calls = f"{m.calls:,}" + (f" ({', '.join(extra)})" if extra else "")
     return [
         m.mode + (" *" if chosen else ""),
