@@ -42,12 +42,17 @@ _PAGE_REQUESTS = 200
 
 
 async def open_batch_run(pool: asyncpg.Pool, inp: OpenBatchRunInput) -> OpenBatchRunOutput:
-    """Form round 1 from the plan: one request per planned pack (idempotent)."""
+    """Form the first round from the plan: one request per planned pack (idempotent).
+
+    On a cold cache where it pays (:func:`blockbatch.core.batching.round_cache`, plan
+    ``lead``), round 1 is one request alone, which writes the prefix at the batch price,
+    and the other planned packs are round 2; the output counts them all.
+    """
     async with pool.acquire() as conn, conn.transaction():
         await lock_run(conn, inp.run_id)
         ctx = await cached_run_context(conn, inp.run_id)
         options = ctx.options.batch or BatchOptions()
-        existing = await batches.round_size(conn, inp.run_id, 1)
+        existing = await _opened(conn, inp.run_id)
         if existing[0]:
             return OpenBatchRunOutput(options=options, requests=existing[0], blocks=existing[1])
         packs = await overlays.pending_by_pack(conn, inp.run_id)
@@ -63,7 +68,7 @@ async def open_batch_run(pool: asyncpg.Pool, inp: OpenBatchRunInput) -> OpenBatc
         else:
             _add(failed, await enqueue(conn, ctx, 1, attempts))
         await batches.round_cache_plan(conn, inp.run_id, 1, plan)
-        requests, blocks = await batches.round_size(conn, inp.run_id, 1)
+        requests, blocks = await _opened(conn, inp.run_id)
     return OpenBatchRunOutput(
         options=options,
         requests=requests,
@@ -71,6 +76,15 @@ async def open_batch_run(pool: asyncpg.Pool, inp: OpenBatchRunInput) -> OpenBatc
         failed=sum(failed.values()),
         failed_reasons=failed,
     )
+
+
+async def _opened(conn: asyncpg.Connection, run_id: str) -> tuple[int, int]:
+    """The planned packs' requests and blocks: round 1, and its followers with a lead."""
+    requests, blocks = await batches.round_size(conn, run_id, 1)
+    if requests and await batches.recorded_cache_plan(conn, run_id, 1) == "lead":
+        more = await batches.round_size(conn, run_id, 2)
+        requests, blocks = requests + more[0], blocks + more[1]
+    return requests, blocks
 
 
 def _add(total: dict[str, int], more: dict[str, int]) -> None:
