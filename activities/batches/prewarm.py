@@ -6,8 +6,10 @@ a prefix the batch writes itself is read by fewer of them than one already cache
 (contract §5, "Batches"; conformance audit row 5). Batches take no ``max_tokens: 0``
 request, so the pre-warm is one sync call (the run's warm-up request, with the batch's
 1-hour TTL) through the ledger-first :class:`~activities.calls.CallPath`, like sync
-mode's warm-up. Whether a round pre-warms, reads a prefix still cached, or sends no
-``cache_control`` at all is :func:`blockbatch.core.batching.round_cache`'s choice.
+mode's warm-up. Whether a round sends a lead request ahead (the run's first round),
+pre-warms, reads a prefix still cached, writes it itself, or sends no ``cache_control`` at
+all is :func:`blockbatch.core.batching.round_cache`'s choice, kept per round in
+``batch_rounds``.
 """
 
 from __future__ import annotations
