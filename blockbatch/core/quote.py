@@ -479,6 +479,8 @@ def quote(
             f"{batch.cache_hit_rate or 0:.0%} reading it "
             f"({hit_source if batch.cache_plan != 'write' else 'assumed'}) and the rest "
             f"writing it again; {usd(batch.min_cost_usd)} if every request reads it, "
+            f"{usd(batch.likely_max_usd)} with {batch.likely_misses} "
+            f"miss{'es' if batch.likely_misses != 1 else ''} (9 runs in 10 miss no more), "
             f"{usd(batch.max_cost_usd)} at most"
         )
     elif cached:

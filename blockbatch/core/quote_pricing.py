@@ -5,6 +5,7 @@ the calls and assembles the :class:`~blockbatch.core.quote.Quote`."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -79,6 +80,11 @@ class ModeQuote(BaseModel):
     #: Batch: the share of requests expected to read the pre-warmed prefix (``None``: sync,
     #: or no cache).
     cache_hit_rate: float | None = None
+    #: Batch: the misses (requests writing the prefix instead of reading it) nine runs in
+    #: ten stay within, each drawn on its own at the hit rate, and the cost with that many
+    #: (``likely_max_usd``; 0: not computed). Hits are best effort: the spread is luck.
+    likely_misses: int = 0
+    likely_max_usd: float = 0.0
     #: Batch: how the run's first round uses the cache
     #: (:class:`~blockbatch.core.batching.RoundCache`; ``None``: sync).
     cache_plan: CachePlan | None = None
@@ -86,6 +92,24 @@ class ModeQuote(BaseModel):
     #: asked alone, one a call, and their expected cost.
     probe_calls: int = 0
     probe_cost_usd: float = 0.0
+
+
+#: The share of runs whose batch misses :func:`likely_misses` covers.
+LIKELY_SHARE = 0.9
+
+
+def likely_misses(requests: int, miss_rate: float, share: float = LIKELY_SHARE) -> int:
+    """The fewest misses that ``share`` of runs stay within, when each of ``requests``
+    misses on its own with ``miss_rate`` (a binomial count)."""
+    if requests <= 0 or miss_rate <= 0:
+        return 0
+    below, k = 0.0, 0
+    while k < requests:
+        below += math.comb(requests, k) * miss_rate**k * (1 - miss_rate) ** (requests - k)
+        if below >= share:
+            return k
+        k += 1
+    return requests
 
 
 class BlockShare:
@@ -206,6 +230,14 @@ def mode_quote(
         (usage(own, use == "write", use in ("read", "best_effort"), out), at_batch)
         for own, use, out, _, at_batch, _ in planned
     ]
+    best_usd = sum(cost_usd(model, u, batch=b) for u, b in best)
+    # Best-effort reads: how many misses 9 runs in 10 stay within, and what one costs (the
+    # prefix written at the 1-hour batch price instead of read).
+    trials = [rate for _, use, _, _, _, rate in planned if use == "best_effort"]
+    likely = likely_misses(len(trials), 1 - trials[0]) if trials else 0
+    miss_usd = cost_usd(model, usage(0, True, False, 0), batch=True) - cost_usd(
+        model, usage(0, False, True, 0), batch=True
+    )
     return ModeQuote(
         mode=mode,
         packs=packs,
@@ -223,6 +255,8 @@ def mode_quote(
         max_output_tokens=sum(u.output_tokens for u, _ in worst),
         thinking_tokens=sum(a.thinking for a in attempts),
         cost_usd=round(sum(w * cost_usd(model, u, batch=b) for w, u, b in expected), 6),
-        min_cost_usd=round(sum(cost_usd(model, u, batch=b) for u, b in best), 6),
+        min_cost_usd=round(best_usd, 6),
         max_cost_usd=round(sum(cost_usd(model, u, batch=b) for u, b in worst), 6),
+        likely_misses=likely,
+        likely_max_usd=round(best_usd + likely * miss_usd, 6),
     )

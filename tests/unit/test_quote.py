@@ -413,3 +413,26 @@ def test_the_quote_module_exports_only_what_it_defines():
         value = getattr(quote_module, name)
         if inspect.isclass(value) or inspect.isfunction(value):
             assert value.__module__ == "blockbatch.core.quote", name
+
+
+def test_the_batch_quote_says_how_many_misses_nine_runs_in_ten_stay_within() -> None:
+    from blockbatch.core.quote_pricing import likely_misses
+
+    # Five followers at 95%: no miss 77% of the time, at most one 98%.
+    assert likely_misses(5, 0.05) == 1
+    assert likely_misses(5, 0.0) == 0 and likely_misses(0, 0.5) == 0
+    assert likely_misses(100, 0.05) == 8
+    ctx = ctx_for(pack_size=10)
+    b = quote(ctx, [50] * 95, counted(), document="d.md").batch
+    read = cost_usd(MODEL, Usage(cache_read_input_tokens=5_000), batch=True)
+    write = cost_usd(
+        MODEL, Usage(cache_creation_input_tokens=5_000, cache_creation_1h_tokens=5_000), batch=True
+    )
+    # Nine followers at 95%: one miss covers 93% of runs.
+    assert b.likely_misses == 1
+    assert b.likely_max_usd == pytest.approx(b.min_cost_usd + (write - read), abs=2e-6)
+    assert b.cost_usd < b.likely_max_usd < b.max_cost_usd
+    assert any(
+        "with 1 miss (9 runs in 10 miss no more)" in n
+        for n in quote(ctx, [50] * 95, counted(), document="d.md").notes
+    )
