@@ -11,6 +11,7 @@ from blockbatch.core.quality_types import QualityOptions
 from blockbatch.core.registry import Usage, cost_usd, get_model
 from blockbatch.core.run_types import RunOptions, RunProgress, RunResult
 from blockbatch.runtime.claude import anthropic_client
+from blockbatch.store import batches as batch_store
 from tests.conftest import Stack
 from tests.helpers import block_content, extract_schema, markdown_doc
 from tests.waiting import until
@@ -161,6 +162,21 @@ async def test_batch_mode_gives_the_same_overlays_as_sync_at_batch_prices(bbstac
     )
     before = (hits_before["reads"], hits_before["requests"]) if hits_before else (0, 0)
     assert (hits["reads"] - before[0], hits["requests"] - before[1]) == (4, 4)
+    rounds = await bbstack.pool.fetch(
+        "select round, cache_plan, warm_at_submit from batch_rounds where run_id = $1 order by 1",
+        batch_id,
+    )
+    assert [tuple(r) for r in rounds] == [(1, "lead", False), (2, "read", True)]
+    # A batch request may have run any time after its batch was submitted: the prefix
+    # counts as cached from then, not from when its result was collected.
+    async with bbstack.pool.acquire() as conn:
+        assert await batch_store.prefix_recently_cached(conn, batch_id, 45 * 60)
+        await conn.execute(
+            """update llm_calls set started_at = now() - interval '1 hour'
+               where run_id = $1 and purpose = 'batch_request'""",
+            batch_id,
+        )
+        assert not await batch_store.prefix_recently_cached(conn, batch_id, 45 * 60)
     await assert_paid_once(bbstack, batch_id)
 
 
