@@ -2,9 +2,10 @@
 
 RunWorkflow hands a ``mode="batch"`` run to :class:`BatchRounds`, whose ``run`` says how
 the rounds ended (:class:`BatchEnd`); RunWorkflow decides about continue-as-new and
-finishing. Round 1 holds one request per planned pack. Before a round, one sync ``max_tokens: 0``
-call may write the prompt prefix with the 1-hour TTL (``prewarm_round``), so the batch's
-requests read it (hits in a batch are best effort). Each round is submitted as provider batches, waited for with
+finishing. Round 1 holds one request per planned pack, or one lead request alone that writes
+the prompt prefix, its followers being round 2 (``open_batch_run``). Before a round, one sync
+``max_tokens: 0`` call may write the prefix with the 1-hour TTL (``prewarm_round``), so the
+batch's requests read it (hits in a batch are best effort). Each round is submitted as provider batches, waited for with
 durable timers (the interval doubles from ``poll_initial_s`` to ``poll_max_s``; a batch
 may take up to 24 h, and an expired request is simply resubmitted), its results are
 streamed into the ledger and applied, and whatever is unfinished (halves of truncated

@@ -1,13 +1,14 @@
 """Provider batch mode: a run's packs as Anthropic Message Batches, in rounds.
 
 A round is a set of pack attempts (``batch_requests`` rows) submitted together. The
-activities form round 1 from the plan, submit a round (one provider batch per 100,000
+activities form round 1 from the plan (on a cold cache, one lead request that writes the
+prompt prefix, its followers round 2), submit a round (one provider batch per 100,000
 requests / 256 MB), look at it, cancel it, stream its results into the ledger, and apply
 them; whatever is unfinished becomes round n + 1. Only ids and counts cross Temporal.
 
 | module | what |
 |---|---|
-| ``prewarm.py`` | ``prewarm_round``: one sync call writes the prefix before a round, when it pays |
+| ``prewarm.py`` | ``round_plan``: how a round uses the cache (kept); ``prewarm_round``: one sync call writes the prefix before a round, when it pays |
 | ``submit.py`` | ``open_batch_run``, ``submit_round``: requests built from Postgres, cut into parts |
 | ``create.py`` | one provider batch created exactly once (orphan adoption after a crash) |
 | ``watch.py`` | ``poll_round``, ``cancel_round`` |

@@ -77,7 +77,9 @@ async def _collect_part(
     await _flush(conn, ctx.run_id, rows)
     if foreign:
         activity.logger.info("%s: %d result lines skipped", batch_id, foreign)
-    await provider_batches.mark_collected(conn, ctx.run_id, batch_id)
+    async with conn.transaction():
+        if await provider_batches.mark_collected(conn, ctx.run_id, batch_id):
+            await batches.count_cache_hits(conn, ctx.run_id, batch_id, ctx.model.id)
 
 
 async def _flush(conn: asyncpg.Connection, run_id: str, rows: list[ResultRow]) -> None:

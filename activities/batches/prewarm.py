@@ -6,8 +6,10 @@ a prefix the batch writes itself is read by fewer of them than one already cache
 (contract §5, "Batches"; conformance audit row 5). Batches take no ``max_tokens: 0``
 request, so the pre-warm is one sync call (the run's warm-up request, with the batch's
 1-hour TTL) through the ledger-first :class:`~activities.calls.CallPath`, like sync
-mode's warm-up. Whether a round pre-warms, reads a prefix still cached, or sends no
-``cache_control`` at all is :func:`blockbatch.core.batching.round_cache`'s choice.
+mode's warm-up. Whether a round sends a lead request ahead (the run's first round),
+pre-warms, reads a prefix still cached, writes it itself, or sends no ``cache_control`` at
+all is :func:`blockbatch.core.batching.round_cache`'s choice, kept per round in
+``batch_rounds``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from blockbatch.core.batching import (
     BATCH_WARM_HIT_RATE,
     MIN_MEASURED_REQUESTS,
     WARM_FOR_S,
+    CachePlan,
     RoundCache,
     round_cache,
 )
@@ -40,17 +43,30 @@ async def warm_hit_rate(conn: asyncpg.Connection, model: str) -> float:
     return reads / requests if requests >= MIN_MEASURED_REQUESTS else BATCH_WARM_HIT_RATE
 
 
-async def round_plan(conn: asyncpg.Connection, ctx: RunContext, round_: int) -> RoundCache:
-    """How round ``round_`` uses the prompt cache (the same answer before and after its
-    pre-warm: once the pre-warm wrote the prefix, it is warm and the round reads it)."""
+async def round_plan(conn: asyncpg.Connection, ctx: RunContext, round_: int) -> CachePlan:
+    """How round ``round_`` uses the prompt cache: decided once, at its pre-warm step (or
+    for round 1, when it is formed: a lead request, :func:`~activities.batches.submit.open_batch_run`),
+    and kept, so the submission and any retry follow the same decision."""
+    kept = await batches.recorded_cache_plan(conn, ctx.run_id, round_)
+    if kept is not None:
+        return kept
     requests, _ = await batches.round_size(conn, ctx.run_id, round_)
-    warm = await batches.prefix_recently_cached(conn, ctx.run_id, WARM_FOR_S)
+    plan = await decide_cache(conn, ctx, requests, lead=False)
+    return await batches.round_cache_plan(conn, ctx.run_id, round_, plan.plan)
+
+
+async def decide_cache(
+    conn: asyncpg.Connection, ctx: RunContext, requests: int, *, lead: bool
+) -> RoundCache:
+    """:func:`blockbatch.core.batching.round_cache` for ``requests`` of the run, now: warm
+    if the run touched its prefix recently, at the model's measured warm hit rate."""
     return round_cache(
         ctx.model,
         ctx.cacheable_prefix_tokens,
         requests,
-        warm=warm,
+        warm=await batches.prefix_recently_cached(conn, ctx.run_id, WARM_FOR_S),
         hit_rate=await warm_hit_rate(conn, ctx.model.id),
+        lead=lead,
     )
 
 
@@ -71,7 +87,7 @@ async def prewarm_round(calls: CallPath, inp: BatchRoundInput) -> WarmCacheOutpu
         if await provider_batches.submitted_refs(conn, inp.run_id, inp.round):
             return WarmCacheOutput(called=False)
         plan = await round_plan(conn, ctx, inp.round)
-    if plan.plan != "pre-warm":
+    if plan != "pre-warm":
         return WarmCacheOutput(called=False)
     request = warm_up_request(ctx, BATCH_CACHE_TTL)
     return await calls.warm_up(

@@ -11,7 +11,7 @@ from typing import Any
 import asyncpg
 
 from activities.batches.create import submit_part
-from activities.batches.prewarm import round_plan
+from activities.batches.prewarm import decide_cache, round_plan
 from activities.batches.rounds import enqueue
 from activities.sdk import anthropic
 from activities.shared import heartbeating
@@ -24,6 +24,7 @@ from blockbatch.core.batch_types import (
 )
 from blockbatch.core.batching import (
     BATCH_CACHE_TTL,
+    WARM_FOR_S,
     PackAttempt,
     Part,
     PartCutter,
@@ -41,19 +42,33 @@ _PAGE_REQUESTS = 200
 
 
 async def open_batch_run(pool: asyncpg.Pool, inp: OpenBatchRunInput) -> OpenBatchRunOutput:
-    """Form round 1 from the plan: one request per planned pack (idempotent)."""
+    """Form the first round from the plan: one request per planned pack (idempotent).
+
+    On a cold cache where it pays (:func:`blockbatch.core.batching.round_cache`, plan
+    ``lead``), round 1 is one request alone, which writes the prefix at the batch price,
+    and the other planned packs are round 2; the output counts them all.
+    """
     async with pool.acquire() as conn, conn.transaction():
         await lock_run(conn, inp.run_id)
         ctx = await cached_run_context(conn, inp.run_id)
         options = ctx.options.batch or BatchOptions()
-        existing = await batches.round_size(conn, inp.run_id, 1)
+        existing = await _opened(conn, inp.run_id)
         if existing[0]:
             return OpenBatchRunOutput(options=options, requests=existing[0], blocks=existing[1])
         packs = await overlays.pending_by_pack(conn, inp.run_id)
-        failed = await enqueue(
-            conn, ctx, 1, [PackAttempt(str(i), i, 1, 0, uids) for i, uids in packs.items()]
-        )
-        requests, blocks = await batches.round_size(conn, inp.run_id, 1)
+        attempts = [PackAttempt(str(i), i, 1, 0, uids) for i, uids in packs.items()]
+        plan = (await decide_cache(conn, ctx, len(attempts), lead=True)).plan
+        failed: dict[str, int] = {}
+        if plan == "lead":
+            # The first pack that fits goes ahead alone; the rest wait for round 2.
+            while attempts and not (await batches.round_size(conn, inp.run_id, 1))[0]:
+                _add(failed, await enqueue(conn, ctx, 1, attempts[:1]))
+                attempts = attempts[1:]
+            _add(failed, await enqueue(conn, ctx, 2, attempts))
+        else:
+            _add(failed, await enqueue(conn, ctx, 1, attempts))
+        await batches.round_cache_plan(conn, inp.run_id, 1, plan)
+        requests, blocks = await _opened(conn, inp.run_id)
     return OpenBatchRunOutput(
         options=options,
         requests=requests,
@@ -61,6 +76,20 @@ async def open_batch_run(pool: asyncpg.Pool, inp: OpenBatchRunInput) -> OpenBatc
         failed=sum(failed.values()),
         failed_reasons=failed,
     )
+
+
+async def _opened(conn: asyncpg.Connection, run_id: str) -> tuple[int, int]:
+    """The planned packs' requests and blocks: round 1, and its followers with a lead."""
+    requests, blocks = await batches.round_size(conn, run_id, 1)
+    if requests and await batches.recorded_cache_plan(conn, run_id, 1) == "lead":
+        more = await batches.round_size(conn, run_id, 2)
+        requests, blocks = requests + more[0], blocks + more[1]
+    return requests, blocks
+
+
+def _add(total: dict[str, int], more: dict[str, int]) -> None:
+    for code, n in more.items():
+        total[code] = total.get(code, 0) + n
 
 
 async def submit_round(
@@ -79,7 +108,10 @@ async def submit_round(
     over_budget = 0 if done else await fit_budget(pool, ctx, inp)
     async with pool.acquire() as conn:
         requests, _ = await batches.round_size(conn, inp.run_id, inp.round)
-        cache_control = (await round_plan(conn, ctx, inp.round)).cache_control
+        cache_control = await round_plan(conn, ctx, inp.round) != "none"
+        if not done:
+            warm = await batches.prefix_recently_cached(conn, ctx.run_id, WARM_FOR_S)
+            await batches.mark_round_warm(conn, ctx.run_id, inp.round, warm)
     out = SubmitRoundOutput(requests=requests, batches=list(done.values()), over_budget=over_budget)
     if sum(b.requests for b in out.batches) == requests:
         return out  # every part is already submitted (or the round is empty)

@@ -56,7 +56,8 @@ from blockbatch.api.retry import RetryStarted
 from blockbatch.api.review import ConfirmOutcome, EditOutcome, RejectOutcome
 from blockbatch.api.streams import Stream, StreamRow
 from blockbatch.core.calibration import Calibration, CalibrationError
-from blockbatch.core.quote import ModeQuote, Quote
+from blockbatch.core.quote import Quote
+from blockbatch.core.quote_pricing import ModeQuote
 from blockbatch.core.review import EditError
 from blockbatch.core.run_types import RunOptions, RunResult
 from blockbatch.core.views import (

@@ -37,14 +37,11 @@ from blockbatch.core.quote import (
     MIN_HISTORY_CALLS,
     EscalationQuote,
     OutputHistory,
-    PromptTokens,
     Quote,
-    count_plan,
-    counted_tokens,
-    planner_tokens,
     quote,
     quote_context,
 )
+from blockbatch.core.quote_tokens import PromptTokens, count_plan, counted_tokens, planner_tokens
 from blockbatch.core.registry import ModelInfo, retired_model
 from blockbatch.core.reuse import answer_key, block_digest, prompt_digest
 from blockbatch.core.run_model import FACTS_MAX_AGE_S, check_usable, run_model

@@ -13,7 +13,8 @@ from blockbatch.cli.console import Console
 from blockbatch.cli.parser import EXIT_OK
 from blockbatch.cli.session import Session
 from blockbatch.core.ingest import ConvertOptions
-from blockbatch.core.quote import ModeQuote, Quote
+from blockbatch.core.quote import Quote
+from blockbatch.core.quote_pricing import ModeQuote
 from blockbatch.core.run_types import RunOptions
 
 
@@ -211,6 +212,8 @@ def print_escalation(con: Console, q: Quote) -> None:
 def _row(m: ModeQuote, *, chosen: bool) -> list[str]:
     warm = "1 pre-warm" if m.mode == "batch" else "1 warm-up"
     extra = ([warm] if m.warm_up else []) + ([f"{m.probe_calls:,} probe"] if m.probe_calls else [])
+    if m.cache_plan == "lead":
+        extra.append("1 ahead")
     calls = f"{m.calls:,}" + (f" ({', '.join(extra)})" if extra else "")
     return [
         m.mode + (" *" if chosen else ""),

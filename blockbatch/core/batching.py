@@ -67,20 +67,32 @@ def batch_params(request: dict[str, Any]) -> dict[str, Any]:
 # ------------------------------------------------------------------ the prompt cache of a round
 
 
+#: How a round uses the prompt cache (:class:`RoundCache`).
+CachePlan = Literal["lead", "pre-warm", "read", "write", "none"]
+
+
 @dataclass(frozen=True)
 class RoundCache:
     """How one round uses the prompt cache, and what its prefix is expected to cost.
 
-    ``plan``: ``pre-warm`` (one sync ``max_tokens: 0`` call writes the prefix with the
-    1-hour TTL, then every request carries ``cache_control`` and reads it, best effort),
-    ``read`` (the prefix is still cached: the requests carry ``cache_control``), or
-    ``none`` (no ``cache_control``: each request pays its prefix as plain input, at half
-    price, and no write premium).
+    ``plan``:
+
+    * ``lead``: the run's first round on a cold cache is one request alone, with
+      ``cache_control``: it writes the prefix with the 1-hour TTL at the batch price (half
+      a sync pre-warm's), and the other requests follow in the next round, reading it;
+    * ``pre-warm``: one sync ``max_tokens: 0`` call writes the prefix with the 1-hour TTL,
+      then every request carries ``cache_control`` and reads it, best effort;
+    * ``read``: the prefix is still cached: the requests carry ``cache_control``;
+    * ``write``: the requests carry ``cache_control`` on a cold cache: the first to run
+      writes the prefix, the others read it at the cold rate (:data:`BATCH_CACHE_HIT_RATE`);
+    * ``none``: no ``cache_control``: each request pays its prefix as plain input, at half
+      price, and no write premium.
     """
 
-    plan: Literal["pre-warm", "read", "none"]
-    #: The expected cost of the round's prefixes (and the pre-warm), and at the worst case
-    #: (every request missing the cache, writing the prefix at the 1-hour price).
+    plan: CachePlan
+    #: The expected cost of the round's prefixes (and the pre-warm; for ``lead``, of the
+    #: lead and the requests that follow it), and at the worst case (every request missing
+    #: the cache, writing the prefix at the 1-hour price).
     expected_usd: float
     worst_usd: float
 
@@ -103,32 +115,51 @@ def prefix_costs(model: ModelInfo, prefix_tokens: int) -> dict[str, float]:
 
 
 def round_cache(
-    model: ModelInfo, prefix_tokens: int, requests: int, *, warm: bool, hit_rate: float
+    model: ModelInfo,
+    prefix_tokens: int,
+    requests: int,
+    *,
+    warm: bool,
+    hit_rate: float,
+    lead: bool = False,
 ) -> RoundCache:
     """The cheapest way for a round of ``requests`` sharing a prefix of ``prefix_tokens``
     (0: under the model's minimum, never cached) to use the cache.
 
     ``warm``: the prefix is still cached (:data:`WARM_FOR_S`). ``hit_rate``: the share of
     requests expected to read a warm prefix (:data:`BATCH_WARM_HIT_RATE`, or the ledger's
-    measurement). A request that misses writes the prefix at the 1-hour price (twice the
-    input price, at half). A cold cache is pre-warmed only when the requests' expected
-    reads repay the sync write; a lone request on a cold cache, or a prefix under the
-    minimum, sends no ``cache_control`` and pays no write premium.
+    measurement). ``lead``: the round may send one request ahead, alone (the run's first
+    round). A request that misses writes the prefix at the 1-hour price (twice the input
+    price, at half). On a cold cache the ways are weighed by their expected cost: a lead
+    request (half a sync write, one more round of waiting), a sync pre-warm, the batch
+    writing the prefix itself (reads at the cold rate), or no ``cache_control``; a lone
+    request on a cold cache, or a prefix under the minimum, sends no ``cache_control``
+    and pays no write premium.
     """
     if prefix_tokens <= 0 or requests <= 0:
         return RoundCache("none", 0.0, 0.0)
     c = prefix_costs(model, prefix_tokens)
-    per_request = hit_rate * c["read"] + (1 - hit_rate) * c["write"]
-    plain = requests * c["plain"]
+    n = requests
+    plain = RoundCache("none", n * c["plain"], n * c["plain"])
+    warm_request = hit_rate * c["read"] + (1 - hit_rate) * c["write"]
     if warm:
-        cached = requests * per_request
-        if cached < plain:
-            return RoundCache("read", cached, requests * c["write"])
-        return RoundCache("none", plain, plain)
-    pre_warmed = c["warm"] + requests * per_request
-    if requests > 1 and pre_warmed < plain:
-        return RoundCache("pre-warm", pre_warmed, c["warm"] + requests * c["write"])
-    return RoundCache("none", plain, plain)
+        return min(plain, RoundCache("read", n * warm_request, n * c["write"]), key=_by_cost)
+    # A batch writing its own prefix reads it no better than one that finds it cached.
+    cold_rate = min(BATCH_CACHE_HIT_RATE, hit_rate)
+    cold_request = cold_rate * c["read"] + (1 - cold_rate) * c["write"]
+    ways = [plain]
+    if n > 1:
+        ways.append(RoundCache("write", c["write"] + (n - 1) * cold_request, n * c["write"]))
+        ways.append(
+            RoundCache("pre-warm", c["warm"] + n * warm_request, c["warm"] + n * c["write"])
+        )
+        if lead:
+            ways.append(RoundCache("lead", c["write"] + (n - 1) * warm_request, n * c["write"]))
+    return min(ways, key=_by_cost)
+
+
+def _by_cost(way: RoundCache) -> float:
+    return way.expected_usd
 
 
 def without_cache_control(request: dict[str, Any]) -> dict[str, Any]:

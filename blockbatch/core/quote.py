@@ -19,10 +19,11 @@ What the quote is made of, and why each part can be trusted:
   against it (:class:`OutputHistory`). The quote says which.
 * **Caching** follows the run: in sync mode a warm-up call writes the prompt cache (when
   the run's estimate of the prefix reaches the model's minimum) and every pack reads it;
-  in batch mode a sync pre-warm writes it with the 1-hour TTL when the requests' reads
-  repay it (``blockbatch.core.batching.round_cache``) and each request reads it best
-  effort (the ledger's measured hit rate of the model's batches, else
-  ``BATCH_WARM_HIT_RATE``; a miss writes it again), else no request carries
+  in batch mode the cheapest of the ways ``blockbatch.core.batching.round_cache`` weighs
+  writes it with the 1-hour TTL (a lead request at the batch price, whose round goes
+  first; a sync pre-warm; the batch's own first request) and each other request reads it
+  best effort (the ledger's measured hit rate of the model's warm batches, else
+  ``BATCH_WARM_HIT_RATE``; a miss writes it again), or no request carries
   ``cache_control``. A prefix below the model's ``min_cacheable_tokens`` is not cached by
   the API, silently: the quote prices every call uncached and says so. Batch figures come
   with their spread: every request reading (``min_cost_usd``) or writing
@@ -75,38 +76,36 @@ from blockbatch.core.planning import (
 from blockbatch.core.quality import GATE_SAMPLES_PER_PACK, ProbePlan, probe_plan
 from blockbatch.core.quality_types import QualityOptions
 from blockbatch.core.quote_pricing import Attempt, BlockShare, Mode, ModeQuote, mode_quote, usd
-from blockbatch.core.quote_tokens import (
-    COUNT_CHUNK_SHARE,
-    CountPlan,
-    PromptTokens,
-    count_plan,
-    counted_tokens,
-    planner_tokens,
-)
+from blockbatch.core.quote_tokens import PromptTokens
 from blockbatch.core.registry import ModelInfo, Usage, cost_usd, scaled_tokens
 from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import SchemaSpec
 
 __all__ = [
-    "COUNT_CHUNK_SHARE",
     "MIN_HISTORY_CALLS",
     "PROBE_SEED",
-    "Attempt",
-    "CountPlan",
     "EscalationQuote",
-    "ModeQuote",
     "OutputHistory",
-    "PromptTokens",
     "Quote",
-    "count_plan",
-    "counted_tokens",
     "expected_attempts",
-    "planner_tokens",
     "probe_attempts",
     "quote",
     "quote_context",
 ]
 
+#: How the batch's first round writes the prefix, by its cache plan, in words.
+BATCH_WRITES = {
+    "lead": (
+        "one request goes ahead alone and writes the prefix for an hour (at the batch "
+        "price), the others follow in a second round (one more wait) and read it"
+    ),
+    "pre-warm": (
+        "one sync max_tokens: 0 call writes the prefix for an hour (at sync prices) before "
+        "the batch"
+    ),
+    "write": "the batch's first request writes the prefix, the others read it",
+    "read": "the prefix is still cached",
+}
 #: Earlier answers needed before their ratio replaces the planner's output estimate.
 MIN_HISTORY_CALLS = 3
 #: The seed of the quote's probe sample (a run seeds its own with its run id: the same
@@ -475,11 +474,13 @@ def quote(
         )
     if cached and batch.cache_control:
         said.append(
-            "batch: one sync max_tokens: 0 call writes the prefix for an hour (at sync "
-            "prices) before the batch; Message Batches read the cache best effort (30-98% "
-            f"of requests, per Anthropic): expected as {hit_rate:.0%} reading it "
-            f"({hit_source}) and the rest writing it again; "
-            f"{usd(batch.min_cost_usd)} if every request reads it, "
+            f"batch: {BATCH_WRITES[batch.cache_plan or 'pre-warm']}; Message Batches read "
+            "the cache best effort (30-98% of requests, per Anthropic): expected as "
+            f"{batch.cache_hit_rate or 0:.0%} reading it "
+            f"({hit_source if batch.cache_plan != 'write' else 'assumed'}) and the rest "
+            f"writing it again; {usd(batch.min_cost_usd)} if every request reads it, "
+            f"{usd(batch.likely_max_usd)} with {batch.likely_misses} "
+            f"miss{'es' if batch.likely_misses != 1 else ''} (9 runs in 10 miss no more), "
             f"{usd(batch.max_cost_usd)} at most"
         )
     elif cached:

@@ -31,7 +31,7 @@ def stand_in_request(
 ) -> dict[str, Any]:
     """The request of a pack holding only the stand-in block: the run's system prompt,
     answer channel, thinking and effort (its cache prefix), room for one result. The
-    quote counts it (``blockbatch.core.quote.count_plan``); the warm-up is made from it.
+    quote counts it (``blockbatch.core.quote_tokens.count_plan``); the warm-up is made from it.
     ``cache_ttl``: the prefix's cache lifetime (``None``: the run's ``cache_ttl``)."""
     aliases = alias_map([WARM_UP_BLOCK["block_uid"]]) if ctx.options.short_ids else None
     max_tokens = ctx.pack([estimate_tokens(WARM_UP_BLOCK["block_content"])]).max_tokens

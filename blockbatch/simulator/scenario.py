@@ -268,9 +268,11 @@ class Batch(_Strict):
     #: response starts", contract §5). The others write and pay the prefix instead.
     cache_hit_rate: Rate = Field(default=0.7, ge=0, le=1)
     #: The same share for a prefix already cached when the batch starts processing (a
-    #: pre-warm, or an earlier batch): the top of the documented range, since the cold
-    #: start is what a pre-warm removes (the prompt-caching FAQ's advice to write the prefix
-    #: before the batch; conformance audit row 5). Still best effort: some requests miss.
+    #: sync pre-warm, or an earlier batch): near the top of the documented range (98%),
+    #: since the cold start is what writing the prefix first removes (the prompt-caching
+    #: FAQ's advice; conformance audit row 5). Still best effort: each request draws on its
+    #: own, and one that misses writes the prefix again (contract §5, "Batches"). The
+    #: contract gives no figure for a warm prefix: 0.95 is an assumption, not a measurement.
     warm_cache_hit_rate: Rate = Field(default=0.95, ge=0, le=1)
 
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import asyncpg
 
 from blockbatch.core.batch_types import BatchCounts, CollectRoundOutput
-from blockbatch.core.batching import ResultRow
+from blockbatch.core.batching import CachePlan, ResultRow
 from blockbatch.core.call_types import Totals
 from blockbatch.core.endpoint import Endpoint
 from blockbatch.store import ledger
@@ -340,33 +340,94 @@ async def record_results(conn: asyncpg.Connection, run_id: str, rows: Sequence[R
 
 async def prefix_recently_cached(conn: asyncpg.Connection, run_id: str, within_s: float) -> bool:
     """Whether a call of the run wrote or read its prompt prefix in the last ``within_s``
-    seconds (its answer recorded then): the prefix is taken as still cached."""
+    seconds: the prefix is taken as still cached. A sync call counts from its answer; a
+    batch request, which may have run any time between its batch's submission and its
+    end, from its submission (the earliest it can have touched the cache)."""
     return bool(
         await conn.fetchval(
             """select exists (select 1 from llm_calls where run_id = $1
                   and status = 'succeeded'
                   and cache_creation_input_tokens + cache_read_input_tokens > 0
-                  and finished_at > now() - make_interval(secs => $2))""",
+                  and case when purpose = 'batch_request' then started_at else finished_at end
+                      > now() - make_interval(secs => $2))""",
             run_id,
             float(within_s),
         )
     )
 
 
-async def batch_cache_hits(conn: asyncpg.Connection, model: str) -> tuple[int, int]:
-    """Of the model's answered batch requests that carried ``cache_control`` on a prefix
-    long enough to cache (they read or wrote it), how many read it: (reads, requests).
+async def round_cache_plan(
+    conn: asyncpg.Connection, run_id: str, round_: int, plan: CachePlan
+) -> CachePlan:
+    """Keep ``plan`` as round ``round_``'s cache plan unless it has one; return the kept one
+    (so a round's pre-warm, its submission and their retries follow one decision)."""
+    await conn.execute(
+        """insert into batch_rounds (run_id, round, cache_plan) values ($1, $2, $3)
+           on conflict (run_id, round) do nothing""",
+        run_id,
+        round_,
+        plan,
+    )
+    kept = await conn.fetchval(
+        "select cache_plan from batch_rounds where run_id = $1 and round = $2", run_id, round_
+    )
+    return cast(CachePlan, kept)
 
-    Each round's requests are sent on a warm prefix (a pre-warm) or without
-    ``cache_control``, so this is the model's measured hit rate of a warm batch. The
-    latest 5,000 such requests count.
-    """
-    row = await conn.fetchrow(
-        """select count(*) filter (where cache_read_input_tokens > 0) as reads, count(*) as n
-           from (select cache_read_input_tokens from llm_calls
-                 where model = $1 and purpose = 'batch_request' and status = 'succeeded'
-                   and cache_creation_input_tokens + cache_read_input_tokens > 0
-                 order by call_id desc limit 5000) recent""",
+
+async def recorded_cache_plan(
+    conn: asyncpg.Connection, run_id: str, round_: int
+) -> CachePlan | None:
+    """Round ``round_``'s kept cache plan (``None``: not decided yet)."""
+    kept = await conn.fetchval(
+        "select cache_plan from batch_rounds where run_id = $1 and round = $2", run_id, round_
+    )
+    return cast(CachePlan | None, kept)
+
+
+async def mark_round_warm(conn: asyncpg.Connection, run_id: str, round_: int, warm: bool) -> None:
+    """Record whether the prefix was cached as round ``round_`` was submitted (the first
+    submission attempt's answer stands)."""
+    await conn.execute(
+        """update batch_rounds set warm_at_submit = $3
+           where run_id = $1 and round = $2 and warm_at_submit is null""",
+        run_id,
+        round_,
+        warm,
+    )
+
+
+async def count_cache_hits(
+    conn: asyncpg.Connection, run_id: str, provider_batch_id: str, model: str
+) -> None:
+    """Add a collected provider batch's requests to the model's batch hit counts: those of
+    a round submitted on a warm prefix with ``cache_control``, answered, on a prefix long
+    enough to cache (they read or wrote it). Call once per batch, in the transaction that
+    marks it collected."""
+    await conn.execute(
+        """insert into batch_cache_hits as h (model, requests, reads)
+           select $3, count(*), count(*) filter (where c.cache_read_input_tokens > 0)
+           from batch_requests r
+           join batch_rounds b on b.run_id = r.run_id and b.round = r.round
+           join llm_calls c on c.call_id = r.call_id
+           where r.run_id = $1 and r.provider_batch_id = $2
+             and b.warm_at_submit and b.cache_plan <> 'none'
+             and c.status = 'succeeded'
+             and c.cache_creation_input_tokens + c.cache_read_input_tokens > 0
+           having count(*) > 0
+           on conflict (model) do update
+           set requests = h.requests + excluded.requests, reads = h.reads + excluded.reads""",
+        run_id,
+        provider_batch_id,
         model,
     )
-    return int(row["reads"]), int(row["n"])
+
+
+async def batch_cache_hits(conn: asyncpg.Connection, model: str) -> tuple[int, int]:
+    """Of the model's answered batch requests sent with ``cache_control`` on a prefix
+    cached before their batch was submitted (a pre-warm, a lead request, an earlier
+    round), how many read it: (reads, requests), the model's measured hit rate of a warm
+    batch. Requests of rounds that wrote the prefix themselves are not in it."""
+    row = await conn.fetchrow(
+        "select reads, requests from batch_cache_hits where model = $1", model
+    )
+    return (int(row["reads"]), int(row["requests"])) if row else (0, 0)

@@ -151,14 +151,17 @@ async def parts_to_collect(conn: asyncpg.Connection, run_id: str, round_: int) -
     return [EndedPart(*r) for r in rows]
 
 
-async def mark_collected(conn: asyncpg.Connection, run_id: str, provider_batch_id: str) -> None:
-    """Every result of a provider batch is recorded: it is not read again."""
-    await conn.execute(
+async def mark_collected(conn: asyncpg.Connection, run_id: str, provider_batch_id: str) -> bool:
+    """Every result of a provider batch is recorded: it is not read again. Returns whether
+    this call marked it (``False``: it already was)."""
+    marked = await conn.fetchval(
         """update provider_batches set collected_at = clock_timestamp()
-           where run_id = $1 and provider_batch_id = $2""",
+           where run_id = $1 and provider_batch_id = $2 and collected_at is null
+           returning true""",
         run_id,
         provider_batch_id,
     )
+    return bool(marked)
 
 
 # ------------------------------------------------------------------ creating exactly once

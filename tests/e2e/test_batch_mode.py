@@ -11,6 +11,7 @@ from blockbatch.core.quality_types import QualityOptions
 from blockbatch.core.registry import Usage, cost_usd, get_model
 from blockbatch.core.run_types import RunOptions, RunProgress, RunResult
 from blockbatch.runtime.claude import anthropic_client
+from blockbatch.store import batches as batch_store
 from tests.conftest import Stack
 from tests.helpers import block_content, extract_schema, markdown_doc
 from tests.waiting import until
@@ -77,6 +78,10 @@ async def test_batch_mode_gives_the_same_overlays_as_sync_at_batch_prices(bbstac
     bbstack.sim.scenario(batch={"processing_delay_s": 0.5, "warm_cache_hit_rate": 1.0})
     doc = await bbstack.bb.ingest_bytes(markdown_doc(40), name="doc.md", fmt="markdown")
     schema_id = await bbstack.bb.add_schema(extract_schema(instruction_words=1500))
+    model = get_model(RunOptions().model)
+    hits_before = await bbstack.pool.fetchrow(
+        "select reads, requests from batch_cache_hits where model = $1", model.id
+    )
     async with bbstack.worker():
         batch_id = await bbstack.bb.start_run(
             doc, schema_id, RunOptions(pack_size=8, mode="batch", batch=FAST)
@@ -90,9 +95,9 @@ async def test_batch_mode_gives_the_same_overlays_as_sync_at_batch_prices(bbstac
         sync = await bbstack.bb.wait(sync_id)
     assert sync.status == batch.status == "completed"
     assert batch.blocks_ai_complete == 40
-    # Each mode adds one warm-up call that writes the prompt cache before the packs start
-    # (batch mode's is sync too: a batch takes no max_tokens: 0 request).
-    assert (batch.calls, sync.calls) == (6, 6)
+    # Sync mode adds one warm-up call that writes the prompt cache before the packs start;
+    # batch mode sends one of its requests ahead instead, which writes it at batch prices.
+    assert (batch.calls, sync.calls) == (5, 6)
     a = {r["block_uid"]: r["staging"] for r in await overlays(bbstack, sync_id)}
     b = {r["block_uid"]: r["staging"] for r in await overlays(bbstack, batch_id)}
     assert a.keys() == b.keys()
@@ -100,19 +105,31 @@ async def test_batch_mode_gives_the_same_overlays_as_sync_at_batch_prices(bbstac
         for field in DETERMINISTIC:
             assert a[uid][field] == b[uid][field], (uid, field)
 
-    # One provider batch, recorded with its counts; one ledger row per pack attempt.
-    [pb] = await provider_batches(bbstack, batch_id)
-    assert (pb["round"], pb["status"], pb["succeeded"], pb["request_count"]) == (1, "ended", 5, 5)
-    assert pb["submitted_at"] is not None and pb["ended_at"] is not None
+    # Two provider batches, recorded with their counts: the lead request alone (round 1),
+    # then the four others (round 2); one ledger row per pack attempt.
+    lead, rest = await provider_batches(bbstack, batch_id)
+    assert (lead["round"], lead["status"], lead["succeeded"], lead["request_count"]) == (
+        1,
+        "ended",
+        1,
+        1,
+    )
+    assert (rest["round"], rest["status"], rest["succeeded"], rest["request_count"]) == (
+        2,
+        "ended",
+        4,
+        4,
+    )
+    assert rest["submitted_at"] is not None and rest["ended_at"] is not None
     calls = await bbstack.pool.fetch(
         """select c.*, r.pack_path as r_path from llm_calls c
            join batch_requests r using (call_id) where c.run_id = $1 order by call_id""",
         batch_id,
     )
     assert len(calls) == 5
-    model = get_model(RunOptions().model)
+    by_batch = {pb["provider_batch_id"] for pb in (lead, rest)}
     for c in calls:
-        assert c["status"] == "succeeded" and c["provider_batch_id"] == pb["provider_batch_id"]
+        assert c["status"] == "succeeded" and c["provider_batch_id"] in by_batch
         assert c["custom_id"].startswith(f"p{c['pack_path']}_a1-")
         assert c["response"]["usage"]["service_tier"] == "batch"
         usage = Usage(
@@ -123,22 +140,43 @@ async def test_batch_mode_gives_the_same_overlays_as_sync_at_batch_prices(bbstac
             cache_creation_1h_tokens=c["cache_creation_1h_tokens"],
         )
         assert float(c["cost_usd"]) == round(cost_usd(model, usage, batch=True), 8)
-    # The system prompt is cached for an hour: written once by the sync pre-warm
-    # (max_tokens: 0, nothing generated), read by every request of the batch.
+    # The system prompt is cached for an hour: written once by the lead request (at the
+    # batch price: no sync pre-warm), read by every request of round 2.
     system = await bbstack.pool.fetchval(
         "select system from prompt_prefixes where sha256 = $1", calls[0]["prefix_sha256"]
     )
     assert system[-1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
-    warm = await bbstack.pool.fetchrow(
-        "select * from llm_calls where run_id = $1 and purpose = 'warm_up'", batch_id
+    assert not await bbstack.pool.fetchval(
+        "select count(*) from llm_calls where run_id = $1 and purpose = 'warm_up'", batch_id
     )
-    assert (warm["pack_attempt"], warm["output_tokens"]) == (1, 0)
-    assert (
-        warm["cache_creation_1h_tokens"] > 0 and warm["prefix_sha256"] == calls[0]["prefix_sha256"]
-    )
-    assert all(c["cache_read_input_tokens"] > 0 for c in calls)
-    assert not any(c["cache_creation_input_tokens"] for c in calls)
+    first, *others = calls
+    assert first["provider_batch_id"] == lead["provider_batch_id"]
+    assert first["cache_creation_1h_tokens"] > 0 and not first["cache_read_input_tokens"]
+    assert all(c["cache_read_input_tokens"] > 0 for c in others)
+    assert not any(c["cache_creation_input_tokens"] for c in others)
     assert batch.cost_usd < sync.cost_usd
+    # The model's measured batch hit rate counts the four requests sent on the warm
+    # prefix, not the lead that wrote it.
+    hits = await bbstack.pool.fetchrow(
+        "select reads, requests from batch_cache_hits where model = $1", model.id
+    )
+    before = (hits_before["reads"], hits_before["requests"]) if hits_before else (0, 0)
+    assert (hits["reads"] - before[0], hits["requests"] - before[1]) == (4, 4)
+    rounds = await bbstack.pool.fetch(
+        "select round, cache_plan, warm_at_submit from batch_rounds where run_id = $1 order by 1",
+        batch_id,
+    )
+    assert [tuple(r) for r in rounds] == [(1, "lead", False), (2, "read", True)]
+    # A batch request may have run any time after its batch was submitted: the prefix
+    # counts as cached from then, not from when its result was collected.
+    async with bbstack.pool.acquire() as conn:
+        assert await batch_store.prefix_recently_cached(conn, batch_id, 45 * 60)
+        await conn.execute(
+            """update llm_calls set started_at = now() - interval '1 hour'
+               where run_id = $1 and purpose = 'batch_request'""",
+            batch_id,
+        )
+        assert not await batch_store.prefix_recently_cached(conn, batch_id, 45 * 60)
     await assert_paid_once(bbstack, batch_id)
 
 
@@ -179,12 +217,14 @@ async def test_truncated_and_skipped_results_are_halved_into_a_second_round(
     rounds = [b["round"] for b in batches]
     assert rounds == list(range(1, max(rounds) + 1)), "one provider batch per round"
     assert max(rounds) >= 2
-    # The halves of round 1 went into round 2 under their own pack paths.
-    halves = await bbstack.pool.fetch(
-        "select pack_path, pack_attempt from batch_requests where run_id = $1 and round = 2",
-        run_id,
+    # Round 1 is the lead request, round 2 the other planned packs; the halves went into
+    # later rounds under their own pack paths.
+    requests = await bbstack.pool.fetch(
+        "select round, pack_path, pack_attempt from batch_requests where run_id = $1", run_id
     )
-    assert halves and all("." in h["pack_path"] or h["pack_attempt"] > 1 for h in halves)
+    assert [r["pack_path"] for r in requests if r["round"] == 1] == ["0"]
+    halves = [r for r in requests if "." in r["pack_path"]]
+    assert halves and all(h["round"] >= 2 for h in halves)
     reasons = " ".join(
         r["reason"]
         for r in await bbstack.pool.fetch(
@@ -246,11 +286,12 @@ async def test_round_larger_than_the_batch_limit_is_split_into_several_batches(
     run_id, result = await run_batch(bbstack, 50, pack_size=5, batch=options)
     assert result.status == "completed" and result.blocks_ai_complete == 50
     batches = await provider_batches(bbstack, run_id)
+    # The lead request alone, then the nine others in parts of three.
     assert [(b["round"], b["part"], b["request_count"]) for b in batches] == [
-        (1, 0, 3),
-        (1, 1, 3),
-        (1, 2, 3),
-        (1, 3, 1),
+        (1, 0, 1),
+        (2, 0, 3),
+        (2, 1, 3),
+        (2, 2, 3),
     ]
     assert len({b["provider_batch_id"] for b in batches}) == 4
     await assert_paid_once(bbstack, run_id)
@@ -288,7 +329,7 @@ async def test_cancel_while_processing_cancels_the_provider_batch(bbstack: Stack
         progress = await wait_for_phase(bbstack, run_id, "processing")
         assert progress.batch is not None
         assert progress.batch.provider_batch_ids == [pb["provider_batch_id"]]
-        assert progress.batch.requests == 6
+        assert progress.batch.requests == 1  # the lead request; five wait for round 2
         await bbstack.bb.cancel(run_id)
         result = await bbstack.bb.wait(run_id)
     assert result.status == "cancelled"
@@ -299,19 +340,18 @@ async def test_cancel_while_processing_cancels_the_provider_batch(bbstack: Stack
     assert batch.processing_status in ("canceling", "ended")
     assert batch.cancel_initiated_at is not None
     if batch.processing_status == "ended":
-        assert batch.request_counts.canceled == 6
+        assert batch.request_counts.canceled == 1
     [row] = await provider_batches(bbstack, run_id)
-    assert row["status"] == "ended" and row["canceled"] == 6
+    assert row["status"] == "ended" and row["canceled"] == 1
     assert row["cancel_requested_at"] is not None
-    # Every submitted request is closed in the ledger; no new batch after the cancel. The
-    # round's sync pre-warm (six requests repay it) was answered before the batch.
+    # Every submitted request is closed in the ledger; no new batch after the cancel (the
+    # five requests waiting for round 2 are never sent).
     ledger = await bbstack.pool.fetch(
         "select purpose, status, error_type from llm_calls where run_id = $1", run_id
     )
-    assert {(r["status"], r["error_type"]) for r in ledger if r["purpose"] != "warm_up"} == {
-        ("abandoned", "canceled")
-    }
-    assert [r["status"] for r in ledger if r["purpose"] == "warm_up"] in ([], ["succeeded"])
+    assert [(r["purpose"], r["status"], r["error_type"]) for r in ledger] == [
+        ("batch_request", "abandoned", "canceled")
+    ]
     assert len(await provider_batches(bbstack, run_id)) == 1
     rows = await overlays(bbstack, run_id)
     assert {r["status"] for r in rows} == {"cancelled"}

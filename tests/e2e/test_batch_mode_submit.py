@@ -110,7 +110,11 @@ async def test_batch_created_but_not_recorded_is_adopted_on_retry(bbstack: Stack
             run_id,
             orphan,
         )
-        assert mapped == 4
+        # Every request of the round (here the lead request alone: the prefix is cold).
+        assert mapped == await bbstack.pool.fetchval(
+            "select count(*) from batch_requests where run_id = $1 and round = 1", run_id
+        )
+        assert mapped >= 1
 
         # A further retry (say the worker died after the commit) returns the same batch.
         again = await submit_with(bbstack, client, run_id)

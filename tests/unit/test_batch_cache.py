@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from blockbatch.core.batching import (
+    BATCH_CACHE_HIT_RATE,
     BATCH_WARM_HIT_RATE,
     prefix_costs,
     round_cache,
@@ -52,6 +53,36 @@ def test_a_warm_prefix_is_read_even_by_a_lone_request_unless_hits_are_rare() -> 
 def test_few_requests_do_not_repay_a_pre_warm() -> None:
     # The sync write costs about four batch requests' plain prefix.
     assert round_cache(HAIKU, PREFIX, 3, warm=False, hit_rate=0.95).plan == "none"
+
+
+@pytest.mark.parametrize("model", [HAIKU, SONNET], ids=lambda m: m.id)
+def test_a_first_round_sends_one_request_ahead_at_half_the_pre_warms_price(model) -> None:
+    lead = round_cache(model, PREFIX, 6, warm=False, hit_rate=BATCH_WARM_HIT_RATE, lead=True)
+    pre_warm = round_cache(model, PREFIX, 6, warm=False, hit_rate=BATCH_WARM_HIT_RATE)
+    c = prefix_costs(model, PREFIX)
+    assert lead.plan == "lead" and lead.cache_control
+    assert pre_warm.plan == "pre-warm"
+    # The lead writes at the batch price where the pre-warm writes at the sync price, and
+    # it is one of the round's requests, not one more call: the run saves more than a write.
+    assert pre_warm.expected_usd - lead.expected_usd > c["write"]
+    assert lead.worst_usd == pytest.approx(6 * c["write"])
+
+
+def test_a_lone_request_is_never_sent_ahead() -> None:
+    assert round_cache(HAIKU, PREFIX, 1, warm=False, hit_rate=1.0, lead=True).plan == "none"
+
+
+def test_a_few_requests_on_a_cold_cache_write_the_prefix_themselves() -> None:
+    # Five requests: a sync pre-warm (two batch writes) costs more than letting the first
+    # request write and the other four read at the cold rate (the contract's "30% to 98%").
+    plan = round_cache(HAIKU, PREFIX, 5, warm=False, hit_rate=BATCH_WARM_HIT_RATE)
+    c = prefix_costs(HAIKU, PREFIX)
+    cold = BATCH_CACHE_HIT_RATE * c["read"] + (1 - BATCH_CACHE_HIT_RATE) * c["write"]
+    assert plan.plan == "write" and plan.cache_control
+    assert plan.expected_usd == pytest.approx(c["write"] + 4 * cold)
+    assert plan.expected_usd < c["warm"] + 5 * (
+        BATCH_WARM_HIT_RATE * c["read"] + (1 - BATCH_WARM_HIT_RATE) * c["write"]
+    )
 
 
 def test_without_cache_control_removes_every_breakpoint_and_keeps_the_rest() -> None:

@@ -13,7 +13,8 @@ from blockbatch.cli.commands import build_parser
 from blockbatch.cli.console import Console
 from blockbatch.cli.quote import cheaper_mode, print_quote
 from blockbatch.cli.session import Session
-from blockbatch.core.quote import PromptTokens, quote, quote_context
+from blockbatch.core.quote import quote, quote_context
+from blockbatch.core.quote_tokens import PromptTokens
 from blockbatch.core.registry import get_model
 from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import load_schema
@@ -109,7 +110,7 @@ def test_the_quote_shows_the_batch_spread_and_says_when_batch_costs_more() -> No
     q = a_quote(400, 20)
     print_quote(Console(out=out, err=io.StringIO()), q)
     text = out.getvalue()
-    assert "ALL HITS" in text and "1 pre-warm" in text
+    assert "ALL HITS" in text and "1 ahead" in text
     assert "cache hits are best effort: 95% expected (assumed until measured)" in text
     assert f"${q.batch.min_cost_usd:.4f}" in text and f"${q.batch.max_cost_usd:.4f}" in text
     dear = io.StringIO()

@@ -269,7 +269,8 @@ def test_the_summary_reports_grounding_beside_agreement():
 
 
 def test_the_quote_says_what_evidence_adds():
-    from blockbatch.core.quote import planner_tokens, quote, quote_context
+    from blockbatch.core.quote import quote, quote_context
+    from blockbatch.core.quote_tokens import planner_tokens
     from blockbatch.core.registry import get_model
     from blockbatch.core.run_types import RunOptions
 

@@ -24,7 +24,8 @@ from blockbatch.core.planning import (
     plan_packs,
     thinking_allowance,
 )
-from blockbatch.core.quote import OutputHistory, PromptTokens, quote
+from blockbatch.core.quote import OutputHistory, quote
+from blockbatch.core.quote_tokens import PromptTokens
 from blockbatch.core.registry import Usage, cost_usd, get_model
 from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import load_schema
@@ -202,9 +203,9 @@ def test_the_quote_counts_thinking_per_call_and_shows_what_packing_saves() -> No
     per_call = EXPECTED_THINKING_TOKENS["low"]
     assert q.thinking_per_call == per_call and q.thinking_source == "planner"
     assert q.sync.thinking_tokens == per_call * (q.sync.calls - 1)  # the warm-up does not
-    # nor does batch mode's sync pre-warm (max_tokens 0): only the batch's requests think
-    assert q.batch.warm_up
-    assert q.batch.thinking_tokens == per_call * (q.batch.calls - 1)
+    # batch mode makes no warm-up call (a lead request writes the prefix): every call thinks
+    assert not q.batch.warm_up and q.batch.cache_plan == "lead"
+    assert q.batch.thinking_tokens == per_call * q.batch.calls
     # One block per call would think a hundred times; ten packs think ten times.
     assert q.thinking_unpacked_tokens == per_call * 100
     assert q.sync.thinking_tokens * 10 == q.thinking_unpacked_tokens

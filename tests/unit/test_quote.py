@@ -12,14 +12,11 @@ from blockbatch.core.quality_types import QualityOptions
 from blockbatch.core.quote import (
     PROBE_SEED,
     OutputHistory,
-    PromptTokens,
-    count_plan,
-    counted_tokens,
     expected_attempts,
-    planner_tokens,
     quote,
     quote_context,
 )
+from blockbatch.core.quote_tokens import PromptTokens, count_plan, counted_tokens, planner_tokens
 from blockbatch.core.registry import Usage, cost_usd, get_model
 from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import load_schema
@@ -54,51 +51,53 @@ def test_quote_plans_with_the_runs_own_plan_and_counts_the_warm_up() -> None:
     assert q.packs == len(ctx.plan(tokens)) == 10
     assert q.blocks_per_pack == (5, 10)
     assert q.sync.warm_up and q.sync.calls == 11
-    # Batch: ten requests repay a sync pre-warm (batches take no max_tokens: 0 request).
-    assert q.batch.warm_up and q.batch.calls == 11 and q.batch.cache_control
+    # Batch: one request goes ahead alone and writes the prefix at the batch price (its
+    # round first), the other nine follow and read it: no pre-warm call.
+    assert not q.batch.warm_up and q.batch.calls == 10 and q.batch.cache_control
+    assert q.batch.cache_plan == "lead"
     # Sync: the warm-up writes the prefix once, the ten packs read it.
     assert q.sync.cache_write_tokens == 5_000 and q.sync.cache_read_tokens == 10 * 5_000
     assert q.sync.input_tokens == 10 * 60 + 20_000 + 90
-    # Batch: the pre-warm writes it; the ten requests read it best effort, so the
-    # expectation has BATCH_WARM_HIT_RATE of them read it and the rest write it again.
-    misses = 10 * (1 - BATCH_WARM_HIT_RATE)
+    # Batch: the nine read it best effort, so the expectation has BATCH_WARM_HIT_RATE of
+    # them read it and the rest write it again.
+    misses = 9 * (1 - BATCH_WARM_HIT_RATE)
     assert q.batch.cache_hit_rate == BATCH_WARM_HIT_RATE
     assert q.batch.cache_write_tokens == round(5_000 * (1 + misses))
-    assert q.batch.cache_read_tokens == round(5_000 * 10 * BATCH_WARM_HIT_RATE)
+    assert q.batch.cache_read_tokens == round(5_000 * 9 * BATCH_WARM_HIT_RATE)
     assert q.batch.cache_ttl == BATCH_CACHE_TTL
 
 
-def test_the_batch_pre_warm_is_priced_at_sync_prices_and_the_spread_is_all_hits_to_all_misses() -> (
-    None
-):
+def test_the_batch_lead_writes_at_batch_prices_and_the_spread_is_all_hits_to_all_misses() -> None:
     ctx = ctx_for(pack_size=10)
     q = quote(ctx, [50] * 95, counted(), document="d.md")
     b = q.batch
     assert b.min_cost_usd < b.cost_usd < b.max_cost_usd
-    # The best case is the pre-warm (a sync 1-hour write) and ten reads at batch prices.
-    warm = cost_usd(
-        MODEL,
-        Usage(input_tokens=90, cache_creation_input_tokens=5_000, cache_creation_1h_tokens=5_000),
-    )
-    reads = 10 * cost_usd(MODEL, Usage(cache_read_input_tokens=5_000), batch=True)
-    writes = 10 * cost_usd(
+    read = cost_usd(MODEL, Usage(cache_read_input_tokens=5_000), batch=True)
+    write = cost_usd(
         MODEL,
         Usage(cache_creation_input_tokens=5_000, cache_creation_1h_tokens=5_000),
         batch=True,
     )
-    # Between all hits and the expectation: the misses' extra write.
+    # Between all hits and the expectation: the nine followers' misses' extra write.
     assert b.cost_usd - b.min_cost_usd == pytest.approx(
-        (1 - BATCH_WARM_HIT_RATE) * (writes - reads), rel=1e-3
+        9 * (1 - BATCH_WARM_HIT_RATE) * (write - read), rel=1e-3
     )
-    assert b.min_cost_usd > warm + reads
+    # Cheaper than the sync pre-warm it replaces: the pre-warm's 1-hour write at sync
+    # prices is twice the lead's, and the lead is one of the requests.
+    pre_warm = cost_usd(
+        MODEL,
+        Usage(input_tokens=90, cache_creation_input_tokens=5_000, cache_creation_1h_tokens=5_000),
+    )
+    assert b.min_cost_usd + pre_warm - write + read < b.min_cost_usd + pre_warm
     # A measured hit rate replaces the assumption.
     measured = quote(ctx, [50] * 95, counted(), document="d.md", batch_hits=(72, 80))
     assert measured.batch.cache_hit_rate == 0.9
     assert measured.batch_hit_source and "72 of 80" in measured.batch_hit_source
     assert measured.batch.cost_usd > b.cost_usd
-    # Hits so rare that reading does not repay the pre-warm: no cache_control at all.
+    # Hits so rare that reading does not repay a write: no cache_control at all.
     rare = quote(ctx, [50] * 95, counted(), document="d.md", batch_hits=(40, 80))
     assert not rare.batch.cache_control and not rare.batch.warm_up
+    assert rare.batch.input_tokens == 10 * (5_000 + 60) + 20_000
     # Too few measured requests: still the assumption.
     few = quote(ctx, [50] * 95, counted(), document="d.md", batch_hits=(1, 4))
     assert few.batch.cache_hit_rate == BATCH_WARM_HIT_RATE
@@ -120,27 +119,25 @@ def test_costs_are_the_registry_prices_and_batch_is_half_with_the_one_hour_write
         ),
         abs=1e-6,
     )
-    # Four requests do not repay a pre-warm: no cache_control, each pays its prefix as
-    # input at half price, no write premium.
+    # Four requests: the lead writes the prefix at batch prices, the three others read
+    # it best effort; everything at half price.
     b = q.batch
-    assert not b.warm_up and not b.cache_control and b.calls == 4
-    assert b.cache_write_tokens == b.cache_read_tokens == 0
-    assert b.cost_usd == pytest.approx(
-        cost_usd(
-            MODEL,
-            Usage(input_tokens=b.input_tokens, output_tokens=b.output_tokens),
-            batch=True,
-        ),
-        abs=1e-6,
-    )
-    assert b.input_tokens == 4 * (5_000 + 60) + 20_000
+    assert not b.warm_up and b.cache_plan == "lead" and b.calls == 4
+    assert b.cache_write_tokens == round(5_000 * (1 + 3 * (1 - BATCH_WARM_HIT_RATE)))
+    assert b.input_tokens == 4 * 60 + 20_000
     assert b.cost_usd < s.cost_usd
     for m in (s, b):
         assert m.cost_usd < m.max_cost_usd and m.output_tokens < m.max_output_tokens
+    # The most: every request writing the prefix, and all of its max_tokens.
     assert b.max_cost_usd == pytest.approx(
         cost_usd(
             MODEL,
-            Usage(output_tokens=b.max_output_tokens, input_tokens=b.input_tokens),
+            Usage(
+                output_tokens=b.max_output_tokens,
+                input_tokens=b.input_tokens,
+                cache_creation_input_tokens=4 * 5_000,
+                cache_creation_1h_tokens=4 * 5_000,
+            ),
             batch=True,
         ),
         abs=1e-5,
@@ -404,3 +401,38 @@ def test_a_first_run_is_quoted_with_what_answers_of_other_schemas_wrote() -> Non
     # Too few answers elsewhere: the planner's estimate.
     few = OutputHistory(runs=1, calls=2, estimated=1_000, written=500, scope="model")
     assert quote(ctx, tokens, counted(), document="d.md", prior=few).output_source == "planner"
+
+
+def test_the_quote_module_exports_only_what_it_defines():
+    """Names that live in quote_tokens.py / quote_pricing.py are imported from there."""
+    import inspect
+
+    import blockbatch.core.quote as quote_module
+
+    for name in quote_module.__all__:
+        value = getattr(quote_module, name)
+        if inspect.isclass(value) or inspect.isfunction(value):
+            assert value.__module__ == "blockbatch.core.quote", name
+
+
+def test_the_batch_quote_says_how_many_misses_nine_runs_in_ten_stay_within() -> None:
+    from blockbatch.core.quote_pricing import likely_misses
+
+    # Five followers at 95%: no miss 77% of the time, at most one 98%.
+    assert likely_misses(5, 0.05) == 1
+    assert likely_misses(5, 0.0) == 0 and likely_misses(0, 0.5) == 0
+    assert likely_misses(100, 0.05) == 8
+    ctx = ctx_for(pack_size=10)
+    b = quote(ctx, [50] * 95, counted(), document="d.md").batch
+    read = cost_usd(MODEL, Usage(cache_read_input_tokens=5_000), batch=True)
+    write = cost_usd(
+        MODEL, Usage(cache_creation_input_tokens=5_000, cache_creation_1h_tokens=5_000), batch=True
+    )
+    # Nine followers at 95%: one miss covers 93% of runs.
+    assert b.likely_misses == 1
+    assert b.likely_max_usd == pytest.approx(b.min_cost_usd + (write - read), abs=2e-6)
+    assert b.cost_usd < b.likely_max_usd < b.max_cost_usd
+    assert any(
+        "with 1 miss (9 runs in 10 miss no more)" in n
+        for n in quote(ctx, [50] * 95, counted(), document="d.md").notes
+    )

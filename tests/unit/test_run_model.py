@@ -71,7 +71,8 @@ def test_a_model_the_registry_does_not_price_runs_on_configured_prices() -> None
     )
     assert model.context_window == 400_000
     # Its quote says where its prices came from.
-    from blockbatch.core.quote import PromptTokens, quote, quote_context
+    from blockbatch.core.quote import quote, quote_context
+    from blockbatch.core.quote_tokens import PromptTokens
     from tests.helpers import extract_schema
 
     ctx = quote_context(RunOptions(model=model.id), load_schema(extract_schema(200)), model)
