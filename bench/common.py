@@ -542,7 +542,9 @@ class BenchStack:
         """``count`` ``worker.py`` subprocesses; returns once each polls its task queue."""
         for _ in range(count):
             self.workers.append(await asyncio.to_thread(self._spawn_worker, len(self.workers)))
-        deadline = time.monotonic() + 60
+        # A worker imports for seconds on an idle machine; on a shared one at load 15+ more
+        # than a minute went by before its first line (bench/scale.py --workers 4).
+        deadline = time.monotonic() + 300
         for w in self.workers:
             while "polling" not in w.log.read_text(errors="replace"):
                 if w.proc.poll() is not None or time.monotonic() > deadline:

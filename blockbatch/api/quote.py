@@ -28,6 +28,7 @@ from blockbatch.core.answer import CallShape, check_effort
 from blockbatch.core.blocks import is_set_aside
 from blockbatch.core.calibration import CalibrationNote
 from blockbatch.core.context import RunContext
+from blockbatch.core.convert.limits import check_size
 from blockbatch.core.endpoint import SIMULATOR_HEADER, endpoint_host
 from blockbatch.core.ingest import ConvertOptions, ParsedBlock, detect_format, document_id_for
 from blockbatch.core.planning import estimate_tokens
@@ -85,6 +86,8 @@ def read_document(
     Raises:
         FileNotFoundError: no such file.
         BadRequest: a file that cannot be read, or bytes without a format.
+        IngestError: a file larger than blockbatch reads (its size from the file system,
+            before any of it is read), or an extension it does not read.
     """
     if isinstance(document, bytes):
         if fmt is None:
@@ -95,13 +98,15 @@ def read_document(
         if path.exists():
             raise BadRequest(f"{path} is not a file: give a document file")
         raise FileNotFoundError(errno.ENOENT, "no such document file", str(path))
+    fmt = fmt or detect_format(path.name)
     try:
+        check_size(path.stat().st_size, f"{fmt} file")  # refused before it is read
         data = path.read_bytes()
     except OSError as exc:
         raise BadRequest(
             f"cannot read the document {path}: {exc.strerror or exc}; check its permissions"
         ) from None
-    return data, name or path.name, fmt or detect_format(path.name)
+    return data, name or path.name, fmt
 
 
 async def estimate(

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from blockbatch.core.blocks import (
@@ -316,12 +316,14 @@ def stream_records(
         count = 0
         expanded = (r for one in raw for r in expand_tables([one], table_rows=options.table_rows))
         for r, path in _heading_paths(expanded):
+            p = r.provenance
             block = ParsedBlock(
                 block_index=count,
                 block_type=r.block_type,
                 block_content=r.content,
                 metadata=r.metadata,
-                provenance=replace(r.provenance, heading_path=path),
+                # The constructor, not dataclasses.replace: this runs once a block.
+                provenance=Provenance(p.char_start, p.char_end, p.page, p.bbox, p.page_size, path),
             )
             _check_storable(block)
             streamed.keys.update(dict.fromkeys(block.metadata))
@@ -376,12 +378,26 @@ def _heading_paths(raw: Iterable[RawBlock]) -> Iterator[tuple[RawBlock, tuple[st
 
 def _check_storable(block: ParsedBlock) -> None:
     # Postgres text and jsonb reject U+0000, which a JSON string can smuggle in as \u0000.
-    if "\x00" in block.block_content or "\\u0000" in json.dumps(block.metadata, default=str):
+    if "\x00" in block.block_content or _has_nul(block.metadata):
         line = block.metadata.get("source_line", "?")
         raise IngestError(
             f"block {block.block_index} (line {line}) contains a NUL character (\\u0000), "
             "which cannot be stored; remove it from the file and run again"
         )
+
+
+def _has_nul(value: object) -> bool:
+    """Whether a metadata value holds U+0000 in a string or a key, at any depth (what
+    ``json.dumps`` would write as ``\\u0000``; other values are stored as their text)."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_has_nul(v) for v in value)
+    if value is None or isinstance(value, int | float):
+        return False
+    return "\x00" in str(value)
 
 
 def _why_empty(text: str, data: bytes, fmt: str) -> str:

@@ -381,6 +381,29 @@ def test_jsonl_escaped_nul_is_rejected() -> None:
         parse_document(json.dumps({"text": "a\u0000b"}).encode(), "jsonl")
 
 
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"text": "ok", "note": "a\u0000b"},
+        {"text": "ok", "tags": ["x", {"deep": "\u0000"}]},
+        {"text": "ok", "a\u0000key": 1},
+    ],
+    ids=["field", "nested", "key"],
+)
+def test_jsonl_nul_anywhere_in_a_records_other_fields_is_rejected_with_its_line(
+    record: dict[str, object],
+) -> None:
+    data = b'{"text": "fine"}\n' + json.dumps(record).encode()
+    with pytest.raises(IngestError, match=r"block 1 \(line 2\) contains a NUL character"):
+        parse_document(data, "jsonl")
+
+
+def test_jsonl_other_fields_without_nul_are_kept() -> None:
+    record = {"text": "ok", "n": 3, "f": 1.5, "b": True, "z": None, "l": ["a", {"k": "v"}]}
+    [block] = parse_document(json.dumps(record).encode(), "jsonl")
+    assert block.metadata == {**{k: v for k, v in record.items() if k != "text"}, "source_line": 1}
+
+
 # --- CSV -----------------------------------------------------------------------------
 
 
