@@ -56,7 +56,7 @@ from blockbatch.report import run_links
 from blockbatch.runtime.settings import Settings
 from blockbatch.store.db import connection_lost, unavailable
 from blockbatch.store.review import MAX_PAGE
-from blockbatch.web.fields import input_text, planned_edits, widget
+from blockbatch.web.fields import field_texts, input_text, own_changes, planned_edits, widget
 from blockbatch.web.security import (
     CSRF_FIELD,
     SESSION_COOKIE,
@@ -523,7 +523,21 @@ class ReviewApp:
                 + ("; reopen it first" if row.status == "confirmed" else "")
                 + "; nothing was changed"
             )
-        plan = planned_edits(page.spec, row.staging or {}, typed)
+        was = {f: self._form_text(form, f"w:{f}") for f in page.fields if f"w:{f}" in form}
+        changed, stale = own_changes(typed, was, field_texts(page.spec, row.staging))
+        if stale:
+            return Refusal(
+                f"{_block(uid)}: nothing was changed: "
+                + ", ".join(stale)
+                + " changed since this page was read (someone else's edit); the value now is "
+                "beside the field and yours is still in it: save again to replace it",
+                field_errors={
+                    (uid, f): f"changed since this page was read: now {t or '(empty)'}"
+                    for f, t in stale.items()
+                },
+                typed={(uid, f): t for f, t in typed.items()},
+            )
+        plan = planned_edits(page.spec, row.staging or {}, changed)
         if plan.errors:
             return Refusal(
                 f"{_block(uid)}: nothing was changed: "

@@ -638,6 +638,31 @@ async def test_a_refused_save_is_shown_as_refused_and_a_reload_sends_nothing(
             assert await page.locator("#v-1-word_count").input_value() == "-3"
             assert len(posts) == 1  # the reload sent nothing
 
+            # Edited in another tab since this page was read: a field this page left as it
+            # showed keeps that edit; the same field changed here too is refused as stale.
+            await page.goto(f"{base}/runs/{run_id}")
+            await bbstack.bb.edit(run_id, "1", "summary", "theirs", reviewer="bo")
+            await page.fill("#v-1-word_count", "4321")
+            await page.click("#save-1")
+            await expect(page.locator("#note")).to_contain_text("word_count")
+            staged = (await overlay(bbstack, run_id, 1))["staging"]
+            assert (staged["summary"], staged["word_count"]) == ("theirs", 4321)
+            await page.goto(f"{base}/runs/{run_id}")
+            await bbstack.bb.edit(run_id, "1", "summary", "theirs again", reviewer="bo")
+            await page.fill("#v-1-summary", "mine")
+            await page.click("#save-1")
+            await expect(page.locator("#err-1-summary")).to_contain_text("now theirs again")
+            await expect(page.locator("#error")).to_contain_text("save again to replace it")
+            assert await page.locator("#v-1-summary").input_value() == "mine"
+            await page.reload()
+            await expect(page.locator("#err-1-summary")).to_contain_text("now theirs again")
+            assert len(posts) == 3 and (await overlay(bbstack, run_id, 1))["staging"] == {
+                **original,
+                "summary": "theirs again",
+                "word_count": 4321,
+            }
+            original = (await overlay(bbstack, run_id, 1))["staging"]
+
             # Confirmed in another tab: this page's save of it is refused, says what to do.
             await page.goto(f"{base}/runs/{run_id}")
             await page.fill("#v-1-word_count", "7")
@@ -646,15 +671,20 @@ async def test_a_refused_save_is_shown_as_refused_and_a_reload_sends_nothing(
             error = page.locator("#error")
             await expect(error).to_contain_text("block 1 is confirmed")
             await expect(error).to_contain_text("reopen it first")
-            assert len(posts) == 2
+            assert len(posts) == 4
             await page.reload()
             await expect(error).to_contain_text("reopen it first")
-            assert len(posts) == 2
+            assert len(posts) == 4
         finally:
             await browser.close()
     row = await overlay(bbstack, run_id, 1)
     assert row["status"] == "confirmed" and row["confirmed"] == original
-    assert [a["action"] for a in await actions(bbstack, run_id)] == ["confirm"]
+    assert [a["action"] for a in await actions(bbstack, run_id)] == [
+        "edit",
+        "edit",
+        "edit",
+        "confirm",
+    ]
 
 
 @needs_chromium
