@@ -49,11 +49,19 @@ class ExportSummary(BaseModel):
         return data
 
 
-def export_line(row: ExportRow, *, staged: bool) -> dict[str, Any]:
+def export_line(
+    row: ExportRow, *, staged: bool, record: tuple[list[str], str] | None = None
+) -> dict[str, Any]:
     """One block as ``{"immutable": {...}, "user_defined": {...} | null[, "status": ...]}``,
-    with ``"provenance"`` (where the block is in its file: source, char span, page, box,
+    with ``"record"`` (the input's row as its file has it: :func:`exported_record`) for a
+    CSV, JSONL or XLSX input whose columns were stored (``record``: its columns and text
+    column), ``"provenance"`` (where the block is in its file: source, char span, page, box,
     page size, heading path) when it was stored with one, and ``"evidence"`` (each value's
-    quote and span) when the schema asks for it."""
+    quote and span) when the schema asks for it.
+
+    ``immutable`` is blockbatch's view of the block (``block_uid``, ``block_index``,
+    ``block_type``, ``block_content``) over its metadata, so an input column of one of those
+    names is there only in ``"record"``."""
     immutable = {
         **(row["metadata"] or {}),
         "block_uid": row["block_uid"],
@@ -63,6 +71,8 @@ def export_line(row: ExportRow, *, staged: bool) -> dict[str, Any]:
     }
     overlay = exported_overlay(row, staged=staged)
     line: dict[str, Any] = {"immutable": immutable, "user_defined": overlay}
+    if record is not None:
+        line["record"] = exported_record(row, record)
     if overlay is None:
         line["status"] = {
             "status": row["status"] or "not_planned",
@@ -82,6 +92,23 @@ def export_line(row: ExportRow, *, staged: bool) -> dict[str, Any]:
     if evidence is not None:
         line["evidence"] = evidence
     return line
+
+
+def exported_record(row: ExportRow, record: tuple[list[str], str]) -> dict[str, Any]:
+    """The input's row as its file has it, to join back on the user's own keys: its columns
+    in file order under their names, the text column holding the block's text. A JSONL
+    record keeps only the keys it had."""
+    names, text_column = record
+    metadata = row["metadata"] or {}
+    out: dict[str, Any] = {}
+    for name in names:
+        if name == text_column:
+            out[name] = row["block_content"]
+        elif name in metadata:
+            out[name] = metadata[name]
+        elif name in _TYPE_COLUMNS and row["block_type"] != _RECORD_TYPE:
+            out[name] = row["block_type"]  # ingest made this column the block's type
+    return out
 
 
 def exported_evidence(row: ExportRow, overlay: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -270,6 +297,8 @@ def export_columns(
 #: An input column ingest turns into the block's type (blockbatch/core/ingest.py
 #: ``_record_rest``): a row without it in its metadata had its type there.
 _TYPE_COLUMNS = ("block_type", "type")
+#: The type of a record that had no such column (blockbatch/core/records.py ``_record_rest``).
+_RECORD_TYPE = "record"
 
 
 def column_value(
@@ -354,9 +383,10 @@ async def export_run(
 ) -> ExportSummary:
     """Write the run's blocks as JSONL to ``out`` in block order (a consistent snapshot)."""
     async with export_snapshot(pool, run_id) as snapshot:
+        record = await snapshot.record_columns()
         lines = with_overlay = 0
         async for row in snapshot.rows():
-            line = export_line(row, staged=staged)
+            line = export_line(row, staged=staged, record=record)
             out.write(json.dumps(line, ensure_ascii=False) + "\n")
             lines += 1
             with_overlay += line["user_defined"] is not None

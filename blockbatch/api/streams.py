@@ -14,7 +14,10 @@ afterwards loses nothing, the rows (data) stay out of the workflow's history, an
 accepted while the workflow is busy or continuing as new. The workflow is then nudged by
 a ``rows_added`` signal (coalesced: at most one per :data:`NUDGE_EVERY_S`); it does not
 need it to be correct. A key per row (``put(row, key=...)``) makes a re-put after a crash
-harmless: the row already accepted under that key is returned, not stored again.
+harmless: the row already accepted under that key is returned, not stored again. A row
+with the text of one the stream holds already (the same answer key: text, prompt, model;
+not its key or other fields) is stored, but not sent: it takes that row's answer, and its
+usage says ``reused`` (``blockbatch.store.streams``).
 """
 
 from __future__ import annotations

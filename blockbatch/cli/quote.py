@@ -12,6 +12,7 @@ from blockbatch.api.quote import estimate
 from blockbatch.cli.console import Console
 from blockbatch.cli.parser import EXIT_OK
 from blockbatch.cli.session import Session
+from blockbatch.core.blocks import ParsedBlock
 from blockbatch.core.ingest import ConvertOptions
 from blockbatch.core.quote import Quote
 from blockbatch.core.quote_pricing import ModeQuote
@@ -32,6 +33,38 @@ def note_skipped(s: Session, caught: list[warnings.WarningMessage]) -> None:
             s.con.note(f"note: {w.message} (--skip-empty)")
 
 
+async def quote_of(
+    args: argparse.Namespace,
+    s: Session,
+    options: RunOptions,
+    *,
+    blocks: list[ParsedBlock] | None = None,
+    count: bool = True,
+    history: bool = True,
+    escalate_to: str | None = None,
+) -> Quote:
+    """The quote of the run ``args`` describe (its file, schema and how the file is read),
+    noting the records ``--skip-empty`` left out. ``blocks``: the file already parsed."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", EmptyRecordsSkipped)
+        q = await estimate(
+            Path(args.file),
+            Path(args.schema),
+            options,
+            fmt=args.format,
+            text_field=args.text_field,
+            skip_empty=args.skip_empty,
+            read_as=read_as(args),
+            blocks=blocks,
+            settings=s.settings,
+            count=count,
+            history=history,
+            escalate_to=escalate_to,
+        )
+    note_skipped(s, caught)
+    return q
+
+
 async def show_quote(
     args: argparse.Namespace,
     s: Session,
@@ -43,22 +76,14 @@ async def show_quote(
 ) -> int:
     """Quote the run ``args`` describe and print it; nothing is stored or started.
     ``cheapest``: the chosen mode is the one expected to cost less (``--mode cheapest``)."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", EmptyRecordsSkipped)
-        q = await estimate(
-            Path(args.file),
-            Path(args.schema),
-            options,
-            fmt=args.format,
-            text_field=args.text_field,
-            skip_empty=args.skip_empty,
-            read_as=read_as(args),
-            settings=s.settings,
-            count=count,
-            history=history,
-            escalate_to=getattr(args, "escalate_to", None),
-        )
-    note_skipped(s, caught)
+    q = await quote_of(
+        args,
+        s,
+        options,
+        count=count,
+        history=history,
+        escalate_to=getattr(args, "escalate_to", None),
+    )
     if cheapest:
         q = q.model_copy(update={"mode": cheaper_mode(q)})
     if s.con.json:

@@ -412,7 +412,8 @@ def add_export_parser(sub: Subparsers) -> None:
         "export",
         "write the run as JSONL, one line per block",
         "Write one JSON line per block in block order: "
-        '{"immutable": {...block...}, "user_defined": {...overlay...}}, '
+        '{"immutable": {...block...}, "user_defined": {...overlay...}}, with '
+        '"record": the input\'s row as its file has it, for a CSV, JSONL or XLSX input; '
         "plus run metadata in FILE.meta.json.",
     )
     export.add_argument(

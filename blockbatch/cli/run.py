@@ -16,7 +16,7 @@ from temporalio.service import RPCError
 from blockbatch.api import Blockbatch, RunInfo, as_schema
 from blockbatch.api.errors import BadRequest, ModelRetiring, StackUnavailable, TemporalUnavailable
 from blockbatch.api.inputs import with_schema_model
-from blockbatch.api.quote import estimate, read_document
+from blockbatch.api.quote import read_document
 from blockbatch.cli.follow import follow, follow_escalation, report, say_detached
 from blockbatch.cli.options import add_field_option, apply_settings
 from blockbatch.cli.parser import (
@@ -39,7 +39,7 @@ from blockbatch.cli.parser import (
     budget_usd,
     examples,
 )
-from blockbatch.cli.quote import cheaper_mode, read_as, show_quote, usd
+from blockbatch.cli.quote import cheaper_mode, quote_of, read_as, show_quote, usd
 from blockbatch.cli.session import Session
 from blockbatch.core.blocks import ParsedBlock
 from blockbatch.core.commands import PROG
@@ -158,17 +158,7 @@ async def choose_mode(
     if wanted == "cheapest" and not provider.batches:
         s.con.note(f"note: --mode cheapest runs sync: {provider.batch_refusal}")
         return options.model_copy(update={"mode": "sync"})
-    q = await estimate(
-        Path(args.file),
-        Path(args.schema),
-        options,
-        fmt=args.format,
-        text_field=args.text_field,
-        skip_empty=args.skip_empty,
-        read_as=read_as(args),
-        blocks=blocks,
-        settings=s.settings,
-    )
+    q = await quote_of(args, s, options, blocks=blocks)
     figures = (
         f"batch {usd(q.batch.cost_usd)} expected ({usd(q.batch.min_cost_usd)} if every "
         f"request reads the cache, {usd(q.batch.max_cost_usd)} at most), sync "

@@ -42,9 +42,9 @@ still fit (:func:`smaller_fits`), and a lone block ends ``budget_exhausted``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from blockbatch.core.batching import BATCH_CACHE_TTL
 from blockbatch.core.commands import PROG, for_any_reader
@@ -189,6 +189,7 @@ def left_to_do(
     work_spent: float | None = None,
     restart_usd: float = 0.0,
     largest_call_usd: float = 0.0,
+    next_call_usd: float | None = None,
     reused: int = 0,
 ) -> BudgetLeft:
     """What is left of a run stopped by its budget: blocks, and an estimate from its own
@@ -203,6 +204,8 @@ def left_to_do(
         restart_usd: what continuing pays once before its first block (a new warm-up:
             the run's own warm-up cost).
         largest_call_usd: the largest worst case a call of the run reserved.
+        next_call_usd: what a pack call of the run reserves from what it learned
+            (:func:`learned_call_usd`; ``None``: nothing learned).
         reused: of ``blocks_done``, blocks answered by an earlier run's answer (no call):
             not counted in the cost per block.
     """
@@ -218,6 +221,7 @@ def left_to_do(
         cost_per_block_usd=round(per_block, 6) if per_block is not None else None,
         to_finish_usd=round(to_finish, 6) if to_finish is not None else None,
         largest_call_usd=round(largest_call_usd, 6),
+        next_call_usd=round(next_call_usd, 6) if next_call_usd is not None else None,
     )
 
 
@@ -236,17 +240,42 @@ def left_text(left: BudgetLeft) -> str:
 
 
 #: A suggested budget holds this much more than the estimate to finish: the estimate's own
-#: error (the blocks left are not the blocks done) and the margins of the last calls open.
+#: error (the blocks left are not the blocks done).
 SUGGEST_MARGIN = 0.15
 
 
+def learned_call_usd(largest_expected_usd: float, spread: Spread | None) -> float | None:
+    """What a pack call of the run reserves now that it has answers: the largest expected
+    cost of its answered pack calls times the spread's :meth:`Spread.factor`, and at least
+    :data:`INPUT_MARGIN` times it (a reservation never lowers ``max_tokens`` below
+    :data:`MIN_OUTPUT_HEADROOM` times the expected output, with its input at
+    :data:`INPUT_MARGIN`). ``None`` before the run has an answered pack call."""
+    if spread is None or largest_expected_usd <= 0:
+        return None
+    return largest_expected_usd * max(spread.factor(), INPUT_MARGIN)
+
+
+def learned_costs(costs: Mapping[str, Any]) -> float | None:
+    """:func:`learned_call_usd` from a run's budget costs as the store reads them:
+    ``largest_expected`` and the spread's ``expected_calls``, ``ratio_sum``, ``ratio_sq``
+    (missing or ``None``: nothing learned)."""
+    n = int(costs.get("expected_calls") or 0)
+    if not n:
+        return None
+    spread = Spread.of(n, float(costs.get("ratio_sum") or 0.0), float(costs.get("ratio_sq") or 0.0))
+    return learned_call_usd(float(costs.get("largest_expected") or 0.0), spread)
+
+
 def suggested_budget(left: BudgetLeft) -> float:
-    """A budget that should finish the run, in whole cents: what was spent, the estimate to
-    finish (without one, the old budget again) with :data:`SUGGEST_MARGIN`, and room for
-    the largest reservation a call of the run made (every call reserves before it is
-    made, the last ones too)."""
+    """A budget that should finish the run, in whole cents: what was spent, what the blocks
+    left are expected to cost at the run's own cost per block (without a block done, the old
+    budget again) with :data:`SUGGEST_MARGIN`, and room for the reservation of the last call
+    (every call reserves before it is made): what a call reserves from what the run learned
+    (:func:`learned_call_usd`), or, before it learned anything, the largest reservation a
+    call of it made (a first call's worst case)."""
     more = left.to_finish_usd if left.to_finish_usd is not None else left.max_cost_usd
-    total = left.spent_usd + more * (1 + SUGGEST_MARGIN) + left.largest_call_usd
+    room = left.next_call_usd if left.next_call_usd is not None else left.largest_call_usd
+    total = left.spent_usd + more * (1 + SUGGEST_MARGIN) + room
     return math.ceil(round(total * 100, 6)) / 100
 
 

@@ -285,8 +285,12 @@ class BudgetLeft(BaseModel):
     #: ``cost_per_block_usd`` times ``blocks_left``, plus one warm-up (``None`` without a
     #: rate yet).
     to_finish_usd: float | None = None
-    #: The largest reservation a call of the run made: the room its calls need.
+    #: The largest reservation a call of the run made (its first calls reserve their worst
+    #: case).
     largest_call_usd: float = 0.0
+    #: What a pack call of the run reserves from what it learned (its answered calls' cost
+    #: spread): the room its last call needs (``None``: nothing learned).
+    next_call_usd: float | None = None
 
 
 class RunResult(TokenCounts):

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from blockbatch.core.budget import left_to_do
+from blockbatch.core.budget import learned_costs, left_to_do
 from blockbatch.core.registry import TokenCounts, known_model_names
 from blockbatch.core.review import ANSWERED
 from blockbatch.core.run_types import ACTIVE_STATUSES, BudgetLeft, RunResult
@@ -118,6 +118,7 @@ class RunInfo(TokenCounts):
             work_spent=costs.get("work"),
             restart_usd=costs.get("warm_up", 0.0),
             largest_call_usd=costs.get("largest_call", 0.0),
+            next_call_usd=learned_costs(costs),
             reused=self.blocks_reused,
         )
 

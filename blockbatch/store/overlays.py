@@ -17,6 +17,10 @@ The transitions, all of them here and nowhere else::
     pending      -> ai_complete    follows (the trigger of migration 031): the block it
     pending      -> failed         waits for ended so, in the same transaction; it takes
     pending      -> cancelled      that outcome (answer, reason, call) as it is
+    pending      -> ai_complete    take_answered: a stream row accepted as the duplicate
+                                   (``same_as``) of a row its run already answered takes
+                                   that answer (the model's own, unedited) and call, in the
+                                   transaction that accepts it: asked once per stream
     pending      -> ai_complete    apply_answer (a valid result; charges one attempt)
     pending      -> pending        apply_answer (an invalid result; charges one attempt)
     pending      -> failed         apply_answer (attempts used up), fail_pending (a reason
@@ -579,6 +583,27 @@ async def reset_for_retry(
         list(uids),
         list(pack_of),
         list(statuses),
+    )
+    return int(result.split()[-1])
+
+
+async def take_answered(conn: asyncpg.Connection, run_id: str, uids: Sequence[str]) -> int:
+    """pending -> ai_complete for duplicates (``same_as``) whose block is answered already:
+    each takes that block's model answer (before any edit), evidence, call and pack path,
+    as the trigger of migration 031 hands an outcome to the followers of a block as it
+    lands. Only ``uids`` still pending, whose block is ``ai_complete`` or ``confirmed``;
+    returns how many moved."""
+    result = await conn.execute(
+        """update overlays f set status = 'ai_complete',
+                  staging = coalesce(l.model_answer, l.staging), evidence = l.evidence,
+                  reason_code = l.reason_code, last_error = l.last_error, call_id = l.call_id,
+                  pack_path = l.pack_path, updated_at = now()
+           from overlays l
+           where f.run_id = $1 and f.block_uid = any($2::text[]) and f.status = 'pending'
+             and l.run_id = f.run_id and l.block_uid = f.same_as
+             and l.status in ('ai_complete', 'confirmed')""",
+        run_id,
+        list(uids),
     )
     return int(result.split()[-1])
 

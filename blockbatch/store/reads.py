@@ -60,7 +60,15 @@ select r.run_id, r.status, r.error, r.document_id, d.name as document_name, r.sc
                   'warm_up', coalesce((select w.cost_usd from llm_calls w
                       where w.run_id = r.run_id and w.purpose = 'warm_up'
                         and w.status = 'succeeded' order by w.call_id limit 1), 0),
-                  'largest_call', coalesce(max(reserved_usd), 0))
+                  'largest_call', coalesce(max(reserved_usd), 0),
+                  'largest_expected', coalesce(max(expected_usd) filter (
+                      where purpose = 'pack' and status = 'succeeded'), 0),
+                  'expected_calls', (select t.expected_calls from run_ledger_totals t
+                      where t.run_id = r.run_id),
+                  'ratio_sum', (select t.cost_ratio_sum from run_ledger_totals t
+                      where t.run_id = r.run_id),
+                  'ratio_sq', (select t.cost_ratio_sq_sum from run_ledger_totals t
+                      where t.run_id = r.run_id))
            from llm_calls c where c.run_id = r.run_id) end as budget_costs,
        coalesce((select k.counts from run_block_counts k where k.run_id = r.run_id),
                 '{}') as blocks,

@@ -9,7 +9,7 @@ from typing import Any
 
 import asyncpg
 
-from blockbatch.core.budget import left_text, left_to_do
+from blockbatch.core.budget import learned_costs, left_text, left_to_do
 from blockbatch.core.call_types import Totals
 from blockbatch.core.commands import PROG
 from blockbatch.core.context import RunContext
@@ -379,15 +379,22 @@ async def failure_reasons(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) 
     return {r["reason"]: r["n"] for r in rows}
 
 
-#: A run's cost so far, the part of it that answered blocks, and its first warm-up's cost
-#: (what continuing pays again before its first block).
+#: A run's cost so far, the part of it that answered blocks, its first warm-up's cost (what
+#: continuing pays again before its first block), its largest reservation, and what its
+#: pack calls learned: the largest expected cost of an answered one and the cost spread
+#: (``learned_costs``).
 BUDGET_COSTS_SQL = """
 select coalesce(sum(cost_usd), 0)::float8 as spent,
        coalesce(sum(cost_usd) filter (where purpose in ('pack', 'batch_request')), 0)::float8
            as work,
        coalesce((select cost_usd from llm_calls w where w.run_id = $1 and w.purpose = 'warm_up'
                    and w.status = 'succeeded' order by call_id limit 1), 0)::float8 as warm_up,
-       coalesce(max(reserved_usd), 0)::float8 as largest_call
+       coalesce(max(reserved_usd), 0)::float8 as largest_call,
+       coalesce(max(expected_usd) filter (where purpose = 'pack' and status = 'succeeded'),
+                0)::float8 as largest_expected,
+       (select expected_calls from run_ledger_totals t where t.run_id = $1) as expected_calls,
+       (select cost_ratio_sum from run_ledger_totals t where t.run_id = $1) as ratio_sum,
+       (select cost_ratio_sq_sum from run_ledger_totals t where t.run_id = $1) as ratio_sq
 from llm_calls where run_id = $1
 """
 
@@ -436,6 +443,7 @@ async def close_run(
             work_spent=spent["work"],
             restart_usd=spent["warm_up"],
             largest_call_usd=spent["largest_call"],
+            next_call_usd=learned_costs(dict(spent)),
             blocks_done=counts["done"],
             reused=run["blocks_reused"] or 0,
             blocks_left=counts["total"] - counts["done"],

@@ -9,6 +9,14 @@ reads what is buffered (:func:`buffered`) and gives the oldest rows a pack
 (:func:`form_pack`, idempotent per pack number); from there a row is an ordinary block of
 an ordinary pack. :func:`close` ends acceptance under the same lock, so no row is accepted
 after a close that the draining workflow could miss.
+
+**The same row is asked once.** Rows are the same when their answer keys are
+(``blockbatch.core.reuse``: the row's text, under the stream's prompt, model and call
+shape; not its producer key, not its other fields, which are never sent). A row that repeats
+one the stream holds (buffered, in a pack or answered; in the same put or an earlier one)
+is stored as its own row, in no pack, and takes the first copy's outcome: at once when that
+is answered (``overlays.take_answered``), else when it lands (``same_as``, as duplicates in
+a run). It delivers its own result, whose usage says ``reused`` and costs nothing.
 """
 
 from __future__ import annotations
@@ -224,6 +232,15 @@ async def append_rows(
         sizes = [
             BlockSize(f"{document_id}:{i}", i, 0, d) for (i, _), d in zip(new, digests, strict=True)
         ]
+        # The same row (its answer key) is asked once per stream, like duplicates in a run:
+        # a repeat follows the stream's first copy still buffered, in a pack or answered.
+        leaders = await _leaders(conn, run_id, [k for k in answer_keys if k not in found])
+        same_as: list[str | None] = []
+        for block, key in zip(sizes, answer_keys, strict=True):
+            leader = None if key in found else leaders.get(key)
+            same_as.append(leader)
+            if leader is None and key not in found:
+                leaders[key] = block.block_uid
         await overlays.insert_plan(
             conn,
             run_id,
@@ -231,7 +248,11 @@ async def append_rows(
             [None] * len(new),
             answer_keys,
             {b.block_uid: found[k] for b, k in zip(sizes, answer_keys, strict=True) if k in found},
+            same_as,
         )
+        followers = [b.block_uid for b, f in zip(sizes, same_as, strict=True) if f is not None]
+        if followers:
+            await overlays.take_answered(conn, run_id, followers)
         count = first + len(new)
         await conn.execute("update streams set rows = $2 where run_id = $1", run_id, count)
         await conn.execute(
@@ -239,6 +260,33 @@ async def append_rows(
         )
         await conn.execute("update runs set blocks_total = $2 where run_id = $1", run_id, count)
     return indexes
+
+
+#: The stream's rows a new row with one of these answer keys may duplicate: still to be
+#: answered or answered by the model, not duplicates themselves, not failed (a repeat of
+#: a failed row is asked again). Share-locked until the accepting transaction commits, so
+#: an answer landing meanwhile waits and hands its outcome to the new duplicates (the
+#: trigger of migration 031); a row an answer is landing on right now is skipped (its key's
+#: next row leads, or the new row is asked itself): never a duplicate left waiting.
+_LEADERS_SQL = """
+select answer_key, block_uid, block_index from overlays
+where run_id = $1 and answer_key = any($2::text[]) and same_as is null
+  and status in ('pending', 'ai_complete', 'confirmed')
+for share skip locked
+"""
+
+
+async def _leaders(conn: asyncpg.Connection, run_id: str, keys: list[str]) -> dict[str, str]:
+    """Per answer key, the stream's first row a new row with it duplicates
+    (:data:`_LEADERS_SQL`)."""
+    if not keys:
+        return {}
+    first: dict[str, tuple[int, str]] = {}
+    for r in await conn.fetch(_LEADERS_SQL, run_id, keys):
+        key, at = r["answer_key"], (r["block_index"], r["block_uid"])
+        if key not in first or at < first[key]:
+            first[key] = at
+    return {key: uid for key, (_, uid) in first.items()}
 
 
 async def close(conn: asyncpg.Connection, run_id: str) -> bool:
@@ -266,7 +314,8 @@ _BUFFERED_SQL = """
 with u as (
     select o.block_index, b.est_tokens, b.accepted_at
     from overlays o join blocks b on b.block_uid = o.block_uid
-    where o.run_id = $1 and o.pack_index is null and o.status = 'pending')
+    where o.run_id = $1 and o.pack_index is null and o.status = 'pending'
+      and o.same_as is null)
 select s.closed_at is not null as closed, s.rows as accepted,
        (select count(*) from u) as rows,
        (select coalesce(sum(est_tokens), 0) from u) as tokens,
@@ -342,6 +391,7 @@ async def form_pack(
             """select o.block_uid, b.est_tokens
                from overlays o join blocks b on b.block_uid = o.block_uid
                where o.run_id = $1 and o.pack_index is null and o.status = 'pending'
+                 and o.same_as is null
                order by o.block_index limit $2""",
             ctx.run_id,
             min(max_rows or _HEAD, _head(ctx)),
@@ -390,7 +440,8 @@ class RowResult:
 
 
 #: Finished rows from ``$2`` on, less those already delivered (``$3``), with their share
-#: of their call's tokens and cost (the call's, divided by the blocks it carried).
+#: of their call's tokens and cost (the call's, divided by the blocks it carried); a row
+#: answered by an earlier run, or the duplicate of one of the stream's, paid nothing.
 _FINISHED_SQL = """
 select o.block_index, b.stream_key, b.metadata, o.status, coalesce(o.staging, o.model_answer)
            as value, o.reason_code, o.last_error,
@@ -399,9 +450,11 @@ select o.block_index, b.stream_key, b.metadata, o.status, coalesce(o.staging, o.
            as output_tokens,
        coalesce(c.cache_creation_input_tokens, 0) as cache_creation_input_tokens,
        coalesce(c.cache_read_input_tokens, 0) as cache_read_input_tokens,
-       coalesce(c.cost_usd, 0)::float8 as cost_usd, o.reused_from_run_id is not null as reused
+       coalesce(c.cost_usd, 0)::float8 as cost_usd,
+       o.reused_from_run_id is not null or o.same_as is not null as reused
 from overlays o join blocks b on b.block_uid = o.block_uid
 left join llm_calls c on c.call_id = o.call_id and o.reused_from_run_id is null
+  and o.same_as is null
 where o.run_id = $1 and o.block_index >= $2 and o.status <> 'pending'
   and not (o.block_index = any($3::int[]))
 order by o.block_index limit $4

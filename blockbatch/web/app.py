@@ -11,14 +11,22 @@ record. In the grid each block is one row: its text wide enough to judge by, its
 as the controls their schema asks for (``fields.py``), and one form that saves the row's
 changes together, optionally confirming it. ``security.py`` says how it is kept safe;
 The CLI's ``serve`` starts it.
+
+Every act answers with a redirect, a refused one too (Post/Redirect/Get): the refusal (what
+was refused, why and what to do, and what was typed) is kept in the app under a random
+token the grid's URL carries (``?refused=``), so reloading the page shows the refusal again
+and never sends the act a second time.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import json
+import secrets
 import tempfile
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode
@@ -48,7 +56,7 @@ from blockbatch.report import run_links
 from blockbatch.runtime.settings import Settings
 from blockbatch.store.db import connection_lost, unavailable
 from blockbatch.store.review import MAX_PAGE
-from blockbatch.web.fields import input_text, planned_edits, widget
+from blockbatch.web.fields import field_texts, input_text, own_changes, planned_edits, widget
 from blockbatch.web.security import (
     CSRF_FIELD,
     SESSION_COOKIE,
@@ -64,6 +72,25 @@ PAGE_SIZE = 50
 #: A block's page picture never changes: its uid names a document by its bytes' hash. A
 #: browser keeps it a day (``private``: it is behind sign-in) and asks again with its ETag.
 PAGE_PICTURE_CACHE = "private, max-age=86400"
+#: Refused acts the app keeps to show again (the oldest go first): one a reviewer is
+#: looking at is among the latest.
+REFUSALS_KEPT = 500
+#: What the grid says for a refusal it no longer keeps (the app restarted, or many since).
+REFUSAL_GONE = (
+    "an act on this page was refused and nothing it asked was changed; what was typed is no "
+    "longer kept (the review app restarted since): look at the row as it is now and act again"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Refusal:
+    """A refused act, shown by the grid page the act redirects to: the reason (what was
+    refused and what to do), each refused field's reason, and what was typed, per
+    ``(block_uid, field)``."""
+
+    error: str
+    field_errors: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
+    typed: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
 
 
 def _field_text(value: Any) -> str:
@@ -176,6 +203,8 @@ class ReviewApp:
         self.token = token
         self.reviewer = reviewer
         self.env = _templates()
+        #: Refused acts by token, newest last (:meth:`refused`).
+        self.refusals: OrderedDict[str, Refusal] = OrderedDict()
 
     # ------------------------------------------------------------------ helpers
 
@@ -196,6 +225,17 @@ class ReviewApp:
             **context,
         )
         return HTMLResponse(render(html, str(escape(self.prog))), status_code=status_code)
+
+    def refused(
+        self, run_id: str, query: GridQuery, refusal: Refusal, anchor: str = ""
+    ) -> RedirectResponse:
+        """Redirect to the grid showing ``refusal``, kept under a new token: a reload of
+        that page shows it again and sends nothing."""
+        token = secrets.token_urlsafe(12)
+        self.refusals[token] = refusal
+        while len(self.refusals) > REFUSALS_KEPT:
+            self.refusals.popitem(last=False)
+        return RedirectResponse(query.url(run_id, refused=token) + anchor, status_code=303)
 
     def problem(self, request: Request, status_code: int, message: str) -> HTMLResponse:
         return self.render(request, "error.html", status_code, message=message)
@@ -246,7 +286,20 @@ class ReviewApp:
             query = GridQuery(dict(request.query_params))
         except BadRequest as err:
             return self.problem(request, 400, str(err))
-        return await self.render_grid(request, run_id, query, note=request.query_params.get("note"))
+        token = request.query_params.get("refused")
+        if not token:
+            return await self.render_grid(
+                request, run_id, query, note=request.query_params.get("note")
+            )
+        refusal = self.refusals.get(token) or Refusal(REFUSAL_GONE)
+        return await self.render_grid(
+            request,
+            run_id,
+            query,
+            error=refusal.error,
+            field_errors=refusal.field_errors,
+            typed=refusal.typed,
+        )
 
     async def render_grid(
         self,
@@ -433,6 +486,8 @@ class ReviewApp:
         if act not in ("save", "confirm", "reject", "reopen"):
             return self.problem(request, 400, f"act: {act!r}; save, confirm, reject or reopen")
         who = self.who(request)
+        index = self._form_text(form, "index")
+        anchor = f"#row-{index}" if index.isdigit() else ""
         try:
             if act == "reject":  # what was typed in a rejected row is not kept
                 await self.bb.reject(run_id, [uid], reviewer=who)
@@ -441,28 +496,24 @@ class ReviewApp:
                 await self.bb.reopen(run_id, [uid], reviewer=who)
                 note = f"{_block(uid)} reopened: correct it, then confirm it again"
             else:
-                saved = await self._save_row(request, run_id, uid, form, query)
-                if not isinstance(saved, list):
-                    return saved  # the row with the schema's refusals beside its fields
+                saved = await self._save_row(request, run_id, uid, form)
+                if isinstance(saved, Refusal):  # the schema's refusals beside the fields
+                    return self.refused(run_id, query, saved, anchor)
                 if act == "confirm":
                     await self.bb.confirm(run_id, [uid], reviewer=who)
                 done = "; ".join(saved) if saved else "nothing changed"
                 note = f"{_block(uid)}: {done}" + ("; confirmed" if act == "confirm" else "")
-        except NotFound as err:
-            return await self.render_grid(request, run_id, query, status_code=404, error=str(err))
-        except BadRequest as err:
-            return await self.render_grid(request, run_id, query, status_code=409, error=str(err))
+        except (NotFound, BadRequest) as err:
+            return self.refused(run_id, query, Refusal(str(err), typed=typed_of(form, uid)), anchor)
         # Back at the row's anchor: the page's script makes the first row still to review
         # from there the current one, so a reviewer goes on where they were.
-        index = self._form_text(form, "index")
-        anchor = f"#row-{index}" if index.isdigit() else ""
         return RedirectResponse(query.url(run_id, note=note) + anchor, status_code=303)
 
     async def _save_row(
-        self, request: Request, run_id: str, uid: str, form: FormData, query: GridQuery
-    ) -> list[str] | Response:
-        """Write the row's changed fields (each ``"field before → after"``), or the grid
-        again with each refused field's reason beside it and nothing written."""
+        self, request: Request, run_id: str, uid: str, form: FormData
+    ) -> list[str] | Refusal:
+        """Write the row's changed fields (each ``"field before → after"``), or the
+        refusal with each refused field's reason, nothing written."""
         page, row = await self._row(run_id, uid, self._form_text(form, "index"))
         typed = {f: self._form_text(form, f"v:{f}") for f in page.fields if f"v:{f}" in form}
         if row.status != REVIEWABLE:
@@ -472,14 +523,26 @@ class ReviewApp:
                 + ("; reopen it first" if row.status == "confirmed" else "")
                 + "; nothing was changed"
             )
-        plan = planned_edits(page.spec, row.staging or {}, typed)
+        was = {f: self._form_text(form, f"w:{f}") for f in page.fields if f"w:{f}" in form}
+        changed, stale = own_changes(typed, was, field_texts(page.spec, row.staging))
+        if stale:
+            return Refusal(
+                f"{_block(uid)}: nothing was changed: "
+                + ", ".join(stale)
+                + " changed since this page was read (someone else's edit); the value now is "
+                "beside the field and yours is still in it: save again to replace it",
+                field_errors={
+                    (uid, f): f"changed since this page was read: now {t or '(empty)'}"
+                    for f, t in stale.items()
+                },
+                typed={(uid, f): t for f, t in typed.items()},
+            )
+        plan = planned_edits(page.spec, row.staging or {}, changed)
         if plan.errors:
-            return await self.render_grid(
-                request,
-                run_id,
-                query,
-                status_code=422,
-                error=f"{_block(uid)}: nothing was changed: " + "; ".join(plan.errors.values()),
+            return Refusal(
+                f"{_block(uid)}: nothing was changed: "
+                + "; ".join(plan.errors.values())
+                + "; correct the value beside its field and save again",
                 field_errors={(uid, f): e for f, e in plan.errors.items()},
                 typed={(uid, f): t for f, t in typed.items()},
             )
@@ -518,12 +581,12 @@ class ReviewApp:
         key = "shown" if scope == "shown" else "block"
         blocks = [b for b in form.getlist(key) if isinstance(b, str) and b]
         if not blocks:
-            return await self.render_grid(
-                request,
+            return self.refused(
                 run_id,
                 query,
-                status_code=400,
-                error=f"nothing to {decision}: select blocks first (or use '{decision} all shown')",
+                Refusal(
+                    f"nothing to {decision}: select blocks first (or use '{decision} all shown')"
+                ),
             )
         try:
             if decision == "confirm":
@@ -532,10 +595,8 @@ class ReviewApp:
             else:
                 rejected = await self.bb.reject(run_id, blocks, reviewer=self.who(request))
                 moved = len(rejected.rejected)
-        except NotFound as err:
-            return await self.render_grid(request, run_id, query, status_code=404, error=str(err))
-        except BadRequest as err:
-            return await self.render_grid(request, run_id, query, status_code=409, error=str(err))
+        except (NotFound, BadRequest) as err:
+            return self.refused(run_id, query, Refusal(str(err)))
         verb = "confirmed" if decision == "confirm" else "rejected"
         note = f"{verb} {moved} block{'s' if moved != 1 else ''}"
         # All shown are decided: on to the next page, where the review goes on.
@@ -545,6 +606,15 @@ class ReviewApp:
                 query.url(run_id, note=note, after=next_after, before=None), status_code=303
             )
         return RedirectResponse(query.url(run_id, note=note), status_code=303)
+
+
+def typed_of(form: FormData, uid: str) -> dict[tuple[str, str], str]:
+    """What a row's form had typed in its fields (``v:<field>``), per ``(uid, field)``."""
+    return {
+        (uid, key[2:]): value
+        for key, value in form.multi_items()
+        if key.startswith("v:") and isinstance(value, str)
+    }
 
 
 def _block(uid: str) -> str:

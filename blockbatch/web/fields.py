@@ -100,6 +100,27 @@ def field_texts(spec: SchemaSpec, overlay: dict[str, Any] | None) -> dict[str, s
     }
 
 
+def own_changes(
+    typed: dict[str, str], was: dict[str, str], now: dict[str, str]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """What a reviewer changed in a row's form, and which of those fields someone else
+    changed since the page was read.
+
+    Args:
+        typed: each field's text as the form sent it.
+        was: each field's text when the page was read (fields without one count as changed).
+        now: each field's text as staged now (:func:`field_texts`).
+
+    Returns:
+        ``(changed, stale)``: the fields whose text differs from what the page showed (a
+        field left as shown is not this reviewer's change, so another's edit since stays),
+        and of them, those staged differently now than the page showed, with their text now.
+    """
+    changed = {f: t for f, t in typed.items() if f not in was or t != was[f]}
+    stale = {f: now[f] for f in changed if f in was and f in now and now[f] != was[f]}
+    return changed, stale
+
+
 @dataclass
 class PlannedEdits:
     """What a row's form changes: each changed field's new value, in schema order, or the

@@ -613,6 +613,82 @@ async def test_reopen_takes_only_confirmed_blocks_back_and_records_it(bbstack: S
 
 
 @needs_chromium
+async def test_a_refused_save_is_shown_as_refused_and_a_reload_sends_nothing(
+    bbstack: Stack,
+) -> None:
+    """A save the server refuses (a value the schema refuses; a row confirmed in another tab
+    since the page was read) comes back as a page of its own: the refusal and what to do
+    beside what was typed, and reloading it shows it again without sending the save."""
+    run_id, _ = await finished_run(bbstack)
+    original = (await overlay(bbstack, run_id, 1))["staging"]
+    app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
+    async with serving(app) as base, async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = await browser.new_page(viewport={"width": 1500, "height": 900})
+            posts: list[str] = []
+            page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
+            await page.goto(f"{base}/runs/{run_id}")
+            await page.fill("#v-1-word_count", "-3")
+            await page.click("#save-1")
+            await expect(page.locator("#err-1-word_count")).to_contain_text("minimum of 0")
+            assert len(posts) == 1
+            await page.reload()
+            await expect(page.locator("#err-1-word_count")).to_contain_text("minimum of 0")
+            await expect(page.locator("#error")).to_contain_text("nothing was changed")
+            assert await page.locator("#v-1-word_count").input_value() == "-3"
+            assert len(posts) == 1  # the reload sent nothing
+
+            # Edited in another tab since this page was read: a field this page left as it
+            # showed keeps that edit; the same field changed here too is refused as stale.
+            await page.goto(f"{base}/runs/{run_id}")
+            await bbstack.bb.edit(run_id, "1", "summary", "theirs", reviewer="bo")
+            await page.fill("#v-1-word_count", "4321")
+            await page.click("#save-1")
+            await expect(page.locator("#note")).to_contain_text("word_count")
+            staged = (await overlay(bbstack, run_id, 1))["staging"]
+            assert (staged["summary"], staged["word_count"]) == ("theirs", 4321)
+            await page.goto(f"{base}/runs/{run_id}")
+            await bbstack.bb.edit(run_id, "1", "summary", "theirs again", reviewer="bo")
+            await page.fill("#v-1-summary", "mine")
+            await page.click("#save-1")
+            await expect(page.locator("#err-1-summary")).to_contain_text("now theirs again")
+            await expect(page.locator("#error")).to_contain_text("save again to replace it")
+            assert await page.locator("#v-1-summary").input_value() == "mine"
+            await page.reload()
+            await expect(page.locator("#err-1-summary")).to_contain_text("now theirs again")
+            assert len(posts) == 3 and (await overlay(bbstack, run_id, 1))["staging"] == {
+                **original,
+                "summary": "theirs again",
+                "word_count": 4321,
+            }
+            original = (await overlay(bbstack, run_id, 1))["staging"]
+
+            # Confirmed in another tab: this page's save of it is refused, says what to do.
+            await page.goto(f"{base}/runs/{run_id}")
+            await page.fill("#v-1-word_count", "7")
+            await bbstack.bb.confirm(run_id, ["1"], reviewer="bo")
+            await page.click("#save-1")
+            error = page.locator("#error")
+            await expect(error).to_contain_text("block 1 is confirmed")
+            await expect(error).to_contain_text("reopen it first")
+            assert len(posts) == 4
+            await page.reload()
+            await expect(error).to_contain_text("reopen it first")
+            assert len(posts) == 4
+        finally:
+            await browser.close()
+    row = await overlay(bbstack, run_id, 1)
+    assert row["status"] == "confirmed" and row["confirmed"] == original
+    assert [a["action"] for a in await actions(bbstack, run_id)] == [
+        "edit",
+        "edit",
+        "edit",
+        "confirm",
+    ]
+
+
+@needs_chromium
 async def test_the_grid_highlights_where_each_value_is_quoted_from(bbstack: Stack) -> None:
     doc = await bbstack.bb.ingest_file(ROOT / "samples" / "handbook.md")
     schema_data = json.loads((ROOT / "samples" / "extract.json").read_text())

@@ -106,6 +106,58 @@ async def test_stream_answers_every_row_once_through_a_worker_kill_and_a_produce
     assert summary.lines == 300
 
 
+async def test_a_row_sent_again_is_answered_once_and_paid_once(bbstack: Stack) -> None:
+    """The same row (the same text: its answer key) sent again, in the same put, while its
+    first copy waits, and after it was answered, without a key and with another one: each
+    copy gets a result, the first copy's answer, and Claude is asked for it once."""
+    s = bbstack
+    again = {"id": "a2", "text": row(1)["text"]}
+    async with s.worker():
+        stream = await s.bb.open_stream(
+            extract_schema(instruction_words=200),
+            max_rows=3,
+            max_wait_s=0.3,
+            task_queue=s.task_queue,
+            # No reuse of earlier runs' answers: a stream asks each row once by itself.
+            options=RunOptions(reuse_answers=False),
+        )
+        run_id = stream.run_id
+        # Rows 1 and 2, then row 1 again in the same put and in the next one.
+        assert await stream.put_many([row(1), row(2), row(1)]) == [0, 1, 2]
+        assert await stream.put(again) == 3
+        early: list[StreamRow] = []
+        async for r in stream.results():
+            early.append(r)
+            if len(early) == 4:
+                break
+        # Row 1 is answered by now: a copy sent now takes that answer at once.
+        assert await stream.put(row(1), key="late") == 4
+        assert await stream.close()
+        results = [r async for r in stream.results(ordered=True)]
+        result = await asyncio.wait_for(stream.wait(), 120)
+
+    assert result.status == "completed", result
+    assert (result.blocks_total, result.blocks_ai_complete) == (5, 5)
+    assert [r.index for r in results] == [0, 1, 2, 3, 4]
+    assert all(r.ok and r.value for r in results)
+    first = results[0]
+    assert [r.value for r in results if r.index in (2, 3, 4)] == [first.value] * 3
+    assert results[4].key == "late" and results[3].metadata == {"id": "a2"}
+    # Claude was asked for rows 1 and 2 once each: the ledger's answered calls carry two
+    # blocks in all, and the copies paid nothing.
+    sent = await s.pool.fetchval(
+        """select coalesce(sum(cardinality(block_uids)), 0) from llm_calls
+           where run_id = $1 and purpose = 'pack' and status = 'succeeded'""",
+        run_id,
+    )
+    assert sent == 2
+    for copy in results[2:]:
+        assert copy.usage["cost_usd"] == 0 and copy.usage.get("reused") is True
+    assert sum(r.usage["cost_usd"] for r in results) == pytest.approx(
+        result.cost_usd - await _warm_cost(s, run_id), rel=0.01, abs=1e-6
+    )
+
+
 async def _warm_cost(s: Stack, run_id: str) -> float:
     return float(
         await s.pool.fetchval(

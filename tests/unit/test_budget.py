@@ -18,6 +18,7 @@ from blockbatch.core.budget import (
     expected_output_tokens,
     expected_usd,
     first_call,
+    learned_costs,
     left_text,
     left_to_do,
     pack_worst_case,
@@ -141,6 +142,40 @@ def test_the_first_calls_are_the_warm_up_and_pack_0_when_the_prompt_is_cached():
         )
         / 2
     )
+
+
+def test_the_suggestion_holds_room_for_a_learned_call_not_a_first_calls_worst_case():
+    """A run that learned its calls' cost suggests what its blocks left are expected to cost
+    with a margin and one learned reservation: not the first call's worst case on top."""
+    costs = {
+        "largest_expected": 0.0008,
+        "expected_calls": 10,
+        "ratio_sum": 9.0,  # a mean of 0.9 of the expected cost
+        "ratio_sq": 8.19,  # a standard deviation of 0.1
+    }
+    spread = Spread.of(10, 9.0, 8.19)
+    assert spread.factor() == pytest.approx(1.2)
+    # Never less than INPUT_MARGIN times the expected cost: what a reservation holds at least.
+    assert learned_costs(costs) == pytest.approx(0.0008 * INPUT_MARGIN)
+    wide = {**costs, "ratio_sq": 8.46}  # a standard deviation of 0.2: 0.9 + 3 * 0.2
+    assert learned_costs(wide) == pytest.approx(0.0008 * 1.5)
+    assert learned_costs({"largest_call": 0.012}) is None  # nothing learned
+    left = left_to_do(
+        0.011,
+        spent=0.0042,
+        work_spent=0.0036,
+        restart_usd=0.0006,
+        blocks_done=30,
+        blocks_left=70,
+        largest_call_usd=0.012,  # the first pack's worst case: all of max_tokens
+        next_call_usd=learned_costs(costs),
+    )
+    assert left.to_finish_usd == pytest.approx(0.009)
+    # 0.0042 + 0.009 * 1.15 + 0.001 = 0.01555, up to whole cents.
+    assert suggested_budget(left) == pytest.approx(0.02)
+    # Before the run learned anything, the largest reservation is the room: 0.0265.
+    unlearned = left.model_copy(update={"next_call_usd": None})
+    assert suggested_budget(unlearned) == pytest.approx(0.03)
 
 
 def test_what_is_left_is_estimated_from_the_runs_own_cost_per_block():

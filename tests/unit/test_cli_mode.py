@@ -24,6 +24,8 @@ from tests.helpers import extract_schema
 MODEL = get_model("claude-haiku-5-5")
 #: The module, not the package's ``run`` function of the same name.
 cli_run: Any = importlib.import_module("blockbatch.cli.run")
+#: Where both `estimate` and `run --mode` get their quote (``quote_of``).
+cli_quote: Any = importlib.import_module("blockbatch.cli.quote")
 
 
 def a_quote(
@@ -64,7 +66,7 @@ async def test_mode_cheapest_runs_the_mode_the_quote_expects_to_cost_less(monkey
         async def fake_estimate(*_: Any, q: Any = q, **__: Any) -> Any:
             return q
 
-        monkeypatch.setattr(cli_run, "estimate", fake_estimate)
+        monkeypatch.setattr(cli_quote, "estimate", fake_estimate)
         s, err = session()
         chosen = await cli_run.choose_mode(args, s, cli_run._options(args), [])
         expected = "batch" if q.batch.cost_usd < q.sync.cost_usd else "sync"
@@ -84,7 +86,7 @@ async def test_mode_batch_warns_with_the_figures_when_batch_costs_more(monkeypat
     async def fake_estimate(*_: Any, **__: Any) -> Any:
         return dear
 
-    monkeypatch.setattr(cli_run, "estimate", fake_estimate)
+    monkeypatch.setattr(cli_quote, "estimate", fake_estimate)
     s, err = session()
     options = await cli_run.choose_mode(
         args_for("--mode", "batch"), s, RunOptions(mode="batch"), []
@@ -99,10 +101,35 @@ async def test_mode_batch_warns_with_the_figures_when_batch_costs_more(monkeypat
     async def cheap_estimate(*_: Any, **__: Any) -> Any:
         return cheap
 
-    monkeypatch.setattr(cli_run, "estimate", cheap_estimate)
+    monkeypatch.setattr(cli_quote, "estimate", cheap_estimate)
     s, err = session()
     await cli_run.choose_mode(args_for("--mode", "batch"), s, RunOptions(mode="batch"), [])
     assert "MORE" not in err.getvalue()
+
+
+@pytest.mark.asyncio
+async def test_run_mode_cheapest_quotes_the_file_as_estimate_does(monkeypatch) -> None:
+    """``run --mode cheapest`` chooses by the quote ``estimate`` would show for the same
+    file, read the same way."""
+    asked: list[dict[str, Any]] = []
+
+    async def recording_estimate(*args: Any, **kwargs: Any) -> Any:
+        asked.append({"args": args, **kwargs})
+        return a_quote(400, 20)
+
+    monkeypatch.setattr(cli_quote, "estimate", recording_estimate)
+    reading = ["--format", "jsonl", "--text-field", "body", "--skip-empty", "--mode", "cheapest"]
+    s, _ = session()
+    estimate_args = build_parser().parse_args(
+        ["estimate", "doc.md", "--schema", "s.json", *reading]
+    )
+    await cli_run.cmd_estimate(estimate_args, s)
+    run_args = args_for(*reading)
+    await cli_run.choose_mode(run_args, s, cli_run._options(run_args), [])
+    by_estimate, by_run = asked
+    assert by_run.pop("blocks") == [] and by_estimate.pop("blocks") is None
+    assert by_estimate == by_run
+    assert by_run["fmt"] == "jsonl" and by_run["text_field"] == "body" and by_run["skip_empty"]
 
 
 def test_the_quote_shows_the_batch_spread_and_says_when_batch_costs_more() -> None:

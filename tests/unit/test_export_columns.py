@@ -9,6 +9,7 @@ from blockbatch.api.export import (
     column_value,
     evidence_columns,
     export_columns,
+    export_line,
     field_columns,
     input_columns,
 )
@@ -82,3 +83,51 @@ def test_documents_without_columns_keep_block_content() -> None:
     assert record_columns(b"# Title\n\nText.\n", "markdown", []) is None
     names = [c.name for c in export_columns(["topic"], [], ["level", "source_line"], None)]
     assert names[:4] == list(CSV_HEAD[:4]) and names[3] == "block_content"
+
+
+def test_a_jsonl_line_gives_the_input_record_back_to_join_on_the_users_own_keys() -> None:
+    """A JSONL input's export line carries its record as the file had it (its keys, the
+    text under its own name, a column named like one of ours kept), beside ``immutable``."""
+    data = (
+        b'{"id": "T-1", "body": "cannot sign in", "block_index": 7, "type": "ticket"}\n'
+        b'{"id": "T-2", "body": "refund please", "channel": "chat"}\n'
+    )
+    blocks = parse_document(data, "jsonl", text_field="body")
+    columns = record_columns(data, "jsonl", blocks, "body")
+    assert columns is not None
+    lines = []
+    for i, block in enumerate(blocks):
+        row = {
+            "block_uid": f"doc:{i}",
+            "block_index": i,
+            "block_type": block.block_type,
+            "block_content": block.block_content,
+            "metadata": block.metadata,
+            "staging": {"topic": "login"},
+            "confirmed": None,
+            "status": "ai_complete",
+            "last_error": None,
+            "reason_code": None,
+            "reused_from_run_id": None,
+            "reused_from_call_id": None,
+            "review": [],
+            "provenance": None,
+            "evidence": None,
+            "model_answer": None,
+        }
+        lines.append(export_line(row, staged=True, record=(columns, "body")))
+    first, second = lines
+    assert first["record"] == {
+        "id": "T-1",
+        "body": "cannot sign in",
+        "block_index": 7,
+        "type": "ticket",
+    }
+    assert list(first["record"]) == ["id", "body", "block_index", "type"]
+    assert second["record"] == {"id": "T-2", "body": "refund please", "channel": "chat"}
+    # ``immutable`` stays blockbatch's view of the block.
+    assert first["immutable"]["block_index"] == 0
+    assert first["immutable"]["block_content"] == "cannot sign in"
+    assert first["user_defined"] == {"topic": "login"}
+    # A document without columns has no "record".
+    assert "record" not in export_line(row, staged=True)

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from blockbatch.core.schema import load_schema
-from blockbatch.web.fields import input_text, planned_edits, widget
+from blockbatch.web.fields import input_text, own_changes, planned_edits, widget
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = load_schema(json.loads((ROOT / "samples" / "extract.json").read_text()))
@@ -93,3 +93,19 @@ def test_an_absent_optional_field_left_empty_is_no_change() -> None:
     )
     assert planned_edits(spec, {"n": 1}, {"note": "", "n": "1"}).changes == {}
     assert planned_edits(spec, {"n": 1}, {"note": "hi"}).changes == {"note": "hi"}
+
+
+def test_a_field_left_as_shown_is_not_a_change_and_one_changed_by_another_is_stale() -> None:
+    """A save sends every field: one left as the page showed it keeps someone else's edit
+    since; one both changed is refused as stale, with its text now."""
+    was = {"summary": "old", "word_count": "3", "topic": "ops"}
+    now = {"summary": "theirs", "word_count": "3", "topic": "ops"}
+    typed = {"summary": "old", "word_count": "5", "topic": "ops"}
+    assert own_changes(typed, was, now) == ({"word_count": "5"}, {})
+    both = {**typed, "summary": "mine"}
+    assert own_changes(both, was, now) == (
+        {"summary": "mine", "word_count": "5"},
+        {"summary": "theirs"},
+    )
+    # A form that does not say what it showed: every field as sent counts, none is stale.
+    assert own_changes(typed, {}, now) == (typed, {})
