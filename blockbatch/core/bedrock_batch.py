@@ -241,7 +241,9 @@ def output_result(line: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     output = line.get("modelOutput")
     if isinstance(output, dict):
         return record_id, {"type": "succeeded", "message": output}
-    error = line.get("error") if isinstance(line.get("error"), dict) else {}
+    error = line.get("error")
+    if not isinstance(error, dict):
+        error = {}
     return record_id, errored(error.get("errorCode"), str(error.get("errorMessage") or ""))
 
 
