@@ -13,6 +13,7 @@ import asyncpg
 from activities.batches.create import submit_part
 from activities.batches.prewarm import round_plan
 from activities.batches.rounds import enqueue
+from activities.bedrock_jobs import BedrockBatches
 from activities.sdk import anthropic
 from activities.shared import heartbeating
 from blockbatch.core.batch_types import (
@@ -64,7 +65,7 @@ async def open_batch_run(pool: asyncpg.Pool, inp: OpenBatchRunInput) -> OpenBatc
 
 
 async def submit_round(
-    pool: asyncpg.Pool, client: anthropic.AsyncAnthropic, inp: BatchRoundInput
+    pool: asyncpg.Pool, client: anthropic.AsyncAnthropic | BedrockBatches, inp: BatchRoundInput
 ) -> SubmitRoundOutput:
     """Submit a round as provider batches; a retry returns the batches already made.
 
@@ -84,6 +85,9 @@ async def submit_round(
     if sum(b.requests for b in out.batches) == requests:
         return out  # every part is already submitted (or the round is empty)
     options = ctx.options.batch or BatchOptions()
+    if isinstance(client, BedrockBatches):  # its per-model quota of records per job
+        limit = min(options.max_requests_per_batch, client.jobs.config.max_records)
+        options = options.model_copy(update={"max_requests_per_batch": limit})
     out.batches = []
     async with (
         heartbeating(f"round {inp.round}: building requests") as status,

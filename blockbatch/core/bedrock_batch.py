@@ -36,7 +36,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -205,7 +205,7 @@ def record(custom_id: str, params: Mapping[str, Any]) -> dict[str, Any]:
     return {"recordId": custom_id, "modelInput": body}
 
 
-def records_jsonl(requests: list[Mapping[str, Any]]) -> bytes:
+def records_jsonl(requests: Sequence[Mapping[str, Any]]) -> bytes:
     """A part's requests as the job's input file."""
     return b"".join(
         json.dumps(record(r["custom_id"], r["params"]), separators=(",", ":")).encode() + b"\n"
