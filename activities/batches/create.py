@@ -30,6 +30,7 @@ from activities.sdk import anthropic
 from activities.shared import origin
 from blockbatch.core.batch_types import BatchRoundInput, ProviderBatchRef
 from blockbatch.core.batching import Part
+from blockbatch.core.bedrock_batch import is_sync_job
 from blockbatch.core.context import RunContext
 from blockbatch.core.endpoint import Endpoint
 from blockbatch.core.prompt import request_prefix
@@ -94,6 +95,12 @@ async def submit_part(
                 )
             if batch is None:
                 batch = await _create(conn, client, key, part)
+            if isinstance(client, BedrockBatches) and is_sync_job(batch.id):
+                note = (
+                    f"{len(part.requests)} requests, under Bedrock's minimum of "
+                    f"{client.jobs.config.min_records} records per job: run sync, at "
+                    "on-demand prices"
+                )
             endpoint = (
                 client.endpoint
                 if isinstance(client, BedrockBatches)

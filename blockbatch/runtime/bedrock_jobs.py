@@ -10,7 +10,9 @@ credentials: a Bedrock API key alone (``AWS_BEARER_TOKEN_BEDROCK``) runs sync ca
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -39,5 +41,46 @@ def open_bedrock_jobs(
             "Bedrock batch jobs need boto3, which is not installed: "
             "pip install 'blockbatch[bedrock]'"
         ) from None
+    from botocore.config import Config
+
+    _redact_botocore_debug_log()
+
     session = boto3.session.Session(region_name=region)
-    return BedrockJobs(config, session.client("bedrock"), session.client("s3"), runtime)
+    # Signed with the AWS credentials S3 needs too, not a Bedrock API key: one identity
+    # (the one the role's trust and the bucket's policy name) for both.
+    bedrock = session.client("bedrock", config=Config(auth_scheme_preference="sigv4"))
+    return BedrockJobs(config, bedrock, session.client("s3"), runtime)
+
+
+#: What of a signed request carries a credential: the SigV4 header (its access key id),
+#: a session token, the canonical request's token line.
+_SECRETS = re.compile(
+    r"(?i)(authorization'?\s*[:=]\s*b?'?|x-amz-security-token'?\s*[:=]\s*b?'?|"
+    r"credential=)[^'\s,}]+"
+)
+#: botocore's loggers that print a request's headers at DEBUG.
+_BOTOCORE_LOGGERS = ("botocore.endpoint", "botocore.auth", "botocore.hooks")
+
+
+class _RedactSignedHeaders(logging.Filter):
+    """Blank the credentials in botocore's DEBUG lines (``Sending http request:`` prints
+    the request with its ``Authorization`` header, whose SigV4 ``Credential=`` names the
+    access key id; ``CanonicalRequest`` holds a session token)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        redacted = _SECRETS.sub(lambda m: m.group(1) + "<redacted>", text)
+        if redacted != text:
+            record.msg, record.args = redacted, None
+        return True
+
+
+_REDACTOR = _RedactSignedHeaders()
+
+
+def _redact_botocore_debug_log() -> None:
+    """Install the redaction on botocore's request logs, once per process."""
+    for name in _BOTOCORE_LOGGERS:
+        log = logging.getLogger(name)
+        if _REDACTOR not in log.filters:
+            log.addFilter(_REDACTOR)
