@@ -245,7 +245,7 @@ class BedrockJobs:
 # ------------------------------------------------------- as the anthropic client's batches
 
 
-def _batch(job_id: str, job: dict[str, Any], created: datetime | None = None) -> Any:
+def as_message_batch(job_id: str, job: dict[str, Any], created: datetime | None = None) -> Any:
     """A job as the SDK's ``MessageBatch`` (what the batch activities record and read)."""
     from anthropic.types.messages import MessageBatch
 
@@ -287,14 +287,16 @@ class _Batches:
         o = self._owner
         job_id = await o.jobs.submit(o.route.wire_model or o.model_id, requests)
         if is_sync_job(job_id):
-            return _batch(job_id, {"status": "Completed", "totalRecordCount": len(requests)})
-        return _batch(job_id, await o.jobs.poll(job_id))
+            return as_message_batch(
+                job_id, {"status": "Completed", "totalRecordCount": len(requests)}
+            )
+        return as_message_batch(job_id, await o.jobs.poll(job_id))
 
     async def retrieve(self, job_id: str) -> Any:
-        return _batch(job_id, await self._owner.jobs.poll(job_id))
+        return as_message_batch(job_id, await self._owner.jobs.poll(job_id))
 
     async def cancel(self, job_id: str) -> Any:
-        return _batch(job_id, await self._owner.jobs.cancel(job_id))
+        return as_message_batch(job_id, await self._owner.jobs.cancel(job_id))
 
     async def results(
         self, job_id: str, wanted: Collection[str] | None = None

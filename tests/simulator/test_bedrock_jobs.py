@@ -14,7 +14,7 @@ import pytest_asyncio
 from moto.server import ThreadedMotoServer
 from temporalio.exceptions import ApplicationError
 
-from activities.bedrock_jobs import BedrockJobs
+from activities.bedrock_jobs import BedrockJobs, as_message_batch
 from activities.errors import BATCH_REJECTED, RETRYABLE
 from blockbatch.core.providers import Route
 from blockbatch.devtools.stack import free_port
@@ -133,3 +133,21 @@ async def test_more_jobs_than_the_quota_are_retried_later(
         with pytest.raises(ApplicationError, match="ServiceQuotaExceeded") as limited:
             await client.submit(ROUTE.wire_model or "", requests(1, "second"))
     assert limited.value.type == RETRYABLE and not limited.value.non_retryable
+
+
+async def test_a_stopped_job_ends_with_its_records_unanswered(
+    s3_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slow = scenario(s3_url, min_records=1)
+    slow.batch.processing_delay_s = 3600
+    async with SimulatorServer(scenario=slow) as sim:
+        client = jobs(monkeypatch, sim, s3_url, min_records=1)
+        arn = await client.submit(ROUTE.wire_model or "", requests(2, "stop"))
+        assert (await client.poll(arn))["status"] == "InProgress"
+        stopped = await client.cancel(arn)
+        assert stopped["status"] == "Stopped"
+        assert [r async for r in client.results(arn, "claude-haiku-5-5", ROUTE)] == []
+        # What the batch activities record: ended, both requests canceled (resubmitted).
+        batch = as_message_batch(arn, stopped)
+        assert batch.processing_status == "ended"
+        assert batch.request_counts.canceled == 2
