@@ -77,7 +77,10 @@ async def submit_round(
     async with pool.acquire() as conn:
         ctx = await cached_run_context(conn, inp.run_id)
         done = await provider_batches.submitted_refs(conn, inp.run_id, inp.round)
-    over_budget = 0 if done else await fit_budget(pool, ctx, inp)
+        round_requests, _ = await batches.round_size(conn, inp.run_id, inp.round)
+    # A Bedrock round under a job's minimum runs sync, at on-demand prices.
+    sync = isinstance(client, BedrockBatches) and client.jobs.config.runs_sync(round_requests)
+    over_budget = 0 if done else await fit_budget(pool, ctx, inp, batch_prices=not sync)
     async with pool.acquire() as conn:
         requests, _ = await batches.round_size(conn, inp.run_id, inp.round)
         cache_control = (await round_plan(conn, ctx, inp.round)).cache_control
@@ -106,8 +109,11 @@ async def submit_round(
     return out
 
 
-async def fit_budget(pool: asyncpg.Pool, ctx: RunContext, inp: BatchRoundInput) -> int:
-    """Size a round not yet submitted to the run's budget, at batch prices (worst case).
+async def fit_budget(
+    pool: asyncpg.Pool, ctx: RunContext, inp: BatchRoundInput, *, batch_prices: bool = True
+) -> int:
+    """Size a round not yet submitted to the run's budget, at batch prices (worst case;
+    at on-demand prices without ``batch_prices``: a Bedrock round run sync).
 
     Under the run's budget lock (``blockbatch.store.ledger.budget_use``): the round keeps its requests,
     in submission order, while what the ledger holds plus their worst cases fits the
@@ -131,7 +137,7 @@ async def fit_budget(pool: asyncpg.Pool, ctx: RunContext, inp: BatchRoundInput) 
                 max_tokens=r.max_tokens,
                 prefix_tokens=ctx.cacheable_prefix_tokens,
                 cache_ttl=BATCH_CACHE_TTL,
-                batch=True,
+                batch=batch_prices,
             )
             if held + need > budget:
                 break
