@@ -17,10 +17,14 @@ import boto3
 import pytest
 
 from bench.chaos_check import check_run, install_audit, violations
+from blockbatch.core.batching import BATCH_CACHE_TTL
+from blockbatch.core.budget import worst_case_usd
 from blockbatch.core.registry import Usage, cost_usd, get_model
 from blockbatch.devtools.services import Services
 from blockbatch.runtime.claude import anthropic_client, provider_client
 from blockbatch.runtime.temporal import build_worker
+from blockbatch.store import batches
+from blockbatch.store.runs import cached_run_context
 from tests.conftest import Stack
 from tests.e2e.test_chaos import MODEL_FAULTS
 from tests.e2e.test_secrets import every_row, histories, leaks
@@ -101,7 +105,7 @@ def s3_keys(s3: str) -> list[str]:
     return [o["Key"] for o in listed.get("Contents", [])]
 
 
-async def run_demo(cli: Cli, s: Stack) -> Any:
+async def run_demo(cli: Cli, s: Stack, *extra: str) -> Any:
     worker = build_worker(
         s.client,
         s.task_queue,
@@ -127,6 +131,7 @@ async def run_demo(cli: Cli, s: Stack) -> Any:
             "batch.poll_initial_s=0.2",
             "--set",
             "batch.poll_max_s=0.5",
+            *extra,
             timeout=170,
         )
 
@@ -232,3 +237,61 @@ async def test_a_round_under_the_minimum_records_runs_sync_at_on_demand_prices(
     for c in calls:  # on-demand prices: these were sync calls, not a job's
         usage = Usage.from_message(c["response"])
         assert float(c["cost_usd"]) == pytest.approx(cost_usd(ctx_model, usage, batch=False))
+
+
+async def first_round_worst_cases(s: Stack, run_id: str) -> tuple[float, float]:
+    """Round 1's worst cases as a budget sizes them, at batch and at on-demand prices."""
+    async with s.pool.acquire() as conn:
+        ctx = await cached_run_context(conn, run_id)
+        requests = await batches.round_requests(conn, run_id, 1)
+        est = await batches.block_tokens(conn, [u for r in requests for u in r.block_uids])
+
+    def total(batch: bool) -> float:
+        return sum(
+            worst_case_usd(
+                ctx.model,
+                input_tokens=ctx.pack([est[u] for u in r.block_uids]).est_input_tokens,
+                max_tokens=r.max_tokens,
+                prefix_tokens=ctx.cacheable_prefix_tokens,
+                cache_ttl=BATCH_CACHE_TTL,
+                batch=batch,
+            )
+            for r in requests
+        )
+
+    return total(True), total(False)
+
+
+async def test_a_round_run_sync_is_held_to_the_budget_at_the_price_it_pays(
+    cli: Cli,
+    bbstack: Stack,
+    s3_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    s = bbstack
+    secret = secrets.token_hex(12)
+    s3_keys(s3_url)
+    s.sim.scenario(
+        auth={"valid_keys": [f"platform-SECRET-{secret}", "sim-test-key"]},
+        bedrock_batch={"s3_endpoint_url": s3_url},
+    )
+    bedrock_env(monkeypatch, s.sim.base_url, s3_url, secret, min_records=100)
+    first = await run_demo(cli, s, "--set", "reuse_answers=false")
+    assert first.code == 0 and first.run_id, first.out + first.err
+    at_batch, on_demand = await first_round_worst_cases(s, first.run_id)
+    assert on_demand > at_batch * 1.9
+    # Enough for round 1 at batch prices, not at the on-demand prices a sync round pays.
+    budget = (at_batch + on_demand) / 2
+    run = await run_demo(cli, s, "--set", "reuse_answers=false", "--max-cost", f"{budget:.6f}")
+    assert run.run_id, run.out + run.err
+    row = await s.pool.fetchrow("select status, cost_usd from runs where run_id = $1", run.run_id)
+    spent = await s.pool.fetchval(
+        "select coalesce(sum(cost_usd), 0) from llm_calls where run_id = $1", run.run_id
+    )
+    assert float(spent) <= budget
+    exhausted = await s.pool.fetchval(
+        """select count(*) from overlays where run_id = $1
+           and reason_code = 'budget_exhausted'""",
+        run.run_id,
+    )
+    assert row["status"] == "budget_exhausted" and exhausted > 0, (row, exhausted)
