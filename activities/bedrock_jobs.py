@@ -13,8 +13,8 @@ Both clients take the worker's AWS credentials, region and endpoints where boto3
   crash (``activities/batches/create.py``) adopts the job it made instead of paying twice.
 * **Below the minimum, sync.** A part with fewer records than the model's minimum per job
   is not sent as a job (Bedrock would refuse it): its records are written to S3 all the same
-  and, when its results are read, each is sent through InvokeModel (the run's
-  ``AsyncAnthropicBedrock``) at the on-demand price. Only records not yet in the ledger are
+  and, when its results are read, each is sent through InvokeModel by the worker's sender
+  (``activities/sender.py``, the run's route) at the on-demand price. Only records not yet in the ledger are
   sent (``results(..., wanted=...)``), and the collector records each answer as it comes,
   so a retried collection does not pay for one twice.
 * **Joined on recordId.** Results are read from every ``*.jsonl.out`` under the job's output
@@ -36,12 +36,11 @@ from typing import Any
 from temporalio.exceptions import ApplicationError
 
 from activities.errors import application_error
-from activities.sdk import anthropic
+from activities.sender import NotSent, Sender
 from blockbatch.core.bedrock_batch import (
     SYNC_JOB_PREFIX,
     BedrockBatchConfig,
     S3Location,
-    errored,
     is_sync_job,
     job_name,
     job_token,
@@ -50,7 +49,7 @@ from blockbatch.core.bedrock_batch import (
     records_jsonl,
     sync_request,
 )
-from blockbatch.core.claude_errors import classify
+from blockbatch.core.claude_errors import ClaudeError, classify
 from blockbatch.core.endpoint import Endpoint
 from blockbatch.core.providers import Route
 
@@ -94,21 +93,15 @@ class BedrockJobs:
         config: role, S3 location and quotas (``BedrockBatchConfig.from_env``).
         bedrock: boto3's ``bedrock`` client.
         s3: boto3's ``s3`` client.
-        runtime: opens the ``AsyncAnthropicBedrock`` client a sync part's records go
-            through (the worker's, for provider ``bedrock``).
+        sender: the worker's sending step, which a sync part's records go through
+            (InvokeModel, with the run's route).
     """
 
-    def __init__(
-        self,
-        config: BedrockBatchConfig,
-        bedrock: Any,
-        s3: Any,
-        runtime: Callable[[], Any],
-    ) -> None:
+    def __init__(self, config: BedrockBatchConfig, bedrock: Any, s3: Any, sender: Sender) -> None:
         self.config = config
         self.bedrock = bedrock
         self.s3 = s3
-        self.runtime = runtime
+        self.sender = sender
 
     @property
     def location(self) -> S3Location:
@@ -210,7 +203,6 @@ class BedrockJobs:
     ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
         location = S3Location.parse(job_id.removeprefix(SYNC_JOB_PREFIX))
         raw = await self._read(location.bucket, location.prefix)
-        client = self.runtime()
         for line in raw.splitlines():
             if not line.strip():
                 continue
@@ -218,13 +210,14 @@ class BedrockJobs:
             record_id = str(rec["recordId"])
             if wanted is not None and record_id not in wanted:
                 continue
-            request = route.request(sync_request(model_id, rec["modelInput"]))
             try:
-                message = await client.messages.create(**request)
-            except anthropic.APIStatusError as err:
-                yield record_id, errored(err.status_code, str(err.message))
+                sent = await self.sender.send(sync_request(model_id, rec["modelInput"]), route)
+            except NotSent as err:
+                if not err.answered:  # nothing came back: retried, nothing paid
+                    raise application_error(err.error, f"sending {record_id}") from None
+                yield record_id, errored_result(err.error)
                 continue
-            yield record_id, {"type": "succeeded", "message": message.model_dump(mode="json")}
+            yield record_id, {"type": "succeeded", "message": sent.message}
 
     async def _read(self, bucket: str, key: str) -> bytes:
         got = await self._call(
@@ -333,3 +326,11 @@ class BedrockBatches:
         self.route = route
         self.endpoint = endpoint
         self.messages = _Messages(self)
+
+
+def errored_result(error: ClaudeError) -> dict[str, Any]:
+    """A sync record's error answer as a Message Batches ``errored`` result."""
+    body: dict[str, Any] = {"type": error.error_type, "message": error.message}
+    if error.error_code:
+        body["details"] = {"error_code": error.error_code}
+    return {"type": "errored", "error": {"type": "error", "error": body}}

@@ -13,17 +13,15 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Mapping
 
 from activities.bedrock_jobs import BedrockJobs
+from activities.sender import Sender
 from blockbatch.core.bedrock_batch import BedrockBatchConfig
 
 
-def open_bedrock_jobs(
-    runtime: Callable[[], Any], env: Mapping[str, str] | None = None
-) -> BedrockJobs:
-    """The job client, with ``runtime`` opening the InvokeModel client of sync parts.
+def open_bedrock_jobs(sender: Sender, env: Mapping[str, str] | None = None) -> BedrockJobs:
+    """The job client; a sync part's records go through ``sender``.
 
     Raises:
         ValueError: a setting is missing or malformed, or boto3 is not installed (the
@@ -49,7 +47,7 @@ def open_bedrock_jobs(
     # Signed with the AWS credentials S3 needs too, not a Bedrock API key: one identity
     # (the one the role's trust and the bucket's policy name) for both.
     bedrock = session.client("bedrock", config=Config(auth_scheme_preference="sigv4"))
-    return BedrockJobs(config, bedrock, session.client("s3"), runtime)
+    return BedrockJobs(config, bedrock, session.client("s3"), sender)
 
 
 #: What of a signed request carries a credential: the SigV4 header (its access key id),

@@ -96,9 +96,7 @@ def build_worker(
         pool,
         llm,
         llm_acts.calls,
-        bedrock=None
-        if open_client is None
-        else lambda: open_bedrock_jobs(lambda: open_client("bedrock")),
+        bedrock=None if open_client is None else lambda: open_bedrock_jobs(llm_acts.calls.sender),
     )
     stream_acts = StreamActivities(pool)
     escalation_acts = EscalationActivities(pool, llm_acts.calls)
