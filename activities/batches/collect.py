@@ -9,11 +9,13 @@ from __future__ import annotations
 import asyncpg
 from temporalio import activity
 
+from activities.bedrock_jobs import BedrockBatches
 from activities.errors import application_error, from_api_error
 from activities.sdk import anthropic
 from activities.shared import heartbeating
 from blockbatch.core.batch_types import BatchRoundInput, CollectRoundOutput
 from blockbatch.core.batching import ResultRow, result_row
+from blockbatch.core.bedrock_batch import is_sync_job
 from blockbatch.core.context import RunContext
 from blockbatch.store import batches, provider_batches
 from blockbatch.store.runs import cached_run_context
@@ -22,7 +24,7 @@ _FLUSH_EVERY = 200
 
 
 async def collect_round(
-    pool: asyncpg.Pool, client: anthropic.AsyncAnthropic, inp: BatchRoundInput
+    pool: asyncpg.Pool, client: anthropic.AsyncAnthropic | BedrockBatches, inp: BatchRoundInput
 ) -> CollectRoundOutput:
     """Stream the ended batches' results into the ledger (resumes where it stopped)."""
     async with (
@@ -37,7 +39,7 @@ async def collect_round(
 
 async def _collect_part(
     conn: asyncpg.Connection,
-    client: anthropic.AsyncAnthropic,
+    client: anthropic.AsyncAnthropic | BedrockBatches,
     ctx: RunContext,
     p: provider_batches.EndedPart,
     status: list[str],
@@ -50,8 +52,18 @@ async def _collect_part(
         latency_ms = int((p.ended_at - p.submitted_at).total_seconds() * 1000)
     rows: list[ResultRow] = []
     seen = foreign = 0
+    # A Bedrock part under a job's minimum runs sync as its results are read: only the
+    # requests not yet recorded are sent, each recorded as soon as it is answered, at the
+    # on-demand price (activities/bedrock_jobs.py).
+    sync = is_sync_job(batch_id)
+    flush_every = 1 if sync else _FLUSH_EVERY
     try:
-        async for line in await client.messages.batches.results(batch_id):
+        lines = (
+            await client.messages.batches.results(batch_id, wanted=set(pending))
+            if isinstance(client, BedrockBatches)
+            else await client.messages.batches.results(batch_id)
+        )
+        async for line in lines:
             call_id = pending.pop(line.custom_id, None)
             if call_id is None:
                 foreign += 1  # already recorded by an earlier attempt, or not ours
@@ -63,10 +75,11 @@ async def _collect_part(
                     line.result.model_dump(mode="json"),
                     ctx.model,
                     latency_ms,
+                    batch=not sync,
                 )
             )
             seen += 1
-            if len(rows) >= _FLUSH_EVERY:
+            if len(rows) >= flush_every:
                 await _flush(conn, ctx.run_id, rows)
                 status[0] = f"round {round_}: {seen} results of {batch_id} recorded"
     except anthropic.APIError as err:

@@ -23,12 +23,14 @@ from typing import TYPE_CHECKING
 import asyncpg
 from temporalio import activity
 
+from activities.bedrock_jobs import BedrockBatches
 from activities.endpoint import client_endpoint
 from activities.errors import application_error, from_api_error
 from activities.sdk import anthropic
 from activities.shared import origin
 from blockbatch.core.batch_types import BatchRoundInput, ProviderBatchRef
 from blockbatch.core.batching import Part
+from blockbatch.core.bedrock_batch import is_sync_job
 from blockbatch.core.context import RunContext
 from blockbatch.core.endpoint import Endpoint
 from blockbatch.core.prompt import request_prefix
@@ -47,7 +49,7 @@ if TYPE_CHECKING:
 
 async def submit_part(
     pool: asyncpg.Pool,
-    client: anthropic.AsyncAnthropic,
+    client: anthropic.AsyncAnthropic | BedrockBatches,
     ctx: RunContext,
     inp: BatchRoundInput,
     part: Part,
@@ -93,14 +95,28 @@ async def submit_part(
                 )
             if batch is None:
                 batch = await _create(conn, client, key, part)
-            await _record(conn, ctx, key, part, batch, note, await client_endpoint(client))
+            if isinstance(client, BedrockBatches) and is_sync_job(batch.id):
+                note = (
+                    f"{len(part.requests)} requests, under Bedrock's minimum of "
+                    f"{client.jobs.config.min_records} records per job: run sync, at "
+                    "on-demand prices"
+                )
+            endpoint = (
+                client.endpoint
+                if isinstance(client, BedrockBatches)
+                else await client_endpoint(client)
+            )
+            await _record(conn, ctx, key, part, batch, note, endpoint)
     return ProviderBatchRef(
         part=part.index, provider_batch_id=batch.id, requests=len(part.requests)
     )
 
 
 async def _create(
-    conn: asyncpg.Connection, client: anthropic.AsyncAnthropic, key: PartKey, part: Part
+    conn: asyncpg.Connection,
+    client: anthropic.AsyncAnthropic | BedrockBatches,
+    key: PartKey,
+    part: Part,
 ) -> MessageBatch:
     # Committed before the call: if we die before recording the answer, the retry
     # knows a batch may exist and looks for it.
@@ -121,7 +137,10 @@ async def _create(
 
 
 async def _find_orphan(
-    conn: asyncpg.Connection, client: anthropic.AsyncAnthropic, count: int, since: datetime
+    conn: asyncpg.Connection,
+    client: anthropic.AsyncAnthropic | BedrockBatches,
+    count: int,
+    since: datetime,
 ) -> MessageBatch | None:
     """The one unrecorded batch of ``count`` requests created since ``since``, if any."""
     candidates: list[MessageBatch] = []

@@ -13,6 +13,7 @@ import asyncpg
 from activities.batches.create import submit_part
 from activities.batches.prewarm import decide_cache, round_plan
 from activities.batches.rounds import enqueue
+from activities.bedrock_jobs import BedrockBatches
 from activities.sdk import anthropic
 from activities.shared import heartbeating
 from blockbatch.core.batch_types import (
@@ -93,7 +94,7 @@ def _add(total: dict[str, int], more: dict[str, int]) -> None:
 
 
 async def submit_round(
-    pool: asyncpg.Pool, client: anthropic.AsyncAnthropic, inp: BatchRoundInput
+    pool: asyncpg.Pool, client: anthropic.AsyncAnthropic | BedrockBatches, inp: BatchRoundInput
 ) -> SubmitRoundOutput:
     """Submit a round as provider batches; a retry returns the batches already made.
 
@@ -105,7 +106,10 @@ async def submit_round(
     async with pool.acquire() as conn:
         ctx = await cached_run_context(conn, inp.run_id)
         done = await provider_batches.submitted_refs(conn, inp.run_id, inp.round)
-    over_budget = 0 if done else await fit_budget(pool, ctx, inp)
+        round_requests, _ = await batches.round_size(conn, inp.run_id, inp.round)
+    # A Bedrock round under a job's minimum runs sync, at on-demand prices.
+    sync = isinstance(client, BedrockBatches) and client.jobs.config.runs_sync(round_requests)
+    over_budget = 0 if done else await fit_budget(pool, ctx, inp, batch_prices=not sync)
     async with pool.acquire() as conn:
         requests, _ = await batches.round_size(conn, inp.run_id, inp.round)
         cache_control = await round_plan(conn, ctx, inp.round) != "none"
@@ -116,6 +120,9 @@ async def submit_round(
     if sum(b.requests for b in out.batches) == requests:
         return out  # every part is already submitted (or the round is empty)
     options = ctx.options.batch or BatchOptions()
+    if isinstance(client, BedrockBatches):  # its per-model quota of records per job
+        limit = min(options.max_requests_per_batch, client.jobs.config.max_records)
+        options = options.model_copy(update={"max_requests_per_batch": limit})
     out.batches = []
     async with (
         heartbeating(f"round {inp.round}: building requests") as status,
@@ -134,8 +141,11 @@ async def submit_round(
     return out
 
 
-async def fit_budget(pool: asyncpg.Pool, ctx: RunContext, inp: BatchRoundInput) -> int:
-    """Size a round not yet submitted to the run's budget, at batch prices (worst case).
+async def fit_budget(
+    pool: asyncpg.Pool, ctx: RunContext, inp: BatchRoundInput, *, batch_prices: bool = True
+) -> int:
+    """Size a round not yet submitted to the run's budget, at batch prices (worst case;
+    at on-demand prices without ``batch_prices``: a Bedrock round run sync).
 
     Under the run's budget lock (``blockbatch.store.ledger.budget_use``): the round keeps its requests,
     in submission order, while what the ledger holds plus their worst cases fits the
@@ -159,7 +169,7 @@ async def fit_budget(pool: asyncpg.Pool, ctx: RunContext, inp: BatchRoundInput) 
                 max_tokens=r.max_tokens,
                 prefix_tokens=ctx.cacheable_prefix_tokens,
                 cache_ttl=BATCH_CACHE_TTL,
-                batch=True,
+                batch=batch_prices,
             )
             if held + need > budget:
                 break

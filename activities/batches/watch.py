@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import asyncpg
 
+from activities.bedrock_jobs import BedrockBatches
 from activities.errors import application_error, from_api_error
 from activities.sdk import anthropic
 from blockbatch.core.batch_types import BatchCounts, BatchRoundInput, PollRoundOutput
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
 
 async def poll_round(
-    pool: asyncpg.Pool, client: anthropic.AsyncAnthropic, inp: BatchRoundInput
+    pool: asyncpg.Pool, client: anthropic.AsyncAnthropic | BedrockBatches, inp: BatchRoundInput
 ) -> PollRoundOutput:
     """Look at the round's provider batches and record their state."""
     async with pool.acquire() as conn:
@@ -38,7 +39,7 @@ async def poll_round(
 
 
 async def cancel_round(
-    pool: asyncpg.Pool, client: anthropic.AsyncAnthropic, inp: BatchRoundInput
+    pool: asyncpg.Pool, client: anthropic.AsyncAnthropic | BedrockBatches, inp: BatchRoundInput
 ) -> PollRoundOutput:
     """Cancel the round's unfinished provider batches; what already ran is kept."""
     async with pool.acquire() as conn:

@@ -281,8 +281,12 @@ def result_row(
     result: dict[str, Any],
     model: ModelInfo,
     latency_ms: int | None,
+    *,
+    batch: bool = True,
 ) -> ResultRow:
-    """The ledger row of one result line (``{"type": "missing"}`` when there was none)."""
+    """The ledger row of one result line (``{"type": "missing"}`` when there was none),
+    at batch prices unless ``batch`` is false (a Bedrock part run sync, under the minimum
+    records of a job: ``blockbatch/core/bedrock_batch.py``)."""
     kind = result.get("type", "missing")
     if kind == "succeeded":
         message = result["message"]
@@ -303,7 +307,7 @@ def result_row(
             usage.cache_creation_input_tokens,
             usage.cache_read_input_tokens,
             usage.cache_creation_1h_tokens,
-            cost_usd(model, usage, batch=True),
+            cost_usd(model, usage, batch=batch),
             latency_ms,
             usage.thinking_tokens,
         )

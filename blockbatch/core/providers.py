@@ -57,7 +57,7 @@ class ProviderInfo:
         title: for a person.
         sdk_client: the anthropic SDK client that speaks its wire.
         batches: ``--mode batch`` runs on it (the Message Batches API through the same
-            client).
+            client; on Bedrock, its model invocation jobs).
         batch_refusal: why ``--mode batch`` is refused, when it is.
         count_tokens: ``messages.count_tokens`` through its client (else the local
             estimate).
@@ -128,12 +128,10 @@ PROVIDER_INFO: dict[ProviderName, ProviderInfo] = {
         name="bedrock",
         title="Amazon Bedrock",
         sdk_client="AsyncAnthropicBedrock",
-        batches=False,
-        batch_refusal=_NO_SDK_BATCH.format(
-            title="Amazon Bedrock",
-            client="AnthropicBedrock",
-            jobs="model invocation jobs, JSONL in S3",
-        ),
+        # Batch mode through Bedrock's own model invocation jobs, JSONL in S3
+        # (blockbatch/core/bedrock_batch.py), not the SDK client, which refuses batches.
+        batches=True,
+        batch_refusal=None,
         count_tokens=False,
         models_api=False,
         ratelimit_headers=False,
@@ -388,10 +386,16 @@ def wire_request(request: dict[str, Any], provider: str, model: str | None) -> d
     if provider == "bedrock" and request.get("model") not in _BEDROCK_CURRENT_VERSION_FROM:
         out["extra_body"] = {
             **dict(request.get("extra_body") or {}),
-            "anthropic_version": BEDROCK_LEGACY_VERSION,
+            "anthropic_version": bedrock_body_version(str(request.get("model"))),
         }
     out["model"] = wire_model(provider, str(request["model"]), model)
     return out
+
+
+def bedrock_body_version(model_id: str) -> str:
+    """The ``anthropic_version`` a Bedrock body for the registry's ``model_id`` carries:
+    2026-10-21 for Claude 4.7 and later, :data:`BEDROCK_LEGACY_VERSION` before."""
+    return "2026-10-21" if model_id in _BEDROCK_CURRENT_VERSION_FROM else BEDROCK_LEGACY_VERSION
 
 
 def wire_model(provider: str, model_id: str, provider_model: str | None) -> str:

@@ -7,6 +7,9 @@ from __future__ import annotations
 import contextlib
 import json
 import subprocess
+import sys
+import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +20,7 @@ from blockbatch.devtools.stack import (
     free_port,
     pg_run,
     postgres_bin_dir,
+    spawn,
     start_postgres,
     start_simulator,
     start_temporal,
@@ -49,6 +53,7 @@ class Services:
     sim_port: int = 0
     temporal_pid: int = 0
     sim_pid: int = 0
+    s3_port: int = 0
 
     def log(self, name: str) -> Path:
         return self.root / "logs" / f"{name}.log"
@@ -110,6 +115,35 @@ class Services:
         )
         return self.sim_url
 
+    @property
+    def s3_url(self) -> str:
+        return f"http://127.0.0.1:{self.s3_port}"
+
+    def start_s3(self) -> str:
+        """Start a local S3-compatible server (moto's server mode) and return its URL.
+
+        Only Bedrock batch jobs need it (their JSONL lives in S3), so nothing starts it but
+        a caller that runs one; :meth:`stop` stops it with the rest.
+        """
+        self.s3_port = self.s3_port or free_port()
+        cmd = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.s3_port)]
+        spawn(cmd, self.log("s3"), self.pid_file("s3"))
+        deadline = time.monotonic() + 30
+        while not _answers(f"{self.s3_url}/moto-api/"):
+            if time.monotonic() > deadline:
+                self.stop_s3()
+                raise StackError(
+                    f"the local S3 server did not answer on port {self.s3_port} within 30 s: "
+                    f"see {self.log('s3')}"
+                )
+            time.sleep(0.2)
+        return self.s3_url
+
+    def stop_s3(self) -> None:
+        """Stop the local S3 server (its buckets live in memory and go with it)."""
+        with contextlib.suppress(OSError):
+            stop_pid(self.pid_file("s3"))
+
     def start(self, *databases: str, scenario: Path | None = None) -> Services:
         """Start all three (stopping what started when one fails)."""
         try:
@@ -122,8 +156,8 @@ class Services:
         return self
 
     def stop(self) -> None:
-        """Stop whatever of the three runs (best effort: teardown must not hide a failure)."""
-        for name in ("simulator", "temporal"):
+        """Stop whatever of the three (and the local S3 server) runs (best effort: teardown must not hide a failure)."""
+        for name in ("s3", "simulator", "temporal"):
             with contextlib.suppress(OSError):
                 stop_pid(self.pid_file(name))
         if (self.pg_dir / "PG_VERSION").exists():
@@ -139,3 +173,11 @@ class Services:
     def load(cls, path: Path) -> Services:
         data = json.loads(path.read_text())
         return cls(**{**data, "root": Path(data["root"])})
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as resp:
+            return 200 <= resp.status < 300
+    except OSError:
+        return False

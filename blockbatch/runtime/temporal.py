@@ -20,6 +20,7 @@ from activities.llm import LlmActivities
 from activities.sdk import anthropic
 from activities.sender import OpenClient
 from activities.streams import StreamActivities
+from blockbatch.runtime.bedrock_jobs import open_bedrock_jobs
 from blockbatch.runtime.connect import TemporalUnavailable, connect, ensure_search_attributes
 from blockbatch.runtime.metrics import BlockbatchMetrics, MetricsInterceptor, metric_meter
 from blockbatch.runtime.settings import Settings
@@ -91,7 +92,12 @@ def build_worker(
     meter = metric_meter(client)
     llm_acts = LlmActivities(pool, llm, FleetLimiter(pool, llm.api_key), open_client)
     db_acts = DbActivities(pool, llm, llm_acts.calls.sender)
-    batch_acts = BatchActivities(pool, llm, llm_acts.calls)
+    batch_acts = BatchActivities(
+        pool,
+        llm,
+        llm_acts.calls,
+        bedrock=None if open_client is None else lambda: open_bedrock_jobs(llm_acts.calls.sender),
+    )
     stream_acts = StreamActivities(pool)
     escalation_acts = EscalationActivities(pool, llm_acts.calls)
     return Worker(

@@ -276,6 +276,23 @@ class Batch(_Strict):
     warm_cache_hit_rate: Rate = Field(default=0.95, ge=0, le=1)
 
 
+class BedrockBatch(_Strict):
+    """Amazon Bedrock's model invocation jobs (``blockbatch/simulator/bedrock_jobs.py``)."""
+
+    #: The local S3-compatible server the jobs' files are in (``Services.start_s3``).
+    s3_endpoint_url: str | None = None
+    #: The per-model quotas "Minimum number of records per batch inference job" and
+    #: "Records per batch inference job" (100 and 50,000 per third-party sources; the
+    #: official values are the account's, docs/platforms-checked.md §2).
+    min_records: int = Field(default=100, ge=1)
+    max_records: int = Field(default=50_000, ge=1)
+    #: Jobs in progress at once before a create is refused (the account's quota; its
+    #: default was not found in an official page).
+    max_jobs_in_progress: int = Field(default=20, ge=1)
+    #: The first this many jobs expire unprocessed (past ``timeoutDurationInHours``).
+    expire_jobs: int = Field(default=0, ge=0)
+
+
 class ModelFacts(_Strict):
     """What the simulator says of one model, over the registry's entry (or for a model the
     registry does not know): served by ``/v1/models`` and enforced by ``/v1/messages``.
@@ -369,6 +386,7 @@ class Scenario(_Strict):
     limits: Limits = Field(default_factory=Limits)
     auth: Auth = Field(default_factory=Auth)
     batch: Batch = Field(default_factory=Batch)
+    bedrock_batch: BedrockBatch = Field(default_factory=BedrockBatch)
     # sim-b:
     #: A request holding a block whose content is one of these, or contains
     #: ``refuse_marker``, is refused like the API's streaming classifiers refuse: HTTP 200,

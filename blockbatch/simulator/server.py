@@ -9,6 +9,7 @@ from typing import Self
 from aiohttp import web
 
 from blockbatch.simulator import messages, models_api
+from blockbatch.simulator.bedrock_jobs import add_bedrock_job_routes
 from blockbatch.simulator.bodies import BATCH_MAX_BYTES, MESSAGES_MAX_BYTES, read_body
 from blockbatch.simulator.clock import Clock
 from blockbatch.simulator.errors import ApiError, error_body, new_id
@@ -115,6 +116,7 @@ def build_app(
     app.router.add_get("/v1/models/{model_id}", get_model)
     add_batch_routes(app)
     add_platform_routes(app, lambda request: request[_REQUEST_ID])
+    add_bedrock_job_routes(app)
     add_control_routes(app)
     return app
 

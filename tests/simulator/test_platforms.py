@@ -5,6 +5,7 @@ it (``blockbatch.runtime.claude.provider_client``) and its sender
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from collections.abc import AsyncIterator
 
@@ -172,6 +173,11 @@ def test_a_provider_without_its_settings_says_what_to_set(
         provider_client(settings(), "bedrock")
     monkeypatch.delenv("AWS_BEARER_TOKEN_BEDROCK")
     monkeypatch.setenv("AWS_REGION", "us-east-1")
+    # As on a machine without the bedrock extra (the dev install has boto3).
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name: None if name == "boto3" else find_spec(name)
+    )
     with pytest.raises(ProviderUnavailable, match=r"set AWS_BEARER_TOKEN_BEDROCK, or install"):
         provider_client(settings(), "bedrock")
     monkeypatch.delenv("CLOUD_ML_REGION", raising=False)

@@ -86,7 +86,7 @@ def test_call_shape_follows_the_platform_for_structured_outputs() -> None:
     assert not provider_info("vertex").shaped(opus46).structured_outputs
 
 
-@pytest.mark.parametrize("provider", ["bedrock", "vertex", "foundry", "aws"])
+@pytest.mark.parametrize("provider", ["vertex", "foundry", "aws"])
 def test_batch_mode_is_refused_with_the_reason(provider: str) -> None:
     reason = batch_refused(provider, "batch")
     assert reason and "--mode sync" in reason
@@ -96,8 +96,9 @@ def test_batch_mode_is_refused_with_the_reason(provider: str) -> None:
     assert batch_refused("anthropic", "batch") is None
 
 
-def test_bedrock_refusal_says_its_own_batch_jobs_are_a_later_step() -> None:
-    assert "model invocation jobs" in (batch_refused("bedrock", "batch") or "")
+def test_bedrock_takes_batch_mode_through_its_own_jobs() -> None:
+    assert batch_refused("bedrock", "batch") is None
+    assert RunOptions(provider="bedrock", mode="batch").mode == "batch"
 
 
 def test_the_claude_api_request_is_sent_as_it_is() -> None:
