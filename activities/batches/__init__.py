@@ -27,7 +27,6 @@ from temporalio import activity
 from activities.batches import apply, collect, prewarm, submit, watch
 from activities.calls import CallPath
 from activities.errors import BATCH_REJECTED
-from activities.sdk import anthropic
 from blockbatch.core.batch_types import (
     ApplyRoundInput,
     ApplyRoundOutput,
@@ -39,13 +38,16 @@ from blockbatch.core.batch_types import (
     SubmitRoundOutput,
 )
 from blockbatch.core.call_types import WarmCacheOutput
+from blockbatch.send.sender import Sender
 
 __all__ = ["BATCH_REJECTED", "BatchActivities"]
 
 
 class BatchActivities:
-    """Message Batches activities; built as ``BatchActivities(pool, client, calls)`` in
-    the worker, ``calls`` being the worker's one :class:`CallPath` (the pre-warm's).
+    """Message Batches activities; built as ``BatchActivities(pool, sender, calls)`` in
+    the worker: ``sender`` is the worker's one :class:`~blockbatch.send.sender.Sender`
+    (every batch call goes through it), ``calls`` its one :class:`CallPath` (the
+    pre-warm's).
 
     Each activity is a thin method over a plain function of its module.
     """
@@ -53,11 +55,11 @@ class BatchActivities:
     def __init__(
         self,
         pool: asyncpg.Pool,
-        client: anthropic.AsyncAnthropic,
+        sender: Sender,
         calls: CallPath | None = None,
     ) -> None:
         self.pool = pool
-        self.client = client
+        self.sender = sender
         self.calls = calls
 
     @activity.defn
@@ -75,22 +77,22 @@ class BatchActivities:
     @activity.defn
     async def submit_round(self, inp: BatchRoundInput) -> SubmitRoundOutput:
         """Submit a round as provider batches; a retry returns the batches already made."""
-        return await submit.submit_round(self.pool, self.client, inp)
+        return await submit.submit_round(self.pool, self.sender, inp)
 
     @activity.defn
     async def poll_round(self, inp: BatchRoundInput) -> PollRoundOutput:
         """Look at the round's provider batches and record their state."""
-        return await watch.poll_round(self.pool, self.client, inp)
+        return await watch.poll_round(self.pool, self.sender, inp)
 
     @activity.defn
     async def cancel_round(self, inp: BatchRoundInput) -> PollRoundOutput:
         """Cancel the round's unfinished provider batches; what already ran is kept."""
-        return await watch.cancel_round(self.pool, self.client, inp)
+        return await watch.cancel_round(self.pool, self.sender, inp)
 
     @activity.defn
     async def collect_round(self, inp: BatchRoundInput) -> CollectRoundOutput:
         """Stream the ended batches' results into the ledger (resumes where it stopped)."""
-        return await collect.collect_round(self.pool, self.client, inp)
+        return await collect.collect_round(self.pool, self.sender, inp)
 
     @activity.defn
     async def apply_round(self, inp: ApplyRoundInput) -> ApplyRoundOutput:

@@ -13,7 +13,6 @@ import asyncpg
 from activities.batches.create import submit_part
 from activities.batches.prewarm import round_plan
 from activities.batches.rounds import enqueue
-from activities.sdk import anthropic
 from activities.shared import heartbeating
 from blockbatch.core.batch_types import (
     BatchOptions,
@@ -33,6 +32,7 @@ from blockbatch.core.batching import (
 from blockbatch.core.budget import refusal_text, worst_case_usd
 from blockbatch.core.context import RunContext
 from blockbatch.core.prompt import alias_map, build_request
+from blockbatch.send.sender import Sender
 from blockbatch.store import batches, ledger, overlays, provider_batches
 from blockbatch.store.runs import budget_for_share, cached_run_context, lock_run
 
@@ -64,7 +64,7 @@ async def open_batch_run(pool: asyncpg.Pool, inp: OpenBatchRunInput) -> OpenBatc
 
 
 async def submit_round(
-    pool: asyncpg.Pool, client: anthropic.AsyncAnthropic, inp: BatchRoundInput
+    pool: asyncpg.Pool, sender: Sender, inp: BatchRoundInput
 ) -> SubmitRoundOutput:
     """Submit a round as provider batches; a retry returns the batches already made.
 
@@ -94,7 +94,7 @@ async def submit_round(
                 f"round {inp.round} part {part.index}: "
                 f"{len(part.requests)} requests, {part.nbytes:,} bytes"
             )
-            ref = done.get(part.index) or await submit_part(pool, client, ctx, inp, part)
+            ref = done.get(part.index) or await submit_part(pool, sender, ctx, inp, part)
             if ref is None:
                 out.refused = True
                 break

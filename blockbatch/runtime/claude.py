@@ -24,11 +24,11 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from activities.sdk import anthropic
 from blockbatch.core.providers import provider_info
 from blockbatch.runtime.settings import Settings
+from blockbatch.send.sdk import anthropic
 
-#: The SDK (loaded on first use, activities/sdk.py), for the front doors' ``except`` clauses.
+#: The SDK (loaded on first use, blockbatch/send/sdk.py), for the front doors' ``except`` clauses.
 __all__ = ["anthropic", "anthropic_client", "configured_client", "provider_client"]
 
 if TYPE_CHECKING:

@@ -17,12 +17,12 @@ from activities.db import DbActivities
 from activities.escalation import EscalationActivities
 from activities.limiter import FleetLimiter
 from activities.llm import LlmActivities
-from activities.sdk import anthropic
-from activities.sender import OpenClient
 from activities.streams import StreamActivities
 from blockbatch.runtime.connect import TemporalUnavailable, connect, ensure_search_attributes
 from blockbatch.runtime.metrics import BlockbatchMetrics, MetricsInterceptor, metric_meter
 from blockbatch.runtime.settings import Settings
+from blockbatch.send.sdk import anthropic
+from blockbatch.send.sender import OpenClient
 from workflows.escalate import EscalateWorkflow
 from workflows.pack import ProcessPackWorkflow
 from workflows.run import RunWorkflow
@@ -91,7 +91,7 @@ def build_worker(
     meter = metric_meter(client)
     llm_acts = LlmActivities(pool, llm, FleetLimiter(pool, llm.api_key), open_client)
     db_acts = DbActivities(pool, llm, llm_acts.calls.sender)
-    batch_acts = BatchActivities(pool, llm, llm_acts.calls)
+    batch_acts = BatchActivities(pool, llm_acts.calls.sender, llm_acts.calls)
     stream_acts = StreamActivities(pool)
     escalation_acts = EscalationActivities(pool, llm_acts.calls)
     return Worker(

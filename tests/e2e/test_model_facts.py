@@ -92,7 +92,7 @@ async def test_the_models_api_facts_are_kept_and_read_again_only_when_old(
 
         async def retrieve(self, model_id: str, **_: Any) -> Any:
             Models.asked += 1
-            from activities.sdk import anthropic
+            from blockbatch.send.sdk import anthropic
 
             return anthropic.types.ModelInfo.construct(
                 id=model_id,
