@@ -298,3 +298,30 @@ def test_every_request_to_claude_goes_through_the_sender() -> None:
         and node.value.attr == "messages"
     ]
     assert not wrong, "send through blockbatch.send.sender.Sender:\n" + "\n".join(wrong)
+
+
+def test_only_the_cli_spells_its_entry_script() -> None:
+    # The program's name comes from one place (blockbatch/cli/parser.py: STARTER,
+    # starter_prog, invoked_prog); the docs generator writes the docs' own words.
+    exempt = (ROOT / "blockbatch/cli", ROOT / "blockbatch/devtools/docs.py")
+    wrong = []
+    for p in sorted((ROOT / "blockbatch").rglob("*.py")):
+        if any(p == e or p.is_relative_to(e) for e in exempt):
+            continue
+        tree = ast.parse(p.read_text(), str(p))
+        docstrings = {
+            id(n.body[0].value)
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and n.body
+            and isinstance(n.body[0], ast.Expr)
+        }
+        wrong += [
+            f"{p.relative_to(ROOT)}:{node.lineno}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and "starter.py" in node.value
+            and id(node) not in docstrings
+        ]
+    assert not wrong, "name the program with blockbatch.cli.parser:\n" + "\n".join(wrong)
