@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from blockbatch.core.budget import left_to_do
 from blockbatch.core.registry import TokenCounts, known_model_names
@@ -369,6 +369,8 @@ class GridRow(BaseModel):
 
 class GridFilter(BaseModel):
     """Which blocks a review page shows (each empty or ``None``: any)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     #: Overlay statuses (``--status``, ``--failed``; the web app's one status).
     statuses: list[str] = []
