@@ -14,7 +14,7 @@ Both clients take the worker's AWS credentials, region and endpoints where boto3
 * **Below the minimum, sync.** A part with fewer records than the model's minimum per job
   is not sent as a job (Bedrock would refuse it): its records are written to S3 all the same
   and, when its results are read, each is sent through InvokeModel by the worker's sender
-  (``activities/sender.py``, the run's route) at the on-demand price. Only records not yet in the ledger are
+  (``blockbatch/send/sender.py``, the run's route) at the on-demand price. Only records not yet in the ledger are
   sent (``results(..., wanted=...)``), and the collector records each answer as it comes,
   so a retried collection does not pay for one twice.
 * **Joined on recordId.** Results are read from every ``*.jsonl.out`` under the job's output
@@ -29,14 +29,21 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable, Collection
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio.exceptions import ApplicationError
 
 from activities.errors import application_error
-from activities.sender import NotSent, Sender
+from blockbatch.send.sender import (
+    Counted,
+    NotSent,
+    ProviderBatch,
+    Sender,
+    Sent,
+    provider_batch,
+)
 from blockbatch.core.bedrock_batch import (
     SYNC_JOB_PREFIX,
     BedrockBatchConfig,
@@ -51,7 +58,7 @@ from blockbatch.core.bedrock_batch import (
 )
 from blockbatch.core.claude_errors import ClaudeError, classify
 from blockbatch.core.endpoint import Endpoint
-from blockbatch.core.providers import Route
+from blockbatch.core.providers import CLAUDE_API, Route
 
 #: An AWS error code as the status and Messages error type the run's policy classifies.
 _AWS_ERRORS: dict[str, tuple[int, str]] = {
@@ -334,3 +341,50 @@ def errored_result(error: ClaudeError) -> dict[str, Any]:
     if error.error_code:
         body["details"] = {"error_code": error.error_code}
     return {"type": "errored", "error": {"type": "error", "error": body}}
+
+
+class BedrockSender:
+    """The worker's :class:`~blockbatch.send.sender.Sender` for one Bedrock run's batches:
+    its batch calls go to the run's model invocation jobs (:class:`BedrockBatches`), every
+    other request to the worker's own sender."""
+
+    def __init__(self, sender: Sender, batches: BedrockBatches) -> None:
+        self.sender = sender
+        self.bedrock = batches
+
+    @property
+    def min_records(self) -> int:
+        """Bedrock's minimum records per job (a smaller part runs sync)."""
+        return self.bedrock.jobs.config.min_records
+
+    async def send(self, request: dict[str, Any], route: Route = CLAUDE_API) -> Sent:
+        return await self.sender.send(request, route)
+
+    async def count_tokens(self, request: dict[str, Any], route: Route = CLAUDE_API) -> Counted:
+        return await self.sender.count_tokens(request, route)
+
+    async def endpoint(self, route: Route = CLAUDE_API) -> Endpoint:
+        return self.bedrock.endpoint
+
+    async def create_batch(
+        self, requests: list[dict[str, Any]], route: Route = CLAUDE_API
+    ) -> ProviderBatch:
+        return provider_batch(await self.bedrock.messages.batches.create(requests=requests))
+
+    async def batch(self, batch_id: str, route: Route = CLAUDE_API) -> ProviderBatch:
+        return provider_batch(await self.bedrock.messages.batches.retrieve(batch_id))
+
+    async def cancel_batch(self, batch_id: str, route: Route = CLAUDE_API) -> ProviderBatch:
+        return provider_batch(await self.bedrock.messages.batches.cancel(batch_id))
+
+    async def batches(self, route: Route = CLAUDE_API) -> AsyncGenerator[ProviderBatch, None]:
+        """No job to adopt by listing: a repeated create with the part's token finds it."""
+        for _ in ():
+            yield _
+
+    async def batch_results(
+        self, batch_id: str, route: Route = CLAUDE_API, wanted: Collection[str] | None = None
+    ) -> AsyncGenerator[tuple[str, dict[str, Any]], None]:
+        lines = await self.bedrock.messages.batches.results(batch_id, wanted=wanted)
+        async for line in lines:
+            yield line.custom_id, line.result.model_dump(mode="json")

@@ -1,7 +1,7 @@
 """The ledger-first call path every Claude call of a worker goes through.
 
 Open the ledger row (under the run's lock and budget: ``blockbatch.store.ledger.open_call``),
-reserve with the fleet's limiter, send (a :class:`~activities.sender.Sender`: the one step
+reserve with the fleet's limiter, send (a :class:`~blockbatch.send.sender.Sender`: the one step
 that knows the provider), settle the reservation, record the answer or the error. The pack
 call, the warm-up, the outage probe, the quality probe's single blocks and escalation's
 second packs and single blocks all use :class:`CallPath`; nothing else sends a Messages
@@ -31,7 +31,6 @@ from temporalio.exceptions import ApplicationError
 
 from activities.errors import RETRYABLE, application_error, call_of_error
 from activities.limiter import FleetLimiter
-from activities.sender import NotSent, Sender
 from activities.shared import heartbeating, origin
 from blockbatch.core.budget import Reserved, reservation
 from blockbatch.core.call_types import CallFacts, CallModelOutput, LimiterNote, WarmCacheOutput
@@ -45,6 +44,7 @@ from blockbatch.core.quality import PROBE_ATTEMPTS
 from blockbatch.core.ratelimit import Need
 from blockbatch.core.registry import Usage
 from blockbatch.core.warm_up import WARM_UP_PATH
+from blockbatch.send.sender import NotSent, Sender
 from blockbatch.store import ledger
 
 #: Postgres is unreachable for now (restarting, connection lost): worth waiting for.
@@ -104,7 +104,7 @@ class CallPath:
 
     Args:
         pool: the worker's Postgres pool.
-        sender: the provider's sending step (:class:`~activities.sender.AnthropicSender`).
+        sender: the provider's sending step (:class:`~blockbatch.send.sender.AnthropicSender`).
         limiter: the fleet's shared rate limiter (``None``: calls go out unpaced).
     """
 

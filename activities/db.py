@@ -15,9 +15,6 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.batches.rounds import enqueue
-from activities.endpoint import client_endpoint
-from activities.sdk import anthropic
-from activities.sender import Sender
 from blockbatch.core.batch_types import BatchOptions
 from blockbatch.core.batching import PackAttempt
 from blockbatch.core.blocks import is_set_aside
@@ -58,6 +55,9 @@ from blockbatch.core.run_types import (
 from blockbatch.core.views import RetryRecord
 from blockbatch.core.warm_up import warm_up_request
 from blockbatch.core.workflow_names import NOTHING_TO_RETRY, RETRY_REFUSED, RUN_NOT_FINISHED
+from blockbatch.send.endpoint import client_endpoint
+from blockbatch.send.sdk import anthropic
+from blockbatch.send.sender import Sender
 from blockbatch.store import (
     batches,
     escalations,
@@ -80,7 +80,7 @@ PRIOR_AFTER_CALLS = 3
 class DbActivities:
     """Activities over one asyncpg pool (built in worker.py).
 
-    ``llm``: the worker's Claude client; its endpoint (activities/endpoint.py) is the one
+    ``llm``: the worker's Claude client; its endpoint (blockbatch/send/endpoint.py) is the one
     whose earlier answers ``plan_run`` may reuse. Without one, no answer is reused.
     """
 

@@ -1,7 +1,7 @@
 """call_model: one Claude call for one pack attempt, written to the ledger before it returns;
 with the warm-up, the outage probe (``probe_api``) and the quality probe. Every call goes
 through the worker's :class:`~activities.calls.CallPath` (open, reserve, send, settle,
-record), whose sending step is the provider's :class:`~activities.sender.Sender`.
+record), whose sending step is the provider's :class:`~blockbatch.send.sender.Sender`.
 
 Pay once: an attempt whose answer is already in the ledger returns that answer without
 calling again (``blockbatch.store.ledger.recorded_answer``). A call never starts once the run is
@@ -34,8 +34,6 @@ from temporalio import activity
 from activities.calls import CallPath, answered, patiently, wrote_cache
 from activities.errors import API_UNAVAILABLE, RETRYABLE
 from activities.limiter import FleetLimiter
-from activities.sdk import anthropic
-from activities.sender import AnthropicSender, NotSent, OpenClient
 from activities.shared import PerRun, origin
 from blockbatch.core.agreement import compare_answers
 from blockbatch.core.budget import (
@@ -63,6 +61,8 @@ from blockbatch.core.quality_types import QualityProbeInput, QualityProbeOutput
 from blockbatch.core.ratelimit import Need
 from blockbatch.core.results import parse_results
 from blockbatch.core.warm_up import WARM_UP_PATH, warm_up_request
+from blockbatch.send.sdk import anthropic
+from blockbatch.send.sender import AnthropicSender, NotSent, OpenClient
 from blockbatch.store import ledger, overlays, quality
 from blockbatch.store.runs import cached_run_context, probe_context
 

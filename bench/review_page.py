@@ -137,23 +137,23 @@ def cases(n: int) -> list[tuple[str, dict[str, str], GridFilter, int | None]]:
         ("first page", {}, GridFilter(), None),
         (f"deep page (after={deep})", {"after": deep}, GridFilter(), int(deep)),
         ("last page (before=end)", {"before": str(n)}, GridFilter(), None),
-        ("status=failed, first", {"status": "failed"}, GridFilter(status="failed"), None),
+        ("status=failed, first", {"status": "failed"}, GridFilter(statuses=["failed"]), None),
         (
             f"status=failed, after={deep}",
             {"status": "failed", "after": deep},
-            GridFilter(status="failed"),
+            GridFilter(statuses=["failed"]),
             int(deep),
         ),
         (
             f"status=ai_complete, after={deep}",
             {"status": "ai_complete", "after": deep},
-            GridFilter(status="ai_complete"),
+            GridFilter(statuses=["ai_complete"]),
             int(deep),
         ),
         (
             "reason=invalid_value, first",
             {"reason": "invalid_value"},
-            GridFilter(reason="invalid_value"),
+            GridFilter(reasons=["invalid_value"]),
             None,
         ),
         (
@@ -165,7 +165,7 @@ def cases(n: int) -> list[tuple[str, dict[str, str], GridFilter, int | None]]:
         (
             "status=confirmed + type=paragraph",
             {"status": "confirmed", "type": "paragraph"},
-            GridFilter(status="confirmed", block_type="paragraph"),
+            GridFilter(statuses=["confirmed"], block_type="paragraph"),
             None,
         ),
     ]

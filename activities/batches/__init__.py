@@ -23,17 +23,14 @@ pack policy in ``blockbatch/core/policy.py``; every statement is in ``blockbatch
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
-
 import asyncpg
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.batches import apply, collect, prewarm, submit, watch
-from activities.bedrock_jobs import BedrockBatches, BedrockJobs
+from activities.bedrock_jobs import BedrockBatches, BedrockJobs, BedrockSender
 from activities.calls import CallPath
 from activities.errors import BATCH_REJECTED
-from activities.sdk import anthropic
 from blockbatch.core.batch_types import (
     ApplyRoundInput,
     ApplyRoundOutput,
@@ -45,16 +42,18 @@ from blockbatch.core.batch_types import (
     SubmitRoundOutput,
 )
 from blockbatch.core.call_types import WarmCacheOutput
+from blockbatch.send.sender import Sender
 from blockbatch.store.runs import cached_run_context
 
 __all__ = ["BATCH_REJECTED", "BatchActivities"]
 
 
 class BatchActivities:
-    """Message Batches activities; built as ``BatchActivities(pool, client, calls, bedrock)``
-    in the worker, ``calls`` being the worker's one :class:`CallPath` (the pre-warm's) and
-    ``bedrock`` opening its Bedrock job client (``activities/bedrock_jobs.py``) for the runs
-    on Bedrock, whose batches are model invocation jobs.
+    """Message Batches activities; built as ``BatchActivities(pool, sender, calls, bedrock)``
+    in the worker: ``sender`` is the worker's one :class:`~blockbatch.send.sender.Sender`
+    (every batch call goes through it), ``calls`` its one :class:`CallPath` (the
+    pre-warm's) and ``bedrock`` opens its Bedrock job client (``activities/bedrock_jobs.py``)
+    for the runs on Bedrock, whose batches are model invocation jobs.
 
     Each activity is a thin method over a plain function of its module.
     """
@@ -62,24 +61,24 @@ class BatchActivities:
     def __init__(
         self,
         pool: asyncpg.Pool,
-        client: anthropic.AsyncAnthropic,
+        sender: Sender,
         calls: CallPath | None = None,
         bedrock: Callable[[], BedrockJobs] | None = None,
     ) -> None:
         self.pool = pool
-        self.client = client
+        self.sender = sender
         self.calls = calls
         #: Opens the worker's Bedrock job client on the first Bedrock batch run.
         self._open_bedrock = bedrock
         self._bedrock: BedrockJobs | None = None
 
-    async def _client(self, run_id: str) -> Any:
-        """The client a run's batches go through: the worker's Claude API client, or, for
-        a Bedrock run, its model invocation jobs shaped as ``messages.batches``."""
+    async def _sender(self, run_id: str) -> Sender:
+        """The sender a run's batches go through: the worker's, or, for a Bedrock run,
+        one whose batches are its model invocation jobs."""
         async with self.pool.acquire() as conn:
             ctx = await cached_run_context(conn, run_id)
         if ctx.options.provider != "bedrock":
-            return self.client
+            return self.sender
         if self._bedrock is None:
             if self._open_bedrock is None or self.calls is None:
                 raise ApplicationError(
@@ -97,8 +96,10 @@ class BatchActivities:
                 ) from None
         route = ctx.route
         assert self.calls is not None
-        endpoint = await self.calls.sender.endpoint(route)
-        return BedrockBatches(self._bedrock, ctx.model.id, route, endpoint)
+        endpoint = await self.sender.endpoint(route)
+        return BedrockSender(
+            self.sender, BedrockBatches(self._bedrock, ctx.model.id, route, endpoint)
+        )
 
     @activity.defn
     async def prewarm_round(self, inp: BatchRoundInput) -> WarmCacheOutput:
@@ -115,22 +116,22 @@ class BatchActivities:
     @activity.defn
     async def submit_round(self, inp: BatchRoundInput) -> SubmitRoundOutput:
         """Submit a round as provider batches; a retry returns the batches already made."""
-        return await submit.submit_round(self.pool, await self._client(inp.run_id), inp)
+        return await submit.submit_round(self.pool, await self._sender(inp.run_id), inp)
 
     @activity.defn
     async def poll_round(self, inp: BatchRoundInput) -> PollRoundOutput:
         """Look at the round's provider batches and record their state."""
-        return await watch.poll_round(self.pool, await self._client(inp.run_id), inp)
+        return await watch.poll_round(self.pool, await self._sender(inp.run_id), inp)
 
     @activity.defn
     async def cancel_round(self, inp: BatchRoundInput) -> PollRoundOutput:
         """Cancel the round's unfinished provider batches; what already ran is kept."""
-        return await watch.cancel_round(self.pool, await self._client(inp.run_id), inp)
+        return await watch.cancel_round(self.pool, await self._sender(inp.run_id), inp)
 
     @activity.defn
     async def collect_round(self, inp: BatchRoundInput) -> CollectRoundOutput:
         """Stream the ended batches' results into the ledger (resumes where it stopped)."""
-        return await collect.collect_round(self.pool, await self._client(inp.run_id), inp)
+        return await collect.collect_round(self.pool, await self._sender(inp.run_id), inp)
 
     @activity.defn
     async def apply_round(self, inp: ApplyRoundInput) -> ApplyRoundOutput:

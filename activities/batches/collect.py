@@ -9,14 +9,13 @@ from __future__ import annotations
 import asyncpg
 from temporalio import activity
 
-from activities.bedrock_jobs import BedrockBatches
-from activities.errors import application_error, from_api_error
-from activities.sdk import anthropic
+from activities.errors import application_error
 from activities.shared import heartbeating
 from blockbatch.core.batch_types import BatchRoundInput, CollectRoundOutput
 from blockbatch.core.batching import ResultRow, result_row
 from blockbatch.core.bedrock_batch import is_sync_job
 from blockbatch.core.context import RunContext
+from blockbatch.send.sender import NotSent, Sender
 from blockbatch.store import batches, provider_batches
 from blockbatch.store.runs import cached_run_context
 
@@ -24,7 +23,7 @@ _FLUSH_EVERY = 200
 
 
 async def collect_round(
-    pool: asyncpg.Pool, client: anthropic.AsyncAnthropic | BedrockBatches, inp: BatchRoundInput
+    pool: asyncpg.Pool, sender: Sender, inp: BatchRoundInput
 ) -> CollectRoundOutput:
     """Stream the ended batches' results into the ledger (resumes where it stopped)."""
     async with (
@@ -33,13 +32,13 @@ async def collect_round(
     ):
         ctx = await cached_run_context(conn, inp.run_id)
         for p in await provider_batches.parts_to_collect(conn, inp.run_id, inp.round):
-            await _collect_part(conn, client, ctx, p, status, inp.round)
+            await _collect_part(conn, sender, ctx, p, status, inp.round)
         return await batches.round_totals(conn, inp.run_id, inp.round)
 
 
 async def _collect_part(
     conn: asyncpg.Connection,
-    client: anthropic.AsyncAnthropic | BedrockBatches,
+    sender: Sender,
     ctx: RunContext,
     p: provider_batches.EndedPart,
     status: list[str],
@@ -58,21 +57,17 @@ async def _collect_part(
     sync = is_sync_job(batch_id)
     flush_every = 1 if sync else _FLUSH_EVERY
     try:
-        lines = (
-            await client.messages.batches.results(batch_id, wanted=set(pending))
-            if isinstance(client, BedrockBatches)
-            else await client.messages.batches.results(batch_id)
-        )
-        async for line in lines:
-            call_id = pending.pop(line.custom_id, None)
+        lines = sender.batch_results(batch_id, ctx.route, wanted=set(pending))
+        async for custom_id, result in lines:
+            call_id = pending.pop(custom_id, None)
             if call_id is None:
                 foreign += 1  # already recorded by an earlier attempt, or not ours
                 continue
             rows.append(
                 result_row(
                     call_id,
-                    line.custom_id,
-                    line.result.model_dump(mode="json"),
+                    custom_id,
+                    result,
                     ctx.model,
                     latency_ms,
                     batch=not sync,
@@ -82,9 +77,9 @@ async def _collect_part(
             if len(rows) >= flush_every:
                 await _flush(conn, ctx.run_id, rows)
                 status[0] = f"round {round_}: {seen} results of {batch_id} recorded"
-    except anthropic.APIError as err:
+    except NotSent as err:
         await _flush(conn, ctx.run_id, rows)
-        raise application_error(from_api_error(err), f"reading the results of {batch_id}") from None
+        raise application_error(err.error, f"reading the results of {batch_id}") from None
     for custom_id, call_id in pending.items():
         rows.append(result_row(call_id, custom_id, {"type": "missing"}, ctx.model, None))
     await _flush(conn, ctx.run_id, rows)

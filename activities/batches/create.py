@@ -17,16 +17,13 @@
 
 from __future__ import annotations
 
+from contextlib import aclosing
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 import asyncpg
 from temporalio import activity
 
-from activities.bedrock_jobs import BedrockBatches
-from activities.endpoint import client_endpoint
-from activities.errors import application_error, from_api_error
-from activities.sdk import anthropic
+from activities.errors import application_error
 from activities.shared import origin
 from blockbatch.core.batch_types import BatchRoundInput, ProviderBatchRef
 from blockbatch.core.batching import Part
@@ -35,6 +32,7 @@ from blockbatch.core.context import RunContext
 from blockbatch.core.endpoint import Endpoint
 from blockbatch.core.prompt import request_prefix
 from blockbatch.core.run_types import ACTIVE_STATUSES
+from blockbatch.send.sender import NotSent, ProviderBatch, Sender
 from blockbatch.store import provider_batches
 from blockbatch.store.provider_batches import CreatedBatch, PartKey
 from blockbatch.store.runs import status_for_share
@@ -43,13 +41,10 @@ from blockbatch.store.runs import status_for_share
 _ORPHAN_SKEW = timedelta(minutes=2)
 _ORPHAN_MAX_SCANNED = 2000
 
-if TYPE_CHECKING:
-    from anthropic.types.messages import MessageBatch
-
 
 async def submit_part(
     pool: asyncpg.Pool,
-    client: anthropic.AsyncAnthropic | BedrockBatches,
+    sender: Sender,
     ctx: RunContext,
     inp: BatchRoundInput,
     part: Part,
@@ -83,7 +78,7 @@ async def submit_part(
             if row is not None and row.submitted_at is not None:
                 # An earlier attempt sent the create call and never recorded an answer.
                 batch = await _find_orphan(
-                    conn, client, len(part.requests), row.submitted_at - _ORPHAN_SKEW
+                    conn, sender, ctx, len(part.requests), row.submitted_at - _ORPHAN_SKEW
                 )
                 note = (
                     (
@@ -94,68 +89,53 @@ async def submit_part(
                     else None
                 )
             if batch is None:
-                batch = await _create(conn, client, key, part)
-            if isinstance(client, BedrockBatches) and is_sync_job(batch.id):
+                batch = await _create(conn, sender, ctx, key, part)
+            min_records = getattr(sender, "min_records", None)  # a Bedrock run's sender
+            if min_records is not None and is_sync_job(batch.id):
                 note = (
                     f"{len(part.requests)} requests, under Bedrock's minimum of "
-                    f"{client.jobs.config.min_records} records per job: run sync, at "
-                    "on-demand prices"
+                    f"{min_records} records per job: run sync, at on-demand prices"
                 )
-            endpoint = (
-                client.endpoint
-                if isinstance(client, BedrockBatches)
-                else await client_endpoint(client)
-            )
-            await _record(conn, ctx, key, part, batch, note, endpoint)
+            await _record(conn, ctx, key, part, batch, note, await sender.endpoint(ctx.route))
     return ProviderBatchRef(
         part=part.index, provider_batch_id=batch.id, requests=len(part.requests)
     )
 
 
 async def _create(
-    conn: asyncpg.Connection,
-    client: anthropic.AsyncAnthropic | BedrockBatches,
-    key: PartKey,
-    part: Part,
-) -> MessageBatch:
+    conn: asyncpg.Connection, sender: Sender, ctx: RunContext, key: PartKey, part: Part
+) -> ProviderBatch:
     # Committed before the call: if we die before recording the answer, the retry
     # knows a batch may exist and looks for it.
     await provider_batches.mark_sent(conn, key)
     try:
-        return await client.messages.batches.create(
-            requests=part.requests  # type: ignore[arg-type]  # plain dicts, the SDK's TypedDict shape
-        )
-    except anthropic.APIStatusError as err:
-        if err.status_code not in (408, 504):
+        return await sender.create_batch(part.requests, ctx.route)
+    except NotSent as failed:
+        status = failed.error.status
+        if failed.answered and status not in (408, 504):
             # The API answered: no batch was created, nothing to look for on retry.
             await provider_batches.mark_refused(
-                conn, key, f"create refused: {err.status_code} {err.message}"
+                conn, key, f"create refused: {status} {failed.error.message}"
             )
-        raise application_error(from_api_error(err), "creating a message batch") from None
-    except anthropic.APIConnectionError as err:
-        raise application_error(from_api_error(err), "creating a message batch") from None
+        raise application_error(failed.error, "creating a message batch") from None
 
 
 async def _find_orphan(
-    conn: asyncpg.Connection,
-    client: anthropic.AsyncAnthropic | BedrockBatches,
-    count: int,
-    since: datetime,
-) -> MessageBatch | None:
+    conn: asyncpg.Connection, sender: Sender, ctx: RunContext, count: int, since: datetime
+) -> ProviderBatch | None:
     """The one unrecorded batch of ``count`` requests created since ``since``, if any."""
-    candidates: list[MessageBatch] = []
+    candidates: list[ProviderBatch] = []
     scanned = 0
     try:
-        async for batch in client.messages.batches.list(limit=100):
-            scanned += 1
-            if batch.created_at < since or scanned > _ORPHAN_MAX_SCANNED:
-                break
-            c = batch.request_counts
-            total = c.processing + c.succeeded + c.errored + c.canceled + c.expired
-            if total == count:
-                candidates.append(batch)
-    except anthropic.APIError as err:
-        raise application_error(from_api_error(err), "listing message batches") from None
+        async with aclosing(sender.batches(ctx.route)) as listed:
+            async for batch in listed:
+                scanned += 1
+                if batch.created_at < since or scanned > _ORPHAN_MAX_SCANNED:
+                    break
+                if batch.requests == count:
+                    candidates.append(batch)
+    except NotSent as failed:
+        raise application_error(failed.error, "listing message batches") from None
     if not candidates:
         return None
     claimed = await provider_batches.claimed_ids(conn, [b.id for b in candidates])
@@ -172,7 +152,7 @@ async def _record(
     ctx: RunContext,
     key: PartKey,
     part: Part,
-    batch: MessageBatch,
+    batch: ProviderBatch,
     note: str | None,
     endpoint: Endpoint,
 ) -> None:
@@ -180,9 +160,7 @@ async def _record(
     await provider_batches.record_created(
         conn,
         key,
-        CreatedBatch(
-            batch.id, batch.processing_status, batch.expires_at, batch.request_counts.processing
-        ),
+        CreatedBatch(batch.id, batch.status, batch.expires_at, batch.counts.processing),
         note,
         prefix=request_prefix(part.requests[0]["params"]),
         model=ctx.model.id,

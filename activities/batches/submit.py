@@ -13,8 +13,7 @@ import asyncpg
 from activities.batches.create import submit_part
 from activities.batches.prewarm import decide_cache, round_plan
 from activities.batches.rounds import enqueue
-from activities.bedrock_jobs import BedrockBatches
-from activities.sdk import anthropic
+from activities.bedrock_jobs import BedrockSender
 from activities.shared import heartbeating
 from blockbatch.core.batch_types import (
     BatchOptions,
@@ -35,6 +34,7 @@ from blockbatch.core.batching import (
 from blockbatch.core.budget import refusal_text, worst_case_usd
 from blockbatch.core.context import RunContext
 from blockbatch.core.prompt import alias_map, build_request
+from blockbatch.send.sender import Sender
 from blockbatch.store import batches, ledger, overlays, provider_batches
 from blockbatch.store.runs import budget_for_share, cached_run_context, lock_run
 
@@ -94,7 +94,7 @@ def _add(total: dict[str, int], more: dict[str, int]) -> None:
 
 
 async def submit_round(
-    pool: asyncpg.Pool, client: anthropic.AsyncAnthropic | BedrockBatches, inp: BatchRoundInput
+    pool: asyncpg.Pool, sender: Sender, inp: BatchRoundInput
 ) -> SubmitRoundOutput:
     """Submit a round as provider batches; a retry returns the batches already made.
 
@@ -108,7 +108,9 @@ async def submit_round(
         done = await provider_batches.submitted_refs(conn, inp.run_id, inp.round)
         round_requests, _ = await batches.round_size(conn, inp.run_id, inp.round)
     # A Bedrock round under a job's minimum runs sync, at on-demand prices.
-    sync = isinstance(client, BedrockBatches) and client.jobs.config.runs_sync(round_requests)
+    sync = isinstance(sender, BedrockSender) and sender.bedrock.jobs.config.runs_sync(
+        round_requests
+    )
     over_budget = 0 if done else await fit_budget(pool, ctx, inp, batch_prices=not sync)
     async with pool.acquire() as conn:
         requests, _ = await batches.round_size(conn, inp.run_id, inp.round)
@@ -120,8 +122,8 @@ async def submit_round(
     if sum(b.requests for b in out.batches) == requests:
         return out  # every part is already submitted (or the round is empty)
     options = ctx.options.batch or BatchOptions()
-    if isinstance(client, BedrockBatches):  # its per-model quota of records per job
-        limit = min(options.max_requests_per_batch, client.jobs.config.max_records)
+    if isinstance(sender, BedrockSender):  # its per-model quota of records per job
+        limit = min(options.max_requests_per_batch, sender.bedrock.jobs.config.max_records)
         options = options.model_copy(update={"max_requests_per_batch": limit})
     out.batches = []
     async with (
@@ -133,7 +135,7 @@ async def submit_round(
                 f"round {inp.round} part {part.index}: "
                 f"{len(part.requests)} requests, {part.nbytes:,} bytes"
             )
-            ref = done.get(part.index) or await submit_part(pool, client, ctx, inp, part)
+            ref = done.get(part.index) or await submit_part(pool, sender, ctx, inp, part)
             if ref is None:
                 out.refused = True
                 break

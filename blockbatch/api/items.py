@@ -84,10 +84,11 @@ from blockbatch.core.quality_types import QualityOptions
 from blockbatch.core.questions import ANSWER_FIELD, QUESTION_SCHEMA, question_block
 from blockbatch.core.run_types import RunOptions, RunResult
 from blockbatch.core.schema import SchemaSpec
-from blockbatch.core.views import ItemUsage
+from blockbatch.core.views import GridRow, ItemUsage
 from blockbatch.runtime.claude import anthropic_client
 from blockbatch.runtime.settings import Settings, load_settings
 from blockbatch.store.reads import item_usage
+from blockbatch.store.review import MAX_PAGE
 
 Item = str | dict[str, Any]
 
@@ -438,7 +439,7 @@ async def allm_batch(
                     run = await _wait(bb, run_id, timeout, cancel=True)
             finally:
                 await llm.close()
-        page = await bb.review(run_id, limit=len(blocks) + 1)
+        rows = await _all_rows(bb, run_id)
         usage = await item_usage(bb.pool, run_id)
     finally:
         if own:
@@ -455,7 +456,7 @@ async def allm_batch(
         )
         for i, why in skipped.items()
     }
-    for row in page.items:
+    for row in rows:
         i = int(row.metadata["item_index"])
         ok = row.status in ("ai_complete", "confirmed")
         value = (row.staging or {}).get(ANSWER_FIELD) if questions else row.staging
@@ -542,3 +543,15 @@ def llm_batch(
 
 #: The name from the prior design (SPEC-26, DSPy's ``llm_query_batched``): the same function.
 llm_query_batched = llm_batch
+
+
+async def _all_rows(bb: Blockbatch, run_id: str) -> list[GridRow]:
+    """Every block of the run next to its overlay, page after page (keyset)."""
+    rows: list[GridRow] = []
+    after: int | None = None
+    while True:
+        page = await bb.review(run_id, limit=MAX_PAGE, after=after)
+        rows += page.rows
+        if page.next_after is None:
+            return rows
+        after = page.next_after

@@ -54,6 +54,7 @@ from blockbatch.runtime.claude import anthropic, anthropic_client, configured_cl
 from blockbatch.runtime.endpoint import answering_endpoint
 from blockbatch.runtime.models_api import READ_TIMEOUT_S, ModelFacts
 from blockbatch.runtime.settings import Settings, load_settings
+from blockbatch.send.sender import AnthropicSender, NotSent
 from blockbatch.store import (
     batches,
     calibrations,
@@ -405,6 +406,7 @@ async def _count(
             client = anthropic_client(settings, timeout_s=COUNT_TIMEOUT_S, max_retries=2)
         except RuntimeError as exc:
             return None, f"input not counted ({exc}): the planner's estimates"
+    sender = AnthropicSender(client)
     gate = asyncio.Semaphore(COUNT_CONCURRENCY)
     # Who counted: the simulator marks its answers (blockbatch/core/endpoint.py), and its
     # count is its own tokenizer's, not Claude's.
@@ -413,21 +415,21 @@ async def _count(
     async def one(request: dict[str, Any]) -> int:
         nonlocal simulated
         async with gate:
-            raw = await client.messages.with_raw_response.count_tokens(**request)
-            simulated = simulated or SIMULATOR_HEADER in raw.headers
-            return (await raw.parse()).input_tokens
+            counted = await sender.count_tokens(request)
+            simulated = simulated or SIMULATOR_HEADER in counted.headers
+            return counted.input_tokens
 
     try:
         answers = await asyncio.gather(*(one(r) for r in plan.requests))
-    except anthropic.APIStatusError as exc:
-        return None, (
-            f"input not counted (the token-counting endpoint answered "
-            f"{exc.status_code}: {_api_message(exc)}): the planner's estimates"
-        )
-    except anthropic.APIConnectionError as exc:
+    except NotSent as failed:
+        if failed.answered:
+            return None, (
+                f"input not counted (the token-counting endpoint answered "
+                f"{failed.error.status}: {failed.error.message[:200]}): the planner's estimates"
+            )
         where = settings.resolved_anthropic_base_url or "the Claude API"
         return None, (
-            f"input not counted ({where} is not answering: {type(exc).__name__}): "
+            f"input not counted ({where} is not answering: {failed.ledger_type}): "
             "the planner's estimates"
         )
     finally:
@@ -470,24 +472,16 @@ async def count_prefix(settings: Settings, prefix: PrefixToCount) -> int | None:
     }
     if prefix.request.get("tool_choice") is not None:
         with_prefix["tool_choice"] = prefix.request["tool_choice"]
+    sender = AnthropicSender(client)
     async with client:
         try:
             full, bare = await asyncio.gather(
-                client.messages.count_tokens(**with_prefix),
-                client.messages.count_tokens(model=prefix.model, messages=messages),
+                sender.count_tokens(with_prefix),
+                sender.count_tokens({"model": prefix.model, "messages": messages}),
             )
-        except anthropic.APIError:
+        except NotSent:
             return None
     return max(full.input_tokens - bare.input_tokens, 0)
-
-
-def _api_message(exc: anthropic.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return str(error["message"])[:200]
-    return str(exc.message)[:200]
 
 
 @dataclass(frozen=True)

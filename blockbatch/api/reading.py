@@ -36,7 +36,6 @@ from blockbatch.core.views import (
     LimiterView,
     ReviewAction,
     ReviewActivity,
-    ReviewPage,
     RunInfo,
 )
 from blockbatch.store import escalations, quality, ratelimits, reads, replans, review, runs
@@ -90,21 +89,6 @@ class Reading(Connection):
     async def review_flags(self, run_id: str) -> dict[str, int]:
         """Review flag -> count over the run's answered blocks (``ungrounded``)."""
         return await review.review_flags(self.pool, run_id)
-
-    async def review(
-        self, run_id: str, *, id_columns: list[str] | None = None, **filters: Any
-    ) -> ReviewPage:
-        """Blocks next to their overlays; see :func:`blockbatch.store.reads.review_page` for
-        the filters. ``id_columns``: the input's columns that say which row each block is
-        (default: the first column other than the text; the page's ``id_columns``).
-
-        Raises:
-            BadRequest: an id column the input does not have.
-        """
-        page = await reads.review_page(self.pool, run_id, **filters)
-        present = [k for item in page.items for k in item.metadata]
-        page.id_columns = await self._id_columns(run_id, id_columns, present)
-        return page
 
     async def _id_columns(
         self, run_id: str, chosen: list[str] | None, present: list[str]
@@ -200,28 +184,52 @@ class Reading(Connection):
         of many blocks is one entry (with how many), an edit is one with its values."""
         return await review.review_activity(self.pool, run_id, limit=limit)
 
-    async def grid(
+    async def review(
         self,
         run_id: str,
         *,
-        status: str | None = None,
-        reason: str | None = None,
+        status: str | list[str] | None = None,
+        reason: str | list[str] | None = None,
+        block_uids: list[str] | None = None,
         block_type: str | None = None,
+        disagreeing: bool = False,
         limit: int = 50,
         after: int | None = None,
         before: int | None = None,
-        disagreeing: bool = False,
         id_columns: list[str] | None = None,
     ) -> GridPage:
-        """A page of the run's blocks and overlays, paged by block index (keyset);
-        ``disagreeing``: only those the quality probe found disagreeing; ``id_columns``: as
-        :meth:`review`."""
+        """A page of the run's blocks next to their overlays, in block order, paged by block
+        index (keyset: ``after`` / ``before`` a block; the page's ``next_after`` and
+        ``prev_before`` lead on); the one pager of the CLI's ``review`` and the web app.
+
+        Args:
+            status, reason: only blocks in this status (any of these), with this reason
+                code or review flag (any of these).
+            block_uids: only these blocks.
+            block_type: only blocks of this type.
+            disagreeing: only those the quality probe found disagreeing.
+            limit: blocks on the page, 1 to 500.
+            id_columns: the input's columns that say which row each block is (default:
+                the first column other than the text; the page's ``id_columns``).
+
+        Raises:
+            NotFound: no such run.
+            BadRequest: an unknown reason code, a limit out of range, both ``after`` and
+                ``before``, or an id column the input does not have.
+        """
         flt = GridFilter(
-            status=status, reason=reason, block_type=block_type, disagreeing=disagreeing
+            statuses=_listed(status),
+            reasons=_listed(reason),
+            block_uids=block_uids or [],
+            block_type=block_type,
+            disagreeing=disagreeing,
         )
-        page = await review.grid_page(
-            self.pool, run_id, flt, limit=limit, after=after, before=before
-        )
+        try:
+            page = await review.grid_page(
+                self.pool, run_id, flt, limit=limit, after=after, before=before
+            )
+        except ValueError as err:
+            raise BadRequest(str(err)) from None
         present = [k for row in page.rows for k in row.metadata]
         page.id_columns = await self._id_columns(run_id, id_columns, present)
         return page
@@ -263,3 +271,10 @@ class Reading(Connection):
         if isinstance(out, str | Path):
             return await export_run_to_file(self.pool, run_id, out, staged=staged, fmt=fmt)
         return await export_to(self.pool, run_id, out, staged=staged, fmt=fmt)
+
+
+def _listed(value: str | list[str] | None) -> list[str]:
+    """One value or several, as a list without repeats."""
+    if value is None:
+        return []
+    return list(dict.fromkeys([value] if isinstance(value, str) else value))

@@ -28,12 +28,22 @@ Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 PROG = "python starter.py"
 
 
+#: The entry script that runs the command line from a checkout.
+STARTER = Path(__file__).resolve().parents[2] / "starter.py"
+
+
+def starter_prog(python: str = "python", starter: str = STARTER.name) -> str:
+    """The command line as the entry script runs it: ``<python> <starter>``, each quoted
+    for a shell (the one spelling of the program outside the console script)."""
+    return f"{shlex.quote(python)} {shlex.quote(starter)}"
+
+
 def invoked_prog(argv0: str) -> str:
     """The program as the user typed it, to write the next command in: ``blockbatch`` for
     the console script, ``python <path as typed>/starter.py`` for starter.py."""
     name = Path(argv0).name
-    if name == "starter.py":
-        return f"python {shlex.quote(argv0)}"
+    if name == STARTER.name:
+        return starter_prog(starter=argv0)
     if name == "blockbatch":
         return "blockbatch"
     return PROG

@@ -11,7 +11,7 @@ import sys
 import textwrap
 from typing import Any
 
-from blockbatch.api import ReviewItem
+from blockbatch.api import GridPage, GridRow
 from blockbatch.api.review import resolve_block_refs
 from blockbatch.cli.console import Console
 from blockbatch.cli.inspect import page_footer
@@ -36,7 +36,7 @@ def _value(v: Any) -> str:
 
 def show_item(
     con: Console,
-    item: ReviewItem,
+    item: GridRow,
     fields: list[str],
     *,
     full: bool,
@@ -177,19 +177,19 @@ async def cmd_review(args: argparse.Namespace, s: Session) -> int:
     reasons = list(dict.fromkeys(args.reason or [])) or None
     page = await bb.review(
         args.run_id,
-        offset=args.offset,
+        after=args.after,
         limit=args.limit,
-        statuses=statuses or None,
+        status=statuses or None,
         block_uids=blocks,
-        reasons=reasons,
+        reason=reasons,
         id_columns=args.id_column,
     )
     if s.con.json:
         s.con.data(page.model_dump(mode="json"))
         return 0
-    for item in page.items:
+    for item in page.rows:
         show_item(s.con, item, page.fields, full=args.full, id_columns=page.id_columns)
-    info = await bb.run(args.run_id)
+    info = page.run
     counts = " · ".join(f"{k} {v}" for k, v in info.blocks.items() if v)
     again = (
         f"review {args.run_id}"
@@ -198,11 +198,27 @@ async def cmd_review(args: argparse.Namespace, s: Session) -> int:
         + "".join(f" --id-column {c}" for c in args.id_column or ())
         + (f" --limit {args.limit}" if args.limit != 20 else "")
     )
-    page_footer(s.con, args.offset, len(page.items), page.total, "blocks", again)
+    keyset_footer(s.con, page, again)
     s.con.line(s.con.style(f"run {info.run_id} is {info.status}: {counts}", "dim"))
     if info.blocks["ai_complete"]:
         s.con.line(s.con.style(f"confirm: {PROG} confirm {info.run_id} [--block UID ...]", "dim"))
     return 0
+
+
+def keyset_footer(con: Console, page: GridPage, command: str) -> None:
+    """ "showing blocks #0-#19 (20 of 200)" and the command for the next page."""
+    if not page.total:
+        con.line("no blocks to show")
+        return
+    if not page.rows:
+        con.line(con.style(f"no blocks after this one; {page.total} in all", "dim"))
+        return
+    total = f"{page.total:,}+" if page.capped else f"{page.total:,}"
+    first, last = page.rows[0].block_index, page.rows[-1].block_index
+    text = f"showing blocks #{first}-#{last} ({len(page.rows)} of {total})"
+    if page.next_after is not None:
+        text += f"; next page: {PROG} {command} --after {page.next_after}"
+    con.line(con.style(text, "dim"))
 
 
 async def cmd_confirm(args: argparse.Namespace, s: Session) -> int:
@@ -303,7 +319,18 @@ def add_review_parser(sub: Subparsers) -> None:
     review.add_argument(
         "--limit", type=positive, default=20, help="blocks per page (default %(default)s)"
     )
-    review.add_argument("--offset", type=not_negative, default=0, help="skip this many blocks")
+    review.add_argument(
+        "--after",
+        type=not_negative,
+        metavar="INDEX",
+        help="the page after this block index (the footer names the next page's)",
+    )
+    review.add_argument(
+        "--offset",
+        type=not_negative,
+        default=0,
+        help="with --disagreeing: skip this many disagreeing blocks",
+    )
     review.add_argument(
         "--status",
         action="append",

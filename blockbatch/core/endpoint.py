@@ -11,7 +11,7 @@ warns before it starts a run.
 
 How a worker knows it talks to the simulator: the simulator says so in a response header
 (:data:`SIMULATOR_HEADER`, set on every answer by ``blockbatch/simulator/server.py``; the API never
-sends it), read from one request at the worker's start (``activities/endpoint.py``). A base
+sends it), read from one request at the worker's start (``blockbatch/send/endpoint.py``). A base
 URL alone cannot tell: tests and docker-compose reach the simulator under any host name.
 
 Pure: no I/O. Never the API key: only whether one is set, as a short SHA-256 prefix

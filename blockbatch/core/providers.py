@@ -170,8 +170,8 @@ PROVIDER_INFO: dict[ProviderName, ProviderInfo] = {
         ),
     ),
     # §4: the first-party surface with a workspace id; its batches are the Message
-    # Batches API, but blockbatch's batch activities still use the worker's Claude API
-    # client, so batch mode is refused here until they take the provider's client.
+    # Batches API. The batch activities send through the run's route (blockbatch/send/),
+    # but batch mode on this platform is not tested against it yet, so it is refused.
     "aws": ProviderInfo(
         name="aws",
         title="Claude Platform on AWS",
@@ -179,8 +179,7 @@ PROVIDER_INFO: dict[ProviderName, ProviderInfo] = {
         batches=False,
         batch_refusal=(
             "is not wired for Claude Platform on AWS yet: it serves the Message Batches "
-            "API, but blockbatch's batch steps still send through the Claude API's client. "
-            "Run with --mode sync"
+            "API, but blockbatch's batch mode is not tested on it yet. Run with --mode sync"
         ),
         count_tokens=True,
         models_api=True,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from blockbatch.core.budget import learned_costs, left_to_do
 from blockbatch.core.registry import TokenCounts, known_model_names
@@ -139,46 +139,6 @@ class BlockProvenance(BaseModel):
     bbox: tuple[float, float, float, float] | None = None
     page_size: tuple[float, float] | None = None
     heading_path: list[str] = []
-
-
-class ReviewItem(BaseModel):
-    """A block and its overlay in one run."""
-
-    block_uid: str
-    block_index: int
-    block_type: str
-    block_content: str
-    metadata: dict[str, Any]
-    #: Where the block came from; ``None`` for blocks stored without it (streams, items).
-    provenance: BlockProvenance | None = None
-    status: str
-    staging: dict[str, Any] | None
-    confirmed: dict[str, Any] | None
-    attempt_count: int
-    last_error: str | None
-    #: Why a failed or cancelled block is not done (blockbatch/core/reasons.py), or the review
-    #: flag ``ungrounded`` of an answered one; ``None`` otherwise.
-    reason_code: str | None = None
-    pack_path: str | None
-    #: Set when the overlay reused an earlier run's answer: that run.
-    reused_from_run_id: str | None = None
-    #: Per field, its quote and span in the block (a schema asking for evidence;
-    #: blockbatch/core/evidence.py), else ``None``.
-    evidence: dict[str, Any] | None = None
-
-
-class ReviewPage(BaseModel):
-    """One page of a run's blocks next to their overlays."""
-
-    run_id: str
-    offset: int
-    total: int
-    #: The schema's fields in their declared order (jsonb does not keep key order).
-    fields: list[str]
-    items: list[ReviewItem]
-    #: The input's columns that say which row each block is (``ticket_id``), shown with
-    #: each block: the first column other than the text, or the ones asked for.
-    id_columns: list[str] = []
 
 
 class CallRow(TokenCounts):
@@ -409,10 +369,16 @@ class GridRow(BaseModel):
 
 
 class GridFilter(BaseModel):
-    """Which blocks a grid shows (each ``None``: any)."""
+    """Which blocks a review page shows (each empty or ``None``: any)."""
 
-    status: str | None = None
-    reason: str | None = None
+    model_config = ConfigDict(extra="forbid")
+
+    #: Overlay statuses (``--status``, ``--failed``; the web app's one status).
+    statuses: list[str] = []
+    #: Reason codes or review flags (blockbatch/core/reasons.py).
+    reasons: list[str] = []
+    #: Only these blocks.
+    block_uids: list[str] = []
     block_type: str | None = None
     #: Only blocks the quality probe found disagreeing (blockbatch/store/quality.py).
     disagreeing: bool = False
@@ -433,7 +399,8 @@ class GridPage(BaseModel):
     #: ``after=`` for the next page, ``before=`` for the previous one (None: no such page).
     next_after: int | None
     prev_before: int | None
-    #: The input's columns that say which row each block is (see ``ReviewPage``).
+    #: The input's columns that say which row each block is (``ticket_id``), shown with
+    #: each block: the first column other than the text, or the ones asked for.
     id_columns: list[str] = []
 
 

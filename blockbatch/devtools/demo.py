@@ -14,6 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from blockbatch.cli.parser import STARTER, starter_prog
 from blockbatch.devtools.stack import LocalStack, StackError, spawn, stop_pid
 from blockbatch.runtime.settings import load_settings
 
@@ -69,7 +70,7 @@ def closing_words() -> str:
     """What to try next, in commands that work as printed: this interpreter (the project's
     environment, where the packages are), not whichever ``python`` the shell finds."""
     # Not resolved: a .venv that is a symlink keeps its short name.
-    starter = f"{as_typed(Path(sys.executable).absolute())} {as_typed(ROOT / 'starter.py')}"
+    starter = starter_prog(as_typed(Path(sys.executable).absolute()), as_typed(STARTER))
     ui = load_settings().resolved_temporal_ui_url
     return "\n".join(
         [

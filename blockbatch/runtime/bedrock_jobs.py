@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 
 from activities.bedrock_jobs import BedrockJobs
-from activities.sender import Sender
+from blockbatch.send.sender import Sender
 from blockbatch.core.bedrock_batch import BedrockBatchConfig
 
 

@@ -1,6 +1,6 @@
 """One small call to a provider (``max_tokens: 1``): what `check` reports.
 
-It sends through the worker's own sender (``activities.sender``), so what `check` says is
+It sends through the worker's own sender (``blockbatch.send.sender``), so what `check` says is
 what a run's calls would meet. It lives in the runtime layer because the CLI does not import
 the worker's modules (tests/unit/test_layers.py).
 """
@@ -10,11 +10,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from activities.sender import AnthropicSender, NotSent
 from blockbatch.core.answer import call_shape
 from blockbatch.core.gateway import answer_cost_usd
 from blockbatch.core.providers import ProviderName, Route, provider_info
 from blockbatch.core.registry import ModelInfo, Usage
+from blockbatch.send.sender import AnthropicSender, NotSent
 
 
 async def check_call(

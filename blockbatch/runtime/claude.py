@@ -11,7 +11,7 @@ SDK's own retries (the quote's free token counts).
 
 Another provider's client (:func:`provider_client`: ``AsyncAnthropicBedrock``,
 ``AsyncAnthropicVertex``, ``AsyncAnthropicAWS``, ``AsyncAnthropicFoundry``; for an
-OpenAI-compatible gateway, blockbatch's own ``activities.gateway.GatewaySender``) reads its
+OpenAI-compatible gateway, blockbatch's own ``blockbatch.send.gateway.GatewaySender``) reads its
 credentials, region and base URL where its SDK class reads them, from the environment of
 the process that opens it; only a Vertex access token is handed in (the SDK reads none
 from the environment). The variables per provider: ``docs/providers.md``.
@@ -25,15 +25,15 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from activities.sdk import anthropic
 from blockbatch.core.providers import provider_info
 from blockbatch.runtime.settings import Settings
+from blockbatch.send.sdk import anthropic
 
-#: The SDK (loaded on first use, activities/sdk.py), for the front doors' ``except`` clauses.
+#: The SDK (loaded on first use, blockbatch/send/sdk.py), for the front doors' ``except`` clauses.
 __all__ = ["anthropic", "anthropic_client", "configured_client", "provider_client"]
 
 if TYPE_CHECKING:
-    from activities.gateway import GatewaySender
+    from blockbatch.send.gateway import GatewaySender
 
     #: A client of any provider: each sends ``messages.create`` on its platform's wire.
     ClaudeClient = (
@@ -158,7 +158,7 @@ def gateway_sender(settings: Settings, *, timeout_s: float) -> GatewaySender:
     Raises:
         ProviderUnavailable: no key, or no usable base URL (the message says what to set).
     """
-    from activities.gateway import GatewaySender
+    from blockbatch.send.gateway import GatewaySender
 
     key = settings.blockbatch_gateway_api_key or settings.openrouter_api_key
     base_url = settings.blockbatch_gateway_base_url.strip()

@@ -7,7 +7,7 @@ process, the one whose earlier answers the run may reuse (blockbatch/store/overl
 ``reusable_answers``): the live workers on the task queue say which endpoint they call
 (``worker_endpoints``); when none has said (a fleet still starting, workers built
 in-process), the endpoint this process's settings point at, asked as a worker asks it
-(activities/endpoint.py: one Models API request, no prompt, no cost).
+(blockbatch/send/endpoint.py: one Models API request, no prompt, no cost).
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from contextlib import asynccontextmanager, suppress
 
 import asyncpg
 
-from activities.endpoint import ask_endpoint, check_endpoint
-from activities.sdk import anthropic
 from blockbatch.core.endpoint import Endpoint, answering, key_digest
 from blockbatch.runtime.claude import anthropic_client
 from blockbatch.runtime.settings import Settings
+from blockbatch.send.endpoint import ask_endpoint, check_endpoint
+from blockbatch.send.sdk import anthropic
 from blockbatch.store import workers
 
 log = logging.getLogger("blockbatch.worker")

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
-from activities.sdk import anthropic
 from blockbatch.core.run_model import FACTS_MAX_AGE_S
+from blockbatch.send.sdk import anthropic
 from blockbatch.store import model_facts
 
 if TYPE_CHECKING:

@@ -17,13 +17,13 @@ from activities.db import DbActivities
 from activities.escalation import EscalationActivities
 from activities.limiter import FleetLimiter
 from activities.llm import LlmActivities
-from activities.sdk import anthropic
-from activities.sender import OpenClient
 from activities.streams import StreamActivities
 from blockbatch.runtime.bedrock_jobs import open_bedrock_jobs
 from blockbatch.runtime.connect import TemporalUnavailable, connect, ensure_search_attributes
 from blockbatch.runtime.metrics import BlockbatchMetrics, MetricsInterceptor, metric_meter
 from blockbatch.runtime.settings import Settings
+from blockbatch.send.sdk import anthropic
+from blockbatch.send.sender import OpenClient
 from workflows.escalate import EscalateWorkflow
 from workflows.pack import ProcessPackWorkflow
 from workflows.run import RunWorkflow
@@ -94,7 +94,7 @@ def build_worker(
     db_acts = DbActivities(pool, llm, llm_acts.calls.sender)
     batch_acts = BatchActivities(
         pool,
-        llm,
+        llm_acts.calls.sender,
         llm_acts.calls,
         bedrock=None if open_client is None else lambda: open_bedrock_jobs(llm_acts.calls.sender),
     )

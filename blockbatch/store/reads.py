@@ -14,7 +14,6 @@ from typing import Any
 import asyncpg
 
 from blockbatch.core.commands import PROG
-from blockbatch.core.reasons import REASONS
 from blockbatch.core.review import OVERLAY_STATUSES
 from blockbatch.core.schema import schema_fields
 from blockbatch.core.views import (
@@ -24,8 +23,6 @@ from blockbatch.core.views import (
     ItemUsage,
     PrefixToCount,
     PromptPart,
-    ReviewItem,
-    ReviewPage,
     RunInfo,
 )
 from blockbatch.store.repo import NotFound
@@ -113,65 +110,6 @@ async def list_runs(
         status,
     )
     return [_run(r) for r in rows]
-
-
-async def review_page(
-    pool: asyncpg.Pool,
-    run_id: str,
-    *,
-    offset: int = 0,
-    limit: int = 20,
-    statuses: list[str] | None = None,
-    block_uids: list[str] | None = None,
-    reasons: list[str] | None = None,
-) -> ReviewPage:
-    """Blocks of a run next to their overlays, in block order, filtered and paged.
-
-    ``reasons``: only blocks whose ``reason_code`` is one of these.
-
-    Raises:
-        ValueError: a reason that is not a code of blockbatch/core/reasons.py.
-    """
-    unknown = [r for r in reasons or () if r not in REASONS]
-    if unknown:
-        raise ValueError(
-            f"unknown reason code {', '.join(unknown)}; the codes are: " + ", ".join(REASONS)
-        )
-    run = await get_run(pool, run_id)
-    definition = await pool.fetchval(
-        "select definition from schemas where schema_id = $1", run.schema_id
-    )
-    fields = schema_fields(definition)
-    where = """o.run_id = $1 and ($2::text[] is null or o.status = any($2::text[]))
-               and ($3::text[] is null or o.block_uid = any($3::text[]))
-               and ($4::text[] is null or o.reason_code = any($4::text[]))"""
-    total = await pool.fetchval(
-        f"select count(*) from overlays o where {where}",
-        run_id,
-        statuses,
-        block_uids,
-        reasons or None,
-    )
-    rows = await pool.fetch(
-        f"""select o.block_uid, o.block_index, b.block_type, b.block_content, b.metadata,
-                   b.provenance, o.status, o.staging, o.confirmed, o.attempt_count, o.last_error,
-                   o.reason_code, o.pack_path, o.reused_from_run_id, o.evidence
-            from overlays o join blocks b using (block_uid)
-            where {where} order by o.block_index offset $5 limit $6""",
-        run_id,
-        statuses,
-        block_uids,
-        reasons or None,
-        offset,
-        limit,
-    )
-    return ReviewPage(
-        run_id=run_id,
-        offset=offset,
-        total=total,
-        fields=fields,
-        items=[ReviewItem.model_validate(dict(r)) for r in rows],
-    )
 
 
 async def list_calls(

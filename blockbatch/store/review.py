@@ -1,10 +1,12 @@
-"""Read models of the review web app: a run's blocks as a grid paged by keyset, the filters'
-choices, and the review acts recorded against a block, one by one or as they were done.
+"""The one review pager (the CLI's ``review``, the web app's grid, ``Blockbatch.review``):
+a run's blocks next to their overlays, paged by keyset; the filters' choices, and the
+review acts recorded against a block, one by one or as they were done.
 
-The grid pages by ``block_index`` (``after`` / ``before`` a block, never an offset), and
-each filter has an index that keeps it a range scan (migration 009): a page of a
-100,000-block run reads about one page of index entries, wherever it is
-(``bench/review_page.py`` measures it; ``EXPLAIN`` shows the plans).
+A page follows ``block_index`` (``after`` / ``before`` a block, never an offset), and each
+filter has an index that keeps it a range scan (migration 009): a page of a 100,000-block
+run reads about one page of index entries, wherever it is (``bench/review_page.py``
+measures it; ``EXPLAIN`` shows the plans). The count beside it is the run's live counts
+when only statuses filter, else a count that stops at :data:`COUNT_CAP`.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 
 import asyncpg
 
-from blockbatch.core.reasons import REVIEW_FLAGS
+from blockbatch.core.reasons import REASONS, REVIEW_FLAGS
 from blockbatch.core.schema import load_schema, schema_fields
 from blockbatch.core.views import (
     GridFilter,
@@ -35,18 +37,29 @@ def _grid_query(document_id: str, flt: GridFilter) -> tuple[list[str], list[Any]
     Each condition is present only when its filter is, so the planner sees a plain range
     on one index (a ``$n is null or ...`` form would defeat it in a generic plan).
     """
-    conds, args = ["o.run_id = $1"], []
+    conds: list[str] = ["o.run_id = $1"]
+    args: list[Any] = []
     order = "o.block_index"
-    if flt.status is not None:
-        args.append(flt.status)
-        conds.append(f"o.status = ${len(args) + 1}")
-    if flt.reason is not None:
-        args.append(flt.reason)
-        conds.append(f"o.reason_code = ${len(args) + 1}")
+
+    def one_of(column: str, values: list[str]) -> None:
+        # One value is a plain equality (an ordered range on its index); several are a list.
+        if len(values) == 1:
+            args.append(values[0])
+            conds.append(f"{column} = ${len(args) + 1}")
+        else:
+            args.append(values)
+            conds.append(f"{column} = any(${len(args) + 1}::text[])")
+
+    if flt.statuses:
+        one_of("o.status", flt.statuses)
+    if flt.reasons:
+        one_of("o.reason_code", flt.reasons)
+    if flt.block_uids:
+        one_of("o.block_uid", flt.block_uids)
     if flt.block_type is not None:
         args.append(flt.block_type)
         conds.append(f"b.block_type = ${len(args) + 1}")
-        if flt.status is None and flt.reason is None:
+        if not flt.statuses and not flt.reasons and not flt.block_uids:
             # Type alone: driven by blocks (document_id, block_type, block_index). With a
             # status or reason the overlays index drives and the type is checked per row.
             args.append(document_id)
@@ -69,10 +82,10 @@ async def _total(
     conn: asyncpg.Connection, run: RunInfo, flt: GridFilter, where: str, args: list[Any]
 ) -> tuple[int, bool]:
     """(matches, whether the count stopped at COUNT_CAP)."""
-    if flt.reason is None and flt.block_type is None and not flt.disagreeing:
+    if not (flt.reasons or flt.block_uids or flt.block_type or flt.disagreeing):
         # The run's live counts by status already say it.
-        n = run.blocks.get(flt.status, 0) if flt.status else sum(run.blocks.values())
-        return n, False
+        wanted = flt.statuses or list(run.blocks)
+        return sum(run.blocks.get(status, 0) for status in set(wanted)), False
     n = await conn.fetchval(
         f"select count(*) from (select 1 from overlays o join blocks b "
         f"on b.block_uid = o.block_uid where {where} limit {COUNT_CAP + 1}) m",
@@ -116,8 +129,14 @@ async def grid_page(
 
     Raises:
         NotFound: no run has this id.
-        ValueError: ``limit`` outside 1..MAX_PAGE, or both ``after`` and ``before``.
+        ValueError: ``limit`` outside 1..MAX_PAGE, both ``after`` and ``before``, or a
+            reason that is not a code of blockbatch/core/reasons.py.
     """
+    unknown = [r for r in flt.reasons if r not in REASONS]
+    if unknown:
+        raise ValueError(
+            f"unknown reason code {', '.join(unknown)}; the codes are: " + ", ".join(REASONS)
+        )
     if not 1 <= limit <= MAX_PAGE:
         raise ValueError(f"a page holds 1 to {MAX_PAGE} blocks, not {limit}")
     if after is not None and before is not None:

@@ -314,7 +314,7 @@ class ReviewApp:
         typed: dict[tuple[str, str], str] | None = None,
     ) -> Response:
         try:
-            page = await self.bb.grid(
+            page = await self.bb.review(
                 run_id,
                 status=query.params.get("status"),
                 reason=query.params.get("reason"),
@@ -562,7 +562,7 @@ class ReviewApp:
         if not index_text.isdigit():
             raise BadRequest(f"index: {index_text!r} is not a block index")
         index = int(index_text)
-        page = await self.bb.grid(run_id, limit=1, after=index - 1 if index else None)
+        page = await self.bb.review(run_id, limit=1, after=index - 1 if index else None)
         if not page.rows or page.rows[0].block_uid != uid:
             raise NotFound(f"run {run_id} has no block {uid} at index {index}; nothing was changed")
         return page, page.rows[0]

@@ -20,6 +20,7 @@ from activities.db import DbActivities
 from blockbatch.core.batch_types import BatchRoundInput, OpenBatchRunInput
 from blockbatch.core.run_types import PlanRunInput, RunOptions
 from blockbatch.runtime.claude import anthropic_client
+from blockbatch.send.sender import AnthropicSender
 from blockbatch.store import repo
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
@@ -61,7 +62,7 @@ async def planned_run(s: Stack) -> str:
     plan = await env.run(DbActivities(s.pool).plan_run, PlanRunInput(run_id=run_id))
     assert plan.mode == "batch"
     opened = await env.run(
-        BatchActivities(s.pool, anthropic_client(s.settings)).open_batch_run,
+        BatchActivities(s.pool, AnthropicSender(anthropic_client(s.settings))).open_batch_run,
         OpenBatchRunInput(run_id=run_id),
     )
     assert (opened.requests, opened.blocks) == (4, 20)
@@ -70,7 +71,8 @@ async def planned_run(s: Stack) -> str:
 
 async def submit_with(s: Stack, client: Any, run_id: str) -> Any:
     return await ActivityEnvironment().run(
-        BatchActivities(s.pool, client).submit_round, BatchRoundInput(run_id=run_id, round=1)
+        BatchActivities(s.pool, AnthropicSender(client)).submit_round,
+        BatchRoundInput(run_id=run_id, round=1),
     )
 
 

@@ -44,7 +44,7 @@ async def test_run_of_a_pdf_completes_with_each_blocks_page_and_box(
     assert len(first["bbox"]) == 4 and first["page_size"] == pytest.approx([595.28, 841.89])
     # The review read carries it too.
     page = await bbstack.bb.review(run.run_id, limit=2)
-    prov = page.items[1].provenance
+    prov = page.rows[1].provenance
     assert prov is not None and prov.page == 1 and prov.bbox is not None
     assert prov.heading_path and prov.heading_path[0].startswith("Section 1:")
 

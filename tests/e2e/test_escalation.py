@@ -188,7 +188,7 @@ async def test_escalation_replaces_doubtful_answers_and_pays_once_per_model(
 
     # The review grid marks the escalated blocks and shows their three answers.
     up = {r["block_uid"] for r in rows if r["status"] == "escalated"}
-    grid = await bbstack.bb.grid(run_id, limit=48)
+    grid = await bbstack.bb.review(run_id, limit=48)
     marked = {row.block_uid: row.escalation for row in grid.rows if row.escalation}
     assert set(marked) == up
     some = next(iter(marked.values()))

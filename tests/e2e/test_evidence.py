@@ -138,9 +138,9 @@ async def test_every_invented_quote_is_caught_and_flagged_for_review(
     assert grounding is not None and grounding.missing == injected
     assert grounding.blocks_ungrounded == len(flagged)
     assert quality_rows(result)[0][1].endswith(f"review {run_id} --reason ungrounded`")
-    page = await bbstack.bb.review(run_id, reasons=["ungrounded"], limit=500)
-    assert {i.block_uid for i in page.items} == flagged
-    grid = await bbstack.bb.grid(run_id, reason="ungrounded", limit=500)
+    page = await bbstack.bb.review(run_id, reason=["ungrounded"], limit=500)
+    assert {i.block_uid for i in page.rows} == flagged
+    grid = await bbstack.bb.review(run_id, reason="ungrounded", limit=500)
     assert {r.block_uid for r in grid.rows} == flagged
 
     await _exports_carry_spans(bbstack, run_id, rows, tmp_path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-import activities.sender
+import blockbatch.send.sender
 from blockbatch.core.prompt import needs_streaming
 from blockbatch.core.quality_types import QualityOptions
 from blockbatch.core.run_types import RunOptions
@@ -24,7 +24,7 @@ async def test_a_long_call_streams_and_lands_like_any_other(
             streamed.append(max_tokens)
         return decided
 
-    monkeypatch.setattr(activities.sender, "needs_streaming", spy)
+    monkeypatch.setattr(blockbatch.send.sender, "needs_streaming", spy)
     doc = await bbstack.bb.ingest_bytes(markdown_doc(4), name="long.md", fmt="markdown")
     schema_id = await bbstack.bb.add_schema(extract_schema(instruction_words=300))
     # 12,000 output tokens expected a block, asked for twice over: 24,000, past the

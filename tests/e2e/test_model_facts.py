@@ -13,6 +13,7 @@ from blockbatch.core.quality_types import QualityOptions
 from blockbatch.core.registry import RetiredModelError, Usage
 from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import load_schema
+from blockbatch.report import baseline_cost
 from blockbatch.runtime.models_api import ModelFacts
 from blockbatch.store import ledger, model_facts, repo, runs
 from blockbatch.store.ledger import Origin
@@ -92,7 +93,7 @@ async def test_the_models_api_facts_are_kept_and_read_again_only_when_old(
 
         async def retrieve(self, model_id: str, **_: Any) -> Any:
             Models.asked += 1
-            from activities.sdk import anthropic
+            from blockbatch.send.sdk import anthropic
 
             return anthropic.types.ModelInfo.construct(
                 id=model_id,
@@ -245,3 +246,30 @@ async def test_a_model_checked_before_the_start_is_not_resolved_again(
     kept = await s.pool.fetchval("select models from runs where run_id = $1", run_id)
     assert sorted(kept) == ["claude-sonnet-5-5"]
     await s.bb.handle(run_id).terminate("test done")
+
+
+async def test_a_run_reads_the_models_api_once_from_start_to_summary(bbstack: Stack) -> None:
+    """Issue 36: the Models API is read once per run: at its start, for the run's model
+    (its facts then kept a day); the workers, the quality probe and the summary read
+    what the run kept."""
+    s = bbstack
+    model = "claude-sonnet-5-5"
+    await s.pool.execute("delete from model_facts where model_id = $1", model)
+    doc = await s.bb.ingest_bytes(markdown_doc(12), name="doc.md", fmt="markdown")
+    schema_id = await s.bb.add_schema(extract_schema(200))
+
+    def reads() -> int:
+        counted = s.sim.stats()["requests"].get("GET /v1/models/{model_id}", {})
+        return sum(counted.values())
+
+    before = reads()
+    run_id = await s.bb.start_run(
+        doc,
+        schema_id,
+        RunOptions(model=model, pack_size=4, quality=QualityOptions(probe_model=model)),
+    )
+    async with s.worker():
+        result = await s.bb.wait(run_id)
+    await baseline_cost(s.pool, run_id)
+    assert result.status == "completed" and result.blocks_ai_complete == 12
+    assert reads() - before == 1

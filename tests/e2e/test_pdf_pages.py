@@ -93,7 +93,7 @@ async def test_a_pdf_above_the_cap_ingests_without_its_file(
         )
         == 0
     )
-    grid = await bbstack.bb.grid(run_id)
+    grid = await bbstack.bb.review(run_id)
     assert grid.rows and not any(r.page_picture for r in grid.rows)
     app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
     async with (

@@ -98,7 +98,7 @@ async def test_the_gate_halves_the_pack_size_when_large_packs_disagree(
     assert status.code == 0 and "re-planned at 8 blocks (was 16)" in status.out
     total, page = await bbstack.bb.disagreeing(run_id)
     assert total == q.sampled - q.agreement.agreeing > 0 and all(d.pack_size == 16 for d in page)
-    grid = await bbstack.bb.grid(run_id, disagreeing=True)
+    grid = await bbstack.bb.review(run_id, disagreeing=True)
     assert grid.total == total and {r.block_uid for r in grid.rows} == {d.block_uid for d in page}
     review = await cli("review", run_id, "--disagreeing")
     assert (

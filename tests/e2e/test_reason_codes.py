@@ -62,8 +62,8 @@ async def codes(s: Stack, run_id: str) -> dict[str, tuple[str, str | None]]:
             assert code in REASONS, found
         else:
             assert code is None, found
-    page = await s.bb.review(run_id, limit=1000)
-    assert {i.block_uid: (i.status, i.reason_code) for i in page.items} == found
+    page = await s.bb.review(run_id, limit=500)
+    assert {i.block_uid: (i.status, i.reason_code) for i in page.rows} == found
     out = io.StringIO()
     await s.bb.export(run_id, out, staged=True)
     for line in map(json.loads, out.getvalue().splitlines()):
@@ -73,8 +73,8 @@ async def codes(s: Stack, run_id: str) -> dict[str, tuple[str, str | None]]:
         else:
             assert found[uid][1] is None
     for code in {c for _, c in found.values() if c}:
-        only = await s.bb.review(run_id, limit=1000, reasons=[code])
-        assert {i.block_uid for i in only.items} == {u for u, (_, c) in found.items() if c == code}
+        only = await s.bb.review(run_id, limit=500, reason=[code])
+        assert {i.block_uid for i in only.rows} == {u for u, (_, c) in found.items() if c == code}
     return found
 
 
@@ -109,7 +109,7 @@ async def test_missing_and_invalid_results_cli_review_json_and_export(
     assert "failed [missing_from_answer]: " in text.out
     assert "failed [invalid_value]: " in text.out
     as_json = (await cli("review", run_id, "--json", "--reason", "invalid_value")).json()
-    assert [(i["block_uid"], i["reason_code"]) for i in as_json["items"]] == [
+    assert [(i["block_uid"], i["reason_code"]) for i in as_json["rows"]] == [
         (corrupt, "invalid_value")
     ]
     assert as_json["total"] == 1

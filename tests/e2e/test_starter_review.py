@@ -32,12 +32,20 @@ async def test_review_confirm_export(cli: Cli, bbstack: Stack, tmp_path: Path) -
     assert page.code == 0, page.err
     assert f"#0  {doc}:0" in page.out and f"{doc}:5" not in page.out
     assert "→ word_count" in page.out and "Section 1" in page.out
-    assert f"next page: python starter.py review {run_id} --limit 5 --offset 5" in page.out
+    assert "showing blocks #0-#4 (5 of 30)" in page.out
+    assert f"next page: python starter.py review {run_id} --limit 5 --after 4" in page.out
+    # The next page is the one the footer names (keyset: after block #4).
+    following = await cli("review", run_id, "--limit", "5", "--after", "4")
+    assert following.code == 0, following.err
+    assert f"#5  {doc}:5" in following.out and f"{doc}:4 " not in following.out
+    assert "showing blocks #5-#9 (5 of 30)" in following.out
+    last = await cli("review", run_id, "--limit", "5", "--after", "24")
+    assert "showing blocks #25-#29 (5 of 30)" in last.out and "next page" not in last.out
     failed = await cli("review", run_id, "--failed")
     assert failed.code == 0 and f"{doc}:7" in failed.out and "missing" in failed.out
-    assert "showing blocks 1-1 of 1" in failed.out
+    assert "showing blocks #7-#7 (1 of 1)" in failed.out
     as_json = (await cli("review", run_id, "--json", "--block", "7")).json()
-    assert as_json["items"][0]["status"] == "failed" and as_json["total"] == 1
+    assert as_json["rows"][0]["status"] == "failed" and as_json["total"] == 1
 
     # Refusals change nothing.
     unknown = await cli("confirm", run_id, "--block", "1", f"{doc}:999")

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from activities.endpoint import check_endpoint
-from activities.sdk import anthropic
 from blockbatch.core.outage_types import OutageOptions
 from blockbatch.runtime.temporal import build_worker
+from blockbatch.send.endpoint import check_endpoint
+from blockbatch.send.sdk import anthropic
 from tests.conftest import Stack
 from tests.e2e.test_reason_codes import codes, paragraphs, start
 from tests.waiting import until

@@ -73,7 +73,6 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from activities.sdk import anthropic
 from blockbatch.api import Blockbatch
 from blockbatch.core.batch_types import BatchOptions
 from blockbatch.core.claude_errors import fatal_code_of
@@ -86,6 +85,7 @@ from blockbatch.devtools import stack
 from blockbatch.runtime.claude import anthropic_client
 from blockbatch.runtime.settings import Settings
 from blockbatch.runtime.temporal import build_worker
+from blockbatch.send.sdk import anthropic
 from blockbatch.simulator.testing import control
 from blockbatch.store.db import create_pool, migrate
 from tests.helpers import REJECT_MARKER, extract_schema, markdown_doc, marked_document

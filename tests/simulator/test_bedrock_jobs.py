@@ -16,7 +16,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.bedrock_jobs import BedrockJobs, as_message_batch
 from activities.errors import BATCH_REJECTED, RETRYABLE
-from activities.sender import AnthropicSender
+from blockbatch.send.sender import AnthropicSender
 from blockbatch.core.providers import Route
 from blockbatch.devtools.stack import free_port
 from blockbatch.runtime.bedrock_jobs import open_bedrock_jobs

@@ -1,5 +1,5 @@
 """The OpenAI-compatible gateway's wire, through blockbatch's gateway sender as a worker opens
-it (``blockbatch.runtime.claude.provider_client``, ``activities/gateway.py``) against the
+it (``blockbatch.runtime.claude.provider_client``, ``blockbatch/send/gateway.py``) against the
 simulator's chat completions route (``blockbatch/simulator/gateway.py``)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from activities.sender import AnthropicSender, NotSent
+from blockbatch.send.sender import AnthropicSender, NotSent
 from blockbatch.core.providers import Route
 from blockbatch.core.registry import Usage, cost_usd, get_model
 from blockbatch.runtime.claude import ProviderUnavailable, anthropic_client, provider_client

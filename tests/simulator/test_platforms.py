@@ -1,6 +1,6 @@
 """Each platform's wire, through the anthropic SDK's own platform client as blockbatch opens
 it (``blockbatch.runtime.claude.provider_client``) and its sender
-(``activities/sender.py``), against the simulator's platform routes
+(``blockbatch/send/sender.py``), against the simulator's platform routes
 (``blockbatch/simulator/platforms.py``)."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from activities.sender import AnthropicSender, NotSent
 from blockbatch.core.providers import Route, wire_model
 from blockbatch.runtime.claude import ProviderUnavailable, anthropic_client, provider_client
 from blockbatch.runtime.settings import Settings
+from blockbatch.send.sender import AnthropicSender, NotSent
 from blockbatch.simulator.scenario import Auth, Scenario
 from blockbatch.simulator.server import SimulatorServer
 from blockbatch.simulator.testing import make_blocks, pack_params

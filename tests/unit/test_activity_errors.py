@@ -14,9 +14,9 @@ from activities.errors import (
     RETRYABLE,
     RUN_STOPPED,
     application_error,
-    from_api_error,
 )
 from blockbatch.core.claude_errors import ClaudeError, is_outage, is_unreachable
+from blockbatch.send.errors import from_api_error
 
 REQUEST = httpx.Request(
     "POST", "http://simulator/v1/messages", json={"model": "claude-opus-4-1", "max_tokens": 10}

@@ -1,5 +1,5 @@
-"""One call path (issue 36, point 2): only the sender sends a Messages request, and
-nothing reaches into another object's private methods to make a call."""
+"""One call path (issue 36, point 2): nothing reaches into another object's private methods
+to make a call (that only the sender sends: ``tests/unit/test_layers.py``)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,6 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SENDER = ROOT / "activities" / "sender.py"
-PRODUCT = [ROOT / "activities", ROOT / "workflows", ROOT / "blockbatch"]
-SIMULATOR = ROOT / "blockbatch" / "simulator"
 
 
 def _chain(node: ast.expr) -> list[str]:
@@ -26,26 +23,6 @@ def _chain(node: ast.expr) -> list[str]:
             return names[::-1]
         else:
             return names[::-1]
-
-
-def _files() -> list[Path]:
-    return [
-        p for root in PRODUCT for p in sorted(root.rglob("*.py")) if not p.is_relative_to(SIMULATOR)
-    ]
-
-
-def test_only_the_sender_sends_a_messages_request() -> None:
-    sends = {("messages", "create"), ("messages", "stream")}
-    wrong = []
-    for path in _files():
-        if path == SENDER:
-            continue
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Call):
-                chain = [n for n in _chain(node.func) if n != "with_raw_response"]
-                if tuple(chain[-2:]) in sends:
-                    wrong.append(f"{path.relative_to(ROOT)}:{node.lineno} {'.'.join(chain)}")
-    assert not wrong, "send through activities.calls.CallPath:\n" + "\n".join(wrong)
 
 
 def test_no_activity_calls_another_objects_private_methods() -> None:

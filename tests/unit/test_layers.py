@@ -21,13 +21,22 @@ ROOT = Path(__file__).resolve().parents[2]
 #: summary (``report``) is drawn beside it, the review app shows both, and the CLI stands
 #: on all three (``serve`` starts the review app). ``blockbatch`` itself (the package's
 #: ``__init__``) only hands the console script its entry points.
-BELOW_THE_DOORS = {"blockbatch.core", "blockbatch.store", "blockbatch.runtime"}
+BELOW_THE_DOORS = {"blockbatch.core", "blockbatch.store", "blockbatch.send", "blockbatch.runtime"}
 LAYERS: dict[str, set[str]] = {
     "blockbatch.core": set(),
     "blockbatch.store": {"blockbatch.core"},
-    "activities": {"blockbatch.core", "blockbatch.store"},
+    # The one way a request reaches Claude (the Sender seam): under the activities, the
+    # runtime and the front doors alike.
+    "blockbatch.send": {"blockbatch.core"},
+    "activities": {"blockbatch.core", "blockbatch.store", "blockbatch.send"},
     "workflows": {"blockbatch.core", "activities"},
-    "blockbatch.runtime": {"blockbatch.core", "blockbatch.store", "activities", "workflows"},
+    "blockbatch.runtime": {
+        "blockbatch.core",
+        "blockbatch.store",
+        "blockbatch.send",
+        "activities",
+        "workflows",
+    },
     "blockbatch.api": BELOW_THE_DOORS,
     "blockbatch.report": BELOW_THE_DOORS | {"blockbatch.api"},
     "blockbatch.web": BELOW_THE_DOORS | {"blockbatch.api", "blockbatch.report"},
@@ -37,6 +46,7 @@ LAYERS: dict[str, set[str]] = {
     "blockbatch.devtools": {
         "blockbatch.core",
         "blockbatch.store",
+        "blockbatch.send",
         "activities",
         "workflows",
         "blockbatch.runtime",
@@ -129,7 +139,8 @@ def test_the_core_does_no_io() -> None:
     assert not wrong, "\n".join(wrong)
 
 
-def _sql_strings(path: Path) -> Iterator[tuple[int, str]]:
+def _strings(path: Path) -> Iterator[tuple[int, str]]:
+    """Every string constant of a file that is not a docstring, with its line."""
     tree = ast.parse(path.read_text(), str(path))
     docstrings = {
         id(n.body[0].value)
@@ -144,9 +155,14 @@ def _sql_strings(path: Path) -> Iterator[tuple[int, str]]:
             isinstance(node, ast.Constant)
             and isinstance(node.value, str)
             and id(node) not in docstrings
-            and SQL.search(node.value)
         ):
-            yield node.lineno, node.value.strip().splitlines()[0][:60]
+            yield node.lineno, node.value
+
+
+def _sql_strings(path: Path) -> Iterator[tuple[int, str]]:
+    for line, text in _strings(path):
+        if SQL.search(text):
+            yield line, text.strip().splitlines()[0][:60]
 
 
 def test_no_sql_outside_the_persistence_layer() -> None:
@@ -232,3 +248,73 @@ def test_no_layer_below_the_cli_spells_a_program() -> None:
         if "starter.py" in line
     ]
     assert not wrong, "\n".join(wrong)
+
+
+#: The SDK's client classes: one per platform.
+CLIENT_CLASSES = {
+    "Anthropic",
+    "AsyncAnthropic",
+    "AnthropicBedrock",
+    "AsyncAnthropicBedrock",
+    "AnthropicVertex",
+    "AsyncAnthropicVertex",
+    "AnthropicAWS",
+    "AsyncAnthropicAWS",
+    "AnthropicFoundry",
+    "AsyncAnthropicFoundry",
+}
+#: What a client's ``messages`` resource sends: Messages, token counts, Message Batches.
+SENDING = {"create", "stream", "count_tokens", "with_raw_response", "batches"}
+
+
+def _product() -> list[Path]:
+    """The package, the activities and workflows, the entry points and the benchmarks
+    (not the simulator, which answers requests, nor the tests)."""
+    layers = [p for layer in LAYERS if layer != "blockbatch.simulator" for p in _files(layer)]
+    return layers + [ROOT / e for e in ENTRY_POINTS] + sorted((ROOT / "bench").rglob("*.py"))
+
+
+def test_one_function_opens_a_claude_client() -> None:
+    # blockbatch/runtime/claude.py resolves key, base URL, retries and timeout once, per
+    # provider; a client built anywhere else would resolve them its own way.
+    wrong = []
+    for p in _product():
+        for node in ast.walk(ast.parse(p.read_text(), str(p))):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if name in CLIENT_CLASSES and p != ROOT / "blockbatch/runtime/claude.py":
+                wrong.append(f"{p.relative_to(ROOT)}:{node.lineno} builds {name}")
+    assert not wrong, "open clients with blockbatch.runtime.claude:\n" + "\n".join(wrong)
+
+
+def test_every_request_to_claude_goes_through_the_sender() -> None:
+    # One place builds the request a provider is sent, types its error, hands back the
+    # rate-limit headers and keeps the key: blockbatch/send/.
+    send = ROOT / "blockbatch/send"
+    wrong = [
+        f"{p.relative_to(ROOT)}:{node.lineno} .messages.{node.attr}"
+        for p in _product()
+        if not p.is_relative_to(send)
+        for node in ast.walk(ast.parse(p.read_text(), str(p)))
+        if isinstance(node, ast.Attribute)
+        and node.attr in SENDING
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr == "messages"
+    ]
+    assert not wrong, "send through blockbatch.send.sender.Sender:\n" + "\n".join(wrong)
+
+
+def test_only_the_cli_spells_its_entry_script() -> None:
+    # The program's name comes from one place (blockbatch/cli/parser.py: STARTER,
+    # starter_prog, invoked_prog); the docs generator writes the docs' own words.
+    exempt = (ROOT / "blockbatch/cli", ROOT / "blockbatch/devtools/docs.py")
+    wrong = [
+        f"{p.relative_to(ROOT)}:{line}"
+        for p in sorted((ROOT / "blockbatch").rglob("*.py"))
+        if not any(p == e or p.is_relative_to(e) for e in exempt)
+        for line, text in _strings(p)
+        if "starter.py" in text
+    ]
+    assert not wrong, "name the program with blockbatch.cli.parser:\n" + "\n".join(wrong)

@@ -10,12 +10,12 @@ from typing import Any
 import httpx2 as httpx
 import pytest
 
-from activities.sdk import anthropic
 from blockbatch.core.registry import RetiredModelError, UnknownModelError, get_model
 from blockbatch.core.run_model import check_usable, run_model
 from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import SchemaError, load_schema
 from blockbatch.runtime.models_api import ModelFacts
+from blockbatch.send.sdk import anthropic
 
 TODAY = date(2026, 11, 25)
 

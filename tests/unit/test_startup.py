@@ -2,7 +2,7 @@
 door loads the worker's workflows.
 
 The SDK's imports cost about 2.7 s of CPU, three quarters of the CLI's start
-(activities/sdk.py).
+(blockbatch/send/sdk.py).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def sdk_state():
 for name in sys.argv[1:]:
     importlib.import_module(name)
 print(sdk_state())
-from activities.sdk import anthropic
+from blockbatch.send.sdk import anthropic
 anthropic.APIError
 print(sdk_state())
 """

@@ -12,13 +12,13 @@ import pytest
 from anthropic import AsyncAnthropic
 
 from activities.llm import LlmActivities
-from activities.sender import AnthropicSender
 from blockbatch.core.context import RunContext
 from blockbatch.core.quote import quote_context
 from blockbatch.core.registry import get_model
 from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import load_schema
 from blockbatch.core.warm_up import stand_in_request, warm_up_request
+from blockbatch.send.sender import AnthropicSender
 
 SCHEMA: dict[str, Any] = {
     "properties": {

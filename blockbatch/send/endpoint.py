@@ -14,9 +14,9 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from activities.errors import from_api_error
-from activities.sdk import anthropic
 from blockbatch.core.endpoint import SIMULATOR_HEADER, Endpoint, endpoint_of
+from blockbatch.send.errors import from_api_error
+from blockbatch.send.sdk import anthropic
 
 #: Seconds the one question may take.
 ASK_TIMEOUT_S = 5.0

@@ -4,7 +4,7 @@ Importing ``anthropic`` costs about 2.7 s of CPU on a small machine (its thousan
 pydantic types), three quarters of what the CLI spends starting. Most commands
 (``status``, ``list``, ``review``, ``export``, ``cancel`` …) never call Claude, yet the front
 doors hold what may: the client factory (blockbatch/runtime/claude.py), the endpoint
-question (activities/endpoint.py), the Models API read (blockbatch/runtime/models_api.py) and
+question (blockbatch/send/endpoint.py), the Models API read (blockbatch/runtime/models_api.py) and
 the quote's token counts. Every module of ours refers to the SDK through :data:`anthropic`
 here, a module that :class:`importlib.util.LazyLoader` executes the first time an attribute
 is read (a client is built, an ``except anthropic.APIError`` clause meets an exception);

@@ -1,8 +1,8 @@
 """The sending step for an OpenAI-compatible gateway (``--provider gateway``: OpenRouter and
 the like): one Messages request sent as a chat completion, its answer read back as a Message.
 
-:class:`GatewaySender` has the shape of :class:`~activities.sender.Sender` (``send``,
-``endpoint``, ``close``): :class:`~activities.sender.AnthropicSender` hands it a gateway
+:class:`GatewaySender` has the shape of :class:`~blockbatch.send.sender.Sender` (``send``,
+``endpoint``, ``close``): :class:`~blockbatch.send.sender.AnthropicSender` hands it a gateway
 route's calls. The wire both ways is ``blockbatch/core/gateway.py``; this module only
 sends, over aiohttp (already the simulator's server; one POST of JSON needs no SDK, and
 retries belong to Temporal), and classifies what went wrong as a Claude error would be.
@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from pydantic import SecretStr
 
-from activities.sender import NotSent, Sent
+from blockbatch.send.sender import NotSent, Sent
 from blockbatch.core.claude_errors import classify
 from blockbatch.core.endpoint import SIMULATOR_HEADER, Endpoint, endpoint_of
 from blockbatch.core.gateway import (
