@@ -20,9 +20,9 @@ Both clients take the worker's AWS credentials, region and endpoints where boto3
 * **Joined on recordId.** Results are read from every ``*.jsonl.out`` under the job's output
   folder and matched to requests by ``recordId`` (our custom_id) only.
 
-:class:`BedrockBatches` shows a :class:`BedrockJobs` as the anthropic client's
-``messages.batches`` (create, retrieve, cancel, results, list), which is what the batch
-activities call today, so a Bedrock run goes through them unchanged.
+:class:`BedrockSender` is a Bedrock run's :class:`~blockbatch.send.sender.Sender`: its
+batch calls (create, retrieve, cancel, results) are these jobs, so the batch activities
+run a Bedrock run unchanged.
 """
 
 from __future__ import annotations
@@ -36,14 +36,6 @@ from typing import Any
 from temporalio.exceptions import ApplicationError
 
 from activities.errors import application_error
-from blockbatch.send.sender import (
-    Counted,
-    NotSent,
-    ProviderBatch,
-    Sender,
-    Sent,
-    provider_batch,
-)
 from blockbatch.core.bedrock_batch import (
     SYNC_JOB_PREFIX,
     BedrockBatchConfig,
@@ -59,6 +51,14 @@ from blockbatch.core.bedrock_batch import (
 from blockbatch.core.claude_errors import ClaudeError, classify
 from blockbatch.core.endpoint import Endpoint
 from blockbatch.core.providers import CLAUDE_API, Route
+from blockbatch.send.sender import (
+    Counted,
+    NotSent,
+    ProviderBatch,
+    Sender,
+    Sent,
+    provider_batch,
+)
 
 #: An AWS error code as the status and Messages error type the run's policy classifies.
 _AWS_ERRORS: dict[str, tuple[int, str]] = {
@@ -279,60 +279,15 @@ def as_message_batch(job_id: str, job: dict[str, Any], created: datetime | None 
     )
 
 
-class _Batches:
-    def __init__(self, owner: BedrockBatches) -> None:
-        self._owner = owner
-
-    async def create(self, *, requests: list[dict[str, Any]]) -> Any:
-        o = self._owner
-        job_id = await o.jobs.submit(o.route.wire_model or o.model_id, requests)
-        if is_sync_job(job_id):
-            return as_message_batch(
-                job_id, {"status": "Completed", "totalRecordCount": len(requests)}
-            )
-        return as_message_batch(job_id, await o.jobs.poll(job_id))
-
-    async def retrieve(self, job_id: str) -> Any:
-        return as_message_batch(job_id, await self._owner.jobs.poll(job_id))
-
-    async def cancel(self, job_id: str) -> Any:
-        return as_message_batch(job_id, await self._owner.jobs.cancel(job_id))
-
-    async def results(
-        self, job_id: str, wanted: Collection[str] | None = None
-    ) -> AsyncIterator[Any]:
-        return self._lines(job_id, wanted)
-
-    async def _lines(self, job_id: str, wanted: Collection[str] | None) -> AsyncIterator[Any]:
-        from anthropic.types.messages import MessageBatchIndividualResponse
-
-        o = self._owner
-        async for record_id, result in o.jobs.results(job_id, o.model_id, o.route, wanted):
-            yield MessageBatchIndividualResponse.model_validate(
-                {"custom_id": record_id, "result": result}
-            )
-
-    async def list(self, limit: int = 100) -> AsyncIterator[Any]:
-        """No job to adopt by listing: a repeated create with the part's token finds it."""
-        for _ in ():
-            yield None
-
-
-class _Messages:
-    def __init__(self, owner: BedrockBatches) -> None:
-        self.batches = _Batches(owner)
-
-
 class BedrockBatches:
-    """:class:`BedrockJobs` for one run, shaped as the anthropic client's
-    ``messages.batches``; ``endpoint`` is who answers (Bedrock's, as the run's sync calls)."""
+    """:class:`BedrockJobs` for one run; ``endpoint`` is who answers (Bedrock's, as the
+    run's sync calls)."""
 
     def __init__(self, jobs: BedrockJobs, model_id: str, route: Route, endpoint: Endpoint) -> None:
         self.jobs = jobs
         self.model_id = model_id
         self.route = route
         self.endpoint = endpoint
-        self.messages = _Messages(self)
 
 
 def errored_result(error: ClaudeError) -> dict[str, Any]:
@@ -345,8 +300,8 @@ def errored_result(error: ClaudeError) -> dict[str, Any]:
 
 class BedrockSender:
     """The worker's :class:`~blockbatch.send.sender.Sender` for one Bedrock run's batches:
-    its batch calls go to the run's model invocation jobs (:class:`BedrockBatches`), every
-    other request to the worker's own sender."""
+    its batch calls are the run's model invocation jobs (:class:`BedrockBatches`), every
+    other request goes to the worker's own sender."""
 
     def __init__(self, sender: Sender, batches: BedrockBatches) -> None:
         self.sender = sender
@@ -369,13 +324,19 @@ class BedrockSender:
     async def create_batch(
         self, requests: list[dict[str, Any]], route: Route = CLAUDE_API
     ) -> ProviderBatch:
-        return provider_batch(await self.bedrock.messages.batches.create(requests=requests))
+        b = self.bedrock
+        job_id = await b.jobs.submit(b.route.wire_model or b.model_id, requests)
+        if is_sync_job(job_id):
+            job = {"status": "Completed", "totalRecordCount": len(requests)}
+            return provider_batch(as_message_batch(job_id, job))
+        return provider_batch(as_message_batch(job_id, await b.jobs.poll(job_id)))
 
     async def batch(self, batch_id: str, route: Route = CLAUDE_API) -> ProviderBatch:
-        return provider_batch(await self.bedrock.messages.batches.retrieve(batch_id))
+        return provider_batch(as_message_batch(batch_id, await self.bedrock.jobs.poll(batch_id)))
 
     async def cancel_batch(self, batch_id: str, route: Route = CLAUDE_API) -> ProviderBatch:
-        return provider_batch(await self.bedrock.messages.batches.cancel(batch_id))
+        job = await self.bedrock.jobs.cancel(batch_id)
+        return provider_batch(as_message_batch(batch_id, job))
 
     async def batches(self, route: Route = CLAUDE_API) -> AsyncGenerator[ProviderBatch, None]:
         """No job to adopt by listing: a repeated create with the part's token finds it."""
@@ -385,6 +346,11 @@ class BedrockSender:
     async def batch_results(
         self, batch_id: str, route: Route = CLAUDE_API, wanted: Collection[str] | None = None
     ) -> AsyncGenerator[tuple[str, dict[str, Any]], None]:
-        lines = await self.bedrock.messages.batches.results(batch_id, wanted=wanted)
-        async for line in lines:
-            yield line.custom_id, line.result.model_dump(mode="json")
+        from anthropic.types.messages import MessageBatchIndividualResponse
+
+        b = self.bedrock
+        async for record_id, result in b.jobs.results(batch_id, b.model_id, b.route, wanted):
+            line = MessageBatchIndividualResponse.model_validate(
+                {"custom_id": record_id, "result": result}
+            )
+            yield record_id, line.result.model_dump(mode="json")

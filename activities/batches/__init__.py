@@ -23,6 +23,7 @@ pack policy in ``blockbatch/core/policy.py``; every statement is in ``blockbatch
 from __future__ import annotations
 
 from collections.abc import Callable
+
 import asyncpg
 from temporalio import activity
 from temporalio.exceptions import ApplicationError

@@ -16,8 +16,8 @@ import re
 from collections.abc import Mapping
 
 from activities.bedrock_jobs import BedrockJobs
-from blockbatch.send.sender import Sender
 from blockbatch.core.bedrock_batch import BedrockBatchConfig
+from blockbatch.send.sender import Sender
 
 
 def open_bedrock_jobs(sender: Sender, env: Mapping[str, str] | None = None) -> BedrockJobs:

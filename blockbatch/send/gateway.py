@@ -21,7 +21,6 @@ from urllib.parse import urlsplit
 import aiohttp
 from pydantic import SecretStr
 
-from blockbatch.send.sender import NotSent, Sent
 from blockbatch.core.claude_errors import classify
 from blockbatch.core.endpoint import SIMULATOR_HEADER, Endpoint, endpoint_of
 from blockbatch.core.gateway import (
@@ -32,6 +31,7 @@ from blockbatch.core.gateway import (
     message_of,
 )
 from blockbatch.core.providers import CLAUDE_API, Route
+from blockbatch.send.sender import NotSent, Sent
 
 
 class GatewaySender:

@@ -25,7 +25,7 @@ the front doors (``blockbatch/api``) all stand on it.
 
 from __future__ import annotations
 
-from collections.abc import Collection, AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
@@ -270,13 +270,17 @@ class AnthropicSender:
 
     async def batch(self, batch_id: str, route: Route = CLAUDE_API) -> ProviderBatch:
         try:
-            return provider_batch(await self.client_for(route.provider).messages.batches.retrieve(batch_id))
+            return provider_batch(
+                await self.client_for(route.provider).messages.batches.retrieve(batch_id)
+            )
         except anthropic.APIError as err:
             _raise_not_sent(err)
 
     async def cancel_batch(self, batch_id: str, route: Route = CLAUDE_API) -> ProviderBatch:
         try:
-            return provider_batch(await self.client_for(route.provider).messages.batches.cancel(batch_id))
+            return provider_batch(
+                await self.client_for(route.provider).messages.batches.cancel(batch_id)
+            )
         except anthropic.APIError as err:
             _raise_not_sent(err)
 

@@ -16,12 +16,12 @@ from temporalio.exceptions import ApplicationError
 
 from activities.bedrock_jobs import BedrockJobs, as_message_batch
 from activities.errors import BATCH_REJECTED, RETRYABLE
-from blockbatch.send.sender import AnthropicSender
 from blockbatch.core.providers import Route
 from blockbatch.devtools.stack import free_port
 from blockbatch.runtime.bedrock_jobs import open_bedrock_jobs
 from blockbatch.runtime.claude import anthropic_client
 from blockbatch.runtime.settings import Settings
+from blockbatch.send.sender import AnthropicSender
 from blockbatch.simulator.scenario import Scenario
 from blockbatch.simulator.server import SimulatorServer
 from blockbatch.simulator.testing import make_blocks, pack_params

@@ -9,11 +9,11 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from blockbatch.send.sender import AnthropicSender, NotSent
 from blockbatch.core.providers import Route
 from blockbatch.core.registry import Usage, cost_usd, get_model
 from blockbatch.runtime.claude import ProviderUnavailable, anthropic_client, provider_client
 from blockbatch.runtime.settings import Settings
+from blockbatch.send.sender import AnthropicSender, NotSent
 from blockbatch.simulator.scenario import Auth, Scenario
 from blockbatch.simulator.server import SimulatorServer
 from blockbatch.simulator.testing import make_blocks, pack_params
