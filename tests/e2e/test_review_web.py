@@ -17,12 +17,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-from playwright.async_api import Page, async_playwright, expect
+import pytest_asyncio
+from playwright.async_api import Browser, Page, expect
 from starlette.routing import Route
 from yarl import URL
 
@@ -38,12 +40,13 @@ from blockbatch.web.security import CSRF_COOKIE, CSRF_FIELD
 from tests.conftest import ROOT, Stack
 from tests.web_helpers import (
     CHROMIUM,
-    CHROMIUM_ARGS,
     FAILED_BLOCK,
     SCRIPT_BLOCK,
     demo_run,
     finished_run,
+    fresh_pages,
     keyboard_run,
+    launched_chromium,
     screenshot_dir,
     serving,
 )
@@ -53,6 +56,15 @@ needs_chromium = pytest.mark.skipif(
     reason="Debian's chromium is missing: `make test` installs it as root, else "
     "`sudo apt-get install chromium`",
 )
+
+
+@pytest_asyncio.fixture(scope="session")
+async def chromium() -> AsyncIterator[Browser]:
+    """One browser for the browser tests of each test process (xdist worker), launched by
+    the first: a launch is seconds of CPU; each test's pages get contexts of their own
+    (`fresh_pages`), so no cookie or storage passes from one test to the next."""
+    async with launched_chromium() as browser:
+        yield browser
 
 
 async def overlay(s: Stack, run_id: str, index: int) -> dict[str, Any]:
@@ -90,18 +102,16 @@ async def shot(page: Page, name: str, *, full_page: bool = True) -> None:
 
 
 @needs_chromium
-async def test_review_a_run_in_the_browser(bbstack: Stack, tmp_path: Path) -> None:
+async def test_review_a_run_in_the_browser(
+    bbstack: Stack, tmp_path: Path, chromium: Browser
+) -> None:
     run_id, doc = await finished_run(bbstack)
     app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
-    async with serving(app) as base, async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = await browser.new_page(
-                accept_downloads=True, viewport={"width": 1500, "height": 900}
-            )
-            await _walk_through(page, base, bbstack, run_id, doc, tmp_path)
-        finally:
-            await browser.close()
+    async with serving(app) as base, fresh_pages(chromium) as browser:
+        page = await browser.new_page(
+            accept_downloads=True, viewport={"width": 1500, "height": 900}
+        )
+        await _walk_through(page, base, bbstack, run_id, doc, tmp_path)
 
 
 async def _walk_through(page: Page, base: str, s: Stack, run_id: str, doc: str, tmp: Path) -> None:
@@ -275,23 +285,21 @@ CHOICE_FIELDS = ("block_type", "topic", "action_required", "risk_level")
 
 @needs_chromium
 @pytest.mark.timeout(300)
-async def test_the_grid_in_the_browser_with_the_demos_eight_fields(bbstack: Stack) -> None:
+async def test_the_grid_in_the_browser_with_the_demos_eight_fields(
+    bbstack: Stack, chromium: Browser
+) -> None:
     run_id, doc = await demo_run(bbstack)
     app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
-    async with serving(app) as base, async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            for width in (1400, 1920):
-                page = await browser.new_page(viewport={"width": width, "height": 1000})
-                response = await page.goto(f"{base}/runs/{run_id}?limit=8")
-                assert response is not None
-                await _reads_well(page, width, response.headers["content-security-policy"])
-                await shot(page, f"grid-{width}")
-                await page.close()
-            page = await browser.new_page(viewport={"width": 1400, "height": 1000})
-            await _review_with_the_demos_schema(page, base, bbstack, run_id, doc)
-        finally:
-            await browser.close()
+    async with serving(app) as base, fresh_pages(chromium) as browser:
+        for width in (1400, 1920):
+            page = await browser.new_page(viewport={"width": width, "height": 1000})
+            response = await page.goto(f"{base}/runs/{run_id}?limit=8")
+            assert response is not None
+            await _reads_well(page, width, response.headers["content-security-policy"])
+            await shot(page, f"grid-{width}")
+            await page.close()
+        page = await browser.new_page(viewport={"width": 1400, "height": 1000})
+        await _review_with_the_demos_schema(page, base, bbstack, run_id, doc)
 
 
 async def _reads_well(page: Page, width: int, csp: str) -> None:
@@ -612,7 +620,9 @@ async def test_reopen_takes_only_confirmed_blocks_back_and_records_it(bbstack: S
 
 
 @needs_chromium
-async def test_the_grid_highlights_where_each_value_is_quoted_from(bbstack: Stack) -> None:
+async def test_the_grid_highlights_where_each_value_is_quoted_from(
+    bbstack: Stack, chromium: Browser
+) -> None:
     doc = await bbstack.bb.ingest_file(ROOT / "samples" / "handbook.md")
     schema_data = json.loads((ROOT / "samples" / "extract.json").read_text())
     schema_data["prompt_config"]["evidence"] = True
@@ -629,110 +639,98 @@ async def test_the_grid_highlights_where_each_value_is_quoted_from(bbstack: Stac
         run_id,
     )
     app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
-    async with serving(app) as base, async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = await browser.new_page(viewport={"width": 1500, "height": 1000})
-            await page.goto(f"{base}/runs/{run_id}?limit=8")
-            checked = ungrounded = 0
-            for row in rows:
-                i, content = row["block_index"], row["block_content"]
-                # The block's text reads as it is, marks or not.
-                assert await page.locator(f"#content-{i}").text_content() == content
-                for field, e in row["evidence"].items():
-                    badge = page.locator(f"#ev-{i}-{field}")
-                    if e["match"] == "missing":
-                        await expect(badge).to_have_text("ungrounded")
-                        ungrounded += 1
-                        continue
-                    # The marks of a field, put together, are exactly its span.
-                    marks = page.locator(f"#content-{i} mark.ev[data-fields~='{field}']")
-                    text = "".join(await marks.all_text_contents())
-                    assert text == content[e["start"] : e["end"]], (i, field)
-                    checked += 1
-            assert checked >= 40 and ungrounded >= 1, (checked, ungrounded)
-            # The reason filter offers the flag, and lists just the flagged blocks.
-            flagged = await bbstack.pool.fetchval(
-                "select count(*) from overlays where run_id = $1 and reason_code = 'ungrounded'",
-                run_id,
-            )
-            await expect(page.locator("#f-reason option[value='ungrounded']")).to_have_text(
-                f"ungrounded ({flagged})"
-            )
+    async with serving(app) as base, fresh_pages(chromium) as browser:
+        page = await browser.new_page(viewport={"width": 1500, "height": 1000})
+        await page.goto(f"{base}/runs/{run_id}?limit=8")
+        checked = ungrounded = 0
+        for row in rows:
+            i, content = row["block_index"], row["block_content"]
+            # The block's text reads as it is, marks or not.
+            assert await page.locator(f"#content-{i}").text_content() == content
+            for field, e in row["evidence"].items():
+                badge = page.locator(f"#ev-{i}-{field}")
+                if e["match"] == "missing":
+                    await expect(badge).to_have_text("ungrounded")
+                    ungrounded += 1
+                    continue
+                # The marks of a field, put together, are exactly its span.
+                marks = page.locator(f"#content-{i} mark.ev[data-fields~='{field}']")
+                text = "".join(await marks.all_text_contents())
+                assert text == content[e["start"] : e["end"]], (i, field)
+                checked += 1
+        assert checked >= 40 and ungrounded >= 1, (checked, ungrounded)
+        # The reason filter offers the flag, and lists just the flagged blocks.
+        flagged = await bbstack.pool.fetchval(
+            "select count(*) from overlays where run_id = $1 and reason_code = 'ungrounded'",
+            run_id,
+        )
+        await expect(page.locator("#f-reason option[value='ungrounded']")).to_have_text(
+            f"ungrounded ({flagged})"
+        )
 
-            # Pointing at a field lights up its quote.
-            field, e = next(
-                (f, e) for f, e in rows[1]["evidence"].items() if e["match"] != "missing"
-            )
-            first = page.locator(f"#content-1 mark.ev[data-fields~='{field}']").first
-            await expect(first).not_to_have_class(re.compile(r"\blit\b"))
-            await page.locator(f"#row-1 .field[data-field='{field}']").hover()
-            await expect(first).to_have_class(re.compile(r"\blit\b"))
-            await page.locator(f"#row-1 .field[data-field='{field}']").scroll_into_view_if_needed()
-            await shot(page, "evidence")
-        finally:
-            await browser.close()
+        # Pointing at a field lights up its quote.
+        field, e = next((f, e) for f, e in rows[1]["evidence"].items() if e["match"] != "missing")
+        first = page.locator(f"#content-1 mark.ev[data-fields~='{field}']").first
+        await expect(first).not_to_have_class(re.compile(r"\blit\b"))
+        await page.locator(f"#row-1 .field[data-field='{field}']").hover()
+        await expect(first).to_have_class(re.compile(r"\blit\b"))
+        await page.locator(f"#row-1 .field[data-field='{field}']").scroll_into_view_if_needed()
+        await shot(page, "evidence")
 
 
 @needs_chromium
-async def test_a_pdf_blocks_page_is_shown_in_the_browser(bbstack: Stack) -> None:
+async def test_a_pdf_blocks_page_is_shown_in_the_browser(bbstack: Stack, chromium: Browser) -> None:
     doc = await bbstack.bb.ingest_file(ROOT / "samples" / "handbook.pdf")
     schema = await bbstack.bb.add_schema_file(ROOT / "samples" / "extract.json")
     async with bbstack.worker():
         run_id = await bbstack.bb.start_run(doc, schema, RunOptions())
         await bbstack.bb.wait(run_id)
     app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
-    async with serving(app) as base, async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = await browser.new_page(viewport={"width": 1500, "height": 1000})
-            await page.goto(f"{base}/runs/{run_id}?limit=3")
-            # Every PDF block offers its page; closed, it is not fetched.
-            await expect(page.locator("#grid details.page-view")).to_have_count(3)
-            view = page.locator("#page-1")
-            await expect(view.locator("summary")).to_contain_text("page 1")
-            await view.locator("summary").click()
-            picture = view.locator("img")
-            await expect(picture).to_be_visible()
-            await page.wait_for_function(
-                "el => el.complete && el.naturalWidth > 0", arg=await picture.element_handle()
-            )
-            natural = await picture.evaluate("el => [el.naturalWidth, el.naturalHeight]")
-            assert natural[0] == DEFAULT_WIDTH and natural[1] > natural[0]
-            # The box is drawn where the block is: read the picture's pixel on its outline.
-            prov = await bbstack.pool.fetchval(
-                "select provenance from blocks where block_uid = $1", f"{doc}:1"
-            )
-            scale = DEFAULT_WIDTH / prov["page_size"][0]
-            x0, y0, _, _ = box_pixels(tuple(prov["bbox"]), scale, (natural[0], natural[1]))
-            rgb = await picture.evaluate(
-                """(el, at) => {
-                     const c = document.createElement("canvas");
-                     c.width = el.naturalWidth; c.height = el.naturalHeight;
-                     const g = c.getContext("2d"); g.drawImage(el, 0, 0);
-                     return Array.from(g.getImageData(at[0], at[1], 1, 1).data.slice(0, 3));
-                   }""",
-                [x0, y0],
-            )
-            assert tuple(rgb) == BOX_COLOUR
-            await page.evaluate("window.scrollTo(0, 0)")  # the grid's sticky header at its place
-            await shot(page, "pdf-block")
-        finally:
-            await browser.close()
+    async with serving(app) as base, fresh_pages(chromium) as browser:
+        page = await browser.new_page(viewport={"width": 1500, "height": 1000})
+        await page.goto(f"{base}/runs/{run_id}?limit=3")
+        # Every PDF block offers its page; closed, it is not fetched.
+        await expect(page.locator("#grid details.page-view")).to_have_count(3)
+        view = page.locator("#page-1")
+        await expect(view.locator("summary")).to_contain_text("page 1")
+        await view.locator("summary").click()
+        picture = view.locator("img")
+        await expect(picture).to_be_visible()
+        await page.wait_for_function(
+            "el => el.complete && el.naturalWidth > 0", arg=await picture.element_handle()
+        )
+        natural = await picture.evaluate("el => [el.naturalWidth, el.naturalHeight]")
+        assert natural[0] == DEFAULT_WIDTH and natural[1] > natural[0]
+        # The box is drawn where the block is: read the picture's pixel on its outline.
+        prov = await bbstack.pool.fetchval(
+            "select provenance from blocks where block_uid = $1", f"{doc}:1"
+        )
+        scale = DEFAULT_WIDTH / prov["page_size"][0]
+        x0, y0, _, _ = box_pixels(tuple(prov["bbox"]), scale, (natural[0], natural[1]))
+        rgb = await picture.evaluate(
+            """(el, at) => {
+                 const c = document.createElement("canvas");
+                 c.width = el.naturalWidth; c.height = el.naturalHeight;
+                 const g = c.getContext("2d"); g.drawImage(el, 0, 0);
+                 return Array.from(g.getImageData(at[0], at[1], 1, 1).data.slice(0, 3));
+               }""",
+            [x0, y0],
+        )
+        assert tuple(rgb) == BOX_COLOUR
+        await page.evaluate("window.scrollTo(0, 0)")  # the grid's sticky header at its place
+        await shot(page, "pdf-block")
 
 
 @needs_chromium
 @pytest.mark.timeout(600)
-async def test_a_hundred_rows_are_reviewed_in_the_browser_by_keyboard_alone(bbstack: Stack) -> None:
+async def test_a_hundred_rows_are_reviewed_in_the_browser_by_keyboard_alone(
+    bbstack: Stack, chromium: Browser
+) -> None:
     run_id, _ = await keyboard_run(bbstack, 101)
     app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
-    async with serving(app) as base, async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = await browser.new_page(viewport={"width": 1400, "height": 1000})
-            await _review_by_keyboard(page, base, run_id)
-        finally:
-            await browser.close()
+    async with serving(app) as base, fresh_pages(chromium) as browser:
+        page = await browser.new_page(viewport={"width": 1400, "height": 1000})
+        await _review_by_keyboard(page, base, run_id)
     statuses = await bbstack.pool.fetch(
         "select status, count(*) from overlays where run_id = $1 group by status", run_id
     )
