@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import uvicorn
+from playwright.async_api import Browser, async_playwright
 from starlette.applications import Starlette
 
 from blockbatch.core.run_types import RunOptions
@@ -32,6 +33,33 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+
+
+@contextlib.asynccontextmanager
+async def launched_chromium() -> AsyncIterator[Browser]:
+    """One headless chromium (Playwright), closed at the end of the block."""
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            await browser.close()
+
+
+@contextlib.asynccontextmanager
+async def fresh_pages(browser: Browser) -> AsyncIterator[Browser]:
+    """``browser`` for one test: every page it opens (``browser.new_page``, each in a
+    context of its own: no cookies or storage shared with another test) is closed at the
+    end of the block, the browser itself kept for the next test."""
+    before = set(browser.contexts)
+    try:
+        yield browser
+    finally:
+        for context in browser.contexts:
+            if context not in before:
+                await context.close()
+
+
 #: Set to a folder to have the browser test save a screenshot of each page there
 #: (``make screenshots`` writes the ones docs/how-it-works.md shows into docs/screenshots).
 SCREENSHOTS_ENV = "BLOCKBATCH_SCREENSHOTS"

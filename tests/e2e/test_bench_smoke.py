@@ -2,8 +2,9 @@
 
 These check that the scripts work and what their JSON holds, never how fast anything was:
 benchmark figures live in ``bench/results`` and ``docs/benchmarks.md``, not in assertions.
-The scripts share one stack (``bench.common.SharedStack``, through ``BENCH_SHARED_STACK``)
-instead of starting one each; each still gets a database of its own and its scenario.
+The scripts share the test session's stack (``bench.common.SharedStack``, through
+``BENCH_SHARED_STACK``) instead of starting one each; each still gets a database of its own
+and its scenario.
 """
 
 from __future__ import annotations
@@ -19,31 +20,42 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.testing import WorkflowEnvironment
 
 from bench.common import SHARED_STACK_ENV, SharedStack
+from blockbatch.devtools import stack
 from blockbatch.devtools.services import Services
+from tests.conftest import SimulatorProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The scripts' environment: this module's shared stack (set by ``shared_stack``).
 ENV: dict[str, str] = {}
 
 
-#: One xdist worker runs the whole module (`make test` uses ``--dist loadgroup``), so
-#: its shared stack starts once, not once on each worker a test of it lands on.
+#: One xdist worker runs the whole module (`make test` uses ``--dist loadgroup``).
 pytestmark = pytest.mark.xdist_group("bench_smoke")
 
 
 @pytest.fixture(scope="module", autouse=True)
-def shared_stack() -> Iterator[Services]:
+def shared_stack(
+    services: Services,
+    pg: stack.PostgresInstance,
+    temporal_env: WorkflowEnvironment,
+    simulator_process: SimulatorProcess,
+) -> Iterator[Services]:
+    """The test session's own stack (tests/conftest.py), handed to the scripts as a shared
+    one: no second Postgres, Temporal dev server and simulator for the benchmarks. Each
+    script makes a database of its own and sets its scenario; the next test's `sim` fixture
+    sets the simulator back to the default."""
     # Under /tmp, not pytest's directory (see the `pg` fixture in tests/conftest.py).
     root = Path(tempfile.mkdtemp(prefix="bb-bench-shared-"))
-    shared = SharedStack.start(root)
+    services.save(SharedStack.file_of(root))
     ENV.update({**os.environ, SHARED_STACK_ENV: str(SharedStack.file_of(root))})
     try:
-        yield shared
+        yield services
     finally:
         ENV.clear()
-        shared.stop()
+        simulator_process.call("POST", "/_sim/reset")
         shutil.rmtree(root, ignore_errors=True)
 
 

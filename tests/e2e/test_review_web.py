@@ -18,12 +18,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-from playwright.async_api import Page, async_playwright, expect
+import pytest_asyncio
+from playwright.async_api import Browser, Page, expect
 from starlette.routing import Route
 from yarl import URL
 
@@ -39,21 +41,36 @@ from blockbatch.web.security import CSRF_COOKIE, CSRF_FIELD
 from tests.conftest import ROOT, Stack
 from tests.web_helpers import (
     CHROMIUM,
-    CHROMIUM_ARGS,
     FAILED_BLOCK,
     SCRIPT_BLOCK,
     demo_run,
     finished_run,
+    fresh_pages,
     keyboard_run,
+    launched_chromium,
     screenshot_dir,
     serving,
 )
+
+# Each `expect` waits for its condition, not a time: Playwright's 5 s default deadline was
+# met by a page loading on a machine at load 15 (the grid's next page after "confirm all
+# shown"), so the deadline is the test's own timeout's business, not a race of its own.
+expect.set_options(timeout=60_000)
 
 needs_chromium = pytest.mark.skipif(
     not Path(CHROMIUM).exists(),
     reason="Debian's chromium is missing: `make test` installs it as root, else "
     "`sudo apt-get install chromium`",
 )
+
+
+@pytest_asyncio.fixture(scope="session")
+async def chromium() -> AsyncIterator[Browser]:
+    """One browser for the browser tests of each test process (xdist worker), launched by
+    the first: a launch is seconds of CPU; each test's pages get contexts of their own
+    (`fresh_pages`), so no cookie or storage passes from one test to the next."""
+    async with launched_chromium() as browser:
+        yield browser
 
 
 async def overlay(s: Stack, run_id: str, index: int) -> dict[str, Any]:
@@ -91,18 +108,16 @@ async def shot(page: Page, name: str, *, full_page: bool = True) -> None:
 
 
 @needs_chromium
-async def test_review_a_run_in_the_browser(bbstack: Stack, tmp_path: Path) -> None:
+async def test_review_a_run_in_the_browser(
+    bbstack: Stack, tmp_path: Path, chromium: Browser
+) -> None:
     run_id, doc = await finished_run(bbstack)
     app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
-    async with serving(app) as base, async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = await browser.new_page(
-                accept_downloads=True, viewport={"width": 1500, "height": 900}
-            )
-            await _walk_through(page, base, bbstack, run_id, doc, tmp_path)
-        finally:
-            await browser.close()
+    async with serving(app) as base, fresh_pages(chromium) as browser:
+        page = await browser.new_page(
+            accept_downloads=True, viewport={"width": 1500, "height": 900}
+        )
+        await _walk_through(page, base, bbstack, run_id, doc, tmp_path)
 
 
 async def _walk_through(page: Page, base: str, s: Stack, run_id: str, doc: str, tmp: Path) -> None:
@@ -276,23 +291,21 @@ CHOICE_FIELDS = ("block_type", "topic", "action_required", "risk_level")
 
 @needs_chromium
 @pytest.mark.timeout(300)
-async def test_the_grid_in_the_browser_with_the_demos_eight_fields(bbstack: Stack) -> None:
+async def test_the_grid_in_the_browser_with_the_demos_eight_fields(
+    bbstack: Stack, chromium: Browser
+) -> None:
     run_id, doc = await demo_run(bbstack)
     app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
-    async with serving(app) as base, async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            for width in (1400, 1920):
-                page = await browser.new_page(viewport={"width": width, "height": 1000})
-                response = await page.goto(f"{base}/runs/{run_id}?limit=8")
-                assert response is not None
-                await _reads_well(page, width, response.headers["content-security-policy"])
-                await shot(page, f"grid-{width}")
-                await page.close()
-            page = await browser.new_page(viewport={"width": 1400, "height": 1000})
-            await _review_with_the_demos_schema(page, base, bbstack, run_id, doc)
-        finally:
-            await browser.close()
+    async with serving(app) as base, fresh_pages(chromium) as browser:
+        for width in (1400, 1920):
+            page = await browser.new_page(viewport={"width": width, "height": 1000})
+            response = await page.goto(f"{base}/runs/{run_id}?limit=8")
+            assert response is not None
+            await _reads_well(page, width, response.headers["content-security-policy"])
+            await shot(page, f"grid-{width}")
+            await page.close()
+        page = await browser.new_page(viewport={"width": 1400, "height": 1000})
+        await _review_with_the_demos_schema(page, base, bbstack, run_id, doc)
 
 
 async def _reads_well(page: Page, width: int, csp: str) -> None:
@@ -614,7 +627,7 @@ async def test_reopen_takes_only_confirmed_blocks_back_and_records_it(bbstack: S
 
 @needs_chromium
 async def test_a_refused_save_is_shown_as_refused_and_a_reload_sends_nothing(
-    bbstack: Stack,
+    bbstack: Stack, chromium: Browser
 ) -> None:
     """A save the server refuses (a value the schema refuses; a row confirmed in another tab
     since the page was read) comes back as a page of its own: the refusal and what to do
@@ -622,62 +635,58 @@ async def test_a_refused_save_is_shown_as_refused_and_a_reload_sends_nothing(
     run_id, _ = await finished_run(bbstack)
     original = (await overlay(bbstack, run_id, 1))["staging"]
     app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
-    async with serving(app) as base, async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = await browser.new_page(viewport={"width": 1500, "height": 900})
-            posts: list[str] = []
-            page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
-            await page.goto(f"{base}/runs/{run_id}")
-            await page.fill("#v-1-word_count", "-3")
-            await page.click("#save-1")
-            await expect(page.locator("#err-1-word_count")).to_contain_text("minimum of 0")
-            assert len(posts) == 1
-            await page.reload()
-            await expect(page.locator("#err-1-word_count")).to_contain_text("minimum of 0")
-            await expect(page.locator("#error")).to_contain_text("nothing was changed")
-            assert await page.locator("#v-1-word_count").input_value() == "-3"
-            assert len(posts) == 1  # the reload sent nothing
+    async with serving(app) as base, fresh_pages(chromium) as browser:
+        page = await browser.new_page(viewport={"width": 1500, "height": 900})
+        posts: list[str] = []
+        page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
+        await page.goto(f"{base}/runs/{run_id}")
+        await page.fill("#v-1-word_count", "-3")
+        await page.click("#save-1")
+        await expect(page.locator("#err-1-word_count")).to_contain_text("minimum of 0")
+        assert len(posts) == 1
+        await page.reload()
+        await expect(page.locator("#err-1-word_count")).to_contain_text("minimum of 0")
+        await expect(page.locator("#error")).to_contain_text("nothing was changed")
+        assert await page.locator("#v-1-word_count").input_value() == "-3"
+        assert len(posts) == 1  # the reload sent nothing
 
-            # Edited in another tab since this page was read: a field this page left as it
-            # showed keeps that edit; the same field changed here too is refused as stale.
-            await page.goto(f"{base}/runs/{run_id}")
-            await bbstack.bb.edit(run_id, "1", "summary", "theirs", reviewer="bo")
-            await page.fill("#v-1-word_count", "4321")
-            await page.click("#save-1")
-            await expect(page.locator("#note")).to_contain_text("word_count")
-            staged = (await overlay(bbstack, run_id, 1))["staging"]
-            assert (staged["summary"], staged["word_count"]) == ("theirs", 4321)
-            await page.goto(f"{base}/runs/{run_id}")
-            await bbstack.bb.edit(run_id, "1", "summary", "theirs again", reviewer="bo")
-            await page.fill("#v-1-summary", "mine")
-            await page.click("#save-1")
-            await expect(page.locator("#err-1-summary")).to_contain_text("now theirs again")
-            await expect(page.locator("#error")).to_contain_text("save again to replace it")
-            assert await page.locator("#v-1-summary").input_value() == "mine"
-            await page.reload()
-            await expect(page.locator("#err-1-summary")).to_contain_text("now theirs again")
-            assert len(posts) == 3 and (await overlay(bbstack, run_id, 1))["staging"] == {
-                **original,
-                "summary": "theirs again",
-                "word_count": 4321,
-            }
-            original = (await overlay(bbstack, run_id, 1))["staging"]
+        # Edited in another tab since this page was read: a field this page left as it
+        # showed keeps that edit; the same field changed here too is refused as stale.
+        await page.goto(f"{base}/runs/{run_id}")
+        await bbstack.bb.edit(run_id, "1", "summary", "theirs", reviewer="bo")
+        await page.fill("#v-1-word_count", "4321")
+        await page.click("#save-1")
+        await expect(page.locator("#note")).to_contain_text("word_count")
+        staged = (await overlay(bbstack, run_id, 1))["staging"]
+        assert (staged["summary"], staged["word_count"]) == ("theirs", 4321)
+        await page.goto(f"{base}/runs/{run_id}")
+        await bbstack.bb.edit(run_id, "1", "summary", "theirs again", reviewer="bo")
+        await page.fill("#v-1-summary", "mine")
+        await page.click("#save-1")
+        await expect(page.locator("#err-1-summary")).to_contain_text("now theirs again")
+        await expect(page.locator("#error")).to_contain_text("save again to replace it")
+        assert await page.locator("#v-1-summary").input_value() == "mine"
+        await page.reload()
+        await expect(page.locator("#err-1-summary")).to_contain_text("now theirs again")
+        assert len(posts) == 3 and (await overlay(bbstack, run_id, 1))["staging"] == {
+            **original,
+            "summary": "theirs again",
+            "word_count": 4321,
+        }
+        original = (await overlay(bbstack, run_id, 1))["staging"]
 
-            # Confirmed in another tab: this page's save of it is refused, says what to do.
-            await page.goto(f"{base}/runs/{run_id}")
-            await page.fill("#v-1-word_count", "7")
-            await bbstack.bb.confirm(run_id, ["1"], reviewer="bo")
-            await page.click("#save-1")
-            error = page.locator("#error")
-            await expect(error).to_contain_text("block 1 is confirmed")
-            await expect(error).to_contain_text("reopen it first")
-            assert len(posts) == 4
-            await page.reload()
-            await expect(error).to_contain_text("reopen it first")
-            assert len(posts) == 4
-        finally:
-            await browser.close()
+        # Confirmed in another tab: this page's save of it is refused, says what to do.
+        await page.goto(f"{base}/runs/{run_id}")
+        await page.fill("#v-1-word_count", "7")
+        await bbstack.bb.confirm(run_id, ["1"], reviewer="bo")
+        await page.click("#save-1")
+        error = page.locator("#error")
+        await expect(error).to_contain_text("block 1 is confirmed")
+        await expect(error).to_contain_text("reopen it first")
+        assert len(posts) == 4
+        await page.reload()
+        await expect(error).to_contain_text("reopen it first")
+        assert len(posts) == 4
     row = await overlay(bbstack, run_id, 1)
     assert row["status"] == "confirmed" and row["confirmed"] == original
     assert [a["action"] for a in await actions(bbstack, run_id)] == [
@@ -689,7 +698,9 @@ async def test_a_refused_save_is_shown_as_refused_and_a_reload_sends_nothing(
 
 
 @needs_chromium
-async def test_the_grid_highlights_where_each_value_is_quoted_from(bbstack: Stack) -> None:
+async def test_the_grid_highlights_where_each_value_is_quoted_from(
+    bbstack: Stack, chromium: Browser
+) -> None:
     doc = await bbstack.bb.ingest_file(ROOT / "samples" / "handbook.md")
     schema_data = json.loads((ROOT / "samples" / "extract.json").read_text())
     schema_data["prompt_config"]["evidence"] = True
@@ -706,96 +717,86 @@ async def test_the_grid_highlights_where_each_value_is_quoted_from(bbstack: Stac
         run_id,
     )
     app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
-    async with serving(app) as base, async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = await browser.new_page(viewport={"width": 1500, "height": 1000})
-            await page.goto(f"{base}/runs/{run_id}?limit=8")
-            checked = ungrounded = 0
-            for row in rows:
-                i, content = row["block_index"], row["block_content"]
-                # The block's text reads as it is, marks or not.
-                assert await page.locator(f"#content-{i}").text_content() == content
-                for field, e in row["evidence"].items():
-                    badge = page.locator(f"#ev-{i}-{field}")
-                    if e["match"] == "missing":
-                        await expect(badge).to_have_text("ungrounded")
-                        ungrounded += 1
-                        continue
-                    # The marks of a field, put together, are exactly its span.
-                    marks = page.locator(f"#content-{i} mark.ev[data-fields~='{field}']")
-                    text = "".join(await marks.all_text_contents())
-                    assert text == content[e["start"] : e["end"]], (i, field)
-                    checked += 1
-            assert checked >= 40 and ungrounded >= 1, (checked, ungrounded)
-            # The reason filter offers the flag, and lists just the flagged blocks.
-            flagged = await bbstack.pool.fetchval(
-                "select count(*) from overlays where run_id = $1 and reason_code = 'ungrounded'",
-                run_id,
-            )
-            await expect(page.locator("#f-reason option[value='ungrounded']")).to_have_text(
-                f"ungrounded ({flagged})"
-            )
+    async with serving(app) as base, fresh_pages(chromium) as browser:
+        page = await browser.new_page(viewport={"width": 1500, "height": 1000})
+        await page.goto(f"{base}/runs/{run_id}?limit=8")
+        checked = ungrounded = 0
+        for row in rows:
+            i, content = row["block_index"], row["block_content"]
+            # The block's text reads as it is, marks or not.
+            assert await page.locator(f"#content-{i}").text_content() == content
+            for field, e in row["evidence"].items():
+                badge = page.locator(f"#ev-{i}-{field}")
+                if e["match"] == "missing":
+                    await expect(badge).to_have_text("ungrounded")
+                    ungrounded += 1
+                    continue
+                # The marks of a field, put together, are exactly its span.
+                marks = page.locator(f"#content-{i} mark.ev[data-fields~='{field}']")
+                text = "".join(await marks.all_text_contents())
+                assert text == content[e["start"] : e["end"]], (i, field)
+                checked += 1
+        assert checked >= 40 and ungrounded >= 1, (checked, ungrounded)
+        # The reason filter offers the flag, and lists just the flagged blocks.
+        flagged = await bbstack.pool.fetchval(
+            "select count(*) from overlays where run_id = $1 and reason_code = 'ungrounded'",
+            run_id,
+        )
+        await expect(page.locator("#f-reason option[value='ungrounded']")).to_have_text(
+            f"ungrounded ({flagged})"
+        )
 
-            # Pointing at a field lights up its quote.
-            field, e = next(
-                (f, e) for f, e in rows[1]["evidence"].items() if e["match"] != "missing"
-            )
-            first = page.locator(f"#content-1 mark.ev[data-fields~='{field}']").first
-            await expect(first).not_to_have_class(re.compile(r"\blit\b"))
-            await page.locator(f"#row-1 .field[data-field='{field}']").hover()
-            await expect(first).to_have_class(re.compile(r"\blit\b"))
-            await page.locator(f"#row-1 .field[data-field='{field}']").scroll_into_view_if_needed()
-            await shot(page, "evidence")
-        finally:
-            await browser.close()
+        # Pointing at a field lights up its quote.
+        field, e = next((f, e) for f, e in rows[1]["evidence"].items() if e["match"] != "missing")
+        first = page.locator(f"#content-1 mark.ev[data-fields~='{field}']").first
+        await expect(first).not_to_have_class(re.compile(r"\blit\b"))
+        await page.locator(f"#row-1 .field[data-field='{field}']").hover()
+        await expect(first).to_have_class(re.compile(r"\blit\b"))
+        await page.locator(f"#row-1 .field[data-field='{field}']").scroll_into_view_if_needed()
+        await shot(page, "evidence")
 
 
 @needs_chromium
-async def test_a_pdf_blocks_page_is_shown_in_the_browser(bbstack: Stack) -> None:
+async def test_a_pdf_blocks_page_is_shown_in_the_browser(bbstack: Stack, chromium: Browser) -> None:
     doc = await bbstack.bb.ingest_file(ROOT / "samples" / "handbook.pdf")
     schema = await bbstack.bb.add_schema_file(ROOT / "samples" / "extract.json")
     async with bbstack.worker():
         run_id = await bbstack.bb.start_run(doc, schema, RunOptions())
         await bbstack.bb.wait(run_id)
     app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
-    async with serving(app) as base, async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = await browser.new_page(viewport={"width": 1500, "height": 1000})
-            await page.goto(f"{base}/runs/{run_id}?limit=3")
-            # Every PDF block offers its page; closed, it is not fetched.
-            await expect(page.locator("#grid details.page-view")).to_have_count(3)
-            view = page.locator("#page-1")
-            await expect(view.locator("summary")).to_contain_text("page 1")
-            await view.locator("summary").click()
-            picture = view.locator("img")
-            await expect(picture).to_be_visible()
-            await page.wait_for_function(
-                "el => el.complete && el.naturalWidth > 0", arg=await picture.element_handle()
-            )
-            natural = await picture.evaluate("el => [el.naturalWidth, el.naturalHeight]")
-            assert natural[0] == DEFAULT_WIDTH and natural[1] > natural[0]
-            # The box is drawn where the block is: read the picture's pixel on its outline.
-            prov = await bbstack.pool.fetchval(
-                "select provenance from blocks where block_uid = $1", f"{doc}:1"
-            )
-            scale = DEFAULT_WIDTH / prov["page_size"][0]
-            x0, y0, _, _ = box_pixels(tuple(prov["bbox"]), scale, (natural[0], natural[1]))
-            rgb = await picture.evaluate(
-                """(el, at) => {
-                     const c = document.createElement("canvas");
-                     c.width = el.naturalWidth; c.height = el.naturalHeight;
-                     const g = c.getContext("2d"); g.drawImage(el, 0, 0);
-                     return Array.from(g.getImageData(at[0], at[1], 1, 1).data.slice(0, 3));
-                   }""",
-                [x0, y0],
-            )
-            assert tuple(rgb) == BOX_COLOUR
-            await page.evaluate("window.scrollTo(0, 0)")  # the grid's sticky header at its place
-            await shot(page, "pdf-block")
-        finally:
-            await browser.close()
+    async with serving(app) as base, fresh_pages(chromium) as browser:
+        page = await browser.new_page(viewport={"width": 1500, "height": 1000})
+        await page.goto(f"{base}/runs/{run_id}?limit=3")
+        # Every PDF block offers its page; closed, it is not fetched.
+        await expect(page.locator("#grid details.page-view")).to_have_count(3)
+        view = page.locator("#page-1")
+        await expect(view.locator("summary")).to_contain_text("page 1")
+        await view.locator("summary").click()
+        picture = view.locator("img")
+        await expect(picture).to_be_visible()
+        await page.wait_for_function(
+            "el => el.complete && el.naturalWidth > 0", arg=await picture.element_handle()
+        )
+        natural = await picture.evaluate("el => [el.naturalWidth, el.naturalHeight]")
+        assert natural[0] == DEFAULT_WIDTH and natural[1] > natural[0]
+        # The box is drawn where the block is: read the picture's pixel on its outline.
+        prov = await bbstack.pool.fetchval(
+            "select provenance from blocks where block_uid = $1", f"{doc}:1"
+        )
+        scale = DEFAULT_WIDTH / prov["page_size"][0]
+        x0, y0, _, _ = box_pixels(tuple(prov["bbox"]), scale, (natural[0], natural[1]))
+        rgb = await picture.evaluate(
+            """(el, at) => {
+                 const c = document.createElement("canvas");
+                 c.width = el.naturalWidth; c.height = el.naturalHeight;
+                 const g = c.getContext("2d"); g.drawImage(el, 0, 0);
+                 return Array.from(g.getImageData(at[0], at[1], 1, 1).data.slice(0, 3));
+               }""",
+            [x0, y0],
+        )
+        assert tuple(rgb) == BOX_COLOUR
+        await page.evaluate("window.scrollTo(0, 0)")  # the grid's sticky header at its place
+        await shot(page, "pdf-block")
 
 
 def report_with_a_turned_page() -> bytes:
@@ -838,7 +839,7 @@ def report_with_a_turned_page() -> bytes:
 @needs_chromium
 @pytest.mark.timeout(600)
 async def test_a_set_aside_block_and_a_turned_pages_box_in_the_browser(
-    bbstack: Stack, tmp_path: Path
+    bbstack: Stack, tmp_path: Path, chromium: Browser
 ) -> None:
     """Issue 34's last line: the grid shows a running header as set aside (kept, not sent),
     and a block on a page with /Rotate 90 is outlined where the page shows it."""
@@ -859,68 +860,62 @@ async def test_a_set_aside_block_and_a_turned_pages_box_in_the_browser(
         b for b in blocks if b["block_type"] == "paragraph" and b["provenance"]["page"] == 3
     )
     app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
-    async with serving(app) as base, async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = await browser.new_page(viewport={"width": 1500, "height": 1000})
-            await page.goto(f"{base}/runs/{run_id}?limit=50")
-            row = page.locator(f"#row-{header['block_index']}")
-            await expect(row).to_have_attribute("data-status", "set_aside")
-            label = row.locator(".status")
-            await expect(label).to_have_text("set aside")
-            assert "not sent to the model" in (await label.get_attribute("title") or "")
-            await expect(row.locator(".meta")).to_contain_text("page_header")
-            await page.evaluate("window.scrollTo(0, 0)")
-            await shot(page, "grid-set-aside")
-            # The turned page's block: its picture is the page as shown (landscape), the
-            # box drawn on the block's text.
-            view = page.locator(f"#page-{turned['block_index']}")
-            await expect(view.locator("summary")).to_contain_text("page 3")
-            await view.locator("summary").click()
-            picture = view.locator("img")
-            await expect(picture).to_be_visible()
-            await page.wait_for_function(
-                "el => el.complete && el.naturalWidth > 0", arg=await picture.element_handle()
-            )
-            natural = await picture.evaluate("el => [el.naturalWidth, el.naturalHeight]")
-            assert natural[0] > natural[1]  # landscape, as the page is shown
-            prov = turned["provenance"]
-            scale = natural[0] / prov["page_size"][0]
-            x0, y0, x1, y1 = box_pixels(tuple(prov["bbox"]), scale, (natural[0], natural[1]))
-            assert x1 - x0 > 3 * (y1 - y0)  # the block's lines run across the page as shown
-            rgb = await picture.evaluate(
-                """(el, at) => {
-                     const c = document.createElement("canvas");
-                     c.width = el.naturalWidth; c.height = el.naturalHeight;
-                     const g = c.getContext("2d"); g.drawImage(el, 0, 0);
-                     const d = g.getImageData(at[0], at[1], at[2] - at[0], at[3] - at[1]).data;
-                     let ink = 0;
-                     for (let i = 0; i < d.length; i += 4) if (d[i] + d[i + 1] + d[i + 2] < 200) ink++;
-                     const edge = g.getImageData(at[0], at[1], 1, 1).data;
-                     return [Array.from(edge.slice(0, 3)), ink];
-                   }""",
-                [x0, y0, x1, y1],
-            )
-            assert tuple(rgb[0]) == BOX_COLOUR
-            assert rgb[1] > 50  # the text is inside the box, not blank paper
-            await view.scroll_into_view_if_needed()
-            await shot(page, "pdf-rotated-page-block", full_page=False)
-        finally:
-            await browser.close()
+    async with serving(app) as base, fresh_pages(chromium) as browser:
+        page = await browser.new_page(viewport={"width": 1500, "height": 1000})
+        await page.goto(f"{base}/runs/{run_id}?limit=50")
+        row = page.locator(f"#row-{header['block_index']}")
+        await expect(row).to_have_attribute("data-status", "set_aside")
+        label = row.locator(".status")
+        await expect(label).to_have_text("set aside")
+        assert "not sent to the model" in (await label.get_attribute("title") or "")
+        await expect(row.locator(".meta")).to_contain_text("page_header")
+        await page.evaluate("window.scrollTo(0, 0)")
+        await shot(page, "grid-set-aside")
+        # The turned page's block: its picture is the page as shown (landscape), the
+        # box drawn on the block's text.
+        view = page.locator(f"#page-{turned['block_index']}")
+        await expect(view.locator("summary")).to_contain_text("page 3")
+        await view.locator("summary").click()
+        picture = view.locator("img")
+        await expect(picture).to_be_visible()
+        await page.wait_for_function(
+            "el => el.complete && el.naturalWidth > 0", arg=await picture.element_handle()
+        )
+        natural = await picture.evaluate("el => [el.naturalWidth, el.naturalHeight]")
+        assert natural[0] > natural[1]  # landscape, as the page is shown
+        prov = turned["provenance"]
+        scale = natural[0] / prov["page_size"][0]
+        x0, y0, x1, y1 = box_pixels(tuple(prov["bbox"]), scale, (natural[0], natural[1]))
+        assert x1 - x0 > 3 * (y1 - y0)  # the block's lines run across the page as shown
+        rgb = await picture.evaluate(
+            """(el, at) => {
+                 const c = document.createElement("canvas");
+                 c.width = el.naturalWidth; c.height = el.naturalHeight;
+                 const g = c.getContext("2d"); g.drawImage(el, 0, 0);
+                 const d = g.getImageData(at[0], at[1], at[2] - at[0], at[3] - at[1]).data;
+                 let ink = 0;
+                 for (let i = 0; i < d.length; i += 4) if (d[i] + d[i + 1] + d[i + 2] < 200) ink++;
+                 const edge = g.getImageData(at[0], at[1], 1, 1).data;
+                 return [Array.from(edge.slice(0, 3)), ink];
+               }""",
+            [x0, y0, x1, y1],
+        )
+        assert tuple(rgb[0]) == BOX_COLOUR
+        assert rgb[1] > 50  # the text is inside the box, not blank paper
+        await view.scroll_into_view_if_needed()
+        await shot(page, "pdf-rotated-page-block", full_page=False)
 
 
 @needs_chromium
 @pytest.mark.timeout(600)
-async def test_a_hundred_rows_are_reviewed_in_the_browser_by_keyboard_alone(bbstack: Stack) -> None:
+async def test_a_hundred_rows_are_reviewed_in_the_browser_by_keyboard_alone(
+    bbstack: Stack, chromium: Browser
+) -> None:
     run_id, _ = await keyboard_run(bbstack, 101)
     app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
-    async with serving(app) as base, async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = await browser.new_page(viewport={"width": 1400, "height": 1000})
-            await _review_by_keyboard(page, base, run_id)
-        finally:
-            await browser.close()
+    async with serving(app) as base, fresh_pages(chromium) as browser:
+        page = await browser.new_page(viewport={"width": 1400, "height": 1000})
+        await _review_by_keyboard(page, base, run_id)
     statuses = await bbstack.pool.fetch(
         "select status, count(*) from overlays where run_id = $1 group by status", run_id
     )

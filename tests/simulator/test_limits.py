@@ -54,13 +54,6 @@ async def prompt_tokens(client: anthropic.AsyncAnthropic, params: dict[str, Any]
     return (await client.messages.count_tokens(**counted)).input_tokens
 
 
-async def generating_started(sim: SimulatorServer) -> None:
-    """Until the last logged request has been answered and is waiting out its latency."""
-    log = sim.state.stats.log
-    while not log or log[-1]["usage"] is None:
-        await asyncio.sleep(0.01)
-
-
 async def test_requests_refill_continuously_not_at_a_window_edge(sim, client, clock):
     sim.scenario = Scenario(limits=Limits(rpm=6))
     params = pack_params(make_blocks(1))
