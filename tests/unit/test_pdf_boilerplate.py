@@ -5,7 +5,8 @@ corpus's files lay them out (bench/corpus.py names each file)."""
 from __future__ import annotations
 
 from blockbatch.core.blocks import is_set_aside
-from blockbatch.core.convert.pdf_layout import Run, build_blocks
+from blockbatch.core.convert.pdf_layout import build_blocks
+from blockbatch.core.convert.pdf_lines import Run
 
 BODY = 9.0
 SIZE = (612.0, 792.0)

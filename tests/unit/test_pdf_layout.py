@@ -16,7 +16,8 @@ from fpdf.enums import TextMode
 from PIL import Image
 
 from blockbatch.core.blocks import BBox, is_set_aside
-from blockbatch.core.convert.pdf_layout import Run, join_lines, reading_order
+from blockbatch.core.convert.pdf_layout import reading_order
+from blockbatch.core.convert.pdf_lines import Run, join_lines
 from blockbatch.core.ingest import IngestError, ParsedBlock, parse_document
 
 TEXT = (

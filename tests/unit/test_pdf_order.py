@@ -5,7 +5,8 @@ cause found in the corpus (bench/corpus.py) and names the file it was found in.
 
 from __future__ import annotations
 
-from blockbatch.core.convert.pdf_layout import Run, build_blocks, reading_order
+from blockbatch.core.convert.pdf_layout import build_blocks, reading_order
+from blockbatch.core.convert.pdf_lines import Run
 
 BODY = 10.0
 

@@ -9,7 +9,8 @@ import pytest
 from fpdf import FPDF
 
 from blockbatch.core.blocks import ConvertOptions
-from blockbatch.core.convert.pdf_layout import Run, build_blocks
+from blockbatch.core.convert.pdf_layout import build_blocks
+from blockbatch.core.convert.pdf_lines import Run
 from blockbatch.core.ingest import parse_document
 
 BODY = 10.0

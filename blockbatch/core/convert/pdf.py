@@ -33,7 +33,8 @@ from blockbatch.core.convert.limits import (
     MAX_PAGES,
     check_size,
 )
-from blockbatch.core.convert.pdf_layout import RUN_GAP, Run, build_blocks
+from blockbatch.core.convert.pdf_layout import RUN_GAP, build_blocks
+from blockbatch.core.convert.pdf_lines import Run
 
 #: Unreadable pages (image-only, or fonts PDFium cannot read) among text pages above this
 #: share of the pages refuse the file; fewer are read with a notice per page.

@@ -35,25 +35,19 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import math
 import re
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from blockbatch.core.blocks import BBox, RawBlock, TextBuilder
+from blockbatch.core.convert.pdf_boilerplate import classify_boilerplate
+from blockbatch.core.convert.pdf_lines import Line, Run, clean, is_vertical, join_lines, union
 from blockbatch.core.convert.tables import table_text
 
 #: A heading's font is at least this much larger than the body's.
 HEADING_RATIO = 1.15
 #: A baseline distance this much wider than the usual line pitch starts a new block.
 PARAGRAPH_PITCH = 1.25
-#: Share of the page height at the top and at the bottom where running headers and footers sit.
-MARGIN_BAND = 0.15
-#: Text repeated at the same place on at least this share of the pages (and on 2) is boilerplate
-#: (low: a book's running header changes with each chapter).
-REPEAT_SHARE = 0.1
 #: Footnotes are set at most this share of the body's size ...
 FOOTNOTE_RATIO = 0.85
 #: ... in this lower share of the page.
@@ -74,10 +68,6 @@ RUN_GAP = 1.0
 _BULLET = re.compile(
     r"^([\u2022\u25e6\u25aa\u25cf\u2023\u2043\u2013\u25a0\u00b7*-]|\d{1,3}[.)])\s+"
 )
-_PAGE_NUMBER = re.compile(
-    r"^(page\s+)?(\d{1,5}|[ivxlc]{1,7})(\s*(of|/)\s*\d{1,5})?$|^[-\u2013\u2014]\s*\d{1,5}\s*[-\u2013\u2014]$",
-    re.IGNORECASE,
-)
 _LIST_MARKER = re.compile(
     r"^([\u2022\u25e6\u25aa\u25cf\u2023\u2043\u2013\u25a0\u00b7*-]|\d{1,3}[.)]|[a-z][.)]|\((\d{1,3}|[a-z]|[ivx]{1,5})\))$"
 )
@@ -90,191 +80,7 @@ _NAMED_HEADING = re.compile(
 )
 #: A footnote's first line: its mark (a number, an asterisk, a dagger), then its text.
 _NOTE_MARK = re.compile(r"^(\d{1,3}|[*\u2217\u2020\u2021\u00a7\u00b6])\s?\w")
-_STRAY = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ufffe\uffff\ufffd]")
 _SHOWN = ("text", "vertical", "vertical_up")
-_SOFT_HYPHENS = "\ufffe\u00ad\x02"
-#: Letters of the right-to-left scripts (Hebrew, Arabic, Syriac, Thaana, N'Ko, their
-#: presentation forms).
-_RTL = re.compile(r"[\u0590-\u07ff\u0860-\u08ff\ufb1d-\ufdff\ufe70-\ufefc]")
-_LATIN = r"[A-Za-z\u00c0-\u024f]"
-#: A Latin word against a right-to-left one with nothing between them: PDFium reads an
-#: embedded left-to-right word in its logical place but without the space the eye sees.
-_SCRIPT_CHANGE = re.compile(rf"(?<={_LATIN})(?={_RTL.pattern})|(?<={_RTL.pattern})(?={_LATIN})")
-#: A combining mark (Arabic harakat, combining accents) after a space, before a letter:
-#: PDFium reads a mark drawn apart from its letter as a word of its own before the letter
-#: it sits on ("أي ًضا" for "أيضًا"); it goes back after that letter.
-_MARK = r"[\u0300-\u036f\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06ed]"
-_MARKS = re.compile(rf"\s{_MARK}")
-_LOOSE_MARK = re.compile(rf"\s+({_MARK}+)([^\W\d_])")
-
-
-@dataclass
-class Run:
-    """Characters on one line of a page without a wide gap between them.
-
-    ``box`` is in points from the top-left of the page as it is shown (its /Rotate applied).
-    ``kind`` is ``text``, ``off_page`` (outside the visible page) or ``invisible_text``.
-    """
-
-    page: int
-    text: str
-    box: BBox
-    size: float
-    bold: bool = False
-    kind: str = "text"
-    mono: bool = False  # set in a monospaced font (a code listing's)
-
-    @property
-    def cy(self) -> float:
-        return (self.box[1] + self.box[3]) / 2
-
-    @property
-    def core(self) -> tuple[float, float]:
-        """The middle of the run's height: loose boxes of tight lines overlap, their cores do not."""
-        half = 0.3 * (self.box[3] - self.box[1])
-        return (self.cy - half, self.cy + half)
-
-
-@dataclass
-class _Line:
-    runs: list[Run]
-    column: int  # the leaf region it was read in, numbered in reading order
-    text: str = ""
-    box: BBox = (0.0, 0.0, 0.0, 0.0)
-    size: float = 0.0  # of its longest run
-    bold: bool = False  # every run is
-
-    def __post_init__(self) -> None:
-        if right_to_left(r.text for r in self.runs):
-            self.runs.sort(key=lambda r: -r.box[2])
-        else:
-            self.runs.sort(key=lambda r: r.box[0])
-        self.text = " ".join(r.text for r in self.runs)
-        self.box = _union(r.box for r in self.runs)
-        self.size = max(self.runs, key=lambda r: len(r.text)).size
-        self.bold = all(r.bold for r in self.runs)
-
-    @property
-    def page(self) -> int:
-        return self.runs[0].page
-
-    @property
-    def cy(self) -> float:
-        return (self.box[1] + self.box[3]) / 2
-
-
-@dataclass
-class _Group:
-    lines: list[_Line] = field(default_factory=list)
-
-
-def right_to_left(texts: Iterable[str]) -> bool:
-    """Whether most letters of ``texts`` are of a right-to-left script (a line of them is
-    read from its right end)."""
-    text = "".join(texts)
-    if not _RTL.search(text):  # most lines: no letter of those scripts at all
-        return False
-    rtl = len(_RTL.findall(text))
-    return 2 * rtl > sum(1 for c in text if c.isalpha())
-
-
-def _union(boxes: Iterable[BBox]) -> BBox:
-    b = list(boxes)
-    return (min(x[0] for x in b), min(x[1] for x in b), max(x[2] for x in b), max(x[3] for x in b))
-
-
-def clean(text: str) -> str:
-    """Text without stray characters: soft hyphens, U+FFFE/U+FFFF/U+FFFD, C0 and C1 controls."""
-    text = re.sub(r"[\ufffe\u00ad\x02](?=\w)", "", text)
-    if _RTL.search(text):
-        text = _SCRIPT_CHANGE.sub(" ", text)
-    if _MARKS.search(text):
-        text = _LOOSE_MARK.sub(r"\2\1", text)
-    return " ".join(_STRAY.sub("", text).split())
-
-
-def join_lines(lines: Iterable[str]) -> str:
-    """Lines of one paragraph as one text, hyphenation repaired."""
-    out = ""
-    for raw in lines:
-        line = raw.strip()
-        if not line:
-            continue
-        broken_word = out[-1:] in ("-", "\u2010") and out[-2:-1].isalpha() and line[0].islower()
-        if (out and out[-1] in _SOFT_HYPHENS) or broken_word:
-            out = out[:-1] + line
-        else:
-            out += (" " if out else "") + line
-    return clean(out)
-
-
-# --------------------------------------------------------------------------- boilerplate
-
-
-def classify_boilerplate(
-    pages: dict[int, list[Run]], heights: dict[int, float], body: float
-) -> None:
-    """Type the runs that are running headers, footers or page numbers (in place).
-
-    A header or footer is text less than half again the body's size, standing apart from
-    the body in the top or bottom :data:`MARGIN_BAND` of the page, found (digits aside) at
-    the same height on at least two pages and :data:`REPEAT_SHARE` of them, or on two
-    pages in a row (a book's running header changes with each section). A page number is
-    a number alone there, standing apart, or a number at the same place on two pages
-    that goes up with the page (close above the body, as a journal's is).
-    """
-    seen: dict[str, list[tuple[int, float]]] = {}
-    candidates: list[tuple[Run, str]] = []
-    numbers: list[Run] = []
-    for page, runs in pages.items():
-        height = heights[page]
-        flat = [r for r in runs if not _vertical(r)]  # a margin stamp set vertically is not body
-        for run in runs:
-            if run.kind != "text":
-                continue
-            top = run.box[3] <= height * MARGIN_BAND
-            bottom = run.box[1] >= height * (1 - MARGIN_BAND)
-            if not (top or bottom) or run.size > body * 1.5:
-                continue
-            if _PAGE_NUMBER.match(run.text.strip()):
-                if _apart(run, flat, top):
-                    run.kind = "page_number"
-                elif run.text.strip().isdigit():
-                    numbers.append(run)
-                continue
-            if not _apart(run, flat, top):
-                continue
-            key = re.sub(r"\d+", "#", " ".join(run.text.lower().split()))
-            seen.setdefault(key, []).append((page, run.cy))
-            candidates.append((run, key))
-    if len(pages) < 2:
-        return
-    need = max(2, math.ceil(REPEAT_SHARE * len(pages)))
-    for run, key in candidates:
-        near = {p for p, cy in seen[key] if abs(cy - run.cy) <= 8}
-        if len(near) >= need or {run.page - 1, run.page + 1} & near:
-            run.kind = "page_header" if run.cy < heights[run.page] / 2 else "page_footer"
-    for run in numbers:
-        offset = int(run.text) - run.page
-        if any(
-            other.page != run.page
-            and int(other.text) - other.page == offset
-            and abs(other.cy - run.cy) <= 8
-            for other in numbers
-        ):
-            run.kind = "page_number"
-
-
-def _apart(run: Run, runs: list[Run], top: bool) -> bool:
-    """Whether ``run`` stands apart from the body (``runs``: the page's, without text set
-    vertically): the nearest text on another line towards the middle of the page is at
-    least one and a half of its heights away (a table row in the margin band is not)."""
-    height = run.box[3] - run.box[1]
-    if top:
-        gaps = [r.box[1] - run.box[3] for r in runs if r.box[1] >= run.box[3] - 0.3 * height]
-    else:
-        gaps = [run.box[1] - r.box[3] for r in runs if r.box[3] <= run.box[1] + 0.3 * height]
-    return not gaps or min(gaps) >= 1.5 * height
 
 
 # --------------------------------------------------------------------------- reading order
@@ -396,9 +202,9 @@ def _cut(runs: list[Run], body: float, out: list[list[Run]], depth: int) -> None
         _cut(part, body, out, depth + 1)
 
 
-def _lines(region: list[Run], column: int) -> list[_Line]:
+def _lines(region: list[Run], column: int) -> list[Line]:
     """A leaf region's runs as lines (runs whose middles overlap), top to bottom."""
-    lines: list[_Line] = []
+    lines: list[Line] = []
     current: list[Run] = []
     lo = hi = 0.0
     for run in sorted(region, key=lambda r: (r.cy, r.box[0])):
@@ -406,11 +212,11 @@ def _lines(region: list[Run], column: int) -> list[_Line]:
             current.append(run)
             continue
         if current:
-            lines.append(_Line(current, column))
+            lines.append(Line(current, column))
         current = [run]
         lo, hi = run.core
     if current:
-        lines.append(_Line(current, column))
+        lines.append(Line(current, column))
     return lines
 
 
@@ -437,14 +243,14 @@ def build_blocks(
     levels = {size: min(i + 1, 6) for i, size in enumerate(heading_sizes)}
     minor_level = min(len(heading_sizes) + 1, 6)
 
-    flow: list[_Line] = []
+    flow: list[Line] = []
     aside: dict[int, list[Run]] = {}
     column = 0
     vertical: dict[int, list[Run]] = {}
     for page in sorted(pages):
         shown = [r for r in pages[page] if r.kind in _SHOWN]
-        text_runs = [r for r in shown if not _vertical(r)]
-        vertical[page] = [r for r in shown if _vertical(r)]
+        text_runs = [r for r in shown if not is_vertical(r)]
+        vertical[page] = [r for r in shown if is_vertical(r)]
         aside[page] = [r for r in pages[page] if r.kind not in _SHOWN]
         for region in reading_order(text_runs, body):
             flow.extend(_lines(region, column))
@@ -453,7 +259,7 @@ def build_blocks(
     flow = defer_footnotes(flow, body, {p: s[1] for p, s in sizes.items()})
 
     out = TextBuilder()
-    group: list[_Line] = []
+    group: list[Line] = []
     emitted_pages: set[int] = set()
 
     def emit_aside(up_to: int) -> None:
@@ -463,7 +269,7 @@ def build_blocks(
                 if vertical[page]:  # a margin stamp or a side label: its own block
                     runs = sorted(vertical[page], key=lambda r: (r.box[0], r.box[1]))
                     text = clean(" ".join(r.text for r in runs))
-                    box = _union(r.box for r in runs)
+                    box = union(r.box for r in runs)
                     out.add("paragraph", text, {}, page=page, bbox=box, page_size=sizes[page])
                 for run in sorted(aside[page], key=lambda r: (r.box[1], r.box[0])):
                     text = clean(run.text)
@@ -484,7 +290,7 @@ def build_blocks(
             flush()
             emit_aside(line.page - 1)
             end, rows = tables[i]
-            box = _union(x.box for x in flow[i:end])
+            box = union(x.box for x in flow[i:end])
             meta = {"cells": rows}
             out.add(
                 "table",
@@ -506,7 +312,7 @@ def build_blocks(
     return out.blocks
 
 
-def find_tables(flow: list[_Line], body: float) -> dict[int, tuple[int, list[list[str]]]]:
+def find_tables(flow: list[Line], body: float) -> dict[int, tuple[int, list[list[str]]]]:
     """The tables in ``flow``: for each table's first line, the index after its last line
     and its rows of cells.
 
@@ -540,7 +346,7 @@ def find_tables(flow: list[_Line], body: float) -> dict[int, tuple[int, list[lis
     return tables
 
 
-def _table_goes_on(prev: _Line, line: _Line) -> bool:
+def _table_goes_on(prev: Line, line: Line) -> bool:
     return (
         line.page == prev.page
         # a row's height apart at least: a formula's indices sit closer below their line
@@ -549,7 +355,7 @@ def _table_goes_on(prev: _Line, line: _Line) -> bool:
     )
 
 
-def _table_rows(lines: list[_Line], body: float) -> list[list[str]] | None:
+def _table_rows(lines: list[Line], body: float) -> list[list[str]] | None:
     """The lines' cells as rows in their columns, or None when they are not a table."""
     multi = [x for x in lines if len(x.runs) >= 2]
     if len(multi) < TABLE_ROWS:
@@ -602,7 +408,7 @@ def _table_rows(lines: list[_Line], body: float) -> list[list[str]] | None:
     return rows
 
 
-def defer_footnotes(flow: list[_Line], body: float, heights: dict[int, float]) -> list[_Line]:
+def defer_footnotes(flow: list[Line], body: float, heights: dict[int, float]) -> list[Line]:
     """``flow`` with each page's footnotes after the sentence that the page's text ends in.
 
     A footnote is a run of lines set at most :data:`FOOTNOTE_RATIO` of the body's size at
@@ -641,8 +447,8 @@ def defer_footnotes(flow: list[_Line], body: float, heights: dict[int, float]) -
     if not notes:
         return flow
     last_text = {x.page: k for k, x in enumerate(flow) if k not in notes}
-    out: list[_Line] = []
-    held: list[_Line] = []
+    out: list[Line] = []
+    held: list[Line] = []
     for k, line in enumerate(flow):
         if k in notes:
             held.append(line)
@@ -655,15 +461,7 @@ def defer_footnotes(flow: list[_Line], body: float, heights: dict[int, float]) -
     return out + held
 
 
-def _vertical(run: Run) -> bool:
-    """Text set vertically (a margin stamp, a side label): taller than two lines, narrow."""
-    if run.kind in ("vertical", "vertical_up"):
-        return True
-    height = run.box[3] - run.box[1]
-    return height > 2.2 * run.size and run.box[2] - run.box[0] < 1.6 * run.size
-
-
-def _usual_pitch(flow: list[_Line]) -> dict[float, float]:
+def _usual_pitch(flow: list[Line]) -> dict[float, float]:
     """The most common baseline distance between lines of one column, per font size."""
     seen: dict[float, Counter[float]] = {}
     for prev, line in itertools.pairwise(flow):
@@ -674,7 +472,7 @@ def _usual_pitch(flow: list[_Line]) -> dict[float, float]:
     return {size: steps.most_common(1)[0][0] for size, steps in seen.items()}
 
 
-def _heading_like(line: _Line, body: float) -> bool:
+def _heading_like(line: Line, body: float) -> bool:
     return line.size >= body * HEADING_RATIO or (line.bold and len(line.text) <= 120)
 
 
@@ -682,7 +480,7 @@ def _overlap(a: BBox, b: BBox) -> bool:
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
-def _same_flow(prev: _Line, line: _Line) -> bool:
+def _same_flow(prev: Line, line: Line) -> bool:
     """``line`` reads on below ``prev`` in the same column (no column or page break)."""
     return (
         line.page == prev.page
@@ -692,7 +490,7 @@ def _same_flow(prev: _Line, line: _Line) -> bool:
     )
 
 
-def _starts_block(group: list[_Line], line: _Line, pitch: dict[float, float], body: float) -> bool:
+def _starts_block(group: list[Line], line: Line, pitch: dict[float, float], body: float) -> bool:
     big = max(x.size for x in group[-2:])
     for near in group[-2:]:
         small = min(line.size, near.size) < 0.8 * max(line.size, near.size)
@@ -751,14 +549,14 @@ def _starts_block(group: list[_Line], line: _Line, pitch: dict[float, float], bo
     return ends and short_prev
 
 
-def _beside_x(a: _Line, b: _Line) -> bool:
+def _beside_x(a: Line, b: Line) -> bool:
     """Whether two lines share some of their width (one above the other in a column)."""
     return a.box[0] < b.box[2] and b.box[0] < a.box[2]
 
 
 def _add_block(
     out: TextBuilder,
-    group: list[_Line],
+    group: list[Line],
     body: float,
     levels: dict[float, int],
     minor_level: int,
@@ -768,17 +566,17 @@ def _add_block(
     text = join_lines(x.text for x in group)
     if not text:
         return
-    parts: list[list[_Line]] = []
+    parts: list[list[Line]] = []
     for line in group:
         if parts and _same_flow(parts[-1][-1], line):
             parts[-1].append(line)
         else:
             parts.append([line])
-    box = _union(x.box for x in parts[0])
+    box = union(x.box for x in parts[0])
     metadata: dict[str, Any] = {}
     if len(parts) > 1:
         metadata["parts"] = [
-            [p[0].page, *(round(v, 2) for v in _union(x.box for x in p))] for p in parts
+            [p[0].page, *(round(v, 2) for v in union(x.box for x in p))] for p in parts
         ]
     single = len(group) <= 2 and len(text) <= 150 and not text.endswith(".")
     kind = "paragraph"
