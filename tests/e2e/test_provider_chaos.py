@@ -19,14 +19,13 @@ import secrets
 from pathlib import Path
 
 import pytest
-from pydantic import SecretStr
 
 from bench.chaos_check import check_run, install_audit, violations
 from blockbatch.runtime.claude import anthropic_client, provider_client
 from blockbatch.runtime.temporal import build_worker
 from tests.conftest import Stack
 from tests.e2e.test_chaos import MODEL_FAULTS
-from tests.e2e.test_providers import PROVIDERS, platform_env
+from tests.e2e.test_providers import PROVIDERS, platform_env, platform_settings
 from tests.e2e.test_secrets import every_row, histories, leaks
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
 
@@ -49,9 +48,7 @@ async def test_the_demo_keeps_every_guarantee_under_chaos_on_each_provider(
     platform_env(monkeypatch, s.sim.base_url, key)
     caplog.set_level(logging.DEBUG)
     await install_audit(s.pool)
-    worker_settings = s.settings.model_copy(
-        update={"anthropic_vertex_access_token": SecretStr(key)}
-    )
+    worker_settings = platform_settings(s, key)
     worker = build_worker(
         s.client,
         s.task_queue,

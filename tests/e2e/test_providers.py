@@ -23,6 +23,7 @@ from pydantic import SecretStr
 from blockbatch.core.providers import provider_info
 from blockbatch.core.run_types import RunOptions
 from blockbatch.runtime.claude import anthropic_client, provider_client
+from blockbatch.runtime.settings import Settings
 from blockbatch.runtime.temporal import build_worker
 from tests.conftest import Stack
 from tests.e2e.test_secrets import every_row, histories, leaks
@@ -53,6 +54,20 @@ PROVIDERS = {
     ),
     "gateway": ("anthropic/claude-haiku-5.5", "POST /v1/chat/completions", "OPENROUTER_API_KEY"),
 }
+
+
+def platform_settings(s: Stack, key: str) -> Settings:
+    """The worker's settings for every platform on the local stack: the credentials the
+    environment cannot give (tokens, the gateway's key) are ``key``; the gateway is the
+    simulator's."""
+    return s.settings.model_copy(
+        update={
+            "anthropic_vertex_access_token": SecretStr(key),
+            "anthropic_google_cloud_access_token": SecretStr(key),
+            "openrouter_api_key": SecretStr(key),
+            "blockbatch_gateway_base_url": f"{s.sim.base_url}/v1",
+        }
+    )
 
 
 def platform_env(monkeypatch: pytest.MonkeyPatch, base: str, key: str) -> None:
@@ -94,14 +109,7 @@ async def test_the_demo_runs_on_each_provider_through_its_sdk_client(
     s.sim.scenario(auth={"valid_keys": [key, "sim-test-key"]})
     platform_env(monkeypatch, s.sim.base_url, key)
     caplog.set_level(logging.DEBUG)
-    worker_settings = s.settings.model_copy(
-        update={
-            "anthropic_vertex_access_token": SecretStr(key),
-            "anthropic_google_cloud_access_token": SecretStr(key),
-            "openrouter_api_key": SecretStr(key),
-            "blockbatch_gateway_base_url": f"{s.sim.base_url}/v1",
-        }
-    )
+    worker_settings = platform_settings(s, key)
     worker = build_worker(
         s.client,
         s.task_queue,
