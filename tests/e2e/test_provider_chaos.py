@@ -16,20 +16,15 @@ from __future__ import annotations
 
 import logging
 import secrets
-from pathlib import Path
 
 import pytest
 
 from bench.chaos_check import check_run, install_audit, violations
-from blockbatch.runtime.claude import anthropic_client, provider_client
-from blockbatch.runtime.temporal import build_worker
 from tests.conftest import Stack
 from tests.e2e.test_chaos import MODEL_FAULTS
-from tests.e2e.test_providers import PROVIDERS, platform_env, platform_settings
+from tests.e2e.test_providers import PROVIDERS, run_demo_on
 from tests.e2e.test_secrets import every_row, histories, leaks
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
-
-SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
 
 @pytest.mark.parametrize("provider", list(PROVIDERS))
@@ -41,35 +36,12 @@ async def test_the_demo_keeps_every_guarantee_under_chaos_on_each_provider(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     s = bbstack
-    model, route, _ = PROVIDERS[provider]
+    _, route, _ = PROVIDERS[provider]
     token = secrets.token_hex(12)
     key = f"platform-SECRET-{token}"
-    s.sim.scenario(auth={"valid_keys": [key, "sim-test-key"]}, seed=38, **MODEL_FAULTS)
-    platform_env(monkeypatch, s.sim.base_url, key)
     caplog.set_level(logging.DEBUG)
     await install_audit(s.pool)
-    worker_settings = platform_settings(s, key)
-    worker = build_worker(
-        s.client,
-        s.task_queue,
-        s.pool,
-        anthropic_client(s.settings),
-        open_client=lambda p: provider_client(worker_settings, p),
-    )
-    async with worker:
-        run = await cli(
-            "run",
-            str(SAMPLES / "handbook.md"),
-            "--schema",
-            str(SAMPLES / "extract.json"),
-            "--provider",
-            provider,
-            "--model",
-            model,
-            "--set",
-            "quality.probe_rate=0",
-            timeout=170,
-        )
+    run = await run_demo_on(provider, s, cli, monkeypatch, key, seed=38, **MODEL_FAULTS)
     assert run.code == 0, run.out + run.err
     assert run.run_id
     requests = s.sim.stats()["requests"]

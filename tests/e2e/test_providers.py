@@ -16,6 +16,7 @@ import asyncio
 import logging
 import secrets
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import SecretStr
@@ -28,7 +29,7 @@ from blockbatch.runtime.temporal import build_worker
 from tests.conftest import Stack
 from tests.e2e.test_secrets import every_row, histories, leaks
 from tests.helpers import extract_schema, markdown_doc
-from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
+from tests.starter_fixtures import Cli, Result, cli_fixture  # noqa: F401 - provides `cli`
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
@@ -93,22 +94,20 @@ def platform_env(monkeypatch: pytest.MonkeyPatch, base: str, key: str) -> None:
         monkeypatch.setenv(name, value)
 
 
-@pytest.mark.parametrize("provider", list(PROVIDERS))
-async def test_the_demo_runs_on_each_provider_through_its_sdk_client(
+async def run_demo_on(
     provider: str,
+    s: Stack,
     cli: Cli,
-    bbstack: Stack,
     monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    s = bbstack
-    model, route, _ = PROVIDERS[provider]
-    token = secrets.token_hex(12)
-    key = f"platform-SECRET-{token}"
-    # Only the provider's credential (and the front door's key for the Models API).
-    s.sim.scenario(auth={"valid_keys": [key, "sim-test-key"]})
+    key: str,
+    **scenario: Any,
+) -> Result:
+    """``run`` of the demo document on ``provider`` through its SDK client, with a worker
+    whose platforms' credentials are all ``key``; the simulator takes only ``key`` (and the
+    front door's key for the Models API), and ``scenario`` besides."""
+    model = PROVIDERS[provider][0]
+    s.sim.scenario(auth={"valid_keys": [key, "sim-test-key"]}, **scenario)
     platform_env(monkeypatch, s.sim.base_url, key)
-    caplog.set_level(logging.DEBUG)
     worker_settings = platform_settings(s, key)
     worker = build_worker(
         s.client,
@@ -118,7 +117,7 @@ async def test_the_demo_runs_on_each_provider_through_its_sdk_client(
         open_client=lambda p: provider_client(worker_settings, p),
     )
     async with worker:
-        run = await cli(
+        return await cli(
             "run",
             str(SAMPLES / "handbook.md"),
             "--schema",
@@ -131,6 +130,22 @@ async def test_the_demo_runs_on_each_provider_through_its_sdk_client(
             "quality.probe_rate=0",
             timeout=170,
         )
+
+
+@pytest.mark.parametrize("provider", list(PROVIDERS))
+async def test_the_demo_runs_on_each_provider_through_its_sdk_client(
+    provider: str,
+    cli: Cli,
+    bbstack: Stack,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    s = bbstack
+    _, route, _ = PROVIDERS[provider]
+    token = secrets.token_hex(12)
+    key = f"platform-SECRET-{token}"
+    caplog.set_level(logging.DEBUG)
+    run = await run_demo_on(provider, s, cli, monkeypatch, key)
     assert run.code == 0, run.out + run.err
     assert run.run_id
     # What the provider lacks (Models API, token counting) is said, once.
