@@ -105,6 +105,31 @@ def s3_keys(s3: str) -> list[str]:
     return [o["Key"] for o in listed.get("Contents", [])]
 
 
+def bedrock_stack(
+    s: Stack,
+    s3_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    min_records: int,
+    bedrock_batch: dict[str, Any] | None = None,
+    **scenario: Any,
+) -> str:
+    """The local stack made ready for a Bedrock batch run, and the run's secret: the bucket
+    the user names exists, the simulator takes only the secret's credential and holds
+    Bedrock to ``min_records`` records per job (``bedrock_batch`` and ``scenario`` besides),
+    and the worker's environment points at both."""
+    secret = secrets.token_hex(12)
+    s3_keys(s3_url)  # the bucket the user names must exist
+    s.sim.scenario(
+        auth={"valid_keys": [f"platform-SECRET-{secret}", "sim-test-key"]},
+        bedrock_batch={"s3_endpoint_url": s3_url, "min_records": min_records}
+        | (bedrock_batch or {}),
+        **scenario,
+    )
+    bedrock_env(monkeypatch, s.sim.base_url, s3_url, secret, min_records=min_records)
+    return secret
+
+
 async def run_demo(cli: Cli, s: Stack, *extra: str) -> Any:
     worker = build_worker(
         s.client,
@@ -150,17 +175,17 @@ async def test_a_bedrock_batch_run_goes_through_model_invocation_jobs_under_chao
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     s = bbstack
-    secret = secrets.token_hex(12)
-    s3_keys(s3_url)  # the bucket the user names must exist
     # The first job expires unprocessed; records error and answers truncate or mis-map.
-    s.sim.scenario(
-        auth={"valid_keys": [f"platform-SECRET-{secret}", "sim-test-key"]},
+    secret = bedrock_stack(
+        s,
+        s3_url,
+        monkeypatch,
+        min_records=1,
+        bedrock_batch={"expire_jobs": 1},
         seed=38,
-        bedrock_batch={"s3_endpoint_url": s3_url, "min_records": 1, "expire_jobs": 1},
         batch={"processing_delay_s": 0.3},
         **MODEL_FAULTS,
     )
-    bedrock_env(monkeypatch, s.sim.base_url, s3_url, secret, min_records=1)
     caplog.set_level(logging.DEBUG)
     await install_audit(s.pool)
     run = await run_demo(cli, s)
@@ -205,13 +230,7 @@ async def test_a_round_under_the_minimum_records_runs_sync_at_on_demand_prices(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     s = bbstack
-    secret = secrets.token_hex(12)
-    s3_keys(s3_url)
-    s.sim.scenario(
-        auth={"valid_keys": [f"platform-SECRET-{secret}", "sim-test-key"]},
-        bedrock_batch={"s3_endpoint_url": s3_url},  # Bedrock's minimum: 100 records
-    )
-    bedrock_env(monkeypatch, s.sim.base_url, s3_url, secret, min_records=100)
+    bedrock_stack(s, s3_url, monkeypatch, min_records=100)  # Bedrock's default
     run = await run_demo(cli, s)
     assert run.code == 0, run.out + run.err
     requests = s.sim.stats()["requests"]
@@ -269,13 +288,7 @@ async def test_a_round_run_sync_is_held_to_the_budget_at_the_price_it_pays(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     s = bbstack
-    secret = secrets.token_hex(12)
-    s3_keys(s3_url)
-    s.sim.scenario(
-        auth={"valid_keys": [f"platform-SECRET-{secret}", "sim-test-key"]},
-        bedrock_batch={"s3_endpoint_url": s3_url},
-    )
-    bedrock_env(monkeypatch, s.sim.base_url, s3_url, secret, min_records=100)
+    bedrock_stack(s, s3_url, monkeypatch, min_records=100)
     first = await run_demo(cli, s, "--set", "reuse_answers=false")
     assert first.code == 0 and first.run_id, first.out + first.err
     at_batch, on_demand = await first_round_worst_cases(s, first.run_id)
