@@ -31,7 +31,6 @@ from blockbatch.core.planning import (
     PACK_OUTPUT_OVERHEAD_TOKENS,
     OutputRatios,
     answer_tokens,
-    estimate_output_tokens,
     learn_ratios,
     pack_numbers,
 )
@@ -573,7 +572,7 @@ def learned_ratios(ctx: RunContext, seen: replans.Answers) -> OutputRatios | Non
     samples = [
         (
             b.block_type,
-            estimate_output_tokens(ctx.spec, b.est_tokens, setting=False),
+            ctx.answer_shape(b.est_tokens),
             answer_tokens(b.answer),
         )
         for b in seen.blocks

@@ -136,7 +136,7 @@ class RunContext:
         """
         if self.options.estimated_output_per_block:
             return self.options.estimated_output_per_block
-        shape = estimate_output_tokens(self.spec, block_tokens, setting=False)
+        shape = self.answer_shape(block_tokens)
         if ratios is not None:
             shape = max(1, math.ceil(shape * ratios.of(block_type)))
         else:
@@ -146,6 +146,24 @@ class RunContext:
             # The setting sizes the fields; evidence's quotes come on top of it.
             cap += scaled_tokens(self.model, evidence_output_tokens(self.spec, block_tokens))
         return min(shape, cap) if cap is not None else shape
+
+    def answer_shape(self, block_tokens: int) -> int:
+        """:func:`~core.planning.estimate_output_tokens` of a block of ``block_tokens`` under
+        the run's schema, ``setting=False`` (the shape a run learns its answers against).
+
+        Remembered per size: a run asks it for every block of every pack it plans and
+        sends, and the schema, which the estimate walks field by field, never changes."""
+        shapes = self._answer_shapes
+        shape = shapes.get(block_tokens)
+        if shape is None:
+            shape = shapes[block_tokens] = estimate_output_tokens(
+                self.spec, block_tokens, setting=False
+            )
+        return shape
+
+    @cached_property
+    def _answer_shapes(self) -> dict[int, int]:
+        return {}
 
     def blocks_cost_usd(self, block_tokens: Sequence[int]) -> float:
         """What sending blocks of these sizes is estimated to cost, as the quote prices a
@@ -230,7 +248,7 @@ class RunContext:
         outputs = [self.output_estimate(t) for t in block_tokens]
         # Learned against the schema's shape of each answer (its fields, the block's
         # length), not a flat per-block setting that cannot tell a heading from a page.
-        shape = [estimate_output_tokens(self.spec, t, setting=False) for t in block_tokens]
+        shape = [self.answer_shape(t) for t in block_tokens]
         return describe_pack(
             range(len(block_tokens)),
             block_tokens,

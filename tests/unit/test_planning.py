@@ -553,3 +553,29 @@ def test_a_learning_plan_sends_a_few_blocks_first_and_covers_every_block_once():
     assert covered == list(range(200))
     # Too few blocks for a pack of their own: the plan as it is.
     assert ctx.plan([90] * 3, learning=True) == ctx.plan([90] * 3)
+
+
+def test_a_runs_answer_shape_is_the_schemas_estimate_worked_out_once_per_block_size(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A million-block run asks the shape of every block it plans and of every block of every
+    # pack it sends: the schema is walked once per distinct size, not once per block.
+    import blockbatch.core.context as context
+
+    ctx = _context()
+    sizes = [1, 7, 7, 300, 1, 4_000, 300]
+    want = [estimate_output_tokens(ctx.spec, t, setting=False) for t in sizes]
+    walked: list[int] = []
+    real = context.estimate_output_tokens
+
+    def counting(spec: SchemaSpec, block_tokens: int, *, setting: bool = True) -> int:
+        walked.append(block_tokens)
+        return real(spec, block_tokens, setting=setting)
+
+    monkeypatch.setattr(context, "estimate_output_tokens", counting)
+    assert [ctx.answer_shape(t) for t in sizes] == want
+    assert ctx.pack(sizes).max_tokens == ctx.pack(sizes).max_tokens
+    assert [ctx.output_estimate(t) for t in sizes] == [
+        ctx.output_estimate(t) for t in reversed(sizes)
+    ][::-1]
+    assert sorted(walked) == [1, 7, 300, 4_000]
