@@ -33,6 +33,7 @@ from blockbatch.core.planning import (
     answer_tokens,
     learn_ratios,
     pack_numbers,
+    ratios_close,
 )
 from blockbatch.core.policy import failure_code
 from blockbatch.core.prompt import request_prefix
@@ -279,6 +280,10 @@ class DbActivities:
             ctx = await cached_run_context(conn, inp.run_id)
             ratios = learned_ratios(ctx, await replans.answers(conn, inp.run_id))
             if ratios is None or state.status not in ACTIVE_STATUSES:
+                return unchanged
+            # Each continued history asks again; reading every unstarted block to find the
+            # same plan cost a million-block run a minute of no new packs each time.
+            if ratios_close(ratios, await planned_ratios(conn, inp.run_id)):
                 return unchanged
             blocks = await replans.unstarted_blocks(conn, inp.run_id, inp.first_pack)
             if not blocks:
@@ -565,6 +570,19 @@ async def prior_ratios(conn: asyncpg.Connection, run_id: str) -> OutputRatios | 
     return OutputRatios(
         overall=round(seen.ratio, 4), by_type={}, blocks=seen.blocks, source="earlier runs"
     )
+
+
+async def planned_ratios(conn: asyncpg.Connection, run_id: str) -> OutputRatios | None:
+    """The ratios the run's current plan was made with: its latest re-plan's when that was
+    learned, else (never re-planned) earlier runs' as :meth:`DbActivities.plan_run` took
+    them; ``None`` when the plan came from the schema's estimate or the quality gate."""
+    made = await replans.changes(conn, run_id)
+    if not made:
+        return await prior_ratios(conn, run_id)
+    last = made[-1]
+    if last.kind != "learned":
+        return None
+    return OutputRatios(**last.ratios)
 
 
 def learned_ratios(ctx: RunContext, seen: replans.Answers) -> OutputRatios | None:

@@ -275,6 +275,26 @@ class OutputRatios:
         )
 
 
+#: Ratios this close to those a plan was made with leave it as it is (:func:`ratios_close`).
+RATIOS_CLOSE = 0.1
+
+
+def ratios_close(new: OutputRatios, planned: OutputRatios | None) -> bool:
+    """Whether ``new`` ratios would plan the run's packs as ``planned`` did, so a re-plan can
+    keep the plan without reading the unstarted blocks again (``planned`` ``None``: the plan
+    came from the schema's estimate alone, never close).
+
+    Close: every ratio, overall and per block type of either, within :data:`RATIOS_CLOSE`
+    (a tenth) of the planned one. A re-plan changes the plan only when the pack count moves
+    by a tenth; the packs' estimated answers scale with the ratios, and the count at most as
+    much (packs bound by input or by their block cap move less).
+    """
+    if planned is None:
+        return False
+    kinds = {"", *new.by_type, *planned.by_type}
+    return all(abs(new.of(k) - planned.of(k)) <= RATIOS_CLOSE * planned.of(k) for k in kinds)
+
+
 def learn_ratios(
     samples: Sequence[tuple[str, int, int]], written_tokens: int, *, source: str = "run"
 ) -> OutputRatios | None:

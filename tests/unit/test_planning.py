@@ -579,3 +579,18 @@ def test_a_runs_answer_shape_is_the_schemas_estimate_worked_out_once_per_block_s
         ctx.output_estimate(t) for t in reversed(sizes)
     ][::-1]
     assert sorted(walked) == [1, 7, 300, 4_000]
+
+
+def test_ratios_within_a_tenth_of_the_planned_ones_keep_the_plan() -> None:
+    from blockbatch.core.planning import OutputRatios, ratios_close
+
+    planned = OutputRatios(overall=0.5, by_type={"heading": 1.4}, blocks=5)
+    assert ratios_close(OutputRatios(overall=0.54, by_type={"heading": 1.3}, blocks=90), planned)
+    # A tenth off overall, or for one type, or a type newly seen to differ: plan again.
+    assert not ratios_close(OutputRatios(overall=0.56, by_type={"heading": 1.4}, blocks=9), planned)
+    assert not ratios_close(OutputRatios(overall=0.5, by_type={"heading": 1.2}, blocks=9), planned)
+    assert not ratios_close(
+        OutputRatios(overall=0.5, by_type={"heading": 1.4, "list_item": 0.9}, blocks=9), planned
+    )
+    # A plan from the schema's estimate alone is never close to what answers say.
+    assert not ratios_close(planned, None)
