@@ -8,6 +8,7 @@ retried activity (or a second worker running a stale attempt) never writes a blo
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 import asyncpg
@@ -187,7 +188,11 @@ class DbActivities:
             learns = ctx.learns_output()
             prior = await prior_ratios(conn, inp.run_id) if learns else None
             learning = learns and prior is None
-            packs = ctx.plan([blocks[pos].est_tokens for pos in to_call], prior, learning=learning)
+            # Planning a million blocks is a minute of CPU: off the event loop, so this
+            # worker still answers its workflows' queries (status, watch) and heartbeats.
+            packs = await asyncio.to_thread(
+                ctx.plan, [blocks[pos].est_tokens for pos in to_call], prior, learning=learning
+            )
             pack_of: list[int | None] = [None] * len(blocks)
             for pos, number in zip(to_call, pack_numbers(packs), strict=True):
                 pack_of[pos] = number
@@ -217,7 +222,8 @@ class DbActivities:
                 seen = await quality.prefix_cache_seen(
                     conn, request_prefix(warm_up)[0], probe_ctx.model.id
                 )
-                sample, sizing = probe_plan(
+                sample, sizing = await asyncio.to_thread(
+                    probe_plan,
                     ctx,
                     [blocks[pos].block_uid for pos in to_call],
                     [blocks[pos].est_tokens for pos in to_call],
@@ -288,7 +294,8 @@ class DbActivities:
             blocks = await replans.unstarted_blocks(conn, inp.run_id, inp.first_pack)
             if not blocks:
                 return unchanged
-            packs = ctx.plan(
+            packs = await asyncio.to_thread(
+                ctx.plan,
                 [b.est_tokens for b in blocks],
                 ratios,
                 [b.block_type for b in blocks],
