@@ -26,6 +26,7 @@ from blockbatch.core.views import (
     RunInfo,
 )
 from blockbatch.store.repo import NotFound
+from blockbatch.store.runs import BUDGET_COSTS_SQL
 
 #: Who gave a run's answers (``blockbatch.core.endpoint.Endpoint.label``), in order: the
 #: endpoints of its own calls and those its reused answers came from (migration 031).
@@ -51,22 +52,9 @@ select r.run_id, r.status, r.error, r.document_id, d.name as document_name, r.sc
        r.cache_creation_input_tokens, r.cache_read_input_tokens, r.cost_usd::float8 as cost_usd,
        r.blocks_reused, r.reuse_saved_usd::float8 as reuse_saved_usd,
        r.blocks_set_aside, r.set_aside_usd::float8 as set_aside_usd, r.created_at, r.started_at, r.finished_at, r.cancel_requested_at,
-       case when r.status = 'budget_exhausted' then (
-           select jsonb_build_object('work', coalesce(sum(cost_usd) filter (
-                      where purpose in ('pack', 'batch_request')), 0),
-                  'warm_up', coalesce((select w.cost_usd from llm_calls w
-                      where w.run_id = r.run_id and w.purpose = 'warm_up'
-                        and w.status = 'succeeded' order by w.call_id limit 1), 0),
-                  'largest_call', coalesce(max(reserved_usd), 0),
-                  'largest_expected', coalesce(max(expected_usd) filter (
-                      where purpose = 'pack' and status = 'succeeded'), 0),
-                  'expected_calls', (select t.expected_calls from run_ledger_totals t
-                      where t.run_id = r.run_id),
-                  'ratio_sum', (select t.cost_ratio_sum from run_ledger_totals t
-                      where t.run_id = r.run_id),
-                  'ratio_sq', (select t.cost_ratio_sq_sum from run_ledger_totals t
-                      where t.run_id = r.run_id))
-           from llm_calls c where c.run_id = r.run_id) end as budget_costs,
+       case when r.status = 'budget_exhausted' then (select to_jsonb(b) from ("""
+    + BUDGET_COSTS_SQL.format(run="r.run_id")
+    + """) b) end as budget_costs,
        coalesce((select k.counts from run_block_counts k where k.run_id = r.run_id),
                 '{}') as blocks,
        array("""

@@ -382,20 +382,23 @@ async def failure_reasons(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) 
 #: A run's cost so far, the part of it that answered blocks, its first warm-up's cost (what
 #: continuing pays again before its first block), its largest reservation, and what its
 #: pack calls learned: the largest expected cost of an answered one and the cost spread
-#: (``learned_costs``).
+#: (``learned_costs``): what a run stopped by its budget has left (``left_to_do``), as
+#: ``close_run`` and ``status`` (``store/reads.py``) say it. ``{run}`` is the run id in
+#: SQL: ``$1``, or ``r.run_id`` inside a read of ``runs r``.
 BUDGET_COSTS_SQL = """
 select coalesce(sum(cost_usd), 0)::float8 as spent,
        coalesce(sum(cost_usd) filter (where purpose in ('pack', 'batch_request')), 0)::float8
            as work,
-       coalesce((select cost_usd from llm_calls w where w.run_id = $1 and w.purpose = 'warm_up'
-                   and w.status = 'succeeded' order by call_id limit 1), 0)::float8 as warm_up,
+       coalesce((select cost_usd from llm_calls w where w.run_id = {run}
+                   and w.purpose = 'warm_up' and w.status = 'succeeded'
+                 order by call_id limit 1), 0)::float8 as warm_up,
        coalesce(max(reserved_usd), 0)::float8 as largest_call,
        coalesce(max(expected_usd) filter (where purpose = 'pack' and status = 'succeeded'),
                 0)::float8 as largest_expected,
-       (select expected_calls from run_ledger_totals t where t.run_id = $1) as expected_calls,
-       (select cost_ratio_sum from run_ledger_totals t where t.run_id = $1) as ratio_sum,
-       (select cost_ratio_sq_sum from run_ledger_totals t where t.run_id = $1) as ratio_sq
-from llm_calls where run_id = $1
+       (select expected_calls from run_ledger_totals t where t.run_id = {run}) as expected_calls,
+       (select cost_ratio_sum from run_ledger_totals t where t.run_id = {run}) as ratio_sum,
+       (select cost_ratio_sq_sum from run_ledger_totals t where t.run_id = {run}) as ratio_sq
+from llm_calls where run_id = {run}
 """
 
 _COUNTS_SQL = """
@@ -436,7 +439,7 @@ async def close_run(
             run_id,
         )
         max_cost = run["max_cost"]
-        spent = await conn.fetchrow(BUDGET_COSTS_SQL, run_id)
+        spent = await conn.fetchrow(BUDGET_COSTS_SQL.format(run="$1"), run_id)
         budget = left_to_do(
             max_cost or 0.0,
             spent=spent["spent"],
