@@ -10,20 +10,29 @@ llm_calls or quality_samples). Nothing is timed.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
-from collections.abc import Awaitable, Callable
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import asyncpg
 import pytest
+import pytest_asyncio
 
+from blockbatch.devtools import stack
 from blockbatch.store import ledger, overlays, quality, reads
+from blockbatch.store.db import create_pool
+from tests.conftest import TEMPLATE_DB
 
 BLOCKS = 60_000
 PACK = 50
 RUN = "big-run"
 OTHER = "other-run"
 BIG_TABLES = {"blocks", "overlays", "llm_calls", "quality_samples"}
+# The seed is made once per module (``big_template``): keep the module on one worker.
+pytestmark = pytest.mark.xdist_group("pack_scale")
 
 SEED = f"""
 insert into documents (document_id, name, format, content_sha256, block_count)
@@ -65,11 +74,43 @@ analyze;
 """
 
 
-@pytest.fixture
-async def big(pool: asyncpg.Pool) -> asyncpg.Pool:
-    async with pool.acquire() as conn:
+@pytest_asyncio.fixture(scope="module")
+async def big_template(pg: stack.PostgresInstance) -> AsyncIterator[str]:
+    """A database seeded once for the module (the seed is most of this file's time: about
+    20 s of Postgres work under load), which each test clones as its own, so a test's
+    changes stay its own. The clone carries the seed's planner statistics (``analyze``)."""
+    name = f"pack_scale_{os.getpid()}"
+    async with _connected(pg.url("postgres")) as conn:
+        await conn.execute(f'create database "{name}" template "{TEMPLATE_DB}"')
+    async with _connected(pg.url(name)) as conn:
         await conn.execute(SEED)
-    return pool
+    yield name
+    async with _connected(pg.url("postgres")) as conn:
+        await conn.execute(f'drop database "{name}"')
+
+
+@pytest_asyncio.fixture
+async def big(pg: stack.PostgresInstance, big_template: str) -> AsyncIterator[asyncpg.Pool]:
+    name = f"{big_template}_{next(_clones)}"
+    async with _connected(pg.url("postgres")) as conn:
+        await conn.execute(f'create database "{name}" template "{big_template}"')
+    pool = await create_pool(pg.url(name), max_size=4)
+    yield pool
+    await pool.close()
+    async with _connected(pg.url("postgres")) as conn:
+        await conn.execute(f'drop database "{name}"')
+
+
+_clones = itertools.count()
+
+
+@contextlib.asynccontextmanager
+async def _connected(url: str) -> AsyncIterator[asyncpg.Connection]:
+    conn = await asyncpg.connect(url)
+    try:
+        yield conn
+    finally:
+        await conn.close()
 
 
 def _seq_scans(plan: dict[str, Any]) -> list[str]:

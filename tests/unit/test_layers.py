@@ -7,6 +7,7 @@ the file and line, before anyone has to find it in review.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -99,9 +100,16 @@ def _module(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+@functools.cache
+def _nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of a file's syntax tree (``ast.walk``'s order), parsed once per test
+    process: the tests here read the same few hundred files over again."""
+    return tuple(ast.walk(ast.parse(path.read_text(), str(path))))
+
+
 def _imports(path: Path) -> Iterator[tuple[int, str]]:
     """Every module a file imports (at any depth, lazily or not), with its line."""
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in _nodes(path):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield node.lineno, alias.name
@@ -141,16 +149,15 @@ def test_the_core_does_no_io() -> None:
 
 def _strings(path: Path) -> Iterator[tuple[int, str]]:
     """Every string constant of a file that is not a docstring, with its line."""
-    tree = ast.parse(path.read_text(), str(path))
     docstrings = {
         id(n.body[0].value)
-        for n in ast.walk(tree)
+        for n in _nodes(path)
         if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
         and n.body
         and isinstance(n.body[0], ast.Expr)
         and isinstance(n.body[0].value, ast.Constant)
     }
-    for node in ast.walk(tree):
+    for node in _nodes(path):
         if (
             isinstance(node, ast.Constant)
             and isinstance(node.value, str)
@@ -279,7 +286,7 @@ def test_one_function_opens_a_claude_client() -> None:
     # provider; a client built anywhere else would resolve them its own way.
     wrong = []
     for p in _product():
-        for node in ast.walk(ast.parse(p.read_text(), str(p))):
+        for node in _nodes(p):
             if not isinstance(node, ast.Call):
                 continue
             func = node.func
@@ -297,7 +304,7 @@ def test_every_request_to_claude_goes_through_the_sender() -> None:
         f"{p.relative_to(ROOT)}:{node.lineno} .messages.{node.attr}"
         for p in _product()
         if not p.is_relative_to(send)
-        for node in ast.walk(ast.parse(p.read_text(), str(p)))
+        for node in _nodes(p)
         if isinstance(node, ast.Attribute)
         and node.attr in SENDING
         and isinstance(node.value, ast.Attribute)
