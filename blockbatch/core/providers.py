@@ -57,7 +57,8 @@ class ProviderInfo:
         title: for a person.
         sdk_client: the anthropic SDK client that speaks its wire.
         batches: ``--mode batch`` runs on it (the Message Batches API through the same
-            client; on Bedrock, its model invocation jobs).
+            client: the Claude API, Claude Platform on AWS, Claude on Google Cloud; on
+            Bedrock, its model invocation jobs).
         batch_refusal: why ``--mode batch`` is refused, when it is.
         count_tokens: ``messages.count_tokens`` through its client (else the local
             estimate).
@@ -170,17 +171,15 @@ PROVIDER_INFO: dict[ProviderName, ProviderInfo] = {
         ),
     ),
     # §4: the first-party surface with a workspace id; its batches are the Message
-    # Batches API. The batch activities send through the run's route (blockbatch/send/),
-    # but batch mode on this platform is not tested against it yet, so it is refused.
+    # Batches API ("Batch processing: Submit batch requests for high-throughput workloads",
+    # AWS's Claude Platform user guide, feature-support), through the same client
+    # (AnthropicAWS subclasses Anthropic: messages.batches), sent by the run's route.
     "aws": ProviderInfo(
         name="aws",
         title="Claude Platform on AWS",
         sdk_client="AsyncAnthropicAWS",
-        batches=False,
-        batch_refusal=(
-            "is not wired for Claude Platform on AWS yet: it serves the Message Batches "
-            "API, but blockbatch's batch mode is not tested on it yet. Run with --mode sync"
-        ),
+        batches=True,
+        batch_refusal=None,
         count_tokens=True,
         models_api=True,
         ratelimit_headers=True,
@@ -216,19 +215,16 @@ PROVIDER_INFO: dict[ProviderName, ProviderInfo] = {
         ),
     ),
     # Anthropic-managed Google Cloud: the first-party API (Messages, Models, Batches ...)
-    # behind Google Cloud IAM, with a workspace id (SDK lib/google_cloud/README.md). Batch
-    # mode is refused like Claude Platform on AWS's: blockbatch's batch steps still send
-    # through the Claude API's client. Rate-limit headers there are not confirmed.
+    # behind Google Cloud IAM, with a workspace id (SDK lib/google_cloud/README.md: "the
+    # full Anthropic API - Messages, Models, Batches, Files"); batch mode is the Message
+    # Batches API through AnthropicGoogleCloud, sent by the run's route. Rate-limit
+    # headers there are not confirmed.
     "google-cloud": ProviderInfo(
         name="google-cloud",
         title="Claude on Google Cloud",
         sdk_client="AsyncAnthropicGoogleCloud",
-        batches=False,
-        batch_refusal=(
-            "is not wired for Claude on Google Cloud yet: it serves the Message Batches "
-            "API, but blockbatch's batch steps still send through the Claude API's client. "
-            "Run with --mode sync"
-        ),
+        batches=True,
+        batch_refusal=None,
         count_tokens=True,
         models_api=True,
         ratelimit_headers=False,

@@ -86,7 +86,7 @@ def test_call_shape_follows_the_platform_for_structured_outputs() -> None:
     assert not provider_info("vertex").shaped(opus46).structured_outputs
 
 
-@pytest.mark.parametrize("provider", ["vertex", "foundry", "aws"])
+@pytest.mark.parametrize("provider", ["vertex", "foundry"])
 def test_batch_mode_is_refused_with_the_reason(provider: str) -> None:
     reason = batch_refused(provider, "batch")
     assert reason and "--mode sync" in reason
@@ -94,6 +94,14 @@ def test_batch_mode_is_refused_with_the_reason(provider: str) -> None:
         RunOptions(provider=provider, mode="batch")
     assert batch_refused(provider, "sync") is None
     assert batch_refused("anthropic", "batch") is None
+
+
+@pytest.mark.parametrize("provider", ["aws", "google-cloud"])
+def test_the_first_party_platforms_take_batch_mode_through_the_message_batches_api(
+    provider: str,
+) -> None:
+    assert batch_refused(provider, "batch") is None
+    assert RunOptions(provider=provider, mode="batch").mode == "batch"
 
 
 def test_bedrock_takes_batch_mode_through_its_own_jobs() -> None:
