@@ -104,12 +104,6 @@ class ProviderInfo:
         return f"{self.title}: " + "; ".join(missing)
 
 
-_NO_SDK_BATCH = (
-    "is not available on {title} yet: the anthropic SDK's {client} refuses the Message "
-    "Batches API, and {title}'s own batch jobs ({jobs}) are a later step. Run with "
-    "--mode sync, or --provider anthropic for batch mode"
-)
-
 PROVIDER_INFO: dict[ProviderName, ProviderInfo] = {
     "anthropic": ProviderInfo(
         name="anthropic",
@@ -152,12 +146,10 @@ PROVIDER_INFO: dict[ProviderName, ProviderInfo] = {
         name="vertex",
         title="Google Vertex AI",
         sdk_client="AsyncAnthropicVertex",
-        batches=False,
-        batch_refusal=_NO_SDK_BATCH.format(
-            title="Google Vertex AI",
-            client="AnthropicVertex",
-            jobs="batch prediction, JSONL in GCS or BigQuery",
-        ),
+        # Batch mode through Vertex batch prediction jobs, JSONL in Cloud Storage
+        # (blockbatch/core/vertex_batch.py), not the SDK client, which refuses batches.
+        batches=True,
+        batch_refusal=None,
         count_tokens=True,
         models_api=False,
         ratelimit_headers=False,

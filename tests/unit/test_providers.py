@@ -86,7 +86,7 @@ def test_call_shape_follows_the_platform_for_structured_outputs() -> None:
     assert not provider_info("vertex").shaped(opus46).structured_outputs
 
 
-@pytest.mark.parametrize("provider", ["vertex", "foundry"])
+@pytest.mark.parametrize("provider", ["foundry", "gateway"])
 def test_batch_mode_is_refused_with_the_reason(provider: str) -> None:
     reason = batch_refused(provider, "batch")
     assert reason and "--mode sync" in reason
@@ -96,8 +96,8 @@ def test_batch_mode_is_refused_with_the_reason(provider: str) -> None:
     assert batch_refused("anthropic", "batch") is None
 
 
-@pytest.mark.parametrize("provider", ["aws", "google-cloud"])
-def test_the_first_party_platforms_take_batch_mode_through_the_message_batches_api(
+@pytest.mark.parametrize("provider", ["aws", "google-cloud", "vertex"])
+def test_the_platforms_with_batches_take_batch_mode(
     provider: str,
 ) -> None:
     assert batch_refused(provider, "batch") is None
@@ -175,8 +175,8 @@ def test_run_provider_batch_is_refused_before_anything_starts() -> None:
     from blockbatch.cli.commands import build_parser
     from blockbatch.cli.run import _options
 
-    args = build_parser().parse_args([*RUN, "--provider", "vertex", "--mode", "batch"])
-    with pytest.raises(BAD_INPUT, match=r"^--mode batch is not available on Google Vertex AI"):
+    args = build_parser().parse_args([*RUN, "--provider", "foundry", "--mode", "batch"])
+    with pytest.raises(BAD_INPUT, match=r"^--mode batch is not available on Microsoft Foundry"):
         _options(args)
 
 
