@@ -148,7 +148,7 @@ class VertexJobs:
             f"{self.storage_url}/upload/storage/v1/b/{self.location.bucket}/o",
             "writing a job's requests to Cloud Storage",
             data=requests_jsonl(requests),
-            content_type="application/jsonl",
+            content_type="application/octet-stream",
             uploadType="media",
             name=key,
         )
@@ -280,7 +280,31 @@ def open_vertex_jobs(sender: Any, env: Any = None) -> VertexJobs:
     Raises:
         ValueError: a setting is missing or malformed (the message says what to set).
     """
+    return vertex_jobs_for(sender.client_for("vertex"), env)
+
+
+def vertex_jobs_for(vertex: Any, env: Any = None) -> VertexJobs:
+    """The job client over the ``AsyncAnthropicVertex`` client ``vertex``, with the settings
+    in ``env`` (the process's environment when ``None``).
+
+    Raises:
+        ValueError: a setting is missing or malformed (the message says what to set).
+    """
     env = os.environ if env is None else env
     config = VertexBatchConfig.from_env(env)
     storage = (env.get("STORAGE_EMULATOR_HOST") or "https://storage.googleapis.com").strip()
-    return VertexJobs(config, sender.client_for("vertex"), storage)
+    return VertexJobs(config, vertex, storage)
+
+
+async def batch_readiness(vertex: Any, env: Any = None) -> str:
+    """Whether ``--mode batch`` will work with this environment (``check --provider
+    vertex``): the settings, then the bucket answering through the client's token."""
+    try:
+        jobs = vertex_jobs_for(vertex, env)
+    except ValueError as err:
+        return f"not ready: {err}"
+    try:
+        await jobs.bucket_reachable()
+    except ApplicationError as err:
+        return f"not ready: {err.message}"
+    return f"ready: gs://{jobs.location.bucket} answers; jobs go to {jobs.config.parent}"
