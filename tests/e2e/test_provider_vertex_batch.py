@@ -214,3 +214,51 @@ async def test_check_says_whether_vertex_batch_mode_will_work(
         out, err = capsys.readouterr()
         assert f"batch mode: ready: gs://{BUCKET} answers" in out
         assert KEY not in out + err
+
+
+async def test_a_repeated_create_adopts_the_parts_job_and_the_project_quota_holds(
+    gcs_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A create retried after a crash (or by a worker that replaced a dead one) finds the
+    job the first made, by its name, instead of paying for a second; a fifth job at once is
+    refused with Google's quota error, retryable (4 concurrent jobs per project)."""
+    from temporalio.exceptions import ApplicationError
+
+    from activities.vertex_jobs import vertex_jobs_for
+    from blockbatch.simulator.scenario import Scenario
+    from blockbatch.simulator.server import SimulatorServer
+    from tests.simulator.test_platforms import platform_env as sim_env
+    from tests.simulator.test_platforms import settings
+
+    def part(n: int) -> list[dict[str, Any]]:
+        params = {
+            "model": "claude-haiku-5-5",
+            "max_tokens": 5,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
+        return [{"custom_id": f"p{n}-r{i}", "params": params} for i in range(3)]
+
+    scenario = Scenario(
+        vertex_batch={"gcs_endpoint_url": gcs_url}, batch={"processing_delay_s": 3600}
+    )
+    async with SimulatorServer(scenario=scenario) as sim:
+        sim_env(monkeypatch, sim.base_url)
+        env = {
+            "ANTHROPIC_VERTEX_PROJECT_ID": "proj-1",
+            "CLOUD_ML_REGION": "us-east5",
+            "BLOCKBATCH_VERTEX_GCS_URI": f"gs://{BUCKET}/adopt",
+            "STORAGE_EMULATOR_HOST": gcs_url,
+        }
+        vertex = provider_client(settings(), "vertex")
+        jobs = vertex_jobs_for(vertex, env)
+        first = await jobs.submit("claude-haiku-5-5", part(0))
+        again = await jobs.submit("claude-haiku-5-5", list(reversed(part(0))))
+        assert again["name"] == first["name"]
+        assert sim.state.stats.requests[JOBS] == {"200": 1}  # one job, not two
+        for n in (1, 2, 3):
+            await jobs.submit("claude-haiku-5-5", part(n))
+        with pytest.raises(ApplicationError) as refused:
+            await jobs.submit("claude-haiku-5-5", part(4))
+        assert "quota is 4 concurrent jobs" in refused.value.message
+        assert not refused.value.non_retryable
+        await vertex.close()

@@ -117,3 +117,26 @@ def test_job_states_and_counts_read_as_a_message_batch() -> None:
     assert expired == {"processing": 0, "succeeded": 3, "errored": 1, "canceled": 0, "expired": 2}
     cancelled = counts({**stats, "state": "JOB_STATE_CANCELLED"}, 6)
     assert cancelled["canceled"] == 2 and cancelled["expired"] == 0
+
+
+def test_a_job_reads_as_a_provider_batch_and_googles_errors_as_retryable_or_not() -> None:
+    from activities.vertex_jobs import as_provider_batch, google_error
+
+    job = {
+        "name": "projects/p/locations/us-east5/batchPredictionJobs/42",
+        "state": "JOB_STATE_EXPIRED",
+        "labels": {"blockbatch-requests": "5"},
+        "completionStats": {"successfulCount": "2", "failedCount": "1"},
+        "createTime": "2026-11-28T10:00:00Z",
+        "endTime": "2026-11-29T10:00:00Z",
+    }
+    batch = as_provider_batch(job)
+    assert batch.id == job["name"] and batch.status == "ended"
+    assert (batch.counts.succeeded, batch.counts.errored, batch.counts.expired) == (2, 1, 2)
+    assert batch.requests == 5 and batch.ended_at is not None
+
+    body = b'{"error": {"code": 429, "message": "quota", "status": "RESOURCE_EXHAUSTED"}}'
+    assert not google_error(429, body, "creating").non_retryable
+    refused = b'{"error": {"code": 400, "message": "bad model", "status": "INVALID_ARGUMENT"}}'
+    assert google_error(400, refused, "creating").non_retryable
+    assert "bad model" in google_error(400, refused, "creating").message
