@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import secrets
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,6 +30,41 @@ from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cl
 
 JOBS = "POST /v1/projects/{project}/locations/{region}/batchPredictionJobs"
 BUCKET = "bb-jobs"
+
+
+def test_the_local_cloud_storage_server_holds_objects_and_leaves_nothing_behind(
+    tmp_path: Path,
+) -> None:
+    services = Services(tmp_path)
+    url = services.start_gcs()
+    try:
+        make = urllib.request.Request(
+            f"{url}/storage/v1/b?project=proj-1",
+            data=json.dumps({"name": "bb-own"}).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        urllib.request.urlopen(make, timeout=10).close()
+        put = urllib.request.Request(
+            f"{url}/upload/storage/v1/b/bb-own/o?uploadType=media&name=in%2Fa.jsonl",
+            data=b'{"custom_id": "r1"}\n',
+            headers={"Content-Type": "application/octet-stream"},
+            method="POST",
+        )
+        urllib.request.urlopen(put, timeout=10).close()
+        got = f"{url}/storage/v1/b/bb-own/o/in%2Fa.jsonl?alt=media"
+        with urllib.request.urlopen(got, timeout=10) as r:
+            assert r.read() == b'{"custom_id": "r1"}\n'
+        pid = int(services.pid_file("gcs").read_text())
+    finally:
+        services.stop()
+    assert not services.pid_file("gcs").exists()
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        pass
+    else:
+        raise AssertionError(f"the Cloud Storage server (pid {pid}) still runs after stop()")
 
 
 @pytest.fixture(scope="module")
