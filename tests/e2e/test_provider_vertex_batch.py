@@ -299,3 +299,67 @@ async def test_a_repeated_create_adopts_the_parts_job_and_the_project_quota_hold
         assert "quota is 4 concurrent jobs" in refused.value.message
         assert not refused.value.non_retryable
         await vertex.close()
+
+
+async def test_a_vertex_job_created_but_not_recorded_is_adopted_by_the_next_worker(
+    bbstack: Stack, gcs_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker dies between Vertex creating the job and our commit of its name: the
+    retry, on a fresh worker, adopts that job instead of paying for a second."""
+    from temporalio.exceptions import ApplicationError
+    from temporalio.testing import ActivityEnvironment
+
+    from activities.batches import BatchActivities
+    from activities.db import DbActivities
+    from activities.vertex_jobs import VertexJobs
+    from blockbatch.core.batch_types import BatchRoundInput, OpenBatchRunInput
+    from blockbatch.core.run_types import PlanRunInput, RunOptions
+    from blockbatch.send.sender import AnthropicSender
+    from blockbatch.store import repo
+    from tests.helpers import extract_schema, markdown_doc
+
+    s = bbstack
+    key = f"platform-SECRET-{secrets.token_hex(12)}"
+    s.sim.scenario(
+        auth={"valid_keys": [key, "sim-test-key"]},
+        vertex_batch={"gcs_endpoint_url": gcs_url},
+        batch={"processing_delay_s": 60},
+    )
+    platform_env(monkeypatch, s.sim.base_url, key)
+    monkeypatch.setenv("BLOCKBATCH_VERTEX_GCS_URI", f"gs://{BUCKET}/crash")
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_url)
+    worker_settings = platform_settings(s, key)
+
+    def worker() -> BatchActivities:  # a fresh worker: its own sender and job client
+        sender = AnthropicSender(
+            anthropic_client(s.settings), lambda p: provider_client(worker_settings, p)
+        )
+        return BatchActivities(s.pool, sender)
+
+    doc = await s.bb.ingest_bytes(markdown_doc(20), name="doc.md", fmt="markdown")
+    schema_id = await s.bb.add_schema(extract_schema(instruction_words=200))
+    options = RunOptions(mode="batch", pack_size=5, provider="vertex")
+    async with s.pool.acquire() as conn:
+        run_id = await repo.create_run(conn, doc, schema_id, options)
+    env = ActivityEnvironment()
+    await env.run(DbActivities(s.pool).plan_run, PlanRunInput(run_id=run_id))
+    await env.run(worker().open_batch_run, OpenBatchRunInput(run_id=run_id))
+
+    real_submit = VertexJobs.submit
+
+    async def lost_answer(self: VertexJobs, wire_model: str, requests: Any) -> Any:
+        await real_submit(self, wire_model, requests)
+        raise ApplicationError("the worker died before recording the job")
+
+    monkeypatch.setattr(VertexJobs, "submit", lost_answer)
+    with pytest.raises(ApplicationError):
+        await env.run(worker().submit_round, BatchRoundInput(run_id=run_id, round=1))
+    created = s.sim.stats()["requests"][JOBS]["200"]
+    assert created >= 1
+    monkeypatch.setattr(VertexJobs, "submit", real_submit)
+
+    out = await env.run(worker().submit_round, BatchRoundInput(run_id=run_id, round=1))
+    assert out.batches and all("/batchPredictionJobs/" in b.provider_batch_id for b in out.batches)
+    assert s.sim.stats()["requests"][JOBS]["200"] == created  # adopted: no second job
+    again = await env.run(worker().submit_round, BatchRoundInput(run_id=run_id, round=1))
+    assert again.batches == out.batches
