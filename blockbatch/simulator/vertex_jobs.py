@@ -228,6 +228,8 @@ async def create_job(request: web.Request) -> web.Response:
             raise GoogleError(404, "NOT_FOUND", str(err)) from None
         settings = state.scenario.vertex_batch
         async with store.lock:
+            for other in store.jobs.values():  # jobs run on their own: a due one has ended
+                await _advance(state, other)
             running = sum(1 for j in store.jobs.values() if j.state in _IN_PROGRESS)
             if running >= settings.max_concurrent_jobs:
                 raise GoogleError(
