@@ -23,6 +23,7 @@ pack policy in ``blockbatch/core/policy.py``; every statement is in ``blockbatch
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import asyncpg
 from temporalio import activity
@@ -32,6 +33,7 @@ from activities.batches import apply, collect, prewarm, submit, watch
 from activities.bedrock_jobs import BedrockBatches, BedrockJobs, BedrockSender
 from activities.calls import CallPath
 from activities.errors import BATCH_REJECTED
+from activities.vertex_jobs import VertexJobs, VertexSender, open_vertex_jobs
 from blockbatch.core.batch_types import (
     ApplyRoundInput,
     ApplyRoundOutput,
@@ -72,12 +74,15 @@ class BatchActivities:
         #: Opens the worker's Bedrock job client on the first Bedrock batch run.
         self._open_bedrock = bedrock
         self._bedrock: BedrockJobs | None = None
+        self._vertex: VertexJobs | None = None
 
     async def _sender(self, run_id: str) -> Sender:
         """The sender a run's batches go through: the worker's, or, for a Bedrock run,
         one whose batches are its model invocation jobs."""
         async with self.pool.acquire() as conn:
             ctx = await cached_run_context(conn, run_id)
+        if ctx.options.provider == "vertex":
+            return await self._vertex_sender(ctx)
         if ctx.options.provider != "bedrock":
             return self.sender
         if self._bedrock is None:
@@ -101,6 +106,24 @@ class BatchActivities:
         return BedrockSender(
             self.sender, BedrockBatches(self._bedrock, ctx.model.id, route, endpoint)
         )
+
+    async def _vertex_sender(self, ctx: Any) -> Sender:
+        """A Vertex run's sender: its batches are batch prediction jobs
+        (``activities/vertex_jobs.py``), through the worker's Vertex client."""
+        if self._vertex is None:
+            try:
+                self._vertex = open_vertex_jobs(self.sender)
+            except (ValueError, AttributeError, ApplicationError) as err:
+                # What to set (the settings' message); never a credential.
+                raise ApplicationError(
+                    "this worker cannot run Vertex batch prediction jobs: "
+                    + (err.message if isinstance(err, ApplicationError) else str(err)),
+                    type=BATCH_REJECTED,
+                    non_retryable=True,
+                ) from None
+        route = ctx.route
+        endpoint = await self.sender.endpoint(route)
+        return VertexSender(self.sender, self._vertex, route, ctx.model.id, endpoint)
 
     @activity.defn
     async def prewarm_round(self, inp: BatchRoundInput) -> WarmCacheOutput:

@@ -64,6 +64,8 @@ def _report(s: Session, out: dict[str, Any], problem: str | None) -> int:
                 f"output tokens, ${out['cost_usd']:.6f}"
                 + (" (SIMULATED)" if out.get("simulated") else "")
             )
+            if out.get("batch"):
+                s.con.line(f"batch mode: {out['batch']}")
             if out.get("fallbacks"):
                 s.con.note(f"note: {out['fallbacks']}")
     if problem is not None:

@@ -57,7 +57,8 @@ class ProviderInfo:
         title: for a person.
         sdk_client: the anthropic SDK client that speaks its wire.
         batches: ``--mode batch`` runs on it (the Message Batches API through the same
-            client; on Bedrock, its model invocation jobs).
+            client: the Claude API, Claude Platform on AWS, Claude on Google Cloud; on
+            Bedrock, its model invocation jobs).
         batch_refusal: why ``--mode batch`` is refused, when it is.
         count_tokens: ``messages.count_tokens`` through its client (else the local
             estimate).
@@ -103,12 +104,6 @@ class ProviderInfo:
         return f"{self.title}: " + "; ".join(missing)
 
 
-_NO_SDK_BATCH = (
-    "is not available on {title} yet: the anthropic SDK's {client} refuses the Message "
-    "Batches API, and {title}'s own batch jobs ({jobs}) are a later step. Run with "
-    "--mode sync, or --provider anthropic for batch mode"
-)
-
 PROVIDER_INFO: dict[ProviderName, ProviderInfo] = {
     "anthropic": ProviderInfo(
         name="anthropic",
@@ -151,12 +146,10 @@ PROVIDER_INFO: dict[ProviderName, ProviderInfo] = {
         name="vertex",
         title="Google Vertex AI",
         sdk_client="AsyncAnthropicVertex",
-        batches=False,
-        batch_refusal=_NO_SDK_BATCH.format(
-            title="Google Vertex AI",
-            client="AnthropicVertex",
-            jobs="batch prediction, JSONL in GCS or BigQuery",
-        ),
+        # Batch mode through Vertex batch prediction jobs, JSONL in Cloud Storage
+        # (blockbatch/core/vertex_batch.py), not the SDK client, which refuses batches.
+        batches=True,
+        batch_refusal=None,
         count_tokens=True,
         models_api=False,
         ratelimit_headers=False,
@@ -170,17 +163,15 @@ PROVIDER_INFO: dict[ProviderName, ProviderInfo] = {
         ),
     ),
     # §4: the first-party surface with a workspace id; its batches are the Message
-    # Batches API. The batch activities send through the run's route (blockbatch/send/),
-    # but batch mode on this platform is not tested against it yet, so it is refused.
+    # Batches API ("Batch processing: Submit batch requests for high-throughput workloads",
+    # AWS's Claude Platform user guide, feature-support), through the same client
+    # (AnthropicAWS subclasses Anthropic: messages.batches), sent by the run's route.
     "aws": ProviderInfo(
         name="aws",
         title="Claude Platform on AWS",
         sdk_client="AsyncAnthropicAWS",
-        batches=False,
-        batch_refusal=(
-            "is not wired for Claude Platform on AWS yet: it serves the Message Batches "
-            "API, but blockbatch's batch mode is not tested on it yet. Run with --mode sync"
-        ),
+        batches=True,
+        batch_refusal=None,
         count_tokens=True,
         models_api=True,
         ratelimit_headers=True,
@@ -216,19 +207,16 @@ PROVIDER_INFO: dict[ProviderName, ProviderInfo] = {
         ),
     ),
     # Anthropic-managed Google Cloud: the first-party API (Messages, Models, Batches ...)
-    # behind Google Cloud IAM, with a workspace id (SDK lib/google_cloud/README.md). Batch
-    # mode is refused like Claude Platform on AWS's: blockbatch's batch steps still send
-    # through the Claude API's client. Rate-limit headers there are not confirmed.
+    # behind Google Cloud IAM, with a workspace id (SDK lib/google_cloud/README.md: "the
+    # full Anthropic API - Messages, Models, Batches, Files"); batch mode is the Message
+    # Batches API through AnthropicGoogleCloud, sent by the run's route. Rate-limit
+    # headers there are not confirmed.
     "google-cloud": ProviderInfo(
         name="google-cloud",
         title="Claude on Google Cloud",
         sdk_client="AsyncAnthropicGoogleCloud",
-        batches=False,
-        batch_refusal=(
-            "is not wired for Claude on Google Cloud yet: it serves the Message Batches "
-            "API, but blockbatch's batch steps still send through the Claude API's client. "
-            "Run with --mode sync"
-        ),
+        batches=True,
+        batch_refusal=None,
         count_tokens=True,
         models_api=True,
         ratelimit_headers=False,

@@ -54,6 +54,7 @@ class Services:
     temporal_pid: int = 0
     sim_pid: int = 0
     s3_port: int = 0
+    gcs_port: int = 0
 
     def log(self, name: str) -> Path:
         return self.root / "logs" / f"{name}.log"
@@ -144,6 +145,43 @@ class Services:
         with contextlib.suppress(OSError):
             stop_pid(self.pid_file("s3"))
 
+    @property
+    def gcs_url(self) -> str:
+        return f"http://127.0.0.1:{self.gcs_port}"
+
+    def start_gcs(self) -> str:
+        """Start a local Cloud Storage stand-in (gcp-storage-emulator, in memory) and return
+        its URL (what ``STORAGE_EMULATOR_HOST`` names). Only Vertex batch prediction jobs
+        need it; :meth:`stop` stops it with the rest."""
+        self.gcs_port = self.gcs_port or free_port()
+        cmd = [
+            sys.executable,
+            "-m",
+            "gcp_storage_emulator",
+            "start",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.gcs_port),
+            "--in-memory",
+        ]
+        spawn(cmd, self.log("gcs"), self.pid_file("gcs"))
+        deadline = time.monotonic() + 30
+        while not _answers(f"{self.gcs_url}/"):
+            if time.monotonic() > deadline:
+                self.stop_gcs()
+                raise StackError(
+                    f"the local Cloud Storage server did not answer on port {self.gcs_port} "
+                    f"within 30 s: see {self.log('gcs')}"
+                )
+            time.sleep(0.2)
+        return self.gcs_url
+
+    def stop_gcs(self) -> None:
+        """Stop the local Cloud Storage server (its buckets live in memory and go with it)."""
+        with contextlib.suppress(OSError):
+            stop_pid(self.pid_file("gcs"))
+
     def start(self, *databases: str, scenario: Path | None = None) -> Services:
         """Start all three (stopping what started when one fails)."""
         try:
@@ -157,7 +195,7 @@ class Services:
 
     def stop(self) -> None:
         """Stop whatever of the three (and the local S3 server) runs (best effort: teardown must not hide a failure)."""
-        for name in ("s3", "simulator", "temporal"):
+        for name in ("gcs", "s3", "simulator", "temporal"):
             with contextlib.suppress(OSError):
                 stop_pid(self.pid_file(name))
         if (self.pg_dir / "PG_VERSION").exists():

@@ -63,4 +63,8 @@ async def check_call(
         cost_usd=answer_cost_usd(model, sent.message),
         fallbacks=info.fallbacks_text(),
     )
+    if provider == "vertex":  # batch mode's own settings and bucket
+        from activities.vertex_jobs import batch_readiness
+
+        out["batch"] = await batch_readiness(client)
     return None

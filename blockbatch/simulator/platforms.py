@@ -23,11 +23,15 @@ platform table) and ``docs/platforms-checked.md`` (cited per rule as "checked §
   ``api-key`` or ``Authorization: Bearer`` (checked §0.1 table); the model is the deployment,
   named after its model here.
 - Claude Platform on AWS: the first-party API with an ``anthropic-workspace-id`` header
-  (checked §0.1 table), mounted under ``/aws/`` because one simulator serves every host.
+  (checked §0.1 table), mounted under ``/aws/`` because one simulator serves every host;
+  its Message Batches API too (``/aws/v1/messages/batches``: the SDK's ``AnthropicAWS``
+  is the SDK's ``Anthropic`` subclass with ``messages.batches``; AWS's user guide,
+  feature-support: "Batch processing: Submit batch requests for high-throughput workloads").
 - Claude on Google Cloud (Anthropic-managed): the first-party API under
   ``/v1/projects/{p}/locations/{l}/workspaces/{w}/invoke/``, ``Authorization: Bearer`` a
   Google access token (SDK ``lib/google_cloud/README.md`` and ``_client.py``: the URL
-  template and the token on every request).
+  template and the token on every request), Message Batches included (the README: "the
+  full API ... Batches, Files").
 - An OpenAI-compatible gateway (OpenRouter's chat completions): ``/v1/chat/completions``,
   ``blockbatch/simulator/gateway.py``.
 """
@@ -46,6 +50,7 @@ from blockbatch.simulator import messages
 from blockbatch.simulator.bodies import MESSAGES_MAX_BYTES, read_body
 from blockbatch.simulator.errors import ApiError, invalid
 from blockbatch.simulator.gateway import add_gateway_routes
+from blockbatch.simulator.routes_batches import add_batch_routes
 from blockbatch.simulator.state import state_of
 from blockbatch.simulator.streaming import send_stream
 
@@ -87,6 +92,16 @@ def _auth_present(headers: Mapping[str, str], *names: str) -> None:
     Bearer key is still checked against the scenario's keys by ``messages``)."""
     if not any(headers.get(name, "").strip() for name in names):
         raise ApiError("authentication_error", f"{' or '.join(names)} header is required")
+
+
+def _headers_present(*required: tuple[str, ...]) -> Callable[[web.Request], None]:
+    """A check that a request carries one header of each group in ``required``."""
+
+    def check(request: web.Request) -> None:
+        for names in required:
+            _auth_present(request.headers, *names)
+
+    return check
 
 
 def _first_party_headers(headers: Mapping[str, str], version: str) -> dict[str, str]:
@@ -246,8 +261,13 @@ def add_platform_routes(app: web.Application, request_id: RequestId) -> None:
     )
     app.router.add_post("/aws/v1/messages", aws)
     google_cloud = first_party(request_id, "google-cloud", ("authorization",))
-    app.router.add_post(
-        "/v1/projects/{project}/locations/{region}/workspaces/{workspace}/invoke/v1/messages",
-        google_cloud,
+    google_cloud_base = "/v1/projects/{project}/locations/{region}/workspaces/{workspace}/invoke"
+    app.router.add_post(google_cloud_base + "/v1/messages", google_cloud)
+    # Both serve the Message Batches API (module docstring), with their own headers.
+    add_batch_routes(
+        app,
+        "/aws",
+        _headers_present(("anthropic-workspace-id",), ("x-api-key", "authorization")),
     )
+    add_batch_routes(app, google_cloud_base, _headers_present(("authorization",)))
     add_gateway_routes(app, request_id)

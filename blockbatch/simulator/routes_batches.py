@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
@@ -13,9 +14,15 @@ from blockbatch.simulator.errors import account_error, invalid
 from blockbatch.simulator.state import state_of
 from blockbatch.simulator.validate import ApiContext
 
+#: Where the Message Batches API's own path starts: a platform serves it under its prefix.
+_BATCHES_PATH = "/v1/messages/batches"
+
 
 def _base_url(request: web.Request) -> str:
-    return f"{request.scheme}://{request.host}"
+    """This simulator as the request reached it, with the platform's prefix (``/aws``,
+    Google Cloud's ``.../invoke``), so a ``results_url`` goes back through the same door."""
+    prefix = request.path.split(_BATCHES_PATH, 1)[0]
+    return f"{request.scheme}://{request.host}{prefix}"
 
 
 async def create_batch(request: web.Request) -> web.Response:
@@ -93,11 +100,30 @@ async def batch_results(request: web.Request) -> web.Response:
     return web.Response(text=lines, content_type="application/binary")
 
 
-def add_batch_routes(app: web.Application) -> None:
-    """Register ``/v1/messages/batches`` and its sub-routes."""
-    app.router.add_post("/v1/messages/batches", create_batch)
-    app.router.add_get("/v1/messages/batches", list_batches)
-    app.router.add_get("/v1/messages/batches/{batch_id}", get_batch)
-    app.router.add_delete("/v1/messages/batches/{batch_id}", delete_batch)
-    app.router.add_post("/v1/messages/batches/{batch_id}/cancel", cancel_batch)
-    app.router.add_get("/v1/messages/batches/{batch_id}/results", batch_results)
+Handler = Callable[[web.Request], Awaitable[web.Response]]
+
+
+def add_batch_routes(
+    app: web.Application, prefix: str = "", guard: Callable[[web.Request], None] | None = None
+) -> None:
+    """Register ``/v1/messages/batches`` and its sub-routes, under ``prefix`` for a platform
+    that serves the first-party API under its own path; ``guard`` checks a platform's own
+    headers first (``blockbatch/simulator/platforms.py``)."""
+
+    def guarded(handler: Handler) -> Handler:
+        if guard is None:
+            return handler
+
+        async def handle(request: web.Request) -> web.Response:
+            guard(request)
+            return await handler(request)
+
+        return handle
+
+    base = prefix + _BATCHES_PATH
+    app.router.add_post(base, guarded(create_batch))
+    app.router.add_get(base, guarded(list_batches))
+    app.router.add_get(base + "/{batch_id}", guarded(get_batch))
+    app.router.add_delete(base + "/{batch_id}", guarded(delete_batch))
+    app.router.add_post(base + "/{batch_id}/cancel", guarded(cancel_batch))
+    app.router.add_get(base + "/{batch_id}/results", guarded(batch_results))

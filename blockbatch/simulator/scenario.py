@@ -293,6 +293,18 @@ class BedrockBatch(_Strict):
     expire_jobs: int = Field(default=0, ge=0)
 
 
+class VertexBatch(_Strict):
+    """Google Vertex AI's batch prediction jobs (``blockbatch/simulator/vertex_jobs.py``)."""
+
+    #: The local Cloud Storage stand-in the jobs' files are in (``Services.start_gcs``).
+    gcs_endpoint_url: str | None = None
+    #: "By default, the number of concurrent batch requests that you can make in a single
+    #: project is 4" (Google Cloud, Batch predictions with Anthropic Claude models).
+    max_concurrent_jobs: int = Field(default=4, ge=1)
+    #: The first this many jobs end ``JOB_STATE_EXPIRED`` unprocessed.
+    expire_jobs: int = Field(default=0, ge=0)
+
+
 class ModelFacts(_Strict):
     """What the simulator says of one model, over the registry's entry (or for a model the
     registry does not know): served by ``/v1/models`` and enforced by ``/v1/messages``.
@@ -387,6 +399,7 @@ class Scenario(_Strict):
     auth: Auth = Field(default_factory=Auth)
     batch: Batch = Field(default_factory=Batch)
     bedrock_batch: BedrockBatch = Field(default_factory=BedrockBatch)
+    vertex_batch: VertexBatch = Field(default_factory=VertexBatch)
     # sim-b:
     #: A request holding a block whose content is one of these, or contains
     #: ``refuse_marker``, is refused like the API's streaming classifiers refuse: HTTP 200,

@@ -19,6 +19,7 @@ from blockbatch.simulator.routes_control import add_control_routes
 from blockbatch.simulator.scenario import Scenario
 from blockbatch.simulator.state import STATE, SimState, Sleep, state_of
 from blockbatch.simulator.streaming import send_stream
+from blockbatch.simulator.vertex_jobs import add_vertex_job_routes
 
 log = logging.getLogger("simulator")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -117,6 +118,7 @@ def build_app(
     add_batch_routes(app)
     add_platform_routes(app, lambda request: request[_REQUEST_ID])
     add_bedrock_job_routes(app)
+    add_vertex_job_routes(app)
     add_control_routes(app)
     return app
 

@@ -86,7 +86,7 @@ def test_call_shape_follows_the_platform_for_structured_outputs() -> None:
     assert not provider_info("vertex").shaped(opus46).structured_outputs
 
 
-@pytest.mark.parametrize("provider", ["vertex", "foundry", "aws"])
+@pytest.mark.parametrize("provider", ["foundry", "gateway"])
 def test_batch_mode_is_refused_with_the_reason(provider: str) -> None:
     reason = batch_refused(provider, "batch")
     assert reason and "--mode sync" in reason
@@ -94,6 +94,14 @@ def test_batch_mode_is_refused_with_the_reason(provider: str) -> None:
         RunOptions(provider=provider, mode="batch")
     assert batch_refused(provider, "sync") is None
     assert batch_refused("anthropic", "batch") is None
+
+
+@pytest.mark.parametrize("provider", ["aws", "google-cloud", "vertex"])
+def test_the_platforms_with_batches_take_batch_mode(
+    provider: str,
+) -> None:
+    assert batch_refused(provider, "batch") is None
+    assert RunOptions(provider=provider, mode="batch").mode == "batch"
 
 
 def test_bedrock_takes_batch_mode_through_its_own_jobs() -> None:
@@ -167,8 +175,8 @@ def test_run_provider_batch_is_refused_before_anything_starts() -> None:
     from blockbatch.cli.commands import build_parser
     from blockbatch.cli.run import _options
 
-    args = build_parser().parse_args([*RUN, "--provider", "vertex", "--mode", "batch"])
-    with pytest.raises(BAD_INPUT, match=r"^--mode batch is not available on Google Vertex AI"):
+    args = build_parser().parse_args([*RUN, "--provider", "foundry", "--mode", "batch"])
+    with pytest.raises(BAD_INPUT, match=r"^--mode batch is not available on Microsoft Foundry"):
         _options(args)
 
 
