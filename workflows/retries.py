@@ -42,7 +42,9 @@ QUALITY_PROBE_RETRY = RetryPolicy(
     maximum_attempts=3,
     non_retryable_error_types=[RUN_STOPPED],
 )
-#: A killed worker is noticed within this time and the call moves to another worker.
+#: A killed worker is noticed within this time and the call moves to another worker
+#: (the planning, escalation and batch calls; a pack's calls take the run's
+#: ``RunOptions.call_heartbeat_s``, 20 s unless set).
 CALL_MODEL_HEARTBEAT = timedelta(seconds=20)
 #: Postgres restarts are waited out, never turned into lost blocks.
 DB_RETRY = RetryPolicy(

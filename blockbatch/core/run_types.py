@@ -159,6 +159,14 @@ class RunOptions(BaseModel):
         "as OpenRouter); each worker reads the provider's "
         "credentials from its own environment (docs/providers.md)",
     )
+    call_heartbeat_s: float = Field(
+        default=20,
+        ge=2,
+        le=600,
+        allow_inf_nan=False,
+        description="seconds a model call may go without a heartbeat before Temporal takes "
+        "its worker for lost (killed, cut off) and gives the call to another worker",
+    )
     provider_model: str | None = Field(
         default=None,
         description="the model as the provider knows it (a Bedrock id or inference profile, "
@@ -201,6 +209,8 @@ class RunInput(BaseModel):
     budget_exhausted: bool = False
     #: The quality probe and gate (sync mode); ``None``: no probe (older runs too).
     quality: QualityRunState | None = None
+    #: ``RunOptions.call_heartbeat_s``: how soon a lost worker's model call moves on.
+    call_heartbeat_s: float = 20
 
 
 def run_input(
@@ -220,6 +230,7 @@ def run_input(
         outage=options.outage or OutageOptions(),
         retry=retry,
         quality=quality_state(options),
+        call_heartbeat_s=options.call_heartbeat_s,
     )
 
 

@@ -209,6 +209,8 @@ class FakeWorld:
         self.refused: set[str] = set()
         self.splits: list[Split] = []
         self.calls: list[CallModelInput] = []
+        #: Each call's heartbeat timeout, by pack path: how soon a lost worker is noticed.
+        self.heartbeat_timeouts: dict[str, float | None] = {}
         self.paid_calls = 0
         self.warm_ups = 0
         #: The warm-up call fails with this (every attempt) when set.
@@ -431,6 +433,8 @@ class FakeWorld:
     @activity.defn(name="call_model")
     async def call_model(self, inp: CallModelInput) -> CallModelOutput:
         self.calls.append(inp)
+        timeout = activity.info().heartbeat_timeout
+        self.heartbeat_timeouts[inp.pack_path] = timeout and timeout.total_seconds()
         uids = self._pending(
             inp.block_uids if inp.block_uids is not None else self.packs[inp.pack_index]
         )

@@ -52,6 +52,21 @@ async def test_answer_with_remaining_blocks_is_halved_into_children(
     assert result.split_events == 2 and result.calls == 4  # the overflow was not paid
 
 
+async def test_a_runs_call_heartbeat_is_every_pack_calls_heartbeat_timeout(
+    wf: Harness, run_id: str
+) -> None:
+    """``RunOptions.call_heartbeat_s`` is how soon Temporal gives a lost worker's call to
+    another worker: every call of the run takes it, a halved pack's too; unset, 20 s."""
+    script = {"0": [Answer(ok=1)]}
+    world = FakeWorld(run_id, [5], script)
+    result = await wf.run(world, call_heartbeat_s=5)
+    assert result.status == "completed" and result.blocks_ai_complete == 5
+    assert world.heartbeat_timeouts == {"0": 5, "0.0": 5, "0.1": 5}
+    default = FakeWorld(f"{run_id}-d", [5], script)
+    await wf.run(default)
+    assert default.heartbeat_timeouts == {"0": 20, "0.0": 20, "0.1": 20}
+
+
 async def test_single_block_is_retried_in_place_then_done(wf: Harness, run_id: str) -> None:
     world = FakeWorld(
         run_id,
