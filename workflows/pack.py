@@ -47,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
         DB_RETRY,
         DB_TIMEOUT,
         QUALITY_PROBE_RETRY,
+        first_backoff,
     )
 
 
@@ -171,7 +172,7 @@ class ProcessPackWorkflow:
                 ),
                 start_to_close_timeout=CALL_MODEL_TIMEOUT,
                 heartbeat_timeout=timedelta(seconds=inp.call_heartbeat_s),
-                retry_policy=CALL_MODEL_RETRY,
+                retry_policy=first_backoff(CALL_MODEL_RETRY, inp.call_retry_s),
                 summary=f"call_model pack {inp.pack_path} attempt {attempt}"
                 + (f", {len(uids)} blocks" if uids else ""),
             )
@@ -313,6 +314,7 @@ class ProcessPackWorkflow:
                     max_block_attempts=inp.max_block_attempts,
                     failures_to_pause=inp.failures_to_pause,
                     call_heartbeat_s=inp.call_heartbeat_s,
+                    call_retry_s=inp.call_retry_s,
                 ),
                 id=child_id,
                 static_summary=f"pack {path}: {len(part)} blocks (half of {inp.pack_path})",

@@ -167,6 +167,14 @@ class RunOptions(BaseModel):
         description="seconds a model call may go without a heartbeat before Temporal takes "
         "its worker for lost (killed, cut off) and gives the call to another worker",
     )
+    call_retry_s: float = Field(
+        default=2,
+        ge=0.1,
+        le=60,
+        allow_inf_nan=False,
+        description="seconds before a failed model call's first retry when Claude's answer "
+        "names no retry-after; each next retry waits twice as long, at most a minute",
+    )
     provider_model: str | None = Field(
         default=None,
         description="the model as the provider knows it (a Bedrock id or inference profile, "
@@ -211,6 +219,8 @@ class RunInput(BaseModel):
     quality: QualityRunState | None = None
     #: ``RunOptions.call_heartbeat_s``: how soon a lost worker's model call moves on.
     call_heartbeat_s: float = 20
+    #: ``RunOptions.call_retry_s``: the first backoff of a failed model call (and warm-up).
+    call_retry_s: float = 2
 
 
 def run_input(
@@ -231,6 +241,7 @@ def run_input(
         retry=retry,
         quality=quality_state(options),
         call_heartbeat_s=options.call_heartbeat_s,
+        call_retry_s=options.call_retry_s,
     )
 
 

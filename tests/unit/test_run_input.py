@@ -52,3 +52,11 @@ def test_a_runs_call_heartbeat_reaches_its_workflow_and_is_bounded() -> None:
     for bad in (0, 1.5, 601, float("inf")):
         with pytest.raises(ValidationError, match="call_heartbeat_s"):
             RunOptions(call_heartbeat_s=bad)
+
+
+def test_a_runs_call_retry_reaches_its_workflow_and_is_bounded() -> None:
+    assert run_input("r", RunOptions()).call_retry_s == 2
+    assert run_input("r", RunOptions(call_retry_s=0.2)).call_retry_s == 0.2
+    for bad in (0, 0.05, 61, float("nan")):
+        with pytest.raises(ValidationError, match="call_retry_s"):
+            RunOptions(call_retry_s=bad)
