@@ -438,7 +438,7 @@ class FakeWorld:
     async def call_model(self, inp: CallModelInput) -> CallModelOutput:
         self.calls.append(inp)
         timeout = activity.info().heartbeat_timeout
-        self.heartbeat_timeouts[inp.pack_path] = timeout and timeout.total_seconds()
+        self.heartbeat_timeouts[inp.pack_path] = timeout.total_seconds() if timeout else None
         at = activity.info().started_time
         self.attempts_at.setdefault(inp.pack_path, []).append(at)
         uids = self._pending(
