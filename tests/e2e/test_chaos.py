@@ -231,6 +231,7 @@ async def test_sigkilled_workers_and_a_faulty_model_lose_and_duplicate_nothing(
         reuse_answers=False,
         max_block_attempts=6,
         call_heartbeat_s=5,
+        call_retry_s=0.2,  # the 500s and 529s name no retry-after
     )
     reference = await h.fault_free(doc, schema, options)
 
