@@ -21,6 +21,7 @@ from tests.workflows.fakes import (
     Outcome,
     Raise,
     Split,
+    Step,
 )
 
 TOO_LONG = "prompt too long: 210000 tokens > 200000 maximum"
@@ -60,12 +61,15 @@ async def test_a_runs_call_heartbeat_is_every_pack_calls_heartbeat_timeout(
 ) -> None:
     """``RunOptions.call_heartbeat_s`` is how soon Temporal gives a lost worker's call to
     another worker: every call of the run takes it, a halved pack's too; unset, 20 s."""
-    script = {"0": [Answer(ok=1)]}
-    world = FakeWorld(run_id, [5], script)
+
+    def halved() -> dict[str, list[Step]]:  # one answered block: the rest in two halves
+        return {"0": [Answer(ok=1)]}
+
+    world = FakeWorld(run_id, [5], halved())
     result = await wf.run(world, call_heartbeat_s=5)
     assert result.status == "completed" and result.blocks_ai_complete == 5
     assert world.heartbeat_timeouts == {"0": 5, "0.0": 5, "0.1": 5}
-    default = FakeWorld(f"{run_id}-d", [5], script)
+    default = FakeWorld(f"{run_id}-d", [5], halved())
     await wf.run(default)
     assert default.heartbeat_timeouts == {"0": 20, "0.0": 20, "0.1": 20}
 
