@@ -31,7 +31,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.errors import RETRYABLE, application_error, call_of_error
 from activities.limiter import FleetLimiter
-from activities.shared import heartbeating, origin
+from activities.shared import heartbeat_every_s, heartbeating, origin
 from blockbatch.core.budget import Reserved, reservation
 from blockbatch.core.call_types import CallFacts, CallModelOutput, LimiterNote, WarmCacheOutput
 from blockbatch.core.claude_errors import ClaudeError, is_unreachable
@@ -608,7 +608,7 @@ async def _pause(seconds: float) -> None:
     deadline = time.monotonic() + min(max(seconds, 0.5), 30.0)
     while (left := deadline - time.monotonic()) > 0:
         activity.heartbeat("single-block ask: waiting to try again")
-        await asyncio.sleep(min(left, 5.0))
+        await asyncio.sleep(min(left, heartbeat_every_s()))
 
 
 async def patiently(what: str, patience_s: float, step: Callable[[], Awaitable[_T]]) -> _T:
@@ -629,7 +629,7 @@ async def patiently(what: str, patience_s: float, step: Callable[[], Awaitable[_
             )
             activity.heartbeat()
             await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+            delay = min(delay * 2, heartbeat_every_s())
 
 
 def wrote_cache(usage: ledger.Answer | CallModelOutput) -> bool:

@@ -13,6 +13,7 @@ from temporalio import activity
 
 from blockbatch.store.ledger import Origin
 
+#: Heartbeats go out at least this often, and at least four times a heartbeat timeout.
 _HEARTBEAT_EVERY_S = 5.0
 #: Past this many runs a :class:`PerRun` forgets every value at once (runs come and go).
 _PER_RUN_KEPT = 1000
@@ -31,10 +32,20 @@ async def heartbeating(first: str) -> AsyncIterator[list[str]]:
         task.cancel()
 
 
+def heartbeat_every_s() -> float:
+    """How often the running activity heartbeats: every few seconds, and often enough for
+    the heartbeat timeout its workflow gave it (``RunOptions.call_heartbeat_s``)."""
+    timeout = activity.info().heartbeat_timeout
+    if timeout is None:
+        return _HEARTBEAT_EVERY_S
+    return min(_HEARTBEAT_EVERY_S, timeout.total_seconds() / 4)
+
+
 async def _heartbeat_forever(status: list[str]) -> None:
+    every = heartbeat_every_s()
     while True:
         activity.heartbeat(status[0])
-        await asyncio.sleep(_HEARTBEAT_EVERY_S)
+        await asyncio.sleep(every)
 
 
 def origin() -> Origin:

@@ -13,7 +13,7 @@ tells the run to start no more packs.
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from pydantic import ValidationError
 from temporalio import workflow
@@ -42,12 +42,12 @@ with workflow.unsafe.imports_passed_through():
     from blockbatch.core.workflow_names import PACK_WORKFLOW
     from workflows import attributes
     from workflows.retries import (
-        CALL_MODEL_HEARTBEAT,
         CALL_MODEL_RETRY,
         CALL_MODEL_TIMEOUT,
         DB_RETRY,
         DB_TIMEOUT,
         QUALITY_PROBE_RETRY,
+        first_backoff,
     )
 
 
@@ -171,8 +171,8 @@ class ProcessPackWorkflow:
                     outage_attempts=inp.failures_to_pause if can_pause else None,
                 ),
                 start_to_close_timeout=CALL_MODEL_TIMEOUT,
-                heartbeat_timeout=CALL_MODEL_HEARTBEAT,
-                retry_policy=CALL_MODEL_RETRY,
+                heartbeat_timeout=timedelta(seconds=inp.call_heartbeat_s),
+                retry_policy=first_backoff(CALL_MODEL_RETRY, inp.call_retry_s),
                 summary=f"call_model pack {inp.pack_path} attempt {attempt}"
                 + (f", {len(uids)} blocks" if uids else ""),
             )
@@ -240,7 +240,7 @@ class ProcessPackWorkflow:
                     run_id=inp.run_id, pack_index=inp.pack_index, at_least=inp.probe_at_least
                 ),
                 start_to_close_timeout=CALL_MODEL_TIMEOUT,
-                heartbeat_timeout=CALL_MODEL_HEARTBEAT,
+                heartbeat_timeout=timedelta(seconds=inp.call_heartbeat_s),
                 retry_policy=QUALITY_PROBE_RETRY,
                 summary=f"probe_quality pack {inp.pack_path}: its sampled blocks asked alone",
             )
@@ -313,6 +313,8 @@ class ProcessPackWorkflow:
                     block_uids=part,
                     max_block_attempts=inp.max_block_attempts,
                     failures_to_pause=inp.failures_to_pause,
+                    call_heartbeat_s=inp.call_heartbeat_s,
+                    call_retry_s=inp.call_retry_s,
                 ),
                 id=child_id,
                 static_summary=f"pack {path}: {len(part)} blocks (half of {inp.pack_path})",

@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
         DB_RETRY,
         PLAN_TIMEOUT,
         WARM_UP_RETRY,
+        first_backoff,
     )
 
 
@@ -102,7 +103,7 @@ async def warm_cache(s: RunInput) -> WarmCacheOutput | None:
             WarmCacheInput(run_id=s.run_id, first_pack=s.next_pack),
             start_to_close_timeout=CALL_MODEL_TIMEOUT,
             heartbeat_timeout=CALL_MODEL_HEARTBEAT,
-            retry_policy=WARM_UP_RETRY,
+            retry_policy=first_backoff(WARM_UP_RETRY, s.call_retry_s),
             summary="warm_cache: write the prompt cache once, then start every pack",
         )
     except ActivityError as err:

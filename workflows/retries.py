@@ -6,6 +6,7 @@ batch workflow code in ``workflows/batch.py``.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 from temporalio import workflow
@@ -16,6 +17,8 @@ with workflow.unsafe.imports_passed_through():
 
 #: Rate limits, overload and 5xx are retried here, honouring retry-after (next_retry_delay);
 #: an error that stops the run (a rejected key, a spend cap, billing, no such model) is not.
+#: A pack's calls start from the run's own first backoff (``RunOptions.call_retry_s``, 2 s
+#: unless set: :func:`first_backoff`).
 CALL_MODEL_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=2),
     backoff_coefficient=2.0,
@@ -27,7 +30,8 @@ CALL_MODEL_RETRY = RetryPolicy(
 #: for up to the hour the SDK reckons 128,000 output tokens take; the heartbeat
 #: (:data:`CALL_MODEL_HEARTBEAT`) notices a lost worker long before this.
 CALL_MODEL_TIMEOUT = timedelta(minutes=65)
-#: The warm-up call is worth a few tries; past them pack 0 goes first instead.
+#: The warm-up call is worth a few tries (from the run's ``call_retry_s`` too); past them
+#: pack 0 goes first instead.
 WARM_UP_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=2),
     backoff_coefficient=2.0,
@@ -42,7 +46,9 @@ QUALITY_PROBE_RETRY = RetryPolicy(
     maximum_attempts=3,
     non_retryable_error_types=[RUN_STOPPED],
 )
-#: A killed worker is noticed within this time and the call moves to another worker.
+#: A killed worker is noticed within this time and the call moves to another worker
+#: (the planning, escalation and batch calls; a pack's calls take the run's
+#: ``RunOptions.call_heartbeat_s``, 20 s unless set).
 CALL_MODEL_HEARTBEAT = timedelta(seconds=20)
 #: Postgres restarts are waited out, never turned into lost blocks.
 DB_RETRY = RetryPolicy(
@@ -53,3 +59,9 @@ DB_RETRY = RetryPolicy(
 DB_TIMEOUT = timedelta(seconds=60)
 #: Planning reads every block of the document once.
 PLAN_TIMEOUT = timedelta(minutes=5)
+
+
+def first_backoff(policy: RetryPolicy, seconds: float) -> RetryPolicy:
+    """``policy`` with its first retry ``seconds`` after the failure (the run's
+    ``call_retry_s``); each next one still waits twice as long, up to its maximum."""
+    return dataclasses.replace(policy, initial_interval=timedelta(seconds=seconds))

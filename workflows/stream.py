@@ -32,8 +32,14 @@ with workflow.unsafe.imports_passed_through():
     from blockbatch.core.stream_types import FormPackInput, PollStreamInput, StreamInput
     from blockbatch.core.streams import Buffered, TriggerReason, due, next_check
     from blockbatch.core.workflow_names import CLOSE_STREAM, ROWS_ADDED, STREAM_WORKFLOW
-    from workflows.retries import DB_RETRY, DB_TIMEOUT
+    from workflows.retries import DB_RETRY
     from workflows.run import RunWorkflow
+
+#: A look at the buffer and the forming of a pack are small writes and reads (tens of
+#: milliseconds); one a lost worker held (killed, cut off) is tried again after this, not
+#: after a minute (``DB_TIMEOUT``) with the stream's packs waiting. A Postgres restart is
+#: waited out by ``DB_RETRY``'s retries either way (``form_pack`` is idempotent).
+STREAM_STEP_TIMEOUT = timedelta(seconds=10)
 
 
 @workflow.defn(name=STREAM_WORKFLOW)
@@ -100,7 +106,7 @@ class StreamWorkflow(RunWorkflow):
         out = await workflow.execute_activity_method(
             StreamActivities.poll_stream,
             PollStreamInput(run_id=inp.run_id),
-            start_to_close_timeout=DB_TIMEOUT,
+            start_to_close_timeout=STREAM_STEP_TIMEOUT,
             retry_policy=DB_RETRY,
             summary="poll_stream: rows buffered, their tokens, the oldest's wait",
         )
@@ -122,7 +128,7 @@ class StreamWorkflow(RunWorkflow):
                 max_rows=inp.triggers.max_rows,
                 max_tokens=inp.triggers.max_tokens,
             ),
-            start_to_close_timeout=DB_TIMEOUT,
+            start_to_close_timeout=STREAM_STEP_TIMEOUT,
             retry_policy=DB_RETRY,
             summary=f"form_pack {index}: the oldest buffered rows ({reason})",
         )

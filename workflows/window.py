@@ -56,6 +56,8 @@ class PackWindow:
                 failures_to_pause=s.outage.failures_to_pause,
                 quality_probe=s.quality is not None and s.quality.probe,
                 probe_at_least=probe_at_least,
+                call_heartbeat_s=s.call_heartbeat_s,
+                call_retry_s=s.call_retry_s,
             ),
             id=pack_workflow_id(s.run_id, index),
             # Cancelled by the run's cancel (``stop``), never by the parent closing.

@@ -112,6 +112,10 @@ class ProcessPackInput(BaseModel):
     #: ``probe_at_least`` of them (the quality gate's per-pack samples).
     quality_probe: bool = False
     probe_at_least: int = 0
+    #: The run's ``call_heartbeat_s``: the heartbeat timeout of the pack's model calls.
+    call_heartbeat_s: float = 20
+    #: The run's ``call_retry_s``: the first backoff of the pack's failed model calls.
+    call_retry_s: float = 2
 
 
 class PackOutcome(BaseModel):

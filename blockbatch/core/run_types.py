@@ -159,6 +159,22 @@ class RunOptions(BaseModel):
         "as OpenRouter); each worker reads the provider's "
         "credentials from its own environment (docs/providers.md)",
     )
+    call_heartbeat_s: float = Field(
+        default=20,
+        ge=2,
+        le=600,
+        allow_inf_nan=False,
+        description="seconds a model call may go without a heartbeat before Temporal takes "
+        "its worker for lost (killed, cut off) and gives the call to another worker",
+    )
+    call_retry_s: float = Field(
+        default=2,
+        ge=0.1,
+        le=60,
+        allow_inf_nan=False,
+        description="seconds before a failed model call's first retry when Claude's answer "
+        "names no retry-after; each next retry waits twice as long, at most a minute",
+    )
     provider_model: str | None = Field(
         default=None,
         description="the model as the provider knows it (a Bedrock id or inference profile, "
@@ -201,6 +217,10 @@ class RunInput(BaseModel):
     budget_exhausted: bool = False
     #: The quality probe and gate (sync mode); ``None``: no probe (older runs too).
     quality: QualityRunState | None = None
+    #: ``RunOptions.call_heartbeat_s``: how soon a lost worker's model call moves on.
+    call_heartbeat_s: float = 20
+    #: ``RunOptions.call_retry_s``: the first backoff of a failed model call (and warm-up).
+    call_retry_s: float = 2
 
 
 def run_input(
@@ -220,6 +240,8 @@ def run_input(
         outage=options.outage or OutageOptions(),
         retry=retry,
         quality=quality_state(options),
+        call_heartbeat_s=options.call_heartbeat_s,
+        call_retry_s=options.call_retry_s,
     )
 
 

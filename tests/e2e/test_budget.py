@@ -139,7 +139,13 @@ async def test_a_budget_below_the_first_call_creates_nothing(bbstack: Stack, cli
 #: blocks (a mapping failure, halved), server errors (retried).
 FAULTS = {"faults": {"truncate": 0.15, "skip_block": 0.03}, "errors": {"rate_500": 0.05}}
 SPENT_BLOCKS = 60
-SPENT_OPTIONS = {"pack_size": 4, "max_concurrent_packs": 4, "reuse_answers": False}
+#: The 500s name no retry-after: their retries back off from 0.2 s, not 2 s.
+SPENT_OPTIONS = {
+    "pack_size": 4,
+    "max_concurrent_packs": 4,
+    "reuse_answers": False,
+    "call_retry_s": 0.2,
+}
 
 
 async def test_a_budget_is_spent_nearly_in_full_never_past_it_and_its_suggestion_finishes(

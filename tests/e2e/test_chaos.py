@@ -209,8 +209,8 @@ async def _in_flight(url: str, run_id: str) -> int | None:
         await conn.close()
 
 
-# Two heartbeat timeouts (20 s each) and seven worker starts: at load 16 on 2 cores it took
-# 137 s, near the suite's 180 s hang guard (the 200-block version before it timed out there).
+# Two heartbeat timeouts (5 s each here, 20 s by default) and seven worker starts: at load 16
+# on 2 cores it took 137 s with 20 s ones, near the suite's 180 s hang guard.
 @pytest.mark.timeout(300)
 async def test_sigkilled_workers_and_a_faulty_model_lose_and_duplicate_nothing(
     harness: Harness,
@@ -223,8 +223,15 @@ async def test_sigkilled_workers_and_a_faulty_model_lose_and_duplicate_nothing(
     # duplicate or misname 3% of blocks, so with three, now and then one block failed
     # honestly (seen in CI: one `missing`). That is the model's doing, not a lost block,
     # and this test is about what the kills must not lose.
+    # A killed worker's calls move to a live one after 5 s without a heartbeat (the default
+    # 20 s is waited out twice otherwise; test_pack_policy checks the setting reaches calls).
     options = RunOptions(
-        pack_size=5, max_concurrent_packs=8, reuse_answers=False, max_block_attempts=6
+        pack_size=5,
+        max_concurrent_packs=8,
+        reuse_answers=False,
+        max_block_attempts=6,
+        call_heartbeat_s=5,
+        call_retry_s=0.2,  # the 500s and 529s name no retry-after
     )
     reference = await h.fault_free(doc, schema, options)
 

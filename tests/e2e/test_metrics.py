@@ -159,7 +159,10 @@ async def test_scraped_metrics_agree_with_the_ledger_after_faulty_runs(
     proc = start_worker(s, key, port, log)
     try:
         await wait_for_endpoint(port, proc, log)
-        sync_id = await s.bb.start_run(sync_doc, schema_id, RunOptions(pack_size=8))
+        # 500s name no retry-after: their retries back off from 0.2 s, not 2 s.
+        sync_id = await s.bb.start_run(
+            sync_doc, schema_id, RunOptions(pack_size=8, call_retry_s=0.2)
+        )
         sync = await asyncio.wait_for(s.bb.wait(sync_id), 150)
         # Reuse off: these documents share blocks with the first, whose answers would stand in.
         batch_id = await s.bb.start_run(

@@ -40,6 +40,8 @@ async def test_an_outage_mid_run_pauses_it_and_every_block_ends_done(bbstack: St
         pack_size=10,
         max_concurrent_packs=4,
         outage=OutageOptions(probe_initial_s=0.5, probe_max_s=1.0),
+        # The four failed tries before the pause back off from 0.2 s, not 2 s.
+        call_retry_s=0.2,
     )
     run_id = await bbstack.bb.start_run(doc, schema_id, options)
     async with bbstack.worker():

@@ -41,7 +41,10 @@ async def test_the_demo_keeps_every_guarantee_under_chaos_on_each_provider(
     key = f"platform-SECRET-{token}"
     caplog.set_level(logging.DEBUG)
     await install_audit(s.pool)
-    run = await run_demo_on(provider, s, cli, monkeypatch, key, seed=38, **MODEL_FAULTS)
+    # The 500s and 529s name no retry-after: their retries back off from 0.2 s, not 2 s.
+    run = await run_demo_on(
+        provider, s, cli, monkeypatch, key, "call_retry_s=0.2", seed=38, **MODEL_FAULTS
+    )
     assert run.code == 0, run.out + run.err
     assert run.run_id
     requests = s.sim.stats()["requests"]

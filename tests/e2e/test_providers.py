@@ -100,11 +100,13 @@ async def run_demo_on(
     cli: Cli,
     monkeypatch: pytest.MonkeyPatch,
     key: str,
+    *sets: str,
     **scenario: Any,
 ) -> Result:
     """``run`` of the demo document on ``provider`` through its SDK client, with a worker
     whose platforms' credentials are all ``key``; the simulator takes only ``key`` (and the
-    front door's key for the Models API), and ``scenario`` besides."""
+    front door's key for the Models API), and ``scenario`` besides; ``sets`` are more of
+    the run's ``--set KEY=VALUE`` options."""
     model = PROVIDERS[provider][0]
     s.sim.scenario(auth={"valid_keys": [key, "sim-test-key"]}, **scenario)
     platform_env(monkeypatch, s.sim.base_url, key)
@@ -128,6 +130,7 @@ async def run_demo_on(
             model,
             "--set",
             "quality.probe_rate=0",
+            *(arg for value in sets for arg in ("--set", value)),
             timeout=170,
         )
 

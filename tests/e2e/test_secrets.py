@@ -104,7 +104,8 @@ async def test_api_key_is_nowhere_in_history_ledger_tables_logs_or_errors(
     metrics_port = free_port()
     proc = start_worker_process(s, key, log, metrics_port)
     try:
-        ok_id = await s.bb.start_run(doc, schema_id, RunOptions(pack_size=10))
+        # 500s name no retry-after: their retries back off from 0.2 s, not 2 s.
+        ok_id = await s.bb.start_run(doc, schema_id, RunOptions(pack_size=10, call_retry_s=0.2))
         await until(
             lambda: s.sim.stats()["requests"].get("POST /v1/messages", {}).get("429"),
             "a call refused with 429",

@@ -59,7 +59,8 @@ async def test_a_run_on_an_unreachable_endpoint_ends_unreachable_naming_host_and
     options = OutageOptions(
         failures_to_pause=1, probe_initial_s=0.5, probe_max_s=1.0, unreachable_after_s=3.0
     )
-    run_id, _ = await start(bbstack, paragraphs(4), pack_size=2, outage=options)
+    # The warm-up's three tries back off from 0.2 s, not 2 s.
+    run_id, _ = await start(bbstack, paragraphs(4), pack_size=2, outage=options, call_retry_s=0.2)
     llm = _client(base_url)
     async with build_worker(bbstack.client, bbstack.task_queue, bbstack.pool, llm):
         result = await bbstack.bb.wait(run_id)

@@ -1,5 +1,8 @@
 """The one route from a run's stored options to its workflow input."""
 
+import pytest
+from pydantic import ValidationError
+
 from blockbatch.core.outage_types import OutageOptions
 from blockbatch.core.quality_types import QualityOptions
 from blockbatch.core.retry_types import RetryRequest
@@ -39,3 +42,21 @@ def test_a_stream_starts_with_no_packs_and_no_probe() -> None:
     assert inp.triggers == triggers
     assert (inp.max_concurrent_packs, inp.packs_per_history) == (3, 9)
     assert inp.outage == OutageOptions()
+
+
+def test_a_runs_call_heartbeat_reaches_its_workflow_and_is_bounded() -> None:
+    assert run_input("r", RunOptions()).call_heartbeat_s == 20
+    assert run_input("r", RunOptions(call_heartbeat_s=5)).call_heartbeat_s == 5
+    triggers = StreamTriggers(max_rows=10)
+    assert stream_input("s", RunOptions(call_heartbeat_s=4), triggers).call_heartbeat_s == 4
+    for bad in (0, 1.5, 601, float("inf")):
+        with pytest.raises(ValidationError, match="call_heartbeat_s"):
+            RunOptions(call_heartbeat_s=bad)
+
+
+def test_a_runs_call_retry_reaches_its_workflow_and_is_bounded() -> None:
+    assert run_input("r", RunOptions()).call_retry_s == 2
+    assert run_input("r", RunOptions(call_retry_s=0.2)).call_retry_s == 0.2
+    for bad in (0, 0.05, 61, float("nan")):
+        with pytest.raises(ValidationError, match="call_retry_s"):
+            RunOptions(call_retry_s=bad)

@@ -14,6 +14,7 @@ import asyncio
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal
 
 from temporalio import activity
@@ -209,6 +210,11 @@ class FakeWorld:
         self.refused: set[str] = set()
         self.splits: list[Split] = []
         self.calls: list[CallModelInput] = []
+        #: Each call's heartbeat timeout, by pack path: how soon a lost worker is noticed.
+        self.heartbeat_timeouts: dict[str, float | None] = {}
+        #: When each attempt of a pack's call started, by the server's clock (which the
+        #: time-skipping server moves): the backoffs between them.
+        self.attempts_at: dict[str, list[datetime]] = {}
         self.paid_calls = 0
         self.warm_ups = 0
         #: The warm-up call fails with this (every attempt) when set.
@@ -431,6 +437,10 @@ class FakeWorld:
     @activity.defn(name="call_model")
     async def call_model(self, inp: CallModelInput) -> CallModelOutput:
         self.calls.append(inp)
+        timeout = activity.info().heartbeat_timeout
+        self.heartbeat_timeouts[inp.pack_path] = timeout.total_seconds() if timeout else None
+        at = activity.info().started_time
+        self.attempts_at.setdefault(inp.pack_path, []).append(at)
         uids = self._pending(
             inp.block_uids if inp.block_uids is not None else self.packs[inp.pack_index]
         )

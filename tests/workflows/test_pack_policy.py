@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from blockbatch.core.claude_errors import SET_A_VALID_KEY, ClaudeError, fatal_code_of
@@ -9,6 +11,7 @@ from tests.workflows.conftest import Harness
 from tests.workflows.fakes import (
     BILLING,
     KEY_REJECTED,
+    OVERLOADED,
     RATE_LIMITED,
     SPEND_CAP,
     TRUNCATED,
@@ -18,6 +21,7 @@ from tests.workflows.fakes import (
     Outcome,
     Raise,
     Split,
+    Step,
 )
 
 TOO_LONG = "prompt too long: 210000 tokens > 200000 maximum"
@@ -50,6 +54,24 @@ async def test_answer_with_remaining_blocks_is_halved_into_children(
         "0.1.1": ["b0-4"],
     }
     assert result.split_events == 2 and result.calls == 4  # the overflow was not paid
+
+
+async def test_a_runs_call_heartbeat_is_every_pack_calls_heartbeat_timeout(
+    wf: Harness, run_id: str
+) -> None:
+    """``RunOptions.call_heartbeat_s`` is how soon Temporal gives a lost worker's call to
+    another worker: every call of the run takes it, a halved pack's too; unset, 20 s."""
+
+    def halved() -> dict[str, list[Step]]:  # one answered block: the rest in two halves
+        return {"0": [Answer(ok=1)]}
+
+    world = FakeWorld(run_id, [5], halved())
+    result = await wf.run(world, call_heartbeat_s=5)
+    assert result.status == "completed" and result.blocks_ai_complete == 5
+    assert world.heartbeat_timeouts == {"0": 5, "0.0": 5, "0.1": 5}
+    default = FakeWorld(f"{run_id}-d", [5], halved())
+    await wf.run(default)
+    assert default.heartbeat_timeouts == {"0": 20, "0.0": 20, "0.1": 20}
 
 
 async def test_single_block_is_retried_in_place_then_done(wf: Harness, run_id: str) -> None:
@@ -125,6 +147,27 @@ async def test_claude_busy_past_retries_fails_blocks_not_the_run(wf: Harness, ru
     assert len(reasons) == 1
     reason = reasons.pop()
     assert reason.startswith("Claude call failed after retries") and "429" in reason, reason
+
+
+async def test_a_runs_call_retry_is_the_first_backoff_of_its_failed_calls(
+    wf: Harness, run_id: str
+) -> None:
+    """``RunOptions.call_retry_s``: a call Claude failed without a retry-after is tried
+    again that long after (the server's clock), then twice as long; unset, 2 s and 4 s."""
+
+    def backoffs(world: FakeWorld) -> list[float]:
+        at = world.attempts_at["0"]
+        return [(b - a).total_seconds() for a, b in itertools.pairwise(at)]
+
+    quick = FakeWorld(run_id, [2], {"0": [Raise(OVERLOADED, times=2)]})
+    result = await wf.run(quick, call_retry_s=0.5)
+    assert result.status == "completed" and result.blocks_ai_complete == 2
+    first, second = backoffs(quick)
+    assert 0.5 <= first < 1.5 and 1.0 <= second < 2.0, (first, second)
+    default = FakeWorld(f"{run_id}-d", [2], {"0": [Raise(OVERLOADED, times=2)]})
+    await wf.run(default)
+    first, second = backoffs(default)
+    assert 2.0 <= first < 3.0 and 4.0 <= second < 5.0, (first, second)
 
 
 async def test_rejected_api_key_fails_the_run_and_stops_the_other_packs(

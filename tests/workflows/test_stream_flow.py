@@ -50,6 +50,8 @@ class StreamWorld(FakeWorld):
         self.close_at_poll = close_at_poll
         #: (pack, why, rows) for each pack formed, in order.
         self.formed: list[tuple[int, str, int]] = []
+        #: The start-to-close timeouts the stream's own steps were given, by activity.
+        self.step_timeouts: dict[str, set[float]] = {}
         self.add(rows)
 
     def add(self, n: int) -> None:
@@ -64,8 +66,15 @@ class StreamWorld(FakeWorld):
     def activities(self) -> list[Callable[..., Any]]:
         return [*super().activities(), self.poll_stream, self.form_pack]
 
+    def _step_timeout(self) -> None:
+        info = activity.info()
+        timeout = info.start_to_close_timeout
+        seconds = timeout.total_seconds() if timeout is not None else float("inf")
+        self.step_timeouts.setdefault(info.activity_type, set()).add(seconds)
+
     @activity.defn(name="poll_stream")
     async def poll_stream(self, inp: PollStreamInput) -> PollStreamOutput:
+        self._step_timeout()
         self.stream_polls += 1
         if self.close_at_poll is not None and self.stream_polls >= self.close_at_poll:
             self.closed = True
@@ -83,6 +92,7 @@ class StreamWorld(FakeWorld):
 
     @activity.defn(name="form_pack")
     async def form_pack(self, inp: FormPackInput) -> FormPackOutput:
+        self._step_timeout()
         if inp.pack_index in self.packs:  # a retried attempt: the same pack
             return FormPackOutput(
                 pack_index=inp.pack_index,
@@ -124,6 +134,19 @@ async def test_packs_form_by_rows_then_by_the_oldest_rows_wait_and_the_stream_dr
     assert world.stream_polls == 5  # 2 for the full packs, 2 for the wait, 1 seeing it drained
     assert result.status == "completed" and result.blocks_ai_complete == 25
     assert sorted(world.called_paths()) == ["0", "1", "2"]
+
+
+async def test_a_step_a_lost_worker_held_is_tried_again_within_ten_seconds(
+    wf: Harness, run_id: str
+) -> None:
+    """The stream's look at its buffer and the forming of a pack are small database steps:
+    one a killed worker held is given to another after 10 s, not after a minute (the
+    end-to-end worker-kill test in tests/e2e/test_streams.py waited 50 s for one)."""
+    world = StreamWorld(run_id, 5, close_after_packs=1)
+    async with wf.worker(world):
+        result = await (await start(wf, world, triggers=StreamTriggers(max_rows=5))).result()
+    assert result.status == "completed" and result.blocks_ai_complete == 5
+    assert world.step_timeouts == {"poll_stream": {10.0}, "form_pack": {10.0}}
 
 
 async def test_a_token_trigger_cuts_packs_by_estimated_tokens(wf: Harness, run_id: str) -> None:
