@@ -43,6 +43,9 @@ from markdown_it_pyrs import MarkdownIt, Node
 
 from blockbatch.core.blocks import Provenance, RawBlock
 
+#: Lists nested deeper than this stay text of the innermost item that is a block (the
+#: walk recurses once a level; markdown-it-py's guard was 100 levels too).
+MAX_NESTING = 100
 #: An ordered list item's number and delimiter, or a bullet (CommonMark 5.2).
 _MARKER = re.compile(r"[0-9]{1,9}[.)]|[-+*]")
 #: Lines parsed at once by :func:`iter_markdown` (a window grows when one block is longer).
@@ -247,6 +250,8 @@ class _Walk:
         content starts (a nested list may open on its parent item's first line)."""
         first, end = self.item_lines(item)
         nested = [c for c in item.children if c.name in ("bullet_list", "ordered_list")]
+        if depth + 1 >= MAX_NESTING:
+            nested = []  # lists nested deeper stay text of this item, not blocks
         skip: set[int] = set()
         for child in nested:
             skip.update(range(*self.item_lines(child)))

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from blockbatch.core.markdown import iter_markdown
+from blockbatch.core.markdown import MAX_NESTING, iter_markdown
 from tests.markdown_reference import iter_markdown as reference
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,3 +70,13 @@ def test_spans_count_characters_not_bytes() -> None:
         "| ä | ö |\n|---|---|\n| ü | ß |",
         "Énd.",
     ]
+
+
+def test_lists_nested_deeper_than_the_limit_stay_text_of_the_deepest_item() -> None:
+    # 3,000 levels: the walk recurses once a level, so deeper levels are not walked.
+    text = "".join("  " * i + f"- item {i}\n" for i in range(3_000))
+    blocks = list(iter_markdown(text))
+    assert len(blocks) == MAX_NESTING
+    assert blocks[-1].metadata["depth"] == MAX_NESTING - 1
+    deepest = blocks[-1].content.split("\n")
+    assert deepest[0] == f"item {MAX_NESTING - 1}" and deepest[-1].strip() == "- item 2999"
