@@ -1,6 +1,6 @@
 """Turn an uploaded file's bytes into blocks.
 
-Text formats are parsed here: markdown (through markdown-it-py, a CommonMark parser:
+Text formats are parsed here: markdown (through markdown-it.rs, a CommonMark parser:
 :mod:`blockbatch.core.markdown`), plain text, JSONL and CSV. PDF, DOCX, PPTX and HTML go
 through the converters of :mod:`blockbatch.core.convert`, and XLSX is read like a CSV per
 sheet. Every format yields the same typed blocks (:class:`ParsedBlock`), each with its

@@ -1,20 +1,24 @@
-"""Markdown into blocks through markdown-it-py, a CommonMark-compliant parser.
+"""Markdown into blocks through markdown-it.rs (``markdown-it-pyrs``), a Rust port of
+markdown-it, the CommonMark parser.
 
 The parser decides the block structure (CommonMark 0.31 plus GFM tables); this module
 only says which of its nodes is one of our blocks and what text it carries:
 
 | parser node | our block | content |
 |---|---|---|
-| ``heading`` (ATX or setext) | ``heading`` (``level``) | the heading's inline text |
+| ``heading`` (ATX), ``lheading`` (setext) | ``heading`` (``level``) | the heading's inline text |
 | ``paragraph`` | ``paragraph`` | its lines, each stripped |
 | ``list_item`` | ``list_item`` (``ordered``, ``marker``, ``number``, ``depth``) | its source lines without the marker and the item's indent; a nested list is not part of it but blocks of its own, one level deeper |
 | ``fence``, ``code_block`` | ``code`` (``language``, ``fence``) | the code as written |
 | ``blockquote`` | ``blockquote`` | its source lines without one level of ``>`` (whatever it holds stays inside) |
 | ``table`` (GFM) | ``table`` (``rows``) | its source lines, each stripped |
 | ``html_block`` | ``html`` | the raw HTML as written |
-| ``hr``, link reference definitions, YAML front matter | none | |
+| ``hr``, ``definition`` (link reference), YAML front matter | none | |
 
-A node whose text is only whitespace is not a block. ``tests/unit/test_commonmark_spec.py``
+The parser's source map is a byte span; a block's lines and span are the lines the node
+covers, a list item's with the blank line after it that markdown-it-py's maps counted (the
+parser before this one: ``tests/unit/test_markdown_parity.py`` checks that both give the
+same blocks). A node whose text is only whitespace is not a block. ``tests/unit/test_commonmark_spec.py``
 checks this segmentation against every example of the CommonMark spec.
 
 A long document is parsed a window of lines at a time (:func:`iter_markdown`), so the
@@ -30,17 +34,20 @@ from __future__ import annotations
 
 import re
 from array import array
+from bisect import bisect_right
 from collections.abc import Iterator, Sequence
+from itertools import accumulate
 from typing import Any, overload
 
-from markdown_it import MarkdownIt
-from markdown_it.tree import SyntaxTreeNode
+from markdown_it_pyrs import MarkdownIt, Node
 
 from blockbatch.core.blocks import Provenance, RawBlock
 
-#: Nesting deeper than this is read as text of the innermost container (markdown-it's
-#: recursion guard; the commonmark preset's 20 is lower than real documents need).
+#: Lists nested deeper than this stay text of the innermost item that is a block (the
+#: walk recurses once a level; markdown-it-py's guard was 100 levels too).
 MAX_NESTING = 100
+#: An ordered list item's number and delimiter, or a bullet (CommonMark 5.2).
+_MARKER = re.compile(r"[0-9]{1,9}[.)]|[-+*]")
 #: Lines parsed at once by :func:`iter_markdown` (a window grows when one block is longer).
 WINDOW_LINES = 20_000
 
@@ -49,10 +56,7 @@ _YAML_KEY = re.compile(r"^[A-Za-z_][\w.-]*[ \t]*:(\s|$)")
 
 
 def _parser() -> MarkdownIt:
-    md = MarkdownIt("commonmark", {"maxNesting": MAX_NESTING}).enable("table")
-    # Blocks carry their inline source as written: inline parsing is not needed.
-    md.disable(["inline", "text_join"])
-    return md
+    return MarkdownIt("commonmark").enable("table")
 
 
 def _indent(line: str) -> int:
@@ -73,6 +77,16 @@ def _dedent(line: str, columns: int) -> str:
     col = i = 0
     while i < len(line) and col < columns and line[i] in " \t":
         col += 1 if line[i] == " " else 4 - col % 4
+        i += 1
+    return line[i:]
+
+
+def _from_column(line: str, column: int) -> str:
+    """What of ``line`` starts at ``column``: a list nested on its parent item's first
+    line starts after the parent's marker, not after whitespace."""
+    col = i = 0
+    while i < len(line) and col < column:
+        col += 4 - col % 4 if line[i] == "\t" else 1
         i += 1
     return line[i:]
 
@@ -130,6 +144,7 @@ class _Walk:
         self.text_len = len(text)
         self.base = 0
         self.lines: list[str] = []
+        self.byte_starts: list[int] = [0]
         self.out: list[RawBlock] = []
 
     def source(self, first: int, end: int) -> str:
@@ -140,6 +155,9 @@ class _Walk:
         """Hold lines ``first`` to ``end`` (exclusive) for :meth:`visit`; their source."""
         source = self.source(first, end)
         self.base, self.lines = first, source.split("\n")
+        # Where each of the window's lines starts in its UTF-8 (the parser's offsets).
+        lengths = map(len, self.lines if source.isascii() else source.encode().split(b"\n"))
+        self.byte_starts = list(accumulate(map((1).__add__, lengths), initial=0))
         return source
 
     def line(self, i: int) -> str:
@@ -159,27 +177,56 @@ class _Walk:
             metadata["source_line"] = first + 1
             self.out.append(RawBlock(kind, content, metadata, self.span(first, end)))
 
-    def visit(self, node: SyntaxTreeNode, depth: int = 0, column: int = 0) -> None:
-        kind = node.type
+    def lines_of(self, node: Node) -> tuple[int, int]:
+        """The file's lines ``first`` to ``end`` (exclusive) that ``node`` spans: the
+        parser's source map is a byte span in the window's UTF-8."""
+        assert node.srcmap is not None  # every block node has one
+        start, stop = node.srcmap
+        first = bisect_right(self.byte_starts, start) - 1
+        last = bisect_right(self.byte_starts, max(stop - 1, start)) - 1
+        return self.base + first, self.base + last + 1
+
+    def item_lines(self, node: Node) -> tuple[int, int]:
+        """A list's or list item's lines, with the one blank line after it that the
+        CommonMark reference parsers count as the item's (markdown-it's maps, which the
+        blocks' spans have always followed)."""
+        first, end = self.lines_of(node)
+        # A window's last line, when empty, ends the one before it: not a line of its own.
+        limit = self.base + len(self.lines) - (self.lines[-1] == "")
+        if end < limit and not self.line(end).strip(" \t"):
+            end += 1
+        return first, end
+
+    def visit(self, node: Node, depth: int = 0, column: int = 0) -> None:
+        kind = node.name
         if kind in ("bullet_list", "ordered_list"):
             for item in node.children:
-                self.list_item(item, depth, column)
+                self.list_item(item, kind == "ordered_list", depth, column)
             return
-        if kind == "hr" or node.map is None:
+        if kind in ("hr", "definition") or node.srcmap is None:
             return
-        first, end = node.map
+        first, end = self.lines_of(node)
         if kind == "heading":
-            self.emit("heading", _inline(node), {"level": int(node.tag[1])}, first, end)
+            level = int(node.meta["level"])
+            self.emit("heading", _atx_text(self.line(first)), {"level": level}, first, end)
+        elif kind == "lheading":
+            text = _stripped_lines(self.rows(first, end - 1))
+            self.emit("heading", text, {"level": int(node.meta["level"])}, first, end)
         elif kind == "paragraph":
-            self.emit("paragraph", _inline(node), {}, first, end)
+            self.emit("paragraph", _stripped_lines(self.rows(first, end)), {}, first, end)
         elif kind == "fence":
-            info = node.info.strip()
-            metadata = {"language": info.split()[0] if info else None, "fence": node.markup}
-            self.emit("code", node.content.removesuffix("\n"), metadata, first, end)
+            info = node.meta.get("info", "").strip()
+            metadata = {
+                "language": info.split()[0] if info else None,
+                "fence": node.meta["marker"] * int(node.meta["marker_len"]),
+            }
+            content = node.meta.get("content", "").removesuffix("\n")
+            self.emit("code", content, metadata, first, end)
         elif kind == "code_block":
-            self.emit("code", node.content.rstrip("\n"), {"language": None}, first, end)
+            content = node.meta.get("content", "").rstrip("\n")
+            self.emit("code", content, {"language": None}, first, end)
         elif kind == "html_block":
-            self.emit("html", node.content.strip("\n"), {}, first, end)
+            self.emit("html", node.meta.get("content", "").strip("\n"), {}, first, end)
         elif kind == "table":
             rows = [line.strip() for line in self.rows(first, end)]
             self.emit("table", "\n".join(rows), {"rows": len(rows)}, first, end)
@@ -198,18 +245,22 @@ class _Walk:
                 body.append(line.strip())  # a lazy continuation line
         return "\n".join(b.rstrip() for b in body).strip()
 
-    def list_item(self, item: SyntaxTreeNode, depth: int, column: int) -> None:
+    def list_item(self, item: Node, ordered: bool, depth: int, column: int) -> None:
         """One item, then its nested lists; ``column``: where its list's container's
         content starts (a nested list may open on its parent item's first line)."""
-        assert item.map is not None
-        first, end = item.map
-        nested = [c for c in item.children if c.type in ("bullet_list", "ordered_list")]
-        skip = {i for c in nested if c.map for i in range(*c.map)}
-        ordered = item.parent is not None and item.parent.type == "ordered_list"
-        marker = (item.info if ordered else "") + item.markup
-        opening = _dedent(self.line(first), column)
+        first, end = self.item_lines(item)
+        nested = [c for c in item.children if c.name in ("bullet_list", "ordered_list")]
+        if depth + 1 >= MAX_NESTING:
+            nested = []  # lists nested deeper stay text of this item, not blocks
+        skip: set[int] = set()
+        for child in nested:
+            skip.update(range(*self.item_lines(child)))
+        opening = _from_column(self.line(first), column)
         lead = column + _indent(opening)
-        after = _dedent(opening, lead - column)[len(marker) :]
+        after = _dedent(opening, lead - column)
+        found = _MARKER.match(after)
+        marker = found.group(0) if found else ""
+        after = after[len(marker) :]
         gap = _indent(after)
         content_indent = lead + len(marker) + (gap if 0 < gap <= 4 else 1)
         body: list[str] = []
@@ -225,24 +276,32 @@ class _Walk:
                 body.append(line.strip())  # a lazy continuation line
         metadata: dict[str, Any] = {"ordered": ordered, "marker": marker, "depth": depth}
         if ordered:
-            metadata["number"] = int(item.info)
+            metadata["number"] = int(marker[:-1])
         if _holds_content(item, besides=nested):
             self.emit("list_item", "\n".join(body).strip(), metadata, first, end)
         for child in nested:
             self.visit(child, depth + 1, content_indent)
 
 
-def _holds_content(node: SyntaxTreeNode, besides: Sequence[SyntaxTreeNode] = ()) -> bool:
-    """Whether a container holds anything but rules (and ``besides``): a quote or an item
-    of only a link reference definition or a ``***`` has no text to send."""
-    return any(c.type != "hr" and c not in besides for c in node.children)
+def _holds_content(node: Node, besides: Sequence[Node] = ()) -> bool:
+    """Whether a container holds anything but rules and link reference definitions (and
+    ``besides``): a quote or an item of only those has no text to send."""
+    return any(c.name not in ("hr", "definition") and c not in besides for c in node.children)
 
 
-def _inline(node: SyntaxTreeNode) -> str:
-    """A heading's or paragraph's inline source text, each line stripped."""
-    inline = node.children[0] if node.children else None
-    content = inline.content if inline is not None else ""
-    return "\n".join(line.strip() for line in content.split("\n")).strip()
+def _stripped_lines(lines: Sequence[str]) -> str:
+    """A paragraph's or setext heading's text: its lines, each stripped."""
+    return "\n".join(line.strip() for line in lines).strip()
+
+
+def _atx_text(line: str) -> str:
+    """An ATX heading's text: after its opening ``#``s, without a closing sequence of
+    ``#``s that follows a space or a tab (CommonMark 4.2)."""
+    text = line.lstrip(" ").lstrip("#").rstrip(" \t")
+    trimmed = text.rstrip("#")
+    if trimmed[-1:] in (" ", "\t"):
+        text = trimmed
+    return text.strip()
 
 
 def parse_markdown(text: str) -> list[RawBlock]:
@@ -263,18 +322,14 @@ def iter_markdown(text: str, window_lines: int | None = None) -> Iterator[RawBlo
     parser = _parser()
     while start < total:
         end = min(total, start + size)
-        tokens = parser.parse(walk.window(start, end))
-        for token in tokens:
-            if token.map is not None:
-                token.map = [token.map[0] + start, token.map[1] + start]
-        nodes = SyntaxTreeNode(tokens).children
+        nodes = parser.tree(walk.window(start, end)).children
         if end < total:
             # The last block may go on past the window: the next window starts with it.
-            last = next((n.map[0] for n in reversed(nodes) if n.map is not None), start)
+            last = next((walk.lines_of(n)[0] for n in reversed(nodes) if n.srcmap), start)
             if last <= start:
                 size *= 2  # one block longer than the window: a larger window
                 continue
-            nodes = [n for n in nodes if n.map is None or n.map[0] < last]
+            nodes = [n for n in nodes if n.srcmap is None or walk.lines_of(n)[0] < last]
         else:
             last = total
         for node in nodes:

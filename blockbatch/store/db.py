@@ -12,6 +12,7 @@ import json
 import re
 import socket
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 
@@ -101,10 +102,26 @@ async def migrate(conn: asyncpg.Connection) -> list[str]:
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
-    for typename in ("json", "jsonb"):
-        await conn.set_type_codec(
-            typename, encoder=json.dumps, decoder=json.loads, schema="pg_catalog"
-        )
+    await conn.set_type_codec("json", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+    # jsonb in its binary format (a version byte, 1, then the JSON text), which binary COPY
+    # needs (store/repo.py stores blocks by COPY); the same values as the text format.
+    await conn.set_type_codec(
+        "jsonb",
+        encoder=_jsonb_encode,
+        decoder=_jsonb_decode,
+        schema="pg_catalog",
+        format="binary",
+    )
+
+
+def _jsonb_encode(value: Any) -> bytes:
+    return b"\x01" + json.dumps(value).encode()
+
+
+def _jsonb_decode(data: bytes) -> Any:
+    if data[:1] != b"\x01":
+        raise ValueError(f"unknown jsonb binary format version {data[:1]!r}")
+    return json.loads(data[1:])
 
 
 def redact_url(url: str) -> str:

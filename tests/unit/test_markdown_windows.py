@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from markdown_it import MarkdownIt
 
 from blockbatch.core import markdown
 from blockbatch.core.ingest import stream_records
@@ -62,13 +61,17 @@ def test_a_streamed_document_hands_out_blocks_before_it_is_parsed_whole(
     # stream_records when only the first window has been parsed.
     monkeypatch.setattr(markdown, "WINDOW_LINES", 40)
     parsed: list[int] = []
-    parse = MarkdownIt.parse
+    parser = markdown._parser
 
-    def counted(self: MarkdownIt, src: str, env: Any = None) -> Any:
-        parsed.append(src.count("\n") + 1)
-        return parse(self, src, env)
+    class Counted:
+        def __init__(self) -> None:
+            self.inner = parser()
 
-    monkeypatch.setattr(MarkdownIt, "parse", counted)
+        def tree(self, src: str) -> Any:
+            parsed.append(src.count("\n") + 1)
+            return self.inner.tree(src)
+
+    monkeypatch.setattr(markdown, "_parser", Counted)
     text = "\n\n".join(f"Paragraph {i}." for i in range(5_000))
     streamed = stream_records(text.encode(), "markdown")
     first = next(streamed.blocks)

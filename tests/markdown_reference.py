@@ -1,0 +1,284 @@
+"""Markdown into blocks through markdown-it-py, a CommonMark-compliant parser.
+
+The parser decides the block structure (CommonMark 0.31 plus GFM tables); this module
+only says which of its nodes is one of our blocks and what text it carries:
+
+| parser node | our block | content |
+|---|---|---|
+| ``heading`` (ATX or setext) | ``heading`` (``level``) | the heading's inline text |
+| ``paragraph`` | ``paragraph`` | its lines, each stripped |
+| ``list_item`` | ``list_item`` (``ordered``, ``marker``, ``number``, ``depth``) | its source lines without the marker and the item's indent; a nested list is not part of it but blocks of its own, one level deeper |
+| ``fence``, ``code_block`` | ``code`` (``language``, ``fence``) | the code as written |
+| ``blockquote`` | ``blockquote`` | its source lines without one level of ``>`` (whatever it holds stays inside) |
+| ``table`` (GFM) | ``table`` (``rows``) | its source lines, each stripped |
+| ``html_block`` | ``html`` | the raw HTML as written |
+| ``hr``, link reference definitions, YAML front matter | none | |
+
+A node whose text is only whitespace is not a block. ``tests/unit/test_commonmark_spec.py``
+checks this segmentation against every example of the CommonMark spec.
+
+A long document is parsed a window of lines at a time (:func:`iter_markdown`), so the
+parser's tokens never cover more than a window whatever the document's size: a window's
+top-level blocks are final except its last, which may go on past the window, so the next
+window starts at that block's first line. A top-level block begins in a state that owes
+nothing to the lines before it (the blocks before it are closed), so parsing from there
+finds what parsing the whole would. ``tests/unit/test_markdown_windows.py`` checks it on
+every CommonMark spec example cut in windows of every size.
+"""
+
+from __future__ import annotations
+
+import re
+from array import array
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
+
+from markdown_it import MarkdownIt
+from markdown_it.tree import SyntaxTreeNode
+
+from blockbatch.core.blocks import Provenance, RawBlock
+
+#: Nesting deeper than this is read as text of the innermost container (markdown-it's
+#: recursion guard; the commonmark preset's 20 is lower than real documents need).
+MAX_NESTING = 100
+#: Lines parsed at once by :func:`iter_markdown` (a window grows when one block is longer).
+WINDOW_LINES = 20_000
+
+
+_YAML_KEY = re.compile(r"^[A-Za-z_][\w.-]*[ \t]*:(\s|$)")
+
+
+def _parser() -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"maxNesting": MAX_NESTING}).enable("table")
+    # Blocks carry their inline source as written: inline parsing is not needed.
+    md.disable(["inline", "text_join"])
+    return md
+
+
+def _indent(line: str) -> int:
+    """Leading whitespace in columns, a tab counting to the next multiple of 4."""
+    col = 0
+    for ch in line:
+        if ch == " ":
+            col += 1
+        elif ch == "\t":
+            col += 4 - col % 4
+        else:
+            break
+    return col
+
+
+def _dedent(line: str, columns: int) -> str:
+    """Remove up to ``columns`` columns of leading whitespace."""
+    col = i = 0
+    while i < len(line) and col < columns and line[i] in " \t":
+        col += 1 if line[i] == " " else 4 - col % 4
+        i += 1
+    return line[i:]
+
+
+class _Lines(Sequence[str]):
+    """A file's lines, each cut from its text when asked for."""
+
+    def __init__(self, walk: _Walk) -> None:
+        self.walk = walk
+
+    def __len__(self) -> int:
+        return self.walk.total
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[str]: ...
+    def __getitem__(self, i: int | slice) -> str | Sequence[str]:
+        if isinstance(i, slice):
+            raise TypeError("lines are read one at a time")
+        if not 0 <= i < self.walk.total:
+            raise IndexError(i)
+        return self.walk.source(i, i + 1)
+
+
+def _front_matter_end(lines: Sequence[str]) -> int:
+    """Lines of a leading YAML front matter block: metadata about the file, not a block.
+
+    It opens with ``---``, closes with ``---`` or ``...``, and its first line is a YAML
+    ``key:``; otherwise the ``---`` is CommonMark's (a rule, or a setext underline).
+    """
+    if lines and lines[0].rstrip() == "---" and len(lines) > 1 and _YAML_KEY.match(lines[1]):
+        for j in range(2, len(lines)):
+            if lines[j].rstrip() in ("---", "..."):
+                return j + 1
+    return 0
+
+
+class _Walk:
+    """Our blocks from the parser's nodes, over the lines of one window at a time
+    (:meth:`window`); line numbers are the file's."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        # Where each line starts, one machine integer per line (not a Python string or int
+        # object each): held for the whole file, a small part of its size. The last entry
+        # is where a line after the last would start.
+        self.starts = array("q", [0])
+        at = text.find("\n")
+        while at != -1:
+            self.starts.append(at + 1)
+            at = text.find("\n", at + 1)
+        self.starts.append(len(text) + 1)
+        self.total = len(self.starts) - 1
+        self.text_len = len(text)
+        self.base = 0
+        self.lines: list[str] = []
+        self.out: list[RawBlock] = []
+
+    def source(self, first: int, end: int) -> str:
+        """Lines ``first`` to ``end`` (exclusive) as they are in the file."""
+        return self.text[self.starts[first] : self.starts[end] - 1]
+
+    def window(self, first: int, end: int) -> str:
+        """Hold lines ``first`` to ``end`` (exclusive) for :meth:`visit`; their source."""
+        source = self.source(first, end)
+        self.base, self.lines = first, source.split("\n")
+        return source
+
+    def line(self, i: int) -> str:
+        return self.lines[i - self.base]
+
+    def rows(self, first: int, end: int) -> list[str]:
+        return self.lines[first - self.base : end - self.base]
+
+    def span(self, first: int, end: int) -> Provenance:
+        """Lines ``first`` to ``end`` (exclusive) as a character span, without the last
+        newline."""
+        end = max(end, first + 1)
+        return Provenance(self.starts[first], min(self.starts[end] - 1, self.text_len))
+
+    def emit(self, kind: str, content: str, metadata: dict[str, Any], first: int, end: int) -> None:
+        if content.strip():
+            metadata["source_line"] = first + 1
+            self.out.append(RawBlock(kind, content, metadata, self.span(first, end)))
+
+    def visit(self, node: SyntaxTreeNode, depth: int = 0, column: int = 0) -> None:
+        kind = node.type
+        if kind in ("bullet_list", "ordered_list"):
+            for item in node.children:
+                self.list_item(item, depth, column)
+            return
+        if kind == "hr" or node.map is None:
+            return
+        first, end = node.map
+        if kind == "heading":
+            self.emit("heading", _inline(node), {"level": int(node.tag[1])}, first, end)
+        elif kind == "paragraph":
+            self.emit("paragraph", _inline(node), {}, first, end)
+        elif kind == "fence":
+            info = node.info.strip()
+            metadata = {"language": info.split()[0] if info else None, "fence": node.markup}
+            self.emit("code", node.content.removesuffix("\n"), metadata, first, end)
+        elif kind == "code_block":
+            self.emit("code", node.content.rstrip("\n"), {"language": None}, first, end)
+        elif kind == "html_block":
+            self.emit("html", node.content.strip("\n"), {}, first, end)
+        elif kind == "table":
+            rows = [line.strip() for line in self.rows(first, end)]
+            self.emit("table", "\n".join(rows), {"rows": len(rows)}, first, end)
+        elif kind == "blockquote" and _holds_content(node):
+            self.emit("blockquote", self.blockquote(first, end), {}, first, end)
+
+    def blockquote(self, first: int, end: int) -> str:
+        body = []
+        for line in self.rows(first, end):
+            stripped = _dedent(line, 3) if _indent(line) <= 3 else line
+            if stripped.startswith(">"):
+                rest = stripped[1:]
+                # One optional space (or a tab's first column) after the marker.
+                body.append(rest[1:] if rest[:1] == " " else _dedent(rest, 1))
+            else:
+                body.append(line.strip())  # a lazy continuation line
+        return "\n".join(b.rstrip() for b in body).strip()
+
+    def list_item(self, item: SyntaxTreeNode, depth: int, column: int) -> None:
+        """One item, then its nested lists; ``column``: where its list's container's
+        content starts (a nested list may open on its parent item's first line)."""
+        assert item.map is not None
+        first, end = item.map
+        nested = [c for c in item.children if c.type in ("bullet_list", "ordered_list")]
+        skip = {i for c in nested if c.map for i in range(*c.map)}
+        ordered = item.parent is not None and item.parent.type == "ordered_list"
+        marker = (item.info if ordered else "") + item.markup
+        opening = _dedent(self.line(first), column)
+        lead = column + _indent(opening)
+        after = _dedent(opening, lead - column)[len(marker) :]
+        gap = _indent(after)
+        content_indent = lead + len(marker) + (gap if 0 < gap <= 4 else 1)
+        body: list[str] = []
+        for i in range(first, end):
+            if i in skip:
+                continue
+            line = self.line(i)
+            if i == first:
+                body.append(_dedent(after, gap if gap <= 4 else 1).rstrip())
+            elif _indent(line) >= content_indent or not line.strip():
+                body.append(_dedent(line, content_indent).rstrip())
+            else:
+                body.append(line.strip())  # a lazy continuation line
+        metadata: dict[str, Any] = {"ordered": ordered, "marker": marker, "depth": depth}
+        if ordered:
+            metadata["number"] = int(item.info)
+        if _holds_content(item, besides=nested):
+            self.emit("list_item", "\n".join(body).strip(), metadata, first, end)
+        for child in nested:
+            self.visit(child, depth + 1, content_indent)
+
+
+def _holds_content(node: SyntaxTreeNode, besides: Sequence[SyntaxTreeNode] = ()) -> bool:
+    """Whether a container holds anything but rules (and ``besides``): a quote or an item
+    of only a link reference definition or a ``***`` has no text to send."""
+    return any(c.type != "hr" and c not in besides for c in node.children)
+
+
+def _inline(node: SyntaxTreeNode) -> str:
+    """A heading's or paragraph's inline source text, each line stripped."""
+    inline = node.children[0] if node.children else None
+    content = inline.content if inline is not None else ""
+    return "\n".join(line.strip() for line in content.split("\n")).strip()
+
+
+def parse_markdown(text: str) -> list[RawBlock]:
+    """Split markdown text (newlines already ``\\n``) into blocks in document order."""
+    return list(iter_markdown(text))
+
+
+def iter_markdown(text: str, window_lines: int | None = None) -> Iterator[RawBlock]:
+    """:func:`parse_markdown`'s blocks as they are found, a window of ``window_lines``
+    (default :data:`WINDOW_LINES`) lines parsed at a time (the module docstring says why
+    that finds the same blocks)."""
+    window_lines = window_lines or WINDOW_LINES
+    walk = _Walk(text)
+    total = walk.total
+    # The front matter is left out, not parsed: lines and offsets stay the file's.
+    start = _front_matter_end(_Lines(walk))
+    size = window_lines
+    parser = _parser()
+    while start < total:
+        end = min(total, start + size)
+        tokens = parser.parse(walk.window(start, end))
+        for token in tokens:
+            if token.map is not None:
+                token.map = [token.map[0] + start, token.map[1] + start]
+        nodes = SyntaxTreeNode(tokens).children
+        if end < total:
+            # The last block may go on past the window: the next window starts with it.
+            last = next((n.map[0] for n in reversed(nodes) if n.map is not None), start)
+            if last <= start:
+                size *= 2  # one block longer than the window: a larger window
+                continue
+            nodes = [n for n in nodes if n.map is None or n.map[0] < last]
+        else:
+            last = total
+        for node in nodes:
+            walk.visit(node)
+        yield from walk.out
+        walk.out.clear()
+        start, size = last, window_lines
