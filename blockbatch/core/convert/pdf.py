@@ -473,6 +473,10 @@ def _page_runs(textpage: Any, page: int, geo: _Geometry, pdfium: Any) -> tuple[l
             t = rect.top if rect.top > t else t
             r = rect.right if rect.right > r else r
             b = rect.bottom if rect.bottom < b else b
+            if word[0].isdigit() and (cut := _raised_number(word, raw, tp, start)):
+                # a footnote's raised number against its first word ("2The flight"): PDFium
+                # reads one word, the page shows the mark, then the note
+                word = f"{word[:cut]} {word[cut:]}"
             if r - lft > _SPREAD * (end - start) * (t - b):
                 # glyphs set far apart in one string (a table's narrow cells written as
                 # "(30) Tj" with a wide character spacing): PDFium reads one word, the page
@@ -523,6 +527,22 @@ _SPREAD = 1.2
 #: A gap between two glyphs of one word wider than this share of their height cuts it (a
 #: space is about a quarter of it).
 _GLYPH_GAP = 0.6
+
+
+def _raised_number(word: str, raw: Any, tp: Any, start: int) -> int:
+    """Where a word that starts with a number set raised and smaller (a footnote's mark) goes
+    on in letters of the text's size: the length of the number, or 0. The glyphs' own boxes
+    tell (a PDF may scale one font size for all its text, and loose boxes are the font's)."""
+    digits = len(word) - len(word.lstrip("0123456789"))
+    if digits >= len(word) or not word[digits].isalpha():
+        return 0
+    box = [ctypes.c_double() for _ in range(4)]  # left, right, bottom, top
+    refs = [ctypes.byref(v) for v in box]
+    raw.FPDFText_GetCharBox(tp, start + digits, *refs)
+    bottom, height = box[2].value, box[3].value - box[2].value
+    raw.FPDFText_GetCharBox(tp, start, *refs)
+    small = box[3].value - box[2].value < 0.8 * height
+    return digits if small and box[2].value > bottom + 0.15 * height else 0
 
 
 def _spread_pieces(
