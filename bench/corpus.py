@@ -147,6 +147,11 @@ def fair_missing(ours: str, reference: str, n: int = 8) -> list[list[Any]]:
     return [[w, c] for w, c in (fair_words(reference) - fair_words(ours)).most_common(n)]
 
 
+def markers(blocks: list[ParsedBlock]) -> str:
+    """The list items' markers, which ingest keeps in ``metadata["marker"]``."""
+    return "\n".join(str(b.metadata.get("marker", "")) for b in blocks if b.metadata)
+
+
 def third_text(path: Path) -> tuple[str | None, str]:
     """MuPDF's text of a PDF (``mutool draw -F txt``): a third PDF engine, neither
     poppler (pdftotext) nor PDFium (ours), so it can judge the two."""
@@ -268,6 +273,10 @@ def measure(doc: dict[str, Any], cache: Path) -> dict[str, Any]:
             "ours_vs_third": None if third is None else fair_recall(ours, third),
             "pdftotext_vs_third": (
                 None if third is None or reference is None else fair_recall(reference, third)
+            ),
+            # a list item's marker ("1.", "•") is kept in metadata["marker"], not its text
+            "ours_with_markers_vs_third": (
+                None if third is None else fair_recall(ours + "\n" + markers(blocks), third)
             ),
             "ours_missing_vs_third": [] if third is None else fair_missing(ours, third),
             "pdftotext_missing_vs_third": (
