@@ -9,6 +9,10 @@ fills it), ``parse_document`` is timed and its blocks are measured:
   PPTX every paragraph of the slides' own XML read with the standard library (not
   python-pptx, which ingest uses; speaker notes left out, as ingest leaves them by
   default); none for XLSX. When the tool is missing the column says so.
+* **vs MuPDF** (PDF): ours and pdftotext's recall of a third engine's words (``mutool draw
+  -F txt``: neither poppler nor PDFium), both counted by ``fair_words`` (NFKC, cut at white
+  space, punctuation and symbols off each token's ends, case folded); once more with list
+  items' markers, which ingest keeps in ``metadata["marker"]``, counted as ours.
 * **mid-sentence**: paragraph blocks that end without a sentence's end while the next
   paragraph starts in lower case (a paragraph cut in two), over the paragraph blocks.
 * **set aside**: share of blocks typed as boilerplate (``SET_ASIDE_TYPES``).
