@@ -9,6 +9,10 @@ fills it), ``parse_document`` is timed and its blocks are measured:
   PPTX every paragraph of the slides' own XML read with the standard library (not
   python-pptx, which ingest uses; speaker notes left out, as ingest leaves them by
   default); none for XLSX. When the tool is missing the column says so.
+* **vs MuPDF** (PDF): ours and pdftotext's recall of a third engine's words (``mutool draw
+  -F txt``: neither poppler nor PDFium), both counted by ``fair_words`` (NFKC, cut at white
+  space, punctuation and symbols off each token's ends, case folded); once more with list
+  items' markers, which ingest keeps in ``metadata["marker"]``, counted as ours.
 * **mid-sentence**: paragraph blocks that end without a sentence's end while the next
   paragraph starts in lower case (a paragraph cut in two), over the paragraph blocks.
 * **set aside**: share of blocks typed as boilerplate (``SET_ASIDE_TYPES``).
@@ -42,6 +46,7 @@ import shutil
 import subprocess
 import sys
 import time
+import unicodedata
 import zipfile
 from collections import Counter
 from pathlib import Path
@@ -106,7 +111,61 @@ def reference_text(kind: str, path: Path) -> tuple[str | None, str]:
 
 
 def words(text: str) -> Counter[str]:
+    """The first measure's words (kept so its figures compare with earlier runs): runs of
+    word characters, lower case."""
     return Counter(w.lower() for w in _WORD.findall(text))
+
+
+def _strip_ends(token: str) -> str:
+    start, end = 0, len(token)
+    while start < end and unicodedata.category(token[start])[0] in "PS":
+        start += 1
+    while end > start and unicodedata.category(token[end - 1])[0] in "PS":
+        end -= 1
+    return token[start:end]
+
+
+def fair_words(text: str) -> Counter[str]:
+    """The three-way measure's words, the same for every extractor: the text in Unicode
+    NFKC (a ligature "ﬁ" is "fi", a full-width digit a digit), cut at white space, each
+    token's punctuation and symbols at both ends taken off ("(2020)," is "2020", "don't"
+    stays whole), case folded; tokens left empty are dropped."""
+    out: Counter[str] = Counter()
+    for token in unicodedata.normalize("NFKC", text).split():
+        word = _strip_ends(token).casefold()
+        if word:
+            out[word] += 1
+    return out
+
+
+def fair_recall(ours: str, reference: str) -> float | None:
+    """Share of the reference's ``fair_words`` (a multiset) found in ours."""
+    ref = fair_words(reference)
+    total = sum(ref.values())
+    if not total:
+        return None
+    return sum((fair_words(ours) & ref).values()) / total
+
+
+def fair_missing(ours: str, reference: str, n: int = 8) -> list[list[Any]]:
+    return [[w, c] for w, c in (fair_words(reference) - fair_words(ours)).most_common(n)]
+
+
+def markers(blocks: list[ParsedBlock]) -> str:
+    """The list items' markers, which ingest keeps in ``metadata["marker"]``."""
+    return "\n".join(str(b.metadata.get("marker", "")) for b in blocks if b.metadata)
+
+
+def third_text(path: Path) -> tuple[str | None, str]:
+    """MuPDF's text of a PDF (``mutool draw -F txt``): a third PDF engine, neither
+    poppler (pdftotext) nor PDFium (ours), so it can judge the two."""
+    if shutil.which("mutool") is None:
+        return None, "mutool is not installed (apt-get install mupdf-tools)"
+    cmd = ["mutool", "draw", "-q", "-F", "txt", "-o", "-", str(path)]
+    done = subprocess.run(cmd, capture_output=True, check=False, timeout=300)
+    if done.returncode != 0:
+        return None, f"mutool failed: {done.stderr.decode(errors='replace').strip()[:120]}"
+    return done.stdout.decode("utf-8", errors="replace"), "mutool"
 
 
 def missing_words(ours: str, reference: str, n: int = 8) -> list[list[Any]]:
@@ -201,6 +260,7 @@ def measure(doc: dict[str, Any], cache: Path) -> dict[str, Any]:
     pages = page_count(kind, data, blocks)
     ours = "\n".join(b.block_content for b in blocks)
     reference, tool = reference_text(kind, path)
+    third, third_tool = third_text(path) if kind == "pdf" else (None, "")
     cut, paragraphs = mid_sentence(blocks)
     wide, on_multi, multi_pages = wide_blocks(blocks)
     types = Counter(b.block_type for b in blocks)
@@ -213,6 +273,19 @@ def measure(doc: dict[str, Any], cache: Path) -> dict[str, Any]:
             "recall": None if reference is None else recall(ours, reference),
             "missing_words": [] if reference is None else missing_words(ours, reference),
             "reference": tool,
+            "third": third_tool,
+            "ours_vs_third": None if third is None else fair_recall(ours, third),
+            "pdftotext_vs_third": (
+                None if third is None or reference is None else fair_recall(reference, third)
+            ),
+            # a list item's marker ("1.", "•") is kept in metadata["marker"], not its text
+            "ours_with_markers_vs_third": (
+                None if third is None else fair_recall(ours + "\n" + markers(blocks), third)
+            ),
+            "ours_missing_vs_third": [] if third is None else fair_missing(ours, third),
+            "pdftotext_missing_vs_third": (
+                [] if third is None or reference is None else fair_missing(reference, third)
+            ),
             "mid_sentence": cut,
             "paragraphs": paragraphs,
             "set_aside": set_aside,
@@ -239,13 +312,13 @@ def pct(n: float | None) -> str:
 
 def table(rows: list[dict[str, Any]]) -> str:
     head = (
-        "| file | pages | blocks | recall | mid-sentence | set aside | headers | headings "
+        "| file | pages | blocks | recall | vs mutool: ours, pdftotext | mid-sentence | set aside | headers | headings "
         "| tables | wide (multi-col) | stray | off page | pages/s |"
     )
-    lines = [head, "|" + "---|" * 13]
+    lines = [head, "|" + "---|" * 14]
     for r in rows:
         if "refused" in r:
-            lines.append(f"| {r['file']} | refused: {r['refused'][:90]}… |" + " |" * 11)
+            lines.append(f"| {r['file']} | refused: {r['refused'][:90]}… |" + " |" * 12)
             continue
         recall_s = pct(r["recall"]) if r["recall"] is not None else r["reference"]
         wide_s = (
@@ -253,8 +326,13 @@ def table(rows: list[dict[str, Any]]) -> str:
             if r["multicolumn_pages"]
             else ""
         )
+        third_s = (
+            f"{pct(r['ours_vs_third'])}, {pct(r['pdftotext_vs_third'])}"
+            if r.get("ours_vs_third") is not None
+            else ""
+        )
         lines.append(
-            f"| {r['file']} | {r['pages']} | {r['blocks']} | {recall_s} "
+            f"| {r['file']} | {r['pages']} | {r['blocks']} | {recall_s} | {third_s} "
             f"| {r['mid_sentence']}/{r['paragraphs']} | {pct(r['set_aside'] / r['blocks'])} "
             f"| {r['running_headers']} | {r['headings']} | {r['tables']} | {wide_s} | {r['stray']} "
             f"| {r['off_page']} | {r['pages_per_s']} |"
@@ -272,6 +350,13 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "documents": len(rows),
         "refused": [r["file"] for r in rows if "refused" in r],
         "min_recall": min((r["recall"] for r in ok if r["recall"] is not None), default=None),
+        "below_pdftotext_vs_third": [
+            r["file"]
+            for r in ok
+            if r.get("ours_vs_third") is not None
+            and r.get("pdftotext_vs_third") is not None
+            and r["ours_vs_third"] < r["pdftotext_vs_third"]
+        ],
         "mid_sentence_multicolumn": [
             sum(r["mid_sentence"] for r in multi),
             sum(r["paragraphs"] for r in multi),

@@ -140,4 +140,56 @@ def test_code_whose_words_line_up_is_not_a_table() -> None:
         for x, text in zip((72, 130), row, strict=True)
     ]
     assert "table" not in kinds(runs)
-    assert "table" in kinds([replace(r, mono=False) for r in runs])  # the same, not code
+    # the same words in a proportional font, their first column not SQL's keywords: a table
+    plain = [
+        replace(r, mono=False, text=f"{r.text.lower()}_n" if r.box[0] == 72 else r.text)
+        for r in runs
+    ]
+    assert "table" in kinds(plain)
+
+
+def test_a_display_formula_with_a_tall_bracket_is_not_a_table() -> None:
+    """GeoTopo-komprimiert.pdf p34: a Jacobian matrix, "JF (u, v) =" then the pieces of its
+    parentheses (U+F8EB ... U+F8F8 from TeX's extension font) around its entries."""
+    runs = lines(
+        [
+            [(100, "\uf8eb"), (180, "r(v) cos u"), (260, "r0"), (330, "\uf8f6")],
+            [
+                (40, "JF (u, v) ="),
+                (100, "\uf8ec"),
+                (180, "r(v) sin u"),
+                (260, "r1"),
+                (330, "\uf8f7"),
+            ],
+            [(100, "\uf8ed"), (180, "0"), (260, "1"), (330, "\uf8f8")],
+        ]
+    )
+    assert "table" not in kinds(runs)
+
+
+def test_a_sql_listing_in_a_proportional_font_is_not_a_table() -> None:
+    """redp5110_sampled.pdf p13: "CREATE MASK", "ON", "FOR COLUMN" set before their operands
+    in a proportional font (no monospace to tell the listing)."""
+    runs = lines(
+        [
+            [(72, "CREATE MASK"), (180, "HR_SCHEMA.MASK_TAX_ID_ON_EMPLOYEES")],
+            [(72, "ON"), (180, "HR_SCHEMA.EMPLOYEES AS EMPLOYEES")],
+            [(72, "FOR COLUMN"), (180, "TAX_ID")],
+            [(72, "RETURN"), (180, "TAX_ID;")],
+        ]
+    )
+    assert "table" not in kinds(runs)
+
+
+def test_a_table_whose_first_column_has_some_upper_case_names_stays_a_table() -> None:
+    """redp5110_sampled.pdf p8: a catalog view's columns (USAGE, ...) are a table, though
+    one of its names (SET) is a SQL keyword."""
+    runs = lines(
+        [
+            [(72, "FUNCTION"), (200, "Varchar"), (320, "The function")],
+            [(72, "USAGE"), (200, "Varchar"), (320, "Its setting")],
+            [(72, "SET"), (200, "Integer"), (320, "The set")],
+            [(72, "TYPE"), (200, "Varchar"), (320, "Its type")],
+        ]
+    )
+    assert kinds(runs) == ["table"]

@@ -444,9 +444,11 @@ def _page_runs(textpage: Any, page: int, geo: _Geometry, pdfium: Any) -> tuple[l
 
     # Words, not characters: the first and last character of each give its box, and a run
     # breaks only between words (PDFium puts a space or a line break between glyphs apart).
-    for match in _TOKEN.finditer(text):
-        start, end = match.span()
-        word = match.group()
+    tokens = [match.span() for match in _TOKEN.finditer(text)]
+    tokens.reverse()
+    while tokens:
+        start, end = tokens.pop()
+        word = text[start:end]
         if word[0] in "\r\n":
             close()
             continue
@@ -471,6 +473,18 @@ def _page_runs(textpage: Any, page: int, geo: _Geometry, pdfium: Any) -> tuple[l
             t = rect.top if rect.top > t else t
             r = rect.right if rect.right > r else r
             b = rect.bottom if rect.bottom < b else b
+            if word[0].isdigit() and (cut := _raised_number(word, raw, tp, start)):
+                # a footnote's raised number against its first word ("2The flight"): PDFium
+                # reads one word, the page shows the mark, then the note
+                word = f"{word[:cut]} {word[cut:]}"
+            if r - lft > _SPREAD * (end - start) * (t - b):
+                # glyphs set far apart in one string (a table's narrow cells written as
+                # "(30) Tj" with a wide character spacing): PDFium reads one word, the page
+                # shows two
+                pieces = _spread_pieces(handle, loose_box, rect, start, end)
+                if len(pieces) > 1:
+                    tokens.extend(reversed(pieces))
+                    continue
         px0, px1 = ax * lft + bx * t + cx, ax * r + bx * b + cx
         py0, py1 = ay * lft + by * t + cy, ay * r + by * b + cy
         if px0 > px1:
@@ -505,6 +519,49 @@ def _page_runs(textpage: Any, page: int, geo: _Geometry, pdfium: Any) -> tuple[l
             close()
     close()
     return runs, sum(len(r.text) - r.text.count(" ") for r in runs)
+
+
+#: A word wider than this many heights a character is looked at glyph by glyph (the widest
+#: glyphs are about one height wide).
+_SPREAD = 1.2
+#: A gap between two glyphs of one word wider than this share of their height cuts it (a
+#: space is about a quarter of it).
+_GLYPH_GAP = 0.6
+
+
+def _raised_number(word: str, raw: Any, tp: Any, start: int) -> int:
+    """Where a word that starts with a number set raised and smaller (a footnote's mark) goes
+    on in letters of the text's size: the length of the number, or 0. The glyphs' own boxes
+    tell (a PDF may scale one font size for all its text, and loose boxes are the font's)."""
+    digits = len(word) - len(word.lstrip("0123456789"))
+    if digits >= len(word) or not word[digits].isalpha():
+        return 0
+    box = [ctypes.c_double() for _ in range(4)]  # left, right, bottom, top
+    refs = [ctypes.byref(v) for v in box]
+    raw.FPDFText_GetCharBox(tp, start + digits, *refs)
+    bottom, height = box[2].value, box[3].value - box[2].value
+    raw.FPDFText_GetCharBox(tp, start, *refs)
+    small = box[3].value - box[2].value < 0.8 * height
+    return digits if small and box[2].value > bottom + 0.15 * height else 0
+
+
+def _spread_pieces(
+    handle: Any, loose_box: Any, rect: Any, start: int, end: int
+) -> list[tuple[int, int]]:
+    """The pieces of the word ``start:end`` between the gaps that part its glyphs."""
+    ref = ctypes.byref(rect)
+    pieces = []
+    piece = start
+    loose_box(handle, start, ref)
+    right, height = rect.right, rect.top - rect.bottom
+    for i in range(start + 1, end):
+        loose_box(handle, i, ref)
+        if rect.left - right > _GLYPH_GAP * height:
+            pieces.append((piece, i))
+            piece = i
+        right, height = rect.right, rect.top - rect.bottom
+    pieces.append((piece, end))
+    return pieces
 
 
 class _Fast:

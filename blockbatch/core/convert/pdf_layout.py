@@ -68,6 +68,66 @@ RUN_GAP = 1.0
 _BULLET = re.compile(
     r"^([\u2022\u25e6\u25aa\u25cf\u2023\u2043\u2013\u25a0\u00b7*-]|\d{1,3}[.)])\s+"
 )
+#: The pieces a tall bracket, brace or parenthesis is drawn of (Unicode's, and the private-use
+#: ones of the Symbol font and TeX's extension font as PDFium maps them): a display formula's.
+_DELIMITER_PIECE = re.compile(r"[\u239b-\u23b3\uf8e5-\uf8fe]")
+#: SQL's keywords that begin a clause: a listing's first column when it is set in columns.
+_SQL_WORDS = frozenset(
+    [
+        "SELECT",
+        "FROM",
+        "WHERE",
+        "AND",
+        "OR",
+        "ORDER",
+        "GROUP",
+        "BY",
+        "HAVING",
+        "LIMIT",
+        "OFFSET",
+        "UNION",
+        "ALL",
+        "JOIN",
+        "LEFT",
+        "RIGHT",
+        "INNER",
+        "OUTER",
+        "ON",
+        "AS",
+        "INSERT",
+        "INTO",
+        "VALUES",
+        "UPDATE",
+        "SET",
+        "DELETE",
+        "CREATE",
+        "ALTER",
+        "DROP",
+        "TABLE",
+        "VIEW",
+        "INDEX",
+        "MASK",
+        "PERMISSION",
+        "FOR",
+        "COLUMN",
+        "ROWS",
+        "RETURN",
+        "CASE",
+        "WHEN",
+        "THEN",
+        "ELSE",
+        "END",
+        "ENABLE",
+        "DISABLE",
+        "GRANT",
+        "REVOKE",
+        "TO",
+        "WITH",
+        "CALL",
+        "BEGIN",
+        "DECLARE",
+    ]
+)
 _LIST_MARKER = re.compile(
     r"^([\u2022\u25e6\u25aa\u25cf\u2023\u2043\u2013\u25a0\u00b7*-]|\d{1,3}[.)]|[a-z][.)]|\((\d{1,3}|[a-z]|[ivx]{1,5})\))$"
 )
@@ -405,6 +465,11 @@ def _table_rows(lines: list[Line], body: float) -> list[list[str]] | None:
     filled = sum(1 for row in rows for c in row if c)
     if filled < TABLE_FILL * len(rows) * len(spans):
         return None  # mostly empty: a formula's or a figure's pieces, not a table's grid
+    if any(_DELIMITER_PIECE.search(c) or c.endswith("=") for row in rows for c in row):
+        return None  # a display formula: a tall bracket's pieces, "JF(u, v) =" before a matrix
+    heads = [row[0] for row in rows if row[0]]
+    if len(heads) >= 2 and all(_SQL_WORDS.issuperset(h.upper().split()) for h in heads):
+        return None  # a SQL listing in a proportional font: its keywords, then their operands
     return rows
 
 

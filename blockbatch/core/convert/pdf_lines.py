@@ -30,6 +30,9 @@ _SCRIPT_CHANGE = re.compile(rf"(?<={_LATIN})(?={_RTL.pattern})|(?<={_RTL.pattern
 _MARK = r"[\u0300-\u036f\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06ed]"
 _MARKS = re.compile(rf"\s{_MARK}")
 _LOOSE_MARK = re.compile(rf"\s+({_MARK}+)([^\W\d_])")
+#: U+2044 FRACTION SLASH with space around it: it always joins the digits either side (a
+#: fraction set with a raised numerator is read in two runs).
+_FRACTION = re.compile(r"(?<=\d)\s*\u2044\s*(?=\d)")
 
 
 @dataclass
@@ -114,6 +117,8 @@ def clean(text: str) -> str:
         text = _SCRIPT_CHANGE.sub(" ", text)
     if _MARKS.search(text):
         text = _LOOSE_MARK.sub(r"\2\1", text)
+    if "\u2044" in text:  # a fraction's numerator and denominator set apart ("1 ⁄4" is 1⁄4)
+        text = _FRACTION.sub("\u2044", text)
     return " ".join(_STRAY.sub("", text).split())
 
 
