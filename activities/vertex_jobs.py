@@ -51,6 +51,7 @@ from blockbatch.core.vertex_batch import (
     processing_status,
     requests_jsonl,
 )
+from blockbatch.send.sdk import vertex_access_token
 from blockbatch.send.sender import Counted, ProviderBatch, Sender, Sent
 
 #: Google's error ``status`` as the Messages error type the run's policy classifies.
@@ -105,7 +106,7 @@ class VertexJobs:
     async def _request(
         self, method: str, url: str, doing: str, *, data: bytes | None = None, **kw: Any
     ) -> bytes:
-        token = await self.vertex._ensure_access_token()  # the SDK's, refreshed there
+        token = await vertex_access_token(self.vertex)
         headers = {"Authorization": f"Bearer {token}"}
         if data is not None:
             headers["Content-Type"] = kw.pop("content_type", "application/json")

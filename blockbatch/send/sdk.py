@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 
 def _lazy(name: str) -> ModuleType:
@@ -39,3 +39,16 @@ if TYPE_CHECKING:
     import anthropic
 else:
     anthropic = _lazy("anthropic")
+
+
+async def vertex_access_token(client: Any) -> str:
+    """The access token an ``AsyncAnthropicVertex`` client sends, refreshed as it refreshes
+    it (``ANTHROPIC_VERTEX_ACCESS_TOKEN``, or Application Default Credentials).
+
+    Vertex batch prediction jobs and their Cloud Storage files are called over plain HTTP
+    with the same credentials as the run's Messages calls. The SDK keeps the token behind
+    ``_ensure_access_token`` (public in no release, anthropic 2.x); this is the one place
+    that reaches it, so an SDK that renames it breaks here, loudly.
+    """
+    token: str = await client._ensure_access_token()
+    return token

@@ -161,6 +161,9 @@ def test_the_key_has_no_run_option_but_the_model() -> None:
         # and host, core.endpoint), and the call shape a platform needs is in CallShape.key.
         "provider",
         "provider_model",
+        # How long a call may go silent and how soon a failed one is tried again: pacing.
+        "call_heartbeat_s",
+        "call_retry_s",
     }, (
         "a RunOptions field was added or removed: if it changes what a block's answer is, "
         "put it into core.reuse.prompt_digest; either way, list it here"
