@@ -40,6 +40,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from blockbatch.core.buckets import BucketLocation
 from blockbatch.core.providers import bedrock_body_version
 
 #: Default per-model quotas (third-party values; the real ones are the account's).
@@ -86,31 +87,14 @@ class BedrockBatchConfigError(ValueError):
     """Bedrock batch settings missing or malformed (the message names the variable)."""
 
 
-@dataclass(frozen=True)
-class S3Location:
-    bucket: str
-    prefix: str
+class S3Location(BucketLocation):
+    """Where Bedrock batch jobs keep their JSONL (``s3://bucket/prefix``)."""
 
-    @classmethod
-    def parse(cls, uri: str) -> S3Location:
-        """``s3://bucket/prefix`` (the prefix may be empty).
-
-        Raises:
-            BedrockBatchConfigError: not an S3 URI.
-        """
-        match = _S3_URI.match(uri.strip())
-        if match is None:
-            raise BedrockBatchConfigError(
-                f"BLOCKBATCH_BEDROCK_S3_URI must be an S3 URI like s3://my-bucket/blockbatch "
-                f"(got {uri!r})"
-            )
-        return cls(match["bucket"], (match["prefix"] or "").strip("/"))
-
-    def key(self, *parts: str) -> str:
-        return "/".join(p for p in (self.prefix, *parts) if p)
-
-    def uri(self, *parts: str) -> str:
-        return f"s3://{self.bucket}/{self.key(*parts)}"
+    scheme = "s3"
+    kind = "an S3 URI"
+    pattern = _S3_URI
+    setting = "BLOCKBATCH_BEDROCK_S3_URI"
+    error = BedrockBatchConfigError
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from blockbatch.core.buckets import BucketLocation
+
 #: The rawPredict body version the SDK's AnthropicVertex sends, and the batch page's example.
 VERTEX_BODY_VERSION = "vertex-2023-10-16"
 #: "the number of concurrent batch requests that you can make in a single project is 4".
@@ -83,30 +85,14 @@ class VertexBatchConfigError(ValueError):
     """Vertex batch settings missing or malformed (the message names the variable)."""
 
 
-@dataclass(frozen=True)
-class GcsLocation:
-    bucket: str
-    prefix: str
+class GcsLocation(BucketLocation):
+    """Where Vertex batch prediction jobs keep their JSONL (``gs://bucket/prefix``)."""
 
-    @classmethod
-    def parse(cls, uri: str, name: str = "BLOCKBATCH_VERTEX_GCS_URI") -> GcsLocation:
-        """``gs://bucket/prefix`` (the prefix may be empty).
-
-        Raises:
-            VertexBatchConfigError: not a Cloud Storage URI.
-        """
-        match = _GCS_URI.match(uri.strip())
-        if match is None:
-            raise VertexBatchConfigError(
-                f"{name} must be a Cloud Storage URI like gs://my-bucket/blockbatch (got {uri!r})"
-            )
-        return cls(match["bucket"], (match["prefix"] or "").strip("/"))
-
-    def key(self, *parts: str) -> str:
-        return "/".join(p for p in (self.prefix, *parts) if p)
-
-    def uri(self, *parts: str) -> str:
-        return f"gs://{self.bucket}/{self.key(*parts)}"
+    scheme = "gs"
+    kind = "a Cloud Storage URI"
+    pattern = _GCS_URI
+    setting = "BLOCKBATCH_VERTEX_GCS_URI"
+    error = VertexBatchConfigError
 
 
 @dataclass(frozen=True)
