@@ -19,10 +19,8 @@ import pytest
 
 from bench.chaos_check import check_run, install_audit, violations
 from blockbatch.core.registry import Usage, cost_usd, get_model
-from blockbatch.runtime.claude import anthropic_client, provider_client
-from blockbatch.runtime.temporal import build_worker
 from tests.conftest import Stack
-from tests.e2e.test_providers import PROVIDERS, SAMPLES, platform_env, platform_settings
+from tests.e2e.test_providers import run_demo_on
 from tests.e2e.test_secrets import every_row, histories, leaks
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
 
@@ -34,6 +32,10 @@ BATCH_ROUTES = {
         "/invoke/v1/messages/batches"
     ),
 }
+
+
+#: A batch run's polls, short: the simulator's batches end within a second.
+BATCH_POLLS = ("batch.poll_initial_s=0.2", "batch.poll_max_s=0.5")
 
 
 @pytest.mark.parametrize("provider", list(BATCH_ROUTES))
@@ -48,37 +50,17 @@ async def test_the_demo_runs_in_batch_mode_through_the_platforms_message_batches
     token = secrets.token_hex(12)
     key = f"platform-SECRET-{token}"
     caplog.set_level(logging.DEBUG)
-    s.sim.scenario(auth={"valid_keys": [key, "sim-test-key"]}, batch={"processing_delay_s": 0.2})
-    platform_env(monkeypatch, s.sim.base_url, key)
-    worker_settings = platform_settings(s, key)
     await install_audit(s.pool)
-    worker = build_worker(
-        s.client,
-        s.task_queue,
-        s.pool,
-        anthropic_client(s.settings),
-        open_client=lambda p: provider_client(worker_settings, p),
+    run = await run_demo_on(
+        provider,
+        s,
+        cli,
+        monkeypatch,
+        key,
+        *BATCH_POLLS,
+        args=("--mode", "batch"),
+        batch={"processing_delay_s": 0.2},
     )
-    async with worker:
-        run = await cli(
-            "run",
-            str(SAMPLES / "handbook.md"),
-            "--schema",
-            str(SAMPLES / "extract.json"),
-            "--provider",
-            provider,
-            "--model",
-            PROVIDERS[provider][0],
-            "--mode",
-            "batch",
-            "--set",
-            "quality.probe_rate=0",
-            "--set",
-            "batch.poll_initial_s=0.2",
-            "--set",
-            "batch.poll_max_s=0.5",
-            timeout=170,
-        )
     assert run.code == 0, run.out + run.err
     assert run.run_id
 

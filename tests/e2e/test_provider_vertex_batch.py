@@ -21,10 +21,14 @@ from bench.chaos_check import check_run, install_audit, violations
 from blockbatch.core.registry import Usage, cost_usd, get_model
 from blockbatch.devtools.services import Services
 from blockbatch.runtime.claude import anthropic_client, provider_client
-from blockbatch.runtime.temporal import build_worker
 from tests.conftest import Stack
 from tests.e2e.test_chaos import MODEL_FAULTS
-from tests.e2e.test_providers import PROVIDERS, SAMPLES, platform_env, platform_settings
+from tests.e2e.test_provider_batches import BATCH_POLLS
+from tests.e2e.test_providers import (
+    platform_env,
+    platform_settings,
+    run_demo_on,
+)
 from tests.e2e.test_secrets import every_row, histories, leaks
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
 
@@ -97,43 +101,20 @@ async def run_vertex_batch(
     **scenario: Any,
 ) -> Any:
     """The demo document, ``--provider vertex --mode batch``, every endpoint the stack's."""
-    s.sim.scenario(
-        auth={"valid_keys": [key, "sim-test-key"]},
+    monkeypatch.setenv("BLOCKBATCH_VERTEX_GCS_URI", f"gs://{BUCKET}/runs")
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs)
+    return await run_demo_on(
+        "vertex",
+        s,
+        cli,
+        monkeypatch,
+        key,
+        *BATCH_POLLS,
+        args=("--mode", "batch"),
         vertex_batch={"gcs_endpoint_url": gcs} | (vertex_batch or {}),
         batch={"processing_delay_s": 0.3},
         **scenario,
     )
-    platform_env(monkeypatch, s.sim.base_url, key)
-    monkeypatch.setenv("BLOCKBATCH_VERTEX_GCS_URI", f"gs://{BUCKET}/runs")
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs)
-    worker_settings = platform_settings(s, key)
-    worker = build_worker(
-        s.client,
-        s.task_queue,
-        s.pool,
-        anthropic_client(s.settings),
-        open_client=lambda p: provider_client(worker_settings, p),
-    )
-    async with worker:
-        return await cli(
-            "run",
-            str(SAMPLES / "handbook.md"),
-            "--schema",
-            str(SAMPLES / "extract.json"),
-            "--provider",
-            "vertex",
-            "--model",
-            PROVIDERS["vertex"][0],
-            "--mode",
-            "batch",
-            "--set",
-            "quality.probe_rate=0",
-            "--set",
-            "batch.poll_initial_s=0.2",
-            "--set",
-            "batch.poll_max_s=0.5",
-            timeout=170,
-        )
 
 
 async def test_a_vertex_batch_run_goes_through_batch_prediction_jobs(

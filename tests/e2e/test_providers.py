@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -101,12 +102,13 @@ async def run_demo_on(
     monkeypatch: pytest.MonkeyPatch,
     key: str,
     *sets: str,
+    args: Sequence[str] = (),
     **scenario: Any,
 ) -> Result:
     """``run`` of the demo document on ``provider`` through its SDK client, with a worker
     whose platforms' credentials are all ``key``; the simulator takes only ``key`` (and the
     front door's key for the Models API), and ``scenario`` besides; ``sets`` are more of
-    the run's ``--set KEY=VALUE`` options."""
+    the run's ``--set KEY=VALUE`` options, ``args`` more of its options (``--mode batch``)."""
     model = PROVIDERS[provider][0]
     s.sim.scenario(auth={"valid_keys": [key, "sim-test-key"]}, **scenario)
     platform_env(monkeypatch, s.sim.base_url, key)
@@ -131,6 +133,7 @@ async def run_demo_on(
             "--set",
             "quality.probe_rate=0",
             *(arg for value in sets for arg in ("--set", value)),
+            *args,
             timeout=170,
         )
 
