@@ -313,7 +313,7 @@ class DbActivities:
             await replans.repack(
                 conn,
                 inp.run_id,
-                [b.block_uid for b in blocks],
+                [(b.block_uid, b.block_index) for b in blocks],
                 pack_numbers(packs, inp.first_pack),
                 change,
             )
@@ -389,11 +389,13 @@ class DbActivities:
                     [pack_of[b.block_uid] for b in again],
                 )
                 assert moved == len(again), "re-asked blocks changed under the run's lock"
+            # Every block now pending from first_pack on: the unstarted ones and the
+            # re-asked ones reask_for_gate just moved (moved again to the same pack).
             await replans.repack(
                 conn,
                 inp.run_id,
-                [b.block_uid for b in unstarted],
-                [pack_of[b.block_uid] for b in unstarted],
+                [(b.block_uid, b.block_index) for b in blocks],
+                [pack_of[b.block_uid] for b in blocks],
                 change,
             )
         text = change.text()

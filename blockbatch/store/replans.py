@@ -274,23 +274,73 @@ async def gate_size(conn: asyncpg.Connection, run_id: str) -> int | None:
     )
 
 
+#: Packs moved per statement. A million-block run's first re-plan moves every block it has
+#: not started; in one statement that overran the pool's 60 s command timeout on a loaded
+#: machine, and the retried activity overran it again (bench/scale.py, issue 39).
+REPACK_PACKS_PER_STATEMENT = 1_000
+
+
+def pack_ranges(indexes: Sequence[int], packs: Sequence[int]) -> list[tuple[int, int, int]] | None:
+    """``(pack, first block_index, last block_index)`` of each pack, when the blocks (in
+    block order, ``indexes`` ascending) fill their packs in order, each pack one run of
+    consecutive blocks; ``None`` when they do not (a pack's blocks interleave another's)."""
+    ranges: list[tuple[int, int, int]] = []
+    for index, pack in zip(indexes, packs, strict=True):
+        if ranges and ranges[-1][0] == pack:
+            ranges[-1] = (pack, ranges[-1][1], index)
+        elif ranges and (pack < ranges[-1][0] or index <= ranges[-1][2]):
+            return None
+        else:
+            ranges.append((pack, index, index))
+    return ranges
+
+
 async def repack(
     conn: asyncpg.Connection,
     run_id: str,
-    uids: Sequence[str],
+    blocks: Sequence[tuple[str, int]],
     packs: Sequence[int],
     change: PlanChange,
 ) -> None:
-    """Move the unstarted blocks to their new packs, set the run's pack count and record
-    the change, in the caller's transaction (the run row locked for planning)."""
-    await conn.execute(
-        """update overlays o set pack_index = t.p
-           from unnest($2::text[], $3::int[]) as t(u, p)
-           where o.run_id = $1 and o.block_uid = t.u and o.status = 'pending'""",
-        run_id,
-        list(uids),
-        list(packs),
-    )
+    """Move the unstarted blocks (``(block_uid, block_index)`` in block order; every
+    pending block in packs from ``change.first_pack`` on) to their new packs, set the run's
+    pack count and record the change, in the caller's transaction (the run row locked for
+    planning).
+
+    The blocks are moved a bounded number of packs per statement. When each pack is a run
+    of consecutive blocks (what planning makes), a statement names the packs' block ranges,
+    not every block: half the time of joining a million block ids."""
+    ranges = pack_ranges([i for _, i in blocks], packs)
+    moved = 0
+    if ranges is not None:
+        for at in range(0, len(ranges), REPACK_PACKS_PER_STATEMENT):
+            part = ranges[at : at + REPACK_PACKS_PER_STATEMENT]
+            status = await conn.execute(
+                """update overlays o set pack_index = t.p
+                   from unnest($2::int[], $3::int[], $4::int[]) as t(p, lo, hi)
+                   where o.run_id = $1 and o.block_index between t.lo and t.hi
+                     and o.status = 'pending' and o.pack_index >= $5""",
+                run_id,
+                [r[0] for r in part],
+                [r[1] for r in part],
+                [r[2] for r in part],
+                change.first_pack,
+            )
+            moved += int(status.split()[-1])
+    else:
+        step = max(1, len(blocks) * REPACK_PACKS_PER_STATEMENT // max(1, len(set(packs))))
+        for at in range(0, len(blocks), step):
+            status = await conn.execute(
+                """update overlays o set pack_index = t.p
+                   from unnest($2::text[], $3::int[]) as t(u, p)
+                   where o.run_id = $1 and o.block_uid = t.u and o.status = 'pending'""",
+                run_id,
+                [u for u, _ in blocks[at : at + step]],
+                list(packs[at : at + step]),
+            )
+            moved += int(status.split()[-1])
+    # The run's row is locked for planning: nothing else moves its pending blocks.
+    assert moved == len(blocks), f"re-plan moved {moved} blocks of {len(blocks)}"
     await conn.execute(
         "update runs set pack_count = $2 where run_id = $1", run_id, change.packs_after
     )

@@ -53,3 +53,61 @@ async def test_a_learning_run_reads_its_unstarted_blocks_once_however_often_it_c
     # answers writing what the plan assumed and kept it without reading the blocks.
     assert len(learned) == 1
     assert len(reads) == 1, reads
+
+
+@pytest.mark.parametrize("by", ["ranges", "block ids"])
+async def test_a_replan_moves_every_unstarted_block_a_few_packs_per_statement(
+    bbstack: Stack, monkeypatch: pytest.MonkeyPatch, by: str
+) -> None:
+    # A million-block run's first re-plan moved every unstarted block in one statement,
+    # which overran the pool's command timeout; here two packs a statement, by the packs'
+    # block ranges (what planning makes) and by block ids (packs that interleave).
+    monkeypatch.setattr(replans, "REPACK_PACKS_PER_STATEMENT", 2)
+    found: list[bool] = []
+    real = replans.pack_ranges
+
+    def ranges(indexes: Any, packs: Any) -> Any:
+        out = real(indexes, packs) if by == "ranges" else None
+        found.append(out is not None)
+        return out
+
+    monkeypatch.setattr(replans, "pack_ranges", ranges)
+    doc = await bbstack.bb.ingest_bytes(markdown_doc(90), name="doc.md", fmt="markdown")
+    schema_id = await bbstack.bb.add_schema(extract_schema(instruction_words=200))
+    run_id = await bbstack.bb.start_run(
+        doc, schema_id, RunOptions(max_concurrent_packs=2, output_budget=1024)
+    )
+    async with bbstack.worker():
+        result = await bbstack.bb.wait(run_id)
+    assert result.status == "completed" and result.blocks_ai_complete == 90
+    change = await bbstack.pool.fetchrow(
+        """select first_pack, packs_before, packs_after from plan_changes
+           where run_id = $1 and kind = 'learned'""",
+        run_id,
+    )
+    assert change is not None and change["packs_after"] - change["first_pack"] > 4
+    assert change["packs_after"] != change["packs_before"]
+    assert found == [by == "ranges"]
+    rows = await bbstack.pool.fetch(
+        """select pack_index from overlays where run_id = $1 and pack_index >= $2
+           order by block_index""",
+        run_id,
+        change["first_pack"],
+    )
+    packs = [r["pack_index"] for r in rows]
+    # Every block from the re-plan on is in one of its packs, each pack one run of
+    # consecutive blocks, the packs in order and none empty.
+    assert packs == sorted(packs)
+    assert sorted(set(packs)) == list(range(change["first_pack"], change["packs_after"]))
+
+
+def test_pack_ranges_are_runs_of_consecutive_blocks_or_none() -> None:
+    assert replans.pack_ranges([3, 4, 7, 9, 10], [5, 5, 6, 7, 7]) == [
+        (5, 3, 4),
+        (6, 7, 7),
+        (7, 9, 10),
+    ]
+    assert replans.pack_ranges([], []) == []
+    # A pack whose blocks interleave another's has no range.
+    assert replans.pack_ranges([1, 2, 3], [5, 6, 5]) is None
+    assert replans.pack_ranges([1, 2, 3], [6, 5, 5]) is None
