@@ -112,6 +112,11 @@ BUDGET_UNSENT_TEXT = for_any_reader(
 )
 
 
+#: Overlays a run's plan inserts per statement. A million in one statement overran the
+#: pool's 60 s command timeout on a loaded machine, and its retry did again (issue 39).
+PLAN_ROWS_PER_STATEMENT = 20_000
+
+
 async def insert_plan(
     conn: asyncpg.Connection,
     run_id: str,
@@ -134,32 +139,37 @@ async def insert_plan(
     aside = set(set_aside)
     uids = [b.block_uid for b in blocks]
     found = [reused.get(u) for u in uids]
-    await conn.execute(
-        """insert into overlays (run_id, block_uid, block_index, pack_index, answer_key,
-                                 status, staging, reused_from_run_id, reused_from_call_id,
-                                 evidence, reason_code, same_as)
-           select $1, u, i, p, k,
-                  case when s then 'set_aside'
-                       when r is null then 'pending' else 'ai_complete' end,
-                  a, r, c, e, g, f
-           from unnest($2::text[], $3::int[], $4::int[], $5::text[], $6::jsonb[],
-                       $7::text[], $8::bigint[], $9::jsonb[], $10::text[], $11::text[],
-                       $12::bool[])
-                as t(u, i, p, k, a, r, c, e, g, f, s)
-           on conflict do nothing""",
-        run_id,
-        uids,
-        [b.block_index for b in blocks],
-        list(pack_of),
-        list(keys) if keys is not None else [None] * len(blocks),
-        [f.answer if f else None for f in found],
-        [f.run_id if f else None for f in found],
-        [f.call_id if f else None for f in found],
-        [f.evidence if f else None for f in found],
-        ["ungrounded" if f and ungrounded(f.evidence) else None for f in found],
-        list(same_as) if same_as is not None else [None] * len(blocks),
-        [u in aside for u in uids],
-    )
+    key_of = list(keys) if keys is not None else [None] * len(blocks)
+    waits_for = list(same_as) if same_as is not None else [None] * len(blocks)
+    for at in range(0, len(blocks), PLAN_ROWS_PER_STATEMENT):
+        part = slice(at, at + PLAN_ROWS_PER_STATEMENT)
+        some = found[part]
+        await conn.execute(
+            """insert into overlays (run_id, block_uid, block_index, pack_index, answer_key,
+                                     status, staging, reused_from_run_id, reused_from_call_id,
+                                     evidence, reason_code, same_as)
+               select $1, u, i, p, k,
+                      case when s then 'set_aside'
+                           when r is null then 'pending' else 'ai_complete' end,
+                      a, r, c, e, g, f
+               from unnest($2::text[], $3::int[], $4::int[], $5::text[], $6::jsonb[],
+                           $7::text[], $8::bigint[], $9::jsonb[], $10::text[], $11::text[],
+                           $12::bool[])
+                    as t(u, i, p, k, a, r, c, e, g, f, s)
+               on conflict do nothing""",
+            run_id,
+            uids[part],
+            [b.block_index for b in blocks[part]],
+            list(pack_of[part]),
+            key_of[part],
+            [f.answer if f else None for f in some],
+            [f.run_id if f else None for f in some],
+            [f.call_id if f else None for f in some],
+            [f.evidence if f else None for f in some],
+            ["ungrounded" if f and ungrounded(f.evidence) else None for f in some],
+            waits_for[part],
+            [u in aside for u in uids[part]],
+        )
     origins = sorted({f.origin for f in found if f is not None})
     if origins:
         # A reused answer keeps its origin: the run says who gave its answers (migration 031).
@@ -237,14 +247,26 @@ async def reusable_answers(
     """
     if endpoint is None:
         return {}
-    rows = await conn.fetch(_REUSABLE_SQL, list(set(keys)), endpoint.provider, endpoint.host)
-    return {
-        r["answer_key"]: ReusableAnswer(
-            r["answer"], r["run_id"], r["call_id"], r["evidence"], r["origin"]
+    distinct = list(set(keys))
+    found: dict[str, ReusableAnswer] = {}
+    # Each key's answer is its own (the newest per key): asking a bounded number of keys a
+    # statement finds the same, and no statement grows with the document (issue 39).
+    for at in range(0, len(distinct), PLAN_ROWS_PER_STATEMENT):
+        rows = await conn.fetch(
+            _REUSABLE_SQL,
+            distinct[at : at + PLAN_ROWS_PER_STATEMENT],
+            endpoint.provider,
+            endpoint.host,
         )
-        for r in rows
-        if r["answer"] is not None
-    }
+        found.update(
+            (
+                r["answer_key"],
+                ReusableAnswer(r["answer"], r["run_id"], r["call_id"], r["evidence"], r["origin"]),
+            )
+            for r in rows
+            if r["answer"] is not None
+        )
+    return found
 
 
 @dataclass(frozen=True)
@@ -531,32 +553,35 @@ async def end_pending(
     if status == "budget_exhausted":
         # Packs the run never started once its budget ran out: no call was made for them;
         # they end failed, so that `retry --max-cost` takes them.
-        done = await conn.execute(
-            """update overlays set status = 'failed', updated_at = now(),
-                      last_error = $2, reason_code = 'budget_exhausted'
-               where run_id = $1 and status = 'pending'""",
-            run_id,
-            BUDGET_UNSENT_TEXT,
-        )
+        sql = """update overlays set status = 'failed', updated_at = now(),
+                        last_error = $4, reason_code = 'budget_exhausted'"""
+        args: tuple[Any, ...] = (BUDGET_UNSENT_TEXT,)
     elif status in ("completed", "completed_with_failures"):
-        done = await conn.execute(
-            """update overlays set status = 'failed', updated_at = now(),
-                      last_error = coalesce(last_error || '; ', '')
-                                   || 'no pack finished this block',
-                      reason_code = 'unfinished'
-               where run_id = $1 and status = 'pending'""",
-            run_id,
-        )
+        sql = """update overlays set status = 'failed', updated_at = now(),
+                        last_error = coalesce(last_error || '; ', '')
+                                     || 'no pack finished this block',
+                        reason_code = 'unfinished'"""
+        args = ()
     else:
+        sql = """update overlays set status = 'cancelled', updated_at = now(),
+                        last_error = coalesce(last_error, $4), reason_code = $5"""
+        args = (f"run {status}: {error}" if error else None, end_code(status, error))
+    # A run cancelled at its start ends all its blocks: a bounded range of them a statement
+    # (a million in one would overrun the pool's command timeout, issue 39).
+    last = await conn.fetchval("select max(block_index) from overlays where run_id = $1", run_id)
+    ended = 0
+    for lo in range(0, (last if last is not None else -1) + 1, PLAN_ROWS_PER_STATEMENT):
         done = await conn.execute(
-            """update overlays set status = 'cancelled', updated_at = now(),
-                      last_error = coalesce(last_error, $2), reason_code = $3
-               where run_id = $1 and status = 'pending'""",
+            sql
+            + """ where run_id = $1 and status = 'pending'
+                    and block_index >= $2 and block_index < $3""",
             run_id,
-            f"run {status}: {error}" if error else None,
-            end_code(status, error),
+            lo,
+            lo + PLAN_ROWS_PER_STATEMENT,
+            *args,
         )
-    return int(done.split()[-1])  # the command tag: "UPDATE <rows>"
+        ended += int(done.split()[-1])  # the command tag: "UPDATE <rows>"
+    return ended
 
 
 async def reset_for_retry(

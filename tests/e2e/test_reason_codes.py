@@ -12,10 +12,13 @@ import io
 import json
 from typing import Any
 
+import pytest
+
 from blockbatch.core.batch_types import BatchOptions
 from blockbatch.core.reasons import REASONS
 from blockbatch.core.registry import get_model
 from blockbatch.core.run_types import RunOptions, RunResult
+from blockbatch.store import overlays as store_overlays
 from tests.conftest import Stack
 from tests.helpers import (
     REJECT_MARKER,
@@ -173,7 +176,10 @@ async def test_rejected_key_ends_blocks_key_rejected(bbstack: Stack) -> None:
     assert set((await codes(bbstack, run_id)).values()) == {("cancelled", "key_rejected")}
 
 
-async def test_cancelled_run(bbstack: Stack) -> None:
+async def test_cancelled_run(bbstack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The run's end moves its pending blocks a range of block indexes a statement (a
+    # million at once would overrun the command timeout): here 3, so 12 blocks take four.
+    monkeypatch.setattr(store_overlays, "PLAN_ROWS_PER_STATEMENT", 3)
     run_id, _ = await start(bbstack, paragraphs(12), pack_size=2, max_concurrent_packs=1)
     async with bbstack.worker():
 
@@ -192,6 +198,8 @@ async def test_cancelled_run(bbstack: Stack) -> None:
     found = await codes(bbstack, run_id)
     cancelled = [c for st, c in found.values() if st == "cancelled"]
     assert cancelled and set(cancelled) == {"cancelled"}
+    assert len(found) == 12 and {st for st, _ in found.values()} <= {"ai_complete", "cancelled"}
+    assert result.blocks_cancelled == len(cancelled)
 
 
 async def test_batch_requests_never_processed_fail_api_unavailable(bbstack: Stack) -> None:
