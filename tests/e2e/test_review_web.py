@@ -29,10 +29,13 @@ from playwright.async_api import Browser, Page, expect
 from starlette.routing import Route
 from yarl import URL
 
+from bench import review_page
+from bench.common import SHARED_STACK_ENV
 from blockbatch.api import BadRequest, Blockbatch, NotFound
 from blockbatch.core.page_image import BOX_COLOUR, DEFAULT_WIDTH, box_pixels
 from blockbatch.core.registry import DEFAULT_MODEL
 from blockbatch.core.run_types import RunOptions
+from blockbatch.devtools import stack
 from blockbatch.devtools.services import Services
 from blockbatch.runtime.settings import Settings
 from blockbatch.store.db import create_pool
@@ -510,35 +513,30 @@ def test_a_non_local_bind_without_a_token_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(240)
-def test_the_review_page_benchmark_runs_on_a_small_run(tmp_path: Path) -> None:
+async def test_the_review_page_benchmark_runs_on_a_small_run(
+    tmp_path: Path,
+    services: Services,
+    pg: stack.PostgresInstance,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # In this process, on a database of its own on the session's Postgres (no Postgres of
+    # its own to initialise); the app it times still serves as `starter.py serve` does.
+    shared = tmp_path / "shared.json"
+    services.save(shared)
+    monkeypatch.setenv(SHARED_STACK_ENV, str(shared))
     out = tmp_path / "review_page.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "bench/review_page.py",
-            "--blocks",
-            "300",
-            "--repeat",
-            "1",
-            "--warmup",
-            "0",
-            "--out",
-            str(out),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=220,
-        check=False,
+    args = review_page.parse_args(
+        ["--blocks", "300", "--repeat", "1", "--warmup", "0", "--out", str(out)]
     )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert await review_page.main(args) == 0
     data = json.loads(out.read_text())
     assert data["benchmark"] == "review_page" and data["loaded"]["blocks"] == 300
     assert data["loaded"]["failed"] == 9 and data["loaded"]["confirmed"] == 29
     pages = {p["case"]: p for p in data["pages"]}
     assert pages["first page"]["rows"] == 50 and pages["status=failed, first"]["rows"] == 9
     assert all(p["plan"] and p["median_ms"] > 0 for p in data["pages"])
-    assert "| first page" in proc.stdout
+    assert "| first page" in capsys.readouterr().out
 
 
 @pytest.mark.timeout(180)
