@@ -9,16 +9,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import asyncpg
 import uvicorn
 from playwright.async_api import Browser, async_playwright
 from starlette.applications import Starlette
+from temporalio.testing import WorkflowEnvironment
 
+from blockbatch.api import Blockbatch
 from blockbatch.core.run_types import RunOptions
 from blockbatch.devtools import stack
-from tests.conftest import ROOT, Stack
+from blockbatch.runtime.settings import Settings
+from blockbatch.store.db import create_pool
+from tests.conftest import ROOT, SimulatorProcess, Stack
 from tests.helpers import block_content, extract_schema, markdown_doc
 from tests.waiting import until
 
@@ -93,6 +99,40 @@ async def finished_run(s: Stack) -> tuple[str, str]:
         run_id = await s.bb.start_run(doc, schema, RunOptions(pack_size=4))
         await s.bb.wait(run_id)
     return run_id, doc
+
+
+async def copy_database(pg: stack.PostgresInstance, name: str, template: str) -> str:
+    """A new database ``name``, a copy of ``template`` (which nothing may be connected to);
+    its URL."""
+    conn = await asyncpg.connect(pg.url("postgres"))
+    try:
+        await conn.execute(f'create database "{name}" template "{template}"')
+    finally:
+        await conn.close()
+    return pg.url(name)
+
+
+@contextlib.asynccontextmanager
+async def stack_on(
+    db_url: str, temporal_env: WorkflowEnvironment, sim: SimulatorProcess, data_dir: Path
+) -> AsyncIterator[Stack]:
+    """A :class:`Stack` on the database at ``db_url`` (as the ``bbstack`` fixture wires
+    one), its pool and API client closed at the end of the block."""
+    settings = Settings(
+        database_url=db_url,
+        temporal_address=temporal_env.client.service_client.config.target_host,
+        temporal_task_queue=f"tq-{uuid.uuid4().hex[:8]}",
+        anthropic_base_url=sim.base_url,
+        anthropic_api_key="sim-test-key",
+        blockbatch_data_dir=data_dir,
+    )
+    pool = await create_pool(db_url, max_size=20)
+    bb = Blockbatch(pool, temporal_env.client, settings)
+    try:
+        yield Stack(settings, temporal_env.client, pool, bb, sim, settings.temporal_task_queue)
+    finally:
+        await bb.close()
+        await pool.close()
 
 
 async def keyboard_run(s: Stack, blocks: int) -> tuple[str, str]:

@@ -13,11 +13,13 @@ import asyncio
 import csv
 import io
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, Page, expect
 from starlette.routing import Route
+from temporalio.testing import WorkflowEnvironment
 from yarl import URL
 
 from bench import review_page
@@ -41,11 +44,12 @@ from blockbatch.runtime.settings import Settings
 from blockbatch.store.db import create_pool
 from blockbatch.web.app import create_app
 from blockbatch.web.security import CSRF_COOKIE, CSRF_FIELD
-from tests.conftest import ROOT, Stack
+from tests.conftest import ROOT, TEMPLATE_DB, SimulatorProcess, Stack
 from tests.web_helpers import (
     CHROMIUM,
     FAILED_BLOCK,
     SCRIPT_BLOCK,
+    copy_database,
     demo_run,
     finished_run,
     fresh_pages,
@@ -53,6 +57,7 @@ from tests.web_helpers import (
     launched_chromium,
     screenshot_dir,
     serving,
+    stack_on,
 )
 
 # Each `expect` waits for its condition, not a time: Playwright's 5 s default deadline was
@@ -74,6 +79,43 @@ async def chromium() -> AsyncIterator[Browser]:
     (`fresh_pages`), so no cookie or storage passes from one test to the next."""
     async with launched_chromium() as browser:
         yield browser
+
+
+@pytest_asyncio.fixture(scope="module")
+async def finished_template(
+    pg: stack.PostgresInstance,
+    temporal_env: WorkflowEnvironment,
+    simulator_process: SimulatorProcess,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[str, str, str]:
+    """(database, run_id, document_id): a finished run of the runbook (`finished_run`),
+    made once for the module in a database that each test reviewing it copies
+    (`finished`): every test changes a copy of its own, none waits for the run again."""
+    name = f"review_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    url = await copy_database(pg, name, TEMPLATE_DB)
+    try:
+        async with stack_on(
+            url, temporal_env, simulator_process, tmp_path_factory.mktemp("finished")
+        ) as s:
+            run_id, doc = await finished_run(s)
+    finally:
+        simulator_process.scenario()  # the default again, as the next test's `sim` has it
+    return name, run_id, doc
+
+
+@pytest_asyncio.fixture
+async def finished(
+    finished_template: tuple[str, str, str],
+    pg: stack.PostgresInstance,
+    temporal_env: WorkflowEnvironment,
+    sim: SimulatorProcess,
+    tmp_path: Path,
+) -> AsyncIterator[tuple[Stack, str, str]]:
+    """(stack, run_id, document_id): this test's own copy of `finished_template`'s run."""
+    template, run_id, doc = finished_template
+    url = await copy_database(pg, f"{template}_{uuid.uuid4().hex[:6]}", template)
+    async with stack_on(url, temporal_env, sim, tmp_path / "data") as s:
+        yield s, run_id, doc
 
 
 async def overlay(s: Stack, run_id: str, index: int) -> dict[str, Any]:
@@ -112,9 +154,9 @@ async def shot(page: Page, name: str, *, full_page: bool = True) -> None:
 
 @needs_chromium
 async def test_review_a_run_in_the_browser(
-    bbstack: Stack, tmp_path: Path, chromium: Browser
+    finished: tuple[Stack, str, str], tmp_path: Path, chromium: Browser
 ) -> None:
-    run_id, doc = await finished_run(bbstack)
+    bbstack, run_id, doc = finished
     app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
     async with serving(app) as base, fresh_pages(chromium) as browser:
         page = await browser.new_page(
@@ -408,8 +450,8 @@ async def _review_with_the_demos_schema(
     assert info.blocks["confirmed"] == 29
 
 
-async def test_changes_need_the_csrf_token(bbstack: Stack) -> None:
-    run_id, doc = await finished_run(bbstack)
+async def test_changes_need_the_csrf_token(finished: tuple[Stack, str, str]) -> None:
+    bbstack, run_id, doc = finished
     app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
     # Every route that changes something is behind the CSRF check.
     posts = [r for r in app.routes if isinstance(r, Route) and "POST" in (r.methods or ())]
@@ -583,8 +625,10 @@ async def test_with_postgres_down_the_app_says_so_and_recovers(tmp_path: Path) -
         shutil.rmtree(services.root, ignore_errors=True)
 
 
-async def test_reopen_takes_only_confirmed_blocks_back_and_records_it(bbstack: Stack) -> None:
-    run_id, doc = await finished_run(bbstack)
+async def test_reopen_takes_only_confirmed_blocks_back_and_records_it(
+    finished: tuple[Stack, str, str],
+) -> None:
+    bbstack, run_id, doc = finished
     bb = bbstack.bb
     await bb.confirm(run_id, ["1", "2"], reviewer="ada")
     # All or nothing: a block that is not confirmed, or not the run's, changes nothing.
@@ -625,12 +669,12 @@ async def test_reopen_takes_only_confirmed_blocks_back_and_records_it(bbstack: S
 
 @needs_chromium
 async def test_a_refused_save_is_shown_as_refused_and_a_reload_sends_nothing(
-    bbstack: Stack, chromium: Browser
+    finished: tuple[Stack, str, str], chromium: Browser
 ) -> None:
     """A save the server refuses (a value the schema refuses; a row confirmed in another tab
     since the page was read) comes back as a page of its own: the refusal and what to do
     beside what was typed, and reloading it shows it again without sending the save."""
-    run_id, _ = await finished_run(bbstack)
+    bbstack, run_id, _ = finished
     original = (await overlay(bbstack, run_id, 1))["staging"]
     app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
     async with serving(app) as base, fresh_pages(chromium) as browser:
