@@ -16,8 +16,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 import tempfile
 import uuid
 from collections.abc import AsyncIterator
@@ -45,6 +43,7 @@ from blockbatch.store.db import create_pool
 from blockbatch.web.app import create_app
 from blockbatch.web.security import CSRF_COOKIE, CSRF_FIELD
 from tests.conftest import ROOT, TEMPLATE_DB, SimulatorProcess, Stack
+from tests.inprocess import run_command
 from tests.web_helpers import (
     CHROMIUM,
     FAILED_BLOCK,
@@ -522,36 +521,25 @@ async def test_with_a_token_every_page_needs_sign_in(bbstack: Stack) -> None:
             assert wrong.status == 303
 
 
-def test_a_non_local_bind_without_a_token_is_refused(tmp_path: Path) -> None:
+async def test_a_non_local_bind_without_a_token_is_refused(tmp_path: Path) -> None:
+    # `starter.py serve` in this process (tests/inprocess.py), with this environment alone:
+    # no token from the shell's. The process's own exit statuses are tested in
+    # tests/e2e/test_starter_errors.py.
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": str(tmp_path),
         "NO_COLOR": "1",
         "DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none",
     }
-    refused = subprocess.run(
-        [sys.executable, "starter.py", "serve", "--host", "0.0.0.0"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    refused = await run_command(["serve", "--host", "0.0.0.0"], env)
+    assert refused.code == 2
+    assert "refusing to serve on 0.0.0.0" in refused.err
+    assert "BLOCKBATCH_SERVE_TOKEN" in refused.err
+    short = await run_command(
+        ["serve", "--host", "0.0.0.0"], {**env, "BLOCKBATCH_SERVE_TOKEN": "short"}
     )
-    assert refused.returncode == 2
-    assert "refusing to serve on 0.0.0.0" in refused.stderr
-    assert "BLOCKBATCH_SERVE_TOKEN" in refused.stderr
-    short = subprocess.run(
-        [sys.executable, "starter.py", "serve", "--host", "0.0.0.0"],
-        cwd=ROOT,
-        env={**env, "BLOCKBATCH_SERVE_TOKEN": "short"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert short.returncode == 2 and "16 or more" in short.stderr
-    assert re.search(r"Traceback", refused.stderr + short.stderr) is None
+    assert short.code == 2 and "16 or more" in short.err
+    assert re.search(r"Traceback", refused.err + short.err) is None
 
 
 @pytest.mark.timeout(240)
