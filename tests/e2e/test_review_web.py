@@ -938,10 +938,12 @@ async def test_a_set_aside_block_and_a_turned_pages_box_in_the_browser(
 
 @needs_chromium
 @pytest.mark.timeout(600)
-async def test_a_hundred_rows_are_reviewed_in_the_browser_by_keyboard_alone(
+async def test_three_pages_of_rows_are_reviewed_in_the_browser_by_keyboard_alone(
     bbstack: Stack, chromium: Browser
 ) -> None:
-    run_id, _ = await keyboard_run(bbstack, 101)
+    # Pages of 20 rows (`limit`, which every act keeps), three of them: what a hundred rows
+    # in pages of 50 would exercise, with a run and pages less than half the size.
+    run_id, _ = await keyboard_run(bbstack, 2 * KEYBOARD_PAGE + 1)
     app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
     async with serving(app) as base, fresh_pages(chromium) as browser:
         page = await browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -949,7 +951,10 @@ async def test_a_hundred_rows_are_reviewed_in_the_browser_by_keyboard_alone(
     statuses = await bbstack.pool.fetch(
         "select status, count(*) from overlays where run_id = $1 group by status", run_id
     )
-    assert {r["status"]: r["count"] for r in statuses} == {"confirmed": 100, "rejected": 1}
+    assert {r["status"]: r["count"] for r in statuses} == {
+        "confirmed": 2 * KEYBOARD_PAGE,
+        "rejected": 1,
+    }
     acts = await actions(bbstack, run_id)
     assert {a["reviewer"] for a in acts} == {"ada"}
     edited = await overlay(bbstack, run_id, 5)
@@ -958,8 +963,13 @@ async def test_a_hundred_rows_are_reviewed_in_the_browser_by_keyboard_alone(
     assert (await overlay(bbstack, run_id, 6))["status"] == "rejected"
 
 
+#: The keyboard test's page size.
+KEYBOARD_PAGE = 20
+
+
 async def _review_by_keyboard(page: Page, base: str, run_id: str) -> None:
-    await page.goto(f"{base}/runs/{run_id}")
+    last = 2 * KEYBOARD_PAGE  # the third page's only row
+    await page.goto(f"{base}/runs/{run_id}?limit={KEYBOARD_PAGE}")
     await expect(page.locator("#keys")).to_contain_text("confirm all shown")
     # The first Tab stop skips to the first row; c confirms it, and the page comes back
     # with the next row current, not at the top.
@@ -1010,19 +1020,21 @@ async def _review_by_keyboard(page: Page, base: str, run_id: str) -> None:
     await page.keyboard.press("Shift+A")
     await expect(page.locator("#ask")).to_be_visible()
     await expect(page.locator("#ask-text")).to_have_text(
-        "Confirm all 43 staged blocks shown, then go to the next page?"
+        f"Confirm all {KEYBOARD_PAGE - 7} staged blocks shown, then go to the next page?"
     )
     await shot(page, "grid-keyboard-confirm-all", full_page=False)
     await page.keyboard.press("Enter")
-    await expect(page.locator("#note")).to_contain_text("confirmed 43 blocks")
-    await expect(page.locator("#grid tr[data-uid]").first).to_have_id("row-50")
+    await expect(page.locator("#note")).to_contain_text(f"confirmed {KEYBOARD_PAGE - 7} blocks")
+    await expect(page.locator("#grid tr[data-uid]").first).to_have_id(f"row-{KEYBOARD_PAGE}")
     # The rows are there before the page's script at its end has bound the keys: wait for it.
     await page.wait_for_load_state("load")
     await page.keyboard.press("Shift+A")
-    await expect(page.locator("#ask-text")).to_contain_text("Confirm all 50 staged blocks")
+    await expect(page.locator("#ask-text")).to_contain_text(
+        f"Confirm all {KEYBOARD_PAGE} staged blocks"
+    )
     await page.keyboard.press("Enter")
-    await expect(page.locator("#note")).to_contain_text("confirmed 50 blocks")
-    await expect(page.locator("#grid tr[data-uid]").first).to_have_id("row-100")
+    await expect(page.locator("#note")).to_contain_text(f"confirmed {KEYBOARD_PAGE} blocks")
+    await expect(page.locator("#grid tr[data-uid]").first).to_have_id(f"row-{last}")
     await page.keyboard.press("j")
     await page.keyboard.press("c")
-    await expect(page.locator("#note")).to_contain_text("block 100: nothing changed; confirmed")
+    await expect(page.locator("#note")).to_contain_text(f"block {last}: nothing changed; confirmed")
