@@ -36,10 +36,6 @@ ROOT = Path(__file__).resolve().parents[2]
 ENV: dict[str, str] = {}
 
 
-#: One xdist worker runs the whole module (`make test` uses ``--dist loadgroup``).
-pytestmark = pytest.mark.xdist_group("bench_smoke")
-
-
 @pytest.fixture(scope="module", autouse=True)
 def shared_stack(
     services: Services,
@@ -50,7 +46,9 @@ def shared_stack(
     """The test session's own stack (tests/conftest.py), handed to the scripts as a shared
     one: no second Postgres, Temporal dev server and simulator for the benchmarks. Each
     script makes a database of its own and sets its scenario; the next test's `sim` fixture
-    sets the simulator back to the default."""
+    sets the simulator back to the default. Each xdist worker has a session stack of its
+    own, so the module's tests are shared out among the workers like any others (no
+    `xdist_group`): two scripts never set one simulator's scenario at once."""
     # Under /tmp, not pytest's directory (see the `pg` fixture in tests/conftest.py).
     root = Path(tempfile.mkdtemp(prefix="bb-bench-shared-"))
     services.save(SharedStack.file_of(root))
