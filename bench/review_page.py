@@ -1,7 +1,8 @@
 """The review app's run grid at 100,000 blocks: how long one page takes to serve over HTTP.
 
-Starts a throw-away Postgres (no Temporal, no simulator: nothing here calls a model) and
-loads one finished run of ``--blocks`` blocks straight through the store's own writes:
+Starts a throw-away Postgres (no Temporal, no simulator: nothing here calls a model; with
+``BENCH_SHARED_STACK`` set, a database of its own on that running stack's Postgres, as the
+test of this script does) and loads one finished run of ``--blocks`` blocks straight through the store's own writes:
 the document (``repo.save_document``), the plan (``overlays.insert_plan``), staged results
 for 97% of the blocks (``overlays.stage_valid``, apply_answer's write), 3% failed with
 ``invalid_value`` (``overlays.fail_pending``), 10% confirmed by a reviewer
@@ -31,6 +32,7 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import aiohttp
 
-from bench.common import RESULTS_DIR, ROOT, Recorder, run_main
+from bench.common import RESULTS_DIR, ROOT, SHARED_STACK_ENV, Recorder, SharedStack, run_main
 from blockbatch.core.ingest import parse_document
 from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import load_schema
@@ -247,11 +249,19 @@ def scans(plan: list[str]) -> str:
 async def main(args: argparse.Namespace) -> int:
     rec = Recorder("review_page", args)
     root = Path(tempfile.mkdtemp(prefix="bb-bench-review-"))
-    services = Services(root)  # Postgres alone (fsync off): no worker, no Claude
-    pg = services.start_postgres("bench")
+    shared_file = os.environ.get(SHARED_STACK_ENV)
+    if shared_file:  # a running stack's Postgres (the tests'), a database of its own
+        services = SharedStack.load(Path(shared_file))
+        database = f"bench_{uuid.uuid4().hex[:8]}"
+        pg = services.pg
+        stack.ensure_database(pg, database)
+    else:
+        services = Services(root)  # Postgres alone (fsync off): no worker, no Claude
+        database = "bench"
+        pg = services.start_postgres(database)
     server: asyncio.subprocess.Process | None = None
     try:
-        url = pg.url("bench")
+        url = pg.url(database)
         run_id, loaded = await load_run(url, args.blocks)
         rec.data["loaded"] = loaded
         print(f"loaded run {run_id}: {loaded}", flush=True)
@@ -316,16 +326,21 @@ async def main(args: argparse.Namespace) -> int:
         if server is not None:
             server.terminate()
             await server.wait()
-        services.stop()
+        if not shared_file:  # else its owner stops it
+            services.stop()
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
 
 
-if __name__ == "__main__":
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blocks", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=30, help="timed requests a case")
     parser.add_argument("--warmup", type=int, default=3, help="untimed requests first")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR / "review_page.json")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir")
-    sys.exit(run_main(main, parser.parse_args()))
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main, parse_args()))

@@ -9,16 +9,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import asyncpg
 import uvicorn
 from playwright.async_api import Browser, async_playwright
 from starlette.applications import Starlette
+from temporalio.testing import WorkflowEnvironment
 
+from bench.common import handbook_document
+from blockbatch.api import Blockbatch
 from blockbatch.core.run_types import RunOptions
 from blockbatch.devtools import stack
-from tests.conftest import ROOT, Stack
+from blockbatch.runtime.settings import Settings
+from blockbatch.store.db import create_pool
+from tests.conftest import ROOT, SimulatorProcess, Stack
 from tests.helpers import block_content, extract_schema, markdown_doc
 from tests.waiting import until
 
@@ -95,6 +102,40 @@ async def finished_run(s: Stack) -> tuple[str, str]:
     return run_id, doc
 
 
+async def copy_database(pg: stack.PostgresInstance, name: str, template: str) -> str:
+    """A new database ``name``, a copy of ``template`` (which nothing may be connected to);
+    its URL."""
+    conn = await asyncpg.connect(pg.url("postgres"))
+    try:
+        await conn.execute(f'create database "{name}" template "{template}"')
+    finally:
+        await conn.close()
+    return pg.url(name)
+
+
+@contextlib.asynccontextmanager
+async def stack_on(
+    db_url: str, temporal_env: WorkflowEnvironment, sim: SimulatorProcess, data_dir: Path
+) -> AsyncIterator[Stack]:
+    """A :class:`Stack` on the database at ``db_url`` (as the ``bbstack`` fixture wires
+    one), its pool and API client closed at the end of the block."""
+    settings = Settings(
+        database_url=db_url,
+        temporal_address=temporal_env.client.service_client.config.target_host,
+        temporal_task_queue=f"tq-{uuid.uuid4().hex[:8]}",
+        anthropic_base_url=sim.base_url,
+        anthropic_api_key="sim-test-key",
+        blockbatch_data_dir=data_dir,
+    )
+    pool = await create_pool(db_url, max_size=20)
+    bb = Blockbatch(pool, temporal_env.client, settings)
+    try:
+        yield Stack(settings, temporal_env.client, pool, bb, sim, settings.temporal_task_queue)
+    finally:
+        await bb.close()
+        await pool.close()
+
+
 async def keyboard_run(s: Stack, blocks: int) -> tuple[str, str]:
     """(run_id, document_id) of a finished run of a markdown document of ``blocks``
     blocks, every one answered (``ai_complete``): rows to review by keyboard."""
@@ -109,12 +150,17 @@ async def keyboard_run(s: Stack, blocks: int) -> tuple[str, str]:
 #: The demo's document and schema (`make demo`): the grid is judged with its eight fields.
 DEMO_DOCUMENT = ROOT / "samples" / "handbook.md"
 DEMO_SCHEMA = ROOT / "samples" / "extract.json"
+#: The demo document's blocks the grid test runs: its first, enough for a page of 30 and
+#: a next page (the whole handbook is 144 blocks, a run almost four times as long).
+DEMO_BLOCKS = 40
 
 
 async def demo_run(s: Stack) -> tuple[str, str]:
-    """(run_id, document_id) of a finished run of the demo's document and schema, every
-    block answered (``ai_complete``)."""
-    doc = await s.bb.ingest_file(DEMO_DOCUMENT)
+    """(run_id, document_id) of a finished run of the demo's schema on the first
+    :data:`DEMO_BLOCKS` blocks of its document, every block answered (``ai_complete``)."""
+    doc = await s.bb.ingest_bytes(
+        handbook_document(DEMO_BLOCKS), name=DEMO_DOCUMENT.name, fmt="markdown"
+    )
     schema = await s.bb.add_schema_file(DEMO_SCHEMA)
     async with s.worker():
         run_id = await s.bb.start_run(doc, schema, RunOptions())

@@ -4,11 +4,15 @@ These check that the scripts work and what their JSON holds, never how fast anyt
 benchmark figures live in ``bench/results`` and ``docs/benchmarks.md``, not in assertions.
 The scripts share the test session's stack (``bench.common.SharedStack``, through
 ``BENCH_SHARED_STACK``) instead of starting one each; each still gets a database of its own
-and its scenario.
+and its scenario. They run in the test's process (``run_bench``: the script's ``main`` on the
+test's event loop), not as ``python bench/x.py``, which only the ingest script's test still
+does (the entry point: ``run_main``, the exit status); the workers and CLI processes a script
+starts itself (``worker.py``, ``starter.py stream``) are still processes.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -32,10 +36,6 @@ ROOT = Path(__file__).resolve().parents[2]
 ENV: dict[str, str] = {}
 
 
-#: One xdist worker runs the whole module (`make test` uses ``--dist loadgroup``).
-pytestmark = pytest.mark.xdist_group("bench_smoke")
-
-
 @pytest.fixture(scope="module", autouse=True)
 def shared_stack(
     services: Services,
@@ -46,20 +46,57 @@ def shared_stack(
     """The test session's own stack (tests/conftest.py), handed to the scripts as a shared
     one: no second Postgres, Temporal dev server and simulator for the benchmarks. Each
     script makes a database of its own and sets its scenario; the next test's `sim` fixture
-    sets the simulator back to the default."""
+    sets the simulator back to the default. Each xdist worker has a session stack of its
+    own, so the module's tests are shared out among the workers like any others (no
+    `xdist_group`): two scripts never set one simulator's scenario at once."""
     # Under /tmp, not pytest's directory (see the `pg` fixture in tests/conftest.py).
     root = Path(tempfile.mkdtemp(prefix="bb-bench-shared-"))
     services.save(SharedStack.file_of(root))
     ENV.update({**os.environ, SHARED_STACK_ENV: str(SharedStack.file_of(root))})
+    # The scripts run in this process too (`run_bench`): theirs is this environment.
+    before = os.environ.get(SHARED_STACK_ENV)
+    os.environ[SHARED_STACK_ENV] = ENV[SHARED_STACK_ENV]
     try:
         yield services
     finally:
         ENV.clear()
+        if before is None:
+            os.environ.pop(SHARED_STACK_ENV, None)
+        else:
+            os.environ[SHARED_STACK_ENV] = before
         simulator_process.call("POST", "/_sim/reset")
         shutil.rmtree(root, ignore_errors=True)
 
 
+def check_results(name: str, out: Path, printed: str) -> dict[str, Any]:
+    """The script printed a table and wrote its JSON with the machine and the load."""
+    assert "| " in printed, "the script prints a table"
+    data = json.loads(out.read_text())
+    assert data["benchmark"] == name
+    for key in ("nproc", "ram_gib", "cpu_model", "python", "temporal_cli"):
+        assert key in data["machine"]
+    assert len(data["loadavg_start"]) == 3 and len(data["loadavg_end"]) == 3
+    assert data["parameters"] and data["tables_markdown"] and data["date"]
+    return data
+
+
+async def run_bench(
+    name: str, out: Path, capsys: pytest.CaptureFixture[str], *args: str
+) -> dict[str, Any]:
+    """``bench/<name>.py`` with ``args``, in this process: its ``main`` on this event loop
+    (the stack is shared, so a process of its own would only add an interpreter's start
+    and imports). ``test_ingest_script_runs_as_a_process`` runs one script as
+    ``python bench/x.py``."""
+    assert ENV, "the shared stack is not up"
+    script = importlib.import_module(f"bench.{name}")
+    code = await script.main(script.parse_args([*args, "--out", str(out)]))
+    printed = capsys.readouterr().out
+    assert code == 0, printed[-3000:]
+    return check_results(name, out, printed)
+
+
 def run_script(name: str, out: Path, *args: str, timeout: float = 280) -> dict[str, Any]:
+    """``python bench/<name>.py`` with ``args`` as a process of its own."""
     assert ENV, "the shared stack is not up"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / f"{name}.py"), *args, "--out", str(out)],
@@ -71,21 +108,17 @@ def run_script(name: str, out: Path, *args: str, timeout: float = 280) -> dict[s
         check=False,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "| " in proc.stdout, "the script prints a table"
-    data = json.loads(out.read_text())
-    assert data["benchmark"] == name
-    for key in ("nproc", "ram_gib", "cpu_model", "python", "temporal_cli"):
-        assert key in data["machine"]
-    assert len(data["loadavg_start"]) == 3 and len(data["loadavg_end"]) == 3
-    assert data["parameters"] and data["tables_markdown"] and data["date"]
-    return data
+    return check_results(name, out, proc.stdout)
 
 
 @pytest.mark.timeout(300)
-def test_cost_script_reports_every_mode_with_parity(tmp_path: Path) -> None:
-    data = run_script(
+async def test_cost_script_reports_every_mode_with_parity(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = await run_bench(
         "cost",
         tmp_path / "cost.json",
+        capsys,
         "--blocks",
         "12",
         "--system-tokens",
@@ -162,10 +195,13 @@ def test_cost_script_reports_every_mode_with_parity(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(300)
-def test_throughput_script_compares_runs_with_the_reference(tmp_path: Path) -> None:
-    data = run_script(
+async def test_throughput_script_compares_runs_with_the_reference(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = await run_bench(
         "throughput",
         tmp_path / "throughput.json",
+        capsys,
         "--blocks",
         "10",
         "30",
@@ -179,10 +215,13 @@ def test_throughput_script_compares_runs_with_the_reference(tmp_path: Path) -> N
 
 
 @pytest.mark.timeout(300)
-def test_scale_script_inspects_every_history(tmp_path: Path) -> None:
-    data = run_script(
+async def test_scale_script_inspects_every_history(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = await run_bench(
         "scale",
         tmp_path / "scale.json",
+        capsys,
         "--blocks",
         "150",
         "--packs-per-history",
@@ -200,10 +239,13 @@ def test_scale_script_inspects_every_history(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(300)
-def test_ratelimits_script_reports_bound_and_429s(tmp_path: Path) -> None:
-    data = run_script(
+async def test_ratelimits_script_reports_bound_and_429s(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = await run_bench(
         "ratelimits",
         tmp_path / "ratelimits.json",
+        capsys,
         "--blocks",
         "10",
         "--rpm",
@@ -226,10 +268,13 @@ def test_ratelimits_script_reports_bound_and_429s(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(300)
-def test_questions_script_compares_packed_with_one_call_each(tmp_path: Path) -> None:
-    data = run_script(
+async def test_questions_script_compares_packed_with_one_call_each(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = await run_bench(
         "questions",
         tmp_path / "questions.json",
+        capsys,
         "--questions",
         "8",
         "--ttft-ms",
@@ -248,10 +293,13 @@ def test_questions_script_compares_packed_with_one_call_each(tmp_path: Path) -> 
 
 
 @pytest.mark.timeout(300)
-def test_quality_script_compares_calibrate_with_the_simulators_truth(tmp_path: Path) -> None:
-    data = run_script(
+async def test_quality_script_compares_calibrate_with_the_simulators_truth(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = await run_bench(
         "quality",
         tmp_path / "quality.json",
+        capsys,
         "--seeds",
         "1",
         "--blocks",
@@ -275,10 +323,13 @@ def test_quality_script_compares_calibrate_with_the_simulators_truth(tmp_path: P
 
 
 @pytest.mark.timeout(300)
-def test_stream_script_reports_the_steady_stream_and_the_trickle(tmp_path: Path) -> None:
-    data = run_script(
+async def test_stream_script_reports_the_steady_stream_and_the_trickle(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = await run_bench(
         "stream",
         tmp_path / "stream.json",
+        capsys,
         "--rows",
         "30",
         "--rate",
@@ -306,10 +357,13 @@ def test_stream_script_reports_the_steady_stream_and_the_trickle(tmp_path: Path)
 
 
 @pytest.mark.timeout(300)
-def test_quality_probe_script_reports_estimate_gate_and_cost(tmp_path: Path) -> None:
-    data = run_script(
+async def test_quality_probe_script_reports_estimate_gate_and_cost(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = await run_bench(
         "quality_probe",
         tmp_path / "quality_probe.json",
+        capsys,
         "--blocks",
         "40",
         "--sizes",
@@ -334,12 +388,13 @@ def test_quality_probe_script_reports_estimate_gate_and_cost(tmp_path: Path) -> 
 
 
 @pytest.mark.timeout(300)
-def test_models_script_measures_each_model_and_calibrate_against_the_truth(
-    tmp_path: Path,
+async def test_models_script_measures_each_model_and_calibrate_against_the_truth(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    data = run_script(
+    data = await run_bench(
         "models",
         tmp_path / "models.json",
+        capsys,
         "--seeds",
         "1",
         "--blocks",

@@ -13,11 +13,11 @@ import asyncio
 import csv
 import io
 import json
+import os
 import re
 import shutil
-import subprocess
-import sys
 import tempfile
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -27,22 +27,28 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, Page, expect
 from starlette.routing import Route
+from temporalio.testing import WorkflowEnvironment
 from yarl import URL
 
+from bench import review_page
+from bench.common import SHARED_STACK_ENV, handbook_document
 from blockbatch.api import BadRequest, Blockbatch, NotFound
 from blockbatch.core.page_image import BOX_COLOUR, DEFAULT_WIDTH, box_pixels
 from blockbatch.core.registry import DEFAULT_MODEL
 from blockbatch.core.run_types import RunOptions
+from blockbatch.devtools import stack
 from blockbatch.devtools.services import Services
 from blockbatch.runtime.settings import Settings
 from blockbatch.store.db import create_pool
 from blockbatch.web.app import create_app
 from blockbatch.web.security import CSRF_COOKIE, CSRF_FIELD
-from tests.conftest import ROOT, Stack
+from tests.conftest import ROOT, TEMPLATE_DB, SimulatorProcess, Stack
+from tests.inprocess import run_command
 from tests.web_helpers import (
     CHROMIUM,
     FAILED_BLOCK,
     SCRIPT_BLOCK,
+    copy_database,
     demo_run,
     finished_run,
     fresh_pages,
@@ -50,6 +56,7 @@ from tests.web_helpers import (
     launched_chromium,
     screenshot_dir,
     serving,
+    stack_on,
 )
 
 # Each `expect` waits for its condition, not a time: Playwright's 5 s default deadline was
@@ -71,6 +78,43 @@ async def chromium() -> AsyncIterator[Browser]:
     (`fresh_pages`), so no cookie or storage passes from one test to the next."""
     async with launched_chromium() as browser:
         yield browser
+
+
+@pytest_asyncio.fixture(scope="module")
+async def finished_template(
+    pg: stack.PostgresInstance,
+    temporal_env: WorkflowEnvironment,
+    simulator_process: SimulatorProcess,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[str, str, str]:
+    """(database, run_id, document_id): a finished run of the runbook (`finished_run`),
+    made once for the module in a database that each test reviewing it copies
+    (`finished`): every test changes a copy of its own, none waits for the run again."""
+    name = f"review_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    url = await copy_database(pg, name, TEMPLATE_DB)
+    try:
+        async with stack_on(
+            url, temporal_env, simulator_process, tmp_path_factory.mktemp("finished")
+        ) as s:
+            run_id, doc = await finished_run(s)
+    finally:
+        simulator_process.scenario()  # the default again, as the next test's `sim` has it
+    return name, run_id, doc
+
+
+@pytest_asyncio.fixture
+async def finished(
+    finished_template: tuple[str, str, str],
+    pg: stack.PostgresInstance,
+    temporal_env: WorkflowEnvironment,
+    sim: SimulatorProcess,
+    tmp_path: Path,
+) -> AsyncIterator[tuple[Stack, str, str]]:
+    """(stack, run_id, document_id): this test's own copy of `finished_template`'s run."""
+    template, run_id, doc = finished_template
+    url = await copy_database(pg, f"{template}_{uuid.uuid4().hex[:6]}", template)
+    async with stack_on(url, temporal_env, sim, tmp_path / "data") as s:
+        yield s, run_id, doc
 
 
 async def overlay(s: Stack, run_id: str, index: int) -> dict[str, Any]:
@@ -109,9 +153,9 @@ async def shot(page: Page, name: str, *, full_page: bool = True) -> None:
 
 @needs_chromium
 async def test_review_a_run_in_the_browser(
-    bbstack: Stack, tmp_path: Path, chromium: Browser
+    finished: tuple[Stack, str, str], tmp_path: Path, chromium: Browser
 ) -> None:
-    run_id, doc = await finished_run(bbstack)
+    bbstack, run_id, doc = finished
     app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
     async with serving(app) as base, fresh_pages(chromium) as browser:
         page = await browser.new_page(
@@ -405,8 +449,8 @@ async def _review_with_the_demos_schema(
     assert info.blocks["confirmed"] == 29
 
 
-async def test_changes_need_the_csrf_token(bbstack: Stack) -> None:
-    run_id, doc = await finished_run(bbstack)
+async def test_changes_need_the_csrf_token(finished: tuple[Stack, str, str]) -> None:
+    bbstack, run_id, doc = finished
     app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
     # Every route that changes something is behind the CSRF check.
     posts = [r for r in app.routes if isinstance(r, Route) and "POST" in (r.methods or ())]
@@ -477,68 +521,52 @@ async def test_with_a_token_every_page_needs_sign_in(bbstack: Stack) -> None:
             assert wrong.status == 303
 
 
-def test_a_non_local_bind_without_a_token_is_refused(tmp_path: Path) -> None:
+async def test_a_non_local_bind_without_a_token_is_refused(tmp_path: Path) -> None:
+    # `starter.py serve` in this process (tests/inprocess.py), with this environment alone:
+    # no token from the shell's. The process's own exit statuses are tested in
+    # tests/e2e/test_starter_errors.py.
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": str(tmp_path),
         "NO_COLOR": "1",
         "DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none",
     }
-    refused = subprocess.run(
-        [sys.executable, "starter.py", "serve", "--host", "0.0.0.0"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    refused = await run_command(["serve", "--host", "0.0.0.0"], env)
+    assert refused.code == 2
+    assert "refusing to serve on 0.0.0.0" in refused.err
+    assert "BLOCKBATCH_SERVE_TOKEN" in refused.err
+    short = await run_command(
+        ["serve", "--host", "0.0.0.0"], {**env, "BLOCKBATCH_SERVE_TOKEN": "short"}
     )
-    assert refused.returncode == 2
-    assert "refusing to serve on 0.0.0.0" in refused.stderr
-    assert "BLOCKBATCH_SERVE_TOKEN" in refused.stderr
-    short = subprocess.run(
-        [sys.executable, "starter.py", "serve", "--host", "0.0.0.0"],
-        cwd=ROOT,
-        env={**env, "BLOCKBATCH_SERVE_TOKEN": "short"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert short.returncode == 2 and "16 or more" in short.stderr
-    assert re.search(r"Traceback", refused.stderr + short.stderr) is None
+    assert short.code == 2 and "16 or more" in short.err
+    assert re.search(r"Traceback", refused.err + short.err) is None
 
 
 @pytest.mark.timeout(240)
-def test_the_review_page_benchmark_runs_on_a_small_run(tmp_path: Path) -> None:
+async def test_the_review_page_benchmark_runs_on_a_small_run(
+    tmp_path: Path,
+    services: Services,
+    pg: stack.PostgresInstance,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # In this process, on a database of its own on the session's Postgres (no Postgres of
+    # its own to initialise); the app it times still serves as `starter.py serve` does.
+    shared = tmp_path / "shared.json"
+    services.save(shared)
+    monkeypatch.setenv(SHARED_STACK_ENV, str(shared))
     out = tmp_path / "review_page.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "bench/review_page.py",
-            "--blocks",
-            "300",
-            "--repeat",
-            "1",
-            "--warmup",
-            "0",
-            "--out",
-            str(out),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=220,
-        check=False,
+    args = review_page.parse_args(
+        ["--blocks", "300", "--repeat", "1", "--warmup", "0", "--out", str(out)]
     )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert await review_page.main(args) == 0
     data = json.loads(out.read_text())
     assert data["benchmark"] == "review_page" and data["loaded"]["blocks"] == 300
     assert data["loaded"]["failed"] == 9 and data["loaded"]["confirmed"] == 29
     pages = {p["case"]: p for p in data["pages"]}
     assert pages["first page"]["rows"] == 50 and pages["status=failed, first"]["rows"] == 9
     assert all(p["plan"] and p["median_ms"] > 0 for p in data["pages"])
-    assert "| first page" in proc.stdout
+    assert "| first page" in capsys.readouterr().out
 
 
 @pytest.mark.timeout(180)
@@ -585,8 +613,10 @@ async def test_with_postgres_down_the_app_says_so_and_recovers(tmp_path: Path) -
         shutil.rmtree(services.root, ignore_errors=True)
 
 
-async def test_reopen_takes_only_confirmed_blocks_back_and_records_it(bbstack: Stack) -> None:
-    run_id, doc = await finished_run(bbstack)
+async def test_reopen_takes_only_confirmed_blocks_back_and_records_it(
+    finished: tuple[Stack, str, str],
+) -> None:
+    bbstack, run_id, doc = finished
     bb = bbstack.bb
     await bb.confirm(run_id, ["1", "2"], reviewer="ada")
     # All or nothing: a block that is not confirmed, or not the run's, changes nothing.
@@ -627,12 +657,12 @@ async def test_reopen_takes_only_confirmed_blocks_back_and_records_it(bbstack: S
 
 @needs_chromium
 async def test_a_refused_save_is_shown_as_refused_and_a_reload_sends_nothing(
-    bbstack: Stack, chromium: Browser
+    finished: tuple[Stack, str, str], chromium: Browser
 ) -> None:
     """A save the server refuses (a value the schema refuses; a row confirmed in another tab
     since the page was read) comes back as a page of its own: the refusal and what to do
     beside what was typed, and reloading it shows it again without sending the save."""
-    run_id, _ = await finished_run(bbstack)
+    bbstack, run_id, _ = finished
     original = (await overlay(bbstack, run_id, 1))["staging"]
     app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
     async with serving(app) as base, fresh_pages(chromium) as browser:
@@ -701,7 +731,9 @@ async def test_a_refused_save_is_shown_as_refused_and_a_reload_sends_nothing(
 async def test_the_grid_highlights_where_each_value_is_quoted_from(
     bbstack: Stack, chromium: Browser
 ) -> None:
-    doc = await bbstack.bb.ingest_file(ROOT / "samples" / "handbook.md")
+    # The handbook's first two packs of 8 (its whole 144 blocks add nothing the page of 8
+    # checked below shows).
+    doc = await bbstack.bb.ingest_bytes(handbook_document(16), name="handbook.md", fmt="markdown")
     schema_data = json.loads((ROOT / "samples" / "extract.json").read_text())
     schema_data["prompt_config"]["evidence"] = True
     schema = await bbstack.bb.add_schema(schema_data)
@@ -908,10 +940,12 @@ async def test_a_set_aside_block_and_a_turned_pages_box_in_the_browser(
 
 @needs_chromium
 @pytest.mark.timeout(600)
-async def test_a_hundred_rows_are_reviewed_in_the_browser_by_keyboard_alone(
+async def test_three_pages_of_rows_are_reviewed_in_the_browser_by_keyboard_alone(
     bbstack: Stack, chromium: Browser
 ) -> None:
-    run_id, _ = await keyboard_run(bbstack, 101)
+    # Pages of 20 rows (`limit`, which every act keeps), three of them: what a hundred rows
+    # in pages of 50 would exercise, with a run and pages less than half the size.
+    run_id, _ = await keyboard_run(bbstack, 2 * KEYBOARD_PAGE + 1)
     app = create_app(bbstack.bb, bbstack.settings, reviewer="ada")
     async with serving(app) as base, fresh_pages(chromium) as browser:
         page = await browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -919,7 +953,10 @@ async def test_a_hundred_rows_are_reviewed_in_the_browser_by_keyboard_alone(
     statuses = await bbstack.pool.fetch(
         "select status, count(*) from overlays where run_id = $1 group by status", run_id
     )
-    assert {r["status"]: r["count"] for r in statuses} == {"confirmed": 100, "rejected": 1}
+    assert {r["status"]: r["count"] for r in statuses} == {
+        "confirmed": 2 * KEYBOARD_PAGE,
+        "rejected": 1,
+    }
     acts = await actions(bbstack, run_id)
     assert {a["reviewer"] for a in acts} == {"ada"}
     edited = await overlay(bbstack, run_id, 5)
@@ -928,8 +965,13 @@ async def test_a_hundred_rows_are_reviewed_in_the_browser_by_keyboard_alone(
     assert (await overlay(bbstack, run_id, 6))["status"] == "rejected"
 
 
+#: The keyboard test's page size.
+KEYBOARD_PAGE = 20
+
+
 async def _review_by_keyboard(page: Page, base: str, run_id: str) -> None:
-    await page.goto(f"{base}/runs/{run_id}")
+    last = 2 * KEYBOARD_PAGE  # the third page's only row
+    await page.goto(f"{base}/runs/{run_id}?limit={KEYBOARD_PAGE}")
     await expect(page.locator("#keys")).to_contain_text("confirm all shown")
     # The first Tab stop skips to the first row; c confirms it, and the page comes back
     # with the next row current, not at the top.
@@ -980,19 +1022,21 @@ async def _review_by_keyboard(page: Page, base: str, run_id: str) -> None:
     await page.keyboard.press("Shift+A")
     await expect(page.locator("#ask")).to_be_visible()
     await expect(page.locator("#ask-text")).to_have_text(
-        "Confirm all 43 staged blocks shown, then go to the next page?"
+        f"Confirm all {KEYBOARD_PAGE - 7} staged blocks shown, then go to the next page?"
     )
     await shot(page, "grid-keyboard-confirm-all", full_page=False)
     await page.keyboard.press("Enter")
-    await expect(page.locator("#note")).to_contain_text("confirmed 43 blocks")
-    await expect(page.locator("#grid tr[data-uid]").first).to_have_id("row-50")
+    await expect(page.locator("#note")).to_contain_text(f"confirmed {KEYBOARD_PAGE - 7} blocks")
+    await expect(page.locator("#grid tr[data-uid]").first).to_have_id(f"row-{KEYBOARD_PAGE}")
     # The rows are there before the page's script at its end has bound the keys: wait for it.
     await page.wait_for_load_state("load")
     await page.keyboard.press("Shift+A")
-    await expect(page.locator("#ask-text")).to_contain_text("Confirm all 50 staged blocks")
+    await expect(page.locator("#ask-text")).to_contain_text(
+        f"Confirm all {KEYBOARD_PAGE} staged blocks"
+    )
     await page.keyboard.press("Enter")
-    await expect(page.locator("#note")).to_contain_text("confirmed 50 blocks")
-    await expect(page.locator("#grid tr[data-uid]").first).to_have_id("row-100")
+    await expect(page.locator("#note")).to_contain_text(f"confirmed {KEYBOARD_PAGE} blocks")
+    await expect(page.locator("#grid tr[data-uid]").first).to_have_id(f"row-{last}")
     await page.keyboard.press("j")
     await page.keyboard.press("c")
-    await expect(page.locator("#note")).to_contain_text("block 100: nothing changed; confirmed")
+    await expect(page.locator("#note")).to_contain_text(f"block {last}: nothing changed; confirmed")
