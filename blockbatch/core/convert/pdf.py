@@ -34,7 +34,7 @@ from blockbatch.core.convert.limits import (
     check_size,
 )
 from blockbatch.core.convert.pdf_layout import RUN_GAP, build_blocks
-from blockbatch.core.convert.pdf_lines import Run
+from blockbatch.core.convert.pdf_lines import Run, raise_digits
 
 #: Unreadable pages (image-only, or fonts PDFium cannot read) among text pages above this
 #: share of the pages refuse the file; fewer are read with a notice per page.
@@ -477,6 +477,10 @@ def _page_runs(textpage: Any, page: int, geo: _Geometry, pdfium: Any) -> tuple[l
                 # a footnote's raised number against its first word ("2The flight"): PDFium
                 # reads one word, the page shows the mark, then the note
                 word = f"{word[:cut]} {word[cut:]}"
+            elif word[-1].isdigit() and (cut := _raised_tail(word, raw, tp, start, end)):
+                # a note's raised number against the word it follows ("Shen1", a figure's
+                # "273.879.7501"): read as one word, the page shows a word and a mark
+                word = word[:cut] + raise_digits(word[cut:])
             if r - lft > _SPREAD * (end - start) * (t - b):
                 # glyphs set far apart in one string (a table's narrow cells written as
                 # "(30) Tj" with a wide character spacing): PDFium reads one word, the page
@@ -543,6 +547,35 @@ def _raised_number(word: str, raw: Any, tp: Any, start: int) -> int:
     raw.FPDFText_GetCharBox(tp, start, *refs)
     small = box[3].value - box[2].value < 0.8 * height
     return digits if small and box[2].value > bottom + 0.15 * height else 0
+
+
+def _raised_tail(word: str, raw: Any, tp: Any, start: int, end: int) -> int:
+    """Where the raised, smaller digits a word ends in (a note's mark against its word)
+    begin, or 0: the first glyph is the word's size and on its line, the last is set
+    smaller and higher."""
+    digits = len(word) - len(word.rstrip("0123456789"))
+    if len(word) - digits < 1 and len(word) < 4:
+        return 0  # a short number: nothing to tell its mark from
+    box = [ctypes.c_double() for _ in range(4)]  # left, right, bottom, top
+    refs = [ctypes.byref(v) for v in box]
+    raw.FPDFText_GetCharBox(tp, start, *refs)
+    bottom, height, right = box[2].value, box[3].value - box[2].value, box[1].value
+    if height <= 0:
+        return 0
+
+    def raised(i: int) -> bool:
+        # in user space the line runs left to right (a turned page's text runs up or down:
+        # its glyphs' heights there are their widths)
+        raw.FPDFText_GetCharBox(tp, start + i, *refs)
+        small = box[3].value - box[2].value < 0.8 * height
+        return small and box[2].value > bottom + 0.15 * height and box[0].value >= right
+
+    if not raised(len(word) - 1):
+        return 0
+    cut = len(word) - 1
+    while cut > 1 and len(word) - cut < 3 and word[cut - 1].isdigit() and raised(cut - 1):
+        cut -= 1
+    return cut
 
 
 def _spread_pieces(

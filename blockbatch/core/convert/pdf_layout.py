@@ -41,7 +41,15 @@ from typing import Any
 
 from blockbatch.core.blocks import BBox, RawBlock, TextBuilder
 from blockbatch.core.convert.pdf_boilerplate import classify_boilerplate
-from blockbatch.core.convert.pdf_lines import Line, Run, clean, is_vertical, join_lines, union
+from blockbatch.core.convert.pdf_lines import (
+    Line,
+    Run,
+    clean,
+    glue_touching,
+    is_vertical,
+    join_lines,
+    union,
+)
 from blockbatch.core.convert.tables import table_text
 
 #: A heading's font is at least this much larger than the body's.
@@ -131,7 +139,10 @@ _SQL_WORDS = frozenset(
 _LIST_MARKER = re.compile(
     r"^([\u2022\u25e6\u25aa\u25cf\u2023\u2043\u2013\u25a0\u00b7*-]|\d{1,3}[.)]|[a-z][.)]|\((\d{1,3}|[a-z]|[ivx]{1,5})\))$"
 )
-_SENTENCE_END = re.compile(r"[.!?:;\u2026][\"'\u201d\u2019)\]]*$")
+#: A sentence's end, then closing quotes and brackets and a note's raised mark ("2020.¹").
+_SENTENCE_END = re.compile(
+    r"[.!?:;\u2026][\"'\u201d\u2019)\]\u00b9\u00b2\u00b3\u2070-\u207f*\u2020]*$"
+)
 _NUMBERED_HEADING = re.compile(r"^(\d{1,2}(\.\d{1,2})*\.?|[IVX]{1,4}\.|[A-Z]\.)\s+\S.{0,80}$")
 _NAMED_HEADING = re.compile(
     r"^(abstract|introduction|background|related work|conclusions?|discussion|results|methods?"
@@ -309,7 +320,7 @@ def build_blocks(
     vertical: dict[int, list[Run]] = {}
     for page in sorted(pages):
         shown = [r for r in pages[page] if r.kind in _SHOWN]
-        text_runs = [r for r in shown if not is_vertical(r)]
+        text_runs = glue_touching([r for r in shown if not is_vertical(r)])
         vertical[page] = [r for r in shown if is_vertical(r)]
         aside[page] = [r for r in pages[page] if r.kind not in _SHOWN]
         for region in reading_order(text_runs, body):
@@ -656,8 +667,10 @@ def _add_block(
     elif m := _BULLET.match(text):
         kind = "list_item"
         marker = m.group(1)
-        metadata = {**metadata, "ordered": marker[0].isalnum(), "marker": marker}
-        text = text[m.end() :]
+        ordered = marker[0].isalnum()
+        metadata = {**metadata, "ordered": ordered, "marker": marker}
+        if not ordered:  # a bullet says nothing; a number ("3.") is how the item is cited
+            text = text[m.end() :]
     elif len(group) == 1 and _NUMBERED_HEADING.match(text) and head.size > body + 0.5:
         kind = "heading"
         metadata["level"] = minor_level
