@@ -50,6 +50,7 @@ from blockbatch.core.convert.pdf_lines import (
     join_lines,
     union,
 )
+from blockbatch.core.convert.pdf_rules import RuledTable, Rules, ruled_tables, table_box
 from blockbatch.core.convert.tables import table_text
 
 #: A heading's font is at least this much larger than the body's.
@@ -152,6 +153,8 @@ _NAMED_HEADING = re.compile(
 #: A footnote's first line: its mark (a number, an asterisk, a dagger), then its text.
 _NOTE_MARK = re.compile(r"^(\d{1,3}|[*\u2217\u2020\u2021\u00a7\u00b6])\s?\w")
 _SHOWN = ("text", "vertical", "vertical_up")
+#: The kind of the run that stands for a ruled table in the reading order.
+_RULED = "ruled_table"
 
 
 # --------------------------------------------------------------------------- reading order
@@ -274,11 +277,18 @@ def _cut(runs: list[Run], body: float, out: list[list[Run]], depth: int) -> None
 
 
 def _lines(region: list[Run], column: int) -> list[Line]:
-    """A leaf region's runs as lines (runs whose middles overlap), top to bottom."""
+    """A leaf region's runs as lines (runs whose middles overlap), top to bottom; a ruled
+    table's mark is a line of its own, read where its box starts."""
     lines: list[Line] = []
     current: list[Run] = []
     lo = hi = 0.0
-    for run in sorted(region, key=lambda r: (r.cy, r.box[0])):
+    for run in sorted(region, key=lambda r: (r.box[1] if r.kind == _RULED else r.cy, r.box[0])):
+        if run.kind == _RULED:
+            if current:
+                lines.append(Line(current, column))
+                current = []
+            lines.append(Line([run], column))
+            continue
         if current and lo <= run.cy <= hi:
             current.append(run)
             continue
@@ -295,15 +305,34 @@ def _lines(region: list[Run], column: int) -> list[Line]:
 
 
 def build_blocks(
-    pages: dict[int, list[Run]], sizes: dict[int, tuple[float, float]]
+    pages: dict[int, list[Run]],
+    sizes: dict[int, tuple[float, float]],
+    rules: dict[int, Rules] | None = None,
 ) -> list[RawBlock]:
-    """Every page's runs as typed blocks in reading order (see the module's docstring)."""
+    """Every page's runs as typed blocks in reading order (see the module's docstring);
+    ``rules``: each page's horizontal and vertical lines, for tables drawn with them."""
     weight: Counter[float] = Counter()
     for runs in pages.values():
         for run in runs:
             if run.kind == "text":
                 weight[run.size] += len(run.text)
     body = weight.most_common(1)[0][0] if weight else 10.0
+    # Tables drawn with lines first: their cells' text is the table's, never a running
+    # header (a table's header row repeated on every page) nor a line of the flow.
+    ruled: list[RuledTable] = []
+    marks: dict[int, list[Run]] = {}
+    for page, page_rules in sorted((rules or {}).items()):
+        found = ruled_tables(page_rules, pages.get(page, []))
+        if not found:
+            continue
+        taken = {id(r) for t in found for r in t.runs}
+        pages[page] = [r for r in pages[page] if id(r) not in taken]
+        for table in found:
+            # where the table stands in the reading order: a run of its box
+            marks.setdefault(page, []).append(
+                Run(page, str(len(ruled)), table_box(table), body, kind=_RULED)
+            )
+            ruled.append(table)
     classify_boilerplate(pages, {p: s[1] for p, s in sizes.items()}, body)
     weight = Counter()
     for runs in pages.values():
@@ -320,7 +349,7 @@ def build_blocks(
     vertical: dict[int, list[Run]] = {}
     for page in sorted(pages):
         shown = [r for r in pages[page] if r.kind in _SHOWN]
-        text_runs = glue_touching([r for r in shown if not is_vertical(r)])
+        text_runs = glue_touching([r for r in shown if not is_vertical(r)]) + marks.get(page, [])
         vertical[page] = [r for r in shown if is_vertical(r)]
         aside[page] = [r for r in pages[page] if r.kind not in _SHOWN]
         for region in reading_order(text_runs, body):
@@ -356,6 +385,20 @@ def build_blocks(
     skip_to = 0
     for i, line in enumerate(flow):
         if i < skip_to:
+            continue
+        if line.runs[0].kind == _RULED:
+            flush()
+            emit_aside(line.page - 1)
+            for mark in line.runs:  # (two tables side by side read as one line)
+                table = ruled[int(mark.text)]
+                out.add(
+                    "table",
+                    table_text(table.rows),
+                    {"cells": table.rows, "ruled": True},
+                    page=line.page,
+                    bbox=table_box(table),
+                    page_size=sizes[line.page],
+                )
             continue
         if i in tables:
             flush()
@@ -420,6 +463,7 @@ def find_tables(flow: list[Line], body: float) -> dict[int, tuple[int, list[list
 def _table_goes_on(prev: Line, line: Line) -> bool:
     return (
         line.page == prev.page
+        and line.runs[0].kind != _RULED
         # a row's height apart at least: a formula's indices sit closer below their line
         and 0.8 * max(line.size, prev.size) <= line.cy - prev.cy <= 2.5 * max(line.size, prev.size)
         and (len(line.runs) >= 2 or line.box[0] > prev.runs[0].box[2])
