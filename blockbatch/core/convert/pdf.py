@@ -659,12 +659,17 @@ def _raised_tail(word: str, raw: Any, tp: Any, start: int, end: int) -> int:
     if height <= 0:
         return 0
 
+    top = bottom + height
+
     def raised(i: int) -> bool:
         # in user space the line runs left to right (a turned page's text runs up or down:
-        # its glyphs' heights there are their widths)
+        # its glyphs' heights there are their widths); above the letter's bottom and not
+        # below its top (a letter reaching below the line, "γ" before an index, is not a
+        # mark's)
         raw.FPDFText_GetCharBox(tp, start + i, *refs)
         small = box[3].value - box[2].value < 0.8 * height
-        return small and box[2].value > bottom + 0.15 * height and box[0].value >= right
+        up = box[2].value > bottom + 0.15 * height and box[3].value >= top
+        return small and up and box[0].value >= right
 
     if not raised(len(word) - 1):
         return 0

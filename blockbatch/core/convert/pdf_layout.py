@@ -141,6 +141,8 @@ _LIST_MARKER = re.compile(
     r"^([\u2022\u25e6\u25aa\u25cf\u2023\u2043\u2013\u25a0\u00b7*-]|\d{1,3}[.)]|[a-z][.)]|\((\d{1,3}|[a-z]|[ivx]{1,5})\))$"
 )
 #: A sentence's end, then closing quotes and brackets and a note's raised mark ("2020.¹").
+#: A subfigure's caption: "(a) ...".
+_SUBFIGURE = re.compile(r"^\(([a-h])\)\s")
 _SENTENCE_END = re.compile(
     r"[.!?:;\u2026][\"'\u201d\u2019)\]\u00b9\u00b2\u00b3\u2070-\u207f*\u2020]*$"
 )
@@ -403,7 +405,12 @@ def build_blocks(
         if i in tables:
             flush()
             emit_aside(line.page - 1)
-            end, rows = tables[i]
+            end, rows, figures = tables[i]
+            skip_to = end
+            for text, box in figures:  # figures side by side: each one's text in turn
+                out.add("paragraph", text, {}, page=line.page, bbox=box, page_size=sizes[line.page])
+            if figures:
+                continue
             box = union(x.box for x in flow[i:end])
             meta = {"cells": rows}
             out.add(
@@ -426,9 +433,13 @@ def build_blocks(
     return out.blocks
 
 
-def find_tables(flow: list[Line], body: float) -> dict[int, tuple[int, list[list[str]]]]:
-    """The tables in ``flow``: for each table's first line, the index after its last line
-    and its rows of cells.
+def find_tables(
+    flow: list[Line], body: float
+) -> dict[int, tuple[int, list[list[str]], list[tuple[str, BBox]]]]:
+    """The tables in ``flow``: for each table's first line, the index after its last line,
+    its rows of cells, and, when its lines are figures side by side with their captions
+    rather than a table, each figure's text and box (read one after the other), its rows
+    then empty.
 
     A table is at least :data:`TABLE_ROWS` lines in a row on one page, each of at least two
     runs (cells set apart by more than a space), a line's height to two and a half apart
@@ -440,7 +451,7 @@ def find_tables(flow: list[Line], body: float) -> dict[int, tuple[int, list[list
     number with a stop) is not a table, nor are lines numbered in turn beside one column of
     text (a transcript, a listing), nor lines set mostly in a monospaced font (code whose
     words line up)."""
-    tables: dict[int, tuple[int, list[list[str]]]] = {}
+    tables: dict[int, tuple[int, list[list[str]], list[tuple[str, BBox]]]] = {}
     i = 0
     while i < len(flow):
         if len(flow[i].runs) < 2:
@@ -449,11 +460,24 @@ def find_tables(flow: list[Line], body: float) -> dict[int, tuple[int, list[list
         j = i + 1
         while j < len(flow) and _table_goes_on(flow[j - 1], flow[j]):
             j += 1
+        lines_end = j
         while j > i and len(flow[j - 1].runs) < 2:  # a table ends on a row of cells
             j -= 1
         rows = _table_rows(flow[i:j], body)
-        if rows is not None:
-            tables[i] = (j, rows)
+        if rows is not None and _subfigure_captions(rows):
+            spans = _spans([r for x in flow[i:j] for r in x.runs])
+            while (
+                lines_end < len(flow)
+                and flow[lines_end].page == flow[i].page
+                and len(flow[lines_end].runs) == 1
+                and any(a <= flow[lines_end].box[0] < flow[lines_end].box[2] <= b for a, b in spans)
+                and 0 < flow[lines_end].cy - flow[lines_end - 1].cy <= 2.5 * flow[lines_end].size
+            ):  # a caption's last line, on a line of its own under its column
+                lines_end += 1
+            tables[i] = (lines_end, [], _columns(flow[i:lines_end]))
+            i = lines_end
+        elif rows is not None:
+            tables[i] = (j, rows, [])
             i = j
         else:
             i += 1
@@ -487,12 +511,7 @@ def _table_rows(lines: list[Line], body: float) -> list[list[str]] | None:
     firsts = [x.runs[0].text.strip() for x in multi]
     if all(_LIST_MARKER.match(t) for t in firsts):
         return None
-    spans: list[list[float]] = []
-    for r in sorted(runs, key=lambda r: r.box[0]):
-        if spans and r.box[0] < spans[-1][1]:
-            spans[-1][1] = max(spans[-1][1], r.box[2])
-        else:
-            spans.append([r.box[0], r.box[2]])
+    spans = _spans(runs)
     if len(spans) < 2:
         return None
     if all(t.isdigit() for t in firsts) and len(spans) <= 3:
@@ -526,6 +545,49 @@ def _table_rows(lines: list[Line], body: float) -> list[list[str]] | None:
     if len(heads) >= 2 and all(_SQL_WORDS.issuperset(h.upper().split()) for h in heads):
         return None  # a SQL listing in a proportional font: its keywords, then their operands
     return rows
+
+
+def _columns(lines: list[Line]) -> list[tuple[str, BBox]]:
+    """Each column of ``lines`` (the x spans their runs cover) as one text, top to bottom,
+    hyphenation repaired, with its box."""
+    runs = [r for x in lines for r in x.runs]
+    starts = [s[0] for s in _spans(runs)]
+    columns: dict[int, list[Run]] = {}
+    for line in lines:
+        for run in line.runs:
+            columns.setdefault(bisect.bisect_right(starts, run.box[0]) - 1, []).append(run)
+    return [
+        (join_lines(r.text for r in column), union(r.box for r in column))
+        for _, column in sorted(columns.items())
+    ]
+
+
+def _spans(runs: list[Run]) -> list[list[float]]:
+    """The spans of the x axis that ``runs`` cover, left to right."""
+    spans: list[list[float]] = []
+    for r in sorted(runs, key=lambda r: r.box[0]):
+        if spans and r.box[0] < spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], r.box[2])
+        else:
+            spans.append([r.box[0], r.box[2]])
+    return spans
+
+
+def _subfigure_captions(rows: list[list[str]]) -> bool:
+    """Whether ``rows`` are figures side by side: a row of captions labelled in turn
+    ("(a) ...", "(b) ...") below rows of the figures' labels only (a few characters a
+    cell: "a b", "γ2"). GeoTopo-komprimiert.pdf p48: two figures and their captions."""
+    for n, row in enumerate(rows):
+        filled = [c for c in row if c]
+        labels = [_SUBFIGURE.match(c) for c in filled]
+        if len(filled) < 2 or not all(labels):
+            continue
+        letters = [m.group(1) for m in labels if m]
+        in_turn = letters == [chr(ord(letters[0]) + k) for k in range(len(letters))]
+        above = [c for r in rows[:n] for c in r if c]
+        if in_turn and above and all(len(c) <= 4 for c in above):
+            return True
+    return False
 
 
 def defer_footnotes(flow: list[Line], body: float, heights: dict[int, float]) -> list[Line]:
