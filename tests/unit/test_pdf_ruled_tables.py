@@ -8,8 +8,9 @@ from __future__ import annotations
 from fpdf import FPDF
 
 from blockbatch.core.blocks import ConvertOptions
+from blockbatch.core.convert.pdf_layout import build_blocks
 from blockbatch.core.convert.pdf_lines import Run
-from blockbatch.core.convert.pdf_rules import Segment, ruled_tables
+from blockbatch.core.convert.pdf_rules import Rules, Segment, ruled_tables
 from blockbatch.core.ingest import parse_document
 
 # WARN-report style: cells set as tight as their text, the city against the count.
@@ -140,3 +141,15 @@ def test_lines_under_a_plots_curves_are_not_a_table() -> None:
     assert len(ruled_tables((hs, vs, []), runs)) == 1
     curve = [(3.0, 100.0 + 2 * i, 100.0 + i) for i in range(60)]  # 180 points of slanted ink
     assert ruled_tables((hs, vs, curve), runs) == []
+
+
+def test_a_tables_box_stays_on_its_page_when_its_lines_run_past_the_edge() -> None:
+    """A table whose lines are drawn past the page's edge (a bleed): its box is clipped."""
+    hs, vs = cells(-20, 700, [316, 316], [40, 40, 40])
+    runs = [run(f"cell {r}{k}", 10 + 316 * k, 710 + 40 * r) for r in range(3) for k in range(2)]
+    pages = {1: runs}
+    rules: dict[int, Rules] = {1: (hs, vs, [])}
+    (block,) = build_blocks(pages, {1: (612.0, 792.0)}, rules)
+    box = block.provenance.bbox
+    assert block.block_type == "table" and box is not None
+    assert 0 <= box[0] < box[2] <= 612 and 0 <= box[1] < box[3] <= 792

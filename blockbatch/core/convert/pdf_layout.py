@@ -398,7 +398,7 @@ def build_blocks(
                     table_text(table.rows),
                     {"cells": table.rows, "ruled": True},
                     page=line.page,
-                    bbox=table_box(table),
+                    bbox=_on_page(table_box(table), sizes[line.page]),
                     page_size=sizes[line.page],
                 )
             continue
@@ -571,6 +571,12 @@ def _spans(runs: list[Run]) -> list[list[float]]:
         else:
             spans.append([r.box[0], r.box[2]])
     return spans
+
+
+def _on_page(box: BBox, size: tuple[float, float]) -> BBox:
+    """``box`` clipped to the page (a table's lines may be drawn past its edge)."""
+    x0, y0 = min(max(box[0], 0.0), size[0] - 1), min(max(box[1], 0.0), size[1] - 1)
+    return (x0, y0, min(max(box[2], x0 + 1), size[0]), min(max(box[3], y0 + 1), size[1]))
 
 
 def _subfigure_captions(rows: list[list[str]]) -> bool:
