@@ -153,3 +153,24 @@ def test_a_numbered_items_number_is_in_its_text_a_bullet_is_not() -> None:
         ("list_item", "Wear gloves.", "-"),
         ("paragraph", "(a) Sign the log.", None),
     ]
+
+
+def index_pdf() -> bytes:
+    """A letter reaching below the line ("y") and an index set smaller just under the line
+    against it, read by PDFium as one word "y1" (GeoTopo p48's "γ1")."""
+    pdf = FPDF(unit="pt", format="letter")
+    pdf.add_page()
+    pdf.set_font("Helvetica", size=10)
+    pdf.text(40, 100, "the path y")
+    x = 40 + pdf.get_string_width("the path y")
+    pdf.set_font("Helvetica", size=7)
+    pdf.text(x, 100.5, "1")
+    return bytes(pdf.output())
+
+
+def test_an_index_under_a_letter_that_reaches_below_the_line_is_not_raised() -> None:
+    """The mark's glyph starts above the letter's bottom, but its top is below the letter's:
+    an index, not a note's mark ("γ¹" was read for the page's γ with its index 1)."""
+    (block,) = parse_document(index_pdf(), "pdf")
+    assert "\u00b9" not in block.block_content
+    assert block.block_content.replace(" ", "").endswith("y1")
