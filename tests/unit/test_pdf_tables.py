@@ -193,3 +193,51 @@ def test_a_table_whose_first_column_has_some_upper_case_names_stays_a_table() ->
         ]
     )
     assert kinds(runs) == ["table"]
+
+
+def test_two_figures_captions_side_by_side_are_read_one_figure_after_the_other() -> None:
+    """GeoTopo-komprimiert.pdf p48 (its runs as read): two figures' labels ("a", "b", "γ2")
+    and their captions "(a) ..." and "(b) ..." side by side, a gutter narrower than a space
+    apart, were a table of 4 rows read across both."""
+    runs = [
+        Run(1, text, box, size)
+        for text, box, size in [
+            ("a", (190, 249, 196, 260), 10.9),
+            ("b", (294, 250, 298, 261), 10.9),
+            ("γ2", (211, 270, 221, 282), 10.9),
+            ("(a) γ1", (182, 289, 205, 298), 9.0),
+            ("und", (212, 290, 228, 298), 9.1),
+            ("γ2", (234, 290, 242, 298), 9.0),
+            ("sind homotop,", (249, 290, 310, 298), 9.1),
+            ("da man sie zueinander ver\ufffe", (198, 301, 311, 309), 9.0),
+            ("schieben kann.", (198, 312, 261, 320), 9.0),
+            ("a", (327, 249, 333, 260), 10.9),
+            ("b", (431, 250, 435, 261), 10.9),
+            ("γ2", (348, 270, 358, 282), 10.9),
+            ("(b) γ1", (319, 289, 343, 298), 9.0),
+            ("und", (347, 290, 363, 298), 9.1),
+            ("γ2", (367, 290, 375, 298), 9.0),
+            ("sind wegen dem", (379, 290, 446, 298), 9.1),
+            ("Hindernis nicht homotop.", (335, 301, 438, 309), 9.0),
+        ]
+    ]
+    body = "Sei X ein topologischer Raum und a, b Punkte von X, dann heissen zwei Wege"
+    text = [Run(1, body, (90, 400 + 14 * i, 526, 411 + 14 * i), 10.9) for i in range(8)]
+    blocks = build_blocks({1: runs + text}, {1: SIZE})[:2]
+    assert [(b.block_type, b.content) for b in blocks] == [
+        ("paragraph", "a b γ2 (a) γ1 und γ2 sind homotop, da man sie zueinander verschieben kann."),
+        ("paragraph", "a b γ2 (b) γ1 und γ2 sind wegen dem Hindernis nicht homotop."),
+    ]
+
+
+def test_a_tables_header_row_labelled_in_turn_stays_a_table() -> None:
+    """A form's table whose columns are labelled "(a) Description", "(b) Date": its rows
+    below are cells, not a figure's labels."""
+    runs = lines(
+        [
+            [(72, "(a) Description"), (250, "(b) Date"), (400, "(c) Amount")],
+            [(72, "Airfare"), (250, "05/03"), (400, "903.90")],
+            [(72, "Train fare"), (250, "05/24"), (400, "553.30")],
+        ]
+    )
+    assert kinds(runs) == ["table"]

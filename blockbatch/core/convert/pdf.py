@@ -34,7 +34,8 @@ from blockbatch.core.convert.limits import (
     check_size,
 )
 from blockbatch.core.convert.pdf_layout import RUN_GAP, build_blocks
-from blockbatch.core.convert.pdf_lines import Run
+from blockbatch.core.convert.pdf_lines import Run, raise_digits
+from blockbatch.core.convert.pdf_rules import MIN_LENGTH, SNAP, Rules, Segment
 
 #: Unreadable pages (image-only, or fonts PDFium cannot read) among text pages above this
 #: share of the pages refuse the file; fewer are read with a notice per page.
@@ -48,6 +49,8 @@ READ_OBJECT_SHARE = 0.5
 _TOKEN = re.compile(r"\r\n|[\r\n]|[^\s\x00-\x1f\ufffe]+[\ufffe\x02]?|[\ufffe\x02]")
 _INVISIBLE_MODES = (3, 7)
 _SHOWN = ("text", "vertical", "vertical_up")  # PDF text render modes that paint nothing
+#: Path segments read for ruling lines on one page at most (a chart or a map draws many).
+_MAX_RULE_SEGMENTS = 20_000
 #: Font names of monospaced fonts whose descriptor does not say FixedPitch.
 _MONO_NAMES = ("mono", "courier", "consol", "menlo", "cmtt", "code")
 _OCR_ADVICE = (
@@ -82,7 +85,7 @@ def convert_pdf(data: bytes, notices: list[str] | None = None) -> list[RawBlock]
     try:
         if pdfium.raw.FPDF_GetFormType(doc.raw) != pdfium.raw.FORMTYPE_NONE:
             doc.init_forms()  # before any page is loaded: the fields' values are read
-        pages, sizes, trouble, turns = _read_pages(doc, pdfium)
+        pages, sizes, trouble, turns, rules = _read_pages(doc, pdfium)
     finally:
         doc.close()
     for page, notice in _check_readable(pages, trouble).items():
@@ -90,7 +93,7 @@ def convert_pdf(data: bytes, notices: list[str] | None = None) -> list[RawBlock]
             notices.append(notice)
         width, height = sizes[page]
         pages[page].append(Run(page, notice, (0.0, 0.0, width, height), 0.0, kind="unreadable"))
-    blocks = build_blocks(pages, sizes)
+    blocks = build_blocks(pages, sizes, rules)
     return [_unturned(b, turns, sizes) for b in blocks] if turns else blocks
 
 
@@ -148,7 +151,11 @@ def _pages(numbers: list[int]) -> str:
 def _read_pages(
     doc: Any, pdfium: Any
 ) -> tuple[
-    dict[int, list[Run]], dict[int, tuple[float, float]], dict[str, list[int]], dict[int, str]
+    dict[int, list[Run]],
+    dict[int, tuple[float, float]],
+    dict[str, list[int]],
+    dict[int, str],
+    dict[int, Rules],
 ]:
     count = len(doc)
     if count > MAX_PAGES:
@@ -160,6 +167,7 @@ def _read_pages(
     sizes: dict[int, tuple[float, float]] = {}
     trouble: dict[str, list[int]] = {"lost": [], "image": []}
     turns: dict[int, str] = {}
+    rules: dict[int, Rules] = {}
     for index in range(count):
         page = doc[index]
         try:
@@ -186,6 +194,8 @@ def _read_pages(
                         _field_runs(page, doc.formenv.raw, index + 1, geometry, runs, pdfium)
                     )
                 text_objects, _, drawn = _page_objects(page, pdfium)
+                if drawn:
+                    rules[index + 1] = _page_rules(page, geometry, pdfium)
                 lost = text_objects >= 20 and chars_read < READ_OBJECT_SHARE * text_objects
                 if lost:  # or the same glyphs drawn over and over (a fake bold): is it?
                     _, unread, _ = _page_objects(page, pdfium, textpage)
@@ -199,7 +209,89 @@ def _read_pages(
             pages[index + 1] = runs
         finally:
             page.close()
-    return pages, sizes, trouble, turns
+    return pages, sizes, trouble, turns, rules
+
+
+def _page_rules(page: Any, geo: _Geometry, pdfium: Any) -> Rules:
+    """The page's straight horizontal and vertical lines as drawn (shown coordinates):
+    stroked lines, and the edges of rectangles (a thin filled one is a line; a filled cell's
+    edges are its borders); and the length and middle of each slanted line and curve's
+    piece (a figure's). Paths neither stroked nor filled, or in white, give none."""
+    raw = pdfium.raw
+    horizontal: list[Segment] = []
+    vertical: list[Segment] = []
+    matrix = raw.FS_MATRIX()
+    fill, stroke = ctypes.c_int(), ctypes.c_int()
+    x, y = ctypes.c_float(), ctypes.c_float()
+    left, bottom, right, top = (ctypes.c_float() for _ in range(4))
+    bounds = [ctypes.byref(v) for v in (left, bottom, right, top)]
+    rgba = [ctypes.c_uint() for _ in range(4)]
+    drawing: list[Segment] = []  # (length, x, y) of slanted lines and curves: a figure's
+    budget = _MAX_RULE_SEGMENTS
+
+    def add(p: tuple[float, float], q: tuple[float, float]) -> None:
+        if abs(p[1] - q[1]) <= 0.5:
+            if abs(p[0] - q[0]) >= MIN_LENGTH:
+                horizontal.append(((p[1] + q[1]) / 2, min(p[0], q[0]), max(p[0], q[0])))
+        elif abs(p[0] - q[0]) <= 0.5:
+            if abs(p[1] - q[1]) >= MIN_LENGTH:
+                vertical.append(((p[0] + q[0]) / 2, min(p[1], q[1]), max(p[1], q[1])))
+        else:
+            length = ((p[0] - q[0]) ** 2 + (p[1] - q[1]) ** 2) ** 0.5
+            drawing.append((length, (p[0] + q[0]) / 2, (p[1] + q[1]) / 2))
+
+    for i in range(raw.FPDFPage_CountObjects(page.raw)):
+        obj = raw.FPDFPage_GetObject(page.raw, i)
+        if raw.FPDFPageObj_GetType(obj) != raw.FPDF_PAGEOBJ_PATH:
+            continue
+        if not raw.FPDFPath_GetDrawMode(obj, ctypes.byref(fill), ctypes.byref(stroke)):
+            continue
+        filled = bool(fill.value) and _shows(raw.FPDFPageObj_GetFillColor, obj, rgba)
+        stroked = bool(stroke.value) and _shows(raw.FPDFPageObj_GetStrokeColor, obj, rgba)
+        if not filled and not stroked:
+            continue  # a clipping path's shape, or white or clear: draws nothing to see
+        if not raw.FPDFPageObj_GetBounds(obj, *bounds):
+            continue
+        x0, y0 = geo.point(left.value, top.value)
+        x1, y1 = geo.point(right.value, bottom.value)
+        w, h = abs(x1 - x0), abs(y1 - y0)
+        if h <= SNAP and w >= MIN_LENGTH:  # a thin rule, however it is drawn
+            horizontal.append(((y0 + y1) / 2, min(x0, x1), max(x0, x1)))
+            continue
+        if w <= SNAP and h >= MIN_LENGTH:
+            vertical.append(((x0 + x1) / 2, min(y0, y1), max(y0, y1)))
+            continue
+        count = raw.FPDFPath_CountSegments(obj)
+        if count <= 1 or count > budget or not raw.FPDFPageObj_GetMatrix(obj, matrix):
+            continue
+        budget -= count
+        a, b, c, d, e, f = matrix.a, matrix.b, matrix.c, matrix.d, matrix.e, matrix.f
+        start = last = None
+        for k in range(count):
+            seg = raw.FPDFPath_GetPathSegment(obj, k)
+            if not raw.FPDFPathSegment_GetPoint(seg, ctypes.byref(x), ctypes.byref(y)):
+                continue
+            point = geo.point(a * x.value + c * y.value + e, b * x.value + d * y.value + f)
+            kind = raw.FPDFPathSegment_GetType(seg)
+            if kind == raw.FPDF_SEGMENT_LINETO and last is not None:
+                add(last, point)
+            elif kind != raw.FPDF_SEGMENT_MOVETO and last is not None:  # a curve's piece
+                length = ((point[0] - last[0]) ** 2 + (point[1] - last[1]) ** 2) ** 0.5
+                drawing.append((length, (point[0] + last[0]) / 2, (point[1] + last[1]) / 2))
+            if kind == raw.FPDF_SEGMENT_MOVETO:
+                start = point
+            last = point
+            if raw.FPDFPathSegment_GetClose(seg) and start is not None:
+                add(point, start)
+    return horizontal, vertical, drawing
+
+
+def _shows(get_color: Any, obj: Any, rgba: list[Any]) -> bool:
+    """Whether a path's fill or stroke colour shows on white paper (not white, not clear)."""
+    if not get_color(obj, *(ctypes.byref(v) for v in rgba)):
+        return True
+    r, g, b, a = (v.value for v in rgba)
+    return a > 0 and min(r, g, b) < 245
 
 
 def _field_runs(
@@ -477,6 +569,10 @@ def _page_runs(textpage: Any, page: int, geo: _Geometry, pdfium: Any) -> tuple[l
                 # a footnote's raised number against its first word ("2The flight"): PDFium
                 # reads one word, the page shows the mark, then the note
                 word = f"{word[:cut]} {word[cut:]}"
+            elif word[-1].isdigit() and (cut := _raised_tail(word, raw, tp, start, end)):
+                # a note's raised number against the word it follows ("Shen1", a figure's
+                # "273.879.7501"): read as one word, the page shows a word and a mark
+                word = word[:cut] + raise_digits(word[cut:])
             if r - lft > _SPREAD * (end - start) * (t - b):
                 # glyphs set far apart in one string (a table's narrow cells written as
                 # "(30) Tj" with a wide character spacing): PDFium reads one word, the page
@@ -543,6 +639,44 @@ def _raised_number(word: str, raw: Any, tp: Any, start: int) -> int:
     raw.FPDFText_GetCharBox(tp, start, *refs)
     small = box[3].value - box[2].value < 0.8 * height
     return digits if small and box[2].value > bottom + 0.15 * height else 0
+
+
+def _raised_tail(word: str, raw: Any, tp: Any, start: int, end: int) -> int:
+    """Where the raised, smaller digits a word ends in (a note's mark against its word)
+    begin, or 0: the first glyph is the word's size and on its line, the last is set
+    smaller and higher."""
+    digits = len(word) - len(word.rstrip("0123456789"))
+    if len(word) - digits < 1 and len(word) < 4:
+        return 0  # a short number: nothing to tell its mark from
+    # the first letter or digit is the line's size (a bracket reaches below it)
+    first = next((i for i, ch in enumerate(word) if ch.isalnum()), len(word))
+    if first >= len(word) - 1:
+        return 0
+    box = [ctypes.c_double() for _ in range(4)]  # left, right, bottom, top
+    refs = [ctypes.byref(v) for v in box]
+    raw.FPDFText_GetCharBox(tp, start + first, *refs)
+    bottom, height, right = box[2].value, box[3].value - box[2].value, box[1].value
+    if height <= 0:
+        return 0
+
+    top = bottom + height
+
+    def raised(i: int) -> bool:
+        # in user space the line runs left to right (a turned page's text runs up or down:
+        # its glyphs' heights there are their widths); above the letter's bottom and not
+        # below its top (a letter reaching below the line, "γ" before an index, is not a
+        # mark's)
+        raw.FPDFText_GetCharBox(tp, start + i, *refs)
+        small = box[3].value - box[2].value < 0.8 * height
+        up = box[2].value > bottom + 0.15 * height and box[3].value >= top
+        return small and up and box[0].value >= right
+
+    if not raised(len(word) - 1):
+        return 0
+    cut = len(word) - 1
+    while cut > first + 1 and len(word) - cut < 3 and word[cut - 1].isdigit() and raised(cut - 1):
+        cut -= 1
+    return cut
 
 
 def _spread_pieces(

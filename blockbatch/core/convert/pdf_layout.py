@@ -41,7 +41,16 @@ from typing import Any
 
 from blockbatch.core.blocks import BBox, RawBlock, TextBuilder
 from blockbatch.core.convert.pdf_boilerplate import classify_boilerplate
-from blockbatch.core.convert.pdf_lines import Line, Run, clean, is_vertical, join_lines, union
+from blockbatch.core.convert.pdf_lines import (
+    Line,
+    Run,
+    clean,
+    glue_touching,
+    is_vertical,
+    join_lines,
+    union,
+)
+from blockbatch.core.convert.pdf_rules import RuledTable, Rules, ruled_tables, table_box
 from blockbatch.core.convert.tables import table_text
 
 #: A heading's font is at least this much larger than the body's.
@@ -131,7 +140,12 @@ _SQL_WORDS = frozenset(
 _LIST_MARKER = re.compile(
     r"^([\u2022\u25e6\u25aa\u25cf\u2023\u2043\u2013\u25a0\u00b7*-]|\d{1,3}[.)]|[a-z][.)]|\((\d{1,3}|[a-z]|[ivx]{1,5})\))$"
 )
-_SENTENCE_END = re.compile(r"[.!?:;\u2026][\"'\u201d\u2019)\]]*$")
+#: A sentence's end, then closing quotes and brackets and a note's raised mark ("2020.¹").
+#: A subfigure's caption: "(a) ...".
+_SUBFIGURE = re.compile(r"^\(([a-h])\)\s")
+_SENTENCE_END = re.compile(
+    r"[.!?:;\u2026][\"'\u201d\u2019)\]\u00b9\u00b2\u00b3\u2070-\u207f*\u2020]*$"
+)
 _NUMBERED_HEADING = re.compile(r"^(\d{1,2}(\.\d{1,2})*\.?|[IVX]{1,4}\.|[A-Z]\.)\s+\S.{0,80}$")
 _NAMED_HEADING = re.compile(
     r"^(abstract|introduction|background|related work|conclusions?|discussion|results|methods?"
@@ -141,6 +155,8 @@ _NAMED_HEADING = re.compile(
 #: A footnote's first line: its mark (a number, an asterisk, a dagger), then its text.
 _NOTE_MARK = re.compile(r"^(\d{1,3}|[*\u2217\u2020\u2021\u00a7\u00b6])\s?\w")
 _SHOWN = ("text", "vertical", "vertical_up")
+#: The kind of the run that stands for a ruled table in the reading order.
+_RULED = "ruled_table"
 
 
 # --------------------------------------------------------------------------- reading order
@@ -263,11 +279,18 @@ def _cut(runs: list[Run], body: float, out: list[list[Run]], depth: int) -> None
 
 
 def _lines(region: list[Run], column: int) -> list[Line]:
-    """A leaf region's runs as lines (runs whose middles overlap), top to bottom."""
+    """A leaf region's runs as lines (runs whose middles overlap), top to bottom; a ruled
+    table's mark is a line of its own, read where its box starts."""
     lines: list[Line] = []
     current: list[Run] = []
     lo = hi = 0.0
-    for run in sorted(region, key=lambda r: (r.cy, r.box[0])):
+    for run in sorted(region, key=lambda r: (r.box[1] if r.kind == _RULED else r.cy, r.box[0])):
+        if run.kind == _RULED:
+            if current:
+                lines.append(Line(current, column))
+                current = []
+            lines.append(Line([run], column))
+            continue
         if current and lo <= run.cy <= hi:
             current.append(run)
             continue
@@ -284,15 +307,34 @@ def _lines(region: list[Run], column: int) -> list[Line]:
 
 
 def build_blocks(
-    pages: dict[int, list[Run]], sizes: dict[int, tuple[float, float]]
+    pages: dict[int, list[Run]],
+    sizes: dict[int, tuple[float, float]],
+    rules: dict[int, Rules] | None = None,
 ) -> list[RawBlock]:
-    """Every page's runs as typed blocks in reading order (see the module's docstring)."""
+    """Every page's runs as typed blocks in reading order (see the module's docstring);
+    ``rules``: each page's horizontal and vertical lines, for tables drawn with them."""
     weight: Counter[float] = Counter()
     for runs in pages.values():
         for run in runs:
             if run.kind == "text":
                 weight[run.size] += len(run.text)
     body = weight.most_common(1)[0][0] if weight else 10.0
+    # Tables drawn with lines first: their cells' text is the table's, never a running
+    # header (a table's header row repeated on every page) nor a line of the flow.
+    ruled: list[RuledTable] = []
+    marks: dict[int, list[Run]] = {}
+    for page, page_rules in sorted((rules or {}).items()):
+        found = ruled_tables(page_rules, pages.get(page, []))
+        if not found:
+            continue
+        taken = {id(r) for t in found for r in t.runs}
+        pages[page] = [r for r in pages[page] if id(r) not in taken]
+        for table in found:
+            # where the table stands in the reading order: a run of its box
+            marks.setdefault(page, []).append(
+                Run(page, str(len(ruled)), table_box(table), body, kind=_RULED)
+            )
+            ruled.append(table)
     classify_boilerplate(pages, {p: s[1] for p, s in sizes.items()}, body)
     weight = Counter()
     for runs in pages.values():
@@ -309,7 +351,7 @@ def build_blocks(
     vertical: dict[int, list[Run]] = {}
     for page in sorted(pages):
         shown = [r for r in pages[page] if r.kind in _SHOWN]
-        text_runs = [r for r in shown if not is_vertical(r)]
+        text_runs = glue_touching([r for r in shown if not is_vertical(r)]) + marks.get(page, [])
         vertical[page] = [r for r in shown if is_vertical(r)]
         aside[page] = [r for r in pages[page] if r.kind not in _SHOWN]
         for region in reading_order(text_runs, body):
@@ -346,10 +388,29 @@ def build_blocks(
     for i, line in enumerate(flow):
         if i < skip_to:
             continue
+        if line.runs[0].kind == _RULED:
+            flush()
+            emit_aside(line.page - 1)
+            for mark in line.runs:  # (two tables side by side read as one line)
+                table = ruled[int(mark.text)]
+                out.add(
+                    "table",
+                    table_text(table.rows),
+                    {"cells": table.rows, "ruled": True},
+                    page=line.page,
+                    bbox=_on_page(table_box(table), sizes[line.page]),
+                    page_size=sizes[line.page],
+                )
+            continue
         if i in tables:
             flush()
             emit_aside(line.page - 1)
-            end, rows = tables[i]
+            end, rows, figures = tables[i]
+            skip_to = end
+            for text, box in figures:  # figures side by side: each one's text in turn
+                out.add("paragraph", text, {}, page=line.page, bbox=box, page_size=sizes[line.page])
+            if figures:
+                continue
             box = union(x.box for x in flow[i:end])
             meta = {"cells": rows}
             out.add(
@@ -372,9 +433,13 @@ def build_blocks(
     return out.blocks
 
 
-def find_tables(flow: list[Line], body: float) -> dict[int, tuple[int, list[list[str]]]]:
-    """The tables in ``flow``: for each table's first line, the index after its last line
-    and its rows of cells.
+def find_tables(
+    flow: list[Line], body: float
+) -> dict[int, tuple[int, list[list[str]], list[tuple[str, BBox]]]]:
+    """The tables in ``flow``: for each table's first line, the index after its last line,
+    its rows of cells, and, when its lines are figures side by side with their captions
+    rather than a table, each figure's text and box (read one after the other), its rows
+    then empty.
 
     A table is at least :data:`TABLE_ROWS` lines in a row on one page, each of at least two
     runs (cells set apart by more than a space), a line's height to two and a half apart
@@ -386,7 +451,7 @@ def find_tables(flow: list[Line], body: float) -> dict[int, tuple[int, list[list
     number with a stop) is not a table, nor are lines numbered in turn beside one column of
     text (a transcript, a listing), nor lines set mostly in a monospaced font (code whose
     words line up)."""
-    tables: dict[int, tuple[int, list[list[str]]]] = {}
+    tables: dict[int, tuple[int, list[list[str]], list[tuple[str, BBox]]]] = {}
     i = 0
     while i < len(flow):
         if len(flow[i].runs) < 2:
@@ -395,11 +460,24 @@ def find_tables(flow: list[Line], body: float) -> dict[int, tuple[int, list[list
         j = i + 1
         while j < len(flow) and _table_goes_on(flow[j - 1], flow[j]):
             j += 1
+        lines_end = j
         while j > i and len(flow[j - 1].runs) < 2:  # a table ends on a row of cells
             j -= 1
         rows = _table_rows(flow[i:j], body)
-        if rows is not None:
-            tables[i] = (j, rows)
+        if rows is not None and _subfigure_captions(rows):
+            spans = _spans([r for x in flow[i:j] for r in x.runs])
+            while (
+                lines_end < len(flow)
+                and flow[lines_end].page == flow[i].page
+                and len(flow[lines_end].runs) == 1
+                and any(a <= flow[lines_end].box[0] < flow[lines_end].box[2] <= b for a, b in spans)
+                and 0 < flow[lines_end].cy - flow[lines_end - 1].cy <= 2.5 * flow[lines_end].size
+            ):  # a caption's last line, on a line of its own under its column
+                lines_end += 1
+            tables[i] = (lines_end, [], _columns(flow[i:lines_end]))
+            i = lines_end
+        elif rows is not None:
+            tables[i] = (j, rows, [])
             i = j
         else:
             i += 1
@@ -409,6 +487,7 @@ def find_tables(flow: list[Line], body: float) -> dict[int, tuple[int, list[list
 def _table_goes_on(prev: Line, line: Line) -> bool:
     return (
         line.page == prev.page
+        and line.runs[0].kind != _RULED
         # a row's height apart at least: a formula's indices sit closer below their line
         and 0.8 * max(line.size, prev.size) <= line.cy - prev.cy <= 2.5 * max(line.size, prev.size)
         and (len(line.runs) >= 2 or line.box[0] > prev.runs[0].box[2])
@@ -432,12 +511,7 @@ def _table_rows(lines: list[Line], body: float) -> list[list[str]] | None:
     firsts = [x.runs[0].text.strip() for x in multi]
     if all(_LIST_MARKER.match(t) for t in firsts):
         return None
-    spans: list[list[float]] = []
-    for r in sorted(runs, key=lambda r: r.box[0]):
-        if spans and r.box[0] < spans[-1][1]:
-            spans[-1][1] = max(spans[-1][1], r.box[2])
-        else:
-            spans.append([r.box[0], r.box[2]])
+    spans = _spans(runs)
     if len(spans) < 2:
         return None
     if all(t.isdigit() for t in firsts) and len(spans) <= 3:
@@ -471,6 +545,55 @@ def _table_rows(lines: list[Line], body: float) -> list[list[str]] | None:
     if len(heads) >= 2 and all(_SQL_WORDS.issuperset(h.upper().split()) for h in heads):
         return None  # a SQL listing in a proportional font: its keywords, then their operands
     return rows
+
+
+def _columns(lines: list[Line]) -> list[tuple[str, BBox]]:
+    """Each column of ``lines`` (the x spans their runs cover) as one text, top to bottom,
+    hyphenation repaired, with its box."""
+    runs = [r for x in lines for r in x.runs]
+    starts = [s[0] for s in _spans(runs)]
+    columns: dict[int, list[Run]] = {}
+    for line in lines:
+        for run in line.runs:
+            columns.setdefault(bisect.bisect_right(starts, run.box[0]) - 1, []).append(run)
+    return [
+        (join_lines(r.text for r in column), union(r.box for r in column))
+        for _, column in sorted(columns.items())
+    ]
+
+
+def _spans(runs: list[Run]) -> list[list[float]]:
+    """The spans of the x axis that ``runs`` cover, left to right."""
+    spans: list[list[float]] = []
+    for r in sorted(runs, key=lambda r: r.box[0]):
+        if spans and r.box[0] < spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], r.box[2])
+        else:
+            spans.append([r.box[0], r.box[2]])
+    return spans
+
+
+def _on_page(box: BBox, size: tuple[float, float]) -> BBox:
+    """``box`` clipped to the page (a table's lines may be drawn past its edge)."""
+    x0, y0 = min(max(box[0], 0.0), size[0] - 1), min(max(box[1], 0.0), size[1] - 1)
+    return (x0, y0, min(max(box[2], x0 + 1), size[0]), min(max(box[3], y0 + 1), size[1]))
+
+
+def _subfigure_captions(rows: list[list[str]]) -> bool:
+    """Whether ``rows`` are figures side by side: a row of captions labelled in turn
+    ("(a) ...", "(b) ...") below rows of the figures' labels only (a few characters a
+    cell: "a b", "γ2"). GeoTopo-komprimiert.pdf p48: two figures and their captions."""
+    for n, row in enumerate(rows):
+        filled = [c for c in row if c]
+        labels = [_SUBFIGURE.match(c) for c in filled]
+        if len(filled) < 2 or not all(labels):
+            continue
+        letters = [m.group(1) for m in labels if m]
+        in_turn = letters == [chr(ord(letters[0]) + k) for k in range(len(letters))]
+        above = [c for r in rows[:n] for c in r if c]
+        if in_turn and above and all(len(c) <= 4 for c in above):
+            return True
+    return False
 
 
 def defer_footnotes(flow: list[Line], body: float, heights: dict[int, float]) -> list[Line]:
@@ -656,8 +779,10 @@ def _add_block(
     elif m := _BULLET.match(text):
         kind = "list_item"
         marker = m.group(1)
-        metadata = {**metadata, "ordered": marker[0].isalnum(), "marker": marker}
-        text = text[m.end() :]
+        ordered = marker[0].isalnum()
+        metadata = {**metadata, "ordered": ordered, "marker": marker}
+        if not ordered:  # a bullet says nothing; a number ("3.") is how the item is cited
+            text = text[m.end() :]
     elif len(group) == 1 and _NUMBERED_HEADING.match(text) and head.size > body + 0.5:
         kind = "heading"
         metadata["level"] = minor_level

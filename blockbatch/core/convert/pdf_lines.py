@@ -137,6 +137,81 @@ def join_lines(lines: Iterable[str]) -> str:
     return clean(out)
 
 
+#: Digits and signs set raised (a footnote's mark, an exponent) or lowered (an index) as
+#: Unicode writes them: "Shen¹", "10⁻³", "H₂O". NFKC maps them back to plain digits.
+_RAISED = str.maketrans("0123456789+-\u2212=()n", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁻⁼⁽⁾ⁿ")
+_LOWERED = str.maketrans("0123456789+-\u2212=()", "₀₁₂₃₄₅₆₇₈₉₊₋₋₌₍₎")
+_SCRIPT = re.compile(r"^[0-9+\-\u2212=()n,]+$")
+#: Marks of a note that need no conversion: set against their word, they stay against it.
+_NOTE_SIGNS = re.compile(r"^[*\u2217\u2020\u2021\u00a7\u00b6,]+$")
+#: Two runs on one line this close (a share of the smaller's size) touch: no space between.
+TOUCH_GAP = 0.1
+
+
+def raise_digits(text: str) -> str:
+    """Digits (and signs) written raised: "1" is "¹"."""
+    return text.translate(_RAISED)
+
+
+def glue_touching(runs: list[Run]) -> list[Run]:
+    """``runs`` with each run that touches the one before it on its line joined to it
+    without a space: a footnote's mark or an exponent set smaller against its word
+    ("Shen" and a raised "1" is "Shen¹", as the page shows it: not "Shen 1", nor "Shen1",
+    another name), an index ("H₂O"), or a brace in another font ("carlson}@fas"). PDFium
+    ends a run at every change of font; its text has no space there, and the eye sees
+    none. Only consecutive runs are looked at (a mark is drawn right after its word);
+    a right-to-left run is left as it is."""
+    if len(runs) < 2:
+        return runs
+    out = [runs[0]]
+    for run in runs[1:]:
+        prev = out[-1]
+        joined = _touching(prev, run)
+        if joined is None:
+            out.append(run)
+            continue
+        out[-1] = Run(
+            prev.page,
+            prev.text + joined,
+            union((prev.box, run.box)),
+            prev.size if prev.size >= run.size else run.size,
+            prev.bold,
+            prev.kind,
+            prev.mono,
+        )
+    return out
+
+
+def _touching(prev: Run, run: Run) -> str | None:
+    """``run``'s text as it joins ``prev`` with no space, or None when it does not touch."""
+    if run.kind != "text" or prev.kind != "text" or run.page != prev.page:
+        return None
+    small = min(prev.size, run.size)
+    gap = run.box[0] - prev.box[2]
+    if not (-TOUCH_GAP * small <= gap <= TOUCH_GAP * small):
+        return None
+    height = prev.box[3] - prev.box[1]
+    if not (prev.box[1] - 0.2 * height <= run.cy <= prev.box[3] + 0.2 * height):
+        return None  # not on its line
+    if _RTL.search(prev.text) or _RTL.search(run.text):
+        return None
+    text = run.text.strip()
+    if not text or not prev.text.strip():
+        return None
+    if run.size < 0.8 * prev.size:  # set smaller: raised, lowered, or a small capital
+        raised = run.box[3] < prev.box[3] - 0.15 * height
+        lowered = run.box[1] > prev.box[1] + 0.15 * height
+        if (raised or lowered) and _NOTE_SIGNS.match(text):
+            return text
+        if (raised or lowered) and _SCRIPT.match(text):
+            if lowered:  # ("n" has no lowered form: kept apart)
+                return text.translate(_LOWERED) if "n" not in text else None
+            return text.translate(_RAISED)  # "1,2": two marks, "¹,²"
+        if raised or lowered:
+            return None  # a letter index ("x" and a raised "ab"): kept apart, as before
+    return run.text
+
+
 def is_vertical(run: Run) -> bool:
     """Text set vertically (a margin stamp, a side label): taller than two lines, narrow."""
     if run.kind in ("vertical", "vertical_up"):
