@@ -16,6 +16,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.batches.rounds import enqueue
+from activities.shared import heartbeating
 from blockbatch.core.batch_types import BatchOptions
 from blockbatch.core.batching import PackAttempt
 from blockbatch.core.blocks import is_set_aside
@@ -117,6 +118,12 @@ class DbActivities:
 
     @activity.defn
     async def plan_run(self, inp: PlanRunInput) -> PlanRunOutput:
+        """:meth:`_plan_run`, heartbeating: a million blocks take minutes to plan on a
+        loaded machine (the workflow gives it a heartbeat timeout, not minutes to guess)."""
+        async with heartbeating("planning"):
+            return await self._plan_run(inp)
+
+    async def _plan_run(self, inp: PlanRunInput) -> PlanRunOutput:
         """Reuse earlier answers, size the packs of the rest and persist each block's
         pack_index, in one transaction; the same plan on retry.
 
@@ -266,6 +273,12 @@ class DbActivities:
 
     @activity.defn
     async def replan_run(self, inp: ReplanInput) -> ReplanOutput:
+        """:meth:`_replan_run`, heartbeating (a million-block run's first re-plan moves
+        every block it has not started: minutes on a loaded machine)."""
+        async with heartbeating("re-planning"):
+            return await self._replan_run(inp)
+
+    async def _replan_run(self, inp: ReplanInput) -> ReplanOutput:
         """Plan the packs not started yet again, from what the run's answers wrote.
 
         Moves pending blocks of packs ``first_pack`` on to new packs when that changes how

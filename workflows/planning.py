@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         CALL_MODEL_HEARTBEAT,
         CALL_MODEL_TIMEOUT,
         DB_RETRY,
+        PLAN_HEARTBEAT,
         PLAN_TIMEOUT,
         WARM_UP_RETRY,
         first_backoff,
@@ -42,6 +43,7 @@ async def plan_run(s: RunInput) -> PlanRunOutput:
         DbActivities.plan_run,
         PlanRunInput(run_id=s.run_id),
         start_to_close_timeout=PLAN_TIMEOUT,
+        heartbeat_timeout=PLAN_HEARTBEAT,
         retry_policy=DB_RETRY,
         summary="plan_run: size packs from block and output estimates",
     )
@@ -130,6 +132,7 @@ async def replan(s: RunInput, gate: GateReading | None = None) -> ReplanOutput:
             run_id=s.run_id, first_pack=s.next_pack, gate=gate, reask=q is not None and q.reask
         ),
         start_to_close_timeout=PLAN_TIMEOUT,
+        heartbeat_timeout=PLAN_HEARTBEAT,
         retry_policy=DB_RETRY,
         summary=f"replan_run: quality gate, {reading_text(gate)}"
         if gate is not None

@@ -57,8 +57,11 @@ DB_RETRY = RetryPolicy(
     maximum_attempts=0,
 )
 DB_TIMEOUT = timedelta(seconds=60)
-#: Planning reads every block of the document once.
-PLAN_TIMEOUT = timedelta(minutes=5)
+#: Planning reads every block of the document once, and a re-plan moves every block not
+#: started: minutes for a million blocks on a loaded machine (bench/scale.py). The
+#: activities heartbeat (PLAN_HEARTBEAT), so a lost worker is found in a minute.
+PLAN_TIMEOUT = timedelta(minutes=30)
+PLAN_HEARTBEAT = timedelta(minutes=1)
 
 
 def first_backoff(policy: RetryPolicy, seconds: float) -> RetryPolicy:
