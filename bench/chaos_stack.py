@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from blockbatch.devtools.lifeline import guard_process
 from blockbatch.devtools.services import Services
 from blockbatch.devtools.synthetic import WORDS, checkable_properties, markdown_document
 from blockbatch.runtime.settings import Settings
@@ -146,6 +147,7 @@ class ChaosStack:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
+        guard_process(proc.pid)  # stopped with this process, even if it is SIGKILLed
         self.workers[name] = proc
         self.worker_starts += 1
         return proc.pid

@@ -53,6 +53,7 @@ from blockbatch.core.prompt import build_system
 from blockbatch.core.run_types import RunOptions, RunResult
 from blockbatch.core.schema import load_schema
 from blockbatch.devtools import stack
+from blockbatch.devtools.lifeline import guard_process
 from blockbatch.devtools.services import Services
 from blockbatch.runtime.claude import anthropic_client
 from blockbatch.runtime.settings import Settings
@@ -436,7 +437,9 @@ class BenchStack:
             return
         scenario_file = self.root / "scenario.json"
         scenario_file.write_text(json.dumps(self.scenario))
-        self.services = Services(self.root, fsync=self.fsync, temporal_file=self.temporal_file)
+        self.services = Services(
+            self.root, fsync=self.fsync, temporal_file=self.temporal_file, keep=self.keep
+        )
         self.services.start(self.database, scenario=scenario_file)
         self.sim_url = self.services.sim_url
 
@@ -568,6 +571,7 @@ class BenchStack:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
             )
+        guard_process(proc.pid)  # stopped with this process, even if it is SIGKILLed
         return WorkerProcess(proc, log)
 
     async def _sample_forever(self) -> None:

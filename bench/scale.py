@@ -48,7 +48,7 @@ from bench.common import (
     sample_schema,
 )
 from blockbatch.cli import amain
-from blockbatch.core.run_types import RunOptions
+from blockbatch.core.run_types import RunOptions, RunResult
 from blockbatch.core.workflow_names import run_workflow_id
 from blockbatch.runtime.process import exit_process
 from blockbatch.store import reads as reads_module
@@ -268,6 +268,47 @@ async def seeded_status_reads(
     return {"overlays_seeded_s": round(seeded_s, 1), **out}
 
 
+async def follow_run(
+    bs: BenchStack, run_id: str, every: float, t1: float
+) -> tuple[RunResult, list[float], list[float]]:
+    """Wait for the run's end, printing its progress every ``every`` seconds; return its
+    result, the seconds each status read (``get_run``) took and the seconds each whole
+    ``status`` command took.
+
+    The wait is a task of its own (the progress is read beside it). However this ends
+    (Ctrl-C cancels it), that task is cancelled and awaited before the stack it waits on
+    is stopped: left pending, it failed once Temporal was gone, retrying (warnings) and then
+    printing "Task exception was never retrieved" as the benchmark exited.
+    """
+    waiter = asyncio.ensure_future(bs.bb.wait(run_id))
+    status_s: list[float] = []
+    command_s: list[float] = []
+    try:
+        while not waiter.done():
+            await asyncio.wait([waiter], timeout=every)
+            if not waiter.done():
+                # What `blockbatch status` reads first (store/reads.py get_run), timed.
+                t_status = time.monotonic()
+                await bs.bb.run(run_id)
+                status_s.append(time.monotonic() - t_status)
+                # The whole `blockbatch status RUN` command, in this process (its own
+                # connections, every read it makes, the live progress query).
+                command_s.append(await status_command(bs.settings, run_id))
+                try:
+                    p = await bs.bb.progress(run_id)
+                    print(
+                        f"  {time.monotonic() - t1:6.0f}s  {p.blocks_done:,}/"
+                        f"{p.blocks_total:,} blocks, packs {p.packs_done}/{p.packs_total}",
+                        flush=True,
+                    )
+                except Exception as exc:  # noqa: BLE001 - progress is best effort
+                    print(f"  progress unavailable: {exc}", flush=True)
+        return waiter.result(), status_s, command_s
+    finally:
+        waiter.cancel()
+        await asyncio.gather(waiter, return_exceptions=True)
+
+
 async def main(args: argparse.Namespace) -> int:
     rec = Recorder("scale", args)
     async with BenchStack(
@@ -345,29 +386,8 @@ async def main(args: argparse.Namespace) -> int:
                 RunOptions(max_concurrent_packs=args.concurrency),
                 packs_per_history=args.packs_per_history,
             )
-            waiter = asyncio.ensure_future(bs.bb.wait(run_id))
-            status_s: list[float] = []
-            command_s: list[float] = []
-            while not waiter.done():
-                await asyncio.wait([waiter], timeout=args.progress_every)
-                if not waiter.done():
-                    # What `blockbatch status` reads first (store/reads.py get_run), timed.
-                    t_status = time.monotonic()
-                    await bs.bb.run(run_id)
-                    status_s.append(time.monotonic() - t_status)
-                    # The whole `blockbatch status RUN` command, in this process (its own
-                    # connections, every read it makes, the live progress query).
-                    command_s.append(await status_command(bs.settings, run_id))
-                    try:
-                        p = await bs.bb.progress(run_id)
-                        print(
-                            f"  {time.monotonic() - t1:6.0f}s  {p.blocks_done:,}/"
-                            f"{p.blocks_total:,} blocks, packs {p.packs_done}/{p.packs_total}",
-                            flush=True,
-                        )
-                    except Exception as exc:  # noqa: BLE001 - progress is best effort
-                        print(f"  progress unavailable: {exc}", flush=True)
-            result = waiter.result()
+            print(f"run {run_id} started", flush=True)
+            result, status_s, command_s = await follow_run(bs, run_id, args.progress_every, t1)
             run_s = time.monotonic() - t1
             cpu = cpu_delta(before, bs.cpu_snapshot())
             temporal_rss = proc_status(bs.temporal_pid).get("VmHWM", 0)

@@ -39,6 +39,10 @@ from types import FrameType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from blockbatch.devtools.lifeline import guard_process
+
 RESULTS = ROOT / "bench" / "results"
 
 #: The hog: a busy loop that ends by itself after its deadline (seconds, argv[1]).
@@ -77,6 +81,7 @@ class Hog:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
+        guard_process(self.proc.pid)  # gone with this script, even if it is SIGKILLed
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -129,17 +134,24 @@ class Child:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def run(self, command: list[str], log: Path, timeout: float) -> int:
+        """Run ``command`` to its end (its exit code), or stop it after ``timeout`` (-1).
+
+        Interrupted (Ctrl-C, SIGTERM: a KeyboardInterrupt here), the run is stopped before
+        the interrupt goes on: in a session of its own, the terminal's Ctrl-C does not
+        reach it. Killed outright, this script's watchdog stops it.
+        """
         with open(log, "wb") as out:
             self.proc = subprocess.Popen(  # make or our venv's pytest, argv built above
                 command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
             )
-            try:
-                return self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.stop()
-                return -1
-            finally:
-                self.proc = None
+        guard_process(self.proc.pid)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return -1
+        finally:
+            self.stop()
+            self.proc = None
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -190,8 +202,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--hog-max-s",
         type=float,
-        default=1800,
-        help="the hog ends by itself after this many seconds (default 1800)",
+        default=None,
+        help="the hog ends by itself after this many seconds (default: --run-timeout-s, "
+        "so it lasts as long as a run may)",
     )
     parser.add_argument(
         "--run-timeout-s", type=float, default=1800, help="a run is stopped after this long"
@@ -207,6 +220,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
+    if args.hog_max_s is None:
+        args.hog_max_s = args.run_timeout_s
     return args
 
 

@@ -32,6 +32,7 @@ from temporalio.worker import Worker
 
 from blockbatch.api import Blockbatch
 from blockbatch.devtools import stack
+from blockbatch.devtools.lifeline import guard_process
 from blockbatch.devtools.services import Services
 from blockbatch.runtime.claude import anthropic_client
 from blockbatch.runtime.settings import Settings
@@ -221,7 +222,7 @@ class Stack:
     def start_worker_process(self, key: str, log: Path, **extra: str) -> subprocess.Popen[bytes]:
         """``worker.py`` in a process of its own (see :meth:`worker_env`), output to ``log``."""
         with open(log, "wb") as out:
-            return subprocess.Popen(  # our own entry point
+            proc = subprocess.Popen(  # our own entry point
                 [sys.executable, str(ROOT / "worker.py")],
                 cwd=ROOT,
                 env=self.worker_env(key, log, **extra),
@@ -229,6 +230,8 @@ class Stack:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
             )
+        guard_process(proc.pid)  # stopped with the session, even if pytest is SIGKILLed
+        return proc
 
 
 @pytest_asyncio.fixture

@@ -10,9 +10,10 @@ import subprocess
 import sys
 import time
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from blockbatch.devtools.lifeline import guard_stack
 from blockbatch.devtools.stack import (
     PostgresInstance,
     StackError,
@@ -40,6 +41,12 @@ class Services:
     starts only Postgres), keeps its port across a restart, writes its log to
     ``root/logs/<name>.log`` and its pid to ``root/run/<name>.pid``; :meth:`stop` stops
     whatever was started and :meth:`save`/:meth:`load` hand a running stack to another process.
+
+    A stack dies with the process that started it, however that process ends (SIGKILL
+    included): its first service started, the stack is guarded by a watchdog
+    (``blockbatch.devtools.lifeline``) that stops whatever of it still runs when this
+    process is gone, and then removes ``root`` (unless :attr:`keep`). A stack handed to
+    another process (:meth:`load`) is not that process's to stop.
     """
 
     root: Path
@@ -55,6 +62,17 @@ class Services:
     sim_pid: int = 0
     s3_port: int = 0
     gcs_port: int = 0
+    #: Stopped (and its directory removed) when the process that started it ends.
+    lifeline: bool = True
+    #: Its directory is kept when the watchdog stops it (a benchmark's ``--keep``).
+    keep: bool = False
+    _guarded: bool = field(default=False, init=False, repr=False)
+
+    def _guard(self) -> None:
+        """Put the stack under the watchdog (once), before its first service starts."""
+        if self.lifeline and not self._guarded:
+            guard_stack(self.root, keep=self.keep)
+            self._guarded = True
 
     def log(self, name: str) -> Path:
         return self.root / "logs" / f"{name}.log"
@@ -83,6 +101,7 @@ class Services:
 
     def start_postgres(self, *databases: str) -> PostgresInstance:
         """Start Postgres (initialised on first start) and create ``databases``."""
+        self._guard()
         self.pg_port = self.pg_port or free_port()
         instance = start_postgres(self.pg_dir, self.pg_port, self.log("postgres"), fsync=self.fsync)
         for database in databases:
@@ -97,6 +116,7 @@ class Services:
 
     def start_temporal(self) -> str:
         """Start the headless dev server (or wait for it, when it runs); return its address."""
+        self._guard()
         self.temporal_port = self.temporal_port or free_port()
         db_file = self.root / "temporal" / "temporal.db" if self.temporal_file else None
         self.temporal_pid = start_temporal(
@@ -110,6 +130,7 @@ class Services:
 
     def start_simulator(self, scenario: Path | None = None) -> str:
         """Start ``python -m blockbatch.simulator`` (with a scenario file); return its URL."""
+        self._guard()
         self.sim_port = self.sim_port or free_port()
         self.sim_pid = start_simulator(
             self.sim_port, self.log("simulator"), self.pid_file("simulator"), scenario
@@ -126,6 +147,7 @@ class Services:
         Only Bedrock batch jobs need it (their JSONL lives in S3), so nothing starts it but
         a caller that runs one; :meth:`stop` stops it with the rest.
         """
+        self._guard()
         self.s3_port = self.s3_port or free_port()
         cmd = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.s3_port)]
         spawn(cmd, self.log("s3"), self.pid_file("s3"))
@@ -153,6 +175,7 @@ class Services:
         """Start a local Cloud Storage stand-in (gcp-storage-emulator, in memory) and return
         its URL (what ``STORAGE_EMULATOR_HOST`` names). Only Vertex batch prediction jobs
         need it; :meth:`stop` stops it with the rest."""
+        self._guard()
         self.gcs_port = self.gcs_port or free_port()
         cmd = [
             sys.executable,
@@ -204,13 +227,14 @@ class Services:
 
     def save(self, path: Path) -> None:
         """Describe the running stack in ``path`` for :meth:`load` in another process."""
-        fields = {k: v for k, v in vars(self).items() if k != "root"}
+        fields = {k: v for k, v in vars(self).items() if k not in ("root", "lifeline", "_guarded")}
         path.write_text(json.dumps({"root": str(self.root), **fields}))
 
     @classmethod
     def load(cls, path: Path) -> Services:
         data = json.loads(path.read_text())
-        return cls(**{**data, "root": Path(data["root"])})
+        # Its owner's watchdog guards it: this process does not stop it by ending.
+        return cls(**{**data, "root": Path(data["root"]), "lifeline": False})
 
 
 def _answers(url: str) -> bool:

@@ -17,9 +17,12 @@ import secrets
 import signal
 import socket
 import subprocess
+import sys
 import urllib.request
 from collections import Counter, defaultdict
 from pathlib import Path
+
+import pytest
 
 from blockbatch.core.batch_types import BatchOptions
 from blockbatch.core.run_types import RunOptions
@@ -67,6 +70,42 @@ def scrape(port: int) -> str:
 
 def start_worker(s: Stack, key: str, port: int, log: Path) -> subprocess.Popen[bytes]:
     return s.start_worker_process(key, log, METRICS_PORT=str(port))
+
+
+#: Ports tried before giving up on finding one that nothing else takes first.
+PORT_TRIES = 5
+
+
+async def start_serving_worker(
+    s: Stack, key: str, log: Path
+) -> tuple[subprocess.Popen[bytes], int]:
+    """A ``worker.py`` serving its metrics on a free port; returns it and the port, once
+    it serves.
+
+    The port is chosen free (``free_port``), but another process may bind it before the
+    worker does (seen under load): the worker then exits saying it cannot serve metrics
+    there, and another port is tried. Serving is read from the worker's own log line,
+    not from a scrape: a scrape could be answered by whatever else listens on the port.
+    """
+    for _ in range(PORT_TRIES):
+        port = free_port()
+        proc = start_worker(s, key, port, log)
+        serving = f"metrics on http://127.0.0.1:{port}/metrics"
+
+        def settled(proc: subprocess.Popen[bytes] = proc, serving: str = serving) -> str | None:
+            text = log.read_text(errors="replace")
+            if serving in text:
+                return "serving"
+            return "exited" if proc.poll() is not None else None
+
+        if await until(settled, f"the worker serving metrics on port {port}") == "serving":
+            await wait_for_endpoint(port, proc, log)
+            return proc, port
+        said = log.read_text(errors="replace")
+        assert f"cannot serve metrics on 127.0.0.1:{port}" in said, said
+    raise AssertionError(
+        f"{PORT_TRIES} free ports in a row were taken before the worker bound them"
+    )
 
 
 async def wait_for_endpoint(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
@@ -155,10 +194,9 @@ async def test_scraped_metrics_agree_with_the_ledger_after_faulty_runs(
         # so that calls wait for the limiter little after it.
         limits={"rpm": 50_000, "input_tpm": 50_000_000, "output_tpm": 10_000_000},
     )
-    port, log = free_port(), tmp_path / "worker.log"
-    proc = start_worker(s, key, port, log)
+    log = tmp_path / "worker.log"
+    proc, port = await start_serving_worker(s, key, log)
     try:
-        await wait_for_endpoint(port, proc, log)
         # 500s name no retry-after: their retries back off from 0.2 s, not 2 s.
         sync_id = await s.bb.start_run(
             sync_doc, schema_id, RunOptions(pack_size=8, call_retry_s=0.2)
@@ -297,3 +335,26 @@ async def test_a_metrics_port_in_use_stops_the_worker_with_a_clear_message(
     assert f"error: cannot serve metrics on 127.0.0.1:{port}" in out
     assert "set METRICS_PORT to a free port" in out
     assert "Traceback" not in out
+
+
+async def test_a_free_port_taken_before_the_worker_binds_it_is_replaced_by_another(
+    bbstack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The race `free_port` cannot close, made certain: the first port it hands out is
+    # taken (listening) before the worker starts; the worker must end up serving on
+    # another, its own, and not the test scrape whatever holds the first.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        first = taken.getsockname()[1]
+        ports = iter([first, free_port()])
+        monkeypatch.setattr(sys.modules[__name__], "free_port", lambda: next(ports))
+        proc, port = await start_serving_worker(bbstack, "sim-test-key", tmp_path / "worker.log")
+    try:
+        assert port != first
+        scrape(port)  # it answers there
+        said = (tmp_path / "worker.log").read_text()
+        assert f"metrics on http://127.0.0.1:{port}/metrics" in said, said
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(proc.wait, 40)

@@ -7,6 +7,7 @@ import signal
 
 from tests.conftest import Stack
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
+from tests.waiting import DEADLINE_S
 
 
 async def test_run_follows_to_a_summary_and_lists_its_calls(cli: Cli, bbstack: Stack) -> None:
@@ -145,17 +146,26 @@ async def test_ctrl_c_detaches_then_cancel_and_watch_end_cancelled(
             "--set",
             "max_concurrent_packs=1",
         )
-        assert proc.stdout is not None
-        seen = ""
-        while " blocks · " not in seen:  # a progress line: the follower is live
-            line = await asyncio.wait_for(proc.stdout.readline(), 60)
-            assert line, seen
-            seen += line.decode()
+        stdout = proc.stdout
+        assert stdout is not None
+
+        async def progress_shown() -> str:
+            seen = ""
+            while " blocks · " not in seen:  # a progress line: the follower is live
+                line = await stdout.readline()
+                assert line, seen
+                seen += line.decode()
+            return seen
+
+        # One deadline for the whole start, a hang's (tests/waiting.py), not one per line:
+        # 60 s for a line raced the start of the process, its ingest and its first
+        # progress query on a loaded machine (it failed so beside another e2e file).
+        seen = await asyncio.wait_for(progress_shown(), DEADLINE_S)
         # The simulator holds every answer from here until the cancel: the run cannot end
         # before the checks below, however slow this machine is.
         bbstack.sim.call("POST", "/_sim/hold")
         proc.send_signal(signal.SIGINT)
-        _, err = await asyncio.wait_for(proc.communicate(), 60)
+        _, err = await asyncio.wait_for(proc.communicate(), DEADLINE_S)
         assert proc.returncode == 0, err
         run_id = cli_run_id(seen)
         assert "detached" in err.decode()

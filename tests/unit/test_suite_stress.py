@@ -4,11 +4,15 @@ after each, and reports every test that failed in any run."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import sys
 from pathlib import Path
 
 import pytest
 
 from bench import suite_stress
+from tests.waiting import until
 
 
 def test_the_hog_goes_to_half_the_runs_spread_out_unless_told() -> None:
@@ -75,3 +79,46 @@ def test_a_clean_selection_reports_nothing_and_exits_0(tmp_path: Path) -> None:
 def test_zero_runs_is_a_usage_error() -> None:
     with pytest.raises(SystemExit):
         suite_stress.parse_args(["--runs", "0"])
+
+
+async def test_an_interrupted_run_is_stopped_with_every_process_it_started(
+    tmp_path: Path,
+) -> None:
+    # The run is in a session of its own (the terminal's Ctrl-C does not reach it): the
+    # script's interrupt (a KeyboardInterrupt, from Ctrl-C or SIGTERM) must stop it, and the
+    # processes it started, before going on. The run interrupts this process itself once
+    # it has started a process of its own, so the interrupt lands in the wait for it.
+    grandchild = tmp_path / "grandchild.pid"
+    command = [
+        sys.executable,
+        "-c",
+        "import os, pathlib, signal, subprocess\n"
+        "p = subprocess.Popen(['sleep', '600'])\n"
+        f"pathlib.Path({str(grandchild)!r}).write_text(str(p.pid))\n"
+        f"os.kill({os.getpid()}, signal.SIGUSR1)\n"
+        "p.wait()\n",
+    ]
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGUSR1, interrupt)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            suite_stress.Child().run(command, tmp_path / "run.log", timeout=600)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    stat = Path(f"/proc/{int(grandchild.read_text())}/stat")
+
+    def stopped() -> bool:  # gone, or a zombie until init reaps it: not sleeping on
+        try:
+            return stat.read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+        except OSError:
+            return True
+
+    await until(stopped, "the run's own process stopped")
+
+
+def test_the_hog_lasts_as_long_as_a_run_may_unless_told() -> None:
+    assert suite_stress.parse_args(["--run-timeout-s", "3000"]).hog_max_s == 3000
+    assert suite_stress.parse_args(["--hog-max-s", "60"]).hog_max_s == 60
