@@ -26,7 +26,13 @@ from blockbatch.core.quality_types import QualityOptions
 from blockbatch.core.run_types import RunOptions, RunResult
 from blockbatch.store.db import create_pool
 
+#: The model misbehaving, on an account with large limits: an injected 429's headers then
+#: give those limits with most of each left. On an account with none, they give a nominal
+#: limit with nothing left (blockbatch/simulator/limits.py, ``NOMINAL``), which the fleet
+#: limiter honours by pacing the run's output for the rest of the minute: 10 to 15 s of
+#: waiting a run on the providers whose 429s carry the headers (aws, google-cloud).
 MODEL_FAULTS: dict[str, Any] = {
+    "limits": {"rpm": 50_000, "input_tpm": 50_000_000, "output_tpm": 10_000_000},
     "errors": {"rate_429": 0.05, "rate_529": 0.05, "rate_500": 0.04, "retry_after_s": 1},
     "faults": {
         "truncate": 0.08,
