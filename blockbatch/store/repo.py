@@ -133,23 +133,29 @@ async def _insert_blocks(
     (binary): a third less CPU than an ``insert ... select from unnest`` of arrays, in this
     process and in Postgres (docs/benchmarks.md 3.3). It runs in the caller's transaction."""
     await conn.copy_records_to_table(
-        "blocks",
-        columns=BLOCK_COLUMNS,
-        records=[
-            (
-                f"{document_id}:{b.block_index}",
-                document_id,
-                b.block_index,
-                b.block_type,
-                b.block_content,
-                b.metadata,
-                estimate_tokens(b.block_content),
-                block_digest(b.block_type, b.block_content),
-                _provenance(name, b),
-            )
-            for b in blocks
-        ],
+        "blocks", columns=BLOCK_COLUMNS, records=block_records(document_id, name, blocks)
     )
+
+
+def block_records(
+    document_id: str, name: str, blocks: Iterable[ParsedBlock]
+) -> list[tuple[Any, ...]]:
+    """The rows :func:`_insert_blocks` stores for ``blocks``, in :data:`BLOCK_COLUMNS`'
+    order (the jsonb columns as the pool's codec takes them)."""
+    return [
+        (
+            f"{document_id}:{b.block_index}",
+            document_id,
+            b.block_index,
+            b.block_type,
+            b.block_content,
+            b.metadata,
+            estimate_tokens(b.block_content),
+            block_digest(b.block_type, b.block_content),
+            _provenance(name, b),
+        )
+        for b in blocks
+    ]
 
 
 #: The columns :func:`_insert_blocks` fills, in its records' order.
