@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 import secrets
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from blockbatch.core.registry import RetiredModelError, UnknownModelError, get_m
 from blockbatch.core.reuse import block_digest
 from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import SchemaSpec, schema_id_for
+from blockbatch.store.db import JsonText
 
 
 class NotFound(LookupError):
@@ -141,21 +143,42 @@ def block_records(
     document_id: str, name: str, blocks: Iterable[ParsedBlock]
 ) -> list[tuple[Any, ...]]:
     """The rows :func:`_insert_blocks` stores for ``blocks``, in :data:`BLOCK_COLUMNS`'
-    order (the jsonb columns as the pool's codec takes them)."""
-    return [
-        (
-            f"{document_id}:{b.block_index}",
-            document_id,
-            b.block_index,
-            b.block_type,
-            b.block_content,
-            b.metadata,
-            estimate_tokens(b.block_content),
-            block_digest(b.block_type, b.block_content),
-            _provenance(name, b),
+    order (the jsonb columns as the pool's codec takes them).
+
+    A block's provenance is the same JSON as :func:`_provenance`'s, written from parts
+    made once: the file's name, and the heading path the blocks under one heading share
+    (``stream_records`` gives them one tuple); only a block with a page is encoded whole.
+    """
+    source = json.dumps(name)
+    path: tuple[str, ...] | None = None
+    path_json = ""
+    rows = []
+    for b in blocks:
+        p = b.provenance
+        if p is None or p.page is not None or p.bbox is not None or p.page_size is not None:
+            provenance: Any = _provenance(name, b)
+        else:
+            if p.heading_path is not path:
+                path, path_json = p.heading_path, json.dumps(list(p.heading_path))
+            provenance = JsonText(
+                f'{{"source": {source}, "char_start": {p.char_start}, '
+                f'"char_end": {p.char_end}, "heading_path": {path_json}}}'
+            )
+        content = b.block_content
+        rows.append(
+            (
+                f"{document_id}:{b.block_index}",
+                document_id,
+                b.block_index,
+                b.block_type,
+                content,
+                b.metadata,
+                estimate_tokens(content),
+                block_digest(b.block_type, content),
+                provenance,
+            )
         )
-        for b in blocks
-    ]
+    return rows
 
 
 #: The columns :func:`_insert_blocks` fills, in its records' order.

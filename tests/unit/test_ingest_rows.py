@@ -12,10 +12,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
+import re
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from blockbatch.core.ingest import stream_records
+from blockbatch.core.planning import TEXT_CONSTANT_TOKENS, estimate_tokens
 from blockbatch.store.db import _jsonb_decode, _jsonb_encode
 from blockbatch.store.repo import BLOCK_COLUMNS, block_records
 
@@ -129,3 +135,20 @@ def test_generated_document_stores_the_rows_it_always_stored() -> None:
         digest.update(b"\n")
     assert len(rows) >= BLOCKS
     assert digest.hexdigest() == ROWS_SHA256
+
+
+_SYMBOL = re.compile(r"[^\w\s]")
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=127)) | st.text())
+def test_token_estimate_counts_the_symbols_the_regex_counts(text: str) -> None:
+    # estimate_tokens counts ASCII text's symbols by deleting its word and space bytes;
+    # the figure is the regex's, as it was before (a quote priced before and after agrees).
+    chars = len(text)
+    extra = len(text.encode()) - chars
+    symbols = chars - len(_SYMBOL.sub("", text))
+    by_symbols = (chars - symbols) / 4 + symbols + extra * 0.6
+    by_chars = chars / 3.5 + extra * 0.6
+    by_words = len(text.split()) * 1.35
+    expected = math.ceil(max(by_chars, by_words, by_symbols)) + TEXT_CONSTANT_TOKENS
+    assert estimate_tokens(text) == (expected if text else 0)
