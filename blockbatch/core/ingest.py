@@ -112,6 +112,8 @@ _SAVE_AS: dict[str, str] = {
     ".tif": "run OCR on it and give the text or a searchable PDF",
     ".tiff": "run OCR on it and give the text or a searchable PDF",
 }
+#: Formats whose blocks are records with columns of their own (:func:`record_columns`).
+_RECORD_FORMATS = frozenset({"csv", "jsonl", "xlsx"})
 #: A heading's title in the heading path of the blocks under it, at most this long.
 HEADING_PATH_CHARS = 200
 
@@ -312,10 +314,15 @@ def stream_records(
                 parse_csv(text, text_field), text_field, streamed.skipped, skip_empty
             )
 
+    # A block's text and metadata are cut from the file's text (markdown, plain text), so
+    # when the text has no NUL no block has one: checked once, not once a block.
+    check_nul = fmt not in ("markdown", "text") or "\x00" in text
+    # Only records have columns of their own to give back (Streamed.columns).
+    keys = streamed.keys if fmt in _RECORD_FORMATS else None
+
     def blocks() -> Iterator[ParsedBlock]:
         count = 0
-        expanded = (r for one in raw for r in expand_tables([one], table_rows=options.table_rows))
-        for r, path in _heading_paths(expanded):
+        for r, path in _heading_paths(_expanded(raw, options.table_rows)):
             p = r.provenance
             block = ParsedBlock(
                 block_index=count,
@@ -325,8 +332,10 @@ def stream_records(
                 # The constructor, not dataclasses.replace: this runs once a block.
                 provenance=Provenance(p.char_start, p.char_end, p.page, p.bbox, p.page_size, path),
             )
-            _check_storable(block)
-            streamed.keys.update(dict.fromkeys(block.metadata))
+            if check_nul:
+                _check_storable(block)
+            if keys is not None:
+                keys.update(dict.fromkeys(block.metadata))
             count += 1
             yield block
         if not count:
@@ -360,20 +369,34 @@ def _converted(fmt: str, convert: Callable[[], list[RawBlock]]) -> list[RawBlock
         ) from None
 
 
+def _expanded(raw: Iterable[RawBlock], table_rows: bool) -> Iterator[RawBlock]:
+    """``raw`` with its tables expanded (:func:`expand_tables`, which keeps every other
+    block as it is)."""
+    for block in raw:
+        if block.block_type == "table":
+            yield from expand_tables([block], table_rows=table_rows)
+        else:
+            yield block
+
+
 def _heading_paths(raw: Iterable[RawBlock]) -> Iterator[tuple[RawBlock, tuple[str, ...]]]:
-    """Each block with its enclosing headings, outermost first (a heading's: its parents')."""
+    """Each block with its enclosing headings, outermost first (a heading's: its parents').
+    The blocks under one heading share one path (made when a heading opens or closes)."""
     open_headings: list[tuple[int, str]] = []
+    path: tuple[str, ...] = ()
     for block in raw:
         if block.block_type != "heading":
-            yield block, tuple(title for _, title in open_headings)
+            yield block, path
             continue
         level = block.metadata.get("level", 1)
         level = level if isinstance(level, int) else 1
         while open_headings and open_headings[-1][0] >= level:
             open_headings.pop()
-        yield block, tuple(title for _, title in open_headings)
+        path = tuple(title for _, title in open_headings)
+        yield block, path
         title = " ".join(block.content.split())[:HEADING_PATH_CHARS]
         open_headings.append((level, title))
+        path = (*path, title)
 
 
 def _check_storable(block: ParsedBlock) -> None:

@@ -291,7 +291,7 @@ def _holds_content(node: Node, besides: Sequence[Node] = ()) -> bool:
 
 def _stripped_lines(lines: Sequence[str]) -> str:
     """A paragraph's or setext heading's text: its lines, each stripped."""
-    return "\n".join(line.strip() for line in lines).strip()
+    return "\n".join([line.strip() for line in lines]).strip()
 
 
 def _atx_text(line: str) -> str:
@@ -325,11 +325,12 @@ def iter_markdown(text: str, window_lines: int | None = None) -> Iterator[RawBlo
         nodes = parser.tree(walk.window(start, end)).children
         if end < total:
             # The last block may go on past the window: the next window starts with it.
-            last = next((walk.lines_of(n)[0] for n in reversed(nodes) if n.srcmap), start)
+            at = next((i for i in range(len(nodes) - 1, -1, -1) if nodes[i].srcmap), None)
+            last = start if at is None else walk.lines_of(nodes[at])[0]
             if last <= start:
                 size *= 2  # one block longer than the window: a larger window
                 continue
-            nodes = [n for n in nodes if n.srcmap is None or walk.lines_of(n)[0] < last]
+            nodes = nodes[:at]  # the blocks before the last (each starts on an earlier line)
         else:
             last = total
         for node in nodes:

@@ -114,8 +114,20 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
     )
 
 
+class JsonText(str):
+    """A value's JSON text, made by the caller: stored in a jsonb column as it is (the
+    pool's codec encodes every other value with ``json.dumps``). The ingest makes its
+    blocks' provenance this way, from parts shared by many blocks (store/repo.py)."""
+
+
+#: ``json.dumps`` with its defaults, without its per-call check of the options.
+_encode_json = json.JSONEncoder().encode
+
+
 def _jsonb_encode(value: Any) -> bytes:
-    return b"\x01" + json.dumps(value).encode()
+    if type(value) is JsonText:
+        return b"\x01" + value.encode()
+    return b"\x01" + _encode_json(value).encode()
 
 
 def _jsonb_decode(data: bytes) -> Any:

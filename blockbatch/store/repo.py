@@ -6,10 +6,13 @@ Used by the API (ingest, create and delete a run); reads for the front doors liv
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import hashlib
 import itertools
+import json
 import secrets
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -22,6 +25,7 @@ from blockbatch.core.registry import RetiredModelError, UnknownModelError, get_m
 from blockbatch.core.reuse import block_digest
 from blockbatch.core.run_types import RunOptions
 from blockbatch.core.schema import SchemaSpec, schema_id_for
+from blockbatch.store.db import JsonText
 
 
 class NotFound(LookupError):
@@ -34,9 +38,8 @@ PAGED_FORMATS = frozenset({"pdf"})
 #: The largest source file kept. A PDF larger than this still ingests (the converter allows
 #: up to blockbatch/core/convert/limits.py ``MAX_FILE_BYTES``); its blocks show no page.
 MAX_STORED_FILE_BYTES = 64 * 1024 * 1024
-#: Blocks stored per statement, and parsed ahead of the store: the statement's arrays (and
-#: the memory they take on either side) stay this size whatever the document's; the
-#: batches share one transaction.
+#: Blocks stored per statement: the statement's rows (and the memory they take on either
+#: side) stay this size whatever the document's; the batches share one transaction.
 INSERT_BATCH_BLOCKS = 5_000
 
 
@@ -57,12 +60,13 @@ async def save_document(
 
     ``blocks`` may be a list or an iterator that parses as it goes
     (blockbatch/core/ingest.py ``stream_records``): they are taken
-    :data:`INSERT_BATCH_BLOCKS` at a time and each batch stored before the next is parsed,
-    so neither side holds more than a batch of them. All the batches share the transaction
-    that stores the document: an error part-way (the parser's included, raised as it meets
-    it) leaves nothing. A document already stored is not stored again; its ``blocks`` are
-    still read to the end, so a file that does not parse is refused as it would be the
-    first time.
+    :data:`INSERT_BATCH_BLOCKS` at a time, and the next batch is parsed (and its rows
+    made, :func:`block_records`) in a thread while Postgres stores the one before, so
+    parsing and storing overlap and at most two batches are held. All the batches share
+    the transaction that stores the document: an error part-way (the parser's included,
+    raised as it meets it) leaves nothing. A document already stored is not stored again;
+    its ``blocks`` are still read to the end, so a file that does not parse is refused as
+    it would be the first time.
 
     ``columns`` are the input's own columns in file order and ``text_column`` the one that
     held the text (blockbatch/core/ingest.py ``record_columns``), for exports that give rows
@@ -75,9 +79,14 @@ async def save_document(
     """
     digest = hashlib.sha256(fmt.encode() + b"\0" + raw).hexdigest()
     document_id = document_id_for(fmt, raw, read_as)
-    batches = _batches(blocks)
+    it = iter(blocks)
+
+    def next_rows() -> list[tuple[Any, ...]]:
+        """The next batch's rows; ``[]`` once the blocks are done (run in a thread)."""
+        return block_records(document_id, name, itertools.islice(it, INSERT_BATCH_BLOCKS))
+
     async with conn.transaction():
-        first = next(batches, [])
+        rows = await asyncio.to_thread(next_rows)
         inserted = await conn.fetchval(
             """insert into documents (document_id, name, format, content_sha256, block_count,
                                       record_columns, text_column)
@@ -88,7 +97,7 @@ async def save_document(
             name,
             fmt,
             digest,
-            len(first),
+            len(rows),
         )
         if fmt in PAGED_FORMATS and len(raw) <= MAX_STORED_FILE_BYTES:
             await conn.execute(
@@ -100,13 +109,21 @@ async def save_document(
                 len(raw),
             )
         if inserted is None:
-            for _ in batches:
-                pass  # parsed to the end: its errors, not its blocks
+            # Parsed to the end: its errors, not its blocks.
+            await asyncio.to_thread(collections.deque, it, 0)
             return document_id
         count = 0
-        for batch in itertools.chain([first], batches):
-            await _insert_blocks(conn, document_id, name, batch)
-            count += len(batch)
+        while rows:
+            ahead = asyncio.ensure_future(asyncio.to_thread(next_rows))
+            try:
+                await _insert_rows(conn, rows)
+            except BaseException:
+                # The thread finishes the batch it is making (it cannot be stopped); what
+                # it makes or raises is dropped with the transaction.
+                ahead.cancel()
+                raise
+            count += len(rows)
+            rows = await ahead
         kept = columns() if callable(columns) else columns
         await conn.execute(
             """update documents set block_count = $2, record_columns = $3, text_column = $4
@@ -119,40 +136,57 @@ async def save_document(
     return document_id
 
 
-def _batches(blocks: Iterable[ParsedBlock]) -> Iterator[list[ParsedBlock]]:
-    """``blocks`` in lists of :data:`INSERT_BATCH_BLOCKS`, each taken as it is asked for."""
-    it = iter(blocks)
-    while batch := list(itertools.islice(it, INSERT_BATCH_BLOCKS)):
-        yield batch
+async def _insert_rows(conn: asyncpg.Connection, rows: list[tuple[Any, ...]]) -> None:
+    """One batch of a document's rows (:func:`block_records` of at most
+    :data:`INSERT_BATCH_BLOCKS` blocks), by ``COPY`` (binary): a third less CPU than an
+    ``insert ... select from unnest`` of arrays, in this process and in Postgres
+    (docs/benchmarks.md 3.3). It runs in the caller's transaction."""
+    await conn.copy_records_to_table("blocks", columns=BLOCK_COLUMNS, records=rows)
 
 
-async def _insert_blocks(
-    conn: asyncpg.Connection, document_id: str, name: str, blocks: Sequence[ParsedBlock]
-) -> None:
-    """One batch of a document's blocks (at most :data:`INSERT_BATCH_BLOCKS`), by ``COPY``
-    (binary): a third less CPU than an ``insert ... select from unnest`` of arrays, in this
-    process and in Postgres (docs/benchmarks.md 3.3). It runs in the caller's transaction."""
-    await conn.copy_records_to_table(
-        "blocks",
-        columns=BLOCK_COLUMNS,
-        records=[
+def block_records(
+    document_id: str, name: str, blocks: Iterable[ParsedBlock]
+) -> list[tuple[Any, ...]]:
+    """The rows :func:`_insert_rows` stores for ``blocks``, in :data:`BLOCK_COLUMNS`'
+    order (the jsonb columns as the pool's codec takes them).
+
+    A block's provenance is the same JSON as :func:`_provenance`'s, written from parts
+    made once: the file's name, and the heading path the blocks under one heading share
+    (``stream_records`` gives them one tuple); only a block with a page is encoded whole.
+    """
+    source = json.dumps(name)
+    path: tuple[str, ...] | None = None
+    path_json = ""
+    rows = []
+    for b in blocks:
+        p = b.provenance
+        if p is None or p.page is not None or p.bbox is not None or p.page_size is not None:
+            provenance: Any = _provenance(name, b)
+        else:
+            if p.heading_path is not path:
+                path, path_json = p.heading_path, json.dumps(list(p.heading_path))
+            provenance = JsonText(
+                f'{{"source": {source}, "char_start": {p.char_start}, '
+                f'"char_end": {p.char_end}, "heading_path": {path_json}}}'
+            )
+        content = b.block_content
+        rows.append(
             (
                 f"{document_id}:{b.block_index}",
                 document_id,
                 b.block_index,
                 b.block_type,
-                b.block_content,
+                content,
                 b.metadata,
-                estimate_tokens(b.block_content),
-                block_digest(b.block_type, b.block_content),
-                _provenance(name, b),
+                estimate_tokens(content),
+                block_digest(b.block_type, content),
+                provenance,
             )
-            for b in blocks
-        ],
-    )
+        )
+    return rows
 
 
-#: The columns :func:`_insert_blocks` fills, in its records' order.
+#: The columns :func:`_insert_rows` fills, in its records' order.
 BLOCK_COLUMNS = (
     "block_uid",
     "document_id",

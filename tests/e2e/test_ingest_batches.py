@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -64,11 +66,11 @@ async def test_a_failure_in_a_later_batch_leaves_nothing(pool: asyncpg.Pool) -> 
     assert await pool.fetchval("select count(*) from blocks") == 0
 
 
-async def test_streamed_blocks_are_parsed_no_further_ahead_than_the_batch_stored(
+async def test_streamed_blocks_are_parsed_no_further_ahead_than_the_next_batch(
     pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A parser handing blocks one at a time: when each batch is stored, the parser has
-    # made only the blocks of the batches stored so far, never the whole document.
+    # A parser handing blocks one at a time: while a batch is stored the next is parsed,
+    # never more, so at most two batches are held, never the whole document.
     made = 0
 
     def parser() -> Iterator[ParsedBlock]:
@@ -79,21 +81,50 @@ async def test_streamed_blocks_are_parsed_no_further_ahead_than_the_batch_stored
 
     seen: list[tuple[int, int]] = []
     stored = 0
-    insert = repo._insert_blocks
+    insert = repo._insert_rows
 
-    async def counted(conn: Any, document_id: str, name: str, batch: Any) -> None:
+    async def counted(conn: Any, rows: Any) -> None:
         nonlocal stored
-        stored += len(batch)
+        stored += len(rows)
+        await insert(conn, rows)
         seen.append((made, stored))
-        await insert(conn, document_id, name, batch)
 
-    monkeypatch.setattr(repo, "_insert_blocks", counted)
+    monkeypatch.setattr(repo, "_insert_rows", counted)
     async with pool.acquire() as conn:
         doc = await repo.save_document(conn, "big.md", "markdown", b"big", parser())
-    assert seen == [(5_000, 5_000), (10_000, 10_000), (10_001, 10_001)]
+    assert [s for _, s in seen] == [5_000, 10_000, 10_001]
+    assert all(m <= s + repo.INSERT_BATCH_BLOCKS for m, s in seen), seen
     assert await pool.fetchval("select block_count from documents where document_id = $1", doc) == (
         BLOCKS
     )
+
+
+async def test_the_next_batch_is_parsed_while_one_is_stored(
+    pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first batch's COPY waits until the parser has made a block of the second batch:
+    # done one after the other, the wait would end at its timeout, with nothing parsed.
+    second_batch = threading.Event()
+
+    def parser() -> Iterator[ParsedBlock]:
+        for block in _blocks(BLOCKS):
+            if block.block_index == repo.INSERT_BATCH_BLOCKS:
+                second_batch.set()
+            yield block
+
+    parsed_while_storing: list[bool] = []
+    insert = repo._insert_rows
+
+    async def waiting(conn: Any, rows: Any) -> None:
+        if not parsed_while_storing:
+            parsed_while_storing.append(await asyncio.to_thread(second_batch.wait, 60))
+        await insert(conn, rows)
+
+    monkeypatch.setattr(repo, "_insert_rows", waiting)
+    async with pool.acquire() as conn:
+        doc = await repo.save_document(conn, "big.md", "markdown", b"big", parser())
+    assert parsed_while_storing == [True]
+    assert await pool.fetchval("select count(*) from blocks where document_id = $1", doc) == BLOCKS
 
 
 def _jsonl(n: int, empty_at: int | None = None) -> bytes:
