@@ -5,15 +5,28 @@ database (cloned from a migrated template) and its own task queue, so nothing de
 test order.
 """
 
+# ruff: noqa: E402 - the imports follow the bytecode setting below, which must come first
+
 from __future__ import annotations
+
+import os
+import sys
+
+# The suite's processes keep their compiled bytecode (``__pycache__``, git-ignored) even in
+# a shell that exports PYTHONDONTWRITEBYTECODE: without it every Python process the suite
+# starts (each xdist worker, the simulator, every ``worker.py`` and ``starter.py``)
+# compiles the project's 200 modules again, about 0.9 s of CPU each, and pytest rewrites
+# every test module again in each worker (docs/testing.md, "Where the CPU goes"). Set
+# before the project's modules below are imported, and in the environment every
+# subprocess inherits.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 import asyncio
 import contextlib
 import itertools
-import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
