@@ -61,6 +61,16 @@ _db_counter = itertools.count()
 #: living in tests/e2e, is marked ``stack``: `make test-fast` runs the others
 #: (``-m "not stack"``, docs/testing.md).
 STACK_FIXTURES = frozenset({"pg", "temporal_env", "simulator_process"})
+#: The session's dev server keeps each task queue in one partition (the server's default is
+#: four, each polled and forwarded between): every test opens a task queue of its own, and
+#: one partition cut the dev server's CPU by about a tenth (docs/testing.md). Production's
+#: servers, `make up` and the benchmark stacks keep the default.
+TEST_TEMPORAL_OPTIONS = (
+    "--dynamic-config-value",
+    "matching.numTaskqueueReadPartitions=1",
+    "--dynamic-config-value",
+    "matching.numTaskqueueWritePartitions=1",
+)
 
 # Property tests without a max_examples of their own draw this many examples per tier
 # (those with one use tests/helpers.py `examples`): `make test-deep` draws Hypothesis's
@@ -99,7 +109,9 @@ def services() -> Iterator[Services]:
     # Not under pytest's temporary directory: run as root, Postgres runs as a user of its
     # own that must traverse the path, and any pytest starting on the machine resets
     # /tmp/pytest-of-root to 0700 (seen: initdb failing while another suite started).
-    services = Services(Path(tempfile.mkdtemp(prefix="bb-test-")))
+    services = Services(
+        Path(tempfile.mkdtemp(prefix="bb-test-")), temporal_options=TEST_TEMPORAL_OPTIONS
+    )
     yield services
     services.stop()
     shutil.rmtree(services.root, ignore_errors=True)
