@@ -46,6 +46,7 @@ LEFT_BEHIND_S = 5.0
 KINDS = (
     "pytest",
     "temporal dev server",
+    "temporal test server",
     "postgres",
     "simulator",
     "worker.py",
@@ -74,6 +75,9 @@ def kind_of(comm: str, cmdline: Sequence[str]) -> str:
         return "postgres"
     if cmdline and Path(cmdline[0]).name == "temporal" and "start-dev" in cmdline:
         return "temporal dev server"
+    # The time-skipping test server of the workflow tests (a downloaded Java-native binary).
+    if comm.startswith("temporal-test") or (cmdline and "temporal-test-server" in cmdline[0]):
+        return "temporal test server"
     if "chrom" in comm or any("chrom" in Path(part).name for part in cmdline[:1]):
         return "chromium"
     if "blockbatch.simulator" in cmdline:

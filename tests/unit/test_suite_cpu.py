@@ -29,6 +29,7 @@ def test_each_process_of_the_suite_is_told_apart_by_its_command_line() -> None:
             "temporal",
             ("/x/bin/temporal", "server", "start-dev", "--port", "7233"),
         ): "temporal dev server",
+        ("temporal-test-s", ("/x/temporal-test-server", "41234")): "temporal test server",
         ("python", (py, "-m", "blockbatch.simulator", "--port", "1")): "simulator",
         ("python", (py, "/work/x/worker.py")): "worker.py",
         ("python", (py, "starter.py", "run", "doc.md")): "starter.py",
