@@ -148,6 +148,22 @@ def tally(last: Iterable[Sample]) -> dict[str, dict[str, float]]:
     return table
 
 
+def largest(last: Iterable[Sample], n: int = 12) -> list[dict[str, object]]:
+    """The ``n`` command lines (first 100 characters) that spent the most, all their
+    processes together, with their kind."""
+    by_line: dict[str, list[float]] = {}
+    kinds: dict[str, str] = {}
+    for s in last:
+        line = " ".join(s.cmdline)[:100] or s.comm
+        by_line.setdefault(line, []).append(s.cpu_s)
+        kinds[line] = kind_of(s.comm, s.cmdline)
+    top = sorted(by_line.items(), key=lambda item: -sum(item[1]))[:n]
+    return [
+        {"command": line, "kind": kinds[line], "cpu_s": round(sum(cpus), 1), "processes": len(cpus)}
+        for line, cpus in top
+    ]
+
+
 def become_subreaper() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
@@ -224,6 +240,7 @@ def measure(command: Sequence[str], every: float) -> dict[str, object]:
             k: {"cpu_s": round(v["cpu_s"], 1), "processes": v["processes"]}
             for k, v in table.items()
         },
+        "largest": largest(last.values()),
         "sampled_cpu_s": round(sampled, 1),
         "counted_cpu_s": round(counted, 1),
         "unsampled_cpu_s": round(max(0.0, counted - sampled), 1),

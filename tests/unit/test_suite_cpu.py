@@ -13,6 +13,7 @@ from bench.suite_cpu import (
     Sample,
     descendants,
     kind_of,
+    largest,
     parse_stat,
     tally,
 )
@@ -72,6 +73,15 @@ def test_the_tree_under_a_process_and_its_cpu_by_kind() -> None:
     assert table["temporal dev server"] == {"cpu_s": 2.5, "processes": 1}
     assert table["postgres"] == {"cpu_s": 2.0, "processes": 2}
     assert table["other"] == {"cpu_s": 0.0, "processes": 0}
+    # The command lines that spent most, their processes together.
+    top = largest(procs[p] for p in under | {10})
+    assert top[0] == {
+        "command": "/py -c exec(eval(sys.stdin.readline()))",
+        "kind": "pytest",
+        "cpu_s": 5.0,
+        "processes": 1,
+    }
+    assert [row["cpu_s"] for row in top] == [5.0, 2.5, 1.5, 1.0, 0.5]
 
 
 def test_a_detached_grandchild_is_adopted_and_its_cpu_counted(tmp_path: Path) -> None:
