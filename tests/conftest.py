@@ -5,15 +5,28 @@ database (cloned from a migrated template) and its own task queue, so nothing de
 test order.
 """
 
+# ruff: noqa: E402 - the imports follow the bytecode setting below, which must come first
+
 from __future__ import annotations
+
+import os
+import sys
+
+# The suite's processes keep their compiled bytecode (``__pycache__``, git-ignored) even in
+# a shell that exports PYTHONDONTWRITEBYTECODE: without it every Python process the suite
+# starts (each xdist worker, the simulator, every ``worker.py`` and ``starter.py``)
+# compiles the project's 200 modules again, about 0.9 s of CPU each, and pytest rewrites
+# every test module again in each worker (docs/testing.md, "Where the CPU goes"). Set
+# before the project's modules below are imported, and in the environment every
+# subprocess inherits.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 import asyncio
 import contextlib
 import itertools
-import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -49,6 +62,16 @@ _db_counter = itertools.count()
 #: living in tests/e2e, is marked ``stack``: `make test-fast` runs the others
 #: (``-m "not stack"``, docs/testing.md).
 STACK_FIXTURES = frozenset({"pg", "temporal_env", "simulator_process"})
+#: The session's dev server keeps each task queue in one partition (the server's default is
+#: four, each polled and forwarded between): every test opens a task queue of its own, and
+#: one partition cut the dev server's CPU by about a tenth (docs/testing.md). Production's
+#: servers, `make up` and the benchmark stacks keep the default.
+TEST_TEMPORAL_OPTIONS = (
+    "--dynamic-config-value",
+    "matching.numTaskqueueReadPartitions=1",
+    "--dynamic-config-value",
+    "matching.numTaskqueueWritePartitions=1",
+)
 
 # Property tests without a max_examples of their own draw this many examples per tier
 # (those with one use tests/helpers.py `examples`): `make test-deep` draws Hypothesis's
@@ -87,7 +110,9 @@ def services() -> Iterator[Services]:
     # Not under pytest's temporary directory: run as root, Postgres runs as a user of its
     # own that must traverse the path, and any pytest starting on the machine resets
     # /tmp/pytest-of-root to 0700 (seen: initdb failing while another suite started).
-    services = Services(Path(tempfile.mkdtemp(prefix="bb-test-")))
+    services = Services(
+        Path(tempfile.mkdtemp(prefix="bb-test-")), temporal_options=TEST_TEMPORAL_OPTIONS
+    )
     yield services
     services.stop()
     shutil.rmtree(services.root, ignore_errors=True)

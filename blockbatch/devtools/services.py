@@ -55,6 +55,8 @@ class Services:
     fsync: bool = False
     #: Temporal's history in a SQLite file (WAL) that survives a restart; else in memory.
     temporal_file: bool = False
+    #: More dev server options (the test session's one task-queue partition, tests/conftest.py).
+    temporal_options: tuple[str, ...] = ()
     pg_port: int = 0
     temporal_port: int = 0
     sim_port: int = 0
@@ -120,7 +122,12 @@ class Services:
         self.temporal_port = self.temporal_port or free_port()
         db_file = self.root / "temporal" / "temporal.db" if self.temporal_file else None
         self.temporal_pid = start_temporal(
-            self.temporal_port, None, db_file, self.log("temporal"), self.pid_file("temporal")
+            self.temporal_port,
+            None,
+            db_file,
+            self.log("temporal"),
+            self.pid_file("temporal"),
+            self.temporal_options,
         )
         return self.temporal_address
 
@@ -233,8 +240,16 @@ class Services:
     @classmethod
     def load(cls, path: Path) -> Services:
         data = json.loads(path.read_text())
+        options = tuple(data.get("temporal_options", ()))
         # Its owner's watchdog guards it: this process does not stop it by ending.
-        return cls(**{**data, "root": Path(data["root"]), "lifeline": False})
+        return cls(
+            **{
+                **data,
+                "root": Path(data["root"]),
+                "temporal_options": options,
+                "lifeline": False,
+            }
+        )
 
 
 def _answers(url: str) -> bool:

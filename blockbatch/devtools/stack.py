@@ -25,7 +25,7 @@ import sys
 import time
 import urllib.request
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -373,8 +373,15 @@ def ensure_database(instance: PostgresInstance, database: str) -> None:
 
 
 def temporal_command(
-    port: int, ui_port: int | None, db_file: Path | None, *, log_level: str = "warn"
+    port: int,
+    ui_port: int | None,
+    db_file: Path | None,
+    *,
+    log_level: str = "warn",
+    extra: Sequence[str] = (),
 ) -> list[str]:
+    """The dev server's command line; ``extra`` options go last (the test session's
+    ``--dynamic-config-value`` settings, tests/conftest.py)."""
     cmd = [
         str(temporal_cli_path()),
         "server",
@@ -409,7 +416,7 @@ def temporal_command(
         "--dynamic-config-value",
         "frontend.namespaceBurstRatio=2",
     ]
-    return cmd
+    return cmd + list(extra)
 
 
 def temporal_ready(port: int) -> bool:
@@ -434,9 +441,15 @@ def temporal_ready(port: int) -> bool:
 
 
 def start_temporal(
-    port: int, ui_port: int | None, db_file: Path | None, log: Path, pid_file: Path
+    port: int,
+    ui_port: int | None,
+    db_file: Path | None,
+    log: Path,
+    pid_file: Path,
+    extra: Sequence[str] = (),
 ) -> int:
-    """Start the dev server detached (idempotent) and wait until it serves."""
+    """Start the dev server detached (idempotent) and wait until it serves (``extra``:
+    more options, :func:`temporal_command`)."""
     if _read_pid(pid_file) is not None:
         _wait_until(lambda: temporal_ready(port), 60, f"Temporal on port {port}", log)
         return _read_pid(pid_file) or 0
@@ -448,7 +461,7 @@ def start_temporal(
             )
     if db_file is not None:
         db_file.parent.mkdir(parents=True, exist_ok=True)
-    pid = spawn(temporal_command(port, ui_port, db_file), log, pid_file)
+    pid = spawn(temporal_command(port, ui_port, db_file, extra=extra), log, pid_file)
     _wait_until(lambda: temporal_ready(port), 90, f"Temporal dev server on port {port}", log)
     return pid
 
