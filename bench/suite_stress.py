@@ -209,6 +209,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--run-timeout-s", type=float, default=1800, help="a run is stopped after this long"
     )
+    parser.add_argument(
+        "--logs",
+        type=Path,
+        default=None,
+        help="where each run's log and JUnit report go (default: a new temp dir, kept)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "suite_stress.json")
     parser.add_argument("--text", type=Path, default=RESULTS / "suite_stress.txt")
     parser.add_argument(
@@ -234,7 +240,8 @@ def main(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     with_hog = hog_runs(args.runs, args.hog_runs)
     runs: list[Run] = []
-    logs = Path(tempfile.mkdtemp(prefix="bb-suite-stress-"))
+    logs = args.logs or Path(tempfile.mkdtemp(prefix="bb-suite-stress-"))
+    logs.mkdir(parents=True, exist_ok=True)
     loadavg_start = list(os.getloadavg())
     interrupted = False
     try:

@@ -47,6 +47,8 @@ def test_a_failing_test_is_reported_with_the_runs_it_failed_in(tmp_path: Path) -
             str(out),
             "--text",
             str(text),
+            "--logs",
+            str(tmp_path / "logs"),
             "--select",
             "-p",
             "no:xdist",
@@ -57,6 +59,8 @@ def test_a_failing_test_is_reported_with_the_runs_it_failed_in(tmp_path: Path) -
     assert suite_stress.main(args) == 1
     data = json.loads(out.read_text())
     assert [r["hog"] for r in data["runs"]] == [True, False]
+    # The runs' logs went where they were told, not to a temp dir left behind.
+    assert data["logs"] == str(tmp_path / "logs") and (tmp_path / "logs" / "run-1.log").exists()
     assert all(r["tests"] == 3 for r in data["runs"])
     flakes = {test.rsplit("::", 1)[1]: n for test, n in data["flakes"].items()}
     assert flakes == {"test_always_fails": 2, "test_fails_beside_the_hog": 1}
@@ -68,6 +72,7 @@ def test_a_clean_selection_reports_nothing_and_exits_0(tmp_path: Path) -> None:
     args = suite_stress.parse_args(
         [
             *("--runs", "1", "--out", str(tmp_path / "s.json"), "--text", str(tmp_path / "s.txt")),
+            *("--logs", str(tmp_path / "logs")),
             *("--select", "-p", "no:xdist", "-q", str(tmp_path / "test_ok.py")),
         ]
     )
