@@ -196,13 +196,18 @@ def sim(simulator_process: SimulatorProcess) -> SimulatorProcess:
 
 @pytest_asyncio.fixture
 async def db_url(pg: stack.PostgresInstance) -> AsyncIterator[str]:
-    name = f"t_{os.getpid()}_{next(_db_counter)}"
+    yield await copy_database(pg, f"t_{os.getpid()}_{next(_db_counter)}", TEMPLATE_DB)
+
+
+async def copy_database(pg: stack.PostgresInstance, name: str, template: str) -> str:
+    """A new database ``name``, a copy of ``template`` (which nothing may be connected to);
+    its URL."""
     conn = await asyncpg.connect(pg.url("postgres"))
     try:
-        await conn.execute(f'create database "{name}" template "{TEMPLATE_DB}"')
+        await conn.execute(f'create database "{name}" template "{template}"')
     finally:
         await conn.close()
-    yield pg.url(name)
+    return pg.url(name)
 
 
 @pytest_asyncio.fixture

@@ -13,7 +13,6 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import asyncpg
 import uvicorn
 from playwright.async_api import Browser, async_playwright
 from starlette.applications import Starlette
@@ -100,17 +99,6 @@ async def finished_run(s: Stack) -> tuple[str, str]:
         run_id = await s.bb.start_run(doc, schema, RunOptions(pack_size=4))
         await s.bb.wait(run_id)
     return run_id, doc
-
-
-async def copy_database(pg: stack.PostgresInstance, name: str, template: str) -> str:
-    """A new database ``name``, a copy of ``template`` (which nothing may be connected to);
-    its URL."""
-    conn = await asyncpg.connect(pg.url("postgres"))
-    try:
-        await conn.execute(f'create database "{name}" template "{template}"')
-    finally:
-        await conn.close()
-    return pg.url(name)
 
 
 @contextlib.asynccontextmanager

@@ -42,13 +42,12 @@ from blockbatch.runtime.settings import Settings
 from blockbatch.store.db import create_pool
 from blockbatch.web.app import create_app
 from blockbatch.web.security import CSRF_COOKIE, CSRF_FIELD
-from tests.conftest import ROOT, TEMPLATE_DB, SimulatorProcess, Stack
+from tests.conftest import ROOT, TEMPLATE_DB, SimulatorProcess, Stack, copy_database
 from tests.inprocess import run_command
 from tests.web_helpers import (
     CHROMIUM,
     FAILED_BLOCK,
     SCRIPT_BLOCK,
-    copy_database,
     demo_run,
     finished_run,
     fresh_pages,

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.procs import cmdline, descendants
 from tests.waiting import until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,33 +33,16 @@ def _stat(pid: int) -> list[str] | None:
         return None
 
 
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
-def _children(pid: int) -> set[int]:
-    found: set[int] = set()
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            found |= {int(c) for c in (task / "children").read_text().split()}
-        except OSError:
-            continue
-    return found | {d for c in found for d in _children(c)}
-
-
 def _stack_of(bench: int, tmp: Path) -> dict[tuple[int, str], str]:
     """The bench's descendants and every process whose command line names ``tmp``, each
     as (pid, start time) so a pid used again later is not mistaken for it."""
-    pids = _children(bench) | {
+    pids = descendants(bench) | {
         int(p.name)
         for p in Path("/proc").iterdir()
-        if p.name.isdigit() and str(tmp) in _cmdline(int(p.name))
+        if p.name.isdigit() and str(tmp) in cmdline(int(p.name))
     }
     pids.discard(bench)
-    return {(pid, stat[19]): _cmdline(pid) for pid in pids if (stat := _stat(pid)) is not None}
+    return {(pid, stat[19]): cmdline(pid) for pid in pids if (stat := _stat(pid)) is not None}
 
 
 def _alive(pid: int, started: str) -> bool:

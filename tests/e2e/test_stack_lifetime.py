@@ -16,6 +16,7 @@ import os
 import sys
 from pathlib import Path
 
+from tests.procs import cmdline, descendants
 from tests.waiting import until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,31 +65,14 @@ def _stat(pid: int) -> list[str] | None:
         return None
 
 
-def _children(pid: int) -> set[int]:
-    found: set[int] = set()
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            found |= {int(c) for c in (task / "children").read_text().split()}
-        except OSError:
-            continue
-    return found | {d for c in found for d in _children(c)}
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
 def _processes_of(root: Path, worker: int) -> dict[tuple[int, str], str]:
     """Each process of the stack under ``root`` (its services' pid files, the postmaster
     and its backends) and the worker, as (pid, start time) -> command line."""
     pids = {worker} | {int(p.read_text()) for p in (root / "run").glob("*.pid")}
     postmaster = int((root / "pg" / "postmaster.pid").read_text().splitlines()[0])
-    pids |= {postmaster} | _children(postmaster)
-    pids |= {d for p in list(pids) for d in _children(p)}
-    return {(pid, stat[19]): _cmdline(pid) for pid in pids if (stat := _stat(pid)) is not None}
+    pids |= {postmaster} | descendants(postmaster)
+    pids |= {d for p in list(pids) for d in descendants(p)}
+    return {(pid, stat[19]): cmdline(pid) for pid in pids if (stat := _stat(pid)) is not None}
 
 
 def _running(pid: int, started: str) -> bool:
