@@ -255,10 +255,10 @@ class Tally:
         high = 1.0 if self.agreed == n else min(1.0, centre + half)
         return (low, high)
 
-    def add(self, agree: bool) -> None:
-        """Count one more comparison."""
-        self.total += 1
-        self.agreed += 1 if agree else 0
+    def add(self, agree: bool, n: int = 1) -> None:
+        """Count ``n`` more comparisons with this verdict."""
+        self.total += n
+        self.agreed += n if agree else 0
 
 
 @dataclass
@@ -333,16 +333,48 @@ class AgreementSummary:
 
 def summarize(samples: Iterable[Sample]) -> AgreementSummary:
     """Tally ``samples`` (the buckets keep :data:`PACK_SIZE_BUCKETS`' order)."""
+    blocks: list[SampleCount] = []
+    fields: list[FieldCount] = []
+    for sample in samples:
+        blocks.append(SampleCount(sample.pack_size, sample.position, sample.agrees, 1))
+        fields += [FieldCount(v.field, v.agree, 1) for v in sample.fields]
+    return summarize_counts(blocks, fields)
+
+
+@dataclass(frozen=True)
+class SampleCount:
+    """``n`` sampled blocks at one pack size and position with one verdict."""
+
+    pack_size: int
+    position: int
+    agrees: bool
+    n: int
+
+
+@dataclass(frozen=True)
+class FieldCount:
+    """``n`` verdicts ``agree`` on ``field``."""
+
+    field: str
+    agree: bool
+    n: int
+
+
+def summarize_counts(
+    blocks: Iterable[SampleCount], fields: Iterable[FieldCount]
+) -> AgreementSummary:
+    """:func:`summarize` of samples already counted by pack size, position and verdict, and
+    their fields by name and verdict (a large run's are counted in Postgres,
+    ``store/quality.py`` ``agreement``). ``by_field`` keeps ``fields``' order."""
     summary = AgreementSummary()
     sizes: dict[str, Tally] = {}
     positions: dict[str, Tally] = {}
-    for sample in samples:
-        agrees = sample.agrees
-        summary.blocks.add(agrees)
-        sizes.setdefault(pack_size_bucket(sample.pack_size), Tally()).add(agrees)
-        positions.setdefault(position_bucket(sample.position), Tally()).add(agrees)
-        for verdict in sample.fields:
-            summary.by_field.setdefault(verdict.field, Tally()).add(verdict.agree)
+    for c in blocks:
+        summary.blocks.add(c.agrees, c.n)
+        sizes.setdefault(pack_size_bucket(c.pack_size), Tally()).add(c.agrees, c.n)
+        positions.setdefault(position_bucket(c.position), Tally()).add(c.agrees, c.n)
+    for f in fields:
+        summary.by_field.setdefault(f.field, Tally()).add(f.agree, f.n)
     summary.by_pack_size = {n: sizes[n] for n, _, _ in PACK_SIZE_BUCKETS if n in sizes}
     summary.by_position = {n: positions[n] for n, _, _ in POSITION_BUCKETS if n in positions}
     rated = [(t.rate, -t.total, name) for name, t in summary.by_field.items() if t.rate is not None]

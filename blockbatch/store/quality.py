@@ -17,7 +17,12 @@ from typing import Any
 
 import asyncpg
 
-from blockbatch.core.agreement import FieldAgreement, Sample, summarize
+from blockbatch.core.agreement import (
+    AgreementSummary,
+    FieldCount,
+    SampleCount,
+    summarize_counts,
+)
 from blockbatch.core.evidence import GroundingCount
 from blockbatch.core.quality import QUALITY_PROBE, ProbePlan, grounding_result, quality_result
 from blockbatch.core.quality_types import GroundingResult, QualityResult
@@ -60,8 +65,8 @@ async def sample_plan(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> P
     """How the run's sample was sized (``None``: not recorded)."""
     row = await conn.fetchrow(
         """select p.wanted, p.planned, p.max_share, p.est_probe_usd, p.est_run_usd,
-                  (select count(*) from overlays o where o.run_id = p.run_id
-                   and o.pack_index is not null) as blocks
+                  (select coalesce(sum(k.blocks), 0) from run_packs k
+                   where k.run_id = p.run_id) as blocks
            from quality_plans p where p.run_id = $1""",
         run_id,
     )
@@ -236,32 +241,29 @@ async def pack_tally(
     return int(row["n"]), int(row["agreeing"]), int(row["failed"])
 
 
-@dataclass(frozen=True)
-class SampleRow:
-    """A compared sample as the run's summary reads it."""
-
-    block_uid: str
-    pack_size: int
-    position: int
-    fields: list[dict[str, Any]]
-    agrees: bool
-
-
-async def samples(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> list[SampleRow]:
-    """The run's compared samples, in block order."""
-    rows = await conn.fetch(
-        """select q.block_uid, q.pack_size, q.position, q.fields, q.agrees
-           from quality_samples q join blocks b using (block_uid)
-           where q.run_id = $1 and q.status = 'compared'
-           order by b.block_index""",
+async def agreement(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> AgreementSummary:
+    """The run's compared samples summarized (:func:`summarize_counts`), counted in Postgres:
+    grouped by pack size, position and verdict, and their fields by name and verdict, so a
+    run with tens of thousands of samples sends a few rows, not every sample (issue 39).
+    Fields come in the order they first appear in a sample's verdicts (the schema's)."""
+    blocks = await conn.fetch(
+        """select pack_size, position, agrees, count(*) as n from quality_samples
+           where run_id = $1 and status = 'compared'
+           group by 1, 2, 3 order by 1, 2, 3""",
         run_id,
     )
-    return [
-        SampleRow(
-            r["block_uid"], r["pack_size"], r["position"], list(r["fields"]), bool(r["agrees"])
-        )
-        for r in rows
-    ]
+    fields = await conn.fetch(
+        """select f.v->>'field' as field, (f.v->>'agree')::boolean as agree, count(*) as n
+           from quality_samples q
+           cross join lateral jsonb_array_elements(q.fields) with ordinality f(v, i)
+           where q.run_id = $1 and q.status = 'compared'
+           group by 1, 2 order by min(f.i), 1, 2""",
+        run_id,
+    )
+    return summarize_counts(
+        [SampleCount(r["pack_size"], r["position"], r["agrees"], r["n"]) for r in blocks],
+        [FieldCount(r["field"], r["agree"], r["n"]) for r in fields],
+    )
 
 
 @dataclass(frozen=True)
@@ -356,9 +358,7 @@ async def planned_pack_size(conn: asyncpg.Connection | asyncpg.Pool, run_id: str
     """The most blocks any of the run's packs was planned with (reused blocks aside)."""
     return int(
         await conn.fetchval(
-            """select coalesce(max(n), 0) from (
-               select count(*) as n from overlays
-               where run_id = $1 and pack_index is not null group by pack_index) p""",
+            "select coalesce(max(blocks), 0) from run_packs where run_id = $1",
             run_id,
         )
     )
@@ -375,13 +375,7 @@ async def result(conn: asyncpg.Connection | asyncpg.Pool, run_id: str) -> Qualit
     probed = bool(cost.planned or cost.calls or (plan is not None and plan.capped))
     if not probed and found is None:
         return None
-    rows = await samples(conn, run_id)
-    summary = summarize(
-        [
-            Sample(r.block_uid, r.pack_size, r.position, [FieldAgreement(**f) for f in r.fields])
-            for r in rows
-        ]
-    )
+    summary = await agreement(conn, run_id)
     gate = await changes(conn, run_id, kind="quality_gate")
     settings = await conn.fetchrow(
         """select (settings->'quality'->>'min_agreement')::float8 as target,

@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import collections
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from blockbatch.core.agreement import (
     SHORT_TEXT_CHARS,
     TEXT_AGREE_AT,
     FieldAgreement,
+    FieldCount,
     Sample,
+    SampleCount,
     Tally,
     agreement_text,
     compare_answers,
     sample_blocks,
     sample_size,
     summarize,
+    summarize_counts,
     text_similarity,
 )
 from blockbatch.core.quality_types import QualityOptions
@@ -210,3 +217,32 @@ def test_quality_options_default_and_bounds():
     assert RunOptions.model_validate_json(options.model_dump_json()) == options
     with pytest.raises(ValueError):
         QualityOptions(min_agreement=1.5)
+
+
+_verdicts = st.lists(
+    st.tuples(st.sampled_from(["title", "summary", "date"]), st.booleans()),
+    max_size=3,
+    unique_by=lambda v: v[0],
+)
+
+
+@given(st.lists(st.tuples(st.integers(1, 80), st.integers(1, 80), _verdicts), max_size=40))
+def test_counted_samples_summarize_as_the_samples_do(drawn: list) -> None:
+    # A large run's samples are counted in Postgres (store/quality.py ``agreement``),
+    # grouped by pack size, position and verdict, their fields by name and verdict (in the
+    # order each first appears): the summary is the same as tallying them one by one.
+    samples = [
+        Sample(f"b{i}", size, pos, [FieldAgreement(f, "exact", a) for f, a in fields])
+        for i, (size, pos, fields) in enumerate(drawn)
+    ]
+    blocks = collections.Counter((s.pack_size, s.position, s.agrees) for s in samples)
+    fields = collections.Counter((v.field, v.agree) for s in samples for v in s.fields)
+    order = list(dict.fromkeys(v.field for s in samples for v in s.fields))
+    counted = summarize_counts(
+        [SampleCount(*key, n) for key, n in sorted(blocks.items())],
+        [
+            FieldCount(*key, n)
+            for key, n in sorted(fields.items(), key=lambda kv: (order.index(kv[0][0]), kv[0]))
+        ],
+    )
+    assert counted == summarize(samples)
