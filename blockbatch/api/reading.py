@@ -6,6 +6,7 @@ All from Postgres (blockbatch/store/): none of these needs Temporal or a worker.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -50,14 +51,21 @@ class Reading(Connection):
         return await self.result_of(await self.run(run_id))
 
     async def result_of(self, info: RunInfo) -> RunResult:
-        """:meth:`result` of a run already read (``info``): its failure reasons, re-plans
-        and quality probe read beside it."""
+        """:meth:`result` of a run already read (``info``): its failure reasons, re-plans,
+        quality probe and escalation read beside it (at once, each on a connection of the
+        pool)."""
+        reasons, changes, found, escalation = await asyncio.gather(
+            self.failure_reasons(info.run_id),
+            self.plan_changes(info.run_id),
+            self.quality(info.run_id),
+            escalations.result(self.pool, info.run_id),
+        )
         return info.result().model_copy(
             update={
-                "failure_reasons": await self.failure_reasons(info.run_id),
-                "plan_changes": await self.plan_changes(info.run_id),
-                "quality": await self.quality(info.run_id),
-                "escalation": await escalations.result(self.pool, info.run_id),
+                "failure_reasons": reasons,
+                "plan_changes": changes,
+                "quality": found,
+                "escalation": escalation,
             }
         )
 

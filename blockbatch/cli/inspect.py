@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import json
 from datetime import datetime
 from typing import Any
 
-from blockbatch.api import RunInfo
+from blockbatch.api import Blockbatch, RunInfo
 from blockbatch.cli.console import Console, human_seconds, human_tokens
 from blockbatch.cli.parser import (
     EXIT_USAGE,
@@ -55,19 +56,50 @@ def _blocks(info: RunInfo) -> str:
     )
 
 
+#: How long `status` waits for the run's worker to answer the live ``progress`` query. It
+#: is asked beside the reads of Postgres, so `status` answers within about this long however
+#: busy the worker is (issue 39: a worker of a million-block run, on a loaded machine, took
+#: seconds); without its answer, the counts shown are the stored ones.
+STATUS_LIVE_WAIT_S = 0.8
+
+
+async def _live_progress(bb: Blockbatch, run_id: str) -> tuple[RunProgress | None, str | None]:
+    """The running run's ``progress`` query answer, or why there is none."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    stored = "the blocks above are as stored"
+    try:
+        return await asyncio.wait_for(
+            bb.progress(run_id, timeout_s=STATUS_LIVE_WAIT_S), STATUS_LIVE_WAIT_S + 0.2
+        ), None
+    except TimeoutError:
+        busy = True
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.FAILED_PRECONDITION:
+            # The server knows no worker polls the run's task queue (it says so at once).
+            return None, f"no worker is polling the run's task queue; {stored}"
+        busy = exc.status == RPCStatusCode.DEADLINE_EXCEEDED
+        if not busy:
+            return None, f"no live progress ({exc.status.name}); {stored}"
+    except Exception as exc:  # noqa: BLE001 - the stored state is still worth showing
+        return None, f"no live progress ({type(exc).__name__}); {stored}"
+    return None, (
+        f"no live answer within {STATUS_LIVE_WAIT_S:g} s (the run's worker is busy); {stored}"
+    )
+
+
 async def cmd_status(args: argparse.Namespace, s: Session) -> int:
     bb = await s.bb(temporal=False)
     info = await bb.run(args.run_id)
-    progress: RunProgress | None = None
-    live_error = None
-    if info.active:
-        try:
-            progress = await bb.progress(info.run_id, timeout_s=3)
-        except Exception as exc:  # noqa: BLE001 - the stored state is still worth showing
-            live_error = f"no live progress ({type(exc).__name__}); is a worker running?"
+    # The live query and the stored reads go together: the slower sets the wait.
+    live = asyncio.ensure_future(_live_progress(bb, info.run_id)) if info.active else None
+    try:
+        result, retries, limiters = await asyncio.gather(
+            bb.result_of(info), bb.retries(info.run_id), bb.limits()
+        )
+    finally:
+        progress, live_error = await live if live is not None else (None, None)
     links = run_links(s.settings, info.run_id)
-    result = await bb.result_of(info)
-    retries = await bb.retries(info.run_id)
     if s.con.json:
         s.con.data(
             {
@@ -113,7 +145,7 @@ async def cmd_status(args: argparse.Namespace, s: Session) -> int:
         rows.append(("retries", retried))
     rows += change_rows(result.plan_changes)
     rows += quality_rows(result)
-    for limiter in await bb.limits():
+    for limiter in limiters:
         if limiter.model == rate_class(info.model) and (
             info.run_id in limiter.shares or info.run_id in limiter.waiting_runs
         ):
