@@ -270,10 +270,10 @@ async def seeded_status_reads(
 
 async def follow_run(
     bs: BenchStack, run_id: str, every: float, t1: float
-) -> tuple[RunResult, list[float], list[float]]:
+) -> tuple[RunResult, list[float], list[float], list[float]]:
     """Wait for the run's end, printing its progress every ``every`` seconds; return its
-    result, the seconds each status read (``get_run``) took and the seconds each whole
-    ``status`` command took.
+    result, the seconds each status read (``get_run``) took, the seconds each whole
+    ``status`` command took and the seconds each answered progress query took.
 
     The wait is a task of its own (the progress is read beside it). However this ends
     (Ctrl-C cancels it), that task is cancelled and awaited before the stack it waits on
@@ -283,6 +283,7 @@ async def follow_run(
     waiter = asyncio.ensure_future(bs.bb.wait(run_id))
     status_s: list[float] = []
     command_s: list[float] = []
+    query_s: list[float] = []
     try:
         while not waiter.done():
             await asyncio.wait([waiter], timeout=every)
@@ -295,7 +296,9 @@ async def follow_run(
                 # connections, every read it makes, the live progress query).
                 command_s.append(await status_command(bs.settings, run_id))
                 try:
+                    t_query = time.monotonic()
                     p = await bs.bb.progress(run_id)
+                    query_s.append(time.monotonic() - t_query)
                     print(
                         f"  {time.monotonic() - t1:6.0f}s  {p.blocks_done:,}/"
                         f"{p.blocks_total:,} blocks, packs {p.packs_done}/{p.packs_total}",
@@ -303,7 +306,7 @@ async def follow_run(
                     )
                 except Exception as exc:  # noqa: BLE001 - progress is best effort
                     print(f"  progress unavailable: {exc}", flush=True)
-        return waiter.result(), status_s, command_s
+        return waiter.result(), status_s, command_s, query_s
     finally:
         waiter.cancel()
         await asyncio.gather(waiter, return_exceptions=True)
@@ -387,7 +390,9 @@ async def main(args: argparse.Namespace) -> int:
                 packs_per_history=args.packs_per_history,
             )
             print(f"run {run_id} started", flush=True)
-            result, status_s, command_s = await follow_run(bs, run_id, args.progress_every, t1)
+            result, status_s, command_s, query_s = await follow_run(
+                bs, run_id, args.progress_every, t1
+            )
             run_s = time.monotonic() - t1
             cpu = cpu_delta(before, bs.cpu_snapshot())
             temporal_rss = proc_status(bs.temporal_pid).get("VmHWM", 0)
@@ -419,6 +424,7 @@ async def main(args: argparse.Namespace) -> int:
         **ingest,
         status_s=spread(status_s),
         status_command_s=spread(command_s),
+        progress_query_s=spread(query_s),
         run_wall_s=round(run_s, 1),
         history_inspection_s=round(history_s, 1),
         blocks_per_s=args.blocks / run_s,
@@ -456,6 +462,7 @@ async def main(args: argparse.Namespace) -> int:
         ["ingest peak RSS (this process)", f"{ingest_rss / mib:,.0f} MiB"],
         ["status read during the run (get_run)", spread_text(status_s)],
         ["`status RUN` during the run (the command)", spread_text(command_s)],
+        ["the live progress query (answered ones; 5 s deadline)", spread_text(query_s)],
         [
             "RunWorkflow chain",
             (
