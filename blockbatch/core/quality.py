@@ -2,8 +2,9 @@
 
 **The probe.** A run samples its blocks once, when it is planned: ``sample_blocks`` over the
 blocks it will call (not those reused from an earlier run), seeded with the run id, at
-``QualityOptions.probe_rate`` (default 3%) with ``probe_minimum`` (5), capped at the number
-of blocks (:func:`planned_sample`), and capped again by cost (:func:`probe_plan`): the sample's
+``QualityOptions.probe_rate`` (default 3%) with ``probe_minimum`` (5), capped at
+``probe_maximum`` (2,000: the sample's precision depends on its size, not the document's)
+and at the number of blocks (:func:`planned_sample`), and capped again by cost (:func:`probe_plan`): the sample's
 expected probe calls stay within ``QualityOptions.probe_max_share`` (default 5%) of the
 run's expected pack calls. **The cap wins** over the rate and the minimum: a run whose
 probe calls would cost more than that share probes fewer blocks (even none). A probe call
@@ -81,11 +82,22 @@ GATE_SAMPLES_PER_PACK = 2
 GATE_PROBATION_PACKS = 5
 
 
-def planned_sample(uids: Sequence[str], rate: float, minimum: int, seed: str) -> list[str]:
-    """The run's sample of the blocks it will call (none when ``rate`` is 0: probe off)."""
-    if rate <= 0 or not uids:
-        return []
-    return list(sample_blocks(list(uids), rate, minimum, seed))
+def probe_size(count: int, q: QualityOptions) -> int:
+    """How many of ``count`` blocks the probe asks for before its cost cap: ``probe_rate``
+    of them with ``probe_minimum``, at most ``probe_maximum`` (the minimum wins over it), at
+    most ``count`` (0: probe off)."""
+    if q.probe_rate <= 0 or count <= 0:
+        return 0
+    size = sample_size(count, q.probe_rate, q.probe_minimum)
+    return min(size, max(q.probe_maximum, q.probe_minimum), count)
+
+
+def planned_sample(uids: Sequence[str], q: QualityOptions, seed: str) -> list[str]:
+    """The run's sample of the blocks it will call (:func:`probe_size` of them, none when
+    the probe is off): the same seed's lowest ranks, so a capped sample is part of the
+    uncapped one."""
+    size = probe_size(len(uids), q)
+    return list(sample_blocks(list(uids), 0.0, size, seed)) if size else []
 
 
 #: The planner's estimate of a prompt prefix leans high (a ticket schema's: 1,217
@@ -133,7 +145,8 @@ class ProbePlan:
     """How a run's probe sample was sized (:func:`probe_plan`; stored in quality_plans).
 
     Attributes:
-        wanted: the blocks ``probe_rate`` and ``probe_minimum`` ask for.
+        wanted: the blocks ``probe_rate``, ``probe_minimum`` and ``probe_maximum`` ask for
+            (:func:`probe_size`).
         planned: the blocks sampled once capped (at most ``wanted``).
         max_share: ``QualityOptions.probe_max_share``.
         est_probe_usd: the expected cost of the planned sample's probe calls.
@@ -187,12 +200,12 @@ def probe_plan(
     # The run's own prefix, when the probe's is another model's: the estimate decides.
     run_cached = cached if probe_ctx is None else None
     run_usd = sum(expected_call_usd(ctx, p, cached=run_cached) for p in packs)
-    wanted = sample_size(len(uids), q.probe_rate, q.probe_minimum) if q.probe_rate > 0 else 0
+    wanted = probe_size(len(uids), q)
     if not wanted:
         return [], ProbePlan(0, 0, q.probe_max_share, 0.0, round(run_usd, 6), len(uids))
     types: list[str | None] = list(block_types) if block_types is not None else [None] * len(uids)
     shape = {u: (t, k) for u, t, k in zip(uids, block_tokens, types, strict=True)}
-    full = planned_sample(uids, q.probe_rate, q.probe_minimum, seed)
+    full = planned_sample(uids, q, seed)
     costs = {
         u: expected_call_usd(
             probe,

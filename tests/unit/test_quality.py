@@ -18,21 +18,45 @@ from blockbatch.core.quality import (
     pack_sample,
     planned_sample,
     probe_cost_text,
+    probe_size,
     quality_result,
 )
+from blockbatch.core.quality_types import QualityOptions
 from blockbatch.core.run_types import GateReading, RunResult
 from blockbatch.report import change_rows, quality_rows, summary_lines
 
 UIDS = [f"d:{i}" for i in range(400)]
 
 
+Q3 = QualityOptions(probe_rate=0.03, probe_minimum=5)
+
+
 def test_the_planned_sample_is_deterministic_and_off_at_rate_zero() -> None:
-    sample = planned_sample(UIDS, 0.03, 5, "run-a")
-    assert len(sample) == 12 and sample == planned_sample(UIDS, 0.03, 5, "run-a")
-    assert sample != planned_sample(UIDS, 0.03, 5, "run-b")
-    assert len(planned_sample(UIDS[:50], 0.03, 5, "run-a")) == 5  # the minimum
-    assert len(planned_sample(UIDS[:3], 0.03, 5, "run-a")) == 3  # capped at the blocks
-    assert planned_sample(UIDS, 0.0, 5, "run-a") == []  # probe off
+    sample = planned_sample(UIDS, Q3, "run-a")
+    assert len(sample) == 12 and sample == planned_sample(UIDS, Q3, "run-a")
+    assert sample != planned_sample(UIDS, Q3, "run-b")
+    assert len(planned_sample(UIDS[:50], Q3, "run-a")) == 5  # the minimum
+    assert len(planned_sample(UIDS[:3], Q3, "run-a")) == 3  # capped at the blocks
+    assert (
+        planned_sample(UIDS, QualityOptions(probe_rate=0.0, probe_minimum=5), "run-a") == []
+    )  # probe off
+
+
+def test_a_large_documents_sample_stops_at_the_maximum() -> None:
+    # 3% of a million blocks would be 30,000 more calls; the default asks 2,000 (an
+    # agreement near 95% measured within about a point).
+    assert probe_size(1_000_000, QualityOptions()) == 2000
+    assert probe_size(10_000, QualityOptions()) == 300  # 3% under the maximum
+    assert probe_size(1_000_000, QualityOptions(probe_maximum=0, probe_minimum=5)) == 5
+    assert probe_size(1_000_000, QualityOptions(probe_maximum=50_000)) == 30_000
+    assert probe_size(1_000_000, QualityOptions(probe_rate=0)) == 0
+    uids = [f"doc:{i}" for i in range(100_000)]
+    capped = planned_sample(uids, QualityOptions(probe_maximum=500), "run-a")
+    # The capped sample is the uncapped one's lowest ranks: part of it, in block order.
+    assert len(capped) == 500 and set(capped) <= set(
+        planned_sample(uids, QualityOptions(), "run-a")
+    )
+    assert capped == sorted(capped, key=lambda u: int(u.split(":")[1]))
     assert pack_sample(UIDS[:8], 2, "run-a/3") == pack_sample(UIDS[:8], 2, "run-a/3")
     assert len(pack_sample(UIDS[:8], 2, "run-a/3")) == 2 and pack_sample(UIDS[:1], 2, "s") == [
         "d:0"
@@ -210,21 +234,21 @@ def test_the_probe_sample_is_capped_at_its_share_of_the_runs_cost() -> None:
     assert (
         plan.wanted == 6
         and plan.capped
-        and 0 < plan.planned < 6 == len(planned_sample(uids, 0.03, 5, "run-a"))
+        and 0 < plan.planned < 6 == len(planned_sample(uids, Q3, "run-a"))
     )
     assert len(sample) == plan.planned and plan.est_probe_usd <= 0.05 * plan.est_run_usd
     # One more block would not have fitted: the cap is the largest sample within the share.
     one_call = expected_call_usd(ctx, ctx.pack([120]))
     assert plan.est_probe_usd + one_call > 0.05 * plan.est_run_usd
     # The capped sample is part of the uncapped one (the same ranking), in block order.
-    assert set(sample) <= set(planned_sample(uids, 0.03, 5, "run-a"))
+    assert set(sample) <= set(planned_sample(uids, Q3, "run-a"))
     assert sample == sorted(sample, key=uids.index)
     assert plan.rate == pytest.approx(plan.planned / 200)
     # At a share of 1 the rate and minimum decide again; a larger share never samples less.
     wide, uncapped = probe_plan(
         ctx, uids, tokens, packs, QualityOptions(probe_max_share=1), "run-a"
     )
-    assert not uncapped.capped and wide == planned_sample(uids, 0.03, 5, "run-a")
+    assert not uncapped.capped and wide == planned_sample(uids, Q3, "run-a")
     tight, tiny = probe_plan(
         ctx, uids, tokens, packs, QualityOptions(probe_max_share=0.001), "run-a"
     )
