@@ -19,11 +19,13 @@ from the environment). The variables per provider: ``docs/providers.md``.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 import os
+import ssl
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from blockbatch.core.providers import provider_info
 from blockbatch.runtime.settings import Settings
@@ -44,6 +46,22 @@ if TYPE_CHECKING:
     )
 
 
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The one TLS context of this process's Claude clients: certificates verified against
+    the system's CA bundle, or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` as the SDK's HTTP client
+    reads them (its own default, built once). Each client built its own before, loading the
+    CA bundle each time (0.06 CPU s), and a worker, the CLI and every test open several."""
+    import httpcore2  # the SDK's HTTP client's transport (anthropic 2.x runs on httpx2)
+
+    return httpcore2.default_ssl_context()
+
+
+def _http_client() -> Any:
+    """An HTTP client for an SDK client, as the SDK would build it, on :func:`tls_context`."""
+    return anthropic.DefaultAsyncHttpxClient(verify=tls_context())
+
+
 def anthropic_client(
     settings: Settings, *, timeout_s: float | None = None, max_retries: int = 0
 ) -> anthropic.AsyncAnthropic:
@@ -61,6 +79,7 @@ def anthropic_client(
         base_url=settings.resolved_anthropic_base_url,
         max_retries=max_retries,
         timeout=settings.anthropic_timeout_s if timeout_s is None else timeout_s,
+        http_client=_http_client(),
     )
 
 
@@ -101,7 +120,9 @@ def provider_client(
     try:
         if info.name == "bedrock":
             _needs("AWS_BEARER_TOKEN_BEDROCK", "boto3", "bedrock", "AWS SigV4 signing")
-            return anthropic.AsyncAnthropicBedrock(max_retries=max_retries, timeout=timeout)
+            return anthropic.AsyncAnthropicBedrock(
+                max_retries=max_retries, timeout=timeout, http_client=_http_client()
+            )
         if info.name == "vertex":
             token = settings.anthropic_vertex_access_token
             if token is None:
@@ -110,13 +131,18 @@ def provider_client(
                 access_token=token.get_secret_value() if token is not None else None,
                 max_retries=max_retries,
                 timeout=timeout,
+                http_client=_http_client(),
             )
         if info.name == "google-cloud":
             return _google_cloud_client(settings, max_retries=max_retries, timeout=timeout)
         if info.name == "aws":
             _needs("ANTHROPIC_AWS_API_KEY", "boto3", "aws", "AWS SigV4 signing")
-            return anthropic.AsyncAnthropicAWS(max_retries=max_retries, timeout=timeout)
-        return anthropic.AsyncAnthropicFoundry(max_retries=max_retries, timeout=timeout)
+            return anthropic.AsyncAnthropicAWS(
+                max_retries=max_retries, timeout=timeout, http_client=_http_client()
+            )
+        return anthropic.AsyncAnthropicFoundry(
+            max_retries=max_retries, timeout=timeout, http_client=_http_client()
+        )
     except (ValueError, anthropic.AnthropicError) as err:
         # The SDK's own sentence names the argument and the variable; no value.
         raise ProviderUnavailable(
@@ -143,10 +169,15 @@ def _google_cloud_client(
     token = settings.anthropic_google_cloud_access_token
     if token is None:
         _needs(None, "google.auth", "google-cloud", "Google Application Default Credentials")
-        return anthropic.AsyncAnthropicGoogleCloud(max_retries=max_retries, timeout=timeout)
+        return anthropic.AsyncAnthropicGoogleCloud(
+            max_retries=max_retries, timeout=timeout, http_client=_http_client()
+        )
     value = token.get_secret_value()
     return anthropic.AsyncAnthropicGoogleCloud(
-        token_provider=lambda: value, max_retries=max_retries, timeout=timeout
+        token_provider=lambda: value,
+        max_retries=max_retries,
+        timeout=timeout,
+        http_client=_http_client(),
     )
 
 
