@@ -375,8 +375,8 @@ async def test_quality_probe_script_reports_estimate_gate_and_cost(
         capsys,
         "--blocks",
         "40",
+        # One pack size: each size is one more run through the same estimate.
         "--sizes",
-        "5",
         "10",
         "--cost-blocks",
         "20",
@@ -385,10 +385,10 @@ async def test_quality_probe_script_reports_estimate_gate_and_cost(
         "--no-fsync",
         "--temporal-memory",
     )
-    for size in ("5", "10"):
-        case = data["estimate"][f"seed1/pack{size}"]
-        assert case["status"] == "completed" and case["true"]["answered"] == 40
-        assert case["probe"]["sampled"] > 0 and case["probe"]["ci"] is not None
+    assert set(data["estimate"]) == {"seed1/pack10"}
+    case = data["estimate"]["seed1/pack10"]
+    assert case["status"] == "completed" and case["true"]["answered"] == 40
+    assert case["probe"]["sampled"] > 0 and case["probe"]["ci"] is not None
     assert data["gate"]["no_gate"]["status"] == "completed"
     for name in ("extract", "revise"):
         cost = data["cost"][name]
