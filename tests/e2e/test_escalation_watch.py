@@ -149,12 +149,12 @@ async def test_cancel_wait_follows_the_escalation_until_it_stops(bbstack: Stack,
                     return True
             return False
 
-        # The second pass's first call is held until the cancel has reached the escalation:
-        # it stops with that pack answered and the others left.
+        # The escalation's first call is held until the cancel has reached it: the
+        # escalation stops with that call answered and what it did not start left.
         bbstack.sim.hold()
         try:
             await bbstack.bb.escalate(run_id, SONNET)
-            await until(bbstack.sim.held, "a second-pass call held")
+            await until(bbstack.sim.held, "an escalation call held")
             cancelling = asyncio.ensure_future(cli("cancel", run_id, "--wait"))
             await until(cancel_signalled, "the cancel signalled to the escalation")
         finally:
