@@ -75,6 +75,7 @@ from bench.common import (
     sample_schema,
     system_prompt_tokens,
 )
+from blockbatch.core.batch_types import BatchOptions
 from blockbatch.core.budget import BudgetError, suggested_budget
 from blockbatch.core.ingest import parse_document
 from blockbatch.core.quality_types import QualityOptions
@@ -109,6 +110,15 @@ ADVERSARIAL = Path(__file__).resolve().parent.parent / "samples" / "adversarial.
 ADVERSARIAL_MODES = ("auto", "batch")
 #: The issue's target: the quote within this fraction of what the run then spent.
 ESTIMATE_TOLERANCE = 0.15
+
+
+def mode_options(mode: str, args: argparse.Namespace) -> RunOptions:
+    """``mode``'s options; a batch mode's first look after ``--batch-poll-s`` when given."""
+    options = MODES[mode]
+    if options.mode == "batch" and args.batch_poll_s is not None:
+        poll = BatchOptions(poll_initial_s=args.batch_poll_s, poll_max_s=args.batch_poll_s)
+        options = options.model_copy(update={"batch": poll})
+    return options
 
 
 def quoted(q: Quote, mode: str, actual: dict[str, Any]) -> dict[str, Any]:
@@ -156,7 +166,7 @@ async def quote_then_run(
     The simulator is reset first: a cold prompt cache and zeroed counters, so its counters
     show that quoting made no Messages call (only token counting).
     """
-    options = MODES[mode]
+    options = mode_options(mode, args)
     bs.sim_reset()
     data, name = document
     learned = await bs.bb.estimate(data, definition, options, fmt="markdown", name=name)
@@ -569,7 +579,7 @@ async def budget_step(
 ) -> dict[str, Any]:
     """Half of ``mode``'s unbudgeted cost as the budget; then a retry with a raised one."""
     budget = round(free["cost_usd"] / 2, 6)
-    options = MODES[mode].model_copy(update={"max_cost_usd": budget})
+    options = mode_options(mode, args).model_copy(update={"max_cost_usd": budget})
     bs.sim_reset()
     try:
         stopped = await run_once(bs, document_id, schema_id, options, timeout_s=args.run_timeout)
@@ -1263,6 +1273,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="share of blocks edited for the re-run figures (0: skip them)",
     )
     parser.add_argument("--run-timeout", type=float, default=900.0)
+    parser.add_argument(
+        "--batch-poll-s",
+        type=float,
+        default=None,
+        help="batch modes look at their batch every this many seconds (default: the "
+        "run's own polling, a first look after 5 s, doubling); the smoke test's shortcut",
+    )
     parser.add_argument(
         "--no-adversarial",
         dest="adversarial",

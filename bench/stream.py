@@ -10,9 +10,10 @@
    triggers (packs that reached ``max_rows`` against those a wait or the close cut), cost.
    Then the same rows run as one JSONL document (``start_run``, same options): its calls
    and cost, the stream's against it.
-2. **Trickle**: ``--trickle-rows`` rows, one every ``--trickle-every`` s, ``--max-wait 2s``:
-   each row's put→result latency against the wait plus the latency of the call that
-   answered it (from the ledger), and what is left over (blockbatch's own overhead).
+2. **Trickle**: ``--trickle-rows`` rows, one every ``--trickle-every`` s, ``--max-wait``
+   ``--trickle-wait-s`` (2 s): each row's put→result latency against the wait plus the
+   latency of the call that answered it (from the ledger), and what is left over
+   (blockbatch's own overhead).
 
 Answer reuse is off (every row is called). Writes ``bench/results/stream.json``.
 """
@@ -285,9 +286,9 @@ async def trickle(
     bs: BenchStack, rec: Recorder, pool: Any, args: argparse.Namespace, schema: Path
 ) -> None:
     rows = rows_of(args.trickle_rows, "t")
-    wait_s = 2.0
+    wait_s = args.trickle_wait_s
     out = await stream_through_cli(
-        bs, schema, rows, args.trickle_every, ["--max-wait", "2s"], hold_open=True
+        bs, schema, rows, args.trickle_every, ["--max-wait", f"{wait_s:g}s"], hold_open=True
     )
     calls = await call_latency_by_row(pool, out["run_id"])
     table_rows, within = [], 0
@@ -309,10 +310,10 @@ async def trickle(
         ],
     }
     rec.print_table(
-        f"Trickle: one row every {args.trickle_every} s, --max-wait 2s",
+        f"Trickle: one row every {args.trickle_every} s, --max-wait {wait_s:g}s",
         ["row", "put→result s", "its call s", "beyond wait + call s"],
         table_rows,
-        [f"{within}/{len(rows)} within 2 s + the call's latency + {args.slack} s"],
+        [f"{within}/{len(rows)} within {wait_s:g} s + the call's latency + {args.slack} s"],
     )
 
 
@@ -358,6 +359,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--ms-per-token", type=float, default=12, help="simulated ms per output token")
     p.add_argument("--trickle-rows", type=int, default=10)
     p.add_argument("--trickle-every", type=float, default=5.0)
+    p.add_argument(
+        "--trickle-wait-s", type=float, default=2.0, help="the trickle's --max-wait, in seconds"
+    )
     p.add_argument(
         "--slack",
         type=float,

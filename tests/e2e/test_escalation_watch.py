@@ -1,6 +1,12 @@
 """Following an escalation from the command line (docs/ESCALATION.md): ``escalate`` and
 ``watch`` show its live progress and then the run's summary with its rows; ``cancel
---wait`` waits for the escalation to stop."""
+--wait`` waits for the escalation to stop.
+
+What must happen while an escalation is under way (a follower's look, a page read, a
+cancel) happens while the simulator holds its answers (``sim.hold()``), and the answers are
+released once it did: the escalation cannot end first, however fast the model or slow the
+machine, and no call is slowed down to make room for it.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +17,11 @@ import re
 import aiohttp
 import pytest
 
+from blockbatch.cli.progress import ProgressView
+from blockbatch.core.escalation_types import EscalationProgress
 from blockbatch.core.quality_types import QualityOptions
 from blockbatch.core.run_types import RunOptions
+from blockbatch.core.workflow_names import escalate_workflow_id
 from blockbatch.web.app import create_app
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
@@ -29,8 +38,6 @@ QUALITY = {
     "bleed_per_extra_block": 0,
     "models": {HAIKU: {"wrong_alone": 0.05, "wrong_per_extra_block": 0.03}, SONNET: {}},
 }
-#: Every call takes half a second: an escalation lasts long enough to be watched.
-SLOW = {"speed_factor": 1.0, "latency": {"ttft_ms": 500, "per_output_token_ms": 0}}
 _SECOND = re.compile(r"^escalation second pass: (\d+)/(\d+) packs · (\d+)/(\d+) compared", re.M)
 
 
@@ -67,27 +74,33 @@ async def _escalation_line(bbstack: Stack, run_id: str) -> str:
 
 
 async def test_escalate_and_watch_show_the_escalation_live_then_its_summary(
-    bbstack: Stack, cli: Cli
+    bbstack: Stack, cli: Cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Which progress views (one a follower) were shown the second pass under way.
+    real = ProgressView.update_escalation
+    shown: set[int] = set()
+
+    def update_escalation(view: ProgressView, p: EscalationProgress) -> None:
+        real(view, p)
+        if p.phase == "second pass":
+            shown.add(id(view))
+
+    monkeypatch.setattr(ProgressView, "update_escalation", update_escalation)
     async with bbstack.worker():
         run_id = await _finished_run(bbstack, seed=5)
         never = await cli("watch", run_id)  # not escalated: the run's summary, as always
-        bbstack.sim.scenario(seed=5, quality=QUALITY, **SLOW)
-        escalating = asyncio.ensure_future(cli("escalate", run_id, "--to", SONNET))
-        await until(lambda: bbstack.bb.escalation_running(run_id), "escalating")
-        watching = asyncio.ensure_future(cli("watch", run_id))
-
-        async def planned() -> bool:
-            return (await bbstack.bb.escalation_progress(run_id)).escalation is not None
-
-        await until(planned, "planned")
-        # Answers held while the page is read: the escalation is still under way then,
-        # however slow the machine (12 calls of half a second stand between plan and end).
-        bbstack.sim.call("POST", "/_sim/hold")
+        bbstack.sim.scenario(seed=5, quality=QUALITY)
+        # Answers held from the start: the second pass stays under way (its first pack
+        # unanswered) until both followers have shown it and the page has been read.
+        bbstack.sim.hold()
         try:
+            escalating = asyncio.ensure_future(cli("escalate", run_id, "--to", SONNET))
+            await until(lambda: bbstack.bb.escalation_running(run_id), "escalating")
+            watching = asyncio.ensure_future(cli("watch", run_id))
+            await until(lambda: len(shown) == 2, "both followers showing the second pass")
             page_during = await _escalation_line(bbstack, run_id)
         finally:
-            bbstack.sim.call("POST", "/_sim/release")
+            bbstack.sim.release()
         watched = await watching
         escalated = await escalating
         after = await cli("watch", run_id)
@@ -127,19 +140,26 @@ async def test_escalate_and_watch_show_the_escalation_live_then_its_summary(
 async def test_cancel_wait_follows_the_escalation_until_it_stops(bbstack: Stack, cli: Cli) -> None:
     async with bbstack.worker():
         run_id = await _finished_run(bbstack, seed=2)
-        bbstack.sim.scenario(seed=2, **SLOW)
-        await bbstack.bb.escalate(run_id, SONNET)
+        bbstack.sim.scenario(seed=2)
+        escalation = (await bbstack.bb.temporal()).get_workflow_handle(escalate_workflow_id(run_id))
 
-        async def calling() -> bool:
-            return bool(
-                await bbstack.pool.fetchval(
-                    "select count(*) from llm_calls where run_id = $1 and purpose = 'second_pass'",
-                    run_id,
-                )
-            )
+        async def cancel_signalled() -> bool:
+            async for event in escalation.fetch_history_events():
+                if event.HasField("workflow_execution_signaled_event_attributes"):
+                    return True
+            return False
 
-        await until(calling, "a second-pass call")
-        out = await cli("cancel", run_id, "--wait")
+        # The escalation's first call is held until the cancel has reached it: the
+        # escalation stops with that call answered and what it did not start left.
+        bbstack.sim.hold()
+        try:
+            await bbstack.bb.escalate(run_id, SONNET)
+            await until(bbstack.sim.held, "an escalation call held")
+            cancelling = asyncio.ensure_future(cli("cancel", run_id, "--wait"))
+            await until(cancel_signalled, "the cancel signalled to the escalation")
+        finally:
+            bbstack.sim.release()
+        out = await cancelling
         # It returned once the escalation had ended: the run is finished, not cancelling.
         running = await bbstack.bb.escalation_running(run_id)
     assert out.code == 0, out.out + out.err
@@ -186,19 +206,27 @@ async def test_watch_follows_an_escalation_that_began_after_its_first_look(
     async def first_look_misses(bb: object, run_id: str) -> bool:
         seen = await real(bb, run_id) if looks else False
         looks.append(seen)
+        if len(looks) == 2:
+            bbstack.sim.release()  # seen (or not) on the second look: let it end
         return seen
 
     async with bbstack.worker():
         run_id = await _finished_run(bbstack, seed=3)
-        bbstack.sim.scenario(seed=3, **SLOW)
-        await bbstack.bb.escalate(run_id, SONNET)
+        bbstack.sim.scenario(seed=3)
+        # Answers held until watch's second look: the escalation is under way then,
+        # however fast it would have ended.
+        bbstack.sim.hold()
+        try:
+            await bbstack.bb.escalate(run_id, SONNET)
 
-        async def reopened() -> bool:
-            return (await bbstack.bb.run(run_id)).active
+            async def reopened() -> bool:
+                return (await bbstack.bb.run(run_id)).active
 
-        await until(reopened, "the run reopened by the escalation's plan")
-        monkeypatch.setattr(cli_run, "_escalating", first_look_misses)
-        out = await cli("watch", run_id)
+            await until(reopened, "the run reopened by the escalation's plan")
+            monkeypatch.setattr(cli_run, "_escalating", first_look_misses)
+            out = await cli("watch", run_id)
+        finally:
+            bbstack.sim.release()
     assert looks[:2] == [False, True], looks
     assert out.code == 0, out.out + out.err
     assert "ended but the run is still" not in out.out + out.err
