@@ -45,7 +45,6 @@ with workflow.unsafe.imports_passed_through():
         CALL_MODEL_RETRY,
         CALL_MODEL_TIMEOUT,
         DB_RETRY,
-        DB_TIMEOUT,
         QUALITY_PROBE_RETRY,
         first_backoff,
     )
@@ -211,7 +210,7 @@ class ProcessPackWorkflow:
                 pack_path=inp.pack_path,
                 max_block_attempts=inp.max_block_attempts,
             ),
-            start_to_close_timeout=DB_TIMEOUT,
+            start_to_close_timeout=timedelta(seconds=inp.db_step_s),
             retry_policy=DB_RETRY,
             summary=f"apply_results {len(uids)} blocks, {_tokens(call)} ({call.stop_reason})",
         )
@@ -296,7 +295,7 @@ class ProcessPackWorkflow:
                 block_count=len(remaining),
                 child_paths=paths,
             ),
-            start_to_close_timeout=DB_TIMEOUT,
+            start_to_close_timeout=timedelta(seconds=inp.db_step_s),
             retry_policy=DB_RETRY,
         )
         outcome.totals.splits += 1
@@ -315,6 +314,7 @@ class ProcessPackWorkflow:
                     failures_to_pause=inp.failures_to_pause,
                     call_heartbeat_s=inp.call_heartbeat_s,
                     call_retry_s=inp.call_retry_s,
+                    db_step_s=inp.db_step_s,
                 ),
                 id=child_id,
                 static_summary=f"pack {path}: {len(part)} blocks (half of {inp.pack_path})",
@@ -352,7 +352,7 @@ class ProcessPackWorkflow:
                 pack_path=inp.pack_path,
                 reason_code=decision.code,
             ),
-            start_to_close_timeout=DB_TIMEOUT,
+            start_to_close_timeout=timedelta(seconds=inp.db_step_s),
             retry_policy=DB_RETRY,
         )
         totals.blocks_failed += failed.failed

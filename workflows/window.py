@@ -58,6 +58,7 @@ class PackWindow:
                 probe_at_least=probe_at_least,
                 call_heartbeat_s=s.call_heartbeat_s,
                 call_retry_s=s.call_retry_s,
+                db_step_s=s.db_step_s,
             ),
             id=pack_workflow_id(s.run_id, index),
             # Cancelled by the run's cancel (``stop``), never by the parent closing.

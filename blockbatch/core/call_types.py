@@ -116,6 +116,8 @@ class ProcessPackInput(BaseModel):
     call_heartbeat_s: float = 20
     #: The run's ``call_retry_s``: the first backoff of the pack's failed model calls.
     call_retry_s: float = 2
+    #: The run's ``db_step_s``: the start-to-close timeout of the pack's database steps.
+    db_step_s: float = 60
 
 
 class PackOutcome(BaseModel):

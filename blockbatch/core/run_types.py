@@ -167,6 +167,15 @@ class RunOptions(BaseModel):
         description="seconds a model call may go without a heartbeat before Temporal takes "
         "its worker for lost (killed, cut off) and gives the call to another worker",
     )
+    db_step_s: float = Field(
+        default=60,
+        ge=5,
+        le=600,
+        allow_inf_nan=False,
+        description="seconds a pack's database step (applying an answer, recording a split "
+        "or a failure) may take before Temporal takes its worker for lost and gives the step "
+        "to another worker",
+    )
     call_retry_s: float = Field(
         default=2,
         ge=0.1,
@@ -221,6 +230,8 @@ class RunInput(BaseModel):
     call_heartbeat_s: float = 20
     #: ``RunOptions.call_retry_s``: the first backoff of a failed model call (and warm-up).
     call_retry_s: float = 2
+    #: ``RunOptions.db_step_s``: how soon a lost worker's database step of a pack moves on.
+    db_step_s: float = 60
 
 
 def run_input(
@@ -242,6 +253,7 @@ def run_input(
         quality=quality_state(options),
         call_heartbeat_s=options.call_heartbeat_s,
         call_retry_s=options.call_retry_s,
+        db_step_s=options.db_step_s,
     )
 
 

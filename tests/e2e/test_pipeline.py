@@ -131,17 +131,17 @@ async def test_run_completes_every_block_with_few_calls_and_cache_reads(bbstack:
 
 async def test_no_batching_gives_same_values_one_call_per_block(bbstack: Stack) -> None:
     schema = extract_schema(instruction_words=300)
-    # 20 blocks (40 before): enough for packs of several blocks (a learning pack of 5,
-    # then the rest planned), so fewer calls than blocks, against one call per block.
-    batched_id, batched = await run_doc(bbstack, 20, schema)
+    # 10 blocks (40, then 20 before): enough for packs of several blocks (a learning pack
+    # of 5, then the rest planned), so fewer calls than blocks, against one call per block.
+    batched_id, batched = await run_doc(bbstack, 10, schema)
     # The same blocks again: reuse off, or the first run's answers would stand in.
     single_id, single = await run_doc(
-        bbstack, 20, schema, batching_enabled=False, reuse_answers=False
+        bbstack, 10, schema, batching_enabled=False, reuse_answers=False
     )
     assert single.status == batched.status == "completed"
-    assert single.calls == 20 + 1  # and the warm-up call that writes the prompt cache
-    assert batched.calls < 20
-    assert len(await overlays(bbstack, batched_id)) == 20
+    assert single.calls == 10 + 1  # and the warm-up call that writes the prompt cache
+    assert batched.calls < 10
+    assert len(await overlays(bbstack, batched_id)) == 10
     a = {r["block_uid"]: r["staging"] for r in await overlays(bbstack, batched_id)}
     b = {r["block_uid"]: r["staging"] for r in await overlays(bbstack, single_id)}
     assert a.keys() == b.keys()

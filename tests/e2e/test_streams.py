@@ -41,8 +41,11 @@ async def test_stream_answers_every_row_once_through_a_worker_kill_and_a_produce
         max_wait_s=0.3,
         max_buffered=120,
         task_queue=s.task_queue,
-        # The killed worker's calls move on after 5 s without a heartbeat (20 s by default).
-        options=RunOptions(max_concurrent_packs=3, reuse_answers=False, call_heartbeat_s=5),
+        # The killed worker's calls move on after 5 s without a heartbeat (20 s by default),
+        # its database steps (applying an answer) after 5 s (60 s by default).
+        options=RunOptions(
+            max_concurrent_packs=3, reuse_answers=False, call_heartbeat_s=5, db_step_s=5
+        ),
     )
     run_id = stream.run_id
     try:

@@ -54,6 +54,16 @@ def test_a_runs_call_heartbeat_reaches_its_workflow_and_is_bounded() -> None:
             RunOptions(call_heartbeat_s=bad)
 
 
+def test_a_runs_db_step_timeout_reaches_its_workflow_and_is_bounded() -> None:
+    assert run_input("r", RunOptions()).db_step_s == 60
+    assert run_input("r", RunOptions(db_step_s=5)).db_step_s == 5
+    triggers = StreamTriggers(max_rows=10)
+    assert stream_input("s", RunOptions(db_step_s=8), triggers).db_step_s == 8
+    for bad in (0, 4.5, 601, float("inf")):
+        with pytest.raises(ValidationError, match="db_step_s"):
+            RunOptions(db_step_s=bad)
+
+
 def test_a_runs_call_retry_reaches_its_workflow_and_is_bounded() -> None:
     assert run_input("r", RunOptions()).call_retry_s == 2
     assert run_input("r", RunOptions(call_retry_s=0.2)).call_retry_s == 0.2

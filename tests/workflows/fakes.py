@@ -212,6 +212,8 @@ class FakeWorld:
         self.calls: list[CallModelInput] = []
         #: Each call's heartbeat timeout, by pack path: how soon a lost worker is noticed.
         self.heartbeat_timeouts: dict[str, float | None] = {}
+        #: Each pack's apply_results start-to-close timeout, by pack path.
+        self.db_timeouts: dict[str, float | None] = {}
         #: When each attempt of a pack's call started, by the server's clock (which the
         #: time-skipping server moves): the backoffs between them.
         self.attempts_at: dict[str, list[datetime]] = {}
@@ -350,6 +352,8 @@ class FakeWorld:
 
     @activity.defn(name="apply_results")
     async def apply_results(self, inp: ApplyResultsInput) -> ApplyResultsOutput:
+        timeout = activity.info().start_to_close_timeout
+        self.db_timeouts[inp.pack_path] = timeout.total_seconds() if timeout else None
         uids, answer = self._answers[inp.call_id]
         uids = self._pending(uids)  # idempotent, like the real one
         if answer.refused is not None:

@@ -74,6 +74,24 @@ async def test_a_runs_call_heartbeat_is_every_pack_calls_heartbeat_timeout(
     assert default.heartbeat_timeouts == {"0": 20, "0.0": 20, "0.1": 20}
 
 
+async def test_a_runs_db_step_timeout_is_every_packs_apply_results_timeout(
+    wf: Harness, run_id: str
+) -> None:
+    """``RunOptions.db_step_s`` is how soon Temporal gives a lost worker's database step to
+    another worker: every pack's apply_results takes it, a halved pack's too; unset, 60 s."""
+
+    def halved() -> dict[str, list[Step]]:  # one answered block: the rest in two halves
+        return {"0": [Answer(ok=1)]}
+
+    world = FakeWorld(run_id, [5], halved())
+    result = await wf.run(world, db_step_s=7)
+    assert result.status == "completed" and result.blocks_ai_complete == 5
+    assert world.db_timeouts == {"0": 7, "0.0": 7, "0.1": 7}
+    default = FakeWorld(f"{run_id}-d", [5], halved())
+    await wf.run(default)
+    assert default.db_timeouts == {"0": 60, "0.0": 60, "0.1": 60}
+
+
 async def test_single_block_is_retried_in_place_then_done(wf: Harness, run_id: str) -> None:
     world = FakeWorld(
         run_id,
