@@ -11,6 +11,7 @@ import anthropic
 import pytest_asyncio
 
 from blockbatch.simulator.server import SimulatorServer
+from tests.simulator.sdk import sdk_client
 
 
 @pytest_asyncio.fixture
@@ -21,5 +22,5 @@ async def sim() -> AsyncIterator[SimulatorServer]:
 
 @pytest_asyncio.fixture
 async def client(sim: SimulatorServer) -> AsyncIterator[anthropic.AsyncAnthropic]:
-    async with anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="k", max_retries=0) as sdk:
+    async with sdk_client(sim.base_url) as sdk:
         yield sdk

@@ -14,6 +14,7 @@ from blockbatch.simulator.scenario import Batch, Scenario
 from blockbatch.simulator.server import SimulatorServer
 from blockbatch.simulator.testing import make_blocks, pack_params, results_by_uid
 from tests.helpers import error_body
+from tests.simulator.sdk import sdk_client
 from tests.waiting import until
 
 
@@ -226,7 +227,7 @@ async def test_a_canceled_batch_keeps_and_bills_what_it_processed():
     scenario = Scenario(batch=Batch(processing_delay_s=4))
     async with (
         SimulatorServer(scenario=scenario, clock=clock) as sim,
-        anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="k", max_retries=0) as client,
+        sdk_client(sim.base_url) as client,
     ):
         created = await client.messages.batches.create(requests=requests(10))  # type: ignore[arg-type]  # plain dicts
         clock.advance(1)

@@ -13,6 +13,7 @@ from blockbatch.simulator.prompt import FORMAT_PROMPT_TOKENS
 from blockbatch.simulator.server import SimulatorServer
 from blockbatch.simulator.testing import make_blocks, pack_params
 from blockbatch.simulator.tokenizer import count_tokens
+from tests.simulator.sdk import sdk_client
 
 SYSTEM = "You extract fields from document blocks carefully. "
 
@@ -25,7 +26,7 @@ async def clock() -> FakeClock:
 @pytest_asyncio.fixture
 async def client(clock: FakeClock) -> AsyncIterator[anthropic.AsyncAnthropic]:
     async with SimulatorServer(clock=clock) as sim:
-        yield anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="k", max_retries=0)
+        yield sdk_client(sim.base_url)
 
 
 def total(usage) -> int:

@@ -18,6 +18,7 @@ import anthropic
 import pytest_asyncio
 
 from blockbatch.simulator.testing import make_blocks, pack_params
+from tests.simulator.sdk import sdk_client
 from tests.waiting import until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,7 +78,7 @@ async def test_patch_scenario_changes_only_what_it_names(sim, http):
 
 
 async def test_stats_requests_log_and_reset(sim, http):
-    client = anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="sk-do-not-log", max_retries=0)
+    client = sdk_client(sim.base_url, "sk-do-not-log")
     message = await client.messages.create(**pack_params(make_blocks(3), system_repeat=300))
     with contextlib.suppress(anthropic.NotFoundError):
         await client.messages.create(
@@ -196,7 +197,7 @@ async def test_bad_scenario_file_exits_with_a_message(tmp_path):
 
 
 async def test_hold_keeps_ready_answers_back_until_released(sim, http):
-    client = anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="k", max_retries=0)
+    client = sdk_client(sim.base_url)
     async with http.post(f"{sim.base_url}/_sim/hold") as response:
         assert await response.json() == {"holding": True, "held": 0}
     calls = [

@@ -20,6 +20,7 @@ from blockbatch.simulator.scenario import Auth, Errors, Scenario
 from blockbatch.simulator.server import SimulatorServer
 from blockbatch.simulator.testing import control, make_blocks, pack_params
 from tests.helpers import error_body
+from tests.simulator.sdk import sdk_client
 from tests.waiting import until
 
 MODEL = "claude-haiku-4-5"  # 200K context; no retirement announced
@@ -27,7 +28,7 @@ HI: list[MessageParam] = [{"role": "user", "content": "hi"}]
 
 
 def sdk(sim: SimulatorServer, key: str = "test-key", **kwargs) -> anthropic.AsyncAnthropic:
-    return anthropic.AsyncAnthropic(base_url=sim.base_url, api_key=key, max_retries=0, **kwargs)
+    return sdk_client(sim.base_url, key, **kwargs)
 
 
 def test_overloaded_error_class_exists():

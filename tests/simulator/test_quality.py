@@ -3,7 +3,6 @@ about how often (``/_sim/stats`` quality)."""
 
 from __future__ import annotations
 
-import anthropic
 import pytest
 from jsonschema import Draft202012Validator
 
@@ -14,6 +13,7 @@ from blockbatch.simulator.prompt import Block
 from blockbatch.simulator.scenario import ASSUMED_MODEL_QUALITY, ModelQuality, Quality, Scenario
 from blockbatch.simulator.server import SimulatorServer
 from blockbatch.simulator.testing import DEFAULT_FIELDS, make_blocks, pack_params, tool_input
+from tests.simulator.sdk import sdk_client
 
 FIELDS = {
     **DEFAULT_FIELDS,
@@ -149,7 +149,7 @@ async def test_stats_report_the_true_disagreement_per_pack_size():
             ),
         )
     ) as sim:
-        client = anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="k", max_retries=0)
+        client = sdk_client(sim.base_url)
         altered_seen = 0
         for start in range(0, 60, 20):
             message = await client.messages.create(**pack_params(make_blocks(20, start=start)))
@@ -294,7 +294,7 @@ async def test_stats_report_the_true_disagreement_per_model():
     async with SimulatorServer(
         scenario=models_scenario(**{"claude-haiku-5-5": ModelQuality(wrong_alone=0.5)})
     ) as sim:
-        client = anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="k", max_retries=0)
+        client = sdk_client(sim.base_url)
         altered_seen = 0
         for block in make_blocks(30):
             message = await client.messages.create(**pack_params([block], model="claude-haiku-5-5"))
