@@ -164,6 +164,8 @@ def test_the_key_has_no_run_option_but_the_model() -> None:
         # How long a call may go silent and how soon a failed one is tried again: pacing.
         "call_heartbeat_s",
         "call_retry_s",
+        # How long a pack's database steps may take (db_step_s): pacing too.
+        "db_step_s",
     }, (
         "a RunOptions field was added or removed: if it changes what a block's answer is, "
         "put it into core.reuse.prompt_digest; either way, list it here"
