@@ -73,13 +73,12 @@ async def _live_progress(bb: Blockbatch, run_id: str) -> tuple[RunProgress | Non
             bb.progress(run_id, timeout_s=STATUS_LIVE_WAIT_S), STATUS_LIVE_WAIT_S + 0.2
         ), None
     except TimeoutError:
-        busy = True
+        pass  # the worker did not answer in time: said below
     except RPCError as exc:
         if exc.status == RPCStatusCode.FAILED_PRECONDITION:
             # The server knows no worker polls the run's task queue (it says so at once).
             return None, f"no worker is polling the run's task queue; {stored}"
-        busy = exc.status == RPCStatusCode.DEADLINE_EXCEEDED
-        if not busy:
+        if exc.status != RPCStatusCode.DEADLINE_EXCEEDED:
             return None, f"no live progress ({exc.status.name}); {stored}"
     except Exception as exc:  # noqa: BLE001 - the stored state is still worth showing
         return None, f"no live progress ({type(exc).__name__}); {stored}"
