@@ -15,7 +15,9 @@ async def test_status_without_its_worker_shows_the_stored_counts_and_says_why(
 ) -> None:
     doc = await bbstack.bb.ingest_bytes(markdown_doc(6), name="doc.md", fmt="markdown")
     schema_id = await bbstack.bb.add_schema(extract_schema(200))
-    run_id = await bbstack.bb.start_run(doc, schema_id, RunOptions(pack_size=2))
+    # The stopped worker's held call moves on after the heartbeat timeout (5 s, not 20).
+    options = RunOptions(pack_size=2, call_heartbeat_s=5)
+    run_id = await bbstack.bb.start_run(doc, schema_id, options)
     sim.hold()
     try:
         # The run plans and asks Claude; its answer is held. Then its worker stops.
