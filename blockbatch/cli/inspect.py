@@ -56,22 +56,33 @@ def _blocks(info: RunInfo) -> str:
     )
 
 
-#: How long `status` waits for the run's worker to answer the live ``progress`` query. It
-#: is asked beside the reads of Postgres, so `status` answers within about this long however
-#: busy the worker is (issue 39: a worker of a million-block run, on a loaded machine, took
-#: seconds); without its answer, the counts shown are the stored ones.
+#: How long, from the command's start, `status` waits for the run's worker to answer the
+#: live ``progress`` query. It is asked beside the reads of Postgres, so `status` answers
+#: within about this long however busy the worker is (issue 39: a worker of a million-block
+#: run, on a loaded machine, took seconds); without its answer, the counts shown are the
+#: stored ones.
 STATUS_LIVE_WAIT_S = 0.8
+#: The least a live query is given when the run's lookup took most of the wait.
+STATUS_LIVE_LEAST_S = 0.05
 
 
-async def _live_progress(bb: Blockbatch, run_id: str) -> tuple[RunProgress | None, str | None]:
-    """The running run's ``progress`` query answer, or why there is none."""
+def live_wait_s(started: float, now: float) -> float:
+    """What is left of the live wait at ``now`` for a command started at ``started`` (the
+    event loop's clock): the lookup before the query comes out of the same second."""
+    return max(STATUS_LIVE_LEAST_S, STATUS_LIVE_WAIT_S - (now - started))
+
+
+async def _live_progress(
+    bb: Blockbatch, run_id: str, wait_s: float | None = None
+) -> tuple[RunProgress | None, str | None]:
+    """The running run's ``progress`` query answer within ``wait_s`` (by default the whole
+    live wait), or why there is none."""
     from temporalio.service import RPCError, RPCStatusCode
 
+    wait = STATUS_LIVE_WAIT_S if wait_s is None else wait_s
     stored = "the blocks above are as stored"
     try:
-        return await asyncio.wait_for(
-            bb.progress(run_id, timeout_s=STATUS_LIVE_WAIT_S), STATUS_LIVE_WAIT_S + 0.2
-        ), None
+        return await asyncio.wait_for(bb.progress(run_id, timeout_s=wait), wait + 0.05), None
     except TimeoutError:
         pass  # the worker did not answer in time: said below
     except RPCError as exc:
@@ -88,10 +99,17 @@ async def _live_progress(bb: Blockbatch, run_id: str) -> tuple[RunProgress | Non
 
 
 async def cmd_status(args: argparse.Namespace, s: Session) -> int:
+    loop = asyncio.get_running_loop()
+    started = loop.time()
     bb = await s.bb(temporal=False)
     info = await bb.run(args.run_id)
-    # The live query and the stored reads go together: the slower sets the wait.
-    live = asyncio.ensure_future(_live_progress(bb, info.run_id)) if info.active else None
+    # The live query and the stored reads go together: the slower sets the wait, and the
+    # live query's wait counts from the command's start.
+    live = (
+        asyncio.ensure_future(_live_progress(bb, info.run_id, live_wait_s(started, loop.time())))
+        if info.active
+        else None
+    )
     try:
         result, retries, limiters = await asyncio.gather(
             bb.result_of(info), bb.retries(info.run_id), bb.limits()

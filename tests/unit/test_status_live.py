@@ -81,3 +81,19 @@ async def test_a_query_that_never_returns_is_given_up_after_its_deadline(
         why
         == "no live answer within 0.01 s (the run's worker is busy); the blocks above are as stored"
     )
+
+
+async def test_the_query_is_asked_with_what_is_left_of_the_wait() -> None:
+    run = _Run(_progress())
+    await inspect._live_progress(run, "r", 0.3)  # type: ignore[arg-type]
+    assert run.timeouts == [0.3]
+
+
+def test_the_wait_counts_from_the_commands_start() -> None:
+    """The run's lookup before the query comes out of the live wait, so the command answers
+    within the wait however long the lookup took; a query is still asked, briefly."""
+    wait = inspect.STATUS_LIVE_WAIT_S
+    assert inspect.live_wait_s(100.0, 100.0) == wait
+    assert inspect.live_wait_s(100.0, 100.3) == pytest.approx(wait - 0.3)
+    assert inspect.live_wait_s(100.0, 100.0 + wait) == inspect.STATUS_LIVE_LEAST_S
+    assert inspect.live_wait_s(100.0, 105.0) == inspect.STATUS_LIVE_LEAST_S
