@@ -115,6 +115,9 @@ BUDGET_UNSENT_TEXT = for_any_reader(
 #: Overlays a run's plan inserts per statement. A million in one statement overran the
 #: pool's 60 s command timeout on a loaded machine, and its retry did again (issue 39).
 PLAN_ROWS_PER_STATEMENT = 20_000
+#: A plan of at least this many overlays refreshes the planner's statistics of overlays
+#: before it returns (``analyze``, in the plan's transaction).
+ANALYZE_AFTER_ROWS = 10_000
 
 
 async def insert_plan(
@@ -170,6 +173,15 @@ async def insert_plan(
             waits_for[part],
             [u in aside for u in uids[part]],
         )
+    if len(blocks) >= ANALYZE_AFTER_ROWS:
+        # A run's next statements (its first re-plan moments later, its packs' reads) are
+        # planned from overlays' statistics, in which a large run just planned is not yet:
+        # autovacuum analyses a minute later at best, and never when the run is small beside
+        # the table. Planned as a run of a few rows, the first re-plan of a 100,000-block
+        # run joined every pending block against every pack's range: 54 s in which no pack
+        # ran (bench/scale.py, issue 39). Sampled (30,000 rows at the default target): a
+        # fraction of a second, once a large run.
+        await conn.execute("analyze overlays (run_id, status, pack_index, block_index)")
     origins = sorted({f.origin for f in found if f is not None})
     if origins:
         # A reused answer keeps its origin: the run says who gave its answers (migration 031).

@@ -22,14 +22,16 @@ import pytest
 import pytest_asyncio
 
 from blockbatch.devtools import stack
-from blockbatch.store import ledger, overlays, quality, reads
+from blockbatch.store import ledger, overlays, quality, reads, replans
 from blockbatch.store.db import create_pool
+from blockbatch.store.runs import BlockSize
 from tests.conftest import TEMPLATE_DB
 
 BLOCKS = 60_000
 PACK = 50
 RUN = "big-run"
 OTHER = "other-run"
+FRESH = "fresh-run"  # a run added after the seed's analyze
 BIG_TABLES = {"blocks", "overlays", "llm_calls", "quality_samples"}
 # The seed is made once per module (``big_template``): keep the module on one worker.
 pytestmark = pytest.mark.xdist_group("pack_scale")
@@ -364,3 +366,63 @@ async def test_a_runs_pack_sizes_follow_its_overlays(big: asyncpg.Pool) -> None:
     kept = await _packs_kept(big, RUN)
     assert max(kept.values()) == 120 and 1 not in kept and 3 not in kept
     assert await quality.planned_pack_size(big, RUN) == 120
+
+
+def _range_rereads(plan: dict[str, Any]) -> list[str]:
+    """What in a re-plan's move reads the run again for each pack's range: a join filter on
+    ``block_index`` (every pending block against every range) or a sequential scan of
+    overlays."""
+    found = []
+    if "block_index" in plan.get("Join Filter", ""):
+        found.append(f"join filter {plan['Join Filter']}")
+    if plan.get("Relation Name") == "overlays" and plan.get("Node Type") == "Seq Scan":
+        found.append("seq scan of overlays")
+    for child in plan.get("Plans", []):
+        found += _range_rereads(child)
+    return found
+
+
+@pytest.mark.parametrize("run", [RUN, FRESH])
+async def test_a_large_plan_is_analysed_so_its_replan_reads_each_range_by_index(
+    big: asyncpg.Pool, run: str
+) -> None:
+    """A run's first re-plan comes moments after its plan wrote its overlays, before
+    autovacuum would have analysed them (``FRESH``: planned after the seed's ``analyze``,
+    autovacuum off on the clone; ``store.overlays.insert_plan`` analyses a large plan).
+    Planned as a run of a few rows, the move joined every pending block of the run against
+    every range of the statement: 54 s of a 100,000-block run's start (bench/scale.py,
+    issue 39). Each range is read through an index, once."""
+    await big.execute("alter table overlays set (autovacuum_enabled = false)")
+    if run == FRESH:
+        await big.execute(
+            f"""insert into runs (run_id, document_id, schema_id, model, status)
+                values ('{FRESH}', 'doc', 'schema', 'claude-haiku-4-5', 'running')"""
+        )
+        sizes = [BlockSize(f"doc:{i}", i, 10) for i in range(BLOCKS)]
+        async with big.acquire() as conn, conn.transaction():
+            await overlays.insert_plan(conn, FRESH, sizes, [i // PACK for i in range(BLOCKS)])
+    first = BLOCKS // PACK // 2  # the pending half of RUN; FRESH is all pending
+    rows = await big.fetch(
+        """select block_uid, block_index from overlays
+           where run_id = $1 and status = 'pending' and pack_index >= $2
+           order by block_index""",
+        run,
+        first,
+    )
+    blocks = [(r["block_uid"], r["block_index"]) for r in rows]
+    packs = [first + k // (2 * PACK) for k in range(len(blocks))]  # twice as large
+    change = replans.PlanChange(first, BLOCKS // PACK, packs[-1] + 1, {})
+
+    async def replan(conn: asyncpg.Connection) -> None:
+        async with conn.transaction():
+            await replans.repack(conn, run, blocks, packs, change)
+
+    _, plans = await plans_of(big, replan, _range_rereads)
+    moves = [(q, found) for q, found in plans if q.startswith("update overlays")]
+    new_packs = packs[-1] + 1 - first
+    assert len(moves) == -(-new_packs // replans.REPACK_PACKS_PER_STATEMENT)  # ceil
+    assert all(not found for _, found in moves), moves
+    kept = await _packs_kept(big, run)
+    assert {p: n for p, n in kept.items() if p >= first} == dict.fromkeys(
+        range(first, packs[-1] + 1), 2 * PACK
+    )
