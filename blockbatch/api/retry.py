@@ -17,7 +17,6 @@ from temporalio.client import WithStartWorkflowOperation, WorkflowUpdateFailedEr
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError
 
-from blockbatch.api.budget import check_retry_budget
 from blockbatch.api.connection import Connection
 from blockbatch.api.errors import (
     BlockNotRetryable,
@@ -108,6 +107,8 @@ async def check_retry_request(
         BudgetError: the budget (``max_cost_usd``, else the run's) is not a positive
             number or cannot pay for the retry's first call on top of what was spent.
     """
+    from blockbatch.api.budget import check_retry_budget
+
     request = RetryRequest(
         reasons=list(dict.fromkeys(reasons)) if reasons else None,
         include_cancelled=include_cancelled,

@@ -12,7 +12,7 @@ import json
 import warnings
 from dataclasses import dataclass
 from datetime import date, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 from temporalio.client import (
@@ -24,7 +24,6 @@ from temporalio.client import (
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
-from blockbatch.api.budget import check_start_budget
 from blockbatch.api.documents import Documents
 from blockbatch.api.errors import (
     BadRequest,
@@ -34,13 +33,10 @@ from blockbatch.api.errors import (
 )
 from blockbatch.api.escalation import Escalations
 from blockbatch.api.inputs import SchemaSource, with_schema_model
-from blockbatch.api.streams import Stream, load_stream
 from blockbatch.core import workflow_names as names
 from blockbatch.core.answer import check_effort
 from blockbatch.core.registry import ModelInfo, retirement_warning
 from blockbatch.core.run_types import RunOptions, RunProgress, RunResult, run_input
-from blockbatch.core.stream_types import stream_input
-from blockbatch.core.streams import StreamTriggers
 from blockbatch.core.views import RunInfo
 from blockbatch.core.workflow_names import (
     CANCEL,
@@ -52,7 +48,9 @@ from blockbatch.core.workflow_names import (
 )
 from blockbatch.runtime.connect import ensure_search_attributes
 from blockbatch.store import repo, runs
-from blockbatch.store import streams as stream_store
+
+if TYPE_CHECKING:
+    from blockbatch.api.streams import Stream
 
 #: How long a cancel waits for a polling worker to take its Update before it records the
 #: request as a signal instead (seconds).
@@ -112,6 +110,8 @@ class Runs(Documents, Escalations):
             BudgetError: ``options.max_cost_usd`` cannot pay for the run's first call (the
                 message names the smallest budget that can); nothing is created.
         """
+        from blockbatch.api.budget import check_start_budget
+
         options = options or RunOptions()
         client = await self.temporal()
         async with self.pool.acquire() as conn:
@@ -182,6 +182,11 @@ class Runs(Documents, Escalations):
         Raises:
             BadRequest: triggers that cannot hold (``max_rows`` above ``max_buffered``).
         """
+        from blockbatch.api.streams import load_stream
+        from blockbatch.core.stream_types import stream_input
+        from blockbatch.core.streams import StreamTriggers
+        from blockbatch.store import streams as stream_store
+
         try:
             triggers = StreamTriggers(
                 max_rows=max_rows,
@@ -235,6 +240,8 @@ class Runs(Documents, Escalations):
         Raises:
             NotFound: no stream with this run id.
         """
+        from blockbatch.api.streams import load_stream
+
         return await load_stream(self, run_id)
 
     async def workflow_running(self, run_id: str) -> bool:
