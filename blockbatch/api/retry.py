@@ -13,9 +13,6 @@ from typing import Any
 
 import asyncpg
 from pydantic import BaseModel
-from temporalio.client import WithStartWorkflowOperation, WorkflowUpdateFailedError
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-from temporalio.exceptions import ApplicationError
 
 from blockbatch.api.connection import Connection
 from blockbatch.api.errors import (
@@ -45,7 +42,6 @@ from blockbatch.core.workflow_names import (
     RUN_WORKFLOW,
     run_workflow_id,
 )
-from blockbatch.runtime.connect import ensure_search_attributes
 from blockbatch.store import reads, retries
 
 #: Each refusal of blockbatch/core/retry.py and the error it raises.
@@ -174,6 +170,11 @@ class Retries(Connection):
             BlockNotRetryable: a named block did not fail (or is not in the selection).
             BudgetError: the budget cannot pay for the retry's first call.
         """
+        from temporalio.client import WithStartWorkflowOperation, WorkflowUpdateFailedError
+        from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+
+        from blockbatch.runtime.connect import ensure_search_attributes
+
         checked = await self.check_retry(
             run_id,
             reasons=reasons,
@@ -257,6 +258,8 @@ class Retries(Connection):
 
 def _retry_refused(run_id: str, number: int, cause: BaseException) -> RetryRefused:
     """The error for a retry the run's workflow refused (the ``retry`` Update's failure)."""
+    from temporalio.exceptions import ApplicationError
+
     kind = cause.type if isinstance(cause, ApplicationError) else None
     message = cause.message if isinstance(cause, ApplicationError) else str(cause)
     if kind == RETRY_UNDER_WAY:

@@ -141,3 +141,10 @@ def test_reading_a_run_loads_no_other_command_nor_the_quote(
 ) -> None:
     unused = tuple(name for name in NOT_USED if name not in its_own)
     assert _among(_loaded(tmp_path, *argv), unused) == []
+
+
+@pytest.mark.parametrize("argv", [["status", "run-1"], ["list"]], ids=" ".join)
+def test_reading_postgres_loads_no_temporal_client(tmp_path: Path, argv: list[str]) -> None:
+    # `list` and `status` of a finished run never talk to Temporal; a running run's
+    # `status` loads the client when it asks for live progress, after these reads.
+    assert _among(_loaded(tmp_path, *argv), ("temporalio",)) == []
