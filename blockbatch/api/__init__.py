@@ -18,58 +18,66 @@ The CLI is built on it and so can any program::
 For many questions (plain-text answers) or a list of items under a schema in one call,
 see :func:`llm_batch` / :func:`allm_batch` (alias :func:`llm_query_batched`).
 For rows that arrive over time, :meth:`Blockbatch.open_stream` (:mod:`blockbatch.api.streams`).
+
+Each name is imported from its module when it is first read (:func:`__getattr__`), so a
+program that reads one (the CLI's ``status`` reads ``Blockbatch``) loads its module and what
+that needs, not every part of the API (tests/unit/test_cli_imports.py).
 """
 
 from __future__ import annotations
 
-from blockbatch.api.client import Blockbatch, open_default
-from blockbatch.api.errors import (
-    AllItemsFailed,
-    BadRequest,
-    BlockNotRetryable,
-    EmptyRecordsSkipped,
-    InvalidRow,
-    NotFound,
-    NothingToRetry,
-    NoWorker,
-    RetryRefused,
-    RetryUnderWay,
-    RunStillActive,
-    RunTimedOut,
-    SimulatedAnswers,
-    StackUnavailable,
-    StreamClosed,
-    UnknownBlock,
-    UnknownReason,
-)
-from blockbatch.api.export import ExportSummary
-from blockbatch.api.inputs import SchemaSource, as_schema
-from blockbatch.api.items import (
-    BatchResult,
-    ItemResult,
-    allm_batch,
-    llm_batch,
-    llm_query_batched,
-)
-from blockbatch.api.quote import estimate
-from blockbatch.api.retry import RetryStarted
-from blockbatch.api.review import ConfirmOutcome, EditOutcome, RejectOutcome
-from blockbatch.api.streams import Stream, StreamRow
-from blockbatch.core.calibration import Calibration, CalibrationError
-from blockbatch.core.quote import Quote
-from blockbatch.core.quote_pricing import ModeQuote
-from blockbatch.core.review import EditError
-from blockbatch.core.run_types import RunOptions, RunResult
-from blockbatch.core.views import (
-    BlockProvenance,
-    CallDetail,
-    CallRow,
-    GridPage,
-    GridRow,
-    ItemUsage,
-    RetryRecord,
-    RunInfo,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from blockbatch.api.client import Blockbatch, open_default
+    from blockbatch.api.errors import (
+        AllItemsFailed,
+        BadRequest,
+        BlockNotRetryable,
+        EmptyRecordsSkipped,
+        InvalidRow,
+        NotFound,
+        NothingToRetry,
+        NoWorker,
+        RetryRefused,
+        RetryUnderWay,
+        RunStillActive,
+        RunTimedOut,
+        SimulatedAnswers,
+        StackUnavailable,
+        StreamClosed,
+        UnknownBlock,
+        UnknownReason,
+    )
+    from blockbatch.api.export import ExportSummary
+    from blockbatch.api.inputs import SchemaSource, as_schema
+    from blockbatch.api.items import (
+        BatchResult,
+        ItemResult,
+        allm_batch,
+        llm_batch,
+        llm_query_batched,
+    )
+    from blockbatch.api.quote import estimate
+    from blockbatch.api.retry import RetryStarted
+    from blockbatch.api.review import ConfirmOutcome, EditOutcome, RejectOutcome
+    from blockbatch.api.streams import Stream, StreamRow
+    from blockbatch.core.calibration import Calibration, CalibrationError
+    from blockbatch.core.quote import Quote
+    from blockbatch.core.quote_pricing import ModeQuote
+    from blockbatch.core.review import EditError
+    from blockbatch.core.run_types import RunOptions, RunResult
+    from blockbatch.core.views import (
+        BlockProvenance,
+        CallDetail,
+        CallRow,
+        GridPage,
+        GridRow,
+        ItemUsage,
+        RetryRecord,
+        RunInfo,
+    )
 
 __all__ = [
     "AllItemsFailed",
@@ -122,3 +130,70 @@ __all__ = [
     "llm_query_batched",
     "open_default",
 ]
+
+#: Where each public name is defined: read from there on first use.
+_HOME = {
+    "AllItemsFailed": "blockbatch.api.errors",
+    "BadRequest": "blockbatch.api.errors",
+    "BatchResult": "blockbatch.api.items",
+    "BlockNotRetryable": "blockbatch.api.errors",
+    "BlockProvenance": "blockbatch.core.views",
+    "Blockbatch": "blockbatch.api.client",
+    "Calibration": "blockbatch.core.calibration",
+    "CalibrationError": "blockbatch.core.calibration",
+    "CallDetail": "blockbatch.core.views",
+    "CallRow": "blockbatch.core.views",
+    "ConfirmOutcome": "blockbatch.api.review",
+    "EditError": "blockbatch.core.review",
+    "EditOutcome": "blockbatch.api.review",
+    "EmptyRecordsSkipped": "blockbatch.api.errors",
+    "ExportSummary": "blockbatch.api.export",
+    "GridPage": "blockbatch.core.views",
+    "GridRow": "blockbatch.core.views",
+    "InvalidRow": "blockbatch.api.errors",
+    "ItemResult": "blockbatch.api.items",
+    "ItemUsage": "blockbatch.core.views",
+    "ModeQuote": "blockbatch.core.quote_pricing",
+    "NoWorker": "blockbatch.api.errors",
+    "NotFound": "blockbatch.api.errors",
+    "NothingToRetry": "blockbatch.api.errors",
+    "Quote": "blockbatch.core.quote",
+    "RejectOutcome": "blockbatch.api.review",
+    "RetryRecord": "blockbatch.core.views",
+    "RetryRefused": "blockbatch.api.errors",
+    "RetryStarted": "blockbatch.api.retry",
+    "RetryUnderWay": "blockbatch.api.errors",
+    "RunInfo": "blockbatch.core.views",
+    "RunOptions": "blockbatch.core.run_types",
+    "RunResult": "blockbatch.core.run_types",
+    "RunStillActive": "blockbatch.api.errors",
+    "RunTimedOut": "blockbatch.api.errors",
+    "SchemaSource": "blockbatch.api.inputs",
+    "SimulatedAnswers": "blockbatch.api.errors",
+    "StackUnavailable": "blockbatch.api.errors",
+    "Stream": "blockbatch.api.streams",
+    "StreamClosed": "blockbatch.api.errors",
+    "StreamRow": "blockbatch.api.streams",
+    "UnknownBlock": "blockbatch.api.errors",
+    "UnknownReason": "blockbatch.api.errors",
+    "allm_batch": "blockbatch.api.items",
+    "as_schema": "blockbatch.api.inputs",
+    "estimate": "blockbatch.api.quote",
+    "llm_batch": "blockbatch.api.items",
+    "llm_query_batched": "blockbatch.api.items",
+    "open_default": "blockbatch.api.client",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """``name`` from its module (:data:`_HOME`), imported now and kept here."""
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

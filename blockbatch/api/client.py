@@ -11,20 +11,18 @@
 | ``Retries`` | ``retry.py`` | retry a finished run's failed blocks |
 | ``Reading`` | ``reading.py`` | results, quality, ledger, review acts, grid, exports |
 
-and adds the quote and calibration here. Workflows are started and asked by their
-registered names (blockbatch/core/workflow_names.py): no front door imports a workflow or
-an activity.
+and adds the quote and calibration here (their modules imported when first used).
+Workflows are started and asked by their registered names
+(blockbatch/core/workflow_names.py): no front door imports a workflow or an activity.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from blockbatch.api.calibrate import prepare, run_calibration, run_model_calibration
 from blockbatch.api.errors import speaks_python
 from blockbatch.api.inputs import SchemaSource, as_schema, with_schema_model
-from blockbatch.api.quote import Document, estimate
 from blockbatch.api.reading import Reading
 from blockbatch.api.retry import Retries
 from blockbatch.api.runs import CancelRequest, Runs
@@ -33,12 +31,14 @@ from blockbatch.core.calibration import (
     DEFAULT_SAMPLE,
     DEFAULT_SIZES,
     DEFAULT_TARGET,
-    Calibration,
-    ModelCalibration,
 )
-from blockbatch.core.quote import Quote
 from blockbatch.core.run_types import RunOptions
 from blockbatch.runtime.settings import load_settings
+
+if TYPE_CHECKING:
+    from blockbatch.api.quote import Document
+    from blockbatch.core.calibration import Calibration, ModelCalibration
+    from blockbatch.core.quote import Quote
 
 __all__ = ["Blockbatch", "CancelRequest", "open_default"]
 
@@ -68,6 +68,8 @@ class Blockbatch(Runs, Retries, Reading):
         :func:`blockbatch.api.quote.estimate` for the keyword arguments (``count``,
         ``history``, ``fmt``, ``text_field``, ``skip_empty``, ``name``).
         """
+        from blockbatch.api.quote import estimate
+
         chosen = with_schema_model(options or RunOptions(), as_schema(schema).prompt_config.model)
         model = await self.run_model(chosen.model)
         return await estimate(
@@ -99,6 +101,8 @@ class Blockbatch(Runs, Retries, Reading):
             CalibrationError, BadRequest, SchemaError, IngestError, UnknownModelError,
                 FileNotFoundError: bad input; nothing was created.
         """
+        from blockbatch.api.calibrate import prepare, run_calibration
+
         plan = prepare(
             document,
             schema,
@@ -145,6 +149,8 @@ class Blockbatch(Runs, Retries, Reading):
             CalibrationError, BadRequest, SchemaError, IngestError, UnknownModelError,
                 FileNotFoundError: bad input; nothing was created.
         """
+        from blockbatch.api.calibrate import prepare, run_model_calibration
+
         plan = prepare(
             document,
             schema,

@@ -3,31 +3,30 @@ pool, Temporal (connected on first use), the Models API (read where a run starts
 workers' endpoint, and a run as stored.
 
 The parts (documents.py, runs.py, escalation.py, retry.py, reading.py) each add one
-mechanism's methods to this base; ``Blockbatch`` composes them.
+mechanism's methods to this base; ``Blockbatch`` composes them. What only some methods use
+(Temporal, the Models API, the Claude client) is imported in them: a command that reads
+Postgres alone (``status`` of a finished run, ``list``) loads neither.
 """
 
 from __future__ import annotations
 
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 import asyncpg
-from temporalio.api.enums.v1 import TaskQueueType
-from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-from temporalio.client import Client
 
 from blockbatch.api.errors import TemporalUnavailable, speaks_python
-from blockbatch.api.quote import checked_model
-from blockbatch.core.endpoint import Endpoint, endpoint_of, mismatch_text
-from blockbatch.core.registry import ModelInfo
-from blockbatch.core.views import RunInfo
-from blockbatch.runtime.claude import configured_client
-from blockbatch.runtime.connect import connect
-from blockbatch.runtime.endpoint import answering_endpoint
-from blockbatch.runtime.models_api import READ_TIMEOUT_S, ModelFacts
+from blockbatch.core.endpoint import endpoint_of, mismatch_text
 from blockbatch.runtime.settings import Settings, load_settings
 from blockbatch.store import reads, workers
 from blockbatch.store.db import create_pool
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
+    from blockbatch.core.endpoint import Endpoint
+    from blockbatch.core.registry import ModelInfo
+    from blockbatch.core.views import RunInfo
+    from blockbatch.runtime.models_api import ModelFacts
 
 
 @speaks_python
@@ -69,6 +68,8 @@ class Connection:
     async def temporal(self) -> Client:
         """The Temporal client, connecting on first use."""
         if self._client is None:
+            from blockbatch.runtime.connect import connect
+
             self._client = await connect(self.settings)
         return self._client
 
@@ -112,6 +113,10 @@ class Connection:
             RetiredModelError: retired; the message names the model to move to.
             UnknownModelError: neither the registry nor configuration prices it.
         """
+        from blockbatch.api.quote import checked_model
+        from blockbatch.runtime.claude import configured_client
+        from blockbatch.runtime.models_api import READ_TIMEOUT_S, ModelFacts
+
         if self._models is None:
             client = configured_client(self.settings, timeout_s=READ_TIMEOUT_S)
             # No credentials: only facts kept by others.
@@ -122,6 +127,10 @@ class Connection:
 
     async def workers_polling(self, task_queue: str | None = None) -> int:
         """How many workers polled the task queue recently (0: runs would wait)."""
+        from temporalio.api.enums.v1 import TaskQueueType
+        from temporalio.api.taskqueue.v1 import TaskQueue
+        from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
         client = await self.temporal()
         resp = await client.workflow_service.describe_task_queue(
             DescribeTaskQueueRequest(
@@ -152,6 +161,8 @@ class Connection:
     async def answering_endpoint(self, task_queue: str | None = None) -> Endpoint | None:
         """The endpoint a run on the task queue would be answered by (its provider and
         host), the one whose earlier answers it may reuse (blockbatch/runtime/endpoint.py)."""
+        from blockbatch.runtime.endpoint import answering_endpoint
+
         return await answering_endpoint(self.pool, self.settings, task_queue)
 
     # ------------------------------------------------------------------ runs as stored

@@ -7,11 +7,6 @@ The escalation's workflow is started and signalled by its registered name
 
 from __future__ import annotations
 
-from temporalio.client import WorkflowExecutionStatus
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.service import RPCError, RPCStatusCode
-
 from blockbatch.api.connection import Connection
 from blockbatch.api.errors import BadRequest, RunStillActive, speaks_python
 from blockbatch.core.commands import PROG
@@ -62,6 +57,9 @@ class Escalations(Connection):
         where it stopped when asked again with the same model: answers it recorded are
         not asked again, and no block is paid twice on a model.
         """
+        from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+        from temporalio.exceptions import WorkflowAlreadyStartedError
+
         info = await self.run(run_id)
         up_model = await self.run_model(model)
         up = up_model.id
@@ -118,6 +116,8 @@ class Escalations(Connection):
     async def _cancel_escalation(self, run_id: str) -> bool:
         """Signal the run's escalation to stop, if one runs (queued, planning or under
         way); whether one did."""
+        from temporalio.service import RPCError, RPCStatusCode
+
         if not await self.escalation_running(run_id):
             return False
         handle = self.client.get_workflow_handle(escalate_workflow_id(run_id))
@@ -153,6 +153,9 @@ class Escalations(Connection):
         Temporal is asked only when one may run: the run is active (an escalation reopens
         it), or it ended as an escalated run ends and has no escalation row yet (queued, or
         planning)."""
+        from temporalio.client import WorkflowExecutionStatus
+        from temporalio.service import RPCError, RPCStatusCode
+
         read = await escalations.run_status_and_model(self.pool, run_id)
         if read is None:
             await self.run(run_id)  # raises NotFound

@@ -1,45 +1,38 @@
 """Reading a run and reviewing its answers: results, quality, the ledger, review acts,
 the grid, exports (part of :class:`~blockbatch.api.client.Blockbatch`).
 
-All from Postgres (blockbatch/store/): none of these needs Temporal or a worker.
+All from Postgres (blockbatch/store/): none of these needs Temporal or a worker. The
+review acts, the page images and the exports load their modules when first used: reading a
+run's state (the CLI's ``status``) does not need them.
 """
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from blockbatch.api.connection import Connection
 from blockbatch.api.errors import BadRequest, speaks_python
-from blockbatch.api.export import ExportFormat, ExportSummary, export_run_to_file, export_to
-from blockbatch.api.pages import block_page_png
-from blockbatch.api.parquet import export_parquet
-from blockbatch.api.review import (
-    ConfirmOutcome,
-    EditOutcome,
-    RejectOutcome,
-    ReopenOutcome,
-    confirm,
-    edit,
-    reject,
-    reopen,
-)
-from blockbatch.core.quality_types import QualityResult
 from blockbatch.core.review import id_columns as identifying_columns
-from blockbatch.core.run_types import RunResult
-from blockbatch.core.views import (
-    CallDetail,
-    CallRow,
-    Disagreement,
-    GridFilter,
-    GridPage,
-    LimiterView,
-    ReviewAction,
-    ReviewActivity,
-    RunInfo,
-)
+from blockbatch.core.views import GridFilter
 from blockbatch.store import escalations, quality, ratelimits, reads, replans, review, runs
+
+if TYPE_CHECKING:
+    from blockbatch.api.export import ExportFormat, ExportSummary
+    from blockbatch.api.review import ConfirmOutcome, EditOutcome, RejectOutcome, ReopenOutcome
+    from blockbatch.core.quality_types import QualityResult
+    from blockbatch.core.run_types import RunResult
+    from blockbatch.core.views import (
+        CallDetail,
+        CallRow,
+        Disagreement,
+        GridPage,
+        LimiterView,
+        ReviewAction,
+        ReviewActivity,
+        RunInfo,
+    )
 
 
 @speaks_python
@@ -129,6 +122,8 @@ class Reading(Connection):
     ) -> ConfirmOutcome:
         """Staging -> confirmed for ``blocks`` (uids or indexes), or all ai_complete blocks;
         each recorded for ``reviewer`` (default ``$BLOCKBATCH_REVIEWER``, else the OS user)."""
+        from blockbatch.api.review import confirm
+
         return await confirm(self.pool, run_id, blocks, reviewer)
 
     async def reject(
@@ -140,6 +135,8 @@ class Reading(Connection):
     ) -> RejectOutcome:
         """Staging -> rejected for ``blocks`` (uids or indexes; ``None``: every ai_complete
         block), all or nothing, each recorded for ``reviewer``."""
+        from blockbatch.api.review import reject
+
         return await reject(self.pool, run_id, blocks, reviewer)
 
     async def reopen(
@@ -151,6 +148,8 @@ class Reading(Connection):
     ) -> ReopenOutcome:
         """Confirmed -> staged (ai_complete) for ``blocks`` (uids or indexes), to correct
         them and confirm again; all or nothing, each recorded for ``reviewer``."""
+        from blockbatch.api.review import reopen
+
         return await reopen(self.pool, run_id, blocks, reviewer)
 
     async def edit(
@@ -167,6 +166,8 @@ class Reading(Connection):
         still validate against the run's schema, else :class:`EditError` and nothing
         changes. ``as_text``: ``value`` is typed text (as is for a string field, else
         JSON). Recorded for ``reviewer`` with the value before and after."""
+        from blockbatch.api.review import edit
+
         return await edit(
             self.pool, run_id, block, field, value, reviewer=reviewer, as_text=as_text
         )
@@ -249,6 +250,8 @@ class Reading(Connection):
         Raises:
             NotFound: no such run or block, or the block has no page to show.
         """
+        from blockbatch.api.pages import block_page_png
+
         return await block_page_png(self.pool, run_id, block_uid, width=width)
 
     async def live_costs(self, run_ids: list[str]) -> dict[str, float]:
@@ -274,6 +277,9 @@ class Reading(Connection):
         """JSONL (or CSV with ``fmt="csv"``), one line per block in order, review acts
         included; a path also gets a ``.meta.json`` sidecar. ``fmt="parquet"`` writes a
         path only (blockbatch/api/parquet.py)."""
+        from blockbatch.api.export import export_run_to_file, export_to
+        from blockbatch.api.parquet import export_parquet
+
         if fmt == "parquet" and isinstance(out, str | Path):
             return await export_parquet(self.pool, run_id, out, staged=staged)
         if isinstance(out, str | Path):

@@ -13,11 +13,7 @@ from typing import Any
 
 import asyncpg
 from pydantic import BaseModel
-from temporalio.client import WithStartWorkflowOperation, WorkflowUpdateFailedError
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-from temporalio.exceptions import ApplicationError
 
-from blockbatch.api.budget import check_retry_budget
 from blockbatch.api.connection import Connection
 from blockbatch.api.errors import (
     BlockNotRetryable,
@@ -46,7 +42,6 @@ from blockbatch.core.workflow_names import (
     RUN_WORKFLOW,
     run_workflow_id,
 )
-from blockbatch.runtime.connect import ensure_search_attributes
 from blockbatch.store import reads, retries
 
 #: Each refusal of blockbatch/core/retry.py and the error it raises.
@@ -108,6 +103,8 @@ async def check_retry_request(
         BudgetError: the budget (``max_cost_usd``, else the run's) is not a positive
             number or cannot pay for the retry's first call on top of what was spent.
     """
+    from blockbatch.api.budget import check_retry_budget
+
     request = RetryRequest(
         reasons=list(dict.fromkeys(reasons)) if reasons else None,
         include_cancelled=include_cancelled,
@@ -173,6 +170,11 @@ class Retries(Connection):
             BlockNotRetryable: a named block did not fail (or is not in the selection).
             BudgetError: the budget cannot pay for the retry's first call.
         """
+        from temporalio.client import WithStartWorkflowOperation, WorkflowUpdateFailedError
+        from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+
+        from blockbatch.runtime.connect import ensure_search_attributes
+
         checked = await self.check_retry(
             run_id,
             reasons=reasons,
@@ -256,6 +258,8 @@ class Retries(Connection):
 
 def _retry_refused(run_id: str, number: int, cause: BaseException) -> RetryRefused:
     """The error for a retry the run's workflow refused (the ``retry`` Update's failure)."""
+    from temporalio.exceptions import ApplicationError
+
     kind = cause.type if isinstance(cause, ApplicationError) else None
     message = cause.message if isinstance(cause, ApplicationError) else str(cause)
     if kind == RETRY_UNDER_WAY:

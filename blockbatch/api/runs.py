@@ -2,7 +2,8 @@
 :class:`~blockbatch.api.client.Blockbatch`).
 
 A run's workflow is started, asked and signalled by its registered names
-(blockbatch/core/workflow_names.py): the front door imports no workflow class.
+(blockbatch/core/workflow_names.py): the front door imports no workflow class. Temporal's
+client is imported by the methods that talk to it: reading a run's state does not.
 """
 
 from __future__ import annotations
@@ -12,19 +13,10 @@ import json
 import warnings
 from dataclasses import dataclass
 from datetime import date, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
-from temporalio.client import (
-    WorkflowExecutionStatus,
-    WorkflowHandle,
-    WorkflowUpdateFailedError,
-    WorkflowUpdateRPCTimeoutOrCancelledError,
-)
-from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
-from temporalio.service import RPCError, RPCStatusCode
 
-from blockbatch.api.budget import check_start_budget
 from blockbatch.api.documents import Documents
 from blockbatch.api.errors import (
     BadRequest,
@@ -34,13 +26,10 @@ from blockbatch.api.errors import (
 )
 from blockbatch.api.escalation import Escalations
 from blockbatch.api.inputs import SchemaSource, with_schema_model
-from blockbatch.api.streams import Stream, load_stream
 from blockbatch.core import workflow_names as names
 from blockbatch.core.answer import check_effort
 from blockbatch.core.registry import ModelInfo, retirement_warning
 from blockbatch.core.run_types import RunOptions, RunProgress, RunResult, run_input
-from blockbatch.core.stream_types import stream_input
-from blockbatch.core.streams import StreamTriggers
 from blockbatch.core.views import RunInfo
 from blockbatch.core.workflow_names import (
     CANCEL,
@@ -50,18 +39,17 @@ from blockbatch.core.workflow_names import (
     STREAM_WORKFLOW,
     run_workflow_id,
 )
-from blockbatch.runtime.connect import ensure_search_attributes
 from blockbatch.store import repo, runs
-from blockbatch.store import streams as stream_store
+
+if TYPE_CHECKING:
+    from temporalio.client import WorkflowHandle
+    from temporalio.common import TypedSearchAttributes
+
+    from blockbatch.api.streams import Stream
 
 #: How long a cancel waits for a polling worker to take its Update before it records the
 #: request as a signal instead (seconds).
 CANCEL_UPDATE_WAIT_S = 10.0
-#: The search attributes a run's workflow carries (blockbatch/core/workflow_names.py).
-_RUN_ID = SearchAttributeKey.for_keyword(names.RUN_ID_ATTRIBUTE)
-_DOCUMENT = SearchAttributeKey.for_keyword(names.DOCUMENT_ATTRIBUTE)
-_SCHEMA = SearchAttributeKey.for_keyword(names.SCHEMA_ATTRIBUTE)
-_MODEL = SearchAttributeKey.for_keyword(names.MODEL_ATTRIBUTE)
 
 
 @dataclass(frozen=True)
@@ -112,6 +100,9 @@ class Runs(Documents, Escalations):
             BudgetError: ``options.max_cost_usd`` cannot pay for the run's first call (the
                 message names the smallest budget that can); nothing is created.
         """
+        from blockbatch.api.budget import check_start_budget
+        from blockbatch.runtime.connect import ensure_search_attributes
+
         options = options or RunOptions()
         client = await self.temporal()
         async with self.pool.acquire() as conn:
@@ -182,6 +173,12 @@ class Runs(Documents, Escalations):
         Raises:
             BadRequest: triggers that cannot hold (``max_rows`` above ``max_buffered``).
         """
+        from blockbatch.api.streams import load_stream
+        from blockbatch.core.stream_types import stream_input
+        from blockbatch.core.streams import StreamTriggers
+        from blockbatch.runtime.connect import ensure_search_attributes
+        from blockbatch.store import streams as stream_store
+
         try:
             triggers = StreamTriggers(
                 max_rows=max_rows,
@@ -235,11 +232,16 @@ class Runs(Documents, Escalations):
         Raises:
             NotFound: no stream with this run id.
         """
+        from blockbatch.api.streams import load_stream
+
         return await load_stream(self, run_id)
 
     async def workflow_running(self, run_id: str) -> bool:
         """Whether the run's workflow (its latest execution) is running, e.g. a retry that
         has started but not yet claimed the run."""
+        from temporalio.client import WorkflowExecutionStatus
+        from temporalio.service import RPCError, RPCStatusCode
+
         await self.temporal()
         try:
             described = await self.handle(run_id).describe()
@@ -290,6 +292,12 @@ class Runs(Documents, Escalations):
             BadRequest: the run is finishing already (the workflow's reason), or its
                 workflow is not running.
         """
+        from temporalio.client import (
+            WorkflowUpdateFailedError,
+            WorkflowUpdateRPCTimeoutOrCancelledError,
+        )
+        from temporalio.service import RPCError, RPCStatusCode
+
         info = await self.run(run_id)
         if not info.active:
             # Temporal down: no escalation could run either; the run is as it ended.
@@ -330,14 +338,18 @@ class Runs(Documents, Escalations):
 def run_attributes(
     run_id: str, document_id: str, schema_id: str, model: str
 ) -> TypedSearchAttributes:
-    """The search attributes of a run's (or stream's) workflow: its packs carry the same."""
+    """The search attributes of a run's (or stream's) workflow: its packs carry the same
+    (their keys named in blockbatch/core/workflow_names.py)."""
+    from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+
+    values = {
+        names.RUN_ID_ATTRIBUTE: run_id,
+        names.DOCUMENT_ATTRIBUTE: document_id,
+        names.SCHEMA_ATTRIBUTE: schema_id,
+        names.MODEL_ATTRIBUTE: model,
+    }
     return TypedSearchAttributes(
-        [
-            SearchAttributePair(_RUN_ID, run_id),
-            SearchAttributePair(_DOCUMENT, document_id),
-            SearchAttributePair(_SCHEMA, schema_id),
-            SearchAttributePair(_MODEL, model),
-        ]
+        [SearchAttributePair(SearchAttributeKey.for_keyword(k), v) for k, v in values.items()]
     )
 
 

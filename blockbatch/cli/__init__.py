@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, NoReturn
 
-from temporalio.client import Client
-
-from blockbatch.cli.commands import build_parser
+from blockbatch.cli.commands import build_parser, command_module, command_of
 from blockbatch.cli.console import Console
 from blockbatch.cli.parser import (
     EXIT_BUDGET_EXHAUSTED,
@@ -36,6 +33,8 @@ from blockbatch.runtime.process import exit_process
 from blockbatch.runtime.settings import Settings, load_settings
 
 if TYPE_CHECKING:
+    from temporalio.client import Client
+
     from blockbatch.cli.session import Session
 
 __all__ = [
@@ -57,33 +56,11 @@ __all__ = [
 ]
 
 Command = Callable[[argparse.Namespace, "Session"], Awaitable[int]]
-#: Command -> module of its ``cmd_<command>``; imported on use so `--help` stays quick.
-COMMANDS = {
-    "run": "run",
-    "estimate": "run",
-    "watch": "run",
-    "cancel": "run",
-    "retry": "run",
-    "escalate": "run",
-    "status": "inspect",
-    "check": "check",
-    "list": "inspect",
-    "calls": "inspect",
-    "review": "review",
-    "confirm": "review",
-    "reject": "review",
-    "edit": "review",
-    "export": "review",
-    "limits": "inspect",
-    "serve": "serve",
-    "calibrate": "calibrate",
-    "stream": "stream",
-}
 
 
 def command(name: str) -> Command:
-    module = importlib.import_module(f"blockbatch.cli.{COMMANDS[name]}")
-    handler: Command = getattr(module, f"cmd_{name}")
+    """``cmd_<name>`` of the command's module (blockbatch/cli/commands.py), imported now."""
+    handler: Command = getattr(command_module(name), f"cmd_{name}")
     return handler
 
 
@@ -135,8 +112,10 @@ async def amain(
 ) -> int:
     """Run one command in the current event loop; return its exit code."""
     prog = invoked_prog(sys.argv[0]) if argv is None else PROG
+    words = sys.argv[1:] if argv is None else list(argv)
     try:
-        args = build_parser(prog).parse_args(argv)
+        # The named command's parser alone: its module is all this process imports of the CLI.
+        args = build_parser(prog, only=command_of(words)).parse_args(words)
     except SystemExit as exit_:  # --help, or a usage error already printed by argparse
         return int(exit_.code or 0)
     from blockbatch.cli.session import Session

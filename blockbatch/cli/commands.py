@@ -1,67 +1,66 @@
 """The command line put together: ``build_parser`` asks each command module for its
 command (``add_<command>_parser``, beside its ``cmd_<command>``), in the order the help lists
-them; the shared pieces (program, exit codes, option types) are in blockbatch/cli/parser.py."""
+them; the shared pieces (program, exit codes, option types) are in blockbatch/cli/parser.py.
+
+A command's module is imported when that command is parsed or run, not before: ``status``
+loads what ``status`` uses, not the run options, the review pages or the web app
+(tests/unit/test_cli_imports.py). Only the top-level help and the generated reference build
+every command.
+"""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import importlib
+from collections.abc import Sequence
+from types import ModuleType
 
-from blockbatch.cli.calibrate import add_calibrate_parser
-from blockbatch.cli.check import add_check_parser
-from blockbatch.cli.inspect import (
-    add_calls_parser,
-    add_limits_parser,
-    add_list_parser,
-    add_status_parser,
-)
-from blockbatch.cli.parser import EPILOG, PROG, Subparsers, wrapped
-from blockbatch.cli.review import (
-    add_confirm_parser,
-    add_edit_parser,
-    add_export_parser,
-    add_reject_parser,
-    add_review_parser,
-)
-from blockbatch.cli.run import (
-    add_cancel_parser,
-    add_escalate_parser,
-    add_estimate_parser,
-    add_retry_parser,
-    add_run_parser,
-    add_watch_parser,
-)
-from blockbatch.cli.serve import add_serve_parser
-from blockbatch.cli.stream import add_stream_parser
+from blockbatch.cli.parser import EPILOG, PROG, wrapped
 
-
-def _adders() -> list[Callable[[Subparsers], object]]:
-    """Each command's ``add_<command>_parser``, in the order the help lists them."""
-    return [
-        add_run_parser,
-        add_estimate_parser,
-        add_calibrate_parser,
-        add_status_parser,
-        add_limits_parser,
-        add_list_parser,
-        add_cancel_parser,
-        add_watch_parser,
-        add_retry_parser,
-        add_escalate_parser,
-        add_stream_parser,
-        add_review_parser,
-        add_confirm_parser,
-        add_reject_parser,
-        add_edit_parser,
-        add_export_parser,
-        add_calls_parser,
-        add_serve_parser,
-        add_check_parser,
-    ]
+#: Each command and the module of blockbatch/cli/ that holds its ``add_<command>_parser``
+#: and ``cmd_<command>``, in the order the help lists them.
+COMMANDS = {
+    "run": "run",
+    "estimate": "run",
+    "calibrate": "calibrate",
+    "status": "inspect",
+    "limits": "inspect",
+    "list": "inspect",
+    "cancel": "run",
+    "watch": "run",
+    "retry": "run",
+    "escalate": "run",
+    "stream": "stream",
+    "review": "review",
+    "confirm": "review",
+    "reject": "review",
+    "edit": "review",
+    "export": "review",
+    "calls": "inspect",
+    "serve": "serve",
+    "check": "check",
+}
 
 
-def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
-    """The command line; ``prog`` is how it was invoked (``blockbatch`` as the console script)."""
+def command_module(name: str) -> ModuleType:
+    """The module of ``name``'s ``add_<name>_parser`` and ``cmd_<name>``."""
+    return importlib.import_module(f"blockbatch.cli.{COMMANDS[name]}")
+
+
+def command_of(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names, when it is its first word (the top level takes no other
+    option than ``--help``); ``None`` for anything else (``--help``, a typo, nothing)."""
+    return argv[0] if argv and argv[0] in COMMANDS else None
+
+
+def build_parser(prog: str = PROG, only: str | None = None) -> argparse.ArgumentParser:
+    """The command line; ``prog`` is how it was invoked (``blockbatch`` as the console script).
+
+    ``only``: build that command alone, which parses its arguments and prints its help
+    exactly as the whole parser does (argparse looks a command up by its name, and lists
+    the others only in the top level's help and its unknown-command error, which need the
+    whole parser); ``None`` builds every command.
+    """
     parser = argparse.ArgumentParser(
         prog=prog,
         epilog=EPILOG,
@@ -72,6 +71,6 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         ),
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in _adders():
-        add(sub)
+    for name in [only] if only is not None else COMMANDS:
+        getattr(command_module(name), f"add_{name}_parser")(sub)
     return parser

@@ -13,8 +13,6 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from rich.console import Console as RichConsole
-from rich.measure import Measurement
-from rich.table import Table
 from rich.text import Text
 
 from blockbatch.cli.parser import PROG
@@ -137,6 +135,9 @@ class Console:
 
         The table keeps its natural width (ids are never cut); lines carry no trailing blanks.
         """
+        from rich.measure import Measurement
+        from rich.table import Table
+
         table = Table(
             box=None,
             pad_edge=False,

@@ -8,13 +8,11 @@ import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from temporalio.client import WorkflowQueryFailedError, WorkflowQueryRejectedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from blockbatch.api import Blockbatch
-from blockbatch.api.quote import count_run_prefix
 from blockbatch.cli.console import Console
 from blockbatch.cli.parser import (
     EXIT_BUDGET_EXHAUSTED,
@@ -25,6 +23,9 @@ from blockbatch.cli.parser import (
 from blockbatch.cli.progress import ProgressView
 from blockbatch.core.commands import PROG
 from blockbatch.report import baseline_cost, run_links, summary_dict, summary_lines
+
+if TYPE_CHECKING:
+    from blockbatch.api.client import Blockbatch
 
 #: Without an answer to the progress query for this long, say a worker may be missing.
 _SILENT_NOTE_S = 10.0
@@ -237,6 +238,9 @@ def exit_code(status: str) -> int:
 
 async def report(bb: Blockbatch, run_id: str, con: Console) -> int:
     """Print the end-of-run summary; return the run's :func:`exit_code`."""
+    # The quote's module (token counts through the Claude client) loads at the end only.
+    from blockbatch.api.quote import count_run_prefix
+
     info = await bb.run(run_id)
     result = await bb.result_of(info)
     # An uncached prefix is counted here, once, not while drawing: the summary only reads.

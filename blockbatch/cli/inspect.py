@@ -7,9 +7,8 @@ import asyncio
 import dataclasses
 import json
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from blockbatch.api import Blockbatch, RunInfo
 from blockbatch.cli.console import Console, human_seconds, human_tokens
 from blockbatch.cli.parser import (
     EXIT_USAGE,
@@ -25,8 +24,6 @@ from blockbatch.core.budget import left_text
 from blockbatch.core.commands import PROG
 from blockbatch.core.endpoint import answered_text
 from blockbatch.core.ratelimit import rate_class
-from blockbatch.core.run_types import RunProgress
-from blockbatch.core.views import LimiterView, PromptPart
 from blockbatch.report import (
     change_rows,
     model_line,
@@ -39,6 +36,11 @@ from blockbatch.report import (
     run_links,
     tokens_line,
 )
+
+if TYPE_CHECKING:
+    from blockbatch.api.client import Blockbatch
+    from blockbatch.core.run_types import RunProgress
+    from blockbatch.core.views import LimiterView, PromptPart, RunInfo
 
 
 def _when(t: datetime | None) -> str:

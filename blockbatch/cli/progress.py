@@ -1,5 +1,6 @@
 """The live view of a running run or escalation: a rich progress bar on a terminal, plain
-lines otherwise."""
+lines otherwise. rich's progress bar loads when a bar is first drawn: ``status`` only
+describes a run's progress in words."""
 
 from __future__ import annotations
 
@@ -7,14 +8,15 @@ import re
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-
-from rich.progress import BarColumn, Progress, TaskID, TextColumn
-from rich.table import Column
+from typing import TYPE_CHECKING
 
 from blockbatch.cli.console import Console, human_seconds
 from blockbatch.core.escalation_types import EscalationProgress
 from blockbatch.core.outage import waiting_text
 from blockbatch.core.run_types import RunProgress
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 #: Piped, a waiting state that has not changed is said again after this long (seconds).
 WAITING_REPEAT_S = 30.0
@@ -252,6 +254,9 @@ class ProgressView:
 
     def _draw(self, text: str, completed: int, total: int | None) -> None:
         if self._live is None:
+            from rich.progress import BarColumn, Progress, TextColumn
+            from rich.table import Column
+
             self._live = Progress(
                 BarColumn(
                     bar_width=min(20, self.con.rich.width // 8),

@@ -8,15 +8,13 @@ import asyncio
 import urllib.request
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 from temporalio.service import RPCError
 
-from blockbatch.api import Blockbatch, RunInfo, as_schema
 from blockbatch.api.errors import BadRequest, ModelRetiring, StackUnavailable, TemporalUnavailable
-from blockbatch.api.inputs import with_schema_model
-from blockbatch.api.quote import read_document
+from blockbatch.api.inputs import as_schema, with_schema_model
 from blockbatch.cli.follow import follow, follow_escalation, report, say_detached
 from blockbatch.cli.options import add_field_option, apply_settings
 from blockbatch.cli.parser import (
@@ -39,9 +37,7 @@ from blockbatch.cli.parser import (
     budget_usd,
     examples,
 )
-from blockbatch.cli.quote import cheaper_mode, quote_of, read_as, show_quote, usd
 from blockbatch.cli.session import Session
-from blockbatch.core.blocks import ParsedBlock
 from blockbatch.core.commands import PROG
 from blockbatch.core.ingest import parse_records
 from blockbatch.core.providers import (
@@ -56,6 +52,11 @@ from blockbatch.core.registry import RetiredModelError, UnknownModelError
 from blockbatch.core.run_types import RunOptions
 from blockbatch.report import run_links
 from blockbatch.runtime.settings import Settings
+
+if TYPE_CHECKING:
+    from blockbatch.api.client import Blockbatch
+    from blockbatch.core.blocks import ParsedBlock
+    from blockbatch.core.views import RunInfo
 
 
 def _options(args: argparse.Namespace, settings: Settings | None = None) -> RunOptions:
@@ -135,6 +136,10 @@ def _cheapest(args: argparse.Namespace) -> bool:
 
 
 async def cmd_estimate(args: argparse.Namespace, s: Session) -> int:
+    # The quote (blockbatch/cli/quote.py) loads for the commands that quote: not for watch,
+    # retry or cancel, which share this module.
+    from blockbatch.cli.quote import show_quote
+
     return await show_quote(
         args,
         s,
@@ -151,6 +156,8 @@ async def choose_mode(
     """``--mode cheapest``: the mode the quote expects to cost less; ``--mode batch``: a
     warning, with the figures, when the quote expects batch to cost more than sync (its
     cache hits are best effort, while sync reads the cache every call)."""
+    from blockbatch.cli.quote import cheaper_mode, quote_of, usd
+
     wanted = getattr(args, MODE.dest, None)
     if wanted not in ("batch", "cheapest"):
         return options
@@ -178,6 +185,9 @@ async def choose_mode(
 
 
 async def cmd_run(args: argparse.Namespace, s: Session) -> int:
+    from blockbatch.api.quote import read_document
+    from blockbatch.cli.quote import read_as, show_quote
+
     if args.dry_run:
         return await show_quote(args, s, _options(args, s.settings), cheapest=_cheapest(args))
     # Everything a user can get wrong is checked before anything is written.

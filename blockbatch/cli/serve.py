@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+from typing import TYPE_CHECKING
 
 from blockbatch.api.errors import BadRequest
-from blockbatch.api.review import checked_reviewer
 from blockbatch.cli.parser import Subparsers, add_command, positive
-from blockbatch.cli.session import Session
-from blockbatch.web.security import TOKEN_ENV, check_bind
+
+if TYPE_CHECKING:
+    from blockbatch.cli.session import Session
 
 
 def _check_port_free(host: str, port: int) -> None:
@@ -27,11 +28,13 @@ def _check_port_free(host: str, port: int) -> None:
 
 
 async def cmd_serve(args: argparse.Namespace, s: Session) -> int:
-    # The web stack loads only for this command: every other command builds the parser,
-    # which imports this module.
+    # The web stack loads only for this command: the top-level help builds every
+    # command's parser, which imports this module.
     import uvicorn
 
+    from blockbatch.api.review import checked_reviewer
     from blockbatch.web.app import create_app
+    from blockbatch.web.security import TOKEN_ENV, check_bind
 
     token = os.environ.get(TOKEN_ENV) or None
     check_bind(args.host, token)  # before anything listens or connects

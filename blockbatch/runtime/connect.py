@@ -1,16 +1,19 @@
 """Connecting to Temporal: a client of the configured namespace, and blockbatch's search
 attributes registered in it. Used by every front door, the worker and tests; it loads
-none of the worker's modules (building the worker is blockbatch/runtime/temporal.py)."""
+none of the worker's modules (building the worker is blockbatch/runtime/temporal.py), and
+Temporal's client only when it connects: a front door that reads Postgres alone (the CLI's
+``list``) catches :class:`TemporalUnavailable` without loading it."""
 
 from __future__ import annotations
 
-from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.runtime import Runtime
-from temporalio.service import RPCError
+from typing import TYPE_CHECKING
 
 from blockbatch.core.workflow_names import SEARCH_ATTRIBUTES
 from blockbatch.runtime.settings import Settings
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+    from temporalio.runtime import Runtime
 
 
 class TemporalUnavailable(RuntimeError):
@@ -20,6 +23,9 @@ class TemporalUnavailable(RuntimeError):
 async def connect(settings: Settings, runtime: Runtime | None = None) -> Client:
     """A client of the configured namespace; ``runtime``: one that serves metrics
     (``blockbatch.runtime.metrics.metrics_runtime``), else the SDK's default."""
+    from temporalio.client import Client
+    from temporalio.contrib.pydantic import pydantic_data_converter
+
     address = settings.resolved_temporal_address
     try:
         return await Client.connect(
@@ -42,6 +48,7 @@ async def ensure_search_attributes(client: Client, namespace: str) -> None:
         AddSearchAttributesRequest,
         ListSearchAttributesRequest,
     )
+    from temporalio.service import RPCError
 
     listed = await client.operator_service.list_search_attributes(
         ListSearchAttributesRequest(namespace=namespace)
