@@ -21,9 +21,7 @@ from tests.conftest import Stack
 from tests.helpers import extract_schema, marked_document
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
 
-#: 10 packs of 2: half the cost stops the run part-way through them, and the retry
-#: sends the rest (the same path as 40 blocks, in half the packs).
-BLOCKS = 20
+BLOCKS = 40
 OPTIONS = {"pack_size": 2, "max_concurrent_packs": 2, "reuse_answers": False}
 
 
