@@ -375,6 +375,10 @@ async def test_worker_restart_while_waiting_resumes_polling_without_resubmitting
 
     await until(ended, "the first batch ended at the provider", interval=0.1)
     await client.close()
+    # The halves' rounds need no long processing (no worker stops during them): theirs
+    # takes 0.2 s, not 2 s. A batch keeps the delay it was created with; the faults are
+    # the same dice (they roll on each request's bytes).
+    bbstack.sim.scenario(batch={"processing_delay_s": 0.2}, seed=6, faults={"truncate": 0.3})
     async with bbstack.worker():
         result = await bbstack.bb.wait(run_id)
     assert result.status == "completed" and result.blocks_ai_complete == 40

@@ -34,6 +34,9 @@ from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
 from tests.waiting import until
 
+#: The account's limits in the simulator: far above what the runs use.
+LIMITS = {"rpm": 50_000, "input_tpm": 50_000_000, "output_tpm": 10_000_000}
+
 
 def new_key() -> tuple[str, str]:
     token = secrets.token_hex(12)
@@ -99,7 +102,13 @@ async def test_api_key_is_nowhere_in_history_ledger_tables_logs_or_errors(
     # 1. A run that succeeds, halving packs and retrying errors, on a worker.py process.
     # Its first calls are all refused with 429 (so the ledger and the metrics surely hold
     # one, whatever the timing), then the model is merely faulty.
-    s.sim.scenario(auth={"valid_keys": [key]}, errors={"rate_429": 1.0, "retry_after_s": 0})
+    # A 429 teaches the fleet limiter the limits its headers show: large ones here, with
+    # most left, so the run is not paced for the rest of the minute (the simulator's
+    # nominal limits with nothing left did that: what the limiter makes of a 429's headers
+    # is test_ratelimits.py's subject, not this test's).
+    s.sim.scenario(
+        auth={"valid_keys": [key]}, limits=LIMITS, errors={"rate_429": 1.0, "retry_after_s": 0}
+    )
     log = tmp_path / "worker.log"
     metrics_port = free_port()
     proc = start_worker_process(s, key, log, metrics_port)
@@ -114,6 +123,7 @@ async def test_api_key_is_nowhere_in_history_ledger_tables_logs_or_errors(
         s.sim.scenario(
             auth={"valid_keys": [key]},
             seed=5,
+            limits=LIMITS,
             faults={"truncate": 0.4, "skip_block": 0.05, "malformed_tool_input": 0.2},
             errors={"rate_429": 0.15, "rate_500": 0.1, "retry_after_s": 0},
         )

@@ -4,7 +4,7 @@ waiting for "the API" forever.
 
 Two endpoints that never answer, and never any outside address: a closed local port
 (refused) and a name under ``.invalid`` (RFC 2606: it never resolves). The run's limit
-(``outage.unreachable_after_s``, a minute by default) is shortened to a few seconds here; the
+(``outage.unreachable_after_s``, a minute by default) is shortened to a second here; the
 workflow tests (tests/workflows/test_outage_flow.py) hold the default's two minutes on the
 time-skipping server.
 """
@@ -57,7 +57,7 @@ async def test_a_run_on_an_unreachable_endpoint_ends_unreachable_naming_host_and
 ) -> None:
     base_url, host = _base_url(kind)
     options = OutageOptions(
-        failures_to_pause=1, probe_initial_s=0.5, probe_max_s=1.0, unreachable_after_s=3.0
+        failures_to_pause=1, probe_initial_s=0.5, probe_max_s=1.0, unreachable_after_s=1.0
     )
     # The warm-up's three tries back off from 0.2 s, not 2 s.
     run_id, _ = await start(bbstack, paragraphs(4), pack_size=2, outage=options, call_retry_s=0.2)
