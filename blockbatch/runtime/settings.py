@@ -85,8 +85,10 @@ class Settings(BaseSettings):
     #: is given to another after this long (the workflow task timeout of each run, stream
     #: and escalation this process starts; their packs and halves keep their run's), and so
     #: is one waiting for the worker that last ran its workflow (the worker's sticky queue).
-    #: Temporal's default; tests that kill workers set it low.
-    workflow_task_timeout_s: float = Field(default=10.0, gt=0, le=120)
+    #: Temporal's default; tests that kill workers set it low. Not below 1 s: a task that a
+    #: busy worker takes longer than this over is timed out and replayed from its whole
+    #: history by the next worker, which takes longer still, and again.
+    workflow_task_timeout_s: float = Field(default=10.0, ge=1, le=120)
 
     # Worker Versioning (docs/VERSIONING.md): set both to register this worker as one build
     # of a deployment; unset, the worker is unversioned (local stack, tests).

@@ -44,6 +44,8 @@ WORKFLOWS: list[type] = [RunWorkflow, ProcessPackWorkflow, StreamWorkflow, Escal
 #: With Worker Versioning, a run and its packs stay on the build that started them
 #: (docs/VERSIONING.md says why and how a new build is rolled out).
 VERSIONING_BEHAVIOR = VersioningBehavior.PINNED
+#: A worker's sticky-queue wait unless told (``WORKFLOW_TASK_TIMEOUT_S``'s default).
+STICKY_TIMEOUT = timedelta(seconds=Settings.model_fields["workflow_task_timeout_s"].default)
 
 
 def deployment_version(settings: Settings) -> WorkerDeploymentVersion | None:
@@ -74,7 +76,7 @@ def build_worker(
     max_concurrent_workflow_tasks: int = 50,
     deployment: WorkerDeploymentVersion | None = None,
     open_client: OpenClient | None = None,
-    sticky_timeout: timedelta = timedelta(seconds=10),
+    sticky_timeout: timedelta = STICKY_TIMEOUT,
 ) -> Worker:
     """The blockbatch worker: every workflow and every activity on ``task_queue``.
 
