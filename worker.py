@@ -65,6 +65,7 @@ async def main(settings: Settings | None = None, client: Client | None = None) -
             max_concurrent_activities=settings.worker_max_concurrent_activities,
             max_concurrent_workflow_tasks=settings.worker_max_concurrent_workflow_tasks,
             deployment=deployment,
+            sticky_timeout=settings.workflow_task_timeout,
             # A run on another provider (docs/providers.md): its client, with this
             # worker's environment, opened at the run's first call.
             open_client=lambda provider: provider_client(settings, provider),

@@ -44,6 +44,9 @@ class ChaosStack:
     #: The anthropic client's timeout in the workers; below the simulator's hang time.
     anthropic_timeout_s: float = 20.0
     worker_concurrency: int = 20
+    #: ``WORKFLOW_TASK_TIMEOUT_S`` of the runs and workers: how long a workflow task a killed
+    #: worker held, or one waiting on its sticky queue, waits for it.
+    workflow_task_timeout_s: float = 10.0
     database: str = "blockbatch"
     #: Extra environment for worker processes (e.g. a Python logging setup).
     worker_env: dict[str, str] = field(default_factory=dict)
@@ -86,6 +89,7 @@ class ChaosStack:
             anthropic_base_url=self.sim_url,
             anthropic_api_key=self.api_key,
             blockbatch_data_dir=self.root / "data",
+            workflow_task_timeout_s=self.workflow_task_timeout_s,
         )
 
     # ------------------------------------------------------------------ services
@@ -126,6 +130,7 @@ class ChaosStack:
             "ANTHROPIC_TIMEOUT_S": str(self.anthropic_timeout_s),
             "BLOCKBATCH_DATA_DIR": str(self.root / "data"),
             "WORKER_MAX_CONCURRENT_ACTIVITIES": str(self.worker_concurrency),
+            "WORKFLOW_TASK_TIMEOUT_S": str(self.workflow_task_timeout_s),
             "PYTHONUNBUFFERED": "1",
             **self.worker_env,
         }

@@ -317,6 +317,7 @@ class ProcessPackWorkflow:
                     db_step_s=inp.db_step_s,
                 ),
                 id=child_id,
+                task_timeout=workflow.info().task_timeout,  # the run's (workflows/window.py)
                 static_summary=f"pack {path}: {len(part)} blocks (half of {inp.pack_path})",
                 static_details=f"split because: {reason}",
                 search_attributes=workflow.info().typed_search_attributes.updated(

@@ -61,6 +61,8 @@ class PackWindow:
                 db_step_s=s.db_step_s,
             ),
             id=pack_workflow_id(s.run_id, index),
+            # A child's own default would be the namespace's (10 s), not its run's.
+            task_timeout=workflow.info().task_timeout,
             # Cancelled by the run's cancel (``stop``), never by the parent closing.
             parent_close_policy=workflow.ParentClosePolicy.ABANDON,
             # No total: a re-plan (from the answers, or the quality gate) changes it.

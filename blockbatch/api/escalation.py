@@ -104,6 +104,7 @@ class Escalations(Connection):
                 id=escalate_workflow_id(run_id),
                 result_type=RunResult,
                 task_queue=task_queue or self.settings.temporal_task_queue,
+                task_timeout=self.settings.workflow_task_timeout,
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
                 id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
                 static_summary=f"run {run_id}: escalation from {options.model} to {up} · "

@@ -434,7 +434,13 @@ async def allm_batch(
             queue = f"{bb.settings.temporal_task_queue}-inproc-{uuid.uuid4().hex[:8]}"
             llm = anthropic_client(bb.settings)
             try:
-                async with build_worker(await bb.temporal(), queue, bb.pool, llm):
+                async with build_worker(
+                    await bb.temporal(),
+                    queue,
+                    bb.pool,
+                    llm,
+                    sticky_timeout=bb.settings.workflow_task_timeout,
+                ):
                     run_id = await bb.start_run(doc, schema_id, opts, task_queue=queue)
                     run = await _wait(bb, run_id, timeout, cancel=True)
             finally:

@@ -196,6 +196,7 @@ class Retries(Connection):
             id=run_workflow_id(run_id),
             result_type=RunResult,
             task_queue=task_queue or self.settings.temporal_task_queue,
+            task_timeout=self.settings.workflow_task_timeout,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
             static_summary=f"run {run_id}: retry {checked.number} of {checked.blocks} "

@@ -135,6 +135,7 @@ class Runs(Documents, Escalations):
                 id=run_workflow_id(run_id),
                 result_type=RunResult,
                 task_queue=task_queue or self.settings.temporal_task_queue,
+                task_timeout=self.settings.workflow_task_timeout,
                 static_summary=f"run {run_id}: {names.document_name} × {names.schema_name} "
                 f"({options.model})",
                 static_details=run_details(run_id, document_id, schema_id, options),
@@ -214,6 +215,7 @@ class Runs(Documents, Escalations):
                 id=run_workflow_id(run_id),
                 result_type=RunResult,
                 task_queue=task_queue or self.settings.temporal_task_queue,
+                task_timeout=self.settings.workflow_task_timeout,
                 static_summary=f"stream {run_id}: rows × {schema_id} ({options.model})",
                 static_details=run_details(run_id, document_id, schema_id, options)
                 + f"\n\nstream triggers: `{triggers.model_dump_json(exclude_none=True)}`",

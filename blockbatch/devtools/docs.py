@@ -110,6 +110,8 @@ ENV_NOTES: dict[str, str] = {
     "worker_db_pool_size": "Postgres connections per worker; size `max_connections` for "
     "workers x this",
     "worker_max_concurrent_workflow_tasks": "workflow tasks per worker",
+    "workflow_task_timeout_s": "seconds before a workflow task a lost worker held, or one "
+    "waiting on its sticky queue, goes to another worker (runs started here, and workers)",
     "worker_deployment_name": "with `WORKER_BUILD_ID`: register as one build of this Worker "
     "Deployment (docs/VERSIONING.md)",
     "worker_build_id": "this worker's build id (with `WORKER_DEPLOYMENT_NAME`)",

@@ -6,6 +6,7 @@ Secrets are held as ``SecretStr`` so they never appear in a ``repr`` or a log li
 
 from __future__ import annotations
 
+from datetime import timedelta
 from functools import cached_property
 from pathlib import Path
 
@@ -80,6 +81,14 @@ class Settings(BaseSettings):
     worker_max_concurrent_activities: int = 100
     worker_db_pool_size: int = 30
     worker_max_concurrent_workflow_tasks: int = 50
+    #: How long a workflow task waits for a worker that may be gone: a task a worker holds
+    #: is given to another after this long (the workflow task timeout of each run, stream
+    #: and escalation this process starts; their packs and halves keep their run's), and so
+    #: is one waiting for the worker that last ran its workflow (the worker's sticky queue).
+    #: Temporal's default; tests that kill workers set it low. Not below 1 s: a task that a
+    #: busy worker takes longer than this over is timed out and replayed from its whole
+    #: history by the next worker, which takes longer still, and again.
+    workflow_task_timeout_s: float = Field(default=10.0, ge=1, le=120)
 
     # Worker Versioning (docs/VERSIONING.md): set both to register this worker as one build
     # of a deployment; unset, the worker is unversioned (local stack, tests).
@@ -126,6 +135,10 @@ class Settings(BaseSettings):
         return self.database_url or (
             f"postgresql://postgres@127.0.0.1:{self.pg_port}/{self.pg_database}"
         )
+
+    @property
+    def workflow_task_timeout(self) -> timedelta:
+        return timedelta(seconds=self.workflow_task_timeout_s)
 
     @property
     def resolved_temporal_address(self) -> str:

@@ -44,6 +44,8 @@ WORKFLOWS: list[type] = [RunWorkflow, ProcessPackWorkflow, StreamWorkflow, Escal
 #: With Worker Versioning, a run and its packs stay on the build that started them
 #: (docs/VERSIONING.md says why and how a new build is rolled out).
 VERSIONING_BEHAVIOR = VersioningBehavior.PINNED
+#: A worker's sticky-queue wait unless told (``WORKFLOW_TASK_TIMEOUT_S``'s default).
+STICKY_TIMEOUT = timedelta(seconds=Settings.model_fields["workflow_task_timeout_s"].default)
 
 
 def deployment_version(settings: Settings) -> WorkerDeploymentVersion | None:
@@ -74,6 +76,7 @@ def build_worker(
     max_concurrent_workflow_tasks: int = 50,
     deployment: WorkerDeploymentVersion | None = None,
     open_client: OpenClient | None = None,
+    sticky_timeout: timedelta = STICKY_TIMEOUT,
 ) -> Worker:
     """The blockbatch worker: every workflow and every activity on ``task_queue``.
 
@@ -85,6 +88,9 @@ def build_worker(
             for an unversioned worker (tests, the local stack).
         open_client: opens another provider's client for the runs that name one
             (``blockbatch.runtime.claude.provider_client``); ``None``: the Claude API only.
+        sticky_timeout: how long a workflow task waits on this worker's sticky queue (the
+            worker that last ran its workflow) before any worker may take it: the wait
+            after this worker dies (``WORKFLOW_TASK_TIMEOUT_S``).
 
     The worker never reads the Models API: each run's models were resolved where it
     started and are kept with it (``blockbatch.store.runs.save_models``).
@@ -145,4 +151,5 @@ def build_worker(
             default_versioning_behavior=VERSIONING_BEHAVIOR,
         ),
         graceful_shutdown_timeout=timedelta(seconds=30),
+        sticky_queue_schedule_to_start_timeout=sticky_timeout,
     )

@@ -13,6 +13,7 @@ import asyncio
 import signal
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
 from typing import Any
 
 import asyncpg
@@ -44,6 +45,11 @@ MODEL_FAULTS: dict[str, Any] = {
 }
 
 
+#: The runs' and workers' workflow task timeout here (``WORKFLOW_TASK_TIMEOUT_S``). Not
+#: shorter: these ``worker.py`` processes' own workflow tasks took up to 1.2 s at load 5
+#: (docs/testing.md, h-suiteG), and a task timed out on a live worker is replayed whole.
+WORKFLOW_TASK_S = 5.0
+
 #: One xdist worker runs the whole module (`make test` uses ``--dist loadgroup``), so
 #: its throw-away stack starts once, not once on each worker a test of it lands on.
 pytestmark = pytest.mark.xdist_group("chaos")
@@ -51,7 +57,11 @@ pytestmark = pytest.mark.xdist_group("chaos")
 
 @pytest.fixture(scope="module")
 def chaos_stack() -> Iterator[ChaosStack]:
-    st = ChaosStack.create(prefix="bb-chaos-test-", anthropic_timeout_s=15)
+    # A workflow task a killed worker held, or one waiting on its sticky queue, goes to a
+    # live worker after 5 s instead of Temporal's 10 (the production default stays).
+    st = ChaosStack.create(
+        prefix="bb-chaos-test-", anthropic_timeout_s=15, workflow_task_timeout_s=WORKFLOW_TASK_S
+    )
     try:
         st.start()
         yield st
@@ -263,6 +273,16 @@ async def test_sigkilled_workers_and_a_faulty_model_lose_and_duplicate_nothing(
     assert report["calls"]["by_status"].get("abandoned", 0) > 0
     assert report["calls"]["errors"], report["calls"]
     assert report["calls"]["split_events"] > 0
+    # The run, its packs and their halves kept the short workflow task timeout.
+    half = await h.bb.pool.fetchval(
+        "select pack_path from llm_calls where run_id = $1 and pack_path like '%.%' limit 1",
+        run_id,
+    )
+    client = await h.bb.temporal()
+    for workflow_id in (f"run-{run_id}", f"run-{run_id}/pack-0", f"run-{run_id}/pack-{half}"):
+        described = await client.get_workflow_handle(workflow_id).describe()
+        timeout = described.raw_description.execution_config.default_workflow_task_timeout
+        assert timeout.ToTimedelta() == timedelta(seconds=WORKFLOW_TASK_S), workflow_id
 
 
 async def test_postgres_restart_under_a_live_worker_keeps_every_paid_answer(

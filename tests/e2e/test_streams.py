@@ -8,6 +8,7 @@ import asyncio
 import json
 import signal
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,9 @@ from blockbatch.core.run_types import RunOptions
 from tests.conftest import ROOT, Stack
 from tests.helpers import extract_schema
 from tests.starter_fixtures import Cli, Result, cli_fixture  # noqa: F401 - provides `cli`
+
+#: The worker-kill test's workflow task timeout (``WORKFLOW_TASK_TIMEOUT_S``).
+WORKFLOW_TASK_S = 3.0
 
 
 def row(i: int) -> dict[str, Any]:
@@ -33,9 +37,16 @@ async def test_stream_answers_every_row_once_through_a_worker_kill_and_a_produce
 ) -> None:
     s = bbstack
     # A worker process of its own (SIGKILLed below), started first: it takes a while.
-    worker = s.start_worker_process("sim-test-key", tmp_path / "worker.log")
+    # A workflow task it held, or one waiting on its sticky queue, goes to the next worker
+    # after 3 s (the stream's and this worker's WORKFLOW_TASK_TIMEOUT_S; 10 s by default).
+    worker = s.start_worker_process(
+        "sim-test-key", tmp_path / "worker.log", WORKFLOW_TASK_TIMEOUT_S=str(WORKFLOW_TASK_S)
+    )
+    bb = Blockbatch(
+        s.pool, s.client, s.settings.model_copy(update={"workflow_task_timeout_s": WORKFLOW_TASK_S})
+    )
     s.sim.scenario(speed_factor=1.0, latency={"ttft_ms": 150, "per_output_token_ms": 0})
-    stream = await s.bb.open_stream(
+    stream = await bb.open_stream(
         extract_schema(instruction_words=200),
         max_rows=20,
         max_wait_s=0.3,
@@ -65,6 +76,7 @@ async def test_stream_answers_every_row_once_through_a_worker_kill_and_a_produce
     finally:
         worker.send_signal(signal.SIGKILL)
         await asyncio.to_thread(worker.wait)
+        await bb.close()
     # The producer dies here; a new one (a new client) feeds its input again from row
     # 120: the 30 rows accepted before are recognised by key, the rest are new.
     async with s.worker(), await Blockbatch.connect(s.settings, s.client) as bb2:
@@ -88,6 +100,11 @@ async def test_stream_answers_every_row_once_through_a_worker_kill_and_a_produce
 
     assert result.status == "completed", result
     assert (result.blocks_total, result.blocks_ai_complete) == (300, 300)
+    # The stream and its packs kept the short workflow task timeout.
+    for workflow_id in (f"run-{run_id}", f"run-{run_id}/pack-0"):
+        described = await s.client.get_workflow_handle(workflow_id).describe()
+        timeout = described.raw_description.execution_config.default_workflow_task_timeout
+        assert timeout.ToTimedelta() == timedelta(seconds=WORKFLOW_TASK_S), workflow_id
     assert sorted(r.key or "" for r in results) == sorted(f"r{j}" for j in range(300))
     assert all(r.ok and r.value for r in results)
     assert sum(r.usage["cost_usd"] for r in results) == pytest.approx(

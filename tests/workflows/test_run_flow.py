@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
 from blockbatch.core.call_types import PackOutcome, Totals
+from blockbatch.core.run_types import RunInput, RunResult
 from blockbatch.core.workflow_names import RUN_ENDING
 from tests.waiting import until
 from tests.workflows.conftest import Harness
@@ -320,3 +322,27 @@ async def _signals_sent(wf: Harness, workflow_id: str) -> int:
         for e in history.events
         if e.event_type == EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED
     )
+
+
+async def test_a_runs_packs_and_their_halves_keep_its_workflow_task_timeout(
+    wf: Harness, run_id: str
+) -> None:
+    # A task a lost worker held is given to another after the run's workflow task timeout
+    # (WORKFLOW_TASK_TIMEOUT_S, where the run starts): its packs and their halves keep it,
+    # where a child's default is the namespace's 10 s.
+    world = FakeWorld(run_id, [4], {"0": [Answer(ok=0)]})
+    async with wf.worker(world):
+        handle = await wf.env.client.start_workflow(
+            "RunWorkflow",
+            RunInput(run_id=run_id),
+            id=f"run-{run_id}",
+            task_queue=wf.task_queue,
+            result_type=RunResult,
+            task_timeout=timedelta(seconds=3),
+        )
+        assert (await handle.result()).blocks_ai_complete == 4
+    assert {"0", "0.0", "0.1"} <= set(world.called_paths())
+    for path in ("0", "0.0", "0.1"):
+        pack = wf.env.client.get_workflow_handle(f"run-{run_id}/pack-{path}")
+        config = (await pack.describe()).raw_description.execution_config
+        assert config.default_workflow_task_timeout.ToTimedelta() == timedelta(seconds=3), path

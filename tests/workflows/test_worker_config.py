@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 import warnings
+from datetime import timedelta
 from typing import Any
 
 import anthropic
@@ -85,3 +86,16 @@ async def test_versioned_worker_registers_its_version_on_the_dev_server(
             return "build-1" in builds
 
         await until(listed, f"deployment {name} listed build-1", interval=0.2)
+
+
+async def test_a_workers_sticky_queue_waits_as_long_as_its_setting(
+    ts_env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A task waiting for the worker that last ran its workflow goes to any worker after
+    # this long: the wait after that worker died (WORKFLOW_TASK_TIMEOUT_S).
+    assert _worker(ts_env).config()["sticky_queue_schedule_to_start_timeout"] == timedelta(
+        seconds=10
+    )
+    monkeypatch.setenv("WORKFLOW_TASK_TIMEOUT_S", "1.5")
+    shorter = _worker(ts_env, sticky_timeout=Settings().workflow_task_timeout)
+    assert shorter.config()["sticky_queue_schedule_to_start_timeout"] == timedelta(seconds=1.5)
