@@ -66,6 +66,11 @@ def deployment_version(settings: Settings) -> WorkerDeploymentVersion | None:
     return WorkerDeploymentVersion(deployment_name=name, build_id=build_id)
 
 
+#: How long a stopping worker (SIGTERM) lets in-flight activities finish: a model call
+#: under way is usually answered within it, and its answer applied.
+GRACEFUL_SHUTDOWN = timedelta(seconds=30)
+
+
 def build_worker(
     client: Client,
     task_queue: str,
@@ -77,6 +82,7 @@ def build_worker(
     deployment: WorkerDeploymentVersion | None = None,
     open_client: OpenClient | None = None,
     sticky_timeout: timedelta = STICKY_TIMEOUT,
+    graceful_shutdown: timedelta = GRACEFUL_SHUTDOWN,
 ) -> Worker:
     """The blockbatch worker: every workflow and every activity on ``task_queue``.
 
@@ -91,6 +97,8 @@ def build_worker(
         sticky_timeout: how long a workflow task waits on this worker's sticky queue (the
             worker that last ran its workflow) before any worker may take it: the wait
             after this worker dies (``WORKFLOW_TASK_TIMEOUT_S``).
+        graceful_shutdown: how long a stopping worker lets its running activities finish
+            before it cancels them.
 
     The worker never reads the Models API: each run's models were resolved where it
     started and are kept with it (``blockbatch.store.runs.save_models``).
@@ -150,6 +158,6 @@ def build_worker(
             use_worker_versioning=True,
             default_versioning_behavior=VERSIONING_BEHAVIOR,
         ),
-        graceful_shutdown_timeout=timedelta(seconds=30),
+        graceful_shutdown_timeout=graceful_shutdown,
         sticky_queue_schedule_to_start_timeout=sticky_timeout,
     )

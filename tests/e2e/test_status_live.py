@@ -3,11 +3,15 @@ live figures did not come (the busy worker's deadline: tests/unit/test_status_li
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from blockbatch.core.run_types import RunOptions
 from tests.conftest import SimulatorProcess, Stack
 from tests.helpers import extract_schema, markdown_doc
-from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
+from tests.starter_fixtures import Cli, Result, cli_fixture  # noqa: F401 - provides `cli`
 from tests.waiting import until
+
+NO_POLLER = "progress     no worker is polling the run's task queue; the blocks above are as stored"
 
 
 async def test_status_without_its_worker_shows_the_stored_counts_and_says_why(
@@ -20,16 +24,15 @@ async def test_status_without_its_worker_shows_the_stored_counts_and_says_why(
     run_id = await bbstack.bb.start_run(doc, schema_id, options)
     sim.hold()
     try:
-        # The run plans and asks Claude; its answer is held. Then its worker stops.
-        async with bbstack.worker():
+        # The run plans and asks Claude; its answer is held. Then its worker stops at once
+        # (by default a stopping worker gives a call under way 30 s).
+        async with bbstack.worker(graceful_shutdown=timedelta(0)):
             await until(sim.held, "a pack call in flight")
-        out = await cli("status", run_id, timeout=60)
-        assert out.code == 0, out.err
+        # Temporal says no worker polls once it has gone a while without a poll; until then
+        # the query waits for one, and `status` says the worker did not answer in time.
+        out = await until(lambda: _saying(cli, run_id, NO_POLLER), "status: no worker polls")
         assert f"run {run_id}: running" in out.out
         assert "0 ok (0 confirmed) · 0 failed · 0 cancelled · 6 pending · 6 total" in out.out
-        assert (
-            "progress     no worker is polling the run's task queue; the blocks above are as stored"
-        ) in out.out
         data = (await cli("status", run_id, "--json", timeout=60)).json()
         assert data["progress"] is None and data["run"]["status"] == "running"
     finally:
@@ -52,3 +55,10 @@ async def _live_line(cli: Cli, run_id: str) -> str | None:
     lines = [x for x in out.out.splitlines() if x.strip().startswith("progress")]
     assert len(lines) == 1, out.out
     return None if "as stored" in lines[0] else lines[0]
+
+
+async def _saying(cli: Cli, run_id: str, line: str) -> Result | None:
+    """`status`'s output when it has ``line``, else ``None``."""
+    out = await cli("status", run_id, timeout=60)
+    assert out.code == 0, out.err
+    return out if line in out.out else None
