@@ -66,8 +66,19 @@ async def test_run_follows_to_a_summary_and_lists_its_calls(cli: Cli, bbstack: S
         run_id,
     )
     assert abs(sync["input_tokens"] - spent["input"]) <= 0.02 * spent["input"] + probe * spread
-    # Output is the planner's estimate (no earlier run of this schema): high, not wild.
-    assert spent["cost"] <= sync["cost_usd"] <= 2 * spent["cost"] <= 2 * sync["max_cost_usd"]
+    # Output is the planner's estimate (no earlier run of this schema): high, not wild. The
+    # packs and the warm-up ask the same blocks in the quote and the run; the probes do not
+    # (their samples differ, above), so they are compared apart: a run whose probe drew
+    # short blocks cost 2.0003x less than quoted in all, its packs 1.99x (a CI run).
+    probes = await bbstack.pool.fetchval(
+        """select coalesce(sum(cost_usd), 0)::float8 from llm_calls
+           where run_id = $1 and purpose = 'quality_probe'""",
+        run_id,
+    )
+    quoted_packs = sync["cost_usd"] - sync["probe_cost_usd"]
+    assert spent["cost"] - probes <= quoted_packs <= 2 * (spent["cost"] - probes)
+    assert 0 < probes <= sync["probe_cost_usd"]
+    assert spent["cost"] <= sync["max_cost_usd"]
     for text in (
         "completed",
         "60 ok · 0 failed · 0 cancelled · 60 total",
