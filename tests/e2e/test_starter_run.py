@@ -69,7 +69,7 @@ async def test_run_follows_to_a_summary_and_lists_its_calls(cli: Cli, bbstack: S
     # Output is the planner's estimate (no earlier run of this schema): high, not wild. The
     # packs and the warm-up ask the same blocks in the quote and the run; the probes do not
     # (their samples differ, above), so they are compared apart: a run whose probe drew
-    # short blocks cost 2.0003x less than quoted in all, its packs 1.99x (a CI run).
+    # short blocks was quoted at 2.0003x its cost in all, its packs at 1.99x (a CI run).
     probes = await bbstack.pool.fetchval(
         """select coalesce(sum(cost_usd), 0)::float8 from llm_calls
            where run_id = $1 and purpose = 'quality_probe'""",
