@@ -75,13 +75,12 @@ def live_wait_s(started: float, now: float) -> float:
 
 
 async def _live_progress(
-    bb: Blockbatch, run_id: str, wait_s: float | None = None
+    bb: Blockbatch, run_id: str, wait: float
 ) -> tuple[RunProgress | None, str | None]:
-    """The running run's ``progress`` query answer within ``wait_s`` (by default the whole
-    live wait), or why there is none."""
+    """The running run's ``progress`` query answer within ``wait`` seconds, or why there is
+    none."""
     from temporalio.service import RPCError, RPCStatusCode
 
-    wait = STATUS_LIVE_WAIT_S if wait_s is None else wait_s
     stored = "the blocks above are as stored"
     try:
         return await asyncio.wait_for(bb.progress(run_id, timeout_s=wait), wait + 0.05), None

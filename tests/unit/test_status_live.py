@@ -43,7 +43,7 @@ def _progress() -> RunProgress:
 
 async def test_the_answer_is_shown_and_the_query_asked_with_the_short_deadline() -> None:
     run = _Run(_progress())
-    progress, why = await inspect._live_progress(run, "r")  # type: ignore[arg-type]
+    progress, why = await inspect._live_progress(run, "r", inspect.STATUS_LIVE_WAIT_S)  # type: ignore[arg-type]
     assert progress == _progress() and why is None
     assert run.timeouts == [inspect.STATUS_LIVE_WAIT_S]
 
@@ -66,7 +66,7 @@ async def test_the_answer_is_shown_and_the_query_asked_with_the_short_deadline()
 async def test_no_answer_says_why_and_that_the_counts_are_stored(
     outcome: BaseException, said: str
 ) -> None:
-    progress, why = await inspect._live_progress(_Run(outcome), "r")  # type: ignore[arg-type]
+    progress, why = await inspect._live_progress(_Run(outcome), "r", inspect.STATUS_LIVE_WAIT_S)  # type: ignore[arg-type]
     assert progress is None
     assert why == f"{said}; the blocks above are as stored"
 
@@ -75,7 +75,7 @@ async def test_a_query_that_never_returns_is_given_up_after_its_deadline(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(inspect, "STATUS_LIVE_WAIT_S", 0.01)
-    progress, why = await inspect._live_progress(_Run("never"), "r")  # type: ignore[arg-type]
+    progress, why = await inspect._live_progress(_Run("never"), "r", inspect.STATUS_LIVE_WAIT_S)  # type: ignore[arg-type]
     assert progress is None
     assert (
         why
