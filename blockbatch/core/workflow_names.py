@@ -9,6 +9,9 @@ history: changing one is a workflow change (docs/VERSIONING.md).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
 #: Workflow types.
 RUN_WORKFLOW = "RunWorkflow"
 STREAM_WORKFLOW = "StreamWorkflow"
@@ -44,9 +47,11 @@ SCHEMA_ATTRIBUTE = "BlockbatchSchema"
 MODEL_ATTRIBUTE = "BlockbatchModel"
 PACK_ATTRIBUTE = "BlockbatchPack"
 #: Name -> type, as ``temporal operator search-attribute create`` takes them.
-SEARCH_ATTRIBUTES = dict.fromkeys(
-    (RUN_ID_ATTRIBUTE, DOCUMENT_ATTRIBUTE, SCHEMA_ATTRIBUTE, MODEL_ATTRIBUTE, PACK_ATTRIBUTE),
-    "Keyword",
+SEARCH_ATTRIBUTES: Mapping[str, str] = MappingProxyType(
+    dict.fromkeys(
+        (RUN_ID_ATTRIBUTE, DOCUMENT_ATTRIBUTE, SCHEMA_ATTRIBUTE, MODEL_ATTRIBUTE, PACK_ATTRIBUTE),
+        "Keyword",
+    )
 )
 
 

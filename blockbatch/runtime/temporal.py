@@ -10,7 +10,7 @@ from datetime import timedelta
 import asyncpg
 from temporalio.client import Client
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
-from temporalio.worker import Worker, WorkerDeploymentConfig
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkerDeploymentConfig
 
 from activities.batches import BatchActivities
 from activities.db import DbActivities
@@ -66,6 +66,17 @@ def deployment_version(settings: Settings) -> WorkerDeploymentVersion | None:
     return WorkerDeploymentVersion(deployment_name=name, build_id=build_id)
 
 
+#: The worker runs its workflows outside Temporal's sandbox. The sandbox imports a
+#: workflow's module afresh for each workflow it starts and swaps the importer around every
+#: activation: replaying a recorded ProcessPack history costs 17 ms of CPU in it against
+#: 6 ms without (a run has one pack per ~46 blocks; docs/benchmarks.md §3.5). What the
+#: sandbox guards is still checked where it costs nothing at run time: the time-skipping
+#: workflow tests (tests/workflows) and the replay of every recorded history run the same
+#: workflows in the sandbox, so a workflow that reads the clock, the network or a random
+#: source fails CI; tests/unit/test_workflow_state.py keeps module state out of the
+#: workflows, which the sandbox would otherwise have isolated between runs.
+WORKFLOW_RUNNER = UnsandboxedWorkflowRunner()
+
 #: How long a stopping worker (SIGTERM) lets in-flight activities finish: a model call
 #: under way is usually answered within it, and its answer applied.
 GRACEFUL_SHUTDOWN = timedelta(seconds=30)
@@ -118,6 +129,7 @@ def build_worker(
         client,
         task_queue=task_queue,
         workflows=WORKFLOWS,
+        workflow_runner=WORKFLOW_RUNNER,
         activities=[
             db_acts.plan_run,
             db_acts.replan_run,
