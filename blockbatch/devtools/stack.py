@@ -344,19 +344,7 @@ def stop_postgres(data_dir: Path) -> bool:
 
 def ensure_database(instance: PostgresInstance, database: str) -> None:
     """Create ``database`` if it does not exist."""
-    psql = str(postgres_bin_dir() / "psql")
-    base = [
-        psql,
-        "-h",
-        "127.0.0.1",
-        "-p",
-        str(instance.port),
-        "-U",
-        "postgres",
-        "-d",
-        "postgres",
-        "-tAc",
-    ]
+    base = _psql(instance)
     exists = subprocess.run(
         [*base, f"select 1 from pg_database where datname = '{database}'"],
         capture_output=True,
@@ -367,6 +355,33 @@ def ensure_database(instance: PostgresInstance, database: str) -> None:
         subprocess.run(
             [*base, f'create database "{database}"'], capture_output=True, text=True, check=True
         )
+
+
+def drop_database(instance: PostgresInstance, database: str) -> None:
+    """Drop ``database`` if it exists, closing the connections it still has."""
+    subprocess.run(
+        [*_psql(instance), f'drop database if exists "{database}" with (force)'],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+
+
+def _psql(instance: PostgresInstance) -> list[str]:
+    """``psql`` as ``postgres`` on ``instance``'s ``postgres`` database, running ``-c``'s
+    argument (which follows) unaligned, tuples only."""
+    return [
+        str(postgres_bin_dir() / "psql"),
+        "-h",
+        "127.0.0.1",
+        "-p",
+        str(instance.port),
+        "-U",
+        "postgres",
+        "-d",
+        "postgres",
+        "-tAc",
+    ]
 
 
 # --------------------------------------------------------------------------- Temporal
