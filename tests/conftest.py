@@ -1,8 +1,8 @@
 """Shared fixtures: a real Postgres, a real Temporal dev server and the simulator.
 
 Each is started once per test session from the installed binaries; every test gets its own
-database (cloned from a migrated template) and its own task queue, so nothing depends on
-test order.
+database (cloned from a migrated template, dropped when the test ends) and its own task
+queue, so nothing depends on test order.
 """
 
 # ruff: noqa: E402 - the imports follow the bytecode setting below, which must come first
