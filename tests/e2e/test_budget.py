@@ -193,7 +193,27 @@ async def test_a_budget_is_spent_nearly_in_full_never_past_it_and_its_suggestion
         raised = suggested_budget(left)
         await s.bb.retry(run_id, max_cost_usd=raised)
         finished = await s.bb.wait(run_id)
-    assert finished.status == "completed", finished.error
+    # On failure, say which blocks did not finish and why, and what the retry's calls cost.
+    assert finished.status == "completed", (
+        finished,
+        raised,
+        [
+            dict(r)
+            for r in await pool.fetch(
+                """select status, reason_code, last_error, count(*) from overlays
+                   where run_id = $1 and status <> 'done' group by 1, 2, 3""",
+                run_id,
+            )
+        ],
+        [
+            dict(r)
+            for r in await pool.fetch(
+                """select purpose, status, count(*), sum(cost_usd), sum(reserved_usd)
+                   from llm_calls where run_id = $1 group by 1, 2""",
+                run_id,
+            )
+        ],
+    )
     assert finished.blocks_ai_complete == SPENT_BLOCKS
     assert await ledger_total(pool, run_id) <= raised
     assert await reads.blocks_paid_twice(pool, run_id) == 0
