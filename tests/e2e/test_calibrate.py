@@ -25,6 +25,11 @@ QUALITY = {
     "wrong_per_extra_block": 0.06,
 }
 TARGET = 0.9
+#: The escalation test's target. Haiku's plain packs of 5 agree on 26 of the 30 samples, one
+#: block under 0.9, and the calibration's answers are not the same from run to run (three
+#: runs alone sent 19, 19 and 13 blocks up at size 10): a `make test` beside a CPU hog saw 27
+#: of 30 at size 5 and a recommendation. At 0.95 three blocks would have to turn.
+ESCALATION_TARGET = 0.95
 
 
 async def cli(s: Stack, capsys: Any, *argv: str) -> tuple[int, str, str]:
@@ -290,7 +295,7 @@ async def test_calibrate_with_escalation_measures_the_cheap_model_escalated_to_t
             "--sizes",
             "5,10",
             "--target",
-            str(TARGET),
+            str(ESCALATION_TARGET),
             "--escalation",
             "--json",
         )
@@ -305,7 +310,7 @@ async def test_calibrate_with_escalation_measures_the_cheap_model_escalated_to_t
     alone = haiku["sizes"][0]
     for size, r in escalated.items():
         assert r["escalated_to"] == SONNET and r["sent_up"] > 0
-        assert r["rate"] >= TARGET > plain[size]["rate"], (size, r, plain[size])
+        assert r["rate"] >= ESCALATION_TARGET > plain[size]["rate"], (size, r, plain[size])
         # both passes paid; the whole document: two passes and the share sent up alone
         assert r["cost_usd"] > plain[size]["cost_usd"]
         expected = 2 * plain[size]["whole_cost_usd"] + alone["whole_cost_usd"] * r["sent_up"] / 30
