@@ -41,7 +41,7 @@ from bench.common import (
 from bench.reference import RefChildWorkflow, RefInput, RefParentWorkflow, noop
 from blockbatch.core.run_types import RunOptions
 from blockbatch.runtime.process import exit_process
-from blockbatch.runtime.temporal import build_worker
+from blockbatch.runtime.temporal import WORKFLOW_RUNNER, build_worker
 
 # The slot counts build_worker gives a blockbatch worker (read, not copied, so the reference
 # follows them when they change).
@@ -62,7 +62,9 @@ async def reference(
         task_queue=task_queue,
         workflows=[RefParentWorkflow, RefChildWorkflow],
         activities=[noop],
-        # The same slot counts build_worker gives a blockbatch worker.
+        # The same slot counts and workflow runner (no sandbox) build_worker gives a
+        # blockbatch worker.
+        workflow_runner=WORKFLOW_RUNNER,
         **_BUILD_DEFAULTS,
     )
     async with worker:
