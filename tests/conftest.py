@@ -217,12 +217,8 @@ async def fresh_database(
     try:
         yield pg.url(name)
     finally:
-        await drop_database(pg, name)
-
-
-async def drop_database(pg: stack.PostgresInstance, name: str) -> None:
-    """Drop database ``name``, closing the connections it still has (``with (force)``)."""
-    await _admin(pg, f'drop database if exists "{name}" with (force)')
+        # ``with (force)``: the connections it still has are closed.
+        await _admin(pg, f'drop database if exists "{name}" with (force)')
 
 
 async def _admin(pg: stack.PostgresInstance, sql: str) -> None:

@@ -73,7 +73,8 @@ def deployment_version(settings: Settings) -> WorkerDeploymentVersion | None:
 #: sandbox guards is still checked where it costs nothing at run time: the time-skipping
 #: workflow tests (tests/workflows) and the replay of every recorded history run the same
 #: workflows in the sandbox, so a workflow that reads the clock, the network or a random
-#: source fails CI; tests/unit/test_workflow_state.py keeps module state out of the
+#: source on a path those tests take fails CI (production no longer stops it);
+#: tests/unit/test_workflow_state.py keeps module state out of the
 #: workflows, which the sandbox would otherwise have isolated between runs.
 WORKFLOW_RUNNER = UnsandboxedWorkflowRunner()
 
