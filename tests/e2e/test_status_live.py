@@ -28,8 +28,9 @@ async def test_status_without_its_worker_shows_the_stored_counts_and_says_why(
         # (by default a stopping worker gives a call under way 30 s).
         async with bbstack.worker(graceful_shutdown=timedelta(0)):
             await until(sim.held, "a pack call in flight")
-        # Temporal says no worker polls once it has gone a while without a poll; until then
-        # the query waits for one, and `status` says the worker did not answer in time.
+        # Temporal says no worker polls once it has gone a while without a poll (5 s on the
+        # session's dev server, tests/conftest.py `TEST_TEMPORAL_OPTIONS`; 20 s by default);
+        # until then the query waits for one, and `status` says the worker did not answer.
         out = await until(lambda: _saying(cli, run_id, NO_POLLER), "status: no worker polls")
         assert f"run {run_id}: running" in out.out
         assert "0 ok (0 confirmed) · 0 failed · 0 cancelled · 6 pending · 6 total" in out.out
