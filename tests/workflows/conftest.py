@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import importlib.metadata
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -104,18 +104,20 @@ class Harness:
                 pack = self.env.client.get_workflow_handle(f"run-{world.run_id}/pack-{path}")
                 await until(partial(_closed, pack), f"pack {path} closed", interval=0.02)
 
-    async def skipping_until(self, event: asyncio.Event, what: str) -> None:
-        """Wait for ``event`` while the server's clock moves a second at a time.
+    async def skipping_until(self, event: asyncio.Event | Callable[[], bool], what: str) -> None:
+        """Wait for ``event`` (or until it returns true) while the server's clock moves a
+        second at a time.
 
         The server skips time by itself only while the test awaits a workflow's result; a
         test waiting for something else (a probe held in flight) would otherwise wait out
         every retry backoff and timer before it in real time.
         """
+        done = event.is_set if isinstance(event, asyncio.Event) else event
 
         async def step() -> bool:
-            if not event.is_set():
+            if not done():
                 await self.env.sleep(1)
-            return event.is_set()
+            return done()
 
         await until(step, what, interval=0)
 
