@@ -8,6 +8,7 @@ from typing import Any
 
 import asyncpg
 
+from blockbatch.core.batch_types import BatchOptions
 from blockbatch.devtools.synthetic import WORDS, checkable_properties, markdown_document
 
 _WORDS = WORDS
@@ -46,6 +47,11 @@ async def block_content(pool: asyncpg.Pool, block_uid: str) -> str:
 
 #: The simulator refuses any request holding a block with this text (scenario ``reject_marker``).
 REJECT_MARKER = "FORBIDDEN-CONTENT"
+
+#: Batch polling for tests: the first look 0.2 s after a batch is submitted, doubling up to
+#: 1 s apart (real runs: 5 s, up to 5 minutes). Looking from 0.1 s, at most 0.3 s apart,
+#: did not make the batch-mode, retry and rejected-request files faster (72 s and 75 s).
+TEST_BATCH_POLLS = BatchOptions(poll_initial_s=0.2, poll_max_s=1.0)
 
 
 def marked_paragraphs(n: int, marked: set[int]) -> list[str]:

@@ -6,25 +6,22 @@ from typing import Any
 
 import pytest
 
-from blockbatch.core.batch_types import BatchOptions
 from blockbatch.core.quality_types import QualityOptions
 from blockbatch.core.registry import Usage, cost_usd, get_model
 from blockbatch.core.run_types import RunOptions, RunProgress, RunResult
 from blockbatch.runtime.claude import anthropic_client
 from blockbatch.store import batches as batch_store
 from tests.conftest import Stack
-from tests.helpers import block_content, extract_schema, markdown_doc
+from tests.helpers import TEST_BATCH_POLLS, block_content, extract_schema, markdown_doc
 from tests.waiting import until
 
 DETERMINISTIC = ("word_count", "char_count", "first_40_chars", "block_type")
-#: Fast polling for tests; real runs start at 5 s and back off to 5 minutes.
-FAST = BatchOptions(poll_initial_s=0.2, poll_max_s=1.0)
 
 
 async def start(s: Stack, n_blocks: int, **options: Any) -> str:
     doc = await s.bb.ingest_bytes(markdown_doc(n_blocks), name="doc.md", fmt="markdown")
     schema_id = await s.bb.add_schema(extract_schema(instruction_words=300))
-    options.setdefault("batch", FAST)
+    options.setdefault("batch", TEST_BATCH_POLLS)
     return await s.bb.start_run(doc, schema_id, RunOptions(mode="batch", **options))
 
 
@@ -84,7 +81,7 @@ async def test_batch_mode_gives_the_same_overlays_as_sync_at_batch_prices(bbstac
     )
     async with bbstack.worker():
         batch_id = await bbstack.bb.start_run(
-            doc, schema_id, RunOptions(pack_size=8, mode="batch", batch=FAST)
+            doc, schema_id, RunOptions(pack_size=8, mode="batch", batch=TEST_BATCH_POLLS)
         )
         batch = await bbstack.bb.wait(batch_id)
         sync_id = await bbstack.bb.start_run(
@@ -188,7 +185,7 @@ async def test_a_lone_request_sends_no_cache_control_and_pays_no_write(bbstack: 
     schema_id = await bbstack.bb.add_schema(extract_schema(instruction_words=1500))
     async with bbstack.worker():
         run_id = await bbstack.bb.start_run(
-            doc, schema_id, RunOptions(pack_size=8, mode="batch", batch=FAST)
+            doc, schema_id, RunOptions(pack_size=8, mode="batch", batch=TEST_BATCH_POLLS)
         )
         result = await bbstack.bb.wait(run_id)
     assert result.status == "completed" and result.blocks_ai_complete == 6
@@ -282,7 +279,7 @@ async def test_round_larger_than_the_batch_limit_is_split_into_several_batches(
 
     monkeypatch.setattr(activities.batches.submit, "_PAGE_REQUESTS", 2)  # read in small pages
     bbstack.sim.scenario(batch={"processing_delay_s": 0.2})
-    options = FAST.model_copy(update={"max_requests_per_batch": 3})
+    options = TEST_BATCH_POLLS.model_copy(update={"max_requests_per_batch": 3})
     run_id, result = await run_batch(bbstack, 50, pack_size=5, batch=options)
     assert result.status == "completed" and result.blocks_ai_complete == 50
     batches = await provider_batches(bbstack, run_id)

@@ -14,11 +14,10 @@ import pytest
 
 from blockbatch.api import NotFound
 from blockbatch.cli import EXIT_NOT_FOUND, amain
-from blockbatch.core.batch_types import BatchOptions
 from blockbatch.core.quality_types import QualityOptions
 from blockbatch.core.run_types import RunOptions
 from tests.conftest import Stack
-from tests.helpers import REJECT_MARKER, extract_schema, marked_document
+from tests.helpers import REJECT_MARKER, TEST_BATCH_POLLS, extract_schema, marked_document
 
 
 async def cli(s: Stack, capsys: Any, *argv: str) -> tuple[int, str, str]:
@@ -35,7 +34,7 @@ async def run(s: Stack, mode: str) -> str:
     options = RunOptions(
         pack_size=4,
         mode=mode,
-        batch=BatchOptions(poll_initial_s=0.2, poll_max_s=1.0),
+        batch=TEST_BATCH_POLLS,
         quality=QualityOptions(probe_max_share=1),
     )
     run_id = await s.bb.start_run(doc, schema_id, options)

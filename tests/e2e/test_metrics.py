@@ -24,12 +24,17 @@ from pathlib import Path
 
 import pytest
 
-from blockbatch.core.batch_types import BatchOptions
 from blockbatch.core.run_types import RunOptions
 from blockbatch.devtools.stack import free_port
 from blockbatch.runtime.metrics import METRICS, status_class
 from tests.conftest import ROOT, Stack
-from tests.helpers import REJECT_MARKER, block_content, extract_schema, marked_document
+from tests.helpers import (
+    REJECT_MARKER,
+    TEST_BATCH_POLLS,
+    block_content,
+    extract_schema,
+    marked_document,
+)
 from tests.waiting import until
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)$")
@@ -209,7 +214,7 @@ async def test_scraped_metrics_agree_with_the_ledger_after_faulty_runs(
             RunOptions(
                 pack_size=4,
                 mode="batch",
-                batch=BatchOptions(poll_initial_s=0.2, poll_max_s=1.0),
+                batch=TEST_BATCH_POLLS,
                 reuse_answers=False,
             ),
         )

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from blockbatch.core.batch_types import BatchOptions
 from blockbatch.core.reasons import REASONS
 from blockbatch.core.registry import get_model
 from blockbatch.core.run_types import RunOptions, RunResult
@@ -22,6 +21,7 @@ from blockbatch.store import overlays as store_overlays
 from tests.conftest import Stack
 from tests.helpers import (
     REJECT_MARKER,
+    TEST_BATCH_POLLS,
     block_content,
     extract_schema,
     loose_schema,
@@ -209,6 +209,6 @@ async def test_batch_requests_never_processed_fail_api_unavailable(bbstack: Stac
         paragraphs(4),
         mode="batch",
         pack_size=2,
-        batch=BatchOptions(poll_initial_s=0.2, poll_max_s=1.0, max_resubmits=1),
+        batch=TEST_BATCH_POLLS.model_copy(update={"max_resubmits": 1}),
     )
     assert set((await codes(bbstack, run_id)).values()) == {("failed", "api_unavailable")}

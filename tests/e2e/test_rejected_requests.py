@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from blockbatch.core.batch_types import BatchOptions
 from blockbatch.core.run_types import RunOptions
 from tests.conftest import Stack
-from tests.helpers import REJECT_MARKER, extract_schema, marked_document
+from tests.helpers import REJECT_MARKER, TEST_BATCH_POLLS, extract_schema, marked_document
 
 
 @pytest.mark.parametrize("mode", ["sync", "batch"])
@@ -25,7 +24,7 @@ async def test_a_request_rejected_for_one_block_fails_that_block_alone(
     options = RunOptions(
         pack_size=8,
         mode=mode,
-        batch=BatchOptions(poll_initial_s=0.2, poll_max_s=1.0),
+        batch=TEST_BATCH_POLLS,
     )
     run_id = await bbstack.bb.start_run(doc, schema_id, options)
     async with bbstack.worker():

@@ -32,7 +32,6 @@ from blockbatch.api import (
     UnknownBlock,
     UnknownReason,
 )
-from blockbatch.core.batch_types import BatchOptions
 from blockbatch.core.ingest import parse_document
 from blockbatch.core.quality_types import QualityOptions
 from blockbatch.core.retry_types import PlanRetryInput, RetryRequest
@@ -43,6 +42,7 @@ from blockbatch.store import overlays, repo, retries, runs
 from tests.conftest import Stack
 from tests.helpers import (
     REJECT_MARKER,
+    TEST_BATCH_POLLS,
     block_content,
     extract_schema,
     loose_schema,
@@ -50,7 +50,7 @@ from tests.helpers import (
 )
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
 
-BATCH = BatchOptions(poll_initial_s=0.2, poll_max_s=1.0)
+BATCH = TEST_BATCH_POLLS
 
 
 async def start(
