@@ -61,11 +61,15 @@ class CancelRequest:
         waits_for_worker: no worker took it: it is recorded in the run's workflow and is
             carried out when a worker polls ``task_queue``.
         task_queue: the run's task queue.
+        worker_polling: a worker polls ``task_queue`` but did not take the request within
+            :data:`CANCEL_UPDATE_WAIT_S` (busy, or stopping): it carries it out when it
+            next works on the run. ``False`` with ``waits_for_worker``: none polls.
     """
 
     info: RunInfo
     waits_for_worker: bool = False
     task_queue: str | None = None
+    worker_polling: bool = False
 
 
 @speaks_python
@@ -323,7 +327,9 @@ class Runs(Documents, Escalations):
         except WorkflowUpdateRPCTimeoutOrCancelledError:
             # A worker polled a moment ago but none took the Update: record it as a signal.
             await handle.signal(REQUEST_CANCEL)
-            return CancelRequest(info=info, waits_for_worker=True, task_queue=queue)
+            return CancelRequest(
+                info=info, waits_for_worker=True, task_queue=queue, worker_polling=True
+            )
         except WorkflowUpdateFailedError as err:
             # The run is finishing: its workflow says so, and why.
             cause = err.cause

@@ -420,8 +420,18 @@ async def cmd_cancel(args: argparse.Namespace, s: Session) -> int:
                     "status": info.status,
                     "cancel_sent": True,
                     "waits_for_worker": True,
+                    "worker_polling": request.worker_polling,
                     "task_queue": request.task_queue,
                 }
+            )
+        elif request.worker_polling:
+            from blockbatch.api.runs import CANCEL_UPDATE_WAIT_S
+
+            s.con.line(
+                f"cancel recorded for run {info.run_id}; the worker on task queue "
+                f"{request.task_queue!r} did not take it within {CANCEL_UPDATE_WAIT_S:g} s "
+                "(busy, or stopping): it stops the run's packs when it next works on the run, "
+                f"and pending blocks end cancelled (follow it: {PROG} watch {info.run_id})"
             )
         else:
             s.con.line(

@@ -4,10 +4,14 @@ next worker does carry it out."""
 
 from __future__ import annotations
 
+import pytest
+
+from blockbatch.api import runs
 from blockbatch.core.run_types import RunOptions
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
 from tests.starter_fixtures import Cli, cli_fixture  # noqa: F401 - provides `cli`
+from tests.waiting import until
 
 
 async def test_cancel_without_a_worker_is_recorded_and_carried_out_by_the_next_one(
@@ -34,3 +38,30 @@ async def test_cancel_without_a_worker_is_recorded_and_carried_out_by_the_next_o
         "select count(*) from llm_calls where run_id = $1 and purpose = 'pack'", run_id
     )
     assert calls == 0  # cancelled before any pack asked Claude
+
+
+async def test_cancel_a_busy_worker_does_not_take_in_time_says_so_and_is_carried_out(
+    bbstack: Stack, cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker polls but does not take the cancel within the wait (here a millisecond, so
+    no worker can): the command must not say no worker runs; the worker carries it out."""
+    monkeypatch.setattr(runs, "CANCEL_UPDATE_WAIT_S", 0.001)
+    doc = await bbstack.bb.ingest_bytes(markdown_doc(6), name="doc.md", fmt="markdown")
+    schema_id = await bbstack.bb.add_schema(extract_schema(200))
+    run_id = await bbstack.bb.start_run(doc, schema_id, RunOptions(pack_size=2))
+    bbstack.sim.hold()  # its first call stays in flight: the run cannot end first
+    try:
+        async with bbstack.worker():
+            await until(bbstack.sim.held, "a call in flight")
+            out = await cli("cancel", run_id, timeout=60)
+            assert out.code == 0, out.err
+            assert f"cancel recorded for run {run_id}; the worker on task queue" in out.out
+            assert "did not take it within 0.001 s" in out.out
+            assert "no worker is running" not in out.out
+            data = (await cli("cancel", run_id, "--json", timeout=60)).json()
+            assert data["waits_for_worker"] is True and data["worker_polling"] is True
+            bbstack.sim.release()
+            result = await bbstack.bb.wait(run_id)
+    finally:
+        bbstack.sim.release()
+    assert result.status == "cancelled"
