@@ -22,12 +22,17 @@ the first response starts, contract §5). Each draw is the request's own seeded 
 scenario's seed gives the same hits every time. A miss is answered against an empty
 cache of its own, writing and paying its prefix, and the shared cache is left as it was.
 No rate limits, no latency and no injected HTTP errors apply.
+
+While a test holds answers back (``POST /_sim/hold``) no batch ends, however long ago it
+was due: a test control, like the hold itself, so that a test can stop a worker while a
+batch is still processing whatever the speed of the machine.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -144,9 +149,13 @@ def validate_batch_requests(body: Any, context: ApiContext | None = None) -> lis
 class BatchStore:
     """All batches of this simulator, oldest first."""
 
-    def __init__(self, engine: Engine, stats: Stats) -> None:
+    def __init__(
+        self, engine: Engine, stats: Stats, held: Callable[[], bool] = lambda: False
+    ) -> None:
         self._engine = engine
         self._stats = stats
+        #: Whether a test holds answers back now: no batch ends meanwhile.
+        self._held = held
         self._batches: dict[str, BatchRecord] = {}
 
     def clear(self) -> None:
@@ -239,7 +248,11 @@ class BatchStore:
                 for r in record.requests[done:]
             ]
             self._end(record)
-        elif record.status == "in_progress" and self._engine.clock() >= record.ready_at:
+        elif (
+            record.status == "in_progress"
+            and self._engine.clock() >= record.ready_at
+            and not self._held()
+        ):
             record.results = [self._process(r, record.context, warm) for r in record.requests]
             self._end(record)
 

@@ -85,7 +85,8 @@ async def get_requests(request: web.Request) -> web.Response:
 
 
 async def hold(request: web.Request) -> web.Response:
-    """Hold every answer back once it is ready, until ``/_sim/release``."""
+    """Hold every answer back once it is ready, and every batch in progress, until
+    ``/_sim/release``."""
     state = state_of(request)
     state.gate.clear()
     return web.json_response({"holding": True, "held": state.held})

@@ -32,10 +32,11 @@ class SimState:
         self.engine = Engine(scenario or Scenario(), self.clock)
         self.limiter = RateLimiter(self.clock, self.engine.scenario.limits)
         self.stats = Stats()
-        self.batches = BatchStore(self.engine, self.stats)
-        #: Open unless a test holds answers back (``POST /_sim/hold``).
+        #: Open unless a test holds answers back (``POST /_sim/hold``); no batch ends
+        #: while it is closed.
         self.gate = asyncio.Event()
         self.gate.set()
+        self.batches = BatchStore(self.engine, self.stats, held=lambda: not self.gate.is_set())
         #: Answers ready and waiting at the closed gate.
         self.held = 0
 

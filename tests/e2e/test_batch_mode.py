@@ -358,13 +358,21 @@ async def test_cancel_while_processing_cancels_the_provider_batch(bbstack: Stack
 async def test_worker_restart_while_waiting_resumes_polling_without_resubmitting(
     bbstack: Stack,
 ) -> None:
-    bbstack.sim.scenario(batch={"processing_delay_s": 2.0}, seed=6, faults={"truncate": 0.3})
+    bbstack.sim.scenario(batch={"processing_delay_s": 0.2}, seed=6, faults={"truncate": 0.3})
     run_id = await start(bbstack, 40, pack_size=8)
-    async with bbstack.worker():
-        pb = await wait_for_batch(bbstack, run_id)
-        await wait_for_phase(bbstack, run_id, "processing")
-    # No worker while the batch ends at the provider; the workflow waits on a durable timer.
     client = anthropic_client(bbstack.settings)
+    # No batch ends while the simulator holds answers: the worker stops with its first batch
+    # still processing at the provider, however slow this machine.
+    bbstack.sim.hold()
+    try:
+        async with bbstack.worker():
+            pb = await wait_for_batch(bbstack, run_id)
+            await wait_for_phase(bbstack, run_id, "processing")
+        batch = await client.messages.batches.retrieve(pb["provider_batch_id"])
+        assert batch.processing_status == "in_progress"
+    finally:
+        bbstack.sim.release()
+    # No worker while the batch ends at the provider; the workflow waits on a durable timer.
 
     async def ended() -> bool:
         batch = await client.messages.batches.retrieve(pb["provider_batch_id"])
@@ -372,10 +380,6 @@ async def test_worker_restart_while_waiting_resumes_polling_without_resubmitting
 
     await until(ended, "the first batch ended at the provider", interval=0.1)
     await client.close()
-    # The halves' rounds need no long processing (no worker stops during them): theirs
-    # takes 0.2 s, not 2 s. A batch keeps the delay it was created with; the faults are
-    # the same dice (they roll on each request's bytes).
-    bbstack.sim.scenario(batch={"processing_delay_s": 0.2}, seed=6, faults={"truncate": 0.3})
     async with bbstack.worker():
         result = await bbstack.bb.wait(run_id)
     assert result.status == "completed" and result.blocks_ai_complete == 40

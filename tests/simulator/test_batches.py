@@ -282,3 +282,23 @@ async def test_max_tokens_zero_in_a_batch_is_400(client):
     assert caught.value.api_message == (
         "requests.0.params.max_tokens: 0 is not supported in a Message Batch"
     )
+
+
+async def test_no_batch_ends_while_answers_are_held():
+    # Due long ago on the simulator's clock, the batch stays in progress until the release.
+    clock = FakeClock()
+    scenario = Scenario(batch=Batch(processing_delay_s=2))
+    async with (
+        SimulatorServer(scenario=scenario, clock=clock) as sim,
+        sdk_client(sim.base_url) as client,
+    ):
+        sim.state.gate.clear()  # POST /_sim/hold
+        created = await client.messages.batches.create(requests=requests(2))  # type: ignore[arg-type]  # plain dicts
+        clock.advance(60)
+        held = await client.messages.batches.retrieve(created.id)
+        assert held.processing_status == "in_progress" and held.request_counts.processing == 2
+        listed = [b async for b in client.messages.batches.list(limit=10)]
+        assert [b.processing_status for b in listed] == ["in_progress"]
+        sim.state.gate.set()  # POST /_sim/release
+        ended = await client.messages.batches.retrieve(created.id)
+        assert ended.processing_status == "ended" and ended.request_counts.succeeded == 2
