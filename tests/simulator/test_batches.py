@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 
 import anthropic
@@ -220,15 +221,24 @@ async def test_the_default_batch_cache_hit_rate_misses_some_hits(sim, client):
     assert 10 <= len(reads) < 29
 
 
-async def test_a_canceled_batch_keeps_and_bills_what_it_processed():
-    # The simulator's clock moves only when told: a quarter of the processing time passes
-    # between creating and canceling, however fast this machine is.
+@contextlib.asynccontextmanager
+async def on_a_fake_clock(
+    processing_delay_s: float,
+) -> AsyncIterator[tuple[SimulatorServer, anthropic.AsyncAnthropic, FakeClock]]:
+    """A simulator whose clock moves only when told, and an SDK client of it."""
     clock = FakeClock()
-    scenario = Scenario(batch=Batch(processing_delay_s=4))
+    scenario = Scenario(batch=Batch(processing_delay_s=processing_delay_s))
     async with (
         SimulatorServer(scenario=scenario, clock=clock) as sim,
         sdk_client(sim.base_url) as client,
     ):
+        yield sim, client, clock
+
+
+async def test_a_canceled_batch_keeps_and_bills_what_it_processed():
+    # A quarter of the processing time passes between creating and canceling, however fast
+    # this machine is.
+    async with on_a_fake_clock(4) as (sim, client, clock):
         created = await client.messages.batches.create(requests=requests(10))  # type: ignore[arg-type]  # plain dicts
         clock.advance(1)
         await client.messages.batches.cancel(created.id)
@@ -286,12 +296,7 @@ async def test_max_tokens_zero_in_a_batch_is_400(client):
 
 async def test_no_batch_ends_while_answers_are_held():
     # Due long ago on the simulator's clock, the batch stays in progress until the release.
-    clock = FakeClock()
-    scenario = Scenario(batch=Batch(processing_delay_s=2))
-    async with (
-        SimulatorServer(scenario=scenario, clock=clock) as sim,
-        sdk_client(sim.base_url) as client,
-    ):
+    async with on_a_fake_clock(2) as (sim, client, clock):
         sim.state.gate.clear()  # POST /_sim/hold
         created = await client.messages.batches.create(requests=requests(2))  # type: ignore[arg-type]  # plain dicts
         clock.advance(60)
