@@ -77,13 +77,15 @@ class Harness:
         self.bb = bb
         self.names: list[str] = []
 
-    def start_workers(self, *names: str) -> None:
+    async def start_workers(self, *names: str) -> None:
+        """Start workers ``names`` and wait until each is ready (in a thread: the wait
+        polls the worker's log and must not block the test's event loop meanwhile)."""
         for name in names:
             full = f"{self.st.task_queue}-{name}"
             self.st.start_worker(full)
             self.names.append(full)
         for full in self.names:
-            self.st.wait_worker_ready(full)
+            await asyncio.to_thread(self.st.wait_worker_ready, full)
 
     def worker(self, name: str) -> str:
         return f"{self.st.task_queue}-{name}"
@@ -232,7 +234,7 @@ async def test_sigkilled_workers_and_a_faulty_model_lose_and_duplicate_nothing(
     harness: Harness,
 ) -> None:
     h, st = harness, harness.st
-    h.start_workers("a", "b")
+    await h.start_workers("a", "b")
     doc, schema = await h.document(120)
     # reuse off: the run after the fault-free reference must call for every block. Six
     # attempts a block, not three: MODEL_FAULTS cut off 8% of answers, malform 5% and skip,
@@ -289,7 +291,7 @@ async def test_postgres_restart_under_a_live_worker_keeps_every_paid_answer(
     harness: Harness,
 ) -> None:
     h, st = harness, harness.st
-    h.start_workers("a")
+    await h.start_workers("a")
     doc, schema = await h.document(60)
     # reuse off: the run after the fault-free reference must call for every block.
     # The quality probe off: the check below counts one call per pack and the warm-up.
@@ -334,7 +336,7 @@ async def test_postgres_restart_under_a_live_worker_keeps_every_paid_answer(
 
 async def test_temporal_restart_under_live_workers_finishes_the_run(harness: Harness) -> None:
     h, st = harness, harness.st
-    h.start_workers("a")
+    await h.start_workers("a")
     doc, schema = await h.document(40)
     # reuse off: the run after the fault-free reference must call for every block.
     options = RunOptions(pack_size=5, max_concurrent_packs=4, reuse_answers=False)
