@@ -25,8 +25,10 @@ async def test_a_call_over_budget_stops_the_run_and_no_later_pack_starts(
     assert result.status == "budget_exhausted"
     assert world.finished is not None and world.finished.status == "budget_exhausted"
     # Packs 2 and 3 never started; pack 1's halves made no call (the fake counts calls
-    # that reached call_model: the refused ones returned without one).
-    assert world.called_paths() == ["0", "1", "1.0", "1.1"]
+    # that reached call_model: the refused ones returned without one). The halves run at
+    # once, so either may ask first (the suite under stress saw 1.1 first once).
+    paths = world.called_paths()
+    assert paths[:2] == ["0", "1"] and sorted(paths[2:]) == ["1.0", "1.1"]
     assert world.paid_calls == 2
     assert world.done == {"b0-0", "b0-1"}
     assert set(world.failed) == set(world.uids) - world.done
