@@ -48,7 +48,9 @@ def test_the_plugin_writes_a_line_at_each_tests_start_and_end(tmp_path: Path) ->
     (tmp_path / "test_two.py").write_text(
         "def test_one():\n    pass\n\ndef test_two():\n    pass\n"
     )
-    env = {**os.environ, "SUITE_TIMELINE_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    # Not as an xdist worker's child: PYTEST_XDIST_WORKER would name its file after the worker.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env.update(SUITE_TIMELINE_DIR=str(tmp_path), PYTHONPATH=str(ROOT))
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist"]
     command += ["-p", "bench.suite_timeline", "--rootdir", str(tmp_path), str(tmp_path)]
     done = subprocess.run(
