@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from blockbatch.api import runs
+from blockbatch.api import Blockbatch, runs
 from blockbatch.core.run_types import RunOptions
 from tests.conftest import Stack
 from tests.helpers import extract_schema, markdown_doc
@@ -48,7 +48,15 @@ async def test_cancel_a_busy_worker_does_not_take_in_time_says_so_and_is_carried
     monkeypatch.setattr(runs, "CANCEL_UPDATE_WAIT_S", 0.001)
     doc = await bbstack.bb.ingest_bytes(markdown_doc(6), name="doc.md", fmt="markdown")
     schema_id = await bbstack.bb.add_schema(extract_schema(200))
-    run_id = await bbstack.bb.start_run(doc, schema_id, RunOptions(pack_size=2))
+    # The Update given up after a millisecond leaves the run a workflow task that times out
+    # (seen in its history: WORKFLOW_TASK_TIMED_OUT, then the Update accepted and the cancel
+    # carried out): this run's task timeout is 2 s, not 10, so the test does not wait 10 s.
+    bb = Blockbatch(
+        bbstack.pool,
+        bbstack.client,
+        bbstack.settings.model_copy(update={"workflow_task_timeout_s": 2}),
+    )
+    run_id = await bb.start_run(doc, schema_id, RunOptions(pack_size=2))
     bbstack.sim.hold()  # its first call stays in flight: the run cannot end first
     try:
         async with bbstack.worker():
