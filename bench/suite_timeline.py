@@ -25,8 +25,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 DIR_ENV = "SUITE_TIMELINE_DIR"
 _out: TextIO | None = None
 
@@ -39,7 +37,7 @@ def _ticks() -> tuple[int, int]:
     return sum(values) - idle, sum(values)
 
 
-def _write(event: str, nodeid: str = "") -> None:
+def _write(event: str, nodeid: str) -> None:
     global _out
     where = os.environ.get(DIR_ENV)
     if not where:
@@ -155,4 +153,6 @@ def main(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
+    # As a script, `bench.common` is found from the checkout (as a plugin, pytest's path has it).
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     sys.exit(main(parse_args()))

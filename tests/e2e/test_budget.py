@@ -144,9 +144,9 @@ SPENT_BLOCKS = 60
 #: attempt each time it is cut off (15 %) or skipped (3 %) again. Which packs the retry
 #: sends depends on where the budget stopped the run, so their faults differ from run to
 #: run: with three attempts about one retry in 65 had a block fail honestly (`truncated`,
-#: `missing_from_answer`) and ended `completed_with_failures` (seen once in `make test`); with six,
-#: about one in 10,000 (`bench/fault_odds.py --blocks 30 --pack-size 4 --truncate 0.15
-#: --skip 0.03 --attempts 3 6`). That is the model's doing, not the budget's.
+#: `missing_from_answer`) and ended `completed_with_failures` (seen once in `make test`);
+#: with six, about one in 10,000 (`bench/fault_odds.py --blocks 30 --pack-size 4
+#: --truncate 0.15 --skip 0.03 --attempts 3 6`). That is the model's doing, not the budget's.
 SPENT_OPTIONS = {
     "pack_size": 4,
     "max_concurrent_packs": 4,
@@ -209,7 +209,7 @@ async def test_a_budget_is_spent_nearly_in_full_never_past_it_and_its_suggestion
             dict(r)
             for r in await pool.fetch(
                 """select status, reason_code, last_error, count(*) from overlays
-                   where run_id = $1 and status <> 'done' group by 1, 2, 3""",
+                   where run_id = $1 and status <> 'ai_complete' group by 1, 2, 3""",
                 run_id,
             )
         ],
