@@ -171,10 +171,31 @@ def hog_runs(runs: int, hog: int | None) -> set[int]:
     return {round(i * runs / count) for i in range(count)} if count else set()
 
 
+def checkout(path: Path) -> dict[str, Any] | None:
+    """The commit the runs test (``git`` in ``path``, where ``make test`` runs) and whether
+    tracked files differ from it; ``None`` outside a git checkout."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=path, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=path,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return {"commit": head, "changed": bool(status.strip())}
+
+
 def report_text(data: dict[str, Any]) -> str:
     runs = data["runs"]
+    at = data.get("checkout")
+    where = f" at {at['commit'][:12]}{' (changed)' if at['changed'] else ''}" if at else ""
     lines = [
-        f"suite stress, {data['date']}: {len(runs)} runs of `{data['command']}` "
+        f"suite stress, {data['date']}: {len(runs)} runs of `{data['command']}`{where} "
         f"({sum(r['hog'] for r in runs)} with a CPU hog on one core), "
         f"{data['machine']['nproc']} cores",
     ]
@@ -243,6 +264,7 @@ def main(args: argparse.Namespace) -> int:
     logs = args.logs or Path(tempfile.mkdtemp(prefix="bb-suite-stress-"))
     logs.mkdir(parents=True, exist_ok=True)
     loadavg_start = list(os.getloadavg())
+    tested = checkout(Path.cwd())
     interrupted = False
     try:
         for i in range(args.runs):
@@ -277,6 +299,7 @@ def main(args: argparse.Namespace) -> int:
         "benchmark": "suite_stress",
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "command": " ".join(command_for(args.select, Path("RUN.xml"))),
+        "checkout": tested,
         "machine": {
             "nproc": os.cpu_count(),
             "python": platform.python_version(),

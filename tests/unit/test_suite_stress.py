@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -127,3 +128,31 @@ async def test_an_interrupted_run_is_stopped_with_every_process_it_started(
 def test_the_hog_lasts_as_long_as_a_run_may_unless_told() -> None:
     assert suite_stress.parse_args(["--run-timeout-s", "3000"]).hog_max_s == 3000
     assert suite_stress.parse_args(["--hog-max-s", "60"]).hog_max_s == 60
+
+
+def test_the_report_names_the_commit_it_tested_and_whether_files_differed(
+    tmp_path: Path,
+) -> None:
+    assert suite_stress.checkout(tmp_path) is None  # not a git checkout
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    (tmp_path / "a.txt").write_text("a\n")
+    for argv in (["init", "-q"], ["add", "a.txt"], ["commit", "-qm", "a"]):
+        subprocess.run([*git, *argv], cwd=tmp_path, check=True)
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    (tmp_path / "untracked.txt").write_text("not the suite's\n")
+    assert suite_stress.checkout(tmp_path) == {"commit": head, "changed": False}
+    (tmp_path / "a.txt").write_text("b\n")
+    at = suite_stress.checkout(tmp_path)
+    assert at == {"commit": head, "changed": True}
+    run = {"index": 0, "hog": True, "seconds": 1.0, "exit_code": 0, "tests": 1}
+    data = {
+        "date": "d",
+        "command": "make test",
+        "checkout": at,
+        "machine": {"nproc": 2},
+        "runs": [{**run, "failed": [], "note": ""}],
+        "flakes": {},
+    }
+    assert f"at {head[:12]} (changed)" in suite_stress.report_text(data)
