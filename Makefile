@@ -9,7 +9,7 @@ TEST_WORKERS ?= 2
 
 .PHONY: demo test test-fast test-deep install up down status worker lint docs compose-tool browser serve screenshots
 
-# uv (from PyPI, into the venv by pip) installs what pip would, in a sixth of the time: it
+# uv (from PyPI, into the venv by pip) installs what pip would, in a quarter of the time: it
 # downloads in parallel and links from its cache (docs/testing.md, "Install").
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
