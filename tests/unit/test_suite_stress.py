@@ -131,8 +131,10 @@ def test_the_hog_lasts_as_long_as_a_run_may_unless_told() -> None:
 
 
 def test_the_report_names_the_commit_it_tested_and_whether_files_differed(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # git looks no higher than tmp_path, wherever --basetemp put it (inside a checkout too).
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
     assert suite_stress.checkout(tmp_path) is None  # not a git checkout
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
     (tmp_path / "a.txt").write_text("a\n")
