@@ -25,6 +25,7 @@ import datetime as dt
 import json
 import os
 import platform
+import re
 import signal
 import subprocess
 import sys
@@ -119,6 +120,20 @@ def parse_junit(path: Path) -> tuple[int, list[str], list[str], int]:
     return tests, failures, errors, skipped
 
 
+def make_test_workers(path: Path) -> int | None:
+    """How many pytest-xdist workers ``make test`` starts in ``path`` (its ``-n``, as
+    ``make -n`` prints it: ``TEST_WORKERS`` or the Makefile's default); ``None`` if it
+    cannot say."""
+    try:
+        plan = subprocess.run(
+            ["make", "-n", "test"], cwd=path, capture_output=True, text=True, check=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    found = re.search(r"-m pytest -n (\d+)\b", plan)
+    return int(found.group(1)) if found else None
+
+
 def command_for(select: Sequence[str], junit: Path) -> list[str]:
     report = f"--junitxml={junit}"
     if select:
@@ -197,7 +212,8 @@ def report_text(data: dict[str, Any]) -> str:
     lines = [
         f"suite stress, {data['date']}: {len(runs)} runs of `{data['command']}`{where} "
         f"({sum(r['hog'] for r in runs)} with a CPU hog on one core), "
-        f"{data['machine']['nproc']} cores",
+        f"{data['machine']['nproc']} cores"
+        + (f", {data['xdist_workers']} test workers" if data.get("xdist_workers") else ""),
     ]
     lines.extend(
         f"  run {r['index'] + 1}{' (hog)' if r['hog'] else ''}: {r['seconds']:.0f} s, "
@@ -265,6 +281,7 @@ def main(args: argparse.Namespace) -> int:
     logs.mkdir(parents=True, exist_ok=True)
     loadavg_start = list(os.getloadavg())
     tested = checkout(Path.cwd())
+    workers = None if args.select else make_test_workers(Path.cwd())
     interrupted = False
     try:
         for i in range(args.runs):
@@ -300,6 +317,7 @@ def main(args: argparse.Namespace) -> int:
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "command": " ".join(command_for(args.select, Path("RUN.xml"))),
         "checkout": tested,
+        "xdist_workers": workers,
         "machine": {
             "nproc": os.cpu_count(),
             "python": platform.python_version(),

@@ -158,3 +158,32 @@ def test_the_report_names_the_commit_it_tested_and_whether_files_differed(
         "flakes": {},
     }
     assert f"at {head[:12]} (changed)" in suite_stress.report_text(data)
+
+
+def test_the_report_says_how_many_workers_make_test_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A Makefile whose `test` runs pytest the way ours does, its worker count from the
+    # environment as ours takes TEST_WORKERS.
+    (tmp_path / "Makefile").write_text(
+        "TEST_WORKERS ?= 4\ntest:\n\t@python -m pytest -n $(TEST_WORKERS) --dist loadgroup\n"
+    )
+    monkeypatch.delenv("TEST_WORKERS", raising=False)
+    assert suite_stress.make_test_workers(tmp_path) == 4
+    monkeypatch.setenv("TEST_WORKERS", "7")
+    assert suite_stress.make_test_workers(tmp_path) == 7
+    (tmp_path / "Makefile").write_text("test:\n\t@echo no pytest here\n")
+    assert suite_stress.make_test_workers(tmp_path) is None
+    assert suite_stress.make_test_workers(tmp_path / "missing") is None
+    run = {"index": 0, "hog": False, "seconds": 1.0, "exit_code": 0, "tests": 1}
+    data = {
+        "date": "d",
+        "command": "make test",
+        "checkout": None,
+        "xdist_workers": 3,
+        "machine": {"nproc": 2},
+        "runs": [{**run, "failed": [], "note": ""}],
+        "flakes": {},
+    }
+    assert "2 cores, 3 test workers" in suite_stress.report_text(data)
+    assert "test workers" not in suite_stress.report_text({**data, "xdist_workers": None})
