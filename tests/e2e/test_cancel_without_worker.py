@@ -56,20 +56,29 @@ async def test_cancel_a_busy_worker_does_not_take_in_time_says_so_and_is_carried
         bbstack.client,
         bbstack.settings.model_copy(update={"workflow_task_timeout_s": 2}),
     )
-    run_id = await bb.start_run(doc, schema_id, RunOptions(pack_size=2))
-    bbstack.sim.hold()  # its first call stays in flight: the run cannot end first
+    # Two runs, one cancelled in words and one in JSON, so each cancel is its run's first.
+    # A second cancel of the same run raced the first, whose Update and signal the worker
+    # may have handled by then: once (a stress run, 2026-11-29) its JSON came back without
+    # `waits_for_worker`. No run can end before its cancel: every answer is held from
+    # before the runs start.
+    bbstack.sim.hold()
     try:
+        in_words = await bb.start_run(doc, schema_id, RunOptions(pack_size=2))
+        in_json = await bb.start_run(doc, schema_id, RunOptions(pack_size=2))
         async with bbstack.worker():
-            await until(bbstack.sim.held, "a call in flight")
-            out = await cli("cancel", run_id, timeout=60)
+            await until(lambda: bbstack.sim.held() >= 2, "calls in flight")
+            out = await cli("cancel", in_words, timeout=60)
             assert out.code == 0, out.err
-            assert f"cancel recorded for run {run_id}; the worker on task queue" in out.out
+            assert f"cancel recorded for run {in_words}; the worker on task queue" in out.out
             assert "did not take it within 0.001 s" in out.out
             assert "no worker is running" not in out.out
-            data = (await cli("cancel", run_id, "--json", timeout=60)).json()
+            as_json = await cli("cancel", in_json, "--json", timeout=60)
+            assert as_json.code == 0, as_json.err
+            data = as_json.json()
+            assert data["cancel_sent"] is True, data
             assert data["waits_for_worker"] is True and data["worker_polling"] is True
             bbstack.sim.release()
-            result = await bbstack.bb.wait(run_id)
+            results = [await bbstack.bb.wait(run_id) for run_id in (in_words, in_json)]
     finally:
         bbstack.sim.release()
-    assert result.status == "cancelled"
+    assert [r.status for r in results] == ["cancelled", "cancelled"]
