@@ -120,17 +120,22 @@ def parse_junit(path: Path) -> tuple[int, list[str], list[str], int]:
     return tests, failures, errors, skipped
 
 
+def _stdout(path: Path, *argv: str) -> str | None:
+    """What ``argv`` prints, run in ``path``; ``None`` if it cannot run or fails."""
+    try:
+        return subprocess.run(
+            list(argv), cwd=path, capture_output=True, text=True, check=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
 def make_test_workers(path: Path) -> int | None:
     """How many pytest-xdist workers ``make test`` starts in ``path`` (its ``-n``, as
     ``make -n`` prints it: ``TEST_WORKERS`` or the Makefile's default); ``None`` if it
     cannot say."""
-    try:
-        plan = subprocess.run(
-            ["make", "-n", "test"], cwd=path, capture_output=True, text=True, check=True
-        ).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    found = re.search(r"-m pytest -n (\d+)\b", plan)
+    plan = _stdout(path, "make", "-n", "test")
+    found = re.search(r"-m pytest -n (\d+)\b", plan) if plan is not None else None
     return int(found.group(1)) if found else None
 
 
@@ -189,20 +194,11 @@ def hog_runs(runs: int, hog: int | None) -> set[int]:
 def checkout(path: Path) -> dict[str, Any] | None:
     """The commit the runs test (``git`` in ``path``, where ``make test`` runs) and whether
     tracked files differ from it; ``None`` outside a git checkout."""
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=path, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=path,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.CalledProcessError):
+    head = _stdout(path, "git", "rev-parse", "HEAD")
+    status = _stdout(path, "git", "status", "--porcelain", "--untracked-files=no")
+    if head is None or status is None:
         return None
-    return {"commit": head, "changed": bool(status.strip())}
+    return {"commit": head.strip(), "changed": bool(status.strip())}
 
 
 def report_text(data: dict[str, Any]) -> str:
