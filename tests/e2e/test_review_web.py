@@ -1,5 +1,5 @@
-"""The review web app in a real headless browser (Debian's chromium via Playwright) against
-a finished run on the real stack: open, filter, edit (a bad value refused with the schema's
+"""The review web app in a real headless browser (Debian's chromium-headless-shell via
+Playwright) against a finished run on the real stack: open, filter, edit (a bad value refused with the schema's
 error and nothing changed), confirm a selection, reject, export, read a pack's ledger;
 block text that is a <script> tag shown as text; a change without the CSRF token refused;
 sign-in when a token is set; a non-local bind without a token refused; a PDF block's page
@@ -65,8 +65,8 @@ expect.set_options(timeout=60_000)
 
 needs_chromium = pytest.mark.skipif(
     not Path(CHROMIUM).exists(),
-    reason="Debian's chromium is missing: `make test` installs it as root, else "
-    "`sudo apt-get install chromium`",
+    reason="Debian's chromium-headless-shell is missing: `make test` installs it as root, "
+    "else `sudo apt-get install chromium-headless-shell`",
 )
 
 
