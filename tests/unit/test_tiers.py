@@ -23,3 +23,12 @@ def test_tests_without_a_count_of_their_own_follow_the_tier_profile() -> None:
     assert hypothesis.settings.default is not None
     drawn = hypothesis.settings.default.max_examples
     assert drawn == {"deep": 100, "fast": 25}.get(TIER, 50)
+
+
+def test_no_tier_gives_an_example_a_wall_clock_deadline() -> None:
+    # Hypothesis's default (200 ms) fails an example a busy machine slows down, and calls
+    # the test flaky when its rerun is quicker (tests/conftest.py).
+    for tier in ("deep", "test", "fast"):
+        assert hypothesis.settings.get_profile(tier).deadline is None, tier
+    assert hypothesis.settings.default is not None
+    assert hypothesis.settings.default.deadline is None
