@@ -3,11 +3,14 @@
 A pytest plugin and its report. Loaded with ``-p bench.suite_timeline`` and
 ``SUITE_TIMELINE_DIR`` set, each pytest process (the xdist controller and every worker)
 appends one line per test start and end to ``<dir>/timeline-<worker>.jsonl``: the time, the
-machine's busy and total CPU ticks (``/proc/stat``, every core) and the process's own CPU
-time. Run as a script on that directory, it prints how busy the machine was in each
-``--bucket-s`` stretch of the run and the longest tests with the share of the machine that
-was busy while each ran: a long test at a low share waits (a timeout, a backoff, a
-service) rather than works, and is where a third core's worth of a two-core run goes.
+machine's busy and total CPU ticks (``/proc/stat``, every core), the process's own CPU
+time, that of the subprocesses it has waited for, and that of its session's services (the
+Temporal dev server, Postgres with its ended backends, the simulator: the ``services``
+fixture's pid files) once a test has used them. Run as a script on that directory, it
+prints how busy the machine was in each ``--bucket-s`` stretch of the run, the longest
+tests with the share of the machine that was busy while each ran (a long test at a low
+share waits, on a timeout, a backoff or a service, rather than works), and the tests that
+cost the most CPU, their services' included.
 
     SUITE_TIMELINE_DIR=/tmp/tl make test PYTEST_ARGS="-p bench.suite_timeline"
     .venv/bin/python bench/suite_timeline.py /tmp/tl --out bench/results/suite_timeline.json
@@ -25,8 +28,50 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+import pytest
+
 DIR_ENV = "SUITE_TIMELINE_DIR"
 _out: TextIO | None = None
+#: The session's services (blockbatch.devtools.Services), from the first test that used them.
+_services: Any = None
+_HZ = os.sysconf("SC_CLK_TCK")
+#: The CPU kinds a test's total adds up (each a difference of two lines).
+KINDS = ("cpu", "children", "temporal", "postgres", "simulator")
+
+
+def process_cpu(pid: int) -> float | None:
+    """A process's CPU seconds (user + system), with its children's that it has waited for
+    (a postmaster's ended backends); None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return sum(int(v) for v in fields[11:15]) / _HZ  # utime, stime, cutime, cstime
+
+
+def _pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _services_cpu() -> dict[str, float]:
+    if _services is None:
+        return {}
+    pid_files = {
+        "temporal": _services.pid_file("temporal"),
+        "postgres": _services.pg_dir / "postmaster.pid",
+        "simulator": _services.pid_file("simulator"),
+    }
+    out = {}
+    for name, path in pid_files.items():
+        pid = _pid(path)
+        cpu = process_cpu(pid) if pid else None
+        if cpu is not None:
+            out[name] = cpu
+    return out
 
 
 def _ticks() -> tuple[int, int]:
@@ -47,9 +92,20 @@ def _write(event: str, nodeid: str) -> None:
         _out = open(Path(where) / f"timeline-{worker}.jsonl", "a", buffering=1)  # noqa: SIM115
     busy, total = _ticks()
     usage = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
     line = {"ev": event, "id": nodeid, "t": time.time(), "busy": busy, "total": total}
     line["cpu"] = usage.ru_utime + usage.ru_stime
+    line["children"] = children.ru_utime + children.ru_stime
+    line.update(_services_cpu())
     _out.write(json.dumps(line) + "\n")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """After the test's fixtures are set up: the session's services, once a test used them."""
+    global _services
+    if _services is None:
+        _services = getattr(item, "funcargs", {}).get("services")
 
 
 # The xdist controller sees each test's start and end too, as its workers report them:
@@ -63,7 +119,13 @@ def pytest_runtest_logfinish(nodeid: str, location: Any) -> None:
 
 
 def per_test(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each test's wall, own CPU and the machine's busy share while it ran."""
+    """Each test's wall, own CPU, the machine's busy share while it ran and ``cpu_s``: its
+    own CPU, its waited-for subprocesses' and its session's services' while it ran.
+
+    A service that stopped during the test (the session's teardown in its last test) is
+    waited for by the test process: its CPU up to the test's start is taken off the
+    subprocesses' share, which would otherwise count it a second time.
+    """
     started: dict[str, dict[str, Any]] = {}
     out = []
     for e in lines:
@@ -72,11 +134,16 @@ def per_test(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         elif e["ev"] == "end" and e["id"] in started:
             s = started.pop(e["id"])
             ticks = e["total"] - s["total"]
+            cpu = {k: e[k] - s[k] for k in KINDS if k in e and k in s}
+            if "children" in cpu:
+                stopped = [k for k in ("temporal", "simulator") if k in s and k not in e]
+                cpu["children"] = max(0.0, cpu["children"] - sum(s[k] for k in stopped))
             out.append(
                 {
                     "test": e["id"],
                     "wall_s": round(e["t"] - s["t"], 3),
                     "own_cpu_s": round(e["cpu"] - s["cpu"], 3),
+                    "cpu_s": round(sum(cpu.values()), 3),
                     "busy": round((e["busy"] - s["busy"]) / ticks, 3) if ticks else None,
                 }
             )
@@ -129,13 +196,17 @@ def main(args: argparse.Namespace) -> int:
     stretches = busy_by_stretch(lines, args.bucket_s)
     wall = sum(r["wall_s"] for r in tests)
     weighted = sum(r["wall_s"] * (r["busy"] or 0) for r in tests)
+    listed = [r for r in tests if r["wall_s"] >= 1.0 or r["cpu_s"] >= 1.0]
+    rest = [r for r in tests if r["wall_s"] < 1.0 and r["cpu_s"] < 1.0]
     rec.data.update(
         tests_count=len(tests),
-        # The tests of a second or more (the rest are summed): the file stays small.
-        tests=[r for r in tests if r["wall_s"] >= 1.0],
-        shorter_tests_wall_s=round(sum(r["wall_s"] for r in tests if r["wall_s"] < 1.0), 1),
+        # The tests of a second or more, of wall or CPU (the rest are summed): a small file.
+        tests=listed,
+        shorter_tests_wall_s=round(sum(r["wall_s"] for r in rest), 1),
+        shorter_tests_cpu_s=round(sum(r["cpu_s"] for r in rest), 1),
         stretches=stretches,
         sum_wall_s=round(wall, 1),
+        sum_cpu_s=round(sum(r["cpu_s"] for r in tests), 1),
         busy_weighted=round(weighted / wall, 3) if wall else None,
     )
     rec.print_table(
@@ -147,6 +218,12 @@ def main(args: argparse.Namespace) -> int:
         f"The {args.top} longest tests (busy: the machine's share while the test ran)",
         ["test", "wall s", "own CPU s", "busy"],
         [(r["test"], r["wall_s"], r["own_cpu_s"], r["busy"]) for r in tests[: args.top]],
+    )
+    costly = sorted(tests, key=lambda r: -r["cpu_s"])[: args.top]
+    rec.print_table(
+        f"The {args.top} tests that cost the most CPU (with their subprocesses and services)",
+        ["test", "CPU s", "own CPU s", "wall s"],
+        [(r["test"], r["cpu_s"], r["own_cpu_s"], r["wall_s"]) for r in costly],
     )
     rec.write()
     return 0
