@@ -5,7 +5,7 @@ browser Playwright itself runs headless) driven by Playwright (its own browser d
 does not work offline); ``make test`` installs the package when it runs as root. The full
 ``chromium`` package runs headless as a whole browser with its own WebUI renderers: the
 browser tests' chromium used 6.7-7.4 s of CPU with the shell against 18.7-20.2 s with it
-(docs/testing.md, "The headless shell").
+(docs/testing.md, "The lead, 2026-11-29 14:20-17:15 UTC").
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The review web app in a real headless browser (Debian's chromium-headless-shell via
-Playwright) against a finished run on the real stack: open, filter, edit (a bad value refused with the schema's
-error and nothing changed), confirm a selection, reject, export, read a pack's ledger;
-block text that is a <script> tag shown as text; a change without the CSRF token refused;
+Playwright) against a finished run on the real stack: open, filter, edit (a bad value
+refused with the schema's error and nothing changed), confirm a selection, reject, export,
+read a pack's ledger; block text that is a <script> tag shown as text; a change without the
+CSRF token refused;
 sign-in when a token is set; a non-local bind without a token refused; a PDF block's page
 shown with its box drawn; a running header shown as set aside, and a block's box drawn
 right on a page shown turned (/Rotate 90).

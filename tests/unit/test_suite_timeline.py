@@ -77,7 +77,7 @@ def test_the_plugin_writes_a_line_at_each_tests_start_and_end(tmp_path: Path) ->
     # A stand-in for the session's `services` fixture: its dev server's pid file names the
     # test process itself, its Postgres and simulator have none.
     (tmp_path / "conftest.py").write_text(
-        "import os, pathlib, pytest\n"
+        "import os, pytest\n"
         "class FakeServices:\n"
         "    def __init__(self, root):\n"
         "        self.root = root\n"
