@@ -37,11 +37,14 @@ from array import array
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from itertools import accumulate
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from markdown_it_pyrs import MarkdownIt, Node
 
 from blockbatch.core.blocks import Provenance, RawBlock
+
+if TYPE_CHECKING:
+    from markdown_it_pyrs.markdown_it_pyrs import _PLUGIN_NAME
 
 #: Lists nested deeper than this stay text of the innermost item that is a block (the
 #: walk recurses once a level; markdown-it-py's guard was 100 levels too).
@@ -55,8 +58,31 @@ WINDOW_LINES = 20_000
 _YAML_KEY = re.compile(r"^[A-Za-z_][\w.-]*[ \t]*:(\s|$)")
 
 
+#: The parser's rules: CommonMark's block rules and GFM tables, none of its inline rules.
+#: Our blocks are cut from the source lines and the nodes' ``meta``, never from inline
+#: content, and the block structure is settled before any inline rule runs (CommonMark
+#: 0.31, appendix "Phase 1: block structure"). Without them the parser also cannot fall
+#: into markdown-it.rs 0.6's inline ``backticks`` rule, which panics (a Rust panic, a
+#: ``BaseException`` no handler catches) on a ``[`` with an unmatched backtick after it on
+#: its line: ``see [the `x option``. ``tests/unit/test_markdown_blocks_only.py`` checks
+#: that both rule sets give the same blocks wherever the full one does not panic.
+BLOCK_RULES: tuple[_PLUGIN_NAME, ...] = (
+    "blockquote",
+    "code",
+    "fence",
+    "heading",
+    "hr",
+    "lheading",
+    "list",
+    "paragraph",
+    "reference",
+    "html_block",
+    "table",
+)
+
+
 def _parser() -> MarkdownIt:
-    return MarkdownIt("commonmark").enable("table")
+    return MarkdownIt("zero").enable_many(list(BLOCK_RULES))
 
 
 def _indent(line: str) -> int:
