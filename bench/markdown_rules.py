@@ -35,7 +35,9 @@ from bench.common import RESULTS_DIR, Recorder
 
 SPEC = ROOT / "tests" / "fixtures" / "commonmark" / "spec-0.31.2.json"
 GLOBS = ("/usr/share/doc/**/*.md", str(ROOT / ".venv" / "lib" / "python3*" / "**" / "*.md"))
-#: What the random texts are drawn from (as tests/unit/test_markdown_blocks_only.py).
+#: What the random texts are drawn from (here and in tests/unit/test_markdown_blocks_only.py):
+#: Markdown's punctuation, whitespace and a few letters, so that they open and close
+#: brackets, code spans, emphasis, lists, quotes and tables far more often than any text.
 CHARS = "[]`*_#>-+|\\!()<>:.1 \t\n\naé\x1e"
 PANIC = "PanicException"
 

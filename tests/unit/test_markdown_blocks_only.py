@@ -24,9 +24,6 @@ from blockbatch.core.ingest import parse_document
 from tests.helpers import examples
 
 
-# CHARS: Markdown's punctuation, whitespace and a few letters; texts drawn from it open and
-# close brackets, code spans, emphasis, lists, quotes and tables far more often than
-# ``st.text()`` does.
 @settings(max_examples=examples(400), deadline=None)
 @given(st.text(alphabet=CHARS, max_size=80))
 @example("[`")
