@@ -56,9 +56,7 @@ def blocks(text: str, parser: Callable[[], MarkdownIt]) -> list[tuple[Any, ...]]
             (b.block_type, b.content, json.dumps(b.metadata, sort_keys=True), b.provenance)
             for b in markdown.iter_markdown(text)
         ]
-    except BaseException as exc:  # pyo3's PanicException derives from BaseException
-        if type(exc).__name__ != PANIC:
-            raise
+    except markdown.ParserCrash:  # the parser panicked (pyo3's PanicException)
         return PANIC
     finally:
         markdown._parser = saved

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from markdown_it_pyrs import MarkdownIt, Node
 
-from blockbatch.core.blocks import Provenance, RawBlock
+from blockbatch.core.blocks import IngestError, Provenance, RawBlock
 
 if TYPE_CHECKING:
     from markdown_it_pyrs.markdown_it_pyrs import _PLUGIN_NAME
@@ -83,6 +83,32 @@ BLOCK_RULES: tuple[_PLUGIN_NAME, ...] = (
 
 def _parser() -> MarkdownIt:
     return MarkdownIt("zero").enable_many(list(BLOCK_RULES))
+
+
+class ParserCrash(IngestError):
+    """The Markdown parser crashed (a Rust panic) on a window of the file's lines."""
+
+
+def _tree(parser: MarkdownIt, source: str, first: int) -> list[Node]:
+    """The top-level nodes of ``source``, the file's lines from ``first`` (0-based) on.
+
+    Raises:
+        ParserCrash: the parser panicked. A Rust panic reaches Python as pyo3's
+            ``PanicException``, a ``BaseException`` that no ``except Exception`` stops:
+            it would pass every handler that turns a bad file into a clear error. Every
+            other exception goes on unchanged.
+    """
+    try:
+        return parser.tree(source).children
+    except BaseException as exc:
+        if type(exc).__module__ != "pyo3_runtime":  # KeyboardInterrupt, a cancellation
+            raise
+        raise ParserCrash(
+            f"the Markdown parser (markdown-it.rs) crashed on lines {first + 1}-{first + len(source.splitlines())} "
+            f"({str(exc)[:120]}): a bug in the parser, not in the file. Ingest the file as "
+            "plain text until blockbatch is "
+            "upgraded (`--format text`: a block per paragraph), and report the lines"
+        ) from None
 
 
 def _indent(line: str) -> int:
@@ -348,7 +374,7 @@ def iter_markdown(text: str, window_lines: int | None = None) -> Iterator[RawBlo
     parser = _parser()
     while start < total:
         end = min(total, start + size)
-        nodes = parser.tree(walk.window(start, end)).children
+        nodes = _tree(parser, walk.window(start, end), start)
         if end < total:
             # The last block may go on past the window: the next window starts with it.
             at = next((i for i in range(len(nodes) - 1, -1, -1) if nodes[i].srcmap), None)
