@@ -89,7 +89,7 @@ class ParserCrash(IngestError):
     """The Markdown parser crashed (a Rust panic) on a window of the file's lines."""
 
 
-def _tree(parser: MarkdownIt, source: str, first: int) -> list[Node]:
+def _tree(parser: MarkdownIt, source: str, first: int) -> Sequence[Node]:
     """The top-level nodes of ``source``, the file's lines from ``first`` (0-based) on.
 
     Raises:
