@@ -103,11 +103,12 @@ def _tree(parser: MarkdownIt, source: str, first: int) -> Sequence[Node]:
     except BaseException as exc:
         if type(exc).__module__ != "pyo3_runtime":  # KeyboardInterrupt, a cancellation
             raise
+        last = first + len(source.splitlines())
         raise ParserCrash(
-            f"the Markdown parser (markdown-it.rs) crashed on lines {first + 1}-{first + len(source.splitlines())} "
+            f"the Markdown parser (markdown-it.rs) crashed on lines {first + 1}-{last} "
             f"({str(exc)[:120]}): a bug in the parser, not in the file. Ingest the file as "
-            "plain text until blockbatch is "
-            "upgraded (`--format text`: a block per paragraph), and report the lines"
+            "plain text until blockbatch is upgraded (`--format text`: a block per "
+            "paragraph), and report the lines"
         ) from None
 
 
